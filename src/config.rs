@@ -1,0 +1,68 @@
+//! The one configuration: command-line flags, each also readable from a `BAKEOFF_*`
+//! environment variable (flags win).
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "bakeoff",
+    version,
+    about = "Run candidate language models over your own eval sets and get a go/no-go scorecard."
+)]
+pub struct Config {
+    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `bakeoff=debug,tower_http=info`.
+    #[arg(long, env = "BAKEOFF_LOG", default_value = "info", global = true)]
+    pub log: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the web app (creates and migrates the database on first start).
+    Serve(ServeArgs),
+    /// Serve the built-in OpenAI-compatible mock inference server alone.
+    Mock(MockArgs),
+    /// Create or migrate the database, then exit.
+    Migrate(DatabaseArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DatabaseArgs {
+    /// `sqlite://FILE` (created if missing) or `postgres://USER@HOST:PORT/DB`.
+    #[arg(long, env = "BAKEOFF_DATABASE_URL", default_value = "sqlite://bakeoff.db")]
+    pub database_url: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address the web app listens on.
+    #[arg(long, env = "BAKEOFF_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    /// Start the built-in mock in-process and register three demo candidates that point at it.
+    #[arg(long, env = "BAKEOFF_DEMO")]
+    pub demo: bool,
+    /// Where the demo's mock listens (port 0 picks a free one).
+    #[arg(long, env = "BAKEOFF_DEMO_MOCK_LISTEN", default_value = "127.0.0.1:0")]
+    pub demo_mock_listen: SocketAddr,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct MockArgs {
+    /// Address the mock listens on.
+    #[arg(long, env = "BAKEOFF_MOCK_LISTEN", default_value = "127.0.0.1:8081")]
+    pub listen: SocketAddr,
+    /// TOML file of model profiles (see docs/mock.md); without it the demo profiles are served.
+    #[arg(long, env = "BAKEOFF_MOCK_PROFILES")]
+    pub profiles: Option<PathBuf>,
+    /// Eval-set files whose expected outputs the mock answers with; the shipped sets when omitted.
+    #[arg(long = "answer-key", env = "BAKEOFF_MOCK_ANSWER_KEYS", value_delimiter = ',')]
+    pub answer_keys: Vec<PathBuf>,
+    /// Seed for every random choice (answers, jitter, failures): same seed, same behaviour.
+    #[arg(long, env = "BAKEOFF_MOCK_SEED", default_value_t = 42)]
+    pub seed: u64,
+}

@@ -1,0 +1,385 @@
+//! Candidates: one model behind one endpoint, with what the team declares about it.
+use serde::{Deserialize, Serialize};
+
+use super::Timestamp;
+use super::validation::{FieldErrors, MAX_FIELD_CHARS, MAX_NAME_CHARS, optional_number, optional_text, required_text};
+
+/// The wire protocol bakeoff speaks to a candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProviderKind {
+    /// OpenAI-compatible `POST {base}/chat/completions`.
+    OpenAiChat,
+    /// OpenAI-compatible `POST {base}/completions` (raw prompt).
+    OpenAiCompletions,
+    /// Anthropic Messages API, `POST {base}/messages`.
+    Anthropic,
+}
+
+impl ProviderKind {
+    pub const ALL: [ProviderKind; 3] = [
+        ProviderKind::OpenAiChat,
+        ProviderKind::OpenAiCompletions,
+        ProviderKind::Anthropic,
+    ];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ProviderKind::OpenAiChat => "openai-chat",
+            ProviderKind::OpenAiCompletions => "openai-completions",
+            ProviderKind::Anthropic => "anthropic",
+        }
+    }
+
+    pub fn label(&self) -> &'static str {
+        match self {
+            ProviderKind::OpenAiChat => "OpenAI-compatible chat completions",
+            ProviderKind::OpenAiCompletions => "OpenAI-compatible completions",
+            ProviderKind::Anthropic => "Anthropic Messages",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ProviderKind> {
+        ProviderKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// An API key. Never displayed, logged, serialized or exported: `Debug` redacts it and it
+/// implements neither `Display` nor `Serialize`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+    /// The only way to read the key: when building the request header.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(****)")
+    }
+}
+
+/// Serving conditions the team declares; they become part of every figure's provenance.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Conditions {
+    pub hardware: Option<String>,
+    pub framework: Option<String>,
+    pub quantization: Option<String>,
+    pub context_length: Option<u32>,
+}
+
+/// Price in the candidate's currency (USD assumed) per million tokens.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Pricing {
+    pub input_per_mtok: Option<f64>,
+    pub output_per_mtok: Option<f64>,
+}
+
+/// A vendor's headline figure with the caliber and conditions it was stated under,
+/// e.g. 2158 tok/s, "per-stream decode", "H100, batch 1".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimedFigure {
+    pub tokens_per_second: f64,
+    pub caliber: String,
+    pub conditions: Option<String>,
+}
+
+/// Everything about a candidate that the team enters; validated on construction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CandidateSpec {
+    pub name: String,
+    pub provider: ProviderKind,
+    /// Base URL up to and including the API version, e.g. `http://127.0.0.1:8000/v1`.
+    pub base_url: String,
+    pub model: String,
+    /// Stored key, write-only from the UI.
+    pub api_key: Option<Secret>,
+    /// Name of an environment variable holding the key (preferred over storing it).
+    pub api_key_env: Option<String>,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f64>,
+    /// Extra JSON body fields merged into every request (e.g. `{"top_p": 0.9}`).
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+    pub conditions: Conditions,
+    pub pricing: Pricing,
+    pub claimed: Option<ClaimedFigure>,
+    pub notes: Option<String>,
+}
+
+impl CandidateSpec {
+    /// The key to send, from the stored value or the named environment variable.
+    pub fn resolve_api_key(&self) -> Option<Secret> {
+        if let Some(key) = &self.api_key {
+            return Some(key.clone());
+        }
+        self.api_key_env
+            .as_ref()
+            .and_then(|var| std::env::var(var).ok())
+            .map(Secret::new)
+    }
+}
+
+/// A stored candidate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub id: i64,
+    pub spec: CandidateSpec,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// The candidate form as typed: every field a string, exactly as submitted.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct CandidateDraft {
+    pub name: String,
+    pub provider: String,
+    pub base_url: String,
+    pub model: String,
+    pub api_key: String,
+    pub api_key_env: String,
+    pub max_tokens: String,
+    pub temperature: String,
+    pub extra_body: String,
+    pub hardware: String,
+    pub framework: String,
+    pub quantization: String,
+    pub context_length: String,
+    pub price_input: String,
+    pub price_output: String,
+    pub claimed_tps: String,
+    pub claimed_caliber: String,
+    pub claimed_conditions: String,
+    pub notes: String,
+}
+
+impl CandidateDraft {
+    /// The form pre-filled from a stored candidate. The key is never put back in a page.
+    pub fn from_spec(spec: &CandidateSpec) -> Self {
+        let opt = |v: &Option<String>| v.clone().unwrap_or_default();
+        let num = |v: Option<f64>| v.map(|n| n.to_string()).unwrap_or_default();
+        CandidateDraft {
+            name: spec.name.clone(),
+            provider: spec.provider.as_str().to_string(),
+            base_url: spec.base_url.clone(),
+            model: spec.model.clone(),
+            api_key: String::new(),
+            api_key_env: opt(&spec.api_key_env),
+            max_tokens: spec.max_tokens.map(|n| n.to_string()).unwrap_or_default(),
+            temperature: num(spec.temperature),
+            extra_body: if spec.extra_body.is_empty() {
+                String::new()
+            } else {
+                serde_json::Value::Object(spec.extra_body.clone()).to_string()
+            },
+            hardware: opt(&spec.conditions.hardware),
+            framework: opt(&spec.conditions.framework),
+            quantization: opt(&spec.conditions.quantization),
+            context_length: spec
+                .conditions
+                .context_length
+                .map(|n| n.to_string())
+                .unwrap_or_default(),
+            price_input: num(spec.pricing.input_per_mtok),
+            price_output: num(spec.pricing.output_per_mtok),
+            claimed_tps: num(spec.claimed.as_ref().map(|c| c.tokens_per_second)),
+            claimed_caliber: spec.claimed.as_ref().map(|c| c.caliber.clone()).unwrap_or_default(),
+            claimed_conditions: spec
+                .claimed
+                .as_ref()
+                .and_then(|c| c.conditions.clone())
+                .unwrap_or_default(),
+            notes: opt(&spec.notes),
+        }
+    }
+
+    /// Validates every field, collecting all problems at once. `existing_key` is kept when the
+    /// key field is left blank on an edit.
+    pub fn validate(&self, existing_key: Option<&Secret>) -> Result<CandidateSpec, FieldErrors> {
+        let mut e = FieldErrors::default();
+        let name = required_text(&mut e, "name", &self.name, MAX_NAME_CHARS);
+        let provider = match ProviderKind::parse(self.provider.trim()) {
+            Some(p) => Some(p),
+            None => {
+                e.add("provider", "choose one of: openai-chat, openai-completions, anthropic");
+                None
+            }
+        };
+        let base_url =
+            required_text(&mut e, "base_url", &self.base_url, 2_000).and_then(|raw| validate_base_url(&mut e, &raw));
+        let model = required_text(&mut e, "model", &self.model, 300);
+        let api_key = optional_text(&mut e, "api_key", &self.api_key, 1_000).map(Secret::new);
+        let api_key_env = optional_text(&mut e, "api_key_env", &self.api_key_env, 200);
+        if let Some(var) = &api_key_env
+            && !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            e.add(
+                "api_key_env",
+                "must be an environment variable name (letters, digits, _)",
+            );
+        }
+        let max_tokens = optional_number::<u32>(&mut e, "max_tokens", &self.max_tokens, 1, 1_000_000);
+        let temperature = optional_number::<f64>(&mut e, "temperature", &self.temperature, 0.0, 2.0);
+        let extra_body = match self.extra_body.trim() {
+            "" => serde_json::Map::new(),
+            raw if raw.len() > MAX_FIELD_CHARS => {
+                e.add(
+                    "extra_body",
+                    format!("is too long (at most {MAX_FIELD_CHARS} characters)"),
+                );
+                serde_json::Map::new()
+            }
+            raw => match serde_json::from_str::<serde_json::Value>(raw) {
+                Ok(serde_json::Value::Object(map)) => map,
+                Ok(_) => {
+                    e.add("extra_body", "must be a JSON object, e.g. {\"top_p\": 0.9}");
+                    serde_json::Map::new()
+                }
+                Err(err) => {
+                    e.add("extra_body", format!("is not valid JSON: {err}"));
+                    serde_json::Map::new()
+                }
+            },
+        };
+        let conditions = Conditions {
+            hardware: optional_text(&mut e, "hardware", &self.hardware, 500),
+            framework: optional_text(&mut e, "framework", &self.framework, 500),
+            quantization: optional_text(&mut e, "quantization", &self.quantization, 200),
+            context_length: optional_number::<u32>(&mut e, "context_length", &self.context_length, 1, 100_000_000),
+        };
+        let pricing = Pricing {
+            input_per_mtok: optional_number::<f64>(&mut e, "price_input", &self.price_input, 0.0, 1e6),
+            output_per_mtok: optional_number::<f64>(&mut e, "price_output", &self.price_output, 0.0, 1e6),
+        };
+        let claimed_tps = optional_number::<f64>(&mut e, "claimed_tps", &self.claimed_tps, 0.0, 1e9);
+        let claimed_caliber = optional_text(&mut e, "claimed_caliber", &self.claimed_caliber, 500);
+        let claimed_conditions = optional_text(&mut e, "claimed_conditions", &self.claimed_conditions, 1_000);
+        let claimed = match (claimed_tps, claimed_caliber) {
+            (Some(tps), Some(caliber)) => Some(ClaimedFigure {
+                tokens_per_second: tps,
+                caliber,
+                conditions: claimed_conditions,
+            }),
+            (Some(_), None) => {
+                e.add(
+                    "claimed_caliber",
+                    "a claimed figure needs its caliber (e.g. per-stream decode, aggregate @c=64)",
+                );
+                None
+            }
+            _ => None,
+        };
+        let notes = optional_text(&mut e, "notes", &self.notes, MAX_FIELD_CHARS);
+        if !e.is_empty() {
+            return Err(e);
+        }
+        Ok(CandidateSpec {
+            name: name.unwrap_or_default(),
+            provider: provider.unwrap_or(ProviderKind::OpenAiChat),
+            base_url: base_url.unwrap_or_default(),
+            model: model.unwrap_or_default(),
+            api_key: api_key.or_else(|| existing_key.cloned()),
+            api_key_env,
+            max_tokens,
+            temperature,
+            extra_body,
+            conditions,
+            pricing,
+            claimed,
+            notes,
+        })
+    }
+}
+
+/// An http(s) URL without credentials, query or fragment; the trailing slash is dropped.
+fn validate_base_url(e: &mut FieldErrors, raw: &str) -> Option<String> {
+    match url::Url::parse(raw) {
+        Ok(u) if u.scheme() != "http" && u.scheme() != "https" => {
+            e.add("base_url", "must start with http:// or https://");
+            None
+        }
+        Ok(u) if u.host_str().is_none() => {
+            e.add("base_url", "must name a host");
+            None
+        }
+        Ok(u) if !u.username().is_empty() || u.password().is_some() => {
+            e.add("base_url", "must not contain credentials; use the API key field");
+            None
+        }
+        Ok(u) if u.query().is_some() || u.fragment().is_some() => {
+            e.add("base_url", "must not contain a query or fragment");
+            None
+        }
+        Ok(u) => Some(u.as_str().trim_end_matches('/').to_string()),
+        Err(err) => {
+            e.add(
+                "base_url",
+                format!("is not a valid URL ({err}), e.g. http://127.0.0.1:8000/v1"),
+            );
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn draft() -> CandidateDraft {
+        CandidateDraft {
+            name: "fast".into(),
+            provider: "openai-chat".into(),
+            base_url: "http://127.0.0.1:9000/v1/".into(),
+            model: "m".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn valid_draft_normalises_url() {
+        let spec = draft().validate(None).unwrap();
+        assert_eq!(spec.base_url, "http://127.0.0.1:9000/v1");
+        assert_eq!(spec.provider, ProviderKind::OpenAiChat);
+    }
+
+    #[test]
+    fn every_bad_field_is_reported_at_once() {
+        let d = CandidateDraft {
+            name: " ".into(),
+            provider: "grpc".into(),
+            base_url: "ftp://x".into(),
+            model: "".into(),
+            temperature: "3".into(),
+            extra_body: "[1]".into(),
+            claimed_tps: "2158".into(),
+            ..Default::default()
+        };
+        let e = d.validate(None).unwrap_err();
+        for field in [
+            "name",
+            "provider",
+            "base_url",
+            "model",
+            "temperature",
+            "extra_body",
+            "claimed_caliber",
+        ] {
+            assert!(e.get(field).is_some(), "no error for {field}: {e}");
+        }
+    }
+
+    #[test]
+    fn blank_key_on_edit_keeps_the_stored_one_and_debug_redacts_it() {
+        let old = Secret::new("sk-live-123");
+        let spec = draft().validate(Some(&old)).unwrap();
+        assert_eq!(spec.api_key.as_ref().unwrap().expose(), "sk-live-123");
+        assert!(!format!("{spec:?}").contains("sk-live"));
+        assert!(CandidateDraft::from_spec(&spec).api_key.is_empty());
+    }
+}

@@ -1,0 +1,265 @@
+//! Figures derived from raw request records. Definitions follow DESIGN.md "Measurement";
+//! every figure here is computed only from records, so it can always be recomputed.
+use super::grading::case_passed;
+use super::run::{RequestRecord, TokenSource};
+
+/// Percentile by linear interpolation between closest ranks (type 7, as numpy's default).
+/// `q` in [0, 1]; None for an empty sample.
+pub fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let pos = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = pos.ceil() as usize;
+    Some(sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64))
+}
+
+/// Spread of one sample.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Distribution {
+    pub n: usize,
+    pub min: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub mean: f64,
+    /// Coefficient of variation (sample std-dev / mean); None when n < 2 or mean is 0.
+    pub cv: Option<f64>,
+}
+
+impl Distribution {
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Distribution> {
+        let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(|a, b| a.total_cmp(b));
+        let n = v.len();
+        let mean = v.iter().sum::<f64>() / n as f64;
+        let cv = if n >= 2 && mean != 0.0 {
+            let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+            Some(var.sqrt() / mean)
+        } else {
+            None
+        };
+        let p = |q| percentile(&v, q).unwrap_or(f64::NAN);
+        Some(Distribution {
+            n,
+            min: v[0],
+            p50: p(0.5),
+            p90: p(0.9),
+            p95: p(0.95),
+            p99: p(0.99),
+            max: v[n - 1],
+            mean,
+            cv,
+        })
+    }
+}
+
+/// The first side-by-side figures for one candidate in one run (warm-ups excluded).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CandidateSummary {
+    pub candidate_id: i64,
+    /// Measured (non-warm-up) final attempts.
+    pub requests: usize,
+    pub failures: usize,
+    /// failures / requests.
+    pub failure_rate: Option<f64>,
+    /// Weighted share of graded cases that passed.
+    pub accuracy: Option<f64>,
+    pub graded: usize,
+    /// TTFT in milliseconds over successful streamed requests.
+    pub ttft_ms: Option<Distribution>,
+    /// E2E latency in milliseconds over successful requests.
+    pub e2e_ms: Option<Distribution>,
+    /// Decode tok/s per stream over successful requests with ≥ 2 output tokens.
+    pub decode_tok_s_per_stream: Option<Distribution>,
+    /// All output tokens of measured requests / (last end − first send), tok/s.
+    pub aggregate_tok_s: Option<f64>,
+    pub output_tokens: u64,
+    /// Where output-token counts came from, as (source, requests).
+    pub token_sources: Vec<(TokenSource, usize)>,
+    pub concurrency: Option<u32>,
+}
+
+/// Only each request's last attempt counts toward rates; retries are visible separately.
+fn final_attempts<'a>(records: &[&'a RequestRecord]) -> Vec<&'a RequestRecord> {
+    use std::collections::HashMap;
+    let mut last: HashMap<(&str, u32, super::run::Phase), &RequestRecord> = HashMap::new();
+    for r in records {
+        let key = (r.case_id.as_str(), r.repetition, r.phase);
+        match last.get(&key) {
+            Some(prev) if prev.attempt >= r.attempt => {}
+            _ => {
+                last.insert(key, r);
+            }
+        }
+    }
+    let mut out: Vec<&RequestRecord> = last.into_values().collect();
+    out.sort_by_key(|r| r.sent_at_us);
+    out
+}
+
+/// Summarises one candidate's records (all records passed must belong to that candidate).
+pub fn summarise_candidate(
+    candidate_id: i64,
+    records: &[RequestRecord],
+    case_weight: impl Fn(&str) -> f64,
+) -> CandidateSummary {
+    let measured: Vec<&RequestRecord> = records
+        .iter()
+        .filter(|r| r.candidate_id == candidate_id && !r.is_warmup)
+        .collect();
+    let finals = final_attempts(&measured);
+    let ok: Vec<&RequestRecord> = finals.iter().copied().filter(|r| r.succeeded()).collect();
+    let failures = finals.len() - ok.len();
+
+    let (mut passed_w, mut graded_w, mut graded) = (0.0, 0.0, 0);
+    for r in &finals {
+        let verdict = if r.succeeded() {
+            case_passed(&r.grades)
+        } else {
+            Some(false)
+        };
+        if let Some(pass) = verdict {
+            let w = case_weight(&r.case_id);
+            graded_w += w;
+            graded += 1;
+            if pass {
+                passed_w += w;
+            }
+        }
+    }
+
+    let ms = |us: i64| us as f64 / 1000.0;
+    let ttft = Distribution::of(ok.iter().filter_map(|r| r.ttft_us()).map(ms));
+    let e2e = Distribution::of(ok.iter().filter_map(|r| r.end_us).map(ms));
+    let decode = Distribution::of(ok.iter().filter_map(|r| {
+        let tokens = r.output_tokens? as f64;
+        let first = r.ttft_us()?;
+        let last = r.last_token_us?;
+        (tokens >= 2.0 && last > first).then(|| (tokens - 1.0) / ((last - first) as f64 / 1e6))
+    }));
+
+    let output_tokens: u64 = finals.iter().filter_map(|r| r.output_tokens).map(u64::from).sum();
+    let window_start = finals.iter().map(|r| r.sent_at_us).min();
+    let window_end = finals.iter().filter_map(|r| r.end_us.map(|e| r.sent_at_us + e)).max();
+    let aggregate = match (window_start, window_end) {
+        (Some(s), Some(e)) if e > s => Some(output_tokens as f64 / ((e - s) as f64 / 1e6)),
+        _ => None,
+    };
+
+    let mut sources: Vec<(TokenSource, usize)> = Vec::new();
+    for src in finals.iter().filter_map(|r| r.output_tokens_source) {
+        match sources.iter_mut().find(|(s, _)| *s == src) {
+            Some((_, n)) => *n += 1,
+            None => sources.push((src, 1)),
+        }
+    }
+
+    CandidateSummary {
+        candidate_id,
+        requests: finals.len(),
+        failures,
+        failure_rate: (!finals.is_empty()).then(|| failures as f64 / finals.len() as f64),
+        accuracy: (graded_w > 0.0).then(|| passed_w / graded_w),
+        graded,
+        ttft_ms: ttft,
+        e2e_ms: e2e,
+        decode_tok_s_per_stream: decode,
+        aggregate_tok_s: aggregate,
+        output_tokens,
+        token_sources: sources,
+        concurrency: finals.first().map(|r| r.concurrency),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::grading::Grade;
+    use crate::domain::run::{ErrorClass, Phase};
+
+    pub(crate) fn record(
+        case: &str,
+        sent_ms: i64,
+        ttft_ms: i64,
+        end_ms: i64,
+        tokens: u32,
+        pass: bool,
+    ) -> RequestRecord {
+        RequestRecord {
+            run_id: 1,
+            candidate_id: 7,
+            case_id: case.into(),
+            phase: Phase::Quality,
+            repetition: 0,
+            attempt: 0,
+            concurrency: 2,
+            is_warmup: false,
+            sent_at_us: sent_ms * 1000,
+            client_queue_us: 0,
+            connect_us: None,
+            connection_reused: None,
+            headers_us: Some(ttft_ms * 1000),
+            first_chunk_us: Some(ttft_ms * 1000),
+            first_reasoning_us: None,
+            first_content_us: Some(ttft_ms * 1000),
+            last_token_us: Some(end_ms * 1000),
+            end_us: Some(end_ms * 1000),
+            chunks: vec![],
+            http_status: Some(200),
+            finish_reason: Some("stop".into()),
+            input_tokens: Some(10),
+            output_tokens: Some(tokens),
+            output_tokens_source: Some(TokenSource::Usage),
+            reasoning_tokens: None,
+            canonical_tokens: None,
+            output_chars: tokens * 4,
+            output: "x".into(),
+            reasoning: None,
+            error_class: None,
+            error_detail: None,
+            grades: vec![Grade {
+                grader: "exact".into(),
+                score: if pass { 1.0 } else { 0.0 },
+                passed: pass,
+                reason: String::new(),
+            }],
+        }
+    }
+
+    #[test]
+    fn percentile_interpolates_like_numpy() {
+        let v = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(percentile(&v, 0.5), Some(2.5));
+        assert_eq!(percentile(&v, 0.95), Some(3.85));
+        assert_eq!(percentile(&[], 0.5), None);
+        let d = Distribution::of([3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((d.min, d.p50, d.max, d.mean), (1.0, 2.0, 3.0, 2.0));
+        assert!((d.cv.unwrap() - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn summary_excludes_warmups_counts_final_attempts_and_weights() {
+        let mut warm = record("w", 0, 500, 900, 100, true);
+        warm.is_warmup = true;
+        let a = record("a", 1000, 100, 1100, 101, true); // decode: 100 tok / 1.0 s
+        let mut b_try = record("b", 1000, 0, 0, 0, false);
+        b_try.error_class = Some(ErrorClass::HttpServerError);
+        let mut b_retry = record("b", 1500, 200, 1500, 50, false);
+        b_retry.attempt = 1;
+        let s = summarise_candidate(7, &[warm, a, b_try, b_retry], |id| if id == "b" { 3.0 } else { 1.0 });
+        assert_eq!((s.requests, s.failures), (2, 0));
+        assert_eq!(s.accuracy, Some(0.25)); // a passes (w1), b fails (w3)
+        assert_eq!(s.output_tokens, 151);
+        // window: first send 1.0 s (a) → last end 1.5 + 1.5 = 3.0 s → 151 tok / 2 s
+        assert!((s.aggregate_tok_s.unwrap() - 75.5).abs() < 1e-9);
+        assert_eq!(s.decode_tok_s_per_stream.as_ref().unwrap().max, 100.0);
+        assert_eq!(s.ttft_ms.unwrap().p50, 150.0);
+    }
+}

@@ -1,0 +1,36 @@
+//! Pure logic: no I/O, no HTTP, no SQL. Everything here is testable with plain values.
+pub mod candidate;
+pub mod evalset;
+pub mod grading;
+pub mod metrics;
+pub mod run;
+pub mod thresholds;
+pub mod validation;
+
+/// Wall-clock instant as milliseconds since the Unix epoch (UTC); what the store keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct Timestamp(pub i64);
+
+impl Timestamp {
+    pub fn now() -> Self {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Timestamp(now.as_millis() as i64)
+    }
+
+    /// `2026-11-30 08:48 UTC`: the form every page shows.
+    pub fn display(&self) -> String {
+        let format = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute] UTC");
+        time::OffsetDateTime::from_unix_timestamp_nanos(self.0 as i128 * 1_000_000)
+            .ok()
+            .and_then(|t| t.format(&format).ok())
+            .unwrap_or_else(|| "—".to_string())
+    }
+}
+
+impl std::fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.display())
+    }
+}

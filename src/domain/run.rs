@@ -1,0 +1,370 @@
+//! Runs and the raw per-request records they produce.
+use serde::{Deserialize, Serialize};
+
+use super::Timestamp;
+use super::grading::Grade;
+use super::validation::{FieldErrors, optional_number, required_number};
+
+/// How a run is executed. Stored as JSON with the run, so it is part of every figure's identity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    /// Requests in flight at once per candidate (closed loop).
+    pub concurrency: u32,
+    /// How many times every case is sent (repetition index 0..n).
+    pub repetitions: u32,
+    /// Requests sent first and excluded from every figure.
+    pub warmup_requests: u32,
+    /// Overrides the eval set's / candidate's max_tokens when set.
+    pub max_tokens: Option<u32>,
+    /// Overrides the eval set's / candidate's temperature when set.
+    pub temperature: Option<f64>,
+    /// Whole-request timeout.
+    pub timeout_secs: u32,
+    /// Retries after a failed attempt (each attempt is its own record).
+    pub retries: u32,
+    pub stream: bool,
+    /// Only the first N cases (None = all).
+    pub case_limit: Option<u32>,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            concurrency: 4,
+            repetitions: 1,
+            warmup_requests: 2,
+            max_tokens: None,
+            temperature: Some(0.2),
+            timeout_secs: 60,
+            retries: 1,
+            stream: true,
+            case_limit: None,
+        }
+    }
+}
+
+/// The run form as typed.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct RunDraft {
+    pub concurrency: String,
+    pub repetitions: String,
+    pub warmup_requests: String,
+    pub max_tokens: String,
+    pub temperature: String,
+    pub timeout_secs: String,
+    pub retries: String,
+    pub case_limit: String,
+    /// "on" when the streaming checkbox is ticked.
+    pub stream: Option<String>,
+}
+
+impl RunDraft {
+    pub fn validate(&self) -> Result<RunConfig, FieldErrors> {
+        let mut e = FieldErrors::default();
+        let config = RunConfig {
+            concurrency: required_number(&mut e, "concurrency", &self.concurrency, 1, 1024).unwrap_or(1),
+            repetitions: required_number(&mut e, "repetitions", &self.repetitions, 1, 100).unwrap_or(1),
+            warmup_requests: optional_number(&mut e, "warmup_requests", &self.warmup_requests, 0, 1000).unwrap_or(0),
+            max_tokens: optional_number(&mut e, "max_tokens", &self.max_tokens, 1, 1_000_000),
+            temperature: optional_number(&mut e, "temperature", &self.temperature, 0.0, 2.0),
+            timeout_secs: optional_number(&mut e, "timeout_secs", &self.timeout_secs, 1, 3600).unwrap_or(60),
+            retries: optional_number(&mut e, "retries", &self.retries, 0, 10).unwrap_or(1),
+            stream: self.stream.is_some(),
+            case_limit: optional_number(&mut e, "case_limit", &self.case_limit, 1, 1_000_000),
+        };
+        e.into_result(config)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Queued,
+    Running,
+    Finished,
+    Failed,
+    Cancelled,
+}
+
+impl RunStatus {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::Finished => "finished",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+    pub fn parse(s: &str) -> Option<RunStatus> {
+        [
+            RunStatus::Queued,
+            RunStatus::Running,
+            RunStatus::Finished,
+            RunStatus::Failed,
+            RunStatus::Cancelled,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+    }
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, RunStatus::Finished | RunStatus::Failed | RunStatus::Cancelled)
+    }
+}
+
+/// The phase a request belongs to (staged rollout and later phases fill these in).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Warmup,
+    Smoke,
+    Quality,
+    Throughput,
+    Soak,
+    Probe,
+}
+
+impl Phase {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Phase::Warmup => "warmup",
+            Phase::Smoke => "smoke",
+            Phase::Quality => "quality",
+            Phase::Throughput => "throughput",
+            Phase::Soak => "soak",
+            Phase::Probe => "probe",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Phase> {
+        [
+            Phase::Warmup,
+            Phase::Smoke,
+            Phase::Quality,
+            Phase::Throughput,
+            Phase::Soak,
+            Phase::Probe,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+    }
+}
+
+/// Where a request's output-token count came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TokenSource {
+    /// The server's `usage` block.
+    Usage,
+    /// bakeoff's own offline tokenizer.
+    Tokenizer,
+    /// Number of content-bearing stream chunks (a lower bound when chunks carry several tokens).
+    Chunks,
+}
+
+impl TokenSource {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            TokenSource::Usage => "usage",
+            TokenSource::Tokenizer => "tokenizer",
+            TokenSource::Chunks => "chunks",
+        }
+    }
+    pub fn parse(s: &str) -> Option<TokenSource> {
+        [TokenSource::Usage, TokenSource::Tokenizer, TokenSource::Chunks]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
+}
+
+/// Why a request attempt failed. Stored as its string form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    ConnectRefused,
+    Dns,
+    Tls,
+    ConnectTimeout,
+    FirstTokenTimeout,
+    TotalTimeout,
+    RateLimited,
+    HttpClientError,
+    HttpServerError,
+    StreamCut,
+    MalformedChunk,
+    NonJsonResponse,
+    EmptyOutput,
+    ContextLengthExceeded,
+    Other,
+}
+
+impl ErrorClass {
+    pub const ALL: [ErrorClass; 15] = [
+        ErrorClass::ConnectRefused,
+        ErrorClass::Dns,
+        ErrorClass::Tls,
+        ErrorClass::ConnectTimeout,
+        ErrorClass::FirstTokenTimeout,
+        ErrorClass::TotalTimeout,
+        ErrorClass::RateLimited,
+        ErrorClass::HttpClientError,
+        ErrorClass::HttpServerError,
+        ErrorClass::StreamCut,
+        ErrorClass::MalformedChunk,
+        ErrorClass::NonJsonResponse,
+        ErrorClass::EmptyOutput,
+        ErrorClass::ContextLengthExceeded,
+        ErrorClass::Other,
+    ];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ErrorClass::ConnectRefused => "connect_refused",
+            ErrorClass::Dns => "dns",
+            ErrorClass::Tls => "tls",
+            ErrorClass::ConnectTimeout => "connect_timeout",
+            ErrorClass::FirstTokenTimeout => "first_token_timeout",
+            ErrorClass::TotalTimeout => "total_timeout",
+            ErrorClass::RateLimited => "rate_limited",
+            ErrorClass::HttpClientError => "http_4xx",
+            ErrorClass::HttpServerError => "http_5xx",
+            ErrorClass::StreamCut => "stream_cut",
+            ErrorClass::MalformedChunk => "malformed_chunk",
+            ErrorClass::NonJsonResponse => "non_json_response",
+            ErrorClass::EmptyOutput => "empty_output",
+            ErrorClass::ContextLengthExceeded => "context_length_exceeded",
+            ErrorClass::Other => "other",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ErrorClass> {
+        ErrorClass::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// One request attempt, exactly as measured. Append-only: never updated once stored.
+///
+/// All `*_us` offsets are microseconds after `sent_at_us` (the instant just before the request
+/// was written, after bakeoff's own queue). `None` means the event never happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    pub run_id: i64,
+    pub candidate_id: i64,
+    pub case_id: String,
+    pub phase: Phase,
+    pub repetition: u32,
+    /// 0 for the first try, 1.. for retries.
+    pub attempt: u32,
+    /// Load condition the request was sent under.
+    pub concurrency: u32,
+    pub is_warmup: bool,
+    /// Wall clock at send, microseconds since the Unix epoch.
+    pub sent_at_us: i64,
+    /// Time spent waiting in bakeoff's own concurrency queue before send.
+    pub client_queue_us: i64,
+    pub connect_us: Option<i64>,
+    pub connection_reused: Option<bool>,
+    pub headers_us: Option<i64>,
+    pub first_chunk_us: Option<i64>,
+    pub first_reasoning_us: Option<i64>,
+    pub first_content_us: Option<i64>,
+    pub last_token_us: Option<i64>,
+    pub end_us: Option<i64>,
+    /// (offset µs, tokens in that chunk where known, else 1) for every token-bearing chunk.
+    pub chunks: Vec<(i64, u32)>,
+    pub http_status: Option<u16>,
+    pub finish_reason: Option<String>,
+    pub input_tokens: Option<u32>,
+    pub output_tokens: Option<u32>,
+    pub output_tokens_source: Option<TokenSource>,
+    pub reasoning_tokens: Option<u32>,
+    /// Output counted with the canonical offline tokenizer (o200k), computed after the stream.
+    pub canonical_tokens: Option<u32>,
+    pub output_chars: u32,
+    pub output: String,
+    pub reasoning: Option<String>,
+    pub error_class: Option<ErrorClass>,
+    /// Short, secret-free description (status + body excerpt, or the transport error).
+    pub error_detail: Option<String>,
+    pub grades: Vec<Grade>,
+}
+
+impl RequestRecord {
+    pub fn succeeded(&self) -> bool {
+        self.error_class.is_none()
+    }
+    /// Time to first token (reasoning or content).
+    pub fn ttft_us(&self) -> Option<i64> {
+        match (self.first_reasoning_us, self.first_content_us) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// A stored run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    pub id: i64,
+    pub name: String,
+    pub evalset_version_id: i64,
+    pub candidate_ids: Vec<i64>,
+    pub config: RunConfig,
+    pub status: RunStatus,
+    pub error: Option<String>,
+    pub created_at: Timestamp,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
+}
+
+/// What is needed to create a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRun {
+    pub name: String,
+    pub evalset_version_id: i64,
+    pub candidate_ids: Vec<i64>,
+    pub config: RunConfig,
+}
+
+/// A line in a run's event log (phase changes, warnings, errors).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEvent {
+    pub at: Timestamp,
+    pub level: String,
+    pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_form_rejects_negative_and_zero_concurrency() {
+        for bad in ["-1", "0", "abc", ""] {
+            let d = RunDraft {
+                concurrency: bad.into(),
+                repetitions: "1".into(),
+                ..Default::default()
+            };
+            assert!(d.validate().unwrap_err().get("concurrency").is_some(), "{bad}");
+        }
+        let d = RunDraft {
+            concurrency: "8".into(),
+            repetitions: "3".into(),
+            stream: Some("on".into()),
+            ..Default::default()
+        };
+        let c = d.validate().unwrap();
+        assert_eq!((c.concurrency, c.repetitions, c.stream), (8, 3, true));
+    }
+
+    #[test]
+    fn enums_round_trip_through_their_strings() {
+        for c in ErrorClass::ALL {
+            assert_eq!(ErrorClass::parse(c.as_str()), Some(c));
+        }
+        assert_eq!(Phase::parse("quality"), Some(Phase::Quality));
+        assert_eq!(RunStatus::parse("running"), Some(RunStatus::Running));
+        assert_eq!(TokenSource::parse("usage"), Some(TokenSource::Usage));
+    }
+}

@@ -1,0 +1,159 @@
+//! Field-level validation errors, shared by every form and file parser.
+
+/// One problem with one named field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+/// All problems found in one input; empty means valid.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FieldErrors(pub Vec<FieldError>);
+
+impl FieldErrors {
+    pub fn add(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.0.push(FieldError {
+            field: field.into(),
+            message: message.into(),
+        });
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The message for one field, if it has one (forms show it next to the input).
+    pub fn get(&self, field: &str) -> Option<&str> {
+        self.0.iter().find(|e| e.field == field).map(|e| e.message.as_str())
+    }
+
+    pub fn into_result<T>(self, value: T) -> Result<T, FieldErrors> {
+        if self.is_empty() { Ok(value) } else { Err(self) }
+    }
+}
+
+impl std::fmt::Display for FieldErrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(|e| format!("{}: {}", e.field, e.message)).collect();
+        f.write_str(&parts.join("; "))
+    }
+}
+
+impl std::error::Error for FieldErrors {}
+
+/// Longest text accepted in any single free-text field (names, notes, URLs…).
+pub const MAX_FIELD_CHARS: usize = 10_000;
+/// Longest accepted name (candidates, eval sets, profiles).
+pub const MAX_NAME_CHARS: usize = 100;
+
+/// Trimmed, required, bounded text; records an error and returns None otherwise.
+pub fn required_text(errors: &mut FieldErrors, field: &str, raw: &str, max_chars: usize) -> Option<String> {
+    let value = raw.trim();
+    if value.is_empty() {
+        errors.add(field, "is required");
+        return None;
+    }
+    bounded(errors, field, value, max_chars)
+}
+
+/// Trimmed, optional, bounded text; empty becomes None.
+pub fn optional_text(errors: &mut FieldErrors, field: &str, raw: &str, max_chars: usize) -> Option<String> {
+    let value = raw.trim();
+    if value.is_empty() {
+        None
+    } else {
+        bounded(errors, field, value, max_chars)
+    }
+}
+
+fn bounded(errors: &mut FieldErrors, field: &str, value: &str, max_chars: usize) -> Option<String> {
+    let count = value.chars().count();
+    if count > max_chars {
+        errors.add(field, format!("is too long ({count} characters; at most {max_chars})"));
+        return None;
+    }
+    Some(value.to_string())
+}
+
+/// Optional number parsed from a form field, bounded to [min, max].
+pub fn optional_number<T>(errors: &mut FieldErrors, field: &str, raw: &str, min: T, max: T) -> Option<T>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+{
+    let value = raw.trim();
+    if value.is_empty() {
+        return None;
+    }
+    match value.parse::<T>() {
+        Ok(n) if n >= min && n <= max => Some(n),
+        Ok(_) => {
+            errors.add(field, format!("must be between {min} and {max}"));
+            None
+        }
+        Err(_) => {
+            errors.add(field, format!("must be a number, got {:?}", truncate(value, 40)));
+            None
+        }
+    }
+}
+
+/// Required number parsed from a form field, bounded to [min, max].
+pub fn required_number<T>(errors: &mut FieldErrors, field: &str, raw: &str, min: T, max: T) -> Option<T>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+{
+    if raw.trim().is_empty() {
+        errors.add(field, "is required");
+        return None;
+    }
+    optional_number(errors, field, raw, min, max)
+}
+
+/// At most `max` characters of `s`, with an ellipsis when cut (for error messages and excerpts).
+pub fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut cut: String = s.chars().take(max).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn required_text_rejects_blank_and_overlong() {
+        let mut e = FieldErrors::default();
+        assert_eq!(required_text(&mut e, "name", "  ", 5), None);
+        assert_eq!(e.get("name"), Some("is required"));
+        let mut e = FieldErrors::default();
+        assert_eq!(required_text(&mut e, "name", "abcdef", 5), None);
+        assert!(e.get("name").unwrap().contains("too long (6 characters; at most 5)"));
+        let mut e = FieldErrors::default();
+        assert_eq!(required_text(&mut e, "name", " 模型 ", 5).as_deref(), Some("模型"));
+        assert!(e.is_empty());
+    }
+
+    #[test]
+    fn numbers_are_bounded_and_parsed() {
+        let mut e = FieldErrors::default();
+        assert_eq!(optional_number::<u32>(&mut e, "c", "-3", 1, 64), None);
+        assert!(e.get("c").unwrap().contains("must be a number"));
+        let mut e = FieldErrors::default();
+        assert_eq!(optional_number::<i64>(&mut e, "c", "-3", 1, 64), None);
+        assert_eq!(e.get("c"), Some("must be between 1 and 64"));
+        let mut e = FieldErrors::default();
+        assert_eq!(required_number::<u32>(&mut e, "c", " 8 ", 1, 64), Some(8));
+        assert!(e.is_empty());
+    }
+
+    #[test]
+    fn truncate_counts_characters_not_bytes() {
+        assert_eq!(truncate("一二三四", 2), "一二…");
+        assert_eq!(truncate("ab", 2), "ab");
+    }
+}

@@ -1,0 +1,171 @@
+//! Storage. One `Store` trait, two implementations (SQLite by default, PostgreSQL for teams),
+//! chosen by URL scheme. Nothing above this module knows which database it is on.
+//!
+//! Queries are runtime-checked `sqlx::query_as` in each backend file; the same test suite
+//! (`tests/api/store.rs`) runs against both.
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::domain::Timestamp;
+use crate::domain::candidate::{Candidate, CandidateSpec};
+use crate::domain::evalset::{EvalSetFile, TaskKind};
+use crate::domain::run::{NewRun, RequestRecord, Run, RunEvent, RunStatus};
+use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
+
+pub mod postgres;
+pub mod sqlite;
+
+/// The store layer's one error type.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A uniqueness rule was broken, e.g. a second candidate with the same name.
+    #[error("{0}")]
+    Conflict(String),
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("unsupported database URL {0:?}: use sqlite://FILE or postgres://…")]
+    UnsupportedUrl(String),
+    /// Stored data that no longer parses (JSON columns, enum strings).
+    #[error("corrupt stored data: {0}")]
+    Corrupt(String),
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+    #[error(transparent)]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// An eval set with its newest version, for lists.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalSetSummary {
+    pub id: i64,
+    pub name: String,
+    pub task: TaskKind,
+    pub description: Option<String>,
+    pub latest_version_id: i64,
+    pub latest_hash: String,
+    pub case_count: usize,
+    pub version_count: usize,
+    pub updated_at: Timestamp,
+}
+
+/// One immutable version of an eval set, with its parsed file and original text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalSetVersion {
+    pub id: i64,
+    pub evalset_id: i64,
+    pub content_hash: String,
+    pub file: EvalSetFile,
+    pub created_at: Timestamp,
+}
+
+/// A run as listed, with counts that do not need the records loaded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunListItem {
+    pub run: Run,
+    pub evalset_name: String,
+    pub candidate_names: Vec<String>,
+    pub record_count: i64,
+}
+
+/// A change to a threshold profile, as kept in its history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProfileChange {
+    pub version: u32,
+    pub changed_by: String,
+    pub rationale: String,
+    pub rules: Vec<ThresholdRule>,
+    pub at: Timestamp,
+}
+
+/// How far one candidate of a run has got, from stored records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CandidateProgress {
+    pub candidate_id: i64,
+    /// Stored attempts excluding warm-ups (retries included).
+    pub measured_attempts: i64,
+    pub warmup_attempts: i64,
+    /// Attempts that ended in an error.
+    pub failed_attempts: i64,
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    fn backend(&self) -> Backend;
+
+    // --- candidates
+    async fn list_candidates(&self) -> Result<Vec<Candidate>>;
+    async fn get_candidate(&self, id: i64) -> Result<Option<Candidate>>;
+    /// Conflict when the name is taken.
+    async fn create_candidate(&self, spec: &CandidateSpec) -> Result<i64>;
+    /// Conflict when the new name is taken; NotFound when `id` does not exist.
+    async fn update_candidate(&self, id: i64, spec: &CandidateSpec) -> Result<()>;
+
+    // --- eval sets (versions are immutable; saving an identical file returns the existing one)
+    /// Stores `file` as a version of the eval set named in its header, creating the set if
+    /// needed. Idempotent on content hash. Returns the version id.
+    async fn save_evalset_version(&self, file: &EvalSetFile) -> Result<i64>;
+    async fn list_evalsets(&self) -> Result<Vec<EvalSetSummary>>;
+    async fn get_evalset_version(&self, version_id: i64) -> Result<Option<EvalSetVersion>>;
+    /// Every version of one eval set, newest first.
+    async fn list_evalset_versions(&self, evalset_id: i64) -> Result<Vec<EvalSetVersion>>;
+
+    // --- threshold profiles (each save is a new version; history kept)
+    /// Creates the profile or appends a version; returns (profile id, version number).
+    async fn save_threshold_profile(
+        &self,
+        name: &str,
+        description: &str,
+        rules: &[ThresholdRule],
+        changed_by: &str,
+        rationale: &str,
+    ) -> Result<(i64, u32)>;
+    async fn list_threshold_profiles(&self) -> Result<Vec<ThresholdProfile>>;
+    async fn threshold_profile_history(&self, profile_id: i64) -> Result<Vec<ProfileChange>>;
+
+    // --- runs
+    async fn create_run(&self, run: &NewRun) -> Result<i64>;
+    async fn get_run(&self, id: i64) -> Result<Option<Run>>;
+    /// Newest first.
+    async fn list_runs(&self, limit: i64, offset: i64) -> Result<Vec<RunListItem>>;
+    async fn count_runs(&self) -> Result<i64>;
+    /// Sets status, and started_at/finished_at when entering running/terminal states.
+    async fn set_run_status(&self, id: i64, status: RunStatus, error: Option<&str>) -> Result<()>;
+    /// Runs left queued or running (to resume after a restart).
+    async fn unfinished_runs(&self) -> Result<Vec<i64>>;
+
+    // --- raw records (append-only)
+    /// Inserts records and their grades in one transaction. A record whose key
+    /// (run, candidate, case, phase, repetition, attempt) already exists is skipped, so a
+    /// retried batch never duplicates. Returns how many were new.
+    async fn append_request_records(&self, records: &[RequestRecord]) -> Result<u64>;
+    /// All records of a run with their grades, in send order.
+    async fn list_request_records(&self, run_id: i64) -> Result<Vec<RequestRecord>>;
+
+    /// Counts of stored records per candidate, for progress bars without loading records.
+    async fn run_progress(&self, run_id: i64) -> Result<Vec<CandidateProgress>>;
+
+    async fn append_run_event(&self, run_id: i64, level: &str, message: &str) -> Result<()>;
+    async fn list_run_events(&self, run_id: i64) -> Result<Vec<RunEvent>>;
+}
+
+pub type DynStore = Arc<dyn Store>;
+
+/// Opens (creating if needed) and migrates the database named by `url`.
+pub async fn connect(url: &str) -> Result<DynStore> {
+    if url.starts_with("sqlite:") {
+        todo!("sqlite backend")
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        todo!("postgres backend")
+    } else {
+        Err(StoreError::UnsupportedUrl(url.to_string()))
+    }
+}

@@ -1,0 +1,1 @@
+//! SQLite backend (default): one file, WAL, foreign keys on, busy timeout.

@@ -1,0 +1,80 @@
+//! `bakeoff serve`: open the store, load first-start content, optionally start the demo mock,
+//! resume unfinished runs, and serve until Ctrl-C / SIGTERM.
+use std::sync::Arc;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+
+use super::{AppState, build_app};
+use crate::config::ServeArgs;
+use crate::engine::Runner;
+
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let store = crate::store::connect(&args.database.database_url)
+        .await
+        .with_context(|| format!("opening database {}", redact_url(&args.database.database_url)))?;
+    let demo_mock_url = if args.demo {
+        let listener = TcpListener::bind(args.demo_mock_listen)
+            .await
+            .with_context(|| format!("binding the demo mock to {}", args.demo_mock_listen))?;
+        let mock = crate::demo::start_mock(listener).await?;
+        Some(mock.base_url())
+    } else {
+        None
+    };
+    crate::demo::bootstrap(store.as_ref(), demo_mock_url.as_deref()).await?;
+    let runner = Runner::new(store.clone());
+    let resumed = runner.resume_unfinished().await?;
+    if resumed > 0 {
+        tracing::info!(resumed, "resuming unfinished runs");
+    }
+    let state = AppState {
+        store,
+        runner,
+        demo_mock_url: demo_mock_url.map(Arc::from),
+    };
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    tracing::info!(
+        "bakeoff {} listening on http://{}",
+        crate::VERSION,
+        listener.local_addr()?
+    );
+    axum::serve(listener, build_app(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = terminate => {} }
+    tracing::info!("shutdown signal received");
+}
+
+/// The URL with any password replaced, for logs and error messages.
+pub fn redact_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("****"));
+            u.to_string()
+        }
+        _ => url.to_string(),
+    }
+}

@@ -1,0 +1,1 @@
+// owned by its area; see tests/api/main.rs

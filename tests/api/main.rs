@@ -1,0 +1,8 @@
+//! The one integration-test binary (one binary keeps link time down). One module per area.
+mod support;
+
+mod browser;
+mod engine;
+mod mock;
+mod store;
+mod web;

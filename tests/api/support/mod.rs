@@ -1,0 +1,4 @@
+//! Shared test helpers: databases on both backends, the app on a random port.
+#![allow(dead_code)]
+pub mod app;
+pub mod db;
