@@ -1,15 +1,120 @@
-//! First-start content: the shipped eval sets, a default threshold profile, and (with `--demo`)
-//! three candidates served by the in-process mock.
-use crate::mock::MockServer;
+//! First-start content: the shipped eval sets and a default threshold profile (loaded at every
+//! start, idempotently), and with `--demo` three candidates served by the in-process mock.
+use anyhow::Context;
+
+use crate::domain::candidate::{CandidateSpec, ClaimedFigure, Conditions, Pricing, ProviderKind};
+use crate::domain::evalset::EvalSetFile;
+use crate::domain::thresholds::batch_default_rules;
+use crate::mock::{MockConfig, MockServer};
 use crate::store::Store;
 
+/// Name of the profile created on first start.
+pub const DEFAULT_PROFILE: &str = "Batch summarisation (article example)";
+
+/// The shipped eval sets, parsed. A shipped file that does not parse is a build defect.
+pub fn shipped_evalset_files() -> anyhow::Result<Vec<EvalSetFile>> {
+    crate::assets::shipped_evalsets()
+        .into_iter()
+        .map(|(name, text)| EvalSetFile::parse(&name, &text).with_context(|| format!("shipped eval set {name}")))
+        .collect()
+}
+
 /// Starts the in-process mock with the demo profiles and the shipped eval sets as answer keys.
-pub async fn start_mock(_listener: tokio::net::TcpListener) -> anyhow::Result<MockServer> {
-    todo!("demo mock")
+pub async fn start_mock(listener: tokio::net::TcpListener) -> anyhow::Result<MockServer> {
+    let config = MockConfig { profiles: Vec::new() /* LEAD: crate::mock::demo_profiles() once the mock lands */, answer_keys: shipped_evalset_files()?, seed: 42 };
+    let server = crate::mock::spawn(config, listener).await.context("starting the demo mock")?;
+    tracing::info!("demo mock serving at {}", server.base_url());
+    Ok(server)
 }
 
 /// Loads the shipped eval sets and the default threshold profile (idempotent), and registers or
 /// re-points the demo candidates when `demo_mock_url` is given.
-pub async fn bootstrap(_store: &dyn Store, _demo_mock_url: Option<&str>) -> anyhow::Result<()> {
-    todo!("bootstrap")
+pub async fn bootstrap(store: &dyn Store, demo_mock_url: Option<&str>) -> anyhow::Result<()> {
+    for file in shipped_evalset_files()? {
+        store.save_evalset_version(&file).await.with_context(|| format!("loading eval set {}", file.header.name))?;
+    }
+    if store.list_threshold_profiles().await?.is_empty() {
+        store
+            .save_threshold_profile(
+                DEFAULT_PROFILE,
+                "The article's example minimums for a batch job: ≥ 500 tok/s aggregate, ≥ 95 % accuracy, < 2 % failures.",
+                &batch_default_rules(),
+                "bakeoff (first start)",
+                "starting point; edit to your workload",
+            )
+            .await?;
+    }
+    if let Some(url) = demo_mock_url {
+        let existing = store.list_candidates().await?;
+        for spec in demo_candidates(url) {
+            match existing.iter().find(|c| c.spec.name == spec.name) {
+                // The mock's port changes between starts: re-point, keep the team's edits otherwise.
+                Some(c) => {
+                    let mut updated = c.spec.clone();
+                    updated.base_url = spec.base_url;
+                    store.update_candidate(c.id, &updated).await?;
+                }
+                None => {
+                    store.create_candidate(&spec).await?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Three demo candidates with clearly different trade-offs, one per mock demo profile.
+pub fn demo_candidates(mock_base_url: &str) -> Vec<CandidateSpec> {
+    let candidate = |name: &str, model: &str, hardware: &str, price: (f64, f64), claim: Option<ClaimedFigure>, notes: &str| {
+        CandidateSpec {
+            name: name.to_string(),
+            provider: ProviderKind::OpenAiChat,
+            base_url: mock_base_url.to_string(),
+            model: model.to_string(),
+            api_key: None,
+            api_key_env: None,
+            max_tokens: None,
+            temperature: None,
+            extra_body: serde_json::Map::new(),
+            conditions: Conditions {
+                hardware: Some(hardware.to_string()),
+                framework: Some("bakeoff built-in mock".to_string()),
+                quantization: None,
+                context_length: Some(8192),
+            },
+            pricing: Pricing { input_per_mtok: Some(price.0), output_per_mtok: Some(price.1) },
+            claimed: claim,
+            notes: Some(notes.to_string()),
+        }
+    };
+    vec![
+        candidate(
+            "Demo · swift-7b (fast, sloppy)",
+            "swift-7b",
+            "simulated: 1× small GPU",
+            (0.05, 0.20),
+            Some(ClaimedFigure {
+                tokens_per_second: 2158.0,
+                caliber: "per-stream decode".to_string(),
+                conditions: Some("vendor benchmark, batch 1, short prompts".to_string()),
+            }),
+            "Tops the speed ranking; answers are often wrong and some streams fail.",
+        ),
+        candidate(
+            "Demo · steady-32b (balanced)",
+            "steady-32b",
+            "simulated: 2× mid GPU",
+            (0.30, 1.20),
+            None,
+            "The middle road.",
+        ),
+        candidate(
+            "Demo · sage-70b (slow, accurate)",
+            "sage-70b",
+            "simulated: 4× large GPU",
+            (0.90, 3.60),
+            None,
+            "Thinks before answering (reasoning tokens); few slots, queues under load.",
+        ),
+    ]
 }
