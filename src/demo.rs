@@ -21,8 +21,14 @@ pub fn shipped_evalset_files() -> anyhow::Result<Vec<EvalSetFile>> {
 
 /// Starts the in-process mock with the demo profiles and the shipped eval sets as answer keys.
 pub async fn start_mock(listener: tokio::net::TcpListener) -> anyhow::Result<MockServer> {
-    let config = MockConfig { profiles: Vec::new() /* LEAD: crate::mock::demo_profiles() once the mock lands */, answer_keys: shipped_evalset_files()?, seed: 42 };
-    let server = crate::mock::spawn(config, listener).await.context("starting the demo mock")?;
+    let config = MockConfig {
+        profiles: Vec::new(), /* LEAD: crate::mock::demo_profiles() once the mock lands */
+        answer_keys: shipped_evalset_files()?,
+        seed: 42,
+    };
+    let server = crate::mock::spawn(config, listener)
+        .await
+        .context("starting the demo mock")?;
     tracing::info!("demo mock serving at {}", server.base_url());
     Ok(server)
 }
@@ -31,7 +37,10 @@ pub async fn start_mock(listener: tokio::net::TcpListener) -> anyhow::Result<Moc
 /// re-points the demo candidates when `demo_mock_url` is given.
 pub async fn bootstrap(store: &dyn Store, demo_mock_url: Option<&str>) -> anyhow::Result<()> {
     for file in shipped_evalset_files()? {
-        store.save_evalset_version(&file).await.with_context(|| format!("loading eval set {}", file.header.name))?;
+        store
+            .save_evalset_version(&file)
+            .await
+            .with_context(|| format!("loading eval set {}", file.header.name))?;
     }
     if store.list_threshold_profiles().await?.is_empty() {
         store
@@ -65,28 +74,32 @@ pub async fn bootstrap(store: &dyn Store, demo_mock_url: Option<&str>) -> anyhow
 
 /// Three demo candidates with clearly different trade-offs, one per mock demo profile.
 pub fn demo_candidates(mock_base_url: &str) -> Vec<CandidateSpec> {
-    let candidate = |name: &str, model: &str, hardware: &str, price: (f64, f64), claim: Option<ClaimedFigure>, notes: &str| {
-        CandidateSpec {
-            name: name.to_string(),
-            provider: ProviderKind::OpenAiChat,
-            base_url: mock_base_url.to_string(),
-            model: model.to_string(),
-            api_key: None,
-            api_key_env: None,
-            max_tokens: None,
-            temperature: None,
-            extra_body: serde_json::Map::new(),
-            conditions: Conditions {
-                hardware: Some(hardware.to_string()),
-                framework: Some("bakeoff built-in mock".to_string()),
-                quantization: None,
-                context_length: Some(8192),
-            },
-            pricing: Pricing { input_per_mtok: Some(price.0), output_per_mtok: Some(price.1) },
-            claimed: claim,
-            notes: Some(notes.to_string()),
-        }
-    };
+    let candidate =
+        |name: &str, model: &str, hardware: &str, price: (f64, f64), claim: Option<ClaimedFigure>, notes: &str| {
+            CandidateSpec {
+                name: name.to_string(),
+                provider: ProviderKind::OpenAiChat,
+                base_url: mock_base_url.to_string(),
+                model: model.to_string(),
+                api_key: None,
+                api_key_env: None,
+                max_tokens: None,
+                temperature: None,
+                extra_body: serde_json::Map::new(),
+                conditions: Conditions {
+                    hardware: Some(hardware.to_string()),
+                    framework: Some("bakeoff built-in mock".to_string()),
+                    quantization: None,
+                    context_length: Some(8192),
+                },
+                pricing: Pricing {
+                    input_per_mtok: Some(price.0),
+                    output_per_mtok: Some(price.1),
+                },
+                claimed: claim,
+                notes: Some(notes.to_string()),
+            }
+        };
     vec![
         candidate(
             "Demo · swift-7b (fast, sloppy)",

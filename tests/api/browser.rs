@@ -1,1 +1,253 @@
-// owned by its area; see tests/api/main.rs
+//! The demo path in a real headless Chromium (Debian's `chromium` + `chromium-driver`, installed
+//! by scripts/install-browser.sh): open the app, add a candidate, start a run, watch it finish
+//! without reloading, read its table. Skipped with a printed reason where Chromium is missing,
+//! except when BAKEOFF_TEST_REQUIRE_ALL is set (CI), where a missing browser fails the test.
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+
+use bakeoff::engine::Runner;
+use bakeoff::web::{AppState, build_app};
+
+/// The app as `bakeoff serve --demo` starts it: a fresh SQLite file, the mock in-process, the
+/// shipped eval sets and demo candidates, served on a free loopback port.
+struct DemoApp {
+    base_url: String,
+    mock_url: String,
+    _dir: tempfile::TempDir,
+}
+
+async fn spawn_demo_app() -> DemoApp {
+    let dir = tempfile::tempdir().unwrap();
+    let store = bakeoff::store::connect(&format!("sqlite://{}", dir.path().join("bakeoff.db").display()))
+        .await
+        .unwrap();
+    let mock_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mock = bakeoff::demo::start_mock(mock_listener).await.unwrap();
+    let mock_url = mock.base_url();
+    bakeoff::demo::bootstrap(store.as_ref(), Some(&mock_url)).await.unwrap();
+    let state = AppState {
+        runner: Runner::new(store.clone()),
+        store,
+        demo_mock_url: Some(mock_url.as_str().into()),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base_url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, build_app(state)).await });
+    DemoApp {
+        base_url,
+        mock_url,
+        _dir: dir,
+    }
+}
+
+fn find_binary(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .flat_map(|dir| names.iter().map(move |n| dir.join(n)))
+        .find(|p| p.is_file())
+}
+
+/// chromedriver on a free loopback port, killed on drop.
+struct Driver {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn start_driver(chromedriver: &PathBuf) -> Driver {
+    // chromedriver cannot take a listener, so pick a free port and poll /status (bounded).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(chromedriver)
+        .arg(format!("--port={port}"))
+        .arg("--allowed-ips=127.0.0.1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start chromedriver");
+    let driver = Driver {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(r) = reqwest::get(format!("{}/status", driver.url)).await
+            && r.status().is_success()
+        {
+            return driver;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "chromedriver did not answer on {} within 20 s",
+            driver.url
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn start_browser(driver: &Driver, chromium: &PathBuf, profile_dir: &std::path::Path) -> Client {
+    let caps = serde_json::json!({
+        "goog:chromeOptions": {
+            "binary": chromium,
+            "args": [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-quic", "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--window-size=1280,1000",
+                format!("--user-data-dir={}", profile_dir.display()),
+            ]
+        }
+    });
+    let serde_json::Value::Object(caps) = caps else {
+        unreachable!()
+    };
+    ClientBuilder::native()
+        .capabilities(caps)
+        .connect(&driver.url)
+        .await
+        .expect("start headless chromium")
+}
+
+/// Chromium and chromedriver, or None (with the reason printed) when the test must be skipped.
+fn browser_binaries() -> Option<(PathBuf, PathBuf)> {
+    let chromium = find_binary(&["chromium", "chromium-browser", "google-chrome"]);
+    let driver = find_binary(&["chromedriver"]);
+    match (chromium, driver) {
+        (Some(c), Some(d)) => Some((c, d)),
+        _ => {
+            let reason =
+                "skipping browser test: chromium and chromedriver are not installed (run scripts/install-browser.sh)";
+            assert!(
+                std::env::var_os("BAKEOFF_TEST_REQUIRE_ALL").is_none(),
+                "{reason}, but BAKEOFF_TEST_REQUIRE_ALL is set"
+            );
+            eprintln!("{reason}");
+            None
+        }
+    }
+}
+
+async fn screenshot(client: &Client, name: &str) {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser-screenshots");
+    let _ = std::fs::create_dir_all(&dir);
+    if let Ok(png) = client.screenshot().await {
+        let _ = std::fs::write(dir.join(format!("{name}.png")), png);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_path_add_candidate_start_run_see_table() {
+    let Some((chromium, chromedriver)) = browser_binaries() else {
+        return;
+    };
+    let app = spawn_demo_app().await;
+    let driver = start_driver(&chromedriver).await;
+    let profile = tempfile::tempdir().unwrap();
+    let c = start_browser(&driver, &chromium, profile.path()).await;
+    let result = walk_demo_path(&c, &app.base_url, &app.mock_url).await;
+    if result.is_err() {
+        screenshot(&c, "failure").await;
+    }
+    c.close().await.ok();
+    result.unwrap();
+}
+
+async fn walk_demo_path(c: &Client, base: &str, mock_url: &str) -> Result<(), Box<dyn std::error::Error>> {
+    // Overview, then the nav to Candidates.
+    c.goto(base).await?;
+    assert!(c.title().await?.contains("bakeoff"));
+    c.find(Locator::LinkText("Candidates")).await?.click().await?;
+    assert!(c.current_url().await?.path().starts_with("/candidates"));
+
+    // A bad submission shows a message and stores nothing.
+    c.goto(&format!("{base}/candidates/new")).await?;
+    let form = c.form(Locator::Css("form[method=post]")).await?;
+    form.set_by_name("name", "")
+        .await?
+        .set_by_name("base_url", "not a url")
+        .await?
+        .submit()
+        .await?;
+    let page = c.source().await?;
+    assert!(page.contains("is required"), "no message for the empty name");
+
+    // Add a real candidate pointing at the demo mock.
+    c.goto(&format!("{base}/candidates/new")).await?;
+    let form = c.form(Locator::Css("form[method=post]")).await?;
+    form.set_by_name("name", "browser-steady").await?;
+    form.set_by_name("base_url", mock_url).await?;
+    form.set_by_name("model", "steady-32b").await?;
+    form.submit().await?;
+    c.goto(&format!("{base}/candidates")).await?;
+    assert!(c.source().await?.contains("browser-steady"));
+
+    // Start a run of the shipped eval set over the new candidate and one demo candidate.
+    c.goto(&format!("{base}/runs/new")).await?;
+    for label in ["browser-steady", "Demo · swift-7b (fast, sloppy)"] {
+        let xpath = format!("//label[contains(normalize-space(.), '{label}')]//input[@type='checkbox']");
+        c.find(Locator::XPath(&xpath)).await?.click().await?;
+    }
+    let form = c.form(Locator::Css("form[method=post]")).await?;
+    form.set_by_name("concurrency", "4").await?;
+    form.set_by_name("warmup_requests", "1").await?;
+    form.submit().await?;
+    assert!(
+        c.current_url().await?.path().starts_with("/runs/"),
+        "not redirected to the run page"
+    );
+    screenshot(c, "run-started").await;
+
+    // The page updates itself (htmx) until the run is finished: no reload here.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let status = c
+            .find(Locator::Css("[data-run-status]"))
+            .await?
+            .attr("data-run-status")
+            .await?;
+        if status.as_deref() == Some("finished") {
+            break;
+        }
+        assert!(
+            !matches!(status.as_deref(), Some("failed" | "cancelled")),
+            "run ended {status:?}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "run did not finish within 90 s (status {status:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let table = c
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("table.results"))
+        .await?;
+    let text = table.text().await?;
+    for needle in [
+        "aggregate tok/s",
+        "TTFT",
+        "accuracy",
+        "failure",
+        "browser-steady",
+        "swift-7b",
+    ] {
+        assert!(
+            text.to_lowercase().contains(&needle.to_lowercase()),
+            "results table lacks {needle:?}:\n{text}"
+        );
+    }
+    screenshot(c, "run-finished").await;
+    Ok(())
+}
