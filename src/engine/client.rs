@@ -1,0 +1,580 @@
+//! The streaming client: sends one prepared request and measures it exactly as DESIGN.md
+//! "Measurement" defines. Every outcome, including every failure, ends within the timeouts.
+//!
+//! Clock: `t0` is taken just before the request is handed to the connection (after bakeoff's
+//! own queue). Offsets are microseconds from `t0` on a monotonic clock; `sent_at_us` is the
+//! wall clock at `t0`. All events found in one network read share that read's arrival time.
+//!
+//! Non-streamed requests have a single "chunk": the whole body. Its arrival is recorded as the
+//! first chunk, first token (reasoning and/or content), last token and end, so their TTFT equals
+//! their E2E latency; the run's `stream` setting is part of the figure's identity.
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use reqwest::header::CONTENT_TYPE;
+use tokio::time::{Instant, timeout_at};
+
+use super::error::{Failure, classify_status, classify_transport, excerpt};
+use super::provider::{PreparedRequest, StreamDecoder, StreamUpdate, Usage, parse_completion, stream_decoder};
+use super::sse::SseParser;
+use crate::domain::candidate::{CandidateSpec, ProviderKind, Secret};
+use crate::domain::run::{ErrorClass, Phase, RequestRecord, RunConfig, TokenSource};
+
+/// Most bytes read from an error response (only an excerpt is kept).
+const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+/// Most bytes accepted in a non-streamed response.
+const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+/// Longest connect (DNS + TCP + TLS) allowed, whatever the total timeout.
+const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long each stage of a request may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// DNS + TCP + TLS of a new connection.
+    pub connect: Duration,
+    /// Send → first token (reasoning or content); for non-streamed requests, the whole body.
+    pub first_token: Duration,
+    /// Send → end of stream.
+    pub total: Duration,
+}
+
+impl Timeouts {
+    /// From the run's whole-request timeout: the first token may take all of it (a request
+    /// with no token when time runs out is classed `first_token_timeout`), the connect at most
+    /// 10 s of it.
+    pub fn for_run(config: &RunConfig) -> Self {
+        let total = Duration::from_secs(u64::from(config.timeout_secs.max(1)));
+        Timeouts {
+            connect: total.min(MAX_CONNECT_TIMEOUT),
+            first_token: total,
+            total,
+        }
+    }
+}
+
+/// Who an attempt belongs to; everything in a record that is not measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordIdentity {
+    pub run_id: i64,
+    pub candidate_id: i64,
+    pub case_id: String,
+    pub phase: Phase,
+    pub repetition: u32,
+    pub attempt: u32,
+    pub concurrency: u32,
+    pub is_warmup: bool,
+}
+
+/// Everything measured about one attempt (see `RequestRecord` for each field's meaning).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Exchange {
+    pub sent_at_us: i64,
+    pub client_queue_us: i64,
+    pub connect_us: Option<i64>,
+    pub connection_reused: Option<bool>,
+    pub headers_us: Option<i64>,
+    pub first_chunk_us: Option<i64>,
+    pub first_reasoning_us: Option<i64>,
+    pub first_content_us: Option<i64>,
+    pub last_token_us: Option<i64>,
+    pub end_us: Option<i64>,
+    pub chunks: Vec<(i64, u32)>,
+    pub http_status: Option<u16>,
+    pub finish_reason: Option<String>,
+    pub input_tokens: Option<u32>,
+    pub output_tokens: Option<u32>,
+    pub output_tokens_source: Option<TokenSource>,
+    pub reasoning_tokens: Option<u32>,
+    pub output: String,
+    pub reasoning: String,
+    pub failure: Option<Failure>,
+}
+
+impl Exchange {
+    pub fn succeeded(&self) -> bool {
+        self.failure.is_none()
+    }
+
+    /// The stored record (without grades, which the executor adds).
+    pub fn into_record(self, id: RecordIdentity) -> RequestRecord {
+        let (error_class, error_detail) = match self.failure {
+            Some(f) => (Some(f.class), Some(f.detail)),
+            None => (None, None),
+        };
+        RequestRecord {
+            run_id: id.run_id,
+            candidate_id: id.candidate_id,
+            case_id: id.case_id,
+            phase: id.phase,
+            repetition: id.repetition,
+            attempt: id.attempt,
+            concurrency: id.concurrency,
+            is_warmup: id.is_warmup,
+            sent_at_us: self.sent_at_us,
+            client_queue_us: self.client_queue_us,
+            connect_us: self.connect_us,
+            connection_reused: self.connection_reused,
+            headers_us: self.headers_us,
+            first_chunk_us: self.first_chunk_us,
+            first_reasoning_us: self.first_reasoning_us,
+            first_content_us: self.first_content_us,
+            last_token_us: self.last_token_us,
+            end_us: self.end_us,
+            chunks: self.chunks,
+            http_status: self.http_status,
+            finish_reason: self.finish_reason,
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            output_tokens_source: self.output_tokens_source,
+            reasoning_tokens: self.reasoning_tokens,
+            canonical_tokens: None,
+            output_chars: u32::try_from(self.output.chars().count()).unwrap_or(u32::MAX),
+            output: self.output,
+            reasoning: (!self.reasoning.is_empty()).then_some(self.reasoning),
+            error_class,
+            error_detail,
+            grades: Vec::new(),
+        }
+    }
+}
+
+/// One HTTP client per candidate, shared by all its requests, so connections are pooled and
+/// the pool never holds fewer idle connections than the run's concurrency.
+#[derive(Clone)]
+pub struct CandidateClient {
+    http: reqwest::Client,
+    provider: ProviderKind,
+    key: Option<Secret>,
+    timeouts: Timeouts,
+}
+
+impl CandidateClient {
+    /// HTTP/1.1 only (one request per connection, so `concurrency` means connections and no
+    /// HTTP/2 multiplexing changes the load), no redirects (a redirected API URL is a
+    /// misconfiguration to show, not follow), Nagle off.
+    pub fn new(spec: &CandidateSpec, concurrency: u32, timeouts: Timeouts) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            .http1_only()
+            .pool_max_idle_per_host(concurrency.max(1) as usize)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .connect_timeout(timeouts.connect)
+            .tcp_nodelay(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(format!("bakeoff/{}", crate::VERSION))
+            .connector_layer(ConnectTimerLayer)
+            .build()?;
+        Ok(CandidateClient {
+            http,
+            provider: spec.provider,
+            key: spec.resolve_api_key(),
+            timeouts,
+        })
+    }
+
+    pub fn api_key(&self) -> Option<&Secret> {
+        self.key.as_ref()
+    }
+
+    /// Sends `request` and measures it. Never fails: a failure is part of the result.
+    pub async fn send(&self, request: &PreparedRequest, client_queue_us: i64) -> Exchange {
+        let probe = ConnectProbe::default();
+        let sent_at_us = wall_clock_us();
+        let mut m = Measure {
+            t0: Instant::now(),
+            x: Exchange {
+                sent_at_us,
+                client_queue_us,
+                ..Default::default()
+            },
+            usage: None,
+            reasoning_chunks: 0,
+            timeouts: self.timeouts,
+        };
+        let outcome = CONNECT_PROBE
+            .scope(probe.clone(), self.exchange(request, &mut m, &probe))
+            .await;
+        m.finish(outcome.err().map(|f| f.redact(self.key.as_ref())))
+    }
+
+    async fn exchange(&self, req: &PreparedRequest, m: &mut Measure, probe: &ConnectProbe) -> Result<(), Failure> {
+        let first_deadline = m.t0 + self.timeouts.first_token.min(self.timeouts.total);
+        let total_deadline = m.t0 + self.timeouts.total;
+        let send = self
+            .http
+            .post(&req.url)
+            .headers(req.headers.clone())
+            .body(req.body.clone())
+            .send();
+        let response = match timeout_at(first_deadline, send).await {
+            Err(_) => return Err(m.timeout_failure()),
+            Ok(Err(e)) => return Err(classify_transport(&e)),
+            Ok(Ok(r)) => r,
+        };
+        m.x.headers_us = Some(m.now());
+        m.x.connect_us = probe.connect_us();
+        m.x.connection_reused = Some(m.x.connect_us.is_none());
+        let status = response.status();
+        m.x.http_status = Some(status.as_u16());
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_ascii_lowercase);
+
+        if !status.is_success() {
+            // The status decides the class; the body only adds detail, so a body that never
+            // ends costs at most the remaining total time.
+            let (body, _) = read_body(response, total_deadline, MAX_ERROR_BODY_BYTES).await;
+            return Err(classify_status(
+                status.as_u16(),
+                content_type.as_deref(),
+                &String::from_utf8_lossy(&body),
+            ));
+        }
+        let ct = content_type.as_deref().unwrap_or_default();
+        if ct.contains("html") {
+            let (body, _) = read_body(response, total_deadline, MAX_ERROR_BODY_BYTES).await;
+            return Err(Failure::new(
+                ErrorClass::NonJsonResponse,
+                format!(
+                    "HTTP {status} answered with an HTML page: {}",
+                    excerpt(&String::from_utf8_lossy(&body))
+                ),
+            ));
+        }
+        // A server that ignores `stream: true` answers with one JSON body: measure it as such.
+        if !req.stream || ct.contains("json") {
+            return self.read_whole(response, m, first_deadline).await;
+        }
+        self.read_stream(response, m, first_deadline, total_deadline).await
+    }
+
+    async fn read_whole(&self, response: reqwest::Response, m: &mut Measure, deadline: Instant) -> Result<(), Failure> {
+        let (body, error) = read_body(response, deadline, MAX_BODY_BYTES).await;
+        match error {
+            Some(BodyError::Timeout) => return Err(m.timeout_failure()),
+            Some(BodyError::Transport(f)) => return Err(f),
+            Some(BodyError::TooLarge) => {
+                return Err(Failure::new(
+                    ErrorClass::Other,
+                    format!("response body larger than {MAX_BODY_BYTES} bytes"),
+                ));
+            }
+            None => {}
+        }
+        let at = m.now();
+        m.x.first_chunk_us = Some(at);
+        let completion = parse_completion(self.provider, &String::from_utf8_lossy(&body))?;
+        let update = StreamUpdate {
+            reasoning: completion.reasoning,
+            content: completion.content,
+            finish_reason: completion.finish_reason,
+            usage: completion.usage,
+            done: true,
+        };
+        m.apply(update, at);
+        // One chunk holding the whole output: its token count is known when usage is.
+        if let (Some(last), Some(n)) = (m.x.chunks.last_mut(), m.usage.and_then(|u| u.output_tokens)) {
+            last.1 = n;
+        }
+        m.x.end_us = Some(at);
+        Ok(())
+    }
+
+    async fn read_stream(
+        &self,
+        response: reqwest::Response,
+        m: &mut Measure,
+        first_deadline: Instant,
+        total_deadline: Instant,
+    ) -> Result<(), Failure> {
+        let mut decoder = stream_decoder(self.provider);
+        let mut parser = SseParser::new();
+        let mut body = response.bytes_stream();
+        let mut events_seen = 0usize;
+        let mut head = Vec::new(); // the first bytes, to show when the body is no event stream
+        let mut completed = false;
+        loop {
+            let deadline = if m.first_token_seen() {
+                total_deadline
+            } else {
+                first_deadline
+            };
+            let read = match timeout_at(deadline, body.next()).await {
+                Err(_) => return Err(m.timeout_failure()),
+                Ok(None) => break,
+                Ok(Some(Err(e))) => {
+                    let f = classify_transport(&e);
+                    return Err(Failure::new(ErrorClass::StreamCut, f.detail));
+                }
+                Ok(Some(Ok(bytes))) => bytes,
+            };
+            let at = m.now();
+            if head.len() < 300 {
+                head.extend_from_slice(&read[..read.len().min(300 - head.len())]);
+            }
+            let events = parser
+                .push(&read)
+                .map_err(|e| Failure::new(ErrorClass::MalformedChunk, e.to_string()))?;
+            for event in events {
+                events_seen += 1;
+                if m.on_event(decoder.as_mut(), &event, at)? {
+                    m.x.end_us = Some(at);
+                    return Ok(());
+                }
+                completed |= m.x.finish_reason.is_some();
+            }
+        }
+        let at = m.now();
+        if let Some(event) = parser.finish() {
+            events_seen += 1;
+            completed |= m.on_event(decoder.as_mut(), &event, at)?;
+            completed |= m.x.finish_reason.is_some();
+        }
+        m.x.end_us = Some(at);
+        if events_seen == 0 && !head.is_empty() {
+            return Err(Failure::new(
+                ErrorClass::NonJsonResponse,
+                format!(
+                    "response is not an event stream: {}",
+                    excerpt(&String::from_utf8_lossy(&head))
+                ),
+            ));
+        }
+        if !completed {
+            return Err(Failure::new(
+                ErrorClass::StreamCut,
+                format!(
+                    "stream ended without a finish reason or end marker after {} token chunks",
+                    m.x.chunks.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The measurement in progress.
+struct Measure {
+    t0: Instant,
+    x: Exchange,
+    usage: Option<Usage>,
+    reasoning_chunks: u32,
+    timeouts: Timeouts,
+}
+
+impl Measure {
+    fn now(&self) -> i64 {
+        micros(self.t0.elapsed())
+    }
+
+    fn first_token_seen(&self) -> bool {
+        self.x.first_reasoning_us.is_some() || self.x.first_content_us.is_some()
+    }
+
+    /// Applies one event; true when the protocol said the stream is complete.
+    fn on_event(
+        &mut self,
+        decoder: &mut dyn StreamDecoder,
+        event: &super::sse::SseEvent,
+        at: i64,
+    ) -> Result<bool, Failure> {
+        self.x.first_chunk_us.get_or_insert(at);
+        let update = decoder.decode(event)?;
+        let done = update.done;
+        self.apply(update, at);
+        Ok(done)
+    }
+
+    fn apply(&mut self, update: StreamUpdate, at: i64) {
+        if !update.reasoning.is_empty() {
+            self.x.first_reasoning_us.get_or_insert(at);
+            self.x.reasoning.push_str(&update.reasoning);
+            self.reasoning_chunks += 1;
+        }
+        if !update.content.is_empty() {
+            self.x.first_content_us.get_or_insert(at);
+            self.x.output.push_str(&update.content);
+        }
+        if update.carries_tokens() {
+            // The per-chunk token count is not reported by OpenAI-style streams: 1 per chunk.
+            self.x.chunks.push((at, 1));
+            self.x.last_token_us = Some(at);
+        }
+        if update.finish_reason.is_some() {
+            self.x.finish_reason = update.finish_reason;
+        }
+        if let Some(u) = update.usage {
+            self.usage.get_or_insert_with(Usage::default).merge(u);
+        }
+    }
+
+    fn timeout_failure(&self) -> Failure {
+        let secs = |d: Duration| d.as_secs_f64();
+        if self.first_token_seen() {
+            Failure::new(
+                ErrorClass::TotalTimeout,
+                format!(
+                    "stream still open after {:.1} s ({} token chunks received)",
+                    secs(self.timeouts.total),
+                    self.x.chunks.len()
+                ),
+            )
+        } else {
+            let stage = if self.x.headers_us.is_some() {
+                "response headers arrived but"
+            } else {
+                "no response headers and"
+            };
+            Failure::new(
+                ErrorClass::FirstTokenTimeout,
+                format!(
+                    "{stage} no token within {:.1} s",
+                    secs(self.timeouts.first_token.min(self.timeouts.total))
+                ),
+            )
+        }
+    }
+
+    /// Token counts, the empty-output check and the end time; the finished exchange.
+    fn finish(mut self, failure: Option<Failure>) -> Exchange {
+        let at = self.now();
+        self.x.end_us.get_or_insert(at);
+        let usage = self.usage.unwrap_or_default();
+        self.x.input_tokens = usage.input_tokens;
+        if let Some(n) = usage.output_tokens {
+            self.x.output_tokens = Some(n);
+            self.x.output_tokens_source = Some(TokenSource::Usage);
+            self.x.reasoning_tokens = usage.reasoning_tokens;
+        } else if !self.x.chunks.is_empty() || failure.is_none() {
+            self.x.output_tokens = Some(self.x.chunks.iter().map(|c| c.1).sum());
+            self.x.output_tokens_source = Some(TokenSource::Chunks);
+            self.x.reasoning_tokens = (self.reasoning_chunks > 0).then_some(self.reasoning_chunks);
+        }
+        self.x.failure = failure.or_else(|| {
+            self.x.output.trim().is_empty().then(|| {
+                Failure::new(
+                    ErrorClass::EmptyOutput,
+                    format!(
+                        "no answer text (finish reason {}, {} reasoning characters)",
+                        self.x.finish_reason.as_deref().unwrap_or("none"),
+                        self.x.reasoning.chars().count()
+                    ),
+                )
+            })
+        });
+        self.x
+    }
+}
+
+enum BodyError {
+    Timeout,
+    TooLarge,
+    Transport(Failure),
+}
+
+/// Reads a body until it ends, the deadline passes or `limit` bytes arrived; returns what came.
+async fn read_body(response: reqwest::Response, deadline: Instant, limit: usize) -> (Vec<u8>, Option<BodyError>) {
+    let mut body = response.bytes_stream();
+    let mut out = Vec::new();
+    loop {
+        match timeout_at(deadline, body.next()).await {
+            Err(_) => return (out, Some(BodyError::Timeout)),
+            Ok(None) => return (out, None),
+            Ok(Some(Err(e))) => {
+                let f = classify_transport(&e);
+                return (
+                    out,
+                    Some(BodyError::Transport(Failure::new(ErrorClass::StreamCut, f.detail))),
+                );
+            }
+            Ok(Some(Ok(bytes))) => {
+                let room = limit.saturating_sub(out.len());
+                out.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                if bytes.len() > room {
+                    return (out, Some(BodyError::TooLarge));
+                }
+            }
+        }
+    }
+}
+
+fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// Microseconds since the Unix epoch.
+pub fn wall_clock_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(micros)
+        .unwrap_or_default()
+}
+
+// --- connect timing -------------------------------------------------------------------------
+//
+// reqwest does not say whether a request got a pooled connection. A connector layer times every
+// new connection (DNS + TCP + TLS) and reports it to the request that caused it through a
+// task-local probe: hyper opens the connection while polling that request's future. No report
+// before the response headers means the request reused a pooled connection.
+
+tokio::task_local! {
+    static CONNECT_PROBE: ConnectProbe;
+}
+
+/// Connect time in µs + 1 (0 = no new connection), shared with the connector.
+#[derive(Clone, Default)]
+struct ConnectProbe(Arc<AtomicI64>);
+
+impl ConnectProbe {
+    fn connect_us(&self) -> Option<i64> {
+        match self.0.load(Ordering::Acquire) {
+            0 => None,
+            n => Some(n - 1),
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct ConnectTimerLayer;
+
+impl<S> tower::Layer<S> for ConnectTimerLayer {
+    type Service = ConnectTimer<S>;
+    fn layer(&self, inner: S) -> ConnectTimer<S> {
+        ConnectTimer(inner)
+    }
+}
+
+#[derive(Clone)]
+struct ConnectTimer<S>(S);
+
+impl<S, R> tower::Service<R> for ConnectTimer<S>
+where
+    S: tower::Service<R>,
+    S::Future: Send + 'static,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = std::pin::Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: R) -> Self::Future {
+        let probe = CONNECT_PROBE.try_with(|p| p.clone()).ok();
+        let started = std::time::Instant::now();
+        let connecting = self.0.call(request);
+        Box::pin(async move {
+            let result = connecting.await;
+            if let (Some(probe), Ok(_)) = (probe, &result) {
+                probe.0.store(micros(started.elapsed()) + 1, Ordering::Release);
+            }
+            result
+        })
+    }
+}

@@ -1,0 +1,235 @@
+//! OpenAI-compatible chat completions and completions (OpenAI, vLLM, SGLang, TGI, llama.cpp,
+//! Ollama…). Streams ask for `usage` with `stream_options.include_usage`; reasoning arrives
+//! as `reasoning_content` (DeepSeek, vLLM) or `reasoning` (OpenRouter, Ollama, newer vLLM).
+use serde_json::{Map, Value, json};
+
+use super::error::{Failure, classify_stream_error};
+use super::provider::{
+    Completion, RequestParams, StreamDecoder, StreamUpdate, Usage, count, is_error_object, malformed, parse_json_object,
+};
+use super::sse::SseEvent;
+use crate::domain::candidate::CandidateSpec;
+use crate::domain::evalset::ChatMessage;
+
+pub fn chat_body(spec: &CandidateSpec, messages: &[ChatMessage], params: &RequestParams) -> Map<String, Value> {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(spec.model));
+    body.insert("messages".into(), json!(messages));
+    common(&mut body, params);
+    body
+}
+
+pub fn completions_body(spec: &CandidateSpec, prompt: &str, params: &RequestParams) -> Map<String, Value> {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(spec.model));
+    body.insert("prompt".into(), json!(prompt));
+    common(&mut body, params);
+    body
+}
+
+fn common(body: &mut Map<String, Value>, params: &RequestParams) {
+    body.insert("stream".into(), json!(params.stream));
+    if params.stream {
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    if let Some(n) = params.max_tokens {
+        body.insert("max_tokens".into(), json!(n));
+    }
+    if let Some(t) = params.temperature {
+        body.insert("temperature".into(), json!(t));
+    }
+}
+
+/// Decodes `data: {chunk}` events up to `data: [DONE]`.
+pub struct Decoder {
+    chat: bool,
+}
+
+impl Decoder {
+    pub fn chat() -> Self {
+        Decoder { chat: true }
+    }
+    pub fn completions() -> Self {
+        Decoder { chat: false }
+    }
+}
+
+impl StreamDecoder for Decoder {
+    fn decode(&mut self, event: &SseEvent) -> Result<StreamUpdate, Failure> {
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            return Ok(StreamUpdate {
+                done: true,
+                ..Default::default()
+            });
+        }
+        let json = parse_json_object(data).map_err(|why| malformed(data, &why))?;
+        if is_error_object(&json) {
+            return Err(classify_stream_error(&json, data));
+        }
+        let mut update = StreamUpdate {
+            usage: usage(&json),
+            ..Default::default()
+        };
+        // Only the first choice is measured (bakeoff never asks for n > 1).
+        if let Some(choice) = first_choice(&json) {
+            if self.chat {
+                if let Some(delta) = choice.get("delta") {
+                    update.content = text(delta.get("content"));
+                    update.reasoning = reasoning(delta);
+                }
+            } else {
+                update.content = text(choice.get("text"));
+            }
+            update.finish_reason = choice.get("finish_reason").and_then(Value::as_str).map(str::to_string);
+        }
+        Ok(update)
+    }
+}
+
+pub fn parse_chat(json: &Value) -> Completion {
+    let choice = first_choice(json);
+    let message = choice.and_then(|c| c.get("message"));
+    Completion {
+        content: text(message.and_then(|m| m.get("content"))),
+        reasoning: message.map(reasoning).unwrap_or_default(),
+        finish_reason: finish_reason(choice),
+        usage: usage(json),
+    }
+}
+
+pub fn parse_completions(json: &Value) -> Completion {
+    let choice = first_choice(json);
+    Completion {
+        content: text(choice.and_then(|c| c.get("text"))),
+        reasoning: String::new(),
+        finish_reason: finish_reason(choice),
+        usage: usage(json),
+    }
+}
+
+fn first_choice(json: &Value) -> Option<&Value> {
+    let choices = json.get("choices")?.as_array()?;
+    choices
+        .iter()
+        .find(|c| c.get("index").and_then(Value::as_u64) == Some(0))
+        .or_else(|| choices.first())
+}
+
+fn finish_reason(choice: Option<&Value>) -> Option<String> {
+    choice?.get("finish_reason")?.as_str().map(str::to_string)
+}
+
+fn text(v: Option<&Value>) -> String {
+    v.and_then(Value::as_str).unwrap_or_default().to_string()
+}
+
+fn reasoning(delta_or_message: &Value) -> String {
+    let r = text(delta_or_message.get("reasoning_content"));
+    if r.is_empty() {
+        text(delta_or_message.get("reasoning"))
+    } else {
+        r
+    }
+}
+
+/// `usage` when the server sent it (non-null). Reasoning tokens are part of completion tokens.
+fn usage(json: &Value) -> Option<Usage> {
+    let u = json.get("usage").filter(|u| u.is_object())?;
+    Some(Usage {
+        input_tokens: count(u.get("prompt_tokens")),
+        output_tokens: count(u.get("completion_tokens")),
+        reasoning_tokens: count(
+            u.get("completion_tokens_details")
+                .and_then(|d| d.get("reasoning_tokens")),
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::run::ErrorClass;
+
+    fn ev(data: &str) -> SseEvent {
+        SseEvent {
+            event: None,
+            data: data.into(),
+        }
+    }
+
+    #[test]
+    fn chat_chunks_give_role_reasoning_content_finish_usage_and_done() {
+        let mut d = Decoder::chat();
+        let role = d
+            .decode(&ev(
+                r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+            ))
+            .unwrap();
+        assert!(!role.carries_tokens());
+        let think = d
+            .decode(&ev(
+                r#"{"choices":[{"index":0,"delta":{"reasoning_content":"hm","content":null}}]}"#,
+            ))
+            .unwrap();
+        assert_eq!((think.reasoning.as_str(), think.content.as_str()), ("hm", ""));
+        let alt = d.decode(&ev(r#"{"choices":[{"delta":{"reasoning":"so"}}]}"#)).unwrap();
+        assert_eq!(alt.reasoning, "so");
+        let content = d
+            .decode(&ev(
+                r#"{"choices":[{"index":0,"delta":{"content":"正面"},"finish_reason":"stop"}],"usage":null}"#,
+            ))
+            .unwrap();
+        assert_eq!(content.content, "正面");
+        assert_eq!(content.finish_reason.as_deref(), Some("stop"));
+        assert_eq!(content.usage, None);
+        let usage = d
+            .decode(&ev(r#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":4,"completion_tokens_details":{"reasoning_tokens":2}}}"#))
+            .unwrap();
+        assert_eq!(
+            usage.usage,
+            Some(Usage {
+                input_tokens: Some(9),
+                output_tokens: Some(4),
+                reasoning_tokens: Some(2)
+            })
+        );
+        assert!(d.decode(&ev("[DONE]")).unwrap().done);
+    }
+
+    #[test]
+    fn completions_chunks_carry_text() {
+        let mut d = Decoder::completions();
+        let u = d
+            .decode(&ev(
+                r#"{"choices":[{"text":" hi","index":0,"finish_reason":"length"}]}"#,
+            ))
+            .unwrap();
+        assert_eq!(u.content, " hi");
+        assert_eq!(u.finish_reason.as_deref(), Some("length"));
+    }
+
+    #[test]
+    fn bad_and_error_chunks_are_classified() {
+        let mut d = Decoder::chat();
+        assert_eq!(
+            d.decode(&ev("{\"choices\": [")).unwrap_err().class,
+            ErrorClass::MalformedChunk
+        );
+        assert_eq!(d.decode(&ev("42")).unwrap_err().class, ErrorClass::MalformedChunk);
+        let e = d
+            .decode(&ev(r#"{"error":{"message":"engine died","type":"server_error"}}"#))
+            .unwrap_err();
+        assert_eq!(e.class, ErrorClass::HttpServerError);
+    }
+
+    #[test]
+    fn non_streamed_completions_parse() {
+        let j: Value = serde_json::from_str(
+            r#"{"choices":[{"text":"ok","finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#,
+        )
+        .unwrap();
+        let c = parse_completions(&j);
+        assert_eq!((c.content.as_str(), c.finish_reason.as_deref()), ("ok", Some("stop")));
+    }
+}

@@ -1,0 +1,376 @@
+//! What every provider shares: request parameters, the prepared request, and the decoded
+//! stream/response shapes. Each wire protocol lives in its own module (`openai`, `anthropic`)
+//! and is reached through the functions here, dispatched on `ProviderKind`.
+use bytes::Bytes;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Map, Value};
+
+use super::error::Failure;
+use super::sse::SseEvent;
+use super::{anthropic, openai};
+use crate::domain::candidate::{CandidateSpec, ProviderKind, Secret};
+use crate::domain::evalset::{EvalCase, EvalSetFile, EvalSetHeader};
+use crate::domain::run::{ErrorClass, RunConfig};
+
+/// Request parameters after precedence: run config override > eval-set header > candidate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RequestParams {
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f64>,
+    pub stream: bool,
+}
+
+impl RequestParams {
+    pub fn resolve(run: &RunConfig, header: &EvalSetHeader, spec: &CandidateSpec) -> Self {
+        RequestParams {
+            max_tokens: run.max_tokens.or(header.max_tokens).or(spec.max_tokens),
+            temperature: run.temperature.or(header.temperature).or(spec.temperature),
+            stream: run.stream,
+        }
+    }
+}
+
+/// Body keys the engine owns: `extra_body` may not change them, or the measurement would lie
+/// (e.g. `"stream": false` inside a streamed run).
+const ENGINE_OWNED_KEYS: [&str; 6] = ["model", "messages", "prompt", "system", "stream", "stream_options"];
+
+/// A request ready to send: serialised before the clock starts, so building it is never timed.
+#[derive(Debug, Clone)]
+pub struct PreparedRequest {
+    pub url: String,
+    /// Includes the credential header, marked sensitive so it is never printed.
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub stream: bool,
+}
+
+/// Builds the request for one case. Fails (class `Other`) only when the key cannot be put in a
+/// header; the key itself is never part of the message.
+pub fn prepare(
+    spec: &CandidateSpec,
+    key: Option<&Secret>,
+    file: &EvalSetFile,
+    case: &EvalCase,
+    params: &RequestParams,
+) -> Result<PreparedRequest, Failure> {
+    let base = spec.base_url.trim_end_matches('/');
+    let (path, mut body) = match spec.provider {
+        ProviderKind::OpenAiChat => (
+            "chat/completions",
+            openai::chat_body(spec, &file.messages_for(case), params),
+        ),
+        ProviderKind::OpenAiCompletions => (
+            "completions",
+            openai::completions_body(spec, &file.prompt_text_for(case), params),
+        ),
+        ProviderKind::Anthropic => ("messages", anthropic::body(spec, &file.messages_for(case), params)),
+    };
+    merge_extra_body(&mut body, &spec.extra_body);
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let accept = if params.stream {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    headers.insert(reqwest::header::ACCEPT, HeaderValue::from_static(accept));
+    if let Some(key) = key {
+        let (name, value) = match spec.provider {
+            ProviderKind::Anthropic => (HeaderName::from_static("x-api-key"), key.expose().to_string()),
+            _ => (reqwest::header::AUTHORIZATION, format!("Bearer {}", key.expose())),
+        };
+        let mut value = HeaderValue::from_str(&value).map_err(|_| {
+            Failure::new(
+                ErrorClass::Other,
+                "the API key contains characters that are not allowed in an HTTP header",
+            )
+        })?;
+        value.set_sensitive(true);
+        headers.insert(name, value);
+    }
+    if spec.provider == ProviderKind::Anthropic {
+        headers.insert(
+            HeaderName::from_static("anthropic-version"),
+            HeaderValue::from_static(anthropic::API_VERSION),
+        );
+    }
+    Ok(PreparedRequest {
+        url: format!("{base}/{path}"),
+        headers,
+        body: Bytes::from(Value::Object(body).to_string()),
+        stream: params.stream,
+    })
+}
+
+fn merge_extra_body(body: &mut Map<String, Value>, extra: &Map<String, Value>) {
+    for (k, v) in extra {
+        if !ENGINE_OWNED_KEYS.contains(&k.as_str()) {
+            body.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+/// Token counts reported by the server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input_tokens: Option<u32>,
+    pub output_tokens: Option<u32>,
+    pub reasoning_tokens: Option<u32>,
+}
+
+impl Usage {
+    /// Later reports win field by field (Anthropic sends input and output in separate events).
+    pub fn merge(&mut self, later: Usage) {
+        self.input_tokens = later.input_tokens.or(self.input_tokens);
+        self.output_tokens = later.output_tokens.or(self.output_tokens);
+        self.reasoning_tokens = later.reasoning_tokens.or(self.reasoning_tokens);
+    }
+}
+
+/// What one stream event contributed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StreamUpdate {
+    pub reasoning: String,
+    pub content: String,
+    pub finish_reason: Option<String>,
+    pub usage: Option<Usage>,
+    /// The protocol's explicit end (`[DONE]`, `message_stop`): stop reading.
+    pub done: bool,
+}
+
+impl StreamUpdate {
+    pub fn carries_tokens(&self) -> bool {
+        !self.reasoning.is_empty() || !self.content.is_empty()
+    }
+}
+
+/// Turns a provider's stream events into updates; one decoder per request.
+pub trait StreamDecoder: Send {
+    fn decode(&mut self, event: &SseEvent) -> Result<StreamUpdate, Failure>;
+}
+
+pub fn stream_decoder(kind: ProviderKind) -> Box<dyn StreamDecoder> {
+    match kind {
+        ProviderKind::OpenAiChat => Box::new(openai::Decoder::chat()),
+        ProviderKind::OpenAiCompletions => Box::new(openai::Decoder::completions()),
+        ProviderKind::Anthropic => Box::new(anthropic::Decoder),
+    }
+}
+
+/// A whole (non-streamed) response.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Completion {
+    pub content: String,
+    pub reasoning: String,
+    pub finish_reason: Option<String>,
+    pub usage: Option<Usage>,
+}
+
+/// Parses a non-streamed 2xx body.
+pub fn parse_completion(kind: ProviderKind, body: &str) -> Result<Completion, Failure> {
+    let json = parse_json_object(body).map_err(|_| {
+        Failure::new(
+            ErrorClass::NonJsonResponse,
+            format!("response is not JSON: {}", super::error::excerpt(body)),
+        )
+    })?;
+    if is_error_object(&json) {
+        return Err(super::error::classify_stream_error(&json, body));
+    }
+    match kind {
+        ProviderKind::OpenAiChat => Ok(openai::parse_chat(&json)),
+        ProviderKind::OpenAiCompletions => Ok(openai::parse_completions(&json)),
+        ProviderKind::Anthropic => Ok(anthropic::parse_message(&json)),
+    }
+}
+
+/// A JSON object, or the reason it is not one.
+pub(super) fn parse_json_object(text: &str) -> Result<Value, String> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(_) => Err("not a JSON object".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A chunk that is valid JSON but not an object, or not JSON at all.
+pub(super) fn malformed(data: &str, why: &str) -> Failure {
+    Failure::new(
+        ErrorClass::MalformedChunk,
+        format!("stream chunk is not valid ({why}): {}", super::error::excerpt(data)),
+    )
+}
+
+/// `{"error": …}` (OpenAI, vLLM mid-stream), `{"object": "error"}` (vLLM) or
+/// `{"type": "error"}` (Anthropic).
+pub(super) fn is_error_object(json: &Value) -> bool {
+    json.get("error").is_some_and(|e| !e.is_null())
+        || json.get("object").and_then(Value::as_str) == Some("error")
+        || json.get("type").and_then(Value::as_str) == Some("error")
+}
+
+/// A count field as u32 (absent, negative or non-numeric → None).
+pub(super) fn count(v: Option<&Value>) -> Option<u32> {
+    v.and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::candidate::{Conditions, Pricing};
+    use serde_json::json;
+
+    pub(crate) fn spec(provider: ProviderKind) -> CandidateSpec {
+        CandidateSpec {
+            name: "c".into(),
+            provider,
+            base_url: "http://h:1/v1/".into(),
+            model: "m".into(),
+            api_key: Some(Secret::new("sk-test")),
+            api_key_env: None,
+            max_tokens: Some(10),
+            temperature: Some(0.9),
+            extra_body: Map::new(),
+            conditions: Conditions::default(),
+            pricing: Pricing::default(),
+            claimed: None,
+            notes: None,
+        }
+    }
+
+    fn evalset() -> EvalSetFile {
+        EvalSetFile::parse(
+            "t.jsonl",
+            r#"{"bakeoff_evalset":1,"name":"s","task":"classification","system":"Be brief.","prompt":"Label: {{text}}","max_tokens":20}
+{"id":"a","vars":{"text":"good"},"expected":"positive"}"#,
+        )
+        .unwrap()
+    }
+
+    fn body_of(r: &PreparedRequest) -> Value {
+        serde_json::from_slice(&r.body).unwrap()
+    }
+
+    #[test]
+    fn parameters_follow_run_then_evalset_then_candidate() {
+        let file = evalset();
+        let s = spec(ProviderKind::OpenAiChat);
+        let run = RunConfig {
+            max_tokens: None,
+            temperature: None,
+            ..RunConfig::default()
+        };
+        let p = RequestParams::resolve(&run, &file.header, &s);
+        assert_eq!((p.max_tokens, p.temperature), (Some(20), Some(0.9)));
+        let run = RunConfig {
+            max_tokens: Some(5),
+            temperature: Some(0.0),
+            ..RunConfig::default()
+        };
+        let p = RequestParams::resolve(&run, &file.header, &s);
+        assert_eq!((p.max_tokens, p.temperature), (Some(5), Some(0.0)));
+    }
+
+    #[test]
+    fn openai_chat_request_streams_with_usage_and_bearer_auth() {
+        let file = evalset();
+        let mut s = spec(ProviderKind::OpenAiChat);
+        s.extra_body = json!({"top_p": 0.5, "stream": false, "model": "other"})
+            .as_object()
+            .unwrap()
+            .clone();
+        let params = RequestParams {
+            max_tokens: Some(20),
+            temperature: Some(0.2),
+            stream: true,
+        };
+        let r = prepare(&s, s.api_key.as_ref(), &file, &file.cases[0], &params).unwrap();
+        assert_eq!(r.url, "http://h:1/v1/chat/completions");
+        assert_eq!(r.headers["authorization"], "Bearer sk-test");
+        assert!(r.headers["authorization"].is_sensitive());
+        assert!(!format!("{:?}", r.headers).contains("sk-test"));
+        assert_eq!(
+            body_of(&r),
+            json!({
+                "model": "m",
+                "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Label: good"}],
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "max_tokens": 20,
+                "temperature": 0.2,
+                "top_p": 0.5,
+            })
+        );
+    }
+
+    #[test]
+    fn openai_completions_request_sends_the_flattened_prompt() {
+        let file = evalset();
+        let s = spec(ProviderKind::OpenAiCompletions);
+        let params = RequestParams {
+            max_tokens: None,
+            temperature: None,
+            stream: false,
+        };
+        let r = prepare(&s, None, &file, &file.cases[0], &params).unwrap();
+        assert_eq!(r.url, "http://h:1/v1/completions");
+        assert!(r.headers.get("authorization").is_none());
+        assert_eq!(
+            body_of(&r),
+            json!({"model": "m", "prompt": "Be brief.\n\nLabel: good", "stream": false})
+        );
+    }
+
+    #[test]
+    fn anthropic_request_has_its_headers_a_separate_system_and_a_max_tokens() {
+        let file = evalset();
+        let s = spec(ProviderKind::Anthropic);
+        let params = RequestParams {
+            max_tokens: None,
+            temperature: Some(0.0),
+            stream: true,
+        };
+        let r = prepare(&s, s.api_key.as_ref(), &file, &file.cases[0], &params).unwrap();
+        assert_eq!(r.url, "http://h:1/v1/messages");
+        assert_eq!(r.headers["x-api-key"], "sk-test");
+        assert_eq!(r.headers["anthropic-version"], anthropic::API_VERSION);
+        assert!(r.headers.get("authorization").is_none());
+        assert_eq!(
+            body_of(&r),
+            json!({
+                "model": "m",
+                "system": "Be brief.",
+                "messages": [{"role": "user", "content": "Label: good"}],
+                "max_tokens": anthropic::DEFAULT_MAX_TOKENS,
+                "temperature": 0.0,
+                "stream": true,
+            })
+        );
+    }
+
+    #[test]
+    fn a_key_that_cannot_be_a_header_fails_without_showing_it() {
+        let file = evalset();
+        let s = spec(ProviderKind::OpenAiChat);
+        let bad = Secret::new("sk-abc\nInjected: 1");
+        let params = RequestParams {
+            max_tokens: None,
+            temperature: None,
+            stream: true,
+        };
+        let f = prepare(&s, Some(&bad), &file, &file.cases[0], &params).unwrap_err();
+        assert!(!f.detail.contains("sk-abc"));
+    }
+
+    #[test]
+    fn non_streamed_bodies_parse_or_classify() {
+        let ok = r#"{"choices":[{"message":{"content":"hi","reasoning_content":"hmm"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":5}}"#;
+        let c = parse_completion(ProviderKind::OpenAiChat, ok).unwrap();
+        assert_eq!((c.content.as_str(), c.reasoning.as_str()), ("hi", "hmm"));
+        assert_eq!(c.usage.unwrap().output_tokens, Some(5));
+        let html = parse_completion(ProviderKind::OpenAiChat, "<html>login</html>").unwrap_err();
+        assert_eq!(html.class, ErrorClass::NonJsonResponse);
+        let err = parse_completion(ProviderKind::OpenAiChat, r#"{"error":{"message":"boom"}}"#).unwrap_err();
+        assert_eq!(err.class, ErrorClass::HttpServerError);
+    }
+}
