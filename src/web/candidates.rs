@@ -1,0 +1,383 @@
+//! Candidates: the list, and the create / edit forms. API keys are write-only: pages show
+//! whether a key is set, never the key, and a blank key field on edit keeps the stored one.
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+
+use super::AppState;
+use super::error::{WebError, parse_id};
+use super::views::{FieldKind, FieldView, Fieldset, FormBody, num};
+use crate::domain::candidate::{Candidate, CandidateDraft, CandidateSpec, ProviderKind, Secret};
+use crate::domain::validation::FieldErrors;
+use crate::store::StoreError;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/candidates", get(list).post(create))
+        .route("/candidates/new", get(new_form))
+        .route("/candidates/{id}/edit", get(edit_form).post(update))
+}
+
+/// One candidate as listed.
+#[derive(Debug, Clone)]
+pub struct CandidateRow {
+    pub id: i64,
+    pub name: String,
+    pub provider: &'static str,
+    pub model: String,
+    pub base_url: String,
+    pub conditions: String,
+    pub price: String,
+    pub claimed: String,
+    pub key: String,
+}
+
+/// "set", "from env X", "set (env X as fallback)" or "none": never the key itself.
+pub fn key_status(spec: &CandidateSpec) -> String {
+    match (&spec.api_key, &spec.api_key_env) {
+        (Some(_), Some(var)) => format!("set (env {var} unused)"),
+        (Some(_), None) => "set".to_string(),
+        (None, Some(var)) => format!("from env {var}"),
+        (None, None) => "none".to_string(),
+    }
+}
+
+impl From<&Candidate> for CandidateRow {
+    fn from(c: &Candidate) -> Self {
+        let s = &c.spec;
+        let mut conditions = Vec::new();
+        if let Some(h) = &s.conditions.hardware {
+            conditions.push(h.clone());
+        }
+        if let Some(f) = &s.conditions.framework {
+            conditions.push(f.clone());
+        }
+        if let Some(q) = &s.conditions.quantization {
+            conditions.push(q.clone());
+        }
+        if let Some(ctx) = s.conditions.context_length {
+            conditions.push(format!("ctx {ctx}"));
+        }
+        let price = match (s.pricing.input_per_mtok, s.pricing.output_per_mtok) {
+            (None, None) => "—".to_string(),
+            (i, o) => format!(
+                "in {} / out {} $/Mtok",
+                i.map(num).unwrap_or_else(|| "—".into()),
+                o.map(num).unwrap_or_else(|| "—".into())
+            ),
+        };
+        let claimed = match &s.claimed {
+            Some(f) => {
+                let mut t = format!("{} tok/s, {}", num(f.tokens_per_second), f.caliber);
+                if let Some(cond) = &f.conditions {
+                    t.push_str(", ");
+                    t.push_str(cond);
+                }
+                t
+            }
+            None => "—".to_string(),
+        };
+        CandidateRow {
+            id: c.id,
+            name: s.name.clone(),
+            provider: s.provider.as_str(),
+            model: s.model.clone(),
+            base_url: s.base_url.clone(),
+            conditions: if conditions.is_empty() {
+                "—".to_string()
+            } else {
+                conditions.join(" · ")
+            },
+            price,
+            claimed,
+            key: key_status(s),
+        }
+    }
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "candidates/list.html")]
+pub struct CandidatesPage {
+    pub nav: &'static str,
+    pub rows: Vec<CandidateRow>,
+}
+
+async fn list(State(state): State<AppState>) -> Result<CandidatesPage, WebError> {
+    let candidates = state.store.list_candidates().await?;
+    Ok(CandidatesPage {
+        nav: "candidates",
+        rows: candidates.iter().map(CandidateRow::from).collect(),
+    })
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "candidates/form.html")]
+pub struct CandidateFormPage {
+    pub nav: &'static str,
+    /// Some(id) when editing.
+    pub editing: Option<i64>,
+    pub action: String,
+    pub heading: String,
+    pub fieldsets: Vec<Fieldset>,
+    /// The key's state on edit ("set", "from env X", "none").
+    pub key_status: Option<String>,
+    pub has_errors: bool,
+}
+
+impl CandidateFormPage {
+    fn build(draft: &CandidateDraft, errors: &FieldErrors, editing: Option<(i64, &CandidateSpec)>) -> Self {
+        let field = |name, label, kind, value: &str| FieldView::new(name, label, kind, value).errors_from(errors);
+        let providers = ProviderKind::ALL
+            .iter()
+            .map(|p| (p.as_str().to_string(), p.label().to_string()))
+            .collect();
+        let key_help = match editing {
+            Some((_, spec)) if spec.api_key.is_some() => {
+                "A key is stored. Leave blank to keep it; type a new one to replace it. It is never shown again."
+            }
+            _ => "Stored write-only: never shown, logged or exported. Prefer an environment variable below.",
+        };
+        let fieldsets = vec![
+            Fieldset {
+                legend: "Endpoint",
+                note: None,
+                fields: vec![
+                    field("name", "Name", FieldKind::Text, &draft.name)
+                        .required()
+                        .help("Unique; how this candidate is labelled in every table."),
+                    field("provider", "Provider", FieldKind::Select, &draft.provider)
+                        .required()
+                        .options(providers),
+                    field("base_url", "Base URL", FieldKind::Url, &draft.base_url)
+                        .required()
+                        .help("Up to and including the API version, e.g. http://127.0.0.1:8000/v1"),
+                    field("model", "Model", FieldKind::Text, &draft.model)
+                        .required()
+                        .help("The model name the endpoint expects."),
+                ],
+            },
+            Fieldset {
+                legend: "Credentials",
+                note: None,
+                fields: vec![
+                    // The typed key is never echoed back, not even when the form is re-shown.
+                    field("api_key", "API key", FieldKind::Password, "").help(key_help),
+                    field(
+                        "api_key_env",
+                        "API key environment variable",
+                        FieldKind::Text,
+                        &draft.api_key_env,
+                    )
+                    .help("Name of a variable in bakeoff's environment holding the key, e.g. OPENAI_API_KEY."),
+                ],
+            },
+            Fieldset {
+                legend: "Request parameters",
+                note: Some("A run's own settings override these."),
+                fields: vec![
+                    field("max_tokens", "max_tokens", FieldKind::Number, &draft.max_tokens),
+                    field("temperature", "Temperature", FieldKind::Number, &draft.temperature)
+                        .decimal()
+                        .help("0–2"),
+                    field(
+                        "extra_body",
+                        "Extra request fields (JSON object)",
+                        FieldKind::TextArea,
+                        &draft.extra_body,
+                    )
+                    .help("Merged into every request body, e.g. {\"top_p\": 0.9}"),
+                ],
+            },
+            Fieldset {
+                legend: "Declared conditions",
+                note: Some("What you know about how it is served; recorded with every figure."),
+                fields: vec![
+                    field("hardware", "Hardware", FieldKind::Text, &draft.hardware),
+                    field("framework", "Serving framework", FieldKind::Text, &draft.framework),
+                    field("quantization", "Quantization", FieldKind::Text, &draft.quantization),
+                    field(
+                        "context_length",
+                        "Context length (tokens)",
+                        FieldKind::Number,
+                        &draft.context_length,
+                    ),
+                ],
+            },
+            Fieldset {
+                legend: "Price",
+                note: None,
+                fields: vec![
+                    field(
+                        "price_input",
+                        "Input, $ per million tokens",
+                        FieldKind::Number,
+                        &draft.price_input,
+                    )
+                    .decimal(),
+                    field(
+                        "price_output",
+                        "Output, $ per million tokens",
+                        FieldKind::Number,
+                        &draft.price_output,
+                    )
+                    .decimal(),
+                ],
+            },
+            Fieldset {
+                legend: "Claimed figure",
+                note: Some(
+                    "A vendor's headline number, kept with the caliber it was stated under so it can be checked.",
+                ),
+                fields: vec![
+                    field("claimed_tps", "Claimed tok/s", FieldKind::Number, &draft.claimed_tps).decimal(),
+                    field("claimed_caliber", "Caliber", FieldKind::Text, &draft.claimed_caliber)
+                        .help("e.g. per-stream decode, aggregate @c=64"),
+                    field(
+                        "claimed_conditions",
+                        "Conditions",
+                        FieldKind::Text,
+                        &draft.claimed_conditions,
+                    )
+                    .help("e.g. H100, batch 1"),
+                ],
+            },
+            Fieldset {
+                legend: "Notes",
+                note: None,
+                fields: vec![field("notes", "Notes", FieldKind::TextArea, &draft.notes)],
+            },
+        ];
+        let (editing_id, action, heading, key_status) = match editing {
+            Some((id, spec)) => (
+                Some(id),
+                format!("/candidates/{id}/edit"),
+                format!("Edit candidate {}", spec.name),
+                Some(self::key_status(spec)),
+            ),
+            None => (None, "/candidates".to_string(), "Add a candidate".to_string(), None),
+        };
+        CandidateFormPage {
+            nav: "candidates",
+            editing: editing_id,
+            action,
+            heading,
+            fieldsets,
+            key_status,
+            has_errors: !errors.is_empty(),
+        }
+    }
+}
+
+async fn new_form() -> CandidateFormPage {
+    let draft = CandidateDraft {
+        provider: ProviderKind::OpenAiChat.as_str().to_string(),
+        ..Default::default()
+    };
+    CandidateFormPage::build(&draft, &FieldErrors::default(), None)
+}
+
+async fn create(State(state): State<AppState>, body: FormBody) -> Result<Response, WebError> {
+    let draft: CandidateDraft = body.to_draft()?;
+    let spec = match draft.validate(None) {
+        Ok(spec) => spec,
+        Err(errors) => return Ok(invalid(CandidateFormPage::build(&draft, &errors, None))),
+    };
+    match state.store.create_candidate(&spec).await {
+        Ok(id) => {
+            tracing::info!(candidate_id = id, "candidate created");
+            Ok(Redirect::to("/candidates").into_response())
+        }
+        Err(StoreError::Conflict(_)) => Ok(invalid(CandidateFormPage::build(&draft, &name_taken(&spec.name), None))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn load(state: &AppState, raw: &str) -> Result<Candidate, WebError> {
+    let id = parse_id(raw, "candidate")?;
+    state
+        .store
+        .get_candidate(id)
+        .await?
+        .ok_or_else(|| WebError::NotFound(format!("candidate #{id}")))
+}
+
+async fn edit_form(State(state): State<AppState>, Path(raw): Path<String>) -> Result<CandidateFormPage, WebError> {
+    let c = load(&state, &raw).await?;
+    Ok(CandidateFormPage::build(
+        &CandidateDraft::from_spec(&c.spec),
+        &FieldErrors::default(),
+        Some((c.id, &c.spec)),
+    ))
+}
+
+async fn update(State(state): State<AppState>, Path(raw): Path<String>, body: FormBody) -> Result<Response, WebError> {
+    let c = load(&state, &raw).await?;
+    let draft: CandidateDraft = body.to_draft()?;
+    let clear_key = body.get("clear_key").is_some();
+    let kept: Option<&Secret> = if clear_key { None } else { c.spec.api_key.as_ref() };
+    let spec = match draft.validate(kept) {
+        Ok(spec) => spec,
+        Err(errors) => {
+            return Ok(invalid(CandidateFormPage::build(
+                &draft,
+                &errors,
+                Some((c.id, &c.spec)),
+            )));
+        }
+    };
+    match state.store.update_candidate(c.id, &spec).await {
+        Ok(()) => {
+            tracing::info!(candidate_id = c.id, key_cleared = clear_key, "candidate updated");
+            Ok(Redirect::to("/candidates").into_response())
+        }
+        Err(StoreError::Conflict(_)) => Ok(invalid(CandidateFormPage::build(
+            &draft,
+            &name_taken(&spec.name),
+            Some((c.id, &c.spec)),
+        ))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn name_taken(name: &str) -> FieldErrors {
+    let mut e = FieldErrors::default();
+    e.add(
+        "name",
+        format!("is already used by another candidate ({name:?}); choose a different name"),
+    );
+    e
+}
+
+/// A form re-shown with its errors: 422, nothing stored.
+fn invalid(page: CandidateFormPage) -> Response {
+    (StatusCode::UNPROCESSABLE_ENTITY, page).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_status_never_contains_the_key() {
+        let mut spec = CandidateDraft {
+            name: "a".into(),
+            provider: "openai-chat".into(),
+            base_url: "http://h/v1".into(),
+            model: "m".into(),
+            api_key: "sk-secret-123".into(),
+            ..Default::default()
+        }
+        .validate(None)
+        .unwrap();
+        assert_eq!(key_status(&spec), "set");
+        spec.api_key = None;
+        spec.api_key_env = Some("OPENAI_API_KEY".into());
+        assert_eq!(key_status(&spec), "from env OPENAI_API_KEY");
+        spec.api_key_env = None;
+        assert_eq!(key_status(&spec), "none");
+    }
+}

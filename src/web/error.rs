@@ -1,0 +1,131 @@
+//! The web layer's one error type, mapped once to an HTML error page.
+//!
+//! 4xx errors say what was wrong in words meant for the user; 5xx errors are logged with their
+//! cause and shown as a generic message, so internal details (SQL, paths) never reach a page.
+use askama::Template;
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WebError {
+    /// The thing named does not exist, e.g. "run 42".
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The request itself is malformed (bad query parameter, unparseable form body).
+    #[error("bad request: {0}")]
+    BadRequest(String),
+    /// A request body above [`super::MAX_BODY_BYTES`].
+    #[error("request body too large")]
+    PayloadTooLarge,
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("template: {0}")]
+    Template(#[from] askama::Error),
+    /// Any other failure whose cause must be logged but not shown.
+    #[error("internal: {0}")]
+    Internal(String),
+}
+
+impl WebError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            WebError::NotFound(_) => StatusCode::NOT_FOUND,
+            WebError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            WebError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            // A store-level "not found" reached here means a stale link or id race.
+            WebError::Store(StoreError::NotFound(_)) => StatusCode::NOT_FOUND,
+            WebError::Store(_) | WebError::Template(_) | WebError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// (heading, message) for the page; never contains internal error text for 5xx.
+    fn public_text(&self) -> (&'static str, String) {
+        match self {
+            WebError::NotFound(what) => (
+                "Not found",
+                format!("There is no {what}. It may have been removed, or the link is wrong."),
+            ),
+            WebError::BadRequest(why) => ("Bad request", why.clone()),
+            WebError::PayloadTooLarge => (
+                "Form too large",
+                format!(
+                    "The form was larger than {}; nothing was stored.",
+                    super::views::human_bytes(super::MAX_BODY_BYTES as u64)
+                ),
+            ),
+            WebError::Store(StoreError::NotFound(_)) => (
+                "Not found",
+                "That item no longer exists. It may have been removed, or the link is wrong.".to_string(),
+            ),
+            _ => (
+                "Something went wrong",
+                "bakeoff could not complete this request. The cause has been logged on the server; \
+                 nothing you submitted was lost if it was already saved. Try again, or check the server log."
+                    .to_string(),
+            ),
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "error.html")]
+pub struct ErrorPage {
+    pub nav: &'static str,
+    pub status: u16,
+    pub heading: &'static str,
+    pub message: String,
+}
+
+impl IntoResponse for WebError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() {
+            // The full cause goes to the log only.
+            tracing::error!(error = %self, "request failed");
+        }
+        let (heading, message) = self.public_text();
+        let page = ErrorPage {
+            nav: "",
+            status: status.as_u16(),
+            heading,
+            message,
+        };
+        match page.render() {
+            Ok(html) => (status, Html(html)).into_response(),
+            Err(err) => {
+                tracing::error!(error = %err, "rendering the error page failed");
+                (status, heading).into_response()
+            }
+        }
+    }
+}
+
+/// The fallback for unknown paths.
+pub async fn not_found() -> WebError {
+    WebError::NotFound("page at this address".to_string())
+}
+
+/// Parses an id from a path segment; anything that is not a positive integer is "not found"
+/// (a typo'd link should get the same friendly page as a deleted item).
+pub fn parse_id(raw: &str, what: &str) -> Result<i64, WebError> {
+    match raw.parse::<i64>() {
+        Ok(id) if id > 0 => Ok(id),
+        _ => Err(WebError::NotFound(format!("{what} {raw:?}"))),
+    }
+}
+
+/// The 1-based page number from `?page=`; absent means 1.
+pub fn parse_page(raw: Option<&str>) -> Result<u32, WebError> {
+    match raw.map(str::trim) {
+        None | Some("") => Ok(1),
+        Some(s) => match s.parse::<u32>() {
+            Ok(n) if n >= 1 => Ok(n),
+            _ => Err(WebError::BadRequest(format!(
+                "The page number must be a whole number from 1, got {:?}.",
+                crate::domain::validation::truncate(s, 20)
+            ))),
+        },
+    }
+}

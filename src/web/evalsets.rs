@@ -1,0 +1,292 @@
+//! Eval sets: the list, one version's detail with its cases (paginated on the server), and the
+//! download of the version's normalised file (the exact text its hash identifies).
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Deserialize;
+
+use super::AppState;
+use super::error::{WebError, parse_id, parse_page};
+use super::views::{Pagination, or_dash, short_hash};
+use crate::domain::evalset::EvalSetFile;
+use crate::domain::grading::GraderSpec;
+use crate::domain::validation::truncate;
+use crate::store::EvalSetVersion;
+
+pub const CASES_PER_PAGE: u32 = 50;
+/// Characters of the rendered prompt shown per case.
+const PROMPT_EXCERPT: usize = 200;
+const EXPECTED_EXCERPT: usize = 120;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/evalsets", get(list))
+        .route("/evalsets/{version_id}", get(detail))
+        .route("/evalsets/{version_id}/download", get(download))
+}
+
+#[derive(Debug, Clone)]
+pub struct EvalSetRow {
+    pub name: String,
+    pub task: &'static str,
+    pub description: String,
+    pub cases: usize,
+    pub versions: usize,
+    pub version_id: i64,
+    pub hash: String,
+    pub updated: String,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "evalsets/list.html")]
+pub struct EvalSetsPage {
+    pub nav: &'static str,
+    pub rows: Vec<EvalSetRow>,
+}
+
+async fn list(State(state): State<AppState>) -> Result<EvalSetsPage, WebError> {
+    let rows = state
+        .store
+        .list_evalsets()
+        .await?
+        .into_iter()
+        .map(|s| EvalSetRow {
+            name: s.name,
+            task: s.task.as_str(),
+            description: s.description.map(|d| truncate(&d, 160)).unwrap_or_default(),
+            cases: s.case_count,
+            versions: s.version_count,
+            version_id: s.latest_version_id,
+            hash: short_hash(&s.latest_hash).to_string(),
+            updated: s.updated_at.display(),
+        })
+        .collect();
+    Ok(EvalSetsPage { nav: "evalsets", rows })
+}
+
+#[derive(Debug, Clone)]
+pub struct CaseRowView {
+    pub id: String,
+    pub prompt: String,
+    pub expected: String,
+    pub tags: String,
+    pub graders: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct VersionLink {
+    pub id: i64,
+    pub hash: String,
+    pub created: String,
+    pub cases: usize,
+    pub current: bool,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "evalsets/detail.html")]
+pub struct EvalSetPage {
+    pub nav: &'static str,
+    pub version_id: i64,
+    pub name: String,
+    pub task: &'static str,
+    pub description: Option<String>,
+    pub language: String,
+    pub hash: String,
+    pub hash_short: String,
+    pub created: String,
+    pub case_count: usize,
+    pub system: Option<String>,
+    pub prompt: Option<String>,
+    pub max_tokens: String,
+    pub temperature: String,
+    pub graders: Vec<String>,
+    pub versions: Vec<VersionLink>,
+    pub cases: Vec<CaseRowView>,
+    pub pager: Pagination,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct PageQuery {
+    pub page: Option<String>,
+}
+
+/// A grader in words, e.g. `exact (trim, collapse whitespace)`.
+pub fn describe_grader(g: &GraderSpec) -> String {
+    match g {
+        GraderSpec::Exact {
+            trim,
+            ignore_case,
+            collapse_whitespace,
+        } => {
+            let mut opts = Vec::new();
+            if *trim {
+                opts.push("trim");
+            }
+            if *collapse_whitespace {
+                opts.push("collapse whitespace");
+            }
+            if *ignore_case {
+                opts.push("ignore case");
+            }
+            if opts.is_empty() {
+                "exact (byte for byte)".to_string()
+            } else {
+                format!("exact ({})", opts.join(", "))
+            }
+        }
+    }
+}
+
+async fn load(state: &AppState, raw: &str) -> Result<EvalSetVersion, WebError> {
+    let id = parse_id(raw, "eval set version")?;
+    state
+        .store
+        .get_evalset_version(id)
+        .await?
+        .ok_or_else(|| WebError::NotFound(format!("eval set version #{id}")))
+}
+
+async fn detail(
+    State(state): State<AppState>,
+    Path(raw): Path<String>,
+    Query(q): Query<PageQuery>,
+) -> Result<EvalSetPage, WebError> {
+    let version = load(&state, &raw).await?;
+    let page = parse_page(q.page.as_deref())?;
+    let file: &EvalSetFile = &version.file;
+    let pager = Pagination::new(
+        format!("/evalsets/{}", version.id),
+        page,
+        CASES_PER_PAGE,
+        file.cases.len() as i64,
+    );
+    if pager.out_of_range() {
+        return Err(WebError::NotFound(format!(
+            "page {page} of this eval set's cases (there are {} pages)",
+            pager.pages
+        )));
+    }
+    let cases = file
+        .cases
+        .iter()
+        .skip(pager.offset() as usize)
+        .take(CASES_PER_PAGE as usize)
+        .map(|case| CaseRowView {
+            id: case.id.clone(),
+            prompt: truncate(&file.prompt_text_for(case), PROMPT_EXCERPT),
+            expected: case
+                .expected_text()
+                .map(|t| truncate(&t, EXPECTED_EXCERPT))
+                .unwrap_or_else(|| "—".into()),
+            tags: case.tags.join(", "),
+            graders: if case.graders.is_empty() {
+                String::new()
+            } else {
+                case.graders.iter().map(describe_grader).collect::<Vec<_>>().join("; ")
+            },
+        })
+        .collect();
+    let versions = state
+        .store
+        .list_evalset_versions(version.evalset_id)
+        .await?
+        .into_iter()
+        .map(|v| VersionLink {
+            id: v.id,
+            hash: short_hash(&v.content_hash).to_string(),
+            created: v.created_at.display(),
+            cases: v.file.cases.len(),
+            current: v.id == version.id,
+        })
+        .collect();
+    let h = &file.header;
+    Ok(EvalSetPage {
+        nav: "evalsets",
+        version_id: version.id,
+        name: h.name.clone(),
+        task: h.task.as_str(),
+        description: h.description.clone(),
+        language: or_dash(h.language.as_ref()),
+        hash: version.content_hash.clone(),
+        hash_short: short_hash(&version.content_hash).to_string(),
+        created: version.created_at.display(),
+        case_count: file.cases.len(),
+        system: h.system.clone(),
+        prompt: h.prompt.clone(),
+        max_tokens: or_dash(h.max_tokens),
+        temperature: or_dash(h.temperature),
+        graders: h.graders.iter().map(describe_grader).collect(),
+        versions,
+        cases,
+        pager,
+    })
+}
+
+/// A file name safe for a header: the set's name reduced to `[A-Za-z0-9._-]`, plus the hash.
+fn download_name(name: &str, hash: &str) -> String {
+    let mut base: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    base = base.trim_matches(|c| c == '-' || c == '.').to_string();
+    if base.is_empty() {
+        base = "evalset".into();
+    }
+    format!(
+        "{}-{}.jsonl",
+        truncate(&base, 80).trim_end_matches('…'),
+        short_hash(hash)
+    )
+}
+
+async fn download(State(state): State<AppState>, Path(raw): Path<String>) -> Result<Response, WebError> {
+    let version = load(&state, &raw).await?;
+    let name = download_name(&version.file.header.name, &version.content_hash);
+    let mut response = version.file.normalised().into_response();
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/jsonl; charset=utf-8"),
+    );
+    let disposition = format!("attachment; filename=\"{name}\"");
+    h.insert(
+        header::CONTENT_DISPOSITION,
+        HeaderValue::from_str(&disposition).map_err(|e| WebError::Internal(format!("content-disposition: {e}")))?,
+    );
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn download_names_are_header_safe() {
+        let hash = "0123456789abcdef0123";
+        assert_eq!(
+            download_name("support ticket/triage", hash),
+            "support-ticket-triage-0123456789ab.jsonl"
+        );
+        assert_eq!(download_name("情感\"分类\"", hash), "evalset-0123456789ab.jsonl");
+    }
+
+    #[test]
+    fn graders_are_described_in_words() {
+        let g = GraderSpec::Exact {
+            trim: true,
+            ignore_case: false,
+            collapse_whitespace: true,
+        };
+        assert_eq!(describe_grader(&g), "exact (trim, collapse whitespace)");
+    }
+}

@@ -1,0 +1,124 @@
+//! "How we measure": the fixed metric definitions every figure in bakeoff follows
+//! (DESIGN.md, "Measurement"). The run pages take their labels from [`METRICS`] too, so the
+//! page and the tables cannot drift apart.
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::Router;
+use axum::routing::get;
+
+use super::AppState;
+
+/// One published metric definition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricDef {
+    pub name: &'static str,
+    pub definition: &'static str,
+    /// The label shown in tables; `{c}` stands for the load condition.
+    pub label: &'static str,
+    pub unit: &'static str,
+}
+
+pub const TTFT: MetricDef = MetricDef {
+    name: "TTFT",
+    definition: "send → first non-empty token, reasoning or content",
+    label: "TTFT",
+    unit: "ms",
+};
+pub const TTFA: MetricDef = MetricDef {
+    name: "time to first answer",
+    definition: "send → first non-empty content token (differs from TTFT for reasoning models)",
+    label: "TTFA",
+    unit: "ms",
+};
+pub const E2E: MetricDef = MetricDef {
+    name: "E2E latency",
+    definition: "send → end of stream; the client queue time is reported beside it",
+    label: "E2E",
+    unit: "ms",
+};
+pub const ICL: MetricDef = MetricDef {
+    name: "ICL",
+    definition: "gaps between successive chunks",
+    label: "ICL",
+    unit: "ms",
+};
+pub const ITL: MetricDef = MetricDef {
+    name: "ITL",
+    definition: "per-token gaps: a chunk of k tokens contributes its gap split k ways",
+    label: "ITL",
+    unit: "ms",
+};
+pub const TPOT: MetricDef = MetricDef {
+    name: "TPOT",
+    definition: "(E2E − TTFT) / (output tokens − 1); excludes TTFT",
+    label: "TPOT",
+    unit: "ms",
+};
+pub const DECODE_PER_STREAM: MetricDef = MetricDef {
+    name: "decode tok/s (per stream)",
+    definition: "(output tokens − 1) / (last token − first token)",
+    label: "decode tok/s/stream",
+    unit: "tok/s",
+};
+pub const E2E_PER_STREAM: MetricDef = MetricDef {
+    name: "end-to-end tok/s (per stream)",
+    definition: "output tokens / E2E",
+    label: "e2e tok/s/stream",
+    unit: "tok/s",
+};
+pub const AGGREGATE: MetricDef = MetricDef {
+    name: "aggregate tok/s at load L",
+    definition: "all output tokens in the measured window / window length",
+    label: "aggregate tok/s @c={c}",
+    unit: "tok/s",
+};
+pub const REQUEST_THROUGHPUT: MetricDef = MetricDef {
+    name: "request throughput, goodput",
+    definition: "completed (and SLO-meeting) requests per second",
+    label: "req/s, goodput",
+    unit: "req/s",
+};
+
+/// The table on the page, in DESIGN.md's order.
+pub const METRICS: [MetricDef; 10] = [
+    TTFT,
+    TTFA,
+    E2E,
+    ICL,
+    ITL,
+    TPOT,
+    DECODE_PER_STREAM,
+    E2E_PER_STREAM,
+    AGGREGATE,
+    REQUEST_THROUGHPUT,
+];
+
+impl MetricDef {
+    /// The label with its load condition filled in, e.g. `aggregate tok/s @c=4`.
+    pub fn label_at(&self, concurrency: Option<u32>) -> String {
+        let c = concurrency.map(|c| c.to_string()).unwrap_or_else(|| "?".into());
+        self.label.replace("{c}", &c)
+    }
+    /// The label as printed on this page (`@c=8` as the example load).
+    pub fn example_label(&self) -> String {
+        self.label.replace("{c}", "8")
+    }
+}
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/measure", get(page))
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "measure.html")]
+pub struct MeasurePage {
+    pub nav: &'static str,
+    pub metrics: &'static [MetricDef],
+}
+
+async fn page() -> MeasurePage {
+    MeasurePage {
+        nav: "measure",
+        metrics: &METRICS,
+    }
+}

@@ -1,0 +1,431 @@
+//! `GET /runs/{id}` and its live fragment `GET /runs/{id}/live`: status, conditions, progress
+//! per candidate, the event log, and — once records exist — the first side-by-side table.
+//!
+//! While the run is unfinished the fragment carries htmx polling attributes (and the full page
+//! a `<noscript>` refresh); once it is terminal they are omitted, so polling stops by itself.
+use std::collections::HashMap;
+
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::extract::{Path, State};
+
+use crate::domain::candidate::Candidate;
+use crate::domain::grading::case_passed;
+use crate::domain::metrics::{CandidateSummary, summarise_candidate};
+use crate::domain::run::{RequestRecord, Run, RunConfig};
+use crate::domain::validation::truncate;
+use crate::store::EvalSetVersion;
+use crate::web::AppState;
+use crate::web::error::{WebError, parse_id};
+use crate::web::measure::{AGGREGATE, DECODE_PER_STREAM, E2E, TTFT};
+use crate::web::views::{NOT_MEASURED, ms, or_dash, pct_n, short_hash, tok_s};
+
+/// Most per-case rows shown on the page (the full data is in the records).
+pub const CASE_ROWS: usize = 100;
+/// Most recent event-log lines shown.
+pub const EVENT_LINES: usize = 100;
+/// Characters of model output shown per case row.
+const OUTPUT_EXCERPT: usize = 160;
+
+#[derive(Template, WebTemplate)]
+#[template(path = "runs/detail.html")]
+pub struct RunPage {
+    pub nav: &'static str,
+    pub id: i64,
+    pub name: String,
+    pub evalset_name: String,
+    pub evalset_version_id: i64,
+    pub evalset_hash: String,
+    pub created: String,
+    pub started: String,
+    pub finished: String,
+    /// (label, value) of every condition the run was configured with.
+    pub config: Vec<(&'static str, String)>,
+    pub live: LiveView,
+}
+
+/// The part of the run page that changes while it runs.
+#[derive(Template, WebTemplate)]
+#[template(path = "runs/live.html")]
+pub struct LivePartial {
+    pub live: LiveView,
+}
+
+#[derive(Debug, Clone)]
+pub struct LiveView {
+    pub run_id: i64,
+    pub status: &'static str,
+    pub terminal: bool,
+    pub error: Option<String>,
+    pub progress: Vec<ProgressRow>,
+    pub scorecard: Option<Scorecard>,
+    pub cases: Vec<CaseRow>,
+    pub cases_note: Option<String>,
+    pub events: Vec<EventRow>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ProgressRow {
+    pub candidate: String,
+    /// Measured attempts, capped at `expected` for the bar.
+    pub done: i64,
+    pub expected: i64,
+    pub text: String,
+}
+
+/// Candidates as columns, one row per figure.
+#[derive(Debug, Clone)]
+pub struct Scorecard {
+    pub columns: Vec<String>,
+    pub rows: Vec<ScoreRow>,
+    /// The conditions every figure in the table was measured under.
+    pub conditions: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct ScoreRow {
+    pub label: String,
+    /// How the figure is computed (caliber), shown under the label.
+    pub caliber: String,
+    pub cells: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct CaseRow {
+    pub case_id: String,
+    pub candidate: String,
+    pub repetition: u32,
+    pub attempt: u32,
+    /// "ok" or the error class.
+    pub status: String,
+    pub error_detail: Option<String>,
+    /// Some(true/false) when graded.
+    pub passed: Option<bool>,
+    pub ttft: String,
+    pub output: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct EventRow {
+    pub at: String,
+    pub level: String,
+    pub message: String,
+}
+
+pub async fn page(State(state): State<AppState>, Path(raw): Path<String>) -> Result<RunPage, WebError> {
+    let (run, version, candidates) = load(&state, &raw).await?;
+    let live = live_view(&state, &run, version.as_ref(), &candidates).await?;
+    Ok(RunPage {
+        nav: "runs",
+        id: run.id,
+        name: run.name.clone(),
+        evalset_name: version
+            .as_ref()
+            .map(|v| v.file.header.name.clone())
+            .unwrap_or_else(|| format!("eval set version #{}", run.evalset_version_id)),
+        evalset_version_id: run.evalset_version_id,
+        evalset_hash: version
+            .as_ref()
+            .map(|v| short_hash(&v.content_hash).to_string())
+            .unwrap_or_default(),
+        created: run.created_at.display(),
+        started: or_dash(run.started_at),
+        finished: or_dash(run.finished_at),
+        config: config_rows(&run.config, version.as_ref()),
+        live,
+    })
+}
+
+pub async fn live(State(state): State<AppState>, Path(raw): Path<String>) -> Result<LivePartial, WebError> {
+    let (run, version, candidates) = load(&state, &raw).await?;
+    Ok(LivePartial {
+        live: live_view(&state, &run, version.as_ref(), &candidates).await?,
+    })
+}
+
+async fn load(state: &AppState, raw: &str) -> Result<(Run, Option<EvalSetVersion>, Vec<Candidate>), WebError> {
+    let id = parse_id(raw, "run")?;
+    let run = state
+        .store
+        .get_run(id)
+        .await?
+        .ok_or_else(|| WebError::NotFound(format!("run #{id}")))?;
+    let version = state.store.get_evalset_version(run.evalset_version_id).await?;
+    let all = state.store.list_candidates().await?;
+    let candidates = all.into_iter().filter(|c| run.candidate_ids.contains(&c.id)).collect();
+    Ok((run, version, candidates))
+}
+
+/// Every condition of the run, in words, for the header and the table's caption.
+fn config_rows(c: &RunConfig, version: Option<&EvalSetVersion>) -> Vec<(&'static str, String)> {
+    let header = version.map(|v| &v.file.header);
+    let inherited = |v: Option<String>| match v {
+        Some(v) => format!("{v} (from the eval set)"),
+        None => "candidate's default".to_string(),
+    };
+    vec![
+        ("concurrency", c.concurrency.to_string()),
+        ("streaming", if c.stream { "on" } else { "off" }.to_string()),
+        (
+            "max_tokens",
+            match c.max_tokens {
+                Some(n) => n.to_string(),
+                None => inherited(header.and_then(|h| h.max_tokens).map(|n| n.to_string())),
+            },
+        ),
+        (
+            "temperature",
+            match c.temperature {
+                Some(t) => t.to_string(),
+                None => inherited(header.and_then(|h| h.temperature).map(|t| t.to_string())),
+            },
+        ),
+        ("repetitions", c.repetitions.to_string()),
+        ("warm-ups (excluded)", c.warmup_requests.to_string()),
+        ("timeout", format!("{} s", c.timeout_secs)),
+        ("retries", c.retries.to_string()),
+        (
+            "cases",
+            match c.case_limit {
+                Some(n) => format!("first {n}"),
+                None => "all".to_string(),
+            },
+        ),
+    ]
+}
+
+fn candidate_name(candidates: &[Candidate], id: i64) -> String {
+    candidates
+        .iter()
+        .find(|c| c.id == id)
+        .map(|c| c.spec.name.clone())
+        .unwrap_or_else(|| format!("candidate #{id}"))
+}
+
+async fn live_view(
+    state: &AppState,
+    run: &Run,
+    version: Option<&EvalSetVersion>,
+    candidates: &[Candidate],
+) -> Result<LiveView, WebError> {
+    let cases_in_set = version.map(|v| v.file.cases.len() as i64).unwrap_or(0);
+    let cases = match run.config.case_limit {
+        Some(limit) => cases_in_set.min(limit as i64),
+        None => cases_in_set,
+    };
+    let expected = cases * run.config.repetitions as i64;
+
+    let progress_counts = state.store.run_progress(run.id).await?;
+    let progress = run
+        .candidate_ids
+        .iter()
+        .map(|&id| {
+            let p = progress_counts.iter().find(|p| p.candidate_id == id);
+            let measured = p.map(|p| p.measured_attempts).unwrap_or(0);
+            let failed = p.map(|p| p.failed_attempts).unwrap_or(0);
+            let warmups = p.map(|p| p.warmup_attempts).unwrap_or(0);
+            let mut text = format!("{measured} of {expected} requests");
+            if failed > 0 {
+                text.push_str(&format!(
+                    " · {failed} failed attempt{}",
+                    if failed == 1 { "" } else { "s" }
+                ));
+            }
+            if warmups > 0 {
+                text.push_str(&format!(
+                    " · {warmups} warm-up{} (excluded)",
+                    if warmups == 1 { "" } else { "s" }
+                ));
+            }
+            ProgressRow {
+                candidate: candidate_name(candidates, id),
+                done: measured.min(expected),
+                expected: expected.max(1),
+                text,
+            }
+        })
+        .collect();
+
+    let records = state.store.list_request_records(run.id).await?;
+    let measured: Vec<&RequestRecord> = records.iter().filter(|r| !r.is_warmup).collect();
+    let scorecard = (!measured.is_empty()).then(|| scorecard(run, version, candidates, &records));
+
+    // Per-case rows in eval-set order, then candidate order, then repetition and attempt.
+    let order: HashMap<&str, usize> = version
+        .map(|v| {
+            v.file
+                .cases
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (c.id.as_str(), i))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut sorted = measured.clone();
+    sorted.sort_by_key(|r| {
+        (
+            order.get(r.case_id.as_str()).copied().unwrap_or(usize::MAX),
+            run.candidate_ids.iter().position(|&c| c == r.candidate_id),
+            r.repetition,
+            r.attempt,
+        )
+    });
+    let cases_note = (sorted.len() > CASE_ROWS)
+        .then(|| format!("Showing the first {CASE_ROWS} of {} measured requests.", sorted.len()));
+    let case_rows = sorted
+        .into_iter()
+        .take(CASE_ROWS)
+        .map(|r| CaseRow {
+            case_id: r.case_id.clone(),
+            candidate: candidate_name(candidates, r.candidate_id),
+            repetition: r.repetition,
+            attempt: r.attempt,
+            status: r
+                .error_class
+                .map(|e| e.as_str().to_string())
+                .unwrap_or_else(|| "ok".into()),
+            error_detail: r.error_detail.as_deref().map(|d| truncate(d, 200)),
+            passed: if r.succeeded() {
+                case_passed(&r.grades)
+            } else {
+                Some(false)
+            },
+            ttft: ms(r.ttft_us().map(|us| us as f64 / 1000.0)),
+            output: truncate(&r.output, OUTPUT_EXCERPT),
+        })
+        .collect();
+
+    let mut events = state.store.list_run_events(run.id).await?;
+    let skip = events.len().saturating_sub(EVENT_LINES);
+    let events = events
+        .drain(skip..)
+        .map(|e| EventRow {
+            at: e.at.display(),
+            level: e.level,
+            message: e.message,
+        })
+        .collect();
+
+    Ok(LiveView {
+        run_id: run.id,
+        status: run.status.as_str(),
+        terminal: run.status.is_terminal(),
+        error: run.error.clone(),
+        progress,
+        scorecard,
+        cases: case_rows,
+        cases_note,
+        events,
+    })
+}
+
+fn scorecard(
+    run: &Run,
+    version: Option<&EvalSetVersion>,
+    candidates: &[Candidate],
+    records: &[RequestRecord],
+) -> Scorecard {
+    let weights: HashMap<&str, f64> = version
+        .map(|v| v.file.cases.iter().map(|c| (c.id.as_str(), c.weight())).collect())
+        .unwrap_or_default();
+    let summaries: Vec<CandidateSummary> = run
+        .candidate_ids
+        .iter()
+        .map(|&id| summarise_candidate(id, records, |case| weights.get(case).copied().unwrap_or(1.0)))
+        .collect();
+    let concurrency = summaries
+        .iter()
+        .find_map(|s| s.concurrency)
+        .unwrap_or(run.config.concurrency);
+    let p50 = |d: &Option<crate::domain::metrics::Distribution>| d.as_ref().map(|d| d.p50);
+    let p95 = |d: &Option<crate::domain::metrics::Distribution>| d.as_ref().map(|d| d.p95);
+    let row = |label: String, caliber: &str, cell: &dyn Fn(&CandidateSummary) -> String| ScoreRow {
+        label,
+        caliber: caliber.to_string(),
+        cells: summaries.iter().map(cell).collect(),
+    };
+    let rows = vec![
+        row(
+            AGGREGATE.label_at(Some(concurrency)),
+            "all output tokens / measured window, per candidate",
+            &|s| tok_s(s.aggregate_tok_s),
+        ),
+        row(
+            format!("{} p50", TTFT.label),
+            "send → first token, successful requests",
+            &|s| ms(p50(&s.ttft_ms)),
+        ),
+        row(
+            format!("{} p95", TTFT.label),
+            "send → first token, successful requests",
+            &|s| ms(p95(&s.ttft_ms)),
+        ),
+        row(
+            format!("{} p50", E2E.label),
+            "send → end of stream, successful requests",
+            &|s| ms(p50(&s.e2e_ms)),
+        ),
+        row(
+            format!("{} p50", DECODE_PER_STREAM.label),
+            "(output tokens − 1) / (last token − first token)",
+            &|s| tok_s(p50(&s.decode_tok_s_per_stream)),
+        ),
+        row("accuracy".into(), "weighted share of graded cases passed", &|s| {
+            pct_n(s.accuracy, s.graded)
+        }),
+        row(
+            "failure rate".into(),
+            "failed / measured requests (final attempts)",
+            &|s| pct_n(s.failure_rate, s.requests),
+        ),
+        row(
+            "output tokens from".into(),
+            "where each request's token count came from",
+            &|s| token_sources(s),
+        ),
+        row(
+            "requests".into(),
+            "measured, final attempts (warm-ups excluded)",
+            &|s| s.requests.to_string(),
+        ),
+    ];
+    let c = &run.config;
+    let conditions = format!(
+        "concurrency {} · streaming {} · max_tokens {} · temperature {} · {} repetition{} · {} warm-up{} excluded",
+        concurrency,
+        if c.stream { "on" } else { "off" },
+        c.max_tokens
+            .map(|n| n.to_string())
+            .or_else(|| version.and_then(|v| v.file.header.max_tokens).map(|n| n.to_string()))
+            .unwrap_or_else(|| "candidate default".into()),
+        c.temperature
+            .map(|t| t.to_string())
+            .or_else(|| version.and_then(|v| v.file.header.temperature).map(|t| t.to_string()))
+            .unwrap_or_else(|| "candidate default".into()),
+        c.repetitions,
+        if c.repetitions == 1 { "" } else { "s" },
+        c.warmup_requests,
+        if c.warmup_requests == 1 { "" } else { "s" },
+    );
+    Scorecard {
+        columns: run
+            .candidate_ids
+            .iter()
+            .map(|&id| candidate_name(candidates, id))
+            .collect(),
+        rows,
+        conditions,
+    }
+}
+
+/// `usage 20/20`, or `usage 12/20, chunks 8/20`; "—" when no request had a count.
+fn token_sources(s: &CandidateSummary) -> String {
+    if s.token_sources.is_empty() {
+        return NOT_MEASURED.to_string();
+    }
+    s.token_sources
+        .iter()
+        .map(|(src, n)| format!("{} {n}/{}", src.as_str(), s.requests))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,46 @@
+//! Runs: the list, the "new run" form, and a run's live page with its first side-by-side table.
+use axum::Router;
+use axum::routing::get;
+
+use super::AppState;
+use crate::store::RunListItem;
+
+mod detail;
+mod list;
+mod new;
+
+pub use detail::{LiveView, RunPage};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/runs", get(list::page).post(new::create))
+        .route("/runs/new", get(new::form))
+        .route("/runs/{id}", get(detail::page))
+        .route("/runs/{id}/live", get(detail::live))
+}
+
+/// One row of a runs table (overview and list).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRow {
+    pub id: i64,
+    pub name: String,
+    pub evalset: String,
+    pub candidates: String,
+    pub status: &'static str,
+    pub created: String,
+    pub records: i64,
+}
+
+impl From<RunListItem> for RunRow {
+    fn from(item: RunListItem) -> Self {
+        RunRow {
+            id: item.run.id,
+            name: item.run.name,
+            evalset: item.evalset_name,
+            candidates: item.candidate_names.join(", "),
+            status: item.run.status.as_str(),
+            created: item.run.created_at.display(),
+            records: item.record_count,
+        }
+    }
+}
