@@ -1,14 +1,34 @@
 //! The built-in OpenAI-compatible mock server: a product feature for the demo, harness
 //! calibration and tests. Behaviour comes from model profiles; answers from eval-set keys.
+//! The user documentation (every profile field, the token rule, the ground-truth endpoint) is
+//! docs/mock.md.
+//!
+//! Map: `profile` (profiles, TOML, demo set) · `tokens` (approximate tokenizer, filler) ·
+//! `answers` (answer key, deterministic accuracy) · `generate` (what and when to send, chunk
+//! rendering) · `server` (router, endpoints, bookkeeping) · `log` (ground truth ring buffer) ·
+//! `metrics` (Prometheus text) · `rng` (portable seeded randomness).
 use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context;
 
 use crate::domain::evalset::EvalSetFile;
 
-/// How one mock model behaves.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ModelProfile {
-    pub name: String,
-}
+mod answers;
+mod generate;
+mod log;
+mod metrics;
+mod profile;
+mod rng;
+mod server;
+pub mod tokens;
+
+pub use log::{CaseTruth, LOG_CAPACITY, LogPage, Outcome, RequestRecord};
+pub use profile::{ModelProfile, ProfileError, demo_profiles, parse_profiles};
+
+/// The `server` header on every response.
+pub const SERVER_HEADER: &str = concat!("bakeoff-mock/", env!("CARGO_PKG_VERSION"));
 
 /// Everything the mock serves.
 #[derive(Debug, Clone, Default)]
@@ -22,6 +42,8 @@ pub struct MockConfig {
 /// A running mock server; dropping the handle does not stop it, `shutdown` does.
 pub struct MockServer {
     pub addr: SocketAddr,
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 impl MockServer {
@@ -29,14 +51,98 @@ impl MockServer {
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
     }
+
+    /// The server's root (`http://ADDR`), for `/health`, `/metrics` and `/mock/requests`.
+    pub fn root_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops accepting connections and waits for open responses to finish.
+    pub async fn shutdown(self) -> std::io::Result<()> {
+        let _ = self.stop.send(true);
+        self.task.await.map_err(std::io::Error::other)?
+    }
 }
 
-/// Serves the mock on `listener` in a background task.
-pub async fn spawn(_config: MockConfig, _listener: tokio::net::TcpListener) -> std::io::Result<MockServer> {
-    todo!("mock")
+/// Serves the mock on `listener` in a background task. Invalid profiles (a field out of range,
+/// a duplicate name) are refused with `InvalidInput`.
+pub async fn spawn(config: MockConfig, listener: tokio::net::TcpListener) -> std::io::Result<MockServer> {
+    use axum::serve::ListenerExt;
+
+    let state = server::MockState::new(config).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let addr = listener.local_addr()?;
+    let app = server::router(Arc::new(state));
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    // Tokens are small writes that must leave at once: no Nagle delay.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
+            .await
+    });
+    Ok(MockServer { addr, stop, task })
+}
+
+/// Reads and validates a profiles TOML file.
+pub fn load_profiles(path: &Path) -> anyhow::Result<Vec<ModelProfile>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading model profiles {}", path.display()))?;
+    Ok(parse_profiles(&path.display().to_string(), &text)?)
+}
+
+/// The answer keys: the given eval-set files, or the shipped sets when none are given.
+pub fn load_answer_keys(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<EvalSetFile>> {
+    if paths.is_empty() {
+        return crate::assets::shipped_evalsets()
+            .into_iter()
+            .map(|(name, text)| EvalSetFile::parse(&name, &text).with_context(|| format!("shipped eval set {name}")))
+            .collect();
+    }
+    paths
+        .iter()
+        .map(|path| {
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("reading answer key {}", path.display()))?;
+            Ok(EvalSetFile::parse(&path.display().to_string(), &text)?)
+        })
+        .collect()
 }
 
 /// `bakeoff mock`: serve until Ctrl-C / SIGTERM.
-pub async fn run_cli(_args: crate::config::MockArgs) -> anyhow::Result<()> {
-    todo!("mock cli")
+pub async fn run_cli(args: crate::config::MockArgs) -> anyhow::Result<()> {
+    let profiles = match &args.profiles {
+        Some(path) => load_profiles(path)?,
+        None => demo_profiles(),
+    };
+    let answer_keys = load_answer_keys(&args.answer_keys)?;
+    let names: Vec<String> = profiles.iter().map(|p| p.name.clone()).collect();
+    let cases: usize = answer_keys.iter().map(|s| s.cases.len()).sum();
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding the mock to {}", args.listen))?;
+    let server = spawn(
+        MockConfig {
+            profiles,
+            answer_keys,
+            seed: args.seed,
+        },
+        listener,
+    )
+    .await
+    .context("starting the mock")?;
+    tracing::info!(
+        models = %names.join(", "),
+        answer_key_cases = cases,
+        seed = args.seed,
+        "{SERVER_HEADER} serving at {} (ground truth at {}/mock/requests)",
+        server.base_url(),
+        server.root_url()
+    );
+    crate::web::serve::shutdown_signal().await;
+    server.shutdown().await.context("stopping the mock")?;
+    tracing::info!("mock stopped");
+    Ok(())
 }

@@ -1,0 +1,191 @@
+//! The answer key: recognise a known eval case from a request and decide, deterministically per
+//! (seed, profile, set, case), whether this profile answers it right.
+use std::collections::HashMap;
+
+use super::rng::{stable_hash, unit};
+use crate::domain::evalset::EvalSetFile;
+
+/// A case found in the answer key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CaseRef {
+    set: usize,
+    case: usize,
+}
+
+/// The mock's answer to a known case.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub text: String,
+    pub correct: bool,
+    pub set: String,
+    pub case_id: String,
+}
+
+/// Eval sets indexed by the prompt text the engine sends for each case.
+#[derive(Debug, Default)]
+pub struct AnswerKey {
+    sets: Vec<EvalSetFile>,
+    /// Per set: its distinct expected texts, sorted (the pool of plausible wrong answers).
+    distinct: Vec<Vec<String>>,
+    /// Last user message of the case's chat messages → case.
+    by_chat: HashMap<String, CaseRef>,
+    /// Flattened completion prompt → case.
+    by_prompt: HashMap<String, CaseRef>,
+}
+
+impl AnswerKey {
+    /// Indexes every case that has an expected value; when two cases render the same prompt the
+    /// first one wins.
+    pub fn new(sets: Vec<EvalSetFile>) -> Self {
+        let mut by_chat = HashMap::new();
+        let mut by_prompt = HashMap::new();
+        let mut distinct = Vec::with_capacity(sets.len());
+        for (s, set) in sets.iter().enumerate() {
+            let mut values = Vec::new();
+            for (c, case) in set.cases.iter().enumerate() {
+                let Some(expected) = case.expected_text() else { continue };
+                values.push(expected);
+                let at = CaseRef { set: s, case: c };
+                let messages = set.messages_for(case);
+                if let Some(user) = messages.iter().rev().find(|m| m.role == "user") {
+                    by_chat.entry(user.content.trim().to_string()).or_insert(at);
+                }
+                by_prompt
+                    .entry(set.prompt_text_for(case).trim().to_string())
+                    .or_insert(at);
+            }
+            values.sort();
+            values.dedup();
+            distinct.push(values);
+        }
+        AnswerKey {
+            sets,
+            distinct,
+            by_chat,
+            by_prompt,
+        }
+    }
+
+    /// The case whose last user message is `content`.
+    pub fn find_chat(&self, content: &str) -> Option<CaseRef> {
+        self.by_chat.get(content.trim()).copied()
+    }
+
+    /// The case whose flattened prompt is `prompt`.
+    pub fn find_prompt(&self, prompt: &str) -> Option<CaseRef> {
+        self.by_prompt.get(prompt.trim()).copied()
+    }
+
+    /// What `profile` answers for `at`: the expected text when the case falls within its
+    /// accuracy, else another case's expected value from the same set (or a perturbed value).
+    pub fn answer(&self, at: CaseRef, seed: u64, profile: &str, accuracy: f64) -> Answer {
+        let set = &self.sets[at.set];
+        let case = &set.cases[at.case];
+        let expected = case.expected_text().unwrap_or_default();
+        let seed_bytes = seed.to_le_bytes();
+        let parts: [&[u8]; 4] = [
+            &seed_bytes,
+            profile.as_bytes(),
+            set.header.name.as_bytes(),
+            case.id.as_bytes(),
+        ];
+        let correct = is_correct(stable_hash(&parts), accuracy);
+        let text = if correct {
+            expected
+        } else {
+            let pick = stable_hash(&[&seed_bytes, profile.as_bytes(), case.id.as_bytes(), b"wrong"]);
+            wrong_answer(&self.distinct[at.set], &expected, pick)
+        };
+        Answer {
+            text,
+            correct,
+            set: set.header.name.clone(),
+            case_id: case.id.clone(),
+        }
+    }
+}
+
+/// Right iff the case's hash, read as a number in [0, 1), falls below the accuracy: so accuracy
+/// 1.0 is always right, 0.0 never, and each case keeps its outcome across requests.
+fn is_correct(case_hash: u64, accuracy: f64) -> bool {
+    unit(case_hash) < accuracy
+}
+
+/// A plausible wrong answer: another distinct expected value of the set, else a perturbation.
+fn wrong_answer(distinct: &[String], expected: &str, pick: u64) -> String {
+    // `distinct` is sorted: skip the expected value's slot without scanning the set.
+    let skip = distinct.binary_search_by(|v| v.as_str().cmp(expected)).ok();
+    let choices = distinct.len() - usize::from(skip.is_some());
+    if choices > 0 {
+        let mut k = (pick % choices as u64) as usize;
+        if skip.is_some_and(|s| k >= s) {
+            k += 1;
+        }
+        return distinct[k].clone();
+    }
+    match expected.trim().parse::<i64>() {
+        Ok(n) => n.wrapping_add(1).to_string(),
+        Err(_) if expected.trim().eq_ignore_ascii_case("unknown") => "none".to_string(),
+        Err(_) => "unknown".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SET: &str = r#"{"bakeoff_evalset":1,"name":"s","task":"classification","system":"Be brief.","prompt":"Label: {{text}}"}
+{"id":"a","vars":{"text":"great"},"expected":"positive"}
+{"id":"b","vars":{"text":"awful"},"expected":"negative"}
+{"id":"c","vars":{"text":"meh"},"expected":"neutral"}
+{"id":"d","vars":{"text":"no key"}}
+"#;
+
+    fn key() -> AnswerKey {
+        AnswerKey::new(vec![EvalSetFile::parse("s", SET).unwrap()])
+    }
+
+    #[test]
+    fn finds_cases_by_chat_and_completion_prompt() {
+        let key = key();
+        let a = key.find_chat("Label: great").unwrap();
+        assert_eq!(key.find_prompt("Be brief.\n\nLabel: great"), Some(a));
+        assert_eq!(key.find_chat("  Label: great \n"), Some(a));
+        assert_eq!(key.find_chat("Label: unseen"), None);
+        // A case without an expected value is not in the key.
+        assert_eq!(key.find_chat("Label: no key"), None);
+    }
+
+    #[test]
+    fn accuracy_edges_and_determinism() {
+        let key = key();
+        let cases: Vec<CaseRef> = ["great", "awful", "meh"]
+            .iter()
+            .map(|t| key.find_chat(&format!("Label: {t}")).unwrap())
+            .collect();
+        for &at in &cases {
+            let right = key.answer(at, 1, "p", 1.0);
+            assert!(right.correct);
+            let wrong = key.answer(at, 1, "p", 0.0);
+            assert!(!wrong.correct);
+            assert_ne!(wrong.text, right.text);
+            assert!(["positive", "negative", "neutral"].contains(&wrong.text.as_str()));
+            assert_eq!(key.answer(at, 1, "p", 0.5), key.answer(at, 1, "p", 0.5));
+        }
+    }
+
+    #[test]
+    fn accuracy_holds_over_many_cases() {
+        let right = (0..10_000u64)
+            .filter(|i| is_correct(stable_hash(&[&i.to_le_bytes(), b"p"]), 0.9))
+            .count();
+        assert!((8_800..9_200).contains(&right), "{right}");
+    }
+
+    #[test]
+    fn wrong_answer_falls_back_to_a_perturbation() {
+        assert_eq!(wrong_answer(&["42".to_string()], "42", 3), "43");
+        assert_eq!(wrong_answer(&[], "yes", 3), "unknown");
+        assert_eq!(wrong_answer(&["a".into(), "b".into()], "a", 9), "b");
+    }
+}

@@ -1,0 +1,160 @@
+//! Ground truth: what the mock did for each request, with server-side timestamps, kept in a
+//! bounded ring buffer and served at `GET /mock/requests`.
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+/// Requests kept; older ones are dropped first.
+pub const LOG_CAPACITY: usize = 10_000;
+
+/// How a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Completed with a finish_reason (and `[DONE]` when streaming).
+    #[default]
+    Completed,
+    /// Refused or failed with an error status (see `status` and `error_code`).
+    Error,
+    /// Injected: the stream ended mid-way without finish_reason or `[DONE]`.
+    Cut,
+    /// The client went away before the response was complete.
+    ClientDisconnected,
+}
+
+/// Which eval case a request was recognised as, and whether the mock answered it right.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CaseTruth {
+    pub set: String,
+    pub case_id: String,
+    pub correct: bool,
+}
+
+/// One request as the server saw it. Times are milliseconds since the request was received;
+/// a token is "sent" when its chunk is handed to the HTTP connection (for non-streaming
+/// responses, when the body is).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct RequestRecord {
+    /// Increasing over the server's life; `?since_seq=` returns later ones only.
+    pub seq: u64,
+    /// The response's `id` (also sent as the `x-request-id` header).
+    pub id: String,
+    /// The `x-request-id` header the client sent, if any.
+    pub client_request_id: Option<String>,
+    pub model: String,
+    /// `chat` or `completions`.
+    pub endpoint: &'static str,
+    pub stream: bool,
+    /// Wall-clock receive time, milliseconds since the Unix epoch.
+    pub received_unix_ms: f64,
+    pub status: u16,
+    pub outcome: Outcome,
+    pub error_code: Option<String>,
+    pub prompt_tokens: u32,
+    /// Waiting for a slot (FIFO queue).
+    pub queue_wait_ms: f64,
+    /// First token (reasoning or content) sent: the server-side TTFT, queue wait included.
+    pub first_token_ms: Option<f64>,
+    /// First content (answer) token sent.
+    pub first_content_ms: Option<f64>,
+    pub last_token_ms: Option<f64>,
+    /// Response finished (or abandoned).
+    pub end_ms: f64,
+    /// Completion tokens sent, reasoning included.
+    pub tokens_sent: u32,
+    pub reasoning_tokens_sent: u32,
+    /// SSE chunks sent that carried tokens.
+    pub token_chunks_sent: u32,
+    pub finish_reason: Option<&'static str>,
+    /// Injected pause, if any.
+    pub stall_ms: Option<f64>,
+    /// Chunks sent as invalid JSON (injected).
+    pub malformed_chunks: u32,
+    pub case: Option<CaseTruth>,
+}
+
+/// The ring buffer.
+#[derive(Debug, Default)]
+pub struct RequestLog {
+    inner: Mutex<LogInner>,
+}
+
+#[derive(Debug, Default)]
+struct LogInner {
+    records: VecDeque<RequestRecord>,
+    dropped: u64,
+}
+
+/// `GET /mock/requests` body.
+#[derive(Debug, Serialize)]
+pub struct LogPage {
+    pub capacity: usize,
+    /// Records dropped since the last clear because the buffer was full.
+    pub dropped: u64,
+    /// Oldest first.
+    pub requests: Vec<RequestRecord>,
+}
+
+impl RequestLog {
+    pub fn push(&self, record: RequestRecord) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if inner.records.len() == LOG_CAPACITY {
+            inner.records.pop_front();
+            inner.dropped += 1;
+        }
+        inner.records.push_back(record);
+    }
+
+    /// Records of `model` (all when None) with `seq > since`, oldest first.
+    pub fn page(&self, model: Option<&str>, since: Option<u64>) -> LogPage {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let requests = inner
+            .records
+            .iter()
+            .filter(|r| model.is_none_or(|m| r.model == m))
+            .filter(|r| since.is_none_or(|s| r.seq > s))
+            .cloned()
+            .collect();
+        LogPage {
+            capacity: LOG_CAPACITY,
+            dropped: inner.dropped,
+            requests,
+        }
+    }
+
+    pub fn clear(&self) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.records.clear();
+        inner.dropped = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(seq: u64, model: &str) -> RequestRecord {
+        RequestRecord {
+            seq,
+            model: model.to_string(),
+            ..RequestRecord::default()
+        }
+    }
+
+    #[test]
+    fn bounded_filtered_and_clearable() {
+        let log = RequestLog::default();
+        for seq in 0..(LOG_CAPACITY as u64 + 5) {
+            log.push(record(seq, if seq % 2 == 0 { "a" } else { "b" }));
+        }
+        let all = log.page(None, None);
+        assert_eq!((all.requests.len(), all.dropped), (LOG_CAPACITY, 5));
+        assert_eq!(all.requests.first().unwrap().seq, 5);
+        assert_eq!(all.requests.last().unwrap().seq, LOG_CAPACITY as u64 + 4);
+        assert!(log.page(Some("a"), None).requests.iter().all(|r| r.model == "a"));
+        assert_eq!(log.page(None, Some(LOG_CAPACITY as u64 + 2)).requests.len(), 2);
+        log.clear();
+        assert!(log.page(None, None).requests.is_empty());
+    }
+}
