@@ -14,6 +14,7 @@ use crate::domain::run::{NewRun, RequestRecord, Run, RunEvent, RunStatus};
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
 
 pub mod postgres;
+mod rows;
 pub mod sqlite;
 
 /// The store layer's one error type.
@@ -162,9 +163,9 @@ pub type DynStore = Arc<dyn Store>;
 /// Opens (creating if needed) and migrates the database named by `url`.
 pub async fn connect(url: &str) -> Result<DynStore> {
     if url.starts_with("sqlite:") {
-        todo!("sqlite backend")
+        Ok(Arc::new(sqlite::SqliteStore::connect(url).await?))
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        todo!("postgres backend")
+        Ok(Arc::new(postgres::PostgresStore::connect(url).await?))
     } else {
         Err(StoreError::UnsupportedUrl(url.to_string()))
     }

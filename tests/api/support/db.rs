@@ -1,1 +1,177 @@
-// owned by its area; see tests/api/main.rs
+//! Test databases on both backends, each isolated and removed when its guard drops.
+//!
+//! - SQLite: a fresh file in a temporary directory.
+//! - PostgreSQL: a fresh schema in the server named by `BAKEOFF_TEST_POSTGRES_URL`
+//!   (e.g. `postgres://postgres@127.0.0.1:5432/test`), selected with `search_path` in the URL.
+//!   When the variable is unset, PostgreSQL tests are skipped with a message.
+//!
+//! Use `each_store()` to run one test body against every available backend.
+use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bakeoff::store::{self, DynStore};
+use sqlx::Connection;
+
+/// The environment variable naming the PostgreSQL server used by tests.
+pub const POSTGRES_URL_VAR: &str = "BAKEOFF_TEST_POSTGRES_URL";
+
+/// Keeps a SQLite test database's directory; dropping it deletes the file.
+pub struct TempDirGuard(#[allow(dead_code)] tempfile::TempDir);
+
+/// Keeps a PostgreSQL test schema; dropping it runs `DROP SCHEMA … CASCADE`.
+pub struct SchemaGuard {
+    admin_url: String,
+    schema: String,
+}
+
+impl SchemaGuard {
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+}
+
+impl Drop for SchemaGuard {
+    fn drop(&mut self) {
+        // Drop runs inside the test's runtime, which cannot be blocked on; a short-lived thread
+        // with its own runtime does the async cleanup.
+        let admin_url = self.admin_url.clone();
+        let sql = format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.schema);
+        let outcome = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            runtime.block_on(async {
+                let mut conn = sqlx::PgConnection::connect(&admin_url).await?;
+                sqlx::query("SET lock_timeout = '10s'").execute(&mut conn).await?;
+                sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await?;
+                conn.close().await?;
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+            })
+        })
+        .join();
+        match outcome {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => eprintln!("could not drop test schema {}: {e}", self.schema),
+            Err(_) => eprintln!("could not drop test schema {}: cleanup thread panicked", self.schema),
+        }
+    }
+}
+
+/// A fresh SQLite database URL (`sqlite://…/bakeoff.db`; the file does not exist yet).
+pub fn sqlite_url() -> (String, TempDirGuard) {
+    let dir = tempfile::tempdir().expect("creating a temporary directory for the test database");
+    let url = format!("sqlite://{}", dir.path().join("bakeoff.db").display());
+    (url, TempDirGuard(dir))
+}
+
+/// A migrated SQLite store in a fresh temporary file.
+pub async fn sqlite_store() -> (DynStore, TempDirGuard) {
+    let (url, guard) = sqlite_url();
+    let store = store::connect(&url).await.expect("opening the SQLite test store");
+    (store, guard)
+}
+
+/// The PostgreSQL server URL from the environment, or None (with a message) when unset.
+pub fn postgres_server_url() -> Option<String> {
+    match std::env::var(POSTGRES_URL_VAR) {
+        Ok(url) if !url.trim().is_empty() => Some(url),
+        _ => {
+            eprintln!("skipping PostgreSQL store tests: {POSTGRES_URL_VAR} is not set");
+            None
+        }
+    }
+}
+
+/// A URL for a fresh, empty schema on the test PostgreSQL server (nothing migrated yet), or
+/// None when no server is configured.
+pub async fn postgres_url() -> Option<(String, SchemaGuard)> {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let admin_url = postgres_server_url()?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .subsec_nanos();
+    let schema = format!(
+        "bakeoff_test_{}_{}_{}",
+        std::process::id(),
+        nanos,
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    );
+    let mut conn = sqlx::PgConnection::connect(&admin_url)
+        .await
+        .unwrap_or_else(|e| panic!("connecting to {POSTGRES_URL_VAR}: {e}"));
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA \"{schema}\"")))
+        .execute(&mut conn)
+        .await
+        .expect("creating the test schema");
+    conn.close().await.ok();
+    let separator = if admin_url.contains('?') { '&' } else { '?' };
+    let url = format!("{admin_url}{separator}options=-c%20search_path%3D{schema}");
+    Some((url, SchemaGuard { admin_url, schema }))
+}
+
+/// A migrated PostgreSQL store in a fresh schema, or None when no server is configured.
+pub async fn postgres_store() -> Option<(DynStore, SchemaGuard)> {
+    let (url, guard) = postgres_url().await?;
+    let store = store::connect(&url).await.expect("opening the PostgreSQL test store");
+    Some((store, guard))
+}
+
+/// One backend's test store. Fields drop in order: the store's pool closes before the guard
+/// removes the database.
+pub struct TestStore {
+    /// "sqlite" or "postgres", for assertion messages.
+    pub backend: &'static str,
+    pub store: DynStore,
+    /// The URL the store was opened with (connect again to test re-migration or raw SQL).
+    pub url: String,
+    _guard: Box<dyn Any + Send>,
+}
+
+impl TestStore {
+    /// Runs raw SQL on a separate connection to the same database (to poke below the trait).
+    pub async fn execute_raw(&self, sql: &str) -> Result<u64, sqlx::Error> {
+        let sql = sqlx::AssertSqlSafe(sql.to_string());
+        if self.backend == "sqlite" {
+            let mut conn = sqlx::SqliteConnection::connect(&self.url).await?;
+            Ok(sqlx::query(sql).execute(&mut conn).await?.rows_affected())
+        } else {
+            let mut conn = sqlx::PgConnection::connect(&self.url).await?;
+            Ok(sqlx::query(sql).execute(&mut conn).await?.rows_affected())
+        }
+    }
+
+    /// One integer from raw SQL on a separate connection (e.g. a COUNT).
+    pub async fn fetch_i64(&self, sql: &str) -> Result<i64, sqlx::Error> {
+        let sql = sqlx::AssertSqlSafe(sql.to_string());
+        if self.backend == "sqlite" {
+            let mut conn = sqlx::SqliteConnection::connect(&self.url).await?;
+            sqlx::query_scalar(sql).fetch_one(&mut conn).await
+        } else {
+            let mut conn = sqlx::PgConnection::connect(&self.url).await?;
+            sqlx::query_scalar(sql).fetch_one(&mut conn).await
+        }
+    }
+}
+
+/// A fresh, migrated store on every available backend: SQLite always, PostgreSQL when
+/// `BAKEOFF_TEST_POSTGRES_URL` is set.
+pub async fn each_store() -> Vec<TestStore> {
+    let mut stores = Vec::new();
+    let (url, guard) = sqlite_url();
+    let store = store::connect(&url).await.expect("opening the SQLite test store");
+    stores.push(TestStore {
+        backend: "sqlite",
+        store,
+        url,
+        _guard: Box::new(guard),
+    });
+    if let Some((url, guard)) = postgres_url().await {
+        let store = store::connect(&url).await.expect("opening the PostgreSQL test store");
+        stores.push(TestStore {
+            backend: "postgres",
+            store,
+            url,
+            _guard: Box::new(guard),
+        });
+    }
+    stores
+}

@@ -1,0 +1,737 @@
+//! What both backends share: row structs (decoded by `sqlx::FromRow` on either database),
+//! their conversion into domain types, values prepared for binding, and error mapping.
+//! Each backend keeps its own SQL; everything here is plain data.
+use std::collections::HashMap;
+use std::fmt::Display;
+
+use serde::de::DeserializeOwned;
+
+use super::{CandidateProgress, EvalSetSummary, EvalSetVersion, ProfileChange, StoreError};
+use crate::domain::Timestamp;
+use crate::domain::candidate::{Candidate, CandidateSpec, ClaimedFigure, Conditions, Pricing, ProviderKind, Secret};
+use crate::domain::evalset::{EvalSetFile, TaskKind};
+use crate::domain::grading::Grade;
+use crate::domain::run::{ErrorClass, Phase, RequestRecord, Run, RunConfig, RunEvent, RunStatus, TokenSource};
+use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
+
+/// Records per multi-row INSERT: 38 binds each stays far below SQLite's 32 766 and
+/// PostgreSQL's 65 535 bind limits.
+pub(crate) const RECORDS_PER_STATEMENT: usize = 200;
+/// Grades / eval cases / run candidates per multi-row INSERT (at most 8 binds each).
+pub(crate) const SMALL_ROWS_PER_STATEMENT: usize = 1_000;
+
+// ---------------------------------------------------------------- errors
+
+/// A unique-constraint violation becomes `Conflict(message)`; anything else stays a database error.
+pub(crate) fn conflict_on_unique(err: sqlx::Error, message: impl FnOnce() -> String) -> StoreError {
+    match &err {
+        sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::Conflict(message()),
+        _ => StoreError::Database(err),
+    }
+}
+
+/// A foreign-key violation becomes `NotFound(what)`: the row referred to does not exist.
+pub(crate) fn not_found_on_foreign_key(err: StoreError, what: impl FnOnce() -> String) -> StoreError {
+    match &err {
+        StoreError::Database(sqlx::Error::Database(db)) if db.is_foreign_key_violation() => {
+            StoreError::NotFound(what())
+        }
+        _ => err,
+    }
+}
+
+fn corrupt(place: impl Display, problem: impl Display) -> StoreError {
+    StoreError::Corrupt(format!("{place}: {problem}"))
+}
+
+fn parse_json<T: DeserializeOwned>(place: impl Display, text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|e| corrupt(place, format!("invalid JSON ({e})")))
+}
+
+fn parse_enum<T>(place: impl Display, text: &str, parse: impl FnOnce(&str) -> Option<T>) -> Result<T, StoreError> {
+    parse(text).ok_or_else(|| corrupt(place, format!("unknown value {text:?}")))
+}
+
+fn to_u32(place: impl Display, value: i64) -> Result<u32, StoreError> {
+    u32::try_from(value).map_err(|_| corrupt(place, format!("{value} is out of range")))
+}
+
+fn opt_u32(place: impl Display, value: Option<i64>) -> Result<Option<u32>, StoreError> {
+    value.map(|v| to_u32(place, v)).transpose()
+}
+
+fn to_json(value: &impl serde::Serialize) -> String {
+    // Serialising plain data (maps, vectors, derived structs) into a String cannot fail.
+    serde_json::to_string(value).expect("serialising a domain value to JSON")
+}
+
+pub(crate) fn parse_task(place: impl Display, text: &str) -> Result<TaskKind, StoreError> {
+    serde_json::from_value(serde_json::Value::String(text.to_string()))
+        .map_err(|_| corrupt(place, format!("unknown task {text:?}")))
+}
+
+// ---------------------------------------------------------------- candidates
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct CandidateRow {
+    pub id: i64,
+    pub name: String,
+    pub provider: String,
+    pub base_url: String,
+    pub model: String,
+    pub api_key: Option<String>,
+    pub api_key_env: Option<String>,
+    pub max_tokens: Option<i64>,
+    pub temperature: Option<f64>,
+    pub extra_body: String,
+    pub hardware: Option<String>,
+    pub framework: Option<String>,
+    pub quantization: Option<String>,
+    pub context_length: Option<i64>,
+    pub price_input_per_mtok: Option<f64>,
+    pub price_output_per_mtok: Option<f64>,
+    pub claimed_tokens_per_second: Option<f64>,
+    pub claimed_caliber: Option<String>,
+    pub claimed_conditions: Option<String>,
+    pub notes: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// The column list matching `CandidateRow` (a macro so SQL can be assembled with `concat!`).
+macro_rules! candidate_columns {
+    () => {
+        "id, name, provider, base_url, model, api_key, api_key_env, max_tokens, temperature, extra_body, hardware, \
+         framework, quantization, context_length, price_input_per_mtok, price_output_per_mtok, \
+         claimed_tokens_per_second, claimed_caliber, claimed_conditions, notes, created_at, updated_at"
+    };
+}
+pub(crate) use candidate_columns;
+
+impl CandidateRow {
+    pub(crate) fn into_candidate(self) -> Result<Candidate, StoreError> {
+        let place = |column: &str| format!("candidates.{column} of candidate {}", self.id);
+        let provider = parse_enum(place("provider"), &self.provider, ProviderKind::parse)?;
+        let extra_body = parse_json(place("extra_body"), &self.extra_body)?;
+        let max_tokens = opt_u32(place("max_tokens"), self.max_tokens)?;
+        let context_length = opt_u32(place("context_length"), self.context_length)?;
+        let claimed = match (self.claimed_tokens_per_second, self.claimed_caliber) {
+            (Some(tokens_per_second), Some(caliber)) => Some(ClaimedFigure {
+                tokens_per_second,
+                caliber,
+                conditions: self.claimed_conditions,
+            }),
+            _ => None,
+        };
+        Ok(Candidate {
+            id: self.id,
+            spec: CandidateSpec {
+                name: self.name,
+                provider,
+                base_url: self.base_url,
+                model: self.model,
+                api_key: self.api_key.map(Secret::new),
+                api_key_env: self.api_key_env,
+                max_tokens,
+                temperature: self.temperature,
+                extra_body,
+                conditions: Conditions {
+                    hardware: self.hardware,
+                    framework: self.framework,
+                    quantization: self.quantization,
+                    context_length,
+                },
+                pricing: Pricing {
+                    input_per_mtok: self.price_input_per_mtok,
+                    output_per_mtok: self.price_output_per_mtok,
+                },
+                claimed,
+                notes: self.notes,
+            },
+            created_at: Timestamp(self.created_at),
+            updated_at: Timestamp(self.updated_at),
+        })
+    }
+}
+
+/// A candidate spec flattened into bindable column values (same order as the INSERT/UPDATE
+/// statements in each backend).
+pub(crate) struct CandidateValues<'a> {
+    pub name: &'a str,
+    pub provider: &'static str,
+    pub base_url: &'a str,
+    pub model: &'a str,
+    pub api_key: Option<&'a str>,
+    pub api_key_env: Option<&'a str>,
+    pub max_tokens: Option<i64>,
+    pub temperature: Option<f64>,
+    pub extra_body: String,
+    pub hardware: Option<&'a str>,
+    pub framework: Option<&'a str>,
+    pub quantization: Option<&'a str>,
+    pub context_length: Option<i64>,
+    pub price_input_per_mtok: Option<f64>,
+    pub price_output_per_mtok: Option<f64>,
+    pub claimed_tokens_per_second: Option<f64>,
+    pub claimed_caliber: Option<&'a str>,
+    pub claimed_conditions: Option<&'a str>,
+    pub notes: Option<&'a str>,
+}
+
+impl<'a> CandidateValues<'a> {
+    pub(crate) fn new(spec: &'a CandidateSpec) -> Self {
+        CandidateValues {
+            name: &spec.name,
+            provider: spec.provider.as_str(),
+            base_url: &spec.base_url,
+            model: &spec.model,
+            api_key: spec.api_key.as_ref().map(Secret::expose),
+            api_key_env: spec.api_key_env.as_deref(),
+            max_tokens: spec.max_tokens.map(i64::from),
+            temperature: spec.temperature,
+            extra_body: to_json(&spec.extra_body),
+            hardware: spec.conditions.hardware.as_deref(),
+            framework: spec.conditions.framework.as_deref(),
+            quantization: spec.conditions.quantization.as_deref(),
+            context_length: spec.conditions.context_length.map(i64::from),
+            price_input_per_mtok: spec.pricing.input_per_mtok,
+            price_output_per_mtok: spec.pricing.output_per_mtok,
+            claimed_tokens_per_second: spec.claimed.as_ref().map(|c| c.tokens_per_second),
+            claimed_caliber: spec.claimed.as_ref().map(|c| c.caliber.as_str()),
+            claimed_conditions: spec.claimed.as_ref().and_then(|c| c.conditions.as_deref()),
+            notes: spec.notes.as_deref(),
+        }
+    }
+}
+
+pub(crate) fn candidate_name_taken(name: &str) -> String {
+    format!("a candidate named {name:?} already exists")
+}
+
+// ---------------------------------------------------------------- eval sets
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct EvalSetSummaryRow {
+    pub id: i64,
+    pub name: String,
+    pub task: String,
+    pub description: Option<String>,
+    pub latest_version_id: i64,
+    pub latest_hash: String,
+    pub case_count: i64,
+    pub version_count: i64,
+    pub updated_at: i64,
+}
+
+impl EvalSetSummaryRow {
+    pub(crate) fn into_summary(self) -> Result<EvalSetSummary, StoreError> {
+        Ok(EvalSetSummary {
+            task: parse_task(format!("evalsets.task of eval set {}", self.id), &self.task)?,
+            id: self.id,
+            name: self.name,
+            description: self.description,
+            latest_version_id: self.latest_version_id,
+            latest_hash: self.latest_hash,
+            case_count: usize::try_from(self.case_count).unwrap_or(0),
+            version_count: usize::try_from(self.version_count).unwrap_or(0),
+            updated_at: Timestamp(self.updated_at),
+        })
+    }
+}
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct EvalSetVersionRow {
+    pub id: i64,
+    pub evalset_id: i64,
+    pub content_hash: String,
+    pub content: String,
+    pub created_at: i64,
+}
+
+impl EvalSetVersionRow {
+    pub(crate) fn into_version(self) -> Result<EvalSetVersion, StoreError> {
+        let place = format!("evalset_versions.content of version {}", self.id);
+        let file = EvalSetFile::parse(&place, &self.content).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        Ok(EvalSetVersion {
+            id: self.id,
+            evalset_id: self.evalset_id,
+            content_hash: self.content_hash,
+            file,
+            created_at: Timestamp(self.created_at),
+        })
+    }
+}
+
+/// One case of a version, flattened for the `eval_cases` table.
+pub(crate) struct CaseValues<'a> {
+    pub case_id: &'a str,
+    pub position: i64,
+    pub input: String,
+    pub expected: Option<String>,
+    pub graders: String,
+    pub tags: String,
+    pub weight: f64,
+}
+
+pub(crate) fn case_values(file: &EvalSetFile) -> Vec<CaseValues<'_>> {
+    file.cases
+        .iter()
+        .enumerate()
+        .map(|(position, case)| {
+            let mut input = serde_json::Map::new();
+            if !case.vars.is_empty() {
+                input.insert("vars".into(), serde_json::Value::Object(case.vars.clone()));
+            }
+            if let Some(messages) = &case.messages {
+                input.insert("messages".into(), serde_json::to_value(messages).unwrap_or_default());
+            }
+            CaseValues {
+                case_id: &case.id,
+                position: position as i64,
+                input: to_json(&input),
+                expected: case.expected.as_ref().map(to_json),
+                graders: to_json(&file.graders_for(case)),
+                tags: to_json(&case.tags),
+                weight: case.weight(),
+            }
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------- threshold profiles
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ProfileRow {
+    pub id: i64,
+    pub name: String,
+    pub description: String,
+    pub version: i64,
+    pub rules: String,
+}
+
+impl ProfileRow {
+    pub(crate) fn into_profile(self) -> Result<ThresholdProfile, StoreError> {
+        let place = |column: &str| format!("threshold_profile_versions.{column} of profile {}", self.id);
+        Ok(ThresholdProfile {
+            version: to_u32(place("version"), self.version)?,
+            rules: parse_json(place("rules"), &self.rules)?,
+            id: self.id,
+            name: self.name,
+            description: self.description,
+        })
+    }
+}
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ProfileChangeRow {
+    pub profile_id: i64,
+    pub version: i64,
+    pub changed_by: String,
+    pub rationale: String,
+    pub rules: String,
+    pub at: i64,
+}
+
+impl ProfileChangeRow {
+    pub(crate) fn into_change(self) -> Result<ProfileChange, StoreError> {
+        let place = |column: &str| {
+            format!(
+                "threshold_profile_versions.{column} of profile {} version {}",
+                self.profile_id, self.version
+            )
+        };
+        Ok(ProfileChange {
+            version: to_u32(place("version"), self.version)?,
+            rules: parse_json::<Vec<ThresholdRule>>(place("rules"), &self.rules)?,
+            changed_by: self.changed_by,
+            rationale: self.rationale,
+            at: Timestamp(self.at),
+        })
+    }
+}
+
+pub(crate) fn rules_json(rules: &[ThresholdRule]) -> String {
+    to_json(&rules)
+}
+
+// ---------------------------------------------------------------- runs
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct RunRow {
+    pub id: i64,
+    pub name: String,
+    pub evalset_version_id: i64,
+    pub config: String,
+    pub status: String,
+    pub error: Option<String>,
+    pub created_at: i64,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+}
+
+/// The column list matching `RunRow`, qualified so it can be used in joins.
+macro_rules! run_columns {
+    () => {
+        "runs.id, runs.name, runs.evalset_version_id, runs.config, runs.status, runs.error, runs.created_at, \
+         runs.started_at, runs.finished_at"
+    };
+}
+pub(crate) use run_columns;
+
+impl RunRow {
+    pub(crate) fn into_run(self, candidate_ids: Vec<i64>) -> Result<Run, StoreError> {
+        let place = |column: &str| format!("runs.{column} of run {}", self.id);
+        Ok(Run {
+            config: parse_json::<RunConfig>(place("config"), &self.config)?,
+            status: parse_enum(place("status"), &self.status, RunStatus::parse)?,
+            id: self.id,
+            name: self.name,
+            evalset_version_id: self.evalset_version_id,
+            candidate_ids,
+            error: self.error,
+            created_at: Timestamp(self.created_at),
+            started_at: self.started_at.map(Timestamp),
+            finished_at: self.finished_at.map(Timestamp),
+        })
+    }
+}
+
+/// A run's list row: the run plus what the list shows beside it.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct RunListRow {
+    #[sqlx(flatten)]
+    pub run: RunRow,
+    pub evalset_name: String,
+    pub record_count: i64,
+}
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct RunCandidateRow {
+    pub run_id: i64,
+    pub candidate_id: i64,
+    pub name: String,
+}
+
+/// Candidate ids and names per run, in the run's order (rows must arrive ordered by position).
+pub(crate) fn group_run_candidates(rows: Vec<RunCandidateRow>) -> HashMap<i64, (Vec<i64>, Vec<String>)> {
+    let mut by_run: HashMap<i64, (Vec<i64>, Vec<String>)> = HashMap::new();
+    for row in rows {
+        let entry = by_run.entry(row.run_id).or_default();
+        entry.0.push(row.candidate_id);
+        entry.1.push(row.name);
+    }
+    by_run
+}
+
+pub(crate) fn run_config_json(config: &RunConfig) -> String {
+    to_json(config)
+}
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct RunEventRow {
+    pub at: i64,
+    pub level: String,
+    pub message: String,
+}
+
+impl From<RunEventRow> for RunEvent {
+    fn from(row: RunEventRow) -> Self {
+        RunEvent {
+            at: Timestamp(row.at),
+            level: row.level,
+            message: row.message,
+        }
+    }
+}
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ProgressRow {
+    pub candidate_id: i64,
+    pub measured_attempts: i64,
+    pub warmup_attempts: i64,
+    pub failed_attempts: i64,
+}
+
+impl From<ProgressRow> for CandidateProgress {
+    fn from(row: ProgressRow) -> Self {
+        CandidateProgress {
+            candidate_id: row.candidate_id,
+            measured_attempts: row.measured_attempts,
+            warmup_attempts: row.warmup_attempts,
+            failed_attempts: row.failed_attempts,
+        }
+    }
+}
+
+// ---------------------------------------------------------------- request records
+
+/// Columns written for a record, in the order `RecordValues` is bound.
+macro_rules! record_insert_columns {
+    () => {
+        "run_id, candidate_id, case_id, phase, repetition, attempt, concurrency, \
+     is_warmup, sent_at_us, client_queue_us, connect_us, connection_reused, headers_us, first_chunk_us, \
+     first_reasoning_us, first_content_us, last_token_us, end_us, chunks, http_status, finish_reason, input_tokens, \
+     output_tokens, output_tokens_source, reasoning_tokens, canonical_tokens, output_chars, output, reasoning, \
+     error_class, error_detail"
+    };
+}
+pub(crate) use record_insert_columns;
+
+/// Columns read for a record (`RecordRow`).
+macro_rules! record_select_columns {
+    () => {
+        "id, run_id, candidate_id, case_id, phase, repetition, attempt, \
+     concurrency, is_warmup, sent_at_us, client_queue_us, connect_us, connection_reused, headers_us, first_chunk_us, \
+     first_reasoning_us, first_content_us, last_token_us, end_us, chunks, http_status, finish_reason, input_tokens, \
+     output_tokens, output_tokens_source, reasoning_tokens, canonical_tokens, output_chars, output, reasoning, \
+     error_class, error_detail"
+    };
+}
+pub(crate) use record_select_columns;
+
+/// The unique key of a record: (run, candidate, case, phase, repetition, attempt).
+pub(crate) type RecordKey = (i64, i64, String, String, i64, i64);
+
+/// A record flattened into bindable values, in `record_insert_columns!()` order.
+pub(crate) struct RecordValues<'a> {
+    pub run_id: i64,
+    pub candidate_id: i64,
+    pub case_id: &'a str,
+    pub phase: &'static str,
+    pub repetition: i64,
+    pub attempt: i64,
+    pub concurrency: i64,
+    pub is_warmup: bool,
+    pub sent_at_us: i64,
+    pub client_queue_us: i64,
+    pub connect_us: Option<i64>,
+    pub connection_reused: Option<bool>,
+    pub headers_us: Option<i64>,
+    pub first_chunk_us: Option<i64>,
+    pub first_reasoning_us: Option<i64>,
+    pub first_content_us: Option<i64>,
+    pub last_token_us: Option<i64>,
+    pub end_us: Option<i64>,
+    pub chunks: String,
+    pub http_status: Option<i64>,
+    pub finish_reason: Option<&'a str>,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub output_tokens_source: Option<&'static str>,
+    pub reasoning_tokens: Option<i64>,
+    pub canonical_tokens: Option<i64>,
+    pub output_chars: i64,
+    pub output: &'a str,
+    pub reasoning: Option<&'a str>,
+    pub error_class: Option<&'static str>,
+    pub error_detail: Option<&'a str>,
+}
+
+impl<'a> RecordValues<'a> {
+    pub(crate) fn new(r: &'a RequestRecord) -> Self {
+        RecordValues {
+            run_id: r.run_id,
+            candidate_id: r.candidate_id,
+            case_id: &r.case_id,
+            phase: r.phase.as_str(),
+            repetition: i64::from(r.repetition),
+            attempt: i64::from(r.attempt),
+            concurrency: i64::from(r.concurrency),
+            is_warmup: r.is_warmup,
+            sent_at_us: r.sent_at_us,
+            client_queue_us: r.client_queue_us,
+            connect_us: r.connect_us,
+            connection_reused: r.connection_reused,
+            headers_us: r.headers_us,
+            first_chunk_us: r.first_chunk_us,
+            first_reasoning_us: r.first_reasoning_us,
+            first_content_us: r.first_content_us,
+            last_token_us: r.last_token_us,
+            end_us: r.end_us,
+            chunks: to_json(&r.chunks),
+            http_status: r.http_status.map(i64::from),
+            finish_reason: r.finish_reason.as_deref(),
+            input_tokens: r.input_tokens.map(i64::from),
+            output_tokens: r.output_tokens.map(i64::from),
+            output_tokens_source: r.output_tokens_source.map(|s| s.as_str()),
+            reasoning_tokens: r.reasoning_tokens.map(i64::from),
+            canonical_tokens: r.canonical_tokens.map(i64::from),
+            output_chars: i64::from(r.output_chars),
+            output: &r.output,
+            reasoning: r.reasoning.as_deref(),
+            error_class: r.error_class.map(|c| c.as_str()),
+            error_detail: r.error_detail.as_deref(),
+        }
+    }
+}
+
+pub(crate) fn record_key(r: &RequestRecord) -> RecordKey {
+    (
+        r.run_id,
+        r.candidate_id,
+        r.case_id.clone(),
+        r.phase.as_str().to_string(),
+        i64::from(r.repetition),
+        i64::from(r.attempt),
+    )
+}
+
+/// What an `INSERT … RETURNING` gives back for a newly inserted record.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct InsertedRecordRow {
+    pub id: i64,
+    pub run_id: i64,
+    pub candidate_id: i64,
+    pub case_id: String,
+    pub phase: String,
+    pub repetition: i64,
+    pub attempt: i64,
+}
+
+impl InsertedRecordRow {
+    pub(crate) fn key(self) -> (i64, RecordKey) {
+        (
+            self.id,
+            (
+                self.run_id,
+                self.candidate_id,
+                self.case_id,
+                self.phase,
+                self.repetition,
+                self.attempt,
+            ),
+        )
+    }
+}
+
+/// Maps each key to the first record in the batch carrying it (a key repeated inside one batch
+/// is stored once, like a key already in the database).
+pub(crate) fn first_index_by_key(records: &[RequestRecord]) -> HashMap<RecordKey, usize> {
+    let mut by_key = HashMap::with_capacity(records.len());
+    for (index, record) in records.iter().enumerate() {
+        by_key.entry(record_key(record)).or_insert(index);
+    }
+    by_key
+}
+
+/// A grade ready to bind: (record id, position, grade).
+pub(crate) type GradeValues<'a> = (i64, i64, &'a Grade);
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct RecordRow {
+    pub id: i64,
+    pub run_id: i64,
+    pub candidate_id: i64,
+    pub case_id: String,
+    pub phase: String,
+    pub repetition: i64,
+    pub attempt: i64,
+    pub concurrency: i64,
+    pub is_warmup: bool,
+    pub sent_at_us: i64,
+    pub client_queue_us: i64,
+    pub connect_us: Option<i64>,
+    pub connection_reused: Option<bool>,
+    pub headers_us: Option<i64>,
+    pub first_chunk_us: Option<i64>,
+    pub first_reasoning_us: Option<i64>,
+    pub first_content_us: Option<i64>,
+    pub last_token_us: Option<i64>,
+    pub end_us: Option<i64>,
+    pub chunks: String,
+    pub http_status: Option<i64>,
+    pub finish_reason: Option<String>,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub output_tokens_source: Option<String>,
+    pub reasoning_tokens: Option<i64>,
+    pub canonical_tokens: Option<i64>,
+    pub output_chars: i64,
+    pub output: String,
+    pub reasoning: Option<String>,
+    pub error_class: Option<String>,
+    pub error_detail: Option<String>,
+}
+
+impl RecordRow {
+    /// The domain record, with `grades` attached.
+    pub(crate) fn into_record(self, grades: Vec<Grade>) -> Result<RequestRecord, StoreError> {
+        let id = self.id;
+        let place = |column: &str| format!("request_records.{column} of record {id}");
+        let http_status = self
+            .http_status
+            .map(|s| u16::try_from(s).map_err(|_| corrupt(place("http_status"), format!("{s} is out of range"))))
+            .transpose()?;
+        Ok(RequestRecord {
+            run_id: self.run_id,
+            candidate_id: self.candidate_id,
+            phase: parse_enum(place("phase"), &self.phase, Phase::parse)?,
+            case_id: self.case_id,
+            repetition: to_u32(place("repetition"), self.repetition)?,
+            attempt: to_u32(place("attempt"), self.attempt)?,
+            concurrency: to_u32(place("concurrency"), self.concurrency)?,
+            is_warmup: self.is_warmup,
+            sent_at_us: self.sent_at_us,
+            client_queue_us: self.client_queue_us,
+            connect_us: self.connect_us,
+            connection_reused: self.connection_reused,
+            headers_us: self.headers_us,
+            first_chunk_us: self.first_chunk_us,
+            first_reasoning_us: self.first_reasoning_us,
+            first_content_us: self.first_content_us,
+            last_token_us: self.last_token_us,
+            end_us: self.end_us,
+            chunks: parse_json(place("chunks"), &self.chunks)?,
+            http_status,
+            finish_reason: self.finish_reason,
+            input_tokens: opt_u32(place("input_tokens"), self.input_tokens)?,
+            output_tokens: opt_u32(place("output_tokens"), self.output_tokens)?,
+            output_tokens_source: self
+                .output_tokens_source
+                .as_deref()
+                .map(|s| parse_enum(place("output_tokens_source"), s, TokenSource::parse))
+                .transpose()?,
+            reasoning_tokens: opt_u32(place("reasoning_tokens"), self.reasoning_tokens)?,
+            canonical_tokens: opt_u32(place("canonical_tokens"), self.canonical_tokens)?,
+            output_chars: to_u32(place("output_chars"), self.output_chars)?,
+            output: self.output,
+            reasoning: self.reasoning,
+            error_class: self
+                .error_class
+                .as_deref()
+                .map(|s| parse_enum(place("error_class"), s, ErrorClass::parse))
+                .transpose()?,
+            error_detail: self.error_detail,
+            grades,
+        })
+    }
+}
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct GradeRow {
+    pub request_record_id: i64,
+    pub grader: String,
+    pub score: f64,
+    pub passed: bool,
+    pub reason: String,
+}
+
+/// Attaches grades (ordered by record, then position) to their records (in send order).
+pub(crate) fn attach_grades(records: Vec<RecordRow>, grades: Vec<GradeRow>) -> Result<Vec<RequestRecord>, StoreError> {
+    let mut by_record: HashMap<i64, Vec<Grade>> = HashMap::new();
+    for g in grades {
+        by_record.entry(g.request_record_id).or_default().push(Grade {
+            grader: g.grader,
+            score: g.score,
+            passed: g.passed,
+            reason: g.reason,
+        });
+    }
+    records
+        .into_iter()
+        .map(|row| {
+            let grades = by_record.remove(&row.id).unwrap_or_default();
+            row.into_record(grades)
+        })
+        .collect()
+}
