@@ -11,13 +11,14 @@ use tokio::time::Instant;
 
 use super::client::{CandidateClient, Exchange, RecordIdentity, Timeouts, wall_clock_us};
 use super::error::{EngineError, Failure};
-use super::provider::{RequestParams, prepare};
+use super::provider::{PreparedRequest, RequestParams, prepare};
 use super::writer::{RecordSender, RecordWriter};
 use crate::domain::candidate::Candidate;
 use crate::domain::evalset::{EvalCase, EvalSetFile};
 use crate::domain::grading::grade;
 use crate::domain::run::{ErrorClass, Phase, RequestRecord, Run, RunConfig, RunStatus};
 use crate::store::DynStore;
+use reqwest::header::HeaderValue;
 
 /// The phase every measured (non-warm-up) request of this executor belongs to. Staged phases
 /// (smoke → quality → throughput sweep → soak) extend this.
@@ -368,9 +369,10 @@ impl CandidateRun {
             };
             let mut ready = ready;
             for attempt in unit.first_attempt..=unit.last_attempt.max(unit.first_attempt) {
+                let request = self.with_request_id(&prepared, &unit, attempt);
                 let queue_us = micros(ready.elapsed());
                 let exchange = tokio::select! {
-                    x = self.client.send(&prepared, queue_us) => x,
+                    x = self.client.send(&request, queue_us) => x,
                     _ = cancel.cancelled() => return tally,
                 };
                 let class = exchange.failure.as_ref().map(|f| f.class);
@@ -398,6 +400,24 @@ impl CandidateRun {
         }
     }
 
+    /// Tags the attempt with `x-request-id: bakeoff-RUN-CANDIDATE-PHASE-CASEINDEX-REPETITION-ATTEMPT`,
+    /// so it can be found in the server's logs (the mock's ground truth keeps it).
+    fn with_request_id(&self, prepared: &PreparedRequest, unit: &Unit, attempt: u32) -> PreparedRequest {
+        let mut request = prepared.clone();
+        let id = request_id(
+            self.run_id,
+            self.candidate.id,
+            unit.phase,
+            unit.case_index,
+            unit.repetition,
+            attempt,
+        );
+        if let Ok(value) = HeaderValue::from_str(&id) {
+            request.headers.insert("x-request-id", value);
+        }
+        request
+    }
+
     fn store_record(&self, unit: &Unit, attempt: u32, case: &EvalCase, exchange: Exchange) {
         let graded = exchange.succeeded();
         let mut record = exchange.into_record(RecordIdentity {
@@ -423,6 +443,21 @@ impl CandidateRun {
             tracing::error!(run_id = self.run_id, "record writer stopped; a record was dropped");
         }
     }
+}
+
+/// The `x-request-id` bakeoff sends with an attempt.
+pub fn request_id(
+    run_id: i64,
+    candidate_id: i64,
+    phase: Phase,
+    case_index: usize,
+    repetition: u32,
+    attempt: u32,
+) -> String {
+    format!(
+        "bakeoff-{run_id}-{candidate_id}-{}-{case_index}-{repetition}-{attempt}",
+        phase.as_str()
+    )
 }
 
 /// The record of an attempt that could not even be sent.

@@ -1,1 +1,875 @@
-// owned by its area; see tests/api/main.rs
+//! The measurement engine over real HTTP: whole runs against the built-in mock (whose ground
+//! truth at `/mock/requests` says what the server really did), and single requests against tiny
+//! raw TCP servers for the quirks real endpoints have. Timing assertions compare client and
+//! server views with generous bounds; none asserts absolute speed.
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bakeoff::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind, Secret};
+use bakeoff::domain::evalset::EvalSetFile;
+use bakeoff::domain::metrics::summarise_candidate;
+use bakeoff::domain::run::{ErrorClass, NewRun, Phase, RequestRecord, RunConfig, RunStatus, TokenSource};
+use bakeoff::engine::provider::{RequestParams, prepare};
+use bakeoff::engine::{CandidateClient, Exchange, Runner, Timeouts};
+use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
+use bakeoff::store::DynStore;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::support::db::sqlite_store;
+
+/// Longest any whole run in these tests may take before the test fails instead of hanging.
+const RUN_DEADLINE: Duration = Duration::from_secs(60);
+
+// ------------------------------------------------------------------------------- builders
+
+/// An eval set whose answers are sentences (several tokens each, so gaps can be measured).
+fn evalset(cases: usize) -> EvalSetFile {
+    let mut text = String::from(
+        r#"{"bakeoff_evalset":1,"name":"engine-test","task":"generation","system":"Repeat the sentence.","prompt":"Sentence {{n}}","graders":[{"kind":"exact"}],"max_tokens":64}"#,
+    );
+    for i in 0..cases {
+        text.push_str(&format!(
+            "\n{{\"id\":\"c{i:02}\",\"vars\":{{\"n\":{i}}},\"expected\":\"The quick brown fox number {i} jumps over the lazy dog again\"}}"
+        ));
+    }
+    EvalSetFile::parse("engine-test.jsonl", &text).expect("test eval set parses")
+}
+
+fn candidate_spec(name: &str, provider: ProviderKind, base_url: &str, model: &str) -> CandidateSpec {
+    CandidateSpec {
+        name: name.into(),
+        provider,
+        base_url: base_url.into(),
+        model: model.into(),
+        api_key: Some(Secret::new("sk-engine-test-key")),
+        api_key_env: None,
+        max_tokens: None,
+        temperature: None,
+        extra_body: serde_json::Map::new(),
+        conditions: Conditions::default(),
+        pricing: Pricing::default(),
+        claimed: None,
+        notes: None,
+    }
+}
+
+fn config(concurrency: u32, warmups: u32, retries: u32) -> RunConfig {
+    RunConfig {
+        concurrency,
+        repetitions: 1,
+        warmup_requests: warmups,
+        max_tokens: None,
+        temperature: Some(0.0),
+        timeout_secs: 20,
+        retries,
+        stream: true,
+        case_limit: None,
+    }
+}
+
+async fn start_mock(profiles: Vec<ModelProfile>, key: &EvalSetFile) -> MockServer {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("binding the mock");
+    bakeoff::mock::spawn(
+        MockConfig {
+            profiles,
+            answer_keys: vec![key.clone()],
+            seed: 7,
+        },
+        listener,
+    )
+    .await
+    .expect("starting the mock")
+}
+
+/// Stores the eval set, one candidate and a queued run; returns (run id, candidate id).
+async fn create_run(store: &DynStore, file: &EvalSetFile, spec: &CandidateSpec, config: RunConfig) -> (i64, i64) {
+    let version = store.save_evalset_version(file).await.expect("saving the eval set");
+    let candidate = store.create_candidate(spec).await.expect("saving the candidate");
+    let run = store
+        .create_run(&NewRun {
+            name: "engine test".into(),
+            evalset_version_id: version,
+            candidate_ids: vec![candidate],
+            config,
+        })
+        .await
+        .expect("creating the run");
+    (run, candidate)
+}
+
+/// Starts the run and waits (bounded) until it ends; returns its final status.
+async fn run_to_end(store: &DynStore, run_id: i64) -> RunStatus {
+    let runner = Runner::new(store.clone());
+    runner.start(run_id);
+    tokio::time::timeout(RUN_DEADLINE, runner.wait(run_id))
+        .await
+        .expect("the run ended in time");
+    store.get_run(run_id).await.unwrap().expect("run exists").status
+}
+
+/// The mock's ground truth, keyed by the `x-request-id` bakeoff sent.
+async fn ground_truth(mock: &MockServer) -> HashMap<String, Value> {
+    let page: Value = reqwest::get(format!("{}/mock/requests", mock.root_url()))
+        .await
+        .expect("fetching ground truth")
+        .json()
+        .await
+        .expect("ground truth is JSON");
+    page["requests"]
+        .as_array()
+        .expect("requests array")
+        .iter()
+        .filter_map(|r| Some((r["client_request_id"].as_str()?.to_string(), r.clone())))
+        .collect()
+}
+
+/// The x-request-id the executor sends for a record (see `engine::executor::request_id`).
+fn request_id_of(r: &RequestRecord, case_index: usize) -> String {
+    bakeoff::engine::executor::request_id(r.run_id, r.candidate_id, r.phase, case_index, r.repetition, r.attempt)
+}
+
+fn case_index(id: &str) -> usize {
+    id.trim_start_matches('c').parse().expect("case ids are cNN")
+}
+
+/// Most intervals open at one instant (an end at the same instant as a start does not overlap).
+fn max_overlap(intervals: &[(f64, f64)]) -> usize {
+    let mut edges: Vec<(f64, i32)> = intervals.iter().flat_map(|&(s, e)| [(s, 1), (e, -1)]).collect();
+    edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut open, mut most) = (0i32, 0i32);
+    for (_, d) in edges {
+        open += d;
+        most = most.max(open);
+    }
+    most as usize
+}
+
+// ------------------------------------------------------------------- runs against the mock
+
+#[tokio::test]
+async fn a_streamed_run_records_every_case_once_graded_and_timed_like_the_server() {
+    let file = evalset(6);
+    let profile = ModelProfile {
+        ttft_ms: 60.0,
+        inter_token_ms: Some(12.0),
+        tokens_per_chunk: 1,
+        ..ModelProfile::named("steady")
+    };
+    let mock = start_mock(vec![profile], &file).await;
+    let (store, _guard) = sqlite_store().await;
+    let spec = candidate_spec("steady", ProviderKind::OpenAiChat, &mock.base_url(), "steady");
+    let (run_id, candidate_id) = create_run(&store, &file, &spec, config(2, 1, 0)).await;
+
+    assert_eq!(run_to_end(&store, run_id).await, RunStatus::Finished);
+    let records = store.list_request_records(run_id).await.unwrap();
+    let (warm, measured): (Vec<_>, Vec<_>) = records.iter().partition(|r| r.is_warmup);
+    assert_eq!(warm.len(), 1);
+    assert_eq!(warm[0].phase, Phase::Warmup);
+    let mut per_case: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in &measured {
+        *per_case.entry(r.case_id.as_str()).or_default() += 1;
+    }
+    assert_eq!(per_case.len(), 6, "every case measured: {per_case:?}");
+    assert!(
+        per_case.values().all(|&n| n == 1),
+        "each case exactly once: {per_case:?}"
+    );
+
+    let truth = ground_truth(&mock).await;
+    let mut ttft_overhead_ms = Vec::new();
+    for r in &measured {
+        assert!(r.succeeded(), "{:?}: {:?}", r.error_class, r.error_detail);
+        assert_eq!(r.phase, Phase::Quality);
+        assert_eq!(r.grades.len(), 1);
+        assert!(r.grades[0].passed, "mock answers right: {:?}", r.grades[0]);
+        assert_eq!(r.output_tokens_source, Some(TokenSource::Usage));
+        assert_eq!(r.finish_reason.as_deref(), Some("stop"));
+        assert_eq!(r.output_chars as usize, r.output.chars().count());
+        let t = &truth[&request_id_of(r, case_index(&r.case_id))];
+        assert_eq!(r.output_tokens, t["tokens_sent"].as_u64().map(|n| n as u32));
+        assert_eq!(r.chunks.len() as u64, t["token_chunks_sent"].as_u64().unwrap());
+        assert_eq!(r.input_tokens, t["prompt_tokens"].as_u64().map(|n| n as u32));
+
+        // The order of events on the client clock.
+        let headers = r.headers_us.unwrap();
+        let first_chunk = r.first_chunk_us.unwrap();
+        let ttft = r.ttft_us().unwrap();
+        let last = r.last_token_us.unwrap();
+        let end = r.end_us.unwrap();
+        assert!(
+            headers <= first_chunk && first_chunk <= ttft && ttft <= last && last <= end,
+            "{r:?}"
+        );
+        assert_eq!(r.first_content_us, Some(ttft));
+        assert!(r.first_reasoning_us.is_none());
+
+        // Client TTFT vs the server's first-token send time: the client cannot see a token
+        // before it is sent, and should not see it much later on loopback.
+        let server_ttft_ms = t["first_token_ms"].as_f64().unwrap();
+        let client_ttft_ms = ttft as f64 / 1000.0;
+        ttft_overhead_ms.push(client_ttft_ms - server_ttft_ms);
+        assert!(
+            client_ttft_ms >= server_ttft_ms - 1.0 && client_ttft_ms - server_ttft_ms < 250.0,
+            "client TTFT {client_ttft_ms} ms vs server {server_ttft_ms} ms"
+        );
+        // Mean inter-chunk gap vs the server's (both over the same chunks).
+        let n = r.chunks.len() as f64;
+        assert!(n >= 5.0, "enough tokens to time: {n}");
+        let client_gap = (last - ttft) as f64 / 1000.0 / (n - 1.0);
+        let server_gap = (t["last_token_ms"].as_f64().unwrap() - t["first_token_ms"].as_f64().unwrap()) / (n - 1.0);
+        assert!(
+            (client_gap - server_gap).abs() < 8.0,
+            "mean gap client {client_gap:.2} ms vs server {server_gap:.2} ms"
+        );
+    }
+
+    eprintln!("client TTFT − server first-token time, ms: {ttft_overhead_ms:.2?}");
+
+    // New connections are timed; later requests reuse the pool.
+    assert!(
+        records
+            .iter()
+            .any(|r| r.connection_reused == Some(false) && r.connect_us.is_some())
+    );
+    assert!(
+        records
+            .iter()
+            .any(|r| r.connection_reused == Some(true) && r.connect_us.is_none())
+    );
+
+    let owned: Vec<RequestRecord> = records.clone();
+    let summary = summarise_candidate(candidate_id, &owned, |_| 1.0);
+    assert_eq!((summary.requests, summary.failures), (6, 0));
+    assert_eq!(summary.accuracy, Some(1.0));
+    assert!(summary.decode_tok_s_per_stream.is_some() && summary.aggregate_tok_s.is_some());
+
+    let events: Vec<String> = store
+        .list_run_events(run_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.message)
+        .collect();
+    for needle in ["started", "warm-up", "quality phase", "done in", "finished"] {
+        assert!(
+            events.iter().any(|m| m.contains(needle)),
+            "no event with {needle:?}: {events:?}"
+        );
+    }
+    mock.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn concurrency_is_reached_but_never_exceeded() {
+    let file = evalset(12);
+    let profile = ModelProfile {
+        ttft_ms: 40.0,
+        inter_token_ms: Some(3.0),
+        ..ModelProfile::named("wide")
+    };
+    let mock = start_mock(vec![profile], &file).await;
+    let (store, _guard) = sqlite_store().await;
+    let spec = candidate_spec("wide", ProviderKind::OpenAiChat, &mock.base_url(), "wide");
+    let (run_id, _) = create_run(&store, &file, &spec, config(3, 0, 0)).await;
+    assert_eq!(run_to_end(&store, run_id).await, RunStatus::Finished);
+
+    let truth = ground_truth(&mock).await;
+    assert_eq!(truth.len(), 12);
+    let server: Vec<(f64, f64)> = truth
+        .values()
+        .map(|t| {
+            let start = t["received_unix_ms"].as_f64().unwrap();
+            (start, start + t["end_ms"].as_f64().unwrap())
+        })
+        .collect();
+    assert_eq!(max_overlap(&server), 3, "server saw exactly 3 in flight at the peak");
+
+    let records = store.list_request_records(run_id).await.unwrap();
+    assert_eq!(records.len(), 12);
+    let client: Vec<(f64, f64)> = records
+        .iter()
+        .map(|r| (r.sent_at_us as f64, (r.sent_at_us + r.end_us.unwrap()) as f64))
+        .collect();
+    assert!(max_overlap(&client) <= 3);
+    assert!(records.iter().all(|r| r.concurrency == 3 && r.client_queue_us >= 0));
+    mock.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn failed_attempts_are_retried_and_every_attempt_is_recorded() {
+    let file = evalset(10);
+    let profile = ModelProfile {
+        ttft_ms: 5.0,
+        inter_token_ms: Some(1.0),
+        error_500_rate: 0.5,
+        ..ModelProfile::named("flaky")
+    };
+    let mock = start_mock(vec![profile], &file).await;
+    let (store, _guard) = sqlite_store().await;
+    let spec = candidate_spec("flaky", ProviderKind::OpenAiChat, &mock.base_url(), "flaky");
+    let retries = 4;
+    let (run_id, _) = create_run(&store, &file, &spec, config(1, 0, retries)).await;
+    assert_eq!(run_to_end(&store, run_id).await, RunStatus::Finished);
+
+    let records = store.list_request_records(run_id).await.unwrap();
+    let truth = ground_truth(&mock).await;
+    assert_eq!(records.len(), truth.len(), "one record per request the server saw");
+    let mut by_case: BTreeMap<&str, Vec<&RequestRecord>> = BTreeMap::new();
+    for r in &records {
+        by_case.entry(&r.case_id).or_default().push(r);
+    }
+    assert_eq!(by_case.len(), 10);
+    let mut retried = 0;
+    for (case, mut attempts) in by_case {
+        attempts.sort_by_key(|r| r.attempt);
+        let last = attempts.last().unwrap();
+        for (i, r) in attempts.iter().enumerate() {
+            assert_eq!(r.attempt as usize, i, "{case}: attempts numbered 0, 1, 2…");
+            if i + 1 < attempts.len() {
+                assert_eq!(r.error_class, Some(ErrorClass::HttpServerError), "{case}");
+                assert!(r.error_detail.as_deref().unwrap().starts_with("HTTP 500"), "{case}");
+                assert!(r.grades.is_empty());
+                assert!(attempts[i + 1].sent_at_us > r.sent_at_us);
+            }
+        }
+        assert!(last.succeeded() || last.attempt == retries, "{case}: stopped early");
+        retried += usize::from(attempts.len() > 1);
+    }
+    assert!(retried > 0, "with a 50% error rate some case needed a retry");
+    mock.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_resumed_run_skips_what_is_already_recorded() {
+    let file = evalset(6);
+    let mock = start_mock(
+        vec![ModelProfile {
+            ttft_ms: 5.0,
+            inter_token_ms: Some(1.0),
+            ..ModelProfile::named("m")
+        }],
+        &file,
+    )
+    .await;
+    let (store, _guard) = sqlite_store().await;
+    let spec = candidate_spec("m", ProviderKind::OpenAiChat, &mock.base_url(), "m");
+    let (run_id, candidate_id) = create_run(&store, &file, &spec, config(2, 1, 1)).await;
+
+    // As if the process died: cases c00–c02 done, c03 failed once, a warm-up already sent.
+    let before = |case: &str, phase: Phase, attempt: u32, failure: Option<ErrorClass>| {
+        let mut x = Exchange {
+            sent_at_us: 1_000,
+            end_us: Some(10),
+            output: "from before the restart".into(),
+            failure: failure.map(|c| bakeoff::engine::Failure::new(c, "HTTP 503: down")),
+            ..Default::default()
+        };
+        x.output_tokens = Some(3);
+        x.into_record(bakeoff::engine::RecordIdentity {
+            run_id,
+            candidate_id,
+            case_id: case.into(),
+            phase,
+            repetition: 0,
+            attempt,
+            concurrency: 2,
+            is_warmup: phase == Phase::Warmup,
+        })
+    };
+    let earlier = vec![
+        before("c00", Phase::Warmup, 0, None),
+        before("c00", Phase::Quality, 0, None),
+        before("c01", Phase::Quality, 0, None),
+        before("c02", Phase::Quality, 0, None),
+        before("c03", Phase::Quality, 0, Some(ErrorClass::HttpServerError)),
+    ];
+    assert_eq!(store.append_request_records(&earlier).await.unwrap(), 5);
+    store.set_run_status(run_id, RunStatus::Running, None).await.unwrap();
+
+    let runner = Runner::new(store.clone());
+    assert_eq!(runner.resume_unfinished().await.unwrap(), 1);
+    tokio::time::timeout(RUN_DEADLINE, runner.wait(run_id))
+        .await
+        .expect("resumed run ends");
+    let run = store.get_run(run_id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Finished, "{:?}", run.error);
+
+    let records = store.list_request_records(run_id).await.unwrap();
+    let key = |r: &RequestRecord| (r.case_id.clone(), r.phase.as_str(), r.repetition, r.attempt);
+    let mut keys: Vec<_> = records.iter().map(key).collect();
+    keys.sort();
+    let before_len = keys.len();
+    keys.dedup();
+    assert_eq!(keys.len(), before_len, "no duplicate records");
+    for case in ["c00", "c01", "c02"] {
+        let mine: Vec<_> = records.iter().filter(|r| r.case_id == case && !r.is_warmup).collect();
+        assert_eq!(mine.len(), 1, "{case} not repeated");
+        assert_eq!(mine[0].output, "from before the restart");
+    }
+    let c03: Vec<_> = records.iter().filter(|r| r.case_id == "c03").collect();
+    assert_eq!(c03.len(), 2, "c03 continued with its retry");
+    assert!(c03.iter().any(|r| r.attempt == 1 && r.succeeded()));
+    let warm: Vec<u32> = records.iter().filter(|r| r.is_warmup).map(|r| r.repetition).collect();
+    assert_eq!(warm.len(), 2, "one earlier and one new warm-up: {warm:?}");
+    assert!(warm.contains(&1), "the new warm-up is numbered after the stored one");
+
+    // The server saw exactly what was missing: c03's retry, c04, c05 and one warm-up.
+    let truth = ground_truth(&mock).await;
+    assert_eq!(truth.len(), 4, "{:?}", truth.keys().collect::<Vec<_>>());
+    mock.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_run_against_a_dead_endpoint_finishes_with_failures_recorded() {
+    let file = evalset(2);
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    }; // closed again: connecting is refused
+    let (store, _guard) = sqlite_store().await;
+    let spec = candidate_spec(
+        "gone",
+        ProviderKind::OpenAiChat,
+        &format!("http://127.0.0.1:{port}/v1"),
+        "m",
+    );
+    let (run_id, candidate_id) = create_run(&store, &file, &spec, config(2, 0, 1)).await;
+    assert_eq!(run_to_end(&store, run_id).await, RunStatus::Finished);
+    let records = store.list_request_records(run_id).await.unwrap();
+    assert_eq!(records.len(), 4, "2 cases × (first try + 1 retry)");
+    assert!(
+        records
+            .iter()
+            .all(|r| r.error_class == Some(ErrorClass::ConnectRefused))
+    );
+    let summary = summarise_candidate(candidate_id, &records, |_| 1.0);
+    assert_eq!((summary.requests, summary.failures), (2, 2));
+}
+
+// --------------------------------------------------------------- quirks of raw servers
+
+/// What a raw test server does on each connection after reading the request.
+#[derive(Clone)]
+enum Step {
+    Write(Vec<u8>),
+    /// Writes the bytes one at a time, flushing each (split reads).
+    Trickle(Vec<u8>),
+    Pause(Duration),
+    /// Writes the bytes again and again, forever.
+    Repeat(Vec<u8>, Duration),
+    /// Keeps the connection open and silent.
+    Hang,
+}
+
+struct RawServer {
+    base_url: String,
+    /// Every request received, as text (headers and body).
+    requests: Arc<Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for RawServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn raw_server(script: Vec<Step>) -> RawServer {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let task = tokio::spawn(async move {
+        let mut connections = tokio::task::JoinSet::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            connections.spawn(serve_connection(socket, script.clone(), seen.clone()));
+        }
+    });
+    RawServer {
+        base_url: format!("http://{addr}/v1"),
+        requests,
+        task,
+    }
+}
+
+async fn serve_connection(mut socket: TcpStream, script: Vec<Step>, seen: Arc<Mutex<Vec<String>>>) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    // Headers, then Content-Length bytes of body.
+    loop {
+        let Ok(n) = socket.read(&mut chunk).await else { return };
+        if n == 0 {
+            return;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buf).to_string();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length: usize = text[..end]
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse().ok())?
+                })
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + length {
+                seen.lock().unwrap().push(text);
+                break;
+            }
+        }
+    }
+    for step in script {
+        let ok = match step {
+            Step::Write(bytes) => socket.write_all(&bytes).await.is_ok(),
+            Step::Trickle(bytes) => {
+                let mut ok = true;
+                for b in bytes {
+                    ok &= socket.write_all(&[b]).await.is_ok() && socket.flush().await.is_ok();
+                }
+                ok
+            }
+            Step::Pause(d) => {
+                tokio::time::sleep(d).await;
+                true
+            }
+            Step::Repeat(bytes, every) => loop {
+                if socket.write_all(&bytes).await.is_err() {
+                    break false;
+                }
+                tokio::time::sleep(every).await;
+            },
+            Step::Hang => {
+                std::future::pending::<()>().await;
+                true
+            }
+        };
+        if !ok {
+            return;
+        }
+    }
+    let _ = socket.shutdown().await;
+}
+
+fn http_head(status: &str, content_type: &str, extra: &str) -> Vec<u8> {
+    format!("HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\n{extra}connection: close\r\n\r\n").into_bytes()
+}
+
+fn full_response(status: &str, content_type: &str, body: &str) -> Step {
+    let mut bytes = http_head(status, content_type, &format!("content-length: {}\r\n", body.len()));
+    bytes.extend_from_slice(body.as_bytes());
+    Step::Write(bytes)
+}
+
+/// An SSE response head without a length: the body ends when the connection closes.
+fn sse_head() -> Step {
+    Step::Write(http_head("200 OK", "text/event-stream", ""))
+}
+
+fn chat_chunk(content: &str) -> String {
+    format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":{content:?}}},\"finish_reason\":null}}]}}\n\n")
+}
+
+/// Sends one request for the first case of a small eval set with a fresh client.
+async fn send_once(provider: ProviderKind, base_url: &str, stream: bool, timeouts: Timeouts) -> Exchange {
+    let file = evalset(1);
+    let spec = candidate_spec("raw", provider, base_url, "m");
+    let client = CandidateClient::new(&spec, 1, timeouts).expect("client builds");
+    let params = RequestParams {
+        max_tokens: Some(16),
+        temperature: None,
+        stream,
+    };
+    let request = prepare(&spec, spec.api_key.as_ref(), &file, &file.cases[0], &params).expect("request builds");
+    client.send(&request, 0).await
+}
+
+fn short_timeouts() -> Timeouts {
+    Timeouts {
+        connect: Duration::from_secs(2),
+        first_token: Duration::from_millis(600),
+        total: Duration::from_millis(1500),
+    }
+}
+
+fn class(x: &Exchange) -> Option<ErrorClass> {
+    x.failure.as_ref().map(|f| f.class)
+}
+
+fn detail(x: &Exchange) -> &str {
+    x.failure.as_ref().map(|f| f.detail.as_str()).unwrap_or_default()
+}
+
+#[tokio::test]
+async fn an_html_502_page_is_a_server_error_with_a_short_excerpt() {
+    let page = format!(
+        "<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1>{}</body></html>",
+        "<p>nginx</p>".repeat(200)
+    );
+    let server = raw_server(vec![full_response("502 Bad Gateway", "text/html", &page)]).await;
+    let x = send_once(ProviderKind::OpenAiChat, &server.base_url, true, short_timeouts()).await;
+    assert_eq!(class(&x), Some(ErrorClass::HttpServerError));
+    assert_eq!(x.http_status, Some(502));
+    assert!(detail(&x).starts_with("HTTP 502 (text/html, not JSON): <html><head><title>502 Bad Gateway"));
+    assert!(detail(&x).chars().count() <= 300);
+}
+
+#[tokio::test]
+async fn a_200_html_page_is_a_non_json_response() {
+    let server = raw_server(vec![full_response("200 OK", "text/html", "<html>Please log in</html>")]).await;
+    let x = send_once(ProviderKind::OpenAiChat, &server.base_url, true, short_timeouts()).await;
+    assert_eq!(class(&x), Some(ErrorClass::NonJsonResponse));
+    assert!(detail(&x).contains("Please log in"));
+    let x = send_once(ProviderKind::OpenAiChat, &server.base_url, false, short_timeouts()).await;
+    assert_eq!(class(&x), Some(ErrorClass::NonJsonResponse));
+}
+
+#[tokio::test]
+async fn status_codes_and_error_bodies_are_classified() {
+    let cases = [
+        (
+            "429 Too Many Requests",
+            r#"{"error":{"message":"Rate limit reached"}}"#,
+            ErrorClass::RateLimited,
+        ),
+        (
+            "400 Bad Request",
+            r#"{"error":{"message":"This model's maximum context length is 4096 tokens.","code":"context_length_exceeded"}}"#,
+            ErrorClass::ContextLengthExceeded,
+        ),
+        (
+            "404 Not Found",
+            r#"{"error":{"message":"no such model"}}"#,
+            ErrorClass::HttpClientError,
+        ),
+        ("503 Service Unavailable", "upstream down", ErrorClass::HttpServerError),
+    ];
+    for (status, body, expected) in cases {
+        let server = raw_server(vec![full_response(status, "application/json", body)]).await;
+        let x = send_once(ProviderKind::OpenAiChat, &server.base_url, true, short_timeouts()).await;
+        assert_eq!(class(&x), Some(expected), "{status}: {}", detail(&x));
+    }
+}
+
+#[tokio::test]
+async fn the_key_is_sent_but_never_echoed_into_a_detail() {
+    let server = raw_server(vec![full_response(
+        "401 Unauthorized",
+        "application/json",
+        r#"{"error":{"message":"Incorrect API key provided: sk-engine-test-key"}}"#,
+    )])
+    .await;
+    let x = send_once(ProviderKind::OpenAiChat, &server.base_url, true, short_timeouts()).await;
+    assert_eq!(class(&x), Some(ErrorClass::HttpClientError));
+    assert_eq!(detail(&x), "HTTP 401: Incorrect API key provided: ****");
+    let request = server.requests.lock().unwrap()[0].to_lowercase();
+    assert!(request.starts_with("post /v1/chat/completions http/1.1"));
+    assert!(request.contains("authorization: bearer sk-engine-test-key"));
+}
+
+#[tokio::test]
+async fn a_server_that_accepts_and_never_answers_times_out_on_the_first_token() {
+    let server = raw_server(vec![Step::Hang]).await;
+    let started = Instant::now();
+    let x = send_once(ProviderKind::OpenAiChat, &server.base_url, true, short_timeouts()).await;
+    let took = started.elapsed();
+    assert_eq!(class(&x), Some(ErrorClass::FirstTokenTimeout), "{}", detail(&x));
+    assert!(x.headers_us.is_none());
+    assert!(
+        took >= Duration::from_millis(550) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+
+    // Headers arrive, then silence: still no token.
+    let server = raw_server(vec![sse_head(), Step::Write(b": ping\n\n".to_vec()), Step::Hang]).await;
+    let x = send_once(ProviderKind::OpenAiChat, &server.base_url, true, short_timeouts()).await;
+    assert_eq!(class(&x), Some(ErrorClass::FirstTokenTimeout));
+    assert!(x.headers_us.is_some() && x.first_chunk_us.is_none());
+}
+
+#[tokio::test]
+async fn a_stream_that_never_ends_hits_the_total_timeout() {
+    let server = raw_server(vec![
+        sse_head(),
+        Step::Repeat(chat_chunk("tick ").into_bytes(), Duration::from_millis(40)),
+    ])
+    .await;
+    let started = Instant::now();
+    let x = send_once(ProviderKind::OpenAiChat, &server.base_url, true, short_timeouts()).await;
+    let took = started.elapsed();
+    assert_eq!(class(&x), Some(ErrorClass::TotalTimeout), "{}", detail(&x));
+    assert!(
+        took >= Duration::from_millis(1400) && took < Duration::from_secs(6),
+        "{took:?}"
+    );
+    assert!(
+        x.chunks.len() >= 5,
+        "tokens before the timeout are kept: {}",
+        x.chunks.len()
+    );
+    assert!(x.output.starts_with("tick tick"));
+    assert_eq!(x.output_tokens_source, Some(TokenSource::Chunks));
+}
+
+#[tokio::test]
+async fn cut_and_malformed_streams_are_classified() {
+    let server = raw_server(vec![sse_head(), Step::Write(chat_chunk("half an ans").into_bytes())]).await;
+    let x = send_once(ProviderKind::OpenAiChat, &server.base_url, true, short_timeouts()).await;
+    assert_eq!(class(&x), Some(ErrorClass::StreamCut), "{}", detail(&x));
+    assert_eq!(x.output, "half an ans");
+
+    let server = raw_server(vec![
+        sse_head(),
+        Step::Write(chat_chunk("ok").into_bytes()),
+        Step::Write(b"data: {\"choices\": [{\"delta\": \n\n".to_vec()),
+        Step::Write(b"data: [DONE]\n\n".to_vec()),
+    ])
+    .await;
+    let x = send_once(ProviderKind::OpenAiChat, &server.base_url, true, short_timeouts()).await;
+    assert_eq!(class(&x), Some(ErrorClass::MalformedChunk), "{}", detail(&x));
+
+    let server = raw_server(vec![
+        sse_head(),
+        Step::Write(b"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n".to_vec()),
+        Step::Write(b"data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n".to_vec()),
+    ])
+    .await;
+    let x = send_once(ProviderKind::OpenAiChat, &server.base_url, true, short_timeouts()).await;
+    assert_eq!(class(&x), Some(ErrorClass::EmptyOutput), "{}", detail(&x));
+    assert!(x.first_chunk_us.is_some());
+    assert!(x.first_content_us.is_none() && x.first_reasoning_us.is_none());
+}
+
+#[tokio::test]
+async fn a_byte_by_byte_crlf_stream_with_keep_alives_parses_whole() {
+    let mut body = String::from(": keep-alive\r\n\r\n");
+    body.push_str("data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\r\n\r\n");
+    body.push_str("data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"思考\"}}]}\r\n\r\n");
+    for word in ["正面", " ", "情绪"] {
+        body.push_str(&chat_chunk(word).replace('\n', "\r\n"));
+        body.push_str(": ping\r\n\r\n");
+    }
+    body.push_str("data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\r\n\r\n");
+    body.push_str("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":5,\"completion_tokens_details\":{\"reasoning_tokens\":2}}}\r\n\r\n");
+    body.push_str("data: [DONE]\r\n\r\n");
+    let server = raw_server(vec![sse_head(), Step::Trickle(body.into_bytes())]).await;
+    let x = send_once(ProviderKind::OpenAiChat, &server.base_url, true, short_timeouts()).await;
+    assert!(x.succeeded(), "{}", detail(&x));
+    assert_eq!(x.output, "正面 情绪");
+    assert_eq!(x.reasoning, "思考");
+    assert_eq!(x.chunks.len(), 4);
+    assert_eq!(
+        (x.output_tokens, x.reasoning_tokens, x.input_tokens),
+        (Some(5), Some(2), Some(7))
+    );
+    assert_eq!(x.output_tokens_source, Some(TokenSource::Usage));
+    assert!(x.first_reasoning_us.unwrap() <= x.first_content_us.unwrap());
+    let record = x.into_record(bakeoff::engine::RecordIdentity {
+        run_id: 1,
+        candidate_id: 1,
+        case_id: "c00".into(),
+        phase: Phase::Quality,
+        repetition: 0,
+        attempt: 0,
+        concurrency: 1,
+        is_warmup: false,
+    });
+    assert_eq!(record.output_chars, 5, "characters, not bytes");
+}
+
+#[tokio::test]
+async fn an_anthropic_stream_is_measured_and_sent_with_its_headers() {
+    let events = [
+        (
+            "message_start",
+            r#"{"type":"message_start","message":{"type":"message","content":[],"stop_reason":null,"usage":{"input_tokens":12,"output_tokens":1}}}"#,
+        ),
+        (
+            "content_block_start",
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#,
+        ),
+        (
+            "content_block_delta",
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Let me see."}}"#,
+        ),
+        ("ping", r#"{"type":"ping"}"#),
+        (
+            "content_block_delta",
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hello"}}"#,
+        ),
+        (
+            "content_block_delta",
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":" there"}}"#,
+        ),
+        (
+            "message_delta",
+            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}"#,
+        ),
+        ("message_stop", r#"{"type":"message_stop"}"#),
+    ];
+    let mut script = vec![sse_head()];
+    for (name, data) in events {
+        script.push(Step::Write(format!("event: {name}\ndata: {data}\n\n").into_bytes()));
+        script.push(Step::Pause(Duration::from_millis(5)));
+    }
+    // The connection stays open after message_stop: the client must not wait for it.
+    script.push(Step::Hang);
+    let server = raw_server(script).await;
+    let x = send_once(ProviderKind::Anthropic, &server.base_url, true, short_timeouts()).await;
+    assert!(x.succeeded(), "{}", detail(&x));
+    assert_eq!(
+        (x.output.as_str(), x.reasoning.as_str()),
+        ("Hello there", "Let me see.")
+    );
+    assert_eq!(x.finish_reason.as_deref(), Some("end_turn"));
+    assert_eq!((x.input_tokens, x.output_tokens), (Some(12), Some(9)));
+    assert_eq!(x.chunks.len(), 3);
+    assert!(x.first_chunk_us.unwrap() < x.first_reasoning_us.unwrap());
+    assert!(x.first_reasoning_us.unwrap() < x.first_content_us.unwrap());
+    let request = server.requests.lock().unwrap()[0].to_lowercase();
+    assert!(request.starts_with("post /v1/messages http/1.1"));
+    assert!(request.contains("x-api-key: sk-engine-test-key"));
+    assert!(request.contains("anthropic-version: 2023-06-01"));
+    assert!(!request.contains("authorization:"));
+}
+
+#[tokio::test]
+async fn a_non_streamed_response_is_one_chunk_at_the_end() {
+    let body = r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}],"usage":{"prompt_tokens":4,"completion_tokens":2}}"#;
+    let server = raw_server(vec![
+        Step::Pause(Duration::from_millis(30)),
+        full_response("200 OK", "application/json", body),
+    ])
+    .await;
+    let x = send_once(ProviderKind::OpenAiChat, &server.base_url, false, short_timeouts()).await;
+    assert!(x.succeeded(), "{}", detail(&x));
+    assert_eq!(x.output, "done");
+    let end = x.end_us.unwrap();
+    assert_eq!(x.first_content_us, Some(end));
+    assert_eq!(x.last_token_us, Some(end));
+    assert_eq!(x.chunks, vec![(end, 2)]);
+    assert!(end >= 25_000, "the server's pause is inside the measurement: {end} µs");
+    let request = server.requests.lock().unwrap()[0].clone();
+    assert!(request.contains("\"stream\":false"));
+}
+
+#[tokio::test]
+async fn connection_refused_is_recognised_quickly() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let started = Instant::now();
+    let x = send_once(
+        ProviderKind::OpenAiChat,
+        &format!("http://127.0.0.1:{port}/v1"),
+        true,
+        short_timeouts(),
+    )
+    .await;
+    assert_eq!(class(&x), Some(ErrorClass::ConnectRefused), "{}", detail(&x));
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(x.http_status.is_none() && x.headers_us.is_none());
+}
