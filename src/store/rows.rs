@@ -56,6 +56,10 @@ fn to_u32(place: impl Display, value: i64) -> Result<u32, StoreError> {
     u32::try_from(value).map_err(|_| corrupt(place, format!("{value} is out of range")))
 }
 
+fn to_usize(place: impl Display, value: i64) -> Result<usize, StoreError> {
+    usize::try_from(value).map_err(|_| corrupt(place, format!("{value} is out of range")))
+}
+
 fn opt_u32(place: impl Display, value: Option<i64>) -> Result<Option<u32>, StoreError> {
     value.map(|v| to_u32(place, v)).transpose()
 }
@@ -65,7 +69,7 @@ fn to_json(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).expect("serialising a domain value to JSON")
 }
 
-pub(crate) fn parse_task(place: impl Display, text: &str) -> Result<TaskKind, StoreError> {
+fn parse_task(place: impl Display, text: &str) -> Result<TaskKind, StoreError> {
     serde_json::from_value(serde_json::Value::String(text.to_string()))
         .map_err(|_| corrupt(place, format!("unknown task {text:?}")))
 }
@@ -232,8 +236,11 @@ impl EvalSetSummaryRow {
             description: self.description,
             latest_version_id: self.latest_version_id,
             latest_hash: self.latest_hash,
-            case_count: usize::try_from(self.case_count).unwrap_or(0),
-            version_count: usize::try_from(self.version_count).unwrap_or(0),
+            case_count: to_usize(
+                format!("evalset_versions.case_count of eval set {}", self.id),
+                self.case_count,
+            )?,
+            version_count: to_usize(format!("version count of eval set {}", self.id), self.version_count)?,
             updated_at: Timestamp(self.updated_at),
         })
     }
@@ -468,23 +475,19 @@ impl From<ProgressRow> for CandidateProgress {
 /// Columns written for a record, in the order `RecordValues` is bound.
 macro_rules! record_insert_columns {
     () => {
-        "run_id, candidate_id, case_id, phase, repetition, attempt, concurrency, \
-     is_warmup, sent_at_us, client_queue_us, connect_us, connection_reused, headers_us, first_chunk_us, \
-     first_reasoning_us, first_content_us, last_token_us, end_us, chunks, http_status, finish_reason, input_tokens, \
-     output_tokens, output_tokens_source, reasoning_tokens, canonical_tokens, output_chars, output, reasoning, \
-     error_class, error_detail"
+        "run_id, candidate_id, case_id, phase, repetition, attempt, concurrency, is_warmup, sent_at_us, \
+         client_queue_us, connect_us, connection_reused, headers_us, first_chunk_us, first_reasoning_us, \
+         first_content_us, last_token_us, end_us, chunks, http_status, finish_reason, input_tokens, output_tokens, \
+         output_tokens_source, reasoning_tokens, canonical_tokens, output_chars, output, reasoning, error_class, \
+         error_detail"
     };
 }
 pub(crate) use record_insert_columns;
 
-/// Columns read for a record (`RecordRow`).
+/// Columns read for a record (`RecordRow`): its id, then what was written.
 macro_rules! record_select_columns {
     () => {
-        "id, run_id, candidate_id, case_id, phase, repetition, attempt, \
-     concurrency, is_warmup, sent_at_us, client_queue_us, connect_us, connection_reused, headers_us, first_chunk_us, \
-     first_reasoning_us, first_content_us, last_token_us, end_us, chunks, http_status, finish_reason, input_tokens, \
-     output_tokens, output_tokens_source, reasoning_tokens, canonical_tokens, output_chars, output, reasoning, \
-     error_class, error_detail"
+        concat!("id, ", record_insert_columns!())
     };
 }
 pub(crate) use record_select_columns;

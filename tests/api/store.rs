@@ -731,6 +731,7 @@ async fn a_batch_of_hundreds_is_stored_in_one_call() {
         let started = std::time::Instant::now();
         assert_eq!(store.append_request_records(&batch).await.unwrap(), 600, "{backend}");
         let elapsed = started.elapsed();
+        eprintln!("{backend}: appended 600 records with grades in {elapsed:?}");
         assert_eq!(store.append_request_records(&batch).await.unwrap(), 0, "{backend}");
         let stored = store.list_request_records(run_id).await.unwrap();
         assert_eq!(stored.len(), 600, "{backend}");
@@ -739,4 +740,84 @@ async fn a_batch_of_hundreds_is_stored_in_one_call() {
         // not a benchmark.
         assert!(elapsed.as_secs() < 30, "{backend}: 600 records took {elapsed:?}");
     }
+}
+
+// ---------------------------------------------------------------- concurrency and corruption
+
+#[tokio::test]
+async fn concurrent_writers_neither_fail_nor_duplicate() {
+    for TestStore { backend, store, .. } in each_store().await {
+        let (run_id, c) = seeded_run(&store, 2).await;
+        // Eight writers, each sending an overlapping batch (the same keys twice over).
+        let mut writers = Vec::new();
+        for w in 0..8_i64 {
+            let store = store.clone();
+            let c = c.clone();
+            writers.push(tokio::spawn(async move {
+                let batch: Vec<RequestRecord> = (0..50)
+                    .map(|i| record(run_id, c[(i % 2) as usize], &format!("case-{}", (w % 4) * 50 + i), 0, i))
+                    .collect();
+                let stored = store.append_request_records(&batch).await?;
+                let profile = store
+                    .save_threshold_profile("shared", "", &batch_default_rules(), "writer", "race")
+                    .await?;
+                Ok::<_, StoreError>((stored, profile.1))
+            }));
+        }
+        let mut stored_total = 0;
+        let mut versions = Vec::new();
+        for writer in writers {
+            let (stored, version) = writer.await.unwrap().unwrap_or_else(|e| panic!("{backend}: {e}"));
+            stored_total += stored;
+            versions.push(version);
+        }
+        assert_eq!(stored_total, 200, "{backend}: 4 distinct batches of 50");
+        assert_eq!(
+            store.list_request_records(run_id).await.unwrap().len(),
+            200,
+            "{backend}"
+        );
+        versions.sort_unstable();
+        assert_eq!(
+            versions,
+            (1..=8).collect::<Vec<u32>>(),
+            "{backend}: one version per save"
+        );
+    }
+}
+
+#[tokio::test]
+async fn unreadable_stored_data_is_reported_as_corrupt() {
+    for t in each_store().await {
+        let (run_id, _) = seeded_run(&t.store, 1).await;
+        t.execute_raw(&format!("UPDATE runs SET config = 'not json' WHERE id = {run_id}"))
+            .await
+            .unwrap();
+        match t.store.get_run(run_id).await {
+            Err(StoreError::Corrupt(msg)) => assert!(msg.contains("runs.config of run"), "{}: {msg}", t.backend),
+            other => panic!("{}: expected corrupt data, got {other:?}", t.backend),
+        }
+        t.execute_raw("UPDATE candidates SET provider = 'grpc'").await.unwrap();
+        assert!(
+            matches!(t.store.list_candidates().await, Err(StoreError::Corrupt(_))),
+            "{}",
+            t.backend
+        );
+    }
+}
+
+#[tokio::test]
+async fn sqlite_files_use_wal_and_enforce_foreign_keys() {
+    let (url, _guard) = crate::support::db::sqlite_url();
+    let store = bakeoff::store::sqlite::SqliteStore::connect(&url).await.unwrap();
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let fk: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(fk, 1);
 }
