@@ -929,11 +929,13 @@ async fn whole_response(
         // The connection drops half-way through the body.
         tracker.finish(200, Outcome::Cut);
         bytes.truncate(bytes.len() / 2);
-        let parts: [Result<Bytes, std::io::Error>; 2] = [
-            Ok(Bytes::from(bytes)),
-            Err(std::io::Error::other("connection cut (injected by the mock)")),
-        ];
-        Body::from_stream(futures_util::stream::iter(parts))
+        let head = futures_util::stream::iter([Ok(Bytes::from(bytes))]);
+        // The pause lets the first half reach the client before the connection is dropped.
+        let failure = futures_util::stream::once(async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            Err(std::io::Error::other("connection cut (injected by the mock)"))
+        });
+        Body::from_stream(futures_util::StreamExt::chain(head, failure))
     } else {
         if malformed {
             // The closing brace goes missing: the body is not valid JSON.

@@ -77,13 +77,11 @@ impl Iterator for TokenSpans<'_> {
             Class::Digit => DIGITS_PER_TOKEN,
             Class::Single => 1,
         };
-        let mut taken = 1;
         let mut end = body + first.len_utf8();
-        for (offset, c) in chars {
+        for (taken, (offset, c)) in (1..).zip(chars) {
             if taken == limit || class(c) != kind {
                 break;
             }
-            taken += 1;
             end = body + offset + c.len_utf8();
         }
         let mut end = start + end;
