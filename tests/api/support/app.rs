@@ -1,1 +1,282 @@
-// owned by its area; see tests/api/main.rs
+//! The app on a random loopback port with a fresh SQLite store, plus domain helpers for tests.
+//!
+//! `spawn_app()` binds 127.0.0.1:0 first and hands the listener to the server task, so the app
+//! is reachable as soon as the function returns: no sleeping, no retry loops.
+use axum::Router;
+use bakeoff::domain::Timestamp;
+use bakeoff::domain::candidate::CandidateDraft;
+use bakeoff::domain::evalset::EvalSetFile;
+use bakeoff::domain::grading::Grade;
+use bakeoff::domain::run::{NewRun, Phase, RequestRecord, RunConfig, TokenSource};
+use bakeoff::engine::Runner;
+use bakeoff::store::DynStore;
+use bakeoff::web::{AppState, build_app};
+
+use super::db::{TempDirGuard, sqlite_store};
+
+pub struct TestApp {
+    pub addr: std::net::SocketAddr,
+    pub base_url: String,
+    /// Does not follow redirects, so tests can see the 303s.
+    pub client: reqwest::Client,
+    pub store: DynStore,
+    pub state: AppState,
+    server: tokio::task::JoinHandle<()>,
+    _db: TempDirGuard,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+/// A parsed page, to query with CSS selectors.
+pub struct Page {
+    pub status: u16,
+    pub html: scraper::Html,
+}
+
+impl Page {
+    pub fn parse(status: u16, body: &str) -> Page {
+        Page {
+            status,
+            html: scraper::Html::parse_document(body),
+        }
+    }
+
+    fn selector(css: &str) -> scraper::Selector {
+        scraper::Selector::parse(css).unwrap_or_else(|e| panic!("bad selector {css:?}: {e}"))
+    }
+
+    /// Every element matching `css`.
+    pub fn select<'a>(&'a self, css: &str) -> Vec<scraper::ElementRef<'a>> {
+        self.html.select(&Self::selector(css)).collect()
+    }
+
+    /// The text of every element matching `css`, whitespace-collapsed.
+    pub fn texts(&self, css: &str) -> Vec<String> {
+        self.select(css).into_iter().map(|e| text_of(&e)).collect()
+    }
+
+    /// The text of the one element matching `css`; panics if there is not exactly one.
+    pub fn text(&self, css: &str) -> String {
+        let all = self.texts(css);
+        assert_eq!(
+            all.len(),
+            1,
+            "expected one element for {css:?}, found {}: {all:?}",
+            all.len()
+        );
+        all.into_iter().next().unwrap_or_default()
+    }
+
+    pub fn count(&self, css: &str) -> usize {
+        self.select(css).len()
+    }
+
+    /// An attribute of the one element matching `css`.
+    pub fn attr(&self, css: &str, name: &str) -> Option<String> {
+        let all = self.select(css);
+        assert_eq!(all.len(), 1, "expected one element for {css:?}, found {}", all.len());
+        all[0].value().attr(name).map(str::to_string)
+    }
+
+    /// The page title.
+    pub fn title(&self) -> String {
+        self.text("title")
+    }
+}
+
+/// An element's text with whitespace collapsed.
+pub fn text_of(e: &scraper::ElementRef<'_>) -> String {
+    e.text()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The app as `bakeoff serve` builds it, over a fresh SQLite store (no demo mock).
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(None).await
+}
+
+/// Same, with `demo_mock_url` set (as `--demo` does).
+pub async fn spawn_app_with(demo_mock_url: Option<&str>) -> TestApp {
+    let (store, db) = sqlite_store().await;
+    let state = AppState {
+        store: store.clone(),
+        runner: Runner::new(store.clone()),
+        demo_mock_url: demo_mock_url.map(Into::into),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binding the test app to a free port");
+    let addr = listener.local_addr().expect("the test app's address");
+    let app = build_app(state.clone());
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app).await.expect("serving the test app");
+    });
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("building the test HTTP client");
+    TestApp {
+        addr,
+        base_url: format!("http://{addr}"),
+        client,
+        store,
+        state,
+        server,
+        _db: db,
+    }
+}
+
+/// A small eval set: three classification cases with the exact grader.
+pub const TINY_EVALSET: &str = r#"{"bakeoff_evalset":1,"name":"tiny","task":"classification","prompt":"Label: {{text}}","graders":[{"kind":"exact"}],"max_tokens":16}
+{"id":"c1","vars":{"text":"great"},"expected":"positive","tags":["en"]}
+{"id":"c2","vars":{"text":"awful"},"expected":"negative"}
+{"id":"c3","vars":{"text":"meh <b>bold</b>"},"expected":"neutral"}
+"#;
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base_url)
+    }
+
+    /// The router for in-process tests (`tower::ServiceExt::oneshot`), over the same state.
+    pub fn router(&self) -> Router {
+        build_app(self.state.clone())
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.client
+            .get(self.url(path))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+    }
+
+    /// GET a page and parse it (any status).
+    pub async fn get_html(&self, path: &str) -> Page {
+        let r = self.get(path).await;
+        let status = r.status().as_u16();
+        let body = r.text().await.unwrap_or_else(|e| panic!("GET {path} body: {e}"));
+        Page::parse(status, &body)
+    }
+
+    /// POST a urlencoded form; returns the raw response (redirects are not followed).
+    pub async fn post_form(&self, path: &str, fields: &[(&str, &str)]) -> reqwest::Response {
+        let body = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(fields)
+            .finish();
+        self.client
+            .post(self.url(path))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("POST {path}: {e}"))
+    }
+
+    /// POST a form and parse the page it returns (e.g. a form re-shown with errors).
+    pub async fn post_form_html(&self, path: &str, fields: &[(&str, &str)]) -> Page {
+        let r = self.post_form(path, fields).await;
+        let status = r.status().as_u16();
+        let body = r.text().await.unwrap_or_else(|e| panic!("POST {path} body: {e}"));
+        Page::parse(status, &body)
+    }
+
+    /// Creates a candidate through the store (not the form); returns its id.
+    pub async fn create_candidate(&self, name: &str, base_url: &str) -> i64 {
+        let spec = CandidateDraft {
+            name: name.into(),
+            provider: "openai-chat".into(),
+            base_url: base_url.into(),
+            model: format!("{name}-model"),
+            ..Default::default()
+        }
+        .validate(None)
+        .expect("a valid test candidate");
+        self.store
+            .create_candidate(&spec)
+            .await
+            .expect("storing a test candidate")
+    }
+
+    pub async fn candidate_count(&self) -> usize {
+        self.store.list_candidates().await.expect("listing candidates").len()
+    }
+
+    pub async fn run_count(&self) -> i64 {
+        self.store.count_runs().await.expect("counting runs")
+    }
+
+    /// Stores [`TINY_EVALSET`]; returns the version id.
+    pub async fn create_evalset(&self) -> i64 {
+        let file = EvalSetFile::parse("tiny.jsonl", TINY_EVALSET).expect("the tiny eval set parses");
+        self.store
+            .save_evalset_version(&file)
+            .await
+            .expect("storing the tiny eval set")
+    }
+
+    /// Stores a run directly (the runner is not started); returns its id.
+    pub async fn create_run(&self, name: &str, version_id: i64, candidate_ids: &[i64]) -> i64 {
+        self.store
+            .create_run(&NewRun {
+                name: name.into(),
+                evalset_version_id: version_id,
+                candidate_ids: candidate_ids.to_vec(),
+                config: RunConfig::default(),
+            })
+            .await
+            .expect("storing a test run")
+    }
+}
+
+/// A successful, graded, streamed record: TTFT `ttft_ms`, end at `end_ms`, `tokens` out.
+pub fn record(run_id: i64, candidate_id: i64, case_id: &str, output: &str, passed: bool) -> RequestRecord {
+    let sent_at_us = Timestamp::now().0 * 1000;
+    RequestRecord {
+        run_id,
+        candidate_id,
+        case_id: case_id.into(),
+        phase: Phase::Quality,
+        repetition: 0,
+        attempt: 0,
+        concurrency: 4,
+        is_warmup: false,
+        sent_at_us,
+        client_queue_us: 0,
+        connect_us: Some(300),
+        connection_reused: Some(false),
+        headers_us: Some(20_000),
+        first_chunk_us: Some(40_000),
+        first_reasoning_us: None,
+        first_content_us: Some(40_000),
+        last_token_us: Some(240_000),
+        end_us: Some(250_000),
+        chunks: vec![(40_000, 1), (240_000, 19)],
+        http_status: Some(200),
+        finish_reason: Some("stop".into()),
+        input_tokens: Some(12),
+        output_tokens: Some(20),
+        output_tokens_source: Some(TokenSource::Usage),
+        reasoning_tokens: None,
+        canonical_tokens: None,
+        output_chars: output.chars().count() as u32,
+        output: output.into(),
+        reasoning: None,
+        error_class: None,
+        error_detail: None,
+        grades: vec![Grade {
+            grader: "exact".into(),
+            score: if passed { 1.0 } else { 0.0 },
+            passed,
+            reason: String::new(),
+        }],
+    }
+}
