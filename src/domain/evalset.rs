@@ -175,17 +175,16 @@ impl EvalSetFile {
                     "case has no messages and the header has no prompt template".into(),
                 ));
             }
-            if let Some(prompt) = &header.prompt {
-                if case.messages.is_none() {
-                    for var in template_vars(prompt) {
-                        if !case.vars.contains_key(&var) {
-                            return Err(err(
-                                Some(line),
-                                Some(&format!("vars.{var}")),
-                                "is used by the prompt template but missing".into(),
-                            ));
-                        }
-                    }
+            if let Some(prompt) = &header.prompt
+                && case.messages.is_none()
+            {
+                if let Some(var) = template_vars(prompt).into_iter().find(|v| !case.vars.contains_key(v)) {
+                    let field = format!("vars.{var}");
+                    return Err(err(
+                        Some(line),
+                        Some(&field),
+                        "is used by the prompt template but missing".into(),
+                    ));
                 }
             }
             if let Some(w) = case.weight
