@@ -208,6 +208,15 @@ impl CandidateClient {
             .body(req.body.clone())
             .send();
         let response = match timeout_at(first_deadline, send).await {
+            Err(_) if probe.connecting() => {
+                return Err(Failure::new(
+                    ErrorClass::ConnectTimeout,
+                    format!(
+                        "no connection (DNS, TCP, TLS) within {:.1} s",
+                        m.t0.elapsed().as_secs_f64()
+                    ),
+                ));
+            }
             Err(_) => return Err(m.timeout_failure()),
             Ok(Err(e)) => return Err(classify_transport(&e)),
             Ok(Ok(r)) => r,
@@ -524,16 +533,24 @@ tokio::task_local! {
     static CONNECT_PROBE: ConnectProbe;
 }
 
-/// Connect time in µs + 1 (0 = no new connection), shared with the connector.
+/// Connect state shared with the connector: 0 = no new connection, -1 = connecting,
+/// n > 0 = connected in n − 1 µs.
 #[derive(Clone, Default)]
 struct ConnectProbe(Arc<AtomicI64>);
 
 impl ConnectProbe {
+    const CONNECTING: i64 = -1;
+
     fn connect_us(&self) -> Option<i64> {
         match self.0.load(Ordering::Acquire) {
-            0 => None,
-            n => Some(n - 1),
+            n if n > 0 => Some(n - 1),
+            _ => None,
         }
+    }
+
+    /// A new connection for this request was started and has not finished.
+    fn connecting(&self) -> bool {
+        self.0.load(Ordering::Acquire) == Self::CONNECTING
     }
 }
 
@@ -567,12 +584,21 @@ where
 
     fn call(&mut self, request: R) -> Self::Future {
         let probe = CONNECT_PROBE.try_with(|p| p.clone()).ok();
+        if let Some(p) = &probe {
+            p.0.store(ConnectProbe::CONNECTING, Ordering::Release);
+        }
         let started = std::time::Instant::now();
         let connecting = self.0.call(request);
         Box::pin(async move {
             let result = connecting.await;
-            if let (Some(probe), Ok(_)) = (probe, &result) {
-                probe.0.store(micros(started.elapsed()) + 1, Ordering::Release);
+            if let Some(probe) = probe {
+                // A failed connect leaves nothing to report: the request's error says it all.
+                let state = if result.is_ok() {
+                    micros(started.elapsed()) + 1
+                } else {
+                    0
+                };
+                probe.0.store(state, Ordering::Release);
             }
             result
         })

@@ -37,13 +37,6 @@ impl Cancel {
         Cancel(rx)
     }
 
-    /// A signal that never fires.
-    pub fn never() -> Self {
-        let (tx, rx) = watch::channel(false);
-        std::mem::forget(tx); // keep the channel open for good; a few bytes
-        Cancel(rx)
-    }
-
     pub fn is_cancelled(&self) -> bool {
         *self.0.borrow()
     }

@@ -449,6 +449,55 @@ async fn a_run_against_a_dead_endpoint_finishes_with_failures_recorded() {
     assert_eq!((summary.requests, summary.failures), (2, 2));
 }
 
+#[tokio::test]
+async fn a_cancelled_run_stops_keeps_its_records_and_says_so() {
+    let file = evalset(20);
+    let profile = ModelProfile {
+        ttft_ms: 50.0,
+        inter_token_ms: Some(5.0),
+        ..ModelProfile::named("slow")
+    };
+    let mock = start_mock(vec![profile], &file).await;
+    let (store, _guard) = sqlite_store().await;
+    let spec = candidate_spec("slow", ProviderKind::OpenAiChat, &mock.base_url(), "slow");
+    let (run_id, _) = create_run(&store, &file, &spec, config(1, 0, 0)).await;
+    let runner = Runner::new(store.clone());
+    runner.start(run_id);
+    assert!(runner.is_active(run_id));
+    // Wait (bounded) until a few records are stored, then cancel.
+    let mut stored = 0;
+    for _ in 0..500 {
+        stored = store
+            .run_progress(run_id)
+            .await
+            .unwrap()
+            .iter()
+            .map(|p| p.measured_attempts)
+            .sum::<i64>();
+        if stored >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(stored >= 2, "records are written while the run goes on");
+    assert!(runner.cancel(run_id));
+    tokio::time::timeout(RUN_DEADLINE, runner.wait(run_id))
+        .await
+        .expect("cancel ends the run");
+    assert!(!runner.is_active(run_id));
+    let run = store.get_run(run_id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Cancelled);
+    let records = store.list_request_records(run_id).await.unwrap();
+    assert!(records.len() >= 2 && records.len() < 20, "{} records", records.len());
+    assert!(
+        records.iter().all(|r| r.succeeded()),
+        "abandoned requests are not recorded as failures"
+    );
+    let events = store.list_run_events(run_id).await.unwrap();
+    assert_eq!(events.last().map(|e| e.message.as_str()), Some("cancelled"));
+    mock.shutdown().await.unwrap();
+}
+
 // --------------------------------------------------------------- quirks of raw servers
 
 /// What a raw test server does on each connection after reading the request.
@@ -872,4 +921,53 @@ async fn connection_refused_is_recognised_quickly() {
     assert_eq!(class(&x), Some(ErrorClass::ConnectRefused), "{}", detail(&x));
     assert!(started.elapsed() < Duration::from_secs(3));
     assert!(x.http_status.is_none() && x.headers_us.is_none());
+}
+
+#[tokio::test]
+async fn dns_and_tls_failures_are_recognised() {
+    // `.invalid` never resolves (RFC 6761). Where no resolver answers at all, the lookup
+    // outlasts the deadline instead, which is a connect timeout.
+    let started = Instant::now();
+    let x = send_once(
+        ProviderKind::OpenAiChat,
+        "http://bakeoff-engine-test.invalid/v1",
+        true,
+        short_timeouts(),
+    )
+    .await;
+    assert!(
+        matches!(class(&x), Some(ErrorClass::Dns | ErrorClass::ConnectTimeout)),
+        "{:?}: {}",
+        class(&x),
+        detail(&x)
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    // A plain-HTTP server behind an https:// URL fails the TLS handshake.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let https = format!("https://{}/v1", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut hello = [0u8; 512];
+        let _ = socket.read(&mut hello).await;
+        let _ = socket
+            .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+            .await;
+    });
+    let x = send_once(ProviderKind::OpenAiChat, &https, true, short_timeouts()).await;
+    assert_eq!(class(&x), Some(ErrorClass::Tls), "{}", detail(&x));
+    server.abort();
+
+    // A TLS handshake that never completes is a connect timeout, not a slow first token.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let https = format!("https://{}/v1", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        let (_socket, _) = listener.accept().await.unwrap();
+        std::future::pending::<()>().await;
+    });
+    let started = Instant::now();
+    let x = send_once(ProviderKind::OpenAiChat, &https, true, short_timeouts()).await;
+    assert_eq!(class(&x), Some(ErrorClass::ConnectTimeout), "{}", detail(&x));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    server.abort();
 }
