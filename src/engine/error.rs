@@ -100,8 +100,8 @@ pub fn is_context_length_error(json: Option<&serde_json::Value>, raw: &str) -> b
     .any(|needle| text.contains(needle))
 }
 
-/// Classifies an error reported inside a 200 stream (`{"error": …}` from vLLM/SGLang, or
-/// Anthropic's `event: error`).
+/// Classifies an error reported with status 200: inside a stream (`{"error": …}` from vLLM/SGLang,
+/// Anthropic's `event: error`) or as a whole JSON body.
 pub fn classify_stream_error(json: &serde_json::Value, raw: &str) -> Failure {
     let err = json.get("error").unwrap_or(json);
     let kind = err
@@ -121,7 +121,7 @@ pub fn classify_stream_error(json: &serde_json::Value, raw: &str) -> Failure {
         ErrorClass::HttpServerError
     };
     let message = error_message(json).unwrap_or_else(|| excerpt(raw));
-    Failure::new(class, format!("error inside the stream: {message}"))
+    Failure::new(class, format!("server reported an error: {message}"))
 }
 
 /// Classifies a transport error from reqwest (connect, TLS, DNS, or the body breaking off).
@@ -255,7 +255,10 @@ mod tests {
         let ctx = r#"{"error":{"message":"maximum context length is 10 tokens","code":400}}"#;
         let f = classify_stream_error(&j(ctx), ctx);
         assert_eq!(f.class, ErrorClass::ContextLengthExceeded);
-        assert_eq!(f.detail, "error inside the stream: maximum context length is 10 tokens");
+        assert_eq!(
+            f.detail,
+            "server reported an error: maximum context length is 10 tokens"
+        );
     }
 
     #[test]
