@@ -32,7 +32,9 @@ pub fn num(v: f64) -> String {
         return NOT_MEASURED.to_string();
     }
     let a = v.abs();
-    if a >= 100.0 {
+    if a == 0.0 {
+        "0".to_string()
+    } else if a >= 100.0 {
         format!("{v:.0}")
     } else if a >= 10.0 {
         format!("{v:.1}")

@@ -801,3 +801,53 @@ async fn unknown_pages_get_the_404_page_and_errors_leak_nothing() {
     assert!(csp.contains("script-src 'self'"), "{csp}");
     assert_eq!(r.headers()["x-content-type-options"], "nosniff");
 }
+
+#[tokio::test]
+async fn progress_counts_requests_not_retries() {
+    let app = spawn_app().await;
+    let (_, candidate, run) = seeded_run(&app).await;
+    app.store.set_run_status(run, RunStatus::Running, None).await.unwrap();
+    let mut first = record(run, candidate, "c1", "", false);
+    (first.error_class, first.grades) = (Some(ErrorClass::RateLimited), vec![]);
+    let mut retry = record(run, candidate, "c1", "positive", true);
+    retry.attempt = 1;
+    let mut warmup = record(run, candidate, "c2", "negative", true);
+    warmup.is_warmup = true;
+    app.store.append_request_records(&[first, retry, warmup]).await.unwrap();
+
+    let page = app.get_html(&format!("/runs/{run}")).await;
+    assert_eq!(page.attr("#live progress", "value").as_deref(), Some("1"));
+    assert_eq!(page.attr("#live progress", "max").as_deref(), Some("3"));
+    assert_eq!(
+        page.text(".progress-text"),
+        "1 of 3 requests · 2 attempts · 1 failed attempt · 1 warm-up (excluded)"
+    );
+    // The retried case counts once, with its final attempt.
+    let rows = page.select("table.results tbody tr");
+    let requests = rows.iter().map(text_of).find(|t| t.starts_with("requests")).unwrap();
+    assert!(requests.ends_with(" 1"), "{requests}");
+}
+
+#[tokio::test]
+async fn an_unfinished_run_can_be_cancelled_from_its_page() {
+    let app = spawn_app().await;
+    let (_, _, run) = seeded_run(&app).await;
+    let page = app.get_html(&format!("/runs/{run}")).await;
+    let action = format!("/runs/{run}/cancel");
+    assert_eq!(page.count(&format!("form[action=\"{action}\"] button")), 1);
+
+    // Queued and not executing in this process: marked cancelled directly.
+    let r = app.post_form(&action, &[]).await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(location(&r), format!("/runs/{run}"));
+    let stored = app.store.get_run(run).await.unwrap().unwrap();
+    assert_eq!(stored.status, RunStatus::Cancelled);
+    let page = app.get_html(&format!("/runs/{run}")).await;
+    assert_eq!(page.count(&format!("form[action=\"{action}\"]")), 0);
+    assert!(page.text("ol.events").contains("cancelled"));
+    assert_eq!(page.attr("#live", "hx-trigger"), None);
+
+    // Cancelling again changes nothing; an unknown run is a 404.
+    assert_eq!(app.post_form(&action, &[]).await.status(), 303);
+    assert_eq!(app.post_form("/runs/999/cancel", &[]).await.status(), 404);
+}

@@ -3,16 +3,17 @@
 //!
 //! While the run is unfinished the fragment carries htmx polling attributes (and the full page
 //! a `<noscript>` refresh); once it is terminal they are omitted, so polling stops by itself.
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::{Path, State};
+use axum::response::Redirect;
 
 use crate::domain::candidate::Candidate;
 use crate::domain::grading::case_passed;
 use crate::domain::metrics::{CandidateSummary, summarise_candidate};
-use crate::domain::run::{RequestRecord, Run, RunConfig};
+use crate::domain::run::{Phase, RequestRecord, Run, RunConfig, RunStatus};
 use crate::domain::validation::truncate;
 use crate::store::EvalSetVersion;
 use crate::web::AppState;
@@ -36,9 +37,6 @@ pub struct RunPage {
     pub evalset_name: String,
     pub evalset_version_id: i64,
     pub evalset_hash: String,
-    pub created: String,
-    pub started: String,
-    pub finished: String,
     /// (label, value) of every condition the run was configured with.
     pub config: Vec<(&'static str, String)>,
     pub live: LiveView,
@@ -56,6 +54,9 @@ pub struct LiveView {
     pub run_id: i64,
     pub status: &'static str,
     pub terminal: bool,
+    pub created: String,
+    pub started: String,
+    pub finished: String,
     pub error: Option<String>,
     pub progress: Vec<ProgressRow>,
     pub scorecard: Option<Scorecard>,
@@ -128,9 +129,6 @@ pub async fn page(State(state): State<AppState>, Path(raw): Path<String>) -> Res
             .as_ref()
             .map(|v| short_hash(&v.content_hash).to_string())
             .unwrap_or_default(),
-        created: run.created_at.display(),
-        started: or_dash(run.started_at),
-        finished: or_dash(run.finished_at),
         config: config_rows(&run.config, version.as_ref()),
         live,
     })
@@ -141,6 +139,26 @@ pub async fn live(State(state): State<AppState>, Path(raw): Path<String>) -> Res
     Ok(LivePartial {
         live: live_view(&state, &run, version.as_ref(), &candidates).await?,
     })
+}
+
+/// `POST /runs/{id}/cancel`: stops an unfinished run. Records already stored are kept; a run
+/// that this process is not executing (e.g. queued before a restart) is marked cancelled directly.
+pub async fn cancel(State(state): State<AppState>, Path(raw): Path<String>) -> Result<Redirect, WebError> {
+    let id = parse_id(&raw, "run")?;
+    let run = state
+        .store
+        .get_run(id)
+        .await?
+        .ok_or_else(|| WebError::NotFound(format!("run #{id}")))?;
+    if !run.status.is_terminal() && !state.runner.cancel(id) {
+        state.store.set_run_status(id, RunStatus::Cancelled, None).await?;
+        state
+            .store
+            .append_run_event(id, "warn", "cancelled from the run page (it was not executing)")
+            .await?;
+    }
+    tracing::info!(run_id = id, "run cancel requested");
+    Ok(Redirect::to(&format!("/runs/{id}")))
 }
 
 async fn load(state: &AppState, raw: &str) -> Result<(Run, Option<EvalSetVersion>, Vec<Candidate>), WebError> {
@@ -215,6 +233,18 @@ async fn live_view(
     };
     let expected = cases * run.config.repetitions as i64;
 
+    let records = state.store.list_request_records(run.id).await?;
+    let measured: Vec<&RequestRecord> = records.iter().filter(|r| !r.is_warmup).collect();
+
+    // The bar counts requests (case × repetition) with at least one stored attempt, so retries
+    // do not push it past 100 %; the text gives attempts, failures and warm-ups from the store.
+    let mut requests_done: HashMap<i64, HashSet<(&str, u32, Phase)>> = HashMap::new();
+    for r in &measured {
+        requests_done
+            .entry(r.candidate_id)
+            .or_default()
+            .insert((r.case_id.as_str(), r.repetition, r.phase));
+    }
     let progress_counts = state.store.run_progress(run.id).await?;
     let progress = run
         .candidate_ids
@@ -224,7 +254,11 @@ async fn live_view(
             let measured = p.map(|p| p.measured_attempts).unwrap_or(0);
             let failed = p.map(|p| p.failed_attempts).unwrap_or(0);
             let warmups = p.map(|p| p.warmup_attempts).unwrap_or(0);
-            let mut text = format!("{measured} of {expected} requests");
+            let done = requests_done.get(&id).map(|s| s.len() as i64).unwrap_or(0);
+            let mut text = format!("{done} of {expected} requests");
+            if measured > done {
+                text.push_str(&format!(" · {measured} attempts"));
+            }
             if failed > 0 {
                 text.push_str(&format!(
                     " · {failed} failed attempt{}",
@@ -239,15 +273,13 @@ async fn live_view(
             }
             ProgressRow {
                 candidate: candidate_name(candidates, id),
-                done: measured.min(expected),
+                done: done.min(expected),
                 expected: expected.max(1),
                 text,
             }
         })
         .collect();
 
-    let records = state.store.list_request_records(run.id).await?;
-    let measured: Vec<&RequestRecord> = records.iter().filter(|r| !r.is_warmup).collect();
     let scorecard = (!measured.is_empty()).then(|| scorecard(run, version, candidates, &records));
 
     // Per-case rows in eval-set order, then candidate order, then repetition and attempt.
@@ -284,7 +316,7 @@ async fn live_view(
                 .error_class
                 .map(|e| e.as_str().to_string())
                 .unwrap_or_else(|| "ok".into()),
-            error_detail: r.error_detail.as_deref().map(|d| truncate(d, 200)),
+            error_detail: r.error_detail.as_deref().map(|d| truncate(d, 120)),
             passed: if r.succeeded() {
                 case_passed(&r.grades)
             } else {
@@ -310,6 +342,9 @@ async fn live_view(
         run_id: run.id,
         status: run.status.as_str(),
         terminal: run.status.is_terminal(),
+        created: run.created_at.display(),
+        started: or_dash(run.started_at),
+        finished: or_dash(run.finished_at),
         error: run.error.clone(),
         progress,
         scorecard,
@@ -348,7 +383,8 @@ fn scorecard(
         row(
             AGGREGATE.label_at(Some(concurrency)),
             "all output tokens / measured window, per candidate",
-            &|s| tok_s(s.aggregate_tok_s),
+            // With no successful request nothing was measured; 0 tok/s would read as a figure.
+            &|s| tok_s(s.aggregate_tok_s.filter(|_| s.failures < s.requests)),
         ),
         row(
             format!("{} p50", TTFT.label),

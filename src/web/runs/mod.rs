@@ -1,6 +1,6 @@
 //! Runs: the list, the "new run" form, and a run's live page with its first side-by-side table.
 use axum::Router;
-use axum::routing::get;
+use axum::routing::{get, post};
 
 use super::AppState;
 use crate::store::RunListItem;
@@ -17,6 +17,7 @@ pub fn router() -> Router<AppState> {
         .route("/runs/new", get(new::form))
         .route("/runs/{id}", get(detail::page))
         .route("/runs/{id}/live", get(detail::live))
+        .route("/runs/{id}/cancel", post(detail::cancel))
 }
 
 /// One row of a runs table (overview and list).

@@ -145,10 +145,13 @@ pub async fn create(State(state): State<AppState>, body: FormBody) -> Result<Res
             .iter()
             .filter_map(|id| known.iter().find(|c| c.id == *id).map(|c| c.spec.name.as_str()))
             .collect();
-        crate::domain::validation::truncate(
-            &format!("{} · {}", version.file.header.name, names.join(" vs ")),
-            MAX_NAME_CHARS,
-        )
+        let set = &version.file.header.name;
+        let full = format!("{set} · {}", names.join(" vs "));
+        if full.chars().count() <= 60 {
+            full
+        } else {
+            crate::domain::validation::truncate(&format!("{set} · {} candidates", names.len()), MAX_NAME_CHARS)
+        }
     });
     let id = state
         .store
@@ -165,14 +168,20 @@ pub async fn create(State(state): State<AppState>, body: FormBody) -> Result<Res
 }
 
 async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Result<NewRunPage, WebError> {
-    let evalsets = state
-        .store
-        .list_evalsets()
-        .await?
+    let sets = state.store.list_evalsets().await?;
+    // With nothing chosen yet, the first set is preselected so the common case is one click.
+    let chosen = match form.evalset_version.trim() {
+        "" => sets
+            .first()
+            .map(|s| s.latest_version_id.to_string())
+            .unwrap_or_default(),
+        typed => typed.to_string(),
+    };
+    let evalsets = sets
         .into_iter()
         .map(|s| EvalSetOption {
             version_id: s.latest_version_id,
-            selected: form.evalset_version.trim() == s.latest_version_id.to_string(),
+            selected: chosen == s.latest_version_id.to_string(),
             label: format!(
                 "{} ({}, {} cases, version {})",
                 s.name,
