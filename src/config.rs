@@ -27,6 +27,12 @@ pub enum Command {
     Mock(MockArgs),
     /// Create or migrate the database, then exit.
     Migrate(DatabaseArgs),
+    /// Validate, import or export eval-set files.
+    Evalset(crate::cli::evalset::EvalsetArgs),
+    /// Measure one endpoint from the terminal with bakeoff's metric definitions.
+    Measure(crate::cli::measure::MeasureArgs),
+    /// Check the harness's own accuracy and overhead against the built-in mock.
+    Calibrate(crate::cli::measure::CalibrateArgs),
 }
 
 #[derive(Debug, Clone, Args)]

@@ -1,6 +1,7 @@
 //! bakeoff: run candidate language models over your own eval sets, measure them under stated
 //! conditions, and judge them against your thresholds. See docs/ARCHITECTURE.md for the map.
 pub mod assets;
+pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod domain;

@@ -18,5 +18,8 @@ async fn main() -> anyhow::Result<()> {
             tracing::info!("database is migrated");
             Ok(())
         }
+        Command::Evalset(args) => bakeoff::cli::evalset::run(args).await,
+        Command::Measure(args) => bakeoff::cli::measure::run_measure(args).await,
+        Command::Calibrate(args) => bakeoff::cli::measure::run_calibrate(args).await,
     }
 }
