@@ -12,7 +12,7 @@ use serde::Deserialize;
 use super::AppState;
 use super::error::{WebError, parse_id, parse_page};
 use super::views::{Pagination, or_dash, short_hash};
-use crate::domain::evalset::EvalSetFile;
+use crate::domain::evalset::{EvalCase, EvalSetFile};
 use crate::domain::grading::GraderSpec;
 use crate::domain::validation::truncate;
 use crate::store::EvalSetVersion;
@@ -141,6 +141,17 @@ pub fn describe_grader(g: &GraderSpec) -> String {
     }
 }
 
+/// What varies per case: the rendered non-system messages (the system message is shown once
+/// in the header instead of on every row).
+fn case_prompt(file: &EvalSetFile, case: &EvalCase) -> String {
+    file.messages_for(case)
+        .into_iter()
+        .filter(|m| m.role != "system")
+        .map(|m| m.content)
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
 async fn load(state: &AppState, raw: &str) -> Result<EvalSetVersion, WebError> {
     let id = parse_id(raw, "eval set version")?;
     state
@@ -177,7 +188,7 @@ async fn detail(
         .take(CASES_PER_PAGE as usize)
         .map(|case| CaseRowView {
             id: case.id.clone(),
-            prompt: truncate(&file.prompt_text_for(case), PROMPT_EXCERPT),
+            prompt: truncate(&case_prompt(file, case), PROMPT_EXCERPT),
             expected: case
                 .expected_text()
                 .map(|t| truncate(&t, EXPECTED_EXCERPT))

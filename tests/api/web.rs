@@ -696,7 +696,7 @@ async fn runs_are_paginated_newest_first() {
 async fn eval_set_detail_paginates_cases_and_downloads_the_normalised_file() {
     let app = spawn_app().await;
     let mut text = String::from(
-        r#"{"bakeoff_evalset":1,"name":"big set","task":"classification","prompt":"Say {{x}}","graders":[{"kind":"exact","ignore_case":true}]}"#,
+        r#"{"bakeoff_evalset":1,"name":"big set","task":"classification","system":"Be terse.","prompt":"Say {{x}}","graders":[{"kind":"exact","ignore_case":true}]}"#,
     );
     for i in 0..120 {
         text.push_str(&format!(
