@@ -22,7 +22,7 @@ pub fn shipped_evalset_files() -> anyhow::Result<Vec<EvalSetFile>> {
 /// Starts the in-process mock with the demo profiles and the shipped eval sets as answer keys.
 pub async fn start_mock(listener: tokio::net::TcpListener) -> anyhow::Result<MockServer> {
     let config = MockConfig {
-        profiles: Vec::new(), /* LEAD: crate::mock::demo_profiles() once the mock lands */
+        profiles: crate::mock::demo_profiles(),
         answer_keys: shipped_evalset_files()?,
         seed: 42,
     };

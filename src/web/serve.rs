@@ -13,15 +13,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let store = crate::store::connect(&args.database.database_url)
         .await
         .with_context(|| format!("opening database {}", redact_url(&args.database.database_url)))?;
-    let demo_mock_url = if args.demo {
+    // The demo mock lives as long as the app: its handle is kept until shutdown.
+    let demo_mock = if args.demo {
         let listener = TcpListener::bind(args.demo_mock_listen)
             .await
             .with_context(|| format!("binding the demo mock to {}", args.demo_mock_listen))?;
-        let mock = crate::demo::start_mock(listener).await?;
-        Some(mock.base_url())
+        Some(crate::demo::start_mock(listener).await?)
     } else {
         None
     };
+    let demo_mock_url = demo_mock.as_ref().map(|m| m.base_url());
     crate::demo::bootstrap(store.as_ref(), demo_mock_url.as_deref()).await?;
     let runner = Runner::new(store.clone());
     let resumed = runner.resume_unfinished().await?;

@@ -16,6 +16,7 @@ use bakeoff::web::{AppState, build_app};
 struct DemoApp {
     base_url: String,
     mock_url: String,
+    _mock: bakeoff::mock::MockServer,
     _dir: tempfile::TempDir,
 }
 
@@ -39,6 +40,7 @@ async fn spawn_demo_app() -> DemoApp {
     DemoApp {
         base_url,
         mock_url,
+        _mock: mock,
         _dir: dir,
     }
 }
@@ -163,6 +165,14 @@ async fn demo_path_add_candidate_start_run_see_table() {
     result.unwrap();
 }
 
+/// The element once it appears (bounded: 15 s).
+async fn wait_for(
+    c: &Client,
+    locator: Locator<'_>,
+) -> Result<fantoccini::elements::Element, fantoccini::error::CmdError> {
+    c.wait().at_most(Duration::from_secs(15)).for_element(locator).await
+}
+
 async fn walk_demo_path(c: &Client, base: &str, mock_url: &str) -> Result<(), Box<dyn std::error::Error>> {
     // Overview, then the nav to Candidates.
     c.goto(base).await?;
@@ -179,8 +189,17 @@ async fn walk_demo_path(c: &Client, base: &str, mock_url: &str) -> Result<(), Bo
         .await?
         .submit()
         .await?;
-    let page = c.source().await?;
-    assert!(page.contains("is required"), "no message for the empty name");
+    // Wait for the re-rendered form (a submit does not wait for the next page).
+    let invalid = wait_for(c, Locator::Css("[aria-invalid=true]")).await?;
+    assert_eq!(
+        invalid.attr("name").await?.as_deref(),
+        Some("name"),
+        "first invalid field"
+    );
+    assert!(
+        c.source().await?.contains("is required"),
+        "no message for the empty name"
+    );
 
     // Add a real candidate pointing at the demo mock.
     c.goto(&format!("{base}/candidates/new")).await?;
@@ -189,6 +208,7 @@ async fn walk_demo_path(c: &Client, base: &str, mock_url: &str) -> Result<(), Bo
     form.set_by_name("base_url", mock_url).await?;
     form.set_by_name("model", "steady-32b").await?;
     form.submit().await?;
+    wait_for(c, Locator::XPath("//*[contains(text(), 'browser-steady')]")).await?;
     c.goto(&format!("{base}/candidates")).await?;
     assert!(c.source().await?.contains("browser-steady"));
 
@@ -202,25 +222,26 @@ async fn walk_demo_path(c: &Client, base: &str, mock_url: &str) -> Result<(), Bo
     form.set_by_name("concurrency", "4").await?;
     form.set_by_name("warmup_requests", "1").await?;
     form.submit().await?;
+    wait_for(c, Locator::Css("[data-run-status]")).await?;
     assert!(
         c.current_url().await?.path().starts_with("/runs/"),
         "not redirected to the run page"
     );
     screenshot(c, "run-started").await;
 
-    // The page updates itself (htmx) until the run is finished: no reload here.
+    // The page updates itself (htmx) until the run is finished: no reload here. Read the DOM in
+    // one script call so a fragment swapped in between two WebDriver calls cannot go stale.
     let deadline = Instant::now() + Duration::from_secs(90);
+    let status_js =
+        "const e = document.querySelector('[data-run-status]'); return e && e.getAttribute('data-run-status');";
     loop {
-        let status = c
-            .find(Locator::Css("[data-run-status]"))
-            .await?
-            .attr("data-run-status")
-            .await?;
-        if status.as_deref() == Some("finished") {
+        let status = c.execute(status_js, vec![]).await?;
+        let status = status.as_str().unwrap_or_default().to_string();
+        if status == "finished" {
             break;
         }
         assert!(
-            !matches!(status.as_deref(), Some("failed" | "cancelled")),
+            !matches!(status.as_str(), "failed" | "cancelled"),
             "run ended {status:?}"
         );
         assert!(
@@ -229,12 +250,11 @@ async fn walk_demo_path(c: &Client, base: &str, mock_url: &str) -> Result<(), Bo
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    let table = c
-        .wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::Css("table.results"))
+    wait_for(c, Locator::Css("table.results")).await?;
+    let text = c
+        .execute("return document.querySelector('table.results').innerText;", vec![])
         .await?;
-    let text = table.text().await?;
+    let text = text.as_str().unwrap_or_default().to_string();
     for needle in [
         "aggregate tok/s",
         "TTFT",
@@ -246,6 +266,23 @@ async fn walk_demo_path(c: &Client, base: &str, mock_url: &str) -> Result<(), Bo
         assert!(
             text.to_lowercase().contains(&needle.to_lowercase()),
             "results table lacks {needle:?}:\n{text}"
+        );
+    }
+    // Requests really succeeded: TTFT p50 is a number in every column, not "—" (not measured).
+    let cells = c
+        .execute(
+            "return [...document.querySelectorAll('table.results tr')]
+                .filter(r => (r.querySelector('th')?.innerText || '').includes('TTFT p50'))
+                .flatMap(r => [...r.querySelectorAll('td')].map(td => td.innerText));",
+            vec![],
+        )
+        .await?;
+    let cells: Vec<String> = serde_json::from_value(cells)?;
+    assert_eq!(cells.len(), 2, "one TTFT p50 cell per candidate: {cells:?}");
+    for text in cells {
+        assert!(
+            text.chars().any(|ch| ch.is_ascii_digit()),
+            "TTFT p50 not measured: {text:?}"
         );
     }
     screenshot(c, "run-finished").await;
