@@ -424,12 +424,13 @@ impl CandidateRun {
             is_warmup: unit.is_warmup,
         });
         if graded {
-            let expected = case.expected_text();
+            // Judge graders need a model call of their own; they are not graded here.
             record.grades = self
                 .file
                 .graders_for(case)
                 .iter()
-                .map(|g| grade(g, &record.output, expected.as_deref()))
+                .filter(|g| !g.needs_model())
+                .map(|g| grade(g, &record.output, case.expected.as_ref()))
                 .collect();
         }
         if !self.records.send(record) {

@@ -116,29 +116,7 @@ pub struct PageQuery {
 
 /// A grader in words, e.g. `exact (trim, collapse whitespace)`.
 pub fn describe_grader(g: &GraderSpec) -> String {
-    match g {
-        GraderSpec::Exact {
-            trim,
-            ignore_case,
-            collapse_whitespace,
-        } => {
-            let mut opts = Vec::new();
-            if *trim {
-                opts.push("trim");
-            }
-            if *collapse_whitespace {
-                opts.push("collapse whitespace");
-            }
-            if *ignore_case {
-                opts.push("ignore case");
-            }
-            if opts.is_empty() {
-                "exact (byte for byte)".to_string()
-            } else {
-                format!("exact ({})", opts.join(", "))
-            }
-        }
-    }
+    g.describe()
 }
 
 /// What varies per case: the rendered non-system messages (the system message is shown once
@@ -293,11 +271,7 @@ mod tests {
 
     #[test]
     fn graders_are_described_in_words() {
-        let g = GraderSpec::Exact {
-            trim: true,
-            ignore_case: false,
-            collapse_whitespace: true,
-        };
+        let g: GraderSpec = serde_json::from_str(r#"{"kind":"exact"}"#).unwrap();
         assert_eq!(describe_grader(&g), "exact (trim, collapse whitespace)");
     }
 }
