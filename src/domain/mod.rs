@@ -4,6 +4,7 @@ pub mod evalset;
 pub mod grading;
 pub mod metrics;
 pub mod run;
+pub mod stats;
 pub mod thresholds;
 pub mod validation;
 

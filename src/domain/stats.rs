@@ -1,0 +1,257 @@
+//! Generic statistics shared by the metrics and the scorecard: confidence intervals for a
+//! proportion (Wilson) and for any statistic of a small sample (percentile bootstrap), with a
+//! deterministic, portable random generator so the same data always gives the same interval.
+
+/// A two-sided confidence interval.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Interval {
+    pub lo: f64,
+    pub hi: f64,
+    /// Nominal coverage, e.g. 0.95.
+    pub confidence: f64,
+}
+
+impl Interval {
+    pub fn contains(&self, x: f64) -> bool {
+        self.lo <= x && x <= self.hi
+    }
+    pub fn width(&self) -> f64 {
+        self.hi - self.lo
+    }
+}
+
+/// Seed of every bootstrap bakeoff reports, so a figure can be recomputed exactly.
+pub const BOOTSTRAP_SEED: u64 = 0x0B0B_5EED;
+/// Resamples of every bootstrap bakeoff reports.
+pub const BOOTSTRAP_RESAMPLES: usize = 2000;
+
+/// SplitMix64: tiny, fast, and the same sequence on every platform and Rust version (unlike
+/// `rand`'s small generators, whose algorithm may change between releases).
+#[derive(Debug, Clone)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> Self {
+        SplitMix64(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Uniform in 0..n (n > 0), without modulo bias worth mentioning for n ≪ 2^64.
+    pub fn below(&mut self, n: usize) -> usize {
+        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
+    }
+}
+
+/// The standard normal quantile (inverse CDF), Acklam's rational approximation (relative
+/// error < 1.2e-9). `p` in (0, 1).
+pub fn normal_quantile(p: f64) -> f64 {
+    const A: [f64; 6] = [
+        -3.969_683_028_665_376e1,
+        2.209_460_984_245_205e2,
+        -2.759_285_104_469_687e2,
+        1.383_577_518_672_69e2,
+        -3.066_479_806_614_716e1,
+        2.506_628_277_459_239,
+    ];
+    const B: [f64; 5] = [
+        -5.447_609_879_822_406e1,
+        1.615_858_368_580_409e2,
+        -1.556_989_798_598_866e2,
+        6.680_131_188_771_972e1,
+        -1.328_068_155_288_572e1,
+    ];
+    const C: [f64; 6] = [
+        -7.784_894_002_430_293e-3,
+        -3.223_964_580_411_365e-1,
+        -2.400_758_277_161_838,
+        -2.549_732_539_343_734,
+        4.374_664_141_464_968,
+        2.938_163_982_698_783,
+    ];
+    const D: [f64; 4] = [
+        7.784_695_709_041_462e-3,
+        3.224_671_290_700_398e-1,
+        2.445_134_137_142_996,
+        3.754_408_661_907_416,
+    ];
+    let p = p.clamp(1e-300, 1.0 - 1e-16);
+    let low = 0.02425;
+    if p < low {
+        let q = (-2.0 * p.ln()).sqrt();
+        (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5])
+            / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
+    } else if p <= 1.0 - low {
+        let q = p - 0.5;
+        let r = q * q;
+        (((((A[0] * r + A[1]) * r + A[2]) * r + A[3]) * r + A[4]) * r + A[5]) * q
+            / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
+    } else {
+        -normal_quantile(1.0 - p)
+    }
+}
+
+/// The z value of a two-sided interval of `confidence` (0.95 → 1.96).
+pub fn z_for(confidence: f64) -> f64 {
+    normal_quantile(0.5 + confidence.clamp(0.0, 0.999_999) / 2.0)
+}
+
+/// Wilson score interval for `successes` out of `n` (None when n = 0). Unlike the normal
+/// approximation it stays inside [0, 1] and behaves at 0 % and 100 %.
+pub fn wilson(successes: u64, n: u64, confidence: f64) -> Option<Interval> {
+    if n == 0 {
+        return None;
+    }
+    let n_f = n as f64;
+    let p = successes.min(n) as f64 / n_f;
+    let z = z_for(confidence);
+    let z2 = z * z;
+    let denom = 1.0 + z2 / n_f;
+    let centre = (p + z2 / (2.0 * n_f)) / denom;
+    let half = z * (p * (1.0 - p) / n_f + z2 / (4.0 * n_f * n_f)).sqrt() / denom;
+    Some(Interval {
+        lo: (centre - half).max(0.0),
+        hi: (centre + half).min(1.0),
+        confidence,
+    })
+}
+
+/// Percentile bootstrap interval of `statistic` over `sample` (None for an empty sample): the
+/// sample is resampled with replacement `resamples` times with a generator seeded by `seed`.
+/// A one-value sample gives a zero-width interval (there is no spread to resample).
+pub fn bootstrap(
+    sample: &[f64],
+    statistic: impl Fn(&mut [f64]) -> f64,
+    resamples: usize,
+    confidence: f64,
+    seed: u64,
+) -> Option<Interval> {
+    if sample.is_empty() {
+        return None;
+    }
+    let mut rng = SplitMix64::new(seed);
+    let mut scratch = vec![0.0; sample.len()];
+    let mut stats = Vec::with_capacity(resamples.max(1));
+    for _ in 0..resamples.max(1) {
+        for slot in scratch.iter_mut() {
+            *slot = sample[rng.below(sample.len())];
+        }
+        let s = statistic(&mut scratch);
+        if s.is_finite() {
+            stats.push(s);
+        }
+    }
+    if stats.is_empty() {
+        return None;
+    }
+    stats.sort_by(|a, b| a.total_cmp(b));
+    let alpha = (1.0 - confidence.clamp(0.0, 1.0)) / 2.0;
+    Some(Interval {
+        lo: quantile_sorted(&stats, alpha),
+        hi: quantile_sorted(&stats, 1.0 - alpha),
+        confidence,
+    })
+}
+
+/// Bootstrap interval of the median with bakeoff's fixed seed and resample count.
+pub fn median_ci(sample: &[f64], confidence: f64) -> Option<Interval> {
+    bootstrap(sample, |v| median(v), BOOTSTRAP_RESAMPLES, confidence, BOOTSTRAP_SEED)
+}
+
+/// Median (sorts `values` in place); NaN for an empty slice.
+pub fn median(values: &mut [f64]) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(|a, b| a.total_cmp(b));
+    quantile_sorted(values, 0.5)
+}
+
+/// Mean; NaN for an empty slice.
+pub fn mean(values: &[f64]) -> f64 {
+    values.iter().sum::<f64>() / values.len() as f64
+}
+
+/// Linear-interpolation quantile (numpy's default) of an ascending slice; NaN when empty.
+pub fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let pos = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = pos.ceil() as usize;
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normal_quantile_matches_tables() {
+        assert!((z_for(0.95) - 1.959_964).abs() < 1e-5);
+        assert!((z_for(0.90) - 1.644_854).abs() < 1e-5);
+        assert!((normal_quantile(0.5)).abs() < 1e-12);
+        assert!((normal_quantile(0.001) + 3.090_232).abs() < 1e-5);
+    }
+
+    #[test]
+    fn wilson_matches_hand_computed_values() {
+        // 8/10 at 95 %: centre 0.7167, half-width 0.2265 (Wilson 1927; also R's prop.test
+        // without continuity correction).
+        let i = wilson(8, 10, 0.95).unwrap();
+        assert!((i.lo - 0.4902).abs() < 1e-3, "{i:?}");
+        assert!((i.hi - 0.9433).abs() < 1e-3, "{i:?}");
+        let all = wilson(20, 20, 0.95).unwrap();
+        assert_eq!(all.hi, 1.0);
+        assert!((all.lo - 0.8389).abs() < 1e-3, "{all:?}");
+        let none = wilson(0, 20, 0.95).unwrap();
+        assert_eq!(none.lo, 0.0);
+        assert!(wilson(0, 0, 0.95).is_none());
+    }
+
+    #[test]
+    fn bootstrap_is_deterministic_and_covers_the_median() {
+        let sample = [10.0, 11.0, 9.5, 10.2, 10.8, 9.9, 10.1];
+        let a = median_ci(&sample, 0.95).unwrap();
+        let b = median_ci(&sample, 0.95).unwrap();
+        assert_eq!(a, b);
+        assert!(a.contains(10.1) && a.lo >= 9.5 && a.hi <= 11.0, "{a:?}");
+        let one = median_ci(&[5.0], 0.95).unwrap();
+        assert_eq!((one.lo, one.hi), (5.0, 5.0));
+        assert!(median_ci(&[], 0.95).is_none());
+    }
+
+    #[test]
+    fn splitmix_is_the_reference_sequence() {
+        // First outputs for seed 1234567 (from the reference C implementation by Vigna).
+        let mut r = SplitMix64::new(1_234_567);
+        assert_eq!(r.next_u64(), 6_457_827_717_110_365_317);
+        assert_eq!(r.next_u64(), 3_203_168_211_198_807_973);
+        for _ in 0..1000 {
+            let x = r.next_f64();
+            assert!((0.0..1.0).contains(&x));
+            assert!(r.below(7) < 7);
+        }
+    }
+
+    #[test]
+    fn medians_and_quantiles() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&mut []).is_nan());
+        assert_eq!(mean(&[1.0, 2.0, 3.0]), 2.0);
+        assert!((quantile_sorted(&[1.0, 2.0, 3.0, 4.0], 0.95) - 3.85).abs() < 1e-12);
+    }
+}
