@@ -4,12 +4,12 @@ use anyhow::Context;
 
 use crate::domain::candidate::{CandidateSpec, ClaimedFigure, Conditions, Pricing, ProviderKind};
 use crate::domain::evalset::EvalSetFile;
-use crate::domain::thresholds::batch_default_rules;
+use crate::domain::thresholds::{DEMO_PROFILE_NAME, shipped_profiles};
 use crate::mock::{MockConfig, MockServer};
 use crate::store::Store;
 
-/// Name of the profile created on first start.
-pub const DEFAULT_PROFILE: &str = "Batch summarisation (article example)";
+/// Name of the default threshold profile (the scorecard judges by it unless told otherwise).
+pub const DEFAULT_PROFILE: &str = DEMO_PROFILE_NAME;
 
 /// The shipped eval sets, parsed. A shipped file that does not parse is a build defect.
 pub fn shipped_evalset_files() -> anyhow::Result<Vec<EvalSetFile>> {
@@ -42,16 +42,20 @@ pub async fn bootstrap(store: &dyn Store, demo_mock_url: Option<&str>) -> anyhow
             .await
             .with_context(|| format!("loading eval set {}", file.header.name))?;
     }
-    if store.list_threshold_profiles().await?.is_empty() {
-        store
-            .save_threshold_profile(
-                DEFAULT_PROFILE,
-                "The article's example minimums for a batch job: ≥ 500 tok/s aggregate, ≥ 95 % accuracy, < 2 % failures.",
-                &batch_default_rules(),
-                "bakeoff (first start)",
-                "starting point; edit to your workload",
-            )
-            .await?;
+    // Each shipped profile is created once, by name; the team's later edits are never overwritten.
+    let existing = store.list_threshold_profiles().await?;
+    for (name, description, rules) in shipped_profiles() {
+        if !existing.iter().any(|p| p.name == name) {
+            store
+                .save_threshold_profile(
+                    name,
+                    description,
+                    &rules,
+                    "bakeoff (first start)",
+                    "starting point; edit to your workload",
+                )
+                .await?;
+        }
     }
     if let Some(url) = demo_mock_url {
         let existing = store.list_candidates().await?;

@@ -1,9 +1,13 @@
 //! Pure logic: no I/O, no HTTP, no SQL. Everything here is testable with plain values.
 pub mod candidate;
+pub mod cost;
 pub mod evalset;
 pub mod grading;
 pub mod metrics;
+pub mod paired;
+pub mod pipeline;
 pub mod run;
+pub mod scorecard;
 pub mod stats;
 pub mod thresholds;
 pub mod validation;

@@ -1,0 +1,478 @@
+//! Measured values for catalog metrics, computed from one candidate's raw records, each with its
+//! interval, sample size and the conditions it was measured under.
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use super::intervals::{MIN_BOOTSTRAP_N, bootstrap, bootstrap_items, quantile, wilson};
+use crate::domain::cost::CostSummary;
+use crate::domain::grading::case_passed;
+use crate::domain::run::{ErrorClass, Phase, RequestRecord, TokenSource};
+use crate::domain::thresholds::{MetricKey, Uncertainty};
+
+/// What the sample size of a measurement counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SampleUnit {
+    Cases,
+    Requests,
+    Attempts,
+}
+
+impl SampleUnit {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SampleUnit::Cases => "cases",
+            SampleUnit::Requests => "requests",
+            SampleUnit::Attempts => "attempts",
+        }
+    }
+}
+
+/// One measured figure, or why there is none.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Measurement {
+    /// None: not measured (see `missing`).
+    pub value: Option<f64>,
+    /// Two-sided 90 % interval; None for exact figures or when too few observations exist.
+    pub interval: Option<(f64, f64)>,
+    pub uncertainty: Uncertainty,
+    /// Observations the figure is computed from (effective cases for weighted proportions).
+    pub n: f64,
+    pub unit: SampleUnit,
+    /// Load condition of the figure (None: the whole run).
+    pub concurrency: Option<u32>,
+    /// Why the figure is missing.
+    pub missing: Option<String>,
+}
+
+impl Measurement {
+    fn missing(why: impl Into<String>, uncertainty: Uncertainty, concurrency: Option<u32>) -> Measurement {
+        Measurement {
+            value: None,
+            interval: None,
+            uncertainty,
+            n: 0.0,
+            unit: SampleUnit::Requests,
+            concurrency,
+            missing: Some(why.into()),
+        }
+    }
+
+    /// `@c=4 · n=20 requests`, `n=20 cases`.
+    pub fn conditions(&self) -> String {
+        let n = if (self.n - self.n.round()).abs() < 1e-9 {
+            format!("{}", self.n.round() as i64)
+        } else {
+            format!("{:.1}", self.n)
+        };
+        match self.concurrency {
+            Some(c) => format!("@c={c} · n={n} {}", self.unit.as_str()),
+            None => format!("n={n} {}", self.unit.as_str()),
+        }
+    }
+}
+
+/// One candidate's records prepared once for every rule.
+pub struct CandidateRecords<'a> {
+    pub candidate_id: i64,
+    /// Measured attempts (warm-ups excluded), retries included.
+    pub attempts: Vec<&'a RequestRecord>,
+    /// The last attempt of every measured request.
+    pub finals: Vec<&'a RequestRecord>,
+}
+
+impl<'a> CandidateRecords<'a> {
+    pub fn new(candidate_id: i64, records: &'a [RequestRecord]) -> CandidateRecords<'a> {
+        let attempts: Vec<&RequestRecord> = records
+            .iter()
+            .filter(|r| r.candidate_id == candidate_id && !r.is_warmup)
+            .collect();
+        let mut last: HashMap<(&str, u32, Phase, u32), &RequestRecord> = HashMap::new();
+        for r in &attempts {
+            let key = (r.case_id.as_str(), r.repetition, r.phase, r.concurrency);
+            match last.get(&key) {
+                Some(prev) if prev.attempt >= r.attempt => {}
+                _ => {
+                    last.insert(key, r);
+                }
+            }
+        }
+        let mut finals: Vec<&RequestRecord> = last.into_values().collect();
+        finals.sort_by_key(|r| (r.sent_at_us, r.attempt));
+        CandidateRecords {
+            candidate_id,
+            attempts,
+            finals,
+        }
+    }
+
+    /// Final attempts at concurrency `c`.
+    pub fn finals_at(&self, c: u32) -> Vec<&'a RequestRecord> {
+        self.finals.iter().copied().filter(|r| r.concurrency == c).collect()
+    }
+
+    /// Every concurrency level measured, ascending.
+    pub fn concurrencies(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self.finals.iter().map(|r| r.concurrency).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// Per-case outcome: share of the case's final attempts that passed (failures count as
+    /// wrong), for cases with at least one graded attempt.
+    pub fn case_outcomes(&self) -> BTreeMap<&'a str, f64> {
+        let mut per_case: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
+        for r in &self.finals {
+            let verdict = if r.succeeded() {
+                case_passed(&r.grades)
+            } else {
+                Some(false)
+            };
+            if let Some(pass) = verdict {
+                let e = per_case.entry(r.case_id.as_str()).or_default();
+                e.1 += 1.0;
+                if pass {
+                    e.0 += 1.0;
+                }
+            }
+        }
+        per_case.into_iter().map(|(k, (p, n))| (k, p / n)).collect()
+    }
+
+    /// Cases right on every graded attempt (for paired comparisons and cost per correct answer).
+    pub fn correct_cases(&self) -> HashMap<String, bool> {
+        self.case_outcomes()
+            .into_iter()
+            .map(|(k, share)| (k.to_string(), share >= 1.0))
+            .collect()
+    }
+
+    /// Final attempts that were graded as passing.
+    pub fn correct_requests(&self) -> usize {
+        self.finals
+            .iter()
+            .filter(|r| r.succeeded() && case_passed(&r.grades) == Some(true))
+            .count()
+    }
+}
+
+/// Aggregate tok/s over final attempts (first send → last end), as the run page computes it.
+pub fn aggregate_tok_s(finals: &[&RequestRecord]) -> Option<f64> {
+    let start = finals.iter().map(|r| r.sent_at_us).min()?;
+    let end = finals.iter().filter_map(|r| r.end_us.map(|e| r.sent_at_us + e)).max()?;
+    let tokens: u64 = finals.iter().filter_map(|r| r.output_tokens).map(u64::from).sum();
+    (end > start && finals.iter().any(|r| r.succeeded())).then(|| tokens as f64 / ((end - start) as f64 / 1e6))
+}
+
+fn window_s(finals: &[&RequestRecord]) -> Option<f64> {
+    let start = finals.iter().map(|r| r.sent_at_us).min()?;
+    let end = finals
+        .iter()
+        .map(|r| r.sent_at_us + r.end_us.or(r.last_token_us).or(r.headers_us).unwrap_or(0))
+        .max()?;
+    (end > start).then(|| (end - start) as f64 / 1e6)
+}
+
+/// Time a request occupied a slot, in seconds (for the throughput bootstrap).
+fn busy_s(r: &RequestRecord) -> f64 {
+    r.end_us.or(r.last_token_us).or(r.headers_us).unwrap_or(0) as f64 / 1e6
+}
+
+/// A windowed rate (tokens or completions per second) with a bootstrap interval.
+///
+/// Resampling requests cannot resample a time window, so the interval bootstraps the ratio
+/// Σ amount / Σ busy time and scales it by the run's measured effective concurrency
+/// (Σ busy / window), which reproduces the point value on the original sample.
+fn windowed_rate(
+    finals: &[&RequestRecord],
+    amount: impl Fn(&RequestRecord) -> f64,
+) -> (Option<f64>, Option<(f64, f64)>) {
+    let Some(window) = window_s(finals) else {
+        return (None, None);
+    };
+    let pairs: Vec<(f64, f64)> = finals.iter().map(|r| (amount(r), busy_s(r))).collect();
+    let total: f64 = pairs.iter().map(|p| p.0).sum();
+    let busy: f64 = pairs.iter().map(|p| p.1).sum();
+    let value = total / window;
+    if busy <= 0.0 {
+        return (Some(value), None);
+    }
+    let effective_concurrency = busy / window;
+    let interval = bootstrap_items(&pairs, |resample| {
+        let (a, b) = resample.fold((0.0, 0.0), |acc, p| (acc.0 + p.0, acc.1 + p.1));
+        if b > 0.0 {
+            a / b * effective_concurrency
+        } else {
+            f64::NAN
+        }
+    });
+    (Some(value), interval)
+}
+
+fn ms(us: i64) -> f64 {
+    us as f64 / 1000.0
+}
+
+/// Per-request values of a latency or per-stream metric over successful requests.
+fn per_request(base: &str, r: &RequestRecord) -> Option<f64> {
+    if !r.succeeded() {
+        return None;
+    }
+    let tokens = r.output_tokens.map(f64::from);
+    match base {
+        b if b.starts_with("ttft_") => r.ttft_us().map(ms),
+        b if b.starts_with("ttfa_") => r.first_content_us.map(ms),
+        b if b.starts_with("e2e_p") => r.end_us.map(ms),
+        b if b.starts_with("tpot_") => {
+            let (t, first, end) = (tokens?, r.ttft_us()?, r.end_us?);
+            (t >= 2.0 && end > first).then(|| ms(end - first) / (t - 1.0))
+        }
+        "decode_tok_s_p50" => {
+            let (t, first, last) = (tokens?, r.ttft_us()?, r.last_token_us?);
+            (t >= 2.0 && last > first).then(|| (t - 1.0) / ((last - first) as f64 / 1e6))
+        }
+        "e2e_tok_s_p50" => {
+            let (t, end) = (tokens?, r.end_us?);
+            (end > 0).then(|| t / (end as f64 / 1e6))
+        }
+        _ => None,
+    }
+}
+
+/// The percentile a latency key names (`ttft_p95_ms` → 0.95); per-stream rates use the median.
+fn quantile_of(base: &str) -> f64 {
+    for (tag, q) in [("_p50", 0.5), ("_p90", 0.9), ("_p95", 0.95), ("_p99", 0.99)] {
+        if base.contains(tag) {
+            return q;
+        }
+    }
+    0.5
+}
+
+fn proportion(successes: f64, n: f64, unit: SampleUnit, concurrency: Option<u32>) -> Measurement {
+    Measurement {
+        value: (n > 0.0).then(|| successes / n),
+        interval: (n > 0.0).then(|| wilson(successes / n, n)).flatten(),
+        uncertainty: Uncertainty::Proportion,
+        n,
+        unit,
+        concurrency,
+        missing: (n <= 0.0).then(|| "nothing to count".to_string()),
+    }
+}
+
+fn sample_statistic(
+    values: Vec<f64>,
+    concurrency: Option<u32>,
+    unit: SampleUnit,
+    statistic: impl Fn(&mut [f64]) -> f64,
+) -> Measurement {
+    let value = Some(statistic(&mut values.clone())).filter(|v| v.is_finite());
+    Measurement {
+        value,
+        interval: value.and_then(|_| bootstrap(&values, &statistic)),
+        uncertainty: Uncertainty::Bootstrap,
+        n: values.len() as f64,
+        unit,
+        concurrency,
+        missing: None,
+    }
+}
+
+/// Measures `key` for one candidate. `run_concurrency` is the load a rule without `@c=N` is
+/// judged at; `weights` are the eval set's case weights; `cost` the candidate's cost figures.
+pub fn measure(
+    key: &MetricKey,
+    data: &CandidateRecords<'_>,
+    run_concurrency: u32,
+    weights: &HashMap<String, f64>,
+    cost: Option<&CostSummary>,
+) -> Measurement {
+    let def = key.def();
+    if let Some(why) = def.not_measured_yet {
+        return Measurement::missing(format!("not measured yet: {why}"), def.uncertainty, None);
+    }
+    let c = def.per_load.then(|| key.concurrency.unwrap_or(run_concurrency));
+    let finals: Vec<&RequestRecord> = match c {
+        Some(c) => data.finals_at(c),
+        None => data.finals.clone(),
+    };
+    if finals.is_empty() && def.uncertainty != Uncertainty::Exact {
+        let why = match c {
+            Some(c) if !data.finals.is_empty() => format!("not measured at c={c}"),
+            _ => "no measured requests yet".to_string(),
+        };
+        return Measurement::missing(why, def.uncertainty, c);
+    }
+    let mut m = match key.base {
+        "aggregate_tok_s" => {
+            let (value, interval) = windowed_rate(&finals, |r| f64::from(r.output_tokens.unwrap_or(0)));
+            let value = value.filter(|_| finals.iter().any(|r| r.succeeded()));
+            Measurement {
+                value,
+                interval: interval.filter(|_| value.is_some()),
+                uncertainty: Uncertainty::Bootstrap,
+                n: finals.len() as f64,
+                unit: SampleUnit::Requests,
+                concurrency: c,
+                missing: None,
+            }
+        }
+        "request_throughput" => {
+            let (value, interval) = windowed_rate(&finals, |r| if r.succeeded() { 1.0 } else { 0.0 });
+            Measurement {
+                value,
+                interval,
+                uncertainty: Uncertainty::Bootstrap,
+                n: finals.len() as f64,
+                unit: SampleUnit::Requests,
+                concurrency: c,
+                missing: None,
+            }
+        }
+        base if base.ends_with("_ms") || base.ends_with("_tok_s_p50") => {
+            let values: Vec<f64> = finals.iter().filter_map(|r| per_request(base, r)).collect();
+            let q = quantile_of(base);
+            let mut m = sample_statistic(values, c, SampleUnit::Requests, move |v| quantile(v, q));
+            if m.value.is_none() {
+                m.missing = Some(match base {
+                    b if b.starts_with("ttf") => {
+                        "no successful streamed request (streaming off or every request failed)".into()
+                    }
+                    _ => "no successful request with enough tokens".into(),
+                });
+            }
+            m
+        }
+        "e2e_cv" => {
+            let values: Vec<f64> = finals
+                .iter()
+                .filter(|r| r.succeeded())
+                .filter_map(|r| r.end_us.map(ms))
+                .collect();
+            sample_statistic(values, c, SampleUnit::Requests, |v| {
+                let n = v.len();
+                if n < 2 {
+                    return f64::NAN;
+                }
+                let mean = v.iter().sum::<f64>() / n as f64;
+                let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+                if mean > 0.0 { var.sqrt() / mean } else { f64::NAN }
+            })
+        }
+        "accuracy" | "pass_rate" => {
+            let outcomes = data.case_outcomes();
+            let weighted = key.base == "accuracy";
+            let w = |case: &str| {
+                if weighted {
+                    weights.get(case).copied().unwrap_or(1.0)
+                } else {
+                    1.0
+                }
+            };
+            let sum_w: f64 = outcomes.keys().map(|k| w(k)).sum();
+            let sum_w2: f64 = outcomes.keys().map(|k| w(k).powi(2)).sum();
+            let passed: f64 = outcomes.iter().map(|(k, share)| w(k) * share).sum();
+            if sum_w <= 0.0 {
+                Measurement::missing("no graded case yet", Uncertainty::Proportion, None)
+            } else {
+                // Repetitions of a case are not independent samples of the task, and weights
+                // shrink the information a sample holds: the interval uses Kish's effective
+                // number of cases (Σw)² / Σw², which is the case count when weights are equal.
+                let n_eff = sum_w * sum_w / sum_w2;
+                proportion(passed / sum_w * n_eff, n_eff, SampleUnit::Cases, None)
+            }
+        }
+        "grader_score" => {
+            let name = key.param.as_deref().unwrap_or_default();
+            let values: Vec<f64> = finals
+                .iter()
+                .filter_map(|r| {
+                    if !r.succeeded() {
+                        return Some(0.0);
+                    }
+                    r.grades.iter().find(|g| g.grader == name).map(|g| g.score)
+                })
+                .collect();
+            let mut m = sample_statistic(values, None, SampleUnit::Requests, |v| {
+                v.iter().sum::<f64>() / v.len() as f64
+            });
+            if m.value.is_none() || !finals.iter().any(|r| r.grades.iter().any(|g| g.grader == name)) {
+                m.value = None;
+                m.interval = None;
+                m.missing = Some(format!("no grade from a grader named {name:?}"));
+            }
+            m
+        }
+        "failure_rate" => {
+            let class: Option<ErrorClass> = key.error_class();
+            let failed = finals
+                .iter()
+                .filter(|r| match (class, r.error_class) {
+                    (_, None) => false,
+                    (None, Some(_)) => true,
+                    (Some(want), Some(got)) => want == got,
+                })
+                .count();
+            proportion(failed as f64, finals.len() as f64, SampleUnit::Requests, c)
+        }
+        "retry_share" => {
+            let retried = finals.iter().filter(|r| r.attempt > 0).count();
+            proportion(retried as f64, finals.len() as f64, SampleUnit::Requests, c)
+        }
+        "rate_limited_share" => {
+            let attempts: Vec<&&RequestRecord> = data.attempts.iter().filter(|r| Some(r.concurrency) == c).collect();
+            let limited = attempts
+                .iter()
+                .filter(|r| r.error_class == Some(ErrorClass::RateLimited) || r.http_status == Some(429))
+                .count();
+            proportion(limited as f64, attempts.len() as f64, SampleUnit::Attempts, c)
+        }
+        "usage_reported_share" => {
+            let ok: Vec<&&RequestRecord> = finals.iter().filter(|r| r.succeeded()).collect();
+            let usage = ok
+                .iter()
+                .filter(|r| r.output_tokens_source == Some(TokenSource::Usage))
+                .count();
+            let mut m = proportion(usage as f64, ok.len() as f64, SampleUnit::Requests, None);
+            if ok.is_empty() {
+                m.missing = Some("no successful request".into());
+            }
+            m
+        }
+        "cost_per_1k_cases" | "cost_per_correct" => {
+            let (value, missing) = match cost {
+                None => (None, Some("no prices stated for this candidate".to_string())),
+                Some(s) if key.base == "cost_per_1k_cases" => (s.per_1k_cases, None),
+                Some(s) => (
+                    s.per_correct,
+                    (s.correct == 0).then(|| "no correct answer to divide by".to_string()),
+                ),
+            };
+            Measurement {
+                value,
+                interval: None,
+                uncertainty: Uncertainty::Exact,
+                n: cost.map(|s| s.requests as f64).unwrap_or(0.0),
+                unit: SampleUnit::Requests,
+                concurrency: None,
+                missing: missing.or_else(|| value.is_none().then(|| "no measured requests yet".to_string())),
+            }
+        }
+        other => Measurement::missing(format!("{other} has no measurement"), def.uncertainty, c),
+    };
+    if m.value.is_none() && m.missing.is_none() {
+        m.missing = Some("no measured value".into());
+    }
+    if m.value.is_some() {
+        m.missing = None;
+    }
+    m
+}
+
+/// Too few observations for an interval on a bootstrap metric.
+pub fn too_few(m: &Measurement) -> bool {
+    m.uncertainty == Uncertainty::Bootstrap && m.value.is_some() && m.interval.is_none() && m.n < MIN_BOOTSTRAP_N as f64
+}

@@ -1,0 +1,675 @@
+//! The go/no-go scorecard: every rule of a threshold profile judged for every candidate of a
+//! run, from raw records, with honest uncertainty.
+//!
+//! A rule is **pass** when the whole interval of the measured value lies on the passing side of
+//! the threshold, **fail** when it lies wholly on the failing side, **inconclusive** when it
+//! straddles the threshold (or too few observations exist for an interval), and **not
+//! measured** when there is no value. A candidate is **GO** only when every rule passes,
+//! **NO-GO** when any rule fails, and **INCONCLUSIVE** otherwise. Intervals are two-sided 90 %
+//! (one-sided 95 % bounds): Wilson for proportions, bootstrap over requests for latency and
+//! throughput; money spent is counted exactly and compared as is.
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::candidate::Candidate;
+use super::cost::{self, CostSummary, TokenTotals};
+use super::paired::{self, PairedOutcome};
+use super::pipeline::PipelineSpec;
+use super::run::RequestRecord;
+use super::thresholds::{Comparator, Dimension, MetricKey, ThresholdRule, Uncertainty, Unit};
+
+pub mod claims;
+pub mod intervals;
+pub mod measure;
+pub mod pareto;
+
+pub use claims::ClaimCheck;
+pub use measure::{CandidateRecords, Measurement, SampleUnit};
+pub use pareto::ParetoPoint;
+
+/// Most extra observations the "would settle it" estimate will name.
+const SETTLE_CAP: f64 = 10_000_000.0;
+
+/// The state of one rule for one candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleState {
+    Pass,
+    Fail,
+    Inconclusive,
+    NotMeasured,
+}
+
+impl RuleState {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RuleState::Pass => "pass",
+            RuleState::Fail => "fail",
+            RuleState::Inconclusive => "inconclusive",
+            RuleState::NotMeasured => "not measured",
+        }
+    }
+    /// CSS-friendly name.
+    pub fn class(&self) -> &'static str {
+        match self {
+            RuleState::NotMeasured => "not-measured",
+            other => other.as_str(),
+        }
+    }
+}
+
+/// A candidate's overall verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Verdict {
+    #[serde(rename = "GO")]
+    Go,
+    #[serde(rename = "NO-GO")]
+    NoGo,
+    #[serde(rename = "INCONCLUSIVE")]
+    Inconclusive,
+}
+
+impl Verdict {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Verdict::Go => "GO",
+            Verdict::NoGo => "NO-GO",
+            Verdict::Inconclusive => "INCONCLUSIVE",
+        }
+    }
+    pub fn class(&self) -> &'static str {
+        match self {
+            Verdict::Go => "go",
+            Verdict::NoGo => "no-go",
+            Verdict::Inconclusive => "inconclusive",
+        }
+    }
+    /// GO only when every rule passes; NO-GO when any fails; otherwise INCONCLUSIVE.
+    pub fn of(states: &[RuleState]) -> Verdict {
+        if states.contains(&RuleState::Fail) {
+            Verdict::NoGo
+        } else if !states.is_empty() && states.iter().all(|s| *s == RuleState::Pass) {
+            Verdict::Go
+        } else {
+            Verdict::Inconclusive
+        }
+    }
+}
+
+/// How many more observations would likely settle an inconclusive rule.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum Settle {
+    /// About `more` more (so `total` in all), if the measured value holds.
+    More { more: u64, total: u64, unit: SampleUnit },
+    /// The value sits (almost) on the threshold: no sample size settles it.
+    OnTheThreshold,
+}
+
+impl Settle {
+    pub fn describe(&self) -> String {
+        match self {
+            Settle::More { more, total, unit } => format!(
+                "about {} more {} ({} in all) would likely settle it, if the value holds",
+                group_thousands(*more),
+                unit.as_str(),
+                group_thousands(*total)
+            ),
+            Settle::OnTheThreshold => "the value sits on the threshold: more data will not settle it".to_string(),
+        }
+    }
+}
+
+fn group_thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// One rule judged for one candidate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Judgement {
+    pub state: RuleState,
+    /// Distance from the threshold, positive on the passing side, in the metric's stored unit.
+    pub margin: Option<f64>,
+    pub settle: Option<Settle>,
+    /// One line in words, e.g. `accuracy 91.2 % < 95 %`.
+    pub reason: String,
+}
+
+/// The comparator that reads as the failing side: `≥` fails as `<`.
+fn negated(c: Comparator) -> &'static str {
+    match c {
+        Comparator::AtLeast => "<",
+        Comparator::Above => "≤",
+        Comparator::AtMost => ">",
+        Comparator::Below => "≥",
+    }
+}
+
+fn interval_text(unit: Unit, (lo, hi): (f64, f64)) -> String {
+    format!("{} to {}", unit.format(lo), unit.format(hi))
+}
+
+/// Judges one rule against one measurement (see the module comment for the states).
+pub fn judge(rule: &ThresholdRule, key: &MetricKey, m: &Measurement) -> Judgement {
+    let def = key.def();
+    let unit = def.unit;
+    let label = key.label();
+    let threshold = unit.format(rule.value);
+    let cmp = rule.comparator;
+    let Some(value) = m.value else {
+        let why = m.missing.clone().unwrap_or_else(|| "no value".into());
+        let reason = match why.strip_prefix("not measured at ") {
+            Some(rest) => format!("{label} not measured at {rest}"),
+            None => format!("{label} not measured: {why}"),
+        };
+        return Judgement {
+            state: RuleState::NotMeasured,
+            margin: None,
+            settle: None,
+            reason,
+        };
+    };
+    let margin = if cmp.wants_high() {
+        value - rule.value
+    } else {
+        rule.value - value
+    };
+    let shown = unit.format(value);
+    let n_text = m.conditions();
+    let Some((lo, hi)) = m.interval else {
+        if m.uncertainty != Uncertainty::Exact {
+            // A sample too small for an interval decides nothing.
+            return Judgement {
+                state: RuleState::Inconclusive,
+                margin: Some(margin),
+                settle: Some(Settle::More {
+                    more: (intervals::MIN_BOOTSTRAP_N as f64 - m.n).max(1.0) as u64,
+                    total: intervals::MIN_BOOTSTRAP_N as u64,
+                    unit: m.unit,
+                }),
+                reason: format!(
+                    "{label} {shown} vs {} {threshold}: only {n_text}, too few for an interval",
+                    cmp.symbol()
+                ),
+            };
+        }
+        let pass = cmp.holds(value, rule.value);
+        return Judgement {
+            state: if pass { RuleState::Pass } else { RuleState::Fail },
+            margin: Some(margin),
+            settle: None,
+            reason: format!(
+                "{label} {shown} {} {threshold}",
+                if pass { cmp.symbol() } else { negated(cmp) }
+            ),
+        };
+    };
+    let (lo_holds, hi_holds) = (cmp.holds(lo, rule.value), cmp.holds(hi, rule.value));
+    let range = interval_text(unit, (lo, hi));
+    if lo_holds && hi_holds {
+        Judgement {
+            state: RuleState::Pass,
+            margin: Some(margin),
+            settle: None,
+            reason: format!(
+                "{label} {shown} {} {threshold} (interval {range}, {n_text})",
+                cmp.symbol()
+            ),
+        }
+    } else if !lo_holds && !hi_holds {
+        Judgement {
+            state: RuleState::Fail,
+            margin: Some(margin),
+            settle: None,
+            reason: format!(
+                "{label} {shown} {} {threshold} (interval {range}, {n_text})",
+                negated(cmp)
+            ),
+        }
+    } else {
+        let settle = settle_estimate(m, value, rule.value);
+        Judgement {
+            state: RuleState::Inconclusive,
+            margin: Some(margin),
+            reason: format!(
+                "{label} {shown} vs {} {threshold}: the interval {range} ({n_text}) straddles the threshold; {}",
+                cmp.symbol(),
+                settle.describe()
+            ),
+            settle: Some(settle),
+        }
+    }
+}
+
+/// How many observations in all would likely move the interval off the threshold, assuming the
+/// measured value holds: for proportions by searching the Wilson interval at larger n; for
+/// bootstrap figures by the 1/√n shrinking of the interval.
+pub fn settle_estimate(m: &Measurement, value: f64, threshold: f64) -> Settle {
+    let n = m.n.max(1.0);
+    let distance = (value - threshold).abs();
+    if distance <= f64::EPSILON * threshold.abs().max(1.0) {
+        return Settle::OnTheThreshold;
+    }
+    let needed = match m.uncertainty {
+        Uncertainty::Proportion => {
+            // Successes at a larger n are rounded toward the threshold: never optimistic.
+            let excludes = |big_n: f64| {
+                let k = value * big_n;
+                let k = if value > threshold { k.floor() } else { k.ceil() };
+                super::stats::wilson(k as u64, big_n as u64, intervals::CONFIDENCE)
+                    .map(|i| threshold < i.lo || threshold > i.hi)
+                    .unwrap_or(false)
+            };
+            let mut hi = n.ceil().max(1.0);
+            while !excludes(hi) {
+                hi *= 2.0;
+                if hi > SETTLE_CAP {
+                    return Settle::OnTheThreshold;
+                }
+            }
+            let mut lo = (hi / 2.0).floor().max(n.floor());
+            // Smallest whole n in (lo, hi] whose interval excludes the threshold.
+            while hi - lo > 1.0 {
+                let mid = ((lo + hi) / 2.0).floor();
+                if excludes(mid) { hi = mid } else { lo = mid }
+            }
+            hi
+        }
+        _ => {
+            let Some((lo, hi)) = m.interval else {
+                return Settle::OnTheThreshold;
+            };
+            let half = (hi - lo) / 2.0;
+            (n * (half / distance).powi(2)).ceil()
+        }
+    };
+    if needed > SETTLE_CAP {
+        return Settle::OnTheThreshold;
+    }
+    let total = needed.max(n.ceil() + 1.0) as u64;
+    Settle::More {
+        more: total.saturating_sub(n.ceil() as u64).max(1),
+        total,
+        unit: m.unit,
+    }
+}
+
+// ---------------------------------------------------------------- the whole scorecard
+
+/// A candidate's column.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Column {
+    pub candidate_id: i64,
+    pub name: String,
+    pub incumbent: bool,
+    pub verdict: Verdict,
+    /// One line per rule that is not a pass (fails first), or why it is GO.
+    pub reasons: Vec<String>,
+}
+
+/// One rule for one candidate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cell {
+    pub measurement: Measurement,
+    pub judgement: Judgement,
+    /// Value minus the incumbent's value (None for the incumbent itself or when either is missing).
+    pub delta: Option<f64>,
+    /// The best value of the row (only marked when at least two candidates were measured).
+    pub best: bool,
+}
+
+/// One rule: a row of the scorecard.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    pub rule: ThresholdRule,
+    /// None when the stored metric is not in the catalog (the rule is then not measured).
+    #[serde(skip)]
+    pub key: Option<MetricKey>,
+    pub label: String,
+    pub caliber: String,
+    pub dimension: Option<Dimension>,
+    #[serde(skip)]
+    pub unit: Option<Unit>,
+    pub higher_is_better: bool,
+    pub cells: Vec<Cell>,
+}
+
+impl Row {
+    /// The threshold in words: `≥ 95 %`.
+    pub fn threshold_text(&self) -> String {
+        match self.unit {
+            Some(u) => format!("{} {}", self.rule.comparator.symbol(), u.format(self.rule.value)),
+            None => format!(
+                "{} {} {}",
+                self.rule.comparator.symbol(),
+                self.rule.value,
+                self.rule.unit
+            ),
+        }
+    }
+    pub fn format(&self, v: f64) -> String {
+        self.unit.map(|u| u.format(v)).unwrap_or_else(|| v.to_string())
+    }
+}
+
+/// A paired accuracy comparison between two columns.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PairedRow {
+    pub a: usize,
+    pub b: usize,
+    pub outcome: PairedOutcome,
+    pub text: String,
+}
+
+/// The pipeline impact of one candidate against the baseline column.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PipelineImpact {
+    /// Model stage time per item: mean E2E latency of successful requests, seconds.
+    pub model_seconds: f64,
+    /// Baseline model time / this model's time.
+    pub model_factor: f64,
+    /// End-to-end pipeline speed-up (Amdahl).
+    pub pipeline_factor: f64,
+}
+
+/// Everything a scorecard needs.
+pub struct ScorecardInput<'a> {
+    /// The run's configured concurrency: rules without `@c=N` are judged at it.
+    pub run_concurrency: u32,
+    /// The run's candidates, in the run's order.
+    pub candidates: &'a [Candidate],
+    pub records: &'a [RequestRecord],
+    /// Case weights from the eval set (missing cases weigh 1).
+    pub weights: &'a HashMap<String, f64>,
+    pub rules: &'a [ThresholdRule],
+    pub incumbent: Option<i64>,
+    pub pipeline: &'a PipelineSpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Scorecard {
+    pub run_concurrency: u32,
+    pub columns: Vec<Column>,
+    /// Rules grouped by dimension (throughput, quality, stability, operability, then rules not
+    /// in the catalog), in profile order within each.
+    pub rows: Vec<Row>,
+    pub costs: Vec<Option<CostSummary>>,
+    pub claims: Vec<Option<ClaimCheck>>,
+    pub paired: Vec<PairedRow>,
+    /// Index of the column other columns' pipeline impact is measured against.
+    pub pipeline_baseline: Option<usize>,
+    pub pipeline: Vec<Option<PipelineImpact>>,
+    pub pareto: Vec<ParetoPoint>,
+    /// Which Pareto axes were used, and which were left out and why.
+    pub pareto_axes: Vec<String>,
+    pub pareto_left_out: Vec<String>,
+}
+
+impl Scorecard {
+    /// Rows of one dimension, in profile order.
+    pub fn rows_of(&self, dimension: Dimension) -> Vec<&Row> {
+        self.rows.iter().filter(|r| r.dimension == Some(dimension)).collect()
+    }
+    /// Rows whose metric is not in the catalog.
+    pub fn unknown_rows(&self) -> Vec<&Row> {
+        self.rows.iter().filter(|r| r.dimension.is_none()).collect()
+    }
+    pub fn incumbent_index(&self) -> Option<usize> {
+        self.columns.iter().position(|c| c.incumbent)
+    }
+}
+
+/// Builds the scorecard: measures every rule for every candidate and judges it.
+pub fn build(input: &ScorecardInput<'_>) -> Scorecard {
+    let data: Vec<CandidateRecords<'_>> = input
+        .candidates
+        .iter()
+        .map(|c| CandidateRecords::new(c.id, input.records))
+        .collect();
+    let costs: Vec<Option<CostSummary>> = input
+        .candidates
+        .iter()
+        .zip(&data)
+        .map(|(c, d)| {
+            cost::summarise(
+                &c.spec.pricing,
+                TokenTotals::from_records(d.attempts.iter().copied()),
+                d.finals.len(),
+                d.correct_requests(),
+            )
+        })
+        .collect();
+    let incumbent = input
+        .incumbent
+        .and_then(|id| input.candidates.iter().position(|c| c.id == id));
+
+    let mut rows: Vec<Row> = input
+        .rules
+        .iter()
+        .map(|rule| build_row(rule, input, &data, &costs, incumbent))
+        .collect();
+    // Keep the profile's order, but group by dimension for sections.
+    rows.sort_by_key(|r| {
+        r.dimension
+            .map(|d| Dimension::ALL.iter().position(|x| *x == d).unwrap_or(0))
+            .unwrap_or(Dimension::ALL.len())
+    });
+
+    let columns = input
+        .candidates
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let states: Vec<RuleState> = rows.iter().map(|r| r.cells[i].judgement.state).collect();
+            let verdict = Verdict::of(&states);
+            Column {
+                candidate_id: c.id,
+                name: c.spec.name.clone(),
+                incumbent: incumbent == Some(i),
+                verdict,
+                reasons: reasons(&rows, i, verdict),
+            }
+        })
+        .collect();
+
+    let mut paired_rows = Vec::new();
+    let correct: Vec<HashMap<String, bool>> = data.iter().map(|d| d.correct_cases()).collect();
+    for a in 0..data.len() {
+        for b in a + 1..data.len() {
+            if correct[a].is_empty() || correct[b].is_empty() {
+                continue;
+            }
+            let outcome = paired::compare(&correct[a], &correct[b]);
+            let text = outcome.describe(&input.candidates[a].spec.name, &input.candidates[b].spec.name);
+            paired_rows.push(PairedRow { a, b, outcome, text });
+        }
+    }
+
+    let (pipeline_baseline, pipeline) = pipeline_impacts(input, &data, incumbent);
+    let claims = input
+        .candidates
+        .iter()
+        .zip(&data)
+        .map(|(c, d)| claims::check(c, d, input.run_concurrency))
+        .collect();
+    let (pareto, pareto_axes, pareto_left_out) = pareto::points(input, &data, &costs);
+
+    Scorecard {
+        run_concurrency: input.run_concurrency,
+        columns,
+        rows,
+        costs,
+        claims,
+        paired: paired_rows,
+        pipeline_baseline,
+        pipeline,
+        pareto,
+        pareto_axes,
+        pareto_left_out,
+    }
+}
+
+fn build_row(
+    rule: &ThresholdRule,
+    input: &ScorecardInput<'_>,
+    data: &[CandidateRecords<'_>],
+    costs: &[Option<CostSummary>],
+    incumbent: Option<usize>,
+) -> Row {
+    let key = match MetricKey::parse(&rule.metric) {
+        Ok(k) => k,
+        Err(why) => {
+            let cells = data
+                .iter()
+                .map(|_| Cell {
+                    measurement: Measurement {
+                        value: None,
+                        interval: None,
+                        uncertainty: Uncertainty::Exact,
+                        n: 0.0,
+                        unit: SampleUnit::Requests,
+                        concurrency: None,
+                        missing: Some(why.clone()),
+                    },
+                    judgement: Judgement {
+                        state: RuleState::NotMeasured,
+                        margin: None,
+                        settle: None,
+                        reason: format!("{} not measured: {why}", rule.metric),
+                    },
+                    delta: None,
+                    best: false,
+                })
+                .collect();
+            return Row {
+                rule: rule.clone(),
+                key: None,
+                label: rule.metric.clone(),
+                caliber: "not in bakeoff's metric catalog".into(),
+                dimension: None,
+                unit: None,
+                higher_is_better: rule.comparator.wants_high(),
+                cells,
+            };
+        }
+    };
+    let def = key.def();
+    let measurements: Vec<Measurement> = data
+        .iter()
+        .zip(costs)
+        .map(|(d, cost)| measure::measure(&key, d, input.run_concurrency, input.weights, cost.as_ref()))
+        .collect();
+    let base_value = incumbent.and_then(|i| measurements[i].value);
+    let measured: Vec<f64> = measurements.iter().filter_map(|m| m.value).collect();
+    let best_value = if measured.len() >= 2 {
+        let pick = if def.higher_is_better { f64::max } else { f64::min };
+        measured.iter().copied().reduce(pick)
+    } else {
+        None
+    };
+    let cells = measurements
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| Cell {
+            judgement: judge(rule, &key, &m),
+            delta: match (incumbent, base_value, m.value) {
+                (Some(inc), Some(b), Some(v)) if inc != i => Some(v - b),
+                _ => None,
+            },
+            best: matches!((best_value, m.value), (Some(b), Some(v)) if v == b),
+            measurement: m,
+        })
+        .collect();
+    Row {
+        rule: rule.clone(),
+        label: key.label(),
+        caliber: def.caliber.to_string(),
+        dimension: Some(def.dimension),
+        unit: Some(def.unit),
+        higher_is_better: def.higher_is_better,
+        key: Some(key),
+        cells,
+    }
+}
+
+/// A verdict's one-line reasons: failing rules first, then inconclusive, then not measured; for
+/// a GO, that every rule passes and the closest call.
+fn reasons(rows: &[Row], i: usize, verdict: Verdict) -> Vec<String> {
+    if rows.is_empty() {
+        return vec!["the profile has no rules, so nothing can be decided".into()];
+    }
+    let mut out = Vec::new();
+    for state in [RuleState::Fail, RuleState::Inconclusive, RuleState::NotMeasured] {
+        for r in rows {
+            if r.cells[i].judgement.state == state {
+                out.push(r.cells[i].judgement.reason.clone());
+            }
+        }
+    }
+    if verdict == Verdict::Go {
+        out.push(format!(
+            "all {} rule{} pass with their whole interval on the passing side",
+            rows.len(),
+            if rows.len() == 1 { "" } else { "s" }
+        ));
+        for r in rows {
+            out.push(r.cells[i].judgement.reason.clone());
+        }
+    }
+    out
+}
+
+/// Model time per item (mean E2E of successful requests at the run's load), baseline and the
+/// Amdahl speed-up of every other candidate's pipeline.
+fn pipeline_impacts(
+    input: &ScorecardInput<'_>,
+    data: &[CandidateRecords<'_>],
+    incumbent: Option<usize>,
+) -> (Option<usize>, Vec<Option<PipelineImpact>>) {
+    let times: Vec<Option<f64>> = data
+        .iter()
+        .map(|d| {
+            let e2e: Vec<f64> = d
+                .finals_at(input.run_concurrency)
+                .iter()
+                .filter(|r| r.succeeded())
+                .filter_map(|r| r.end_us)
+                .map(|us| us as f64 / 1e6)
+                .collect();
+            (!e2e.is_empty()).then(|| e2e.iter().sum::<f64>() / e2e.len() as f64)
+        })
+        .collect();
+    // Against the incumbent when there is one, else against the slowest candidate.
+    let baseline = incumbent.filter(|&i| times[i].is_some()).or_else(|| {
+        times
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| t.map(|t| (i, t)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(i, _)| i)
+    });
+    let impacts = times
+        .iter()
+        .map(|t| {
+            let (t, base) = ((*t)?, times[baseline?]?);
+            let pipeline_factor = input.pipeline.speedup(base, t)?;
+            Some(PipelineImpact {
+                model_seconds: t,
+                model_factor: base / t,
+                pipeline_factor,
+            })
+        })
+        .collect();
+    (baseline, impacts)
+}
+
+#[cfg(test)]
+mod tests;
