@@ -3,6 +3,7 @@ pub mod candidate;
 pub mod cost;
 pub mod evalset;
 pub mod grading;
+pub mod histogram;
 pub mod metrics;
 pub mod paired;
 pub mod pipeline;

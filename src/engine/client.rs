@@ -90,6 +90,9 @@ pub struct Exchange {
     pub output: String,
     pub reasoning: String,
     pub failure: Option<Failure>,
+    /// Bytes of (reasoning, answer) text each entry of `chunks` carried, so the tokenizer can
+    /// apportion token counts per chunk after the stream (not stored).
+    pub chunk_text: Vec<super::tokenizer::ChunkText>,
 }
 
 impl Exchange {
@@ -97,8 +100,19 @@ impl Exchange {
         self.failure.is_none()
     }
 
-    /// The stored record (without grades, which the executor adds).
+    /// The stored record (without grades, which the executor adds). Token counts are as the
+    /// stream gave them; `into_parts` keeps what `tokenizer::complete_counts` needs.
     pub fn into_record(self, id: RecordIdentity) -> RequestRecord {
+        self.into_parts(id).0
+    }
+
+    /// The record and the per-chunk text sizes, to complete the counts off the hot path.
+    pub fn into_parts(mut self, id: RecordIdentity) -> (RequestRecord, Vec<super::tokenizer::ChunkText>) {
+        let chunk_text = std::mem::take(&mut self.chunk_text);
+        (self.record(id), chunk_text)
+    }
+
+    fn record(self, id: RecordIdentity) -> RequestRecord {
         let (error_class, error_detail) = match self.failure {
             Some(f) => (Some(f.class), Some(f.detail)),
             None => (None, None),
@@ -398,6 +412,12 @@ impl Measure {
     }
 
     fn apply(&mut self, update: StreamUpdate, at: i64) {
+        if update.carries_tokens() {
+            let bytes = |s: &str| u32::try_from(s.len()).unwrap_or(u32::MAX);
+            self.x
+                .chunk_text
+                .push((bytes(&update.reasoning), bytes(&update.content)));
+        }
         if !update.reasoning.is_empty() {
             self.x.first_reasoning_us.get_or_insert(at);
             self.x.reasoning.push_str(&update.reasoning);
@@ -458,6 +478,7 @@ impl Measure {
             self.x.output_tokens_source = Some(TokenSource::Usage);
             self.x.reasoning_tokens = usage.reasoning_tokens;
         } else if !self.x.chunks.is_empty() || failure.is_none() {
+            // Provisional: the tokenizer replaces it (source `tokenizer`) after the stream.
             self.x.output_tokens = Some(self.x.chunks.iter().map(|c| c.1).sum());
             self.x.output_tokens_source = Some(TokenSource::Chunks);
             self.x.reasoning_tokens = (self.reasoning_chunks > 0).then_some(self.reasoning_chunks);

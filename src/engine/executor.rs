@@ -413,7 +413,7 @@ impl CandidateRun {
 
     fn store_record(&self, unit: &Unit, attempt: u32, case: &EvalCase, exchange: Exchange) {
         let graded = exchange.succeeded();
-        let mut record = exchange.into_record(RecordIdentity {
+        let (mut record, chunk_text) = exchange.into_parts(RecordIdentity {
             run_id: self.run_id,
             candidate_id: self.candidate.id,
             case_id: case.id.clone(),
@@ -433,7 +433,7 @@ impl CandidateRun {
                 .map(|g| grade(g, &record.output, case.expected.as_ref()))
                 .collect();
         }
-        if !self.records.send(record) {
+        if !self.records.send(record, chunk_text) {
             tracing::error!(run_id = self.run_id, "record writer stopped; a record was dropped");
         }
     }

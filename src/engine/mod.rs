@@ -22,6 +22,7 @@ pub mod executor;
 pub mod openai;
 pub mod provider;
 pub mod sse;
+pub mod tokenizer;
 pub mod writer;
 
 pub use client::{CandidateClient, Exchange, RecordIdentity, Timeouts};

@@ -1,5 +1,7 @@
 //! Records go from the request workers to the store through this writer, in batches, so a slow
 //! database never delays a measured request: workers only push onto an unbounded channel.
+//! Token counting (the canonical o200k count, counts missing from the server, per-chunk counts)
+//! happens here too, on the blocking pool, once a batch is due: never in the request loop.
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -7,6 +9,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep, sleep_until};
 
 use super::error::EngineError;
+use super::tokenizer::{ChunkText, complete_counts};
 use crate::domain::run::RequestRecord;
 use crate::store::DynStore;
 
@@ -17,14 +20,22 @@ pub const BATCH_WAIT: Duration = Duration::from_millis(250);
 /// Tries per batch before the writer gives up on it (the run then fails and can be resumed).
 const WRITE_TRIES: u32 = 3;
 
+/// A measured record whose token counts are not yet completed.
+#[derive(Debug, Clone)]
+pub struct Pending {
+    pub record: RequestRecord,
+    /// Text bytes per chunk, from `Exchange::into_parts` (empty when unknown).
+    pub chunk_text: Vec<ChunkText>,
+}
+
 /// Where workers hand finished records.
 #[derive(Clone)]
-pub struct RecordSender(mpsc::UnboundedSender<RequestRecord>);
+pub struct RecordSender(mpsc::UnboundedSender<Pending>);
 
 impl RecordSender {
     /// Never waits. Returns false only when the writer has already stopped.
-    pub fn send(&self, record: RequestRecord) -> bool {
-        self.0.send(record).is_ok()
+    pub fn send(&self, record: RequestRecord, chunk_text: Vec<ChunkText>) -> bool {
+        self.0.send(Pending { record, chunk_text }).is_ok()
     }
 }
 
@@ -36,6 +47,8 @@ pub struct RecordWriter {
 
 impl RecordWriter {
     pub fn spawn(store: DynStore) -> Self {
+        // Parse the tokenizer's ranks now, not when the first batch is due.
+        tokio::task::spawn_blocking(super::tokenizer::warm_up);
         let (tx, rx) = mpsc::unbounded_channel();
         RecordWriter {
             sender: RecordSender(tx),
@@ -61,8 +74,8 @@ impl RecordWriter {
     }
 }
 
-async fn write_loop(store: DynStore, mut rx: mpsc::UnboundedReceiver<RequestRecord>) -> Result<u64, String> {
-    let mut batch: Vec<RequestRecord> = Vec::with_capacity(BATCH_RECORDS);
+async fn write_loop(store: DynStore, mut rx: mpsc::UnboundedReceiver<Pending>) -> Result<u64, String> {
+    let mut batch: Vec<Pending> = Vec::with_capacity(BATCH_RECORDS);
     let mut deadline = Instant::now() + BATCH_WAIT;
     let mut written = 0u64;
     let mut first_error: Option<String> = None;
@@ -82,20 +95,48 @@ async fn write_loop(store: DynStore, mut rx: mpsc::UnboundedReceiver<RequestReco
         };
         let due = closed || batch.len() >= BATCH_RECORDS || (!batch.is_empty() && Instant::now() >= deadline);
         if due && !batch.is_empty() {
-            match write_batch(&store, &batch).await {
+            let records = complete_batch(std::mem::take(&mut batch)).await;
+            match write_batch(&store, &records).await {
                 Ok(n) => written += n,
                 Err(e) => {
-                    tracing::error!(error = %e, records = batch.len(), "storing request records failed");
+                    tracing::error!(error = %e, records = records.len(), "storing request records failed");
                     first_error.get_or_insert(e);
                 }
             }
-            batch.clear();
         }
         if closed {
             return match first_error {
                 None => Ok(written),
                 Some(e) => Err(e),
             };
+        }
+    }
+}
+
+/// Completes every record's token counts on the blocking pool. A record whose counting fails
+/// is still stored, with the counts its stream gave.
+async fn complete_batch(batch: Vec<Pending>) -> Vec<RequestRecord> {
+    let counted = tokio::task::spawn_blocking(move || {
+        batch
+            .into_iter()
+            .map(|mut p| {
+                // A panic here would be a bug; the record (each field assigned whole) is kept.
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    complete_counts(&mut p.record, &p.chunk_text);
+                }));
+                if outcome.is_err() {
+                    tracing::error!(case = %p.record.case_id, "token counting failed for a record");
+                }
+                p.record
+            })
+            .collect::<Vec<_>>()
+    })
+    .await;
+    match counted {
+        Ok(records) => records,
+        Err(e) => {
+            tracing::error!(error = %e, "token counting task ended abnormally");
+            Vec::new()
         }
     }
 }

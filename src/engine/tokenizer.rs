@@ -1,0 +1,319 @@
+//! The canonical offline tokenizer (o200k, embedded in the binary by `tiktoken-rs`: nothing is
+//! downloaded) and everything bakeoff counts with it, always after a stream has ended, never in
+//! the request loop:
+//!
+//! - `canonical_tokens` of every record: the o200k count of all generated text (reasoning +
+//!   answer), so tok/s can be compared across models whose own tokenizers differ;
+//! - `output_tokens` when the server sent no `usage` (source `tokenizer`);
+//! - the per-chunk token counts of streams whose chunks carry several tokens, apportioned from
+//!   the output-token total by each chunk's own o200k count (ITL splits a chunk's gap k ways);
+//! - synthetic prompts of an exact o200k length, for prompt-length sweeps.
+use tiktoken_rs::CoreBPE;
+
+use crate::domain::run::{RequestRecord, TokenSource};
+
+/// The o200k ranks, parsed once (a fraction of a second) on first use and kept.
+fn o200k() -> &'static CoreBPE {
+    tiktoken_rs::o200k_base_singleton()
+}
+
+/// The canonical tokenizer's name, stated with every canonical figure.
+pub const CANONICAL_TOKENIZER: &str = "o200k_base";
+
+/// Loads the ranks now, so the first counted record does not pay for it. Blocking: call it from
+/// `spawn_blocking` or a plain thread.
+pub fn warm_up() {
+    let _ = count("warm up");
+}
+
+/// Tokens in `text` under o200k (special tokens are counted as ordinary text).
+pub fn count(text: &str) -> u32 {
+    if text.is_empty() {
+        return 0;
+    }
+    u32::try_from(o200k().encode_ordinary(text).len()).unwrap_or(u32::MAX)
+}
+
+/// Bytes of text one token-bearing chunk carried: (reasoning bytes, answer bytes). Kept beside a
+/// record until its counts are completed, then dropped (the text itself is in the record).
+pub type ChunkText = (u32, u32);
+
+/// Completes a record's token counts (see the module comment). `chunk_text` has one entry per
+/// entry of `record.chunks` when the stream was measured by the client; anything else (e.g. an
+/// empty slice) leaves the per-chunk counts as they are.
+pub fn complete_counts(record: &mut RequestRecord, chunk_text: &[ChunkText]) {
+    let reasoning = record.reasoning.as_deref().unwrap_or("");
+    let canonical = count(reasoning).saturating_add(count(&record.output));
+    record.canonical_tokens = Some(canonical);
+    let has_text = !reasoning.is_empty() || !record.output.is_empty();
+    if record.output_tokens_source != Some(TokenSource::Usage) && has_text {
+        record.output_tokens = Some(canonical);
+        record.output_tokens_source = Some(TokenSource::Tokenizer);
+        if !reasoning.is_empty() {
+            record.reasoning_tokens = Some(count(reasoning));
+        }
+    }
+    let Some(total) = record.output_tokens else { return };
+    let chunks = record.chunks.len();
+    if chunks == 0 || record.chunks.iter().map(|c| u64::from(c.1)).sum::<u64>() == u64::from(total) {
+        return;
+    }
+    if chunks == 1 {
+        record.chunks[0].1 = total;
+        return;
+    }
+    if chunk_text.len() != chunks {
+        return;
+    }
+    let weights = chunk_weights(reasoning, &record.output, chunk_text);
+    for (chunk, k) in record.chunks.iter_mut().zip(apportion(total, &weights)) {
+        chunk.1 = k;
+    }
+}
+
+/// Each chunk's own o200k count (at least 1: every such chunk carried a token).
+fn chunk_weights(reasoning: &str, output: &str, chunk_text: &[ChunkText]) -> Vec<u32> {
+    let (mut r_at, mut c_at) = (0usize, 0usize);
+    chunk_text
+        .iter()
+        .map(|&(r, c)| {
+            let r_piece = slice(reasoning, r_at, r as usize);
+            let c_piece = slice(output, c_at, c as usize);
+            r_at += r as usize;
+            c_at += c as usize;
+            (count(r_piece) + count(c_piece)).max(1)
+        })
+        .collect()
+}
+
+/// `len` bytes of `text` from `at`, widened to character boundaries (a chunk may end inside a
+/// multi-byte character when a server splits one).
+fn slice(text: &str, at: usize, len: usize) -> &str {
+    let mut start = at.min(text.len());
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    let mut end = (at + len).min(text.len());
+    while !text.is_char_boundary(end) {
+        end += 1;
+    }
+    &text[start..end]
+}
+
+/// Splits `total` into integer parts proportional to `weights` (largest remainder), summing to
+/// `total` exactly.
+pub fn apportion(total: u32, weights: &[u32]) -> Vec<u32> {
+    let sum: u64 = weights.iter().map(|&w| u64::from(w)).sum();
+    if weights.is_empty() {
+        return Vec::new();
+    }
+    if sum == 0 {
+        let mut out = vec![0; weights.len()];
+        out[0] = total;
+        return out;
+    }
+    let mut parts: Vec<(u32, u64, usize)> = weights
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| {
+            let exact = u64::from(total) * u64::from(w);
+            ((exact / sum) as u32, exact % sum, i)
+        })
+        .collect();
+    let given: u64 = parts.iter().map(|p| u64::from(p.0)).sum();
+    let mut left = u64::from(total) - given;
+    let mut order: Vec<usize> = (0..parts.len()).collect();
+    order.sort_by(|&a, &b| parts[b].1.cmp(&parts[a].1).then(a.cmp(&b)));
+    for i in order {
+        if left == 0 {
+            break;
+        }
+        parts[i].0 += 1;
+        left -= 1;
+    }
+    parts.into_iter().map(|p| p.0).collect()
+}
+
+/// Common words that are one o200k token each with their leading space.
+const WORDS: [&str; 48] = [
+    "the",
+    "time",
+    "people",
+    "way",
+    "day",
+    "man",
+    "thing",
+    "woman",
+    "life",
+    "child",
+    "world",
+    "school",
+    "state",
+    "family",
+    "student",
+    "group",
+    "country",
+    "problem",
+    "hand",
+    "part",
+    "place",
+    "case",
+    "week",
+    "company",
+    "system",
+    "program",
+    "question",
+    "work",
+    "government",
+    "number",
+    "night",
+    "point",
+    "home",
+    "water",
+    "room",
+    "mother",
+    "area",
+    "money",
+    "story",
+    "fact",
+    "month",
+    "lot",
+    "right",
+    "study",
+    "book",
+    "eye",
+    "job",
+    "word",
+];
+
+/// A prompt of exactly `tokens` o200k tokens (for `tokens` ≥ 8), different for every `seed` so
+/// no server-side prefix cache can answer it: a numbered instruction, then common words.
+pub fn synthetic_prompt(tokens: u32, seed: u64) -> String {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next_word = move || {
+        // xorshift64*: cheap, deterministic, good enough to vary word order.
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        WORDS[(state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 58) as usize % WORDS.len()]
+    };
+    let mut text = format!("Text {seed}. Continue it:");
+    let mut have = count(&text);
+    // Words are appended in batches, then trimmed: the count is checked, never assumed.
+    for _ in 0..8 {
+        while have < tokens {
+            for _ in 0..tokens - have {
+                text.push(' ');
+                text.push_str(next_word());
+            }
+            have = count(&text);
+        }
+        while have > tokens {
+            match text.rfind(' ') {
+                Some(at) if at > 0 => text.truncate(at),
+                _ => return text,
+            }
+            have = count(&text);
+        }
+        if have == tokens {
+            break;
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::run::Phase;
+
+    fn record(output: &str, chunks: Vec<(i64, u32)>, usage: Option<u32>) -> RequestRecord {
+        RequestRecord {
+            run_id: 1,
+            candidate_id: 1,
+            case_id: "c".into(),
+            phase: Phase::Quality,
+            repetition: 0,
+            attempt: 0,
+            concurrency: 1,
+            is_warmup: false,
+            sent_at_us: 0,
+            client_queue_us: 0,
+            connect_us: None,
+            connection_reused: None,
+            headers_us: None,
+            first_chunk_us: None,
+            first_reasoning_us: None,
+            first_content_us: None,
+            last_token_us: None,
+            end_us: Some(10),
+            chunks,
+            http_status: Some(200),
+            finish_reason: Some("stop".into()),
+            input_tokens: None,
+            output_tokens: usage.or(Some(1)),
+            output_tokens_source: Some(if usage.is_some() {
+                TokenSource::Usage
+            } else {
+                TokenSource::Chunks
+            }),
+            reasoning_tokens: None,
+            canonical_tokens: None,
+            output_chars: output.chars().count() as u32,
+            output: output.into(),
+            reasoning: None,
+            error_class: None,
+            error_detail: None,
+            grades: vec![],
+        }
+    }
+
+    #[test]
+    fn counts_with_o200k() {
+        assert_eq!(count(""), 0);
+        assert_eq!(count("hello world"), 2);
+        assert!(count("你好，世界") >= 3);
+    }
+
+    #[test]
+    fn apportion_sums_exactly_and_follows_weights() {
+        assert_eq!(apportion(10, &[1, 1, 1, 1, 1]), vec![2, 2, 2, 2, 2]);
+        assert_eq!(apportion(7, &[1, 2, 4]), vec![1, 2, 4]);
+        assert_eq!(apportion(5, &[1, 1, 1]).iter().sum::<u32>(), 5);
+        assert_eq!(apportion(3, &[0, 0]), vec![3, 0]);
+        assert!(apportion(3, &[]).is_empty());
+    }
+
+    #[test]
+    fn tokenizer_fills_missing_usage_and_canonical_count() {
+        let mut r = record("hello world", vec![(5, 1), (9, 1)], None);
+        complete_counts(&mut r, &[(0, 5), (0, 6)]);
+        assert_eq!(r.canonical_tokens, Some(2));
+        assert_eq!(r.output_tokens, Some(2));
+        assert_eq!(r.output_tokens_source, Some(TokenSource::Tokenizer));
+        assert_eq!(r.chunks, vec![(5, 1), (9, 1)]);
+    }
+
+    #[test]
+    fn usage_total_is_apportioned_over_multi_token_chunks() {
+        // Three chunks: one word, then four, then four; usage says 9 tokens.
+        let text = "the time people way day man thing woman life";
+        let mut r = record(text, vec![(1, 1), (2, 1), (3, 1)], Some(9));
+        let first = "the".len() as u32;
+        let second = " time people way day".len() as u32;
+        let third = text.len() as u32 - first - second;
+        complete_counts(&mut r, &[(0, first), (0, second), (0, third)]);
+        assert_eq!(r.output_tokens_source, Some(TokenSource::Usage));
+        assert_eq!(r.chunks, vec![(1, 1), (2, 4), (3, 4)]);
+    }
+
+    #[test]
+    fn synthetic_prompts_have_the_exact_length_and_differ_by_seed() {
+        for n in [8, 64, 256, 2048] {
+            let p = synthetic_prompt(n, 3);
+            assert_eq!(count(&p), n, "{n}");
+        }
+        assert_ne!(synthetic_prompt(64, 1), synthetic_prompt(64, 2));
+        assert_eq!(synthetic_prompt(64, 1), synthetic_prompt(64, 1));
+    }
+}
