@@ -4,5 +4,8 @@ mod support;
 mod browser;
 mod engine;
 mod mock;
+mod real_server;
+mod scorecard;
 mod store;
+mod store_scorecards;
 mod web;

@@ -1,0 +1,206 @@
+//! Against a server nobody here wrote: llama-cpp-python's OpenAI-compatible server with the real
+//! SmolLM2-135M model, installed by scripts/install-llama-server.sh (no download at test time).
+//! Skipped with a printed reason where it is not installed, except under
+//! BAKEOFF_TEST_REQUIRE_ALL (CI), where a missing server fails.
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bakeoff::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind};
+use bakeoff::domain::evalset::EvalSetFile;
+use bakeoff::domain::metrics::summarise_candidate;
+use bakeoff::domain::run::{NewRun, RunConfig, RunStatus};
+use bakeoff::engine::Runner;
+
+use crate::support::db::sqlite_store;
+
+/// The model alias the server is started with.
+const MODEL: &str = "smollm2-135m";
+
+fn llama_home() -> PathBuf {
+    std::env::var_os("BAKEOFF_LLAMA_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/bakeoff/llama-server")
+        })
+}
+
+/// (python with llama_cpp.server, model file), or None with the reason printed.
+fn installed() -> Option<(PathBuf, PathBuf)> {
+    let home = llama_home();
+    let python = home.join("venv/bin/python");
+    let model = home.join("models/smollm2-135m.gguf");
+    if python.is_file() && model.is_file() {
+        return Some((python, model));
+    }
+    let reason = format!(
+        "skipping real-server test: llama-cpp-python server not installed under {} (run scripts/install-llama-server.sh)",
+        home.display()
+    );
+    assert!(
+        std::env::var_os("BAKEOFF_TEST_REQUIRE_ALL").is_none(),
+        "{reason}, but BAKEOFF_TEST_REQUIRE_ALL is set"
+    );
+    eprintln!("{reason}");
+    None
+}
+
+/// The server process, killed on drop.
+struct LlamaServer {
+    child: Child,
+    base_url: String,
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn start_llama(python: &PathBuf, model: &PathBuf) -> LlamaServer {
+    // The server cannot take a listener: pick a free port, then poll /v1/models (bounded).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(python)
+        .args(["-m", "llama_cpp.server", "--model"])
+        .arg(model)
+        .args([
+            "--model_alias",
+            MODEL,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+        ])
+        .args([
+            "--n_ctx",
+            "2048",
+            "--n_threads",
+            "1",
+            "--interrupt_requests",
+            "False",
+            "--verbose",
+            "False",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start llama_cpp.server");
+    let server = LlamaServer {
+        child,
+        base_url: format!("http://127.0.0.1:{port}/v1"),
+    };
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        if let Ok(r) = reqwest::get(format!("{}/models", server.base_url)).await
+            && r.status().is_success()
+        {
+            return server;
+        }
+        assert!(Instant::now() < deadline, "llama server did not answer within 90 s");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn evalset() -> EvalSetFile {
+    let text = r#"{"bakeoff_evalset":1,"name":"real-server-smoke","task":"classification","system":"Answer with one word: yes or no.","prompt":"{{q}}","graders":[{"kind":"exact","ignore_case":true}],"max_tokens":16,"temperature":0}
+{"id":"q1","vars":{"q":"Is water wet?"},"expected":"yes"}
+{"id":"q2","vars":{"q":"Is fire cold?"},"expected":"no"}
+{"id":"q3","vars":{"q":"Is the sky blue?"},"expected":"yes"}
+{"id":"q4","vars":{"q":"Do fish fly?"},"expected":"no"}"#;
+    EvalSetFile::parse("real-server-smoke.jsonl", text).unwrap()
+}
+
+fn candidate(base_url: &str) -> CandidateSpec {
+    CandidateSpec {
+        name: "llama.cpp smollm2-135m".into(),
+        provider: ProviderKind::OpenAiChat,
+        base_url: base_url.into(),
+        model: MODEL.into(),
+        api_key: None,
+        api_key_env: None,
+        max_tokens: None,
+        temperature: None,
+        extra_body: serde_json::Map::new(),
+        conditions: Conditions {
+            hardware: Some("CI machine, 1 CPU thread".into()),
+            framework: Some("llama-cpp-python 0.3.36".into()),
+            quantization: Some("Q4_1".into()),
+            context_length: Some(2048),
+        },
+        pricing: Pricing::default(),
+        claimed: None,
+        notes: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_against_llama_cpp_records_every_case_with_honest_token_sources() {
+    let Some((python, model)) = installed() else { return };
+    let server = start_llama(&python, &model).await;
+    let (store, _guard) = sqlite_store().await;
+    let file = evalset();
+    let version = store.save_evalset_version(&file).await.unwrap();
+    let candidate_id = store.create_candidate(&candidate(&server.base_url)).await.unwrap();
+    for stream in [true, false] {
+        let config = RunConfig {
+            concurrency: 2,
+            repetitions: 1,
+            warmup_requests: 1,
+            retries: 0,
+            stream,
+            ..RunConfig::default()
+        };
+        let run_id = store
+            .create_run(&NewRun {
+                name: format!("real server, stream={stream}"),
+                evalset_version_id: version,
+                candidate_ids: vec![candidate_id],
+                config,
+            })
+            .await
+            .unwrap();
+        let runner = Runner::new(store.clone());
+        runner.start(run_id);
+        tokio::time::timeout(Duration::from_secs(240), runner.wait(run_id))
+            .await
+            .expect("run ended in time");
+        let run = store.get_run(run_id).await.unwrap().unwrap();
+        assert_eq!(run.status, RunStatus::Finished, "stream={stream}: {:?}", run.error);
+
+        let records = store.list_request_records(run_id).await.unwrap();
+        let measured: Vec<_> = records.iter().filter(|r| !r.is_warmup).collect();
+        assert_eq!(measured.len(), file.cases.len(), "stream={stream}: one record per case");
+        for r in &measured {
+            assert!(
+                r.succeeded(),
+                "stream={stream} case {}: {:?} {:?}",
+                r.case_id,
+                r.error_class,
+                r.error_detail
+            );
+            assert!(
+                r.output_tokens.unwrap_or(0) > 0,
+                "stream={stream}: output tokens counted"
+            );
+            assert!(
+                r.output_tokens_source.is_some(),
+                "stream={stream}: token source recorded"
+            );
+            assert!(
+                r.ttft_us().is_some() && r.end_us.is_some(),
+                "stream={stream}: timings recorded"
+            );
+            assert!(r.ttft_us() <= r.end_us);
+            assert!(r.output_chars > 0);
+            assert_eq!(r.grades.len(), 1, "graded");
+        }
+        let summary = summarise_candidate(candidate_id, &records, |_| 1.0);
+        assert_eq!(summary.requests, file.cases.len());
+        assert!(summary.aggregate_tok_s.is_some_and(|t| t > 0.0));
+    }
+}
