@@ -154,6 +154,9 @@ impl EvalSetFile {
         if header.name.trim().is_empty() {
             return Err(err(Some(header_line), Some("name"), "is required".into()));
         }
+        if let Err((field, message)) = check_graders(&header.graders) {
+            return Err(err(Some(header_line), Some(&field), message));
+        }
         let mut cases = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for (line, case_text) in lines {
@@ -164,6 +167,9 @@ impl EvalSetFile {
                 serde_json::from_str(case_text).map_err(|e| err(Some(line), field_of(&e).as_deref(), e.to_string()))?;
             if case.id.trim().is_empty() {
                 return Err(err(Some(line), Some("id"), "is required".into()));
+            }
+            if let Err((field, message)) = check_graders(&case.graders) {
+                return Err(err(Some(line), Some(&field), message));
             }
             if !seen.insert(case.id.clone()) {
                 return Err(err(Some(line), Some("id"), format!("duplicate case id {:?}", case.id)));
@@ -299,6 +305,20 @@ fn canonical_json<T: Serialize>(value: &T) -> String {
     serde_json::to_value(value).map(|v| v.to_string()).unwrap_or_default()
 }
 
+/// The first grader with an out-of-range option, as (`graders[i].option`, message).
+/// (Regexes and schemas are already compiled, and refused, while the line is deserialised.)
+fn check_graders(graders: &[GraderSpec]) -> Result<(), (String, String)> {
+    for (i, g) in graders.iter().enumerate() {
+        g.validate().map_err(|e| {
+            (
+                format!("graders[{i}].{}", e.field),
+                format!("{} grader: {}", g.name(), e.message),
+            )
+        })?;
+    }
+    Ok(())
+}
+
 /// Best-effort field name from a serde error ("missing field `task`", "unknown field `x`").
 fn field_of(e: &serde_json::Error) -> Option<String> {
     let msg = e.to_string();
@@ -352,5 +372,27 @@ mod tests {
         let dup = GOOD.replace(r#""id":"b""#, r#""id":"a""#);
         assert_eq!(EvalSetFile::parse("s", &dup).unwrap_err().field.as_deref(), Some("id"));
         assert!(EvalSetFile::parse("s", "").is_err());
+    }
+
+    #[test]
+    fn grader_options_are_checked_with_line_and_field() {
+        let bad_min = GOOD.replace(
+            r#"[{"kind":"exact"}]"#,
+            r#"[{"kind":"exact"},{"kind":"rouge-l","min":2}]"#,
+        );
+        let e = EvalSetFile::parse("s.jsonl", &bad_min).unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("graders[1].min")), "{e}");
+
+        let bad_case = GOOD.replace(
+            r#""expected":"negative","#,
+            r#""expected":"negative","graders":[{"kind":"length","min":9,"max":3}],"#,
+        );
+        let e = EvalSetFile::parse("s.jsonl", &bad_case).unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (Some(4), Some("graders[0].min")), "{e}");
+
+        let bad_regex = GOOD.replace(r#"{"kind":"exact"}"#, r#"{"kind":"regex","pattern":"(unclosed"}"#);
+        let e = EvalSetFile::parse("s.jsonl", &bad_regex).unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("pattern")), "{e}");
+        assert!(e.message.contains("not a valid regular expression"), "{e}");
     }
 }

@@ -121,25 +121,32 @@ impl LogHistogram {
 
     /// Adds one value; non-finite values are ignored.
     pub fn record(&mut self, x: f64) {
-        if !x.is_finite() {
+        self.record_n(x, 1);
+    }
+
+    /// Adds `n` copies of one value; non-finite values are ignored.
+    pub fn record_n(&mut self, x: f64, n: u64) {
+        if !x.is_finite() || n == 0 {
             return;
         }
         if x.abs() < MIN_MAGNITUDE {
-            self.zeros += 1;
+            self.zeros += n;
         } else if x > 0.0 {
             let i = self.index(x);
-            self.positive.add(i, 1);
+            self.positive.add(i, n);
         } else {
             let i = self.index(-x);
-            self.negative.add(i, 1);
+            self.negative.add(i, n);
         }
-        self.count += 1;
-        self.sum += x;
+        // Welford, for a group of n equal values (Chan et al.'s update with m2 = 0).
+        let (n_a, n_b) = (self.count as f64, n as f64);
+        let delta = x - self.mean;
+        self.mean += delta * n_b / (n_a + n_b);
+        self.m2 += delta * delta * n_a * n_b / (n_a + n_b);
+        self.count += n;
+        self.sum += x * n_b;
         self.min = self.min.min(x);
         self.max = self.max.max(x);
-        let delta = x - self.mean;
-        self.mean += delta / self.count as f64;
-        self.m2 += delta * (x - self.mean);
     }
 
     /// Adds every value of `other` (which must have the same accuracy; otherwise its values are

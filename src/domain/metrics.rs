@@ -16,7 +16,7 @@ pub fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
 }
 
 /// Spread of one sample.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Distribution {
     pub n: usize,
     pub min: f64,
@@ -31,6 +31,24 @@ pub struct Distribution {
 }
 
 impl Distribution {
+    /// From a log histogram: n, min, max, mean and CV exact; percentiles within the
+    /// histogram's relative accuracy (0.5 % by default). None when empty.
+    pub fn from_histogram(h: &super::histogram::LogHistogram) -> Option<Distribution> {
+        let q = |p| h.quantile(p).unwrap_or(f64::NAN);
+        let mean = h.mean()?;
+        Some(Distribution {
+            n: h.count() as usize,
+            min: h.min()?,
+            p50: q(0.5),
+            p90: q(0.9),
+            p95: q(0.95),
+            p99: q(0.99),
+            max: h.max()?,
+            mean,
+            cv: h.std_dev().filter(|_| mean != 0.0).map(|sd| sd / mean),
+        })
+    }
+
     pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Distribution> {
         let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
         if v.is_empty() {
@@ -229,6 +247,7 @@ mod tests {
                 score: if pass { 1.0 } else { 0.0 },
                 passed: pass,
                 reason: String::new(),
+                detail: None,
             }],
         }
     }

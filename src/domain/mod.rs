@@ -1,4 +1,5 @@
 //! Pure logic: no I/O, no HTTP, no SQL. Everything here is testable with plain values.
+pub mod calibers;
 pub mod candidate;
 pub mod cost;
 pub mod evalset;

@@ -240,6 +240,12 @@ impl ErrorClass {
     pub fn parse(s: &str) -> Option<ErrorClass> {
         ErrorClass::ALL.into_iter().find(|k| k.as_str() == s)
     }
+
+    /// Whether a failed attempt is worth repeating: a too-long prompt or a refused request
+    /// (4xx) fails the same way again.
+    pub fn is_retryable(self) -> bool {
+        !matches!(self, ErrorClass::ContextLengthExceeded | ErrorClass::HttpClientError)
+    }
 }
 
 /// One request attempt, exactly as measured. Append-only: never updated once stored.

@@ -52,7 +52,7 @@ impl Cancel {
 /// Whether a failed attempt is worth repeating: a too-long prompt or a refused request (4xx)
 /// fails the same way again.
 pub fn is_retryable(class: ErrorClass) -> bool {
-    !matches!(class, ErrorClass::ContextLengthExceeded | ErrorClass::HttpClientError)
+    class.is_retryable()
 }
 
 /// Runs `run_id` to its end. Returns the final status (Finished, or Cancelled); an error means

@@ -717,17 +717,25 @@ pub(crate) struct GradeRow {
     pub score: f64,
     pub passed: bool,
     pub reason: String,
+    /// The grade's structured detail as JSON text (migration 0002), if it has one.
+    pub detail: Option<String>,
 }
 
 /// Attaches grades (ordered by record, then position) to their records (in send order).
 pub(crate) fn attach_grades(records: Vec<RecordRow>, grades: Vec<GradeRow>) -> Result<Vec<RequestRecord>, StoreError> {
     let mut by_record: HashMap<i64, Vec<Grade>> = HashMap::new();
     for g in grades {
+        let detail = g
+            .detail
+            .as_deref()
+            .map(|text| parse_json(format_args!("grade detail of record {}", g.request_record_id), text))
+            .transpose()?;
         by_record.entry(g.request_record_id).or_default().push(Grade {
             grader: g.grader,
             score: g.score,
             passed: g.passed,
             reason: g.reason,
+            detail,
         });
     }
     records

@@ -591,7 +591,7 @@ impl Store for SqliteStore {
                 .collect();
             for chunk in grades.chunks(SMALL_ROWS_PER_STATEMENT) {
                 let mut qb = QueryBuilder::<Sqlite>::new(
-                    "INSERT INTO grades (request_record_id, position, grader, score, passed, reason) ",
+                    "INSERT INTO grades (request_record_id, position, grader, score, passed, reason, detail) ",
                 );
                 qb.push_values(chunk, |mut b, &(record_id, position, grade)| {
                     b.push_bind(record_id)
@@ -599,7 +599,8 @@ impl Store for SqliteStore {
                         .push_bind(grade.grader.as_str())
                         .push_bind(grade.score)
                         .push_bind(grade.passed)
-                        .push_bind(grade.reason.as_str());
+                        .push_bind(grade.reason.as_str())
+                        .push_bind(grade.detail.as_ref().map(|d| d.to_string()));
                 });
                 qb.build().execute(&mut *tx).await?;
             }
@@ -627,7 +628,7 @@ impl Store for SqliteStore {
         .fetch_all(&self.pool)
         .await?;
         let grades: Vec<GradeRow> = sqlx::query_as(
-            "SELECT g.request_record_id, g.grader, g.score, g.passed, g.reason FROM grades g \
+            "SELECT g.request_record_id, g.grader, g.score, g.passed, g.reason, g.detail FROM grades g \
              JOIN request_records r ON r.id = g.request_record_id \
              WHERE r.run_id = $1 ORDER BY g.request_record_id, g.position",
         )

@@ -3,12 +3,30 @@
 //! `spec` holds what an eval-set file says (every kind and its options); one file per family
 //! holds the pure grading logic. Nothing here does I/O: the `llm-judge` kind is a spec plus the
 //! prompt and reply parsing, and the engine makes the judge call.
+mod classification;
+mod dates;
+mod fields;
+mod json;
+mod judge;
+mod numbers;
+mod overlap;
 mod spec;
+mod text;
 
+pub use classification::{
+    ClassificationReport, LabelStats, Prediction, classification_report, label_pair, predict_label,
+};
+pub use dates::{iso as iso_date, parse_date};
+pub use fields::{Counts, FieldOutcome, FieldReport, FieldStats, FieldsDetail, Outcome, field_report};
+pub use json::{JsonSource, extract_json, extract_json_with_source};
+pub use judge::{judge_prompt, parse_judge_reply};
+pub use numbers::{numbers_in, parse_amount};
+pub use overlap::{chrf, rouge_l};
 pub use spec::{
     DEFAULT_JUDGE_MIN, FieldType, GraderSpec, JsonFieldsOptions, JudgeScale, LengthUnit, NumberPick, Pattern, Schema,
     SpecError, TextMatch,
 };
+pub use text::{count_tokens, count_words, is_cjk, nfkc};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -22,9 +40,15 @@ pub const MAX_REASON_CHARS: usize = 200;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Grade {
     pub grader: String,
+    /// In [0, 1].
     pub score: f64,
     pub passed: bool,
+    /// Human-readable, at most about `MAX_REASON_CHARS` characters.
     pub reason: String,
+    /// Structured detail for set-level figures: per-field outcomes (`json-fields`, see
+    /// `FieldsDetail`), the expected and predicted label (`label`, see `label_pair`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<Value>,
 }
 
 impl Grade {
@@ -34,6 +58,7 @@ impl Grade {
             score: if score.is_finite() { score.clamp(0.0, 1.0) } else { 0.0 },
             passed,
             reason: truncate(reason.as_ref(), MAX_REASON_CHARS),
+            detail: None,
         }
     }
 
@@ -42,38 +67,61 @@ impl Grade {
     }
 }
 
-/// Grades `output` against the case's `expected` value with one grader.
+/// Grades `output` against the case's `expected` value with one grader. Pure and total: every
+/// problem (no expected value, no JSON in the output…) is a failing grade with its reason.
+/// `llm-judge` needs a model call, so here it only fails with a reason saying so; the engine
+/// grades it (see `GraderSpec::needs_model`, `judge_prompt`, `parse_judge_reply`).
 pub fn grade(spec: &GraderSpec, output: &str, expected: Option<&Value>) -> Grade {
+    use text::ContainsMode;
     match spec {
         GraderSpec::Exact {
             trim,
             ignore_case,
             collapse_whitespace,
-            ..
+            nfkc,
+            ignore_punctuation,
         } => {
-            let Some(expected) = expected.map(expected_text) else {
-                return Grade::pass_fail(spec, false, "case has no expected value");
+            let norm = text::ExactNorm {
+                trim: *trim,
+                ignore_case: *ignore_case,
+                collapse_whitespace: *collapse_whitespace,
+                nfkc: *nfkc,
+                ignore_punctuation: *ignore_punctuation,
             };
-            let norm = |s: &str| {
-                let mut t = if *trim { s.trim().to_string() } else { s.to_string() };
-                if *collapse_whitespace {
-                    t = t.split_whitespace().collect::<Vec<_>>().join(" ");
-                }
-                if *ignore_case {
-                    t = t.to_lowercase();
-                }
-                t
-            };
-            let passed = norm(output) == norm(&expected);
-            let reason = if passed {
-                "matches the expected text".to_string()
-            } else {
-                format!("expected {:?}, got {:?}", truncate(&expected, 80), truncate(output, 80))
-            };
-            Grade::pass_fail(spec, passed, reason)
+            text::exact(spec, &norm, output, expected)
         }
-        _ => Grade::pass_fail(spec, false, format!("grader {} is not implemented yet", spec.name())),
+        GraderSpec::Contains(m) | GraderSpec::ContainsAll(m) => {
+            text::contains(spec, ContainsMode::All, m, output, expected)
+        }
+        GraderSpec::ContainsAny(m) => text::contains(spec, ContainsMode::Any, m, output, expected),
+        GraderSpec::NotContains(m) => text::contains(spec, ContainsMode::None, m, output, expected),
+        GraderSpec::Regex { pattern, negate } => text::regex(spec, pattern, *negate, output),
+        GraderSpec::JsonValid { strict } => json::json_valid(spec, *strict, output),
+        GraderSpec::JsonSchema { schema, strict } => json::json_schema(spec, schema, *strict, output),
+        GraderSpec::JsonFields(options) => fields::json_fields(spec, options, output, expected),
+        GraderSpec::Label { labels, ignore_case } => {
+            classification::label(spec, labels, *ignore_case, output, expected)
+        }
+        GraderSpec::Numeric {
+            value,
+            abs_tol,
+            rel_tol,
+            pick,
+        } => numbers::numeric(spec, *value, *abs_tol, *rel_tol, *pick, output, expected),
+        GraderSpec::Length { min, max, unit } => text::length(spec, *min, *max, *unit, output),
+        GraderSpec::RougeL { min } => overlap::overlap(spec, overlap::rouge_l, *min, output, expected),
+        GraderSpec::Chrf { min } => overlap::overlap(spec, overlap::chrf, *min, output, expected),
+        GraderSpec::LlmJudge { .. } => Grade::pass_fail(
+            spec,
+            false,
+            "llm-judge needs a call to the judge model; the engine grades it, not grade()",
+        ),
     }
+}
+
+/// `"text"` with the text cut to `max` characters.
+fn quote(s: &str, max: usize) -> String {
+    format!("{:?}", truncate(s, max))
 }
 
 /// The expected value as text: strings as they are, other JSON compactly.

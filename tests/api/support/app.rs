@@ -277,6 +277,7 @@ pub fn record(run_id: i64, candidate_id: i64, case_id: &str, output: &str, passe
             score: if passed { 1.0 } else { 0.0 },
             passed,
             reason: String::new(),
+            detail: None,
         }],
     }
 }

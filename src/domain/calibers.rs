@@ -1,0 +1,874 @@
+//! Every figure bakeoff reports about speed, each with its caliber (DESIGN.md "Measurement"),
+//! computed from raw request records in one streaming pass with bounded memory: distributions
+//! go into log histograms, token arrivals into a coarsening time series, and the measured
+//! window needs only the first and last `c` requests.
+//!
+//! Per request (successful final attempts only):
+//! - TTFT: send → first non-empty token (reasoning or content); TTFA: → first content token;
+//! - E2E: send → end of stream;
+//! - TPOT: (E2E − TTFT) / (output tokens − 1);
+//! - ITL: per-token gaps — a chunk of k tokens contributes its gap since the previous chunk,
+//!   split k ways (k samples of gap / k); extra tokens of the first chunk contribute gaps of 0.
+//!   So the ITL samples of a stream sum to (last token − first token) and number N − 1;
+//! - ICL: gaps between successive token-bearing chunks;
+//! - decode tok/s per stream: (N − 1) / (last token − first token);
+//! - e2e tok/s per stream: N / E2E; canonical e2e tok/s: o200k tokens / E2E; chars/s: generated
+//!   characters (reasoning + answer) / E2E.
+//!
+//! Per load level:
+//! - the measured window (see `Window`): ramp-up and drain tails excluded;
+//! - aggregate tok/s: output tokens *arriving* (by chunk time) inside the window / its length;
+//!   likewise canonical tok/s and chars/s;
+//! - req/s: successful requests *ending* inside the window / its length; goodput: those that
+//!   also met every SLO set;
+//! - each aggregate per repetition, their median and a bootstrap interval across repetitions.
+use std::collections::{BTreeMap, BinaryHeap};
+
+use serde::{Deserialize, Serialize};
+
+use super::histogram::LogHistogram;
+use super::metrics::Distribution;
+use super::run::{ErrorClass, RequestRecord};
+use super::stats::{Interval, median, median_ci};
+
+/// Optional service-level objectives; a request meets them when it meets every one set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Slo {
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+}
+
+impl Slo {
+    pub fn is_set(&self) -> bool {
+        self.ttft_ms.is_some() || self.tpot_ms.is_some() || self.e2e_ms.is_some()
+    }
+
+    /// Whether a request's figures meet every objective set (a TPOT objective is met by a
+    /// one-token answer, which has no TPOT).
+    pub fn met_by(&self, f: &RequestFigures) -> bool {
+        let within = |limit: Option<f64>, value: Option<f64>| match (limit, value) {
+            (Some(l), Some(v)) => v <= l,
+            _ => true,
+        };
+        within(self.ttft_ms, Some(f.ttft_ms)) && within(self.tpot_ms, f.tpot_ms) && within(self.e2e_ms, Some(f.e2e_ms))
+    }
+}
+
+/// The figures of one successful request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestFigures {
+    pub ttft_ms: f64,
+    pub ttfa_ms: Option<f64>,
+    pub e2e_ms: f64,
+    pub tpot_ms: Option<f64>,
+    pub decode_tok_s: Option<f64>,
+    pub e2e_tok_s: Option<f64>,
+    pub canonical_e2e_tok_s: Option<f64>,
+    pub chars_per_s: Option<f64>,
+    pub output_tokens: u32,
+    pub canonical_tokens: Option<u32>,
+    pub chars: u64,
+}
+
+/// Characters generated: answer plus reasoning.
+pub fn generated_chars(r: &RequestRecord) -> u64 {
+    u64::from(r.output_chars) + r.reasoning.as_deref().map_or(0, |t| t.chars().count() as u64)
+}
+
+impl RequestFigures {
+    /// None for a failed request or one without a first token or an end.
+    pub fn of(r: &RequestRecord) -> Option<RequestFigures> {
+        if !r.succeeded() {
+            return None;
+        }
+        let ttft = r.ttft_us()?;
+        let e2e = r.end_us?;
+        let n = r.output_tokens.unwrap_or(0);
+        let ms = |us: i64| us as f64 / 1000.0;
+        let per_s = |count: f64, us: i64| (us > 0).then(|| count / (us as f64 / 1e6));
+        let decode = match r.last_token_us {
+            Some(last) if n >= 2 && last > ttft => per_s(f64::from(n - 1), last - ttft),
+            _ => None,
+        };
+        let chars = generated_chars(r);
+        Some(RequestFigures {
+            ttft_ms: ms(ttft),
+            ttfa_ms: r.first_content_us.map(ms),
+            e2e_ms: ms(e2e),
+            tpot_ms: (n >= 2 && e2e >= ttft).then(|| ms(e2e - ttft) / f64::from(n - 1)),
+            decode_tok_s: decode,
+            e2e_tok_s: per_s(f64::from(n), e2e),
+            canonical_e2e_tok_s: r.canonical_tokens.and_then(|c| per_s(f64::from(c), e2e)),
+            chars_per_s: per_s(chars as f64, e2e),
+            output_tokens: n,
+            canonical_tokens: r.canonical_tokens,
+            chars,
+        })
+    }
+}
+
+/// Per-token gaps in ms as (gap / k, k): see the module comment. Empty for fewer than 2 tokens.
+pub fn itl_ms(r: &RequestRecord) -> Vec<(f64, u32)> {
+    let mut out = Vec::with_capacity(r.chunks.len());
+    let mut prev: Option<i64> = None;
+    for &(at, k) in &r.chunks {
+        match prev {
+            None if k > 1 => out.push((0.0, k - 1)),
+            None => {}
+            Some(p) if k > 0 => out.push(((at - p) as f64 / 1000.0 / f64::from(k), k)),
+            Some(_) => {}
+        }
+        if k > 0 || prev.is_none() {
+            prev = Some(at);
+        }
+    }
+    out
+}
+
+/// Gaps between successive token-bearing chunks, in ms.
+pub fn icl_ms(r: &RequestRecord) -> impl Iterator<Item = f64> + '_ {
+    r.chunks.windows(2).map(|w| (w[1].0 - w[0].0) as f64 / 1000.0)
+}
+
+/// How load was applied: it decides the measured window.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Load {
+    /// Closed loop: `concurrency` requests in flight, each replaced when it ends.
+    Concurrency { concurrency: u32 },
+    /// Open loop: requests sent on a schedule at `per_second`, regardless of completions.
+    Rate { per_second: f64, poisson: bool },
+}
+
+impl Load {
+    /// `c=8`, `5 req/s`, `5 req/s Poisson`: how figures are labelled.
+    pub fn label(&self) -> String {
+        match self {
+            Load::Concurrency { concurrency } => format!("c={concurrency}"),
+            Load::Rate { per_second, poisson } => {
+                format!("{per_second} req/s{}", if *poisson { " Poisson" } else { "" })
+            }
+        }
+    }
+}
+
+/// The part of a level's time that aggregates are computed over (wall clock, µs since epoch).
+///
+/// - Closed loop at concurrency c: from the moment every one of the first c requests has its
+///   first token (all streams are generating) to the moment the first of the last c requests
+///   ends (a worker has no more work: the drain begins).
+/// - Open loop: from the first token of the first request (the server has started answering)
+///   to the last scheduled send (after it, load only decreases).
+///
+/// When that span is empty (too few requests for a steady state), the whole span from first
+/// send to last end is used and the window says so (`steady: false`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Window {
+    pub start_us: i64,
+    pub end_us: i64,
+    /// False when the whole span was used because no steady state was reached.
+    pub steady: bool,
+}
+
+impl Window {
+    pub fn secs(&self) -> f64 {
+        (self.end_us - self.start_us) as f64 / 1e6
+    }
+}
+
+/// Events (tokens, characters, completions) binned by wall-clock time, so the count inside
+/// any window can be read afterwards. Bins start at 1 ms and double in width whenever the span
+/// would need more than `MAX_BINS`, which bounds memory for any run length.
+#[derive(Debug, Clone, Default)]
+pub struct Timeline {
+    origin_us: i64,
+    width_us: i64,
+    bins: Vec<f64>,
+}
+
+const MAX_BINS: usize = 1 << 16;
+
+impl Timeline {
+    pub fn add(&mut self, at_us: i64, amount: f64) {
+        if amount == 0.0 {
+            return;
+        }
+        if self.bins.is_empty() {
+            self.width_us = 1000;
+            // Leave room before the first event: later events may be earlier.
+            self.origin_us = at_us - 1000 * 1024;
+            self.bins.push(0.0);
+        }
+        while at_us < self.origin_us {
+            // Extend to the left by one block of bins.
+            let grow = 1024.min(MAX_BINS.saturating_sub(self.bins.len())).max(1);
+            if self.bins.len() + grow > MAX_BINS {
+                self.coarsen();
+                continue;
+            }
+            let mut front = vec![0.0; grow];
+            front.append(&mut self.bins);
+            self.bins = front;
+            self.origin_us -= grow as i64 * self.width_us;
+        }
+        let mut at = ((at_us - self.origin_us) / self.width_us) as usize;
+        while at >= MAX_BINS {
+            self.coarsen();
+            at = ((at_us - self.origin_us) / self.width_us) as usize;
+        }
+        if at >= self.bins.len() {
+            self.bins.resize(at + 1, 0.0);
+        }
+        self.bins[at] += amount;
+    }
+
+    fn coarsen(&mut self) {
+        let merged: Vec<f64> = self.bins.chunks(2).map(|p| p.iter().sum()).collect();
+        self.bins = merged;
+        self.width_us *= 2;
+    }
+
+    /// The amount inside [start, end], partial bins counted pro rata.
+    pub fn sum_between(&self, start_us: i64, end_us: i64) -> f64 {
+        if self.bins.is_empty() || end_us <= start_us {
+            return 0.0;
+        }
+        let mut total = 0.0;
+        for (i, &v) in self.bins.iter().enumerate() {
+            if v == 0.0 {
+                continue;
+            }
+            let lo = self.origin_us + i as i64 * self.width_us;
+            let hi = lo + self.width_us;
+            let overlap = hi.min(end_us + 1) - lo.max(start_us);
+            if overlap > 0 {
+                total += v * (overlap as f64 / self.width_us as f64).min(1.0);
+            }
+        }
+        total
+    }
+
+    pub fn total(&self) -> f64 {
+        self.bins.iter().sum()
+    }
+}
+
+/// Requests by send time, keeping only the first and last `keep` (for the window).
+#[derive(Debug, Default)]
+struct Edges {
+    keep: usize,
+    /// Max-heap by send: the `keep` earliest sends (largest on top, to evict).
+    first: BinaryHeap<(i64, i64, i64)>,
+    /// Min-heap by send (negated): the `keep` latest sends.
+    last: BinaryHeap<(i64, i64, i64)>,
+}
+
+impl Edges {
+    /// A request sent at `send` whose first token came at `first` and which ended at `end`.
+    fn add(&mut self, send: i64, first: i64, end: i64) {
+        self.first.push((send, first, end));
+        if self.first.len() > self.keep {
+            self.first.pop();
+        }
+        self.last.push((-send, first, end));
+        if self.last.len() > self.keep {
+            self.last.pop();
+        }
+    }
+}
+
+/// Accumulates one repetition of one load level.
+#[derive(Debug, Default)]
+struct Pass {
+    edges: Edges,
+    tokens: Timeline,
+    canonical: Timeline,
+    chars: Timeline,
+    completions: Timeline,
+    good: Timeline,
+    earliest_send: Option<i64>,
+    latest_send: Option<i64>,
+    earliest_first_token: Option<(i64, i64)>,
+    latest_end: Option<i64>,
+}
+
+/// The figures of one load level (one load, one prompt bin), every caliber labelled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LevelFigures {
+    pub load: Load,
+    /// Prompt-length bin (o200k tokens of the synthetic prompt), when the level has one.
+    pub prompt_tokens: Option<u32>,
+    /// Requests (final attempts, warm-ups excluded).
+    pub requests: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    /// Attempts after the first (each retry is its own record; never in the figures).
+    pub retries: u64,
+    /// Final failures by error class.
+    pub errors: BTreeMap<String, u64>,
+    /// Successful requests by where their output-token count came from.
+    pub token_sources: BTreeMap<String, u64>,
+    pub ttft_ms: Option<Distribution>,
+    pub ttfa_ms: Option<Distribution>,
+    pub e2e_ms: Option<Distribution>,
+    pub tpot_ms: Option<Distribution>,
+    pub itl_ms: Option<Distribution>,
+    pub icl_ms: Option<Distribution>,
+    pub client_queue_ms: Option<Distribution>,
+    pub decode_tok_s_per_stream: Option<Distribution>,
+    pub e2e_tok_s_per_stream: Option<Distribution>,
+    pub canonical_e2e_tok_s_per_stream: Option<Distribution>,
+    pub chars_per_s_per_stream: Option<Distribution>,
+    pub output_tokens: u64,
+    pub canonical_tokens: u64,
+    /// Per repetition, in repetition order.
+    pub repetitions: Vec<RepetitionFigures>,
+    /// Median across repetitions of the per-repetition aggregates.
+    pub aggregate_tok_s: Option<f64>,
+    pub aggregate_tok_s_ci: Option<Interval>,
+    pub aggregate_canonical_tok_s: Option<f64>,
+    pub aggregate_chars_per_s: Option<f64>,
+    pub req_per_s: Option<f64>,
+    /// SLO-meeting requests per second in the window (None without SLOs).
+    pub goodput_req_per_s: Option<f64>,
+    /// Share of successful requests that met every SLO (None without SLOs).
+    pub slo_attainment: Option<f64>,
+    pub slo: Slo,
+}
+
+/// The aggregates of one repetition, over its own measured window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RepetitionFigures {
+    pub repetition: u32,
+    pub window: Option<Window>,
+    pub aggregate_tok_s: Option<f64>,
+    pub aggregate_canonical_tok_s: Option<f64>,
+    pub aggregate_chars_per_s: Option<f64>,
+    pub req_per_s: Option<f64>,
+    pub goodput_req_per_s: Option<f64>,
+}
+
+/// Streams records of one load level in and figures out.
+#[derive(Debug)]
+pub struct LevelAccumulator {
+    load: Load,
+    prompt_tokens: Option<u32>,
+    slo: Slo,
+    retries_allowed: u32,
+    passes: BTreeMap<u32, Pass>,
+    requests: u64,
+    succeeded: u64,
+    failed: u64,
+    retries: u64,
+    errors: BTreeMap<String, u64>,
+    sources: BTreeMap<String, u64>,
+    met_slo: u64,
+    output_tokens: u64,
+    canonical_tokens: u64,
+    h: Histograms,
+}
+
+#[derive(Debug, Default)]
+struct Histograms {
+    ttft: LogHistogram,
+    ttfa: LogHistogram,
+    e2e: LogHistogram,
+    tpot: LogHistogram,
+    itl: LogHistogram,
+    icl: LogHistogram,
+    queue: LogHistogram,
+    decode: LogHistogram,
+    e2e_tok_s: LogHistogram,
+    canonical: LogHistogram,
+    chars: LogHistogram,
+}
+
+impl LevelAccumulator {
+    /// `retries_allowed` is the run's retry budget: a failed attempt below it with a
+    /// retryable class was retried, so it is not a final failure.
+    pub fn new(load: Load, prompt_tokens: Option<u32>, slo: Slo, retries_allowed: u32) -> Self {
+        LevelAccumulator {
+            load,
+            prompt_tokens,
+            slo,
+            retries_allowed,
+            passes: BTreeMap::new(),
+            requests: 0,
+            succeeded: 0,
+            failed: 0,
+            retries: 0,
+            errors: BTreeMap::new(),
+            sources: BTreeMap::new(),
+            met_slo: 0,
+            output_tokens: 0,
+            canonical_tokens: 0,
+            h: Histograms::default(),
+        }
+    }
+
+    fn keep(&self) -> usize {
+        match self.load {
+            Load::Concurrency { concurrency } => concurrency.max(1) as usize,
+            Load::Rate { .. } => 1,
+        }
+    }
+
+    /// Adds one attempt. `repetition` is the repetition within the level (records of one
+    /// repetition share a window). Warm-ups must not be passed.
+    pub fn add(&mut self, r: &RequestRecord, repetition: u32) {
+        if r.attempt > 0 {
+            self.retries += 1;
+        }
+        if !r.succeeded() {
+            let retried = r.attempt < self.retries_allowed && r.error_class.is_some_and(ErrorClass::is_retryable);
+            if !retried {
+                self.requests += 1;
+                self.failed += 1;
+                let class = r.error_class.map_or("other", |c| c.as_str());
+                *self.errors.entry(class.to_string()).or_default() += 1;
+            }
+            return;
+        }
+        let Some(f) = RequestFigures::of(r) else {
+            return;
+        };
+        self.requests += 1;
+        self.succeeded += 1;
+        if let Some(src) = r.output_tokens_source {
+            *self.sources.entry(src.as_str().to_string()).or_default() += 1;
+        }
+        let h = &mut self.h;
+        h.ttft.record(f.ttft_ms);
+        if let Some(v) = f.ttfa_ms {
+            h.ttfa.record(v);
+        }
+        h.e2e.record(f.e2e_ms);
+        h.queue.record(r.client_queue_us as f64 / 1000.0);
+        for (v, target) in [
+            (f.tpot_ms, &mut h.tpot),
+            (f.decode_tok_s, &mut h.decode),
+            (f.e2e_tok_s, &mut h.e2e_tok_s),
+            (f.canonical_e2e_tok_s, &mut h.canonical),
+            (f.chars_per_s, &mut h.chars),
+        ] {
+            if let Some(v) = v {
+                target.record(v);
+            }
+        }
+        for (gap, k) in itl_ms(r) {
+            h.itl.record_n(gap, u64::from(k));
+        }
+        for gap in icl_ms(r) {
+            h.icl.record(gap);
+        }
+        let met = self.slo.met_by(&f);
+        if met {
+            self.met_slo += 1;
+        }
+        self.output_tokens += u64::from(f.output_tokens);
+        self.canonical_tokens += u64::from(f.canonical_tokens.unwrap_or(0));
+
+        let keep = self.keep();
+        let pass = self.passes.entry(repetition).or_insert_with(|| Pass {
+            edges: Edges {
+                keep,
+                ..Edges::default()
+            },
+            ..Pass::default()
+        });
+        let send = r.sent_at_us;
+        let first = send + r.ttft_us().unwrap_or(0);
+        let end = send + r.end_us.unwrap_or(0);
+        pass.edges.add(send, first, end);
+        pass.earliest_send = Some(pass.earliest_send.map_or(send, |s| s.min(send)));
+        pass.latest_send = Some(pass.latest_send.map_or(send, |s| s.max(send)));
+        if pass.earliest_first_token.is_none_or(|(s, _)| send < s) {
+            pass.earliest_first_token = Some((send, first));
+        }
+        pass.latest_end = Some(pass.latest_end.map_or(end, |e| e.max(end)));
+        // Token arrivals: each chunk at its time; scaled so they sum to the output count.
+        let chunk_sum: u64 = r.chunks.iter().map(|c| u64::from(c.1)).sum();
+        let n = f64::from(f.output_tokens);
+        let canonical_per_token = f.canonical_tokens.map_or(0.0, |c| f64::from(c) / n.max(1.0));
+        let chars_per_token = f.chars as f64 / n.max(1.0);
+        if chunk_sum == 0 {
+            pass.tokens.add(end, n);
+            pass.canonical.add(end, n * canonical_per_token);
+            pass.chars.add(end, f.chars as f64);
+        } else {
+            let scale = n / chunk_sum as f64;
+            for &(at, k) in &r.chunks {
+                let tokens = f64::from(k) * scale;
+                pass.tokens.add(send + at, tokens);
+                pass.canonical.add(send + at, tokens * canonical_per_token);
+                pass.chars.add(send + at, tokens * chars_per_token);
+            }
+        }
+        pass.completions.add(end, 1.0);
+        if met {
+            pass.good.add(end, 1.0);
+        }
+    }
+
+    pub fn finish(self) -> LevelFigures {
+        let slo_set = self.slo.is_set();
+        let repetitions: Vec<RepetitionFigures> = self
+            .passes
+            .iter()
+            .map(|(&repetition, pass)| pass.figures(repetition, self.load, slo_set))
+            .collect();
+        let mut agg: Vec<f64> = repetitions.iter().filter_map(|r| r.aggregate_tok_s).collect();
+        let med = |values: Vec<f64>| {
+            let mut v = values;
+            (!v.is_empty()).then(|| median(&mut v))
+        };
+        let ci = (agg.len() >= 2).then(|| median_ci(&agg, 0.95)).flatten();
+        let h = &self.h;
+        LevelFigures {
+            load: self.load,
+            prompt_tokens: self.prompt_tokens,
+            requests: self.requests,
+            succeeded: self.succeeded,
+            failed: self.failed,
+            retries: self.retries,
+            errors: self.errors,
+            token_sources: self.sources,
+            ttft_ms: Distribution::from_histogram(&h.ttft),
+            ttfa_ms: Distribution::from_histogram(&h.ttfa),
+            e2e_ms: Distribution::from_histogram(&h.e2e),
+            tpot_ms: Distribution::from_histogram(&h.tpot),
+            itl_ms: Distribution::from_histogram(&h.itl),
+            icl_ms: Distribution::from_histogram(&h.icl),
+            client_queue_ms: Distribution::from_histogram(&h.queue),
+            decode_tok_s_per_stream: Distribution::from_histogram(&h.decode),
+            e2e_tok_s_per_stream: Distribution::from_histogram(&h.e2e_tok_s),
+            canonical_e2e_tok_s_per_stream: Distribution::from_histogram(&h.canonical),
+            chars_per_s_per_stream: Distribution::from_histogram(&h.chars),
+            output_tokens: self.output_tokens,
+            canonical_tokens: self.canonical_tokens,
+            aggregate_tok_s: med(std::mem::take(&mut agg)),
+            aggregate_tok_s_ci: ci,
+            aggregate_canonical_tok_s: med(repetitions.iter().filter_map(|r| r.aggregate_canonical_tok_s).collect()),
+            aggregate_chars_per_s: med(repetitions.iter().filter_map(|r| r.aggregate_chars_per_s).collect()),
+            req_per_s: med(repetitions.iter().filter_map(|r| r.req_per_s).collect()),
+            goodput_req_per_s: med(repetitions.iter().filter_map(|r| r.goodput_req_per_s).collect()),
+            slo_attainment: (slo_set && self.succeeded > 0).then(|| self.met_slo as f64 / self.succeeded as f64),
+            slo: self.slo,
+            repetitions,
+        }
+    }
+}
+
+impl Pass {
+    fn window(&self, load: Load) -> Option<Window> {
+        let full = Window {
+            start_us: self.earliest_send?,
+            end_us: self.latest_end?,
+            steady: false,
+        };
+        let steady = match load {
+            Load::Concurrency { .. } => {
+                let start = self.edges.first.iter().map(|e| e.1).max()?;
+                let end = self.edges.last.iter().map(|e| e.2).min()?;
+                // Fewer requests than workers: no moment had every worker busy.
+                let enough = self.edges.first.len() == self.edges.keep;
+                (enough && end > start).then_some((start, end))
+            }
+            Load::Rate { .. } => {
+                let start = self.earliest_first_token?.1;
+                let end = self.latest_send?;
+                (end > start).then_some((start, end))
+            }
+        };
+        match steady {
+            Some((start_us, end_us)) => Some(Window {
+                start_us,
+                end_us,
+                steady: true,
+            }),
+            None => (full.end_us > full.start_us).then_some(full),
+        }
+    }
+
+    fn figures(&self, repetition: u32, load: Load, slo_set: bool) -> RepetitionFigures {
+        let window = self.window(load);
+        let rate = |t: &Timeline| window.map(|w| t.sum_between(w.start_us, w.end_us) / w.secs());
+        RepetitionFigures {
+            repetition,
+            window,
+            aggregate_tok_s: rate(&self.tokens),
+            aggregate_canonical_tok_s: rate(&self.canonical),
+            aggregate_chars_per_s: rate(&self.chars),
+            req_per_s: rate(&self.completions),
+            goodput_req_per_s: if slo_set { rate(&self.good) } else { None },
+        }
+    }
+}
+
+/// One level of a concurrency sweep, as the knee search sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SweepPoint {
+    pub concurrency: u32,
+    pub p95_ttft_ms: Option<f64>,
+    pub aggregate_tok_s: Option<f64>,
+}
+
+/// Where the sweep's knee is, and which rule found it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Knee {
+    pub concurrency: u32,
+    /// `ttft` (p95 TTFT left its bound above this level), `throughput` (aggregate tok/s grew by
+    /// less than the minimum gain above it), or `none` (neither happened up to the highest level).
+    pub rule: String,
+    pub explanation: String,
+}
+
+/// The knee of a sweep (levels in increasing concurrency): the highest concurrency whose p95
+/// TTFT stays within `ttft_factor` × that at the lowest level AND before aggregate tok/s stops
+/// growing by at least `min_gain` (e.g. 0.05) from one level to the next. None without levels.
+pub fn find_knee(points: &[SweepPoint], ttft_factor: f64, min_gain: f64) -> Option<Knee> {
+    let base = points.first()?;
+    let base_ttft = base.p95_ttft_ms;
+    let mut knee = base.concurrency;
+    for pair in points.windows(2) {
+        let (prev, next) = (pair[0], pair[1]);
+        if let (Some(b), Some(t)) = (base_ttft, next.p95_ttft_ms)
+            && t > b * ttft_factor
+        {
+            return Some(Knee {
+                concurrency: knee,
+                rule: "ttft".into(),
+                explanation: format!(
+                    "p95 TTFT at c={} is {t:.0} ms, more than {ttft_factor}× the {b:.0} ms at c={}",
+                    next.concurrency, base.concurrency
+                ),
+            });
+        }
+        if let (Some(a), Some(b)) = (prev.aggregate_tok_s, next.aggregate_tok_s)
+            && a > 0.0
+            && b / a - 1.0 < min_gain
+        {
+            return Some(Knee {
+                concurrency: knee,
+                rule: "throughput".into(),
+                explanation: format!(
+                    "aggregate tok/s grew {:+.1} % from c={} to c={} (less than {:.0} %)",
+                    (b / a - 1.0) * 100.0,
+                    prev.concurrency,
+                    next.concurrency,
+                    min_gain * 100.0
+                ),
+            });
+        }
+        knee = next.concurrency;
+    }
+    Some(Knee {
+        concurrency: knee,
+        rule: "none".into(),
+        explanation: format!("no limit reached up to c={knee}: sweep higher to find the knee"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::run::{Phase, TokenSource};
+
+    /// A successful streamed record: sent at `send_ms`, chunks at the given ms offsets with
+    /// token counts, ending 1 ms after the last chunk.
+    fn rec(send_ms: i64, chunks: &[(i64, u32)]) -> RequestRecord {
+        let chunks: Vec<(i64, u32)> = chunks.iter().map(|&(t, k)| (t * 1000, k)).collect();
+        let n: u32 = chunks.iter().map(|c| c.1).sum();
+        let first = chunks.first().map(|c| c.0);
+        let last = chunks.last().map(|c| c.0);
+        RequestRecord {
+            run_id: 1,
+            candidate_id: 1,
+            case_id: format!("c{send_ms}"),
+            phase: Phase::Throughput,
+            repetition: 0,
+            attempt: 0,
+            concurrency: 1,
+            is_warmup: false,
+            sent_at_us: send_ms * 1000,
+            client_queue_us: 500,
+            connect_us: None,
+            connection_reused: Some(true),
+            headers_us: first,
+            first_chunk_us: first,
+            first_reasoning_us: None,
+            first_content_us: first,
+            last_token_us: last,
+            end_us: last.map(|l| l + 1000),
+            chunks,
+            http_status: Some(200),
+            finish_reason: Some("stop".into()),
+            input_tokens: Some(10),
+            output_tokens: Some(n),
+            output_tokens_source: Some(TokenSource::Usage),
+            reasoning_tokens: None,
+            canonical_tokens: Some(n * 2),
+            output_chars: n * 4,
+            output: "x".repeat(n as usize * 4),
+            reasoning: None,
+            error_class: None,
+            error_detail: None,
+            grades: vec![],
+        }
+    }
+
+    #[test]
+    fn per_request_calibers_by_hand() {
+        // First token at 100 ms; then chunks of 1, 2 and 3 tokens at 120, 160, 220 ms; end 221.
+        let r = rec(0, &[(100, 1), (120, 1), (160, 2), (220, 3)]);
+        let f = RequestFigures::of(&r).unwrap();
+        assert_eq!(f.ttft_ms, 100.0);
+        assert_eq!(f.e2e_ms, 221.0);
+        assert_eq!(f.output_tokens, 7);
+        // TPOT = (221 − 100) / 6; decode = 6 / 0.120 s; e2e = 7 / 0.221 s.
+        assert!((f.tpot_ms.unwrap() - 121.0 / 6.0).abs() < 1e-9);
+        assert!((f.decode_tok_s.unwrap() - 50.0).abs() < 1e-9);
+        assert!((f.e2e_tok_s.unwrap() - 7.0 / 0.221).abs() < 1e-9);
+        assert!((f.canonical_e2e_tok_s.unwrap() - 14.0 / 0.221).abs() < 1e-9);
+        assert!((f.chars_per_s.unwrap() - 28.0 / 0.221).abs() < 1e-9);
+        // ITL: 20 ms ×1, 40/2 = 20 ms ×2, 60/3 = 20 ms ×3 → six samples of 20 ms.
+        assert_eq!(itl_ms(&r), vec![(20.0, 1), (20.0, 2), (20.0, 3)]);
+        let icl: Vec<f64> = icl_ms(&r).collect();
+        assert_eq!(icl, vec![20.0, 40.0, 60.0]);
+        // A first chunk of 3 tokens: two gaps of 0.
+        assert_eq!(itl_ms(&rec(0, &[(10, 3), (20, 1)])), vec![(0.0, 2), (10.0, 1)]);
+    }
+
+    #[test]
+    fn slo_and_goodput() {
+        let slo = Slo {
+            ttft_ms: Some(150.0),
+            tpot_ms: None,
+            e2e_ms: Some(300.0),
+        };
+        let fast = RequestFigures::of(&rec(0, &[(100, 1), (200, 1)])).unwrap();
+        let slow = RequestFigures::of(&rec(0, &[(200, 1), (250, 1)])).unwrap();
+        assert!(slo.met_by(&fast));
+        assert!(!slo.met_by(&slow));
+        assert!(Slo::default().met_by(&slow));
+    }
+
+    #[test]
+    fn closed_loop_window_excludes_ramp_up_and_drain() {
+        // c = 2. Requests (send, first token, end), 10 tokens each, one every 10 ms from the
+        // first token. A: 0 → 100 … 190 (end 191); B: 0 → 150 … 240 (end 241);
+        // C: 191 → 291 … 381 (end 382); D: 241 → 341 … 431 (end 432).
+        let tokens = |first: i64| (0..10).map(|i| (first + i * 10, 1)).collect::<Vec<_>>();
+        let mut acc = LevelAccumulator::new(Load::Concurrency { concurrency: 2 }, None, Slo::default(), 1);
+        for (send, first) in [(0, 100), (0, 150), (191, 100), (241, 100)] {
+            let offsets: Vec<(i64, u32)> = tokens(first);
+            acc.add(&rec(send, &offsets), 0);
+        }
+        let f = acc.finish();
+        let w = f.repetitions[0].window.unwrap();
+        // Start: both of the first two have their first token (150 ms); end: the first of the
+        // last two to end (C at 382 ms).
+        assert_eq!((w.start_us, w.end_us, w.steady), (150_000, 382_000, true));
+        // Tokens arriving in [150, 382]: A 150..190 → 5; B 150..240 → 10; C 291..381 → 10;
+        // D 341..381 → 5. 30 tokens / 0.232 s (1 ms bins: exact here).
+        let want = 30.0 / 0.232;
+        assert!(
+            (f.aggregate_tok_s.unwrap() - want).abs() < 1e-6 * want,
+            "{:?}",
+            f.aggregate_tok_s
+        );
+        assert_eq!((f.requests, f.succeeded, f.output_tokens), (4, 4, 40));
+        // Completions ending in the window: A (191), B (241), and C exactly at its end (382),
+        // whose 1 ms bin is counted pro rata: between 2 and 3 per 0.232 s.
+        let rps = f.req_per_s.unwrap();
+        assert!((2.0 / 0.232..=3.0 / 0.232).contains(&rps), "{rps}");
+        assert!(f.goodput_req_per_s.is_none());
+        let itl = f.itl_ms.unwrap();
+        assert_eq!(itl.n, 36);
+        assert!((itl.p50 - 10.0).abs() < 0.1);
+    }
+
+    #[test]
+    fn too_few_requests_fall_back_to_the_full_span() {
+        let mut acc = LevelAccumulator::new(Load::Concurrency { concurrency: 4 }, None, Slo::default(), 1);
+        acc.add(&rec(0, &[(100, 1), (200, 1)]), 0);
+        let f = acc.finish();
+        let w = f.repetitions[0].window.unwrap();
+        assert_eq!((w.start_us, w.end_us, w.steady), (0, 201_000, false));
+        assert!((f.aggregate_tok_s.unwrap() - 2.0 / 0.201).abs() < 1e-6);
+    }
+
+    #[test]
+    fn retried_failures_are_not_final_and_never_in_figures() {
+        let mut acc = LevelAccumulator::new(Load::Concurrency { concurrency: 1 }, None, Slo::default(), 1);
+        let mut first_try = rec(0, &[(5, 1)]);
+        first_try.error_class = Some(ErrorClass::HttpServerError);
+        acc.add(&first_try, 0);
+        let mut retry = rec(10, &[(100, 1), (110, 1)]);
+        retry.attempt = 1;
+        acc.add(&retry, 0);
+        let mut final_failure = rec(300, &[]);
+        final_failure.error_class = Some(ErrorClass::ContextLengthExceeded);
+        acc.add(&final_failure, 0);
+        let f = acc.finish();
+        assert_eq!((f.requests, f.succeeded, f.failed, f.retries), (2, 1, 1, 1));
+        assert_eq!(f.errors.get("context_length_exceeded"), Some(&1));
+        assert_eq!(f.ttft_ms.unwrap().n, 1);
+    }
+
+    #[test]
+    fn repetitions_give_a_median_and_an_interval() {
+        let mut acc = LevelAccumulator::new(
+            Load::Rate {
+                per_second: 1.0,
+                poisson: false,
+            },
+            None,
+            Slo::default(),
+            0,
+        );
+        for (rep, gap) in [(0u32, 10i64), (1, 20), (2, 10)] {
+            for i in 0..3 {
+                let send = i64::from(rep) * 10_000 + i * 1000;
+                let chunks: Vec<(i64, u32)> = (0..50).map(|k| (100 + k * gap, 1)).collect();
+                acc.add(&rec(send, &chunks), rep);
+            }
+        }
+        let f = acc.finish();
+        assert_eq!(f.repetitions.len(), 3);
+        let ci = f.aggregate_tok_s_ci.unwrap();
+        assert!(ci.contains(f.aggregate_tok_s.unwrap()));
+        assert_eq!(f.repetitions[0].aggregate_tok_s, f.repetitions[2].aggregate_tok_s);
+    }
+
+    #[test]
+    fn timeline_coarsens_but_keeps_totals() {
+        let mut t = Timeline::default();
+        for i in 0..200_000i64 {
+            t.add(i * 1000, 1.0); // one per ms for 200 s: beyond 65,536 bins of 1 ms
+        }
+        t.add(-5_000_000, 1.0);
+        assert!(t.bins.len() <= MAX_BINS);
+        assert_eq!(t.total(), 200_001.0);
+        let mid = t.sum_between(50_000_000, 150_000_000);
+        assert!((mid - 100_000.0).abs() / 100_000.0 < 0.001, "{mid}");
+    }
+
+    #[test]
+    fn knee_by_ttft_and_by_throughput() {
+        let p = |c, ttft: f64, agg: f64| SweepPoint {
+            concurrency: c,
+            p95_ttft_ms: Some(ttft),
+            aggregate_tok_s: Some(agg),
+        };
+        let by_ttft = find_knee(&[p(1, 100.0, 50.0), p(2, 110.0, 100.0), p(4, 400.0, 190.0)], 2.0, 0.05).unwrap();
+        assert_eq!((by_ttft.concurrency, by_ttft.rule.as_str()), (2, "ttft"));
+        let by_tput = find_knee(&[p(1, 100.0, 50.0), p(2, 100.0, 100.0), p(4, 120.0, 102.0)], 2.0, 0.05).unwrap();
+        assert_eq!((by_tput.concurrency, by_tput.rule.as_str()), (2, "throughput"));
+        let none = find_knee(&[p(1, 100.0, 50.0), p(2, 100.0, 100.0)], 2.0, 0.05).unwrap();
+        assert_eq!((none.concurrency, none.rule.as_str()), (2, "none"));
+        assert!(find_knee(&[], 2.0, 0.05).is_none());
+    }
+}
