@@ -382,6 +382,17 @@ accuracy = 0.5
     }
 
     #[test]
+    fn the_documented_example_parses() {
+        let doc = include_str!("../../docs/mock.md");
+        let start = doc.find("```toml\n").expect("docs/mock.md has a TOML example") + "```toml\n".len();
+        let end = start + doc[start..].find("```").unwrap();
+        let profiles = parse_profiles("docs/mock.md", &doc[start..end]).unwrap();
+        assert_eq!(profiles.len(), 2);
+        assert_eq!(profiles[1].reasoning_tokens, 32);
+        assert_eq!(profiles[1].inter_token(), Duration::from_millis(50));
+    }
+
+    #[test]
     fn demo_profiles_are_valid_and_distinct() {
         let demo = demo_profiles();
         assert_eq!(demo.len(), 3);

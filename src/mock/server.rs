@@ -312,11 +312,7 @@ fn parse_request(api: Api, body: &[u8]) -> Result<Parsed, ApiError> {
                 format!(
                     "Invalid '{max_param}': integer below minimum value. Expected a value >= 1, but got {m} instead."
                 ),
-                Some(if raw.max_completion_tokens.is_some() {
-                    "max_completion_tokens"
-                } else {
-                    "max_tokens"
-                }),
+                Some(max_param),
             ));
         }
     };
