@@ -11,6 +11,7 @@ use crate::domain::Timestamp;
 use crate::domain::candidate::{Candidate, CandidateSpec};
 use crate::domain::evalset::{EvalSetFile, TaskKind};
 use crate::domain::run::{NewRun, RequestRecord, Run, RunEvent, RunStatus};
+use crate::domain::scorecard::{NewScorecard, ScorecardListItem, ScorecardRecord};
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
 
 pub mod postgres;
@@ -131,6 +132,19 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<(i64, u32)>;
     async fn list_threshold_profiles(&self) -> Result<Vec<ThresholdProfile>>;
     async fn threshold_profile_history(&self, profile_id: i64) -> Result<Vec<ProfileChange>>;
+    /// One profile at `version` (its current version when None), with that version's
+    /// description and rules.
+    async fn get_threshold_profile(&self, profile_id: i64, version: Option<u32>) -> Result<Option<ThresholdProfile>>;
+
+    // --- archived scorecards (never updated; the verdict is recomputed from records)
+    /// NotFound when the run, the profile version or the incumbent does not exist.
+    async fn save_scorecard(&self, scorecard: &NewScorecard) -> Result<i64>;
+    async fn get_scorecard(&self, id: i64) -> Result<Option<ScorecardRecord>>;
+    /// Newest first.
+    async fn list_scorecards(&self, limit: i64, offset: i64) -> Result<Vec<ScorecardListItem>>;
+    async fn count_scorecards(&self) -> Result<i64>;
+    /// The scorecards archived for one run, newest first.
+    async fn list_run_scorecards(&self, run_id: i64) -> Result<Vec<ScorecardListItem>>;
 
     // --- runs
     async fn create_run(&self, run: &NewRun) -> Result<i64>;

@@ -14,9 +14,9 @@ use sqlx::{Postgres, QueryBuilder};
 
 use super::rows::{
     self, CandidateRow, CandidateValues, EvalSetSummaryRow, EvalSetVersionRow, GradeRow, InsertedRecordRow,
-    ProfileChangeRow, ProfileRow, ProgressRow, RECORDS_PER_STATEMENT, RecordRow, RecordValues, RunCandidateRow,
-    RunEventRow, RunListRow, RunRow, SMALL_ROWS_PER_STATEMENT, candidate_columns, record_insert_columns,
-    record_select_columns, run_columns,
+    ProfileChangeRow, ProfileRow, ProfileVersionRow, ProgressRow, RECORDS_PER_STATEMENT, RecordRow, RecordValues,
+    RunCandidateRow, RunEventRow, RunListRow, RunRow, SMALL_ROWS_PER_STATEMENT, ScorecardListRow, ScorecardRow,
+    candidate_columns, record_insert_columns, record_select_columns, run_columns, scorecard_columns,
 };
 use super::{
     Backend, CandidateProgress, EvalSetSummary, EvalSetVersion, ProfileChange, Result, RunListItem, Store, StoreError,
@@ -25,6 +25,7 @@ use crate::domain::Timestamp;
 use crate::domain::candidate::{Candidate, CandidateSpec};
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::run::{NewRun, RequestRecord, Run, RunEvent, RunStatus};
+use crate::domain::scorecard::{NewScorecard, ScorecardListItem, ScorecardRecord};
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
 
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations/postgres");
@@ -369,6 +370,104 @@ impl Store for PostgresStore {
         .fetch_all(&self.pool)
         .await?;
         rows.into_iter().map(ProfileChangeRow::into_change).collect()
+    }
+
+    #[tracing::instrument(level = "debug", skip(self))]
+    async fn get_threshold_profile(&self, profile_id: i64, version: Option<u32>) -> Result<Option<ThresholdProfile>> {
+        let row: Option<ProfileVersionRow> = sqlx::query_as(
+            "SELECT p.id, p.name, v.description, v.version, v.rules FROM threshold_profiles p \
+             JOIN threshold_profile_versions v ON v.profile_id = p.id \
+             AND v.version = COALESCE($2, p.current_version) WHERE p.id = $1",
+        )
+        .bind(profile_id)
+        .bind(version.map(i64::from))
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(ProfileVersionRow::into_profile).transpose()
+    }
+
+    // ------------------------------------------------------------ archived scorecards
+
+    #[tracing::instrument(level = "debug", skip(self, scorecard), fields(run_id = scorecard.run_id))]
+    async fn save_scorecard(&self, scorecard: &NewScorecard) -> Result<i64> {
+        let (pipeline, verdicts) = rows::scorecard_json(scorecard);
+        sqlx::query_scalar(
+            "INSERT INTO scorecards (run_id, profile_id, profile_version, incumbent_candidate_id, pipeline, \
+             created_by, note, verdicts, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+        )
+        .bind(scorecard.run_id)
+        .bind(scorecard.profile_id)
+        .bind(i64::from(scorecard.profile_version))
+        .bind(scorecard.incumbent)
+        .bind(pipeline)
+        .bind(&scorecard.created_by)
+        .bind(&scorecard.note)
+        .bind(verdicts)
+        .bind(Timestamp::now().0)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(StoreError::from)
+        .map_err(|e| {
+            rows::not_found_on_foreign_key(e, || {
+                format!(
+                    "run {}, profile {} version {} or incumbent {:?}",
+                    scorecard.run_id, scorecard.profile_id, scorecard.profile_version, scorecard.incumbent
+                )
+            })
+        })
+    }
+
+    #[tracing::instrument(level = "debug", skip(self))]
+    async fn get_scorecard(&self, id: i64) -> Result<Option<ScorecardRecord>> {
+        let row: Option<ScorecardRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            scorecard_columns!(),
+            " FROM scorecards WHERE scorecards.id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(ScorecardRow::into_record).transpose()
+    }
+
+    #[tracing::instrument(level = "debug", skip(self))]
+    async fn list_scorecards(&self, limit: i64, offset: i64) -> Result<Vec<ScorecardListItem>> {
+        let rows: Vec<ScorecardListRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            scorecard_columns!(),
+            ", runs.name AS run_name, p.name AS profile_name FROM scorecards \
+             JOIN runs ON runs.id = scorecards.run_id \
+             JOIN threshold_profiles p ON p.id = scorecards.profile_id \
+             ORDER BY scorecards.created_at DESC, scorecards.id DESC LIMIT $1 OFFSET $2"
+        ))
+        .bind(limit.max(0))
+        .bind(offset.max(0))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(ScorecardListRow::into_item).collect()
+    }
+
+    #[tracing::instrument(level = "debug", skip(self))]
+    async fn count_scorecards(&self) -> Result<i64> {
+        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM scorecards")
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
+    #[tracing::instrument(level = "debug", skip(self))]
+    async fn list_run_scorecards(&self, run_id: i64) -> Result<Vec<ScorecardListItem>> {
+        let rows: Vec<ScorecardListRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            scorecard_columns!(),
+            ", runs.name AS run_name, p.name AS profile_name FROM scorecards \
+             JOIN runs ON runs.id = scorecards.run_id \
+             JOIN threshold_profiles p ON p.id = scorecards.profile_id \
+             WHERE scorecards.run_id = $1 ORDER BY scorecards.created_at DESC, scorecards.id DESC"
+        ))
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(ScorecardListRow::into_item).collect()
     }
 
     // ------------------------------------------------------------ runs

@@ -11,7 +11,9 @@ use crate::domain::Timestamp;
 use crate::domain::candidate::{Candidate, CandidateSpec, ClaimedFigure, Conditions, Pricing, ProviderKind, Secret};
 use crate::domain::evalset::{EvalSetFile, TaskKind};
 use crate::domain::grading::Grade;
+use crate::domain::pipeline::PipelineSpec;
 use crate::domain::run::{ErrorClass, Phase, RequestRecord, Run, RunConfig, RunEvent, RunStatus, TokenSource};
+use crate::domain::scorecard::{NewScorecard, RecordedVerdict, ScorecardListItem, ScorecardRecord};
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
 
 /// Records per multi-row INSERT: 38 binds each stays far below SQLite's 32 766 and
@@ -745,4 +747,94 @@ pub(crate) fn attach_grades(records: Vec<RecordRow>, grades: Vec<GradeRow>) -> R
             row.into_record(grades)
         })
         .collect()
+}
+
+// ---------------------------------------------------------------- scorecards
+
+/// The column list matching `ScorecardRow`.
+macro_rules! scorecard_columns {
+    () => {
+        "scorecards.id, scorecards.run_id, scorecards.profile_id, scorecards.profile_version, \
+         scorecards.incumbent_candidate_id, scorecards.pipeline, scorecards.created_by, scorecards.note, \
+         scorecards.verdicts, scorecards.created_at"
+    };
+}
+pub(crate) use scorecard_columns;
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ScorecardRow {
+    pub id: i64,
+    pub run_id: i64,
+    pub profile_id: i64,
+    pub profile_version: i64,
+    pub incumbent_candidate_id: Option<i64>,
+    pub pipeline: String,
+    pub created_by: String,
+    pub note: String,
+    pub verdicts: String,
+    pub created_at: i64,
+}
+
+impl ScorecardRow {
+    pub(crate) fn into_record(self) -> Result<ScorecardRecord, StoreError> {
+        let place = |column: &str| format!("scorecards.{column} of scorecard {}", self.id);
+        Ok(ScorecardRecord {
+            profile_version: to_u32(place("profile_version"), self.profile_version)?,
+            pipeline: parse_json::<PipelineSpec>(place("pipeline"), &self.pipeline)?,
+            verdicts: parse_json::<Vec<RecordedVerdict>>(place("verdicts"), &self.verdicts)?,
+            id: self.id,
+            run_id: self.run_id,
+            profile_id: self.profile_id,
+            incumbent: self.incumbent_candidate_id,
+            created_by: self.created_by,
+            note: self.note,
+            created_at: Timestamp(self.created_at),
+        })
+    }
+}
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ScorecardListRow {
+    #[sqlx(flatten)]
+    pub scorecard: ScorecardRow,
+    pub run_name: String,
+    pub profile_name: String,
+}
+
+impl ScorecardListRow {
+    pub(crate) fn into_item(self) -> Result<ScorecardListItem, StoreError> {
+        Ok(ScorecardListItem {
+            record: self.scorecard.into_record()?,
+            run_name: self.run_name,
+            profile_name: self.profile_name,
+        })
+    }
+}
+
+/// JSON values of a new scorecard, ready to bind.
+pub(crate) fn scorecard_json(s: &NewScorecard) -> (String, String) {
+    (to_json(&s.pipeline), to_json(&s.verdicts))
+}
+
+/// A profile at one version (joined with its name).
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ProfileVersionRow {
+    pub id: i64,
+    pub name: String,
+    pub description: String,
+    pub version: i64,
+    pub rules: String,
+}
+
+impl ProfileVersionRow {
+    pub(crate) fn into_profile(self) -> Result<ThresholdProfile, StoreError> {
+        ProfileRow {
+            id: self.id,
+            name: self.name,
+            description: self.description,
+            version: self.version,
+            rules: self.rules,
+        }
+        .into_profile()
+    }
 }

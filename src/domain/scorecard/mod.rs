@@ -23,10 +23,12 @@ pub mod claims;
 pub mod intervals;
 pub mod measure;
 pub mod pareto;
+pub mod record;
 
 pub use claims::ClaimCheck;
 pub use measure::{CandidateRecords, Measurement, SampleUnit};
 pub use pareto::ParetoPoint;
+pub use record::{NewScorecard, RecordedVerdict, ScorecardListItem, ScorecardRecord};
 
 /// Most extra observations the "would settle it" estimate will name.
 const SETTLE_CAP: f64 = 10_000_000.0;
@@ -60,7 +62,7 @@ impl RuleState {
 }
 
 /// A candidate's overall verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub enum Verdict {
     #[serde(rename = "GO")]
     Go,

@@ -238,6 +238,17 @@ fn candidate(id: i64, name: &str, claim: Option<ClaimedFigure>) -> Candidate {
     }
 }
 
+/// Built from JSON so optional fields added to `Grade` later keep their defaults.
+fn exact_grade(passed: bool) -> Grade {
+    serde_json::from_value(serde_json::json!({
+        "grader": "exact",
+        "score": if passed { 1.0 } else { 0.0 },
+        "passed": passed,
+        "reason": "",
+    }))
+    .expect("a grade parses")
+}
+
 /// Ten cases at c=2, two at a time, each taking `e2e_ms`: waves of two, so the window is
 /// 5 · e2e. TTFT 100 ms; the last of 50 tokens at e2e.
 fn records(candidate_id: i64, e2e_ms: i64, right: &[bool]) -> Vec<RequestRecord> {
@@ -274,12 +285,7 @@ fn records(candidate_id: i64, e2e_ms: i64, right: &[bool]) -> Vec<RequestRecord>
             reasoning: None,
             error_class: None,
             error_detail: None,
-            grades: vec![Grade {
-                grader: "exact".into(),
-                score: if right[i] { 1.0 } else { 0.0 },
-                passed: right[i],
-                reason: String::new(),
-            }],
+            grades: vec![exact_grade(right[i])],
         })
         .collect()
 }
