@@ -1,5 +1,13 @@
-//! `bakeoff evalset import|export|validate`.
+//! `bakeoff evalset validate|import|export`: check, store and write eval-set files from the
+//! terminal. Every failure exits non-zero with the place (file:line and field) in the message.
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
+
+use crate::config::DatabaseArgs;
+use crate::domain::evalset::import::{Format, FormatChoice, ImportOptions, import};
+use crate::domain::evalset::{EvalSetFile, MAX_FILE_BYTES, TaskKind};
 
 #[derive(Debug, Clone, Args)]
 pub struct EvalsetArgs {
@@ -10,21 +18,153 @@ pub struct EvalsetArgs {
 #[derive(Debug, Clone, Subcommand)]
 pub enum EvalsetAction {
     /// Check an eval-set file and report the first problem with its line and field.
-    Validate { file: std::path::PathBuf },
+    Validate {
+        file: PathBuf,
+        #[command(flatten)]
+        source: SourceArgs,
+    },
+    /// Read a file (bakeoff JSONL, OpenAI evals, promptfoo YAML or CSV) and store it as a version.
+    Import {
+        file: PathBuf,
+        #[command(flatten)]
+        source: SourceArgs,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Write one stored version's normalised file (the exact text its hash identifies).
+    Export {
+        /// The version's id, as in `/evalsets/ID`.
+        #[arg(long)]
+        version_id: i64,
+        /// Where to write; standard output when omitted.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+}
+
+/// How to read a source file.
+#[derive(Debug, Clone, Args)]
+pub struct SourceArgs {
+    /// auto, bakeoff, openai-evals, promptfoo or csv.
+    #[arg(long, default_value = "auto", value_parser = parse_format)]
+    pub format: FormatChoice,
+    /// The set's name (formats without one default to the file name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// extraction, classification, summarisation, translation or generation (required for
+    /// formats that do not say).
+    #[arg(long, value_parser = parse_task)]
+    pub task: Option<TaskKind>,
+    /// User prompt template for promptfoo and CSV cases, e.g. "Route this ticket: {{input}}".
+    #[arg(long)]
+    pub prompt: Option<String>,
+}
+
+fn parse_format(s: &str) -> Result<FormatChoice, String> {
+    s.parse()
+}
+
+fn parse_task(s: &str) -> Result<TaskKind, String> {
+    TaskKind::parse(s).ok_or_else(|| {
+        format!("unknown task {s:?}: use extraction, classification, summarisation, translation or generation")
+    })
 }
 
 pub async fn run(args: EvalsetArgs) -> anyhow::Result<()> {
     match args.action {
-        EvalsetAction::Validate { file } => {
-            let text = std::fs::read_to_string(&file)?;
-            let parsed = crate::domain::evalset::EvalSetFile::parse(&file.display().to_string(), &text)?;
+        EvalsetAction::Validate { file, source } => {
+            let (format, parsed) = read(&file, &source)?;
             println!(
-                "{}: valid, {} cases, version {}",
+                "{}: valid {} file, {} cases, version {}",
                 file.display(),
+                format.as_str(),
                 parsed.cases.len(),
                 &parsed.content_hash()[..12]
             );
             Ok(())
         }
+        EvalsetAction::Import { file, source, database } => {
+            let (format, parsed) = read(&file, &source)?;
+            let store = crate::store::connect(&database.database_url).await?;
+            let existing = store
+                .list_evalsets()
+                .await?
+                .into_iter()
+                .find(|s| s.name == parsed.header.name);
+            let hash = parsed.content_hash();
+            let id = store.save_evalset_version(&parsed).await?;
+            let what = match existing {
+                None => "new eval set",
+                Some(s) if id <= s.latest_version_id => "identical to a stored version",
+                Some(_) => "new version",
+            };
+            println!(
+                "{}: imported as {} ({what}), version id {id}, {} cases, hash {}",
+                file.display(),
+                format.as_str(),
+                parsed.cases.len(),
+                &hash[..12]
+            );
+            Ok(())
+        }
+        EvalsetAction::Export {
+            version_id,
+            out,
+            database,
+        } => {
+            let store = crate::store::connect(&database.database_url).await?;
+            let Some(version) = store.get_evalset_version(version_id).await? else {
+                bail!("no eval set version with id {version_id} in {}", database.database_url);
+            };
+            let text = version.file.normalised();
+            match out {
+                Some(path) => {
+                    std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+                    eprintln!(
+                        "wrote {} ({} cases, version {})",
+                        path.display(),
+                        version.file.cases.len(),
+                        &version.content_hash[..12]
+                    );
+                }
+                None => {
+                    use std::io::Write;
+                    std::io::stdout().lock().write_all(text.as_bytes())?;
+                }
+            }
+            Ok(())
+        }
     }
+}
+
+/// Reads and converts one source file; the error names file:line and field.
+fn read(path: &Path, source: &SourceArgs) -> anyhow::Result<(Format, EvalSetFile)> {
+    let size = std::fs::metadata(path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .len();
+    if size > MAX_FILE_BYTES as u64 {
+        bail!("{}: file is {size} bytes; at most {MAX_FILE_BYTES}", path.display());
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: not UTF-8 text (first bad byte at offset {})",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        )
+    })?;
+    let options = ImportOptions {
+        name: source.name.clone(),
+        task: source.task,
+        prompt: source.prompt.clone(),
+    };
+    let name = path.display().to_string();
+    Ok(import(
+        source.format,
+        &name,
+        text.trim_start_matches('\u{feff}'),
+        &options,
+    )?)
 }

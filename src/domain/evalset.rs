@@ -5,10 +5,17 @@ use sha2::{Digest, Sha256};
 
 use super::grading::GraderSpec;
 
+pub mod diff;
+pub mod import;
+
 /// Largest eval-set file accepted.
 pub const MAX_FILE_BYTES: usize = 20 * 1024 * 1024;
 /// Most cases in one eval set.
 pub const MAX_CASES: usize = 100_000;
+/// Longest line (the header or one case), so one runaway case cannot fill the file limit.
+pub const MAX_LINE_BYTES: usize = 1024 * 1024;
+/// Longest set name, case id or tag, in characters.
+pub const MAX_NAME_CHARS: usize = 200;
 
 /// The task an eval set measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,6 +29,19 @@ pub enum TaskKind {
 }
 
 impl TaskKind {
+    pub const ALL: [TaskKind; 5] = [
+        TaskKind::Extraction,
+        TaskKind::Classification,
+        TaskKind::Summarisation,
+        TaskKind::Translation,
+        TaskKind::Generation,
+    ];
+
+    /// The kind named `s` as in files (`"summarisation"`).
+    pub fn parse(s: &str) -> Option<TaskKind> {
+        TaskKind::ALL.into_iter().find(|t| t.as_str() == s.trim())
+    }
+
     pub fn as_str(&self) -> &'static str {
         match self {
             TaskKind::Extraction => "extraction",
@@ -139,6 +159,13 @@ impl EvalSetFile {
             .enumerate()
             .map(|(i, l)| (i + 1, l))
             .filter(|(_, l)| !l.trim().is_empty());
+        if let Some((line, l)) = text.lines().enumerate().find(|(_, l)| l.len() > MAX_LINE_BYTES) {
+            return Err(err(
+                Some(line + 1),
+                None,
+                format!("line is {} bytes; at most {MAX_LINE_BYTES}", l.len()),
+            ));
+        }
         let (header_line, header_text) = lines
             .next()
             .ok_or_else(|| err(None, None, "file is empty; the first line must be the header".into()))?;
@@ -157,6 +184,9 @@ impl EvalSetFile {
         if let Err((field, message)) = check_graders(&header.graders) {
             return Err(err(Some(header_line), Some(&field), message));
         }
+        if let Some(message) = too_long(&header.name) {
+            return Err(err(Some(header_line), Some("name"), message));
+        }
         let mut cases = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for (line, case_text) in lines {
@@ -171,6 +201,17 @@ impl EvalSetFile {
             if let Err((field, message)) = check_graders(&case.graders) {
                 return Err(err(Some(line), Some(&field), message));
             }
+            if let Some(message) = too_long(&case.id) {
+                return Err(err(Some(line), Some("id"), message));
+            }
+            if let Some((i, message)) = case
+                .tags
+                .iter()
+                .enumerate()
+                .find_map(|(i, t)| too_long(t).map(|m| (i, m)))
+            {
+                return Err(err(Some(line), Some(&format!("tags[{i}]")), message));
+            }
             if !seen.insert(case.id.clone()) {
                 return Err(err(Some(line), Some("id"), format!("duplicate case id {:?}", case.id)));
             }
@@ -183,15 +224,14 @@ impl EvalSetFile {
             }
             if let Some(prompt) = &header.prompt
                 && case.messages.is_none()
+                && let Some(var) = template_vars(prompt).into_iter().find(|v| !case.vars.contains_key(v))
             {
-                if let Some(var) = template_vars(prompt).into_iter().find(|v| !case.vars.contains_key(v)) {
-                    let field = format!("vars.{var}");
-                    return Err(err(
-                        Some(line),
-                        Some(&field),
-                        "is used by the prompt template but missing".into(),
-                    ));
-                }
+                let field = format!("vars.{var}");
+                return Err(err(
+                    Some(line),
+                    Some(&field),
+                    "is used by the prompt template but missing".into(),
+                ));
             }
             if let Some(w) = case.weight
                 && !(w.is_finite() && w > 0.0)
@@ -259,6 +299,12 @@ impl EvalSetFile {
             .collect::<Vec<_>>()
             .join("\n\n")
     }
+}
+
+/// Length check for names, ids and tags.
+fn too_long(value: &str) -> Option<String> {
+    let n = value.chars().count();
+    (n > MAX_NAME_CHARS).then(|| format!("is {n} characters long; at most {MAX_NAME_CHARS}"))
 }
 
 /// `{{name}}` → value of `vars.name` (strings unquoted, other JSON compact).

@@ -1,13 +1,22 @@
-//! Eval sets: the list, one version's detail with its cases (paginated on the server), and the
-//! download of the version's normalised file (the exact text its hash identifies).
+//! Eval sets: the list, one version's detail with its cases (paginated on the server), the
+//! download of the version's normalised file (the exact text its hash identifies), the JSON
+//! Schema of the format; importing (`import`), case-by-case editing (`edit`) and the
+//! difference between two versions (`diff`).
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use serde::Deserialize;
+
+mod diff;
+mod edit;
+mod import;
+
+pub use edit::CaseForm;
+pub use import::MAX_UPLOAD_BODY_BYTES;
 
 use super::AppState;
 use super::error::{WebError, parse_id, parse_page};
@@ -22,11 +31,32 @@ pub const CASES_PER_PAGE: u32 = 50;
 const PROMPT_EXCERPT: usize = 200;
 const EXPECTED_EXCERPT: usize = 120;
 
+/// The file format's JSON Schema (draft 2020-12), as published in `docs/`.
+pub const SCHEMA_JSON: &str = include_str!("../../docs/evalset.schema.json");
+
 pub fn router() -> Router<AppState> {
+    // Uploads may be as large as an eval-set file; every other route keeps the global limit.
+    let upload_limit = DefaultBodyLimit::max(MAX_UPLOAD_BODY_BYTES);
     Router::new()
         .route("/evalsets", get(list))
+        .route("/evalsets/schema.json", get(schema))
+        .route(
+            "/evalsets/import",
+            get(import::form).post(import::preview).layer(upload_limit),
+        )
+        .route("/evalsets/import/save", post(import::save).layer(upload_limit))
         .route("/evalsets/{version_id}", get(detail))
         .route("/evalsets/{version_id}/download", get(download))
+        .route("/evalsets/{version_id}/diff/{other_id}", get(diff::page))
+        .route(
+            "/evalsets/{version_id}/cases/new",
+            get(edit::new_form).post(edit::create),
+        )
+        .route(
+            "/evalsets/{version_id}/cases/{position}/edit",
+            get(edit::edit_form).post(edit::update),
+        )
+        .route("/evalsets/{version_id}/cases/{position}/delete", post(edit::delete))
 }
 
 #[derive(Debug, Clone)]
@@ -70,6 +100,8 @@ async fn list(State(state): State<AppState>) -> Result<EvalSetsPage, WebError> {
 
 #[derive(Debug, Clone)]
 pub struct CaseRowView {
+    /// 1-based position in the file (the edit links use it).
+    pub position: usize,
     pub id: String,
     pub prompt: String,
     pub expected: String,
@@ -84,6 +116,8 @@ pub struct VersionLink {
     pub created: String,
     pub cases: usize,
     pub current: bool,
+    /// The diff page between this version and the one shown, oldest first.
+    pub compare_href: String,
 }
 
 #[derive(Template, WebTemplate)]
@@ -107,11 +141,24 @@ pub struct EvalSetPage {
     pub versions: Vec<VersionLink>,
     pub cases: Vec<CaseRowView>,
     pub pager: Pagination,
+    /// What the last action did, after a redirect here.
+    pub notice: Option<&'static str>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 pub struct PageQuery {
     pub page: Option<String>,
+    pub notice: Option<String>,
+}
+
+fn notice_text(raw: Option<&str>) -> Option<&'static str> {
+    Some(match raw? {
+        "saved" => "Saved. This is the stored version (saving identical content stores nothing new).",
+        "edited" => "Saved as a new version. The version you edited is unchanged.",
+        "added" => "Case added as a new version. The previous version is unchanged.",
+        "deleted" => "Case deleted in a new version. The previous version is unchanged.",
+        _ => return None,
+    })
 }
 
 /// A grader in words, e.g. `exact (trim, collapse whitespace)`.
@@ -159,26 +206,20 @@ async fn detail(
             pager.pages
         )));
     }
-    let cases = file
-        .cases
-        .iter()
-        .skip(pager.offset() as usize)
-        .take(CASES_PER_PAGE as usize)
-        .map(|case| CaseRowView {
-            id: case.id.clone(),
-            prompt: truncate(&case_prompt(file, case), PROMPT_EXCERPT),
-            expected: case
-                .expected_text()
-                .map(|t| truncate(&t, EXPECTED_EXCERPT))
-                .unwrap_or_else(|| "—".into()),
-            tags: case.tags.join(", "),
-            graders: if case.graders.is_empty() {
-                String::new()
-            } else {
-                case.graders.iter().map(describe_grader).collect::<Vec<_>>().join("; ")
-            },
-        })
-        .collect();
+    let cases = case_rows(
+        file,
+        file.cases
+            .iter()
+            .skip(pager.offset() as usize)
+            .take(CASES_PER_PAGE as usize),
+    )
+    .into_iter()
+    .enumerate()
+    .map(|(i, mut row)| {
+        row.position = pager.offset() as usize + i + 1;
+        row
+    })
+    .collect();
     let versions = state
         .store
         .list_evalset_versions(version.evalset_id)
@@ -190,6 +231,11 @@ async fn detail(
             created: v.created_at.display(),
             cases: v.file.cases.len(),
             current: v.id == version.id,
+            compare_href: if v.id < version.id {
+                format!("/evalsets/{}/diff/{}", v.id, version.id)
+            } else {
+                format!("/evalsets/{}/diff/{}", version.id, v.id)
+            },
         })
         .collect();
     let h = &file.header;
@@ -212,7 +258,35 @@ async fn detail(
         versions,
         cases,
         pager,
+        notice: notice_text(q.notice.as_deref()),
     })
+}
+
+/// Rows for a case table (positions numbered from 1 in the order given).
+pub fn case_rows<'a>(file: &EvalSetFile, cases: impl Iterator<Item = &'a EvalCase>) -> Vec<CaseRowView> {
+    cases
+        .enumerate()
+        .map(|(i, case)| CaseRowView {
+            position: i + 1,
+            id: case.id.clone(),
+            prompt: truncate(&case_prompt(file, case), PROMPT_EXCERPT),
+            expected: case
+                .expected_text()
+                .map(|t| truncate(&t, EXPECTED_EXCERPT))
+                .unwrap_or_else(|| "—".into()),
+            tags: case.tags.join(", "),
+            graders: case.graders.iter().map(describe_grader).collect::<Vec<_>>().join("; "),
+        })
+        .collect()
+}
+
+async fn schema() -> Response {
+    let mut response = SCHEMA_JSON.into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/schema+json; charset=utf-8"),
+    );
+    response
 }
 
 /// A file name safe for a header: the set's name reduced to `[A-Za-z0-9._-]`, plus the hash.

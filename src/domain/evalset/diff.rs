@@ -1,0 +1,241 @@
+//! What changed between two versions of an eval set: cases matched by id, each changed case
+//! with the parts that differ, and the header fields that differ.
+use serde_json::Value;
+
+use super::{EvalCase, EvalSetFile};
+
+/// A part of a case that can change between versions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CasePart {
+    /// `vars` or `messages`: what is sent to the model.
+    Input,
+    Expected,
+    Graders,
+    Tags,
+    Weight,
+}
+
+impl CasePart {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            CasePart::Input => "input",
+            CasePart::Expected => "expected",
+            CasePart::Graders => "graders",
+            CasePart::Tags => "tags",
+            CasePart::Weight => "weight",
+        }
+    }
+}
+
+/// One case present in both versions with different content.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CaseChange {
+    pub old: EvalCase,
+    pub new: EvalCase,
+    /// Never empty, in `CasePart` order.
+    pub parts: Vec<CasePart>,
+}
+
+impl CaseChange {
+    pub fn id(&self) -> &str {
+        &self.new.id
+    }
+}
+
+/// The difference from `old` to `new`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VersionDiff {
+    /// Cases whose id is only in `new`, in `new`'s order.
+    pub added: Vec<EvalCase>,
+    /// Cases whose id is only in `old`, in `old`'s order.
+    pub removed: Vec<EvalCase>,
+    /// Cases in both whose content differs, in `new`'s order.
+    pub changed: Vec<CaseChange>,
+    /// Cases in both with identical content.
+    pub unchanged: usize,
+    /// Header fields (as named in the file) whose value differs, sorted.
+    pub header_changed: Vec<String>,
+    /// Whether the cases both versions share appear in a different order.
+    pub reordered: bool,
+}
+
+impl VersionDiff {
+    /// No difference at all (the two versions have the same content hash).
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty()
+            && self.removed.is_empty()
+            && self.changed.is_empty()
+            && self.header_changed.is_empty()
+            && !self.reordered
+    }
+}
+
+/// Compares two versions. Pure; cost is linear in the number of cases.
+pub fn diff_versions(old: &EvalSetFile, new: &EvalSetFile) -> VersionDiff {
+    let old_by_id: std::collections::HashMap<&str, &EvalCase> = old.cases.iter().map(|c| (c.id.as_str(), c)).collect();
+    let new_ids: std::collections::HashSet<&str> = new.cases.iter().map(|c| c.id.as_str()).collect();
+
+    let mut diff = VersionDiff {
+        header_changed: header_changes(old, new),
+        ..VersionDiff::default()
+    };
+    for case in &new.cases {
+        match old_by_id.get(case.id.as_str()) {
+            None => diff.added.push(case.clone()),
+            Some(before) => {
+                let parts = changed_parts(before, case);
+                if parts.is_empty() {
+                    diff.unchanged += 1;
+                } else {
+                    diff.changed.push(CaseChange {
+                        old: (*before).clone(),
+                        new: case.clone(),
+                        parts,
+                    });
+                }
+            }
+        }
+    }
+    diff.removed = old
+        .cases
+        .iter()
+        .filter(|c| !new_ids.contains(c.id.as_str()))
+        .cloned()
+        .collect();
+    let shared_old: Vec<&str> = old
+        .cases
+        .iter()
+        .map(|c| c.id.as_str())
+        .filter(|id| new_ids.contains(id))
+        .collect();
+    let shared_new: Vec<&str> = new
+        .cases
+        .iter()
+        .map(|c| c.id.as_str())
+        .filter(|id| old_by_id.contains_key(id))
+        .collect();
+    diff.reordered = shared_old != shared_new;
+    diff
+}
+
+fn changed_parts(old: &EvalCase, new: &EvalCase) -> Vec<CasePart> {
+    let mut parts = Vec::new();
+    if old.vars != new.vars || old.messages != new.messages {
+        parts.push(CasePart::Input);
+    }
+    if old.expected != new.expected {
+        parts.push(CasePart::Expected);
+    }
+    if old.graders != new.graders {
+        parts.push(CasePart::Graders);
+    }
+    if old.tags != new.tags {
+        parts.push(CasePart::Tags);
+    }
+    // 1 written out and the default of 1 are the same weight.
+    if old.weight() != new.weight() {
+        parts.push(CasePart::Weight);
+    }
+    parts
+}
+
+/// Header fields that differ, compared as the JSON the file holds (absent = null).
+fn header_changes(old: &EvalSetFile, new: &EvalSetFile) -> Vec<String> {
+    let as_map = |f: &EvalSetFile| match serde_json::to_value(&f.header) {
+        Ok(Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
+    };
+    let (a, b) = (as_map(old), as_map(new));
+    let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| {
+            let empty = |v: Option<&Value>| v.cloned().unwrap_or(Value::Null);
+            // An absent list and an empty one mean the same (e.g. `graders`).
+            let norm = |v: Value| match v {
+                Value::Array(a) if a.is_empty() => Value::Null,
+                other => other,
+            };
+            norm(empty(a.get(*k))) != norm(empty(b.get(*k)))
+        })
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OLD: &str = r#"{"bakeoff_evalset":1,"name":"s","task":"classification","prompt":"Label: {{text}}"}
+{"id":"a","vars":{"text":"great"},"expected":"positive"}
+{"id":"b","vars":{"text":"awful"},"expected":"negative"}
+{"id":"c","vars":{"text":"meh"},"expected":"neutral","tags":["x"]}
+{"id":"d","vars":{"text":"fine"},"expected":"positive","weight":1}
+"#;
+
+    fn parse(text: &str) -> EvalSetFile {
+        EvalSetFile::parse("t", text).unwrap()
+    }
+
+    #[test]
+    fn identical_versions_have_an_empty_diff() {
+        let d = diff_versions(&parse(OLD), &parse(OLD));
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(d.unchanged, 4);
+    }
+
+    #[test]
+    fn added_removed_and_changed_parts_are_named() {
+        let new = OLD
+            .replace(r#""expected":"negative""#, r#""expected":"very negative""#)
+            .replace(r#""tags":["x"]"#, r#""tags":["x","y"]"#)
+            .replace(
+                r#"{"id":"d","vars":{"text":"fine"},"expected":"positive","weight":1}"#,
+                "",
+            )
+            .replace(r#""text":"great""#, r#""text":"great!""#)
+            + r#"{"id":"e","vars":{"text":"ok"},"expected":"neutral","weight":2}"#;
+        let d = diff_versions(&parse(OLD), &parse(&new));
+        assert_eq!(d.added.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["e"]);
+        assert_eq!(d.removed.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["d"]);
+        let changed: Vec<(&str, Vec<CasePart>)> = d.changed.iter().map(|c| (c.id(), c.parts.clone())).collect();
+        assert_eq!(
+            changed,
+            [
+                ("a", vec![CasePart::Input]),
+                ("b", vec![CasePart::Expected]),
+                ("c", vec![CasePart::Tags]),
+            ]
+        );
+        assert_eq!((d.unchanged, d.reordered), (0, false));
+        assert!(d.header_changed.is_empty());
+        assert!(!d.is_empty());
+    }
+
+    #[test]
+    fn header_graders_weight_and_order_changes() {
+        let new = OLD
+            .replace(
+                r#""prompt":"Label: {{text}}""#,
+                r#""prompt":"Label {{text}}","max_tokens":4"#,
+            )
+            .replace(r#""weight":1"#, r#""graders":[{"kind":"exact"}]"#);
+        let d = diff_versions(&parse(OLD), &parse(&new));
+        assert_eq!(d.header_changed, ["max_tokens", "prompt"]);
+        // weight 1 → absent is no change; graders are.
+        assert_eq!(d.changed.len(), 1);
+        assert_eq!(d.changed[0].parts, [CasePart::Graders]);
+
+        let lines: Vec<&str> = OLD.lines().collect();
+        let swapped = [lines[0], lines[2], lines[1], lines[3], lines[4]].join("\n");
+        let d = diff_versions(&parse(OLD), &parse(&swapped));
+        assert!(d.reordered && d.changed.is_empty() && !d.is_empty());
+
+        let weighted = OLD.replace(r#""weight":1"#, r#""weight":3"#);
+        assert_eq!(
+            diff_versions(&parse(OLD), &parse(&weighted)).changed[0].parts,
+            [CasePart::Weight]
+        );
+    }
+}

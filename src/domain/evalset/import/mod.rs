@@ -1,0 +1,325 @@
+//! Importers: text in another format in, a validated [`EvalSetFile`] out. Pure (no I/O).
+//!
+//! Each importer turns its rows into a header and case objects, remembering the source line of
+//! each case; [`finish`] then runs the one eval-set parser over them, so an imported set obeys
+//! exactly the rules of a hand-written file, and an error found there still names the source
+//! line and field.
+use serde_json::{Map, Value, json};
+
+use super::{EvalSetError, EvalSetFile, TaskKind};
+
+mod csv;
+mod openai;
+mod promptfoo;
+
+/// A file format bakeoff can read eval sets from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// bakeoff's own JSONL with a header line (docs/evalset-format.md).
+    Bakeoff,
+    /// OpenAI evals samples: JSONL of `{"input": …, "ideal": …}`.
+    OpenaiEvals,
+    /// promptfoo tests: YAML list of `{vars, assert}` (or a config with `tests:`).
+    Promptfoo,
+    /// CSV with a header row: `input`, `expected`, optional `id`, `tags`, `grader`, more vars.
+    Csv,
+}
+
+impl Format {
+    pub const ALL: [Format; 4] = [Format::Bakeoff, Format::OpenaiEvals, Format::Promptfoo, Format::Csv];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Format::Bakeoff => "bakeoff",
+            Format::OpenaiEvals => "openai-evals",
+            Format::Promptfoo => "promptfoo",
+            Format::Csv => "csv",
+        }
+    }
+
+    pub fn label(&self) -> &'static str {
+        match self {
+            Format::Bakeoff => "bakeoff JSONL (header line + cases)",
+            Format::OpenaiEvals => "OpenAI evals samples (JSONL: input, ideal)",
+            Format::Promptfoo => "promptfoo tests (YAML: vars, assert)",
+            Format::Csv => "CSV (input, expected, id, tags, grader)",
+        }
+    }
+}
+
+/// A format as chosen by a user: one of [`Format`], or detect it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FormatChoice {
+    #[default]
+    Auto,
+    Known(Format),
+}
+
+impl std::str::FromStr for FormatChoice {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        if s.is_empty() || s.eq_ignore_ascii_case("auto") {
+            return Ok(FormatChoice::Auto);
+        }
+        Format::ALL
+            .into_iter()
+            .find(|f| f.as_str().eq_ignore_ascii_case(s))
+            .map(FormatChoice::Known)
+            .ok_or_else(|| format!("unknown format {s:?}: use auto, bakeoff, openai-evals, promptfoo or csv"))
+    }
+}
+
+/// What the user supplies where the source format has no place for it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ImportOptions {
+    /// The set's name; defaults to the source's own (bakeoff header, promptfoo description) or
+    /// else the file name without extension.
+    pub name: Option<String>,
+    /// The task; required for formats that do not state one.
+    pub task: Option<TaskKind>,
+    /// User prompt template for formats whose cases are vars (promptfoo, CSV).
+    pub prompt: Option<String>,
+}
+
+/// Guesses the format from the file name's extension, then from the first non-blank line.
+pub fn detect(source_name: &str, text: &str) -> Format {
+    let lower = source_name.to_ascii_lowercase();
+    if lower.ends_with(".yaml") || lower.ends_with(".yml") {
+        return Format::Promptfoo;
+    }
+    if lower.ends_with(".csv") {
+        return Format::Csv;
+    }
+    let first = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    if first.starts_with('{') {
+        return match serde_json::from_str::<Value>(first) {
+            Ok(Value::Object(map)) if !map.contains_key("bakeoff_evalset") && map.contains_key("input") => {
+                Format::OpenaiEvals
+            }
+            _ => Format::Bakeoff,
+        };
+    }
+    if first.starts_with('-') || first.starts_with('#') || first.ends_with(':') || first.starts_with("tests:") {
+        return Format::Promptfoo;
+    }
+    Format::Csv
+}
+
+/// Reads `text` in `format` (detected when `Auto`). Returns the format used and the file.
+pub fn import(
+    choice: FormatChoice,
+    source_name: &str,
+    text: &str,
+    options: &ImportOptions,
+) -> Result<(Format, EvalSetFile), EvalSetError> {
+    let format = match choice {
+        FormatChoice::Known(f) => f,
+        FormatChoice::Auto => detect(source_name, text),
+    };
+    if text.len() > super::MAX_FILE_BYTES {
+        return Err(error(
+            source_name,
+            None,
+            None,
+            format!("file is {} bytes; at most {}", text.len(), super::MAX_FILE_BYTES),
+        ));
+    }
+    let file = match format {
+        Format::Bakeoff => bakeoff(source_name, text, options)?,
+        Format::OpenaiEvals => finish(source_name, openai::read(source_name, text, options)?)?,
+        Format::Promptfoo => finish(source_name, promptfoo::read(source_name, text, options)?)?,
+        Format::Csv => finish(source_name, csv::read(source_name, text, options)?)?,
+    };
+    Ok((format, file))
+}
+
+/// bakeoff's own format; `name`/`task` options, when given, replace the header's.
+fn bakeoff(source_name: &str, text: &str, options: &ImportOptions) -> Result<EvalSetFile, EvalSetError> {
+    let mut file = EvalSetFile::parse(source_name, text)?;
+    if options.name.is_none() && options.task.is_none() {
+        return Ok(file);
+    }
+    if let Some(name) = &options.name {
+        file.header.name = name.trim().to_string();
+    }
+    if let Some(task) = options.task {
+        file.header.task = task;
+    }
+    // Re-check the header rules (e.g. the name's length) on the replaced values.
+    EvalSetFile::parse(source_name, &file.normalised()).map_err(|mut e| {
+        if e.line == Some(1) {
+            e.line = None;
+        }
+        e
+    })
+}
+
+/// What an importer produces: a header object and case objects with their source lines.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Draft {
+    pub header: Map<String, Value>,
+    pub cases: Vec<(Origin, Value)>,
+}
+
+/// Where a case came from in the source, for error messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// 1-based line of a line-oriented source (JSONL, CSV).
+    Line(usize),
+    /// 1-based position in a list of tests (YAML).
+    Test(usize),
+}
+
+/// Builds the header every importer starts from.
+pub(crate) fn header(
+    source_name: &str,
+    options: &ImportOptions,
+    own_name: Option<&str>,
+    format: Format,
+) -> Result<Map<String, Value>, EvalSetError> {
+    let name = options
+        .name
+        .as_deref()
+        .or(own_name)
+        .map(str::to_string)
+        .or_else(|| file_stem(source_name))
+        .filter(|n| !n.trim().is_empty())
+        .ok_or_else(|| {
+            error(
+                source_name,
+                None,
+                Some("name"),
+                format!("the {} format has no set name; give one", format.as_str()),
+            )
+        })?;
+    let task = options.task.ok_or_else(|| {
+        error(
+            source_name,
+            None,
+            Some("task"),
+            format!(
+                "the {} format does not say which task the set measures; give one of extraction, \
+                 classification, summarisation, translation, generation",
+                format.as_str()
+            ),
+        )
+    })?;
+    let mut h = Map::new();
+    h.insert("bakeoff_evalset".into(), json!(1));
+    h.insert("name".into(), json!(name.trim()));
+    h.insert("task".into(), json!(task.as_str()));
+    if let Some(prompt) = &options.prompt {
+        h.insert("prompt".into(), json!(prompt));
+    }
+    Ok(h)
+}
+
+/// Parses the draft as an eval-set file; errors point back at the source line.
+fn finish(source_name: &str, draft: Draft) -> Result<EvalSetFile, EvalSetError> {
+    let mut text = Value::Object(draft.header).to_string();
+    for (_, case) in &draft.cases {
+        text.push('\n');
+        text.push_str(&case.to_string());
+    }
+    EvalSetFile::parse(source_name, &text).map_err(|mut e| {
+        // Line 1 is the header we built; line n ≥ 2 is draft case n − 2.
+        let origin = e
+            .line
+            .filter(|n| *n >= 2)
+            .and_then(|n| draft.cases.get(n - 2))
+            .map(|(o, _)| *o);
+        e.line = None;
+        match origin {
+            Some(Origin::Line(line)) => e.line = Some(line),
+            Some(Origin::Test(n)) => e.message = format!("test {n}: {}", e.message),
+            None => {}
+        }
+        e
+    })
+}
+
+pub(crate) fn error(source_name: &str, line: Option<usize>, field: Option<&str>, message: String) -> EvalSetError {
+    EvalSetError {
+        source_name: source_name.to_string(),
+        line,
+        field: field.map(str::to_string),
+        message,
+    }
+}
+
+/// `dir/tickets.csv` → `tickets`; None for names without a stem (e.g. "pasted text").
+fn file_stem(source_name: &str) -> Option<String> {
+    let base = source_name.rsplit(['/', '\\']).next().unwrap_or(source_name);
+    let (stem, ext) = base.rsplit_once('.')?;
+    (!stem.is_empty() && !ext.is_empty() && !ext.contains(' ')).then(|| stem.to_string())
+}
+
+/// `"a; b;;c "` → `["a", "b", "c"]`.
+pub(crate) fn split_tags(raw: &str) -> Vec<Value> {
+    raw.split(';')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(|t| Value::String(t.to_string()))
+        .collect()
+}
+
+/// Case ids `prefix-001`… wide enough for `count` cases, so they sort in file order.
+pub(crate) fn numbered_id(prefix: &str, n: usize, count: usize) -> String {
+    let width = count.to_string().len().max(3);
+    format!("{prefix}-{n:0width$}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_are_detected_from_name_then_content() {
+        assert_eq!(detect("t.yaml", ""), Format::Promptfoo);
+        assert_eq!(detect("t.CSV", "{}"), Format::Csv);
+        assert_eq!(detect("x", "\n{\"bakeoff_evalset\":1}\n"), Format::Bakeoff);
+        assert_eq!(detect("x", "{\"input\":\"hi\",\"ideal\":\"yo\"}"), Format::OpenaiEvals);
+        assert_eq!(detect("x", "- vars:\n    a: 1"), Format::Promptfoo);
+        assert_eq!(detect("x", "tests:\n  - vars: {}"), Format::Promptfoo);
+        assert_eq!(detect("x", "input,expected\na,b"), Format::Csv);
+    }
+
+    #[test]
+    fn format_choice_parses_names() {
+        assert_eq!("auto".parse::<FormatChoice>(), Ok(FormatChoice::Auto));
+        assert_eq!(
+            "OpenAI-Evals".parse::<FormatChoice>(),
+            Ok(FormatChoice::Known(Format::OpenaiEvals))
+        );
+        assert!("xml".parse::<FormatChoice>().unwrap_err().contains("promptfoo"));
+    }
+
+    #[test]
+    fn bakeoff_files_can_be_renamed_on_import() {
+        let text = "{\"bakeoff_evalset\":1,\"name\":\"a\",\"task\":\"generation\",\"prompt\":\"{{q}}\"}\n\
+                    {\"id\":\"1\",\"vars\":{\"q\":\"hi\"}}\n";
+        let options = ImportOptions {
+            name: Some("renamed".into()),
+            task: Some(TaskKind::Classification),
+            prompt: None,
+        };
+        let (format, file) = import(FormatChoice::Auto, "a.jsonl", text, &options).unwrap();
+        assert_eq!(format, Format::Bakeoff);
+        assert_eq!(file.header.name, "renamed");
+        assert_eq!(file.header.task, TaskKind::Classification);
+    }
+
+    #[test]
+    fn names_default_to_the_file_stem_and_tasks_are_required() {
+        assert_eq!(file_stem("dir/tickets.v2.csv").as_deref(), Some("tickets.v2"));
+        assert_eq!(file_stem("pasted text"), None);
+        let e = header("pasted text", &ImportOptions::default(), None, Format::Csv).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("name"));
+        let e = header("t.csv", &ImportOptions::default(), None, Format::Csv).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("task"));
+        assert_eq!(numbered_id("row", 7, 1500), "row-0007");
+        assert_eq!(split_tags(" a; b;;c "), vec![json!("a"), json!("b"), json!("c")]);
+    }
+}

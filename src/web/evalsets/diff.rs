@@ -1,0 +1,176 @@
+//! The difference between two stored versions: header fields, and cases added, removed and
+//! changed (with the parts that changed, old and new side by side).
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::extract::{Path, State};
+use serde_json::Value;
+
+use super::load;
+use crate::domain::evalset::diff::{CasePart, diff_versions};
+use crate::domain::evalset::{EvalCase, EvalSetFile};
+use crate::domain::grading::GraderSpec;
+use crate::domain::validation::truncate;
+use crate::web::AppState;
+use crate::web::error::WebError;
+use crate::web::views::short_hash;
+
+/// Most cases listed per section; a diff of a rewritten 100k-case set stays a readable page.
+const MAX_LISTED: usize = 200;
+/// Characters of one shown value.
+const VALUE_EXCERPT: usize = 2_000;
+
+#[derive(Debug, Clone)]
+pub struct VersionRef {
+    pub id: i64,
+    pub name: String,
+    pub hash_short: String,
+    pub created: String,
+    pub cases: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct PartChange {
+    pub part: String,
+    pub old: String,
+    pub new: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct ChangedCase {
+    pub id: String,
+    pub parts: String,
+    pub changes: Vec<PartChange>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ListedCase {
+    pub id: String,
+    pub summary: String,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "evalsets/diff.html")]
+pub struct DiffPage {
+    pub nav: &'static str,
+    pub old: VersionRef,
+    pub new: VersionRef,
+    pub same_set: bool,
+    pub identical: bool,
+    pub header_changes: Vec<PartChange>,
+    pub added: Vec<ListedCase>,
+    pub added_total: usize,
+    pub removed: Vec<ListedCase>,
+    pub removed_total: usize,
+    pub changed: Vec<ChangedCase>,
+    pub changed_total: usize,
+    pub unchanged: usize,
+    pub reordered: bool,
+}
+
+fn show(v: &Value) -> String {
+    let text = match v {
+        Value::Null => "(absent)".to_string(),
+        Value::String(s) => s.clone(),
+        other => serde_json::to_string_pretty(other).unwrap_or_default(),
+    };
+    truncate(&text, VALUE_EXCERPT)
+}
+
+fn part_value(case: &EvalCase, part: CasePart) -> Value {
+    let graders = |g: &[GraderSpec]| {
+        if g.is_empty() {
+            Value::String("(the set's default graders)".into())
+        } else {
+            serde_json::to_value(g).unwrap_or_default()
+        }
+    };
+    match part {
+        CasePart::Input => match &case.messages {
+            Some(m) => serde_json::json!({ "messages": m }),
+            None => serde_json::json!({ "vars": case.vars }),
+        },
+        CasePart::Expected => case.expected.clone().unwrap_or(Value::Null),
+        CasePart::Graders => graders(&case.graders),
+        CasePart::Tags => serde_json::to_value(&case.tags).unwrap_or_default(),
+        CasePart::Weight => serde_json::json!(case.weight()),
+    }
+}
+
+fn listed(case: &EvalCase) -> ListedCase {
+    let summary = match (&case.messages, case.expected_text()) {
+        (_, Some(e)) => format!("expected: {}", truncate(&e, 120)),
+        (Some(m), None) => format!("{} message(s), no expected value", m.len()),
+        (None, None) => "no expected value".to_string(),
+    };
+    ListedCase {
+        id: case.id.clone(),
+        summary,
+    }
+}
+
+fn version_ref(id: i64, hash: &str, created: String, file: &EvalSetFile) -> VersionRef {
+    VersionRef {
+        id,
+        name: file.header.name.clone(),
+        hash_short: short_hash(hash).to_string(),
+        created,
+        cases: file.cases.len(),
+    }
+}
+
+pub async fn page(
+    State(state): State<AppState>,
+    Path((raw_old, raw_new)): Path<(String, String)>,
+) -> Result<DiffPage, WebError> {
+    let old = load(&state, &raw_old).await?;
+    let new = load(&state, &raw_new).await?;
+    let d = diff_versions(&old.file, &new.file);
+    let header_of = |f: &EvalSetFile| match serde_json::to_value(&f.header) {
+        Ok(Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    let (old_header, new_header) = (header_of(&old.file), header_of(&new.file));
+    let header_changes = d
+        .header_changed
+        .iter()
+        .map(|field| PartChange {
+            part: field.clone(),
+            old: show(old_header.get(field).unwrap_or(&Value::Null)),
+            new: show(new_header.get(field).unwrap_or(&Value::Null)),
+        })
+        .collect();
+    let changed = d
+        .changed
+        .iter()
+        .take(MAX_LISTED)
+        .map(|c| ChangedCase {
+            id: c.id().to_string(),
+            parts: c.parts.iter().map(CasePart::as_str).collect::<Vec<_>>().join(", "),
+            changes: c
+                .parts
+                .iter()
+                .map(|p| PartChange {
+                    part: p.as_str().to_string(),
+                    old: show(&part_value(&c.old, *p)),
+                    new: show(&part_value(&c.new, *p)),
+                })
+                .collect(),
+        })
+        .collect();
+    Ok(DiffPage {
+        nav: "evalsets",
+        same_set: old.evalset_id == new.evalset_id,
+        identical: d.is_empty(),
+        old: version_ref(old.id, &old.content_hash, old.created_at.display(), &old.file),
+        new: version_ref(new.id, &new.content_hash, new.created_at.display(), &new.file),
+        header_changes,
+        added: d.added.iter().take(MAX_LISTED).map(listed).collect(),
+        added_total: d.added.len(),
+        removed: d.removed.iter().take(MAX_LISTED).map(listed).collect(),
+        removed_total: d.removed.len(),
+        changed,
+        changed_total: d.changed.len(),
+        unchanged: d.unchanged,
+        reordered: d.reordered,
+    })
+}
