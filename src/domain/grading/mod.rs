@@ -183,4 +183,61 @@ mod tests {
         assert_eq!(case_passed(&[ok]), Some(true));
         assert_eq!(case_passed(&[]), None);
     }
+
+    /// Every JSON example in docs/graders.md is a valid spec that survives a round trip, and
+    /// every kind is documented.
+    #[test]
+    fn documented_examples_parse_validate_and_round_trip() {
+        let doc = include_str!("../../../docs/graders.md");
+        let mut kinds = std::collections::BTreeSet::new();
+        let mut in_json = false;
+        for line in doc.lines() {
+            match line.trim() {
+                "```json" => in_json = true,
+                "```" => in_json = false,
+                example if in_json && !example.is_empty() => {
+                    let spec: GraderSpec = serde_json::from_str(example).unwrap_or_else(|e| panic!("{example}: {e}"));
+                    spec.validate().unwrap_or_else(|e| panic!("{example}: {e}"));
+                    let again: GraderSpec = serde_json::from_value(serde_json::to_value(&spec).unwrap()).unwrap();
+                    assert_eq!(again, spec, "{example}");
+                    assert!(!spec.describe().is_empty());
+                    kinds.insert(spec.name());
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(kinds.len(), 15, "documented kinds: {kinds:?}");
+    }
+
+    #[test]
+    fn options_off_by_default_are_not_serialised() {
+        // Keeps the normalised text, and so the version hash, of existing files unchanged.
+        let spec: GraderSpec = serde_json::from_str(r#"{"kind":"exact"}"#).unwrap();
+        assert_eq!(
+            serde_json::to_value(&spec).unwrap(),
+            json!({"kind": "exact", "trim": true, "ignore_case": false, "collapse_whitespace": true})
+        );
+        let spec: GraderSpec = serde_json::from_str(r#"{"kind":"json-fields"}"#).unwrap();
+        assert_eq!(serde_json::to_value(&spec).unwrap(), json!({"kind": "json-fields"}));
+    }
+
+    #[test]
+    fn every_grade_is_bounded_and_judge_is_left_to_the_engine() {
+        let judge: GraderSpec =
+            serde_json::from_str(r#"{"kind":"llm-judge","judge":"j","rubric":"r","scale":"pass-fail"}"#).unwrap();
+        assert!(judge.needs_model());
+        let g = grade(&judge, "x", None);
+        assert!(!g.passed && g.reason.contains("engine"));
+        let long = "很长的回答".repeat(200);
+        let g = grade(&exact(false), &long, Some(&json!("短")));
+        assert!(
+            g.reason.chars().count() <= MAX_REASON_CHARS + 1,
+            "{}",
+            g.reason.chars().count()
+        );
+        let bad: GraderSpec =
+            serde_json::from_str(r#"{"kind":"llm-judge","judge":"j","rubric":"r","scale":"pass-fail","min":3}"#)
+                .unwrap();
+        assert_eq!(bad.validate().unwrap_err().field, "min");
+    }
 }
