@@ -5,6 +5,7 @@ mod browser;
 mod engine;
 mod mock;
 mod real_server;
+mod restart;
 mod scorecard;
 mod store;
 mod store_scorecards;

@@ -1,0 +1,361 @@
+//! Durability: the real `bakeoff serve` binary is killed with SIGKILL in the middle of a run,
+//! started again on the same database, and must finish the run with every
+//! (candidate, case, repetition) recorded exactly once — on SQLite and, when
+//! `BAKEOFF_TEST_POSTGRES_URL` is set, on PostgreSQL. Cancel keeps what was finished.
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use bakeoff::domain::candidate::CandidateDraft;
+use bakeoff::domain::evalset::EvalSetFile;
+use bakeoff::domain::run::{RequestRecord, RunStatus};
+use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
+use bakeoff::store::{self, DynStore};
+use tokio::net::TcpListener;
+
+use crate::support::app::spawn_app;
+use crate::support::db::{postgres_url, sqlite_url};
+
+/// Longest a test waits for anything (a server to listen, a run to get going or to finish).
+const DEADLINE: Duration = Duration::from_secs(90);
+const CASES: usize = 10;
+const REPETITIONS: u32 = 3;
+const CANDIDATES: [&str; 2] = ["slow-a", "slow-b"];
+
+/// Ten classification cases the mock answers from its key.
+fn evalset() -> EvalSetFile {
+    let mut text = String::from(
+        r#"{"bakeoff_evalset":1,"name":"restart","task":"classification","prompt":"Label: {{text}}","graders":[{"kind":"exact"}],"max_tokens":12}"#,
+    );
+    text.push('\n');
+    for i in 0..CASES {
+        let label = if i % 2 == 0 { "positive" } else { "negative" };
+        text.push_str(&format!(
+            "{{\"id\":\"case-{i:02}\",\"vars\":{{\"text\":\"item {i}\"}},\"expected\":\"{label}\"}}\n"
+        ));
+    }
+    EvalSetFile::parse("restart.jsonl", &text).expect("the restart eval set parses")
+}
+
+/// A mock slow enough (≈ 0.3 s a request) that a run is still going when the server is killed.
+async fn slow_mock(file: &EvalSetFile) -> MockServer {
+    let profiles = CANDIDATES
+        .iter()
+        .map(|name| ModelProfile {
+            ttft_ms: 80.0,
+            inter_token_ms: Some(20.0),
+            tokens_per_chunk: 1,
+            jitter: 0.0,
+            ..ModelProfile::named(*name)
+        })
+        .collect();
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("binding the mock");
+    bakeoff::mock::spawn(
+        MockConfig {
+            profiles,
+            answer_keys: vec![file.clone()],
+            seed: 11,
+        },
+        listener,
+    )
+    .await
+    .expect("starting the mock")
+}
+
+/// Stores the eval set and one candidate per mock profile; returns (version id, candidate ids).
+async fn seed(store: &DynStore, file: &EvalSetFile, mock: &MockServer) -> (i64, Vec<i64>) {
+    let version = store.save_evalset_version(file).await.expect("saving the eval set");
+    let mut ids = Vec::new();
+    for name in CANDIDATES {
+        let spec = CandidateDraft {
+            name: name.into(),
+            provider: "openai-chat".into(),
+            base_url: mock.base_url(),
+            model: name.into(),
+            ..Default::default()
+        }
+        .validate(None)
+        .expect("a valid candidate");
+        ids.push(store.create_candidate(&spec).await.expect("saving a candidate"));
+    }
+    (version, ids)
+}
+
+/// The run form as a browser posts it.
+fn run_form(version: i64, candidates: &[i64]) -> Vec<(String, String)> {
+    let mut fields: Vec<(String, String)> = vec![
+        ("name".into(), "restart test".into()),
+        ("evalset_version".into(), version.to_string()),
+        ("concurrency".into(), "2".into()),
+        ("repetitions".into(), REPETITIONS.to_string()),
+        ("warmup_requests".into(), "1".into()),
+        ("max_tokens".into(), "12".into()),
+        ("temperature".into(), "0".into()),
+        ("timeout_secs".into(), "20".into()),
+        ("retries".into(), "1".into()),
+        ("stream".into(), "on".into()),
+    ];
+    for id in candidates {
+        fields.push(("candidate".into(), id.to_string()));
+    }
+    fields
+}
+
+/// A `bakeoff serve` child process; killed (SIGKILL) when dropped.
+struct Server {
+    child: Child,
+    base_url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// Starts `bakeoff serve` on a free port and returns once its log says it is listening.
+    fn start(database_url: &str) -> Server {
+        // The port is picked by binding :0 and releasing it; the child binds it at once.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("finding a free port")
+            .port();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bakeoff"))
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--database-url", database_url])
+            .env("BAKEOFF_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting bakeoff serve");
+        let stdout = child.stdout.take().expect("the server's stdout");
+        // Read the log on a thread until the "listening" line (or EOF), bounded by DEADLINE.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            let mut told = false;
+            for line in lines.by_ref() {
+                let Ok(line) = line else { break };
+                if !told && line.contains("listening on") {
+                    let _ = tx.send(Ok(()));
+                    told = true;
+                }
+                if !told && line.contains("ERROR") {
+                    let _ = tx.send(Err(line));
+                    told = true;
+                }
+            }
+            if !told {
+                let _ = tx.send(Err("the server exited before listening".to_string()));
+            }
+        });
+        let mut server = Server {
+            child,
+            base_url: format!("http://127.0.0.1:{port}"),
+        };
+        match rx.recv_timeout(DEADLINE) {
+            Ok(Ok(())) => server,
+            Ok(Err(line)) => {
+                let status = server.child.try_wait();
+                panic!("bakeoff serve did not start: {line} ({status:?})")
+            }
+            Err(_) => panic!("bakeoff serve did not listen within {DEADLINE:?}"),
+        }
+    }
+
+    /// SIGKILL, as `kill -9` would: no graceful shutdown, nothing flushed.
+    fn kill(mut self) {
+        self.child.kill().expect("killing the server");
+        self.child.wait().expect("reaping the server");
+    }
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("an HTTP client")
+}
+
+/// POSTs the run form; returns the new run's id from the redirect.
+async fn start_run(base_url: &str, fields: &[(String, String)]) -> i64 {
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(fields)
+        .finish();
+    let response = http()
+        .post(format!("{base_url}/runs"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .expect("POST /runs");
+    assert_eq!(response.status().as_u16(), 303, "the run form redirects to the run");
+    let location = response.headers()["location"].to_str().expect("a location").to_string();
+    location
+        .strip_prefix("/runs/")
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected redirect {location}"))
+}
+
+/// Measured (non-warm-up) records stored so far.
+async fn measured(store: &DynStore, run_id: i64) -> Vec<RequestRecord> {
+    let records = store.list_request_records(run_id).await.expect("listing records");
+    records.into_iter().filter(|r| !r.is_warmup).collect()
+}
+
+/// Waits (bounded) until `done` holds for the stored state; polls the store every 50 ms.
+async fn wait_until(store: &DynStore, run_id: i64, what: &str, done: impl Fn(RunStatus, usize) -> bool) {
+    let start = tokio::time::Instant::now();
+    loop {
+        let run = store.get_run(run_id).await.expect("reading the run").expect("the run exists");
+        let n = measured(store, run_id).await.len();
+        if done(run.status, n) {
+            return;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "waited {DEADLINE:?} for {what}: status {}, {n} measured records",
+            run.status.as_str()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+type UnitKey = (i64, String, u32);
+
+/// Checks that every (candidate, case, repetition) of the measured phase has exactly one final
+/// record and that no record key appears twice.
+fn assert_complete(records: &[RequestRecord], candidates: &[i64], backend: &str) {
+    let mut keys = BTreeSet::new();
+    for r in records {
+        let key = (r.candidate_id, r.case_id.clone(), r.phase.as_str(), r.repetition, r.attempt);
+        assert!(keys.insert(key.clone()), "{backend}: duplicate record {key:?}");
+    }
+    let mut finals: BTreeMap<UnitKey, usize> = BTreeMap::new();
+    for r in records {
+        // Every record here is final: the mock fails nothing, so no attempt is retried.
+        assert!(r.succeeded(), "{backend}: {:?} {:?}", r.error_class, r.error_detail);
+        *finals.entry((r.candidate_id, r.case_id.clone(), r.repetition)).or_default() += 1;
+    }
+    for &candidate in candidates {
+        for case in 0..CASES {
+            for repetition in 0..REPETITIONS {
+                let key = (candidate, format!("case-{case:02}"), repetition);
+                assert_eq!(finals.get(&key), Some(&1), "{backend}: {key:?} must be recorded exactly once");
+            }
+        }
+    }
+    assert_eq!(
+        finals.len(),
+        candidates.len() * CASES * REPETITIONS as usize,
+        "{backend}: no unexpected units"
+    );
+}
+
+async fn kill_and_resume(database_url: &str, backend: &str) {
+    let file = evalset();
+    let mock = slow_mock(&file).await;
+    // The test's own connection migrates the database first, then seeds it.
+    let store = store::connect(database_url).await.expect("opening the test database");
+    let (version, candidates) = seed(&store, &file, &mock).await;
+
+    let first = Server::start(database_url);
+    let run_id = start_run(&first.base_url, &run_form(version, &candidates)).await;
+    let total = candidates.len() * CASES * REPETITIONS as usize;
+    // Kill once a few records are stored, well before the end.
+    wait_until(&store, run_id, "the first records", |status, n| {
+        assert!(!status.is_terminal(), "{backend}: the run ended before the kill ({n} records)");
+        n >= 4
+    })
+    .await;
+    first.kill();
+
+    let before = measured(&store, run_id).await;
+    let run = store.get_run(run_id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Running, "{backend}: a killed run is left running");
+    assert!(before.len() < total, "{backend}: the kill came mid-run ({} of {total})", before.len());
+
+    let second = Server::start(database_url);
+    wait_until(&store, run_id, "the resumed run to finish", |status, _| status.is_terminal()).await;
+    let run = store.get_run(run_id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Finished, "{backend}: {:?}", run.error);
+
+    let after = measured(&store, run_id).await;
+    assert_complete(&after, &candidates, backend);
+    // Nothing stored before the kill was lost or rewritten.
+    for r in &before {
+        assert!(
+            after.iter().any(|a| a == r),
+            "{backend}: record {} rep {} attempt {} changed or vanished",
+            r.case_id,
+            r.repetition,
+            r.attempt
+        );
+    }
+    let events = store.list_run_events(run_id).await.unwrap();
+    assert!(
+        events.iter().any(|e| e.message.starts_with("resumed")),
+        "{backend}: the event log says the run was resumed: {events:?}"
+    );
+    // The page of the resumed run renders from the stored records.
+    let page = http()
+        .get(format!("{}/runs/{run_id}", second.base_url))
+        .send()
+        .await
+        .expect("GET the run page");
+    assert_eq!(page.status().as_u16(), 200);
+    drop(second);
+    mock.shutdown().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_with_sigkill_resumes_on_sqlite_with_every_record_exactly_once() {
+    let (url, _guard) = sqlite_url();
+    kill_and_resume(&url, "sqlite").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_with_sigkill_resumes_on_postgres_with_every_record_exactly_once() {
+    let Some((url, _guard)) = postgres_url().await else {
+        return;
+    };
+    kill_and_resume(&url, "postgres").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_stops_the_run_and_keeps_every_finished_record() {
+    let app = spawn_app().await;
+    let file = evalset();
+    let mock = slow_mock(&file).await;
+    let (version, candidates) = seed(&app.store, &file, &mock).await;
+    let fields = run_form(version, &candidates);
+    let run_id = start_run(&app.base_url, &fields).await;
+    let total = candidates.len() * CASES * REPETITIONS as usize;
+    wait_until(&app.store, run_id, "the first records", |_, n| n >= 3).await;
+
+    let r = app.post_form(&format!("/runs/{run_id}/cancel"), &[]).await;
+    assert_eq!(r.status().as_u16(), 303);
+    let started = tokio::time::Instant::now();
+    tokio::time::timeout(DEADLINE, app.state.runner.wait(run_id))
+        .await
+        .expect("the cancelled run stops");
+    // Generous bound: cancel abandons in-flight requests instead of waiting for them.
+    assert!(started.elapsed() < Duration::from_secs(10), "cancel is prompt");
+    let run = app.store.get_run(run_id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Cancelled);
+
+    let kept = measured(&app.store, run_id).await;
+    assert!(kept.len() >= 3 && kept.len() < total, "{} of {total} kept", kept.len());
+    let mut keys = BTreeSet::new();
+    for r in &kept {
+        assert!(r.succeeded());
+        assert!(keys.insert((r.candidate_id, r.case_id.clone(), r.repetition, r.attempt)), "no duplicates");
+    }
+    // Nothing more arrives after the run says cancelled.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(measured(&app.store, run_id).await.len(), kept.len());
+    mock.shutdown().await.ok();
+}
