@@ -88,6 +88,11 @@ pub(super) fn json_fields(spec: &GraderSpec, o: &JsonFieldsOptions, output: &str
     };
     let (got, found) = match extract_json(output) {
         Some(Value::Object(map)) => (map, true),
+        // `[{…}]`: one record wrapped in a list is still that record.
+        Some(Value::Array(mut items)) if items.len() == 1 && items[0].is_object() => match items.pop() {
+            Some(Value::Object(map)) => (map, true),
+            _ => (Map::new(), false),
+        },
         _ => (Map::new(), false),
     };
     let detail = compare_records(o, &expected, &got);
@@ -563,8 +568,10 @@ mod tests {
         let d = detail(&g);
         assert_eq!(d.fields.iter().filter(|f| f.outcome == Outcome::Missing).count(), 2);
         assert!(!grade(&s, "{}", Some(&json!("not an object"))).passed);
-        // The expected object may be given as a JSON string.
+        // The expected object may be given as a JSON string; one record in a list is read.
         assert!(grade(&s, r#"{"a": 1}"#, Some(&json!("{\"a\": 1}"))).passed);
+        assert!(grade(&s, r#"[{"a": 1}]"#, Some(&json!({"a": 1}))).passed);
+        assert!(!grade(&s, r#"[{"a": 1}, {"a": 2}]"#, Some(&json!({"a": 1}))).passed);
     }
 
     #[test]
