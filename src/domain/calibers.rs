@@ -607,6 +607,34 @@ impl Pass {
     }
 }
 
+/// How far the harness itself can be trusted in one run: recorded with every run (the
+/// `runs.harness` column) and in `bakeoff measure --json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HarnessReport {
+    pub bakeoff_version: String,
+    pub host: String,
+    pub cores: u32,
+    /// Wall time of the execution, seconds.
+    pub wall_s: f64,
+    /// bakeoff's own CPU time (user + system) over the execution; None where not measurable.
+    pub cpu_s: Option<f64>,
+    /// cpu_s / (wall_s × cores).
+    pub cpu_share: Option<f64>,
+    /// Output tokens of measured requests.
+    pub streamed_tokens: u64,
+    pub cpu_s_per_million_tokens: Option<f64>,
+    /// Whether the load was open loop (a rate), where lag is measured against a schedule.
+    pub open_loop: bool,
+    /// Open loop: actual − planned send time of every measured request, ms.
+    pub schedule_lag_ms: Option<Distribution>,
+    /// Closed loop: time a ready request waited in bakeoff before its send, ms.
+    pub client_queue_ms: Option<Distribution>,
+    pub lag_bound_ms: f64,
+    /// True when a speed figure of this run must not be trusted; `reasons` says why.
+    pub unreliable: bool,
+    pub reasons: Vec<String>,
+}
+
 /// One level of a concurrency sweep, as the knee search sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SweepPoint {

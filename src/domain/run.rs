@@ -2,6 +2,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Timestamp;
+use super::calibers::{Load, Slo};
 use super::grading::Grade;
 use super::validation::{FieldErrors, optional_number, required_number};
 
@@ -25,6 +26,114 @@ pub struct RunConfig {
     pub stream: bool,
     /// Only the first N cases (None = all).
     pub case_limit: Option<u32>,
+    /// How load is applied (older runs, stored without it, are a fixed concurrency).
+    #[serde(default)]
+    pub load: LoadShape,
+    /// Start with the staged rollout: shortest case, longest case, a few concurrent requests,
+    /// then the full run; stop early if a stage fails.
+    #[serde(default = "default_true")]
+    pub staged_rollout: bool,
+    /// Requests per load level and repetition, cycling through the cases (None: each case once).
+    #[serde(default)]
+    pub requests_per_level: Option<u32>,
+    /// Stop sending new requests of a level's repetition after this many seconds (None: no limit).
+    #[serde(default)]
+    pub duration_secs: Option<u32>,
+    /// Objectives for goodput (requests per second that meet all of them).
+    #[serde(default)]
+    pub slo: Slo,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// How requests are offered to the server.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "shape", rename_all = "snake_case")]
+pub enum LoadShape {
+    /// Closed loop at the run's `concurrency`.
+    #[default]
+    Fixed,
+    /// Closed loop at each of these concurrencies in turn.
+    Levels { levels: Vec<u32> },
+    /// Open loop: requests are sent on schedule whatever the server does (Poisson: exponential
+    /// gaps with that mean rate, seeded), so server queueing shows in latency.
+    Rate { per_second: f64, poisson: bool },
+    /// Closed loop at 1, 2, 4 … `max_concurrency`; reports the knee: the highest concurrency
+    /// whose p95 TTFT stays within `ttft_factor` × that at c=1 and before aggregate tok/s
+    /// grows by less than `min_gain` (0.05 = 5 %) from one level to the next.
+    Sweep {
+        max_concurrency: u32,
+        ttft_factor: f64,
+        min_gain: f64,
+    },
+}
+
+/// Repetition numbers of load-level runs: level `l`, repetition `r` (< `REPETITION_LIMIT`) and
+/// cycle `k` (the k-th time round the cases within one repetition, < `CYCLE_LIMIT`) are stored
+/// as `l × LEVEL_STRIDE + k × REPETITION_LIMIT + r`, so every request of a multi-level run keeps
+/// a unique key, and a one-level run without cycles stores plain repetition numbers.
+pub const LEVEL_STRIDE: u32 = 1_000_000;
+pub const REPETITION_LIMIT: u32 = 100;
+pub const CYCLE_LIMIT: u32 = 10_000;
+
+/// The parts of a stored repetition number: (level index, repetition, cycle).
+pub fn split_repetition(stored: u32) -> (u32, u32, u32) {
+    let level = stored / LEVEL_STRIDE;
+    let within = stored % LEVEL_STRIDE;
+    (level, within % REPETITION_LIMIT, within / REPETITION_LIMIT)
+}
+
+/// The stored repetition number of (level index, repetition, cycle).
+pub fn join_repetition(level: u32, repetition: u32, cycle: u32) -> u32 {
+    level * LEVEL_STRIDE + cycle * REPETITION_LIMIT + repetition
+}
+
+impl RunConfig {
+    /// The load levels in the order they run.
+    pub fn loads(&self) -> Vec<Load> {
+        let closed = |c: u32| Load::Concurrency { concurrency: c.max(1) };
+        match &self.load {
+            LoadShape::Fixed => vec![closed(self.concurrency)],
+            LoadShape::Levels { levels } if levels.is_empty() => vec![closed(self.concurrency)],
+            LoadShape::Levels { levels } => levels.iter().map(|&c| closed(c)).collect(),
+            LoadShape::Rate { per_second, poisson } => vec![Load::Rate {
+                per_second: *per_second,
+                poisson: *poisson,
+            }],
+            LoadShape::Sweep { max_concurrency, .. } => {
+                let max = (*max_concurrency).max(1);
+                let mut levels: Vec<u32> = std::iter::successors(Some(1u32), |c| c.checked_mul(2))
+                    .take_while(|&c| c < max)
+                    .collect();
+                levels.push(max);
+                levels.into_iter().map(closed).collect()
+            }
+        }
+    }
+
+    /// The highest concurrency any level asks for (connection pools are sized to it).
+    pub fn max_concurrency(&self) -> u32 {
+        self.loads()
+            .iter()
+            .map(|l| match l {
+                Load::Concurrency { concurrency } => *concurrency,
+                Load::Rate { .. } => self.concurrency,
+            })
+            .max()
+            .unwrap_or(1)
+            .max(1)
+    }
+
+    /// The phase measured requests belong to: `quality` for a plain eval run, `throughput` when
+    /// a load shape asks for levels, a rate or a sweep.
+    pub fn measured_phase(&self) -> Phase {
+        match self.load {
+            LoadShape::Fixed => Phase::Quality,
+            _ => Phase::Throughput,
+        }
+    }
 }
 
 impl Default for RunConfig {
@@ -39,6 +148,11 @@ impl Default for RunConfig {
             retries: 1,
             stream: true,
             case_limit: None,
+            load: LoadShape::Fixed,
+            staged_rollout: true,
+            requests_per_level: None,
+            duration_secs: None,
+            slo: Slo::default(),
         }
     }
 }
@@ -72,6 +186,8 @@ impl RunDraft {
             retries: optional_number(&mut e, "retries", &self.retries, 0, 10).unwrap_or(1),
             stream: self.stream.is_some(),
             case_limit: optional_number(&mut e, "case_limit", &self.case_limit, 1, 1_000_000),
+            // Not on the form yet: the defaults (fixed concurrency, staged rollout on).
+            ..RunConfig::default()
         };
         e.into_result(config)
     }
@@ -362,6 +478,50 @@ mod tests {
         };
         let c = d.validate().unwrap();
         assert_eq!((c.concurrency, c.repetitions, c.stream), (8, 3, true));
+    }
+
+    #[test]
+    fn configs_stored_before_load_shapes_still_parse() {
+        let old = r#"{"concurrency":4,"repetitions":1,"warmup_requests":2,"max_tokens":null,"temperature":0.2,"timeout_secs":60,"retries":1,"stream":true,"case_limit":null}"#;
+        let c: RunConfig = serde_json::from_str(old).unwrap();
+        assert_eq!(c, RunConfig::default());
+        let json = serde_json::to_string(&RunConfig {
+            load: LoadShape::Rate {
+                per_second: 2.5,
+                poisson: true,
+            },
+            ..RunConfig::default()
+        })
+        .unwrap();
+        assert!(
+            json.contains(r#""load":{"shape":"rate","per_second":2.5,"poisson":true}"#),
+            "{json}"
+        );
+    }
+
+    #[test]
+    fn load_levels_and_repetition_numbers() {
+        let sweep = RunConfig {
+            load: LoadShape::Sweep {
+                max_concurrency: 24,
+                ttft_factor: 2.0,
+                min_gain: 0.05,
+            },
+            ..RunConfig::default()
+        };
+        let levels: Vec<String> = sweep.loads().iter().map(|l| l.label()).collect();
+        assert_eq!(levels, ["c=1", "c=2", "c=4", "c=8", "c=16", "c=24"]);
+        assert_eq!(sweep.max_concurrency(), 24);
+        assert_eq!(sweep.measured_phase(), Phase::Throughput);
+        assert_eq!(RunConfig::default().loads(), vec![Load::Concurrency { concurrency: 4 }]);
+        assert_eq!(RunConfig::default().measured_phase(), Phase::Quality);
+        let stored = join_repetition(3, 2, 17);
+        assert_eq!(split_repetition(stored), (3, 2, 17));
+        assert_eq!(
+            split_repetition(5),
+            (0, 5, 0),
+            "plain repetition numbers are level 0, cycle 0"
+        );
     }
 
     #[test]

@@ -1,32 +1,50 @@
-//! Executes one stored run: for each candidate in turn, warm-ups, then every selected case ×
-//! repetition with at most `concurrency` requests in flight (closed loop), retries, grading, and
-//! the records streamed to the store. Resumable: units whose final attempt is stored are skipped.
+//! Executes one stored run. For each candidate in turn:
+//!
+//! 1. the staged rollout (unless turned off): the shortest case, the longest case, then a few
+//!    requests at once; a failed stage stops the run before the budget is spent, with what
+//!    failed and the checks to make, in order (`rollout` module);
+//! 2. warm-ups, excluded from every figure;
+//! 3. every load level of the run's shape (fixed concurrency, a list of concurrencies, a
+//!    sweep, or a rate), for every prompt-length bin (cases tagged `prompt_tokens:N`), for every
+//!    repetition: closed loop (at most c requests in flight, each replaced when it ends) or open
+//!    loop (sent on schedule whatever the server does; the lateness is recorded as the
+//!    request's client queue time), with retries; records streamed to the store.
+//!
+//! Then the harness report (bakeoff's CPU, schedule lag, the unreliable flag) is stored with
+//! the run. Resumable: units whose final attempt is stored are skipped.
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use reqwest::header::HeaderValue;
+use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::client::{CandidateClient, Exchange, RecordIdentity, Timeouts, wall_clock_us};
 use super::error::{EngineError, Failure};
+use super::harness::HarnessClock;
 use super::provider::{PreparedRequest, RequestParams, prepare};
-use super::writer::{RecordSender, RecordWriter};
+use super::rollout;
+use super::writer::{Grading, RecordSender, RecordWriter};
+use crate::domain::calibers::{HarnessReport, Load};
 use crate::domain::candidate::Candidate;
-use crate::domain::evalset::{EvalCase, EvalSetFile};
-use crate::domain::grading::grade;
-use crate::domain::run::{ErrorClass, Phase, RequestRecord, Run, RunConfig, RunStatus};
+use crate::domain::evalset::EvalSetFile;
+use crate::domain::run::{CYCLE_LIMIT, ErrorClass, Phase, RequestRecord, Run, RunConfig, RunStatus, join_repetition};
+use crate::domain::stats::SplitMix64;
 use crate::store::DynStore;
-use reqwest::header::HeaderValue;
 
-/// The phase every measured (non-warm-up) request of this executor belongs to. Staged phases
-/// (smoke → quality → throughput sweep → soak) extend this.
+/// The phase of a plain eval run's measured requests (see `RunConfig::measured_phase`).
 pub const MEASURED_PHASE: Phase = Phase::Quality;
 
 /// First retry waits this long; each further retry doubles it, up to `MAX_BACKOFF`.
 const BASE_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// Open loop: most requests in flight at once. Past it, sends wait (and the wait shows as
+/// schedule lag): a runaway server cannot make bakeoff open unbounded connections.
+const OPEN_LOOP_MAX_IN_FLIGHT: usize = 4096;
+/// The tag that puts a case in a prompt-length bin: `prompt_tokens:2048`.
+pub const PROMPT_BIN_TAG: &str = "prompt_tokens:";
 
 /// Asks a running executor to stop (in-flight requests are dropped, unrecorded).
 #[derive(Clone)]
@@ -34,6 +52,14 @@ pub struct Cancel(watch::Receiver<bool>);
 
 impl Cancel {
     pub fn new(rx: watch::Receiver<bool>) -> Self {
+        Cancel(rx)
+    }
+
+    /// A handle that is never cancelled (terminal commands).
+    pub fn never() -> Self {
+        let (tx, rx) = watch::channel(false);
+        // Keep the sender alive for the process's life: a dropped sender reads as "never".
+        std::mem::forget(tx);
         Cancel(rx)
     }
 
@@ -49,14 +75,14 @@ impl Cancel {
     }
 }
 
-/// Whether a failed attempt is worth repeating: a too-long prompt or a refused request (4xx)
-/// fails the same way again.
+/// Whether a failed attempt is worth repeating (see `ErrorClass::is_retryable`).
 pub fn is_retryable(class: ErrorClass) -> bool {
     class.is_retryable()
 }
 
-/// Runs `run_id` to its end. Returns the final status (Finished, or Cancelled); an error means
-/// the run could not go on and should be marked failed by the caller.
+/// Runs `run_id` to its end. Returns the final status: Finished, Cancelled, or Failed when the
+/// staged rollout stopped the run (the run's error and events say why). An error means the run
+/// could not go on and should be marked failed by the caller.
 pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<RunStatus, EngineError> {
     let run = store.get_run(run_id).await?.ok_or(EngineError::RunNotFound(run_id))?;
     if run.status.is_terminal() {
@@ -84,34 +110,62 @@ pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<Run
     store.set_run_status(run_id, RunStatus::Running, None).await?;
     let started = if existing.is_empty() {
         format!(
-            "started: {} candidate(s), eval set version {} ({} cases)",
+            "started: {} candidate(s), eval set version {} ({} cases), load {}",
             candidates.len(),
             &version.content_hash[..version.content_hash.len().min(12)],
-            version.file.cases.len()
+            version.file.cases.len(),
+            run.config
+                .loads()
+                .iter()
+                .map(Load::label)
+                .collect::<Vec<_>>()
+                .join(", ")
         )
     } else {
         format!("resumed: {} stored records kept", existing.len())
     };
     store.append_run_event(run_id, "info", &started).await?;
 
+    let clock = HarnessClock::start();
+    let since_us = wall_clock_us();
     let file = Arc::new(version.file);
     let writer = RecordWriter::spawn(store.clone());
-    let mut result = Ok(());
+    let mut result = Ok(None);
     for candidate in &candidates {
         if cancel.is_cancelled() {
             break;
         }
         let done = FinishedUnits::from_records(&existing, candidate.id, run.config.retries);
         let ctx = CandidateRun::new(&run, candidate, file.clone(), writer.sender(), cancel.clone())?;
-        if let Err(e) = ctx.run(&store, &done).await {
-            result = Err(e);
-            break;
+        match ctx.run(&store, done).await {
+            Ok(None) => {}
+            Ok(Some(stopped)) => {
+                result = Ok(Some(stopped));
+                break;
+            }
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
         }
     }
     // Whatever happened, everything measured so far is stored before the status changes.
     let stored = writer.finish().await;
-    result?;
+    let rollout_stop = result?;
     stored?;
+    let records = store.list_request_records(run_id).await?;
+    let fresh: Vec<RequestRecord> = records
+        .into_iter()
+        .filter(|r| !r.is_warmup && r.sent_at_us >= since_us)
+        .collect();
+    if !fresh.is_empty() {
+        let report = clock.finish(&run.config, &fresh);
+        record_harness(&store, run_id, &report).await?;
+    }
+    if let Some(message) = rollout_stop {
+        store.set_run_status(run_id, RunStatus::Failed, Some(&message)).await?;
+        return Ok(RunStatus::Failed);
+    }
     if cancel.is_cancelled() {
         store.set_run_status(run_id, RunStatus::Cancelled, None).await?;
         store.append_run_event(run_id, "warn", "cancelled").await?;
@@ -122,15 +176,50 @@ pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<Run
     Ok(RunStatus::Finished)
 }
 
+/// Stores the harness report with the run and says in the event log whether the speed
+/// figures can be trusted.
+async fn record_harness(store: &DynStore, run_id: i64, report: &HarnessReport) -> Result<(), EngineError> {
+    store.set_run_harness(run_id, report).await?;
+    let cpu = match (report.cpu_s, report.cpu_s_per_million_tokens) {
+        (Some(c), Some(per)) => format!("{c:.2} CPU-s ({per:.1} CPU-s per million tokens)"),
+        (Some(c), None) => format!("{c:.2} CPU-s"),
+        _ => "CPU time not measurable here".to_string(),
+    };
+    let lag = report
+        .schedule_lag_ms
+        .as_ref()
+        .map(|d| format!("schedule lag p50 {:.2} ms, p99 {:.2} ms", d.p50, d.p99))
+        .or_else(|| {
+            report
+                .client_queue_ms
+                .as_ref()
+                .map(|d| format!("client queue p50 {:.2} ms, p99 {:.2} ms", d.p50, d.p99))
+        })
+        .unwrap_or_default();
+    if report.unreliable {
+        let msg = format!(
+            "harness: speed figures UNRELIABLE: {}. ({cpu}; {lag})",
+            report.reasons.join("; ")
+        );
+        store.append_run_event(run_id, "warn", &msg).await?;
+    } else {
+        let msg = format!("harness: {cpu}; {lag}; within bounds");
+        store.append_run_event(run_id, "info", &msg).await?;
+    }
+    Ok(())
+}
+
 /// One request to make: a case at a repetition, in a phase, from a given attempt on.
 #[derive(Debug, Clone)]
-struct Unit {
-    case_index: usize,
-    phase: Phase,
-    repetition: u32,
-    is_warmup: bool,
-    first_attempt: u32,
-    last_attempt: u32,
+pub(crate) struct Unit {
+    pub case_index: usize,
+    pub phase: Phase,
+    pub repetition: u32,
+    pub is_warmup: bool,
+    pub first_attempt: u32,
+    pub last_attempt: u32,
+    /// The load condition stored with the record: the concurrency, 0 for open loop.
+    pub concurrency: u32,
 }
 
 /// What the store already holds for one candidate, keyed by (case, phase, repetition).
@@ -140,6 +229,8 @@ pub struct FinishedUnits {
     units: HashMap<(String, Phase, u32), (u32, bool)>,
     /// Warm-ups already stored; new warm-ups are numbered after them so none collide.
     pub warmups: u32,
+    /// Whether a staged rollout was already recorded (a resumed run does not repeat it).
+    pub rollout_done: bool,
 }
 
 impl FinishedUnits {
@@ -149,7 +240,11 @@ impl FinishedUnits {
         let mut out = FinishedUnits::default();
         for r in records.iter().filter(|r| r.candidate_id == candidate_id) {
             if r.is_warmup {
-                out.warmups = out.warmups.max(r.repetition + 1);
+                if r.phase == Phase::Smoke {
+                    out.rollout_done = true;
+                } else {
+                    out.warmups = out.warmups.max(r.repetition + 1);
+                }
                 continue;
             }
             let settled_by_this =
@@ -177,11 +272,15 @@ impl FinishedUnits {
 }
 
 /// Tallies for one pool of units.
-#[derive(Debug, Default, Clone, Copy)]
-struct Tally {
-    succeeded: u32,
-    failed: u32,
-    retries: u32,
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Tally {
+    pub succeeded: u32,
+    pub failed: u32,
+    pub retries: u32,
+    /// Successful requests that stopped at max_tokens (`finish_reason: length`).
+    pub truncated: u32,
+    /// The first few final failures: (case id, failure).
+    pub failures: Vec<(String, Failure)>,
 }
 
 impl Tally {
@@ -189,20 +288,84 @@ impl Tally {
         self.succeeded += other.succeeded;
         self.failed += other.failed;
         self.retries += other.retries;
+        self.truncated += other.truncated;
+        for f in other.failures {
+            if self.failures.len() < 5 {
+                self.failures.push(f);
+            }
+        }
+    }
+}
+
+/// Where the units of one pool come from.
+pub(crate) enum Feed {
+    /// A fixed list (rollout stages, warm-ups).
+    List(VecDeque<Unit>),
+    /// The cases of one level × bin × repetition, cycled `limit` times or until `deadline`.
+    Cycle(CycleFeed),
+}
+
+pub(crate) struct CycleFeed {
+    pub cases: Vec<usize>,
+    pub case_ids: Vec<String>,
+    pub phase: Phase,
+    pub level: u32,
+    pub repetition: u32,
+    pub concurrency: u32,
+    pub last_attempt: u32,
+    /// Units to hand out in all (settled ones included); None: until the deadline.
+    pub limit: Option<usize>,
+    pub deadline: Option<Instant>,
+    pub next: usize,
+    pub done: Arc<FinishedUnits>,
+}
+
+impl Feed {
+    fn next(&mut self) -> Option<Unit> {
+        match self {
+            Feed::List(units) => units.pop_front(),
+            Feed::Cycle(f) => loop {
+                if f.cases.is_empty() || f.limit.is_some_and(|n| f.next >= n) {
+                    return None;
+                }
+                if f.deadline.is_some_and(|d| Instant::now() >= d) {
+                    return None;
+                }
+                let i = f.next;
+                f.next += 1;
+                let cycle = (i / f.cases.len()) as u32;
+                if cycle >= CYCLE_LIMIT {
+                    return None;
+                }
+                let k = i % f.cases.len();
+                let repetition = join_repetition(f.level, f.repetition, cycle);
+                if let Some(first_attempt) = f.done.next_attempt(&f.case_ids[k], f.phase, repetition) {
+                    return Some(Unit {
+                        case_index: f.cases[k],
+                        phase: f.phase,
+                        repetition,
+                        is_warmup: false,
+                        first_attempt,
+                        last_attempt: f.last_attempt,
+                        concurrency: f.concurrency,
+                    });
+                }
+            },
+        }
     }
 }
 
 /// Everything the workers of one candidate share.
-struct CandidateRun {
-    run_id: i64,
-    config: RunConfig,
-    candidate: Candidate,
-    file: Arc<EvalSetFile>,
-    case_count: usize,
+pub(crate) struct CandidateRun {
+    pub run_id: i64,
+    pub config: RunConfig,
+    pub candidate: Candidate,
+    pub file: Arc<EvalSetFile>,
+    pub case_count: usize,
     client: CandidateClient,
     params: RequestParams,
     records: RecordSender,
-    cancel: Cancel,
+    pub cancel: Cancel,
 }
 
 impl CandidateRun {
@@ -214,13 +377,16 @@ impl CandidateRun {
         cancel: Cancel,
     ) -> Result<Arc<Self>, EngineError> {
         let config = run.config.clone();
-        let client =
-            CandidateClient::new(&candidate.spec, config.concurrency, Timeouts::for_run(&config)).map_err(|e| {
-                EngineError::Client {
-                    candidate: candidate.spec.name.clone(),
-                    message: e.to_string(),
-                }
-            })?;
+        let pool = match config.load {
+            crate::domain::run::LoadShape::Rate { .. } => 1024,
+            _ => config.max_concurrency(),
+        };
+        let client = CandidateClient::new(&candidate.spec, pool, Timeouts::for_run(&config)).map_err(|e| {
+            EngineError::Client {
+                candidate: candidate.spec.name.clone(),
+                message: e.to_string(),
+            }
+        })?;
         let case_count = match config.case_limit {
             Some(n) => file.cases.len().min(n as usize),
             None => file.cases.len(),
@@ -238,33 +404,46 @@ impl CandidateRun {
         }))
     }
 
-    async fn run(self: Arc<Self>, store: &DynStore, done: &FinishedUnits) -> Result<(), EngineError> {
-        let name = &self.candidate.spec.name;
-        let c = self.config.concurrency.max(1);
-        let mut measured = Vec::new();
-        for repetition in 0..self.config.repetitions {
-            for (case_index, case) in self.file.cases[..self.case_count].iter().enumerate() {
-                if let Some(first_attempt) = done.next_attempt(&case.id, MEASURED_PHASE, repetition) {
-                    measured.push(Unit {
-                        case_index,
-                        phase: MEASURED_PHASE,
-                        repetition,
-                        is_warmup: false,
-                        first_attempt,
-                        last_attempt: self.config.retries,
-                    });
-                }
+    /// The cases grouped by prompt-length bin (one group of all cases when none is tagged).
+    fn bins(&self) -> Vec<(Option<u32>, Vec<usize>)> {
+        let mut bins: Vec<(Option<u32>, Vec<usize>)> = Vec::new();
+        for (i, case) in self.file.cases[..self.case_count].iter().enumerate() {
+            let bin = prompt_bin(&case.tags);
+            match bins.iter_mut().find(|(b, _)| *b == bin) {
+                Some((_, cases)) => cases.push(i),
+                None => bins.push((bin, vec![i])),
             }
         }
-        let total = self.case_count * self.config.repetitions as usize;
-        if measured.is_empty() {
-            let msg = format!("{name}: all {total} requests already recorded");
-            store.append_run_event(self.run_id, "info", &msg).await?;
-            return Ok(());
+        bins.sort_by_key(|(b, _)| *b);
+        bins
+    }
+
+    /// Ok(Some(message)) when the staged rollout stopped the run.
+    async fn run(self: Arc<Self>, store: &DynStore, done: FinishedUnits) -> Result<Option<String>, EngineError> {
+        let name = self.candidate.spec.name.clone();
+        if self.case_count == 0 {
+            store
+                .append_run_event(self.run_id, "warn", &format!("{name}: no cases to send"))
+                .await?;
+            return Ok(None);
         }
-        let started = Instant::now();
-        if self.config.warmup_requests > 0 && self.case_count > 0 {
-            let warmups: Vec<Unit> = (0..self.config.warmup_requests)
+        let phase = self.config.measured_phase();
+        let done = Arc::new(done);
+        if self.config.staged_rollout && !done.rollout_done {
+            if let Some(stop) = rollout::run(&self, store).await? {
+                return Ok(Some(stop));
+            }
+            if self.cancel.is_cancelled() {
+                return Ok(None);
+            }
+        }
+        let loads = self.config.loads();
+        let first_concurrency = match loads[0] {
+            Load::Concurrency { concurrency } => concurrency,
+            Load::Rate { .. } => self.config.concurrency.clamp(1, 4),
+        };
+        if self.config.warmup_requests > 0 {
+            let warmups: VecDeque<Unit> = (0..self.config.warmup_requests)
                 .map(|i| Unit {
                     case_index: i as usize % self.case_count,
                     phase: Phase::Warmup,
@@ -272,125 +451,241 @@ impl CandidateRun {
                     is_warmup: true,
                     first_attempt: 0,
                     last_attempt: 0, // a failed warm-up is not worth repeating
+                    concurrency: first_concurrency,
                 })
                 .collect();
             let msg = format!(
-                "{name}: warm-up, {} requests at concurrency {c} (not counted)",
+                "{name}: warm-up, {} requests at concurrency {first_concurrency} (not counted)",
                 warmups.len()
             );
             store.append_run_event(self.run_id, "info", &msg).await?;
-            self.clone().pool(warmups).await?;
+            self.clone().closed_loop(Feed::List(warmups), first_concurrency).await?;
         }
-        if self.cancel.is_cancelled() {
-            return Ok(());
-        }
-        let already = total - measured.len();
-        let msg = format!(
-            "{name}: {} phase, {} cases × {} repetitions = {total} requests at concurrency {c}{}",
-            MEASURED_PHASE.as_str(),
-            self.case_count,
-            self.config.repetitions,
-            if already > 0 {
-                format!(" ({already} already recorded)")
-            } else {
-                String::new()
+        let bins = self.bins();
+        let mut total = Tally::default();
+        let started = Instant::now();
+        for (level, load) in loads.iter().enumerate() {
+            for (bin, cases) in &bins {
+                if self.cancel.is_cancelled() {
+                    return Ok(None);
+                }
+                let level_started = Instant::now();
+                let mut tally = Tally::default();
+                for repetition in 0..self.config.repetitions {
+                    let feed = self.feed(level as u32, repetition, *load, cases, phase, done.clone());
+                    let t = match *load {
+                        Load::Concurrency { concurrency } => self.clone().closed_loop(feed, concurrency).await?,
+                        Load::Rate { per_second, poisson } => {
+                            let seed = (self.run_id as u64) << 32 ^ (level as u64) << 16 ^ u64::from(repetition);
+                            self.clone().open_loop(feed, per_second, poisson, seed).await?
+                        }
+                    };
+                    tally.add(t);
+                    if self.cancel.is_cancelled() {
+                        return Ok(None);
+                    }
+                }
+                let msg = format!(
+                    "{name}: {} phase at {}{}: {} repetition(s), {} succeeded, {} failed, {} retries in {:.1} s",
+                    phase.as_str(),
+                    load.label(),
+                    bin.map(|b| format!(", prompts of {b} tokens")).unwrap_or_default(),
+                    self.config.repetitions,
+                    tally.succeeded,
+                    tally.failed,
+                    tally.retries,
+                    level_started.elapsed().as_secs_f64()
+                );
+                let level_name = if tally.failed > 0 { "warn" } else { "info" };
+                store.append_run_event(self.run_id, level_name, &msg).await?;
+                total.add(tally);
             }
-        );
-        store.append_run_event(self.run_id, "info", &msg).await?;
-        let tally = self.clone().pool(measured).await?;
+        }
         let msg = format!(
             "{name}: done in {:.1} s, {} succeeded, {} failed, {} retries",
             started.elapsed().as_secs_f64(),
-            tally.succeeded,
-            tally.failed,
-            tally.retries
+            total.succeeded,
+            total.failed,
+            total.retries
         );
-        let level = if tally.failed > 0 { "warn" } else { "info" };
+        let level = if total.failed > 0 { "warn" } else { "info" };
         store.append_run_event(self.run_id, level, &msg).await?;
-        Ok(())
+        Ok(None)
+    }
+
+    fn feed(
+        &self,
+        level: u32,
+        repetition: u32,
+        load: Load,
+        cases: &[usize],
+        phase: Phase,
+        done: Arc<FinishedUnits>,
+    ) -> Feed {
+        let limit = match (self.config.requests_per_level, self.config.duration_secs) {
+            (Some(n), _) => Some(n as usize),
+            (None, Some(_)) => None,
+            (None, None) => Some(cases.len()),
+        };
+        Feed::Cycle(CycleFeed {
+            cases: cases.to_vec(),
+            case_ids: cases.iter().map(|&i| self.file.cases[i].id.clone()).collect(),
+            phase,
+            level,
+            repetition,
+            concurrency: match load {
+                Load::Concurrency { concurrency } => concurrency,
+                Load::Rate { .. } => 0,
+            },
+            last_attempt: self.config.retries,
+            limit,
+            deadline: self
+                .config
+                .duration_secs
+                .map(|s| Instant::now() + Duration::from_secs(u64::from(s))),
+            next: 0,
+            done,
+        })
     }
 
     /// Closed loop: `concurrency` workers, each taking the next unit as soon as its previous
     /// one ends, so at most `concurrency` requests are ever in flight.
-    async fn pool(self: Arc<Self>, units: Vec<Unit>) -> Result<Tally, EngineError> {
-        let workers = (self.config.concurrency.max(1) as usize).min(units.len());
-        let queue = Arc::new(Mutex::new(VecDeque::from(units)));
+    pub(crate) async fn closed_loop(self: Arc<Self>, feed: Feed, concurrency: u32) -> Result<Tally, EngineError> {
+        let workers = match &feed {
+            Feed::List(units) => units.len().min(concurrency.max(1) as usize),
+            Feed::Cycle(_) => concurrency.max(1) as usize,
+        };
+        let feed = Arc::new(Mutex::new(feed));
         let mut set = JoinSet::new();
         for _ in 0..workers {
-            set.spawn(self.clone().worker(queue.clone()));
+            set.spawn(self.clone().worker(feed.clone()));
         }
-        let mut tally = Tally::default();
-        while let Some(joined) = set.join_next().await {
-            match joined {
-                Ok(t) => tally.add(t),
-                Err(e) => {
-                    set.abort_all();
-                    return Err(EngineError::Internal(format!("a request worker ended abnormally: {e}")));
-                }
-            }
-        }
-        Ok(tally)
+        join_all(set).await
     }
 
-    async fn worker(self: Arc<Self>, queue: Arc<Mutex<VecDeque<Unit>>>) -> Tally {
+    async fn worker(self: Arc<Self>, feed: Arc<Mutex<Feed>>) -> Tally {
         let mut tally = Tally::default();
-        let mut cancel = self.cancel.clone();
         loop {
-            if cancel.is_cancelled() {
+            if self.cancel.is_cancelled() {
                 return tally;
             }
             // The unit is ready to go now: everything until the send is bakeoff's own queue.
             let ready = Instant::now();
-            let Some(unit) = queue.lock().unwrap_or_else(|p| p.into_inner()).pop_front() else {
+            let Some(unit) = feed.lock().unwrap_or_else(|p| p.into_inner()).next() else {
                 return tally;
             };
-            let case = &self.file.cases[unit.case_index];
-            let prepared = prepare(
-                &self.candidate.spec,
-                self.client.api_key(),
-                &self.file,
-                case,
-                &self.params,
-            );
-            let prepared = match prepared {
-                Ok(p) => p,
-                Err(failure) => {
-                    self.store_record(&unit, unit.first_attempt, case, unsent(failure, ready));
-                    tally.failed += 1;
-                    continue;
-                }
+            tally.add(self.send_unit(unit, ready).await);
+        }
+    }
+
+    /// Open loop: units sent at `per_second` (evenly spaced, or with exponential gaps when
+    /// `poisson`, seeded) whatever the server does; each request's client queue time is its
+    /// lateness against the schedule.
+    async fn open_loop(
+        self: Arc<Self>,
+        mut feed: Feed,
+        per_second: f64,
+        poisson: bool,
+        seed: u64,
+    ) -> Result<Tally, EngineError> {
+        let mut rng = SplitMix64::new(seed);
+        let gap = |rng: &mut SplitMix64| {
+            let mean = 1.0 / per_second.max(1e-6);
+            let secs = if poisson {
+                -(1.0 - rng.next_f64()).ln() * mean
+            } else {
+                mean
             };
-            let mut ready = ready;
-            for attempt in unit.first_attempt..=unit.last_attempt.max(unit.first_attempt) {
-                let request = self.with_request_id(&prepared, &unit, attempt);
-                let queue_us = micros(ready.elapsed());
-                let exchange = tokio::select! {
-                    x = self.client.send(&request, queue_us) => x,
-                    _ = cancel.cancelled() => return tally,
-                };
-                let class = exchange.failure.as_ref().map(|f| f.class);
-                self.store_record(&unit, attempt, case, exchange);
-                match class {
-                    None => {
-                        tally.succeeded += 1;
-                        break;
+            Duration::from_secs_f64(secs)
+        };
+        let limit = Arc::new(Semaphore::new(OPEN_LOOP_MAX_IN_FLIGHT));
+        let mut set = JoinSet::new();
+        let mut cancel = self.cancel.clone();
+        let mut planned = Instant::now();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(planned) => {}
+                _ = cancel.cancelled() => break,
+            }
+            let Some(unit) = feed.next() else { break };
+            let Ok(permit) = limit.clone().acquire_owned().await else {
+                break;
+            };
+            let this = self.clone();
+            let due = planned;
+            set.spawn(async move {
+                let tally = this.send_unit(unit, due).await;
+                drop(permit);
+                tally
+            });
+            // Finished tasks are collected as we go, so a long run keeps no dead handles.
+            while let Some(joined) = set.try_join_next() {
+                if let Err(e) = joined {
+                    set.abort_all();
+                    return Err(EngineError::Internal(format!("a request task ended abnormally: {e}")));
+                }
+            }
+            planned += gap(&mut rng);
+        }
+        join_all(set).await
+    }
+
+    /// Prepares, sends (with retries) and records one unit. `ready` is when it could have been
+    /// sent: the wait until the actual send is recorded as client queue time.
+    pub(crate) async fn send_unit(&self, unit: Unit, ready: Instant) -> Tally {
+        let mut tally = Tally::default();
+        let mut cancel = self.cancel.clone();
+        let case = &self.file.cases[unit.case_index];
+        let prepared = prepare(
+            &self.candidate.spec,
+            self.client.api_key(),
+            &self.file,
+            case,
+            &self.params,
+        );
+        let prepared = match prepared {
+            Ok(p) => p,
+            Err(failure) => {
+                tally.failed += 1;
+                tally.failures.push((case.id.clone(), failure.clone()));
+                self.store_record(&unit, unit.first_attempt, unsent(failure, ready));
+                return tally;
+            }
+        };
+        let mut ready = ready;
+        for attempt in unit.first_attempt..=unit.last_attempt.max(unit.first_attempt) {
+            let request = self.with_request_id(&prepared, &unit, attempt);
+            let queue_us = micros(ready.elapsed());
+            let exchange = tokio::select! {
+                x = self.client.send(&request, queue_us) => x,
+                _ = cancel.cancelled() => return tally,
+            };
+            let failure = exchange.failure.clone();
+            let truncated = exchange.finish_reason.as_deref() == Some("length");
+            self.store_record(&unit, attempt, exchange);
+            match failure {
+                None => {
+                    tally.succeeded += 1;
+                    tally.truncated += u32::from(truncated);
+                    break;
+                }
+                Some(f) if attempt < unit.last_attempt && is_retryable(f.class) => {
+                    tally.retries += 1;
+                    let wait = BASE_BACKOFF.saturating_mul(1 << (attempt - unit.first_attempt).min(8));
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait.min(MAX_BACKOFF)) => {}
+                        _ = cancel.cancelled() => return tally,
                     }
-                    Some(c) if attempt < unit.last_attempt && is_retryable(c) => {
-                        tally.retries += 1;
-                        let wait = BASE_BACKOFF.saturating_mul(1 << (attempt - unit.first_attempt).min(8));
-                        tokio::select! {
-                            _ = tokio::time::sleep(wait.min(MAX_BACKOFF)) => {}
-                            _ = cancel.cancelled() => return tally,
-                        }
-                        ready = Instant::now();
-                    }
-                    Some(_) => {
-                        tally.failed += 1;
-                        break;
-                    }
+                    ready = Instant::now();
+                }
+                Some(f) => {
+                    tally.failed += 1;
+                    tally.failures.push((case.id.clone(), f));
+                    break;
                 }
             }
         }
+        tally
     }
 
     /// Tags the attempt with `x-request-id: bakeoff-RUN-CANDIDATE-PHASE-CASEINDEX-REPETITION-ATTEMPT`,
@@ -411,35 +706,55 @@ impl CandidateRun {
         request
     }
 
-    fn store_record(&self, unit: &Unit, attempt: u32, case: &EvalCase, exchange: Exchange) {
-        let graded = exchange.succeeded();
-        let (mut record, chunk_text) = exchange.into_parts(RecordIdentity {
+    /// Hands the record to the writer, which counts tokens and grades it off the hot path.
+    fn store_record(&self, unit: &Unit, attempt: u32, exchange: Exchange) {
+        let case = &self.file.cases[unit.case_index];
+        let graded = exchange.succeeded() && !unit.is_warmup;
+        let (record, chunk_text) = exchange.into_parts(RecordIdentity {
             run_id: self.run_id,
             candidate_id: self.candidate.id,
             case_id: case.id.clone(),
             phase: unit.phase,
             repetition: unit.repetition,
             attempt,
-            concurrency: self.config.concurrency,
+            concurrency: unit.concurrency,
             is_warmup: unit.is_warmup,
         });
-        if graded {
-            // Judge graders need a model call of their own; they are not graded here.
-            record.grades = self
-                .file
-                .graders_for(case)
-                .iter()
-                .filter(|g| !g.needs_model())
-                .map(|g| grade(g, &record.output, case.expected.as_ref()))
-                .collect();
-        }
-        if !self.records.send(record, chunk_text) {
+        let grading = graded.then(|| Grading {
+            file: self.file.clone(),
+            case_index: unit.case_index,
+        });
+        if !self.records.send(record, chunk_text, grading) {
             tracing::error!(run_id = self.run_id, "record writer stopped; a record was dropped");
         }
     }
 }
 
-/// The `x-request-id` bakeoff sends with an attempt.
+async fn join_all(mut set: JoinSet<Tally>) -> Result<Tally, EngineError> {
+    let mut tally = Tally::default();
+    while let Some(joined) = set.join_next().await {
+        match joined {
+            Ok(t) => tally.add(t),
+            Err(e) => {
+                set.abort_all();
+                return Err(EngineError::Internal(format!("a request worker ended abnormally: {e}")));
+            }
+        }
+    }
+    Ok(tally)
+}
+
+/// The prompt-length bin of a case: its `prompt_tokens:N` tag.
+pub fn prompt_bin(tags: &[String]) -> Option<u32> {
+    tags.iter()
+        .find_map(|t| t.strip_prefix(PROMPT_BIN_TAG).and_then(|n| n.trim().parse().ok()))
+}
+
+/// The `x-request-id` bakeoff sends with an attempt: the attempt's key packed into a UUID
+/// (version 8, "custom"), because real servers validate this header — llama-cpp-python's
+/// server answers any non-UUID `x-request-id` with a bare `400 Bad Request` and no body.
+/// Layout: run (32 bits) - candidate (16) - `8` phase (4) attempt (8) - variant+repetition (16)
+/// - case index (48), so the mock's ground truth can still be matched to each record.
 pub fn request_id(
     run_id: i64,
     candidate_id: i64,
@@ -448,9 +763,22 @@ pub fn request_id(
     repetition: u32,
     attempt: u32,
 ) -> String {
+    let phase_nibble = match phase {
+        Phase::Warmup => 0,
+        Phase::Smoke => 1,
+        Phase::Quality => 2,
+        Phase::Throughput => 3,
+        Phase::Soak => 4,
+        Phase::Probe => 5,
+    };
     format!(
-        "bakeoff-{run_id}-{candidate_id}-{}-{case_index}-{repetition}-{attempt}",
-        phase.as_str()
+        "{:08x}-{:04x}-8{:x}{:02x}-{:04x}-{:012x}",
+        run_id as u32,
+        candidate_id as u16,
+        phase_nibble,
+        attempt.min(0xff),
+        0x8000 | (repetition & 0x3fff),
+        case_index as u64 & 0xffff_ffff_ffff,
     )
 }
 
@@ -474,6 +802,21 @@ mod tests {
     use super::*;
     use crate::domain::run::TokenSource;
 
+    #[test]
+    fn request_ids_are_uuids_and_tell_attempts_apart() {
+        let id = request_id(3, 2, Phase::Quality, 17, 1, 0);
+        assert_eq!(id, "00000003-0002-8200-8001-000000000011");
+        let groups: Vec<usize> = id.split('-').map(str::len).collect();
+        assert_eq!(groups, [8, 4, 4, 4, 12]);
+        assert!(id.chars().all(|c| c == '-' || c.is_ascii_hexdigit()));
+        let mut seen = std::collections::HashSet::new();
+        for phase in [Phase::Warmup, Phase::Quality, Phase::Soak] {
+            for (case, rep, attempt) in [(0, 0, 0), (0, 0, 1), (0, 1, 0), (1, 0, 0)] {
+                assert!(seen.insert(request_id(3, 2, phase, case, rep, attempt)));
+            }
+        }
+    }
+
     fn rec(case: &str, rep: u32, attempt: u32, class: Option<ErrorClass>, warm: bool) -> RequestRecord {
         let mut x = Exchange {
             failure: class.map(|c| Failure::new(c, "x")),
@@ -496,6 +839,8 @@ mod tests {
 
     #[test]
     fn resume_skips_settled_units_and_continues_attempts() {
+        let mut smoke = rec("s", 0, 0, None, true);
+        smoke.phase = Phase::Smoke;
         let records = vec![
             rec("a", 0, 0, None, false),
             rec("b", 0, 0, Some(ErrorClass::HttpServerError), false),
@@ -504,6 +849,7 @@ mod tests {
             rec("d", 0, 0, Some(ErrorClass::ContextLengthExceeded), false),
             rec("w", 0, 0, None, true),
             rec("w", 1, 0, None, true),
+            smoke,
         ];
         let done = FinishedUnits::from_records(&records, 3, 1);
         assert_eq!(done.next_attempt("a", MEASURED_PHASE, 0), None);
@@ -513,8 +859,10 @@ mod tests {
         assert_eq!(done.next_attempt("d", MEASURED_PHASE, 0), None, "not worth retrying");
         assert_eq!(done.next_attempt("new", MEASURED_PHASE, 0), Some(0));
         assert_eq!(done.warmups, 2);
+        assert!(done.rollout_done);
         let other = FinishedUnits::from_records(&records, 4, 1);
         assert_eq!(other.next_attempt("a", MEASURED_PHASE, 0), Some(0));
+        assert!(!other.rollout_done);
     }
 
     #[test]
@@ -523,5 +871,34 @@ mod tests {
         assert!(!is_retryable(ErrorClass::HttpClientError));
         assert!(is_retryable(ErrorClass::RateLimited));
         assert!(is_retryable(ErrorClass::StreamCut));
+    }
+
+    #[test]
+    fn cycle_feed_numbers_units_uniquely_and_stops_at_its_limit() {
+        let mut feed = Feed::Cycle(CycleFeed {
+            cases: vec![0, 2],
+            case_ids: vec!["a".into(), "c".into()],
+            phase: Phase::Throughput,
+            level: 2,
+            repetition: 1,
+            concurrency: 8,
+            last_attempt: 1,
+            limit: Some(5),
+            deadline: None,
+            next: 0,
+            done: Arc::new(FinishedUnits::default()),
+        });
+        let units: Vec<(usize, u32)> = std::iter::from_fn(|| feed.next())
+            .map(|u| (u.case_index, u.repetition))
+            .collect();
+        let r = |cycle| join_repetition(2, 1, cycle);
+        assert_eq!(units, vec![(0, r(0)), (2, r(0)), (0, r(1)), (2, r(1)), (0, r(2))]);
+    }
+
+    #[test]
+    fn prompt_bins_come_from_tags() {
+        assert_eq!(prompt_bin(&["x".into(), "prompt_tokens:2048".into()]), Some(2048));
+        assert_eq!(prompt_bin(&["prompt_tokens:abc".into()]), None);
+        assert_eq!(prompt_bin(&[]), None);
     }
 }

@@ -1,7 +1,9 @@
 //! Records go from the request workers to the store through this writer, in batches, so a slow
 //! database never delays a measured request: workers only push onto an unbounded channel.
 //! Token counting (the canonical o200k count, counts missing from the server, per-chunk counts)
-//! happens here too, on the blocking pool, once a batch is due: never in the request loop.
+//! and grading happen here too, on the blocking pool, once a batch is due: never in the request
+//! loop, where they would delay the next send.
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -10,6 +12,8 @@ use tokio::time::{Instant, sleep, sleep_until};
 
 use super::error::EngineError;
 use super::tokenizer::{ChunkText, complete_counts};
+use crate::domain::evalset::EvalSetFile;
+use crate::domain::grading::grade;
 use crate::domain::run::RequestRecord;
 use crate::store::DynStore;
 
@@ -20,12 +24,37 @@ pub const BATCH_WAIT: Duration = Duration::from_millis(250);
 /// Tries per batch before the writer gives up on it (the run then fails and can be resumed).
 const WRITE_TRIES: u32 = 3;
 
-/// A measured record whose token counts are not yet completed.
+/// A measured record whose token counts (and grades) are not yet completed.
 #[derive(Debug, Clone)]
 pub struct Pending {
     pub record: RequestRecord,
     /// Text bytes per chunk, from `Exchange::into_parts` (empty when unknown).
     pub chunk_text: Vec<ChunkText>,
+    /// Grade the record against this case (successful measured records only).
+    pub grading: Option<Grading>,
+}
+
+/// The case a record answers, for grading it in the writer.
+#[derive(Debug, Clone)]
+pub struct Grading {
+    pub file: Arc<EvalSetFile>,
+    pub case_index: usize,
+}
+
+impl Grading {
+    /// Every grader of the case that needs no model call (judge graders are graded elsewhere).
+    fn grade(&self, record: &mut RequestRecord) {
+        let Some(case) = self.file.cases.get(self.case_index) else {
+            return;
+        };
+        record.grades = self
+            .file
+            .graders_for(case)
+            .iter()
+            .filter(|g| !g.needs_model())
+            .map(|g| grade(g, &record.output, case.expected.as_ref()))
+            .collect();
+    }
 }
 
 /// Where workers hand finished records.
@@ -34,8 +63,14 @@ pub struct RecordSender(mpsc::UnboundedSender<Pending>);
 
 impl RecordSender {
     /// Never waits. Returns false only when the writer has already stopped.
-    pub fn send(&self, record: RequestRecord, chunk_text: Vec<ChunkText>) -> bool {
-        self.0.send(Pending { record, chunk_text }).is_ok()
+    pub fn send(&self, record: RequestRecord, chunk_text: Vec<ChunkText>, grading: Option<Grading>) -> bool {
+        self.0
+            .send(Pending {
+                record,
+                chunk_text,
+                grading,
+            })
+            .is_ok()
     }
 }
 
@@ -113,8 +148,8 @@ async fn write_loop(store: DynStore, mut rx: mpsc::UnboundedReceiver<Pending>) -
     }
 }
 
-/// Completes every record's token counts on the blocking pool. A record whose counting fails
-/// is still stored, with the counts its stream gave.
+/// Completes every record's token counts and grades on the blocking pool. A record whose
+/// counting fails is still stored, with the counts its stream gave.
 async fn complete_batch(batch: Vec<Pending>) -> Vec<RequestRecord> {
     let counted = tokio::task::spawn_blocking(move || {
         batch
@@ -123,9 +158,12 @@ async fn complete_batch(batch: Vec<Pending>) -> Vec<RequestRecord> {
                 // A panic here would be a bug; the record (each field assigned whole) is kept.
                 let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     complete_counts(&mut p.record, &p.chunk_text);
+                    if let Some(g) = &p.grading {
+                        g.grade(&mut p.record);
+                    }
                 }));
                 if outcome.is_err() {
-                    tracing::error!(case = %p.record.case_id, "token counting failed for a record");
+                    tracing::error!(case = %p.record.case_id, "counting or grading failed for a record");
                 }
                 p.record
             })

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::domain::Timestamp;
+use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{Candidate, CandidateSpec};
 use crate::domain::evalset::{EvalSetFile, TaskKind};
 use crate::domain::run::{NewRun, RequestRecord, Run, RunEvent, RunStatus};
@@ -156,6 +157,11 @@ pub trait Store: Send + Sync + 'static {
     async fn set_run_status(&self, id: i64, status: RunStatus, error: Option<&str>) -> Result<()>;
     /// Runs left queued or running (to resume after a restart).
     async fn unfinished_runs(&self) -> Result<Vec<i64>>;
+    /// Stores the harness's self-report for a run, replacing an earlier one (a resumed run
+    /// reports again). NotFound when the run does not exist.
+    async fn set_run_harness(&self, run_id: i64, harness: &HarnessReport) -> Result<()>;
+    /// The run's harness report; None when none was stored (or the run does not exist).
+    async fn get_run_harness(&self, run_id: i64) -> Result<Option<HarnessReport>>;
 
     // --- raw records (append-only)
     /// Inserts records and their grades in one transaction. A record whose key

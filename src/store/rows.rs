@@ -432,6 +432,14 @@ pub(crate) fn group_run_candidates(rows: Vec<RunCandidateRow>) -> HashMap<i64, (
     by_run
 }
 
+pub(crate) fn harness_json(harness: &crate::domain::calibers::HarnessReport) -> String {
+    to_json(harness)
+}
+
+pub(crate) fn parse_harness(run_id: i64, text: &str) -> Result<crate::domain::calibers::HarnessReport, StoreError> {
+    parse_json(format_args!("runs.harness of run {run_id}"), text)
+}
+
 pub(crate) fn run_config_json(config: &RunConfig) -> String {
     to_json(config)
 }

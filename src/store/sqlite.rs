@@ -21,6 +21,7 @@ use super::{
     Backend, CandidateProgress, EvalSetSummary, EvalSetVersion, ProfileChange, Result, RunListItem, Store, StoreError,
 };
 use crate::domain::Timestamp;
+use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{Candidate, CandidateSpec};
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::run::{NewRun, RequestRecord, Run, RunEvent, RunStatus};
@@ -602,6 +603,28 @@ impl Store for SqliteStore {
             return Err(StoreError::NotFound(format!("run {id}")));
         }
         Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip(self, harness))]
+    async fn set_run_harness(&self, run_id: i64, harness: &HarnessReport) -> Result<()> {
+        let done = sqlx::query("UPDATE runs SET harness = $2 WHERE id = $1")
+            .bind(run_id)
+            .bind(rows::harness_json(harness))
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound(format!("run {run_id}")));
+        }
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip(self))]
+    async fn get_run_harness(&self, run_id: i64) -> Result<Option<HarnessReport>> {
+        let text: Option<Option<String>> = sqlx::query_scalar("SELECT harness FROM runs WHERE id = $1")
+            .bind(run_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        text.flatten().map(|t| rows::parse_harness(run_id, &t)).transpose()
     }
 
     #[tracing::instrument(level = "debug", skip(self))]

@@ -67,6 +67,9 @@ fn config(concurrency: u32, warmups: u32, retries: u32) -> RunConfig {
         retries,
         stream: true,
         case_limit: None,
+        // These tests look at one phase at a time; the rollout has its own tests.
+        staged_rollout: false,
+        ..RunConfig::default()
     }
 }
 

@@ -1,0 +1,176 @@
+//! The harness watching itself: bakeoff's own CPU time (Linux `/proc`, no extra crates), and the
+//! run-level report that says whether its speed figures can be trusted.
+use std::time::Instant;
+
+use crate::domain::calibers::HarnessReport;
+use crate::domain::histogram::LogHistogram;
+use crate::domain::metrics::Distribution;
+use crate::domain::run::{RequestRecord, RunConfig};
+
+/// p99 schedule lag (open loop) or client queue wait (closed loop) above this, in ms, flags a
+/// run's speed figures unreliable: requests left later than the load asked for.
+pub const LAG_BOUND_MS: f64 = 10.0;
+/// bakeoff using more than this share of all cores flags a run too: a starved client
+/// timestamps late.
+pub const CPU_SHARE_BOUND: f64 = 0.9;
+
+/// Threads whose name starts with this are not bakeoff's client (the in-process mock used by
+/// `bakeoff calibrate` and the demo), so their CPU time is not counted as the harness's.
+pub const EXCLUDED_THREAD_PREFIX: &str = "bakeoff-mock";
+
+/// The kernel's USER_HZ: the unit of `/proc/*/stat` CPU times (100 on every mainstream Linux).
+const TICKS_PER_SECOND: f64 = 100.0;
+
+/// CPU seconds (user + system) this process has used, minus threads named
+/// `EXCLUDED_THREAD_PREFIX…`; None where `/proc` is not available.
+pub fn cpu_seconds() -> Option<f64> {
+    let total = stat_cpu_seconds(&std::fs::read_to_string("/proc/self/stat").ok()?)?;
+    let mut excluded = 0.0;
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for task in tasks.flatten() {
+            let path = task.path();
+            let name = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+            if name.starts_with(EXCLUDED_THREAD_PREFIX) {
+                excluded += std::fs::read_to_string(path.join("stat"))
+                    .ok()
+                    .and_then(|s| stat_cpu_seconds(&s))
+                    .unwrap_or(0.0);
+            }
+        }
+    }
+    Some((total - excluded).max(0.0))
+}
+
+/// utime + stime from a `/proc/…/stat` line (fields 14 and 15, counted after the `comm` field,
+/// which may itself contain spaces and parentheses).
+fn stat_cpu_seconds(stat: &str) -> Option<f64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3 (state): utime is field 14 → index 11, stime index 12.
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / TICKS_PER_SECOND)
+}
+
+/// The host's name, for provenance.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// Cores available to this process.
+pub fn cores() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+}
+
+/// Started when a run starts; `finish` builds the report from the run's records.
+pub struct HarnessClock {
+    wall: Instant,
+    cpu: Option<f64>,
+}
+
+impl HarnessClock {
+    pub fn start() -> Self {
+        HarnessClock {
+            wall: Instant::now(),
+            cpu: cpu_seconds(),
+        }
+    }
+
+    /// The report over `records` (this execution's measured requests: warm-ups and rollout
+    /// excluded by the caller or here).
+    pub fn finish(&self, config: &RunConfig, records: &[RequestRecord]) -> HarnessReport {
+        let wall_s = self.wall.elapsed().as_secs_f64();
+        let cpu_s = match (self.cpu, cpu_seconds()) {
+            (Some(a), Some(b)) => Some((b - a).max(0.0)),
+            _ => None,
+        };
+        report(config, records, wall_s, cpu_s)
+    }
+}
+
+/// Builds the report (pure apart from host facts; separate for tests).
+pub fn report(config: &RunConfig, records: &[RequestRecord], wall_s: f64, cpu_s: Option<f64>) -> HarnessReport {
+    let open_loop = matches!(config.load, crate::domain::run::LoadShape::Rate { .. });
+    let mut waits = LogHistogram::default();
+    let mut streamed_tokens = 0u64;
+    for r in records.iter().filter(|r| !r.is_warmup) {
+        waits.record(r.client_queue_us as f64 / 1000.0);
+        streamed_tokens += u64::from(r.output_tokens.unwrap_or(0));
+    }
+    let waits = Distribution::from_histogram(&waits);
+    let cores = cores();
+    let cpu_share = cpu_s.filter(|_| wall_s > 0.0).map(|c| c / (wall_s * f64::from(cores)));
+    let mut reasons = Vec::new();
+    if let Some(w) = &waits
+        && w.p99 > LAG_BOUND_MS
+    {
+        reasons.push(if open_loop {
+            format!(
+                "p99 schedule lag {:.1} ms exceeds {LAG_BOUND_MS} ms: requests were sent later than the rate asked",
+                w.p99
+            )
+        } else {
+            format!(
+                "p99 client queue wait {:.1} ms exceeds {LAG_BOUND_MS} ms: bakeoff could not keep the asked concurrency",
+                w.p99
+            )
+        });
+    }
+    if let Some(share) = cpu_share
+        && share > CPU_SHARE_BOUND
+    {
+        reasons.push(format!(
+            "bakeoff used {:.0} % of all {cores} cores: a starved client timestamps late",
+            share * 100.0
+        ));
+    }
+    HarnessReport {
+        bakeoff_version: crate::VERSION.to_string(),
+        host: host_name(),
+        cores,
+        wall_s,
+        cpu_s,
+        cpu_share,
+        streamed_tokens,
+        cpu_s_per_million_tokens: cpu_s
+            .filter(|_| streamed_tokens > 0)
+            .map(|c| c / streamed_tokens as f64 * 1e6),
+        open_loop,
+        schedule_lag_ms: if open_loop { waits.clone() } else { None },
+        client_queue_ms: if open_loop { None } else { waits },
+        lag_bound_ms: LAG_BOUND_MS,
+        unreliable: !reasons.is_empty(),
+        reasons,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_cpu_times_from_a_stat_line() {
+        let line = "1234 (my (odd) name) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 8 0 100 0 0";
+        assert_eq!(stat_cpu_seconds(line), Some(3.0));
+        assert_eq!(stat_cpu_seconds("garbage"), None);
+    }
+
+    #[test]
+    fn this_process_has_a_cpu_time_and_a_host() {
+        if std::path::Path::new("/proc/self/stat").exists() {
+            let a = cpu_seconds().unwrap();
+            let mut x = 0u64;
+            for i in 0..30_000_000u64 {
+                x = x.wrapping_add(i * i);
+            }
+            std::hint::black_box(x);
+            assert!(cpu_seconds().unwrap() >= a);
+        }
+        assert!(!host_name().is_empty());
+    }
+}
