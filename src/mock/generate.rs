@@ -133,6 +133,14 @@ impl Schedule {
             malformed_at: (malformed && total >= 1).then_some(malformed_at),
         }
     }
+
+    /// Stretches every delay by `factor` (≥ 1): a server slowing down under sustained load.
+    pub fn slow_down(&mut self, factor: f64) {
+        if factor.is_finite() && factor > 1.0 {
+            self.prefill = self.prefill.mul_f64(factor);
+            self.inter_token = self.inter_token.mul_f64(factor);
+        }
+    }
 }
 
 /// What the generator produced next.
@@ -177,6 +185,12 @@ impl Generator {
     /// Restarts the clock: generation begins now (after the queue).
     pub fn begin(&mut self, start: Instant) {
         self.due = start;
+    }
+
+    /// How long the tokens not yet sent would still take (before jitter).
+    pub fn remaining(&self) -> Duration {
+        let left = self.plan.total().saturating_sub(self.next);
+        self.schedule.inter_token * left
     }
 
     fn jittered(&mut self, base: Duration) -> Duration {

@@ -25,7 +25,7 @@ mod server;
 pub mod tokens;
 
 pub use log::{CaseTruth, LOG_CAPACITY, LogPage, Outcome, RequestRecord};
-pub use profile::{ModelProfile, ProfileError, demo_profiles, parse_profiles};
+pub use profile::{ModelProfile, OverlongBehaviour, ProfileError, demo_profiles, parse_profiles};
 
 /// The `server` header on every response.
 pub const SERVER_HEADER: &str = concat!("bakeoff-mock/", env!("CARGO_PKG_VERSION"));

@@ -53,6 +53,48 @@ pub struct ModelProfile {
     /// Requests accepted per minute (fixed one-minute windows) before a real 429; reported in
     /// the `x-ratelimit-*` headers.
     pub requests_per_minute: u32,
+
+    // --- operability and stability traits (what bakeoff's probes and soak analysis look for)
+    /// Every delay grows by this fraction per minute of continuous load (0.5: +50 % after one
+    /// busy minute); the clock restarts after 2 s without any request. 0: no drift.
+    pub latency_drift_per_minute: f64,
+    /// Streams never send the usage chunk, even when `stream_options.include_usage` asks.
+    pub no_usage_in_stream: bool,
+    /// Requests that set max_tokens get 2 × max_tokens + 1 tokens (a server ignoring the limit).
+    pub ignore_max_tokens: bool,
+    /// HTTP status of invalid-request errors (bad JSON, max_tokens < 1, …): 400 by default.
+    pub invalid_param_status: u16,
+    /// What a prompt longer than the context window gets: `"400"` (a clear
+    /// `context_length_exceeded` error), `"500"`, `"hang"` (no answer for 30 s, then 504) or
+    /// `"truncate"` (silently cut to fit and answered).
+    pub overlong_prompt_behaviour: OverlongBehaviour,
+    /// A stream the client abandons keeps its slot until it would have finished (a server that
+    /// does not notice disconnects keeps generating).
+    pub hold_slot_after_cancel: bool,
+    /// No `x-ratelimit-*` headers on responses.
+    pub no_rate_limit_headers: bool,
+    /// The `model` field responses report (None: the model's own name).
+    pub reported_model: Option<String>,
+    /// Not listed by `/v1/models`.
+    pub unlisted: bool,
+    /// `/metrics` answers 404 when every profile served sets this (a server-wide trait).
+    pub no_metrics: bool,
+    /// `/health` answers 404 when every profile served sets this (a server-wide trait).
+    pub no_health: bool,
+}
+
+/// How the mock answers a prompt that does not fit the context window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OverlongBehaviour {
+    #[default]
+    #[serde(rename = "400")]
+    Reject,
+    #[serde(rename = "500")]
+    ServerError,
+    #[serde(rename = "hang")]
+    Hang,
+    #[serde(rename = "truncate")]
+    Truncate,
 }
 
 impl Default for ModelProfile {
@@ -80,6 +122,17 @@ impl Default for ModelProfile {
             cut_probability: 0.0,
             malformed_probability: 0.0,
             requests_per_minute: 600_000,
+            latency_drift_per_minute: 0.0,
+            no_usage_in_stream: false,
+            ignore_max_tokens: false,
+            invalid_param_status: 400,
+            overlong_prompt_behaviour: OverlongBehaviour::Reject,
+            hold_slot_after_cancel: false,
+            no_rate_limit_headers: false,
+            reported_model: None,
+            unlisted: false,
+            no_metrics: false,
+            no_health: false,
         }
     }
 }
@@ -165,6 +218,16 @@ impl ModelProfile {
         fraction("cut_probability", self.cut_probability)?;
         fraction("malformed_probability", self.malformed_probability)?;
         positive("requests_per_minute", self.requests_per_minute)?;
+        non_negative("latency_drift_per_minute", self.latency_drift_per_minute)?;
+        if !(400..=599).contains(&self.invalid_param_status) {
+            return Err((
+                "invalid_param_status",
+                format!("must be an HTTP error status (400 to 599), got {}", self.invalid_param_status),
+            ));
+        }
+        if self.reported_model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+            return Err(("reported_model", "must not be empty when set".to_string()));
+        }
         Ok(())
     }
 }

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use super::answers::{AnswerKey, CaseRef};
 use super::generate::{Api, Generator, Limits, Plan, Renderer, Schedule, Step, usage_json};
 use super::log::{CaseTruth, Outcome, RequestLog, RequestRecord};
-use super::profile::ModelProfile;
+use super::profile::{ModelProfile, OverlongBehaviour};
 use super::rng::{SplitMix, stable_hash};
 use super::tokens::{count_chat_tokens, count_tokens};
 use super::{MockConfig, SERVER_HEADER};
@@ -50,6 +50,48 @@ pub(crate) struct ProfileState {
     /// does not depend on other profiles' traffic.
     admitted: AtomicU64,
     window: Mutex<RateWindow>,
+    /// When the current stretch of continuous load began (for `latency_drift_per_minute`).
+    busy: Mutex<BusyClock>,
+}
+
+/// Continuous load: since when, and when the profile last saw a request start or end.
+struct BusyClock {
+    since: Instant,
+    last_activity: Instant,
+}
+
+/// Quiet time after which a drifting profile is fresh again.
+const DRIFT_IDLE_RESET: Duration = Duration::from_secs(2);
+/// Most a drifting profile slows down (×).
+const DRIFT_MAX_FACTOR: f64 = 20.0;
+/// How long an over-long prompt hangs under `overlong_prompt_behaviour = "hang"`.
+const HANG: Duration = Duration::from_secs(30);
+/// Longest a cancelled stream keeps its slot under `hold_slot_after_cancel`.
+const MAX_HOLD: Duration = Duration::from_secs(30);
+
+impl ProfileState {
+    /// The slow-down factor of a request admitted now (1 without drift).
+    fn drift_factor(&self) -> f64 {
+        let now = Instant::now();
+        let mut b = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        let idle = self.in_flight.load(Ordering::Relaxed) == 0 && self.queued.load(Ordering::Relaxed) == 0;
+        if idle && now.duration_since(b.last_activity) >= DRIFT_IDLE_RESET {
+            b.since = now;
+        }
+        b.last_activity = now;
+        let minutes = now.duration_since(b.since).as_secs_f64() / 60.0;
+        (1.0 + self.profile.latency_drift_per_minute * minutes).min(DRIFT_MAX_FACTOR)
+    }
+
+    fn touch(&self) {
+        let mut b = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        b.last_activity = Instant::now();
+    }
+
+    /// The `model` field of responses.
+    fn reported_model(&self) -> &str {
+        self.profile.reported_model.as_deref().unwrap_or(&self.profile.name)
+    }
 }
 
 /// Counters reported by `/metrics`, updated once per request.
@@ -88,6 +130,10 @@ impl MockState {
                 window: Mutex::new(RateWindow {
                     started: Instant::now(),
                     used: 0,
+                }),
+                busy: Mutex::new(BusyClock {
+                    since: Instant::now(),
+                    last_activity: Instant::now(),
                 }),
             })
             .collect();
@@ -141,6 +187,7 @@ async fn models(State(state): State<Shared>) -> Response {
     let data: Vec<serde_json::Value> = state
         .profiles
         .iter()
+        .filter(|p| !p.profile.unlisted)
         .map(|p| {
             serde_json::json!({
                 "id": p.profile.name,
@@ -154,11 +201,22 @@ async fn models(State(state): State<Shared>) -> Response {
     axum::Json(serde_json::json!({ "object": "list", "data": data })).into_response()
 }
 
-async fn health() -> Response {
+/// Whether every profile served sets a server-wide trait (an empty mock has none).
+fn all_profiles(state: &MockState, trait_set: impl Fn(&ModelProfile) -> bool) -> bool {
+    !state.profiles.is_empty() && state.profiles.iter().all(|p| trait_set(&p.profile))
+}
+
+async fn health(State(state): State<Shared>, method: Method, uri: Uri) -> Response {
+    if all_profiles(&state, |p| p.no_health) {
+        return unknown_url(method, uri).await;
+    }
     axum::Json(serde_json::json!({ "status": "ok", "version": crate::VERSION })).into_response()
 }
 
-async fn metrics(State(state): State<Shared>) -> Response {
+async fn metrics(State(state): State<Shared>, method: Method, uri: Uri) -> Response {
+    if all_profiles(&state, |p| p.no_metrics) {
+        return unknown_url(method, uri).await;
+    }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
         super::metrics::render(&state),
@@ -551,9 +609,9 @@ struct Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.state.profiles[self.profile]
-            .in_flight
-            .fetch_sub(1, Ordering::Relaxed);
+        let ps = &self.state.profiles[self.profile];
+        ps.in_flight.fetch_sub(1, Ordering::Relaxed);
+        ps.touch();
     }
 }
 
@@ -591,7 +649,21 @@ async fn handle(state: Shared, api: Api, headers: &HeaderMap, body: &[u8]) -> Re
     let mut tracker = Tracker::new(state.clone(), api, headers);
     let req = match parse_request(api, body) {
         Ok(r) => r,
-        Err(e) => return tracker.reject(e),
+        Err(mut e) => {
+            // The profile named in the body (if any) decides how invalid requests are answered.
+            let named = serde_json::from_slice::<serde_json::Value>(body)
+                .ok()
+                .and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_string))
+                .and_then(|m| state.by_name.get(&m).copied());
+            if let Some(p) = named {
+                let status = state.profiles[p].profile.invalid_param_status;
+                e.status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+                if e.status.is_server_error() {
+                    e.kind = "server_error";
+                }
+            }
+            return tracker.reject(e);
+        }
     };
     tracker.record.model = req.model.clone();
     tracker.record.stream = req.stream;
@@ -615,13 +687,49 @@ async fn handle(state: Shared, api: Api, headers: &HeaderMap, body: &[u8]) -> Re
     let ps = &state.profiles[p];
     let profile = &ps.profile;
 
-    if let Err(e) = check_context(profile, api, req.prompt_tokens, req.max_tokens) {
-        tracker.record.stream = false;
-        return tracker.reject(e);
+    let mut prompt_tokens = req.prompt_tokens;
+    if let Err(mut e) = check_context(profile, api, req.prompt_tokens, req.max_tokens) {
+        match profile.overlong_prompt_behaviour {
+            OverlongBehaviour::Reject => {}
+            OverlongBehaviour::ServerError => {
+                e.status = StatusCode::INTERNAL_SERVER_ERROR;
+                e.kind = "server_error";
+                e.code = None;
+                e.param = None;
+            }
+            OverlongBehaviour::Hang => {
+                state.count_fault(&profile.name, "overlong_hang");
+                tokio::time::sleep(HANG).await;
+                e = ApiError::new(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "Upstream timed out.",
+                    "server_error",
+                    None,
+                    None,
+                );
+            }
+            OverlongBehaviour::Truncate => {
+                state.count_fault(&profile.name, "overlong_truncate");
+                // Keep the end of the prompt that fits beside the completion, and say nothing.
+                let room = profile
+                    .context_length
+                    .saturating_sub(req.max_tokens.unwrap_or(profile.default_max_tokens))
+                    .max(1);
+                prompt_tokens = req.prompt_tokens.min(room);
+            }
+        }
+        if prompt_tokens == req.prompt_tokens {
+            tracker.record.stream = false;
+            return tracker.reject(e);
+        }
     }
+    tracker.record.prompt_tokens = prompt_tokens;
     let rate = admit(ps);
+    let rate_headers_on = !profile.no_rate_limit_headers;
     let with_rate = |mut response: Response| {
-        rate_headers(&mut response, &rate);
+        if rate_headers_on {
+            rate_headers(&mut response, &rate);
+        }
         response
     };
     let refuse = |mut tracker: Tracker, error: ApiError| {
@@ -684,11 +792,13 @@ async fn handle(state: Shared, api: Api, headers: &HeaderMap, body: &[u8]) -> Re
         case_id: a.case_id.clone(),
         correct: a.correct,
     });
-    let max_tokens = req.max_tokens.unwrap_or_else(|| {
-        profile
+    let max_tokens = match req.max_tokens {
+        Some(m) if profile.ignore_max_tokens => m.saturating_mul(2).saturating_add(1),
+        Some(m) => m,
+        None => profile
             .default_max_tokens
-            .min(profile.context_length.saturating_sub(req.prompt_tokens).max(1))
-    });
+            .min(profile.context_length.saturating_sub(prompt_tokens).max(1)),
+    };
     let limits = Limits {
         max_tokens,
         min_tokens: req.min_tokens,
@@ -700,7 +810,8 @@ async fn handle(state: Shared, api: Api, headers: &HeaderMap, body: &[u8]) -> Re
         req.match_text.as_deref().unwrap_or_default().as_bytes(),
     ]);
     let plan = Plan::new(profile, api == Api::Chat, answer.map(|a| a.text), limits, filler_seed);
-    let schedule = Schedule::new(profile, req.prompt_tokens, plan.total(), &mut rng);
+    let mut schedule = Schedule::new(profile, prompt_tokens, plan.total(), &mut rng);
+    schedule.slow_down(ps.drift_factor());
     if let Some((_, pause)) = schedule.stall {
         state.count_fault(&profile.name, "stall");
         tracker.record.stall_ms = Some(pause.as_secs_f64() * 1000.0);
@@ -711,10 +822,9 @@ async fn handle(state: Shared, api: Api, headers: &HeaderMap, body: &[u8]) -> Re
     if schedule.malformed_at.is_some() {
         state.count_fault(&profile.name, "malformed");
     }
-    ps.prompt_tokens
-        .fetch_add(u64::from(req.prompt_tokens), Ordering::Relaxed);
+    ps.prompt_tokens.fetch_add(u64::from(prompt_tokens), Ordering::Relaxed);
     let created = unix_ms() as u64 / 1000;
-    let renderer = Renderer::new(api, &tracker.record.id, created, &profile.name);
+    let renderer = Renderer::new(api, &tracker.record.id, created, ps.reported_model());
     let generator = Generator::new(plan, schedule, rng, Instant::now());
     let id = tracker.record.id.clone();
     let mut response = if req.stream {
@@ -725,13 +835,13 @@ async fn handle(state: Shared, api: Api, headers: &HeaderMap, body: &[u8]) -> Re
             tracker,
             renderer,
             generator,
-            include_usage: req.include_usage,
-            prompt_tokens: req.prompt_tokens,
+            include_usage: req.include_usage && !profile.no_usage_in_stream,
+            prompt_tokens,
             slot: None,
             phase: Phase::Start,
         })
     } else {
-        whole_response(state.clone(), p, api, tracker, generator, req.prompt_tokens, created).await
+        whole_response(state.clone(), p, api, tracker, generator, prompt_tokens, created).await
     };
     if let Ok(v) = HeaderValue::from_str(&id) {
         response.headers_mut().insert("x-request-id", v);
@@ -844,6 +954,25 @@ impl Streamer {
     }
 }
 
+impl Drop for Streamer {
+    /// A stream abandoned mid-generation frees its slot at once, unless the profile keeps
+    /// generating for nobody (`hold_slot_after_cancel`).
+    fn drop(&mut self) {
+        if !matches!(self.phase, Phase::Tokens) || !self.state.profiles[self.profile].profile.hold_slot_after_cancel {
+            return;
+        }
+        let (Some(slot), Ok(runtime)) = (self.slot.take(), tokio::runtime::Handle::try_current()) else {
+            return;
+        };
+        self.state.count_fault(&self.state.profiles[self.profile].profile.name, "held_after_cancel");
+        let hold = self.generator.remaining().min(MAX_HOLD);
+        runtime.spawn(async move {
+            tokio::time::sleep(hold).await;
+            drop(slot);
+        });
+    }
+}
+
 fn stream_response(streamer: Streamer) -> Response {
     let body = futures_util::stream::unfold(streamer, |mut s| async move {
         s.next_chunk().await.map(|chunk| (Ok::<_, Infallible>(chunk), s))
@@ -899,7 +1028,7 @@ async fn whole_response(
     tracker.sent(content_n, false, 0, malformed);
     let finish_reason = generator.plan.finish_reason;
     let usage = usage_json(prompt_tokens, reasoning_n + content_n, reasoning_n);
-    let model = &state.profiles[profile].profile.name;
+    let model = state.profiles[profile].reported_model();
     let body = match api {
         Api::Chat => {
             let mut message = serde_json::json!({ "role": "assistant", "content": content });
