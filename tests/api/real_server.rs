@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use bakeoff::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind};
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::metrics::summarise_candidate;
-use bakeoff::domain::run::{NewRun, RunConfig, RunStatus};
+use bakeoff::domain::run::{NewRun, RunConfig, RunStatus, TokenSource};
 use bakeoff::engine::Runner;
 
 use crate::support::db::sqlite_store;
@@ -187,10 +187,19 @@ async fn a_run_against_llama_cpp_records_every_case_with_honest_token_sources() 
                 r.output_tokens.unwrap_or(0) > 0,
                 "stream={stream}: output tokens counted"
             );
-            assert!(
-                r.output_tokens_source.is_some(),
-                "stream={stream}: token source recorded"
+            // llama-cpp-python ignores `stream_options.include_usage`: streamed counts must come
+            // from bakeoff's own tokenizer and say so; non-streamed answers carry `usage`.
+            let expected_source = if stream {
+                TokenSource::Tokenizer
+            } else {
+                TokenSource::Usage
+            };
+            assert_eq!(
+                r.output_tokens_source,
+                Some(expected_source),
+                "stream={stream}: token source"
             );
+            assert!(r.canonical_tokens.is_some(), "stream={stream}: canonical o200k count");
             assert!(
                 r.ttft_us().is_some() && r.end_us.is_some(),
                 "stream={stream}: timings recorded"
