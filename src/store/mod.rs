@@ -11,10 +11,11 @@ use crate::domain::Timestamp;
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{Candidate, CandidateSpec};
 use crate::domain::evalset::{EvalSetFile, TaskKind};
-use crate::domain::run::{NewRun, RequestRecord, Run, RunEvent, RunStatus};
+use crate::domain::run::{ErrorClass, NewRun, Phase, RequestRecord, Run, RunEvent, RunStatus};
 use crate::domain::scorecard::{NewScorecard, ScorecardListItem, ScorecardRecord};
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
 
+mod archive;
 pub mod postgres;
 mod rows;
 pub mod sqlite;
@@ -100,6 +101,49 @@ pub struct CandidateProgress {
     pub failed_attempts: i64,
 }
 
+/// Filters for the archive's run list (all optional; `terminal_only` keeps finished, failed
+/// and cancelled runs).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunFilter {
+    /// Runs of any version of this eval set.
+    pub evalset_id: Option<i64>,
+    /// Runs that include this candidate.
+    pub candidate_id: Option<i64>,
+    pub status: Option<RunStatus>,
+    /// Created at or after.
+    pub created_from: Option<Timestamp>,
+    /// Created strictly before.
+    pub created_before: Option<Timestamp>,
+    pub terminal_only: bool,
+}
+
+/// One stored attempt's outcome without its text or timings: enough to filter, group and
+/// compare cases without loading whole records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordFact {
+    pub candidate_id: i64,
+    pub case_id: String,
+    pub phase: Phase,
+    pub repetition: u32,
+    pub attempt: u32,
+    pub is_warmup: bool,
+    pub error_class: Option<ErrorClass>,
+    /// Whether every grade passed; None when the attempt has no grades.
+    pub passed: Option<bool>,
+}
+
+/// A run as it arrives from an export: stored with its original status and times.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestoredRun {
+    pub run: NewRun,
+    pub status: RunStatus,
+    pub error: Option<String>,
+    pub created_at: Timestamp,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
+    pub events: Vec<RunEvent>,
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     fn backend(&self) -> Backend;
@@ -176,6 +220,30 @@ pub trait Store: Send + Sync + 'static {
 
     async fn append_run_event(&self, run_id: i64, level: &str, message: &str) -> Result<()>;
     async fn list_run_events(&self, run_id: i64) -> Result<Vec<RunEvent>>;
+
+    // --- archive, drill-down, export/import (runs are immutable once terminal)
+    /// Runs matching `filter`, newest first.
+    async fn list_runs_filtered(&self, filter: &RunFilter, limit: i64, offset: i64) -> Result<Vec<RunListItem>>;
+    async fn count_runs_filtered(&self, filter: &RunFilter) -> Result<i64>;
+    /// Every attempt of a run without text or timings, in send order.
+    async fn list_record_facts(&self, run_id: i64) -> Result<Vec<RecordFact>>;
+    /// The full records (with grades) of the given cases of a run, in send order.
+    async fn list_case_records(&self, run_id: i64, case_ids: &[String]) -> Result<Vec<RequestRecord>>;
+    /// Cases where two candidates gave different successful, measured outputs.
+    async fn cases_with_differing_outputs(&self, run_id: i64) -> Result<Vec<String>>;
+    /// Stores an imported run with its original status, times, candidates and event log (its
+    /// records are appended afterwards). The run is stored as failed with an "import did not
+    /// complete" error until [`Store::complete_restore`] sets its real outcome, so an
+    /// interrupted import is never mistaken for a whole run (nor resumed).
+    async fn restore_run(&self, run: &RestoredRun) -> Result<i64>;
+    /// Sets a restored run's real status, error and times once all its records are stored.
+    async fn complete_restore(&self, id: i64, run: &RestoredRun) -> Result<()>;
+    /// Deletes a run with everything it owns (records, grades, events, summaries).
+    async fn delete_run(&self, id: i64) -> Result<()>;
+    /// A cached summary of a terminal run (`kind` names what it holds, versioned by its writer).
+    async fn get_run_summary(&self, run_id: i64, kind: &str) -> Result<Option<String>>;
+    /// Caches a summary; a second save for the same (run, kind) replaces the first.
+    async fn save_run_summary(&self, run_id: i64, kind: &str, body: &str) -> Result<()>;
 }
 
 pub type DynStore = Arc<dyn Store>;

@@ -800,4 +800,52 @@ impl Store for SqliteStore {
                 .await?;
         Ok(rows.into_iter().map(RunEvent::from).collect())
     }
+
+    // ------------------------------------------------------------ archive, drill-down, import
+    // Portable SQL shared with the other backend: see store/archive.rs.
+
+    async fn list_runs_filtered(
+        &self,
+        filter: &super::RunFilter,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<RunListItem>> {
+        super::archive::sqlite::list_runs_filtered(&self.pool, filter, limit, offset).await
+    }
+
+    async fn count_runs_filtered(&self, filter: &super::RunFilter) -> Result<i64> {
+        super::archive::sqlite::count_runs_filtered(&self.pool, filter).await
+    }
+
+    async fn list_record_facts(&self, run_id: i64) -> Result<Vec<super::RecordFact>> {
+        super::archive::sqlite::list_record_facts(&self.pool, run_id).await
+    }
+
+    async fn list_case_records(&self, run_id: i64, case_ids: &[String]) -> Result<Vec<RequestRecord>> {
+        super::archive::sqlite::list_case_records(&self.pool, run_id, case_ids).await
+    }
+
+    async fn cases_with_differing_outputs(&self, run_id: i64) -> Result<Vec<String>> {
+        super::archive::sqlite::cases_with_differing_outputs(&self.pool, run_id).await
+    }
+
+    async fn restore_run(&self, run: &super::RestoredRun) -> Result<i64> {
+        super::archive::sqlite::restore_run(&self.pool, run).await
+    }
+
+    async fn complete_restore(&self, id: i64, run: &super::RestoredRun) -> Result<()> {
+        super::archive::sqlite::complete_restore(&self.pool, id, run).await
+    }
+
+    async fn delete_run(&self, id: i64) -> Result<()> {
+        super::archive::sqlite::delete_run(&self.pool, id).await
+    }
+
+    async fn get_run_summary(&self, run_id: i64, kind: &str) -> Result<Option<String>> {
+        super::archive::sqlite::get_run_summary(&self.pool, run_id, kind).await
+    }
+
+    async fn save_run_summary(&self, run_id: i64, kind: &str, body: &str) -> Result<()> {
+        super::archive::sqlite::save_run_summary(&self.pool, run_id, kind, body).await
+    }
 }

@@ -124,7 +124,13 @@ impl Server {
             .expect("finding a free port")
             .port();
         let mut child = Command::new(env!("CARGO_BIN_EXE_bakeoff"))
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--database-url", database_url])
+            .args([
+                "serve",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--database-url",
+                database_url,
+            ])
             .env("BAKEOFF_LOG", "info")
             .env("NO_COLOR", "1")
             .stdout(Stdio::piped())
@@ -210,7 +216,11 @@ async fn measured(store: &DynStore, run_id: i64) -> Vec<RequestRecord> {
 async fn wait_until(store: &DynStore, run_id: i64, what: &str, done: impl Fn(RunStatus, usize) -> bool) {
     let start = tokio::time::Instant::now();
     loop {
-        let run = store.get_run(run_id).await.expect("reading the run").expect("the run exists");
+        let run = store
+            .get_run(run_id)
+            .await
+            .expect("reading the run")
+            .expect("the run exists");
         let n = measured(store, run_id).await.len();
         if done(run.status, n) {
             return;
@@ -231,20 +241,32 @@ type UnitKey = (i64, String, u32);
 fn assert_complete(records: &[RequestRecord], candidates: &[i64], backend: &str) {
     let mut keys = BTreeSet::new();
     for r in records {
-        let key = (r.candidate_id, r.case_id.clone(), r.phase.as_str(), r.repetition, r.attempt);
+        let key = (
+            r.candidate_id,
+            r.case_id.clone(),
+            r.phase.as_str(),
+            r.repetition,
+            r.attempt,
+        );
         assert!(keys.insert(key.clone()), "{backend}: duplicate record {key:?}");
     }
     let mut finals: BTreeMap<UnitKey, usize> = BTreeMap::new();
     for r in records {
         // Every record here is final: the mock fails nothing, so no attempt is retried.
         assert!(r.succeeded(), "{backend}: {:?} {:?}", r.error_class, r.error_detail);
-        *finals.entry((r.candidate_id, r.case_id.clone(), r.repetition)).or_default() += 1;
+        *finals
+            .entry((r.candidate_id, r.case_id.clone(), r.repetition))
+            .or_default() += 1;
     }
     for &candidate in candidates {
         for case in 0..CASES {
             for repetition in 0..REPETITIONS {
                 let key = (candidate, format!("case-{case:02}"), repetition);
-                assert_eq!(finals.get(&key), Some(&1), "{backend}: {key:?} must be recorded exactly once");
+                assert_eq!(
+                    finals.get(&key),
+                    Some(&1),
+                    "{backend}: {key:?} must be recorded exactly once"
+                );
             }
         }
     }
@@ -267,7 +289,10 @@ async fn kill_and_resume(database_url: &str, backend: &str) {
     let total = candidates.len() * CASES * REPETITIONS as usize;
     // Kill once a few records are stored, well before the end.
     wait_until(&store, run_id, "the first records", |status, n| {
-        assert!(!status.is_terminal(), "{backend}: the run ended before the kill ({n} records)");
+        assert!(
+            !status.is_terminal(),
+            "{backend}: the run ended before the kill ({n} records)"
+        );
         n >= 4
     })
     .await;
@@ -275,11 +300,22 @@ async fn kill_and_resume(database_url: &str, backend: &str) {
 
     let before = measured(&store, run_id).await;
     let run = store.get_run(run_id).await.unwrap().unwrap();
-    assert_eq!(run.status, RunStatus::Running, "{backend}: a killed run is left running");
-    assert!(before.len() < total, "{backend}: the kill came mid-run ({} of {total})", before.len());
+    assert_eq!(
+        run.status,
+        RunStatus::Running,
+        "{backend}: a killed run is left running"
+    );
+    assert!(
+        before.len() < total,
+        "{backend}: the kill came mid-run ({} of {total})",
+        before.len()
+    );
 
     let second = Server::start(database_url);
-    wait_until(&store, run_id, "the resumed run to finish", |status, _| status.is_terminal()).await;
+    wait_until(&store, run_id, "the resumed run to finish", |status, _| {
+        status.is_terminal()
+    })
+    .await;
     let run = store.get_run(run_id).await.unwrap().unwrap();
     assert_eq!(run.status, RunStatus::Finished, "{backend}: {:?}", run.error);
 
@@ -352,7 +388,10 @@ async fn cancel_stops_the_run_and_keeps_every_finished_record() {
     let mut keys = BTreeSet::new();
     for r in &kept {
         assert!(r.succeeded());
-        assert!(keys.insert((r.candidate_id, r.case_id.clone(), r.repetition, r.attempt)), "no duplicates");
+        assert!(
+            keys.insert((r.candidate_id, r.case_id.clone(), r.repetition, r.attempt)),
+            "no duplicates"
+        );
     }
     // Nothing more arrives after the run says cancelled.
     tokio::time::sleep(Duration::from_millis(500)).await;

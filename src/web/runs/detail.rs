@@ -72,7 +72,25 @@ pub struct ProgressRow {
     pub done: i64,
     pub expected: i64,
     pub text: String,
+    /// Live figures over the last [`LIVE_WINDOW_S`] seconds of this candidate's requests.
+    pub live: LiveFigures,
 }
+
+/// What a candidate is doing now: recent speed, latency, errors and the time left.
+#[derive(Debug, Clone, Default)]
+pub struct LiveFigures {
+    /// Output tokens of requests that ended in the window / window length.
+    pub tok_s: String,
+    /// Median TTFT of the window's successful requests.
+    pub ttft: String,
+    /// Failed attempts by class, e.g. "http_5xx × 2, stream_cut × 1"; empty when none.
+    pub errors: String,
+    /// "about 3 min" from the pace so far; "—" before the first request or when done.
+    pub eta: String,
+}
+
+/// Live figures look at the requests that ended in this many most recent seconds.
+pub const LIVE_WINDOW_S: f64 = 30.0;
 
 /// Candidates as columns, one row per figure.
 #[derive(Debug, Clone)]
@@ -161,7 +179,10 @@ pub async fn cancel(State(state): State<AppState>, Path(raw): Path<String>) -> R
     Ok(Redirect::to(&format!("/runs/{id}")))
 }
 
-async fn load(state: &AppState, raw: &str) -> Result<(Run, Option<EvalSetVersion>, Vec<Candidate>), WebError> {
+pub(super) async fn load(
+    state: &AppState,
+    raw: &str,
+) -> Result<(Run, Option<EvalSetVersion>, Vec<Candidate>), WebError> {
     let id = parse_id(raw, "run")?;
     let run = state
         .store
@@ -220,7 +241,7 @@ fn candidate_name(candidates: &[Candidate], id: i64) -> String {
         .unwrap_or_else(|| format!("candidate #{id}"))
 }
 
-async fn live_view(
+pub(super) async fn live_view(
     state: &AppState,
     run: &Run,
     version: Option<&EvalSetVersion>,
@@ -246,6 +267,7 @@ async fn live_view(
             .insert((r.case_id.as_str(), r.repetition, r.phase));
     }
     let progress_counts = state.store.run_progress(run.id).await?;
+    let measured_records = &measured;
     let progress = run
         .candidate_ids
         .iter()
@@ -276,6 +298,7 @@ async fn live_view(
                 done: done.min(expected),
                 expected: expected.max(1),
                 text,
+                live: live_figures(measured_records, id, done, expected, run.status.is_terminal()),
             }
         })
         .collect();
@@ -464,4 +487,78 @@ fn token_sources(s: &CandidateSummary) -> String {
         .map(|(src, n)| format!("{} {n}/{}", src.as_str(), s.requests))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Recent speed, TTFT, error counts and ETA of one candidate, from its measured records.
+fn live_figures(
+    measured: &[&RequestRecord],
+    candidate_id: i64,
+    done: i64,
+    expected: i64,
+    terminal: bool,
+) -> LiveFigures {
+    let mine: Vec<&RequestRecord> = measured
+        .iter()
+        .copied()
+        .filter(|r| r.candidate_id == candidate_id)
+        .collect();
+    if mine.is_empty() {
+        return LiveFigures {
+            tok_s: NOT_MEASURED.into(),
+            ttft: NOT_MEASURED.into(),
+            errors: String::new(),
+            eta: NOT_MEASURED.into(),
+        };
+    }
+    let end_of = |r: &RequestRecord| r.sent_at_us + r.end_us.unwrap_or(0);
+    let first_send = mine.iter().map(|r| r.sent_at_us).min().unwrap_or(0);
+    let last_end = mine.iter().map(|r| end_of(r)).max().unwrap_or(0);
+    // The window ends at the latest stored end, so a finished candidate keeps its last figures.
+    let window_start = (last_end - (LIVE_WINDOW_S * 1e6) as i64).max(first_send);
+    let recent: Vec<&RequestRecord> = mine.iter().copied().filter(|r| end_of(r) >= window_start).collect();
+    let tokens: u64 = recent
+        .iter()
+        .filter(|r| r.succeeded())
+        .filter_map(|r| r.output_tokens)
+        .map(u64::from)
+        .sum();
+    let window_s = (last_end - window_start) as f64 / 1e6;
+    let tok_s_value = (window_s > 0.0 && tokens > 0).then(|| tokens as f64 / window_s);
+    let ttft = crate::domain::metrics::Distribution::of(
+        recent
+            .iter()
+            .filter(|r| r.succeeded())
+            .filter_map(|r| r.ttft_us())
+            .map(|us| us as f64 / 1000.0),
+    );
+    let mut classes: Vec<(&'static str, usize)> = Vec::new();
+    for class in mine.iter().filter_map(|r| r.error_class) {
+        match classes.iter_mut().find(|(c, _)| *c == class.as_str()) {
+            Some((_, n)) => *n += 1,
+            None => classes.push((class.as_str(), 1)),
+        }
+    }
+    let errors = classes
+        .iter()
+        .map(|(c, n)| format!("{c} × {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let remaining = (expected - done).max(0);
+    let elapsed_s = (last_end - first_send) as f64 / 1e6;
+    let eta = if terminal || remaining == 0 {
+        NOT_MEASURED.to_string()
+    } else if done > 0 && elapsed_s > 0.0 {
+        format!(
+            "about {}",
+            crate::domain::estimate::human_duration(elapsed_s / done as f64 * remaining as f64)
+        )
+    } else {
+        NOT_MEASURED.to_string()
+    };
+    LiveFigures {
+        tok_s: tok_s(tok_s_value),
+        ttft: ms(ttft.map(|d| d.p50)),
+        errors,
+        eta,
+    }
 }

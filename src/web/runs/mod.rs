@@ -6,6 +6,7 @@ use super::AppState;
 use crate::store::RunListItem;
 
 mod detail;
+mod events;
 mod list;
 mod new;
 
@@ -15,8 +16,10 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/runs", get(list::page).post(new::create))
         .route("/runs/new", get(new::form))
+        .route("/runs/estimate", get(new::estimate_fragment))
         .route("/runs/{id}", get(detail::page))
         .route("/runs/{id}/live", get(detail::live))
+        .route("/runs/{id}/events", get(events::events))
         .route("/runs/{id}/cancel", post(detail::cancel))
 }
 

@@ -1,14 +1,22 @@
-//! `GET /runs/new` and `POST /runs`: choose an eval set version, candidates and conditions;
-//! the run is stored, handed to the runner, and the browser is sent to its live page.
+//! `GET /runs/new` and `POST /runs`: choose a preset, an eval set version, candidates and
+//! conditions, see what the run will cost, and start it; the run is stored, handed to the
+//! runner, and the browser is sent to its live page.
+//!
+//! `GET /runs/new?preset=soak` fills the form from a preset; `GET /runs/new?…every field…` (the
+//! form's "Update the estimate" button) re-shows the typed values with a fresh estimate, and
+//! `GET /runs/estimate?…` returns just the estimate fragment (htmx swaps it on every change).
 use askama::Template;
 use askama_web::WebTemplate;
-use axum::extract::{Query, State};
+use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use serde::Deserialize;
 
+use crate::domain::candidate::Candidate;
+use crate::domain::estimate::{CandidateInput, EstimateInput, approx_tokens, estimate, human_duration};
+use crate::domain::presets::{LOAD_SHAPES, LoadDraft, Preset};
 use crate::domain::run::{NewRun, RunConfig, RunDraft};
 use crate::domain::validation::{FieldErrors, MAX_NAME_CHARS, optional_text};
+use crate::store::EvalSetVersion;
 use crate::web::AppState;
 use crate::web::error::WebError;
 use crate::web::views::{FieldKind, FieldView, FormBody, short_hash};
@@ -42,7 +50,52 @@ pub struct NewRunPage {
     /// Robustness knobs (timeout, retries, case limit).
     pub limits: Vec<FieldView>,
     pub stream: FieldView,
+    /// Load shape, levels, sweep maximum, rate, requests per level, duration.
+    pub load: Vec<FieldView>,
+    pub staged_rollout: FieldView,
+    pub presets: Vec<PresetLink>,
+    /// The preset the form was filled from ("" when none).
+    pub preset: String,
+    pub estimate: EstimateView,
     pub has_errors: bool,
+}
+
+/// A preset as a link that refills the form.
+#[derive(Debug, Clone)]
+pub struct PresetLink {
+    pub slug: &'static str,
+    pub label: &'static str,
+    pub description: &'static str,
+    pub href: String,
+    pub current: bool,
+}
+
+/// The estimate fragment (`#estimate`).
+#[derive(Template, WebTemplate)]
+#[template(path = "runs/estimate.html")]
+pub struct EstimatePartial {
+    pub estimate: EstimateView,
+}
+
+/// What the run will cost, in words and numbers, with its assumptions.
+#[derive(Debug, Clone, Default)]
+pub struct EstimateView {
+    /// Why there is no estimate (no eval set chosen, form errors…); None when there is one.
+    pub missing: Option<String>,
+    pub rows: Vec<EstimateRow>,
+    pub total: Option<EstimateRow>,
+    pub unpriced: String,
+    pub assumptions: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct EstimateRow {
+    pub name: String,
+    pub requests: String,
+    pub input_tokens: String,
+    pub output_tokens: String,
+    pub time: String,
+    pub cost: String,
 }
 
 /// What the form holds, as typed.
@@ -52,6 +105,62 @@ struct RunForm {
     evalset_version: String,
     candidates: Vec<String>,
     draft: RunDraft,
+    load: LoadDraft,
+    preset: String,
+}
+
+impl RunForm {
+    /// The form as submitted (POST body, or the query of an "update the estimate" GET).
+    fn from_body(body: &FormBody) -> Result<RunForm, WebError> {
+        let text = |name: &str| body.get(name).unwrap_or_default().to_string();
+        Ok(RunForm {
+            name: text("name"),
+            evalset_version: text("evalset_version"),
+            candidates: body.all("candidate").into_iter().map(str::to_string).collect(),
+            draft: body.to_draft()?,
+            load: LoadDraft {
+                shape: text("load_shape"),
+                levels: text("levels"),
+                sweep_max: text("sweep_max"),
+                rate: text("rate"),
+                requests_per_level: text("requests_per_level"),
+                duration_secs: text("duration_secs"),
+                staged_rollout: body.get("staged_rollout").map(str::to_string),
+            },
+            preset: text("preset"),
+        })
+    }
+
+    /// A fresh form filled from `config`.
+    fn from_config(
+        config: &RunConfig,
+        preset: Option<Preset>,
+        evalset_version: String,
+        candidates: Vec<String>,
+    ) -> Self {
+        RunForm {
+            evalset_version,
+            candidates,
+            draft: draft_from_config(config),
+            load: LoadDraft::from_config(config),
+            preset: preset.map(|p| p.slug().to_string()).unwrap_or_default(),
+            ..Default::default()
+        }
+    }
+
+    /// The run configuration the form describes, or every field error.
+    fn config(&self) -> Result<RunConfig, FieldErrors> {
+        let mut errors = FieldErrors::default();
+        let mut config = match self.draft.validate() {
+            Ok(config) => config,
+            Err(e) => {
+                errors.0.extend(e.0);
+                RunConfig::default()
+            }
+        };
+        self.load.apply(&mut config, &mut errors);
+        errors.into_result(config)
+    }
 }
 
 fn draft_from_config(c: &RunConfig) -> RunDraft {
@@ -69,30 +178,54 @@ fn draft_from_config(c: &RunConfig) -> RunDraft {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
-pub struct NewRunQuery {
-    /// Pre-selects an eval set version (links from an eval set's page).
-    pub evalset_version: Option<String>,
+/// `GET /runs/new`: from a preset (`?preset=`), from typed values (`?concurrency=…`, the
+/// "update the estimate" button), or the defaults; `?evalset_version=` pre-selects a set.
+pub async fn form(State(state): State<AppState>, RawQuery(query): RawQuery) -> Result<NewRunPage, WebError> {
+    let (form, errors) = form_from_query(query.as_deref())?;
+    render(&state, &form, &errors).await
 }
 
-pub async fn form(State(state): State<AppState>, Query(q): Query<NewRunQuery>) -> Result<NewRunPage, WebError> {
-    let form = RunForm {
-        evalset_version: q.evalset_version.unwrap_or_default(),
-        draft: draft_from_config(&RunConfig::default()),
-        ..Default::default()
+/// `GET /runs/estimate?…form fields…`: the estimate fragment alone.
+pub async fn estimate_fragment(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<EstimatePartial, WebError> {
+    let (form, _) = form_from_query(query.as_deref())?;
+    Ok(EstimatePartial {
+        estimate: estimate_view(&state, &form).await?,
+    })
+}
+
+fn form_from_query(query: Option<&str>) -> Result<(RunForm, FieldErrors), WebError> {
+    let body = FormBody::parse(query.unwrap_or_default().as_bytes());
+    if body.get("concurrency").is_some() {
+        let form = RunForm::from_body(&body)?;
+        let errors = form.config().err().unwrap_or_default();
+        return Ok((form, errors));
+    }
+    let preset = match body.get("preset").map(str::trim) {
+        None | Some("") => None,
+        Some(slug) => Some(Preset::parse(slug).ok_or_else(|| {
+            WebError::BadRequest(format!(
+                "There is no preset {:?}; choose one of the links on the form.",
+                crate::domain::validation::truncate(slug, 40)
+            ))
+        })?),
     };
-    render(&state, &form, &FieldErrors::default()).await
+    let config = preset.map(Preset::config).unwrap_or_default();
+    let form = RunForm::from_config(
+        &config,
+        preset,
+        body.get("evalset_version").unwrap_or_default().to_string(),
+        body.all("candidate").into_iter().map(str::to_string).collect(),
+    );
+    Ok((form, FieldErrors::default()))
 }
 
 pub async fn create(State(state): State<AppState>, body: FormBody) -> Result<Response, WebError> {
-    let form = RunForm {
-        name: body.get("name").unwrap_or_default().to_string(),
-        evalset_version: body.get("evalset_version").unwrap_or_default().to_string(),
-        candidates: body.all("candidate").into_iter().map(str::to_string).collect(),
-        draft: body.to_draft()?,
-    };
+    let form = RunForm::from_body(&body)?;
     let mut errors = FieldErrors::default();
-    let config = match form.draft.validate() {
+    let config = match form.config() {
         Ok(config) => Some(config),
         Err(e) => {
             errors.0.extend(e.0);
@@ -203,6 +336,14 @@ async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Resul
             name: c.spec.name,
         })
         .collect();
+    let estimate = estimate_view(
+        state,
+        &RunForm {
+            evalset_version: chosen.clone(),
+            ..form.clone()
+        },
+    )
+    .await?;
     let d = &form.draft;
     let field = |name, label, kind, value: &str| FieldView::new(name, label, kind, value).errors_from(errors);
     Ok(NewRunPage {
@@ -248,6 +389,209 @@ async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Resul
         )
         .checked(d.stream.is_some())
         .errors_from(errors),
+        load: load_fields(&form.load, errors),
+        staged_rollout: FieldView::new(
+            "staged_rollout",
+            "Staged rollout: shortest case, longest case, a few at once, then everything; stop early if a stage fails",
+            FieldKind::Checkbox,
+            "",
+        )
+        .checked(form.load.staged_rollout.is_some())
+        .errors_from(errors),
+        presets: Preset::ALL
+            .into_iter()
+            .map(|p| PresetLink {
+                slug: p.slug(),
+                label: p.label(),
+                description: p.description(),
+                href: preset_href(p, &chosen),
+                current: form.preset == p.slug(),
+            })
+            .collect(),
+        preset: form.preset.clone(),
+        estimate,
         has_errors: !errors.is_empty(),
     })
+}
+
+fn preset_href(p: Preset, evalset_version: &str) -> String {
+    let mut q = url::form_urlencoded::Serializer::new(String::new());
+    q.append_pair("preset", p.slug());
+    if !evalset_version.is_empty() {
+        q.append_pair("evalset_version", evalset_version);
+    }
+    format!("/runs/new?{}", q.finish())
+}
+
+fn load_fields(l: &LoadDraft, errors: &FieldErrors) -> Vec<FieldView> {
+    let field = |name, label, kind, value: &str| FieldView::new(name, label, kind, value).errors_from(errors);
+    let shape = if l.shape.trim().is_empty() {
+        "fixed"
+    } else {
+        l.shape.trim()
+    };
+    vec![
+        field("load_shape", "Load shape", FieldKind::Select, shape)
+            .options(
+                LOAD_SHAPES
+                    .iter()
+                    .map(|(v, label)| (v.to_string(), label.to_string()))
+                    .collect(),
+            )
+            .help("Fixed: the concurrency above. Sweep: doubles up to the maximum and reports the knee."),
+        field("levels", "Concurrency levels", FieldKind::Text, &l.levels)
+            .help("For concurrency levels: e.g. 1, 4, 16."),
+        field("sweep_max", "Sweep maximum", FieldKind::Number, &l.sweep_max)
+            .help("For a sweep: the highest concurrency (default 32)."),
+        field("rate", "Requests per second", FieldKind::Number, &l.rate)
+            .decimal()
+            .help("For a request rate: offered load, sent on schedule."),
+        field(
+            "requests_per_level",
+            "Requests per level",
+            FieldKind::Number,
+            &l.requests_per_level,
+        )
+        .help("Blank: every case once per level and repetition; more cycles through the cases."),
+        field(
+            "duration_secs",
+            "Duration per level (s)",
+            FieldKind::Number,
+            &l.duration_secs,
+        )
+        .help("Stop a level's repetition after this long (soak). Blank: no limit."),
+    ]
+}
+
+/// The estimate for the form's current values (see `domain::estimate`).
+async fn estimate_view(state: &AppState, form: &RunForm) -> Result<EstimateView, WebError> {
+    let config = match form.config() {
+        Ok(c) => c,
+        Err(_) => {
+            return Ok(EstimateView {
+                missing: Some("Correct the fields marked below to see an estimate.".into()),
+                ..Default::default()
+            });
+        }
+    };
+    let version = match form.evalset_version.trim().parse::<i64>() {
+        Ok(id) => state.store.get_evalset_version(id).await?,
+        Err(_) => match state.store.list_evalsets().await?.first() {
+            Some(s) => state.store.get_evalset_version(s.latest_version_id).await?,
+            None => None,
+        },
+    };
+    let Some(version) = version else {
+        return Ok(EstimateView {
+            missing: Some("Choose an eval set to see an estimate.".into()),
+            ..Default::default()
+        });
+    };
+    let all = state.store.list_candidates().await?;
+    let chosen: Vec<&Candidate> = all
+        .iter()
+        .filter(|c| form.candidates.iter().any(|raw| raw.trim() == c.id.to_string()))
+        .collect();
+    Ok(build_estimate(&config, &version, &chosen))
+}
+
+fn build_estimate(config: &RunConfig, version: &EvalSetVersion, chosen: &[&Candidate]) -> EstimateView {
+    let file = &version.file;
+    let prompt_tokens: Vec<u32> = file
+        .cases
+        .iter()
+        .map(|case| {
+            file.messages_for(case)
+                .iter()
+                .map(|m| approx_tokens(&m.content))
+                .sum::<u32>()
+        })
+        .collect();
+    let max_tokens = |c: Option<&Candidate>| {
+        config
+            .max_tokens
+            .or(file.header.max_tokens)
+            .or(c.and_then(|c| c.spec.max_tokens))
+    };
+    // With no candidate ticked yet, the estimate is for one unnamed, unpriced candidate.
+    let candidates: Vec<CandidateInput> = if chosen.is_empty() {
+        vec![CandidateInput {
+            name: "per candidate".into(),
+            pricing: Default::default(),
+            max_tokens: max_tokens(None),
+            claimed_tok_s: None,
+        }]
+    } else {
+        chosen
+            .iter()
+            .map(|c| CandidateInput {
+                name: c.spec.name.clone(),
+                pricing: c.spec.pricing.clone(),
+                max_tokens: max_tokens(Some(c)),
+                claimed_tok_s: c.spec.claimed.as_ref().map(|f| f.tokens_per_second),
+            })
+            .collect()
+    };
+    let e = estimate(&EstimateInput {
+        config,
+        prompt_tokens: &prompt_tokens,
+        candidates: &candidates,
+    });
+    let cost = |c: Option<f64>| match c {
+        Some(usd) => format!("up to ${usd:.2}"),
+        None => "no price stated".to_string(),
+    };
+    let rows = e
+        .candidates
+        .iter()
+        .map(|c| EstimateRow {
+            name: c.name.clone(),
+            requests: thousands(c.requests),
+            input_tokens: thousands(c.input_tokens),
+            output_tokens: format!("up to {}", thousands(c.max_output_tokens)),
+            time: format!("up to {}", human_duration(c.seconds)),
+            cost: cost(c.max_cost_usd),
+        })
+        .collect();
+    EstimateView {
+        missing: None,
+        rows,
+        total: (e.candidates.len() > 1).then(|| EstimateRow {
+            name: "total".into(),
+            requests: thousands(e.requests),
+            input_tokens: thousands(e.input_tokens),
+            output_tokens: format!("up to {}", thousands(e.max_output_tokens)),
+            time: format!("up to {}", human_duration(e.seconds)),
+            cost: match e.max_cost_usd {
+                Some(usd) => format!("up to ${usd:.2}"),
+                None => "no price stated".into(),
+            },
+        }),
+        unpriced: e.unpriced.join(", "),
+        assumptions: e.assumptions,
+    }
+}
+
+/// 1234567 → "1,234,567".
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn thousands_groups_digits() {
+        assert_eq!(super::thousands(0), "0");
+        assert_eq!(super::thousands(999), "999");
+        assert_eq!(super::thousands(1000), "1,000");
+        assert_eq!(super::thousands(1234567), "1,234,567");
+    }
 }

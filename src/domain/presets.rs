@@ -1,0 +1,326 @@
+//! Run presets: the article's conservative starting points, one per kind of question, and the
+//! load-shape part of the run form (fields `RunDraft` does not cover).
+//!
+//! Every preset keeps the defaults the method asks for — a low starting concurrency (1–4),
+//! temperature 0.2, a fixed max_tokens (the eval set's, the same for every request), a 60 s
+//! timeout, one retry, warm-ups excluded from every figure, repeated measurements (3+) where
+//! speed is measured, and the staged rollout (one case → a few → all) on.
+use super::run::{LoadShape, RunConfig};
+use super::validation::{FieldErrors, optional_number};
+
+/// A named starting point for the run form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preset {
+    /// A first look: the first ten cases once, one request at a time.
+    QuickCheck,
+    /// The quality run behind a scorecard: every case, three repetitions, concurrency 4.
+    FullEvaluation,
+    /// Concurrency 1, 2, 4 … 32 to find the knee.
+    ConcurrencySweep,
+    /// One request at a time, repeated, so TTFT against prompt length shows prefill cost.
+    PromptLengthSweep,
+    /// Steady load for 30 minutes, cycling through the cases, to see drift and errors over time.
+    Soak,
+}
+
+impl Preset {
+    pub const ALL: [Preset; 5] = [
+        Preset::QuickCheck,
+        Preset::FullEvaluation,
+        Preset::ConcurrencySweep,
+        Preset::PromptLengthSweep,
+        Preset::Soak,
+    ];
+
+    /// The URL form (`?preset=quick-check`).
+    pub fn slug(self) -> &'static str {
+        match self {
+            Preset::QuickCheck => "quick-check",
+            Preset::FullEvaluation => "full-evaluation",
+            Preset::ConcurrencySweep => "concurrency-sweep",
+            Preset::PromptLengthSweep => "prompt-length-sweep",
+            Preset::Soak => "soak",
+        }
+    }
+
+    pub fn parse(slug: &str) -> Option<Preset> {
+        Preset::ALL.into_iter().find(|p| p.slug() == slug.trim())
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Preset::QuickCheck => "Quick check",
+            Preset::FullEvaluation => "Full evaluation",
+            Preset::ConcurrencySweep => "Concurrency sweep",
+            Preset::PromptLengthSweep => "Prompt-length sweep",
+            Preset::Soak => "Soak",
+        }
+    }
+
+    /// What the preset is for and what it does, in one or two sentences.
+    pub fn description(self) -> &'static str {
+        match self {
+            Preset::QuickCheck => {
+                "Does it work at all? The first 10 cases once, one request at a time, after one warm-up. \
+                 Minutes, not hours; not enough for a verdict."
+            }
+            Preset::FullEvaluation => {
+                "The quality run behind a scorecard: every case, 3 repetitions (medians and spread), \
+                 concurrency 4, two warm-ups excluded."
+            }
+            Preset::ConcurrencySweep => {
+                "Where is the knee? Every case at concurrency 1, 2, 4, 8, 16, 32, 3 repetitions per level; \
+                 reports the highest concurrency before p95 TTFT doubles or aggregate tok/s stops growing."
+            }
+            Preset::PromptLengthSweep => {
+                "How does prompt length cost? One request at a time (no queueing), 3 repetitions, so TTFT \
+                 against the prompt-token bins shows prefill cost. Use an eval set whose cases span the lengths."
+            }
+            Preset::Soak => {
+                "Does it stay up? Concurrency 4 for 30 minutes, cycling through the cases, to see latency \
+                 drift, errors and rate limits over time."
+            }
+        }
+    }
+
+    /// The preset's run configuration.
+    pub fn config(self) -> RunConfig {
+        let base = RunConfig {
+            temperature: Some(0.2),
+            timeout_secs: 60,
+            retries: 1,
+            stream: true,
+            staged_rollout: true,
+            ..RunConfig::default()
+        };
+        match self {
+            Preset::QuickCheck => RunConfig {
+                concurrency: 1,
+                repetitions: 1,
+                warmup_requests: 1,
+                case_limit: Some(10),
+                ..base
+            },
+            Preset::FullEvaluation => RunConfig {
+                concurrency: 4,
+                repetitions: 3,
+                warmup_requests: 2,
+                ..base
+            },
+            Preset::ConcurrencySweep => RunConfig {
+                concurrency: 1,
+                repetitions: 3,
+                warmup_requests: 2,
+                load: LoadShape::Sweep {
+                    max_concurrency: 32,
+                    ttft_factor: 2.0,
+                    min_gain: 0.05,
+                },
+                ..base
+            },
+            Preset::PromptLengthSweep => RunConfig {
+                concurrency: 1,
+                repetitions: 3,
+                warmup_requests: 2,
+                ..base
+            },
+            Preset::Soak => RunConfig {
+                concurrency: 4,
+                repetitions: 1,
+                warmup_requests: 2,
+                load: LoadShape::Levels { levels: vec![4] },
+                // Enough cycles through the cases to fill the duration; the duration ends it.
+                requests_per_level: Some(100_000),
+                duration_secs: Some(30 * 60),
+                ..base
+            },
+        }
+    }
+}
+
+/// The load-shape part of the run form, as typed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LoadDraft {
+    /// "fixed", "levels", "sweep" or "rate".
+    pub shape: String,
+    /// Comma-separated concurrencies for "levels".
+    pub levels: String,
+    /// Highest concurrency for "sweep".
+    pub sweep_max: String,
+    /// Requests per second for "rate" (Poisson arrivals).
+    pub rate: String,
+    pub requests_per_level: String,
+    pub duration_secs: String,
+    /// "on" when ticked.
+    pub staged_rollout: Option<String>,
+}
+
+/// The shapes offered on the form: (value, label).
+pub const LOAD_SHAPES: [(&str, &str); 4] = [
+    ("fixed", "Fixed concurrency"),
+    ("levels", "Concurrency levels"),
+    ("sweep", "Concurrency sweep (1, 2, 4 … max)"),
+    ("rate", "Request rate (open loop, Poisson)"),
+];
+
+impl LoadDraft {
+    /// The form's view of a configuration.
+    pub fn from_config(c: &RunConfig) -> LoadDraft {
+        let mut d = LoadDraft {
+            requests_per_level: c.requests_per_level.map(|n| n.to_string()).unwrap_or_default(),
+            duration_secs: c.duration_secs.map(|n| n.to_string()).unwrap_or_default(),
+            staged_rollout: c.staged_rollout.then(|| "on".to_string()),
+            ..LoadDraft::default()
+        };
+        match &c.load {
+            LoadShape::Fixed => d.shape = "fixed".into(),
+            LoadShape::Levels { levels } => {
+                d.shape = "levels".into();
+                d.levels = levels.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+            }
+            LoadShape::Sweep { max_concurrency, .. } => {
+                d.shape = "sweep".into();
+                d.sweep_max = max_concurrency.to_string();
+            }
+            LoadShape::Rate { per_second, .. } => {
+                d.shape = "rate".into();
+                d.rate = per_second.to_string();
+            }
+        }
+        d
+    }
+
+    /// Applies the typed load shape onto `config` (which holds the rest of the form), or says
+    /// which field is wrong.
+    pub fn apply(&self, config: &mut RunConfig, e: &mut FieldErrors) {
+        config.staged_rollout = self.staged_rollout.is_some();
+        config.requests_per_level = optional_number(e, "requests_per_level", &self.requests_per_level, 1, 1_000_000);
+        config.duration_secs = optional_number(e, "duration_secs", &self.duration_secs, 1, 7 * 24 * 3600);
+        config.load = match self.shape.trim() {
+            "" | "fixed" => LoadShape::Fixed,
+            "levels" => {
+                let mut levels = Vec::new();
+                for part in self.levels.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                    match part.parse::<u32>() {
+                        Ok(n) if (1..=1024).contains(&n) => levels.push(n),
+                        _ => {
+                            e.add(
+                                "levels",
+                                format!("has {part:?}; give whole numbers from 1 to 1024, e.g. 1, 4, 16"),
+                            );
+                            break;
+                        }
+                    }
+                }
+                if levels.is_empty() && e.get("levels").is_none() {
+                    e.add("levels", "is required for concurrency levels, e.g. 1, 4, 16");
+                }
+                LoadShape::Levels { levels }
+            }
+            "sweep" => LoadShape::Sweep {
+                max_concurrency: optional_number(e, "sweep_max", &self.sweep_max, 1, 1024).unwrap_or(32),
+                ttft_factor: 2.0,
+                min_gain: 0.05,
+            },
+            "rate" => {
+                let per_second: Option<f64> = optional_number(e, "rate", &self.rate, 0.01, 10_000.0);
+                if per_second.is_none() && e.get("rate").is_none() {
+                    e.add("rate", "is required for a request-rate run");
+                }
+                LoadShape::Rate {
+                    per_second: per_second.unwrap_or(1.0),
+                    poisson: true,
+                }
+            }
+            other => {
+                e.add(
+                    "load_shape",
+                    format!(
+                        "{:?} is not a load shape; choose one from the list",
+                        super::validation::truncate(other, 20)
+                    ),
+                );
+                LoadShape::Fixed
+            }
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_preset_keeps_the_conservative_defaults() {
+        for p in Preset::ALL {
+            let c = p.config();
+            assert_eq!(Preset::parse(p.slug()), Some(p));
+            assert_eq!(c.temperature, Some(0.2), "{}", p.label());
+            assert_eq!(c.timeout_secs, 60, "{}", p.label());
+            assert_eq!(c.retries, 1, "{}", p.label());
+            assert!(c.staged_rollout, "{}", p.label());
+            assert!(c.stream, "{}", p.label());
+            assert!(c.warmup_requests >= 1, "{}", p.label());
+            assert!((1..=4).contains(&c.concurrency), "{} starts at 1–4", p.label());
+            assert_eq!(c.max_tokens, None, "{}: the eval set's fixed max_tokens", p.label());
+        }
+        for p in [
+            Preset::FullEvaluation,
+            Preset::ConcurrencySweep,
+            Preset::PromptLengthSweep,
+        ] {
+            assert!(p.config().repetitions >= 3, "{} repeats", p.label());
+        }
+        assert_eq!(Preset::QuickCheck.config().case_limit, Some(10));
+        assert_eq!(Preset::parse("nope"), None);
+    }
+
+    #[test]
+    fn the_sweep_preset_doubles_up_to_32_and_the_soak_is_time_bound() {
+        let sweep = Preset::ConcurrencySweep.config();
+        let levels: Vec<String> = sweep.loads().iter().map(|l| l.label()).collect();
+        assert_eq!(levels, ["c=1", "c=2", "c=4", "c=8", "c=16", "c=32"]);
+        let soak = Preset::Soak.config();
+        assert_eq!(soak.duration_secs, Some(1800));
+        assert_eq!(soak.max_concurrency(), 4);
+    }
+
+    #[test]
+    fn load_drafts_round_trip_presets_and_name_bad_fields() {
+        for p in Preset::ALL {
+            let c = p.config();
+            let mut back = RunConfig {
+                load: LoadShape::Fixed,
+                ..c.clone()
+            };
+            let mut e = FieldErrors::default();
+            LoadDraft::from_config(&c).apply(&mut back, &mut e);
+            assert!(e.is_empty(), "{}: {e:?}", p.label());
+            assert_eq!(back, c, "{}", p.label());
+        }
+        let mut c = RunConfig::default();
+        let mut e = FieldErrors::default();
+        LoadDraft {
+            shape: "levels".into(),
+            levels: "1, 4, x".into(),
+            ..Default::default()
+        }
+        .apply(&mut c, &mut e);
+        assert!(e.get("levels").is_some_and(|m| m.contains("\"x\"")), "{e:?}");
+        let mut e = FieldErrors::default();
+        LoadDraft {
+            shape: "rate".into(),
+            ..Default::default()
+        }
+        .apply(&mut c, &mut e);
+        assert!(e.get("rate").is_some());
+        let mut e = FieldErrors::default();
+        LoadDraft {
+            shape: "<script>".into(),
+            ..Default::default()
+        }
+        .apply(&mut c, &mut e);
+        assert!(e.get("load_shape").is_some());
+        assert!(!c.staged_rollout, "an unticked box turns the rollout off");
+    }
+}

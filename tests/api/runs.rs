@@ -1,0 +1,284 @@
+//! Runs: presets and the estimate on the form, live progress over server-sent events, the
+//! drill-down, the archive with comparisons and history, export and import.
+use std::time::Duration;
+
+use bakeoff::domain::run::{ErrorClass, RunStatus};
+use futures_util::StreamExt;
+
+use crate::support::app::{Page, TestApp, record, spawn_app};
+
+const DEAD_URL: &str = "http://127.0.0.1:1/v1";
+/// Longest a test waits for a server-sent event.
+const EVENT_WAIT: Duration = Duration::from_secs(20);
+
+async fn seeded_run(app: &TestApp) -> (i64, i64, i64) {
+    let version = app.create_evalset().await;
+    let candidate = app.create_candidate("alpha", DEAD_URL).await;
+    let run = app.create_run("seeded", version, &[candidate]).await;
+    (version, candidate, run)
+}
+
+// ------------------------------------------------------------------ presets and the estimate
+
+#[tokio::test]
+async fn presets_fill_the_form_without_javascript() {
+    let app = spawn_app().await;
+    let version = app.create_evalset().await;
+    app.create_candidate("alpha", DEAD_URL).await;
+
+    let page = app.get_html(&format!("/runs/new?evalset_version={version}")).await;
+    assert_eq!(page.count(".preset-list li"), 5);
+    let href = page
+        .attr("[data-preset=concurrency-sweep] a", "href")
+        .expect("a link per preset");
+    assert!(href.contains("preset=concurrency-sweep") && href.contains(&format!("evalset_version={version}")));
+
+    let sweep = app.get_html(&href).await;
+    assert_eq!(sweep.status, 200);
+    assert_eq!(sweep.attr("#f-concurrency", "value").as_deref(), Some("1"));
+    assert_eq!(sweep.attr("#f-repetitions", "value").as_deref(), Some("3"));
+    assert_eq!(sweep.attr("#f-temperature", "value").as_deref(), Some("0.2"));
+    assert_eq!(sweep.attr("#f-timeout_secs", "value").as_deref(), Some("60"));
+    assert_eq!(sweep.attr("#f-retries", "value").as_deref(), Some("1"));
+    assert_eq!(
+        sweep.attr("#f-load_shape option[selected]", "value").as_deref(),
+        Some("sweep")
+    );
+    assert_eq!(sweep.attr("#f-sweep_max", "value").as_deref(), Some("32"));
+    assert!(sweep.attr("#f-staged_rollout", "checked").is_some());
+    assert_eq!(
+        sweep.attr("input[name=preset]", "value").as_deref(),
+        Some("concurrency-sweep")
+    );
+    assert_eq!(
+        sweep
+            .attr("[data-preset=concurrency-sweep] a", "aria-current")
+            .as_deref(),
+        Some("true")
+    );
+
+    let quick = app.get_html("/runs/new?preset=quick-check").await;
+    assert_eq!(quick.attr("#f-case_limit", "value").as_deref(), Some("10"));
+    assert_eq!(quick.attr("#f-concurrency", "value").as_deref(), Some("1"));
+    assert_eq!(app.get_html("/runs/new?preset=nope").await.status, 400);
+}
+
+#[tokio::test]
+async fn the_estimate_counts_requests_and_states_its_assumptions() {
+    let app = spawn_app().await;
+    let version = app.create_evalset().await;
+    let alpha = app.create_candidate("alpha", DEAD_URL).await;
+    // A priced candidate.
+    let mut spec = app.store.get_candidate(alpha).await.unwrap().unwrap().spec;
+    spec.pricing.input_per_mtok = Some(1.0);
+    spec.pricing.output_per_mtok = Some(2.0);
+    app.store.update_candidate(alpha, &spec).await.unwrap();
+    let beta = app.create_candidate("beta", DEAD_URL).await;
+
+    // The form's "update the estimate" GET: 3 cases × 2 repetitions + 1 warm-up, no rollout.
+    let query = format!(
+        "/runs/new?evalset_version={version}&candidate={alpha}&candidate={beta}&concurrency=1&repetitions=2\
+         &warmup_requests=1&timeout_secs=60&retries=0&load_shape=fixed&stream=on"
+    );
+    let page = app.get_html(&query).await;
+    assert_eq!(page.status, 200);
+    assert_eq!(page.texts("#estimate [data-estimate=requests]"), ["7", "7"]);
+    assert_eq!(page.text("#estimate [data-estimate=total-requests]"), "14");
+    let costs = page.texts("#estimate [data-estimate=cost]");
+    assert!(costs[0].starts_with("up to $"), "{costs:?}");
+    assert_eq!(costs[1], "no price stated");
+    assert!(
+        page.text("#estimate .muted").contains("beta"),
+        "unpriced candidates are named"
+    );
+    assert!(page.count("#estimate .assumptions li") >= 4);
+    // The typed values are kept (unchecked rollout stays unchecked).
+    assert!(page.attr("#f-staged_rollout", "checked").is_none());
+    assert_eq!(page.attr("#f-repetitions", "value").as_deref(), Some("2"));
+
+    // The fragment alone, as htmx asks for it.
+    let fragment = app.get(&query.replace("/runs/new?", "/runs/estimate?")).await;
+    assert_eq!(fragment.status(), 200);
+    let body = fragment.text().await.unwrap();
+    assert!(!body.contains("<html"));
+    let fragment = Page::parse(200, &body);
+    assert_eq!(fragment.texts("#estimate [data-estimate=requests]"), ["7", "7"]);
+
+    // A typed error shows on the form and replaces the estimate with a hint.
+    let bad = app.get_html(&query.replace("repetitions=2", "repetitions=0")).await;
+    assert!(bad.count("#f-repetitions-error") == 1);
+    assert!(bad.text("#estimate .empty").contains("Correct the fields"));
+}
+
+#[tokio::test]
+async fn a_run_started_from_a_preset_stores_its_load_shape() {
+    let app = spawn_app().await;
+    let version = app.create_evalset().await;
+    let alpha = app.create_candidate("alpha", DEAD_URL).await;
+    let version_s = version.to_string();
+    let alpha_s = alpha.to_string();
+    let r = app
+        .post_form(
+            "/runs",
+            &[
+                ("preset", "concurrency-sweep"),
+                ("evalset_version", version_s.as_str()),
+                ("candidate", alpha_s.as_str()),
+                ("concurrency", "1"),
+                ("repetitions", "3"),
+                ("warmup_requests", "2"),
+                ("temperature", "0.2"),
+                ("timeout_secs", "60"),
+                ("retries", "1"),
+                ("stream", "on"),
+                ("load_shape", "sweep"),
+                ("sweep_max", "8"),
+                ("staged_rollout", "on"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status().as_u16(), 303);
+    let runs = app.store.list_runs(10, 0).await.unwrap();
+    let run = &runs[0].run;
+    app.state.runner.cancel(run.id);
+    assert_eq!(run.config.max_concurrency(), 8);
+    assert!(run.config.staged_rollout);
+    assert_eq!(run.config.repetitions, 3);
+
+    let bad = app
+        .post_form_html(
+            "/runs",
+            &[
+                ("evalset_version", version_s.as_str()),
+                ("candidate", alpha_s.as_str()),
+                ("concurrency", "1"),
+                ("repetitions", "1"),
+                ("load_shape", "levels"),
+                ("levels", "1, two"),
+            ],
+        )
+        .await;
+    assert_eq!(bad.status, 422);
+    assert!(bad.text("#f-levels-error").contains("\"two\""));
+}
+
+// ------------------------------------------------------------------ live progress (SSE)
+
+/// Reads server-sent events until `stop` says so or the stream ends; returns (event, data) pairs.
+async fn read_events(
+    response: reqwest::Response,
+    mut stop: impl FnMut(&[(String, String)]) -> bool,
+) -> Vec<(String, String)> {
+    let mut stream = response.bytes_stream();
+    let mut buffer = String::new();
+    let mut events = Vec::new();
+    loop {
+        let next = tokio::time::timeout(EVENT_WAIT, stream.next())
+            .await
+            .expect("an event within the deadline");
+        let Some(chunk) = next else { return events };
+        buffer.push_str(&String::from_utf8_lossy(&chunk.expect("reading the event stream")));
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let mut name = String::from("message");
+            let mut data = Vec::new();
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("event:") {
+                    name = v.trim().to_string();
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data.push(v.strip_prefix(' ').unwrap_or(v).to_string());
+                }
+            }
+            if !data.is_empty() {
+                events.push((name, data.join("\n")));
+            }
+            if stop(&events) {
+                return events;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn progress_is_pushed_as_server_sent_events_until_the_run_ends() {
+    let app = spawn_app().await;
+    let (_, candidate, run) = seeded_run(&app).await;
+    app.store.set_run_status(run, RunStatus::Running, None).await.unwrap();
+
+    let page = app.get_html(&format!("/runs/{run}")).await;
+    assert_eq!(
+        page.attr("#live-stream", "sse-connect"),
+        Some(format!("/runs/{run}/events"))
+    );
+    assert_eq!(page.attr("#live-stream", "sse-swap").as_deref(), Some("progress"));
+    assert_eq!(page.attr("#live-stream", "sse-close").as_deref(), Some("done"));
+    assert_eq!(page.count("script[src^='/static/vendor/htmx-ext-sse']"), 1);
+
+    let response = app.get(&format!("/runs/{run}/events")).await;
+    assert_eq!(response.status(), 200);
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    // The first event is the current fragment; a stored record makes a second one.
+    let store = app.store.clone();
+    let mut pushed = false;
+    let events = read_events(response, |events| {
+        if events.len() == 1 && !pushed {
+            pushed = true;
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .append_request_records(&[record(run, candidate, "c1", "positive", true)])
+                    .await
+                    .unwrap();
+                store.set_run_status(run, RunStatus::Finished, None).await.unwrap();
+            });
+        }
+        events.iter().any(|(name, _)| name == "done")
+    })
+    .await;
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"progress"));
+    assert_eq!(names.last(), Some(&"done"));
+    let first = Page::parse(200, &events[0].1);
+    assert_eq!(first.attr("#live", "data-terminal").as_deref(), Some("false"));
+    let last_progress = events.iter().rev().find(|(n, _)| n == "progress").unwrap();
+    let last = Page::parse(200, &last_progress.1);
+    assert_eq!(
+        last.attr("[data-run-status]", "data-run-status").as_deref(),
+        Some("finished")
+    );
+    assert_eq!(last.attr("#live progress", "value").as_deref(), Some("1"));
+
+    // A finished run's page has no stream; its event stream says done at once.
+    let page = app.get_html(&format!("/runs/{run}")).await;
+    assert_eq!(page.count("#live-stream"), 0);
+    let events = read_events(app.get(&format!("/runs/{run}/events")).await, |_| false).await;
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["progress", "done"], "and then the stream ends");
+    assert_eq!(app.get(&format!("/runs/999/events")).await.status(), 404);
+}
+
+#[tokio::test]
+async fn live_figures_show_speed_latency_errors_and_time_left() {
+    let app = spawn_app().await;
+    let (_, candidate, run) = seeded_run(&app).await;
+    app.store.set_run_status(run, RunStatus::Running, None).await.unwrap();
+    let mut failed = record(run, candidate, "c2", "", false);
+    failed.error_class = Some(ErrorClass::HttpServerError);
+    failed.error_detail = Some("HTTP 500".into());
+    failed.grades.clear();
+    app.store
+        .append_request_records(&[record(run, candidate, "c1", "positive", true), failed])
+        .await
+        .unwrap();
+    let page = app.get_html(&format!("/runs/{run}")).await;
+    let row = |figure: &str| page.text(&format!("table.live-figures [data-figure={figure}]"));
+    assert!(row("tok_s").ends_with("tok/s"), "{}", row("tok_s"));
+    assert_eq!(row("ttft"), "40.0 ms");
+    assert!(row("errors").contains("http_5xx × 1"));
+    assert!(row("eta").starts_with("about") || row("eta") == "—", "{}", row("eta"));
+}
