@@ -1,17 +1,832 @@
-//! `bakeoff measure` (one endpoint from the terminal) and `bakeoff calibrate` (the harness's
-//! self-check against the built-in mock).
+//! `bakeoff measure` (one endpoint from the terminal, with bakeoff's metric definitions) and
+//! `bakeoff calibrate` (the harness's self-check against the built-in mock). The JSON that
+//! `--json` writes is documented field by field in docs/measure-json.md.
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
 use clap::Args;
+use serde::Serialize;
+
+use crate::domain::calibers::{HarnessReport, Knee, LevelFigures, Slo};
+use crate::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind};
+use crate::domain::evalset::EvalSetFile;
+use crate::domain::metrics::Distribution;
+use crate::domain::run::{LoadShape, RequestRecord, RunConfig, RunStatus};
+use crate::engine::calibrate::{CalibrateOptions, CalibrationReport};
+use crate::engine::executor::Cancel;
+use crate::engine::measure::{
+    EventLine, MeasureOutcome, MeasureSpec, Provenance, measure, provenance, synthetic_evalset,
+};
+use crate::engine::tokenizer::CANONICAL_TOKENIZER;
+
+/// The format tag of `--json` files; bumped on incompatible changes.
+pub const MEASURE_JSON_FORMAT: &str = "bakeoff-measure/1";
+pub const CALIBRATE_JSON_FORMAT: &str = "bakeoff-calibrate/1";
 
 #[derive(Debug, Clone, Args)]
-pub struct MeasureArgs {}
+pub struct MeasureArgs {
+    /// Base URL up to the API version, e.g. http://127.0.0.1:8000/v1.
+    #[arg(long)]
+    pub base_url: String,
+    /// The model name the server expects.
+    #[arg(long)]
+    pub model: String,
+    /// openai-chat, openai-completions or anthropic.
+    #[arg(long, default_value = "openai-chat", value_parser = parse_api)]
+    pub api: ProviderKind,
+    /// Name of the environment variable holding the API key (the key itself is never a flag).
+    #[arg(long)]
+    pub api_key_env: Option<String>,
 
-#[derive(Debug, Clone, Args)]
-pub struct CalibrateArgs {}
+    /// Closed loop at each of these concurrencies in turn, e.g. 1,4,16.
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["rate", "sweep"])]
+    pub concurrency: Vec<u32>,
+    /// Open loop: requests per second, sent on schedule whatever the server does.
+    #[arg(long, conflicts_with = "sweep")]
+    pub rate: Option<f64>,
+    /// With --rate: exponential gaps (Poisson arrivals) instead of even spacing.
+    #[arg(long, requires = "rate")]
+    pub poisson: bool,
+    /// Concurrency sweep 1, 2, 4 … --sweep-max; reports the knee.
+    #[arg(long)]
+    pub sweep: bool,
+    #[arg(long, default_value_t = 64)]
+    pub sweep_max: u32,
+    /// Knee rule: p95 TTFT may grow to this factor × its value at c=1.
+    #[arg(long, default_value_t = 2.0)]
+    pub knee_ttft_factor: f64,
+    /// Knee rule: aggregate tok/s must grow at least this much per level (0.05 = 5 %).
+    #[arg(long, default_value_t = 0.05)]
+    pub knee_min_gain: f64,
 
-pub async fn run_measure(_args: MeasureArgs) -> anyhow::Result<()> {
-    anyhow::bail!("bakeoff measure is not available yet")
+    /// Synthetic prompts of exactly these o200k token lengths (a prompt-length sweep when
+    /// several), e.g. 256,2048,8192. The default workload: 256.
+    #[arg(long, value_delimiter = ',', conflicts_with = "evalset")]
+    pub prompt_tokens: Vec<u32>,
+    /// max_tokens of every request (synthetic default 128; an eval set's own otherwise).
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
+    /// Send `ignore_eos: true` so every answer runs to max_tokens (vLLM, SGLang, llama.cpp…).
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// An eval-set file as the workload instead of synthetic prompts.
+    #[arg(long)]
+    pub evalset: Option<PathBuf>,
+    /// Requests per load level and repetition (cycling through the prompts).
+    #[arg(long)]
+    pub requests: Option<u32>,
+    /// Seconds per load level and repetition instead of a request count.
+    #[arg(long, conflicts_with = "requests")]
+    pub duration: Option<u32>,
+    /// Requests sent first and excluded from every figure.
+    #[arg(long, default_value_t = 2)]
+    pub warmup: u32,
+    #[arg(long, default_value_t = 1)]
+    pub repetitions: u32,
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    /// Whole-request timeout, seconds.
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u32,
+    #[arg(long, default_value_t = 1)]
+    pub retries: u32,
+    /// Ask for whole responses instead of streams (TTFT then equals E2E).
+    #[arg(long)]
+    pub no_stream: bool,
+    /// Skip the staged rollout (shortest case, longest case, 4 at once) before the run.
+    #[arg(long)]
+    pub no_rollout: bool,
+    /// Goodput objectives, in ms.
+    #[arg(long)]
+    pub slo_ttft_ms: Option<f64>,
+    #[arg(long)]
+    pub slo_tpot_ms: Option<f64>,
+    #[arg(long)]
+    pub slo_e2e_ms: Option<f64>,
+
+    /// Write figures, conditions, provenance and every request record here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Also store the run in the database, so it shows in the app's archive.
+    #[arg(long)]
+    pub store: bool,
+    #[arg(long, env = "BAKEOFF_DATABASE_URL", default_value = "sqlite://bakeoff.db")]
+    pub database_url: String,
 }
 
-pub async fn run_calibrate(_args: CalibrateArgs) -> anyhow::Result<()> {
-    anyhow::bail!("bakeoff calibrate is not available yet")
+#[derive(Debug, Clone, Args)]
+pub struct CalibrateArgs {
+    /// Concurrency levels to drive the mock at.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64,256,1024")]
+    pub levels: Vec<u32>,
+    /// Seconds of measured load per level (plus a short warm-up).
+    #[arg(long, default_value_t = 6)]
+    pub seconds_per_level: u32,
+    /// Output tokens per request.
+    #[arg(long, default_value_t = 128)]
+    pub tokens: u32,
+    /// The mock's delay between tokens of one stream, ms.
+    #[arg(long, default_value_t = 4.0)]
+    pub inter_token_ms: f64,
+    /// The mock's time to first token, ms.
+    #[arg(long, default_value_t = 20.0)]
+    pub ttft_ms: f64,
+    /// Tokens per SSE chunk sent by the mock.
+    #[arg(long, default_value_t = 1)]
+    pub tokens_per_chunk: u32,
+    /// Write the figures here as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+fn parse_api(s: &str) -> Result<ProviderKind, String> {
+    ProviderKind::parse(s).ok_or_else(|| format!("unknown API {s:?}: use openai-chat, openai-completions or anthropic"))
+}
+
+/// The run configuration the flags describe.
+pub fn run_config(args: &MeasureArgs) -> anyhow::Result<RunConfig> {
+    let load = if args.sweep {
+        LoadShape::Sweep {
+            max_concurrency: args.sweep_max.max(1),
+            ttft_factor: args.knee_ttft_factor,
+            min_gain: args.knee_min_gain,
+        }
+    } else if let Some(rate) = args.rate {
+        if !(rate.is_finite() && rate > 0.0) {
+            bail!("--rate must be a number of requests per second > 0, got {rate}");
+        }
+        LoadShape::Rate {
+            per_second: rate,
+            poisson: args.poisson,
+        }
+    } else {
+        let levels = if args.concurrency.is_empty() {
+            vec![1]
+        } else {
+            args.concurrency.clone()
+        };
+        if let Some(bad) = levels.iter().find(|&&c| c == 0 || c > 100_000) {
+            bail!("--concurrency: each level must be between 1 and 100000, got {bad}");
+        }
+        LoadShape::Levels { levels }
+    };
+    if args.repetitions == 0 || args.repetitions > 99 {
+        bail!("--repetitions must be between 1 and 99");
+    }
+    let synthetic = args.evalset.is_none();
+    let requests = match (args.requests, args.duration) {
+        (Some(n), _) => Some(n.max(1)),
+        (None, Some(_)) => None,
+        (None, None) if synthetic => Some(64),
+        (None, None) => None,
+    };
+    Ok(RunConfig {
+        concurrency: args.concurrency.first().copied().unwrap_or(1).max(1),
+        repetitions: args.repetitions,
+        warmup_requests: args.warmup,
+        max_tokens: args.max_tokens.or(synthetic.then_some(128)),
+        temperature: args.temperature.or(Some(0.0)),
+        timeout_secs: args.timeout.max(1),
+        retries: args.retries,
+        stream: !args.no_stream,
+        case_limit: None,
+        load,
+        staged_rollout: !args.no_rollout,
+        requests_per_level: requests,
+        duration_secs: args.duration,
+        slo: Slo {
+            ttft_ms: args.slo_ttft_ms,
+            tpot_ms: args.slo_tpot_ms,
+            e2e_ms: args.slo_e2e_ms,
+        },
+    })
+}
+
+/// The workload: the eval set given, or synthetic prompts.
+fn workload(args: &MeasureArgs, config: &RunConfig) -> anyhow::Result<(EvalSetFile, Workload)> {
+    if let Some(path) = &args.evalset {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let file = EvalSetFile::parse(&path.display().to_string(), &text)?;
+        let info = Workload::EvalSet {
+            file: path.display().to_string(),
+            name: file.header.name.clone(),
+            version: file.content_hash(),
+            cases: file.cases.len(),
+        };
+        return Ok((file, info));
+    }
+    let bins = if args.prompt_tokens.is_empty() {
+        vec![256]
+    } else {
+        args.prompt_tokens.clone()
+    };
+    if let Some(bad) = bins.iter().find(|&&b| !(8..=1_000_000).contains(&b)) {
+        bail!("--prompt-tokens: each length must be between 8 and 1000000, got {bad}");
+    }
+    // As many different prompts as requests per level (so no prefix cache answers), at most 256.
+    let per_bin = config.requests_per_level.unwrap_or(256).clamp(1, 256) as usize;
+    let max_tokens = config.max_tokens.unwrap_or(128);
+    let file = synthetic_evalset(&bins, per_bin, max_tokens)?;
+    Ok((
+        file,
+        Workload::Synthetic {
+            prompt_tokens: bins,
+            prompts_per_bin: per_bin,
+            tokenizer: CANONICAL_TOKENIZER.to_string(),
+        },
+    ))
+}
+
+/// What was sent, in the JSON.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Workload {
+    Synthetic {
+        prompt_tokens: Vec<u32>,
+        prompts_per_bin: usize,
+        tokenizer: String,
+    },
+    EvalSet {
+        file: String,
+        name: String,
+        version: String,
+        cases: usize,
+    },
+}
+
+/// The conditions every figure was measured under.
+#[derive(Debug, Clone, Serialize)]
+pub struct MeasureConditions {
+    pub base_url: String,
+    pub model: String,
+    pub api: String,
+    pub stream: bool,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f64>,
+    pub ignore_eos: bool,
+    pub workload: Workload,
+    pub run_config: RunConfig,
+}
+
+/// The whole `--json` document of `bakeoff measure`.
+#[derive(Debug, Clone, Serialize)]
+pub struct MeasureJson {
+    pub format: &'static str,
+    pub generated_at: String,
+    pub status: RunStatus,
+    pub error: Option<String>,
+    pub stored_run_id: Option<i64>,
+    pub conditions: MeasureConditions,
+    pub provenance: Provenance,
+    pub harness: Option<HarnessReport>,
+    pub levels: Vec<LevelFigures>,
+    pub knees: Vec<KneeJson>,
+    pub events: Vec<EventLine>,
+    pub definitions: Vec<(&'static str, &'static str)>,
+    pub records: Vec<RequestRecord>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KneeJson {
+    pub prompt_tokens: Option<u32>,
+    #[serde(flatten)]
+    pub knee: Knee,
+}
+
+/// Every caliber's definition, exported with every figure (DESIGN.md "Measurement").
+pub const DEFINITIONS: [(&str, &str); 13] = [
+    ("TTFT", "send → first non-empty token, reasoning or content"),
+    ("TTFA", "send → first non-empty content (answer) token"),
+    ("E2E", "send → end of stream; client queue time is reported beside it"),
+    ("TPOT", "(E2E − TTFT) / (output tokens − 1)"),
+    (
+        "ITL",
+        "per-token gaps: a chunk of k tokens contributes its gap since the previous chunk split k ways",
+    ),
+    ("ICL", "gaps between successive token-bearing chunks"),
+    (
+        "decode tok/s/stream",
+        "(output tokens − 1) / (last token − first token)",
+    ),
+    ("e2e tok/s/stream", "output tokens / E2E"),
+    (
+        "canonical e2e tok/s/stream",
+        "o200k tokens of the output (reasoning + answer) / E2E",
+    ),
+    ("chars/s/stream", "characters generated (reasoning + answer) / E2E"),
+    (
+        "aggregate tok/s",
+        "output tokens arriving inside the measured window / window length; the window excludes ramp-up and drain (closed loop: from the moment each of the first c requests has its first token to the first end among the last c; open loop: first token of the first request to the last scheduled send); median over repetitions",
+    ),
+    (
+        "req/s, goodput",
+        "successful requests ending inside the window per second; goodput counts only those meeting every SLO",
+    ),
+    (
+        "output tokens",
+        "server usage when reported, else o200k count of the output (source `tokenizer`), else content chunks (source `chunks`)",
+    ),
+];
+
+pub async fn run_measure(args: MeasureArgs) -> anyhow::Result<()> {
+    let config = run_config(&args)?;
+    let (file, workload_info) = workload(&args, &config)?;
+    let mut extra_body = serde_json::Map::new();
+    if args.ignore_eos {
+        extra_body.insert("ignore_eos".into(), serde_json::Value::Bool(true));
+    }
+    let host = url::Url::parse(&args.base_url)
+        .with_context(|| format!("--base-url {:?} is not a URL", args.base_url))?
+        .host_str()
+        .unwrap_or("?")
+        .to_string();
+    let spec = CandidateSpec {
+        name: format!("{} @ {host} (bakeoff measure)", args.model),
+        provider: args.api,
+        base_url: args.base_url.trim_end_matches('/').to_string(),
+        model: args.model.clone(),
+        api_key: None,
+        api_key_env: args.api_key_env.clone(),
+        max_tokens: None,
+        temperature: None,
+        extra_body,
+        conditions: Conditions::default(),
+        pricing: Pricing::default(),
+        claimed: None,
+        notes: Some("created by `bakeoff measure`".into()),
+    };
+    if let Some(var) = &args.api_key_env
+        && std::env::var(var).is_err()
+    {
+        bail!("--api-key-env {var}: that environment variable is not set");
+    }
+    let provenance = provenance(&spec).await;
+    let store = if args.store {
+        crate::store::connect(&args.database_url).await?
+    } else {
+        crate::store::connect("sqlite::memory:").await?
+    };
+    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("interrupted: stopping (records so far are kept)");
+            let _ = cancel_tx.send(true);
+        }
+    });
+    let loads: Vec<String> = config.loads().iter().map(|l| l.label()).collect();
+    eprintln!(
+        "measuring {} at {} ({}), load {}, {} …",
+        args.model,
+        spec.base_url,
+        args.api.as_str(),
+        loads.join(", "),
+        match &workload_info {
+            Workload::Synthetic { prompt_tokens, .. } => format!(
+                "synthetic prompts of {} o200k tokens, max_tokens {}",
+                prompt_tokens.iter().map(u32::to_string).collect::<Vec<_>>().join("/"),
+                config.max_tokens.unwrap_or(0)
+            ),
+            Workload::EvalSet { name, cases, .. } => format!("eval set {name} ({cases} cases)"),
+        }
+    );
+    let outcome = measure(
+        &store,
+        MeasureSpec {
+            candidate: spec.clone(),
+            evalset: file,
+            config: config.clone(),
+            run_name: format!("measure {} @ {host}", args.model),
+        },
+        Cancel::new(cancel_rx),
+    )
+    .await?;
+    let mut out = std::io::stdout().lock();
+    print_outcome(&mut out, &outcome)?;
+    if let Some(path) = &args.json {
+        let doc = MeasureJson {
+            format: MEASURE_JSON_FORMAT,
+            generated_at: now_rfc3339(),
+            status: outcome.status,
+            error: outcome.error.clone(),
+            stored_run_id: args.store.then_some(outcome.run_id),
+            conditions: MeasureConditions {
+                base_url: spec.base_url.clone(),
+                model: spec.model.clone(),
+                api: spec.provider.as_str().to_string(),
+                stream: config.stream,
+                max_tokens: config.max_tokens,
+                temperature: config.temperature,
+                ignore_eos: args.ignore_eos,
+                workload: workload_info,
+                run_config: config.clone(),
+            },
+            provenance,
+            harness: outcome.harness.clone(),
+            levels: outcome.figures.levels.clone(),
+            knees: outcome
+                .figures
+                .knees
+                .iter()
+                .map(|(bin, knee)| KneeJson {
+                    prompt_tokens: *bin,
+                    knee: knee.clone(),
+                })
+                .collect(),
+            events: outcome.events.clone(),
+            definitions: DEFINITIONS.to_vec(),
+            records: outcome.records.clone(),
+        };
+        write_json(path, &doc)?;
+        writeln!(out, "wrote {}", path.display())?;
+    }
+    if args.store {
+        writeln!(
+            out,
+            "stored as run {} in {}",
+            outcome.run_id,
+            redact_url(&args.database_url)
+        )?;
+    }
+    match outcome.status {
+        RunStatus::Finished => Ok(()),
+        status => bail!(
+            "the run ended {}: {}",
+            status.as_str(),
+            outcome.error.as_deref().unwrap_or("see the events above")
+        ),
+    }
+}
+
+fn write_json(path: &std::path::Path, value: &impl Serialize) -> anyhow::Result<()> {
+    let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut w = std::io::BufWriter::new(file);
+    serde_json::to_writer_pretty(&mut w, value).with_context(|| format!("writing {}", path.display()))?;
+    w.flush()?;
+    Ok(())
+}
+
+/// A database URL without its password.
+fn redact_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("****"));
+            u.to_string()
+        }
+        _ => url.to_string(),
+    }
+}
+
+fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+/// Prints the events worth seeing, then one latency and one throughput table, every column
+/// labelled with its caliber, then the harness's verdict on itself.
+pub fn print_outcome(out: &mut impl Write, o: &MeasureOutcome) -> std::io::Result<()> {
+    for e in o.events.iter().filter(|e| e.level != "info") {
+        writeln!(out, "{}: {}", e.level, e.message)?;
+    }
+    if o.figures.levels.is_empty() {
+        writeln!(out, "no measured requests")?;
+    } else {
+        print_levels(out, &o.figures.levels)?;
+    }
+    for (bin, knee) in &o.figures.knees {
+        let bin = bin.map(|b| format!(" (prompts of {b} tokens)")).unwrap_or_default();
+        writeln!(
+            out,
+            "knee{bin}: c={} by the {} rule — {}",
+            knee.concurrency, knee.rule, knee.explanation
+        )?;
+    }
+    if let Some(h) = &o.harness {
+        print_harness(out, h)?;
+    }
+    writeln!(out, "run {}: {}", o.run_id, o.status.as_str())?;
+    Ok(())
+}
+
+fn print_levels(out: &mut impl Write, levels: &[LevelFigures]) -> std::io::Result<()> {
+    let p = |d: &Option<Distribution>, f: fn(&Distribution) -> f64| {
+        d.as_ref().map_or("—".to_string(), |d| format!("{:.1}", f(d)))
+    };
+    let num = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.1}"));
+    let rows_latency: Vec<Vec<String>> = levels
+        .iter()
+        .map(|l| {
+            vec![
+                level_label(l),
+                format!("{}/{}", l.succeeded, l.requests),
+                l.retries.to_string(),
+                p(&l.ttft_ms, |d| d.p50),
+                p(&l.ttft_ms, |d| d.p95),
+                p(&l.ttfa_ms, |d| d.p50),
+                p(&l.e2e_ms, |d| d.p50),
+                p(&l.tpot_ms, |d| d.p50),
+                p(&l.itl_ms, |d| d.p50),
+                p(&l.itl_ms, |d| d.p99),
+                p(&l.icl_ms, |d| d.p50),
+                p(&l.client_queue_ms, |d| d.p99),
+            ]
+        })
+        .collect();
+    table(
+        out,
+        &[
+            "load",
+            "ok/sent",
+            "retries",
+            "TTFT p50 ms",
+            "TTFT p95 ms",
+            "TTFA p50 ms",
+            "E2E p50 ms",
+            "TPOT p50 ms",
+            "ITL p50 ms",
+            "ITL p99 ms",
+            "ICL p50 ms",
+            "queue p99 ms",
+        ],
+        &rows_latency,
+    )?;
+    let rows_speed: Vec<Vec<String>> = levels
+        .iter()
+        .map(|l| {
+            let ci = l
+                .aggregate_tok_s_ci
+                .map(|i| format!(" [{:.0}–{:.0}]", i.lo, i.hi))
+                .unwrap_or_default();
+            vec![
+                level_label(l),
+                p(&l.decode_tok_s_per_stream, |d| d.p50),
+                p(&l.e2e_tok_s_per_stream, |d| d.p50),
+                p(&l.canonical_e2e_tok_s_per_stream, |d| d.p50),
+                p(&l.chars_per_s_per_stream, |d| d.p50),
+                format!("{}{ci}", num(l.aggregate_tok_s)),
+                num(l.aggregate_canonical_tok_s),
+                num(l.aggregate_chars_per_s),
+                l.req_per_s.map_or("—".into(), |v| format!("{v:.2}")),
+                l.goodput_req_per_s.map_or("—".into(), |v| format!("{v:.2}")),
+                token_sources(l),
+            ]
+        })
+        .collect();
+    writeln!(out)?;
+    table(
+        out,
+        &[
+            "load",
+            "decode tok/s/stream p50",
+            "e2e tok/s/stream p50",
+            "o200k e2e tok/s/stream p50",
+            "chars/s/stream p50",
+            "aggregate tok/s (95% CI)",
+            "aggregate o200k tok/s",
+            "aggregate chars/s",
+            "req/s",
+            "goodput req/s",
+            "tokens from",
+        ],
+        &rows_speed,
+    )?;
+    for l in levels.iter().filter(|l| !l.errors.is_empty()) {
+        let errors: Vec<String> = l.errors.iter().map(|(k, v)| format!("{k} ×{v}")).collect();
+        writeln!(out, "{}: failures: {}", level_label(l), errors.join(", "))?;
+    }
+    for l in levels {
+        if let Some(w) = l.repetitions.iter().find_map(|r| r.window.filter(|w| !w.steady)) {
+            writeln!(
+                out,
+                "{}: too few requests for a steady state; aggregates use the whole {:.1} s span",
+                level_label(l),
+                w.secs()
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn level_label(l: &LevelFigures) -> String {
+    match l.prompt_tokens {
+        Some(b) => format!("{} · {b} tok prompt", l.load.label()),
+        None => l.load.label(),
+    }
+}
+
+fn token_sources(l: &LevelFigures) -> String {
+    l.token_sources
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn print_harness(out: &mut impl Write, h: &HarnessReport) -> std::io::Result<()> {
+    let cpu = h.cpu_s.map_or("not measurable".to_string(), |c| {
+        format!("{c:.2} CPU-s over {:.1} s", h.wall_s)
+    });
+    let per = h
+        .cpu_s_per_million_tokens
+        .map_or(String::new(), |p| format!(", {p:.1} CPU-s per million tokens"));
+    let lag = h
+        .schedule_lag_ms
+        .as_ref()
+        .map(|d| {
+            format!(
+                "schedule lag p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms",
+                d.p50, d.p99, d.max
+            )
+        })
+        .or_else(|| {
+            h.client_queue_ms
+                .as_ref()
+                .map(|d| format!("client queue p50 {:.2} ms, p99 {:.2} ms", d.p50, d.p99))
+        })
+        .unwrap_or_default();
+    writeln!(out, "\nharness: {cpu}{per}; {lag}")?;
+    if h.unreliable {
+        writeln!(out, "SPEED FIGURES UNRELIABLE: {}", h.reasons.join("; "))?;
+    }
+    Ok(())
+}
+
+/// A plain text table: right-aligned numbers, left-aligned first column.
+pub fn table(out: &mut impl Write, header: &[&str], rows: &[Vec<String>]) -> std::io::Result<()> {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let pad = widths[i].saturating_sub(c.chars().count());
+                if i == 0 {
+                    format!("{c}{}", " ".repeat(pad))
+                } else {
+                    format!("{}{c}", " ".repeat(pad))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    writeln!(out, "{}", line(header.to_vec()))?;
+    for row in rows {
+        writeln!(out, "{}", line(row.iter().map(String::as_str).collect()))?;
+    }
+    Ok(())
+}
+
+pub async fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<()> {
+    let options = CalibrateOptions {
+        levels: args.levels.clone(),
+        seconds_per_level: args.seconds_per_level,
+        tokens: args.tokens,
+        inter_token_ms: args.inter_token_ms,
+        ttft_ms: args.ttft_ms,
+        tokens_per_chunk: args.tokens_per_chunk,
+    };
+    let report = crate::engine::calibrate::calibrate(&options, |line| eprintln!("{line}")).await?;
+    let mut out = std::io::stdout().lock();
+    print_calibration(&mut out, &report)?;
+    if let Some(path) = &args.json {
+        #[derive(Serialize)]
+        struct Doc<'a> {
+            format: &'static str,
+            generated_at: String,
+            #[serde(flatten)]
+            report: &'a CalibrationReport,
+        }
+        write_json(
+            path,
+            &Doc {
+                format: CALIBRATE_JSON_FORMAT,
+                generated_at: now_rfc3339(),
+                report: &report,
+            },
+        )?;
+        writeln!(out, "wrote {}", path.display())?;
+    }
+    Ok(())
+}
+
+pub fn print_calibration(out: &mut impl Write, r: &CalibrationReport) -> std::io::Result<()> {
+    let f = |v: Option<f64>, digits: usize| v.map_or("—".to_string(), |v| format!("{v:.digits$}"));
+    let rows: Vec<Vec<String>> = r
+        .levels
+        .iter()
+        .map(|l| {
+            vec![
+                format!("c={}", l.concurrency),
+                format!("{}/{}", l.matched, l.requests),
+                f(l.ttft_error_ms_p50, 3),
+                f(l.ttft_error_ms_p99, 3),
+                f(l.decode_error_pct_p50, 2),
+                f(l.decode_error_pct_p99, 2),
+                f(l.aggregate_client_tok_s, 0),
+                f(l.aggregate_server_tok_s, 0),
+                f(l.aggregate_error_pct, 2),
+                f(l.ingested_tok_s, 0),
+                f(l.cpu_s_per_million_tokens, 2),
+                if l.unreliable { "UNRELIABLE".into() } else { "ok".into() },
+            ]
+        })
+        .collect();
+    writeln!(
+        out,
+        "bakeoff calibrate: mock TTFT {} ms, {} ms between tokens, {} token(s) per chunk, {} tokens per answer; {} cores on {}",
+        r.mock_ttft_ms, r.mock_inter_token_ms, r.tokens_per_chunk, r.tokens, r.cores, r.host
+    )?;
+    table(
+        out,
+        &[
+            "load",
+            "matched/sent",
+            "TTFT err p50 ms",
+            "TTFT |err| p99 ms",
+            "decode err p50 %",
+            "decode |err| p99 %",
+            "aggregate tok/s bakeoff",
+            "aggregate tok/s server",
+            "aggregate err %",
+            "tok/s ingested",
+            "CPU-s per M tokens",
+            "harness",
+        ],
+        &rows,
+    )?;
+    writeln!(out)?;
+    for t in &r.targets {
+        writeln!(
+            out,
+            "{}: {} — {}",
+            if t.met { "met" } else { "MISSED" },
+            t.target,
+            t.measured
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: MeasureArgs,
+    }
+
+    fn parse(extra: &[&str]) -> MeasureArgs {
+        let mut argv = vec!["measure", "--base-url", "http://127.0.0.1:1/v1", "--model", "m"];
+        argv.extend_from_slice(extra);
+        Cli::try_parse_from(argv).unwrap().args
+    }
+
+    #[test]
+    fn flags_become_a_run_config() {
+        let c = run_config(&parse(&["--concurrency", "1,4,16", "--requests", "10"])).unwrap();
+        assert_eq!(c.load, LoadShape::Levels { levels: vec![1, 4, 16] });
+        assert_eq!(
+            (c.requests_per_level, c.max_tokens, c.staged_rollout),
+            (Some(10), Some(128), true)
+        );
+        let c = run_config(&parse(&["--rate", "5", "--poisson", "--no-rollout", "--duration", "3"])).unwrap();
+        assert_eq!(
+            c.load,
+            LoadShape::Rate {
+                per_second: 5.0,
+                poisson: true
+            }
+        );
+        assert_eq!(
+            (c.duration_secs, c.requests_per_level, c.staged_rollout),
+            (Some(3), None, false)
+        );
+        let c = run_config(&parse(&["--sweep", "--sweep-max", "8"])).unwrap();
+        assert!(matches!(c.load, LoadShape::Sweep { max_concurrency: 8, .. }));
+        assert!(run_config(&parse(&["--rate", "0"])).is_err());
+        assert!(Cli::try_parse_from(["measure", "--base-url", "x", "--model", "m", "--rate", "1", "--sweep"]).is_err());
+        assert!(Cli::try_parse_from(["measure", "--base-url", "x", "--model", "m", "--api", "grpc"]).is_err());
+    }
+
+    #[test]
+    fn tables_align() {
+        let mut out = Vec::new();
+        table(&mut out, &["a", "bb"], &[vec!["xyz".into(), "1".into()]]).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "a    bb\nxyz   1\n");
+    }
+
+    #[test]
+    fn urls_lose_their_password() {
+        assert_eq!(redact_url("postgres://u:secret@h/db"), "postgres://u:****@h/db");
+        assert_eq!(redact_url("sqlite://x.db"), "sqlite://x.db");
+    }
 }

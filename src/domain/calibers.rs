@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use super::histogram::LogHistogram;
 use super::metrics::Distribution;
-use super::run::{ErrorClass, RequestRecord};
+use super::run::{ErrorClass, LoadShape, RequestRecord, RunConfig, split_repetition};
 use super::stats::{Interval, median, median_ci};
 
 /// Optional service-level objectives; a request meets them when it meets every one set.
@@ -633,6 +633,72 @@ pub struct HarnessReport {
     /// True when a speed figure of this run must not be trusted; `reasons` says why.
     pub unreliable: bool,
     pub reasons: Vec<String>,
+}
+
+/// The figures of one candidate in one run: one entry per load level × prompt bin, in run
+/// order, and the knee of each prompt bin when the run was a sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunFigures {
+    pub levels: Vec<LevelFigures>,
+    /// Per prompt bin (None: untagged cases), for sweeps only.
+    pub knees: Vec<(Option<u32>, Knee)>,
+}
+
+/// Computes `RunFigures` for `candidate_id` from a run's records in one pass. `bin_of` gives a
+/// case's prompt-length bin. Warm-ups, rollout requests and other phases are left out.
+pub fn run_figures<'a>(
+    records: impl IntoIterator<Item = &'a RequestRecord>,
+    config: &RunConfig,
+    candidate_id: i64,
+    bin_of: impl Fn(&str) -> Option<u32>,
+) -> RunFigures {
+    let loads = config.loads();
+    let phase = config.measured_phase();
+    let mut levels: BTreeMap<(u32, Option<u32>), LevelAccumulator> = BTreeMap::new();
+    for r in records {
+        if r.candidate_id != candidate_id || r.is_warmup || r.phase != phase {
+            continue;
+        }
+        let (level, repetition, _) = split_repetition(r.repetition);
+        let Some(&load) = loads.get(level as usize) else {
+            continue;
+        };
+        let bin = bin_of(&r.case_id);
+        // A plain eval run keeps its repetitions in `repetition` itself (level 0, cycle 0).
+        levels
+            .entry((level, bin))
+            .or_insert_with(|| LevelAccumulator::new(load, bin, config.slo, config.retries))
+            .add(r, repetition);
+    }
+    let levels: Vec<LevelFigures> = levels.into_values().map(LevelAccumulator::finish).collect();
+    let mut knees = Vec::new();
+    if let LoadShape::Sweep {
+        ttft_factor, min_gain, ..
+    } = config.load
+    {
+        let mut bins: Vec<Option<u32>> = levels.iter().map(|l| l.prompt_tokens).collect();
+        bins.dedup();
+        bins.sort();
+        bins.dedup();
+        for bin in bins {
+            let points: Vec<SweepPoint> = levels
+                .iter()
+                .filter(|l| l.prompt_tokens == bin)
+                .filter_map(|l| match l.load {
+                    Load::Concurrency { concurrency } => Some(SweepPoint {
+                        concurrency,
+                        p95_ttft_ms: l.ttft_ms.as_ref().map(|d| d.p95),
+                        aggregate_tok_s: l.aggregate_tok_s,
+                    }),
+                    Load::Rate { .. } => None,
+                })
+                .collect();
+            if let Some(knee) = find_knee(&points, ttft_factor, min_gain) {
+                knees.push((bin, knee));
+            }
+        }
+    }
+    RunFigures { levels, knees }
 }
 
 /// One level of a concurrency sweep, as the knee search sees it.

@@ -16,11 +16,14 @@ use crate::domain::run::RunStatus;
 use crate::store::DynStore;
 
 pub mod anthropic;
+pub mod calibrate;
 pub mod client;
 pub mod error;
 pub mod executor;
 pub mod harness;
+pub mod measure;
 pub mod openai;
+pub mod probes;
 pub mod provider;
 pub mod rollout;
 pub mod sse;

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::error::{EngineError, Failure};
-use super::executor::{CandidateRun, Feed, Unit};
+use super::executor::{CandidateRun, Feed, Unit, prompt_bin};
 use crate::domain::run::{ErrorClass, Phase};
 use crate::store::DynStore;
 
@@ -28,6 +28,7 @@ pub(crate) async fn run(ctx: &Arc<CandidateRun>, store: &DynStore) -> Result<Opt
     let shortest = argmin(&lengths, false);
     let longest = argmin(&lengths, true);
     let retries = ctx.config.retries.max(1);
+    let fixed_length = ctx.file.cases.iter().all(|c| prompt_bin(&c.tags).is_some());
     let unit = |case_index: usize, repetition: u32, concurrency: u32| Unit {
         case_index,
         phase: Phase::Smoke,
@@ -75,13 +76,18 @@ pub(crate) async fn run(ctx: &Arc<CandidateRun>, store: &DynStore) -> Result<Opt
             return Ok(Some(message));
         }
         let mut msg = format!("{name}: staged rollout {label}: ok ({})", case_ids.join(", "));
-        if tally.truncated > 0 {
+        // Synthetic fixed-length workloads stop at max_tokens by design.
+        if tally.truncated > 0 && !fixed_length {
             msg.push_str(&format!(
                 "; {} answer(s) stopped at max_tokens (finish_reason length): check max_tokens",
                 tally.truncated
             ));
         }
-        let level = if tally.truncated > 0 { "warn" } else { "info" };
+        let level = if tally.truncated > 0 && !fixed_length {
+            "warn"
+        } else {
+            "info"
+        };
         store.append_run_event(ctx.run_id, level, &msg).await?;
     }
     Ok(None)

@@ -3,6 +3,7 @@ mod support;
 
 mod browser;
 mod engine;
+mod measure;
 mod mock;
 mod real_server;
 mod restart;

@@ -1,0 +1,466 @@
+//! `bakeoff calibrate`: the harness checks itself against the built-in mock, whose ground truth
+//! (`GET /mock/requests`: when each request's first and last tokens were handed to the
+//! connection) is known. The mock runs on its own thread with its own runtime, so bakeoff's
+//! client is measured honestly: its CPU time excludes the mock's threads, and the mock never
+//! waits for the client's scheduler.
+//!
+//! For each concurrency level, one run through the same executor as every run (warm-ups, closed
+//! loop, records to an in-memory store, counting in the writer), then, per request matched to
+//! the server's record by `x-request-id`:
+//! - TTFT error = bakeoff's TTFT − the server's (receive → first token handed to the socket);
+//!   it includes loopback transfer both ways, so it bounds bakeoff's own timestamping error;
+//! - decode error = bakeoff's decode tok/s/stream vs the server's (tokens − 1) / (last − first);
+//! - aggregate error = bakeoff's aggregate tok/s vs the server's tokens in the same window (the
+//!   server's token times interpolated evenly between its first and last token);
+//! - bakeoff's CPU-seconds per million streamed tokens (the harness report).
+use std::collections::HashMap;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use super::executor::{Cancel, request_id};
+use super::harness::{self, EXCLUDED_THREAD_PREFIX};
+use super::measure::{MeasureSpec, measure, synthetic_evalset};
+use crate::domain::calibers::Slo;
+use crate::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind};
+use crate::domain::run::{LoadShape, RunConfig};
+use crate::domain::stats::quantile_sorted;
+use crate::mock::{MockConfig, ModelProfile};
+
+/// What to drive the mock with.
+#[derive(Debug, Clone)]
+pub struct CalibrateOptions {
+    pub levels: Vec<u32>,
+    pub seconds_per_level: u32,
+    pub tokens: u32,
+    pub inter_token_ms: f64,
+    pub ttft_ms: f64,
+    pub tokens_per_chunk: u32,
+}
+
+/// One level's comparison with the ground truth.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CalibrationLevel {
+    pub concurrency: u32,
+    /// Measured requests bakeoff recorded as successful.
+    pub requests: usize,
+    /// Of those, matched to a ground-truth record.
+    pub matched: usize,
+    pub ttft_error_ms_p50: Option<f64>,
+    /// p99 of |TTFT error|.
+    pub ttft_error_ms_p99: Option<f64>,
+    pub decode_error_pct_p50: Option<f64>,
+    /// p99 of |decode error|.
+    pub decode_error_pct_p99: Option<f64>,
+    pub aggregate_client_tok_s: Option<f64>,
+    pub aggregate_server_tok_s: Option<f64>,
+    pub aggregate_error_pct: Option<f64>,
+    /// Output tokens of measured requests / (last end − first send).
+    pub ingested_tok_s: Option<f64>,
+    pub cpu_s_per_million_tokens: Option<f64>,
+    pub cpu_share: Option<f64>,
+    pub unreliable: bool,
+    pub unreliable_reasons: Vec<String>,
+}
+
+/// A stated target and whether it was met.
+#[derive(Debug, Clone, Serialize)]
+pub struct Target {
+    pub target: String,
+    pub measured: String,
+    pub met: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CalibrationReport {
+    pub bakeoff_version: String,
+    pub host: String,
+    pub cores: u32,
+    pub mock_ttft_ms: f64,
+    pub mock_inter_token_ms: f64,
+    pub tokens_per_chunk: u32,
+    pub tokens: u32,
+    pub seconds_per_level: u32,
+    pub levels: Vec<CalibrationLevel>,
+    pub targets: Vec<Target>,
+}
+
+/// The ground-truth fields calibration reads (see docs/mock.md).
+#[derive(Debug, Clone, Deserialize)]
+struct Truth {
+    client_request_id: Option<String>,
+    received_unix_ms: f64,
+    first_token_ms: Option<f64>,
+    last_token_ms: Option<f64>,
+    tokens_sent: u32,
+}
+
+#[derive(Debug, Deserialize)]
+struct TruthPage {
+    dropped: u64,
+    requests: Vec<Truth>,
+}
+
+/// The mock on a thread of its own (named `bakeoff-mock…`, so the harness does not count its CPU).
+struct MockThread {
+    base_url: String,
+    root_url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MockThread {
+    fn start(profile: ModelProfile) -> anyhow::Result<MockThread> {
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name(EXCLUDED_THREAD_PREFIX.to_string())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let _ = addr_tx.send(Err(format!("mock runtime: {e}")));
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    let started = async {
+                        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+                        crate::mock::spawn(
+                            MockConfig {
+                                profiles: vec![profile],
+                                answer_keys: Vec::new(),
+                                seed: 42,
+                            },
+                            listener,
+                        )
+                        .await
+                    };
+                    match started.await {
+                        Ok(server) => {
+                            let _ = addr_tx.send(Ok((server.base_url(), server.root_url())));
+                            let _ = stop_rx.await;
+                            let _ = server.shutdown().await;
+                        }
+                        Err(e) => {
+                            let _ = addr_tx.send(Err(format!("starting the mock: {e}")));
+                        }
+                    }
+                });
+            })
+            .context("starting the mock's thread")?;
+        let (base_url, root_url) = addr_rx
+            .recv_timeout(Duration::from_secs(10))
+            .context("the mock did not start within 10 s")?
+            .map_err(anyhow::Error::msg)?;
+        Ok(MockThread {
+            base_url,
+            root_url,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for MockThread {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+const MODEL: &str = "calibrate";
+
+/// Runs the calibration; `progress` gets one line per level as it starts.
+pub async fn calibrate(options: &CalibrateOptions, progress: impl Fn(String)) -> anyhow::Result<CalibrationReport> {
+    if options.levels.is_empty() {
+        anyhow::bail!("calibrate needs at least one concurrency level");
+    }
+    let profile = ModelProfile {
+        ttft_ms: options.ttft_ms,
+        inter_token_ms: Some(options.inter_token_ms),
+        tokens_per_chunk: options.tokens_per_chunk.max(1),
+        jitter: 0.0,
+        context_length: 1_000_000,
+        default_max_tokens: options.tokens.max(1),
+        ..ModelProfile::named(MODEL)
+    };
+    let mock = tokio::task::spawn_blocking(move || MockThread::start(profile))
+        .await
+        .context("starting the mock")??;
+    let http = reqwest::Client::new();
+    let store = crate::store::connect("sqlite::memory:").await?;
+    let evalset = synthetic_evalset(&[32], 256, options.tokens.max(2))?;
+    let case_index: HashMap<String, usize> = evalset
+        .cases
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.id.clone(), i))
+        .collect();
+    let mut levels = Vec::new();
+    for &c in &options.levels {
+        progress(format!(
+            "calibrate: c={c} for {} s against the mock at {}",
+            options.seconds_per_level, mock.base_url
+        ));
+        http.delete(format!("{}/mock/requests", mock.root_url))
+            .send()
+            .await
+            .context("clearing the mock's ground truth")?;
+        let config = RunConfig {
+            concurrency: c,
+            repetitions: 1,
+            warmup_requests: c.min(64),
+            max_tokens: Some(options.tokens.max(2)),
+            temperature: Some(0.0),
+            timeout_secs: 120,
+            retries: 0,
+            stream: true,
+            case_limit: None,
+            load: LoadShape::Levels { levels: vec![c] },
+            staged_rollout: false,
+            requests_per_level: None,
+            duration_secs: Some(options.seconds_per_level.max(1)),
+            slo: Slo::default(),
+        };
+        let spec = CandidateSpec {
+            name: format!("calibrate c={c}"),
+            provider: ProviderKind::OpenAiChat,
+            base_url: mock.base_url.clone(),
+            model: MODEL.into(),
+            api_key: None,
+            api_key_env: None,
+            max_tokens: None,
+            temperature: None,
+            extra_body: serde_json::Map::new(),
+            conditions: Conditions::default(),
+            pricing: Pricing::default(),
+            claimed: None,
+            notes: None,
+        };
+        let outcome = measure(
+            &store,
+            MeasureSpec {
+                candidate: spec,
+                evalset: evalset.clone(),
+                config,
+                run_name: format!("calibrate c={c}"),
+            },
+            Cancel::never(),
+        )
+        .await?;
+        let page: TruthPage = http
+            .get(format!("{}/mock/requests?model={MODEL}", mock.root_url))
+            .send()
+            .await
+            .context("reading the mock's ground truth")?
+            .json()
+            .await
+            .context("parsing the mock's ground truth")?;
+        if page.dropped > 0 {
+            progress(format!(
+                "calibrate: c={c}: the mock's ground-truth buffer overflowed ({} records dropped); \
+                 shorten --seconds-per-level",
+                page.dropped
+            ));
+        }
+        let truth: HashMap<&str, &Truth> = page
+            .requests
+            .iter()
+            .filter_map(|t| t.client_request_id.as_deref().map(|id| (id, t)))
+            .collect();
+        let mut level = CalibrationLevel {
+            concurrency: c,
+            ..CalibrationLevel::default()
+        };
+        let mut ttft_err = Vec::new();
+        let mut decode_err = Vec::new();
+        let mut matched = Vec::new();
+        let (mut first_send, mut last_end, mut tokens) = (i64::MAX, i64::MIN, 0u64);
+        for r in outcome.records.iter().filter(|r| !r.is_warmup && r.succeeded()) {
+            level.requests += 1;
+            first_send = first_send.min(r.sent_at_us);
+            last_end = last_end.max(r.sent_at_us + r.end_us.unwrap_or(0));
+            tokens += u64::from(r.output_tokens.unwrap_or(0));
+            let Some(&index) = case_index.get(&r.case_id) else {
+                continue;
+            };
+            let id = request_id(r.run_id, r.candidate_id, r.phase, index, r.repetition, r.attempt);
+            let Some(t) = truth.get(id.as_str()) else { continue };
+            let (Some(server_first), Some(server_last), Some(client_ttft)) =
+                (t.first_token_ms, t.last_token_ms, r.ttft_us())
+            else {
+                continue;
+            };
+            level.matched += 1;
+            ttft_err.push(client_ttft as f64 / 1000.0 - server_first);
+            if let (Some(last), true) = (r.last_token_us, t.tokens_sent >= 2 && server_last > server_first) {
+                let n = f64::from(t.tokens_sent - 1);
+                let server = n / ((server_last - server_first) / 1000.0);
+                let client =
+                    f64::from(r.output_tokens.unwrap_or(0).saturating_sub(1)) / ((last - client_ttft) as f64 / 1e6);
+                decode_err.push((client - server) / server * 100.0);
+            }
+            matched.push(*t);
+        }
+        let p = |v: &mut Vec<f64>, q: f64, abs: bool| {
+            if abs {
+                v.iter_mut().for_each(|x| *x = x.abs());
+            }
+            v.sort_by(|a, b| a.total_cmp(b));
+            (!v.is_empty()).then(|| quantile_sorted(v, q))
+        };
+        level.ttft_error_ms_p50 = p(&mut ttft_err, 0.5, false);
+        level.ttft_error_ms_p99 = p(&mut ttft_err, 0.99, true);
+        level.decode_error_pct_p50 = p(&mut decode_err, 0.5, false);
+        level.decode_error_pct_p99 = p(&mut decode_err, 0.99, true);
+        if let Some(figures) = outcome.figures.levels.first() {
+            level.aggregate_client_tok_s = figures.aggregate_tok_s;
+            if let Some(w) = figures.repetitions.first().and_then(|r| r.window) {
+                let in_window: f64 = matched
+                    .iter()
+                    .map(|t| server_tokens_between(t, w.start_us, w.end_us))
+                    .sum();
+                let server = in_window / w.secs();
+                level.aggregate_server_tok_s = Some(server);
+                level.aggregate_error_pct = figures
+                    .aggregate_tok_s
+                    .filter(|_| server > 0.0)
+                    .map(|client| (client - server) / server * 100.0);
+            }
+        }
+        if last_end > first_send {
+            level.ingested_tok_s = Some(tokens as f64 / ((last_end - first_send) as f64 / 1e6));
+        }
+        if let Some(h) = &outcome.harness {
+            level.cpu_s_per_million_tokens = h.cpu_s_per_million_tokens;
+            level.cpu_share = h.cpu_share;
+            level.unreliable = h.unreliable;
+            level.unreliable_reasons = h.reasons.clone();
+        }
+        levels.push(level);
+    }
+    drop(mock);
+    let targets = targets(&levels);
+    Ok(CalibrationReport {
+        bakeoff_version: crate::VERSION.to_string(),
+        host: harness::host_name(),
+        cores: harness::cores(),
+        mock_ttft_ms: options.ttft_ms,
+        mock_inter_token_ms: options.inter_token_ms,
+        tokens_per_chunk: options.tokens_per_chunk.max(1),
+        tokens: options.tokens.max(2),
+        seconds_per_level: options.seconds_per_level.max(1),
+        levels,
+        targets,
+    })
+}
+
+/// Tokens the server handed out inside [start, end] (wall-clock µs), its token times spread
+/// evenly between its first and last token.
+fn server_tokens_between(t: &Truth, start_us: i64, end_us: i64) -> f64 {
+    let (Some(first), Some(last)) = (t.first_token_ms, t.last_token_ms) else {
+        return 0.0;
+    };
+    let at = |ms: f64| ((t.received_unix_ms + ms) * 1000.0) as i64;
+    let n = t.tokens_sent;
+    if n == 0 {
+        return 0.0;
+    }
+    (0..n)
+        .filter(|&i| {
+            let ms = if n == 1 {
+                first
+            } else {
+                first + (last - first) * f64::from(i) / f64::from(n - 1)
+            };
+            (start_us..=end_us).contains(&at(ms))
+        })
+        .count() as f64
+}
+
+/// The issue's targets for this 2-core machine, each with what was measured.
+fn targets(levels: &[CalibrationLevel]) -> Vec<Target> {
+    let upto_256: Vec<&CalibrationLevel> = levels.iter().filter(|l| l.concurrency <= 256).collect();
+    let worst_ttft = upto_256.iter().filter_map(|l| l.ttft_error_ms_p99).fold(None, fmax);
+    let worst_decode = levels.iter().filter_map(|l| l.decode_error_pct_p99).fold(None, fmax);
+    let worst_aggregate = levels
+        .iter()
+        .filter_map(|l| l.aggregate_error_pct.map(f64::abs))
+        .fold(None, fmax);
+    let held = |l: &&CalibrationLevel| {
+        l.decode_error_pct_p99.is_some_and(|e| e <= 1.0) && l.aggregate_error_pct.is_some_and(|e| e.abs() <= 1.0)
+    };
+    let best_ingest = levels
+        .iter()
+        .filter(held)
+        .filter_map(|l| l.ingested_tok_s)
+        .fold(None, fmax);
+    let show = |v: Option<f64>, unit: &str| v.map_or("not measured".to_string(), |v| format!("{v:.3} {unit}"));
+    vec![
+        Target {
+            target: "TTFT |error| p99 ≤ 1 ms up to c=256".into(),
+            measured: format!("worst p99 {}", show(worst_ttft, "ms")),
+            met: worst_ttft.is_some_and(|v| v <= 1.0),
+        },
+        Target {
+            target: "per-stream decode tok/s |error| ≤ 1 %".into(),
+            measured: format!("worst p99 {}", show(worst_decode, "%")),
+            met: worst_decode.is_some_and(|v| v <= 1.0),
+        },
+        Target {
+            target: "aggregate tok/s |error| ≤ 1 %".into(),
+            measured: format!("worst {}", show(worst_aggregate, "%")),
+            met: worst_aggregate.is_some_and(|v| v <= 1.0),
+        },
+        Target {
+            target: "≥ 200,000 streamed tokens/s ingested with those errors held".into(),
+            measured: format!("best {}", show(best_ingest, "tok/s")),
+            met: best_ingest.is_some_and(|v| v >= 200_000.0),
+        },
+    ]
+}
+
+fn fmax(acc: Option<f64>, v: f64) -> Option<f64> {
+    Some(acc.map_or(v, |a| a.max(v)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_tokens_are_spread_between_first_and_last() {
+        let t = Truth {
+            client_request_id: None,
+            received_unix_ms: 1000.0,
+            first_token_ms: Some(10.0),
+            last_token_ms: Some(19.0),
+            tokens_sent: 10,
+        };
+        // Tokens at 1010 … 1019 ms: 1012..=1015 holds four.
+        assert_eq!(server_tokens_between(&t, 1_012_000, 1_015_000), 4.0);
+        assert_eq!(server_tokens_between(&t, 0, i64::MAX), 10.0);
+    }
+
+    #[test]
+    fn targets_report_misses_honestly() {
+        let level = CalibrationLevel {
+            concurrency: 16,
+            ttft_error_ms_p99: Some(0.4),
+            decode_error_pct_p99: Some(0.5),
+            aggregate_error_pct: Some(-2.0),
+            ingested_tok_s: Some(50_000.0),
+            ..CalibrationLevel::default()
+        };
+        let t = targets(&[level]);
+        assert!(t[0].met && t[1].met);
+        assert!(!t[2].met, "2 % aggregate error misses 1 %");
+        assert!(!t[3].met);
+    }
+}
