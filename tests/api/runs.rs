@@ -213,6 +213,8 @@ async fn progress_is_pushed_as_server_sent_events_until_the_run_ends() {
     assert_eq!(page.attr("#live-stream", "sse-swap").as_deref(), Some("progress"));
     assert_eq!(page.attr("#live-stream", "sse-close").as_deref(), Some("done"));
     assert_eq!(page.count("script[src^='/static/vendor/htmx-ext-sse']"), 1);
+    // Until the first push arrives (or if the stream cannot connect) the fragment polls.
+    assert_eq!(page.attr("#live", "hx-trigger").as_deref(), Some("every 1s"));
 
     let response = app.get(&format!("/runs/{run}/events")).await;
     assert_eq!(response.status(), 200);
@@ -245,6 +247,11 @@ async fn progress_is_pushed_as_server_sent_events_until_the_run_ends() {
     assert_eq!(names.last(), Some(&"done"));
     let first = Page::parse(200, &events[0].1);
     assert_eq!(first.attr("#live", "data-terminal").as_deref(), Some("false"));
+    assert_eq!(
+        first.attr("#live", "hx-trigger"),
+        None,
+        "a pushed fragment stops the fallback polling"
+    );
     let last_progress = events.iter().rev().find(|(n, _)| n == "progress").unwrap();
     let last = Page::parse(200, &last_progress.1);
     assert_eq!(

@@ -52,6 +52,8 @@ pub struct LivePartial {
 #[derive(Debug, Clone)]
 pub struct LiveView {
     pub run_id: i64,
+    /// Sent over server-sent events (no polling attributes needed).
+    pub pushed: bool,
     pub status: &'static str,
     pub terminal: bool,
     pub created: String,
@@ -363,6 +365,7 @@ pub(super) async fn live_view(
 
     Ok(LiveView {
         run_id: run.id,
+        pushed: false,
         status: run.status.as_str(),
         terminal: run.status.is_terminal(),
         created: run.created_at.display(),

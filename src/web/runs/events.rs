@@ -114,9 +114,9 @@ async fn change_key(state: &AppState, id: i64) -> Result<(String, bool), WebErro
 
 async fn render(state: &AppState, id: i64) -> Result<String, WebError> {
     let (run, version, candidates) = load(state, &id.to_string()).await?;
-    let partial = LivePartial {
-        live: live_view(state, &run, version.as_ref(), &candidates).await?,
-    };
+    let mut live = live_view(state, &run, version.as_ref(), &candidates).await?;
+    live.pushed = true;
+    let partial = LivePartial { live };
     partial
         .render()
         .map_err(|e| WebError::Internal(format!("rendering the live fragment of run {id}: {e}")))
