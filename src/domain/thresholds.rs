@@ -206,7 +206,7 @@ impl Unit {
         match self {
             Unit::Percent => format!("{} %", trim_number(stored * 100.0, 1)),
             Unit::Usd => format_usd(stored),
-            other => format!("{} {}", significant(stored), other.symbol()),
+            other => format!("{} {}", trim_zeros(significant(stored)), other.symbol()),
         }
     }
     /// A difference between two stored values, signed: `+3.5 pp`, `−120 ms`.
@@ -222,7 +222,7 @@ impl Unit {
         match self {
             Unit::Percent => format!("{sign}{} pp", trim_number(a * 100.0, 1)),
             Unit::Usd => format!("{sign}{}", format_usd(a)),
-            other => format!("{sign}{} {}", significant(a), other.symbol()),
+            other => format!("{sign}{} {}", trim_zeros(significant(a)), other.symbol()),
         }
     }
 }
@@ -253,6 +253,15 @@ pub fn significant(v: f64) -> String {
         format!("{v:.2}")
     } else {
         format!("{v:.3}")
+    }
+}
+
+/// `20.0` → `20`, `1.50` → `1.5`; integers unchanged.
+fn trim_zeros(s: String) -> String {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
     }
 }
 
@@ -1236,6 +1245,7 @@ mod tests {
         assert_eq!(Unit::Percent.format(0.95), "95 %");
         assert_eq!(Unit::Ms.format(1000.0), "1000 ms");
         assert_eq!(Unit::TokS.format(41.23), "41.2 tok/s");
+        assert_eq!(Unit::TokS.format(20.0), "20 tok/s");
         assert_eq!(Unit::Usd.format(12.3), "$12.30");
         assert_eq!(Unit::Usd.format(0.004213), "$0.00421");
         assert_eq!(Unit::Percent.format_delta(-0.035), "−3.5 pp");

@@ -17,7 +17,9 @@ pub mod evalsets;
 pub mod measure;
 pub mod overview;
 pub mod runs;
+pub mod scorecards;
 pub mod serve;
+pub mod thresholds;
 pub mod views;
 
 use crate::engine::Runner;
@@ -43,6 +45,8 @@ pub fn build_app(state: AppState) -> Router {
         .merge(candidates::router())
         .merge(evalsets::router())
         .merge(runs::router())
+        .merge(thresholds::router())
+        .merge(scorecards::router())
         .merge(measure::router())
         .merge(assets::router())
         .fallback(error::not_found)

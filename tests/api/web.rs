@@ -62,7 +62,15 @@ async fn every_page_renders_with_the_layout() {
         assert!(page.title().contains(title), "GET {path}: title {:?}", page.title());
         assert_eq!(
             page.texts("header nav .nav-links a"),
-            ["Overview", "Candidates", "Eval sets", "Runs", "How we measure"],
+            [
+                "Overview",
+                "Candidates",
+                "Eval sets",
+                "Thresholds",
+                "Runs",
+                "Scorecards",
+                "How we measure"
+            ],
             "GET {path}: nav"
         );
         assert!(

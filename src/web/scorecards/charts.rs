@@ -1,0 +1,303 @@
+//! Charts drawn on the server as SVG with plotters (inline in the page, readable without
+//! JavaScript): throughput vs concurrency, the TTFT distribution, and accuracy vs tok/s with
+//! the profile's threshold lines. Text is escaped by plotters' SVG backend.
+use std::ops::Range;
+
+use plotters::prelude::*;
+
+use super::Judged;
+use crate::domain::scorecard::measure::{CandidateRecords, aggregate_tok_s};
+use crate::domain::thresholds::MetricKey;
+
+const SIZE: (u32, u32) = (720, 380);
+/// Okabe–Ito colours: distinguishable with the common colour-vision deficiencies.
+const COLOURS: [RGBColor; 6] = [
+    RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(230, 159, 0),
+    RGBColor(86, 180, 233),
+];
+const FONT: &str = "sans-serif";
+
+/// One chart: its title, a sentence saying what it shows, and the SVG markup.
+#[derive(Debug, Clone)]
+pub struct Chart {
+    pub id: &'static str,
+    pub title: String,
+    pub caption: String,
+    pub svg: String,
+}
+
+fn colour(i: usize) -> RGBColor {
+    COLOURS[i % COLOURS.len()]
+}
+
+/// A range around `values` with a little room, never empty.
+fn padded(values: impl Iterator<Item = f64>, floor_zero: bool) -> Option<Range<f64>> {
+    let v: Vec<f64> = values.filter(|x| x.is_finite()).collect();
+    let (lo, hi) = v
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
+    if !lo.is_finite() {
+        return None;
+    }
+    let span = (hi - lo).abs().max(hi.abs() * 0.1).max(1e-9);
+    let lo = if floor_zero { 0.0f64.min(lo) } else { lo - span * 0.1 };
+    Some(lo..hi + span * 0.15)
+}
+
+type Plot<'a> = Result<(), DrawingAreaErrorKind<<SVGBackend<'a> as DrawingBackend>::ErrorType>>;
+
+fn render(draw: impl FnOnce(DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Plot<'_>) -> Option<String> {
+    let mut svg = String::new();
+    let outcome = {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        draw(root)
+    };
+    match outcome {
+        Ok(()) => Some(svg),
+        Err(e) => {
+            tracing::warn!(error = %e, "drawing a scorecard chart failed");
+            None
+        }
+    }
+}
+
+/// Aggregate tok/s at every concurrency each candidate was measured at.
+fn throughput_points(j: &Judged) -> Vec<(String, Vec<(f64, f64)>)> {
+    j.candidates
+        .iter()
+        .map(|c| {
+            let data = CandidateRecords::new(c.id, &j.records);
+            let points = data
+                .concurrencies()
+                .into_iter()
+                .filter_map(|level| aggregate_tok_s(&data.finals_at(level)).map(|v| (f64::from(level), v)))
+                .collect();
+            (c.spec.name.clone(), points)
+        })
+        .collect()
+}
+
+fn throughput_chart(j: &Judged) -> Option<Chart> {
+    let series = throughput_points(j);
+    let xs = padded(series.iter().flat_map(|(_, p)| p.iter().map(|x| x.0)), true)?;
+    let ys = padded(series.iter().flat_map(|(_, p)| p.iter().map(|x| x.1)), true)?;
+    let levels: usize = series.iter().map(|(_, p)| p.len()).max().unwrap_or(0);
+    let svg = render(|root| {
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(12)
+            .x_label_area_size(44)
+            .y_label_area_size(64)
+            .build_cartesian_2d(xs.clone(), ys.clone())?;
+        chart
+            .configure_mesh()
+            .x_desc("concurrency (requests in flight)")
+            .y_desc("aggregate tok/s")
+            .label_style((FONT, 13))
+            .draw()?;
+        for (i, (name, points)) in series.iter().enumerate() {
+            let c = colour(i);
+            chart
+                .draw_series(LineSeries::new(points.clone(), c.stroke_width(2)))?
+                .label(name.as_str())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
+            chart.draw_series(points.iter().map(|p| Circle::new(*p, 5, c.filled())))?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .label_font((FONT, 13))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.3))
+            .draw()?;
+        root.present()
+    })?;
+    Some(Chart {
+        id: "chart-throughput",
+        title: "Throughput vs concurrency".into(),
+        caption: if levels <= 1 {
+            "Aggregate output tok/s at each load measured. This run measured one load per candidate; a concurrency \
+             sweep draws the curve and shows where it bends (the knee)."
+                .into()
+        } else {
+            "Aggregate output tok/s at each load measured; where a curve flattens, more concurrency buys only queueing."
+                .into()
+        },
+        svg,
+    })
+}
+
+fn ttft_chart(j: &Judged) -> Option<Chart> {
+    let series: Vec<(String, Vec<f64>)> = j
+        .candidates
+        .iter()
+        .map(|c| {
+            let data = CandidateRecords::new(c.id, &j.records);
+            let mut v: Vec<f64> = data
+                .finals_at(j.run.config.concurrency)
+                .iter()
+                .filter(|r| r.succeeded())
+                .filter_map(|r| r.ttft_us())
+                .map(|us| us as f64 / 1000.0)
+                .collect();
+            v.sort_by(|a, b| a.total_cmp(b));
+            (c.spec.name.clone(), v)
+        })
+        .collect();
+    let xs = padded(series.iter().flat_map(|(_, v)| v.iter().copied()), true)?;
+    let svg = render(|root| {
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(12)
+            .x_label_area_size(44)
+            .y_label_area_size(64)
+            .build_cartesian_2d(xs.clone(), 0.0f64..1.05)?;
+        chart
+            .configure_mesh()
+            .x_desc("TTFT (ms)")
+            .y_desc("share of requests at or below")
+            .y_label_formatter(&|v| format!("{:.0} %", v * 100.0))
+            .label_style((FONT, 13))
+            .draw()?;
+        for (i, (name, values)) in series.iter().enumerate() {
+            if values.is_empty() {
+                continue;
+            }
+            let c = colour(i);
+            let n = values.len() as f64;
+            // Empirical CDF as a step line.
+            let mut steps = vec![(0.0f64.min(values[0]), 0.0)];
+            for (k, v) in values.iter().enumerate() {
+                steps.push((*v, k as f64 / n));
+                steps.push((*v, (k + 1) as f64 / n));
+            }
+            chart
+                .draw_series(LineSeries::new(steps, c.stroke_width(2)))?
+                .label(name.as_str())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .label_font((FONT, 13))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.3))
+            .draw()?;
+        root.present()
+    })?;
+    Some(Chart {
+        id: "chart-ttft",
+        title: format!("TTFT distribution at c={}", j.run.config.concurrency),
+        caption: "Each line climbs from 0 to 100 % of a candidate's successful requests as TTFT grows: further left \
+                  is faster, a long flat tail is jitter."
+            .into(),
+        svg,
+    })
+}
+
+/// The first rule on `base` judged at the run's load (its threshold line), if any.
+fn threshold_of(j: &Judged, base: &str) -> Option<f64> {
+    j.profile.rules.iter().find_map(|r| {
+        let k = MetricKey::parse(&r.metric).ok()?;
+        (k.base == base && k.concurrency.is_none_or(|c| c == j.run.config.concurrency)).then_some(r.value)
+    })
+}
+
+fn accuracy_chart(j: &Judged) -> Option<Chart> {
+    let accuracy_col = j.card.rows.iter().find(|r| r.rule.metric == "accuracy");
+    let points: Vec<(String, f64, f64)> = j
+        .card
+        .pareto
+        .iter()
+        .filter_map(|p| {
+            let data = CandidateRecords::new(j.candidates[p.index].id, &j.records);
+            let tok_s = aggregate_tok_s(&data.finals_at(j.run.config.concurrency))?;
+            Some((p.name.clone(), tok_s, p.quality?))
+        })
+        .collect();
+    if points.is_empty() {
+        return None;
+    }
+    let min_accuracy = threshold_of(j, "accuracy");
+    let min_tok_s = threshold_of(j, "aggregate_tok_s");
+    let xs = padded(points.iter().map(|p| p.1).chain(min_tok_s), true)?;
+    let ys = 0.0f64..1.05;
+    let svg = render(|root| {
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(12)
+            .x_label_area_size(44)
+            .y_label_area_size(64)
+            .build_cartesian_2d(xs.clone(), ys.clone())?;
+        chart
+            .configure_mesh()
+            .x_desc(format!("aggregate tok/s @c={}", j.run.config.concurrency))
+            .y_desc("accuracy")
+            .y_label_formatter(&|v| format!("{:.0} %", v * 100.0))
+            .label_style((FONT, 13))
+            .draw()?;
+        let line = RGBColor(120, 120, 120);
+        if let Some(a) = min_accuracy {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    vec![(xs.start, a), (xs.end, a)],
+                    6,
+                    4,
+                    line.stroke_width(1),
+                ))?
+                .label(format!("minimum accuracy {:.0} %", a * 100.0))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], line.stroke_width(1)));
+        }
+        if let Some(t) = min_tok_s {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    vec![(t, ys.start), (t, ys.end)],
+                    6,
+                    4,
+                    line.stroke_width(1),
+                ))?
+                .label(format!("minimum {} tok/s", crate::web::views::num(t)))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], line.stroke_width(1)));
+        }
+        for (i, (name, x, y)) in points.iter().enumerate() {
+            let c = colour(i);
+            chart
+                .draw_series(std::iter::once(Circle::new((*x, *y), 6, c.filled())))?
+                .label(name.as_str())
+                .legend(move |(px, py)| Circle::new((px + 9, py), 5, c.filled()));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .label_font((FONT, 13))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.3))
+            .draw()?;
+        root.present()
+    })?;
+    Some(Chart {
+        id: "chart-accuracy",
+        title: "Accuracy vs tok/s".into(),
+        caption: format!(
+            "Each dot is a candidate; dashed lines are the profile's minimums{}. Up and to the right is better.",
+            if accuracy_col.is_none() && min_tok_s.is_none() {
+                " (this profile sets neither)"
+            } else {
+                ""
+            }
+        ),
+        svg,
+    })
+}
+
+/// Every chart there is data for.
+pub fn all(j: &Judged) -> Vec<Chart> {
+    [throughput_chart(j), ttft_chart(j), accuracy_chart(j)]
+        .into_iter()
+        .flatten()
+        .collect()
+}

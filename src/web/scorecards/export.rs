@@ -1,0 +1,502 @@
+//! Exports of a scorecard: JSON (complete, schema `bakeoff.scorecard/1`, with the metric
+//! definitions and the decision rule), CSV (one line per rule × candidate) and Markdown (for a
+//! design doc). Candidates are exported without credentials: no key, no key variable.
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use super::{Judged, ScorecardQuery, judge};
+use crate::domain::candidate::{ClaimedFigure, Conditions, Pricing};
+use crate::domain::scorecard::intervals::CONFIDENCE;
+use crate::domain::scorecard::{ClaimCheck, PairedRow, ParetoPoint, PipelineImpact, Row};
+use crate::domain::thresholds::{CATALOG, ThresholdRule};
+use crate::web::AppState;
+use crate::web::error::{WebError, parse_id};
+
+/// The JSON export's schema identifier; bump the number on an incompatible change.
+pub const SCHEMA: &str = "bakeoff.scorecard/1";
+/// The CSV header, one line per rule × candidate.
+pub const CSV_HEADER: &str = "dimension,metric,label,candidate,value,unit,interval_low,interval_high,n,sample_unit,conditions,comparator,threshold,state,margin,delta_vs_incumbent,reason";
+
+/// How verdicts are decided, in words (in every export).
+pub const DECISION_RULE: &str = "A rule passes when the whole two-sided 90 % interval of the measured value (a one-sided \
+95 % bound) lies on the passing side of the threshold, fails when it lies wholly on the failing side, is inconclusive \
+when it straddles the threshold or too few observations exist, and is not measured when there is no value. Intervals: \
+Wilson for proportions (cases for accuracy, requests for failure rates), percentile bootstrap over requests for latency \
+and throughput; money spent is counted exactly. A candidate is GO only when every rule passes, NO-GO when any rule \
+fails, INCONCLUSIVE otherwise.";
+
+#[derive(Serialize)]
+struct MetricDefinition {
+    key: &'static str,
+    label: &'static str,
+    dimension: &'static str,
+    unit: &'static str,
+    higher_is_better: bool,
+    uncertainty: &'static str,
+    caliber: &'static str,
+    not_measured_yet: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+struct ExportCandidate<'a> {
+    id: i64,
+    name: &'a str,
+    provider: &'static str,
+    model: &'a str,
+    conditions: &'a Conditions,
+    pricing: &'a Pricing,
+    claimed: Option<&'a ClaimedFigure>,
+}
+
+#[derive(Serialize)]
+struct ExportVerdict<'a> {
+    candidate_id: i64,
+    candidate: &'a str,
+    incumbent: bool,
+    verdict: &'static str,
+    reasons: &'a [String],
+}
+
+#[derive(Serialize)]
+struct ExportCell<'a> {
+    candidate_id: i64,
+    value: Option<f64>,
+    interval: Option<[f64; 2]>,
+    n: f64,
+    sample_unit: &'static str,
+    concurrency: Option<u32>,
+    state: &'static str,
+    margin: Option<f64>,
+    delta_vs_incumbent: Option<f64>,
+    best: bool,
+    reason: &'a str,
+    missing: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct ExportRow<'a> {
+    dimension: Option<&'static str>,
+    rule: &'a ThresholdRule,
+    label: &'a str,
+    caliber: &'a str,
+    cells: Vec<ExportCell<'a>>,
+}
+
+#[derive(Serialize)]
+struct ExportCost {
+    candidate_id: i64,
+    total_usd: Option<f64>,
+    per_1k_cases_usd: Option<f64>,
+    per_correct_usd: Option<f64>,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    attempts: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct Export<'a> {
+    schema: &'static str,
+    bakeoff_version: &'static str,
+    generated_at: String,
+    decision_rule: &'static str,
+    confidence: f64,
+    run: serde_json::Value,
+    profile: serde_json::Value,
+    candidates: Vec<ExportCandidate<'a>>,
+    verdicts: Vec<ExportVerdict<'a>>,
+    rows: Vec<ExportRow<'a>>,
+    costs: Vec<ExportCost>,
+    claims: Vec<Option<&'a ClaimCheck>>,
+    paired_comparisons: &'a [PairedRow],
+    pipeline: serde_json::Value,
+    pipeline_impact: &'a [Option<PipelineImpact>],
+    pareto: &'a [ParetoPoint],
+    metric_definitions: Vec<MetricDefinition>,
+    measurement_definitions: Vec<serde_json::Value>,
+}
+
+fn export_row<'a>(row: &'a Row, j: &'a Judged) -> ExportRow<'a> {
+    ExportRow {
+        dimension: row.dimension.map(|d| d.as_str()),
+        rule: &row.rule,
+        label: &row.label,
+        caliber: &row.caliber,
+        cells: row
+            .cells
+            .iter()
+            .zip(&j.card.columns)
+            .map(|(c, col)| ExportCell {
+                candidate_id: col.candidate_id,
+                value: c.measurement.value,
+                interval: c.measurement.interval.map(|(a, b)| [a, b]),
+                n: c.measurement.n,
+                sample_unit: c.measurement.unit.as_str(),
+                concurrency: c.measurement.concurrency,
+                state: c.judgement.state.as_str(),
+                margin: c.judgement.margin,
+                delta_vs_incumbent: c.delta,
+                best: c.best,
+                reason: &c.judgement.reason,
+                missing: c.measurement.missing.as_deref(),
+            })
+            .collect(),
+    }
+}
+
+/// The complete JSON document.
+pub fn to_json(j: &Judged) -> serde_json::Value {
+    let export = Export {
+        schema: SCHEMA,
+        bakeoff_version: crate::VERSION,
+        generated_at: crate::domain::Timestamp::now().display(),
+        decision_rule: DECISION_RULE,
+        confidence: CONFIDENCE,
+        run: serde_json::json!({
+            "id": j.run.id,
+            "name": j.run.name,
+            "status": j.run.status.as_str(),
+            "config": j.run.config,
+            "evalset": j.version.as_ref().map(|v| serde_json::json!({
+                "name": v.file.header.name,
+                "version_id": v.id,
+                "content_hash": v.content_hash,
+                "cases": v.file.cases.len(),
+            })),
+            "created_at": j.run.created_at.display(),
+        }),
+        profile: serde_json::json!({
+            "id": j.profile.id,
+            "name": j.profile.name,
+            "description": j.profile.description,
+            "version": j.profile.version,
+            "current_version": j.current_version,
+            "rules": j.profile.rules,
+        }),
+        candidates: j
+            .candidates
+            .iter()
+            .map(|c| ExportCandidate {
+                id: c.id,
+                name: &c.spec.name,
+                provider: c.spec.provider.as_str(),
+                model: &c.spec.model,
+                conditions: &c.spec.conditions,
+                pricing: &c.spec.pricing,
+                claimed: c.spec.claimed.as_ref(),
+            })
+            .collect(),
+        verdicts: j
+            .card
+            .columns
+            .iter()
+            .map(|c| ExportVerdict {
+                candidate_id: c.candidate_id,
+                candidate: &c.name,
+                incumbent: c.incumbent,
+                verdict: c.verdict.as_str(),
+                reasons: &c.reasons,
+            })
+            .collect(),
+        rows: j.card.rows.iter().map(|r| export_row(r, j)).collect(),
+        costs: j
+            .card
+            .costs
+            .iter()
+            .zip(&j.card.columns)
+            .map(|(c, col)| ExportCost {
+                candidate_id: col.candidate_id,
+                total_usd: c.as_ref().map(|c| c.total_usd),
+                per_1k_cases_usd: c.as_ref().and_then(|c| c.per_1k_cases),
+                per_correct_usd: c.as_ref().and_then(|c| c.per_correct),
+                input_tokens: c.as_ref().map(|c| c.totals.input_tokens),
+                output_tokens: c.as_ref().map(|c| c.totals.output_tokens),
+                attempts: c.as_ref().map(|c| c.totals.attempts),
+            })
+            .collect(),
+        claims: j.card.claims.iter().map(Option::as_ref).collect(),
+        paired_comparisons: &j.card.paired,
+        pipeline: serde_json::to_value(&j.pipeline).unwrap_or_default(),
+        pipeline_impact: &j.card.pipeline,
+        pareto: &j.card.pareto,
+        metric_definitions: CATALOG
+            .iter()
+            .map(|d| MetricDefinition {
+                key: d.base,
+                label: d.label,
+                dimension: d.dimension.as_str(),
+                unit: d.unit.symbol(),
+                higher_is_better: d.higher_is_better,
+                uncertainty: match d.uncertainty {
+                    crate::domain::thresholds::Uncertainty::Proportion => "wilson",
+                    crate::domain::thresholds::Uncertainty::Bootstrap => "bootstrap",
+                    crate::domain::thresholds::Uncertainty::Exact => "exact",
+                },
+                caliber: d.caliber,
+                not_measured_yet: d.not_measured_yet,
+            })
+            .collect(),
+        measurement_definitions: crate::web::measure::METRICS
+            .iter()
+            .map(|m| serde_json::json!({"name": m.name, "label": m.label, "unit": m.unit, "definition": m.definition}))
+            .collect(),
+    };
+    serde_json::to_value(export).unwrap_or_default()
+}
+
+/// RFC 4180 field: quoted when it holds a comma, quote or line break.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}
+
+pub fn to_csv(j: &Judged) -> String {
+    let mut out = String::from(CSV_HEADER);
+    out.push_str("\r\n");
+    for row in &j.card.rows {
+        for (cell, col) in row.cells.iter().zip(&j.card.columns) {
+            let m = &cell.measurement;
+            let fields = [
+                row.dimension.map(|d| d.as_str()).unwrap_or("").to_string(),
+                row.rule.metric.clone(),
+                row.label.clone(),
+                col.name.clone(),
+                opt(m.value),
+                row.unit.map(|u| u.stored_name()).unwrap_or(&row.rule.unit).to_string(),
+                opt(m.interval.map(|i| i.0)),
+                opt(m.interval.map(|i| i.1)),
+                m.n.to_string(),
+                m.unit.as_str().to_string(),
+                if m.value.is_some() {
+                    m.conditions()
+                } else {
+                    String::new()
+                },
+                row.rule.comparator.as_str().to_string(),
+                row.rule.value.to_string(),
+                cell.judgement.state.as_str().to_string(),
+                opt(cell.judgement.margin),
+                opt(cell.delta),
+                cell.judgement.reason.clone(),
+            ];
+            let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+            out.push_str(&line.join(","));
+            out.push_str("\r\n");
+        }
+    }
+    for col in &j.card.columns {
+        let fields = [
+            "",
+            "verdict",
+            "verdict",
+            &col.name,
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            col.verdict.as_str(),
+            "",
+            "",
+            &col.reasons.join("; "),
+        ];
+        let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+        out.push_str(&line.join(","));
+        out.push_str("\r\n");
+    }
+    out
+}
+
+/// Markdown table cell: pipes and line breaks would break the table.
+fn md(s: &str) -> String {
+    s.replace('|', "\\|").replace(['\n', '\r'], " ")
+}
+
+pub fn to_markdown(j: &Judged) -> String {
+    let view = super::view::build(j);
+    let mut out = String::new();
+    out.push_str(&format!("# Scorecard: run #{} {}\n\n", view.run_id, md(&view.run_name)));
+    out.push_str(&format!(
+        "Judged by **{}** version {} · eval set {} · {}\n\n",
+        md(&view.profile_name),
+        view.profile_version,
+        md(&view.evalset),
+        md(&view.conditions)
+    ));
+    out.push_str("## Verdicts\n\n| Candidate | Verdict | Reasons |\n|---|---|---|\n");
+    for c in &view.columns {
+        out.push_str(&format!(
+            "| {}{} | **{}** | {} |\n",
+            md(&c.name),
+            if c.incumbent { " (incumbent)" } else { "" },
+            c.verdict,
+            md(&c.reasons.join("; "))
+        ));
+    }
+    let header: Vec<String> = view.columns.iter().map(|c| md(&c.name)).collect();
+    for section in &view.sections {
+        if section.rows.is_empty() {
+            continue;
+        }
+        out.push_str(&format!(
+            "\n## {}\n\n| Rule | {} |\n|---|{}\n",
+            section.title,
+            header.join(" | "),
+            "---|".repeat(header.len())
+        ));
+        for r in &section.rows {
+            let cells: Vec<String> = r
+                .cells
+                .iter()
+                .map(|c| {
+                    let mut t = format!("{} — **{}**", c.value, c.state);
+                    if let Some(d) = &c.delta {
+                        t.push_str(&format!(" ({d})"));
+                    }
+                    md(&t)
+                })
+                .collect();
+            out.push_str(&format!(
+                "| {} {} | {} |\n",
+                md(&r.label),
+                md(&r.threshold),
+                cells.join(" | ")
+            ));
+        }
+    }
+    out.push_str("\n## Cost\n\n| Candidate | Run cost | Per 1,000 cases | Per correct answer |\n|---|---|---|---|\n");
+    for c in &view.costs {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            md(&c.candidate),
+            c.total,
+            c.per_1k,
+            c.per_correct
+        ));
+    }
+    if !view.claims.is_empty() {
+        out.push_str("\n## Claimed vs measured\n\n");
+        for c in &view.claims {
+            out.push_str(&format!(
+                "- **{}**: claimed {}; measured {} — {}.{}\n",
+                md(&c.candidate),
+                md(&c.claimed),
+                md(&c.measured),
+                c.summary,
+                if c.differences.is_empty() {
+                    String::new()
+                } else {
+                    format!(" Differences: {}.", md(&c.differences.join("; ")))
+                }
+            ));
+        }
+    }
+    if !view.paired.is_empty() {
+        out.push_str("\n## Paired accuracy comparisons\n\n");
+        for p in &view.paired {
+            out.push_str(&format!("- {}\n", md(p)));
+        }
+    }
+    if view.pipeline_stated {
+        out.push_str("\n## Pipeline impact (Amdahl)\n\n");
+        for p in &view.pipeline {
+            out.push_str(&format!("- {}: {} — {}\n", md(&p.candidate), p.model_time, md(&p.text)));
+        }
+    }
+    out.push_str(&format!("\n## Pareto ({})\n\n", md(&view.pareto_axes)));
+    for p in &view.pareto {
+        out.push_str(&format!(
+            "- {}: accuracy {}, {}, {} per 1,000 cases — {}\n",
+            md(&p.candidate),
+            p.quality,
+            p.speed,
+            p.cost,
+            md(&p.status)
+        ));
+    }
+    out.push_str(&format!("\n---\n{}\n", DECISION_RULE));
+    out
+}
+
+fn download(body: String, content_type: &'static str, file_name: String) -> Response {
+    let mut response = body.into_response();
+    let h = response.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if let Ok(v) = HeaderValue::from_str(&format!("inline; filename=\"{file_name}\"")) {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
+    response
+}
+
+async fn load(state: &AppState, raw: &str, query: Option<String>) -> Result<Judged, WebError> {
+    let id = parse_id(raw, "run")?;
+    let q = ScorecardQuery::parse(query.as_deref())?;
+    judge(state, id, &q).await
+}
+
+pub async fn json(
+    State(state): State<AppState>,
+    Path(raw): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, WebError> {
+    let j = load(&state, &raw, query).await?;
+    let body = serde_json::to_string_pretty(&to_json(&j))
+        .map_err(|e| WebError::Internal(format!("serialising scorecard of run {}: {e}", j.run.id)))?;
+    Ok(download(
+        body,
+        "application/json",
+        format!("scorecard-run{}-v{}.json", j.run.id, j.profile.version),
+    ))
+}
+
+pub async fn csv(
+    State(state): State<AppState>,
+    Path(raw): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, WebError> {
+    let j = load(&state, &raw, query).await?;
+    Ok(download(
+        to_csv(&j),
+        "text/csv; charset=utf-8",
+        format!("scorecard-run{}-v{}.csv", j.run.id, j.profile.version),
+    ))
+}
+
+pub async fn markdown(
+    State(state): State<AppState>,
+    Path(raw): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, WebError> {
+    let j = load(&state, &raw, query).await?;
+    Ok(download(
+        to_markdown(&j),
+        "text/markdown; charset=utf-8",
+        format!("scorecard-run{}-v{}.md", j.run.id, j.profile.version),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_fields_are_quoted_only_when_needed() {
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(md("a|b\nc"), "a\\|b c");
+        assert_eq!(CSV_HEADER.split(',').count(), 17);
+    }
+}

@@ -1,0 +1,121 @@
+//! `GET /runs/{id}/scorecard` (with its forms: profile, incumbent, pipeline) and the
+//! print-friendly `GET /runs/{id}/scorecard/print`.
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::HeaderMap;
+
+use super::view::{self, CardView};
+use super::{Judged, ScorecardQuery, judge};
+use crate::domain::pipeline::MAX_STAGES;
+use crate::web::AppState;
+use crate::web::error::{WebError, parse_id};
+use crate::web::thresholds::remembered_name;
+
+/// A choice in a select.
+#[derive(Debug, Clone)]
+pub struct OptionView {
+    pub value: String,
+    pub label: String,
+    pub selected: bool,
+}
+
+/// One row of the pipeline form.
+#[derive(Debug, Clone)]
+pub struct StageInput {
+    pub index: usize,
+    pub name: String,
+    pub seconds: String,
+    pub error: Option<String>,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "scorecards/page.html")]
+pub struct ScorecardPage {
+    pub nav: &'static str,
+    pub card: CardView,
+    pub print: bool,
+    pub profiles: Vec<OptionView>,
+    pub incumbents: Vec<OptionView>,
+    pub stages: Vec<StageInput>,
+    pub model_share: String,
+    pub model_share_error: Option<String>,
+    pub your_name: String,
+    /// Set on an archived scorecard: who saved it, when, why, and what changed since.
+    pub archived: Option<super::archive::ArchivedView>,
+    /// Why "save this scorecard" refused (nothing was saved).
+    pub save_error: Option<String>,
+}
+
+pub fn page_for(j: &Judged, q: &ScorecardQuery, print: bool, your_name: String) -> ScorecardPage {
+    let profiles = j
+        .profiles
+        .iter()
+        .map(|p| OptionView {
+            value: p.id.to_string(),
+            label: format!("{} (v{})", p.name, p.version),
+            selected: p.id == j.profile.id,
+        })
+        .collect();
+    let mut incumbents = vec![OptionView {
+        value: String::new(),
+        label: "— none —".into(),
+        selected: j.incumbent.is_none(),
+    }];
+    incumbents.extend(j.candidates.iter().map(|c| OptionView {
+        value: c.id.to_string(),
+        label: c.spec.name.clone(),
+        selected: j.incumbent == Some(c.id),
+    }));
+    // Room for every typed stage plus an empty one, at least two rows, at most MAX_STAGES.
+    let typed = q.pipeline.stage_names.len().max(q.pipeline.stage_seconds.len());
+    let rows = (typed.max(j.pipeline.stages.len()) + 1).clamp(2, MAX_STAGES);
+    let stages = (0..rows)
+        .map(|i| StageInput {
+            index: i,
+            name: q.pipeline.stage_names.get(i).cloned().unwrap_or_default(),
+            seconds: q.pipeline.stage_seconds.get(i).cloned().unwrap_or_default(),
+            error: j
+                .pipeline_errors
+                .get(&format!("stage{i}_seconds"))
+                .or_else(|| j.pipeline_errors.get(&format!("stage{i}_name")))
+                .map(str::to_string),
+        })
+        .collect();
+    ScorecardPage {
+        nav: "scorecards",
+        card: view::build(j),
+        print,
+        profiles,
+        incumbents,
+        stages,
+        model_share: q.pipeline.model_share_percent.clone(),
+        model_share_error: j.pipeline_errors.get("model_share").map(str::to_string),
+        your_name,
+        archived: None,
+        save_error: None,
+    }
+}
+
+pub async fn page(
+    State(state): State<AppState>,
+    Path(raw): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Result<ScorecardPage, WebError> {
+    let id = parse_id(&raw, "run")?;
+    let q = ScorecardQuery::parse(query.as_deref())?;
+    let j = judge(&state, id, &q).await?;
+    Ok(page_for(&j, &q, false, remembered_name(&headers)))
+}
+
+pub async fn print(
+    State(state): State<AppState>,
+    Path(raw): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<ScorecardPage, WebError> {
+    let id = parse_id(&raw, "run")?;
+    let q = ScorecardQuery::parse(query.as_deref())?;
+    let j = judge(&state, id, &q).await?;
+    Ok(page_for(&j, &q, true, String::new()))
+}

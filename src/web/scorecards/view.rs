@@ -1,0 +1,403 @@
+//! The scorecard as the page shows it: every figure formatted with its unit, caliber and
+//! conditions, so templates only print strings.
+use super::Judged;
+use super::charts;
+use crate::domain::pipeline::format_factor;
+use crate::domain::scorecard::{Cell, Row, RuleState, Scorecard, Settle, Verdict};
+use crate::domain::thresholds::{Dimension, format_usd};
+use crate::web::views::{NOT_MEASURED, short_hash};
+
+/// A candidate's column head.
+#[derive(Debug, Clone)]
+pub struct ColumnView {
+    pub id: i64,
+    pub name: String,
+    pub model: String,
+    pub verdict: &'static str,
+    pub verdict_class: &'static str,
+    pub reasons: Vec<String>,
+    pub incumbent: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct CellView {
+    pub value: String,
+    pub interval: Option<String>,
+    pub conditions: String,
+    pub state: &'static str,
+    pub state_class: &'static str,
+    pub margin: Option<String>,
+    /// `+3.5 pp vs incumbent`, with a better/worse class.
+    pub delta: Option<String>,
+    pub delta_class: &'static str,
+    pub best: bool,
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RowView {
+    pub label: String,
+    pub caliber: String,
+    pub threshold: String,
+    pub rationale: String,
+    pub cells: Vec<CellView>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SectionView {
+    pub key: &'static str,
+    pub title: &'static str,
+    pub rows: Vec<RowView>,
+    pub empty_note: &'static str,
+}
+
+#[derive(Debug, Clone)]
+pub struct CostView {
+    pub candidate: String,
+    pub total: String,
+    pub per_1k: String,
+    pub per_correct: String,
+    pub tokens: String,
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ClaimView {
+    pub candidate: String,
+    pub claimed: String,
+    pub measured: String,
+    pub summary: String,
+    pub differences: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PipelineRowView {
+    pub candidate: String,
+    pub model_time: String,
+    pub text: String,
+    pub baseline: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct ParetoView {
+    pub candidate: String,
+    pub quality: String,
+    pub speed: String,
+    pub cost: String,
+    pub status: String,
+    pub dominated: bool,
+}
+
+/// Everything the scorecard templates print.
+#[derive(Debug, Clone)]
+pub struct CardView {
+    pub run_id: i64,
+    pub run_name: String,
+    pub run_status: &'static str,
+    pub evalset: String,
+    pub conditions: String,
+    pub run_concurrency: u32,
+    pub profile_id: i64,
+    pub profile_name: String,
+    pub profile_version: u32,
+    pub current_version: u32,
+    pub columns: Vec<ColumnView>,
+    pub sections: Vec<SectionView>,
+    pub unknown_rows: Vec<RowView>,
+    pub costs: Vec<CostView>,
+    pub claims: Vec<ClaimView>,
+    pub paired: Vec<String>,
+    pub pipeline_stated: bool,
+    pub pipeline: Vec<PipelineRowView>,
+    pub pareto: Vec<ParetoView>,
+    pub pareto_axes: String,
+    pub pareto_left_out: Vec<String>,
+    pub charts: Vec<charts::Chart>,
+    pub query: String,
+    pub has_incumbent: bool,
+}
+
+fn state_text(state: RuleState) -> &'static str {
+    state.as_str()
+}
+
+fn cell_view(row: &Row, cell: &Cell) -> CellView {
+    let m = &cell.measurement;
+    let j = &cell.judgement;
+    let value = m
+        .value
+        .map(|v| row.format(v))
+        .unwrap_or_else(|| NOT_MEASURED.to_string());
+    let interval = m
+        .interval
+        .filter(|_| m.value.is_some())
+        .map(|(lo, hi)| format!("90 % interval {} to {}", row.format(lo), row.format(hi)));
+    let margin = j.margin.map(|mg| {
+        let text = row
+            .unit
+            .map(|u| u.format_delta(mg))
+            .unwrap_or_else(|| format!("{mg:+}"));
+        if mg >= 0.0 {
+            format!("margin {text}")
+        } else {
+            format!("short by {}", text.trim_start_matches(['−', '+']))
+        }
+    });
+    let (delta, delta_class) = match (cell.delta, row.unit) {
+        (Some(d), Some(u)) => {
+            let better = if row.higher_is_better { d > 0.0 } else { d < 0.0 };
+            let class = if d == 0.0 {
+                "same"
+            } else if better {
+                "better"
+            } else {
+                "worse"
+            };
+            (Some(format!("{} vs incumbent", u.format_delta(d))), class)
+        }
+        _ => (None, "same"),
+    };
+    let note = match (j.state, &j.settle) {
+        (RuleState::Inconclusive, Some(s)) => Some(match s {
+            Settle::More { .. } => s.describe(),
+            Settle::OnTheThreshold => s.describe(),
+        }),
+        (RuleState::NotMeasured, _) => m.missing.clone(),
+        _ => None,
+    };
+    CellView {
+        value,
+        interval,
+        conditions: if m.value.is_some() {
+            m.conditions()
+        } else {
+            String::new()
+        },
+        state: state_text(j.state),
+        state_class: j.state.class(),
+        margin,
+        delta,
+        delta_class,
+        best: cell.best,
+        note,
+    }
+}
+
+fn row_view(row: &Row) -> RowView {
+    RowView {
+        label: row.label.clone(),
+        caliber: row.caliber.clone(),
+        threshold: row.threshold_text(),
+        rationale: row.rule.rationale.clone(),
+        cells: row.cells.iter().map(|c| cell_view(row, c)).collect(),
+    }
+}
+
+fn verdict_class(v: Verdict) -> &'static str {
+    v.class()
+}
+
+pub fn build(j: &Judged) -> CardView {
+    let card: &Scorecard = &j.card;
+    let columns = card
+        .columns
+        .iter()
+        .map(|c| {
+            let model = j
+                .candidates
+                .iter()
+                .find(|x| x.id == c.candidate_id)
+                .map(|x| x.spec.model.clone())
+                .unwrap_or_default();
+            ColumnView {
+                id: c.candidate_id,
+                name: c.name.clone(),
+                model,
+                verdict: c.verdict.as_str(),
+                verdict_class: verdict_class(c.verdict),
+                reasons: c.reasons.clone(),
+                incumbent: c.incumbent,
+            }
+        })
+        .collect();
+    let sections = Dimension::ALL
+        .iter()
+        .map(|d| SectionView {
+            key: d.as_str(),
+            title: d.title(),
+            rows: card.rows_of(*d).into_iter().map(row_view).collect(),
+            empty_note: match d {
+                Dimension::Stability => {
+                    "No stability rule in this profile (failure rate, retries, latency spread, soak drift)."
+                }
+                Dimension::Operability => "No operability rule in this profile (rate limits, usage reporting, cost).",
+                _ => "No rule of this dimension in this profile.",
+            },
+        })
+        .collect();
+    let names: Vec<String> = card.columns.iter().map(|c| c.name.clone()).collect();
+    let costs = card
+        .costs
+        .iter()
+        .zip(&j.candidates)
+        .map(|(cost, c)| match cost {
+            Some(s) => CostView {
+                candidate: c.spec.name.clone(),
+                total: format_usd(s.total_usd),
+                per_1k: s.per_1k_cases.map(format_usd).unwrap_or_else(|| NOT_MEASURED.into()),
+                per_correct: s.per_correct.map(format_usd).unwrap_or_else(|| NOT_MEASURED.into()),
+                tokens: format!(
+                    "{} in / {} out over {} attempts",
+                    s.totals.input_tokens, s.totals.output_tokens, s.totals.attempts
+                ),
+                note: (s.totals.attempts_without_usage > 0).then(|| {
+                    format!(
+                        "{} successful attempts reported no token usage: the cost is a lower bound",
+                        s.totals.attempts_without_usage
+                    )
+                }),
+            },
+            None => CostView {
+                candidate: c.spec.name.clone(),
+                total: NOT_MEASURED.into(),
+                per_1k: NOT_MEASURED.into(),
+                per_correct: NOT_MEASURED.into(),
+                tokens: String::new(),
+                note: Some("no prices stated: add them on the candidate's page".into()),
+            },
+        })
+        .collect();
+    let claims = card
+        .claims
+        .iter()
+        .zip(&j.candidates)
+        .filter_map(|(claim, c)| {
+            let claim = claim.as_ref()?;
+            Some(ClaimView {
+                candidate: c.spec.name.clone(),
+                claimed: format!(
+                    "{} tok/s, {}{}",
+                    crate::web::views::num(claim.claimed_tok_s),
+                    claim.claimed_caliber,
+                    claim
+                        .claimed_conditions
+                        .as_ref()
+                        .map(|c| format!(" ({c})"))
+                        .unwrap_or_default()
+                ),
+                measured: match (claim.measured_tok_s, claim.matched_caliber) {
+                    (Some(v), Some(cal)) => format!(
+                        "{} tok/s, {cal} {}",
+                        crate::web::views::num(v),
+                        claim.measured_conditions
+                    ),
+                    (None, Some(cal)) => format!("{cal}: {NOT_MEASURED}"),
+                    _ => NOT_MEASURED.to_string(),
+                },
+                summary: claim.summary(),
+                differences: claim.differences.clone(),
+            })
+        })
+        .collect();
+    let pipeline_stated = !j.pipeline.is_empty();
+    let baseline_name = card.pipeline_baseline.map(|i| names[i].clone()).unwrap_or_default();
+    let pipeline = card
+        .pipeline
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| {
+            let p = p.as_ref()?;
+            let baseline = card.pipeline_baseline == Some(i);
+            Some(PipelineRowView {
+                candidate: names[i].clone(),
+                model_time: format!("{:.2} s per item", p.model_seconds),
+                text: if baseline {
+                    "baseline".to_string()
+                } else {
+                    format!(
+                        "model {} {} than {baseline_name} → pipeline {} {}",
+                        format_factor(speed(p.model_factor)),
+                        if p.model_factor >= 1.0 { "faster" } else { "slower" },
+                        format_factor(speed(p.pipeline_factor)),
+                        if p.pipeline_factor >= 1.0 { "faster" } else { "slower" },
+                    )
+                },
+                baseline,
+            })
+        })
+        .collect();
+    let pareto = card
+        .pareto
+        .iter()
+        .map(|p| ParetoView {
+            candidate: p.name.clone(),
+            quality: p
+                .quality
+                .map(|q| format!("{:.1} %", q * 100.0))
+                .unwrap_or_else(|| NOT_MEASURED.into()),
+            speed: p
+                .speed
+                .map(|s| format!("{} req/s", crate::web::views::num(s)))
+                .unwrap_or_else(|| NOT_MEASURED.into()),
+            cost: p.cost.map(format_usd).unwrap_or_else(|| NOT_MEASURED.into()),
+            status: if p.dominated() {
+                format!(
+                    "dominated by {}",
+                    p.dominated_by
+                        .iter()
+                        .map(|&k| names[k].as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            } else {
+                "on the Pareto front".to_string()
+            },
+            dominated: p.dominated(),
+        })
+        .collect();
+    let c = &j.run.config;
+    let conditions = format!(
+        "c={} (rules without @c are judged here) · streaming {} · {} repetition{} · {} warm-up{} excluded",
+        c.concurrency,
+        if c.stream { "on" } else { "off" },
+        c.repetitions,
+        if c.repetitions == 1 { "" } else { "s" },
+        c.warmup_requests,
+        if c.warmup_requests == 1 { "" } else { "s" },
+    );
+    CardView {
+        run_id: j.run.id,
+        run_name: j.run.name.clone(),
+        run_status: j.run.status.as_str(),
+        evalset: j
+            .version
+            .as_ref()
+            .map(|v| format!("{} (version {})", v.file.header.name, short_hash(&v.content_hash)))
+            .unwrap_or_else(|| format!("eval set version #{}", j.run.evalset_version_id)),
+        conditions,
+        run_concurrency: card.run_concurrency,
+        profile_id: j.profile.id,
+        profile_name: j.profile.name.clone(),
+        profile_version: j.profile.version,
+        current_version: j.current_version,
+        columns,
+        sections,
+        unknown_rows: card.unknown_rows().into_iter().map(row_view).collect(),
+        costs,
+        claims,
+        paired: card.paired.iter().map(|p| p.text.clone()).collect(),
+        pipeline_stated,
+        pipeline,
+        pareto,
+        pareto_axes: card.pareto_axes.join(" · "),
+        pareto_left_out: card.pareto_left_out.clone(),
+        charts: charts::all(j),
+        query: j.query.clone(),
+        has_incumbent: j.incumbent.is_some(),
+    }
+}
+
+/// A factor below 1 reads as "n× slower" with n = 1 / factor.
+fn speed(f: f64) -> f64 {
+    if f >= 1.0 { f } else { 1.0 / f }
+}
