@@ -157,6 +157,7 @@ fn notice_text(raw: Option<&str>) -> Option<&'static str> {
         "edited" => "Saved as a new version. The version you edited is unchanged.",
         "added" => "Case added as a new version. The previous version is unchanged.",
         "deleted" => "Case deleted in a new version. The previous version is unchanged.",
+        "unchanged" => "Nothing changed: the case is as it was, so no new version was stored.",
         _ => return None,
     })
 }

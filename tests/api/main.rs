@@ -3,6 +3,7 @@ mod support;
 
 mod browser;
 mod engine;
+mod evalsets;
 mod measure;
 mod mock;
 mod real_server;

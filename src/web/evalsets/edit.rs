@@ -331,6 +331,7 @@ async fn save_case(
     };
     let notice = if position.is_some() { "edited" } else { "added" };
     match store_file(state, version, &file, at).await? {
+        Stored::Unchanged => Ok(Redirect::to(&format!("/evalsets/{}?notice=unchanged", version.id)).into_response()),
         Stored::Version(id) => Ok(Redirect::to(&format!("/evalsets/{id}?notice={notice}")).into_response()),
         Stored::Refused { field, message } => {
             match field {
@@ -357,12 +358,15 @@ pub async fn delete(
     file.cases.remove(n - 1);
     match store_file(&state, &version, &file, usize::MAX).await? {
         Stored::Version(id) => Ok(Redirect::to(&format!("/evalsets/{id}?notice=deleted")).into_response()),
+        Stored::Unchanged => Err(WebError::Internal("deleting a case left the file unchanged".into())),
         Stored::Refused { message, .. } => Err(WebError::BadRequest(message)),
     }
 }
 
 enum Stored {
     Version(i64),
+    /// The edit changed nothing: no version is stored.
+    Unchanged,
     /// The edited file breaks a rule; `field` is the case-form field when the problem is the
     /// edited case's.
     Refused {
@@ -401,6 +405,9 @@ async fn store_file(
             return Ok(Stored::Refused { field, message });
         }
     };
+    if checked.content_hash() == version.content_hash {
+        return Ok(Stored::Unchanged);
+    }
     Ok(Stored::Version(state.store.save_evalset_version(&checked).await?))
 }
 
