@@ -361,7 +361,6 @@ const LATENCY_CALIBER_TTFT: &str = "send → first non-empty token (reasoning or
 const LATENCY_CALIBER_TTFA: &str = "send → first non-empty content token, successful requests";
 const LATENCY_CALIBER_TPOT: &str = "(E2E − TTFT) / (output tokens − 1), successful requests with ≥ 2 tokens";
 const LATENCY_CALIBER_E2E: &str = "send → end of stream, successful requests";
-const STABILITY_PENDING: &str = "needs the stability/soak phase, which is not part of runs yet";
 const OPERABILITY_PENDING: &str = "needs the operability probes, which are not part of runs yet";
 
 /// Every metric a rule may name. Percentile variants of latencies are separate entries so the
@@ -574,18 +573,16 @@ pub const CATALOG: &[MetricDef] = &[
         Bootstrap,
         "standard deviation / mean of E2E latency over successful requests",
     ),
-    pending(
-        def(
-            "soak_tok_s_drift",
-            "throughput drift over a soak",
-            Stability,
-            Unit::Percent,
-            false,
-            Bootstrap,
-            "change in aggregate tok/s from the first to the last tenth of a long soak",
-        ),
-        STABILITY_PENDING,
-    ),
+    whole_run(def(
+        "soak_tok_s_loss",
+        "throughput loss over a soak",
+        Stability,
+        Unit::Percent,
+        false,
+        Bootstrap,
+        "fall of output tok/s from the first to the last of 10 soak windows, as a share of the first \
+         (least-squares trend over the windows, 90 % t-interval of its slope)",
+    )),
     // --- operability and cost
     def(
         "rate_limited_share",

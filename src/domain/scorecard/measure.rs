@@ -8,6 +8,7 @@ use super::intervals::{MIN_BOOTSTRAP_N, bootstrap, bootstrap_items, quantile, wi
 use crate::domain::cost::CostSummary;
 use crate::domain::grading::case_passed;
 use crate::domain::run::{ErrorClass, Phase, RequestRecord, TokenSource};
+use crate::domain::stability::{StabilityOptions, soak_analysis};
 use crate::domain::thresholds::{MetricKey, Uncertainty};
 
 /// What the sample size of a measurement counts.
@@ -442,6 +443,7 @@ pub fn measure(
             }
             m
         }
+        "soak_tok_s_loss" => soak_loss(data),
         "cost_per_1k_cases" | "cost_per_correct" => {
             let (value, missing) = match cost {
                 None => (None, Some("no prices stated for this candidate".to_string())),
@@ -470,6 +472,47 @@ pub fn measure(
         m.missing = None;
     }
     m
+}
+
+/// Throughput loss over the run's soak: the least-squares trend of per-window tok/s, from the
+/// first window to the last, as a share of the first (positive = throughput fell).
+fn soak_loss(data: &CandidateRecords<'_>) -> Measurement {
+    let soak: Vec<&RequestRecord> = data.finals.iter().copied().filter(|r| r.phase == Phase::Soak).collect();
+    let missing = |why: &str| Measurement::missing(why, Uncertainty::Bootstrap, None);
+    if soak.is_empty() {
+        return missing("this run has no soak phase (start one with the soak preset)");
+    }
+    let options = StabilityOptions::default();
+    let Some(analysis) = soak_analysis(&soak, &options) else {
+        return missing("the soak is too short to cut into windows");
+    };
+    let mid_min = |w: &crate::domain::stability::SoakWindow| (w.start_s + w.end_s) / 2.0 / 60.0;
+    let (Some(first), Some(last), Some(fit)) = (
+        analysis.windows.first(),
+        analysis.windows.last(),
+        analysis.tok_s.fit.as_ref(),
+    ) else {
+        return missing("the soak has too few windows for a trend");
+    };
+    let (x0, x1) = (mid_min(first), mid_min(last));
+    let start = fit.intercept + fit.slope * x0;
+    if start <= 0.0 {
+        return missing("no output tokens at the start of the soak");
+    }
+    let loss = |slope: f64| -slope * (x1 - x0) / start;
+    let interval = fit.slope_interval.map(|ci| {
+        let (a, b) = (loss(ci.hi), loss(ci.lo));
+        (a.min(b), a.max(b))
+    });
+    Measurement {
+        value: Some(loss(fit.slope)),
+        interval,
+        uncertainty: Uncertainty::Bootstrap,
+        n: analysis.requests as f64,
+        unit: SampleUnit::Requests,
+        concurrency: soak.first().map(|r| r.concurrency),
+        missing: None,
+    }
 }
 
 /// Too few observations for an interval on a bootstrap metric.

@@ -411,7 +411,8 @@ fn filters_by_load_and_counts_failures_by_class() {
         rule("failure_rate", Comparator::Below, 0.5),
         rule("failure_rate:rate_limited", Comparator::Below, 0.5),
         rule("ttft_p95_ms@c=8", Comparator::AtMost, 1000.0),
-        rule("soak_tok_s_drift", Comparator::Below, 0.1),
+        rule("soak_tok_s_loss", Comparator::Below, 0.1),
+        rule("cold_start_ms", Comparator::AtMost, 5000.0),
     ];
     let weights = HashMap::new();
     let card = build(&ScorecardInput {
@@ -432,10 +433,53 @@ fn filters_by_load_and_counts_failures_by_class() {
     let at8 = &by_metric("ttft_p95_ms@c=8").cells[0].judgement;
     assert_eq!(at8.state, RuleState::NotMeasured);
     assert_eq!(at8.reason, "TTFT p95 @c=8 not measured at c=8");
-    let soak = &by_metric("soak_tok_s_drift").cells[0].judgement;
-    assert!(soak.reason.contains("not measured yet"), "{}", soak.reason);
+    let soak = &by_metric("soak_tok_s_loss").cells[0].judgement;
+    assert_eq!(
+        soak.reason,
+        "throughput loss over a soak not measured: this run has no soak phase (start one with the soak preset)"
+    );
+    let cold = &by_metric("cold_start_ms").cells[0].judgement;
+    assert!(cold.reason.contains("not measured yet"), "{}", cold.reason);
     // Failed requests count as wrong answers: 8/10 accuracy.
     let outcomes = CandidateRecords::new(1, &all).case_outcomes();
     assert_eq!(outcomes.values().filter(|v| **v == 1.0).count(), 8);
     assert!(card.pipeline.iter().all(Option::is_none), "no pipeline stated");
+}
+
+#[test]
+fn soak_throughput_loss_from_the_window_trend() {
+    // 60 soak requests completing every 10 s: the 10 windows of 59 s hold 6 each; window w's
+    // requests carry 100 − 5w tokens, so window tok/s falls on a straight line from 6·100/59
+    // to 6·55/59: a loss of (100 − 55) / 100 = 45 %, with a zero-width interval (exact fit).
+    let soak = |tokens_of: &dyn Fn(usize) -> u32| {
+        let mut all = Vec::new();
+        for k in 0..60usize {
+            let mut r = records(1, 300, &[true; 10]).remove(0);
+            r.phase = Phase::Soak;
+            r.case_id = format!("s{k}");
+            r.sent_at_us = k as i64 * 10_000_000 - 300_000;
+            r.output_tokens = Some(tokens_of(k / 6));
+            all.push(r);
+        }
+        all
+    };
+    let falling = soak(&|w| 100 - 5 * w as u32);
+    let data = CandidateRecords::new(1, &falling);
+    let m = measure::measure(&key("soak_tok_s_loss"), &data, 2, &HashMap::new(), None);
+    assert!((m.value.unwrap() - 0.45).abs() < 1e-9, "{m:?}");
+    let (lo, hi) = m.interval.unwrap();
+    assert!((lo - 0.45).abs() < 1e-9 && (hi - 0.45).abs() < 1e-9, "{m:?}");
+    let r = rule("soak_tok_s_loss", Comparator::Below, 0.10);
+    assert_eq!(judge(&r, &key("soak_tok_s_loss"), &m).state, RuleState::Fail);
+    // A flat soak loses nothing and passes.
+    let flat = soak(&|_| 80);
+    let m = measure::measure(
+        &key("soak_tok_s_loss"),
+        &CandidateRecords::new(1, &flat),
+        2,
+        &HashMap::new(),
+        None,
+    );
+    assert!(m.value.unwrap().abs() < 1e-9, "{m:?}");
+    assert_eq!(judge(&r, &key("soak_tok_s_loss"), &m).state, RuleState::Pass);
 }
