@@ -289,3 +289,157 @@ async fn live_figures_show_speed_latency_errors_and_time_left() {
     assert!(row("errors").contains("http_5xx × 1"));
     assert!(row("eta").starts_with("about") || row("eta") == "—", "{}", row("eta"));
 }
+
+// ------------------------------------------------------------------ drill-down
+
+/// Two candidates over the tiny set: c1 answered differently by each, c2 failed by beta with a
+/// 5xx, c3 answered with markup by alpha and wrongly by beta.
+async fn drill_down_run(app: &TestApp) -> (i64, i64, i64) {
+    let version = app.create_evalset().await;
+    let alpha = app.create_candidate("alpha", DEAD_URL).await;
+    let beta = app.create_candidate("beta", DEAD_URL).await;
+    let run = app.create_run("drill", version, &[alpha, beta]).await;
+    let mut failed = record(run, beta, "c2", "", false);
+    failed.error_class = Some(ErrorClass::HttpServerError);
+    failed.error_detail = Some("HTTP 500: <b>overloaded</b>".into());
+    failed.grades.clear();
+    let mut markup = record(run, alpha, "c3", "<script>alert(1)</script>neutral", true);
+    markup.grades[0].reason = "matched <i>after</i> normalising".into();
+    app.store
+        .append_request_records(&[
+            record(run, alpha, "c1", "positive", true),
+            record(run, beta, "c1", "Positive!", false),
+            record(run, alpha, "c2", "negative", true),
+            failed,
+            markup,
+            record(run, beta, "c3", "neutral", true),
+        ])
+        .await
+        .unwrap();
+    app.store.set_run_status(run, RunStatus::Finished, None).await.unwrap();
+    (run, alpha, beta)
+}
+
+fn case_ids(page: &Page) -> Vec<String> {
+    page.select("article.case")
+        .iter()
+        .map(|a| a.value().attr("data-case").unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_drill_down_shows_every_case_with_input_outputs_grades_and_timings() {
+    let app = spawn_app().await;
+    let (run, _, _) = drill_down_run(&app).await;
+    let page = app.get_html(&format!("/runs/{run}/cases")).await;
+    assert_eq!(page.status, 200);
+    assert_eq!(case_ids(&page), ["c1", "c2", "c3"]);
+    assert_eq!(page.text("#matching"), "3 of 3 cases match.");
+    // Input as sent, expected value, one section per attempt.
+    assert!(
+        page.text("#case-c1 .case-input pre.prompt:not(.expected)")
+            .contains("Label: great")
+    );
+    assert_eq!(page.text("#case-c1 pre.expected"), "positive");
+    assert_eq!(page.count("#case-c1 section.attempt"), 2);
+    assert_eq!(
+        page.texts("#case-c1 section.attempt pre.output"),
+        ["positive", "Positive!"]
+    );
+    assert_eq!(page.text("#case-c1 [data-candidate=beta] .grades .badge"), "✗ fail");
+    // Timings and token counts with their source.
+    let tokens = page.texts("#case-c1 [data-candidate=alpha] .tokens dd");
+    assert!(tokens.iter().any(|t| t == "20 (from usage)"), "{tokens:?}");
+    let timings = page.texts("#case-c1 [data-candidate=alpha] .timings dd");
+    assert!(timings.iter().any(|t| t == "40.0 ms"), "{timings:?}");
+    // The failure's class and detail.
+    assert_eq!(page.text("#case-c2 [data-candidate=beta] h3 .badge.fail"), "http_5xx");
+    assert!(page.text("#case-c2 .error-detail").contains("<b>overloaded</b>"));
+
+    // Model output, error details and reasons are text, never markup.
+    assert_eq!(page.count("article.case script"), 0);
+    assert_eq!(page.count("article.case b"), 0);
+    assert_eq!(page.count("article.case .grades i"), 0);
+    assert_eq!(
+        page.text("#case-c3 [data-candidate=alpha] pre.output"),
+        "<script>alert(1)</script>neutral",
+        "shown as the text it is"
+    );
+    let body = app.get(&format!("/runs/{run}/cases")).await.text().await.unwrap();
+    assert!(!body.contains("<script>alert"));
+
+    // The troubleshooting panel groups failures by class, checks in order.
+    let groups: Vec<String> = page
+        .select(".trouble-group")
+        .iter()
+        .map(|g| g.value().attr("data-class").unwrap().to_string())
+        .collect();
+    assert_eq!(groups, ["http_5xx", "wrong_answer"]);
+    let checks = page.texts(".trouble-group[data-class=http_5xx] ol.checks li");
+    assert_eq!(checks.len(), 5);
+    assert!(checks[0].starts_with("symptom") && checks[4].starts_with("framework limits"));
+}
+
+#[tokio::test]
+async fn drill_down_filters_and_pages_on_the_server() {
+    let app = spawn_app().await;
+    let (run, _, _) = drill_down_run(&app).await;
+    let ids = |q: &str| {
+        let app = &app;
+        let path = format!("/runs/{run}/cases{q}");
+        async move { case_ids(&app.get_html(&path).await) }
+    };
+    assert_eq!(
+        ids("?failures=on").await,
+        ["c1", "c2"],
+        "c1 answered wrong by beta, c2 failed"
+    );
+    assert_eq!(ids("?error_class=http_5xx").await, ["c2"]);
+    assert_eq!(ids("?error_class=wrong_answer").await, ["c1"]);
+    assert_eq!(ids("?tag=en").await, ["c1"]);
+    assert_eq!(
+        ids("?differs=on").await,
+        ["c1", "c3"],
+        "c2 has one successful output only"
+    );
+    assert_eq!(ids("?failures=on&tag=en").await, ["c1"]);
+    let page = app.get_html(&format!("/runs/{run}/cases?failures=on")).await;
+    assert!(page.attr("#f-failures", "checked").is_some(), "filters are echoed back");
+    assert_eq!(
+        app.get_html(&format!("/runs/{run}/cases?error_class=nope"))
+            .await
+            .status,
+        400
+    );
+    assert_eq!(app.get_html(&format!("/runs/{run}/cases?page=2")).await.status, 404);
+    assert_eq!(app.get_html("/runs/999/cases").await.status, 404);
+}
+
+#[tokio::test]
+async fn drill_down_pages_keep_their_filters() {
+    let app = spawn_app().await;
+    // Twelve cases, all failing: two pages of ten and two.
+    let mut text = String::from(
+        r#"{"bakeoff_evalset":1,"name":"many","task":"classification","prompt":"{{x}}","graders":[{"kind":"exact"}]}"#,
+    );
+    text.push('\n');
+    for i in 0..12 {
+        text.push_str(&format!(
+            "{{\"id\":\"k{i:02}\",\"vars\":{{\"x\":\"{i}\"}},\"expected\":\"y\"}}\n"
+        ));
+    }
+    let file = bakeoff::domain::evalset::EvalSetFile::parse("many.jsonl", &text).unwrap();
+    let version = app.store.save_evalset_version(&file).await.unwrap();
+    let alpha = app.create_candidate("alpha", DEAD_URL).await;
+    let run = app.create_run("many", version, &[alpha]).await;
+    let records: Vec<_> = (0..12)
+        .map(|i| record(run, alpha, &format!("k{i:02}"), "n", false))
+        .collect();
+    app.store.append_request_records(&records).await.unwrap();
+    let first = app.get_html(&format!("/runs/{run}/cases?failures=on")).await;
+    assert_eq!(case_ids(&first).len(), 10);
+    let next = first.attr("a[rel=next]", "href").expect("a next link");
+    assert_eq!(next, format!("/runs/{run}/cases?failures=on&page=2"));
+    let second = app.get_html(&next).await;
+    assert_eq!(case_ids(&second), ["k10", "k11"]);
+}

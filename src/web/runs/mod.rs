@@ -5,6 +5,7 @@ use axum::routing::{get, post};
 use super::AppState;
 use crate::store::RunListItem;
 
+mod cases;
 mod detail;
 mod events;
 mod list;
@@ -20,6 +21,7 @@ pub fn router() -> Router<AppState> {
         .route("/runs/{id}", get(detail::page))
         .route("/runs/{id}/live", get(detail::live))
         .route("/runs/{id}/events", get(events::events))
+        .route("/runs/{id}/cases", get(cases::page))
         .route("/runs/{id}/cancel", post(detail::cancel))
 }
 

@@ -1,0 +1,484 @@
+//! `GET /runs/{id}/cases`: the drill-down. Every case of the run with its input and expected
+//! value, then every measured attempt of every candidate: output (escaped, like all model text),
+//! grader results and reasons, timings and token counts with their source. Filters (failures
+//! only, error class, tag, outputs that differ between candidates) and pagination run on the
+//! server: the filters read light per-attempt facts, and only the shown page's records are
+//! loaded whole. A troubleshooting panel groups the run's failures by class with the ordered
+//! checks (symptom → input → environment → parameters → framework limits).
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::extract::{Path, RawQuery, State};
+
+use super::detail::load;
+use crate::domain::grading::case_passed;
+use crate::domain::run::{ErrorClass, RequestRecord};
+use crate::store::RecordFact;
+use crate::web::AppState;
+use crate::web::error::{WebError, parse_page};
+use crate::web::views::{FormBody, NOT_MEASURED, Pagination, ms, short_hash};
+
+/// Cases per page.
+pub const CASES_PER_PAGE: u32 = 10;
+
+#[derive(Template, WebTemplate)]
+#[template(path = "runs/cases.html")]
+pub struct CasesPage {
+    pub nav: &'static str,
+    pub run_id: i64,
+    pub run_name: String,
+    pub evalset_name: String,
+    pub evalset_hash: String,
+    pub filters: Filters,
+    /// (value, label) of every error class seen in the run, for the filter.
+    pub error_classes: Vec<(String, String)>,
+    /// Every tag of the run's cases.
+    pub tags: Vec<String>,
+    pub multi_candidate: bool,
+    pub matching: usize,
+    pub total_cases: usize,
+    pub cases: Vec<CaseView>,
+    pub pager: Pagination,
+    pub troubleshooting: Vec<TroubleGroup>,
+}
+
+/// The filters as typed (echoed back into the form).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Filters {
+    pub failures: bool,
+    pub error_class: String,
+    pub tag: String,
+    pub differs: bool,
+}
+
+impl Filters {
+    fn from_query(q: &FormBody) -> Result<Filters, WebError> {
+        let on = |name: &str| matches!(q.get(name), Some("on" | "1" | "true"));
+        let f = Filters {
+            failures: on("failures"),
+            error_class: q.get("error_class").unwrap_or_default().trim().to_string(),
+            tag: q.get("tag").unwrap_or_default().trim().to_string(),
+            differs: on("differs"),
+        };
+        if !f.error_class.is_empty() && f.error_class != WRONG_ANSWER && ErrorClass::parse(&f.error_class).is_none() {
+            return Err(WebError::BadRequest(format!(
+                "There is no error class {:?}; choose one from the list.",
+                crate::domain::validation::truncate(&f.error_class, 40)
+            )));
+        }
+        Ok(f)
+    }
+
+    /// The query string of these filters (without the page), for pager links.
+    fn query(&self) -> String {
+        let mut q = url::form_urlencoded::Serializer::new(String::new());
+        if self.failures {
+            q.append_pair("failures", "on");
+        }
+        if !self.error_class.is_empty() {
+            q.append_pair("error_class", &self.error_class);
+        }
+        if !self.tag.is_empty() {
+            q.append_pair("tag", &self.tag);
+        }
+        if self.differs {
+            q.append_pair("differs", "on");
+        }
+        q.finish()
+    }
+
+    pub fn any(&self) -> bool {
+        *self != Filters::default()
+    }
+}
+
+/// The pseudo error class of attempts that succeeded but failed a grader.
+pub const WRONG_ANSWER: &str = "wrong_answer";
+
+#[derive(Debug, Clone)]
+pub struct CaseView {
+    pub id: String,
+    pub tags: Vec<String>,
+    /// (role, content) of every message sent.
+    pub input: Vec<(String, String)>,
+    pub expected: Option<String>,
+    /// One line, e.g. "2 of 3 attempts failed".
+    pub outcome: String,
+    pub failed: bool,
+    pub attempts: Vec<AttemptView>,
+}
+
+#[derive(Debug, Clone)]
+pub struct AttemptView {
+    pub candidate: String,
+    pub phase: &'static str,
+    pub repetition: u32,
+    pub attempt: u32,
+    pub is_final: bool,
+    /// "ok" or the error class.
+    pub status: String,
+    pub error_detail: Option<String>,
+    pub passed: Option<bool>,
+    pub grades: Vec<GradeView>,
+    /// (label, value) timings.
+    pub timings: Vec<(&'static str, String)>,
+    /// (label, value) token counts, each with its source.
+    pub tokens: Vec<(&'static str, String)>,
+    pub finish_reason: String,
+    pub http_status: String,
+    pub output: String,
+    pub reasoning: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GradeView {
+    pub grader: String,
+    pub score: String,
+    pub passed: bool,
+    pub reason: String,
+    /// The grade's structured detail, pretty-printed JSON.
+    pub detail: Option<String>,
+}
+
+/// Failures of one class across the run, with what to check, in order.
+#[derive(Debug, Clone)]
+pub struct TroubleGroup {
+    pub class: String,
+    pub attempts: usize,
+    pub cases: usize,
+    /// Link that filters the drill-down to this class.
+    pub href: String,
+    pub checks: Vec<String>,
+}
+
+pub async fn page(
+    State(state): State<AppState>,
+    Path(raw): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<CasesPage, WebError> {
+    let q = FormBody::parse(query.unwrap_or_default().as_bytes());
+    let page = parse_page(q.get("page"))?;
+    let filters = Filters::from_query(&q)?;
+    let (run, version, candidates) = load(&state, &raw).await?;
+    let name_of = |id: i64| {
+        candidates
+            .iter()
+            .find(|c| c.id == id)
+            .map(|c| c.spec.name.clone())
+            .unwrap_or_else(|| format!("candidate #{id}"))
+    };
+    let facts: Vec<RecordFact> = state
+        .store
+        .list_record_facts(run.id)
+        .await?
+        .into_iter()
+        .filter(|f| !f.is_warmup)
+        .collect();
+
+    // The run's cases in eval-set order (its case limit applied), then any recorded case the
+    // stored version does not list (kept visible rather than dropped).
+    let set_cases = version.as_ref().map(|v| v.file.cases.as_slice()).unwrap_or(&[]);
+    let limit = run.config.case_limit.map(|n| n as usize).unwrap_or(usize::MAX);
+    let mut order: Vec<String> = set_cases.iter().take(limit).map(|c| c.id.clone()).collect();
+    let listed: HashSet<String> = order.iter().cloned().collect();
+    let mut extra: Vec<String> = facts
+        .iter()
+        .map(|f| f.case_id.clone())
+        .filter(|id| !listed.contains(id))
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    extra.sort();
+    order.extend(extra);
+
+    let mut by_case: HashMap<&str, Vec<&RecordFact>> = HashMap::new();
+    for f in &facts {
+        by_case.entry(f.case_id.as_str()).or_default().push(f);
+    }
+    let tags_of = |id: &str| -> Vec<String> {
+        set_cases
+            .iter()
+            .find(|c| c.id == id)
+            .map(|c| c.tags.clone())
+            .unwrap_or_default()
+    };
+    let differing: HashSet<String> = if filters.differs {
+        state
+            .store
+            .cases_with_differing_outputs(run.id)
+            .await?
+            .into_iter()
+            .collect()
+    } else {
+        HashSet::new()
+    };
+    let class_of = |f: &RecordFact| -> Option<String> {
+        match (f.error_class, f.passed) {
+            (Some(c), _) => Some(c.as_str().to_string()),
+            (None, Some(false)) => Some(WRONG_ANSWER.to_string()),
+            _ => None,
+        }
+    };
+    let matching: Vec<&String> = order
+        .iter()
+        .filter(|id| {
+            let mine = by_case.get(id.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+            (!filters.failures || mine.iter().any(|f| class_of(f).is_some()))
+                && (filters.error_class.is_empty()
+                    || mine
+                        .iter()
+                        .any(|f| class_of(f).as_deref() == Some(filters.error_class.as_str())))
+                && (filters.tag.is_empty() || tags_of(id).contains(&filters.tag))
+                && (!filters.differs || differing.contains(id.as_str()))
+        })
+        .collect();
+
+    let base = match filters.query() {
+        q if q.is_empty() => format!("/runs/{}/cases", run.id),
+        q => format!("/runs/{}/cases?{q}", run.id),
+    };
+    let pager = Pagination::new(base, page, CASES_PER_PAGE, matching.len() as i64);
+    if pager.out_of_range() {
+        return Err(WebError::NotFound(format!(
+            "page {page} of this run's cases (there are {} pages)",
+            pager.pages
+        )));
+    }
+    let shown: Vec<String> = matching
+        .iter()
+        .skip(pager.offset() as usize)
+        .take(CASES_PER_PAGE as usize)
+        .map(|id| id.to_string())
+        .collect();
+    let records = state.store.list_case_records(run.id, &shown).await?;
+    let mut records_by_case: HashMap<&str, Vec<&RequestRecord>> = HashMap::new();
+    for r in records.iter().filter(|r| !r.is_warmup) {
+        records_by_case.entry(r.case_id.as_str()).or_default().push(r);
+    }
+
+    let cases = shown
+        .iter()
+        .map(|id| {
+            let case = set_cases.iter().find(|c| c.id == *id);
+            let mut mine = records_by_case.remove(id.as_str()).unwrap_or_default();
+            mine.sort_by_key(|r| {
+                (
+                    run.candidate_ids.iter().position(|&c| c == r.candidate_id),
+                    r.phase.as_str(),
+                    r.repetition,
+                    r.attempt,
+                )
+            });
+            // The final attempt of each (candidate, phase, repetition) is the one that counts.
+            let mut last: HashMap<(i64, &str, u32), u32> = HashMap::new();
+            for r in &mine {
+                let e = last
+                    .entry((r.candidate_id, r.phase.as_str(), r.repetition))
+                    .or_insert(0);
+                *e = (*e).max(r.attempt);
+            }
+            let attempts: Vec<AttemptView> = mine
+                .iter()
+                .map(|r| {
+                    let is_final = last.get(&(r.candidate_id, r.phase.as_str(), r.repetition)) == Some(&r.attempt);
+                    attempt_view(r, name_of(r.candidate_id), is_final)
+                })
+                .collect();
+            let failed_attempts = attempts
+                .iter()
+                .filter(|a| a.status != "ok" || a.passed == Some(false))
+                .count();
+            let outcome = if attempts.is_empty() {
+                "not sent yet".to_string()
+            } else if failed_attempts == 0 {
+                format!("all {} attempts ok", attempts.len())
+            } else {
+                format!("{failed_attempts} of {} attempts failed", attempts.len())
+            };
+            CaseView {
+                id: id.clone(),
+                tags: tags_of(id),
+                input: match (case, version.as_ref()) {
+                    (Some(c), Some(v)) => v
+                        .file
+                        .messages_for(c)
+                        .into_iter()
+                        .map(|m| (m.role, m.content))
+                        .collect(),
+                    _ => Vec::new(),
+                },
+                expected: case.and_then(|c| c.expected_text()),
+                failed: failed_attempts > 0,
+                outcome,
+                attempts,
+            }
+        })
+        .collect();
+
+    let mut classes: BTreeMap<String, (usize, HashSet<&str>)> = BTreeMap::new();
+    for f in &facts {
+        if let Some(class) = class_of(f) {
+            let entry = classes.entry(class).or_default();
+            entry.0 += 1;
+            entry.1.insert(f.case_id.as_str());
+        }
+    }
+    let troubleshooting = classes
+        .iter()
+        .map(|(class, (attempts, cases))| TroubleGroup {
+            class: class.clone(),
+            attempts: *attempts,
+            cases: cases.len(),
+            href: format!("/runs/{}/cases?error_class={class}", run.id),
+            checks: checks_for(class),
+        })
+        .collect();
+    let mut error_classes: Vec<(String, String)> = classes.keys().map(|c| (c.clone(), c.clone())).collect();
+    if !filters.error_class.is_empty() && !classes.contains_key(&filters.error_class) {
+        error_classes.push((filters.error_class.clone(), filters.error_class.clone()));
+    }
+    let mut tags: Vec<String> = set_cases
+        .iter()
+        .flat_map(|c| c.tags.iter().cloned())
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    tags.sort();
+
+    Ok(CasesPage {
+        nav: "runs",
+        run_id: run.id,
+        run_name: run.name.clone(),
+        evalset_name: version
+            .as_ref()
+            .map(|v| v.file.header.name.clone())
+            .unwrap_or_else(|| format!("eval set version #{}", run.evalset_version_id)),
+        evalset_hash: version
+            .as_ref()
+            .map(|v| short_hash(&v.content_hash).to_string())
+            .unwrap_or_default(),
+        filters,
+        error_classes,
+        tags,
+        multi_candidate: run.candidate_ids.len() > 1,
+        matching: matching.len(),
+        total_cases: order.len(),
+        cases,
+        pager,
+        troubleshooting,
+    })
+}
+
+/// The ordered checks for a failure class; wrong answers get their own.
+fn checks_for(class: &str) -> Vec<String> {
+    let joined = match ErrorClass::parse(class) {
+        Some(c) => crate::engine::rollout::checks(c),
+        None => "(1) symptom: an answer came back but a grader failed it — read the reason beside each grade; \
+                 (2) input: the prompt, the expected value and whether the grader fits the task (e.g. exact vs contains, number formats); \
+                 (3) environment: the right model behind the endpoint (its reported name), a system prompt added by a proxy; \
+                 (4) parameters: temperature, max_tokens cutting the answer (finish reason \"length\"), stop sequences; \
+                 (5) framework limits: chat template, context truncation, quantization"
+            .to_string(),
+    };
+    joined
+        .split("; (")
+        .map(|s| s.trim_start_matches('(').to_string())
+        .map(|s| {
+            // "1) symptom: …" → "symptom: …"
+            match s.split_once(") ") {
+                Some((n, rest)) if n.chars().all(|c| c.is_ascii_digit()) => rest.to_string(),
+                _ => s,
+            }
+        })
+        .collect()
+}
+
+fn attempt_view(r: &RequestRecord, candidate: String, is_final: bool) -> AttemptView {
+    let msf = |us: Option<i64>| ms(us.map(|v| v as f64 / 1000.0));
+    let count = |n: Option<u32>| n.map(|n| n.to_string()).unwrap_or_else(|| NOT_MEASURED.to_string());
+    let source = r.output_tokens_source.map(|s| s.as_str()).unwrap_or("unknown");
+    AttemptView {
+        candidate,
+        phase: r.phase.as_str(),
+        repetition: r.repetition,
+        attempt: r.attempt,
+        is_final,
+        status: r
+            .error_class
+            .map(|c| c.as_str().to_string())
+            .unwrap_or_else(|| "ok".into()),
+        error_detail: r.error_detail.clone(),
+        passed: if r.succeeded() {
+            case_passed(&r.grades)
+        } else {
+            Some(false)
+        },
+        grades: r
+            .grades
+            .iter()
+            .map(|g| GradeView {
+                grader: g.grader.clone(),
+                score: format!("{:.3}", g.score),
+                passed: g.passed,
+                reason: g.reason.clone(),
+                detail: g
+                    .detail
+                    .as_ref()
+                    .map(|d| serde_json::to_string_pretty(d).unwrap_or_else(|_| d.to_string())),
+            })
+            .collect(),
+        timings: vec![
+            ("client queue", msf(Some(r.client_queue_us))),
+            (
+                "connect",
+                match (r.connect_us, r.connection_reused) {
+                    (_, Some(true)) => "reused".to_string(),
+                    (us, _) => msf(us),
+                },
+            ),
+            ("headers", msf(r.headers_us)),
+            ("TTFT", msf(r.ttft_us())),
+            ("TTFA", msf(r.first_content_us)),
+            ("last token", msf(r.last_token_us)),
+            ("E2E", msf(r.end_us)),
+        ],
+        tokens: vec![
+            ("input", format!("{} (server usage)", count(r.input_tokens))),
+            ("output", format!("{} (from {source})", count(r.output_tokens))),
+            (
+                "output, o200k",
+                format!("{} (bakeoff's tokenizer)", count(r.canonical_tokens)),
+            ),
+            ("reasoning", count(r.reasoning_tokens)),
+            ("output characters", r.output_chars.to_string()),
+            ("chunks", r.chunks.len().to_string()),
+        ],
+        finish_reason: r.finish_reason.clone().unwrap_or_else(|| NOT_MEASURED.into()),
+        http_status: r
+            .http_status
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| NOT_MEASURED.into()),
+        output: r.output.clone(),
+        reasoning: r.reasoning.clone().filter(|s| !s.is_empty()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checks_come_in_the_five_steps_for_every_class() {
+        for class in ErrorClass::ALL.iter().map(|c| c.as_str()).chain([WRONG_ANSWER]) {
+            let checks = checks_for(class);
+            assert_eq!(checks.len(), 5, "{class}: {checks:?}");
+            for (check, step) in checks
+                .iter()
+                .zip(["symptom", "input", "environment", "parameters", "framework"])
+            {
+                assert!(check.starts_with(step), "{class}: {check}");
+            }
+        }
+    }
+}
