@@ -68,11 +68,13 @@ pub struct Estimate {
     pub assumptions: Vec<String>,
 }
 
-/// Requests the staged rollout sends before the full run (shortest case, longest case, then a
-/// few at once), approximately.
+/// Requests the staged rollout sends before the full run: the shortest case, the longest case,
+/// then four at once (`engine::rollout`). They are warm-ups: excluded from every figure.
+pub const ROLLOUT_REQUESTS: u64 = 6;
+
 fn rollout_requests(config: &RunConfig, cases: u64) -> u64 {
     if config.staged_rollout && cases > 0 {
-        2 + u64::from(config.concurrency.clamp(1, 4))
+        ROLLOUT_REQUESTS
     } else {
         0
     }
@@ -168,7 +170,7 @@ pub fn estimate(input: &EstimateInput<'_>) -> Estimate {
     ];
     if c.staged_rollout {
         assumptions.push(
-            "The staged rollout adds a few requests per candidate (shortest case, longest case, a few at once) before the full run."
+            "The staged rollout adds 6 requests per candidate (shortest case, longest case, then 4 at once) before the full run; like warm-ups they are excluded from every figure."
                 .to_string(),
         );
     }
@@ -313,7 +315,7 @@ mod tests {
             prompt_tokens: &prompts,
             candidates: &candidates[..1],
         });
-        assert_eq!(r.requests, 5 + 3, "shortest, longest, one at concurrency 1");
+        assert_eq!(r.requests, 5 + 6, "shortest, longest, four at once");
         assert!(r.assumptions.iter().any(|a| a.contains("staged rollout")));
     }
 
@@ -327,8 +329,8 @@ mod tests {
             prompt_tokens: &prompts,
             candidates: &candidates,
         });
-        // 6 levels × 3 repetitions × 20 cases, + 2 warm-ups + rollout (2 + 1).
-        assert_eq!(e.requests, 6 * 3 * 20 + 2 + 3);
+        // 6 levels × 3 repetitions × 20 cases, + 2 warm-ups + 6 rollout requests.
+        assert_eq!(e.requests, 6 * 3 * 20 + 2 + 6);
         let soak = crate::domain::presets::Preset::Soak.config();
         let s = estimate(&EstimateInput {
             config: &soak,

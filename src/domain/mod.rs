@@ -1,6 +1,7 @@
 //! Pure logic: no I/O, no HTTP, no SQL. Everything here is testable with plain values.
 pub mod calibers;
 pub mod candidate;
+pub mod compare;
 pub mod cost;
 pub mod estimate;
 pub mod evalset;

@@ -16,6 +16,7 @@ use crate::domain::scorecard::{NewScorecard, ScorecardListItem, ScorecardRecord}
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
 
 mod archive;
+pub use archive::IMPORT_INCOMPLETE;
 pub mod postgres;
 mod rows;
 pub mod sqlite;

@@ -95,6 +95,8 @@ fn run_form(version: i64, candidates: &[i64]) -> Vec<(String, String)> {
         ("timeout_secs".into(), "20".into()),
         ("retries".into(), "1".into()),
         ("stream".into(), "on".into()),
+        // The staged rollout runs first (its requests are warm-ups, excluded below).
+        ("staged_rollout".into(), "on".into()),
     ];
     for id in candidates {
         fields.push(("candidate".into(), id.to_string()));

@@ -9,6 +9,7 @@ use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::{Path, State};
 use axum::response::Redirect;
+use serde::{Deserialize, Serialize};
 
 use crate::domain::candidate::Candidate;
 use crate::domain::grading::case_passed;
@@ -67,7 +68,7 @@ pub struct LiveView {
     pub events: Vec<EventRow>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProgressRow {
     pub candidate: String,
     /// Measured attempts, capped at `expected` for the bar.
@@ -79,7 +80,7 @@ pub struct ProgressRow {
 }
 
 /// What a candidate is doing now: recent speed, latency, errors and the time left.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LiveFigures {
     /// Output tokens of requests that ended in the window / window length.
     pub tok_s: String,
@@ -95,7 +96,7 @@ pub struct LiveFigures {
 pub const LIVE_WINDOW_S: f64 = 30.0;
 
 /// Candidates as columns, one row per figure.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Scorecard {
     pub columns: Vec<String>,
     pub rows: Vec<ScoreRow>,
@@ -103,7 +104,7 @@ pub struct Scorecard {
     pub conditions: String,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScoreRow {
     pub label: String,
     /// How the figure is computed (caliber), shown under the label.
@@ -111,7 +112,7 @@ pub struct ScoreRow {
     pub cells: Vec<String>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CaseRow {
     pub case_id: String,
     pub candidate: String,
@@ -249,12 +250,94 @@ pub(super) async fn live_view(
     version: Option<&EvalSetVersion>,
     candidates: &[Candidate],
 ) -> Result<LiveView, WebError> {
+    let parts = cached_record_parts(state, run, version, candidates).await?;
+    let mut events = state.store.list_run_events(run.id).await?;
+    let skip = events.len().saturating_sub(EVENT_LINES);
+    let events = events
+        .drain(skip..)
+        .map(|e| EventRow {
+            at: e.at.display(),
+            level: e.level,
+            message: e.message,
+        })
+        .collect();
+
+    Ok(LiveView {
+        run_id: run.id,
+        pushed: false,
+        status: run.status.as_str(),
+        terminal: run.status.is_terminal(),
+        created: run.created_at.display(),
+        started: or_dash(run.started_at),
+        finished: or_dash(run.finished_at),
+        error: run.error.clone(),
+        progress: parts.progress,
+        scorecard: parts.scorecard,
+        cases: parts.cases,
+        cases_note: parts.cases_note,
+        events,
+    })
+}
+
+/// What the run page computes from the records (everything but the status and event log).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecordParts {
+    pub progress: Vec<ProgressRow>,
+    pub scorecard: Option<Scorecard>,
+    pub cases: Vec<CaseRow>,
+    pub cases_note: Option<String>,
+}
+
+/// Cache kind of [`RecordParts`]; bump the version when its shape or content changes.
+pub const RECORD_PARTS_KIND: &str = "run-page/1";
+
+/// A terminal run's records never change, so its parts are computed once and kept in the
+/// store (`run_summaries`); an unfinished run's are computed on every call.
+async fn cached_record_parts(
+    state: &AppState,
+    run: &Run,
+    version: Option<&EvalSetVersion>,
+    candidates: &[Candidate],
+) -> Result<RecordParts, WebError> {
+    let cacheable = run.status.is_terminal() && run.error.as_deref() != Some(crate::store::IMPORT_INCOMPLETE);
+    if cacheable && let Some(body) = state.store.get_run_summary(run.id, RECORD_PARTS_KIND).await? {
+        match serde_json::from_str::<RecordParts>(&body) {
+            Ok(parts) => return Ok(parts),
+            Err(e) => tracing::warn!(run_id = run.id, error = %e, "cached run page unreadable; recomputing"),
+        }
+    }
+    let parts = record_parts(state, run, version, candidates).await?;
+    if cacheable {
+        match serde_json::to_string(&parts) {
+            Ok(body) => state.store.save_run_summary(run.id, RECORD_PARTS_KIND, &body).await?,
+            Err(e) => tracing::warn!(run_id = run.id, error = %e, "could not cache the run page"),
+        }
+    }
+    Ok(parts)
+}
+
+/// Requests a run should make per candidate: cases (or the stated requests per level) × load
+/// levels × repetitions. A duration limit may end levels early.
+fn expected_requests(run: &Run, version: Option<&EvalSetVersion>) -> i64 {
     let cases_in_set = version.map(|v| v.file.cases.len() as i64).unwrap_or(0);
     let cases = match run.config.case_limit {
         Some(limit) => cases_in_set.min(limit as i64),
         None => cases_in_set,
     };
-    let expected = cases * run.config.repetitions as i64;
+    let per_level = match run.config.requests_per_level {
+        Some(n) if cases > 0 => i64::from(n),
+        _ => cases,
+    };
+    per_level * run.config.loads().len() as i64 * i64::from(run.config.repetitions)
+}
+
+async fn record_parts(
+    state: &AppState,
+    run: &Run,
+    version: Option<&EvalSetVersion>,
+    candidates: &[Candidate],
+) -> Result<RecordParts, WebError> {
+    let expected = expected_requests(run, version);
 
     let records = state.store.list_request_records(run.id).await?;
     let measured: Vec<&RequestRecord> = records.iter().filter(|r| !r.is_warmup).collect();
@@ -351,32 +434,11 @@ pub(super) async fn live_view(
             output: truncate(&r.output, OUTPUT_EXCERPT),
         })
         .collect();
-
-    let mut events = state.store.list_run_events(run.id).await?;
-    let skip = events.len().saturating_sub(EVENT_LINES);
-    let events = events
-        .drain(skip..)
-        .map(|e| EventRow {
-            at: e.at.display(),
-            level: e.level,
-            message: e.message,
-        })
-        .collect();
-
-    Ok(LiveView {
-        run_id: run.id,
-        pushed: false,
-        status: run.status.as_str(),
-        terminal: run.status.is_terminal(),
-        created: run.created_at.display(),
-        started: or_dash(run.started_at),
-        finished: or_dash(run.finished_at),
-        error: run.error.clone(),
+    Ok(RecordParts {
         progress,
         scorecard,
         cases: case_rows,
         cases_note,
-        events,
     })
 }
 

@@ -1,0 +1,388 @@
+//! Comparing archived runs: per-case improved/regressed marks against a baseline, the figures
+//! of one candidate in one run (kept with their intervals), and regressions over time flagged
+//! only when a change exceeds the measured noise — the new value's 95 % interval lies wholly on
+//! the worse side of the previous one — never by a fixed percentage.
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::grading::case_passed;
+use super::metrics::summarise_candidate;
+use super::run::{Phase, RequestRecord};
+use super::stats::{Interval, median_ci, quantile_sorted, wilson, z_for};
+
+/// Confidence of every interval here.
+pub const CONFIDENCE: f64 = 0.95;
+
+/// How one case went for one candidate in one run: final attempts passed out of final
+/// attempts (a failed request counts as not passed; ungraded attempts are left out).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaseOutcome {
+    pub passed: u32,
+    pub graded: u32,
+}
+
+impl CaseOutcome {
+    pub fn rate(&self) -> Option<f64> {
+        (self.graded > 0).then(|| f64::from(self.passed) / f64::from(self.graded))
+    }
+}
+
+/// One attempt as the comparison needs it (a `store::RecordFact` maps onto this).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptOutcome<'a> {
+    pub case_id: &'a str,
+    pub phase: Phase,
+    pub repetition: u32,
+    pub attempt: u32,
+    pub failed: bool,
+    /// Whether every grade passed; None when ungraded.
+    pub passed: Option<bool>,
+}
+
+/// Per-case outcomes from one candidate's measured attempts: only the last attempt of each
+/// (case, phase, repetition) counts, as everywhere else.
+pub fn case_outcomes<'a>(attempts: impl IntoIterator<Item = AttemptOutcome<'a>>) -> HashMap<String, CaseOutcome> {
+    let mut last: HashMap<(&str, Phase, u32), AttemptOutcome<'a>> = HashMap::new();
+    for a in attempts {
+        match last.get(&(a.case_id, a.phase, a.repetition)) {
+            Some(prev) if prev.attempt >= a.attempt => {}
+            _ => {
+                last.insert((a.case_id, a.phase, a.repetition), a);
+            }
+        }
+    }
+    let mut out: HashMap<String, CaseOutcome> = HashMap::new();
+    for a in last.into_values() {
+        let verdict = if a.failed { Some(false) } else { a.passed };
+        if let Some(pass) = verdict {
+            let o = out.entry(a.case_id.to_string()).or_default();
+            o.graded += 1;
+            o.passed += u32::from(pass);
+        }
+    }
+    out
+}
+
+/// A case against the baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    Improved,
+    Regressed,
+    Same,
+    /// Graded on one side only (not sent, ungraded, or another eval-set version).
+    NotComparable,
+}
+
+impl Mark {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Mark::Improved => "improved",
+            Mark::Regressed => "regressed",
+            Mark::Same => "same",
+            Mark::NotComparable => "not comparable",
+        }
+    }
+}
+
+/// A case's pass rate against the baseline's.
+pub fn mark(baseline: Option<&CaseOutcome>, other: Option<&CaseOutcome>) -> Mark {
+    match (baseline.and_then(CaseOutcome::rate), other.and_then(CaseOutcome::rate)) {
+        (Some(b), Some(o)) if (o - b).abs() < 1e-12 => Mark::Same,
+        (Some(b), Some(o)) if o > b => Mark::Improved,
+        (Some(_), Some(_)) => Mark::Regressed,
+        _ => Mark::NotComparable,
+    }
+}
+
+/// One candidate's key figures in one run, each with its 95 % interval where it has one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Figures {
+    pub candidate_id: i64,
+    pub requests: usize,
+    pub failures: usize,
+    pub accuracy: Option<f64>,
+    /// Wilson interval of the (unweighted) pass rate over graded final attempts.
+    pub accuracy_ci: Option<Interval>,
+    pub graded: usize,
+    pub failure_rate: Option<f64>,
+    pub failure_ci: Option<Interval>,
+    pub ttft_p50_ms: Option<f64>,
+    /// Bootstrap interval of the median.
+    pub ttft_ci: Option<Interval>,
+    pub e2e_p50_ms: Option<f64>,
+    pub e2e_ci: Option<Interval>,
+    pub decode_p50_tok_s: Option<f64>,
+    pub decode_ci: Option<Interval>,
+    pub aggregate_tok_s: Option<f64>,
+    pub concurrency: Option<u32>,
+}
+
+/// The figures of `candidate_id` from a run's records (warm-ups excluded, final attempts).
+pub fn figures(candidate_id: i64, records: &[RequestRecord], case_weight: impl Fn(&str) -> f64) -> Figures {
+    let s = summarise_candidate(candidate_id, records, case_weight);
+    // The same final attempts the summary used, for the intervals.
+    let mut last: HashMap<(&str, Phase, u32), &RequestRecord> = HashMap::new();
+    for r in records
+        .iter()
+        .filter(|r| r.candidate_id == candidate_id && !r.is_warmup)
+    {
+        match last.get(&(r.case_id.as_str(), r.phase, r.repetition)) {
+            Some(prev) if prev.attempt >= r.attempt => {}
+            _ => {
+                last.insert((r.case_id.as_str(), r.phase, r.repetition), r);
+            }
+        }
+    }
+    let finals: Vec<&RequestRecord> = last.into_values().collect();
+    let ok: Vec<&RequestRecord> = finals.iter().copied().filter(|r| r.succeeded()).collect();
+    let (mut passed, mut graded) = (0u64, 0u64);
+    for r in &finals {
+        let verdict = if r.succeeded() {
+            case_passed(&r.grades)
+        } else {
+            Some(false)
+        };
+        if let Some(p) = verdict {
+            graded += 1;
+            passed += u64::from(p);
+        }
+    }
+    let ms = |us: i64| us as f64 / 1000.0;
+    let ttft: Vec<f64> = ok.iter().filter_map(|r| r.ttft_us()).map(ms).collect();
+    let e2e: Vec<f64> = ok.iter().filter_map(|r| r.end_us).map(ms).collect();
+    let decode: Vec<f64> = ok
+        .iter()
+        .filter_map(|r| {
+            let tokens = f64::from(r.output_tokens?);
+            let (first, last) = (r.ttft_us()?, r.last_token_us?);
+            (tokens >= 2.0 && last > first).then(|| (tokens - 1.0) / ((last - first) as f64 / 1e6))
+        })
+        .collect();
+    Figures {
+        candidate_id,
+        requests: s.requests,
+        failures: s.failures,
+        accuracy: s.accuracy,
+        accuracy_ci: wilson(passed, graded, CONFIDENCE),
+        graded: s.graded,
+        failure_rate: s.failure_rate,
+        failure_ci: wilson(s.failures as u64, s.requests as u64, CONFIDENCE),
+        ttft_p50_ms: s.ttft_ms.as_ref().map(|d| d.p50),
+        ttft_ci: median_interval(&ttft),
+        e2e_p50_ms: s.e2e_ms.as_ref().map(|d| d.p50),
+        e2e_ci: median_interval(&e2e),
+        decode_p50_tok_s: s.decode_tok_s_per_stream.as_ref().map(|d| d.p50),
+        decode_ci: median_interval(&decode),
+        aggregate_tok_s: s.aggregate_tok_s.filter(|_| s.failures < s.requests),
+        concurrency: s.concurrency,
+    }
+}
+
+/// Samples up to this size get a bootstrap interval of the median; larger ones the
+/// distribution-free order-statistic interval (the bootstrap's cost grows with n × resamples).
+pub const BOOTSTRAP_MAX_SAMPLE: usize = 2_000;
+
+/// 95 % interval of the median of `sample` (None when empty).
+pub fn median_interval(sample: &[f64]) -> Option<Interval> {
+    if sample.len() <= BOOTSTRAP_MAX_SAMPLE {
+        return median_ci(sample, CONFIDENCE);
+    }
+    // Ranks n/2 ± z·√n/2 of the sorted sample bound the median with the stated coverage
+    // (normal approximation to the binomial; exact enough at these sizes).
+    let mut sorted: Vec<f64> = sample.iter().copied().filter(|v| v.is_finite()).collect();
+    if sorted.is_empty() {
+        return None;
+    }
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    let n = sorted.len() as f64;
+    let half = z_for(CONFIDENCE) * n.sqrt() / 2.0;
+    let lo = ((n / 2.0 - half).floor().max(0.0) / (n - 1.0).max(1.0)).min(1.0);
+    let hi = ((n / 2.0 + half).ceil().min(n - 1.0) / (n - 1.0).max(1.0)).min(1.0);
+    Some(Interval {
+        lo: quantile_sorted(&sorted, lo),
+        hi: quantile_sorted(&sorted, hi),
+        confidence: CONFIDENCE,
+    })
+}
+
+/// Which way is better for a figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Better {
+    Higher,
+    Lower,
+}
+
+/// Whether moving from `previous` to `current` is a regression beyond the measured noise: the
+/// current interval lies entirely on the worse side of the previous one (they do not overlap).
+/// Without both intervals nothing is flagged: a change that cannot be told from noise is not
+/// a regression.
+pub fn regressed_beyond_noise(previous: Option<&Interval>, current: Option<&Interval>, better: Better) -> bool {
+    match (previous, current) {
+        (Some(p), Some(c)) => match better {
+            Better::Higher => c.hi < p.lo,
+            Better::Lower => c.lo > p.hi,
+        },
+        _ => false,
+    }
+}
+
+/// The same test the other way round: an improvement beyond the noise.
+pub fn improved_beyond_noise(previous: Option<&Interval>, current: Option<&Interval>, better: Better) -> bool {
+    let flipped = match better {
+        Better::Higher => Better::Lower,
+        Better::Lower => Better::Higher,
+    };
+    regressed_beyond_noise(previous, current, flipped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn att(case: &str, rep: u32, attempt: u32, failed: bool, passed: Option<bool>) -> AttemptOutcome<'_> {
+        AttemptOutcome {
+            case_id: case,
+            phase: Phase::Quality,
+            repetition: rep,
+            attempt,
+            failed,
+            passed,
+        }
+    }
+
+    #[test]
+    fn outcomes_count_final_attempts_and_failures_as_not_passed() {
+        let o = case_outcomes([
+            att("a", 0, 0, false, Some(true)),
+            att("a", 1, 0, false, Some(false)),
+            att("b", 0, 0, true, None),
+            att("b", 0, 1, false, Some(true)), // the retry counts
+            att("c", 0, 0, true, None),
+            att("d", 0, 0, false, None), // ungraded
+        ]);
+        assert_eq!(o["a"], CaseOutcome { passed: 1, graded: 2 });
+        assert_eq!(o["b"], CaseOutcome { passed: 1, graded: 1 });
+        assert_eq!(o["c"], CaseOutcome { passed: 0, graded: 1 });
+        assert!(!o.contains_key("d"));
+    }
+
+    #[test]
+    fn marks_compare_pass_rates_against_the_baseline() {
+        let full = CaseOutcome { passed: 3, graded: 3 };
+        let some = CaseOutcome { passed: 1, graded: 3 };
+        let none = CaseOutcome { passed: 0, graded: 0 };
+        assert_eq!(mark(Some(&some), Some(&full)), Mark::Improved);
+        assert_eq!(mark(Some(&full), Some(&some)), Mark::Regressed);
+        assert_eq!(
+            mark(Some(&full), Some(&CaseOutcome { passed: 2, graded: 2 })),
+            Mark::Same
+        );
+        assert_eq!(mark(Some(&full), None), Mark::NotComparable);
+        assert_eq!(mark(Some(&none), Some(&full)), Mark::NotComparable);
+    }
+
+    #[test]
+    fn regressions_are_flagged_only_beyond_the_noise() {
+        let i = |lo, hi| {
+            Some(Interval {
+                lo,
+                hi,
+                confidence: CONFIDENCE,
+            })
+        };
+        // Accuracy 0.90 [0.85, 0.94] → 0.80 [0.74, 0.84]: worse beyond noise.
+        assert!(regressed_beyond_noise(
+            i(0.85, 0.94).as_ref(),
+            i(0.74, 0.84).as_ref(),
+            Better::Higher
+        ));
+        // → 0.86 [0.80, 0.90]: within noise, even though 4 points lower.
+        assert!(!regressed_beyond_noise(
+            i(0.85, 0.94).as_ref(),
+            i(0.80, 0.90).as_ref(),
+            Better::Higher
+        ));
+        // TTFT (lower is better) 200 ms [190, 210] → 260 [250, 270]: regression.
+        assert!(regressed_beyond_noise(
+            i(190.0, 210.0).as_ref(),
+            i(250.0, 270.0).as_ref(),
+            Better::Lower
+        ));
+        assert!(improved_beyond_noise(
+            i(250.0, 270.0).as_ref(),
+            i(190.0, 210.0).as_ref(),
+            Better::Lower
+        ));
+        assert!(!regressed_beyond_noise(None, i(0.0, 1.0).as_ref(), Better::Higher));
+    }
+
+    #[test]
+    fn large_samples_get_an_order_statistic_interval_around_the_median() {
+        let sample: Vec<f64> = (0..10_001).map(f64::from).collect();
+        let i = median_interval(&sample).unwrap();
+        assert!(i.lo < 5000.0 && i.hi > 5000.0, "{i:?}");
+        // ±1.96·√n/2 ≈ ±98 ranks.
+        assert!((i.hi - i.lo - 196.0).abs() < 4.0, "{i:?}");
+        assert!(median_interval(&[]).is_none());
+    }
+
+    #[test]
+    fn figures_carry_intervals_from_final_attempts() {
+        use crate::domain::grading::Grade;
+        use crate::domain::run::TokenSource;
+        let rec = |case: &str, rep: u32, ttft_ms: i64, pass: bool| RequestRecord {
+            run_id: 1,
+            candidate_id: 5,
+            case_id: case.into(),
+            phase: Phase::Quality,
+            repetition: rep,
+            attempt: 0,
+            concurrency: 1,
+            is_warmup: false,
+            sent_at_us: 1_000_000 * i64::from(rep),
+            client_queue_us: 0,
+            connect_us: None,
+            connection_reused: None,
+            headers_us: None,
+            first_chunk_us: Some(ttft_ms * 1000),
+            first_reasoning_us: None,
+            first_content_us: Some(ttft_ms * 1000),
+            last_token_us: Some(ttft_ms * 1000 + 100_000),
+            end_us: Some(ttft_ms * 1000 + 100_000),
+            chunks: vec![],
+            http_status: Some(200),
+            finish_reason: Some("stop".into()),
+            input_tokens: Some(5),
+            output_tokens: Some(11),
+            output_tokens_source: Some(TokenSource::Usage),
+            reasoning_tokens: None,
+            canonical_tokens: None,
+            output_chars: 40,
+            output: "x".into(),
+            reasoning: None,
+            error_class: None,
+            error_detail: None,
+            grades: vec![Grade {
+                grader: "exact".into(),
+                score: if pass { 1.0 } else { 0.0 },
+                passed: pass,
+                reason: String::new(),
+                detail: None,
+            }],
+        };
+        let records: Vec<RequestRecord> = (0..20)
+            .map(|i| rec(&format!("c{i}"), 0, 100 + i64::from(i), i % 4 != 0))
+            .collect();
+        let f = figures(5, &records, |_| 1.0);
+        assert_eq!((f.requests, f.graded), (20, 20));
+        assert_eq!(f.accuracy, Some(0.75));
+        let ci = f.accuracy_ci.unwrap();
+        assert!(ci.lo < 0.75 && ci.hi > 0.75);
+        let t = f.ttft_ci.unwrap();
+        assert!(t.lo <= f.ttft_p50_ms.unwrap() && f.ttft_p50_ms.unwrap() <= t.hi);
+        assert!((f.decode_p50_tok_s.unwrap() - 100.0).abs() < 1e-9, "10 tokens in 0.1 s");
+        let json = serde_json::to_string(&f).unwrap();
+        assert_eq!(serde_json::from_str::<Figures>(&json).unwrap(), f, "cached as JSON");
+    }
+}
