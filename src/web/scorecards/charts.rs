@@ -20,6 +20,17 @@ const COLOURS: [RGBColor; 6] = [
     RGBColor(86, 180, 233),
 ];
 const FONT: &str = "sans-serif";
+const GRID_LIGHT: RGBColor = RGBColor(244, 244, 244);
+const GRID_BOLD: RGBColor = RGBColor(214, 214, 214);
+
+/// Axis numbers without needless decimals: `10`, `2.5`.
+fn axis_number(v: f64) -> String {
+    if (v - v.round()).abs() < 1e-9 {
+        format!("{v:.0}")
+    } else {
+        crate::web::views::num(v)
+    }
+}
 
 /// One chart: its title, a sentence saying what it shows, and the SVG markup.
 #[derive(Debug, Clone)]
@@ -98,6 +109,9 @@ fn throughput_chart(j: &Judged) -> Option<Chart> {
             .x_desc("concurrency (requests in flight)")
             .y_desc("aggregate tok/s")
             .label_style((FONT, 13))
+            .light_line_style(GRID_LIGHT)
+            .bold_line_style(GRID_BOLD)
+            .x_label_formatter(&|v| axis_number(*v))
             .draw()?;
         for (i, (name, points)) in series.iter().enumerate() {
             let c = colour(i);
@@ -162,6 +176,9 @@ fn ttft_chart(j: &Judged) -> Option<Chart> {
             .y_desc("share of requests at or below")
             .y_label_formatter(&|v| format!("{:.0} %", v * 100.0))
             .label_style((FONT, 13))
+            .light_line_style(GRID_LIGHT)
+            .bold_line_style(GRID_BOLD)
+            .x_label_formatter(&|v| axis_number(*v))
             .draw()?;
         for (i, (name, values)) in series.iter().enumerate() {
             if values.is_empty() {
@@ -239,6 +256,9 @@ fn accuracy_chart(j: &Judged) -> Option<Chart> {
             .y_desc("accuracy")
             .y_label_formatter(&|v| format!("{:.0} %", v * 100.0))
             .label_style((FONT, 13))
+            .light_line_style(GRID_LIGHT)
+            .bold_line_style(GRID_BOLD)
+            .x_label_formatter(&|v| axis_number(*v))
             .draw()?;
         let line = RGBColor(120, 120, 120);
         if let Some(a) = min_accuracy {
