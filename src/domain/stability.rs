@@ -617,7 +617,7 @@ pub struct StabilityReport {
     /// Final attempts of measured requests (warm-ups and probes excluded, soak included).
     pub measured_requests: usize,
     pub failures: FailureSummary,
-    /// Measured phases other than soak, per load level.
+    /// The quality and throughput phases, per load level.
     pub spread: Vec<RepetitionSpread>,
     pub consistency: Option<Consistency>,
     /// Records of the soak phase, when the run had one.
@@ -649,8 +649,13 @@ pub fn final_attempts(records: &[RequestRecord], candidate_id: i64) -> Vec<&Requ
 /// passed; only `candidate_id`'s are used).
 pub fn stability_report(records: &[RequestRecord], candidate_id: i64, options: &StabilityOptions) -> StabilityReport {
     let finals = final_attempts(records, candidate_id);
-    let (soak, other): (Vec<&RequestRecord>, Vec<&RequestRecord>) =
-        finals.iter().copied().partition(|r| r.phase == Phase::Soak);
+    let soak: Vec<&RequestRecord> = finals.iter().copied().filter(|r| r.phase == Phase::Soak).collect();
+    // Smoke requests are a rollout check, not repetitions of the measured load.
+    let other: Vec<&RequestRecord> = finals
+        .iter()
+        .copied()
+        .filter(|r| matches!(r.phase, Phase::Quality | Phase::Throughput))
+        .collect();
     StabilityReport {
         measured_requests: finals.len(),
         failures: failure_summary(&finals, options.confidence),

@@ -26,6 +26,7 @@ pub mod openai;
 pub mod probes;
 pub mod provider;
 pub mod rollout;
+pub mod soak;
 pub mod sse;
 pub mod tokenizer;
 pub mod writer;

@@ -81,6 +81,9 @@ pub struct ModelProfile {
     pub no_metrics: bool,
     /// `/health` answers 404 when every profile served sets this (a server-wide trait).
     pub no_health: bool,
+    /// Per request, the probability that a known case gets the opposite of its usual right or
+    /// wrong answer, so repetitions of a case disagree (0: every case answers the same way).
+    pub inconsistency: f64,
 }
 
 /// How the mock answers a prompt that does not fit the context window.
@@ -133,6 +136,7 @@ impl Default for ModelProfile {
             unlisted: false,
             no_metrics: false,
             no_health: false,
+            inconsistency: 0.0,
         }
     }
 }
@@ -219,10 +223,14 @@ impl ModelProfile {
         fraction("malformed_probability", self.malformed_probability)?;
         positive("requests_per_minute", self.requests_per_minute)?;
         non_negative("latency_drift_per_minute", self.latency_drift_per_minute)?;
+        fraction("inconsistency", self.inconsistency)?;
         if !(400..=599).contains(&self.invalid_param_status) {
             return Err((
                 "invalid_param_status",
-                format!("must be an HTTP error status (400 to 599), got {}", self.invalid_param_status),
+                format!(
+                    "must be an HTTP error status (400 to 599), got {}",
+                    self.invalid_param_status
+                ),
             ));
         }
         if self.reported_model.as_deref().is_some_and(|m| m.trim().is_empty()) {

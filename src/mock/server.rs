@@ -786,7 +786,24 @@ async fn handle(state: Shared, api: Api, headers: &HeaderMap, body: &[u8]) -> Re
         Api::Chat => state.answers.find_chat(text),
         Api::Completions => state.answers.find_prompt(text),
     });
-    let answer = case.map(|c| state.answers.answer(c, state.seed, &profile.name, profile.accuracy));
+    // A separate generator, so an inconsistent profile draws its faults exactly as before.
+    let flip = profile.inconsistency > 0.0
+        && SplitMix::new(stable_hash(&[
+            &seed,
+            profile.name.as_bytes(),
+            &n.to_le_bytes(),
+            b"inconsistency",
+        ]))
+        .chance(profile.inconsistency);
+    let answer = case.map(|c| {
+        let usual = state.answers.answer(c, state.seed, &profile.name, profile.accuracy);
+        if flip {
+            let opposite = if usual.correct { 0.0 } else { 1.0 };
+            state.answers.answer(c, state.seed, &profile.name, opposite)
+        } else {
+            usual
+        }
+    });
     tracker.record.case = answer.as_ref().map(|a| CaseTruth {
         set: a.set.clone(),
         case_id: a.case_id.clone(),
@@ -964,7 +981,8 @@ impl Drop for Streamer {
         let (Some(slot), Ok(runtime)) = (self.slot.take(), tokio::runtime::Handle::try_current()) else {
             return;
         };
-        self.state.count_fault(&self.state.profiles[self.profile].profile.name, "held_after_cancel");
+        self.state
+            .count_fault(&self.state.profiles[self.profile].profile.name, "held_after_cancel");
         let hold = self.generator.remaining().min(MAX_HOLD);
         runtime.spawn(async move {
             tokio::time::sleep(hold).await;

@@ -11,12 +11,14 @@ use crate::domain::Timestamp;
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{Candidate, CandidateSpec};
 use crate::domain::evalset::{EvalSetFile, TaskKind};
+use crate::domain::operability::{ChecklistAnswers, ChecklistVersion, ProbeReport, ProbeRun};
 use crate::domain::run::{ErrorClass, NewRun, Phase, RequestRecord, Run, RunEvent, RunStatus};
 use crate::domain::scorecard::{NewScorecard, ScorecardListItem, ScorecardRecord};
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
 
 mod archive;
 pub use archive::IMPORT_INCOMPLETE;
+mod operability;
 pub mod postgres;
 mod rows;
 pub mod sqlite;
@@ -221,6 +223,22 @@ pub trait Store: Send + Sync + 'static {
 
     async fn append_run_event(&self, run_id: i64, level: &str, message: &str) -> Result<()>;
     async fn list_run_events(&self, run_id: i64) -> Result<Vec<RunEvent>>;
+
+    // --- operability (append-only: probe runs, and checklist answers versioned like thresholds)
+    /// Stores one probe report for a candidate; NotFound when the candidate does not exist.
+    async fn save_probe_run(&self, candidate_id: i64, report: &ProbeReport) -> Result<i64>;
+    /// A candidate's probe runs, newest first, at most `limit`.
+    async fn list_probe_runs(&self, candidate_id: i64, limit: i64) -> Result<Vec<ProbeRun>>;
+    /// Appends a version of a candidate's checklist answers; returns its version number (1, 2, …).
+    async fn save_checklist(
+        &self,
+        candidate_id: i64,
+        answers: &ChecklistAnswers,
+        changed_by: &str,
+        rationale: &str,
+    ) -> Result<u32>;
+    /// Every version of a candidate's checklist, newest first.
+    async fn checklist_history(&self, candidate_id: i64) -> Result<Vec<ChecklistVersion>>;
 
     // --- archive, drill-down, export/import (runs are immutable once terminal)
     /// Runs matching `filter`, newest first.

@@ -791,6 +791,35 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    // ------------------------------------------------------------ operability (store/operability.rs)
+
+    async fn save_probe_run(&self, candidate_id: i64, report: &crate::domain::operability::ProbeReport) -> Result<i64> {
+        self.op_save_probe_run(candidate_id, report).await
+    }
+
+    async fn list_probe_runs(
+        &self,
+        candidate_id: i64,
+        limit: i64,
+    ) -> Result<Vec<crate::domain::operability::ProbeRun>> {
+        self.op_list_probe_runs(candidate_id, limit).await
+    }
+
+    async fn save_checklist(
+        &self,
+        candidate_id: i64,
+        answers: &crate::domain::operability::ChecklistAnswers,
+        changed_by: &str,
+        rationale: &str,
+    ) -> Result<u32> {
+        self.op_save_checklist(candidate_id, answers, changed_by, rationale)
+            .await
+    }
+
+    async fn checklist_history(&self, candidate_id: i64) -> Result<Vec<crate::domain::operability::ChecklistVersion>> {
+        self.op_checklist_history(candidate_id).await
+    }
+
     #[tracing::instrument(level = "debug", skip(self))]
     async fn list_run_events(&self, run_id: i64) -> Result<Vec<RunEvent>> {
         let rows: Vec<RunEventRow> =

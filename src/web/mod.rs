@@ -15,6 +15,7 @@ pub mod candidates;
 pub mod error;
 pub mod evalsets;
 pub mod measure;
+pub mod operability;
 pub mod overview;
 pub mod runs;
 pub mod scorecards;
@@ -48,6 +49,7 @@ pub fn build_app(state: AppState) -> Router {
         .merge(thresholds::router())
         .merge(scorecards::router())
         .merge(measure::router())
+        .merge(operability::router())
         .merge(assets::router())
         .fallback(error::not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
