@@ -166,7 +166,7 @@ pub fn bootstrap(
 
 /// Bootstrap interval of the median with bakeoff's fixed seed and resample count.
 pub fn median_ci(sample: &[f64], confidence: f64) -> Option<Interval> {
-    bootstrap(sample, |v| median(v), BOOTSTRAP_RESAMPLES, confidence, BOOTSTRAP_SEED)
+    bootstrap(sample, median, BOOTSTRAP_RESAMPLES, confidence, BOOTSTRAP_SEED)
 }
 
 /// Median (sorts `values` in place); NaN for an empty slice.

@@ -60,6 +60,8 @@ pub struct CalibrationLevel {
     pub ingested_tok_s: Option<f64>,
     pub cpu_s_per_million_tokens: Option<f64>,
     pub cpu_share: Option<f64>,
+    /// p99 lateness of bakeoff's own event loop during the level (see the harness report).
+    pub runtime_lag_ms_p99: Option<f64>,
     pub unreliable: bool,
     pub unreliable_reasons: Vec<String>,
 }
@@ -340,6 +342,7 @@ pub async fn calibrate(options: &CalibrateOptions, progress: impl Fn(String)) ->
         if let Some(h) = &outcome.harness {
             level.cpu_s_per_million_tokens = h.cpu_s_per_million_tokens;
             level.cpu_share = h.cpu_share;
+            level.runtime_lag_ms_p99 = h.runtime_lag_ms.as_ref().map(|d| d.p99);
             level.unreliable = h.unreliable;
             level.unreliable_reasons = h.reasons.clone();
         }

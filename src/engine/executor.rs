@@ -158,8 +158,8 @@ pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<Run
         .into_iter()
         .filter(|r| !r.is_warmup && r.sent_at_us >= since_us)
         .collect();
+    let report = clock.finish(&run.config, &fresh).await;
     if !fresh.is_empty() {
-        let report = clock.finish(&run.config, &fresh);
         record_harness(&store, run_id, &report).await?;
     }
     if let Some(message) = rollout_stop {
@@ -196,6 +196,10 @@ async fn record_harness(store: &DynStore, run_id: i64, report: &HarnessReport) -
                 .map(|d| format!("client queue p50 {:.2} ms, p99 {:.2} ms", d.p50, d.p99))
         })
         .unwrap_or_default();
+    let lag = match &report.runtime_lag_ms {
+        Some(d) => format!("{lag}; event-loop lag p99 {:.2} ms", d.p99),
+        None => lag,
+    };
     if report.unreliable {
         let msg = format!(
             "harness: speed figures UNRELIABLE: {}. ({cpu}; {lag})",

@@ -71,25 +71,74 @@ pub fn cores() -> u32 {
 pub struct HarnessClock {
     wall: Instant,
     cpu: Option<f64>,
+    lag: LagProbe,
 }
 
 impl HarnessClock {
+    /// Must be called inside the runtime the run uses (it starts the lag probe there).
     pub fn start() -> Self {
         HarnessClock {
             wall: Instant::now(),
             cpu: cpu_seconds(),
+            lag: LagProbe::start(),
         }
     }
 
     /// The report over `records` (this execution's measured requests: warm-ups and rollout
     /// excluded by the caller or here).
-    pub fn finish(&self, config: &RunConfig, records: &[RequestRecord]) -> HarnessReport {
+    pub async fn finish(self, config: &RunConfig, records: &[RequestRecord]) -> HarnessReport {
         let wall_s = self.wall.elapsed().as_secs_f64();
         let cpu_s = match (self.cpu, cpu_seconds()) {
             (Some(a), Some(b)) => Some((b - a).max(0.0)),
             _ => None,
         };
-        report(config, records, wall_s, cpu_s)
+        let lag = self.lag.finish().await;
+        let mut report = report(config, records, wall_s, cpu_s);
+        if let Some(d) = &lag
+            && d.p99 > LAG_BOUND_MS
+        {
+            report.reasons.push(format!(
+                "bakeoff's event loop woke up to {:.1} ms late (p99 {:.1} ms): timestamps may be late by as much",
+                d.max, d.p99
+            ));
+            report.unreliable = true;
+        }
+        report.runtime_lag_ms = lag;
+        report
+    }
+}
+
+/// Ticks every 5 ms on the run's runtime and records how late each tick fires.
+struct LagProbe {
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<LogHistogram>,
+}
+
+const LAG_TICK: std::time::Duration = std::time::Duration::from_millis(5);
+
+impl LagProbe {
+    fn start() -> Self {
+        let (stop, mut stopped) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(async move {
+            let mut late = LogHistogram::default();
+            let mut next = tokio::time::Instant::now() + LAG_TICK;
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(next) => {}
+                    _ = stopped.changed() => return late,
+                }
+                let now = tokio::time::Instant::now();
+                late.record(now.saturating_duration_since(next).as_secs_f64() * 1000.0);
+                next = (next + LAG_TICK).max(now + LAG_TICK / 5);
+            }
+        });
+        LagProbe { stop, task }
+    }
+
+    async fn finish(self) -> Option<Distribution> {
+        let _ = self.stop.send(true);
+        let late = self.task.await.ok()?;
+        Distribution::from_histogram(&late)
     }
 }
 
@@ -143,6 +192,7 @@ pub fn report(config: &RunConfig, records: &[RequestRecord], wall_s: f64, cpu_s:
         open_loop,
         schedule_lag_ms: if open_loop { waits.clone() } else { None },
         client_queue_ms: if open_loop { None } else { waits },
+        runtime_lag_ms: None,
         lag_bound_ms: LAG_BOUND_MS,
         unreliable: !reasons.is_empty(),
         reasons,
@@ -152,6 +202,19 @@ pub fn report(config: &RunConfig, records: &[RequestRecord], wall_s: f64, cpu_s:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_lag_probe_sees_a_blocked_runtime() {
+        let clock = HarnessClock::start();
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        // Block this (current-thread) runtime for 40 ms: the probe's next tick is that late.
+        std::thread::sleep(std::time::Duration::from_millis(40));
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        let report = clock.finish(&RunConfig::default(), &[]).await;
+        let lag = report.runtime_lag_ms.expect("the probe ticked");
+        assert!(lag.max >= 30.0, "{lag:?}");
+        assert!(report.unreliable && report.reasons.iter().any(|r| r.contains("event loop")));
+    }
 
     #[test]
     fn reads_cpu_times_from_a_stat_line() {

@@ -737,6 +737,7 @@ mod store {
                 open_loop: true,
                 schedule_lag_ms: None,
                 client_queue_ms: None,
+                runtime_lag_ms: None,
                 lag_bound_ms: 10.0,
                 unreliable: true,
                 reasons: vec!["p99 schedule lag 12.0 ms exceeds 10 ms".into()],
