@@ -8,6 +8,7 @@
 //! Proportions (accuracy, failure rates, shares) are stored as fractions and shown as percent.
 use serde::{Deserialize, Serialize};
 
+use super::operability::{ChecklistItem, ProbeKind};
 use super::run::ErrorClass;
 use super::validation::{FieldErrors, MAX_FIELD_CHARS, MAX_NAME_CHARS, optional_text, required_text};
 
@@ -295,6 +296,10 @@ pub enum Param {
     Grader,
     /// An error class, optional (none = all classes).
     ErrorClass,
+    /// An endpoint probe key (`domain::operability::ProbeKind`), required.
+    Probe,
+    /// A readiness checklist item key (`domain::operability::ChecklistItem`), required.
+    ChecklistItem,
 }
 
 /// One entry of the catalog: a base metric name and everything needed to show and judge it.
@@ -361,7 +366,7 @@ const LATENCY_CALIBER_TTFT: &str = "send → first non-empty token (reasoning or
 const LATENCY_CALIBER_TTFA: &str = "send → first non-empty content token, successful requests";
 const LATENCY_CALIBER_TPOT: &str = "(E2E − TTFT) / (output tokens − 1), successful requests with ≥ 2 tokens";
 const LATENCY_CALIBER_E2E: &str = "send → end of stream, successful requests";
-const OPERABILITY_PENDING: &str = "needs the operability probes, which are not part of runs yet";
+const OPERABILITY_PENDING: &str = "no probe measures it yet";
 
 /// Every metric a rule may name. Percentile variants of latencies are separate entries so the
 /// form can offer them in one list.
@@ -620,6 +625,58 @@ pub const CATALOG: &[MetricDef] = &[
         Exact,
         "cost of measured attempts / cases answered correctly",
     )),
+    whole_run(def(
+        "operability_score",
+        "operability score",
+        Operability,
+        Unit::Percent,
+        true,
+        Exact,
+        "mean of the share of endpoint probes passed (latest probe run) and of readiness checklist items done \
+         (current answers), from the candidate's Operability page",
+    )),
+    whole_run(def(
+        "probes_passed_share",
+        "endpoint probes passed",
+        Operability,
+        Unit::Percent,
+        true,
+        Exact,
+        "passed / applicable endpoint probes in the candidate's latest probe run",
+    )),
+    whole_run(def(
+        "checklist_share",
+        "readiness checklist done",
+        Operability,
+        Unit::Percent,
+        true,
+        Exact,
+        "items answered yes / items that apply, in the candidate's current checklist",
+    )),
+    whole_run(with_param(
+        def(
+            "probe",
+            "endpoint probe",
+            Operability,
+            Unit::Percent,
+            true,
+            Exact,
+            "100 % when the named probe passed in the latest probe run, 0 % when it failed",
+        ),
+        Param::Probe,
+    )),
+    whole_run(with_param(
+        def(
+            "checklist",
+            "checklist item",
+            Operability,
+            Unit::Percent,
+            true,
+            Exact,
+            "100 % when the named readiness item is answered yes, 0 % when no or unanswered",
+        ),
+        Param::ChecklistItem,
+    )),
     pending(
         whole_run(def(
             "cold_start_ms",
@@ -670,6 +727,14 @@ impl MetricKey {
             }
             (Param::ErrorClass, Some(p)) if ErrorClass::parse(p).is_none() => {
                 return Err(format!("{p:?} is not an error class"));
+            }
+            (Param::Probe, None) => return Err(format!("{} needs a probe name", def.label)),
+            (Param::Probe, Some(p)) if ProbeKind::parse(p).is_none() => {
+                return Err(format!("{p:?} is not an endpoint probe"));
+            }
+            (Param::ChecklistItem, None) => return Err(format!("{} needs a checklist item", def.label)),
+            (Param::ChecklistItem, Some(p)) if ChecklistItem::parse(p).is_none() => {
+                return Err(format!("{p:?} is not a checklist item"));
             }
             _ => {}
         }
@@ -1074,6 +1139,24 @@ fn validate_rule(e: &mut FieldErrors, i: usize, row: &RuleDraft) -> Option<Thres
             rule_field(i, "param"),
             format!("{param:?} is not an error class (e.g. http_5xx, rate_limited, stream_cut)"),
         ),
+        Param::Probe if ProbeKind::parse(param).is_none() => e.add(
+            rule_field(i, "param"),
+            format!(
+                "name a probe: {}",
+                ProbeKind::ALL.iter().map(|k| k.key()).collect::<Vec<_>>().join(", ")
+            ),
+        ),
+        Param::ChecklistItem if ChecklistItem::parse(param).is_none() => e.add(
+            rule_field(i, "param"),
+            format!(
+                "name a checklist item: {}",
+                ChecklistItem::ALL
+                    .iter()
+                    .map(|k| k.key())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ),
         _ if !param.is_empty() => key.push_str(&format!(":{param}")),
         _ => {}
     }
@@ -1217,9 +1300,25 @@ mod tests {
         );
         assert!(MetricKey::parse("tok_s").unwrap_err().contains("not a metric"));
         assert!(MetricKey::parse("aggregate_tok_s@c=0").is_err());
+        assert!(
+            MetricKey::parse("probe:teleport")
+                .unwrap_err()
+                .contains("not an endpoint probe")
+        );
+        assert!(
+            MetricKey::parse("checklist")
+                .unwrap_err()
+                .contains("needs a checklist item")
+        );
+        assert_eq!(
+            MetricKey::parse("probe:usage_in_stream").unwrap().label(),
+            "endpoint probe (usage_in_stream)"
+        );
         for d in CATALOG {
             let key = match d.param {
                 Param::Grader => format!("{}:exact", d.base),
+                Param::Probe => format!("{}:usage_in_stream", d.base),
+                Param::ChecklistItem => format!("{}:monitoring", d.base),
                 _ => d.base.to_string(),
             };
             assert!(MetricKey::parse(&key).is_ok(), "{key}");

@@ -304,6 +304,8 @@ fn metric_groups() -> Vec<MetricGroup> {
                     match m.param {
                         Param::Grader => label.push_str(" — name the grader"),
                         Param::ErrorClass => label.push_str(" — optional error class"),
+                        Param::Probe => label.push_str(" — name the probe"),
+                        Param::ChecklistItem => label.push_str(" — name the item"),
                         Param::None => {}
                     }
                     if m.not_measured_yet.is_some() {
@@ -372,7 +374,7 @@ fn build_form(
 fn part_label(part: &str) -> &'static str {
     match part {
         "metric" => "Metric",
-        "param" => "Grader / error class",
+        "param" => "Grader / class / probe / item",
         "concurrency" => "At concurrency",
         "comparator" => "Comparator",
         "value" => "Value",

@@ -75,6 +75,7 @@ async fn the_demo_candidates_get_a_go_a_no_go_and_an_inconclusive() {
         rules: &profile.rules,
         incumbent: None,
         pipeline: &PipelineSpec::default(),
+        operability: &[],
     });
     let verdict = |model: &str| {
         card.columns

@@ -7,9 +7,10 @@ use serde::Serialize;
 use super::intervals::{MIN_BOOTSTRAP_N, bootstrap, bootstrap_items, quantile, wilson};
 use crate::domain::cost::CostSummary;
 use crate::domain::grading::case_passed;
+use crate::domain::operability::{ChecklistAnswers, ProbeReport, operability_metric};
 use crate::domain::run::{ErrorClass, Phase, RequestRecord, TokenSource};
 use crate::domain::stability::{StabilityOptions, soak_analysis};
-use crate::domain::thresholds::{MetricKey, Uncertainty};
+use crate::domain::thresholds::{Dimension, MetricKey, Uncertainty};
 
 /// What the sample size of a measurement counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -282,15 +283,25 @@ fn sample_statistic(
     }
 }
 
+/// What a candidate has beyond its run records: cost figures, and its latest endpoint probes
+/// and readiness checklist (from its Operability page).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extras<'a> {
+    pub cost: Option<&'a CostSummary>,
+    pub probes: Option<&'a ProbeReport>,
+    pub checklist: Option<&'a ChecklistAnswers>,
+}
+
 /// Measures `key` for one candidate. `run_concurrency` is the load a rule without `@c=N` is
-/// judged at; `weights` are the eval set's case weights; `cost` the candidate's cost figures.
+/// judged at; `weights` are the eval set's case weights.
 pub fn measure(
     key: &MetricKey,
     data: &CandidateRecords<'_>,
     run_concurrency: u32,
     weights: &HashMap<String, f64>,
-    cost: Option<&CostSummary>,
+    extras: &Extras<'_>,
 ) -> Measurement {
+    let cost = extras.cost;
     let def = key.def();
     if let Some(why) = def.not_measured_yet {
         return Measurement::missing(format!("not measured yet: {why}"), def.uncertainty, None);
@@ -300,7 +311,7 @@ pub fn measure(
         Some(c) => data.finals_at(c),
         None => data.finals.clone(),
     };
-    if finals.is_empty() && def.uncertainty != Uncertainty::Exact {
+    if finals.is_empty() && def.uncertainty != Uncertainty::Exact && def.dimension != Dimension::Operability {
         let why = match c {
             Some(c) if !data.finals.is_empty() => format!("not measured at c={c}"),
             _ => "no measured requests yet".to_string(),
@@ -444,6 +455,9 @@ pub fn measure(
             m
         }
         "soak_tok_s_loss" => soak_loss(data),
+        "operability_score" | "probes_passed_share" | "checklist_share" | "probe" | "checklist" => {
+            operability(key, extras)
+        }
         "cost_per_1k_cases" | "cost_per_correct" => {
             let (value, missing) = match cost {
                 None => (None, Some("no prices stated for this candidate".to_string())),
@@ -472,6 +486,32 @@ pub fn measure(
         m.missing = None;
     }
     m
+}
+
+/// Probe and checklist figures, from the candidate's latest probe run and current checklist.
+fn operability(key: &MetricKey, extras: &Extras<'_>) -> Measurement {
+    let value = operability_metric(&key.to_key(), extras.probes, extras.checklist);
+    let missing = match (key.base, extras.probes, extras.checklist) {
+        _ if value.is_some() => None,
+        ("probe" | "probes_passed_share", None, _) => {
+            Some("no probe run yet (run the probes on the candidate's Operability page)".to_string())
+        }
+        ("probe", Some(_), _) => Some("the probe does not apply to this endpoint".to_string()),
+        ("checklist" | "checklist_share", _, None) => {
+            Some("the readiness checklist is not filled in (candidate's Operability page)".to_string())
+        }
+        ("checklist", _, Some(_)) => Some("the item is marked not applicable".to_string()),
+        _ => Some("no probe run and no checklist yet (candidate's Operability page)".to_string()),
+    };
+    Measurement {
+        value,
+        interval: None,
+        uncertainty: Uncertainty::Exact,
+        n: 1.0,
+        unit: SampleUnit::Requests,
+        concurrency: None,
+        missing,
+    }
 }
 
 /// Throughput loss over the run's soak: the least-squares trend of per-window tok/s, from the

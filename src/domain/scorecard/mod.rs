@@ -26,7 +26,7 @@ pub mod pareto;
 pub mod record;
 
 pub use claims::ClaimCheck;
-pub use measure::{CandidateRecords, Measurement, SampleUnit};
+pub use measure::{CandidateRecords, Extras, Measurement, SampleUnit};
 pub use pareto::ParetoPoint;
 pub use record::{NewScorecard, RecordedVerdict, ScorecardListItem, ScorecardRecord};
 
@@ -394,6 +394,15 @@ pub struct ScorecardInput<'a> {
     pub rules: &'a [ThresholdRule],
     pub incumbent: Option<i64>,
     pub pipeline: &'a PipelineSpec,
+    /// Per candidate (run order), its latest probe report and current checklist; may be empty.
+    pub operability: &'a [CandidateOperability],
+}
+
+/// A candidate's operability evidence from outside the run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CandidateOperability {
+    pub probes: Option<super::operability::ProbeReport>,
+    pub checklist: Option<super::operability::ChecklistAnswers>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -567,7 +576,16 @@ fn build_row(
     let measurements: Vec<Measurement> = data
         .iter()
         .zip(costs)
-        .map(|(d, cost)| measure::measure(&key, d, input.run_concurrency, input.weights, cost.as_ref()))
+        .enumerate()
+        .map(|(i, (d, cost))| {
+            let ops = input.operability.get(i);
+            let extras = Extras {
+                cost: cost.as_ref(),
+                probes: ops.and_then(|o| o.probes.as_ref()),
+                checklist: ops.and_then(|o| o.checklist.as_ref()),
+            };
+            measure::measure(&key, d, input.run_concurrency, input.weights, &extras)
+        })
         .collect();
     let base_value = incumbent.and_then(|i| measurements[i].value);
     let measured: Vec<f64> = measurements.iter().filter_map(|m| m.value).collect();

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::ScorecardInput;
-use super::measure::{CandidateRecords, measure};
+use super::measure::{CandidateRecords, Extras, measure};
 use crate::domain::cost::CostSummary;
 use crate::domain::thresholds::MetricKey;
 
@@ -63,8 +63,8 @@ pub fn points(
         .map(|(i, d)| ParetoPoint {
             index: i,
             name: input.candidates[i].spec.name.clone(),
-            quality: measure(&accuracy, d, input.run_concurrency, input.weights, None).value,
-            speed: measure(&speed, d, input.run_concurrency, input.weights, None).value,
+            quality: measure(&accuracy, d, input.run_concurrency, input.weights, &Extras::default()).value,
+            speed: measure(&speed, d, input.run_concurrency, input.weights, &Extras::default()).value,
             cost: costs[i].as_ref().and_then(|c| c.per_1k_cases),
             dominated_by: Vec::new(),
         })

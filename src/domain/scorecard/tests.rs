@@ -325,6 +325,7 @@ fn a_two_candidate_scorecard_by_hand() {
         rules: &rules,
         incumbent: Some(1),
         pipeline: &pipeline,
+        operability: &[],
     });
 
     // Accuracy: A 9/10 → Wilson [0.6523, 0.9774] straddles 80 %; B 5/10 → [0.2693, 0.7307] fails.
@@ -423,6 +424,7 @@ fn filters_by_load_and_counts_failures_by_class() {
         rules: &rules,
         incumbent: None,
         pipeline: &PipelineSpec::default(),
+        operability: &[],
     });
     let by_metric = |m: &str| card.rows.iter().find(|r| r.rule.metric == m).unwrap();
     assert_eq!(by_metric("failure_rate").cells[0].measurement.value, Some(0.2));
@@ -465,7 +467,7 @@ fn soak_throughput_loss_from_the_window_trend() {
     };
     let falling = soak(&|w| 100 - 5 * w as u32);
     let data = CandidateRecords::new(1, &falling);
-    let m = measure::measure(&key("soak_tok_s_loss"), &data, 2, &HashMap::new(), None);
+    let m = measure::measure(&key("soak_tok_s_loss"), &data, 2, &HashMap::new(), &Extras::default());
     assert!((m.value.unwrap() - 0.45).abs() < 1e-9, "{m:?}");
     let (lo, hi) = m.interval.unwrap();
     assert!((lo - 0.45).abs() < 1e-9 && (hi - 0.45).abs() < 1e-9, "{m:?}");
@@ -478,8 +480,65 @@ fn soak_throughput_loss_from_the_window_trend() {
         &CandidateRecords::new(1, &flat),
         2,
         &HashMap::new(),
-        None,
+        &Extras::default(),
     );
     assert!(m.value.unwrap().abs() < 1e-9, "{m:?}");
     assert_eq!(judge(&r, &key("soak_tok_s_loss"), &m).state, RuleState::Pass);
+}
+
+#[test]
+fn operability_rules_read_the_candidates_checklist_and_probes() {
+    use crate::domain::operability::{Answer, ChecklistAnswers, ChecklistItem, ItemAnswer};
+    let mut answers = ChecklistAnswers::default();
+    let mut set = |item, answer| {
+        answers.0.insert(
+            item,
+            ItemAnswer {
+                answer,
+                notes: String::new(),
+            },
+        );
+    };
+    set(ChecklistItem::Monitoring, Answer::Yes);
+    set(ChecklistItem::Logging, Answer::No);
+    set(ChecklistItem::AccessControl, Answer::NotApplicable);
+    let ops = [CandidateOperability {
+        probes: None,
+        checklist: Some(answers),
+    }];
+    let candidates = vec![candidate(1, "A", None)];
+    let all = records(1, 300, &[true; 10]);
+    let rules = vec![
+        rule("checklist:monitoring", Comparator::AtLeast, 1.0),
+        rule("checklist:logging", Comparator::AtLeast, 1.0),
+        rule("checklist:access_control", Comparator::AtLeast, 1.0),
+        // 1 yes of the 7 items that apply (one is n/a).
+        rule("checklist_share", Comparator::AtLeast, 0.5),
+        rule("probe:usage_in_stream", Comparator::AtLeast, 1.0),
+    ];
+    let weights = HashMap::new();
+    let card = build(&ScorecardInput {
+        run_concurrency: 2,
+        candidates: &candidates,
+        records: &all,
+        weights: &weights,
+        rules: &rules,
+        incumbent: None,
+        pipeline: &PipelineSpec::default(),
+        operability: &ops,
+    });
+    let j = |m: &str| card.rows.iter().find(|r| r.rule.metric == m).unwrap().cells[0].clone();
+    assert_eq!(j("checklist:monitoring").judgement.state, RuleState::Pass);
+    assert_eq!(
+        j("checklist:logging").judgement.reason,
+        "checklist item (logging) 0 % < 100 %"
+    );
+    assert_eq!(
+        j("checklist:access_control").judgement.reason,
+        "checklist item (access_control) not measured: the item is marked not applicable"
+    );
+    assert!((j("checklist_share").measurement.value.unwrap() - 1.0 / 7.0).abs() < 1e-12);
+    assert_eq!(j("checklist_share").judgement.state, RuleState::Fail);
+    assert!(j("probe:usage_in_stream").judgement.reason.contains("no probe run yet"));
+    assert_eq!(card.columns[0].verdict, Verdict::NoGo);
 }

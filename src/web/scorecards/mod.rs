@@ -14,7 +14,7 @@ use super::error::WebError;
 use crate::domain::candidate::Candidate;
 use crate::domain::pipeline::{PipelineDraft, PipelineSpec};
 use crate::domain::run::{RequestRecord, Run};
-use crate::domain::scorecard::{self, Scorecard, ScorecardInput};
+use crate::domain::scorecard::{self, CandidateOperability, Scorecard, ScorecardInput};
 use crate::domain::thresholds::ThresholdProfile;
 use crate::domain::validation::FieldErrors;
 use crate::store::EvalSetVersion;
@@ -187,6 +187,24 @@ pub async fn judge(state: &AppState, run_id: i64, q: &ScorecardQuery) -> Result<
         Err(e) => (PipelineSpec::default(), e),
     };
     let records = store.list_request_records(run.id).await?;
+    // Operability evidence lives with the candidate: its latest probe run and current checklist.
+    let mut operability = Vec::with_capacity(candidates.len());
+    for c in &candidates {
+        operability.push(CandidateOperability {
+            probes: store
+                .list_probe_runs(c.id, 1)
+                .await?
+                .into_iter()
+                .next()
+                .map(|p| p.report),
+            checklist: store
+                .checklist_history(c.id)
+                .await?
+                .into_iter()
+                .next()
+                .map(|v| v.answers),
+        });
+    }
     let weights: HashMap<String, f64> = version
         .as_ref()
         .map(|v| v.file.cases.iter().map(|c| (c.id.clone(), c.weight())).collect())
@@ -199,6 +217,7 @@ pub async fn judge(state: &AppState, run_id: i64, q: &ScorecardQuery) -> Result<
         rules: &profile.rules,
         incumbent,
         pipeline: &pipeline,
+        operability: &operability,
     });
     let query = ScorecardQuery { incumbent, ..q.clone() }.to_query(&profile, &pipeline);
     Ok(Judged {
