@@ -29,6 +29,8 @@ pub enum Command {
     Migrate(DatabaseArgs),
     /// Validate, import or export eval-set files.
     Evalset(crate::cli::evalset::EvalsetArgs),
+    /// Export or import whole runs (JSON, without API keys).
+    Run(crate::cli::runs::RunArgs),
     /// Measure one endpoint from the terminal with bakeoff's metric definitions.
     Measure(crate::cli::measure::MeasureArgs),
     /// Check the harness's own accuracy and overhead against the built-in mock.

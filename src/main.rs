@@ -19,6 +19,7 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Evalset(args) => bakeoff::cli::evalset::run(args).await,
+        Command::Run(args) => bakeoff::cli::runs::run(args).await,
         Command::Measure(args) => bakeoff::cli::measure::run_measure(args).await,
         Command::Calibrate(args) => bakeoff::cli::measure::run_calibrate(args).await,
     }

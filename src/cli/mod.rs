@@ -2,3 +2,4 @@
 //! arguments (flattened into the one `Config`) and its `run`.
 pub mod evalset;
 pub mod measure;
+pub mod runs;

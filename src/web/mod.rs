@@ -10,6 +10,7 @@ use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use tower_http::trace::TraceLayer;
 
+pub mod archive;
 pub mod assets;
 pub mod candidates;
 pub mod error;
@@ -46,6 +47,7 @@ pub fn build_app(state: AppState) -> Router {
         .merge(candidates::router())
         .merge(evalsets::router())
         .merge(runs::router())
+        .merge(archive::router())
         .merge(thresholds::router())
         .merge(scorecards::router())
         .merge(measure::router())

@@ -266,7 +266,7 @@ async fn progress_is_pushed_as_server_sent_events_until_the_run_ends() {
     let events = read_events(app.get(&format!("/runs/{run}/events")).await, |_| false).await;
     let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["progress", "done"], "and then the stream ends");
-    assert_eq!(app.get(&format!("/runs/999/events")).await.status(), 404);
+    assert_eq!(app.get("/runs/999/events").await.status(), 404);
 }
 
 #[tokio::test]
@@ -463,4 +463,456 @@ async fn a_finished_run_page_is_computed_once_and_served_from_its_summary() {
     let open = app.create_run("open", version, &[alpha]).await;
     app.get(&format!("/runs/{open}")).await;
     assert_eq!(app.store.get_run_summary(open, "run-page/1").await.unwrap(), None);
+}
+
+// ------------------------------------------------------------------ archive, compare, history
+
+/// A finished run of `candidates` with one final record per (candidate, case): `passes` says,
+/// per candidate, which cases pass.
+async fn finished_run(app: &TestApp, version: i64, candidates: &[i64], passes: &[&[&str]], cases: &[&str]) -> i64 {
+    let run = app.create_run("archived", version, candidates).await;
+    let mut records = Vec::new();
+    for (c, pass) in candidates.iter().zip(passes) {
+        for case in cases {
+            records.push(record(run, *c, case, "x", pass.contains(case)));
+        }
+    }
+    app.store.append_request_records(&records).await.unwrap();
+    app.store.set_run_status(run, RunStatus::Finished, None).await.unwrap();
+    run
+}
+
+#[tokio::test]
+async fn the_archive_lists_finished_runs_with_filters_and_pages() {
+    let app = spawn_app().await;
+    let version = app.create_evalset().await;
+    let alpha = app.create_candidate("alpha", DEAD_URL).await;
+    let beta = app.create_candidate("beta", DEAD_URL).await;
+    let mut alpha_runs = Vec::new();
+    for i in 0..28 {
+        let who = if i % 2 == 0 { alpha } else { beta };
+        let run = finished_run(&app, version, &[who], &[&["c1"]], &["c1"]).await;
+        if who == alpha {
+            alpha_runs.push(run);
+        }
+    }
+    let cancelled = app.create_run("cancelled", version, &[alpha]).await;
+    app.store
+        .set_run_status(cancelled, RunStatus::Cancelled, None)
+        .await
+        .unwrap();
+    let _running = app.create_run("running", version, &[alpha]).await;
+
+    let page = app.get_html("/archive").await;
+    assert_eq!(page.status, 200);
+    assert_eq!(
+        page.text("#archive-count"),
+        "29 runs.",
+        "unfinished runs are not archived"
+    );
+    assert_eq!(page.count("table.archive tbody tr"), 25);
+    assert_eq!(page.attr("a[rel=next]", "href").as_deref(), Some("/archive?page=2"));
+    let second = app.get_html("/archive?page=2").await;
+    assert_eq!(second.count("table.archive tbody tr"), 4);
+
+    let filtered = app
+        .get_html(&format!("/archive?candidate={alpha}&status=finished"))
+        .await;
+    assert_eq!(filtered.text("#archive-count"), "14 runs match.");
+    let shown: Vec<String> = filtered
+        .select("table.archive tbody tr")
+        .iter()
+        .map(|tr| tr.value().attr("data-run").unwrap().to_string())
+        .collect();
+    let mut expected: Vec<String> = alpha_runs.iter().rev().map(|id| id.to_string()).collect();
+    expected.truncate(25);
+    assert_eq!(shown, expected, "newest first");
+    assert_eq!(
+        filtered.attr("#f-candidate option[selected]", "value"),
+        Some(alpha.to_string())
+    );
+    let cancelled_only = app.get_html("/archive?status=cancelled").await;
+    assert_eq!(cancelled_only.text("#archive-count"), "1 run matches.");
+    let today = bakeoff::domain::Timestamp::now().display()[..10].to_string();
+    assert_eq!(
+        app.get_html(&format!("/archive?from={today}&to={today}"))
+            .await
+            .text("#archive-count"),
+        "29 runs match."
+    );
+    assert_eq!(
+        app.get_html("/archive?from=2000-01-01&to=2000-01-02")
+            .await
+            .count("table.archive tbody tr"),
+        0
+    );
+    assert_eq!(app.get_html("/archive?from=yesterday").await.status, 400);
+    assert_eq!(app.get_html("/archive?status=running").await.status, 400);
+    assert_eq!(app.get_html("/archive?page=9").await.status, 404);
+    // Each candidate links to its history on the set; each run to its export.
+    assert!(page.count("table.archive a[href^='/archive/history?candidate=']") >= 25);
+    assert_eq!(page.count("table.archive a[href$='/export.json']"), 25);
+}
+
+#[tokio::test]
+async fn comparisons_mark_cases_against_a_chosen_baseline_and_flag_other_versions() {
+    let app = spawn_app().await;
+    let version = app.create_evalset().await;
+    let alpha = app.create_candidate("alpha", DEAD_URL).await;
+    let beta = app.create_candidate("beta", DEAD_URL).await;
+    let cases = ["c1", "c2", "c3"];
+    let first = finished_run(&app, version, &[alpha], &[&["c1", "c3"]], &cases).await;
+    let second = finished_run(
+        &app,
+        version,
+        &[alpha, beta],
+        &[&["c2", "c3"], &["c1", "c2", "c3"]],
+        &cases,
+    )
+    .await;
+
+    let page = app.get_html(&format!("/archive/compare?runs={first},{second}")).await;
+    assert_eq!(page.status, 200);
+    assert_eq!(page.count(".version-warning"), 0);
+    assert_eq!(page.count(".same-version"), 1);
+    assert_eq!(page.count("table.compare-entries thead th[data-entry]"), 3);
+    assert_eq!(
+        page.attr("[data-baseline]", "data-baseline"),
+        Some(format!("{first}:{alpha}"))
+    );
+    let marks = |page: &Page, case: &str| -> Vec<String> {
+        page.select(&format!("table.compare-cases tr[data-case={case}] td[data-mark]"))
+            .iter()
+            .map(|td| td.value().attr("data-mark").unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(marks(&page, "c1"), ["baseline", "regressed", "same"]);
+    assert_eq!(marks(&page, "c2"), ["baseline", "improved", "improved"]);
+    assert_eq!(marks(&page, "c3"), ["baseline", "same", "same"]);
+    assert_eq!(
+        page.text(&format!("[data-tally='{second}:{alpha}']")),
+        "1 improved · 1 regressed · 1 same"
+    );
+    assert_eq!(page.text("table.compare-cases tr[data-case=c1] td:nth-child(2)"), "1/1");
+
+    // Another baseline, chosen from the page's own link.
+    let href = page
+        .select("table.compare-entries a")
+        .iter()
+        .filter_map(|a| a.value().attr("href"))
+        .find(|h| h.contains(&format!("baseline={second}:{beta}")))
+        .unwrap()
+        .to_string();
+    let rebased = app.get_html(&href).await;
+    assert_eq!(marks(&rebased, "c1"), ["same", "regressed", "baseline"]);
+
+    // A run on another version of the set is compared by case id, with a warning.
+    let text = crate::support::app::TINY_EVALSET.replace("meh <b>bold</b>", "so-so");
+    let file = bakeoff::domain::evalset::EvalSetFile::parse("tiny.jsonl", &text).unwrap();
+    let other_version = app.store.save_evalset_version(&file).await.unwrap();
+    let third = finished_run(&app, other_version, &[alpha], &[&["c1"]], &["c1"]).await;
+    let mixed = app.get_html(&format!("/archive/compare?run={first}&run={third}")).await;
+    assert_eq!(mixed.status, 200);
+    assert!(mixed.text(".version-warning").contains("different eval-set versions"));
+    assert_eq!(marks(&mixed, "c2"), ["baseline", "not comparable"]);
+
+    assert_eq!(app.get_html("/archive/compare").await.status, 400);
+    assert_eq!(app.get_html("/archive/compare?runs=999").await.status, 404);
+    assert_eq!(
+        app.get_html(&format!("/archive/compare?runs={first}&baseline=1:999"))
+            .await
+            .status,
+        400
+    );
+}
+
+/// An eval set of `n` cases named k00…, graded exactly.
+async fn big_evalset(app: &TestApp, n: usize) -> (i64, Vec<String>) {
+    let mut text = String::from(
+        r#"{"bakeoff_evalset":1,"name":"big","task":"classification","prompt":"{{x}}","graders":[{"kind":"exact"}]}"#,
+    );
+    text.push('\n');
+    let ids: Vec<String> = (0..n).map(|i| format!("k{i:02}")).collect();
+    for (i, id) in ids.iter().enumerate() {
+        text.push_str(&format!(
+            "{{\"id\":\"{id}\",\"vars\":{{\"x\":\"{i}\"}},\"expected\":\"y\"}}\n"
+        ));
+    }
+    let file = bakeoff::domain::evalset::EvalSetFile::parse("big.jsonl", &text).unwrap();
+    (app.store.save_evalset_version(&file).await.unwrap(), ids)
+}
+
+#[tokio::test]
+async fn history_charts_figures_over_time_and_flags_only_changes_beyond_the_noise() {
+    let app = spawn_app().await;
+    let (version, ids) = big_evalset(&app, 40).await;
+    let cases: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let alpha = app.create_candidate("alpha", DEAD_URL).await;
+    // 40/40 → 38/40 (within the noise) → 10/40 (well beyond it).
+    let r1 = finished_run(&app, version, &[alpha], &[&cases], &cases).await;
+    let r2 = finished_run(&app, version, &[alpha], &[&cases[2..]], &cases).await;
+    let r3 = finished_run(&app, version, &[alpha], &[&cases[30..]], &cases).await;
+    let evalset_id = app
+        .store
+        .list_evalsets()
+        .await
+        .unwrap()
+        .iter()
+        .find(|e| e.name == "big")
+        .unwrap()
+        .id;
+
+    let page = app
+        .get_html(&format!("/archive/history?candidate={alpha}&evalset={evalset_id}"))
+        .await;
+    assert_eq!(page.status, 200);
+    let runs: Vec<String> = page
+        .select("table.history tbody tr")
+        .iter()
+        .map(|tr| tr.value().attr("data-run").unwrap().to_string())
+        .collect();
+    assert_eq!(runs, [r1, r2, r3].map(|r| r.to_string()), "oldest first");
+    assert!(
+        page.text(&format!("tr[data-run='{r1}'] td:nth-child(5)"))
+            .starts_with("100.0 %")
+    );
+    let flags = |run: i64| -> Vec<String> { page.texts(&format!("tr[data-run='{run}'] [data-flag]")) };
+    assert!(flags(r1).is_empty());
+    assert!(
+        flags(r2).is_empty(),
+        "two fewer passes is within the noise: {:?}",
+        flags(r2)
+    );
+    assert!(
+        flags(r3)
+            .iter()
+            .any(|f| f == "regression: accuracy worse beyond the noise"),
+        "{:?}",
+        flags(r3)
+    );
+    // Server-drawn SVG charts, no script.
+    assert!(page.count("figure.chart svg") >= 2, "accuracy and TTFT charts");
+    assert_eq!(page.count("figure.chart script"), 0);
+    assert!(page.text("#chart-accuracy figcaption").starts_with("Accuracy"));
+    // Figures of finished runs are cached once computed.
+    assert!(app.store.get_run_summary(r3, "figures/1").await.unwrap().is_some());
+
+    assert_eq!(app.get_html("/archive/history?candidate=1").await.status, 400);
+    assert_eq!(
+        app.get_html(&format!("/archive/history?candidate=999&evalset={evalset_id}"))
+            .await
+            .status,
+        404
+    );
+}
+
+// ------------------------------------------------------------------ export and import
+
+/// A finished run with a candidate that has a stored key, a failed record and a grade detail.
+async fn exportable_run(store: &bakeoff::store::DynStore) -> (i64, usize) {
+    use bakeoff::domain::candidate::CandidateDraft;
+    let file = bakeoff::domain::evalset::EvalSetFile::parse("tiny.jsonl", crate::support::app::TINY_EVALSET).unwrap();
+    let version = store.save_evalset_version(&file).await.unwrap();
+    let spec = CandidateDraft {
+        name: "keyed".into(),
+        provider: "openai-chat".into(),
+        base_url: "http://127.0.0.1:1/v1".into(),
+        model: "m".into(),
+        api_key: "sk-very-secret-key".into(),
+        price_input: "1".into(),
+        price_output: "2".into(),
+        ..Default::default()
+    }
+    .validate(None)
+    .unwrap();
+    let keyed = store.create_candidate(&spec).await.unwrap();
+    let run = store
+        .create_run(&bakeoff::domain::run::NewRun {
+            name: "to export".into(),
+            evalset_version_id: version,
+            candidate_ids: vec![keyed],
+            config: bakeoff::domain::run::RunConfig::default(),
+        })
+        .await
+        .unwrap();
+    let mut failed = record(run, keyed, "c2", "", false);
+    failed.error_class = Some(ErrorClass::StreamCut);
+    failed.grades.clear();
+    let mut graded = record(run, keyed, "c1", "positive", true);
+    graded.grades[0].detail = Some(serde_json::json!({"normalised": "positive"}));
+    let records = vec![graded, failed, record(run, keyed, "c3", "<b>neutral</b>", false)];
+    store.append_request_records(&records).await.unwrap();
+    store.append_run_event(run, "info", "started").await.unwrap();
+    store.set_run_status(run, RunStatus::Finished, None).await.unwrap();
+    (run, records.len())
+}
+
+fn strip_ids(mut records: Vec<bakeoff::domain::run::RequestRecord>) -> Vec<bakeoff::domain::run::RequestRecord> {
+    for r in &mut records {
+        r.run_id = 0;
+        r.candidate_id = 0;
+    }
+    records
+}
+
+#[tokio::test]
+async fn exports_round_trip_between_both_databases_without_keys() {
+    use bakeoff::web::archive::transfer::{SCHEMA, export_run, import_run, parse_export};
+    let backends = crate::support::db::each_store().await.len();
+    for i in 0..backends {
+        for j in 0..backends {
+            // Two separate installations: fresh databases on each side.
+            let (sources, targets) = (
+                crate::support::db::each_store().await,
+                crate::support::db::each_store().await,
+            );
+            let (from, to) = (&sources[i], &targets[j]);
+            let (run, n) = exportable_run(&from.store).await;
+            let export = export_run(from.store.as_ref(), run).await.unwrap();
+            let json = serde_json::to_string(&export).unwrap();
+            assert!(json.contains(&format!("\"schema\":\"{SCHEMA}\"")));
+            assert!(
+                !json.contains("sk-very-secret-key"),
+                "{} → {}: no API key",
+                from.backend,
+                to.backend
+            );
+
+            let imported = import_run(to.store.as_ref(), &parse_export(&json).unwrap())
+                .await
+                .unwrap();
+            let a = from.store.get_run(run).await.unwrap().unwrap();
+            let b = to.store.get_run(imported).await.unwrap().unwrap();
+            assert_eq!((b.status, &b.config, &b.name), (a.status, &a.config, &a.name));
+            assert_eq!(
+                (b.created_at, b.started_at, b.finished_at),
+                (a.created_at, a.started_at, a.finished_at)
+            );
+            let ra = strip_ids(from.store.list_request_records(run).await.unwrap());
+            let rb = strip_ids(to.store.list_request_records(imported).await.unwrap());
+            assert_eq!(rb.len(), n);
+            assert_eq!(
+                ra, rb,
+                "{} → {}: every record, grade and timing",
+                from.backend, to.backend
+            );
+            let va = from
+                .store
+                .get_evalset_version(a.evalset_version_id)
+                .await
+                .unwrap()
+                .unwrap();
+            let vb = to
+                .store
+                .get_evalset_version(b.evalset_version_id)
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(va.content_hash, vb.content_hash);
+            let cb = to.store.get_candidate(b.candidate_ids[0]).await.unwrap().unwrap();
+            assert!(cb.spec.api_key.is_none(), "the imported candidate has no key");
+            assert_eq!(cb.spec.pricing.output_per_mtok, Some(2.0));
+            let events = to.store.list_run_events(imported).await.unwrap();
+            assert_eq!(events[0].message, "started");
+            assert!(events.last().unwrap().message.starts_with("imported from bakeoff"));
+        }
+    }
+}
+
+#[tokio::test]
+async fn runs_export_and_import_over_http_and_bad_files_store_nothing() {
+    let app = spawn_app().await;
+    let (run, n) = exportable_run(&app.store).await;
+    let response = app.get(&format!("/runs/{run}/export.json")).await;
+    assert_eq!(response.status(), 200);
+    assert!(
+        response.headers()["content-disposition"]
+            .to_str()
+            .unwrap()
+            .contains("bakeoff-run-")
+    );
+    let body = response.text().await.unwrap();
+    assert!(!body.contains("sk-very-secret-key"));
+
+    let upload = |bytes: Vec<u8>| {
+        const BOUNDARY: &str = "bakeoff-test-boundary-7d1f";
+        let mut body = format!(
+            "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"run.json\"\r\n\
+             Content-Type: application/json\r\n\r\n"
+        )
+        .into_bytes();
+        body.extend(bytes);
+        body.extend(format!("\r\n--{BOUNDARY}--\r\n").into_bytes());
+        app.client
+            .post(app.url("/archive/import"))
+            .header("content-type", format!("multipart/form-data; boundary={BOUNDARY}"))
+            .body(body)
+            .send()
+    };
+    let r = upload(body.clone().into_bytes()).await.unwrap();
+    assert_eq!(r.status().as_u16(), 303);
+    let location = r.headers()["location"].to_str().unwrap().to_string();
+    let imported: i64 = location.trim_start_matches("/runs/").parse().unwrap();
+    assert_eq!(app.store.list_request_records(imported).await.unwrap().len(), n);
+    // Importing again matches the candidate by name and endpoint instead of adding another.
+    let candidates = app.candidate_count().await;
+    assert_eq!(upload(body.clone().into_bytes()).await.unwrap().status().as_u16(), 303);
+    assert_eq!(app.candidate_count().await, candidates);
+
+    let runs = app.run_count().await;
+    let wrong_schema = body.replacen("bakeoff.run/1", "bakeoff.run/9", 1);
+    let r = upload(wrong_schema.into_bytes()).await.unwrap();
+    assert_eq!(r.status().as_u16(), 422);
+    let page = Page::parse(422, &r.text().await.unwrap());
+    assert!(page.text(".import .form-errors").contains("bakeoff.run/9"));
+    let tampered = body.replacen("Label: {{text}}", "Label: {{text}}!", 1);
+    let r = upload(tampered.into_bytes()).await.unwrap();
+    assert_eq!(r.status().as_u16(), 422);
+    assert!(
+        Page::parse(422, &r.text().await.unwrap())
+            .text(".form-errors")
+            .contains("hash")
+    );
+    assert_eq!(upload(b"not json".to_vec()).await.unwrap().status().as_u16(), 422);
+    assert_eq!(app.run_count().await, runs, "nothing stored from a bad file");
+
+    // An unfinished run is not exported.
+    let version = app.create_evalset().await;
+    let alpha = app.create_candidate("alpha", DEAD_URL).await;
+    let open = app.create_run("open", version, &[alpha]).await;
+    assert_eq!(app.get(&format!("/runs/{open}/export.json")).await.status(), 400);
+    assert_eq!(app.get("/runs/999/export.json").await.status(), 404);
+}
+
+#[tokio::test]
+async fn the_cli_exports_and_imports_runs() {
+    let (from_url, _a) = crate::support::db::sqlite_url();
+    let (to_url, _b) = crate::support::db::sqlite_url();
+    let from = bakeoff::store::connect(&from_url).await.unwrap();
+    let (run, n) = exportable_run(&from).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("run.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bakeoff"))
+        .args(["run", "export", "--run-id", &run.to_string(), "--output"])
+        .arg(&file)
+        .args(["--database-url", &from_url])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bakeoff"))
+        .args(["run", "import"])
+        .arg(&file)
+        .args(["--database-url", &to_url])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let id: i64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let to = bakeoff::store::connect(&to_url).await.unwrap();
+    assert_eq!(to.list_request_records(id).await.unwrap().len(), n);
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_bakeoff"))
+        .args(["run", "export", "--run-id", "999", "--database-url", &from_url])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("run #999"));
 }

@@ -1,0 +1,82 @@
+//! `bakeoff run export|import`: whole runs as `bakeoff.run/1` JSON, to move results between
+//! installations (the same format as the web's export link and import form; API keys are never
+//! included).
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+
+use crate::config::DatabaseArgs;
+use crate::web::archive::transfer::{export_run, import_run, parse_export};
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(subcommand)]
+    pub action: RunAction,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum RunAction {
+    /// Write a finished, failed or cancelled run (its eval-set version, candidates without keys,
+    /// every record and the event log) as JSON.
+    Export {
+        /// The run's id, as in `/runs/ID`.
+        #[arg(long)]
+        run_id: i64,
+        /// Output file; `-` or omitted for standard output.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Store an exported run as a new run here; prints its id.
+    Import {
+        /// The exported JSON file.
+        file: PathBuf,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    match args.action {
+        RunAction::Export {
+            run_id,
+            output,
+            database,
+        } => {
+            let store = crate::store::connect(&database.database_url).await?;
+            let export = export_run(store.as_ref(), run_id)
+                .await
+                .with_context(|| format!("exporting run {run_id}"))?;
+            let json = serde_json::to_string_pretty(&export)?;
+            match output.filter(|p| p.as_os_str() != "-") {
+                Some(path) => {
+                    std::fs::write(&path, json).with_context(|| format!("writing {}", path.display()))?;
+                    eprintln!(
+                        "run {run_id}: {} records written to {}",
+                        export.records.len(),
+                        path.display()
+                    );
+                }
+                None => println!("{json}"),
+            }
+            Ok(())
+        }
+        RunAction::Import { file, database } => {
+            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            let export = parse_export(&text).with_context(|| format!("{}", file.display()))?;
+            let store = crate::store::connect(&database.database_url).await?;
+            let id = import_run(store.as_ref(), &export)
+                .await
+                .with_context(|| format!("importing {}", file.display()))?;
+            println!("{id}");
+            eprintln!(
+                "imported run {} ({} records) as run {id}",
+                export.run.id,
+                export.records.len()
+            );
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! `GET /archive/history?candidate=ID&evalset=ID`: one candidate's key figures on one eval set,
+//! run after run (finished runs, oldest first), as a table and server-drawn SVG charts with
+//! each figure's 95 % interval. A change is flagged as a regression only when the new interval
+//! lies wholly on the worse side of the previous run's — beyond the measured noise — and only
+//! between runs on the same eval-set version and concurrency (otherwise the row says why it was
+//! not compared).
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::extract::{RawQuery, State};
+use plotters::prelude::*;
+
+use super::{pct, run_figures, with_interval};
+use crate::domain::compare::{Better, Figures, improved_beyond_noise, regressed_beyond_noise};
+use crate::domain::run::RunStatus;
+use crate::domain::stats::Interval;
+use crate::store::RunFilter;
+use crate::web::AppState;
+use crate::web::error::WebError;
+use crate::web::views::{FormBody, ms, short_hash, tok_s};
+
+/// Most runs shown (the newest ones).
+pub const MAX_POINTS: i64 = 200;
+
+#[derive(Template, WebTemplate)]
+#[template(path = "archive/history.html")]
+pub struct HistoryPage {
+    pub nav: &'static str,
+    pub candidate: String,
+    pub candidate_id: i64,
+    pub evalset: String,
+    pub evalset_id: i64,
+    pub rows: Vec<HistoryRow>,
+    pub charts: Vec<Chart>,
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct HistoryRow {
+    pub run_id: i64,
+    pub run_name: String,
+    pub date: String,
+    pub version: String,
+    pub concurrency: String,
+    pub accuracy: String,
+    pub failure_rate: String,
+    pub ttft: String,
+    pub decode: String,
+    pub aggregate: String,
+    /// "regression: …" / "improvement: …" / "not compared: …" notes against the previous run.
+    pub flags: Vec<(&'static str, String)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Chart {
+    pub id: &'static str,
+    pub title: &'static str,
+    pub svg: String,
+}
+
+struct Point {
+    run_id: i64,
+    version_id: i64,
+    concurrency: u32,
+    figures: Figures,
+}
+
+fn required_id(q: &FormBody, name: &str) -> Result<i64, WebError> {
+    q.get(name).and_then(|v| v.trim().parse::<i64>().ok()).ok_or_else(|| {
+        WebError::BadRequest(format!(
+            "Give the {name} id, e.g. /archive/history?candidate=1&evalset=2."
+        ))
+    })
+}
+
+pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> Result<HistoryPage, WebError> {
+    let q = FormBody::parse(query.unwrap_or_default().as_bytes());
+    let candidate_id = required_id(&q, "candidate")?;
+    let evalset_id = required_id(&q, "evalset")?;
+    let candidate = state
+        .store
+        .get_candidate(candidate_id)
+        .await?
+        .ok_or_else(|| WebError::NotFound(format!("candidate #{candidate_id}")))?;
+    let evalset = state
+        .store
+        .list_evalsets()
+        .await?
+        .into_iter()
+        .find(|e| e.id == evalset_id)
+        .ok_or_else(|| WebError::NotFound(format!("eval set #{evalset_id}")))?;
+    let filter = RunFilter {
+        evalset_id: Some(evalset_id),
+        candidate_id: Some(candidate_id),
+        status: Some(RunStatus::Finished),
+        terminal_only: true,
+        ..Default::default()
+    };
+    let total = state.store.count_runs_filtered(&filter).await?;
+    let mut items = state.store.list_runs_filtered(&filter, MAX_POINTS, 0).await?;
+    items.reverse(); // oldest first
+
+    let mut points = Vec::with_capacity(items.len());
+    let mut rows = Vec::with_capacity(items.len());
+    for item in &items {
+        let run = &item.run;
+        let version = state.store.get_evalset_version(run.evalset_version_id).await?;
+        let figures = run_figures(&state, run, version.as_ref()).await?;
+        let Some(position) = run.candidate_ids.iter().position(|&c| c == candidate_id) else {
+            continue;
+        };
+        let f = figures.get(position).cloned().unwrap_or_default();
+        let point = Point {
+            run_id: run.id,
+            version_id: run.evalset_version_id,
+            concurrency: f.concurrency.unwrap_or(run.config.concurrency),
+            figures: f,
+        };
+        let flags = match points.last() {
+            Some(prev) => flags(prev, &point),
+            None => Vec::new(),
+        };
+        let f = &point.figures;
+        rows.push(HistoryRow {
+            run_id: run.id,
+            run_name: run.name.clone(),
+            date: run.created_at.display(),
+            version: version
+                .as_ref()
+                .map(|v| short_hash(&v.content_hash).to_string())
+                .unwrap_or_default(),
+            concurrency: point.concurrency.to_string(),
+            accuracy: with_interval(f.accuracy, f.accuracy_ci.as_ref(), pct),
+            failure_rate: with_interval(f.failure_rate, f.failure_ci.as_ref(), pct),
+            ttft: with_interval(f.ttft_p50_ms, f.ttft_ci.as_ref(), |v| ms(Some(v))),
+            decode: with_interval(f.decode_p50_tok_s, f.decode_ci.as_ref(), |v| tok_s(Some(v))),
+            aggregate: tok_s(f.aggregate_tok_s),
+            flags,
+        });
+        points.push(point);
+    }
+    let charts = [
+        chart(
+            "chart-accuracy",
+            "Accuracy (95 % interval)",
+            &points,
+            |f| (f.accuracy.map(|v| v * 100.0), f.accuracy_ci.map(|i| scale(i, 100.0))),
+            "accuracy %",
+        ),
+        chart(
+            "chart-ttft",
+            "TTFT p50 (95 % interval of the median)",
+            &points,
+            |f| (f.ttft_p50_ms, f.ttft_ci),
+            "TTFT ms",
+        ),
+        chart(
+            "chart-decode",
+            "Decode tok/s per stream p50 (95 % interval)",
+            &points,
+            |f| (f.decode_p50_tok_s, f.decode_ci),
+            "tok/s",
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    Ok(HistoryPage {
+        nav: "archive",
+        candidate: candidate.spec.name,
+        candidate_id,
+        evalset: evalset.name,
+        evalset_id,
+        note: (total > MAX_POINTS).then(|| format!("Showing the newest {MAX_POINTS} of {total} finished runs.")),
+        rows,
+        charts,
+    })
+}
+
+fn scale(i: Interval, k: f64) -> Interval {
+    Interval {
+        lo: i.lo * k,
+        hi: i.hi * k,
+        confidence: i.confidence,
+    }
+}
+
+/// What changed beyond the noise since the previous run, or why it was not compared.
+fn flags(prev: &Point, cur: &Point) -> Vec<(&'static str, String)> {
+    if prev.version_id != cur.version_id {
+        return vec![("not-compared", "not compared: the eval set changed".to_string())];
+    }
+    if prev.concurrency != cur.concurrency {
+        return vec![(
+            "not-compared",
+            format!("not compared: concurrency {} → {}", prev.concurrency, cur.concurrency),
+        )];
+    }
+    let (p, c) = (&prev.figures, &cur.figures);
+    let checks: [(&str, Option<Interval>, Option<Interval>, Better); 4] = [
+        ("accuracy", p.accuracy_ci, c.accuracy_ci, Better::Higher),
+        ("failure rate", p.failure_ci, c.failure_ci, Better::Lower),
+        ("TTFT p50", p.ttft_ci, c.ttft_ci, Better::Lower),
+        ("decode tok/s p50", p.decode_ci, c.decode_ci, Better::Higher),
+    ];
+    let mut out = Vec::new();
+    for (name, a, b, better) in checks {
+        if regressed_beyond_noise(a.as_ref(), b.as_ref(), better) {
+            out.push(("regression", format!("regression: {name} worse beyond the noise")));
+        } else if improved_beyond_noise(a.as_ref(), b.as_ref(), better) {
+            out.push(("improvement", format!("improvement: {name} better beyond the noise")));
+        }
+    }
+    out
+}
+
+const SIZE: (u32, u32) = (720, 300);
+const FONT: &str = "sans-serif";
+const BLUE: RGBColor = RGBColor(0, 114, 178);
+
+/// A line of medians with interval bars over the run sequence; None with fewer than one value.
+fn chart(
+    id: &'static str,
+    title: &'static str,
+    points: &[Point],
+    pick: impl Fn(&Figures) -> (Option<f64>, Option<Interval>),
+    y_desc: &str,
+) -> Option<Chart> {
+    let values: Vec<(f64, f64, Option<Interval>)> = points
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| {
+            let (v, ci) = pick(&p.figures);
+            v.filter(|v| v.is_finite()).map(|v| (i as f64, v, ci))
+        })
+        .collect();
+    if values.is_empty() {
+        return None;
+    }
+    let lo = values
+        .iter()
+        .map(|(_, v, ci)| ci.map(|c| c.lo).unwrap_or(*v))
+        .fold(f64::INFINITY, f64::min);
+    let hi = values
+        .iter()
+        .map(|(_, v, ci)| ci.map(|c| c.hi).unwrap_or(*v))
+        .fold(f64::NEG_INFINITY, f64::max);
+    let pad = ((hi - lo).abs() * 0.15).max(hi.abs() * 0.05).max(1e-6);
+    let ys = (lo - pad).max(0.0)..hi + pad;
+    let xs = -0.5..(points.len() as f64 - 0.5).max(0.5);
+    let labels: Vec<String> = points.iter().map(|p| format!("#{}", p.run_id)).collect();
+    let mut svg = String::new();
+    let drawn = (|| -> Result<(), Box<dyn std::error::Error + '_>> {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut c = ChartBuilder::on(&root)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(64)
+            .build_cartesian_2d(xs, ys)?;
+        c.configure_mesh()
+            .x_desc("run (oldest → newest)")
+            .y_desc(y_desc)
+            .x_labels(points.len().clamp(2, 12))
+            .x_label_formatter(&|x| {
+                let i = x.round();
+                if (x - i).abs() < 1e-6 && i >= 0.0 {
+                    labels.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .label_style((FONT, 13))
+            .draw()?;
+        c.draw_series(values.iter().filter_map(|(x, _, ci)| {
+            ci.map(|ci| PathElement::new(vec![(*x, ci.lo), (*x, ci.hi)], BLUE.mix(0.5).stroke_width(3)))
+        }))?;
+        c.draw_series(LineSeries::new(
+            values.iter().map(|(x, v, _)| (*x, *v)),
+            BLUE.stroke_width(2),
+        ))?;
+        c.draw_series(values.iter().map(|(x, v, _)| Circle::new((*x, *v), 4, BLUE.filled())))?;
+        root.present()?;
+        Ok(())
+    })();
+    match drawn {
+        Ok(()) => Some(Chart { id, title, svg }),
+        Err(e) => {
+            tracing::warn!(chart = id, error = %e, "drawing a history chart failed");
+            None
+        }
+    }
+}

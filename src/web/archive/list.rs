@@ -1,0 +1,313 @@
+//! `GET /archive` (finished runs, filtered and paginated), `GET /runs/{id}/export.json` and
+//! `POST /archive/import`.
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::extract::multipart::MultipartRejection;
+use axum::extract::{Multipart, Path, RawQuery, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+
+use super::transfer::{TransferError, export_run, import_run, parse_export};
+use crate::domain::Timestamp;
+use crate::domain::run::RunStatus;
+use crate::store::RunFilter;
+use crate::web::AppState;
+use crate::web::error::{WebError, parse_id, parse_page};
+use crate::web::views::{FormBody, Pagination};
+
+pub const RUNS_PER_PAGE: u32 = 25;
+
+#[derive(Template, WebTemplate)]
+#[template(path = "archive/list.html")]
+pub struct ArchivePage {
+    pub nav: &'static str,
+    pub filters: ArchiveFilters,
+    /// (id, name) options.
+    pub evalsets: Vec<(String, String)>,
+    pub candidates: Vec<(String, String)>,
+    pub statuses: Vec<&'static str>,
+    pub rows: Vec<ArchiveRow>,
+    pub total: i64,
+    pub pager: Pagination,
+    /// A message about the last import (error), shown above the form.
+    pub import_error: Option<String>,
+}
+
+/// The filters as typed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ArchiveFilters {
+    pub evalset: String,
+    pub candidate: String,
+    pub status: String,
+    pub from: String,
+    pub to: String,
+}
+
+impl ArchiveFilters {
+    fn query(&self) -> String {
+        let mut q = url::form_urlencoded::Serializer::new(String::new());
+        for (k, v) in [
+            ("evalset", &self.evalset),
+            ("candidate", &self.candidate),
+            ("status", &self.status),
+            ("from", &self.from),
+            ("to", &self.to),
+        ] {
+            if !v.is_empty() {
+                q.append_pair(k, v);
+            }
+        }
+        q.finish()
+    }
+
+    pub fn any(&self) -> bool {
+        *self != ArchiveFilters::default()
+    }
+
+    /// The store filter, or a message naming the bad field.
+    fn to_filter(&self) -> Result<RunFilter, WebError> {
+        let id = |raw: &str, what: &str| -> Result<Option<i64>, WebError> {
+            match raw.trim() {
+                "" => Ok(None),
+                t => t
+                    .parse::<i64>()
+                    .map(Some)
+                    .map_err(|_| WebError::BadRequest(format!("The {what} filter {:?} is not an id.", truncate(t)))),
+            }
+        };
+        let status = match self.status.trim() {
+            "" => None,
+            s => match RunStatus::parse(s) {
+                Some(st) if st.is_terminal() => Some(st),
+                _ => {
+                    return Err(WebError::BadRequest(format!(
+                        "The status filter {:?} is not one of finished, failed, cancelled.",
+                        truncate(s)
+                    )));
+                }
+            },
+        };
+        Ok(RunFilter {
+            evalset_id: id(&self.evalset, "eval set")?,
+            candidate_id: id(&self.candidate, "candidate")?,
+            status,
+            created_from: parse_day(&self.from, "from")?.map(Timestamp),
+            // "to" is inclusive: runs created before the next midnight.
+            created_before: parse_day(&self.to, "to")?.map(|ms| Timestamp(ms + 86_400_000)),
+            terminal_only: true,
+        })
+    }
+}
+
+fn truncate(s: &str) -> String {
+    crate::domain::validation::truncate(s, 40)
+}
+
+/// `YYYY-MM-DD` → Unix milliseconds at 00:00 UTC.
+pub fn parse_day(raw: &str, field: &str) -> Result<Option<i64>, WebError> {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return Ok(None);
+    }
+    let bad = || {
+        WebError::BadRequest(format!(
+            "The {field} date {:?} is not a date like 2025-03-31.",
+            truncate(raw)
+        ))
+    };
+    let mut parts = raw.split('-');
+    let (Some(y), Some(m), Some(d), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+        return Err(bad());
+    };
+    let (y, m, d) = (
+        y.parse::<i32>().map_err(|_| bad())?,
+        m.parse::<u8>().map_err(|_| bad())?,
+        d.parse::<u8>().map_err(|_| bad())?,
+    );
+    let month = time::Month::try_from(m).map_err(|_| bad())?;
+    let date = time::Date::from_calendar_date(y, month, d).map_err(|_| bad())?;
+    Ok(Some(date.midnight().assume_utc().unix_timestamp() * 1000))
+}
+
+#[derive(Debug, Clone)]
+pub struct ArchiveRow {
+    pub id: i64,
+    pub name: String,
+    pub evalset: String,
+    pub evalset_id: Option<i64>,
+    /// (candidate id, name).
+    pub candidates: Vec<(i64, String)>,
+    pub status: &'static str,
+    pub created: String,
+    pub finished: String,
+    pub records: i64,
+}
+
+pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> Result<ArchivePage, WebError> {
+    let q = FormBody::parse(query.unwrap_or_default().as_bytes());
+    render(&state, &q, None).await
+}
+
+async fn render(state: &AppState, q: &FormBody, import_error: Option<String>) -> Result<ArchivePage, WebError> {
+    let text = |name: &str| q.get(name).unwrap_or_default().trim().to_string();
+    let filters = ArchiveFilters {
+        evalset: text("evalset"),
+        candidate: text("candidate"),
+        status: text("status"),
+        from: text("from"),
+        to: text("to"),
+    };
+    let page = parse_page(q.get("page"))?;
+    let filter = filters.to_filter()?;
+    let total = state.store.count_runs_filtered(&filter).await?;
+    let base = match filters.query() {
+        s if s.is_empty() => "/archive".to_string(),
+        s => format!("/archive?{s}"),
+    };
+    let pager = Pagination::new(base, page, RUNS_PER_PAGE, total);
+    if pager.out_of_range() {
+        return Err(WebError::NotFound(format!(
+            "page {page} of the archive (there are {} pages)",
+            pager.pages
+        )));
+    }
+    let evalsets = state.store.list_evalsets().await?;
+    let items = state
+        .store
+        .list_runs_filtered(&filter, RUNS_PER_PAGE as i64, pager.offset())
+        .await?;
+    let rows = items
+        .into_iter()
+        .map(|item| ArchiveRow {
+            id: item.run.id,
+            evalset_id: evalsets.iter().find(|e| e.name == item.evalset_name).map(|e| e.id),
+            evalset: item.evalset_name,
+            candidates: item
+                .run
+                .candidate_ids
+                .iter()
+                .copied()
+                .zip(item.candidate_names)
+                .collect(),
+            status: item.run.status.as_str(),
+            created: item.run.created_at.display(),
+            finished: crate::web::views::or_dash(item.run.finished_at),
+            records: item.record_count,
+            name: item.run.name,
+        })
+        .collect();
+    Ok(ArchivePage {
+        nav: "archive",
+        evalsets: evalsets.iter().map(|e| (e.id.to_string(), e.name.clone())).collect(),
+        candidates: state
+            .store
+            .list_candidates()
+            .await?
+            .into_iter()
+            .map(|c| (c.id.to_string(), c.spec.name))
+            .collect(),
+        statuses: vec!["finished", "failed", "cancelled"],
+        filters,
+        rows,
+        total,
+        pager,
+        import_error,
+    })
+}
+
+/// `GET /runs/{id}/export.json`: the whole run as a download.
+pub async fn export(State(state): State<AppState>, Path(raw): Path<String>) -> Result<Response, WebError> {
+    let id = parse_id(&raw, "run")?;
+    let export = export_run(state.store.as_ref(), id).await.map_err(web_error)?;
+    let body = serde_json::to_vec_pretty(&export)
+        .map_err(|e| WebError::Internal(format!("serialising the export of run {id}: {e}")))?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/json".to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"bakeoff-run-{id}.json\""),
+            ),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+fn web_error(e: TransferError) -> WebError {
+    match e {
+        TransferError::Invalid(m) => WebError::BadRequest(format!("{}.", upper_first(&m))),
+        TransferError::NotFound(m) => WebError::NotFound(m),
+        TransferError::Store(e) => WebError::Store(e),
+    }
+}
+
+fn upper_first(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+/// `POST /archive/import` (multipart, field `file`): stores the run and shows it; a bad file
+/// re-shows the archive with the reason and stores nothing.
+pub async fn import(State(state): State<AppState>, multipart: Result<Multipart, MultipartRejection>) -> Response {
+    match read_and_import(&state, multipart).await {
+        Ok(id) => {
+            tracing::info!(run_id = id, "run imported");
+            Redirect::to(&format!("/runs/{id}")).into_response()
+        }
+        Err((status, message)) => match render(&state, &FormBody::default(), Some(message)).await {
+            Ok(page) => (status, page).into_response(),
+            Err(e) => e.into_response(),
+        },
+    }
+}
+
+async fn read_and_import(
+    state: &AppState,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Result<i64, (StatusCode, String)> {
+    let bad = |m: String| (StatusCode::UNPROCESSABLE_ENTITY, m);
+    let unreadable = |status: StatusCode, text: String| {
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "The file is larger than {}; nothing was stored. Import it with `bakeoff run import`.",
+                    crate::web::views::human_bytes(super::MAX_IMPORT_BYTES as u64)
+                ),
+            )
+        } else {
+            (StatusCode::BAD_REQUEST, format!("The form could not be read ({text})."))
+        }
+    };
+    let mut multipart = multipart.map_err(|e| unreadable(e.status(), e.body_text()))?;
+    let mut file: Option<Vec<u8>> = None;
+    while let Some(field) = multipart
+        .next_field()
+        .await
+        .map_err(|e| unreadable(e.status(), e.body_text()))?
+    {
+        if field.name() == Some("file") {
+            let bytes = field.bytes().await.map_err(|e| unreadable(e.status(), e.body_text()))?;
+            if !bytes.is_empty() {
+                file = Some(bytes.to_vec());
+            }
+        }
+    }
+    let bytes = file.ok_or_else(|| bad("Choose an exported run file (.json) to import.".to_string()))?;
+    let text = String::from_utf8(bytes).map_err(|_| bad("The file is not UTF-8 JSON.".to_string()))?;
+    let export = parse_export(&text).map_err(|e| bad(format!("{}.", upper_first(&e.to_string()))))?;
+    import_run(state.store.as_ref(), &export).await.map_err(|e| match e {
+        TransferError::Store(e) => {
+            tracing::error!(error = %e, "importing a run failed");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "The run could not be stored; the cause has been logged on the server. Nothing was kept.".to_string(),
+            )
+        }
+        other => bad(format!("{}.", upper_first(&other.to_string()))),
+    })
+}

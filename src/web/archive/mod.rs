@@ -1,0 +1,87 @@
+//! The archive: every finished run, filtered and paginated on the server (`/archive`); any two
+//! or more runs side by side with per-case marks against a baseline (`/archive/compare`); one
+//! candidate's key figures on one eval set over time, with regressions flagged only beyond the
+//! measured noise (`/archive/history`); and export/import of whole runs
+//! (`/runs/{id}/export.json`, `POST /archive/import`).
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+
+use crate::domain::compare::{Figures, figures};
+use crate::domain::run::Run;
+use crate::store::EvalSetVersion;
+use crate::web::AppState;
+use crate::web::error::WebError;
+
+mod compare;
+mod history;
+mod list;
+pub mod transfer;
+
+/// Largest accepted import (a run of 100,000 requests exports to roughly 100 MiB).
+pub const MAX_IMPORT_BYTES: usize = 256 * 1024 * 1024;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/archive", get(list::page))
+        .route(
+            "/archive/import",
+            post(list::import).layer(DefaultBodyLimit::max(MAX_IMPORT_BYTES)),
+        )
+        .route("/archive/compare", get(compare::page))
+        .route("/archive/history", get(history::page))
+        .route("/runs/{id}/export.json", get(list::export))
+}
+
+/// Cache kind of a terminal run's per-candidate figures.
+pub const FIGURES_KIND: &str = "figures/1";
+
+/// Per-candidate figures of a run, in the run's candidate order: read from the run's cached
+/// summary when it is terminal, else computed from its records (and cached when terminal).
+pub async fn run_figures(
+    state: &AppState,
+    run: &Run,
+    version: Option<&EvalSetVersion>,
+) -> Result<Vec<Figures>, WebError> {
+    let cacheable = run.status.is_terminal() && run.error.as_deref() != Some(crate::store::IMPORT_INCOMPLETE);
+    if cacheable && let Some(body) = state.store.get_run_summary(run.id, FIGURES_KIND).await? {
+        match serde_json::from_str::<Vec<Figures>>(&body) {
+            Ok(f) => return Ok(f),
+            Err(e) => tracing::warn!(run_id = run.id, error = %e, "cached figures unreadable; recomputing"),
+        }
+    }
+    let records = state.store.list_request_records(run.id).await?;
+    let weights: std::collections::HashMap<&str, f64> = version
+        .map(|v| v.file.cases.iter().map(|c| (c.id.as_str(), c.weight())).collect())
+        .unwrap_or_default();
+    let out: Vec<Figures> = run
+        .candidate_ids
+        .iter()
+        .map(|&id| figures(id, &records, |case| weights.get(case).copied().unwrap_or(1.0)))
+        .collect();
+    if cacheable {
+        match serde_json::to_string(&out) {
+            Ok(body) => state.store.save_run_summary(run.id, FIGURES_KIND, &body).await?,
+            Err(e) => tracing::warn!(run_id = run.id, error = %e, "could not cache run figures"),
+        }
+    }
+    Ok(out)
+}
+
+/// "0.812 [0.77, 0.85]"-style cells: a value with its interval, or "—".
+pub fn with_interval(
+    value: Option<f64>,
+    ci: Option<&crate::domain::stats::Interval>,
+    fmt: impl Fn(f64) -> String,
+) -> String {
+    match (value, ci) {
+        (Some(v), Some(i)) => format!("{} [{} – {}]", fmt(v), fmt(i.lo), fmt(i.hi)),
+        (Some(v), None) => fmt(v),
+        _ => crate::web::views::NOT_MEASURED.to_string(),
+    }
+}
+
+/// Percent with one decimal.
+pub fn pct(v: f64) -> String {
+    format!("{:.1} %", v * 100.0)
+}
