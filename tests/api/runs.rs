@@ -916,3 +916,31 @@ async fn the_cli_exports_and_imports_runs() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("run #999"));
 }
+
+#[tokio::test]
+async fn runs_that_overlapped_on_a_candidate_are_flagged() {
+    let app = spawn_app().await;
+    let version = app.create_evalset().await;
+    let alpha = app.create_candidate("alpha", DEAD_URL).await;
+    let beta = app.create_candidate("beta", DEAD_URL).await;
+    let first = app.create_run("first", version, &[alpha]).await;
+    let second = app.create_run("second", version, &[alpha, beta]).await;
+    let apart = app.create_run("apart", version, &[beta]).await;
+    app.store.set_run_status(first, RunStatus::Running, None).await.unwrap();
+    app.store
+        .set_run_status(second, RunStatus::Running, None)
+        .await
+        .unwrap();
+    let page = app.get_html(&format!("/runs/{first}")).await;
+    assert_eq!(
+        page.attr(".overlap-warning li", "data-overlap"),
+        Some(second.to_string())
+    );
+    assert!(page.text(".overlap-warning li").contains("alpha"));
+    // A run that never ran alongside is not flagged.
+    assert_eq!(
+        app.get_html(&format!("/runs/{apart}")).await.count(".overlap-warning"),
+        0
+    );
+    app.state.runner.cancel(first);
+}

@@ -41,6 +41,16 @@ pub struct RunPage {
     /// (label, value) of every condition the run was configured with.
     pub config: Vec<(&'static str, String)>,
     pub live: LiveView,
+    /// Other runs that sent requests to one of this run's candidates at the same time: their
+    /// load shares the server, so neither run's speed figures stand alone.
+    pub overlaps: Vec<Overlap>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Overlap {
+    pub run_id: i64,
+    pub run_name: String,
+    pub candidates: String,
 }
 
 /// The part of the run page that changes while it runs.
@@ -151,8 +161,50 @@ pub async fn page(State(state): State<AppState>, Path(raw): Path<String>) -> Res
             .map(|v| short_hash(&v.content_hash).to_string())
             .unwrap_or_default(),
         config: config_rows(&run.config, version.as_ref()),
+        overlaps: overlapping_runs(&state, &run, &candidates).await?,
         live,
     })
+}
+
+/// How many of each candidate's newest runs are checked for overlap.
+const OVERLAP_LOOKBACK: i64 = 50;
+
+/// Runs that shared a candidate with `run` while both were executing (start to end, or now
+/// for an unfinished run).
+async fn overlapping_runs(state: &AppState, run: &Run, candidates: &[Candidate]) -> Result<Vec<Overlap>, WebError> {
+    let Some(start) = run.started_at else {
+        return Ok(Vec::new());
+    };
+    let now = crate::domain::Timestamp::now();
+    let end = run.finished_at.unwrap_or(now);
+    let mut out: Vec<Overlap> = Vec::new();
+    for &candidate_id in &run.candidate_ids {
+        let filter = crate::store::RunFilter {
+            candidate_id: Some(candidate_id),
+            ..Default::default()
+        };
+        for other in state.store.list_runs_filtered(&filter, OVERLAP_LOOKBACK, 0).await? {
+            let o = &other.run;
+            let Some(o_start) = o.started_at else { continue };
+            let o_end = o.finished_at.unwrap_or(now);
+            if o.id == run.id || o_start.0 >= end.0 || start.0 >= o_end.0 {
+                continue;
+            }
+            let name = candidate_name(candidates, candidate_id);
+            match out.iter_mut().find(|x| x.run_id == o.id) {
+                Some(x) => {
+                    x.candidates.push_str(", ");
+                    x.candidates.push_str(&name);
+                }
+                None => out.push(Overlap {
+                    run_id: o.id,
+                    run_name: o.name.clone(),
+                    candidates: name,
+                }),
+            }
+        }
+    }
+    Ok(out)
 }
 
 pub async fn live(State(state): State<AppState>, Path(raw): Path<String>) -> Result<LivePartial, WebError> {
