@@ -258,6 +258,14 @@ pub fn demo_profiles() -> Vec<ModelProfile> {
             error_500_rate: 0.03,
             cut_probability: 0.02,
             malformed_probability: 0.005,
+            // Operability and stability: a quantised build behind a thin wrapper that reports
+            // its own model name, sends no rate-limit headers, answers an over-long prompt with
+            // a 500, flips answers between repetitions and slows down under sustained load.
+            reported_model: Some("swift-7b-q4-awq".into()),
+            no_rate_limit_headers: true,
+            overlong_prompt_behaviour: OverlongBehaviour::ServerError,
+            inconsistency: 0.15,
+            latency_drift_per_minute: 0.6,
             ..ModelProfile::default()
         },
         // Balanced: moderate speed, mostly right, occasionally rate-limited.
@@ -289,6 +297,10 @@ pub fn demo_profiles() -> Vec<ModelProfile> {
             context_length: 131_072,
             accuracy: 0.98,
             reasoning_tokens: 12,
+            // Operability: never answers an over-long prompt, and keeps generating for clients
+            // that went away (abandoned streams hold its few slots).
+            overlong_prompt_behaviour: OverlongBehaviour::Hang,
+            hold_slot_after_cancel: true,
             ..ModelProfile::default()
         },
     ]
@@ -472,5 +484,23 @@ accuracy = 0.5
         }
         assert!(demo[0].prefill(0) < demo[1].prefill(0) && demo[1].prefill(0) < demo[2].prefill(0));
         assert!(demo[0].accuracy < demo[1].accuracy && demo[1].accuracy < demo[2].accuracy);
+        // The balanced model is also the one that operates cleanly; the others have defects
+        // the probes and the soak show.
+        let clean = ModelProfile {
+            name: demo[1].name.clone(),
+            ..ModelProfile::default()
+        };
+        let traits = |p: &ModelProfile| {
+            (
+                p.reported_model.clone(),
+                p.no_rate_limit_headers,
+                p.overlong_prompt_behaviour,
+                p.hold_slot_after_cancel,
+                p.latency_drift_per_minute,
+            )
+        };
+        assert_eq!(traits(&demo[1]), traits(&clean));
+        assert_ne!(traits(&demo[0]), traits(&clean));
+        assert_ne!(traits(&demo[2]), traits(&clean));
     }
 }

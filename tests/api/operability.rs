@@ -340,3 +340,81 @@ async fn the_operability_page_runs_probes_versions_the_checklist_and_scores() {
 fn bakeoff_page(body: &str) -> crate::support::app::Page {
     crate::support::app::Page::parse(200, body)
 }
+
+#[tokio::test]
+async fn the_demo_candidates_differ_in_their_probe_results() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = bakeoff::demo::start_mock(listener).await.unwrap();
+    let candidates = bakeoff::demo::demo_candidates(&server.base_url());
+    let options = ProbeOptions {
+        timeout: Duration::from_secs(3),
+        ..ProbeOptions::default()
+    };
+    let reports = futures_util::future::join_all(candidates.iter().map(|c| run_probes(c, &options))).await;
+    let failed = |i: usize| -> Vec<&'static str> {
+        let failed: Vec<_> = reports[i]
+            .results
+            .iter()
+            .filter(|r| r.outcome == ProbeOutcome::Fail)
+            .collect();
+        for r in &failed {
+            eprintln!(
+                "{}: {}: {} {:?}",
+                candidates[i].model,
+                r.kind.key(),
+                r.summary,
+                r.evidence
+            );
+        }
+        failed.iter().map(|r| r.kind.key()).collect()
+    };
+    let by_model = |model: &str| candidates.iter().position(|c| c.model == model).unwrap();
+    assert_eq!(
+        failed(by_model("steady-32b")),
+        Vec::<&str>::new(),
+        "{:?}",
+        reports[by_model("steady-32b")]
+    );
+    assert_eq!(
+        failed(by_model("swift-7b")),
+        vec!["overlong_prompt_4xx", "rate_limit_headers", "model_field_matches"]
+    );
+    assert_eq!(
+        failed(by_model("sage-70b")),
+        vec!["overlong_prompt_4xx", "cancel_frees_capacity"]
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_echoes_the_key_never_gets_it_into_the_report() {
+    use axum::http::HeaderMap;
+    // Every URL answers with the credential it was sent, in the body and in headers.
+    async fn echo(headers: HeaderMap) -> axum::response::Response {
+        let auth = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        axum::response::Response::builder()
+            .status(400)
+            .header("content-type", "application/json")
+            .header("x-ratelimit-echo", auth.clone())
+            .header("server", auth.clone())
+            .body(axum::body::Body::from(format!(
+                "{{\"error\":{{\"message\":\"bad key {auth}\"}},\"model\":\"{auth}\"}}"
+            )))
+            .unwrap()
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, axum::Router::new().fallback(echo)).await.unwrap();
+    });
+    let report = run_probes(&spec(&format!("http://{addr}/v1"), "m"), &options()).await;
+    assert!(
+        report.results.iter().any(|r| r.evidence.excerpt.contains("bad key")),
+        "the bodies were seen"
+    );
+    assert_no_key(&report);
+    server.abort();
+}
