@@ -10,10 +10,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::{Path, RawQuery, State};
+use serde::{Deserialize, Serialize};
 
 use super::detail::load;
 use crate::domain::grading::case_passed;
-use crate::domain::run::{ErrorClass, RequestRecord};
+use crate::domain::run::{ErrorClass, RequestRecord, Run};
 use crate::store::RecordFact;
 use crate::web::AppState;
 use crate::web::error::{WebError, parse_page};
@@ -168,68 +169,33 @@ pub async fn page(
             .map(|c| c.spec.name.clone())
             .unwrap_or_else(|| format!("candidate #{id}"))
     };
-    let facts: Vec<RecordFact> = state
-        .store
-        .list_record_facts(run.id)
-        .await?
-        .into_iter()
-        .filter(|f| !f.is_warmup)
-        .collect();
+    let index = case_index(&state, &run, filters.differs).await?;
 
     // The run's cases in eval-set order (its case limit applied), then any recorded case the
     // stored version does not list (kept visible rather than dropped).
     let set_cases = version.as_ref().map(|v| v.file.cases.as_slice()).unwrap_or(&[]);
     let limit = run.config.case_limit.map(|n| n as usize).unwrap_or(usize::MAX);
     let mut order: Vec<String> = set_cases.iter().take(limit).map(|c| c.id.clone()).collect();
-    let listed: HashSet<String> = order.iter().cloned().collect();
-    let mut extra: Vec<String> = facts
+    let listed: HashSet<&str> = set_cases.iter().map(|c| c.id.as_str()).collect();
+    let mut extra: Vec<String> = index
+        .recorded
         .iter()
-        .map(|f| f.case_id.clone())
-        .filter(|id| !listed.contains(id))
-        .collect::<HashSet<_>>()
-        .into_iter()
+        .filter(|id| !listed.contains(id.as_str()))
+        .cloned()
         .collect();
     extra.sort();
     order.extend(extra);
 
-    let mut by_case: HashMap<&str, Vec<&RecordFact>> = HashMap::new();
-    for f in &facts {
-        by_case.entry(f.case_id.as_str()).or_default().push(f);
-    }
-    let tags_of = |id: &str| -> Vec<String> {
-        set_cases
-            .iter()
-            .find(|c| c.id == id)
-            .map(|c| c.tags.clone())
-            .unwrap_or_default()
-    };
-    let differing: HashSet<String> = if filters.differs {
-        state
-            .store
-            .cases_with_differing_outputs(run.id)
-            .await?
-            .into_iter()
-            .collect()
-    } else {
-        HashSet::new()
-    };
-    let class_of = |f: &RecordFact| -> Option<String> {
-        match (f.error_class, f.passed) {
-            (Some(c), _) => Some(c.as_str().to_string()),
-            (None, Some(false)) => Some(WRONG_ANSWER.to_string()),
-            _ => None,
-        }
-    };
+    let tags_by_case: HashMap<&str, &[String]> = set_cases.iter().map(|c| (c.id.as_str(), c.tags.as_slice())).collect();
+    let tags_of = |id: &str| -> Vec<String> { tags_by_case.get(id).map(|t| t.to_vec()).unwrap_or_default() };
+    let differing: HashSet<&str> = index.differing.iter().flatten().map(String::as_str).collect();
     let matching: Vec<&String> = order
         .iter()
         .filter(|id| {
-            let mine = by_case.get(id.as_str()).map(Vec::as_slice).unwrap_or(&[]);
-            (!filters.failures || mine.iter().any(|f| class_of(f).is_some()))
-                && (filters.error_class.is_empty()
-                    || mine
-                        .iter()
-                        .any(|f| class_of(f).as_deref() == Some(filters.error_class.as_str())))
-                && (filters.tag.is_empty() || tags_of(id).contains(&filters.tag))
+            let classes = index.failures.get(id.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+            (!filters.failures || !classes.is_empty())
+                && (filters.error_class.is_empty() || classes.contains(&filters.error_class))
+                && (filters.tag.is_empty() || tags_by_case.get(id.as_str()).is_some_and(|t| t.contains(&filters.tag)))
                 && (!filters.differs || differing.contains(id.as_str()))
         })
         .collect();
@@ -316,26 +282,20 @@ pub async fn page(
         })
         .collect();
 
-    let mut classes: BTreeMap<String, (usize, HashSet<&str>)> = BTreeMap::new();
-    for f in &facts {
-        if let Some(class) = class_of(f) {
-            let entry = classes.entry(class).or_default();
-            entry.0 += 1;
-            entry.1.insert(f.case_id.as_str());
-        }
-    }
-    let troubleshooting = classes
+    let troubleshooting = index
+        .classes
         .iter()
-        .map(|(class, (attempts, cases))| TroubleGroup {
+        .map(|(class, attempts, cases)| TroubleGroup {
             class: class.clone(),
             attempts: *attempts,
-            cases: cases.len(),
+            cases: *cases,
             href: format!("/runs/{}/cases?error_class={class}", run.id),
             checks: checks_for(class),
         })
         .collect();
-    let mut error_classes: Vec<(String, String)> = classes.keys().map(|c| (c.clone(), c.clone())).collect();
-    if !filters.error_class.is_empty() && !classes.contains_key(&filters.error_class) {
+    let mut error_classes: Vec<(String, String)> =
+        index.classes.iter().map(|(c, _, _)| (c.clone(), c.clone())).collect();
+    if !filters.error_class.is_empty() && !index.classes.iter().any(|(c, _, _)| *c == filters.error_class) {
         error_classes.push((filters.error_class.clone(), filters.error_class.clone()));
     }
     let mut tags: Vec<String> = set_cases
@@ -368,6 +328,84 @@ pub async fn page(
         pager,
         troubleshooting,
     })
+}
+
+/// What the filters need to know about every case of a run, without its records.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct CaseIndex {
+    /// Cases with at least one measured attempt.
+    recorded: Vec<String>,
+    /// Failure classes (error classes, or `wrong_answer`) seen per case; cases without
+    /// failures are absent.
+    failures: HashMap<String, Vec<String>>,
+    /// (class, failed attempts, cases), by class name.
+    classes: Vec<(String, usize, usize)>,
+    /// Cases whose successful outputs differ between candidates (None when not computed).
+    differing: Option<Vec<String>>,
+}
+
+/// Cache kind of a terminal run's [`CaseIndex`].
+const CASE_INDEX_KIND: &str = "case-index/1";
+
+/// The run's case index: cached for a terminal run (computed in full once), computed from
+/// the stored facts for an unfinished one (the differing-outputs query only when asked).
+async fn case_index(state: &AppState, run: &Run, want_differing: bool) -> Result<CaseIndex, WebError> {
+    let cacheable = run.status.is_terminal() && run.error.as_deref() != Some(crate::store::IMPORT_INCOMPLETE);
+    if cacheable && let Some(body) = state.store.get_run_summary(run.id, CASE_INDEX_KIND).await? {
+        match serde_json::from_str::<CaseIndex>(&body) {
+            Ok(index) => return Ok(index),
+            Err(e) => tracing::warn!(run_id = run.id, error = %e, "cached case index unreadable; recomputing"),
+        }
+    }
+    let facts: Vec<RecordFact> = state
+        .store
+        .list_record_facts(run.id)
+        .await?
+        .into_iter()
+        .filter(|f| !f.is_warmup)
+        .collect();
+    let mut recorded: Vec<String> = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut failures: HashMap<String, Vec<String>> = HashMap::new();
+    let mut classes: BTreeMap<String, (usize, HashSet<&str>)> = BTreeMap::new();
+    for f in &facts {
+        if seen.insert(f.case_id.as_str()) {
+            recorded.push(f.case_id.clone());
+        }
+        let class = match (f.error_class, f.passed) {
+            (Some(c), _) => c.as_str().to_string(),
+            (None, Some(false)) => WRONG_ANSWER.to_string(),
+            _ => continue,
+        };
+        let list = failures.entry(f.case_id.clone()).or_default();
+        if !list.contains(&class) {
+            list.push(class.clone());
+        }
+        let entry = classes.entry(class).or_default();
+        entry.0 += 1;
+        entry.1.insert(f.case_id.as_str());
+    }
+    let differing = if cacheable || want_differing {
+        Some(state.store.cases_with_differing_outputs(run.id).await?)
+    } else {
+        None
+    };
+    let index = CaseIndex {
+        recorded,
+        classes: classes
+            .into_iter()
+            .map(|(class, (attempts, cases))| (class, attempts, cases.len()))
+            .collect(),
+        failures,
+        differing,
+    };
+    if cacheable {
+        match serde_json::to_string(&index) {
+            Ok(body) => state.store.save_run_summary(run.id, CASE_INDEX_KIND, &body).await?,
+            Err(e) => tracing::warn!(run_id = run.id, error = %e, "could not cache the case index"),
+        }
+    }
+    Ok(index)
 }
 
 /// The ordered checks for a failure class; wrong answers get their own.
