@@ -139,13 +139,17 @@ macro_rules! archive_queries {
         }
 
         pub(crate) async fn list_record_facts(pool: &Pool, run_id: i64) -> Result<Vec<RecordFact>> {
+            // One join and a MIN per record (a correlated subquery per record is slow on a
+            // PostgreSQL table without statistics yet). MIN ignores the NULL of a record
+            // without grades, so `passed` stays NULL for it.
             let rows: Vec<FactRow> = sqlx::query_as(
                 "SELECT r.candidate_id, r.case_id, r.phase, r.repetition, r.attempt, r.is_warmup, r.error_class, \
-                 CAST(CASE \
-                   WHEN EXISTS (SELECT 1 FROM grades g WHERE g.request_record_id = r.id AND NOT g.passed) THEN 0 \
-                   WHEN EXISTS (SELECT 1 FROM grades g WHERE g.request_record_id = r.id) THEN 1 \
-                 END AS BIGINT) AS passed \
-                 FROM request_records r WHERE r.run_id = $1 ORDER BY r.sent_at_us, r.id",
+                 CAST(MIN(CASE WHEN g.id IS NULL THEN NULL WHEN g.passed THEN 1 ELSE 0 END) AS BIGINT) AS passed \
+                 FROM request_records r LEFT JOIN grades g ON g.request_record_id = r.id \
+                 WHERE r.run_id = $1 \
+                 GROUP BY r.id, r.candidate_id, r.case_id, r.phase, r.repetition, r.attempt, r.is_warmup, \
+                   r.error_class, r.sent_at_us \
+                 ORDER BY r.sent_at_us, r.id",
             )
             .bind(run_id)
             .fetch_all(pool)

@@ -118,6 +118,7 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
     let mut entries: Vec<Entry> = Vec::new();
     let mut views: Vec<EntryView> = Vec::new();
     let mut case_order: Vec<String> = Vec::new();
+    let mut versions = super::Versions::default();
     let mut seen: HashSet<String> = HashSet::new();
     for &run_id in &run_ids {
         let run = state
@@ -125,7 +126,7 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
             .get_run(run_id)
             .await?
             .ok_or_else(|| WebError::NotFound(format!("run #{run_id}")))?;
-        let version = state.store.get_evalset_version(run.evalset_version_id).await?;
+        let version = versions.get(&state, run.evalset_version_id).await?;
         if let Some(v) = &version {
             for c in &v.file.cases {
                 if seen.insert(c.id.clone()) {
@@ -133,7 +134,7 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
                 }
             }
         }
-        let figures = run_figures(&state, &run, version.as_ref()).await?;
+        let figures = run_figures(&state, &run, version.as_deref()).await?;
         let facts = state.store.list_record_facts(run.id).await?;
         for (i, &candidate_id) in run.candidate_ids.iter().enumerate() {
             let outcomes = case_outcomes(

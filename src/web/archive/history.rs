@@ -100,11 +100,12 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
     items.reverse(); // oldest first
 
     let mut points = Vec::with_capacity(items.len());
+    let mut versions = super::Versions::default();
     let mut rows = Vec::with_capacity(items.len());
     for item in &items {
         let run = &item.run;
-        let version = state.store.get_evalset_version(run.evalset_version_id).await?;
-        let figures = run_figures(&state, run, version.as_ref()).await?;
+        let version = versions.get(&state, run.evalset_version_id).await?;
+        let figures = run_figures(&state, run, version.as_deref()).await?;
         let Some(position) = run.candidate_ids.iter().position(|&c| c == candidate_id) else {
             continue;
         };

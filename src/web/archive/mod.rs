@@ -68,6 +68,22 @@ pub async fn run_figures(
     Ok(out)
 }
 
+/// Eval-set versions by id, each read (and parsed) once per request: many archived runs share
+/// one version.
+#[derive(Default)]
+pub struct Versions(std::collections::HashMap<i64, Option<std::sync::Arc<EvalSetVersion>>>);
+
+impl Versions {
+    pub async fn get(&mut self, state: &AppState, id: i64) -> Result<Option<std::sync::Arc<EvalSetVersion>>, WebError> {
+        if let Some(v) = self.0.get(&id) {
+            return Ok(v.clone());
+        }
+        let v = state.store.get_evalset_version(id).await?.map(std::sync::Arc::new);
+        self.0.insert(id, v.clone());
+        Ok(v)
+    }
+}
+
 /// "0.812 [0.77, 0.85]"-style cells: a value with its interval, or "—".
 pub fn with_interval(
     value: Option<f64>,

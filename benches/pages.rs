@@ -1,0 +1,343 @@
+//! Page times at scale: with 1,000 archived runs and one run of 100,000 requests in the store,
+//! how long do the archive, the big run's page, its drill-down, a comparison and a history take
+//! at p95 — on SQLite and, when `BAKEOFF_BENCH_POSTGRES_URL` (or `BAKEOFF_TEST_POSTGRES_URL`)
+//! names a server, on PostgreSQL (in a fresh schema, dropped afterwards).
+//!
+//! `cargo bench --bench pages` (add `-- --quick` for fewer samples)
+//!
+//! The app is served over real HTTP on loopback (the same router `bakeoff serve` builds) and each
+//! page is fetched `SAMPLES` times one after another, after one untimed load (the first load of
+//! an ended run computes and caches its summary; that cold time is reported separately).
+//! Figures are printed in milliseconds and as ratios to a reference measured in the same run —
+//! a small static asset through the same stack — because absolute numbers depend on the machine.
+use std::time::{Duration, Instant};
+
+use bakeoff::domain::Timestamp;
+use bakeoff::domain::candidate::CandidateDraft;
+use bakeoff::domain::evalset::EvalSetFile;
+use bakeoff::domain::grading::Grade;
+use bakeoff::domain::run::{NewRun, Phase, RequestRecord, RunConfig, RunStatus, TokenSource};
+use bakeoff::engine::Runner;
+use bakeoff::store::DynStore;
+use bakeoff::web::{AppState, build_app};
+
+const ARCHIVED_RUNS: usize = 1_000;
+const RECORDS_PER_ARCHIVED_RUN: usize = 20;
+/// The big run: 1,000 cases × 2 candidates × 50 repetitions = 100,000 requests.
+const BIG_CASES: usize = 1_000;
+const BIG_REPETITIONS: u32 = 50;
+const INSERT_BATCH: usize = 2_000;
+const GOAL_MS: f64 = 100.0;
+
+fn evalset(name: &str, cases: usize) -> EvalSetFile {
+    let mut text = format!(
+        "{{\"bakeoff_evalset\":1,\"name\":\"{name}\",\"task\":\"classification\",\"prompt\":\"Classify: {{{{text}}}}\",\"graders\":[{{\"kind\":\"exact\"}}],\"max_tokens\":16}}\n"
+    );
+    for i in 0..cases {
+        let tag = if i % 3 == 0 { "en" } else { "zh" };
+        text.push_str(&format!(
+            "{{\"id\":\"case-{i:05}\",\"vars\":{{\"text\":\"item number {i} with some words\"}},\"expected\":\"positive\",\"tags\":[\"{tag}\"]}}\n"
+        ));
+    }
+    EvalSetFile::parse(&format!("{name}.jsonl"), &text).expect("the bench eval set parses")
+}
+
+fn record(run_id: i64, candidate_id: i64, case: usize, repetition: u32, sent_at_us: i64) -> RequestRecord {
+    let pass = !(case + repetition as usize).is_multiple_of(5);
+    let failed = (case * 7 + repetition as usize).is_multiple_of(97);
+    let ttft = 40_000 + ((case * 13 + repetition as usize * 7) % 50) as i64 * 1_000;
+    RequestRecord {
+        run_id,
+        candidate_id,
+        case_id: format!("case-{case:05}"),
+        phase: Phase::Quality,
+        repetition,
+        attempt: 0,
+        concurrency: 8,
+        is_warmup: false,
+        sent_at_us,
+        client_queue_us: 15,
+        connect_us: Some(300),
+        connection_reused: Some(true),
+        headers_us: Some(ttft - 10_000),
+        first_chunk_us: Some(ttft),
+        first_reasoning_us: None,
+        first_content_us: (!failed).then_some(ttft),
+        last_token_us: (!failed).then_some(ttft + 150_000),
+        end_us: Some(ttft + 160_000),
+        chunks: if failed {
+            vec![]
+        } else {
+            (0..16).map(|i| (ttft + i * 10_000, 1)).collect()
+        },
+        http_status: Some(if failed { 500 } else { 200 }),
+        finish_reason: (!failed).then(|| "stop".to_string()),
+        input_tokens: Some(24),
+        output_tokens: (!failed).then_some(16),
+        output_tokens_source: (!failed).then_some(TokenSource::Usage),
+        reasoning_tokens: None,
+        canonical_tokens: (!failed).then_some(16),
+        output_chars: if failed { 0 } else { 60 },
+        output: if failed {
+            String::new()
+        } else if pass {
+            "positive".to_string()
+        } else {
+            "negative — the item reads as unfavourable overall".to_string()
+        },
+        reasoning: None,
+        error_class: failed.then_some(bakeoff::domain::run::ErrorClass::HttpServerError),
+        error_detail: failed.then(|| "HTTP 500: upstream overloaded".to_string()),
+        grades: if failed {
+            vec![]
+        } else {
+            vec![Grade {
+                grader: "exact".into(),
+                score: if pass { 1.0 } else { 0.0 },
+                passed: pass,
+                reason: if pass {
+                    String::new()
+                } else {
+                    "expected \"positive\"".into()
+                },
+                detail: None,
+            }]
+        },
+    }
+}
+
+struct Seeded {
+    big_run: i64,
+    small_runs: (i64, i64),
+    candidate: i64,
+    evalset_id: i64,
+}
+
+async fn seed(store: &DynStore) -> Seeded {
+    let small_set = store.save_evalset_version(&evalset("bench-small", 20)).await.unwrap();
+    let big_set = store
+        .save_evalset_version(&evalset("bench-big", BIG_CASES))
+        .await
+        .unwrap();
+    let mut candidates = Vec::new();
+    for name in ["alpha", "beta", "gamma"] {
+        let spec = CandidateDraft {
+            name: name.into(),
+            provider: "openai-chat".into(),
+            base_url: "http://127.0.0.1:1/v1".into(),
+            model: name.into(),
+            ..Default::default()
+        }
+        .validate(None)
+        .unwrap();
+        candidates.push(store.create_candidate(&spec).await.unwrap());
+    }
+    let started = Instant::now();
+    let mut pending = Vec::new();
+    let mut first_small = 0;
+    let mut last_small = 0;
+    for i in 0..ARCHIVED_RUNS {
+        let who = candidates[i % candidates.len()];
+        let run = store
+            .create_run(&NewRun {
+                name: format!("archived {i}"),
+                evalset_version_id: small_set,
+                candidate_ids: vec![who],
+                config: RunConfig::default(),
+            })
+            .await
+            .unwrap();
+        if i == 0 {
+            first_small = run;
+        }
+        last_small = run;
+        let base = Timestamp::now().0 * 1000;
+        for case in 0..RECORDS_PER_ARCHIVED_RUN {
+            pending.push(record(run, who, case, 0, base + case as i64 * 1_000));
+        }
+        if pending.len() >= INSERT_BATCH {
+            store.append_request_records(&pending).await.unwrap();
+            pending.clear();
+        }
+        store.set_run_status(run, RunStatus::Finished, None).await.unwrap();
+    }
+    store.append_request_records(&pending).await.unwrap();
+    pending.clear();
+    eprintln!(
+        "  seeded {ARCHIVED_RUNS} archived runs in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    let started = Instant::now();
+    let big = store
+        .create_run(&NewRun {
+            name: "big".into(),
+            evalset_version_id: big_set,
+            candidate_ids: candidates[..2].to_vec(),
+            config: RunConfig {
+                concurrency: 8,
+                repetitions: BIG_REPETITIONS,
+                ..RunConfig::default()
+            },
+        })
+        .await
+        .unwrap();
+    let base = Timestamp::now().0 * 1000;
+    let mut n = 0i64;
+    for &who in &candidates[..2] {
+        for repetition in 0..BIG_REPETITIONS {
+            for case in 0..BIG_CASES {
+                pending.push(record(big, who, case, repetition, base + n * 100));
+                n += 1;
+                if pending.len() >= INSERT_BATCH {
+                    store.append_request_records(&pending).await.unwrap();
+                    pending.clear();
+                }
+            }
+        }
+    }
+    store.append_request_records(&pending).await.unwrap();
+    store.set_run_status(big, RunStatus::Finished, None).await.unwrap();
+    eprintln!(
+        "  seeded one run of {n} requests in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let evalset_id = store
+        .list_evalsets()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.name == "bench-small")
+        .unwrap()
+        .id;
+    Seeded {
+        big_run: big,
+        small_runs: (first_small, last_small),
+        candidate: candidates[0],
+        evalset_id,
+    }
+}
+
+/// (cold first load, p50, p95) in milliseconds over `samples` sequential loads.
+async fn time_page(client: &reqwest::Client, url: &str, samples: usize) -> (f64, f64, f64) {
+    let fetch = || async {
+        let t = Instant::now();
+        let r = client.get(url).send().await.expect("GET");
+        assert!(r.status().is_success(), "{url}: {}", r.status());
+        let _ = r.bytes().await.expect("body");
+        t.elapsed()
+    };
+    let cold = fetch().await;
+    let mut times: Vec<f64> = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        times.push(fetch().await.as_secs_f64() * 1000.0);
+    }
+    times.sort_by(|a, b| a.total_cmp(b));
+    let q = |p: f64| times[((times.len() - 1) as f64 * p).round() as usize];
+    (cold.as_secs_f64() * 1000.0, q(0.5), q(0.95))
+}
+
+async fn bench(label: &str, store: DynStore, samples: usize) {
+    eprintln!("{label}: seeding…");
+    let s = seed(&store).await;
+    let state = AppState {
+        store: store.clone(),
+        runner: Runner::new(store.clone()),
+        demo_mock_url: None,
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, build_app(state)).await.unwrap();
+    });
+    let client = reqwest::Client::new();
+    let base = format!("http://{addr}");
+    let pages = [
+        ("reference: /static/app.css", "/static/app.css".to_string()),
+        ("/archive", "/archive".to_string()),
+        (
+            "/archive filtered (candidate, page 5)",
+            format!("/archive?candidate={}&page=5", s.candidate),
+        ),
+        ("/runs/{big} (100,000 requests)", format!("/runs/{}", s.big_run)),
+        ("/runs/{big}/cases", format!("/runs/{}/cases", s.big_run)),
+        (
+            "/runs/{big}/cases?failures=on&page=3",
+            format!("/runs/{}/cases?failures=on&page=3", s.big_run),
+        ),
+        (
+            "/archive/compare (two archived runs)",
+            format!("/archive/compare?runs={},{}", s.small_runs.0, s.small_runs.1),
+        ),
+        (
+            "/archive/history (≈333 runs)",
+            format!("/archive/history?candidate={}&evalset={}", s.candidate, s.evalset_id),
+        ),
+    ];
+    let mut reference = None;
+    println!("\n{label}: {samples} sequential loads per page after one untimed cold load");
+    println!(
+        "{:<42} {:>10} {:>9} {:>9} {:>12} {:>6}",
+        "page", "cold ms", "p50 ms", "p95 ms", "p95 / ref", "goal"
+    );
+    for (name, path) in pages {
+        let (cold, p50, p95) = time_page(&client, &format!("{base}{path}"), samples).await;
+        let reference_p95 = *reference.get_or_insert(p95);
+        println!(
+            "{name:<42} {cold:>10.1} {p50:>9.1} {p95:>9.1} {:>12.1} {:>6}",
+            p95 / reference_p95.max(1e-3),
+            if name.starts_with("reference") {
+                ""
+            } else if p95 < GOAL_MS {
+                "ok"
+            } else {
+                "MISS"
+            }
+        );
+    }
+    server.abort();
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let samples = if quick { 10 } else { 40 };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let url = format!("sqlite://{}", dir.path().join("bench.db").display());
+        let store = bakeoff::store::connect(&url).await.expect("opening SQLite");
+        bench("SQLite", store, samples).await;
+
+        let pg = std::env::var("BAKEOFF_BENCH_POSTGRES_URL")
+            .or_else(|_| std::env::var("BAKEOFF_TEST_POSTGRES_URL"))
+            .ok()
+            .filter(|u| !u.trim().is_empty());
+        match pg {
+            None => println!("\nPostgreSQL: skipped (set BAKEOFF_BENCH_POSTGRES_URL=postgres://…)"),
+            Some(admin) => {
+                use sqlx::Connection;
+                let schema = format!("bakeoff_bench_{}", std::process::id());
+                let mut conn = sqlx::PgConnection::connect(&admin)
+                    .await
+                    .expect("connecting to PostgreSQL");
+                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA \"{schema}\"")))
+                    .execute(&mut conn)
+                    .await
+                    .expect("creating the bench schema");
+                let sep = if admin.contains('?') { '&' } else { '?' };
+                let url = format!("{admin}{sep}options=-c%20search_path%3D{schema}");
+                let store = bakeoff::store::connect(&url).await.expect("opening PostgreSQL");
+                bench("PostgreSQL", store, samples).await;
+                sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA \"{schema}\" CASCADE")))
+                    .execute(&mut conn)
+                    .await
+                    .expect("dropping the bench schema");
+            }
+        }
+    });
+    // The app's pools close with the runtime.
+    std::thread::sleep(Duration::from_millis(50));
+}
