@@ -248,7 +248,8 @@ pub trait Store: Send + Sync + 'static {
     async fn list_record_facts(&self, run_id: i64) -> Result<Vec<RecordFact>>;
     /// The full records (with grades) of the given cases of a run, in send order.
     async fn list_case_records(&self, run_id: i64, case_ids: &[String]) -> Result<Vec<RequestRecord>>;
-    /// Cases where two candidates gave different successful, measured outputs.
+    /// Cases where some successful, measured output was not given by every candidate that
+    /// answered the case (the candidates' sets of outputs differ).
     async fn cases_with_differing_outputs(&self, run_id: i64) -> Result<Vec<String>>;
     /// Stores an imported run with its original status, times, candidates and event log (its
     /// records are appended afterwards). The run is stored as failed with an "import did not

@@ -944,3 +944,30 @@ async fn runs_that_overlapped_on_a_candidate_are_flagged() {
     );
     app.state.runner.cancel(first);
 }
+
+#[tokio::test]
+async fn a_case_with_many_attempts_shows_failed_ones_first_within_a_cap() {
+    let app = spawn_app().await;
+    let version = app.create_evalset().await;
+    let alpha = app.create_candidate("alpha", DEAD_URL).await;
+    let run = app.create_run("many reps", version, &[alpha]).await;
+    let records: Vec<_> = (0..30u32)
+        .map(|rep| {
+            let mut r = record(run, alpha, "c1", "positive", rep != 27);
+            r.repetition = rep;
+            r
+        })
+        .collect();
+    app.store.append_request_records(&records).await.unwrap();
+    let page = app.get_html(&format!("/runs/{run}/cases")).await;
+    assert_eq!(page.count("#case-c1 section.attempt"), 24);
+    assert_eq!(
+        page.count("#case-c1 section.attempt h3 .badge.fail"),
+        1,
+        "the failed repetition is shown"
+    );
+    assert!(
+        page.text("#case-c1 h2 small")
+            .contains("1 of 30 attempts failed · showing 24")
+    );
+}

@@ -22,6 +22,9 @@ use crate::web::views::{FormBody, NOT_MEASURED, Pagination, ms, short_hash};
 
 /// Cases per page.
 pub const CASES_PER_PAGE: u32 = 10;
+/// Most attempts shown per case (failed ones first): a case of a run with many repetitions
+/// would otherwise make a page of thousands of outputs.
+pub const ATTEMPTS_PER_CASE: usize = 24;
 
 #[derive(Template, WebTemplate)]
 #[template(path = "runs/cases.html")]
@@ -244,24 +247,37 @@ pub async fn page(
                     .or_insert(0);
                 *e = (*e).max(r.attempt);
             }
-            let attempts: Vec<AttemptView> = mine
+            let all: Vec<AttemptView> = mine
                 .iter()
                 .map(|r| {
                     let is_final = last.get(&(r.candidate_id, r.phase.as_str(), r.repetition)) == Some(&r.attempt);
                     attempt_view(r, name_of(r.candidate_id), is_final)
                 })
                 .collect();
-            let failed_attempts = attempts
-                .iter()
-                .filter(|a| a.status != "ok" || a.passed == Some(false))
-                .count();
-            let outcome = if attempts.is_empty() {
+            let total = all.len();
+            let failed_attempts = all.iter().filter(|a| a.failed()).count();
+            // Failed attempts first (up to the cap), then the rest in order; shown in order.
+            let mut keep: Vec<usize> = (0..total)
+                .filter(|&i| all[i].failed())
+                .take(ATTEMPTS_PER_CASE)
+                .collect();
+            keep.extend(
+                (0..total)
+                    .filter(|&i| !all[i].failed())
+                    .take(ATTEMPTS_PER_CASE - keep.len()),
+            );
+            keep.sort_unstable();
+            let attempts: Vec<AttemptView> = keep.into_iter().map(|i| all[i].clone()).collect();
+            let mut outcome = if total == 0 {
                 "not sent yet".to_string()
             } else if failed_attempts == 0 {
-                format!("all {} attempts ok", attempts.len())
+                format!("all {total} attempts ok")
             } else {
-                format!("{failed_attempts} of {} attempts failed", attempts.len())
+                format!("{failed_attempts} of {total} attempts failed")
             };
+            if attempts.len() < total {
+                outcome.push_str(&format!(" · showing {} of them, failed ones first", attempts.len()));
+            }
             CaseView {
                 id: id.clone(),
                 tags: tags_of(id),
@@ -430,6 +446,13 @@ fn checks_for(class: &str) -> Vec<String> {
             }
         })
         .collect()
+}
+
+impl AttemptView {
+    /// A request error or a wrong answer.
+    pub fn failed(&self) -> bool {
+        self.status != "ok" || self.passed == Some(false)
+    }
 }
 
 fn attempt_view(r: &RequestRecord, candidate: String, is_final: bool) -> AttemptView {
