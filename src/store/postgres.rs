@@ -819,12 +819,7 @@ impl Store for PostgresStore {
     // ------------------------------------------------------------ archive, drill-down, import
     // Portable SQL shared with the other backend: see store/archive.rs.
 
-    async fn list_runs_filtered(
-        &self,
-        filter: &super::RunFilter,
-        limit: i64,
-        offset: i64,
-    ) -> Result<Vec<RunListItem>> {
+    async fn list_runs_filtered(&self, filter: &super::RunFilter, limit: i64, offset: i64) -> Result<Vec<RunListItem>> {
         super::archive::postgres::list_runs_filtered(&self.pool, filter, limit, offset).await
     }
 

@@ -833,12 +833,7 @@ impl Store for SqliteStore {
     // ------------------------------------------------------------ archive, drill-down, import
     // Portable SQL shared with the other backend: see store/archive.rs.
 
-    async fn list_runs_filtered(
-        &self,
-        filter: &super::RunFilter,
-        limit: i64,
-        offset: i64,
-    ) -> Result<Vec<RunListItem>> {
+    async fn list_runs_filtered(&self, filter: &super::RunFilter, limit: i64, offset: i64) -> Result<Vec<RunListItem>> {
         super::archive::sqlite::list_runs_filtered(&self.pool, filter, limit, offset).await
     }
 
