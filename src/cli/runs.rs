@@ -18,7 +18,7 @@ pub struct RunArgs {
 #[derive(Debug, Clone, Subcommand)]
 pub enum RunAction {
     /// Write a finished, failed or cancelled run (its eval-set version, candidates without keys,
-    /// every record and the event log) as JSON.
+    /// every record, the harness report and the event log) as JSON.
     Export {
         /// The run's id, as in `/runs/ID`.
         #[arg(long)]
@@ -54,8 +54,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 Some(path) => {
                     std::fs::write(&path, json).with_context(|| format!("writing {}", path.display()))?;
                     eprintln!(
-                        "run {run_id}: {} records written to {}",
+                        "run {run_id}: {} records{} written to {}",
                         export.records.len(),
+                        harness_note(&export),
                         path.display()
                     );
                 }
@@ -72,11 +73,21 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("importing {}", file.display()))?;
             println!("{id}");
             eprintln!(
-                "imported run {} ({} records) as run {id}",
+                "imported run {} ({} records{}) as run {id}",
                 export.run.id,
-                export.records.len()
+                export.records.len(),
+                harness_note(&export)
             );
             Ok(())
         }
+    }
+}
+
+/// ", harness report (speed UNRELIABLE)" etc., for the messages above.
+fn harness_note(export: &crate::web::archive::transfer::RunExport) -> &'static str {
+    match &export.harness {
+        Some(h) if h.unreliable => " and a harness report flagging its speed figures UNRELIABLE",
+        Some(_) => " and the harness report",
+        None => ", no harness report",
     }
 }

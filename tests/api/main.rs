@@ -9,6 +9,7 @@ mod mock;
 mod operability;
 mod real_server;
 mod restart;
+mod run_page;
 mod runs;
 mod scorecard;
 mod stability;

@@ -2,12 +2,14 @@
 //! results can move between installations: the run with its conditions, status and times, the
 //! eval-set version it ran (full text, checked against its content hash), its candidates
 //! (never their API keys: a stored key is left out, a password in the base URL is masked; the
-//! name of a key's environment variable is kept), every raw record with its grades, and the
-//! event log. Used by `GET /runs/{id}/export.json`, the import form on /archive and
+//! name of a key's environment variable is kept), every raw record with its grades, the
+//! harness's report on itself (whether the speed figures can be trusted; restored on import),
+//! and the event log. Used by `GET /runs/{id}/export.json`, the import form on /archive and
 //! `bakeoff run export|import`.
 use serde::{Deserialize, Serialize};
 
 use crate::domain::Timestamp;
+use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{CandidateDraft, CandidateSpec, ClaimedFigure, Conditions, Pricing, ProviderKind};
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::run::{NewRun, RequestRecord, RunConfig, RunEvent, RunStatus};
@@ -29,6 +31,11 @@ pub struct RunExport {
     pub evalset: ExportedEvalSet,
     pub candidates: Vec<ExportedCandidate>,
     pub events: Vec<ExportedEvent>,
+    /// The harness's report on the run (CPU, schedule lag / client queue, event-loop lag, the
+    /// unreliable flag with its reasons); null when the run stored none. Absent in exports
+    /// written before it was added, which read as null.
+    #[serde(default)]
+    pub harness: Option<HarnessReport>,
     /// Raw records; `run_id` and `candidate_id` are the exporting installation's ids.
     pub records: Vec<RequestRecord>,
 }
@@ -172,6 +179,7 @@ pub async fn export_run(store: &dyn Store, run_id: i64) -> Result<RunExport, Tra
         },
         candidates,
         events,
+        harness: store.get_run_harness(run_id).await?,
         records: store.list_request_records(run_id).await?,
     })
 }
@@ -323,6 +331,9 @@ pub async fn import_run(store: &dyn Store, export: &RunExport) -> Result<i64, Tr
                 })
                 .collect();
             store.append_request_records(&batch).await?;
+        }
+        if let Some(harness) = &export.harness {
+            store.set_run_harness(run_id, harness).await?;
         }
         store
             .append_run_event(

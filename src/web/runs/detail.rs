@@ -22,6 +22,8 @@ use crate::web::error::{WebError, parse_id};
 use crate::web::measure::{AGGREGATE, DECODE_PER_STREAM, E2E, TTFT};
 use crate::web::views::{NOT_MEASURED, ms, or_dash, pct_n, short_hash, tok_s};
 
+use super::report::{HarnessView, LevelsView, QualityView, harness_view, levels_view, quality_views};
+
 /// Most per-case rows shown on the page (the full data is in the records).
 pub const CASE_ROWS: usize = 100;
 /// Most recent event-log lines shown.
@@ -75,6 +77,12 @@ pub struct LiveView {
     pub scorecard: Option<Scorecard>,
     pub cases: Vec<CaseRow>,
     pub cases_note: Option<String>,
+    /// The harness's report on itself (stored when the run's execution ends).
+    pub harness: Option<HarnessView>,
+    /// Per-level figures of a load-shape run.
+    pub levels: Option<LevelsView>,
+    /// Quality reports per candidate, from the grades.
+    pub quality: Vec<QualityView>,
     pub events: Vec<EventRow>,
 }
 
@@ -257,7 +265,7 @@ fn config_rows(c: &RunConfig, version: Option<&EvalSetVersion>) -> Vec<(&'static
         Some(v) => format!("{v} (from the eval set)"),
         None => "candidate's default".to_string(),
     };
-    vec![
+    let mut rows = vec![
         ("concurrency", c.concurrency.to_string()),
         ("streaming", if c.stream { "on" } else { "off" }.to_string()),
         (
@@ -285,10 +293,34 @@ fn config_rows(c: &RunConfig, version: Option<&EvalSetVersion>) -> Vec<(&'static
                 None => "all".to_string(),
             },
         ),
-    ]
+        ("load", super::report::shape_text(c)),
+        (
+            "staged rollout",
+            if c.staged_rollout {
+                "on (shortest case, longest case, a few at once, then everything; not in the figures)"
+            } else {
+                "off"
+            }
+            .to_string(),
+        ),
+        (
+            "SLOs (goodput)",
+            super::report::slo_text(&c.slo).unwrap_or_else(|| "none set".to_string()),
+        ),
+    ];
+    if let Some(n) = c.requests_per_level {
+        rows.push((
+            "requests per level",
+            format!("{n} per repetition, cycling through the cases"),
+        ));
+    }
+    if let Some(s) = c.duration_secs {
+        rows.push(("duration per level", format!("at most {s} s per repetition")));
+    }
+    rows
 }
 
-fn candidate_name(candidates: &[Candidate], id: i64) -> String {
+pub(super) fn candidate_name(candidates: &[Candidate], id: i64) -> String {
     candidates
         .iter()
         .find(|c| c.id == id)
@@ -303,6 +335,8 @@ pub(super) async fn live_view(
     candidates: &[Candidate],
 ) -> Result<LiveView, WebError> {
     let parts = cached_record_parts(state, run, version, candidates).await?;
+    // Read on every call (one row): it is stored just before the run turns terminal.
+    let harness = state.store.get_run_harness(run.id).await?.as_ref().map(harness_view);
     let mut events = state.store.list_run_events(run.id).await?;
     let skip = events.len().saturating_sub(EVENT_LINES);
     let events = events
@@ -327,6 +361,9 @@ pub(super) async fn live_view(
         scorecard: parts.scorecard,
         cases: parts.cases,
         cases_note: parts.cases_note,
+        harness,
+        levels: parts.levels,
+        quality: parts.quality,
         events,
     })
 }
@@ -338,10 +375,12 @@ pub struct RecordParts {
     pub scorecard: Option<Scorecard>,
     pub cases: Vec<CaseRow>,
     pub cases_note: Option<String>,
+    pub levels: Option<LevelsView>,
+    pub quality: Vec<QualityView>,
 }
 
 /// Cache kind of [`RecordParts`]; bump the version when its shape or content changes.
-pub const RECORD_PARTS_KIND: &str = "run-page/1";
+pub const RECORD_PARTS_KIND: &str = "run-page/2";
 
 /// A terminal run's records never change, so its parts are computed once and kept in the
 /// store (`run_summaries`); an unfinished run's are computed on every call.
@@ -491,6 +530,8 @@ async fn record_parts(
         scorecard,
         cases: case_rows,
         cases_note,
+        levels: levels_view(run, version, candidates, &records),
+        quality: quality_views(run, candidates, &records),
     })
 }
 

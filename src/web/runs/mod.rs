@@ -10,6 +10,7 @@ mod detail;
 mod events;
 mod list;
 mod new;
+mod report;
 
 pub use detail::{LiveView, RunPage};
 

@@ -132,6 +132,8 @@ pub struct Judged {
     pub incumbent: Option<i64>,
     pub card: Scorecard,
     pub query: String,
+    /// The harness's report on the run: an unreliable one flags the speed rules.
+    pub harness: Option<crate::domain::calibers::HarnessReport>,
 }
 
 /// Loads the run and the chosen profile version, and builds the scorecard.
@@ -233,6 +235,7 @@ pub async fn judge(state: &AppState, run_id: i64, q: &ScorecardQuery) -> Result<
         incumbent,
         card,
         query,
+        harness: store.get_run_harness(run_id).await?,
     })
 }
 

@@ -49,6 +49,8 @@ pub struct SectionView {
     pub title: &'static str,
     pub rows: Vec<RowView>,
     pub empty_note: &'static str,
+    /// Why this section's figures must not be trusted (the harness flagged the run's speed).
+    pub warning: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -193,6 +195,15 @@ fn row_view(row: &Row) -> RowView {
     }
 }
 
+/// The harness's reasons when it flagged the run's speed figures unreliable.
+fn speed_warning(j: &Judged) -> Option<String> {
+    let h = j.harness.as_ref().filter(|h| h.unreliable)?;
+    Some(format!(
+        "The harness flagged this run's speed figures: {}. Latency and throughput verdicts below may be wrong.",
+        h.reasons.join("; ")
+    ))
+}
+
 fn verdict_class(v: Verdict) -> &'static str {
     v.class()
 }
@@ -233,6 +244,7 @@ pub fn build(j: &Judged) -> CardView {
                 Dimension::Operability => "No operability rule in this profile (rate limits, usage reporting, cost).",
                 _ => "No rule of this dimension in this profile.",
             },
+            warning: (*d == Dimension::Throughput).then(|| speed_warning(j)).flatten(),
         })
         .collect();
     let names: Vec<String> = card.columns.iter().map(|c| c.name.clone()).collect();

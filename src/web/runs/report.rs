@@ -1,0 +1,811 @@
+//! The run page's reports beyond the first results table: the harness's verdict on its own
+//! measurements, per-level figures of load-shape runs (concurrency levels and sweeps with the
+//! knee, constant and Poisson rates, prompt-length bins, goodput under the run's SLOs), and
+//! quality reports per candidate built from the stored grades (per-grader pass rates with
+//! reasons, classification and field-extraction reports).
+//!
+//! Everything here is pure (records and stored reports in, strings out), so the views can be
+//! cached with the rest of a terminal run's page and templates only print.
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::calibers::{HarnessReport, LevelFigures, RunFigures, Slo, run_figures};
+use crate::domain::candidate::Candidate;
+use crate::domain::grading::{FieldReport, FieldStats, FieldsDetail, classification_report, field_report, label_pair};
+use crate::domain::metrics::Distribution;
+use crate::domain::run::{LoadShape, RequestRecord, Run, RunConfig};
+use crate::domain::validation::truncate;
+use crate::store::EvalSetVersion;
+use crate::web::measure::{
+    AGGREGATE, DECODE_PER_STREAM, E2E, E2E_PER_STREAM, ICL, ITL, REQUEST_THROUGHPUT, TPOT, TTFA, TTFT,
+};
+use crate::web::views::{NOT_MEASURED, num};
+
+// ------------------------------------------------------------------------------ harness
+
+/// The harness's report on itself, every figure with what it is.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HarnessView {
+    /// The speed figures of this run must not be trusted; `reasons` says why.
+    pub unreliable: bool,
+    pub reasons: Vec<String>,
+    pub facts: Vec<Fact>,
+}
+
+/// One labelled figure: `key` names it for tests and scripts (`data-harness`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Fact {
+    pub key: String,
+    pub label: String,
+    pub value: String,
+    pub caliber: String,
+}
+
+/// `p50 0.12 ms · p90 0.30 ms · p99 1.2 ms · max 4.0 ms (n=200)`.
+fn percentiles_ms(d: &Distribution) -> String {
+    format!(
+        "p50 {} ms · p90 {} ms · p99 {} ms · max {} ms (n={})",
+        num(d.p50),
+        num(d.p90),
+        num(d.p99),
+        num(d.max),
+        d.n
+    )
+}
+
+pub fn harness_view(h: &HarnessReport) -> HarnessView {
+    let mut facts = vec![Fact {
+        key: "verdict".into(),
+        label: "speed figures".into(),
+        value: if h.unreliable { "UNRELIABLE" } else { "reliable" }.into(),
+        caliber: format!(
+            "flagged when p99 schedule lag, client queue wait or event-loop lag exceeds {} ms, or bakeoff used more than {:.0} % of all cores",
+            num(h.lag_bound_ms),
+            crate::engine::harness::CPU_SHARE_BOUND * 100.0
+        ),
+    }];
+    facts.push(Fact {
+        key: "cpu_s".into(),
+        label: "bakeoff CPU time".into(),
+        value: match h.cpu_s {
+            Some(c) => format!("{} CPU-s over {} s wall", num(c), num(h.wall_s)),
+            None => format!("not measurable on this host ({} s wall)", num(h.wall_s)),
+        },
+        caliber:
+            "user + system CPU seconds of the bakeoff process during the run (an in-process mock's threads excluded)"
+                .into(),
+    });
+    facts.push(Fact {
+        key: "cpu_share".into(),
+        label: "bakeoff CPU share".into(),
+        value: match h.cpu_share {
+            Some(s) => format!("{:.1} % of {} cores", s * 100.0, h.cores),
+            None => NOT_MEASURED.into(),
+        },
+        caliber: "CPU-s / (wall s × cores available)".into(),
+    });
+    facts.push(Fact {
+        key: "cpu_per_mtok".into(),
+        label: "bakeoff CPU-s per Mtok".into(),
+        value: match h.cpu_s_per_million_tokens {
+            Some(p) => format!("{} CPU-s per million output tokens", num(p)),
+            None => NOT_MEASURED.into(),
+        },
+        caliber: format!(
+            "bakeoff CPU-s / output tokens of measured requests × 10⁶ ({} tokens streamed)",
+            h.streamed_tokens
+        ),
+    });
+    let lag_caliber = |what: &str| format!("{what}; p99 above {} ms flags the run", num(h.lag_bound_ms));
+    if h.open_loop || h.schedule_lag_ms.is_some() {
+        facts.push(Fact {
+            key: "schedule_lag".into(),
+            label: "schedule lag".into(),
+            value: h.schedule_lag_ms.as_ref().map_or(NOT_MEASURED.into(), percentiles_ms),
+            caliber: lag_caliber("open loop: actual − planned send time of every measured request"),
+        });
+    }
+    if !h.open_loop || h.client_queue_ms.is_some() {
+        facts.push(Fact {
+            key: "client_queue".into(),
+            label: "client queue wait".into(),
+            value: h.client_queue_ms.as_ref().map_or(NOT_MEASURED.into(), percentiles_ms),
+            caliber: lag_caliber(
+                "closed loop: time a ready request waited inside bakeoff before it was sent (not in TTFT or E2E)",
+            ),
+        });
+    }
+    facts.push(Fact {
+        key: "event_loop_lag".into(),
+        label: "event-loop lag".into(),
+        value: h.runtime_lag_ms.as_ref().map_or(NOT_MEASURED.into(), percentiles_ms),
+        caliber: lag_caliber("how late bakeoff's event loop woke a 5 ms ticker during the run (timer resolution 1 ms)"),
+    });
+    facts.push(Fact {
+        key: "host".into(),
+        label: "measured by".into(),
+        value: format!("bakeoff {} on {} ({} cores)", h.bakeoff_version, h.host, h.cores),
+        caliber: "the installation and host that sent the requests".into(),
+    });
+    HarnessView {
+        unreliable: h.unreliable,
+        reasons: h.reasons.clone(),
+        facts,
+    }
+}
+
+// ------------------------------------------------------------------------ per level
+
+/// A column head: the figure's label and how it is computed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Column {
+    pub label: String,
+    pub caliber: String,
+}
+
+fn col(label: impl Into<String>, caliber: impl Into<String>) -> Column {
+    Column {
+        label: label.into(),
+        caliber: caliber.into(),
+    }
+}
+
+/// Per-level figures of a load-shape run: one row per candidate × load level × prompt bin.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LevelsView {
+    /// The load shape in words, e.g. "concurrency sweep c=1 → 32".
+    pub shape: String,
+    pub latency_columns: Vec<Column>,
+    pub speed_columns: Vec<Column>,
+    pub rows: Vec<LevelRow>,
+    /// The knee rule in words (sweeps only).
+    pub knee_rule: Option<String>,
+    pub knees: Vec<KneeRow>,
+    /// The SLOs goodput counts against, in words (None: no SLO set, no goodput).
+    pub slo: Option<String>,
+    /// Levels whose aggregates fell back to the whole span, failures by class.
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LevelRow {
+    pub candidate: String,
+    /// `c=4`, `5 req/s Poisson`.
+    pub load: String,
+    /// `512 tokens` or "—".
+    pub prompt: String,
+    pub latency: Vec<String>,
+    pub speed: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct KneeRow {
+    pub candidate: String,
+    pub prompt: String,
+    /// `c=4`.
+    pub knee: String,
+    /// `ttft`, `throughput` or `none`.
+    pub rule: String,
+    pub explanation: String,
+}
+
+pub fn shape_text(c: &RunConfig) -> String {
+    match &c.load {
+        LoadShape::Fixed => format!("fixed concurrency c={}", c.concurrency),
+        LoadShape::Levels { levels } => format!(
+            "concurrency levels {}",
+            levels.iter().map(|l| format!("c={l}")).collect::<Vec<_>>().join(", ")
+        ),
+        LoadShape::Rate { per_second, poisson } => format!(
+            "{} rate of {} req/s (open loop: sent on schedule whatever the server does)",
+            if *poisson { "Poisson" } else { "constant" },
+            per_second
+        ),
+        LoadShape::Sweep { max_concurrency, .. } => format!("concurrency sweep c=1 → {max_concurrency}, doubling"),
+    }
+}
+
+/// `TTFT ≤ 500 ms, TPOT ≤ 50 ms`.
+pub fn slo_text(slo: &Slo) -> Option<String> {
+    let parts: Vec<String> = [("TTFT", slo.ttft_ms), ("TPOT", slo.tpot_ms), ("E2E", slo.e2e_ms)]
+        .into_iter()
+        .filter_map(|(name, v)| v.map(|v| format!("{name} ≤ {} ms", num(v))))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+/// Whether the run page shows per-level figures: any load shape but a fixed concurrency, or a
+/// fixed run whose cases carry prompt-length bins.
+fn has_levels<'a>(config: &RunConfig, mut figures: impl Iterator<Item = &'a RunFigures>) -> bool {
+    !matches!(config.load, LoadShape::Fixed) || figures.any(|f| f.levels.iter().any(|l| l.prompt_tokens.is_some()))
+}
+
+/// Per-level figures of every candidate (warm-ups, rollout and other phases excluded by
+/// `run_figures`); None for a plain eval run or before any measured request.
+pub fn levels_view(
+    run: &Run,
+    version: Option<&EvalSetVersion>,
+    candidates: &[Candidate],
+    records: &[RequestRecord],
+) -> Option<LevelsView> {
+    let config = &run.config;
+    let bins: HashMap<&str, Option<u32>> = version
+        .map(|v| {
+            v.file
+                .cases
+                .iter()
+                .map(|c| (c.id.as_str(), crate::engine::executor::prompt_bin(&c.tags)))
+                .collect()
+        })
+        .unwrap_or_default();
+    // A plain eval run without prompt-length bins has one level: the results table says it all.
+    if matches!(config.load, LoadShape::Fixed) && bins.values().all(Option::is_none) {
+        return None;
+    }
+    let figures: Vec<(String, RunFigures)> = run
+        .candidate_ids
+        .iter()
+        .map(|&id| {
+            let name = super::detail::candidate_name(candidates, id);
+            (
+                name,
+                run_figures(records, config, id, |case| bins.get(case).copied().flatten()),
+            )
+        })
+        .collect();
+    if !has_levels(config, figures.iter().map(|(_, f)| f)) || figures.iter().all(|(_, f)| f.levels.is_empty()) {
+        return None;
+    }
+    let slo = config.slo.is_set().then(|| slo_text(&config.slo)).flatten();
+    let latency_columns = vec![
+        col("ok / sent", "successful / measured requests (final attempts)"),
+        col("retries", "attempts after the first (never in the figures)"),
+        col(format!("{} p50", TTFT.label), TTFT.definition),
+        col(format!("{} p95", TTFT.label), TTFT.definition),
+        col(format!("{} p50", TTFA.label), TTFA.definition),
+        col(format!("{} p50", E2E.label), "send → end of stream"),
+        col(format!("{} p95", E2E.label), "send → end of stream"),
+        col(format!("{} p50", TPOT.label), TPOT.definition),
+        col(format!("{} p50", ITL.label), ITL.definition),
+        col(format!("{} p99", ITL.label), ITL.definition),
+        col(format!("{} p50", ICL.label), ICL.definition),
+        col(
+            "client queue p99",
+            "wait inside bakeoff before the send (not in TTFT or E2E)",
+        ),
+    ];
+    let mut speed_columns = vec![
+        col(format!("{} p50", DECODE_PER_STREAM.label), DECODE_PER_STREAM.definition),
+        col(format!("{} p50", E2E_PER_STREAM.label), E2E_PER_STREAM.definition),
+        col(
+            "o200k e2e tok/s/stream p50",
+            "canonical o200k tokens / E2E, per request",
+        ),
+        col(
+            "chars/s/stream p50",
+            "generated characters (answer + reasoning) / E2E, per request",
+        ),
+        col(
+            "aggregate tok/s @ level [95 % CI]",
+            format!(
+                "{}; median over repetitions, interval across repetitions",
+                AGGREGATE.definition
+            ),
+        ),
+        col(
+            "aggregate o200k tok/s",
+            "canonical o200k tokens in the measured window / its length",
+        ),
+        col(
+            "aggregate chars/s",
+            "generated characters in the measured window / its length",
+        ),
+        col(
+            "req/s",
+            "successful requests ending in the measured window / its length",
+        ),
+    ];
+    if let Some(s) = &slo {
+        speed_columns.push(col(
+            "goodput req/s",
+            format!(
+                "{}: successful requests meeting {s}, ending in the window / its length",
+                REQUEST_THROUGHPUT.name
+            ),
+        ));
+        speed_columns.push(col(
+            "SLO attainment",
+            format!("share of successful requests meeting {s}"),
+        ));
+    }
+    speed_columns.push(col("output tokens from", "where each request's token count came from"));
+
+    let mut rows = Vec::new();
+    let mut knees = Vec::new();
+    let mut notes = Vec::new();
+    for (name, f) in &figures {
+        for l in &f.levels {
+            rows.push(LevelRow {
+                candidate: name.clone(),
+                load: l.load.label(),
+                prompt: prompt_text(l.prompt_tokens),
+                latency: latency_cells(l),
+                speed: speed_cells(l, slo.is_some()),
+            });
+            if let Some(w) = l.repetitions.iter().find_map(|r| r.window.filter(|w| !w.steady)) {
+                notes.push(format!(
+                    "{name} at {}{}: too few requests for a steady state; aggregates use the whole {} s span from first send to last end",
+                    l.load.label(),
+                    prompt_suffix(l.prompt_tokens),
+                    num(w.secs())
+                ));
+            }
+            if !l.errors.is_empty() {
+                let errors: Vec<String> = l.errors.iter().map(|(k, v)| format!("{k} × {v}")).collect();
+                notes.push(format!(
+                    "{name} at {}{}: failed requests by class: {}",
+                    l.load.label(),
+                    prompt_suffix(l.prompt_tokens),
+                    errors.join(", ")
+                ));
+            }
+        }
+        for (bin, knee) in &f.knees {
+            knees.push(KneeRow {
+                candidate: name.clone(),
+                prompt: prompt_text(*bin),
+                knee: format!("c={}", knee.concurrency),
+                rule: knee.rule.clone(),
+                explanation: knee.explanation.clone(),
+            });
+        }
+    }
+    let knee_rule = match config.load {
+        LoadShape::Sweep {
+            ttft_factor, min_gain, ..
+        } => Some(format!(
+            "The knee is the highest concurrency whose p95 TTFT stays within {}× the p95 TTFT at c=1, \
+             and up to which aggregate tok/s still grows by at least {} % from one level to the next; \
+             the first level where either fails ends the search (rule `ttft` or `throughput`; `none`: \
+             neither happened up to the highest level).",
+            plain(ttft_factor),
+            plain(min_gain * 100.0)
+        )),
+        _ => None,
+    };
+    Some(LevelsView {
+        shape: shape_text(config),
+        latency_columns,
+        speed_columns,
+        rows,
+        knee_rule,
+        knees,
+        slo,
+        notes,
+    })
+}
+
+/// `2`, `1.5`: a stated parameter as typed, without padding digits.
+fn plain(v: f64) -> String {
+    let s = format!("{v:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+fn prompt_text(bin: Option<u32>) -> String {
+    bin.map_or(NOT_MEASURED.into(), |b| format!("{b} tokens"))
+}
+
+fn prompt_suffix(bin: Option<u32>) -> String {
+    bin.map_or(String::new(), |b| format!(" · {b}-token prompts"))
+}
+
+fn dist_ms(d: &Option<Distribution>, f: fn(&Distribution) -> f64) -> String {
+    d.as_ref().map_or(NOT_MEASURED.into(), |d| format!("{} ms", num(f(d))))
+}
+
+fn dist_rate(d: &Option<Distribution>, unit: &str) -> String {
+    d.as_ref()
+        .map_or(NOT_MEASURED.into(), |d| format!("{} {unit}", num(d.p50)))
+}
+
+fn rate(v: Option<f64>, unit: &str) -> String {
+    v.map_or(NOT_MEASURED.into(), |v| format!("{} {unit}", num(v)))
+}
+
+fn latency_cells(l: &LevelFigures) -> Vec<String> {
+    vec![
+        format!("{}/{}", l.succeeded, l.requests),
+        l.retries.to_string(),
+        dist_ms(&l.ttft_ms, |d| d.p50),
+        dist_ms(&l.ttft_ms, |d| d.p95),
+        dist_ms(&l.ttfa_ms, |d| d.p50),
+        dist_ms(&l.e2e_ms, |d| d.p50),
+        dist_ms(&l.e2e_ms, |d| d.p95),
+        dist_ms(&l.tpot_ms, |d| d.p50),
+        dist_ms(&l.itl_ms, |d| d.p50),
+        dist_ms(&l.itl_ms, |d| d.p99),
+        dist_ms(&l.icl_ms, |d| d.p50),
+        dist_ms(&l.client_queue_ms, |d| d.p99),
+    ]
+}
+
+fn speed_cells(l: &LevelFigures, slo: bool) -> Vec<String> {
+    let aggregate = match (l.aggregate_tok_s, l.aggregate_tok_s_ci) {
+        (Some(v), Some(ci)) => format!("{} tok/s [{} – {}]", num(v), num(ci.lo), num(ci.hi)),
+        (Some(v), None) => format!("{} tok/s", num(v)),
+        _ => NOT_MEASURED.into(),
+    };
+    let mut cells = vec![
+        dist_rate(&l.decode_tok_s_per_stream, "tok/s"),
+        dist_rate(&l.e2e_tok_s_per_stream, "tok/s"),
+        dist_rate(&l.canonical_e2e_tok_s_per_stream, "tok/s"),
+        dist_rate(&l.chars_per_s_per_stream, "chars/s"),
+        aggregate,
+        rate(l.aggregate_canonical_tok_s, "tok/s"),
+        rate(l.aggregate_chars_per_s, "chars/s"),
+        rate(l.req_per_s, "req/s"),
+    ];
+    if slo {
+        cells.push(rate(l.goodput_req_per_s, "req/s"));
+        cells.push(l.slo_attainment.map_or(NOT_MEASURED.into(), |a| {
+            format!("{:.1} % (n={})", a * 100.0, l.succeeded)
+        }));
+    }
+    cells.push(if l.token_sources.is_empty() {
+        NOT_MEASURED.into()
+    } else {
+        l.token_sources
+            .iter()
+            .map(|(k, v)| format!("{k} {v}/{}", l.succeeded))
+            .collect::<Vec<_>>()
+            .join(", ")
+    });
+    cells
+}
+
+// --------------------------------------------------------------------------- quality
+
+/// Most labels a confusion matrix is drawn for (free-text "labels" can be unbounded).
+pub const MATRIX_LABELS: usize = 30;
+/// Most rows of per-label and per-field tables.
+pub const REPORT_ROWS: usize = 60;
+/// Failing reasons shown per grader.
+const REASON_SAMPLES: usize = 3;
+
+/// One candidate's quality, from the grades of its measured, successful answers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QualityView {
+    pub candidate: String,
+    /// Graded answers (successful measured requests with at least one grade).
+    pub graded: u64,
+    /// Measured requests that failed with an error (not graded, not in these figures).
+    pub failed: u64,
+    pub graders: Vec<GraderRow>,
+    pub classification: Option<ClassificationView>,
+    pub fields: Option<FieldsView>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GraderRow {
+    pub grader: String,
+    pub passed: u64,
+    pub graded: u64,
+    /// `92.0 %`.
+    pub rate: String,
+    /// Up to three failing reasons with their case: `c3: predicted "x", expected "y"`.
+    pub failures: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClassificationView {
+    pub cases: u64,
+    pub accuracy: String,
+    pub macro_f1: String,
+    pub per_label: Vec<LabelRow>,
+    pub labels_left_out: usize,
+    /// Distinct labels expected or predicted.
+    pub label_count: usize,
+    /// None when there are more than [`MATRIX_LABELS`] labels.
+    pub matrix: Option<Matrix>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LabelRow {
+    pub label: String,
+    pub support: u64,
+    pub precision: String,
+    pub recall: String,
+    pub f1: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MatrixCell {
+    pub predicted: String,
+    pub count: u64,
+    /// Predicted = expected.
+    pub diagonal: bool,
+}
+
+/// `rows[i].cells[j]`: answers expected `labels[i]` and predicted `labels[j]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Matrix {
+    pub labels: Vec<String>,
+    pub rows: Vec<MatrixRow>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MatrixRow {
+    pub expected: String,
+    pub cells: Vec<MatrixCell>,
+    /// Answers naming no label (or several).
+    pub no_label: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FieldsView {
+    pub records: u64,
+    /// `40.0 % (8 of 20)`.
+    pub exact: String,
+    pub fields: Vec<FieldRow>,
+    pub fields_left_out: usize,
+    /// All fields pooled (micro-averaged).
+    pub all: FieldRow,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FieldRow {
+    pub field: String,
+    pub precision: String,
+    pub recall: String,
+    pub f1: String,
+    pub correct: u64,
+    pub wrong: u64,
+    pub missing: u64,
+    pub extra: u64,
+}
+
+fn ratio(v: f64) -> String {
+    format!("{v:.3}")
+}
+
+fn field_row(s: &FieldStats) -> FieldRow {
+    FieldRow {
+        field: s.field.clone(),
+        precision: ratio(s.precision),
+        recall: ratio(s.recall),
+        f1: ratio(s.f1),
+        correct: s.counts.correct,
+        wrong: s.counts.wrong,
+        missing: s.counts.missing,
+        extra: s.counts.extra,
+    }
+}
+
+/// Quality per candidate in run order. Only measured requests of the run's measured phase
+/// count (warm-ups and the staged rollout's requests are left out); answers graded by no
+/// grader are left out too.
+pub fn quality_views(run: &Run, candidates: &[Candidate], records: &[RequestRecord]) -> Vec<QualityView> {
+    let phase = run.config.measured_phase();
+    let views: Vec<QualityView> = run
+        .candidate_ids
+        .iter()
+        .map(|&id| {
+            let mine = records
+                .iter()
+                .filter(|r| r.candidate_id == id && !r.is_warmup && r.phase == phase);
+            quality_of(super::detail::candidate_name(candidates, id), mine, run.config.retries)
+        })
+        .collect();
+    // Nothing measured yet: no section.
+    if views.iter().all(|q| q.graded == 0 && q.failed == 0) {
+        return Vec::new();
+    }
+    views
+}
+
+fn quality_of<'a>(
+    candidate: String,
+    records: impl Iterator<Item = &'a RequestRecord>,
+    retries_allowed: u32,
+) -> QualityView {
+    let mut graded = 0u64;
+    let mut failed = 0u64;
+    // Grader name → (passed, graded, failing reasons sampled).
+    let mut graders: BTreeMap<String, (u64, u64, Vec<String>)> = BTreeMap::new();
+    let mut pairs: Vec<(String, Option<String>)> = Vec::new();
+    let mut details: Vec<FieldsDetail> = Vec::new();
+    for r in records {
+        if !r.succeeded() {
+            // A failure that will be retried is not the request's outcome.
+            let retried = r.attempt < retries_allowed && r.error_class.is_some_and(|c| c.is_retryable());
+            if !retried {
+                failed += 1;
+            }
+            continue;
+        }
+        if r.grades.is_empty() {
+            continue;
+        }
+        graded += 1;
+        for g in &r.grades {
+            let entry = graders.entry(g.grader.clone()).or_default();
+            entry.1 += 1;
+            if g.passed {
+                entry.0 += 1;
+            } else if entry.2.len() < REASON_SAMPLES {
+                entry.2.push(format!("{}: {}", r.case_id, truncate(&g.reason, 160)));
+            }
+            if let Some(pair) = label_pair(g) {
+                pairs.push(pair);
+            }
+            if let Some(d) = FieldsDetail::from_grade(g) {
+                details.push(d);
+            }
+        }
+    }
+    let graders = graders
+        .into_iter()
+        .map(|(grader, (passed, n, failures))| GraderRow {
+            grader,
+            passed,
+            graded: n,
+            rate: if n > 0 {
+                format!("{:.1} %", passed as f64 / n as f64 * 100.0)
+            } else {
+                NOT_MEASURED.into()
+            },
+            failures,
+        })
+        .collect();
+    QualityView {
+        candidate,
+        graded,
+        failed,
+        graders,
+        classification: (!pairs.is_empty()).then(|| classification_view(&pairs)),
+        fields: (!details.is_empty()).then(|| fields_view(&field_report(&details))),
+    }
+}
+
+fn classification_view(pairs: &[(String, Option<String>)]) -> ClassificationView {
+    let r = classification_report(pairs);
+    let per_label: Vec<LabelRow> = r
+        .per_label
+        .iter()
+        .take(REPORT_ROWS)
+        .map(|s| LabelRow {
+            label: s.label.clone(),
+            support: s.support,
+            precision: ratio(s.precision),
+            recall: ratio(s.recall),
+            f1: ratio(s.f1),
+        })
+        .collect();
+    let matrix = (r.labels.len() <= MATRIX_LABELS).then(|| Matrix {
+        labels: r.labels.clone(),
+        rows: r
+            .labels
+            .iter()
+            .zip(r.confusion.iter().zip(&r.no_label))
+            .map(|(label, (cells, &no_label))| MatrixRow {
+                expected: label.clone(),
+                cells: r
+                    .labels
+                    .iter()
+                    .zip(cells)
+                    .map(|(predicted, &count)| MatrixCell {
+                        predicted: predicted.clone(),
+                        count,
+                        diagonal: predicted == label,
+                    })
+                    .collect(),
+                no_label,
+            })
+            .collect(),
+    });
+    ClassificationView {
+        cases: r.cases,
+        accuracy: format!("{:.1} % (n={})", r.accuracy * 100.0, r.cases),
+        macro_f1: ratio(r.macro_f1),
+        labels_left_out: r.per_label.len().saturating_sub(REPORT_ROWS),
+        label_count: r.labels.len(),
+        per_label,
+        matrix,
+    }
+}
+
+fn fields_view(r: &FieldReport) -> FieldsView {
+    FieldsView {
+        records: r.records,
+        exact: match r.exact_rate() {
+            Some(rate) => format!("{:.1} % ({} of {})", rate * 100.0, r.exact_records, r.records),
+            None => NOT_MEASURED.into(),
+        },
+        fields: r.fields.iter().take(REPORT_ROWS).map(field_row).collect(),
+        fields_left_out: r.fields.len().saturating_sub(REPORT_ROWS),
+        all: field_row(&r.micro),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::grading::Grade;
+    use crate::domain::run::{Phase, RequestRecord};
+
+    fn graded(case: &str, grades: Vec<Grade>) -> RequestRecord {
+        RequestRecord {
+            run_id: 1,
+            candidate_id: 1,
+            case_id: case.into(),
+            phase: Phase::Quality,
+            repetition: 0,
+            attempt: 0,
+            concurrency: 1,
+            is_warmup: false,
+            sent_at_us: 0,
+            client_queue_us: 0,
+            connect_us: None,
+            connection_reused: None,
+            headers_us: Some(1),
+            first_chunk_us: Some(2),
+            first_reasoning_us: None,
+            first_content_us: Some(2),
+            last_token_us: Some(3),
+            end_us: Some(4),
+            chunks: vec![(2, 1)],
+            http_status: Some(200),
+            finish_reason: Some("stop".into()),
+            input_tokens: None,
+            output_tokens: Some(1),
+            output_tokens_source: None,
+            reasoning_tokens: None,
+            canonical_tokens: None,
+            output_chars: 1,
+            output: "x".into(),
+            reasoning: None,
+            error_class: None,
+            error_detail: None,
+            grades,
+        }
+    }
+
+    fn label(expected: &str, predicted: Option<&str>) -> Grade {
+        Grade {
+            grader: "label".into(),
+            score: f64::from(u8::from(predicted == Some(expected))),
+            passed: predicted == Some(expected),
+            reason: format!("predicted {predicted:?}"),
+            detail: Some(serde_json::json!({"expected": expected, "predicted": predicted})),
+        }
+    }
+
+    #[test]
+    fn classification_counts_by_hand() {
+        let records = [
+            graded("a", vec![label("cat", Some("cat"))]),
+            graded("b", vec![label("cat", Some("dog"))]),
+            graded("c", vec![label("dog", Some("dog"))]),
+            graded("d", vec![label("dog", None)]),
+        ];
+        let q = quality_of("m".into(), records.iter(), 0);
+        assert_eq!((q.graded, q.failed), (4, 0));
+        let c = q.classification.unwrap();
+        assert_eq!(c.accuracy, "50.0 % (n=4)");
+        let m = c.matrix.unwrap();
+        assert_eq!(m.labels, ["cat", "dog"]);
+        let counts = |i: usize| m.rows[i].cells.iter().map(|c| c.count).collect::<Vec<_>>();
+        assert_eq!(counts(0), [1, 1]);
+        assert_eq!((counts(1), m.rows[1].no_label), (vec![0, 1], 1));
+        assert!(m.rows[1].cells[1].diagonal && !m.rows[1].cells[0].diagonal);
+        // cat: P 1/1, R 1/2; dog: P 1/2, R 1/2.
+        assert_eq!(
+            (c.per_label[0].precision.as_str(), c.per_label[0].recall.as_str()),
+            ("1.000", "0.500")
+        );
+        assert_eq!(q.graders[0].rate, "50.0 %");
+        assert_eq!(q.graders[0].failures.len(), 2);
+        assert!(q.graders[0].failures[0].starts_with("b: "));
+    }
+}
