@@ -682,6 +682,10 @@ async fn a_sweep_over_prompt_bins_shows_a_row_per_level_and_bin_with_the_knee() 
             assert_eq!(li.value().attr("data-rule"), Some(knee.rule.as_str()), "{b}");
         }
         assert!(page.text(".conditions").contains("concurrency sweep c=1 → 4"), "{b}");
+        assert!(
+            page.text("table.results caption").contains("every level pooled"),
+            "{b}: the first table says it pools levels"
+        );
     }
 }
 

@@ -624,6 +624,16 @@ fn scorecard(
         c.warmup_requests,
         if c.warmup_requests == 1 { "" } else { "s" },
     );
+    // A load-shape run's levels differ in load: pooled figures are not figures of any one level.
+    let conditions = if matches!(c.load, crate::domain::run::LoadShape::Fixed) {
+        conditions
+    } else {
+        format!(
+            "{} · load {}, every level pooled (per-level figures under \"Per load level\"; the concurrency shown is the first level's)",
+            conditions,
+            super::report::shape_text(c)
+        )
+    };
     Scorecard {
         columns: run
             .candidate_ids
