@@ -102,6 +102,7 @@ pub fn demo_candidates(mock_base_url: &str) -> Vec<CandidateSpec> {
                 },
                 claimed: claim,
                 notes: Some(notes.to_string()),
+                tokenize: None,
             }
         };
     vec![

@@ -1,6 +1,7 @@
 //! `bakeoff measure` (one endpoint from the terminal, with bakeoff's metric definitions) and
 //! `bakeoff calibrate` (the harness's self-check against the built-in mock). The JSON that
 //! `--json` writes is documented field by field in docs/measure-json.md.
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -9,10 +10,11 @@ use clap::Args;
 use serde::Serialize;
 
 use crate::domain::calibers::{HarnessReport, Knee, LevelFigures, Slo};
-use crate::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind};
+use crate::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind, TokenizeEndpoint};
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::metrics::Distribution;
 use crate::domain::run::{LoadShape, RequestRecord, RunConfig, RunStatus};
+use crate::domain::validation::FieldErrors;
 use crate::engine::calibrate::{CalibrateOptions, CalibrationReport};
 use crate::engine::executor::Cancel;
 use crate::engine::measure::{
@@ -45,6 +47,15 @@ pub struct MeasureFlags {
     /// Name of the environment variable holding the API key (the key itself is never a flag).
     #[arg(long)]
     pub api_key_env: Option<String>,
+    /// When streams carry no usage, count output tokens with the server's own tokenize endpoint
+    /// of this kind: llama-cpp, vllm or llama-cpp-python. Called after the measured load ends;
+    /// the source is then `server-tokenizer` (else bakeoff's o200k count, `tokenizer`).
+    #[arg(long)]
+    pub tokenize: Option<String>,
+    /// Path of that endpoint on the server of --base-url (default /tokenize, or
+    /// /extras/tokenize for llama-cpp-python).
+    #[arg(long, requires = "tokenize")]
+    pub tokenize_path: Option<String>,
 
     /// Closed loop at each of these concurrencies in turn, e.g. 1,4,16.
     #[arg(long, value_delimiter = ',', conflicts_with_all = ["rate", "sweep"])]
@@ -262,6 +273,63 @@ pub enum Workload {
     },
 }
 
+/// `--tokenize`/`--tokenize-path` as a declared endpoint, checked like the candidate form.
+pub fn tokenize_flags(args: &MeasureFlags) -> anyhow::Result<Option<TokenizeEndpoint>> {
+    let Some(kind) = &args.tokenize else {
+        return Ok(None);
+    };
+    let mut e = FieldErrors::default();
+    let endpoint = TokenizeEndpoint::parse(
+        &mut e,
+        kind,
+        args.tokenize_path.as_deref().unwrap_or(""),
+        Some(&args.base_url),
+    );
+    if let Some(problem) = e.0.first() {
+        let flag = if problem.field == "tokenize_kind" {
+            "--tokenize"
+        } else {
+            "--tokenize-path"
+        };
+        bail!("{flag}: {}", problem.message);
+    }
+    Ok(endpoint)
+}
+
+/// Where the output-token counts came from, for the JSON.
+#[derive(Debug, Clone, Serialize)]
+pub struct TokenCounting {
+    /// Successful measured requests by the source of their output-token count: `usage`,
+    /// `server-tokenizer`, `tokenizer` (o200k) or `chunks`.
+    pub sources: BTreeMap<String, u64>,
+    /// The tokenize endpoint declared with --tokenize, if any.
+    pub server_tokenizer: Option<ServerTokenizerJson>,
+    /// The canonical tokenizer behind every `canonical` figure and the `tokenizer` source.
+    pub canonical_tokenizer: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerTokenizerJson {
+    pub kind: &'static str,
+    pub url: Option<String>,
+}
+
+fn token_counting(spec: &CandidateSpec, records: &[RequestRecord]) -> TokenCounting {
+    let mut sources = BTreeMap::new();
+    for r in records.iter().filter(|r| !r.is_warmup && r.succeeded()) {
+        let source = r.output_tokens_source.map_or("unknown", |s| s.as_str());
+        *sources.entry(source.to_string()).or_default() += 1;
+    }
+    TokenCounting {
+        sources,
+        server_tokenizer: spec.tokenize.as_ref().map(|t| ServerTokenizerJson {
+            kind: t.kind.as_str(),
+            url: t.url(&spec.base_url),
+        }),
+        canonical_tokenizer: CANONICAL_TOKENIZER,
+    }
+}
+
 /// The conditions every figure was measured under.
 #[derive(Debug, Clone, Serialize)]
 pub struct MeasureConditions {
@@ -285,6 +353,8 @@ pub struct MeasureJson {
     pub error: Option<String>,
     pub stored_run_id: Option<i64>,
     pub conditions: MeasureConditions,
+    /// Where output-token counts came from.
+    pub tokens: TokenCounting,
     pub provenance: Provenance,
     pub harness: Option<HarnessReport>,
     pub levels: Vec<LevelFigures>,
@@ -332,7 +402,7 @@ pub const DEFINITIONS: [(&str, &str); 13] = [
     ),
     (
         "output tokens",
-        "server usage when reported, else o200k count of the output (source `tokenizer`), else content chunks (source `chunks`)",
+        "server usage when reported, else the server's own tokenize endpoint when declared with --tokenize (source `server-tokenizer`, counted after the measured load), else o200k count of the output (source `tokenizer`), else content chunks (source `chunks`)",
     ),
 ];
 
@@ -349,6 +419,7 @@ pub async fn run_measure(args: MeasureArgs) -> anyhow::Result<()> {
         .host_str()
         .unwrap_or("?")
         .to_string();
+    let tokenize = tokenize_flags(&args)?;
     let spec = CandidateSpec {
         name: format!("{} @ {host} (bakeoff measure)", args.model),
         provider: args.api,
@@ -363,6 +434,7 @@ pub async fn run_measure(args: MeasureArgs) -> anyhow::Result<()> {
         pricing: Pricing::default(),
         claimed: None,
         notes: Some("created by `bakeoff measure`".into()),
+        tokenize,
     };
     if let Some(var) = &args.api_key_env
         && std::env::var(var).is_err()
@@ -429,6 +501,7 @@ pub async fn run_measure(args: MeasureArgs) -> anyhow::Result<()> {
                 workload: workload_info,
                 run_config: config.clone(),
             },
+            tokens: token_counting(&spec, &outcome.records),
             provenance,
             harness: outcome.harness.clone(),
             levels: outcome.figures.levels.clone(),

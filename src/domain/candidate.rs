@@ -90,6 +90,156 @@ pub struct ClaimedFigure {
     pub conditions: Option<String>,
 }
 
+/// The API shape of a server's tokenize endpoint: each kind is one real server's request and
+/// response, so an answer in another shape is an error that names what was expected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TokenizeKind {
+    /// llama.cpp's own server: `POST /tokenize {"content": …}` → `{"tokens": […]}`.
+    LlamaCpp,
+    /// vLLM: `POST /tokenize {"model": …, "prompt": …}` → `{"count": n, "tokens": […]}`.
+    Vllm,
+    /// llama-cpp-python's server: `POST /extras/tokenize {"input": …, "model": …}` → `{"tokens": […]}`.
+    LlamaCppPython,
+}
+
+impl TokenizeKind {
+    pub const ALL: [TokenizeKind; 3] = [TokenizeKind::LlamaCpp, TokenizeKind::Vllm, TokenizeKind::LlamaCppPython];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            TokenizeKind::LlamaCpp => "llama-cpp",
+            TokenizeKind::Vllm => "vllm",
+            TokenizeKind::LlamaCppPython => "llama-cpp-python",
+        }
+    }
+
+    pub fn label(&self) -> &'static str {
+        match self {
+            TokenizeKind::LlamaCpp => "llama.cpp server: POST /tokenize {\"content\"}",
+            TokenizeKind::Vllm => "vLLM: POST /tokenize {\"model\", \"prompt\"}",
+            TokenizeKind::LlamaCppPython => "llama-cpp-python: POST /extras/tokenize {\"input\", \"model\"}",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<TokenizeKind> {
+        TokenizeKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// Where this kind of server answers, on its own origin.
+    pub fn default_path(&self) -> &'static str {
+        match self {
+            TokenizeKind::LlamaCpp | TokenizeKind::Vllm => "/tokenize",
+            TokenizeKind::LlamaCppPython => "/extras/tokenize",
+        }
+    }
+
+    /// The request and response this kind expects, for error messages.
+    pub fn shape(&self) -> &'static str {
+        match self {
+            TokenizeKind::LlamaCpp => "POST {\"content\": text} answered by {\"tokens\": [...]}",
+            TokenizeKind::Vllm => "POST {\"model\", \"prompt\": text} answered by {\"count\": n, \"tokens\": [...]}",
+            TokenizeKind::LlamaCppPython => "POST {\"input\": text, \"model\"} answered by {\"tokens\": [...]}",
+        }
+    }
+}
+
+/// A tokenize endpoint the candidate's server offers, used to count output tokens with the served
+/// model's own tokenizer when a stream carries no `usage`. It lives on the candidate's own server
+/// (the base URL's scheme, host and port), so the count is the served model's and the key is
+/// never sent anywhere else.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenizeEndpoint {
+    pub kind: TokenizeKind,
+    /// Path on the candidate's server, e.g. `/tokenize`.
+    pub path: String,
+}
+
+impl TokenizeEndpoint {
+    /// The endpoint's URL on the server of `base_url`.
+    pub fn url(&self, base_url: &str) -> Option<String> {
+        let base = url::Url::parse(base_url).ok()?;
+        Some(format!("{}{}", base.origin().ascii_serialization(), self.path))
+    }
+
+    /// Parses a declaration as typed (kind, and a path or a URL on the server of `base_url`;
+    /// a blank path is the kind's usual one). `None` when no kind is chosen. Problems are added
+    /// to `e` under `tokenize_kind` / `tokenize_path`. `base_url` is None when it is itself
+    /// invalid (its own error is reported; the origin is then not checked).
+    pub fn parse(e: &mut FieldErrors, kind: &str, path: &str, base_url: Option<&str>) -> Option<TokenizeEndpoint> {
+        let (kind, path) = (kind.trim(), path.trim());
+        let kind = match kind {
+            "" | "none" => {
+                if !path.is_empty() {
+                    e.add(
+                        "tokenize_kind",
+                        "choose the kind of server the tokenize path belongs to, or clear the path",
+                    );
+                }
+                return None;
+            }
+            raw => match TokenizeKind::parse(raw) {
+                Some(k) => k,
+                None => {
+                    e.add(
+                        "tokenize_kind",
+                        "choose one of: none, llama-cpp, vllm, llama-cpp-python",
+                    );
+                    return None;
+                }
+            },
+        };
+        if path.is_empty() {
+            return Some(TokenizeEndpoint {
+                kind,
+                path: kind.default_path().to_string(),
+            });
+        }
+        if path.chars().count() > 300 {
+            e.add("tokenize_path", "is too long (at most 300 characters)");
+            return None;
+        }
+        let path = if path.starts_with("http://") || path.starts_with("https://") {
+            let Ok(u) = url::Url::parse(path) else {
+                e.add("tokenize_path", "is not a valid URL; give a path such as /tokenize");
+                return None;
+            };
+            let base = base_url.and_then(|b| url::Url::parse(b).ok());
+            if let Some(base) = base
+                && base.origin() != u.origin()
+            {
+                e.add(
+                    "tokenize_path",
+                    format!(
+                        "must be on the candidate's own server ({}), so tokens are counted by the served model's \
+                         tokenizer and the key goes nowhere else",
+                        base.origin().ascii_serialization()
+                    ),
+                );
+                return None;
+            }
+            if u.query().is_some() || u.fragment().is_some() || !u.username().is_empty() || u.password().is_some() {
+                e.add("tokenize_path", "must not contain a query, fragment or credentials");
+                return None;
+            }
+            u.path().to_string()
+        } else {
+            path.to_string()
+        };
+        if !path.starts_with('/') || path.contains(['?', '#', ' ']) || path.contains("//") {
+            e.add(
+                "tokenize_path",
+                format!(
+                    "must be a path on the candidate's server such as {}, without query or spaces",
+                    kind.default_path()
+                ),
+            );
+            return None;
+        }
+        Some(TokenizeEndpoint { kind, path })
+    }
+}
+
 /// Everything about a candidate that the team enters; validated on construction.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CandidateSpec {
@@ -110,6 +260,9 @@ pub struct CandidateSpec {
     pub pricing: Pricing,
     pub claimed: Option<ClaimedFigure>,
     pub notes: Option<String>,
+    /// Where to count output tokens with the served model's tokenizer when streams carry no
+    /// `usage` (None: bakeoff's own o200k count, labelled `tokenizer`).
+    pub tokenize: Option<TokenizeEndpoint>,
 }
 
 impl CandidateSpec {
@@ -157,6 +310,10 @@ pub struct CandidateDraft {
     pub claimed_caliber: String,
     pub claimed_conditions: String,
     pub notes: String,
+    /// `none`/blank, or a `TokenizeKind`.
+    pub tokenize_kind: String,
+    /// A path (or a URL on the candidate's server); blank: the kind's usual path.
+    pub tokenize_path: String,
 }
 
 impl CandidateDraft {
@@ -196,6 +353,12 @@ impl CandidateDraft {
                 .and_then(|c| c.conditions.clone())
                 .unwrap_or_default(),
             notes: opt(&spec.notes),
+            tokenize_kind: spec
+                .tokenize
+                .as_ref()
+                .map(|t| t.kind.as_str().to_string())
+                .unwrap_or_default(),
+            tokenize_path: spec.tokenize.as_ref().map(|t| t.path.clone()).unwrap_or_default(),
         }
     }
 
@@ -276,6 +439,7 @@ impl CandidateDraft {
             _ => None,
         };
         let notes = optional_text(&mut e, "notes", &self.notes, MAX_FIELD_CHARS);
+        let tokenize = TokenizeEndpoint::parse(&mut e, &self.tokenize_kind, &self.tokenize_path, base_url.as_deref());
         if !e.is_empty() {
             return Err(e);
         }
@@ -293,6 +457,7 @@ impl CandidateDraft {
             pricing,
             claimed,
             notes,
+            tokenize,
         })
     }
 }
@@ -381,5 +546,45 @@ mod tests {
         assert_eq!(spec.api_key.as_ref().unwrap().expose(), "sk-live-123");
         assert!(!format!("{spec:?}").contains("sk-live"));
         assert!(CandidateDraft::from_spec(&spec).api_key.is_empty());
+    }
+
+    #[test]
+    fn tokenize_endpoint_is_a_path_on_the_candidates_own_server() {
+        let with = |kind: &str, path: &str| CandidateDraft {
+            tokenize_kind: kind.into(),
+            tokenize_path: path.into(),
+            ..draft()
+        };
+        assert_eq!(with("", "").validate(None).unwrap().tokenize, None);
+        assert_eq!(with("none", "").validate(None).unwrap().tokenize, None);
+        let t = with("llama-cpp-python", "").validate(None).unwrap().tokenize.unwrap();
+        assert_eq!(
+            (t.kind, t.path.as_str()),
+            (TokenizeKind::LlamaCppPython, "/extras/tokenize")
+        );
+        assert_eq!(
+            t.url("http://127.0.0.1:9000/v1").unwrap(),
+            "http://127.0.0.1:9000/extras/tokenize"
+        );
+        let t = with("vllm", "http://127.0.0.1:9000/tokenize")
+            .validate(None)
+            .unwrap()
+            .tokenize
+            .unwrap();
+        assert_eq!((t.kind, t.path.as_str()), (TokenizeKind::Vllm, "/tokenize"));
+        // Round trip through the form.
+        let spec = with("llama-cpp", "/custom/tokenize").validate(None).unwrap();
+        assert_eq!(CandidateDraft::from_spec(&spec).validate(None).unwrap(), spec);
+        for (kind, path, field) in [
+            ("sentencepiece", "", "tokenize_kind"),
+            ("", "/tokenize", "tokenize_kind"),
+            ("vllm", "http://other-host:9000/tokenize", "tokenize_path"),
+            ("vllm", "https://127.0.0.1:9000/tokenize", "tokenize_path"),
+            ("vllm", "tokenize", "tokenize_path"),
+            ("vllm", "/tokenize?x=1", "tokenize_path"),
+        ] {
+            let e = with(kind, path).validate(None).unwrap_err();
+            assert!(e.get(field).is_some(), "{kind} {path}: {e}");
+        }
     }
 }

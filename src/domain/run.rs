@@ -276,21 +276,86 @@ pub enum TokenSource {
     Tokenizer,
     /// Number of content-bearing stream chunks (a lower bound when chunks carry several tokens).
     Chunks,
+    /// The candidate's own tokenize endpoint (the served model's tokenizer), called after the
+    /// candidate's measured load ended; kept beside the record, which is never rewritten.
+    #[serde(rename = "server-tokenizer")]
+    ServerTokenizer,
 }
 
 impl TokenSource {
+    pub const ALL: [TokenSource; 4] = [
+        TokenSource::Usage,
+        TokenSource::Tokenizer,
+        TokenSource::Chunks,
+        TokenSource::ServerTokenizer,
+    ];
+
     pub fn as_str(&self) -> &'static str {
         match self {
             TokenSource::Usage => "usage",
             TokenSource::Tokenizer => "tokenizer",
             TokenSource::Chunks => "chunks",
+            TokenSource::ServerTokenizer => "server-tokenizer",
         }
     }
     pub fn parse(s: &str) -> Option<TokenSource> {
-        [TokenSource::Usage, TokenSource::Tokenizer, TokenSource::Chunks]
-            .into_iter()
-            .find(|k| k.as_str() == s)
+        TokenSource::ALL.into_iter().find(|k| k.as_str() == s)
     }
+}
+
+/// Output tokens of one stored record counted by the candidate's tokenize endpoint. Stored in its
+/// own append-only table keyed by the record (records are never updated) and applied when
+/// records are read (`RequestRecord::apply_server_count`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerTokenCount {
+    pub record_id: i64,
+    /// Tokens of all generated text (reasoning + answer), like `RequestRecord::output_tokens`.
+    pub output_tokens: u32,
+    pub reasoning_tokens: Option<u32>,
+    /// What counted: the endpoint's kind and URL.
+    pub tokenizer: String,
+}
+
+/// A stored record whose output is still to be counted by the server's tokenizer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UncountedRecord {
+    pub record_id: i64,
+    pub output: String,
+    pub reasoning: Option<String>,
+}
+
+/// Splits `total` into integer parts proportional to `weights` (largest remainder), summing to
+/// `total` exactly.
+pub fn apportion(total: u32, weights: &[u32]) -> Vec<u32> {
+    let sum: u64 = weights.iter().map(|&w| u64::from(w)).sum();
+    if weights.is_empty() {
+        return Vec::new();
+    }
+    if sum == 0 {
+        let mut out = vec![0; weights.len()];
+        out[0] = total;
+        return out;
+    }
+    let mut parts: Vec<(u32, u64, usize)> = weights
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| {
+            let exact = u64::from(total) * u64::from(w);
+            ((exact / sum) as u32, exact % sum, i)
+        })
+        .collect();
+    let given: u64 = parts.iter().map(|p| u64::from(p.0)).sum();
+    let mut left = u64::from(total) - given;
+    let mut order: Vec<usize> = (0..parts.len()).collect();
+    order.sort_by(|&a, &b| parts[b].1.cmp(&parts[a].1).then(a.cmp(&b)));
+    for i in order {
+        if left == 0 {
+            break;
+        }
+        parts[i].0 += 1;
+        left -= 1;
+    }
+    parts.into_iter().map(|p| p.0).collect()
 }
 
 /// Why a request attempt failed. Stored as its string form.
@@ -415,6 +480,26 @@ impl RequestRecord {
     pub fn succeeded(&self) -> bool {
         self.error_class.is_none()
     }
+    /// Replaces the output-token count with the server tokenizer's (never a `usage` count, which
+    /// is the server's own). Per-chunk counts keep their proportions (they came from each chunk's
+    /// o200k count) and are rescaled to sum to the new total, so ITL splits gaps the new way.
+    pub fn apply_server_count(&mut self, output_tokens: u32, reasoning_tokens: Option<u32>) {
+        if self.output_tokens_source == Some(TokenSource::Usage) {
+            return;
+        }
+        self.output_tokens = Some(output_tokens);
+        self.output_tokens_source = Some(TokenSource::ServerTokenizer);
+        if reasoning_tokens.is_some() {
+            self.reasoning_tokens = reasoning_tokens;
+        }
+        if !self.chunks.is_empty() {
+            let weights: Vec<u32> = self.chunks.iter().map(|c| c.1).collect();
+            for (chunk, k) in self.chunks.iter_mut().zip(apportion(output_tokens, &weights)) {
+                chunk.1 = k;
+            }
+        }
+    }
+
     /// Time to first token (reasoning or content).
     pub fn ttft_us(&self) -> Option<i64> {
         match (self.first_reasoning_us, self.first_content_us) {
@@ -531,6 +616,65 @@ mod tests {
         }
         assert_eq!(Phase::parse("quality"), Some(Phase::Quality));
         assert_eq!(RunStatus::parse("running"), Some(RunStatus::Running));
-        assert_eq!(TokenSource::parse("usage"), Some(TokenSource::Usage));
+        for s in TokenSource::ALL {
+            assert_eq!(TokenSource::parse(s.as_str()), Some(s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+    }
+
+    #[test]
+    fn apportion_sums_exactly_and_follows_weights() {
+        assert_eq!(apportion(10, &[1, 1, 1, 1, 1]), vec![2, 2, 2, 2, 2]);
+        assert_eq!(apportion(7, &[1, 2, 4]), vec![1, 2, 4]);
+        assert_eq!(apportion(5, &[1, 1, 1]).iter().sum::<u32>(), 5);
+        assert_eq!(apportion(3, &[0, 0]), vec![3, 0]);
+        assert!(apportion(3, &[]).is_empty());
+    }
+
+    #[test]
+    fn a_server_count_replaces_estimates_but_never_usage() {
+        let mut r = RequestRecord {
+            run_id: 1,
+            candidate_id: 1,
+            case_id: "c".into(),
+            phase: Phase::Quality,
+            repetition: 0,
+            attempt: 0,
+            concurrency: 1,
+            is_warmup: false,
+            sent_at_us: 0,
+            client_queue_us: 0,
+            connect_us: None,
+            connection_reused: None,
+            headers_us: None,
+            first_chunk_us: Some(1),
+            first_reasoning_us: None,
+            first_content_us: Some(1),
+            last_token_us: Some(3),
+            end_us: Some(4),
+            chunks: vec![(1, 1), (2, 3), (3, 2)],
+            http_status: Some(200),
+            finish_reason: Some("stop".into()),
+            input_tokens: None,
+            output_tokens: Some(6),
+            output_tokens_source: Some(TokenSource::Tokenizer),
+            reasoning_tokens: None,
+            canonical_tokens: Some(6),
+            output_chars: 20,
+            output: "x".into(),
+            reasoning: None,
+            error_class: None,
+            error_detail: None,
+            grades: vec![],
+        };
+        let mut usage = r.clone();
+        usage.output_tokens_source = Some(TokenSource::Usage);
+        usage.apply_server_count(12, None);
+        assert_eq!(usage.output_tokens, Some(6));
+        r.apply_server_count(12, None);
+        assert_eq!(r.output_tokens, Some(12));
+        assert_eq!(r.output_tokens_source, Some(TokenSource::ServerTokenizer));
+        assert_eq!(r.chunks, vec![(1, 2), (2, 6), (3, 4)]);
+        assert_eq!(r.canonical_tokens, Some(6), "the canonical o200k count stays");
     }
 }

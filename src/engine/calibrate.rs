@@ -244,6 +244,7 @@ pub async fn calibrate(options: &CalibrateOptions, progress: impl Fn(String)) ->
             pricing: Pricing::default(),
             claimed: None,
             notes: None,
+            tokenize: None,
         };
         let outcome = measure(
             &store,

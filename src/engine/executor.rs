@@ -10,8 +10,9 @@
 //!    loop (sent on schedule whatever the server does; the lateness is recorded as the
 //!    request's client queue time), with retries; records streamed to the store.
 //!
-//! Then the harness report (bakeoff's CPU, schedule lag, the unreliable flag) is stored with
-//! the run. Resumable: units whose final attempt is stored are skipped.
+//! Then candidates that declare a tokenize endpoint have their uncounted outputs counted by it
+//! (`server_tokenizer`), and the harness report (bakeoff's CPU, schedule lag, the unreliable
+//! flag) is stored with the run. Resumable: units whose final attempt is stored are skipped.
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -153,6 +154,11 @@ pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<Run
     let stored = writer.finish().await;
     let rollout_stop = result?;
     stored?;
+    // Every candidate's load has ended (two may share a server): now, and on resume, the
+    // declared tokenize endpoints count what streams left uncounted.
+    if !cancel.is_cancelled() {
+        super::server_tokenizer::count_run(&store, run_id, &candidates, &cancel).await?;
+    }
     let records = store.list_request_records(run_id).await?;
     let fresh: Vec<RequestRecord> = records
         .into_iter()

@@ -7,6 +7,8 @@
 //! - `error`: failure classification (`ErrorClass`) and the engine's own error
 //! - `executor`: runs a stored run (warm-ups, closed-loop pool, retries, grading, resume)
 //! - `writer`: batches records into the store off the hot path
+//! - `server_tokenizer`: counts output tokens with a candidate's own tokenize endpoint once its
+//!   measured load has ended
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -26,6 +28,7 @@ pub mod openai;
 pub mod probes;
 pub mod provider;
 pub mod rollout;
+pub mod server_tokenizer;
 pub mod soak;
 pub mod sse;
 pub mod tokenizer;

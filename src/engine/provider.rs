@@ -235,6 +235,7 @@ mod tests {
             pricing: Pricing::default(),
             claimed: None,
             notes: None,
+            tokenize: None,
         }
     }
 

@@ -10,6 +10,7 @@
 //! - synthetic prompts of an exact o200k length, for prompt-length sweeps.
 use tiktoken_rs::CoreBPE;
 
+pub use crate::domain::run::apportion;
 use crate::domain::run::{RequestRecord, TokenSource};
 
 /// The o200k ranks, parsed once (a fraction of a second) on first use and kept.
@@ -98,40 +99,6 @@ fn slice(text: &str, at: usize, len: usize) -> &str {
         end += 1;
     }
     &text[start..end]
-}
-
-/// Splits `total` into integer parts proportional to `weights` (largest remainder), summing to
-/// `total` exactly.
-pub fn apportion(total: u32, weights: &[u32]) -> Vec<u32> {
-    let sum: u64 = weights.iter().map(|&w| u64::from(w)).sum();
-    if weights.is_empty() {
-        return Vec::new();
-    }
-    if sum == 0 {
-        let mut out = vec![0; weights.len()];
-        out[0] = total;
-        return out;
-    }
-    let mut parts: Vec<(u32, u64, usize)> = weights
-        .iter()
-        .enumerate()
-        .map(|(i, &w)| {
-            let exact = u64::from(total) * u64::from(w);
-            ((exact / sum) as u32, exact % sum, i)
-        })
-        .collect();
-    let given: u64 = parts.iter().map(|p| u64::from(p.0)).sum();
-    let mut left = u64::from(total) - given;
-    let mut order: Vec<usize> = (0..parts.len()).collect();
-    order.sort_by(|&a, &b| parts[b].1.cmp(&parts[a].1).then(a.cmp(&b)));
-    for i in order {
-        if left == 0 {
-            break;
-        }
-        parts[i].0 += 1;
-        left -= 1;
-    }
-    parts.into_iter().map(|p| p.0).collect()
 }
 
 /// Common words that are one o200k token each with their leading space.
@@ -273,15 +240,6 @@ mod tests {
         assert_eq!(count(""), 0);
         assert_eq!(count("hello world"), 2);
         assert!(count("你好，世界") >= 3);
-    }
-
-    #[test]
-    fn apportion_sums_exactly_and_follows_weights() {
-        assert_eq!(apportion(10, &[1, 1, 1, 1, 1]), vec![2, 2, 2, 2, 2]);
-        assert_eq!(apportion(7, &[1, 2, 4]), vec![1, 2, 4]);
-        assert_eq!(apportion(5, &[1, 1, 1]).iter().sum::<u32>(), 5);
-        assert_eq!(apportion(3, &[0, 0]), vec![3, 0]);
-        assert!(apportion(3, &[]).is_empty());
     }
 
     #[test]

@@ -47,7 +47,7 @@ impl FactRow {
 pub const IMPORT_INCOMPLETE: &str = "import did not complete: delete this run and import it again";
 
 macro_rules! archive_queries {
-    ($db:ty) => {
+    ($db:ty, $backend:ident) => {
         use sqlx::QueryBuilder;
 
         use super::*;
@@ -197,7 +197,10 @@ macro_rules! archive_queries {
                 qb.push(") ORDER BY g.request_record_id, g.position");
                 grades.extend(qb.build_query_as::<GradeRow>().fetch_all(pool).await?);
             }
-            rows::attach_grades(records, grades)
+            let counts = super::super::token_counts::$backend::for_records(pool, &ids).await?;
+            let mut records = rows::attach_grades(records, grades)?;
+            super::super::token_counts::attach_counts(&ids, &mut records, &counts);
+            Ok(records)
         }
 
         pub(crate) async fn cases_with_differing_outputs(pool: &Pool, run_id: i64) -> Result<Vec<String>> {
@@ -316,9 +319,9 @@ macro_rules! archive_queries {
 }
 
 pub(crate) mod sqlite {
-    archive_queries!(sqlx::Sqlite);
+    archive_queries!(sqlx::Sqlite, sqlite);
 }
 
 pub(crate) mod postgres {
-    archive_queries!(sqlx::Postgres);
+    archive_queries!(sqlx::Postgres, postgres);
 }

@@ -12,7 +12,9 @@ use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{Candidate, CandidateSpec};
 use crate::domain::evalset::{EvalSetFile, TaskKind};
 use crate::domain::operability::{ChecklistAnswers, ChecklistVersion, ProbeReport, ProbeRun};
-use crate::domain::run::{ErrorClass, NewRun, Phase, RequestRecord, Run, RunEvent, RunStatus};
+use crate::domain::run::{
+    ErrorClass, NewRun, Phase, RequestRecord, Run, RunEvent, RunStatus, ServerTokenCount, UncountedRecord,
+};
 use crate::domain::scorecard::{NewScorecard, ScorecardListItem, ScorecardRecord};
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
 
@@ -22,6 +24,7 @@ mod operability;
 pub mod postgres;
 mod rows;
 pub mod sqlite;
+mod token_counts;
 
 /// The store layer's one error type.
 #[derive(Debug, thiserror::Error)]
@@ -215,8 +218,15 @@ pub trait Store: Send + Sync + 'static {
     /// (run, candidate, case, phase, repetition, attempt) already exists is skipped, so a
     /// retried batch never duplicates. Returns how many were new.
     async fn append_request_records(&self, records: &[RequestRecord]) -> Result<u64>;
-    /// All records of a run with their grades, in send order.
+    /// All records of a run with their grades, in send order. Records counted by the server's
+    /// tokenizer carry that count (source `server-tokenizer`), here and in every other read.
     async fn list_request_records(&self, run_id: i64) -> Result<Vec<RequestRecord>>;
+    /// Measured records of one candidate of a run with generated text, no `usage` count and no
+    /// server-tokenizer count yet, in send order.
+    async fn uncounted_records(&self, run_id: i64, candidate_id: i64) -> Result<Vec<UncountedRecord>>;
+    /// Stores server-tokenizer counts beside their records (append-only; a record already
+    /// counted keeps its first count). Returns how many were new.
+    async fn save_server_token_counts(&self, run_id: i64, counts: &[ServerTokenCount]) -> Result<u64>;
 
     /// Counts of stored records per candidate, for progress bars without loading records.
     async fn run_progress(&self, run_id: i64) -> Result<Vec<CandidateProgress>>;

@@ -8,7 +8,9 @@ use serde::de::DeserializeOwned;
 
 use super::{CandidateProgress, EvalSetSummary, EvalSetVersion, ProfileChange, StoreError};
 use crate::domain::Timestamp;
-use crate::domain::candidate::{Candidate, CandidateSpec, ClaimedFigure, Conditions, Pricing, ProviderKind, Secret};
+use crate::domain::candidate::{
+    Candidate, CandidateSpec, ClaimedFigure, Conditions, Pricing, ProviderKind, Secret, TokenizeEndpoint, TokenizeKind,
+};
 use crate::domain::evalset::{EvalSetFile, TaskKind};
 use crate::domain::grading::Grade;
 use crate::domain::pipeline::PipelineSpec;
@@ -100,6 +102,8 @@ pub(crate) struct CandidateRow {
     pub claimed_caliber: Option<String>,
     pub claimed_conditions: Option<String>,
     pub notes: Option<String>,
+    pub tokenize_kind: Option<String>,
+    pub tokenize_path: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -109,7 +113,8 @@ macro_rules! candidate_columns {
     () => {
         "id, name, provider, base_url, model, api_key, api_key_env, max_tokens, temperature, extra_body, hardware, \
          framework, quantization, context_length, price_input_per_mtok, price_output_per_mtok, \
-         claimed_tokens_per_second, claimed_caliber, claimed_conditions, notes, created_at, updated_at"
+         claimed_tokens_per_second, claimed_caliber, claimed_conditions, notes, tokenize_kind, tokenize_path, \
+         created_at, updated_at"
     };
 }
 pub(crate) use candidate_columns;
@@ -128,6 +133,15 @@ impl CandidateRow {
                 conditions: self.claimed_conditions,
             }),
             _ => None,
+        };
+        let tokenize = match self.tokenize_kind.as_deref() {
+            None => None,
+            Some(kind) => Some(TokenizeEndpoint {
+                kind: parse_enum(place("tokenize_kind"), kind, TokenizeKind::parse)?,
+                path: self
+                    .tokenize_path
+                    .ok_or_else(|| corrupt(place("tokenize_path"), "missing beside tokenize_kind"))?,
+            }),
         };
         Ok(Candidate {
             id: self.id,
@@ -153,6 +167,7 @@ impl CandidateRow {
                 },
                 claimed,
                 notes: self.notes,
+                tokenize,
             },
             created_at: Timestamp(self.created_at),
             updated_at: Timestamp(self.updated_at),
@@ -182,6 +197,8 @@ pub(crate) struct CandidateValues<'a> {
     pub claimed_caliber: Option<&'a str>,
     pub claimed_conditions: Option<&'a str>,
     pub notes: Option<&'a str>,
+    pub tokenize_kind: Option<&'static str>,
+    pub tokenize_path: Option<&'a str>,
 }
 
 impl<'a> CandidateValues<'a> {
@@ -206,6 +223,8 @@ impl<'a> CandidateValues<'a> {
             claimed_caliber: spec.claimed.as_ref().map(|c| c.caliber.as_str()),
             claimed_conditions: spec.claimed.as_ref().and_then(|c| c.conditions.as_deref()),
             notes: spec.notes.as_deref(),
+            tokenize_kind: spec.tokenize.as_ref().map(|t| t.kind.as_str()),
+            tokenize_path: spec.tokenize.as_ref().map(|t| t.path.as_str()),
         }
     }
 }

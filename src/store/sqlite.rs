@@ -24,7 +24,7 @@ use crate::domain::Timestamp;
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{Candidate, CandidateSpec};
 use crate::domain::evalset::EvalSetFile;
-use crate::domain::run::{NewRun, RequestRecord, Run, RunEvent, RunStatus};
+use crate::domain::run::{NewRun, RequestRecord, Run, RunEvent, RunStatus, ServerTokenCount, UncountedRecord};
 use crate::domain::scorecard::{NewScorecard, ScorecardListItem, ScorecardRecord};
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
 
@@ -132,9 +132,9 @@ impl Store for SqliteStore {
             "INSERT INTO candidates (name, provider, base_url, model, api_key, api_key_env, max_tokens, temperature, \
              extra_body, hardware, framework, quantization, context_length, price_input_per_mtok, \
              price_output_per_mtok, claimed_tokens_per_second, claimed_caliber, claimed_conditions, notes, \
-             created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $20) \
-             RETURNING id",
+             tokenize_kind, tokenize_path, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, \
+             $22, $22) RETURNING id",
         )
         .bind(v.name)
         .bind(v.provider)
@@ -155,6 +155,8 @@ impl Store for SqliteStore {
         .bind(v.claimed_caliber)
         .bind(v.claimed_conditions)
         .bind(v.notes)
+        .bind(v.tokenize_kind)
+        .bind(v.tokenize_path)
         .bind(now)
         .fetch_one(&self.pool)
         .await
@@ -170,7 +172,7 @@ impl Store for SqliteStore {
              api_key_env = $7, max_tokens = $8, temperature = $9, extra_body = $10, hardware = $11, framework = $12, \
              quantization = $13, context_length = $14, price_input_per_mtok = $15, price_output_per_mtok = $16, \
              claimed_tokens_per_second = $17, claimed_caliber = $18, claimed_conditions = $19, notes = $20, \
-             updated_at = $21 WHERE id = $1",
+             tokenize_kind = $21, tokenize_path = $22, updated_at = $23 WHERE id = $1",
         )
         .bind(id)
         .bind(v.name)
@@ -192,6 +194,8 @@ impl Store for SqliteStore {
         .bind(v.claimed_caliber)
         .bind(v.claimed_conditions)
         .bind(v.notes)
+        .bind(v.tokenize_kind)
+        .bind(v.tokenize_path)
         .bind(now)
         .execute(&self.pool)
         .await
@@ -757,7 +761,19 @@ impl Store for SqliteStore {
         .bind(run_id)
         .fetch_all(&self.pool)
         .await?;
-        rows::attach_grades(records, grades)
+        let counts = super::token_counts::sqlite::for_run(&self.pool, run_id).await?;
+        let ids = super::token_counts::ids(&records);
+        let mut records = rows::attach_grades(records, grades)?;
+        super::token_counts::attach_counts(&ids, &mut records, &counts);
+        Ok(records)
+    }
+
+    async fn uncounted_records(&self, run_id: i64, candidate_id: i64) -> Result<Vec<UncountedRecord>> {
+        super::token_counts::sqlite::uncounted(&self.pool, run_id, candidate_id).await
+    }
+
+    async fn save_server_token_counts(&self, run_id: i64, counts: &[ServerTokenCount]) -> Result<u64> {
+        super::token_counts::sqlite::save(&self.pool, run_id, counts).await
     }
 
     #[tracing::instrument(level = "debug", skip(self))]

@@ -11,7 +11,7 @@ use axum::routing::get;
 use super::AppState;
 use super::error::{WebError, parse_id};
 use super::views::{FieldKind, FieldView, Fieldset, FormBody, num};
-use crate::domain::candidate::{Candidate, CandidateDraft, CandidateSpec, ProviderKind, Secret};
+use crate::domain::candidate::{Candidate, CandidateDraft, CandidateSpec, ProviderKind, Secret, TokenizeKind};
 use crate::domain::validation::FieldErrors;
 use crate::store::StoreError;
 
@@ -135,6 +135,13 @@ impl CandidateFormPage {
             .iter()
             .map(|p| (p.as_str().to_string(), p.label().to_string()))
             .collect();
+        let tokenize_kinds = std::iter::once(("none".to_string(), "none: bakeoff counts (o200k)".to_string()))
+            .chain(
+                TokenizeKind::ALL
+                    .iter()
+                    .map(|k| (k.as_str().to_string(), k.label().to_string())),
+            )
+            .collect();
         let key_help = match editing {
             Some((_, spec)) if spec.api_key.is_some() => {
                 "A key is stored. Leave blank to keep it; type a new one to replace it. It is never shown again."
@@ -190,6 +197,30 @@ impl CandidateFormPage {
                         &draft.extra_body,
                     )
                     .help("Merged into every request body, e.g. {\"top_p\": 0.9}"),
+                ],
+            },
+            Fieldset {
+                legend: "Token counting",
+                note: Some(
+                    "Servers that send no usage in streams (llama-cpp-python, some llama.cpp and vLLM setups) leave \
+                     bakeoff to count output tokens itself with o200k, labelled `tokenizer`. Declare the server's own \
+                     tokenize endpoint to count them with the served model's tokenizer instead, labelled \
+                     `server-tokenizer`: it is called only after the run's measured load has ended, and if it fails \
+                     the records keep bakeoff's count and the run's events say why.",
+                ),
+                fields: vec![
+                    field(
+                        "tokenize_kind",
+                        "Tokenize endpoint",
+                        FieldKind::Select,
+                        &draft.tokenize_kind,
+                    )
+                    .options(tokenize_kinds)
+                    .help("The API shape of the server's endpoint; the count is only read in that shape."),
+                    field("tokenize_path", "Tokenize path", FieldKind::Text, &draft.tokenize_path).help(
+                        "On the candidate's own server (the base URL's scheme, host and port). Blank: /tokenize \
+                         (llama.cpp, vLLM) or /extras/tokenize (llama-cpp-python).",
+                    ),
                 ],
             },
             Fieldset {

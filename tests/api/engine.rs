@@ -53,6 +53,7 @@ fn candidate_spec(name: &str, provider: ProviderKind, base_url: &str, model: &st
         pricing: Pricing::default(),
         claimed: None,
         notes: None,
+        tokenize: None,
     }
 }
 

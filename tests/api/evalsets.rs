@@ -773,6 +773,7 @@ async fn every_shipped_set_parses_is_large_enough_and_separates_the_demo_candida
             pricing: Pricing::default(),
             claimed: None,
             notes: None,
+            tokenize: None,
         };
         candidates.push((p.name.clone(), store.create_candidate(&spec).await.unwrap()));
     }

@@ -17,4 +17,5 @@ mod store;
 mod store_operability;
 mod store_runs;
 mod store_scorecards;
+mod tokenize;
 mod web;

@@ -53,6 +53,7 @@ fn spec_at(base_url: &str, model: &str) -> CandidateSpec {
         pricing: Pricing::default(),
         claimed: None,
         notes: None,
+        tokenize: None,
     }
 }
 

@@ -42,6 +42,7 @@ fn spec(base_url: &str, model: &str) -> CandidateSpec {
         pricing: Pricing::default(),
         claimed: None,
         notes: None,
+        tokenize: None,
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bakeoff::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind};
+use bakeoff::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind, TokenizeEndpoint, TokenizeKind};
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::metrics::summarise_candidate;
 use bakeoff::domain::run::{NewRun, RunConfig, RunStatus, TokenSource};
@@ -135,6 +135,7 @@ fn candidate(base_url: &str) -> CandidateSpec {
         pricing: Pricing::default(),
         claimed: None,
         notes: None,
+        tokenize: None,
     }
 }
 
@@ -211,5 +212,76 @@ async fn a_run_against_llama_cpp_records_every_case_with_honest_token_sources() 
         let summary = summarise_candidate(candidate_id, &records, |_| 1.0);
         assert_eq!(summary.requests, file.cases.len());
         assert!(summary.aggregate_tok_s.is_some_and(|t| t > 0.0));
+    }
+
+    // The same server with its `/extras/tokenize` declared: streamed outputs are counted with
+    // SmolLM2's own tokenizer once the load has ended, and labelled so.
+    let declared = CandidateSpec {
+        name: "llama.cpp smollm2-135m, own tokenizer".into(),
+        tokenize: Some(TokenizeEndpoint {
+            kind: TokenizeKind::LlamaCppPython,
+            path: "/extras/tokenize".into(),
+        }),
+        ..candidate(&server.base_url)
+    };
+    let declared_id = store.create_candidate(&declared).await.unwrap();
+    let run_id = store
+        .create_run(&NewRun {
+            name: "real server, own tokenizer".into(),
+            evalset_version_id: version,
+            candidate_ids: vec![declared_id],
+            config: RunConfig {
+                concurrency: 2,
+                warmup_requests: 1,
+                retries: 0,
+                ..RunConfig::default()
+            },
+        })
+        .await
+        .unwrap();
+    let runner = Runner::new(store.clone());
+    runner.start(run_id);
+    tokio::time::timeout(Duration::from_secs(240), runner.wait(run_id))
+        .await
+        .expect("run ended in time");
+    let run = store.get_run(run_id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Finished, "{:?}", run.error);
+    let events = store.list_run_events(run_id).await.unwrap();
+    let counted = events
+        .iter()
+        .find(|e| e.message.contains("counted by the llama-cpp-python tokenize endpoint"))
+        .unwrap_or_else(|| panic!("no counting event: {events:?}"));
+    assert_eq!(counted.level, "info", "{}", counted.message);
+    let tokenize_url = server.base_url.trim_end_matches("/v1").to_string() + "/extras/tokenize";
+    let http = reqwest::Client::new();
+    let records = store.list_request_records(run_id).await.unwrap();
+    for r in records.iter().filter(|r| !r.is_warmup) {
+        assert!(r.succeeded(), "case {}: {:?}", r.case_id, r.error_detail);
+        assert_eq!(
+            r.output_tokens_source,
+            Some(TokenSource::ServerTokenizer),
+            "case {}",
+            r.case_id
+        );
+        // The stored count is the server's own for that text, less what it adds to any text.
+        let ask = |text: String| {
+            let http = http.clone();
+            let url = tokenize_url.clone();
+            async move {
+                let answer: serde_json::Value = http
+                    .post(url)
+                    .json(&serde_json::json!({"input": text, "model": MODEL}))
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                answer["tokens"].as_array().unwrap().len() as u32
+            }
+        };
+        let expected = ask(r.output.clone()).await - ask(String::new()).await;
+        assert_eq!(r.output_tokens, Some(expected), "case {}: {:?}", r.case_id, r.output);
+        assert_eq!(r.chunks.iter().map(|c| c.1).sum::<u32>(), expected);
     }
 }

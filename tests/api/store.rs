@@ -26,6 +26,7 @@ fn candidate(name: &str) -> CandidateSpec {
         pricing: Pricing::default(),
         claimed: None,
         notes: None,
+        tokenize: None,
     }
 }
 
@@ -57,6 +58,7 @@ fn full_candidate(name: &str) -> CandidateSpec {
             conditions: Some("H100, batch 1".into()),
         }),
         notes: Some("快速模型 — fast".into()),
+        tokenize: None,
         ..candidate(name)
     }
 }

@@ -24,6 +24,7 @@ fn candidate(name: &str) -> CandidateSpec {
         pricing: Pricing::default(),
         claimed: None,
         notes: None,
+        tokenize: None,
     }
 }
 

@@ -232,6 +232,7 @@ fn candidate(id: i64, name: &str, claim: Option<ClaimedFigure>) -> Candidate {
             },
             claimed: claim,
             notes: None,
+            tokenize: None,
         },
         created_at: Timestamp(0),
         updated_at: Timestamp(0),

@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::Timestamp;
 use crate::domain::calibers::HarnessReport;
-use crate::domain::candidate::{CandidateDraft, CandidateSpec, ClaimedFigure, Conditions, Pricing, ProviderKind};
+use crate::domain::candidate::{
+    CandidateDraft, CandidateSpec, ClaimedFigure, Conditions, Pricing, ProviderKind, TokenizeEndpoint,
+};
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::run::{NewRun, RequestRecord, RunConfig, RunEvent, RunStatus};
 use crate::store::{RestoredRun, Store, StoreError};
@@ -78,6 +80,9 @@ pub struct ExportedCandidate {
     pub pricing: Pricing,
     pub claimed: Option<ClaimedFigure>,
     pub notes: Option<String>,
+    /// The declared tokenize endpoint (absent in exports made before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenize: Option<TokenizeEndpoint>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -146,6 +151,7 @@ pub async fn export_run(store: &dyn Store, run_id: i64) -> Result<RunExport, Tra
             pricing: s.pricing,
             claimed: s.claimed,
             notes: s.notes,
+            tokenize: s.tokenize,
         });
     }
     let events = store
@@ -227,6 +233,7 @@ fn spec_of(c: &ExportedCandidate, name: &str) -> Result<CandidateSpec, TransferE
         pricing: c.pricing.clone(),
         claimed: c.claimed.clone(),
         notes: c.notes.clone(),
+        tokenize: c.tokenize.clone(),
     };
     CandidateDraft::from_spec(&spec)
         .validate(None)
