@@ -154,6 +154,8 @@ pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<Run
     let stored = writer.finish().await;
     let rollout_stop = result?;
     stored?;
+    // The harness clock covers the load only, not the counting below.
+    let clock = clock.stop().await;
     // Every candidate's load has ended (two may share a server): now, and on resume, the
     // declared tokenize endpoints count what streams left uncounted.
     if !cancel.is_cancelled() {
@@ -164,7 +166,7 @@ pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<Run
         .into_iter()
         .filter(|r| !r.is_warmup && r.sent_at_us >= since_us)
         .collect();
-    let report = clock.finish(&run.config, &fresh).await;
+    let report = clock.report(&run.config, &fresh);
     if !fresh.is_empty() {
         record_harness(&store, run_id, &report).await?;
     }

@@ -87,14 +87,33 @@ impl HarnessClock {
     /// The report over `records` (this execution's measured requests: warm-ups and rollout
     /// excluded by the caller or here).
     pub async fn finish(self, config: &RunConfig, records: &[RequestRecord]) -> HarnessReport {
+        self.stop().await.report(config, records)
+    }
+
+    /// Stops the clock now (wall time, CPU, event-loop lag), so work done after the load (e.g.
+    /// counting with a server's tokenizer) is not charged to the harness; report later.
+    pub async fn stop(self) -> StoppedClock {
         let wall_s = self.wall.elapsed().as_secs_f64();
         let cpu_s = match (self.cpu, cpu_seconds()) {
             (Some(a), Some(b)) => Some((b - a).max(0.0)),
             _ => None,
         };
         let lag = self.lag.finish().await;
-        let mut report = report(config, records, wall_s, cpu_s);
-        if let Some(d) = &lag
+        StoppedClock { wall_s, cpu_s, lag }
+    }
+}
+
+/// What a stopped `HarnessClock` measured, waiting for the records to report on.
+pub struct StoppedClock {
+    wall_s: f64,
+    cpu_s: Option<f64>,
+    lag: Option<Distribution>,
+}
+
+impl StoppedClock {
+    pub fn report(self, config: &RunConfig, records: &[RequestRecord]) -> HarnessReport {
+        let mut report = report(config, records, self.wall_s, self.cpu_s);
+        if let Some(d) = &self.lag
             && d.p99 > LAG_BOUND_MS
         {
             report.reasons.push(format!(
@@ -103,7 +122,7 @@ impl HarnessClock {
             ));
             report.unreliable = true;
         }
-        report.runtime_lag_ms = lag;
+        report.runtime_lag_ms = self.lag;
         report
     }
 }

@@ -629,6 +629,16 @@ fn measure_json_has_the_documented_fields() {
     assert_eq!(doc["conditions"]["model"], "m");
     assert_eq!(doc["conditions"]["workload"]["kind"], "synthetic");
     assert_eq!(doc["conditions"]["run_config"]["load"]["shape"], "levels");
+    // No tokenize endpoint declared: the sources say where the 8 measured counts came from.
+    assert_eq!(doc["tokens"]["server_tokenizer"], Value::Null);
+    assert_eq!(doc["tokens"]["canonical_tokenizer"], "o200k_base");
+    let sources = doc["tokens"]["sources"].as_object().unwrap();
+    assert_eq!(
+        sources.values().map(|v| v.as_u64().unwrap()).sum::<u64>(),
+        8,
+        "{sources:?}"
+    );
+    assert!(!sources.contains_key("server-tokenizer"));
     assert!(
         doc["provenance"]["server_headers"]["server"]
             .as_str()

@@ -20,6 +20,7 @@ use bakeoff::domain::run::{NewRun, RunConfig, RunStatus, ServerTokenCount, Token
 use bakeoff::engine::executor::{Cancel, execute};
 use bakeoff::engine::tokenizer;
 use bakeoff::store::DynStore;
+use bakeoff::web::archive::transfer::{export_run, import_run, parse_export};
 use serde_json::{Value, json};
 
 use crate::support::app::{TINY_EVALSET, spawn_app};
@@ -257,6 +258,32 @@ async fn streamed_tokens_are_counted_by_the_servers_tokenizer_after_the_load_and
         // Resuming counts nothing twice.
         let again = s.store.uncounted_records(run_id, candidate_id).await.unwrap();
         assert!(again.is_empty(), "{}", s.backend);
+
+        // An export carries the counts and the declaration; the imported run shows the same.
+        let export = export_run(s.store.as_ref(), run_id).await.unwrap();
+        let json = serde_json::to_string(&export).unwrap();
+        assert!(json.contains("\"server-tokenizer\""));
+        for t in each_store().await {
+            let imported = import_run(t.store.as_ref(), &parse_export(&json).unwrap())
+                .await
+                .unwrap();
+            let copied = t.store.list_request_records(imported).await.unwrap();
+            let copied_measured: Vec<_> = copied.iter().filter(|r| !r.is_warmup).collect();
+            assert_eq!(copied_measured.len(), 3);
+            for r in copied_measured {
+                assert_eq!(
+                    r.output_tokens_source,
+                    Some(TokenSource::ServerTokenizer),
+                    "{}",
+                    t.backend
+                );
+                assert_eq!(r.output_tokens, Some(SERVER_TOKENS));
+                assert_eq!(r.chunks.iter().map(|c| c.1).sum::<u32>(), SERVER_TOKENS);
+            }
+            let run = t.store.get_run(imported).await.unwrap().unwrap();
+            let candidate = t.store.get_candidate(run.candidate_ids[0]).await.unwrap().unwrap();
+            assert_eq!(candidate.spec.tokenize.unwrap().path, "/tokenize");
+        }
     }
 }
 
