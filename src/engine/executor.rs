@@ -126,6 +126,8 @@ pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<Run
         format!("resumed: {} stored records kept", existing.len())
     };
     store.append_run_event(run_id, "info", &started).await?;
+    // One call per declared tokenize endpoint, before any load, so a wrong one shows now.
+    super::server_tokenizer::preflight(&store, run_id, &candidates).await?;
 
     let clock = HarnessClock::start();
     let since_us = wall_clock_us();

@@ -228,6 +228,39 @@ pub fn parse_answer(kind: TokenizeKind, status: u16, body: &str) -> Result<u32, 
     u32::try_from(n).map_err(|_| format!("answered an impossible count {n}"))
 }
 
+/// Before any load: checks that each declared endpoint answers in its kind's shape (one call,
+/// tokenizing an empty text), so a wrong declaration shows in the run's events while the run can
+/// still be cancelled and the candidate fixed. Counting still happens after the load.
+pub async fn preflight(store: &DynStore, run_id: i64, candidates: &[Candidate]) -> Result<(), EngineError> {
+    for candidate in candidates {
+        let name = &candidate.spec.name;
+        let checked = match ServerTokenizer::new(&candidate.spec) {
+            Ok(None) => continue,
+            Ok(Some(mut t)) => t.calibrate().await.map(|()| t.describe()),
+            Err(e) => Err(e),
+        };
+        let (level, message) = match checked {
+            Ok(describe) => (
+                "info",
+                format!(
+                    "{name}: the {describe} answers; output tokens of streams without usage will be counted there \
+                     after the measured load (source `server-tokenizer`)"
+                ),
+            ),
+            Err(e) => (
+                "warn",
+                format!(
+                    "{name}: tokenize endpoint check before the load failed: {e}. Unless it answers after the load, \
+                     output tokens keep bakeoff's own count (source `tokenizer`, o200k); cancel the run to fix the \
+                     candidate's tokenize kind or path"
+                ),
+            ),
+        };
+        store.append_run_event(run_id, level, &message).await?;
+    }
+    Ok(())
+}
+
 /// Counts every uncounted record of every candidate of the run that declares a tokenize
 /// endpoint. Call only when no candidate is being measured. Errors are the store's only; an
 /// endpoint's failure is logged in the run's events (once per candidate) and leaves the

@@ -293,6 +293,8 @@ pub async fn soak_run(
     }
     drop(sender);
     writer.finish().await?;
+    // The soak's load has ended: a declared tokenize endpoint counts what streams left uncounted.
+    super::server_tokenizer::count_run(store, run_id, std::slice::from_ref(candidate), &Cancel::never()).await?;
     store
         .append_run_event(
             run_id,

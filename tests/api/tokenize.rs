@@ -203,8 +203,9 @@ async fn streamed_tokens_are_counted_by_the_servers_tokenizer_after_the_load_and
             "{}: no tokenize call while the server was measured",
             s.backend
         );
-        // One call to learn what the endpoint adds to "", one per distinct answer.
-        assert_eq!(c.tokenize_calls.load(Ordering::SeqCst), 2, "{}", s.backend);
+        // One check before the load; after it, one call to learn what the endpoint adds to "" and
+        // one per distinct answer.
+        assert_eq!(c.tokenize_calls.load(Ordering::SeqCst), 3, "{}", s.backend);
 
         let records = s.store.list_request_records(run_id).await.unwrap();
         let measured: Vec<_> = records.iter().filter(|r| !r.is_warmup).collect();
@@ -254,6 +255,11 @@ async fn streamed_tokens_are_counted_by_the_servers_tokenizer_after_the_load_and
         assert_eq!(counted.len(), 1, "{}: one event: {log:?}", s.backend);
         assert!(counted[0].1.contains("3 record(s)") && counted[0].1.contains("/tokenize"));
         assert!(counted[0].1.contains("server-tokenizer"));
+        assert!(
+            log.iter()
+                .any(|(l, m)| l == "info" && m.contains("answers; output tokens")),
+            "{log:?}"
+        );
 
         // Resuming counts nothing twice.
         let again = s.store.uncounted_records(run_id, candidate_id).await.unwrap();
@@ -331,6 +337,13 @@ async fn an_unknown_endpoint_keeps_every_record_and_says_why_once() {
             assert_eq!(level, "warn");
             assert!(message.contains(path) && message.contains(expected), "{message}");
             assert!(message.contains("tokenizer"), "names the source kept: {message}");
+            // Already said before the load, while the run could still be cancelled and fixed.
+            let early = log
+                .iter()
+                .position(|(_, m)| m.contains("check before the load failed") && m.contains(path))
+                .unwrap_or_else(|| panic!("{path}: no early warning: {log:?}"));
+            let first_measured = log.iter().position(|(_, m)| m.contains("warm-up")).unwrap();
+            assert!(early < first_measured, "{log:?}");
             // Nothing stored, so a resumed run would try again.
             assert_eq!(s.store.uncounted_records(run_id, candidate_id).await.unwrap().len(), 3);
         }
