@@ -17,6 +17,7 @@ use bakeoff::domain::candidate::CandidateDraft;
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::grading::Grade;
 use bakeoff::domain::run::{NewRun, Phase, RequestRecord, RunConfig, RunStatus, TokenSource};
+use bakeoff::domain::scorecard::{RecordedVerdict, Verdict};
 use bakeoff::engine::Runner;
 use bakeoff::store::DynStore;
 use bakeoff::web::{AppState, build_app};
@@ -111,6 +112,7 @@ struct Seeded {
     small_runs: (i64, i64),
     candidate: i64,
     evalset_id: i64,
+    profile: i64,
 }
 
 async fn seed(store: &DynStore) -> Seeded {
@@ -132,6 +134,18 @@ async fn seed(store: &DynStore) -> Seeded {
         .unwrap();
         candidates.push(store.create_candidate(&spec).await.unwrap());
     }
+    // Every archived run judged by one profile (as the verdict worker does when runs finish),
+    // so the archive's profile and verdict filters are timed over 1,000 judged runs.
+    let (profile, _) = store
+        .save_threshold_profile(
+            "bench",
+            "",
+            &bakeoff::domain::thresholds::batch_default_rules(),
+            "bench",
+            "bench",
+        )
+        .await
+        .unwrap();
     let started = Instant::now();
     let mut pending = Vec::new();
     let mut first_small = 0;
@@ -160,6 +174,13 @@ async fn seed(store: &DynStore) -> Seeded {
             pending.clear();
         }
         store.set_run_status(run, RunStatus::Finished, None).await.unwrap();
+        let verdict = [Verdict::Go, Verdict::NoGo, Verdict::Inconclusive][(i / 3) % 3];
+        let judged = RecordedVerdict {
+            candidate_id: who,
+            candidate: String::new(),
+            verdict,
+        };
+        store.save_run_verdicts(run, profile, 1, &[judged]).await.unwrap();
     }
     store.append_request_records(&pending).await.unwrap();
     pending.clear();
@@ -215,6 +236,7 @@ async fn seed(store: &DynStore) -> Seeded {
         small_runs: (first_small, last_small),
         candidate: candidates[0],
         evalset_id,
+        profile,
     }
 }
 
@@ -258,6 +280,10 @@ async fn bench(label: &str, store: DynStore, samples: usize) {
         (
             "/archive filtered (candidate, page 5)",
             format!("/archive?candidate={}&page=5", s.candidate),
+        ),
+        (
+            "/archive filtered (profile, GO, page 3)",
+            format!("/archive?profile={}&verdict=GO&page=3", s.profile),
         ),
         ("/runs/{big} (100,000 requests)", format!("/runs/{}", s.big_run)),
         ("/runs/{big}/cases", format!("/runs/{}/cases", s.big_run)),

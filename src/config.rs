@@ -57,6 +57,23 @@ pub struct ServeArgs {
     /// Where the demo's mock listens (port 0 picks a free one).
     #[arg(long, env = "BAKEOFF_DEMO_MOCK_LISTEN", default_value = "127.0.0.1:0")]
     pub demo_mock_listen: SocketAddr,
+    /// Most runs executing at once; further runs wait, queued, first come first served.
+    #[arg(long, env = "BAKEOFF_MAX_RUNS", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub max_runs: u32,
+    /// Most runs sending requests to one candidate at once. With 1 a second run on the same
+    /// candidate waits, so no figure is distorted; above 1 runs that share a candidate are flagged.
+    #[arg(long, env = "BAKEOFF_MAX_RUNS_PER_CANDIDATE", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub max_runs_per_candidate: u32,
+}
+
+impl ServeArgs {
+    /// The run-admission caps these flags set.
+    pub fn caps(&self) -> crate::engine::Caps {
+        crate::engine::Caps {
+            max_runs: self.max_runs as usize,
+            per_candidate: self.max_runs_per_candidate as usize,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Args)]

@@ -77,6 +77,20 @@ macro_rules! archive_queries {
             if let Some(before) = f.created_before {
                 qb.push(" AND runs.created_at < ").push_bind(before.0);
             }
+            if f.profile_id.is_some() || f.verdict.is_some() {
+                // One indexed lookup per run (run_verdicts' key starts with run_id).
+                qb.push(" AND EXISTS (SELECT 1 FROM run_verdicts rv WHERE rv.run_id = runs.id");
+                if let Some(id) = f.profile_id {
+                    qb.push(" AND rv.profile_id = ").push_bind(id);
+                }
+                if let Some(verdict) = f.verdict {
+                    qb.push(" AND rv.verdict = ").push_bind(verdict.as_str());
+                }
+                if let Some(id) = f.candidate_id {
+                    qb.push(" AND rv.candidate_id = ").push_bind(id);
+                }
+                qb.push(")");
+            }
         }
 
         pub(crate) async fn list_runs_filtered(

@@ -15,7 +15,7 @@ use crate::domain::operability::{ChecklistAnswers, ChecklistVersion, ProbeReport
 use crate::domain::run::{
     ErrorClass, NewRun, Phase, RequestRecord, Run, RunEvent, RunStatus, ServerTokenCount, UncountedRecord,
 };
-use crate::domain::scorecard::{NewScorecard, ScorecardListItem, ScorecardRecord};
+use crate::domain::scorecard::{NewScorecard, RecordedVerdict, ScorecardListItem, ScorecardRecord, Verdict};
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
 
 mod archive;
@@ -25,6 +25,8 @@ pub mod postgres;
 mod rows;
 pub mod sqlite;
 mod token_counts;
+mod verdicts;
+pub use verdicts::parse_verdict;
 
 /// The store layer's one error type.
 #[derive(Debug, thiserror::Error)]
@@ -121,6 +123,25 @@ pub struct RunFilter {
     /// Created strictly before.
     pub created_before: Option<Timestamp>,
     pub terminal_only: bool,
+    /// Runs judged by this threshold profile (any version; see [`RunVerdict`]).
+    pub profile_id: Option<i64>,
+    /// Runs where a candidate (the filtered one, when `candidate_id` is set) got this verdict
+    /// (by `profile_id` when set, else by any profile).
+    pub verdict: Option<Verdict>,
+}
+
+/// The latest verdict of one candidate of a run by one threshold profile: judged when the run
+/// finished (by the profile's version then current, no incumbent or pipeline), or taken from
+/// the newest scorecard of the run saved with that profile (`scorecard_id`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunVerdict {
+    pub run_id: i64,
+    pub profile_id: i64,
+    pub candidate_id: i64,
+    pub profile_version: u32,
+    pub verdict: Verdict,
+    pub scorecard_id: Option<i64>,
+    pub judged_at: Timestamp,
 }
 
 /// One stored attempt's outcome without its text or timings: enough to filter, group and
@@ -274,6 +295,22 @@ pub trait Store: Send + Sync + 'static {
     async fn get_run_summary(&self, run_id: i64, kind: &str) -> Result<Option<String>>;
     /// Caches a summary; a second save for the same (run, kind) replaces the first.
     async fn save_run_summary(&self, run_id: i64, kind: &str, body: &str) -> Result<()>;
+
+    // --- verdicts by threshold profile (archive filters; saving a scorecard also writes them)
+    /// Replaces the run's verdicts by the profile with these, judged by `profile_version`
+    /// (automatic: no scorecard). NotFound when the run or the profile does not exist.
+    async fn save_run_verdicts(
+        &self,
+        run_id: i64,
+        profile_id: i64,
+        profile_version: u32,
+        verdicts: &[RecordedVerdict],
+    ) -> Result<()>;
+    /// The verdicts of the given runs by one profile, by run then candidate.
+    async fn list_run_verdicts(&self, run_ids: &[i64], profile_id: i64) -> Result<Vec<RunVerdict>>;
+    /// Finished runs with no verdict yet by some profile, as (run id, profile id), oldest run
+    /// first, at most `limit`.
+    async fn unjudged_runs(&self, limit: i64) -> Result<Vec<(i64, i64)>>;
 }
 
 pub type DynStore = Arc<dyn Store>;

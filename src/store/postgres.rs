@@ -396,7 +396,8 @@ impl Store for PostgresStore {
     #[tracing::instrument(level = "debug", skip(self, scorecard), fields(run_id = scorecard.run_id))]
     async fn save_scorecard(&self, scorecard: &NewScorecard) -> Result<i64> {
         let (pipeline, verdicts) = rows::scorecard_json(scorecard);
-        sqlx::query_scalar(
+        let mut tx = self.pool.begin().await?;
+        let id: i64 = sqlx::query_scalar(
             "INSERT INTO scorecards (run_id, profile_id, profile_version, incumbent_candidate_id, pipeline, \
              created_by, note, verdicts, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
         )
@@ -409,7 +410,7 @@ impl Store for PostgresStore {
         .bind(&scorecard.note)
         .bind(verdicts)
         .bind(Timestamp::now().0)
-        .fetch_one(&self.pool)
+        .fetch_one(&mut *tx)
         .await
         .map_err(StoreError::from)
         .map_err(|e| {
@@ -419,7 +420,19 @@ impl Store for PostgresStore {
                     scorecard.run_id, scorecard.profile_id, scorecard.profile_version, scorecard.incumbent
                 )
             })
-        })
+        })?;
+        // The run's verdict by this profile is now the saved scorecard's (archive filters).
+        super::verdicts::postgres::replace(
+            &mut tx,
+            scorecard.run_id,
+            scorecard.profile_id,
+            scorecard.profile_version,
+            Some(id),
+            &scorecard.verdicts,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(id)
     }
 
     #[tracing::instrument(level = "debug", skip(self))]
@@ -873,5 +886,23 @@ impl Store for PostgresStore {
 
     async fn save_run_summary(&self, run_id: i64, kind: &str, body: &str) -> Result<()> {
         super::archive::postgres::save_run_summary(&self.pool, run_id, kind, body).await
+    }
+
+    async fn save_run_verdicts(
+        &self,
+        run_id: i64,
+        profile_id: i64,
+        profile_version: u32,
+        verdicts: &[crate::domain::scorecard::RecordedVerdict],
+    ) -> Result<()> {
+        super::verdicts::postgres::save(&self.pool, run_id, profile_id, profile_version, verdicts).await
+    }
+
+    async fn list_run_verdicts(&self, run_ids: &[i64], profile_id: i64) -> Result<Vec<super::RunVerdict>> {
+        super::verdicts::postgres::list(&self.pool, run_ids, profile_id).await
+    }
+
+    async fn unjudged_runs(&self, limit: i64) -> Result<Vec<(i64, i64)>> {
+        super::verdicts::postgres::unjudged(&self.pool, limit).await
     }
 }

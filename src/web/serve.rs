@@ -24,8 +24,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let demo_mock_url = demo_mock.as_ref().map(|m| m.base_url());
     crate::demo::bootstrap(store.as_ref(), demo_mock_url.as_deref()).await?;
-    let runner = Runner::new(store.clone());
+    let runner = Runner::with_caps(store.clone(), args.caps());
+    tracing::info!(caps = %runner.caps().describe(), "run admission");
     let resumed = runner.resume_unfinished().await?;
+    runner.spawn_judge();
     if resumed > 0 {
         tracing::info!(resumed, "resuming unfinished runs");
     }

@@ -1,6 +1,7 @@
 //! The one integration-test binary (one binary keeps link time down). One module per area.
 mod support;
 
+mod archive_filters;
 mod browser;
 mod engine;
 mod evalsets;
@@ -9,6 +10,7 @@ mod mock;
 mod operability;
 mod real_server;
 mod restart;
+mod run_caps;
 mod run_page;
 mod runs;
 mod scorecard;

@@ -68,6 +68,7 @@ async fn every_page_renders_with_the_layout() {
                 "Eval sets",
                 "Thresholds",
                 "Runs",
+                "Archive",
                 "Scorecards",
                 "How we measure"
             ],

@@ -26,6 +26,11 @@ pub struct ArchivePage {
     pub evalsets: Vec<(String, String)>,
     pub candidates: Vec<(String, String)>,
     pub statuses: Vec<&'static str>,
+    /// (id, "name (vN)") options.
+    pub profiles: Vec<(String, String)>,
+    pub verdicts: Vec<&'static str>,
+    /// The profile whose verdicts the table shows: the filtered one, else the default one.
+    pub shown_profile: Option<ShownProfile>,
     pub rows: Vec<ArchiveRow>,
     pub total: i64,
     pub pager: Pagination,
@@ -41,6 +46,31 @@ pub struct ArchiveFilters {
     pub status: String,
     pub from: String,
     pub to: String,
+    pub profile: String,
+    pub verdict: String,
+}
+
+/// The threshold profile whose verdicts the archive shows.
+#[derive(Debug, Clone)]
+pub struct ShownProfile {
+    pub id: i64,
+    pub name: String,
+    /// Its version now (a row judged by an older one says so).
+    pub current_version: u32,
+}
+
+/// One candidate's verdict in an archive row.
+#[derive(Debug, Clone)]
+pub struct VerdictCell {
+    pub candidate: String,
+    pub verdict: &'static str,
+    pub class: &'static str,
+    pub version: u32,
+    /// Where the verdict can be read in full: the saved scorecard, or the run judged by that
+    /// profile version.
+    pub href: String,
+    /// "saved scorecard #4" or "judged when the run finished".
+    pub source: String,
 }
 
 impl ArchiveFilters {
@@ -52,6 +82,8 @@ impl ArchiveFilters {
             ("status", &self.status),
             ("from", &self.from),
             ("to", &self.to),
+            ("profile", &self.profile),
+            ("verdict", &self.verdict),
         ] {
             if !v.is_empty() {
                 q.append_pair(k, v);
@@ -87,7 +119,18 @@ impl ArchiveFilters {
                 }
             },
         };
+        let verdict = match self.verdict.trim() {
+            "" => None,
+            v => Some(crate::store::parse_verdict(&v.to_ascii_uppercase()).ok_or_else(|| {
+                WebError::BadRequest(format!(
+                    "The verdict filter {:?} is not one of GO, NO-GO, INCONCLUSIVE.",
+                    truncate(v)
+                ))
+            })?),
+        };
         Ok(RunFilter {
+            profile_id: id(&self.profile, "threshold profile")?,
+            verdict,
             evalset_id: id(&self.evalset, "eval set")?,
             candidate_id: id(&self.candidate, "candidate")?,
             status,
@@ -141,6 +184,8 @@ pub struct ArchiveRow {
     pub created: String,
     pub finished: String,
     pub records: i64,
+    /// Verdicts by the shown profile, in the run's candidate order; empty when not judged.
+    pub verdicts: Vec<VerdictCell>,
 }
 
 pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> Result<ArchivePage, WebError> {
@@ -150,15 +195,49 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
 
 async fn render(state: &AppState, q: &FormBody, import_error: Option<String>) -> Result<ArchivePage, WebError> {
     let text = |name: &str| q.get(name).unwrap_or_default().trim().to_string();
-    let filters = ArchiveFilters {
+    let mut filters = ArchiveFilters {
         evalset: text("evalset"),
         candidate: text("candidate"),
         status: text("status"),
         from: text("from"),
         to: text("to"),
+        profile: text("profile"),
+        verdict: text("verdict"),
     };
     let page = parse_page(q.get("page"))?;
+    let profiles = state.store.list_threshold_profiles().await?;
+    let default_profile = profiles
+        .iter()
+        .find(|p| p.name == crate::demo::DEFAULT_PROFILE)
+        .or(profiles.first());
+    // A verdict belongs to a profile: without one chosen, the default profile judges.
+    if filters.profile.is_empty()
+        && !filters.verdict.is_empty()
+        && let Some(p) = default_profile
+    {
+        filters.profile = p.id.to_string();
+    }
     let filter = filters.to_filter()?;
+    let shown = match filter.profile_id {
+        Some(id) => Some(
+            profiles
+                .iter()
+                .find(|p| p.id == id)
+                .ok_or_else(|| WebError::NotFound(format!("threshold profile #{id}")))?,
+        ),
+        None => default_profile,
+    };
+    let shown_profile = shown.map(|p| ShownProfile {
+        id: p.id,
+        name: p.name.clone(),
+        current_version: p.version,
+    });
+    if filter.verdict.is_some() && shown_profile.is_none() {
+        return Err(WebError::BadRequest(
+            "There is no threshold profile yet, so no run has a verdict: create one under Thresholds first."
+                .to_string(),
+        ));
+    }
     let total = state.store.count_runs_filtered(&filter).await?;
     let base = match filters.query() {
         s if s.is_empty() => "/archive".to_string(),
@@ -176,9 +255,26 @@ async fn render(state: &AppState, q: &FormBody, import_error: Option<String>) ->
         .store
         .list_runs_filtered(&filter, RUNS_PER_PAGE as i64, pager.offset())
         .await?;
+    let ids: Vec<i64> = items.iter().map(|i| i.run.id).collect();
+    let verdicts = match &shown_profile {
+        Some(p) => state.store.list_run_verdicts(&ids, p.id).await?,
+        None => Vec::new(),
+    };
     let rows = items
         .into_iter()
         .map(|item| ArchiveRow {
+            verdicts: shown_profile
+                .as_ref()
+                .map(|p| {
+                    verdict_cells(
+                        p,
+                        &item.run.candidate_ids,
+                        &item.candidate_names,
+                        item.run.id,
+                        &verdicts,
+                    )
+                })
+                .unwrap_or_default(),
             id: item.run.id,
             evalset_id: evalsets.iter().find(|e| e.name == item.evalset_name).map(|e| e.id),
             evalset: item.evalset_name,
@@ -207,12 +303,53 @@ async fn render(state: &AppState, q: &FormBody, import_error: Option<String>) ->
             .map(|c| (c.id.to_string(), c.spec.name))
             .collect(),
         statuses: vec!["finished", "failed", "cancelled"],
+        profiles: profiles
+            .iter()
+            .map(|p| (p.id.to_string(), format!("{} (v{})", p.name, p.version)))
+            .collect(),
+        verdicts: vec!["GO", "NO-GO", "INCONCLUSIVE"],
+        shown_profile,
         filters,
         rows,
         total,
         pager,
         import_error,
     })
+}
+
+/// The run's verdicts by the shown profile, in the run's candidate order.
+fn verdict_cells(
+    profile: &ShownProfile,
+    candidate_ids: &[i64],
+    names: &[String],
+    run_id: i64,
+    all: &[crate::store::RunVerdict],
+) -> Vec<VerdictCell> {
+    candidate_ids
+        .iter()
+        .zip(names)
+        .filter_map(|(id, name)| {
+            let v = all.iter().find(|v| v.run_id == run_id && v.candidate_id == *id)?;
+            let (href, source) = match v.scorecard_id {
+                Some(s) => (format!("/scorecards/{s}"), format!("saved scorecard #{s}")),
+                None => (
+                    format!(
+                        "/runs/{run_id}/scorecard?profile={}&version={}",
+                        profile.id, v.profile_version
+                    ),
+                    "judged when the run finished".to_string(),
+                ),
+            };
+            Some(VerdictCell {
+                candidate: name.clone(),
+                verdict: v.verdict.as_str(),
+                class: v.verdict.class(),
+                version: v.profile_version,
+                href,
+                source,
+            })
+        })
+        .collect()
 }
 
 /// `GET /runs/{id}/export.json`: the whole run as a download.

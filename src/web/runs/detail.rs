@@ -73,6 +73,8 @@ pub struct LiveView {
     pub started: String,
     pub finished: String,
     pub error: Option<String>,
+    /// Why a queued run has not started, e.g. "waiting: run #12 is measuring swift-7b".
+    pub waiting: Option<String>,
     pub progress: Vec<ProgressRow>,
     pub scorecard: Option<Scorecard>,
     pub cases: Vec<CaseRow>,
@@ -357,6 +359,7 @@ pub(super) async fn live_view(
         started: or_dash(run.started_at),
         finished: or_dash(run.finished_at),
         error: run.error.clone(),
+        waiting: state.runner.waiting_reason(run.id),
         progress: parts.progress,
         scorecard: parts.scorecard,
         cases: parts.cases,

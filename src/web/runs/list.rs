@@ -5,6 +5,7 @@ use axum::extract::{Query, State};
 use serde::Deserialize;
 
 use super::RunRow;
+use crate::engine::QueueView;
 use crate::web::AppState;
 use crate::web::error::{WebError, parse_page};
 use crate::web::views::Pagination;
@@ -22,6 +23,8 @@ pub struct RunsPage {
     pub nav: &'static str,
     pub rows: Vec<RunRow>,
     pub pager: Pagination,
+    /// The admission caps, the runs executing and the queue, as this process sees them now.
+    pub queue: QueueView,
 }
 
 pub async fn page(State(state): State<AppState>, Query(q): Query<PageQuery>) -> Result<RunsPage, WebError> {
@@ -45,5 +48,6 @@ pub async fn page(State(state): State<AppState>, Query(q): Query<PageQuery>) -> 
         nav: "runs",
         rows,
         pager,
+        queue: state.runner.queue(),
     })
 }
