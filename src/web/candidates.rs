@@ -33,6 +33,8 @@ pub struct CandidateRow {
     pub conditions: String,
     pub price: String,
     pub claimed: String,
+    /// Who counts output tokens when streams carry no usage: the server's endpoint or bakeoff.
+    pub tokenize: String,
     pub key: String,
 }
 
@@ -94,6 +96,10 @@ impl From<&Candidate> for CandidateRow {
             },
             price,
             claimed,
+            tokenize: match &s.tokenize {
+                Some(t) => format!("server: {} {}", t.kind.as_str(), t.path),
+                None => "bakeoff (o200k)".to_string(),
+            },
             key: key_status(s),
         }
     }

@@ -493,6 +493,8 @@ async fn the_form_declares_the_endpoint_and_the_pages_label_the_source() {
     let candidate = app.store.list_candidates().await.unwrap().remove(0);
     let endpoint = candidate.spec.tokenize.clone().expect("stored");
     assert_eq!(endpoint.path, "/tokenize");
+    let list = app.get_html("/candidates").await;
+    assert_eq!(list.text("td.tokenize"), "server: llama-cpp /tokenize");
     let edit = app.get_html(&format!("/candidates/{}/edit", candidate.id)).await;
     assert_eq!(edit.attr("#f-tokenize_path", "value").as_deref(), Some("/tokenize"));
     assert_eq!(
