@@ -323,7 +323,7 @@ async fn count_candidate(
             n => format!("; {n} special token(s) it adds to every text not counted"),
         };
         let msg = format!(
-            "{name}: output tokens of {stored} record(s) counted by the {} in {:.1} s (source `server-tokenizer`{added})",
+            "{name}: output tokens of {stored} record(s) counted by the {} in {:.2} s (source `server-tokenizer`{added})",
             tokenizer.describe(),
             started.elapsed().as_secs_f64()
         );
