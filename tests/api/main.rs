@@ -5,6 +5,7 @@ mod archive_filters;
 mod browser;
 mod engine;
 mod evalsets;
+mod exports_harness;
 mod measure;
 mod mock;
 mod operability;

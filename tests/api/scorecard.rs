@@ -246,8 +246,8 @@ async fn the_demo_scorecard_page_exports_and_archive() {
         .len();
     assert_eq!(
         lines.count(),
-        rules * 3 + 3,
-        "a line per rule × candidate, and one verdict line each"
+        rules * 3 + 3 + 1,
+        "a line per rule × candidate, one verdict line each, and the harness line"
     );
     let md = app
         .get(&format!("/runs/{run}/scorecard/export.md?{query}"))

@@ -1,16 +1,20 @@
 //! Exports of a scorecard: JSON (complete, schema `bakeoff.scorecard/1`, with the metric
 //! definitions and the decision rule), CSV (one line per rule × candidate) and Markdown (for a
-//! design doc). Candidates are exported without credentials: no key, no key variable.
+//! design doc). Candidates are exported without credentials: no key, no key variable. When the
+//! harness flagged the run's speed figures unreliable, every format says so with its reasons
+//! (JSON `harness` and each speed row's `warning`, CSV a `harness` line and the speed rows'
+//! reason, Markdown a banner and the speed section).
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::{Judged, ScorecardQuery, judge};
+use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{ClaimedFigure, Conditions, Pricing};
 use crate::domain::scorecard::intervals::CONFIDENCE;
 use crate::domain::scorecard::{ClaimCheck, PairedRow, ParetoPoint, PipelineImpact, Row};
-use crate::domain::thresholds::{CATALOG, ThresholdRule};
+use crate::domain::thresholds::{CATALOG, Dimension, ThresholdRule};
 use crate::web::AppState;
 use crate::web::error::{WebError, parse_id};
 
@@ -81,7 +85,21 @@ struct ExportRow<'a> {
     rule: &'a ThresholdRule,
     label: &'a str,
     caliber: &'a str,
+    /// Why this row's figures must not be trusted (speed rows of a flagged run); else null.
+    warning: Option<&'a str>,
     cells: Vec<ExportCell<'a>>,
+}
+
+/// How far the harness could be trusted in this run (null in the export when the run has no
+/// harness report, e.g. it ran before reports were kept).
+#[derive(Serialize)]
+struct ExportHarness<'a> {
+    speed_figures_reliable: bool,
+    /// Why the speed figures were flagged (empty when reliable).
+    reasons: &'a [String],
+    /// Which rules the flag concerns.
+    affects: &'static str,
+    report: &'a HarnessReport,
 }
 
 #[derive(Serialize)]
@@ -103,6 +121,7 @@ struct Export<'a> {
     decision_rule: &'static str,
     confidence: f64,
     run: serde_json::Value,
+    harness: Option<ExportHarness<'a>>,
     profile: serde_json::Value,
     candidates: Vec<ExportCandidate<'a>>,
     verdicts: Vec<ExportVerdict<'a>>,
@@ -117,12 +136,29 @@ struct Export<'a> {
     measurement_definitions: Vec<serde_json::Value>,
 }
 
-fn export_row<'a>(row: &'a Row, j: &'a Judged) -> ExportRow<'a> {
+/// What the flag concerns, in words.
+const SPEED_RULES: &str = "the throughput and latency rules (dimension throughput)";
+
+/// The harness's reasons when it flagged this run's speed figures unreliable.
+fn speed_flag(j: &Judged) -> Option<&[String]> {
+    j.harness
+        .as_ref()
+        .filter(|h| h.unreliable)
+        .map(|h| h.reasons.as_slice())
+}
+
+/// Whether a row's figures are speed figures (the ones the harness can spoil).
+fn is_speed(row: &Row) -> bool {
+    row.dimension == Some(Dimension::Throughput)
+}
+
+fn export_row<'a>(row: &'a Row, j: &'a Judged, warning: Option<&'a str>) -> ExportRow<'a> {
     ExportRow {
         dimension: row.dimension.map(|d| d.as_str()),
         rule: &row.rule,
         label: &row.label,
         caliber: &row.caliber,
+        warning: warning.filter(|_| is_speed(row)),
         cells: row
             .cells
             .iter()
@@ -147,6 +183,7 @@ fn export_row<'a>(row: &'a Row, j: &'a Judged) -> ExportRow<'a> {
 
 /// The complete JSON document.
 pub fn to_json(j: &Judged) -> serde_json::Value {
+    let warning = super::view::speed_warning(j);
     let export = Export {
         schema: SCHEMA,
         bakeoff_version: crate::VERSION,
@@ -165,6 +202,12 @@ pub fn to_json(j: &Judged) -> serde_json::Value {
                 "cases": v.file.cases.len(),
             })),
             "created_at": j.run.created_at.display(),
+        }),
+        harness: j.harness.as_ref().map(|h| ExportHarness {
+            speed_figures_reliable: !h.unreliable,
+            reasons: &h.reasons,
+            affects: SPEED_RULES,
+            report: h,
         }),
         profile: serde_json::json!({
             "id": j.profile.id,
@@ -199,7 +242,12 @@ pub fn to_json(j: &Judged) -> serde_json::Value {
                 reasons: &c.reasons,
             })
             .collect(),
-        rows: j.card.rows.iter().map(|r| export_row(r, j)).collect(),
+        rows: j
+            .card
+            .rows
+            .iter()
+            .map(|r| export_row(r, j, warning.as_deref()))
+            .collect(),
         costs: j
             .card
             .costs
@@ -261,9 +309,15 @@ fn opt(v: Option<f64>) -> String {
 pub fn to_csv(j: &Judged) -> String {
     let mut out = String::from(CSV_HEADER);
     out.push_str("\r\n");
+    let flag = speed_flag(j).map(|reasons| format!("UNRELIABLE speed figure (harness: {})", reasons.join("; ")));
     for row in &j.card.rows {
         for (cell, col) in row.cells.iter().zip(&j.card.columns) {
             let m = &cell.measurement;
+            // A spreadsheet filtered to one rule still sees that its speed figure is suspect.
+            let reason = match flag.as_ref().filter(|_| is_speed(row)) {
+                Some(f) => format!("{f}; {}", cell.judgement.reason),
+                None => cell.judgement.reason.clone(),
+            };
             let fields = [
                 row.dimension.map(|d| d.as_str()).unwrap_or("").to_string(),
                 row.rule.metric.clone(),
@@ -285,7 +339,7 @@ pub fn to_csv(j: &Judged) -> String {
                 cell.judgement.state.as_str().to_string(),
                 opt(cell.judgement.margin),
                 opt(cell.delta),
-                cell.judgement.reason.clone(),
+                reason,
             ];
             let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
             out.push_str(&line.join(","));
@@ -316,6 +370,24 @@ pub fn to_csv(j: &Judged) -> String {
         out.push_str(&line.join(","));
         out.push_str("\r\n");
     }
+    // One line for the harness, when it reported: state reliable / unreliable and why.
+    if let Some(h) = &j.harness {
+        let reason = if h.unreliable {
+            format!("{}; concerns {SPEED_RULES}", h.reasons.join("; "))
+        } else {
+            "the harness kept up: no lag or CPU bound was exceeded".to_string()
+        };
+        let state = if h.unreliable { "unreliable" } else { "reliable" };
+        let mut fields = vec![String::new(); 17];
+        fields[0] = "harness".into();
+        fields[1] = "speed_figures".into();
+        fields[2] = "speed figures".into();
+        fields[13] = state.into();
+        fields[16] = reason;
+        let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+        out.push_str(&line.join(","));
+        out.push_str("\r\n");
+    }
     out
 }
 
@@ -335,6 +407,9 @@ pub fn to_markdown(j: &Judged) -> String {
         md(&view.evalset),
         md(&view.conditions)
     ));
+    if let Some(w) = &view.speed_warning {
+        out.push_str(&format!("> **UNRELIABLE speed figures.** {}\n\n", md(w)));
+    }
     out.push_str("## Verdicts\n\n| Candidate | Verdict | Reasons |\n|---|---|---|\n");
     for c in &view.columns {
         out.push_str(&format!(
@@ -356,6 +431,14 @@ pub fn to_markdown(j: &Judged) -> String {
             header.join(" | "),
             "---|".repeat(header.len())
         ));
+        if let Some(w) = &section.warning {
+            // After the table would be lost in long tables; a row of its own keeps it with them.
+            out.push_str(&format!(
+                "| **UNRELIABLE**: {} | {} |\n",
+                md(w),
+                vec![""; header.len()].join(" | ")
+            ));
+        }
         for r in &section.rows {
             let cells: Vec<String> = r
                 .cells

@@ -117,6 +117,9 @@ pub struct CardView {
     pub charts: Vec<charts::Chart>,
     pub query: String,
     pub has_incumbent: bool,
+    /// Set when the harness flagged the run's speed figures (shown above the verdicts too,
+    /// since a verdict may rest on a speed rule).
+    pub speed_warning: Option<String>,
 }
 
 fn state_text(state: RuleState) -> &'static str {
@@ -196,7 +199,7 @@ fn row_view(row: &Row) -> RowView {
 }
 
 /// The harness's reasons when it flagged the run's speed figures unreliable.
-fn speed_warning(j: &Judged) -> Option<String> {
+pub fn speed_warning(j: &Judged) -> Option<String> {
     let h = j.harness.as_ref().filter(|h| h.unreliable)?;
     Some(format!(
         "The harness flagged this run's speed figures: {}. Latency and throughput verdicts below may be wrong.",
@@ -406,6 +409,7 @@ pub fn build(j: &Judged) -> CardView {
         charts: charts::all(j),
         query: j.query.clone(),
         has_incumbent: j.incumbent.is_some(),
+        speed_warning: speed_warning(j),
     }
 }
 
