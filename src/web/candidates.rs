@@ -209,9 +209,9 @@ impl CandidateFormPage {
                 legend: "Token counting",
                 note: Some(
                     "Servers that send no usage in streams (llama-cpp-python, some llama.cpp and vLLM setups) leave \
-                     bakeoff to count output tokens itself with o200k, labelled "tokenizer". Declare the server's own \
+                     bakeoff to count output tokens itself with o200k, labelled \"tokenizer\". Declare the server's own \
                      tokenize endpoint to count them with the served model's tokenizer instead, labelled \
-                     "server-tokenizer": it is called only after the run's measured load has ended, and if it fails \
+                     \"server-tokenizer\": it is called only after the run's measured load has ended, and if it fails \
                      the records keep bakeoff's count and the run's events say why.",
                 ),
                 fields: vec![
