@@ -102,6 +102,8 @@ fn record(run_id: i64, candidate_id: i64, case: usize, repetition: u32, sent_at_
                     "expected \"positive\"".into()
                 },
                 detail: None,
+                weight: 1.0,
+                required: true,
             }]
         },
     }

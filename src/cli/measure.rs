@@ -218,6 +218,7 @@ pub fn run_config(args: &MeasureFlags) -> anyhow::Result<RunConfig> {
             tpot_ms: args.slo_tpot_ms,
             e2e_ms: args.slo_e2e_ms,
         },
+        judge: None,
     })
 }
 

@@ -369,6 +369,8 @@ mod tests {
                 passed: pass,
                 reason: String::new(),
                 detail: None,
+                weight: 1.0,
+                required: true,
             }],
         };
         let records: Vec<RequestRecord> = (0..20)

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::grading::GraderSpec;
+use super::grading::Grader;
 
 pub mod diff;
 pub mod import;
@@ -73,7 +73,7 @@ pub struct EvalSetHeader {
     pub prompt: Option<String>,
     /// Graders applied to every case that names none of its own.
     #[serde(default)]
-    pub graders: Vec<GraderSpec>,
+    pub graders: Vec<Grader>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -100,7 +100,7 @@ pub struct EvalCase {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub graders: Vec<GraderSpec>,
+    pub graders: Vec<Grader>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -263,12 +263,28 @@ impl EvalSetFile {
     }
 
     /// Graders for one case: its own, else the header's defaults.
-    pub fn graders_for<'a>(&'a self, case: &'a EvalCase) -> &'a [GraderSpec] {
+    pub fn graders_for<'a>(&'a self, case: &'a EvalCase) -> &'a [Grader] {
         if case.graders.is_empty() {
             &self.header.graders
         } else {
             &case.graders
         }
+    }
+
+    /// The judges the `llm-judge` graders of the first `case_count` cases name, each once, with
+    /// the first case naming it: [(judge name, case id)].
+    pub fn judge_names(&self, case_count: usize) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for case in self.cases.iter().take(case_count) {
+            for g in self.graders_for(case) {
+                if let super::grading::GraderSpec::LlmJudge { judge, .. } = &g.spec
+                    && !out.iter().any(|(name, _)| name == judge)
+                {
+                    out.push((judge.clone(), case.id.clone()));
+                }
+            }
+        }
+        out
     }
 
     /// The chat messages sent for a case.
@@ -353,7 +369,13 @@ fn canonical_json<T: Serialize>(value: &T) -> String {
 
 /// The first grader with an out-of-range option, as (`graders[i].option`, message).
 /// (Regexes and schemas are already compiled, and refused, while the line is deserialised.)
-fn check_graders(graders: &[GraderSpec]) -> Result<(), (String, String)> {
+fn check_graders(graders: &[Grader]) -> Result<(), (String, String)> {
+    if !graders.is_empty() && graders.iter().all(|g| !g.required) {
+        return Err((
+            "graders".to_string(),
+            "every grader is `required: false`; at least one must be required to pass or fail a case".to_string(),
+        ));
+    }
     for (i, g) in graders.iter().enumerate() {
         g.validate().map_err(|e| {
             (

@@ -248,6 +248,8 @@ mod tests {
                 passed: pass,
                 reason: String::new(),
                 detail: None,
+                weight: 1.0,
+                required: true,
             }],
         }
     }

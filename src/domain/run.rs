@@ -42,6 +42,44 @@ pub struct RunConfig {
     /// Objectives for goodput (requests per second that meet all of them).
     #[serde(default)]
     pub slo: Slo,
+    /// `llm-judge` grading: None (the default) leaves judge graders ungraded; Some sends each
+    /// measured output to its judge after the measured requests (`engine::judge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<JudgeConfig>,
+}
+
+/// How `llm-judge` graders are run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JudgeConfig {
+    /// Judges by the name their grader gives, resolved to candidate ids when the run was
+    /// created (the run form fills it; a name missing here is resolved when the run starts).
+    /// Kept with the run so its judge cost is priced by the judge that answered, even if a
+    /// candidate is renamed later.
+    #[serde(default)]
+    pub judges: std::collections::BTreeMap<String, i64>,
+    /// When set, every judge grader is sent to this candidate instead of the one it names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub override_id: Option<i64>,
+}
+
+impl JudgeConfig {
+    /// The candidate id that judges for a grader naming `name`, when known.
+    pub fn judge_for(&self, name: &str) -> Option<i64> {
+        self.override_id.or_else(|| self.judges.get(name).copied())
+    }
+
+    /// The judge candidate for a grader naming `name`: by id when known (`judge_for`), else the
+    /// candidate with that name; None when there is none.
+    pub fn resolve<'a>(
+        &self,
+        name: &str,
+        candidates: &'a [super::candidate::Candidate],
+    ) -> Option<&'a super::candidate::Candidate> {
+        match self.judge_for(name) {
+            Some(id) => candidates.iter().find(|c| c.id == id),
+            None => candidates.iter().find(|c| c.spec.name == name),
+        }
+    }
 }
 
 fn default_true() -> bool {
@@ -153,6 +191,7 @@ impl Default for RunConfig {
             requests_per_level: None,
             duration_secs: None,
             slo: Slo::default(),
+            judge: None,
         }
     }
 }
@@ -239,6 +278,10 @@ pub enum Phase {
     Throughput,
     Soak,
     Probe,
+    /// A call to an `llm-judge` grader's judge. Stored under the judged candidate (keyed by the
+    /// record it judges) and with `is_warmup` set, so it is excluded from every figure of that
+    /// candidate; its tokens are priced at the judge's prices (`judge_cost`).
+    Judge,
 }
 
 impl Phase {
@@ -250,6 +293,7 @@ impl Phase {
             Phase::Throughput => "throughput",
             Phase::Soak => "soak",
             Phase::Probe => "probe",
+            Phase::Judge => "judge",
         }
     }
     pub fn parse(s: &str) -> Option<Phase> {
@@ -260,6 +304,7 @@ impl Phase {
             Phase::Throughput,
             Phase::Soak,
             Phase::Probe,
+            Phase::Judge,
         ]
         .into_iter()
         .find(|k| k.as_str() == s)
@@ -444,6 +489,7 @@ pub struct RequestRecord {
     pub attempt: u32,
     /// Load condition the request was sent under.
     pub concurrency: u32,
+    /// Excluded from every figure: warm-ups, staged-rollout requests and judge calls.
     pub is_warmup: bool,
     /// Wall clock at send, microseconds since the Unix epoch.
     pub sent_at_us: i64,

@@ -779,6 +779,8 @@ mod tests {
             passed,
             reason: String::new(),
             detail: None,
+            weight: 1.0,
+            required: true,
         }];
         r
     }

@@ -229,6 +229,7 @@ pub async fn calibrate(options: &CalibrateOptions, progress: impl Fn(String)) ->
             requests_per_level: None,
             duration_secs: Some(options.seconds_per_level.max(1)),
             slo: Slo::default(),
+            judge: None,
         };
         let spec = CandidateSpec {
             name: format!("calibrate c={c}"),

@@ -11,8 +11,10 @@
 //!    request's client queue time), with retries; records streamed to the store.
 //!
 //! Then candidates that declare a tokenize endpoint have their uncounted outputs counted by it
-//! (`server_tokenizer`), and the harness report (bakeoff's CPU, schedule lag, the unreliable
-//! flag) is stored with the run. Resumable: units whose final attempt is stored are skipped.
+//! (`server_tokenizer`), the harness report (bakeoff's CPU, schedule lag, the unreliable flag)
+//! is stored with the run, and, when the run turns judging on, the `llm-judge` graders run
+//! (`judge`: after all measured load, so judge calls never distort a figure). Resumable: units
+//! whose final attempt is stored are skipped, and so are outputs already judged.
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -27,6 +29,8 @@ use super::error::{EngineError, Failure};
 use super::harness::HarnessClock;
 use super::provider::{PreparedRequest, RequestParams, prepare};
 use super::rollout;
+#[path = "judge.rs"]
+pub mod judge;
 use super::writer::{Grading, RecordSender, RecordWriter};
 use crate::domain::calibers::{HarnessReport, Load};
 use crate::domain::candidate::Candidate;
@@ -107,6 +111,19 @@ pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<Run
             .ok_or(EngineError::CandidateNotFound { run_id, candidate_id })?;
         candidates.push(c);
     }
+    let case_count = match run.config.case_limit {
+        Some(n) => version.file.cases.len().min(n as usize),
+        None => version.file.cases.len(),
+    };
+    // Every judge is found before anything is sent, so a missing one costs nothing.
+    let judges = match judge::resolve(&store, &run, &version.file, case_count).await? {
+        Ok(judges) => judges,
+        Err(message) => {
+            store.append_run_event(run_id, "error", &message).await?;
+            store.set_run_status(run_id, RunStatus::Failed, Some(&message)).await?;
+            return Ok(RunStatus::Failed);
+        }
+    };
     let existing = store.list_request_records(run_id).await?;
     store.set_run_status(run_id, RunStatus::Running, None).await?;
     let started = if existing.is_empty() {
@@ -128,6 +145,15 @@ pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<Run
     store.append_run_event(run_id, "info", &started).await?;
     // One call per declared tokenize endpoint, before any load, so a wrong one shows now.
     super::server_tokenizer::preflight(&store, run_id, &candidates).await?;
+    if run.config.judge.is_none() && !version.file.judge_names(case_count).is_empty() {
+        store
+            .append_run_event(
+                run_id,
+                "info",
+                "llm-judge graders are not run: judging is off for this run (turn it on on the run form)",
+            )
+            .await?;
+    }
 
     let clock = HarnessClock::start();
     let since_us = wall_clock_us();
@@ -175,6 +201,11 @@ pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<Run
     if let Some(message) = rollout_stop {
         store.set_run_status(run_id, RunStatus::Failed, Some(&message)).await?;
         return Ok(RunStatus::Failed);
+    }
+    if let Some(judges) = &judges
+        && !cancel.is_cancelled()
+    {
+        judge::judge_run(&store, &run, file.clone(), judges, &cancel).await?;
     }
     if cancel.is_cancelled() {
         store.set_run_status(run_id, RunStatus::Cancelled, None).await?;
@@ -253,6 +284,10 @@ impl FinishedUnits {
     pub fn from_records(records: &[RequestRecord], candidate_id: i64, retries: u32) -> Self {
         let mut out = FinishedUnits::default();
         for r in records.iter().filter(|r| r.candidate_id == candidate_id) {
+            if r.phase == Phase::Judge {
+                // Judge calls are the judge phase's to resume (`judge`), not units.
+                continue;
+            }
             if r.is_warmup {
                 if r.phase == Phase::Smoke {
                     out.rollout_done = true;
@@ -784,6 +819,7 @@ pub fn request_id(
         Phase::Throughput => 3,
         Phase::Soak => 4,
         Phase::Probe => 5,
+        Phase::Judge => 6,
     };
     format!(
         "{:08x}-{:04x}-8{:x}{:02x}-{:04x}-{:012x}",

@@ -82,6 +82,8 @@ pub async fn judge(
         incumbent: None,
         pipeline: &PipelineSpec::default(),
         operability: &operability,
+        // Verdicts do not depend on what the judge calls cost.
+        judge: None,
     });
     let verdicts = card
         .columns

@@ -13,7 +13,6 @@ use tokio::time::{Instant, sleep, sleep_until};
 use super::error::EngineError;
 use super::tokenizer::{ChunkText, complete_counts};
 use crate::domain::evalset::EvalSetFile;
-use crate::domain::grading::grade;
 use crate::domain::run::RequestRecord;
 use crate::store::DynStore;
 
@@ -52,7 +51,7 @@ impl Grading {
             .graders_for(case)
             .iter()
             .filter(|g| !g.needs_model())
-            .map(|g| grade(g, &record.output, case.expected.as_ref()))
+            .map(|g| g.grade(&record.output, case.expected.as_ref()))
             .collect();
     }
 }

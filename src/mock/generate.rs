@@ -405,9 +405,66 @@ fn write_json_str<'a>(buf: &mut Vec<u8>, pieces: impl Iterator<Item = &'a str>) 
     buf.push(b'"');
 }
 
+/// The mock's answer to a judge prompt (as `domain::grading::judge_prompt` writes it), so runs
+/// with `llm-judge` graders work against the mock: deterministic, from the quoted texts alone.
+/// With a reference, a response equal to it (trimmed, case and whitespace folded) scores 5, one
+/// containing it 4, anything else 2; without one, a non-empty response scores 4 and an empty
+/// one 1. On the pass-fail scale, 4 and 5 pass. None when `prompt` is not a judge prompt.
+pub fn judge_reply(prompt: &str) -> Option<String> {
+    let block = |name: &str| {
+        let open = format!("<<<{name}\n");
+        let start = prompt.find(&open)? + open.len();
+        let end = start + prompt[start..].find(&format!("\n{name}>>>"))?;
+        Some(&prompt[start..end])
+    };
+    let response = block("RESPONSE")?;
+    let pass_fail = prompt.contains("VERDICT: PASS");
+    if !pass_fail && !prompt.contains("SCORE: <1-5>") {
+        return None;
+    }
+    let fold = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
+    let (score, why) = match block("REFERENCE").map(fold) {
+        Some(reference) if fold(response) == reference => (5, "The response matches the reference."),
+        Some(reference) if !reference.is_empty() && fold(response).contains(&reference) => {
+            (4, "The response contains the reference answer.")
+        }
+        Some(_) => (2, "The response does not give the reference answer."),
+        None if response.trim().is_empty() => (1, "The response is empty."),
+        None => (4, "The response answers the input."),
+    };
+    Some(if pass_fail {
+        format!("{why}\nVERDICT: {}", if score >= 4 { "PASS" } else { "FAIL" })
+    } else {
+        format!("{why}\nSCORE: {score}")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn judge_prompts_get_a_deterministic_verdict() {
+        use crate::domain::grading::{JudgeScale, judge_prompt, parse_judge_reply};
+        let reply = |scale, output: &str, expected: Option<&str>| {
+            judge_reply(&judge_prompt(scale, "Is it right?", "2+2?", output, expected)).unwrap()
+        };
+        assert_eq!(
+            reply(JudgeScale::OneToFive, " Four ", Some("four")),
+            "The response matches the reference.\nSCORE: 5"
+        );
+        assert!(reply(JudgeScale::OneToFive, "It is four.", Some("four")).ends_with("SCORE: 4"));
+        assert!(reply(JudgeScale::PassFail, "five", Some("four")).ends_with("VERDICT: FAIL"));
+        assert!(reply(JudgeScale::PassFail, "four", None).ends_with("VERDICT: PASS"));
+        // What bakeoff reads back from it.
+        let g = parse_judge_reply(
+            JudgeScale::OneToFive,
+            None,
+            &reply(JudgeScale::OneToFive, "five", Some("four")),
+        );
+        assert_eq!((g.score, g.passed), (0.25, false));
+        assert_eq!(judge_reply("What is 2+2?"), None);
+    }
 
     fn limits(max_tokens: u32) -> Limits {
         Limits {

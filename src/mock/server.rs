@@ -826,7 +826,11 @@ async fn handle(state: Shared, api: Api, headers: &HeaderMap, body: &[u8]) -> Re
         profile.name.as_bytes(),
         req.match_text.as_deref().unwrap_or_default().as_bytes(),
     ]);
-    let plan = Plan::new(profile, api == Api::Chat, answer.map(|a| a.text), limits, filler_seed);
+    // A prompt that is no case may be a judge prompt (`llm-judge` graders against the mock).
+    let text = answer
+        .map(|a| a.text)
+        .or_else(|| req.match_text.as_deref().and_then(super::generate::judge_reply));
+    let plan = Plan::new(profile, api == Api::Chat, text, limits, filler_seed);
     let mut schedule = Schedule::new(profile, prompt_tokens, plan.total(), &mut rng);
     schedule.slow_down(ps.drift_factor());
     if let Some((_, pause)) = schedule.stall {

@@ -7,6 +7,7 @@ use super::rows::{
 };
 use super::{RecordFact, RestoredRun, Result, RunFilter, RunListItem, StoreError};
 use crate::domain::Timestamp;
+use crate::domain::grading::Grade;
 use crate::domain::run::{ErrorClass, Phase, RequestRecord, RunStatus};
 
 /// One row of `list_record_facts`.
@@ -19,7 +20,7 @@ struct FactRow {
     attempt: i64,
     is_warmup: bool,
     error_class: Option<String>,
-    /// 1 all grades passed, 0 one failed, NULL no grades.
+    /// 1 every required grade passed, 0 one failed, NULL no required grade.
     passed: Option<i64>,
 }
 
@@ -155,10 +156,11 @@ macro_rules! archive_queries {
         pub(crate) async fn list_record_facts(pool: &Pool, run_id: i64) -> Result<Vec<RecordFact>> {
             // One join and a MIN per record (a correlated subquery per record is slow on a
             // PostgreSQL table without statistics yet). MIN ignores the NULL of a record
-            // without grades, so `passed` stays NULL for it.
+            // without grades and of optional grades (`required` false: they never fail a case,
+            // see `grading::case_passed`), so `passed` stays NULL without a required grade.
             let rows: Vec<FactRow> = sqlx::query_as(
                 "SELECT r.candidate_id, r.case_id, r.phase, r.repetition, r.attempt, r.is_warmup, r.error_class, \
-                 CAST(MIN(CASE WHEN g.id IS NULL THEN NULL WHEN g.passed THEN 1 ELSE 0 END) AS BIGINT) AS passed \
+                 CAST(MIN(CASE WHEN g.id IS NULL OR NOT g.required THEN NULL WHEN g.passed THEN 1 ELSE 0 END) AS BIGINT) AS passed \
                  FROM request_records r LEFT JOIN grades g ON g.request_record_id = r.id \
                  WHERE r.run_id = $1 \
                  GROUP BY r.id, r.candidate_id, r.case_id, r.phase, r.repetition, r.attempt, r.is_warmup, \
@@ -201,7 +203,7 @@ macro_rules! archive_queries {
             let mut grades: Vec<GradeRow> = Vec::new();
             for chunk in ids.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
                 let mut qb = QueryBuilder::<$db>::new(
-                    "SELECT g.request_record_id, g.grader, g.score, g.passed, g.reason, g.detail FROM grades g \
+                    "SELECT g.request_record_id, g.grader, g.score, g.passed, g.reason, g.detail, g.weight, g.required FROM grades g \
                      WHERE g.request_record_id IN (",
                 );
                 let mut list = qb.separated(", ");
@@ -312,6 +314,58 @@ macro_rules! archive_queries {
                     .fetch_optional(pool)
                     .await?,
             )
+        }
+
+        pub(crate) async fn append_grades(
+            pool: &Pool,
+            record: &RequestRecord,
+            first_position: u32,
+            grades: &[Grade],
+        ) -> Result<u64> {
+            if grades.is_empty() {
+                return Ok(0);
+            }
+            // One lookup, then one INSERT statement (atomic by itself; no transaction, which on
+            // SQLite would have to upgrade a read lock and could fail as busy).
+            let id: Option<i64> = sqlx::query_scalar(
+                "SELECT id FROM request_records WHERE run_id = $1 AND candidate_id = $2 AND case_id = $3 \
+                 AND phase = $4 AND repetition = $5 AND attempt = $6",
+            )
+            .bind(record.run_id)
+            .bind(record.candidate_id)
+            .bind(record.case_id.as_str())
+            .bind(record.phase.as_str())
+            .bind(i64::from(record.repetition))
+            .bind(i64::from(record.attempt))
+            .fetch_optional(pool)
+            .await?;
+            let Some(id) = id else {
+                return Err(StoreError::NotFound(format!(
+                    "request record of case {:?} (candidate {}, {}, repetition {}, attempt {}) in run {}",
+                    record.case_id,
+                    record.candidate_id,
+                    record.phase.as_str(),
+                    record.repetition,
+                    record.attempt,
+                    record.run_id
+                )));
+            };
+            let mut qb = QueryBuilder::<$db>::new(
+                "INSERT INTO grades (request_record_id, position, grader, score, passed, reason, detail, weight, required) ",
+            );
+            qb.push_values(grades.iter().enumerate(), |mut b, (i, grade)| {
+                b.push_bind(id)
+                    .push_bind(i64::from(first_position) + i as i64)
+                    .push_bind(grade.grader.as_str())
+                    .push_bind(grade.score)
+                    .push_bind(grade.passed)
+                    .push_bind(grade.reason.as_str())
+                    .push_bind(grade.detail.as_ref().map(|d| d.to_string()))
+                    .push_bind(grade.weight)
+                    .push_bind(grade.required);
+            });
+            qb.push(" ON CONFLICT (request_record_id, position) DO NOTHING");
+            Ok(qb.build().execute(pool).await?.rows_affected())
         }
 
         pub(crate) async fn save_run_summary(pool: &Pool, run_id: i64, kind: &str, body: &str) -> Result<()> {

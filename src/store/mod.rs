@@ -11,6 +11,7 @@ use crate::domain::Timestamp;
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{Candidate, CandidateSpec};
 use crate::domain::evalset::{EvalSetFile, TaskKind};
+use crate::domain::grading::Grade;
 use crate::domain::operability::{ChecklistAnswers, ChecklistVersion, ProbeReport, ProbeRun};
 use crate::domain::run::{
     ErrorClass, NewRun, Phase, RequestRecord, Run, RunEvent, RunStatus, ServerTokenCount, UncountedRecord,
@@ -155,7 +156,7 @@ pub struct RecordFact {
     pub attempt: u32,
     pub is_warmup: bool,
     pub error_class: Option<ErrorClass>,
-    /// Whether every grade passed; None when the attempt has no grades.
+    /// Whether every required grade passed; None when the attempt has no required grade.
     pub passed: Option<bool>,
 }
 
@@ -248,6 +249,11 @@ pub trait Store: Send + Sync + 'static {
     /// Stores server-tokenizer counts beside their records (append-only; a record already
     /// counted keeps its first count). Returns how many were new.
     async fn save_server_token_counts(&self, run_id: i64, counts: &[ServerTokenCount]) -> Result<u64>;
+    /// Adds grades to a stored record (found by its key; NotFound when absent) at positions
+    /// `first_position`, `first_position + 1`, …, in one statement. Grades are never updated:
+    /// a position already graded is skipped, so a repeated call adds nothing. Returns how many
+    /// were new. (Grades that need a model call, `llm-judge`, arrive after their record.)
+    async fn append_grades(&self, record: &RequestRecord, first_position: u32, grades: &[Grade]) -> Result<u64>;
 
     /// Counts of stored records per candidate, for progress bars without loading records.
     async fn run_progress(&self, run_id: i64) -> Result<Vec<CandidateProgress>>;

@@ -25,6 +25,7 @@ use crate::domain::Timestamp;
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{Candidate, CandidateSpec};
 use crate::domain::evalset::EvalSetFile;
+use crate::domain::grading::Grade;
 use crate::domain::run::{NewRun, RequestRecord, Run, RunEvent, RunStatus, ServerTokenCount, UncountedRecord};
 use crate::domain::scorecard::{NewScorecard, ScorecardListItem, ScorecardRecord};
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
@@ -716,7 +717,7 @@ impl Store for PostgresStore {
                 .collect();
             for chunk in grades.chunks(SMALL_ROWS_PER_STATEMENT) {
                 let mut qb = QueryBuilder::<Postgres>::new(
-                    "INSERT INTO grades (request_record_id, position, grader, score, passed, reason, detail) ",
+                    "INSERT INTO grades (request_record_id, position, grader, score, passed, reason, detail, weight, required) ",
                 );
                 qb.push_values(chunk, |mut b, &(record_id, position, grade)| {
                     b.push_bind(record_id)
@@ -725,7 +726,9 @@ impl Store for PostgresStore {
                         .push_bind(grade.score)
                         .push_bind(grade.passed)
                         .push_bind(grade.reason.as_str())
-                        .push_bind(grade.detail.as_ref().map(|d| d.to_string()));
+                        .push_bind(grade.detail.as_ref().map(|d| d.to_string()))
+                        .push_bind(grade.weight)
+                        .push_bind(grade.required);
                 });
                 qb.build().execute(&mut *tx).await?;
             }
@@ -753,7 +756,7 @@ impl Store for PostgresStore {
         .fetch_all(&self.pool)
         .await?;
         let grades: Vec<GradeRow> = sqlx::query_as(
-            "SELECT g.request_record_id, g.grader, g.score, g.passed, g.reason, g.detail FROM grades g \
+            "SELECT g.request_record_id, g.grader, g.score, g.passed, g.reason, g.detail, g.weight, g.required FROM grades g \
              JOIN request_records r ON r.id = g.request_record_id \
              WHERE r.run_id = $1 ORDER BY g.request_record_id, g.position",
         )
@@ -780,7 +783,7 @@ impl Store for PostgresStore {
         let rows: Vec<ProgressRow> = sqlx::query_as(
             "SELECT rc.candidate_id, \
              COUNT(CASE WHEN NOT r.is_warmup THEN 1 END) AS measured_attempts, \
-             COUNT(CASE WHEN r.is_warmup THEN 1 END) AS warmup_attempts, \
+             COUNT(CASE WHEN r.is_warmup AND r.phase <> 'judge' THEN 1 END) AS warmup_attempts, \
              COUNT(CASE WHEN NOT r.is_warmup AND r.error_class IS NOT NULL THEN 1 END) AS failed_attempts \
              FROM run_candidates rc \
              LEFT JOIN request_records r ON r.run_id = rc.run_id AND r.candidate_id = rc.candidate_id \
@@ -858,6 +861,10 @@ impl Store for PostgresStore {
 
     async fn list_record_facts(&self, run_id: i64) -> Result<Vec<super::RecordFact>> {
         super::archive::postgres::list_record_facts(&self.pool, run_id).await
+    }
+
+    async fn append_grades(&self, record: &RequestRecord, first_position: u32, grades: &[Grade]) -> Result<u64> {
+        super::archive::postgres::append_grades(&self.pool, record, first_position, grades).await
     }
 
     async fn list_case_records(&self, run_id: i64, case_ids: &[String]) -> Result<Vec<RequestRecord>> {

@@ -21,7 +21,7 @@ use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
 /// Records per multi-row INSERT: 38 binds each stays far below SQLite's 32 766 and
 /// PostgreSQL's 65 535 bind limits.
 pub(crate) const RECORDS_PER_STATEMENT: usize = 200;
-/// Grades / eval cases / run candidates per multi-row INSERT (at most 8 binds each).
+/// Grades / eval cases / run candidates per multi-row INSERT (at most 9 binds each).
 pub(crate) const SMALL_ROWS_PER_STATEMENT: usize = 1_000;
 
 // ---------------------------------------------------------------- errors
@@ -748,6 +748,9 @@ pub(crate) struct GradeRow {
     pub reason: String,
     /// The grade's structured detail as JSON text (migration 0002), if it has one.
     pub detail: Option<String>,
+    /// Migration 0010: the grader's weight and whether it is required.
+    pub weight: f64,
+    pub required: bool,
 }
 
 /// Attaches grades (ordered by record, then position) to their records (in send order).
@@ -765,6 +768,8 @@ pub(crate) fn attach_grades(records: Vec<RecordRow>, grades: Vec<GradeRow>) -> R
             passed: g.passed,
             reason: g.reason,
             detail,
+            weight: g.weight,
+            required: g.required,
         });
     }
     records

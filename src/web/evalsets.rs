@@ -22,7 +22,7 @@ use super::AppState;
 use super::error::{WebError, parse_id, parse_page};
 use super::views::{Pagination, or_dash, short_hash};
 use crate::domain::evalset::{EvalCase, EvalSetFile};
-use crate::domain::grading::GraderSpec;
+use crate::domain::grading::Grader;
 use crate::domain::validation::truncate;
 use crate::store::EvalSetVersion;
 
@@ -163,7 +163,7 @@ fn notice_text(raw: Option<&str>) -> Option<&'static str> {
 }
 
 /// A grader in words, e.g. `exact (trim, collapse whitespace)`.
-pub fn describe_grader(g: &GraderSpec) -> String {
+pub fn describe_grader(g: &Grader) -> String {
     g.describe()
 }
 
@@ -346,7 +346,7 @@ mod tests {
 
     #[test]
     fn graders_are_described_in_words() {
-        let g: GraderSpec = serde_json::from_str(r#"{"kind":"exact"}"#).unwrap();
+        let g: Grader = serde_json::from_str(r#"{"kind":"exact"}"#).unwrap();
         assert_eq!(describe_grader(&g), "exact (trim, collapse whitespace)");
     }
 }

@@ -6,6 +6,7 @@ mod browser;
 mod engine;
 mod evalsets;
 mod exports_harness;
+mod judge;
 mod measure;
 mod mock;
 mod operability;

@@ -76,6 +76,7 @@ async fn the_demo_candidates_get_a_go_a_no_go_and_an_inconclusive() {
         incumbent: None,
         pipeline: &PipelineSpec::default(),
         operability: &[],
+        judge: None,
     });
     let verdict = |model: &str| {
         card.columns

@@ -120,6 +120,8 @@ fn record(run_id: i64, candidate_id: i64, case_id: &str, attempt: u32, sent_at_u
             passed: true,
             reason: "matches the expected text".into(),
             detail: None,
+            weight: 1.0,
+            required: true,
         }],
     }
 }
@@ -584,6 +586,8 @@ async fn a_repeated_batch_is_stored_exactly_once_with_its_grades() {
             passed: false,
             reason: "missing field \"label\"".into(),
             detail: Some(serde_json::json!({"expected": "billing", "predicted": null})),
+            weight: 1.0,
+            required: true,
         });
         let mut reasoning = record(run_id, c[1], "a", 0, 1_500);
         reasoning.first_reasoning_us = Some(1_900);

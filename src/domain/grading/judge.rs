@@ -1,15 +1,61 @@
 //! `llm-judge`: a judge model scores an output against a rubric. The domain cannot call a
 //! model, so this file holds the two pure halves — the prompt sent to the judge and the
 //! parsing of its reply into a `Grade`; the engine sends the prompt to the judge candidate as
-//! a recorded request of its own. (Engine wiring: not done yet; `grade()` refuses the kind and
-//! the executor skips it.)
+//! a recorded request of its own (`engine::executor::judge`), when the run turns judging on.
+//!
+//! Keys shared by the engine and the figures: the judge call for the `slot`-th judge grader of a
+//! case (0 for the first `llm-judge` in its grader list) is recorded in phase `judge`, under the
+//! judged candidate, case and repetition, with attempt `slot × JUDGE_ATTEMPT_STRIDE + try`; its
+//! grade is stored on the judged record at position `JUDGE_GRADE_POSITION + slot`.
 use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::spec::{DEFAULT_JUDGE_MIN, JudgeScale};
+use super::spec::{DEFAULT_JUDGE_MIN, Grader, GraderSpec, JudgeScale};
 use super::{Grade, MAX_REASON_CHARS};
 use crate::domain::validation::truncate;
+
+/// Attempt numbers of one judge grader's calls start at `slot × JUDGE_ATTEMPT_STRIDE`, so every
+/// call keeps its own record key; retries (at most 10) stay below the next slot.
+pub const JUDGE_ATTEMPT_STRIDE: u32 = 100;
+/// Judge grades are stored after a record's other grades, at this position + slot.
+pub const JUDGE_GRADE_POSITION: u32 = 1000;
+
+/// The judge graders of a grader list with their slot numbers, in list order.
+pub fn judge_slots(graders: &[Grader]) -> Vec<(u32, &Grader)> {
+    graders
+        .iter()
+        .filter(|g| g.needs_model())
+        .enumerate()
+        .map(|(slot, g)| (slot as u32, g))
+        .collect()
+}
+
+/// The judge name of the grader a judge call (by its attempt number) was made for.
+pub fn judge_name_for_attempt(graders: &[Grader], attempt: u32) -> Option<&str> {
+    let slot = attempt / JUDGE_ATTEMPT_STRIDE;
+    judge_slots(graders)
+        .into_iter()
+        .find(|(s, _)| *s == slot)
+        .and_then(|(_, g)| match &g.spec {
+            GraderSpec::LlmJudge { judge, .. } => Some(judge.as_str()),
+            _ => None,
+        })
+}
+
+/// The grade of a judge grader whose call failed after every try: failed, score 0, the reason
+/// naming the failure.
+pub fn judge_failed(grader: &Grader, why: &str) -> Grade {
+    grader.weigh(Grade {
+        grader: "llm-judge".to_string(),
+        score: 0.0,
+        passed: false,
+        reason: truncate(&format!("judge call failed: {why}"), MAX_REASON_CHARS),
+        detail: None,
+        weight: 1.0,
+        required: true,
+    })
+}
 
 /// Longest stretch of each text quoted into the judge prompt, in characters; keeps a judge
 /// call bounded when an output runs away.
@@ -74,6 +120,8 @@ pub fn parse_judge_reply(scale: JudgeScale, min: Option<u8>, reply: &str) -> Gra
         passed,
         reason: truncate(&reason, MAX_REASON_CHARS),
         detail: None,
+        weight: 1.0,
+        required: true,
     };
     match scale {
         JudgeScale::OneToFive => {
@@ -183,6 +231,24 @@ mod tests {
             !g.passed && g.reason.starts_with("judge reply has no SCORE line"),
             "{}",
             g.reason
+        );
+    }
+
+    #[test]
+    fn judge_slots_number_only_judge_graders() {
+        let graders: Vec<Grader> = serde_json::from_str(
+            r#"[{"kind":"exact"},{"kind":"llm-judge","judge":"a","rubric":"r"},{"kind":"llm-judge","judge":"b","rubric":"r","required":false}]"#,
+        )
+        .unwrap();
+        let slots: Vec<u32> = judge_slots(&graders).iter().map(|(s, _)| *s).collect();
+        assert_eq!(slots, [0, 1]);
+        assert_eq!(judge_name_for_attempt(&graders, 2), Some("a"));
+        assert_eq!(judge_name_for_attempt(&graders, JUDGE_ATTEMPT_STRIDE + 1), Some("b"));
+        assert_eq!(judge_name_for_attempt(&graders, 2 * JUDGE_ATTEMPT_STRIDE), None);
+        let g = judge_failed(judge_slots(&graders)[1].1, "total_timeout: no answer in 60 s");
+        assert_eq!(
+            (g.passed, g.score, g.required, g.reason.as_str()),
+            (false, 0.0, false, "judge call failed: total_timeout: no answer in 60 s")
         );
     }
 

@@ -19,12 +19,15 @@ pub use classification::{
 pub use dates::{iso as iso_date, parse_date};
 pub use fields::{Counts, FieldOutcome, FieldReport, FieldStats, FieldsDetail, Outcome, field_report};
 pub use json::{JsonSource, extract_json, extract_json_with_source};
-pub use judge::{judge_prompt, parse_judge_reply};
+pub use judge::{
+    JUDGE_ATTEMPT_STRIDE, JUDGE_GRADE_POSITION, judge_failed, judge_name_for_attempt, judge_prompt, judge_slots,
+    parse_judge_reply,
+};
 pub use numbers::{numbers_in, parse_amount};
 pub use overlap::{chrf, rouge_l};
 pub use spec::{
-    DEFAULT_JUDGE_MIN, FieldType, GraderSpec, JsonFieldsOptions, JudgeScale, LengthUnit, NumberPick, Pattern, Schema,
-    SpecError, TextMatch,
+    DEFAULT_JUDGE_MIN, FieldType, Grader, GraderSpec, JsonFieldsOptions, JudgeScale, LengthUnit, NumberPick, Pattern,
+    Schema, SpecError, TextMatch,
 };
 pub use text::{count_tokens, count_words, is_cjk, nfkc};
 
@@ -49,6 +52,28 @@ pub struct Grade {
     /// `FieldsDetail`), the expected and predicted label (`label`, see `label_pair`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<Value>,
+    /// The grader's weight in the case score (its `weight` option; default 1).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub weight: f64,
+    /// Whether the case fails when this grade fails (its `required` option; default true).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub required: bool,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+fn is_one(x: &f64) -> bool {
+    *x == 1.0
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 impl Grade {
@@ -59,6 +84,8 @@ impl Grade {
             passed,
             reason: truncate(reason.as_ref(), MAX_REASON_CHARS),
             detail: None,
+            weight: 1.0,
+            required: true,
         }
     }
 
@@ -132,13 +159,20 @@ pub fn expected_text(expected: &Value) -> String {
     }
 }
 
-/// A case passes when every grader passes; with no graders it is not graded (None).
+/// A case passes when every required grader passes; grades of non-required graders are
+/// reported but never fail it. With no required grade (no graders, or only optional ones
+/// graded, e.g. a required `llm-judge` in a run with judging off) it is not graded (None).
 pub fn case_passed(grades: &[Grade]) -> Option<bool> {
-    if grades.is_empty() {
-        None
-    } else {
-        Some(grades.iter().all(|g| g.passed))
-    }
+    let mut required = grades.iter().filter(|g| g.required).peekable();
+    required.peek()?;
+    Some(required.all(|g| g.passed))
+}
+
+/// The case score: the weighted mean of its grades' scores (every grade counts, required or
+/// not); None with no grades.
+pub fn case_score(grades: &[Grade]) -> Option<f64> {
+    let total: f64 = grades.iter().map(|g| g.weight).sum();
+    (total > 0.0).then(|| grades.iter().map(|g| g.weight * g.score).sum::<f64>() / total)
 }
 
 #[cfg(test)]
@@ -176,6 +210,71 @@ mod tests {
     }
 
     #[test]
+    fn required_graders_decide_and_weights_weigh() {
+        let g = |score: f64, passed: bool, weight: f64, required: bool| Grade {
+            grader: "x".into(),
+            score,
+            passed,
+            reason: String::new(),
+            detail: None,
+            weight,
+            required,
+        };
+        // A failing optional grader is reported but does not fail the case.
+        let grades = [g(1.0, true, 3.0, true), g(0.0, false, 1.0, false)];
+        assert_eq!(case_passed(&grades), Some(true));
+        // Score: (3·1 + 1·0) / 4.
+        assert_eq!(case_score(&grades), Some(0.75));
+        // A failing required one fails it, whatever the weights.
+        let grades = [g(1.0, true, 10.0, true), g(0.2, false, 0.5, true)];
+        assert_eq!(case_passed(&grades), Some(false));
+        assert!((case_score(&grades).unwrap() - (10.0 + 0.1) / 10.5).abs() < 1e-12);
+        // Only optional grades present (the required judge was not run): not graded.
+        assert_eq!(case_passed(&[g(1.0, true, 1.0, false)]), None);
+        assert_eq!(case_score(&[]), None);
+    }
+
+    #[test]
+    fn weight_and_required_are_read_validated_and_left_out_at_their_defaults() {
+        let plain: Grader = serde_json::from_str(r#"{"kind":"exact"}"#).unwrap();
+        assert_eq!((plain.weight, plain.required), (1.0, true));
+        assert_eq!(
+            serde_json::to_value(&plain).unwrap(),
+            serde_json::to_value(&plain.spec).unwrap()
+        );
+        let g: Grader = serde_json::from_str(r#"{"kind":"rouge-l","min":0.3,"weight":2.5,"required":false}"#).unwrap();
+        assert_eq!((g.weight, g.required, g.name()), (2.5, false, "rouge-l"));
+        assert_eq!(
+            serde_json::from_value::<Grader>(serde_json::to_value(&g).unwrap()).unwrap(),
+            g
+        );
+        assert!(
+            g.describe().ends_with("weight 2.5 · optional (does not fail the case)"),
+            "{}",
+            g.describe()
+        );
+        let graded = g.grade("a b", Some(&json!("a b")));
+        assert_eq!((graded.weight, graded.required), (2.5, false));
+        let zero: Grader = serde_json::from_str(r#"{"kind":"exact","weight":0}"#).unwrap();
+        assert_eq!(zero.validate().unwrap_err().field, "weight");
+        let e = serde_json::from_str::<Grader>(r#"{"kind":"exact","required":"yes"}"#).unwrap_err();
+        assert!(e.to_string().contains("`required` must be true or false"), "{e}");
+        assert!(serde_json::from_str::<Grader>(r#"{"kind":"exact","wieght":2}"#).is_err());
+        // json-fields' own `required` (a list of fields) is not the grader's.
+        let fields: Grader = serde_json::from_str(r#"{"kind":"json-fields","required":["total"]}"#).unwrap();
+        assert!(fields.required);
+        let both: Grader =
+            serde_json::from_str(r#"{"kind":"json-fields","required_fields":["total"],"required":false}"#).unwrap();
+        assert!(!both.required && matches!(&both.spec, GraderSpec::JsonFields(o) if o.required == ["total"]));
+        let again = serde_json::to_value(&both).unwrap();
+        assert_eq!(
+            again,
+            json!({"kind": "json-fields", "required_fields": ["total"], "required": false})
+        );
+        assert_eq!(serde_json::from_value::<Grader>(again).unwrap(), both);
+    }
+
+    #[test]
     fn case_passes_only_when_all_graders_pass() {
         let ok = grade(&exact(false), "a", Some(&json!("a")));
         let bad = grade(&exact(false), "a", Some(&json!("b")));
@@ -196,9 +295,9 @@ mod tests {
                 "```json" => in_json = true,
                 "```" => in_json = false,
                 example if in_json && !example.is_empty() => {
-                    let spec: GraderSpec = serde_json::from_str(example).unwrap_or_else(|e| panic!("{example}: {e}"));
+                    let spec: Grader = serde_json::from_str(example).unwrap_or_else(|e| panic!("{example}: {e}"));
                     spec.validate().unwrap_or_else(|e| panic!("{example}: {e}"));
-                    let again: GraderSpec = serde_json::from_value(serde_json::to_value(&spec).unwrap()).unwrap();
+                    let again: Grader = serde_json::from_value(serde_json::to_value(&spec).unwrap()).unwrap();
                     assert_eq!(again, spec, "{example}");
                     assert!(!spec.describe().is_empty());
                     kinds.insert(spec.name());

@@ -111,6 +111,121 @@ pub enum GraderSpec {
     },
 }
 
+/// A grader as listed in a file: its kind and options, plus how it counts in the case's
+/// verdict. `weight` (default 1, any positive number) weighs its score in the case score (the
+/// weighted mean of the grader scores); `required` (default true) says whether the case fails
+/// when it fails. A non-required grader is graded and reported but never fails a case.
+///
+/// Written flat, beside the kind's options: `{"kind": "exact", "weight": 2, "required": false}`.
+/// The defaults are left out when re-serialised, so existing files keep their content hash.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Grader {
+    pub spec: GraderSpec,
+    pub weight: f64,
+    pub required: bool,
+}
+
+impl From<GraderSpec> for Grader {
+    fn from(spec: GraderSpec) -> Self {
+        Grader {
+            spec,
+            weight: 1.0,
+            required: true,
+        }
+    }
+}
+
+impl std::ops::Deref for Grader {
+    type Target = GraderSpec;
+    fn deref(&self) -> &GraderSpec {
+        &self.spec
+    }
+}
+
+impl Grader {
+    /// The kind's own checks, then `weight`.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        if !(self.weight.is_finite() && self.weight > 0.0) {
+            return Err(SpecError {
+                field: "weight".into(),
+                message: "must be a positive number".into(),
+            });
+        }
+        self.spec.validate()
+    }
+
+    /// The grader in words, with its weight and `optional` when it is not required.
+    pub fn describe(&self) -> String {
+        let mut out = self.spec.describe();
+        if self.weight != 1.0 {
+            out.push_str(&format!(" · weight {}", self.weight));
+        }
+        if !self.required {
+            out.push_str(" · optional (does not fail the case)");
+        }
+        out
+    }
+
+    /// Grades `output` with this grader (see `grade`), the grade carrying its weight and
+    /// whether it is required.
+    pub fn grade(&self, output: &str, expected: Option<&serde_json::Value>) -> super::Grade {
+        self.weigh(super::grade(&self.spec, output, expected))
+    }
+
+    /// `grade` with this grader's weight and `required` set on it.
+    pub fn weigh(&self, mut grade: super::Grade) -> super::Grade {
+        grade.weight = self.weight;
+        grade.required = self.required;
+        grade
+    }
+}
+
+impl Serialize for Grader {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::Error;
+        let mut value = serde_json::to_value(&self.spec).map_err(S::Error::custom)?;
+        if let serde_json::Value::Object(map) = &mut value {
+            if self.weight != 1.0 {
+                map.insert("weight".into(), serde_json::json!(self.weight));
+            }
+            if !self.required {
+                // A json-fields list of required fields moves to its other spelling.
+                if let Some(fields) = map.remove("required") {
+                    map.insert("required_fields".into(), fields);
+                }
+                map.insert("required".into(), serde_json::Value::Bool(false));
+            }
+        }
+        value.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Grader {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut value = serde_json::Value::deserialize(d)?;
+        let mut weight = 1.0;
+        let mut required = true;
+        if let serde_json::Value::Object(map) = &mut value {
+            if let Some(w) = map.remove("weight") {
+                weight = w
+                    .as_f64()
+                    .ok_or_else(|| D::Error::custom("`weight` must be a positive number"))?;
+            }
+            // `json-fields` has its own `required`, a list of fields: a list stays its option.
+            let fields_list = map.get("kind").and_then(|k| k.as_str()) == Some("json-fields")
+                && map.get("required").is_some_and(|r| r.is_array());
+            if !fields_list && let Some(r) = map.remove("required") {
+                required = r
+                    .as_bool()
+                    .ok_or_else(|| D::Error::custom("`required` must be true or false"))?;
+            }
+        }
+        let spec = GraderSpec::deserialize(value).map_err(D::Error::custom)?;
+        Ok(Grader { spec, weight, required })
+    }
+}
+
 /// Options shared by the `contains` family.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -130,8 +245,9 @@ pub struct JsonFieldsOptions {
     /// How to compare a field; fields not named here are compared by `auto`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub types: BTreeMap<String, FieldType>,
-    /// Fields that must be present and right for the grade to pass, whatever the F1.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Fields that must be present and right for the grade to pass, whatever the F1. Also
+    /// spelled `required_fields` (needed beside the grader-level `"required": false`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty", alias = "required_fields")]
     pub required: Vec<String>,
     /// Lowest passing field F1 for the record (default 1.0: every field right, nothing extra).
     #[serde(default = "one", skip_serializing_if = "is_one")]

@@ -21,11 +21,13 @@ use super::thresholds::{Comparator, Dimension, MetricKey, ThresholdRule, Uncerta
 
 pub mod claims;
 pub mod intervals;
+pub mod judge;
 pub mod measure;
 pub mod pareto;
 pub mod record;
 
 pub use claims::ClaimCheck;
+pub use judge::{JudgeCost, JudgeInput, judge_costs};
 pub use measure::{CandidateRecords, Extras, Measurement, SampleUnit};
 pub use pareto::ParetoPoint;
 pub use record::{NewScorecard, RecordedVerdict, ScorecardListItem, ScorecardRecord};
@@ -396,6 +398,8 @@ pub struct ScorecardInput<'a> {
     pub pipeline: &'a PipelineSpec,
     /// Per candidate (run order), its latest probe report and current checklist; may be empty.
     pub operability: &'a [CandidateOperability],
+    /// Who judged the run's `llm-judge` calls, to price them (None: judge cost not shown).
+    pub judge: Option<JudgeInput<'a>>,
 }
 
 /// A candidate's operability evidence from outside the run.
@@ -413,6 +417,9 @@ pub struct Scorecard {
     /// in the catalog), in profile order within each.
     pub rows: Vec<Row>,
     pub costs: Vec<Option<CostSummary>>,
+    /// Per candidate, what the judge calls for its outputs cost at the judges' prices: apart
+    /// from `costs`, which holds the candidate's own measured attempts only.
+    pub judge_costs: Vec<Option<JudgeCost>>,
     pub claims: Vec<Option<ClaimCheck>>,
     pub paired: Vec<PairedRow>,
     /// Index of the column other columns' pipeline impact is measured against.
@@ -512,12 +519,17 @@ pub fn build(input: &ScorecardInput<'_>) -> Scorecard {
         .map(|(c, d)| claims::check(c, d, input.run_concurrency))
         .collect();
     let (pareto, pareto_axes, pareto_left_out) = pareto::points(input, &data, &costs);
+    let judge_costs = match &input.judge {
+        Some(j) => judge_costs(input.candidates, input.records, j),
+        None => vec![None; input.candidates.len()],
+    };
 
     Scorecard {
         run_concurrency: input.run_concurrency,
         columns,
         rows,
         costs,
+        judge_costs,
         claims,
         paired: paired_rows,
         pipeline_baseline,

@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::load;
 use crate::domain::evalset::diff::{CasePart, diff_versions};
 use crate::domain::evalset::{EvalCase, EvalSetFile};
-use crate::domain::grading::GraderSpec;
+use crate::domain::grading::Grader;
 use crate::domain::validation::truncate;
 use crate::web::AppState;
 use crate::web::error::WebError;
@@ -77,7 +77,7 @@ fn show(v: &Value) -> String {
 }
 
 fn part_value(case: &EvalCase, part: CasePart) -> Value {
-    let graders = |g: &[GraderSpec]| {
+    let graders = |g: &[Grader]| {
         if g.is_empty() {
             Value::String("(the set's default graders)".into())
         } else {

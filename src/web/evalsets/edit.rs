@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::load;
 use crate::domain::evalset::{ChatMessage, EvalCase, EvalSetFile};
-use crate::domain::grading::GraderSpec;
+use crate::domain::grading::Grader;
 use crate::domain::validation::FieldErrors;
 use crate::store::EvalSetVersion;
 use crate::web::AppState;
@@ -134,7 +134,7 @@ impl CaseForm {
         };
         let graders = match self.graders.trim() {
             "" => Vec::new(),
-            raw => match serde_json::from_str::<Vec<GraderSpec>>(raw) {
+            raw => match serde_json::from_str::<Vec<Grader>>(raw) {
                 Ok(g) => g,
                 Err(e) => {
                     errors.add("graders", format!("must be a JSON list of graders: {e}"));
@@ -207,7 +207,7 @@ impl CaseFormPage {
             errors: FieldErrors::default(),
             general_error: None,
             prompt: version.file.header.prompt.clone(),
-            default_graders: version.file.header.graders.iter().map(GraderSpec::describe).collect(),
+            default_graders: version.file.header.graders.iter().map(Grader::describe).collect(),
             case_count: version.file.cases.len(),
         }
     }

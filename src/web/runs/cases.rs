@@ -479,7 +479,13 @@ fn attempt_view(r: &RequestRecord, candidate: String, is_final: bool) -> Attempt
             .grades
             .iter()
             .map(|g| GradeView {
-                grader: g.grader.clone(),
+                // Weight and optional shown where they differ from the defaults.
+                grader: match (g.weight != 1.0, g.required) {
+                    (false, true) => g.grader.clone(),
+                    (true, true) => format!("{} · weight {}", g.grader, g.weight),
+                    (false, false) => format!("{} · optional", g.grader),
+                    (true, false) => format!("{} · weight {} · optional", g.grader, g.weight),
+                },
                 score: format!("{:.3}", g.score),
                 passed: g.passed,
                 reason: g.reason.clone(),

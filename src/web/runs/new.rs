@@ -13,8 +13,9 @@ use axum::response::{IntoResponse, Redirect, Response};
 
 use crate::domain::candidate::Candidate;
 use crate::domain::estimate::{CandidateInput, EstimateInput, approx_tokens, estimate, human_duration};
+use crate::domain::evalset::EvalSetFile;
 use crate::domain::presets::{LOAD_SHAPES, LoadDraft, Preset};
-use crate::domain::run::{NewRun, RunConfig, RunDraft};
+use crate::domain::run::{JudgeConfig, NewRun, RunConfig, RunDraft};
 use crate::domain::validation::{FieldErrors, MAX_NAME_CHARS, optional_text};
 use crate::store::EvalSetVersion;
 use crate::web::AppState;
@@ -53,6 +54,9 @@ pub struct NewRunPage {
     /// Load shape, levels, sweep maximum, rate, requests per level, duration.
     pub load: Vec<FieldView>,
     pub staged_rollout: FieldView,
+    /// `llm-judge` grading: the on switch (off by default) and the judge candidate.
+    pub judge: FieldView,
+    pub judge_candidate: FieldView,
     pub presets: Vec<PresetLink>,
     /// The preset the form was filled from ("" when none).
     pub preset: String,
@@ -107,6 +111,10 @@ struct RunForm {
     draft: RunDraft,
     load: LoadDraft,
     preset: String,
+    /// "on" when judging is switched on.
+    judge: Option<String>,
+    /// A candidate id sent every judge grader, or "" for the judges the graders name.
+    judge_candidate: String,
 }
 
 impl RunForm {
@@ -128,6 +136,8 @@ impl RunForm {
                 staged_rollout: body.get("staged_rollout").map(str::to_string),
             },
             preset: text("preset"),
+            judge: body.get("judge").map(str::to_string),
+            judge_candidate: text("judge_candidate"),
         })
     }
 
@@ -269,6 +279,11 @@ pub async fn create(State(state): State<AppState>, body: FormBody) -> Result<Res
         errors.add("candidates", "choose at least one candidate");
     }
 
+    let judge = match &version {
+        Some(v) if form.judge.is_some() => judge_config(&form, &v.file, &known, &mut errors),
+        _ => None,
+    };
+    let config = config.map(|c| RunConfig { judge, ..c });
     let (Some(config), Some(version), true) = (config, version, errors.is_empty()) else {
         let page = render(&state, &form, &errors).await?;
         return Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response());
@@ -300,6 +315,58 @@ pub async fn create(State(state): State<AppState>, body: FormBody) -> Result<Res
     Ok(Redirect::to(&format!("/runs/{id}")).into_response())
 }
 
+/// Judging switched on: every judge the eval set's graders name, resolved to a candidate now
+/// (kept with the run, so its judge cost is priced by the candidate that judged), or the one
+/// candidate chosen to judge them all. A judge that cannot be found is a form error.
+fn judge_config(
+    form: &RunForm,
+    file: &EvalSetFile,
+    known: &[Candidate],
+    errors: &mut FieldErrors,
+) -> Option<JudgeConfig> {
+    let names = file.judge_names(file.cases.len());
+    if names.is_empty() {
+        errors.add(
+            "judge",
+            "this eval set has no llm-judge grader to run; leave judging off",
+        );
+        return None;
+    }
+    let override_id = match form.judge_candidate.trim() {
+        "" => None,
+        raw => match raw.parse::<i64>().ok().filter(|id| known.iter().any(|c| c.id == *id)) {
+            Some(id) => Some(id),
+            None => {
+                errors.add(
+                    "judge_candidate",
+                    "is not a known candidate; reload the page and choose again",
+                );
+                return None;
+            }
+        },
+    };
+    let mut judges = std::collections::BTreeMap::new();
+    for (name, case_id) in names {
+        match known.iter().find(|c| c.spec.name == name) {
+            Some(c) => {
+                judges.insert(name, c.id);
+            }
+            None if override_id.is_some() => {}
+            None => {
+                errors.add(
+                    "judge_candidate",
+                    format!(
+                        "the grader of case {case_id:?} names judge {name:?}, but no candidate has that name; \
+                         choose a candidate to judge"
+                    ),
+                );
+                return None;
+            }
+        }
+    }
+    Some(JudgeConfig { judges, override_id })
+}
+
 async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Result<NewRunPage, WebError> {
     let sets = state.store.list_evalsets().await?;
     // With nothing chosen yet, the first set is preselected so the common case is one click.
@@ -324,10 +391,10 @@ async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Resul
             ),
         })
         .collect();
-    let candidates = state
-        .store
-        .list_candidates()
-        .await?
+    let all = state.store.list_candidates().await?;
+    let mut judge_options = vec![(String::new(), "the candidate each llm-judge grader names".to_string())];
+    judge_options.extend(all.iter().map(|c| (c.id.to_string(), c.spec.name.clone())));
+    let candidates = all
         .into_iter()
         .map(|c| CandidateOption {
             checked: form.candidates.iter().any(|raw| raw.trim() == c.id.to_string()),
@@ -398,6 +465,18 @@ async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Resul
         )
         .checked(form.load.staged_rollout.is_some())
         .errors_from(errors),
+        judge: FieldView::new(
+            "judge",
+            "Run llm-judge graders: after the measured requests, send each output to its judge (extra calls, \
+             recorded and costed apart, in no figure)",
+            FieldKind::Checkbox,
+            "",
+        )
+        .checked(form.judge.is_some())
+        .errors_from(errors),
+        judge_candidate: field("judge_candidate", "Judge", FieldKind::Select, &form.judge_candidate)
+            .options(judge_options)
+            .help("Off by default. Choose a candidate to judge every llm-judge grader instead of the one it names."),
         presets: Preset::ALL
             .into_iter()
             .map(|p| PresetLink {

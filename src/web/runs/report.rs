@@ -778,6 +778,8 @@ mod tests {
             passed: predicted == Some(expected),
             reason: format!("predicted {predicted:?}"),
             detail: Some(serde_json::json!({"expected": expected, "predicted": predicted})),
+            weight: 1.0,
+            required: true,
         }
     }
 

@@ -111,6 +111,9 @@ struct ExportCost {
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
     attempts: Option<usize>,
+    /// The llm-judge calls made for this candidate's outputs, at the judges' prices (not in
+    /// `total_usd`).
+    judge: Option<crate::domain::scorecard::JudgeCost>,
 }
 
 #[derive(Serialize)]
@@ -253,7 +256,9 @@ pub fn to_json(j: &Judged) -> serde_json::Value {
             .costs
             .iter()
             .zip(&j.card.columns)
-            .map(|(c, col)| ExportCost {
+            .zip(&j.card.judge_costs)
+            .map(|((c, col), judge)| ExportCost {
+                judge: judge.clone(),
                 candidate_id: col.candidate_id,
                 total_usd: c.as_ref().map(|c| c.total_usd),
                 per_1k_cases_usd: c.as_ref().and_then(|c| c.per_1k_cases),
@@ -468,6 +473,11 @@ pub fn to_markdown(j: &Judged) -> String {
             c.per_1k,
             c.per_correct
         ));
+    }
+    for c in &view.costs {
+        if let Some(judge) = &c.judge {
+            out.push_str(&format!("\n{}: {}\n", md(&c.candidate), md(judge)));
+        }
     }
     if !view.claims.is_empty() {
         out.push_str("\n## Claimed vs measured\n\n");

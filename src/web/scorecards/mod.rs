@@ -220,6 +220,11 @@ pub async fn judge(state: &AppState, run_id: i64, q: &ScorecardQuery) -> Result<
         incumbent,
         pipeline: &pipeline,
         operability: &operability,
+        judge: version.as_ref().map(|v| scorecard::JudgeInput {
+            file: &v.file,
+            config: run.config.judge.as_ref(),
+            all_candidates: &all,
+        }),
     });
     let query = ScorecardQuery { incumbent, ..q.clone() }.to_query(&profile, &pipeline);
     Ok(Judged {

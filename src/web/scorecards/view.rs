@@ -61,6 +61,32 @@ pub struct CostView {
     pub per_correct: String,
     pub tokens: String,
     pub note: Option<String>,
+    /// The judge calls for this candidate's outputs, in words (not part of the figures beside).
+    pub judge: Option<String>,
+}
+
+/// `llm-judge` calls made for a candidate's outputs, in words with their cost.
+fn judge_cost_text(j: &crate::domain::scorecard::JudgeCost) -> String {
+    let usd = match j.usd {
+        Some(v) => format!("{} at the judge's prices", format_usd(v)),
+        None => "cost unknown: a judge states no prices".to_string(),
+    };
+    let failed = if j.failed > 0 {
+        format!(", {} failed", j.failed)
+    } else {
+        String::new()
+    };
+    format!(
+        "Judge cost (llm-judge by {}): {usd}; {} calls{failed}, {} in / {} out tokens — not included in this candidate's cost",
+        if j.judges.is_empty() {
+            "an unknown candidate".to_string()
+        } else {
+            j.judges.join(", ")
+        },
+        j.calls,
+        j.input_tokens,
+        j.output_tokens
+    )
 }
 
 #[derive(Debug, Clone)]
@@ -255,7 +281,9 @@ pub fn build(j: &Judged) -> CardView {
         .costs
         .iter()
         .zip(&j.candidates)
-        .map(|(cost, c)| match cost {
+        .zip(&card.judge_costs)
+        .map(|((cost, c), judge)| (cost, c, judge.as_ref().map(judge_cost_text)))
+        .map(|(cost, c, judge)| match cost {
             Some(s) => CostView {
                 candidate: c.spec.name.clone(),
                 total: format_usd(s.total_usd),
@@ -271,6 +299,7 @@ pub fn build(j: &Judged) -> CardView {
                         s.totals.attempts_without_usage
                     )
                 }),
+                judge,
             },
             None => CostView {
                 candidate: c.spec.name.clone(),
@@ -279,6 +308,7 @@ pub fn build(j: &Judged) -> CardView {
                 per_correct: NOT_MEASURED.into(),
                 tokens: String::new(),
                 note: Some("no prices stated: add them on the candidate's page".into()),
+                judge,
             },
         })
         .collect();

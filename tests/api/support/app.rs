@@ -278,6 +278,8 @@ pub fn record(run_id: i64, candidate_id: i64, case_id: &str, output: &str, passe
             passed,
             reason: String::new(),
             detail: None,
+            weight: 1.0,
+            required: true,
         }],
     }
 }

@@ -279,7 +279,6 @@ fn mapped_asserts(
 mod tests {
     use crate::domain::evalset::TaskKind;
     use crate::domain::evalset::import::{Format, FormatChoice, ImportOptions, import};
-    use crate::domain::grading::GraderSpec;
 
     fn options() -> ImportOptions {
         ImportOptions {
@@ -333,12 +332,12 @@ tests:
         assert_eq!(first.id, "double charge");
         assert_eq!(first.expected_text().as_deref(), Some("billing"));
         // defaultTest's assertion plus the test's own.
-        let kinds: Vec<&str> = first.graders.iter().map(GraderSpec::name).collect();
+        let kinds: Vec<&str> = first.graders.iter().map(|g| g.name()).collect();
         assert_eq!(kinds, ["not-contains", "exact"]);
         assert_eq!(file.cases[1].id, "test-2");
-        let kinds: Vec<&str> = file.cases[1].graders.iter().map(GraderSpec::name).collect();
+        let kinds: Vec<&str> = file.cases[1].graders.iter().map(|g| g.name()).collect();
         assert_eq!(kinds, ["not-contains", "contains-any", "regex"]);
-        let kinds: Vec<&str> = file.cases[2].graders.iter().map(GraderSpec::name).collect();
+        let kinds: Vec<&str> = file.cases[2].graders.iter().map(|g| g.name()).collect();
         assert_eq!(kinds, ["not-contains", "json-schema", "regex"]);
         assert_eq!(
             file.messages_for(&file.cases[1])[0].content,
