@@ -501,3 +501,63 @@ async fn the_run_form_turns_judging_on_and_refuses_a_judge_it_cannot_find() {
     assert_eq!(page.count("#f-judge[checked]"), 0);
     assert_eq!(page.count("#f-judge"), 1);
 }
+
+#[tokio::test]
+async fn the_scorecard_shows_judge_cost_apart_and_the_quality_section_the_judge_grades() {
+    let app = spawn_app().await;
+    bakeoff::demo::bootstrap(app.store.as_ref(), None).await.unwrap();
+    let file = evalset("judge");
+    let mock = start_mock(&file).await;
+    let version = app.store.save_evalset_version(&file).await.unwrap();
+    let m = app
+        .store
+        .create_candidate(&spec("m", &mock.base_url(), "m", 1.0))
+        .await
+        .unwrap();
+    app.store
+        .create_candidate(&spec("judge", &mock.base_url(), "j", 10.0))
+        .await
+        .unwrap();
+    let run = app
+        .store
+        .create_run(&NewRun {
+            name: "judged".into(),
+            evalset_version_id: version,
+            candidate_ids: vec![m],
+            config: config(Some(JudgeConfig::default())),
+        })
+        .await
+        .unwrap();
+    assert_eq!(run_to_end(&app.store, run).await, RunStatus::Finished);
+
+    let page = app.get_html(&format!("/runs/{run}/scorecard")).await;
+    assert_eq!(page.status, 200);
+    let cost = page.text("section.cost");
+    assert!(
+        cost.contains("Judge cost (llm-judge by judge): $") && cost.contains("6 calls"),
+        "{cost}"
+    );
+    assert!(cost.contains("not included in this candidate's cost"), "{cost}");
+    let md = app
+        .get(&format!("/runs/{run}/scorecard/export.md"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(md.contains("Judge cost (llm-judge by judge)"), "{md}");
+    let json: Value = app
+        .get(&format!("/runs/{run}/scorecard/export.json"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(json["costs"][0]["judge"]["calls"], 6, "{}", json["costs"]);
+
+    // The run page's quality section has a row for the judge's grades, with failing reasons.
+    let page = app.get_html(&format!("/runs/{run}")).await;
+    assert!(
+        page.html.html().contains("llm-judge"),
+        "no llm-judge row on the run page"
+    );
+    mock.shutdown().await.unwrap();
+}
