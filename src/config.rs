@@ -91,3 +91,32 @@ pub struct MockArgs {
     #[arg(long, env = "BAKEOFF_MOCK_SEED", default_value_t = 42)]
     pub seed: u64,
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{Command, Config};
+
+    fn serve(args: &[&str]) -> Result<super::ServeArgs, clap::Error> {
+        let mut all = vec!["bakeoff", "serve"];
+        all.extend_from_slice(args);
+        match Config::try_parse_from(all)?.command {
+            Command::Serve(s) => Ok(s),
+            _ => unreachable!("serve parses as serve"),
+        }
+    }
+
+    #[test]
+    fn run_caps_default_to_four_runs_and_one_per_candidate_and_refuse_zero() {
+        let caps = serve(&[]).unwrap().caps();
+        assert_eq!((caps.max_runs, caps.per_candidate), (4, 1));
+        let caps = serve(&["--max-runs", "2", "--max-runs-per-candidate", "3"])
+            .unwrap()
+            .caps();
+        assert_eq!((caps.max_runs, caps.per_candidate), (2, 3));
+        let err = serve(&["--max-runs", "0"]).unwrap_err().to_string();
+        assert!(err.contains("--max-runs"), "{err}");
+        assert!(serve(&["--max-runs-per-candidate", "0"]).is_err());
+    }
+}
