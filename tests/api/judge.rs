@@ -500,6 +500,18 @@ async fn the_run_form_turns_judging_on_and_refuses_a_judge_it_cannot_find() {
     let page = app.get_html("/runs/new").await;
     assert_eq!(page.count("#f-judge[checked]"), 0);
     assert_eq!(page.count("#f-judge"), 1);
+    // Ticked, the estimate says the judge calls are not in it.
+    let page = app
+        .get_html(&format!(
+            "/runs/new?evalset_version={version}&candidate={m}&concurrency=1&repetitions=1&judge=on"
+        ))
+        .await;
+    assert_eq!(page.count("#f-judge[checked]"), 1);
+    assert!(
+        page.text("#estimate").contains("Not included: the llm-judge calls"),
+        "{}",
+        page.text("#estimate")
+    );
 }
 
 #[tokio::test]
@@ -560,4 +572,134 @@ async fn the_scorecard_shows_judge_cost_apart_and_the_quality_section_the_judge_
         "no llm-judge row on the run page"
     );
     mock.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn grades_keep_weight_and_required_and_judge_grades_are_appended_on_both_stores() {
+    use bakeoff::domain::grading::Grade;
+    let file = evalset("judge");
+    for t in crate::support::db::each_store().await {
+        let (backend, store) = (t.backend, &t.store);
+        let version = store.save_evalset_version(&file).await.unwrap();
+        let m = store
+            .create_candidate(&spec("m", "http://127.0.0.1:9/v1", "m", 1.0))
+            .await
+            .unwrap();
+        let run_id = store
+            .create_run(&NewRun {
+                name: "grades".into(),
+                evalset_version_id: version,
+                candidate_ids: vec![m],
+                config: config(Some(JudgeConfig::default())),
+            })
+            .await
+            .unwrap();
+        let grade = |passed: bool, weight: f64, required: bool| Grade {
+            grader: "exact".into(),
+            score: f64::from(u8::from(passed)),
+            passed,
+            reason: String::new(),
+            detail: None,
+            weight,
+            required,
+        };
+        let mut r = Exchange {
+            sent_at_us: 1,
+            end_us: Some(5),
+            output: "x".into(),
+            ..Default::default()
+        }
+        .into_record(RecordIdentity {
+            run_id,
+            candidate_id: m,
+            case_id: "c0".into(),
+            phase: Phase::Quality,
+            repetition: 0,
+            attempt: 0,
+            concurrency: 1,
+            is_warmup: false,
+        });
+        // A passing required grade and a failing optional one: the case passes.
+        r.grades = vec![grade(true, 2.0, true), grade(false, 0.5, false)];
+        store.append_request_records(std::slice::from_ref(&r)).await.unwrap();
+        let facts = store.list_record_facts(run_id).await.unwrap();
+        assert_eq!(
+            facts[0].passed,
+            Some(true),
+            "{backend}: optional grades never fail a case"
+        );
+
+        // The judge's grade arrives later, after the others; a second append adds nothing.
+        let judged = Grade {
+            grader: "llm-judge".into(),
+            ..grade(false, 1.0, true)
+        };
+        assert_eq!(
+            store
+                .append_grades(&r, JUDGE_GRADE_POSITION, std::slice::from_ref(&judged))
+                .await
+                .unwrap(),
+            1
+        );
+        assert_eq!(
+            store.append_grades(&r, JUDGE_GRADE_POSITION, &[judged]).await.unwrap(),
+            0,
+            "{backend}"
+        );
+        let stored = store.list_request_records(run_id).await.unwrap();
+        let grades: Vec<(&str, f64, bool)> = stored[0]
+            .grades
+            .iter()
+            .map(|g| (g.grader.as_str(), g.weight, g.required))
+            .collect();
+        assert_eq!(
+            grades,
+            [("exact", 2.0, true), ("exact", 0.5, false), ("llm-judge", 1.0, true)],
+            "{backend}"
+        );
+        assert_eq!(
+            case_passed(&stored[0].grades),
+            Some(false),
+            "{backend}: the required judge failed"
+        );
+        let facts = store.list_record_facts(run_id).await.unwrap();
+        assert_eq!(facts[0].passed, Some(false), "{backend}");
+        let cases = store.list_case_records(run_id, &["c0".into()]).await.unwrap();
+        assert_eq!(cases[0].grades, stored[0].grades, "{backend}");
+
+        // A record that is not stored cannot be graded.
+        let missing = RequestRecord {
+            case_id: "c9".into(),
+            ..r.clone()
+        };
+        assert!(
+            store
+                .append_grades(&missing, JUDGE_GRADE_POSITION, &[grade(true, 1.0, true)])
+                .await
+                .is_err()
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_exported_judged_run_imports_with_its_judge_calls_and_grades() {
+    use bakeoff::web::archive::transfer::{export_run, import_run, parse_export};
+    let s = setup("judge", Some(JudgeConfig::default())).await;
+    assert_eq!(run_to_end(&s.store, s.run_id).await, RunStatus::Finished);
+    let export = export_run(s.store.as_ref(), s.run_id).await.unwrap();
+    let text = serde_json::to_string(&export).unwrap();
+    let (other, _guard) = sqlite_store().await;
+    let imported = import_run(other.as_ref(), &parse_export(&text).unwrap()).await.unwrap();
+    let before = s.store.list_request_records(s.run_id).await.unwrap();
+    let after = other.list_request_records(imported).await.unwrap();
+    let strip = |rs: &[RequestRecord]| {
+        rs.iter()
+            .map(|r| (r.case_id.clone(), r.phase, r.attempt, r.is_warmup, r.grades.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(strip(&before), strip(&after));
+    assert_eq!(judge_calls(&after).len(), 6);
+    let run = other.get_run(imported).await.unwrap().unwrap();
+    assert!(run.config.judge.is_some());
+    s.mock.shutdown().await.unwrap();
 }

@@ -571,7 +571,15 @@ async fn estimate_view(state: &AppState, form: &RunForm) -> Result<EstimateView,
         .iter()
         .filter(|c| form.candidates.iter().any(|raw| raw.trim() == c.id.to_string()))
         .collect();
-    Ok(build_estimate(&config, &version, &chosen))
+    let mut view = build_estimate(&config, &version, &chosen);
+    let judges = version.file.judge_names(version.file.cases.len()).len();
+    if form.judge.is_some() && judges > 0 {
+        view.assumptions.push(format!(
+            "Not included: the llm-judge calls (one per successful output per judge grader, {judges} judge(s)), \
+             sent after the measured load and costed at the judge's prices."
+        ));
+    }
+    Ok(view)
 }
 
 fn build_estimate(config: &RunConfig, version: &EvalSetVersion, chosen: &[&Candidate]) -> EstimateView {
