@@ -8,6 +8,10 @@ use crate::domain::thresholds::{DEMO_PROFILE_NAME, shipped_profiles};
 use crate::mock::{MockConfig, MockServer};
 use crate::store::Store;
 
+/// The shipped eval set the demo candidates are meant to be run on (the mock knows its answers);
+/// the run form preselects it in demo mode by this name, not by its place in any list.
+pub const DEMO_EVALSET: &str = "support-ticket-triage";
+
 /// Name of the default threshold profile (the scorecard judges by it unless told otherwise).
 pub const DEFAULT_PROFILE: &str = DEMO_PROFILE_NAME;
 

@@ -183,8 +183,20 @@ pub fn estimate(input: &EstimateInput<'_>) -> Estimate {
     if let Some(d) = c.duration_secs {
         assumptions.push(format!("Each level's repetition stops after {d} s."));
     }
-    if matches!(c.load, LoadShape::Rate { .. }) {
-        assumptions.push("Open loop: requests are sent at the offered rate whatever the server does.".to_string());
+    if let LoadShape::Rate { per_second, poisson } = c.load {
+        assumptions.push(if poisson {
+            format!(
+                "Open loop at {per_second} req/s, Poisson arrivals (random gaps averaging {}): requests are sent \
+                 on schedule whatever the server does, so bursts queue.",
+                gap_text(per_second)
+            )
+        } else {
+            format!(
+                "Open loop at {per_second} req/s, constant arrivals (one every {}): requests are sent on schedule \
+                 whatever the server does.",
+                gap_text(per_second)
+            )
+        });
     }
     Estimate {
         requests: out.iter().map(|e| e.requests).sum(),
@@ -196,6 +208,16 @@ pub fn estimate(input: &EstimateInput<'_>) -> Estimate {
         unpriced,
         assumptions,
         candidates: out,
+    }
+}
+
+/// The mean gap between requests at `per_second`, e.g. "400 ms" or "2.5 s".
+fn gap_text(per_second: f64) -> String {
+    let ms = 1000.0 / per_second.max(1e-6);
+    if ms < 1000.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{:.1} s", ms / 1000.0)
     }
 }
 

@@ -147,8 +147,11 @@ pub struct LoadDraft {
     pub levels: String,
     /// Highest concurrency for "sweep".
     pub sweep_max: String,
-    /// Requests per second for "rate" (Poisson arrivals).
+    /// Requests per second for "rate".
     pub rate: String,
+    /// How a rate's requests arrive: "poisson" (exponential gaps; blank means this) or
+    /// "constant" (evenly spaced).
+    pub arrivals: String,
     pub requests_per_level: String,
     pub duration_secs: String,
     /// "on" when ticked.
@@ -160,7 +163,16 @@ pub const LOAD_SHAPES: [(&str, &str); 4] = [
     ("fixed", "Fixed concurrency"),
     ("levels", "Concurrency levels"),
     ("sweep", "Concurrency sweep (1, 2, 4 … max)"),
-    ("rate", "Request rate (open loop, Poisson)"),
+    ("rate", "Request rate (open loop)"),
+];
+
+/// How a rate's requests arrive, as offered on the form: (value, label).
+pub const ARRIVALS: [(&str, &str); 2] = [
+    (
+        "poisson",
+        "Poisson (random gaps averaging 1/rate, like independent users)",
+    ),
+    ("constant", "Constant (evenly spaced, one every 1/rate)"),
 ];
 
 impl LoadDraft {
@@ -182,9 +194,10 @@ impl LoadDraft {
                 d.shape = "sweep".into();
                 d.sweep_max = max_concurrency.to_string();
             }
-            LoadShape::Rate { per_second, .. } => {
+            LoadShape::Rate { per_second, poisson } => {
                 d.shape = "rate".into();
                 d.rate = per_second.to_string();
+                d.arrivals = if *poisson { "poisson" } else { "constant" }.into();
             }
         }
         d
@@ -227,9 +240,23 @@ impl LoadDraft {
                 if per_second.is_none() && e.get("rate").is_none() {
                     e.add("rate", "is required for a request-rate run");
                 }
+                let poisson = match self.arrivals.trim() {
+                    "" | "poisson" => true,
+                    "constant" => false,
+                    other => {
+                        e.add(
+                            "arrivals",
+                            format!(
+                                "{:?} is not an arrival pattern; choose Poisson or constant",
+                                super::validation::truncate(other, 20)
+                            ),
+                        );
+                        true
+                    }
+                };
                 LoadShape::Rate {
                     per_second: per_second.unwrap_or(1.0),
-                    poisson: true,
+                    poisson,
                 }
             }
             other => {
@@ -314,6 +341,37 @@ mod tests {
         }
         .apply(&mut c, &mut e);
         assert!(e.get("rate").is_some());
+        for (arrivals, poisson) in [("", true), ("poisson", true), ("constant", false)] {
+            let mut e = FieldErrors::default();
+            let draft = LoadDraft {
+                shape: "rate".into(),
+                rate: "2.5".into(),
+                arrivals: arrivals.into(),
+                ..Default::default()
+            };
+            draft.apply(&mut c, &mut e);
+            assert!(e.is_empty(), "{e:?}");
+            assert_eq!(
+                c.load,
+                LoadShape::Rate {
+                    per_second: 2.5,
+                    poisson
+                }
+            );
+            assert_eq!(
+                LoadDraft::from_config(&c).arrivals,
+                if poisson { "poisson" } else { "constant" }
+            );
+        }
+        let mut e = FieldErrors::default();
+        LoadDraft {
+            shape: "rate".into(),
+            rate: "2".into(),
+            arrivals: "bursty".into(),
+            ..Default::default()
+        }
+        .apply(&mut c, &mut e);
+        assert!(e.get("arrivals").is_some_and(|m| m.contains("\"bursty\"")), "{e:?}");
         let mut e = FieldErrors::default();
         LoadDraft {
             shape: "<script>".into(),

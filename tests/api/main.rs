@@ -14,6 +14,7 @@ mod real_server;
 mod restart;
 mod run_caps;
 mod run_page;
+mod run_form;
 mod runs;
 mod scorecard;
 mod stability;

@@ -14,10 +14,10 @@ use axum::response::{IntoResponse, Redirect, Response};
 use crate::domain::candidate::Candidate;
 use crate::domain::estimate::{CandidateInput, EstimateInput, approx_tokens, estimate, human_duration};
 use crate::domain::evalset::EvalSetFile;
-use crate::domain::presets::{LOAD_SHAPES, LoadDraft, Preset};
+use crate::domain::presets::{ARRIVALS, LOAD_SHAPES, LoadDraft, Preset};
 use crate::domain::run::{JudgeConfig, NewRun, RunConfig, RunDraft};
 use crate::domain::validation::{FieldErrors, MAX_NAME_CHARS, optional_text};
-use crate::store::EvalSetVersion;
+use crate::store::{EvalSetSummary, EvalSetVersion};
 use crate::web::AppState;
 use crate::web::error::WebError;
 use crate::web::views::{FieldKind, FieldView, FormBody, short_hash};
@@ -131,6 +131,7 @@ impl RunForm {
                 levels: text("levels"),
                 sweep_max: text("sweep_max"),
                 rate: text("rate"),
+                arrivals: text("arrivals"),
                 requests_per_level: text("requests_per_level"),
                 duration_secs: text("duration_secs"),
                 staged_rollout: body.get("staged_rollout").map(str::to_string),
@@ -369,11 +370,10 @@ fn judge_config(
 
 async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Result<NewRunPage, WebError> {
     let sets = state.store.list_evalsets().await?;
-    // With nothing chosen yet, the first set is preselected so the common case is one click.
+    // With nothing chosen yet, one set is preselected so the common case is one click.
     let chosen = match form.evalset_version.trim() {
-        "" => sets
-            .first()
-            .map(|s| s.latest_version_id.to_string())
+        "" => default_evalset(&sets, state.demo_mock_url.is_some())
+            .map(|id| id.to_string())
             .unwrap_or_default(),
         typed => typed.to_string(),
     };
@@ -493,6 +493,18 @@ async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Resul
     })
 }
 
+/// The eval set version preselected when the form names none, chosen on purpose rather than by
+/// list order: in demo mode the demo's own set (the mock knows its answers), otherwise the set
+/// changed most recently (what the team just imported or edited).
+fn default_evalset(sets: &[EvalSetSummary], demo: bool) -> Option<i64> {
+    let demo_set = demo
+        .then(|| sets.iter().find(|s| s.name == crate::demo::DEMO_EVALSET))
+        .flatten();
+    demo_set
+        .or_else(|| sets.iter().max_by_key(|s| (s.updated_at, s.latest_version_id)))
+        .map(|s| s.latest_version_id)
+}
+
 fn preset_href(p: Preset, evalset_version: &str) -> String {
     let mut q = url::form_urlencoded::Serializer::new(String::new());
     q.append_pair("preset", p.slug());
@@ -526,6 +538,23 @@ fn load_fields(l: &LoadDraft, errors: &FieldErrors) -> Vec<FieldView> {
             .decimal()
             .help("For a request rate: offered load, sent on schedule."),
         field(
+            "arrivals",
+            "Arrivals",
+            FieldKind::Select,
+            if l.arrivals.trim().is_empty() {
+                "poisson"
+            } else {
+                l.arrivals.trim()
+            },
+        )
+        .options(
+            ARRIVALS
+                .iter()
+                .map(|(v, label)| (v.to_string(), label.to_string()))
+                .collect(),
+        )
+        .help("For a request rate: Poisson shows how queues build under random bursts; constant isolates the server's steady-state latency."),
+        field(
             "requests_per_level",
             "Requests per level",
             FieldKind::Number,
@@ -555,8 +584,8 @@ async fn estimate_view(state: &AppState, form: &RunForm) -> Result<EstimateView,
     };
     let version = match form.evalset_version.trim().parse::<i64>() {
         Ok(id) => state.store.get_evalset_version(id).await?,
-        Err(_) => match state.store.list_evalsets().await?.first() {
-            Some(s) => state.store.get_evalset_version(s.latest_version_id).await?,
+        Err(_) => match default_evalset(&state.store.list_evalsets().await?, state.demo_mock_url.is_some()) {
+            Some(id) => state.store.get_evalset_version(id).await?,
             None => None,
         },
     };
