@@ -375,6 +375,39 @@ async fn finished_runs_are_judged_and_the_archive_filters_by_verdict() {
         Some("page")
     );
 
+    // A scorecard saved for the run with this profile replaces the verdict, and says so.
+    let card = app
+        .store
+        .save_scorecard(&NewScorecard {
+            run_id: good,
+            profile_id: profile,
+            profile_version: 1,
+            incumbent: None,
+            pipeline: PipelineSpec::default(),
+            created_by: "ana".into(),
+            note: "judged by hand".into(),
+            verdicts: vec![verdict(right, Verdict::NoGo)],
+        })
+        .await
+        .unwrap();
+    let page = app.get_html(&format!("/archive?profile={profile}&verdict=NO-GO")).await;
+    assert_eq!(page.count("tr[data-run]"), 2);
+    let cell = page.text(&format!("tr[data-run=\"{good}\"] .run-verdicts"));
+    assert!(
+        cell.contains(&format!("NO-GO by half right v1, saved scorecard #{card}")),
+        "{cell}"
+    );
+    assert_eq!(
+        page.attr(&format!("tr[data-run=\"{good}\"] a.verdict"), "href"),
+        Some(format!("/scorecards/{card}"))
+    );
+    assert_eq!(
+        app.get_html(&format!("/archive?profile={profile}&verdict=GO"))
+            .await
+            .count("tr[data-run]"),
+        0
+    );
+
     // Bad filters name the field and change nothing.
     let bad_verdict = app.get_html("/archive?verdict=MAYBE").await;
     assert_eq!(bad_verdict.status, 400);
