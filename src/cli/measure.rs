@@ -15,7 +15,7 @@ use crate::domain::evalset::EvalSetFile;
 use crate::domain::metrics::Distribution;
 use crate::domain::run::{LoadShape, RequestRecord, RunConfig, RunStatus};
 use crate::domain::validation::FieldErrors;
-use crate::engine::calibrate::{CalibrateOptions, CalibrationReport};
+use crate::engine::calibrate::{CalibrateOptions, CalibrationReport, IngestOptions, LevelPurpose};
 use crate::engine::executor::Cancel;
 use crate::engine::measure::{
     EventLine, MeasureOutcome, MeasureSpec, Provenance, measure, provenance, synthetic_evalset,
@@ -153,6 +153,21 @@ pub struct CalibrateArgs {
     /// Tokens per SSE chunk sent by the mock.
     #[arg(long, default_value_t = 1)]
     pub tokens_per_chunk: u32,
+    /// Concurrency of the ingest-rate level run after the sweep (0: skip it).
+    #[arg(long, default_value_t = 256)]
+    pub ingest_concurrency: u32,
+    /// Output tokens per request at the ingest-rate level.
+    #[arg(long, default_value_t = 1024)]
+    pub ingest_tokens: u32,
+    /// The mock's delay between tokens at the ingest-rate level, ms.
+    #[arg(long, default_value_t = 1.0)]
+    pub ingest_inter_token_ms: f64,
+    /// Tokens per SSE chunk at the ingest-rate level (real servers send several).
+    #[arg(long, default_value_t = 8)]
+    pub ingest_tokens_per_chunk: u32,
+    /// Worker threads of the mock's runtime (1: one current-thread runtime).
+    #[arg(long, default_value_t = 2)]
+    pub mock_threads: u32,
     /// Write the figures here as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -776,6 +791,13 @@ pub async fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<()> {
         inter_token_ms: args.inter_token_ms,
         ttft_ms: args.ttft_ms,
         tokens_per_chunk: args.tokens_per_chunk,
+        ingest: (args.ingest_concurrency > 0).then_some(IngestOptions {
+            concurrency: args.ingest_concurrency,
+            tokens: args.ingest_tokens,
+            inter_token_ms: args.ingest_inter_token_ms,
+            tokens_per_chunk: args.ingest_tokens_per_chunk,
+        }),
+        mock_threads: args.mock_threads,
     };
     let report = crate::engine::calibrate::calibrate(&options, |line| eprintln!("{line}")).await?;
     let mut out = std::io::stdout().lock();
@@ -808,7 +830,11 @@ pub fn print_calibration(out: &mut impl Write, r: &CalibrationReport) -> std::io
         .iter()
         .map(|l| {
             vec![
-                format!("c={}", l.concurrency),
+                match l.purpose {
+                    LevelPurpose::Latency => format!("c={}", l.concurrency),
+                    LevelPurpose::Ingest => format!("ingest c={}", l.concurrency),
+                },
+                format!("{}×{} ms, {}/chunk", l.tokens, l.inter_token_ms, l.tokens_per_chunk),
                 format!("{}/{}", l.matched, l.requests),
                 f(l.ttft_error_ms_p50, 3),
                 f(l.ttft_error_ms_p99, 3),
@@ -820,19 +846,23 @@ pub fn print_calibration(out: &mut impl Write, r: &CalibrationReport) -> std::io
                 f(l.ingested_tok_s, 0),
                 f(l.cpu_s_per_million_tokens, 2),
                 f(l.runtime_lag_ms_p99, 2),
+                f(l.mock_cpu_cores, 2),
+                f(l.other_cpu_cores, 2),
+                f(l.load_average, 2),
                 if l.unreliable { "UNRELIABLE".into() } else { "ok".into() },
             ]
         })
         .collect();
     writeln!(
         out,
-        "bakeoff calibrate: mock TTFT {} ms, {} ms between tokens, {} token(s) per chunk, {} tokens per answer; {} cores on {}",
-        r.mock_ttft_ms, r.mock_inter_token_ms, r.tokens_per_chunk, r.tokens, r.cores, r.host
+        "bakeoff calibrate: mock TTFT {} ms on {} thread(s), {} s per level; {} cores on {}",
+        r.mock_ttft_ms, r.mock_threads, r.seconds_per_level, r.cores, r.host
     )?;
     table(
         out,
         &[
             "load",
+            "tokens × gap, chunking",
             "matched/sent",
             "TTFT err p50 ms",
             "TTFT |err| p99 ms",
@@ -844,10 +874,25 @@ pub fn print_calibration(out: &mut impl Write, r: &CalibrationReport) -> std::io
             "tok/s ingested",
             "CPU-s per M tokens",
             "loop lag p99 ms",
+            "mock cores",
+            "other cores",
+            "load avg",
             "harness",
         ],
         &rows,
     )?;
+    writeln!(
+        out,
+        "mock cores = CPU the mock's threads used; other cores = CPU the rest of the machine used \
+         during the level; load avg = 1-minute load average at the level's end (this process included)."
+    )?;
+    for l in r.levels.iter().filter(|l| l.truth_dropped > 0) {
+        writeln!(
+            out,
+            "c={}: the mock's ground-truth buffer dropped {} records; unmatched requests are left out",
+            l.concurrency, l.truth_dropped
+        )?;
+    }
     writeln!(out)?;
     for t in &r.targets {
         writeln!(

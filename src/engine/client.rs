@@ -319,29 +319,44 @@ impl CandidateClient {
         let mut events_seen = 0usize;
         let mut head = Vec::new(); // the first bytes, to show when the body is no event stream
         let mut completed = false;
+        // One timer for the whole stream, re-armed only when the deadline moves (first token
+        // seen): a fresh `timeout_at` per read would register and cancel a timer per chunk.
+        let mut armed = first_deadline;
+        let timer = tokio::time::sleep_until(armed);
+        tokio::pin!(timer);
+        let mut events = Vec::new();
         loop {
             let deadline = if m.first_token_seen() {
                 total_deadline
             } else {
                 first_deadline
             };
-            let read = match timeout_at(deadline, body.next()).await {
-                Err(_) => return Err(m.timeout_failure()),
-                Ok(None) => break,
-                Ok(Some(Err(e))) => {
+            if deadline != armed {
+                armed = deadline;
+                timer.as_mut().reset(deadline);
+            }
+            // Biased to the read, as `timeout_at` polls its future before its deadline.
+            let next = tokio::select! {
+                biased;
+                next = body.next() => next,
+                () = &mut timer => return Err(m.timeout_failure()),
+            };
+            let read = match next {
+                None => break,
+                Some(Err(e)) => {
                     let f = classify_transport(&e);
                     return Err(Failure::new(ErrorClass::StreamCut, f.detail));
                 }
-                Ok(Some(Ok(bytes))) => bytes,
+                Some(Ok(bytes)) => bytes,
             };
             let at = m.now();
             if head.len() < 300 {
                 head.extend_from_slice(&read[..read.len().min(300 - head.len())]);
             }
-            let events = parser
-                .push(&read)
+            parser
+                .push_into(&read, &mut events)
                 .map_err(|e| Failure::new(ErrorClass::MalformedChunk, e.to_string()))?;
-            for event in events {
+            for event in events.drain(..) {
                 events_seen += 1;
                 if m.on_event(decoder.as_mut(), &event, at)? {
                     m.x.end_us = Some(at);

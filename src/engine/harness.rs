@@ -24,7 +24,17 @@ const TICKS_PER_SECOND: f64 = 100.0;
 /// CPU seconds (user + system) this process has used, minus threads named
 /// `EXCLUDED_THREAD_PREFIX…`; None where `/proc` is not available.
 pub fn cpu_seconds() -> Option<f64> {
-    let total = stat_cpu_seconds(&std::fs::read_to_string("/proc/self/stat").ok()?)?;
+    let total = process_cpu_seconds()?;
+    Some((total - excluded_cpu_seconds()).max(0.0))
+}
+
+/// CPU seconds (user + system) of the whole process, excluded threads included.
+pub fn process_cpu_seconds() -> Option<f64> {
+    stat_cpu_seconds(&std::fs::read_to_string("/proc/self/stat").ok()?)
+}
+
+/// CPU seconds of the live threads named `EXCLUDED_THREAD_PREFIX…` (the in-process mock).
+pub fn excluded_cpu_seconds() -> f64 {
     let mut excluded = 0.0;
     if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
         for task in tasks.flatten() {
@@ -38,7 +48,7 @@ pub fn cpu_seconds() -> Option<f64> {
             }
         }
     }
-    Some((total - excluded).max(0.0))
+    excluded
 }
 
 /// utime + stime from a `/proc/…/stat` line (fields 14 and 15, counted after the `comm` field,
@@ -60,6 +70,39 @@ pub fn host_name() -> String {
         .filter(|s| !s.is_empty())
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// CPU seconds every core of the machine spent busy (not idle or waiting for I/O), from
+/// `/proc/stat`; None where it is not available.
+pub fn machine_busy_cpu_seconds() -> Option<f64> {
+    busy_cpu_seconds(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
+/// The `cpu` line of `/proc/stat`: user nice system idle iowait irq softirq steal … (guest time
+/// is already inside user); busy is everything but idle and iowait.
+fn busy_cpu_seconds(stat: &str) -> Option<f64> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let ticks: Vec<f64> = line.split_whitespace().skip(1).map_while(|v| v.parse().ok()).collect();
+    if ticks.len() < 8 {
+        return None;
+    }
+    let busy: f64 = ticks[..8]
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4)
+        .map(|(_, t)| t)
+        .sum();
+    Some(busy / TICKS_PER_SECOND)
+}
+
+/// The 1-minute load average (runnable threads, this process's included).
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Cores available to this process.
@@ -221,6 +264,14 @@ pub fn report(config: &RunConfig, records: &[RequestRecord], wall_s: f64, cpu_s:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn machine_busy_time_leaves_out_idle_and_iowait() {
+        let stat = "cpu  100 5 50 1000 40 3 2 1 0 0\ncpu0 50 2 25 500 20 1 1 0 0 0\nintr 1 2\n";
+        // user + nice + system + irq + softirq + steal = 161 ticks.
+        assert_eq!(busy_cpu_seconds(stat), Some(1.61));
+        assert_eq!(busy_cpu_seconds("cpu  1 2 3\n"), None);
+    }
 
     #[tokio::test]
     async fn the_lag_probe_sees_a_blocked_runtime() {

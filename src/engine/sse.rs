@@ -45,8 +45,15 @@ impl SseParser {
     }
 
     /// Parses one network read; returns the events it completed, in order.
-    pub fn push(&mut self, mut bytes: &[u8]) -> Result<Vec<SseEvent>, LineTooLong> {
+    pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<SseEvent>, LineTooLong> {
         let mut out = Vec::new();
+        self.push_into(bytes, &mut out)?;
+        Ok(out)
+    }
+
+    /// Like [`SseParser::push`], appending to `out` (a caller reusing one vector saves an
+    /// allocation per read on the hot path).
+    pub fn push_into(&mut self, mut bytes: &[u8], out: &mut Vec<SseEvent>) -> Result<(), LineTooLong> {
         if self.after_cr {
             self.after_cr = false;
             if let Some(rest) = bytes.strip_prefix(b"\n") {
@@ -54,10 +61,21 @@ impl SseParser {
             }
         }
         while let Some(end) = bytes.iter().position(|&b| b == b'\n' || b == b'\r') {
-            self.line.extend_from_slice(&bytes[..end]);
-            self.check_len()?;
-            let line = std::mem::take(&mut self.line);
-            self.process_line(&line, &mut out);
+            if self.line.is_empty() {
+                // The whole line is in this read: parse it in place, without copying.
+                if end > MAX_LINE_BYTES {
+                    return Err(LineTooLong);
+                }
+                self.process_line(&bytes[..end], out);
+            } else {
+                self.line.extend_from_slice(&bytes[..end]);
+                self.check_len()?;
+                // Taken and given back, so the buffer keeps its capacity across lines.
+                let mut line = std::mem::take(&mut self.line);
+                self.process_line(&line, out);
+                line.clear();
+                self.line = line;
+            }
             let is_cr = bytes[end] == b'\r';
             bytes = &bytes[end + 1..];
             if is_cr {
@@ -69,8 +87,7 @@ impl SseParser {
             }
         }
         self.line.extend_from_slice(bytes);
-        self.check_len()?;
-        Ok(out)
+        self.check_len()
     }
 
     /// The stream ended: returns an event still pending without its closing blank line.

@@ -75,9 +75,16 @@ pub struct RequestRecord {
 }
 
 /// The ring buffer.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RequestLog {
     inner: Mutex<LogInner>,
+    capacity: usize,
+}
+
+impl Default for RequestLog {
+    fn default() -> Self {
+        RequestLog::with_capacity(LOG_CAPACITY)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -97,9 +104,17 @@ pub struct LogPage {
 }
 
 impl RequestLog {
+    /// Keeps the latest `capacity` records (at least one).
+    pub fn with_capacity(capacity: usize) -> Self {
+        RequestLog {
+            inner: Mutex::default(),
+            capacity: capacity.max(1),
+        }
+    }
+
     pub fn push(&self, record: RequestRecord) {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if inner.records.len() == LOG_CAPACITY {
+        if inner.records.len() >= self.capacity {
             inner.records.pop_front();
             inner.dropped += 1;
         }
@@ -117,7 +132,7 @@ impl RequestLog {
             .cloned()
             .collect();
         LogPage {
-            capacity: LOG_CAPACITY,
+            capacity: self.capacity,
             dropped: inner.dropped,
             requests,
         }
@@ -156,5 +171,13 @@ mod tests {
         assert_eq!(log.page(None, Some(LOG_CAPACITY as u64 + 2)).requests.len(), 2);
         log.clear();
         assert!(log.page(None, None).requests.is_empty());
+
+        let small = RequestLog::with_capacity(3);
+        for seq in 0..5 {
+            small.push(record(seq, "a"));
+        }
+        let page = small.page(None, None);
+        assert_eq!((page.capacity, page.requests.len(), page.dropped), (3, 3, 2));
+        assert_eq!(page.requests[0].seq, 2);
     }
 }

@@ -67,9 +67,21 @@ impl MockServer {
 /// Serves the mock on `listener` in a background task. Invalid profiles (a field out of range,
 /// a duplicate name) are refused with `InvalidInput`.
 pub async fn spawn(config: MockConfig, listener: tokio::net::TcpListener) -> std::io::Result<MockServer> {
+    spawn_with_log(config, listener, LOG_CAPACITY).await
+}
+
+/// Like [`spawn`], keeping the latest `log_capacity` ground-truth records instead of
+/// [`LOG_CAPACITY`] (calibration keeps a whole level's).
+pub async fn spawn_with_log(
+    config: MockConfig,
+    listener: tokio::net::TcpListener,
+    log_capacity: usize,
+) -> std::io::Result<MockServer> {
     use axum::serve::ListenerExt;
 
-    let state = server::MockState::new(config).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let mut state =
+        server::MockState::new(config).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    state.log = log::RequestLog::with_capacity(log_capacity);
     let addr = listener.local_addr()?;
     let app = server::router(Arc::new(state));
     let (stop, mut stopped) = tokio::sync::watch::channel(false);

@@ -698,14 +698,39 @@ async fn calibrate_compares_against_the_ground_truth() {
         inter_token_ms: 4.0,
         ttft_ms: 10.0,
         tokens_per_chunk: 1,
+        ingest: Some(bakeoff::engine::calibrate::IngestOptions {
+            concurrency: 4,
+            tokens: 40,
+            inter_token_ms: 1.0,
+            tokens_per_chunk: 8,
+        }),
+        mock_threads: 2,
     };
     let report = tokio::time::timeout(DEADLINE, bakeoff::engine::calibrate::calibrate(&options, |_| {}))
         .await
         .expect("calibration ended in time")
         .expect("calibration ran");
-    assert_eq!(report.levels.len(), 2);
+    assert_eq!(report.levels.len(), 3);
+    use bakeoff::engine::calibrate::LevelPurpose;
+    let purposes: Vec<_> = report
+        .levels
+        .iter()
+        .map(|l| (l.purpose, l.concurrency, l.tokens_per_chunk))
+        .collect();
+    assert_eq!(
+        purposes,
+        vec![
+            (LevelPurpose::Latency, 1, 1),
+            (LevelPurpose::Latency, 8, 1),
+            (LevelPurpose::Ingest, 4, 8)
+        ]
+    );
     for l in &report.levels {
         assert!(l.requests > 0 && l.matched == l.requests, "{l:?}");
+        assert!(
+            l.mock_cpu_cores.is_some() && l.mock_cpu_s_per_million_tokens.is_some(),
+            "{l:?}"
+        );
         assert!(l.ttft_error_ms_p50.is_some_and(|e| e.abs() < 50.0), "{l:?}");
         assert!(l.decode_error_pct_p50.is_some_and(|e| e.abs() < 25.0), "{l:?}");
         assert!(l.aggregate_error_pct.is_some_and(|e| e.abs() < 25.0), "{l:?}");
