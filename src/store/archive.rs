@@ -92,6 +92,14 @@ macro_rules! archive_queries {
                 }
                 qb.push(")");
             }
+            if let Some(id) = f.not_judged_by {
+                qb.push(
+                    " AND runs.status = 'finished' AND NOT EXISTS \
+                     (SELECT 1 FROM run_verdicts nj WHERE nj.run_id = runs.id AND nj.profile_id = ",
+                )
+                .push_bind(id)
+                .push(")");
+            }
         }
 
         pub(crate) async fn list_runs_filtered(

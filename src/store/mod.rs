@@ -129,6 +129,8 @@ pub struct RunFilter {
     /// Runs where a candidate (the filtered one, when `candidate_id` is set) got this verdict
     /// (by `profile_id` when set, else by any profile).
     pub verdict: Option<Verdict>,
+    /// Finished runs with no verdict yet by this profile (still to be judged).
+    pub not_judged_by: Option<i64>,
 }
 
 /// The latest verdict of one candidate of a run by one threshold profile: judged when the run

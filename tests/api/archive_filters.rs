@@ -142,6 +142,16 @@ async fn runs_filter_by_profile_and_verdict_on_both_stores() {
             [both],
             "{b}"
         );
+        let pending = |profile: i64| RunFilter {
+            not_judged_by: Some(profile),
+            ..Default::default()
+        };
+        assert_eq!(s.count_runs_filtered(&pending(p)).await.unwrap(), 0, "{b}");
+        assert_eq!(
+            ids(s.list_runs_filtered(&pending(q), 10, 0).await.unwrap()),
+            [a_only, both],
+            "{b}: finished runs not judged by q"
+        );
         let stored = s.list_run_verdicts(&[both, a_only, failed], p).await.unwrap();
         assert_eq!(stored.len(), 3, "{b}");
         assert!(
@@ -323,7 +333,6 @@ async fn finished_runs_are_judged_and_the_archive_filters_by_verdict() {
         .unwrap();
     let good = run_on(&app.store, version, "good", right).await;
     let bad = run_on(&app.store, version, "bad", wrong).await;
-    app.state.runner.spawn_judge();
     app.state.runner.start(good);
     app.state.runner.start(bad);
     for id in [good, bad] {
@@ -333,6 +342,16 @@ async fn finished_runs_are_judged_and_the_archive_filters_by_verdict() {
             RunStatus::Finished
         );
     }
+    // Not judged yet (the worker starts below): the page says how many are left out.
+    let page = app.get_html("/archive?verdict=GO").await;
+    assert_eq!(page.count("tr[data-run]"), 0);
+    assert!(
+        page.text("#verdicts-pending")
+            .contains("2 finished runs are not judged by half right yet"),
+        "{}",
+        page.text("#verdicts-pending")
+    );
+    app.state.runner.spawn_judge();
     until("both runs are judged", || async {
         app.store.list_run_verdicts(&[good, bad], profile).await.unwrap().len() == 2
     })
@@ -368,6 +387,7 @@ async fn finished_runs_are_judged_and_the_archive_filters_by_verdict() {
     // Unfiltered, the verdict column still shows each run's verdicts.
     let page = app.get_html("/archive").await;
     assert_eq!(page.count("tr[data-run]"), 2);
+    assert_eq!(page.count("#verdicts-pending"), 0, "every finished run is judged");
     assert_eq!(page.count(".run-verdicts .verdict"), 2);
     // The nav bar leads to the archive and marks it current.
     assert_eq!(

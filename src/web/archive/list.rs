@@ -31,6 +31,9 @@ pub struct ArchivePage {
     pub verdicts: Vec<&'static str>,
     /// The profile whose verdicts the table shows: the filtered one, else the default one.
     pub shown_profile: Option<ShownProfile>,
+    /// Finished runs the shown profile has not judged yet (the worker catches up in the
+    /// background), so a verdict filter's count is read knowing what is left out.
+    pub pending_judgement: i64,
     pub rows: Vec<ArchiveRow>,
     pub total: i64,
     pub pager: Pagination,
@@ -138,6 +141,7 @@ impl ArchiveFilters {
             // "to" is inclusive: runs created before the next midnight.
             created_before: parse_day(&self.to, "to")?.map(|ms| Timestamp(ms + 86_400_000)),
             terminal_only: true,
+            not_judged_by: None,
         })
     }
 }
@@ -255,6 +259,16 @@ async fn render(state: &AppState, q: &FormBody, import_error: Option<String>) ->
         .store
         .list_runs_filtered(&filter, RUNS_PER_PAGE as i64, pager.offset())
         .await?;
+    let pending_judgement = match &shown_profile {
+        Some(p) => {
+            let pending = RunFilter {
+                not_judged_by: Some(p.id),
+                ..Default::default()
+            };
+            state.store.count_runs_filtered(&pending).await?
+        }
+        None => 0,
+    };
     let ids: Vec<i64> = items.iter().map(|i| i.run.id).collect();
     let verdicts = match &shown_profile {
         Some(p) => state.store.list_run_verdicts(&ids, p.id).await?,
@@ -309,6 +323,7 @@ async fn render(state: &AppState, q: &FormBody, import_error: Option<String>) ->
             .collect(),
         verdicts: vec!["GO", "NO-GO", "INCONCLUSIVE"],
         shown_profile,
+        pending_judgement,
         filters,
         rows,
         total,
