@@ -234,6 +234,7 @@ pub fn run_config(args: &MeasureFlags) -> anyhow::Result<RunConfig> {
             e2e_ms: args.slo_e2e_ms,
         },
         judge: None,
+        soak: false,
     })
 }
 

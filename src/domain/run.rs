@@ -46,6 +46,10 @@ pub struct RunConfig {
     /// measured output to its judge after the measured requests (`engine::judge`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<JudgeConfig>,
+    /// A soak (`engine::soak`): the soak phase at `concurrency` for `duration_secs`, at most
+    /// `requests_per_level` requests. Kept with the run so a restart resumes it as a soak.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub soak: bool,
 }
 
 /// How `llm-judge` graders are run.
@@ -192,6 +196,7 @@ impl Default for RunConfig {
             duration_secs: None,
             slo: Slo::default(),
             judge: None,
+            soak: false,
         }
     }
 }

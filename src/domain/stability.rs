@@ -500,7 +500,11 @@ pub struct SoakWindow {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SoakAnalysis {
     pub requests: usize,
+    /// Load time covered, seconds (pauses left out, see `paused_s`).
     pub duration_s: f64,
+    /// Time with nothing in flight for longer than [`SOAK_PAUSE_US`] (a restart), left out of
+    /// the windows so a pause does not read as a throughput drop; 0 for an unbroken soak.
+    pub paused_s: f64,
     pub windows: Vec<SoakWindow>,
     pub error_rate: f64,
     pub tok_s: Trend,
@@ -512,6 +516,34 @@ pub struct SoakAnalysis {
     pub verdict: String,
 }
 
+/// A soak with nothing in flight for longer than this (µs) was paused, e.g. by a restart of
+/// bakeoff; a running soak always has requests in flight.
+pub const SOAK_PAUSE_US: i64 = 2_000_000;
+
+/// Maps wall-clock µs onto the soak's load time: every pause (nothing in flight for longer than
+/// [`SOAK_PAUSE_US`]) is cut out. Returns the mapping and the total time cut.
+fn load_clock(records: &[&RequestRecord]) -> (impl Fn(i64) -> i64 + use<>, i64) {
+    let mut spans: Vec<(i64, i64)> = records.iter().map(|r| (r.sent_at_us, completion_us(r))).collect();
+    spans.sort_unstable();
+    // (wall time the pause ended, total cut up to and including it)
+    let mut cuts: Vec<(i64, i64)> = Vec::new();
+    let mut covered = spans.first().map_or(0, |s| s.1);
+    let mut total = 0;
+    for &(start, end) in spans.iter().skip(1) {
+        if start - covered > SOAK_PAUSE_US {
+            total += start - covered;
+            cuts.push((start, total));
+        }
+        covered = covered.max(end);
+    }
+    let map = move |t: i64| {
+        // Completions lie inside covered time, never inside a pause.
+        let cut = cuts.iter().take_while(|(at, _)| *at <= t).last().map_or(0, |c| c.1);
+        t - cut
+    };
+    (map, total)
+}
+
 /// Windows a soak's records and judges its trend; None with fewer than two windows' worth of
 /// completions.
 pub fn soak_analysis(records: &[&RequestRecord], options: &StabilityOptions) -> Option<SoakAnalysis> {
@@ -519,15 +551,17 @@ pub fn soak_analysis(records: &[&RequestRecord], options: &StabilityOptions) -> 
     if records.len() < windows_wanted {
         return None;
     }
-    let first = records.iter().map(|r| completion_us(r)).min()?;
-    let last = records.iter().map(|r| completion_us(r)).max()?;
+    let (load_time, paused_us) = load_clock(records);
+    let completion = |r: &RequestRecord| load_time(completion_us(r));
+    let first = records.iter().map(|r| completion(r)).min()?;
+    let last = records.iter().map(|r| completion(r)).max()?;
     if last <= first {
         return None;
     }
     let width = (last - first) as f64 / windows_wanted as f64;
     let mut buckets: Vec<Vec<&RequestRecord>> = vec![Vec::new(); windows_wanted];
     for r in records {
-        let i = (((completion_us(r) - first) as f64 / width) as usize).min(windows_wanted - 1);
+        let i = (((completion(r) - first) as f64 / width) as usize).min(windows_wanted - 1);
         buckets[i].push(r);
     }
     let failed_total = records.iter().filter(|r| !r.succeeded()).count();
@@ -598,9 +632,18 @@ pub fn soak_analysis(records: &[&RequestRecord], options: &StabilityOptions) -> 
             options.degrade_min_drift * 100.0
         ),
     };
+    let paused_s = paused_us as f64 / 1e6;
+    let verdict = if paused_us > 0 {
+        format!(
+            "{verdict}; windows cover load time only: {paused_s:.0} s with nothing in flight (a restart) are left out"
+        )
+    } else {
+        verdict
+    };
     Some(SoakAnalysis {
         requests: records.len(),
         duration_s: (last - first) as f64 / 1e6,
+        paused_s,
         error_bursts: windows.iter().filter(|w| w.burst).count(),
         error_rate: overall,
         windows,
@@ -953,6 +996,32 @@ mod tests {
         assert!(!s.degrading, "{}", s.verdict);
         assert!(s.p95_latency.drift.unwrap().abs() < 0.10);
         assert_eq!(s.error_bursts, 0);
+    }
+
+    #[test]
+    fn a_restart_pause_is_left_out_of_the_soak_windows() {
+        // The same stable soak, its second half sent after 10 minutes with nothing in flight.
+        let wobble = [1.0, 1.05, 0.95, 1.02, 0.98];
+        let mut records = soak(200, |i| 200.0 * wobble[i % wobble.len()]);
+        let unbroken = stability_report(&records, 7, &StabilityOptions::default())
+            .soak
+            .unwrap();
+        for r in &mut records[100..] {
+            r.sent_at_us += 600_000_000;
+        }
+        let s = stability_report(&records, 7, &StabilityOptions::default())
+            .soak
+            .unwrap();
+        assert!((s.paused_s - 600.0).abs() < 1.0, "{}", s.paused_s);
+        assert!((s.duration_s - unbroken.duration_s).abs() < 1e-6, "load time only");
+        assert!(
+            s.windows.iter().all(|w| w.requests > 0),
+            "no empty window for the pause"
+        );
+        assert!(!s.degrading, "{}", s.verdict);
+        assert!(s.verdict.contains("600 s with nothing in flight"), "{}", s.verdict);
+        assert_eq!(unbroken.paused_s, 0.0);
+        assert!(!unbroken.verdict.contains("in flight"));
     }
 
     #[test]

@@ -417,6 +417,7 @@ async fn run_level(
         duration_secs: Some(seconds.max(1)),
         slo: Slo::default(),
         judge: None,
+        soak: false,
     };
     let candidate = CandidateSpec {
         name: format!("calibrate c={c}"),

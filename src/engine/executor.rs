@@ -124,6 +124,10 @@ pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<Run
             return Ok(RunStatus::Failed);
         }
     };
+    // A soak (the operability page's) resumes as a soak, not as an ordinary run of its config.
+    if run.config.soak {
+        return super::soak::resume(&store, &run, version, &candidates[0], cancel).await;
+    }
     let existing = store.list_request_records(run_id).await?;
     store.set_run_status(run_id, RunStatus::Running, None).await?;
     let started = if existing.is_empty() {

@@ -1,8 +1,14 @@
 //! Soak: a fixed concurrency held for a set duration, re-sending the eval set's cases round-robin,
 //! every request recorded with `Phase::Soak`. `domain::stability::soak_analysis` windows the
 //! records and says whether the endpoint degrades. Bounded by duration *and* request count.
+//!
+//! A soak run is stored with `RunConfig::soak` and writes its records as they arrive, so after a
+//! restart (even kill -9) [`resume`] continues it as a soak: numbering after the last stored
+//! request, for the part of its duration not yet covered by stored records. The time bakeoff
+//! was down is not load time: `domain::stability::soak_analysis` cuts such pauses out of its
+//! windows and says so, and the run's events state what was kept and what is re-measured.
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::task::JoinSet;
@@ -12,11 +18,13 @@ use super::client::{CandidateClient, RecordIdentity, Timeouts};
 use super::error::EngineError;
 use super::executor::Cancel;
 use super::provider::{RequestParams, prepare};
-use super::writer::{Grading, Pending, RecordWriter};
+use super::writer::{Grading, Pending, RecordSender, RecordWriter};
 use crate::domain::candidate::Candidate;
 use crate::domain::evalset::EvalSetFile;
-use crate::domain::run::{CYCLE_LIMIT, LoadShape, NewRun, Phase, RequestRecord, RunConfig, RunStatus, join_repetition};
-use crate::store::DynStore;
+use crate::domain::run::{
+    CYCLE_LIMIT, LoadShape, NewRun, Phase, RequestRecord, Run, RunConfig, RunStatus, join_repetition, split_repetition,
+};
+use crate::store::{DynStore, EvalSetVersion};
 
 /// Most requests one soak sends, whatever its duration.
 pub const MAX_SOAK_REQUESTS: u32 = 100_000;
@@ -67,9 +75,34 @@ impl SoakConfig {
             staged_rollout: false,
             requests_per_level: Some(self.max_requests),
             duration_secs: Some(self.duration.as_secs().max(1) as u32),
+            soak: true,
             ..RunConfig::default()
         }
     }
+
+    /// The soak a stored soak run describes (the inverse of [`SoakConfig::run_config`]).
+    pub fn from_run_config(c: &RunConfig) -> SoakConfig {
+        let d = SoakConfig::default();
+        SoakConfig {
+            concurrency: c.concurrency.max(1),
+            duration: c
+                .duration_secs
+                .map_or(d.duration, |s| Duration::from_secs(u64::from(s))),
+            max_requests: c.requests_per_level.unwrap_or(d.max_requests),
+            timeout: Duration::from_secs(u64::from(c.timeout_secs.max(1))),
+            max_tokens: c.max_tokens,
+            temperature: c.temperature,
+            stream: c.stream,
+        }
+    }
+}
+
+/// What a soak sent: how many requests, how many failed, and (when not written as they
+/// arrived) the records themselves.
+struct Sent {
+    pending: Vec<Pending>,
+    total: usize,
+    failed: usize,
 }
 
 /// Sends the soak and returns every measured request (token counts and grades not yet
@@ -81,8 +114,26 @@ pub async fn soak(
     config: &SoakConfig,
     cancel: Option<Cancel>,
 ) -> Result<Vec<Pending>, EngineError> {
+    Ok(send(run_id, candidate, file, config, cancel, 0, None).await?.pending)
+}
+
+/// Sends a soak whose first request is number `first` (cycle `first / cases`, so a resumed soak
+/// never reuses a stored request's key). With `sink`, records go to the store as they arrive.
+async fn send(
+    run_id: i64,
+    candidate: &Candidate,
+    file: Arc<EvalSetFile>,
+    config: &SoakConfig,
+    cancel: Option<Cancel>,
+    first: u32,
+    sink: Option<RecordSender>,
+) -> Result<Sent, EngineError> {
     if file.cases.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Sent {
+            pending: Vec::new(),
+            total: 0,
+            failed: 0,
+        });
     }
     let concurrency = config.concurrency.clamp(1, 1024);
     let timeouts = Timeouts {
@@ -107,9 +158,8 @@ pub async fn soak(
     };
     let cases = file.cases.len() as u32;
     // Every request keeps a unique (case, phase, repetition) key: the round is the cycle.
-    let limit = config
-        .max_requests
-        .min(MAX_SOAK_REQUESTS)
+    let limit = first
+        .saturating_add(config.max_requests.min(MAX_SOAK_REQUESTS))
         .min(cases.saturating_mul(CYCLE_LIMIT));
     let shared = Arc::new(Shared {
         run_id,
@@ -118,10 +168,13 @@ pub async fn soak(
         client,
         params,
         concurrency,
-        next: AtomicU32::new(0),
+        next: AtomicU32::new(first),
         limit,
         end: Instant::now() + config.duration,
         cancel,
+        sink,
+        total: AtomicUsize::new(0),
+        failed: AtomicUsize::new(0),
     });
     let mut workers = JoinSet::new();
     for _ in 0..concurrency {
@@ -138,7 +191,11 @@ pub async fn soak(
         }
     }
     out.sort_by_key(|p| p.record.sent_at_us);
-    Ok(out)
+    Ok(Sent {
+        pending: out,
+        total: shared.total.load(Ordering::Relaxed),
+        failed: shared.failed.load(Ordering::Relaxed),
+    })
 }
 
 struct Shared {
@@ -152,6 +209,10 @@ struct Shared {
     limit: u32,
     end: Instant,
     cancel: Option<Cancel>,
+    /// Where records go as they arrive (None: returned at the end).
+    sink: Option<RecordSender>,
+    total: AtomicUsize,
+    failed: AtomicUsize,
 }
 
 impl Shared {
@@ -209,14 +270,24 @@ impl Shared {
                 },
             };
             let (record, chunk_text) = exchange.into_parts(identity);
-            out.push(Pending {
-                grading: record.succeeded().then(|| Grading {
-                    file: self.file.clone(),
-                    case_index,
-                }),
-                record,
-                chunk_text,
+            self.total.fetch_add(1, Ordering::Relaxed);
+            if !record.succeeded() {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+            }
+            let grading = record.succeeded().then(|| Grading {
+                file: self.file.clone(),
+                case_index,
             });
+            match &self.sink {
+                Some(sink) => {
+                    sink.send(record, chunk_text, grading);
+                }
+                None => out.push(Pending {
+                    grading,
+                    record,
+                    chunk_text,
+                }),
+            }
         }
         out
     }
@@ -273,39 +344,144 @@ pub async fn soak_run(
             ),
         )
         .await?;
+    let status = finish_soak(store, run_id, candidate, Arc::new(version.file), config, None, 0).await?;
+    match status {
+        RunStatus::Failed => Err(EngineError::Internal(format!(
+            "soak run {run_id} failed; its events say why"
+        ))),
+        _ => Ok(run_id),
+    }
+}
+
+/// Sends the soak (from request number `first`), writing records as they arrive, then counts
+/// tokens and marks the run finished (or cancelled, or failed with the reason).
+async fn finish_soak(
+    store: &DynStore,
+    run_id: i64,
+    candidate: &Candidate,
+    file: Arc<EvalSetFile>,
+    config: &SoakConfig,
+    cancel: Option<Cancel>,
+    first: u32,
+) -> Result<RunStatus, EngineError> {
     let started = Instant::now();
-    let outcome = soak(run_id, candidate, Arc::new(version.file), config, None).await;
-    let pending = match outcome {
-        Ok(p) => p,
+    let writer = RecordWriter::spawn(store.clone());
+    let outcome = send(
+        run_id,
+        candidate,
+        file,
+        config,
+        cancel.clone(),
+        first,
+        Some(writer.sender()),
+    )
+    .await;
+    // Whatever happened, what was measured is stored before the status changes.
+    let stored = writer.finish().await;
+    let sent = match outcome.and_then(|s| stored.map(|_| s)) {
+        Ok(s) => s,
         Err(e) => {
             store
                 .set_run_status(run_id, RunStatus::Failed, Some(&e.to_string()))
                 .await?;
-            return Err(e);
+            return Ok(RunStatus::Failed);
         }
     };
-    let failed = pending.iter().filter(|p| !p.record.succeeded()).count();
-    let total = pending.len();
-    let writer = RecordWriter::spawn(store.clone());
-    let sender = writer.sender();
-    for p in pending {
-        sender.send(p.record, p.chunk_text, p.grading);
+    let cancel = cancel.unwrap_or_else(Cancel::never);
+    if cancel.is_cancelled() {
+        store.set_run_status(run_id, RunStatus::Cancelled, None).await?;
+        store.append_run_event(run_id, "warn", "cancelled").await?;
+        return Ok(RunStatus::Cancelled);
     }
-    drop(sender);
-    writer.finish().await?;
     // The soak's load has ended: a declared tokenize endpoint counts what streams left uncounted.
-    super::server_tokenizer::count_run(store, run_id, std::slice::from_ref(candidate), &Cancel::never()).await?;
+    super::server_tokenizer::count_run(store, run_id, std::slice::from_ref(candidate), &cancel).await?;
     store
         .append_run_event(
             run_id,
-            if failed > 0 { "warn" } else { "info" },
+            if sent.failed > 0 { "warn" } else { "info" },
             &format!(
-                "{}: soak done in {:.1} s, {total} requests, {failed} failed",
+                "{}: soak done in {:.1} s, {} requests, {} failed",
                 candidate.spec.name,
-                started.elapsed().as_secs_f64()
+                started.elapsed().as_secs_f64(),
+                sent.total,
+                sent.failed
             ),
         )
         .await?;
     store.set_run_status(run_id, RunStatus::Finished, None).await?;
-    Ok(run_id)
+    Ok(RunStatus::Finished)
+}
+
+/// Continues an unfinished soak run after a restart, as a soak: stored records are kept (those
+/// in flight at the stop were lost), numbering continues after the last stored request, and
+/// only the part of the duration and request budget not covered by stored records is sent.
+/// The run's events say so; the trend windows leave the downtime out.
+pub async fn resume(
+    store: &DynStore,
+    run: &Run,
+    version: EvalSetVersion,
+    candidate: &Candidate,
+    cancel: Cancel,
+) -> Result<RunStatus, EngineError> {
+    let config = SoakConfig::from_run_config(&run.config);
+    let file = Arc::new(version.file);
+    let kept: Vec<RequestRecord> = store
+        .list_request_records(run.id)
+        .await?
+        .into_iter()
+        .filter(|r| r.phase == Phase::Soak && r.candidate_id == candidate.id)
+        .collect();
+    let cases = file.cases.len() as u32;
+    let first = kept
+        .iter()
+        .filter_map(|r| {
+            let case = file.cases.iter().position(|c| c.id == r.case_id)? as u32;
+            Some(split_repetition(r.repetition).2 * cases + case + 1)
+        })
+        .max()
+        .unwrap_or(0);
+    let end_us = |r: &RequestRecord| r.sent_at_us + r.end_us.or(r.last_token_us).or(r.headers_us).unwrap_or(0);
+    let covered = match (kept.iter().map(|r| r.sent_at_us).min(), kept.iter().map(end_us).max()) {
+        (Some(a), Some(b)) if b > a => Duration::from_micros((b - a) as u64),
+        _ => Duration::ZERO,
+    };
+    let remaining = config.duration.saturating_sub(covered);
+    let budget = config.max_requests.saturating_sub(first);
+    store.set_run_status(run.id, RunStatus::Running, None).await?;
+    let message = if kept.is_empty() {
+        format!(
+            "resumed soak after a restart: no request had been stored, so the soak starts over for its full {:.0} s",
+            config.duration.as_secs_f64()
+        )
+    } else {
+        format!(
+            "resumed soak after a restart: {} stored soak requests kept, covering {:.1} s of the {:.0} s soak \
+             (requests in flight at the stop were lost); continuing at concurrency {} for the remaining {:.1} s, \
+             at most {} more requests. The time bakeoff was down is not load: the trend windows leave it out.",
+            kept.len(),
+            covered.as_secs_f64(),
+            config.duration.as_secs_f64(),
+            config.concurrency,
+            remaining.as_secs_f64(),
+            budget
+        )
+    };
+    store.append_run_event(run.id, "info", &message).await?;
+    if remaining.is_zero() || budget == 0 {
+        store
+            .append_run_event(
+                run.id,
+                "info",
+                "the soak's duration or request budget was used up before the restart; nothing more is sent",
+            )
+            .await?;
+        store.set_run_status(run.id, RunStatus::Finished, None).await?;
+        return Ok(RunStatus::Finished);
+    }
+    let rest = SoakConfig {
+        duration: remaining,
+        max_requests: budget,
+        ..config
+    };
+    finish_soak(store, run.id, candidate, file, &rest, Some(cancel), first).await
 }

@@ -400,3 +400,129 @@ async fn cancel_stops_the_run_and_keeps_every_finished_record() {
     assert_eq!(measured(&app.store, run_id).await.len(), kept.len());
     mock.shutdown().await.ok();
 }
+
+/// A soak (the operability page's) killed with SIGKILL resumes as a soak: the stored soak
+/// requests are kept, the rest is sent in the soak phase with fresh request numbers (no
+/// ordinary run of its config), the events say what was kept and what is re-measured, and the
+/// trend windows leave the downtime out.
+async fn soak_kill_and_resume(database_url: &str, backend: &str) {
+    use bakeoff::domain::run::Phase;
+    use bakeoff::domain::stability::{StabilityOptions, soak_analysis};
+
+    let file = evalset();
+    let mock = slow_mock(&file).await;
+    let store = store::connect(database_url).await.expect("opening the test database");
+    let (version, candidates) = seed(&store, &file, &mock).await;
+    let candidate = candidates[0];
+
+    let first = Server::start(database_url);
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs([
+            ("seconds", "6"),
+            ("concurrency", "2"),
+            ("evalset_version_id", &version.to_string()),
+        ])
+        .finish();
+    let r = http()
+        .post(format!("{}/candidates/{candidate}/operability/soak", first.base_url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .expect("POST the soak form");
+    assert_eq!(r.status().as_u16(), 303, "{backend}");
+    // The soak runs in the background; its run appears at once.
+    let start = tokio::time::Instant::now();
+    let run_id = loop {
+        let runs = store.list_runs(5, 0).await.unwrap();
+        if let Some(r) = runs.iter().find(|r| r.run.config.soak) {
+            break r.run.id;
+        }
+        assert!(start.elapsed() < DEADLINE, "{backend}: no soak run appeared");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // Records are stored as they arrive: kill once a few are, well before the 6 s end.
+    wait_until(&store, run_id, "the first soak records", |status, n| {
+        assert!(!status.is_terminal(), "{backend}: the soak ended before the kill");
+        n >= 4
+    })
+    .await;
+    first.kill();
+    let before = measured(&store, run_id).await;
+    assert!(before.iter().all(|r| r.phase == Phase::Soak), "{backend}");
+    // Down for longer than a soak ever has nothing in flight, so the pause is unmistakable.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+
+    let second = Server::start(database_url);
+    wait_until(&store, run_id, "the resumed soak to finish", |status, _| {
+        status.is_terminal()
+    })
+    .await;
+    let run = store.get_run(run_id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Finished, "{backend}: {:?}", run.error);
+
+    let after = measured(&store, run_id).await;
+    assert!(
+        after.iter().all(|r| r.phase == Phase::Soak),
+        "{backend}: the resumed part is a soak too: {:?}",
+        after.iter().map(|r| r.phase.as_str()).collect::<BTreeSet<_>>()
+    );
+    assert!(
+        after.len() > before.len(),
+        "{backend}: the soak went on after the restart"
+    );
+    for r in &before {
+        assert!(
+            after.iter().any(|a| a == r),
+            "{backend}: a kept record changed or vanished"
+        );
+    }
+    let mut keys = BTreeSet::new();
+    for r in &after {
+        assert!(r.succeeded(), "{backend}: {:?}", r.error_detail);
+        assert!(
+            keys.insert((r.case_id.clone(), r.repetition, r.attempt)),
+            "{backend}: duplicate soak request {} rep {}",
+            r.case_id,
+            r.repetition
+        );
+    }
+    let events = store.list_run_events(run_id).await.unwrap();
+    let resumed = events
+        .iter()
+        .find(|e| e.message.starts_with("resumed soak after a restart"))
+        .unwrap_or_else(|| panic!("{backend}: no resume event in {events:?}"));
+    assert!(
+        resumed
+            .message
+            .contains(&format!("{} stored soak requests kept", before.len()))
+            && resumed.message.contains("remaining"),
+        "{backend}: {}",
+        resumed.message
+    );
+    assert!(
+        events.iter().any(|e| e.message.contains("soak done")),
+        "{backend}: {events:?}"
+    );
+    // The windows cover load time: the downtime is cut out and the verdict says so.
+    let refs: Vec<&RequestRecord> = after.iter().collect();
+    let analysis = soak_analysis(&refs, &StabilityOptions::default()).expect("enough soak records");
+    assert!(analysis.paused_s >= 2.0, "{backend}: paused {} s", analysis.paused_s);
+    assert!(analysis.verdict.contains("left out"), "{backend}: {}", analysis.verdict);
+    drop(second);
+    mock.shutdown().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_soak_killed_with_sigkill_resumes_as_a_soak_on_sqlite() {
+    let (url, _guard) = sqlite_url();
+    soak_kill_and_resume(&url, "sqlite").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_soak_killed_with_sigkill_resumes_as_a_soak_on_postgres() {
+    let Some((url, _guard)) = postgres_url().await else {
+        return;
+    };
+    soak_kill_and_resume(&url, "postgres").await;
+}
