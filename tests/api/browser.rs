@@ -1,6 +1,7 @@
 //! The demo path in a real headless Chromium (Debian's `chromium` + `chromium-driver`, installed
 //! by scripts/install-browser.sh): open the app, add a candidate, start a run, watch it finish
-//! without reloading, read its table. Skipped with a printed reason where Chromium is missing,
+//! without reloading, read its table and its reports (harness, quality with a confusion matrix
+//! and per-grader pass rates), then reach the run in the archive through the nav. Skipped with a printed reason where Chromium is missing,
 //! except when BAKEOFF_TEST_REQUIRE_ALL is set (CI), where a missing browser fails the test.
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -212,8 +213,21 @@ async fn walk_demo_path(c: &Client, base: &str, mock_url: &str) -> Result<(), Bo
     c.goto(&format!("{base}/candidates")).await?;
     assert!(c.source().await?.contains("browser-steady"));
 
-    // Start a run of the shipped eval set over the new candidate and one demo candidate.
+    // Start a run of a shipped eval set over the new candidate and one demo candidate: the
+    // labelled ticket set (its `label` grader draws a confusion matrix), its first 24 cases.
     c.goto(&format!("{base}/runs/new")).await?;
+    let chosen = c
+        .execute(
+            "const s = document.querySelector('#f-evalset_version');
+             const o = [...s.options].find(o => o.text.startsWith('zh-en-support-tickets'));
+             s.value = o.value; return o.value;",
+            vec![],
+        )
+        .await?;
+    assert!(
+        chosen.as_str().is_some_and(|v| !v.is_empty()),
+        "no labelled set: {chosen}"
+    );
     for label in ["browser-steady", "Demo · swift-7b (fast, sloppy)"] {
         let xpath = format!("//label[contains(normalize-space(.), '{label}')]//input[@type='checkbox']");
         c.find(Locator::XPath(&xpath)).await?.click().await?;
@@ -221,6 +235,7 @@ async fn walk_demo_path(c: &Client, base: &str, mock_url: &str) -> Result<(), Bo
     let form = c.form(Locator::Css("form[method=post]")).await?;
     form.set_by_name("concurrency", "4").await?;
     form.set_by_name("warmup_requests", "1").await?;
+    form.set_by_name("case_limit", "24").await?;
     form.submit().await?;
     wait_for(c, Locator::Css("[data-run-status]")).await?;
     assert!(
@@ -286,5 +301,81 @@ async fn walk_demo_path(c: &Client, base: &str, mock_url: &str) -> Result<(), Bo
         );
     }
     screenshot(c, "run-finished").await;
+    let run_path = c.current_url().await?.path().to_string();
+    check_reports(c).await?;
+    check_archive(c, &run_path).await?;
+    Ok(())
+}
+
+/// The run page's reports render visibly: the harness report with its verdict, per candidate
+/// the quality report with per-grader pass rates and a confusion matrix.
+async fn check_reports(c: &Client) -> Result<(), Box<dyn std::error::Error>> {
+    // One script call: what a reader sees (rendered boxes, their text), read at one moment.
+    let seen = c
+        .execute(
+            "const shown = e => !!e && e.getClientRects().length > 0 && e.offsetHeight > 0;
+             const h = document.querySelector('section.harness');
+             const verdict = document.querySelector('[data-harness=verdict]');
+             const cands = [...document.querySelectorAll('section.quality .quality-candidate')];
+             return {
+               harness: shown(h) ? h.querySelector('h2').innerText : null,
+               verdict: shown(verdict) ? verdict.innerText : null,
+               reliable: document.querySelector('section.harness [data-speed-reliable]')?.getAttribute('data-speed-reliable'),
+               candidates: cands.map(q => ({
+                 name: q.getAttribute('data-candidate'),
+                 grader: shown(q.querySelector('table.graders tr[data-grader=label] .pass-rate'))
+                   ? q.querySelector('table.graders tr[data-grader=label] .pass-rate').innerText : null,
+                 matrix_rows: shown(q.querySelector('table.confusion'))
+                   ? q.querySelectorAll('table.confusion tbody tr').length : 0,
+                 diagonal: [...q.querySelectorAll('table.confusion td.diagonal')]
+                   .reduce((n, td) => n + (parseInt(td.innerText, 10) || 0), 0),
+               })),
+             };",
+            vec![],
+        )
+        .await?;
+    assert_eq!(seen["harness"], "Harness report", "harness section not shown: {seen}");
+    assert!(
+        seen["verdict"].as_str().is_some_and(|v| !v.is_empty()),
+        "no harness verdict: {seen}"
+    );
+    assert!(
+        matches!(seen["reliable"].as_str(), Some("true" | "false")),
+        "the harness says whether speed figures hold: {seen}"
+    );
+    let candidates = seen["candidates"].as_array().cloned().unwrap_or_default();
+    assert_eq!(candidates.len(), 2, "a quality report per candidate: {seen}");
+    for q in &candidates {
+        let rate = q["grader"].as_str().unwrap_or_default();
+        assert!(rate.ends_with('%'), "label pass rate shown as a percentage: {q}");
+        assert!(
+            q["matrix_rows"].as_u64().unwrap_or(0) >= 2,
+            "confusion matrix drawn: {q}"
+        );
+        assert!(q["diagonal"].as_u64().unwrap_or(0) > 0, "some answers are right: {q}");
+    }
+    screenshot(c, "run-reports").await;
+    Ok(())
+}
+
+/// The nav's Archive link leads to the archive, which lists the finished run.
+async fn check_archive(c: &Client, run_path: &str) -> Result<(), Box<dyn std::error::Error>> {
+    c.find(Locator::Css("nav a[href='/archive']")).await?.click().await?;
+    wait_for(c, Locator::Css("#archive-count")).await?;
+    assert_eq!(c.current_url().await?.path(), "/archive");
+    let run_id = run_path.trim_start_matches("/runs/");
+    let row = wait_for(c, Locator::Css(&format!("tr[data-run='{run_id}']"))).await?;
+    let text = row.text().await?;
+    assert!(text.contains("finished"), "archive row: {text}");
+    row.find(Locator::Css(&format!("a[href='{run_path}']")))
+        .await?
+        .click()
+        .await?;
+    wait_for(c, Locator::Css("section.harness")).await?;
+    assert_eq!(
+        c.current_url().await?.path(),
+        run_path,
+        "the archive links back to the run"
+    );
     Ok(())
 }
