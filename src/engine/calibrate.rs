@@ -404,7 +404,10 @@ async fn run_level(
     let config = RunConfig {
         concurrency: c,
         repetitions: 1,
-        warmup_requests: c.min(64),
+        // One warm-up per connection: every connection of the level is open before the
+        // measured requests, so their TTFT error is timestamping and transfer, not a TCP connect
+        // the server's clock (started at receive) cannot see.
+        warmup_requests: c,
         max_tokens: Some(spec.tokens),
         temperature: Some(0.0),
         timeout_secs: 120,
