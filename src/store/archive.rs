@@ -93,12 +93,12 @@ macro_rules! archive_queries {
                 qb.push(")");
             }
             if let Some(id) = f.not_judged_by {
-                qb.push(
-                    " AND runs.status = 'finished' AND NOT EXISTS \
-                     (SELECT 1 FROM run_verdicts nj WHERE nj.run_id = runs.id AND nj.profile_id = ",
-                )
-                .push_bind(id)
-                .push(")");
+                // NOT IN over one profile's run ids: hashed once by either database, where a
+                // correlated NOT EXISTS on a fresh PostgreSQL table (no statistics) may be
+                // planned as a scan per run.
+                qb.push(" AND runs.status = 'finished' AND runs.id NOT IN (SELECT nj.run_id FROM run_verdicts nj WHERE nj.profile_id = ")
+                    .push_bind(id)
+                    .push(")");
             }
         }
 

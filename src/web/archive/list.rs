@@ -259,15 +259,16 @@ async fn render(state: &AppState, q: &FormBody, import_error: Option<String>) ->
         .store
         .list_runs_filtered(&filter, RUNS_PER_PAGE as i64, pager.offset())
         .await?;
+    // Only when filtering by profile or verdict: that is when runs left out matter.
     let pending_judgement = match &shown_profile {
-        Some(p) => {
+        Some(p) if filter.profile_id.is_some() || filter.verdict.is_some() => {
             let pending = RunFilter {
                 not_judged_by: Some(p.id),
                 ..Default::default()
             };
             state.store.count_runs_filtered(&pending).await?
         }
-        None => 0,
+        _ => 0,
     };
     let ids: Vec<i64> = items.iter().map(|i| i.run.id).collect();
     let verdicts = match &shown_profile {
