@@ -266,6 +266,28 @@ pub struct CandidateSpec {
 }
 
 impl CandidateSpec {
+    /// An OpenAI-compatible chat candidate with nothing else declared: no key, no per-candidate
+    /// overrides, no conditions, pricing, claim or tokenizer endpoint. Callers that need more set
+    /// those fields with struct update syntax (`CandidateSpec { pricing, ..CandidateSpec::openai_chat(…) }`).
+    pub fn openai_chat(name: impl Into<String>, base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        CandidateSpec {
+            name: name.into(),
+            provider: ProviderKind::OpenAiChat,
+            base_url: base_url.into(),
+            model: model.into(),
+            api_key: None,
+            api_key_env: None,
+            max_tokens: None,
+            temperature: None,
+            extra_body: serde_json::Map::new(),
+            conditions: Conditions::default(),
+            pricing: Pricing::default(),
+            claimed: None,
+            notes: None,
+            tokenize: None,
+        }
+    }
+
     /// The key to send, from the stored value or the named environment variable.
     pub fn resolve_api_key(&self) -> Option<Secret> {
         if let Some(key) = &self.api_key {

@@ -29,7 +29,7 @@ use super::executor::{Cancel, request_id};
 use super::harness::{self, EXCLUDED_THREAD_PREFIX};
 use super::measure::{MeasureSpec, measure, synthetic_evalset};
 use crate::domain::calibers::Slo;
-use crate::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind};
+use crate::domain::candidate::CandidateSpec;
 use crate::domain::run::{LoadShape, RunConfig};
 use crate::domain::stats::quantile_sorted;
 use crate::mock::{MockConfig, ModelProfile};
@@ -422,22 +422,7 @@ async fn run_level(
         judge: None,
         soak: false,
     };
-    let candidate = CandidateSpec {
-        name: format!("calibrate c={c}"),
-        provider: ProviderKind::OpenAiChat,
-        base_url: mock.base_url.clone(),
-        model: spec.model.into(),
-        api_key: None,
-        api_key_env: None,
-        max_tokens: None,
-        temperature: None,
-        extra_body: serde_json::Map::new(),
-        conditions: Conditions::default(),
-        pricing: Pricing::default(),
-        claimed: None,
-        notes: None,
-        tokenize: None,
-    };
+    let candidate = CandidateSpec::openai_chat(format!("calibrate c={c}"), mock.base_url.clone(), spec.model);
     let before = CpuSample::now();
     let outcome = measure(
         store,

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bakeoff::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind, Secret};
+use bakeoff::domain::candidate::{CandidateSpec, ProviderKind, Secret};
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::metrics::summarise_candidate;
 use bakeoff::domain::run::{ErrorClass, NewRun, Phase, RequestRecord, RunConfig, RunStatus, TokenSource};
@@ -40,20 +40,9 @@ fn evalset(cases: usize) -> EvalSetFile {
 
 fn candidate_spec(name: &str, provider: ProviderKind, base_url: &str, model: &str) -> CandidateSpec {
     CandidateSpec {
-        name: name.into(),
         provider,
-        base_url: base_url.into(),
-        model: model.into(),
         api_key: Some(Secret::new("sk-engine-test-key")),
-        api_key_env: None,
-        max_tokens: None,
-        temperature: None,
-        extra_body: serde_json::Map::new(),
-        conditions: Conditions::default(),
-        pricing: Pricing::default(),
-        claimed: None,
-        notes: None,
-        tokenize: None,
+        ..CandidateSpec::openai_chat(name, base_url, model)
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use bakeoff::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind};
+use bakeoff::domain::candidate::CandidateSpec;
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::metrics::summarise_candidate;
 use bakeoff::domain::run::{NewRun, RunConfig, RunStatus};
@@ -759,22 +759,7 @@ async fn every_shipped_set_parses_is_large_enough_and_separates_the_demo_candida
     .unwrap();
     let mut candidates = Vec::new();
     for p in &profiles {
-        let spec = CandidateSpec {
-            name: p.name.clone(),
-            provider: ProviderKind::OpenAiChat,
-            base_url: mock.base_url(),
-            model: p.name.clone(),
-            api_key: None,
-            api_key_env: None,
-            max_tokens: None,
-            temperature: None,
-            extra_body: serde_json::Map::new(),
-            conditions: Conditions::default(),
-            pricing: Pricing::default(),
-            claimed: None,
-            notes: None,
-            tokenize: None,
-        };
+        let spec = CandidateSpec::openai_chat(p.name.clone(), mock.base_url(), p.name.clone());
         candidates.push((p.name.clone(), store.create_candidate(&spec).await.unwrap()));
     }
 

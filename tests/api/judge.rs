@@ -4,7 +4,7 @@
 //! judge's prices, resumable, and nothing at all when judging is off (the default).
 use std::time::Duration;
 
-use bakeoff::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind};
+use bakeoff::domain::candidate::{CandidateSpec, Pricing};
 use bakeoff::domain::cost::TokenTotals;
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::grading::{JUDGE_GRADE_POSITION, case_passed, case_score};
@@ -37,23 +37,11 @@ fn evalset(judge: &str) -> EvalSetFile {
 
 fn spec(name: &str, base_url: &str, model: &str, price: f64) -> CandidateSpec {
     CandidateSpec {
-        name: name.into(),
-        provider: ProviderKind::OpenAiChat,
-        base_url: base_url.into(),
-        model: model.into(),
-        api_key: None,
-        api_key_env: None,
-        max_tokens: None,
-        temperature: None,
-        extra_body: serde_json::Map::new(),
-        conditions: Conditions::default(),
         pricing: Pricing {
             input_per_mtok: Some(price),
             output_per_mtok: Some(price),
         },
-        claimed: None,
-        notes: None,
-        tokenize: None,
+        ..CandidateSpec::openai_chat(name, base_url, model)
     }
 }
 

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use bakeoff::domain::calibers::{LevelFigures, Load};
-use bakeoff::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind};
+use bakeoff::domain::candidate::CandidateSpec;
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::run::{LoadShape, Phase, RunConfig, RunStatus, TokenSource};
 use bakeoff::engine::executor::{Cancel, request_id};
@@ -39,22 +39,7 @@ fn spec(mock: &MockServer, model: &str) -> CandidateSpec {
 }
 
 fn spec_at(base_url: &str, model: &str) -> CandidateSpec {
-    CandidateSpec {
-        name: format!("measure test {model}"),
-        provider: ProviderKind::OpenAiChat,
-        base_url: base_url.into(),
-        model: model.into(),
-        api_key: None,
-        api_key_env: None,
-        max_tokens: None,
-        temperature: None,
-        extra_body: serde_json::Map::new(),
-        conditions: Conditions::default(),
-        pricing: Pricing::default(),
-        claimed: None,
-        notes: None,
-        tokenize: None,
-    }
+    CandidateSpec::openai_chat(format!("measure test {model}"), base_url, model)
 }
 
 fn config(load: LoadShape, requests: u32) -> RunConfig {

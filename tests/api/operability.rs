@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bakeoff::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind, Secret};
+use bakeoff::domain::candidate::{CandidateSpec, Secret};
 use bakeoff::domain::operability::{ProbeKind, ProbeOutcome, ProbeReport};
 use bakeoff::engine::probes::{ProbeOptions, run_probes};
 use bakeoff::mock::{MockConfig, MockServer, ModelProfile, OverlongBehaviour};
@@ -29,20 +29,8 @@ async fn mock(profiles: Vec<ModelProfile>) -> MockServer {
 
 fn spec(base_url: &str, model: &str) -> CandidateSpec {
     CandidateSpec {
-        name: format!("probe {model}"),
-        provider: ProviderKind::OpenAiChat,
-        base_url: base_url.to_string(),
-        model: model.to_string(),
         api_key: Some(Secret::new(KEY)),
-        api_key_env: None,
-        max_tokens: None,
-        temperature: None,
-        extra_body: serde_json::Map::new(),
-        conditions: Conditions::default(),
-        pricing: Pricing::default(),
-        claimed: None,
-        notes: None,
-        tokenize: None,
+        ..CandidateSpec::openai_chat(format!("probe {model}"), base_url, model)
     }
 }
 

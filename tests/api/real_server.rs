@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bakeoff::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind, TokenizeEndpoint, TokenizeKind};
+use bakeoff::domain::candidate::{CandidateSpec, Conditions, TokenizeEndpoint, TokenizeKind};
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::metrics::summarise_candidate;
 use bakeoff::domain::run::{NewRun, RunConfig, RunStatus, TokenSource};
@@ -117,25 +117,13 @@ fn evalset() -> EvalSetFile {
 
 fn candidate(base_url: &str) -> CandidateSpec {
     CandidateSpec {
-        name: "llama.cpp smollm2-135m".into(),
-        provider: ProviderKind::OpenAiChat,
-        base_url: base_url.into(),
-        model: MODEL.into(),
-        api_key: None,
-        api_key_env: None,
-        max_tokens: None,
-        temperature: None,
-        extra_body: serde_json::Map::new(),
         conditions: Conditions {
             hardware: Some("CI machine, 1 CPU thread".into()),
             framework: Some("llama-cpp-python 0.3.36".into()),
             quantization: Some("Q4_1".into()),
             context_length: Some(2048),
         },
-        pricing: Pricing::default(),
-        claimed: None,
-        notes: None,
-        tokenize: None,
+        ..CandidateSpec::openai_chat("llama.cpp smollm2-135m", base_url, MODEL)
     }
 }
 

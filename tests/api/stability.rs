@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bakeoff::domain::Timestamp;
-use bakeoff::domain::candidate::{Candidate, CandidateSpec, Conditions, Pricing, ProviderKind};
+use bakeoff::domain::candidate::{Candidate, CandidateSpec};
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::run::{NewRun, RunConfig, RunStatus};
 use bakeoff::domain::stability::{StabilityOptions, StabilityReport, stability_report};
@@ -57,22 +57,7 @@ fn quick(name: &str) -> ModelProfile {
 }
 
 fn spec(base_url: &str, model: &str) -> CandidateSpec {
-    CandidateSpec {
-        name: model.to_string(),
-        provider: ProviderKind::OpenAiChat,
-        base_url: base_url.to_string(),
-        model: model.to_string(),
-        api_key: None,
-        api_key_env: None,
-        max_tokens: None,
-        temperature: None,
-        extra_body: serde_json::Map::new(),
-        conditions: Conditions::default(),
-        pricing: Pricing::default(),
-        claimed: None,
-        notes: None,
-        tokenize: None,
-    }
+    CandidateSpec::openai_chat(model, base_url, model)
 }
 
 /// Runs the eval set `repetitions` times against `model` through the real executor; returns the

@@ -12,22 +12,7 @@ use crate::support::db::{TestStore, each_store};
 // ---------------------------------------------------------------- builders
 
 fn candidate(name: &str) -> CandidateSpec {
-    CandidateSpec {
-        name: name.to_string(),
-        provider: ProviderKind::OpenAiChat,
-        base_url: "http://127.0.0.1:9000/v1".into(),
-        model: "mock-fast".into(),
-        api_key: None,
-        api_key_env: None,
-        max_tokens: None,
-        temperature: None,
-        extra_body: serde_json::Map::new(),
-        conditions: Conditions::default(),
-        pricing: Pricing::default(),
-        claimed: None,
-        notes: None,
-        tokenize: None,
-    }
+    CandidateSpec::openai_chat(name, "http://127.0.0.1:9000/v1", "mock-fast")
 }
 
 /// A candidate with every optional field filled, to check nothing is lost on the way.

@@ -1,6 +1,6 @@
 //! Store additions for the scorecard: profile versions by number and archived scorecards, on
 //! every backend (`each_store`: SQLite always, PostgreSQL when configured).
-use bakeoff::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind};
+use bakeoff::domain::candidate::CandidateSpec;
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::pipeline::{PipelineSpec, Stage};
 use bakeoff::domain::run::{NewRun, RunConfig};
@@ -11,22 +11,7 @@ use bakeoff::store::{DynStore, StoreError};
 use crate::support::db::{TestStore, each_store};
 
 fn candidate(name: &str) -> CandidateSpec {
-    CandidateSpec {
-        name: name.to_string(),
-        provider: ProviderKind::OpenAiChat,
-        base_url: "http://127.0.0.1:9/v1".into(),
-        model: "m".into(),
-        api_key: None,
-        api_key_env: None,
-        max_tokens: None,
-        temperature: None,
-        extra_body: serde_json::Map::new(),
-        conditions: Conditions::default(),
-        pricing: Pricing::default(),
-        claimed: None,
-        notes: None,
-        tokenize: None,
-    }
+    CandidateSpec::openai_chat(name, "http://127.0.0.1:9/v1", "m")
 }
 
 /// A run with two candidates; returns (run id, candidate ids).

@@ -92,26 +92,14 @@ pub fn judge_costs(
 mod tests {
     use super::*;
     use crate::domain::Timestamp;
-    use crate::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind};
+    use crate::domain::candidate::{CandidateSpec, Pricing};
 
     fn candidate(id: i64, name: &str, pricing: Pricing) -> Candidate {
         Candidate {
             id,
             spec: CandidateSpec {
-                name: name.into(),
-                provider: ProviderKind::OpenAiChat,
-                base_url: "http://127.0.0.1:9/v1".into(),
-                model: name.into(),
-                api_key: None,
-                api_key_env: None,
-                max_tokens: None,
-                temperature: None,
-                extra_body: serde_json::Map::new(),
-                conditions: Conditions::default(),
                 pricing,
-                claimed: None,
-                notes: None,
-                tokenize: None,
+                ..CandidateSpec::openai_chat(name, "http://127.0.0.1:9/v1", name)
             },
             created_at: Timestamp(0),
             updated_at: Timestamp(0),

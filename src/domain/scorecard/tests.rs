@@ -3,7 +3,7 @@ use std::collections::HashMap;
 
 use super::*;
 use crate::domain::Timestamp;
-use crate::domain::candidate::{CandidateSpec, ClaimedFigure, Conditions, Pricing, ProviderKind};
+use crate::domain::candidate::{CandidateSpec, ClaimedFigure, Pricing};
 use crate::domain::grading::Grade;
 use crate::domain::pipeline::Stage;
 use crate::domain::run::{ErrorClass, Phase, TokenSource};
@@ -215,24 +215,13 @@ fn candidate(id: i64, name: &str, claim: Option<ClaimedFigure>) -> Candidate {
     Candidate {
         id,
         spec: CandidateSpec {
-            name: name.into(),
-            provider: ProviderKind::OpenAiChat,
-            base_url: "http://127.0.0.1:9/v1".into(),
-            model: name.into(),
-            api_key: None,
-            api_key_env: None,
-            max_tokens: None,
-            temperature: None,
-            extra_body: serde_json::Map::new(),
-            conditions: Conditions::default(),
             // $1 / M input, $2 / M output: 100 in + 50 out = $0.0002 per request.
             pricing: Pricing {
                 input_per_mtok: Some(1.0),
                 output_per_mtok: Some(2.0),
             },
             claimed: claim,
-            notes: None,
-            tokenize: None,
+            ..CandidateSpec::openai_chat(name, "http://127.0.0.1:9/v1", name)
         },
         created_at: Timestamp(0),
         updated_at: Timestamp(0),
