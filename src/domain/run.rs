@@ -527,6 +527,49 @@ pub struct RequestRecord {
     pub grades: Vec<Grade>,
 }
 
+#[cfg(test)]
+impl RequestRecord {
+    /// Unit-test fixture: a finished, ungraded quality request of run 1, candidate 1, case
+    /// `case_id` (first try, concurrency 1, HTTP 200 "stop", no timings, tokens or output). Tests
+    /// set what they check with struct update syntax.
+    pub(crate) fn test_quality(case_id: &str) -> Self {
+        RequestRecord {
+            run_id: 1,
+            candidate_id: 1,
+            case_id: case_id.into(),
+            phase: Phase::Quality,
+            repetition: 0,
+            attempt: 0,
+            concurrency: 1,
+            is_warmup: false,
+            sent_at_us: 0,
+            client_queue_us: 0,
+            connect_us: None,
+            connection_reused: None,
+            headers_us: None,
+            first_chunk_us: None,
+            first_reasoning_us: None,
+            first_content_us: None,
+            last_token_us: None,
+            end_us: None,
+            chunks: vec![],
+            http_status: Some(200),
+            finish_reason: Some("stop".into()),
+            input_tokens: None,
+            output_tokens: None,
+            output_tokens_source: None,
+            reasoning_tokens: None,
+            canonical_tokens: None,
+            output_chars: 0,
+            output: String::new(),
+            reasoning: None,
+            error_class: None,
+            error_detail: None,
+            grades: vec![],
+        }
+    }
+}
+
 impl RequestRecord {
     pub fn succeeded(&self) -> bool {
         self.error_class.is_none()
@@ -685,38 +728,17 @@ mod tests {
     #[test]
     fn a_server_count_replaces_estimates_but_never_usage() {
         let mut r = RequestRecord {
-            run_id: 1,
-            candidate_id: 1,
-            case_id: "c".into(),
-            phase: Phase::Quality,
-            repetition: 0,
-            attempt: 0,
-            concurrency: 1,
-            is_warmup: false,
-            sent_at_us: 0,
-            client_queue_us: 0,
-            connect_us: None,
-            connection_reused: None,
-            headers_us: None,
             first_chunk_us: Some(1),
-            first_reasoning_us: None,
             first_content_us: Some(1),
             last_token_us: Some(3),
             end_us: Some(4),
             chunks: vec![(1, 1), (2, 3), (3, 2)],
-            http_status: Some(200),
-            finish_reason: Some("stop".into()),
-            input_tokens: None,
             output_tokens: Some(6),
             output_tokens_source: Some(TokenSource::Tokenizer),
-            reasoning_tokens: None,
             canonical_tokens: Some(6),
             output_chars: 20,
             output: "x".into(),
-            reasoning: None,
-            error_class: None,
-            error_detail: None,
-            grades: vec![],
+            ..RequestRecord::test_quality("c")
         };
         let mut usage = r.clone();
         usage.output_tokens_source = Some(TokenSource::Usage);

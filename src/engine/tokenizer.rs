@@ -192,46 +192,20 @@ pub fn synthetic_prompt(tokens: u32, seed: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::run::Phase;
 
     fn record(output: &str, chunks: Vec<(i64, u32)>, usage: Option<u32>) -> RequestRecord {
         RequestRecord {
-            run_id: 1,
-            candidate_id: 1,
-            case_id: "c".into(),
-            phase: Phase::Quality,
-            repetition: 0,
-            attempt: 0,
-            concurrency: 1,
-            is_warmup: false,
-            sent_at_us: 0,
-            client_queue_us: 0,
-            connect_us: None,
-            connection_reused: None,
-            headers_us: None,
-            first_chunk_us: None,
-            first_reasoning_us: None,
-            first_content_us: None,
-            last_token_us: None,
             end_us: Some(10),
             chunks,
-            http_status: Some(200),
-            finish_reason: Some("stop".into()),
-            input_tokens: None,
             output_tokens: usage.or(Some(1)),
             output_tokens_source: Some(if usage.is_some() {
                 TokenSource::Usage
             } else {
                 TokenSource::Chunks
             }),
-            reasoning_tokens: None,
-            canonical_tokens: None,
             output_chars: output.chars().count() as u32,
             output: output.into(),
-            reasoning: None,
-            error_class: None,
-            error_detail: None,
-            grades: vec![],
+            ..RequestRecord::test_quality("c")
         }
     }
 

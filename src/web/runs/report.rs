@@ -732,42 +732,21 @@ fn fields_view(r: &FieldReport) -> FieldsView {
 mod tests {
     use super::*;
     use crate::domain::grading::Grade;
-    use crate::domain::run::{Phase, RequestRecord};
+    use crate::domain::run::RequestRecord;
 
     fn graded(case: &str, grades: Vec<Grade>) -> RequestRecord {
         RequestRecord {
-            run_id: 1,
-            candidate_id: 1,
-            case_id: case.into(),
-            phase: Phase::Quality,
-            repetition: 0,
-            attempt: 0,
-            concurrency: 1,
-            is_warmup: false,
-            sent_at_us: 0,
-            client_queue_us: 0,
-            connect_us: None,
-            connection_reused: None,
             headers_us: Some(1),
             first_chunk_us: Some(2),
-            first_reasoning_us: None,
             first_content_us: Some(2),
             last_token_us: Some(3),
             end_us: Some(4),
             chunks: vec![(2, 1)],
-            http_status: Some(200),
-            finish_reason: Some("stop".into()),
-            input_tokens: None,
             output_tokens: Some(1),
-            output_tokens_source: None,
-            reasoning_tokens: None,
-            canonical_tokens: None,
             output_chars: 1,
             output: "x".into(),
-            reasoning: None,
-            error_class: None,
-            error_detail: None,
             grades,
+            ..RequestRecord::test_quality(case)
         }
     }
 
