@@ -13,93 +13,17 @@ use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::grading::{GraderSpec, grade};
 use bakeoff::domain::metrics::Distribution;
 use bakeoff::domain::run::{LoadShape, NewRun, Phase, RunConfig, RunStatus};
-use bakeoff::engine::Runner;
 use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
-use bakeoff::store::DynStore;
-use bakeoff::web::{AppState, build_app};
 
-use crate::support::app::{Page, record};
-use crate::support::db::{TestStore, each_store};
+use crate::support::app::{TestApp, record, spawn_app_on};
+use crate::support::cli;
+use crate::support::db::each_store;
 
 /// Longest a run against the mock may take before the test fails instead of hanging.
 const RUN_DEADLINE: Duration = Duration::from_secs(60);
 
-/// The app over one test store (the helpers in `support::app` use SQLite only).
-struct App {
-    base_url: String,
-    client: reqwest::Client,
-    state: AppState,
-    store: DynStore,
-    backend: &'static str,
-    server: tokio::task::JoinHandle<()>,
-    _db: TestStore,
-}
-
-impl Drop for App {
-    fn drop(&mut self) {
-        self.server.abort();
-    }
-}
-
-impl App {
-    async fn on(db: TestStore) -> App {
-        let store = db.store.clone();
-        let state = AppState {
-            store: store.clone(),
-            runner: Runner::new(store.clone()),
-            demo_mock_url: None,
-        };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("binding the app");
-        let addr = listener.local_addr().expect("the app's address");
-        let app = build_app(state.clone());
-        let server = tokio::spawn(async move {
-            axum::serve(listener, app).await.expect("serving the app");
-        });
-        App {
-            base_url: format!("http://{addr}"),
-            client: reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .expect("a client"),
-            state,
-            store,
-            backend: db.backend,
-            server,
-            _db: db,
-        }
-    }
-
-    async fn get(&self, path: &str) -> reqwest::Response {
-        self.client
-            .get(format!("{}{path}", self.base_url))
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
-    }
-
-    async fn page(&self, path: &str) -> (Page, String) {
-        let r = self.get(path).await;
-        let status = r.status().as_u16();
-        let body = r.text().await.expect("a body");
-        assert_eq!(status, 200, "{} GET {path}: {body}", self.backend);
-        (Page::parse(status, &body), body)
-    }
-
-    async fn post_form(&self, path: &str, fields: &[(&str, &str)]) -> reqwest::Response {
-        let body = url::form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(fields)
-            .finish();
-        self.client
-            .post(format!("{}{path}", self.base_url))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(body)
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("POST {path}: {e}"))
-    }
-
+/// What these tests do over `TestApp` beyond the shared helpers.
+impl TestApp {
     async fn candidate(&self, name: &str, base_url: &str, model: &str) -> i64 {
         let spec = CandidateDraft {
             name: name.into(),
@@ -199,38 +123,18 @@ fn harness(unreliable: bool) -> HarnessReport {
     }
 }
 
-/// A finished run with three graded records and the given harness report (`name` names its
-/// candidate, unique per app).
-async fn finished_run(app: &App, name: &str, report: Option<&HarnessReport>) -> i64 {
-    let file = EvalSetFile::parse("tiny.jsonl", crate::support::app::TINY_EVALSET).unwrap();
-    let version = app.store.save_evalset_version(&file).await.unwrap();
-    let alpha = app.candidate(name, "http://127.0.0.1:1/v1", "alpha-model").await;
-    let run = app.run(version, &[alpha], RunConfig::default()).await;
-    let records = vec![
-        record(run, alpha, "c1", "positive", true),
-        record(run, alpha, "c2", "negative", true),
-        record(run, alpha, "c3", "positive", false),
-    ];
-    app.store.append_request_records(&records).await.unwrap();
-    if let Some(h) = report {
-        app.store.set_run_harness(run, h).await.unwrap();
-    }
-    app.store.set_run_status(run, RunStatus::Finished, None).await.unwrap();
-    run
-}
-
 // ------------------------------------------------------------------ harness report
 
 #[tokio::test]
 async fn the_harness_report_labels_every_figure_and_flags_unreliable_speed_on_page_and_scorecard() {
     for db in each_store().await {
-        let app = App::on(db).await;
+        let app = spawn_app_on(db).await;
         bakeoff::demo::bootstrap(app.store.as_ref(), None)
             .await
             .expect("profiles");
         let b = app.backend;
 
-        let flagged = finished_run(&app, "flagged", Some(&harness(true))).await;
+        let flagged = app.finished_run("flagged", Some(&harness(true))).await;
         let (page, _) = app.page(&format!("/runs/{flagged}")).await;
         let warning = page.text(".unreliable-warning");
         assert!(warning.contains("UNRELIABLE"), "{b}: {warning}");
@@ -287,7 +191,7 @@ async fn the_harness_report_labels_every_figure_and_flags_unreliable_speed_on_pa
             "{b}: quality is not flagged"
         );
 
-        let fine = finished_run(&app, "fine", Some(&harness(false))).await;
+        let fine = app.finished_run("fine", Some(&harness(false))).await;
         let (page, _) = app.page(&format!("/runs/{fine}")).await;
         assert_eq!(page.count(".unreliable-warning") + page.count(".speed-flag"), 0, "{b}");
         assert_eq!(page.count("[data-speed-reliable=true]"), 1, "{b}");
@@ -295,7 +199,7 @@ async fn the_harness_report_labels_every_figure_and_flags_unreliable_speed_on_pa
         let (card, _) = app.page(&format!("/runs/{fine}/scorecard")).await;
         assert_eq!(card.count(".section-warning"), 0, "{b}");
 
-        let none = finished_run(&app, "none", None).await;
+        let none = app.finished_run("none", None).await;
         let (page, _) = app.page(&format!("/runs/{none}")).await;
         assert!(page.text(".harness .empty").contains("no harness report"), "{b}");
     }
@@ -331,7 +235,7 @@ async fn a_label_run_started_from_the_form_shows_the_confusion_matrix_of_its_ans
     };
     let mock = start_mock(vec![sloppy, fast("exact")], vec![file.clone()]).await;
     for db in each_store().await {
-        let app = App::on(db).await;
+        let app = spawn_app_on(db).await;
         let b = app.backend;
         let version = app.store.save_evalset_version(&file).await.unwrap();
         let sloppy = app.candidate("sloppy", &mock.base_url(), "sloppy").await;
@@ -453,7 +357,7 @@ async fn an_unticked_staged_rollout_sends_no_rollout_requests() {
     let file = label_evalset();
     let mock = start_mock(vec![fast("exact")], vec![file.clone()]).await;
     for db in each_store().await {
-        let app = App::on(db).await;
+        let app = spawn_app_on(db).await;
         let version = app.store.save_evalset_version(&file).await.unwrap().to_string();
         let exact = app.candidate("exact", &mock.base_url(), "exact").await.to_string();
         let fields = [
@@ -502,7 +406,7 @@ async fn field_extraction_reports_per_field_figures_and_missing_wrong_extra_coun
         "<script>alert(1)</script>",
     ];
     for db in each_store().await {
-        let app = App::on(db).await;
+        let app = spawn_app_on(db).await;
         let b = app.backend;
         let file = EvalSetFile::parse("tiny.jsonl", crate::support::app::TINY_EVALSET).unwrap();
         let version = app.store.save_evalset_version(&file).await.unwrap();
@@ -598,7 +502,7 @@ async fn a_sweep_over_prompt_bins_shows_a_row_per_level_and_bin_with_the_knee() 
     let mock = start_mock(vec![two_slots], Vec::new()).await;
     let file = bakeoff::engine::measure::synthetic_evalset(&[16, 64], 8, 16).unwrap();
     for db in each_store().await {
-        let app = App::on(db).await;
+        let app = spawn_app_on(db).await;
         let b = app.backend;
         let version = app.store.save_evalset_version(&file).await.unwrap();
         let c = app.candidate("two-slots", &mock.base_url(), "two-slots").await;
@@ -694,7 +598,7 @@ async fn a_poisson_rate_run_shows_goodput_under_its_slos_and_schedule_lag() {
     let mock = start_mock(vec![fast("steady")], Vec::new()).await;
     let file = bakeoff::engine::measure::synthetic_evalset(&[16], 10, 8).unwrap();
     for db in each_store().await {
-        let app = App::on(db).await;
+        let app = spawn_app_on(db).await;
         let b = app.backend;
         let version = app.store.save_evalset_version(&file).await.unwrap();
         let c = app.candidate("steady", &mock.base_url(), "steady").await;
@@ -762,10 +666,10 @@ async fn a_poisson_rate_run_shows_goodput_under_its_slos_and_schedule_lag() {
 async fn the_harness_report_travels_with_an_exported_run_over_http_and_the_cli() {
     let stores = each_store().await.len();
     for i in 0..stores {
-        let from = App::on(each_store().await.remove(i)).await;
-        let to = App::on(each_store().await.remove(stores - 1 - i)).await;
+        let from = spawn_app_on(each_store().await.remove(i)).await;
+        let to = spawn_app_on(each_store().await.remove(stores - 1 - i)).await;
         let report = harness(true);
-        let run = finished_run(&from, "exported", Some(&report)).await;
+        let run = from.finished_run("exported", Some(&report)).await;
         let body = from
             .get(&format!("/runs/{run}/export.json"))
             .await
@@ -832,24 +736,10 @@ async fn the_harness_report_travels_with_an_exported_run_over_http_and_the_cli()
     from.set_run_status(run, RunStatus::Finished, None).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.json");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bakeoff"))
-        .args(["run", "export", "--run-id", &run.to_string(), "--output"])
-        .arg(&path)
-        .args(["--database-url", &from_url])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("harness report"));
+    assert!(cli::export_run(&from_url, run, &path).contains("harness report"));
     let written: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(written["harness"]["host"], "bench-host");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bakeoff"))
-        .args(["run", "import"])
-        .arg(&path)
-        .args(["--database-url", &to_url])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let id: i64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let id = cli::import_run(&to_url, &path);
     let to = bakeoff::store::connect(&to_url).await.unwrap();
     assert_eq!(to.get_run_harness(id).await.unwrap(), Some(harness(false)));
 }

@@ -6,6 +6,7 @@ use bakeoff::domain::run::{ErrorClass, RunStatus};
 use futures_util::StreamExt;
 
 use crate::support::app::{Page, TestApp, record, spawn_app};
+use crate::support::cli;
 
 const DEAD_URL: &str = "http://127.0.0.1:1/v1";
 /// Longest a test waits for a server-sent event.
@@ -892,21 +893,8 @@ async fn the_cli_exports_and_imports_runs() {
     let (run, n) = exportable_run(&from).await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("run.json");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bakeoff"))
-        .args(["run", "export", "--run-id", &run.to_string(), "--output"])
-        .arg(&file)
-        .args(["--database-url", &from_url])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bakeoff"))
-        .args(["run", "import"])
-        .arg(&file)
-        .args(["--database-url", &to_url])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let id: i64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    cli::export_run(&from_url, run, &file);
+    let id = cli::import_run(&to_url, &file);
     let to = bakeoff::store::connect(&to_url).await.unwrap();
     assert_eq!(to.list_request_records(id).await.unwrap().len(), n);
     let bad = std::process::Command::new(env!("CARGO_BIN_EXE_bakeoff"))

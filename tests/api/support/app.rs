@@ -1,18 +1,20 @@
-//! The app on a random loopback port with a fresh SQLite store, plus domain helpers for tests.
+//! The app on a random loopback port with a fresh SQLite store (or one store of `each_store`),
+//! plus domain helpers for tests.
 //!
 //! `spawn_app()` binds 127.0.0.1:0 first and hands the listener to the server task, so the app
 //! is reachable as soon as the function returns: no sleeping, no retry loops.
 use axum::Router;
 use bakeoff::domain::Timestamp;
+use bakeoff::domain::calibers::HarnessReport;
 use bakeoff::domain::candidate::CandidateDraft;
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::grading::Grade;
-use bakeoff::domain::run::{NewRun, Phase, RequestRecord, RunConfig, TokenSource};
+use bakeoff::domain::run::{NewRun, Phase, RequestRecord, RunConfig, RunStatus, TokenSource};
 use bakeoff::engine::Runner;
 use bakeoff::store::DynStore;
 use bakeoff::web::{AppState, build_app};
 
-use super::db::{TempDirGuard, sqlite_store};
+use super::db::{TempDirGuard, TestStore, sqlite_store};
 
 pub struct TestApp {
     pub addr: std::net::SocketAddr,
@@ -21,8 +23,16 @@ pub struct TestApp {
     pub client: reqwest::Client,
     pub store: DynStore,
     pub state: AppState,
+    /// "sqlite" or "postgres", for assertion messages.
+    pub backend: &'static str,
     server: tokio::task::JoinHandle<()>,
-    _db: TempDirGuard,
+    _db: DbGuard,
+}
+
+/// Keeps the app's database alive as long as the app.
+enum DbGuard {
+    Dir(#[allow(dead_code)] TempDirGuard),
+    Store(#[allow(dead_code)] TestStore),
 }
 
 impl Drop for TestApp {
@@ -106,6 +116,16 @@ pub async fn spawn_app() -> TestApp {
 /// Same, with `demo_mock_url` set (as `--demo` does).
 pub async fn spawn_app_with(demo_mock_url: Option<&str>) -> TestApp {
     let (store, db) = sqlite_store().await;
+    serve(store, demo_mock_url, "sqlite", DbGuard::Dir(db)).await
+}
+
+/// The app over one store of `each_store()` (SQLite or PostgreSQL), no demo mock.
+pub async fn spawn_app_on(db: TestStore) -> TestApp {
+    let (store, backend) = (db.store.clone(), db.backend);
+    serve(store, None, backend, DbGuard::Store(db)).await
+}
+
+async fn serve(store: DynStore, demo_mock_url: Option<&str>, backend: &'static str, db: DbGuard) -> TestApp {
     let state = AppState {
         store: store.clone(),
         runner: Runner::new(store.clone()),
@@ -129,6 +149,7 @@ pub async fn spawn_app_with(demo_mock_url: Option<&str>) -> TestApp {
         client,
         store,
         state,
+        backend,
         server,
         _db: db,
     }
@@ -157,6 +178,21 @@ impl TestApp {
             .send()
             .await
             .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+    }
+
+    /// GET what must answer 200 (the failure names the backend and shows the body); returns the body.
+    pub async fn text_ok(&self, path: &str) -> String {
+        let r = self.get(path).await;
+        let status = r.status().as_u16();
+        let body = r.text().await.unwrap_or_else(|e| panic!("GET {path} body: {e}"));
+        assert_eq!(status, 200, "{} GET {path}: {body}", self.backend);
+        body
+    }
+
+    /// GET a page that must answer 200; returns it parsed and as text.
+    pub async fn page(&self, path: &str) -> (Page, String) {
+        let body = self.text_ok(path).await;
+        (Page::parse(200, &body), body)
     }
 
     /// GET a page and parse it (any status).
@@ -234,6 +270,47 @@ impl TestApp {
             })
             .await
             .expect("storing a test run")
+    }
+
+    /// A finished run of [`TINY_EVALSET`] for one new candidate `name` (unique per app), with three
+    /// graded records (c1 and c2 passed, c3 failed) and the given harness report.
+    pub async fn finished_run(&self, name: &str, report: Option<&HarnessReport>) -> i64 {
+        let version = self.create_evalset().await;
+        let spec = CandidateDraft {
+            name: name.into(),
+            provider: "openai-chat".into(),
+            base_url: "http://127.0.0.1:1/v1".into(),
+            model: "alpha-model".into(),
+            ..Default::default()
+        }
+        .validate(None)
+        .expect("a valid test candidate");
+        let alpha = self
+            .store
+            .create_candidate(&spec)
+            .await
+            .expect("storing a test candidate");
+        let run = self.create_run(&format!("finished {name}"), version, &[alpha]).await;
+        let records = vec![
+            record(run, alpha, "c1", "positive", true),
+            record(run, alpha, "c2", "negative", true),
+            record(run, alpha, "c3", "positive", false),
+        ];
+        self.store
+            .append_request_records(&records)
+            .await
+            .expect("storing records");
+        if let Some(h) = report {
+            self.store
+                .set_run_harness(run, h)
+                .await
+                .expect("storing the harness report");
+        }
+        self.store
+            .set_run_status(run, RunStatus::Finished, None)
+            .await
+            .expect("finishing the run");
+        run
     }
 }
 

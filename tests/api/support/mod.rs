@@ -1,4 +1,5 @@
 //! Shared test helpers: databases on both backends, the app on a random port.
 #![allow(dead_code)]
 pub mod app;
+pub mod cli;
 pub mod db;
