@@ -2,42 +2,14 @@
 //! unreliable" flag and its reasons when the run was flagged, say "reliable" when it was not,
 //! and stay silent when the run has no harness report; on SQLite and PostgreSQL.
 use bakeoff::domain::calibers::HarnessReport;
-use bakeoff::domain::metrics::Distribution;
 
-use crate::support::app::{Page, spawn_app_on};
+use crate::support::app::{Page, harness_report, spawn_app_on};
 use crate::support::db::each_store;
 
 const REASON: &str = "p99 client queue wait 31.0 ms exceeds 10 ms: bakeoff could not keep the asked concurrency";
 
 fn harness(unreliable: bool) -> HarnessReport {
-    let dist = |p50: f64, p99: f64| Distribution {
-        n: 40,
-        min: p50 / 2.0,
-        p50,
-        p90: p99 * 0.8,
-        p95: p99 * 0.9,
-        p99,
-        max: p99 * 2.0,
-        mean: p50,
-        cv: Some(0.5),
-    };
-    HarnessReport {
-        bakeoff_version: "9.9.9-test".into(),
-        host: "bench-host".into(),
-        cores: 8,
-        wall_s: 12.0,
-        cpu_s: Some(1.5),
-        cpu_share: Some(1.5 / 96.0),
-        streamed_tokens: 60_000,
-        cpu_s_per_million_tokens: Some(25.0),
-        open_loop: false,
-        schedule_lag_ms: None,
-        client_queue_ms: Some(if unreliable { dist(3.0, 31.0) } else { dist(0.2, 0.9) }),
-        runtime_lag_ms: Some(dist(0.4, 1.2)),
-        lag_bound_ms: 10.0,
-        unreliable,
-        reasons: if unreliable { vec![REASON.into()] } else { Vec::new() },
-    }
+    harness_report(unreliable, 31.0)
 }
 
 /// The CSV's lines as fields (no field of these runs holds a line break).

@@ -11,11 +11,10 @@ use bakeoff::domain::calibers::{HarnessReport, run_figures};
 use bakeoff::domain::candidate::CandidateDraft;
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::grading::{GraderSpec, grade};
-use bakeoff::domain::metrics::Distribution;
 use bakeoff::domain::run::{LoadShape, NewRun, Phase, RunConfig, RunStatus};
 use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
 
-use crate::support::app::{TestApp, record, spawn_app_on};
+use crate::support::app::{TestApp, harness_report, record, spawn_app_on};
 use crate::support::cli;
 use crate::support::db::each_store;
 
@@ -85,42 +84,8 @@ fn fast(name: &str) -> ModelProfile {
     }
 }
 
-fn dist(p50: f64, p99: f64) -> Distribution {
-    Distribution {
-        n: 40,
-        min: p50 / 2.0,
-        p50,
-        p90: p99 * 0.8,
-        p95: p99 * 0.9,
-        p99,
-        max: p99 * 2.0,
-        mean: p50,
-        cv: Some(0.5),
-    }
-}
-
 fn harness(unreliable: bool) -> HarnessReport {
-    HarnessReport {
-        bakeoff_version: "9.9.9-test".into(),
-        host: "bench-host".into(),
-        cores: 8,
-        wall_s: 12.0,
-        cpu_s: Some(1.5),
-        cpu_share: Some(1.5 / 96.0),
-        streamed_tokens: 60_000,
-        cpu_s_per_million_tokens: Some(25.0),
-        open_loop: false,
-        schedule_lag_ms: None,
-        client_queue_ms: Some(if unreliable { dist(3.0, 25.0) } else { dist(0.2, 0.9) }),
-        runtime_lag_ms: Some(dist(0.4, 1.2)),
-        lag_bound_ms: 10.0,
-        unreliable,
-        reasons: if unreliable {
-            vec!["p99 client queue wait 25.0 ms exceeds 10 ms: bakeoff could not keep the asked concurrency".into()]
-        } else {
-            Vec::new()
-        },
-    }
+    harness_report(unreliable, 25.0)
 }
 
 // ------------------------------------------------------------------ harness report

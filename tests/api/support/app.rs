@@ -9,6 +9,7 @@ use bakeoff::domain::calibers::HarnessReport;
 use bakeoff::domain::candidate::CandidateDraft;
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::grading::Grade;
+use bakeoff::domain::metrics::Distribution;
 use bakeoff::domain::run::{NewRun, Phase, RequestRecord, RunConfig, RunStatus, TokenSource};
 use bakeoff::engine::Runner;
 use bakeoff::store::DynStore;
@@ -358,5 +359,49 @@ pub fn record(run_id: i64, candidate_id: i64, case_id: &str, output: &str, passe
             weight: 1.0,
             required: true,
         }],
+    }
+}
+
+/// A harness report as an 8-core "bench-host" would store it after 40 requests: reliable, or
+/// flagged (`unreliable`) for a p99 client queue wait of `queue_p99_ms` over the 10 ms bound,
+/// with the reason "p99 client queue wait {queue_p99_ms:.1} ms exceeds 10 ms: …".
+pub fn harness_report(unreliable: bool, queue_p99_ms: f64) -> HarnessReport {
+    let dist = |p50: f64, p99: f64| Distribution {
+        n: 40,
+        min: p50 / 2.0,
+        p50,
+        p90: p99 * 0.8,
+        p95: p99 * 0.9,
+        p99,
+        max: p99 * 2.0,
+        mean: p50,
+        cv: Some(0.5),
+    };
+    HarnessReport {
+        bakeoff_version: "9.9.9-test".into(),
+        host: "bench-host".into(),
+        cores: 8,
+        wall_s: 12.0,
+        cpu_s: Some(1.5),
+        cpu_share: Some(1.5 / 96.0),
+        streamed_tokens: 60_000,
+        cpu_s_per_million_tokens: Some(25.0),
+        open_loop: false,
+        schedule_lag_ms: None,
+        client_queue_ms: Some(if unreliable {
+            dist(3.0, queue_p99_ms)
+        } else {
+            dist(0.2, 0.9)
+        }),
+        runtime_lag_ms: Some(dist(0.4, 1.2)),
+        lag_bound_ms: 10.0,
+        unreliable,
+        reasons: if unreliable {
+            vec![format!(
+                "p99 client queue wait {queue_p99_ms:.1} ms exceeds 10 ms: bakeoff could not keep the asked concurrency"
+            )]
+        } else {
+            Vec::new()
+        },
     }
 }
