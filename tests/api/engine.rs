@@ -19,9 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::support::db::sqlite_store;
-
-/// Longest any whole run in these tests may take before the test fails instead of hanging.
-const RUN_DEADLINE: Duration = Duration::from_secs(60);
+use crate::support::runs::{RUN_DEADLINE, run_to_end};
 
 // ------------------------------------------------------------------------------- builders
 
@@ -64,17 +62,12 @@ fn config(concurrency: u32, warmups: u32, retries: u32) -> RunConfig {
 }
 
 async fn start_mock(profiles: Vec<ModelProfile>, key: &EvalSetFile) -> MockServer {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("binding the mock");
-    bakeoff::mock::spawn(
-        MockConfig {
-            profiles,
-            answer_keys: vec![key.clone()],
-            seed: 7,
-        },
-        listener,
-    )
+    crate::support::runs::start_mock(MockConfig {
+        profiles,
+        answer_keys: vec![key.clone()],
+        seed: 7,
+    })
     .await
-    .expect("starting the mock")
 }
 
 /// Stores the eval set, one candidate and a queued run; returns (run id, candidate id).
@@ -91,16 +84,6 @@ async fn create_run(store: &DynStore, file: &EvalSetFile, spec: &CandidateSpec, 
         .await
         .expect("creating the run");
     (run, candidate)
-}
-
-/// Starts the run and waits (bounded) until it ends; returns its final status.
-async fn run_to_end(store: &DynStore, run_id: i64) -> RunStatus {
-    let runner = Runner::new(store.clone());
-    runner.start(run_id);
-    tokio::time::timeout(RUN_DEADLINE, runner.wait(run_id))
-        .await
-        .expect("the run ended in time");
-    store.get_run(run_id).await.unwrap().expect("run exists").status
 }
 
 /// The mock's ground truth, keyed by the `x-request-id` bakeoff sent.

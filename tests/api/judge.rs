@@ -2,7 +2,6 @@
 //! deterministic (5/5 when the output is the reference, 2/5 otherwise): grades stored with
 //! reasons on the judged records, judge calls recorded apart and in no figure, priced at the
 //! judge's prices, resumable, and nothing at all when judging is off (the default).
-use std::time::Duration;
 
 use bakeoff::domain::candidate::{CandidateSpec, Pricing};
 use bakeoff::domain::cost::TokenTotals;
@@ -19,8 +18,7 @@ use tokio::net::TcpListener;
 
 use crate::support::app::spawn_app;
 use crate::support::db::sqlite_store;
-
-const RUN_DEADLINE: Duration = Duration::from_secs(60);
+use crate::support::runs::{RUN_DEADLINE, run_to_end};
 
 /// Six cases graded by `exact` (weight 2) and a required 1-5 judge named `judge`.
 fn evalset(judge: &str) -> EvalSetFile {
@@ -52,18 +50,13 @@ async fn start_mock(key: &EvalSetFile) -> MockServer {
         accuracy,
         ..ModelProfile::named(name)
     };
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("binding the mock");
-    bakeoff::mock::spawn(
-        MockConfig {
-            // The measured model is right about half the time; the judge model judges.
-            profiles: vec![fast("m", 0.5), fast("j", 1.0)],
-            answer_keys: vec![key.clone()],
-            seed: 11,
-        },
-        listener,
-    )
+    crate::support::runs::start_mock(MockConfig {
+        // The measured model is right about half the time; the judge model judges.
+        profiles: vec![fast("m", 0.5), fast("j", 1.0)],
+        answer_keys: vec![key.clone()],
+        seed: 11,
+    })
     .await
-    .expect("starting the mock")
 }
 
 fn config(judge: Option<JudgeConfig>) -> RunConfig {
@@ -122,15 +115,6 @@ async fn setup(judge_name: &str, judge: Option<JudgeConfig>) -> Setup {
         judge: judge_id,
         _guard: Box::new(guard),
     }
-}
-
-async fn run_to_end(store: &DynStore, run_id: i64) -> RunStatus {
-    let runner = Runner::new(store.clone());
-    runner.start(run_id);
-    tokio::time::timeout(RUN_DEADLINE, runner.wait(run_id))
-        .await
-        .expect("the run ended in time");
-    store.get_run(run_id).await.unwrap().expect("run exists").status
 }
 
 /// The models the mock was asked for, one per request it saw.

@@ -19,19 +19,12 @@ use serde_json::Value;
 const DEADLINE: Duration = Duration::from_secs(60);
 
 async fn start_mock(profiles: Vec<ModelProfile>) -> MockServer {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("binding the mock");
-    bakeoff::mock::spawn(
-        MockConfig {
-            profiles,
-            answer_keys: Vec::new(),
-            seed: 11,
-        },
-        listener,
-    )
+    crate::support::runs::start_mock(MockConfig {
+        profiles,
+        answer_keys: Vec::new(),
+        seed: 11,
+    })
     .await
-    .expect("starting the mock")
 }
 
 fn spec(mock: &MockServer, model: &str) -> CandidateSpec {

@@ -5,7 +5,6 @@
 //! counts, pass rates with reasons), the staged rollout honoured from the form, and the harness
 //! report carried through export and import.
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use bakeoff::domain::calibers::{HarnessReport, run_figures};
 use bakeoff::domain::candidate::CandidateDraft;
@@ -17,9 +16,7 @@ use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
 use crate::support::app::{TestApp, harness_report, record, spawn_app_on};
 use crate::support::cli;
 use crate::support::db::each_store;
-
-/// Longest a run against the mock may take before the test fails instead of hanging.
-const RUN_DEADLINE: Duration = Duration::from_secs(60);
+use crate::support::runs::RUN_DEADLINE;
 
 /// What these tests do over `TestApp` beyond the shared helpers.
 impl TestApp {
@@ -61,19 +58,12 @@ impl TestApp {
 }
 
 async fn start_mock(profiles: Vec<ModelProfile>, keys: Vec<EvalSetFile>) -> MockServer {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("binding the mock");
-    bakeoff::mock::spawn(
-        MockConfig {
-            profiles,
-            answer_keys: keys,
-            seed: 5,
-        },
-        listener,
-    )
+    crate::support::runs::start_mock(MockConfig {
+        profiles,
+        answer_keys: keys,
+        seed: 5,
+    })
     .await
-    .expect("starting the mock")
 }
 
 fn fast(name: &str) -> ModelProfile {
