@@ -10,12 +10,15 @@ use bakeoff::domain::candidate::{CandidateSpec, Conditions, TokenizeEndpoint, To
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::metrics::summarise_candidate;
 use bakeoff::domain::run::{NewRun, RunConfig, RunStatus, TokenSource};
-use bakeoff::engine::Runner;
 
 use crate::support::db::sqlite_store;
+use crate::support::runs::run_to_end_within;
 
 /// The model alias the server is started with.
 const MODEL: &str = "smollm2-135m";
+
+/// Longest a run against the real model on this CPU may take before the test fails.
+const REAL_RUN_DEADLINE: Duration = Duration::from_secs(240);
 
 fn llama_home() -> PathBuf {
     std::env::var_os("BAKEOFF_LLAMA_HOME")
@@ -153,12 +156,7 @@ async fn a_run_against_llama_cpp_records_every_case_with_honest_token_sources() 
             })
             .await
             .unwrap();
-        let runner = Runner::new(store.clone());
-        runner.start(run_id);
-        tokio::time::timeout(Duration::from_secs(240), runner.wait(run_id))
-            .await
-            .expect("run ended in time");
-        let run = store.get_run(run_id).await.unwrap().unwrap();
+        let run = run_to_end_within(&store, run_id, REAL_RUN_DEADLINE).await;
         assert_eq!(run.status, RunStatus::Finished, "stream={stream}: {:?}", run.error);
 
         let records = store.list_request_records(run_id).await.unwrap();
@@ -227,12 +225,7 @@ async fn a_run_against_llama_cpp_records_every_case_with_honest_token_sources() 
         })
         .await
         .unwrap();
-    let runner = Runner::new(store.clone());
-    runner.start(run_id);
-    tokio::time::timeout(Duration::from_secs(240), runner.wait(run_id))
-        .await
-        .expect("run ended in time");
-    let run = store.get_run(run_id).await.unwrap().unwrap();
+    let run = run_to_end_within(&store, run_id, REAL_RUN_DEADLINE).await;
     assert_eq!(run.status, RunStatus::Finished, "{:?}", run.error);
     let events = store.list_run_events(run_id).await.unwrap();
     let counted = events

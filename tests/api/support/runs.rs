@@ -1,7 +1,7 @@
 //! Runs against the built-in mock: the mock on a free loopback port, a stored run driven to its end.
 use std::time::Duration;
 
-use bakeoff::domain::run::RunStatus;
+use bakeoff::domain::run::{Run, RunStatus};
 use bakeoff::engine::Runner;
 use bakeoff::mock::{MockConfig, MockServer};
 use bakeoff::store::DynStore;
@@ -21,10 +21,15 @@ pub async fn start_mock(config: MockConfig) -> MockServer {
 /// Starts the stored run on a fresh runner and waits (at most [`RUN_DEADLINE`]) until it ends;
 /// returns its final status.
 pub async fn run_to_end(store: &DynStore, run_id: i64) -> RunStatus {
+    run_to_end_within(store, run_id, RUN_DEADLINE).await.status
+}
+
+/// Same, with its own deadline (e.g. a real model on a CPU); returns the ended run.
+pub async fn run_to_end_within(store: &DynStore, run_id: i64, deadline: Duration) -> Run {
     let runner = Runner::new(store.clone());
     runner.start(run_id);
-    tokio::time::timeout(RUN_DEADLINE, runner.wait(run_id))
+    tokio::time::timeout(deadline, runner.wait(run_id))
         .await
         .expect("the run ended in time");
-    store.get_run(run_id).await.unwrap().expect("run exists").status
+    store.get_run(run_id).await.unwrap().expect("run exists")
 }
