@@ -388,31 +388,24 @@ async fn field_extraction_reports_per_field_figures_and_missing_wrong_extra_coun
         };
         // By hand: name right 3, missing 1; year right 2, wrong 1, missing 1; city right 2,
         // missing 2; extra given once and never expected.
-        assert_eq!(
-            (cell("name", "precision"), cell("name", "recall"), cell("name", "f1")),
-            ("1.000".into(), "0.750".into(), "0.857".into()),
-            "{b}"
-        );
-        assert_eq!(
-            (cell("year", "precision"), cell("year", "recall"), cell("year", "f1")),
-            ("0.667".into(), "0.500".into(), "0.571".into()),
-            "{b}"
-        );
-        assert_eq!(
-            (cell("city", "precision"), cell("city", "recall"), cell("city", "f1")),
-            ("1.000".into(), "0.500".into(), "0.667".into()),
-            "{b}"
-        );
-        assert_eq!(
-            (cell("year", "correct"), cell("year", "wrong"), cell("year", "missing")),
-            ("2".into(), "1".into(), "1".into()),
-            "{b}"
-        );
-        assert_eq!(
-            (cell("extra", "extra"), cell("extra", "precision")),
-            ("1".into(), "0.000".into()),
-            "{b}"
-        );
+        for (field, figure, want) in [
+            ("name", "precision", "1.000"),
+            ("name", "recall", "0.750"),
+            ("name", "f1", "0.857"),
+            ("year", "precision", "0.667"),
+            ("year", "recall", "0.500"),
+            ("year", "f1", "0.571"),
+            ("city", "precision", "1.000"),
+            ("city", "recall", "0.500"),
+            ("city", "f1", "0.667"),
+            ("year", "correct", "2"),
+            ("year", "wrong", "1"),
+            ("year", "missing", "1"),
+            ("extra", "extra", "1"),
+            ("extra", "precision", "0.000"),
+        ] {
+            assert_eq!(cell(field, figure), want, "{b}: {field} {figure}");
+        }
         let fact = |key: &str| page.text(&format!("{scope} [data-figure={key}] dd"));
         assert!(fact("exact").starts_with("25.0 % (1 of 4)"), "{b}: {}", fact("exact"));
         assert!(fact("missing").starts_with('4'), "{b}: {}", fact("missing"));
