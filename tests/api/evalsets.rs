@@ -745,18 +745,13 @@ async fn every_shipped_set_parses_is_large_enough_and_separates_the_demo_candida
     }
 
     let (store, _db) = sqlite_store().await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let profiles: Vec<ModelProfile> = demo_profiles().into_iter().map(fast).collect();
-    let mock = bakeoff::mock::spawn(
-        MockConfig {
-            profiles: profiles.clone(),
-            answer_keys: shipped.clone(),
-            seed: 42,
-        },
-        listener,
-    )
-    .await
-    .unwrap();
+    let mock = crate::support::runs::start_mock(MockConfig {
+        profiles: profiles.clone(),
+        answer_keys: shipped.clone(),
+        seed: 42,
+    })
+    .await;
     let mut candidates = Vec::new();
     for p in &profiles {
         let spec = CandidateSpec::openai_chat(p.name.clone(), mock.base_url(), p.name.clone());

@@ -14,17 +14,12 @@ use crate::support::app::spawn_app;
 const KEY: &str = "sk-probe-secret-7f3a9";
 
 async fn mock(profiles: Vec<ModelProfile>) -> MockServer {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    bakeoff::mock::spawn(
-        MockConfig {
-            profiles,
-            answer_keys: vec![],
-            seed: 7,
-        },
-        listener,
-    )
+    crate::support::runs::start_mock(MockConfig {
+        profiles,
+        answer_keys: vec![],
+        seed: 7,
+    })
     .await
-    .unwrap()
 }
 
 fn spec(base_url: &str, model: &str) -> CandidateSpec {

@@ -12,7 +12,6 @@ use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::run::{RequestRecord, RunStatus};
 use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
 use bakeoff::store::{self, DynStore};
-use tokio::net::TcpListener;
 
 use crate::support::app::spawn_app;
 use crate::support::db::{postgres_url, sqlite_url};
@@ -50,17 +49,12 @@ async fn slow_mock(file: &EvalSetFile) -> MockServer {
             ..ModelProfile::named(*name)
         })
         .collect();
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("binding the mock");
-    bakeoff::mock::spawn(
-        MockConfig {
-            profiles,
-            answer_keys: vec![file.clone()],
-            seed: 11,
-        },
-        listener,
-    )
+    crate::support::runs::start_mock(MockConfig {
+        profiles,
+        answer_keys: vec![file.clone()],
+        seed: 11,
+    })
     .await
-    .expect("starting the mock")
 }
 
 /// Stores the eval set and one candidate per mock profile; returns (version id, candidate ids).

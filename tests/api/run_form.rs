@@ -37,21 +37,16 @@ fn query(fields: &[(&str, &str)]) -> String {
 async fn a_rate_run_can_be_constant_or_poisson_and_says_which() {
     let app = spawn_app().await;
     let file = EvalSetFile::parse("tiny.jsonl", TINY_EVALSET).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let mock = bakeoff::mock::spawn(
-        MockConfig {
-            profiles: vec![ModelProfile {
-                ttft_ms: 2.0,
-                inter_token_ms: Some(1.0),
-                ..ModelProfile::named("alpha-model")
-            }],
-            answer_keys: vec![file],
-            seed: 3,
-        },
-        listener,
-    )
-    .await
-    .expect("the mock");
+    let mock = crate::support::runs::start_mock(MockConfig {
+        profiles: vec![ModelProfile {
+            ttft_ms: 2.0,
+            inter_token_ms: Some(1.0),
+            ..ModelProfile::named("alpha-model")
+        }],
+        answer_keys: vec![file],
+        seed: 3,
+    })
+    .await;
     let version = app.create_evalset().await.to_string();
     let alpha = app.create_candidate("alpha", &mock.base_url()).await.to_string();
 

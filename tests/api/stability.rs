@@ -35,17 +35,12 @@ fn set() -> EvalSetFile {
 }
 
 async fn mock(profiles: Vec<ModelProfile>) -> MockServer {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    bakeoff::mock::spawn(
-        MockConfig {
-            profiles,
-            answer_keys: vec![set()],
-            seed: 11,
-        },
-        listener,
-    )
+    crate::support::runs::start_mock(MockConfig {
+        profiles,
+        answer_keys: vec![set()],
+        seed: 11,
+    })
     .await
-    .unwrap()
 }
 
 fn quick(name: &str) -> ModelProfile {
