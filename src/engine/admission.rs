@@ -52,6 +52,9 @@ pub struct Entry {
 pub enum Blocker {
     /// Executing runs already measure this candidate as often as allowed.
     Measuring { run_id: i64, candidate: String },
+    /// An endpoint probe is checking this candidate (seconds); its requests would distort the
+    /// run's figures and the run's load would fail the probe.
+    Probing { candidate: String },
     /// An earlier waiting run needs this candidate first.
     QueuedFor { run_id: i64, candidate: String },
     /// The global cap is reached.
@@ -69,6 +72,7 @@ impl Blocker {
     pub fn describe(&self) -> String {
         match self {
             Blocker::Measuring { run_id, candidate } => format!("waiting: run #{run_id} is measuring {candidate}"),
+            Blocker::Probing { candidate } => format!("waiting: an endpoint probe is checking {candidate}"),
             Blocker::QueuedFor { run_id, candidate } => {
                 format!("waiting: run #{run_id} is ahead in the queue for {candidate}")
             }
@@ -98,8 +102,10 @@ pub enum Decision {
 }
 
 /// Decides, for every waiting run (in queue order), whether it starts now. `executing` are the
-/// runs holding slots. Starting runs are counted against the caps as the plan goes on.
-pub fn plan(caps: Caps, executing: &[Entry], waiting: &[Entry]) -> Vec<Decision> {
+/// runs holding slots; `probing` the candidates an endpoint probe is checking now (no run
+/// starts on them, whatever the per-candidate cap). Starting runs are counted against the caps
+/// as the plan goes on.
+pub fn plan(caps: Caps, executing: &[Entry], waiting: &[Entry], probing: &[i64]) -> Vec<Decision> {
     let mut running = executing.len();
     // Candidate → the executing runs measuring it, in start order.
     let mut measuring: HashMap<i64, Vec<i64>> = HashMap::new();
@@ -133,6 +139,10 @@ pub fn plan(caps: Caps, executing: &[Entry], waiting: &[Entry]) -> Vec<Decision>
         }) {
             Some(Blocker::Measuring {
                 run_id,
+                candidate: name.clone(),
+            })
+        } else if let Some((_, name)) = candidates.iter().find(|(c, _)| probing.contains(c)) {
+            Some(Blocker::Probing {
                 candidate: name.clone(),
             })
         } else if let Some((run_id, name)) = candidates
@@ -189,7 +199,7 @@ mod tests {
 
     #[test]
     fn a_second_run_on_a_candidate_waits_for_the_first() {
-        let d = plan(ONE_EACH, &[e(1, &[7])], &[e(2, &[7]), e(3, &[8])]);
+        let d = plan(ONE_EACH, &[e(1, &[7])], &[e(2, &[7]), e(3, &[8])], &[]);
         assert_eq!(
             d,
             [
@@ -212,7 +222,7 @@ mod tests {
 
     #[test]
     fn runs_starting_in_one_plan_count_against_the_caps() {
-        let d = plan(ONE_EACH, &[], &[e(1, &[7]), e(2, &[7]), e(3, &[8])]);
+        let d = plan(ONE_EACH, &[], &[e(1, &[7]), e(2, &[7]), e(3, &[8])], &[]);
         assert_eq!(d[0], Decision::Start);
         assert!(matches!(d[1], Decision::Wait(Blocker::Measuring { run_id: 1, .. })));
         assert_eq!(d[2], Decision::Start);
@@ -221,7 +231,7 @@ mod tests {
     #[test]
     fn a_later_run_never_overtakes_an_earlier_one_on_a_shared_candidate() {
         // Run 2 needs 7 and 8; 7 is busy. Run 3 needs only 8, which is free, but 2 is first.
-        let d = plan(ONE_EACH, &[e(1, &[7])], &[e(2, &[7, 8]), e(3, &[8]), e(4, &[9])]);
+        let d = plan(ONE_EACH, &[e(1, &[7])], &[e(2, &[7, 8]), e(3, &[8]), e(4, &[9])], &[]);
         assert!(matches!(d[0], Decision::Wait(Blocker::Measuring { run_id: 1, .. })));
         assert_eq!(
             d[1],
@@ -239,7 +249,7 @@ mod tests {
             max_runs: 2,
             per_candidate: 1,
         };
-        let d = plan(caps, &[e(1, &[1]), e(2, &[2])], &[e(3, &[3]), e(4, &[4])]);
+        let d = plan(caps, &[e(1, &[1]), e(2, &[2])], &[e(3, &[3]), e(4, &[4])], &[]);
         assert_eq!(
             d,
             [
@@ -259,9 +269,25 @@ mod tests {
             max_runs: 8,
             per_candidate: 2,
         };
-        let d = plan(caps, &[e(1, &[7])], &[e(2, &[7]), e(3, &[7])]);
+        let d = plan(caps, &[e(1, &[7])], &[e(2, &[7]), e(3, &[7])], &[]);
         assert_eq!(d[0], Decision::Start);
         assert!(matches!(d[1], Decision::Wait(Blocker::Measuring { run_id: 1, .. })));
+    }
+
+    #[test]
+    fn a_probe_holds_its_candidate_whatever_the_per_candidate_cap() {
+        let caps = Caps {
+            max_runs: 8,
+            per_candidate: 4,
+        };
+        let d = plan(caps, &[], &[e(1, &[7]), e(2, &[8]), e(3, &[7, 9])], &[7]);
+        assert_eq!(d[0], Decision::Wait(Blocker::Probing { candidate: "m7".into() }));
+        assert_eq!(d[1], Decision::Start);
+        assert!(matches!(d[2], Decision::Wait(Blocker::Probing { .. })));
+        assert_eq!(
+            Blocker::Probing { candidate: "m7".into() }.describe(),
+            "waiting: an endpoint probe is checking m7"
+        );
     }
 
     #[test]
@@ -270,7 +296,7 @@ mod tests {
             run_id: 2,
             candidates: None,
         };
-        let d = plan(ONE_EACH, &[], &[preparing, e(3, &[8])]);
+        let d = plan(ONE_EACH, &[], &[preparing, e(3, &[8])], &[]);
         assert_eq!(
             d,
             [

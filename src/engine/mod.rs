@@ -68,6 +68,8 @@ struct State {
     executing: Vec<Slot>,
     /// Runs waiting for a slot, by run id (creation order; a restart keeps each run's place).
     waiting: Vec<Slot>,
+    /// Candidates an endpoint probe is checking now, one entry per probe.
+    probing: Vec<i64>,
 }
 
 /// A run being executed (or waiting to be) by this process.
@@ -302,7 +304,7 @@ impl Runner {
     fn pump(&self, st: &mut State) -> Vec<(i64, &'static str, String)> {
         let executing: Vec<Entry> = st.executing.iter().map(|s| s.entry.clone()).collect();
         let waiting: Vec<Entry> = st.waiting.iter().map(|s| s.entry.clone()).collect();
-        let decisions = admission::plan(self.caps, &executing, &waiting);
+        let decisions = admission::plan(self.caps, &executing, &waiting, &st.probing);
         let mut events = Vec::new();
         let mut still = Vec::with_capacity(st.waiting.len());
         for (mut slot, decision) in std::mem::take(&mut st.waiting).into_iter().zip(decisions) {
@@ -414,8 +416,53 @@ impl Runner {
         }
     }
 
+    /// Takes `candidate_id` for an endpoint probe, so no run starts measuring it until the
+    /// returned guard is dropped (runs due meanwhile wait, saying why). Refused with the id of
+    /// the executing run that measures it now: the probe's requests would distort that run's
+    /// figures and its load would distort the probe's.
+    pub fn begin_probe(&self, candidate_id: i64) -> Result<ProbeGuard, i64> {
+        let mut st = self.lock();
+        if let Some(slot) = st
+            .executing
+            .iter()
+            .find(|s| s.entry.candidates.iter().flatten().any(|(c, _)| *c == candidate_id))
+        {
+            return Err(slot.entry.run_id);
+        }
+        st.probing.push(candidate_id);
+        Ok(ProbeGuard {
+            runner: self.clone(),
+            candidate_id,
+        })
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Holds a candidate for an endpoint probe (see [`Runner::begin_probe`]); dropping it lets
+/// the runs waiting for the candidate start.
+pub struct ProbeGuard {
+    runner: Runner,
+    candidate_id: i64,
+}
+
+impl Drop for ProbeGuard {
+    fn drop(&mut self) {
+        let events = {
+            let mut st = self.runner.lock();
+            if let Some(at) = st.probing.iter().position(|c| *c == self.candidate_id) {
+                st.probing.remove(at);
+            }
+            self.runner.pump(&mut st)
+        };
+        if !events.is_empty()
+            && let Ok(handle) = tokio::runtime::Handle::try_current()
+        {
+            let runner = self.runner.clone();
+            handle.spawn(async move { runner.log(events).await });
+        }
     }
 }
 

@@ -305,9 +305,35 @@ pub fn complete(pending: Vec<Pending>) -> Vec<RequestRecord> {
         .collect()
 }
 
-/// Creates a run named `name` for `candidate` over an eval-set version, soaks it, stores every
-/// record (graded, counted) and marks the run finished; returns the run id. The run appears in
-/// the run list like any other, its records in the `soak` phase.
+/// Stores a queued soak run named `name` for `candidate` over an eval-set version and returns
+/// its id; hand it to the `Runner`, which admits it under the caps like any run (the executor
+/// sends it as a soak, see [`resume`]).
+pub async fn create_run(
+    store: &DynStore,
+    name: &str,
+    candidate: &Candidate,
+    evalset_version_id: i64,
+    config: &SoakConfig,
+) -> Result<i64, EngineError> {
+    if store.get_evalset_version(evalset_version_id).await?.is_none() {
+        return Err(EngineError::EvalSetNotFound {
+            run_id: 0,
+            version_id: evalset_version_id,
+        });
+    }
+    Ok(store
+        .create_run(&NewRun {
+            name: name.to_string(),
+            evalset_version_id,
+            candidate_ids: vec![candidate.id],
+            config: config.run_config(),
+        })
+        .await?)
+}
+
+/// Creates a soak run and sends it at once, outside any `Runner` (tests and tools that own the
+/// candidate), storing every record (graded, counted); returns the run id. The operability page
+/// goes through the runner instead ([`create_run`]), so a soak never overlaps another run.
 pub async fn soak_run(
     store: &DynStore,
     name: &str,
@@ -315,36 +341,16 @@ pub async fn soak_run(
     evalset_version_id: i64,
     config: &SoakConfig,
 ) -> Result<i64, EngineError> {
+    let run_id = create_run(store, name, candidate, evalset_version_id, config).await?;
+    let run = store.get_run(run_id).await?.ok_or(EngineError::RunNotFound(run_id))?;
     let version = store
         .get_evalset_version(evalset_version_id)
         .await?
         .ok_or(EngineError::EvalSetNotFound {
-            run_id: 0,
+            run_id,
             version_id: evalset_version_id,
         })?;
-    let run_id = store
-        .create_run(&NewRun {
-            name: name.to_string(),
-            evalset_version_id,
-            candidate_ids: vec![candidate.id],
-            config: config.run_config(),
-        })
-        .await?;
-    store.set_run_status(run_id, RunStatus::Running, None).await?;
-    store
-        .append_run_event(
-            run_id,
-            "info",
-            &format!(
-                "{}: soak, concurrency {} for {:.0} s (at most {} requests)",
-                candidate.spec.name,
-                config.concurrency,
-                config.duration.as_secs_f64(),
-                config.max_requests
-            ),
-        )
-        .await?;
-    let status = finish_soak(store, run_id, candidate, Arc::new(version.file), config, None, 0).await?;
+    let status = resume(store, &run, version, candidate, Cancel::never()).await?;
     match status {
         RunStatus::Failed => Err(EngineError::Internal(format!(
             "soak run {run_id} failed; its events say why"
@@ -412,7 +418,8 @@ async fn finish_soak(
     Ok(RunStatus::Finished)
 }
 
-/// Continues an unfinished soak run after a restart, as a soak: stored records are kept (those
+/// Sends a soak run once the runner admitted it. A run never started before sends the whole
+/// soak. An unfinished one (a restart) continues as a soak: stored records are kept (those
 /// in flight at the stop were lost), numbering continues after the last stored request, and
 /// only the part of the duration and request budget not covered by stored records is sent.
 /// The run's events say so; the trend windows leave the downtime out.
@@ -425,6 +432,24 @@ pub async fn resume(
 ) -> Result<RunStatus, EngineError> {
     let config = SoakConfig::from_run_config(&run.config);
     let file = Arc::new(version.file);
+    // started_at records the first start only: None means nothing was ever sent.
+    if run.started_at.is_none() {
+        store.set_run_status(run.id, RunStatus::Running, None).await?;
+        store
+            .append_run_event(
+                run.id,
+                "info",
+                &format!(
+                    "{}: soak, concurrency {} for {:.0} s (at most {} requests)",
+                    candidate.spec.name,
+                    config.concurrency,
+                    config.duration.as_secs_f64(),
+                    config.max_requests
+                ),
+            )
+            .await?;
+        return finish_soak(store, run.id, candidate, file, &config, Some(cancel), 0).await;
+    }
     let kept: Vec<RequestRecord> = store
         .list_request_records(run.id)
         .await?

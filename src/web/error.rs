@@ -16,6 +16,10 @@ pub enum WebError {
     /// The request itself is malformed (bad query parameter, unparseable form body).
     #[error("bad request: {0}")]
     BadRequest(String),
+    /// The request is valid but conflicts with what is happening now (e.g. a run measures the
+    /// candidate a probe would hit); the message says what and what to do.
+    #[error("conflict: {0}")]
+    Conflict(String),
     /// A request body above [`super::MAX_BODY_BYTES`].
     #[error("request body too large")]
     PayloadTooLarge,
@@ -33,6 +37,7 @@ impl WebError {
         match self {
             WebError::NotFound(_) => StatusCode::NOT_FOUND,
             WebError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            WebError::Conflict(_) => StatusCode::CONFLICT,
             WebError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             // A store-level "not found" reached here means a stale link or id race.
             WebError::Store(StoreError::NotFound(_)) => StatusCode::NOT_FOUND,
@@ -48,6 +53,7 @@ impl WebError {
                 format!("There is no {what}. It may have been removed, or the link is wrong."),
             ),
             WebError::BadRequest(why) => ("Bad request", why.clone()),
+            WebError::Conflict(why) => ("Not now", why.clone()),
             WebError::PayloadTooLarge => (
                 "Form too large",
                 format!(

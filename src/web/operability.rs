@@ -2,7 +2,6 @@
 //! evidence; answer the operations checklist (versioned: who, when, why, what changed); the
 //! operability score with its parts; and a short soak whose stability analysis (trend, drift,
 //! bursts, "steadily degrading") is shown beside it.
-use std::sync::Arc;
 use std::time::Duration;
 
 use askama::Template;
@@ -27,7 +26,7 @@ use crate::domain::run::RunStatus;
 use crate::domain::stability::{SoakAnalysis, StabilityOptions, stability_report};
 use crate::domain::validation::FieldErrors;
 use crate::engine::probes::{ProbeOptions, run_probes};
-use crate::engine::soak::{SoakConfig, soak_run};
+use crate::engine::soak::{self, SoakConfig};
 
 /// Probe runs shown in the history.
 const PROBE_HISTORY: i64 = 20;
@@ -179,7 +178,8 @@ pub struct OperabilityPage {
     pub probed: bool,
     pub soak: Option<SoakView>,
     pub evalsets: Vec<EvalSetChoice>,
-    pub soak_started: bool,
+    /// The soak run just queued (from the form's redirect).
+    pub soak_started: Option<i64>,
 }
 
 fn pct(v: Option<f64>) -> String {
@@ -380,7 +380,7 @@ struct Inputs {
     errors: FieldErrors,
     saved: bool,
     probed: bool,
-    soak_started: bool,
+    soak_started: Option<i64>,
 }
 
 async fn render(
@@ -481,7 +481,7 @@ async fn page(
             errors: FieldErrors::default(),
             saved: q.saved.is_some(),
             probed: q.probed.is_some(),
-            soak_started: q.soak.is_some(),
+            soak_started: q.soak.as_deref().and_then(|s| s.parse().ok()),
         },
     )
     .await
@@ -490,6 +490,16 @@ async fn page(
 /// Runs every probe now (bounded: ~10 s per probe at worst), stores the report, shows it.
 async fn probe_now(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, WebError> {
     let c = candidate(&state, &id).await?;
+    // A probe never overlaps a run measuring this candidate (it would distort both); a run due
+    // while the probe lasts waits for it (seconds), saying so.
+    let _hold = state.runner.begin_probe(c.id).map_err(|run_id| {
+        WebError::Conflict(format!(
+            "Run #{run_id} is measuring {} now. Probes are not sent while a run measures a candidate: \
+             their requests would distort the run's figures and its load would distort the probes'. \
+             Run the probes again when run #{run_id} has ended (or cancel it); nothing was sent.",
+            c.spec.name
+        ))
+    })?;
     let report = run_probes(&c.spec, &ProbeOptions::default()).await;
     let (passed, failed, _) = report.counts();
     tracing::info!(candidate = c.id, passed, failed, "operability probes run");
@@ -528,7 +538,7 @@ async fn save_checklist(
                     errors,
                     saved: false,
                     probed: false,
-                    soak_started: false,
+                    soak_started: None,
                 },
             )
             .await?;
@@ -579,13 +589,12 @@ async fn start_soak(
         duration: Duration::from_secs(seconds),
         ..SoakConfig::default()
     };
-    let store = state.store.clone();
-    let name: Arc<str> = format!("{SOAK_RUN_PREFIX}{}", c.spec.name).into();
-    let candidate_id = c.id;
-    tokio::spawn(async move {
-        if let Err(e) = soak_run(&store, &name, &c, version_id, &config).await {
-            tracing::error!(candidate = candidate_id, error = %e, "soak failed");
-        }
-    });
-    Ok(Redirect::to(&format!("/candidates/{candidate_id}/operability?soak=1#soak")).into_response())
+    let name = format!("{SOAK_RUN_PREFIX}{}", c.spec.name);
+    let run_id = soak::create_run(&state.store, &name, &c, version_id, &config)
+        .await
+        .map_err(|e| WebError::Internal(format!("storing the soak run: {e}")))?;
+    // Like any run: queued until its candidate (and a global slot) is free, cancellable.
+    state.runner.start(run_id);
+    tracing::info!(candidate = c.id, run_id, "soak queued");
+    Ok(Redirect::to(&format!("/candidates/{}/operability?soak={run_id}#soak", c.id)).into_response())
 }

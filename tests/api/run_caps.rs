@@ -13,7 +13,7 @@ use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
 use bakeoff::store::DynStore;
 use tokio::net::TcpListener;
 
-use crate::support::app::spawn_app;
+use crate::support::app::{spawn_app, spawn_app_on};
 use crate::support::db::{each_store, sqlite_store};
 
 /// Longest any wait in these tests may take before the test fails instead of hanging.
@@ -415,4 +415,112 @@ async fn the_runs_list_and_the_run_page_show_the_caps_and_the_queue() {
         list.text(".run-queue .empty")
             .contains("No run is executing or waiting")
     );
+}
+
+#[tokio::test]
+async fn a_soak_from_the_operability_page_waits_for_its_candidate_and_probes_never_overlap_a_run() {
+    for t in each_store().await {
+        let app = spawn_app_on(t).await;
+        let (store, backend) = (&app.store, app.backend);
+        let runner = &app.state.runner;
+        // 10 cases at ~0.7 s each, one at a time: the first run measures slow-a for seconds.
+        let s = setup(store, &["slow-a"], 10).await;
+        let a = s.candidates[0];
+        let first = create_run(store, s.version, "first on a", &[a]).await;
+        runner.start(first);
+        until("the first run executes", || async { runner.is_executing(first) }).await;
+
+        let r = app
+            .post_form(
+                &format!("/candidates/{a}/operability/soak"),
+                &[
+                    ("seconds", "5"),
+                    ("concurrency", "2"),
+                    ("evalset_version_id", &s.version.to_string()),
+                ],
+            )
+            .await;
+        assert_eq!(r.status(), 303, "{backend}");
+        let location = r.headers()["location"].to_str().unwrap().to_string();
+        let soak: i64 = location
+            .split("soak=")
+            .nth(1)
+            .and_then(|rest| rest.split('#').next())
+            .and_then(|id| id.parse().ok())
+            .unwrap_or_else(|| panic!("{backend}: unexpected redirect {location}"));
+        let expected = format!("waiting: run #{first} is measuring slow-a");
+        until("the soak says what it waits for", || async {
+            runner.waiting_reason(soak).as_deref() == Some(expected.as_str())
+        })
+        .await;
+        assert_eq!(get(store, soak).await.status, RunStatus::Queued, "{backend}");
+        assert!(get(store, soak).await.config.soak, "{backend}: stored as a soak");
+        let page = app.get_html(&format!("/candidates/{a}/operability?soak={soak}")).await;
+        assert!(
+            page.text(".soak-queued").contains(&format!("run #{soak}")),
+            "{backend}: {}",
+            page.text(".soak-queued")
+        );
+
+        // A probe while the first run measures slow-a is refused, naming the run; nothing sent.
+        assert!(runner.is_executing(first), "{backend}: the first run still measures");
+        let refused = app.post_form(&format!("/candidates/{a}/operability/probes"), &[]).await;
+        assert_eq!(refused.status(), 409, "{backend}");
+        let body = refused.text().await.unwrap();
+        assert!(
+            body.contains(&format!("Run #{first} is measuring slow-a")),
+            "{backend}: {body}"
+        );
+        assert!(store.list_probe_runs(a, 10).await.unwrap().is_empty(), "{backend}");
+
+        wait_all(runner, &[first, soak]).await;
+        let (r1, rs) = (get(store, first).await, get(store, soak).await);
+        assert_eq!(r1.status, RunStatus::Finished, "{backend}");
+        assert_eq!(rs.status, RunStatus::Finished, "{backend}: {:?}", rs.error);
+        assert!(
+            r1.finished_at.unwrap().0 <= rs.started_at.unwrap().0,
+            "{backend}: the soak started only after the first run ended"
+        );
+        let (_, first_end) = span_us(store, first).await;
+        let (soak_start, _) = span_us(store, soak).await;
+        assert!(
+            first_end <= soak_start,
+            "{backend}: no soak request was sent while the first run measured ({first_end} > {soak_start})"
+        );
+        let records = store.list_request_records(soak).await.unwrap();
+        assert!(
+            records.iter().all(|r| r.phase == bakeoff::domain::run::Phase::Soak),
+            "{backend}"
+        );
+        let log = events(store, soak).await;
+        assert!(
+            log.iter().any(|m| m.starts_with("a slot is free after")),
+            "{backend}: {log:?}"
+        );
+        assert!(
+            log.iter().any(|m| m.contains("slow-a: soak, concurrency 2 for 5 s")),
+            "{backend}: {log:?}"
+        );
+        assert!(
+            !log.iter().any(|m| m.contains("resumed")),
+            "{backend}: a fresh soak is not a resume: {log:?}"
+        );
+
+        // A run due while a probe checks the candidate waits for the probe, saying so.
+        let hold = runner.begin_probe(a).expect("no run measures slow-a now");
+        let after = create_run(store, s.version, "after the probe", &[a]).await;
+        runner.start(after);
+        until("the run waits for the probe", || async {
+            runner.waiting_reason(after).as_deref() == Some("waiting: an endpoint probe is checking slow-a")
+        })
+        .await;
+        drop(hold);
+        wait_all(runner, &[after]).await;
+        assert_eq!(get(store, after).await.status, RunStatus::Finished, "{backend}");
+
+        // With no run measuring, the page's probes run and are stored.
+        let ok = app.post_form(&format!("/candidates/{a}/operability/probes"), &[]).await;
+        assert_eq!(ok.status(), 303, "{backend}");
+        assert_eq!(store.list_probe_runs(a, 10).await.unwrap().len(), 1, "{backend}");
+    }
 }
