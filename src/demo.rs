@@ -2,7 +2,7 @@
 //! start, idempotently), and with `--demo` three candidates served by the in-process mock.
 use anyhow::Context;
 
-use crate::domain::candidate::{CandidateSpec, ClaimedFigure, Conditions, Pricing, ProviderKind};
+use crate::domain::candidate::{CandidateSpec, ClaimedFigure, Conditions, Pricing};
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::thresholds::{DEMO_PROFILE_NAME, shipped_profiles};
 use crate::mock::{MockConfig, MockServer};
@@ -85,15 +85,6 @@ pub fn demo_candidates(mock_base_url: &str) -> Vec<CandidateSpec> {
     let candidate =
         |name: &str, model: &str, hardware: &str, price: (f64, f64), claim: Option<ClaimedFigure>, notes: &str| {
             CandidateSpec {
-                name: name.to_string(),
-                provider: ProviderKind::OpenAiChat,
-                base_url: mock_base_url.to_string(),
-                model: model.to_string(),
-                api_key: None,
-                api_key_env: None,
-                max_tokens: None,
-                temperature: None,
-                extra_body: serde_json::Map::new(),
                 conditions: Conditions {
                     hardware: Some(hardware.to_string()),
                     framework: Some("bakeoff built-in mock".to_string()),
@@ -106,7 +97,7 @@ pub fn demo_candidates(mock_base_url: &str) -> Vec<CandidateSpec> {
                 },
                 claimed: claim,
                 notes: Some(notes.to_string()),
-                tokenize: None,
+                ..CandidateSpec::openai_chat(name, mock_base_url, model)
             }
         };
     vec![
