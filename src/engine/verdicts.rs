@@ -55,24 +55,7 @@ pub async fn judge(
         .map(|v| v.file.cases.iter().map(|c| (c.id.clone(), c.weight())).collect())
         .unwrap_or_default();
     let records = store.list_request_records(run_id).await?;
-    // The same evidence the scorecard page uses: each candidate's latest probe run and checklist.
-    let mut operability = Vec::with_capacity(candidates.len());
-    for c in &candidates {
-        operability.push(CandidateOperability {
-            probes: store
-                .list_probe_runs(c.id, 1)
-                .await?
-                .into_iter()
-                .next()
-                .map(|p| p.report),
-            checklist: store
-                .checklist_history(c.id)
-                .await?
-                .into_iter()
-                .next()
-                .map(|v| v.answers),
-        });
-    }
+    let operability = operability_evidence(store, &candidates).await?;
     let card = scorecard::build(&ScorecardInput {
         run_concurrency: run.config.concurrency,
         candidates: &candidates,
@@ -154,4 +137,29 @@ impl super::Runner {
             let _ = tokio::time::timeout(Duration::from_secs(1), notified).await;
         }
     }
+}
+
+/// The operability evidence a scorecard judges, per candidate in order: its latest probe run
+/// and its current readiness checklist (evidence lives with the candidate, not the run).
+pub async fn operability_evidence(
+    store: &DynStore,
+    candidates: &[Candidate],
+) -> Result<Vec<CandidateOperability>, StoreError> {
+    let mut evidence = Vec::with_capacity(candidates.len());
+    for c in candidates {
+        let probes = store
+            .list_probe_runs(c.id, 1)
+            .await?
+            .into_iter()
+            .next()
+            .map(|p| p.report);
+        let checklist = store
+            .checklist_history(c.id)
+            .await?
+            .into_iter()
+            .next()
+            .map(|v| v.answers);
+        evidence.push(CandidateOperability { probes, checklist });
+    }
+    Ok(evidence)
 }

@@ -4,7 +4,7 @@
 //! the page's filters, explanation and errors.
 use std::time::Duration;
 
-use bakeoff::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind, Secret};
+use bakeoff::domain::candidate::{CandidateSpec, Secret};
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::pipeline::PipelineSpec;
 use bakeoff::domain::run::{NewRun, RunConfig, RunStatus};
@@ -261,20 +261,8 @@ async fn start_mock(key: &EvalSetFile) -> MockServer {
 
 fn spec(name: &str, base_url: &str) -> CandidateSpec {
     CandidateSpec {
-        name: name.into(),
-        provider: ProviderKind::OpenAiChat,
-        base_url: base_url.into(),
-        model: name.into(),
         api_key: Some(Secret::new("sk-verdict-test")),
-        api_key_env: None,
-        max_tokens: None,
-        temperature: None,
-        extra_body: serde_json::Map::new(),
-        conditions: Conditions::default(),
-        pricing: Pricing::default(),
-        claimed: None,
-        notes: None,
-        tokenize: None,
+        ..CandidateSpec::openai_chat(name, base_url, name)
     }
 }
 

@@ -5,7 +5,7 @@
 //! times, never from speed figures.
 use std::time::Duration;
 
-use bakeoff::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind, Secret};
+use bakeoff::domain::candidate::{CandidateSpec, Secret};
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::run::{NewRun, Run, RunConfig, RunStatus};
 use bakeoff::engine::{Caps, Runner};
@@ -56,20 +56,8 @@ async fn start_mock(names: &[&str], key: &EvalSetFile) -> MockServer {
 
 fn spec(name: &str, base_url: &str) -> CandidateSpec {
     CandidateSpec {
-        name: name.into(),
-        provider: ProviderKind::OpenAiChat,
-        base_url: base_url.into(),
-        model: name.into(),
         api_key: Some(Secret::new("sk-caps-test")),
-        api_key_env: None,
-        max_tokens: None,
-        temperature: None,
-        extra_body: serde_json::Map::new(),
-        conditions: Conditions::default(),
-        pricing: Pricing::default(),
-        claimed: None,
-        notes: None,
-        tokenize: None,
+        ..CandidateSpec::openai_chat(name, base_url, name)
     }
 }
 

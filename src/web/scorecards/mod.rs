@@ -14,7 +14,7 @@ use super::error::WebError;
 use crate::domain::candidate::Candidate;
 use crate::domain::pipeline::{PipelineDraft, PipelineSpec};
 use crate::domain::run::{RequestRecord, Run};
-use crate::domain::scorecard::{self, CandidateOperability, Scorecard, ScorecardInput};
+use crate::domain::scorecard::{self, Scorecard, ScorecardInput};
 use crate::domain::thresholds::ThresholdProfile;
 use crate::domain::validation::FieldErrors;
 use crate::store::EvalSetVersion;
@@ -189,24 +189,7 @@ pub async fn judge(state: &AppState, run_id: i64, q: &ScorecardQuery) -> Result<
         Err(e) => (PipelineSpec::default(), e),
     };
     let records = store.list_request_records(run.id).await?;
-    // Operability evidence lives with the candidate: its latest probe run and current checklist.
-    let mut operability = Vec::with_capacity(candidates.len());
-    for c in &candidates {
-        operability.push(CandidateOperability {
-            probes: store
-                .list_probe_runs(c.id, 1)
-                .await?
-                .into_iter()
-                .next()
-                .map(|p| p.report),
-            checklist: store
-                .checklist_history(c.id)
-                .await?
-                .into_iter()
-                .next()
-                .map(|v| v.answers),
-        });
-    }
+    let operability = crate::engine::verdicts::operability_evidence(store, &candidates).await?;
     let weights: HashMap<String, f64> = version
         .as_ref()
         .map(|v| v.file.cases.iter().map(|c| (c.id.clone(), c.weight())).collect())
