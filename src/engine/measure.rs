@@ -194,13 +194,14 @@ pub async fn provenance(spec: &CandidateSpec) -> Provenance {
         }
     };
     let mut request = client.get(&url);
-    if let Some(key) = spec.resolve_api_key() {
-        request = match spec.provider {
-            ProviderKind::Anthropic => request
-                .header("x-api-key", key.expose())
-                .header("anthropic-version", super::anthropic::API_VERSION),
-            _ => request.bearer_auth(key.expose()),
-        };
+    if let Some((name, value)) = spec
+        .resolve_api_key()
+        .and_then(|key| super::provider::auth_header(spec.provider, &key))
+    {
+        request = request.header(name, value);
+    }
+    if spec.provider == ProviderKind::Anthropic {
+        request = request.header("anthropic-version", super::anthropic::API_VERSION);
     }
     let response = match request.send().await {
         Ok(r) => r,

@@ -75,17 +75,12 @@ pub fn prepare(
     };
     headers.insert(reqwest::header::ACCEPT, HeaderValue::from_static(accept));
     if let Some(key) = key {
-        let (name, value) = match spec.provider {
-            ProviderKind::Anthropic => (HeaderName::from_static("x-api-key"), key.expose().to_string()),
-            _ => (reqwest::header::AUTHORIZATION, format!("Bearer {}", key.expose())),
-        };
-        let mut value = HeaderValue::from_str(&value).map_err(|_| {
+        let (name, value) = auth_header(spec.provider, key).ok_or_else(|| {
             Failure::new(
                 ErrorClass::Other,
                 "the API key contains characters that are not allowed in an HTTP header",
             )
         })?;
-        value.set_sensitive(true);
         headers.insert(name, value);
     }
     if spec.provider == ProviderKind::Anthropic {
@@ -212,6 +207,19 @@ pub(super) fn is_error_object(json: &Value) -> bool {
 /// A count field as u32 (absent, negative or non-numeric → None).
 pub(super) fn count(v: Option<&Value>) -> Option<u32> {
     v.and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok())
+}
+
+/// The header that carries `key` for `provider` (Anthropic's `x-api-key`, otherwise a bearer
+/// token), marked sensitive so it never reaches a log; None when the key holds characters an
+/// HTTP header cannot carry.
+pub fn auth_header(provider: ProviderKind, key: &Secret) -> Option<(HeaderName, HeaderValue)> {
+    let (name, value) = match provider {
+        ProviderKind::Anthropic => (HeaderName::from_static("x-api-key"), key.expose().to_string()),
+        _ => (reqwest::header::AUTHORIZATION, format!("Bearer {}", key.expose())),
+    };
+    let mut value = HeaderValue::from_str(&value).ok()?;
+    value.set_sensitive(true);
+    Some((name, value))
 }
 
 #[cfg(test)]

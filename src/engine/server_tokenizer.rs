@@ -12,11 +12,11 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue};
+use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 
 use super::error::{EngineError, excerpt};
 use super::executor::Cancel;
-use crate::domain::candidate::{Candidate, CandidateSpec, ProviderKind, Secret, TokenizeEndpoint, TokenizeKind};
+use crate::domain::candidate::{Candidate, CandidateSpec, Secret, TokenizeEndpoint, TokenizeKind};
 use crate::domain::run::{ServerTokenCount, UncountedRecord};
 use crate::store::DynStore;
 
@@ -67,15 +67,9 @@ impl ServerTokenizer {
             .map_err(|e| TokenizeError(format!("building the HTTP client for {url}: {e}")))?;
         let key = spec.resolve_api_key();
         // The same header the candidate's requests carry (the endpoint is on the same server).
-        let auth = key.as_ref().and_then(|k| {
-            let (name, value) = match spec.provider {
-                ProviderKind::Anthropic => (HeaderName::from_static("x-api-key"), k.expose().to_string()),
-                _ => (AUTHORIZATION, format!("Bearer {}", k.expose())),
-            };
-            let mut value = HeaderValue::from_str(&value).ok()?;
-            value.set_sensitive(true);
-            Some((name, value))
-        });
+        let auth = key
+            .as_ref()
+            .and_then(|k| super::provider::auth_header(spec.provider, k));
         Ok(ServerTokenizer {
             http,
             kind: endpoint.kind,
