@@ -395,6 +395,15 @@ fn field_of(e: &serde_json::Error) -> Option<String> {
     Some(msg[start..end].to_string())
 }
 
+/// The tag that puts a case in a prompt-length bin: `prompt_tokens:2048`.
+pub const PROMPT_BIN_TAG: &str = "prompt_tokens:";
+
+/// The prompt-length bin of a case: its `prompt_tokens:N` tag.
+pub fn prompt_bin(tags: &[String]) -> Option<u32> {
+    tags.iter()
+        .find_map(|t| t.strip_prefix(PROMPT_BIN_TAG).and_then(|n| n.trim().parse().ok()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -462,5 +471,12 @@ mod tests {
         let e = EvalSetFile::parse("s.jsonl", &bad_regex).unwrap_err();
         assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("pattern")), "{e}");
         assert!(e.message.contains("not a valid regular expression"), "{e}");
+    }
+
+    #[test]
+    fn prompt_bins_come_from_tags() {
+        assert_eq!(prompt_bin(&["x".into(), "prompt_tokens:2048".into()]), Some(2048));
+        assert_eq!(prompt_bin(&["prompt_tokens:abc".into()]), None);
+        assert_eq!(prompt_bin(&[]), None);
     }
 }

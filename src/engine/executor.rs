@@ -34,7 +34,7 @@ pub mod judge;
 use super::writer::{Grading, RecordSender, RecordWriter};
 use crate::domain::calibers::{HarnessReport, Load};
 use crate::domain::candidate::Candidate;
-use crate::domain::evalset::EvalSetFile;
+use crate::domain::evalset::{EvalSetFile, prompt_bin};
 use crate::domain::run::{CYCLE_LIMIT, ErrorClass, Phase, RequestRecord, Run, RunConfig, RunStatus, join_repetition};
 use crate::domain::stats::SplitMix64;
 use crate::store::DynStore;
@@ -48,8 +48,6 @@ const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// Open loop: most requests in flight at once. Past it, sends wait (and the wait shows as
 /// schedule lag): a runaway server cannot make bakeoff open unbounded connections.
 const OPEN_LOOP_MAX_IN_FLIGHT: usize = 4096;
-/// The tag that puts a case in a prompt-length bin: `prompt_tokens:2048`.
-pub const PROMPT_BIN_TAG: &str = "prompt_tokens:";
 
 /// Asks a running executor to stop (in-flight requests are dropped, unrecorded).
 #[derive(Clone)]
@@ -797,12 +795,6 @@ async fn join_all(mut set: JoinSet<Tally>) -> Result<Tally, EngineError> {
     Ok(tally)
 }
 
-/// The prompt-length bin of a case: its `prompt_tokens:N` tag.
-pub fn prompt_bin(tags: &[String]) -> Option<u32> {
-    tags.iter()
-        .find_map(|t| t.strip_prefix(PROMPT_BIN_TAG).and_then(|n| n.trim().parse().ok()))
-}
-
 /// The `x-request-id` bakeoff sends with an attempt: the attempt's key packed into a UUID
 /// (version 8, "custom"), because real servers validate this header — llama-cpp-python's
 /// server answers any non-UUID `x-request-id` with a bare `400 Bad Request` and no body.
@@ -947,12 +939,5 @@ mod tests {
             .collect();
         let r = |cycle| join_repetition(2, 1, cycle);
         assert_eq!(units, vec![(0, r(0)), (2, r(0)), (0, r(1)), (2, r(1)), (0, r(2))]);
-    }
-
-    #[test]
-    fn prompt_bins_come_from_tags() {
-        assert_eq!(prompt_bin(&["x".into(), "prompt_tokens:2048".into()]), Some(2048));
-        assert_eq!(prompt_bin(&["prompt_tokens:abc".into()]), None);
-        assert_eq!(prompt_bin(&[]), None);
     }
 }

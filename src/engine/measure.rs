@@ -8,11 +8,12 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::Serialize;
 
-use super::executor::{Cancel, PROMPT_BIN_TAG, execute, prompt_bin};
+use super::executor::{Cancel, execute};
 use super::tokenizer::{CANONICAL_TOKENIZER, synthetic_prompt};
 use crate::domain::calibers::{HarnessReport, RunFigures, run_figures};
 use crate::domain::candidate::{CandidateSpec, ProviderKind};
 use crate::domain::evalset::EvalSetFile;
+use crate::domain::evalset::{PROMPT_BIN_TAG, prompt_bin};
 use crate::domain::run::{NewRun, RequestRecord, RunConfig, RunStatus};
 use crate::store::DynStore;
 

@@ -11,7 +11,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::error::{EngineError, Failure};
-use super::executor::{CandidateRun, Feed, Unit, prompt_bin};
+use super::executor::{CandidateRun, Feed, Unit};
+use crate::domain::evalset::prompt_bin;
 use crate::domain::run::{ErrorClass, Phase};
 use crate::store::DynStore;
 

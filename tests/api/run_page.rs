@@ -518,7 +518,7 @@ async fn a_sweep_over_prompt_bins_shows_a_row_per_level_and_bin_with_the_knee() 
         let bins: BTreeMap<&str, Option<u32>> = file
             .cases
             .iter()
-            .map(|c| (c.id.as_str(), bakeoff::engine::executor::prompt_bin(&c.tags)))
+            .map(|c| (c.id.as_str(), bakeoff::domain::evalset::prompt_bin(&c.tags)))
             .collect();
         let figures = run_figures(&records, &config, c, |case| bins.get(case).copied().flatten());
         assert_eq!(figures.knees.len(), 2, "{b}");

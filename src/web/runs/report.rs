@@ -235,7 +235,7 @@ pub fn levels_view(
             v.file
                 .cases
                 .iter()
-                .map(|c| (c.id.as_str(), crate::engine::executor::prompt_bin(&c.tags)))
+                .map(|c| (c.id.as_str(), crate::domain::evalset::prompt_bin(&c.tags)))
                 .collect()
         })
         .unwrap_or_default();
