@@ -543,7 +543,7 @@ pub async fn run_measure(args: MeasureArgs) -> anyhow::Result<()> {
             out,
             "stored as run {} in {}",
             outcome.run_id,
-            redact_url(&args.database_url)
+            crate::domain::redact::url(&args.database_url)
         )?;
     }
     match outcome.status {
@@ -562,17 +562,6 @@ fn write_json(path: &std::path::Path, value: &impl Serialize) -> anyhow::Result<
     serde_json::to_writer_pretty(&mut w, value).with_context(|| format!("writing {}", path.display()))?;
     w.flush()?;
     Ok(())
-}
-
-/// A database URL without its password.
-fn redact_url(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut u) if u.password().is_some() => {
-            let _ = u.set_password(Some("****"));
-            u.to_string()
-        }
-        _ => url.to_string(),
-    }
 }
 
 fn now_rfc3339() -> String {
@@ -956,11 +945,5 @@ mod tests {
         let mut out = Vec::new();
         table(&mut out, &["a", "bb"], &[vec!["xyz".into(), "1".into()]]).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "a    bb\nxyz   1\n");
-    }
-
-    #[test]
-    fn urls_lose_their_password() {
-        assert_eq!(redact_url("postgres://u:secret@h/db"), "postgres://u:****@h/db");
-        assert_eq!(redact_url("sqlite://x.db"), "sqlite://x.db");
     }
 }

@@ -12,6 +12,7 @@ pub mod operability;
 pub mod paired;
 pub mod pipeline;
 pub mod presets;
+pub mod redact;
 pub mod run;
 pub mod scorecard;
 pub mod stability;

@@ -12,7 +12,12 @@ use crate::engine::Runner;
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let store = crate::store::connect(&args.database.database_url)
         .await
-        .with_context(|| format!("opening database {}", redact_url(&args.database.database_url)))?;
+        .with_context(|| {
+            format!(
+                "opening database {}",
+                crate::domain::redact::url(&args.database.database_url)
+            )
+        })?;
     // The demo mock lives as long as the app: its handle is kept until shutdown.
     let demo_mock = if args.demo {
         let listener = TcpListener::bind(args.demo_mock_listen)
@@ -69,15 +74,4 @@ pub async fn shutdown_signal() {
     let terminate = std::future::pending::<()>();
     tokio::select! { _ = ctrl_c => {}, _ = terminate => {} }
     tracing::info!("shutdown signal received");
-}
-
-/// The URL with any password replaced, for logs and error messages.
-pub fn redact_url(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut u) if u.password().is_some() => {
-            let _ = u.set_password(Some("****"));
-            u.to_string()
-        }
-        _ => url.to_string(),
-    }
 }

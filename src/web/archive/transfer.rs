@@ -103,17 +103,6 @@ pub enum TransferError {
     Store(#[from] StoreError),
 }
 
-/// The base URL with any password masked (a URL may carry credentials).
-fn mask_password(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut u) if u.password().is_some() => {
-            let _ = u.set_password(Some("****"));
-            u.to_string()
-        }
-        _ => url.to_string(),
-    }
-}
-
 /// Reads a whole terminal run out of the store.
 pub async fn export_run(store: &dyn Store, run_id: i64) -> Result<RunExport, TransferError> {
     let run = store
@@ -141,7 +130,7 @@ pub async fn export_run(store: &dyn Store, run_id: i64) -> Result<RunExport, Tra
             id,
             name: s.name,
             provider: s.provider,
-            base_url: mask_password(&s.base_url),
+            base_url: crate::domain::redact::url(&s.base_url),
             model: s.model,
             api_key_env: s.api_key_env,
             max_tokens: s.max_tokens,
