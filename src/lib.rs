@@ -1,5 +1,6 @@
 //! bakeoff: run candidate language models over your own eval sets, measure them under stated
 //! conditions, and judge them against your thresholds. See docs/ARCHITECTURE.md for the map.
+pub mod app;
 pub mod assets;
 pub mod cli;
 pub mod config;

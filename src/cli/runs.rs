@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
+use crate::app::transfer::{RunExport, export_run, import_run, parse_export};
 use crate::config::DatabaseArgs;
-use crate::web::archive::transfer::{export_run, import_run, parse_export};
 
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
@@ -84,7 +84,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 }
 
 /// ", harness report (speed UNRELIABLE)" etc., for the messages above.
-fn harness_note(export: &crate::web::archive::transfer::RunExport) -> &'static str {
+fn harness_note(export: &RunExport) -> &'static str {
     match &export.harness {
         Some(h) if h.unreliable => " and a harness report flagging its speed figures UNRELIABLE",
         Some(_) => " and the harness report",

@@ -7,7 +7,6 @@
 //! - `error`: failure classification (`ErrorClass`) and the engine's own error
 //! - `admission`: which waiting runs may start under the global and per-candidate caps
 //! - `executor`: runs a stored run (warm-ups, closed-loop pool, retries, grading, resume)
-//! - `verdicts`: judges finished runs by every threshold profile, for the archive's filters
 //! - `writer`: batches records into the store off the hot path
 //! - `server_tokenizer`: counts output tokens with a candidate's own tokenize endpoint once its
 //!   measured load has ended
@@ -36,7 +35,6 @@ pub mod server_tokenizer;
 pub mod soak;
 pub mod sse;
 pub mod tokenizer;
-pub mod verdicts;
 pub mod writer;
 
 pub use admission::Caps;
@@ -53,8 +51,8 @@ pub struct Runner {
     store: DynStore,
     caps: Caps,
     state: Arc<Mutex<State>>,
-    /// Told when a run ends (the verdict worker looks for runs to judge).
-    judge_wake: Arc<Notify>,
+    /// Told when a run ends (the verdict worker looks for runs to assess).
+    run_ended: Arc<Notify>,
     /// Told when the last executing run gives up its slot.
     idle: Arc<Notify>,
 }
@@ -122,13 +120,31 @@ impl Runner {
                 per_candidate: caps.per_candidate.max(1),
             },
             state: Arc::new(Mutex::new(State::default())),
-            judge_wake: Arc::new(Notify::new()),
+            run_ended: Arc::new(Notify::new()),
             idle: Arc::new(Notify::new()),
         }
     }
 
     pub fn caps(&self) -> Caps {
         self.caps
+    }
+
+    /// Notified each time a run ends (a run ending while nobody waits wakes the next waiter).
+    pub fn run_ended(&self) -> &Notify {
+        &self.run_ended
+    }
+
+    /// Resolves when no run is executing.
+    pub async fn until_idle(&self) {
+        loop {
+            let idle = self.idle.clone();
+            let notified = idle.notified();
+            if self.lock().executing.is_empty() {
+                return;
+            }
+            // Bounded, in case a notification raced the check.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), notified).await;
+        }
     }
 
     /// Queues a stored (queued) run and returns at once; it starts executing in the
@@ -173,7 +189,7 @@ impl Runner {
             match runner.admit(run_id, admit_rx, &mut cancel).await {
                 Admission::Go => {
                     runner.execute(run_id, cancel).await;
-                    runner.judge_wake.notify_one();
+                    runner.run_ended.notify_one();
                 }
                 Admission::Cancelled => {
                     tracing::info!(run_id, "run cancelled while waiting for a slot");

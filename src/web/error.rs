@@ -6,6 +6,7 @@ use askama::Template;
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 
+use crate::app::AppError;
 use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +73,26 @@ impl WebError {
                     .to_string(),
             ),
         }
+    }
+}
+
+impl From<AppError> for WebError {
+    fn from(e: AppError) -> Self {
+        match e {
+            AppError::Invalid(why) => WebError::BadRequest(sentence(&why)),
+            AppError::Fields(errors) => WebError::BadRequest(sentence(&errors.to_string())),
+            AppError::NotFound(what) => WebError::NotFound(what),
+            AppError::Store(e) => WebError::Store(e),
+        }
+    }
+}
+
+/// An application-layer message (a lowercase clause) as a sentence for a page.
+pub fn sentence(clause: &str) -> String {
+    let mut chars = clause.chars();
+    match chars.next() {
+        Some(first) => format!("{}{}.", first.to_uppercase(), chars.as_str()),
+        None => String::new(),
     }
 }
 

@@ -32,7 +32,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let runner = Runner::with_caps(store.clone(), args.caps());
     tracing::info!(caps = %runner.caps().describe(), "run admission");
     let resumed = runner.resume_unfinished().await?;
-    runner.spawn_judge();
+    crate::app::verdicts::spawn(store.clone(), runner.clone());
     if resumed > 0 {
         tracing::info!(resumed, "resuming unfinished runs");
     }

@@ -339,7 +339,7 @@ async fn finished_runs_are_judged_and_the_archive_filters_by_verdict() {
         "{}",
         page.text("#verdicts-pending")
     );
-    app.state.runner.spawn_judge();
+    bakeoff::app::verdicts::spawn(app.state.store.clone(), app.state.runner.clone());
     until("both runs are judged", || async {
         app.store.list_run_verdicts(&[good, bad], profile).await.unwrap().len() == 2
     })

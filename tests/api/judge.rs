@@ -655,7 +655,7 @@ async fn grades_keep_weight_and_required_and_judge_grades_are_appended_on_both_s
 
 #[tokio::test]
 async fn an_exported_judged_run_imports_with_its_judge_calls_and_grades() {
-    use bakeoff::web::archive::transfer::{export_run, import_run, parse_export};
+    use bakeoff::app::transfer::{export_run, import_run, parse_export};
     let s = setup("judge", Some(JudgeConfig::default())).await;
     assert_eq!(run_to_end(&s.store, s.run_id).await, RunStatus::Finished);
     let export = export_run(s.store.as_ref(), s.run_id).await.unwrap();

@@ -628,8 +628,8 @@ async fn the_harness_report_travels_with_an_exported_run_over_http_and_the_cli()
         assert_eq!(json["harness"]["unreliable"], true, "{}", from.backend);
         assert_eq!(json["harness"]["cpu_s_per_million_tokens"], 25.0);
 
-        let export = bakeoff::web::archive::transfer::parse_export(&body).unwrap();
-        let imported = bakeoff::web::archive::transfer::import_run(to.store.as_ref(), &export)
+        let export = bakeoff::app::transfer::parse_export(&body).unwrap();
+        let imported = bakeoff::app::transfer::import_run(to.store.as_ref(), &export)
             .await
             .unwrap();
         assert_eq!(
@@ -645,8 +645,8 @@ async fn the_harness_report_travels_with_an_exported_run_over_http_and_the_cli()
         // An export written before the field existed still imports, without a report.
         let mut old = json.clone();
         old.as_object_mut().unwrap().remove("harness");
-        let export = bakeoff::web::archive::transfer::parse_export(&old.to_string()).unwrap();
-        let imported = bakeoff::web::archive::transfer::import_run(to.store.as_ref(), &export)
+        let export = bakeoff::app::transfer::parse_export(&old.to_string()).unwrap();
+        let imported = bakeoff::app::transfer::import_run(to.store.as_ref(), &export)
             .await
             .unwrap();
         assert_eq!(to.store.get_run_harness(imported).await.unwrap(), None);

@@ -758,7 +758,7 @@ fn strip_ids(mut records: Vec<bakeoff::domain::run::RequestRecord>) -> Vec<bakeo
 
 #[tokio::test]
 async fn exports_round_trip_between_both_databases_without_keys() {
-    use bakeoff::web::archive::transfer::{SCHEMA, export_run, import_run, parse_export};
+    use bakeoff::app::transfer::{SCHEMA, export_run, import_run, parse_export};
     let backends = crate::support::db::each_store().await.len();
     for i in 0..backends {
         for j in 0..backends {

@@ -13,6 +13,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use bakeoff::app::transfer::{export_run, import_run, parse_export};
 use bakeoff::domain::candidate::{CandidateDraft, CandidateSpec};
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::metrics::summarise_candidate;
@@ -20,7 +21,6 @@ use bakeoff::domain::run::{NewRun, RunConfig, RunStatus, ServerTokenCount, Token
 use bakeoff::engine::executor::{Cancel, execute};
 use bakeoff::engine::tokenizer;
 use bakeoff::store::DynStore;
-use bakeoff::web::archive::transfer::{export_run, import_run, parse_export};
 use serde_json::{Value, json};
 
 use crate::support::app::{TINY_EVALSET, spawn_app};

@@ -7,12 +7,13 @@ use axum::extract::{Multipart, Path, RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 
-use super::transfer::{TransferError, export_run, import_run, parse_export};
+use crate::app::AppError;
+use crate::app::transfer::{export_run, import_run, parse_export};
 use crate::domain::Timestamp;
 use crate::domain::run::RunStatus;
 use crate::store::RunFilter;
 use crate::web::AppState;
-use crate::web::error::{WebError, parse_id, parse_page};
+use crate::web::error::{WebError, parse_id, parse_page, sentence};
 use crate::web::views::{FormBody, Pagination};
 
 pub const RUNS_PER_PAGE: u32 = 25;
@@ -371,7 +372,7 @@ fn verdict_cells(
 /// `GET /runs/{id}/export.json`: the whole run as a download.
 pub async fn export(State(state): State<AppState>, Path(raw): Path<String>) -> Result<Response, WebError> {
     let id = parse_id(&raw, "run")?;
-    let export = export_run(state.store.as_ref(), id).await.map_err(web_error)?;
+    let export = export_run(state.store.as_ref(), id).await?;
     let body = serde_json::to_vec_pretty(&export)
         .map_err(|e| WebError::Internal(format!("serialising the export of run {id}: {e}")))?;
     Ok((
@@ -385,22 +386,6 @@ pub async fn export(State(state): State<AppState>, Path(raw): Path<String>) -> R
         body,
     )
         .into_response())
-}
-
-fn web_error(e: TransferError) -> WebError {
-    match e {
-        TransferError::Invalid(m) => WebError::BadRequest(format!("{}.", upper_first(&m))),
-        TransferError::NotFound(m) => WebError::NotFound(m),
-        TransferError::Store(e) => WebError::Store(e),
-    }
-}
-
-fn upper_first(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().chain(c).collect(),
-        None => String::new(),
-    }
 }
 
 /// `POST /archive/import` (multipart, field `file`): stores the run and shows it; a bad file
@@ -452,15 +437,15 @@ async fn read_and_import(
     }
     let bytes = file.ok_or_else(|| bad("Choose an exported run file (.json) to import.".to_string()))?;
     let text = String::from_utf8(bytes).map_err(|_| bad("The file is not UTF-8 JSON.".to_string()))?;
-    let export = parse_export(&text).map_err(|e| bad(format!("{}.", upper_first(&e.to_string()))))?;
+    let export = parse_export(&text).map_err(|e| bad(sentence(&e.to_string())))?;
     import_run(state.store.as_ref(), &export).await.map_err(|e| match e {
-        TransferError::Store(e) => {
+        AppError::Store(e) => {
             tracing::error!(error = %e, "importing a run failed");
             (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "The run could not be stored; the cause has been logged on the server. Nothing was kept.".to_string(),
             )
         }
-        other => bad(format!("{}.", upper_first(&other.to_string()))),
+        other => bad(sentence(&other.to_string())),
     })
 }

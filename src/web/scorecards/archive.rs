@@ -11,9 +11,10 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::page::{ScorecardPage, page_for};
-use super::{ScorecardQuery, judge};
+use super::query_string;
+use crate::app::scorecard::{ScorecardChoice, assess};
 use crate::domain::pipeline::PipelineDraft;
-use crate::domain::scorecard::{NewScorecard, RecordedVerdict, ScorecardRecord};
+use crate::domain::scorecard::{NewScorecard, ScorecardRecord};
 use crate::domain::thresholds::{MetricKey, diff_rules};
 use crate::domain::validation::{MAX_FIELD_CHARS, MAX_NAME_CHARS, truncate};
 use crate::web::AppState;
@@ -49,8 +50,8 @@ pub struct RejudgeView {
     pub link: String,
 }
 
-fn record_query(r: &ScorecardRecord) -> ScorecardQuery {
-    ScorecardQuery {
+fn record_choice(r: &ScorecardRecord) -> ScorecardChoice {
+    ScorecardChoice {
         profile: Some(r.profile_id),
         version: Some(r.profile_version),
         incumbent: r.incumbent,
@@ -67,8 +68,8 @@ pub async fn save(
     let query: String = url::form_urlencoded::Serializer::new(String::new())
         .extend_pairs(&body.pairs)
         .finish();
-    let q = ScorecardQuery::parse(Some(&query))?;
-    let j = judge(&state, run_id, &q).await?;
+    let q = super::parse_query(Some(&query))?;
+    let j = assess(&state.store, run_id, &q).await?;
     let created_by = body.get("created_by").unwrap_or("").trim().to_string();
     let note = body.get("note").unwrap_or("").trim().to_string();
     let problem = if created_by.is_empty() {
@@ -97,16 +98,7 @@ pub async fn save(
             pipeline: j.pipeline.clone(),
             created_by: created_by.clone(),
             note,
-            verdicts: j
-                .card
-                .columns
-                .iter()
-                .map(|c| RecordedVerdict {
-                    candidate_id: c.candidate_id,
-                    candidate: c.name.clone(),
-                    verdict: c.verdict,
-                })
-                .collect(),
+            verdicts: j.verdicts(),
         })
         .await?;
     tracing::info!(scorecard_id = id, run_id, "scorecard saved");
@@ -128,8 +120,8 @@ pub async fn detail(
         .get_scorecard(id)
         .await?
         .ok_or_else(|| WebError::NotFound(format!("scorecard #{id}")))?;
-    let q = record_query(&record);
-    let then = judge(&state, record.run_id, &q).await?;
+    let q = record_choice(&record);
+    let then = assess(&state.store, record.run_id, &q).await?;
     let drifted = record.verdicts.iter().any(|saved| {
         then.card
             .columns
@@ -138,10 +130,10 @@ pub async fn detail(
             .is_some_and(|c| c.verdict != saved.verdict)
     });
     let rejudge = if then.current_version != record.profile_version {
-        let now = judge(
-            &state,
+        let now = assess(
+            &state.store,
             record.run_id,
-            &ScorecardQuery {
+            &ScorecardChoice {
                 version: None,
                 ..q.clone()
             },
@@ -200,7 +192,7 @@ pub async fn detail(
             rule_changes,
             verdicts,
             state_changes,
-            link: format!("/runs/{}/scorecard?{}", record.run_id, now.query),
+            link: format!("/runs/{}/scorecard?{}", record.run_id, query_string(&now)),
         })
     } else {
         None

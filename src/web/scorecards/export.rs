@@ -9,7 +9,8 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::{Judged, ScorecardQuery, judge};
+use super::parse_query;
+use crate::app::scorecard::{Assessment, assess};
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{ClaimedFigure, Conditions, Pricing};
 use crate::domain::scorecard::intervals::CONFIDENCE;
@@ -143,7 +144,7 @@ struct Export<'a> {
 const SPEED_RULES: &str = "the throughput and latency rules (dimension throughput)";
 
 /// The harness's reasons when it flagged this run's speed figures unreliable.
-fn speed_flag(j: &Judged) -> Option<&[String]> {
+fn speed_flag(j: &Assessment) -> Option<&[String]> {
     j.harness
         .as_ref()
         .filter(|h| h.unreliable)
@@ -155,7 +156,7 @@ fn is_speed(row: &Row) -> bool {
     row.dimension == Some(Dimension::Throughput)
 }
 
-fn export_row<'a>(row: &'a Row, j: &'a Judged, warning: Option<&'a str>) -> ExportRow<'a> {
+fn export_row<'a>(row: &'a Row, j: &'a Assessment, warning: Option<&'a str>) -> ExportRow<'a> {
     ExportRow {
         dimension: row.dimension.map(|d| d.as_str()),
         rule: &row.rule,
@@ -185,7 +186,7 @@ fn export_row<'a>(row: &'a Row, j: &'a Judged, warning: Option<&'a str>) -> Expo
 }
 
 /// The complete JSON document.
-pub fn to_json(j: &Judged) -> serde_json::Value {
+pub fn to_json(j: &Assessment) -> serde_json::Value {
     let warning = super::view::speed_warning(j);
     let export = Export {
         schema: SCHEMA,
@@ -311,7 +312,7 @@ fn opt(v: Option<f64>) -> String {
     v.map(|v| v.to_string()).unwrap_or_default()
 }
 
-pub fn to_csv(j: &Judged) -> String {
+pub fn to_csv(j: &Assessment) -> String {
     let mut out = String::from(CSV_HEADER);
     out.push_str("\r\n");
     let flag = speed_flag(j).map(|reasons| format!("UNRELIABLE speed figure (harness: {})", reasons.join("; ")));
@@ -401,7 +402,7 @@ fn md(s: &str) -> String {
     s.replace('|', "\\|").replace(['\n', '\r'], " ")
 }
 
-pub fn to_markdown(j: &Judged) -> String {
+pub fn to_markdown(j: &Assessment) -> String {
     let view = super::view::build(j);
     let mut out = String::new();
     out.push_str(&format!("# Scorecard: run #{} {}\n\n", view.run_id, md(&view.run_name)));
@@ -533,10 +534,10 @@ fn download(body: String, content_type: &'static str, file_name: String) -> Resp
     response
 }
 
-async fn load(state: &AppState, raw: &str, query: Option<String>) -> Result<Judged, WebError> {
+async fn load(state: &AppState, raw: &str, query: Option<String>) -> Result<Assessment, WebError> {
     let id = parse_id(raw, "run")?;
-    let q = ScorecardQuery::parse(query.as_deref())?;
-    judge(state, id, &q).await
+    let q = parse_query(query.as_deref())?;
+    Ok(assess(&state.store, id, &q).await?)
 }
 
 pub async fn json(

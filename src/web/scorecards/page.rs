@@ -5,8 +5,9 @@ use askama_web::WebTemplate;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::HeaderMap;
 
+use super::parse_query;
 use super::view::{self, CardView};
-use super::{Judged, ScorecardQuery, judge};
+use crate::app::scorecard::{Assessment, ScorecardChoice, assess};
 use crate::domain::pipeline::MAX_STAGES;
 use crate::web::AppState;
 use crate::web::error::{WebError, parse_id};
@@ -47,7 +48,7 @@ pub struct ScorecardPage {
     pub save_error: Option<String>,
 }
 
-pub fn page_for(j: &Judged, q: &ScorecardQuery, print: bool, your_name: String) -> ScorecardPage {
+pub fn page_for(j: &Assessment, q: &ScorecardChoice, print: bool, your_name: String) -> ScorecardPage {
     let profiles = j
         .profiles
         .iter()
@@ -104,8 +105,8 @@ pub async fn page(
     headers: HeaderMap,
 ) -> Result<ScorecardPage, WebError> {
     let id = parse_id(&raw, "run")?;
-    let q = ScorecardQuery::parse(query.as_deref())?;
-    let j = judge(&state, id, &q).await?;
+    let q = parse_query(query.as_deref())?;
+    let j = assess(&state.store, id, &q).await?;
     Ok(page_for(&j, &q, false, remembered_name(&headers)))
 }
 
@@ -115,7 +116,7 @@ pub async fn print(
     RawQuery(query): RawQuery,
 ) -> Result<ScorecardPage, WebError> {
     let id = parse_id(&raw, "run")?;
-    let q = ScorecardQuery::parse(query.as_deref())?;
-    let j = judge(&state, id, &q).await?;
+    let q = parse_query(query.as_deref())?;
+    let j = assess(&state.store, id, &q).await?;
     Ok(page_for(&j, &q, true, String::new()))
 }

@@ -8,6 +8,7 @@
 //! `bakeoff run export|import`.
 use serde::{Deserialize, Serialize};
 
+use crate::app::AppError;
 use crate::domain::Timestamp;
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{
@@ -15,7 +16,7 @@ use crate::domain::candidate::{
 };
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::run::{NewRun, RequestRecord, RunConfig, RunEvent, RunStatus};
-use crate::store::{RestoredRun, Store, StoreError};
+use crate::store::{RestoredRun, Store};
 
 /// The format's name and version; a reader refuses any other.
 pub const SCHEMA: &str = "bakeoff.run/1";
@@ -92,25 +93,14 @@ pub struct ExportedEvent {
     pub message: String,
 }
 
-/// Why an export or import could not be done, in words for the user.
-#[derive(Debug, thiserror::Error)]
-pub enum TransferError {
-    #[error("{0}")]
-    Invalid(String),
-    #[error("not found: {0}")]
-    NotFound(String),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
 /// Reads a whole terminal run out of the store.
-pub async fn export_run(store: &dyn Store, run_id: i64) -> Result<RunExport, TransferError> {
+pub async fn export_run(store: &dyn Store, run_id: i64) -> Result<RunExport, AppError> {
     let run = store
         .get_run(run_id)
         .await?
-        .ok_or_else(|| TransferError::NotFound(format!("run #{run_id}")))?;
+        .ok_or_else(|| AppError::NotFound(format!("run #{run_id}")))?;
     if !run.status.is_terminal() {
-        return Err(TransferError::Invalid(format!(
+        return Err(AppError::Invalid(format!(
             "run #{run_id} is {}; only finished, failed or cancelled runs are exported (wait for it to end, or cancel it)",
             run.status.as_str()
         )));
@@ -118,13 +108,13 @@ pub async fn export_run(store: &dyn Store, run_id: i64) -> Result<RunExport, Tra
     let version = store
         .get_evalset_version(run.evalset_version_id)
         .await?
-        .ok_or_else(|| TransferError::NotFound(format!("eval set version #{}", run.evalset_version_id)))?;
+        .ok_or_else(|| AppError::NotFound(format!("eval set version #{}", run.evalset_version_id)))?;
     let mut candidates = Vec::with_capacity(run.candidate_ids.len());
     for &id in &run.candidate_ids {
         let c = store
             .get_candidate(id)
             .await?
-            .ok_or_else(|| TransferError::NotFound(format!("candidate #{id}")))?;
+            .ok_or_else(|| AppError::NotFound(format!("candidate #{id}")))?;
         let s = c.spec;
         candidates.push(ExportedCandidate {
             id,
@@ -180,9 +170,9 @@ pub async fn export_run(store: &dyn Store, run_id: i64) -> Result<RunExport, Tra
 }
 
 /// Parses an export, refusing other schemas with a message that says what was found.
-pub fn parse_export(text: &str) -> Result<RunExport, TransferError> {
+pub fn parse_export(text: &str) -> Result<RunExport, AppError> {
     let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-        TransferError::Invalid(format!(
+        AppError::Invalid(format!(
             "the file is not JSON (line {}, column {}): {e}",
             e.line(),
             e.column()
@@ -191,23 +181,22 @@ pub fn parse_export(text: &str) -> Result<RunExport, TransferError> {
     match value.get("schema").and_then(|s| s.as_str()) {
         Some(SCHEMA) => {}
         Some(other) => {
-            return Err(TransferError::Invalid(format!(
+            return Err(AppError::Invalid(format!(
                 "the file's schema is {:?}; this bakeoff reads {SCHEMA:?}",
                 crate::domain::validation::truncate(other, 40)
             )));
         }
         None => {
-            return Err(TransferError::Invalid(format!(
+            return Err(AppError::Invalid(format!(
                 "the file has no \"schema\" field; a bakeoff run export starts with \"schema\": \"{SCHEMA}\""
             )));
         }
     }
-    serde_json::from_value(value)
-        .map_err(|e| TransferError::Invalid(format!("the export does not match {SCHEMA}: {e}")))
+    serde_json::from_value(value).map_err(|e| AppError::Invalid(format!("the export does not match {SCHEMA}: {e}")))
 }
 
 /// The spec an exported candidate becomes here (validated like the candidate form).
-fn spec_of(c: &ExportedCandidate, name: &str) -> Result<CandidateSpec, TransferError> {
+fn spec_of(c: &ExportedCandidate, name: &str) -> Result<CandidateSpec, AppError> {
     let spec = CandidateSpec {
         name: name.to_string(),
         provider: c.provider,
@@ -226,37 +215,42 @@ fn spec_of(c: &ExportedCandidate, name: &str) -> Result<CandidateSpec, TransferE
     };
     CandidateDraft::from_spec(&spec)
         .validate(None)
-        .map_err(|e| TransferError::Invalid(format!("candidate {:?}: {e}", c.name)))
+        .map_err(|e| AppError::Invalid(format!("candidate {:?}: {e}", c.name)))
 }
 
 /// Stores an export as a new run; returns its id. Candidates are matched by name (same
 /// provider, base URL and model) or added — under "NAME (imported)" when the name is taken by a
 /// different endpoint. The eval-set version is stored if new (saving identical content returns
 /// the existing version). If anything fails, the partly stored run is deleted.
-pub async fn import_run(store: &dyn Store, export: &RunExport) -> Result<i64, TransferError> {
+pub async fn import_run(store: &dyn Store, export: &RunExport) -> Result<i64, AppError> {
     if export.schema != SCHEMA {
-        return Err(TransferError::Invalid(format!(
+        return Err(AppError::Invalid(format!(
             "schema {:?} is not {SCHEMA:?}",
             export.schema
         )));
     }
     if !export.run.status.is_terminal() {
-        return Err(TransferError::Invalid(format!(
+        return Err(AppError::Invalid(format!(
             "the exported run is {}; only finished, failed or cancelled runs can be imported",
             export.run.status.as_str()
         )));
     }
     let file = EvalSetFile::parse(&format!("{}.jsonl", export.evalset.name), &export.evalset.content)
-        .map_err(|e| TransferError::Invalid(format!("the eval set in the export does not parse: {e}")))?;
+        .map_err(|e| AppError::Invalid(format!("the eval set in the export does not parse: {e}")))?;
     if file.content_hash() != export.evalset.content_hash {
-        return Err(TransferError::Invalid(format!(
+        return Err(AppError::Invalid(format!(
             "the eval set's content does not match its hash {} (the file was changed after export)",
-            crate::web::views::short_hash(&export.evalset.content_hash)
+            // The first 12 characters, as pages show a version.
+            export
+                .evalset
+                .content_hash
+                .get(..12)
+                .unwrap_or(&export.evalset.content_hash)
         )));
     }
     let known_ids: std::collections::HashSet<i64> = export.candidates.iter().map(|c| c.id).collect();
     if let Some(r) = export.records.iter().find(|r| !known_ids.contains(&r.candidate_id)) {
-        return Err(TransferError::Invalid(format!(
+        return Err(AppError::Invalid(format!(
             "a record of case {:?} names candidate #{}, which the export does not list",
             r.case_id, r.candidate_id
         )));
@@ -316,7 +310,7 @@ pub async fn import_run(store: &dyn Store, export: &RunExport) -> Result<i64, Tr
             .collect(),
     };
     let run_id = store.restore_run(&restored).await?;
-    let stored: Result<(), TransferError> = async {
+    let stored: Result<(), AppError> = async {
         for chunk in export.records.chunks(IMPORT_BATCH) {
             let batch: Vec<RequestRecord> = chunk
                 .iter()

@@ -1,0 +1,30 @@
+//! The application layer: the use cases both the web pages and the terminal commands call, so a
+//! handler or a command only parses its input, calls one function here and presents the result.
+//! Below it are `engine`, `store`, `mock` and `domain`; nothing here knows HTTP or the terminal.
+//!
+//! - `scorecard`: a run assessed by a threshold-profile version (the one scorecard assembly)
+//! - `transfer`: runs exported and imported as `bakeoff.run/1` JSON
+//! - `verdicts`: the background worker that assesses finished runs by every profile
+use crate::domain::validation::FieldErrors;
+use crate::store::StoreError;
+
+pub mod scorecard;
+pub mod transfer;
+pub mod verdicts;
+
+/// Why a use case could not be done. Messages are for the user: a lowercase clause without a
+/// final period, which the terminal prints after "error:" and the web turns into a sentence.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// The input is wrong or does not fit what is stored.
+    #[error("{0}")]
+    Invalid(String),
+    /// Form fields that are wrong, each named.
+    #[error("{0}")]
+    Fields(FieldErrors),
+    /// The thing named does not exist, e.g. "run #42".
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
