@@ -4,7 +4,6 @@ pub mod app;
 pub mod assets;
 pub mod cli;
 pub mod config;
-pub mod demo;
 pub mod domain;
 pub mod engine;
 pub mod mock;

@@ -2,13 +2,21 @@
 //! handler or a command only parses its input, calls one function here and presents the result.
 //! Below it are `engine`, `store`, `mock` and `domain`; nothing here knows HTTP or the terminal.
 //!
+//! - `calibrate`: `bakeoff calibrate`, the harness measured against the mock on its own threads
+//! - `demo`: first-start content (shipped eval sets and profiles) and the demo's mock and candidates
+//! - `runs`: creating a run from a request (checked, stored, handed to the runner)
 //! - `scorecard`: a run assessed by a threshold-profile version (the one scorecard assembly)
+//! - `shutdown`: the Ctrl-C / SIGTERM signal every long-running command stops on
 //! - `transfer`: runs exported and imported as `bakeoff.run/1` JSON
 //! - `verdicts`: the background worker that assesses finished runs by every profile
 use crate::domain::validation::FieldErrors;
 use crate::store::StoreError;
 
+pub mod calibrate;
+pub mod demo;
+pub mod runs;
 pub mod scorecard;
+pub mod shutdown;
 pub mod transfer;
 pub mod verdicts;
 

@@ -68,7 +68,7 @@ pub async fn assess(store: &DynStore, run_id: i64, choice: &ScorecardChoice) -> 
         Some(id) => id,
         None => profiles
             .iter()
-            .find(|p| p.name == crate::demo::DEFAULT_PROFILE)
+            .find(|p| p.name == crate::app::demo::DEFAULT_PROFILE)
             .or(profiles.first())
             .map(|p| p.id)
             .ok_or_else(|| {

@@ -1,5 +1,81 @@
-//! Terminal commands other than `serve`, `mock` and `migrate`: each file owns its clap
-//! arguments (flattened into the one `Config`) and its `run`.
+//! The command line: [`Cli`] with every subcommand. `serve` runs the web app (`web::serve`, its
+//! flags in `config`); each other command's file here owns its clap arguments and its `run`.
+//!
+//! - `evalset`: validate, import or export eval-set files
+//! - `runs`: export or import whole runs
+//! - `mock`: the built-in mock server alone
+//! - `measure_endpoint`: `bakeoff measure`, one endpoint from the terminal
+//! - `calibrate`: `bakeoff calibrate`, the harness against the built-in mock
+//! - `output`: plain-text tables and JSON files the commands write
+use clap::{Parser, Subcommand};
+
+use crate::config::{DatabaseArgs, ServeArgs};
+
+pub mod calibrate;
 pub mod evalset;
-pub mod measure;
+pub mod measure_endpoint;
+pub mod mock;
+pub mod output;
 pub mod runs;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "bakeoff",
+    version,
+    about = "Run candidate language models over your own eval sets and get a go/no-go scorecard."
+)]
+pub struct Cli {
+    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `bakeoff=debug,tower_http=info`.
+    #[arg(long, env = "BAKEOFF_LOG", default_value = "info", global = true)]
+    pub log: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the web app (creates and migrates the database on first start).
+    Serve(ServeArgs),
+    /// Serve the built-in OpenAI-compatible mock inference server alone.
+    Mock(mock::MockArgs),
+    /// Create or migrate the database, then exit.
+    Migrate(DatabaseArgs),
+    /// Validate, import or export eval-set files.
+    Evalset(evalset::EvalsetArgs),
+    /// Export or import whole runs (JSON, without API keys).
+    Run(runs::RunArgs),
+    /// Measure one endpoint from the terminal with bakeoff's metric definitions.
+    Measure(measure_endpoint::MeasureArgs),
+    /// Check the harness's own accuracy and overhead against the built-in mock.
+    Calibrate(calibrate::CalibrateArgs),
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{Cli, Command};
+    use crate::config::ServeArgs;
+
+    fn serve(args: &[&str]) -> Result<ServeArgs, clap::Error> {
+        let mut all = vec!["bakeoff", "serve"];
+        all.extend_from_slice(args);
+        match Cli::try_parse_from(all)?.command {
+            Command::Serve(s) => Ok(s),
+            _ => unreachable!("serve parses as serve"),
+        }
+    }
+
+    #[test]
+    fn run_caps_default_to_four_runs_and_one_per_candidate_and_refuse_zero() {
+        let caps = serve(&[]).unwrap().caps();
+        assert_eq!((caps.max_runs, caps.per_candidate), (4, 1));
+        let caps = serve(&["--max-runs", "2", "--max-runs-per-candidate", "3"])
+            .unwrap()
+            .caps();
+        assert_eq!((caps.max_runs, caps.per_candidate), (2, 3));
+        let err = serve(&["--max-runs", "0"]).unwrap_err().to_string();
+        assert!(err.contains("--max-runs"), "{err}");
+        assert!(serve(&["--max-runs-per-candidate", "0"]).is_err());
+    }
+}

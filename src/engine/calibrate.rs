@@ -1,10 +1,9 @@
-//! `bakeoff calibrate`: the harness checks itself against the built-in mock, whose ground truth
-//! (`GET /mock/requests`: when each request's first and last tokens were handed to the
-//! connection) is known. The mock runs on threads of its own with its own runtime (two workers
-//! by default: one thread could not read new requests promptly while writing ~60,000 chunks a
-//! second), so bakeoff's client is measured honestly: its CPU time excludes the mock's threads,
-//! and the mock never waits for the client's scheduler. Each level also records the CPU the
-//! mock and the rest of the machine used, because on a shared machine they decide the figures.
+//! `bakeoff calibrate`, the measuring half: the harness checks itself against a server whose
+//! ground truth (`GET /mock/requests`: when each request's first and last tokens were handed to
+//! the connection) is known — the built-in mock, started by `app::calibrate` on threads of its
+//! own (named with `harness::EXCLUDED_THREAD_PREFIX`, so bakeoff's CPU time excludes them). Each level
+//! also records the CPU the mock and the rest of the machine used, because on a shared machine
+//! they decide the figures.
 //!
 //! Levels: the latency sweep (one token per chunk, short answers), then one ingest-rate level
 //! (long answers, several tokens per chunk as real servers send them); each level states its
@@ -20,19 +19,17 @@
 //!   server's token times interpolated evenly between its first and last token);
 //! - bakeoff's CPU-seconds per million streamed tokens (the harness report).
 use std::collections::HashMap;
-use std::time::Duration;
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use super::executor::{Cancel, request_id};
-use super::harness::{self, EXCLUDED_THREAD_PREFIX};
+use super::harness;
 use super::measure::{MeasureSpec, measure, synthetic_evalset};
 use crate::domain::calibers::Slo;
 use crate::domain::candidate::CandidateSpec;
 use crate::domain::run::{LoadShape, RunConfig};
 use crate::domain::stats::quantile_sorted;
-use crate::mock::{MockConfig, ModelProfile};
 
 /// What to drive the mock with.
 #[derive(Debug, Clone)]
@@ -167,118 +164,19 @@ struct TruthPage {
     requests: Vec<Truth>,
 }
 
-/// The mock on threads of its own (named `bakeoff-mock…`, so the harness does not count their
-/// CPU): one current-thread runtime, or a multi-thread runtime with `threads` workers.
-struct MockThread {
-    base_url: String,
-    root_url: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl MockThread {
-    fn start(profiles: Vec<ModelProfile>, threads: u32) -> anyhow::Result<MockThread> {
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name(EXCLUDED_THREAD_PREFIX.to_string())
-            .spawn(move || {
-                let built = if threads <= 1 {
-                    tokio::runtime::Builder::new_current_thread().enable_all().build()
-                } else {
-                    tokio::runtime::Builder::new_multi_thread()
-                        .worker_threads(threads as usize)
-                        .thread_name(EXCLUDED_THREAD_PREFIX)
-                        .enable_all()
-                        .build()
-                };
-                let runtime = match built {
-                    Ok(r) => r,
-                    Err(e) => {
-                        let _ = addr_tx.send(Err(format!("mock runtime: {e}")));
-                        return;
-                    }
-                };
-                runtime.block_on(async move {
-                    let started = async {
-                        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-                        crate::mock::spawn_with_log(
-                            MockConfig {
-                                profiles,
-                                answer_keys: Vec::new(),
-                                seed: 42,
-                            },
-                            listener,
-                            TRUTH_CAPACITY,
-                        )
-                        .await
-                    };
-                    match started.await {
-                        Ok(server) => {
-                            let _ = addr_tx.send(Ok((server.base_url(), server.root_url())));
-                            let _ = stop_rx.await;
-                            let _ = server.shutdown().await;
-                        }
-                        Err(e) => {
-                            let _ = addr_tx.send(Err(format!("starting the mock: {e}")));
-                        }
-                    }
-                });
-            })
-            .context("starting the mock's thread")?;
-        let (base_url, root_url) = addr_rx
-            .recv_timeout(Duration::from_secs(10))
-            .context("the mock did not start within 10 s")?
-            .map_err(anyhow::Error::msg)?;
-        Ok(MockThread {
-            base_url,
-            root_url,
-            stop: Some(stop_tx),
-            thread: Some(thread),
-        })
-    }
-}
-
-impl Drop for MockThread {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 const MODEL: &str = "calibrate";
-/// Ground-truth records kept: a whole level's (c=1,024 with short answers sends ~2,000 requests a
-/// second), so every request can be matched.
-const TRUTH_CAPACITY: usize = 100_000;
 const INGEST_MODEL: &str = "calibrate-ingest";
 
-/// One level to run: the mock profile it uses and its conditions.
-struct LevelSpec {
-    purpose: LevelPurpose,
-    model: &'static str,
-    concurrency: u32,
-    tokens: u32,
-    inter_token_ms: f64,
-    ttft_ms: f64,
-    tokens_per_chunk: u32,
-}
-
-impl LevelSpec {
-    fn profile(&self) -> ModelProfile {
-        ModelProfile {
-            ttft_ms: self.ttft_ms,
-            inter_token_ms: Some(self.inter_token_ms),
-            tokens_per_chunk: self.tokens_per_chunk,
-            jitter: 0.0,
-            context_length: 1_000_000,
-            default_max_tokens: self.tokens,
-            ..ModelProfile::named(self.model)
-        }
-    }
+/// One level to run: the mock model it asks for (one model per set of conditions) and the
+/// conditions the mock must serve that model with.
+pub struct LevelSpec {
+    pub purpose: LevelPurpose,
+    pub model: &'static str,
+    pub concurrency: u32,
+    pub tokens: u32,
+    pub inter_token_ms: f64,
+    pub ttft_ms: f64,
+    pub tokens_per_chunk: u32,
 }
 
 /// CPU counters read at a level's start and end.
@@ -300,8 +198,8 @@ impl CpuSample {
     }
 }
 
-/// Runs the calibration; `progress` gets one line per level as it starts.
-pub async fn calibrate(options: &CalibrateOptions, progress: impl Fn(String)) -> anyhow::Result<CalibrationReport> {
+/// The levels the options ask for: the latency sweep, then the ingest-rate level.
+pub fn level_specs(options: &CalibrateOptions) -> anyhow::Result<Vec<LevelSpec>> {
     if options.levels.is_empty() && options.ingest.is_none() {
         anyhow::bail!("calibrate needs at least one concurrency level");
     }
@@ -329,48 +227,24 @@ pub async fn calibrate(options: &CalibrateOptions, progress: impl Fn(String)) ->
             tokens_per_chunk: ingest.tokens_per_chunk.max(1),
         });
     }
-    let mut profiles: Vec<ModelProfile> = Vec::new();
-    for spec in &specs {
-        if !profiles.iter().any(|p| p.name == spec.model) {
-            profiles.push(spec.profile());
-        }
-    }
-    let threads = options.mock_threads.max(1);
-    let mock = tokio::task::spawn_blocking(move || MockThread::start(profiles, threads))
-        .await
-        .context("starting the mock")??;
-    let http = reqwest::Client::new();
-    let store = crate::store::connect("sqlite::memory:").await?;
-    let mut levels = Vec::new();
-    for spec in &specs {
-        let c = spec.concurrency;
-        progress(format!(
-            "calibrate: {} level c={c} ({} tokens, {} ms between tokens, {} per chunk) for {} s against the mock at {}",
-            purpose_name(spec.purpose),
-            spec.tokens,
-            spec.inter_token_ms,
-            spec.tokens_per_chunk,
-            options.seconds_per_level,
-            mock.base_url
-        ));
-        let level = run_level(&http, &store, &mock, spec, options.seconds_per_level, &progress).await?;
-        levels.push(level);
-    }
-    drop(mock);
-    let targets = targets(&levels);
-    Ok(CalibrationReport {
+    Ok(specs)
+}
+
+/// The report on the levels run, with the targets met or missed.
+pub fn report(options: &CalibrateOptions, mock_threads: u32, levels: Vec<CalibrationLevel>) -> CalibrationReport {
+    CalibrationReport {
         bakeoff_version: crate::VERSION.to_string(),
         host: harness::host_name(),
         cores: harness::cores(),
-        mock_threads: threads,
+        mock_threads,
         mock_ttft_ms: options.ttft_ms,
         mock_inter_token_ms: options.inter_token_ms,
         tokens_per_chunk: options.tokens_per_chunk.max(1),
         tokens: options.tokens.max(2),
         seconds_per_level: options.seconds_per_level.max(1),
+        targets: targets(&levels),
         levels,
-        targets,
-    })
+    }
 }
 
 fn purpose_name(p: LevelPurpose) -> &'static str {
@@ -380,16 +254,34 @@ fn purpose_name(p: LevelPurpose) -> &'static str {
     }
 }
 
+/// Where the mock serving the levels listens.
+pub struct MockUrls<'a> {
+    /// What a candidate uses: `http://ADDR/v1`.
+    pub base_url: &'a str,
+    /// The server's root, for `/mock/requests`.
+    pub root_url: &'a str,
+}
+
 /// One level: a measured run against the mock, then every request compared with its record.
-async fn run_level(
+/// `progress` gets a line as the level starts (and one if the ground truth overflowed).
+pub async fn run_level(
     http: &reqwest::Client,
     store: &crate::store::DynStore,
-    mock: &MockThread,
+    mock: &MockUrls<'_>,
     spec: &LevelSpec,
     seconds: u32,
     progress: &impl Fn(String),
 ) -> anyhow::Result<CalibrationLevel> {
     let c = spec.concurrency;
+    progress(format!(
+        "calibrate: {} level c={c} ({} tokens, {} ms between tokens, {} per chunk) for {} s against the mock at {}",
+        purpose_name(spec.purpose),
+        spec.tokens,
+        spec.inter_token_ms,
+        spec.tokens_per_chunk,
+        seconds,
+        mock.base_url
+    ));
     http.delete(format!("{}/mock/requests", mock.root_url))
         .send()
         .await
@@ -422,7 +314,7 @@ async fn run_level(
         judge: None,
         soak: false,
     };
-    let candidate = CandidateSpec::openai_chat(format!("calibrate c={c}"), mock.base_url.clone(), spec.model);
+    let candidate = CandidateSpec::openai_chat(format!("calibrate c={c}"), mock.base_url, spec.model);
     let before = CpuSample::now();
     let outcome = measure(
         store,

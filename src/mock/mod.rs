@@ -105,14 +105,8 @@ pub fn load_profiles(path: &Path) -> anyhow::Result<Vec<ModelProfile>> {
     Ok(parse_profiles(&path.display().to_string(), &text)?)
 }
 
-/// The answer keys: the given eval-set files, or the shipped sets when none are given.
+/// Reads and parses the eval-set files the mock answers with.
 pub fn load_answer_keys(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<EvalSetFile>> {
-    if paths.is_empty() {
-        return crate::assets::shipped_evalsets()
-            .into_iter()
-            .map(|(name, text)| EvalSetFile::parse(&name, &text).with_context(|| format!("shipped eval set {name}")))
-            .collect();
-    }
     paths
         .iter()
         .map(|path| {
@@ -121,40 +115,4 @@ pub fn load_answer_keys(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<Eval
             Ok(EvalSetFile::parse(&path.display().to_string(), &text)?)
         })
         .collect()
-}
-
-/// `bakeoff mock`: serve until Ctrl-C / SIGTERM.
-pub async fn run_cli(args: crate::config::MockArgs) -> anyhow::Result<()> {
-    let profiles = match &args.profiles {
-        Some(path) => load_profiles(path)?,
-        None => demo_profiles(),
-    };
-    let answer_keys = load_answer_keys(&args.answer_keys)?;
-    let names: Vec<String> = profiles.iter().map(|p| p.name.clone()).collect();
-    let cases: usize = answer_keys.iter().map(|s| s.cases.len()).sum();
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("binding the mock to {}", args.listen))?;
-    let server = spawn(
-        MockConfig {
-            profiles,
-            answer_keys,
-            seed: args.seed,
-        },
-        listener,
-    )
-    .await
-    .context("starting the mock")?;
-    tracing::info!(
-        models = %names.join(", "),
-        answer_key_cases = cases,
-        seed = args.seed,
-        "{SERVER_HEADER} serving at {} (ground truth at {}/mock/requests)",
-        server.base_url(),
-        server.root_url()
-    );
-    crate::web::serve::shutdown_signal().await;
-    server.shutdown().await.context("stopping the mock")?;
-    tracing::info!("mock stopped");
-    Ok(())
 }

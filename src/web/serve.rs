@@ -23,12 +23,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         let listener = TcpListener::bind(args.demo_mock_listen)
             .await
             .with_context(|| format!("binding the demo mock to {}", args.demo_mock_listen))?;
-        Some(crate::demo::start_mock(listener).await?)
+        Some(crate::app::demo::start_mock(listener).await?)
     } else {
         None
     };
     let demo_mock_url = demo_mock.as_ref().map(|m| m.base_url());
-    crate::demo::bootstrap(store.as_ref(), demo_mock_url.as_deref()).await?;
+    crate::app::demo::bootstrap(store.as_ref(), demo_mock_url.as_deref()).await?;
     let runner = Runner::with_caps(store.clone(), args.caps());
     tracing::info!(caps = %runner.caps().describe(), "run admission");
     let resumed = runner.resume_unfinished().await?;
@@ -50,28 +50,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         listener.local_addr()?
     );
     axum::serve(listener, build_app(state))
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(crate::app::shutdown::signal())
         .await?;
     tracing::info!("stopped");
     Ok(())
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! { _ = ctrl_c => {}, _ = terminate => {} }
-    tracing::info!("shutdown signal received");
 }

@@ -27,9 +27,11 @@ async fn spawn_demo_app() -> DemoApp {
         .await
         .unwrap();
     let mock_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let mock = bakeoff::demo::start_mock(mock_listener).await.unwrap();
+    let mock = bakeoff::app::demo::start_mock(mock_listener).await.unwrap();
     let mock_url = mock.base_url();
-    bakeoff::demo::bootstrap(store.as_ref(), Some(&mock_url)).await.unwrap();
+    bakeoff::app::demo::bootstrap(store.as_ref(), Some(&mock_url))
+        .await
+        .unwrap();
     let state = AppState {
         runner: Runner::new(store.clone()),
         store,

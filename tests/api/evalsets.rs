@@ -681,7 +681,7 @@ async fn cli_validate_import_and_export() {
 #[test]
 fn every_shipped_set_passes_its_expected_answers_and_fails_other_cases_answers() {
     use bakeoff::domain::grading::grade;
-    for file in bakeoff::demo::shipped_evalset_files().expect("the shipped sets parse") {
+    for file in bakeoff::app::demo::shipped_evalset_files().expect("the shipped sets parse") {
         let (mut wrong, mut wrong_passed) = (0usize, 0usize);
         for case in &file.cases {
             let expected = case.expected.as_ref();
@@ -731,7 +731,7 @@ fn fast(mut p: ModelProfile) -> ModelProfile {
 
 #[tokio::test]
 async fn every_shipped_set_parses_is_large_enough_and_separates_the_demo_candidates() {
-    let shipped = bakeoff::demo::shipped_evalset_files().expect("the shipped sets parse");
+    let shipped = bakeoff::app::demo::shipped_evalset_files().expect("the shipped sets parse");
     assert!(shipped.len() >= 5, "{} shipped sets", shipped.len());
     for file in &shipped {
         if file.header.name != "support-ticket-triage" {

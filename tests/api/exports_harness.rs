@@ -41,7 +41,7 @@ fn csv_lines(body: &str) -> Vec<Vec<String>> {
 async fn every_scorecard_export_carries_the_harness_flag_and_its_reasons() {
     for db in each_store().await {
         let app = spawn_app_on(db).await;
-        bakeoff::demo::bootstrap(app.store.as_ref(), None)
+        bakeoff::app::demo::bootstrap(app.store.as_ref(), None)
             .await
             .expect("profiles");
         let b = app.backend;

@@ -489,7 +489,7 @@ async fn the_run_form_turns_judging_on_and_refuses_a_judge_it_cannot_find() {
 #[tokio::test]
 async fn the_scorecard_shows_judge_cost_apart_and_the_quality_section_the_judge_grades() {
     let app = spawn_app().await;
-    bakeoff::demo::bootstrap(app.store.as_ref(), None).await.unwrap();
+    bakeoff::app::demo::bootstrap(app.store.as_ref(), None).await.unwrap();
     let file = evalset("judge");
     let mock = start_mock(&file).await;
     let version = app.store.save_evalset_version(&file).await.unwrap();

@@ -684,7 +684,7 @@ async fn calibrate_compares_against_the_ground_truth() {
         }),
         mock_threads: 2,
     };
-    let report = tokio::time::timeout(DEADLINE, bakeoff::engine::calibrate::calibrate(&options, |_| {}))
+    let report = tokio::time::timeout(DEADLINE, bakeoff::app::calibrate::calibrate(&options, |_| {}))
         .await
         .expect("calibration ended in time")
         .expect("calibration ran");

@@ -328,8 +328,8 @@ fn bakeoff_page(body: &str) -> crate::support::app::Page {
 #[tokio::test]
 async fn the_demo_candidates_differ_in_their_probe_results() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let server = bakeoff::demo::start_mock(listener).await.unwrap();
-    let candidates = bakeoff::demo::demo_candidates(&server.base_url());
+    let server = bakeoff::app::demo::start_mock(listener).await.unwrap();
+    let candidates = bakeoff::app::demo::demo_candidates(&server.base_url());
     let options = ProbeOptions {
         timeout: Duration::from_secs(3),
         ..ProbeOptions::default()

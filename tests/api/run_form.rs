@@ -129,7 +129,7 @@ async fn the_preselected_eval_set_is_chosen_on_purpose_not_by_name_order() {
 
     // Demo mode: the demo's set, although another set sorts first and is newer.
     let app = spawn_app_with(Some("http://127.0.0.1:1/v1")).await;
-    bakeoff::demo::bootstrap(app.store.as_ref(), Some("http://127.0.0.1:1/v1"))
+    bakeoff::app::demo::bootstrap(app.store.as_ref(), Some("http://127.0.0.1:1/v1"))
         .await
         .unwrap();
     let first_by_name = save_set(&app, "aaa-first-by-name").await;
@@ -137,7 +137,7 @@ async fn the_preselected_eval_set_is_chosen_on_purpose_not_by_name_order() {
     assert_eq!(sets[0].latest_version_id, first_by_name, "the list is in name order");
     let demo = sets
         .iter()
-        .find(|s| s.name == bakeoff::demo::DEMO_EVALSET)
+        .find(|s| s.name == bakeoff::app::demo::DEMO_EVALSET)
         .expect("the demo set is shipped");
     let page = app.get_html("/runs/new").await;
     assert_eq!(selected(&page), Some(demo.latest_version_id.to_string()));
@@ -155,7 +155,7 @@ async fn the_preselected_eval_set_is_chosen_on_purpose_not_by_name_order() {
 
     // Without the demo: the set changed last (what the team just imported), not the first name.
     let app = spawn_app().await;
-    bakeoff::demo::bootstrap(app.store.as_ref(), None).await.unwrap();
+    bakeoff::app::demo::bootstrap(app.store.as_ref(), None).await.unwrap();
     save_set(&app, "aaa-first-by-name").await;
     let latest = save_set(&app, "team-set").await;
     let page = app.get_html("/runs/new").await;

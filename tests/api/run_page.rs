@@ -84,7 +84,7 @@ fn harness(unreliable: bool) -> HarnessReport {
 async fn the_harness_report_labels_every_figure_and_flags_unreliable_speed_on_page_and_scorecard() {
     for db in each_store().await {
         let app = spawn_app_on(db).await;
-        bakeoff::demo::bootstrap(app.store.as_ref(), None)
+        bakeoff::app::demo::bootstrap(app.store.as_ref(), None)
             .await
             .expect("profiles");
         let b = app.backend;

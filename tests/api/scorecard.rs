@@ -22,10 +22,10 @@ async fn demo_run(store: &DynStore) -> (i64, bakeoff::mock::MockServer) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("binding the mock");
-    let mock = bakeoff::demo::start_mock(listener)
+    let mock = bakeoff::app::demo::start_mock(listener)
         .await
         .expect("starting the demo mock");
-    bakeoff::demo::bootstrap(store.as_ref(), Some(&mock.base_url()))
+    bakeoff::app::demo::bootstrap(store.as_ref(), Some(&mock.base_url()))
         .await
         .expect("bootstrapping the demo");
     let version = store.list_evalsets().await.unwrap()[0].latest_version_id;
@@ -65,7 +65,7 @@ async fn the_demo_candidates_get_a_go_a_no_go_and_an_inconclusive() {
         .await
         .unwrap()
         .into_iter()
-        .find(|p| p.name == bakeoff::demo::DEFAULT_PROFILE)
+        .find(|p| p.name == bakeoff::app::demo::DEFAULT_PROFILE)
         .expect("the default profile is created on first start");
     let card = scorecard::build(&ScorecardInput {
         run_concurrency: run.config.concurrency,
@@ -339,7 +339,7 @@ async fn the_demo_scorecard_page_exports_and_archive() {
 #[tokio::test]
 async fn model_output_and_names_are_escaped_on_the_scorecard() {
     let app = spawn_app().await;
-    bakeoff::demo::bootstrap(app.store.as_ref(), None).await.unwrap();
+    bakeoff::app::demo::bootstrap(app.store.as_ref(), None).await.unwrap();
     let version = app.create_evalset().await;
     let evil = app
         .create_candidate("<script>alert(1)</script>", "http://127.0.0.1:1/v1")

@@ -213,7 +213,7 @@ async fn render(state: &AppState, q: &FormBody, import_error: Option<String>) ->
     let profiles = state.store.list_threshold_profiles().await?;
     let default_profile = profiles
         .iter()
-        .find(|p| p.name == crate::demo::DEFAULT_PROFILE)
+        .find(|p| p.name == crate::app::demo::DEFAULT_PROFILE)
         .or(profiles.first());
     // A verdict belongs to a profile: without one chosen, the default profile judges.
     if filters.profile.is_empty()

@@ -1,6 +1,6 @@
 //! `GET /runs/new` and `POST /runs`: choose a preset, an eval set version, candidates and
-//! conditions, see what the run will cost, and start it; the run is stored, handed to the
-//! runner, and the browser is sent to its live page.
+//! conditions, see what the run will cost, and start it (`app::runs::create_run` checks, stores
+//! and starts it); the browser is then sent to its live page.
 //!
 //! `GET /runs/new?preset=soak` fills the form from a preset; `GET /runs/new?…every field…` (the
 //! form's "Update the estimate" button) re-shows the typed values with a fresh estimate, and
@@ -11,12 +11,13 @@ use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 
+use crate::app::AppError;
+use crate::app::runs::{RunRequest, create_run};
 use crate::domain::candidate::Candidate;
 use crate::domain::estimate::{CandidateInput, EstimateInput, approx_tokens, estimate, human_duration};
-use crate::domain::evalset::EvalSetFile;
 use crate::domain::presets::{ARRIVALS, LOAD_SHAPES, LoadDraft, Preset};
-use crate::domain::run::{JudgeConfig, NewRun, RunConfig, RunDraft};
-use crate::domain::validation::{FieldErrors, MAX_NAME_CHARS, optional_text};
+use crate::domain::run::{RunConfig, RunDraft};
+use crate::domain::validation::FieldErrors;
 use crate::store::{EvalSetSummary, EvalSetVersion};
 use crate::web::AppState;
 use crate::web::error::WebError;
@@ -102,19 +103,11 @@ pub struct EstimateRow {
     pub cost: String,
 }
 
-/// What the form holds, as typed.
+/// What the form holds, as typed: the run request and the preset it was filled from.
 #[derive(Debug, Clone, Default)]
 struct RunForm {
-    name: String,
-    evalset_version: String,
-    candidates: Vec<String>,
-    draft: RunDraft,
-    load: LoadDraft,
+    run: RunRequest,
     preset: String,
-    /// "on" when judging is switched on.
-    judge: Option<String>,
-    /// A candidate id sent every judge grader, or "" for the judges the graders name.
-    judge_candidate: String,
 }
 
 impl RunForm {
@@ -122,23 +115,25 @@ impl RunForm {
     fn from_body(body: &FormBody) -> Result<RunForm, WebError> {
         let text = |name: &str| body.get(name).unwrap_or_default().to_string();
         Ok(RunForm {
-            name: text("name"),
-            evalset_version: text("evalset_version"),
-            candidates: body.all("candidate").into_iter().map(str::to_string).collect(),
-            draft: body.to_draft()?,
-            load: LoadDraft {
-                shape: text("load_shape"),
-                levels: text("levels"),
-                sweep_max: text("sweep_max"),
-                rate: text("rate"),
-                arrivals: text("arrivals"),
-                requests_per_level: text("requests_per_level"),
-                duration_secs: text("duration_secs"),
-                staged_rollout: body.get("staged_rollout").map(str::to_string),
+            run: RunRequest {
+                name: text("name"),
+                evalset_version: text("evalset_version"),
+                candidates: body.all("candidate").into_iter().map(str::to_string).collect(),
+                draft: body.to_draft()?,
+                load: LoadDraft {
+                    shape: text("load_shape"),
+                    levels: text("levels"),
+                    sweep_max: text("sweep_max"),
+                    rate: text("rate"),
+                    arrivals: text("arrivals"),
+                    requests_per_level: text("requests_per_level"),
+                    duration_secs: text("duration_secs"),
+                    staged_rollout: body.get("staged_rollout").map(str::to_string),
+                },
+                judge: body.get("judge").is_some(),
+                judge_candidate: text("judge_candidate"),
             },
             preset: text("preset"),
-            judge: body.get("judge").map(str::to_string),
-            judge_candidate: text("judge_candidate"),
         })
     }
 
@@ -150,27 +145,15 @@ impl RunForm {
         candidates: Vec<String>,
     ) -> Self {
         RunForm {
-            evalset_version,
-            candidates,
-            draft: draft_from_config(config),
-            load: LoadDraft::from_config(config),
+            run: RunRequest {
+                evalset_version,
+                candidates,
+                draft: draft_from_config(config),
+                load: LoadDraft::from_config(config),
+                ..Default::default()
+            },
             preset: preset.map(|p| p.slug().to_string()).unwrap_or_default(),
-            ..Default::default()
         }
-    }
-
-    /// The run configuration the form describes, or every field error.
-    fn config(&self) -> Result<RunConfig, FieldErrors> {
-        let mut errors = FieldErrors::default();
-        let mut config = match self.draft.validate() {
-            Ok(config) => config,
-            Err(e) => {
-                errors.0.extend(e.0);
-                RunConfig::default()
-            }
-        };
-        self.load.apply(&mut config, &mut errors);
-        errors.into_result(config)
     }
 }
 
@@ -211,7 +194,7 @@ fn form_from_query(query: Option<&str>) -> Result<(RunForm, FieldErrors), WebErr
     let body = FormBody::parse(query.unwrap_or_default().as_bytes());
     if body.get("concurrency").is_some() {
         let form = RunForm::from_body(&body)?;
-        let errors = form.config().err().unwrap_or_default();
+        let errors = form.run.config().err().unwrap_or_default();
         return Ok((form, errors));
     }
     let preset = match body.get("preset").map(str::trim) {
@@ -235,143 +218,20 @@ fn form_from_query(query: Option<&str>) -> Result<(RunForm, FieldErrors), WebErr
 
 pub async fn create(State(state): State<AppState>, body: FormBody) -> Result<Response, WebError> {
     let form = RunForm::from_body(&body)?;
-    let mut errors = FieldErrors::default();
-    let config = match form.config() {
-        Ok(config) => Some(config),
-        Err(e) => {
-            errors.0.extend(e.0);
-            None
+    match create_run(&state.store, &state.runner, &form.run).await {
+        Ok(id) => Ok(Redirect::to(&format!("/runs/{id}")).into_response()),
+        Err(AppError::Fields(errors)) => {
+            let page = render(&state, &form, &errors).await?;
+            Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response())
         }
-    };
-    let name = optional_text(&mut errors, "name", &form.name, MAX_NAME_CHARS);
-
-    let version = match form.evalset_version.trim().parse::<i64>() {
-        Ok(id) => state.store.get_evalset_version(id).await?,
-        Err(_) => None,
-    };
-    if version.is_none() {
-        errors.add(
-            "evalset_version",
-            "is not a known eval set version; choose one from the list",
-        );
+        Err(e) => Err(e.into()),
     }
-
-    let known = state.store.list_candidates().await?;
-    let mut candidate_ids: Vec<i64> = Vec::new();
-    for raw in &form.candidates {
-        match raw
-            .trim()
-            .parse::<i64>()
-            .ok()
-            .filter(|id| known.iter().any(|c| c.id == *id))
-        {
-            Some(id) if !candidate_ids.contains(&id) => candidate_ids.push(id),
-            Some(_) => {}
-            None => errors.add(
-                "candidates",
-                format!(
-                    "unknown candidate {:?}; reload the page and choose again",
-                    crate::domain::validation::truncate(raw, 20)
-                ),
-            ),
-        }
-    }
-    if form.candidates.is_empty() {
-        errors.add("candidates", "choose at least one candidate");
-    }
-
-    let judge = match &version {
-        Some(v) if form.judge.is_some() => judge_config(&form, &v.file, &known, &mut errors),
-        _ => None,
-    };
-    let config = config.map(|c| RunConfig { judge, ..c });
-    let (Some(config), Some(version), true) = (config, version, errors.is_empty()) else {
-        let page = render(&state, &form, &errors).await?;
-        return Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response());
-    };
-    let name = name.unwrap_or_else(|| {
-        let names: Vec<&str> = candidate_ids
-            .iter()
-            .filter_map(|id| known.iter().find(|c| c.id == *id).map(|c| c.spec.name.as_str()))
-            .collect();
-        let set = &version.file.header.name;
-        let full = format!("{set} · {}", names.join(" vs "));
-        if full.chars().count() <= 60 {
-            full
-        } else {
-            crate::domain::validation::truncate(&format!("{set} · {} candidates", names.len()), MAX_NAME_CHARS)
-        }
-    });
-    let id = state
-        .store
-        .create_run(&NewRun {
-            name,
-            evalset_version_id: version.id,
-            candidate_ids,
-            config,
-        })
-        .await?;
-    state.runner.start(id);
-    tracing::info!(run_id = id, "run created and started");
-    Ok(Redirect::to(&format!("/runs/{id}")).into_response())
-}
-
-/// Judging switched on: every judge the eval set's graders name, resolved to a candidate now
-/// (kept with the run, so its judge cost is priced by the candidate that judged), or the one
-/// candidate chosen to judge them all. A judge that cannot be found is a form error.
-fn judge_config(
-    form: &RunForm,
-    file: &EvalSetFile,
-    known: &[Candidate],
-    errors: &mut FieldErrors,
-) -> Option<JudgeConfig> {
-    let names = file.judge_names(file.cases.len());
-    if names.is_empty() {
-        errors.add(
-            "judge",
-            "this eval set has no llm-judge grader to run; leave judging off",
-        );
-        return None;
-    }
-    let override_id = match form.judge_candidate.trim() {
-        "" => None,
-        raw => match raw.parse::<i64>().ok().filter(|id| known.iter().any(|c| c.id == *id)) {
-            Some(id) => Some(id),
-            None => {
-                errors.add(
-                    "judge_candidate",
-                    "is not a known candidate; reload the page and choose again",
-                );
-                return None;
-            }
-        },
-    };
-    let mut judges = std::collections::BTreeMap::new();
-    for (name, case_id) in names {
-        match known.iter().find(|c| c.spec.name == name) {
-            Some(c) => {
-                judges.insert(name, c.id);
-            }
-            None if override_id.is_some() => {}
-            None => {
-                errors.add(
-                    "judge_candidate",
-                    format!(
-                        "the grader of case {case_id:?} names judge {name:?}, but no candidate has that name; \
-                         choose a candidate to judge"
-                    ),
-                );
-                return None;
-            }
-        }
-    }
-    Some(JudgeConfig { judges, override_id })
 }
 
 async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Result<NewRunPage, WebError> {
     let sets = state.store.list_evalsets().await?;
     // With nothing chosen yet, one set is preselected so the common case is one click.
-    let chosen = match form.evalset_version.trim() {
+    let chosen = match form.run.evalset_version.trim() {
         "" => default_evalset(&sets, state.demo_mock_url.is_some())
             .map(|id| id.to_string())
             .unwrap_or_default(),
@@ -397,7 +257,7 @@ async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Resul
     let candidates = all
         .into_iter()
         .map(|c| CandidateOption {
-            checked: form.candidates.iter().any(|raw| raw.trim() == c.id.to_string()),
+            checked: form.run.candidates.iter().any(|raw| raw.trim() == c.id.to_string()),
             detail: format!("{} · {}", c.spec.model, c.spec.provider.label()),
             id: c.id,
             name: c.spec.name,
@@ -406,16 +266,19 @@ async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Resul
     let estimate = estimate_view(
         state,
         &RunForm {
-            evalset_version: chosen.clone(),
-            ..form.clone()
+            run: RunRequest {
+                evalset_version: chosen.clone(),
+                ..form.run.clone()
+            },
+            preset: form.preset.clone(),
         },
     )
     .await?;
-    let d = &form.draft;
+    let d = &form.run.draft;
     let field = |name, label, kind, value: &str| FieldView::new(name, label, kind, value).errors_from(errors);
     Ok(NewRunPage {
         nav: "runs",
-        name: field("name", "Run name", FieldKind::Text, &form.name)
+        name: field("name", "Run name", FieldKind::Text, &form.run.name)
             .help("Optional; defaults to the eval set and candidate names."),
         evalsets,
         evalset_error: errors.get("evalset_version").map(str::to_string),
@@ -456,14 +319,14 @@ async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Resul
         )
         .checked(d.stream.is_some())
         .errors_from(errors),
-        load: load_fields(&form.load, errors),
+        load: load_fields(&form.run.load, errors),
         staged_rollout: FieldView::new(
             "staged_rollout",
             "Staged rollout: shortest case, longest case, a few at once, then everything; stop early if a stage fails",
             FieldKind::Checkbox,
             "",
         )
-        .checked(form.load.staged_rollout.is_some())
+        .checked(form.run.load.staged_rollout.is_some())
         .errors_from(errors),
         judge: FieldView::new(
             "judge",
@@ -472,9 +335,9 @@ async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Resul
             FieldKind::Checkbox,
             "",
         )
-        .checked(form.judge.is_some())
+        .checked(form.run.judge)
         .errors_from(errors),
-        judge_candidate: field("judge_candidate", "Judge", FieldKind::Select, &form.judge_candidate)
+        judge_candidate: field("judge_candidate", "Judge", FieldKind::Select, &form.run.judge_candidate)
             .options(judge_options)
             .help("Off by default. Choose a candidate to judge every llm-judge grader instead of the one it names."),
         presets: Preset::ALL
@@ -498,7 +361,7 @@ async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Resul
 /// changed most recently (what the team just imported or edited).
 fn default_evalset(sets: &[EvalSetSummary], demo: bool) -> Option<i64> {
     let demo_set = demo
-        .then(|| sets.iter().find(|s| s.name == crate::demo::DEMO_EVALSET))
+        .then(|| sets.iter().find(|s| s.name == crate::app::demo::DEMO_EVALSET))
         .flatten();
     demo_set
         .or_else(|| sets.iter().max_by_key(|s| (s.updated_at, s.latest_version_id)))
@@ -573,7 +436,7 @@ fn load_fields(l: &LoadDraft, errors: &FieldErrors) -> Vec<FieldView> {
 
 /// The estimate for the form's current values (see `domain::estimate`).
 async fn estimate_view(state: &AppState, form: &RunForm) -> Result<EstimateView, WebError> {
-    let config = match form.config() {
+    let config = match form.run.config() {
         Ok(c) => c,
         Err(_) => {
             return Ok(EstimateView {
@@ -582,7 +445,7 @@ async fn estimate_view(state: &AppState, form: &RunForm) -> Result<EstimateView,
             });
         }
     };
-    let version = match form.evalset_version.trim().parse::<i64>() {
+    let version = match form.run.evalset_version.trim().parse::<i64>() {
         Ok(id) => state.store.get_evalset_version(id).await?,
         Err(_) => match default_evalset(&state.store.list_evalsets().await?, state.demo_mock_url.is_some()) {
             Some(id) => state.store.get_evalset_version(id).await?,
@@ -598,11 +461,11 @@ async fn estimate_view(state: &AppState, form: &RunForm) -> Result<EstimateView,
     let all = state.store.list_candidates().await?;
     let chosen: Vec<&Candidate> = all
         .iter()
-        .filter(|c| form.candidates.iter().any(|raw| raw.trim() == c.id.to_string()))
+        .filter(|c| form.run.candidates.iter().any(|raw| raw.trim() == c.id.to_string()))
         .collect();
     let mut view = build_estimate(&config, &version, &chosen);
     let judges = version.file.judge_names(version.file.cases.len()).len();
-    if form.judge.is_some() && judges > 0 {
+    if form.run.judge && judges > 0 {
         view.assumptions.push(format!(
             "Not included: the llm-judge calls (one per successful output per judge grader, {judges} judge(s)), \
              sent after the measured load and costed at the judge's prices."

@@ -1,6 +1,6 @@
-//! `bakeoff measure` (one endpoint from the terminal, with bakeoff's metric definitions) and
-//! `bakeoff calibrate` (the harness's self-check against the built-in mock). The JSON that
-//! `--json` writes is documented field by field in docs/measure-json.md.
+//! `bakeoff measure`: one endpoint measured from the terminal, with bakeoff's metric definitions
+//! (the run itself is `engine::measure`). The JSON that `--json` writes is documented field by
+//! field in docs/measure-json.md.
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,13 +9,13 @@ use anyhow::{Context, bail};
 use clap::Args;
 use serde::Serialize;
 
+use super::output::{now_rfc3339, table, write_json};
 use crate::domain::calibers::{HarnessReport, Knee, LevelFigures, Slo};
 use crate::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind, TokenizeEndpoint};
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::metrics::Distribution;
 use crate::domain::run::{LoadShape, RequestRecord, RunConfig, RunStatus};
 use crate::domain::validation::FieldErrors;
-use crate::engine::calibrate::{CalibrateOptions, CalibrationReport, IngestOptions, LevelPurpose};
 use crate::engine::executor::Cancel;
 use crate::engine::measure::{
     EventLine, MeasureOutcome, MeasureSpec, Provenance, measure, provenance, synthetic_evalset,
@@ -24,7 +24,6 @@ use crate::engine::tokenizer::CANONICAL_TOKENIZER;
 
 /// The format tag of `--json` files; bumped on incompatible changes.
 pub const MEASURE_JSON_FORMAT: &str = "bakeoff-measure/1";
-pub const CALIBRATE_JSON_FORMAT: &str = "bakeoff-calibrate/1";
 
 /// `bakeoff measure`'s flags (boxed: the one `Command` enum stays small).
 #[derive(Debug, Clone, Args)]
@@ -131,46 +130,6 @@ pub struct MeasureFlags {
     pub store: bool,
     #[arg(long, env = "BAKEOFF_DATABASE_URL", default_value = "sqlite://bakeoff.db")]
     pub database_url: String,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct CalibrateArgs {
-    /// Concurrency levels to drive the mock at.
-    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64,256,1024")]
-    pub levels: Vec<u32>,
-    /// Seconds of measured load per level (plus a short warm-up).
-    #[arg(long, default_value_t = 6)]
-    pub seconds_per_level: u32,
-    /// Output tokens per request.
-    #[arg(long, default_value_t = 128)]
-    pub tokens: u32,
-    /// The mock's delay between tokens of one stream, ms.
-    #[arg(long, default_value_t = 4.0)]
-    pub inter_token_ms: f64,
-    /// The mock's time to first token, ms.
-    #[arg(long, default_value_t = 20.0)]
-    pub ttft_ms: f64,
-    /// Tokens per SSE chunk sent by the mock.
-    #[arg(long, default_value_t = 1)]
-    pub tokens_per_chunk: u32,
-    /// Concurrency of the ingest-rate level run after the sweep (0: skip it).
-    #[arg(long, default_value_t = 256)]
-    pub ingest_concurrency: u32,
-    /// Output tokens per request at the ingest-rate level.
-    #[arg(long, default_value_t = 1024)]
-    pub ingest_tokens: u32,
-    /// The mock's delay between tokens at the ingest-rate level, ms.
-    #[arg(long, default_value_t = 1.0)]
-    pub ingest_inter_token_ms: f64,
-    /// Tokens per SSE chunk at the ingest-rate level (real servers send several).
-    #[arg(long, default_value_t = 8)]
-    pub ingest_tokens_per_chunk: u32,
-    /// Worker threads of the mock's runtime (1: one current-thread runtime).
-    #[arg(long, default_value_t = 2)]
-    pub mock_threads: u32,
-    /// Write the figures here as JSON.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
 }
 
 fn parse_api(s: &str) -> Result<ProviderKind, String> {
@@ -423,7 +382,7 @@ pub const DEFINITIONS: [(&str, &str); 13] = [
     ),
 ];
 
-pub async fn run_measure(args: MeasureArgs) -> anyhow::Result<()> {
+pub async fn run(args: MeasureArgs) -> anyhow::Result<()> {
     let args = *args.flags;
     let config = run_config(&args)?;
     let (file, workload_info) = workload(&args, &config)?;
@@ -554,20 +513,6 @@ pub async fn run_measure(args: MeasureArgs) -> anyhow::Result<()> {
             outcome.error.as_deref().unwrap_or("see the events above")
         ),
     }
-}
-
-fn write_json(path: &std::path::Path, value: &impl Serialize) -> anyhow::Result<()> {
-    let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    let mut w = std::io::BufWriter::new(file);
-    serde_json::to_writer_pretty(&mut w, value).with_context(|| format!("writing {}", path.display()))?;
-    w.flush()?;
-    Ok(())
-}
-
-fn now_rfc3339() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
 }
 
 /// Prints the events worth seeing, then one latency and one throughput table, every column
@@ -743,159 +688,6 @@ fn print_harness(out: &mut impl Write, h: &HarnessReport) -> std::io::Result<()>
     Ok(())
 }
 
-/// A plain text table: right-aligned numbers, left-aligned first column.
-pub fn table(out: &mut impl Write, header: &[&str], rows: &[Vec<String>]) -> std::io::Result<()> {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (i, cell) in row.iter().enumerate() {
-            widths[i] = widths[i].max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        cells
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let pad = widths[i].saturating_sub(c.chars().count());
-                if i == 0 {
-                    format!("{c}{}", " ".repeat(pad))
-                } else {
-                    format!("{}{c}", " ".repeat(pad))
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("  ")
-    };
-    writeln!(out, "{}", line(header.to_vec()))?;
-    for row in rows {
-        writeln!(out, "{}", line(row.iter().map(String::as_str).collect()))?;
-    }
-    Ok(())
-}
-
-pub async fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<()> {
-    let options = CalibrateOptions {
-        levels: args.levels.clone(),
-        seconds_per_level: args.seconds_per_level,
-        tokens: args.tokens,
-        inter_token_ms: args.inter_token_ms,
-        ttft_ms: args.ttft_ms,
-        tokens_per_chunk: args.tokens_per_chunk,
-        ingest: (args.ingest_concurrency > 0).then_some(IngestOptions {
-            concurrency: args.ingest_concurrency,
-            tokens: args.ingest_tokens,
-            inter_token_ms: args.ingest_inter_token_ms,
-            tokens_per_chunk: args.ingest_tokens_per_chunk,
-        }),
-        mock_threads: args.mock_threads,
-    };
-    let report = crate::engine::calibrate::calibrate(&options, |line| eprintln!("{line}")).await?;
-    let mut out = std::io::stdout().lock();
-    print_calibration(&mut out, &report)?;
-    if let Some(path) = &args.json {
-        #[derive(Serialize)]
-        struct Doc<'a> {
-            format: &'static str,
-            generated_at: String,
-            #[serde(flatten)]
-            report: &'a CalibrationReport,
-        }
-        write_json(
-            path,
-            &Doc {
-                format: CALIBRATE_JSON_FORMAT,
-                generated_at: now_rfc3339(),
-                report: &report,
-            },
-        )?;
-        writeln!(out, "wrote {}", path.display())?;
-    }
-    Ok(())
-}
-
-pub fn print_calibration(out: &mut impl Write, r: &CalibrationReport) -> std::io::Result<()> {
-    let f = |v: Option<f64>, digits: usize| v.map_or("—".to_string(), |v| format!("{v:.digits$}"));
-    let rows: Vec<Vec<String>> = r
-        .levels
-        .iter()
-        .map(|l| {
-            vec![
-                match l.purpose {
-                    LevelPurpose::Latency => format!("c={}", l.concurrency),
-                    LevelPurpose::Ingest => format!("ingest c={}", l.concurrency),
-                },
-                format!("{}×{} ms, {}/chunk", l.tokens, l.inter_token_ms, l.tokens_per_chunk),
-                format!("{}/{}", l.matched, l.requests),
-                f(l.ttft_error_ms_p50, 3),
-                f(l.ttft_error_ms_p99, 3),
-                f(l.decode_error_pct_p50, 2),
-                f(l.decode_error_pct_p99, 2),
-                f(l.aggregate_client_tok_s, 0),
-                f(l.aggregate_server_tok_s, 0),
-                f(l.aggregate_error_pct, 2),
-                f(l.ingested_tok_s, 0),
-                f(l.cpu_s_per_million_tokens, 2),
-                f(l.runtime_lag_ms_p99, 2),
-                f(l.mock_cpu_cores, 2),
-                f(l.other_cpu_cores, 2),
-                f(l.load_average, 2),
-                if l.unreliable { "UNRELIABLE".into() } else { "ok".into() },
-            ]
-        })
-        .collect();
-    writeln!(
-        out,
-        "bakeoff calibrate: mock TTFT {} ms on {} thread(s), {} s per level; {} cores on {}",
-        r.mock_ttft_ms, r.mock_threads, r.seconds_per_level, r.cores, r.host
-    )?;
-    table(
-        out,
-        &[
-            "load",
-            "tokens × gap, chunking",
-            "matched/sent",
-            "TTFT err p50 ms",
-            "TTFT |err| p99 ms",
-            "decode err p50 %",
-            "decode |err| p99 %",
-            "aggregate tok/s bakeoff",
-            "aggregate tok/s server",
-            "aggregate err %",
-            "tok/s ingested",
-            "CPU-s per M tokens",
-            "loop lag p99 ms",
-            "mock cores",
-            "other cores",
-            "load avg",
-            "harness",
-        ],
-        &rows,
-    )?;
-    writeln!(
-        out,
-        "mock cores = CPU the mock's threads used; other cores = CPU the rest of the machine used \
-         during the level; load avg = 1-minute load average at the level's end (this process included)."
-    )?;
-    for l in r.levels.iter().filter(|l| l.truth_dropped > 0) {
-        writeln!(
-            out,
-            "c={}: the mock's ground-truth buffer dropped {} records; unmatched requests are left out",
-            l.concurrency, l.truth_dropped
-        )?;
-    }
-    writeln!(out)?;
-    for t in &r.targets {
-        writeln!(
-            out,
-            "{}: {} — {}",
-            if t.met { "met" } else { "MISSED" },
-            t.target,
-            t.measured
-        )?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -938,12 +730,5 @@ mod tests {
         assert!(run_config(&parse(&["--rate", "0"])).is_err());
         assert!(Cli::try_parse_from(["measure", "--base-url", "x", "--model", "m", "--rate", "1", "--sweep"]).is_err());
         assert!(Cli::try_parse_from(["measure", "--base-url", "x", "--model", "m", "--api", "grpc"]).is_err());
-    }
-
-    #[test]
-    fn tables_align() {
-        let mut out = Vec::new();
-        table(&mut out, &["a", "bb"], &[vec!["xyz".into(), "1".into()]]).unwrap();
-        assert_eq!(String::from_utf8(out).unwrap(), "a    bb\nxyz   1\n");
     }
 }

@@ -1,0 +1,179 @@
+//! Creating a run from a request: what the run form submits (and what a terminal command or a
+//! JSON API would): checked field by field, stored, and handed to the runner.
+use std::collections::BTreeMap;
+
+use crate::app::AppError;
+use crate::domain::candidate::Candidate;
+use crate::domain::evalset::EvalSetFile;
+use crate::domain::presets::LoadDraft;
+use crate::domain::run::{JudgeConfig, NewRun, RunConfig, RunDraft};
+use crate::domain::validation::{FieldErrors, MAX_NAME_CHARS, optional_text, truncate};
+use crate::engine::Runner;
+use crate::store::DynStore;
+
+/// A run as asked for, every field as typed.
+#[derive(Debug, Clone, Default)]
+pub struct RunRequest {
+    /// Blank: named after the eval set and the candidates.
+    pub name: String,
+    /// The eval-set version's id.
+    pub evalset_version: String,
+    /// Candidate ids, in the order given (repeats are dropped).
+    pub candidates: Vec<String>,
+    pub draft: RunDraft,
+    pub load: LoadDraft,
+    /// Run the eval set's `llm-judge` graders after the measured requests.
+    pub judge: bool,
+    /// A candidate id sent every judge grader, or "" for the judges the graders name.
+    pub judge_candidate: String,
+}
+
+impl RunRequest {
+    /// The run configuration the request describes (without judging), or every field error.
+    pub fn config(&self) -> Result<RunConfig, FieldErrors> {
+        let mut errors = FieldErrors::default();
+        let mut config = match self.draft.validate() {
+            Ok(config) => config,
+            Err(e) => {
+                errors.0.extend(e.0);
+                RunConfig::default()
+            }
+        };
+        self.load.apply(&mut config, &mut errors);
+        errors.into_result(config)
+    }
+}
+
+/// Checks the request, stores the run and starts it (it waits, queued, while the runner's caps
+/// say so); returns its id. Every wrong field is reported at once as [`AppError::Fields`].
+pub async fn create_run(store: &DynStore, runner: &Runner, request: &RunRequest) -> Result<i64, AppError> {
+    let mut errors = FieldErrors::default();
+    let config = match request.config() {
+        Ok(config) => Some(config),
+        Err(e) => {
+            errors.0.extend(e.0);
+            None
+        }
+    };
+    let name = optional_text(&mut errors, "name", &request.name, MAX_NAME_CHARS);
+
+    let version = match request.evalset_version.trim().parse::<i64>() {
+        Ok(id) => store.get_evalset_version(id).await?,
+        Err(_) => None,
+    };
+    if version.is_none() {
+        errors.add(
+            "evalset_version",
+            "is not a known eval set version; choose one from the list",
+        );
+    }
+
+    let known = store.list_candidates().await?;
+    let mut candidate_ids: Vec<i64> = Vec::new();
+    for raw in &request.candidates {
+        match raw
+            .trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|id| known.iter().any(|c| c.id == *id))
+        {
+            Some(id) if !candidate_ids.contains(&id) => candidate_ids.push(id),
+            Some(_) => {}
+            None => errors.add(
+                "candidates",
+                format!(
+                    "unknown candidate {:?}; reload the page and choose again",
+                    truncate(raw, 20)
+                ),
+            ),
+        }
+    }
+    if request.candidates.is_empty() {
+        errors.add("candidates", "choose at least one candidate");
+    }
+
+    let judge = match &version {
+        Some(v) if request.judge => judge_config(request, &v.file, &known, &mut errors),
+        _ => None,
+    };
+    let config = config.map(|c| RunConfig { judge, ..c });
+    let (Some(config), Some(version), true) = (config, version, errors.is_empty()) else {
+        return Err(AppError::Fields(errors));
+    };
+    let name = name.unwrap_or_else(|| {
+        let names: Vec<&str> = candidate_ids
+            .iter()
+            .filter_map(|id| known.iter().find(|c| c.id == *id).map(|c| c.spec.name.as_str()))
+            .collect();
+        let set = &version.file.header.name;
+        let full = format!("{set} · {}", names.join(" vs "));
+        if full.chars().count() <= 60 {
+            full
+        } else {
+            truncate(&format!("{set} · {} candidates", names.len()), MAX_NAME_CHARS)
+        }
+    });
+    let id = store
+        .create_run(&NewRun {
+            name,
+            evalset_version_id: version.id,
+            candidate_ids,
+            config,
+        })
+        .await?;
+    runner.start(id);
+    tracing::info!(run_id = id, "run created and started");
+    Ok(id)
+}
+
+/// Judging switched on: every judge the eval set's graders name, resolved to a candidate now
+/// (kept with the run, so its judge cost is priced by the candidate that judged), or the one
+/// candidate chosen to judge them all. A judge that cannot be found is a field error.
+fn judge_config(
+    request: &RunRequest,
+    file: &EvalSetFile,
+    known: &[Candidate],
+    errors: &mut FieldErrors,
+) -> Option<JudgeConfig> {
+    let names = file.judge_names(file.cases.len());
+    if names.is_empty() {
+        errors.add(
+            "judge",
+            "this eval set has no llm-judge grader to run; leave judging off",
+        );
+        return None;
+    }
+    let override_id = match request.judge_candidate.trim() {
+        "" => None,
+        raw => match raw.parse::<i64>().ok().filter(|id| known.iter().any(|c| c.id == *id)) {
+            Some(id) => Some(id),
+            None => {
+                errors.add(
+                    "judge_candidate",
+                    "is not a known candidate; reload the page and choose again",
+                );
+                return None;
+            }
+        },
+    };
+    let mut judges = BTreeMap::new();
+    for (name, case_id) in names {
+        match known.iter().find(|c| c.spec.name == name) {
+            Some(c) => {
+                judges.insert(name, c.id);
+            }
+            None if override_id.is_some() => {}
+            None => {
+                errors.add(
+                    "judge_candidate",
+                    format!(
+                        "the grader of case {case_id:?} names judge {name:?}, but no candidate has that name; \
+                         choose a candidate to judge"
+                    ),
+                );
+                return None;
+            }
+        }
+    }
+    Some(JudgeConfig { judges, override_id })
+}

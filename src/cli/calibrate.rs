@@ -1,0 +1,176 @@
+//! `bakeoff calibrate`: the harness's self-check against the built-in mock (`app::calibrate`),
+//! printed as a table and optionally written as JSON.
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+use serde::Serialize;
+
+use super::output::{now_rfc3339, table, write_json};
+use crate::engine::calibrate::{CalibrateOptions, CalibrationReport, IngestOptions, LevelPurpose};
+
+/// The format tag of `--json` files; bumped on incompatible changes.
+pub const CALIBRATE_JSON_FORMAT: &str = "bakeoff-calibrate/1";
+
+#[derive(Debug, Clone, Args)]
+pub struct CalibrateArgs {
+    /// Concurrency levels to drive the mock at.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64,256,1024")]
+    pub levels: Vec<u32>,
+    /// Seconds of measured load per level (plus a short warm-up).
+    #[arg(long, default_value_t = 6)]
+    pub seconds_per_level: u32,
+    /// Output tokens per request.
+    #[arg(long, default_value_t = 128)]
+    pub tokens: u32,
+    /// The mock's delay between tokens of one stream, ms.
+    #[arg(long, default_value_t = 4.0)]
+    pub inter_token_ms: f64,
+    /// The mock's time to first token, ms.
+    #[arg(long, default_value_t = 20.0)]
+    pub ttft_ms: f64,
+    /// Tokens per SSE chunk sent by the mock.
+    #[arg(long, default_value_t = 1)]
+    pub tokens_per_chunk: u32,
+    /// Concurrency of the ingest-rate level run after the sweep (0: skip it).
+    #[arg(long, default_value_t = 256)]
+    pub ingest_concurrency: u32,
+    /// Output tokens per request at the ingest-rate level.
+    #[arg(long, default_value_t = 1024)]
+    pub ingest_tokens: u32,
+    /// The mock's delay between tokens at the ingest-rate level, ms.
+    #[arg(long, default_value_t = 1.0)]
+    pub ingest_inter_token_ms: f64,
+    /// Tokens per SSE chunk at the ingest-rate level (real servers send several).
+    #[arg(long, default_value_t = 8)]
+    pub ingest_tokens_per_chunk: u32,
+    /// Worker threads of the mock's runtime (1: one current-thread runtime).
+    #[arg(long, default_value_t = 2)]
+    pub mock_threads: u32,
+    /// Write the figures here as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+pub async fn run(args: CalibrateArgs) -> anyhow::Result<()> {
+    let options = CalibrateOptions {
+        levels: args.levels.clone(),
+        seconds_per_level: args.seconds_per_level,
+        tokens: args.tokens,
+        inter_token_ms: args.inter_token_ms,
+        ttft_ms: args.ttft_ms,
+        tokens_per_chunk: args.tokens_per_chunk,
+        ingest: (args.ingest_concurrency > 0).then_some(IngestOptions {
+            concurrency: args.ingest_concurrency,
+            tokens: args.ingest_tokens,
+            inter_token_ms: args.ingest_inter_token_ms,
+            tokens_per_chunk: args.ingest_tokens_per_chunk,
+        }),
+        mock_threads: args.mock_threads,
+    };
+    let report = crate::app::calibrate::calibrate(&options, |line| eprintln!("{line}")).await?;
+    let mut out = std::io::stdout().lock();
+    print_calibration(&mut out, &report)?;
+    if let Some(path) = &args.json {
+        #[derive(Serialize)]
+        struct Doc<'a> {
+            format: &'static str,
+            generated_at: String,
+            #[serde(flatten)]
+            report: &'a CalibrationReport,
+        }
+        write_json(
+            path,
+            &Doc {
+                format: CALIBRATE_JSON_FORMAT,
+                generated_at: now_rfc3339(),
+                report: &report,
+            },
+        )?;
+        writeln!(out, "wrote {}", path.display())?;
+    }
+    Ok(())
+}
+
+pub fn print_calibration(out: &mut impl Write, r: &CalibrationReport) -> std::io::Result<()> {
+    let f = |v: Option<f64>, digits: usize| v.map_or("—".to_string(), |v| format!("{v:.digits$}"));
+    let rows: Vec<Vec<String>> = r
+        .levels
+        .iter()
+        .map(|l| {
+            vec![
+                match l.purpose {
+                    LevelPurpose::Latency => format!("c={}", l.concurrency),
+                    LevelPurpose::Ingest => format!("ingest c={}", l.concurrency),
+                },
+                format!("{}×{} ms, {}/chunk", l.tokens, l.inter_token_ms, l.tokens_per_chunk),
+                format!("{}/{}", l.matched, l.requests),
+                f(l.ttft_error_ms_p50, 3),
+                f(l.ttft_error_ms_p99, 3),
+                f(l.decode_error_pct_p50, 2),
+                f(l.decode_error_pct_p99, 2),
+                f(l.aggregate_client_tok_s, 0),
+                f(l.aggregate_server_tok_s, 0),
+                f(l.aggregate_error_pct, 2),
+                f(l.ingested_tok_s, 0),
+                f(l.cpu_s_per_million_tokens, 2),
+                f(l.runtime_lag_ms_p99, 2),
+                f(l.mock_cpu_cores, 2),
+                f(l.other_cpu_cores, 2),
+                f(l.load_average, 2),
+                if l.unreliable { "UNRELIABLE".into() } else { "ok".into() },
+            ]
+        })
+        .collect();
+    writeln!(
+        out,
+        "bakeoff calibrate: mock TTFT {} ms on {} thread(s), {} s per level; {} cores on {}",
+        r.mock_ttft_ms, r.mock_threads, r.seconds_per_level, r.cores, r.host
+    )?;
+    table(
+        out,
+        &[
+            "load",
+            "tokens × gap, chunking",
+            "matched/sent",
+            "TTFT err p50 ms",
+            "TTFT |err| p99 ms",
+            "decode err p50 %",
+            "decode |err| p99 %",
+            "aggregate tok/s bakeoff",
+            "aggregate tok/s server",
+            "aggregate err %",
+            "tok/s ingested",
+            "CPU-s per M tokens",
+            "loop lag p99 ms",
+            "mock cores",
+            "other cores",
+            "load avg",
+            "harness",
+        ],
+        &rows,
+    )?;
+    writeln!(
+        out,
+        "mock cores = CPU the mock's threads used; other cores = CPU the rest of the machine used \
+         during the level; load avg = 1-minute load average at the level's end (this process included)."
+    )?;
+    for l in r.levels.iter().filter(|l| l.truth_dropped > 0) {
+        writeln!(
+            out,
+            "c={}: the mock's ground-truth buffer dropped {} records; unmatched requests are left out",
+            l.concurrency, l.truth_dropped
+        )?;
+    }
+    writeln!(out)?;
+    for t in &r.targets {
+        writeln!(
+            out,
+            "{}: {} — {}",
+            if t.met { "met" } else { "MISSED" },
+            t.target,
+            t.measured
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,64 @@
+//! `bakeoff mock`: the built-in OpenAI-compatible mock inference server alone, until Ctrl-C /
+//! SIGTERM.
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+
+use crate::mock::{MockConfig, SERVER_HEADER, demo_profiles, load_answer_keys, load_profiles};
+
+#[derive(Debug, Clone, Args)]
+pub struct MockArgs {
+    /// Address the mock listens on.
+    #[arg(long, env = "BAKEOFF_MOCK_LISTEN", default_value = "127.0.0.1:8081")]
+    pub listen: SocketAddr,
+    /// TOML file of model profiles (see docs/mock.md); without it the demo profiles are served.
+    #[arg(long, env = "BAKEOFF_MOCK_PROFILES")]
+    pub profiles: Option<PathBuf>,
+    /// Eval-set files whose expected outputs the mock answers with; the shipped sets when omitted.
+    #[arg(long = "answer-key", env = "BAKEOFF_MOCK_ANSWER_KEYS", value_delimiter = ',')]
+    pub answer_keys: Vec<PathBuf>,
+    /// Seed for every random choice (answers, jitter, failures): same seed, same behaviour.
+    #[arg(long, env = "BAKEOFF_MOCK_SEED", default_value_t = 42)]
+    pub seed: u64,
+}
+
+pub async fn run(args: MockArgs) -> anyhow::Result<()> {
+    let profiles = match &args.profiles {
+        Some(path) => load_profiles(path)?,
+        None => demo_profiles(),
+    };
+    let answer_keys = if args.answer_keys.is_empty() {
+        crate::app::demo::shipped_evalset_files()?
+    } else {
+        load_answer_keys(&args.answer_keys)?
+    };
+    let names: Vec<String> = profiles.iter().map(|p| p.name.clone()).collect();
+    let cases: usize = answer_keys.iter().map(|s| s.cases.len()).sum();
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding the mock to {}", args.listen))?;
+    let server = crate::mock::spawn(
+        MockConfig {
+            profiles,
+            answer_keys,
+            seed: args.seed,
+        },
+        listener,
+    )
+    .await
+    .context("starting the mock")?;
+    tracing::info!(
+        models = %names.join(", "),
+        answer_key_cases = cases,
+        seed = args.seed,
+        "{SERVER_HEADER} serving at {} (ground truth at {}/mock/requests)",
+        server.base_url(),
+        server.root_url()
+    );
+    crate::app::shutdown::signal().await;
+    server.shutdown().await.context("stopping the mock")?;
+    tracing::info!("mock stopped");
+    Ok(())
+}
