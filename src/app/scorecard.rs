@@ -24,8 +24,8 @@ pub struct ScorecardChoice {
     pub pipeline: PipelineDraft,
 }
 
-/// Everything loaded for one assessed run, and its scorecard.
-pub struct Assessment {
+/// A run's scorecard with everything it was assembled from.
+pub struct RunScorecard {
     pub run: Run,
     pub version: Option<EvalSetVersion>,
     pub candidates: Vec<Candidate>,
@@ -42,7 +42,7 @@ pub struct Assessment {
     pub harness: Option<HarnessReport>,
 }
 
-impl Assessment {
+impl RunScorecard {
     /// Each candidate's verdict, as a saved scorecard or the archive's verdicts record it.
     pub fn verdicts(&self) -> Vec<RecordedVerdict> {
         self.card
@@ -58,7 +58,7 @@ impl Assessment {
 }
 
 /// Loads the run and the chosen profile version, and builds the scorecard.
-pub async fn assess(store: &DynStore, run_id: i64, choice: &ScorecardChoice) -> Result<Assessment, AppError> {
+pub async fn assemble(store: &DynStore, run_id: i64, choice: &ScorecardChoice) -> Result<RunScorecard, AppError> {
     let run = store
         .get_run(run_id)
         .await?
@@ -127,7 +127,7 @@ pub async fn assess(store: &DynStore, run_id: i64, choice: &ScorecardChoice) -> 
             all_candidates: &all,
         }),
     });
-    Ok(Assessment {
+    Ok(RunScorecard {
         harness: store.get_run_harness(run_id).await?,
         run,
         version,

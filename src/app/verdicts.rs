@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use crate::app::AppError;
-use crate::app::scorecard::{ScorecardChoice, assess};
+use crate::app::scorecard::{ScorecardChoice, assemble};
 use crate::engine::Runner;
 use crate::store::DynStore;
 
@@ -21,15 +21,15 @@ const BATCH: i64 = 50;
 
 /// Assesses `run_id` by the current version of `profile_id` and stores the verdicts. Returns
 /// how many candidates were assessed (0 when the run has no candidates).
-pub async fn assess_and_store(store: &DynStore, run_id: i64, profile_id: i64) -> Result<usize, AppError> {
+pub async fn store_verdicts(store: &DynStore, run_id: i64, profile_id: i64) -> Result<usize, AppError> {
     let choice = ScorecardChoice {
         profile: Some(profile_id),
         ..ScorecardChoice::default()
     };
-    let assessment = assess(store, run_id, &choice).await?;
-    let verdicts = assessment.verdicts();
+    let scorecard = assemble(store, run_id, &choice).await?;
+    let verdicts = scorecard.verdicts();
     store
-        .save_run_verdicts(run_id, profile_id, assessment.profile.version, &verdicts)
+        .save_run_verdicts(run_id, profile_id, scorecard.profile.version, &verdicts)
         .await?;
     Ok(verdicts.len())
 }
@@ -54,7 +54,7 @@ pub fn spawn(store: DynStore, runner: Runner) {
             for (run_id, profile_id) in pending {
                 // Never compete with a measurement for CPU.
                 runner.until_idle().await;
-                match assess_and_store(&store, run_id, profile_id).await {
+                match store_verdicts(&store, run_id, profile_id).await {
                     // The run or the profile is gone, or the run has no candidates.
                     Ok(0) | Err(AppError::NotFound(_)) => {
                         skipped.insert((run_id, profile_id));

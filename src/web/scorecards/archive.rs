@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::page::{ScorecardPage, page_for};
 use super::query_string;
-use crate::app::scorecard::{ScorecardChoice, assess};
+use crate::app::scorecard::{ScorecardChoice, assemble};
 use crate::domain::pipeline::PipelineDraft;
 use crate::domain::scorecard::{NewScorecard, ScorecardRecord};
 use crate::domain::thresholds::{MetricKey, diff_rules};
@@ -69,7 +69,7 @@ pub async fn save(
         .extend_pairs(&body.pairs)
         .finish();
     let q = super::parse_query(Some(&query))?;
-    let j = assess(&state.store, run_id, &q).await?;
+    let j = assemble(&state.store, run_id, &q).await?;
     let created_by = body.get("created_by").unwrap_or("").trim().to_string();
     let note = body.get("note").unwrap_or("").trim().to_string();
     let problem = if created_by.is_empty() {
@@ -121,7 +121,7 @@ pub async fn detail(
         .await?
         .ok_or_else(|| WebError::NotFound(format!("scorecard #{id}")))?;
     let q = record_choice(&record);
-    let then = assess(&state.store, record.run_id, &q).await?;
+    let then = assemble(&state.store, record.run_id, &q).await?;
     let drifted = record.verdicts.iter().any(|saved| {
         then.card
             .columns
@@ -130,7 +130,7 @@ pub async fn detail(
             .is_some_and(|c| c.verdict != saved.verdict)
     });
     let rejudge = if then.current_version != record.profile_version {
-        let now = assess(
+        let now = assemble(
             &state.store,
             record.run_id,
             &ScorecardChoice {

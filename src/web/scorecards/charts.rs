@@ -5,7 +5,7 @@ use std::ops::Range;
 
 use plotters::prelude::*;
 
-use crate::app::scorecard::Assessment;
+use crate::app::scorecard::RunScorecard;
 use crate::domain::scorecard::measure::{CandidateRecords, aggregate_tok_s};
 use crate::domain::thresholds::MetricKey;
 
@@ -77,7 +77,7 @@ fn render(draw: impl FnOnce(DrawingArea<SVGBackend<'_>, plotters::coord::Shift>)
 }
 
 /// Aggregate tok/s at every concurrency each candidate was measured at.
-fn throughput_points(j: &Assessment) -> Vec<(String, Vec<(f64, f64)>)> {
+fn throughput_points(j: &RunScorecard) -> Vec<(String, Vec<(f64, f64)>)> {
     j.candidates
         .iter()
         .map(|c| {
@@ -92,7 +92,7 @@ fn throughput_points(j: &Assessment) -> Vec<(String, Vec<(f64, f64)>)> {
         .collect()
 }
 
-fn throughput_chart(j: &Assessment) -> Option<Chart> {
+fn throughput_chart(j: &RunScorecard) -> Option<Chart> {
     let series = throughput_points(j);
     let xs = padded(series.iter().flat_map(|(_, p)| p.iter().map(|x| x.0)), true)?;
     let ys = padded(series.iter().flat_map(|(_, p)| p.iter().map(|x| x.1)), true)?;
@@ -145,7 +145,7 @@ fn throughput_chart(j: &Assessment) -> Option<Chart> {
     })
 }
 
-fn ttft_chart(j: &Assessment) -> Option<Chart> {
+fn ttft_chart(j: &RunScorecard) -> Option<Chart> {
     let series: Vec<(String, Vec<f64>)> = j
         .candidates
         .iter()
@@ -217,14 +217,14 @@ fn ttft_chart(j: &Assessment) -> Option<Chart> {
 }
 
 /// The first rule on `base` judged at the run's load (its threshold line), if any.
-fn threshold_of(j: &Assessment, base: &str) -> Option<f64> {
+fn threshold_of(j: &RunScorecard, base: &str) -> Option<f64> {
     j.profile.rules.iter().find_map(|r| {
         let k = MetricKey::parse(&r.metric).ok()?;
         (k.base == base && k.concurrency.is_none_or(|c| c == j.run.config.concurrency)).then_some(r.value)
     })
 }
 
-fn accuracy_chart(j: &Assessment) -> Option<Chart> {
+fn accuracy_chart(j: &RunScorecard) -> Option<Chart> {
     let accuracy_col = j.card.rows.iter().find(|r| r.rule.metric == "accuracy");
     let points: Vec<(String, f64, f64)> = j
         .card
@@ -315,7 +315,7 @@ fn accuracy_chart(j: &Assessment) -> Option<Chart> {
 }
 
 /// Every chart there is data for.
-pub fn all(j: &Assessment) -> Vec<Chart> {
+pub fn all(j: &RunScorecard) -> Vec<Chart> {
     [throughput_chart(j), ttft_chart(j), accuracy_chart(j)]
         .into_iter()
         .flatten()

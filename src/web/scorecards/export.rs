@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::parse_query;
-use crate::app::scorecard::{Assessment, assess};
+use crate::app::scorecard::{RunScorecard, assemble};
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{ClaimedFigure, Conditions, Pricing};
 use crate::domain::scorecard::intervals::CONFIDENCE;
@@ -144,7 +144,7 @@ struct Export<'a> {
 const SPEED_RULES: &str = "the throughput and latency rules (dimension throughput)";
 
 /// The harness's reasons when it flagged this run's speed figures unreliable.
-fn speed_flag(j: &Assessment) -> Option<&[String]> {
+fn speed_flag(j: &RunScorecard) -> Option<&[String]> {
     j.harness
         .as_ref()
         .filter(|h| h.unreliable)
@@ -156,7 +156,7 @@ fn is_speed(row: &Row) -> bool {
     row.dimension == Some(Dimension::Throughput)
 }
 
-fn export_row<'a>(row: &'a Row, j: &'a Assessment, warning: Option<&'a str>) -> ExportRow<'a> {
+fn export_row<'a>(row: &'a Row, j: &'a RunScorecard, warning: Option<&'a str>) -> ExportRow<'a> {
     ExportRow {
         dimension: row.dimension.map(|d| d.as_str()),
         rule: &row.rule,
@@ -186,7 +186,7 @@ fn export_row<'a>(row: &'a Row, j: &'a Assessment, warning: Option<&'a str>) -> 
 }
 
 /// The complete JSON document.
-pub fn to_json(j: &Assessment) -> serde_json::Value {
+pub fn to_json(j: &RunScorecard) -> serde_json::Value {
     let warning = super::view::speed_warning(j);
     let export = Export {
         schema: SCHEMA,
@@ -312,7 +312,7 @@ fn opt(v: Option<f64>) -> String {
     v.map(|v| v.to_string()).unwrap_or_default()
 }
 
-pub fn to_csv(j: &Assessment) -> String {
+pub fn to_csv(j: &RunScorecard) -> String {
     let mut out = String::from(CSV_HEADER);
     out.push_str("\r\n");
     let flag = speed_flag(j).map(|reasons| format!("UNRELIABLE speed figure (harness: {})", reasons.join("; ")));
@@ -402,7 +402,7 @@ fn md(s: &str) -> String {
     s.replace('|', "\\|").replace(['\n', '\r'], " ")
 }
 
-pub fn to_markdown(j: &Assessment) -> String {
+pub fn to_markdown(j: &RunScorecard) -> String {
     let view = super::view::build(j);
     let mut out = String::new();
     out.push_str(&format!("# Scorecard: run #{} {}\n\n", view.run_id, md(&view.run_name)));
@@ -534,10 +534,10 @@ fn download(body: String, content_type: &'static str, file_name: String) -> Resp
     response
 }
 
-async fn load(state: &AppState, raw: &str, query: Option<String>) -> Result<Assessment, WebError> {
+async fn load(state: &AppState, raw: &str, query: Option<String>) -> Result<RunScorecard, WebError> {
     let id = parse_id(raw, "run")?;
     let q = parse_query(query.as_deref())?;
-    Ok(assess(&state.store, id, &q).await?)
+    Ok(assemble(&state.store, id, &q).await?)
 }
 
 pub async fn json(

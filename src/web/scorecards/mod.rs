@@ -1,13 +1,13 @@
 //! Scorecards: a run assessed by a threshold-profile version (`/runs/{id}/scorecard`), its
 //! exports (JSON, CSV, Markdown, print), and the archive of saved scorecards (`/scorecards`),
 //! each of which can be re-assessed against its profile's current version. The assessment itself
-//! is `app::scorecard::assess`; these handlers read the query and present it.
+//! is `app::scorecard::assemble`; these handlers read the query and present it.
 use axum::Router;
 use axum::routing::{get, post};
 
 use super::AppState;
 use super::error::WebError;
-use crate::app::scorecard::{Assessment, ScorecardChoice};
+use crate::app::scorecard::{RunScorecard, ScorecardChoice};
 use crate::domain::pipeline::PipelineDraft;
 
 mod archive;
@@ -81,18 +81,18 @@ pub fn parse_query(raw: Option<&str>) -> Result<ScorecardChoice, WebError> {
 }
 
 /// The query string that reproduces this scorecard (for links and exports).
-pub fn query_string(a: &Assessment) -> String {
+pub fn query_string(s: &RunScorecard) -> String {
     let mut q = url::form_urlencoded::Serializer::new(String::new());
-    q.append_pair("profile", &a.profile.id.to_string());
-    q.append_pair("version", &a.profile.version.to_string());
-    if let Some(i) = a.incumbent {
+    q.append_pair("profile", &s.profile.id.to_string());
+    q.append_pair("version", &s.profile.version.to_string());
+    if let Some(i) = s.incumbent {
         q.append_pair("incumbent", &i.to_string());
     }
-    for s in &a.pipeline.stages {
-        q.append_pair("stage_name", &s.name);
-        q.append_pair("stage_seconds", &s.seconds_per_item.to_string());
+    for stage in &s.pipeline.stages {
+        q.append_pair("stage_name", &stage.name);
+        q.append_pair("stage_seconds", &stage.seconds_per_item.to_string());
     }
-    if let Some(share) = a.pipeline.model_share {
+    if let Some(share) = s.pipeline.model_share {
         q.append_pair("model_share", &(share * 100.0).to_string());
     }
     q.finish()

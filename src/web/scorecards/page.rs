@@ -7,7 +7,7 @@ use axum::http::HeaderMap;
 
 use super::parse_query;
 use super::view::{self, CardView};
-use crate::app::scorecard::{Assessment, ScorecardChoice, assess};
+use crate::app::scorecard::{RunScorecard, ScorecardChoice, assemble};
 use crate::domain::pipeline::MAX_STAGES;
 use crate::web::AppState;
 use crate::web::error::{WebError, parse_id};
@@ -48,7 +48,7 @@ pub struct ScorecardPage {
     pub save_error: Option<String>,
 }
 
-pub fn page_for(j: &Assessment, q: &ScorecardChoice, print: bool, your_name: String) -> ScorecardPage {
+pub fn page_for(j: &RunScorecard, q: &ScorecardChoice, print: bool, your_name: String) -> ScorecardPage {
     let profiles = j
         .profiles
         .iter()
@@ -106,7 +106,7 @@ pub async fn page(
 ) -> Result<ScorecardPage, WebError> {
     let id = parse_id(&raw, "run")?;
     let q = parse_query(query.as_deref())?;
-    let j = assess(&state.store, id, &q).await?;
+    let j = assemble(&state.store, id, &q).await?;
     Ok(page_for(&j, &q, false, remembered_name(&headers)))
 }
 
@@ -117,6 +117,6 @@ pub async fn print(
 ) -> Result<ScorecardPage, WebError> {
     let id = parse_id(&raw, "run")?;
     let q = parse_query(query.as_deref())?;
-    let j = assess(&state.store, id, &q).await?;
+    let j = assemble(&state.store, id, &q).await?;
     Ok(page_for(&j, &q, true, String::new()))
 }

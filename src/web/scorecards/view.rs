@@ -1,7 +1,7 @@
 //! The scorecard as the page shows it: every figure formatted with its unit, caliber and
 //! conditions, so templates only print strings.
 use super::charts;
-use crate::app::scorecard::Assessment;
+use crate::app::scorecard::RunScorecard;
 use crate::domain::pipeline::format_factor;
 use crate::domain::scorecard::{Cell, Row, RuleState, Scorecard, Settle, Verdict};
 use crate::domain::thresholds::{Dimension, format_usd};
@@ -225,7 +225,7 @@ fn row_view(row: &Row) -> RowView {
 }
 
 /// The harness's reasons when it flagged the run's speed figures unreliable.
-pub fn speed_warning(j: &Assessment) -> Option<String> {
+pub fn speed_warning(j: &RunScorecard) -> Option<String> {
     let h = j.harness.as_ref().filter(|h| h.unreliable)?;
     Some(format!(
         "The harness flagged this run's speed figures: {}. Latency and throughput verdicts below may be wrong.",
@@ -237,7 +237,7 @@ fn verdict_class(v: Verdict) -> &'static str {
     v.class()
 }
 
-pub fn build(j: &Assessment) -> CardView {
+pub fn build(j: &RunScorecard) -> CardView {
     let card: &Scorecard = &j.card;
     let columns = card
         .columns
