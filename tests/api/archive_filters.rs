@@ -15,7 +15,7 @@ use bakeoff::store::{DynStore, RunFilter, RunListItem};
 use tokio::net::TcpListener;
 
 use crate::support::app::spawn_app;
-use crate::support::db::each_store;
+use crate::support::db::{TestStore, each_backend};
 
 const DEADLINE: Duration = Duration::from_secs(90);
 
@@ -46,179 +46,177 @@ fn ids(items: Vec<RunListItem>) -> Vec<i64> {
     items.into_iter().map(|i| i.run.id).collect()
 }
 
-#[tokio::test]
-async fn runs_filter_by_profile_and_verdict_on_both_stores() {
-    for t in each_store().await {
-        let s = &t.store;
-        let b = t.backend;
-        let file = EvalSetFile::parse("tiny.jsonl", crate::support::app::TINY_EVALSET).unwrap();
-        let version = s.save_evalset_version(&file).await.unwrap();
-        let mut cands = Vec::new();
-        for name in ["a", "b"] {
-            let spec = bakeoff::domain::candidate::CandidateDraft {
+each_backend!(runs_filter_by_profile_and_verdict_on_both_stores);
+async fn runs_filter_by_profile_and_verdict_on_both_stores(t: TestStore) {
+    let s = &t.store;
+    let b = t.backend;
+    let file = EvalSetFile::parse("tiny.jsonl", crate::support::app::TINY_EVALSET).unwrap();
+    let version = s.save_evalset_version(&file).await.unwrap();
+    let mut cands = Vec::new();
+    for name in ["a", "b"] {
+        let spec = bakeoff::domain::candidate::CandidateDraft {
+            name: name.into(),
+            provider: "openai-chat".into(),
+            base_url: "http://127.0.0.1:9/v1".into(),
+            model: name.into(),
+            ..Default::default()
+        }
+        .validate(None)
+        .unwrap();
+        cands.push(s.create_candidate(&spec).await.unwrap());
+    }
+    let (a, bb) = (cands[0], cands[1]);
+    let mut runs = Vec::new();
+    for (name, candidates, status) in [
+        ("both", vec![a, bb], RunStatus::Finished),
+        ("a only", vec![a], RunStatus::Finished),
+        ("b failed", vec![bb], RunStatus::Failed),
+    ] {
+        let id = s
+            .create_run(&NewRun {
                 name: name.into(),
-                provider: "openai-chat".into(),
-                base_url: "http://127.0.0.1:9/v1".into(),
-                model: name.into(),
-                ..Default::default()
-            }
-            .validate(None)
-            .unwrap();
-            cands.push(s.create_candidate(&spec).await.unwrap());
-        }
-        let (a, bb) = (cands[0], cands[1]);
-        let mut runs = Vec::new();
-        for (name, candidates, status) in [
-            ("both", vec![a, bb], RunStatus::Finished),
-            ("a only", vec![a], RunStatus::Finished),
-            ("b failed", vec![bb], RunStatus::Failed),
-        ] {
-            let id = s
-                .create_run(&NewRun {
-                    name: name.into(),
-                    evalset_version_id: version,
-                    candidate_ids: candidates,
-                    config: RunConfig::default(),
-                })
-                .await
-                .unwrap();
-            s.set_run_status(id, status, None).await.unwrap();
-            runs.push(id);
-        }
-        let (both, a_only, failed) = (runs[0], runs[1], runs[2]);
-        let (p, _) = s
-            .save_threshold_profile("strict", "", &accuracy_at_least(0.9), "ana", "first")
-            .await
-            .unwrap();
-        let (q, _) = s
-            .save_threshold_profile("lenient", "", &accuracy_at_least(0.5), "ana", "first")
-            .await
-            .unwrap();
-        let unjudged = s.unjudged_runs(100).await.unwrap();
-        assert_eq!(
-            unjudged,
-            [(both, p), (both, q), (a_only, p), (a_only, q)],
-            "{b}: finished runs only, oldest first"
-        );
-
-        s.save_run_verdicts(both, p, 1, &[verdict(a, Verdict::Go), verdict(bb, Verdict::NoGo)])
-            .await
-            .unwrap();
-        s.save_run_verdicts(a_only, p, 1, &[verdict(a, Verdict::Inconclusive)])
-            .await
-            .unwrap();
-        let f = |profile: Option<i64>, v: Option<Verdict>, candidate: Option<i64>| RunFilter {
-            profile_id: profile,
-            verdict: v,
-            candidate_id: candidate,
-            terminal_only: true,
-            ..Default::default()
-        };
-        let list = |filter: RunFilter| async move { ids(s.list_runs_filtered(&filter, 10, 0).await.unwrap()) };
-        assert_eq!(list(f(Some(p), None, None)).await, [a_only, both], "{b}");
-        assert_eq!(list(f(Some(q), None, None)).await, Vec::<i64>::new(), "{b}");
-        assert_eq!(list(f(Some(p), Some(Verdict::Go), None)).await, [both], "{b}");
-        assert_eq!(list(f(Some(p), Some(Verdict::NoGo), None)).await, [both], "{b}");
-        assert_eq!(
-            list(f(Some(p), Some(Verdict::NoGo), Some(a))).await,
-            Vec::<i64>::new(),
-            "{b}: the verdict is the filtered candidate's"
-        );
-        assert_eq!(
-            list(f(Some(p), Some(Verdict::Inconclusive), Some(a))).await,
-            [a_only],
-            "{b}"
-        );
-        assert_eq!(
-            s.count_runs_filtered(&f(Some(p), Some(Verdict::Go), None))
-                .await
-                .unwrap(),
-            1,
-            "{b}"
-        );
-        // Server-side pagination holds with the new filters.
-        assert_eq!(
-            ids(s.list_runs_filtered(&f(Some(p), None, None), 1, 1).await.unwrap()),
-            [both],
-            "{b}"
-        );
-        let pending = |profile: i64| RunFilter {
-            not_judged_by: Some(profile),
-            ..Default::default()
-        };
-        assert_eq!(s.count_runs_filtered(&pending(p)).await.unwrap(), 0, "{b}");
-        assert_eq!(
-            ids(s.list_runs_filtered(&pending(q), 10, 0).await.unwrap()),
-            [a_only, both],
-            "{b}: finished runs not judged by q"
-        );
-        let stored = s.list_run_verdicts(&[both, a_only, failed], p).await.unwrap();
-        assert_eq!(stored.len(), 3, "{b}");
-        assert!(
-            stored
-                .iter()
-                .all(|v| v.scorecard_id.is_none() && v.profile_version == 1)
-        );
-
-        // Saving a scorecard replaces the run's verdicts by that profile.
-        let card = s
-            .save_scorecard(&NewScorecard {
-                run_id: both,
-                profile_id: p,
-                profile_version: 1,
-                incumbent: Some(a),
-                pipeline: PipelineSpec::default(),
-                created_by: "ana".into(),
-                note: String::new(),
-                verdicts: vec![verdict(a, Verdict::NoGo), verdict(bb, Verdict::NoGo)],
+                evalset_version_id: version,
+                candidate_ids: candidates,
+                config: RunConfig::default(),
             })
             .await
             .unwrap();
-        assert_eq!(
-            list(f(Some(p), Some(Verdict::Go), None)).await,
-            Vec::<i64>::new(),
-            "{b}"
-        );
-        let stored = s.list_run_verdicts(&[both], p).await.unwrap();
-        assert_eq!(stored.len(), 2, "{b}");
-        assert!(
-            stored
-                .iter()
-                .all(|v| v.scorecard_id == Some(card) && v.verdict == Verdict::NoGo)
-        );
-        assert!(
-            s.list_run_verdicts(&[both], q).await.unwrap().is_empty(),
-            "{b}: other profiles untouched"
-        );
-        assert_eq!(s.unjudged_runs(100).await.unwrap(), [(both, q), (a_only, q)], "{b}");
-
-        // Unknown runs or profiles are refused, nothing stored.
-        assert!(
-            s.save_run_verdicts(9_999, p, 1, &[verdict(a, Verdict::Go)])
-                .await
-                .is_err()
-        );
-        assert!(
-            s.save_run_verdicts(both, 9_999, 1, &[verdict(a, Verdict::Go)])
-                .await
-                .is_err()
-        );
-
-        // A database whose scorecards predate the verdicts table gets their verdicts on migration.
-        t.execute_raw("DROP TABLE run_verdicts").await.unwrap();
-        t.execute_raw("DELETE FROM _sqlx_migrations WHERE version = 9")
-            .await
-            .unwrap();
-        let again = bakeoff::store::connect(&t.url).await.expect("migrating again");
-        let backfilled = again.list_run_verdicts(&[both, a_only], p).await.unwrap();
-        assert_eq!(backfilled.len(), 2, "{b}: only the scorecard's verdicts come back");
-        assert!(
-            backfilled
-                .iter()
-                .all(|v| v.run_id == both && v.scorecard_id == Some(card) && v.verdict == Verdict::NoGo),
-            "{b}: {backfilled:?}"
-        );
+        s.set_run_status(id, status, None).await.unwrap();
+        runs.push(id);
     }
+    let (both, a_only, failed) = (runs[0], runs[1], runs[2]);
+    let (p, _) = s
+        .save_threshold_profile("strict", "", &accuracy_at_least(0.9), "ana", "first")
+        .await
+        .unwrap();
+    let (q, _) = s
+        .save_threshold_profile("lenient", "", &accuracy_at_least(0.5), "ana", "first")
+        .await
+        .unwrap();
+    let unjudged = s.unjudged_runs(100).await.unwrap();
+    assert_eq!(
+        unjudged,
+        [(both, p), (both, q), (a_only, p), (a_only, q)],
+        "{b}: finished runs only, oldest first"
+    );
+
+    s.save_run_verdicts(both, p, 1, &[verdict(a, Verdict::Go), verdict(bb, Verdict::NoGo)])
+        .await
+        .unwrap();
+    s.save_run_verdicts(a_only, p, 1, &[verdict(a, Verdict::Inconclusive)])
+        .await
+        .unwrap();
+    let f = |profile: Option<i64>, v: Option<Verdict>, candidate: Option<i64>| RunFilter {
+        profile_id: profile,
+        verdict: v,
+        candidate_id: candidate,
+        terminal_only: true,
+        ..Default::default()
+    };
+    let list = |filter: RunFilter| async move { ids(s.list_runs_filtered(&filter, 10, 0).await.unwrap()) };
+    assert_eq!(list(f(Some(p), None, None)).await, [a_only, both], "{b}");
+    assert_eq!(list(f(Some(q), None, None)).await, Vec::<i64>::new(), "{b}");
+    assert_eq!(list(f(Some(p), Some(Verdict::Go), None)).await, [both], "{b}");
+    assert_eq!(list(f(Some(p), Some(Verdict::NoGo), None)).await, [both], "{b}");
+    assert_eq!(
+        list(f(Some(p), Some(Verdict::NoGo), Some(a))).await,
+        Vec::<i64>::new(),
+        "{b}: the verdict is the filtered candidate's"
+    );
+    assert_eq!(
+        list(f(Some(p), Some(Verdict::Inconclusive), Some(a))).await,
+        [a_only],
+        "{b}"
+    );
+    assert_eq!(
+        s.count_runs_filtered(&f(Some(p), Some(Verdict::Go), None))
+            .await
+            .unwrap(),
+        1,
+        "{b}"
+    );
+    // Server-side pagination holds with the new filters.
+    assert_eq!(
+        ids(s.list_runs_filtered(&f(Some(p), None, None), 1, 1).await.unwrap()),
+        [both],
+        "{b}"
+    );
+    let pending = |profile: i64| RunFilter {
+        not_judged_by: Some(profile),
+        ..Default::default()
+    };
+    assert_eq!(s.count_runs_filtered(&pending(p)).await.unwrap(), 0, "{b}");
+    assert_eq!(
+        ids(s.list_runs_filtered(&pending(q), 10, 0).await.unwrap()),
+        [a_only, both],
+        "{b}: finished runs not judged by q"
+    );
+    let stored = s.list_run_verdicts(&[both, a_only, failed], p).await.unwrap();
+    assert_eq!(stored.len(), 3, "{b}");
+    assert!(
+        stored
+            .iter()
+            .all(|v| v.scorecard_id.is_none() && v.profile_version == 1)
+    );
+
+    // Saving a scorecard replaces the run's verdicts by that profile.
+    let card = s
+        .save_scorecard(&NewScorecard {
+            run_id: both,
+            profile_id: p,
+            profile_version: 1,
+            incumbent: Some(a),
+            pipeline: PipelineSpec::default(),
+            created_by: "ana".into(),
+            note: String::new(),
+            verdicts: vec![verdict(a, Verdict::NoGo), verdict(bb, Verdict::NoGo)],
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        list(f(Some(p), Some(Verdict::Go), None)).await,
+        Vec::<i64>::new(),
+        "{b}"
+    );
+    let stored = s.list_run_verdicts(&[both], p).await.unwrap();
+    assert_eq!(stored.len(), 2, "{b}");
+    assert!(
+        stored
+            .iter()
+            .all(|v| v.scorecard_id == Some(card) && v.verdict == Verdict::NoGo)
+    );
+    assert!(
+        s.list_run_verdicts(&[both], q).await.unwrap().is_empty(),
+        "{b}: other profiles untouched"
+    );
+    assert_eq!(s.unjudged_runs(100).await.unwrap(), [(both, q), (a_only, q)], "{b}");
+
+    // Unknown runs or profiles are refused, nothing stored.
+    assert!(
+        s.save_run_verdicts(9_999, p, 1, &[verdict(a, Verdict::Go)])
+            .await
+            .is_err()
+    );
+    assert!(
+        s.save_run_verdicts(both, 9_999, 1, &[verdict(a, Verdict::Go)])
+            .await
+            .is_err()
+    );
+
+    // A database whose scorecards predate the verdicts table gets their verdicts on migration.
+    t.execute_raw("DROP TABLE run_verdicts").await.unwrap();
+    t.execute_raw("DELETE FROM _sqlx_migrations WHERE version = 9")
+        .await
+        .unwrap();
+    let again = bakeoff::store::connect(&t.url).await.expect("migrating again");
+    let backfilled = again.list_run_verdicts(&[both, a_only], p).await.unwrap();
+    assert_eq!(backfilled.len(), 2, "{b}: only the scorecard's verdicts come back");
+    assert!(
+        backfilled
+            .iter()
+            .all(|v| v.run_id == both && v.scorecard_id == Some(card) && v.verdict == Verdict::NoGo),
+        "{b}: {backfilled:?}"
+    );
 }
 
 // ----------------------------------------------------------------- through the app

@@ -17,7 +17,7 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 
 use crate::support::app::spawn_app;
-use crate::support::db::sqlite_store;
+use crate::support::db::{TestStore, each_backend, sqlite_store};
 use crate::support::runs::{RUN_DEADLINE, run_to_end};
 
 /// Six cases graded by `exact` (weight 2) and a required 1-5 judge named `judge`.
@@ -546,111 +546,109 @@ async fn the_scorecard_shows_judge_cost_apart_and_the_quality_section_the_judge_
     mock.shutdown().await.unwrap();
 }
 
-#[tokio::test]
-async fn grades_keep_weight_and_required_and_judge_grades_are_appended_on_both_stores() {
+each_backend!(grades_keep_weight_and_required_and_judge_grades_are_appended_on_both_stores);
+async fn grades_keep_weight_and_required_and_judge_grades_are_appended_on_both_stores(t: TestStore) {
     use bakeoff::domain::grading::Grade;
     let file = evalset("judge");
-    for t in crate::support::db::each_store().await {
-        let (backend, store) = (t.backend, &t.store);
-        let version = store.save_evalset_version(&file).await.unwrap();
-        let m = store
-            .create_candidate(&spec("m", "http://127.0.0.1:9/v1", "m", 1.0))
-            .await
-            .unwrap();
-        let run_id = store
-            .create_run(&NewRun {
-                name: "grades".into(),
-                evalset_version_id: version,
-                candidate_ids: vec![m],
-                config: config(Some(JudgeConfig::default())),
-            })
-            .await
-            .unwrap();
-        let grade = |passed: bool, weight: f64, required: bool| Grade {
-            grader: "exact".into(),
-            score: f64::from(u8::from(passed)),
-            passed,
-            reason: String::new(),
-            detail: None,
-            weight,
-            required,
-        };
-        let mut r = Exchange {
-            sent_at_us: 1,
-            end_us: Some(5),
-            output: "x".into(),
-            ..Default::default()
-        }
-        .into_record(RecordIdentity {
-            run_id,
-            candidate_id: m,
-            case_id: "c0".into(),
-            phase: Phase::Quality,
-            repetition: 0,
-            attempt: 0,
-            concurrency: 1,
-            is_warmup: false,
-        });
-        // A passing required grade and a failing optional one: the case passes.
-        r.grades = vec![grade(true, 2.0, true), grade(false, 0.5, false)];
-        store.append_request_records(std::slice::from_ref(&r)).await.unwrap();
-        let facts = store.list_record_facts(run_id).await.unwrap();
-        assert_eq!(
-            facts[0].passed,
-            Some(true),
-            "{backend}: optional grades never fail a case"
-        );
-
-        // The judge's grade arrives later, after the others; a second append adds nothing.
-        let judged = Grade {
-            grader: "llm-judge".into(),
-            ..grade(false, 1.0, true)
-        };
-        assert_eq!(
-            store
-                .append_grades(&r, JUDGE_GRADE_POSITION, std::slice::from_ref(&judged))
-                .await
-                .unwrap(),
-            1
-        );
-        assert_eq!(
-            store.append_grades(&r, JUDGE_GRADE_POSITION, &[judged]).await.unwrap(),
-            0,
-            "{backend}"
-        );
-        let stored = store.list_request_records(run_id).await.unwrap();
-        let grades: Vec<(&str, f64, bool)> = stored[0]
-            .grades
-            .iter()
-            .map(|g| (g.grader.as_str(), g.weight, g.required))
-            .collect();
-        assert_eq!(
-            grades,
-            [("exact", 2.0, true), ("exact", 0.5, false), ("llm-judge", 1.0, true)],
-            "{backend}"
-        );
-        assert_eq!(
-            case_passed(&stored[0].grades),
-            Some(false),
-            "{backend}: the required judge failed"
-        );
-        let facts = store.list_record_facts(run_id).await.unwrap();
-        assert_eq!(facts[0].passed, Some(false), "{backend}");
-        let cases = store.list_case_records(run_id, &["c0".into()]).await.unwrap();
-        assert_eq!(cases[0].grades, stored[0].grades, "{backend}");
-
-        // A record that is not stored cannot be graded.
-        let missing = RequestRecord {
-            case_id: "c9".into(),
-            ..r.clone()
-        };
-        assert!(
-            store
-                .append_grades(&missing, JUDGE_GRADE_POSITION, &[grade(true, 1.0, true)])
-                .await
-                .is_err()
-        );
+    let (backend, store) = (t.backend, &t.store);
+    let version = store.save_evalset_version(&file).await.unwrap();
+    let m = store
+        .create_candidate(&spec("m", "http://127.0.0.1:9/v1", "m", 1.0))
+        .await
+        .unwrap();
+    let run_id = store
+        .create_run(&NewRun {
+            name: "grades".into(),
+            evalset_version_id: version,
+            candidate_ids: vec![m],
+            config: config(Some(JudgeConfig::default())),
+        })
+        .await
+        .unwrap();
+    let grade = |passed: bool, weight: f64, required: bool| Grade {
+        grader: "exact".into(),
+        score: f64::from(u8::from(passed)),
+        passed,
+        reason: String::new(),
+        detail: None,
+        weight,
+        required,
+    };
+    let mut r = Exchange {
+        sent_at_us: 1,
+        end_us: Some(5),
+        output: "x".into(),
+        ..Default::default()
     }
+    .into_record(RecordIdentity {
+        run_id,
+        candidate_id: m,
+        case_id: "c0".into(),
+        phase: Phase::Quality,
+        repetition: 0,
+        attempt: 0,
+        concurrency: 1,
+        is_warmup: false,
+    });
+    // A passing required grade and a failing optional one: the case passes.
+    r.grades = vec![grade(true, 2.0, true), grade(false, 0.5, false)];
+    store.append_request_records(std::slice::from_ref(&r)).await.unwrap();
+    let facts = store.list_record_facts(run_id).await.unwrap();
+    assert_eq!(
+        facts[0].passed,
+        Some(true),
+        "{backend}: optional grades never fail a case"
+    );
+
+    // The judge's grade arrives later, after the others; a second append adds nothing.
+    let judged = Grade {
+        grader: "llm-judge".into(),
+        ..grade(false, 1.0, true)
+    };
+    assert_eq!(
+        store
+            .append_grades(&r, JUDGE_GRADE_POSITION, std::slice::from_ref(&judged))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store.append_grades(&r, JUDGE_GRADE_POSITION, &[judged]).await.unwrap(),
+        0,
+        "{backend}"
+    );
+    let stored = store.list_request_records(run_id).await.unwrap();
+    let grades: Vec<(&str, f64, bool)> = stored[0]
+        .grades
+        .iter()
+        .map(|g| (g.grader.as_str(), g.weight, g.required))
+        .collect();
+    assert_eq!(
+        grades,
+        [("exact", 2.0, true), ("exact", 0.5, false), ("llm-judge", 1.0, true)],
+        "{backend}"
+    );
+    assert_eq!(
+        case_passed(&stored[0].grades),
+        Some(false),
+        "{backend}: the required judge failed"
+    );
+    let facts = store.list_record_facts(run_id).await.unwrap();
+    assert_eq!(facts[0].passed, Some(false), "{backend}");
+    let cases = store.list_case_records(run_id, &["c0".into()]).await.unwrap();
+    assert_eq!(cases[0].grades, stored[0].grades, "{backend}");
+
+    // A record that is not stored cannot be graded.
+    let missing = RequestRecord {
+        case_id: "c9".into(),
+        ..r.clone()
+    };
+    assert!(
+        store
+            .append_grades(&missing, JUDGE_GRADE_POSITION, &[grade(true, 1.0, true)])
+            .await
+            .is_err()
+    );
 }
 
 #[tokio::test]

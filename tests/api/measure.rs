@@ -721,60 +721,58 @@ mod store {
     use bakeoff::domain::run::{NewRun, RunConfig};
     use bakeoff::store::StoreError;
 
-    use crate::support::db::each_store;
+    use crate::support::db::{TestStore, each_backend};
 
-    #[tokio::test]
-    async fn the_harness_report_is_kept_with_its_run() {
-        for t in each_store().await {
-            let store = &t.store;
-            let file = bakeoff::engine::measure::synthetic_evalset(&[8], 1, 4).unwrap();
-            let version = store.save_evalset_version(&file).await.unwrap();
-            let run = store
-                .create_run(&NewRun {
-                    name: "harness".into(),
-                    evalset_version_id: version,
-                    candidate_ids: vec![],
-                    config: RunConfig::default(),
-                })
-                .await
-                .unwrap();
-            assert_eq!(store.get_run_harness(run).await.unwrap(), None, "{}", t.backend);
-            let report = HarnessReport {
-                bakeoff_version: "0.1.0".into(),
-                host: "h".into(),
-                cores: 2,
-                wall_s: 3.5,
-                cpu_s: Some(0.25),
-                cpu_share: Some(0.036),
-                streamed_tokens: 1000,
-                cpu_s_per_million_tokens: Some(250.0),
-                open_loop: true,
-                schedule_lag_ms: None,
-                client_queue_ms: None,
-                runtime_lag_ms: None,
-                lag_bound_ms: 10.0,
-                unreliable: true,
-                reasons: vec!["p99 schedule lag 12.0 ms exceeds 10 ms".into()],
-            };
-            store.set_run_harness(run, &report).await.unwrap();
-            assert_eq!(
-                store.get_run_harness(run).await.unwrap(),
-                Some(report.clone()),
-                "{}",
-                t.backend
-            );
-            let again = HarnessReport {
-                unreliable: false,
-                reasons: vec![],
-                ..report
-            };
-            store.set_run_harness(run, &again).await.unwrap();
-            assert_eq!(store.get_run_harness(run).await.unwrap(), Some(again.clone()));
-            assert!(matches!(
-                store.set_run_harness(run + 999, &again).await,
-                Err(StoreError::NotFound(_))
-            ));
-            assert_eq!(store.get_run_harness(run + 999).await.unwrap(), None);
-        }
+    each_backend!(the_harness_report_is_kept_with_its_run);
+    async fn the_harness_report_is_kept_with_its_run(t: TestStore) {
+        let store = &t.store;
+        let file = bakeoff::engine::measure::synthetic_evalset(&[8], 1, 4).unwrap();
+        let version = store.save_evalset_version(&file).await.unwrap();
+        let run = store
+            .create_run(&NewRun {
+                name: "harness".into(),
+                evalset_version_id: version,
+                candidate_ids: vec![],
+                config: RunConfig::default(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(store.get_run_harness(run).await.unwrap(), None, "{}", t.backend);
+        let report = HarnessReport {
+            bakeoff_version: "0.1.0".into(),
+            host: "h".into(),
+            cores: 2,
+            wall_s: 3.5,
+            cpu_s: Some(0.25),
+            cpu_share: Some(0.036),
+            streamed_tokens: 1000,
+            cpu_s_per_million_tokens: Some(250.0),
+            open_loop: true,
+            schedule_lag_ms: None,
+            client_queue_ms: None,
+            runtime_lag_ms: None,
+            lag_bound_ms: 10.0,
+            unreliable: true,
+            reasons: vec!["p99 schedule lag 12.0 ms exceeds 10 ms".into()],
+        };
+        store.set_run_harness(run, &report).await.unwrap();
+        assert_eq!(
+            store.get_run_harness(run).await.unwrap(),
+            Some(report.clone()),
+            "{}",
+            t.backend
+        );
+        let again = HarnessReport {
+            unreliable: false,
+            reasons: vec![],
+            ..report
+        };
+        store.set_run_harness(run, &again).await.unwrap();
+        assert_eq!(store.get_run_harness(run).await.unwrap(), Some(again.clone()));
+        assert!(matches!(
+            store.set_run_harness(run + 999, &again).await,
+            Err(StoreError::NotFound(_))
+        ));
+        assert_eq!(store.get_run_harness(run + 999).await.unwrap(), None);
     }
 }

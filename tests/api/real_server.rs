@@ -1,7 +1,7 @@
 //! Against a server nobody here wrote: llama-cpp-python's OpenAI-compatible server with the real
 //! SmolLM2-135M model, installed by scripts/install-llama-server.sh (no download at test time).
-//! Skipped with a printed reason where it is not installed, except under
-//! BAKEOFF_TEST_REQUIRE_ALL (CI), where a missing server fails.
+//! Ignored, with the reason, where build.rs found it not installed; under
+//! BAKEOFF_TEST_REQUIRE_ALL (CI) it always runs, and a missing server fails it.
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -28,24 +28,19 @@ fn llama_home() -> PathBuf {
         })
 }
 
-/// (python with llama_cpp.server, model file), or None with the reason printed.
-fn installed() -> Option<(PathBuf, PathBuf)> {
+/// (python with llama_cpp.server, model file); panics with what to install when missing (the
+/// test runs without them only when asked to run ignored tests, or under
+/// BAKEOFF_TEST_REQUIRE_ALL).
+fn installed() -> (PathBuf, PathBuf) {
     let home = llama_home();
     let python = home.join("venv/bin/python");
     let model = home.join("models/smollm2-135m.gguf");
-    if python.is_file() && model.is_file() {
-        return Some((python, model));
-    }
-    let reason = format!(
-        "skipping real-server test: llama-cpp-python server not installed under {} (run scripts/install-llama-server.sh)",
+    assert!(
+        python.is_file() && model.is_file(),
+        "this test needs the llama-cpp-python server under {}: run scripts/install-llama-server.sh",
         home.display()
     );
-    assert!(
-        std::env::var_os("BAKEOFF_TEST_REQUIRE_ALL").is_none(),
-        "{reason}, but BAKEOFF_TEST_REQUIRE_ALL is set"
-    );
-    eprintln!("{reason}");
-    None
+    (python, model)
 }
 
 /// The server process, killed on drop.
@@ -131,8 +126,12 @@ fn candidate(base_url: &str) -> CandidateSpec {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_llama),
+    ignore = "needs llama-cpp-python and SmolLM2-135M: run scripts/install-llama-server.sh (then touch build.rs)"
+)]
 async fn a_run_against_llama_cpp_records_every_case_with_honest_token_sources() {
-    let Some((python, model)) = installed() else { return };
+    let (python, model) = installed();
     let server = start_llama(&python, &model).await;
     let (store, _guard) = sqlite_store().await;
     let file = evalset();

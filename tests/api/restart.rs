@@ -350,10 +350,12 @@ async fn a_run_killed_with_sigkill_resumes_on_sqlite_with_every_record_exactly_o
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_postgres),
+    ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…"
+)]
 async fn a_run_killed_with_sigkill_resumes_on_postgres_with_every_record_exactly_once() {
-    let Some((url, _guard)) = postgres_url().await else {
-        return;
-    };
+    let (url, _guard) = postgres_url().await;
     kill_and_resume(&url, "postgres").await;
 }
 
@@ -514,9 +516,11 @@ async fn a_soak_killed_with_sigkill_resumes_as_a_soak_on_sqlite() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_postgres),
+    ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…"
+)]
 async fn a_soak_killed_with_sigkill_resumes_as_a_soak_on_postgres() {
-    let Some((url, _guard)) = postgres_url().await else {
-        return;
-    };
+    let (url, _guard) = postgres_url().await;
     soak_kill_and_resume(&url, "postgres").await;
 }

@@ -14,7 +14,7 @@ use bakeoff::store::DynStore;
 use tokio::net::TcpListener;
 
 use crate::support::app::{spawn_app, spawn_app_on};
-use crate::support::db::{each_store, sqlite_store};
+use crate::support::db::{TestStore, each_backend, sqlite_store};
 
 /// Longest any wait in these tests may take before the test fails instead of hanging.
 const DEADLINE: Duration = Duration::from_secs(90);
@@ -162,132 +162,128 @@ async fn span_us(store: &DynStore, id: i64) -> (i64, i64) {
     (first, last)
 }
 
-#[tokio::test]
-async fn a_second_run_on_a_candidate_waits_and_never_overlaps_the_first() {
-    for t in each_store().await {
-        let store = &t.store;
-        let s = setup(store, &["slow-a", "slow-b"], 5).await;
-        let (a, b) = (s.candidates[0], s.candidates[1]);
-        let first = create_run(store, s.version, "first on a", &[a]).await;
-        let second = create_run(store, s.version, "second on a", &[a]).await;
-        let other = create_run(store, s.version, "on b", &[b]).await;
-        let runner = Runner::with_caps(
-            store.clone(),
-            Caps {
-                max_runs: 4,
-                per_candidate: 1,
-            },
-        );
-        runner.start(first);
-        runner.start(second);
-        runner.start(other);
+each_backend!(a_second_run_on_a_candidate_waits_and_never_overlaps_the_first);
+async fn a_second_run_on_a_candidate_waits_and_never_overlaps_the_first(t: TestStore) {
+    let store = &t.store;
+    let s = setup(store, &["slow-a", "slow-b"], 5).await;
+    let (a, b) = (s.candidates[0], s.candidates[1]);
+    let first = create_run(store, s.version, "first on a", &[a]).await;
+    let second = create_run(store, s.version, "second on a", &[a]).await;
+    let other = create_run(store, s.version, "on b", &[b]).await;
+    let runner = Runner::with_caps(
+        store.clone(),
+        Caps {
+            max_runs: 4,
+            per_candidate: 1,
+        },
+    );
+    runner.start(first);
+    runner.start(second);
+    runner.start(other);
 
-        let expected = format!("waiting: run #{first} is measuring slow-a");
-        until("the second run says what it waits for", || async {
-            runner.waiting_reason(second).as_deref() == Some(expected.as_str())
-        })
-        .await;
-        assert_eq!(get(store, second).await.status, RunStatus::Queued, "{}", t.backend);
-        until("the wait is in the event log", || async {
-            events(store, second).await.contains(&expected)
-        })
-        .await;
-        // A run on another candidate is not held up.
-        until("the run on b executes", || async {
-            runner.is_executing(other) || get(store, other).await.status.is_terminal()
-        })
-        .await;
-        let q = runner.queue();
-        assert!(
-            q.waiting.iter().any(|(id, why)| *id == second && *why == expected),
-            "{q:?}"
-        );
+    let expected = format!("waiting: run #{first} is measuring slow-a");
+    until("the second run says what it waits for", || async {
+        runner.waiting_reason(second).as_deref() == Some(expected.as_str())
+    })
+    .await;
+    assert_eq!(get(store, second).await.status, RunStatus::Queued, "{}", t.backend);
+    until("the wait is in the event log", || async {
+        events(store, second).await.contains(&expected)
+    })
+    .await;
+    // A run on another candidate is not held up.
+    until("the run on b executes", || async {
+        runner.is_executing(other) || get(store, other).await.status.is_terminal()
+    })
+    .await;
+    let q = runner.queue();
+    assert!(
+        q.waiting.iter().any(|(id, why)| *id == second && *why == expected),
+        "{q:?}"
+    );
 
-        wait_all(&runner, &[first, second, other]).await;
-        for id in [first, second, other] {
-            assert_eq!(
-                get(store, id).await.status,
-                RunStatus::Finished,
-                "run {id} on {}",
-                t.backend
-            );
-        }
-        let (r1, r2) = (get(store, first).await, get(store, second).await);
-        assert!(
-            r1.finished_at.unwrap().0 <= r2.started_at.unwrap().0,
-            "{}: the second run started only after the first ended",
+    wait_all(&runner, &[first, second, other]).await;
+    for id in [first, second, other] {
+        assert_eq!(
+            get(store, id).await.status,
+            RunStatus::Finished,
+            "run {id} on {}",
             t.backend
-        );
-        let (_, first_end) = span_us(store, first).await;
-        let (second_start, _) = span_us(store, second).await;
-        assert!(
-            first_end <= second_start,
-            "{}: no request of the second run was sent while the first was measuring ({first_end} > {second_start})",
-            t.backend
-        );
-        let log = events(store, second).await;
-        assert!(log.iter().any(|m| m.starts_with("a slot is free after")), "{log:?}");
-        assert!(
-            !events(store, first).await.iter().any(|m| m.contains("sharing")),
-            "with one run per candidate nothing is shared"
         );
     }
+    let (r1, r2) = (get(store, first).await, get(store, second).await);
+    assert!(
+        r1.finished_at.unwrap().0 <= r2.started_at.unwrap().0,
+        "{}: the second run started only after the first ended",
+        t.backend
+    );
+    let (_, first_end) = span_us(store, first).await;
+    let (second_start, _) = span_us(store, second).await;
+    assert!(
+        first_end <= second_start,
+        "{}: no request of the second run was sent while the first was measuring ({first_end} > {second_start})",
+        t.backend
+    );
+    let log = events(store, second).await;
+    assert!(log.iter().any(|m| m.starts_with("a slot is free after")), "{log:?}");
+    assert!(
+        !events(store, first).await.iter().any(|m| m.contains("sharing")),
+        "with one run per candidate nothing is shared"
+    );
 }
 
-#[tokio::test]
-async fn the_global_cap_is_first_come_first_served_and_a_waiting_run_can_be_cancelled() {
-    for t in each_store().await {
-        let store = &t.store;
-        let s = setup(store, &["slow-a", "slow-b", "slow-c"], 4).await;
-        let first = create_run(store, s.version, "first", &[s.candidates[0]]).await;
-        let second = create_run(store, s.version, "second", &[s.candidates[1]]).await;
-        let third = create_run(store, s.version, "third", &[s.candidates[2]]).await;
-        let runner = Runner::with_caps(
-            store.clone(),
-            Caps {
-                max_runs: 1,
-                per_candidate: 1,
-            },
-        );
-        // Started out of order: the queue still goes by run id.
-        runner.start(third);
-        runner.start(second);
-        runner.start(first);
-        until("the first run executes", || async { runner.is_executing(first) }).await;
-        until("the others wait", || async {
-            runner.waiting_reason(second).as_deref() == Some("waiting: 1 run is executing, at most 1 at once")
-                && runner.waiting_reason(third) == Some(format!("waiting: run #{second} is ahead in the queue"))
-        })
-        .await;
+each_backend!(the_global_cap_is_first_come_first_served_and_a_waiting_run_can_be_cancelled);
+async fn the_global_cap_is_first_come_first_served_and_a_waiting_run_can_be_cancelled(t: TestStore) {
+    let store = &t.store;
+    let s = setup(store, &["slow-a", "slow-b", "slow-c"], 4).await;
+    let first = create_run(store, s.version, "first", &[s.candidates[0]]).await;
+    let second = create_run(store, s.version, "second", &[s.candidates[1]]).await;
+    let third = create_run(store, s.version, "third", &[s.candidates[2]]).await;
+    let runner = Runner::with_caps(
+        store.clone(),
+        Caps {
+            max_runs: 1,
+            per_candidate: 1,
+        },
+    );
+    // Started out of order: the queue still goes by run id.
+    runner.start(third);
+    runner.start(second);
+    runner.start(first);
+    until("the first run executes", || async { runner.is_executing(first) }).await;
+    until("the others wait", || async {
+        runner.waiting_reason(second).as_deref() == Some("waiting: 1 run is executing, at most 1 at once")
+            && runner.waiting_reason(third) == Some(format!("waiting: run #{second} is ahead in the queue"))
+    })
+    .await;
 
-        assert!(runner.cancel(second), "a waiting run can be cancelled");
-        tokio::time::timeout(DEADLINE, runner.wait(second))
+    assert!(runner.cancel(second), "a waiting run can be cancelled");
+    tokio::time::timeout(DEADLINE, runner.wait(second))
+        .await
+        .expect("cancelled in time");
+    let cancelled = get(store, second).await;
+    assert_eq!(cancelled.status, RunStatus::Cancelled, "{}", t.backend);
+    assert!(cancelled.started_at.is_none(), "it never started");
+    assert!(store.list_request_records(second).await.unwrap().is_empty());
+    assert!(
+        events(store, second)
             .await
-            .expect("cancelled in time");
-        let cancelled = get(store, second).await;
-        assert_eq!(cancelled.status, RunStatus::Cancelled, "{}", t.backend);
-        assert!(cancelled.started_at.is_none(), "it never started");
-        assert!(store.list_request_records(second).await.unwrap().is_empty());
-        assert!(
-            events(store, second)
-                .await
-                .contains(&"cancelled while waiting for a slot".to_string())
-        );
-        // The third now waits for the global slot itself.
-        until("the third run moves up", || async {
-            runner.is_executing(third)
-                || runner
-                    .waiting_reason(third)
-                    .is_some_and(|w| w.contains("at most 1 at once"))
-        })
-        .await;
+            .contains(&"cancelled while waiting for a slot".to_string())
+    );
+    // The third now waits for the global slot itself.
+    until("the third run moves up", || async {
+        runner.is_executing(third)
+            || runner
+                .waiting_reason(third)
+                .is_some_and(|w| w.contains("at most 1 at once"))
+    })
+    .await;
 
-        wait_all(&runner, &[first, third]).await;
-        let (r1, r3) = (get(store, first).await, get(store, third).await);
-        assert_eq!((r1.status, r3.status), (RunStatus::Finished, RunStatus::Finished));
-        assert!(r1.finished_at.unwrap().0 <= r3.started_at.unwrap().0, "{}", t.backend);
-        assert!(span_us(store, first).await.1 <= span_us(store, third).await.0);
-    }
+    wait_all(&runner, &[first, third]).await;
+    let (r1, r3) = (get(store, first).await, get(store, third).await);
+    assert_eq!((r1.status, r3.status), (RunStatus::Finished, RunStatus::Finished));
+    assert!(r1.finished_at.unwrap().0 <= r3.started_at.unwrap().0, "{}", t.backend);
+    assert!(span_us(store, first).await.1 <= span_us(store, third).await.0);
 }
 
 #[tokio::test]
@@ -405,110 +401,108 @@ async fn the_runs_list_and_the_run_page_show_the_caps_and_the_queue() {
     );
 }
 
-#[tokio::test]
-async fn a_soak_from_the_operability_page_waits_for_its_candidate_and_probes_never_overlap_a_run() {
-    for t in each_store().await {
-        let app = spawn_app_on(t).await;
-        let (store, backend) = (&app.store, app.backend);
-        let runner = &app.state.runner;
-        // 10 cases at ~0.7 s each, one at a time: the first run measures slow-a for seconds.
-        let s = setup(store, &["slow-a"], 10).await;
-        let a = s.candidates[0];
-        let first = create_run(store, s.version, "first on a", &[a]).await;
-        runner.start(first);
-        until("the first run executes", || async { runner.is_executing(first) }).await;
+each_backend!(a_soak_from_the_operability_page_waits_for_its_candidate_and_probes_never_overlap_a_run);
+async fn a_soak_from_the_operability_page_waits_for_its_candidate_and_probes_never_overlap_a_run(t: TestStore) {
+    let app = spawn_app_on(t).await;
+    let (store, backend) = (&app.store, app.backend);
+    let runner = &app.state.runner;
+    // 10 cases at ~0.7 s each, one at a time: the first run measures slow-a for seconds.
+    let s = setup(store, &["slow-a"], 10).await;
+    let a = s.candidates[0];
+    let first = create_run(store, s.version, "first on a", &[a]).await;
+    runner.start(first);
+    until("the first run executes", || async { runner.is_executing(first) }).await;
 
-        let r = app
-            .post_form(
-                &format!("/candidates/{a}/operability/soak"),
-                &[
-                    ("seconds", "5"),
-                    ("concurrency", "2"),
-                    ("evalset_version_id", &s.version.to_string()),
-                ],
-            )
-            .await;
-        assert_eq!(r.status(), 303, "{backend}");
-        let location = r.headers()["location"].to_str().unwrap().to_string();
-        let soak: i64 = location
-            .split("soak=")
-            .nth(1)
-            .and_then(|rest| rest.split('#').next())
-            .and_then(|id| id.parse().ok())
-            .unwrap_or_else(|| panic!("{backend}: unexpected redirect {location}"));
-        let expected = format!("waiting: run #{first} is measuring slow-a");
-        until("the soak says what it waits for", || async {
-            runner.waiting_reason(soak).as_deref() == Some(expected.as_str())
-        })
+    let r = app
+        .post_form(
+            &format!("/candidates/{a}/operability/soak"),
+            &[
+                ("seconds", "5"),
+                ("concurrency", "2"),
+                ("evalset_version_id", &s.version.to_string()),
+            ],
+        )
         .await;
-        assert_eq!(get(store, soak).await.status, RunStatus::Queued, "{backend}");
-        assert!(get(store, soak).await.config.soak, "{backend}: stored as a soak");
-        let page = app.get_html(&format!("/candidates/{a}/operability?soak={soak}")).await;
-        assert!(
-            page.text(".soak-queued").contains(&format!("run #{soak}")),
-            "{backend}: {}",
-            page.text(".soak-queued")
-        );
+    assert_eq!(r.status(), 303, "{backend}");
+    let location = r.headers()["location"].to_str().unwrap().to_string();
+    let soak: i64 = location
+        .split("soak=")
+        .nth(1)
+        .and_then(|rest| rest.split('#').next())
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("{backend}: unexpected redirect {location}"));
+    let expected = format!("waiting: run #{first} is measuring slow-a");
+    until("the soak says what it waits for", || async {
+        runner.waiting_reason(soak).as_deref() == Some(expected.as_str())
+    })
+    .await;
+    assert_eq!(get(store, soak).await.status, RunStatus::Queued, "{backend}");
+    assert!(get(store, soak).await.config.soak, "{backend}: stored as a soak");
+    let page = app.get_html(&format!("/candidates/{a}/operability?soak={soak}")).await;
+    assert!(
+        page.text(".soak-queued").contains(&format!("run #{soak}")),
+        "{backend}: {}",
+        page.text(".soak-queued")
+    );
 
-        // A probe while the first run measures slow-a is refused, naming the run; nothing sent.
-        assert!(runner.is_executing(first), "{backend}: the first run still measures");
-        let refused = app.post_form(&format!("/candidates/{a}/operability/probes"), &[]).await;
-        assert_eq!(refused.status(), 409, "{backend}");
-        let body = refused.text().await.unwrap();
-        assert!(
-            body.contains(&format!("Run #{first} is measuring slow-a")),
-            "{backend}: {body}"
-        );
-        assert!(store.list_probe_runs(a, 10).await.unwrap().is_empty(), "{backend}");
+    // A probe while the first run measures slow-a is refused, naming the run; nothing sent.
+    assert!(runner.is_executing(first), "{backend}: the first run still measures");
+    let refused = app.post_form(&format!("/candidates/{a}/operability/probes"), &[]).await;
+    assert_eq!(refused.status(), 409, "{backend}");
+    let body = refused.text().await.unwrap();
+    assert!(
+        body.contains(&format!("Run #{first} is measuring slow-a")),
+        "{backend}: {body}"
+    );
+    assert!(store.list_probe_runs(a, 10).await.unwrap().is_empty(), "{backend}");
 
-        wait_all(runner, &[first, soak]).await;
-        let (r1, rs) = (get(store, first).await, get(store, soak).await);
-        assert_eq!(r1.status, RunStatus::Finished, "{backend}");
-        assert_eq!(rs.status, RunStatus::Finished, "{backend}: {:?}", rs.error);
-        assert!(
-            r1.finished_at.unwrap().0 <= rs.started_at.unwrap().0,
-            "{backend}: the soak started only after the first run ended"
-        );
-        let (_, first_end) = span_us(store, first).await;
-        let (soak_start, _) = span_us(store, soak).await;
-        assert!(
-            first_end <= soak_start,
-            "{backend}: no soak request was sent while the first run measured ({first_end} > {soak_start})"
-        );
-        let records = store.list_request_records(soak).await.unwrap();
-        assert!(
-            records.iter().all(|r| r.phase == bakeoff::domain::run::Phase::Soak),
-            "{backend}"
-        );
-        let log = events(store, soak).await;
-        assert!(
-            log.iter().any(|m| m.starts_with("a slot is free after")),
-            "{backend}: {log:?}"
-        );
-        assert!(
-            log.iter().any(|m| m.contains("slow-a: soak, concurrency 2 for 5 s")),
-            "{backend}: {log:?}"
-        );
-        assert!(
-            !log.iter().any(|m| m.contains("resumed")),
-            "{backend}: a fresh soak is not a resume: {log:?}"
-        );
+    wait_all(runner, &[first, soak]).await;
+    let (r1, rs) = (get(store, first).await, get(store, soak).await);
+    assert_eq!(r1.status, RunStatus::Finished, "{backend}");
+    assert_eq!(rs.status, RunStatus::Finished, "{backend}: {:?}", rs.error);
+    assert!(
+        r1.finished_at.unwrap().0 <= rs.started_at.unwrap().0,
+        "{backend}: the soak started only after the first run ended"
+    );
+    let (_, first_end) = span_us(store, first).await;
+    let (soak_start, _) = span_us(store, soak).await;
+    assert!(
+        first_end <= soak_start,
+        "{backend}: no soak request was sent while the first run measured ({first_end} > {soak_start})"
+    );
+    let records = store.list_request_records(soak).await.unwrap();
+    assert!(
+        records.iter().all(|r| r.phase == bakeoff::domain::run::Phase::Soak),
+        "{backend}"
+    );
+    let log = events(store, soak).await;
+    assert!(
+        log.iter().any(|m| m.starts_with("a slot is free after")),
+        "{backend}: {log:?}"
+    );
+    assert!(
+        log.iter().any(|m| m.contains("slow-a: soak, concurrency 2 for 5 s")),
+        "{backend}: {log:?}"
+    );
+    assert!(
+        !log.iter().any(|m| m.contains("resumed")),
+        "{backend}: a fresh soak is not a resume: {log:?}"
+    );
 
-        // A run due while a probe checks the candidate waits for the probe, saying so.
-        let hold = runner.begin_probe(a).expect("no run measures slow-a now");
-        let after = create_run(store, s.version, "after the probe", &[a]).await;
-        runner.start(after);
-        until("the run waits for the probe", || async {
-            runner.waiting_reason(after).as_deref() == Some("waiting: an endpoint probe is checking slow-a")
-        })
-        .await;
-        drop(hold);
-        wait_all(runner, &[after]).await;
-        assert_eq!(get(store, after).await.status, RunStatus::Finished, "{backend}");
+    // A run due while a probe checks the candidate waits for the probe, saying so.
+    let hold = runner.begin_probe(a).expect("no run measures slow-a now");
+    let after = create_run(store, s.version, "after the probe", &[a]).await;
+    runner.start(after);
+    until("the run waits for the probe", || async {
+        runner.waiting_reason(after).as_deref() == Some("waiting: an endpoint probe is checking slow-a")
+    })
+    .await;
+    drop(hold);
+    wait_all(runner, &[after]).await;
+    assert_eq!(get(store, after).await.status, RunStatus::Finished, "{backend}");
 
-        // With no run measuring, the page's probes run and are stored.
-        let ok = app.post_form(&format!("/candidates/{a}/operability/probes"), &[]).await;
-        assert_eq!(ok.status(), 303, "{backend}");
-        assert_eq!(store.list_probe_runs(a, 10).await.unwrap().len(), 1, "{backend}");
-    }
+    // With no run measuring, the page's probes run and are stored.
+    let ok = app.post_form(&format!("/candidates/{a}/operability/probes"), &[]).await;
+    assert_eq!(ok.status(), 303, "{backend}");
+    assert_eq!(store.list_probe_runs(a, 10).await.unwrap().len(), 1, "{backend}");
 }

@@ -15,7 +15,7 @@ use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
 
 use crate::support::app::{TestApp, harness_report, record, spawn_app_on};
 use crate::support::cli;
-use crate::support::db::each_store;
+use crate::support::db::{TestStore, each_backend, each_backend_pair};
 use crate::support::runs::RUN_DEADLINE;
 
 /// What these tests do over `TestApp` beyond the shared helpers.
@@ -80,84 +80,82 @@ fn harness(unreliable: bool) -> HarnessReport {
 
 // ------------------------------------------------------------------ harness report
 
-#[tokio::test]
-async fn the_harness_report_labels_every_figure_and_flags_unreliable_speed_on_page_and_scorecard() {
-    for db in each_store().await {
-        let app = spawn_app_on(db).await;
-        bakeoff::app::demo::bootstrap(app.store.as_ref(), None)
-            .await
-            .expect("profiles");
-        let b = app.backend;
+each_backend!(the_harness_report_labels_every_figure_and_flags_unreliable_speed_on_page_and_scorecard);
+async fn the_harness_report_labels_every_figure_and_flags_unreliable_speed_on_page_and_scorecard(db: TestStore) {
+    let app = spawn_app_on(db).await;
+    bakeoff::app::demo::bootstrap(app.store.as_ref(), None)
+        .await
+        .expect("profiles");
+    let b = app.backend;
 
-        let flagged = app.finished_run("flagged", Some(&harness(true))).await;
-        let (page, _) = app.page(&format!("/runs/{flagged}")).await;
-        let warning = page.text(".unreliable-warning");
-        assert!(warning.contains("UNRELIABLE"), "{b}: {warning}");
-        assert!(
-            warning.contains("p99 client queue wait 25.0 ms exceeds 10 ms"),
-            "{b}: {warning}"
-        );
-        let flag = page.text(".speed-flag");
-        assert!(
-            flag.contains("UNRELIABLE") && flag.contains("client queue wait"),
-            "{b}: by the results: {flag}"
-        );
-        let fact = |key: &str| page.text(&format!("[data-harness={key}]"));
-        assert!(fact("verdict").contains("UNRELIABLE"), "{b}");
-        assert!(
-            fact("cpu_s").contains("1.50 CPU-s over 12.0 s wall"),
-            "{b}: {}",
-            fact("cpu_s")
-        );
-        assert!(fact("cpu_s").contains("user + system"), "{b}: the caliber is shown");
-        assert!(
-            fact("cpu_per_mtok").contains("25.0 CPU-s per million output tokens"),
-            "{b}"
-        );
-        assert!(fact("cpu_per_mtok").contains("60000 tokens"), "{b}");
-        assert!(
-            fact("cpu_share").contains("1.6 % of 8 cores"),
-            "{b}: {}",
-            fact("cpu_share")
-        );
-        let queue = fact("client_queue");
-        assert!(
-            queue.contains("p50 3.00 ms") && queue.contains("p99 25.0 ms"),
-            "{b}: {queue}"
-        );
-        assert!(queue.contains("closed loop"), "{b}: {queue}");
-        assert_eq!(
-            page.count("[data-harness=schedule_lag]"),
-            0,
-            "{b}: closed loop has no schedule"
-        );
-        assert!(fact("event_loop_lag").contains("p99 1.20 ms"), "{b}");
-        assert!(fact("host").contains("bakeoff 9.9.9-test on bench-host"), "{b}");
-        // The scorecard's speed rules carry the flag too.
-        let (card, _) = app.page(&format!("/runs/{flagged}/scorecard")).await;
-        let w = card.text(".section-throughput .section-warning");
-        assert!(
-            w.contains("UNRELIABLE") && w.contains("client queue wait 25.0 ms"),
-            "{b}: {w}"
-        );
-        assert_eq!(
-            card.count(".section-quality .section-warning"),
-            0,
-            "{b}: quality is not flagged"
-        );
+    let flagged = app.finished_run("flagged", Some(&harness(true))).await;
+    let (page, _) = app.page(&format!("/runs/{flagged}")).await;
+    let warning = page.text(".unreliable-warning");
+    assert!(warning.contains("UNRELIABLE"), "{b}: {warning}");
+    assert!(
+        warning.contains("p99 client queue wait 25.0 ms exceeds 10 ms"),
+        "{b}: {warning}"
+    );
+    let flag = page.text(".speed-flag");
+    assert!(
+        flag.contains("UNRELIABLE") && flag.contains("client queue wait"),
+        "{b}: by the results: {flag}"
+    );
+    let fact = |key: &str| page.text(&format!("[data-harness={key}]"));
+    assert!(fact("verdict").contains("UNRELIABLE"), "{b}");
+    assert!(
+        fact("cpu_s").contains("1.50 CPU-s over 12.0 s wall"),
+        "{b}: {}",
+        fact("cpu_s")
+    );
+    assert!(fact("cpu_s").contains("user + system"), "{b}: the caliber is shown");
+    assert!(
+        fact("cpu_per_mtok").contains("25.0 CPU-s per million output tokens"),
+        "{b}"
+    );
+    assert!(fact("cpu_per_mtok").contains("60000 tokens"), "{b}");
+    assert!(
+        fact("cpu_share").contains("1.6 % of 8 cores"),
+        "{b}: {}",
+        fact("cpu_share")
+    );
+    let queue = fact("client_queue");
+    assert!(
+        queue.contains("p50 3.00 ms") && queue.contains("p99 25.0 ms"),
+        "{b}: {queue}"
+    );
+    assert!(queue.contains("closed loop"), "{b}: {queue}");
+    assert_eq!(
+        page.count("[data-harness=schedule_lag]"),
+        0,
+        "{b}: closed loop has no schedule"
+    );
+    assert!(fact("event_loop_lag").contains("p99 1.20 ms"), "{b}");
+    assert!(fact("host").contains("bakeoff 9.9.9-test on bench-host"), "{b}");
+    // The scorecard's speed rules carry the flag too.
+    let (card, _) = app.page(&format!("/runs/{flagged}/scorecard")).await;
+    let w = card.text(".section-throughput .section-warning");
+    assert!(
+        w.contains("UNRELIABLE") && w.contains("client queue wait 25.0 ms"),
+        "{b}: {w}"
+    );
+    assert_eq!(
+        card.count(".section-quality .section-warning"),
+        0,
+        "{b}: quality is not flagged"
+    );
 
-        let fine = app.finished_run("fine", Some(&harness(false))).await;
-        let (page, _) = app.page(&format!("/runs/{fine}")).await;
-        assert_eq!(page.count(".unreliable-warning") + page.count(".speed-flag"), 0, "{b}");
-        assert_eq!(page.count("[data-speed-reliable=true]"), 1, "{b}");
-        assert!(page.text("[data-harness=verdict]").contains("reliable"), "{b}");
-        let (card, _) = app.page(&format!("/runs/{fine}/scorecard")).await;
-        assert_eq!(card.count(".section-warning"), 0, "{b}");
+    let fine = app.finished_run("fine", Some(&harness(false))).await;
+    let (page, _) = app.page(&format!("/runs/{fine}")).await;
+    assert_eq!(page.count(".unreliable-warning") + page.count(".speed-flag"), 0, "{b}");
+    assert_eq!(page.count("[data-speed-reliable=true]"), 1, "{b}");
+    assert!(page.text("[data-harness=verdict]").contains("reliable"), "{b}");
+    let (card, _) = app.page(&format!("/runs/{fine}/scorecard")).await;
+    assert_eq!(card.count(".section-warning"), 0, "{b}");
 
-        let none = app.finished_run("none", None).await;
-        let (page, _) = app.page(&format!("/runs/{none}")).await;
-        assert!(page.text(".harness .empty").contains("no harness report"), "{b}");
-    }
+    let none = app.finished_run("none", None).await;
+    let (page, _) = app.page(&format!("/runs/{none}")).await;
+    assert!(page.text(".harness .empty").contains("no harness report"), "{b}");
 }
 
 // ------------------------------------------------------------ classification, rollout
@@ -176,8 +174,8 @@ fn label_evalset() -> EvalSetFile {
     EvalSetFile::parse("labels.jsonl", &text).expect("the label eval set parses")
 }
 
-#[tokio::test]
-async fn a_label_run_started_from_the_form_shows_the_confusion_matrix_of_its_answers() {
+each_backend!(a_label_run_started_from_the_form_shows_the_confusion_matrix_of_its_answers);
+async fn a_label_run_started_from_the_form_shows_the_confusion_matrix_of_its_answers(db: TestStore) {
     let file = label_evalset();
     let expected: BTreeMap<String, String> = file
         .cases
@@ -189,165 +187,161 @@ async fn a_label_run_started_from_the_form_shows_the_confusion_matrix_of_its_ans
         ..fast("sloppy")
     };
     let mock = start_mock(vec![sloppy, fast("exact")], vec![file.clone()]).await;
-    for db in each_store().await {
-        let app = spawn_app_on(db).await;
-        let b = app.backend;
-        let version = app.store.save_evalset_version(&file).await.unwrap();
-        let sloppy = app.candidate("sloppy", &mock.base_url(), "sloppy").await;
-        let exact = app.candidate("exact", &mock.base_url(), "exact").await;
+    let app = spawn_app_on(db).await;
+    let b = app.backend;
+    let version = app.store.save_evalset_version(&file).await.unwrap();
+    let sloppy = app.candidate("sloppy", &mock.base_url(), "sloppy").await;
+    let exact = app.candidate("exact", &mock.base_url(), "exact").await;
 
-        // The form offers the staged rollout ticked by default.
-        let (form, _) = app.page("/runs/new").await;
-        assert!(
-            form.attr("#f-staged_rollout", "checked").is_some(),
-            "{b}: rollout on by default"
-        );
-        assert!(
-            form.text("label[for=f-staged_rollout]").contains("Staged rollout"),
-            "{b}"
-        );
+    // The form offers the staged rollout ticked by default.
+    let (form, _) = app.page("/runs/new").await;
+    assert!(
+        form.attr("#f-staged_rollout", "checked").is_some(),
+        "{b}: rollout on by default"
+    );
+    assert!(
+        form.text("label[for=f-staged_rollout]").contains("Staged rollout"),
+        "{b}"
+    );
 
-        let version_s = version.to_string();
-        let (sloppy_s, exact_s) = (sloppy.to_string(), exact.to_string());
-        let mut fields = vec![
-            ("name", "labels"),
-            ("evalset_version", version_s.as_str()),
-            ("candidate", sloppy_s.as_str()),
-            ("candidate", exact_s.as_str()),
-            ("concurrency", "3"),
-            ("repetitions", "2"),
-            ("warmup_requests", "1"),
-            ("max_tokens", ""),
-            ("temperature", "0"),
-            ("timeout_secs", "20"),
-            ("retries", "0"),
-            ("case_limit", ""),
-            ("stream", "on"),
-            ("load_shape", "fixed"),
-        ];
-        fields.push(("staged_rollout", "on"));
-        let r = app.post_form("/runs", &fields).await;
-        assert_eq!(r.status().as_u16(), 303, "{b}");
-        let run: i64 = r.headers()["location"]
-            .to_str()
-            .unwrap()
-            .trim_start_matches("/runs/")
-            .parse()
-            .unwrap();
-        assert_eq!(app.run_to_end(run, false).await, RunStatus::Finished, "{b}");
-        assert!(app.store.get_run(run).await.unwrap().unwrap().config.staged_rollout);
+    let version_s = version.to_string();
+    let (sloppy_s, exact_s) = (sloppy.to_string(), exact.to_string());
+    let mut fields = vec![
+        ("name", "labels"),
+        ("evalset_version", version_s.as_str()),
+        ("candidate", sloppy_s.as_str()),
+        ("candidate", exact_s.as_str()),
+        ("concurrency", "3"),
+        ("repetitions", "2"),
+        ("warmup_requests", "1"),
+        ("max_tokens", ""),
+        ("temperature", "0"),
+        ("timeout_secs", "20"),
+        ("retries", "0"),
+        ("case_limit", ""),
+        ("stream", "on"),
+        ("load_shape", "fixed"),
+    ];
+    fields.push(("staged_rollout", "on"));
+    let r = app.post_form("/runs", &fields).await;
+    assert_eq!(r.status().as_u16(), 303, "{b}");
+    let run: i64 = r.headers()["location"]
+        .to_str()
+        .unwrap()
+        .trim_start_matches("/runs/")
+        .parse()
+        .unwrap();
+    assert_eq!(app.run_to_end(run, false).await, RunStatus::Finished, "{b}");
+    assert!(app.store.get_run(run).await.unwrap().unwrap().config.staged_rollout);
 
-        let records = app.store.list_request_records(run).await.unwrap();
-        assert!(
-            records.iter().any(|r| r.phase == Phase::Smoke),
-            "{b}: the staged rollout ran (phase smoke)"
-        );
-        let (page, body) = app.page(&format!("/runs/{run}")).await;
-        assert!(page.text(".conditions").contains("staged rollout on"), "{b}");
+    let records = app.store.list_request_records(run).await.unwrap();
+    assert!(
+        records.iter().any(|r| r.phase == Phase::Smoke),
+        "{b}: the staged rollout ran (phase smoke)"
+    );
+    let (page, body) = app.page(&format!("/runs/{run}")).await;
+    assert!(page.text(".conditions").contains("staged rollout on"), "{b}");
 
-        for (id, name) in [(sloppy, "sloppy"), (exact, "exact")] {
-            // The matrix by hand: measured answers (not warm-ups, not rollout) of this candidate.
-            let mut want: BTreeMap<(String, String), u64> = BTreeMap::new();
-            let mut n = 0;
-            for r in records
-                .iter()
-                .filter(|r| r.candidate_id == id && !r.is_warmup && r.phase == Phase::Quality)
-            {
-                n += 1;
-                *want
-                    .entry((expected[&r.case_id].clone(), r.output.trim().to_string()))
-                    .or_default() += 1;
-            }
-            assert_eq!(n, 24, "{b}: 12 cases × 2 repetitions");
-            let right: u64 = want.iter().filter(|((e, p), _)| e == p).map(|(_, n)| n).sum();
-            if name == "sloppy" {
-                assert!(
-                    right > 0 && right < 24,
-                    "{b}: the sloppy model is right sometimes: {want:?}"
-                );
-            } else {
-                assert_eq!(right, 24, "{b}");
-            }
-            let scope = format!(".quality-candidate[data-candidate={name}]");
-            for e in ["positive", "negative", "neutral"] {
-                for p in ["positive", "negative", "neutral"] {
-                    let cell = page.text(&format!(
-                        "{scope} table.confusion tr[data-expected={e}] td[data-predicted={p}]"
-                    ));
-                    let n = want.get(&(e.to_string(), p.to_string())).copied().unwrap_or(0);
-                    assert_eq!(cell, n.to_string(), "{b} {name}: expected {e}, predicted {p}");
-                }
-            }
-            let accuracy = page.text(&format!("{scope} [data-figure=accuracy] dd"));
-            let pct = format!("{:.1} % (n=24)", right as f64 / 24.0 * 100.0);
-            assert!(accuracy.starts_with(&pct), "{b} {name}: {accuracy} vs {pct}");
-            let rate = page.text(&format!("{scope} tr[data-grader=label] .pass-rate"));
-            assert_eq!(rate, format!("{:.1} %", right as f64 / 24.0 * 100.0), "{b} {name}");
-            // Per-label recall by hand for one label.
-            let support = want
-                .iter()
-                .filter(|((e, _), _)| e == "negative")
-                .map(|(_, n)| n)
-                .sum::<u64>();
-            let tp = want.get(&("negative".into(), "negative".into())).copied().unwrap_or(0);
-            let recall = page.text(&format!("{scope} tr[data-label=negative] [data-figure=recall]"));
-            assert_eq!(recall, format!("{:.3}", tp as f64 / support as f64), "{b} {name}");
+    for (id, name) in [(sloppy, "sloppy"), (exact, "exact")] {
+        // The matrix by hand: measured answers (not warm-ups, not rollout) of this candidate.
+        let mut want: BTreeMap<(String, String), u64> = BTreeMap::new();
+        let mut n = 0;
+        for r in records
+            .iter()
+            .filter(|r| r.candidate_id == id && !r.is_warmup && r.phase == Phase::Quality)
+        {
+            n += 1;
+            *want
+                .entry((expected[&r.case_id].clone(), r.output.trim().to_string()))
+                .or_default() += 1;
         }
-        let sloppy_reasons = page.texts(".quality-candidate[data-candidate=sloppy] tr[data-grader=label] .reasons li");
-        assert!(
-            !sloppy_reasons.is_empty() && sloppy_reasons[0].contains("predicted"),
-            "{b}: {sloppy_reasons:?}"
-        );
-        assert_eq!(
-            page.count(".levels"),
-            0,
-            "{b}: a plain eval run has no per-level section"
-        );
-        assert!(!body.contains("<script>alert"), "{b}");
+        assert_eq!(n, 24, "{b}: 12 cases × 2 repetitions");
+        let right: u64 = want.iter().filter(|((e, p), _)| e == p).map(|(_, n)| n).sum();
+        if name == "sloppy" {
+            assert!(
+                right > 0 && right < 24,
+                "{b}: the sloppy model is right sometimes: {want:?}"
+            );
+        } else {
+            assert_eq!(right, 24, "{b}");
+        }
+        let scope = format!(".quality-candidate[data-candidate={name}]");
+        for e in ["positive", "negative", "neutral"] {
+            for p in ["positive", "negative", "neutral"] {
+                let cell = page.text(&format!(
+                    "{scope} table.confusion tr[data-expected={e}] td[data-predicted={p}]"
+                ));
+                let n = want.get(&(e.to_string(), p.to_string())).copied().unwrap_or(0);
+                assert_eq!(cell, n.to_string(), "{b} {name}: expected {e}, predicted {p}");
+            }
+        }
+        let accuracy = page.text(&format!("{scope} [data-figure=accuracy] dd"));
+        let pct = format!("{:.1} % (n=24)", right as f64 / 24.0 * 100.0);
+        assert!(accuracy.starts_with(&pct), "{b} {name}: {accuracy} vs {pct}");
+        let rate = page.text(&format!("{scope} tr[data-grader=label] .pass-rate"));
+        assert_eq!(rate, format!("{:.1} %", right as f64 / 24.0 * 100.0), "{b} {name}");
+        // Per-label recall by hand for one label.
+        let support = want
+            .iter()
+            .filter(|((e, _), _)| e == "negative")
+            .map(|(_, n)| n)
+            .sum::<u64>();
+        let tp = want.get(&("negative".into(), "negative".into())).copied().unwrap_or(0);
+        let recall = page.text(&format!("{scope} tr[data-label=negative] [data-figure=recall]"));
+        assert_eq!(recall, format!("{:.3}", tp as f64 / support as f64), "{b} {name}");
     }
+    let sloppy_reasons = page.texts(".quality-candidate[data-candidate=sloppy] tr[data-grader=label] .reasons li");
+    assert!(
+        !sloppy_reasons.is_empty() && sloppy_reasons[0].contains("predicted"),
+        "{b}: {sloppy_reasons:?}"
+    );
+    assert_eq!(
+        page.count(".levels"),
+        0,
+        "{b}: a plain eval run has no per-level section"
+    );
+    assert!(!body.contains("<script>alert"), "{b}");
 }
 
-#[tokio::test]
-async fn an_unticked_staged_rollout_sends_no_rollout_requests() {
+each_backend!(an_unticked_staged_rollout_sends_no_rollout_requests);
+async fn an_unticked_staged_rollout_sends_no_rollout_requests(db: TestStore) {
     let file = label_evalset();
     let mock = start_mock(vec![fast("exact")], vec![file.clone()]).await;
-    for db in each_store().await {
-        let app = spawn_app_on(db).await;
-        let version = app.store.save_evalset_version(&file).await.unwrap().to_string();
-        let exact = app.candidate("exact", &mock.base_url(), "exact").await.to_string();
-        let fields = [
-            ("evalset_version", version.as_str()),
-            ("candidate", exact.as_str()),
-            ("concurrency", "4"),
-            ("repetitions", "1"),
-            ("warmup_requests", "0"),
-            ("timeout_secs", "20"),
-            ("retries", "0"),
-            ("stream", "on"),
-            ("load_shape", "fixed"),
-        ];
-        let r = app.post_form("/runs", &fields).await;
-        assert_eq!(r.status().as_u16(), 303, "{}", app.backend);
-        let run: i64 = r.headers()["location"]
-            .to_str()
-            .unwrap()
-            .trim_start_matches("/runs/")
-            .parse()
-            .unwrap();
-        assert_eq!(app.run_to_end(run, false).await, RunStatus::Finished);
-        assert!(!app.store.get_run(run).await.unwrap().unwrap().config.staged_rollout);
-        let records = app.store.list_request_records(run).await.unwrap();
-        assert_eq!(records.len(), 12, "{}", app.backend);
-        assert!(records.iter().all(|r| r.phase == Phase::Quality), "{}", app.backend);
-        let (page, _) = app.page(&format!("/runs/{run}")).await;
-        assert!(page.text(".conditions").contains("staged rollout off"));
-    }
+    let app = spawn_app_on(db).await;
+    let version = app.store.save_evalset_version(&file).await.unwrap().to_string();
+    let exact = app.candidate("exact", &mock.base_url(), "exact").await.to_string();
+    let fields = [
+        ("evalset_version", version.as_str()),
+        ("candidate", exact.as_str()),
+        ("concurrency", "4"),
+        ("repetitions", "1"),
+        ("warmup_requests", "0"),
+        ("timeout_secs", "20"),
+        ("retries", "0"),
+        ("stream", "on"),
+        ("load_shape", "fixed"),
+    ];
+    let r = app.post_form("/runs", &fields).await;
+    assert_eq!(r.status().as_u16(), 303, "{}", app.backend);
+    let run: i64 = r.headers()["location"]
+        .to_str()
+        .unwrap()
+        .trim_start_matches("/runs/")
+        .parse()
+        .unwrap();
+    assert_eq!(app.run_to_end(run, false).await, RunStatus::Finished);
+    assert!(!app.store.get_run(run).await.unwrap().unwrap().config.staged_rollout);
+    let records = app.store.list_request_records(run).await.unwrap();
+    assert_eq!(records.len(), 12, "{}", app.backend);
+    assert!(records.iter().all(|r| r.phase == Phase::Quality), "{}", app.backend);
+    let (page, _) = app.page(&format!("/runs/{run}")).await;
+    assert!(page.text(".conditions").contains("staged rollout off"));
 }
 
 // ------------------------------------------------------------------- field extraction
 
-#[tokio::test]
-async fn field_extraction_reports_per_field_figures_and_missing_wrong_extra_counts_escaped() {
+each_backend!(field_extraction_reports_per_field_figures_and_missing_wrong_extra_counts_escaped);
+async fn field_extraction_reports_per_field_figures_and_missing_wrong_extra_counts_escaped(db: TestStore) {
     let spec: GraderSpec = serde_json::from_str(r#"{"kind":"json-fields"}"#).unwrap();
     let expected = serde_json::json!({"name": "Ada", "year": 1815, "city": "London"});
     let outputs = [
@@ -360,87 +354,85 @@ async fn field_extraction_reports_per_field_figures_and_missing_wrong_extra_coun
         // no JSON at all (and markup that must be escaped)
         "<script>alert(1)</script>",
     ];
-    for db in each_store().await {
-        let app = spawn_app_on(db).await;
-        let b = app.backend;
-        let file = EvalSetFile::parse("tiny.jsonl", crate::support::app::TINY_EVALSET).unwrap();
-        let version = app.store.save_evalset_version(&file).await.unwrap();
-        let alpha = app.candidate("extractor", "http://127.0.0.1:1/v1", "m").await;
-        let run = app.run(version, &[alpha], RunConfig::default()).await;
-        let mut records = Vec::new();
-        for (i, out) in outputs.iter().enumerate() {
-            let mut r = record(run, alpha, &format!("c{}", i + 1), out, false);
-            r.repetition = i as u32; // four answers, distinct keys
-            r.case_id = "c1".into();
-            r.grades = vec![grade(&spec, out, Some(&expected))];
-            records.push(r);
-        }
-        let passed = records.iter().filter(|r| r.grades[0].passed).count();
-        app.store.append_request_records(&records).await.unwrap();
-        app.store.set_run_status(run, RunStatus::Finished, None).await.unwrap();
-
-        let (page, body) = app.page(&format!("/runs/{run}")).await;
-        let scope = ".quality-candidate[data-candidate=extractor]";
-        let cell = |field: &str, figure: &str| {
-            page.text(&format!(
-                "{scope} table.per-field tr[data-field={field}] [data-figure={figure}]"
-            ))
-        };
-        // By hand: name right 3, missing 1; year right 2, wrong 1, missing 1; city right 2,
-        // missing 2; extra given once and never expected.
-        for (field, figure, want) in [
-            ("name", "precision", "1.000"),
-            ("name", "recall", "0.750"),
-            ("name", "f1", "0.857"),
-            ("year", "precision", "0.667"),
-            ("year", "recall", "0.500"),
-            ("year", "f1", "0.571"),
-            ("city", "precision", "1.000"),
-            ("city", "recall", "0.500"),
-            ("city", "f1", "0.667"),
-            ("year", "correct", "2"),
-            ("year", "wrong", "1"),
-            ("year", "missing", "1"),
-            ("extra", "extra", "1"),
-            ("extra", "precision", "0.000"),
-        ] {
-            assert_eq!(cell(field, figure), want, "{b}: {field} {figure}");
-        }
-        let fact = |key: &str| page.text(&format!("{scope} [data-figure={key}] dd"));
-        assert!(fact("exact").starts_with("25.0 % (1 of 4)"), "{b}: {}", fact("exact"));
-        assert!(fact("missing").starts_with('4'), "{b}: {}", fact("missing"));
-        assert!(fact("wrong").starts_with('1'), "{b}");
-        assert!(fact("extra").starts_with('1'), "{b}");
-        assert_eq!(
-            page.text(&format!("{scope} tr[data-grader=json-fields] [data-figure=passed]")),
-            format!("{passed} / 4"),
-            "{b}"
-        );
-        let reasons = page.texts(&format!("{scope} tr[data-grader=json-fields] .reasons li"));
-        assert!(
-            reasons.iter().any(|r| r.contains("<script>alert(1)</script>")),
-            "{b}: {reasons:?}"
-        );
-        assert!(
-            !body.contains("<script>alert(1)</script>"),
-            "{b}: model text is escaped"
-        );
-        assert!(
-            body.contains("&lt;script&gt;alert(1)") || body.contains("&#60;script&#62;alert(1)"),
-            "{b}: shown as text"
-        );
-        assert_eq!(
-            page.count(&format!("{scope} table.confusion")),
-            0,
-            "{b}: no label grader"
-        );
+    let app = spawn_app_on(db).await;
+    let b = app.backend;
+    let file = EvalSetFile::parse("tiny.jsonl", crate::support::app::TINY_EVALSET).unwrap();
+    let version = app.store.save_evalset_version(&file).await.unwrap();
+    let alpha = app.candidate("extractor", "http://127.0.0.1:1/v1", "m").await;
+    let run = app.run(version, &[alpha], RunConfig::default()).await;
+    let mut records = Vec::new();
+    for (i, out) in outputs.iter().enumerate() {
+        let mut r = record(run, alpha, &format!("c{}", i + 1), out, false);
+        r.repetition = i as u32; // four answers, distinct keys
+        r.case_id = "c1".into();
+        r.grades = vec![grade(&spec, out, Some(&expected))];
+        records.push(r);
     }
+    let passed = records.iter().filter(|r| r.grades[0].passed).count();
+    app.store.append_request_records(&records).await.unwrap();
+    app.store.set_run_status(run, RunStatus::Finished, None).await.unwrap();
+
+    let (page, body) = app.page(&format!("/runs/{run}")).await;
+    let scope = ".quality-candidate[data-candidate=extractor]";
+    let cell = |field: &str, figure: &str| {
+        page.text(&format!(
+            "{scope} table.per-field tr[data-field={field}] [data-figure={figure}]"
+        ))
+    };
+    // By hand: name right 3, missing 1; year right 2, wrong 1, missing 1; city right 2,
+    // missing 2; extra given once and never expected.
+    for (field, figure, want) in [
+        ("name", "precision", "1.000"),
+        ("name", "recall", "0.750"),
+        ("name", "f1", "0.857"),
+        ("year", "precision", "0.667"),
+        ("year", "recall", "0.500"),
+        ("year", "f1", "0.571"),
+        ("city", "precision", "1.000"),
+        ("city", "recall", "0.500"),
+        ("city", "f1", "0.667"),
+        ("year", "correct", "2"),
+        ("year", "wrong", "1"),
+        ("year", "missing", "1"),
+        ("extra", "extra", "1"),
+        ("extra", "precision", "0.000"),
+    ] {
+        assert_eq!(cell(field, figure), want, "{b}: {field} {figure}");
+    }
+    let fact = |key: &str| page.text(&format!("{scope} [data-figure={key}] dd"));
+    assert!(fact("exact").starts_with("25.0 % (1 of 4)"), "{b}: {}", fact("exact"));
+    assert!(fact("missing").starts_with('4'), "{b}: {}", fact("missing"));
+    assert!(fact("wrong").starts_with('1'), "{b}");
+    assert!(fact("extra").starts_with('1'), "{b}");
+    assert_eq!(
+        page.text(&format!("{scope} tr[data-grader=json-fields] [data-figure=passed]")),
+        format!("{passed} / 4"),
+        "{b}"
+    );
+    let reasons = page.texts(&format!("{scope} tr[data-grader=json-fields] .reasons li"));
+    assert!(
+        reasons.iter().any(|r| r.contains("<script>alert(1)</script>")),
+        "{b}: {reasons:?}"
+    );
+    assert!(
+        !body.contains("<script>alert(1)</script>"),
+        "{b}: model text is escaped"
+    );
+    assert!(
+        body.contains("&lt;script&gt;alert(1)") || body.contains("&#60;script&#62;alert(1)"),
+        "{b}: shown as text"
+    );
+    assert_eq!(
+        page.count(&format!("{scope} table.confusion")),
+        0,
+        "{b}: no label grader"
+    );
 }
 
 // --------------------------------------------------------------------- load shapes
 
-#[tokio::test]
-async fn a_sweep_over_prompt_bins_shows_a_row_per_level_and_bin_with_the_knee() {
+each_backend!(a_sweep_over_prompt_bins_shows_a_row_per_level_and_bin_with_the_knee);
+async fn a_sweep_over_prompt_bins_shows_a_row_per_level_and_bin_with_the_knee(db: TestStore) {
     let two_slots = ModelProfile {
         ttft_ms: 20.0,
         inter_token_ms: Some(4.0),
@@ -449,210 +441,206 @@ async fn a_sweep_over_prompt_bins_shows_a_row_per_level_and_bin_with_the_knee() 
     };
     let mock = start_mock(vec![two_slots], Vec::new()).await;
     let file = bakeoff::engine::measure::synthetic_evalset(&[16, 64], 8, 16).unwrap();
-    for db in each_store().await {
-        let app = spawn_app_on(db).await;
-        let b = app.backend;
-        let version = app.store.save_evalset_version(&file).await.unwrap();
-        let c = app.candidate("two-slots", &mock.base_url(), "two-slots").await;
-        let config = RunConfig {
-            concurrency: 1,
-            warmup_requests: 2,
-            max_tokens: Some(16),
-            retries: 0,
-            staged_rollout: false,
-            load: LoadShape::Sweep {
-                max_concurrency: 4,
-                ttft_factor: 2.0,
-                min_gain: 0.05,
-            },
-            ..RunConfig::default()
-        };
-        let run = app.run(version, &[c], config.clone()).await;
-        assert_eq!(app.run_to_end(run, true).await, RunStatus::Finished, "{b}");
-        let (page, _) = app.page(&format!("/runs/{run}")).await;
+    let app = spawn_app_on(db).await;
+    let b = app.backend;
+    let version = app.store.save_evalset_version(&file).await.unwrap();
+    let c = app.candidate("two-slots", &mock.base_url(), "two-slots").await;
+    let config = RunConfig {
+        concurrency: 1,
+        warmup_requests: 2,
+        max_tokens: Some(16),
+        retries: 0,
+        staged_rollout: false,
+        load: LoadShape::Sweep {
+            max_concurrency: 4,
+            ttft_factor: 2.0,
+            min_gain: 0.05,
+        },
+        ..RunConfig::default()
+    };
+    let run = app.run(version, &[c], config.clone()).await;
+    assert_eq!(app.run_to_end(run, true).await, RunStatus::Finished, "{b}");
+    let (page, _) = app.page(&format!("/runs/{run}")).await;
 
-        let rows = page.select(".levels-latency tbody tr");
-        let keys: Vec<(String, String)> = rows
-            .iter()
-            .map(|r| {
-                let cells: Vec<String> = r
-                    .children()
-                    .filter_map(scraper::ElementRef::wrap)
-                    .map(|e| crate::support::app::text_of(&e))
-                    .collect();
-                (cells[1].clone(), cells[2].clone())
-            })
-            .collect();
-        let want: Vec<(String, String)> = ["c=1", "c=2", "c=4"]
-            .iter()
-            .flat_map(|l| ["16 tokens", "64 tokens"].map(|p| (l.to_string(), p.to_string())))
-            .collect();
-        assert_eq!(keys, want, "{b}: one row per level and prompt bin");
-        // Warm-ups excluded: each level sends every case once, 8 per bin.
-        for r in &rows {
-            let ok = crate::support::app::text_of(&r.children().filter_map(scraper::ElementRef::wrap).nth(3).unwrap());
-            assert_eq!(ok, "8/8", "{b}");
-        }
-        assert_eq!(page.count(".levels-speed tbody tr"), 6, "{b}");
-        let heads = page.texts(".levels-speed thead th");
-        assert!(
-            heads
-                .iter()
-                .any(|h| h.contains("aggregate tok/s") && h.contains("measured window")),
-            "{b}"
-        );
-        assert!(heads.iter().any(|h| h.contains("decode tok/s/stream p50")), "{b}");
-        assert!(!heads.iter().any(|h| h.contains("goodput")), "{b}: no SLO, no goodput");
-        let latency_heads = page.texts(".levels-latency thead th");
-        assert!(
-            latency_heads
-                .iter()
-                .any(|h| h.contains("TTFT p95") && h.contains("first non-empty token")),
-            "{b}"
-        );
-        assert!(page.text(".knee-rule").contains("within 2× the p95 TTFT at c=1"), "{b}");
-        assert!(page.text(".knee-rule").contains("at least 5 %"), "{b}");
-
-        // The knees shown are the figures' knees, one per prompt bin.
-        let records = app.store.list_request_records(run).await.unwrap();
-        let bins: BTreeMap<&str, Option<u32>> = file
-            .cases
-            .iter()
-            .map(|c| (c.id.as_str(), bakeoff::domain::evalset::prompt_bin(&c.tags)))
-            .collect();
-        let figures = run_figures(&records, &config, c, |case| bins.get(case).copied().flatten());
-        assert_eq!(figures.knees.len(), 2, "{b}");
-        let shown = page.select(".knees li");
-        assert_eq!(shown.len(), 2, "{b}");
-        for ((bin, knee), li) in figures.knees.iter().zip(&shown) {
-            let text = crate::support::app::text_of(li);
-            assert!(
-                text.contains(&format!("({} tokens prompts)", bin.unwrap())),
-                "{b}: {text}"
-            );
-            assert!(text.contains(&format!("knee at c={}", knee.concurrency)), "{b}: {text}");
-            assert_eq!(li.value().attr("data-rule"), Some(knee.rule.as_str()), "{b}");
-        }
-        assert!(page.text(".conditions").contains("concurrency sweep c=1 → 4"), "{b}");
-        assert!(
-            page.text("table.results caption").contains("every level pooled"),
-            "{b}: the first table says it pools levels"
-        );
+    let rows = page.select(".levels-latency tbody tr");
+    let keys: Vec<(String, String)> = rows
+        .iter()
+        .map(|r| {
+            let cells: Vec<String> = r
+                .children()
+                .filter_map(scraper::ElementRef::wrap)
+                .map(|e| crate::support::app::text_of(&e))
+                .collect();
+            (cells[1].clone(), cells[2].clone())
+        })
+        .collect();
+    let want: Vec<(String, String)> = ["c=1", "c=2", "c=4"]
+        .iter()
+        .flat_map(|l| ["16 tokens", "64 tokens"].map(|p| (l.to_string(), p.to_string())))
+        .collect();
+    assert_eq!(keys, want, "{b}: one row per level and prompt bin");
+    // Warm-ups excluded: each level sends every case once, 8 per bin.
+    for r in &rows {
+        let ok = crate::support::app::text_of(&r.children().filter_map(scraper::ElementRef::wrap).nth(3).unwrap());
+        assert_eq!(ok, "8/8", "{b}");
     }
+    assert_eq!(page.count(".levels-speed tbody tr"), 6, "{b}");
+    let heads = page.texts(".levels-speed thead th");
+    assert!(
+        heads
+            .iter()
+            .any(|h| h.contains("aggregate tok/s") && h.contains("measured window")),
+        "{b}"
+    );
+    assert!(heads.iter().any(|h| h.contains("decode tok/s/stream p50")), "{b}");
+    assert!(!heads.iter().any(|h| h.contains("goodput")), "{b}: no SLO, no goodput");
+    let latency_heads = page.texts(".levels-latency thead th");
+    assert!(
+        latency_heads
+            .iter()
+            .any(|h| h.contains("TTFT p95") && h.contains("first non-empty token")),
+        "{b}"
+    );
+    assert!(page.text(".knee-rule").contains("within 2× the p95 TTFT at c=1"), "{b}");
+    assert!(page.text(".knee-rule").contains("at least 5 %"), "{b}");
+
+    // The knees shown are the figures' knees, one per prompt bin.
+    let records = app.store.list_request_records(run).await.unwrap();
+    let bins: BTreeMap<&str, Option<u32>> = file
+        .cases
+        .iter()
+        .map(|c| (c.id.as_str(), bakeoff::domain::evalset::prompt_bin(&c.tags)))
+        .collect();
+    let figures = run_figures(&records, &config, c, |case| bins.get(case).copied().flatten());
+    assert_eq!(figures.knees.len(), 2, "{b}");
+    let shown = page.select(".knees li");
+    assert_eq!(shown.len(), 2, "{b}");
+    for ((bin, knee), li) in figures.knees.iter().zip(&shown) {
+        let text = crate::support::app::text_of(li);
+        assert!(
+            text.contains(&format!("({} tokens prompts)", bin.unwrap())),
+            "{b}: {text}"
+        );
+        assert!(text.contains(&format!("knee at c={}", knee.concurrency)), "{b}: {text}");
+        assert_eq!(li.value().attr("data-rule"), Some(knee.rule.as_str()), "{b}");
+    }
+    assert!(page.text(".conditions").contains("concurrency sweep c=1 → 4"), "{b}");
+    assert!(
+        page.text("table.results caption").contains("every level pooled"),
+        "{b}: the first table says it pools levels"
+    );
 }
 
-#[tokio::test]
-async fn a_poisson_rate_run_shows_goodput_under_its_slos_and_schedule_lag() {
+each_backend!(a_poisson_rate_run_shows_goodput_under_its_slos_and_schedule_lag);
+async fn a_poisson_rate_run_shows_goodput_under_its_slos_and_schedule_lag(db: TestStore) {
     let mock = start_mock(vec![fast("steady")], Vec::new()).await;
     let file = bakeoff::engine::measure::synthetic_evalset(&[16], 10, 8).unwrap();
-    for db in each_store().await {
-        let app = spawn_app_on(db).await;
-        let b = app.backend;
-        let version = app.store.save_evalset_version(&file).await.unwrap();
-        let c = app.candidate("steady", &mock.base_url(), "steady").await;
-        let config = RunConfig {
-            warmup_requests: 1,
-            max_tokens: Some(8),
-            retries: 0,
-            staged_rollout: false,
-            load: LoadShape::Rate {
-                per_second: 40.0,
-                poisson: true,
-            },
-            slo: bakeoff::domain::calibers::Slo {
-                ttft_ms: Some(30_000.0),
-                tpot_ms: None,
-                e2e_ms: Some(60_000.0),
-            },
-            ..RunConfig::default()
-        };
-        let run = app.run(version, &[c], config).await;
-        assert_eq!(app.run_to_end(run, true).await, RunStatus::Finished, "{b}");
-        let (page, _) = app.page(&format!("/runs/{run}")).await;
-        assert_eq!(page.count(".levels-speed tbody tr"), 1, "{b}");
-        assert_eq!(
-            page.attr(".levels-speed tbody tr", "data-load").as_deref(),
-            Some("40 req/s Poisson"),
-            "{b}"
-        );
-        assert!(
-            page.text(".levels .slo").contains("TTFT ≤ 30000 ms, E2E ≤ 60000 ms"),
-            "{b}"
-        );
-        let heads = page.texts(".levels-speed thead th");
-        let goodput = heads
-            .iter()
-            .position(|h| h.starts_with("goodput req/s"))
-            .expect("a goodput column");
-        let attainment = heads
-            .iter()
-            .position(|h| h.starts_with("SLO attainment"))
-            .expect("attainment");
-        let cells = page.texts(".levels-speed tbody tr td");
-        // Cells after the row header: load, prompt, then the columns.
-        assert!(cells[goodput - 1].ends_with("req/s"), "{b}: {:?}", cells);
-        assert_eq!(
-            cells[attainment - 1],
-            "100.0 % (n=10)",
-            "{b}: every request met the generous SLOs"
-        );
-        // Open loop: the harness reports schedule lag, not client queue.
-        assert_eq!(page.count("[data-harness=schedule_lag]"), 1, "{b}");
-        assert!(
-            page.text("[data-harness=schedule_lag]")
-                .contains("actual − planned send time"),
-            "{b}"
-        );
-        assert_eq!(page.count("[data-harness=client_queue]"), 0, "{b}");
-        assert!(page.text(".conditions").contains("Poisson rate of 40 req/s"), "{b}");
-    }
+    let app = spawn_app_on(db).await;
+    let b = app.backend;
+    let version = app.store.save_evalset_version(&file).await.unwrap();
+    let c = app.candidate("steady", &mock.base_url(), "steady").await;
+    let config = RunConfig {
+        warmup_requests: 1,
+        max_tokens: Some(8),
+        retries: 0,
+        staged_rollout: false,
+        load: LoadShape::Rate {
+            per_second: 40.0,
+            poisson: true,
+        },
+        slo: bakeoff::domain::calibers::Slo {
+            ttft_ms: Some(30_000.0),
+            tpot_ms: None,
+            e2e_ms: Some(60_000.0),
+        },
+        ..RunConfig::default()
+    };
+    let run = app.run(version, &[c], config).await;
+    assert_eq!(app.run_to_end(run, true).await, RunStatus::Finished, "{b}");
+    let (page, _) = app.page(&format!("/runs/{run}")).await;
+    assert_eq!(page.count(".levels-speed tbody tr"), 1, "{b}");
+    assert_eq!(
+        page.attr(".levels-speed tbody tr", "data-load").as_deref(),
+        Some("40 req/s Poisson"),
+        "{b}"
+    );
+    assert!(
+        page.text(".levels .slo").contains("TTFT ≤ 30000 ms, E2E ≤ 60000 ms"),
+        "{b}"
+    );
+    let heads = page.texts(".levels-speed thead th");
+    let goodput = heads
+        .iter()
+        .position(|h| h.starts_with("goodput req/s"))
+        .expect("a goodput column");
+    let attainment = heads
+        .iter()
+        .position(|h| h.starts_with("SLO attainment"))
+        .expect("attainment");
+    let cells = page.texts(".levels-speed tbody tr td");
+    // Cells after the row header: load, prompt, then the columns.
+    assert!(cells[goodput - 1].ends_with("req/s"), "{b}: {:?}", cells);
+    assert_eq!(
+        cells[attainment - 1],
+        "100.0 % (n=10)",
+        "{b}: every request met the generous SLOs"
+    );
+    // Open loop: the harness reports schedule lag, not client queue.
+    assert_eq!(page.count("[data-harness=schedule_lag]"), 1, "{b}");
+    assert!(
+        page.text("[data-harness=schedule_lag]")
+            .contains("actual − planned send time"),
+        "{b}"
+    );
+    assert_eq!(page.count("[data-harness=client_queue]"), 0, "{b}");
+    assert!(page.text(".conditions").contains("Poisson rate of 40 req/s"), "{b}");
 }
 
 // ------------------------------------------------------------------ export and import
 
+each_backend_pair!(the_harness_report_travels_with_an_exported_run_over_http);
+async fn the_harness_report_travels_with_an_exported_run_over_http(from: TestStore, to: TestStore) {
+    let from = spawn_app_on(from).await;
+    let to = spawn_app_on(to).await;
+    let report = harness(true);
+    let run = from.finished_run("exported", Some(&report)).await;
+    let body = from
+        .get(&format!("/runs/{run}/export.json"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["harness"]["unreliable"], true, "{}", from.backend);
+    assert_eq!(json["harness"]["cpu_s_per_million_tokens"], 25.0);
+
+    let export = bakeoff::app::transfer::parse_export(&body).unwrap();
+    let imported = bakeoff::app::transfer::import_run(to.store.as_ref(), &export)
+        .await
+        .unwrap();
+    assert_eq!(
+        to.store.get_run_harness(imported).await.unwrap(),
+        Some(report.clone()),
+        "{} → {}",
+        from.backend,
+        to.backend
+    );
+    let (page, _) = to.page(&format!("/runs/{imported}")).await;
+    assert!(page.text(".unreliable-warning").contains("client queue wait 25.0 ms"));
+
+    // An export written before the field existed still imports, without a report.
+    let mut old = json.clone();
+    old.as_object_mut().unwrap().remove("harness");
+    let export = bakeoff::app::transfer::parse_export(&old.to_string()).unwrap();
+    let imported = bakeoff::app::transfer::import_run(to.store.as_ref(), &export)
+        .await
+        .unwrap();
+    assert_eq!(to.store.get_run_harness(imported).await.unwrap(), None);
+}
+
 #[tokio::test]
-async fn the_harness_report_travels_with_an_exported_run_over_http_and_the_cli() {
-    let stores = each_store().await.len();
-    for i in 0..stores {
-        let from = spawn_app_on(each_store().await.remove(i)).await;
-        let to = spawn_app_on(each_store().await.remove(stores - 1 - i)).await;
-        let report = harness(true);
-        let run = from.finished_run("exported", Some(&report)).await;
-        let body = from
-            .get(&format!("/runs/{run}/export.json"))
-            .await
-            .text()
-            .await
-            .unwrap();
-        let json: serde_json::Value = serde_json::from_str(&body).unwrap();
-        assert_eq!(json["harness"]["unreliable"], true, "{}", from.backend);
-        assert_eq!(json["harness"]["cpu_s_per_million_tokens"], 25.0);
-
-        let export = bakeoff::app::transfer::parse_export(&body).unwrap();
-        let imported = bakeoff::app::transfer::import_run(to.store.as_ref(), &export)
-            .await
-            .unwrap();
-        assert_eq!(
-            to.store.get_run_harness(imported).await.unwrap(),
-            Some(report.clone()),
-            "{} → {}",
-            from.backend,
-            to.backend
-        );
-        let (page, _) = to.page(&format!("/runs/{imported}")).await;
-        assert!(page.text(".unreliable-warning").contains("client queue wait 25.0 ms"));
-
-        // An export written before the field existed still imports, without a report.
-        let mut old = json.clone();
-        old.as_object_mut().unwrap().remove("harness");
-        let export = bakeoff::app::transfer::parse_export(&old.to_string()).unwrap();
-        let imported = bakeoff::app::transfer::import_run(to.store.as_ref(), &export)
-            .await
-            .unwrap();
-        assert_eq!(to.store.get_run_harness(imported).await.unwrap(), None);
-    }
-
-    // The CLI writes and reads the same field.
+async fn the_harness_report_travels_with_an_exported_run_through_the_cli() {
+    // The CLI writes and reads the same field as HTTP.
     let (from_url, _a) = crate::support::db::sqlite_url();
     let (to_url, _b) = crate::support::db::sqlite_url();
     let from = bakeoff::store::connect(&from_url).await.unwrap();

@@ -7,6 +7,7 @@ use futures_util::StreamExt;
 
 use crate::support::app::{Page, TestApp, record, spawn_app};
 use crate::support::cli;
+use crate::support::db::{TestStore, each_backend_pair};
 
 const DEAD_URL: &str = "http://127.0.0.1:1/v1";
 /// Longest a test waits for a server-sent event.
@@ -756,68 +757,58 @@ fn strip_ids(mut records: Vec<bakeoff::domain::run::RequestRecord>) -> Vec<bakeo
     records
 }
 
-#[tokio::test]
-async fn exports_round_trip_between_both_databases_without_keys() {
+each_backend_pair!(exports_round_trip_between_both_databases_without_keys);
+/// Two separate installations: a fresh database on each side.
+async fn exports_round_trip_between_both_databases_without_keys(from: TestStore, to: TestStore) {
     use bakeoff::app::transfer::{SCHEMA, export_run, import_run, parse_export};
-    let backends = crate::support::db::each_store().await.len();
-    for i in 0..backends {
-        for j in 0..backends {
-            // Two separate installations: fresh databases on each side.
-            let (sources, targets) = (
-                crate::support::db::each_store().await,
-                crate::support::db::each_store().await,
-            );
-            let (from, to) = (&sources[i], &targets[j]);
-            let (run, n) = exportable_run(&from.store).await;
-            let export = export_run(from.store.as_ref(), run).await.unwrap();
-            let json = serde_json::to_string(&export).unwrap();
-            assert!(json.contains(&format!("\"schema\":\"{SCHEMA}\"")));
-            assert!(
-                !json.contains("sk-very-secret-key"),
-                "{} → {}: no API key",
-                from.backend,
-                to.backend
-            );
+    let (run, n) = exportable_run(&from.store).await;
+    let export = export_run(from.store.as_ref(), run).await.unwrap();
+    let json = serde_json::to_string(&export).unwrap();
+    assert!(json.contains(&format!("\"schema\":\"{SCHEMA}\"")));
+    assert!(
+        !json.contains("sk-very-secret-key"),
+        "{} → {}: no API key",
+        from.backend,
+        to.backend
+    );
 
-            let imported = import_run(to.store.as_ref(), &parse_export(&json).unwrap())
-                .await
-                .unwrap();
-            let a = from.store.get_run(run).await.unwrap().unwrap();
-            let b = to.store.get_run(imported).await.unwrap().unwrap();
-            assert_eq!((b.status, &b.config, &b.name), (a.status, &a.config, &a.name));
-            assert_eq!(
-                (b.created_at, b.started_at, b.finished_at),
-                (a.created_at, a.started_at, a.finished_at)
-            );
-            let ra = strip_ids(from.store.list_request_records(run).await.unwrap());
-            let rb = strip_ids(to.store.list_request_records(imported).await.unwrap());
-            assert_eq!(rb.len(), n);
-            assert_eq!(
-                ra, rb,
-                "{} → {}: every record, grade and timing",
-                from.backend, to.backend
-            );
-            let va = from
-                .store
-                .get_evalset_version(a.evalset_version_id)
-                .await
-                .unwrap()
-                .unwrap();
-            let vb = to
-                .store
-                .get_evalset_version(b.evalset_version_id)
-                .await
-                .unwrap()
-                .unwrap();
-            assert_eq!(va.content_hash, vb.content_hash);
-            let cb = to.store.get_candidate(b.candidate_ids[0]).await.unwrap().unwrap();
-            assert!(cb.spec.api_key.is_none(), "the imported candidate has no key");
-            assert_eq!(cb.spec.pricing.output_per_mtok, Some(2.0));
-            let events = to.store.list_run_events(imported).await.unwrap();
-            assert_eq!(events[0].message, "started");
-            assert!(events.last().unwrap().message.starts_with("imported from bakeoff"));
-        }
-    }
+    let imported = import_run(to.store.as_ref(), &parse_export(&json).unwrap())
+        .await
+        .unwrap();
+    let a = from.store.get_run(run).await.unwrap().unwrap();
+    let b = to.store.get_run(imported).await.unwrap().unwrap();
+    assert_eq!((b.status, &b.config, &b.name), (a.status, &a.config, &a.name));
+    assert_eq!(
+        (b.created_at, b.started_at, b.finished_at),
+        (a.created_at, a.started_at, a.finished_at)
+    );
+    let ra = strip_ids(from.store.list_request_records(run).await.unwrap());
+    let rb = strip_ids(to.store.list_request_records(imported).await.unwrap());
+    assert_eq!(rb.len(), n);
+    assert_eq!(
+        ra, rb,
+        "{} → {}: every record, grade and timing",
+        from.backend, to.backend
+    );
+    let va = from
+        .store
+        .get_evalset_version(a.evalset_version_id)
+        .await
+        .unwrap()
+        .unwrap();
+    let vb = to
+        .store
+        .get_evalset_version(b.evalset_version_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(va.content_hash, vb.content_hash);
+    let cb = to.store.get_candidate(b.candidate_ids[0]).await.unwrap().unwrap();
+    assert!(cb.spec.api_key.is_none(), "the imported candidate has no key");
+    assert_eq!(cb.spec.pricing.output_per_mtok, Some(2.0));
+    let events = to.store.list_run_events(imported).await.unwrap();
+    assert_eq!(events[0].message, "started");
+    assert!(events.last().unwrap().message.starts_with("imported from bakeoff"));
 }
 
 #[tokio::test]

@@ -1,5 +1,5 @@
-//! The storage layer, one suite run against every backend (`support::db::each_store`):
-//! SQLite always, PostgreSQL when `BAKEOFF_TEST_POSTGRES_URL` is set.
+//! The storage layer, one suite run against every backend (`support::db::each_backend!`):
+//! SQLite always, PostgreSQL when `BAKEOFF_TEST_POSTGRES_URL` is set (ignored otherwise).
 use bakeoff::domain::candidate::{CandidateSpec, ClaimedFigure, Conditions, Pricing, ProviderKind, Secret};
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::grading::Grade;
@@ -7,7 +7,7 @@ use bakeoff::domain::run::{ErrorClass, NewRun, Phase, RequestRecord, RunConfig, 
 use bakeoff::domain::thresholds::{Comparator, ThresholdRule, batch_default_rules};
 use bakeoff::store::{self, Backend, DynStore, StoreError};
 
-use crate::support::db::{TestStore, each_store};
+use crate::support::db::{TestStore, each_backend};
 
 // ---------------------------------------------------------------- builders
 
@@ -155,41 +155,38 @@ async fn seeded_run(store: &DynStore, candidates: usize) -> (i64, Vec<i64>) {
 
 // ---------------------------------------------------------------- migrations and connect
 
-#[tokio::test]
-async fn migrations_apply_from_empty_and_reapply_idempotently() {
-    for TestStore {
+each_backend!(migrations_apply_from_empty_and_reapply_idempotently);
+async fn migrations_apply_from_empty_and_reapply_idempotently(
+    TestStore {
         backend, store, url, ..
-    } in each_store().await
-    {
-        let expected = if backend == "sqlite" {
-            Backend::Sqlite
-        } else {
-            Backend::Postgres
-        };
-        assert_eq!(store.backend(), expected, "{backend}");
-        let id = store.create_candidate(&candidate("kept")).await.unwrap();
+    }: TestStore,
+) {
+    let expected = if backend == "sqlite" {
+        Backend::Sqlite
+    } else {
+        Backend::Postgres
+    };
+    assert_eq!(store.backend(), expected, "{backend}");
+    let id = store.create_candidate(&candidate("kept")).await.unwrap();
 
-        // Opening the same database again re-runs the migrator: nothing changes, nothing is lost.
-        let again = store::connect(&url).await.unwrap_or_else(|e| panic!("{backend}: {e}"));
-        let kept = again
-            .get_candidate(id)
-            .await
-            .unwrap()
-            .expect("candidate survives re-migration");
-        assert_eq!(kept.spec.name, "kept", "{backend}");
-        assert!(again.list_runs(10, 0).await.unwrap().is_empty(), "{backend}");
-    }
+    // Opening the same database again re-runs the migrator: nothing changes, nothing is lost.
+    let again = store::connect(&url).await.unwrap_or_else(|e| panic!("{backend}: {e}"));
+    let kept = again
+        .get_candidate(id)
+        .await
+        .unwrap()
+        .expect("candidate survives re-migration");
+    assert_eq!(kept.spec.name, "kept", "{backend}");
+    assert!(again.list_runs(10, 0).await.unwrap().is_empty(), "{backend}");
 }
 
-#[tokio::test]
-async fn migrations_are_recorded_once() {
-    for t in each_store().await {
-        let applied = t.fetch_i64("SELECT COUNT(*) FROM _sqlx_migrations").await.unwrap();
-        assert!(applied >= 1, "{}: no migration recorded", t.backend);
-        drop(store::connect(&t.url).await.unwrap());
-        let after = t.fetch_i64("SELECT COUNT(*) FROM _sqlx_migrations").await.unwrap();
-        assert_eq!(after, applied, "{}: re-connecting applied migrations again", t.backend);
-    }
+each_backend!(migrations_are_recorded_once);
+async fn migrations_are_recorded_once(t: TestStore) {
+    let applied = t.fetch_i64("SELECT COUNT(*) FROM _sqlx_migrations").await.unwrap();
+    assert!(applied >= 1, "{}: no migration recorded", t.backend);
+    drop(store::connect(&t.url).await.unwrap());
+    let after = t.fetch_i64("SELECT COUNT(*) FROM _sqlx_migrations").await.unwrap();
+    assert_eq!(after, applied, "{}: re-connecting applied migrations again", t.backend);
 }
 
 #[tokio::test]
@@ -217,586 +214,556 @@ async fn sqlite_creates_the_file_when_missing() {
 
 // ---------------------------------------------------------------- candidates
 
-#[tokio::test]
-async fn candidate_crud_round_trips_every_field_and_the_secret() {
-    for TestStore { backend, store, .. } in each_store().await {
-        let spec = full_candidate("fast");
-        let id = store.create_candidate(&spec).await.unwrap();
-        let got = store.get_candidate(id).await.unwrap().expect("created candidate");
-        assert_eq!(got.spec, spec, "{backend}");
-        assert_eq!(
-            got.spec.api_key.as_ref().map(Secret::expose),
-            Some("sk-test-secret-123"),
-            "{backend}"
-        );
-        assert!(got.created_at.0 > 0 && got.updated_at >= got.created_at, "{backend}");
+each_backend!(candidate_crud_round_trips_every_field_and_the_secret);
+async fn candidate_crud_round_trips_every_field_and_the_secret(TestStore { backend, store, .. }: TestStore) {
+    let spec = full_candidate("fast");
+    let id = store.create_candidate(&spec).await.unwrap();
+    let got = store.get_candidate(id).await.unwrap().expect("created candidate");
+    assert_eq!(got.spec, spec, "{backend}");
+    assert_eq!(
+        got.spec.api_key.as_ref().map(Secret::expose),
+        Some("sk-test-secret-123"),
+        "{backend}"
+    );
+    assert!(got.created_at.0 > 0 && got.updated_at >= got.created_at, "{backend}");
 
-        let mut changed = spec.clone();
-        changed.name = "fast-v2".into();
-        changed.api_key = None;
-        changed.claimed = None;
-        changed.temperature = None;
-        store.update_candidate(id, &changed).await.unwrap();
-        let got = store.get_candidate(id).await.unwrap().unwrap();
-        assert_eq!(got.spec, changed, "{backend}");
+    let mut changed = spec.clone();
+    changed.name = "fast-v2".into();
+    changed.api_key = None;
+    changed.claimed = None;
+    changed.temperature = None;
+    store.update_candidate(id, &changed).await.unwrap();
+    let got = store.get_candidate(id).await.unwrap().unwrap();
+    assert_eq!(got.spec, changed, "{backend}");
 
-        let other = store.create_candidate(&candidate("slow")).await.unwrap();
-        let names: Vec<String> = store
-            .list_candidates()
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|c| c.spec.name)
-            .collect();
-        assert_eq!(names, ["fast-v2", "slow"], "{backend}");
-        assert!(store.get_candidate(other + 1000).await.unwrap().is_none(), "{backend}");
-    }
+    let other = store.create_candidate(&candidate("slow")).await.unwrap();
+    let names: Vec<String> = store
+        .list_candidates()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.spec.name)
+        .collect();
+    assert_eq!(names, ["fast-v2", "slow"], "{backend}");
+    assert!(store.get_candidate(other + 1000).await.unwrap().is_none(), "{backend}");
 }
 
-#[tokio::test]
-async fn candidate_name_conflicts_and_missing_ids_are_reported() {
-    for TestStore { backend, store, .. } in each_store().await {
-        let first = store.create_candidate(&candidate("x")).await.unwrap();
-        let second = store.create_candidate(&candidate("y")).await.unwrap();
+each_backend!(candidate_name_conflicts_and_missing_ids_are_reported);
+async fn candidate_name_conflicts_and_missing_ids_are_reported(TestStore { backend, store, .. }: TestStore) {
+    let first = store.create_candidate(&candidate("x")).await.unwrap();
+    let second = store.create_candidate(&candidate("y")).await.unwrap();
 
-        match store.create_candidate(&candidate("x")).await {
-            Err(StoreError::Conflict(msg)) => assert_eq!(msg, r#"a candidate named "x" already exists"#, "{backend}"),
-            other => panic!("{backend}: expected a conflict, got {other:?}"),
-        }
-        match store.update_candidate(second, &candidate("x")).await {
-            Err(StoreError::Conflict(msg)) => assert!(msg.contains(r#""x""#), "{backend}: {msg}"),
-            other => panic!("{backend}: expected a conflict, got {other:?}"),
-        }
-        match store.update_candidate(first + second + 100, &candidate("z")).await {
-            Err(StoreError::NotFound(what)) => assert!(what.contains("candidate"), "{backend}: {what}"),
-            other => panic!("{backend}: expected not found, got {other:?}"),
-        }
-        // The failed writes changed nothing.
-        assert_eq!(store.list_candidates().await.unwrap().len(), 2, "{backend}");
+    match store.create_candidate(&candidate("x")).await {
+        Err(StoreError::Conflict(msg)) => assert_eq!(msg, r#"a candidate named "x" already exists"#, "{backend}"),
+        other => panic!("{backend}: expected a conflict, got {other:?}"),
     }
+    match store.update_candidate(second, &candidate("x")).await {
+        Err(StoreError::Conflict(msg)) => assert!(msg.contains(r#""x""#), "{backend}: {msg}"),
+        other => panic!("{backend}: expected a conflict, got {other:?}"),
+    }
+    match store.update_candidate(first + second + 100, &candidate("z")).await {
+        Err(StoreError::NotFound(what)) => assert!(what.contains("candidate"), "{backend}: {what}"),
+        other => panic!("{backend}: expected not found, got {other:?}"),
+    }
+    // The failed writes changed nothing.
+    assert_eq!(store.list_candidates().await.unwrap().len(), 2, "{backend}");
 }
 
 // ---------------------------------------------------------------- eval sets
 
-#[tokio::test]
-async fn evalset_versions_are_content_addressed_and_reparse_to_the_original() {
-    for TestStore { backend, store, .. } in each_store().await {
-        let v1_file = evalset("sentiment", &[("a", "positive"), ("b", "negative")]);
-        let v1 = store.save_evalset_version(&v1_file).await.unwrap();
-        // The same content (even re-serialised with another key order) is the same version.
-        let reordered = EvalSetFile::parse("again.jsonl", &v1_file.normalised()).unwrap();
-        assert_eq!(store.save_evalset_version(&reordered).await.unwrap(), v1, "{backend}");
+each_backend!(evalset_versions_are_content_addressed_and_reparse_to_the_original);
+async fn evalset_versions_are_content_addressed_and_reparse_to_the_original(
+    TestStore { backend, store, .. }: TestStore,
+) {
+    let v1_file = evalset("sentiment", &[("a", "positive"), ("b", "negative")]);
+    let v1 = store.save_evalset_version(&v1_file).await.unwrap();
+    // The same content (even re-serialised with another key order) is the same version.
+    let reordered = EvalSetFile::parse("again.jsonl", &v1_file.normalised()).unwrap();
+    assert_eq!(store.save_evalset_version(&reordered).await.unwrap(), v1, "{backend}");
 
-        let mut v2_file = evalset("sentiment", &[("a", "positive"), ("b", "negative"), ("c", "neutral")]);
-        v2_file.header.description = Some("sentiment, three classes".into());
-        let v2 = store.save_evalset_version(&v2_file).await.unwrap();
-        assert_ne!(v2, v1, "{backend}");
-        // Re-saving the old content does not make it the newest again.
-        assert_eq!(store.save_evalset_version(&v1_file).await.unwrap(), v1, "{backend}");
+    let mut v2_file = evalset("sentiment", &[("a", "positive"), ("b", "negative"), ("c", "neutral")]);
+    v2_file.header.description = Some("sentiment, three classes".into());
+    let v2 = store.save_evalset_version(&v2_file).await.unwrap();
+    assert_ne!(v2, v1, "{backend}");
+    // Re-saving the old content does not make it the newest again.
+    assert_eq!(store.save_evalset_version(&v1_file).await.unwrap(), v1, "{backend}");
 
-        let sets = store.list_evalsets().await.unwrap();
-        assert_eq!(sets.len(), 1, "{backend}");
-        let set = &sets[0];
-        assert_eq!(
-            (
-                set.name.as_str(),
-                set.latest_version_id,
-                set.case_count,
-                set.version_count
-            ),
-            ("sentiment", v2, 3, 2),
-            "{backend}"
-        );
-        assert_eq!(set.latest_hash, v2_file.content_hash(), "{backend}");
-        assert_eq!(
-            set.description.as_deref(),
-            Some("sentiment, three classes"),
-            "{backend}"
-        );
+    let sets = store.list_evalsets().await.unwrap();
+    assert_eq!(sets.len(), 1, "{backend}");
+    let set = &sets[0];
+    assert_eq!(
+        (
+            set.name.as_str(),
+            set.latest_version_id,
+            set.case_count,
+            set.version_count
+        ),
+        ("sentiment", v2, 3, 2),
+        "{backend}"
+    );
+    assert_eq!(set.latest_hash, v2_file.content_hash(), "{backend}");
+    assert_eq!(
+        set.description.as_deref(),
+        Some("sentiment, three classes"),
+        "{backend}"
+    );
 
-        let stored = store.get_evalset_version(v1).await.unwrap().expect("version 1");
-        assert_eq!(stored.file, v1_file, "{backend}");
-        assert_eq!(stored.content_hash, v1_file.content_hash(), "{backend}");
-        assert_eq!(stored.evalset_id, set.id, "{backend}");
+    let stored = store.get_evalset_version(v1).await.unwrap().expect("version 1");
+    assert_eq!(stored.file, v1_file, "{backend}");
+    assert_eq!(stored.content_hash, v1_file.content_hash(), "{backend}");
+    assert_eq!(stored.evalset_id, set.id, "{backend}");
 
-        let versions = store.list_evalset_versions(set.id).await.unwrap();
-        let ids: Vec<i64> = versions.iter().map(|v| v.id).collect();
-        assert_eq!(ids, [v2, v1], "{backend}: newest first");
-        assert_eq!(versions[0].file, v2_file, "{backend}");
-        assert!(
-            store.get_evalset_version(v2 + 100).await.unwrap().is_none(),
-            "{backend}"
-        );
-    }
+    let versions = store.list_evalset_versions(set.id).await.unwrap();
+    let ids: Vec<i64> = versions.iter().map(|v| v.id).collect();
+    assert_eq!(ids, [v2, v1], "{backend}: newest first");
+    assert_eq!(versions[0].file, v2_file, "{backend}");
+    assert!(
+        store.get_evalset_version(v2 + 100).await.unwrap().is_none(),
+        "{backend}"
+    );
 }
 
-#[tokio::test]
-async fn evalset_cases_are_stored_one_row_each() {
-    for t in each_store().await {
-        let file = evalset("cases", &[("a", "x"), ("b", "y"), ("c", "z")]);
-        let version = t.store.save_evalset_version(&file).await.unwrap();
-        let count = t
-            .fetch_i64(&format!("SELECT COUNT(*) FROM eval_cases WHERE version_id = {version}"))
-            .await
-            .unwrap();
-        assert_eq!(count, 3, "{}", t.backend);
-        let position_of_c = t
-            .fetch_i64(&format!(
-                "SELECT position FROM eval_cases WHERE version_id = {version} AND case_id = 'c'"
-            ))
-            .await
-            .unwrap();
-        assert_eq!(position_of_c, 2, "{}", t.backend);
-        // Versions are immutable.
-        let refused = t
-            .execute_raw(&format!(
-                "UPDATE evalset_versions SET case_count = 0 WHERE id = {version}"
-            ))
-            .await;
-        assert!(refused.is_err(), "{}: a version was updated", t.backend);
-    }
+each_backend!(evalset_cases_are_stored_one_row_each);
+async fn evalset_cases_are_stored_one_row_each(t: TestStore) {
+    let file = evalset("cases", &[("a", "x"), ("b", "y"), ("c", "z")]);
+    let version = t.store.save_evalset_version(&file).await.unwrap();
+    let count = t
+        .fetch_i64(&format!("SELECT COUNT(*) FROM eval_cases WHERE version_id = {version}"))
+        .await
+        .unwrap();
+    assert_eq!(count, 3, "{}", t.backend);
+    let position_of_c = t
+        .fetch_i64(&format!(
+            "SELECT position FROM eval_cases WHERE version_id = {version} AND case_id = 'c'"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(position_of_c, 2, "{}", t.backend);
+    // Versions are immutable.
+    let refused = t
+        .execute_raw(&format!(
+            "UPDATE evalset_versions SET case_count = 0 WHERE id = {version}"
+        ))
+        .await;
+    assert!(refused.is_err(), "{}: a version was updated", t.backend);
 }
 
 // ---------------------------------------------------------------- threshold profiles
 
-#[tokio::test]
-async fn threshold_profiles_keep_their_history() {
-    for TestStore { backend, store, .. } in each_store().await {
-        let rules = batch_default_rules();
-        let (id, v1) = store
-            .save_threshold_profile("batch", "overnight jobs", &rules, "ana", "from the article")
-            .await
-            .unwrap();
-        assert_eq!(v1, 1, "{backend}");
+each_backend!(threshold_profiles_keep_their_history);
+async fn threshold_profiles_keep_their_history(TestStore { backend, store, .. }: TestStore) {
+    let rules = batch_default_rules();
+    let (id, v1) = store
+        .save_threshold_profile("batch", "overnight jobs", &rules, "ana", "from the article")
+        .await
+        .unwrap();
+    assert_eq!(v1, 1, "{backend}");
 
-        let mut stricter = rules.clone();
-        stricter[1].value = 0.97;
-        stricter.push(ThresholdRule {
-            metric: "ttft_p95_ms".into(),
-            comparator: Comparator::AtMost,
-            value: 800.0,
-            unit: "ms".into(),
-            rationale: "dashboards wait".into(),
-        });
-        let (same_id, v2) = store
-            .save_threshold_profile("batch", "overnight jobs, stricter", &stricter, "bo", "QA found errors")
-            .await
-            .unwrap();
-        assert_eq!((same_id, v2), (id, 2), "{backend}");
-        let (other, other_v) = store
-            .save_threshold_profile("online", "", &rules[..1], "ana", "first cut")
-            .await
-            .unwrap();
-        assert_ne!(other, id, "{backend}");
-        assert_eq!(other_v, 1, "{backend}");
+    let mut stricter = rules.clone();
+    stricter[1].value = 0.97;
+    stricter.push(ThresholdRule {
+        metric: "ttft_p95_ms".into(),
+        comparator: Comparator::AtMost,
+        value: 800.0,
+        unit: "ms".into(),
+        rationale: "dashboards wait".into(),
+    });
+    let (same_id, v2) = store
+        .save_threshold_profile("batch", "overnight jobs, stricter", &stricter, "bo", "QA found errors")
+        .await
+        .unwrap();
+    assert_eq!((same_id, v2), (id, 2), "{backend}");
+    let (other, other_v) = store
+        .save_threshold_profile("online", "", &rules[..1], "ana", "first cut")
+        .await
+        .unwrap();
+    assert_ne!(other, id, "{backend}");
+    assert_eq!(other_v, 1, "{backend}");
 
-        let profiles = store.list_threshold_profiles().await.unwrap();
-        assert_eq!(profiles.len(), 2, "{backend}");
-        let batch = profiles.iter().find(|p| p.id == id).unwrap();
-        assert_eq!(batch.version, 2, "{backend}");
-        assert_eq!(batch.rules, stricter, "{backend}");
-        assert_eq!(batch.description, "overnight jobs, stricter", "{backend}");
+    let profiles = store.list_threshold_profiles().await.unwrap();
+    assert_eq!(profiles.len(), 2, "{backend}");
+    let batch = profiles.iter().find(|p| p.id == id).unwrap();
+    assert_eq!(batch.version, 2, "{backend}");
+    assert_eq!(batch.rules, stricter, "{backend}");
+    assert_eq!(batch.description, "overnight jobs, stricter", "{backend}");
 
-        let history = store.threshold_profile_history(id).await.unwrap();
-        let summary: Vec<(u32, &str, &str)> = history
-            .iter()
-            .map(|c| (c.version, c.changed_by.as_str(), c.rationale.as_str()))
-            .collect();
-        assert_eq!(
-            summary,
-            [(2, "bo", "QA found errors"), (1, "ana", "from the article")],
-            "{backend}: newest first"
-        );
-        assert_eq!(history[1].rules, rules, "{backend}");
-        assert!(history[0].at >= history[1].at, "{backend}");
-    }
+    let history = store.threshold_profile_history(id).await.unwrap();
+    let summary: Vec<(u32, &str, &str)> = history
+        .iter()
+        .map(|c| (c.version, c.changed_by.as_str(), c.rationale.as_str()))
+        .collect();
+    assert_eq!(
+        summary,
+        [(2, "bo", "QA found errors"), (1, "ana", "from the article")],
+        "{backend}: newest first"
+    );
+    assert_eq!(history[1].rules, rules, "{backend}");
+    assert!(history[0].at >= history[1].at, "{backend}");
 }
 
 // ---------------------------------------------------------------- runs
 
-#[tokio::test]
-async fn run_lifecycle_sets_timestamps_and_tracks_unfinished_runs() {
-    for TestStore { backend, store, .. } in each_store().await {
-        let (run_id, candidates) = seeded_run(&store, 2).await;
-        let run = store.get_run(run_id).await.unwrap().expect("created run");
-        assert_eq!(run.status, RunStatus::Queued, "{backend}");
-        assert_eq!(run.candidate_ids, candidates, "{backend}");
-        assert_eq!(run.config, RunConfig::default(), "{backend}");
-        assert_eq!((run.started_at, run.finished_at), (None, None), "{backend}");
-        assert_eq!(store.unfinished_runs().await.unwrap(), [run_id], "{backend}");
+each_backend!(run_lifecycle_sets_timestamps_and_tracks_unfinished_runs);
+async fn run_lifecycle_sets_timestamps_and_tracks_unfinished_runs(TestStore { backend, store, .. }: TestStore) {
+    let (run_id, candidates) = seeded_run(&store, 2).await;
+    let run = store.get_run(run_id).await.unwrap().expect("created run");
+    assert_eq!(run.status, RunStatus::Queued, "{backend}");
+    assert_eq!(run.candidate_ids, candidates, "{backend}");
+    assert_eq!(run.config, RunConfig::default(), "{backend}");
+    assert_eq!((run.started_at, run.finished_at), (None, None), "{backend}");
+    assert_eq!(store.unfinished_runs().await.unwrap(), [run_id], "{backend}");
 
-        store.set_run_status(run_id, RunStatus::Running, None).await.unwrap();
-        let running = store.get_run(run_id).await.unwrap().unwrap();
-        let started = running.started_at.expect("started_at set on running");
-        assert!(started >= run.created_at, "{backend}");
-        assert_eq!(running.finished_at, None, "{backend}");
+    store.set_run_status(run_id, RunStatus::Running, None).await.unwrap();
+    let running = store.get_run(run_id).await.unwrap().unwrap();
+    let started = running.started_at.expect("started_at set on running");
+    assert!(started >= run.created_at, "{backend}");
+    assert_eq!(running.finished_at, None, "{backend}");
 
-        // Running again (a resume) keeps the first start.
-        store.set_run_status(run_id, RunStatus::Running, None).await.unwrap();
-        assert_eq!(
-            store.get_run(run_id).await.unwrap().unwrap().started_at,
-            Some(started),
-            "{backend}"
-        );
-        assert_eq!(store.unfinished_runs().await.unwrap(), [run_id], "{backend}");
+    // Running again (a resume) keeps the first start.
+    store.set_run_status(run_id, RunStatus::Running, None).await.unwrap();
+    assert_eq!(
+        store.get_run(run_id).await.unwrap().unwrap().started_at,
+        Some(started),
+        "{backend}"
+    );
+    assert_eq!(store.unfinished_runs().await.unwrap(), [run_id], "{backend}");
 
-        store
-            .set_run_status(run_id, RunStatus::Failed, Some("candidate unreachable"))
-            .await
-            .unwrap();
-        let failed = store.get_run(run_id).await.unwrap().unwrap();
-        assert_eq!(failed.status, RunStatus::Failed, "{backend}");
-        assert_eq!(failed.error.as_deref(), Some("candidate unreachable"), "{backend}");
-        assert!(
-            failed.finished_at.expect("finished_at set on a terminal state") >= started,
-            "{backend}"
-        );
-        assert!(store.unfinished_runs().await.unwrap().is_empty(), "{backend}");
+    store
+        .set_run_status(run_id, RunStatus::Failed, Some("candidate unreachable"))
+        .await
+        .unwrap();
+    let failed = store.get_run(run_id).await.unwrap().unwrap();
+    assert_eq!(failed.status, RunStatus::Failed, "{backend}");
+    assert_eq!(failed.error.as_deref(), Some("candidate unreachable"), "{backend}");
+    assert!(
+        failed.finished_at.expect("finished_at set on a terminal state") >= started,
+        "{backend}"
+    );
+    assert!(store.unfinished_runs().await.unwrap().is_empty(), "{backend}");
 
-        match store.set_run_status(run_id + 100, RunStatus::Running, None).await {
-            Err(StoreError::NotFound(_)) => {}
-            other => panic!("{backend}: expected not found, got {other:?}"),
-        }
-        assert!(store.get_run(run_id + 100).await.unwrap().is_none(), "{backend}");
-
-        store
-            .append_run_event(run_id, "info", "phase quality started")
-            .await
-            .unwrap();
-        store
-            .append_run_event(run_id, "warn", "schedule lag 12 ms")
-            .await
-            .unwrap();
-        let events = store.list_run_events(run_id).await.unwrap();
-        let lines: Vec<(&str, &str)> = events.iter().map(|e| (e.level.as_str(), e.message.as_str())).collect();
-        assert_eq!(
-            lines,
-            [("info", "phase quality started"), ("warn", "schedule lag 12 ms")],
-            "{backend}"
-        );
-        assert!(
-            matches!(
-                store.append_run_event(run_id + 100, "info", "x").await,
-                Err(StoreError::NotFound(_))
-            ),
-            "{backend}"
-        );
+    match store.set_run_status(run_id + 100, RunStatus::Running, None).await {
+        Err(StoreError::NotFound(_)) => {}
+        other => panic!("{backend}: expected not found, got {other:?}"),
     }
+    assert!(store.get_run(run_id + 100).await.unwrap().is_none(), "{backend}");
+
+    store
+        .append_run_event(run_id, "info", "phase quality started")
+        .await
+        .unwrap();
+    store
+        .append_run_event(run_id, "warn", "schedule lag 12 ms")
+        .await
+        .unwrap();
+    let events = store.list_run_events(run_id).await.unwrap();
+    let lines: Vec<(&str, &str)> = events.iter().map(|e| (e.level.as_str(), e.message.as_str())).collect();
+    assert_eq!(
+        lines,
+        [("info", "phase quality started"), ("warn", "schedule lag 12 ms")],
+        "{backend}"
+    );
+    assert!(
+        matches!(
+            store.append_run_event(run_id + 100, "info", "x").await,
+            Err(StoreError::NotFound(_))
+        ),
+        "{backend}"
+    );
 }
 
-#[tokio::test]
-async fn create_run_refuses_missing_references() {
-    for TestStore { backend, store, .. } in each_store().await {
-        let (_, candidates) = seeded_run(&store, 1).await;
-        let missing_version = store
+each_backend!(create_run_refuses_missing_references);
+async fn create_run_refuses_missing_references(TestStore { backend, store, .. }: TestStore) {
+    let (_, candidates) = seeded_run(&store, 1).await;
+    let missing_version = store
+        .create_run(&NewRun {
+            name: "bad".into(),
+            evalset_version_id: 9_999,
+            candidate_ids: candidates.clone(),
+            config: RunConfig::default(),
+        })
+        .await;
+    assert!(
+        matches!(missing_version, Err(StoreError::NotFound(_))),
+        "{backend}: {missing_version:?}"
+    );
+    assert_eq!(store.count_runs().await.unwrap(), 1, "{backend}: nothing half-created");
+}
+
+each_backend!(list_runs_pages_newest_first_with_names_and_counts);
+async fn list_runs_pages_newest_first_with_names_and_counts(TestStore { backend, store, .. }: TestStore) {
+    let (first, candidates) = seeded_run(&store, 2).await;
+    let version = store.get_run(first).await.unwrap().unwrap().evalset_version_id;
+    let mut ids = vec![first];
+    for i in 1..5 {
+        let id = store
             .create_run(&NewRun {
-                name: "bad".into(),
-                evalset_version_id: 9_999,
-                candidate_ids: candidates.clone(),
+                name: format!("run {i}"),
+                evalset_version_id: version,
+                // Reversed order must be kept.
+                candidate_ids: candidates.iter().rev().copied().collect(),
                 config: RunConfig::default(),
             })
-            .await;
-        assert!(
-            matches!(missing_version, Err(StoreError::NotFound(_))),
-            "{backend}: {missing_version:?}"
-        );
-        assert_eq!(store.count_runs().await.unwrap(), 1, "{backend}: nothing half-created");
-    }
-}
-
-#[tokio::test]
-async fn list_runs_pages_newest_first_with_names_and_counts() {
-    for TestStore { backend, store, .. } in each_store().await {
-        let (first, candidates) = seeded_run(&store, 2).await;
-        let version = store.get_run(first).await.unwrap().unwrap().evalset_version_id;
-        let mut ids = vec![first];
-        for i in 1..5 {
-            let id = store
-                .create_run(&NewRun {
-                    name: format!("run {i}"),
-                    evalset_version_id: version,
-                    // Reversed order must be kept.
-                    candidate_ids: candidates.iter().rev().copied().collect(),
-                    config: RunConfig::default(),
-                })
-                .await
-                .unwrap();
-            ids.push(id);
-        }
-        store
-            .append_request_records(&[
-                record(first, candidates[0], "a", 0, 1),
-                record(first, candidates[1], "a", 0, 2),
-            ])
             .await
             .unwrap();
-        assert_eq!(store.count_runs().await.unwrap(), 5, "{backend}");
-
-        let page1 = store.list_runs(2, 0).await.unwrap();
-        let page3 = store.list_runs(2, 4).await.unwrap();
-        let all = store.list_runs(100, 0).await.unwrap();
-        let order: Vec<i64> = all.iter().map(|r| r.run.id).collect();
-        let newest_first: Vec<i64> = ids.iter().rev().copied().collect();
-        assert_eq!(order, newest_first, "{backend}");
-        assert_eq!(
-            page1.iter().map(|r| r.run.id).collect::<Vec<_>>(),
-            newest_first[..2],
-            "{backend}"
-        );
-        assert_eq!(page3.iter().map(|r| r.run.id).collect::<Vec<_>>(), [first], "{backend}");
-        assert!(store.list_runs(2, 10).await.unwrap().is_empty(), "{backend}");
-
-        let oldest = &page3[0];
-        assert_eq!(oldest.evalset_name, "sentiment", "{backend}");
-        assert_eq!(oldest.candidate_names, ["cand-0", "cand-1"], "{backend}");
-        assert_eq!(oldest.run.candidate_ids, candidates, "{backend}");
-        assert_eq!(oldest.record_count, 2, "{backend}");
-        assert_eq!(page1[0].candidate_names, ["cand-1", "cand-0"], "{backend}");
-        assert_eq!(page1[0].record_count, 0, "{backend}");
+        ids.push(id);
     }
+    store
+        .append_request_records(&[
+            record(first, candidates[0], "a", 0, 1),
+            record(first, candidates[1], "a", 0, 2),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(store.count_runs().await.unwrap(), 5, "{backend}");
+
+    let page1 = store.list_runs(2, 0).await.unwrap();
+    let page3 = store.list_runs(2, 4).await.unwrap();
+    let all = store.list_runs(100, 0).await.unwrap();
+    let order: Vec<i64> = all.iter().map(|r| r.run.id).collect();
+    let newest_first: Vec<i64> = ids.iter().rev().copied().collect();
+    assert_eq!(order, newest_first, "{backend}");
+    assert_eq!(
+        page1.iter().map(|r| r.run.id).collect::<Vec<_>>(),
+        newest_first[..2],
+        "{backend}"
+    );
+    assert_eq!(page3.iter().map(|r| r.run.id).collect::<Vec<_>>(), [first], "{backend}");
+    assert!(store.list_runs(2, 10).await.unwrap().is_empty(), "{backend}");
+
+    let oldest = &page3[0];
+    assert_eq!(oldest.evalset_name, "sentiment", "{backend}");
+    assert_eq!(oldest.candidate_names, ["cand-0", "cand-1"], "{backend}");
+    assert_eq!(oldest.run.candidate_ids, candidates, "{backend}");
+    assert_eq!(oldest.record_count, 2, "{backend}");
+    assert_eq!(page1[0].candidate_names, ["cand-1", "cand-0"], "{backend}");
+    assert_eq!(page1[0].record_count, 0, "{backend}");
 }
 
 // ---------------------------------------------------------------- raw records
 
-#[tokio::test]
-async fn a_repeated_batch_is_stored_exactly_once_with_its_grades() {
-    for TestStore { backend, store, .. } in each_store().await {
-        let (run_id, c) = seeded_run(&store, 2).await;
-        let mut retry = failed_record(run_id, c[0], "b", 3_000);
-        retry.attempt = 0;
-        let mut second_try = record(run_id, c[0], "b", 1, 4_000);
-        second_try.grades.push(Grade {
-            grader: "json".into(),
-            score: 0.5,
-            passed: false,
-            reason: "missing field \"label\"".into(),
-            detail: Some(serde_json::json!({"expected": "billing", "predicted": null})),
-            weight: 1.0,
-            required: true,
-        });
-        let mut reasoning = record(run_id, c[1], "a", 0, 1_500);
-        reasoning.first_reasoning_us = Some(1_900);
-        reasoning.reasoning = Some("思考…".into());
-        reasoning.reasoning_tokens = Some(3);
-        reasoning.connection_reused = None;
-        let batch = vec![record(run_id, c[0], "a", 0, 2_000), retry, second_try, reasoning];
+each_backend!(a_repeated_batch_is_stored_exactly_once_with_its_grades);
+async fn a_repeated_batch_is_stored_exactly_once_with_its_grades(TestStore { backend, store, .. }: TestStore) {
+    let (run_id, c) = seeded_run(&store, 2).await;
+    let mut retry = failed_record(run_id, c[0], "b", 3_000);
+    retry.attempt = 0;
+    let mut second_try = record(run_id, c[0], "b", 1, 4_000);
+    second_try.grades.push(Grade {
+        grader: "json".into(),
+        score: 0.5,
+        passed: false,
+        reason: "missing field \"label\"".into(),
+        detail: Some(serde_json::json!({"expected": "billing", "predicted": null})),
+        weight: 1.0,
+        required: true,
+    });
+    let mut reasoning = record(run_id, c[1], "a", 0, 1_500);
+    reasoning.first_reasoning_us = Some(1_900);
+    reasoning.reasoning = Some("思考…".into());
+    reasoning.reasoning_tokens = Some(3);
+    reasoning.connection_reused = None;
+    let batch = vec![record(run_id, c[0], "a", 0, 2_000), retry, second_try, reasoning];
 
-        assert_eq!(store.append_request_records(&batch).await.unwrap(), 4, "{backend}");
-        assert_eq!(
-            store.append_request_records(&batch).await.unwrap(),
-            0,
-            "{backend}: retried batch"
-        );
-        // A batch mixing old and new keys stores only the new ones.
-        let mut mixed = batch[..2].to_vec();
-        mixed.push(record(run_id, c[1], "b", 0, 5_000));
-        assert_eq!(store.append_request_records(&mixed).await.unwrap(), 1, "{backend}");
-        assert_eq!(store.append_request_records(&[]).await.unwrap(), 0, "{backend}");
+    assert_eq!(store.append_request_records(&batch).await.unwrap(), 4, "{backend}");
+    assert_eq!(
+        store.append_request_records(&batch).await.unwrap(),
+        0,
+        "{backend}: retried batch"
+    );
+    // A batch mixing old and new keys stores only the new ones.
+    let mut mixed = batch[..2].to_vec();
+    mixed.push(record(run_id, c[1], "b", 0, 5_000));
+    assert_eq!(store.append_request_records(&mixed).await.unwrap(), 1, "{backend}");
+    assert_eq!(store.append_request_records(&[]).await.unwrap(), 0, "{backend}");
 
-        let stored = store.list_request_records(run_id).await.unwrap();
-        let order: Vec<i64> = stored.iter().map(|r| r.sent_at_us).collect();
-        assert_eq!(order, [1_500, 2_000, 3_000, 4_000, 5_000], "{backend}: send order");
-        // Every field, grades included, comes back exactly as written.
-        assert_eq!(stored[0], batch[3], "{backend}");
-        assert_eq!(stored[1], batch[0], "{backend}");
-        assert_eq!(stored[2], batch[1], "{backend}");
-        assert_eq!(stored[3], batch[2], "{backend}");
-        assert_eq!(stored[3].grades.len(), 2, "{backend}: grades attached once, in order");
-        assert!(stored[2].grades.is_empty(), "{backend}");
-    }
+    let stored = store.list_request_records(run_id).await.unwrap();
+    let order: Vec<i64> = stored.iter().map(|r| r.sent_at_us).collect();
+    assert_eq!(order, [1_500, 2_000, 3_000, 4_000, 5_000], "{backend}: send order");
+    // Every field, grades included, comes back exactly as written.
+    assert_eq!(stored[0], batch[3], "{backend}");
+    assert_eq!(stored[1], batch[0], "{backend}");
+    assert_eq!(stored[2], batch[1], "{backend}");
+    assert_eq!(stored[3], batch[2], "{backend}");
+    assert_eq!(stored[3].grades.len(), 2, "{backend}: grades attached once, in order");
+    assert!(stored[2].grades.is_empty(), "{backend}");
 }
 
-#[tokio::test]
-async fn a_key_repeated_inside_one_batch_is_stored_once() {
-    for TestStore { backend, store, .. } in each_store().await {
-        let (run_id, c) = seeded_run(&store, 1).await;
-        let first = record(run_id, c[0], "a", 0, 1_000);
-        let mut duplicate = first.clone();
-        duplicate.output = "other".into();
-        assert_eq!(
-            store.append_request_records(&[first.clone(), duplicate]).await.unwrap(),
-            1,
-            "{backend}"
-        );
-        assert_eq!(store.list_request_records(run_id).await.unwrap(), [first], "{backend}");
-    }
+each_backend!(a_key_repeated_inside_one_batch_is_stored_once);
+async fn a_key_repeated_inside_one_batch_is_stored_once(TestStore { backend, store, .. }: TestStore) {
+    let (run_id, c) = seeded_run(&store, 1).await;
+    let first = record(run_id, c[0], "a", 0, 1_000);
+    let mut duplicate = first.clone();
+    duplicate.output = "other".into();
+    assert_eq!(
+        store.append_request_records(&[first.clone(), duplicate]).await.unwrap(),
+        1,
+        "{backend}"
+    );
+    assert_eq!(store.list_request_records(run_id).await.unwrap(), [first], "{backend}");
 }
 
-#[tokio::test]
-async fn records_for_unknown_runs_or_candidates_are_refused_whole() {
-    for TestStore { backend, store, .. } in each_store().await {
-        let (run_id, c) = seeded_run(&store, 1).await;
-        let stranger = store.create_candidate(&candidate("not in the run")).await.unwrap();
-        let batch = [record(run_id, c[0], "a", 0, 1), record(run_id, stranger, "a", 0, 2)];
-        let err = store.append_request_records(&batch).await.unwrap_err();
-        assert!(matches!(err, StoreError::NotFound(_)), "{backend}: {err:?}");
-        assert!(
-            store.list_request_records(run_id).await.unwrap().is_empty(),
-            "{backend}: the batch is one transaction"
-        );
-    }
+each_backend!(records_for_unknown_runs_or_candidates_are_refused_whole);
+async fn records_for_unknown_runs_or_candidates_are_refused_whole(TestStore { backend, store, .. }: TestStore) {
+    let (run_id, c) = seeded_run(&store, 1).await;
+    let stranger = store.create_candidate(&candidate("not in the run")).await.unwrap();
+    let batch = [record(run_id, c[0], "a", 0, 1), record(run_id, stranger, "a", 0, 2)];
+    let err = store.append_request_records(&batch).await.unwrap_err();
+    assert!(matches!(err, StoreError::NotFound(_)), "{backend}: {err:?}");
+    assert!(
+        store.list_request_records(run_id).await.unwrap().is_empty(),
+        "{backend}: the batch is one transaction"
+    );
 }
 
-#[tokio::test]
-async fn request_records_and_grades_refuse_update_but_allow_delete() {
-    for t in each_store().await {
-        let (run_id, c) = seeded_run(&t.store, 1).await;
-        t.store
-            .append_request_records(&[record(run_id, c[0], "a", 0, 1)])
+each_backend!(request_records_and_grades_refuse_update_but_allow_delete);
+async fn request_records_and_grades_refuse_update_but_allow_delete(t: TestStore) {
+    let (run_id, c) = seeded_run(&t.store, 1).await;
+    t.store
+        .append_request_records(&[record(run_id, c[0], "a", 0, 1)])
+        .await
+        .unwrap();
+
+    let update = t.execute_raw("UPDATE request_records SET output = 'tampered'").await;
+    let err = update
+        .expect_err("UPDATE of request_records must be refused")
+        .to_string();
+    assert!(err.contains("append-only"), "{}: {err}", t.backend);
+    let update = t.execute_raw("UPDATE grades SET passed = FALSE").await;
+    assert!(update.is_err(), "{}: UPDATE of grades must be refused", t.backend);
+    assert_eq!(
+        t.store.list_request_records(run_id).await.unwrap()[0].output,
+        "positive",
+        "{}",
+        t.backend
+    );
+
+    // Deleting the run removes its records, grades and events with it.
+    t.store.append_run_event(run_id, "info", "x").await.unwrap();
+    assert_eq!(
+        t.execute_raw(&format!("DELETE FROM runs WHERE id = {run_id}"))
             .await
-            .unwrap();
-
-        let update = t.execute_raw("UPDATE request_records SET output = 'tampered'").await;
-        let err = update
-            .expect_err("UPDATE of request_records must be refused")
-            .to_string();
-        assert!(err.contains("append-only"), "{}: {err}", t.backend);
-        let update = t.execute_raw("UPDATE grades SET passed = FALSE").await;
-        assert!(update.is_err(), "{}: UPDATE of grades must be refused", t.backend);
-        assert_eq!(
-            t.store.list_request_records(run_id).await.unwrap()[0].output,
-            "positive",
-            "{}",
-            t.backend
-        );
-
-        // Deleting the run removes its records, grades and events with it.
-        t.store.append_run_event(run_id, "info", "x").await.unwrap();
-        assert_eq!(
-            t.execute_raw(&format!("DELETE FROM runs WHERE id = {run_id}"))
-                .await
-                .unwrap(),
-            1,
-            "{}",
-            t.backend
-        );
-        for table in ["request_records", "grades", "run_events", "run_candidates"] {
-            let left = t.fetch_i64(&format!("SELECT COUNT(*) FROM {table}")).await.unwrap();
-            assert_eq!(left, 0, "{}: {table} not cascaded", t.backend);
-        }
+            .unwrap(),
+        1,
+        "{}",
+        t.backend
+    );
+    for table in ["request_records", "grades", "run_events", "run_candidates"] {
+        let left = t.fetch_i64(&format!("SELECT COUNT(*) FROM {table}")).await.unwrap();
+        assert_eq!(left, 0, "{}: {table} not cascaded", t.backend);
     }
 }
 
-#[tokio::test]
-async fn run_progress_counts_measured_warmup_and_failed_attempts() {
-    for TestStore { backend, store, .. } in each_store().await {
-        let (run_id, c) = seeded_run(&store, 3).await;
-        let mut warm = record(run_id, c[0], "a", 0, 1);
-        warm.is_warmup = true;
-        warm.phase = Phase::Warmup;
-        let batch = vec![
-            warm,
-            record(run_id, c[0], "a", 0, 2),
-            failed_record(run_id, c[0], "b", 3),
-            record(run_id, c[0], "b", 1, 4),
-            record(run_id, c[1], "a", 0, 5),
-        ];
-        store.append_request_records(&batch).await.unwrap();
+each_backend!(run_progress_counts_measured_warmup_and_failed_attempts);
+async fn run_progress_counts_measured_warmup_and_failed_attempts(TestStore { backend, store, .. }: TestStore) {
+    let (run_id, c) = seeded_run(&store, 3).await;
+    let mut warm = record(run_id, c[0], "a", 0, 1);
+    warm.is_warmup = true;
+    warm.phase = Phase::Warmup;
+    let batch = vec![
+        warm,
+        record(run_id, c[0], "a", 0, 2),
+        failed_record(run_id, c[0], "b", 3),
+        record(run_id, c[0], "b", 1, 4),
+        record(run_id, c[1], "a", 0, 5),
+    ];
+    store.append_request_records(&batch).await.unwrap();
 
-        let progress = store.run_progress(run_id).await.unwrap();
-        let counts: Vec<(i64, i64, i64, i64)> = progress
-            .iter()
-            .map(|p| {
-                (
-                    p.candidate_id,
-                    p.measured_attempts,
-                    p.warmup_attempts,
-                    p.failed_attempts,
-                )
-            })
-            .collect();
-        assert_eq!(
-            counts,
-            [(c[0], 3, 1, 1), (c[1], 1, 0, 0), (c[2], 0, 0, 0)],
-            "{backend}: every candidate of the run, in run order"
-        );
-        assert!(store.run_progress(run_id + 100).await.unwrap().is_empty(), "{backend}");
-    }
+    let progress = store.run_progress(run_id).await.unwrap();
+    let counts: Vec<(i64, i64, i64, i64)> = progress
+        .iter()
+        .map(|p| {
+            (
+                p.candidate_id,
+                p.measured_attempts,
+                p.warmup_attempts,
+                p.failed_attempts,
+            )
+        })
+        .collect();
+    assert_eq!(
+        counts,
+        [(c[0], 3, 1, 1), (c[1], 1, 0, 0), (c[2], 0, 0, 0)],
+        "{backend}: every candidate of the run, in run order"
+    );
+    assert!(store.run_progress(run_id + 100).await.unwrap().is_empty(), "{backend}");
 }
 
-#[tokio::test]
-async fn a_batch_of_hundreds_is_stored_in_one_call() {
-    for TestStore { backend, store, .. } in each_store().await {
-        let (run_id, c) = seeded_run(&store, 2).await;
-        let batch: Vec<RequestRecord> = (0..600)
-            .map(|i| record(run_id, c[i % 2], &format!("case-{}", i / 2), 0, i as i64))
-            .collect();
-        let started = std::time::Instant::now();
-        assert_eq!(store.append_request_records(&batch).await.unwrap(), 600, "{backend}");
-        let elapsed = started.elapsed();
-        eprintln!("{backend}: appended 600 records with grades in {elapsed:?}");
-        assert_eq!(store.append_request_records(&batch).await.unwrap(), 0, "{backend}");
-        let stored = store.list_request_records(run_id).await.unwrap();
-        assert_eq!(stored.len(), 600, "{backend}");
-        assert_eq!(stored, batch, "{backend}");
-        // Generous bound: this is a smoke check against row-at-a-time round trips gone wrong,
-        // not a benchmark.
-        assert!(elapsed.as_secs() < 30, "{backend}: 600 records took {elapsed:?}");
-    }
+each_backend!(a_batch_of_hundreds_is_stored_in_one_call);
+async fn a_batch_of_hundreds_is_stored_in_one_call(TestStore { backend, store, .. }: TestStore) {
+    let (run_id, c) = seeded_run(&store, 2).await;
+    let batch: Vec<RequestRecord> = (0..600)
+        .map(|i| record(run_id, c[i % 2], &format!("case-{}", i / 2), 0, i as i64))
+        .collect();
+    let started = std::time::Instant::now();
+    assert_eq!(store.append_request_records(&batch).await.unwrap(), 600, "{backend}");
+    let elapsed = started.elapsed();
+    eprintln!("{backend}: appended 600 records with grades in {elapsed:?}");
+    assert_eq!(store.append_request_records(&batch).await.unwrap(), 0, "{backend}");
+    let stored = store.list_request_records(run_id).await.unwrap();
+    assert_eq!(stored.len(), 600, "{backend}");
+    assert_eq!(stored, batch, "{backend}");
+    // Generous bound: this is a smoke check against row-at-a-time round trips gone wrong,
+    // not a benchmark.
+    assert!(elapsed.as_secs() < 30, "{backend}: 600 records took {elapsed:?}");
 }
 
 // ---------------------------------------------------------------- concurrency and corruption
 
-#[tokio::test]
-async fn concurrent_writers_neither_fail_nor_duplicate() {
-    for TestStore { backend, store, .. } in each_store().await {
-        let (run_id, c) = seeded_run(&store, 2).await;
-        // Eight writers, each sending an overlapping batch (the same keys twice over).
-        let mut writers = Vec::new();
-        for w in 0..8_i64 {
-            let store = store.clone();
-            let c = c.clone();
-            writers.push(tokio::spawn(async move {
-                let batch: Vec<RequestRecord> = (0..50)
-                    .map(|i| record(run_id, c[(i % 2) as usize], &format!("case-{}", (w % 4) * 50 + i), 0, i))
-                    .collect();
-                let stored = store.append_request_records(&batch).await?;
-                let profile = store
-                    .save_threshold_profile("shared", "", &batch_default_rules(), "writer", "race")
-                    .await?;
-                Ok::<_, StoreError>((stored, profile.1))
-            }));
-        }
-        let mut stored_total = 0;
-        let mut versions = Vec::new();
-        for writer in writers {
-            let (stored, version) = writer.await.unwrap().unwrap_or_else(|e| panic!("{backend}: {e}"));
-            stored_total += stored;
-            versions.push(version);
-        }
-        assert_eq!(stored_total, 200, "{backend}: 4 distinct batches of 50");
-        assert_eq!(
-            store.list_request_records(run_id).await.unwrap().len(),
-            200,
-            "{backend}"
-        );
-        versions.sort_unstable();
-        assert_eq!(
-            versions,
-            (1..=8).collect::<Vec<u32>>(),
-            "{backend}: one version per save"
-        );
+each_backend!(concurrent_writers_neither_fail_nor_duplicate);
+async fn concurrent_writers_neither_fail_nor_duplicate(TestStore { backend, store, .. }: TestStore) {
+    let (run_id, c) = seeded_run(&store, 2).await;
+    // Eight writers, each sending an overlapping batch (the same keys twice over).
+    let mut writers = Vec::new();
+    for w in 0..8_i64 {
+        let store = store.clone();
+        let c = c.clone();
+        writers.push(tokio::spawn(async move {
+            let batch: Vec<RequestRecord> = (0..50)
+                .map(|i| record(run_id, c[(i % 2) as usize], &format!("case-{}", (w % 4) * 50 + i), 0, i))
+                .collect();
+            let stored = store.append_request_records(&batch).await?;
+            let profile = store
+                .save_threshold_profile("shared", "", &batch_default_rules(), "writer", "race")
+                .await?;
+            Ok::<_, StoreError>((stored, profile.1))
+        }));
     }
+    let mut stored_total = 0;
+    let mut versions = Vec::new();
+    for writer in writers {
+        let (stored, version) = writer.await.unwrap().unwrap_or_else(|e| panic!("{backend}: {e}"));
+        stored_total += stored;
+        versions.push(version);
+    }
+    assert_eq!(stored_total, 200, "{backend}: 4 distinct batches of 50");
+    assert_eq!(
+        store.list_request_records(run_id).await.unwrap().len(),
+        200,
+        "{backend}"
+    );
+    versions.sort_unstable();
+    assert_eq!(
+        versions,
+        (1..=8).collect::<Vec<u32>>(),
+        "{backend}: one version per save"
+    );
 }
 
-#[tokio::test]
-async fn unreadable_stored_data_is_reported_as_corrupt() {
-    for t in each_store().await {
-        let (run_id, _) = seeded_run(&t.store, 1).await;
-        t.execute_raw(&format!("UPDATE runs SET config = 'not json' WHERE id = {run_id}"))
-            .await
-            .unwrap();
-        match t.store.get_run(run_id).await {
-            Err(StoreError::Corrupt(msg)) => assert!(msg.contains("runs.config of run"), "{}: {msg}", t.backend),
-            other => panic!("{}: expected corrupt data, got {other:?}", t.backend),
-        }
-        t.execute_raw("UPDATE candidates SET provider = 'grpc'").await.unwrap();
-        assert!(
-            matches!(t.store.list_candidates().await, Err(StoreError::Corrupt(_))),
-            "{}",
-            t.backend
-        );
+each_backend!(unreadable_stored_data_is_reported_as_corrupt);
+async fn unreadable_stored_data_is_reported_as_corrupt(t: TestStore) {
+    let (run_id, _) = seeded_run(&t.store, 1).await;
+    t.execute_raw(&format!("UPDATE runs SET config = 'not json' WHERE id = {run_id}"))
+        .await
+        .unwrap();
+    match t.store.get_run(run_id).await {
+        Err(StoreError::Corrupt(msg)) => assert!(msg.contains("runs.config of run"), "{}: {msg}", t.backend),
+        other => panic!("{}: expected corrupt data, got {other:?}", t.backend),
     }
+    t.execute_raw("UPDATE candidates SET provider = 'grpc'").await.unwrap();
+    assert!(
+        matches!(t.store.list_candidates().await, Err(StoreError::Corrupt(_))),
+        "{}",
+        t.backend
+    );
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ use bakeoff::domain::run::{ErrorClass, NewRun, RunConfig, RunEvent, RunStatus};
 use bakeoff::store::{DynStore, RestoredRun, RunFilter, StoreError};
 
 use crate::support::app::{TINY_EVALSET, record};
-use crate::support::db::each_store;
+use crate::support::db::{TestStore, each_backend};
 
 async fn candidate(store: &DynStore, name: &str) -> i64 {
     let spec = CandidateDraft {
@@ -34,242 +34,236 @@ async fn run(store: &DynStore, version: i64, candidates: &[i64], name: &str) -> 
         .unwrap()
 }
 
-#[tokio::test]
-async fn store_filters_runs_by_evalset_candidate_status_and_date() {
-    for t in each_store().await {
-        let s = &t.store;
-        let tiny = s
-            .save_evalset_version(&EvalSetFile::parse("tiny.jsonl", TINY_EVALSET).unwrap())
-            .await
-            .unwrap();
-        let other_text = TINY_EVALSET.replace("\"name\":\"tiny\"", "\"name\":\"other\"");
-        let other = s
-            .save_evalset_version(&EvalSetFile::parse("other.jsonl", &other_text).unwrap())
-            .await
-            .unwrap();
-        let a = candidate(s, "a").await;
-        let b = candidate(s, "b").await;
-        let r1 = run(s, tiny, &[a], "r1").await;
-        let r2 = run(s, tiny, &[a, b], "r2").await;
-        let r3 = run(s, other, &[b], "r3").await;
-        s.set_run_status(r1, RunStatus::Finished, None).await.unwrap();
-        s.set_run_status(r2, RunStatus::Cancelled, None).await.unwrap();
-
-        let ids = |items: Vec<bakeoff::store::RunListItem>| items.iter().map(|i| i.run.id).collect::<Vec<_>>();
-        let all = RunFilter::default();
-        assert_eq!(
-            ids(s.list_runs_filtered(&all, 10, 0).await.unwrap()),
-            [r3, r2, r1],
-            "{}",
-            t.backend
-        );
-        assert_eq!(s.count_runs_filtered(&all).await.unwrap(), 3);
-
-        let evalsets = s.list_evalsets().await.unwrap();
-        let tiny_set = evalsets.iter().find(|e| e.name == "tiny").unwrap().id;
-        let f = RunFilter {
-            evalset_id: Some(tiny_set),
-            ..Default::default()
-        };
-        assert_eq!(
-            ids(s.list_runs_filtered(&f, 10, 0).await.unwrap()),
-            [r2, r1],
-            "{}",
-            t.backend
-        );
-        let f = RunFilter {
-            candidate_id: Some(b),
-            ..Default::default()
-        };
-        let items = s.list_runs_filtered(&f, 10, 0).await.unwrap();
-        assert_eq!(ids(items.clone()), [r3, r2], "{}", t.backend);
-        assert_eq!(
-            items[1].candidate_names,
-            ["a", "b"],
-            "every candidate of a matching run is listed"
-        );
-        let f = RunFilter {
-            terminal_only: true,
-            ..Default::default()
-        };
-        assert_eq!(s.count_runs_filtered(&f).await.unwrap(), 2, "{}", t.backend);
-        let f = RunFilter {
-            status: Some(RunStatus::Finished),
-            candidate_id: Some(a),
-            ..Default::default()
-        };
-        assert_eq!(
-            ids(s.list_runs_filtered(&f, 10, 0).await.unwrap()),
-            [r1],
-            "{}",
-            t.backend
-        );
-        let future = Timestamp(Timestamp::now().0 + 60_000);
-        let f = RunFilter {
-            created_from: Some(future),
-            ..Default::default()
-        };
-        assert_eq!(s.count_runs_filtered(&f).await.unwrap(), 0, "{}", t.backend);
-        let f = RunFilter {
-            created_before: Some(future),
-            ..Default::default()
-        };
-        assert_eq!(s.count_runs_filtered(&f).await.unwrap(), 3, "{}", t.backend);
-        // Pagination.
-        assert_eq!(
-            ids(s.list_runs_filtered(&all, 2, 2).await.unwrap()),
-            [r1],
-            "{}",
-            t.backend
-        );
-    }
-}
-
-#[tokio::test]
-async fn store_reads_record_facts_case_records_and_differing_outputs() {
-    for t in each_store().await {
-        let s = &t.store;
-        let version = s
-            .save_evalset_version(&EvalSetFile::parse("tiny.jsonl", TINY_EVALSET).unwrap())
-            .await
-            .unwrap();
-        let a = candidate(s, "a").await;
-        let b = candidate(s, "b").await;
-        let r = run(s, version, &[a, b], "r").await;
-        let mut failed = record(r, b, "c2", "", false);
-        failed.error_class = Some(ErrorClass::StreamCut);
-        failed.grades.clear();
-        let mut warm = record(r, a, "c3", "warm", true);
-        warm.is_warmup = true;
-        warm.grades.clear();
-        s.append_request_records(&[
-            record(r, a, "c1", "positive", true),
-            record(r, b, "c1", "Positive!", false),
-            record(r, a, "c2", "negative", true),
-            failed,
-            warm,
-        ])
+each_backend!(store_filters_runs_by_evalset_candidate_status_and_date);
+async fn store_filters_runs_by_evalset_candidate_status_and_date(t: TestStore) {
+    let s = &t.store;
+    let tiny = s
+        .save_evalset_version(&EvalSetFile::parse("tiny.jsonl", TINY_EVALSET).unwrap())
         .await
         .unwrap();
+    let other_text = TINY_EVALSET.replace("\"name\":\"tiny\"", "\"name\":\"other\"");
+    let other = s
+        .save_evalset_version(&EvalSetFile::parse("other.jsonl", &other_text).unwrap())
+        .await
+        .unwrap();
+    let a = candidate(s, "a").await;
+    let b = candidate(s, "b").await;
+    let r1 = run(s, tiny, &[a], "r1").await;
+    let r2 = run(s, tiny, &[a, b], "r2").await;
+    let r3 = run(s, other, &[b], "r3").await;
+    s.set_run_status(r1, RunStatus::Finished, None).await.unwrap();
+    s.set_run_status(r2, RunStatus::Cancelled, None).await.unwrap();
 
-        let facts = s.list_record_facts(r).await.unwrap();
-        assert_eq!(facts.len(), 5, "{}", t.backend);
-        let fact = |cand: i64, case: &str, warm: bool| {
-            facts
-                .iter()
-                .find(|f| f.candidate_id == cand && f.case_id == case && f.is_warmup == warm)
-                .unwrap()
-                .clone()
-        };
-        assert_eq!(fact(a, "c1", false).passed, Some(true), "{}", t.backend);
-        assert_eq!(fact(b, "c1", false).passed, Some(false), "{}", t.backend);
-        assert_eq!(fact(b, "c2", false).passed, None);
-        assert_eq!(fact(b, "c2", false).error_class, Some(ErrorClass::StreamCut));
-        assert!(fact(a, "c3", true).is_warmup);
+    let ids = |items: Vec<bakeoff::store::RunListItem>| items.iter().map(|i| i.run.id).collect::<Vec<_>>();
+    let all = RunFilter::default();
+    assert_eq!(
+        ids(s.list_runs_filtered(&all, 10, 0).await.unwrap()),
+        [r3, r2, r1],
+        "{}",
+        t.backend
+    );
+    assert_eq!(s.count_runs_filtered(&all).await.unwrap(), 3);
 
-        let records = s.list_case_records(r, &["c1".to_string()]).await.unwrap();
-        assert_eq!(records.len(), 2, "{}", t.backend);
-        assert!(records.iter().all(|r| r.case_id == "c1" && r.grades.len() == 1));
-        assert!(s.list_case_records(r, &[]).await.unwrap().is_empty());
-
-        // c1: "positive" vs "Positive!"; c2: b failed, so nothing to compare.
-        assert_eq!(
-            s.cases_with_differing_outputs(r).await.unwrap(),
-            ["c1"],
-            "{}",
-            t.backend
-        );
-    }
+    let evalsets = s.list_evalsets().await.unwrap();
+    let tiny_set = evalsets.iter().find(|e| e.name == "tiny").unwrap().id;
+    let f = RunFilter {
+        evalset_id: Some(tiny_set),
+        ..Default::default()
+    };
+    assert_eq!(
+        ids(s.list_runs_filtered(&f, 10, 0).await.unwrap()),
+        [r2, r1],
+        "{}",
+        t.backend
+    );
+    let f = RunFilter {
+        candidate_id: Some(b),
+        ..Default::default()
+    };
+    let items = s.list_runs_filtered(&f, 10, 0).await.unwrap();
+    assert_eq!(ids(items.clone()), [r3, r2], "{}", t.backend);
+    assert_eq!(
+        items[1].candidate_names,
+        ["a", "b"],
+        "every candidate of a matching run is listed"
+    );
+    let f = RunFilter {
+        terminal_only: true,
+        ..Default::default()
+    };
+    assert_eq!(s.count_runs_filtered(&f).await.unwrap(), 2, "{}", t.backend);
+    let f = RunFilter {
+        status: Some(RunStatus::Finished),
+        candidate_id: Some(a),
+        ..Default::default()
+    };
+    assert_eq!(
+        ids(s.list_runs_filtered(&f, 10, 0).await.unwrap()),
+        [r1],
+        "{}",
+        t.backend
+    );
+    let future = Timestamp(Timestamp::now().0 + 60_000);
+    let f = RunFilter {
+        created_from: Some(future),
+        ..Default::default()
+    };
+    assert_eq!(s.count_runs_filtered(&f).await.unwrap(), 0, "{}", t.backend);
+    let f = RunFilter {
+        created_before: Some(future),
+        ..Default::default()
+    };
+    assert_eq!(s.count_runs_filtered(&f).await.unwrap(), 3, "{}", t.backend);
+    // Pagination.
+    assert_eq!(
+        ids(s.list_runs_filtered(&all, 2, 2).await.unwrap()),
+        [r1],
+        "{}",
+        t.backend
+    );
 }
 
-#[tokio::test]
-async fn store_restores_runs_with_their_times_and_caches_summaries() {
-    for t in each_store().await {
-        let s = &t.store;
-        let version = s
-            .save_evalset_version(&EvalSetFile::parse("tiny.jsonl", TINY_EVALSET).unwrap())
-            .await
-            .unwrap();
-        let a = candidate(s, "a").await;
-        let restored = RestoredRun {
-            run: NewRun {
-                name: "imported".into(),
-                evalset_version_id: version,
-                candidate_ids: vec![a],
-                config: RunConfig::default(),
-            },
-            status: RunStatus::Finished,
-            error: None,
-            created_at: Timestamp(1_000),
-            started_at: Some(Timestamp(2_000)),
-            finished_at: Some(Timestamp(3_000)),
-            events: vec![RunEvent {
-                at: Timestamp(2_500),
-                level: "info".into(),
-                message: "started".into(),
-            }],
-        };
-        let id = s.restore_run(&restored).await.unwrap();
-        let half = s.get_run(id).await.unwrap().unwrap();
-        assert_eq!(
-            half.status,
-            RunStatus::Failed,
-            "{}: incomplete until completed",
-            t.backend
-        );
-        assert!(half.error.unwrap().contains("import did not complete"));
-        assert!(
-            !s.unfinished_runs().await.unwrap().contains(&id),
-            "an import is never resumed"
-        );
-        s.append_request_records(&[record(id, a, "c1", "positive", true)])
-            .await
-            .unwrap();
-        s.complete_restore(id, &restored).await.unwrap();
-        let run = s.get_run(id).await.unwrap().unwrap();
-        assert_eq!(run.status, RunStatus::Finished);
-        assert_eq!(run.error, None);
-        assert_eq!(
-            (run.created_at, run.started_at, run.finished_at),
-            (Timestamp(1_000), Some(Timestamp(2_000)), Some(Timestamp(3_000))),
-            "{}",
-            t.backend
-        );
-        let events = s.list_run_events(id).await.unwrap();
-        assert_eq!(events, restored.events, "{}", t.backend);
+each_backend!(store_reads_record_facts_case_records_and_differing_outputs);
+async fn store_reads_record_facts_case_records_and_differing_outputs(t: TestStore) {
+    let s = &t.store;
+    let version = s
+        .save_evalset_version(&EvalSetFile::parse("tiny.jsonl", TINY_EVALSET).unwrap())
+        .await
+        .unwrap();
+    let a = candidate(s, "a").await;
+    let b = candidate(s, "b").await;
+    let r = run(s, version, &[a, b], "r").await;
+    let mut failed = record(r, b, "c2", "", false);
+    failed.error_class = Some(ErrorClass::StreamCut);
+    failed.grades.clear();
+    let mut warm = record(r, a, "c3", "warm", true);
+    warm.is_warmup = true;
+    warm.grades.clear();
+    s.append_request_records(&[
+        record(r, a, "c1", "positive", true),
+        record(r, b, "c1", "Positive!", false),
+        record(r, a, "c2", "negative", true),
+        failed,
+        warm,
+    ])
+    .await
+    .unwrap();
 
-        assert_eq!(s.get_run_summary(id, "results/1").await.unwrap(), None);
-        s.save_run_summary(id, "results/1", "{\"a\":1}").await.unwrap();
-        s.save_run_summary(id, "results/1", "{\"a\":2}").await.unwrap();
-        assert_eq!(
-            s.get_run_summary(id, "results/1").await.unwrap().as_deref(),
-            Some("{\"a\":2}"),
-            "{}",
-            t.backend
-        );
-        assert!(matches!(
-            s.save_run_summary(9_999, "results/1", "{}").await,
-            Err(StoreError::NotFound(_))
-        ));
+    let facts = s.list_record_facts(r).await.unwrap();
+    assert_eq!(facts.len(), 5, "{}", t.backend);
+    let fact = |cand: i64, case: &str, warm: bool| {
+        facts
+            .iter()
+            .find(|f| f.candidate_id == cand && f.case_id == case && f.is_warmup == warm)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(fact(a, "c1", false).passed, Some(true), "{}", t.backend);
+    assert_eq!(fact(b, "c1", false).passed, Some(false), "{}", t.backend);
+    assert_eq!(fact(b, "c2", false).passed, None);
+    assert_eq!(fact(b, "c2", false).error_class, Some(ErrorClass::StreamCut));
+    assert!(fact(a, "c3", true).is_warmup);
 
-        // Deleting a run takes its records, events and summaries with it.
-        s.delete_run(id).await.unwrap();
-        assert!(s.get_run(id).await.unwrap().is_none());
-        assert!(s.list_request_records(id).await.unwrap().is_empty());
-        assert_eq!(t.fetch_i64("SELECT COUNT(*) FROM run_summaries").await.unwrap(), 0);
-        assert!(matches!(s.delete_run(id).await, Err(StoreError::NotFound(_))));
-        // A missing eval set version is NotFound, not a raw database error.
-        let bad = RestoredRun {
-            run: NewRun {
-                evalset_version_id: 9_999,
-                ..restored.run.clone()
-            },
-            ..restored.clone()
-        };
-        assert!(
-            matches!(s.restore_run(&bad).await, Err(StoreError::NotFound(_))),
-            "{}",
-            t.backend
-        );
-    }
+    let records = s.list_case_records(r, &["c1".to_string()]).await.unwrap();
+    assert_eq!(records.len(), 2, "{}", t.backend);
+    assert!(records.iter().all(|r| r.case_id == "c1" && r.grades.len() == 1));
+    assert!(s.list_case_records(r, &[]).await.unwrap().is_empty());
+
+    // c1: "positive" vs "Positive!"; c2: b failed, so nothing to compare.
+    assert_eq!(
+        s.cases_with_differing_outputs(r).await.unwrap(),
+        ["c1"],
+        "{}",
+        t.backend
+    );
+}
+
+each_backend!(store_restores_runs_with_their_times_and_caches_summaries);
+async fn store_restores_runs_with_their_times_and_caches_summaries(t: TestStore) {
+    let s = &t.store;
+    let version = s
+        .save_evalset_version(&EvalSetFile::parse("tiny.jsonl", TINY_EVALSET).unwrap())
+        .await
+        .unwrap();
+    let a = candidate(s, "a").await;
+    let restored = RestoredRun {
+        run: NewRun {
+            name: "imported".into(),
+            evalset_version_id: version,
+            candidate_ids: vec![a],
+            config: RunConfig::default(),
+        },
+        status: RunStatus::Finished,
+        error: None,
+        created_at: Timestamp(1_000),
+        started_at: Some(Timestamp(2_000)),
+        finished_at: Some(Timestamp(3_000)),
+        events: vec![RunEvent {
+            at: Timestamp(2_500),
+            level: "info".into(),
+            message: "started".into(),
+        }],
+    };
+    let id = s.restore_run(&restored).await.unwrap();
+    let half = s.get_run(id).await.unwrap().unwrap();
+    assert_eq!(
+        half.status,
+        RunStatus::Failed,
+        "{}: incomplete until completed",
+        t.backend
+    );
+    assert!(half.error.unwrap().contains("import did not complete"));
+    assert!(
+        !s.unfinished_runs().await.unwrap().contains(&id),
+        "an import is never resumed"
+    );
+    s.append_request_records(&[record(id, a, "c1", "positive", true)])
+        .await
+        .unwrap();
+    s.complete_restore(id, &restored).await.unwrap();
+    let run = s.get_run(id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Finished);
+    assert_eq!(run.error, None);
+    assert_eq!(
+        (run.created_at, run.started_at, run.finished_at),
+        (Timestamp(1_000), Some(Timestamp(2_000)), Some(Timestamp(3_000))),
+        "{}",
+        t.backend
+    );
+    let events = s.list_run_events(id).await.unwrap();
+    assert_eq!(events, restored.events, "{}", t.backend);
+
+    assert_eq!(s.get_run_summary(id, "results/1").await.unwrap(), None);
+    s.save_run_summary(id, "results/1", "{\"a\":1}").await.unwrap();
+    s.save_run_summary(id, "results/1", "{\"a\":2}").await.unwrap();
+    assert_eq!(
+        s.get_run_summary(id, "results/1").await.unwrap().as_deref(),
+        Some("{\"a\":2}"),
+        "{}",
+        t.backend
+    );
+    assert!(matches!(
+        s.save_run_summary(9_999, "results/1", "{}").await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    // Deleting a run takes its records, events and summaries with it.
+    s.delete_run(id).await.unwrap();
+    assert!(s.get_run(id).await.unwrap().is_none());
+    assert!(s.list_request_records(id).await.unwrap().is_empty());
+    assert_eq!(t.fetch_i64("SELECT COUNT(*) FROM run_summaries").await.unwrap(), 0);
+    assert!(matches!(s.delete_run(id).await, Err(StoreError::NotFound(_))));
+    // A missing eval set version is NotFound, not a raw database error.
+    let bad = RestoredRun {
+        run: NewRun {
+            evalset_version_id: 9_999,
+            ..restored.run.clone()
+        },
+        ..restored.clone()
+    };
+    assert!(
+        matches!(s.restore_run(&bad).await, Err(StoreError::NotFound(_))),
+        "{}",
+        t.backend
+    );
 }

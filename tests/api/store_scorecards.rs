@@ -1,5 +1,5 @@
 //! Store additions for the scorecard: profile versions by number and archived scorecards, on
-//! every backend (`each_store`: SQLite always, PostgreSQL when configured).
+//! every backend (`each_backend!`: SQLite always, PostgreSQL when configured, ignored otherwise).
 use bakeoff::domain::candidate::CandidateSpec;
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::pipeline::{PipelineSpec, Stage};
@@ -8,7 +8,7 @@ use bakeoff::domain::scorecard::{NewScorecard, RecordedVerdict, Verdict};
 use bakeoff::domain::thresholds::{Comparator, batch_default_rules, demo_default_rules};
 use bakeoff::store::{DynStore, StoreError};
 
-use crate::support::db::{TestStore, each_store};
+use crate::support::db::{TestStore, each_backend};
 
 fn candidate(name: &str) -> CandidateSpec {
     CandidateSpec::openai_chat(name, "http://127.0.0.1:9/v1", "m")
@@ -60,123 +60,117 @@ fn new_scorecard(run_id: i64, profile_id: i64, version: u32, incumbent: Option<i
     }
 }
 
-#[tokio::test]
-async fn store_profiles_are_read_at_any_version() {
-    for TestStore { backend, store, .. } in each_store().await {
-        let (id, _) = store
-            .save_threshold_profile("p", "first", &batch_default_rules(), "ana", "v1")
-            .await
-            .unwrap();
-        let mut v2 = demo_default_rules();
-        v2[0].comparator = Comparator::Above;
-        store
-            .save_threshold_profile("p", "second", &v2, "bo", "v2")
-            .await
-            .unwrap();
+each_backend!(store_profiles_are_read_at_any_version);
+async fn store_profiles_are_read_at_any_version(TestStore { backend, store, .. }: TestStore) {
+    let (id, _) = store
+        .save_threshold_profile("p", "first", &batch_default_rules(), "ana", "v1")
+        .await
+        .unwrap();
+    let mut v2 = demo_default_rules();
+    v2[0].comparator = Comparator::Above;
+    store
+        .save_threshold_profile("p", "second", &v2, "bo", "v2")
+        .await
+        .unwrap();
 
-        let current = store.get_threshold_profile(id, None).await.unwrap().unwrap();
-        assert_eq!(
-            (current.version, current.description.as_str()),
-            (2, "second"),
-            "{backend}"
-        );
-        assert_eq!(current.rules, v2, "{backend}");
-        let first = store.get_threshold_profile(id, Some(1)).await.unwrap().unwrap();
-        assert_eq!((first.version, first.description.as_str()), (1, "first"), "{backend}");
-        assert_eq!(first.rules, batch_default_rules(), "{backend}");
-        assert_eq!(first.name, "p", "{backend}");
-        assert!(
-            store.get_threshold_profile(id, Some(3)).await.unwrap().is_none(),
-            "{backend}"
-        );
-        assert!(
-            store.get_threshold_profile(id + 100, None).await.unwrap().is_none(),
-            "{backend}"
-        );
-    }
+    let current = store.get_threshold_profile(id, None).await.unwrap().unwrap();
+    assert_eq!(
+        (current.version, current.description.as_str()),
+        (2, "second"),
+        "{backend}"
+    );
+    assert_eq!(current.rules, v2, "{backend}");
+    let first = store.get_threshold_profile(id, Some(1)).await.unwrap().unwrap();
+    assert_eq!((first.version, first.description.as_str()), (1, "first"), "{backend}");
+    assert_eq!(first.rules, batch_default_rules(), "{backend}");
+    assert_eq!(first.name, "p", "{backend}");
+    assert!(
+        store.get_threshold_profile(id, Some(3)).await.unwrap().is_none(),
+        "{backend}"
+    );
+    assert!(
+        store.get_threshold_profile(id + 100, None).await.unwrap().is_none(),
+        "{backend}"
+    );
 }
 
-#[tokio::test]
-async fn store_scorecards_are_archived_listed_and_never_updated() {
-    for t in each_store().await {
-        let (store, backend) = (&t.store, t.backend);
-        let (run, candidates) = seeded_run(store).await;
-        let (profile, version) = store
-            .save_threshold_profile("p", "", &demo_default_rules(), "ana", "v1")
-            .await
-            .unwrap();
+each_backend!(store_scorecards_are_archived_listed_and_never_updated);
+async fn store_scorecards_are_archived_listed_and_never_updated(t: TestStore) {
+    let (store, backend) = (&t.store, t.backend);
+    let (run, candidates) = seeded_run(store).await;
+    let (profile, version) = store
+        .save_threshold_profile("p", "", &demo_default_rules(), "ana", "v1")
+        .await
+        .unwrap();
 
-        let first = new_scorecard(run, profile, version, Some(candidates[0]));
-        let id = store.save_scorecard(&first).await.unwrap();
-        let second = store
-            .save_scorecard(&new_scorecard(run, profile, version, None))
-            .await
-            .unwrap();
-        assert!(second > id, "{backend}");
+    let first = new_scorecard(run, profile, version, Some(candidates[0]));
+    let id = store.save_scorecard(&first).await.unwrap();
+    let second = store
+        .save_scorecard(&new_scorecard(run, profile, version, None))
+        .await
+        .unwrap();
+    assert!(second > id, "{backend}");
 
-        let got = store.get_scorecard(id).await.unwrap().unwrap();
-        assert_eq!(
-            (got.run_id, got.profile_id, got.profile_version, got.incumbent),
-            (run, profile, version, Some(candidates[0])),
-            "{backend}"
-        );
-        assert_eq!(got.pipeline, first.pipeline, "{backend}");
-        assert_eq!(got.verdicts, first.verdicts, "{backend}");
-        assert_eq!(
-            (got.created_by.as_str(), got.note.as_str()),
-            ("ana", "before the vendor call"),
-            "{backend}"
-        );
-        assert!(store.get_scorecard(id + 100).await.unwrap().is_none(), "{backend}");
+    let got = store.get_scorecard(id).await.unwrap().unwrap();
+    assert_eq!(
+        (got.run_id, got.profile_id, got.profile_version, got.incumbent),
+        (run, profile, version, Some(candidates[0])),
+        "{backend}"
+    );
+    assert_eq!(got.pipeline, first.pipeline, "{backend}");
+    assert_eq!(got.verdicts, first.verdicts, "{backend}");
+    assert_eq!(
+        (got.created_by.as_str(), got.note.as_str()),
+        ("ana", "before the vendor call"),
+        "{backend}"
+    );
+    assert!(store.get_scorecard(id + 100).await.unwrap().is_none(), "{backend}");
 
-        assert_eq!(store.count_scorecards().await.unwrap(), 2, "{backend}");
-        let listed = store.list_scorecards(10, 0).await.unwrap();
-        assert_eq!(listed.len(), 2, "{backend}");
-        assert_eq!(listed[0].record.id, second, "{backend}: newest first");
-        assert_eq!(
-            (listed[1].run_name.as_str(), listed[1].profile_name.as_str()),
-            ("judged", "p"),
-            "{backend}"
-        );
-        assert_eq!(store.list_scorecards(1, 1).await.unwrap()[0].record.id, id, "{backend}");
-        let for_run = store.list_run_scorecards(run).await.unwrap();
-        assert_eq!(for_run.len(), 2, "{backend}");
-        assert!(
-            store.list_run_scorecards(run + 100).await.unwrap().is_empty(),
-            "{backend}"
-        );
+    assert_eq!(store.count_scorecards().await.unwrap(), 2, "{backend}");
+    let listed = store.list_scorecards(10, 0).await.unwrap();
+    assert_eq!(listed.len(), 2, "{backend}");
+    assert_eq!(listed[0].record.id, second, "{backend}: newest first");
+    assert_eq!(
+        (listed[1].run_name.as_str(), listed[1].profile_name.as_str()),
+        ("judged", "p"),
+        "{backend}"
+    );
+    assert_eq!(store.list_scorecards(1, 1).await.unwrap()[0].record.id, id, "{backend}");
+    let for_run = store.list_run_scorecards(run).await.unwrap();
+    assert_eq!(for_run.len(), 2, "{backend}");
+    assert!(
+        store.list_run_scorecards(run + 100).await.unwrap().is_empty(),
+        "{backend}"
+    );
 
-        // The archive is append-only.
-        let refused = t
-            .execute_raw(&format!("UPDATE scorecards SET note = 'edited' WHERE id = {id}"))
-            .await;
-        assert!(refused.is_err(), "{backend}: a scorecard was updated");
-        assert_eq!(
-            store.get_scorecard(id).await.unwrap().unwrap().note,
-            "before the vendor call"
-        );
-    }
+    // The archive is append-only.
+    let refused = t
+        .execute_raw(&format!("UPDATE scorecards SET note = 'edited' WHERE id = {id}"))
+        .await;
+    assert!(refused.is_err(), "{backend}: a scorecard was updated");
+    assert_eq!(
+        store.get_scorecard(id).await.unwrap().unwrap().note,
+        "before the vendor call"
+    );
 }
 
-#[tokio::test]
-async fn store_scorecards_refuse_unknown_references() {
-    for TestStore { backend, store, .. } in each_store().await {
-        let (run, candidates) = seeded_run(&store).await;
-        let (profile, version) = store
-            .save_threshold_profile("p", "", &demo_default_rules(), "ana", "v1")
-            .await
-            .unwrap();
-        for bad in [
-            new_scorecard(run + 100, profile, version, None),
-            new_scorecard(run, profile + 100, version, None),
-            new_scorecard(run, profile, version + 1, None),
-            new_scorecard(run, profile, version, Some(candidates[1] + 100)),
-        ] {
-            match store.save_scorecard(&bad).await {
-                Err(StoreError::NotFound(what)) => assert!(what.contains("run"), "{backend}: {what}"),
-                other => panic!("{backend}: expected NotFound, got {other:?}"),
-            }
+each_backend!(store_scorecards_refuse_unknown_references);
+async fn store_scorecards_refuse_unknown_references(TestStore { backend, store, .. }: TestStore) {
+    let (run, candidates) = seeded_run(&store).await;
+    let (profile, version) = store
+        .save_threshold_profile("p", "", &demo_default_rules(), "ana", "v1")
+        .await
+        .unwrap();
+    for bad in [
+        new_scorecard(run + 100, profile, version, None),
+        new_scorecard(run, profile + 100, version, None),
+        new_scorecard(run, profile, version + 1, None),
+        new_scorecard(run, profile, version, Some(candidates[1] + 100)),
+    ] {
+        match store.save_scorecard(&bad).await {
+            Err(StoreError::NotFound(what)) => assert!(what.contains("run"), "{backend}: {what}"),
+            other => panic!("{backend}: expected NotFound, got {other:?}"),
         }
-        assert_eq!(store.count_scorecards().await.unwrap(), 0, "{backend}: nothing stored");
     }
+    assert_eq!(store.count_scorecards().await.unwrap(), 0, "{backend}: nothing stored");
 }

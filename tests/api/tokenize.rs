@@ -24,7 +24,7 @@ use bakeoff::store::DynStore;
 use serde_json::{Value, json};
 
 use crate::support::app::{TINY_EVALSET, spawn_app};
-use crate::support::db::each_store;
+use crate::support::db::{TestStore, each_backend, each_backend_pair};
 
 /// Every answer: six words, streamed three words per chunk.
 const ANSWER: &str = "alpha beta gamma delta epsilon zeta";
@@ -191,276 +191,281 @@ async fn events(store: &DynStore, run_id: i64) -> Vec<(String, String)> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn streamed_tokens_are_counted_by_the_servers_tokenizer_after_the_load_and_labelled() {
-    for s in each_store().await {
-        let server = start_server().await;
-        let (run_id, candidate_id) = run_once(&s.store, &spec(&server.base_url, "llama-cpp", "")).await;
-        let c = &server.counters;
+each_backend_pair!(
+    streamed_tokens_are_counted_by_the_servers_tokenizer_after_the_load_and_labelled,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
+/// `s` runs the load; the run exported from it is imported into `t`.
+async fn streamed_tokens_are_counted_by_the_servers_tokenizer_after_the_load_and_labelled(s: TestStore, t: TestStore) {
+    let server = start_server().await;
+    let (run_id, candidate_id) = run_once(&s.store, &spec(&server.base_url, "llama-cpp", "")).await;
+    let c = &server.counters;
+    assert_eq!(
+        c.tokenize_during_load.load(Ordering::SeqCst),
+        0,
+        "{}: no tokenize call while the server was measured",
+        s.backend
+    );
+    // One check before the load; after it, one call to learn what the endpoint adds to "" and
+    // one per distinct answer.
+    assert_eq!(c.tokenize_calls.load(Ordering::SeqCst), 3, "{}", s.backend);
+
+    let records = s.store.list_request_records(run_id).await.unwrap();
+    let measured: Vec<_> = records.iter().filter(|r| !r.is_warmup).collect();
+    assert_eq!(measured.len(), 3, "{}", s.backend);
+    for r in &measured {
+        assert_eq!(r.output, ANSWER);
         assert_eq!(
-            c.tokenize_during_load.load(Ordering::SeqCst),
-            0,
-            "{}: no tokenize call while the server was measured",
+            r.output_tokens_source,
+            Some(TokenSource::ServerTokenizer),
+            "{}",
             s.backend
         );
-        // One check before the load; after it, one call to learn what the endpoint adds to "" and
-        // one per distinct answer.
-        assert_eq!(c.tokenize_calls.load(Ordering::SeqCst), 3, "{}", s.backend);
+        assert_eq!(r.output_tokens, Some(SERVER_TOKENS), "{}", s.backend);
+        // Two content chunks; their counts are rescaled to the server's total.
+        assert_eq!(r.chunks.len(), 2);
+        assert_eq!(r.chunks.iter().map(|c| c.1).sum::<u32>(), SERVER_TOKENS);
+        assert_eq!(
+            r.canonical_tokens,
+            Some(tokenizer::count(ANSWER)),
+            "the canonical o200k count stays"
+        );
+        assert_ne!(
+            tokenizer::count(ANSWER),
+            SERVER_TOKENS,
+            "the test tokenizer differs from o200k"
+        );
+    }
+    // Warm-ups and rollout requests are excluded from figures and are not counted.
+    for r in records.iter().filter(|r| r.is_warmup) {
+        assert_eq!(r.output_tokens_source, Some(TokenSource::Tokenizer));
+    }
+    let summary = summarise_candidate(candidate_id, &records, |_| 1.0);
+    assert_eq!(summary.token_sources, vec![(TokenSource::ServerTokenizer, 3)]);
+    assert_eq!(summary.output_tokens, 3 * u64::from(SERVER_TOKENS));
 
+    // The drill-down's read path (by case) applies the counts too.
+    let case = s.store.list_case_records(run_id, &["c1".to_string()]).await.unwrap();
+    let measured_case: Vec<_> = case.iter().filter(|r| !r.is_warmup).collect();
+    assert_eq!(measured_case.len(), 1);
+    assert_eq!(
+        measured_case[0].output_tokens_source,
+        Some(TokenSource::ServerTokenizer)
+    );
+
+    let log = events(&s.store, run_id).await;
+    let counted: Vec<_> = log.iter().filter(|(_, m)| m.contains("counted by the")).collect();
+    assert_eq!(counted.len(), 1, "{}: one event: {log:?}", s.backend);
+    assert!(counted[0].1.contains("3 record(s)") && counted[0].1.contains("/tokenize"));
+    assert!(counted[0].1.contains("server-tokenizer"));
+    assert!(
+        log.iter()
+            .any(|(l, m)| l == "info" && m.contains("answers; output tokens")),
+        "{log:?}"
+    );
+
+    // Resuming counts nothing twice.
+    let again = s.store.uncounted_records(run_id, candidate_id).await.unwrap();
+    assert!(again.is_empty(), "{}", s.backend);
+
+    // An export carries the counts and the declaration; the imported run shows the same.
+    let export = export_run(s.store.as_ref(), run_id).await.unwrap();
+    let json = serde_json::to_string(&export).unwrap();
+    assert!(json.contains("\"server-tokenizer\""));
+    let imported = import_run(t.store.as_ref(), &parse_export(&json).unwrap())
+        .await
+        .unwrap();
+    let copied = t.store.list_request_records(imported).await.unwrap();
+    let copied_measured: Vec<_> = copied.iter().filter(|r| !r.is_warmup).collect();
+    assert_eq!(copied_measured.len(), 3);
+    for r in copied_measured {
+        assert_eq!(
+            r.output_tokens_source,
+            Some(TokenSource::ServerTokenizer),
+            "{}",
+            t.backend
+        );
+        assert_eq!(r.output_tokens, Some(SERVER_TOKENS));
+        assert_eq!(r.chunks.iter().map(|c| c.1).sum::<u32>(), SERVER_TOKENS);
+    }
+    let run = t.store.get_run(imported).await.unwrap().unwrap();
+    let candidate = t.store.get_candidate(run.candidate_ids[0]).await.unwrap().unwrap();
+    assert_eq!(candidate.spec.tokenize.unwrap().path, "/tokenize");
+}
+
+each_backend!(
+    vllm_and_llama_cpp_python_shapes_are_read_and_a_bos_is_not_counted,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
+async fn vllm_and_llama_cpp_python_shapes_are_read_and_a_bos_is_not_counted(s: TestStore) {
+    let server = start_server().await;
+    for (kind, path) in [("vllm", "/vllm/tokenize"), ("llama-cpp-python", "")] {
+        let (run_id, _) = run_once(&s.store, &spec(&server.base_url, kind, path)).await;
+        let records = s.store.list_request_records(run_id).await.unwrap();
+        for r in records.iter().filter(|r| !r.is_warmup) {
+            assert_eq!(r.output_tokens_source, Some(TokenSource::ServerTokenizer), "{kind}");
+            assert_eq!(r.output_tokens, Some(SERVER_TOKENS), "{kind}: BOS not counted");
+        }
+        let log = events(&s.store, run_id).await;
+        if kind == "llama-cpp-python" {
+            assert!(
+                log.iter()
+                    .any(|(_, m)| m.contains("/extras/tokenize") && m.contains("1 special token")),
+                "{log:?}"
+            );
+        }
+    }
+    assert_eq!(server.counters.tokenize_during_load.load(Ordering::SeqCst), 0);
+}
+
+each_backend!(
+    an_unknown_endpoint_keeps_every_record_and_says_why_once,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
+async fn an_unknown_endpoint_keeps_every_record_and_says_why_once(s: TestStore) {
+    let server = start_server().await;
+    for (path, expected) in [("/missing/tokenize", "404"), ("/odd/tokenize", "keys: n_tokens")] {
+        let (run_id, candidate_id) = run_once(&s.store, &spec(&server.base_url, "llama-cpp", path)).await;
         let records = s.store.list_request_records(run_id).await.unwrap();
         let measured: Vec<_> = records.iter().filter(|r| !r.is_warmup).collect();
-        assert_eq!(measured.len(), 3, "{}", s.backend);
+        assert_eq!(measured.len(), 3, "{}: no record lost", s.backend);
         for r in &measured {
-            assert_eq!(r.output, ANSWER);
-            assert_eq!(
-                r.output_tokens_source,
-                Some(TokenSource::ServerTokenizer),
-                "{}",
-                s.backend
-            );
-            assert_eq!(r.output_tokens, Some(SERVER_TOKENS), "{}", s.backend);
-            // Two content chunks; their counts are rescaled to the server's total.
-            assert_eq!(r.chunks.len(), 2);
-            assert_eq!(r.chunks.iter().map(|c| c.1).sum::<u32>(), SERVER_TOKENS);
-            assert_eq!(
-                r.canonical_tokens,
-                Some(tokenizer::count(ANSWER)),
-                "the canonical o200k count stays"
-            );
-            assert_ne!(
-                tokenizer::count(ANSWER),
-                SERVER_TOKENS,
-                "the test tokenizer differs from o200k"
-            );
+            assert_eq!(r.output_tokens_source, Some(TokenSource::Tokenizer), "{path}");
+            assert_eq!(r.output_tokens, Some(tokenizer::count(ANSWER)));
         }
-        // Warm-ups and rollout requests are excluded from figures and are not counted.
-        for r in records.iter().filter(|r| r.is_warmup) {
-            assert_eq!(r.output_tokens_source, Some(TokenSource::Tokenizer));
-        }
-        let summary = summarise_candidate(candidate_id, &records, |_| 1.0);
-        assert_eq!(summary.token_sources, vec![(TokenSource::ServerTokenizer, 3)]);
-        assert_eq!(summary.output_tokens, 3 * u64::from(SERVER_TOKENS));
-
-        // The drill-down's read path (by case) applies the counts too.
-        let case = s.store.list_case_records(run_id, &["c1".to_string()]).await.unwrap();
-        let measured_case: Vec<_> = case.iter().filter(|r| !r.is_warmup).collect();
-        assert_eq!(measured_case.len(), 1);
-        assert_eq!(
-            measured_case[0].output_tokens_source,
-            Some(TokenSource::ServerTokenizer)
-        );
-
         let log = events(&s.store, run_id).await;
-        let counted: Vec<_> = log.iter().filter(|(_, m)| m.contains("counted by the")).collect();
-        assert_eq!(counted.len(), 1, "{}: one event: {log:?}", s.backend);
-        assert!(counted[0].1.contains("3 record(s)") && counted[0].1.contains("/tokenize"));
-        assert!(counted[0].1.contains("server-tokenizer"));
-        assert!(
-            log.iter()
-                .any(|(l, m)| l == "info" && m.contains("answers; output tokens")),
-            "{log:?}"
-        );
-
-        // Resuming counts nothing twice.
-        let again = s.store.uncounted_records(run_id, candidate_id).await.unwrap();
-        assert!(again.is_empty(), "{}", s.backend);
-
-        // An export carries the counts and the declaration; the imported run shows the same.
-        let export = export_run(s.store.as_ref(), run_id).await.unwrap();
-        let json = serde_json::to_string(&export).unwrap();
-        assert!(json.contains("\"server-tokenizer\""));
-        for t in each_store().await {
-            let imported = import_run(t.store.as_ref(), &parse_export(&json).unwrap())
-                .await
-                .unwrap();
-            let copied = t.store.list_request_records(imported).await.unwrap();
-            let copied_measured: Vec<_> = copied.iter().filter(|r| !r.is_warmup).collect();
-            assert_eq!(copied_measured.len(), 3);
-            for r in copied_measured {
-                assert_eq!(
-                    r.output_tokens_source,
-                    Some(TokenSource::ServerTokenizer),
-                    "{}",
-                    t.backend
-                );
-                assert_eq!(r.output_tokens, Some(SERVER_TOKENS));
-                assert_eq!(r.chunks.iter().map(|c| c.1).sum::<u32>(), SERVER_TOKENS);
-            }
-            let run = t.store.get_run(imported).await.unwrap().unwrap();
-            let candidate = t.store.get_candidate(run.candidate_ids[0]).await.unwrap().unwrap();
-            assert_eq!(candidate.spec.tokenize.unwrap().path, "/tokenize");
-        }
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn vllm_and_llama_cpp_python_shapes_are_read_and_a_bos_is_not_counted() {
-    for s in each_store().await {
-        let server = start_server().await;
-        for (kind, path) in [("vllm", "/vllm/tokenize"), ("llama-cpp-python", "")] {
-            let (run_id, _) = run_once(&s.store, &spec(&server.base_url, kind, path)).await;
-            let records = s.store.list_request_records(run_id).await.unwrap();
-            for r in records.iter().filter(|r| !r.is_warmup) {
-                assert_eq!(r.output_tokens_source, Some(TokenSource::ServerTokenizer), "{kind}");
-                assert_eq!(r.output_tokens, Some(SERVER_TOKENS), "{kind}: BOS not counted");
-            }
-            let log = events(&s.store, run_id).await;
-            if kind == "llama-cpp-python" {
-                assert!(
-                    log.iter()
-                        .any(|(_, m)| m.contains("/extras/tokenize") && m.contains("1 special token")),
-                    "{log:?}"
-                );
-            }
-        }
-        assert_eq!(server.counters.tokenize_during_load.load(Ordering::SeqCst), 0);
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unknown_endpoint_keeps_every_record_and_says_why_once() {
-    for s in each_store().await {
-        let server = start_server().await;
-        for (path, expected) in [("/missing/tokenize", "404"), ("/odd/tokenize", "keys: n_tokens")] {
-            let (run_id, candidate_id) = run_once(&s.store, &spec(&server.base_url, "llama-cpp", path)).await;
-            let records = s.store.list_request_records(run_id).await.unwrap();
-            let measured: Vec<_> = records.iter().filter(|r| !r.is_warmup).collect();
-            assert_eq!(measured.len(), 3, "{}: no record lost", s.backend);
-            for r in &measured {
-                assert_eq!(r.output_tokens_source, Some(TokenSource::Tokenizer), "{path}");
-                assert_eq!(r.output_tokens, Some(tokenizer::count(ANSWER)));
-            }
-            let log = events(&s.store, run_id).await;
-            let warnings: Vec<_> = log.iter().filter(|(_, m)| m.contains("NOT counted")).collect();
-            assert_eq!(warnings.len(), 1, "{path}: said once: {log:?}");
-            let (level, message) = warnings[0];
-            assert_eq!(level, "warn");
-            assert!(message.contains(path) && message.contains(expected), "{message}");
-            assert!(message.contains("tokenizer"), "names the source kept: {message}");
-            // Already said before the load, while the run could still be cancelled and fixed.
-            let early = log
-                .iter()
-                .position(|(_, m)| m.contains("check before the load failed") && m.contains(path))
-                .unwrap_or_else(|| panic!("{path}: no early warning: {log:?}"));
-            let first_measured = log.iter().position(|(_, m)| m.contains("warm-up")).unwrap();
-            assert!(early < first_measured, "{log:?}");
-            // Nothing stored, so a resumed run would try again.
-            assert_eq!(s.store.uncounted_records(run_id, candidate_id).await.unwrap().len(), 3);
-        }
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_resumed_run_counts_records_stored_before_the_restart_without_new_requests() {
-    for s in each_store().await {
-        let server = start_server().await;
-        let file = EvalSetFile::parse("tiny.jsonl", TINY_EVALSET).unwrap();
-        let version = s.store.save_evalset_version(&file).await.unwrap();
-        let candidate_id = s
-            .store
-            .create_candidate(&spec(&server.base_url, "llama-cpp", ""))
-            .await
-            .unwrap();
-        let run_id = s
-            .store
-            .create_run(&NewRun {
-                name: "interrupted".into(),
-                evalset_version_id: version,
-                candidate_ids: vec![candidate_id],
-                config: RunConfig {
-                    warmup_requests: 0,
-                    staged_rollout: false,
-                    ..config()
-                },
-            })
-            .await
-            .unwrap();
-        // Every case was measured before the restart; the counting had not happened.
-        let records: Vec<_> = ["c1", "c2", "c3"]
+        let warnings: Vec<_> = log.iter().filter(|(_, m)| m.contains("NOT counted")).collect();
+        assert_eq!(warnings.len(), 1, "{path}: said once: {log:?}");
+        let (level, message) = warnings[0];
+        assert_eq!(level, "warn");
+        assert!(message.contains(path) && message.contains(expected), "{message}");
+        assert!(message.contains("tokenizer"), "names the source kept: {message}");
+        // Already said before the load, while the run could still be cancelled and fixed.
+        let early = log
             .iter()
-            .map(|case| {
-                let mut r = crate::support::app::record(run_id, candidate_id, case, ANSWER, true);
-                r.output_tokens = Some(tokenizer::count(ANSWER));
-                r.output_tokens_source = Some(TokenSource::Tokenizer);
-                r
-            })
-            .collect();
-        s.store.append_request_records(&records).await.unwrap();
-        s.store.set_run_status(run_id, RunStatus::Running, None).await.unwrap();
-
-        let status = execute(s.store.clone(), run_id, Cancel::never()).await.unwrap();
-        assert_eq!(status, RunStatus::Finished);
-        assert_eq!(server.counters.chats.load(Ordering::SeqCst), 0, "nothing re-sent");
-        let records = s.store.list_request_records(run_id).await.unwrap();
-        assert_eq!(records.len(), 3);
-        for r in &records {
-            assert_eq!(
-                r.output_tokens_source,
-                Some(TokenSource::ServerTokenizer),
-                "{}",
-                s.backend
-            );
-            assert_eq!(r.output_tokens, Some(SERVER_TOKENS));
-        }
+            .position(|(_, m)| m.contains("check before the load failed") && m.contains(path))
+            .unwrap_or_else(|| panic!("{path}: no early warning: {log:?}"));
+        let first_measured = log.iter().position(|(_, m)| m.contains("warm-up")).unwrap();
+        assert!(early < first_measured, "{log:?}");
+        // Nothing stored, so a resumed run would try again.
+        assert_eq!(s.store.uncounted_records(run_id, candidate_id).await.unwrap().len(), 3);
     }
 }
 
-#[tokio::test]
-async fn counts_are_append_only_and_never_replace_usage() {
-    for s in each_store().await {
-        let (store, backend) = (&s.store, s.backend);
-        let file = EvalSetFile::parse("tiny.jsonl", TINY_EVALSET).unwrap();
-        let version = store.save_evalset_version(&file).await.unwrap();
-        let candidate_id = store
-            .create_candidate(&spec("http://127.0.0.1:9/v1", "vllm", ""))
-            .await
-            .unwrap();
-        let run_id = store
-            .create_run(&NewRun {
-                name: "counts".into(),
-                evalset_version_id: version,
-                candidate_ids: vec![candidate_id],
-                config: config(),
-            })
-            .await
-            .unwrap();
-        let mut estimated = crate::support::app::record(run_id, candidate_id, "c1", "one two", true);
-        estimated.output_tokens_source = Some(TokenSource::Tokenizer);
-        let usage = crate::support::app::record(run_id, candidate_id, "c2", "three four", true);
-        store.append_request_records(&[estimated, usage]).await.unwrap();
+each_backend!(
+    a_resumed_run_counts_records_stored_before_the_restart_without_new_requests,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
+async fn a_resumed_run_counts_records_stored_before_the_restart_without_new_requests(s: TestStore) {
+    let server = start_server().await;
+    let file = EvalSetFile::parse("tiny.jsonl", TINY_EVALSET).unwrap();
+    let version = s.store.save_evalset_version(&file).await.unwrap();
+    let candidate_id = s
+        .store
+        .create_candidate(&spec(&server.base_url, "llama-cpp", ""))
+        .await
+        .unwrap();
+    let run_id = s
+        .store
+        .create_run(&NewRun {
+            name: "interrupted".into(),
+            evalset_version_id: version,
+            candidate_ids: vec![candidate_id],
+            config: RunConfig {
+                warmup_requests: 0,
+                staged_rollout: false,
+                ..config()
+            },
+        })
+        .await
+        .unwrap();
+    // Every case was measured before the restart; the counting had not happened.
+    let records: Vec<_> = ["c1", "c2", "c3"]
+        .iter()
+        .map(|case| {
+            let mut r = crate::support::app::record(run_id, candidate_id, case, ANSWER, true);
+            r.output_tokens = Some(tokenizer::count(ANSWER));
+            r.output_tokens_source = Some(TokenSource::Tokenizer);
+            r
+        })
+        .collect();
+    s.store.append_request_records(&records).await.unwrap();
+    s.store.set_run_status(run_id, RunStatus::Running, None).await.unwrap();
 
-        // Only the estimated record is offered for counting.
-        let uncounted = store.uncounted_records(run_id, candidate_id).await.unwrap();
-        assert_eq!(uncounted.len(), 1, "{backend}");
-        assert_eq!(uncounted[0].output, "one two");
-        let id = uncounted[0].record_id;
-        let count = |n| ServerTokenCount {
-            record_id: id,
-            output_tokens: n,
-            reasoning_tokens: None,
-            tokenizer: "vllm tokenize endpoint http://127.0.0.1:9/tokenize".into(),
-        };
-        assert_eq!(store.save_server_token_counts(run_id, &[count(7)]).await.unwrap(), 1);
-        // A second count of the same record is ignored: the first one stays.
-        assert_eq!(store.save_server_token_counts(run_id, &[count(9)]).await.unwrap(), 0);
-        let err = s
-            .execute_raw("UPDATE record_token_counts SET output_tokens = 1")
-            .await
-            .unwrap_err();
-        assert!(err.to_string().contains("append-only"), "{backend}: {err}");
-        let records = store.list_request_records(run_id).await.unwrap();
-        let by_case = |c: &str| records.iter().find(|r| r.case_id == c).unwrap();
-        assert_eq!(by_case("c1").output_tokens, Some(7), "{backend}");
-        assert_eq!(by_case("c1").output_tokens_source, Some(TokenSource::ServerTokenizer));
-        assert_eq!(by_case("c2").output_tokens_source, Some(TokenSource::Usage));
-        assert!(store.uncounted_records(run_id, candidate_id).await.unwrap().is_empty());
-        // Deleting the run deletes its counts.
-        store.delete_run(run_id).await.unwrap();
+    let status = execute(s.store.clone(), run_id, Cancel::never()).await.unwrap();
+    assert_eq!(status, RunStatus::Finished);
+    assert_eq!(server.counters.chats.load(Ordering::SeqCst), 0, "nothing re-sent");
+    let records = s.store.list_request_records(run_id).await.unwrap();
+    assert_eq!(records.len(), 3);
+    for r in &records {
         assert_eq!(
-            s.fetch_i64("SELECT COUNT(*) FROM record_token_counts").await.unwrap(),
-            0
+            r.output_tokens_source,
+            Some(TokenSource::ServerTokenizer),
+            "{}",
+            s.backend
         );
+        assert_eq!(r.output_tokens, Some(SERVER_TOKENS));
     }
+}
+
+each_backend!(counts_are_append_only_and_never_replace_usage);
+async fn counts_are_append_only_and_never_replace_usage(s: TestStore) {
+    let (store, backend) = (&s.store, s.backend);
+    let file = EvalSetFile::parse("tiny.jsonl", TINY_EVALSET).unwrap();
+    let version = store.save_evalset_version(&file).await.unwrap();
+    let candidate_id = store
+        .create_candidate(&spec("http://127.0.0.1:9/v1", "vllm", ""))
+        .await
+        .unwrap();
+    let run_id = store
+        .create_run(&NewRun {
+            name: "counts".into(),
+            evalset_version_id: version,
+            candidate_ids: vec![candidate_id],
+            config: config(),
+        })
+        .await
+        .unwrap();
+    let mut estimated = crate::support::app::record(run_id, candidate_id, "c1", "one two", true);
+    estimated.output_tokens_source = Some(TokenSource::Tokenizer);
+    let usage = crate::support::app::record(run_id, candidate_id, "c2", "three four", true);
+    store.append_request_records(&[estimated, usage]).await.unwrap();
+
+    // Only the estimated record is offered for counting.
+    let uncounted = store.uncounted_records(run_id, candidate_id).await.unwrap();
+    assert_eq!(uncounted.len(), 1, "{backend}");
+    assert_eq!(uncounted[0].output, "one two");
+    let id = uncounted[0].record_id;
+    let count = |n| ServerTokenCount {
+        record_id: id,
+        output_tokens: n,
+        reasoning_tokens: None,
+        tokenizer: "vllm tokenize endpoint http://127.0.0.1:9/tokenize".into(),
+    };
+    assert_eq!(store.save_server_token_counts(run_id, &[count(7)]).await.unwrap(), 1);
+    // A second count of the same record is ignored: the first one stays.
+    assert_eq!(store.save_server_token_counts(run_id, &[count(9)]).await.unwrap(), 0);
+    let err = s
+        .execute_raw("UPDATE record_token_counts SET output_tokens = 1")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("append-only"), "{backend}: {err}");
+    let records = store.list_request_records(run_id).await.unwrap();
+    let by_case = |c: &str| records.iter().find(|r| r.case_id == c).unwrap();
+    assert_eq!(by_case("c1").output_tokens, Some(7), "{backend}");
+    assert_eq!(by_case("c1").output_tokens_source, Some(TokenSource::ServerTokenizer));
+    assert_eq!(by_case("c2").output_tokens_source, Some(TokenSource::Usage));
+    assert!(store.uncounted_records(run_id, candidate_id).await.unwrap().is_empty());
+    // Deleting the run deletes its counts.
+    store.delete_run(run_id).await.unwrap();
+    assert_eq!(
+        s.fetch_i64("SELECT COUNT(*) FROM record_token_counts").await.unwrap(),
+        0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,9 +3,12 @@
 //! - SQLite: a fresh file in a temporary directory.
 //! - PostgreSQL: a fresh schema in the server named by `BAKEOFF_TEST_POSTGRES_URL`
 //!   (e.g. `postgres://postgres@127.0.0.1:5432/test`), selected with `search_path` in the URL.
-//!   When the variable is unset, PostgreSQL tests are skipped with a message.
+//!   build.rs sets the cfg `bakeoff_test_postgres` when the variable is set at build time;
+//!   without it the PostgreSQL tests are ignored, and the test runner's summary counts them.
 //!
-//! Use `each_store()` to run one test body against every available backend.
+//! Write a test body once as `async fn name(store: TestStore)` and let `each_backend!(name)` make
+//! one test per backend of it (`name::sqlite`, `name::postgres`); `each_backend_pair!` does the
+//! same for a body taking a source and a target store.
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -69,22 +72,21 @@ pub async fn sqlite_store() -> (DynStore, TempDirGuard) {
     (store, guard)
 }
 
-/// The PostgreSQL server URL from the environment, or None (with a message) when unset.
-pub fn postgres_server_url() -> Option<String> {
+/// The PostgreSQL server URL from the environment; panics with what to set when it is unset
+/// (a PostgreSQL test runs without the variable only when asked to run ignored tests).
+pub fn postgres_server_url() -> String {
     match std::env::var(POSTGRES_URL_VAR) {
-        Ok(url) if !url.trim().is_empty() => Some(url),
+        Ok(url) if !url.trim().is_empty() => url,
         _ => {
-            eprintln!("skipping PostgreSQL store tests: {POSTGRES_URL_VAR} is not set");
-            None
+            panic!("this test needs PostgreSQL: set {POSTGRES_URL_VAR} (e.g. postgres://postgres@127.0.0.1:5432/test)")
         }
     }
 }
 
-/// A URL for a fresh, empty schema on the test PostgreSQL server (nothing migrated yet), or
-/// None when no server is configured.
-pub async fn postgres_url() -> Option<(String, SchemaGuard)> {
+/// A URL for a fresh, empty schema on the test PostgreSQL server (nothing migrated yet).
+pub async fn postgres_url() -> (String, SchemaGuard) {
     static SEQ: AtomicU64 = AtomicU64::new(0);
-    let admin_url = postgres_server_url()?;
+    let admin_url = postgres_server_url();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
@@ -105,14 +107,7 @@ pub async fn postgres_url() -> Option<(String, SchemaGuard)> {
     conn.close().await.ok();
     let separator = if admin_url.contains('?') { '&' } else { '?' };
     let url = format!("{admin_url}{separator}options=-c%20search_path%3D{schema}");
-    Some((url, SchemaGuard { admin_url, schema }))
-}
-
-/// A migrated PostgreSQL store in a fresh schema, or None when no server is configured.
-pub async fn postgres_store() -> Option<(DynStore, SchemaGuard)> {
-    let (url, guard) = postgres_url().await?;
-    let store = store::connect(&url).await.expect("opening the PostgreSQL test store");
-    Some((store, guard))
+    (url, SchemaGuard { admin_url, schema })
 }
 
 /// One backend's test store. Fields drop in order: the store's pool closes before the guard
@@ -152,26 +147,84 @@ impl TestStore {
     }
 }
 
-/// A fresh, migrated store on every available backend: SQLite always, PostgreSQL when
-/// `BAKEOFF_TEST_POSTGRES_URL` is set.
-pub async fn each_store() -> Vec<TestStore> {
-    let mut stores = Vec::new();
+/// A fresh, migrated SQLite store in a temporary file.
+pub async fn sqlite_test_store() -> TestStore {
     let (url, guard) = sqlite_url();
     let store = store::connect(&url).await.expect("opening the SQLite test store");
-    stores.push(TestStore {
+    TestStore {
         backend: "sqlite",
         store,
         url,
         _guard: Box::new(guard),
-    });
-    if let Some((url, guard)) = postgres_url().await {
-        let store = store::connect(&url).await.expect("opening the PostgreSQL test store");
-        stores.push(TestStore {
-            backend: "postgres",
-            store,
-            url,
-            _guard: Box::new(guard),
-        });
     }
-    stores
 }
+
+/// A fresh, migrated PostgreSQL store in its own schema of `BAKEOFF_TEST_POSTGRES_URL`.
+pub async fn postgres_test_store() -> TestStore {
+    let (url, guard) = postgres_url().await;
+    let store = store::connect(&url).await.expect("opening the PostgreSQL test store");
+    TestStore {
+        backend: "postgres",
+        store,
+        url,
+        _guard: Box::new(guard),
+    }
+}
+
+/// One test per backend from one body, `async fn $test(store: TestStore)`: `$test::sqlite` and
+/// `$test::postgres`, the latter ignored with the reason when build.rs found no PostgreSQL.
+/// Arguments after the name go to `#[tokio::test(…)]`.
+macro_rules! each_backend {
+    ($test:ident $(, $($tokio:tt)+)?) => {
+        mod $test {
+            #[tokio::test$(($($tokio)+))?]
+            async fn sqlite() {
+                super::$test($crate::support::db::sqlite_test_store().await).await;
+            }
+
+            #[tokio::test$(($($tokio)+))?]
+            #[cfg_attr(not(bakeoff_test_postgres), ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…")]
+            async fn postgres() {
+                super::$test($crate::support::db::postgres_test_store().await).await;
+            }
+        }
+    };
+}
+pub(crate) use each_backend;
+
+/// One test per (source, target) pair of backends from one body,
+/// `async fn $test(from: TestStore, to: TestStore)`: `$test::sqlite_to_sqlite`,
+/// `$test::sqlite_to_postgres`, `$test::postgres_to_sqlite` and `$test::postgres_to_postgres`,
+/// those with PostgreSQL ignored with the reason when build.rs found no PostgreSQL.
+/// Arguments after the name go to `#[tokio::test(…)]`.
+macro_rules! each_backend_pair {
+    ($test:ident $(, $($tokio:tt)+)?) => {
+        mod $test {
+            use $crate::support::db::{postgres_test_store, sqlite_test_store};
+
+            #[tokio::test$(($($tokio)+))?]
+            async fn sqlite_to_sqlite() {
+                super::$test(sqlite_test_store().await, sqlite_test_store().await).await;
+            }
+
+            #[tokio::test$(($($tokio)+))?]
+            #[cfg_attr(not(bakeoff_test_postgres), ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…")]
+            async fn sqlite_to_postgres() {
+                super::$test(sqlite_test_store().await, postgres_test_store().await).await;
+            }
+
+            #[tokio::test$(($($tokio)+))?]
+            #[cfg_attr(not(bakeoff_test_postgres), ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…")]
+            async fn postgres_to_sqlite() {
+                super::$test(postgres_test_store().await, sqlite_test_store().await).await;
+            }
+
+            #[tokio::test$(($($tokio)+))?]
+            #[cfg_attr(not(bakeoff_test_postgres), ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…")]
+            async fn postgres_to_postgres() {
+                super::$test(postgres_test_store().await, postgres_test_store().await).await;
+            }
+        }
+    };
+}
+pub(crate) use each_backend_pair;
