@@ -1,11 +1,21 @@
 //! Storage. One `Store` trait, two implementations (SQLite by default, PostgreSQL for teams),
 //! chosen by URL scheme. Nothing above this module knows which database it is on.
 //!
-//! Queries are runtime-checked `sqlx::query_as` in each backend file; the same test suite
-//! (`tests/api/store.rs`) runs against both.
+//! Each query is written once, in the file of its aggregate (`candidates.rs`, `evalsets.rs`,
+//! `profiles.rs`, `scorecards.rs`, `runs.rs`, `records.rs`, `token_counts.rs`,
+//! `operability.rs`, `archive.rs`, `verdicts.rs`), inside a `macro_rules!` that writes that
+//! aggregate's `Store` methods for one sqlx database; `impl_store!` below expands every one of
+//! them for `sqlx::Sqlite` and again for `sqlx::Postgres`. Macros rather than functions generic
+//! over the sqlx executor because the SQL is portable (`$N` placeholders, `ON CONFLICT`,
+//! `RETURNING`) and each expansion is type-checked against its own driver with no trait bounds,
+//! where a generic function would need an `Encode + Type` bound for every value it binds. What
+//! truly differs stays in the backend files: connection setup, migrations, and `begin_write()`
+//! (`BEGIN IMMEDIATE` on SQLite). Row structs and their conversions are in `rows.rs`. Queries
+//! are runtime-checked `sqlx::query_as`; the same test suite (`tests/api/store*.rs`) runs
+//! against both databases.
 use std::sync::Arc;
 
-use async_trait::async_trait;
+use futures_util::future::BoxFuture;
 
 use crate::domain::Timestamp;
 use crate::domain::calibers::HarnessReport;
@@ -21,9 +31,15 @@ use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
 
 mod archive;
 pub use archive::IMPORT_INCOMPLETE;
+mod candidates;
+mod evalsets;
 mod operability;
 pub mod postgres;
+mod profiles;
+mod records;
 mod rows;
+mod runs;
+mod scorecards;
 pub mod sqlite;
 mod token_counts;
 mod verdicts;
@@ -174,152 +190,210 @@ pub struct RestoredRun {
     pub events: Vec<RunEvent>,
 }
 
-#[async_trait]
+/// What every [`Store`] method returns: the boxed `Send` future that `#[async_trait]` would
+/// write, so `Store` works as `dyn Store`. Spelled out because the methods come from the query
+/// macros, and `#[async_trait]` rewrites an impl before the macros inside it expand.
+pub type StoreFuture<'a, T> = BoxFuture<'a, Result<T>>;
+
+/// Every query of the application, grouped by aggregate; each group is implemented once, in
+/// the file named in its heading, for both backends (see the module comment).
 pub trait Store: Send + Sync + 'static {
     fn backend(&self) -> Backend;
 
-    // --- candidates
-    async fn list_candidates(&self) -> Result<Vec<Candidate>>;
-    async fn get_candidate(&self, id: i64) -> Result<Option<Candidate>>;
+    // --- candidates (candidates.rs)
+    fn list_candidates(&self) -> StoreFuture<'_, Vec<Candidate>>;
+    fn get_candidate(&self, id: i64) -> StoreFuture<'_, Option<Candidate>>;
     /// Conflict when the name is taken.
-    async fn create_candidate(&self, spec: &CandidateSpec) -> Result<i64>;
+    fn create_candidate<'a>(&'a self, spec: &'a CandidateSpec) -> StoreFuture<'a, i64>;
     /// Conflict when the new name is taken; NotFound when `id` does not exist.
-    async fn update_candidate(&self, id: i64, spec: &CandidateSpec) -> Result<()>;
+    fn update_candidate<'a>(&'a self, id: i64, spec: &'a CandidateSpec) -> StoreFuture<'a, ()>;
 
-    // --- eval sets (versions are immutable; saving an identical file returns the existing one)
+    // --- eval sets (evalsets.rs; versions are immutable, saving an identical file returns the
+    // existing one)
     /// Stores `file` as a version of the eval set named in its header, creating the set if
     /// needed. Idempotent on content hash. Returns the version id.
-    async fn save_evalset_version(&self, file: &EvalSetFile) -> Result<i64>;
-    async fn list_evalsets(&self) -> Result<Vec<EvalSetSummary>>;
-    async fn get_evalset_version(&self, version_id: i64) -> Result<Option<EvalSetVersion>>;
+    fn save_evalset_version<'a>(&'a self, file: &'a EvalSetFile) -> StoreFuture<'a, i64>;
+    fn list_evalsets(&self) -> StoreFuture<'_, Vec<EvalSetSummary>>;
+    fn get_evalset_version(&self, version_id: i64) -> StoreFuture<'_, Option<EvalSetVersion>>;
     /// Every version of one eval set, newest first.
-    async fn list_evalset_versions(&self, evalset_id: i64) -> Result<Vec<EvalSetVersion>>;
+    fn list_evalset_versions(&self, evalset_id: i64) -> StoreFuture<'_, Vec<EvalSetVersion>>;
 
-    // --- threshold profiles (each save is a new version; history kept)
+    // --- threshold profiles (profiles.rs; each save is a new version, history kept)
     /// Creates the profile or appends a version; returns (profile id, version number).
-    async fn save_threshold_profile(
-        &self,
-        name: &str,
-        description: &str,
-        rules: &[ThresholdRule],
-        changed_by: &str,
-        rationale: &str,
-    ) -> Result<(i64, u32)>;
-    async fn list_threshold_profiles(&self) -> Result<Vec<ThresholdProfile>>;
-    async fn threshold_profile_history(&self, profile_id: i64) -> Result<Vec<ProfileChange>>;
+    fn save_threshold_profile<'a>(
+        &'a self,
+        name: &'a str,
+        description: &'a str,
+        rules: &'a [ThresholdRule],
+        changed_by: &'a str,
+        rationale: &'a str,
+    ) -> StoreFuture<'a, (i64, u32)>;
+    fn list_threshold_profiles(&self) -> StoreFuture<'_, Vec<ThresholdProfile>>;
+    fn threshold_profile_history(&self, profile_id: i64) -> StoreFuture<'_, Vec<ProfileChange>>;
     /// One profile at `version` (its current version when None), with that version's
     /// description and rules.
-    async fn get_threshold_profile(&self, profile_id: i64, version: Option<u32>) -> Result<Option<ThresholdProfile>>;
+    fn get_threshold_profile(&self, profile_id: i64, version: Option<u32>)
+    -> StoreFuture<'_, Option<ThresholdProfile>>;
 
-    // --- archived scorecards (never updated; the verdict is recomputed from records)
+    // --- archived scorecards (scorecards.rs; never updated, the verdict is recomputed from
+    // records)
     /// NotFound when the run, the profile version or the incumbent does not exist.
-    async fn save_scorecard(&self, scorecard: &NewScorecard) -> Result<i64>;
-    async fn get_scorecard(&self, id: i64) -> Result<Option<ScorecardRecord>>;
+    fn save_scorecard<'a>(&'a self, scorecard: &'a NewScorecard) -> StoreFuture<'a, i64>;
+    fn get_scorecard(&self, id: i64) -> StoreFuture<'_, Option<ScorecardRecord>>;
     /// Newest first.
-    async fn list_scorecards(&self, limit: i64, offset: i64) -> Result<Vec<ScorecardListItem>>;
-    async fn count_scorecards(&self) -> Result<i64>;
+    fn list_scorecards(&self, limit: i64, offset: i64) -> StoreFuture<'_, Vec<ScorecardListItem>>;
+    fn count_scorecards(&self) -> StoreFuture<'_, i64>;
     /// The scorecards archived for one run, newest first.
-    async fn list_run_scorecards(&self, run_id: i64) -> Result<Vec<ScorecardListItem>>;
+    fn list_run_scorecards(&self, run_id: i64) -> StoreFuture<'_, Vec<ScorecardListItem>>;
 
-    // --- runs
-    async fn create_run(&self, run: &NewRun) -> Result<i64>;
-    async fn get_run(&self, id: i64) -> Result<Option<Run>>;
+    // --- runs and their event logs (runs.rs)
+    fn create_run<'a>(&'a self, run: &'a NewRun) -> StoreFuture<'a, i64>;
+    fn get_run(&self, id: i64) -> StoreFuture<'_, Option<Run>>;
     /// Newest first.
-    async fn list_runs(&self, limit: i64, offset: i64) -> Result<Vec<RunListItem>>;
-    async fn count_runs(&self) -> Result<i64>;
+    fn list_runs(&self, limit: i64, offset: i64) -> StoreFuture<'_, Vec<RunListItem>>;
+    fn count_runs(&self) -> StoreFuture<'_, i64>;
     /// Sets status, and started_at/finished_at when entering running/terminal states.
-    async fn set_run_status(&self, id: i64, status: RunStatus, error: Option<&str>) -> Result<()>;
+    fn set_run_status<'a>(&'a self, id: i64, status: RunStatus, error: Option<&'a str>) -> StoreFuture<'a, ()>;
     /// Runs left queued or running (to resume after a restart).
-    async fn unfinished_runs(&self) -> Result<Vec<i64>>;
+    fn unfinished_runs(&self) -> StoreFuture<'_, Vec<i64>>;
     /// Stores the harness's self-report for a run, replacing an earlier one (a resumed run
     /// reports again). NotFound when the run does not exist.
-    async fn set_run_harness(&self, run_id: i64, harness: &HarnessReport) -> Result<()>;
+    fn set_run_harness<'a>(&'a self, run_id: i64, harness: &'a HarnessReport) -> StoreFuture<'a, ()>;
     /// The run's harness report; None when none was stored (or the run does not exist).
-    async fn get_run_harness(&self, run_id: i64) -> Result<Option<HarnessReport>>;
+    fn get_run_harness(&self, run_id: i64) -> StoreFuture<'_, Option<HarnessReport>>;
+    fn append_run_event<'a>(&'a self, run_id: i64, level: &'a str, message: &'a str) -> StoreFuture<'a, ()>;
+    fn list_run_events(&self, run_id: i64) -> StoreFuture<'_, Vec<RunEvent>>;
 
-    // --- raw records (append-only)
+    // --- raw records (records.rs; append-only)
     /// Inserts records and their grades in one transaction. A record whose key
     /// (run, candidate, case, phase, repetition, attempt) already exists is skipped, so a
     /// retried batch never duplicates. Returns how many were new.
-    async fn append_request_records(&self, records: &[RequestRecord]) -> Result<u64>;
+    fn append_request_records<'a>(&'a self, records: &'a [RequestRecord]) -> StoreFuture<'a, u64>;
     /// All records of a run with their grades, in send order. Records counted by the server's
     /// tokenizer carry that count (source `server-tokenizer`), here and in every other read.
-    async fn list_request_records(&self, run_id: i64) -> Result<Vec<RequestRecord>>;
-    /// Measured records of one candidate of a run with generated text, no `usage` count and no
-    /// server-tokenizer count yet, in send order.
-    async fn uncounted_records(&self, run_id: i64, candidate_id: i64) -> Result<Vec<UncountedRecord>>;
-    /// Stores server-tokenizer counts beside their records (append-only; a record already
-    /// counted keeps its first count). Returns how many were new.
-    async fn save_server_token_counts(&self, run_id: i64, counts: &[ServerTokenCount]) -> Result<u64>;
+    fn list_request_records(&self, run_id: i64) -> StoreFuture<'_, Vec<RequestRecord>>;
     /// Adds grades to a stored record (found by its key; NotFound when absent) at positions
     /// `first_position`, `first_position + 1`, …, in one statement. Grades are never updated:
     /// a position already graded is skipped, so a repeated call adds nothing. Returns how many
     /// were new. (Grades that need a model call, `llm-judge`, arrive after their record.)
-    async fn append_grades(&self, record: &RequestRecord, first_position: u32, grades: &[Grade]) -> Result<u64>;
-
+    fn append_grades<'a>(
+        &'a self,
+        record: &'a RequestRecord,
+        first_position: u32,
+        grades: &'a [Grade],
+    ) -> StoreFuture<'a, u64>;
     /// Counts of stored records per candidate, for progress bars without loading records.
-    async fn run_progress(&self, run_id: i64) -> Result<Vec<CandidateProgress>>;
+    fn run_progress(&self, run_id: i64) -> StoreFuture<'_, Vec<CandidateProgress>>;
 
-    async fn append_run_event(&self, run_id: i64, level: &str, message: &str) -> Result<()>;
-    async fn list_run_events(&self, run_id: i64) -> Result<Vec<RunEvent>>;
+    // --- server-tokenizer counts (token_counts.rs; append-only, applied whenever records are read)
+    /// Measured records of one candidate of a run with generated text, no `usage` count and no
+    /// server-tokenizer count yet, in send order.
+    fn uncounted_records(&self, run_id: i64, candidate_id: i64) -> StoreFuture<'_, Vec<UncountedRecord>>;
+    /// Stores server-tokenizer counts beside their records (append-only; a record already
+    /// counted keeps its first count). Returns how many were new.
+    fn save_server_token_counts<'a>(&'a self, run_id: i64, counts: &'a [ServerTokenCount]) -> StoreFuture<'a, u64>;
 
-    // --- operability (append-only: probe runs, and checklist answers versioned like thresholds)
+    // --- operability (operability.rs; append-only: probe runs, and checklist answers
+    // versioned like thresholds)
     /// Stores one probe report for a candidate; NotFound when the candidate does not exist.
-    async fn save_probe_run(&self, candidate_id: i64, report: &ProbeReport) -> Result<i64>;
+    fn save_probe_run<'a>(&'a self, candidate_id: i64, report: &'a ProbeReport) -> StoreFuture<'a, i64>;
     /// A candidate's probe runs, newest first, at most `limit`.
-    async fn list_probe_runs(&self, candidate_id: i64, limit: i64) -> Result<Vec<ProbeRun>>;
+    fn list_probe_runs(&self, candidate_id: i64, limit: i64) -> StoreFuture<'_, Vec<ProbeRun>>;
     /// Appends a version of a candidate's checklist answers; returns its version number (1, 2, …).
-    async fn save_checklist(
-        &self,
+    fn save_checklist<'a>(
+        &'a self,
         candidate_id: i64,
-        answers: &ChecklistAnswers,
-        changed_by: &str,
-        rationale: &str,
-    ) -> Result<u32>;
+        answers: &'a ChecklistAnswers,
+        changed_by: &'a str,
+        rationale: &'a str,
+    ) -> StoreFuture<'a, u32>;
     /// Every version of a candidate's checklist, newest first.
-    async fn checklist_history(&self, candidate_id: i64) -> Result<Vec<ChecklistVersion>>;
+    fn checklist_history(&self, candidate_id: i64) -> StoreFuture<'_, Vec<ChecklistVersion>>;
 
-    // --- archive, drill-down, export/import (runs are immutable once terminal)
+    // --- archive, drill-down, export/import (archive.rs; runs are immutable once terminal)
     /// Runs matching `filter`, newest first.
-    async fn list_runs_filtered(&self, filter: &RunFilter, limit: i64, offset: i64) -> Result<Vec<RunListItem>>;
-    async fn count_runs_filtered(&self, filter: &RunFilter) -> Result<i64>;
+    fn list_runs_filtered<'a>(
+        &'a self,
+        filter: &'a RunFilter,
+        limit: i64,
+        offset: i64,
+    ) -> StoreFuture<'a, Vec<RunListItem>>;
+    fn count_runs_filtered<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, i64>;
     /// Every attempt of a run without text or timings, in send order.
-    async fn list_record_facts(&self, run_id: i64) -> Result<Vec<RecordFact>>;
+    fn list_record_facts(&self, run_id: i64) -> StoreFuture<'_, Vec<RecordFact>>;
     /// The full records (with grades) of the given cases of a run, in send order.
-    async fn list_case_records(&self, run_id: i64, case_ids: &[String]) -> Result<Vec<RequestRecord>>;
+    fn list_case_records<'a>(&'a self, run_id: i64, case_ids: &'a [String]) -> StoreFuture<'a, Vec<RequestRecord>>;
     /// Cases where some successful, measured output was not given by every candidate that
     /// answered the case (the candidates' sets of outputs differ).
-    async fn cases_with_differing_outputs(&self, run_id: i64) -> Result<Vec<String>>;
+    fn cases_with_differing_outputs(&self, run_id: i64) -> StoreFuture<'_, Vec<String>>;
     /// Stores an imported run with its original status, times, candidates and event log (its
     /// records are appended afterwards). The run is stored as failed with an "import did not
     /// complete" error until [`Store::complete_restore`] sets its real outcome, so an
     /// interrupted import is never mistaken for a whole run (nor resumed).
-    async fn restore_run(&self, run: &RestoredRun) -> Result<i64>;
+    fn restore_run<'a>(&'a self, restored: &'a RestoredRun) -> StoreFuture<'a, i64>;
     /// Sets a restored run's real status, error and times once all its records are stored.
-    async fn complete_restore(&self, id: i64, run: &RestoredRun) -> Result<()>;
+    fn complete_restore<'a>(&'a self, id: i64, restored: &'a RestoredRun) -> StoreFuture<'a, ()>;
     /// Deletes a run with everything it owns (records, grades, events, summaries).
-    async fn delete_run(&self, id: i64) -> Result<()>;
+    fn delete_run(&self, id: i64) -> StoreFuture<'_, ()>;
     /// A cached summary of a terminal run (`kind` names what it holds, versioned by its writer).
-    async fn get_run_summary(&self, run_id: i64, kind: &str) -> Result<Option<String>>;
+    fn get_run_summary<'a>(&'a self, run_id: i64, kind: &'a str) -> StoreFuture<'a, Option<String>>;
     /// Caches a summary; a second save for the same (run, kind) replaces the first.
-    async fn save_run_summary(&self, run_id: i64, kind: &str, body: &str) -> Result<()>;
+    fn save_run_summary<'a>(&'a self, run_id: i64, kind: &'a str, body: &'a str) -> StoreFuture<'a, ()>;
 
-    // --- verdicts by threshold profile (archive filters; saving a scorecard also writes them)
+    // --- verdicts by threshold profile (verdicts.rs; archive filters, saving a scorecard also
+    // writes them)
     /// Replaces the run's verdicts by the profile with these, judged by `profile_version`
     /// (automatic: no scorecard). NotFound when the run or the profile does not exist.
-    async fn save_run_verdicts(
-        &self,
+    fn save_run_verdicts<'a>(
+        &'a self,
         run_id: i64,
         profile_id: i64,
         profile_version: u32,
-        verdicts: &[RecordedVerdict],
-    ) -> Result<()>;
+        verdicts: &'a [RecordedVerdict],
+    ) -> StoreFuture<'a, ()>;
     /// The verdicts of the given runs by one profile, by run then candidate.
-    async fn list_run_verdicts(&self, run_ids: &[i64], profile_id: i64) -> Result<Vec<RunVerdict>>;
+    fn list_run_verdicts<'a>(&'a self, run_ids: &'a [i64], profile_id: i64) -> StoreFuture<'a, Vec<RunVerdict>>;
     /// Finished runs with no verdict yet by some profile, as (run id, profile id), oldest run
     /// first, at most `limit`.
-    async fn unjudged_runs(&self, limit: i64) -> Result<Vec<(i64, i64)>>;
+    fn unjudged_runs(&self, limit: i64) -> StoreFuture<'_, Vec<(i64, i64)>>;
 }
+
+/// Implements [`Store`] for one backend (`$store`, on sqlx database `$db`) from every
+/// aggregate's query macro. The macros expand here, so the paths inside them are written as
+/// seen from this module.
+macro_rules! impl_store {
+    ($store:ty, $db:ty, $backend:expr) => {
+        // Queries used by more than one `Store` method.
+        impl $store {
+            runs::run_helpers!($db);
+            records::record_helpers!($db);
+            archive::archive_helpers!($db);
+            token_counts::token_count_helpers!($db);
+            verdicts::verdict_helpers!($db);
+            operability::operability_helpers!($db);
+        }
+
+        impl Store for $store {
+            fn backend(&self) -> Backend {
+                $backend
+            }
+
+            candidates::candidate_queries!($db);
+            evalsets::evalset_queries!($db);
+            profiles::profile_queries!($db);
+            scorecards::scorecard_queries!($db);
+            runs::run_queries!($db);
+            records::record_queries!($db);
+            token_counts::token_count_queries!($db);
+            operability::operability_queries!($db);
+            archive::archive_queries!($db);
+            verdicts::verdict_queries!($db);
+        }
+    };
+}
+
+impl_store!(sqlite::SqliteStore, sqlx::Sqlite, Backend::Sqlite);
+impl_store!(postgres::PostgresStore, sqlx::Postgres, Backend::Postgres);
 
 pub type DynStore = Arc<dyn Store>;
 

@@ -1,20 +1,19 @@
-//! Operability storage on both backends: probe runs and versioned checklist answers. Both tables
-//! are append-only (migration 0007). The SQL is the same on SQLite and PostgreSQL, so one macro
-//! writes both implementations; `Store` delegates to them.
-use super::postgres::PostgresStore;
-use super::sqlite::SqliteStore;
+//! Operability storage: probe runs and versioned checklist answers. Both tables are append-only
+//! (migration 0007). Written once for both backends: `operability_queries!` expands to these
+//! `Store` methods and `operability_helpers!` to the check they share, both in `store/mod.rs`
+//! (`impl_store!`), so their paths are written as seen from there.
 use super::{Result, StoreError};
 use crate::domain::Timestamp;
 use crate::domain::operability::{ChecklistAnswers, ChecklistVersion, ProbeReport, ProbeRun};
 
 /// Tries of a checklist save that lost a race for its version number (PostgreSQL; SQLite
 /// serialises writers).
-const VERSION_TRIES: u32 = 3;
+pub(super) const VERSION_TRIES: u32 = 3;
 
-type ProbeRunRow = (i64, i64, String, i64);
-type ChecklistRow = (i64, i64, String, String, String, i64);
+pub(super) type ProbeRunRow = (i64, i64, String, i64);
+pub(super) type ChecklistRow = (i64, i64, String, String, String, i64);
 
-fn probe_run(row: ProbeRunRow) -> Result<ProbeRun> {
+pub(super) fn probe_run(row: ProbeRunRow) -> Result<ProbeRun> {
     let (id, candidate_id, report, created_at) = row;
     let report: ProbeReport = serde_json::from_str(&report)
         .map_err(|e| StoreError::Corrupt(format!("operability_probe_runs {id}: report: {e}")))?;
@@ -26,7 +25,7 @@ fn probe_run(row: ProbeRunRow) -> Result<ProbeRun> {
     })
 }
 
-fn checklist_version(row: ChecklistRow) -> Result<ChecklistVersion> {
+pub(super) fn checklist_version(row: ChecklistRow) -> Result<ChecklistVersion> {
     let (candidate_id, version, answers, changed_by, rationale, created_at) = row;
     let place = || format!("operability_checklists ({candidate_id}, {version})");
     let answers: ChecklistAnswers =
@@ -41,43 +40,32 @@ fn checklist_version(row: ChecklistRow) -> Result<ChecklistVersion> {
     })
 }
 
-fn json<T: serde::Serialize>(value: &T) -> String {
+pub(super) fn json<T: serde::Serialize>(value: &T) -> String {
     // Plain data with string keys: serialising cannot fail.
     serde_json::to_string(value).unwrap_or_else(|_| "{}".to_string())
 }
 
-impl SqliteStore {
-    async fn operability_begin(&self) -> sqlx::Result<sqlx::Transaction<'_, sqlx::Sqlite>> {
-        // Take the write lock up front (see the sqlite module comment).
-        self.pool().begin_with("BEGIN IMMEDIATE").await
-    }
+macro_rules! operability_helpers {
+    ($db:ty) => {
+        async fn candidate_exists(conn: &mut <$db as sqlx::Database>::Connection, candidate_id: i64) -> Result<()> {
+            let found: Option<(i64,)> = sqlx::query_as("SELECT id FROM candidates WHERE id = $1")
+                .bind(candidate_id)
+                .fetch_optional(conn)
+                .await?;
+            found
+                .map(|_| ())
+                .ok_or_else(|| StoreError::NotFound(format!("candidate {candidate_id}")))
+        }
+    };
 }
+pub(super) use operability_helpers;
 
-impl PostgresStore {
-    async fn operability_begin(&self) -> sqlx::Result<sqlx::Transaction<'_, sqlx::Postgres>> {
-        self.pool().begin().await
-    }
-}
-
-macro_rules! operability_store {
-    ($store:ty) => {
-        impl $store {
-            async fn candidate_exists<'c, E>(executor: E, candidate_id: i64) -> Result<()>
-            where
-                E: sqlx::Executor<'c, Database = <$store as StoreDb>::Db>,
-            {
-                let found: Option<(i64,)> = sqlx::query_as("SELECT id FROM candidates WHERE id = $1")
-                    .bind(candidate_id)
-                    .fetch_optional(executor)
-                    .await?;
-                found
-                    .map(|_| ())
-                    .ok_or_else(|| StoreError::NotFound(format!("candidate {candidate_id}")))
-            }
-
-            pub(super) async fn op_save_probe_run(&self, candidate_id: i64, report: &ProbeReport) -> Result<i64> {
-                let mut tx = self.operability_begin().await?;
-                if let Err(e) = Self::candidate_exists(&mut *tx, candidate_id).await {
+macro_rules! operability_queries {
+    ($db:ty) => {
+        fn save_probe_run<'a>(&'a self, candidate_id: i64, report: &'a ProbeReport) -> StoreFuture<'a, i64> {
+            Box::pin(async move {
+                let mut tx = self.begin_write().await?;
+                if let Err(e) = Self::candidate_exists(&mut tx, candidate_id).await {
                     // Roll back now: a dropped transaction would idle in the pool holding locks.
                     tx.rollback().await?;
                     return Err(e);
@@ -88,7 +76,7 @@ macro_rules! operability_store {
                      VALUES ($1, $2, $3, $4, $5) RETURNING id",
                 )
                 .bind(candidate_id)
-                .bind(json(report))
+                .bind(operability::json(report))
                 .bind(passed as i64)
                 .bind(failed as i64)
                 .bind(Timestamp::now().0)
@@ -96,10 +84,12 @@ macro_rules! operability_store {
                 .await?;
                 tx.commit().await?;
                 Ok(id)
-            }
+            })
+        }
 
-            pub(super) async fn op_list_probe_runs(&self, candidate_id: i64, limit: i64) -> Result<Vec<ProbeRun>> {
-                let rows: Vec<ProbeRunRow> = sqlx::query_as(
+        fn list_probe_runs(&self, candidate_id: i64, limit: i64) -> StoreFuture<'_, Vec<ProbeRun>> {
+            Box::pin(async move {
+                let rows: Vec<operability::ProbeRunRow> = sqlx::query_as(
                     "SELECT id, candidate_id, report, created_at FROM operability_probe_runs \
                      WHERE candidate_id = $1 ORDER BY id DESC LIMIT $2",
                 )
@@ -107,21 +97,23 @@ macro_rules! operability_store {
                 .bind(limit.max(0))
                 .fetch_all(self.pool())
                 .await?;
-                rows.into_iter().map(probe_run).collect()
-            }
+                rows.into_iter().map(operability::probe_run).collect()
+            })
+        }
 
-            pub(super) async fn op_save_checklist(
-                &self,
-                candidate_id: i64,
-                answers: &ChecklistAnswers,
-                changed_by: &str,
-                rationale: &str,
-            ) -> Result<u32> {
+        fn save_checklist<'a>(
+            &'a self,
+            candidate_id: i64,
+            answers: &'a ChecklistAnswers,
+            changed_by: &'a str,
+            rationale: &'a str,
+        ) -> StoreFuture<'a, u32> {
+            Box::pin(async move {
                 let mut tries = 0;
                 loop {
                     tries += 1;
-                    let mut tx = self.operability_begin().await?;
-                    if let Err(e) = Self::candidate_exists(&mut *tx, candidate_id).await {
+                    let mut tx = self.begin_write().await?;
+                    if let Err(e) = Self::candidate_exists(&mut tx, candidate_id).await {
                         tx.rollback().await?;
                         return Err(e);
                     }
@@ -132,7 +124,7 @@ macro_rules! operability_store {
                          FROM operability_checklists WHERE candidate_id = $1 RETURNING version",
                     )
                     .bind(candidate_id)
-                    .bind(json(answers))
+                    .bind(operability::json(answers))
                     .bind(changed_by)
                     .bind(rationale)
                     .bind(Timestamp::now().0)
@@ -147,12 +139,12 @@ macro_rules! operability_store {
                             tx.rollback().await?;
                             if let sqlx::Error::Database(db) = &e
                                 && db.is_unique_violation()
-                                && tries < VERSION_TRIES
+                                && tries < operability::VERSION_TRIES
                             {
                                 // Another save took this version number first: take the next.
                                 continue;
                             }
-                            return Err(super::rows::conflict_on_unique(e, || {
+                            return Err(rows::conflict_on_unique(e, || {
                                 format!("the checklist of candidate {candidate_id} changed meanwhile; save again")
                             }));
                         }
@@ -163,34 +155,21 @@ macro_rules! operability_store {
                         ))
                     });
                 }
-            }
+            })
+        }
 
-            pub(super) async fn op_checklist_history(&self, candidate_id: i64) -> Result<Vec<ChecklistVersion>> {
-                let rows: Vec<ChecklistRow> = sqlx::query_as(
+        fn checklist_history(&self, candidate_id: i64) -> StoreFuture<'_, Vec<ChecklistVersion>> {
+            Box::pin(async move {
+                let rows: Vec<operability::ChecklistRow> = sqlx::query_as(
                     "SELECT candidate_id, version, answers, changed_by, rationale, created_at \
                      FROM operability_checklists WHERE candidate_id = $1 ORDER BY version DESC",
                 )
                 .bind(candidate_id)
                 .fetch_all(self.pool())
                 .await?;
-                rows.into_iter().map(checklist_version).collect()
-            }
+                rows.into_iter().map(operability::checklist_version).collect()
+            })
         }
     };
 }
-
-/// The sqlx database of each store, so the macro can name executor types.
-trait StoreDb {
-    type Db: sqlx::Database;
-}
-
-impl StoreDb for SqliteStore {
-    type Db = sqlx::Sqlite;
-}
-
-impl StoreDb for PostgresStore {
-    type Db = sqlx::Postgres;
-}
-
-operability_store!(SqliteStore);
-operability_store!(PostgresStore);
+pub(super) use operability_queries;

@@ -1,6 +1,6 @@
-//! What both backends share: row structs (decoded by `sqlx::FromRow` on either database),
-//! their conversion into domain types, values prepared for binding, and error mapping.
-//! Each backend keeps its own SQL; everything here is plain data.
+//! What the queries share: row structs (decoded by `sqlx::FromRow` on either database), their
+//! conversion into domain types, column lists, values prepared for binding, and error mapping.
+//! The queries themselves are in the aggregate files; everything here is plain data.
 use std::collections::HashMap;
 use std::fmt::Display;
 
@@ -175,8 +175,8 @@ impl CandidateRow {
     }
 }
 
-/// A candidate spec flattened into bindable column values (same order as the INSERT/UPDATE
-/// statements in each backend).
+/// A candidate spec flattened into bindable column values (bound in this order by
+/// `candidates::bind_candidate!`).
 pub(crate) struct CandidateValues<'a> {
     pub name: &'a str,
     pub provider: &'static str,
@@ -424,6 +424,21 @@ impl RunRow {
     }
 }
 
+/// The SELECT of `RunListRow`s, to be followed by a filter and an order.
+macro_rules! run_list_select {
+    () => {
+        concat!(
+            "SELECT ",
+            $crate::store::rows::run_columns!(),
+            ", e.name AS evalset_name, \
+             (SELECT COUNT(*) FROM request_records r WHERE r.run_id = runs.id) AS record_count \
+             FROM runs JOIN evalset_versions v ON v.id = runs.evalset_version_id \
+             JOIN evalsets e ON e.id = v.evalset_id"
+        )
+    };
+}
+pub(crate) use run_list_select;
+
 /// A run's list row: the run plus what the list shows beside it.
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct RunListRow {
@@ -516,7 +531,7 @@ pub(crate) use record_insert_columns;
 /// Columns read for a record (`RecordRow`): its id, then what was written.
 macro_rules! record_select_columns {
     () => {
-        concat!("id, ", record_insert_columns!())
+        concat!("id, ", $crate::store::rows::record_insert_columns!())
     };
 }
 pub(crate) use record_select_columns;
@@ -824,6 +839,20 @@ impl ScorecardRow {
         })
     }
 }
+
+/// The SELECT of `ScorecardListRow`s, to be followed by a filter and an order.
+macro_rules! scorecard_list_select {
+    () => {
+        concat!(
+            "SELECT ",
+            $crate::store::rows::scorecard_columns!(),
+            ", runs.name AS run_name, p.name AS profile_name FROM scorecards \
+             JOIN runs ON runs.id = scorecards.run_id \
+             JOIN threshold_profiles p ON p.id = scorecards.profile_id"
+        )
+    };
+}
+pub(crate) use scorecard_list_select;
 
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct ScorecardListRow {

@@ -1,13 +1,18 @@
 //! Server-tokenizer counts (migration 0008): output tokens of stored records counted by the
 //! candidate's own tokenize endpoint after its measured load ended. Records are append-only, so
 //! counts live beside them in `record_token_counts` (append-only too) and are applied whenever
-//! records are read (`attach_counts`). The SQL is the same on SQLite and PostgreSQL: one macro
-//! writes both; `Store` delegates here.
+//! records are read (`attach_counts`). Written once for both backends: `token_count_queries!`
+//! expands to these `Store` methods and `token_count_helpers!` to the reads of counts that the
+//! record queries share, both in `store/mod.rs` (`impl_store!`), so their paths are written as
+//! seen from there.
 use std::collections::HashMap;
 
 use super::rows::RecordRow;
 use super::{Result, StoreError};
-use crate::domain::run::{RequestRecord, ServerTokenCount, TokenSource, UncountedRecord};
+use crate::domain::run::RequestRecord;
+
+/// Server-tokenizer counts (output, reasoning) by record id.
+pub(crate) type CountsByRecord = HashMap<i64, (u32, Option<u32>)>;
 
 /// One stored count, as read back.
 #[derive(Debug, sqlx::FromRow)]
@@ -18,7 +23,7 @@ pub(crate) struct CountRow {
 }
 
 /// Counts by record id, checked for range.
-pub(crate) fn by_record(rows: Vec<CountRow>) -> Result<HashMap<i64, (u32, Option<u32>)>> {
+pub(crate) fn by_record(rows: Vec<CountRow>) -> Result<CountsByRecord> {
     let range = |id: i64, v: i64| {
         u32::try_from(v)
             .map_err(|_| StoreError::Corrupt(format!("record_token_counts of record {id}: {v} is out of range")))
@@ -33,11 +38,7 @@ pub(crate) fn by_record(rows: Vec<CountRow>) -> Result<HashMap<i64, (u32, Option
 }
 
 /// Applies the server-tokenizer counts to the records read (rows and records in the same order).
-pub(crate) fn attach_counts(
-    rows_ids: &[i64],
-    records: &mut [RequestRecord],
-    counts: &HashMap<i64, (u32, Option<u32>)>,
-) {
+pub(crate) fn attach_counts(rows_ids: &[i64], records: &mut [RequestRecord], counts: &CountsByRecord) {
     if counts.is_empty() {
         return;
     }
@@ -54,41 +55,34 @@ pub(crate) fn ids(rows: &[RecordRow]) -> Vec<i64> {
 }
 
 #[derive(Debug, sqlx::FromRow)]
-struct UncountedRow {
-    id: i64,
-    output: String,
-    reasoning: Option<String>,
+pub(super) struct UncountedRow {
+    pub id: i64,
+    pub output: String,
+    pub reasoning: Option<String>,
 }
 
 /// Counts per multi-row INSERT (6 binds each).
-const COUNTS_PER_STATEMENT: usize = 1_000;
+pub(super) const COUNTS_PER_STATEMENT: usize = 1_000;
 
-macro_rules! token_count_queries {
+macro_rules! token_count_helpers {
     ($db:ty) => {
-        use sqlx::QueryBuilder;
-
-        use super::*;
-        use crate::domain::Timestamp;
-
-        type Pool = sqlx::Pool<$db>;
-
         /// Every count of a run's records.
-        pub(crate) async fn for_run(pool: &Pool, run_id: i64) -> Result<HashMap<i64, (u32, Option<u32>)>> {
-            let rows: Vec<CountRow> = sqlx::query_as(
+        async fn counts_for_run(&self, run_id: i64) -> Result<token_counts::CountsByRecord> {
+            let rows: Vec<token_counts::CountRow> = sqlx::query_as(
                 "SELECT request_record_id, output_tokens, reasoning_tokens FROM record_token_counts \
                  WHERE run_id = $1",
             )
             .bind(run_id)
-            .fetch_all(pool)
+            .fetch_all(self.pool())
             .await?;
-            by_record(rows)
+            token_counts::by_record(rows)
         }
 
         /// The counts of these records (an index lookup each).
-        pub(crate) async fn for_records(pool: &Pool, ids: &[i64]) -> Result<HashMap<i64, (u32, Option<u32>)>> {
-            let mut rows: Vec<CountRow> = Vec::new();
-            for chunk in ids.chunks(super::super::rows::SMALL_ROWS_PER_STATEMENT) {
-                let mut qb = QueryBuilder::<$db>::new(
+        async fn counts_for_records(&self, ids: &[i64]) -> Result<token_counts::CountsByRecord> {
+            let mut rows: Vec<token_counts::CountRow> = Vec::new();
+            for chunk in ids.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
+                let mut qb = sqlx::QueryBuilder::<$db>::new(
                     "SELECT request_record_id, output_tokens, reasoning_tokens FROM record_token_counts \
                      WHERE request_record_id IN (",
                 );
@@ -97,75 +91,76 @@ macro_rules! token_count_queries {
                     list.push_bind(*id);
                 }
                 qb.push(")");
-                rows.extend(qb.build_query_as::<CountRow>().fetch_all(pool).await?);
-            }
-            by_record(rows)
-        }
-
-        /// Measured records of one candidate with generated text, no `usage` count and no
-        /// server count yet, in send order.
-        pub(crate) async fn uncounted(pool: &Pool, run_id: i64, candidate_id: i64) -> Result<Vec<UncountedRecord>> {
-            let rows: Vec<UncountedRow> = sqlx::query_as(
-                "SELECT r.id, r.output, r.reasoning FROM request_records r \
-                 WHERE r.run_id = $1 AND r.candidate_id = $2 AND NOT r.is_warmup \
-                 AND (r.output_tokens_source IS NULL OR r.output_tokens_source NOT IN ($3, $4)) \
-                 AND (r.output <> '' OR COALESCE(r.reasoning, '') <> '') \
-                 AND NOT EXISTS (SELECT 1 FROM record_token_counts c WHERE c.request_record_id = r.id) \
-                 ORDER BY r.sent_at_us, r.id",
-            )
-            .bind(run_id)
-            .bind(candidate_id)
-            .bind(TokenSource::Usage.as_str())
-            .bind(TokenSource::ServerTokenizer.as_str())
-            .fetch_all(pool)
-            .await?;
-            Ok(rows
-                .into_iter()
-                .map(|r| UncountedRecord {
-                    record_id: r.id,
-                    output: r.output,
-                    reasoning: r.reasoning,
-                })
-                .collect())
-        }
-
-        /// Stores counts; a record already counted keeps its first count. Returns how many were new.
-        pub(crate) async fn save(pool: &Pool, run_id: i64, counts: &[ServerTokenCount]) -> Result<u64> {
-            let now = Timestamp::now().0;
-            let mut stored = 0;
-            for chunk in counts.chunks(COUNTS_PER_STATEMENT) {
-                let mut qb = QueryBuilder::<$db>::new(
-                    "INSERT INTO record_token_counts \
-                     (request_record_id, run_id, output_tokens, reasoning_tokens, tokenizer, counted_at) ",
+                rows.extend(
+                    qb.build_query_as::<token_counts::CountRow>()
+                        .fetch_all(self.pool())
+                        .await?,
                 );
-                qb.push_values(chunk, |mut b, c| {
-                    b.push_bind(c.record_id)
-                        .push_bind(run_id)
-                        .push_bind(i64::from(c.output_tokens))
-                        .push_bind(c.reasoning_tokens.map(i64::from))
-                        .push_bind(c.tokenizer.as_str())
-                        .push_bind(now);
-                });
-                qb.push(" ON CONFLICT (request_record_id) DO NOTHING");
-                stored += qb
-                    .build()
-                    .execute(pool)
-                    .await
-                    .map_err(StoreError::from)
-                    .map_err(|e| {
-                        super::super::rows::not_found_on_foreign_key(e, || format!("a counted record of run {run_id}"))
-                    })?
-                    .rows_affected();
             }
-            Ok(stored)
+            token_counts::by_record(rows)
         }
     };
 }
+pub(super) use token_count_helpers;
 
-pub(crate) mod sqlite {
-    token_count_queries!(sqlx::Sqlite);
-}
+macro_rules! token_count_queries {
+    ($db:ty) => {
+        fn uncounted_records(&self, run_id: i64, candidate_id: i64) -> StoreFuture<'_, Vec<UncountedRecord>> {
+            Box::pin(async move {
+                let rows: Vec<token_counts::UncountedRow> = sqlx::query_as(
+                    "SELECT r.id, r.output, r.reasoning FROM request_records r \
+                     WHERE r.run_id = $1 AND r.candidate_id = $2 AND NOT r.is_warmup \
+                     AND (r.output_tokens_source IS NULL OR r.output_tokens_source NOT IN ($3, $4)) \
+                     AND (r.output <> '' OR COALESCE(r.reasoning, '') <> '') \
+                     AND NOT EXISTS (SELECT 1 FROM record_token_counts c WHERE c.request_record_id = r.id) \
+                     ORDER BY r.sent_at_us, r.id",
+                )
+                .bind(run_id)
+                .bind(candidate_id)
+                .bind(crate::domain::run::TokenSource::Usage.as_str())
+                .bind(crate::domain::run::TokenSource::ServerTokenizer.as_str())
+                .fetch_all(self.pool())
+                .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|r| UncountedRecord {
+                        record_id: r.id,
+                        output: r.output,
+                        reasoning: r.reasoning,
+                    })
+                    .collect())
+            })
+        }
 
-pub(crate) mod postgres {
-    token_count_queries!(sqlx::Postgres);
+        fn save_server_token_counts<'a>(&'a self, run_id: i64, counts: &'a [ServerTokenCount]) -> StoreFuture<'a, u64> {
+            Box::pin(async move {
+                let now = Timestamp::now().0;
+                let mut stored = 0;
+                for chunk in counts.chunks(token_counts::COUNTS_PER_STATEMENT) {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new(
+                        "INSERT INTO record_token_counts \
+                         (request_record_id, run_id, output_tokens, reasoning_tokens, tokenizer, counted_at) ",
+                    );
+                    qb.push_values(chunk, |mut b, c| {
+                        b.push_bind(c.record_id)
+                            .push_bind(run_id)
+                            .push_bind(i64::from(c.output_tokens))
+                            .push_bind(c.reasoning_tokens.map(i64::from))
+                            .push_bind(c.tokenizer.as_str())
+                            .push_bind(now);
+                    });
+                    qb.push(" ON CONFLICT (request_record_id) DO NOTHING");
+                    stored += qb
+                        .build()
+                        .execute(self.pool())
+                        .await
+                        .map_err(StoreError::from)
+                        .map_err(|e| rows::not_found_on_foreign_key(e, || format!("a counted record of run {run_id}")))?
+                        .rows_affected();
+                }
+                Ok(stored)
+            })
+        }
+    };
 }
+pub(super) use token_count_queries;

@@ -1,15 +1,17 @@
-//! Verdicts of runs by threshold profiles (`run_verdicts`), written once for each backend like
-//! `archive.rs`: portable SQL, only the database type differs.
+//! Verdicts of runs by threshold profiles (`run_verdicts`), written once for both backends:
+//! `verdict_queries!` expands to these `Store` methods and `verdict_helpers!` to the replacement
+//! that saving a scorecard shares, both in `store/mod.rs` (`impl_store!`), so their paths are
+//! written as seen from there.
 //!
 //! One row per (run, profile, candidate) holds the latest judgement of the run by the profile,
 //! so the archive can filter by profile and verdict with an indexed `EXISTS`.
 use super::{Result, RunVerdict, StoreError};
 use crate::domain::Timestamp;
-use crate::domain::scorecard::{RecordedVerdict, Verdict};
+use crate::domain::scorecard::Verdict;
 
 /// One row of `run_verdicts`.
 #[derive(Debug, sqlx::FromRow)]
-struct VerdictRow {
+pub(super) struct VerdictRow {
     run_id: i64,
     profile_id: i64,
     candidate_id: i64,
@@ -20,7 +22,7 @@ struct VerdictRow {
 }
 
 impl VerdictRow {
-    fn into_verdict(self) -> Result<RunVerdict> {
+    pub(super) fn into_verdict(self) -> Result<RunVerdict> {
         let verdict = parse_verdict(&self.verdict).ok_or_else(|| {
             StoreError::Corrupt(format!(
                 "run_verdicts.verdict of run {} is {:?}, not GO, NO-GO or INCONCLUSIVE",
@@ -51,18 +53,11 @@ pub fn parse_verdict(s: &str) -> Option<Verdict> {
         .find(|v| v.as_str() == s)
 }
 
-macro_rules! verdict_queries {
+macro_rules! verdict_helpers {
     ($db:ty) => {
-        use sqlx::QueryBuilder;
-
-        use super::*;
-
-        type Pool = sqlx::Pool<$db>;
-        type Conn = <$db as sqlx::Database>::Connection;
-
         /// Replaces the run's verdicts by the profile (inside the caller's transaction).
-        pub(crate) async fn replace(
-            conn: &mut Conn,
+        async fn replace_verdicts(
+            conn: &mut <$db as sqlx::Database>::Connection,
             run_id: i64,
             profile_id: i64,
             profile_version: u32,
@@ -78,7 +73,7 @@ macro_rules! verdict_queries {
                 return Ok(());
             }
             let now = Timestamp::now().0;
-            let mut qb = QueryBuilder::<$db>::new(
+            let mut qb = sqlx::QueryBuilder::<$db>::new(
                 "INSERT INTO run_verdicts (run_id, profile_id, candidate_id, profile_version, verdict, \
                  scorecard_id, judged_at) ",
             );
@@ -96,62 +91,64 @@ macro_rules! verdict_queries {
             qb.build().execute(&mut *conn).await?;
             Ok(())
         }
+    };
+}
+pub(super) use verdict_helpers;
 
-        pub(crate) async fn save(
-            pool: &Pool,
+macro_rules! verdict_queries {
+    ($db:ty) => {
+        fn save_run_verdicts<'a>(
+            &'a self,
             run_id: i64,
             profile_id: i64,
             profile_version: u32,
-            verdicts: &[RecordedVerdict],
-        ) -> Result<()> {
-            let mut tx = pool.begin().await?;
-            replace(&mut *tx, run_id, profile_id, profile_version, None, verdicts)
-                .await
-                .map_err(|e| {
-                    super::super::rows::not_found_on_foreign_key(e, || {
-                        format!("run {run_id} or threshold profile {profile_id}")
-                    })
-                })?;
-            tx.commit().await?;
-            Ok(())
+            verdicts: &'a [RecordedVerdict],
+        ) -> StoreFuture<'a, ()> {
+            Box::pin(async move {
+                let mut tx = self.pool().begin().await?;
+                Self::replace_verdicts(&mut tx, run_id, profile_id, profile_version, None, verdicts)
+                    .await
+                    .map_err(|e| {
+                        rows::not_found_on_foreign_key(e, || format!("run {run_id} or threshold profile {profile_id}"))
+                    })?;
+                tx.commit().await?;
+                Ok(())
+            })
         }
 
-        pub(crate) async fn list(pool: &Pool, run_ids: &[i64], profile_id: i64) -> Result<Vec<RunVerdict>> {
-            if run_ids.is_empty() {
-                return Ok(Vec::new());
-            }
-            let mut qb = QueryBuilder::<$db>::new(
-                "SELECT run_id, profile_id, candidate_id, profile_version, verdict, scorecard_id, judged_at \
-                 FROM run_verdicts WHERE profile_id = ",
-            );
-            qb.push_bind(profile_id).push(" AND run_id IN (");
-            let mut ids = qb.separated(", ");
-            for id in run_ids {
-                ids.push_bind(*id);
-            }
-            qb.push(") ORDER BY run_id, candidate_id");
-            let rows: Vec<VerdictRow> = qb.build_query_as().fetch_all(pool).await?;
-            rows.into_iter().map(VerdictRow::into_verdict).collect()
+        fn list_run_verdicts<'a>(&'a self, run_ids: &'a [i64], profile_id: i64) -> StoreFuture<'a, Vec<RunVerdict>> {
+            Box::pin(async move {
+                if run_ids.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut qb = sqlx::QueryBuilder::<$db>::new(
+                    "SELECT run_id, profile_id, candidate_id, profile_version, verdict, scorecard_id, judged_at \
+                     FROM run_verdicts WHERE profile_id = ",
+                );
+                qb.push_bind(profile_id).push(" AND run_id IN (");
+                let mut ids = qb.separated(", ");
+                for id in run_ids {
+                    ids.push_bind(*id);
+                }
+                qb.push(") ORDER BY run_id, candidate_id");
+                let rows: Vec<verdicts::VerdictRow> = qb.build_query_as().fetch_all(self.pool()).await?;
+                rows.into_iter().map(verdicts::VerdictRow::into_verdict).collect()
+            })
         }
 
-        pub(crate) async fn unjudged(pool: &Pool, limit: i64) -> Result<Vec<(i64, i64)>> {
-            Ok(sqlx::query_as(
-                "SELECT runs.id, p.id FROM runs CROSS JOIN threshold_profiles p \
-                 WHERE runs.status = 'finished' AND NOT EXISTS \
-                   (SELECT 1 FROM run_verdicts rv WHERE rv.run_id = runs.id AND rv.profile_id = p.id) \
-                 ORDER BY runs.id, p.id LIMIT $1",
-            )
-            .bind(limit.max(0))
-            .fetch_all(pool)
-            .await?)
+        fn unjudged_runs(&self, limit: i64) -> StoreFuture<'_, Vec<(i64, i64)>> {
+            Box::pin(async move {
+                Ok(sqlx::query_as(
+                    "SELECT runs.id, p.id FROM runs CROSS JOIN threshold_profiles p \
+                     WHERE runs.status = 'finished' AND NOT EXISTS \
+                       (SELECT 1 FROM run_verdicts rv WHERE rv.run_id = runs.id AND rv.profile_id = p.id) \
+                     ORDER BY runs.id, p.id LIMIT $1",
+                )
+                .bind(limit.max(0))
+                .fetch_all(self.pool())
+                .await?)
+            })
         }
     };
 }
-
-pub(crate) mod sqlite {
-    verdict_queries!(sqlx::Sqlite);
-}
-
-pub(crate) mod postgres {
-    verdict_queries!(sqlx::Postgres);
-}
+pub(super) use verdict_queries;

@@ -1,0 +1,216 @@
+//! Raw record queries (append-only records and their grades), written once for both backends:
+//! `record_queries!` expands to these `Store` methods and `record_helpers!` to the grade INSERT
+//! they share, both in `store/mod.rs` (`impl_store!`), so their paths are written as seen from
+//! there.
+
+macro_rules! record_helpers {
+    ($db:ty) => {
+        /// `INSERT INTO grades … VALUES …` of these grades, for the caller to finish and run.
+        fn insert_grades(grades: &[rows::GradeValues<'_>]) -> sqlx::QueryBuilder<$db> {
+            let mut qb = sqlx::QueryBuilder::<$db>::new(
+                "INSERT INTO grades (request_record_id, position, grader, score, passed, reason, detail, weight, required) ",
+            );
+            qb.push_values(grades, |mut b, &(record_id, position, grade)| {
+                b.push_bind(record_id)
+                    .push_bind(position)
+                    .push_bind(grade.grader.as_str())
+                    .push_bind(grade.score)
+                    .push_bind(grade.passed)
+                    .push_bind(grade.reason.as_str())
+                    .push_bind(grade.detail.as_ref().map(|d| d.to_string()))
+                    .push_bind(grade.weight)
+                    .push_bind(grade.required);
+            });
+            qb
+        }
+    };
+}
+pub(super) use record_helpers;
+
+macro_rules! record_queries {
+    ($db:ty) => {
+        #[tracing::instrument(level = "debug", skip(self, records), fields(batch = records.len()))]
+        fn append_request_records<'a>(&'a self, records: &'a [RequestRecord]) -> StoreFuture<'a, u64> {
+            Box::pin(async move {
+                if records.is_empty() {
+                    return Ok(0);
+                }
+                let first_by_key = rows::first_index_by_key(records);
+                let appended: Result<u64> = async {
+                    let mut tx = self.begin_write().await?;
+                    // (record id, index in `records`) for every record this call actually stored.
+                    let mut stored: Vec<(i64, usize)> = Vec::with_capacity(records.len());
+                    for chunk in records.chunks(rows::RECORDS_PER_STATEMENT) {
+                        let mut qb = sqlx::QueryBuilder::<$db>::new(concat!(
+                            "INSERT INTO request_records (",
+                            rows::record_insert_columns!(),
+                            ") "
+                        ));
+                        qb.push_values(chunk, |mut b, record| {
+                            let v = rows::RecordValues::new(record);
+                            b.push_bind(v.run_id)
+                                .push_bind(v.candidate_id)
+                                .push_bind(v.case_id)
+                                .push_bind(v.phase)
+                                .push_bind(v.repetition)
+                                .push_bind(v.attempt)
+                                .push_bind(v.concurrency)
+                                .push_bind(v.is_warmup)
+                                .push_bind(v.sent_at_us)
+                                .push_bind(v.client_queue_us)
+                                .push_bind(v.connect_us)
+                                .push_bind(v.connection_reused)
+                                .push_bind(v.headers_us)
+                                .push_bind(v.first_chunk_us)
+                                .push_bind(v.first_reasoning_us)
+                                .push_bind(v.first_content_us)
+                                .push_bind(v.last_token_us)
+                                .push_bind(v.end_us)
+                                .push_bind(v.chunks)
+                                .push_bind(v.http_status)
+                                .push_bind(v.finish_reason)
+                                .push_bind(v.input_tokens)
+                                .push_bind(v.output_tokens)
+                                .push_bind(v.output_tokens_source)
+                                .push_bind(v.reasoning_tokens)
+                                .push_bind(v.canonical_tokens)
+                                .push_bind(v.output_chars)
+                                .push_bind(v.output)
+                                .push_bind(v.reasoning)
+                                .push_bind(v.error_class)
+                                .push_bind(v.error_detail);
+                        });
+                        qb.push(
+                            " ON CONFLICT (run_id, candidate_id, case_id, phase, repetition, attempt) DO NOTHING \
+                             RETURNING id, run_id, candidate_id, case_id, phase, repetition, attempt",
+                        );
+                        let inserted: Vec<rows::InsertedRecordRow> = qb.build_query_as().fetch_all(&mut *tx).await?;
+                        for row in inserted {
+                            let (id, key) = row.key();
+                            if let Some(&index) = first_by_key.get(&key) {
+                                stored.push((id, index));
+                            }
+                        }
+                    }
+
+                    let grades: Vec<rows::GradeValues<'_>> = stored
+                        .iter()
+                        .flat_map(|&(id, index)| {
+                            records[index]
+                                .grades
+                                .iter()
+                                .enumerate()
+                                .map(move |(position, grade)| (id, position as i64, grade))
+                        })
+                        .collect();
+                    for chunk in grades.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
+                        Self::insert_grades(chunk).build().execute(&mut *tx).await?;
+                    }
+                    tx.commit().await?;
+                    Ok(stored.len() as u64)
+                }
+                .await;
+                appended.map_err(|e| {
+                    rows::not_found_on_foreign_key(e, || {
+                        "a record names a run, or a candidate of that run, that does not exist".to_string()
+                    })
+                })
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn list_request_records(&self, run_id: i64) -> StoreFuture<'_, Vec<RequestRecord>> {
+            Box::pin(async move {
+                // Records first, then their grades: a batch is committed with its grades, so every
+                // record loaded here has all its grades by the time the second query runs.
+                let records: Vec<rows::RecordRow> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    rows::record_select_columns!(),
+                    " FROM request_records WHERE run_id = $1 ORDER BY sent_at_us, id"
+                ))
+                .bind(run_id)
+                .fetch_all(self.pool())
+                .await?;
+                let grades: Vec<rows::GradeRow> = sqlx::query_as(
+                    "SELECT g.request_record_id, g.grader, g.score, g.passed, g.reason, g.detail, g.weight, g.required FROM grades g \
+                     JOIN request_records r ON r.id = g.request_record_id \
+                     WHERE r.run_id = $1 ORDER BY g.request_record_id, g.position",
+                )
+                .bind(run_id)
+                .fetch_all(self.pool())
+                .await?;
+                let counts = self.counts_for_run(run_id).await?;
+                let ids = token_counts::ids(&records);
+                let mut records = rows::attach_grades(records, grades)?;
+                token_counts::attach_counts(&ids, &mut records, &counts);
+                Ok(records)
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn run_progress(&self, run_id: i64) -> StoreFuture<'_, Vec<CandidateProgress>> {
+            Box::pin(async move {
+                let rows: Vec<rows::ProgressRow> = sqlx::query_as(
+                    "SELECT rc.candidate_id, \
+                     COUNT(CASE WHEN NOT r.is_warmup THEN 1 END) AS measured_attempts, \
+                     COUNT(CASE WHEN r.is_warmup AND r.phase <> 'judge' THEN 1 END) AS warmup_attempts, \
+                     COUNT(CASE WHEN NOT r.is_warmup AND r.error_class IS NOT NULL THEN 1 END) AS failed_attempts \
+                     FROM run_candidates rc \
+                     LEFT JOIN request_records r ON r.run_id = rc.run_id AND r.candidate_id = rc.candidate_id \
+                     WHERE rc.run_id = $1 GROUP BY rc.candidate_id, rc.position ORDER BY rc.position",
+                )
+                .bind(run_id)
+                .fetch_all(self.pool())
+                .await?;
+                Ok(rows.into_iter().map(CandidateProgress::from).collect())
+            })
+        }
+
+        fn append_grades<'a>(
+            &'a self,
+            record: &'a RequestRecord,
+            first_position: u32,
+            grades: &'a [Grade],
+        ) -> StoreFuture<'a, u64> {
+            Box::pin(async move {
+                if grades.is_empty() {
+                    return Ok(0);
+                }
+                // One lookup, then one INSERT statement (atomic by itself; no transaction, which on
+                // SQLite would have to upgrade a read lock and could fail as busy).
+                let id: Option<i64> = sqlx::query_scalar(
+                    "SELECT id FROM request_records WHERE run_id = $1 AND candidate_id = $2 AND case_id = $3 \
+                     AND phase = $4 AND repetition = $5 AND attempt = $6",
+                )
+                .bind(record.run_id)
+                .bind(record.candidate_id)
+                .bind(record.case_id.as_str())
+                .bind(record.phase.as_str())
+                .bind(i64::from(record.repetition))
+                .bind(i64::from(record.attempt))
+                .fetch_optional(self.pool())
+                .await?;
+                let Some(id) = id else {
+                    return Err(StoreError::NotFound(format!(
+                        "request record of case {:?} (candidate {}, {}, repetition {}, attempt {}) in run {}",
+                        record.case_id,
+                        record.candidate_id,
+                        record.phase.as_str(),
+                        record.repetition,
+                        record.attempt,
+                        record.run_id
+                    )));
+                };
+                let values: Vec<rows::GradeValues<'_>> = grades
+                    .iter()
+                    .enumerate()
+                    .map(|(i, grade)| (id, i64::from(first_position) + i as i64, grade))
+                    .collect();
+                let mut qb = Self::insert_grades(&values);
+                qb.push(" ON CONFLICT (request_record_id, position) DO NOTHING");
+                Ok(qb.build().execute(self.pool()).await?.rows_affected())
+            })
+        }
+    };
+}
+pub(super) use record_queries;
