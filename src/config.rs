@@ -36,8 +36,8 @@ pub struct ServeArgs {
 
 impl ServeArgs {
     /// The run-admission caps these flags set.
-    pub fn caps(&self) -> crate::engine::Caps {
-        crate::engine::Caps {
+    pub fn caps(&self) -> crate::engine::run::admission::Caps {
+        crate::engine::run::admission::Caps {
             max_runs: self.max_runs as usize,
             per_candidate: self.max_runs_per_candidate as usize,
         }

@@ -11,7 +11,7 @@ use anyhow::Context;
 use crate::engine::calibrate::{
     CalibrateOptions, CalibrationReport, LevelSpec, MockUrls, level_specs, report, run_level,
 };
-use crate::engine::harness::EXCLUDED_THREAD_PREFIX;
+use crate::engine::run::harness::EXCLUDED_THREAD_PREFIX;
 use crate::mock::{MockConfig, ModelProfile};
 
 /// Ground-truth records kept: a whole level's (c=1,024 with short answers sends ~2,000 requests a

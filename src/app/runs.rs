@@ -8,7 +8,7 @@ use crate::domain::evalset::EvalSetFile;
 use crate::domain::presets::LoadDraft;
 use crate::domain::run::{JudgeConfig, NewRun, RunConfig, RunDraft};
 use crate::domain::validation::{FieldErrors, MAX_NAME_CHARS, optional_text, truncate};
-use crate::engine::Runner;
+use crate::engine::run::Runner;
 use crate::store::DynStore;
 
 /// A run as asked for, every field as typed.

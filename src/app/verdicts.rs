@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::app::AppError;
 use crate::app::scorecard::{ScorecardChoice, assemble};
-use crate::engine::Runner;
+use crate::engine::run::Runner;
 use crate::store::DynStore;
 
 /// How often the worker looks for unassessed runs without being woken.

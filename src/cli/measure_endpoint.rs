@@ -10,17 +10,18 @@ use clap::Args;
 use serde::Serialize;
 
 use super::output::{now_rfc3339, table, write_json};
-use crate::domain::calibers::{HarnessReport, Knee, LevelFigures, Slo};
+use crate::domain::calibers::{HarnessReport, Knee, LevelFigures};
 use crate::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind, TokenizeEndpoint};
 use crate::domain::evalset::EvalSetFile;
+use crate::domain::load::LoadShape;
 use crate::domain::metrics::Distribution;
-use crate::domain::run::{LoadShape, RequestRecord, RunConfig, RunStatus};
+use crate::domain::run::{RequestRecord, RunConfig, RunStatus, Slo};
 use crate::domain::validation::FieldErrors;
-use crate::engine::executor::Cancel;
-use crate::engine::measure::{
+use crate::engine::cancel::Cancel;
+use crate::engine::endpoint_measure::{
     EventLine, MeasureOutcome, MeasureSpec, Provenance, measure, provenance, synthetic_evalset,
 };
-use crate::engine::tokenizer::CANONICAL_TOKENIZER;
+use crate::engine::tokens::tokenizer::CANONICAL_TOKENIZER;
 
 /// The format tag of `--json` files; bumped on incompatible changes.
 pub const MEASURE_JSON_FORMAT: &str = "bakeoff-measure/1";

@@ -27,34 +27,10 @@ use std::collections::{BTreeMap, BinaryHeap};
 use serde::{Deserialize, Serialize};
 
 use super::histogram::LogHistogram;
+use super::load::{Load, LoadShape};
 use super::metrics::Distribution;
-use super::run::{ErrorClass, LoadShape, RequestRecord, RunConfig, split_repetition};
+use super::run::{ErrorClass, RequestRecord, RunConfig, Slo, split_repetition};
 use super::stats::{Interval, median, median_ci};
-
-/// Optional service-level objectives; a request meets them when it meets every one set.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Slo {
-    pub ttft_ms: Option<f64>,
-    pub tpot_ms: Option<f64>,
-    pub e2e_ms: Option<f64>,
-}
-
-impl Slo {
-    pub fn is_set(&self) -> bool {
-        self.ttft_ms.is_some() || self.tpot_ms.is_some() || self.e2e_ms.is_some()
-    }
-
-    /// Whether a request's figures meet every objective set (a TPOT objective is met by a
-    /// one-token answer, which has no TPOT).
-    pub fn met_by(&self, f: &RequestFigures) -> bool {
-        let within = |limit: Option<f64>, value: Option<f64>| match (limit, value) {
-            (Some(l), Some(v)) => v <= l,
-            _ => true,
-        };
-        within(self.ttft_ms, Some(f.ttft_ms)) && within(self.tpot_ms, f.tpot_ms) && within(self.e2e_ms, Some(f.e2e_ms))
-    }
-}
 
 /// The figures of one successful request.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,6 +54,18 @@ pub fn generated_chars(r: &RequestRecord) -> u64 {
 }
 
 impl RequestFigures {
+    /// Whether these figures meet every objective of `slo` set (a TPOT objective is met by a
+    /// one-token answer, which has no TPOT).
+    pub fn meets(&self, slo: &Slo) -> bool {
+        let within = |limit: Option<f64>, value: Option<f64>| match (limit, value) {
+            (Some(l), Some(v)) => v <= l,
+            _ => true,
+        };
+        within(slo.ttft_ms, Some(self.ttft_ms))
+            && within(slo.tpot_ms, self.tpot_ms)
+            && within(slo.e2e_ms, Some(self.e2e_ms))
+    }
+
     /// None for a failed request or one without a first token or an end.
     pub fn of(r: &RequestRecord) -> Option<RequestFigures> {
         if !r.succeeded() {
@@ -130,28 +118,6 @@ pub fn itl_ms(r: &RequestRecord) -> Vec<(f64, u32)> {
 /// Gaps between successive token-bearing chunks, in ms.
 pub fn icl_ms(r: &RequestRecord) -> impl Iterator<Item = f64> + '_ {
     r.chunks.windows(2).map(|w| (w[1].0 - w[0].0) as f64 / 1000.0)
-}
-
-/// How load was applied: it decides the measured window.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum Load {
-    /// Closed loop: `concurrency` requests in flight, each replaced when it ends.
-    Concurrency { concurrency: u32 },
-    /// Open loop: requests sent on a schedule at `per_second`, regardless of completions.
-    Rate { per_second: f64, poisson: bool },
-}
-
-impl Load {
-    /// `c=8`, `5 req/s`, `5 req/s Poisson`: how figures are labelled.
-    pub fn label(&self) -> String {
-        match self {
-            Load::Concurrency { concurrency } => format!("c={concurrency}"),
-            Load::Rate { per_second, poisson } => {
-                format!("{per_second} req/s{}", if *poisson { " Poisson" } else { "" })
-            }
-        }
-    }
 }
 
 /// The part of a level's time that aggregates are computed over (wall clock, µs since epoch).
@@ -463,7 +429,7 @@ impl LevelAccumulator {
         for gap in icl_ms(r) {
             h.icl.record(gap);
         }
-        let met = self.slo.met_by(&f);
+        let met = f.meets(&self.slo);
         if met {
             self.met_slo += 1;
         }
@@ -848,9 +814,9 @@ mod tests {
         };
         let fast = RequestFigures::of(&rec(0, &[(100, 1), (200, 1)])).unwrap();
         let slow = RequestFigures::of(&rec(0, &[(200, 1), (250, 1)])).unwrap();
-        assert!(slo.met_by(&fast));
-        assert!(!slo.met_by(&slow));
-        assert!(Slo::default().met_by(&slow));
+        assert!(fast.meets(&slo));
+        assert!(!slow.meets(&slo));
+        assert!(slow.meets(&Slo::default()));
     }
 
     #[test]

@@ -2,10 +2,10 @@
 //! total. Pure arithmetic over the run configuration, the eval set's prompts and the candidates'
 //! stated prices; every assumption it makes is listed in [`Estimate::assumptions`] so the page
 //! can show them beside the figures.
-use super::calibers::Load;
 use super::candidate::Pricing;
 use super::cost::token_cost;
-use super::run::{LoadShape, RunConfig};
+use super::load::{Load, LoadShape};
+use super::run::RunConfig;
 
 /// Time to first token assumed for every request when nothing better is known.
 pub const ASSUMED_TTFT_S: f64 = 0.5;
@@ -69,7 +69,7 @@ pub struct Estimate {
 }
 
 /// Requests the staged rollout sends before the full run: the shortest case, the longest case,
-/// then four at once (`engine::rollout`). They are warm-ups: excluded from every figure.
+/// then four at once (`engine::run::rollout`). They are warm-ups: excluded from every figure.
 pub const ROLLOUT_REQUESTS: u64 = 6;
 
 fn rollout_requests(config: &RunConfig, cases: u64) -> u64 {

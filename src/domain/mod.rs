@@ -7,6 +7,7 @@ pub mod estimate;
 pub mod evalset;
 pub mod grading;
 pub mod histogram;
+pub mod load;
 pub mod metrics;
 pub mod operability;
 pub mod paired;

@@ -5,7 +5,8 @@
 //! temperature 0.2, a fixed max_tokens (the eval set's, the same for every request), a 60 s
 //! timeout, one retry, warm-ups excluded from every figure, repeated measurements (3+) where
 //! speed is measured, and the staged rollout (one case → a few → all) on.
-use super::run::{LoadShape, RunConfig};
+use super::load::LoadShape;
+use super::run::RunConfig;
 use super::validation::{FieldErrors, optional_number};
 
 /// A named starting point for the run form.
@@ -309,7 +310,7 @@ mod tests {
         assert_eq!(levels, ["c=1", "c=2", "c=4", "c=8", "c=16", "c=32"]);
         let soak = Preset::Soak.config();
         assert_eq!(soak.duration_secs, Some(1800));
-        assert_eq!(soak.max_concurrency(), 4);
+        assert_eq!(soak.pool_size(), 4);
     }
 
     #[test]

@@ -2,8 +2,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::Timestamp;
-use super::calibers::{Load, Slo};
 use super::grading::Grade;
+use super::load::{Load, LoadShape, MAX_CONCURRENCY};
 use super::validation::{FieldErrors, optional_number, required_number};
 
 /// How a run is executed. Stored as JSON with the run, so it is part of every figure's identity.
@@ -43,10 +43,10 @@ pub struct RunConfig {
     #[serde(default)]
     pub slo: Slo,
     /// `llm-judge` grading: None (the default) leaves judge graders ungraded; Some sends each
-    /// measured output to its judge after the measured requests (`engine::judge`).
+    /// measured output to its judge after the measured requests (`engine::run::llm_judge`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<JudgeConfig>,
-    /// A soak (`engine::soak`): the soak phase at `concurrency` for `duration_secs`, at most
+    /// A soak (`engine::run::soak`): the soak phase at `concurrency` for `duration_secs`, at most
     /// `requests_per_level` requests. Kept with the run so a restart resumes it as a soak.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub soak: bool,
@@ -86,30 +86,23 @@ impl JudgeConfig {
     }
 }
 
-fn default_true() -> bool {
-    true
+/// Optional service-level objectives; a request meets them when it meets every one set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Slo {
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
 }
 
-/// How requests are offered to the server.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "shape", rename_all = "snake_case")]
-pub enum LoadShape {
-    /// Closed loop at the run's `concurrency`.
-    #[default]
-    Fixed,
-    /// Closed loop at each of these concurrencies in turn.
-    Levels { levels: Vec<u32> },
-    /// Open loop: requests are sent on schedule whatever the server does (Poisson: exponential
-    /// gaps with that mean rate, seeded), so server queueing shows in latency.
-    Rate { per_second: f64, poisson: bool },
-    /// Closed loop at 1, 2, 4 … `max_concurrency`; reports the knee: the highest concurrency
-    /// whose p95 TTFT stays within `ttft_factor` × that at c=1 and before aggregate tok/s
-    /// grows by less than `min_gain` (0.05 = 5 %) from one level to the next.
-    Sweep {
-        max_concurrency: u32,
-        ttft_factor: f64,
-        min_gain: f64,
-    },
+impl Slo {
+    pub fn is_set(&self) -> bool {
+        self.ttft_ms.is_some() || self.tpot_ms.is_some() || self.e2e_ms.is_some()
+    }
+}
+
+fn default_true() -> bool {
+    true
 }
 
 /// Repetition numbers of load-level runs: level `l`, repetition `r` (< `REPETITION_LIMIT`) and
@@ -135,37 +128,12 @@ pub fn join_repetition(level: u32, repetition: u32, cycle: u32) -> u32 {
 impl RunConfig {
     /// The load levels in the order they run.
     pub fn loads(&self) -> Vec<Load> {
-        let closed = |c: u32| Load::Concurrency { concurrency: c.max(1) };
-        match &self.load {
-            LoadShape::Fixed => vec![closed(self.concurrency)],
-            LoadShape::Levels { levels } if levels.is_empty() => vec![closed(self.concurrency)],
-            LoadShape::Levels { levels } => levels.iter().map(|&c| closed(c)).collect(),
-            LoadShape::Rate { per_second, poisson } => vec![Load::Rate {
-                per_second: *per_second,
-                poisson: *poisson,
-            }],
-            LoadShape::Sweep { max_concurrency, .. } => {
-                let max = (*max_concurrency).max(1);
-                let mut levels: Vec<u32> = std::iter::successors(Some(1u32), |c| c.checked_mul(2))
-                    .take_while(|&c| c < max)
-                    .collect();
-                levels.push(max);
-                levels.into_iter().map(closed).collect()
-            }
-        }
+        self.load.loads(self.concurrency)
     }
 
-    /// The highest concurrency any level asks for (connection pools are sized to it).
-    pub fn max_concurrency(&self) -> u32 {
-        self.loads()
-            .iter()
-            .map(|l| match l {
-                Load::Concurrency { concurrency } => *concurrency,
-                Load::Rate { .. } => self.concurrency,
-            })
-            .max()
-            .unwrap_or(1)
-            .max(1)
+    /// Idle connections the candidate's client keeps (see `LoadShape::pool_size`).
+    pub fn pool_size(&self) -> u32 {
+        self.load.pool_size(self.concurrency)
     }
 
     /// The phase measured requests belong to: `quality` for a plain eval run, `throughput` when
@@ -221,7 +189,7 @@ impl RunDraft {
     pub fn validate(&self) -> Result<RunConfig, FieldErrors> {
         let mut e = FieldErrors::default();
         let config = RunConfig {
-            concurrency: required_number(&mut e, "concurrency", &self.concurrency, 1, 1024).unwrap_or(1),
+            concurrency: required_number(&mut e, "concurrency", &self.concurrency, 1, MAX_CONCURRENCY).unwrap_or(1),
             repetitions: required_number(&mut e, "repetitions", &self.repetitions, 1, 100).unwrap_or(1),
             warmup_requests: optional_number(&mut e, "warmup_requests", &self.warmup_requests, 0, 1000).unwrap_or(0),
             max_tokens: optional_number(&mut e, "max_tokens", &self.max_tokens, 1, 1_000_000),
@@ -690,7 +658,7 @@ mod tests {
         };
         let levels: Vec<String> = sweep.loads().iter().map(|l| l.label()).collect();
         assert_eq!(levels, ["c=1", "c=2", "c=4", "c=8", "c=16", "c=24"]);
-        assert_eq!(sweep.max_concurrency(), 24);
+        assert_eq!(sweep.pool_size(), 24);
         assert_eq!(sweep.measured_phase(), Phase::Throughput);
         assert_eq!(RunConfig::default().loads(), vec![Load::Concurrency { concurrency: 4 }]);
         assert_eq!(RunConfig::default().measured_phase(), Phase::Quality);

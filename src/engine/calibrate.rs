@@ -23,13 +23,14 @@ use std::collections::HashMap;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use super::executor::{Cancel, request_id};
-use super::harness;
-use super::measure::{MeasureSpec, measure, synthetic_evalset};
-use crate::domain::calibers::Slo;
 use crate::domain::candidate::CandidateSpec;
-use crate::domain::run::{LoadShape, RunConfig};
+use crate::domain::load::LoadShape;
+use crate::domain::run::{RunConfig, Slo};
 use crate::domain::stats::quantile_sorted;
+use crate::engine::cancel::Cancel;
+use crate::engine::endpoint_measure::{MeasureSpec, measure, synthetic_evalset};
+use crate::engine::run::harness;
+use crate::engine::run::pool::request_id;
 
 /// What to drive the mock with.
 #[derive(Debug, Clone)]

@@ -10,12 +10,14 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::error::{error_message, is_context_length_error};
-use super::provider::{PreparedRequest, RequestParams, parse_completion, prepare, stream_decoder};
-use super::sse::SseParser;
 use crate::domain::candidate::{CandidateSpec, ProviderKind, Secret};
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::operability::{Evidence, ProbeKind, ProbeOutcome, ProbeReport, ProbeResult};
+use crate::engine::tokens::tokenizer;
+use crate::engine::wire::failure::{classify_transport, error_message, is_context_length_error};
+use crate::engine::wire::protocol::{PreparedRequest, RequestParams};
+use crate::engine::wire::provider::{parse_completion, prepare, stream_decoder};
+use crate::engine::wire::sse::SseParser;
 
 /// Most bytes of any probe response kept (only an excerpt is shown).
 const MAX_BODY_BYTES: usize = 256 * 1024;
@@ -317,7 +319,7 @@ impl<'a> Prober<'a> {
             }
             Ok(Err(e)) => {
                 f.elapsed = t0.elapsed();
-                f.error = Some(super::error::classify_transport(&e).detail);
+                f.error = Some(classify_transport(&e).detail);
                 return f;
             }
             Ok(Ok(r)) => r,
@@ -346,10 +348,7 @@ impl<'a> Prober<'a> {
                 }
                 Ok(None) => break,
                 Ok(Some(Err(e))) => {
-                    f.error = Some(format!(
-                        "the body broke off: {}",
-                        super::error::classify_transport(&e).detail
-                    ));
+                    f.error = Some(format!("the body broke off: {}", classify_transport(&e).detail));
                     break;
                 }
                 Ok(Some(Ok(bytes))) => {
@@ -633,7 +632,7 @@ impl<'a> Prober<'a> {
             Some(n) if reasoning > 0 => (n.saturating_sub(reasoning), "usage, answer tokens"),
             Some(n) => (n, "usage"),
             // Another tokenizer than the server's: allow twice the limit before calling it ignored.
-            None => (super::tokenizer::count(&f.content) / 2, "o200k count / 2, no usage"),
+            None => (tokenizer::count(&f.content) / 2, "o200k count / 2, no usage"),
         };
         if reasoning > 0 {
             ev.notes

@@ -24,7 +24,7 @@ pub mod serve;
 pub mod thresholds;
 pub mod views;
 
-use crate::engine::Runner;
+use crate::engine::run::Runner;
 use crate::store::DynStore;
 
 /// Largest request body accepted. Forms are small; anything larger is refused with a 413 page

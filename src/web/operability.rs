@@ -26,7 +26,7 @@ use crate::domain::run::RunStatus;
 use crate::domain::stability::{SoakAnalysis, StabilityOptions, stability_report};
 use crate::domain::validation::FieldErrors;
 use crate::engine::probes::{ProbeOptions, run_probes};
-use crate::engine::soak::{self, SoakConfig};
+use crate::engine::run::soak::{self, SoakConfig};
 
 /// Probe runs shown in the history.
 const PROBE_HISTORY: i64 = 20;

@@ -7,7 +7,7 @@ use tokio::net::TcpListener;
 
 use super::{AppState, build_app};
 use crate::config::ServeArgs;
-use crate::engine::Runner;
+use crate::engine::run::Runner;
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let store = crate::store::connect(&args.database.database_url)

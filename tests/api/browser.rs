@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
 
-use bakeoff::engine::Runner;
+use bakeoff::engine::run::Runner;
 use bakeoff::web::{AppState, build_app};
 
 /// The app as `bakeoff serve --demo` starts it: a fresh SQLite file, the mock in-process, the

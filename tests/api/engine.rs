@@ -10,8 +10,10 @@ use bakeoff::domain::candidate::{CandidateSpec, ProviderKind, Secret};
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::metrics::summarise_candidate;
 use bakeoff::domain::run::{ErrorClass, NewRun, Phase, RequestRecord, RunConfig, RunStatus, TokenSource};
-use bakeoff::engine::provider::{RequestParams, prepare};
-use bakeoff::engine::{CandidateClient, Exchange, Runner, Timeouts};
+use bakeoff::engine::run::Runner;
+use bakeoff::engine::wire::client::{CandidateClient, Exchange, Timeouts};
+use bakeoff::engine::wire::protocol::RequestParams;
+use bakeoff::engine::wire::provider::prepare;
 use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
 use bakeoff::store::DynStore;
 use serde_json::Value;
@@ -102,9 +104,9 @@ async fn ground_truth(mock: &MockServer) -> HashMap<String, Value> {
         .collect()
 }
 
-/// The x-request-id the executor sends for a record (see `engine::executor::request_id`).
+/// The x-request-id the executor sends for a record (see `engine::run::pool::request_id`).
 fn request_id_of(r: &RequestRecord, case_index: usize) -> String {
-    bakeoff::engine::executor::request_id(r.run_id, r.candidate_id, r.phase, case_index, r.repetition, r.attempt)
+    bakeoff::engine::run::pool::request_id(r.run_id, r.candidate_id, r.phase, case_index, r.repetition, r.attempt)
 }
 
 fn case_index(id: &str) -> usize {
@@ -340,11 +342,11 @@ async fn a_resumed_run_skips_what_is_already_recorded() {
             sent_at_us: 1_000,
             end_us: Some(10),
             output: "from before the restart".into(),
-            failure: failure.map(|c| bakeoff::engine::Failure::new(c, "HTTP 503: down")),
+            failure: failure.map(|c| bakeoff::engine::wire::failure::Failure::new(c, "HTTP 503: down")),
             ..Default::default()
         };
         x.output_tokens = Some(3);
-        x.into_record(bakeoff::engine::RecordIdentity {
+        x.into_record(bakeoff::engine::wire::client::RecordIdentity {
             run_id,
             candidate_id,
             case_id: case.into(),
@@ -791,7 +793,7 @@ async fn a_byte_by_byte_crlf_stream_with_keep_alives_parses_whole() {
     );
     assert_eq!(x.output_tokens_source, Some(TokenSource::Usage));
     assert!(x.first_reasoning_us.unwrap() <= x.first_content_us.unwrap());
-    let record = x.into_record(bakeoff::engine::RecordIdentity {
+    let record = x.into_record(bakeoff::engine::wire::client::RecordIdentity {
         run_id: 1,
         candidate_id: 1,
         case_id: "c00".into(),

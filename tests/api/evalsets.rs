@@ -12,7 +12,7 @@ use bakeoff::domain::candidate::CandidateSpec;
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::metrics::summarise_candidate;
 use bakeoff::domain::run::{NewRun, RunConfig, RunStatus};
-use bakeoff::engine::Runner;
+use bakeoff::engine::run::Runner;
 use bakeoff::mock::{MockConfig, ModelProfile, demo_profiles};
 use serde_json::Value;
 use tower::ServiceExt;

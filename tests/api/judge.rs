@@ -10,7 +10,8 @@ use bakeoff::domain::grading::{JUDGE_GRADE_POSITION, case_passed, case_score};
 use bakeoff::domain::metrics::summarise_candidate;
 use bakeoff::domain::run::{JudgeConfig, NewRun, Phase, RequestRecord, RunConfig, RunStatus};
 use bakeoff::domain::scorecard::{JudgeInput, judge_costs};
-use bakeoff::engine::{Exchange, RecordIdentity, Runner};
+use bakeoff::engine::run::Runner;
+use bakeoff::engine::wire::client::{Exchange, RecordIdentity};
 use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
 use bakeoff::store::DynStore;
 use serde_json::Value;
@@ -293,8 +294,12 @@ async fn a_restarted_run_judges_only_what_is_not_judged_yet() {
             sent_at_us: 1_000,
             end_us: Some(10),
             output: output.into(),
-            failure: failed
-                .then(|| bakeoff::engine::Failure::new(bakeoff::domain::run::ErrorClass::HttpServerError, "HTTP 503")),
+            failure: failed.then(|| {
+                bakeoff::engine::wire::failure::Failure::new(
+                    bakeoff::domain::run::ErrorClass::HttpServerError,
+                    "HTTP 503",
+                )
+            }),
             ..Default::default()
         };
         x.output_tokens = Some(3);

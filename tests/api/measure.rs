@@ -6,12 +6,14 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use bakeoff::domain::calibers::{LevelFigures, Load};
+use bakeoff::domain::calibers::LevelFigures;
 use bakeoff::domain::candidate::CandidateSpec;
 use bakeoff::domain::evalset::EvalSetFile;
-use bakeoff::domain::run::{LoadShape, Phase, RunConfig, RunStatus, TokenSource};
-use bakeoff::engine::executor::{Cancel, request_id};
-use bakeoff::engine::measure::{MeasureOutcome, MeasureSpec, measure, synthetic_evalset};
+use bakeoff::domain::load::{Load, LoadShape};
+use bakeoff::domain::run::{Phase, RunConfig, RunStatus, TokenSource};
+use bakeoff::engine::cancel::Cancel;
+use bakeoff::engine::endpoint_measure::{MeasureOutcome, MeasureSpec, measure, synthetic_evalset};
+use bakeoff::engine::run::pool::request_id;
 use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
 use serde_json::Value;
 
@@ -551,7 +553,7 @@ async fn the_tokenizer_counts_when_the_server_gives_no_usage() {
     for r in &o.records {
         assert_eq!(r.output, "Hello world!");
         assert_eq!(r.output_tokens_source, Some(TokenSource::Tokenizer));
-        let n = bakeoff::engine::tokenizer::count("Hello world!");
+        let n = bakeoff::engine::tokens::tokenizer::count("Hello world!");
         assert_eq!((r.output_tokens, r.canonical_tokens), (Some(n), Some(n)));
         assert_eq!(r.chunks.len(), 3);
     }
@@ -726,7 +728,7 @@ mod store {
     each_backend!(the_harness_report_is_kept_with_its_run);
     async fn the_harness_report_is_kept_with_its_run(t: TestStore) {
         let store = &t.store;
-        let file = bakeoff::engine::measure::synthetic_evalset(&[8], 1, 4).unwrap();
+        let file = bakeoff::engine::endpoint_measure::synthetic_evalset(&[8], 1, 4).unwrap();
         let version = store.save_evalset_version(&file).await.unwrap();
         let run = store
             .create_run(&NewRun {

@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use bakeoff::domain::evalset::EvalSetFile;
-use bakeoff::domain::run::{LoadShape, Phase, RunStatus};
+use bakeoff::domain::load::LoadShape;
+use bakeoff::domain::run::{Phase, RunStatus};
 use bakeoff::mock::{MockConfig, ModelProfile};
 
 use crate::support::app::{TINY_EVALSET, TestApp, spawn_app, spawn_app_with};

@@ -10,7 +10,8 @@ use bakeoff::domain::calibers::{HarnessReport, run_figures};
 use bakeoff::domain::candidate::CandidateDraft;
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::grading::{GraderSpec, grade};
-use bakeoff::domain::run::{LoadShape, NewRun, Phase, RunConfig, RunStatus};
+use bakeoff::domain::load::LoadShape;
+use bakeoff::domain::run::{NewRun, Phase, RunConfig, RunStatus};
 use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
 
 use crate::support::app::{TestApp, harness_report, record, spawn_app_on};
@@ -440,7 +441,7 @@ async fn a_sweep_over_prompt_bins_shows_a_row_per_level_and_bin_with_the_knee(db
         ..ModelProfile::named("two-slots")
     };
     let mock = start_mock(vec![two_slots], Vec::new()).await;
-    let file = bakeoff::engine::measure::synthetic_evalset(&[16, 64], 8, 16).unwrap();
+    let file = bakeoff::engine::endpoint_measure::synthetic_evalset(&[16, 64], 8, 16).unwrap();
     let app = spawn_app_on(db).await;
     let b = app.backend;
     let version = app.store.save_evalset_version(&file).await.unwrap();
@@ -534,7 +535,7 @@ async fn a_sweep_over_prompt_bins_shows_a_row_per_level_and_bin_with_the_knee(db
 each_backend!(a_poisson_rate_run_shows_goodput_under_its_slos_and_schedule_lag);
 async fn a_poisson_rate_run_shows_goodput_under_its_slos_and_schedule_lag(db: TestStore) {
     let mock = start_mock(vec![fast("steady")], Vec::new()).await;
-    let file = bakeoff::engine::measure::synthetic_evalset(&[16], 10, 8).unwrap();
+    let file = bakeoff::engine::endpoint_measure::synthetic_evalset(&[16], 10, 8).unwrap();
     let app = spawn_app_on(db).await;
     let b = app.backend;
     let version = app.store.save_evalset_version(&file).await.unwrap();
@@ -548,7 +549,7 @@ async fn a_poisson_rate_run_shows_goodput_under_its_slos_and_schedule_lag(db: Te
             per_second: 40.0,
             poisson: true,
         },
-        slo: bakeoff::domain::calibers::Slo {
+        slo: bakeoff::domain::run::Slo {
             ttft_ms: Some(30_000.0),
             tpot_ms: None,
             e2e_ms: Some(60_000.0),

@@ -143,7 +143,7 @@ async fn a_run_started_from_a_preset_stores_its_load_shape() {
     let runs = app.store.list_runs(10, 0).await.unwrap();
     let run = &runs[0].run;
     app.state.runner.cancel(run.id);
-    assert_eq!(run.config.max_concurrency(), 8);
+    assert_eq!(run.config.pool_size(), 8);
     assert!(run.config.staged_rollout);
     assert_eq!(run.config.repetitions, 3);
 

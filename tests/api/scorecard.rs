@@ -7,7 +7,7 @@ use bakeoff::domain::pipeline::PipelineSpec;
 use bakeoff::domain::run::{NewRun, RunConfig};
 use bakeoff::domain::scorecard::{self, ScorecardInput, Verdict};
 use bakeoff::domain::thresholds::{ARTICLE_PROFILE_NAME, DEMO_PROFILE_NAME};
-use bakeoff::engine::Runner;
+use bakeoff::engine::run::Runner;
 use bakeoff::store::DynStore;
 
 use crate::support::app::{Page, TestApp, record, spawn_app};

@@ -11,8 +11,8 @@ use bakeoff::domain::candidate::{Candidate, CandidateSpec};
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::run::{NewRun, RunConfig, RunStatus};
 use bakeoff::domain::stability::{StabilityOptions, StabilityReport, stability_report};
-use bakeoff::engine::Runner;
-use bakeoff::engine::soak::{SoakConfig, complete, soak, soak_run};
+use bakeoff::engine::run::Runner;
+use bakeoff::engine::run::soak::{SoakConfig, complete, soak, soak_run};
 use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
 use bakeoff::store::DynStore;
 

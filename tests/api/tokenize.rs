@@ -18,8 +18,9 @@ use bakeoff::domain::candidate::{CandidateDraft, CandidateSpec};
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::metrics::summarise_candidate;
 use bakeoff::domain::run::{NewRun, RunConfig, RunStatus, ServerTokenCount, TokenSource};
-use bakeoff::engine::executor::{Cancel, execute};
-use bakeoff::engine::tokenizer;
+use bakeoff::engine::cancel::Cancel;
+use bakeoff::engine::run::executor::execute;
+use bakeoff::engine::tokens::tokenizer;
 use bakeoff::store::DynStore;
 use serde_json::{Value, json};
 

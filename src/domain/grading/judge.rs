@@ -1,7 +1,7 @@
 //! `llm-judge`: a judge model scores an output against a rubric. The domain cannot call a
 //! model, so this file holds the two pure halves — the prompt sent to the judge and the
 //! parsing of its reply into a `Grade`; the engine sends the prompt to the judge candidate as
-//! a recorded request of its own (`engine::executor::judge`), when the run turns judging on.
+//! a recorded request of its own (`engine::run::llm_judge`), when the run turns judging on.
 //!
 //! Keys shared by the engine and the figures: the judge call for the `slot`-th judge grader of a
 //! case (0 for the first `llm-judge` in its grader list) is recorded in phase `judge`, under the

@@ -427,7 +427,7 @@ async fn case_index(state: &AppState, run: &Run, want_differing: bool) -> Result
 /// The ordered checks for a failure class; wrong answers get their own.
 fn checks_for(class: &str) -> Vec<String> {
     let joined = match ErrorClass::parse(class) {
-        Some(c) => crate::engine::rollout::checks(c),
+        Some(c) => crate::engine::run::rollout::checks(c),
         None => "(1) symptom: an answer came back but a grader failed it — read the reason beside each grade; \
                  (2) input: the prompt, the expected value and whether the grader fits the task (e.g. exact vs contains, number formats); \
                  (3) environment: the right model behind the endpoint (its reported name), a system prompt added by a proxy; \

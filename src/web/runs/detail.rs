@@ -628,7 +628,7 @@ fn scorecard(
         if c.warmup_requests == 1 { "" } else { "s" },
     );
     // A load-shape run's levels differ in load: pooled figures are not figures of any one level.
-    let conditions = if matches!(c.load, crate::domain::run::LoadShape::Fixed) {
+    let conditions = if matches!(c.load, crate::domain::load::LoadShape::Fixed) {
         conditions
     } else {
         format!(

@@ -5,7 +5,7 @@ use axum::extract::{Query, State};
 use serde::Deserialize;
 
 use super::RunRow;
-use crate::engine::QueueView;
+use crate::engine::run::QueueView;
 use crate::web::AppState;
 use crate::web::error::{WebError, parse_page};
 use crate::web::views::Pagination;

@@ -10,11 +10,12 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::calibers::{HarnessReport, LevelFigures, RunFigures, Slo, run_figures};
+use crate::domain::calibers::{HarnessReport, LevelFigures, RunFigures, run_figures};
 use crate::domain::candidate::Candidate;
 use crate::domain::grading::{FieldReport, FieldStats, FieldsDetail, classification_report, field_report, label_pair};
+use crate::domain::load::LoadShape;
 use crate::domain::metrics::Distribution;
-use crate::domain::run::{LoadShape, RequestRecord, Run, RunConfig};
+use crate::domain::run::{RequestRecord, Run, RunConfig, Slo};
 use crate::domain::validation::truncate;
 use crate::store::EvalSetVersion;
 use crate::web::measure::{
@@ -62,7 +63,7 @@ pub fn harness_view(h: &HarnessReport) -> HarnessView {
         caliber: format!(
             "flagged when p99 schedule lag, client queue wait or event-loop lag exceeds {} ms, or bakeoff used more than {:.0} % of all cores",
             num(h.lag_bound_ms),
-            crate::engine::harness::CPU_SHARE_BOUND * 100.0
+            crate::engine::run::harness::CPU_SHARE_BOUND * 100.0
         ),
     }];
     facts.push(Fact {

@@ -11,7 +11,7 @@ use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::grading::Grade;
 use bakeoff::domain::metrics::Distribution;
 use bakeoff::domain::run::{NewRun, Phase, RequestRecord, RunConfig, RunStatus, TokenSource};
-use bakeoff::engine::Runner;
+use bakeoff::engine::run::Runner;
 use bakeoff::store::DynStore;
 use bakeoff::web::{AppState, build_app};
 

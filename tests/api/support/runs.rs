@@ -2,7 +2,7 @@
 use std::time::Duration;
 
 use bakeoff::domain::run::{Run, RunStatus};
-use bakeoff::engine::Runner;
+use bakeoff::engine::run::Runner;
 use bakeoff::mock::{MockConfig, MockServer};
 use bakeoff::store::DynStore;
 

@@ -14,10 +14,12 @@ use std::time::{Duration, Instant};
 
 use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 
-use super::error::{EngineError, excerpt};
-use super::executor::Cancel;
 use crate::domain::candidate::{Candidate, CandidateSpec, Secret, TokenizeEndpoint, TokenizeKind};
 use crate::domain::run::{ServerTokenCount, UncountedRecord};
+use crate::engine::cancel::Cancel;
+use crate::engine::error::EngineError;
+use crate::engine::wire::failure::{error_message, excerpt};
+use crate::engine::wire::provider::auth_header;
 use crate::store::DynStore;
 
 /// Tokenize calls in flight at once: the server is idle by now, but it is somebody's server.
@@ -67,9 +69,7 @@ impl ServerTokenizer {
             .map_err(|e| TokenizeError(format!("building the HTTP client for {url}: {e}")))?;
         let key = spec.resolve_api_key();
         // The same header the candidate's requests carry (the endpoint is on the same server).
-        let auth = key
-            .as_ref()
-            .and_then(|k| super::provider::auth_header(spec.provider, k));
+        let auth = key.as_ref().and_then(|k| auth_header(spec.provider, k));
         Ok(ServerTokenizer {
             http,
             kind: endpoint.kind,
@@ -183,7 +183,7 @@ pub fn parse_answer(kind: TokenizeKind, status: u16, body: &str) -> Result<u32, 
         let shown = serde_json::from_str::<serde_json::Value>(body)
             .ok()
             .as_ref()
-            .and_then(super::error::error_message)
+            .and_then(error_message)
             .unwrap_or_else(|| excerpt(body));
         return Err(format!("answered HTTP {status}: {shown}"));
     }

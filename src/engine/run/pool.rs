@@ -1,43 +1,27 @@
-//! Executes one stored run. For each candidate in turn:
-//!
-//! 1. the staged rollout (unless turned off): the shortest case, the longest case, then a few
-//!    requests at once; a failed stage stops the run before the budget is spent, with what
-//!    failed and the checks to make, in order (`rollout` module);
-//! 2. warm-ups, excluded from every figure;
-//! 3. every load level of the run's shape (fixed concurrency, a list of concurrencies, a
-//!    sweep, or a rate), for every prompt-length bin (cases tagged `prompt_tokens:N`), for every
-//!    repetition: closed loop (at most c requests in flight, each replaced when it ends) or open
-//!    loop (sent on schedule whatever the server does; the lateness is recorded as the
-//!    request's client queue time), with retries; records streamed to the store.
-//!
-//! Then candidates that declare a tokenize endpoint have their uncounted outputs counted by it
-//! (`server_tokenizer`), the harness report (bakeoff's CPU, schedule lag, the unreliable flag)
-//! is stored with the run, and, when the run turns judging on, the `llm-judge` graders run
-//! (`judge`: after all measured load, so judge calls never distort a figure). Resumable: units
-//! whose final attempt is stored are skipped, and so are outputs already judged.
+//! One candidate's request pool within a run: the units to send (`Feed`), sent closed loop
+//! (at most c in flight, each replaced when it ends) or open loop (on schedule, whatever the
+//! server does), each with its retries, and handed to the record writer. What the store
+//! already holds (`FinishedUnits`) is skipped, so a resumed run continues where it stopped.
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reqwest::header::HeaderValue;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::client::{CandidateClient, Exchange, RecordIdentity, Timeouts, wall_clock_us};
-use super::error::{EngineError, Failure};
-use super::harness::HarnessClock;
-use super::provider::{PreparedRequest, RequestParams, prepare};
-use super::rollout;
-#[path = "judge.rs"]
-pub mod judge;
-use super::writer::{Grading, RecordSender, RecordWriter};
-use crate::domain::calibers::{HarnessReport, Load};
+use super::writer::{Grading, RecordSender};
 use crate::domain::candidate::Candidate;
-use crate::domain::evalset::{EvalSetFile, prompt_bin};
-use crate::domain::run::{CYCLE_LIMIT, ErrorClass, Phase, RequestRecord, Run, RunConfig, RunStatus, join_repetition};
+use crate::domain::evalset::EvalSetFile;
+use crate::domain::run::{CYCLE_LIMIT, ErrorClass, Phase, RequestRecord, Run, RunConfig, join_repetition};
 use crate::domain::stats::SplitMix64;
-use crate::store::DynStore;
+use crate::engine::cancel::Cancel;
+use crate::engine::error::EngineError;
+use crate::engine::wire::client::{CandidateClient, Exchange, RecordIdentity, Timeouts, wall_clock_us};
+use crate::engine::wire::failure::Failure;
+use crate::engine::wire::protocol::{PreparedRequest, RequestParams};
+use crate::engine::wire::provider::prepare;
 
 /// The phase of a plain eval run's measured requests (see `RunConfig::measured_phase`).
 pub const MEASURED_PHASE: Phase = Phase::Quality;
@@ -45,215 +29,10 @@ pub const MEASURED_PHASE: Phase = Phase::Quality;
 /// First retry waits this long; each further retry doubles it, up to `MAX_BACKOFF`.
 const BASE_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
-/// Open loop: most requests in flight at once. Past it, sends wait (and the wait shows as
-/// schedule lag): a runaway server cannot make bakeoff open unbounded connections.
-const OPEN_LOOP_MAX_IN_FLIGHT: usize = 4096;
-
-/// Asks a running executor to stop (in-flight requests are dropped, unrecorded).
-#[derive(Clone)]
-pub struct Cancel(watch::Receiver<bool>);
-
-impl Cancel {
-    pub fn new(rx: watch::Receiver<bool>) -> Self {
-        Cancel(rx)
-    }
-
-    /// A handle that is never cancelled (terminal commands).
-    pub fn never() -> Self {
-        let (tx, rx) = watch::channel(false);
-        // Keep the sender alive for the process's life: a dropped sender reads as "never".
-        std::mem::forget(tx);
-        Cancel(rx)
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        *self.0.borrow()
-    }
-
-    /// Resolves once cancelled (never if the sender is gone without cancelling).
-    pub async fn cancelled(&mut self) {
-        if self.0.wait_for(|c| *c).await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    }
-}
 
 /// Whether a failed attempt is worth repeating (see `ErrorClass::is_retryable`).
 pub fn is_retryable(class: ErrorClass) -> bool {
     class.is_retryable()
-}
-
-/// Runs `run_id` to its end. Returns the final status: Finished, Cancelled, or Failed when the
-/// staged rollout stopped the run (the run's error and events say why). An error means the run
-/// could not go on and should be marked failed by the caller.
-pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<RunStatus, EngineError> {
-    let run = store.get_run(run_id).await?.ok_or(EngineError::RunNotFound(run_id))?;
-    if run.status.is_terminal() {
-        return Ok(run.status);
-    }
-    let version = store
-        .get_evalset_version(run.evalset_version_id)
-        .await?
-        .ok_or(EngineError::EvalSetNotFound {
-            run_id,
-            version_id: run.evalset_version_id,
-        })?;
-    if run.candidate_ids.is_empty() {
-        return Err(EngineError::NoCandidates(run_id));
-    }
-    let mut candidates = Vec::with_capacity(run.candidate_ids.len());
-    for &candidate_id in &run.candidate_ids {
-        let c = store
-            .get_candidate(candidate_id)
-            .await?
-            .ok_or(EngineError::CandidateNotFound { run_id, candidate_id })?;
-        candidates.push(c);
-    }
-    let case_count = match run.config.case_limit {
-        Some(n) => version.file.cases.len().min(n as usize),
-        None => version.file.cases.len(),
-    };
-    // Every judge is found before anything is sent, so a missing one costs nothing.
-    let judges = match judge::resolve(&store, &run, &version.file, case_count).await? {
-        Ok(judges) => judges,
-        Err(message) => {
-            store.append_run_event(run_id, "error", &message).await?;
-            store.set_run_status(run_id, RunStatus::Failed, Some(&message)).await?;
-            return Ok(RunStatus::Failed);
-        }
-    };
-    // A soak (the operability page's) resumes as a soak, not as an ordinary run of its config.
-    if run.config.soak {
-        return super::soak::resume(&store, &run, version, &candidates[0], cancel).await;
-    }
-    let existing = store.list_request_records(run_id).await?;
-    store.set_run_status(run_id, RunStatus::Running, None).await?;
-    let started = if existing.is_empty() {
-        format!(
-            "started: {} candidate(s), eval set version {} ({} cases), load {}",
-            candidates.len(),
-            &version.content_hash[..version.content_hash.len().min(12)],
-            version.file.cases.len(),
-            run.config
-                .loads()
-                .iter()
-                .map(Load::label)
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    } else {
-        format!("resumed: {} stored records kept", existing.len())
-    };
-    store.append_run_event(run_id, "info", &started).await?;
-    // One call per declared tokenize endpoint, before any load, so a wrong one shows now.
-    super::server_tokenizer::preflight(&store, run_id, &candidates).await?;
-    if run.config.judge.is_none() && !version.file.judge_names(case_count).is_empty() {
-        store
-            .append_run_event(
-                run_id,
-                "info",
-                "llm-judge graders are not run: judging is off for this run (turn it on on the run form)",
-            )
-            .await?;
-    }
-
-    let clock = HarnessClock::start();
-    let since_us = wall_clock_us();
-    let file = Arc::new(version.file);
-    let writer = RecordWriter::spawn(store.clone());
-    let mut result = Ok(None);
-    for candidate in &candidates {
-        if cancel.is_cancelled() {
-            break;
-        }
-        let done = FinishedUnits::from_records(&existing, candidate.id, run.config.retries);
-        let ctx = CandidateRun::new(&run, candidate, file.clone(), writer.sender(), cancel.clone())?;
-        match ctx.run(&store, done).await {
-            Ok(None) => {}
-            Ok(Some(stopped)) => {
-                result = Ok(Some(stopped));
-                break;
-            }
-            Err(e) => {
-                result = Err(e);
-                break;
-            }
-        }
-    }
-    // Whatever happened, everything measured so far is stored before the status changes.
-    let stored = writer.finish().await;
-    let rollout_stop = result?;
-    stored?;
-    // The harness clock covers the load only, not the counting below.
-    let clock = clock.stop().await;
-    // Every candidate's load has ended (two may share a server): now, and on resume, the
-    // declared tokenize endpoints count what streams left uncounted.
-    if !cancel.is_cancelled() {
-        super::server_tokenizer::count_run(&store, run_id, &candidates, &cancel).await?;
-    }
-    let records = store.list_request_records(run_id).await?;
-    let fresh: Vec<RequestRecord> = records
-        .into_iter()
-        .filter(|r| !r.is_warmup && r.sent_at_us >= since_us)
-        .collect();
-    let report = clock.report(&run.config, &fresh);
-    if !fresh.is_empty() {
-        record_harness(&store, run_id, &report).await?;
-    }
-    if let Some(message) = rollout_stop {
-        store.set_run_status(run_id, RunStatus::Failed, Some(&message)).await?;
-        return Ok(RunStatus::Failed);
-    }
-    if let Some(judges) = &judges
-        && !cancel.is_cancelled()
-    {
-        judge::judge_run(&store, &run, file.clone(), judges, &cancel).await?;
-    }
-    if cancel.is_cancelled() {
-        store.set_run_status(run_id, RunStatus::Cancelled, None).await?;
-        store.append_run_event(run_id, "warn", "cancelled").await?;
-        return Ok(RunStatus::Cancelled);
-    }
-    store.set_run_status(run_id, RunStatus::Finished, None).await?;
-    store.append_run_event(run_id, "info", "finished").await?;
-    Ok(RunStatus::Finished)
-}
-
-/// Stores the harness report with the run and says in the event log whether the speed
-/// figures can be trusted.
-async fn record_harness(store: &DynStore, run_id: i64, report: &HarnessReport) -> Result<(), EngineError> {
-    store.set_run_harness(run_id, report).await?;
-    let cpu = match (report.cpu_s, report.cpu_s_per_million_tokens) {
-        (Some(c), Some(per)) => format!("{c:.2} CPU-s ({per:.1} CPU-s per million tokens)"),
-        (Some(c), None) => format!("{c:.2} CPU-s"),
-        _ => "CPU time not measurable here".to_string(),
-    };
-    let lag = report
-        .schedule_lag_ms
-        .as_ref()
-        .map(|d| format!("schedule lag p50 {:.2} ms, p99 {:.2} ms", d.p50, d.p99))
-        .or_else(|| {
-            report
-                .client_queue_ms
-                .as_ref()
-                .map(|d| format!("client queue p50 {:.2} ms, p99 {:.2} ms", d.p50, d.p99))
-        })
-        .unwrap_or_default();
-    let lag = match &report.runtime_lag_ms {
-        Some(d) => format!("{lag}; event-loop lag p99 {:.2} ms", d.p99),
-        None => lag,
-    };
-    if report.unreliable {
-        let msg = format!(
-            "harness: speed figures UNRELIABLE: {}. ({cpu}; {lag})",
-            report.reasons.join("; ")
-        );
-        store.append_run_event(run_id, "warn", &msg).await?;
-    } else {
-        let msg = format!("harness: {cpu}; {lag}; within bounds");
-        store.append_run_event(run_id, "info", &msg).await?;
-    }
-    Ok(())
 }
 
 /// One request to make: a case at a repetition, in a phase, from a given attempt on.
@@ -287,7 +66,7 @@ impl FinishedUnits {
         let mut out = FinishedUnits::default();
         for r in records.iter().filter(|r| r.candidate_id == candidate_id) {
             if r.phase == Phase::Judge {
-                // Judge calls are the judge phase's to resume (`judge`), not units.
+                // Judge calls are the judge pass's to resume (`llm_judge`), not units.
                 continue;
             }
             if r.is_warmup {
@@ -335,7 +114,7 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
-    fn add(&mut self, other: Tally) {
+    pub(crate) fn add(&mut self, other: Tally) {
         self.succeeded += other.succeeded;
         self.failed += other.failed;
         self.retries += other.retries;
@@ -420,7 +199,7 @@ pub(crate) struct CandidateRun {
 }
 
 impl CandidateRun {
-    fn new(
+    pub(crate) fn new(
         run: &Run,
         candidate: &Candidate,
         file: Arc<EvalSetFile>,
@@ -428,16 +207,13 @@ impl CandidateRun {
         cancel: Cancel,
     ) -> Result<Arc<Self>, EngineError> {
         let config = run.config.clone();
-        let pool = match config.load {
-            crate::domain::run::LoadShape::Rate { .. } => 1024,
-            _ => config.max_concurrency(),
-        };
-        let client = CandidateClient::new(&candidate.spec, pool, Timeouts::for_run(&config)).map_err(|e| {
-            EngineError::Client {
-                candidate: candidate.spec.name.clone(),
-                message: e.to_string(),
-            }
-        })?;
+        let client =
+            CandidateClient::new(&candidate.spec, config.pool_size(), Timeouts::for_run(&config)).map_err(|e| {
+                EngineError::Client {
+                    candidate: candidate.spec.name.clone(),
+                    message: e.to_string(),
+                }
+            })?;
         let case_count = match config.case_limit {
             Some(n) => file.cases.len().min(n as usize),
             None => file.cases.len(),
@@ -454,151 +230,9 @@ impl CandidateRun {
             cancel,
         }))
     }
+}
 
-    /// The cases grouped by prompt-length bin (one group of all cases when none is tagged).
-    fn bins(&self) -> Vec<(Option<u32>, Vec<usize>)> {
-        let mut bins: Vec<(Option<u32>, Vec<usize>)> = Vec::new();
-        for (i, case) in self.file.cases[..self.case_count].iter().enumerate() {
-            let bin = prompt_bin(&case.tags);
-            match bins.iter_mut().find(|(b, _)| *b == bin) {
-                Some((_, cases)) => cases.push(i),
-                None => bins.push((bin, vec![i])),
-            }
-        }
-        bins.sort_by_key(|(b, _)| *b);
-        bins
-    }
-
-    /// Ok(Some(message)) when the staged rollout stopped the run.
-    async fn run(self: Arc<Self>, store: &DynStore, done: FinishedUnits) -> Result<Option<String>, EngineError> {
-        let name = self.candidate.spec.name.clone();
-        if self.case_count == 0 {
-            store
-                .append_run_event(self.run_id, "warn", &format!("{name}: no cases to send"))
-                .await?;
-            return Ok(None);
-        }
-        let phase = self.config.measured_phase();
-        let done = Arc::new(done);
-        if self.config.staged_rollout && !done.rollout_done {
-            if let Some(stop) = rollout::run(&self, store).await? {
-                return Ok(Some(stop));
-            }
-            if self.cancel.is_cancelled() {
-                return Ok(None);
-            }
-        }
-        let loads = self.config.loads();
-        let first_concurrency = match loads[0] {
-            Load::Concurrency { concurrency } => concurrency,
-            Load::Rate { .. } => self.config.concurrency.clamp(1, 4),
-        };
-        if self.config.warmup_requests > 0 {
-            let warmups: VecDeque<Unit> = (0..self.config.warmup_requests)
-                .map(|i| Unit {
-                    case_index: i as usize % self.case_count,
-                    phase: Phase::Warmup,
-                    repetition: done.warmups + i,
-                    is_warmup: true,
-                    first_attempt: 0,
-                    last_attempt: 0, // a failed warm-up is not worth repeating
-                    concurrency: first_concurrency,
-                })
-                .collect();
-            let msg = format!(
-                "{name}: warm-up, {} requests at concurrency {first_concurrency} (not counted)",
-                warmups.len()
-            );
-            store.append_run_event(self.run_id, "info", &msg).await?;
-            self.clone().closed_loop(Feed::List(warmups), first_concurrency).await?;
-        }
-        let bins = self.bins();
-        let mut total = Tally::default();
-        let started = Instant::now();
-        for (level, load) in loads.iter().enumerate() {
-            for (bin, cases) in &bins {
-                if self.cancel.is_cancelled() {
-                    return Ok(None);
-                }
-                let level_started = Instant::now();
-                let mut tally = Tally::default();
-                for repetition in 0..self.config.repetitions {
-                    let feed = self.feed(level as u32, repetition, *load, cases, phase, done.clone());
-                    let t = match *load {
-                        Load::Concurrency { concurrency } => self.clone().closed_loop(feed, concurrency).await?,
-                        Load::Rate { per_second, poisson } => {
-                            let seed = (self.run_id as u64) << 32 ^ (level as u64) << 16 ^ u64::from(repetition);
-                            self.clone().open_loop(feed, per_second, poisson, seed).await?
-                        }
-                    };
-                    tally.add(t);
-                    if self.cancel.is_cancelled() {
-                        return Ok(None);
-                    }
-                }
-                let msg = format!(
-                    "{name}: {} phase at {}{}: {} repetition(s), {} succeeded, {} failed, {} retries in {:.1} s",
-                    phase.as_str(),
-                    load.label(),
-                    bin.map(|b| format!(", prompts of {b} tokens")).unwrap_or_default(),
-                    self.config.repetitions,
-                    tally.succeeded,
-                    tally.failed,
-                    tally.retries,
-                    level_started.elapsed().as_secs_f64()
-                );
-                let level_name = if tally.failed > 0 { "warn" } else { "info" };
-                store.append_run_event(self.run_id, level_name, &msg).await?;
-                total.add(tally);
-            }
-        }
-        let msg = format!(
-            "{name}: done in {:.1} s, {} succeeded, {} failed, {} retries",
-            started.elapsed().as_secs_f64(),
-            total.succeeded,
-            total.failed,
-            total.retries
-        );
-        let level = if total.failed > 0 { "warn" } else { "info" };
-        store.append_run_event(self.run_id, level, &msg).await?;
-        Ok(None)
-    }
-
-    fn feed(
-        &self,
-        level: u32,
-        repetition: u32,
-        load: Load,
-        cases: &[usize],
-        phase: Phase,
-        done: Arc<FinishedUnits>,
-    ) -> Feed {
-        let limit = match (self.config.requests_per_level, self.config.duration_secs) {
-            (Some(n), _) => Some(n as usize),
-            (None, Some(_)) => None,
-            (None, None) => Some(cases.len()),
-        };
-        Feed::Cycle(CycleFeed {
-            cases: cases.to_vec(),
-            case_ids: cases.iter().map(|&i| self.file.cases[i].id.clone()).collect(),
-            phase,
-            level,
-            repetition,
-            concurrency: match load {
-                Load::Concurrency { concurrency } => concurrency,
-                Load::Rate { .. } => 0,
-            },
-            last_attempt: self.config.retries,
-            limit,
-            deadline: self
-                .config
-                .duration_secs
-                .map(|s| Instant::now() + Duration::from_secs(u64::from(s))),
-            next: 0,
-            done,
-        })
-    }
-
+impl CandidateRun {
     /// Closed loop: `concurrency` workers, each taking the next unit as soon as its previous
     /// one ends, so at most `concurrency` requests are ever in flight.
     pub(crate) async fn closed_loop(self: Arc<Self>, feed: Feed, concurrency: u32) -> Result<Tally, EngineError> {
@@ -630,13 +264,14 @@ impl CandidateRun {
     }
 
     /// Open loop: units sent at `per_second` (evenly spaced, or with exponential gaps when
-    /// `poisson`, seeded) whatever the server does; each request's client queue time is its
-    /// lateness against the schedule.
-    async fn open_loop(
+    /// `poisson`, seeded) whatever the server does, at most `max_in_flight` at once; each
+    /// request's client queue time is its lateness against the schedule.
+    pub(crate) async fn open_loop(
         self: Arc<Self>,
         mut feed: Feed,
         per_second: f64,
         poisson: bool,
+        max_in_flight: usize,
         seed: u64,
     ) -> Result<Tally, EngineError> {
         let mut rng = SplitMix64::new(seed);
@@ -649,7 +284,7 @@ impl CandidateRun {
             };
             Duration::from_secs_f64(secs)
         };
-        let limit = Arc::new(Semaphore::new(OPEN_LOOP_MAX_IN_FLIGHT));
+        let limit = Arc::new(Semaphore::new(max_in_flight));
         let mut set = JoinSet::new();
         let mut cancel = self.cancel.clone();
         let mut planned = Instant::now();

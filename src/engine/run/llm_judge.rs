@@ -20,24 +20,24 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::Cancel;
 use crate::domain::candidate::Candidate;
 use crate::domain::evalset::{ChatMessage, EvalCase, EvalSetFile};
 use crate::domain::grading::{
     Grader, GraderSpec, JUDGE_ATTEMPT_STRIDE, JUDGE_GRADE_POSITION, judge_failed, judge_prompt, judge_slots,
     parse_judge_reply,
 };
+use crate::domain::load::judge_calls_in_flight;
 use crate::domain::run::{Phase, RequestRecord, Run};
-use crate::engine::client::{CandidateClient, Exchange, RecordIdentity, Timeouts};
+use crate::engine::cancel::Cancel;
 use crate::engine::error::EngineError;
-use crate::engine::provider::{RequestParams, prepare};
-use crate::engine::tokenizer::complete_counts;
+use crate::engine::tokens::tokenizer::complete_counts;
+use crate::engine::wire::client::{CandidateClient, Exchange, RecordIdentity, Timeouts};
+use crate::engine::wire::protocol::RequestParams;
+use crate::engine::wire::provider::prepare;
 use crate::store::DynStore;
 
 /// Judge replies are a few sentences and a score line; this bounds a runaway judge.
 const JUDGE_MAX_TOKENS: u32 = 512;
-/// Most judge calls in flight at once (fewer when the run's concurrency is lower).
-const MAX_JUDGE_CONCURRENCY: u32 = 8;
 /// Retry back-off, as for measured requests.
 const BASE_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
@@ -146,7 +146,7 @@ pub async fn judge_run(
     if targets.is_empty() {
         return Ok(());
     }
-    let concurrency = run.config.concurrency.clamp(1, MAX_JUDGE_CONCURRENCY);
+    let concurrency = judge_calls_in_flight(run.config.concurrency);
     let mut clients: HashMap<i64, CandidateClient> = HashMap::new();
     for c in judges.by_name.values() {
         if clients.contains_key(&c.id) {

@@ -1,48 +1,20 @@
-//! What every provider shares: request parameters, the prepared request, and the decoded
-//! stream/response shapes. Each wire protocol lives in its own module (`openai`, `anthropic`)
-//! and is reached through the functions here, dispatched on `ProviderKind`.
+//! Dispatch by provider kind: builds a candidate's request, picks its stream decoder, parses
+//! its whole response and writes its credential header, each through the provider's own
+//! module (`openai`, `anthropic`) and in the shapes of `protocol`.
 use bytes::Bytes;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 
-use super::error::Failure;
-use super::sse::SseEvent;
+use super::failure::{Failure, classify_stream_error, excerpt};
+use super::protocol::{Completion, PreparedRequest, RequestParams, StreamDecoder, is_error_object, parse_json_object};
 use super::{anthropic, openai};
 use crate::domain::candidate::{CandidateSpec, ProviderKind, Secret};
-use crate::domain::evalset::{EvalCase, EvalSetFile, EvalSetHeader};
-use crate::domain::run::{ErrorClass, RunConfig};
-
-/// Request parameters after precedence: run config override > eval-set header > candidate.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RequestParams {
-    pub max_tokens: Option<u32>,
-    pub temperature: Option<f64>,
-    pub stream: bool,
-}
-
-impl RequestParams {
-    pub fn resolve(run: &RunConfig, header: &EvalSetHeader, spec: &CandidateSpec) -> Self {
-        RequestParams {
-            max_tokens: run.max_tokens.or(header.max_tokens).or(spec.max_tokens),
-            temperature: run.temperature.or(header.temperature).or(spec.temperature),
-            stream: run.stream,
-        }
-    }
-}
+use crate::domain::evalset::{EvalCase, EvalSetFile};
+use crate::domain::run::ErrorClass;
 
 /// Body keys the engine owns: `extra_body` may not change them, or the measurement would lie
 /// (e.g. `"stream": false` inside a streamed run).
 const ENGINE_OWNED_KEYS: [&str; 6] = ["model", "messages", "prompt", "system", "stream", "stream_options"];
-
-/// A request ready to send: serialised before the clock starts, so building it is never timed.
-#[derive(Debug, Clone)]
-pub struct PreparedRequest {
-    pub url: String,
-    /// Includes the credential header, marked sensitive so it is never printed.
-    pub headers: HeaderMap,
-    pub body: Bytes,
-    pub stream: bool,
-}
 
 /// Builds the request for one case. Fails (class `Other`) only when the key cannot be put in a
 /// header; the key itself is never part of the message.
@@ -105,45 +77,6 @@ fn merge_extra_body(body: &mut Map<String, Value>, extra: &Map<String, Value>) {
     }
 }
 
-/// Token counts reported by the server.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Usage {
-    pub input_tokens: Option<u32>,
-    pub output_tokens: Option<u32>,
-    pub reasoning_tokens: Option<u32>,
-}
-
-impl Usage {
-    /// Later reports win field by field (Anthropic sends input and output in separate events).
-    pub fn merge(&mut self, later: Usage) {
-        self.input_tokens = later.input_tokens.or(self.input_tokens);
-        self.output_tokens = later.output_tokens.or(self.output_tokens);
-        self.reasoning_tokens = later.reasoning_tokens.or(self.reasoning_tokens);
-    }
-}
-
-/// What one stream event contributed.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct StreamUpdate {
-    pub reasoning: String,
-    pub content: String,
-    pub finish_reason: Option<String>,
-    pub usage: Option<Usage>,
-    /// The protocol's explicit end (`[DONE]`, `message_stop`): stop reading.
-    pub done: bool,
-}
-
-impl StreamUpdate {
-    pub fn carries_tokens(&self) -> bool {
-        !self.reasoning.is_empty() || !self.content.is_empty()
-    }
-}
-
-/// Turns a provider's stream events into updates; one decoder per request.
-pub trait StreamDecoder: Send {
-    fn decode(&mut self, event: &SseEvent) -> Result<StreamUpdate, Failure>;
-}
-
 pub fn stream_decoder(kind: ProviderKind) -> Box<dyn StreamDecoder> {
     match kind {
         ProviderKind::OpenAiChat => Box::new(openai::Decoder::chat()),
@@ -152,61 +85,22 @@ pub fn stream_decoder(kind: ProviderKind) -> Box<dyn StreamDecoder> {
     }
 }
 
-/// A whole (non-streamed) response.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Completion {
-    pub content: String,
-    pub reasoning: String,
-    pub finish_reason: Option<String>,
-    pub usage: Option<Usage>,
-}
-
 /// Parses a non-streamed 2xx body.
 pub fn parse_completion(kind: ProviderKind, body: &str) -> Result<Completion, Failure> {
     let json = parse_json_object(body).map_err(|_| {
         Failure::new(
             ErrorClass::NonJsonResponse,
-            format!("response is not JSON: {}", super::error::excerpt(body)),
+            format!("response is not JSON: {}", excerpt(body)),
         )
     })?;
     if is_error_object(&json) {
-        return Err(super::error::classify_stream_error(&json, body));
+        return Err(classify_stream_error(&json, body));
     }
     match kind {
         ProviderKind::OpenAiChat => Ok(openai::parse_chat(&json)),
         ProviderKind::OpenAiCompletions => Ok(openai::parse_completions(&json)),
         ProviderKind::Anthropic => Ok(anthropic::parse_message(&json)),
     }
-}
-
-/// A JSON object, or the reason it is not one.
-pub(super) fn parse_json_object(text: &str) -> Result<Value, String> {
-    match serde_json::from_str::<Value>(text) {
-        Ok(v @ Value::Object(_)) => Ok(v),
-        Ok(_) => Err("not a JSON object".into()),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-/// A chunk that is valid JSON but not an object, or not JSON at all.
-pub(super) fn malformed(data: &str, why: &str) -> Failure {
-    Failure::new(
-        ErrorClass::MalformedChunk,
-        format!("stream chunk is not valid ({why}): {}", super::error::excerpt(data)),
-    )
-}
-
-/// `{"error": …}` (OpenAI, vLLM mid-stream), `{"object": "error"}` (vLLM) or
-/// `{"type": "error"}` (Anthropic).
-pub(super) fn is_error_object(json: &Value) -> bool {
-    json.get("error").is_some_and(|e| !e.is_null())
-        || json.get("object").and_then(Value::as_str) == Some("error")
-        || json.get("type").and_then(Value::as_str) == Some("error")
-}
-
-/// A count field as u32 (absent, negative or non-numeric → None).
-pub(super) fn count(v: Option<&Value>) -> Option<u32> {
-    v.and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok())
 }
 
 /// The header that carries `key` for `provider` (Anthropic's `x-api-key`, otherwise a bearer
@@ -226,6 +120,7 @@ pub fn auth_header(provider: ProviderKind, key: &Secret) -> Option<(HeaderName, 
 mod tests {
     use super::*;
     use crate::domain::candidate::{Conditions, Pricing};
+    use crate::domain::run::RunConfig;
     use serde_json::json;
 
     pub(crate) fn spec(provider: ProviderKind) -> CandidateSpec {

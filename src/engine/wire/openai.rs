@@ -3,8 +3,8 @@
 //! as `reasoning_content` (DeepSeek, vLLM) or `reasoning` (OpenRouter, Ollama, newer vLLM).
 use serde_json::{Map, Value, json};
 
-use super::error::{Failure, classify_stream_error};
-use super::provider::{
+use super::failure::{Failure, classify_stream_error};
+use super::protocol::{
     Completion, RequestParams, StreamDecoder, StreamUpdate, Usage, count, is_error_object, malformed, parse_json_object,
 };
 use super::sse::SseEvent;

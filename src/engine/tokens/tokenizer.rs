@@ -12,6 +12,7 @@ use tiktoken_rs::CoreBPE;
 
 pub use crate::domain::run::apportion;
 use crate::domain::run::{RequestRecord, TokenSource};
+use crate::engine::wire::client::ChunkText;
 
 /// The o200k ranks, parsed once (a fraction of a second) on first use and kept.
 fn o200k() -> &'static CoreBPE {
@@ -34,10 +35,6 @@ pub fn count(text: &str) -> u32 {
     }
     u32::try_from(o200k().encode_ordinary(text).len()).unwrap_or(u32::MAX)
 }
-
-/// Bytes of text one token-bearing chunk carried: (reasoning bytes, answer bytes). Kept beside a
-/// record until its counts are completed, then dropped (the text itself is in the record).
-pub type ChunkText = (u32, u32);
 
 /// Completes a record's token counts (see the module comment). `chunk_text` has one entry per
 /// entry of `record.chunks` when the stream was measured by the client; anything else (e.g. an

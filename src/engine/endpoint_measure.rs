@@ -8,13 +8,14 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::Serialize;
 
-use super::executor::{Cancel, execute};
-use super::tokenizer::{CANONICAL_TOKENIZER, synthetic_prompt};
 use crate::domain::calibers::{HarnessReport, RunFigures, run_figures};
 use crate::domain::candidate::{CandidateSpec, ProviderKind};
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::evalset::{PROMPT_BIN_TAG, prompt_bin};
 use crate::domain::run::{NewRun, RequestRecord, RunConfig, RunStatus};
+use crate::engine::cancel::Cancel;
+use crate::engine::run::executor::execute;
+use crate::engine::tokens::tokenizer::{CANONICAL_TOKENIZER, synthetic_prompt};
 use crate::store::DynStore;
 
 /// What to measure.
@@ -182,8 +183,8 @@ const PROVENANCE_HEADERS: [&str; 8] = [
 pub async fn provenance(spec: &CandidateSpec) -> Provenance {
     let mut out = Provenance {
         bakeoff_version: crate::VERSION.to_string(),
-        host: super::harness::host_name(),
-        cores: super::harness::cores(),
+        host: crate::engine::run::harness::host_name(),
+        cores: crate::engine::run::harness::cores(),
         ..Provenance::default()
     };
     let url = format!("{}/models", spec.base_url.trim_end_matches('/'));
@@ -197,17 +198,20 @@ pub async fn provenance(spec: &CandidateSpec) -> Provenance {
     let mut request = client.get(&url);
     if let Some((name, value)) = spec
         .resolve_api_key()
-        .and_then(|key| super::provider::auth_header(spec.provider, &key))
+        .and_then(|key| crate::engine::wire::provider::auth_header(spec.provider, &key))
     {
         request = request.header(name, value);
     }
     if spec.provider == ProviderKind::Anthropic {
-        request = request.header("anthropic-version", super::anthropic::API_VERSION);
+        request = request.header("anthropic-version", crate::engine::wire::anthropic::API_VERSION);
     }
     let response = match request.send().await {
         Ok(r) => r,
         Err(e) => {
-            out.models_error = Some(format!("GET {url}: {}", super::error::classify_transport(&e).detail));
+            out.models_error = Some(format!(
+                "GET {url}: {}",
+                crate::engine::wire::failure::classify_transport(&e).detail
+            ));
             return out;
         }
     };
@@ -243,7 +247,7 @@ pub async fn provenance(spec: &CandidateSpec) -> Provenance {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::tokenizer::count;
+    use crate::engine::tokens::tokenizer::count;
 
     #[test]
     fn synthetic_workloads_have_exact_lengths_and_bins() {

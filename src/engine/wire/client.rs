@@ -16,9 +16,10 @@ use futures_util::StreamExt;
 use reqwest::header::CONTENT_TYPE;
 use tokio::time::{Instant, timeout_at};
 
-use super::error::{Failure, classify_status, classify_transport, excerpt};
-use super::provider::{PreparedRequest, StreamDecoder, StreamUpdate, Usage, parse_completion, stream_decoder};
-use super::sse::SseParser;
+use super::failure::{Failure, classify_status, classify_transport, excerpt};
+use super::protocol::{PreparedRequest, StreamDecoder, StreamUpdate, Usage};
+use super::provider::{parse_completion, stream_decoder};
+use super::sse::{SseEvent, SseParser};
 use crate::domain::candidate::{CandidateSpec, ProviderKind, Secret};
 use crate::domain::run::{ErrorClass, Phase, RequestRecord, RunConfig, TokenSource};
 
@@ -67,6 +68,10 @@ pub struct RecordIdentity {
     pub is_warmup: bool,
 }
 
+/// Bytes of text one token-bearing chunk carried: (reasoning bytes, answer bytes). Kept beside a
+/// record until its counts are completed, then dropped (the text itself is in the record).
+pub type ChunkText = (u32, u32);
+
 /// Everything measured about one attempt (see `RequestRecord` for each field's meaning).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Exchange {
@@ -92,7 +97,7 @@ pub struct Exchange {
     pub failure: Option<Failure>,
     /// Bytes of (reasoning, answer) text each entry of `chunks` carried, so the tokenizer can
     /// apportion token counts per chunk after the stream (not stored).
-    pub chunk_text: Vec<super::tokenizer::ChunkText>,
+    pub chunk_text: Vec<ChunkText>,
 }
 
 impl Exchange {
@@ -107,7 +112,7 @@ impl Exchange {
     }
 
     /// The record and the per-chunk text sizes, to complete the counts off the hot path.
-    pub fn into_parts(mut self, id: RecordIdentity) -> (RequestRecord, Vec<super::tokenizer::ChunkText>) {
+    pub fn into_parts(mut self, id: RecordIdentity) -> (RequestRecord, Vec<ChunkText>) {
         let chunk_text = std::mem::take(&mut self.chunk_text);
         (self.record(id), chunk_text)
     }
@@ -413,12 +418,7 @@ impl Measure {
     }
 
     /// Applies one event; true when the protocol said the stream is complete.
-    fn on_event(
-        &mut self,
-        decoder: &mut dyn StreamDecoder,
-        event: &super::sse::SseEvent,
-        at: i64,
-    ) -> Result<bool, Failure> {
+    fn on_event(&mut self, decoder: &mut dyn StreamDecoder, event: &SseEvent, at: i64) -> Result<bool, Failure> {
         self.x.first_chunk_us.get_or_insert(at);
         let update = decoder.decode(event)?;
         let done = update.done;

@@ -206,7 +206,7 @@ impl LagProbe {
 
 /// Builds the report (pure apart from host facts; separate for tests).
 pub fn report(config: &RunConfig, records: &[RequestRecord], wall_s: f64, cpu_s: Option<f64>) -> HarnessReport {
-    let open_loop = matches!(config.load, crate::domain::run::LoadShape::Rate { .. });
+    let open_loop = config.load.is_open_loop();
     let mut waits = LogHistogram::default();
     let mut streamed_tokens = 0u64;
     for r in records.iter().filter(|r| !r.is_warmup) {

@@ -10,10 +10,11 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::error::{EngineError, Failure};
-use super::executor::{CandidateRun, Feed, Unit};
+use super::pool::{CandidateRun, Feed, Unit};
 use crate::domain::evalset::prompt_bin;
 use crate::domain::run::{ErrorClass, Phase};
+use crate::engine::error::EngineError;
+use crate::engine::wire::failure::Failure;
 use crate::store::DynStore;
 
 /// Requests sent at once in stage 3 (the article's "3–5 concurrent").

@@ -10,10 +10,11 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep, sleep_until};
 
-use super::error::EngineError;
-use super::tokenizer::{ChunkText, complete_counts};
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::run::RequestRecord;
+use crate::engine::error::EngineError;
+use crate::engine::tokens::tokenizer::{self, complete_counts};
+use crate::engine::wire::client::ChunkText;
 use crate::store::DynStore;
 
 /// A batch is written when it holds this many records…
@@ -82,7 +83,7 @@ pub struct RecordWriter {
 impl RecordWriter {
     pub fn spawn(store: DynStore) -> Self {
         // Parse the tokenizer's ranks now, not when the first batch is due.
-        tokio::task::spawn_blocking(super::tokenizer::warm_up);
+        tokio::task::spawn_blocking(tokenizer::warm_up);
         let (tx, rx) = mpsc::unbounded_channel();
         RecordWriter {
             sender: RecordSender(tx),

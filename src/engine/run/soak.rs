@@ -14,16 +14,19 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::client::{CandidateClient, RecordIdentity, Timeouts};
-use super::error::EngineError;
-use super::executor::Cancel;
-use super::provider::{RequestParams, prepare};
 use super::writer::{Grading, Pending, RecordSender, RecordWriter};
 use crate::domain::candidate::Candidate;
 use crate::domain::evalset::EvalSetFile;
+use crate::domain::load::{Load, LoadShape};
 use crate::domain::run::{
-    CYCLE_LIMIT, LoadShape, NewRun, Phase, RequestRecord, Run, RunConfig, RunStatus, join_repetition, split_repetition,
+    CYCLE_LIMIT, NewRun, Phase, RequestRecord, Run, RunConfig, RunStatus, join_repetition, split_repetition,
 };
+use crate::engine::cancel::Cancel;
+use crate::engine::error::EngineError;
+use crate::engine::tokens::{server_tokenizer, tokenizer};
+use crate::engine::wire::client::{CandidateClient, Exchange, RecordIdentity, Timeouts, wall_clock_us};
+use crate::engine::wire::protocol::RequestParams;
+use crate::engine::wire::provider::prepare;
 use crate::store::{DynStore, EvalSetVersion};
 
 /// Most requests one soak sends, whatever its duration.
@@ -135,16 +138,18 @@ async fn send(
             failed: 0,
         });
     }
-    let concurrency = config.concurrency.clamp(1, 1024);
+    let load = Load::soak(config.concurrency);
+    let concurrency = load.max_in_flight() as u32;
     let timeouts = Timeouts {
         connect: config.timeout.min(Duration::from_secs(10)),
         first_token: config.timeout,
         total: config.timeout,
     };
-    let client = CandidateClient::new(&candidate.spec, concurrency, timeouts).map_err(|e| EngineError::Client {
-        candidate: candidate.spec.name.clone(),
-        message: e.to_string(),
-    })?;
+    let client =
+        CandidateClient::new(&candidate.spec, load.pool_size(), timeouts).map_err(|e| EngineError::Client {
+            candidate: candidate.spec.name.clone(),
+            message: e.to_string(),
+        })?;
     let params = RequestParams {
         max_tokens: config
             .max_tokens
@@ -263,8 +268,8 @@ impl Shared {
                         None => sending.await,
                     }
                 }
-                Err(failure) => super::client::Exchange {
-                    sent_at_us: super::client::wall_clock_us(),
+                Err(failure) => Exchange {
+                    sent_at_us: wall_clock_us(),
                     failure: Some(failure),
                     ..Default::default()
                 },
@@ -299,7 +304,7 @@ pub fn complete(pending: Vec<Pending>) -> Vec<RequestRecord> {
     pending
         .into_iter()
         .map(|mut p| {
-            super::tokenizer::complete_counts(&mut p.record, &p.chunk_text);
+            tokenizer::complete_counts(&mut p.record, &p.chunk_text);
             p.record
         })
         .collect()
@@ -400,7 +405,7 @@ async fn finish_soak(
         return Ok(RunStatus::Cancelled);
     }
     // The soak's load has ended: a declared tokenize endpoint counts what streams left uncounted.
-    super::server_tokenizer::count_run(store, run_id, std::slice::from_ref(candidate), &cancel).await?;
+    server_tokenizer::count_run(store, run_id, std::slice::from_ref(candidate), &cancel).await?;
     store
         .append_run_event(
             run_id,

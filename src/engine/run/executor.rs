@@ -1,0 +1,357 @@
+//! Executes one stored run. For each candidate in turn:
+//!
+//! 1. the staged rollout (unless turned off): the shortest case, the longest case, then a few
+//!    requests at once; a failed stage stops the run before the budget is spent, with what
+//!    failed and the checks to make, in order (`rollout` module);
+//! 2. warm-ups, excluded from every figure;
+//! 3. every load level of the run's shape (fixed concurrency, a list of concurrencies, a
+//!    sweep, or a rate), for every prompt-length bin (cases tagged `prompt_tokens:N`), for every
+//!    repetition: closed loop (at most c requests in flight, each replaced when it ends) or open
+//!    loop (sent on schedule whatever the server does; the lateness is recorded as the
+//!    request's client queue time), with retries; records streamed to the store.
+//!
+//! Then candidates that declare a tokenize endpoint have their uncounted outputs counted by it
+//! (`server_tokenizer`), the harness report (bakeoff's CPU, schedule lag, the unreliable flag)
+//! is stored with the run, and, when the run turns judging on, the `llm-judge` graders run
+//! (`llm_judge`: after all measured load, so judge calls never distort a figure). Resumable: units
+//! whose final attempt is stored are skipped, and so are outputs already judged.
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::harness::HarnessClock;
+use super::llm_judge;
+use super::pool::{CandidateRun, CycleFeed, Feed, FinishedUnits, Tally, Unit};
+use super::writer::RecordWriter;
+use super::{rollout, soak};
+use crate::domain::calibers::HarnessReport;
+use crate::domain::evalset::prompt_bin;
+use crate::domain::load::Load;
+use crate::domain::run::{Phase, RequestRecord, RunStatus};
+use crate::engine::cancel::Cancel;
+use crate::engine::error::EngineError;
+use crate::engine::tokens::server_tokenizer;
+use crate::engine::wire::client::wall_clock_us;
+use crate::store::DynStore;
+
+/// Runs `run_id` to its end. Returns the final status: Finished, Cancelled, or Failed when the
+/// staged rollout stopped the run (the run's error and events say why). An error means the run
+/// could not go on and should be marked failed by the caller.
+pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<RunStatus, EngineError> {
+    let run = store.get_run(run_id).await?.ok_or(EngineError::RunNotFound(run_id))?;
+    if run.status.is_terminal() {
+        return Ok(run.status);
+    }
+    let version = store
+        .get_evalset_version(run.evalset_version_id)
+        .await?
+        .ok_or(EngineError::EvalSetNotFound {
+            run_id,
+            version_id: run.evalset_version_id,
+        })?;
+    if run.candidate_ids.is_empty() {
+        return Err(EngineError::NoCandidates(run_id));
+    }
+    let mut candidates = Vec::with_capacity(run.candidate_ids.len());
+    for &candidate_id in &run.candidate_ids {
+        let c = store
+            .get_candidate(candidate_id)
+            .await?
+            .ok_or(EngineError::CandidateNotFound { run_id, candidate_id })?;
+        candidates.push(c);
+    }
+    let case_count = match run.config.case_limit {
+        Some(n) => version.file.cases.len().min(n as usize),
+        None => version.file.cases.len(),
+    };
+    // Every judge is found before anything is sent, so a missing one costs nothing.
+    let judges = match llm_judge::resolve(&store, &run, &version.file, case_count).await? {
+        Ok(judges) => judges,
+        Err(message) => {
+            store.append_run_event(run_id, "error", &message).await?;
+            store.set_run_status(run_id, RunStatus::Failed, Some(&message)).await?;
+            return Ok(RunStatus::Failed);
+        }
+    };
+    // A soak (the operability page's) resumes as a soak, not as an ordinary run of its config.
+    if run.config.soak {
+        return soak::resume(&store, &run, version, &candidates[0], cancel).await;
+    }
+    let existing = store.list_request_records(run_id).await?;
+    store.set_run_status(run_id, RunStatus::Running, None).await?;
+    let started = if existing.is_empty() {
+        format!(
+            "started: {} candidate(s), eval set version {} ({} cases), load {}",
+            candidates.len(),
+            &version.content_hash[..version.content_hash.len().min(12)],
+            version.file.cases.len(),
+            run.config
+                .loads()
+                .iter()
+                .map(Load::label)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else {
+        format!("resumed: {} stored records kept", existing.len())
+    };
+    store.append_run_event(run_id, "info", &started).await?;
+    // One call per declared tokenize endpoint, before any load, so a wrong one shows now.
+    server_tokenizer::preflight(&store, run_id, &candidates).await?;
+    if run.config.judge.is_none() && !version.file.judge_names(case_count).is_empty() {
+        store
+            .append_run_event(
+                run_id,
+                "info",
+                "llm-judge graders are not run: judging is off for this run (turn it on on the run form)",
+            )
+            .await?;
+    }
+
+    let clock = HarnessClock::start();
+    let since_us = wall_clock_us();
+    let file = Arc::new(version.file);
+    let writer = RecordWriter::spawn(store.clone());
+    let mut result = Ok(None);
+    for candidate in &candidates {
+        if cancel.is_cancelled() {
+            break;
+        }
+        let done = FinishedUnits::from_records(&existing, candidate.id, run.config.retries);
+        let ctx = CandidateRun::new(&run, candidate, file.clone(), writer.sender(), cancel.clone())?;
+        match run_candidate(ctx, &store, done).await {
+            Ok(None) => {}
+            Ok(Some(stopped)) => {
+                result = Ok(Some(stopped));
+                break;
+            }
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    // Whatever happened, everything measured so far is stored before the status changes.
+    let stored = writer.finish().await;
+    let rollout_stop = result?;
+    stored?;
+    // The harness clock covers the load only, not the counting below.
+    let clock = clock.stop().await;
+    // Every candidate's load has ended (two may share a server): now, and on resume, the
+    // declared tokenize endpoints count what streams left uncounted.
+    if !cancel.is_cancelled() {
+        server_tokenizer::count_run(&store, run_id, &candidates, &cancel).await?;
+    }
+    let records = store.list_request_records(run_id).await?;
+    let fresh: Vec<RequestRecord> = records
+        .into_iter()
+        .filter(|r| !r.is_warmup && r.sent_at_us >= since_us)
+        .collect();
+    let report = clock.report(&run.config, &fresh);
+    if !fresh.is_empty() {
+        record_harness(&store, run_id, &report).await?;
+    }
+    if let Some(message) = rollout_stop {
+        store.set_run_status(run_id, RunStatus::Failed, Some(&message)).await?;
+        return Ok(RunStatus::Failed);
+    }
+    if let Some(judges) = &judges
+        && !cancel.is_cancelled()
+    {
+        llm_judge::judge_run(&store, &run, file.clone(), judges, &cancel).await?;
+    }
+    if cancel.is_cancelled() {
+        store.set_run_status(run_id, RunStatus::Cancelled, None).await?;
+        store.append_run_event(run_id, "warn", "cancelled").await?;
+        return Ok(RunStatus::Cancelled);
+    }
+    store.set_run_status(run_id, RunStatus::Finished, None).await?;
+    store.append_run_event(run_id, "info", "finished").await?;
+    Ok(RunStatus::Finished)
+}
+
+/// Stores the harness report with the run and says in the event log whether the speed
+/// figures can be trusted.
+async fn record_harness(store: &DynStore, run_id: i64, report: &HarnessReport) -> Result<(), EngineError> {
+    store.set_run_harness(run_id, report).await?;
+    let cpu = match (report.cpu_s, report.cpu_s_per_million_tokens) {
+        (Some(c), Some(per)) => format!("{c:.2} CPU-s ({per:.1} CPU-s per million tokens)"),
+        (Some(c), None) => format!("{c:.2} CPU-s"),
+        _ => "CPU time not measurable here".to_string(),
+    };
+    let lag = report
+        .schedule_lag_ms
+        .as_ref()
+        .map(|d| format!("schedule lag p50 {:.2} ms, p99 {:.2} ms", d.p50, d.p99))
+        .or_else(|| {
+            report
+                .client_queue_ms
+                .as_ref()
+                .map(|d| format!("client queue p50 {:.2} ms, p99 {:.2} ms", d.p50, d.p99))
+        })
+        .unwrap_or_default();
+    let lag = match &report.runtime_lag_ms {
+        Some(d) => format!("{lag}; event-loop lag p99 {:.2} ms", d.p99),
+        None => lag,
+    };
+    if report.unreliable {
+        let msg = format!(
+            "harness: speed figures UNRELIABLE: {}. ({cpu}; {lag})",
+            report.reasons.join("; ")
+        );
+        store.append_run_event(run_id, "warn", &msg).await?;
+    } else {
+        let msg = format!("harness: {cpu}; {lag}; within bounds");
+        store.append_run_event(run_id, "info", &msg).await?;
+    }
+    Ok(())
+}
+
+/// The cases grouped by prompt-length bin (one group of all cases when none is tagged).
+fn bins(ctx: &CandidateRun) -> Vec<(Option<u32>, Vec<usize>)> {
+    let mut bins: Vec<(Option<u32>, Vec<usize>)> = Vec::new();
+    for (i, case) in ctx.file.cases[..ctx.case_count].iter().enumerate() {
+        let bin = prompt_bin(&case.tags);
+        match bins.iter_mut().find(|(b, _)| *b == bin) {
+            Some((_, cases)) => cases.push(i),
+            None => bins.push((bin, vec![i])),
+        }
+    }
+    bins.sort_by_key(|(b, _)| *b);
+    bins
+}
+
+/// Ok(Some(message)) when the staged rollout stopped the run.
+async fn run_candidate(
+    ctx: Arc<CandidateRun>,
+    store: &DynStore,
+    done: FinishedUnits,
+) -> Result<Option<String>, EngineError> {
+    let name = ctx.candidate.spec.name.clone();
+    if ctx.case_count == 0 {
+        store
+            .append_run_event(ctx.run_id, "warn", &format!("{name}: no cases to send"))
+            .await?;
+        return Ok(None);
+    }
+    let phase = ctx.config.measured_phase();
+    let done = Arc::new(done);
+    if ctx.config.staged_rollout && !done.rollout_done {
+        if let Some(stop) = rollout::run(&ctx, store).await? {
+            return Ok(Some(stop));
+        }
+        if ctx.cancel.is_cancelled() {
+            return Ok(None);
+        }
+    }
+    let loads = ctx.config.loads();
+    let first_concurrency = ctx.config.load.warmup_concurrency(ctx.config.concurrency);
+    if ctx.config.warmup_requests > 0 {
+        let warmups: VecDeque<Unit> = (0..ctx.config.warmup_requests)
+            .map(|i| Unit {
+                case_index: i as usize % ctx.case_count,
+                phase: Phase::Warmup,
+                repetition: done.warmups + i,
+                is_warmup: true,
+                first_attempt: 0,
+                last_attempt: 0, // a failed warm-up is not worth repeating
+                concurrency: first_concurrency,
+            })
+            .collect();
+        let msg = format!(
+            "{name}: warm-up, {} requests at concurrency {first_concurrency} (not counted)",
+            warmups.len()
+        );
+        store.append_run_event(ctx.run_id, "info", &msg).await?;
+        ctx.clone().closed_loop(Feed::List(warmups), first_concurrency).await?;
+    }
+    let bins = bins(&ctx);
+    let mut total = Tally::default();
+    let started = Instant::now();
+    for (level, load) in loads.iter().enumerate() {
+        for (bin, cases) in &bins {
+            if ctx.cancel.is_cancelled() {
+                return Ok(None);
+            }
+            let level_started = Instant::now();
+            let mut tally = Tally::default();
+            for repetition in 0..ctx.config.repetitions {
+                let feed = feed(&ctx, level as u32, repetition, *load, cases, phase, done.clone());
+                let t = match *load {
+                    Load::Concurrency { concurrency } => ctx.clone().closed_loop(feed, concurrency).await?,
+                    Load::Rate { per_second, poisson } => {
+                        let seed = (ctx.run_id as u64) << 32 ^ (level as u64) << 16 ^ u64::from(repetition);
+                        ctx.clone()
+                            .open_loop(feed, per_second, poisson, load.max_in_flight(), seed)
+                            .await?
+                    }
+                };
+                tally.add(t);
+                if ctx.cancel.is_cancelled() {
+                    return Ok(None);
+                }
+            }
+            let msg = format!(
+                "{name}: {} phase at {}{}: {} repetition(s), {} succeeded, {} failed, {} retries in {:.1} s",
+                phase.as_str(),
+                load.label(),
+                bin.map(|b| format!(", prompts of {b} tokens")).unwrap_or_default(),
+                ctx.config.repetitions,
+                tally.succeeded,
+                tally.failed,
+                tally.retries,
+                level_started.elapsed().as_secs_f64()
+            );
+            let level_name = if tally.failed > 0 { "warn" } else { "info" };
+            store.append_run_event(ctx.run_id, level_name, &msg).await?;
+            total.add(tally);
+        }
+    }
+    let msg = format!(
+        "{name}: done in {:.1} s, {} succeeded, {} failed, {} retries",
+        started.elapsed().as_secs_f64(),
+        total.succeeded,
+        total.failed,
+        total.retries
+    );
+    let level = if total.failed > 0 { "warn" } else { "info" };
+    store.append_run_event(ctx.run_id, level, &msg).await?;
+    Ok(None)
+}
+
+fn feed(
+    ctx: &CandidateRun,
+    level: u32,
+    repetition: u32,
+    load: Load,
+    cases: &[usize],
+    phase: Phase,
+    done: Arc<FinishedUnits>,
+) -> Feed {
+    let limit = match (ctx.config.requests_per_level, ctx.config.duration_secs) {
+        (Some(n), _) => Some(n as usize),
+        (None, Some(_)) => None,
+        (None, None) => Some(cases.len()),
+    };
+    Feed::Cycle(CycleFeed {
+        cases: cases.to_vec(),
+        case_ids: cases.iter().map(|&i| ctx.file.cases[i].id.clone()).collect(),
+        phase,
+        level,
+        repetition,
+        concurrency: match load {
+            Load::Concurrency { concurrency } => concurrency,
+            Load::Rate { .. } => 0,
+        },
+        last_attempt: ctx.config.retries,
+        limit,
+        deadline: ctx
+            .config
+            .duration_secs
+            .map(|s| Instant::now() + Duration::from_secs(u64::from(s))),
+        next: 0,
+        done,
+    })
+}
