@@ -8,7 +8,8 @@
 //! - `tokens`: counting output tokens — the canonical o200k tokenizer and a candidate's own
 //!   tokenize endpoint
 //! - `probes`: operability probes of an endpoint; `endpoint_measure`: the terminal `measure`
-//!   command's run over synthetic prompts
+//!   command's run over synthetic prompts; `calibrate`: the calibration levels measured
+//!   against the mock
 //! - `cancel`, `error`: what every room shares — stopping work, the engine's own error
 pub mod calibrate;
 pub mod cancel;
