@@ -264,13 +264,14 @@ async fn time_page(client: &reqwest::Client, url: &str, samples: usize) -> (f64,
 async fn bench(label: &str, store: DynStore, samples: usize) {
     eprintln!("{label}: seeding…");
     let s = seed(&store).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
     let state = AppState {
         store: store.clone(),
         runner: Runner::new(store.clone()),
         demo_mock_url: None,
+        security: std::sync::Arc::new(bakeoff::web::security::Security::for_loopback(addr)),
     };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(async move {
         axum::serve(listener, build_app(state)).await.unwrap();
     });

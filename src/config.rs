@@ -25,6 +25,15 @@ pub struct ServeArgs {
     /// Where the demo's mock listens (port 0 picks a free one).
     #[arg(long, env = "BAKEOFF_DEMO_MOCK_LISTEN", default_value = "127.0.0.1:0")]
     pub demo_mock_listen: SocketAddr,
+    /// The address people open bakeoff at (`scheme://host[:port]`), e.g. `https://bakeoff.example.com`
+    /// behind a proxy. Requests naming another Host, and forms posted from another origin, are
+    /// refused. Default: `http://` and the listen address (required when listening on 0.0.0.0).
+    #[arg(long, env = "BAKEOFF_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Environment variables, besides those named `BAKEOFF_KEY_…`, that a candidate's
+    /// "API key environment variable" may name (comma-separated), e.g. `OPENAI_API_KEY`.
+    #[arg(long = "allow-key-env", env = "BAKEOFF_ALLOW_KEY_ENV", value_delimiter = ',')]
+    pub allow_key_env: Vec<String>,
     /// Most runs executing at once; further runs wait, queued, first come first served.
     #[arg(long, env = "BAKEOFF_MAX_RUNS", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub max_runs: u32,

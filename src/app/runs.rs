@@ -7,7 +7,7 @@ use crate::domain::candidate::Candidate;
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::presets::LoadDraft;
 use crate::domain::run::{JudgeConfig, NewRun, RunConfig, RunDraft};
-use crate::domain::validation::{FieldErrors, MAX_NAME_CHARS, optional_text, truncate};
+use crate::domain::validation::{FieldErrors, MAX_NAME_CHARS, truncate};
 use crate::engine::run::Runner;
 use crate::store::DynStore;
 
@@ -55,7 +55,11 @@ pub async fn create_run(store: &DynStore, runner: &Runner, request: &RunRequest)
             None
         }
     };
-    let name = optional_text(&mut errors, "name", &request.name, MAX_NAME_CHARS);
+    let name = if request.name.trim().is_empty() {
+        None
+    } else {
+        crate::domain::validation::name(&mut errors, "name", &request.name)
+    };
 
     let version = match request.evalset_version.trim().parse::<i64>() {
         Ok(id) => store.get_evalset_version(id).await?,

@@ -2,7 +2,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Timestamp;
-use super::validation::{FieldErrors, MAX_FIELD_CHARS, MAX_NAME_CHARS, optional_number, optional_text, required_text};
+use super::validation::{FieldErrors, MAX_FIELD_CHARS, name, optional_number, optional_text, required_text};
 
 /// The wire protocol bakeoff speaks to a candidate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,9 +53,16 @@ impl Secret {
     pub fn new(value: impl Into<String>) -> Self {
         Secret(value.into())
     }
-    /// The only way to read the key: when building the request header.
+    /// The only way to read the key: when building the request header (and sealing it).
     pub fn expose(&self) -> &str {
         &self.0
+    }
+
+    /// The key's last four characters, to tell keys apart ("set · last 4 …c1e5"); None for a
+    /// key shorter than 12 characters, where four would give too much of it away.
+    pub fn last4(&self) -> Option<String> {
+        let n = self.0.chars().count();
+        (n >= 12).then(|| self.0.chars().skip(n - 4).collect())
     }
 }
 
@@ -288,16 +295,67 @@ impl CandidateSpec {
         }
     }
 
-    /// The key to send, from the stored value or the named environment variable.
+    /// The key to send, from the stored value or the named environment variable (only one
+    /// that [`key_env_allowed`] lets a candidate read, whatever was stored).
     pub fn resolve_api_key(&self) -> Option<Secret> {
         if let Some(key) = &self.api_key {
             return Some(key.clone());
         }
         self.api_key_env
             .as_ref()
+            .filter(|var| key_env_allowed(var))
             .and_then(|var| std::env::var(var).ok())
             .map(Secret::new)
     }
+}
+
+/// `scheme://host:port` of a base URL (None when it does not parse): the server a key is sent to.
+pub fn origin_of(base_url: &str) -> Option<String> {
+    url::Url::parse(base_url).ok().map(|u| u.origin().ascii_serialization())
+}
+
+impl CandidateSpec {
+    /// Applies the rule that a key follows its server: when `self` (the edited spec) points at
+    /// another origin than `before`, a stored key that was only kept (not typed anew) is dropped,
+    /// and so is a key variable left as it was. Returns whether anything was dropped.
+    pub fn drop_credentials_if_moved(&mut self, before: &CandidateSpec, key_typed: bool) -> bool {
+        if origin_of(&self.base_url) == origin_of(&before.base_url) {
+            return false;
+        }
+        let mut dropped = false;
+        if !key_typed && self.api_key.is_some() {
+            self.api_key = None;
+            dropped = true;
+        }
+        if self.api_key_env.is_some() && self.api_key_env == before.api_key_env {
+            self.api_key_env = None;
+            dropped = true;
+        }
+        dropped
+    }
+}
+
+/// Every environment variable a candidate may take its key from starts with this, so a
+/// candidate can never send the server's other variables (`HOME`, `DATABASE_URL`…) anywhere.
+pub const KEY_ENV_PREFIX: &str = "BAKEOFF_KEY_";
+
+/// Further variable names the admin allowed at start-up (`--allow-key-env`).
+static EXTRA_KEY_ENVS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+/// Sets the names allowed besides `BAKEOFF_KEY_…`; once per process (later calls are ignored).
+pub fn allow_key_envs(names: &[String]) {
+    let names = names
+        .iter()
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
+        .collect();
+    let _ = EXTRA_KEY_ENVS.set(names);
+}
+
+/// Whether a candidate may read its key from the variable `name`.
+pub fn key_env_allowed(name: &str) -> bool {
+    let extra = EXTRA_KEY_ENVS.get().is_some_and(|list| list.iter().any(|n| n == name));
+    extra || (name.len() > KEY_ENV_PREFIX.len() && name.starts_with(KEY_ENV_PREFIX))
 }
 
 /// A stored candidate.
@@ -388,7 +446,7 @@ impl CandidateDraft {
     /// key field is left blank on an edit.
     pub fn validate(&self, existing_key: Option<&Secret>) -> Result<CandidateSpec, FieldErrors> {
         let mut e = FieldErrors::default();
-        let name = required_text(&mut e, "name", &self.name, MAX_NAME_CHARS);
+        let name = name(&mut e, "name", &self.name);
         let provider = match ProviderKind::parse(self.provider.trim()) {
             Some(p) => Some(p),
             None => {
@@ -401,13 +459,21 @@ impl CandidateDraft {
         let model = required_text(&mut e, "model", &self.model, 300);
         let api_key = optional_text(&mut e, "api_key", &self.api_key, 1_000).map(Secret::new);
         let api_key_env = optional_text(&mut e, "api_key_env", &self.api_key_env, 200);
-        if let Some(var) = &api_key_env
-            && !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        {
-            e.add(
-                "api_key_env",
-                "must be an environment variable name (letters, digits, _)",
-            );
+        if let Some(var) = &api_key_env {
+            if !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                e.add(
+                    "api_key_env",
+                    "must be an environment variable name (letters, digits, _)",
+                );
+            } else if !key_env_allowed(var) {
+                e.add(
+                    "api_key_env",
+                    format!(
+                        "may only name a variable starting with {KEY_ENV_PREFIX} (e.g. {KEY_ENV_PREFIX}OPENAI), or one \
+                         the admin allowed when starting the server (--allow-key-env)"
+                    ),
+                );
+            }
         }
         let max_tokens = optional_number::<u32>(&mut e, "max_tokens", &self.max_tokens, 1, 1_000_000);
         let temperature = optional_number::<f64>(&mut e, "temperature", &self.temperature, 0.0, 2.0);
@@ -568,6 +634,66 @@ mod tests {
         assert_eq!(spec.api_key.as_ref().unwrap().expose(), "sk-live-123");
         assert!(!format!("{spec:?}").contains("sk-live"));
         assert!(CandidateDraft::from_spec(&spec).api_key.is_empty());
+    }
+
+    #[test]
+    fn a_kept_key_never_follows_the_candidate_to_another_server() {
+        let before = CandidateDraft {
+            api_key: "sk-live-123".into(),
+            api_key_env: "BAKEOFF_KEY_A".into(),
+            ..draft()
+        }
+        .validate(None)
+        .unwrap();
+        let edit = |url: &str, key: &str| {
+            let d = CandidateDraft {
+                base_url: url.into(),
+                api_key: key.into(),
+                ..CandidateDraft::from_spec(&before)
+            };
+            let mut spec = d.validate(before.api_key.as_ref()).unwrap();
+            let dropped = spec.drop_credentials_if_moved(&before, !key.is_empty());
+            (spec, dropped)
+        };
+        // Same server, another path: the key stays.
+        let (spec, dropped) = edit("http://127.0.0.1:9000/v2", "");
+        assert!(!dropped && spec.api_key.is_some() && spec.api_key_env.is_some());
+        // Another port, host or scheme: dropped.
+        for url in [
+            "http://127.0.0.1:9001/v1",
+            "http://evil.example/v1",
+            "https://127.0.0.1:9000/v1",
+        ] {
+            let (spec, dropped) = edit(url, "");
+            assert!(dropped && spec.api_key.is_none() && spec.api_key_env.is_none(), "{url}");
+        }
+        // A key typed with the move is the new server's.
+        let (spec, _) = edit("http://other.example/v1", "sk-new");
+        assert_eq!(spec.api_key.unwrap().expose(), "sk-new");
+    }
+
+    #[test]
+    fn key_env_must_carry_the_prefix_so_server_variables_never_leave() {
+        for var in ["HOME", "DATABASE_URL", "PATH", "BAKEOFF_KEY_", "BAKEOFF_SECRET_KEY"] {
+            let d = CandidateDraft {
+                api_key_env: var.into(),
+                ..draft()
+            };
+            let e = d.validate(None).unwrap_err();
+            assert!(e.get("api_key_env").unwrap().contains(KEY_ENV_PREFIX), "{var}: {e}");
+            // Even a stored one (from an older version) is never read.
+            let mut spec = draft().validate(None).unwrap();
+            spec.api_key_env = Some(var.into());
+            assert!(spec.resolve_api_key().is_none() || var == "BAKEOFF_KEY_", "{var}");
+        }
+        let ok = CandidateDraft {
+            api_key_env: "BAKEOFF_KEY_OPENAI".into(),
+            ..draft()
+        };
+        assert_eq!(
+            ok.validate(None).unwrap().api_key_env.as_deref(),
+            Some("BAKEOFF_KEY_OPENAI")
+        );
     }
 
     #[test]

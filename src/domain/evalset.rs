@@ -187,6 +187,9 @@ impl EvalSetFile {
         if let Some(message) = too_long(&header.name) {
             return Err(err(Some(header_line), Some("name"), message));
         }
+        if let Some(problem) = super::validation::name_problem(&header.name) {
+            return Err(err(Some(header_line), Some("name"), problem.into()));
+        }
         let mut cases = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for (line, case_text) in lines {
@@ -203,6 +206,9 @@ impl EvalSetFile {
             }
             if let Some(message) = too_long(&case.id) {
                 return Err(err(Some(line), Some("id"), message));
+            }
+            if let Some(problem) = super::validation::name_problem(&case.id) {
+                return Err(err(Some(line), Some("id"), problem.into()));
             }
             if let Some((i, message)) = case
                 .tags

@@ -9,6 +9,7 @@ pub mod grading;
 pub mod histogram;
 pub mod load;
 pub mod metrics;
+pub mod neutralize;
 pub mod operability;
 pub mod paired;
 pub mod pipeline;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::Timestamp;
-use super::validation::{FieldErrors, MAX_NAME_CHARS, optional_text, required_text, truncate};
+use super::validation::{FieldErrors, optional_text, truncate};
 
 /// Longest body excerpt kept as evidence, in characters.
 pub const EXCERPT_MAX_CHARS: usize = 300;
@@ -439,7 +439,7 @@ impl ChecklistDraft {
     /// Every field checked; the errors name the field.
     pub fn validate(&self) -> Result<ChecklistSubmission, FieldErrors> {
         let mut e = FieldErrors::default();
-        let changed_by = required_text(&mut e, "changed_by", self.field("changed_by"), MAX_NAME_CHARS);
+        let changed_by = super::validation::name(&mut e, "changed_by", self.field("changed_by"));
         let rationale = optional_text(&mut e, "rationale", self.field("rationale"), NOTES_MAX_CHARS);
         let mut answers = BTreeMap::new();
         for item in ChecklistItem::ALL {

@@ -1081,9 +1081,9 @@ impl ProfileDraft {
     /// row with metric "" but other text is an error (nothing typed is silently dropped).
     pub fn validate(&self) -> Result<ProfileSave, FieldErrors> {
         let mut e = FieldErrors::default();
-        let name = required_text(&mut e, "name", &self.name, MAX_NAME_CHARS);
+        let name = super::validation::name(&mut e, "name", &self.name);
         let description = optional_text(&mut e, "description", &self.description, MAX_FIELD_CHARS);
-        let changed_by = required_text(&mut e, "changed_by", &self.changed_by, MAX_NAME_CHARS);
+        let changed_by = super::validation::name(&mut e, "changed_by", &self.changed_by);
         let change_rationale = required_text(&mut e, "change_rationale", &self.change_rationale, MAX_FIELD_CHARS);
         let mut rules: Vec<ThresholdRule> = Vec::new();
         for (i, row) in self.rules.iter().enumerate() {

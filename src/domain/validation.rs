@@ -76,6 +76,68 @@ fn bounded(errors: &mut FieldErrors, field: &str, value: &str, max_chars: usize)
     Some(value.to_string())
 }
 
+/// A name for anything a user names (candidates, eval sets, profiles, runs, users, tokens):
+/// trimmed, required, at most [`MAX_NAME_CHARS`], with at least one visible character and no
+/// control or bidirectional-override character (see [`name_problem`]).
+pub fn name(errors: &mut FieldErrors, field: &str, raw: &str) -> Option<String> {
+    let value = required_text(errors, field, raw, MAX_NAME_CHARS)?;
+    match name_problem(&value) {
+        Some(problem) => {
+            errors.add(field, problem);
+            None
+        }
+        None => Some(value),
+    }
+}
+
+/// Why `value` cannot be a name, or None. Refused: control characters (NUL, newlines, tabs…),
+/// bidirectional embeddings, overrides, isolates and marks (they make a name read differently
+/// from what it is), and names made only of invisible characters (spaces, zero-width
+/// characters, fillers), which would make a candidate impossible to tell apart.
+pub fn name_problem(value: &str) -> Option<&'static str> {
+    if value.chars().any(char::is_control) {
+        return Some("must not contain control characters (such as NUL, tab or line breaks)");
+    }
+    if value.chars().any(is_bidi_control) {
+        return Some(
+            "must not contain bidirectional override or isolate characters (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C)",
+        );
+    }
+    if !value.chars().any(|c| !c.is_whitespace() && !is_invisible(c)) {
+        return Some("must contain at least one visible character (not only spaces or zero-width characters)");
+    }
+    None
+}
+
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
+}
+
+/// Characters that draw nothing: zero-width spaces and joiners, word joiners and invisible
+/// operators, soft hyphen, BOM, variation selectors, Hangul and braille blanks.
+fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{034F}'
+            | '\u{115F}'
+            | '\u{1160}'
+            | '\u{17B4}'
+            | '\u{17B5}'
+            | '\u{180B}'..='\u{180F}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{206A}'..='\u{206F}'
+            | '\u{2800}'
+            | '\u{3164}'
+            | '\u{FE00}'..='\u{FE0F}'
+            | '\u{FEFF}'
+            | '\u{FFA0}'
+            | '\u{E0000}'..='\u{E007F}'
+            | '\u{E0100}'..='\u{E01EF}'
+    )
+}
+
 /// Optional number parsed from a form field, bounded to [min, max].
 pub fn optional_number<T>(errors: &mut FieldErrors, field: &str, raw: &str, min: T, max: T) -> Option<T>
 where
@@ -136,6 +198,28 @@ mod tests {
         let mut e = FieldErrors::default();
         assert_eq!(required_text(&mut e, "name", " 模型 ", 5).as_deref(), Some("模型"));
         assert!(e.is_empty());
+    }
+
+    #[test]
+    fn names_need_a_visible_character_and_no_control_or_bidi_characters() {
+        for ok in ["fast-model", " 模型 ", "a\u{200D}b", "👩\u{200D}💻", "Qwen 2.5 (AWQ)"] {
+            let mut e = FieldErrors::default();
+            assert!(name(&mut e, "name", ok).is_some(), "{ok:?}: {e}");
+        }
+        assert_eq!(name(&mut FieldErrors::default(), "name", " a ").as_deref(), Some("a"));
+        for (bad, says) in [
+            ("\u{200B}\u{200B}", "visible"),
+            ("\u{FEFF}\u{2060}\u{3164}", "visible"),
+            ("gpt\u{202E}4pmt", "bidirectional"),
+            ("a\u{2067}b", "bidirectional"),
+            ("a\0b", "control"),
+            ("a\nb", "control"),
+            ("", "required"),
+        ] {
+            let mut e = FieldErrors::default();
+            assert_eq!(name(&mut e, "name", bad), None, "{bad:?}");
+            assert!(e.get("name").unwrap().contains(says), "{bad:?}: {e}");
+        }
     }
 
     #[test]

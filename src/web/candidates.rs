@@ -3,7 +3,7 @@
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
@@ -38,11 +38,15 @@ pub struct CandidateRow {
     pub key: String,
 }
 
-/// "set", "from env X", "set (env X as fallback)" or "none": never the key itself.
+/// "set · last 4 …", "from env X", "set (env X unused)" or "none": never the key itself.
 pub fn key_status(spec: &CandidateSpec) -> String {
+    let set = |key: &Secret| match key.last4() {
+        Some(last4) => format!("set · last 4 {last4}"),
+        None => "set".to_string(),
+    };
     match (&spec.api_key, &spec.api_key_env) {
-        (Some(_), Some(var)) => format!("set (env {var} unused)"),
-        (Some(_), None) => "set".to_string(),
+        (Some(key), Some(var)) => format!("{} (env {var} unused)", set(key)),
+        (Some(key), None) => set(key),
         (None, Some(var)) => format!("from env {var}"),
         (None, None) => "none".to_string(),
     }
@@ -110,13 +114,33 @@ impl From<&Candidate> for CandidateRow {
 pub struct CandidatesPage {
     pub nav: &'static str,
     pub rows: Vec<CandidateRow>,
+    /// Said after an edit moved a candidate to another server and its credentials were dropped.
+    pub key_dropped: Option<String>,
 }
 
-async fn list(State(state): State<AppState>) -> Result<CandidatesPage, WebError> {
+#[derive(Debug, Default, serde::Deserialize)]
+struct ListQuery {
+    key_dropped: Option<i64>,
+}
+
+async fn list(State(state): State<AppState>, Query(q): Query<ListQuery>) -> Result<CandidatesPage, WebError> {
     let candidates = state.store.list_candidates().await?;
+    let key_dropped = q
+        .key_dropped
+        .and_then(|id| candidates.iter().find(|c| c.id == id))
+        .map(|c| {
+            format!(
+                "The base URL of {} now points at another server ({}), so its stored API key and key variable \
+                 were removed: a key is only ever sent to the server it was entered for. Set them again if \
+                 this server should get them.",
+                c.spec.name,
+                crate::domain::candidate::origin_of(&c.spec.base_url).unwrap_or_default()
+            )
+        });
     Ok(CandidatesPage {
         nav: "candidates",
         rows: candidates.iter().map(CandidateRow::from).collect(),
+        key_dropped,
     })
 }
 
@@ -356,7 +380,7 @@ async fn update(State(state): State<AppState>, Path(raw): Path<String>, body: Fo
     let draft: CandidateDraft = body.to_draft()?;
     let clear_key = body.get("clear_key").is_some();
     let kept: Option<&Secret> = if clear_key { None } else { c.spec.api_key.as_ref() };
-    let spec = match draft.validate(kept) {
+    let mut spec = match draft.validate(kept) {
         Ok(spec) => spec,
         Err(errors) => {
             return Ok(invalid(CandidateFormPage::build(
@@ -366,10 +390,21 @@ async fn update(State(state): State<AppState>, Path(raw): Path<String>, body: Fo
             )));
         }
     };
+    let moved = spec.drop_credentials_if_moved(&c.spec, !draft.api_key.trim().is_empty());
     match state.store.update_candidate(c.id, &spec).await {
         Ok(()) => {
-            tracing::info!(candidate_id = c.id, key_cleared = clear_key, "candidate updated");
-            Ok(Redirect::to("/candidates").into_response())
+            tracing::info!(
+                candidate_id = c.id,
+                key_cleared = clear_key,
+                key_dropped_by_move = moved,
+                "candidate updated"
+            );
+            let to = if moved {
+                format!("/candidates?key_dropped={}", c.id)
+            } else {
+                "/candidates".to_string()
+            };
+            Ok(Redirect::to(&to).into_response())
         }
         Err(StoreError::Conflict(_)) => Ok(invalid(CandidateFormPage::build(
             &draft,
@@ -410,6 +445,8 @@ mod tests {
         }
         .validate(None)
         .unwrap();
+        assert_eq!(key_status(&spec), "set · last 4 -123");
+        spec.api_key = Some(Secret::new("short"));
         assert_eq!(key_status(&spec), "set");
         spec.api_key = None;
         spec.api_key_env = Some("OPENAI_API_KEY".into());

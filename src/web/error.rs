@@ -21,6 +21,10 @@ pub enum WebError {
     /// candidate a probe would hit); the message says what and what to do.
     #[error("conflict: {0}")]
     Conflict(String),
+    /// Refused before any handler ran (foreign Host or Origin, missing CSRF token, not allowed
+    /// for this role); the message says why and what to do.
+    #[error("refused ({status}): {message}")]
+    Refused { status: StatusCode, message: String },
     /// A request body above [`super::MAX_BODY_BYTES`].
     #[error("request body too large")]
     PayloadTooLarge,
@@ -39,6 +43,7 @@ impl WebError {
             WebError::NotFound(_) => StatusCode::NOT_FOUND,
             WebError::BadRequest(_) => StatusCode::BAD_REQUEST,
             WebError::Conflict(_) => StatusCode::CONFLICT,
+            WebError::Refused { status, .. } => *status,
             WebError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             // A store-level "not found" reached here means a stale link or id race.
             WebError::Store(StoreError::NotFound(_)) => StatusCode::NOT_FOUND,
@@ -55,6 +60,7 @@ impl WebError {
             ),
             WebError::BadRequest(why) => ("Bad request", why.clone()),
             WebError::Conflict(why) => ("Not now", why.clone()),
+            WebError::Refused { message, .. } => ("Refused", message.clone()),
             WebError::PayloadTooLarge => (
                 "Form too large",
                 format!(

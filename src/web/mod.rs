@@ -6,8 +6,6 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
-use axum::http::{HeaderValue, header};
-use axum::response::Response;
 use tower_http::trace::TraceLayer;
 
 pub mod archive;
@@ -20,6 +18,7 @@ pub mod operability;
 pub mod overview;
 pub mod runs;
 pub mod scorecards;
+pub mod security;
 pub mod serve;
 pub mod thresholds;
 pub mod views;
@@ -38,6 +37,8 @@ pub struct AppState {
     pub runner: Runner,
     /// Base URL of the demo's in-process mock, when running with `--demo`.
     pub demo_mock_url: Option<Arc<str>>,
+    /// Public URL and CSRF key (see [`security`]).
+    pub security: Arc<security::Security>,
 }
 
 /// The whole application router; tests drive exactly this.
@@ -55,7 +56,11 @@ pub fn build_app(state: AppState) -> Router {
         .merge(assets::router())
         .fallback(error::not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(axum::middleware::map_response(security_headers))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), security::guard))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            security::security_headers,
+        ))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
             // The route pattern, not the raw path, so ids don't explode log cardinality.
             let route = req
@@ -66,21 +71,4 @@ pub fn build_app(state: AppState) -> Router {
             tracing::info_span!("http", method = %req.method(), route)
         }))
         .with_state(state)
-}
-
-/// Headers every response carries: pages load only our own scripts and styles (so even a
-/// rendering bug cannot run injected script), and are never framed.
-async fn security_headers(mut response: Response) -> Response {
-    let h = response.headers_mut();
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; \
-             connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
-        ),
-    );
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
-    response
 }

@@ -8,8 +8,21 @@ use tokio::net::TcpListener;
 use super::{AppState, build_app};
 use crate::config::ServeArgs;
 use crate::engine::run::Runner;
+use crate::web::security::{PublicUrl, Security};
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let public_url = match &args.public_url {
+        Some(raw) => PublicUrl::parse(raw).map_err(|e| anyhow::anyhow!("--public-url: {e}"))?,
+        None => PublicUrl::from_listen(args.listen).with_context(|| {
+            format!(
+                "listening on {} does not say how people reach bakeoff: pass --public-url \
+                 (BAKEOFF_PUBLIC_URL), e.g. --public-url http://bakeoff.example.com:{}",
+                args.listen,
+                args.listen.port()
+            )
+        })?,
+    };
+    crate::domain::candidate::allow_key_envs(&args.allow_key_env);
     let store = crate::store::connect(&args.database.database_url)
         .await
         .with_context(|| {
@@ -40,14 +53,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         store,
         runner,
         demo_mock_url: demo_mock_url.map(Arc::from),
+        security: Arc::new(Security::new(public_url, crate::web::security::random_key())),
     };
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
     tracing::info!(
-        "bakeoff {} listening on http://{}",
+        "bakeoff {} listening on {} (public URL {})",
         crate::VERSION,
-        listener.local_addr()?
+        listener.local_addr()?,
+        state.security.public_url.origin()
     );
     axum::serve(listener, build_app(state))
         .with_graceful_shutdown(crate::app::shutdown::signal())

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 
 use bakeoff::engine::run::Runner;
+use bakeoff::web::security::Security;
 use bakeoff::web::{AppState, build_app};
 
 /// The app as `bakeoff serve --demo` starts it: a fresh SQLite file, the mock in-process, the
@@ -33,12 +34,13 @@ async fn spawn_demo_app() -> DemoApp {
     bakeoff::app::demo::bootstrap(store.as_ref(), Some(&mock_url))
         .await
         .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let state = AppState {
         runner: Runner::new(store.clone()),
         store,
         demo_mock_url: Some(mock_url.as_str().into()),
+        security: std::sync::Arc::new(Security::for_loopback(listener.local_addr().unwrap())),
     };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base_url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, build_app(state)).await });
     DemoApp {

@@ -209,10 +209,13 @@ async fn an_upload_over_the_limit_gets_a_clear_413_and_other_forms_keep_theirs()
     let app = spawn_app().await;
     let huge = vec![b'x'; bakeoff::domain::evalset::MAX_FILE_BYTES + 512 * 1024];
     let body = multipart_body(&[("file", Some("huge.jsonl"), &huge)]);
+    let [(_, cookie), (_, token)] = app.browser_headers();
     let response = app
         .router()
         .oneshot(
             Request::post("/evalsets/import")
+                .header("cookie", &cookie)
+                .header("x-csrf-token", &token)
                 .header("content-type", format!("multipart/form-data; boundary={BOUNDARY}"))
                 .body(Body::from(body))
                 .unwrap(),

@@ -17,6 +17,7 @@ mod run_form;
 mod run_page;
 mod runs;
 mod scorecard;
+mod security;
 mod stability;
 mod store;
 mod store_operability;

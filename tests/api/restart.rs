@@ -13,7 +13,7 @@ use bakeoff::domain::run::{RequestRecord, RunStatus};
 use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
 use bakeoff::store::{self, DynStore};
 
-use crate::support::app::spawn_app;
+use crate::support::app::{browser_client, spawn_app};
 use crate::support::db::{postgres_url, sqlite_url};
 
 /// Longest a test waits for anything (a server to listen, a run to get going or to finish).
@@ -187,7 +187,8 @@ async fn start_run(base_url: &str, fields: &[(String, String)]) -> i64 {
     let body = url::form_urlencoded::Serializer::new(String::new())
         .extend_pairs(fields)
         .finish();
-    let response = http()
+    let response = browser_client(base_url)
+        .await
         .post(format!("{base_url}/runs"))
         .header("content-type", "application/x-www-form-urlencoded")
         .body(body)
@@ -419,7 +420,8 @@ async fn soak_kill_and_resume(database_url: &str, backend: &str) {
             ("evalset_version_id", &version.to_string()),
         ])
         .finish();
-    let r = http()
+    let r = browser_client(&first.base_url)
+        .await
         .post(format!("{}/candidates/{candidate}/operability/soak", first.base_url))
         .header("content-type", "application/x-www-form-urlencoded")
         .body(body)

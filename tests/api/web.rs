@@ -211,10 +211,13 @@ async fn a_ten_megabyte_form_gets_a_clear_413_page_and_stores_nothing() {
         .finish();
 
     // In process: the exact page.
+    let [(_, cookie), (_, token)] = app.browser_headers();
     let response = app
         .router()
         .oneshot(
             Request::post("/candidates")
+                .header("cookie", &cookie)
+                .header("x-csrf-token", &token)
                 .header("content-type", "application/x-www-form-urlencoded")
                 .body(Body::from(body.clone()))
                 .unwrap(),
@@ -314,7 +317,7 @@ async fn api_key_is_never_shown_and_blank_keeps_it() {
         assert!(!body.contains("SECRET"), "GET {path} shows the key");
     }
     let list = app.get_html("/candidates").await;
-    assert_eq!(list.text("table.candidates td.key"), "set");
+    assert_eq!(list.text("table.candidates td.key"), "set · last 4 1e5b");
     let edit = app.get_html(&format!("/candidates/{id}/edit")).await;
     assert_eq!(edit.attr("#f-api_key", "value").as_deref(), Some(""));
     assert!(edit.text(".key-status").contains("set"));

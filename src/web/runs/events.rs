@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use super::detail::{LivePartial, live_view, load};
 use crate::web::AppState;
 use crate::web::error::{WebError, parse_id};
+use crate::web::security::{PageContext, with_page};
 
 /// How often the stream looks for changes.
 pub const CHECK_EVERY: Duration = Duration::from_millis(500);
@@ -36,42 +37,49 @@ pub async fn events(
     if state.store.get_run(id).await?.is_none() {
         return Err(WebError::NotFound(format!("run #{id}")));
     }
+    // Fragments are rendered after this handler returned: they carry the request's CSRF token.
+    let page = crate::web::security::page();
     let start = Feed::Watching {
         last: None,
         since: Instant::now(),
     };
-    let stream = futures_util::stream::unfold((state, id, start), |(state, id, phase)| async move {
-        let (last, since) = match phase {
-            Feed::Watching { last, since } => (last, since),
-            Feed::SayDone => {
-                let event = Event::default().event(DONE_EVENT).data("done");
-                return Some((Ok(event), (state, id, Feed::Ended)));
-            }
-            Feed::Ended => return None,
-        };
-        let mut first = last.is_none();
-        loop {
-            if since.elapsed() > MAX_STREAM {
-                return None;
-            }
-            match change_key(&state, id).await {
-                Ok((key, terminal)) if first || Some(&key) != last.as_ref() => match render(&state, id).await {
-                    Ok(html) => {
-                        let next = if terminal {
-                            Feed::SayDone
-                        } else {
-                            Feed::Watching { last: Some(key), since }
-                        };
-                        let event = Event::default().event(PROGRESS_EVENT).data(html);
-                        return Some((Ok(event), (state, id, next)));
+    let stream = futures_util::stream::unfold((state, id, start), move |(state, id, phase)| {
+        let page = page.clone();
+        async move {
+            let (last, since) = match phase {
+                Feed::Watching { last, since } => (last, since),
+                Feed::SayDone => {
+                    let event = Event::default().event(DONE_EVENT).data("done");
+                    return Some((Ok(event), (state, id, Feed::Ended)));
+                }
+                Feed::Ended => return None,
+            };
+            let mut first = last.is_none();
+            loop {
+                if since.elapsed() > MAX_STREAM {
+                    return None;
+                }
+                match change_key(&state, id).await {
+                    Ok((key, terminal)) if first || Some(&key) != last.as_ref() => {
+                        match render(&state, id, &page).await {
+                            Ok(html) => {
+                                let next = if terminal {
+                                    Feed::SayDone
+                                } else {
+                                    Feed::Watching { last: Some(key), since }
+                                };
+                                let event = Event::default().event(PROGRESS_EVENT).data(html);
+                                return Some((Ok(event), (state, id, next)));
+                            }
+                            Err(e) => tracing::warn!(run_id = id, error = %e, "live fragment failed; retrying"),
+                        }
                     }
-                    Err(e) => tracing::warn!(run_id = id, error = %e, "live fragment failed; retrying"),
-                },
-                Ok(_) => {}
-                Err(e) => tracing::warn!(run_id = id, error = %e, "reading run progress failed; retrying"),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(run_id = id, error = %e, "reading run progress failed; retrying"),
+                }
+                first = false;
+                tokio::time::sleep(CHECK_EVERY).await;
             }
-            first = false;
-            tokio::time::sleep(CHECK_EVERY).await;
         }
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
@@ -112,12 +120,11 @@ async fn change_key(state: &AppState, id: i64) -> Result<(String, bool), WebErro
     Ok((key, run.status.is_terminal()))
 }
 
-async fn render(state: &AppState, id: i64) -> Result<String, WebError> {
+async fn render(state: &AppState, id: i64, page: &PageContext) -> Result<String, WebError> {
     let (run, version, candidates) = load(state, &id.to_string()).await?;
     let mut live = live_view(state, &run, version.as_ref(), &candidates).await?;
     live.pushed = true;
     let partial = LivePartial { live };
-    partial
-        .render()
+    with_page(page.clone(), || partial.render())
         .map_err(|e| WebError::Internal(format!("rendering the live fragment of run {id}: {e}")))
 }

@@ -16,7 +16,7 @@ use crate::app::scorecard::{ScorecardChoice, assemble};
 use crate::domain::pipeline::PipelineDraft;
 use crate::domain::scorecard::{NewScorecard, ScorecardRecord};
 use crate::domain::thresholds::{MetricKey, diff_rules};
-use crate::domain::validation::{MAX_FIELD_CHARS, MAX_NAME_CHARS, truncate};
+use crate::domain::validation::{MAX_FIELD_CHARS, MAX_NAME_CHARS, name_problem, truncate};
 use crate::web::AppState;
 use crate::web::error::{WebError, parse_id, parse_page};
 use crate::web::thresholds::{name_cookie, remembered_name};
@@ -76,6 +76,8 @@ pub async fn save(
         Some("Your name is required to save a scorecard.".to_string())
     } else if created_by.chars().count() > MAX_NAME_CHARS {
         Some(format!("Your name is too long (at most {MAX_NAME_CHARS} characters)."))
+    } else if let Some(problem) = name_problem(&created_by) {
+        Some(format!("Your name {problem}."))
     } else if note.chars().count() > MAX_FIELD_CHARS {
         Some(format!("The note is too long (at most {MAX_FIELD_CHARS} characters)."))
     } else if !j.pipeline_errors.is_empty() {

@@ -13,6 +13,7 @@ use super::parse_query;
 use crate::app::scorecard::{RunScorecard, assemble};
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{ClaimedFigure, Conditions, Pricing};
+use crate::domain::neutralize::{csv_cell, markdown_text};
 use crate::domain::scorecard::intervals::CONFIDENCE;
 use crate::domain::scorecard::{ClaimCheck, PairedRow, ParetoPoint, PipelineImpact, Row};
 use crate::domain::thresholds::{CATALOG, Dimension, ThresholdRule};
@@ -299,15 +300,6 @@ pub fn to_json(j: &RunScorecard) -> serde_json::Value {
     serde_json::to_value(export).unwrap_or_default()
 }
 
-/// RFC 4180 field: quoted when it holds a comma, quote or line break.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 fn opt(v: Option<f64>) -> String {
     v.map(|v| v.to_string()).unwrap_or_default()
 }
@@ -347,7 +339,7 @@ pub fn to_csv(j: &RunScorecard) -> String {
                 opt(cell.delta),
                 reason,
             ];
-            let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+            let line: Vec<String> = fields.iter().map(|f| csv_cell(f)).collect();
             out.push_str(&line.join(","));
             out.push_str("\r\n");
         }
@@ -372,7 +364,7 @@ pub fn to_csv(j: &RunScorecard) -> String {
             "",
             &col.reasons.join("; "),
         ];
-        let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+        let line: Vec<String> = fields.iter().map(|f| csv_cell(f)).collect();
         out.push_str(&line.join(","));
         out.push_str("\r\n");
     }
@@ -390,43 +382,42 @@ pub fn to_csv(j: &RunScorecard) -> String {
         fields[2] = "speed figures".into();
         fields[13] = state.into();
         fields[16] = reason;
-        let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+        let line: Vec<String> = fields.iter().map(|f| csv_cell(f)).collect();
         out.push_str(&line.join(","));
         out.push_str("\r\n");
     }
     out
 }
 
-/// Markdown table cell: pipes and line breaks would break the table.
-fn md(s: &str) -> String {
-    s.replace('|', "\\|").replace(['\n', '\r'], " ")
-}
-
 pub fn to_markdown(j: &RunScorecard) -> String {
     let view = super::view::build(j);
     let mut out = String::new();
-    out.push_str(&format!("# Scorecard: run #{} {}\n\n", view.run_id, md(&view.run_name)));
+    out.push_str(&format!(
+        "# Scorecard: run #{} {}\n\n",
+        view.run_id,
+        markdown_text(&view.run_name)
+    ));
     out.push_str(&format!(
         "Judged by **{}** version {} · eval set {} · {}\n\n",
-        md(&view.profile_name),
+        markdown_text(&view.profile_name),
         view.profile_version,
-        md(&view.evalset),
-        md(&view.conditions)
+        markdown_text(&view.evalset),
+        markdown_text(&view.conditions)
     ));
     if let Some(w) = &view.speed_warning {
-        out.push_str(&format!("> **UNRELIABLE speed figures.** {}\n\n", md(w)));
+        out.push_str(&format!("> **UNRELIABLE speed figures.** {}\n\n", markdown_text(w)));
     }
     out.push_str("## Verdicts\n\n| Candidate | Verdict | Reasons |\n|---|---|---|\n");
     for c in &view.columns {
         out.push_str(&format!(
             "| {}{} | **{}** | {} |\n",
-            md(&c.name),
+            markdown_text(&c.name),
             if c.incumbent { " (incumbent)" } else { "" },
             c.verdict,
-            md(&c.reasons.join("; "))
+            markdown_text(&c.reasons.join("; "))
         ));
     }
-    let header: Vec<String> = view.columns.iter().map(|c| md(&c.name)).collect();
+    let header: Vec<String> = view.columns.iter().map(|c| markdown_text(&c.name)).collect();
     for section in &view.sections {
         if section.rows.is_empty() {
             continue;
@@ -441,7 +432,7 @@ pub fn to_markdown(j: &RunScorecard) -> String {
             // After the table would be lost in long tables; a row of its own keeps it with them.
             out.push_str(&format!(
                 "| **UNRELIABLE**: {} | {} |\n",
-                md(w),
+                markdown_text(w),
                 vec![""; header.len()].join(" | ")
             ));
         }
@@ -450,17 +441,17 @@ pub fn to_markdown(j: &RunScorecard) -> String {
                 .cells
                 .iter()
                 .map(|c| {
-                    let mut t = format!("{} — **{}**", c.value, c.state);
+                    let mut t = format!("{} — **{}**", markdown_text(&c.value), markdown_text(c.state));
                     if let Some(d) = &c.delta {
-                        t.push_str(&format!(" ({d})"));
+                        t.push_str(&format!(" ({})", markdown_text(d)));
                     }
-                    md(&t)
+                    t
                 })
                 .collect();
             out.push_str(&format!(
                 "| {} {} | {} |\n",
-                md(&r.label),
-                md(&r.threshold),
+                markdown_text(&r.label),
+                markdown_text(&r.threshold),
                 cells.join(" | ")
             ));
         }
@@ -469,7 +460,7 @@ pub fn to_markdown(j: &RunScorecard) -> String {
     for c in &view.costs {
         out.push_str(&format!(
             "| {} | {} | {} | {} |\n",
-            md(&c.candidate),
+            markdown_text(&c.candidate),
             c.total,
             c.per_1k,
             c.per_correct
@@ -477,7 +468,11 @@ pub fn to_markdown(j: &RunScorecard) -> String {
     }
     for c in &view.costs {
         if let Some(judge) = &c.judge {
-            out.push_str(&format!("\n{}: {}\n", md(&c.candidate), md(judge)));
+            out.push_str(&format!(
+                "\n{}: {}\n",
+                markdown_text(&c.candidate),
+                markdown_text(judge)
+            ));
         }
     }
     if !view.claims.is_empty() {
@@ -485,14 +480,14 @@ pub fn to_markdown(j: &RunScorecard) -> String {
         for c in &view.claims {
             out.push_str(&format!(
                 "- **{}**: claimed {}; measured {} — {}.{}\n",
-                md(&c.candidate),
-                md(&c.claimed),
-                md(&c.measured),
-                c.summary,
+                markdown_text(&c.candidate),
+                markdown_text(&c.claimed),
+                markdown_text(&c.measured),
+                markdown_text(&c.summary),
                 if c.differences.is_empty() {
                     String::new()
                 } else {
-                    format!(" Differences: {}.", md(&c.differences.join("; ")))
+                    format!(" Differences: {}.", markdown_text(&c.differences.join("; ")))
                 }
             ));
         }
@@ -500,24 +495,29 @@ pub fn to_markdown(j: &RunScorecard) -> String {
     if !view.paired.is_empty() {
         out.push_str("\n## Paired accuracy comparisons\n\n");
         for p in &view.paired {
-            out.push_str(&format!("- {}\n", md(p)));
+            out.push_str(&format!("- {}\n", markdown_text(p)));
         }
     }
     if view.pipeline_stated {
         out.push_str("\n## Pipeline impact (Amdahl)\n\n");
         for p in &view.pipeline {
-            out.push_str(&format!("- {}: {} — {}\n", md(&p.candidate), p.model_time, md(&p.text)));
+            out.push_str(&format!(
+                "- {}: {} — {}\n",
+                markdown_text(&p.candidate),
+                p.model_time,
+                markdown_text(&p.text)
+            ));
         }
     }
-    out.push_str(&format!("\n## Pareto ({})\n\n", md(&view.pareto_axes)));
+    out.push_str(&format!("\n## Pareto ({})\n\n", markdown_text(&view.pareto_axes)));
     for p in &view.pareto {
         out.push_str(&format!(
             "- {}: accuracy {}, {}, {} per 1,000 cases — {}\n",
-            md(&p.candidate),
+            markdown_text(&p.candidate),
             p.quality,
             p.speed,
             p.cost,
-            md(&p.status)
+            markdown_text(&p.status)
         ));
     }
     out.push_str(&format!("\n---\n{}\n", DECISION_RULE));
@@ -586,11 +586,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn csv_fields_are_quoted_only_when_needed() {
-        assert_eq!(csv_field("plain"), "plain");
-        assert_eq!(csv_field("a,b"), "\"a,b\"");
-        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
-        assert_eq!(md("a|b\nc"), "a\\|b c");
+    fn csv_header_has_one_name_per_field() {
         assert_eq!(CSV_HEADER.split(',').count(), 17);
     }
 }

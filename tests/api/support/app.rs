@@ -13,6 +13,7 @@ use bakeoff::domain::metrics::Distribution;
 use bakeoff::domain::run::{NewRun, Phase, RequestRecord, RunConfig, RunStatus, TokenSource};
 use bakeoff::engine::run::Runner;
 use bakeoff::store::DynStore;
+use bakeoff::web::security::Security;
 use bakeoff::web::{AppState, build_app};
 
 use super::db::{TempDirGuard, TestStore, sqlite_store};
@@ -127,21 +128,28 @@ pub async fn spawn_app_on(db: TestStore) -> TestApp {
 }
 
 async fn serve(store: DynStore, demo_mock_url: Option<&str>, backend: &'static str, db: DbGuard) -> TestApp {
-    let state = AppState {
-        store: store.clone(),
-        runner: Runner::new(store.clone()),
-        demo_mock_url: demo_mock_url.map(Into::into),
-    };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("binding the test app to a free port");
     let addr = listener.local_addr().expect("the test app's address");
+    let state = AppState {
+        store: store.clone(),
+        runner: Runner::new(store.clone()),
+        demo_mock_url: demo_mock_url.map(Into::into),
+        security: std::sync::Arc::new(Security::for_loopback(addr)),
+    };
     let app = build_app(state.clone());
     let server = tokio::spawn(async move {
         axum::serve(listener, app).await.expect("serving the test app");
     });
+    // The client holds what a browser holds after loading a page: its cookie and CSRF token.
+    let (cookie, token) = state.security.browser_credentials();
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(reqwest::header::COOKIE, cookie.parse().expect("a cookie header"));
+    headers.insert("x-csrf-token", token.parse().expect("a token header"));
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
+        .default_headers(headers)
         .build()
         .expect("building the test HTTP client");
     TestApp {
@@ -154,6 +162,40 @@ async fn serve(store: DynStore, demo_mock_url: Option<&str>, backend: &'static s
         server,
         _db: db,
     }
+}
+
+/// A client holding what a browser holds after loading a page of the server at `base_url`: its
+/// browser cookie, and the CSRF token the page carries (for servers started as a process).
+pub async fn browser_client(base_url: &str) -> reqwest::Client {
+    let plain = reqwest::Client::new();
+    let r = plain
+        .get(format!("{base_url}/measure"))
+        .send()
+        .await
+        .expect("GET /measure");
+    let cookie = r
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with("bakeoff_browser="))
+        .and_then(|v| v.split(';').next())
+        .expect("the server sets its browser cookie")
+        .to_string();
+    let page = Page::parse(200, &r.text().await.expect("the page"));
+    let token = page
+        .attr("body", "hx-headers")
+        .and_then(|h| serde_json::from_str::<serde_json::Value>(&h).ok())
+        .and_then(|v| v["X-CSRF-Token"].as_str().map(str::to_string))
+        .expect("the page carries a CSRF token");
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(reqwest::header::COOKIE, cookie.parse().expect("a cookie header"));
+    headers.insert("x-csrf-token", token.parse().expect("a token header"));
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .default_headers(headers)
+        .build()
+        .expect("building the test HTTP client")
 }
 
 /// A small eval set: three classification cases with the exact grader.
@@ -171,6 +213,13 @@ impl TestApp {
     /// The router for in-process tests (`tower::ServiceExt::oneshot`), over the same state.
     pub fn router(&self) -> Router {
         build_app(self.state.clone())
+    }
+
+    /// The headers a browser that loaded one of our pages sends with a form (cookie, CSRF
+    /// token), for in-process requests.
+    pub fn browser_headers(&self) -> [(&'static str, String); 2] {
+        let (cookie, token) = self.state.security.browser_credentials();
+        [("cookie", cookie), ("x-csrf-token", token)]
     }
 
     pub async fn get(&self, path: &str) -> reqwest::Response {

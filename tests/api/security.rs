@@ -1,0 +1,385 @@
+//! The attacks of issue 12, tried over real HTTP against the app on a loopback port: foreign
+//! Origin and Host, forms without a CSRF token, `api_key_env` naming a server variable, a key
+//! following its candidate to another server, invisible or bidi names, and formula/markup
+//! injection through exports.
+use crate::support::app::{TestApp, spawn_app};
+
+/// One representative request for every state-changing route of the router.
+async fn every_form(app: &TestApp) -> Vec<(String, Vec<(&'static str, String)>)> {
+    let version = app.create_evalset().await;
+    let candidate = app.create_candidate("target", "http://127.0.0.1:1/v1").await;
+    let run = app.finished_run("judged", None).await;
+    let v = version.to_string();
+    let c = candidate.to_string();
+    vec![
+        (
+            "/candidates".into(),
+            vec![
+                ("name", "planted".into()),
+                ("provider", "openai-chat".into()),
+                ("base_url", "http://evil.example/v1".into()),
+                ("model", "m".into()),
+            ],
+        ),
+        (
+            format!("/candidates/{c}/edit"),
+            vec![
+                ("name", "target".into()),
+                ("provider", "openai-chat".into()),
+                ("base_url", "http://evil.example/v1".into()),
+                ("model", "m".into()),
+            ],
+        ),
+        (format!("/candidates/{c}/operability/probes"), vec![]),
+        (
+            format!("/candidates/{c}/operability/checklist"),
+            vec![("changed_by", "mallory".into()), ("rationale", "x".into())],
+        ),
+        (
+            format!("/candidates/{c}/operability/soak"),
+            vec![
+                ("seconds", "5".into()),
+                ("concurrency", "1".into()),
+                ("evalset_version_id", v.clone()),
+            ],
+        ),
+        (
+            "/thresholds".into(),
+            vec![("name", "planted".into()), ("changed_by", "mallory".into())],
+        ),
+        ("/thresholds/1/edit".into(), vec![("name", "planted".into())]),
+        (
+            "/runs".into(),
+            vec![("evalset_version_id", v.clone()), ("candidate", c.clone())],
+        ),
+        (format!("/runs/{run}/cancel"), vec![]),
+        (
+            format!("/runs/{run}/scorecard/save"),
+            vec![("created_by", "mallory".into())],
+        ),
+        (format!("/evalsets/{v}/cases/new"), vec![("id", "planted".into())]),
+        (format!("/evalsets/{v}/cases/1/edit"), vec![("id", "planted".into())]),
+        (format!("/evalsets/{v}/cases/1/delete"), vec![]),
+        ("/evalsets/import".into(), vec![]),
+        ("/evalsets/import/save".into(), vec![]),
+        ("/archive/import".into(), vec![]),
+    ]
+}
+
+/// What the store holds that a form could have changed.
+async fn fingerprint(app: &TestApp) -> String {
+    let s = &app.store;
+    let candidates: Vec<String> = s
+        .list_candidates()
+        .await
+        .unwrap()
+        .iter()
+        .map(|c| format!("{}={}", c.spec.name, c.spec.base_url))
+        .collect();
+    format!(
+        "{candidates:?} runs={} sets={} profiles={} scorecards={} probes={}",
+        s.count_runs().await.unwrap(),
+        s.list_evalsets()
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.version_count)
+            .sum::<usize>(),
+        s.list_threshold_profiles().await.unwrap().len(),
+        s.count_scorecards().await.unwrap(),
+        s.list_probe_runs(1, 100).await.unwrap().len(),
+    )
+}
+
+/// `profile=ID` of a threshold profile with no rules (created once per app).
+async fn profile_query(app: &TestApp) -> String {
+    let existing = app.store.list_threshold_profiles().await.unwrap();
+    let id = match existing.first() {
+        Some(p) => p.id,
+        None => {
+            app.store
+                .save_threshold_profile("empty", "", &[], "test", "test")
+                .await
+                .unwrap()
+                .0
+        }
+    };
+    format!("profile={id}")
+}
+
+fn form_body(fields: &[(&str, String)]) -> String {
+    url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(fields)
+        .finish()
+}
+
+#[tokio::test]
+async fn a_foreign_origin_host_or_missing_token_changes_nothing_on_any_form() {
+    let app = spawn_app().await;
+    let forms = every_form(&app).await;
+    let before = fingerprint(&app).await;
+    let plain = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    for (path, fields) in &forms {
+        let body = form_body(fields);
+        // The app's own client carries the browser cookie and token: the refusals below come
+        // from Origin / Host / the token alone.
+        let foreign_origin = app
+            .client
+            .post(app.url(path))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("origin", "http://evil.example")
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            foreign_origin.status(),
+            403,
+            "{} Origin evil.example on {path}",
+            app.backend
+        );
+        let foreign_referer = app
+            .client
+            .post(app.url(path))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("referer", "http://evil.example/attack.html")
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(foreign_referer.status(), 403, "Referer evil.example on {path}");
+        let rebound = app
+            .client
+            .post(app.url(path))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("host", "evil.example")
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(rebound.status(), 421, "Host evil.example on {path}");
+        // No token: a page on another site can make the browser post, not read the token.
+        let no_token = plain
+            .post(app.url(path))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("origin", app.base_url.as_str())
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(no_token.status(), 403, "no token on {path}");
+        let (cookie, _) = app.state.security.browser_credentials();
+        let wrong_token = plain
+            .post(app.url(path))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("cookie", cookie)
+            .body(format!("{body}&_csrf=00ff"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(wrong_token.status(), 403, "a forged token on {path}");
+        let text = wrong_token.text().await.unwrap();
+        assert!(text.contains("Reload the page"), "{text}");
+    }
+    assert_eq!(fingerprint(&app).await, before, "a refused request changed something");
+    // Reading pages from a rebinding name is refused too.
+    let r = app
+        .client
+        .get(app.url("/candidates"))
+        .header("host", "evil.example:80")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 421);
+}
+
+#[tokio::test]
+async fn every_page_form_carries_the_token_and_it_is_accepted() {
+    let app = spawn_app().await;
+    let run = app.finished_run("alpha", None).await;
+    let candidate = app.store.list_candidates().await.unwrap()[0].id;
+    let version = app.store.list_evalsets().await.unwrap()[0].latest_version_id;
+    for path in [
+        "/candidates/new".to_string(),
+        format!("/candidates/{candidate}/edit"),
+        format!("/candidates/{candidate}/operability"),
+        "/thresholds/new".to_string(),
+        "/runs/new".to_string(),
+        format!("/runs/{run}/scorecard?{}", profile_query(&app).await),
+        format!("/evalsets/{version}/cases/new"),
+        format!("/evalsets/{version}/cases/1/edit"),
+        "/evalsets/import".to_string(),
+        "/archive".to_string(),
+    ] {
+        let (page, _) = app.page(&path).await;
+        let forms = page.select("form[method=post]");
+        assert!(!forms.is_empty(), "{path} has a form");
+        for form in forms {
+            let action = form.value().attr("action").unwrap_or_default();
+            let has_field = form
+                .select(&scraper::Selector::parse("input[type=hidden][name=_csrf]").unwrap())
+                .any(|i| i.value().attr("value").is_some_and(|v| v.len() == 64));
+            assert!(
+                has_field || action.contains("_csrf="),
+                "a form on {path} ({action}) has no CSRF token"
+            );
+        }
+    }
+    // A browser that loaded a page can post with the token from it.
+    let client = crate::support::app::browser_client(&app.base_url).await;
+    let r = client
+        .post(app.url("/candidates"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("origin", app.base_url.as_str())
+        .body("name=fine&provider=openai-chat&base_url=http%3A%2F%2F127.0.0.1%3A9%2Fv1&model=m")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+}
+
+#[tokio::test]
+async fn security_headers_are_on_every_response() {
+    let app = spawn_app().await;
+    for path in ["/", "/static/app.css", "/no-such-page"] {
+        let r = app.get(path).await;
+        let h = r.headers();
+        assert!(
+            h["content-security-policy"]
+                .to_str()
+                .unwrap()
+                .contains("frame-ancestors 'none'")
+        );
+        assert!(
+            h["content-security-policy"]
+                .to_str()
+                .unwrap()
+                .contains("script-src 'self'")
+        );
+        assert_eq!(h["x-content-type-options"], "nosniff");
+        assert_eq!(h["referrer-policy"], "same-origin");
+        assert_eq!(h["x-frame-options"], "DENY");
+    }
+}
+
+#[tokio::test]
+async fn api_key_env_cannot_name_a_server_variable() {
+    let app = spawn_app().await;
+    for var in ["HOME", "PATH", "BAKEOFF_DATABASE_URL", "BAKEOFF_SECRET_KEY"] {
+        let page = app
+            .post_form_html(
+                "/candidates",
+                &[
+                    ("name", "exfil"),
+                    ("provider", "openai-chat"),
+                    ("base_url", "http://evil.example/v1"),
+                    ("model", "m"),
+                    ("api_key_env", var),
+                ],
+            )
+            .await;
+        assert_eq!(page.status, 422, "{var}");
+        assert!(page.text("#f-api_key_env-error").contains("BAKEOFF_KEY_"), "{var}");
+    }
+    assert_eq!(app.candidate_count().await, 0);
+}
+
+#[tokio::test]
+async fn a_stored_key_is_dropped_when_the_candidate_moves_to_another_server() {
+    let app = spawn_app().await;
+    let fields = |url: &'static str| {
+        vec![
+            ("name", "keyed"),
+            ("provider", "openai-chat"),
+            ("base_url", url),
+            ("model", "m"),
+        ]
+    };
+    let mut with_key = fields("http://127.0.0.1:9/v1");
+    with_key.push(("api_key", "sk-planted-0123456789"));
+    assert_eq!(app.post_form("/candidates", &with_key).await.status(), 303);
+    let id = app.store.list_candidates().await.unwrap()[0].id;
+    // Same server, another path: kept.
+    let r = app
+        .post_form(&format!("/candidates/{id}/edit"), &fields("http://127.0.0.1:9/v2"))
+        .await;
+    assert_eq!(r.headers()["location"], "/candidates");
+    assert!(
+        app.store
+            .get_candidate(id)
+            .await
+            .unwrap()
+            .unwrap()
+            .spec
+            .api_key
+            .is_some()
+    );
+    // Another server with the key field blank: dropped, and the list says so.
+    let r = app
+        .post_form(&format!("/candidates/{id}/edit"), &fields("http://evil.example/v1"))
+        .await;
+    let to = r.headers()["location"].to_str().unwrap().to_string();
+    assert_eq!(to, format!("/candidates?key_dropped={id}"));
+    assert!(
+        app.store
+            .get_candidate(id)
+            .await
+            .unwrap()
+            .unwrap()
+            .spec
+            .api_key
+            .is_none()
+    );
+    let (page, body) = app.page(&to).await;
+    assert!(page.text("#key-dropped").contains("stored API key"));
+    assert!(!body.contains("sk-planted"));
+}
+
+#[tokio::test]
+async fn names_made_of_invisible_bidi_or_control_characters_are_refused() {
+    let app = spawn_app().await;
+    for (name, says) in [
+        ("\u{200B}\u{200B}", "visible"),
+        ("\u{200D}\u{FEFF}", "visible"),
+        ("gpt\u{202E}4-fast", "bidirectional"),
+        ("a\u{2066}b", "bidirectional"),
+        ("nul\0name", "control"),
+    ] {
+        let page = app
+            .post_form_html(
+                "/candidates",
+                &[
+                    ("name", name),
+                    ("provider", "openai-chat"),
+                    ("base_url", "http://127.0.0.1:9/v1"),
+                    ("model", "m"),
+                ],
+            )
+            .await;
+        assert_eq!(page.status, 422, "{name:?}");
+        assert!(page.text("#f-name-error").contains(says), "{name:?}");
+    }
+    assert_eq!(app.candidate_count().await, 0);
+}
+
+#[tokio::test]
+async fn scorecard_exports_neutralise_formulas_and_markup() {
+    let app = spawn_app().await;
+    let name = "=HYPERLINK(\"http://evil.example\",\"x\")<script>alert(1)</script>";
+    let run = app.finished_run(name, None).await;
+    let q = profile_query(&app).await;
+    let csv = app.text_ok(&format!("/runs/{run}/scorecard/export.csv?{q}")).await;
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let names: Vec<String> = reader.records().map(|r| r.unwrap()[3].to_string()).collect();
+    assert!(!names.is_empty());
+    for cell in &names {
+        assert!(!cell.starts_with(['=', '+', '-', '@']), "formula cell {cell:?}");
+        assert!(cell.starts_with("'="), "{cell:?}");
+    }
+    let md = app.text_ok(&format!("/runs/{run}/scorecard/export.md?{q}")).await;
+    assert!(!md.contains("<script"), "{md}");
+    assert!(md.contains("&lt;script&gt;"), "{md}");
+}
