@@ -2,6 +2,7 @@
 //! command-line flags, each also readable from a `BAKEOFF_*` environment variable (flags win).
 //! The command line as a whole is `cli::Cli`.
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use clap::Args;
 
@@ -30,6 +31,11 @@ pub struct ServeArgs {
     /// refused. Default: `http://` and the listen address (required when listening on 0.0.0.0).
     #[arg(long, env = "BAKEOFF_PUBLIC_URL")]
     pub public_url: Option<String>,
+    /// File holding the server's secret key (seals stored API keys, signs CSRF tokens); created
+    /// with mode 0600 on first start. Ignored when `BAKEOFF_SECRET_KEY` is set. Default: beside
+    /// the SQLite database (`bakeoff.db.key`), else `./bakeoff-secret.key`.
+    #[arg(long, env = "BAKEOFF_SECRET_KEY_FILE")]
+    pub secret_key_file: Option<PathBuf>,
     /// Environment variables, besides those named `BAKEOFF_KEY_…`, that a candidate's
     /// "API key environment variable" may name (comma-separated), e.g. `OPENAI_API_KEY`.
     #[arg(long = "allow-key-env", env = "BAKEOFF_ALLOW_KEY_ENV", value_delimiter = ',')]

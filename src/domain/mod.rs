@@ -1,4 +1,5 @@
 //! Pure logic: no I/O, no HTTP, no SQL. Everything here is testable with plain values.
+pub mod accounts;
 pub mod calibers;
 pub mod candidate;
 pub mod compare;
@@ -17,6 +18,7 @@ pub mod presets;
 pub mod redact;
 pub mod run;
 pub mod scorecard;
+pub mod sealed;
 pub mod stability;
 pub mod stats;
 pub mod thresholds;

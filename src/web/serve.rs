@@ -6,6 +6,7 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 
 use super::{AppState, build_app};
+use crate::app::server_key;
 use crate::config::ServeArgs;
 use crate::engine::run::Runner;
 use crate::web::security::{PublicUrl, Security};
@@ -23,6 +24,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         })?,
     };
     crate::domain::candidate::allow_key_envs(&args.allow_key_env);
+    // From the environment only, never a flag: command lines are visible to other users.
+    let key_file =
+        (args.secret_key_file.clone()).unwrap_or_else(|| server_key::default_key_file(&args.database.database_url));
+    let server_key = server_key::load(std::env::var("BAKEOFF_SECRET_KEY").ok().as_deref(), &key_file)?;
     let store = crate::store::connect(&args.database.database_url)
         .await
         .with_context(|| {
@@ -53,7 +58,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         store,
         runner,
         demo_mock_url: demo_mock_url.map(Arc::from),
-        security: Arc::new(Security::new(public_url, crate::web::security::random_key())),
+        security: Arc::new(Security::new(public_url, server_key.csrf_key())),
     };
     let listener = TcpListener::bind(args.listen)
         .await

@@ -129,6 +129,8 @@ impl Server {
             ])
             .env("BAKEOFF_LOG", "info")
             .env("NO_COLOR", "1")
+            // The same server key across restarts, and no key file left beside a PostgreSQL run.
+            .env("BAKEOFF_SECRET_KEY", "5e".repeat(32))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
