@@ -2,7 +2,8 @@
 //! Origin and Host, forms without a CSRF token, `api_key_env` naming a server variable, a key
 //! following its candidate to another server, invisible or bidi names, and formula/markup
 //! injection through exports.
-use crate::support::app::{TestApp, spawn_app};
+use crate::support::app::{TestApp, spawn_app, spawn_app_on};
+use crate::support::db::{TestStore, each_backend};
 
 /// One representative request for every state-changing route of the router.
 async fn every_form(app: &TestApp) -> Vec<(String, Vec<(&'static str, String)>)> {
@@ -113,9 +114,9 @@ fn form_body(fields: &[(&str, String)]) -> String {
         .finish()
 }
 
-#[tokio::test]
-async fn a_foreign_origin_host_or_missing_token_changes_nothing_on_any_form() {
-    let app = spawn_app().await;
+each_backend!(a_foreign_origin_host_or_missing_token_changes_nothing_on_any_form);
+async fn a_foreign_origin_host_or_missing_token_changes_nothing_on_any_form(db: TestStore) {
+    let app = spawn_app_on(db).await;
     let forms = every_form(&app).await;
     let before = fingerprint(&app).await;
     let plain = reqwest::Client::builder()
@@ -265,9 +266,9 @@ async fn security_headers_are_on_every_response() {
     }
 }
 
-#[tokio::test]
-async fn api_key_env_cannot_name_a_server_variable() {
-    let app = spawn_app().await;
+each_backend!(api_key_env_cannot_name_a_server_variable);
+async fn api_key_env_cannot_name_a_server_variable(db: TestStore) {
+    let app = spawn_app_on(db).await;
     for var in ["HOME", "PATH", "BAKEOFF_DATABASE_URL", "BAKEOFF_SECRET_KEY"] {
         let page = app
             .post_form_html(
@@ -287,9 +288,9 @@ async fn api_key_env_cannot_name_a_server_variable() {
     assert_eq!(app.candidate_count().await, 0);
 }
 
-#[tokio::test]
-async fn a_stored_key_is_dropped_when_the_candidate_moves_to_another_server() {
-    let app = spawn_app().await;
+each_backend!(a_stored_key_is_dropped_when_the_candidate_moves_to_another_server);
+async fn a_stored_key_is_dropped_when_the_candidate_moves_to_another_server(db: TestStore) {
+    let app = spawn_app_on(db).await;
     let fields = |url: &'static str| {
         vec![
             ("name", "keyed"),
@@ -338,9 +339,9 @@ async fn a_stored_key_is_dropped_when_the_candidate_moves_to_another_server() {
     assert!(!body.contains("sk-planted"));
 }
 
-#[tokio::test]
-async fn names_made_of_invisible_bidi_or_control_characters_are_refused() {
-    let app = spawn_app().await;
+each_backend!(names_made_of_invisible_bidi_or_control_characters_are_refused);
+async fn names_made_of_invisible_bidi_or_control_characters_are_refused(db: TestStore) {
+    let app = spawn_app_on(db).await;
     for (name, says) in [
         ("\u{200B}\u{200B}", "visible"),
         ("\u{200D}\u{FEFF}", "visible"),
@@ -365,9 +366,9 @@ async fn names_made_of_invisible_bidi_or_control_characters_are_refused() {
     assert_eq!(app.candidate_count().await, 0);
 }
 
-#[tokio::test]
-async fn scorecard_exports_neutralise_formulas_and_markup() {
-    let app = spawn_app().await;
+each_backend!(scorecard_exports_neutralise_formulas_and_markup);
+async fn scorecard_exports_neutralise_formulas_and_markup(db: TestStore) {
+    let app = spawn_app_on(db).await;
     let name = "=HYPERLINK(\"http://evil.example\",\"x\")<script>alert(1)</script>";
     let run = app.finished_run(name, None).await;
     let q = profile_query(&app).await;
