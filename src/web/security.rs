@@ -202,10 +202,13 @@ pub fn random_hex(n: usize) -> String {
     hex::encode(bytes)
 }
 
-/// What the page being rendered may show about the request: its CSRF token.
+/// What the page being rendered may show about the request: its CSRF token, and the mode the
+/// server runs in (stated on every page).
 #[derive(Debug, Clone, Default)]
 pub struct PageContext {
     pub csrf_token: String,
+    /// Set in single-user mode: the address anyone on this machine can use it at.
+    pub single_user_at: Option<String>,
 }
 
 tokio::task_local! {
@@ -220,6 +223,11 @@ pub fn page() -> PageContext {
 /// The current request's CSRF token, for templates.
 pub fn csrf_token() -> String {
     PAGE.try_with(|p| p.csrf_token.clone()).unwrap_or_default()
+}
+
+/// Set in single-user mode: the origin the mode applies to (for the banner on every page).
+pub fn single_user_at() -> Option<String> {
+    PAGE.try_with(|p| p.single_user_at.clone()).unwrap_or_default()
 }
 
 /// Runs `f` (a render outside the request's task, e.g. in a server-sent event stream) with
@@ -390,6 +398,7 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
     }
     let ctx = PageContext {
         csrf_token: security.csrf_token(&binding),
+        single_user_at: Some(security.public_url.origin().to_string()),
     };
     let mut response = PAGE.scope(ctx, next.run(req)).await;
     if let Some(cookie) = new_cookie {

@@ -12,6 +12,7 @@ use crate::engine::run::Runner;
 use crate::web::security::{PublicUrl, Security};
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    single_user_bind(args.listen).map_err(anyhow::Error::msg)?;
     let public_url = match &args.public_url {
         Some(raw) => PublicUrl::parse(raw).map_err(|e| anyhow::anyhow!("--public-url: {e}"))?,
         None => PublicUrl::from_listen(args.listen).with_context(|| {
@@ -74,4 +75,32 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Without accounts bakeoff runs in single-user mode, which is only safe where nobody else can
+/// connect: a loopback address. Any other address is refused before anything starts.
+pub fn single_user_bind(listen: std::net::SocketAddr) -> Result<(), String> {
+    if listen.ip().is_loopback() {
+        return Ok(());
+    }
+    Err(format!(
+        "refusing to listen on {listen}: bakeoff runs in single-user mode (no accounts), where anyone who \
+         can reach the address can change thresholds and use the stored API keys. Listen on 127.0.0.1 \
+         (the default) and reach it from elsewhere through an SSH tunnel, e.g. \
+         `ssh -L 8080:127.0.0.1:8080 this-host`."
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn single_user_mode_is_only_served_on_loopback() {
+        for ok in ["127.0.0.1:8080", "[::1]:8080", "127.0.0.2:1"] {
+            assert!(super::single_user_bind(ok.parse().unwrap()).is_ok(), "{ok}");
+        }
+        for bad in ["0.0.0.0:8080", "[::]:8080", "192.168.1.5:8080"] {
+            let e = super::single_user_bind(bad.parse().unwrap()).unwrap_err();
+            assert!(e.contains("127.0.0.1") && e.contains("refusing"), "{bad}: {e}");
+        }
+    }
 }

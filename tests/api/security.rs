@@ -243,6 +243,17 @@ async fn every_page_form_carries_the_token_and_it_is_accepted() {
 }
 
 #[tokio::test]
+async fn every_page_states_single_user_mode() {
+    let app = spawn_app().await;
+    for path in ["/", "/candidates", "/runs", "/measure", "/no-such-page"] {
+        let page = app.get_html(path).await;
+        let banner = page.text("#mode");
+        assert!(banner.contains("Single-user mode"), "{path}: {banner}");
+        assert!(banner.contains(&app.base_url), "{path}: {banner}");
+    }
+}
+
+#[tokio::test]
 async fn security_headers_are_on_every_response() {
     let app = spawn_app().await;
     for path in ["/", "/static/app.css", "/no-such-page"] {
