@@ -6,7 +6,6 @@
 //! - `demo`: first-start content (shipped eval sets and profiles) and the demo's mock and candidates
 //! - `runs`: creating a run from a request (checked, stored, handed to the runner)
 //! - `scorecard`: a run assessed by a threshold-profile version (the one scorecard assembly)
-//! - `server_key`: the server's secret key (sealing API keys, signing CSRF tokens), env or 0600 file
 //! - `shutdown`: the Ctrl-C / SIGTERM signal every long-running command stops on
 //! - `transfer`: runs exported and imported as `bakeoff.run/1` JSON
 //! - `verdicts`: the background worker that assesses finished runs by every profile
@@ -17,7 +16,6 @@ pub mod calibrate;
 pub mod demo;
 pub mod runs;
 pub mod scorecard;
-pub mod server_key;
 pub mod shutdown;
 pub mod transfer;
 pub mod verdicts;

@@ -5,8 +5,8 @@
 /// Binds a candidate spec's 21 column values, in `rows::CandidateValues` order, to a query
 /// (`sqlx::query` or `sqlx::query_scalar`): the one place the INSERT and the UPDATE share.
 macro_rules! bind_candidate {
-    ($query:expr, $spec:expr) => {{
-        let v = rows::CandidateValues::new($spec);
+    ($query:expr, $spec:expr, $sealer:expr) => {{
+        let v = rows::CandidateValues::new($spec, $sealer);
         $query
             .bind(v.name)
             .bind(v.provider)
@@ -45,7 +45,7 @@ macro_rules! candidate_queries {
                 ))
                 .fetch_all(self.pool())
                 .await?;
-                rows.into_iter().map(rows::CandidateRow::into_candidate).collect()
+                rows.into_iter().map(|r| r.into_candidate(self.sealer())).collect()
             })
         }
 
@@ -60,7 +60,7 @@ macro_rules! candidate_queries {
                 .bind(id)
                 .fetch_optional(self.pool())
                 .await?;
-                row.map(rows::CandidateRow::into_candidate).transpose()
+                row.map(|r| r.into_candidate(self.sealer())).transpose()
             })
         }
 
@@ -76,7 +76,7 @@ macro_rules! candidate_queries {
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
                      $20, $21, $22, $22) RETURNING id",
                 );
-                candidates::bind_candidate!(query, spec)
+                candidates::bind_candidate!(query, spec, self.sealer())
                     .bind(now)
                     .fetch_one(self.pool())
                     .await
@@ -97,7 +97,7 @@ macro_rules! candidate_queries {
                      updated_at = $23 WHERE id = $1",
                 )
                 .bind(id);
-                let done = candidates::bind_candidate!(query, spec)
+                let done = candidates::bind_candidate!(query, spec, self.sealer())
                     .bind(now)
                     .execute(self.pool())
                     .await
@@ -111,3 +111,33 @@ macro_rules! candidate_queries {
     };
 }
 pub(super) use candidate_queries;
+
+/// Candidate work outside the `Store` trait.
+macro_rules! candidate_helpers {
+    ($db:ty) => {
+        /// Seals API keys stored in plaintext by versions before sealing; returns how many.
+        pub(super) async fn seal_plaintext_keys(&self) -> Result<u64> {
+            let plain: Vec<(i64, String)> = sqlx::query_as(
+                "SELECT id, api_key FROM candidates WHERE api_key IS NOT NULL AND api_key NOT LIKE 'sealed:v1:%'",
+            )
+            .fetch_all(self.pool())
+            .await?;
+            for (id, key) in &plain {
+                sqlx::query("UPDATE candidates SET api_key = $2 WHERE id = $1 AND api_key = $3")
+                    .bind(id)
+                    .bind(self.sealer().seal(key))
+                    .bind(key)
+                    .execute(self.pool())
+                    .await?;
+            }
+            if !plain.is_empty() {
+                tracing::info!(
+                    sealed = plain.len(),
+                    "API keys stored in plaintext are now sealed"
+                );
+            }
+            Ok(plain.len() as u64)
+        }
+    };
+}
+pub(super) use candidate_helpers;

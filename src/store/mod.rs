@@ -27,6 +27,7 @@ use crate::domain::run::{
     ErrorClass, NewRun, Phase, RequestRecord, Run, RunEvent, RunStatus, ServerTokenCount, UncountedRecord,
 };
 use crate::domain::scorecard::{NewScorecard, RecordedVerdict, ScorecardListItem, ScorecardRecord, Verdict};
+use crate::domain::sealed::KeySealer;
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
 
 mod archive;
@@ -40,6 +41,7 @@ mod records;
 mod rows;
 mod runs;
 mod scorecards;
+pub mod server_key;
 pub mod sqlite;
 mod token_counts;
 mod verdicts;
@@ -55,6 +57,9 @@ pub enum StoreError {
     NotFound(String),
     #[error("unsupported database URL {0:?}: use sqlite://FILE or postgres://…")]
     UnsupportedUrl(String),
+    /// The server's secret key could not be read, created or used; the message says what to do.
+    #[error("{0}")]
+    Key(String),
     /// Stored data that no longer parses (JSON columns, enum strings).
     #[error("corrupt stored data: {0}")]
     Corrupt(String),
@@ -371,6 +376,7 @@ macro_rules! impl_store {
             token_counts::token_count_helpers!($db);
             verdicts::verdict_helpers!($db);
             operability::operability_helpers!($db);
+            candidates::candidate_helpers!($db);
         }
 
         impl Store for $store {
@@ -397,12 +403,24 @@ impl_store!(postgres::PostgresStore, sqlx::Postgres, Backend::Postgres);
 
 pub type DynStore = Arc<dyn Store>;
 
-/// Opens (creating if needed) and migrates the database named by `url`.
+/// Opens (creating if needed) and migrates the database named by `url`, with the server key
+/// from the environment or the key file beside it (see [`server_key::from_environment`]).
 pub async fn connect(url: &str) -> Result<DynStore> {
+    connect_with_key(url, &server_key::from_environment(url)?).await
+}
+
+/// Opens and migrates the database named by `url`; API keys are sealed with `key`, and any
+/// still stored in plaintext (from before sealing) are sealed now.
+pub async fn connect_with_key(url: &str, key: &server_key::ServerKey) -> Result<DynStore> {
+    let sealer = KeySealer::new(&key.sealing_key());
     if url.starts_with("sqlite:") {
-        Ok(Arc::new(sqlite::SqliteStore::connect(url).await?))
+        let store = sqlite::SqliteStore::connect(url, sealer).await?;
+        store.seal_plaintext_keys().await?;
+        Ok(Arc::new(store))
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Ok(Arc::new(postgres::PostgresStore::connect(url).await?))
+        let store = postgres::PostgresStore::connect(url, sealer).await?;
+        store.seal_plaintext_keys().await?;
+        Ok(Arc::new(store))
     } else {
         Err(StoreError::UnsupportedUrl(url.to_string()))
     }

@@ -12,6 +12,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
 use super::Result;
+use crate::domain::sealed::KeySealer;
 
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations/postgres");
 
@@ -22,12 +23,13 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub struct PostgresStore {
     pool: PgPool,
+    sealer: KeySealer,
 }
 
 impl PostgresStore {
     /// Opens `postgres://USER@HOST:PORT/DB` (URL parameters such as `options` are honoured) and
     /// applies migrations.
-    pub async fn connect(url: &str) -> Result<Self> {
+    pub async fn connect(url: &str, sealer: KeySealer) -> Result<Self> {
         let options = PgConnectOptions::from_str(url)?.application_name("bakeoff");
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
@@ -36,7 +38,12 @@ impl PostgresStore {
             .await?;
         MIGRATOR.run(&pool).await?;
         tracing::debug!("postgres store ready");
-        Ok(PostgresStore { pool })
+        Ok(PostgresStore { pool, sealer })
+    }
+
+    /// Seals and opens stored API keys.
+    pub(super) fn sealer(&self) -> &KeySealer {
+        &self.sealer
     }
 
     /// The connection pool, for backend-specific work outside the `Store` trait.

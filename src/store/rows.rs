@@ -1,6 +1,7 @@
 //! What the queries share: row structs (decoded by `sqlx::FromRow` on either database), their
 //! conversion into domain types, column lists, values prepared for binding, and error mapping.
 //! The queries themselves are in the aggregate files; everything here is plain data.
+use crate::domain::sealed::{KeySealer, is_sealed};
 use std::collections::HashMap;
 use std::fmt::Display;
 
@@ -120,8 +121,19 @@ macro_rules! candidate_columns {
 pub(crate) use candidate_columns;
 
 impl CandidateRow {
-    pub(crate) fn into_candidate(self) -> Result<Candidate, StoreError> {
+    /// The stored row as a candidate, its sealed API key opened with `sealer` (a plaintext key
+    /// from before sealing is read as it is; `connect` seals those on start).
+    pub(crate) fn into_candidate(self, sealer: &KeySealer) -> Result<Candidate, StoreError> {
         let place = |column: &str| format!("candidates.{column} of candidate {}", self.id);
+        let api_key = match self.api_key.as_deref() {
+            None => None,
+            Some(stored) if !is_sealed(stored) => Some(Secret::new(stored)),
+            Some(stored) => Some(Secret::new(
+                sealer
+                    .open(stored)
+                    .map_err(|e| StoreError::Key(format!("{}: {e}; start bakeoff with the server key it was sealed with (BAKEOFF_SECRET_KEY or its key file)", place("api_key"))))?,
+            )),
+        };
         let provider = parse_enum(place("provider"), &self.provider, ProviderKind::parse)?;
         let extra_body = parse_json(place("extra_body"), &self.extra_body)?;
         let max_tokens = opt_u32(place("max_tokens"), self.max_tokens)?;
@@ -150,7 +162,7 @@ impl CandidateRow {
                 provider,
                 base_url: self.base_url,
                 model: self.model,
-                api_key: self.api_key.map(Secret::new),
+                api_key,
                 api_key_env: self.api_key_env,
                 max_tokens,
                 temperature: self.temperature,
@@ -182,7 +194,8 @@ pub(crate) struct CandidateValues<'a> {
     pub provider: &'static str,
     pub base_url: &'a str,
     pub model: &'a str,
-    pub api_key: Option<&'a str>,
+    /// Sealed, never the plaintext.
+    pub api_key: Option<String>,
     pub api_key_env: Option<&'a str>,
     pub max_tokens: Option<i64>,
     pub temperature: Option<f64>,
@@ -202,13 +215,13 @@ pub(crate) struct CandidateValues<'a> {
 }
 
 impl<'a> CandidateValues<'a> {
-    pub(crate) fn new(spec: &'a CandidateSpec) -> Self {
+    pub(crate) fn new(spec: &'a CandidateSpec, sealer: &KeySealer) -> Self {
         CandidateValues {
             name: &spec.name,
             provider: spec.provider.as_str(),
             base_url: &spec.base_url,
             model: &spec.model,
-            api_key: spec.api_key.as_ref().map(Secret::expose),
+            api_key: spec.api_key.as_ref().map(|k| sealer.seal(k.expose())),
             api_key_env: spec.api_key_env.as_deref(),
             max_tokens: spec.max_tokens.map(i64::from),
             temperature: spec.temperature,

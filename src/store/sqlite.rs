@@ -12,6 +12,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 use sqlx::{Sqlite, Transaction};
 
 use super::Result;
+use crate::domain::sealed::KeySealer;
 
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations/sqlite");
 
@@ -23,11 +24,12 @@ const MAX_CONNECTIONS: u32 = 8;
 
 pub struct SqliteStore {
     pool: SqlitePool,
+    sealer: KeySealer,
 }
 
 impl SqliteStore {
     /// Opens `sqlite://FILE` (created if missing) or `sqlite::memory:` and applies migrations.
-    pub async fn connect(url: &str) -> Result<Self> {
+    pub async fn connect(url: &str, sealer: KeySealer) -> Result<Self> {
         let in_memory = url.contains(":memory:") || url.contains("mode=memory");
         let mut options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
@@ -49,7 +51,12 @@ impl SqliteStore {
         let pool = pool_options.connect_with(options).await?;
         MIGRATOR.run(&pool).await?;
         tracing::debug!(in_memory, "sqlite store ready");
-        Ok(SqliteStore { pool })
+        Ok(SqliteStore { pool, sealer })
+    }
+
+    /// Seals and opens stored API keys.
+    pub(super) fn sealer(&self) -> &KeySealer {
+        &self.sealer
     }
 
     /// The connection pool, for backend-specific work outside the `Store` trait.

@@ -6,9 +6,9 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 
 use super::{AppState, build_app};
-use crate::app::server_key;
 use crate::config::ServeArgs;
 use crate::engine::run::Runner;
+use crate::store::server_key;
 use crate::web::security::{PublicUrl, Security};
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -29,7 +29,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let key_file =
         (args.secret_key_file.clone()).unwrap_or_else(|| server_key::default_key_file(&args.database.database_url));
     let server_key = server_key::load(std::env::var("BAKEOFF_SECRET_KEY").ok().as_deref(), &key_file)?;
-    let store = crate::store::connect(&args.database.database_url)
+    let store = crate::store::connect_with_key(&args.database.database_url, &server_key)
         .await
         .with_context(|| {
             format!(

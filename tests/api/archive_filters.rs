@@ -208,7 +208,7 @@ async fn runs_filter_by_profile_and_verdict_on_both_stores(t: TestStore) {
     t.execute_raw("DELETE FROM _sqlx_migrations WHERE version = 9")
         .await
         .unwrap();
-    let again = bakeoff::store::connect(&t.url).await.expect("migrating again");
+    let again = crate::support::db::open(&t.url).await;
     let backfilled = again.list_run_verdicts(&[both, a_only], p).await.unwrap();
     assert_eq!(backfilled.len(), 2, "{b}: only the scorecard's verdicts come back");
     assert!(

@@ -11,7 +11,7 @@ use bakeoff::domain::candidate::CandidateDraft;
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::run::{RequestRecord, RunStatus};
 use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
-use bakeoff::store::{self, DynStore};
+use bakeoff::store::DynStore;
 
 use crate::support::app::{browser_client, spawn_app};
 use crate::support::db::{postgres_url, sqlite_url};
@@ -130,7 +130,7 @@ impl Server {
             .env("BAKEOFF_LOG", "info")
             .env("NO_COLOR", "1")
             // The same server key across restarts, and no key file left beside a PostgreSQL run.
-            .env("BAKEOFF_SECRET_KEY", "5e".repeat(32))
+            .env("BAKEOFF_SECRET_KEY", hex::encode(crate::support::db::TEST_SERVER_KEY))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -280,7 +280,7 @@ async fn kill_and_resume(database_url: &str, backend: &str) {
     let file = evalset();
     let mock = slow_mock(&file).await;
     // The test's own connection migrates the database first, then seeds it.
-    let store = store::connect(database_url).await.expect("opening the test database");
+    let store = crate::support::db::open(database_url).await;
     let (version, candidates) = seed(&store, &file, &mock).await;
 
     let first = Server::start(database_url);
@@ -410,7 +410,7 @@ async fn soak_kill_and_resume(database_url: &str, backend: &str) {
 
     let file = evalset();
     let mock = slow_mock(&file).await;
-    let store = store::connect(database_url).await.expect("opening the test database");
+    let store = crate::support::db::open(database_url).await;
     let (version, candidates) = seed(&store, &file, &mock).await;
     let candidate = candidates[0];
 

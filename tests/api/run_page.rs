@@ -644,7 +644,7 @@ async fn the_harness_report_travels_with_an_exported_run_through_the_cli() {
     // The CLI writes and reads the same field as HTTP.
     let (from_url, _a) = crate::support::db::sqlite_url();
     let (to_url, _b) = crate::support::db::sqlite_url();
-    let from = bakeoff::store::connect(&from_url).await.unwrap();
+    let from = crate::support::db::open(&from_url).await;
     let file = EvalSetFile::parse("tiny.jsonl", crate::support::app::TINY_EVALSET).unwrap();
     let version = from.save_evalset_version(&file).await.unwrap();
     let spec = CandidateDraft {
@@ -677,6 +677,6 @@ async fn the_harness_report_travels_with_an_exported_run_through_the_cli() {
     let written: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(written["harness"]["host"], "bench-host");
     let id = cli::import_run(&to_url, &path);
-    let to = bakeoff::store::connect(&to_url).await.unwrap();
+    let to = crate::support::db::open(&to_url).await;
     assert_eq!(to.get_run_harness(id).await.unwrap(), Some(harness(false)));
 }

@@ -880,16 +880,17 @@ async fn runs_export_and_import_over_http_and_bad_files_store_nothing() {
 async fn the_cli_exports_and_imports_runs() {
     let (from_url, _a) = crate::support::db::sqlite_url();
     let (to_url, _b) = crate::support::db::sqlite_url();
-    let from = bakeoff::store::connect(&from_url).await.unwrap();
+    let from = crate::support::db::open(&from_url).await;
     let (run, n) = exportable_run(&from).await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("run.json");
     cli::export_run(&from_url, run, &file);
     let id = cli::import_run(&to_url, &file);
-    let to = bakeoff::store::connect(&to_url).await.unwrap();
+    let to = crate::support::db::open(&to_url).await;
     assert_eq!(to.list_request_records(id).await.unwrap().len(), n);
     let bad = std::process::Command::new(env!("CARGO_BIN_EXE_bakeoff"))
         .args(["run", "export", "--run-id", "999", "--database-url", &from_url])
+        .env("BAKEOFF_SECRET_KEY", hex::encode(crate::support::db::TEST_SERVER_KEY))
         .output()
         .unwrap();
     assert!(!bad.status.success());

@@ -395,3 +395,120 @@ async fn scorecard_exports_neutralise_formulas_and_markup(db: TestStore) {
     assert!(!md.contains("<script"), "{md}");
     assert!(md.contains("&lt;script&gt;"), "{md}");
 }
+
+/// Every `api_key` value in the candidates table, read raw (what a database dump holds).
+async fn stored_keys(url: &str, backend: &str) -> Vec<String> {
+    use sqlx::Connection;
+    let sql = "SELECT api_key FROM candidates WHERE api_key IS NOT NULL ORDER BY id";
+    if backend == "sqlite" {
+        let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
+        sqlx::query_scalar(sql).fetch_all(&mut conn).await.unwrap()
+    } else {
+        let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+        sqlx::query_scalar(sql).fetch_all(&mut conn).await.unwrap()
+    }
+}
+
+each_backend!(a_planted_key_is_only_ciphertext_at_rest_and_appears_in_no_page_or_export);
+async fn a_planted_key_is_only_ciphertext_at_rest_and_appears_in_no_page_or_export(db: TestStore) {
+    const PLANTED: &str = "sk-PLANTED-4e9c2a7d1b";
+    let (url, backend) = (db.url.clone(), db.backend);
+    let reopen = || async {
+        bakeoff::store::connect_with_key(
+            &url,
+            &bakeoff::store::server_key::ServerKey::from_bytes(crate::support::db::TEST_SERVER_KEY),
+        )
+        .await
+        .unwrap()
+    };
+    let app = spawn_app_on(db).await;
+    let mut fields = vec![
+        ("name", "keyed"),
+        ("provider", "openai-chat"),
+        ("base_url", "http://127.0.0.1:1/v1"),
+        ("model", "m"),
+    ];
+    fields.push(("api_key", PLANTED));
+    assert_eq!(app.post_form("/candidates", &fields).await.status(), 303);
+    let candidate = app.store.list_candidates().await.unwrap()[0].id;
+    assert_eq!(
+        app.store
+            .get_candidate(candidate)
+            .await
+            .unwrap()
+            .unwrap()
+            .spec
+            .api_key
+            .unwrap()
+            .expose(),
+        PLANTED
+    );
+    // The database holds ciphertext only.
+    let raw = stored_keys(&url, backend).await;
+    assert_eq!(raw.len(), 1);
+    assert!(
+        raw[0].starts_with("sealed:v1:") && !raw[0].contains("PLANTED"),
+        "{backend}: {raw:?}"
+    );
+
+    // Pages and exports never carry it.
+    let version = app.create_evalset().await;
+    let run = app.create_run("keyed run", version, &[candidate]).await;
+    let q = profile_query(&app).await;
+    for path in [
+        "/".to_string(),
+        "/candidates".to_string(),
+        format!("/candidates/{candidate}/edit"),
+        format!("/candidates/{candidate}/operability"),
+        "/runs".to_string(),
+        format!("/runs/{run}"),
+        format!("/runs/{run}/live"),
+        format!("/runs/{run}/cases"),
+        format!("/runs/{run}/export.json"),
+        format!("/runs/{run}/scorecard?{q}"),
+        format!("/runs/{run}/scorecard/export.json?{q}"),
+        format!("/runs/{run}/scorecard/export.csv?{q}"),
+        format!("/runs/{run}/scorecard/export.md?{q}"),
+        "/archive".to_string(),
+        "/scorecards".to_string(),
+    ] {
+        let body = app.get(&path).await.text().await.unwrap();
+        assert!(!body.contains("PLANTED"), "{backend}: GET {path} shows the key");
+    }
+
+    // A key stored in plaintext by an older version is sealed when the database is opened.
+    let reopened = reopen().await;
+    let mut legacy = bakeoff::domain::candidate::CandidateSpec::openai_chat("legacy", "http://127.0.0.1:2/v1", "m");
+    legacy.api_key = Some(bakeoff::domain::candidate::Secret::new("sk-LEGACY-plain-0001"));
+    let id = reopened.create_candidate(&legacy).await.unwrap();
+    {
+        use sqlx::Connection;
+        let sql = format!("UPDATE candidates SET api_key = 'sk-LEGACY-plain-0001' WHERE id = {id}");
+        if backend == "sqlite" {
+            let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+            sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await.unwrap();
+        } else {
+            let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+            sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await.unwrap();
+        }
+    }
+    assert!(stored_keys(&url, backend).await.iter().any(|k| k.contains("LEGACY")));
+    let migrated = reopen().await;
+    let raw = stored_keys(&url, backend).await;
+    assert!(
+        raw.iter().all(|k| k.starts_with("sealed:v1:") && !k.contains("LEGACY")),
+        "{raw:?}"
+    );
+    assert_eq!(
+        migrated
+            .get_candidate(id)
+            .await
+            .unwrap()
+            .unwrap()
+            .spec
+            .api_key
+            .unwrap()
+            .expose(),
+        "sk-LEGACY-plain-0001"
+    );
+}

@@ -170,7 +170,7 @@ async fn migrations_apply_from_empty_and_reapply_idempotently(
     let id = store.create_candidate(&candidate("kept")).await.unwrap();
 
     // Opening the same database again re-runs the migrator: nothing changes, nothing is lost.
-    let again = store::connect(&url).await.unwrap_or_else(|e| panic!("{backend}: {e}"));
+    let again = crate::support::db::open(&url).await;
     let kept = again
         .get_candidate(id)
         .await
@@ -184,7 +184,7 @@ each_backend!(migrations_are_recorded_once);
 async fn migrations_are_recorded_once(t: TestStore) {
     let applied = t.fetch_i64("SELECT COUNT(*) FROM _sqlx_migrations").await.unwrap();
     assert!(applied >= 1, "{}: no migration recorded", t.backend);
-    drop(store::connect(&t.url).await.unwrap());
+    drop(crate::support::db::open(&t.url).await);
     let after = t.fetch_i64("SELECT COUNT(*) FROM _sqlx_migrations").await.unwrap();
     assert_eq!(after, applied, "{}: re-connecting applied migrations again", t.backend);
 }
@@ -207,7 +207,7 @@ async fn sqlite_creates_the_file_when_missing() {
     let (url, guard) = crate::support::db::sqlite_url();
     let path = url.trim_start_matches("sqlite://").to_string();
     assert!(!std::path::Path::new(&path).exists());
-    let _store = store::connect(&url).await.unwrap();
+    let _store = crate::support::db::open(&url).await;
     assert!(std::path::Path::new(&path).exists(), "{path} was not created");
     drop(guard);
 }
@@ -769,7 +769,10 @@ async fn unreadable_stored_data_is_reported_as_corrupt(t: TestStore) {
 #[tokio::test]
 async fn sqlite_files_use_wal_and_enforce_foreign_keys() {
     let (url, _guard) = crate::support::db::sqlite_url();
-    let store = bakeoff::store::sqlite::SqliteStore::connect(&url).await.unwrap();
+    let sealer = bakeoff::domain::sealed::KeySealer::new(&[7; 32]);
+    let store = bakeoff::store::sqlite::SqliteStore::connect(&url, sealer)
+        .await
+        .unwrap();
     let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
         .fetch_one(store.pool())
         .await

@@ -8,6 +8,7 @@ pub fn export_run(database_url: &str, run: i64, path: &Path) -> String {
         .args(["run", "export", "--run-id", &run.to_string(), "--output"])
         .arg(path)
         .args(["--database-url", database_url])
+        .env("BAKEOFF_SECRET_KEY", hex::encode(super::db::TEST_SERVER_KEY))
         .output()
         .expect("running bakeoff run export");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -21,6 +22,7 @@ pub fn import_run(database_url: &str, path: &Path) -> i64 {
         .args(["run", "import"])
         .arg(path)
         .args(["--database-url", database_url])
+        .env("BAKEOFF_SECRET_KEY", hex::encode(super::db::TEST_SERVER_KEY))
         .output()
         .expect("running bakeoff run import");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

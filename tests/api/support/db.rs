@@ -147,10 +147,21 @@ impl TestStore {
     }
 }
 
+/// The server key of every test store (so tests that reopen a database open its sealed API keys, and no key file is left in the working
+/// directory by PostgreSQL stores).
+pub const TEST_SERVER_KEY: [u8; 32] = [0x5e; 32];
+
+/// Opens (and migrates) the database at `url` with [`TEST_SERVER_KEY`], as every test store is.
+pub async fn open(url: &str) -> DynStore {
+    store::connect_with_key(url, &store::server_key::ServerKey::from_bytes(TEST_SERVER_KEY))
+        .await
+        .unwrap_or_else(|e| panic!("opening the test store: {e}"))
+}
+
 /// A fresh, migrated SQLite store in a temporary file.
 pub async fn sqlite_test_store() -> TestStore {
     let (url, guard) = sqlite_url();
-    let store = store::connect(&url).await.expect("opening the SQLite test store");
+    let store = open(&url).await;
     TestStore {
         backend: "sqlite",
         store,
@@ -162,7 +173,7 @@ pub async fn sqlite_test_store() -> TestStore {
 /// A fresh, migrated PostgreSQL store in its own schema of `BAKEOFF_TEST_POSTGRES_URL`.
 pub async fn postgres_test_store() -> TestStore {
     let (url, guard) = postgres_url().await;
-    let store = store::connect(&url).await.expect("opening the PostgreSQL test store");
+    let store = open(&url).await;
     TestStore {
         backend: "postgres",
         store,

@@ -1,4 +1,5 @@
-//! The server's secret key: seals API keys at rest and signs CSRF tokens. Taken from
+//! The server's secret key: seals API keys at rest (it belongs with the data it protects, so the
+//! store opens it) and signs CSRF tokens. Taken from
 //! `BAKEOFF_SECRET_KEY` (64 hex digits or base64 of 32 bytes), else from a key file that is
 //! created on first start with mode 0600, beside the SQLite database by default.
 use std::io::Write;
@@ -8,7 +9,7 @@ use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use super::AppError;
+use super::StoreError;
 
 /// 32 secret bytes; `Debug` redacts them.
 #[derive(Clone)]
@@ -43,14 +44,14 @@ impl ServerKey {
     }
 
     /// Parses the environment's value: 64 hex digits, or base64 of 32 bytes.
-    pub fn parse(raw: &str) -> Result<ServerKey, AppError> {
+    pub fn parse(raw: &str) -> Result<ServerKey, StoreError> {
         let raw = raw.trim();
         let bytes = hex::decode(raw)
             .ok()
             .or_else(|| base64::engine::general_purpose::STANDARD.decode(raw).ok());
         match bytes.and_then(|b| <[u8; 32]>::try_from(b).ok()) {
             Some(b) => Ok(ServerKey(b)),
-            None => Err(AppError::Invalid(
+            None => Err(StoreError::Key(
                 "BAKEOFF_SECRET_KEY must be 32 bytes as 64 hex digits or base64 (e.g. `openssl rand -hex 32`)".into(),
             )),
         }
@@ -72,9 +73,24 @@ pub fn default_key_file(database_url: &str) -> PathBuf {
     }
 }
 
+/// The key for the database at `url`: `BAKEOFF_SECRET_KEY`, else the file named by
+/// `BAKEOFF_SECRET_KEY_FILE`, else [`default_key_file`]; an in-memory database (nothing
+/// persists) gets a fresh random key.
+pub fn from_environment(url: &str) -> Result<ServerKey, StoreError> {
+    if (url.contains(":memory:") || url.contains("mode=memory")) && std::env::var("BAKEOFF_SECRET_KEY").is_err() {
+        let mut bytes = [0u8; 32];
+        getrandom::fill(&mut bytes).expect("the operating system's random source");
+        return Ok(ServerKey(bytes));
+    }
+    let file = std::env::var_os("BAKEOFF_SECRET_KEY_FILE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| default_key_file(url));
+    load(std::env::var("BAKEOFF_SECRET_KEY").ok().as_deref(), &file)
+}
+
 /// The key from `env_value` when set, else read from `file` (refused when others can read it),
 /// else created there with mode 0600.
-pub fn load(env_value: Option<&str>, file: &Path) -> Result<ServerKey, AppError> {
+pub fn load(env_value: Option<&str>, file: &Path) -> Result<ServerKey, StoreError> {
     if let Some(raw) = env_value.filter(|v| !v.trim().is_empty()) {
         return ServerKey::parse(raw);
     }
@@ -85,34 +101,43 @@ pub fn load(env_value: Option<&str>, file: &Path) -> Result<ServerKey, AppError>
             {
                 use std::os::unix::fs::PermissionsExt;
                 let mode = std::fs::metadata(file)
-                    .map_err(|e| AppError::Invalid(format!("reading {shown}: {e}")))?
+                    .map_err(|e| StoreError::Key(format!("reading {shown}: {e}")))?
                     .permissions()
                     .mode();
                 if mode & 0o077 != 0 {
-                    return Err(AppError::Invalid(format!(
+                    return Err(StoreError::Key(format!(
                         "the key file {shown} can be read by other users (mode {:o}); run `chmod 600 {shown}`",
                         mode & 0o777
                     )));
                 }
             }
-            ServerKey::parse(&text).map_err(|_| AppError::Invalid(format!("{shown} does not hold a 32-byte key")))
+            ServerKey::parse(&text).map_err(|_| StoreError::Key(format!("{shown} does not hold a 32-byte key")))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let mut bytes = [0u8; 32];
             getrandom::fill(&mut bytes).expect("the operating system's random source");
+            // Written whole to a temporary file, then linked into place: a process starting at the
+            // same moment either wins or reads the complete key of the one that did.
+            let tmp = file.with_extension(format!("tmp{}", hex::encode(&bytes[..4])));
             let mut options = std::fs::OpenOptions::new();
             options.write(true).create_new(true);
             #[cfg(unix)]
             std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-            let mut f = options
-                .open(file)
-                .map_err(|e| AppError::Invalid(format!("creating the key file {shown}: {e}")))?;
-            f.write_all(format!("{}\n", hex::encode(bytes)).as_bytes())
-                .map_err(|e| AppError::Invalid(format!("writing the key file {shown}: {e}")))?;
-            tracing::info!(file = %shown, "created the server's secret key file (mode 0600); back it up with the database");
-            Ok(ServerKey(bytes))
+            let written = options
+                .open(&tmp)
+                .and_then(|mut f| f.write_all(format!("{}\n", hex::encode(bytes)).as_bytes()))
+                .and_then(|()| std::fs::hard_link(&tmp, file));
+            let _ = std::fs::remove_file(&tmp);
+            match written {
+                Ok(()) => {
+                    tracing::info!(file = %shown, "created the server's secret key file (mode 0600); back it up with the database");
+                    Ok(ServerKey(bytes))
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => load(None, file),
+                Err(e) => Err(StoreError::Key(format!("creating the key file {shown}: {e}"))),
+            }
         }
-        Err(e) => Err(AppError::Invalid(format!("reading the key file {shown}: {e}"))),
+        Err(e) => Err(StoreError::Key(format!("reading the key file {shown}: {e}"))),
     }
 }
 
