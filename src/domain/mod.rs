@@ -1,5 +1,6 @@
 //! Pure logic: no I/O, no HTTP, no SQL. Everything here is testable with plain values.
 pub mod accounts;
+pub mod audit;
 pub mod calibers;
 pub mod candidate;
 pub mod compare;

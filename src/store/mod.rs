@@ -1,7 +1,7 @@
 //! Storage. One `Store` trait, two implementations (SQLite by default, PostgreSQL for teams),
 //! chosen by URL scheme. Nothing above this module knows which database it is on.
 //!
-//! Each query is written once, in the file of its aggregate (`candidates.rs`, `evalsets.rs`,
+//! Each query is written once, in the file of its aggregate (`audit.rs`, `candidates.rs`, `evalsets.rs`,
 //! `profiles.rs`, `scorecards.rs`, `runs.rs`, `records.rs`, `token_counts.rs`,
 //! `operability.rs`, `archive.rs`, `verdicts.rs`), inside a `macro_rules!` that writes that
 //! aggregate's `Store` methods for one sqlx database; `impl_store!` below expands every one of
@@ -18,6 +18,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 
 use crate::domain::Timestamp;
+use crate::domain::audit::{AuditEntry, AuditFilter, NewAuditEntry};
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{Candidate, CandidateSpec};
 use crate::domain::evalset::{EvalSetFile, TaskKind};
@@ -31,6 +32,7 @@ use crate::domain::sealed::KeySealer;
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
 
 mod archive;
+mod audit;
 pub use archive::IMPORT_INCOMPLETE;
 mod candidates;
 mod evalsets;
@@ -204,6 +206,13 @@ pub type StoreFuture<'a, T> = BoxFuture<'a, Result<T>>;
 /// the file named in its heading, for both backends (see the module comment).
 pub trait Store: Send + Sync + 'static {
     fn backend(&self) -> Backend;
+
+    // --- audit log (audit.rs; append-only: the table refuses updates and deletes)
+    /// Records one change; returns its id.
+    fn append_audit<'a>(&'a self, entry: &'a NewAuditEntry) -> StoreFuture<'a, i64>;
+    /// Entries matching `filter`, newest first.
+    fn list_audit<'a>(&'a self, filter: &'a AuditFilter, limit: i64, offset: i64) -> StoreFuture<'a, Vec<AuditEntry>>;
+    fn count_audit<'a>(&'a self, filter: &'a AuditFilter) -> StoreFuture<'a, i64>;
 
     // --- candidates (candidates.rs)
     fn list_candidates(&self) -> StoreFuture<'_, Vec<Candidate>>;
@@ -385,6 +394,7 @@ macro_rules! impl_store {
             }
 
             candidates::candidate_queries!($db);
+            audit::audit_queries!($db);
             evalsets::evalset_queries!($db);
             profiles::profile_queries!($db);
             scorecards::scorecard_queries!($db);

@@ -9,8 +9,10 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 
 use super::AppState;
+use super::audit::record;
 use super::error::{WebError, parse_id};
 use super::views::{FieldKind, FieldView, Fieldset, FormBody, num};
+use crate::domain::audit::Action;
 use crate::domain::candidate::{Candidate, CandidateDraft, CandidateSpec, ProviderKind, Secret, TokenizeKind};
 use crate::domain::validation::FieldErrors;
 use crate::store::StoreError;
@@ -350,6 +352,11 @@ async fn create(State(state): State<AppState>, body: FormBody) -> Result<Respons
     match state.store.create_candidate(&spec).await {
         Ok(id) => {
             tracing::info!(candidate_id = id, "candidate created");
+            let target = format!("candidate #{id} {:?}", spec.name);
+            record(&state, Action::CandidateCreated, target.clone(), spec.base_url.clone()).await?;
+            if spec.api_key.is_some() {
+                record(&state, Action::CandidateKeySet, target, String::new()).await?;
+            }
             Ok(Redirect::to("/candidates").into_response())
         }
         Err(StoreError::Conflict(_)) => Ok(invalid(CandidateFormPage::build(&draft, &name_taken(&spec.name), None))),
@@ -399,6 +406,18 @@ async fn update(State(state): State<AppState>, Path(raw): Path<String>, body: Fo
                 key_dropped_by_move = moved,
                 "candidate updated"
             );
+            let target = format!("candidate #{} {:?}", c.id, spec.name);
+            record(&state, Action::CandidateUpdated, target.clone(), spec.base_url.clone()).await?;
+            if !draft.api_key.trim().is_empty() {
+                record(&state, Action::CandidateKeySet, target.clone(), String::new()).await?;
+            } else if c.spec.api_key.is_some() && spec.api_key.is_none() {
+                let why = if moved {
+                    format!("the base URL moved to another server ({})", spec.base_url)
+                } else {
+                    "removed on the form".to_string()
+                };
+                record(&state, Action::CandidateKeyCleared, target, why).await?;
+            }
             let to = if moved {
                 format!("/candidates?key_dropped={}", c.id)
             } else {

@@ -10,6 +10,7 @@ use tower_http::trace::TraceLayer;
 
 pub mod archive;
 pub mod assets;
+pub mod audit;
 pub mod candidates;
 pub mod error;
 pub mod evalsets;
@@ -53,6 +54,7 @@ pub fn build_app(state: AppState) -> Router {
         .merge(scorecards::router())
         .merge(measure::router())
         .merge(operability::router())
+        .merge(audit::router())
         .merge(assets::router())
         .fallback(error::not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

@@ -503,6 +503,13 @@ async fn probe_now(State(state): State<AppState>, Path(id): Path<String>) -> Res
     let report = run_probes(&c.spec, &ProbeOptions::default()).await;
     let (passed, failed, _) = report.counts();
     tracing::info!(candidate = c.id, passed, failed, "operability probes run");
+    crate::web::audit::record(
+        &state,
+        crate::domain::audit::Action::ProbesRun,
+        format!("candidate #{} {:?}", c.id, c.spec.name),
+        format!("{passed} passed, {failed} failed"),
+    )
+    .await?;
     state.store.save_probe_run(c.id, &report).await?;
     Ok(Redirect::to(&format!("/candidates/{}/operability?probed=1#probes", c.id)).into_response())
 }
@@ -521,6 +528,13 @@ async fn save_checklist(
                 .store
                 .save_checklist(c.id, &sub.answers, &sub.changed_by, &sub.rationale)
                 .await?;
+            crate::web::audit::record(
+                &state,
+                crate::domain::audit::Action::ChecklistSaved,
+                format!("candidate #{} {:?}", c.id, c.spec.name),
+                format!("signed {:?}: {}", sub.changed_by, sub.rationale),
+            )
+            .await?;
             let mut response =
                 Redirect::to(&format!("/candidates/{}/operability?saved=1#checklist", c.id)).into_response();
             if let Some(cookie) = name_cookie(&sub.changed_by) {
@@ -596,5 +610,12 @@ async fn start_soak(
     // Like any run: queued until its candidate (and a global slot) is free, cancellable.
     state.runner.start(run_id);
     tracing::info!(candidate = c.id, run_id, "soak queued");
+    crate::web::audit::record(
+        &state,
+        crate::domain::audit::Action::SoakStarted,
+        format!("candidate #{} {:?}", c.id, c.spec.name),
+        format!("run #{run_id}"),
+    )
+    .await?;
     Ok(Redirect::to(&format!("/candidates/{}/operability?soak={run_id}#soak", c.id)).into_response())
 }

@@ -230,6 +230,18 @@ pub fn single_user_at() -> Option<String> {
     PAGE.try_with(|p| p.single_user_at.clone()).unwrap_or_default()
 }
 
+/// Who the current request acts as, for the audit log: in single-user mode, the local user.
+pub fn actor() -> String {
+    PAGE.try_with(|p| {
+        p.single_user_at
+            .as_ref()
+            .map(|_| "local user (single-user mode)".to_string())
+    })
+    .ok()
+    .flatten()
+    .unwrap_or_else(|| "unknown".to_string())
+}
+
 /// Runs `f` (a render outside the request's task, e.g. in a server-sent event stream) with
 /// the page context captured from the request.
 pub fn with_page<R>(ctx: PageContext, f: impl FnOnce() -> R) -> R {

@@ -520,6 +520,13 @@ async fn create(State(state): State<AppState>, body: FormBody) -> Result<Respons
         )
         .await?;
     tracing::info!(profile_id = id, version, "threshold profile created");
+    crate::web::audit::record(
+        &state,
+        crate::domain::audit::Action::ThresholdProfileSaved,
+        format!("threshold profile #{id} {:?} version {version}", save.name),
+        format!("created, signed {:?}: {}", save.changed_by, save.change_rationale),
+    )
+    .await?;
     Ok(saved(id, &save.changed_by))
 }
 
@@ -572,6 +579,13 @@ async fn update(State(state): State<AppState>, Path(raw): Path<String>, body: Fo
         )
         .await?;
     tracing::info!(profile_id = id, version, "threshold profile saved");
+    crate::web::audit::record(
+        &state,
+        crate::domain::audit::Action::ThresholdProfileSaved,
+        format!("threshold profile #{id} {:?} version {version}", profile.name),
+        format!("signed {:?}: {}", save.changed_by, save.change_rationale),
+    )
+    .await?;
     Ok(saved(id, &save.changed_by))
 }
 

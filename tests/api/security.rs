@@ -512,3 +512,82 @@ async fn a_planted_key_is_only_ciphertext_at_rest_and_appears_in_no_page_or_expo
         "sk-LEGACY-plain-0001"
     );
 }
+
+each_backend!(changes_are_in_the_audit_log_which_filters_exports_and_is_append_only);
+async fn changes_are_in_the_audit_log_which_filters_exports_and_is_append_only(db: TestStore) {
+    let (url, backend) = (db.url.clone(), db.backend);
+    let app = spawn_app_on(db).await;
+    let fields = |url: &'static str, key: &'static str| {
+        vec![
+            ("name", "audited"),
+            ("provider", "openai-chat"),
+            ("base_url", url),
+            ("model", "m"),
+            ("api_key", key),
+        ]
+    };
+    assert_eq!(
+        app.post_form("/candidates", &fields("http://127.0.0.1:9/v1", "sk-audit-0123456789"))
+            .await
+            .status(),
+        303
+    );
+    let id = app.store.list_candidates().await.unwrap()[0].id;
+    // Moving it drops the key: logged as cleared, with why.
+    let r = app
+        .post_form(
+            &format!("/candidates/{id}/edit"),
+            &fields("http://other.example/v1", ""),
+        )
+        .await;
+    assert_eq!(r.status(), 303);
+    let (page, _) = app.page("/audit").await;
+    let actions = page.texts("table.audit td:nth-child(3)");
+    assert_eq!(
+        actions,
+        [
+            "candidate.key_cleared",
+            "candidate.updated",
+            "candidate.key_set",
+            "candidate.created"
+        ],
+        "{backend}"
+    );
+    let details = page.texts("table.audit td:nth-child(5)");
+    assert!(details[0].contains("moved to another server"), "{details:?}");
+    assert!(
+        page.texts("table.audit td:nth-child(2)")
+            .iter()
+            .all(|a| a.contains("local user"))
+    );
+
+    // Filters: one action; a prefix for every action on candidates; a date range.
+    let (page, _) = app.page("/audit?action=candidate.key_set").await;
+    assert_eq!(page.count("table.audit tbody tr"), 1);
+    let (page, _) = app.page("/audit?action=candidate.").await;
+    assert_eq!(page.count("table.audit tbody tr"), 4);
+    let (page, _) = app.page("/audit?to=2000-01-01").await;
+    assert_eq!(page.count("table.audit tbody tr"), 0);
+
+    // Exports carry the same entries, never the key.
+    let csv = app.text_ok("/audit/export.csv?action=candidate.").await;
+    assert_eq!(csv.lines().count(), 5, "{csv}");
+    assert!(!csv.contains("sk-audit"));
+    let json: serde_json::Value = app.get("/audit/export.json").await.json().await.unwrap();
+    assert_eq!(json["entries"].as_array().unwrap().len(), 4);
+    assert!(!json.to_string().contains("sk-audit"));
+
+    // Append-only below the application too.
+    use sqlx::Connection;
+    for sql in ["UPDATE audit_log SET actor = 'mallory'", "DELETE FROM audit_log"] {
+        let refused = if backend == "sqlite" {
+            let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+            sqlx::query(sql).execute(&mut conn).await.is_err()
+        } else {
+            let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+            sqlx::query(sql).execute(&mut conn).await.is_err()
+        };
+        assert!(refused, "{backend}: {sql} was allowed");
+    }
+    assert_eq!(app.store.count_audit(&Default::default()).await.unwrap(), 4);
+}

@@ -55,6 +55,7 @@ async fn every_page_renders_with_the_layout() {
         ("/runs/new", "Start a run"),
         (&format!("/runs/{run}"), "Run #"),
         ("/measure", "How we measure"),
+        ("/audit", "Audit log"),
     ];
     for (path, title) in pages {
         let page = app.get_html(path).await;
@@ -70,6 +71,7 @@ async fn every_page_renders_with_the_layout() {
                 "Runs",
                 "Archive",
                 "Scorecards",
+                "Audit",
                 "How we measure"
             ],
             "GET {path}: nav"

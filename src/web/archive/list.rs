@@ -394,7 +394,17 @@ pub async fn import(State(state): State<AppState>, multipart: Result<Multipart, 
     match read_and_import(&state, multipart).await {
         Ok(id) => {
             tracing::info!(run_id = id, "run imported");
-            Redirect::to(&format!("/runs/{id}")).into_response()
+            match crate::web::audit::record(
+                &state,
+                crate::domain::audit::Action::RunImported,
+                format!("run #{id}"),
+                String::new(),
+            )
+            .await
+            {
+                Ok(()) => Redirect::to(&format!("/runs/{id}")).into_response(),
+                Err(e) => e.into_response(),
+            }
         }
         Err((status, message)) => match render(&state, &FormBody::default(), Some(message)).await {
             Ok(page) => (status, page).into_response(),

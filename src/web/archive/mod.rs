@@ -15,7 +15,7 @@ use crate::web::error::WebError;
 
 mod compare;
 mod history;
-mod list;
+pub(crate) mod list;
 
 /// Largest accepted import (a run of 100,000 requests exports to roughly 100 MiB).
 pub const MAX_IMPORT_BYTES: usize = 256 * 1024 * 1024;

@@ -332,7 +332,17 @@ async fn save_case(
     let notice = if position.is_some() { "edited" } else { "added" };
     match store_file(state, version, &file, at).await? {
         Stored::Unchanged => Ok(Redirect::to(&format!("/evalsets/{}?notice=unchanged", version.id)).into_response()),
-        Stored::Version(id) => Ok(Redirect::to(&format!("/evalsets/{id}?notice={notice}")).into_response()),
+        Stored::Version(id) => {
+            let target = format!("eval set {:?} version #{id}", file.header.name);
+            crate::web::audit::record(
+                state,
+                crate::domain::audit::Action::EvalSetSaved,
+                target,
+                format!("case {notice}"),
+            )
+            .await?;
+            Ok(Redirect::to(&format!("/evalsets/{id}?notice={notice}")).into_response())
+        }
         Stored::Refused { field, message } => {
             match field {
                 Some(f) => page.errors.add(f, message),
@@ -357,7 +367,17 @@ pub async fn delete(
     let mut file = version.file.clone();
     file.cases.remove(n - 1);
     match store_file(&state, &version, &file, usize::MAX).await? {
-        Stored::Version(id) => Ok(Redirect::to(&format!("/evalsets/{id}?notice=deleted")).into_response()),
+        Stored::Version(id) => {
+            let target = format!("eval set {:?} version #{id}", file.header.name);
+            crate::web::audit::record(
+                &state,
+                crate::domain::audit::Action::EvalSetSaved,
+                target,
+                format!("case {n} deleted"),
+            )
+            .await?;
+            Ok(Redirect::to(&format!("/evalsets/{id}?notice=deleted")).into_response())
+        }
         Stored::Unchanged => Err(WebError::Internal("deleting a case left the file unchanged".into())),
         Stored::Refused { message, .. } => Err(WebError::BadRequest(message)),
     }

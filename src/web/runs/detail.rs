@@ -241,6 +241,13 @@ pub async fn cancel(State(state): State<AppState>, Path(raw): Path<String>) -> R
             .await?;
     }
     tracing::info!(run_id = id, "run cancel requested");
+    crate::web::audit::record(
+        &state,
+        crate::domain::audit::Action::RunCancelled,
+        format!("run #{id} {:?}", run.name),
+        String::new(),
+    )
+    .await?;
     Ok(Redirect::to(&format!("/runs/{id}")))
 }
 

@@ -219,7 +219,16 @@ fn form_from_query(query: Option<&str>) -> Result<(RunForm, FieldErrors), WebErr
 pub async fn create(State(state): State<AppState>, body: FormBody) -> Result<Response, WebError> {
     let form = RunForm::from_body(&body)?;
     match create_run(&state.store, &state.runner, &form.run).await {
-        Ok(id) => Ok(Redirect::to(&format!("/runs/{id}")).into_response()),
+        Ok(id) => {
+            crate::web::audit::record(
+                &state,
+                crate::domain::audit::Action::RunStarted,
+                format!("run #{id}"),
+                String::new(),
+            )
+            .await?;
+            Ok(Redirect::to(&format!("/runs/{id}")).into_response())
+        }
         Err(AppError::Fields(errors)) => {
             let page = render(&state, &form, &errors).await?;
             Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response())

@@ -104,6 +104,13 @@ pub async fn save(
         })
         .await?;
     tracing::info!(scorecard_id = id, run_id, "scorecard saved");
+    crate::web::audit::record(
+        &state,
+        crate::domain::audit::Action::ScorecardSaved,
+        format!("scorecard #{id} of run #{run_id}"),
+        format!("signed {created_by:?}"),
+    )
+    .await?;
     let mut response = Redirect::to(&format!("/scorecards/{id}")).into_response();
     if let Some(cookie) = name_cookie(&created_by) {
         response.headers_mut().insert(header::SET_COOKIE, cookie);

@@ -1,0 +1,96 @@
+//! The audit log: who changed what and when. Entries are only ever appended.
+use serde::Serialize;
+
+use super::Timestamp;
+
+/// One change, as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AuditEntry {
+    pub id: i64,
+    /// Milliseconds since the epoch.
+    pub at: Timestamp,
+    /// Who: a user name, or the single-user mode's local user.
+    pub actor: String,
+    /// What, as `thing.verb`, e.g. `candidate.key_cleared` (see [`Action`]).
+    pub action: String,
+    /// Which, e.g. `candidate #3 "fast"`.
+    pub target: String,
+    /// Anything else worth keeping (a rationale, what changed); never a secret.
+    pub detail: String,
+}
+
+/// A change to record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewAuditEntry {
+    pub actor: String,
+    pub action: Action,
+    pub target: String,
+    pub detail: String,
+}
+
+/// Every kind of change the log records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    CandidateCreated,
+    CandidateUpdated,
+    CandidateKeySet,
+    CandidateKeyCleared,
+    EvalSetSaved,
+    ThresholdProfileSaved,
+    ChecklistSaved,
+    ProbesRun,
+    SoakStarted,
+    RunStarted,
+    RunCancelled,
+    RunImported,
+    ScorecardSaved,
+}
+
+impl Action {
+    pub const ALL: [Action; 13] = [
+        Action::CandidateCreated,
+        Action::CandidateUpdated,
+        Action::CandidateKeySet,
+        Action::CandidateKeyCleared,
+        Action::EvalSetSaved,
+        Action::ThresholdProfileSaved,
+        Action::ChecklistSaved,
+        Action::ProbesRun,
+        Action::SoakStarted,
+        Action::RunStarted,
+        Action::RunCancelled,
+        Action::RunImported,
+        Action::ScorecardSaved,
+    ];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Action::CandidateCreated => "candidate.created",
+            Action::CandidateUpdated => "candidate.updated",
+            Action::CandidateKeySet => "candidate.key_set",
+            Action::CandidateKeyCleared => "candidate.key_cleared",
+            Action::EvalSetSaved => "evalset.saved",
+            Action::ThresholdProfileSaved => "threshold_profile.saved",
+            Action::ChecklistSaved => "checklist.saved",
+            Action::ProbesRun => "probes.run",
+            Action::SoakStarted => "soak.started",
+            Action::RunStarted => "run.started",
+            Action::RunCancelled => "run.cancelled",
+            Action::RunImported => "run.imported",
+            Action::ScorecardSaved => "scorecard.saved",
+        }
+    }
+}
+
+/// Filters for the audit page and its exports (all optional).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AuditFilter {
+    /// Exact actor.
+    pub actor: Option<String>,
+    /// Exact action, or a prefix ending in `.` for every action on one thing (`candidate.`).
+    pub action: Option<String>,
+    /// At or after.
+    pub from: Option<Timestamp>,
+    /// Strictly before.
+    pub before: Option<Timestamp>,
+}
