@@ -4,14 +4,13 @@ use askama::Template;
 use askama_web::WebTemplate;
 use axum::Router;
 use axum::extract::{Query, State};
-use axum::http::{HeaderValue, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 
 use super::AppState;
 use super::archive::list::parse_day;
 use super::error::{WebError, parse_page};
-use super::views::Pagination;
+use super::views::{Pagination, download};
 use crate::domain::Timestamp;
 use crate::domain::audit::{Action, AuditEntry, AuditFilter, NewAuditEntry};
 use crate::domain::neutralize::csv_cell;
@@ -138,16 +137,6 @@ async fn export_entries(state: &AppState, q: &AuditQuery) -> Result<Vec<AuditEnt
     Ok(state.store.list_audit(&q.filter()?, MAX_EXPORT, 0).await?)
 }
 
-fn download(body: String, content_type: &'static str, file_name: &str) -> Response {
-    let mut response = body.into_response();
-    let h = response.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{file_name}\"")) {
-        h.insert(header::CONTENT_DISPOSITION, v);
-    }
-    response
-}
-
 /// CSV, newest first; every text cell neutralised against formula injection.
 pub fn to_csv(entries: &[AuditEntry]) -> String {
     let mut out = String::from("id,at_ms,at,actor,action,target,detail\r\n");
@@ -173,12 +162,12 @@ async fn export_csv(State(state): State<AppState>, Query(q): Query<AuditQuery>) 
     Ok(download(
         to_csv(&entries),
         "text/csv; charset=utf-8",
-        "bakeoff-audit.csv",
+        "bakeoff-audit.csv".into(),
     ))
 }
 
 async fn export_json(State(state): State<AppState>, Query(q): Query<AuditQuery>) -> Result<Response, WebError> {
     let entries = export_entries(&state, &q).await?;
     let body = serde_json::json!({ "schema": "bakeoff.audit/1", "entries": entries }).to_string();
-    Ok(download(body, "application/json", "bakeoff-audit.json"))
+    Ok(download(body, "application/json", "bakeoff-audit.json".into()))
 }

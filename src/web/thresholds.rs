@@ -384,14 +384,8 @@ fn part_label(part: &str) -> &'static str {
 
 /// The "your name" cookie's value, if set.
 pub fn remembered_name(headers: &HeaderMap) -> String {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(k, _)| *k == NAME_COOKIE)
-        .map(|(_, v)| {
+    super::security::cookie(headers, NAME_COOKIE)
+        .map(|v| {
             url::form_urlencoded::parse(format!("n={v}").as_bytes())
                 .next()
                 .map(|(_, v)| v.into_owned())

@@ -7,6 +7,19 @@ use axum::http::StatusCode;
 use super::error::WebError;
 use crate::domain::validation::FieldErrors;
 
+/// A file answered inline with its type and name (exports).
+pub fn download(body: String, content_type: &'static str, file_name: String) -> axum::response::Response {
+    use axum::http::{HeaderValue, header};
+    use axum::response::IntoResponse;
+    let mut response = body.into_response();
+    let h = response.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if let Ok(v) = HeaderValue::from_str(&format!("inline; filename=\"{file_name}\"")) {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
+    response
+}
+
 /// Shown for a figure that was not measured (never 0, never blank).
 pub const NOT_MEASURED: &str = "—";
 

@@ -5,8 +5,7 @@
 //! (JSON `harness` and each speed row's `warning`, CSV a `harness` line and the speed rows'
 //! reason, Markdown a banner and the speed section).
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderValue, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Serialize;
 
 use super::parse_query;
@@ -19,6 +18,7 @@ use crate::domain::scorecard::{ClaimCheck, PairedRow, ParetoPoint, PipelineImpac
 use crate::domain::thresholds::{CATALOG, Dimension, ThresholdRule};
 use crate::web::AppState;
 use crate::web::error::{WebError, parse_id};
+use crate::web::views::download;
 
 /// The JSON export's schema identifier; bump the number on an incompatible change.
 pub const SCHEMA: &str = "bakeoff.scorecard/1";
@@ -522,16 +522,6 @@ pub fn to_markdown(j: &RunScorecard) -> String {
     }
     out.push_str(&format!("\n---\n{}\n", DECISION_RULE));
     out
-}
-
-fn download(body: String, content_type: &'static str, file_name: String) -> Response {
-    let mut response = body.into_response();
-    let h = response.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    if let Ok(v) = HeaderValue::from_str(&format!("inline; filename=\"{file_name}\"")) {
-        h.insert(header::CONTENT_DISPOSITION, v);
-    }
-    response
 }
 
 async fn load(state: &AppState, raw: &str, query: Option<String>) -> Result<RunScorecard, WebError> {
