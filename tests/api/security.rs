@@ -591,3 +591,69 @@ async fn changes_are_in_the_audit_log_which_filters_exports_and_is_append_only(d
     }
     assert_eq!(app.store.count_audit(&Default::default()).await.unwrap(), 4);
 }
+
+/// A `MakeWriter` that keeps every log line in memory.
+#[derive(Clone, Default)]
+struct LogBuffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogBuffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogBuffer {
+    type Writer = LogBuffer;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+#[tokio::test]
+async fn a_planted_key_appears_in_no_log_line() {
+    const PLANTED: &str = "sk-PLANTED-log-5d8e1f";
+    let logs = LogBuffer::default();
+    // This thread's subscriber: the app runs on this test's single-threaded runtime.
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter("trace")
+        .with_writer(logs.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let app = spawn_app().await;
+    let fields = |url: &'static str, key: &'static str| {
+        vec![
+            ("name", "logged"),
+            ("provider", "openai-chat"),
+            ("base_url", url),
+            ("model", "m"),
+            ("api_key", key),
+        ]
+    };
+    assert_eq!(
+        app.post_form("/candidates", &fields("http://127.0.0.1:1/v1", PLANTED))
+            .await
+            .status(),
+        303
+    );
+    let id = app.store.list_candidates().await.unwrap()[0].id;
+    // A bad edit, probes against a dead endpoint, a key-dropping move: every path that logs.
+    let bad = app
+        .post_form_html(&format!("/candidates/{id}/edit"), &fields("ftp://x", PLANTED))
+        .await;
+    assert_eq!(bad.status, 422);
+    app.post_form(&format!("/candidates/{id}/operability/probes"), &[])
+        .await;
+    app.post_form(&format!("/candidates/{id}/edit"), &fields("http://127.0.0.1:2/v1", ""))
+        .await;
+    let text = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+    assert!(
+        text.contains("candidate created") && text.lines().count() > 20,
+        "{text}"
+    );
+    assert!(!text.contains("PLANTED"), "a log line carries the key");
+}
