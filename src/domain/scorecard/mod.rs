@@ -1,4 +1,4 @@
-//! The go/no-go scorecard: every rule of a threshold profile judged for every candidate of a
+//! The go/no-go scorecard: every rule of a threshold profile assessed for every candidate of a
 //! run, from raw records, with honest uncertainty.
 //!
 //! A rule is **pass** when the whole interval of the measured value lies on the passing side of
@@ -136,9 +136,9 @@ fn group_thousands(n: u64) -> String {
     out
 }
 
-/// One rule judged for one candidate.
+/// One rule assessed for one candidate.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Judgement {
+pub struct Assessment {
     pub state: RuleState,
     /// Distance from the threshold, positive on the passing side, in the metric's stored unit.
     pub margin: Option<f64>,
@@ -161,8 +161,8 @@ fn interval_text(unit: Unit, (lo, hi): (f64, f64)) -> String {
     format!("{} to {}", unit.format(lo), unit.format(hi))
 }
 
-/// Judges one rule against one measurement (see the module comment for the states).
-pub fn judge(rule: &ThresholdRule, key: &MetricKey, m: &Measurement) -> Judgement {
+/// Assesses one rule against one measurement (see the module comment for the states).
+pub fn assess(rule: &ThresholdRule, key: &MetricKey, m: &Measurement) -> Assessment {
     let def = key.def();
     let unit = def.unit;
     let label = key.label();
@@ -174,7 +174,7 @@ pub fn judge(rule: &ThresholdRule, key: &MetricKey, m: &Measurement) -> Judgemen
             Some(rest) => format!("{label} not measured at {rest}"),
             None => format!("{label} not measured: {why}"),
         };
-        return Judgement {
+        return Assessment {
             state: RuleState::NotMeasured,
             margin: None,
             settle: None,
@@ -191,7 +191,7 @@ pub fn judge(rule: &ThresholdRule, key: &MetricKey, m: &Measurement) -> Judgemen
     let Some((lo, hi)) = m.interval else {
         if m.uncertainty != Uncertainty::Exact {
             // A sample too small for an interval decides nothing.
-            return Judgement {
+            return Assessment {
                 state: RuleState::Inconclusive,
                 margin: Some(margin),
                 settle: Some(Settle::More {
@@ -206,7 +206,7 @@ pub fn judge(rule: &ThresholdRule, key: &MetricKey, m: &Measurement) -> Judgemen
             };
         }
         let pass = cmp.holds(value, rule.value);
-        return Judgement {
+        return Assessment {
             state: if pass { RuleState::Pass } else { RuleState::Fail },
             margin: Some(margin),
             settle: None,
@@ -219,7 +219,7 @@ pub fn judge(rule: &ThresholdRule, key: &MetricKey, m: &Measurement) -> Judgemen
     let (lo_holds, hi_holds) = (cmp.holds(lo, rule.value), cmp.holds(hi, rule.value));
     let range = interval_text(unit, (lo, hi));
     if lo_holds && hi_holds {
-        Judgement {
+        Assessment {
             state: RuleState::Pass,
             margin: Some(margin),
             settle: None,
@@ -229,7 +229,7 @@ pub fn judge(rule: &ThresholdRule, key: &MetricKey, m: &Measurement) -> Judgemen
             ),
         }
     } else if !lo_holds && !hi_holds {
-        Judgement {
+        Assessment {
             state: RuleState::Fail,
             margin: Some(margin),
             settle: None,
@@ -240,7 +240,7 @@ pub fn judge(rule: &ThresholdRule, key: &MetricKey, m: &Measurement) -> Judgemen
         }
     } else {
         let settle = settle_estimate(m, value, rule.value);
-        Judgement {
+        Assessment {
             state: RuleState::Inconclusive,
             margin: Some(margin),
             reason: format!(
@@ -323,7 +323,7 @@ pub struct Column {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Cell {
     pub measurement: Measurement,
-    pub judgement: Judgement,
+    pub assessment: Assessment,
     /// Value minus the incumbent's value (None for the incumbent itself or when either is missing).
     pub delta: Option<f64>,
     /// The best value of the row (only marked when at least two candidates were measured).
@@ -386,7 +386,7 @@ pub struct PipelineImpact {
 
 /// Everything a scorecard needs.
 pub struct ScorecardInput<'a> {
-    /// The run's configured concurrency: rules without `@c=N` are judged at it.
+    /// The run's configured concurrency: rules without `@c=N` are assessed at it.
     pub run_concurrency: u32,
     /// The run's candidates, in the run's order.
     pub candidates: &'a [Candidate],
@@ -445,7 +445,7 @@ impl Scorecard {
     }
 }
 
-/// Builds the scorecard: measures every rule for every candidate and judges it.
+/// Builds the scorecard: measures every rule for every candidate and assesses it.
 pub fn build(input: &ScorecardInput<'_>) -> Scorecard {
     let data: Vec<CandidateRecords<'_>> = input
         .candidates
@@ -486,7 +486,7 @@ pub fn build(input: &ScorecardInput<'_>) -> Scorecard {
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            let states: Vec<RuleState> = rows.iter().map(|r| r.cells[i].judgement.state).collect();
+            let states: Vec<RuleState> = rows.iter().map(|r| r.cells[i].assessment.state).collect();
             let verdict = Verdict::of(&states);
             Column {
                 candidate_id: c.id,
@@ -562,7 +562,7 @@ fn build_row(
                         concurrency: None,
                         missing: Some(why.clone()),
                     },
-                    judgement: Judgement {
+                    assessment: Assessment {
                         state: RuleState::NotMeasured,
                         margin: None,
                         settle: None,
@@ -611,7 +611,7 @@ fn build_row(
         .into_iter()
         .enumerate()
         .map(|(i, m)| Cell {
-            judgement: judge(rule, &key, &m),
+            assessment: assess(rule, &key, &m),
             delta: match (incumbent, base_value, m.value) {
                 (Some(inc), Some(b), Some(v)) if inc != i => Some(v - b),
                 _ => None,
@@ -641,8 +641,8 @@ fn reasons(rows: &[Row], i: usize, verdict: Verdict) -> Vec<String> {
     let mut out = Vec::new();
     for state in [RuleState::Fail, RuleState::Inconclusive, RuleState::NotMeasured] {
         for r in rows {
-            if r.cells[i].judgement.state == state {
-                out.push(r.cells[i].judgement.reason.clone());
+            if r.cells[i].assessment.state == state {
+                out.push(r.cells[i].assessment.reason.clone());
             }
         }
     }
@@ -653,7 +653,7 @@ fn reasons(rows: &[Row], i: usize, verdict: Verdict) -> Vec<String> {
             if rows.len() == 1 { "" } else { "s" }
         ));
         for r in rows {
-            out.push(r.cells[i].judgement.reason.clone());
+            out.push(r.cells[i].assessment.reason.clone());
         }
     }
     out

@@ -51,11 +51,11 @@ fn every_rule_state_for_a_proportion() {
     let r = rule("accuracy", Comparator::AtLeast, 0.80);
     let k = key("accuracy");
     // 19/20: Wilson [0.8040, 0.9888] lies above 80 %.
-    let pass = judge(&r, &k, &proportion(19.0, 20.0));
+    let pass = assess(&r, &k, &proportion(19.0, 20.0));
     assert_eq!(pass.state, RuleState::Pass);
     assert!((pass.margin.unwrap() - 0.15).abs() < 1e-12);
     // 12/20: Wilson [0.4186, 0.7576] lies below.
-    let fail = judge(&r, &k, &proportion(12.0, 20.0));
+    let fail = assess(&r, &k, &proportion(12.0, 20.0));
     assert_eq!(fail.state, RuleState::Fail);
     assert_eq!(
         fail.reason,
@@ -63,7 +63,7 @@ fn every_rule_state_for_a_proportion() {
     );
     // 18/20: Wilson [0.7383, 0.9663] straddles 80 %. Holding 90 % (successes rounded down),
     // the smallest n whose interval clears 80 % is 48 (43/48: lower bound 0.8011), so 28 more.
-    let unsure = judge(&r, &k, &proportion(18.0, 20.0));
+    let unsure = assess(&r, &k, &proportion(18.0, 20.0));
     assert_eq!(unsure.state, RuleState::Inconclusive);
     assert_eq!(
         unsure.settle,
@@ -91,7 +91,7 @@ fn every_rule_state_for_a_proportion() {
         missing: Some("not measured at c=8".into()),
         ..sampled(0.0, None, 0.0)
     };
-    let nm = judge(
+    let nm = assess(
         &rule("ttft_p95_ms@c=8", Comparator::AtMost, 1000.0),
         &key("ttft_p95_ms@c=8"),
         &none,
@@ -109,7 +109,7 @@ fn failure_rate_below_two_percent_cannot_pass_on_twenty_requests() {
         unit: SampleUnit::Requests,
         ..proportion(0.0, 20.0)
     };
-    let j = judge(&r, &key("failure_rate"), &m);
+    let j = assess(&r, &key("failure_rate"), &m);
     assert_eq!(j.state, RuleState::Inconclusive);
     assert_eq!(
         j.settle,
@@ -120,7 +120,7 @@ fn failure_rate_below_two_percent_cannot_pass_on_twenty_requests() {
         })
     );
     // The same 0/20 passes a 15 % limit.
-    let j = judge(&rule("failure_rate", Comparator::Below, 0.15), &key("failure_rate"), &m);
+    let j = assess(&rule("failure_rate", Comparator::Below, 0.15), &key("failure_rate"), &m);
     assert_eq!(j.state, RuleState::Pass);
 }
 
@@ -130,32 +130,32 @@ fn interval_edges_follow_the_comparator() {
     // Upper end exactly on the limit: "≤" holds there, "<" does not.
     let m = sampled(900.0, Some((800.0, 1000.0)), 50.0);
     assert_eq!(
-        judge(&rule("ttft_p95_ms", Comparator::AtMost, 1000.0), &k, &m).state,
+        assess(&rule("ttft_p95_ms", Comparator::AtMost, 1000.0), &k, &m).state,
         RuleState::Pass
     );
     assert_eq!(
-        judge(&rule("ttft_p95_ms", Comparator::Below, 1000.0), &k, &m).state,
+        assess(&rule("ttft_p95_ms", Comparator::Below, 1000.0), &k, &m).state,
         RuleState::Inconclusive
     );
     // Lower end exactly on the limit of a "≤" rule: still partly passing → inconclusive.
     assert_eq!(
-        judge(&rule("ttft_p95_ms", Comparator::AtMost, 800.0), &k, &m).state,
+        assess(&rule("ttft_p95_ms", Comparator::AtMost, 800.0), &k, &m).state,
         RuleState::Inconclusive
     );
     // Wholly above.
-    let j = judge(&rule("ttft_p95_ms", Comparator::AtMost, 700.0), &k, &m);
+    let j = assess(&rule("ttft_p95_ms", Comparator::AtMost, 700.0), &k, &m);
     assert_eq!(j.state, RuleState::Fail);
     assert_eq!(j.margin, Some(-200.0));
     assert!(j.reason.starts_with("TTFT p95 900 ms > 700 ms"), "{}", j.reason);
     // Zero-width interval (constant sample) decides like a point.
     let flat = sampled(500.0, Some((500.0, 500.0)), 20.0);
     assert_eq!(
-        judge(&rule("ttft_p95_ms", Comparator::AtMost, 500.0), &k, &flat).state,
+        assess(&rule("ttft_p95_ms", Comparator::AtMost, 500.0), &k, &flat).state,
         RuleState::Pass
     );
     // Too few requests for an interval: inconclusive, never a pass on a point value.
     let few = sampled(100.0, None, 3.0);
-    let j = judge(&rule("ttft_p95_ms", Comparator::AtMost, 1000.0), &k, &few);
+    let j = assess(&rule("ttft_p95_ms", Comparator::AtMost, 1000.0), &k, &few);
     assert_eq!(j.state, RuleState::Inconclusive);
     assert!(j.reason.contains("too few for an interval"), "{}", j.reason);
 }
@@ -193,8 +193,8 @@ fn exact_figures_compare_point_values() {
         missing: None,
     };
     let r = rule("cost_per_1k_cases", Comparator::AtMost, 1.0);
-    assert_eq!(judge(&r, &k, &cost(1.0)).state, RuleState::Pass);
-    let j = judge(&r, &k, &cost(1.2));
+    assert_eq!(assess(&r, &k, &cost(1.0)).state, RuleState::Pass);
+    let j = assess(&r, &k, &cost(1.2));
     assert_eq!(j.state, RuleState::Fail);
     assert_eq!(j.reason, "cost per 1,000 cases $1.20 > $1.00");
 }
@@ -325,7 +325,12 @@ fn a_two_candidate_scorecard_by_hand() {
     // Rows come grouped by dimension: throughput, quality, operability, then unknown metrics.
     let order: Vec<&str> = card.rows.iter().map(|r| r.rule.metric.as_str()).collect();
     assert_eq!(order, ["e2e_p50_ms", "accuracy", "cost_per_1k_cases", "vibes"]);
-    let states = |i: usize| card.rows.iter().map(|r| r.cells[i].judgement.state).collect::<Vec<_>>();
+    let states = |i: usize| {
+        card.rows
+            .iter()
+            .map(|r| r.cells[i].assessment.state)
+            .collect::<Vec<_>>()
+    };
     use RuleState::*;
     assert_eq!(states(0), [Pass, Inconclusive, Pass, NotMeasured]);
     assert_eq!(states(1), [Pass, Fail, Pass, NotMeasured]);
@@ -424,15 +429,15 @@ fn filters_by_load_and_counts_failures_by_class() {
         by_metric("failure_rate:rate_limited").cells[0].measurement.value,
         Some(0.1)
     );
-    let at8 = &by_metric("ttft_p95_ms@c=8").cells[0].judgement;
+    let at8 = &by_metric("ttft_p95_ms@c=8").cells[0].assessment;
     assert_eq!(at8.state, RuleState::NotMeasured);
     assert_eq!(at8.reason, "TTFT p95 @c=8 not measured at c=8");
-    let soak = &by_metric("soak_tok_s_loss").cells[0].judgement;
+    let soak = &by_metric("soak_tok_s_loss").cells[0].assessment;
     assert_eq!(
         soak.reason,
         "throughput loss over a soak not measured: this run has no soak phase (start one with the soak preset)"
     );
-    let cold = &by_metric("cold_start_ms").cells[0].judgement;
+    let cold = &by_metric("cold_start_ms").cells[0].assessment;
     assert!(cold.reason.contains("not measured yet"), "{}", cold.reason);
     // Failed requests count as wrong answers: 8/10 accuracy.
     let outcomes = CandidateRecords::new(1, &all).case_outcomes();
@@ -464,7 +469,7 @@ fn soak_throughput_loss_from_the_window_trend() {
     let (lo, hi) = m.interval.unwrap();
     assert!((lo - 0.45).abs() < 1e-9 && (hi - 0.45).abs() < 1e-9, "{m:?}");
     let r = rule("soak_tok_s_loss", Comparator::Below, 0.10);
-    assert_eq!(judge(&r, &key("soak_tok_s_loss"), &m).state, RuleState::Fail);
+    assert_eq!(assess(&r, &key("soak_tok_s_loss"), &m).state, RuleState::Fail);
     // A flat soak loses nothing and passes.
     let flat = soak(&|_| 80);
     let m = measure::measure(
@@ -475,7 +480,7 @@ fn soak_throughput_loss_from_the_window_trend() {
         &Extras::default(),
     );
     assert!(m.value.unwrap().abs() < 1e-9, "{m:?}");
-    assert_eq!(judge(&r, &key("soak_tok_s_loss"), &m).state, RuleState::Pass);
+    assert_eq!(assess(&r, &key("soak_tok_s_loss"), &m).state, RuleState::Pass);
 }
 
 #[test]
@@ -521,17 +526,22 @@ fn operability_rules_read_the_candidates_checklist_and_probes() {
         judge: None,
     });
     let j = |m: &str| card.rows.iter().find(|r| r.rule.metric == m).unwrap().cells[0].clone();
-    assert_eq!(j("checklist:monitoring").judgement.state, RuleState::Pass);
+    assert_eq!(j("checklist:monitoring").assessment.state, RuleState::Pass);
     assert_eq!(
-        j("checklist:logging").judgement.reason,
+        j("checklist:logging").assessment.reason,
         "checklist item (logging) 0 % < 100 %"
     );
     assert_eq!(
-        j("checklist:access_control").judgement.reason,
+        j("checklist:access_control").assessment.reason,
         "checklist item (access_control) not measured: the item is marked not applicable"
     );
     assert!((j("checklist_share").measurement.value.unwrap() - 1.0 / 7.0).abs() < 1e-12);
-    assert_eq!(j("checklist_share").judgement.state, RuleState::Fail);
-    assert!(j("probe:usage_in_stream").judgement.reason.contains("no probe run yet"));
+    assert_eq!(j("checklist_share").assessment.state, RuleState::Fail);
+    assert!(
+        j("probe:usage_in_stream")
+            .assessment
+            .reason
+            .contains("no probe run yet")
+    );
     assert_eq!(card.columns[0].verdict, Verdict::NoGo);
 }

@@ -174,7 +174,7 @@ pub async fn detail(
             .map(|r| {
                 (
                     r.rule.metric.as_str(),
-                    r.cells.iter().map(|c| c.judgement.state.as_str()).collect(),
+                    r.cells.iter().map(|c| c.assessment.state.as_str()).collect(),
                 )
             })
             .collect();
@@ -184,14 +184,14 @@ pub async fn detail(
                 continue;
             };
             for (i, cell) in row.cells.iter().enumerate() {
-                let new_state = cell.judgement.state.as_str();
+                let new_state = cell.assessment.state.as_str();
                 if old.get(i).is_some_and(|o| *o != new_state) {
                     let label = MetricKey::parse(&row.rule.metric)
                         .map(|k| k.label())
                         .unwrap_or_else(|_| row.rule.metric.clone());
                     state_changes.push(format!(
                         "{}: {label} {} → {new_state} ({})",
-                        now.card.columns[i].name, old[i], cell.judgement.reason
+                        now.card.columns[i].name, old[i], cell.assessment.reason
                     ));
                 }
             }

@@ -175,11 +175,11 @@ fn export_row<'a>(row: &'a Row, j: &'a RunScorecard, warning: Option<&'a str>) -
                 n: c.measurement.n,
                 sample_unit: c.measurement.unit.as_str(),
                 concurrency: c.measurement.concurrency,
-                state: c.judgement.state.as_str(),
-                margin: c.judgement.margin,
+                state: c.assessment.state.as_str(),
+                margin: c.assessment.margin,
                 delta_vs_incumbent: c.delta,
                 best: c.best,
-                reason: &c.judgement.reason,
+                reason: &c.assessment.reason,
                 missing: c.measurement.missing.as_deref(),
             })
             .collect(),
@@ -313,8 +313,8 @@ pub fn to_csv(j: &RunScorecard) -> String {
             let m = &cell.measurement;
             // A spreadsheet filtered to one rule still sees that its speed figure is suspect.
             let reason = match flag.as_ref().filter(|_| is_speed(row)) {
-                Some(f) => format!("{f}; {}", cell.judgement.reason),
-                None => cell.judgement.reason.clone(),
+                Some(f) => format!("{f}; {}", cell.assessment.reason),
+                None => cell.assessment.reason.clone(),
             };
             let fields = [
                 row.dimension.map(|d| d.as_str()).unwrap_or("").to_string(),
@@ -334,8 +334,8 @@ pub fn to_csv(j: &RunScorecard) -> String {
                 },
                 row.rule.comparator.as_str().to_string(),
                 row.rule.value.to_string(),
-                cell.judgement.state.as_str().to_string(),
-                opt(cell.judgement.margin),
+                cell.assessment.state.as_str().to_string(),
+                opt(cell.assessment.margin),
                 opt(cell.delta),
                 reason,
             ];

@@ -154,7 +154,7 @@ fn state_text(state: RuleState) -> &'static str {
 
 fn cell_view(row: &Row, cell: &Cell) -> CellView {
     let m = &cell.measurement;
-    let j = &cell.judgement;
+    let j = &cell.assessment;
     let value = m
         .value
         .map(|v| row.format(v))
