@@ -21,13 +21,13 @@ use super::thresholds::{Comparator, Dimension, MetricKey, ThresholdRule, Uncerta
 
 pub mod claims;
 pub mod intervals;
-pub mod judge;
+pub mod judge_cost;
 pub mod measure;
 pub mod pareto;
 pub mod record;
 
 pub use claims::ClaimCheck;
-pub use judge::{JudgeCost, JudgeInput, judge_costs};
+pub use judge_cost::{JudgeCost, JudgeInput, judge_costs};
 pub use measure::{CandidateRecords, Extras, Measurement, SampleUnit};
 pub use pareto::ParetoPoint;
 pub use record::{NewScorecard, RecordedVerdict, ScorecardListItem, ScorecardRecord};
