@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::intervals::quantile_of;
-use super::measure::{CandidateRecords, aggregate_tok_s};
+use super::measurement::{CandidateRecords, aggregate_tok_s};
 use crate::domain::candidate::Candidate;
 use crate::domain::run::RequestRecord;
 

@@ -22,13 +22,13 @@ use super::thresholds::{Comparator, Dimension, MetricKey, ThresholdRule, Uncerta
 pub mod claims;
 pub mod intervals;
 pub mod judge_cost;
-pub mod measure;
+pub mod measurement;
 pub mod pareto;
 pub mod record;
 
 pub use claims::ClaimCheck;
 pub use judge_cost::{JudgeCost, JudgeInput, judge_costs};
-pub use measure::{CandidateRecords, Extras, Measurement, SampleUnit};
+pub use measurement::{CandidateRecords, Extras, Measurement, SampleUnit};
 pub use pareto::ParetoPoint;
 pub use record::{NewScorecard, RecordedVerdict, ScorecardListItem, ScorecardRecord};
 
@@ -596,7 +596,7 @@ fn build_row(
                 probes: ops.and_then(|o| o.probes.as_ref()),
                 checklist: ops.and_then(|o| o.checklist.as_ref()),
             };
-            measure::measure(&key, d, input.run_concurrency, input.weights, &extras)
+            measurement::measure(&key, d, input.run_concurrency, input.weights, &extras)
         })
         .collect();
     let base_value = incumbent.and_then(|i| measurements[i].value);

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::ScorecardInput;
-use super::measure::{CandidateRecords, Extras, measure};
+use super::measurement::{CandidateRecords, Extras, measure};
 use crate::domain::cost::CostSummary;
 use crate::domain::thresholds::MetricKey;
 

@@ -464,7 +464,7 @@ fn soak_throughput_loss_from_the_window_trend() {
     };
     let falling = soak(&|w| 100 - 5 * w as u32);
     let data = CandidateRecords::new(1, &falling);
-    let m = measure::measure(&key("soak_tok_s_loss"), &data, 2, &HashMap::new(), &Extras::default());
+    let m = measurement::measure(&key("soak_tok_s_loss"), &data, 2, &HashMap::new(), &Extras::default());
     assert!((m.value.unwrap() - 0.45).abs() < 1e-9, "{m:?}");
     let (lo, hi) = m.interval.unwrap();
     assert!((lo - 0.45).abs() < 1e-9 && (hi - 0.45).abs() < 1e-9, "{m:?}");
@@ -472,7 +472,7 @@ fn soak_throughput_loss_from_the_window_trend() {
     assert_eq!(assess(&r, &key("soak_tok_s_loss"), &m).state, RuleState::Fail);
     // A flat soak loses nothing and passes.
     let flat = soak(&|_| 80);
-    let m = measure::measure(
+    let m = measurement::measure(
         &key("soak_tok_s_loss"),
         &CandidateRecords::new(1, &flat),
         2,

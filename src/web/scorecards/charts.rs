@@ -6,7 +6,7 @@ use std::ops::Range;
 use plotters::prelude::*;
 
 use crate::app::scorecard::RunScorecard;
-use crate::domain::scorecard::measure::{CandidateRecords, aggregate_tok_s};
+use crate::domain::scorecard::measurement::{CandidateRecords, aggregate_tok_s};
 use crate::domain::thresholds::MetricKey;
 
 const SIZE: (u32, u32) = (720, 380);
