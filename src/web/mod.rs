@@ -14,7 +14,7 @@ pub mod audit;
 pub mod candidates;
 pub mod error;
 pub mod evalsets;
-pub mod measure;
+pub mod how_we_measure;
 pub mod operability;
 pub mod overview;
 pub mod runs;
@@ -52,7 +52,7 @@ pub fn build_app(state: AppState) -> Router {
         .merge(archive::router())
         .merge(thresholds::router())
         .merge(scorecards::router())
-        .merge(measure::router())
+        .merge(how_we_measure::router())
         .merge(operability::router())
         .merge(audit::router())
         .merge(assets::router())

@@ -19,7 +19,7 @@ use crate::domain::validation::truncate;
 use crate::store::EvalSetVersion;
 use crate::web::AppState;
 use crate::web::error::{WebError, parse_id};
-use crate::web::measure::{AGGREGATE, DECODE_PER_STREAM, E2E, TTFT};
+use crate::web::how_we_measure::{AGGREGATE, DECODE_PER_STREAM, E2E, TTFT};
 use crate::web::views::{NOT_MEASURED, ms, or_dash, pct_n, short_hash, tok_s};
 
 use super::report::{HarnessView, LevelsView, QualityView, harness_view, levels_view, quality_views};

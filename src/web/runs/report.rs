@@ -18,7 +18,7 @@ use crate::domain::metrics::Distribution;
 use crate::domain::run::{RequestRecord, Run, RunConfig, Slo};
 use crate::domain::validation::truncate;
 use crate::store::EvalSetVersion;
-use crate::web::measure::{
+use crate::web::how_we_measure::{
     AGGREGATE, DECODE_PER_STREAM, E2E, E2E_PER_STREAM, ICL, ITL, REQUEST_THROUGHPUT, TPOT, TTFA, TTFT,
 };
 use crate::web::views::{NOT_MEASURED, num};

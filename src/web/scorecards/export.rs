@@ -292,7 +292,7 @@ pub fn to_json(j: &RunScorecard) -> serde_json::Value {
                 not_measured_yet: d.not_measured_yet,
             })
             .collect(),
-        measurement_definitions: crate::web::measure::METRICS
+        measurement_definitions: crate::web::how_we_measure::METRICS
             .iter()
             .map(|m| serde_json::json!({"name": m.name, "label": m.label, "unit": m.unit, "definition": m.definition}))
             .collect(),

@@ -110,7 +110,7 @@ pub fn router() -> Router<AppState> {
 }
 
 #[derive(Template, WebTemplate)]
-#[template(path = "measure.html")]
+#[template(path = "how_we_measure.html")]
 pub struct MeasurePage {
     pub nav: &'static str,
     pub metrics: &'static [MetricDef],
