@@ -241,20 +241,6 @@ fn is_wide(ch: char) -> bool {
         0x1100..=0x11FF | 0x2E80..=0x9FFF | 0xA960..=0xA97F | 0xAC00..=0xD7FF | 0xF900..=0xFAFF | 0xFF00..=0xFFEF | 0x20000..=0x3FFFF)
 }
 
-/// Seconds as "45 s", "12 min" or "3.5 h".
-pub fn human_duration(seconds: f64) -> String {
-    if !seconds.is_finite() {
-        return "—".to_string();
-    }
-    if seconds < 90.0 {
-        format!("{:.0} s", seconds.max(0.0).ceil())
-    } else if seconds < 90.0 * 60.0 {
-        format!("{:.0} min", (seconds / 60.0).ceil())
-    } else {
-        format!("{:.1} h", seconds / 3600.0)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -391,14 +377,11 @@ mod tests {
     }
 
     #[test]
-    fn approximate_tokens_and_durations() {
+    fn approximate_tokens() {
         assert_eq!(approx_tokens(""), 0);
         assert_eq!(approx_tokens("abcd"), 1);
         assert_eq!(approx_tokens("abcde"), 2);
         assert_eq!(approx_tokens("提取金额"), 4);
         assert_eq!(approx_tokens("金额 = 42"), 2 + 2);
-        assert_eq!(human_duration(12.2), "13 s");
-        assert_eq!(human_duration(600.0), "10 min");
-        assert_eq!(human_duration(7200.0), "2.0 h");
     }
 }

@@ -7,6 +7,7 @@ pub mod compare;
 pub mod cost;
 pub mod estimate;
 pub mod evalset;
+pub mod format;
 pub mod grading;
 pub mod histogram;
 pub mod load;

@@ -70,19 +70,6 @@ pub fn stage_speedup(other_s: f64, baseline_s: f64, candidate_s: f64) -> f64 {
     (other_s + baseline_s) / (other_s + candidate_s)
 }
 
-/// `1.4×`, `0.83×`.
-pub fn format_factor(f: f64) -> String {
-    if !f.is_finite() {
-        "—".into()
-    } else if f >= 10.0 {
-        format!("{f:.0}×")
-    } else if f >= 0.995 {
-        format!("{:.1}×", (f * 10.0).round() / 10.0)
-    } else {
-        format!("{f:.2}×")
-    }
-}
-
 /// The pipeline form as typed: stage names and seconds (parallel lists) or a model share in %.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PipelineDraft {
@@ -142,7 +129,7 @@ mod tests {
     fn a_three_times_faster_model_is_a_1_4_times_faster_pipeline_at_43_percent() {
         // 1 / (0.57 + 0.43 / 3) = 1 / 0.71333 = 1.4019
         assert!((amdahl(0.43, 3.0) - 1.4019).abs() < 1e-4);
-        assert_eq!(format_factor(amdahl(0.43, 3.0)), "1.4×");
+        assert_eq!(crate::domain::format::factor(amdahl(0.43, 3.0)), "1.4×");
         // Half the time in the model, model twice as fast: 1 / (0.5 + 0.25) = 4/3.
         assert!((amdahl(0.5, 2.0) - 4.0 / 3.0).abs() < 1e-12);
         // All the time in the model: the model's own factor.

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
+use super::format;
 use super::grading::case_passed;
 use super::run::{ErrorClass, Phase, RequestRecord, split_repetition};
 use super::stats::{Interval, normal_quantile, quantile_sorted, wilson};
@@ -610,7 +611,7 @@ pub fn soak_analysis(records: &[&RequestRecord], options: &StabilityOptions) -> 
     let p95_latency = Trend::of(&lat_points, options.confidence);
     let latency_up = p95_latency.moved(1.0, options.degrade_min_drift);
     let throughput_down = tok_s.moved(-1.0, options.degrade_min_drift);
-    let pct = |d: Option<f64>| d.map_or("—".to_string(), |d| format!("{:+.1} %", d * 100.0));
+    let pct = |d: Option<f64>| d.map_or("—".to_string(), |d| format::signed_percent(d, 1));
     let verdict = match (latency_up, throughput_down) {
         (true, true) => format!(
             "steadily degrading: p95 latency {} and tok/s {} from the first to the last window, beyond noise",

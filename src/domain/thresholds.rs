@@ -8,6 +8,7 @@
 //! Proportions (accuracy, failure rates, shares) are stored as fractions and shown as percent.
 use serde::{Deserialize, Serialize};
 
+use super::format;
 use super::operability::{ChecklistItem, ProbeKind};
 use super::run::ErrorClass;
 use super::validation::{FieldErrors, MAX_FIELD_CHARS, MAX_NAME_CHARS, optional_text, required_text};
@@ -205,9 +206,9 @@ impl Unit {
             return "—".into();
         }
         match self {
-            Unit::Percent => format!("{} %", trim_number(stored * 100.0, 1)),
-            Unit::Usd => format_usd(stored),
-            other => format!("{} {}", trim_zeros(significant(stored)), other.symbol()),
+            Unit::Percent => format!("{} %", format::at_most_decimals(stored * 100.0, 1)),
+            Unit::Usd => format::usd(stored),
+            other => format!("{} {}", format::significant_trimmed(stored), other.symbol()),
         }
     }
     /// A difference between two stored values, signed: `+3.5 pp`, `−120 ms`.
@@ -221,58 +222,10 @@ impl Unit {
         };
         let a = delta.abs();
         match self {
-            Unit::Percent => format!("{sign}{} pp", trim_number(a * 100.0, 1)),
-            Unit::Usd => format!("{sign}{}", format_usd(a)),
-            other => format!("{sign}{} {}", trim_zeros(significant(a)), other.symbol()),
+            Unit::Percent => format!("{sign}{} pp", format::at_most_decimals(a * 100.0, 1)),
+            Unit::Usd => format!("{sign}{}", format::usd(a)),
+            other => format!("{sign}{} {}", format::significant_trimmed(a), other.symbol()),
         }
-    }
-}
-
-/// Dollars with enough digits for tiny per-request amounts: `$12.30`, `$0.0042`.
-pub fn format_usd(v: f64) -> String {
-    if !v.is_finite() {
-        "—".into()
-    } else if v.abs() >= 1.0 || v == 0.0 {
-        format!("${v:.2}")
-    } else {
-        // Three significant digits below a dollar.
-        let digits = (-(v.abs().log10().floor()) as usize + 2).min(10);
-        format!("${v:.digits$}")
-    }
-}
-
-/// Three significant digits, like the run tables: `1235`, `12.3`, `0.123`.
-pub fn significant(v: f64) -> String {
-    let a = v.abs();
-    if a == 0.0 {
-        "0".into()
-    } else if a >= 100.0 {
-        format!("{v:.0}")
-    } else if a >= 10.0 {
-        format!("{v:.1}")
-    } else if a >= 1.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.3}")
-    }
-}
-
-/// `20.0` → `20`, `1.50` → `1.5`; integers unchanged.
-fn trim_zeros(s: String) -> String {
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
-    }
-}
-
-/// At most `decimals` decimals, without trailing zeros: `95`, `91.2`.
-fn trim_number(v: f64, decimals: usize) -> String {
-    let s = format!("{v:.decimals$}");
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
     }
 }
 
@@ -1025,7 +978,7 @@ impl RuleDraft {
                 param: key.param.clone().unwrap_or_default(),
                 concurrency: key.concurrency.map(|c| c.to_string()).unwrap_or_default(),
                 comparator: rule.comparator.as_str().to_string(),
-                value: trim_number(key.def().unit.to_display(rule.value), 6),
+                value: format::at_most_decimals(key.def().unit.to_display(rule.value), 6),
                 rationale: rule.rationale.clone(),
             },
             Err(_) => RuleDraft {

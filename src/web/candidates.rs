@@ -11,7 +11,7 @@ use axum::routing::get;
 use super::AppState;
 use super::audit::record;
 use super::error::{WebError, parse_id};
-use super::views::{FieldKind, FieldView, Fieldset, FormBody, num};
+use super::views::{FieldKind, FieldView, Fieldset, FormBody};
 use crate::domain::audit::Action;
 use crate::domain::candidate::{Candidate, CandidateDraft, CandidateSpec, ProviderKind, Secret, TokenizeKind};
 use crate::domain::validation::FieldErrors;
@@ -74,13 +74,17 @@ impl From<&Candidate> for CandidateRow {
             (None, None) => "—".to_string(),
             (i, o) => format!(
                 "in {} / out {} $/Mtok",
-                i.map(num).unwrap_or_else(|| "—".into()),
-                o.map(num).unwrap_or_else(|| "—".into())
+                i.map(crate::domain::format::significant).unwrap_or_else(|| "—".into()),
+                o.map(crate::domain::format::significant).unwrap_or_else(|| "—".into())
             ),
         };
         let claimed = match &s.claimed {
             Some(f) => {
-                let mut t = format!("{} tok/s, {}", num(f.tokens_per_second), f.caliber);
+                let mut t = format!(
+                    "{} tok/s, {}",
+                    crate::domain::format::significant(f.tokens_per_second),
+                    f.caliber
+                );
                 if let Some(cond) = &f.conditions {
                     t.push_str(", ");
                     t.push_str(cond);

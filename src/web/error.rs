@@ -65,7 +65,7 @@ impl WebError {
                 "Form too large",
                 format!(
                     "The form was larger than {}; nothing was stored.",
-                    super::views::human_bytes(super::MAX_BODY_BYTES as u64)
+                    crate::domain::format::bytes(super::MAX_BODY_BYTES as u64)
                 ),
             ),
             WebError::Store(StoreError::NotFound(_)) => (

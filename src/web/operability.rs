@@ -18,6 +18,7 @@ use super::error::{WebError, parse_id};
 use super::thresholds::{name_cookie, remembered_name};
 use super::views::FormBody;
 use crate::domain::candidate::Candidate;
+use crate::domain::format;
 use crate::domain::operability::{
     Answer, ChecklistAnswers, ChecklistDraft, ChecklistItem, ChecklistVersion, ProbeOutcome, ProbeRun, diff_checklist,
     operability_score,
@@ -183,11 +184,11 @@ pub struct OperabilityPage {
 }
 
 fn pct(v: Option<f64>) -> String {
-    v.map_or("—".to_string(), |v| format!("{:.0} %", v * 100.0))
+    v.map_or("—".to_string(), |v| format::percent(v, 0))
 }
 
 fn signed_pct(v: Option<f64>) -> String {
-    v.map_or("—".to_string(), |v| format!("{:+.1} %", v * 100.0))
+    v.map_or("—".to_string(), |v| format::signed_percent(v, 1))
 }
 
 fn probe_view(run: &ProbeRun) -> ProbeRunView {
@@ -418,7 +419,7 @@ async fn render(
         base_url: candidate.spec.base_url.clone(),
         score: score
             .score
-            .map_or("not measured".to_string(), |s| format!("{:.0} %", s * 100.0)),
+            .map_or("not measured".to_string(), |s| format::percent(s, 0)),
         complete: score.complete,
         parts: score
             .parts

@@ -1,10 +1,11 @@
-//! Shared pieces of views: number formatting with units, pagination, form fields, and the form
-//! body extractor. Templates only print what these produce, so formatting lives in one place.
+//! Shared pieces of views: figures with their units (digits from `domain::format`), pagination,
+//! form fields, and the form body extractor. Templates only print what these produce.
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 
 use super::error::WebError;
+use crate::domain::format;
 use crate::domain::validation::FieldErrors;
 
 /// A file answered inline with its type and name (exports).
@@ -23,57 +24,22 @@ pub fn download(body: String, content_type: &'static str, file_name: String) -> 
 /// Shown for a figure that was not measured (never 0, never blank).
 pub const NOT_MEASURED: &str = "—";
 
-/// `1 MiB`, `512 KiB`, `300 B`.
-pub fn human_bytes(n: u64) -> String {
-    const KIB: u64 = 1024;
-    const MIB: u64 = 1024 * 1024;
-    if n >= MIB && n.is_multiple_of(MIB) {
-        format!("{} MiB", n / MIB)
-    } else if n >= MIB {
-        format!("{:.1} MiB", n as f64 / MIB as f64)
-    } else if n >= KIB {
-        format!("{:.0} KiB", n as f64 / KIB as f64)
-    } else {
-        format!("{n} B")
-    }
-}
-
-/// A number with a sensible number of significant digits for a table cell:
-/// `1234`, `123`, `12.3`, `1.23`, `0.123`.
-pub fn num(v: f64) -> String {
-    if !v.is_finite() {
-        return NOT_MEASURED.to_string();
-    }
-    let a = v.abs();
-    if a == 0.0 {
-        "0".to_string()
-    } else if a >= 100.0 {
-        format!("{v:.0}")
-    } else if a >= 10.0 {
-        format!("{v:.1}")
-    } else if a >= 1.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.3}")
-    }
-}
-
 /// `123 ms` or "—".
 pub fn ms(v: Option<f64>) -> String {
-    v.map(|v| format!("{} ms", num(v)))
+    v.map(|v| format!("{} ms", format::significant(v)))
         .unwrap_or_else(|| NOT_MEASURED.into())
 }
 
 /// `1234 tok/s` or "—".
 pub fn tok_s(v: Option<f64>) -> String {
-    v.map(|v| format!("{} tok/s", num(v)))
+    v.map(|v| format!("{} tok/s", format::significant(v)))
         .unwrap_or_else(|| NOT_MEASURED.into())
 }
 
 /// A share as a percentage with its sample size: `95.0 % (n=20)` or "—".
 pub fn pct_n(v: Option<f64>, n: usize) -> String {
     match v {
-        Some(v) if v.is_finite() => format!("{:.1} % (n={n})", v * 100.0),
+        Some(v) if v.is_finite() => format!("{} (n={n})", format::percent(v, 1)),
         _ => NOT_MEASURED.into(),
     }
 }
@@ -330,14 +296,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn numbers_keep_three_significant_digits_and_units() {
-        assert_eq!(num(1234.56), "1235");
-        assert_eq!(num(12.345), "12.3");
-        assert_eq!(num(0.1234), "0.123");
+    fn numbers_keep_their_units() {
         assert_eq!(ms(Some(85.0)), "85.0 ms");
         assert_eq!(ms(None), "—");
         assert_eq!(pct_n(Some(0.95), 20), "95.0 % (n=20)");
-        assert_eq!(human_bytes(1024 * 1024), "1 MiB");
     }
 
     #[test]

@@ -14,10 +14,11 @@ use serde_json::{Map, Value};
 
 use super::dates::{iso, parse_date};
 use super::json::extract_json;
-use super::numbers::{fmt_number, number_of, same_number};
+use super::numbers::{number_of, same_number};
 use super::spec::{FieldType, GraderSpec, JsonFieldsOptions};
 use super::text::{collapse_whitespace, nfkc};
 use super::{Grade, quote};
+use crate::domain::format;
 
 /// What happened to one field of one record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -314,7 +315,7 @@ fn is_empty(v: &Value) -> bool {
 fn text_of(v: &Value) -> String {
     let raw = match v {
         Value::String(s) => s.clone(),
-        Value::Number(n) => n.as_f64().map(fmt_number).unwrap_or_else(|| n.to_string()),
+        Value::Number(n) => n.as_f64().map(format::shortest).unwrap_or_else(|| n.to_string()),
         other => other.to_string(),
     };
     collapse_whitespace(&nfkc(&raw)).to_lowercase()
@@ -371,7 +372,7 @@ fn canonical(v: &Value, day_first: bool) -> String {
             if let Some(d) = date_of(v, day_first) {
                 format!("d:{}", iso(d))
             } else if let Some(n) = number_of(v) {
-                format!("n:{}", fmt_number(n))
+                format!("n:{}", format::shortest(n))
             } else {
                 format!("t:{}", text_of(v))
             }

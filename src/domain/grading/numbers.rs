@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::spec::{GraderSpec, NumberPick};
 use super::text::nfkc;
 use super::{Grade, quote};
+use crate::domain::format;
 
 /// Currency words and codes removed before reading an amount (longest first, so `人民币`
 /// goes before `元`). Compared case-insensitively for the Latin codes.
@@ -206,26 +207,17 @@ pub(super) fn numeric(
     let diff = (got - want).abs();
     let passed = diff <= allowed || same_number(got, want);
     let tolerance = if allowed > 0.0 {
-        format!(" ± {}", fmt_number(allowed))
+        format!(" ± {}", format::shortest(allowed))
     } else {
         String::new()
     };
     let reason = format!(
         "got {}, expected {}{tolerance}{}",
-        fmt_number(got),
-        fmt_number(want),
+        format::shortest(got),
+        format::shortest(want),
         if passed { "" } else { " (outside tolerance)" }
     );
     Grade::pass_fail(spec, passed, reason)
-}
-
-/// Shortest faithful form: `1234.5`, `42`, `0.001`.
-pub fn fmt_number(x: f64) -> String {
-    if x.fract() == 0.0 && x.abs() < 1e15 {
-        format!("{}", x as i64)
-    } else {
-        format!("{x}")
-    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use super::candidate::Candidate;
 use super::cost::{self, CostSummary, TokenTotals};
+use super::format;
 use super::paired::{self, PairedOutcome};
 use super::pipeline::PipelineSpec;
 use super::run::RequestRecord;
@@ -115,25 +116,13 @@ impl Settle {
         match self {
             Settle::More { more, total, unit } => format!(
                 "about {} more {} ({} in all) would likely settle it, if the value holds",
-                group_thousands(*more),
+                format::thousands(*more),
                 unit.as_str(),
-                group_thousands(*total)
+                format::thousands(*total)
             ),
             Settle::OnTheThreshold => "the value sits on the threshold: more data will not settle it".to_string(),
         }
     }
-}
-
-fn group_thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
 }
 
 /// One rule assessed for one candidate.

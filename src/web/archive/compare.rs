@@ -9,11 +9,12 @@ use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::{RawQuery, State};
 
-use super::{pct, run_figures, with_interval};
+use super::{run_figures, with_interval};
 use crate::domain::compare::{
     AttemptOutcome, Better, CaseOutcome, Figures, Mark, case_outcomes, improved_beyond_noise, mark,
     regressed_beyond_noise,
 };
+use crate::domain::format;
 use crate::domain::stats::Interval;
 use crate::web::AppState;
 use crate::web::error::{WebError, parse_page};
@@ -288,14 +289,14 @@ fn figure_rows(entries: &[Entry], baseline: usize) -> Vec<FigureRow> {
             "share of graded final attempts passed, 95 % Wilson interval",
             Better::Higher,
             |f| (f.accuracy, f.accuracy_ci),
-            pct,
+            |v| format::percent(v, 1),
         ),
         (
             "failure rate",
             "failed final attempts, 95 % Wilson interval",
             Better::Lower,
             |f| (f.failure_rate, f.failure_ci),
-            pct,
+            |v| format::percent(v, 1),
         ),
         (
             "TTFT p50",

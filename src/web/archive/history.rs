@@ -9,8 +9,9 @@ use askama_web::WebTemplate;
 use axum::extract::{RawQuery, State};
 use plotters::prelude::*;
 
-use super::{pct, run_figures, with_interval};
+use super::{run_figures, with_interval};
 use crate::domain::compare::{Better, Figures, improved_beyond_noise, regressed_beyond_noise};
+use crate::domain::format;
 use crate::domain::run::RunStatus;
 use crate::domain::stats::Interval;
 use crate::store::RunFilter;
@@ -130,8 +131,8 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
                 .map(|v| short_hash(&v.content_hash).to_string())
                 .unwrap_or_default(),
             concurrency: point.concurrency.to_string(),
-            accuracy: with_interval(f.accuracy, f.accuracy_ci.as_ref(), pct),
-            failure_rate: with_interval(f.failure_rate, f.failure_ci.as_ref(), pct),
+            accuracy: with_interval(f.accuracy, f.accuracy_ci.as_ref(), |v| format::percent(v, 1)),
+            failure_rate: with_interval(f.failure_rate, f.failure_ci.as_ref(), |v| format::percent(v, 1)),
             ttft: with_interval(f.ttft_p50_ms, f.ttft_ci.as_ref(), |v| ms(Some(v))),
             decode: with_interval(f.decode_p50_tok_s, f.decode_ci.as_ref(), |v| tok_s(Some(v))),
             aggregate: tok_s(f.aggregate_tok_s),

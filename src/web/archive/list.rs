@@ -424,7 +424,7 @@ async fn read_and_import(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!(
                     "The file is larger than {}; nothing was stored. Import it with `bakeoff run import`.",
-                    crate::web::views::human_bytes(super::MAX_IMPORT_BYTES as u64)
+                    crate::domain::format::bytes(super::MAX_IMPORT_BYTES as u64)
                 ),
             )
         } else {

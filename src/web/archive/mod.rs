@@ -95,8 +95,3 @@ pub fn with_interval(
         _ => crate::web::views::NOT_MEASURED.to_string(),
     }
 }
-
-/// Percent with one decimal.
-pub fn pct(v: f64) -> String {
-    format!("{:.1} %", v * 100.0)
-}

@@ -13,10 +13,11 @@ use super::{CaseRowView, case_rows};
 use crate::domain::evalset::diff::diff_versions;
 use crate::domain::evalset::import::{Format, FormatChoice, ImportOptions, import};
 use crate::domain::evalset::{EvalSetError, EvalSetFile, MAX_CASES, MAX_FILE_BYTES, TaskKind};
+use crate::domain::format;
 use crate::domain::validation::{MAX_FIELD_CHARS, truncate};
 use crate::web::AppState;
 use crate::web::error::WebError;
-use crate::web::views::{human_bytes, short_hash};
+use crate::web::views::short_hash;
 
 /// Largest upload body: the file itself plus room for the form's other fields and multipart
 /// framing. Applied to the import routes only; every other form keeps the 1 MiB limit.
@@ -91,7 +92,7 @@ impl ImportPage {
             problem,
             formats,
             tasks: TaskKind::ALL.iter().map(TaskKind::as_str).collect(),
-            max_file: human_bytes(MAX_FILE_BYTES as u64),
+            max_file: format::bytes(MAX_FILE_BYTES as u64),
             max_cases: MAX_CASES,
         }
     }
@@ -173,7 +174,7 @@ async fn read_upload(multipart: Result<Multipart, MultipartRejection>) -> Result
             ImportProblem::plain(format!(
                 "The upload is larger than {} (the most an eval-set file may be); nothing was stored. \
                  Split the set, or import it with `bakeoff evalset import`.",
-                human_bytes(MAX_FILE_BYTES as u64)
+                format::bytes(MAX_FILE_BYTES as u64)
             )),
         )
     };

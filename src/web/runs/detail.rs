@@ -728,7 +728,7 @@ fn live_figures(
     } else if done > 0 && elapsed_s > 0.0 {
         format!(
             "about {}",
-            crate::domain::estimate::human_duration(elapsed_s / done as f64 * remaining as f64)
+            crate::domain::format::duration(elapsed_s / done as f64 * remaining as f64)
         )
     } else {
         NOT_MEASURED.to_string()

@@ -14,7 +14,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 use crate::app::AppError;
 use crate::app::runs::{RunRequest, create_run};
 use crate::domain::candidate::Candidate;
-use crate::domain::estimate::{CandidateInput, EstimateInput, approx_tokens, estimate, human_duration};
+use crate::domain::estimate::{CandidateInput, EstimateInput, approx_tokens, estimate};
+use crate::domain::format;
 use crate::domain::presets::{ARRIVALS, LOAD_SHAPES, LoadDraft, Preset};
 use crate::domain::run::{RunConfig, RunDraft};
 use crate::domain::validation::FieldErrors;
@@ -534,10 +535,10 @@ fn build_estimate(config: &RunConfig, version: &EvalSetVersion, chosen: &[&Candi
         .iter()
         .map(|c| EstimateRow {
             name: c.name.clone(),
-            requests: thousands(c.requests),
-            input_tokens: thousands(c.input_tokens),
-            output_tokens: format!("up to {}", thousands(c.max_output_tokens)),
-            time: format!("up to {}", human_duration(c.seconds)),
+            requests: format::thousands(c.requests),
+            input_tokens: format::thousands(c.input_tokens),
+            output_tokens: format!("up to {}", format::thousands(c.max_output_tokens)),
+            time: format!("up to {}", format::duration(c.seconds)),
             cost: cost(c.max_cost_usd),
         })
         .collect();
@@ -546,10 +547,10 @@ fn build_estimate(config: &RunConfig, version: &EvalSetVersion, chosen: &[&Candi
         rows,
         total: (e.candidates.len() > 1).then(|| EstimateRow {
             name: "total".into(),
-            requests: thousands(e.requests),
-            input_tokens: thousands(e.input_tokens),
-            output_tokens: format!("up to {}", thousands(e.max_output_tokens)),
-            time: format!("up to {}", human_duration(e.seconds)),
+            requests: format::thousands(e.requests),
+            input_tokens: format::thousands(e.input_tokens),
+            output_tokens: format!("up to {}", format::thousands(e.max_output_tokens)),
+            time: format!("up to {}", format::duration(e.seconds)),
             cost: match e.max_cost_usd {
                 Some(usd) => format!("up to ${usd:.2}"),
                 None => "no price stated".into(),
@@ -557,29 +558,5 @@ fn build_estimate(config: &RunConfig, version: &EvalSetVersion, chosen: &[&Candi
         }),
         unpriced: e.unpriced.join(", "),
         assumptions: e.assumptions,
-    }
-}
-
-/// 1234567 → "1,234,567".
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn thousands_groups_digits() {
-        assert_eq!(super::thousands(0), "0");
-        assert_eq!(super::thousands(999), "999");
-        assert_eq!(super::thousands(1000), "1,000");
-        assert_eq!(super::thousands(1234567), "1,234,567");
     }
 }

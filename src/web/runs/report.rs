@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::calibers::{HarnessReport, LevelFigures, RunFigures, run_figures};
 use crate::domain::candidate::Candidate;
+use crate::domain::format;
 use crate::domain::grading::{FieldReport, FieldStats, FieldsDetail, classification_report, field_report, label_pair};
 use crate::domain::load::LoadShape;
 use crate::domain::metrics::Distribution;
@@ -21,7 +22,7 @@ use crate::store::EvalSetVersion;
 use crate::web::how_we_measure::{
     AGGREGATE, DECODE_PER_STREAM, E2E, E2E_PER_STREAM, ICL, ITL, REQUEST_THROUGHPUT, TPOT, TTFA, TTFT,
 };
-use crate::web::views::{NOT_MEASURED, num};
+use crate::web::views::NOT_MEASURED;
 
 // ------------------------------------------------------------------------------ harness
 
@@ -47,10 +48,10 @@ pub struct Fact {
 fn percentiles_ms(d: &Distribution) -> String {
     format!(
         "p50 {} ms · p90 {} ms · p99 {} ms · max {} ms (n={})",
-        num(d.p50),
-        num(d.p90),
-        num(d.p99),
-        num(d.max),
+        format::significant(d.p50),
+        format::significant(d.p90),
+        format::significant(d.p99),
+        format::significant(d.max),
         d.n
     )
 }
@@ -62,7 +63,7 @@ pub fn harness_view(h: &HarnessReport) -> HarnessView {
         value: if h.unreliable { "UNRELIABLE" } else { "reliable" }.into(),
         caliber: format!(
             "flagged when p99 schedule lag, client queue wait or event-loop lag exceeds {} ms, or bakeoff used more than {:.0} % of all cores",
-            num(h.lag_bound_ms),
+            format::significant(h.lag_bound_ms),
             crate::engine::run::harness::CPU_SHARE_BOUND * 100.0
         ),
     }];
@@ -70,8 +71,12 @@ pub fn harness_view(h: &HarnessReport) -> HarnessView {
         key: "cpu_s".into(),
         label: "bakeoff CPU time".into(),
         value: match h.cpu_s {
-            Some(c) => format!("{} CPU-s over {} s wall", num(c), num(h.wall_s)),
-            None => format!("not measurable on this host ({} s wall)", num(h.wall_s)),
+            Some(c) => format!(
+                "{} CPU-s over {} s wall",
+                format::significant(c),
+                format::significant(h.wall_s)
+            ),
+            None => format!("not measurable on this host ({} s wall)", format::significant(h.wall_s)),
         },
         caliber:
             "user + system CPU seconds of the bakeoff process during the run (an in-process mock's threads excluded)"
@@ -90,7 +95,7 @@ pub fn harness_view(h: &HarnessReport) -> HarnessView {
         key: "cpu_per_mtok".into(),
         label: "bakeoff CPU-s per Mtok".into(),
         value: match h.cpu_s_per_million_tokens {
-            Some(p) => format!("{} CPU-s per million output tokens", num(p)),
+            Some(p) => format!("{} CPU-s per million output tokens", format::significant(p)),
             None => NOT_MEASURED.into(),
         },
         caliber: format!(
@@ -98,7 +103,12 @@ pub fn harness_view(h: &HarnessReport) -> HarnessView {
             h.streamed_tokens
         ),
     });
-    let lag_caliber = |what: &str| format!("{what}; p99 above {} ms flags the run", num(h.lag_bound_ms));
+    let lag_caliber = |what: &str| {
+        format!(
+            "{what}; p99 above {} ms flags the run",
+            format::significant(h.lag_bound_ms)
+        )
+    };
     if h.open_loop || h.schedule_lag_ms.is_some() {
         facts.push(Fact {
             key: "schedule_lag".into(),
@@ -211,7 +221,7 @@ pub fn shape_text(c: &RunConfig) -> String {
 pub fn slo_text(slo: &Slo) -> Option<String> {
     let parts: Vec<String> = [("TTFT", slo.ttft_ms), ("TPOT", slo.tpot_ms), ("E2E", slo.e2e_ms)]
         .into_iter()
-        .filter_map(|(name, v)| v.map(|v| format!("{name} ≤ {} ms", num(v))))
+        .filter_map(|(name, v)| v.map(|v| format!("{name} ≤ {} ms", format::significant(v))))
         .collect();
     (!parts.is_empty()).then(|| parts.join(", "))
 }
@@ -339,7 +349,7 @@ pub fn levels_view(
                     "{name} at {}{}: too few requests for a steady state; aggregates use the whole {} s span from first send to last end",
                     l.load.label(),
                     prompt_suffix(l.prompt_tokens),
-                    num(w.secs())
+                    format::significant(w.secs())
                 ));
             }
             if !l.errors.is_empty() {
@@ -370,8 +380,8 @@ pub fn levels_view(
              and up to which aggregate tok/s still grows by at least {} % from one level to the next; \
              the first level where either fails ends the search (rule `ttft` or `throughput`; `none`: \
              neither happened up to the highest level).",
-            plain(ttft_factor),
-            plain(min_gain * 100.0)
+            format::at_most_decimals(ttft_factor, 2),
+            format::at_most_decimals(min_gain * 100.0, 2)
         )),
         _ => None,
     };
@@ -387,12 +397,6 @@ pub fn levels_view(
     })
 }
 
-/// `2`, `1.5`: a stated parameter as typed, without padding digits.
-fn plain(v: f64) -> String {
-    let s = format!("{v:.2}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
 fn prompt_text(bin: Option<u32>) -> String {
     bin.map_or(NOT_MEASURED.into(), |b| format!("{b} tokens"))
 }
@@ -402,16 +406,18 @@ fn prompt_suffix(bin: Option<u32>) -> String {
 }
 
 fn dist_ms(d: &Option<Distribution>, f: fn(&Distribution) -> f64) -> String {
-    d.as_ref().map_or(NOT_MEASURED.into(), |d| format!("{} ms", num(f(d))))
+    d.as_ref()
+        .map_or(NOT_MEASURED.into(), |d| format!("{} ms", format::significant(f(d))))
 }
 
 fn dist_rate(d: &Option<Distribution>, unit: &str) -> String {
-    d.as_ref()
-        .map_or(NOT_MEASURED.into(), |d| format!("{} {unit}", num(d.p50)))
+    d.as_ref().map_or(NOT_MEASURED.into(), |d| {
+        format!("{} {unit}", format::significant(d.p50))
+    })
 }
 
 fn rate(v: Option<f64>, unit: &str) -> String {
-    v.map_or(NOT_MEASURED.into(), |v| format!("{} {unit}", num(v)))
+    v.map_or(NOT_MEASURED.into(), |v| format!("{} {unit}", format::significant(v)))
 }
 
 fn latency_cells(l: &LevelFigures) -> Vec<String> {
@@ -433,8 +439,13 @@ fn latency_cells(l: &LevelFigures) -> Vec<String> {
 
 fn speed_cells(l: &LevelFigures, slo: bool) -> Vec<String> {
     let aggregate = match (l.aggregate_tok_s, l.aggregate_tok_s_ci) {
-        (Some(v), Some(ci)) => format!("{} tok/s [{} – {}]", num(v), num(ci.lo), num(ci.hi)),
-        (Some(v), None) => format!("{} tok/s", num(v)),
+        (Some(v), Some(ci)) => format!(
+            "{} tok/s [{} – {}]",
+            format::significant(v),
+            format::significant(ci.lo),
+            format::significant(ci.hi)
+        ),
+        (Some(v), None) => format!("{} tok/s", format::significant(v)),
         _ => NOT_MEASURED.into(),
     };
     let mut cells = vec![

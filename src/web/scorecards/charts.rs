@@ -28,7 +28,7 @@ fn axis_number(v: f64) -> String {
     if (v - v.round()).abs() < 1e-9 {
         format!("{v:.0}")
     } else {
-        crate::web::views::num(v)
+        crate::domain::format::significant(v)
     }
 }
 
@@ -280,7 +280,7 @@ fn accuracy_chart(j: &RunScorecard) -> Option<Chart> {
                     4,
                     line.stroke_width(1),
                 ))?
-                .label(format!("minimum {} tok/s", crate::web::views::num(t)))
+                .label(format!("minimum {} tok/s", crate::domain::format::significant(t)))
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], line.stroke_width(1)));
         }
         for (i, (name, x, y)) in points.iter().enumerate() {

@@ -2,9 +2,9 @@
 //! conditions, so templates only print strings.
 use super::charts;
 use crate::app::scorecard::RunScorecard;
-use crate::domain::pipeline::format_factor;
+use crate::domain::format;
 use crate::domain::scorecard::{Cell, Row, RuleState, Scorecard, Settle, Verdict};
-use crate::domain::thresholds::{Dimension, format_usd};
+use crate::domain::thresholds::Dimension;
 use crate::web::views::{NOT_MEASURED, short_hash};
 
 /// A candidate's column head.
@@ -68,7 +68,7 @@ pub struct CostView {
 /// `llm-judge` calls made for a candidate's outputs, in words with their cost.
 fn judge_cost_text(j: &crate::domain::scorecard::JudgeCost) -> String {
     let usd = match j.usd {
-        Some(v) => format!("{} at the judge's prices", format_usd(v)),
+        Some(v) => format!("{} at the judge's prices", format::usd(v)),
         None => "cost unknown: a judge states no prices".to_string(),
     };
     let failed = if j.failed > 0 {
@@ -286,9 +286,9 @@ pub fn build(j: &RunScorecard) -> CardView {
         .map(|(cost, c, judge)| match cost {
             Some(s) => CostView {
                 candidate: c.spec.name.clone(),
-                total: format_usd(s.total_usd),
-                per_1k: s.per_1k_cases.map(format_usd).unwrap_or_else(|| NOT_MEASURED.into()),
-                per_correct: s.per_correct.map(format_usd).unwrap_or_else(|| NOT_MEASURED.into()),
+                total: format::usd(s.total_usd),
+                per_1k: s.per_1k_cases.map(format::usd).unwrap_or_else(|| NOT_MEASURED.into()),
+                per_correct: s.per_correct.map(format::usd).unwrap_or_else(|| NOT_MEASURED.into()),
                 tokens: format!(
                     "{} in / {} out over {} attempts",
                     s.totals.input_tokens, s.totals.output_tokens, s.totals.attempts
@@ -322,7 +322,7 @@ pub fn build(j: &RunScorecard) -> CardView {
                 candidate: c.spec.name.clone(),
                 claimed: format!(
                     "{} tok/s, {}{}",
-                    crate::web::views::num(claim.claimed_tok_s),
+                    format::significant(claim.claimed_tok_s),
                     claim.claimed_caliber,
                     claim
                         .claimed_conditions
@@ -331,11 +331,9 @@ pub fn build(j: &RunScorecard) -> CardView {
                         .unwrap_or_default()
                 ),
                 measured: match (claim.measured_tok_s, claim.matched_caliber) {
-                    (Some(v), Some(cal)) => format!(
-                        "{} tok/s, {cal} {}",
-                        crate::web::views::num(v),
-                        claim.measured_conditions
-                    ),
+                    (Some(v), Some(cal)) => {
+                        format!("{} tok/s, {cal} {}", format::significant(v), claim.measured_conditions)
+                    }
                     (None, Some(cal)) => format!("{cal}: {NOT_MEASURED}"),
                     _ => NOT_MEASURED.to_string(),
                 },
@@ -361,9 +359,9 @@ pub fn build(j: &RunScorecard) -> CardView {
                 } else {
                     format!(
                         "model {} {} than {baseline_name} → pipeline {} {}",
-                        format_factor(speed(p.model_factor)),
+                        format::factor(speed(p.model_factor)),
                         if p.model_factor >= 1.0 { "faster" } else { "slower" },
-                        format_factor(speed(p.pipeline_factor)),
+                        format::factor(speed(p.pipeline_factor)),
                         if p.pipeline_factor >= 1.0 { "faster" } else { "slower" },
                     )
                 },
@@ -382,9 +380,9 @@ pub fn build(j: &RunScorecard) -> CardView {
                 .unwrap_or_else(|| NOT_MEASURED.into()),
             speed: p
                 .speed
-                .map(|s| format!("{} req/s", crate::web::views::num(s)))
+                .map(|s| format!("{} req/s", format::significant(s)))
                 .unwrap_or_else(|| NOT_MEASURED.into()),
-            cost: p.cost.map(format_usd).unwrap_or_else(|| NOT_MEASURED.into()),
+            cost: p.cost.map(format::usd).unwrap_or_else(|| NOT_MEASURED.into()),
             status: if p.dominated() {
                 format!(
                     "dominated by {}",
