@@ -142,7 +142,7 @@ async fn seed(store: &DynStore) -> Seeded {
         .save_threshold_profile(
             "bench",
             "",
-            &bakeoff::domain::thresholds::batch_default_rules(),
+            &bakeoff::domain::thresholds::templates::batch_default_rules(),
             "bench",
             "bench",
         )

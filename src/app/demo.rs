@@ -4,7 +4,7 @@ use anyhow::Context;
 
 use crate::domain::candidate::{CandidateSpec, ClaimedFigure, Conditions, Pricing};
 use crate::domain::evalset::EvalSetFile;
-use crate::domain::thresholds::{DEMO_PROFILE_NAME, shipped_profiles};
+use crate::domain::thresholds::templates::{DEMO_PROFILE_NAME, shipped_profiles};
 use crate::mock::{MockConfig, MockServer};
 use crate::store::Store;
 

@@ -15,10 +15,13 @@ use serde::Deserialize;
 use super::AppState;
 use super::error::{WebError, parse_id};
 use super::views::FormBody;
-use crate::domain::thresholds::{
-    BLANK_RULE_ROWS, CATALOG, Comparator, Dimension, MetricKey, Param, ProfileDraft, RuleChange, RuleDraft,
-    ThresholdProfile, diff_rules, rule_field, template, templates,
-};
+use crate::domain::thresholds::catalog::{CATALOG, Param};
+use crate::domain::thresholds::form::{BLANK_RULE_ROWS, ProfileDraft, RuleDraft, rule_field};
+use crate::domain::thresholds::history::{RuleChange, diff_rules};
+use crate::domain::thresholds::key::MetricKey;
+use crate::domain::thresholds::templates::{template, templates};
+use crate::domain::thresholds::units::Dimension;
+use crate::domain::thresholds::{Comparator, ThresholdProfile};
 use crate::domain::validation::FieldErrors;
 
 /// Cookie remembering the "your name" field.
@@ -407,7 +410,7 @@ fn draft_from_body(body: &FormBody) -> ProfileDraft {
     let text = |name: &str| body.get(name).unwrap_or("").to_string();
     // Rows are numbered; read until a number is missing entirely (bounded by the rule limit).
     let mut rules = Vec::new();
-    for i in 0..crate::domain::thresholds::MAX_RULES + BLANK_RULE_ROWS {
+    for i in 0..crate::domain::thresholds::form::MAX_RULES + BLANK_RULE_ROWS {
         if body.get(&rule_field(i, "metric")).is_none() && body.get(&rule_field(i, "value")).is_none() {
             break;
         }

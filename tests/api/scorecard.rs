@@ -6,7 +6,7 @@ use std::time::Duration;
 use bakeoff::domain::pipeline::PipelineSpec;
 use bakeoff::domain::run::{NewRun, RunConfig};
 use bakeoff::domain::scorecard::{self, ScorecardInput, Verdict};
-use bakeoff::domain::thresholds::{ARTICLE_PROFILE_NAME, DEMO_PROFILE_NAME};
+use bakeoff::domain::thresholds::templates::{ARTICLE_PROFILE_NAME, DEMO_PROFILE_NAME};
 use bakeoff::engine::run::Runner;
 use bakeoff::store::DynStore;
 

@@ -4,7 +4,8 @@ use bakeoff::domain::candidate::{CandidateSpec, ClaimedFigure, Conditions, Prici
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::grading::Grade;
 use bakeoff::domain::run::{ErrorClass, NewRun, Phase, RequestRecord, RunConfig, RunStatus, TokenSource};
-use bakeoff::domain::thresholds::{Comparator, ThresholdRule, batch_default_rules};
+use bakeoff::domain::thresholds::templates::batch_default_rules;
+use bakeoff::domain::thresholds::{Comparator, ThresholdRule};
 use bakeoff::store::{self, Backend, DynStore, StoreError};
 
 use crate::support::db::{TestStore, each_backend};

@@ -5,7 +5,8 @@ use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::pipeline::{PipelineSpec, Stage};
 use bakeoff::domain::run::{NewRun, RunConfig};
 use bakeoff::domain::scorecard::{NewScorecard, RecordedVerdict, Verdict};
-use bakeoff::domain::thresholds::{Comparator, batch_default_rules, demo_default_rules};
+use bakeoff::domain::thresholds::Comparator;
+use bakeoff::domain::thresholds::templates::{batch_default_rules, demo_default_rules};
 use bakeoff::store::{DynStore, StoreError};
 
 use crate::support::db::{TestStore, each_backend};

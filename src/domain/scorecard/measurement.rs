@@ -10,7 +10,8 @@ use crate::domain::grading::case_passed;
 use crate::domain::operability::{ChecklistAnswers, ProbeReport, operability_metric};
 use crate::domain::run::{ErrorClass, Phase, RequestRecord, TokenSource};
 use crate::domain::stability::{StabilityOptions, soak_analysis};
-use crate::domain::thresholds::{Dimension, MetricKey, Uncertainty};
+use crate::domain::thresholds::key::MetricKey;
+use crate::domain::thresholds::units::{Dimension, Uncertainty};
 
 /// What the sample size of a measurement counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -18,7 +18,9 @@ use super::format;
 use super::paired::{self, PairedOutcome};
 use super::pipeline::PipelineSpec;
 use super::run::RequestRecord;
-use super::thresholds::{Comparator, Dimension, MetricKey, ThresholdRule, Uncertainty, Unit};
+use super::thresholds::key::MetricKey;
+use super::thresholds::units::{Dimension, Uncertainty, Unit};
+use super::thresholds::{Comparator, ThresholdRule};
 
 pub mod claims;
 pub mod intervals;

@@ -5,7 +5,7 @@ use serde::Serialize;
 use super::ScorecardInput;
 use super::measurement::{CandidateRecords, Extras, measure};
 use crate::domain::cost::CostSummary;
-use crate::domain::thresholds::MetricKey;
+use crate::domain::thresholds::key::MetricKey;
 
 /// One candidate on the three axes.
 #[derive(Debug, Clone, PartialEq, Serialize)]

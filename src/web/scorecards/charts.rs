@@ -7,7 +7,7 @@ use plotters::prelude::*;
 
 use crate::app::scorecard::RunScorecard;
 use crate::domain::scorecard::measurement::{CandidateRecords, aggregate_tok_s};
-use crate::domain::thresholds::MetricKey;
+use crate::domain::thresholds::key::MetricKey;
 
 const SIZE: (u32, u32) = (720, 380);
 /// Okabe–Ito colours: distinguishable with the common colour-vision deficiencies.

@@ -15,7 +15,9 @@ use crate::domain::candidate::{ClaimedFigure, Conditions, Pricing};
 use crate::domain::neutralize::{csv_cell, markdown_text};
 use crate::domain::scorecard::intervals::CONFIDENCE;
 use crate::domain::scorecard::{ClaimCheck, PairedRow, ParetoPoint, PipelineImpact, Row};
-use crate::domain::thresholds::{CATALOG, Dimension, ThresholdRule};
+use crate::domain::thresholds::ThresholdRule;
+use crate::domain::thresholds::catalog::CATALOG;
+use crate::domain::thresholds::units::Dimension;
 use crate::web::AppState;
 use crate::web::error::{WebError, parse_id};
 use crate::web::views::download;
@@ -284,9 +286,9 @@ pub fn to_json(j: &RunScorecard) -> serde_json::Value {
                 unit: d.unit.symbol(),
                 higher_is_better: d.higher_is_better,
                 uncertainty: match d.uncertainty {
-                    crate::domain::thresholds::Uncertainty::Proportion => "wilson",
-                    crate::domain::thresholds::Uncertainty::Bootstrap => "bootstrap",
-                    crate::domain::thresholds::Uncertainty::Exact => "exact",
+                    crate::domain::thresholds::units::Uncertainty::Proportion => "wilson",
+                    crate::domain::thresholds::units::Uncertainty::Bootstrap => "bootstrap",
+                    crate::domain::thresholds::units::Uncertainty::Exact => "exact",
                 },
                 caliber: d.caliber,
                 not_measured_yet: d.not_measured_yet,

@@ -4,7 +4,7 @@ use super::charts;
 use crate::app::scorecard::RunScorecard;
 use crate::domain::format;
 use crate::domain::scorecard::{Cell, Row, RuleState, Scorecard, Settle, Verdict};
-use crate::domain::thresholds::Dimension;
+use crate::domain::thresholds::units::Dimension;
 use crate::web::views::{NOT_MEASURED, short_hash};
 
 /// A candidate's column head.

@@ -1,0 +1,410 @@
+//! The metric catalog: every metric a rule may name, with how it is shown and assessed.
+use super::units::{Dimension, Uncertainty, Unit};
+
+/// What a metric's parameter (after `:`) names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Param {
+    None,
+    /// A grader name from the eval set, required.
+    Grader,
+    /// An error class, optional (none = all classes).
+    ErrorClass,
+    /// An endpoint probe key (`domain::operability::ProbeKind`), required.
+    Probe,
+    /// A readiness checklist item key (`domain::operability::ChecklistItem`), required.
+    ChecklistItem,
+}
+
+/// One entry of the catalog: a base metric name and everything needed to show and judge it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MetricDef {
+    pub base: &'static str,
+    pub label: &'static str,
+    pub dimension: Dimension,
+    pub unit: Unit,
+    /// Whether larger values are better (decides "best value" and the default comparator).
+    pub higher_is_better: bool,
+    pub uncertainty: Uncertainty,
+    /// How the figure is computed (its caliber), in words.
+    pub caliber: &'static str,
+    pub param: Param,
+    /// Whether `@c=N` applies (figures measured under a load condition).
+    pub per_load: bool,
+    /// Some(why) while bakeoff cannot measure this yet: rules on it are "not measured".
+    pub not_measured_yet: Option<&'static str>,
+}
+
+const fn def(
+    base: &'static str,
+    label: &'static str,
+    dimension: Dimension,
+    unit: Unit,
+    higher_is_better: bool,
+    uncertainty: Uncertainty,
+    caliber: &'static str,
+) -> MetricDef {
+    MetricDef {
+        base,
+        label,
+        dimension,
+        unit,
+        higher_is_better,
+        uncertainty,
+        caliber,
+        param: Param::None,
+        per_load: true,
+        not_measured_yet: None,
+    }
+}
+
+const fn with_param(mut d: MetricDef, param: Param) -> MetricDef {
+    d.param = param;
+    d
+}
+
+const fn whole_run(mut d: MetricDef) -> MetricDef {
+    d.per_load = false;
+    d
+}
+
+const fn pending(mut d: MetricDef, why: &'static str) -> MetricDef {
+    d.not_measured_yet = Some(why);
+    d
+}
+
+use Dimension::{Operability, Quality, Stability, Throughput};
+use Uncertainty::{Bootstrap, Exact, Proportion};
+
+const LATENCY_CALIBER_TTFT: &str = "send → first non-empty token (reasoning or content), successful requests";
+const LATENCY_CALIBER_TTFA: &str = "send → first non-empty content token, successful requests";
+const LATENCY_CALIBER_TPOT: &str = "(E2E − TTFT) / (output tokens − 1), successful requests with ≥ 2 tokens";
+const LATENCY_CALIBER_E2E: &str = "send → end of stream, successful requests";
+const OPERABILITY_PENDING: &str = "no probe measures it yet";
+
+/// Every metric a rule may name. Percentile variants of latencies are separate entries so the
+/// form can offer them in one list.
+pub const CATALOG: &[MetricDef] = &[
+    // --- throughput and latency
+    def(
+        "aggregate_tok_s",
+        "aggregate tok/s",
+        Throughput,
+        Unit::TokS,
+        true,
+        Bootstrap,
+        "all output tokens in the measured window / window length",
+    ),
+    def(
+        "request_throughput",
+        "request throughput",
+        Throughput,
+        Unit::ReqS,
+        true,
+        Bootstrap,
+        "completed requests in the measured window / window length",
+    ),
+    def(
+        "decode_tok_s_p50",
+        "decode tok/s/stream p50",
+        Throughput,
+        Unit::TokS,
+        true,
+        Bootstrap,
+        "(output tokens − 1) / (last token − first token), median over successful requests",
+    ),
+    def(
+        "e2e_tok_s_p50",
+        "e2e tok/s/stream p50",
+        Throughput,
+        Unit::TokS,
+        true,
+        Bootstrap,
+        "output tokens / E2E, median over successful requests",
+    ),
+    def(
+        "ttft_p50_ms",
+        "TTFT p50",
+        Throughput,
+        Unit::Ms,
+        false,
+        Bootstrap,
+        LATENCY_CALIBER_TTFT,
+    ),
+    def(
+        "ttft_p90_ms",
+        "TTFT p90",
+        Throughput,
+        Unit::Ms,
+        false,
+        Bootstrap,
+        LATENCY_CALIBER_TTFT,
+    ),
+    def(
+        "ttft_p95_ms",
+        "TTFT p95",
+        Throughput,
+        Unit::Ms,
+        false,
+        Bootstrap,
+        LATENCY_CALIBER_TTFT,
+    ),
+    def(
+        "ttft_p99_ms",
+        "TTFT p99",
+        Throughput,
+        Unit::Ms,
+        false,
+        Bootstrap,
+        LATENCY_CALIBER_TTFT,
+    ),
+    def(
+        "ttfa_p50_ms",
+        "TTFA p50",
+        Throughput,
+        Unit::Ms,
+        false,
+        Bootstrap,
+        LATENCY_CALIBER_TTFA,
+    ),
+    def(
+        "ttfa_p95_ms",
+        "TTFA p95",
+        Throughput,
+        Unit::Ms,
+        false,
+        Bootstrap,
+        LATENCY_CALIBER_TTFA,
+    ),
+    def(
+        "tpot_p50_ms",
+        "TPOT p50",
+        Throughput,
+        Unit::Ms,
+        false,
+        Bootstrap,
+        LATENCY_CALIBER_TPOT,
+    ),
+    def(
+        "tpot_p95_ms",
+        "TPOT p95",
+        Throughput,
+        Unit::Ms,
+        false,
+        Bootstrap,
+        LATENCY_CALIBER_TPOT,
+    ),
+    def(
+        "e2e_p50_ms",
+        "E2E p50",
+        Throughput,
+        Unit::Ms,
+        false,
+        Bootstrap,
+        LATENCY_CALIBER_E2E,
+    ),
+    def(
+        "e2e_p90_ms",
+        "E2E p90",
+        Throughput,
+        Unit::Ms,
+        false,
+        Bootstrap,
+        LATENCY_CALIBER_E2E,
+    ),
+    def(
+        "e2e_p95_ms",
+        "E2E p95",
+        Throughput,
+        Unit::Ms,
+        false,
+        Bootstrap,
+        LATENCY_CALIBER_E2E,
+    ),
+    def(
+        "e2e_p99_ms",
+        "E2E p99",
+        Throughput,
+        Unit::Ms,
+        false,
+        Bootstrap,
+        LATENCY_CALIBER_E2E,
+    ),
+    // --- quality (judged over every case measured, whatever its load)
+    whole_run(def(
+        "accuracy",
+        "accuracy",
+        Quality,
+        Unit::Percent,
+        true,
+        Proportion,
+        "weighted share of graded cases passed; a failed request counts as wrong",
+    )),
+    whole_run(def(
+        "pass_rate",
+        "pass rate",
+        Quality,
+        Unit::Percent,
+        true,
+        Proportion,
+        "share of cases whose every grader passed, each case counted once (weights ignored)",
+    )),
+    whole_run(with_param(
+        def(
+            "grader_score",
+            "mean grader score",
+            Quality,
+            Unit::Percent,
+            true,
+            Bootstrap,
+            "mean score in [0, 1] of the named grader; a failed request scores 0",
+        ),
+        Param::Grader,
+    )),
+    // --- stability
+    with_param(
+        def(
+            "failure_rate",
+            "failure rate",
+            Stability,
+            Unit::Percent,
+            false,
+            Proportion,
+            "failed / measured requests, final attempts (after retries), warm-ups excluded",
+        ),
+        Param::ErrorClass,
+    ),
+    def(
+        "retry_share",
+        "requests needing a retry",
+        Stability,
+        Unit::Percent,
+        false,
+        Proportion,
+        "share of measured requests whose first attempt failed",
+    ),
+    def(
+        "e2e_cv",
+        "E2E spread (CV)",
+        Stability,
+        Unit::Percent,
+        false,
+        Bootstrap,
+        "standard deviation / mean of E2E latency over successful requests",
+    ),
+    whole_run(def(
+        "soak_tok_s_loss",
+        "throughput loss over a soak",
+        Stability,
+        Unit::Percent,
+        false,
+        Bootstrap,
+        "fall of output tok/s from the first to the last of 10 soak windows, as a share of the first \
+         (least-squares trend over the windows, 90 % t-interval of its slope)",
+    )),
+    // --- operability and cost
+    def(
+        "rate_limited_share",
+        "attempts rate-limited (429)",
+        Operability,
+        Unit::Percent,
+        false,
+        Proportion,
+        "share of measured attempts answered with HTTP 429",
+    ),
+    whole_run(def(
+        "usage_reported_share",
+        "token usage reported",
+        Operability,
+        Unit::Percent,
+        true,
+        Proportion,
+        "share of successful requests whose server reported token usage",
+    )),
+    whole_run(def(
+        "cost_per_1k_cases",
+        "cost per 1,000 cases",
+        Operability,
+        Unit::Usd,
+        false,
+        Exact,
+        "(input tokens × input price + output tokens × output price) of measured attempts, retries included, per 1,000 requests",
+    )),
+    whole_run(def(
+        "cost_per_correct",
+        "cost per correct answer",
+        Operability,
+        Unit::Usd,
+        false,
+        Exact,
+        "cost of measured attempts / cases answered correctly",
+    )),
+    whole_run(def(
+        "operability_score",
+        "operability score",
+        Operability,
+        Unit::Percent,
+        true,
+        Exact,
+        "mean of the share of endpoint probes passed (latest probe run) and of readiness checklist items done \
+         (current answers), from the candidate's Operability page",
+    )),
+    whole_run(def(
+        "probes_passed_share",
+        "endpoint probes passed",
+        Operability,
+        Unit::Percent,
+        true,
+        Exact,
+        "passed / applicable endpoint probes in the candidate's latest probe run",
+    )),
+    whole_run(def(
+        "checklist_share",
+        "readiness checklist done",
+        Operability,
+        Unit::Percent,
+        true,
+        Exact,
+        "items answered yes / items that apply, in the candidate's current checklist",
+    )),
+    whole_run(with_param(
+        def(
+            "probe",
+            "endpoint probe",
+            Operability,
+            Unit::Percent,
+            true,
+            Exact,
+            "100 % when the named probe passed in the latest probe run, 0 % when it failed",
+        ),
+        Param::Probe,
+    )),
+    whole_run(with_param(
+        def(
+            "checklist",
+            "checklist item",
+            Operability,
+            Unit::Percent,
+            true,
+            Exact,
+            "100 % when the named readiness item is answered yes, 0 % when no or unanswered",
+        ),
+        Param::ChecklistItem,
+    )),
+    pending(
+        whole_run(def(
+            "cold_start_ms",
+            "cold start",
+            Operability,
+            Unit::Ms,
+            false,
+            Bootstrap,
+            "time from an idle endpoint to its first successful answer",
+        )),
+        OPERABILITY_PENDING,
+    ),
+];
+
+/// The catalog entry named `base`.
+pub fn metric_def(base: &str) -> Option<&'static MetricDef> {
+    CATALOG.iter().find(|d| d.base == base)
+}
