@@ -24,7 +24,8 @@ use crate::domain::operability::{
     operability_score,
 };
 use crate::domain::run::RunStatus;
-use crate::domain::stability::{SoakAnalysis, StabilityOptions, stability_report};
+use crate::domain::stability::soak::SoakAnalysis;
+use crate::domain::stability::{StabilityOptions, stability_report};
 use crate::domain::validation::FieldErrors;
 use crate::engine::probes::{ProbeOptions, run_probes};
 use crate::engine::run::soak::{self, SoakConfig};
@@ -301,7 +302,7 @@ fn version_views(history: &[ChecklistVersion]) -> Vec<ChecklistVersionView> {
 }
 
 fn soak_analysis_view(s: &SoakAnalysis, failure_classes: Vec<String>) -> SoakAnalysisView {
-    let slope = |fit: Option<&crate::domain::stability::LinearFit>, unit: &str| {
+    let slope = |fit: Option<&crate::domain::stability::trend::LinearFit>, unit: &str| {
         fit.map_or("—".to_string(), |f| match f.slope_interval {
             Some(ci) => format!("{:+.1} {unit}/min (90 % CI {:+.1} to {:+.1})", f.slope, ci.lo, ci.hi),
             None => format!("{:+.1} {unit}/min", f.slope),

@@ -406,7 +406,8 @@ async fn cancel_stops_the_run_and_keeps_every_finished_record() {
 /// trend windows leave the downtime out.
 async fn soak_kill_and_resume(database_url: &str, backend: &str) {
     use bakeoff::domain::run::Phase;
-    use bakeoff::domain::stability::{StabilityOptions, soak_analysis};
+    use bakeoff::domain::stability::StabilityOptions;
+    use bakeoff::domain::stability::soak::soak_analysis;
 
     let file = evalset();
     let mock = slow_mock(&file).await;

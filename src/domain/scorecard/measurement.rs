@@ -9,7 +9,8 @@ use crate::domain::cost::CostSummary;
 use crate::domain::grading::case_passed;
 use crate::domain::operability::{ChecklistAnswers, ProbeReport, operability_metric};
 use crate::domain::run::{ErrorClass, Phase, RequestRecord, TokenSource};
-use crate::domain::stability::{StabilityOptions, soak_analysis};
+use crate::domain::stability::StabilityOptions;
+use crate::domain::stability::soak::soak_analysis;
 use crate::domain::thresholds::key::MetricKey;
 use crate::domain::thresholds::units::{Dimension, Uncertainty};
 
@@ -527,7 +528,7 @@ fn soak_loss(data: &CandidateRecords<'_>) -> Measurement {
     let Some(analysis) = soak_analysis(&soak, &options) else {
         return missing("the soak is too short to cut into windows");
     };
-    let mid_min = |w: &crate::domain::stability::SoakWindow| (w.start_s + w.end_s) / 2.0 / 60.0;
+    let mid_min = |w: &crate::domain::stability::soak::SoakWindow| (w.start_s + w.end_s) / 2.0 / 60.0;
     let (Some(first), Some(last), Some(fit)) = (
         analysis.windows.first(),
         analysis.windows.last(),
