@@ -79,6 +79,24 @@ pub enum Backend {
     Postgres,
 }
 
+impl Backend {
+    /// The backend a database URL names: `sqlite:…`, or `postgres://` / `postgresql://`.
+    pub fn of_url(url: &str) -> Result<Backend> {
+        if url.starts_with("sqlite:") {
+            Ok(Backend::Sqlite)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Backend::Postgres)
+        } else {
+            Err(StoreError::UnsupportedUrl(url.to_string()))
+        }
+    }
+}
+
+/// Whether `url` names an SQLite database that lives only in memory (nothing persists).
+fn is_in_memory(url: &str) -> bool {
+    url.contains(":memory:") || url.contains("mode=memory")
+}
+
 /// An eval set with its newest version, for lists.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EvalSetSummary {
@@ -416,6 +434,9 @@ pub type DynStore = Arc<dyn Store>;
 /// Opens (creating if needed) and migrates the database named by `url`, with the server key
 /// from the environment or the key file beside it (see [`server_key::from_environment`]).
 pub async fn connect(url: &str) -> Result<DynStore> {
+    // The scheme is checked before the key is loaded: a URL we cannot open must not create a key
+    // file (nor be refused for an unrelated key problem).
+    Backend::of_url(url)?;
     connect_with_key(url, &server_key::from_environment(url)?).await
 }
 
@@ -423,15 +444,16 @@ pub async fn connect(url: &str) -> Result<DynStore> {
 /// still stored in plaintext (from before sealing) are sealed now.
 pub async fn connect_with_key(url: &str, key: &server_key::ServerKey) -> Result<DynStore> {
     let sealer = KeySealer::new(&key.sealing_key());
-    if url.starts_with("sqlite:") {
-        let store = sqlite::SqliteStore::connect(url, sealer).await?;
-        store.seal_plaintext_keys().await?;
-        Ok(Arc::new(store))
-    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let store = postgres::PostgresStore::connect(url, sealer).await?;
-        store.seal_plaintext_keys().await?;
-        Ok(Arc::new(store))
-    } else {
-        Err(StoreError::UnsupportedUrl(url.to_string()))
+    match Backend::of_url(url)? {
+        Backend::Sqlite => {
+            let store = sqlite::SqliteStore::connect(url, sealer).await?;
+            store.seal_plaintext_keys().await?;
+            Ok(Arc::new(store))
+        }
+        Backend::Postgres => {
+            let store = postgres::PostgresStore::connect(url, sealer).await?;
+            store.seal_plaintext_keys().await?;
+            Ok(Arc::new(store))
+        }
     }
 }

@@ -77,7 +77,7 @@ pub fn default_key_file(database_url: &str) -> PathBuf {
 /// `BAKEOFF_SECRET_KEY_FILE`, else [`default_key_file`]; an in-memory database (nothing
 /// persists) gets a fresh random key.
 pub fn from_environment(url: &str) -> Result<ServerKey, StoreError> {
-    if (url.contains(":memory:") || url.contains("mode=memory")) && std::env::var("BAKEOFF_SECRET_KEY").is_err() {
+    if super::is_in_memory(url) && std::env::var("BAKEOFF_SECRET_KEY").is_err() {
         let mut bytes = [0u8; 32];
         getrandom::fill(&mut bytes).expect("the operating system's random source");
         return Ok(ServerKey(bytes));

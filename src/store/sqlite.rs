@@ -30,7 +30,7 @@ pub struct SqliteStore {
 impl SqliteStore {
     /// Opens `sqlite://FILE` (created if missing) or `sqlite::memory:` and applies migrations.
     pub async fn connect(url: &str, sealer: KeySealer) -> Result<Self> {
-        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+        let in_memory = super::is_in_memory(url);
         let mut options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .foreign_keys(true)
