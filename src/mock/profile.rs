@@ -254,7 +254,7 @@ pub fn demo_profiles() -> Vec<ModelProfile> {
             slots: Some(32),
             jitter: 0.15,
             context_length: 8192,
-            accuracy: 0.70,
+            accuracy: 0.60,
             error_500_rate: 0.03,
             cut_probability: 0.02,
             malformed_probability: 0.005,

@@ -3,6 +3,7 @@ mod support;
 
 mod archive_filters;
 mod browser;
+mod demo;
 mod engine;
 mod evalsets;
 mod exports_harness;

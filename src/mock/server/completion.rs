@@ -79,14 +79,13 @@ pub(super) async fn handle(state: Shared, api: Api, headers: &HeaderMap, body: &
         );
         return refuse(tracker, error);
     }
-    let n = ps.admitted.fetch_add(1, Ordering::Relaxed);
-    let seed = state.seed.to_le_bytes();
-    let mut rng = SplitMix::new(stable_hash(&[&seed, profile.name.as_bytes(), &n.to_le_bytes()]));
+    let key = ps.draw_key(state.seed, req.match_text.as_deref().unwrap_or_default());
+    let mut rng = SplitMix::new(key);
     if let Some(error) = injected_error(&state, ps, rng.next_f64()) {
         return refuse(tracker, error);
     }
 
-    let answer = choose_answer(&state, profile, api, &req, n);
+    let answer = choose_answer(&state, profile, api, &req, key);
     tracker.record.case = answer.as_ref().map(|a| CaseTruth {
         set: a.set.clone(),
         case_id: a.case_id.clone(),
@@ -140,21 +139,15 @@ fn as_the_named_profile_answers(state: &MockState, body: &[u8], mut e: ApiError)
 }
 
 /// The answer key's answer to the case the request asks (None: no case), right as often as the
-/// profile's accuracy, flipped as often as its inconsistency (the `n`-th admitted request).
-fn choose_answer(state: &MockState, profile: &ModelProfile, api: Api, req: &Parsed, n: u64) -> Option<Answer> {
+/// profile's accuracy, flipped as often as its inconsistency (drawn from the request's `key`).
+fn choose_answer(state: &MockState, profile: &ModelProfile, api: Api, req: &Parsed, key: u64) -> Option<Answer> {
     let case = req.match_text.as_deref().and_then(|text| match api {
         Api::Chat => state.answers.find_chat(text),
         Api::Completions => state.answers.find_prompt(text),
     });
     // A separate generator, so an inconsistent profile draws its faults exactly as before.
     let flip = profile.inconsistency > 0.0
-        && SplitMix::new(stable_hash(&[
-            &state.seed.to_le_bytes(),
-            profile.name.as_bytes(),
-            &n.to_le_bytes(),
-            b"inconsistency",
-        ]))
-        .chance(profile.inconsistency);
+        && SplitMix::new(stable_hash(&[&key.to_le_bytes(), b"inconsistency"])).chance(profile.inconsistency);
     case.map(|c| {
         let usual = state.answers.answer(c, state.seed, &profile.name, profile.accuracy);
         if flip {

@@ -29,6 +29,7 @@ use super::answers::AnswerKey;
 use super::generate::Api;
 use super::log::RequestLog;
 use super::profile::ModelProfile;
+use super::rng::stable_hash;
 use super::{MockConfig, SERVER_HEADER};
 use admission::RateWindow;
 use completion::handle;
@@ -56,9 +57,10 @@ pub(crate) struct ProfileState {
     pub in_flight: AtomicU64,
     pub tokens_generated: AtomicU64,
     pub prompt_tokens: AtomicU64,
-    /// Requests admitted so far: the per-request rng is seeded from it, so a profile's behaviour
-    /// does not depend on other profiles' traffic.
-    admitted: AtomicU64,
+    /// Admitted requests per request text (its stable hash → times seen): with the text it keys
+    /// every draw of a request, so what a case gets never depends on arrival order, threads or
+    /// other profiles' traffic.
+    seen: Mutex<HashMap<u64, u64>>,
     window: Mutex<RateWindow>,
     /// When the current stretch of continuous load began (for `latency_drift_per_minute`).
     busy: Mutex<BusyClock>,
@@ -69,6 +71,9 @@ struct BusyClock {
     since: Instant,
     last_activity: Instant,
 }
+
+/// Distinct request texts a profile remembers for [`ProfileState::draw_key`].
+const SEEN_CAPACITY: usize = 100_000;
 
 /// Quiet time after which a drifting profile is fresh again.
 const DRIFT_IDLE_RESET: Duration = Duration::from_secs(2);
@@ -87,6 +92,31 @@ impl ProfileState {
         b.last_activity = now;
         let minutes = now.duration_since(b.since).as_secs_f64() / 60.0;
         (1.0 + self.profile.latency_drift_per_minute * minutes).min(DRIFT_MAX_FACTOR)
+    }
+
+    /// The key of every seeded draw for a request with `text` (the case's prompt): the seed,
+    /// this profile, the text and how many times this profile was sent that text before. The
+    /// first send of a case and its retries thus always get the same draws, whatever else is in
+    /// flight; only identical texts in flight together share their draws by arrival.
+    fn draw_key(&self, seed: u64, text: &str) -> u64 {
+        let text_hash = stable_hash(&[text.as_bytes()]);
+        let occurrence = {
+            let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+            // Bounded memory for endless distinct prompts; only such runs see counts restart.
+            if seen.len() >= SEEN_CAPACITY && !seen.contains_key(&text_hash) {
+                seen.clear();
+            }
+            let count = seen.entry(text_hash).or_insert(0);
+            let occurrence = *count;
+            *count += 1;
+            occurrence
+        };
+        stable_hash(&[
+            &seed.to_le_bytes(),
+            self.profile.name.as_bytes(),
+            &text_hash.to_le_bytes(),
+            &occurrence.to_le_bytes(),
+        ])
     }
 
     fn touch(&self) {
@@ -132,7 +162,7 @@ impl MockState {
                 in_flight: AtomicU64::new(0),
                 tokens_generated: AtomicU64::new(0),
                 prompt_tokens: AtomicU64::new(0),
-                admitted: AtomicU64::new(0),
+                seen: Mutex::new(HashMap::new()),
                 window: Mutex::new(RateWindow {
                     started: Instant::now(),
                     used: 0,
