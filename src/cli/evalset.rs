@@ -19,12 +19,14 @@ pub struct EvalsetArgs {
 pub enum EvalsetAction {
     /// Check an eval-set file and report the first problem with its line and field.
     Validate {
+        /// The file to check (bakeoff JSONL, OpenAI evals, promptfoo YAML or CSV).
         file: PathBuf,
         #[command(flatten)]
         source: SourceArgs,
     },
     /// Read a file (bakeoff JSONL, OpenAI evals, promptfoo YAML or CSV) and store it as a version.
     Import {
+        /// The file to import (bakeoff JSONL, OpenAI evals, promptfoo YAML or CSV).
         file: PathBuf,
         #[command(flatten)]
         source: SourceArgs,
@@ -167,4 +169,61 @@ fn read(path: &Path, source: &SourceArgs) -> anyhow::Result<(Format, EvalSetFile
         text.trim_start_matches('\u{feff}'),
         &options,
     )?)
+}
+
+/// `err` (a file that is no bakeoff eval set) explained when the file is in a format
+/// `bakeoff evalset import` reads: what it looks like and the command that converts it.
+pub fn not_bakeoff_hint(path: &Path, text: &str, err: crate::domain::evalset::EvalSetError) -> anyhow::Error {
+    let format = crate::domain::evalset::import::detect(&path.display().to_string(), text);
+    let first = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    // `detect` calls anything unrecognised CSV; say so only when it looks like one.
+    let looks_like_csv = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv")) || first.contains(',');
+    if format == Format::Bakeoff || (format == Format::Csv && !looks_like_csv) {
+        return err.into();
+    }
+    anyhow::anyhow!(
+        "{}: this is {}, not a bakeoff eval set (a header line, then cases). Convert it first: \
+         `bakeoff evalset import {} --format {} --task TASK` stores it (then `bakeoff evalset export \
+         --version-id ID --out FILE.jsonl` writes the bakeoff file to measure with), or import it in \
+         the app under Eval sets → Import",
+        path.display(),
+        format.label(),
+        path.display(),
+        format.as_str(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hint(name: &str, text: &str) -> String {
+        let err = EvalSetFile::parse(name, text).unwrap_err();
+        not_bakeoff_hint(Path::new(name), text, err).to_string()
+    }
+
+    #[test]
+    fn files_of_other_formats_point_to_the_importer() {
+        let openai = hint(
+            "samples.jsonl",
+            "{\"input\":[{\"role\":\"user\",\"content\":\"hi\"}],\"ideal\":\"yo\"}\n",
+        );
+        assert!(
+            openai.contains("OpenAI evals") && openai.contains("bakeoff evalset import samples.jsonl"),
+            "{openai}"
+        );
+        assert!(
+            openai.contains("--format openai-evals") && !openai.contains("unknown field"),
+            "{openai}"
+        );
+        let csv = hint("t.csv", "input,expected\nhi,yo\n");
+        assert!(csv.contains("CSV") && csv.contains("--format csv"), "{csv}");
+        let yaml = hint("tests.yaml", "- vars:\n    q: hi\n");
+        assert!(yaml.contains("promptfoo"), "{yaml}");
+        // A broken bakeoff file keeps its own error (file:line and field).
+        let own = hint("x.jsonl", "{\"bakeoff_evalset\":1,\"name\":\"a\"}\n");
+        assert!(own.starts_with("x.jsonl") && !own.contains("evalset import"), "{own}");
+        let prose = hint("notes", "just some words\n");
+        assert!(!prose.contains("evalset import"), "{prose}");
+    }
 }

@@ -69,6 +69,7 @@ pub struct MeasureFlags {
     /// Concurrency sweep 1, 2, 4 … --sweep-max; reports the knee.
     #[arg(long)]
     pub sweep: bool,
+    /// With --sweep: the highest concurrency tried (levels double up to it).
     #[arg(long, default_value_t = 64)]
     pub sweep_max: u32,
     /// Knee rule: p95 TTFT may grow to this factor × its value at c=1.
@@ -100,13 +101,18 @@ pub struct MeasureFlags {
     /// Requests sent first and excluded from every figure.
     #[arg(long, default_value_t = 2)]
     pub warmup: u32,
+    /// How many times each load level is measured (1–99); figures are the median over
+    /// repetitions, with their spread.
     #[arg(long, default_value_t = 1)]
     pub repetitions: u32,
+    /// Sampling temperature of every request (default: the eval set's, else the server's).
     #[arg(long)]
     pub temperature: Option<f64>,
     /// Whole-request timeout, seconds.
     #[arg(long, default_value_t = 120)]
     pub timeout: u32,
+    /// Retries after a failed request (each attempt is recorded; a request that fails every
+    /// attempt counts as a failure).
     #[arg(long, default_value_t = 1)]
     pub retries: u32,
     /// Ask for whole responses instead of streams (TTFT then equals E2E).
@@ -115,11 +121,13 @@ pub struct MeasureFlags {
     /// Skip the staged rollout (shortest case, longest case, 4 at once) before the run.
     #[arg(long)]
     pub no_rollout: bool,
-    /// Goodput objectives, in ms.
+    /// Goodput objective: a request meets it when its TTFT is at most this many ms.
     #[arg(long)]
     pub slo_ttft_ms: Option<f64>,
+    /// Goodput objective: TPOT at most this many ms.
     #[arg(long)]
     pub slo_tpot_ms: Option<f64>,
+    /// Goodput objective: E2E latency at most this many ms.
     #[arg(long)]
     pub slo_e2e_ms: Option<f64>,
 
@@ -129,6 +137,7 @@ pub struct MeasureFlags {
     /// Also store the run in the database, so it shows in the app's archive.
     #[arg(long)]
     pub store: bool,
+    /// With --store: the database (sqlite://FILE or postgres://…).
     #[arg(long, env = "BAKEOFF_DATABASE_URL", default_value = "sqlite://bakeoff.db")]
     pub database_url: String,
 }
@@ -202,7 +211,8 @@ pub fn run_config(args: &MeasureFlags) -> anyhow::Result<RunConfig> {
 fn workload(args: &MeasureFlags, config: &RunConfig) -> anyhow::Result<(EvalSetFile, Workload)> {
     if let Some(path) = &args.evalset {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let file = EvalSetFile::parse(&path.display().to_string(), &text)?;
+        let file = EvalSetFile::parse(&path.display().to_string(), &text)
+            .map_err(|e| crate::cli::evalset::not_bakeoff_hint(path, &text, e))?;
         let info = Workload::EvalSet {
             file: path.display().to_string(),
             name: file.header.name.clone(),

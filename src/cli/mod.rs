@@ -78,4 +78,25 @@ mod tests {
         assert!(err.contains("--max-runs"), "{err}");
         assert!(serve(&["--max-runs-per-candidate", "0"]).is_err());
     }
+
+    /// Flags (and arguments) of `cmd` and its subcommands that `--help` shows without a word.
+    fn undocumented(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for arg in cmd.get_arguments() {
+            let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+            if !builtin && !arg.is_hide_set() && arg.get_help().is_none() && arg.get_long_help().is_none() {
+                out.push(format!("{path} {}", arg.get_id()));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            undocumented(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    #[test]
+    fn every_flag_has_help_text() {
+        use clap::CommandFactory;
+        let mut missing = Vec::new();
+        undocumented(&Cli::command(), "bakeoff", &mut missing);
+        assert!(missing.is_empty(), "flags without help: {missing:#?}");
+    }
 }
