@@ -341,8 +341,8 @@ async fn an_unticked_staged_rollout_sends_no_rollout_requests(db: TestStore) {
 
 // ------------------------------------------------------------------- field extraction
 
-each_backend!(field_extraction_reports_per_field_figures_and_missing_wrong_extra_counts_escaped);
-async fn field_extraction_reports_per_field_figures_and_missing_wrong_extra_counts_escaped(db: TestStore) {
+each_backend!(field_extraction_reports_per_field_figures_and_missing_wrong_extra_unusable_counts_escaped);
+async fn field_extraction_reports_per_field_figures_and_missing_wrong_extra_unusable_counts_escaped(db: TestStore) {
     let spec: GraderSpec = serde_json::from_str(r#"{"kind":"json-fields"}"#).unwrap();
     let expected = serde_json::json!({"name": "Ada", "year": 1815, "city": "London"});
     let outputs = [
@@ -380,21 +380,23 @@ async fn field_extraction_reports_per_field_figures_and_missing_wrong_extra_coun
             "{scope} table.per-field tr[data-field={field}] [data-figure={figure}]"
         ))
     };
-    // By hand: name right 3, missing 1; year right 2, wrong 1, missing 1; city right 2,
-    // missing 2; extra given once and never expected.
+    // By hand: the answer without JSON is attempted but unusable, so its three fields are wrong
+    // (never missing, which would leave precision untouched). name right 3, wrong 1; year right
+    // 2, wrong 2 (a wrong value, the unusable answer); city right 2, missing 1, wrong 1; extra
+    // given once and never expected.
     for (field, figure, want) in [
-        ("name", "precision", "1.000"),
+        ("name", "precision", "0.750"),
         ("name", "recall", "0.750"),
-        ("name", "f1", "0.857"),
-        ("year", "precision", "0.667"),
+        ("name", "f1", "0.750"),
+        ("year", "precision", "0.500"),
         ("year", "recall", "0.500"),
-        ("year", "f1", "0.571"),
-        ("city", "precision", "1.000"),
+        ("year", "f1", "0.500"),
+        ("city", "precision", "0.667"),
         ("city", "recall", "0.500"),
-        ("city", "f1", "0.667"),
+        ("city", "f1", "0.571"),
         ("year", "correct", "2"),
-        ("year", "wrong", "1"),
-        ("year", "missing", "1"),
+        ("year", "wrong", "2"),
+        ("year", "missing", "0"),
         ("extra", "extra", "1"),
         ("extra", "precision", "0.000"),
     ] {
@@ -402,8 +404,10 @@ async fn field_extraction_reports_per_field_figures_and_missing_wrong_extra_coun
     }
     let fact = |key: &str| page.text(&format!("{scope} [data-figure={key}] dd"));
     assert!(fact("exact").starts_with("25.0 % (1 of 4)"), "{b}: {}", fact("exact"));
-    assert!(fact("missing").starts_with('4'), "{b}: {}", fact("missing"));
-    assert!(fact("wrong").starts_with('1'), "{b}");
+    assert!(fact("missing").starts_with('1'), "{b}: {}", fact("missing"));
+    assert!(fact("wrong").starts_with('4'), "{b}");
+    assert!(fact("unusable").starts_with('1'), "{b}: {}", fact("unusable"));
+    assert_eq!(page.count(&format!("{scope} [data-figure=repaired]")), 0, "{b}");
     assert!(fact("extra").starts_with('1'), "{b}");
     assert_eq!(
         page.text(&format!("{scope} tr[data-grader=json-fields] [data-figure=passed]")),

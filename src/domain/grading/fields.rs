@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::dates::{iso, parse_date};
-use super::json::extract_json;
 use super::numbers::{number_of, same_number};
+use super::repair::{ObjectRead, read_object};
 use super::spec::{FieldType, GraderSpec, JsonFieldsOptions};
 use super::text::{collapse_whitespace, nfkc};
 use super::{Grade, quote};
@@ -53,6 +53,12 @@ pub struct FieldsDetail {
     /// Every field right and nothing counted extra.
     pub exact: bool,
     pub fields: Vec<FieldOutcome>,
+    /// The answer's JSON could not be read (why): every expected field counted wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unusable: Option<String>,
+    /// The answer's JSON was repaired under `lenient` (what was done).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repaired: Option<String>,
 }
 
 impl FieldsDetail {
@@ -87,28 +93,69 @@ pub(super) fn json_fields(spec: &GraderSpec, o: &JsonFieldsOptions, output: &str
         },
         _ => return Grade::pass_fail(spec, false, "the case's expected value is not a JSON object"),
     };
-    let (got, found) = match extract_json(output) {
-        Some(Value::Object(map)) => (map, true),
-        // `[{…}]`: one record wrapped in a list is still that record.
-        Some(Value::Array(mut items)) if items.len() == 1 && items[0].is_object() => match items.pop() {
-            Some(Value::Object(map)) => (map, true),
-            _ => (Map::new(), false),
-        },
-        _ => (Map::new(), false),
+    let (got, read) = match read_object(output, o.lenient) {
+        ObjectRead::Found(map, _) => (map, Read::Whole),
+        ObjectRead::Repaired(map, what) => (map, Read::Repaired(what)),
+        ObjectRead::Unusable(why) => return unusable_answer(spec, &expected, why),
+        ObjectRead::Empty => (Map::new(), Read::Empty),
     };
-    let detail = compare_records(o, &expected, &got);
+    let mut detail = compare_records(o, &expected, &got);
     let required_failures: Vec<&FieldOutcome> = detail
         .fields
         .iter()
         .filter(|f| o.required.contains(&f.field) && f.outcome != Outcome::Correct && !f.ignored)
         .collect();
-    let passed = found && required_failures.is_empty() && detail.f1 >= o.min_f1 - 1e-9;
-    let reason = if found {
-        reason_for(o, &detail, &required_failures)
-    } else {
-        format!("no JSON object in the output {}", quote(output.trim(), 60))
+    let passed = read != Read::Empty && required_failures.is_empty() && detail.f1 >= o.min_f1 - 1e-9;
+    let reason = match &read {
+        Read::Whole => reason_for(o, &detail, &required_failures),
+        Read::Repaired(what) => format!("{what}; {}", reason_for(o, &detail, &required_failures)),
+        Read::Empty => "empty output: every expected field missing".to_string(),
     };
+    if let Read::Repaired(what) = read {
+        detail.repaired = Some(what);
+    }
     let mut grade = Grade::new(spec, detail.f1, passed, reason);
+    grade.detail = serde_json::to_value(&detail).ok();
+    grade
+}
+
+/// How the output's object was read.
+#[derive(Debug, PartialEq)]
+enum Read {
+    Whole,
+    Repaired(String),
+    Empty,
+}
+
+/// An answer whose JSON cannot be read: the case fails and every expected field counts as
+/// wrong (attempted, unusable) — never missing, which would leave precision untouched.
+fn unusable_answer(spec: &GraderSpec, expected: &Map<String, Value>, why: String) -> Grade {
+    let fields: Vec<FieldOutcome> = expected
+        .iter()
+        .filter(|(_, v)| !is_empty(v))
+        .map(|(name, want)| FieldOutcome {
+            field: name.clone(),
+            outcome: Outcome::Wrong,
+            expected: Some(kept(want)),
+            got: None,
+            ignored: false,
+        })
+        .collect();
+    let reason = format!(
+        "unusable answer: {why}; its {} expected field{} count as wrong",
+        fields.len(),
+        if fields.len() == 1 { "" } else { "s" }
+    );
+    let detail = FieldsDetail {
+        precision: 0.0,
+        recall: 0.0,
+        f1: 0.0,
+        exact: false,
+        fields,
+        unusable: Some(why),
+        repaired: None,
+    };
+    let mut grade = Grade::new(spec, 0.0, false, reason);
     grade.detail = serde_json::to_value(&detail).ok();
     grade
 }
@@ -203,6 +250,8 @@ pub fn compare_records(o: &JsonFieldsOptions, expected: &Map<String, Value>, got
         f1,
         exact: counts.wrong + counts.missing + counts.extra == 0,
         fields,
+        unusable: None,
+        repaired: None,
     }
 }
 
@@ -262,6 +311,12 @@ pub struct FieldReport {
     pub micro: FieldStats,
     pub records: u64,
     pub exact_records: u64,
+    /// Records whose answer had no usable JSON object (fields counted wrong).
+    #[serde(default)]
+    pub unusable_records: u64,
+    /// Records whose JSON was repaired under `lenient`.
+    #[serde(default)]
+    pub repaired_records: u64,
 }
 
 impl FieldReport {
@@ -275,10 +330,12 @@ impl FieldReport {
 pub fn field_report<'a>(details: impl IntoIterator<Item = &'a FieldsDetail>) -> FieldReport {
     let mut per_field: BTreeMap<String, Counts> = BTreeMap::new();
     let mut all = Counts::default();
-    let (mut records, mut exact_records) = (0u64, 0u64);
+    let (mut records, mut exact_records, mut unusable_records, mut repaired_records) = (0u64, 0u64, 0u64, 0u64);
     for d in details {
         records += 1;
         exact_records += u64::from(d.exact);
+        unusable_records += u64::from(d.unusable.is_some());
+        repaired_records += u64::from(d.repaired.is_some());
         for f in d.fields.iter().filter(|f| !f.ignored) {
             per_field.entry(f.field.clone()).or_default().add(f.outcome);
             all.add(f.outcome);
@@ -299,6 +356,8 @@ pub fn field_report<'a>(details: impl IntoIterator<Item = &'a FieldsDetail>) -> 
         micro: stats("(all fields)".to_string(), all),
         records,
         exact_records,
+        unusable_records,
+        repaired_records,
     }
 }
 
@@ -562,17 +621,85 @@ mod tests {
     }
 
     #[test]
-    fn no_object_in_output_counts_every_field_missing() {
+    fn an_answer_without_a_usable_object_counts_every_field_wrong() {
         let s = spec(json!({}));
         let g = grade(&s, "I could not find anything.", Some(&json!({"a": 1, "b": 2})));
-        assert!(!g.passed && g.reason.starts_with("no JSON object"), "{}", g.reason);
+        assert!(
+            !g.passed && g.reason.starts_with("unusable answer: no JSON object"),
+            "{}",
+            g.reason
+        );
         let d = detail(&g);
-        assert_eq!(d.fields.iter().filter(|f| f.outcome == Outcome::Missing).count(), 2);
+        assert_eq!(d.fields.iter().filter(|f| f.outcome == Outcome::Wrong).count(), 2);
+        assert!(d.unusable.is_some());
+        // Nothing answered at all is missing, not wrong.
+        let d = detail(&grade(&s, "  ", Some(&json!({"a": 1}))));
+        assert_eq!(outcome(&d, "a"), Outcome::Missing);
         assert!(!grade(&s, "{}", Some(&json!("not an object"))).passed);
         // The expected object may be given as a JSON string; one record in a list is read.
         assert!(grade(&s, r#"{"a": 1}"#, Some(&json!("{\"a\": 1}"))).passed);
         assert!(grade(&s, r#"[{"a": 1}]"#, Some(&json!({"a": 1}))).passed);
         assert!(!grade(&s, r#"[{"a": 1}, {"a": 2}]"#, Some(&json!({"a": 1}))).passed);
+    }
+
+    #[test]
+    fn a_cut_off_answer_fails_with_the_parse_error_unless_lenient_repairs_it() {
+        let expected = json!({"name": "Ada", "city": "London", "year": 1843});
+        let cut = r#"{"name": "Ada", "city": "London", "ye"#;
+        let g = grade(&spec(json!({})), cut, Some(&expected));
+        assert!(!g.passed && g.score == 0.0);
+        assert!(
+            g.reason
+                .starts_with("unusable answer: the JSON is cut off (EOF while parsing")
+                && g.reason.ends_with("its 3 expected fields count as wrong"),
+            "{}",
+            g.reason
+        );
+        let d = detail(&g);
+        assert!(d.fields.iter().all(|f| f.outcome == Outcome::Wrong && f.got.is_none()));
+        // Set level: the unusable answer lowers precision as much as recall.
+        let right = detail(&grade(
+            &spec(json!({})),
+            r#"{"name":"Ada","city":"London","year":1843}"#,
+            Some(&expected),
+        ));
+        let report = field_report([&right, &d]);
+        assert_eq!((report.micro.precision, report.micro.recall), (0.5, 0.5));
+        assert_eq!((report.unusable_records, report.repaired_records), (1, 0));
+        // Code fences around valid JSON stay accepted, whatever the whitespace.
+        let fenced = "```json\n{ \"name\" : \"Ada\",\n  \"city\":\"London\", \"year\": 1843 }\n```";
+        assert!(grade(&spec(json!({})), fenced, Some(&expected)).passed);
+
+        let lenient = spec(json!({"lenient": true, "min_f1": 0.5}));
+        let g = grade(&lenient, cut, Some(&expected));
+        let d = detail(&g);
+        assert_eq!(outcome(&d, "name"), Outcome::Correct);
+        assert_eq!(outcome(&d, "city"), Outcome::Correct);
+        assert_eq!(outcome(&d, "year"), Outcome::Missing);
+        assert!(
+            g.passed && g.reason.starts_with("repaired: closed a cut-off object"),
+            "{}",
+            g.reason
+        );
+        assert!(d.repaired.is_some() && d.unusable.is_none());
+        let g = grade(
+            &lenient,
+            r#"{"name": "Ada", "city": "London", "year": 1843,}"#,
+            Some(&expected),
+        );
+        assert!(
+            g.passed && g.reason.starts_with("repaired: dropped trailing commas"),
+            "{}",
+            g.reason
+        );
+    }
+
+    #[test]
+    fn lenient_is_not_written_when_off() {
+        let s = spec(json!({}));
+        assert!(!serde_json::to_string(&s).unwrap().contains("lenient"));
+        let on = spec(json!({"lenient": true}));
+        assert!(serde_json::to_string(&on).unwrap().contains("\"lenient\":true"));
     }
 
     #[test]

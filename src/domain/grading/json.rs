@@ -43,25 +43,83 @@ pub fn extract_json_with_source(output: &str) -> Option<(Value, JsonSource)> {
             return Some((v, JsonSource::Fenced));
         }
     }
-    trimmed
-        .char_indices()
-        .filter(|(_, c)| *c == '{' || *c == '[')
-        .take(MAX_EMBEDDED_STARTS)
-        .find_map(|(i, _)| {
-            let mut values = serde_json::Deserializer::from_str(&trimmed[i..]).into_iter::<Value>();
-            match values.next() {
-                // A bare `[1]` inside prose is more likely a citation than the answer.
-                Some(Ok(v)) if v.is_object() || v.as_array().is_some_and(|a| a.iter().any(|x| !x.is_number())) => {
-                    Some((v, JsonSource::Embedded))
-                }
-                _ => None,
+    scan_embedded(trimmed).found.map(|v| (v, JsonSource::Embedded))
+}
+
+/// What a scan of prose for JSON values finds.
+#[derive(Debug, Default)]
+pub(super) struct Embedded<'a> {
+    /// The first complete value that looks like an answer.
+    pub found: Option<Value>,
+    /// The first object that opens but does not parse (cut off or malformed), from its `{`.
+    pub broken: Option<&'a str>,
+}
+
+/// Scans `text` for JSON values starting at top-level `{` or `[` (a bracket inside an earlier,
+/// broken value is part of it, not a value of its own: a cut-off object's inner object is not
+/// the answer). A bare `[1]` inside prose is more likely a citation than the answer.
+pub(super) fn scan_embedded(text: &str) -> Embedded<'_> {
+    let mut out = Embedded::default();
+    let mut at = 0;
+    for _ in 0..MAX_EMBEDDED_STARTS {
+        let Some(offset) = text[at..].find(['{', '[']) else {
+            break;
+        };
+        let start = at + offset;
+        let rest = &text[start..];
+        let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+        match values.next() {
+            Some(Ok(v)) if v.is_object() || v.as_array().is_some_and(|a| a.iter().any(|x| !x.is_number())) => {
+                out.found = Some(v);
+                return out;
             }
-        })
+            Some(Ok(_)) => at = start + values.byte_offset(),
+            _ => {
+                if rest.starts_with('{') && out.broken.is_none() {
+                    out.broken = Some(rest.trim_end());
+                }
+                match closing_of(rest) {
+                    Some(end) => at = start + end,
+                    // Never closes: everything after is inside it.
+                    None => break,
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Byte offset just past the bracket that closes the one `text` starts with (strings skipped).
+fn closing_of(text: &str) -> Option<usize> {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for (i, c) in text.char_indices() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' | '[' => depth += 1,
+            '}' | ']' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Markdown code fences as (info string, body); an unclosed last fence runs to the end (the
 /// answer may have been cut by max_tokens).
-fn code_fences(text: &str) -> Vec<(String, &str)> {
+pub(super) fn code_fences(text: &str) -> Vec<(String, &str)> {
     let mut fences = Vec::new();
     let mut rest = text;
     while let Some(open) = rest.find("```") {

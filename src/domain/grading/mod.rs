@@ -10,6 +10,7 @@ mod json;
 mod judge;
 mod numbers;
 mod overlap;
+mod repair;
 mod spec;
 mod text;
 

@@ -258,6 +258,11 @@ pub struct JsonFieldsOptions {
     /// Fields in the output that the expected object lacks do not count against precision.
     #[serde(default, skip_serializing_if = "is_false")]
     pub ignore_extra: bool,
+    /// Salvage the complete fields of a cut-off object and drop trailing commas (for pipelines
+    /// that repair JSON); the grade then says it was repaired. Off: such an answer is unusable,
+    /// the case fails and its fields count as wrong.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub lenient: bool,
 }
 
 impl Default for JsonFieldsOptions {
@@ -268,6 +273,7 @@ impl Default for JsonFieldsOptions {
             min_f1: 1.0,
             day_first: false,
             ignore_extra: false,
+            lenient: false,
         }
     }
 }

@@ -563,6 +563,11 @@ pub struct FieldsView {
     pub fields_left_out: usize,
     /// All fields pooled (micro-averaged).
     pub all: FieldRow,
+    /// Answers without usable JSON (their fields counted wrong) and answers repaired (`lenient`).
+    #[serde(default)]
+    pub unusable: u64,
+    #[serde(default)]
+    pub repaired: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -737,6 +742,8 @@ fn fields_view(r: &FieldReport) -> FieldsView {
         fields: r.fields.iter().take(REPORT_ROWS).map(field_row).collect(),
         fields_left_out: r.fields.len().saturating_sub(REPORT_ROWS),
         all: field_row(&r.micro),
+        unusable: r.unusable_records,
+        repaired: r.repaired_records,
     }
 }
 
