@@ -824,10 +824,10 @@ async fn every_shipped_set_parses_is_large_enough_and_separates_the_demo_candida
             "{}: {accuracy:?}, wrong answers passing: {wrong_passed}/{wrong}",
             file.header.name
         ));
-        // The demo profiles answer right 70 % / 90 % / 98 % of the time; the graders must agree.
+        // The demo profiles answer right 60 % / 90 % / 98 % of the time; the graders must agree.
         let [swift, steady, sage] = [accuracy[0].1, accuracy[1].1, accuracy[2].1];
         assert!(swift < steady && steady < sage, "{}: {accuracy:?}", file.header.name);
-        assert!((0.5..0.85).contains(&swift), "{}: {accuracy:?}", file.header.name);
+        assert!((0.4..0.8).contains(&swift), "{}: {accuracy:?}", file.header.name);
         assert!(sage >= 0.9, "{}: {accuracy:?}", file.header.name);
     }
     eprintln!("accuracy per shipped set: {report:#?}");
