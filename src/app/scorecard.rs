@@ -88,12 +88,11 @@ pub async fn assemble(store: &DynStore, run_id: i64, choice: &ScorecardChoice) -
     };
     let current_version = current.version;
     let version = store.get_evalset_version(run.evalset_version_id).await?;
+    // The candidates as the run measured them (its snapshot: names, prices, conditions), so
+    // editing a candidate later changes nothing of this scorecard.
+    let candidates: Vec<Candidate> = store.run_candidates(run.id).await?;
+    // The judge may be a candidate outside the run: looked up among all of them.
     let all = store.list_candidates().await?;
-    let candidates: Vec<Candidate> = run
-        .candidate_ids
-        .iter()
-        .filter_map(|id| all.iter().find(|c| c.id == *id).cloned())
-        .collect();
     let incumbent = match choice.incumbent {
         Some(id) if !run.candidate_ids.contains(&id) => {
             return Err(AppError::Invalid(format!(

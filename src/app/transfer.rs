@@ -16,12 +16,10 @@ use crate::domain::candidate::{
 };
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::run::{NewRun, RequestRecord, RunConfig, RunEvent, RunStatus};
-use crate::store::{RestoredRun, Store};
+use crate::store::{ImportOutcome, ImportedCandidate, RestoredRun, RunImport, Store};
 
 /// The format's name and version; a reader refuses any other.
 pub const SCHEMA: &str = "bakeoff.run/1";
-/// Records are stored in batches of this many on import.
-const IMPORT_BATCH: usize = 500;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunExport {
@@ -109,30 +107,31 @@ pub async fn export_run(store: &dyn Store, run_id: i64) -> Result<RunExport, App
         .get_evalset_version(run.evalset_version_id)
         .await?
         .ok_or_else(|| AppError::NotFound(format!("eval set version #{}", run.evalset_version_id)))?;
-    let mut candidates = Vec::with_capacity(run.candidate_ids.len());
-    for &id in &run.candidate_ids {
-        let c = store
-            .get_candidate(id)
-            .await?
-            .ok_or_else(|| AppError::NotFound(format!("candidate #{id}")))?;
-        let s = c.spec;
-        candidates.push(ExportedCandidate {
-            id,
-            name: s.name,
-            provider: s.provider,
-            base_url: crate::domain::redact::url(&s.base_url),
-            model: s.model,
-            api_key_env: s.api_key_env,
-            max_tokens: s.max_tokens,
-            temperature: s.temperature,
-            extra_body: s.extra_body,
-            conditions: s.conditions,
-            pricing: s.pricing,
-            claimed: s.claimed,
-            notes: s.notes,
-            tokenize: s.tokenize,
-        });
-    }
+    // The candidates as the run measured them (its snapshot), not as they are now.
+    let candidates = store
+        .run_candidates(run_id)
+        .await?
+        .into_iter()
+        .map(|c| {
+            let s = c.spec;
+            ExportedCandidate {
+                id: c.id,
+                name: s.name,
+                provider: s.provider,
+                base_url: crate::domain::redact::url(&s.base_url),
+                model: s.model,
+                api_key_env: s.api_key_env,
+                max_tokens: s.max_tokens,
+                temperature: s.temperature,
+                extra_body: s.extra_body,
+                conditions: s.conditions,
+                pricing: s.pricing,
+                claimed: s.claimed,
+                notes: s.notes,
+                tokenize: s.tokenize,
+            }
+        })
+        .collect();
     let events = store
         .list_run_events(run_id)
         .await?
@@ -218,11 +217,47 @@ fn spec_of(c: &ExportedCandidate, name: &str) -> Result<CandidateSpec, AppError>
         .map_err(|e| AppError::Invalid(format!("candidate {:?}: {e}", c.name)))
 }
 
-/// Stores an export as a new run; returns its id. Candidates are matched by name (same
-/// provider, base URL and model) or added — under "NAME (imported)" when the name is taken by a
-/// different endpoint. The eval-set version is stored if new (saving identical content returns
-/// the existing version). If anything fails, the partly stored run is deleted.
-pub async fn import_run(store: &dyn Store, export: &RunExport) -> Result<i64, AppError> {
+/// The content hash that identifies an export on import: SHA-256 of everything it holds but
+/// when and by which version it was exported, so the same run exported twice (or the same file
+/// imported twice) is recognised.
+pub fn content_hash(export: &RunExport) -> String {
+    use sha2::{Digest, Sha256};
+    let content = serde_json::json!({
+        "schema": export.schema,
+        "run": export.run,
+        "evalset": export.evalset,
+        "candidates": export.candidates,
+        "events": export.events,
+        "harness": export.harness,
+        "records": export.records,
+    });
+    hex::encode(Sha256::digest(content.to_string().as_bytes()))
+}
+
+/// What an import did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Imported {
+    /// Stored as this new run.
+    New(i64),
+    /// The same export was imported before, as this run; nothing was stored.
+    Before(i64),
+}
+
+impl Imported {
+    pub fn run_id(self) -> i64 {
+        match self {
+            Imported::New(id) | Imported::Before(id) => id,
+        }
+    }
+}
+
+/// Stores an export as a new run, all of it or nothing (one transaction: a refusal leaves no
+/// candidate, eval-set version or run behind). Everything is checked before anything is
+/// written. Candidates are matched by name (same provider, base URL and model) or added —
+/// under "NAME (imported)" when the name is taken by a different endpoint; the run keeps each
+/// candidate as the export describes it (its snapshot). The eval-set version is stored if new.
+/// An export whose content was imported before is recognised by its hash and stores nothing.
+pub async fn import_run(store: &dyn Store, export: &RunExport) -> Result<Imported, AppError> {
     if export.schema != SCHEMA {
         return Err(AppError::Invalid(format!(
             "schema {:?} is not {SCHEMA:?}",
@@ -248,104 +283,87 @@ pub async fn import_run(store: &dyn Store, export: &RunExport) -> Result<i64, Ap
                 .unwrap_or(&export.evalset.content_hash)
         )));
     }
-    let known_ids: std::collections::HashSet<i64> = export.candidates.iter().map(|c| c.id).collect();
-    if let Some(r) = export.records.iter().find(|r| !known_ids.contains(&r.candidate_id)) {
+    let position: std::collections::HashMap<i64, usize> =
+        export.candidates.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
+    if let Some(r) = export.records.iter().find(|r| !position.contains_key(&r.candidate_id)) {
         return Err(AppError::Invalid(format!(
             "a record of case {:?} names candidate #{}, which the export does not list",
             r.case_id, r.candidate_id
         )));
     }
-    let version_id = store.save_evalset_version(&file).await?;
 
     let existing = store.list_candidates().await?;
-    let mut id_map = std::collections::HashMap::new();
+    let mut candidates = Vec::with_capacity(export.candidates.len());
     for c in &export.candidates {
         let same_endpoint =
             |s: &CandidateSpec| s.provider == c.provider && s.base_url == c.base_url && s.model == c.model;
-        let id = match existing.iter().find(|e| e.spec.name == c.name) {
-            Some(e) if same_endpoint(&e.spec) => e.id,
-            _ => {
-                let mut name = c.name.clone();
-                let mut n = 1;
-                while let Some(e) = existing.iter().find(|e| e.spec.name == name) {
-                    if same_endpoint(&e.spec) {
-                        break;
-                    }
-                    name = if n == 1 {
+        let mut name = c.name.clone();
+        let mut n = 1;
+        let found = loop {
+            match existing.iter().find(|e| e.spec.name == name) {
+                Some(e) if same_endpoint(&e.spec) => break Some(e.id),
+                Some(_) => {
+                    n += 1;
+                    name = if n == 2 {
                         format!("{} (imported)", c.name)
                     } else {
-                        format!("{} (imported {n})", c.name)
+                        format!("{} (imported {})", c.name, n - 1)
                     };
-                    n += 1;
                 }
-                match existing.iter().find(|e| e.spec.name == name) {
-                    Some(e) => e.id,
-                    None => store.create_candidate(&spec_of(c, &name)?).await?,
-                }
+                None => break None,
             }
         };
-        id_map.insert(c.id, id);
+        candidates.push(ImportedCandidate {
+            existing: found,
+            // Validated like the candidate form, whether matched or new: it is the run's snapshot.
+            spec: spec_of(c, &name)?,
+        });
     }
 
-    let restored = RestoredRun {
-        run: NewRun {
-            name: export.run.name.clone(),
-            evalset_version_id: version_id,
-            candidate_ids: export.candidates.iter().map(|c| id_map[&c.id]).collect(),
-            config: export.run.config.clone(),
+    let import = RunImport {
+        content_hash: content_hash(export),
+        evalset: file,
+        candidates,
+        restored: RestoredRun {
+            run: NewRun {
+                name: export.run.name.clone(),
+                evalset_version_id: 0,
+                candidate_ids: Vec::new(),
+                config: export.run.config.clone(),
+            },
+            status: export.run.status,
+            error: export.run.error.clone(),
+            created_at: Timestamp(export.run.created_at),
+            started_at: export.run.started_at.map(Timestamp),
+            finished_at: export.run.finished_at.map(Timestamp),
+            events: export
+                .events
+                .iter()
+                .map(|e| RunEvent {
+                    at: Timestamp(e.at),
+                    level: e.level.clone(),
+                    message: e.message.clone(),
+                })
+                .collect(),
         },
-        status: export.run.status,
-        error: export.run.error.clone(),
-        created_at: Timestamp(export.run.created_at),
-        started_at: export.run.started_at.map(Timestamp),
-        finished_at: export.run.finished_at.map(Timestamp),
-        events: export
-            .events
+        harness: export.harness.clone(),
+        records: export
+            .records
             .iter()
-            .map(|e| RunEvent {
-                at: Timestamp(e.at),
-                level: e.level.clone(),
-                message: e.message.clone(),
+            .map(|r| RequestRecord {
+                candidate_id: position[&r.candidate_id] as i64,
+                ..r.clone()
             })
             .collect(),
+        note: format!(
+            "imported from {} (run #{} there), {} records",
+            export.exported_by,
+            export.run.id,
+            export.records.len()
+        ),
     };
-    let run_id = store.restore_run(&restored).await?;
-    let stored: Result<(), AppError> = async {
-        for chunk in export.records.chunks(IMPORT_BATCH) {
-            let batch: Vec<RequestRecord> = chunk
-                .iter()
-                .map(|r| RequestRecord {
-                    run_id,
-                    candidate_id: id_map[&r.candidate_id],
-                    ..r.clone()
-                })
-                .collect();
-            store.append_request_records(&batch).await?;
-        }
-        if let Some(harness) = &export.harness {
-            store.set_run_harness(run_id, harness).await?;
-        }
-        store
-            .append_run_event(
-                run_id,
-                "info",
-                &format!(
-                    "imported from {} (run #{} there), {} records",
-                    export.exported_by,
-                    export.run.id,
-                    export.records.len()
-                ),
-            )
-            .await?;
-        store.complete_restore(run_id, &restored).await?;
-        Ok(())
-    }
-    .await;
-    if let Err(e) = stored {
-        if let Err(cleanup) = store.delete_run(run_id).await {
-            tracing::error!(run_id, error = %cleanup, "could not delete a partly imported run");
-        }
-        return Err(e);
-    }
-    Ok(run_id)
+    Ok(match store.import_run(&import).await? {
+        ImportOutcome::Imported(id) => Imported::New(id),
+        ImportOutcome::AlreadyImported(id) => Imported::Before(id),
+    })
 }

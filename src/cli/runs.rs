@@ -68,10 +68,18 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
             let export = parse_export(&text).with_context(|| format!("{}", file.display()))?;
             let store = crate::store::connect(&database.database_url).await?;
-            let id = import_run(store.as_ref(), &export)
+            let imported = import_run(store.as_ref(), &export)
                 .await
                 .with_context(|| format!("importing {}", file.display()))?;
+            let id = imported.run_id();
             println!("{id}");
+            if let crate::app::transfer::Imported::Before(_) = imported {
+                eprintln!(
+                    "{} was imported before, as run {id}: nothing was stored (imports are recognised by content hash)",
+                    file.display()
+                );
+                return Ok(());
+            }
             eprintln!(
                 "imported run {} ({} records{}) as run {id}",
                 export.run.id,

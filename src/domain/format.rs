@@ -132,6 +132,23 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
+/// Text from a server or a model as pages show it: every control character but line breaks
+/// and tabs becomes its visible Control Pictures symbol (U+0000 → ␀, U+001B → ␛, DEL → ␡), so
+/// nothing a server sends is invisible or swallowed by the browser (HTML escaping is askama's).
+pub fn visible_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    let hidden = |c: char| c.is_ascii_control() && !matches!(c, '\n' | '\t' | '\r');
+    if !text.contains(hidden) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    text.chars()
+        .map(|c| match c {
+            '\u{7f}' => '\u{2421}',
+            c if hidden(c) => char::from_u32(0x2400 + c as u32).unwrap_or(char::REPLACEMENT_CHARACTER),
+            c => c,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,5 +206,22 @@ mod tests {
         assert_eq!(bytes(1536 * 1024), "1.5 MiB");
         assert_eq!(bytes(512 * 1024), "512 KiB");
         assert_eq!(bytes(300), "300 B");
+    }
+
+    #[test]
+    fn control_characters_are_shown_as_pictures_and_line_breaks_kept() {
+        assert_eq!(
+            super::visible_controls("a\0b\u{1b}[31m\u{7f}"),
+            "a\u{2400}b\u{241b}[31m\u{2421}"
+        );
+        assert_eq!(super::visible_controls("line\n\tnext\r\n"), "line\n\tnext\r\n");
+        let all: String = (0u8..0x20).map(char::from).collect();
+        assert_eq!(
+            super::visible_controls(&all)
+                .chars()
+                .filter(|c| c.is_control())
+                .collect::<String>(),
+            "\t\n\r"
+        );
     }
 }

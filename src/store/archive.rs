@@ -40,11 +40,110 @@ impl FactRow {
     }
 }
 
+/// A run listing one candidate twice breaks `run_candidates`' key: said as a Conflict.
+pub(super) fn twice_listed(e: StoreError) -> StoreError {
+    match e {
+        StoreError::Database(e) => {
+            super::rows::conflict_on_unique(e, || "the run lists the same candidate twice".to_string())
+        }
+        other => other,
+    }
+}
+
 /// The error a restored run carries until its import completes.
 pub const IMPORT_INCOMPLETE: &str = "import did not complete: delete this run and import it again";
 
 macro_rules! archive_helpers {
     ($db:ty) => {
+        /// Appends events with their original times to a run's log inside `tx`.
+        async fn insert_run_events(tx: &mut sqlx::Transaction<'_, $db>, run_id: i64, events: &[RunEvent]) -> Result<()> {
+            for chunk in events.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
+                let mut qb = sqlx::QueryBuilder::<$db>::new("INSERT INTO run_events (run_id, at, level, message) ");
+                qb.push_values(chunk, |mut b, e| {
+                    b.push_bind(run_id)
+                        .push_bind(e.at.0)
+                        .push_bind(e.level.as_str())
+                        .push_bind(Self::TEXT.encode(e.message.as_str()));
+                });
+                qb.build().execute(&mut **tx).await?;
+            }
+            Ok(())
+        }
+
+        /// `import_run` inside one transaction; any error rolls all of it back (the caller drops `tx`).
+        async fn import_run_in(&self, tx: &mut sqlx::Transaction<'_, $db>, import: &RunImport) -> Result<ImportOutcome> {
+            let earlier: Option<i64> = sqlx::query_scalar("SELECT id FROM runs WHERE import_hash = $1")
+                .bind(&import.content_hash)
+                .fetch_optional(&mut **tx)
+                .await?;
+            if let Some(id) = earlier {
+                return Ok(ImportOutcome::AlreadyImported(id));
+            }
+            let version_id = Self::save_evalset_version_in(tx, &import.evalset).await?;
+            let mut candidate_ids = Vec::with_capacity(import.candidates.len());
+            for c in &import.candidates {
+                candidate_ids.push(match c.existing {
+                    Some(id) => id,
+                    None => self.create_candidate_in(&mut **tx, &c.spec).await?,
+                });
+            }
+            let r = &import.restored;
+            let run_id: i64 = sqlx::query_scalar(
+                "INSERT INTO runs (name, evalset_version_id, config, status, error, created_at, started_at, finished_at, import_hash) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+            )
+            .bind(&r.run.name)
+            .bind(version_id)
+            .bind(rows::run_config_json(&r.run.config))
+            .bind(r.status.as_str())
+            .bind(Self::TEXT.encode_opt(r.error.as_deref()))
+            .bind(r.created_at.0)
+            .bind(r.started_at.map(|t| t.0))
+            .bind(r.finished_at.map(|t| t.0))
+            .bind(&import.content_hash)
+            .fetch_one(&mut **tx)
+            .await?;
+            let snapshots: Vec<CandidateSpec> = import.candidates.iter().map(|c| c.spec.clone()).collect();
+            self.insert_run_candidates(tx, run_id, &candidate_ids, Some(&snapshots))
+                .await
+                .map_err(archive::twice_listed)?;
+            Self::insert_run_events(tx, run_id, &r.events).await?;
+            let mut records = Vec::with_capacity(import.records.len());
+            for record in &import.records {
+                let position = usize::try_from(record.candidate_id)
+                    .ok()
+                    .filter(|p| *p < candidate_ids.len())
+                    .ok_or_else(|| {
+                        StoreError::NotFound(format!(
+                            "candidate #{} of a record of case {:?} in the export",
+                            record.candidate_id, record.case_id
+                        ))
+                    })?;
+                records.push(RequestRecord {
+                    run_id,
+                    candidate_id: candidate_ids[position],
+                    ..record.clone()
+                });
+            }
+            for chunk in records.chunks(rows::RECORDS_PER_STATEMENT) {
+                Self::append_request_records_in(tx, chunk).await?;
+            }
+            if let Some(harness) = &import.harness {
+                sqlx::query("UPDATE runs SET harness = $2 WHERE id = $1")
+                    .bind(run_id)
+                    .bind(rows::harness_json(harness))
+                    .execute(&mut **tx)
+                    .await?;
+            }
+            sqlx::query("INSERT INTO run_events (run_id, at, level, message) VALUES ($1, $2, $3, $4)")
+                .bind(run_id)
+                .bind(Timestamp::now().0)
+                .bind("info")
+                .bind(Self::TEXT.encode(&import.note))
+                .execute(&mut **tx)
+                .await?;
+            Ok(ImportOutcome::Imported(run_id))
+        }
         /// Appends `WHERE …` for `f` to a query over `runs` joined with `evalset_versions v`.
         fn push_filter(qb: &mut sqlx::QueryBuilder<$db>, f: &RunFilter) {
             qb.push(" WHERE 1 = 1");
@@ -81,6 +180,9 @@ macro_rules! archive_helpers {
                     qb.push(" AND rv.candidate_id = ").push_bind(id);
                 }
                 qb.push(")");
+            }
+            if f.measured_here {
+                qb.push(" AND runs.import_hash IS NULL");
             }
             if let Some(id) = f.not_judged_by {
                 // NOT IN over one profile's run ids: hashed once by either database, where a
@@ -181,7 +283,7 @@ macro_rules! archive_queries {
                     grades.extend(qb.build_query_as::<rows::GradeRow>().fetch_all(self.pool()).await?);
                 }
                 let counts = self.counts_for_records(&ids).await?;
-                let mut records = rows::attach_grades(records, grades)?;
+                let mut records = rows::attach_grades(records, grades, Self::TEXT)?;
                 token_counts::attach_counts(&ids, &mut records, &counts);
                 Ok(records)
             })
@@ -231,28 +333,50 @@ macro_rules! archive_queries {
                         format!("eval set version {}", restored.run.evalset_version_id)
                     })
                 })?;
-                if !restored.run.candidate_ids.is_empty() {
-                    let mut qb =
-                        sqlx::QueryBuilder::<$db>::new("INSERT INTO run_candidates (run_id, candidate_id, position) ");
-                    qb.push_values(restored.run.candidate_ids.iter().enumerate(), |mut b, (position, id)| {
-                        b.push_bind(run_id).push_bind(*id).push_bind(position as i64);
-                    });
-                    qb.build().execute(&mut *tx).await.map_err(|e| {
-                        rows::conflict_on_unique(e, || "the imported run lists the same candidate twice".to_string())
-                    })?;
-                }
-                for chunk in restored.events.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
-                    let mut qb = sqlx::QueryBuilder::<$db>::new("INSERT INTO run_events (run_id, at, level, message) ");
-                    qb.push_values(chunk, |mut b, e| {
-                        b.push_bind(run_id)
-                            .push_bind(e.at.0)
-                            .push_bind(e.level.as_str())
-                            .push_bind(e.message.as_str());
-                    });
-                    qb.build().execute(&mut *tx).await?;
-                }
+                self.insert_run_candidates(&mut tx, run_id, &restored.run.candidate_ids, None)
+                    .await
+                    .map_err(archive::twice_listed)?;
+                Self::insert_run_events(&mut tx, run_id, &restored.events).await?;
                 tx.commit().await?;
                 Ok(run_id)
+            })
+        }
+
+        fn import_run<'a>(&'a self, import: &'a RunImport) -> StoreFuture<'a, ImportOutcome> {
+            Box::pin(async move {
+                let mut tx = self.begin_write().await?;
+                let outcome = self.import_run_in(&mut tx, import).await;
+                match outcome {
+                    Ok(ImportOutcome::Imported(id)) => {
+                        match tx.commit().await {
+                            Ok(()) => Ok(ImportOutcome::Imported(id)),
+                            // Another import of the same content committed first.
+                            Err(e) => match rows::conflict_on_unique(e, String::new) {
+                                StoreError::Conflict(_) => {
+                                    let id: i64 = sqlx::query_scalar("SELECT id FROM runs WHERE import_hash = $1")
+                                        .bind(&import.content_hash)
+                                        .fetch_one(self.pool())
+                                        .await?;
+                                    Ok(ImportOutcome::AlreadyImported(id))
+                                }
+                                other => Err(other),
+                            },
+                        }
+                    }
+                    Ok(already) => Ok(already),
+                    // Dropping `tx` rolls back everything the import wrote.
+                    Err(e) => Err(e),
+                }
+            })
+        }
+
+        fn run_import_hash(&self, run_id: i64) -> StoreFuture<'_, Option<String>> {
+            Box::pin(async move {
+                let hash: Option<Option<String>> = sqlx::query_scalar("SELECT import_hash FROM runs WHERE id = $1")
+                    .bind(run_id)
+                    .fetch_optional(self.pool())
+                    .await?;
+                Ok(hash.flatten())
             })
         }
 
@@ -263,7 +387,7 @@ macro_rules! archive_queries {
                 )
                 .bind(id)
                 .bind(restored.status.as_str())
-                .bind(restored.error.as_deref())
+                .bind(Self::TEXT.encode_opt(restored.error.as_deref()))
                 .bind(restored.started_at.map(|t| t.0))
                 .bind(restored.finished_at.map(|t| t.0))
                 .execute(self.pool())

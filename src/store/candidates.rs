@@ -45,7 +45,9 @@ macro_rules! candidate_queries {
                 ))
                 .fetch_all(self.pool())
                 .await?;
-                rows.into_iter().map(|r| r.into_candidate(self.sealer())).collect()
+                rows.into_iter()
+                    .map(|r| r.into_candidate(self.sealer()))
+                    .collect()
             })
         }
 
@@ -66,22 +68,7 @@ macro_rules! candidate_queries {
 
         #[tracing::instrument(level = "debug", skip(self, spec), fields(name = %spec.name))]
         fn create_candidate<'a>(&'a self, spec: &'a CandidateSpec) -> StoreFuture<'a, i64> {
-            Box::pin(async move {
-                let now = Timestamp::now().0;
-                let query = sqlx::query_scalar(
-                    "INSERT INTO candidates (name, provider, base_url, model, api_key, api_key_env, max_tokens, \
-                     temperature, extra_body, hardware, framework, quantization, context_length, \
-                     price_input_per_mtok, price_output_per_mtok, claimed_tokens_per_second, claimed_caliber, \
-                     claimed_conditions, notes, tokenize_kind, tokenize_path, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
-                     $20, $21, $22, $22) RETURNING id",
-                );
-                candidates::bind_candidate!(query, spec, self.sealer())
-                    .bind(now)
-                    .fetch_one(self.pool())
-                    .await
-                    .map_err(|e| rows::conflict_on_unique(e, || rows::candidate_name_taken(&spec.name)))
-            })
+            Box::pin(async move { self.create_candidate_in(self.pool(), spec).await })
         }
 
         #[tracing::instrument(level = "debug", skip(self, spec), fields(name = %spec.name))]
@@ -115,6 +102,27 @@ pub(super) use candidate_queries;
 /// Candidate work outside the `Store` trait.
 macro_rules! candidate_helpers {
     ($db:ty) => {
+        /// Inserts a candidate on `conn` (the pool, or a transaction); Conflict when the name is taken.
+        async fn create_candidate_in<'c, E>(&self, conn: E, spec: &CandidateSpec) -> Result<i64>
+        where
+            E: sqlx::Executor<'c, Database = $db>,
+        {
+            let now = Timestamp::now().0;
+            let query = sqlx::query_scalar(
+                "INSERT INTO candidates (name, provider, base_url, model, api_key, api_key_env, max_tokens, \
+                 temperature, extra_body, hardware, framework, quantization, context_length, \
+                 price_input_per_mtok, price_output_per_mtok, claimed_tokens_per_second, claimed_caliber, \
+                 claimed_conditions, notes, tokenize_kind, tokenize_path, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
+                 $20, $21, $22, $22) RETURNING id",
+            );
+            candidates::bind_candidate!(query, spec, self.sealer())
+                .bind(now)
+                .fetch_one(conn)
+                .await
+                .map_err(|e| rows::conflict_on_unique(e, || rows::candidate_name_taken(&spec.name)))
+        }
+
         /// Seals API keys stored in plaintext by versions before sealing; returns how many.
         pub(super) async fn seal_plaintext_keys(&self) -> Result<u64> {
             let plain: Vec<(i64, String)> = sqlx::query_as(

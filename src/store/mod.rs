@@ -45,6 +45,7 @@ mod runs;
 mod scorecards;
 pub mod server_key;
 pub mod sqlite;
+pub mod text;
 mod token_counts;
 mod verdicts;
 pub use verdicts::parse_verdict;
@@ -172,6 +173,8 @@ pub struct RunFilter {
     pub verdict: Option<Verdict>,
     /// Finished runs with no verdict yet by this profile (still to be judged).
     pub not_judged_by: Option<i64>,
+    /// Leave out imported runs (measured elsewhere: they never overlap a run measured here).
+    pub measured_here: bool,
 }
 
 /// The latest verdict of one candidate of a run by one threshold profile: judged when the run
@@ -213,6 +216,41 @@ pub struct RestoredRun {
     pub started_at: Option<Timestamp>,
     pub finished_at: Option<Timestamp>,
     pub events: Vec<RunEvent>,
+}
+
+/// A run export to store in one transaction ([`Store::import_run`]): either all of it is
+/// stored or nothing is (no candidate, eval-set version or run left behind by a refusal).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunImport {
+    /// The export's content hash: a second import of the same content stores nothing.
+    pub content_hash: String,
+    pub evalset: EvalSetFile,
+    /// The run's candidates in order.
+    pub candidates: Vec<ImportedCandidate>,
+    /// The run with its status, times and events (`run.evalset_version_id` and
+    /// `run.candidate_ids` are filled in by the import).
+    pub restored: RestoredRun,
+    pub harness: Option<HarnessReport>,
+    /// Records whose `candidate_id` is the position of their candidate in `candidates`.
+    pub records: Vec<RequestRecord>,
+    /// Appended to the run's event log (e.g. where it was imported from).
+    pub note: String,
+}
+
+/// One candidate of an imported run: the candidate as the export describes it (the run's
+/// snapshot), and the stored candidate it is, or None to create it from `spec`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportedCandidate {
+    pub existing: Option<i64>,
+    pub spec: CandidateSpec,
+}
+
+/// What [`Store::import_run`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImportOutcome {
+    Imported(i64),
+    /// The same export was imported before, as this run; nothing was stored.
+    AlreadyImported(i64),
 }
 
 /// What every [`Store`] method returns: the boxed `Send` future that `#[async_trait]` would
@@ -279,8 +317,14 @@ pub trait Store: Send + Sync + 'static {
     fn list_run_scorecards(&self, run_id: i64) -> StoreFuture<'_, Vec<ScorecardListItem>>;
 
     // --- runs and their event logs (runs.rs)
+    /// Stores the run with a snapshot of each candidate as it is now (see `run_candidates`).
     fn create_run<'a>(&'a self, run: &'a NewRun) -> StoreFuture<'a, i64>;
     fn get_run(&self, id: i64) -> StoreFuture<'_, Option<Run>>;
+    /// The run's candidates as the run measured them: the snapshot taken when it was created
+    /// (name, provider, base URL without password, model, parameters, conditions, prices,
+    /// claimed figure; never the API key), in the run's order. Archived views, exports, costs
+    /// and verdicts read these, so editing a candidate later changes nothing of the run.
+    fn run_candidates(&self, run_id: i64) -> StoreFuture<'_, Vec<Candidate>>;
     /// Newest first.
     fn list_runs(&self, limit: i64, offset: i64) -> StoreFuture<'_, Vec<RunListItem>>;
     fn count_runs(&self) -> StoreFuture<'_, i64>;
@@ -363,6 +407,11 @@ pub trait Store: Send + Sync + 'static {
     /// complete" error until [`Store::complete_restore`] sets its real outcome, so an
     /// interrupted import is never mistaken for a whole run (nor resumed).
     fn restore_run<'a>(&'a self, restored: &'a RestoredRun) -> StoreFuture<'a, i64>;
+    /// Stores a whole export in one transaction; AlreadyImported (storing nothing) when an
+    /// export with the same content hash was imported before.
+    fn import_run<'a>(&'a self, import: &'a RunImport) -> StoreFuture<'a, ImportOutcome>;
+    /// The content hash of the export a run was imported from; None for a run measured here.
+    fn run_import_hash(&self, run_id: i64) -> StoreFuture<'_, Option<String>>;
     /// Sets a restored run's real status, error and times once all its records are stored.
     fn complete_restore<'a>(&'a self, id: i64, restored: &'a RestoredRun) -> StoreFuture<'a, ()>;
     /// Deletes a run with everything it owns (records, grades, events, summaries).
@@ -404,6 +453,7 @@ macro_rules! impl_store {
             verdicts::verdict_helpers!($db);
             operability::operability_helpers!($db);
             candidates::candidate_helpers!($db);
+            evalsets::evalset_helpers!($db);
         }
 
         impl Store for $store {
@@ -448,11 +498,13 @@ pub async fn connect_with_key(url: &str, key: &server_key::ServerKey) -> Result<
         Backend::Sqlite => {
             let store = sqlite::SqliteStore::connect(url, sealer).await?;
             store.seal_plaintext_keys().await?;
+            store.backfill_run_snapshots().await?;
             Ok(Arc::new(store))
         }
         Backend::Postgres => {
             let store = postgres::PostgresStore::connect(url, sealer).await?;
             store.seal_plaintext_keys().await?;
+            store.backfill_run_snapshots().await?;
             Ok(Arc::new(store))
         }
     }

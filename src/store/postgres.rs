@@ -12,6 +12,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
 use super::Result;
+use super::text::TextCodec;
 use crate::domain::sealed::KeySealer;
 
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations/postgres");
@@ -27,6 +28,9 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
+    /// PostgreSQL `text` refuses NUL: server text is escaped (see `store::text`).
+    pub(super) const TEXT: TextCodec = TextCodec::Escaped;
+
     /// Opens `postgres://USER@HOST:PORT/DB` (URL parameters such as `options` are honoured) and
     /// applies migrations.
     pub async fn connect(url: &str, sealer: KeySealer) -> Result<Self> {

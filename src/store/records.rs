@@ -5,6 +5,84 @@
 
 macro_rules! record_helpers {
     ($db:ty) => {
+        /// Inserts records and their grades inside `tx`, skipping keys already stored (see
+        /// `append_request_records`); returns how many were new.
+        async fn append_request_records_in(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            records: &[RequestRecord],
+        ) -> Result<u64> {
+            let first_by_key = rows::first_index_by_key(records);
+            // (record id, index in `records`) for every record this call actually stored.
+            let mut stored: Vec<(i64, usize)> = Vec::with_capacity(records.len());
+            for chunk in records.chunks(rows::RECORDS_PER_STATEMENT) {
+                let mut qb = sqlx::QueryBuilder::<$db>::new(concat!(
+                    "INSERT INTO request_records (",
+                    rows::record_insert_columns!(),
+                    ") "
+                ));
+                qb.push_values(chunk, |mut b, record| {
+                    let v = rows::RecordValues::new(record, Self::TEXT);
+                    b.push_bind(v.run_id)
+                        .push_bind(v.candidate_id)
+                        .push_bind(v.case_id)
+                        .push_bind(v.phase)
+                        .push_bind(v.repetition)
+                        .push_bind(v.attempt)
+                        .push_bind(v.concurrency)
+                        .push_bind(v.is_warmup)
+                        .push_bind(v.sent_at_us)
+                        .push_bind(v.client_queue_us)
+                        .push_bind(v.connect_us)
+                        .push_bind(v.connection_reused)
+                        .push_bind(v.headers_us)
+                        .push_bind(v.first_chunk_us)
+                        .push_bind(v.first_reasoning_us)
+                        .push_bind(v.first_content_us)
+                        .push_bind(v.last_token_us)
+                        .push_bind(v.end_us)
+                        .push_bind(v.chunks)
+                        .push_bind(v.http_status)
+                        .push_bind(v.finish_reason)
+                        .push_bind(v.input_tokens)
+                        .push_bind(v.output_tokens)
+                        .push_bind(v.output_tokens_source)
+                        .push_bind(v.reasoning_tokens)
+                        .push_bind(v.canonical_tokens)
+                        .push_bind(v.output_chars)
+                        .push_bind(v.output)
+                        .push_bind(v.reasoning)
+                        .push_bind(v.error_class)
+                        .push_bind(v.error_detail);
+                });
+                qb.push(
+                    " ON CONFLICT (run_id, candidate_id, case_id, phase, repetition, attempt) DO NOTHING \
+                     RETURNING id, run_id, candidate_id, case_id, phase, repetition, attempt",
+                );
+                let inserted: Vec<rows::InsertedRecordRow> = qb.build_query_as().fetch_all(&mut **tx).await?;
+                for row in inserted {
+                    let (id, key) = row.key();
+                    if let Some(&index) = first_by_key.get(&key) {
+                        stored.push((id, index));
+                    }
+                }
+            }
+
+            let grades: Vec<rows::GradeValues<'_>> = stored
+                .iter()
+                .flat_map(|&(id, index)| {
+                    records[index]
+                        .grades
+                        .iter()
+                        .enumerate()
+                        .map(move |(position, grade)| (id, position as i64, grade))
+                })
+                .collect();
+            for chunk in grades.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
+                Self::insert_grades(chunk).build().execute(&mut **tx).await?;
+            }
+            Ok(stored.len() as u64)
+        }
+
         /// `INSERT INTO grades … VALUES …` of these grades, for the caller to finish and run.
         fn insert_grades(grades: &[rows::GradeValues<'_>]) -> sqlx::QueryBuilder<$db> {
             let mut qb = sqlx::QueryBuilder::<$db>::new(
@@ -16,7 +94,7 @@ macro_rules! record_helpers {
                     .push_bind(grade.grader.as_str())
                     .push_bind(grade.score)
                     .push_bind(grade.passed)
-                    .push_bind(grade.reason.as_str())
+                    .push_bind(Self::TEXT.encode(grade.reason.as_str()))
                     .push_bind(grade.detail.as_ref().map(|d| d.to_string()))
                     .push_bind(grade.weight)
                     .push_bind(grade.required);
@@ -35,79 +113,11 @@ macro_rules! record_queries {
                 if records.is_empty() {
                     return Ok(0);
                 }
-                let first_by_key = rows::first_index_by_key(records);
                 let appended: Result<u64> = async {
                     let mut tx = self.begin_write().await?;
-                    // (record id, index in `records`) for every record this call actually stored.
-                    let mut stored: Vec<(i64, usize)> = Vec::with_capacity(records.len());
-                    for chunk in records.chunks(rows::RECORDS_PER_STATEMENT) {
-                        let mut qb = sqlx::QueryBuilder::<$db>::new(concat!(
-                            "INSERT INTO request_records (",
-                            rows::record_insert_columns!(),
-                            ") "
-                        ));
-                        qb.push_values(chunk, |mut b, record| {
-                            let v = rows::RecordValues::new(record);
-                            b.push_bind(v.run_id)
-                                .push_bind(v.candidate_id)
-                                .push_bind(v.case_id)
-                                .push_bind(v.phase)
-                                .push_bind(v.repetition)
-                                .push_bind(v.attempt)
-                                .push_bind(v.concurrency)
-                                .push_bind(v.is_warmup)
-                                .push_bind(v.sent_at_us)
-                                .push_bind(v.client_queue_us)
-                                .push_bind(v.connect_us)
-                                .push_bind(v.connection_reused)
-                                .push_bind(v.headers_us)
-                                .push_bind(v.first_chunk_us)
-                                .push_bind(v.first_reasoning_us)
-                                .push_bind(v.first_content_us)
-                                .push_bind(v.last_token_us)
-                                .push_bind(v.end_us)
-                                .push_bind(v.chunks)
-                                .push_bind(v.http_status)
-                                .push_bind(v.finish_reason)
-                                .push_bind(v.input_tokens)
-                                .push_bind(v.output_tokens)
-                                .push_bind(v.output_tokens_source)
-                                .push_bind(v.reasoning_tokens)
-                                .push_bind(v.canonical_tokens)
-                                .push_bind(v.output_chars)
-                                .push_bind(v.output)
-                                .push_bind(v.reasoning)
-                                .push_bind(v.error_class)
-                                .push_bind(v.error_detail);
-                        });
-                        qb.push(
-                            " ON CONFLICT (run_id, candidate_id, case_id, phase, repetition, attempt) DO NOTHING \
-                             RETURNING id, run_id, candidate_id, case_id, phase, repetition, attempt",
-                        );
-                        let inserted: Vec<rows::InsertedRecordRow> = qb.build_query_as().fetch_all(&mut *tx).await?;
-                        for row in inserted {
-                            let (id, key) = row.key();
-                            if let Some(&index) = first_by_key.get(&key) {
-                                stored.push((id, index));
-                            }
-                        }
-                    }
-
-                    let grades: Vec<rows::GradeValues<'_>> = stored
-                        .iter()
-                        .flat_map(|&(id, index)| {
-                            records[index]
-                                .grades
-                                .iter()
-                                .enumerate()
-                                .map(move |(position, grade)| (id, position as i64, grade))
-                        })
-                        .collect();
-                    for chunk in grades.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
-                        Self::insert_grades(chunk).build().execute(&mut *tx).await?;
-                    }
+                    let stored = Self::append_request_records_in(&mut tx, records).await?;
                     tx.commit().await?;
-                    Ok(stored.len() as u64)
+                    Ok(stored)
                 }
                 .await;
                 appended.map_err(|e| {
@@ -141,7 +151,7 @@ macro_rules! record_queries {
                 .await?;
                 let counts = self.counts_for_run(run_id).await?;
                 let ids = token_counts::ids(&records);
-                let mut records = rows::attach_grades(records, grades)?;
+                let mut records = rows::attach_grades(records, grades, Self::TEXT)?;
                 token_counts::attach_counts(&ids, &mut records, &counts);
                 Ok(records)
             })

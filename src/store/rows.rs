@@ -2,11 +2,13 @@
 //! conversion into domain types, column lists, values prepared for binding, and error mapping.
 //! The queries themselves are in the aggregate files; everything here is plain data.
 use crate::domain::sealed::{KeySealer, is_sealed};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt::Display;
 
 use serde::de::DeserializeOwned;
 
+use super::text::TextCodec;
 use super::{CandidateProgress, EvalSetSummary, EvalSetVersion, ProfileChange, StoreError};
 use crate::domain::Timestamp;
 use crate::domain::candidate::{
@@ -420,7 +422,7 @@ macro_rules! run_columns {
 pub(crate) use run_columns;
 
 impl RunRow {
-    pub(crate) fn into_run(self, candidate_ids: Vec<i64>) -> Result<Run, StoreError> {
+    pub(crate) fn into_run(self, candidate_ids: Vec<i64>, text: TextCodec) -> Result<Run, StoreError> {
         let place = |column: &str| format!("runs.{column} of run {}", self.id);
         Ok(Run {
             config: parse_json::<RunConfig>(place("config"), &self.config)?,
@@ -429,7 +431,7 @@ impl RunRow {
             name: self.name,
             evalset_version_id: self.evalset_version_id,
             candidate_ids,
-            error: self.error,
+            error: text.decode_opt(self.error),
             created_at: Timestamp(self.created_at),
             started_at: self.started_at.map(Timestamp),
             finished_at: self.finished_at.map(Timestamp),
@@ -465,7 +467,9 @@ pub(crate) struct RunListRow {
 pub(crate) struct RunCandidateRow {
     pub run_id: i64,
     pub candidate_id: i64,
+    /// The candidate's current name; the run's snapshot names it as it was.
     pub name: String,
+    pub snapshot: Option<String>,
 }
 
 /// Candidate ids and names per run, in the run's order (rows must arrive ordered by position).
@@ -474,7 +478,12 @@ pub(crate) fn group_run_candidates(rows: Vec<RunCandidateRow>) -> HashMap<i64, (
     for row in rows {
         let entry = by_run.entry(row.run_id).or_default();
         entry.0.push(row.candidate_id);
-        entry.1.push(row.name);
+        entry.1.push(snapshot_name(
+            row.run_id,
+            row.candidate_id,
+            row.snapshot.as_deref(),
+            row.name,
+        ));
     }
     by_run
 }
@@ -498,12 +507,12 @@ pub(crate) struct RunEventRow {
     pub message: String,
 }
 
-impl From<RunEventRow> for RunEvent {
-    fn from(row: RunEventRow) -> Self {
+impl RunEventRow {
+    pub(crate) fn into_event(self, text: TextCodec) -> RunEvent {
         RunEvent {
-            at: Timestamp(row.at),
-            level: row.level,
-            message: row.message,
+            at: Timestamp(self.at),
+            level: self.level,
+            message: text.decode(self.message),
         }
     }
 }
@@ -574,21 +583,22 @@ pub(crate) struct RecordValues<'a> {
     pub end_us: Option<i64>,
     pub chunks: String,
     pub http_status: Option<i64>,
-    pub finish_reason: Option<&'a str>,
+    pub finish_reason: Option<Cow<'a, str>>,
     pub input_tokens: Option<i64>,
     pub output_tokens: Option<i64>,
     pub output_tokens_source: Option<&'static str>,
     pub reasoning_tokens: Option<i64>,
     pub canonical_tokens: Option<i64>,
     pub output_chars: i64,
-    pub output: &'a str,
-    pub reasoning: Option<&'a str>,
+    pub output: Cow<'a, str>,
+    pub reasoning: Option<Cow<'a, str>>,
     pub error_class: Option<&'static str>,
-    pub error_detail: Option<&'a str>,
+    pub error_detail: Option<Cow<'a, str>>,
 }
 
 impl<'a> RecordValues<'a> {
-    pub(crate) fn new(r: &'a RequestRecord) -> Self {
+    /// The server's text (output, reasoning, error body, finish reason) encoded with `text`.
+    pub(crate) fn new(r: &'a RequestRecord, text: TextCodec) -> Self {
         RecordValues {
             run_id: r.run_id,
             candidate_id: r.candidate_id,
@@ -610,17 +620,17 @@ impl<'a> RecordValues<'a> {
             end_us: r.end_us,
             chunks: to_json(&r.chunks),
             http_status: r.http_status.map(i64::from),
-            finish_reason: r.finish_reason.as_deref(),
+            finish_reason: text.encode_opt(r.finish_reason.as_deref()),
             input_tokens: r.input_tokens.map(i64::from),
             output_tokens: r.output_tokens.map(i64::from),
             output_tokens_source: r.output_tokens_source.map(|s| s.as_str()),
             reasoning_tokens: r.reasoning_tokens.map(i64::from),
             canonical_tokens: r.canonical_tokens.map(i64::from),
             output_chars: i64::from(r.output_chars),
-            output: &r.output,
-            reasoning: r.reasoning.as_deref(),
+            output: text.encode(&r.output),
+            reasoning: text.encode_opt(r.reasoning.as_deref()),
             error_class: r.error_class.map(|c| c.as_str()),
-            error_detail: r.error_detail.as_deref(),
+            error_detail: text.encode_opt(r.error_detail.as_deref()),
         }
     }
 }
@@ -715,7 +725,7 @@ pub(crate) struct RecordRow {
 
 impl RecordRow {
     /// The domain record, with `grades` attached.
-    pub(crate) fn into_record(self, grades: Vec<Grade>) -> Result<RequestRecord, StoreError> {
+    pub(crate) fn into_record(self, grades: Vec<Grade>, text: TextCodec) -> Result<RequestRecord, StoreError> {
         let id = self.id;
         let place = |column: &str| format!("request_records.{column} of record {id}");
         let http_status = self
@@ -743,7 +753,7 @@ impl RecordRow {
             end_us: self.end_us,
             chunks: parse_json(place("chunks"), &self.chunks)?,
             http_status,
-            finish_reason: self.finish_reason,
+            finish_reason: text.decode_opt(self.finish_reason),
             input_tokens: opt_u32(place("input_tokens"), self.input_tokens)?,
             output_tokens: opt_u32(place("output_tokens"), self.output_tokens)?,
             output_tokens_source: self
@@ -754,14 +764,14 @@ impl RecordRow {
             reasoning_tokens: opt_u32(place("reasoning_tokens"), self.reasoning_tokens)?,
             canonical_tokens: opt_u32(place("canonical_tokens"), self.canonical_tokens)?,
             output_chars: to_u32(place("output_chars"), self.output_chars)?,
-            output: self.output,
-            reasoning: self.reasoning,
+            output: text.decode(self.output),
+            reasoning: text.decode_opt(self.reasoning),
             error_class: self
                 .error_class
                 .as_deref()
                 .map(|s| parse_enum(place("error_class"), s, ErrorClass::parse))
                 .transpose()?,
-            error_detail: self.error_detail,
+            error_detail: text.decode_opt(self.error_detail),
             grades,
         })
     }
@@ -782,7 +792,11 @@ pub(crate) struct GradeRow {
 }
 
 /// Attaches grades (ordered by record, then position) to their records (in send order).
-pub(crate) fn attach_grades(records: Vec<RecordRow>, grades: Vec<GradeRow>) -> Result<Vec<RequestRecord>, StoreError> {
+pub(crate) fn attach_grades(
+    records: Vec<RecordRow>,
+    grades: Vec<GradeRow>,
+    text: TextCodec,
+) -> Result<Vec<RequestRecord>, StoreError> {
     let mut by_record: HashMap<i64, Vec<Grade>> = HashMap::new();
     for g in grades {
         let detail = g
@@ -794,7 +808,7 @@ pub(crate) fn attach_grades(records: Vec<RecordRow>, grades: Vec<GradeRow>) -> R
             grader: g.grader,
             score: g.score,
             passed: g.passed,
-            reason: g.reason,
+            reason: text.decode(g.reason),
             detail,
             weight: g.weight,
             required: g.required,
@@ -804,7 +818,7 @@ pub(crate) fn attach_grades(records: Vec<RecordRow>, grades: Vec<GradeRow>) -> R
         .into_iter()
         .map(|row| {
             let grades = by_record.remove(&row.id).unwrap_or_default();
-            row.into_record(grades)
+            row.into_record(grades, text)
         })
         .collect()
 }
@@ -836,7 +850,7 @@ pub(crate) struct ScorecardRow {
 }
 
 impl ScorecardRow {
-    pub(crate) fn into_record(self) -> Result<ScorecardRecord, StoreError> {
+    pub(crate) fn into_record(self, text: TextCodec) -> Result<ScorecardRecord, StoreError> {
         let place = |column: &str| format!("scorecards.{column} of scorecard {}", self.id);
         Ok(ScorecardRecord {
             profile_version: to_u32(place("profile_version"), self.profile_version)?,
@@ -847,7 +861,7 @@ impl ScorecardRow {
             profile_id: self.profile_id,
             incumbent: self.incumbent_candidate_id,
             created_by: self.created_by,
-            note: self.note,
+            note: text.decode(self.note),
             created_at: Timestamp(self.created_at),
         })
     }
@@ -876,9 +890,9 @@ pub(crate) struct ScorecardListRow {
 }
 
 impl ScorecardListRow {
-    pub(crate) fn into_item(self) -> Result<ScorecardListItem, StoreError> {
+    pub(crate) fn into_item(self, text: TextCodec) -> Result<ScorecardListItem, StoreError> {
         Ok(ScorecardListItem {
-            record: self.scorecard.into_record()?,
+            record: self.scorecard.into_record(text)?,
             run_name: self.run_name,
             profile_name: self.profile_name,
         })
@@ -911,4 +925,127 @@ impl ProfileVersionRow {
         }
         .into_profile()
     }
+}
+
+// ---------------------------------------------------------------- run snapshots
+
+/// What a run measured of one candidate, kept with the run (`run_candidates.snapshot`, JSON)
+/// from the moment it is created, so later edits of the candidate never reach an archived run.
+/// Never the API key; the base URL without its password.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub(crate) struct CandidateSnapshot {
+    pub name: String,
+    pub provider: ProviderKind,
+    pub base_url: String,
+    pub model: String,
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    #[serde(default)]
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    pub conditions: Conditions,
+    #[serde(default)]
+    pub pricing: Pricing,
+    #[serde(default)]
+    pub claimed: Option<ClaimedFigure>,
+    #[serde(default)]
+    pub notes: Option<String>,
+    #[serde(default)]
+    pub tokenize: Option<TokenizeEndpoint>,
+}
+
+impl CandidateSnapshot {
+    pub(crate) fn of(spec: &CandidateSpec) -> Self {
+        CandidateSnapshot {
+            name: spec.name.clone(),
+            provider: spec.provider,
+            base_url: crate::domain::redact::url(&spec.base_url),
+            model: spec.model.clone(),
+            api_key_env: spec.api_key_env.clone(),
+            max_tokens: spec.max_tokens,
+            temperature: spec.temperature,
+            extra_body: spec.extra_body.clone(),
+            conditions: spec.conditions.clone(),
+            pricing: spec.pricing.clone(),
+            claimed: spec.claimed.clone(),
+            notes: spec.notes.clone(),
+            tokenize: spec.tokenize.clone(),
+        }
+    }
+
+    pub(crate) fn json(spec: &CandidateSpec) -> String {
+        to_json(&CandidateSnapshot::of(spec))
+    }
+
+    pub(crate) fn parse(run_id: i64, candidate_id: i64, text: &str) -> Result<Self, StoreError> {
+        parse_json(
+            format_args!("run_candidates.snapshot of candidate {candidate_id} in run {run_id}"),
+            text,
+        )
+    }
+
+    fn into_spec(self) -> CandidateSpec {
+        CandidateSpec {
+            name: self.name,
+            provider: self.provider,
+            base_url: self.base_url,
+            model: self.model,
+            api_key: None,
+            api_key_env: self.api_key_env,
+            max_tokens: self.max_tokens,
+            temperature: self.temperature,
+            extra_body: self.extra_body,
+            conditions: self.conditions,
+            pricing: self.pricing,
+            claimed: self.claimed,
+            notes: self.notes,
+            tokenize: self.tokenize,
+        }
+    }
+}
+
+/// A candidate of a run: its snapshot, and the candidate row for its times (and for a run
+/// whose snapshot is still missing, which `backfill_run_snapshots` fills on start).
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct RunCandidateSnapshotRow {
+    pub run_id: i64,
+    pub snapshot: Option<String>,
+    #[sqlx(flatten)]
+    pub candidate: CandidateRow,
+}
+
+impl RunCandidateSnapshotRow {
+    pub(crate) fn into_candidate(self, sealer: &KeySealer) -> Result<Candidate, StoreError> {
+        let (id, created_at, updated_at) = (self.candidate.id, self.candidate.created_at, self.candidate.updated_at);
+        let spec = match self.snapshot {
+            Some(text) => CandidateSnapshot::parse(self.run_id, id, &text)?.into_spec(),
+            None => CandidateSnapshot::of(&self.candidate.into_spec_without_key(sealer)?).into_spec(),
+        };
+        Ok(Candidate {
+            id,
+            spec,
+            created_at: Timestamp(created_at),
+            updated_at: Timestamp(updated_at),
+        })
+    }
+}
+
+impl CandidateRow {
+    /// The candidate's spec as stored, without opening its API key (snapshots never hold it).
+    pub(crate) fn into_spec_without_key(mut self, sealer: &KeySealer) -> Result<CandidateSpec, StoreError> {
+        self.api_key = None;
+        Ok(self.into_candidate(sealer)?.spec)
+    }
+}
+
+/// The name a run's list shows for one of its candidates: the snapshot's, else the current one.
+pub(crate) fn snapshot_name(run_id: i64, candidate_id: i64, snapshot: Option<&str>, current: String) -> String {
+    snapshot
+        .and_then(|s| CandidateSnapshot::parse(run_id, candidate_id, s).ok())
+        .map(|s| s.name)
+        .unwrap_or(current)
 }

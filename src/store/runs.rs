@@ -5,6 +5,88 @@
 
 macro_rules! run_helpers {
     ($db:ty) => {
+        /// Inserts a run's candidates in order inside `tx`, each with its snapshot
+        /// (`rows::CandidateSnapshot`): `snapshots[i]` when given (an import: the candidate as
+        /// exported), else the candidate as stored now. Errors are the caller's to map.
+        async fn insert_run_candidates(
+            &self,
+            tx: &mut sqlx::Transaction<'_, $db>,
+            run_id: i64,
+            ids: &[i64],
+            snapshots: Option<&[CandidateSpec]>,
+        ) -> Result<()> {
+            if ids.is_empty() {
+                return Ok(());
+            }
+            let mut json: std::collections::HashMap<usize, String> = std::collections::HashMap::new();
+            match snapshots {
+                Some(specs) => {
+                    for (position, spec) in specs.iter().enumerate() {
+                        json.insert(position, rows::CandidateSnapshot::json(spec));
+                    }
+                }
+                None => {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new(concat!(
+                        "SELECT ",
+                        rows::candidate_columns!(),
+                        " FROM candidates WHERE id IN ("
+                    ));
+                    let mut list = qb.separated(", ");
+                    for id in ids {
+                        list.push_bind(*id);
+                    }
+                    qb.push(")");
+                    let found: Vec<rows::CandidateRow> = qb.build_query_as().fetch_all(&mut **tx).await?;
+                    for row in found {
+                        let id = row.id;
+                        let spec = row.into_spec_without_key(self.sealer())?;
+                        for (position, _) in ids.iter().enumerate().filter(|(_, c)| **c == id) {
+                            json.insert(position, rows::CandidateSnapshot::json(&spec));
+                        }
+                    }
+                }
+            }
+            let mut qb =
+                sqlx::QueryBuilder::<$db>::new("INSERT INTO run_candidates (run_id, candidate_id, position, snapshot) ");
+            qb.push_values(ids.iter().enumerate(), |mut b, (position, id)| {
+                b.push_bind(run_id)
+                    .push_bind(*id)
+                    .push_bind(position as i64)
+                    .push_bind(json.remove(&position));
+            });
+            qb.build().execute(&mut **tx).await?;
+            Ok(())
+        }
+
+        /// Fills the snapshot of every run candidate stored before snapshots existed (migration
+        /// 0013) from the candidate as it is now; returns how many were filled.
+        pub(super) async fn backfill_run_snapshots(&self) -> Result<u64> {
+            let missing: Vec<rows::RunCandidateSnapshotRow> = sqlx::query_as(concat!(
+                "SELECT rc.run_id, rc.snapshot, ",
+                rows::candidate_columns!(),
+                " FROM run_candidates rc JOIN candidates ON candidates.id = rc.candidate_id WHERE rc.snapshot IS NULL"
+            ))
+            .fetch_all(self.pool())
+            .await?;
+            let filled = missing.len() as u64;
+            for row in missing {
+                let run_id = row.run_id;
+                let candidate = row.into_candidate(self.sealer())?;
+                sqlx::query(
+                    "UPDATE run_candidates SET snapshot = $3 WHERE run_id = $1 AND candidate_id = $2 AND snapshot IS NULL",
+                )
+                .bind(run_id)
+                .bind(candidate.id)
+                .bind(rows::CandidateSnapshot::json(&candidate.spec))
+                .execute(self.pool())
+                .await?;
+            }
+            if filled > 0 {
+                tracing::info!(filled, "runs created before snapshots now keep their candidates as they are now");
+            }
+            Ok(filled)
+        }
+
         /// List items for runs read with `rows::run_list_select!()`: each run with its candidates
         /// (ids and names, in the run's order).
         async fn run_list_items(&self, rows: Vec<rows::RunListRow>) -> Result<Vec<RunListItem>> {
@@ -12,7 +94,7 @@ macro_rules! run_helpers {
                 return Ok(Vec::new());
             }
             let mut qb = sqlx::QueryBuilder::<$db>::new(
-                "SELECT rc.run_id, rc.candidate_id, c.name FROM run_candidates rc \
+                "SELECT rc.run_id, rc.candidate_id, c.name, rc.snapshot FROM run_candidates rc \
                  JOIN candidates c ON c.id = rc.candidate_id WHERE rc.run_id IN (",
             );
             let mut ids = qb.separated(", ");
@@ -25,7 +107,7 @@ macro_rules! run_helpers {
                 .map(|row| {
                     let (candidate_ids, candidate_names) = candidates.remove(&row.run.id).unwrap_or_default();
                     Ok(RunListItem {
-                        run: row.run.into_run(candidate_ids)?,
+                        run: row.run.into_run(candidate_ids, Self::TEXT)?,
                         evalset_name: row.evalset_name,
                         candidate_names,
                         record_count: row.record_count,
@@ -56,17 +138,9 @@ macro_rules! run_queries {
                     .bind(now)
                     .fetch_one(&mut *tx)
                     .await?;
-                    if !run.candidate_ids.is_empty() {
-                        let mut qb = sqlx::QueryBuilder::<$db>::new(
-                            "INSERT INTO run_candidates (run_id, candidate_id, position) ",
-                        );
-                        qb.push_values(run.candidate_ids.iter().enumerate(), |mut b, (position, id)| {
-                            b.push_bind(run_id).push_bind(*id).push_bind(position as i64);
-                        });
-                        qb.build().execute(&mut *tx).await.map_err(|e| {
-                            rows::conflict_on_unique(e, || "a run lists the same candidate twice".to_string())
-                        })?;
-                    }
+                    self.insert_run_candidates(&mut tx, run_id, &run.candidate_ids, None)
+                        .await
+                        .map_err(archive::twice_listed)?;
                     tx.commit().await?;
                     Ok(run_id)
                 }
@@ -79,6 +153,24 @@ macro_rules! run_queries {
                         )
                     })
                 })
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn run_candidates(&self, run_id: i64) -> StoreFuture<'_, Vec<Candidate>> {
+            Box::pin(async move {
+                let rows: Vec<rows::RunCandidateSnapshotRow> = sqlx::query_as(concat!(
+                    "SELECT rc.run_id, rc.snapshot, ",
+                    rows::candidate_columns!(),
+                    " FROM run_candidates rc JOIN candidates ON candidates.id = rc.candidate_id \
+                     WHERE rc.run_id = $1 ORDER BY rc.position"
+                ))
+                .bind(run_id)
+                .fetch_all(self.pool())
+                .await?;
+                rows.into_iter()
+                    .map(|r| r.into_candidate(self.sealer()))
+                    .collect()
             })
         }
 
@@ -99,7 +191,7 @@ macro_rules! run_queries {
                         .bind(id)
                         .fetch_all(self.pool())
                         .await?;
-                row.into_run(candidate_ids).map(Some)
+                row.into_run(candidate_ids, Self::TEXT).map(Some)
             })
         }
 
@@ -141,7 +233,7 @@ macro_rules! run_queries {
                 )
                 .bind(id)
                 .bind(status.as_str())
-                .bind(error)
+                .bind(Self::TEXT.encode_opt(error))
                 .bind(status == RunStatus::Running)
                 .bind(status.is_terminal())
                 .bind(now)
@@ -200,7 +292,7 @@ macro_rules! run_queries {
                     .bind(run_id)
                     .bind(Timestamp::now().0)
                     .bind(level)
-                    .bind(message)
+                    .bind(Self::TEXT.encode(message))
                     .execute(self.pool())
                     .await
                     .map_err(StoreError::from)
@@ -217,7 +309,7 @@ macro_rules! run_queries {
                         .bind(run_id)
                         .fetch_all(self.pool())
                         .await?;
-                Ok(rows.into_iter().map(RunEvent::from).collect())
+                Ok(rows.into_iter().map(|r| r.into_event(Self::TEXT)).collect())
             })
         }
     };

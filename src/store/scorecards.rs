@@ -19,7 +19,7 @@ macro_rules! scorecard_queries {
                 .bind(scorecard.incumbent)
                 .bind(pipeline)
                 .bind(&scorecard.created_by)
-                .bind(&scorecard.note)
+                .bind(Self::TEXT.encode(&scorecard.note))
                 .bind(verdicts)
                 .bind(Timestamp::now().0)
                 .fetch_one(&mut *tx)
@@ -59,7 +59,7 @@ macro_rules! scorecard_queries {
                 .bind(id)
                 .fetch_optional(self.pool())
                 .await?;
-                row.map(rows::ScorecardRow::into_record).transpose()
+                row.map(|r| r.into_record(Self::TEXT)).transpose()
             })
         }
 
@@ -74,7 +74,7 @@ macro_rules! scorecard_queries {
                 .bind(offset.max(0))
                 .fetch_all(self.pool())
                 .await?;
-                rows.into_iter().map(rows::ScorecardListRow::into_item).collect()
+                rows.into_iter().map(|r| r.into_item(Self::TEXT)).collect()
             })
         }
 
@@ -97,7 +97,7 @@ macro_rules! scorecard_queries {
                 .bind(run_id)
                 .fetch_all(self.pool())
                 .await?;
-                rows.into_iter().map(rows::ScorecardListRow::into_item).collect()
+                rows.into_iter().map(|r| r.into_item(Self::TEXT)).collect()
             })
         }
     };

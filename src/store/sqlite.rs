@@ -12,6 +12,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 use sqlx::{Sqlite, Transaction};
 
 use super::Result;
+use super::text::TextCodec;
 use crate::domain::sealed::KeySealer;
 
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -28,6 +29,9 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
+    /// SQLite TEXT holds NUL: text is stored as it is (see `store::text`).
+    pub(super) const TEXT: TextCodec = TextCodec::Verbatim;
+
     /// Opens `sqlite://FILE` (created if missing) or `sqlite::memory:` and applies migrations.
     pub async fn connect(url: &str, sealer: KeySealer) -> Result<Self> {
         let in_memory = super::is_in_memory(url);

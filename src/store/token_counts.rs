@@ -125,8 +125,8 @@ macro_rules! token_count_queries {
                     .into_iter()
                     .map(|r| UncountedRecord {
                         record_id: r.id,
-                        output: r.output,
-                        reasoning: r.reasoning,
+                        output: Self::TEXT.decode(r.output),
+                        reasoning: Self::TEXT.decode_opt(r.reasoning),
                     })
                     .collect())
             })

@@ -664,7 +664,10 @@ async fn an_exported_judged_run_imports_with_its_judge_calls_and_grades() {
     let export = export_run(s.store.as_ref(), s.run_id).await.unwrap();
     let text = serde_json::to_string(&export).unwrap();
     let (other, _guard) = sqlite_store().await;
-    let imported = import_run(other.as_ref(), &parse_export(&text).unwrap()).await.unwrap();
+    let imported = import_run(other.as_ref(), &parse_export(&text).unwrap())
+        .await
+        .unwrap()
+        .run_id();
     let before = s.store.list_request_records(s.run_id).await.unwrap();
     let after = other.list_request_records(imported).await.unwrap();
     let strip = |rs: &[RequestRecord]| {

@@ -2,12 +2,14 @@
 mod support;
 
 mod archive_filters;
+mod archive_snapshot;
 mod browser;
 mod demo;
 mod engine;
 mod evalsets;
 mod exports_harness;
 mod judge;
+mod lossless;
 mod measure;
 mod mock;
 mod operability;
@@ -24,5 +26,6 @@ mod store;
 mod store_operability;
 mod store_runs;
 mod store_scorecards;
+mod store_text;
 mod tokenize;
 mod web;

@@ -622,7 +622,8 @@ async fn the_harness_report_travels_with_an_exported_run_over_http(from: TestSto
     let export = bakeoff::app::transfer::parse_export(&body).unwrap();
     let imported = bakeoff::app::transfer::import_run(to.store.as_ref(), &export)
         .await
-        .unwrap();
+        .unwrap()
+        .run_id();
     assert_eq!(
         to.store.get_run_harness(imported).await.unwrap(),
         Some(report.clone()),
@@ -639,7 +640,8 @@ async fn the_harness_report_travels_with_an_exported_run_over_http(from: TestSto
     let export = bakeoff::app::transfer::parse_export(&old.to_string()).unwrap();
     let imported = bakeoff::app::transfer::import_run(to.store.as_ref(), &export)
         .await
-        .unwrap();
+        .unwrap()
+        .run_id();
     assert_eq!(to.store.get_run_harness(imported).await.unwrap(), None);
 }
 

@@ -774,7 +774,8 @@ async fn exports_round_trip_between_both_databases_without_keys(from: TestStore,
 
     let imported = import_run(to.store.as_ref(), &parse_export(&json).unwrap())
         .await
-        .unwrap();
+        .unwrap()
+        .run_id();
     let a = from.store.get_run(run).await.unwrap().unwrap();
     let b = to.store.get_run(imported).await.unwrap().unwrap();
     assert_eq!((b.status, &b.config, &b.name), (a.status, &a.config, &a.name));
@@ -846,10 +847,20 @@ async fn runs_export_and_import_over_http_and_bad_files_store_nothing() {
     let location = r.headers()["location"].to_str().unwrap().to_string();
     let imported: i64 = location.trim_start_matches("/runs/").parse().unwrap();
     assert_eq!(app.store.list_request_records(imported).await.unwrap().len(), n);
-    // Importing again matches the candidate by name and endpoint instead of adding another.
+    // Importing again is recognised by the export's content hash: it says so, adds nothing.
     let candidates = app.candidate_count().await;
-    assert_eq!(upload(body.clone().into_bytes()).await.unwrap().status().as_u16(), 303);
+    let runs = app.run_count().await;
+    let again = upload(body.clone().into_bytes()).await.unwrap();
+    assert_eq!(again.status().as_u16(), 200);
+    assert!(
+        again
+            .text()
+            .await
+            .unwrap()
+            .contains(&format!("imported before, as run #{imported}"))
+    );
     assert_eq!(app.candidate_count().await, candidates);
+    assert_eq!(app.run_count().await, runs);
 
     let runs = app.run_count().await;
     let wrong_schema = body.replacen("bakeoff.run/1", "bakeoff.run/9", 1);

@@ -276,7 +276,8 @@ async fn streamed_tokens_are_counted_by_the_servers_tokenizer_after_the_load_and
     assert!(json.contains("\"server-tokenizer\""));
     let imported = import_run(t.store.as_ref(), &parse_export(&json).unwrap())
         .await
-        .unwrap();
+        .unwrap()
+        .run_id();
     let copied = t.store.list_request_records(imported).await.unwrap();
     let copied_measured: Vec<_> = copied.iter().filter(|r| !r.is_warmup).collect();
     assert_eq!(copied_measured.len(), 3);

@@ -108,14 +108,6 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
     let q = FormBody::parse(query.unwrap_or_default().as_bytes());
     let run_ids = parse_runs(&q)?;
     let page = parse_page(q.get("page"))?;
-    let names: HashMap<i64, String> = state
-        .store
-        .list_candidates()
-        .await?
-        .into_iter()
-        .map(|c| (c.id, c.spec.name))
-        .collect();
-
     let mut entries: Vec<Entry> = Vec::new();
     let mut views: Vec<EntryView> = Vec::new();
     let mut case_order: Vec<String> = Vec::new();
@@ -137,6 +129,14 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
         }
         let figures = run_figures(&state, &run, version.as_deref()).await?;
         let facts = state.store.list_record_facts(run.id).await?;
+        // Each candidate as this run measured it (its snapshot's name).
+        let names: HashMap<i64, String> = state
+            .store
+            .run_candidates(run.id)
+            .await?
+            .into_iter()
+            .map(|c| (c.id, c.spec.name))
+            .collect();
         for (i, &candidate_id) in run.candidate_ids.iter().enumerate() {
             let outcomes = case_outcomes(
                 facts

@@ -143,6 +143,7 @@ impl ArchiveFilters {
             created_before: parse_day(&self.to, "to")?.map(|ms| Timestamp(ms + 86_400_000)),
             terminal_only: true,
             not_judged_by: None,
+            measured_here: false,
         })
     }
 }
@@ -392,7 +393,16 @@ pub async fn export(State(state): State<AppState>, Path(raw): Path<String>) -> R
 /// re-shows the archive with the reason and stores nothing.
 pub async fn import(State(state): State<AppState>, multipart: Result<Multipart, MultipartRejection>) -> Response {
     match read_and_import(&state, multipart).await {
-        Ok(id) => {
+        Ok(crate::app::transfer::Imported::Before(id)) => {
+            let message = format!(
+                "This export was imported before, as run #{id} (recognised by its content hash): nothing was stored."
+            );
+            match render(&state, &FormBody::default(), Some(message)).await {
+                Ok(page) => (StatusCode::OK, page).into_response(),
+                Err(e) => e.into_response(),
+            }
+        }
+        Ok(crate::app::transfer::Imported::New(id)) => {
             tracing::info!(run_id = id, "run imported");
             match crate::web::audit::record(
                 &state,
@@ -416,7 +426,7 @@ pub async fn import(State(state): State<AppState>, multipart: Result<Multipart, 
 async fn read_and_import(
     state: &AppState,
     multipart: Result<Multipart, MultipartRejection>,
-) -> Result<i64, (StatusCode, String)> {
+) -> Result<crate::app::transfer::Imported, (StatusCode, String)> {
     let bad = |m: String| (StatusCode::UNPROCESSABLE_ENTITY, m);
     let unreadable = |status: StatusCode, text: String| {
         if status == StatusCode::PAYLOAD_TOO_LARGE {

@@ -5,6 +5,7 @@
 //! server: the filters read light per-attempt facts, and only the shown page's records are
 //! loaded whole. A troubleshooting panel groups the run's failures by class with the ordered
 //! checks (symptom → input → environment → parameters → framework limits).
+use crate::domain::format::visible_controls;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use askama::Template;
@@ -286,11 +287,13 @@ pub async fn page(
                         .file
                         .messages_for(c)
                         .into_iter()
-                        .map(|m| (m.role, m.content))
+                        .map(|m| (m.role, visible_controls(&m.content).into_owned()))
                         .collect(),
                     _ => Vec::new(),
                 },
-                expected: case.and_then(|c| c.expected_text()),
+                expected: case
+                    .and_then(|c| c.expected_text())
+                    .map(|e| visible_controls(&e).into_owned()),
                 failed: failed_attempts > 0,
                 outcome,
                 attempts,
@@ -469,7 +472,7 @@ fn attempt_view(r: &RequestRecord, candidate: String, is_final: bool) -> Attempt
             .error_class
             .map(|c| c.as_str().to_string())
             .unwrap_or_else(|| "ok".into()),
-        error_detail: r.error_detail.clone(),
+        error_detail: r.error_detail.as_deref().map(|d| visible_controls(d).into_owned()),
         passed: if r.succeeded() {
             case_passed(&r.grades)
         } else {
@@ -488,7 +491,7 @@ fn attempt_view(r: &RequestRecord, candidate: String, is_final: bool) -> Attempt
                 },
                 score: format!("{:.3}", g.score),
                 passed: g.passed,
-                reason: g.reason.clone(),
+                reason: visible_controls(&g.reason).into_owned(),
                 detail: g
                     .detail
                     .as_ref()
@@ -521,13 +524,22 @@ fn attempt_view(r: &RequestRecord, candidate: String, is_final: bool) -> Attempt
             ("output characters", r.output_chars.to_string()),
             ("chunks", r.chunks.len().to_string()),
         ],
-        finish_reason: r.finish_reason.clone().unwrap_or_else(|| NOT_MEASURED.into()),
+        finish_reason: r
+            .finish_reason
+            .as_deref()
+            .map(|f| visible_controls(f).into_owned())
+            .unwrap_or_else(|| NOT_MEASURED.into()),
         http_status: r
             .http_status
             .map(|s| s.to_string())
             .unwrap_or_else(|| NOT_MEASURED.into()),
-        output: r.output.clone(),
-        reasoning: r.reasoning.clone().filter(|s| !s.is_empty()),
+        // Control characters made visible; askama escapes the rest.
+        output: visible_controls(&r.output).into_owned(),
+        reasoning: r
+            .reasoning
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .map(|s| visible_controls(s).into_owned()),
     }
 }
 

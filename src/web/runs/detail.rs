@@ -3,6 +3,7 @@
 //!
 //! While the run is unfinished the fragment carries htmx polling attributes (and the full page
 //! a `<noscript>` refresh); once it is terminal they are omitted, so polling stops by itself.
+use crate::domain::format::visible_controls;
 use std::collections::{HashMap, HashSet};
 
 use askama::Template;
@@ -185,12 +186,17 @@ async fn overlapping_runs(state: &AppState, run: &Run, candidates: &[Candidate])
     let Some(start) = run.started_at else {
         return Ok(Vec::new());
     };
+    // An imported run was measured elsewhere: it overlaps nothing here, nor anything here it.
+    if state.store.run_import_hash(run.id).await?.is_some() {
+        return Ok(Vec::new());
+    }
     let now = crate::domain::Timestamp::now();
     let end = run.finished_at.unwrap_or(now);
     let mut out: Vec<Overlap> = Vec::new();
     for &candidate_id in &run.candidate_ids {
         let filter = crate::store::RunFilter {
             candidate_id: Some(candidate_id),
+            measured_here: true,
             ..Default::default()
         };
         for other in state.store.list_runs_filtered(&filter, OVERLAP_LOOKBACK, 0).await? {
@@ -262,8 +268,8 @@ pub(super) async fn load(
         .await?
         .ok_or_else(|| WebError::NotFound(format!("run #{id}")))?;
     let version = state.store.get_evalset_version(run.evalset_version_id).await?;
-    let all = state.store.list_candidates().await?;
-    let candidates = all.into_iter().filter(|c| run.candidate_ids.contains(&c.id)).collect();
+    // As the run measured them (its snapshot), not as they are now.
+    let candidates = state.store.run_candidates(run.id).await?;
     Ok((run, version, candidates))
 }
 
@@ -353,7 +359,7 @@ pub(super) async fn live_view(
         .map(|e| EventRow {
             at: e.at.display(),
             level: e.level,
-            message: e.message,
+            message: visible_controls(&e.message).into_owned(),
         })
         .collect();
 
@@ -525,14 +531,14 @@ async fn record_parts(
                 .error_class
                 .map(|e| e.as_str().to_string())
                 .unwrap_or_else(|| "ok".into()),
-            error_detail: r.error_detail.as_deref().map(|d| truncate(d, 120)),
+            error_detail: r.error_detail.as_deref().map(|d| truncate(&visible_controls(d), 120)),
             passed: if r.succeeded() {
                 case_passed(&r.grades)
             } else {
                 Some(false)
             },
             ttft: ms(r.ttft_us().map(|us| us as f64 / 1000.0)),
-            output: truncate(&r.output, OUTPUT_EXCERPT),
+            output: truncate(&visible_controls(&r.output), OUTPUT_EXCERPT),
         })
         .collect();
     Ok(RecordParts {
