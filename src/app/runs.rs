@@ -117,17 +117,90 @@ pub async fn create_run(store: &DynStore, runner: &Runner, request: &RunRequest)
             truncate(&format!("{set} · {} candidates", names.len()), MAX_NAME_CHARS)
         }
     });
-    let id = store
-        .create_run(&NewRun {
+    store_and_start(
+        store,
+        runner,
+        NewRun {
             name,
             evalset_version_id: version.id,
             candidate_ids,
             config,
-        })
-        .await?;
+        },
+    )
+    .await
+}
+
+/// Stores a checked run and hands it to the runner.
+async fn store_and_start(store: &DynStore, runner: &Runner, run: NewRun) -> Result<i64, AppError> {
+    let id = store.create_run(&run).await?;
     runner.start(id);
     tracing::info!(run_id = id, "run created and started");
     Ok(id)
+}
+
+/// "Run again" (`without: None`) or "run again without X": a new run of the same eval-set
+/// version with exactly the same settings (the stored configuration, judging included) and
+/// the same candidates in the same order, less `without`. Refused when the run is still going,
+/// when `without` is not one of its candidates or is its only one, or when a candidate has been
+/// deleted since.
+pub async fn run_again(store: &DynStore, runner: &Runner, run_id: i64, without: Option<i64>) -> Result<i64, AppError> {
+    let run = store
+        .get_run(run_id)
+        .await?
+        .ok_or_else(|| AppError::NotFound(format!("run #{run_id}")))?;
+    if !run.status.is_terminal() {
+        return Err(AppError::Invalid(format!(
+            "run #{run_id} is still {}: run it again once it has ended",
+            run.status.as_str()
+        )));
+    }
+    if store.get_evalset_version(run.evalset_version_id).await?.is_none() {
+        return Err(AppError::Invalid(format!(
+            "the eval set version of run #{run_id} no longer exists"
+        )));
+    }
+    let known = store.list_candidates().await?;
+    let name_of = |id: i64| known.iter().find(|c| c.id == id).map(|c| c.spec.name.clone());
+    let left_out = match without {
+        Some(id) if !run.candidate_ids.contains(&id) => {
+            return Err(AppError::Invalid(format!(
+                "candidate #{id} is not part of run #{run_id}"
+            )));
+        }
+        Some(_) if run.candidate_ids.len() == 1 => {
+            return Err(AppError::Invalid(format!(
+                "run #{run_id} has no other candidate to run without this one"
+            )));
+        }
+        Some(id) => Some(name_of(id).unwrap_or_else(|| format!("candidate #{id}"))),
+        None => None,
+    };
+    let candidate_ids: Vec<i64> = run
+        .candidate_ids
+        .iter()
+        .copied()
+        .filter(|&id| Some(id) != without)
+        .collect();
+    if let Some(gone) = candidate_ids.iter().find(|&&id| name_of(id).is_none()) {
+        return Err(AppError::Invalid(format!(
+            "candidate #{gone} of run #{run_id} has been deleted since; start a new run from the form"
+        )));
+    }
+    let name = match &left_out {
+        Some(x) => format!("{} without {x}", run.name),
+        None => format!("{} (again)", run.name),
+    };
+    store_and_start(
+        store,
+        runner,
+        NewRun {
+            name: truncate(&name, MAX_NAME_CHARS),
+            evalset_version_id: run.evalset_version_id,
+            candidate_ids,
+            config: run.config.clone(),
+        },
+    )
+    .await
 }
 
 /// Judging switched on: every judge the eval set's graders name, resolved to a candidate now

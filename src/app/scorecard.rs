@@ -8,8 +8,8 @@ use crate::app::AppError;
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::Candidate;
 use crate::domain::pipeline::{PipelineDraft, PipelineSpec};
-use crate::domain::run::{RequestRecord, Run};
-use crate::domain::scorecard::{self, CandidateOperability, RecordedVerdict, Scorecard, ScorecardInput};
+use crate::domain::run::{CandidateStop, RequestRecord, Run};
+use crate::domain::scorecard::{self, CandidateOperability, RecordedVerdict, Scorecard, ScorecardInput, Verdict};
 use crate::domain::thresholds::ThresholdProfile;
 use crate::domain::validation::FieldErrors;
 use crate::store::{DynStore, EvalSetVersion, StoreError};
@@ -40,6 +40,8 @@ pub struct RunScorecard {
     pub card: Scorecard,
     /// The harness's report on the run: an unreliable one flags the speed rules.
     pub harness: Option<HarnessReport>,
+    /// Candidates stopped within the run: NO-GO, their stop the first reason.
+    pub stops: Vec<CandidateStop>,
 }
 
 impl RunScorecard {
@@ -111,7 +113,7 @@ pub async fn assemble(store: &DynStore, run_id: i64, choice: &ScorecardChoice) -
         .as_ref()
         .map(|v| v.file.cases.iter().map(|c| (c.id.clone(), c.weight())).collect())
         .unwrap_or_default();
-    let card = scorecard::build(&ScorecardInput {
+    let mut card = scorecard::build(&ScorecardInput {
         run_concurrency: run.config.concurrency,
         candidates: &candidates,
         records: &records,
@@ -126,7 +128,10 @@ pub async fn assemble(store: &DynStore, run_id: i64, choice: &ScorecardChoice) -
             all_candidates: &all,
         }),
     });
+    let stops = store.list_candidate_stops(run_id).await?;
+    mark_stopped(&mut card, &stops);
     Ok(RunScorecard {
+        stops,
         harness: store.get_run_harness(run_id).await?,
         run,
         version,
@@ -140,6 +145,17 @@ pub async fn assemble(store: &DynStore, run_id: i64, choice: &ScorecardChoice) -
         incumbent,
         card,
     })
+}
+
+/// A candidate stopped within the run is NO-GO whatever its partial figures say, and its stop
+/// is its first reason ("stopped at staged start: …"): never silently missing, never a GO.
+fn mark_stopped(card: &mut Scorecard, stops: &[CandidateStop]) {
+    for column in &mut card.columns {
+        if let Some(stop) = stops.iter().find(|s| s.candidate_id == column.candidate_id) {
+            column.verdict = Verdict::NoGo;
+            column.reasons.insert(0, stop.outcome());
+        }
+    }
 }
 
 /// The operability evidence a scorecard assesses, per candidate in order: its latest probe run

@@ -50,6 +50,110 @@ pub struct RunConfig {
     /// `requests_per_level` requests. Kept with the run so a restart resumes it as a soak.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub soak: bool,
+    /// When a candidate that keeps failing is stopped while the others go on.
+    #[serde(default)]
+    pub error_budget: ErrorBudget,
+}
+
+/// A candidate's error budget: it is stopped (with the reason, the other candidates go on)
+/// when more than `max_failed_percent` of its last `window` measured requests failed. A
+/// request counts once, with the outcome of its last attempt (its retries are spent first);
+/// warm-ups and the staged start do not count (the staged start stops a candidate on its own
+/// rule). Nothing is judged before `window` requests have ended, so a short run is never
+/// stopped by its first failure; and because the window slides, an endpoint that dies late in
+/// a long run is stopped within `window` requests. 100 % turns the budget off.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ErrorBudget {
+    pub max_failed_percent: f64,
+    pub window: u32,
+}
+
+impl Default for ErrorBudget {
+    /// Half of the last 20: a candidate that fails that often is broken, not flaky, and its
+    /// speed figures would be of the requests that happened to succeed. An ordinary flaky
+    /// endpoint (a few % of faults, mostly cured by a retry) never comes near it.
+    fn default() -> Self {
+        ErrorBudget {
+            max_failed_percent: 50.0,
+            window: 20,
+        }
+    }
+}
+
+/// Most requests an error budget's window may span.
+pub const MAX_BUDGET_WINDOW: u32 = 10_000;
+
+impl ErrorBudget {
+    pub fn is_off(&self) -> bool {
+        self.max_failed_percent >= 100.0 || self.window == 0
+    }
+
+    /// Whether `failed` failures among `ended` requests (the window's content) exceed the
+    /// budget: only a full window is judged.
+    pub fn is_exceeded(&self, failed: u32, ended: u32) -> bool {
+        if self.is_off() || ended < self.window {
+            return false;
+        }
+        f64::from(failed) * 100.0 > self.max_failed_percent * f64::from(ended)
+    }
+
+    /// "more than 50 % of the last 20 requests".
+    pub fn describe(&self) -> String {
+        if self.is_off() {
+            return "off".to_string();
+        }
+        format!(
+            "more than {} % of the last {} requests",
+            super::format::shortest(self.max_failed_percent),
+            self.window
+        )
+    }
+}
+
+/// The outcomes of a candidate's last `window` measured requests, judged against its budget.
+#[derive(Debug, Clone)]
+pub struct BudgetWindow {
+    budget: ErrorBudget,
+    /// true = failed, oldest first; at most `budget.window` long.
+    outcomes: std::collections::VecDeque<bool>,
+    failed: u32,
+}
+
+/// What exceeded a budget: `failed` of the last `window` requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetExceeded {
+    pub failed: u32,
+    pub window: u32,
+}
+
+impl BudgetWindow {
+    pub fn new(budget: ErrorBudget) -> Self {
+        BudgetWindow {
+            budget,
+            outcomes: std::collections::VecDeque::with_capacity(budget.window.min(MAX_BUDGET_WINDOW) as usize),
+            failed: 0,
+        }
+    }
+
+    /// Adds one request's final outcome; Some when the budget is now exceeded.
+    pub fn record(&mut self, failed: bool) -> Option<BudgetExceeded> {
+        if self.budget.is_off() {
+            return None;
+        }
+        self.outcomes.push_back(failed);
+        self.failed += u32::from(failed);
+        while self.outcomes.len() > self.budget.window as usize {
+            if self.outcomes.pop_front() == Some(true) {
+                self.failed -= 1;
+            }
+        }
+        let ended = self.outcomes.len() as u32;
+        self.budget.is_exceeded(self.failed, ended).then_some(BudgetExceeded {
+            failed: self.failed,
+            window: ended,
+        })
+    }
 }
 
 /// How `llm-judge` graders are run.
@@ -165,6 +269,7 @@ impl Default for RunConfig {
             slo: Slo::default(),
             judge: None,
             soak: false,
+            error_budget: ErrorBudget::default(),
         }
     }
 }
@@ -183,6 +288,9 @@ pub struct RunDraft {
     pub case_limit: String,
     /// "on" when the streaming checkbox is ticked.
     pub stream: Option<String>,
+    /// The error budget: percent of failed requests (100 = off) over a window of requests.
+    pub error_budget_percent: String,
+    pub error_budget_window: String,
 }
 
 impl RunDraft {
@@ -198,6 +306,24 @@ impl RunDraft {
             retries: optional_number(&mut e, "retries", &self.retries, 0, 10).unwrap_or(1),
             stream: self.stream.is_some(),
             case_limit: optional_number(&mut e, "case_limit", &self.case_limit, 1, 1_000_000),
+            error_budget: ErrorBudget {
+                max_failed_percent: optional_number(
+                    &mut e,
+                    "error_budget_percent",
+                    &self.error_budget_percent,
+                    0.0,
+                    100.0,
+                )
+                .unwrap_or(ErrorBudget::default().max_failed_percent),
+                window: optional_number(
+                    &mut e,
+                    "error_budget_window",
+                    &self.error_budget_window,
+                    1,
+                    MAX_BUDGET_WINDOW,
+                )
+                .unwrap_or(ErrorBudget::default().window),
+            },
             // Not on the form yet: the defaults (fixed concurrency, staged rollout on).
             ..RunConfig::default()
         };
@@ -595,6 +721,62 @@ pub struct NewRun {
     pub config: RunConfig,
 }
 
+/// Where a candidate of a run was stopped while the others went on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopStage {
+    /// Before its first request: its client could not be built (e.g. a missing key variable).
+    Setup,
+    /// A stage of the staged rollout failed after its retries.
+    StagedStart,
+    /// Its measured requests passed the run's error budget.
+    ErrorBudget,
+}
+
+impl StopStage {
+    pub const ALL: [StopStage; 3] = [StopStage::Setup, StopStage::StagedStart, StopStage::ErrorBudget];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            StopStage::Setup => "setup",
+            StopStage::StagedStart => "staged_start",
+            StopStage::ErrorBudget => "error_budget",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<StopStage> {
+        StopStage::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// How the outcome starts: "stopped at staged start".
+    pub fn describe(&self) -> &'static str {
+        match self {
+            StopStage::Setup => "not started",
+            StopStage::StagedStart => "stopped at staged start",
+            StopStage::ErrorBudget => "stopped by its error budget",
+        }
+    }
+}
+
+/// A candidate stopped within a run, with its reason (append-only: one per run and candidate).
+/// Its verdict is NO-GO whatever its partial figures say, and a resumed run does not send to it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CandidateStop {
+    pub run_id: i64,
+    pub candidate_id: i64,
+    pub stage: StopStage,
+    /// What failed, secret-free: "stage 1/3 (the shortest case), case c1: HTTP 404: …".
+    pub reason: String,
+    pub at: Timestamp,
+}
+
+impl CandidateStop {
+    /// The candidate's outcome as pages and exports state it: "stopped at staged start: …".
+    pub fn outcome(&self) -> String {
+        format!("{}: {}", self.stage.describe(), self.reason)
+    }
+}
+
 /// A line in a run's event log (phase changes, warnings, errors).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunEvent {
@@ -625,6 +807,85 @@ mod tests {
         };
         let c = d.validate().unwrap();
         assert_eq!((c.concurrency, c.repetitions, c.stream), (8, 3, true));
+    }
+
+    #[test]
+    fn the_error_budget_judges_a_full_sliding_window() {
+        let budget = ErrorBudget {
+            max_failed_percent: 50.0,
+            window: 4,
+        };
+        let mut w = BudgetWindow::new(budget);
+        // Three failures in a row are not judged before the window is full…
+        assert_eq!(w.record(true), None);
+        assert_eq!(w.record(true), None);
+        assert_eq!(w.record(true), None);
+        // …then 3 of 4 is more than half.
+        assert_eq!(w.record(false), Some(BudgetExceeded { failed: 3, window: 4 }));
+        // Exactly half is within budget ("more than").
+        let mut w = BudgetWindow::new(budget);
+        for failed in [true, false, true, false, true, false] {
+            assert_eq!(w.record(failed), None);
+        }
+        // The window slides: a long good stretch, then an endpoint that dies, is caught within
+        // one window.
+        let mut w = BudgetWindow::new(budget);
+        for _ in 0..1000 {
+            assert_eq!(w.record(false), None);
+        }
+        assert_eq!(w.record(true), None);
+        assert_eq!(w.record(true), None);
+        assert_eq!(w.record(true), Some(BudgetExceeded { failed: 3, window: 4 }));
+    }
+
+    #[test]
+    fn a_budget_of_100_percent_is_off_and_the_default_is_described() {
+        let off = ErrorBudget {
+            max_failed_percent: 100.0,
+            window: 3,
+        };
+        let mut w = BudgetWindow::new(off);
+        assert!((0..10).all(|_| w.record(true).is_none()));
+        assert_eq!(off.describe(), "off");
+        assert_eq!(
+            ErrorBudget::default().describe(),
+            "more than 50 % of the last 20 requests"
+        );
+        assert!(!ErrorBudget::default().is_exceeded(10, 20));
+        assert!(ErrorBudget::default().is_exceeded(11, 20));
+        assert!(!ErrorBudget::default().is_exceeded(19, 19), "a window not yet full");
+    }
+
+    #[test]
+    fn the_run_form_reads_the_error_budget() {
+        let d = RunDraft {
+            concurrency: "2".into(),
+            repetitions: "1".into(),
+            error_budget_percent: "10".into(),
+            error_budget_window: "50".into(),
+            ..Default::default()
+        };
+        let c = d.validate().unwrap();
+        assert_eq!(
+            c.error_budget,
+            ErrorBudget {
+                max_failed_percent: 10.0,
+                window: 50
+            }
+        );
+        let blank = RunDraft {
+            concurrency: "2".into(),
+            repetitions: "1".into(),
+            ..Default::default()
+        };
+        assert_eq!(blank.validate().unwrap().error_budget, ErrorBudget::default());
+        let bad = RunDraft {
+            error_budget_percent: "120".into(),
+            error_budget_window: "0".into(),
+            ..blank
+        };
+        let e = bad.validate().unwrap_err();
+        assert!(e.get("error_budget_percent").is_some() && e.get("error_budget_window").is_some());
     }
 
     #[test]
@@ -678,6 +939,10 @@ mod tests {
         }
         assert_eq!(Phase::parse("quality"), Some(Phase::Quality));
         assert_eq!(RunStatus::parse("running"), Some(RunStatus::Running));
+        for k in StopStage::ALL {
+            assert_eq!(StopStage::parse(k.as_str()), Some(k));
+            assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
+        }
         for s in TokenSource::ALL {
             assert_eq!(TokenSource::parse(s.as_str()), Some(s));
             assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());

@@ -314,6 +314,7 @@ pub async fn run_level(
         slo: Slo::default(),
         judge: None,
         soak: false,
+        error_budget: Default::default(),
     };
     let candidate = CandidateSpec::openai_chat(format!("calibrate c={c}"), mock.base_url, spec.model);
     let before = CpuSample::now();

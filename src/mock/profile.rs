@@ -53,6 +53,11 @@ pub struct ModelProfile {
     /// Requests accepted per minute (fixed one-minute windows) before a real 429; reported in
     /// the `x-ratelimit-*` headers.
     pub requests_per_minute: u32,
+    /// Faults at known places: the profile's admitted requests (numbered 1, 2, … in the order
+    /// the model admits them) refused with 429 and `retry-after: retry_after_s`…
+    pub rate_limit_requests: Vec<u64>,
+    /// …and whose stream is cut mid-way (as `cut_probability` cuts), whatever the draws say.
+    pub cut_requests: Vec<u64>,
 
     // --- operability and stability traits (what bakeoff's probes and soak analysis look for)
     /// Every delay grows by this fraction per minute of continuous load (0.5: +50 % after one
@@ -125,6 +130,8 @@ impl Default for ModelProfile {
             cut_probability: 0.0,
             malformed_probability: 0.0,
             requests_per_minute: 600_000,
+            rate_limit_requests: Vec::new(),
+            cut_requests: Vec::new(),
             latency_drift_per_minute: 0.0,
             no_usage_in_stream: false,
             ignore_max_tokens: false,
@@ -222,6 +229,14 @@ impl ModelProfile {
         fraction("cut_probability", self.cut_probability)?;
         fraction("malformed_probability", self.malformed_probability)?;
         positive("requests_per_minute", self.requests_per_minute)?;
+        for (field, numbers) in [
+            ("rate_limit_requests", &self.rate_limit_requests),
+            ("cut_requests", &self.cut_requests),
+        ] {
+            if numbers.contains(&0) {
+                return Err((field, "numbers requests from 1".to_string()));
+            }
+        }
         non_negative("latency_drift_per_minute", self.latency_drift_per_minute)?;
         fraction("inconsistency", self.inconsistency)?;
         if !(400..=599).contains(&self.invalid_param_status) {

@@ -25,7 +25,8 @@ use crate::domain::evalset::{EvalSetFile, TaskKind};
 use crate::domain::grading::Grade;
 use crate::domain::operability::{ChecklistAnswers, ChecklistVersion, ProbeReport, ProbeRun};
 use crate::domain::run::{
-    ErrorClass, NewRun, Phase, RequestRecord, Run, RunEvent, RunStatus, ServerTokenCount, UncountedRecord,
+    CandidateStop, ErrorClass, NewRun, Phase, RequestRecord, Run, RunEvent, RunStatus, ServerTokenCount,
+    UncountedRecord,
 };
 use crate::domain::scorecard::{NewScorecard, RecordedVerdict, ScorecardListItem, ScorecardRecord, Verdict};
 use crate::domain::sealed::KeySealer;
@@ -45,6 +46,7 @@ mod runs;
 mod scorecards;
 pub mod server_key;
 pub mod sqlite;
+mod stops;
 pub mod text;
 mod token_counts;
 mod verdicts;
@@ -340,6 +342,13 @@ pub trait Store: Send + Sync + 'static {
     fn append_run_event<'a>(&'a self, run_id: i64, level: &'a str, message: &'a str) -> StoreFuture<'a, ()>;
     fn list_run_events(&self, run_id: i64) -> StoreFuture<'_, Vec<RunEvent>>;
 
+    // --- candidates stopped within a run (stops.rs; one per run and candidate, never changed)
+    /// Stores that a candidate of a run was stopped; false when it already was (the first stop
+    /// stands). NotFound when the run does not exist.
+    fn save_candidate_stop<'a>(&'a self, stop: &'a CandidateStop) -> StoreFuture<'a, bool>;
+    /// The run's stopped candidates, in the order they stopped.
+    fn list_candidate_stops(&self, run_id: i64) -> StoreFuture<'_, Vec<CandidateStop>>;
+
     // --- raw records (records.rs; append-only)
     /// Inserts records and their grades in one transaction. A record whose key
     /// (run, candidate, case, phase, repetition, attempt) already exists is skipped, so a
@@ -472,6 +481,7 @@ macro_rules! impl_store {
             operability::operability_queries!($db);
             archive::archive_queries!($db);
             verdicts::verdict_queries!($db);
+            stops::stop_queries!($db);
         }
     };
 }

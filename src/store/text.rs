@@ -15,7 +15,8 @@
 //! read back as they were.
 //!
 //! Columns encoded (PostgreSQL): `request_records.output`, `.reasoning`, `.error_detail`,
-//! `.finish_reason`; `grades.reason`; `run_events.message`; `runs.error`; `scorecards.note`.
+//! `.finish_reason`; `grades.reason`; `run_events.message`; `runs.error`; `scorecards.note`;
+//! `run_candidate_stops.reason`.
 //! JSON columns need nothing: serde_json writes control characters as `\u0000` escapes.
 use std::borrow::Cow;
 

@@ -8,6 +8,7 @@ mod demo;
 mod engine;
 mod evalsets;
 mod exports_harness;
+mod isolation;
 mod judge;
 mod lossless;
 mod measure;

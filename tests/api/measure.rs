@@ -430,7 +430,10 @@ async fn the_staged_rollout_stops_a_run_before_spending_its_budget() {
     .await;
     assert_eq!(o.status, RunStatus::Failed);
     let error = o.error.as_deref().unwrap_or_default();
-    assert!(error.contains("staged rollout stopped the run at stage 2/3"), "{error}");
+    assert!(
+        error.contains("staged rollout stopped measure test small-context at stage 2/3"),
+        "{error}"
+    );
     assert!(
         error.contains("context_length_exceeded") && error.contains("(1) symptom"),
         "{error}"

@@ -1,14 +1,21 @@
 //! Executes one stored run. For each candidate in turn:
 //!
 //! 1. the staged rollout (unless turned off): the shortest case, the longest case, then a few
-//!    requests at once; a failed stage stops the run before the budget is spent, with what
-//!    failed and the checks to make, in order (`rollout` module);
+//!    requests at once; a failed stage stops that candidate before its budget is spent, with
+//!    what failed and the checks to make, in order (`rollout` module);
 //! 2. warm-ups, excluded from every figure;
 //! 3. every load level of the run's shape (fixed concurrency, a list of concurrencies, a
 //!    sweep, or a rate), for every prompt-length bin (cases tagged `prompt_tokens:N`), for every
 //!    repetition: closed loop (at most c requests in flight, each replaced when it ends) or open
 //!    loop (sent on schedule whatever the server does; the lateness is recorded as the
-//!    request's client queue time), with retries; records streamed to the store.
+//!    request's client queue time), with retries; records streamed to the store. A candidate
+//!    whose measured requests pass the run's error budget halts (`pool`).
+//!
+//! One candidate never sinks the others: a candidate stopped at its staged start, by its error
+//! budget, or because its client could not be built is stored as stopped with its reason
+//! (`CandidateStop`: pages, scorecards and exports show it as that candidate's NO-GO outcome)
+//! and the run goes on with the next. The run ends `finished` when at least one candidate was
+//! measured (the stopped ones marked), `failed` only when every candidate was stopped.
 //!
 //! Then candidates that declare a tokenize endpoint have their uncounted outputs counted by it
 //! (`server_tokenizer`), the harness report (bakeoff's CPU, schedule lag, the unreliable flag)
@@ -26,19 +33,20 @@ use super::llm_judge;
 use super::pool::{CandidateRun, CycleFeed, Feed, FinishedUnits, Tally, Unit};
 use super::writer::RecordWriter;
 use super::{rollout, soak};
+use crate::domain::Timestamp;
 use crate::domain::calibers::HarnessReport;
 use crate::domain::evalset::prompt_bin;
 use crate::domain::load::Load;
-use crate::domain::run::{Phase, RequestRecord, RunStatus};
+use crate::domain::run::{CandidateStop, Phase, RequestRecord, RunStatus, StopStage};
 use crate::engine::cancel::Cancel;
 use crate::engine::error::EngineError;
 use crate::engine::tokens::server_tokenizer;
 use crate::engine::wire::client::wall_clock_us;
 use crate::store::DynStore;
 
-/// Runs `run_id` to its end. Returns the final status: Finished, Cancelled, or Failed when the
-/// staged rollout stopped the run (the run's error and events say why). An error means the run
-/// could not go on and should be marked failed by the caller.
+/// Runs `run_id` to its end. Returns the final status: Finished, Cancelled, or Failed when every
+/// candidate was stopped (the run's error and events say why). An error means the run could
+/// not go on and should be marked failed by the caller.
 pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<RunStatus, EngineError> {
     let run = store.get_run(run_id).await?.ok_or(EngineError::RunNotFound(run_id))?;
     if run.status.is_terminal() {
@@ -114,18 +122,45 @@ pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<Run
     let since_us = wall_clock_us();
     let file = Arc::new(version.file);
     let writer = RecordWriter::spawn(store.clone());
-    let mut result = Ok(None);
+    let earlier_stops = store.list_candidate_stops(run_id).await?;
+    let mut stops: Vec<(String, CandidateStop, String)> = Vec::new();
+    let mut result = Ok(());
     for candidate in &candidates {
         if cancel.is_cancelled() {
             break;
         }
+        let name = &candidate.spec.name;
+        if let Some(stop) = earlier_stops.iter().find(|s| s.candidate_id == candidate.id) {
+            // Resumed: a stopped candidate stays stopped (its outcome is already stored).
+            let msg = format!("{name}: {} (before the restart); not sent again", stop.outcome());
+            store.append_run_event(run_id, "warn", &msg).await?;
+            stops.push((name.clone(), stop.clone(), stop.outcome()));
+            continue;
+        }
         let done = FinishedUnits::from_records(&existing, candidate.id, run.config.retries);
-        let ctx = CandidateRun::new(&run, candidate, file.clone(), writer.sender(), cancel.clone())?;
-        match run_candidate(ctx, &store, done).await {
-            Ok(None) => {}
-            Ok(Some(stopped)) => {
-                result = Ok(Some(stopped));
-                break;
+        let outcome = match CandidateRun::new(&run, candidate, file.clone(), writer.sender(), cancel.clone()) {
+            Ok(ctx) => run_candidate(ctx, &store, done).await,
+            Err(e) => Ok(Outcome::Stopped {
+                stage: StopStage::Setup,
+                reason: e.to_string(),
+                message: e.to_string(),
+            }),
+        };
+        match outcome {
+            Ok(Outcome::Measured) => {}
+            Ok(Outcome::Stopped { stage, reason, message }) => {
+                let stop = CandidateStop {
+                    run_id,
+                    candidate_id: candidate.id,
+                    stage,
+                    reason,
+                    at: Timestamp::now(),
+                };
+                if let Err(e) = record_stop(&store, name, &stop, candidates.len() > 1).await {
+                    result = Err(e);
+                    break;
+                }
+                stops.push((name.clone(), stop, message));
             }
             Err(e) => {
                 result = Err(e);
@@ -135,7 +170,7 @@ pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<Run
     }
     // Whatever happened, everything measured so far is stored before the status changes.
     let stored = writer.finish().await;
-    let rollout_stop = result?;
+    result?;
     stored?;
     // The harness clock covers the load only, not the counting below.
     let clock = clock.stop().await;
@@ -153,7 +188,18 @@ pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<Run
     if !fresh.is_empty() {
         record_harness(&store, run_id, &report).await?;
     }
-    if let Some(message) = rollout_stop {
+    if !cancel.is_cancelled() && stops.len() == candidates.len() {
+        let message = match stops.as_slice() {
+            [(_, _, message)] => message.clone(),
+            _ => format!(
+                "every candidate was stopped: {}",
+                stops
+                    .iter()
+                    .map(|(name, stop, _)| format!("{name}: {}", stop.outcome()))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        };
         store.set_run_status(run_id, RunStatus::Failed, Some(&message)).await?;
         return Ok(RunStatus::Failed);
     }
@@ -168,8 +214,57 @@ pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<Run
         return Ok(RunStatus::Cancelled);
     }
     store.set_run_status(run_id, RunStatus::Finished, None).await?;
-    store.append_run_event(run_id, "info", "finished").await?;
+    let ended = match stops.len() {
+        0 => "finished".to_string(),
+        n => format!(
+            "finished: {} of {} candidates measured; stopped: {}",
+            candidates.len() - n,
+            candidates.len(),
+            stops
+                .iter()
+                .map(|(name, _, _)| name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let level = if stops.is_empty() { "info" } else { "warn" };
+    store.append_run_event(run_id, level, &ended).await?;
     Ok(RunStatus::Finished)
+}
+
+/// Stores a candidate's stop and says in the event log that the others go on.
+async fn record_stop(store: &DynStore, name: &str, stop: &CandidateStop, others: bool) -> Result<(), EngineError> {
+    store.save_candidate_stop(stop).await?;
+    let then = if others {
+        "; the run goes on with the other candidates"
+    } else {
+        ""
+    };
+    let msg = format!("{name}: {}{then}", stop.outcome());
+    store.append_run_event(stop.run_id, "error", &msg).await?;
+    Ok(())
+}
+
+/// How one candidate's part of a run ended.
+enum Outcome {
+    /// Everything asked was sent (or the run was cancelled meanwhile).
+    Measured,
+    /// Stopped early: `reason` is its outcome, `message` the fuller story for the run's error.
+    Stopped {
+        stage: StopStage,
+        reason: String,
+        message: String,
+    },
+}
+
+/// The outcome of a candidate whose error budget ran out, if it did.
+fn halted(ctx: &CandidateRun) -> Option<Outcome> {
+    let reason = ctx.halt_reason()?;
+    Some(Outcome::Stopped {
+        stage: StopStage::ErrorBudget,
+        message: format!("{} stopped by its error budget: {reason}", ctx.candidate.spec.name),
+        reason,
+    })
 }
 
 /// Stores the harness report with the run and says in the event log whether the speed
@@ -223,27 +318,27 @@ fn bins(ctx: &CandidateRun) -> Vec<(Option<u32>, Vec<usize>)> {
     bins
 }
 
-/// Ok(Some(message)) when the staged rollout stopped the run.
-async fn run_candidate(
-    ctx: Arc<CandidateRun>,
-    store: &DynStore,
-    done: FinishedUnits,
-) -> Result<Option<String>, EngineError> {
+/// Sends one candidate's part of the run: rollout, warm-ups, every level.
+async fn run_candidate(ctx: Arc<CandidateRun>, store: &DynStore, done: FinishedUnits) -> Result<Outcome, EngineError> {
     let name = ctx.candidate.spec.name.clone();
     if ctx.case_count == 0 {
         store
             .append_run_event(ctx.run_id, "warn", &format!("{name}: no cases to send"))
             .await?;
-        return Ok(None);
+        return Ok(Outcome::Measured);
     }
     let phase = ctx.config.measured_phase();
     let done = Arc::new(done);
     if ctx.config.staged_rollout && !done.rollout_done {
         if let Some(stop) = rollout::run(&ctx, store).await? {
-            return Ok(Some(stop));
+            return Ok(Outcome::Stopped {
+                stage: StopStage::StagedStart,
+                reason: stop.reason,
+                message: stop.message,
+            });
         }
         if ctx.cancel.is_cancelled() {
-            return Ok(None);
+            return Ok(Outcome::Measured);
         }
     }
     let loads = ctx.config.loads();
@@ -273,7 +368,7 @@ async fn run_candidate(
     for (level, load) in loads.iter().enumerate() {
         for (bin, cases) in &bins {
             if ctx.cancel.is_cancelled() {
-                return Ok(None);
+                return Ok(Outcome::Measured);
             }
             let level_started = Instant::now();
             let mut tally = Tally::default();
@@ -290,7 +385,10 @@ async fn run_candidate(
                 };
                 tally.add(t);
                 if ctx.cancel.is_cancelled() {
-                    return Ok(None);
+                    return Ok(Outcome::Measured);
+                }
+                if let Some(stopped) = halted(&ctx) {
+                    return Ok(stopped);
                 }
             }
             let msg = format!(
@@ -318,7 +416,7 @@ async fn run_candidate(
     );
     let level = if total.failed > 0 { "warn" } else { "info" };
     store.append_run_event(ctx.run_id, level, &msg).await?;
-    Ok(None)
+    Ok(Outcome::Measured)
 }
 
 fn feed(

@@ -3,7 +3,8 @@
 //! `rollout`, warm-ups and every load level through the candidate's request `pool`; a `soak`
 //! instead when the run is one. Records reach the store through the `writer`; the `harness`
 //! clock says whether bakeoff itself kept up; the `llm_judge` pass grades outputs after all
-//! measured load.
+//! measured load. Everything a run does executes on the measurement `runtime`, apart from
+//! the threads that serve pages.
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,6 +21,7 @@ pub mod harness;
 pub mod llm_judge;
 pub mod pool;
 pub mod rollout;
+pub mod runtime;
 pub mod soak;
 pub mod writer;
 
@@ -149,7 +151,8 @@ impl Runner {
             );
         }
         let runner = self.clone();
-        tokio::spawn(async move {
+        // On the measurement runtime: the run's clocks never share a thread with a page.
+        runtime::handle().spawn(async move {
             let mut cancel = Cancel::new(cancel_rx);
             match runner.admit(run_id, admit_rx, &mut cancel).await {
                 Admission::Go => {
@@ -456,11 +459,9 @@ impl Drop for ProbeGuard {
             }
             self.runner.pump(&mut st)
         };
-        if !events.is_empty()
-            && let Ok(handle) = tokio::runtime::Handle::try_current()
-        {
+        if !events.is_empty() {
             let runner = self.runner.clone();
-            handle.spawn(async move { runner.log(events).await });
+            runtime::handle().spawn(async move { runner.log(events).await });
         }
     }
 }

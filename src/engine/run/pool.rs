@@ -2,19 +2,32 @@
 //! (at most c in flight, each replaced when it ends) or open loop (on schedule, whatever the
 //! server does), each with its retries, and handed to the record writer. What the store
 //! already holds (`FinishedUnits`) is skipped, so a resumed run continues where it stopped.
+//!
+//! Retries: a failed attempt whose class is worth repeating is sent again (up to the run's
+//! `retries`, in every stage), after the wait its response's `Retry-After` asked for (capped),
+//! else exponential backoff with jitter (`domain::retry`). Each attempt is its own record
+//! (`attempt` 0, 1, …); figures take a request's outcome from its last attempt only.
+//!
+//! Isolation: each candidate's final outcomes feed its error budget (`domain::run::ErrorBudget`);
+//! once it is exceeded the candidate *halts* — no new request, no further retry — while the
+//! run goes on with the others (the executor stores the stop and its reason).
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reqwest::header::HeaderValue;
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::writer::{Grading, RecordSender};
 use crate::domain::candidate::Candidate;
 use crate::domain::evalset::EvalSetFile;
-use crate::domain::run::{CYCLE_LIMIT, ErrorClass, Phase, RequestRecord, Run, RunConfig, join_repetition};
+use crate::domain::retry::retry_delay;
+use crate::domain::run::{
+    BudgetWindow, CYCLE_LIMIT, ErrorClass, Phase, RequestRecord, Run, RunConfig, join_repetition,
+};
 use crate::domain::stats::SplitMix64;
 use crate::engine::cancel::Cancel;
 use crate::engine::error::EngineError;
@@ -25,10 +38,6 @@ use crate::engine::wire::provider::prepare;
 
 /// The phase of a plain eval run's measured requests (see `RunConfig::measured_phase`).
 pub const MEASURED_PHASE: Phase = Phase::Quality;
-
-/// First retry waits this long; each further retry doubles it, up to `MAX_BACKOFF`.
-const BASE_BACKOFF: Duration = Duration::from_millis(200);
-const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
 /// Whether a failed attempt is worth repeating (see `ErrorClass::is_retryable`).
 pub fn is_retryable(class: ErrorClass) -> bool {
@@ -196,6 +205,17 @@ pub(crate) struct CandidateRun {
     params: RequestParams,
     records: RecordSender,
     pub cancel: Cancel,
+    /// The last outcomes of this candidate's measured requests, against its error budget.
+    budget: Mutex<BudgetWindow>,
+    halt: Halt,
+}
+
+/// One candidate's stop signal: set once, with its reason, when its error budget runs out.
+#[derive(Default)]
+struct Halt {
+    halted: AtomicBool,
+    reason: Mutex<Option<String>>,
+    notify: Notify,
 }
 
 impl CandidateRun {
@@ -228,7 +248,65 @@ impl CandidateRun {
             client,
             records,
             cancel,
+            budget: Mutex::new(BudgetWindow::new(run.config.error_budget)),
+            halt: Halt::default(),
         }))
+    }
+
+    /// Whether this candidate stopped sending because its error budget ran out.
+    pub(crate) fn halted(&self) -> bool {
+        self.halt.halted.load(Ordering::Acquire)
+    }
+
+    /// Why it halted ("12 of its last 20 measured requests failed, …"), once it has.
+    pub(crate) fn halt_reason(&self) -> Option<String> {
+        self.halt.reason.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// No new request, no further retry: the run was cancelled or this candidate halted.
+    fn stopping(&self) -> bool {
+        self.cancel.is_cancelled() || self.halted()
+    }
+
+    /// Counts a measured request's final outcome against the error budget (warm-ups and the
+    /// staged start do not count); halts the candidate when the budget is exceeded.
+    fn settle(&self, unit: &Unit, failure: Option<&Failure>) {
+        if unit.is_warmup {
+            return;
+        }
+        let exceeded = self
+            .budget
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .record(failure.is_some());
+        let (Some(x), Some(last)) = (exceeded, failure) else {
+            return;
+        };
+        let reason = format!(
+            "{} of its last {} measured requests failed, over the error budget ({} failed); the last: {} ({})",
+            x.failed,
+            x.window,
+            self.config.error_budget.describe(),
+            last.class.as_str(),
+            last.detail
+        );
+        let mut slot = self.halt.reason.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(reason);
+            self.halt.halted.store(true, Ordering::Release);
+            self.halt.notify.notify_waiters();
+        }
+    }
+
+    /// The jitter draw of a unit's retry: seeded by the attempt's key, so a run's waits are
+    /// reproducible and requests failed together spread out.
+    fn jitter(&self, unit: &Unit, attempt: u32) -> f64 {
+        let key = (self.run_id as u64).rotate_left(40)
+            ^ (self.candidate.id as u64).rotate_left(24)
+            ^ (unit.case_index as u64).rotate_left(8)
+            ^ u64::from(unit.repetition).rotate_left(48)
+            ^ u64::from(attempt);
+        SplitMix64::new(key).next_f64()
     }
 }
 
@@ -251,7 +329,7 @@ impl CandidateRun {
     async fn worker(self: Arc<Self>, feed: Arc<Mutex<Feed>>) -> Tally {
         let mut tally = Tally::default();
         loop {
-            if self.cancel.is_cancelled() {
+            if self.stopping() {
                 return tally;
             }
             // The unit is ready to go now: everything until the send is bakeoff's own queue.
@@ -289,9 +367,16 @@ impl CandidateRun {
         let mut cancel = self.cancel.clone();
         let mut planned = Instant::now();
         loop {
+            let halted = self.halt.notify.notified();
+            tokio::pin!(halted);
+            halted.as_mut().enable();
+            if self.halted() {
+                break;
+            }
             tokio::select! {
                 _ = tokio::time::sleep_until(planned) => {}
                 _ = cancel.cancelled() => break,
+                _ = &mut halted => break,
             }
             let Some(unit) = feed.next() else { break };
             let Ok(permit) = limit.clone().acquire_owned().await else {
@@ -334,6 +419,7 @@ impl CandidateRun {
             Err(failure) => {
                 tally.failed += 1;
                 tally.failures.push((case.id.clone(), failure.clone()));
+                self.settle(&unit, Some(&failure));
                 self.store_record(&unit, unit.first_attempt, unsent(failure, ready));
                 return tally;
             }
@@ -347,29 +433,37 @@ impl CandidateRun {
                 _ = cancel.cancelled() => return tally,
             };
             let failure = exchange.failure.clone();
+            let retry_after = exchange.retry_after;
             let truncated = exchange.finish_reason.as_deref() == Some("length");
             self.store_record(&unit, attempt, exchange);
-            match failure {
+            let retry = match &failure {
                 None => {
                     tally.succeeded += 1;
                     tally.truncated += u32::from(truncated);
+                    self.settle(&unit, None);
                     break;
                 }
-                Some(f) if attempt < unit.last_attempt && is_retryable(f.class) => {
+                Some(f) => attempt < unit.last_attempt && is_retryable(f.class) && !self.halted(),
+            };
+            if retry {
+                let wait = retry_delay(attempt - unit.first_attempt, retry_after, self.jitter(&unit, attempt));
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = cancel.cancelled() => return tally,
+                }
+                // A candidate halted meanwhile sends no more; the attempt stays its last.
+                if !self.halted() {
                     tally.retries += 1;
-                    let wait = BASE_BACKOFF.saturating_mul(1 << (attempt - unit.first_attempt).min(8));
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait.min(MAX_BACKOFF)) => {}
-                        _ = cancel.cancelled() => return tally,
-                    }
                     ready = Instant::now();
-                }
-                Some(f) => {
-                    tally.failed += 1;
-                    tally.failures.push((case.id.clone(), f));
-                    break;
+                    continue;
                 }
             }
+            if let Some(f) = failure {
+                tally.failed += 1;
+                self.settle(&unit, Some(&f));
+                tally.failures.push((case.id.clone(), f));
+            }
+            break;
         }
         tally
     }

@@ -2,7 +2,8 @@
 //! all". Stage 1 sends the shortest case alone, stage 2 the longest case alone, stage 3 a few
 //! requests at once; only then does the full run spend its budget. A stage fails when one of its
 //! requests still fails after its retries (every stage allows at least one retry, so a single
-//! transient fault does not stop a run). The run then stops, and its error and event log say
+//! transient fault does not stop a run; retries wait as everywhere, see `pool`). The candidate
+//! is then stopped — the run goes on with the others — and its outcome and the event log say
 //! what failed and which checks to make, in order: symptom → input → environment → parameters
 //! → framework limits.
 //!
@@ -20,8 +21,17 @@ use crate::store::DynStore;
 /// Requests sent at once in stage 3 (the article's "3–5 concurrent").
 pub const CONCURRENT_STAGE_REQUESTS: u32 = 4;
 
-/// Runs the stages; Ok(Some(message)) when one failed (the run must stop).
-pub(crate) async fn run(ctx: &Arc<CandidateRun>, store: &DynStore) -> Result<Option<String>, EngineError> {
+/// A failed stage: the candidate must stop.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RolloutStop {
+    /// The candidate's outcome, short: "stage 1/3 (the shortest case), case c1: HTTP 404: …".
+    pub reason: String,
+    /// The whole story with the checks to make, in order (also in the event log).
+    pub message: String,
+}
+
+/// Runs the stages; Ok(Some(stop)) when one failed and the candidate must stop.
+pub(crate) async fn run(ctx: &Arc<CandidateRun>, store: &DynStore) -> Result<Option<RolloutStop>, EngineError> {
     let name = &ctx.candidate.spec.name;
     let lengths: Vec<usize> = ctx.file.cases[..ctx.case_count]
         .iter()
@@ -42,24 +52,27 @@ pub(crate) async fn run(ctx: &Arc<CandidateRun>, store: &DynStore) -> Result<Opt
     };
     let n = CONCURRENT_STAGE_REQUESTS;
     let spread = |i: u32| (i as usize * ctx.case_count) / n as usize;
-    let stages: [(String, VecDeque<Unit>, u32); 3] = [
+    let stages: [(String, &str, VecDeque<Unit>, u32); 3] = [
         (
             format!("stage 1/3, the shortest case ({} prompt characters)", lengths[shortest]),
+            "stage 1/3 (the shortest case)",
             VecDeque::from([unit(shortest, 0, 1)]),
             1,
         ),
         (
             format!("stage 2/3, the longest case ({} prompt characters)", lengths[longest]),
+            "stage 2/3 (the longest case)",
             VecDeque::from([unit(longest, 1, 1)]),
             1,
         ),
         (
             format!("stage 3/3, {n} requests at once"),
+            "stage 3/3 (requests at once)",
             (0..n).map(|i| unit(spread(i), 2 + i, n)).collect(),
             n,
         ),
     ];
-    for (label, units, concurrency) in stages {
+    for (label, short, units, concurrency) in stages {
         let case_ids: Vec<String> = units.iter().map(|u| ctx.file.cases[u.case_index].id.clone()).collect();
         let tally = ctx.clone().closed_loop(Feed::List(units), concurrency).await?;
         if ctx.cancel.is_cancelled() {
@@ -75,7 +88,10 @@ pub(crate) async fn run(ctx: &Arc<CandidateRun>, store: &DynStore) -> Result<Opt
                 tally.succeeded + tally.failed,
             );
             store.append_run_event(ctx.run_id, "error", &message).await?;
-            return Ok(Some(message));
+            return Ok(Some(RolloutStop {
+                reason: format!("{short}, case {case_id}: {}", failure.detail),
+                message,
+            }));
         }
         let mut msg = format!("{name}: staged rollout {label}: ok ({})", case_ids.join(", "));
         // Synthetic fixed-length workloads stop at max_tokens by design.
@@ -109,7 +125,7 @@ fn argmin(values: &[usize], largest: bool) -> usize {
 /// The run's error: what failed, then the checks in order, the likeliest first.
 pub fn stop_message(candidate: &str, stage: &str, case_id: &str, failure: &Failure, failed: u32, sent: u32) -> String {
     format!(
-        "staged rollout stopped the run at {stage} for {candidate}: {failed} of {sent} request(s) failed; \
+        "staged rollout stopped {candidate} at {stage}: {failed} of {sent} request(s) failed; \
          case {case_id}: {} ({}). Check in order: {}",
         failure.class.as_str(),
         failure.detail,
@@ -195,7 +211,7 @@ mod tests {
             1,
             1,
         );
-        assert!(m.starts_with("staged rollout stopped the run at stage 1/3"), "{m}");
+        assert!(m.starts_with("staged rollout stopped m1 at stage 1/3"), "{m}");
         assert!(m.contains("case c01: http_4xx (HTTP 404: model not found)"), "{m}");
         assert!(m.contains("(1) symptom"), "{m}");
     }

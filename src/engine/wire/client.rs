@@ -21,6 +21,7 @@ use super::protocol::{PreparedRequest, StreamDecoder, StreamUpdate, Usage};
 use super::provider::{parse_completion, stream_decoder};
 use super::sse::{SseEvent, SseParser};
 use crate::domain::candidate::{CandidateSpec, ProviderKind, Secret};
+use crate::domain::retry::parse_retry_after;
 use crate::domain::run::{ErrorClass, Phase, RequestRecord, RunConfig, TokenSource};
 
 /// Most bytes read from an error response (only an excerpt is kept).
@@ -98,6 +99,9 @@ pub struct Exchange {
     /// Bytes of (reasoning, answer) text each entry of `chunks` carried, so the tokenizer can
     /// apportion token counts per chunk after the stream (not stored).
     pub chunk_text: Vec<ChunkText>,
+    /// The wait an error response's `Retry-After` asked for, from its arrival (not stored: the
+    /// retry's own send time shows it).
+    pub retry_after: Option<Duration>,
 }
 
 impl Exchange {
@@ -252,6 +256,11 @@ impl CandidateClient {
             .map(str::to_ascii_lowercase);
 
         if !status.is_success() {
+            m.x.retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
             // The status decides the class; the body only adds detail, so a body that never
             // ends costs at most the remaining total time.
             let (body, _) = read_body(response, total_deadline, MAX_ERROR_BODY_BYTES).await;

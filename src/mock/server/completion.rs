@@ -8,7 +8,7 @@ use axum::response::Response;
 use tokio::time::Instant;
 
 use super::admission::{admit, rate_headers};
-use super::faults::{count_scheduled_faults, fit_context, injected_error};
+use super::faults::{count_scheduled_faults, fit_context, injected_error, plan_cut, planned_rate_limit};
 use super::request::{ApiError, Parsed, parse_request};
 use super::streaming::{Phase, Streamer, stream_response};
 use super::tracker::Tracker;
@@ -84,6 +84,9 @@ pub(super) async fn handle(state: Shared, api: Api, headers: &HeaderMap, body: &
     if let Some(error) = injected_error(&state, ps, rng.next_f64()) {
         return refuse(tracker, error);
     }
+    if let Some(error) = planned_rate_limit(&state, profile, n + 1) {
+        return refuse(tracker, error);
+    }
 
     let answer = choose_answer(&state, profile, api, &req, key);
     tracker.record.case = answer.as_ref().map(|a| CaseTruth {
@@ -94,6 +97,7 @@ pub(super) async fn handle(state: Shared, api: Api, headers: &HeaderMap, body: &
     let plan = plan_reply(&state, profile, api, &req, prompt_tokens, answer);
     let mut schedule = Schedule::new(profile, prompt_tokens, plan.total(), &mut rng);
     schedule.slow_down(ps.drift_factor());
+    plan_cut(profile, n + 1, plan.total(), &mut schedule);
     count_scheduled_faults(&state, profile, &schedule, &mut tracker);
     ps.prompt_tokens.fetch_add(u64::from(prompt_tokens), Ordering::Relaxed);
     let created = unix_ms() as u64 / 1000;

@@ -96,6 +96,27 @@ pub(super) fn injected_error(state: &MockState, ps: &ProfileState, roll: f64) ->
     None
 }
 
+/// The 429 `rate_limit_requests` asks for the profile's `number`-th admitted request (1-based).
+pub(super) fn planned_rate_limit(state: &MockState, profile: &ModelProfile, number: u64) -> Option<ApiError> {
+    if !profile.rate_limit_requests.contains(&number) {
+        return None;
+    }
+    state.count_fault(&profile.name, "error_429");
+    Some(ApiError::rate_limited(
+        format!("Rate limit reached (request {number} is in the mock's rate_limit_requests)."),
+        "rate_limit_exceeded",
+        u64::from(profile.retry_after_s),
+    ))
+}
+
+/// Cuts the stream of the profile's `number`-th admitted request half-way when
+/// `cut_requests` names it (after the first token, so the answer has started).
+pub(super) fn plan_cut(profile: &ModelProfile, number: u64, total: u32, schedule: &mut Schedule) {
+    if profile.cut_requests.contains(&number) {
+        schedule.cut_after = Some((total / 2).max(1));
+    }
+}
+
 /// Counts the faults a schedule will play (and notes a stall on the request's record).
 pub(super) fn count_scheduled_faults(
     state: &MockState,

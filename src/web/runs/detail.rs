@@ -23,6 +23,7 @@ use crate::web::error::{WebError, parse_id};
 use crate::web::how_we_measure::{AGGREGATE, DECODE_PER_STREAM, E2E, TTFT};
 use crate::web::views::{NOT_MEASURED, ms, or_dash, pct_n, short_hash, tok_s};
 
+use super::again::{AgainButton, StopView, buttons};
 use super::report::{HarnessView, LevelsView, QualityView, harness_view, levels_view, quality_views};
 
 /// Most per-case rows shown on the page (the full data is in the records).
@@ -87,6 +88,11 @@ pub struct LiveView {
     /// Quality reports per candidate, from the grades.
     pub quality: Vec<QualityView>,
     pub events: Vec<EventRow>,
+    /// Candidates stopped within the run, with their outcome (NO-GO).
+    pub stops: Vec<StopView>,
+    /// "Run again" / "Run again without X" (ended runs that failed, were cancelled or stopped a
+    /// candidate).
+    pub again: Vec<AgainButton>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -352,6 +358,27 @@ pub(super) async fn live_view(
     let parts = cached_record_parts(state, run, version, candidates).await?;
     // Read on every call (one row): it is stored just before the run turns terminal.
     let harness = state.store.get_run_harness(run.id).await?.as_ref().map(harness_view);
+    let stops = state.store.list_candidate_stops(run.id).await?;
+    let failing: Vec<i64> = if run.status == RunStatus::Failed {
+        let progress = state.store.run_progress(run.id).await?;
+        progress
+            .iter()
+            .filter(|p| p.failed_attempts > 0)
+            .map(|p| p.candidate_id)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let again = buttons(run, &stops, &failing, candidates);
+    let stops = stops
+        .iter()
+        .map(|s| StopView {
+            candidate_id: s.candidate_id,
+            candidate: candidate_name(candidates, s.candidate_id),
+            outcome: s.outcome(),
+            at: s.at.display(),
+        })
+        .collect();
     let mut events = state.store.list_run_events(run.id).await?;
     let skip = events.len().saturating_sub(EVENT_LINES);
     let events = events
@@ -381,6 +408,8 @@ pub(super) async fn live_view(
         levels: parts.levels,
         quality: parts.quality,
         events,
+        stops,
+        again,
     })
 }
 

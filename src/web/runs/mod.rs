@@ -5,6 +5,7 @@ use axum::routing::{get, post};
 use super::AppState;
 use crate::store::RunListItem;
 
+mod again;
 mod cases;
 mod detail;
 mod events;
@@ -24,6 +25,7 @@ pub fn router() -> Router<AppState> {
         .route("/runs/{id}/events", get(events::events))
         .route("/runs/{id}/cases", get(cases::page))
         .route("/runs/{id}/cancel", post(detail::cancel))
+        .route("/runs/{id}/again", post(again::again))
 }
 
 /// One row of a runs table (overview and list).

@@ -170,6 +170,8 @@ fn draft_from_config(c: &RunConfig) -> RunDraft {
         retries: c.retries.to_string(),
         case_limit: opt(c.case_limit.map(|v| v.to_string())),
         stream: c.stream.then(|| "on".to_string()),
+        error_budget_percent: crate::domain::format::shortest(c.error_budget.max_failed_percent),
+        error_budget_window: c.error_budget.window.to_string(),
     }
 }
 
@@ -316,10 +318,29 @@ async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Resul
         ],
         limits: vec![
             field("timeout_secs", "Timeout (s)", FieldKind::Number, &d.timeout_secs).help("Whole-request timeout."),
-            field("retries", "Retries", FieldKind::Number, &d.retries)
-                .help("After a failed attempt; every attempt is recorded."),
+            field("retries", "Retries", FieldKind::Number, &d.retries).help(
+                "After a failed attempt, in every stage; waits what Retry-After asks (at most 30 s), else backs off. \
+                 Every attempt is recorded.",
+            ),
             field("case_limit", "Case limit", FieldKind::Number, &d.case_limit)
                 .help("Only the first N cases (one → ten → all). Blank: every case."),
+            field(
+                "error_budget_percent",
+                "Error budget (% failed)",
+                FieldKind::Number,
+                &d.error_budget_percent,
+            )
+            .decimal()
+            .help(
+                "A candidate failing more than this share of its last requests is stopped; the others go on. 100: off.",
+            ),
+            field(
+                "error_budget_window",
+                "Error budget window (requests)",
+                FieldKind::Number,
+                &d.error_budget_window,
+            )
+            .help("How many of a candidate's last measured requests (after retries) the budget looks at."),
         ],
         stream: FieldView::new(
             "stream",

@@ -1,0 +1,72 @@
+//! The measurement runtime, the "embedded worker" of DESIGN.md ("Measurement is isolated"): a
+//! multi-thread tokio runtime of its own, on OS threads named `bakeoff-engine…`, that runs
+//! every run the `Runner` executes — load generation, every request's clock, the record writer
+//! and the harness's lag probe. Page rendering, grading for pages, exports and the web server
+//! run on the caller's runtime (`bakeoff serve`'s), so no page ever holds a thread a stream's
+//! timestamps depend on. The two sides talk only through handles and channels (the runner's
+//! state, `watch`/`oneshot` channels, the store).
+//!
+//! One runtime per process, built on first use and kept for the process's life: connections a
+//! run opens (to candidates, to the database) stay bound to a reactor that never goes away, so
+//! a runner dropped by its owner never strands them.
+use std::sync::OnceLock;
+
+use tokio::runtime::{Builder, Handle, Runtime};
+
+/// The name of every thread of the measurement runtime (workers and its blocking pool).
+pub const THREAD_NAME: &str = "bakeoff-engine";
+
+static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+
+/// Worker threads: one per core, at least two, so one slow task (a large batch handed to the
+/// writer, a long grading step awaiting the blocking pool) never leaves the streams without a
+/// thread to timestamp on.
+pub fn worker_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get()).max(2)
+}
+
+/// The measurement runtime's handle (built on first call).
+pub fn handle() -> Handle {
+    RUNTIME
+        .get_or_init(|| {
+            Builder::new_multi_thread()
+                .worker_threads(worker_threads())
+                .thread_name(THREAD_NAME)
+                .enable_all()
+                .build()
+                // Only fails when the OS refuses threads: nothing can be measured then.
+                .expect("starting the measurement runtime (bakeoff-engine threads)")
+        })
+        .handle()
+        .clone()
+}
+
+/// Whether the calling thread is one of the measurement runtime's.
+pub fn on_measurement_thread() -> bool {
+    std::thread::current()
+        .name()
+        .is_some_and(|n| n.starts_with(THREAD_NAME))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn work_spawned_there_runs_on_its_own_named_threads() {
+        assert!(
+            !on_measurement_thread(),
+            "a test's runtime is not the measurement runtime"
+        );
+        let (on_engine, nested) = handle()
+            .spawn(async {
+                // What a run spawns from inside stays on the measurement runtime.
+                let nested = tokio::spawn(async { on_measurement_thread() }).await.unwrap();
+                (on_measurement_thread(), nested)
+            })
+            .await
+            .unwrap();
+        assert!(on_engine && nested);
+        assert!(worker_threads() >= 2);
+    }
+}

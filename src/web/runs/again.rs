@@ -1,0 +1,84 @@
+//! `POST /runs/{id}/again`: "Run again" and "Run again without X" from an ended run's page —
+//! a new run with the same settings (`app::runs::run_again`), then its page.
+use axum::extract::{Path, State};
+use axum::response::Redirect;
+
+use crate::app::runs::run_again;
+use crate::domain::candidate::Candidate;
+use crate::domain::run::{CandidateStop, Run, RunStatus};
+use crate::web::AppState;
+use crate::web::error::{WebError, parse_id};
+use crate::web::views::FormBody;
+
+/// One "run again" button on a run page.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgainButton {
+    pub label: String,
+    /// The candidate left out (None: run again with every candidate).
+    pub without: Option<i64>,
+}
+
+/// A stopped candidate as the run page lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StopView {
+    pub candidate_id: i64,
+    pub candidate: String,
+    pub outcome: String,
+    pub at: String,
+}
+
+pub async fn again(
+    State(state): State<AppState>,
+    Path(raw): Path<String>,
+    body: FormBody,
+) -> Result<Redirect, WebError> {
+    let id = parse_id(&raw, "run")?;
+    let without = match body.get("without").map(str::trim).filter(|s| !s.is_empty()) {
+        Some(raw) => Some(parse_id(raw, "candidate")?),
+        None => None,
+    };
+    let new_id = run_again(&state.store, &state.runner, id, without).await?;
+    crate::web::audit::record(
+        &state,
+        crate::domain::audit::Action::RunStarted,
+        format!("run #{new_id}"),
+        match without {
+            Some(c) => format!("run #{id} again without candidate #{c}"),
+            None => format!("run #{id} again"),
+        },
+    )
+    .await?;
+    Ok(Redirect::to(&format!("/runs/{new_id}")))
+}
+
+/// The buttons an ended run offers: none while it goes or when it finished cleanly; "Run
+/// again" when it failed, was cancelled or stopped a candidate, plus "Run again without X"
+/// for each stopped candidate — or, for a failed run that stopped none, each candidate in
+/// `failing` (those with failed attempts) — as long as another candidate is left.
+pub fn buttons(run: &Run, stops: &[CandidateStop], failing: &[i64], candidates: &[Candidate]) -> Vec<AgainButton> {
+    let ended_badly = matches!(run.status, RunStatus::Failed | RunStatus::Cancelled);
+    if !run.status.is_terminal() || (!ended_badly && stops.is_empty()) {
+        return Vec::new();
+    }
+    let mut out = vec![AgainButton {
+        label: "Run again".to_string(),
+        without: None,
+    }];
+    if run.candidate_ids.len() < 2 {
+        return out;
+    }
+    let culprits: Vec<i64> = if !stops.is_empty() {
+        stops.iter().map(|s| s.candidate_id).collect()
+    } else if run.status == RunStatus::Failed {
+        failing.to_vec()
+    } else {
+        Vec::new()
+    };
+    for id in run.candidate_ids.iter().copied().filter(|id| culprits.contains(id)) {
+        out.push(AgainButton {
+            label: format!("Run again without {}", super::detail::candidate_name(candidates, id)),
+            without: Some(id),
+        });
+    }
+    out
+}
