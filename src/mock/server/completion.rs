@@ -79,12 +79,13 @@ pub(super) async fn handle(state: Shared, api: Api, headers: &HeaderMap, body: &
         );
         return refuse(tracker, error);
     }
+    let number = ps.admitted.fetch_add(1, Ordering::Relaxed) + 1;
     let key = ps.draw_key(state.seed, req.match_text.as_deref().unwrap_or_default());
     let mut rng = SplitMix::new(key);
     if let Some(error) = injected_error(&state, ps, rng.next_f64()) {
         return refuse(tracker, error);
     }
-    if let Some(error) = planned_rate_limit(&state, profile, n + 1) {
+    if let Some(error) = planned_rate_limit(&state, profile, number) {
         return refuse(tracker, error);
     }
 
@@ -97,7 +98,7 @@ pub(super) async fn handle(state: Shared, api: Api, headers: &HeaderMap, body: &
     let plan = plan_reply(&state, profile, api, &req, prompt_tokens, answer);
     let mut schedule = Schedule::new(profile, prompt_tokens, plan.total(), &mut rng);
     schedule.slow_down(ps.drift_factor());
-    plan_cut(profile, n + 1, plan.total(), &mut schedule);
+    plan_cut(profile, number, plan.total(), &mut schedule);
     count_scheduled_faults(&state, profile, &schedule, &mut tracker);
     ps.prompt_tokens.fetch_add(u64::from(prompt_tokens), Ordering::Relaxed);
     let created = unix_ms() as u64 / 1000;

@@ -61,6 +61,9 @@ pub(crate) struct ProfileState {
     /// every draw of a request, so what a case gets never depends on arrival order, threads or
     /// other profiles' traffic.
     seen: Mutex<HashMap<u64, u64>>,
+    /// Requests admitted so far, in arrival order: numbers the faults `rate_limit_requests` and
+    /// `cut_requests` place (they name requests, not texts).
+    pub admitted: AtomicU64,
     window: Mutex<RateWindow>,
     /// When the current stretch of continuous load began (for `latency_drift_per_minute`).
     busy: Mutex<BusyClock>,
@@ -163,6 +166,7 @@ impl MockState {
                 tokens_generated: AtomicU64::new(0),
                 prompt_tokens: AtomicU64::new(0),
                 seen: Mutex::new(HashMap::new()),
+                admitted: AtomicU64::new(0),
                 window: Mutex::new(RateWindow {
                     started: Instant::now(),
                     used: 0,
