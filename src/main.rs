@@ -22,5 +22,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Run(args) => bakeoff::cli::runs::run(args).await,
         Command::Measure(args) => bakeoff::cli::measure_endpoint::run(args).await,
         Command::Calibrate(args) => bakeoff::cli::calibrate::run(args).await,
+        Command::User(args) => bakeoff::cli::users::run(args).await,
     }
 }

@@ -2,6 +2,7 @@
 //! handler or a command only parses its input, calls one function here and presents the result.
 //! Below it are `engine`, `store`, `mock` and `domain`; nothing here knows HTTP or the terminal.
 //!
+//! - `accounts`: users, roles, passwords, logins, API tokens (each change audited)
 //! - `calibrate`: `bakeoff calibrate`, the harness measured against the mock on its own threads
 //! - `demo`: first-start content (shipped eval sets and profiles) and the demo's mock and candidates
 //! - `runs`: creating a run from a request (checked, stored, handed to the runner)
@@ -12,6 +13,7 @@
 use crate::domain::validation::FieldErrors;
 use crate::store::StoreError;
 
+pub mod accounts;
 pub mod calibrate;
 pub mod demo;
 pub mod runs;

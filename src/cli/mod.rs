@@ -6,6 +6,7 @@
 //! - `mock`: the built-in mock server alone
 //! - `measure_endpoint`: `bakeoff measure`, one endpoint from the terminal
 //! - `calibrate`: `bakeoff calibrate`, the harness against the built-in mock
+//! - `users`: `bakeoff user …`, accounts and API tokens
 //! - `output`: plain-text tables and JSON files the commands write
 use clap::{Parser, Subcommand};
 
@@ -17,6 +18,7 @@ pub mod measure_endpoint;
 pub mod mock;
 pub mod output;
 pub mod runs;
+pub mod users;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -48,6 +50,8 @@ pub enum Command {
     Measure(measure_endpoint::MeasureArgs),
     /// Check the harness's own accuracy and overhead against the built-in mock.
     Calibrate(calibrate::CalibrateArgs),
+    /// Manage accounts (users, roles, passwords) and API tokens.
+    User(users::UserArgs),
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, Salt
 use argon2::{Algorithm, Argon2, Params, Version};
 use sha2::{Digest, Sha256};
 
+use super::Timestamp;
 use super::validation::FieldErrors;
 
 /// What a user may do. Each role includes the ones below it.
@@ -126,6 +127,79 @@ pub fn secret_hash(secret: &str) -> String {
     hex::encode(Sha256::digest(secret.as_bytes()))
 }
 
+/// A user as stored (never with the password hash: that is read only to verify a login).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub id: i64,
+    pub username: String,
+    pub role: Role,
+    pub created_at: Timestamp,
+    /// Set when an admin disabled the account: it can no longer log in or use its tokens.
+    pub disabled_at: Option<Timestamp>,
+}
+
+impl User {
+    pub fn is_active(&self) -> bool {
+        self.disabled_at.is_none()
+    }
+}
+
+/// An API token as listed (the secret itself is shown once, at creation, and never stored).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiToken {
+    pub id: i64,
+    pub user_id: i64,
+    pub username: String,
+    pub name: String,
+    /// What the token may do: at most its user's role (the lower of the two applies).
+    pub role: Role,
+    pub created_at: Timestamp,
+    pub last_used_at: Option<Timestamp>,
+    pub revoked_at: Option<Timestamp>,
+}
+
+/// A token's name: the one name rule for user-named things.
+pub fn token_name(errors: &mut FieldErrors, field: &str, raw: &str) -> Option<String> {
+    super::validation::name(errors, field, raw)
+}
+
+/// The role a request authenticated with a token acts with: the token's, never above its user's
+/// current role (a demoted user's old tokens are demoted with them).
+pub fn effective_role(user: Role, token: Role) -> Role {
+    user.min(token)
+}
+
+/// A login session is refused after this long without a request…
+pub const SESSION_IDLE_MS: i64 = 12 * 3600 * 1000;
+/// …and after this long in any case (the user logs in again).
+pub const SESSION_MAX_MS: i64 = 7 * 24 * 3600 * 1000;
+/// A session's `last_seen` is written at most this often (not on every request).
+pub const SESSION_TOUCH_MS: i64 = 60 * 1000;
+
+/// When a session seen at `last_seen`, created at `created`, expires: the idle limit from its last
+/// request, never past the absolute limit from its creation.
+pub fn session_expiry(created: Timestamp, last_seen: Timestamp) -> Timestamp {
+    Timestamp((last_seen.0 + SESSION_IDLE_MS).min(created.0 + SESSION_MAX_MS))
+}
+
+/// Failed logins (per account and address) allowed before each further attempt must wait.
+pub const FREE_LOGIN_FAILURES: i64 = 5;
+/// The longest wait between attempts once throttled.
+pub const MAX_LOGIN_WAIT_MS: i64 = 15 * 60 * 1000;
+
+/// How long (ms) an attempt must still wait after `failures` failed logins, the last at
+/// `last_failure`: nothing for the first [`FREE_LOGIN_FAILURES`], then 1 s, 2 s, 4 s, … doubling up
+/// to [`MAX_LOGIN_WAIT_MS`]. None when an attempt may be made now.
+pub fn login_wait(failures: i64, last_failure: Timestamp, now: Timestamp) -> Option<i64> {
+    if failures < FREE_LOGIN_FAILURES {
+        return None;
+    }
+    let doublings = (failures - FREE_LOGIN_FAILURES).min(20) as u32;
+    let wait = (1000i64 << doublings).min(MAX_LOGIN_WAIT_MS);
+    let left = last_failure.0 + wait - now.0;
+    (left > 0).then_some(left)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,6 +229,25 @@ mod tests {
         assert_eq!(username(&mut e, "u", ""), None);
         assert_eq!(new_password(&mut e, "p", "short"), None);
         assert!(new_password(&mut FieldErrors::default(), "p", "twelve chars").is_some());
+    }
+
+    #[test]
+    fn logins_wait_longer_after_each_failure_past_five() {
+        let t = Timestamp(1_000_000);
+        assert_eq!(login_wait(4, t, t), None);
+        assert_eq!(login_wait(5, t, t), Some(1000));
+        assert_eq!(login_wait(6, t, t), Some(2000));
+        assert_eq!(login_wait(6, t, Timestamp(t.0 + 2000)), None);
+        assert_eq!(login_wait(60, t, t), Some(MAX_LOGIN_WAIT_MS));
+    }
+
+    #[test]
+    fn sessions_expire_when_idle_or_old_and_tokens_never_exceed_their_user() {
+        let created = Timestamp(0);
+        assert_eq!(session_expiry(created, Timestamp(0)).0, SESSION_IDLE_MS);
+        assert_eq!(session_expiry(created, Timestamp(SESSION_MAX_MS)).0, SESSION_MAX_MS);
+        assert_eq!(effective_role(Role::Viewer, Role::Admin), Role::Viewer);
+        assert_eq!(effective_role(Role::Admin, Role::Editor), Role::Editor);
     }
 
     #[test]

@@ -44,10 +44,21 @@ pub enum Action {
     RunCancelled,
     RunImported,
     ScorecardSaved,
+    UserCreated,
+    UserRoleChanged,
+    UserPasswordChanged,
+    UserPasswordReset,
+    UserDisabled,
+    UserEnabled,
+    UserRemoved,
+    TokenCreated,
+    TokenRevoked,
+    LoggedIn,
+    LoggedOut,
 }
 
 impl Action {
-    pub const ALL: [Action; 13] = [
+    pub const ALL: [Action; 24] = [
         Action::CandidateCreated,
         Action::CandidateUpdated,
         Action::CandidateKeySet,
@@ -61,6 +72,17 @@ impl Action {
         Action::RunCancelled,
         Action::RunImported,
         Action::ScorecardSaved,
+        Action::UserCreated,
+        Action::UserRoleChanged,
+        Action::UserPasswordChanged,
+        Action::UserPasswordReset,
+        Action::UserDisabled,
+        Action::UserEnabled,
+        Action::UserRemoved,
+        Action::TokenCreated,
+        Action::TokenRevoked,
+        Action::LoggedIn,
+        Action::LoggedOut,
     ];
 
     pub fn as_str(&self) -> &'static str {
@@ -78,6 +100,17 @@ impl Action {
             Action::RunCancelled => "run.cancelled",
             Action::RunImported => "run.imported",
             Action::ScorecardSaved => "scorecard.saved",
+            Action::UserCreated => "user.created",
+            Action::UserRoleChanged => "user.role_changed",
+            Action::UserPasswordChanged => "user.password_changed",
+            Action::UserPasswordReset => "user.password_reset",
+            Action::UserDisabled => "user.disabled",
+            Action::UserEnabled => "user.enabled",
+            Action::UserRemoved => "user.removed",
+            Action::TokenCreated => "token.created",
+            Action::TokenRevoked => "token.revoked",
+            Action::LoggedIn => "session.logged_in",
+            Action::LoggedOut => "session.logged_out",
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Storage. One `Store` trait, two implementations (SQLite by default, PostgreSQL for teams),
 //! chosen by URL scheme. Nothing above this module knows which database it is on.
 //!
-//! Each query is written once, in the file of its aggregate (`audit.rs`, `candidates.rs`, `evalsets.rs`,
+//! Each query is written once, in the file of its aggregate (`audit.rs`, `users.rs`, `candidates.rs`, `evalsets.rs`,
 //! `profiles.rs`, `scorecards.rs`, `runs.rs`, `records.rs`, `token_counts.rs`,
 //! `operability.rs`, `archive.rs`, `verdicts.rs`), inside a `macro_rules!` that writes that
 //! aggregate's `Store` methods for one sqlx database; `impl_store!` below expands every one of
@@ -18,6 +18,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 
 use crate::domain::Timestamp;
+use crate::domain::accounts::{ApiToken, Role, User};
 use crate::domain::audit::{AuditEntry, AuditFilter, NewAuditEntry};
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{Candidate, CandidateSpec};
@@ -49,6 +50,7 @@ pub mod sqlite;
 mod stops;
 pub mod text;
 mod token_counts;
+mod users;
 mod verdicts;
 pub use verdicts::parse_verdict;
 
@@ -272,6 +274,50 @@ pub trait Store: Send + Sync + 'static {
     fn list_audit<'a>(&'a self, filter: &'a AuditFilter, limit: i64, offset: i64) -> StoreFuture<'a, Vec<AuditEntry>>;
     fn count_audit<'a>(&'a self, filter: &'a AuditFilter) -> StoreFuture<'a, i64>;
 
+    // --- accounts (users.rs; sessions and tokens are looked up by the hash of their secret)
+    fn count_users(&self) -> StoreFuture<'_, i64>;
+    /// `username` already checked and lower-cased; Conflict when it is taken.
+    fn create_user<'a>(&'a self, username: &'a str, role: Role, password_hash: &'a str) -> StoreFuture<'a, i64>;
+    /// By name.
+    fn list_users(&self) -> StoreFuture<'_, Vec<User>>;
+    fn get_user(&self, id: i64) -> StoreFuture<'_, Option<User>>;
+    fn find_user<'a>(&'a self, username: &'a str) -> StoreFuture<'a, Option<User>>;
+    /// The stored argon2id hash, read only to verify a password.
+    fn password_hash(&self, user_id: i64) -> StoreFuture<'_, Option<String>>;
+    /// NotFound when the user does not exist (so do the other user setters).
+    fn set_user_role(&self, id: i64, role: Role) -> StoreFuture<'_, ()>;
+    fn set_user_password<'a>(&'a self, id: i64, password_hash: &'a str) -> StoreFuture<'a, ()>;
+    fn set_user_disabled(&self, id: i64, disabled: bool) -> StoreFuture<'_, ()>;
+    /// Removes the user with its sessions and tokens.
+    fn delete_user(&self, id: i64) -> StoreFuture<'_, ()>;
+    /// A session created at `now` (expiring per `accounts::session_expiry`).
+    fn create_session<'a>(&'a self, id_hash: &'a str, user_id: i64, now: Timestamp) -> StoreFuture<'a, ()>;
+    /// The active user of an unexpired session; extends the session (at most once a minute).
+    fn session_user<'a>(&'a self, id_hash: &'a str, now: Timestamp) -> StoreFuture<'a, Option<User>>;
+    fn delete_session<'a>(&'a self, id_hash: &'a str) -> StoreFuture<'a, ()>;
+    /// Ends every session of a user except `keep`; returns how many ended.
+    fn delete_user_sessions<'a>(&'a self, user_id: i64, keep: Option<&'a str>) -> StoreFuture<'a, u64>;
+    fn create_api_token<'a>(
+        &'a self,
+        user_id: i64,
+        name: &'a str,
+        role: Role,
+        token_hash: &'a str,
+    ) -> StoreFuture<'a, i64>;
+    /// One user's tokens (everyone's when None), revoked ones included, by user then newest.
+    fn list_api_tokens(&self, user_id: Option<i64>) -> StoreFuture<'_, Vec<ApiToken>>;
+    /// The active user and unrevoked token with this hash; records its use (at most once a minute).
+    fn token_user<'a>(&'a self, token_hash: &'a str, now: Timestamp) -> StoreFuture<'a, Option<(User, ApiToken)>>;
+    /// Whether the token was active (and is now revoked).
+    fn revoke_api_token(&self, id: i64) -> StoreFuture<'_, bool>;
+    /// Revokes every active token of a user; returns how many.
+    fn revoke_user_tokens(&self, user_id: i64) -> StoreFuture<'_, u64>;
+    /// Failed logins in a row for this name from this address, with the last one's time.
+    fn login_failures<'a>(&'a self, username: &'a str, address: &'a str) -> StoreFuture<'a, Option<(i64, Timestamp)>>;
+    /// Counts one more failure; returns the count.
+    fn record_login_failure<'a>(&'a self, username: &'a str, address: &'a str, now: Timestamp) -> StoreFuture<'a, i64>;
+    fn clear_login_failures<'a>(&'a self, username: &'a str, address: &'a str) -> StoreFuture<'a, ()>;
+
     // --- candidates (candidates.rs)
     fn list_candidates(&self) -> StoreFuture<'_, Vec<Candidate>>;
     fn get_candidate(&self, id: i64) -> StoreFuture<'_, Option<Candidate>>;
@@ -472,6 +518,7 @@ macro_rules! impl_store {
 
             candidates::candidate_queries!($db);
             audit::audit_queries!($db);
+            users::user_queries!($db);
             evalsets::evalset_queries!($db);
             profiles::profile_queries!($db);
             scorecards::scorecard_queries!($db);
