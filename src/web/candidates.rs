@@ -11,7 +11,9 @@ use axum::routing::get;
 use super::AppState;
 use super::audit::record;
 use super::error::{WebError, parse_id};
+use super::security::CurrentUser;
 use super::views::{FieldKind, FieldView, Fieldset, FormBody};
+use crate::domain::accounts::Role;
 use crate::domain::audit::Action;
 use crate::domain::candidate::{Candidate, CandidateDraft, CandidateSpec, ProviderKind, Secret, TokenizeKind};
 use crate::domain::validation::FieldErrors;
@@ -347,8 +349,21 @@ async fn new_form() -> CandidateFormPage {
     CandidateFormPage::build(&draft, &FieldErrors::default(), None)
 }
 
-async fn create(State(state): State<AppState>, body: FormBody) -> Result<Response, WebError> {
+/// Editors manage candidates but not their credentials: typing a key, clearing it, or naming
+/// or changing its environment variable needs an admin (a key can be sent anywhere).
+fn check_credentials(user: &CurrentUser, touched: bool) -> Result<(), WebError> {
+    if touched {
+        user.require(Role::Admin, "setting or clearing a candidate's API key or key variable")?;
+    }
+    Ok(())
+}
+
+async fn create(State(state): State<AppState>, user: CurrentUser, body: FormBody) -> Result<Response, WebError> {
     let draft: CandidateDraft = body.to_draft()?;
+    check_credentials(
+        &user,
+        !draft.api_key.trim().is_empty() || !draft.api_key_env.trim().is_empty(),
+    )?;
     let spec = match draft.validate(None) {
         Ok(spec) => spec,
         Err(errors) => return Ok(invalid(CandidateFormPage::build(&draft, &errors, None))),
@@ -386,10 +401,20 @@ async fn edit_form(State(state): State<AppState>, Path(raw): Path<String>) -> Re
     ))
 }
 
-async fn update(State(state): State<AppState>, Path(raw): Path<String>, body: FormBody) -> Result<Response, WebError> {
+async fn update(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(raw): Path<String>,
+    body: FormBody,
+) -> Result<Response, WebError> {
     let c = load(&state, &raw).await?;
     let draft: CandidateDraft = body.to_draft()?;
     let clear_key = body.get("clear_key").is_some();
+    let env_changed = draft.api_key_env.trim() != c.spec.api_key_env.as_deref().unwrap_or_default();
+    check_credentials(
+        &user,
+        !draft.api_key.trim().is_empty() || (clear_key && c.spec.api_key.is_some()) || env_changed,
+    )?;
     let kept: Option<&Secret> = if clear_key { None } else { c.spec.api_key.as_ref() };
     let mut spec = match draft.validate(kept) {
         Ok(spec) => spec,

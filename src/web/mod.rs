@@ -8,6 +8,8 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use tower_http::trace::TraceLayer;
 
+pub mod access;
+pub mod accounts;
 pub mod archive;
 pub mod assets;
 pub mod audit;
@@ -55,6 +57,7 @@ pub fn build_app(state: AppState) -> Router {
         .merge(how_we_measure::router())
         .merge(operability::router())
         .merge(audit::router())
+        .merge(accounts::router())
         .merge(assets::router())
         .fallback(error::not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

@@ -9,13 +9,22 @@
 //! Forms carry the token as a hidden `_csrf` field (multipart forms in their action's query);
 //! htmx requests send it as the `X-CSRF-Token` header (set once on `<body>`).
 //!
+//! Who is asking is settled here too (see [`CurrentUser`]): an `Authorization: Bearer` API token,
+//! else a login session cookie, else — in single-user mode only — the local user. In accounts
+//! mode (any user exists, or the server is reachable from other machines) a request with none
+//! of these reaches only the public routes; [`super::access::ROUTES`] says which role every route
+//! needs. A bearer request needs no CSRF token (a browser never attaches one by itself); a
+//! request authenticated by a cookie always does.
+//!
 //! Templates read the token through [`page`], a request-scoped value set by [`guard`] with a
 //! `tokio::task_local!`: every page and fragment can include it without each of the ~40 view
 //! structs growing a field that each handler must fill.
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
+use axum::extract::{FromRequestParts, MatchedPath, OptionalFromRequestParts, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -23,7 +32,11 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use super::AppState;
+use super::access::{self, Access};
 use super::error::WebError;
+use crate::domain::Timestamp;
+use crate::domain::accounts::{self as accounts_rules, ApiToken, Role, User, secret_hash};
+use crate::store::{Store, StoreError};
 
 /// Name of the form field (and query parameter, for multipart forms) carrying the token.
 pub const CSRF_FIELD: &str = "_csrf";
@@ -31,6 +44,10 @@ pub const CSRF_FIELD: &str = "_csrf";
 pub const CSRF_HEADER: &str = "x-csrf-token";
 /// Cookie holding the per-browser id that tokens are bound to when there is no session.
 pub const BROWSER_COOKIE: &str = "bakeoff_browser";
+/// Cookie holding a login session's id (the database keeps only its hash).
+pub const SESSION_COOKIE: &str = "bakeoff_session";
+/// The audit log's actor in single-user mode.
+pub const LOCAL_USER: &str = "local user (single-user mode)";
 
 /// The one address the app is reached at, e.g. `https://bakeoff.example.com` or
 /// `http://127.0.0.1:8080`; Host and Origin headers are checked against it.
@@ -102,6 +119,16 @@ impl PublicUrl {
         self.https
     }
 
+    /// Whether people reach the app only from this machine (`localhost`, 127.0.0.0/8, ::1).
+    pub fn is_loopback(&self) -> bool {
+        let host = self.origin.split_once("://").map_or("", |(_, rest)| rest);
+        let host = match host.rsplit_once(':') {
+            Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+            _ => host,
+        };
+        is_loopback_host(host)
+    }
+
     fn host_allowed(&self, host: &str) -> bool {
         self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host))
     }
@@ -124,6 +151,8 @@ fn is_loopback_host(host: &str) -> bool {
 pub struct Security {
     pub public_url: PublicUrl,
     csrf_key: [u8; 32],
+    /// Set once accounts are required (see [`Security::accounts_mode`]); never unset while running.
+    accounts: AtomicBool,
 }
 
 impl std::fmt::Debug for Security {
@@ -131,6 +160,7 @@ impl std::fmt::Debug for Security {
         f.debug_struct("Security")
             .field("public_url", &self.public_url)
             .field("csrf_key", &"****")
+            .field("accounts", &self.accounts)
             .finish()
     }
 }
@@ -139,7 +169,67 @@ impl Security {
     /// `csrf_key` signs CSRF tokens: derive it from the server's secret key so tokens in open
     /// pages survive a restart.
     pub fn new(public_url: PublicUrl, csrf_key: [u8; 32]) -> Security {
-        Security { public_url, csrf_key }
+        Security {
+            public_url,
+            csrf_key,
+            accounts: AtomicBool::new(false),
+        }
+    }
+
+    /// Requires a login on every page from now on, whether or not a user exists yet (a server
+    /// reachable from other machines).
+    pub fn require_accounts(&self) {
+        self.accounts.store(true, Ordering::Relaxed);
+    }
+
+    /// Accounts mode: required at start-up, or any user exists (created by `bakeoff user add`
+    /// while the server runs, too). Once on it stays on: removing every user never reopens a
+    /// running server to anonymous changes.
+    pub async fn accounts_mode(&self, store: &dyn Store) -> Result<bool, StoreError> {
+        if self.accounts.load(Ordering::Relaxed) {
+            return Ok(true);
+        }
+        if store.count_users().await? > 0 {
+            self.require_accounts();
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// `; Path=/; HttpOnly; SameSite=Lax`, plus `; Secure` when the public URL is https.
+    fn cookie_attributes(&self) -> &'static str {
+        if self.public_url.https {
+            "; Path=/; HttpOnly; SameSite=Lax; Secure"
+        } else {
+            "; Path=/; HttpOnly; SameSite=Lax"
+        }
+    }
+
+    /// The `Set-Cookie` value carrying a new login session.
+    pub fn session_cookie(&self, secret: &str) -> HeaderValue {
+        let max_age = accounts_rules::SESSION_MAX_MS / 1000;
+        HeaderValue::from_str(&format!(
+            "{SESSION_COOKIE}={secret}{}; Max-Age={max_age}",
+            self.cookie_attributes()
+        ))
+        .expect("hex and ASCII make a valid header")
+    }
+
+    /// The `Set-Cookie` value removing the session cookie (logout, expired session).
+    pub fn cleared_session_cookie(&self) -> HeaderValue {
+        HeaderValue::from_str(&format!("{SESSION_COOKIE}={}; Max-Age=0", self.cookie_attributes()))
+            .expect("ASCII makes a valid header")
+    }
+
+    /// What a session-bound CSRF token is bound to (distinct from any browser id).
+    fn session_binding(secret: &str) -> String {
+        format!("session:{secret}")
+    }
+
+    /// The CSRF token of the login session `secret`: lets scripted clients (tests) post forms
+    /// as a logged-in browser does.
+    pub fn session_csrf_token(&self, secret: &str) -> String {
+        self.csrf_token(&Self::session_binding(secret))
     }
 
     /// For a server reached at the loopback address it listens on (tests, benches), with a
@@ -179,8 +269,7 @@ impl Security {
     /// A fresh per-browser id and its `Set-Cookie` value.
     pub fn new_browser_cookie(&self) -> (String, HeaderValue) {
         let id = random_hex(16);
-        let secure = if self.public_url.https { "; Secure" } else { "" };
-        let cookie = format!("{BROWSER_COOKIE}={id}; Path=/; HttpOnly; SameSite=Lax{secure}");
+        let cookie = format!("{BROWSER_COOKIE}={id}{}", self.cookie_attributes());
         (
             id,
             HeaderValue::from_str(&cookie).expect("hex and ASCII make a valid header"),
@@ -202,13 +291,28 @@ pub fn random_hex(n: usize) -> String {
     hex::encode(bytes)
 }
 
-/// What the page being rendered may show about the request: its CSRF token, and the mode the
-/// server runs in (stated on every page).
+/// What the page being rendered may show about the request: its CSRF token, the mode the
+/// server runs in (stated on every page), and who is logged in.
 #[derive(Debug, Clone, Default)]
 pub struct PageContext {
     pub csrf_token: String,
     /// Set in single-user mode: the address anyone on this machine can use it at.
     pub single_user_at: Option<String>,
+    /// Set in accounts mode for a logged-in user (or an API token's user).
+    pub signed_in: Option<SignedIn>,
+}
+
+/// The logged-in user, as pages show them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedIn {
+    pub name: String,
+    pub role: Role,
+}
+
+impl SignedIn {
+    pub fn is_admin(&self) -> bool {
+        self.role == Role::Admin
+    }
 }
 
 tokio::task_local! {
@@ -230,16 +334,112 @@ pub fn single_user_at() -> Option<String> {
     PAGE.try_with(|p| p.single_user_at.clone()).unwrap_or_default()
 }
 
-/// Who the current request acts as, for the audit log: in single-user mode, the local user.
+/// The logged-in user, for templates (None in single-user mode and on anonymous pages).
+pub fn signed_in() -> Option<SignedIn> {
+    PAGE.try_with(|p| p.signed_in.clone()).unwrap_or_default()
+}
+
+/// Who the current request acts as, for the audit log: the logged-in user's name, or in
+/// single-user mode the local user.
 pub fn actor() -> String {
-    PAGE.try_with(|p| {
-        p.single_user_at
-            .as_ref()
-            .map(|_| "local user (single-user mode)".to_string())
+    PAGE.try_with(|p| match (&p.signed_in, &p.single_user_at) {
+        (Some(me), _) => Some(me.name.clone()),
+        (None, Some(_)) => Some(LOCAL_USER.to_string()),
+        (None, None) => None,
     })
     .ok()
     .flatten()
     .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// Who a request acts as, put in its extensions by [`guard`]; handlers take it as an extractor
+/// (`user: CurrentUser`, or `Option<CurrentUser>` on public routes). Reusable by any JSON API:
+/// it is the same for a session and an API token.
+#[derive(Debug, Clone)]
+pub struct CurrentUser {
+    pub name: String,
+    /// What the request may do (for a token: the lower of the token's and its user's role).
+    pub role: Role,
+    pub via: Via,
+}
+
+/// How a request was authenticated.
+#[derive(Debug, Clone)]
+pub enum Via {
+    /// Single-user mode: the local user, who may do everything.
+    SingleUser,
+    /// A login session (its id's hash, to end it on logout).
+    Session { user: User, session_hash: String },
+    /// `Authorization: Bearer` with an API token.
+    Token { user: User, token: ApiToken },
+}
+
+impl CurrentUser {
+    fn single_user() -> CurrentUser {
+        CurrentUser {
+            name: LOCAL_USER.to_string(),
+            role: Role::Admin,
+            via: Via::SingleUser,
+        }
+    }
+
+    /// The account behind the request (None in single-user mode).
+    pub fn user(&self) -> Option<&User> {
+        match &self.via {
+            Via::SingleUser => None,
+            Via::Session { user, .. } | Via::Token { user, .. } => Some(user),
+        }
+    }
+
+    /// Refuses with a 403 naming the role `what` needs when this user's role is lower. For the
+    /// rare checks finer than a route (a candidate's key); routes are checked by the guard.
+    pub fn require(&self, role: Role, what: &str) -> Result<(), WebError> {
+        if self.role >= role {
+            Ok(())
+        } else {
+            Err(forbidden(&self.name, self.role, role, Some(what)))
+        }
+    }
+}
+
+fn forbidden(name: &str, has: Role, needed: Role, what: Option<&str>) -> WebError {
+    let what = what.map(|w| format!(" ({w})")).unwrap_or_default();
+    WebError::Refused {
+        status: StatusCode::FORBIDDEN,
+        message: format!(
+            "This needs the {needed} role{what}; you are signed in as {name}, who is {} {has}. \
+             Nothing was changed. Ask an admin if you need more.",
+            if has == Role::Admin { "an" } else { "a" }
+        ),
+    }
+}
+
+fn login_required() -> WebError {
+    WebError::Refused {
+        status: StatusCode::UNAUTHORIZED,
+        message: "Log in first: this server has accounts. Scripts send an API token as `Authorization: Bearer …`."
+            .to_string(),
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for CurrentUser {
+    type Rejection = WebError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<CurrentUser>()
+            .cloned()
+            .ok_or_else(login_required)
+    }
+}
+
+impl<S: Send + Sync> OptionalFromRequestParts<S> for CurrentUser {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Option<Self>, Self::Rejection> {
+        Ok(parts.extensions.get::<CurrentUser>().cloned())
+    }
 }
 
 /// Runs `f` (a render outside the request's task, e.g. in a server-sent event stream) with
@@ -257,6 +457,8 @@ pub enum Refusal {
     ForeignOrigin,
     /// A state-changing request without a valid CSRF token.
     BadToken,
+    /// An `Authorization: Bearer` token that is unknown, revoked, or whose user is disabled.
+    BadBearer,
 }
 
 impl Refusal {
@@ -273,12 +475,23 @@ impl Refusal {
             Refusal::BadToken => "This form is out of date or did not come from bakeoff, so nothing was changed. \
                  Reload the page and submit it again."
                 .to_string(),
+            Refusal::BadBearer => "This API token is not valid: it is unknown or revoked, or its user is disabled. \
+                 Create a new one on your account page (or with `bakeoff user token create`)."
+                .to_string(),
         };
         let status = match self {
             Refusal::ForeignHost => StatusCode::MISDIRECTED_REQUEST,
             Refusal::ForeignOrigin | Refusal::BadToken => StatusCode::FORBIDDEN,
+            Refusal::BadBearer => StatusCode::UNAUTHORIZED,
         };
-        WebError::Refused { status, message }.into_response()
+        let mut response = WebError::Refused { status, message }.into_response();
+        if self == Refusal::BadBearer {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"bakeoff\", error=\"invalid_token\""),
+            );
+        }
+        response
     }
 }
 
@@ -379,42 +592,221 @@ fn split_token_field(body: &[u8]) -> (Option<String>, Bytes) {
     (token, Bytes::from(kept.join(&b'&')))
 }
 
-/// The middleware in front of every route: Host, then (for state-changing requests) Origin and
-/// the CSRF token; then the handler runs with the page context set.
-pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
+/// The `Authorization: Bearer` token of a request, if it sends one.
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = header_str(headers, header::AUTHORIZATION)?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// Who a request is, before any handler runs.
+struct Caller {
+    user: Option<CurrentUser>,
+    /// What its CSRF token is bound to; None for a bearer request (it needs none).
+    binding: Option<String>,
+    /// A browser cookie to set (the browser had none).
+    new_browser_cookie: Option<HeaderValue>,
+    /// The request sent a session cookie that is no longer valid: remove it.
+    stale_session: bool,
+    bearer: bool,
+}
+
+async fn identify(state: &AppState, headers: &HeaderMap, accounts: bool) -> Result<Caller, Response> {
     let security = &state.security;
-    if let Err(refusal) = check_host(&security.public_url, req.headers()) {
-        return refusal.response(&security.public_url);
+    let now = Timestamp::now();
+    if let Some(token) = bearer_token(headers) {
+        // A bearer request is the token's alone: cookies it may also carry are ignored.
+        return match state.store.token_user(&secret_hash(token), now).await {
+            Ok(Some((user, token))) => Ok(Caller {
+                user: Some(CurrentUser {
+                    name: user.username.clone(),
+                    role: accounts_rules::effective_role(user.role, token.role),
+                    via: Via::Token { user, token },
+                }),
+                binding: None,
+                new_browser_cookie: None,
+                stale_session: false,
+                bearer: true,
+            }),
+            Ok(None) => Err(Refusal::BadBearer.response(&security.public_url)),
+            Err(e) => Err(WebError::from(e).into_response()),
+        };
     }
-    let (binding, new_cookie) = match cookie(req.headers(), BROWSER_COOKIE) {
+    let mut stale_session = false;
+    if let Some(secret) = cookie(headers, SESSION_COOKIE) {
+        let hash = secret_hash(secret);
+        match state.store.session_user(&hash, now).await {
+            Ok(Some(user)) => {
+                return Ok(Caller {
+                    user: Some(CurrentUser {
+                        name: user.username.clone(),
+                        role: user.role,
+                        via: Via::Session {
+                            user,
+                            session_hash: hash,
+                        },
+                    }),
+                    binding: Some(Security::session_binding(secret)),
+                    new_browser_cookie: None,
+                    stale_session: false,
+                    bearer: false,
+                });
+            }
+            Ok(None) => stale_session = true,
+            Err(e) => return Err(WebError::from(e).into_response()),
+        }
+    }
+    let (binding, new_browser_cookie) = match cookie(headers, BROWSER_COOKIE) {
         Some(id) if id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) => (id.to_string(), None),
         _ => {
             let (id, cookie) = security.new_browser_cookie();
             (id, Some(cookie))
         }
     };
+    Ok(Caller {
+        user: (!accounts).then(CurrentUser::single_user),
+        binding: Some(binding),
+        new_browser_cookie,
+        stale_session,
+        bearer: false,
+    })
+}
+
+/// The answer to an anonymous request for a route that needs a login: a browser opening a page
+/// is sent to the login form (and back afterwards); htmx is told to go there; anything else
+/// gets a 401.
+fn to_login(req: &Request) -> Response {
+    let headers = req.headers();
+    let next = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    let login = format!(
+        "/login?{}",
+        url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("next", next)
+            .finish()
+    );
+    let wants_page = header_str(headers, header::ACCEPT).is_some_and(|a| a.contains("text/html"));
+    let is_htmx = headers.contains_key("hx-request");
+    let mut response = if matches!(*req.method(), Method::GET | Method::HEAD) && wants_page && !is_htmx {
+        axum::response::Redirect::to(&login).into_response()
+    } else {
+        login_required().into_response()
+    };
+    let h = response.headers_mut();
+    if is_htmx && let Ok(v) = HeaderValue::from_str(&login) {
+        h.insert("hx-redirect", v);
+    }
+    h.insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"bakeoff\""),
+    );
+    response
+}
+
+/// The refusal when the route table does not let `user` call the matched route.
+fn refused_access(req: &Request, user: Option<&CurrentUser>) -> Option<Response> {
+    // Unmatched paths reach only the 404 fallback.
+    let pattern = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string())?;
+    let Some(access) = access::required(req.method(), &pattern) else {
+        let method_known = access::ROUTES.iter().any(|(_, p, _)| *p == pattern);
+        if !method_known {
+            tracing::error!(route = %pattern, method = %req.method(), "route has no declared access in web/access.rs: refused");
+        }
+        let (status, message) = if method_known {
+            (
+                StatusCode::METHOD_NOT_ALLOWED,
+                format!("{} is not answered at this address.", req.method()),
+            )
+        } else {
+            (
+                StatusCode::FORBIDDEN,
+                "This address declares no role, so it is refused.".to_string(),
+            )
+        };
+        return Some(WebError::Refused { status, message }.into_response());
+    };
+    match (access, user) {
+        (Access::Public, _) => None,
+        (Access::Role(_), None) => Some(to_login(req)),
+        (Access::Role(needed), Some(u)) if u.role < needed => {
+            Some(forbidden(&u.name, u.role, needed, None).into_response())
+        }
+        (Access::Role(_), Some(_)) => None,
+    }
+}
+
+/// The middleware in front of every route: Host; who is asking (token, session, or the local
+/// user); for a state-changing request from a browser, Origin and the CSRF token; the role the
+/// route needs; then the handler runs with the page context set.
+pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let security = &state.security;
+    if let Err(refusal) = check_host(&security.public_url, req.headers()) {
+        return refusal.response(&security.public_url);
+    }
+    let accounts = match security.accounts_mode(state.store.as_ref()).await {
+        Ok(a) => a,
+        Err(e) => return WebError::from(e).into_response(),
+    };
+    let caller = match identify(&state, req.headers(), accounts).await {
+        Ok(c) => c,
+        Err(response) => return response,
+    };
     let mut req = req;
     if is_state_changing(req.method()) {
         if let Err(refusal) = check_origin(&security.public_url, req.headers()) {
             return refusal.response(&security.public_url);
         }
-        let (token, rest) = match take_token(req).await {
-            Ok(t) => t,
-            Err(response) => return response,
-        };
-        req = rest;
-        // A browser without our cookie cannot hold a token bound to it.
-        if new_cookie.is_some() || !token.is_some_and(|t| security.csrf_valid(&binding, &t)) {
-            return Refusal::BadToken.response(&security.public_url);
+        if !caller.bearer {
+            let (token, rest) = match take_token(req).await {
+                Ok(t) => t,
+                Err(response) => return response,
+            };
+            req = rest;
+            // A browser without our cookie cannot hold a token bound to it.
+            let valid = caller.new_browser_cookie.is_none()
+                && caller
+                    .binding
+                    .as_deref()
+                    .is_some_and(|b| token.is_some_and(|t| security.csrf_valid(b, &t)));
+            if !valid {
+                return Refusal::BadToken.response(&security.public_url);
+            }
         }
     }
+    if let Some(response) = refused_access(&req, caller.user.as_ref()) {
+        return with_cookies(response, &caller, security);
+    }
     let ctx = PageContext {
-        csrf_token: security.csrf_token(&binding),
-        single_user_at: Some(security.public_url.origin().to_string()),
+        csrf_token: caller
+            .binding
+            .as_deref()
+            .map(|b| security.csrf_token(b))
+            .unwrap_or_default(),
+        single_user_at: (!accounts).then(|| security.public_url.origin().to_string()),
+        signed_in: caller.user.as_ref().filter(|u| u.user().is_some()).map(|u| SignedIn {
+            name: u.name.clone(),
+            role: u.role,
+        }),
     };
-    let mut response = PAGE.scope(ctx, next.run(req)).await;
-    if let Some(cookie) = new_cookie {
-        response.headers_mut().append(header::SET_COOKIE, cookie);
+    if let Some(user) = caller.user.clone() {
+        req.extensions_mut().insert(user);
+    }
+    let response = PAGE.scope(ctx, next.run(req)).await;
+    with_cookies(response, &caller, security)
+}
+
+fn with_cookies(mut response: Response, caller: &Caller, security: &Security) -> Response {
+    if let Some(cookie) = &caller.new_browser_cookie {
+        response.headers_mut().append(header::SET_COOKIE, cookie.clone());
+    }
+    let sets_session = response
+        .headers()
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .any(|v| v.as_bytes().starts_with(SESSION_COOKIE.as_bytes()));
+    if caller.stale_session && !sets_session {
+        response
+            .headers_mut()
+            .append(header::SET_COOKIE, security.cleared_session_cookie());
     }
     response
 }

@@ -1,6 +1,7 @@
 //! The one integration-test binary (one binary keeps link time down). One module per area.
 mod support;
 
+mod accounts;
 mod archive_filters;
 mod archive_snapshot;
 mod browser;

@@ -140,6 +140,7 @@ async fn serve(store: DynStore, demo_mock_url: Option<&str>, backend: &'static s
     };
     let app = build_app(state.clone());
     let server = tokio::spawn(async move {
+        let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
         axum::serve(listener, app).await.expect("serving the test app");
     });
     // The client holds what a browser holds after loading a page: its cookie and CSRF token.
@@ -206,6 +207,61 @@ pub const TINY_EVALSET: &str = r#"{"bakeoff_evalset":1,"name":"tiny","task":"cla
 "#;
 
 impl TestApp {
+    /// Creates a user (through the app layer, audited as the terminal would) with a password
+    /// it returns.
+    pub async fn add_user(&self, name: &str, role: bakeoff::domain::accounts::Role) -> String {
+        let password = format!("password of {name} 12345");
+        bakeoff::app::accounts::add_user(self.store.as_ref(), "test", name, role, &password)
+            .await
+            .unwrap_or_else(|e| panic!("adding user {name}: {e}"));
+        password
+    }
+
+    /// Logs in through `/login` as a browser does and returns a client holding the session
+    /// cookie and the CSRF token its pages carry, with the session secret.
+    pub async fn login(&self, name: &str, password: &str) -> (reqwest::Client, String) {
+        let r = self
+            .post_form("/login", &[("username", name), ("password", password), ("next", "/")])
+            .await;
+        assert_eq!(r.status(), 303, "logging in as {name}");
+        let secret = r
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find_map(|v| v.strip_prefix("bakeoff_session="))
+            .and_then(|v| v.split(';').next())
+            .expect("login sets the session cookie")
+            .to_string();
+        (self.session_client(&secret).await, secret)
+    }
+
+    /// A client holding session `secret`'s cookie and the CSRF token of a page it loads.
+    pub async fn session_client(&self, secret: &str) -> reqwest::Client {
+        let cookie = format!("bakeoff_session={secret}");
+        let page = reqwest::Client::new()
+            .get(self.url("/measure"))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .expect("GET /measure");
+        assert_eq!(page.status(), 200, "a logged-in page");
+        let page = Page::parse(200, &page.text().await.expect("the page"));
+        let token = page
+            .attr("body", "hx-headers")
+            .and_then(|h| serde_json::from_str::<serde_json::Value>(&h).ok())
+            .and_then(|v| v["X-CSRF-Token"].as_str().map(str::to_string))
+            .expect("the page carries a CSRF token");
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(reqwest::header::COOKIE, cookie.parse().expect("a cookie header"));
+        headers.insert("x-csrf-token", token.parse().expect("a token header"));
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .default_headers(headers)
+            .build()
+            .expect("building the test HTTP client")
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base_url)
     }

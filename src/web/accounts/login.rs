@@ -1,0 +1,156 @@
+//! `/login` and `/logout`. A session is a random id in an HttpOnly cookie; the database keeps
+//! its hash. Failed logins are throttled per name and address (`app::accounts::login`).
+use std::net::SocketAddr;
+
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::extract::{ConnectInfo, FromRequestParts, Query, State};
+use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+
+use crate::app::accounts::{self, Login};
+use crate::web::AppState;
+use crate::web::error::WebError;
+use crate::web::security::{CurrentUser, Via};
+use crate::web::views::FormBody;
+
+/// The peer address of the connection (the proxy's, behind a reverse proxy: bakeoff trusts no
+/// forwarded-for header, which any client could forge).
+pub struct ClientAddress(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientAddress {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        Ok(ClientAddress(
+            parts
+                .extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map_or_else(|| "unknown".to_string(), |c| c.0.ip().to_string()),
+        ))
+    }
+}
+
+/// Where to go after logging in: only a path on this server (never `//other.site` or a URL).
+fn safe_next(raw: &str) -> String {
+    let ok =
+        raw.starts_with('/') && !raw.starts_with("//") && !raw.contains('\\') && !raw.chars().any(char::is_control);
+    if ok && !raw.starts_with("/login") {
+        raw.to_string()
+    } else {
+        "/".to_string()
+    }
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "accounts/login.html")]
+pub struct LoginPage {
+    pub nav: &'static str,
+    pub next: String,
+    pub username: String,
+    pub message: Option<String>,
+    /// Single-user mode: there is nothing to log in to.
+    pub single_user: bool,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+pub struct NextQuery {
+    next: String,
+}
+
+pub async fn form(user: Option<CurrentUser>, Query(q): Query<NextQuery>) -> Response {
+    let next = safe_next(&q.next);
+    match user {
+        Some(u) if matches!(u.via, Via::Session { .. }) => Redirect::to(&next).into_response(),
+        user => LoginPage {
+            nav: "",
+            next,
+            username: String::new(),
+            message: None,
+            single_user: user.is_some_and(|u| matches!(u.via, Via::SingleUser)),
+        }
+        .into_response(),
+    }
+}
+
+pub async fn submit(
+    State(state): State<AppState>,
+    ClientAddress(address): ClientAddress,
+    body: FormBody,
+) -> Result<Response, WebError> {
+    let username = body.get("username").unwrap_or_default().to_string();
+    let password = body.get("password").unwrap_or_default();
+    let next = safe_next(body.get("next").unwrap_or_default());
+    let page = |status: StatusCode, message: String| {
+        (
+            status,
+            LoginPage {
+                nav: "",
+                next: next.clone(),
+                username: username.clone(),
+                message: Some(message),
+                single_user: false,
+            },
+        )
+            .into_response()
+    };
+    Ok(match accounts::login(state.store.as_ref(), &username, password, &address).await? {
+        Login::Session { secret, .. } => {
+            let mut response = Redirect::to(&next).into_response();
+            response
+                .headers_mut()
+                .append(header::SET_COOKIE, state.security.session_cookie(&secret));
+            response
+        }
+        Login::Throttled { wait_ms } => page(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "Too many failed logins for this name from your address. Try again in {} — or ask an admin to reset \
+                 your password.",
+                crate::domain::format::duration((wait_ms as f64 / 1000.0).ceil())
+            ),
+        ),
+        Login::Refused => page(
+            StatusCode::UNAUTHORIZED,
+            "Wrong name or password (or the account is disabled). Nothing is locked yet; after a few more failures \
+             each attempt must wait longer."
+                .to_string(),
+        ),
+    })
+}
+
+/// Ends the session server-side and removes the cookie.
+pub async fn logout(State(state): State<AppState>, user: Option<CurrentUser>) -> Result<Response, WebError> {
+    if let Some(CurrentUser {
+        via: Via::Session { user, session_hash },
+        ..
+    }) = user
+    {
+        accounts::logout(state.store.as_ref(), &user, &session_hash).await?;
+    }
+    let mut response = Redirect::to("/login").into_response();
+    response
+        .headers_mut()
+        .append(header::SET_COOKIE, state.security.cleared_session_cookie());
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_local_paths_are_followed_after_login() {
+        assert_eq!(super::safe_next("/runs/3?x=1"), "/runs/3?x=1");
+        for bad in [
+            "//evil.example",
+            "https://evil.example",
+            "/\\evil",
+            "",
+            "/login?next=/x",
+            "x",
+        ] {
+            assert_eq!(super::safe_next(bad), "/", "{bad}");
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! The admins' Users page: add a user, change a role, disable or re-enable, reset a password,
+//! revoke a user's tokens. Each action redirects back with what was done (or re-shows the page
+//! with why not); `app::accounts` writes the audit entry.
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+
+use super::{form_message, parse_role, role_names};
+use crate::app::{AppError, accounts};
+use crate::domain::accounts::User;
+use crate::web::AppState;
+use crate::web::error::{WebError, parse_id};
+use crate::web::security::CurrentUser;
+use crate::web::views::FormBody;
+
+pub struct UserRow {
+    pub id: i64,
+    pub username: String,
+    pub role: &'static str,
+    pub created: String,
+    pub disabled: Option<String>,
+    pub active_tokens: usize,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "accounts/users.html")]
+pub struct UsersPage {
+    pub nav: &'static str,
+    pub users: Vec<UserRow>,
+    pub roles: Vec<&'static str>,
+    pub notice: Option<String>,
+    pub error: Option<String>,
+    /// The add form's name, kept when it is re-shown.
+    pub new_username: String,
+}
+
+async fn build(state: &AppState) -> Result<UsersPage, WebError> {
+    let users = state.store.list_users().await?;
+    let tokens = state.store.list_api_tokens(None).await?;
+    Ok(UsersPage {
+        nav: "users",
+        users: users
+            .iter()
+            .map(|u| UserRow {
+                id: u.id,
+                username: u.username.clone(),
+                role: u.role.as_str(),
+                created: u.created_at.display(),
+                disabled: u.disabled_at.map(|t| t.display()),
+                active_tokens: tokens
+                    .iter()
+                    .filter(|t| t.user_id == u.id && t.revoked_at.is_none())
+                    .count(),
+            })
+            .collect(),
+        roles: role_names(),
+        notice: None,
+        error: None,
+        new_username: String::new(),
+    })
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+pub struct Done {
+    done: String,
+    user: String,
+}
+
+pub async fn page(State(state): State<AppState>, Query(q): Query<Done>) -> Result<UsersPage, WebError> {
+    let mut page = build(&state).await?;
+    let who = q.user.trim();
+    page.notice = match q.done.as_str() {
+        "added" => Some(format!("Added {who}.")),
+        "role" => Some(format!("Changed the role of {who}.")),
+        "password" => Some(format!("Set a new password for {who}; their sessions were logged out.")),
+        "disabled" => Some(format!("Disabled {who}: logged out, and their tokens are refused.")),
+        "enabled" => Some(format!("Enabled {who}.")),
+        "tokens" => Some(format!("Revoked every token of {who}.")),
+        _ => None,
+    };
+    Ok(page)
+}
+
+fn done(what: &str, user: &str) -> Response {
+    let query = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("done", what)
+        .append_pair("user", user)
+        .finish();
+    Redirect::to(&format!("/users?{query}")).into_response()
+}
+
+/// The page re-shown with why an action was not done (422), or the error to answer with.
+async fn refused(state: &AppState, e: AppError, new_username: String) -> Result<Response, WebError> {
+    let message = form_message(e)?;
+    let mut page = build(state).await?;
+    page.error = Some(message);
+    page.new_username = new_username;
+    Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response())
+}
+
+async fn target(state: &AppState, raw: &str) -> Result<User, WebError> {
+    Ok(accounts::user_by_id(state.store.as_ref(), parse_id(raw, "user")?).await?)
+}
+
+pub async fn add(State(state): State<AppState>, me: CurrentUser, body: FormBody) -> Result<Response, WebError> {
+    let role = parse_role(body.get("role"))?;
+    let username = body.get("username").unwrap_or_default();
+    match accounts::add_user(
+        state.store.as_ref(),
+        &me.name,
+        username,
+        role,
+        body.get("password").unwrap_or_default(),
+    )
+    .await
+    {
+        Ok(user) => Ok(done("added", &user.username)),
+        Err(e) => refused(&state, e, username.to_string()).await,
+    }
+}
+
+pub async fn set_role(
+    State(state): State<AppState>,
+    me: CurrentUser,
+    Path(raw): Path<String>,
+    body: FormBody,
+) -> Result<Response, WebError> {
+    let user = target(&state, &raw).await?;
+    let role = parse_role(body.get("role"))?;
+    match accounts::set_role(state.store.as_ref(), &me.name, &user, role).await {
+        Ok(_) => Ok(done("role", &user.username)),
+        Err(e) => refused(&state, e, String::new()).await,
+    }
+}
+
+pub async fn reset_password(
+    State(state): State<AppState>,
+    me: CurrentUser,
+    Path(raw): Path<String>,
+    body: FormBody,
+) -> Result<Response, WebError> {
+    let user = target(&state, &raw).await?;
+    let password = body.get("password").unwrap_or_default();
+    match accounts::reset_password(state.store.as_ref(), &me.name, &user, password).await {
+        Ok(()) => Ok(done("password", &user.username)),
+        Err(e) => refused(&state, e, String::new()).await,
+    }
+}
+
+async fn set_disabled(state: AppState, me: CurrentUser, raw: String, disabled: bool) -> Result<Response, WebError> {
+    let user = target(&state, &raw).await?;
+    match accounts::set_disabled(state.store.as_ref(), &me.name, &user, disabled).await {
+        Ok(()) => Ok(done(if disabled { "disabled" } else { "enabled" }, &user.username)),
+        Err(e) => refused(&state, e, String::new()).await,
+    }
+}
+
+pub async fn disable(
+    State(state): State<AppState>,
+    me: CurrentUser,
+    Path(raw): Path<String>,
+) -> Result<Response, WebError> {
+    set_disabled(state, me, raw, true).await
+}
+
+pub async fn enable(
+    State(state): State<AppState>,
+    me: CurrentUser,
+    Path(raw): Path<String>,
+) -> Result<Response, WebError> {
+    set_disabled(state, me, raw, false).await
+}
+
+pub async fn revoke_tokens(
+    State(state): State<AppState>,
+    me: CurrentUser,
+    Path(raw): Path<String>,
+) -> Result<Response, WebError> {
+    let user = target(&state, &raw).await?;
+    accounts::revoke_user_tokens(state.store.as_ref(), &me.name, &user).await?;
+    Ok(done("tokens", &user.username))
+}
