@@ -31,6 +31,7 @@ fn parse_role(s: &str) -> Result<Role, String> {
 pub enum UserAction {
     /// Create a user (the first one must be an admin). Password: prompted, or BAKEOFF_USER_PASSWORD, or stdin.
     Add {
+        /// The login name: letters, digits and . _ @ - (stored lower-case).
         name: String,
         /// viewer (reads, exports), editor (also changes eval sets, candidates, thresholds, runs), admin (also users, keys).
         #[arg(long, value_parser = parse_role)]
@@ -40,18 +41,32 @@ pub enum UserAction {
     List,
     /// Change a user's role.
     SetRole {
+        /// The user.
         name: String,
+        /// viewer, editor or admin.
         #[arg(value_parser = parse_role)]
         role: Role,
     },
     /// Set a new password for a user (ends the user's sessions).
-    Passwd { name: String },
+    Passwd {
+        /// The user.
+        name: String,
+    },
     /// Disable an account: its sessions end, it cannot log in, its tokens are refused.
-    Disable { name: String },
+    Disable {
+        /// The user.
+        name: String,
+    },
     /// Re-enable a disabled account.
-    Enable { name: String },
+    Enable {
+        /// The user.
+        name: String,
+    },
     /// Remove a user with its sessions and tokens (the audit log keeps the name).
-    Remove { name: String },
+    Remove {
+        /// The user.
+        name: String,
+    },
     /// API tokens: `Authorization: Bearer <token>` for scripts and CI.
     Token {
         #[command(subcommand)]
@@ -65,6 +80,7 @@ pub enum TokenAction {
     Create {
         /// What the token is for, e.g. "ci".
         name: String,
+        /// The user the token acts as.
         #[arg(long)]
         user: String,
         /// Scope: the user's role when omitted; never above it.
@@ -73,11 +89,15 @@ pub enum TokenAction {
     },
     /// List tokens (never their secrets).
     List {
+        /// Only this user's tokens.
         #[arg(long)]
         user: Option<String>,
     },
     /// Revoke a token by its id (from `token list`).
-    Revoke { id: i64 },
+    Revoke {
+        /// The token's id.
+        id: i64,
+    },
 }
 
 /// The audit log's actor for commands run here: the terminal and the operating-system user.
