@@ -91,6 +91,7 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/runs/{id}/events", VIEWER),
     ("GET", "/runs/{id}/cases", VIEWER),
     ("POST", "/runs/{id}/cancel", EDITOR),
+    ("POST", "/runs/{id}/again", EDITOR),
     ("GET", "/runs/{id}/export.json", VIEWER),
     // archive
     ("GET", "/archive", VIEWER),
