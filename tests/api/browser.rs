@@ -59,7 +59,7 @@ fn find_binary(names: &[&str]) -> Option<PathBuf> {
 }
 
 /// chromedriver on a free loopback port, killed on drop.
-struct Driver {
+pub(crate) struct Driver {
     child: Child,
     url: String,
 }
@@ -71,7 +71,7 @@ impl Drop for Driver {
     }
 }
 
-async fn start_driver(chromedriver: &PathBuf) -> Driver {
+pub(crate) async fn start_driver(chromedriver: &PathBuf) -> Driver {
     // chromedriver cannot take a listener, so pick a free port and poll /status (bounded).
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -105,7 +105,7 @@ async fn start_driver(chromedriver: &PathBuf) -> Driver {
     }
 }
 
-async fn start_browser(driver: &Driver, chromium: &PathBuf, profile_dir: &std::path::Path) -> Client {
+pub(crate) async fn start_browser(driver: &Driver, chromium: &PathBuf, profile_dir: &std::path::Path) -> Client {
     let caps = serde_json::json!({
         "goog:chromeOptions": {
             "binary": chromium,
@@ -130,7 +130,7 @@ async fn start_browser(driver: &Driver, chromium: &PathBuf, profile_dir: &std::p
 /// Chromium and chromedriver from PATH; panics with what to install when either is missing
 /// (the test runs without them only when asked to run ignored tests, or under
 /// BAKEOFF_TEST_REQUIRE_ALL).
-fn browser_binaries() -> (PathBuf, PathBuf) {
+pub(crate) fn browser_binaries() -> (PathBuf, PathBuf) {
     let chromium = find_binary(&["chromium", "chromium-browser", "google-chrome"]);
     let driver = find_binary(&["chromedriver"]);
     match (chromium, driver) {
@@ -139,7 +139,7 @@ fn browser_binaries() -> (PathBuf, PathBuf) {
     }
 }
 
-async fn screenshot(client: &Client, name: &str) {
+pub(crate) async fn screenshot(client: &Client, name: &str) {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser-screenshots");
     let _ = std::fs::create_dir_all(&dir);
     if let Ok(png) = client.screenshot().await {
@@ -167,7 +167,7 @@ async fn demo_path_add_candidate_start_run_see_table() {
 }
 
 /// The element once it appears (bounded: 15 s).
-async fn wait_for(
+pub(crate) async fn wait_for(
     c: &Client,
     locator: Locator<'_>,
 ) -> Result<fantoccini::elements::Element, fantoccini::error::CmdError> {

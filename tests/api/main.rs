@@ -2,6 +2,7 @@
 mod support;
 
 mod accounts;
+mod accounts_browser;
 mod archive_filters;
 mod archive_snapshot;
 mod browser;
