@@ -8,7 +8,6 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 
 use crate::app::accounts;
-use crate::config::DatabaseArgs;
 use crate::domain::accounts::Role;
 use crate::store::DynStore;
 
@@ -19,8 +18,15 @@ pub const PASSWORD_ENV: &str = "BAKEOFF_USER_PASSWORD";
 pub struct UserArgs {
     #[command(subcommand)]
     pub action: UserAction,
-    #[command(flatten)]
-    pub database: DatabaseArgs,
+    /// `sqlite://FILE` or `postgres://USER@HOST:PORT/DB` (the one `serve` uses); accepted before
+    /// or after the subcommand.
+    #[arg(
+        long,
+        env = "BAKEOFF_DATABASE_URL",
+        default_value = "sqlite://bakeoff.db",
+        global = true
+    )]
+    pub database_url: String,
 }
 
 fn parse_role(s: &str) -> Result<Role, String> {
@@ -133,7 +139,7 @@ fn read_password(prompt: &str) -> anyhow::Result<String> {
 }
 
 pub async fn run(args: UserArgs) -> anyhow::Result<()> {
-    let store: DynStore = crate::store::connect(&args.database.database_url).await?;
+    let store: DynStore = crate::store::connect(&args.database_url).await?;
     let store = store.as_ref();
     let actor = actor();
     match args.action {
