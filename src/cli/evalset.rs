@@ -6,8 +6,8 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
 use crate::config::DatabaseArgs;
-use crate::domain::evalset::import::{Format, FormatChoice, ImportOptions, import};
-use crate::domain::evalset::{EvalSetFile, MAX_FILE_BYTES, TaskKind};
+use crate::domain::evalset::import::{Format, FormatChoice, GraderChoice, ImportOptions, Imported, import_with_grader};
+use crate::domain::evalset::{MAX_FILE_BYTES, TaskKind};
 
 #[derive(Debug, Clone, Args)]
 pub struct EvalsetArgs {
@@ -62,6 +62,15 @@ pub struct SourceArgs {
     /// User prompt template for promptfoo and CSV cases, e.g. "Route this ticket: {{input}}".
     #[arg(long)]
     pub prompt: Option<String>,
+    /// The set's grader for OpenAI evals and CSV files: proposed (from the expected values:
+    /// JSON objects → json-fields, numbers → numeric, a few labels → label, else exact),
+    /// json-fields, numeric, label or exact.
+    #[arg(long, default_value = "proposed", value_parser = parse_grader)]
+    pub grader: GraderChoice,
+}
+
+fn parse_grader(s: &str) -> Result<GraderChoice, String> {
+    s.parse()
 }
 
 fn parse_format(s: &str) -> Result<FormatChoice, String> {
@@ -77,18 +86,22 @@ fn parse_task(s: &str) -> Result<TaskKind, String> {
 pub async fn run(args: EvalsetArgs) -> anyhow::Result<()> {
     match args.action {
         EvalsetAction::Validate { file, source } => {
-            let (format, parsed) = read(&file, &source)?;
+            let imported = read(&file, &source)?;
+            let parsed = &imported.file;
             println!(
                 "{}: valid {} file, {} cases, version {}",
                 file.display(),
-                format.as_str(),
+                imported.format.as_str(),
                 parsed.cases.len(),
                 &parsed.content_hash()[..12]
             );
+            print_grader(&imported);
             Ok(())
         }
         EvalsetAction::Import { file, source, database } => {
-            let (format, parsed) = read(&file, &source)?;
+            let imported = read(&file, &source)?;
+            print_grader(&imported);
+            let (format, parsed) = (imported.format, imported.file);
             let store = crate::store::connect(&database.database_url).await?;
             let existing = store
                 .list_evalsets()
@@ -141,8 +154,20 @@ pub async fn run(args: EvalsetArgs) -> anyhow::Result<()> {
     }
 }
 
+/// Says which grader an import chose and why (formats whose grader bakeoff picks).
+fn print_grader(imported: &Imported) {
+    if let Some(g) = &imported.grader {
+        let by = if g.chosen == g.proposed {
+            "proposed".to_string()
+        } else {
+            format!("chosen with --grader; proposed was {}", g.proposed.as_str())
+        };
+        eprintln!("grader: {} ({by}): {}", g.chosen.as_str(), g.why);
+    }
+}
+
 /// Reads and converts one source file; the error names file:line and field.
-fn read(path: &Path, source: &SourceArgs) -> anyhow::Result<(Format, EvalSetFile)> {
+fn read(path: &Path, source: &SourceArgs) -> anyhow::Result<Imported> {
     let size = std::fs::metadata(path)
         .with_context(|| format!("reading {}", path.display()))?
         .len();
@@ -161,9 +186,10 @@ fn read(path: &Path, source: &SourceArgs) -> anyhow::Result<(Format, EvalSetFile
         name: source.name.clone(),
         task: source.task,
         prompt: source.prompt.clone(),
+        grader: source.grader,
     };
     let name = path.display().to_string();
-    Ok(import(
+    Ok(import_with_grader(
         source.format,
         &name,
         text.trim_start_matches('\u{feff}'),
@@ -196,6 +222,7 @@ pub fn not_bakeoff_hint(path: &Path, text: &str, err: crate::domain::evalset::Ev
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::evalset::EvalSetFile;
 
     fn hint(name: &str, text: &str) -> String {
         let err = EvalSetFile::parse(name, text).unwrap_err();

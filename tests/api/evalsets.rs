@@ -855,3 +855,113 @@ async fn mock_truth(root_url: &str, set: &str) -> HashMap<(String, String), bool
         })
         .collect()
 }
+
+// ------------------------------------------------------------------------------- proposed graders
+
+/// An OpenAI evals file whose `ideal` is a JSON object written as a string (as OpenAI's own
+/// extraction evals do) and, on the last line, as an object.
+const OPENAI_JSON_IDEALS: &str = r#"{"input": [{"role": "system", "content": "Extract name and city as JSON."}, {"role": "user", "content": "Ada lives in London."}], "ideal": "{\"name\":\"Ada\",\"city\":\"London\"}"}
+{"input": [{"role": "user", "content": "Alan moved to Manchester."}], "ideal": "{\"name\":\"Alan\",\"city\":\"Manchester\"}"}
+{"input": "Grace was born in New York.", "ideal": {"name": "Grace", "city": "New York"}}
+"#;
+
+#[tokio::test]
+async fn an_openai_evals_file_with_json_ideals_is_graded_field_by_field_and_the_grader_can_be_changed() {
+    let app = spawn_app().await;
+    let preview = upload(
+        &app,
+        "people.jsonl",
+        OPENAI_JSON_IDEALS,
+        &[("format", "auto"), ("task", "extraction")],
+    )
+    .await;
+    assert_eq!(preview.status, 200, "{}", preview.text("main"));
+    assert_eq!(preview.text(".grader-proposal .grader-chosen"), "json-fields");
+    let why = preview.text(".grader-proposal .grader-why");
+    assert!(
+        why.contains("ideal values are JSON objects in 3 of 3 cases → json-fields"),
+        "{why}"
+    );
+    assert_eq!(
+        preview.attr("select[name=grader] option[selected]", "value").as_deref(),
+        Some("json-fields")
+    );
+    assert_eq!(preview.count("select[name=grader] option"), 4);
+
+    // The user picks another grader: the preview is read again with it, and says so.
+    let text = preview
+        .select(".grader-change textarea[name=text]")
+        .first()
+        .map(|e| e.text().collect::<String>())
+        .expect("the change form carries the source text");
+    let field = |name: &str| {
+        preview
+            .attr(&format!(".grader-change input[name={name}]"), "value")
+            .unwrap()
+    };
+    let (format, name, task) = (field("format"), field("name"), field("task"));
+    let exact = page_of(
+        post_multipart(
+            &app,
+            "/evalsets/import",
+            &[
+                ("text", None, text.as_bytes()),
+                ("format", None, format.as_bytes()),
+                ("name", None, name.as_bytes()),
+                ("task", None, task.as_bytes()),
+                ("grader", None, b"exact"),
+            ],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(exact.status, 200, "{}", exact.text("main"));
+    assert_eq!(exact.text(".grader-proposal .grader-chosen"), "exact");
+    assert!(exact.text(".grader-proposal").contains("proposed: json-fields"));
+
+    // Saved as proposed: right answers pass field by field whatever their whitespace or order.
+    let version = save_preview(&app, &preview).await;
+    let file = file_of(&app, version).await;
+    assert_eq!(file.header.name, "people");
+    let answers = [
+        "{\"name\": \"Ada\", \"city\": \"London\"}",
+        "```json\n{\n  \"city\" : \"Manchester\",\n  \"name\" : \"Alan\"\n}\n```",
+        "{ \"name\":\"Grace\" ,\"city\":\"New  York\" }",
+    ];
+    for (case, answer) in file.cases.iter().zip(answers) {
+        let graders = file.graders_for(case);
+        assert_eq!(graders.len(), 1);
+        let grade = graders[0].grade(answer, case.expected.as_ref());
+        assert!(grade.passed, "{}: {answer:?} → {}", case.id, grade.reason);
+    }
+    // And a wrong field still fails.
+    let wrong = file.graders_for(&file.cases[0])[0].grade(
+        "{\"name\": \"Ada\", \"city\": \"Paris\"}",
+        file.cases[0].expected.as_ref(),
+    );
+    assert!(!wrong.passed && wrong.reason.contains("city"), "{}", wrong.reason);
+}
+
+#[tokio::test]
+async fn csv_imports_propose_label_or_numeric_graders_from_their_expected_values() {
+    let app = spawn_app().await;
+    let labels =
+        "input,expected\ncharged twice,billing\napp crashes,technical\nrefund,billing\nlogin fails,technical\n";
+    let page = upload(&app, "tickets.csv", labels, &[("task", "classification")]).await;
+    assert_eq!(
+        page.text(".grader-proposal .grader-chosen"),
+        "label",
+        "{}",
+        page.text("main")
+    );
+    assert!(
+        page.text(".grader-why")
+            .contains("2 distinct expected values (billing, technical)")
+    );
+    let numbers = "input,expected\n2+2,4\n10/4,2.5\n";
+    let page = upload(&app, "maths.csv", numbers, &[("task", "generation")]).await;
+    assert_eq!(page.text(".grader-proposal .grader-chosen"), "numeric");
+    // A bakeoff file states its own graders: nothing is proposed.
+    let page = upload(&app, "tiny.jsonl", TINY_EVALSET, &[]).await;
+    assert_eq!(page.count(".grader-proposal"), 0);
+}

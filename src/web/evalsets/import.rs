@@ -11,7 +11,9 @@ use axum::response::{IntoResponse, Redirect, Response};
 
 use super::{CaseRowView, case_rows};
 use crate::domain::evalset::diff::diff_versions;
-use crate::domain::evalset::import::{Format, FormatChoice, ImportOptions, import};
+use crate::domain::evalset::import::{
+    Format, FormatChoice, GraderChoice, GraderDecision, ImportOptions, Imported, import_with_grader,
+};
 use crate::domain::evalset::{EvalSetError, EvalSetFile, MAX_CASES, MAX_FILE_BYTES, TaskKind};
 use crate::domain::format;
 use crate::domain::validation::{MAX_FIELD_CHARS, truncate};
@@ -32,6 +34,8 @@ pub struct ImportForm {
     pub name: String,
     pub task: String,
     pub prompt: String,
+    /// `proposed` (or empty) or a grader kind (`GraderChoice`).
+    pub grader: String,
     pub text: String,
 }
 
@@ -136,6 +140,19 @@ pub struct PreviewPage {
     pub standing: Standing,
     /// The normalised file, carried in the Save form.
     pub content: String,
+    /// The grader bakeoff picked (formats without graders of their own) and why.
+    pub grader: Option<GraderView>,
+    /// What was submitted, carried by the "change the grader" form.
+    pub form: ImportForm,
+}
+
+/// The set's grader on the preview: chosen, proposed, why, and the select's choices.
+#[derive(Debug, Clone)]
+pub struct GraderView {
+    pub chosen: &'static str,
+    pub proposed: &'static str,
+    pub why: String,
+    pub choices: Vec<(&'static str, &'static str)>,
 }
 
 pub async fn form() -> ImportPage {
@@ -206,6 +223,7 @@ async fn read_upload(multipart: Result<Multipart, MultipartRejection>) -> Result
             "name" => upload.form.name = value,
             "task" => upload.form.task = value,
             "prompt" => upload.form.prompt = value,
+            "grader" => upload.form.grader = value,
             "text" | "content" => upload.form.text = value,
             _ => {}
         }
@@ -238,6 +256,7 @@ fn options_of(form: &ImportForm) -> Result<(FormatChoice, ImportOptions), Import
             "The prompt template is longer than {MAX_FIELD_CHARS} characters."
         )));
     }
+    let grader: GraderChoice = form.grader.parse().map_err(ImportProblem::plain)?;
     let some = |s: &str| (!s.trim().is_empty()).then(|| s.trim().to_string());
     Ok((
         choice,
@@ -245,6 +264,7 @@ fn options_of(form: &ImportForm) -> Result<(FormatChoice, ImportOptions), Import
             name: some(&form.name),
             task,
             prompt: (!form.prompt.trim().is_empty()).then(|| form.prompt.clone()),
+            grader,
         },
     ))
 }
@@ -281,7 +301,7 @@ pub async fn preview(State(state): State<AppState>, multipart: Result<Multipart,
         Ok(o) => o,
         Err(problem) => return refuse(form, problem),
     };
-    let (format, file) = match import(choice, &source, &text, &options) {
+    let imported = match import_with_grader(choice, &source, &text, &options) {
         Ok(ok) => ok,
         Err(e) => {
             // Keep pasted text for correction; an uploaded file must be chosen again anyway.
@@ -291,7 +311,15 @@ pub async fn preview(State(state): State<AppState>, multipart: Result<Multipart,
             return refuse(form, e.into());
         }
     };
-    match preview_page(&state, format, &source, file).await {
+    // The preview can re-read the same text with another grader.
+    let again = ImportForm {
+        format: imported.format.as_str().to_string(),
+        // Pasted again, the text has no file name to take the set's name from.
+        name: imported.file.header.name.clone(),
+        text,
+        ..form
+    };
+    match preview_page(&state, imported, &source, again).await {
         Ok(page) => page.into_response(),
         Err(e) => e.into_response(),
     }
@@ -299,10 +327,11 @@ pub async fn preview(State(state): State<AppState>, multipart: Result<Multipart,
 
 async fn preview_page(
     state: &AppState,
-    format: Format,
+    imported: Imported,
     source: &str,
-    file: EvalSetFile,
+    form: ImportForm,
 ) -> Result<PreviewPage, WebError> {
+    let Imported { format, file, grader } = imported;
     let hash = file.content_hash();
     let standing = standing(state, &file, &hash).await?;
     let h = &file.header;
@@ -321,7 +350,23 @@ async fn preview_page(
         cases: case_rows(&file, file.cases.iter().take(PREVIEW_CASES)),
         standing,
         content: file.normalised(),
+        grader: grader.map(grader_view),
+        form,
     })
+}
+
+/// The grader decision as the preview shows it, with the choices of its select.
+fn grader_view(d: GraderDecision) -> GraderView {
+    GraderView {
+        chosen: d.chosen.as_str(),
+        proposed: d.proposed.as_str(),
+        why: d.why,
+        choices: GraderChoice::ALL
+            .into_iter()
+            .filter(|c| *c != GraderChoice::Proposed)
+            .map(|c| (c.as_str(), c.label()))
+            .collect(),
+    }
 }
 
 /// Whether `file` is a new set, a new version of a stored one, or identical to a stored version.

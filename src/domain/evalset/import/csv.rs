@@ -9,7 +9,6 @@ use crate::domain::evalset::EvalSetError;
 pub(super) fn read(source_name: &str, text: &str, options: &ImportOptions) -> Result<Draft, EvalSetError> {
     let mut h = header(source_name, options, None, Format::Csv)?;
     h.entry("prompt").or_insert_with(|| json!("{{input}}"));
-    h.insert("graders".into(), json!([{"kind": "exact"}]));
 
     let mut reader = ::csv::ReaderBuilder::new()
         .has_headers(true)
@@ -129,6 +128,7 @@ mod tests {
             name: Some("tickets".into()),
             task: Some(TaskKind::Classification),
             prompt: None,
+            grader: Default::default(),
         }
     }
 

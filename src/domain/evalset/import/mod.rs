@@ -9,8 +9,11 @@ use serde_json::{Map, Value, json};
 use super::{EvalSetError, EvalSetFile, TaskKind};
 
 mod csv;
+pub mod grader;
 mod openai;
 mod promptfoo;
+
+pub use grader::{GraderChoice, GraderDecision};
 
 /// A file format bakeoff can read eval sets from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +84,9 @@ pub struct ImportOptions {
     pub task: Option<TaskKind>,
     /// User prompt template for formats whose cases are vars (promptfoo, CSV).
     pub prompt: Option<String>,
+    /// The set's grader, for formats without graders of their own (OpenAI evals, CSV):
+    /// proposed from the expected values unless chosen.
+    pub grader: GraderChoice,
 }
 
 /// Guesses the format from the file name's extension, then from the first non-blank line.
@@ -114,6 +120,25 @@ pub fn import(
     text: &str,
     options: &ImportOptions,
 ) -> Result<(Format, EvalSetFile), EvalSetError> {
+    import_with_grader(choice, source_name, text, options).map(|i| (i.format, i.file))
+}
+
+/// What an import produced.
+#[derive(Debug, Clone)]
+pub struct Imported {
+    pub format: Format,
+    pub file: EvalSetFile,
+    /// The set's grader and why, for formats whose grader bakeoff picks (OpenAI evals, CSV).
+    pub grader: Option<GraderDecision>,
+}
+
+/// [`import`], also telling which grader was proposed and used, and why.
+pub fn import_with_grader(
+    choice: FormatChoice,
+    source_name: &str,
+    text: &str,
+    options: &ImportOptions,
+) -> Result<Imported, EvalSetError> {
     let format = match choice {
         FormatChoice::Known(f) => f,
         FormatChoice::Auto => detect(source_name, text),
@@ -126,13 +151,68 @@ pub fn import(
             format!("file is {} bytes; at most {}", text.len(), super::MAX_FILE_BYTES),
         ));
     }
-    let file = match format {
-        Format::Bakeoff => bakeoff(source_name, text, options)?,
-        Format::OpenaiEvals => finish(source_name, openai::read(source_name, text, options)?)?,
-        Format::Promptfoo => finish(source_name, promptfoo::read(source_name, text, options)?)?,
-        Format::Csv => finish(source_name, csv::read(source_name, text, options)?)?,
+    let draft = match format {
+        Format::Bakeoff => {
+            let file = bakeoff(source_name, text, options)?;
+            return Ok(Imported {
+                format,
+                file,
+                grader: None,
+            });
+        }
+        Format::OpenaiEvals => openai::read(source_name, text, options)?,
+        Format::Promptfoo => promptfoo::read(source_name, text, options)?,
+        Format::Csv => csv::read(source_name, text, options)?,
     };
-    Ok((format, file))
+    let (draft, grader) = match expected_field(format) {
+        Some(field) => {
+            let (draft, decision) = apply_grader(draft, field, options.grader);
+            (draft, Some(decision))
+        }
+        None => (draft, None),
+    };
+    Ok(Imported {
+        format,
+        file: finish(source_name, draft)?,
+        grader,
+    })
+}
+
+/// The name the format gives expected values, when bakeoff picks its grader (the format has no
+/// graders of its own; promptfoo's assertions are taken as written).
+fn expected_field(format: Format) -> Option<&'static str> {
+    match format {
+        Format::OpenaiEvals => Some("ideal"),
+        Format::Csv => Some("expected"),
+        Format::Bakeoff | Format::Promptfoo => None,
+    }
+}
+
+/// Sets the draft's header graders to the user's choice or, by default, to what its expected
+/// values call for.
+fn apply_grader(mut draft: Draft, field: &str, choice: GraderChoice) -> (Draft, GraderDecision) {
+    let expected: Vec<Value> = draft
+        .cases
+        .iter()
+        .filter_map(|(_, case)| case.get("expected").cloned())
+        .collect();
+    let refs: Vec<&Value> = expected.iter().collect();
+    let (proposed, why) = grader::propose(field, &refs);
+    let chosen = match choice {
+        GraderChoice::Proposed => proposed,
+        other => other,
+    };
+    draft
+        .header
+        .insert("graders".into(), grader::graders_for(chosen, &refs));
+    if chosen == GraderChoice::JsonFields {
+        for (_, case) in &mut draft.cases {
+            if let Some(object) = case.get("expected").and_then(grader::as_expected_object) {
+                case["expected"] = object;
+            }
+        }
+    }
+    (draft, GraderDecision { proposed, chosen, why })
 }
 
 /// bakeoff's own format; `name`/`task` options, when given, replace the header's.
@@ -304,6 +384,7 @@ mod tests {
             name: Some("renamed".into()),
             task: Some(TaskKind::Classification),
             prompt: None,
+            grader: Default::default(),
         };
         let (format, file) = import(FormatChoice::Auto, "a.jsonl", text, &options).unwrap();
         assert_eq!(format, Format::Bakeoff);

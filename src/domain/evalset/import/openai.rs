@@ -7,9 +7,9 @@ use super::{Draft, Format, ImportOptions, Origin, error, header, numbered_id};
 use crate::domain::evalset::EvalSetError;
 
 pub(super) fn read(source_name: &str, text: &str, options: &ImportOptions) -> Result<Draft, EvalSetError> {
-    let mut h = header(source_name, options, None, Format::OpenaiEvals)?;
-    // OpenAI's basic `Match` eval compares the sampled text with the ideal answer(s).
-    h.insert("graders".into(), json!([{"kind": "exact"}]));
+    let h = header(source_name, options, None, Format::OpenaiEvals)?;
+    // The header graders are proposed from the ideal values once every line is read
+    // (`super::apply_grader`).
     let lines: Vec<(usize, &str)> = text
         .lines()
         .enumerate()
@@ -32,6 +32,10 @@ pub(super) fn read(source_name: &str, text: &str, options: &ImportOptions) -> Re
             Some(Value::String(s)) => {
                 case.insert("expected".into(), json!(s));
             }
+            // A structured answer: compared field by field (json-fields).
+            Some(object @ Value::Object(_)) => {
+                case.insert("expected".into(), object.clone());
+            }
             Some(Value::Array(items)) => {
                 let ideals: Option<Vec<&str>> = items.iter().map(Value::as_str).collect();
                 match ideals.as_deref() {
@@ -49,7 +53,7 @@ pub(super) fn read(source_name: &str, text: &str, options: &ImportOptions) -> Re
                     _ => {
                         return Err(err(
                             Some("ideal"),
-                            "must be a string or a non-empty list of strings".into(),
+                            "must be a string, a JSON object or a non-empty list of strings".into(),
                         ));
                     }
                 }
@@ -57,7 +61,7 @@ pub(super) fn read(source_name: &str, text: &str, options: &ImportOptions) -> Re
             Some(_) => {
                 return Err(err(
                     Some("ideal"),
-                    "must be a string or a non-empty list of strings".into(),
+                    "must be a string, a JSON object or a non-empty list of strings".into(),
                 ));
             }
         }
@@ -119,6 +123,7 @@ mod tests {
             name: None,
             task: Some(TaskKind::Classification),
             prompt: None,
+            grader: Default::default(),
         }
     }
 

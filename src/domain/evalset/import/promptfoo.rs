@@ -285,6 +285,7 @@ mod tests {
             name: None,
             task: Some(TaskKind::Classification),
             prompt: None,
+            grader: Default::default(),
         }
     }
 
