@@ -603,6 +603,53 @@ pub struct HarnessReport {
     /// True when a speed figure of this run must not be trusted; `reasons` says why.
     pub unreliable: bool,
     pub reasons: Vec<String>,
+    /// The event loop's lag spikes and the measured requests whose timing overlapped one
+    /// (reports stored before spikes were kept read as none observed).
+    #[serde(default)]
+    pub lag_spikes: LagSpikes,
+}
+
+/// Lag spikes of one run: each interval (wall clock, µs since the epoch) in which bakeoff's
+/// event loop woke later than `threshold_ms`, and the measured requests whose span (send → end)
+/// overlapped one — their timestamps may be late by up to the spike. The marks are derived from
+/// the stored intervals and records, so anyone holding an export can recompute them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LagSpikes {
+    pub threshold_ms: f64,
+    /// (start µs, end µs, lateness ms), in time order; at most `MAX_LAG_SPIKES`, later ones
+    /// merged into the last (which then covers them: more requests marked, never fewer).
+    pub spikes: Vec<(i64, i64, f64)>,
+    pub measured_requests: u64,
+    pub marked_requests: u64,
+}
+
+/// Most spike intervals a report keeps.
+pub const MAX_LAG_SPIKES: usize = 1000;
+
+impl LagSpikes {
+    /// Whether a request spanning [start, end] (µs) overlapped a spike.
+    pub fn overlaps(&self, start_us: i64, end_us: i64) -> bool {
+        let at = self.spikes.partition_point(|s| s.1 < start_us);
+        self.spikes.get(at).is_some_and(|s| s.0 <= end_us)
+    }
+
+    /// "3 of 1,200 requests overlapped a lag spike > 5 ms; their timings are marked".
+    pub fn describe(&self) -> String {
+        if self.marked_requests == 0 {
+            return format!(
+                "no request of {} overlapped a lag spike > {} ms",
+                super::format::thousands(self.measured_requests),
+                super::format::shortest(self.threshold_ms)
+            );
+        }
+        format!(
+            "{} of {} requests overlapped a lag spike > {} ms; their timings are marked",
+            super::format::thousands(self.marked_requests),
+            super::format::thousands(self.measured_requests),
+            super::format::shortest(self.threshold_ms)
+        )
+    }
 }
 
 /// The figures of one candidate in one run: one entry per load level × prompt bin, in run

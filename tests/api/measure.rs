@@ -759,6 +759,12 @@ mod store {
             lag_bound_ms: 10.0,
             unreliable: true,
             reasons: vec!["p99 schedule lag 12.0 ms exceeds 10 ms".into()],
+            lag_spikes: bakeoff::domain::calibers::LagSpikes {
+                threshold_ms: 5.0,
+                spikes: vec![(1_000, 9_000, 8.0)],
+                measured_requests: 40,
+                marked_requests: 1,
+            },
         };
         store.set_run_harness(run, &report).await.unwrap();
         assert_eq!(

@@ -288,7 +288,12 @@ async fn record_harness(store: &DynStore, run_id: i64, report: &HarnessReport) -
         })
         .unwrap_or_default();
     let lag = match &report.runtime_lag_ms {
-        Some(d) => format!("{lag}; event-loop lag p99 {:.2} ms", d.p99),
+        Some(d) => format!(
+            "{lag}; event-loop lag p99 {:.2} ms, worst {:.2} ms; {}",
+            d.p99,
+            d.max,
+            report.lag_spikes.describe()
+        ),
         None => lag,
     };
     if report.unreliable {

@@ -2,7 +2,7 @@
 //! run-level report that says whether its speed figures can be trusted.
 use std::time::Instant;
 
-use crate::domain::calibers::HarnessReport;
+use crate::domain::calibers::{HarnessReport, LagSpikes, MAX_LAG_SPIKES};
 use crate::domain::histogram::LogHistogram;
 use crate::domain::metrics::Distribution;
 use crate::domain::run::{RequestRecord, RunConfig};
@@ -13,6 +13,15 @@ pub const LAG_BOUND_MS: f64 = 10.0;
 /// bakeoff using more than this share of all cores flags a run too: a starved client
 /// timestamps late.
 pub const CPU_SHARE_BOUND: f64 = 0.9;
+/// The worst event-loop lag a reliable run may show, ms: one wake-up later than this means some
+/// timestamp may be late by as much, whatever the p99 says.
+pub const MAX_LAG_BOUND_MS: f64 = 20.0;
+/// A tick later than this, ms, is a lag spike: the measured requests whose span overlapped it
+/// are marked (their timings may be late by up to the spike).
+pub const LAG_SPIKE_MS: f64 = 5.0;
+/// More than this share of measured requests overlapping spikes flags a run: enough of them to
+/// move a p99.
+pub const MARKED_SHARE_BOUND: f64 = 0.01;
 
 /// Threads whose name starts with this are not bakeoff's client (the in-process mock used by
 /// `bakeoff calibrate` and the demo), so their CPU time is not counted as the harness's.
@@ -141,8 +150,13 @@ impl HarnessClock {
             (Some(a), Some(b)) => Some((b - a).max(0.0)),
             _ => None,
         };
-        let lag = self.lag.finish().await;
-        StoppedClock { wall_s, cpu_s, lag }
+        let (lag, spikes) = self.lag.finish().await;
+        StoppedClock {
+            wall_s,
+            cpu_s,
+            lag,
+            spikes,
+        }
     }
 }
 
@@ -151,29 +165,69 @@ pub struct StoppedClock {
     wall_s: f64,
     cpu_s: Option<f64>,
     lag: Option<Distribution>,
+    spikes: Vec<(i64, i64, f64)>,
 }
 
 impl StoppedClock {
     pub fn report(self, config: &RunConfig, records: &[RequestRecord]) -> HarnessReport {
         let mut report = report(config, records, self.wall_s, self.cpu_s);
-        if let Some(d) = &self.lag
-            && d.p99 > LAG_BOUND_MS
+        if let Some(d) = &self.lag {
+            if d.p99 > LAG_BOUND_MS {
+                report.reasons.push(format!(
+                    "bakeoff's event loop woke up to {:.1} ms late (p99 {:.1} ms): timestamps may be late by as much",
+                    d.max, d.p99
+                ));
+            } else if d.max > MAX_LAG_BOUND_MS {
+                report.reasons.push(format!(
+                    "bakeoff's event loop woke up to {:.1} ms late (worst wake-up; bound {MAX_LAG_BOUND_MS} ms): \
+                     a timestamp may be late by as much",
+                    d.max
+                ));
+            }
+        }
+        report.lag_spikes = mark(self.spikes, records);
+        let spikes = &report.lag_spikes;
+        if spikes.measured_requests > 0
+            && spikes.marked_requests as f64 > MARKED_SHARE_BOUND * spikes.measured_requests as f64
         {
             report.reasons.push(format!(
-                "bakeoff's event loop woke up to {:.1} ms late (p99 {:.1} ms): timestamps may be late by as much",
-                d.max, d.p99
+                "{} (more than {:.0} %, enough to move a p99)",
+                spikes.describe(),
+                MARKED_SHARE_BOUND * 100.0
             ));
-            report.unreliable = true;
         }
+        report.unreliable = !report.reasons.is_empty();
         report.runtime_lag_ms = self.lag;
         report
     }
 }
 
-/// Ticks every 5 ms on the run's runtime and records how late each tick fires.
+/// The run's spikes with the measured requests (warm-ups and rollout excluded) that overlapped
+/// one counted.
+pub fn mark(spikes: Vec<(i64, i64, f64)>, records: &[RequestRecord]) -> LagSpikes {
+    let mut out = LagSpikes {
+        threshold_ms: LAG_SPIKE_MS,
+        spikes,
+        ..LagSpikes::default()
+    };
+    for r in records.iter().filter(|r| !r.is_warmup) {
+        out.measured_requests += 1;
+        let end = r.sent_at_us + r.end_us.unwrap_or(0).max(0);
+        if out.overlaps(r.sent_at_us, end) {
+            out.marked_requests += 1;
+        }
+    }
+    out
+}
+
+/// A lag spike: (start µs, end µs, lateness ms), wall clock.
+type Spike = (i64, i64, f64);
+
+/// Ticks every 5 ms on the run's runtime and records how late each tick fires, and when (wall
+/// clock) every tick later than `LAG_SPIKE_MS` was due and fired.
 struct LagProbe {
     stop: tokio::sync::watch::Sender<bool>,
-    task: tokio::task::JoinHandle<LogHistogram>,
+    task: tokio::task::JoinHandle<(LogHistogram, Vec<Spike>)>,
 }
 
 const LAG_TICK: std::time::Duration = std::time::Duration::from_millis(5);
@@ -183,24 +237,41 @@ impl LagProbe {
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(async move {
             let mut late = LogHistogram::default();
+            let mut spikes: Vec<Spike> = Vec::new();
             let mut next = tokio::time::Instant::now() + LAG_TICK;
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep_until(next) => {}
-                    _ = stopped.changed() => return late,
+                    _ = stopped.changed() => return (late, spikes),
                 }
                 let now = tokio::time::Instant::now();
-                late.record(now.saturating_duration_since(next).as_secs_f64() * 1000.0);
+                let late_ms = now.saturating_duration_since(next).as_secs_f64() * 1000.0;
+                late.record(late_ms);
+                if late_ms > LAG_SPIKE_MS {
+                    let end = crate::engine::wire::client::wall_clock_us();
+                    let start = end - (late_ms * 1000.0) as i64;
+                    let full = spikes.len() >= MAX_LAG_SPIKES;
+                    match spikes.last_mut() {
+                        // Full: the last interval grows to cover this one (over-marks, never under).
+                        Some(last) if full || last.1 >= start => {
+                            last.1 = last.1.max(end);
+                            last.2 = last.2.max(late_ms);
+                        }
+                        _ => spikes.push((start, end, late_ms)),
+                    }
+                }
                 next = (next + LAG_TICK).max(now + LAG_TICK / 5);
             }
         });
         LagProbe { stop, task }
     }
 
-    async fn finish(self) -> Option<Distribution> {
+    async fn finish(self) -> (Option<Distribution>, Vec<Spike>) {
         let _ = self.stop.send(true);
-        let late = self.task.await.ok()?;
-        Distribution::from_histogram(&late)
+        match self.task.await {
+            Ok((late, spikes)) => (Distribution::from_histogram(&late), spikes),
+            Err(_) => (None, Vec::new()),
+        }
     }
 }
 
@@ -258,6 +329,7 @@ pub fn report(config: &RunConfig, records: &[RequestRecord], wall_s: f64, cpu_s:
         lag_bound_ms: LAG_BOUND_MS,
         unreliable: !reasons.is_empty(),
         reasons,
+        lag_spikes: LagSpikes::default(),
     }
 }
 
@@ -284,6 +356,57 @@ mod tests {
         let lag = report.runtime_lag_ms.expect("the probe ticked");
         assert!(lag.max >= 30.0, "{lag:?}");
         assert!(report.unreliable && report.reasons.iter().any(|r| r.contains("event loop")));
+    }
+
+    #[tokio::test]
+    async fn the_worst_lag_flags_a_run_and_marks_the_requests_it_overlapped() {
+        let clock = HarnessClock::start();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let before = crate::engine::wire::client::wall_clock_us();
+        // One 30 ms stall of this (current-thread) runtime.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let after = crate::engine::wire::client::wall_clock_us();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let request = |sent_at_us: i64, end_us: i64| RequestRecord {
+            sent_at_us,
+            end_us: Some(end_us),
+            ..RequestRecord::test_quality("c")
+        };
+        // Inside the stall, long before it, and one spanning it; a warm-up is not counted.
+        let mut records = vec![
+            request(before + 5_000, 10_000),
+            request(before - 900_000, 1_000),
+            request(before - 10_000, (after - before) + 20_000),
+        ];
+        records.push(RequestRecord {
+            is_warmup: true,
+            ..request(before, 10_000)
+        });
+        let report = clock.finish(&RunConfig::default(), &records).await;
+        let spikes = &report.lag_spikes;
+        assert!(!spikes.spikes.is_empty(), "{report:?}");
+        assert_eq!((spikes.marked_requests, spikes.measured_requests), (2, 3));
+        assert_eq!(
+            spikes.describe(),
+            "2 of 3 requests overlapped a lag spike > 5 ms; their timings are marked"
+        );
+        assert!(report.unreliable);
+        assert!(
+            report.reasons.iter().any(|r| r.contains("enough to move a p99")),
+            "{:?}",
+            report.reasons
+        );
+    }
+
+    #[test]
+    fn spikes_overlap_by_interval() {
+        let s = LagSpikes {
+            threshold_ms: 5.0,
+            spikes: vec![(100, 200, 7.0), (500, 600, 9.0)],
+            ..LagSpikes::default()
+        };
+        assert!(s.overlaps(150, 160) && s.overlaps(50, 100) && s.overlaps(550, 9_000));
+        assert!(!s.overlaps(0, 99) && !s.overlaps(201, 499) && !s.overlaps(601, 700));
     }
 
     #[test]

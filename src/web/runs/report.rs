@@ -62,7 +62,7 @@ pub fn harness_view(h: &HarnessReport) -> HarnessView {
         label: "speed figures".into(),
         value: if h.unreliable { "UNRELIABLE" } else { "reliable" }.into(),
         caliber: format!(
-            "flagged when p99 schedule lag, client queue wait or event-loop lag exceeds {} ms, or bakeoff used more than {:.0} % of all cores",
+            "flagged when p99 schedule lag, client queue wait or event-loop lag exceeds {} ms, the worst event-loop lag exceeds 20 ms, more than 1 % of requests overlapped a lag spike, or bakeoff used more than {:.0} % of all cores",
             format::significant(h.lag_bound_ms),
             crate::engine::run::harness::CPU_SHARE_BOUND * 100.0
         ),
@@ -131,8 +131,29 @@ pub fn harness_view(h: &HarnessReport) -> HarnessView {
         key: "event_loop_lag".into(),
         label: "event-loop lag".into(),
         value: h.runtime_lag_ms.as_ref().map_or(NOT_MEASURED.into(), percentiles_ms),
-        caliber: lag_caliber("how late bakeoff's event loop woke a 5 ms ticker during the run (timer resolution 1 ms)"),
+        caliber: format!(
+            "{}; a worst wake-up above {} ms flags it too",
+            lag_caliber("how late bakeoff's event loop woke a 5 ms ticker during the run (timer resolution 1 ms)"),
+            format::significant(crate::engine::run::harness::MAX_LAG_BOUND_MS)
+        ),
     });
+    if h.lag_spikes.threshold_ms > 0.0 {
+        facts.push(Fact {
+            key: "lag_spikes".into(),
+            label: "requests in lag spikes".into(),
+            value: format!(
+                "{} ({} spike interval{})",
+                h.lag_spikes.describe(),
+                h.lag_spikes.spikes.len(),
+                if h.lag_spikes.spikes.len() == 1 { "" } else { "s" }
+            ),
+            caliber: format!(
+                "measured requests whose span (send → end) overlapped an event-loop wake-up later than {} ms; more than {:.0} % of them flags the run",
+                format::significant(h.lag_spikes.threshold_ms),
+                crate::engine::run::harness::MARKED_SHARE_BOUND * 100.0
+            ),
+        });
+    }
     facts.push(Fact {
         key: "host".into(),
         label: "measured by".into(),

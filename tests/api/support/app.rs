@@ -508,5 +508,6 @@ pub fn harness_report(unreliable: bool, queue_p99_ms: f64) -> HarnessReport {
         } else {
             Vec::new()
         },
+        lag_spikes: Default::default(),
     }
 }
