@@ -76,6 +76,27 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
 }
 
+impl StoreError {
+    /// Whether the database did not answer (unreachable, connection reset, no free connection in
+    /// time, shutting down), as opposed to refusing a query: worth retrying, and what pages
+    /// answer with 503 rather than 500.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            StoreError::Database(e) => match e {
+                sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => true,
+                sqlx::Error::Protocol(_) => true,
+                // PostgreSQL connection exceptions (08…) and operator interventions such as
+                // admin shutdown (57P…); SQLite's "database is locked" (5) after the busy timeout.
+                sqlx::Error::Database(db) => db
+                    .code()
+                    .is_some_and(|c| c.starts_with("08") || c.starts_with("57P") || c == "5" || c == "6"),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+}
+
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,8 +19,10 @@ static MIGRATOR: Migrator = sqlx::migrate!("./migrations/postgres");
 
 /// Room for several runs writing records at once plus the web pages reading.
 const MAX_CONNECTIONS: u32 = 20;
-/// How long a caller waits for a free connection before giving up with an error.
-const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a caller waits for a connection (free, or newly opened) before giving up with an
+/// error: short, so a page answers 503 within a second while the database is away instead of
+/// hanging (the record writer just tries again).
+const ACQUIRE_TIMEOUT: Duration = Duration::from_millis(900);
 
 pub struct PostgresStore {
     pool: PgPool,

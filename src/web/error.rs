@@ -47,6 +47,7 @@ impl WebError {
             WebError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             // A store-level "not found" reached here means a stale link or id race.
             WebError::Store(StoreError::NotFound(_)) => StatusCode::NOT_FOUND,
+            WebError::Store(e) if e.is_unavailable() => StatusCode::SERVICE_UNAVAILABLE,
             WebError::Store(_) | WebError::Template(_) | WebError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -71,6 +72,12 @@ impl WebError {
             WebError::Store(StoreError::NotFound(_)) => (
                 "Not found",
                 "That item no longer exists. It may have been removed, or the link is wrong.".to_string(),
+            ),
+            WebError::Store(e) if e.is_unavailable() => (
+                "Database not answering",
+                "bakeoff's database is not answering right now. Runs in progress keep their finished \
+                 records and pause until it is back; reload this page in a moment."
+                    .to_string(),
             ),
             _ => (
                 "Something went wrong",

@@ -16,6 +16,7 @@ mod lossless;
 mod measure;
 mod mock;
 mod operability;
+mod outage;
 mod real_server;
 mod restart;
 mod run_caps;

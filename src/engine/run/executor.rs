@@ -364,7 +364,7 @@ async fn run_candidate(ctx: Arc<CandidateRun>, store: &DynStore, done: FinishedU
             "{name}: warm-up, {} requests at concurrency {first_concurrency} (not counted)",
             warmups.len()
         );
-        store.append_run_event(ctx.run_id, "info", &msg).await?;
+        super::writer::append_event_patiently(store, ctx.run_id, "info", &msg).await?;
         ctx.clone().closed_loop(Feed::List(warmups), first_concurrency).await?;
     }
     let bins = bins(&ctx);
@@ -408,7 +408,7 @@ async fn run_candidate(ctx: Arc<CandidateRun>, store: &DynStore, done: FinishedU
                 level_started.elapsed().as_secs_f64()
             );
             let level_name = if tally.failed > 0 { "warn" } else { "info" };
-            store.append_run_event(ctx.run_id, level_name, &msg).await?;
+            super::writer::append_event_patiently(store, ctx.run_id, level_name, &msg).await?;
             total.add(tally);
         }
     }
@@ -420,7 +420,7 @@ async fn run_candidate(ctx: Arc<CandidateRun>, store: &DynStore, done: FinishedU
         total.retries
     );
     let level = if total.failed > 0 { "warn" } else { "info" };
-    store.append_run_event(ctx.run_id, level, &msg).await?;
+    super::writer::append_event_patiently(store, ctx.run_id, level, &msg).await?;
     Ok(Outcome::Measured)
 }
 

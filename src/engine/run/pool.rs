@@ -426,6 +426,12 @@ impl CandidateRun {
         };
         let mut ready = ready;
         for attempt in unit.first_attempt..=unit.last_attempt.max(unit.first_attempt) {
+            // While the database is away and the writer holds its bound of records, no new
+            // request is sent (the wait shows as client queue time): the run pauses, nothing is lost.
+            tokio::select! {
+                _ = self.records.room() => {}
+                _ = cancel.cancelled() => return tally,
+            }
             let request = self.with_request_id(&prepared, &unit, attempt);
             let queue_us = micros(ready.elapsed());
             let exchange = tokio::select! {

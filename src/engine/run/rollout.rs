@@ -87,7 +87,7 @@ pub(crate) async fn run(ctx: &Arc<CandidateRun>, store: &DynStore) -> Result<Opt
                 tally.failed,
                 tally.succeeded + tally.failed,
             );
-            store.append_run_event(ctx.run_id, "error", &message).await?;
+            super::writer::append_event_patiently(store, ctx.run_id, "error", &message).await?;
             return Ok(Some(RolloutStop {
                 reason: format!("{short}, case {case_id}: {}", failure.detail),
                 message,
@@ -106,7 +106,7 @@ pub(crate) async fn run(ctx: &Arc<CandidateRun>, store: &DynStore) -> Result<Opt
         } else {
             "info"
         };
-        store.append_run_event(ctx.run_id, level, &msg).await?;
+        super::writer::append_event_patiently(store, ctx.run_id, level, &msg).await?;
     }
     Ok(None)
 }

@@ -182,6 +182,26 @@ pub async fn postgres_test_store() -> TestStore {
     }
 }
 
+/// A fresh, migrated PostgreSQL store reached through `host_port` (e.g. a fault proxy to the
+/// test server) instead of the server's own address.
+pub async fn postgres_test_store_through(host_port: &str) -> TestStore {
+    let (url, guard) = postgres_url().await;
+    let server = url::Url::parse(&url).expect("the PostgreSQL test URL parses");
+    let own = format!(
+        "{}:{}",
+        server.host_str().unwrap_or("127.0.0.1"),
+        server.port().unwrap_or(5432)
+    );
+    let url = url.replacen(&own, host_port, 1);
+    let store = open(&url).await;
+    TestStore {
+        backend: "postgres",
+        store,
+        url,
+        _guard: Box::new(guard),
+    }
+}
+
 /// One test per backend from one body, `async fn $test(store: TestStore)`: `$test::sqlite` and
 /// `$test::postgres`, the latter ignored with the reason when build.rs found no PostgreSQL.
 /// Arguments after the name go to `#[tokio::test(…)]`.
