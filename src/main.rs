@@ -1,3 +1,5 @@
+use std::process::ExitCode;
+
 use anyhow::Context;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
@@ -5,12 +7,12 @@ use tracing_subscriber::EnvFilter;
 use bakeoff::cli::{Cli, Command};
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_new(&cli.log).context("invalid --log filter")?)
         .init();
-    match cli.command {
+    let done = match cli.command {
         Command::Serve(args) => bakeoff::web::serve::run(args).await,
         Command::Mock(args) => bakeoff::cli::mock::run(args).await,
         Command::Migrate(args) => {
@@ -20,8 +22,10 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Evalset(args) => bakeoff::cli::evalset::run(args).await,
         Command::Run(args) => bakeoff::cli::runs::run(args).await,
-        Command::Measure(args) => bakeoff::cli::measure_endpoint::run(args).await,
+        // The one command whose status says more than success or failure (see its --help).
+        Command::Measure(args) => return bakeoff::cli::measure_endpoint::run(args).await,
         Command::Calibrate(args) => bakeoff::cli::calibrate::run(args).await,
         Command::User(args) => bakeoff::cli::users::run(args).await,
-    }
+    };
+    done.map(|()| ExitCode::SUCCESS)
 }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use crate::app::AppError;
-use crate::domain::calibers::HarnessReport;
+use crate::domain::calibers::{HarnessReport, resumes_of};
 use crate::domain::candidate::Candidate;
 use crate::domain::pipeline::{PipelineDraft, PipelineSpec};
 use crate::domain::run::{CandidateStop, RequestRecord, Run};
@@ -42,6 +42,8 @@ pub struct RunScorecard {
     pub harness: Option<HarnessReport>,
     /// Candidates stopped within the run: NO-GO, their stop the first reason.
     pub stops: Vec<CandidateStop>,
+    /// When the run was resumed (wall clock µs): its aggregates are taken per segment.
+    pub resumes: Vec<i64>,
 }
 
 impl RunScorecard {
@@ -108,6 +110,8 @@ pub async fn assemble(store: &DynStore, run_id: i64, choice: &ScorecardChoice) -
         Err(e) => (PipelineSpec::default(), e),
     };
     let records = store.list_request_records(run.id).await?;
+    let events = store.list_run_events(run.id).await?;
+    let resumes = resumes_of(events.iter().map(|e| (e.at.0, e.message.as_str())));
     let operability = operability_evidence(store, &candidates).await?;
     let weights: HashMap<String, f64> = version
         .as_ref()
@@ -127,12 +131,14 @@ pub async fn assemble(store: &DynStore, run_id: i64, choice: &ScorecardChoice) -
             config: run.config.judge.as_ref(),
             all_candidates: &all,
         }),
+        resumes: &resumes,
     });
     let stops = store.list_candidate_stops(run_id).await?;
     mark_stopped(&mut card, &stops);
     Ok(RunScorecard {
         stops,
         harness: store.get_run_harness(run_id).await?,
+        resumes,
         run,
         version,
         candidates,

@@ -4,13 +4,14 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::Args;
 use serde::Serialize;
 
 use super::output::{now_rfc3339, table, write_json};
-use crate::domain::calibers::{HarnessReport, Knee, LevelFigures};
+use crate::domain::calibers::{HarnessReport, Knee, LevelFigures, definitions};
 use crate::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind, TokenizeEndpoint};
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::load::LoadShape;
@@ -28,6 +29,7 @@ pub const MEASURE_JSON_FORMAT: &str = "bakeoff-measure/1";
 
 /// `bakeoff measure`'s flags (boxed: the one `Command` enum stays small).
 #[derive(Debug, Clone, Args)]
+#[command(after_help = EXIT_CODES_HELP)]
 pub struct MeasureArgs {
     #[command(flatten)]
     pub flags: Box<MeasureFlags>,
@@ -111,6 +113,14 @@ pub struct MeasureFlags {
     /// Whole-request timeout, seconds.
     #[arg(long, default_value_t = 120)]
     pub timeout: u32,
+    /// Seconds a stream may take to its first token before it fails `first_token_timeout`
+    /// (at most --timeout; default 60).
+    #[arg(long)]
+    pub first_token_timeout: Option<u32>,
+    /// Seconds a started stream may go without a token before it fails `stall_timeout`
+    /// (at most --timeout; default 20), so a stalled server costs seconds, not --timeout.
+    #[arg(long)]
+    pub stall_timeout: Option<u32>,
     /// Retries after a failed request (each attempt is recorded; a request that fails every
     /// attempt counts as a failure).
     #[arg(long, default_value_t = 1)]
@@ -190,6 +200,8 @@ pub fn run_config(args: &MeasureFlags) -> anyhow::Result<RunConfig> {
         max_tokens: args.max_tokens.or(synthetic.then_some(128)),
         temperature: args.temperature.or(Some(0.0)),
         timeout_secs: args.timeout.max(1),
+        first_token_timeout_secs: args.first_token_timeout.map(|s| s.max(1)),
+        stall_timeout_secs: args.stall_timeout.map(|s| s.max(1)),
         retries: args.retries,
         stream: !args.no_stream,
         case_limit: None,
@@ -359,42 +371,26 @@ pub struct KneeJson {
     pub knee: Knee,
 }
 
-/// Every caliber's definition, exported with every figure (DESIGN.md "Measurement").
-pub const DEFINITIONS: [(&str, &str); 13] = [
-    ("TTFT", "send → first non-empty token, reasoning or content"),
-    ("TTFA", "send → first non-empty content (answer) token"),
-    ("E2E", "send → end of stream; client queue time is reported beside it"),
-    ("TPOT", "(E2E − TTFT) / (output tokens − 1)"),
-    (
-        "ITL",
-        "per-token gaps: a chunk of k tokens contributes its gap since the previous chunk split k ways",
-    ),
-    ("ICL", "gaps between successive token-bearing chunks"),
-    (
-        "decode tok/s/stream",
-        "(output tokens − 1) / (last token − first token)",
-    ),
-    ("e2e tok/s/stream", "output tokens / E2E"),
-    (
-        "canonical e2e tok/s/stream",
-        "o200k tokens of the output (reasoning + answer) / E2E",
-    ),
-    ("chars/s/stream", "characters generated (reasoning + answer) / E2E"),
-    (
-        "aggregate tok/s",
-        "output tokens arriving inside the measured window / window length; the window excludes ramp-up and drain (closed loop: from the moment each of the first c requests has its first token to the first end among the last c; open loop: first token of the first request to the last scheduled send); median over repetitions",
-    ),
-    (
-        "req/s, goodput",
-        "successful requests ending inside the window per second; goodput counts only those meeting every SLO",
-    ),
-    (
-        "output tokens",
-        "server usage when reported, else the server's own tokenize endpoint when declared with --tokenize (source `server-tokenizer`, counted after the measured load), else o200k count of the output (source `tokenizer`), else content chunks (source `chunks`)",
-    ),
+/// Every caliber's definition, exported with every figure (the same words as the "How we
+/// measure" page: `domain::calibers::definitions`).
+pub const DEFINITIONS: [(&str, &str); 14] = [
+    ("TTFT", definitions::TTFT),
+    ("TTFA", definitions::TTFA),
+    ("E2E", definitions::E2E),
+    ("TPOT", definitions::TPOT),
+    ("ITL", definitions::ITL),
+    ("ICL", definitions::ICL),
+    ("decode tok/s/stream", definitions::DECODE_PER_STREAM),
+    ("e2e tok/s/stream", definitions::E2E_PER_STREAM),
+    ("canonical e2e tok/s/stream", definitions::CANONICAL_E2E_PER_STREAM),
+    ("chars/s/stream", definitions::CHARS_PER_STREAM),
+    ("aggregate tok/s (steady window)", definitions::AGGREGATE_STEADY),
+    ("aggregate tok/s (whole run)", definitions::AGGREGATE_WHOLE_RUN),
+    ("req/s, goodput", definitions::REQUEST_THROUGHPUT),
+    ("output tokens", definitions::OUTPUT_TOKENS),
 ];
 
-pub async fn run(args: MeasureArgs) -> anyhow::Result<()> {
+pub async fn run(args: MeasureArgs) -> anyhow::Result<ExitCode> {
     let args = *args.flags;
     let config = run_config(&args)?;
     let (file, workload_info) = workload(&args, &config)?;
@@ -517,14 +513,52 @@ pub async fn run(args: MeasureArgs) -> anyhow::Result<()> {
             crate::domain::redact::url(&args.database_url)
         )?;
     }
+    if let Some(why) = nothing_measured(&outcome) {
+        eprintln!("error: {why}");
+        return Ok(ExitCode::from(EXIT_NOTHING_MEASURED));
+    }
     match outcome.status {
-        RunStatus::Finished => Ok(()),
+        RunStatus::Finished => Ok(ExitCode::SUCCESS),
         status => bail!(
             "the run ended {}: {}",
             status.as_str(),
             outcome.error.as_deref().unwrap_or("see the events above")
         ),
     }
+}
+
+/// Exit status when the run finished but no measured request succeeded: there is no figure.
+pub const EXIT_NOTHING_MEASURED: u8 = 3;
+
+/// `bakeoff measure --help`: what the exit status says.
+pub const EXIT_CODES_HELP: &str = "Exit status:\n  \
+    0  the run finished and measured at least one successful request\n  \
+    1  the run failed or was cancelled, or an input, the network or the database was unusable\n  \
+    2  the command line is wrong\n  \
+    3  the run finished but every measured request failed: no figure was measured (the reason is printed)";
+
+/// Why a finished run measured nothing (every measured request failed), naming the error
+/// classes; None when at least one measured request succeeded.
+pub fn nothing_measured(o: &MeasureOutcome) -> Option<String> {
+    let requests: u64 = o.figures.levels.iter().map(|l| l.requests).sum();
+    let succeeded: u64 = o.figures.levels.iter().map(|l| l.succeeded).sum();
+    if succeeded > 0 || (requests == 0 && o.status != RunStatus::Finished) {
+        return None;
+    }
+    let mut classes: BTreeMap<&str, u64> = BTreeMap::new();
+    for l in &o.figures.levels {
+        for (class, n) in &l.errors {
+            *classes.entry(class.as_str()).or_default() += n;
+        }
+    }
+    if requests == 0 {
+        return Some("no measured request was sent, so nothing was measured".to_string());
+    }
+    let classes: Vec<String> = classes.iter().map(|(k, v)| format!("{k} ×{v}")).collect();
+    Some(format!(
+        "all {requests} measured requests failed ({}), so no figure was measured",
+        classes.join(", ")
+    ))
 }
 
 /// Prints the events worth seeing, then one latency and one throughput table, every column
@@ -598,9 +632,9 @@ fn print_levels(out: &mut impl Write, levels: &[LevelFigures]) -> std::io::Resul
     let rows_speed: Vec<Vec<String>> = levels
         .iter()
         .map(|l| {
-            let ci = l
-                .aggregate_tok_s_ci
-                .map(|i| format!(" [{:.0}–{:.0}]", i.lo, i.hi))
+            let spread = l
+                .aggregate_tok_s_spread
+                .map(|s| format!(" [{:.0}–{:.0}]", s.min, s.max))
                 .unwrap_or_default();
             vec![
                 level_label(l),
@@ -608,7 +642,8 @@ fn print_levels(out: &mut impl Write, levels: &[LevelFigures]) -> std::io::Resul
                 p(&l.e2e_tok_s_per_stream, |d| d.p50),
                 p(&l.canonical_e2e_tok_s_per_stream, |d| d.p50),
                 p(&l.chars_per_s_per_stream, |d| d.p50),
-                format!("{}{ci}", num(l.aggregate_tok_s)),
+                format!("{}{spread}", num(l.aggregate_tok_s)),
+                num(l.whole_run_tok_s),
                 num(l.aggregate_canonical_tok_s),
                 num(l.aggregate_chars_per_s),
                 l.req_per_s.map_or("—".into(), |v| format!("{v:.2}")),
@@ -626,7 +661,8 @@ fn print_levels(out: &mut impl Write, levels: &[LevelFigures]) -> std::io::Resul
             "e2e tok/s/stream p50",
             "o200k e2e tok/s/stream p50",
             "chars/s/stream p50",
-            "aggregate tok/s (95% CI)",
+            "aggregate tok/s steady window [min–max of repetitions]",
+            "aggregate tok/s whole run",
             "aggregate o200k tok/s",
             "aggregate chars/s",
             "req/s",
@@ -635,6 +671,15 @@ fn print_levels(out: &mut impl Write, levels: &[LevelFigures]) -> std::io::Resul
         ],
         &rows_speed,
     )?;
+    if levels
+        .iter()
+        .any(|l| l.succeeded > 0 && l.tpot_ms.is_none() && l.itl_ms.is_none())
+    {
+        writeln!(
+            out,
+            "TPOT, ITL, ICL and decode tok/s: not measured where shown \"—\" (a non-streamed response's tokens all arrive at once)"
+        )?;
+    }
     for l in levels.iter().filter(|l| !l.errors.is_empty()) {
         let errors: Vec<String> = l.errors.iter().map(|(k, v)| format!("{k} ×{v}")).collect();
         writeln!(out, "{}: failures: {}", level_label(l), errors.join(", "))?;

@@ -1,27 +1,35 @@
-//! Every figure bakeoff reports about speed, each with its caliber (DESIGN.md "Measurement"),
-//! computed from raw request records in one streaming pass with bounded memory: distributions
-//! go into log histograms, token arrivals into a coarsening time series, and the measured
-//! window needs only the first and last `c` requests.
+//! Every figure bakeoff reports about speed, each with its caliber (DESIGN.md "Measurement",
+//! docs/measurement.md), computed from raw request records in one streaming pass with bounded
+//! memory: distributions go into log histograms, token arrivals into a coarsening time series,
+//! and the measured window needs only the first and last `c` requests. Every page, export and
+//! terminal table reads these functions; none computes a figure of its own.
 //!
-//! Per request (successful final attempts only):
+//! Per request (successful final attempts only). N = output tokens, k₁ = tokens of the first
+//! token-bearing (content or reasoning) chunk; the first chunk's tokens arrive with the first
+//! token, so they are not decode tokens:
 //! - TTFT: send → first non-empty token (reasoning or content); TTFA: → first content token;
 //! - E2E: send → end of stream;
-//! - TPOT: (E2E − TTFT) / (output tokens − 1);
-//! - ITL: per-token gaps — a chunk of k tokens contributes its gap since the previous chunk,
-//!   split k ways (k samples of gap / k); extra tokens of the first chunk contribute gaps of 0.
-//!   So the ITL samples of a stream sum to (last token − first token) and number N − 1;
+//! - TPOT: (E2E − TTFT) / (N − k₁) — for one token per chunk that is the familiar
+//!   (E2E − TTFT) / (N − 1); not measured when every token came in the first chunk (a
+//!   non-streamed response, a one-chunk answer);
+//! - ITL: per-token gaps — each later chunk of k tokens contributes its gap since the previous
+//!   chunk, split k ways (k samples of gap / k); the first chunk contributes none. So the ITL
+//!   samples of a stream number N − k₁ and sum to (last token − first token);
 //! - ICL: gaps between successive token-bearing chunks;
-//! - decode tok/s per stream: (N − 1) / (last token − first token);
+//! - decode tok/s per stream: (N − k₁) / (last token − first token);
 //! - e2e tok/s per stream: N / E2E; canonical e2e tok/s: o200k tokens / E2E; chars/s: generated
 //!   characters (reasoning + answer) / E2E.
 //!
-//! Per load level:
-//! - the measured window (see `Window`): ramp-up and drain tails excluded;
-//! - aggregate tok/s: output tokens *arriving* (by chunk time) inside the window / its length;
-//!   likewise canonical tok/s and chars/s;
+//! Per load level (see `Window`):
+//! - aggregate tok/s (steady window): output tokens *arriving* (by chunk time) inside the
+//!   steady window / its length; likewise canonical tok/s and chars/s. A response whose tokens
+//!   all came in one piece (non-streamed) is spread evenly over its time in flight instead;
+//! - aggregate tok/s (whole run): all output tokens / (first send → last token);
 //! - req/s: successful requests *ending* inside the window / its length; goodput: those that
 //!   also met every SLO set;
-//! - each aggregate per repetition, their median and a bootstrap interval across repetitions.
+//! - each aggregate per repetition, their median and their min–max across repetitions;
+//! - a level measured in several segments (a run resumed after a crash) takes each window per
+//!   segment and adds them up: the downtime between segments is never in a figure.
 use std::collections::{BTreeMap, BinaryHeap};
 
 use serde::{Deserialize, Serialize};
@@ -29,8 +37,40 @@ use serde::{Deserialize, Serialize};
 use super::histogram::LogHistogram;
 use super::load::{Load, LoadShape};
 use super::metrics::Distribution;
-use super::run::{ErrorClass, RequestRecord, RunConfig, Slo, split_repetition};
-use super::stats::{Interval, median, median_ci};
+use super::run::{ErrorClass, Phase, RequestRecord, RunConfig, Slo, split_repetition};
+use super::stats::median;
+
+/// The published definition of every figure, in words: the "How we measure" page, every
+/// column head and `bakeoff measure --json` take them from here, beside the code they describe.
+pub mod definitions {
+    pub const TTFT: &str = "send → first non-empty token, reasoning or content";
+    pub const TTFA: &str = "send → first non-empty content (answer) token; differs from TTFT for reasoning models";
+    pub const E2E: &str = "send → end of stream; the client queue time is reported beside it";
+    pub const ICL: &str = "gaps between successive token-bearing chunks";
+    pub const ITL: &str = "per-token gaps: each chunk after the first, of k tokens, contributes its gap since the \
+                           previous chunk split k ways; the first chunk's tokens came with the first token and give \
+                           none. Not measured for non-streamed responses";
+    pub const TPOT: &str = "(E2E − TTFT) / (output tokens − tokens of the first chunk): excludes TTFT and the first \
+                            chunk's tokens, so (E2E − TTFT) / (N − 1) for one token per chunk. Not measured for \
+                            non-streamed responses";
+    pub const DECODE_PER_STREAM: &str = "(output tokens − tokens of the first chunk) / (last token − first token). Not \
+                                         measured for non-streamed responses";
+    pub const E2E_PER_STREAM: &str = "output tokens / E2E";
+    pub const CANONICAL_E2E_PER_STREAM: &str = "o200k tokens of the output (reasoning + answer) / E2E";
+    pub const CHARS_PER_STREAM: &str = "characters generated (reasoning + answer) / E2E";
+    pub const AGGREGATE_STEADY: &str = "steady window: output tokens arriving inside the measured window / its length; \
+        the window leaves ramp-up and drain out (closed loop: from the moment each of the first c requests has its first \
+        token to the first end among the last c; open loop: first token of the first request to the last scheduled \
+        send). A non-streamed response's tokens are spread evenly over its time in flight (send → end) and it counts as \
+        busy from its send. Median over repetitions; a resumed run's windows are taken per segment, downtime excluded";
+    pub const AGGREGATE_WHOLE_RUN: &str = "whole run: all output tokens / (first send → last token), ramp-up and drain \
+        included; median over repetitions; per segment when resumed";
+    pub const REQUEST_THROUGHPUT: &str = "successful requests ending inside the steady window per second; goodput \
+        counts only those meeting every SLO";
+    pub const OUTPUT_TOKENS: &str = "server usage when reported, else the server's own tokenize endpoint when declared \
+        (source `server-tokenizer`, counted after the measured load), else o200k count of the output (source \
+        `tokenizer`), else content chunks (source `chunks`)";
+}
 
 /// The figures of one successful request.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,9 +93,40 @@ pub fn generated_chars(r: &RequestRecord) -> u64 {
     u64::from(r.output_chars) + r.reasoning.as_deref().map_or(0, |t| t.chars().count() as u64)
 }
 
+/// Tokens of the first token-bearing chunk, on the scale of the record's output-token count
+/// (per-chunk counts are apportioned to sum to it; when they do not, they are scaled). A record
+/// without per-chunk counts is taken to have had one token in its first chunk.
+pub fn first_chunk_tokens(r: &RequestRecord) -> f64 {
+    let n = f64::from(r.output_tokens.unwrap_or(0));
+    let Some(&(_, k1)) = r.chunks.first() else {
+        return n.min(1.0);
+    };
+    let sum: u64 = r.chunks.iter().map(|c| u64::from(c.1)).sum();
+    if sum == 0 {
+        return n.min(1.0);
+    }
+    f64::from(k1) * n / sum as f64
+}
+
+/// Decode tokens: those that arrived after the first token-bearing chunk (N − k₁). None when
+/// there are none (every token came at once: a non-streamed response, a one-chunk answer).
+pub fn decode_tokens(r: &RequestRecord) -> Option<f64> {
+    let n = f64::from(r.output_tokens?);
+    let decode = n - first_chunk_tokens(r);
+    // Half a token of slack: apportioned counts are whole numbers.
+    (decode >= 0.5).then_some(decode)
+}
+
+/// Whether all of a response's tokens arrived in one piece (non-streamed, or a stream whose
+/// answer came in a single chunk): then the aggregate spreads them over the request's time in
+/// flight, since counting them at their arrival would put a whole response on one instant.
+pub fn arrived_at_once(r: &RequestRecord) -> bool {
+    r.chunks.len() <= 1
+}
+
 impl RequestFigures {
-    /// Whether these figures meet every objective of `slo` set (a TPOT objective is met by a
-    /// one-token answer, which has no TPOT).
+    /// Whether these figures meet every objective of `slo` set (a TPOT objective is met by an
+    /// answer that has no TPOT: one token, or every token in one piece).
     pub fn meets(&self, slo: &Slo) -> bool {
         let within = |limit: Option<f64>, value: Option<f64>| match (limit, value) {
             (Some(l), Some(v)) => v <= l,
@@ -76,8 +147,13 @@ impl RequestFigures {
         let n = r.output_tokens.unwrap_or(0);
         let ms = |us: i64| us as f64 / 1000.0;
         let per_s = |count: f64, us: i64| (us > 0).then(|| count / (us as f64 / 1e6));
-        let decode = match r.last_token_us {
-            Some(last) if n >= 2 && last > ttft => per_s(f64::from(n - 1), last - ttft),
+        let decode_n = decode_tokens(r);
+        let decode = match (r.last_token_us, decode_n) {
+            (Some(last), Some(d)) if last > ttft => per_s(d, last - ttft),
+            _ => None,
+        };
+        let tpot = match decode_n {
+            Some(d) if e2e > ttft => Some(ms(e2e - ttft) / d),
             _ => None,
         };
         let chars = generated_chars(r);
@@ -85,7 +161,7 @@ impl RequestFigures {
             ttft_ms: ms(ttft),
             ttfa_ms: r.first_content_us.map(ms),
             e2e_ms: ms(e2e),
-            tpot_ms: (n >= 2 && e2e >= ttft).then(|| ms(e2e - ttft) / f64::from(n - 1)),
+            tpot_ms: tpot,
             decode_tok_s: decode,
             e2e_tok_s: per_s(f64::from(n), e2e),
             canonical_e2e_tok_s: r.canonical_tokens.and_then(|c| per_s(f64::from(c), e2e)),
@@ -97,19 +173,19 @@ impl RequestFigures {
     }
 }
 
-/// Per-token gaps in ms as (gap / k, k): see the module comment. Empty for fewer than 2 tokens.
+/// Per-token gaps in ms as (gap / k, k): see the module comment. The first token-bearing chunk
+/// gives none, so a non-streamed response gives none.
 pub fn itl_ms(r: &RequestRecord) -> Vec<(f64, u32)> {
     let mut out = Vec::with_capacity(r.chunks.len());
     let mut prev: Option<i64> = None;
     for &(at, k) in &r.chunks {
         match prev {
-            None if k > 1 => out.push((0.0, k - 1)),
-            None => {}
-            Some(p) if k > 0 => out.push(((at - p) as f64 / 1000.0 / f64::from(k), k)),
+            None => prev = Some(at),
+            Some(p) if k > 0 => {
+                out.push(((at - p) as f64 / 1000.0 / f64::from(k), k));
+                prev = Some(at);
+            }
             Some(_) => {}
-        }
-        if k > 0 || prev.is_none() {
-            prev = Some(at);
         }
     }
     out
@@ -120,11 +196,14 @@ pub fn icl_ms(r: &RequestRecord) -> impl Iterator<Item = f64> + '_ {
     r.chunks.windows(2).map(|w| (w[1].0 - w[0].0) as f64 / 1000.0)
 }
 
-/// The part of a level's time that aggregates are computed over (wall clock, µs since epoch).
+/// The part of a level's time that steady-window aggregates are computed over (wall clock, µs
+/// since epoch).
 ///
 /// - Closed loop at concurrency c: from the moment every one of the first c requests has its
 ///   first token (all streams are generating) to the moment the first of the last c requests
-///   ends (a worker has no more work: the drain begins).
+///   ends (a worker has no more work: the drain begins). A request whose tokens arrived in one
+///   piece (non-streamed) counts as busy from its send, since its tokens are spread over its
+///   time in flight.
 /// - Open loop: from the first token of the first request (the server has started answering)
 ///   to the last scheduled send (after it, load only decreases).
 ///
@@ -157,6 +236,20 @@ pub struct Timeline {
 const MAX_BINS: usize = 1 << 16;
 
 impl Timeline {
+    /// Spreads `amount` evenly over [from, to] (at 1 ms steps, at most 1,000 of them).
+    pub fn add_spread(&mut self, from_us: i64, to_us: i64, amount: f64) {
+        if to_us <= from_us {
+            self.add(to_us, amount);
+            return;
+        }
+        let steps = ((to_us - from_us) / 1000).clamp(1, 1000);
+        let width = (to_us - from_us) as f64 / steps as f64;
+        for i in 0..steps {
+            let at = from_us + (width * (i as f64 + 0.5)) as i64;
+            self.add(at, amount / steps as f64);
+        }
+    }
+
     pub fn add(&mut self, at_us: i64, amount: f64) {
         if amount == 0.0 {
             return;
@@ -232,7 +325,7 @@ struct Edges {
 }
 
 impl Edges {
-    /// A request sent at `send` whose first token came at `first` and which ended at `end`.
+    /// A request sent at `send`, busy generating from `first` (its first token) and ended at `end`.
     fn add(&mut self, send: i64, first: i64, end: i64) {
         self.first.push((send, first, end));
         if self.first.len() > self.keep {
@@ -245,7 +338,7 @@ impl Edges {
     }
 }
 
-/// Accumulates one repetition of one load level.
+/// Accumulates one segment of one repetition of one load level.
 #[derive(Debug, Default)]
 struct Pass {
     edges: Edges,
@@ -258,6 +351,17 @@ struct Pass {
     latest_send: Option<i64>,
     earliest_first_token: Option<(i64, i64)>,
     latest_end: Option<i64>,
+    latest_token: Option<i64>,
+    output_tokens: f64,
+}
+
+/// The lowest and highest of the per-repetition aggregates: their spread, not a confidence
+/// interval (three repetitions cannot give one worth the name).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub min: f64,
+    pub max: f64,
+    pub repetitions: u32,
 }
 
 /// The figures of one load level (one load, one prompt bin), every caliber labelled.
@@ -272,7 +376,7 @@ pub struct LevelFigures {
     pub failed: u64,
     /// Attempts after the first (each retry is its own record; never in the figures).
     pub retries: u64,
-    /// Final failures by error class.
+    /// Final failures by error class (`ErrorClass::as_str`, the names of `records[].error_class`).
     pub errors: BTreeMap<String, u64>,
     /// Successful requests by where their output-token count came from.
     pub token_sources: BTreeMap<String, u64>,
@@ -291,9 +395,14 @@ pub struct LevelFigures {
     pub canonical_tokens: u64,
     /// Per repetition, in repetition order.
     pub repetitions: Vec<RepetitionFigures>,
-    /// Median across repetitions of the per-repetition aggregates.
+    /// Steady window (ramp-up and drain left out): median across repetitions of the
+    /// per-repetition aggregates. The figure threshold rules and the knee use.
     pub aggregate_tok_s: Option<f64>,
-    pub aggregate_tok_s_ci: Option<Interval>,
+    /// Min–max of the per-repetition steady-window aggregates (two repetitions or more).
+    pub aggregate_tok_s_spread: Option<Spread>,
+    /// Whole run: median across repetitions of all output tokens / (first send → last token),
+    /// ramp-up and drain included (the figure most other tools print).
+    pub whole_run_tok_s: Option<f64>,
     pub aggregate_canonical_tok_s: Option<f64>,
     pub aggregate_chars_per_s: Option<f64>,
     pub req_per_s: Option<f64>,
@@ -302,14 +411,33 @@ pub struct LevelFigures {
     /// Share of successful requests that met every SLO (None without SLOs).
     pub slo_attainment: Option<f64>,
     pub slo: Slo,
+    /// Segments the level was measured in: more than one when the run was resumed after an
+    /// interruption; every aggregate is then taken per segment and the downtime left out.
+    #[serde(default = "one")]
+    pub segments: u32,
+    /// Seconds between segments (last end before the interruption → first send after), left
+    /// out of every aggregate.
+    #[serde(default)]
+    pub downtime_s: f64,
 }
 
-/// The aggregates of one repetition, over its own measured window.
+fn one() -> u32 {
+    1
+}
+
+/// The aggregates of one repetition, over its own measured window (per segment when resumed).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RepetitionFigures {
     pub repetition: u32,
+    /// The steady window of the repetition's first segment (the only one unless resumed).
     pub window: Option<Window>,
+    /// The window of every segment, in order.
+    #[serde(default)]
+    pub windows: Vec<Window>,
     pub aggregate_tok_s: Option<f64>,
+    /// Output tokens / Σ per segment (first send → last token).
+    #[serde(default)]
+    pub whole_run_tok_s: Option<f64>,
     pub aggregate_canonical_tok_s: Option<f64>,
     pub aggregate_chars_per_s: Option<f64>,
     pub req_per_s: Option<f64>,
@@ -323,7 +451,10 @@ pub struct LevelAccumulator {
     prompt_tokens: Option<u32>,
     slo: Slo,
     retries_allowed: u32,
-    passes: BTreeMap<u32, Pass>,
+    /// Wall-clock instants (µs) the run was resumed at, ascending: segment boundaries.
+    resumes: Vec<i64>,
+    /// By (repetition, segment).
+    passes: BTreeMap<(u32, u32), Pass>,
     requests: u64,
     succeeded: u64,
     failed: u64,
@@ -360,6 +491,7 @@ impl LevelAccumulator {
             prompt_tokens,
             slo,
             retries_allowed,
+            resumes: Vec::new(),
             passes: BTreeMap::new(),
             requests: 0,
             succeeded: 0,
@@ -374,11 +506,23 @@ impl LevelAccumulator {
         }
     }
 
+    /// The instants (wall clock, µs) the run was resumed at: a request sent after one belongs to
+    /// a later segment, and every window is taken per segment.
+    pub fn with_resumes(mut self, resumes: &[i64]) -> Self {
+        self.resumes = resumes.to_vec();
+        self.resumes.sort_unstable();
+        self
+    }
+
     fn keep(&self) -> usize {
         match self.load {
             Load::Concurrency { concurrency } => concurrency.max(1) as usize,
             Load::Rate { .. } => 1,
         }
+    }
+
+    fn segment_of(&self, send_us: i64) -> u32 {
+        self.resumes.iter().take_while(|&&at| at <= send_us).count() as u32
     }
 
     /// Adds one attempt. `repetition` is the repetition within the level (records of one
@@ -437,7 +581,8 @@ impl LevelAccumulator {
         self.canonical_tokens += u64::from(f.canonical_tokens.unwrap_or(0));
 
         let keep = self.keep();
-        let pass = self.passes.entry(repetition).or_insert_with(|| Pass {
+        let segment = self.segment_of(r.sent_at_us);
+        let pass = self.passes.entry((repetition, segment)).or_insert_with(|| Pass {
             edges: Edges {
                 keep,
                 ..Edges::default()
@@ -445,24 +590,29 @@ impl LevelAccumulator {
             ..Pass::default()
         });
         let send = r.sent_at_us;
+        let at_once = arrived_at_once(r);
         let first = send + r.ttft_us().unwrap_or(0);
         let end = send + r.end_us.unwrap_or(0);
-        pass.edges.add(send, first, end);
+        let last_token = send + r.last_token_us.or(r.end_us).unwrap_or(0);
+        // A response delivered in one piece keeps its worker busy from the send on.
+        pass.edges.add(send, if at_once { send } else { first }, end);
         pass.earliest_send = Some(pass.earliest_send.map_or(send, |s| s.min(send)));
         pass.latest_send = Some(pass.latest_send.map_or(send, |s| s.max(send)));
         if pass.earliest_first_token.is_none_or(|(s, _)| send < s) {
-            pass.earliest_first_token = Some((send, first));
+            pass.earliest_first_token = Some((send, if at_once { send } else { first }));
         }
         pass.latest_end = Some(pass.latest_end.map_or(end, |e| e.max(end)));
+        pass.latest_token = Some(pass.latest_token.map_or(last_token, |e| e.max(last_token)));
+        pass.output_tokens += f64::from(f.output_tokens);
         // Token arrivals: each chunk at its time; scaled so they sum to the output count.
         let chunk_sum: u64 = r.chunks.iter().map(|c| u64::from(c.1)).sum();
         let n = f64::from(f.output_tokens);
         let canonical_per_token = f.canonical_tokens.map_or(0.0, |c| f64::from(c) / n.max(1.0));
         let chars_per_token = f.chars as f64 / n.max(1.0);
-        if chunk_sum == 0 {
-            pass.tokens.add(end, n);
-            pass.canonical.add(end, n * canonical_per_token);
-            pass.chars.add(end, f.chars as f64);
+        if at_once || chunk_sum == 0 {
+            pass.tokens.add_spread(send, last_token, n);
+            pass.canonical.add_spread(send, last_token, n * canonical_per_token);
+            pass.chars.add_spread(send, last_token, f.chars as f64);
         } else {
             let scale = n / chunk_sum as f64;
             for &(at, k) in &r.chunks {
@@ -480,17 +630,39 @@ impl LevelAccumulator {
 
     pub fn finish(self) -> LevelFigures {
         let slo_set = self.slo.is_set();
-        let repetitions: Vec<RepetitionFigures> = self
-            .passes
+        let mut by_repetition: BTreeMap<u32, Vec<&Pass>> = BTreeMap::new();
+        for (&(repetition, _), pass) in &self.passes {
+            by_repetition.entry(repetition).or_default().push(pass);
+        }
+        let repetitions: Vec<RepetitionFigures> = by_repetition
             .iter()
-            .map(|(&repetition, pass)| pass.figures(repetition, self.load, slo_set))
+            .map(|(&repetition, segments)| repetition_figures(repetition, segments, self.load, slo_set))
             .collect();
-        let mut agg: Vec<f64> = repetitions.iter().filter_map(|r| r.aggregate_tok_s).collect();
+        let segments = self
+            .passes
+            .keys()
+            .map(|k| k.1)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len() as u32;
+        let downtime_s: f64 = by_repetition
+            .values()
+            .flat_map(|segments| {
+                segments.windows(2).filter_map(|w| {
+                    let (before, after) = (w[0].latest_end?, w[1].earliest_send?);
+                    Some(((after - before) as f64 / 1e6).max(0.0))
+                })
+            })
+            .sum();
+        let agg: Vec<f64> = repetitions.iter().filter_map(|r| r.aggregate_tok_s).collect();
         let med = |values: Vec<f64>| {
             let mut v = values;
             (!v.is_empty()).then(|| median(&mut v))
         };
-        let ci = (agg.len() >= 2).then(|| median_ci(&agg, 0.95)).flatten();
+        let spread = (agg.len() >= 2).then(|| Spread {
+            min: agg.iter().copied().fold(f64::INFINITY, f64::min),
+            max: agg.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            repetitions: agg.len() as u32,
+        });
         let h = &self.h;
         LevelFigures {
             load: self.load,
@@ -514,8 +686,9 @@ impl LevelAccumulator {
             chars_per_s_per_stream: Distribution::from_histogram(&h.chars),
             output_tokens: self.output_tokens,
             canonical_tokens: self.canonical_tokens,
-            aggregate_tok_s: med(std::mem::take(&mut agg)),
-            aggregate_tok_s_ci: ci,
+            aggregate_tok_s: med(agg),
+            aggregate_tok_s_spread: spread,
+            whole_run_tok_s: med(repetitions.iter().filter_map(|r| r.whole_run_tok_s).collect()),
             aggregate_canonical_tok_s: med(repetitions.iter().filter_map(|r| r.aggregate_canonical_tok_s).collect()),
             aggregate_chars_per_s: med(repetitions.iter().filter_map(|r| r.aggregate_chars_per_s).collect()),
             req_per_s: med(repetitions.iter().filter_map(|r| r.req_per_s).collect()),
@@ -523,7 +696,42 @@ impl LevelAccumulator {
             slo_attainment: (slo_set && self.succeeded > 0).then(|| self.met_slo as f64 / self.succeeded as f64),
             slo: self.slo,
             repetitions,
+            segments: segments.max(1),
+            downtime_s,
         }
+    }
+}
+
+/// One repetition's aggregates over the windows of its segments: amounts summed over windows,
+/// divided by the windows' summed length.
+fn repetition_figures(repetition: u32, segments: &[&Pass], load: Load, slo_set: bool) -> RepetitionFigures {
+    let windows: Vec<(Window, &Pass)> = segments.iter().filter_map(|p| Some((p.window(load)?, *p))).collect();
+    let secs: f64 = windows.iter().map(|(w, _)| w.secs()).sum();
+    let rate = |t: fn(&Pass) -> &Timeline| {
+        (secs > 0.0).then(|| {
+            windows
+                .iter()
+                .map(|(w, p)| t(p).sum_between(w.start_us, w.end_us))
+                .sum::<f64>()
+                / secs
+        })
+    };
+    let whole_secs: f64 = segments
+        .iter()
+        .filter_map(|p| Some((p.latest_token? - p.earliest_send?) as f64 / 1e6))
+        .filter(|s| *s > 0.0)
+        .sum();
+    let tokens: f64 = segments.iter().map(|p| p.output_tokens).sum();
+    RepetitionFigures {
+        repetition,
+        window: windows.first().map(|(w, _)| *w),
+        windows: windows.iter().map(|(w, _)| *w).collect(),
+        aggregate_tok_s: rate(|p| &p.tokens),
+        whole_run_tok_s: (whole_secs > 0.0).then(|| tokens / whole_secs),
+        aggregate_canonical_tok_s: rate(|p| &p.canonical),
+        aggregate_chars_per_s: rate(|p| &p.chars),
+        req_per_s: rate(|p| &p.completions),
+        goodput_req_per_s: if slo_set { rate(|p| &p.good) } else { None },
     }
 }
 
@@ -555,20 +763,6 @@ impl Pass {
                 steady: true,
             }),
             None => (full.end_us > full.start_us).then_some(full),
-        }
-    }
-
-    fn figures(&self, repetition: u32, load: Load, slo_set: bool) -> RepetitionFigures {
-        let window = self.window(load);
-        let rate = |t: &Timeline| window.map(|w| t.sum_between(w.start_us, w.end_us) / w.secs());
-        RepetitionFigures {
-            repetition,
-            window,
-            aggregate_tok_s: rate(&self.tokens),
-            aggregate_canonical_tok_s: rate(&self.canonical),
-            aggregate_chars_per_s: rate(&self.chars),
-            req_per_s: rate(&self.completions),
-            goodput_req_per_s: if slo_set { rate(&self.good) } else { None },
         }
     }
 }
@@ -669,6 +863,18 @@ pub fn run_figures<'a>(
     candidate_id: i64,
     bin_of: impl Fn(&str) -> Option<u32>,
 ) -> RunFigures {
+    run_figures_resumed(records, config, candidate_id, bin_of, &[])
+}
+
+/// `run_figures` of a run resumed at `resumes` (wall clock µs, see `resumes_of`): every window
+/// is taken per segment, so the downtime is in no figure.
+pub fn run_figures_resumed<'a>(
+    records: impl IntoIterator<Item = &'a RequestRecord>,
+    config: &RunConfig,
+    candidate_id: i64,
+    bin_of: impl Fn(&str) -> Option<u32>,
+    resumes: &[i64],
+) -> RunFigures {
     let loads = config.loads();
     let phase = config.measured_phase();
     let mut levels: BTreeMap<(u32, Option<u32>), LevelAccumulator> = BTreeMap::new();
@@ -684,39 +890,84 @@ pub fn run_figures<'a>(
         // A plain eval run keeps its repetitions in `repetition` itself (level 0, cycle 0).
         levels
             .entry((level, bin))
-            .or_insert_with(|| LevelAccumulator::new(load, bin, config.slo, config.retries))
+            .or_insert_with(|| LevelAccumulator::new(load, bin, config.slo, config.retries).with_resumes(resumes))
             .add(r, repetition);
     }
     let levels: Vec<LevelFigures> = levels.into_values().map(LevelAccumulator::finish).collect();
-    let mut knees = Vec::new();
-    if let LoadShape::Sweep {
-        ttft_factor, min_gain, ..
-    } = config.load
-    {
-        let mut bins: Vec<Option<u32>> = levels.iter().map(|l| l.prompt_tokens).collect();
-        bins.dedup();
-        bins.sort();
-        bins.dedup();
-        for bin in bins {
-            let points: Vec<SweepPoint> = levels
-                .iter()
-                .filter(|l| l.prompt_tokens == bin)
-                .filter_map(|l| match l.load {
-                    Load::Concurrency { concurrency } => Some(SweepPoint {
-                        concurrency,
-                        p95_ttft_ms: l.ttft_ms.as_ref().map(|d| d.p95),
-                        aggregate_tok_s: l.aggregate_tok_s,
-                    }),
-                    Load::Rate { .. } => None,
-                })
-                .collect();
-            if let Some(knee) = find_knee(&points, ttft_factor, min_gain) {
-                knees.push((bin, knee));
-            }
-        }
-    }
+    let knees = knees_of(&levels, &config.load);
     RunFigures { levels, knees }
 }
+
+/// The knee of each prompt bin of a sweep's levels (none for other load shapes): the one knee
+/// search behind the run page, the scorecard's chart marker and `measure`.
+pub fn knees_of(levels: &[LevelFigures], load: &LoadShape) -> Vec<(Option<u32>, Knee)> {
+    let LoadShape::Sweep {
+        ttft_factor, min_gain, ..
+    } = *load
+    else {
+        return Vec::new();
+    };
+    let mut bins: Vec<Option<u32>> = levels.iter().map(|l| l.prompt_tokens).collect();
+    bins.sort();
+    bins.dedup();
+    let mut knees = Vec::new();
+    for bin in bins {
+        let points: Vec<SweepPoint> = levels
+            .iter()
+            .filter(|l| l.prompt_tokens == bin)
+            .filter_map(|l| match l.load {
+                Load::Concurrency { concurrency } => Some(SweepPoint {
+                    concurrency,
+                    p95_ttft_ms: l.ttft_ms.as_ref().map(|d| d.p95),
+                    aggregate_tok_s: l.aggregate_tok_s,
+                }),
+                Load::Rate { .. } => None,
+            })
+            .collect();
+        if let Some(knee) = find_knee(&points, ttft_factor, min_gain) {
+            knees.push((bin, knee));
+        }
+    }
+    knees
+}
+
+/// The figures at closed-loop concurrency `c` of one candidate's *final attempts* (the last
+/// attempt of each request, warm-ups and staged-start requests excluded), all prompt bins
+/// pooled: what a scorecard rule, its chart and a comparison read for a level. Records of
+/// other phases than `quality` and `throughput` (soak, judge) are left out. Equal to the run
+/// page's level row whenever the level has one prompt bin. None when nothing was measured at c.
+pub fn figures_at_concurrency<'a>(
+    finals: impl IntoIterator<Item = &'a RequestRecord>,
+    c: u32,
+    resumes: &[i64],
+) -> Option<LevelFigures> {
+    let mut acc =
+        LevelAccumulator::new(Load::Concurrency { concurrency: c }, None, Slo::default(), 0).with_resumes(resumes);
+    let mut any = false;
+    for r in finals {
+        if r.is_warmup || r.concurrency != c || !matches!(r.phase, Phase::Quality | Phase::Throughput) {
+            continue;
+        }
+        any = true;
+        acc.add(r, split_repetition(r.repetition).1);
+    }
+    any.then(|| acc.finish())
+}
+
+/// The instants (wall clock, µs) a run was resumed at, from its event log: the executor writes
+/// an event starting with `resumed:` each time it picks an interrupted run up again.
+pub fn resumes_of<'a>(events: impl IntoIterator<Item = (i64, &'a str)>) -> Vec<i64> {
+    let mut out: Vec<i64> = events
+        .into_iter()
+        .filter(|(_, message)| message.starts_with(RESUMED_EVENT_PREFIX))
+        .map(|(at_ms, _)| at_ms * 1000)
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// How the executor's event for a resumed run begins (see `resumes_of`).
+pub const RESUMED_EVENT_PREFIX: &str = "resumed:";
 
 /// One level of a concurrency sweep, as the knee search sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -848,8 +1099,8 @@ mod tests {
         assert_eq!(itl_ms(&r), vec![(20.0, 1), (20.0, 2), (20.0, 3)]);
         let icl: Vec<f64> = icl_ms(&r).collect();
         assert_eq!(icl, vec![20.0, 40.0, 60.0]);
-        // A first chunk of 3 tokens: two gaps of 0.
-        assert_eq!(itl_ms(&rec(0, &[(10, 3), (20, 1)])), vec![(0.0, 2), (10.0, 1)]);
+        // A first chunk of 3 tokens gives no gap: its tokens came with the first token.
+        assert_eq!(itl_ms(&rec(0, &[(10, 3), (20, 1)])), vec![(10.0, 1)]);
     }
 
     #[test]
@@ -949,8 +1200,10 @@ mod tests {
         }
         let f = acc.finish();
         assert_eq!(f.repetitions.len(), 3);
-        let ci = f.aggregate_tok_s_ci.unwrap();
-        assert!(ci.contains(f.aggregate_tok_s.unwrap()));
+        let spread = f.aggregate_tok_s_spread.unwrap();
+        assert_eq!(spread.repetitions, 3);
+        let med = f.aggregate_tok_s.unwrap();
+        assert!(spread.min < med && med == spread.max, "{spread:?} {med}");
         assert_eq!(f.repetitions[0].aggregate_tok_s, f.repetitions[2].aggregate_tok_s);
     }
 
@@ -981,5 +1234,134 @@ mod tests {
         let none = find_knee(&[p(1, 100.0, 50.0), p(2, 100.0, 100.0)], 2.0, 0.05).unwrap();
         assert_eq!((none.concurrency, none.rule.as_str()), (2, "none"));
         assert!(find_knee(&[], 2.0, 0.05).is_none());
+    }
+
+    #[test]
+    fn the_first_chunks_tokens_are_not_decode_tokens() {
+        // 8 tokens per chunk every 40 ms (5 ms a token), the first chunk too: 64 tokens, first
+        // token at 100 ms, last at 380 ms; the server decoded at 200 tok/s.
+        let chunks: Vec<(i64, u32)> = (0..8).map(|i| (100 + i * 40, 8)).collect();
+        let r = rec(0, &chunks);
+        assert_eq!(first_chunk_tokens(&r), 8.0);
+        let f = RequestFigures::of(&r).unwrap();
+        assert!((f.decode_tok_s.unwrap() - 200.0).abs() < 1e-9, "{:?}", f.decode_tok_s);
+        // TPOT: (381 − 100) ms / 56 decode tokens.
+        assert!((f.tpot_ms.unwrap() - 281.0 / 56.0).abs() < 1e-9);
+        let itl = itl_ms(&r);
+        assert_eq!(itl.iter().map(|s| s.1).sum::<u32>(), 56);
+        assert!(itl.iter().all(|&(gap, _)| (gap - 5.0).abs() < 1e-9), "{itl:?}");
+        // Per-chunk counts that do not sum to the total are scaled to it.
+        let mut scaled = rec(0, &[(100, 1), (140, 1)]);
+        scaled.output_tokens = Some(16);
+        assert_eq!(first_chunk_tokens(&scaled), 8.0);
+    }
+
+    /// A non-streamed response: one chunk holding every token at the end.
+    fn whole(send_ms: i64, end_ms: i64, tokens: u32) -> RequestRecord {
+        let mut r = rec(send_ms, &[(end_ms - send_ms, tokens)]);
+        r.end_us = r.last_token_us;
+        r
+    }
+
+    #[test]
+    fn non_streamed_responses_have_no_decode_figures() {
+        let r = whole(0, 500, 64);
+        let f = RequestFigures::of(&r).unwrap();
+        assert_eq!((f.tpot_ms, f.decode_tok_s), (None, None));
+        assert!(itl_ms(&r).is_empty());
+        assert_eq!(f.ttft_ms, f.e2e_ms);
+        let mut acc = LevelAccumulator::new(Load::Concurrency { concurrency: 1 }, None, Slo::default(), 0);
+        acc.add(&r, 0);
+        let l = acc.finish();
+        assert!(l.tpot_ms.is_none() && l.itl_ms.is_none() && l.decode_tok_s_per_stream.is_none());
+    }
+
+    #[test]
+    fn non_streamed_aggregates_match_the_servers_rate_at_any_concurrency() {
+        // Each response: 100 tokens over 500 ms, delivered at its end; workers resend at once.
+        for c in [1u32, 4] {
+            let mut acc = LevelAccumulator::new(Load::Concurrency { concurrency: c }, None, Slo::default(), 0);
+            for worker in 0..c {
+                let offset = i64::from(worker) * 7; // staggered by a few ms
+                for i in 0..6 {
+                    let send = offset + i * 500;
+                    acc.add(&whole(send, send + 500, 100), 0);
+                }
+            }
+            let f = acc.finish();
+            let truth = f64::from(c) * 100.0 / 0.5;
+            let got = f.aggregate_tok_s.unwrap();
+            assert!((got / truth - 1.0).abs() < 0.01, "c={c}: {got} vs {truth}");
+            let whole_run = f.whole_run_tok_s.unwrap();
+            assert!(whole_run <= got * 1.001, "c={c}: whole run {whole_run} vs {got}");
+        }
+    }
+
+    #[test]
+    fn whole_run_figure_includes_ramp_up_and_drain() {
+        // c = 2, the window test's four requests: 40 tokens from 0 to 431 ms (last token).
+        let tokens = |first: i64| (0..10).map(|i| (first + i * 10, 1)).collect::<Vec<_>>();
+        let mut acc = LevelAccumulator::new(Load::Concurrency { concurrency: 2 }, None, Slo::default(), 1);
+        for (send, first) in [(0, 100), (0, 150), (191, 100), (241, 100)] {
+            acc.add(&rec(send, &tokens(first)), 0);
+        }
+        let f = acc.finish();
+        assert!((f.whole_run_tok_s.unwrap() - 40.0 / 0.431).abs() < 1e-6);
+        assert!(f.whole_run_tok_s < f.aggregate_tok_s);
+    }
+
+    #[test]
+    fn a_resumed_level_leaves_the_downtime_out() {
+        // c = 1, 10 tokens in 100 ms per request back to back; 4 requests, then 40 s down,
+        // then 4 more. Per segment: 100 tok/s; across the downtime it would be ~2 tok/s.
+        let request = |send: i64| rec(send, &(1..=10).map(|i| (i * 10, 1)).collect::<Vec<_>>());
+        let sends: Vec<i64> = (0..4)
+            .map(|i| i * 101)
+            .chain((0..4).map(|i| 40_404 + i * 101))
+            .collect();
+        let resumed_at = 40_000 * 1000;
+        let mut acc = LevelAccumulator::new(Load::Concurrency { concurrency: 1 }, None, Slo::default(), 0)
+            .with_resumes(&[resumed_at]);
+        for &s in &sends {
+            acc.add(&request(s), 0);
+        }
+        let f = acc.finish();
+        assert_eq!(f.segments, 2);
+        assert!((f.downtime_s - (40.404 - 0.404)).abs() < 0.01, "{}", f.downtime_s);
+        assert_eq!(f.repetitions[0].windows.len(), 2);
+        let agg = f.aggregate_tok_s.unwrap();
+        assert!((80.0..=105.0).contains(&agg), "{agg}");
+        let whole_run = f.whole_run_tok_s.unwrap();
+        assert!((80.0..=105.0).contains(&whole_run), "{whole_run}");
+        // Without the resume the downtime is counted.
+        let mut blind = LevelAccumulator::new(Load::Concurrency { concurrency: 1 }, None, Slo::default(), 0);
+        for &s in &sends {
+            blind.add(&request(s), 0);
+        }
+        assert!(blind.finish().whole_run_tok_s.unwrap() < 5.0);
+        assert_eq!(
+            resumes_of([(1, "started"), (40_000, "resumed: 8 stored records kept")]),
+            vec![resumed_at]
+        );
+    }
+
+    #[test]
+    fn figures_at_a_concurrency_equal_the_run_figures_level() {
+        let tokens = |first: i64| (0..10).map(|i| (first + i * 10, 1)).collect::<Vec<_>>();
+        let mut records = Vec::new();
+        for (send, first) in [(0, 100), (0, 150), (191, 100), (241, 100)] {
+            let mut r = rec(send, &tokens(first));
+            r.concurrency = 2;
+            records.push(r);
+        }
+        let config = RunConfig {
+            load: LoadShape::Levels { levels: vec![2] },
+            ..RunConfig::default()
+        };
+        let run = run_figures(&records, &config, 1, |_| None);
+        let at = figures_at_concurrency(&records, 2, &[]).unwrap();
+        assert_eq!(run.levels[0].aggregate_tok_s, at.aggregate_tok_s);
+        assert_eq!(run.levels[0].whole_run_tok_s, at.whole_run_tok_s);
+        assert!(figures_at_concurrency(&records, 4, &[]).is_none());
     }
 }

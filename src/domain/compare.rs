@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::calibers::{RequestFigures, figures_at_concurrency};
 use super::grading::case_passed;
 use super::metrics::summarise_candidate;
 use super::run::{Phase, RequestRecord};
@@ -114,8 +115,23 @@ pub struct Figures {
     pub e2e_ci: Option<Interval>,
     pub decode_p50_tok_s: Option<f64>,
     pub decode_ci: Option<Interval>,
+    /// Steady-window aggregate when the run measured one load level (else per level only).
     pub aggregate_tok_s: Option<f64>,
     pub concurrency: Option<u32>,
+    /// Aggregate tok/s of every closed-loop level, from the one level computation
+    /// (`calibers::figures_at_concurrency`), ascending by concurrency.
+    #[serde(default)]
+    pub levels: Vec<LevelAggregate>,
+}
+
+/// The aggregates of one load level of a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LevelAggregate {
+    pub concurrency: u32,
+    /// Steady window (ramp-up and drain left out).
+    pub steady_tok_s: Option<f64>,
+    /// Whole run (first send → last token).
+    pub whole_run_tok_s: Option<f64>,
 }
 
 /// The figures of `candidate_id` from a run's records (warm-ups excluded, final attempts).
@@ -135,6 +151,20 @@ pub fn figures(candidate_id: i64, records: &[RequestRecord], case_weight: impl F
         }
     }
     let finals: Vec<&RequestRecord> = last.into_values().collect();
+    let mut concurrencies: Vec<u32> = finals.iter().map(|r| r.concurrency).filter(|&c| c > 0).collect();
+    concurrencies.sort_unstable();
+    concurrencies.dedup();
+    let levels = concurrencies
+        .into_iter()
+        .filter_map(|c| {
+            let l = figures_at_concurrency(finals.iter().copied(), c, &[])?;
+            Some(LevelAggregate {
+                concurrency: c,
+                steady_tok_s: l.aggregate_tok_s,
+                whole_run_tok_s: l.whole_run_tok_s,
+            })
+        })
+        .collect();
     let ok: Vec<&RequestRecord> = finals.iter().copied().filter(|r| r.succeeded()).collect();
     let (mut passed, mut graded) = (0u64, 0u64);
     for r in &finals {
@@ -151,14 +181,7 @@ pub fn figures(candidate_id: i64, records: &[RequestRecord], case_weight: impl F
     let ms = |us: i64| us as f64 / 1000.0;
     let ttft: Vec<f64> = ok.iter().filter_map(|r| r.ttft_us()).map(ms).collect();
     let e2e: Vec<f64> = ok.iter().filter_map(|r| r.end_us).map(ms).collect();
-    let decode: Vec<f64> = ok
-        .iter()
-        .filter_map(|r| {
-            let tokens = f64::from(r.output_tokens?);
-            let (first, last) = (r.ttft_us()?, r.last_token_us?);
-            (tokens >= 2.0 && last > first).then(|| (tokens - 1.0) / ((last - first) as f64 / 1e6))
-        })
-        .collect();
+    let decode: Vec<f64> = ok.iter().filter_map(|r| RequestFigures::of(r)?.decode_tok_s).collect();
     Figures {
         candidate_id,
         requests: s.requests,
@@ -176,6 +199,7 @@ pub fn figures(candidate_id: i64, records: &[RequestRecord], case_weight: impl F
         decode_ci: median_interval(&decode),
         aggregate_tok_s: s.aggregate_tok_s.filter(|_| s.failures < s.requests),
         concurrency: s.concurrency,
+        levels,
     }
 }
 

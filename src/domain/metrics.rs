@@ -1,5 +1,6 @@
 //! Figures derived from raw request records. Definitions follow DESIGN.md "Measurement";
 //! every figure here is computed only from records, so it can always be recomputed.
+use super::calibers::{RequestFigures, figures_at_concurrency};
 use super::grading::case_passed;
 use super::run::{RequestRecord, TokenSource};
 
@@ -96,8 +97,13 @@ pub struct CandidateSummary {
     pub e2e_ms: Option<Distribution>,
     /// Decode tok/s per stream over successful requests with ≥ 2 output tokens.
     pub decode_tok_s_per_stream: Option<Distribution>,
-    /// All output tokens of measured requests / (last end − first send), tok/s.
+    /// Steady-window aggregate tok/s (`calibers::figures_at_concurrency`); None when the
+    /// requests were measured at several load levels (no pooled figure is a level's figure).
     pub aggregate_tok_s: Option<f64>,
+    /// Whole-run aggregate tok/s (all output tokens / first send → last token), same rule.
+    pub whole_run_tok_s: Option<f64>,
+    /// Distinct concurrencies the measured requests were sent at.
+    pub load_levels: usize,
     pub output_tokens: u64,
     /// Where output-token counts came from, as (source, requests).
     pub token_sources: Vec<(TokenSource, usize)>,
@@ -128,6 +134,16 @@ pub fn summarise_candidate(
     records: &[RequestRecord],
     case_weight: impl Fn(&str) -> f64,
 ) -> CandidateSummary {
+    summarise_candidate_resumed(candidate_id, records, case_weight, &[])
+}
+
+/// `summarise_candidate` of a run resumed at `resumes` (see `calibers::resumes_of`).
+pub fn summarise_candidate_resumed(
+    candidate_id: i64,
+    records: &[RequestRecord],
+    case_weight: impl Fn(&str) -> f64,
+    resumes: &[i64],
+) -> CandidateSummary {
     let measured: Vec<&RequestRecord> = records
         .iter()
         .filter(|r| r.candidate_id == candidate_id && !r.is_warmup)
@@ -153,23 +169,23 @@ pub fn summarise_candidate(
         }
     }
 
-    let ms = |us: i64| us as f64 / 1000.0;
-    let ttft = Distribution::of(ok.iter().filter_map(|r| r.ttft_us()).map(ms));
-    let e2e = Distribution::of(ok.iter().filter_map(|r| r.end_us).map(ms));
-    let decode = Distribution::of(ok.iter().filter_map(|r| {
-        let tokens = r.output_tokens? as f64;
-        let first = r.ttft_us()?;
-        let last = r.last_token_us?;
-        (tokens >= 2.0 && last > first).then(|| (tokens - 1.0) / ((last - first) as f64 / 1e6))
-    }));
+    // Per-request figures from the one definition (calibers), the aggregate from the one
+    // level computation: a run measured at several concurrencies has no pooled aggregate.
+    let per_request: Vec<RequestFigures> = ok.iter().filter_map(|r| RequestFigures::of(r)).collect();
+    let ttft = Distribution::of(per_request.iter().map(|f| f.ttft_ms));
+    let e2e = Distribution::of(per_request.iter().map(|f| f.e2e_ms));
+    let decode = Distribution::of(per_request.iter().filter_map(|f| f.decode_tok_s));
 
     let output_tokens: u64 = finals.iter().filter_map(|r| r.output_tokens).map(u64::from).sum();
-    let window_start = finals.iter().map(|r| r.sent_at_us).min();
-    let window_end = finals.iter().filter_map(|r| r.end_us.map(|e| r.sent_at_us + e)).max();
-    let aggregate = match (window_start, window_end) {
-        (Some(s), Some(e)) if e > s => Some(output_tokens as f64 / ((e - s) as f64 / 1e6)),
+    let mut levels: Vec<u32> = finals.iter().map(|r| r.concurrency).collect();
+    levels.sort_unstable();
+    levels.dedup();
+    let level = match levels.as_slice() {
+        [c] => figures_at_concurrency(finals.iter().copied(), *c, resumes),
         _ => None,
     };
+    let aggregate = level.as_ref().and_then(|l| l.aggregate_tok_s);
+    let whole_run = level.as_ref().and_then(|l| l.whole_run_tok_s);
 
     let mut sources: Vec<(TokenSource, usize)> = Vec::new();
     for src in finals.iter().filter_map(|r| r.output_tokens_source) {
@@ -190,6 +206,8 @@ pub fn summarise_candidate(
         e2e_ms: e2e,
         decode_tok_s_per_stream: decode,
         aggregate_tok_s: aggregate,
+        whole_run_tok_s: whole_run,
+        load_levels: levels.len(),
         output_tokens,
         token_sources: sources,
         concurrency: finals.first().map(|r| r.concurrency),
@@ -274,12 +292,17 @@ mod tests {
         b_try.error_class = Some(ErrorClass::HttpServerError);
         let mut b_retry = record("b", 1500, 200, 1500, 50, false);
         b_retry.attempt = 1;
+        let (a_final, b_final) = (a.clone(), b_retry.clone());
         let s = summarise_candidate(7, &[warm, a, b_try, b_retry], |id| if id == "b" { 3.0 } else { 1.0 });
         assert_eq!((s.requests, s.failures), (2, 0));
         assert_eq!(s.accuracy, Some(0.25)); // a passes (w1), b fails (w3)
         assert_eq!(s.output_tokens, 151);
-        // window: first send 1.0 s (a) → last end 1.5 + 1.5 = 3.0 s → 151 tok / 2 s
-        assert!((s.aggregate_tok_s.unwrap() - 75.5).abs() < 1e-9);
+        // The aggregate is the level computation's, over the final attempts.
+        let finals = [&a_final, &b_final];
+        let level = crate::domain::calibers::figures_at_concurrency(finals, 2, &[]).unwrap();
+        assert_eq!(s.aggregate_tok_s, level.aggregate_tok_s);
+        assert!(s.aggregate_tok_s.is_some());
+        assert_eq!(s.load_levels, 1);
         assert_eq!(s.decode_tok_s_per_stream.as_ref().unwrap().max, 100.0);
         assert_eq!(s.ttft_ms.unwrap().p50, 150.0);
     }

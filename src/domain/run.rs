@@ -21,6 +21,14 @@ pub struct RunConfig {
     pub temperature: Option<f64>,
     /// Whole-request timeout.
     pub timeout_secs: u32,
+    /// Send → first token of a stream (None: `DEFAULT_FIRST_TOKEN_TIMEOUT_SECS`); at most
+    /// `timeout_secs`. A stream without a token by then fails `first_token_timeout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_token_timeout_secs: Option<u32>,
+    /// Longest silence between two tokens of a stream (None: `DEFAULT_STALL_TIMEOUT_SECS`); at
+    /// most `timeout_secs`. A stream silent for longer fails `stall_timeout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall_timeout_secs: Option<u32>,
     /// Retries after a failed attempt (each attempt is its own record).
     pub retries: u32,
     pub stream: bool,
@@ -229,7 +237,28 @@ pub fn join_repetition(level: u32, repetition: u32, cycle: u32) -> u32 {
     level * LEVEL_STRIDE + cycle * REPETITION_LIMIT + repetition
 }
 
+/// Default first-token timeout: a healthy server under heavy load still answers within it.
+pub const DEFAULT_FIRST_TOKEN_TIMEOUT_SECS: u32 = 60;
+/// Default stall timeout: no healthy stream goes this long between two tokens.
+pub const DEFAULT_STALL_TIMEOUT_SECS: u32 = 20;
+
 impl RunConfig {
+    /// The first-token timeout in effect (never above the whole-request timeout).
+    pub fn first_token_timeout(&self) -> u32 {
+        self.first_token_timeout_secs
+            .unwrap_or(DEFAULT_FIRST_TOKEN_TIMEOUT_SECS)
+            .min(self.timeout_secs)
+            .max(1)
+    }
+
+    /// The stall timeout in effect (never above the whole-request timeout).
+    pub fn stall_timeout(&self) -> u32 {
+        self.stall_timeout_secs
+            .unwrap_or(DEFAULT_STALL_TIMEOUT_SECS)
+            .min(self.timeout_secs)
+            .max(1)
+    }
+
     /// The load levels in the order they run.
     pub fn loads(&self) -> Vec<Load> {
         self.load.loads(self.concurrency)
@@ -259,6 +288,8 @@ impl Default for RunConfig {
             max_tokens: None,
             temperature: Some(0.2),
             timeout_secs: 60,
+            first_token_timeout_secs: None,
+            stall_timeout_secs: None,
             retries: 1,
             stream: true,
             case_limit: None,
@@ -502,7 +533,10 @@ pub fn apportion(total: u32, weights: &[u32]) -> Vec<u32> {
     parts.into_iter().map(|p| p.0).collect()
 }
 
-/// Why a request attempt failed. Stored as its string form.
+/// Why a request attempt failed. Stored, exported and shown as its string form (`as_str`): one
+/// vocabulary in the database, every page and every JSON (`records[].error_class` and
+/// `levels[].errors` alike). Exports written before the names were unified spelled the HTTP
+/// classes `http_client_error` / `http_server_error`; those are still read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorClass {
@@ -511,9 +545,13 @@ pub enum ErrorClass {
     Tls,
     ConnectTimeout,
     FirstTokenTimeout,
+    /// A stream that sent tokens and then none for longer than the stall timeout.
+    StallTimeout,
     TotalTimeout,
     RateLimited,
+    #[serde(rename = "http_4xx", alias = "http_client_error")]
     HttpClientError,
+    #[serde(rename = "http_5xx", alias = "http_server_error")]
     HttpServerError,
     StreamCut,
     MalformedChunk,
@@ -524,12 +562,13 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
-    pub const ALL: [ErrorClass; 15] = [
+    pub const ALL: [ErrorClass; 16] = [
         ErrorClass::ConnectRefused,
         ErrorClass::Dns,
         ErrorClass::Tls,
         ErrorClass::ConnectTimeout,
         ErrorClass::FirstTokenTimeout,
+        ErrorClass::StallTimeout,
         ErrorClass::TotalTimeout,
         ErrorClass::RateLimited,
         ErrorClass::HttpClientError,
@@ -549,6 +588,7 @@ impl ErrorClass {
             ErrorClass::Tls => "tls",
             ErrorClass::ConnectTimeout => "connect_timeout",
             ErrorClass::FirstTokenTimeout => "first_token_timeout",
+            ErrorClass::StallTimeout => "stall_timeout",
             ErrorClass::TotalTimeout => "total_timeout",
             ErrorClass::RateLimited => "rate_limited",
             ErrorClass::HttpClientError => "http_4xx",
@@ -982,5 +1022,18 @@ mod tests {
         assert_eq!(r.output_tokens_source, Some(TokenSource::ServerTokenizer));
         assert_eq!(r.chunks, vec![(1, 2), (2, 6), (3, 4)]);
         assert_eq!(r.canonical_tokens, Some(6), "the canonical o200k count stays");
+    }
+
+    #[test]
+    fn error_classes_have_one_name_everywhere() {
+        for class in ErrorClass::ALL {
+            let json = serde_json::to_value(class).unwrap();
+            assert_eq!(json, serde_json::json!(class.as_str()), "{class:?}");
+            assert_eq!(serde_json::from_value::<ErrorClass>(json).unwrap(), class);
+            assert_eq!(ErrorClass::parse(class.as_str()), Some(class));
+        }
+        // Exports written before the names were unified still import.
+        let old: ErrorClass = serde_json::from_str("\"http_server_error\"").unwrap();
+        assert_eq!(old, ErrorClass::HttpServerError);
     }
 }

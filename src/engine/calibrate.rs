@@ -304,6 +304,8 @@ pub async fn run_level(
         max_tokens: Some(spec.tokens),
         temperature: Some(0.0),
         timeout_secs: 120,
+        first_token_timeout_secs: None,
+        stall_timeout_secs: None,
         retries: 0,
         stream: true,
         case_limit: None,

@@ -106,6 +106,7 @@ pub struct Schedule {
     inter_token: Duration,
     jitter: f64,
     tokens_per_chunk: u32,
+    batch_first_chunk: bool,
     /// (token index the pause comes before, pause).
     pub stall: Option<(u32, Duration)>,
     /// Tokens sent before the stream is cut.
@@ -128,6 +129,7 @@ impl Schedule {
             inter_token: profile.inter_token(),
             jitter: profile.jitter,
             tokens_per_chunk: profile.tokens_per_chunk.max(1),
+            batch_first_chunk: profile.batch_first_chunk,
             stall: (stall && total >= 2).then(|| (stall_at, Duration::from_secs_f64(profile.stall_ms / 1000.0))),
             cut_after: cut.then_some(cut_after),
             malformed_at: (malformed && total >= 1).then_some(malformed_at),
@@ -211,8 +213,9 @@ impl Generator {
         }
         let reasoning = self.plan.is_reasoning(start);
         let mut end = start + 1;
-        // The first token goes alone (as real servers flush it at once); later chunks batch.
-        if start > 0 {
+        // The first token goes alone (as real servers flush it at once) unless the profile
+        // batches it too; later chunks batch.
+        if start > 0 || self.schedule.batch_first_chunk {
             while end < limit
                 && end - start < self.schedule.tokens_per_chunk
                 && self.plan.is_reasoning(end) == reasoning

@@ -20,8 +20,12 @@ pub struct ModelProfile {
     /// Delay between successive tokens of one stream, in milliseconds (overrides
     /// `tokens_per_second`).
     pub inter_token_ms: Option<f64>,
-    /// Tokens sent together in one SSE chunk (the first token always goes alone).
+    /// Tokens sent together in one SSE chunk (the first token goes alone unless
+    /// `batch_first_chunk`).
     pub tokens_per_chunk: u32,
+    /// The first chunk carries `tokens_per_chunk` tokens like the others (a server that holds
+    /// its first token until a chunk is full), sent when its last token is due.
+    pub batch_first_chunk: bool,
     /// Requests generated at once; more wait in a FIFO queue. None: unlimited.
     pub slots: Option<u32>,
     /// Requests allowed to wait for a slot; beyond that, 429. None: unlimited.
@@ -114,6 +118,7 @@ impl Default for ModelProfile {
             tokens_per_second: 50.0,
             inter_token_ms: None,
             tokens_per_chunk: 1,
+            batch_first_chunk: false,
             slots: None,
             max_queue: None,
             jitter: 0.0,

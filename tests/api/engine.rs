@@ -617,6 +617,7 @@ fn short_timeouts() -> Timeouts {
     Timeouts {
         connect: Duration::from_secs(2),
         first_token: Duration::from_millis(600),
+        stall: Duration::from_millis(1500),
         total: Duration::from_millis(1500),
     }
 }

@@ -77,6 +77,7 @@ async fn the_demo_candidates_get_a_go_a_no_go_and_an_inconclusive() {
         pipeline: &PipelineSpec::default(),
         operability: &[],
         judge: None,
+        resumes: &[],
     });
     let verdict = |model: &str| {
         card.columns
@@ -320,7 +321,7 @@ async fn the_demo_scorecard_page_exports_and_archive() {
     let rejudge = archived.text(".rejudge");
     assert!(rejudge.contains("Re-judged against the current version 2"), "{rejudge}");
     assert!(
-        rejudge.contains("aggregate tok/s ≥ 500 tok/s → aggregate tok/s ≥ 20 tok/s"),
+        rejudge.contains("aggregate tok/s (steady window) ≥ 500 tok/s → aggregate tok/s (steady window) ≥ 20 tok/s"),
         "{rejudge}"
     );
     let list = app.get_html("/scorecards").await;

@@ -4,6 +4,7 @@ use serde::Serialize;
 
 use super::intervals::quantile_of;
 use super::measurement::{CandidateRecords, aggregate_tok_s};
+use crate::domain::calibers::RequestFigures;
 use crate::domain::candidate::Candidate;
 use crate::domain::run::RequestRecord;
 
@@ -101,15 +102,9 @@ pub fn check(candidate: &Candidate, data: &CandidateRecords<'_>, run_concurrency
     let finals: Vec<&RequestRecord> = data.finals_at(measured_c);
     let ok: Vec<&RequestRecord> = finals.iter().copied().filter(|r| r.succeeded()).collect();
     let measured = caliber.and_then(|cal| match cal {
-        Caliber::Aggregate => aggregate_tok_s(&finals),
+        Caliber::Aggregate => aggregate_tok_s(data, measured_c),
         Caliber::DecodePerStream => {
-            let mut v: Vec<f64> = ok
-                .iter()
-                .filter_map(|r| {
-                    let (t, first, last) = (f64::from(r.output_tokens?), r.ttft_us()?, r.last_token_us?);
-                    (t >= 2.0 && last > first).then(|| (t - 1.0) / ((last - first) as f64 / 1e6))
-                })
-                .collect();
+            let mut v: Vec<f64> = ok.iter().filter_map(|r| RequestFigures::of(r)?.decode_tok_s).collect();
             quantile_of(&mut v, 0.5)
         }
         Caliber::EndToEndPerStream => {

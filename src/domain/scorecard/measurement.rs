@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use super::intervals::{MIN_BOOTSTRAP_N, bootstrap, bootstrap_items, quantile, wilson};
+use crate::domain::calibers::{LevelFigures, RequestFigures, figures_at_concurrency};
 use crate::domain::cost::CostSummary;
 use crate::domain::grading::case_passed;
 use crate::domain::operability::{ChecklistAnswers, ProbeReport, operability_metric};
@@ -84,6 +85,8 @@ pub struct CandidateRecords<'a> {
     pub attempts: Vec<&'a RequestRecord>,
     /// The last attempt of every measured request.
     pub finals: Vec<&'a RequestRecord>,
+    /// When the run was resumed (wall clock µs): aggregates are taken per segment.
+    pub resumes: Vec<i64>,
 }
 
 impl<'a> CandidateRecords<'a> {
@@ -108,7 +111,20 @@ impl<'a> CandidateRecords<'a> {
             candidate_id,
             attempts,
             finals,
+            resumes: Vec::new(),
         }
+    }
+
+    /// The run was resumed at these instants (see `calibers::resumes_of`).
+    pub fn with_resumes(mut self, resumes: &[i64]) -> Self {
+        self.resumes = resumes.to_vec();
+        self
+    }
+
+    /// The level figures at concurrency `c` (the one level computation the run page, its
+    /// charts, exports and `measure` use too).
+    pub fn level_at(&self, c: u32) -> Option<LevelFigures> {
+        figures_at_concurrency(self.finals.iter().copied(), c, &self.resumes)
     }
 
     /// Final attempts at concurrency `c`.
@@ -162,12 +178,9 @@ impl<'a> CandidateRecords<'a> {
     }
 }
 
-/// Aggregate tok/s over final attempts (first send → last end), as the run page computes it.
-pub fn aggregate_tok_s(finals: &[&RequestRecord]) -> Option<f64> {
-    let start = finals.iter().map(|r| r.sent_at_us).min()?;
-    let end = finals.iter().filter_map(|r| r.end_us.map(|e| r.sent_at_us + e)).max()?;
-    let tokens: u64 = finals.iter().filter_map(|r| r.output_tokens).map(u64::from).sum();
-    (end > start && finals.iter().any(|r| r.succeeded())).then(|| tokens as f64 / ((end - start) as f64 / 1e6))
+/// Steady-window aggregate tok/s at concurrency `c`: the level's figure.
+pub fn aggregate_tok_s(data: &CandidateRecords<'_>, c: u32) -> Option<f64> {
+    data.level_at(c)?.aggregate_tok_s
 }
 
 fn window_s(finals: &[&RequestRecord]) -> Option<f64> {
@@ -229,14 +242,8 @@ fn per_request(base: &str, r: &RequestRecord) -> Option<f64> {
         b if b.starts_with("ttft_") => r.ttft_us().map(ms),
         b if b.starts_with("ttfa_") => r.first_content_us.map(ms),
         b if b.starts_with("e2e_p") => r.end_us.map(ms),
-        b if b.starts_with("tpot_") => {
-            let (t, first, end) = (tokens?, r.ttft_us()?, r.end_us?);
-            (t >= 2.0 && end > first).then(|| ms(end - first) / (t - 1.0))
-        }
-        "decode_tok_s_p50" => {
-            let (t, first, last) = (tokens?, r.ttft_us()?, r.last_token_us?);
-            (t >= 2.0 && last > first).then(|| (t - 1.0) / ((last - first) as f64 / 1e6))
-        }
+        b if b.starts_with("tpot_") => RequestFigures::of(r)?.tpot_ms,
+        "decode_tok_s_p50" => RequestFigures::of(r)?.decode_tok_s,
         "e2e_tok_s_p50" => {
             let (t, end) = (tokens?, r.end_us?);
             (end > 0).then(|| t / (end as f64 / 1e6))
@@ -322,11 +329,22 @@ pub fn measure(
     }
     let mut m = match key.base {
         "aggregate_tok_s" => {
-            let (value, interval) = windowed_rate(&finals, |r| f64::from(r.output_tokens.unwrap_or(0)));
-            let value = value.filter(|_| finals.iter().any(|r| r.succeeded()));
+            // The value is the level's steady-window figure (median over repetitions). Its
+            // interval is the request bootstrap of the whole span, rescaled to that value: the
+            // same relative uncertainty around the figure every page shows.
+            let level = c.and_then(|c| data.level_at(c));
+            let value = level
+                .as_ref()
+                .and_then(|l| l.aggregate_tok_s)
+                .filter(|_| finals.iter().any(|r| r.succeeded()));
+            let (span_value, interval) = windowed_rate(&finals, |r| f64::from(r.output_tokens.unwrap_or(0)));
+            let interval = match (value, span_value, interval) {
+                (Some(v), Some(span), Some((lo, hi))) if span > 0.0 => Some((lo * v / span, hi * v / span)),
+                _ => None,
+            };
             Measurement {
                 value,
-                interval: interval.filter(|_| value.is_some()),
+                interval,
                 uncertainty: Uncertainty::Bootstrap,
                 n: finals.len() as f64,
                 unit: SampleUnit::Requests,

@@ -391,6 +391,8 @@ pub struct ScorecardInput<'a> {
     pub operability: &'a [CandidateOperability],
     /// Who judged the run's `llm-judge` calls, to price them (None: judge cost not shown).
     pub judge: Option<JudgeInput<'a>>,
+    /// When the run was resumed (wall clock µs, `calibers::resumes_of`): aggregates per segment.
+    pub resumes: &'a [i64],
 }
 
 /// A candidate's operability evidence from outside the run.
@@ -441,7 +443,7 @@ pub fn build(input: &ScorecardInput<'_>) -> Scorecard {
     let data: Vec<CandidateRecords<'_>> = input
         .candidates
         .iter()
-        .map(|c| CandidateRecords::new(c.id, input.records))
+        .map(|c| CandidateRecords::new(c.id, input.records).with_resumes(input.resumes))
         .collect();
     let costs: Vec<Option<CostSummary>> = input
         .candidates

@@ -317,6 +317,7 @@ fn a_two_candidate_scorecard_by_hand() {
         pipeline: &pipeline,
         operability: &[],
         judge: None,
+        resumes: &[],
     });
 
     // Accuracy: A 9/10 → Wilson [0.6523, 0.9774] straddles 80 %; B 5/10 → [0.2693, 0.7307] fails.
@@ -422,6 +423,7 @@ fn filters_by_load_and_counts_failures_by_class() {
         pipeline: &PipelineSpec::default(),
         operability: &[],
         judge: None,
+        resumes: &[],
     });
     let by_metric = |m: &str| card.rows.iter().find(|r| r.rule.metric == m).unwrap();
     assert_eq!(by_metric("failure_rate").cells[0].measurement.value, Some(0.2));
@@ -524,6 +526,7 @@ fn operability_rules_read_the_candidates_checklist_and_probes() {
         pipeline: &PipelineSpec::default(),
         operability: &ops,
         judge: None,
+        resumes: &[],
     });
     let j = |m: &str| card.rows.iter().find(|r| r.rule.metric == m).unwrap().cells[0].clone();
     assert_eq!(j("checklist:monitoring").assessment.state, RuleState::Pass);

@@ -52,7 +52,7 @@ pub struct FailureSummary {
 pub fn failure_group(class: ErrorClass) -> (&'static str, &'static str) {
     use ErrorClass::*;
     match class {
-        ConnectTimeout | FirstTokenTimeout | TotalTimeout => ("timeout", "timeouts"),
+        ConnectTimeout | FirstTokenTimeout | StallTimeout | TotalTimeout => ("timeout", "timeouts"),
         RateLimited => ("rate_limited", "rate-limited (429)"),
         HttpServerError => ("server_error", "server errors (5xx)"),
         StreamCut => ("stream_cut", "stream cuts"),

@@ -77,7 +77,7 @@ use Uncertainty::{Bootstrap, Exact, Proportion};
 
 const LATENCY_CALIBER_TTFT: &str = "send → first non-empty token (reasoning or content), successful requests";
 const LATENCY_CALIBER_TTFA: &str = "send → first non-empty content token, successful requests";
-const LATENCY_CALIBER_TPOT: &str = "(E2E − TTFT) / (output tokens − 1), successful requests with ≥ 2 tokens";
+const LATENCY_CALIBER_TPOT: &str = "(E2E − TTFT) / (output tokens − tokens of the first chunk), successful streamed requests with a token after the first chunk";
 const LATENCY_CALIBER_E2E: &str = "send → end of stream, successful requests";
 const OPERABILITY_PENDING: &str = "no probe measures it yet";
 
@@ -87,12 +87,14 @@ pub const CATALOG: &[MetricDef] = &[
     // --- throughput and latency
     def(
         "aggregate_tok_s",
-        "aggregate tok/s",
+        "aggregate tok/s (steady window)",
         Throughput,
         Unit::TokS,
         true,
         Bootstrap,
-        "all output tokens in the measured window / window length",
+        "steady window: output tokens arriving inside the level's measured window (ramp-up and drain left out) / its \
+         length, median over repetitions; not the whole-run figure (all tokens / first send → last token), which the \
+         run page shows beside it",
     ),
     def(
         "request_throughput",
@@ -110,7 +112,7 @@ pub const CATALOG: &[MetricDef] = &[
         Unit::TokS,
         true,
         Bootstrap,
-        "(output tokens − 1) / (last token − first token), median over successful requests",
+        "(output tokens − tokens of the first chunk) / (last token − first token), median over successful streamed requests",
     ),
     def(
         "e2e_tok_s_p50",

@@ -147,7 +147,11 @@ mod tests {
                 .iter()
                 .map(ThresholdRule::describe)
                 .collect::<Vec<_>>(),
-            ["aggregate tok/s ≥ 500 tok/s", "accuracy ≥ 95 %", "failure rate < 2 %"]
+            [
+                "aggregate tok/s (steady window) ≥ 500 tok/s",
+                "accuracy ≥ 95 %",
+                "failure rate < 2 %"
+            ]
         );
     }
 }

@@ -140,6 +140,7 @@ pub fn checks(class: ErrorClass) -> String {
     let symptom = match class {
         EmptyOutput => "symptom: no output (empty answer)",
         StreamCut | TotalTimeout => "symptom: cut mid-way (the answer started, then stopped)",
+        StallTimeout => "symptom: stalled mid-way (the answer started, then no token came within the stall timeout)",
         FirstTokenTimeout => "symptom: no output in time (the server accepted but did not answer)",
         MalformedChunk | NonJsonResponse => "symptom: the answer is not the protocol asked for",
         ConnectRefused | Dns | Tls | ConnectTimeout => "symptom: no connection at all",
@@ -167,6 +168,7 @@ pub fn checks(class: ErrorClass) -> String {
         StreamCut | TotalTimeout | FirstTokenTimeout => {
             "parameters: timeout too short for max_tokens, concurrency over the server's cap"
         }
+        StallTimeout => "parameters: stall timeout shorter than the server's longest pause, concurrency over its cap",
         RateLimited => "parameters: concurrency or rate over the server's or account's limit",
         ContextLengthExceeded => "parameters: max_tokens (prompt + max_tokens must fit the context)",
         _ => "parameters: max_tokens too small, temperature, concurrency over the server's cap",

@@ -143,6 +143,7 @@ async fn send(
     let timeouts = Timeouts {
         connect: config.timeout.min(Duration::from_secs(10)),
         first_token: config.timeout,
+        stall: Duration::from_secs(u64::from(crate::domain::run::DEFAULT_STALL_TIMEOUT_SECS)).min(config.timeout),
         total: config.timeout,
     };
     let client =

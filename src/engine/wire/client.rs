@@ -36,21 +36,27 @@ const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Timeouts {
     /// DNS + TCP + TLS of a new connection.
     pub connect: Duration,
-    /// Send → first token (reasoning or content); for non-streamed requests, the whole body.
+    /// Send → first token (reasoning or content) of a stream. A non-streamed response has
+    /// nothing before its whole body, which only `total` bounds.
     pub first_token: Duration,
+    /// Longest silence between two token-bearing chunks once a stream has started (classed
+    /// `stall_timeout`), so a server that stops mid-answer is given up on long before `total`.
+    pub stall: Duration,
     /// Send → end of stream.
     pub total: Duration,
 }
 
 impl Timeouts {
-    /// From the run's whole-request timeout: the first token may take all of it (a request
-    /// with no token when time runs out is classed `first_token_timeout`), the connect at most
+    /// From the run's settings: the whole-request timeout, the first-token and stall timeouts
+    /// (their defaults when unset, each at most the whole-request one), the connect at most
     /// 10 s of it.
     pub fn for_run(config: &RunConfig) -> Self {
         let total = Duration::from_secs(u64::from(config.timeout_secs.max(1)));
+        let secs = |s: u32| Duration::from_secs(u64::from(s.max(1)));
         Timeouts {
             connect: total.min(MAX_CONNECT_TIMEOUT),
-            first_token: total,
+            first_token: secs(config.first_token_timeout()).min(total),
+            stall: secs(config.stall_timeout()).min(total),
             total,
         }
     }
@@ -214,6 +220,7 @@ impl CandidateClient {
             usage: None,
             reasoning_chunks: 0,
             timeouts: self.timeouts,
+            streamed: true,
         };
         let outcome = CONNECT_PROBE
             .scope(probe.clone(), self.exchange(request, &mut m, &probe))
@@ -222,8 +229,14 @@ impl CandidateClient {
     }
 
     async fn exchange(&self, req: &PreparedRequest, m: &mut Measure, probe: &ConnectProbe) -> Result<(), Failure> {
-        let first_deadline = m.t0 + self.timeouts.first_token.min(self.timeouts.total);
         let total_deadline = m.t0 + self.timeouts.total;
+        // A non-streamed answer's headers usually come with its body: only `total` bounds it.
+        let first_deadline = if req.stream {
+            m.t0 + self.timeouts.first_token.min(self.timeouts.total)
+        } else {
+            total_deadline
+        };
+        m.streamed = req.stream;
         let send = self
             .http
             .post(&req.url)
@@ -283,7 +296,7 @@ impl CandidateClient {
         }
         // A server that ignores `stream: true` answers with one JSON body: measure it as such.
         if !req.stream || ct.contains("json") {
-            return self.read_whole(response, m, first_deadline).await;
+            return self.read_whole(response, m, total_deadline).await;
         }
         self.read_stream(response, m, first_deadline, total_deadline).await
     }
@@ -333,27 +346,28 @@ impl CandidateClient {
         let mut events_seen = 0usize;
         let mut head = Vec::new(); // the first bytes, to show when the body is no event stream
         let mut completed = false;
-        // One timer for the whole stream, re-armed only when the deadline moves (first token
-        // seen): a fresh `timeout_at` per read would register and cancel a timer per chunk.
+        // One timer for the whole stream. Before the first token it is the first-token deadline;
+        // after, the earlier of the total deadline and the last token + the stall timeout. It is
+        // re-armed lazily: when it fires early (tokens came since it was set) it is moved on,
+        // so a stream costs one timer reset per stall period, not one per chunk.
         let mut armed = first_deadline;
         let timer = tokio::time::sleep_until(armed);
         tokio::pin!(timer);
         let mut events = Vec::new();
         loop {
-            let deadline = if m.first_token_seen() {
-                total_deadline
-            } else {
-                first_deadline
-            };
-            if deadline != armed {
-                armed = deadline;
-                timer.as_mut().reset(deadline);
-            }
             // Biased to the read, as `timeout_at` polls its future before its deadline.
             let next = tokio::select! {
                 biased;
                 next = body.next() => next,
-                () = &mut timer => return Err(m.timeout_failure()),
+                () = &mut timer => {
+                    let deadline = m.deadline(first_deadline, total_deadline);
+                    if deadline > armed {
+                        armed = deadline;
+                        timer.as_mut().reset(deadline);
+                        continue;
+                    }
+                    return Err(m.timeout_failure());
+                }
             };
             let read = match next {
                 None => break,
@@ -370,6 +384,7 @@ impl CandidateClient {
             parser
                 .push_into(&read, &mut events)
                 .map_err(|e| Failure::new(ErrorClass::MalformedChunk, e.to_string()))?;
+            let had_token = m.first_token_seen();
             for event in events.drain(..) {
                 events_seen += 1;
                 if m.on_event(decoder.as_mut(), &event, at)? {
@@ -377,6 +392,12 @@ impl CandidateClient {
                     return Ok(());
                 }
                 completed |= m.x.finish_reason.is_some();
+            }
+            // The first token moves the deadline from the first-token one to the (usually
+            // earlier) stall one; later tokens only move it on, which the lazy re-arm handles.
+            if !had_token && m.first_token_seen() {
+                armed = m.deadline(first_deadline, total_deadline);
+                timer.as_mut().reset(armed);
             }
         }
         let at = m.now();
@@ -415,6 +436,8 @@ struct Measure {
     usage: Option<Usage>,
     reasoning_chunks: u32,
     timeouts: Timeouts,
+    /// Whether the request asked for a stream (a non-streamed one has no first-token timeout).
+    streamed: bool,
 }
 
 impl Measure {
@@ -424,6 +447,26 @@ impl Measure {
 
     fn first_token_seen(&self) -> bool {
         self.x.first_reasoning_us.is_some() || self.x.first_content_us.is_some()
+    }
+
+    /// The instant the stream times out at, as things stand (see `read_stream`).
+    fn deadline(&self, first_deadline: Instant, total_deadline: Instant) -> Instant {
+        match self.x.last_token_us {
+            Some(last) if self.first_token_seen() => {
+                let stalled = self.t0 + Duration::from_micros(u64::try_from(last).unwrap_or(0)) + self.timeouts.stall;
+                stalled.min(total_deadline)
+            }
+            _ => first_deadline,
+        }
+    }
+
+    /// Whether the stall timeout, not the total, is what ran out.
+    fn stalled(&self) -> bool {
+        let Some(last) = self.x.last_token_us else {
+            return false;
+        };
+        let since_last = Duration::from_micros(u64::try_from(self.now() - last).unwrap_or(0));
+        since_last >= self.timeouts.stall && self.t0.elapsed() < self.timeouts.total
     }
 
     /// Applies one event; true when the protocol said the stream is complete.
@@ -466,14 +509,27 @@ impl Measure {
 
     fn timeout_failure(&self) -> Failure {
         let secs = |d: Duration| d.as_secs_f64();
-        if self.first_token_seen() {
+        if self.first_token_seen() && self.stalled() {
             Failure::new(
-                ErrorClass::TotalTimeout,
+                ErrorClass::StallTimeout,
                 format!(
-                    "stream still open after {:.1} s ({} token chunks received)",
-                    secs(self.timeouts.total),
+                    "stream stalled: no token for {:.1} s after {} token chunks",
+                    secs(self.timeouts.stall),
                     self.x.chunks.len()
                 ),
+            )
+        } else if self.first_token_seen() || !self.streamed {
+            Failure::new(
+                ErrorClass::TotalTimeout,
+                if self.streamed {
+                    format!(
+                        "stream still open after {:.1} s ({} token chunks received)",
+                        secs(self.timeouts.total),
+                        self.x.chunks.len()
+                    )
+                } else {
+                    format!("no complete response within {:.1} s", secs(self.timeouts.total))
+                },
             )
         } else {
             let stage = if self.x.headers_us.is_some() {

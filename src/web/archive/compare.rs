@@ -10,6 +10,7 @@ use askama_web::WebTemplate;
 use axum::extract::{RawQuery, State};
 
 use super::{run_figures, with_interval};
+use crate::domain::calibers::definitions::{AGGREGATE_STEADY, AGGREGATE_WHOLE_RUN};
 use crate::domain::compare::{
     AttemptOutcome, Better, CaseOutcome, Figures, Mark, case_outcomes, improved_beyond_noise, mark,
     regressed_beyond_noise,
@@ -55,7 +56,7 @@ pub struct EntryView {
 
 #[derive(Debug, Clone)]
 pub struct FigureRow {
-    pub label: &'static str,
+    pub label: String,
     pub caliber: &'static str,
     /// (text, mark) per entry; mark is "better", "worse" or "".
     pub cells: Vec<(String, &'static str)>,
@@ -314,7 +315,7 @@ fn figure_rows(entries: &[Entry], baseline: usize) -> Vec<FigureRow> {
         ),
         (
             "decode tok/s/stream p50",
-            "(output tokens − 1) / (last − first token), 95 % interval",
+            "(output tokens − first chunk's tokens) / (last − first token), 95 % interval",
             Better::Higher,
             |f| (f.decode_p50_tok_s, f.decode_ci),
             |v| tok_s(Some(v)),
@@ -325,7 +326,7 @@ fn figure_rows(entries: &[Entry], baseline: usize) -> Vec<FigureRow> {
         .map(|(label, caliber, better, pick, fmt)| {
             let (_, base_ci) = pick(&entries[baseline].figures);
             FigureRow {
-                label,
+                label: label.to_string(),
                 caliber,
                 cells: entries
                     .iter()
@@ -347,13 +348,35 @@ fn figure_rows(entries: &[Entry], baseline: usize) -> Vec<FigureRow> {
             }
         })
         .collect();
+    // One row per load level, from the one level computation (the run page's and the
+    // scorecard's figure for that level); a run without the level shows "—".
+    let mut concurrencies: Vec<u32> = entries
+        .iter()
+        .flat_map(|e| e.figures.levels.iter().map(|l| l.concurrency))
+        .collect();
+    concurrencies.sort_unstable();
+    concurrencies.dedup();
+    for c in concurrencies {
+        let at = |e: &Entry| e.figures.levels.iter().find(|l| l.concurrency == c).cloned();
+        out.push(FigureRow {
+            label: format!("aggregate tok/s @c={c} (steady window)"),
+            caliber: AGGREGATE_STEADY,
+            cells: entries
+                .iter()
+                .map(|e| (tok_s(at(e).and_then(|l| l.steady_tok_s)), ""))
+                .collect(),
+        });
+        out.push(FigureRow {
+            label: format!("aggregate tok/s @c={c} (whole run)"),
+            caliber: AGGREGATE_WHOLE_RUN,
+            cells: entries
+                .iter()
+                .map(|e| (tok_s(at(e).and_then(|l| l.whole_run_tok_s)), ""))
+                .collect(),
+        });
+    }
     out.push(FigureRow {
-        label: "aggregate tok/s",
-        caliber: "all output tokens / measured window (no interval: one window per run)",
-        cells: entries.iter().map(|e| (tok_s(e.figures.aggregate_tok_s), "")).collect(),
-    });
-    out.push(FigureRow {
-        label: "requests",
+        label: "requests".into(),
         caliber: "measured final attempts (warm-ups excluded)",
         cells: entries.iter().map(|e| (e.figures.requests.to_string(), "")).collect(),
     });

@@ -135,7 +135,14 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
             failure_rate: with_interval(f.failure_rate, f.failure_ci.as_ref(), |v| format::percent(v, 1)),
             ttft: with_interval(f.ttft_p50_ms, f.ttft_ci.as_ref(), |v| ms(Some(v))),
             decode: with_interval(f.decode_p50_tok_s, f.decode_ci.as_ref(), |v| tok_s(Some(v))),
-            aggregate: tok_s(f.aggregate_tok_s),
+            // The level figure at the row's concurrency (a sweep's first level).
+            aggregate: tok_s(
+                f.levels
+                    .iter()
+                    .find(|l| l.concurrency == point.concurrency)
+                    .and_then(|l| l.steady_tok_s)
+                    .or(f.aggregate_tok_s),
+            ),
             flags,
         });
         points.push(point);

@@ -33,7 +33,8 @@ pub fn router() -> Router<AppState> {
 }
 
 /// Cache kind of a terminal run's per-candidate figures.
-pub const FIGURES_KIND: &str = "figures/1";
+/// (2: aggregates from the one level computation, per level.)
+pub const FIGURES_KIND: &str = "figures/2";
 
 /// Per-candidate figures of a run, in the run's candidate order: read from the run's cached
 /// summary when it is terminal, else computed from its records (and cached when terminal).

@@ -12,6 +12,7 @@ use axum::extract::{Path, State};
 use axum::response::Redirect;
 use serde::{Deserialize, Serialize};
 
+use crate::domain::calibers::resumes_of;
 use crate::domain::candidate::Candidate;
 use crate::domain::grading::case_passed;
 use crate::domain::metrics::{CandidateSummary, summarise_candidate};
@@ -20,7 +21,7 @@ use crate::domain::validation::truncate;
 use crate::store::EvalSetVersion;
 use crate::web::AppState;
 use crate::web::error::{WebError, parse_id};
-use crate::web::how_we_measure::{AGGREGATE, DECODE_PER_STREAM, E2E, TTFT};
+use crate::web::how_we_measure::{AGGREGATE, AGGREGATE_WHOLE_RUN, DECODE_PER_STREAM, E2E, TTFT};
 use crate::web::views::{NOT_MEASURED, ms, or_dash, pct_n, short_hash, tok_s};
 
 use super::again::{AgainButton, StopView, buttons};
@@ -305,6 +306,14 @@ fn config_rows(c: &RunConfig, version: Option<&EvalSetVersion>) -> Vec<(&'static
         ),
         ("repetitions", c.repetitions.to_string()),
         ("warm-ups (excluded)", c.warmup_requests.to_string()),
+        (
+            "staged start (excluded)",
+            if c.staged_rollout {
+                "on: shortest case, longest case, 4 at once".to_string()
+            } else {
+                "off".to_string()
+            },
+        ),
         ("timeout", format!("{} s", c.timeout_secs)),
         ("retries", c.retries.to_string()),
         (
@@ -339,6 +348,19 @@ fn config_rows(c: &RunConfig, version: Option<&EvalSetVersion>) -> Vec<(&'static
         rows.push(("duration per level", format!("at most {s} s per repetition")));
     }
     rows
+}
+
+/// (warm-up attempts, staged-start attempts) of one candidate: both excluded from every figure.
+fn excluded_counts(records: &[RequestRecord], candidate_id: i64) -> (usize, usize) {
+    let mine = || {
+        records
+            .iter()
+            .filter(move |r| r.candidate_id == candidate_id && r.is_warmup)
+    };
+    (
+        mine().filter(|r| r.phase == Phase::Warmup).count(),
+        mine().filter(|r| r.phase == Phase::Smoke).count(),
+    )
 }
 
 pub(super) fn candidate_name(candidates: &[Candidate], id: i64) -> String {
@@ -476,6 +498,8 @@ async fn record_parts(
     let expected = expected_requests(run, version);
 
     let records = state.store.list_request_records(run.id).await?;
+    let events = state.store.list_run_events(run.id).await?;
+    let resumes = resumes_of(events.iter().map(|e| (e.at.0, e.message.as_str())));
     let measured: Vec<&RequestRecord> = records.iter().filter(|r| !r.is_warmup).collect();
 
     // The bar counts requests (case × repetition) with at least one stored attempt, so retries
@@ -496,7 +520,9 @@ async fn record_parts(
             let p = progress_counts.iter().find(|p| p.candidate_id == id);
             let measured = p.map(|p| p.measured_attempts).unwrap_or(0);
             let failed = p.map(|p| p.failed_attempts).unwrap_or(0);
-            let warmups = p.map(|p| p.warmup_attempts).unwrap_or(0);
+            // Warm-ups and staged-start requests are both left out of every figure, but they
+            // are different things: counted apart (the store's count holds both).
+            let (warmups, staged) = excluded_counts(&records, id);
             let done = requests_done.get(&id).map(|s| s.len() as i64).unwrap_or(0);
             let mut text = format!("{done} of {expected} requests");
             if measured > done {
@@ -512,6 +538,12 @@ async fn record_parts(
                 text.push_str(&format!(
                     " · {warmups} warm-up{} (excluded)",
                     if warmups == 1 { "" } else { "s" }
+                ));
+            }
+            if staged > 0 {
+                text.push_str(&format!(
+                    " · {staged} staged-start request{} (excluded)",
+                    if staged == 1 { "" } else { "s" }
                 ));
             }
             ProgressRow {
@@ -575,7 +607,7 @@ async fn record_parts(
         scorecard,
         cases: case_rows,
         cases_note,
-        levels: levels_view(run, version, candidates, &records),
+        levels: levels_view(run, version, candidates, &records, &resumes),
         quality: quality_views(run, candidates, &records),
     })
 }
@@ -608,9 +640,27 @@ fn scorecard(
     let rows = vec![
         row(
             AGGREGATE.label_at(Some(concurrency)),
-            "all output tokens / measured window, per candidate",
+            AGGREGATE.definition,
             // With no successful request nothing was measured; 0 tok/s would read as a figure.
-            &|s| tok_s(s.aggregate_tok_s.filter(|_| s.failures < s.requests)),
+            // Several load levels have no pooled figure: each level's is under "Per load level".
+            &|s| {
+                if s.load_levels > 1 {
+                    "per load level below".to_string()
+                } else {
+                    tok_s(s.aggregate_tok_s.filter(|_| s.failures < s.requests))
+                }
+            },
+        ),
+        row(
+            AGGREGATE_WHOLE_RUN.label_at(Some(concurrency)),
+            AGGREGATE_WHOLE_RUN.definition,
+            &|s| {
+                if s.load_levels > 1 {
+                    "per load level below".to_string()
+                } else {
+                    tok_s(s.whole_run_tok_s.filter(|_| s.failures < s.requests))
+                }
+            },
         ),
         row(
             format!("{} p50", TTFT.label),
@@ -629,7 +679,7 @@ fn scorecard(
         ),
         row(
             format!("{} p50", DECODE_PER_STREAM.label),
-            "(output tokens − 1) / (last token − first token)",
+            DECODE_PER_STREAM.definition,
             &|s| tok_s(p50(&s.decode_tok_s_per_stream)),
         ),
         row("accuracy".into(), "weighted share of graded cases passed", &|s| {

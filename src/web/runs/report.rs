@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::calibers::{HarnessReport, LevelFigures, RunFigures, run_figures};
+use crate::domain::calibers::{HarnessReport, LevelFigures, RunFigures, run_figures_resumed};
 use crate::domain::candidate::Candidate;
 use crate::domain::format;
 use crate::domain::grading::{FieldReport, FieldStats, FieldsDetail, classification_report, field_report, label_pair};
@@ -20,7 +20,8 @@ use crate::domain::run::{RequestRecord, Run, RunConfig, Slo};
 use crate::domain::validation::truncate;
 use crate::store::EvalSetVersion;
 use crate::web::how_we_measure::{
-    AGGREGATE, DECODE_PER_STREAM, E2E, E2E_PER_STREAM, ICL, ITL, REQUEST_THROUGHPUT, TPOT, TTFA, TTFT,
+    AGGREGATE, AGGREGATE_WHOLE_RUN, DECODE_PER_STREAM, E2E, E2E_PER_STREAM, ICL, ITL, REQUEST_THROUGHPUT, TPOT, TTFA,
+    TTFT,
 };
 use crate::web::views::NOT_MEASURED;
 
@@ -260,6 +261,7 @@ pub fn levels_view(
     version: Option<&EvalSetVersion>,
     candidates: &[Candidate],
     records: &[RequestRecord],
+    resumes: &[i64],
 ) -> Option<LevelsView> {
     let config = &run.config;
     let bins: HashMap<&str, Option<u32>> = version
@@ -282,7 +284,7 @@ pub fn levels_view(
             let name = super::detail::candidate_name(candidates, id);
             (
                 name,
-                run_figures(records, config, id, |case| bins.get(case).copied().flatten()),
+                run_figures_resumed(records, config, id, |case| bins.get(case).copied().flatten(), resumes),
             )
         })
         .collect();
@@ -319,12 +321,13 @@ pub fn levels_view(
             "generated characters (answer + reasoning) / E2E, per request",
         ),
         col(
-            "aggregate tok/s @ level [95 % CI]",
+            "aggregate tok/s @ level, steady window (min–max of repetitions)",
             format!(
-                "{}; median over repetitions, interval across repetitions",
+                "{}; with two repetitions or more, the lowest and highest repetition (a spread, not a confidence interval)",
                 AGGREGATE.definition
             ),
         ),
+        col("aggregate tok/s @ level, whole run", AGGREGATE_WHOLE_RUN.definition),
         col(
             "aggregate o200k tok/s",
             "canonical o200k tokens in the measured window / its length",
@@ -362,9 +365,16 @@ pub fn levels_view(
                 candidate: name.clone(),
                 load: l.load.label(),
                 prompt: prompt_text(l.prompt_tokens),
-                latency: latency_cells(l),
-                speed: speed_cells(l, slo.is_some()),
+                latency: latency_cells(l, config.stream),
+                speed: speed_cells(l, slo.is_some(), config.stream),
             });
+            if let Some(segments) = segments_text(l) {
+                notes.push(format!(
+                    "{name} at {}{}: {segments}",
+                    l.load.label(),
+                    prompt_suffix(l.prompt_tokens)
+                ));
+            }
             if let Some(w) = l.repetitions.iter().find_map(|r| r.window.filter(|w| !w.steady)) {
                 notes.push(format!(
                     "{name} at {}{}: too few requests for a steady state; aggregates use the whole {} s span from first send to last end",
@@ -418,6 +428,17 @@ pub fn levels_view(
     })
 }
 
+/// "measured in 2 segments; 41 s of downtime excluded" for a level of a resumed run.
+pub fn segments_text(l: &LevelFigures) -> Option<String> {
+    (l.segments > 1).then(|| {
+        format!(
+            "measured in {} segments (the run was resumed); {} s of downtime excluded from every aggregate",
+            l.segments,
+            format::significant(l.downtime_s)
+        )
+    })
+}
+
 fn prompt_text(bin: Option<u32>) -> String {
     bin.map_or(NOT_MEASURED.into(), |b| format!("{b} tokens"))
 }
@@ -441,7 +462,18 @@ fn rate(v: Option<f64>, unit: &str) -> String {
     v.map_or(NOT_MEASURED.into(), |v| format!("{} {unit}", format::significant(v)))
 }
 
-fn latency_cells(l: &LevelFigures) -> Vec<String> {
+/// What a decode figure of a non-streamed run reads: every token arrived at once, so there
+/// is nothing between the first token and the last to time (never 0 ms from zero samples).
+pub const NOT_STREAMED: &str = "not measured (not streamed)";
+
+fn decode_ms(d: &Option<Distribution>, f: fn(&Distribution) -> f64, streamed: bool) -> String {
+    match d {
+        None if !streamed => NOT_STREAMED.into(),
+        _ => dist_ms(d, f),
+    }
+}
+
+fn latency_cells(l: &LevelFigures, streamed: bool) -> Vec<String> {
     vec![
         format!("{}/{}", l.succeeded, l.requests),
         l.retries.to_string(),
@@ -450,31 +482,37 @@ fn latency_cells(l: &LevelFigures) -> Vec<String> {
         dist_ms(&l.ttfa_ms, |d| d.p50),
         dist_ms(&l.e2e_ms, |d| d.p50),
         dist_ms(&l.e2e_ms, |d| d.p95),
-        dist_ms(&l.tpot_ms, |d| d.p50),
-        dist_ms(&l.itl_ms, |d| d.p50),
-        dist_ms(&l.itl_ms, |d| d.p99),
-        dist_ms(&l.icl_ms, |d| d.p50),
+        decode_ms(&l.tpot_ms, |d| d.p50, streamed),
+        decode_ms(&l.itl_ms, |d| d.p50, streamed),
+        decode_ms(&l.itl_ms, |d| d.p99, streamed),
+        decode_ms(&l.icl_ms, |d| d.p50, streamed),
         dist_ms(&l.client_queue_ms, |d| d.p99),
     ]
 }
 
-fn speed_cells(l: &LevelFigures, slo: bool) -> Vec<String> {
-    let aggregate = match (l.aggregate_tok_s, l.aggregate_tok_s_ci) {
-        (Some(v), Some(ci)) => format!(
-            "{} tok/s [{} – {}]",
+fn speed_cells(l: &LevelFigures, slo: bool, streamed: bool) -> Vec<String> {
+    let aggregate = match (l.aggregate_tok_s, l.aggregate_tok_s_spread) {
+        (Some(v), Some(s)) => format!(
+            "{} tok/s (min–max of {} repetitions: {} – {})",
             format::significant(v),
-            format::significant(ci.lo),
-            format::significant(ci.hi)
+            s.repetitions,
+            format::significant(s.min),
+            format::significant(s.max)
         ),
         (Some(v), None) => format!("{} tok/s", format::significant(v)),
         _ => NOT_MEASURED.into(),
     };
+    let decode = match &l.decode_tok_s_per_stream {
+        None if !streamed => NOT_STREAMED.into(),
+        d => dist_rate(d, "tok/s"),
+    };
     let mut cells = vec![
-        dist_rate(&l.decode_tok_s_per_stream, "tok/s"),
+        decode,
         dist_rate(&l.e2e_tok_s_per_stream, "tok/s"),
         dist_rate(&l.canonical_e2e_tok_s_per_stream, "tok/s"),
         dist_rate(&l.chars_per_s_per_stream, "chars/s"),
         aggregate,
+        rate(l.whole_run_tok_s, "tok/s"),
         rate(l.aggregate_canonical_tok_s, "tok/s"),
         rate(l.aggregate_chars_per_s, "chars/s"),
         rate(l.req_per_s, "req/s"),

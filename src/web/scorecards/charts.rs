@@ -6,6 +6,8 @@ use std::ops::Range;
 use plotters::prelude::*;
 
 use crate::app::scorecard::RunScorecard;
+use crate::domain::calibers::{Knee, LevelFigures, knees_of};
+use crate::domain::load::Load;
 use crate::domain::scorecard::measurement::{CandidateRecords, aggregate_tok_s};
 use crate::domain::thresholds::key::MetricKey;
 
@@ -76,27 +78,48 @@ fn render(draw: impl FnOnce(DrawingArea<SVGBackend<'_>, plotters::coord::Shift>)
     }
 }
 
-/// Aggregate tok/s at every concurrency each candidate was measured at.
-fn throughput_points(j: &RunScorecard) -> Vec<(String, Vec<(f64, f64)>)> {
+/// One candidate's throughput curve: the steady-window aggregate at every concurrency it was
+/// measured at (the level computation every page uses), and the sweep's knee on that curve.
+pub struct ThroughputSeries {
+    pub name: String,
+    /// (concurrency, aggregate tok/s), ascending.
+    pub points: Vec<(f64, f64)>,
+    pub knee: Option<Knee>,
+}
+
+pub fn throughput_series(j: &RunScorecard) -> Vec<ThroughputSeries> {
     j.candidates
         .iter()
         .map(|c| {
-            let data = CandidateRecords::new(c.id, &j.records);
-            let points = data
+            let data = CandidateRecords::new(c.id, &j.records).with_resumes(&j.resumes);
+            let levels: Vec<LevelFigures> = data
                 .concurrencies()
                 .into_iter()
-                .filter_map(|level| aggregate_tok_s(&data.finals_at(level)).map(|v| (f64::from(level), v)))
+                .filter(|&level| level > 0)
+                .filter_map(|level| data.level_at(level))
                 .collect();
-            (c.spec.name.clone(), points)
+            let points = levels
+                .iter()
+                .filter_map(|l| match l.load {
+                    Load::Concurrency { concurrency } => Some((f64::from(concurrency), l.aggregate_tok_s?)),
+                    Load::Rate { .. } => None,
+                })
+                .collect();
+            let knee = knees_of(&levels, &j.run.config.load).into_iter().next().map(|(_, k)| k);
+            ThroughputSeries {
+                name: c.spec.name.clone(),
+                points,
+                knee,
+            }
         })
         .collect()
 }
 
 fn throughput_chart(j: &RunScorecard) -> Option<Chart> {
-    let series = throughput_points(j);
-    let xs = padded(series.iter().flat_map(|(_, p)| p.iter().map(|x| x.0)), true)?;
-    let ys = padded(series.iter().flat_map(|(_, p)| p.iter().map(|x| x.1)), true)?;
-    let levels: usize = series.iter().map(|(_, p)| p.len()).max().unwrap_or(0);
+    let series = throughput_series(j);
+    let xs = padded(series.iter().flat_map(|s| s.points.iter().map(|x| x.0)), true)?;
+    let ys = padded(series.iter().flat_map(|s| s.points.iter().map(|x| x.1)), true)?;
+    let levels: usize = series.iter().map(|s| s.points.len()).max().unwrap_or(0);
     let svg = render(|root| {
         root.fill(&WHITE)?;
         let mut chart = ChartBuilder::on(&root)
@@ -107,19 +130,30 @@ fn throughput_chart(j: &RunScorecard) -> Option<Chart> {
         chart
             .configure_mesh()
             .x_desc("concurrency (requests in flight)")
-            .y_desc("aggregate tok/s")
+            .y_desc("aggregate tok/s (steady window)")
             .label_style((FONT, 13))
             .light_line_style(GRID_LIGHT)
             .bold_line_style(GRID_BOLD)
             .x_label_formatter(&|v| axis_number(*v))
             .draw()?;
-        for (i, (name, points)) in series.iter().enumerate() {
+        for (i, s) in series.iter().enumerate() {
             let c = colour(i);
             chart
-                .draw_series(LineSeries::new(points.clone(), c.stroke_width(2)))?
-                .label(name.as_str())
+                .draw_series(LineSeries::new(s.points.clone(), c.stroke_width(2)))?
+                .label(s.name.as_str())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
-            chart.draw_series(points.iter().map(|p| Circle::new(*p, 5, c.filled())))?;
+            chart.draw_series(s.points.iter().map(|p| Circle::new(*p, 5, c.filled())))?;
+            // The knee: a ring around its point and its name beside it.
+            if let Some(k) = &s.knee
+                && let Some(&at) = s.points.iter().find(|p| p.0 == f64::from(k.concurrency))
+            {
+                chart.draw_series(std::iter::once(Circle::new(at, 10, c.stroke_width(2))))?;
+                chart.draw_series(std::iter::once(Text::new(
+                    format!("knee c={}", k.concurrency),
+                    at,
+                    (FONT, 13).into_font().color(&c),
+                )))?;
+            }
         }
         chart
             .configure_series_labels()
@@ -133,7 +167,11 @@ fn throughput_chart(j: &RunScorecard) -> Option<Chart> {
     Some(Chart {
         id: "chart-throughput",
         title: "Throughput vs concurrency".into(),
-        caption: if levels <= 1 {
+        caption: if let Some(knees) = knee_caption(&series) {
+            format!(
+                "Aggregate output tok/s (steady window) at each load measured; the ringed point is each candidate's knee: {knees}."
+            )
+        } else if levels <= 1 {
             "Aggregate output tok/s at each load measured. This run measured one load per candidate; a concurrency \
              sweep draws the curve and shows where it bends (the knee)."
                 .into()
@@ -143,6 +181,22 @@ fn throughput_chart(j: &RunScorecard) -> Option<Chart> {
         },
         svg,
     })
+}
+
+/// "swift-7b at c=8 (throughput: aggregate tok/s grew +2.0 % from c=8 to c=16 …)", the same
+/// text the run page states; None without a sweep.
+fn knee_caption(series: &[ThroughputSeries]) -> Option<String> {
+    let parts: Vec<String> = series
+        .iter()
+        .filter_map(|s| {
+            let k = s.knee.as_ref()?;
+            Some(format!(
+                "{} at c={} ({}: {})",
+                s.name, k.concurrency, k.rule, k.explanation
+            ))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 fn ttft_chart(j: &RunScorecard) -> Option<Chart> {
@@ -231,8 +285,8 @@ fn accuracy_chart(j: &RunScorecard) -> Option<Chart> {
         .pareto
         .iter()
         .filter_map(|p| {
-            let data = CandidateRecords::new(j.candidates[p.index].id, &j.records);
-            let tok_s = aggregate_tok_s(&data.finals_at(j.run.config.concurrency))?;
+            let data = CandidateRecords::new(j.candidates[p.index].id, &j.records).with_resumes(&j.resumes);
+            let tok_s = aggregate_tok_s(&data, j.run.config.concurrency)?;
             Some((p.name.clone(), tok_s, p.quality?))
         })
         .collect();
@@ -252,7 +306,10 @@ fn accuracy_chart(j: &RunScorecard) -> Option<Chart> {
             .build_cartesian_2d(xs.clone(), ys.clone())?;
         chart
             .configure_mesh()
-            .x_desc(format!("aggregate tok/s @c={}", j.run.config.concurrency))
+            .x_desc(format!(
+                "aggregate tok/s @c={} (steady window)",
+                j.run.config.concurrency
+            ))
             .y_desc("accuracy")
             .y_label_formatter(&|v| format!("{:.0} %", v * 100.0))
             .label_style((FONT, 13))
