@@ -10,6 +10,7 @@ mod demo;
 mod engine;
 mod evalsets;
 mod exports_harness;
+mod figures;
 mod isolation;
 mod judge;
 mod lossless;

@@ -81,10 +81,16 @@ fn render(draw: impl FnOnce(DrawingArea<SVGBackend<'_>, plotters::coord::Shift>)
 /// One candidate's throughput curve: the steady-window aggregate at every concurrency it was
 /// measured at (the level computation every page uses), and the sweep's knee on that curve.
 pub struct ThroughputSeries {
+    pub candidate_id: i64,
     pub name: String,
-    /// (concurrency, aggregate tok/s), ascending.
+    /// (concurrency, steady-window aggregate tok/s), ascending.
     pub points: Vec<(f64, f64)>,
+    /// (concurrency, whole-run aggregate tok/s), ascending.
+    pub whole_run: Vec<(f64, f64)>,
     pub knee: Option<Knee>,
+    /// Most segments any level was measured in (> 1: resumed) and the downtime left out.
+    pub segments: u32,
+    pub downtime_s: f64,
 }
 
 pub fn throughput_series(j: &RunScorecard) -> Vec<ThroughputSeries> {
@@ -105,11 +111,22 @@ pub fn throughput_series(j: &RunScorecard) -> Vec<ThroughputSeries> {
                     Load::Rate { .. } => None,
                 })
                 .collect();
+            let whole_run = levels
+                .iter()
+                .filter_map(|l| match l.load {
+                    Load::Concurrency { concurrency } => Some((f64::from(concurrency), l.whole_run_tok_s?)),
+                    Load::Rate { .. } => None,
+                })
+                .collect();
             let knee = knees_of(&levels, &j.run.config.load).into_iter().next().map(|(_, k)| k);
             ThroughputSeries {
+                candidate_id: c.id,
                 name: c.spec.name.clone(),
                 points,
+                whole_run,
                 knee,
+                segments: levels.iter().map(|l| l.segments).max().unwrap_or(1),
+                downtime_s: levels.iter().map(|l| l.downtime_s).fold(0.0, f64::max),
             }
         })
         .collect()

@@ -141,6 +141,39 @@ struct Export<'a> {
     pareto: &'a [ParetoPoint],
     metric_definitions: Vec<MetricDefinition>,
     measurement_definitions: Vec<serde_json::Value>,
+    /// The throughput-vs-concurrency chart's data: every candidate's aggregate at every level
+    /// measured, from the one level computation, and its knee when the run was a sweep.
+    load_levels: Vec<serde_json::Value>,
+}
+
+/// The chart's series as export rows.
+fn load_levels(j: &RunScorecard) -> Vec<serde_json::Value> {
+    super::charts::throughput_series(j)
+        .iter()
+        .map(|s| {
+            let levels: Vec<serde_json::Value> = s
+                .points
+                .iter()
+                .map(|&(c, v)| {
+                    let whole = s.whole_run.iter().find(|w| w.0 == c).map(|w| w.1);
+                    serde_json::json!({
+                        "concurrency": c as u32,
+                        "aggregate_tok_s_steady_window": v,
+                        "aggregate_tok_s_whole_run": whole,
+                        "knee": s.knee.as_ref().is_some_and(|k| f64::from(k.concurrency) == c),
+                    })
+                })
+                .collect();
+            serde_json::json!({
+                "candidate_id": s.candidate_id,
+                "candidate": s.name,
+                "levels": levels,
+                "knee": s.knee,
+                "segments": s.segments,
+                "downtime_s": s.downtime_s,
+            })
+        })
+        .collect()
 }
 
 /// What the flag concerns, in words.
@@ -298,6 +331,7 @@ pub fn to_json(j: &RunScorecard) -> serde_json::Value {
             .iter()
             .map(|m| serde_json::json!({"name": m.name, "label": m.label, "unit": m.unit, "definition": m.definition}))
             .collect(),
+        load_levels: load_levels(j),
     };
     serde_json::to_value(export).unwrap_or_default()
 }
@@ -369,6 +403,24 @@ pub fn to_csv(j: &RunScorecard) -> String {
         let line: Vec<String> = fields.iter().map(|f| csv_cell(f)).collect();
         out.push_str(&line.join(","));
         out.push_str("\r\n");
+    }
+    // The throughput curve (the chart's data), one line per candidate and level.
+    for series in super::charts::throughput_series(j) {
+        for &(c, v) in &series.points {
+            let knee = series.knee.as_ref().filter(|k| f64::from(k.concurrency) == c);
+            let mut fields = vec![String::new(); 17];
+            fields[0] = "load_level".into();
+            fields[1] = format!("aggregate_tok_s@c={c}");
+            fields[2] = format!("aggregate tok/s @c={c} (steady window)");
+            fields[3] = series.name.clone();
+            fields[4] = v.to_string();
+            fields[5] = "tok/s".into();
+            fields[10] = format!("@c={c}");
+            fields[16] = knee.map_or(String::new(), |k| format!("knee ({}): {}", k.rule, k.explanation));
+            let line: Vec<String> = fields.iter().map(|f| csv_cell(f)).collect();
+            out.push_str(&line.join(","));
+            out.push_str("\r\n");
+        }
     }
     // One line for the harness, when it reported: state reliable / unreliable and why.
     if let Some(h) = &j.harness {
@@ -456,6 +508,31 @@ pub fn to_markdown(j: &RunScorecard) -> String {
                 markdown_text(&r.threshold),
                 cells.join(" | ")
             ));
+        }
+    }
+    let series = super::charts::throughput_series(j);
+    if series.iter().any(|s| !s.points.is_empty()) {
+        out.push_str(
+            "\n## Throughput by load level\n\n| Candidate | Load | Aggregate tok/s (steady window) | Aggregate tok/s (whole run) | Knee |\n|---|---|---|---|---|\n",
+        );
+        for s in &series {
+            for &(c, v) in &s.points {
+                let whole = s.whole_run.iter().find(|w| w.0 == c).map(|w| w.1);
+                let knee = s.knee.as_ref().filter(|k| f64::from(k.concurrency) == c);
+                out.push_str(&format!(
+                    "| {} | c={c} | {} tok/s | {} | {} |\n",
+                    markdown_text(&s.name),
+                    crate::domain::format::significant(v),
+                    whole.map_or("—".to_string(), |w| format!(
+                        "{} tok/s",
+                        crate::domain::format::significant(w)
+                    )),
+                    knee.map_or(String::new(), |k| markdown_text(&format!(
+                        "knee ({}): {}",
+                        k.rule, k.explanation
+                    )))
+                ));
+            }
         }
     }
     out.push_str("\n## Cost\n\n| Candidate | Run cost | Per 1,000 cases | Per correct answer |\n|---|---|---|---|\n");

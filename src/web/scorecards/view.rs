@@ -408,6 +408,19 @@ pub fn build(j: &RunScorecard) -> CardView {
         c.warmup_requests,
         if c.warmup_requests == 1 { "" } else { "s" },
     );
+    // A resumed run: its aggregates are per segment, and the card says so.
+    let resumed = super::charts::throughput_series(j)
+        .into_iter()
+        .filter(|s| s.segments > 1)
+        .max_by(|a, b| a.downtime_s.total_cmp(&b.downtime_s));
+    let conditions = match resumed {
+        Some(s) => format!(
+            "{conditions} · measured in {} segments (the run was resumed); {} s of downtime excluded from every aggregate",
+            s.segments,
+            format::significant(s.downtime_s)
+        ),
+        None => conditions,
+    };
     CardView {
         run_id: j.run.id,
         run_name: j.run.name.clone(),
