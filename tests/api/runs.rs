@@ -697,7 +697,13 @@ async fn history_charts_figures_over_time_and_flags_only_changes_beyond_the_nois
     assert_eq!(page.count("figure.chart script"), 0);
     assert!(page.text("#chart-accuracy figcaption").starts_with("Accuracy"));
     // Figures of finished runs are cached once computed.
-    assert!(app.store.get_run_summary(r3, "figures/1").await.unwrap().is_some());
+    assert!(
+        app.store
+            .get_run_summary(r3, bakeoff::web::archive::FIGURES_KIND)
+            .await
+            .unwrap()
+            .is_some()
+    );
 
     assert_eq!(app.get_html("/archive/history?candidate=1").await.status, 400);
     assert_eq!(

@@ -109,7 +109,14 @@ async fn measure_page_publishes_every_definition_in_process() {
     ] {
         assert!(labels.iter().any(|l| l == label), "missing {label:?} in {labels:?}");
     }
-    assert!(labels.iter().any(|l| l == "aggregate tok/s @c=8"), "{labels:?}");
+    assert!(
+        labels.iter().any(|l| l == "aggregate tok/s @c=8 (steady window)"),
+        "{labels:?}"
+    );
+    assert!(
+        labels.iter().any(|l| l == "aggregate tok/s @c=8 (whole run)"),
+        "{labels:?}"
+    );
 }
 
 #[tokio::test]
@@ -571,7 +578,8 @@ async fn run_page_escapes_model_output_and_shows_figures_with_calibers() {
     assert_eq!(heads, ["Figure", "alpha", "beta <i>"]);
     let labels = page.texts("table.results tbody th .figure-label");
     for label in [
-        "aggregate tok/s @c=4",
+        "aggregate tok/s @c=4 (steady window)",
+        "aggregate tok/s @c=4 (whole run)",
         "TTFT p50",
         "TTFT p95",
         "E2E p50",

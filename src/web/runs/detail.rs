@@ -358,7 +358,9 @@ fn excluded_counts(records: &[RequestRecord], candidate_id: i64) -> (usize, usiz
             .filter(move |r| r.candidate_id == candidate_id && r.is_warmup)
     };
     (
-        mine().filter(|r| r.phase == Phase::Warmup).count(),
+        mine()
+            .filter(|r| !matches!(r.phase, Phase::Smoke | Phase::Judge))
+            .count(),
         mine().filter(|r| r.phase == Phase::Smoke).count(),
     )
 }
