@@ -86,6 +86,7 @@ async fn demo_outcomes(concurrency: u32) -> (BTreeMap<Key, Outcome>, HashMap<Str
         pipeline: &PipelineSpec::default(),
         operability: &[],
         judge: None,
+        resumes: &[],
     });
     let verdicts = candidates
         .iter()
