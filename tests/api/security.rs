@@ -651,9 +651,9 @@ async fn a_planted_key_appears_in_no_log_line() {
     app.post_form(&format!("/candidates/{id}/edit"), &fields("http://127.0.0.1:2/v1", ""))
         .await;
     let text = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
-    assert!(
-        text.contains("candidate created") && text.lines().count() > 20,
-        "{text}"
-    );
+    // The capture saw every path that logs (a line count would depend on other crates' tracing).
+    for path in ["candidate created", "operability probes run", "candidate updated"] {
+        assert!(text.contains(path), "no {path:?} line captured:\n{text}");
+    }
     assert!(!text.contains("PLANTED"), "a log line carries the key");
 }
