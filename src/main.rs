@@ -9,9 +9,13 @@ use bakeoff::cli::{Cli, Command};
 #[tokio::main]
 async fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_new(&cli.log).context("invalid --log filter")?)
-        .init();
+    let logs = tracing_subscriber::fmt().with_env_filter(EnvFilter::try_new(&cli.log).context("invalid --log filter")?);
+    // `bakeoff run` prints results (a verdict, a run id) on standard output: its log goes to stderr.
+    if matches!(cli.command, Command::Run(_)) {
+        logs.with_writer(std::io::stderr).init();
+    } else {
+        logs.init();
+    }
     let done = match cli.command {
         Command::Serve(args) => bakeoff::web::serve::run(args).await,
         Command::Mock(args) => bakeoff::cli::mock::run(args).await,
@@ -22,6 +26,8 @@ async fn main() -> anyhow::Result<ExitCode> {
         }
         Command::Evalset(args) => bakeoff::cli::evalset::run(args).await,
         Command::Run(args) => bakeoff::cli::runs::run(args).await,
+        Command::Candidate(args) => bakeoff::cli::files::run_candidate(args).await,
+        Command::Profile(args) => bakeoff::cli::files::run_profile(args).await,
         // The one command whose status says more than success or failure (see its --help).
         Command::Measure(args) => return bakeoff::cli::measure_endpoint::run(args).await,
         Command::Calibrate(args) => bakeoff::cli::calibrate::run(args).await,

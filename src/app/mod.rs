@@ -4,6 +4,8 @@
 //!
 //! - `accounts`: users, roles, passwords, logins, API tokens (each change audited)
 //! - `calibrate`: `bakeoff calibrate`, the harness measured against the mock on its own threads
+//! - `files`: candidates, threshold profiles and run settings as TOML files (schemas in docs/schemas/)
+//! - `gate`: a run judged for CI: start, progress, verdict with baseline check, JSON/JUnit/Markdown reports
 //! - `demo`: first-start content (shipped eval sets and profiles) and the demo's mock and candidates
 //! - `runs`: creating a run from a request (checked, stored, handed to the runner)
 //! - `scorecard`: a run assessed by a threshold-profile version (the one scorecard assembly)
@@ -16,6 +18,8 @@ use crate::store::StoreError;
 pub mod accounts;
 pub mod calibrate;
 pub mod demo;
+pub mod files;
+pub mod gate;
 pub mod runs;
 pub mod scorecard;
 pub mod shutdown;

@@ -167,7 +167,7 @@ fn print_grader(imported: &Imported) {
 }
 
 /// Reads and converts one source file; the error names file:line and field.
-fn read(path: &Path, source: &SourceArgs) -> anyhow::Result<Imported> {
+pub fn read(path: &Path, source: &SourceArgs) -> anyhow::Result<Imported> {
     let size = std::fs::metadata(path)
         .with_context(|| format!("reading {}", path.display()))?
         .len();

@@ -2,7 +2,8 @@
 //! flags in `config`); each other command's file here owns its clap arguments and its `run`.
 //!
 //! - `evalset`: validate, import or export eval-set files
-//! - `runs`: export or import whole runs
+//! - `runs`: `bakeoff run start` (the run and its verdict in CI: `gate`), export or import whole runs
+//! - `files`: candidates and threshold profiles imported from and exported to TOML files
 //! - `mock`: the built-in mock server alone
 //! - `measure_endpoint`: `bakeoff measure`, one endpoint from the terminal
 //! - `calibrate`: `bakeoff calibrate`, the harness against the built-in mock
@@ -14,6 +15,8 @@ use crate::config::{DatabaseArgs, ServeArgs};
 
 pub mod calibrate;
 pub mod evalset;
+pub mod files;
+pub mod gate;
 pub mod measure_endpoint;
 pub mod mock;
 pub mod output;
@@ -44,8 +47,12 @@ pub enum Command {
     Migrate(DatabaseArgs),
     /// Validate, import or export eval-set files.
     Evalset(evalset::EvalsetArgs),
-    /// Export or import whole runs (JSON, without API keys).
+    /// Start a run from the terminal (CI exit codes), or export or import whole runs.
     Run(runs::RunArgs),
+    /// Import or export candidates as TOML files (keys only as BAKEOFF_KEY_… references).
+    Candidate(files::CandidateArgs),
+    /// Import or export threshold profiles as TOML files.
+    Profile(files::ProfileArgs),
     /// Measure one endpoint from the terminal with bakeoff's metric definitions.
     Measure(measure_endpoint::MeasureArgs),
     /// Check the harness's own accuracy and overhead against the built-in mock.

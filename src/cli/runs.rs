@@ -1,6 +1,6 @@
-//! `bakeoff run export|import`: whole runs as `bakeoff.run/1` JSON, to move results between
-//! installations (the same format as the web's export link and import form; API keys are never
-//! included).
+//! `bakeoff run start|export|import`: a run from the terminal with CI exit codes (`gate`), and
+//! whole runs as `bakeoff.run/1` JSON, to move results between installations (the same format as
+//! the web's export link and import form; API keys are never included).
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -17,6 +17,10 @@ pub struct RunArgs {
 
 #[derive(Debug, Clone, Subcommand)]
 pub enum RunAction {
+    /// Run candidates over an eval set without the web server, judge them by a threshold profile
+    /// and exit with the verdict (the run is stored and appears in the archive).
+    #[command(after_long_help = super::gate::EXIT_CODES, after_help = "Exit codes: 0 GO, 1 NO-GO, 2 INCONCLUSIVE, 3 configuration error, 4 run error (--help for details).")]
+    Start(Box<super::gate::StartArgs>),
     /// Write a finished, failed or cancelled run (its eval-set version, candidates without keys,
     /// every record, the harness report and the event log) as JSON.
     Export {
@@ -40,6 +44,10 @@ pub enum RunAction {
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     match args.action {
+        RunAction::Start(start) => {
+            let code = super::gate::run(*start).await;
+            std::process::exit(code);
+        }
         RunAction::Export {
             run_id,
             output,

@@ -306,7 +306,7 @@ impl Default for RunConfig {
 }
 
 /// The run form as typed.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default)]
 pub struct RunDraft {
     pub concurrency: String,
@@ -325,6 +325,24 @@ pub struct RunDraft {
 }
 
 impl RunDraft {
+    /// The form's view of a configuration (the fields `LoadDraft` does not cover).
+    pub fn from_config(c: &RunConfig) -> RunDraft {
+        let opt = |v: Option<String>| v.unwrap_or_default();
+        RunDraft {
+            concurrency: c.concurrency.to_string(),
+            repetitions: c.repetitions.to_string(),
+            warmup_requests: c.warmup_requests.to_string(),
+            max_tokens: opt(c.max_tokens.map(|v| v.to_string())),
+            temperature: opt(c.temperature.map(|v| v.to_string())),
+            timeout_secs: c.timeout_secs.to_string(),
+            retries: c.retries.to_string(),
+            case_limit: opt(c.case_limit.map(|v| v.to_string())),
+            stream: c.stream.then(|| "on".to_string()),
+            error_budget_percent: super::format::shortest(c.error_budget.max_failed_percent),
+            error_budget_window: c.error_budget.window.to_string(),
+        }
+    }
+
     pub fn validate(&self) -> Result<RunConfig, FieldErrors> {
         let mut e = FieldErrors::default();
         let config = RunConfig {

@@ -11,6 +11,7 @@ mod engine;
 mod evalsets;
 mod exports_harness;
 mod figures;
+mod gate;
 mod isolation;
 mod judge;
 mod lossless;

@@ -476,28 +476,13 @@ async fn cached_record_parts(
     Ok(parts)
 }
 
-/// Requests a run should make per candidate: cases (or the stated requests per level) × load
-/// levels × repetitions. A duration limit may end levels early.
-fn expected_requests(run: &Run, version: Option<&EvalSetVersion>) -> i64 {
-    let cases_in_set = version.map(|v| v.file.cases.len() as i64).unwrap_or(0);
-    let cases = match run.config.case_limit {
-        Some(limit) => cases_in_set.min(limit as i64),
-        None => cases_in_set,
-    };
-    let per_level = match run.config.requests_per_level {
-        Some(n) if cases > 0 => i64::from(n),
-        _ => cases,
-    };
-    per_level * run.config.loads().len() as i64 * i64::from(run.config.repetitions)
-}
-
 async fn record_parts(
     state: &AppState,
     run: &Run,
     version: Option<&EvalSetVersion>,
     candidates: &[Candidate],
 ) -> Result<RecordParts, WebError> {
-    let expected = expected_requests(run, version);
+    let expected = crate::app::gate::progress::expected_requests(run, version);
 
     let records = state.store.list_request_records(run.id).await?;
     let events = state.store.list_run_events(run.id).await?;

@@ -149,29 +149,12 @@ impl RunForm {
             run: RunRequest {
                 evalset_version,
                 candidates,
-                draft: draft_from_config(config),
+                draft: RunDraft::from_config(config),
                 load: LoadDraft::from_config(config),
                 ..Default::default()
             },
             preset: preset.map(|p| p.slug().to_string()).unwrap_or_default(),
         }
-    }
-}
-
-fn draft_from_config(c: &RunConfig) -> RunDraft {
-    let opt = |v: Option<String>| v.unwrap_or_default();
-    RunDraft {
-        concurrency: c.concurrency.to_string(),
-        repetitions: c.repetitions.to_string(),
-        warmup_requests: c.warmup_requests.to_string(),
-        max_tokens: opt(c.max_tokens.map(|v| v.to_string())),
-        temperature: opt(c.temperature.map(|v| v.to_string())),
-        timeout_secs: c.timeout_secs.to_string(),
-        retries: c.retries.to_string(),
-        case_limit: opt(c.case_limit.map(|v| v.to_string())),
-        stream: c.stream.then(|| "on".to_string()),
-        error_budget_percent: crate::domain::format::shortest(c.error_budget.max_failed_percent),
-        error_budget_window: c.error_budget.window.to_string(),
     }
 }
 

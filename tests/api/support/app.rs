@@ -262,6 +262,14 @@ impl TestApp {
             .expect("building the test HTTP client")
     }
 
+    /// The database URL of an app opened with `spawn_app_on` (None for `spawn_app`'s own file).
+    pub fn db_url(&self) -> Option<String> {
+        match &self._db {
+            DbGuard::Store(s) => Some(s.url.clone()),
+            DbGuard::Dir(_) => None,
+        }
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base_url)
     }

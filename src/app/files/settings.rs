@@ -1,0 +1,306 @@
+//! The run-settings file: `bakeoff_settings = 1`, an optional preset to start from and the run
+//! form's fields to override. What is not written keeps the preset's value (or the run form's
+//! default without a preset), so a file states only what a team cares about.
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{FileError, FileProblem, Located, Step, dotted, parse_toml};
+use crate::domain::presets::{LoadDraft, Preset};
+use crate::domain::run::{RunConfig, RunDraft};
+use crate::domain::validation::FieldErrors;
+
+/// The format version this code reads.
+pub const VERSION: u32 = 1;
+
+/// How a run is executed: the run form as a file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(
+    title = "bakeoff run settings file",
+    description = "How `bakeoff run start --settings FILE` (and POST /api/v1/runs) executes a run, in TOML \
+                   (JSON for the API). Start from a preset and override fields; anything left out keeps the \
+                   preset's value, or the run form's default without a preset."
+)]
+pub struct SettingsFile {
+    /// Format version; 1.
+    pub bakeoff_settings: u32,
+    /// The run's name; omitted: named after the eval set and the candidates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The preset to start from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["quick-check", "full-evaluation", "concurrency-sweep", "prompt-length-sweep", "soak"]))]
+    pub preset: Option<String>,
+    /// Requests in flight at once per candidate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub concurrency: Option<u32>,
+    /// How many times every case is sent (medians and spread need 3 or more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub repetitions: Option<u32>,
+    /// Requests sent first and excluded from every figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 1000))]
+    pub warmup_requests: Option<u32>,
+    /// Overrides the eval set's and the candidates' max_tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1_000_000))]
+    pub max_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 2.0))]
+    pub temperature: Option<f64>,
+    /// Whole-request timeout, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub timeout_secs: Option<u32>,
+    /// Retries after a failed attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 10))]
+    pub retries: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+    /// Only the first N cases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub case_limit: Option<u32>,
+    /// Stop sending to a candidate when more than this percent of its last `error_budget_window`
+    /// requests failed (100: never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 100.0))]
+    pub error_budget_percent: Option<f64>,
+    /// Requests the error budget looks back over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub error_budget_window: Option<u32>,
+    /// One case → the longest → a few at once → all, stopping early if a stage fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staged_rollout: Option<bool>,
+    /// Run the eval set's llm-judge graders after the measured requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<bool>,
+    /// The candidate (by name) that judges every judge grader; omitted: the judges the graders name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_candidate: Option<String>,
+    /// How load is applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<LoadEntry>,
+}
+
+/// The load shape.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoadEntry {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["fixed", "levels", "sweep", "rate"]))]
+    pub shape: Option<String>,
+    /// Concurrencies for `levels`, e.g. [1, 4, 16].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub levels: Option<Vec<u32>>,
+    /// Highest concurrency for `sweep` (1, 2, 4 … max).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep_max: Option<u32>,
+    /// Requests per second for `rate` (open loop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["poisson", "constant"]))]
+    pub arrivals: Option<String>,
+    /// Requests per load level and repetition, cycling through the cases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_level: Option<u32>,
+    /// Stop a level's repetition after this many seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_secs: Option<u32>,
+}
+
+/// A settings file as the run form would hold it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunSettings {
+    pub name: String,
+    pub draft: RunDraft,
+    pub load: LoadDraft,
+    pub judge: bool,
+    /// A candidate name, or "".
+    pub judge_candidate: String,
+}
+
+impl RunSettings {
+    /// The run form's defaults (no settings file).
+    pub fn defaults() -> RunSettings {
+        let config = RunConfig::default();
+        RunSettings {
+            draft: RunDraft::from_config(&config),
+            load: LoadDraft::from_config(&config),
+            ..RunSettings::default()
+        }
+    }
+}
+
+/// Where a run-form field is in the file.
+pub fn field_path(field: &str) -> Vec<Step> {
+    let k = |s: &str| Step::Key(s.to_string());
+    match field {
+        "load_shape" => vec![k("load"), k("shape")],
+        "levels" | "sweep_max" | "rate" | "arrivals" | "requests_per_level" | "duration_secs" => {
+            vec![k("load"), k(field)]
+        }
+        other => vec![k(other)],
+    }
+}
+
+impl SettingsFile {
+    /// The form this file fills: the preset's (or the default) configuration with the file's
+    /// fields written over it. Err names the preset when it is unknown.
+    pub fn to_settings(&self) -> Result<RunSettings, FieldErrors> {
+        let base = match self.preset.as_deref().map(str::trim) {
+            None | Some("") => RunConfig::default(),
+            Some(slug) => match Preset::parse(slug) {
+                Some(p) => p.config(),
+                None => {
+                    let mut e = FieldErrors::default();
+                    e.add(
+                        "preset",
+                        format!(
+                            "{slug:?} is not a preset; choose one of: {}",
+                            Preset::ALL.map(|p| p.slug()).join(", ")
+                        ),
+                    );
+                    return Err(e);
+                }
+            },
+        };
+        let mut draft = RunDraft::from_config(&base);
+        let mut load = LoadDraft::from_config(&base);
+        let set = |slot: &mut String, v: Option<String>| {
+            if let Some(v) = v {
+                *slot = v;
+            }
+        };
+        let int = |v: Option<u32>| v.map(|n| n.to_string());
+        set(&mut draft.concurrency, int(self.concurrency));
+        set(&mut draft.repetitions, int(self.repetitions));
+        set(&mut draft.warmup_requests, int(self.warmup_requests));
+        set(&mut draft.max_tokens, int(self.max_tokens));
+        set(&mut draft.temperature, self.temperature.map(|t| t.to_string()));
+        set(&mut draft.timeout_secs, int(self.timeout_secs));
+        set(&mut draft.retries, int(self.retries));
+        set(&mut draft.case_limit, int(self.case_limit));
+        set(&mut draft.error_budget_percent, self.error_budget_percent.map(|p| p.to_string()));
+        set(&mut draft.error_budget_window, int(self.error_budget_window));
+        if let Some(stream) = self.stream {
+            draft.stream = stream.then(|| "on".to_string());
+        }
+        if let Some(staged) = self.staged_rollout {
+            load.staged_rollout = staged.then(|| "on".to_string());
+        }
+        if let Some(l) = &self.load {
+            set(&mut load.shape, l.shape.clone());
+            set(
+                &mut load.levels,
+                l.levels
+                    .as_ref()
+                    .map(|v| v.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")),
+            );
+            set(&mut load.sweep_max, int(l.sweep_max));
+            set(&mut load.rate, l.rate.map(|r| r.to_string()));
+            set(&mut load.arrivals, l.arrivals.clone());
+            set(&mut load.requests_per_level, int(l.requests_per_level));
+            set(&mut load.duration_secs, int(l.duration_secs));
+        }
+        let settings = RunSettings {
+            name: self.name.clone().unwrap_or_default(),
+            draft,
+            load,
+            judge: self.judge.unwrap_or(false),
+            judge_candidate: self.judge_candidate.clone().unwrap_or_default(),
+        };
+        // The same check the run form makes, so a bad file fails before anything is stored.
+        let mut config = settings.draft.validate()?;
+        let mut errors = FieldErrors::default();
+        settings.load.apply(&mut config, &mut errors);
+        errors.into_result(settings)
+    }
+}
+
+/// Reads and checks a settings file; every problem names its line and field.
+pub fn parse(file: &str, text: &str) -> Result<RunSettings, FileError> {
+    let text = text.trim_start_matches('\u{feff}');
+    let parsed: SettingsFile = parse_toml(file, text)?;
+    let located = Located::new(text);
+    if parsed.bakeoff_settings != VERSION {
+        return Err(FileError::one(
+            file,
+            located.line(&[Step::Key("bakeoff_settings".into())]),
+            Some("bakeoff_settings".into()),
+            format!(
+                "unsupported format version {}; this bakeoff reads {VERSION}",
+                parsed.bakeoff_settings
+            ),
+        ));
+    }
+    parsed.to_settings().map_err(|errors| FileError {
+        file: file.to_string(),
+        problems: located.problems(&[], &errors, field_path),
+    })
+}
+
+/// Field errors of a run request that belong to the settings, placed in the settings file `text`.
+pub fn problems_in(text: &str, errors: &FieldErrors) -> Vec<FileProblem> {
+    let located = Located::new(text);
+    errors
+        .0
+        .iter()
+        .map(|e| {
+            let path = field_path(&e.field);
+            FileProblem {
+                line: located.line(&path),
+                field: Some(dotted(&path)),
+                message: e.message.clone(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::load::LoadShape;
+
+    #[test]
+    fn a_file_overrides_its_preset_field_by_field() {
+        let text = "bakeoff_settings = 1\npreset = \"concurrency-sweep\"\nrepetitions = 5\nstaged_rollout = false\n\n[load]\nsweep_max = 8\n";
+        let s = parse("s.toml", text).unwrap();
+        let mut config = s.draft.validate().unwrap();
+        let mut e = FieldErrors::default();
+        s.load.apply(&mut config, &mut e);
+        assert!(e.is_empty());
+        assert_eq!(config.repetitions, 5);
+        assert!(!config.staged_rollout);
+        assert!(matches!(config.load, LoadShape::Sweep { max_concurrency: 8, .. }));
+        assert_eq!(config.temperature, Some(0.2), "kept from the preset");
+        let plain = parse("s.toml", "bakeoff_settings = 1\n").unwrap();
+        assert_eq!(plain, RunSettings::defaults());
+    }
+
+    #[test]
+    fn bad_settings_name_line_and_field() {
+        let e = parse(
+            "s.toml",
+            "bakeoff_settings = 1\nconcurrency = 0\n[load]\nshape = \"levels\"\nlevels = [1, 2000]\n",
+        )
+        .unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("s.toml:2: field `concurrency`"), "{text}");
+        let e = parse(
+            "s.toml",
+            "bakeoff_settings = 1\n[load]\nshape = \"levels\"\nlevels = [1, 2000]\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("s.toml:4: field `load.levels`"), "{e}");
+        let e = parse("s.toml", "bakeoff_settings = 1\n\npreset = \"turbo\"\n").unwrap_err();
+        assert!(e.to_string().contains("s.toml:3: field `preset`"), "{e}");
+        let e = parse("s.toml", "bakeoff_settings = 1\nconcurency = 2\n").unwrap_err();
+        assert!(e.to_string().contains("s.toml:2: field `concurency`"), "{e}");
+    }
+}

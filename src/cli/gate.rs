@@ -1,0 +1,374 @@
+//! `bakeoff run start`: a run from the terminal, judged by a threshold profile, with the exit
+//! code CI gates on and JSON / JUnit / Markdown reports. Files named on the command line
+//! (eval set, candidates, profile) are stored first, as their import commands store them; the
+//! run goes through the same `app` code as the run form and lands in the same archive.
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+
+use crate::app::AppError;
+use crate::app::files::{self, FileError, candidates, profiles, settings};
+use crate::app::gate::progress::{RunProgress, progress};
+use crate::app::gate::{self, Exit, GateReport, GateRun, report};
+use crate::config::DatabaseArgs;
+use crate::engine::run::Runner;
+use crate::store::DynStore;
+
+/// The exit codes, as `--help` shows them.
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0  GO: every candidate passes every rule (and no significant regression against --baseline)
+  1  NO-GO: a candidate fails a rule, or is significantly less accurate than the baseline run
+  2  INCONCLUSIVE: nothing fails, but some rule could not be decided (more data needed) or was not measured
+  3  configuration error: a bad file, an unknown name or flag; nothing was run
+  4  run error: the run failed or was cancelled (e.g. the staged rollout stopped on an unreachable server)
+
+JUnit (--report-junit): one <testsuite> per candidate, one <testcase> per rule; a failing rule is a
+<failure> whose message is the reason; an inconclusive rule is also a <failure> (type=\"inconclusive\",
+message \"inconclusive: …\"), since the gate does not pass on it; a rule not measured is <skipped>;
+a run that did not finish is an <error> per candidate.";
+
+#[derive(Debug, Clone, Args)]
+pub struct StartArgs {
+    /// The eval set: a file (bakeoff JSONL, OpenAI evals, promptfoo YAML or CSV; stored as a
+    /// version, idempotent) or the name of a stored eval set (its newest version).
+    #[arg(long, value_name = "FILE|NAME")]
+    pub evalset: String,
+    /// Candidates, comma-separated or repeated: names of stored candidates, or candidates files
+    /// (`*.toml`, imported first as `bakeoff candidate import` would).
+    #[arg(long, value_name = "A,B|FILE", value_delimiter = ',', required = true)]
+    pub candidates: Vec<String>,
+    /// The threshold profile that judges the run: a profile file (imported first; a changed file
+    /// appends a version) or the name of a stored profile.
+    #[arg(long, value_name = "FILE|NAME")]
+    pub profile: String,
+    /// A run-settings file (preset and overrides); default: the run form's defaults.
+    #[arg(long, value_name = "FILE")]
+    pub settings: Option<PathBuf>,
+    /// An archived (finished) run: fail with exit 1 when a candidate is significantly less
+    /// accurate than its counterpart there (exact McNemar test on shared cases, as on the scorecard).
+    #[arg(long, value_name = "RUN")]
+    pub baseline: Option<i64>,
+    /// Write the report as JSON (`bakeoff.gate/1`).
+    #[arg(long, value_name = "FILE")]
+    pub report_json: Option<PathBuf>,
+    /// Write the report as JUnit XML.
+    #[arg(long, value_name = "FILE")]
+    pub report_junit: Option<PathBuf>,
+    /// Write the report as Markdown for a pull-request comment.
+    #[arg(long, value_name = "FILE")]
+    pub report_md: Option<PathBuf>,
+    /// Who signs a profile version a profile file creates.
+    #[arg(long, env = "BAKEOFF_CHANGED_BY", default_value_t = super::files::default_signer())]
+    pub changed_by: String,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+}
+
+/// Why `run start` stopped before a verdict, with the exit code it means.
+pub struct Stop {
+    pub exit: Exit,
+    pub error: anyhow::Error,
+}
+
+fn config(error: impl Into<anyhow::Error>) -> Stop {
+    Stop {
+        exit: Exit::Configuration,
+        error: error.into(),
+    }
+}
+
+/// An app error while preparing: wrong input is a configuration error, a store failure a run error.
+fn prepare(error: AppError) -> Stop {
+    match error {
+        AppError::Store(_) => Stop {
+            exit: Exit::RunError,
+            error: error.into(),
+        },
+        other => config(other),
+    }
+}
+
+/// Runs the command and returns the process exit code (errors are printed here).
+pub async fn run(args: StartArgs) -> i32 {
+    match start(args).await {
+        Ok(report) => report.exit_code,
+        Err(stop) => {
+            eprintln!("error: {:#}", stop.error);
+            stop.exit.code()
+        }
+    }
+}
+
+/// A value of --candidates, --profile or --evalset that names a file rather than a stored thing.
+fn is_file(value: &str, extensions: &[&str]) -> bool {
+    Path::new(value).is_file() || extensions.iter().any(|e| value.ends_with(e))
+}
+
+/// Everything the files on the command line say, read and checked before the database is opened.
+struct Inputs {
+    settings: settings::RunSettings,
+    /// Per --candidates value: the specs of a file, or a name.
+    candidates: Vec<Result<Vec<crate::domain::candidate::CandidateSpec>, String>>,
+    profile: Result<crate::domain::thresholds::form::ProfileSave, String>,
+    evalset: Result<crate::domain::evalset::EvalSetFile, String>,
+}
+
+fn read_inputs(args: &StartArgs) -> Result<Inputs, Stop> {
+    let file_error = |e: FileError| config(anyhow::anyhow!(e.to_string()));
+    let settings = match &args.settings {
+        Some(path) => {
+            let text = super::files::read_text(path).map_err(config)?;
+            settings::parse(&path.display().to_string(), &text).map_err(file_error)?
+        }
+        None => settings::RunSettings::defaults(),
+    };
+    let mut candidates = Vec::new();
+    for value in args.candidates.iter().map(|v| v.trim()).filter(|v| !v.is_empty()) {
+        if is_file(value, &[".toml"]) {
+            let text = super::files::read_text(Path::new(value)).map_err(config)?;
+            candidates.push(Ok(candidates::parse(value, &text).map_err(file_error)?));
+        } else {
+            candidates.push(Err(value.to_string()));
+        }
+    }
+    if candidates.is_empty() {
+        return Err(config(anyhow::anyhow!("--candidates names no candidate")));
+    }
+    let profile = if is_file(&args.profile, &[".toml"]) {
+        let text = super::files::read_text(Path::new(&args.profile)).map_err(config)?;
+        let rationale = format!("imported by bakeoff run start from {}", args.profile);
+        Ok(profiles::parse(&args.profile, &text, &args.changed_by, &rationale).map_err(file_error)?)
+    } else {
+        Err(args.profile.clone())
+    };
+    let evalset = if is_file(&args.evalset, &[".jsonl", ".json", ".yaml", ".yml", ".csv"]) {
+        let source = super::evalset::SourceArgs {
+            format: crate::domain::evalset::import::FormatChoice::Auto,
+            name: None,
+            task: None,
+            prompt: None,
+        };
+        Ok(super::evalset::read(Path::new(&args.evalset), &source)
+            .map_err(config)?
+            .1)
+    } else {
+        Err(args.evalset.clone())
+    };
+    Ok(Inputs {
+        settings,
+        candidates,
+        profile,
+        evalset,
+    })
+}
+
+async fn start(args: StartArgs) -> Result<GateReport, Stop> {
+    let inputs = read_inputs(&args)?;
+    let store = crate::store::connect(&args.database.database_url)
+        .await
+        .map_err(|e| config(anyhow::Error::from(e).context("opening the database")))?;
+    // Names are checked before any file is stored, so a wrong name changes nothing.
+    for name in inputs.candidates.iter().filter_map(|c| c.as_ref().err()) {
+        gate::candidate_by_name(&store, name).await.map_err(prepare)?;
+    }
+    if let Err(name) = &inputs.profile {
+        gate::profile_by_name(&store, name).await.map_err(prepare)?;
+    }
+    if let Err(name) = &inputs.evalset {
+        gate::evalset_by_name(&store, name).await.map_err(prepare)?;
+    }
+    if let Some(b) = args.baseline {
+        gate::check_baseline(&store, b).await.map_err(prepare)?;
+    }
+    let judge = inputs.settings.judge_candidate.trim();
+    if !judge.is_empty() {
+        gate::candidate_by_name(&store, judge)
+            .await
+            .map_err(|e| config(anyhow::anyhow!("judge_candidate in --settings: {e}")))?;
+    }
+
+    let actor = files::terminal_actor();
+    let mut candidate_ids = Vec::new();
+    for c in &inputs.candidates {
+        let ids = match c {
+            Ok(specs) => candidates::import(&store, specs, &actor)
+                .await
+                .map_err(prepare)?
+                .into_iter()
+                .map(|(c, _)| c.id)
+                .collect(),
+            Err(name) => vec![gate::candidate_by_name(&store, name).await.map_err(prepare)?.id],
+        };
+        for id in ids {
+            if !candidate_ids.contains(&id) {
+                candidate_ids.push(id);
+            }
+        }
+    }
+    let profile_id = match &inputs.profile {
+        Ok(save) => profiles::import(&store, save, &actor).await.map_err(prepare)?.0.id,
+        Err(name) => gate::profile_by_name(&store, name).await.map_err(prepare)?,
+    };
+    let evalset_version_id = match &inputs.evalset {
+        Ok(file) => store.save_evalset_version(file).await.map_err(|e| prepare(e.into()))?,
+        Err(name) => gate::evalset_by_name(&store, name).await.map_err(prepare)?,
+    };
+
+    let runner = Runner::new(store.clone());
+    let request = GateRun {
+        evalset_version_id,
+        candidate_ids,
+        settings: inputs.settings.clone(),
+    };
+    let run_id = match gate::start(&store, &runner, &request).await {
+        Ok(id) => id,
+        Err(AppError::Fields(errors)) => {
+            let text = match &args.settings {
+                Some(path) => {
+                    let body = std::fs::read_to_string(path).unwrap_or_default();
+                    let problems = settings::problems_in(&body, &errors);
+                    FileError {
+                        file: path.display().to_string(),
+                        problems,
+                    }
+                    .to_string()
+                }
+                None => errors.to_string(),
+            };
+            return Err(config(anyhow::anyhow!(text)));
+        }
+        Err(e) => return Err(prepare(e)),
+    };
+    store
+        .append_audit(&crate::domain::audit::NewAuditEntry {
+            actor,
+            action: crate::domain::audit::Action::RunStarted,
+            target: format!("run #{run_id}"),
+            detail: "bakeoff run start".to_string(),
+        })
+        .await
+        .map_err(|e| prepare(e.into()))?;
+    eprintln!("run #{run_id} started");
+    watch(&store, &runner, run_id).await?;
+
+    let report = gate::judge(&store, run_id, profile_id, args.baseline)
+        .await
+        .map_err(|e| Stop {
+            exit: Exit::RunError,
+            error: anyhow::Error::from(e).context(format!("judging run #{run_id}")),
+        })?;
+    write_reports(&args, &report).map_err(|error| Stop {
+        exit: Exit::RunError,
+        error,
+    })?;
+    print_summary(&report);
+    Ok(report)
+}
+
+/// Waits for the run to end, drawing a progress bar with ETA on a terminal (plain lines every
+/// 30 s otherwise). Ctrl-C cancels the run; it then ends as cancelled (exit 4).
+async fn watch(store: &DynStore, runner: &Runner, run_id: i64) -> Result<(), Stop> {
+    let tty = std::io::stderr().is_terminal();
+    let bar = if tty {
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} run #{prefix} [{elapsed_precise}] {wide_bar} {pos}/{len} requests · ETA {eta} · {msg}",
+            )
+            .expect("a valid progress template"),
+        );
+        bar.set_prefix(run_id.to_string());
+        bar.enable_steady_tick(Duration::from_millis(200));
+        bar
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let every = if tty {
+        Duration::from_millis(500)
+    } else {
+        Duration::from_secs(30)
+    };
+    let mut tick = tokio::time::interval(every);
+    let mut cancelled = false;
+    let done = runner.wait(run_id);
+    tokio::pin!(done);
+    let stop = crate::app::shutdown::signal();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut done => break,
+            _ = &mut stop, if !cancelled => {
+                cancelled = true;
+                bar.println("stopping: cancelling the run (finished records are kept)");
+                runner.cancel(run_id);
+            }
+            _ = tick.tick() => {
+                if let Ok(p) = progress(store, run_id).await {
+                    show(&bar, &p, tty);
+                }
+            }
+        }
+    }
+    if let Ok(p) = progress(store, run_id).await {
+        show(&bar, &p, tty);
+        bar.finish_and_clear();
+        eprintln!("run #{run_id} {}: {}", p.status, counts(&p));
+    }
+    Ok(())
+}
+
+fn counts(p: &RunProgress) -> String {
+    format!("{}/{} requests, {} failed attempts", p.done, p.expected, p.failed)
+}
+
+fn show(bar: &indicatif::ProgressBar, p: &RunProgress, tty: bool) {
+    if tty {
+        bar.set_length(p.expected.max(0) as u64);
+        bar.set_position(p.done.max(0) as u64);
+        bar.set_message(format!("{} · {} failed", p.status, p.failed));
+    } else {
+        eprintln!("run #{} {}: {}", p.run_id, p.status, counts(p));
+    }
+}
+
+fn write_reports(args: &StartArgs, report: &GateReport) -> anyhow::Result<()> {
+    type Render = fn(&GateReport) -> String;
+    let outputs: [(&Option<PathBuf>, Render); 3] = [
+        (&args.report_json, report::json),
+        (&args.report_junit, report::junit),
+        (&args.report_md, report::markdown),
+    ];
+    for (path, render) in outputs {
+        if let Some(path) = path {
+            std::fs::write(path, render(report)).with_context(|| format!("writing {}", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// The verdict per candidate on standard output, then the overall one.
+fn print_summary(report: &GateReport) {
+    for c in &report.candidates {
+        println!("{}: {}", c.name, c.verdict.as_str());
+        for reason in c.reasons.iter().take(5) {
+            println!("  - {reason}");
+        }
+        if let Some(b) = &c.baseline {
+            println!("  baseline: {}", b.text);
+        }
+    }
+    match report.verdict {
+        Some(v) => println!("verdict: {} (exit {})", v.as_str(), report.exit_code),
+        None => println!(
+            "run #{} {}{} (exit {})",
+            report.run_id,
+            report.status,
+            report.error.as_ref().map(|e| format!(": {e}")).unwrap_or_default(),
+            report.exit_code
+        ),
+    }
+}
