@@ -280,16 +280,8 @@ pub async fn judge(
     let checks = match baseline {
         Some(b) if card.run.status == RunStatus::Finished => {
             check_baseline(store, b).await?;
-            let base_run = store
-                .get_run(b)
-                .await?
-                .ok_or_else(|| AppError::NotFound(format!("baseline run #{b}")))?;
-            let all = store.list_candidates().await?;
-            let base_candidates: Vec<Candidate> = base_run
-                .candidate_ids
-                .iter()
-                .filter_map(|id| all.iter().find(|c| c.id == *id).cloned())
-                .collect();
+            // The baseline's candidates as it measured them (names at the time), like its scorecard.
+            let base_candidates: Vec<Candidate> = store.run_candidates(b).await?;
             let base_records = store.list_request_records(b).await?;
             compare_with_baseline(&card.candidates, &card.records, &base_candidates, &base_records, b)
         }
