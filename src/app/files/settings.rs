@@ -186,7 +186,10 @@ impl SettingsFile {
         set(&mut draft.timeout_secs, int(self.timeout_secs));
         set(&mut draft.retries, int(self.retries));
         set(&mut draft.case_limit, int(self.case_limit));
-        set(&mut draft.error_budget_percent, self.error_budget_percent.map(|p| p.to_string()));
+        set(
+            &mut draft.error_budget_percent,
+            self.error_budget_percent.map(|p| p.to_string()),
+        );
         set(&mut draft.error_budget_window, int(self.error_budget_window));
         if let Some(stream) = self.stream {
             draft.stream = stream.then(|| "on".to_string());
