@@ -151,10 +151,11 @@ fn read_inputs(args: &StartArgs) -> Result<Inputs, Stop> {
             name: None,
             task: None,
             prompt: None,
+            grader: crate::domain::evalset::import::GraderChoice::Proposed,
         };
         Ok(super::evalset::read(Path::new(&args.evalset), &source)
             .map_err(config)?
-            .1)
+            .file)
     } else {
         Err(args.evalset.clone())
     };
