@@ -110,4 +110,54 @@ mod tests {
         undocumented(&Cli::command(), "bakeoff", &mut missing);
         assert!(missing.is_empty(), "flags without help: {missing:#?}");
     }
+
+    /// The `bakeoff …` command lines of the pipeline examples in docs/recipes/ (shell
+    /// continuations joined, YAML folded blocks unfolded), each without its program name.
+    fn pipeline_command_lines(yaml: &str) -> Vec<Vec<String>> {
+        let mut lines = Vec::new();
+        let mut current: Option<String> = None;
+        for raw in yaml.lines() {
+            let line = raw.trim().trim_start_matches("- ").trim();
+            if let Some(cmd) = current.as_mut() {
+                // Inside a command: `\` continues it (shell), an indented flag line continues a
+                // folded `>` block; anything else ends it.
+                if line.starts_with("--") {
+                    cmd.push(' ');
+                    cmd.push_str(line.trim_end_matches('\\').trim());
+                    continue;
+                }
+                lines.push(current.take().unwrap());
+            }
+            if line.starts_with("bakeoff ") {
+                current = Some(line.trim_end_matches('\\').trim().to_string());
+            }
+        }
+        lines.extend(current);
+        lines
+            .iter()
+            .map(|l| l.split_whitespace().map(str::to_string).collect())
+            .collect()
+    }
+
+    #[test]
+    fn the_pipeline_examples_call_bakeoff_with_flags_it_has_and_files_that_exist() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        for name in ["github-actions.yml", "gitlab-ci.yml"] {
+            let text = std::fs::read_to_string(root.join("docs/recipes").join(name)).unwrap();
+            let commands = pipeline_command_lines(&text);
+            assert!(!commands.is_empty(), "{name}: no bakeoff command found");
+            for args in commands {
+                Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{name}: {}: {e}", args.join(" ")));
+                // Files the examples take from this repository's docs must be here.
+                for arg in args.iter().filter(|a| a.starts_with("docs/")) {
+                    assert!(root.join(arg).is_file(), "{name} names {arg}, which does not exist");
+                }
+            }
+        }
+        let folded = "    - >\n      bakeoff run start\n      --evalset e.jsonl\n      --profile p\n  allow_failure:\n";
+        assert_eq!(
+            pipeline_command_lines(folded),
+            [["bakeoff", "run", "start", "--evalset", "e.jsonl", "--profile", "p"]]
+        );
+    }
 }

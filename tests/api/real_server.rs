@@ -104,13 +104,15 @@ async fn start_llama(python: &PathBuf, model: &PathBuf) -> LlamaServer {
     }
 }
 
-fn evalset() -> EvalSetFile {
-    let text = r#"{"bakeoff_evalset":1,"name":"real-server-smoke","task":"classification","system":"Answer with one word: yes or no.","prompt":"{{q}}","graders":[{"kind":"exact","ignore_case":true}],"max_tokens":16,"temperature":0}
+/// Four yes/no questions SmolLM2-135M answers in a few tokens.
+const EVALSET: &str = r#"{"bakeoff_evalset":1,"name":"real-server-smoke","task":"classification","system":"Answer with one word: yes or no.","prompt":"{{q}}","graders":[{"kind":"exact","ignore_case":true}],"max_tokens":16,"temperature":0}
 {"id":"q1","vars":{"q":"Is water wet?"},"expected":"yes"}
 {"id":"q2","vars":{"q":"Is fire cold?"},"expected":"no"}
 {"id":"q3","vars":{"q":"Is the sky blue?"},"expected":"yes"}
 {"id":"q4","vars":{"q":"Do fish fly?"},"expected":"no"}"#;
-    EvalSetFile::parse("real-server-smoke.jsonl", text).unwrap()
+
+fn evalset() -> EvalSetFile {
+    EvalSetFile::parse("real-server-smoke.jsonl", EVALSET).unwrap()
 }
 
 fn candidate(base_url: &str) -> CandidateSpec {
@@ -264,4 +266,90 @@ async fn a_run_against_llama_cpp_records_every_case_with_honest_token_sources() 
         assert_eq!(r.output_tokens, Some(expected), "case {}: {:?}", r.case_id, r.output);
         assert_eq!(r.chunks.iter().map(|c| c.1).sum::<u32>(), expected);
     }
+}
+
+/// docs/recipes/llama-cpp-python.toml as shipped (only its address pointed at this server) in
+/// `bakeoff run start`, the built binary: the gate a pipeline would run, end to end against a
+/// real server, with the server's own tokenizer the recipe declares.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_llama),
+    ignore = "needs llama-cpp-python and SmolLM2-135M: run scripts/install-llama-server.sh (then touch build.rs)"
+)]
+async fn the_llama_cpp_python_recipe_gates_a_run_from_the_terminal() {
+    let (python, model) = installed();
+    let server = start_llama(&python, &model).await;
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let recipe = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/recipes/llama-cpp-python.toml"
+    ))
+    .unwrap()
+    .replace("http://127.0.0.1:8000/v1", &server.base_url)
+    .replace("model = \"local\"", &format!("model = \"{MODEL}\""));
+    assert!(
+        recipe.contains(&server.base_url),
+        "the recipe's address moved: update this test"
+    );
+    let candidates = write("candidates.toml", &recipe);
+    let evalset = write("real-server-smoke.jsonl", EVALSET);
+    // Every request must succeed; what a 135M model answers is not this test's business.
+    let profile = write(
+        "profile.toml",
+        "bakeoff_profile = 1\nname = \"answers\"\n[[rule]]\nmetric = \"failure_rate\"\ncomparator = \"<\"\nvalue = 50\n",
+    );
+    let settings = write(
+        "settings.toml",
+        "bakeoff_settings = 1\nconcurrency = 2\nwarmup_requests = 1\nretries = 0\ntimeout_secs = 60\n",
+    );
+    let (report_json, junit) = (dir.path().join("report.json"), dir.path().join("report.xml"));
+    let db = format!("sqlite://{}", dir.path().join("gate.db").display());
+    let args: Vec<String> = [
+        "run",
+        "start",
+        "--evalset",
+        &evalset,
+        "--candidates",
+        &candidates,
+        "--profile",
+        &profile,
+        "--settings",
+        &settings,
+        "--report-json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([
+        report_json.display().to_string(),
+        "--report-junit".into(),
+        junit.display().to_string(),
+    ])
+    .collect();
+    let out = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        crate::gate::bakeoff(&args, &db)
+    })
+    .await
+    .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report_json).unwrap()).unwrap();
+    assert_eq!(report["exit_code"], 0, "{report}");
+    let candidate = &report["candidates"][0];
+    assert_eq!(candidate["name"], "llama-cpp-python local", "{report}");
+    assert_eq!(candidate["verdict"], "GO", "{report}");
+    let junit = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        junit.contains("<testsuite") && junit.contains("<testcase") && !junit.contains("<failure"),
+        "{junit}"
+    );
 }
