@@ -16,14 +16,15 @@ use bakeoff::web::{AppState, build_app};
 
 /// The app as `bakeoff serve --demo` starts it: a fresh SQLite file, the mock in-process, the
 /// shipped eval sets and demo candidates, served on a free loopback port.
-struct DemoApp {
-    base_url: String,
-    mock_url: String,
+pub(crate) struct DemoApp {
+    pub(crate) base_url: String,
+    pub(crate) mock_url: String,
+    pub(crate) store: bakeoff::store::DynStore,
     _mock: bakeoff::mock::MockServer,
     _dir: tempfile::TempDir,
 }
 
-async fn spawn_demo_app() -> DemoApp {
+pub(crate) async fn spawn_demo_app() -> DemoApp {
     let dir = tempfile::tempdir().unwrap();
     let store = bakeoff::store::connect(&format!("sqlite://{}", dir.path().join("bakeoff.db").display()))
         .await
@@ -37,7 +38,7 @@ async fn spawn_demo_app() -> DemoApp {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let state = AppState {
         runner: Runner::new(store.clone()),
-        store,
+        store: store.clone(),
         demo_mock_url: Some(mock_url.as_str().into()),
         security: std::sync::Arc::new(Security::for_loopback(listener.local_addr().unwrap())),
     };
@@ -46,6 +47,7 @@ async fn spawn_demo_app() -> DemoApp {
     DemoApp {
         base_url,
         mock_url,
+        store,
         _mock: mock,
         _dir: dir,
     }

@@ -19,6 +19,7 @@ mod measure;
 mod mock;
 mod operability;
 mod outage;
+mod pages_browser;
 mod real_server;
 mod restart;
 mod run_caps;

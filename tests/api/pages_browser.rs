@@ -1,0 +1,253 @@
+//! Every page a team uses, in headless Chromium at 1400 px and 700 px wide, on a demo app that
+//! holds what a team's would: a finished run of four candidates, a second run to compare it
+//! with, two versions of an eval set. Each page must fit its width (no horizontal page overflow:
+//! wide tables scroll inside their own box), and pass axe-core (vendored from the npm registry,
+//! injected into the page) with no serious or critical violation. Screenshots of every page at
+//! both widths are saved under target/tmp/page-screenshots/ for review.
+use std::time::Duration;
+
+use fantoccini::Client;
+
+use bakeoff::domain::candidate::CandidateSpec;
+use bakeoff::domain::run::{NewRun, RunConfig, RunStatus};
+
+use crate::browser::{browser_binaries, spawn_demo_app, start_browser, start_driver};
+use crate::support::runs::run_to_end_within;
+
+const AXE: &str = include_str!("../vendor/axe-core/axe.min.js");
+const WIDTHS: [u32; 2] = [1400, 700];
+
+/// What one page showed at one width that it must not.
+#[derive(Debug)]
+struct Problem {
+    page: String,
+    width: u32,
+    what: String,
+}
+
+async fn seed(app: &crate::browser::DemoApp) -> Vec<(String, String)> {
+    let store = &app.store;
+    let evalsets = store.list_evalsets().await.unwrap();
+    let triage = evalsets.iter().find(|e| e.name == "support-ticket-triage").unwrap();
+    let version = store
+        .get_evalset_version(triage.latest_version_id)
+        .await
+        .unwrap()
+        .unwrap();
+    // A second version: one case dropped, one added, one changed, so the diff has all three.
+    let mut file = version.file.clone();
+    file.cases.remove(0);
+    let mut added = file.cases[0].clone();
+    added.id = format!("{}-copy", added.id);
+    file.cases.push(added);
+    file.cases[1].tags.push("reviewed".into());
+    let second = store.save_evalset_version(&file).await.unwrap();
+
+    let mut candidates = store.list_candidates().await.unwrap();
+    candidates.sort_by_key(|c| c.id);
+    // A fourth candidate with a long name, as teams name them.
+    let fourth = store
+        .create_candidate(&CandidateSpec::openai_chat(
+            "steady-32b on the staging cluster behind the gateway",
+            &app.mock_url,
+            "steady-32b",
+        ))
+        .await
+        .unwrap();
+    let mut ids: Vec<i64> = candidates.iter().map(|c| c.id).collect();
+    ids.push(fourth);
+    let mut runs = Vec::new();
+    for (name, concurrency) in [("four candidates", 4), ("four candidates again, c=2", 2)] {
+        let run_id = store
+            .create_run(&NewRun {
+                name: name.into(),
+                evalset_version_id: triage.latest_version_id,
+                candidate_ids: ids.clone(),
+                config: RunConfig {
+                    concurrency,
+                    warmup_requests: 1,
+                    retries: 0,
+                    ..RunConfig::default()
+                },
+            })
+            .await
+            .unwrap();
+        let run = run_to_end_within(store, run_id, Duration::from_secs(120)).await;
+        assert_eq!(run.status, RunStatus::Finished, "{:?}", run.error);
+        runs.push(run_id);
+    }
+    let profile = store.list_threshold_profiles().await.unwrap()[0].id;
+    let (run, other) = (runs[0], runs[1]);
+    let (candidate, v) = (ids[0], triage.latest_version_id);
+    [
+        ("overview", "/".to_string()),
+        ("candidates", "/candidates".into()),
+        ("candidate-new", "/candidates/new".into()),
+        ("candidate-edit", format!("/candidates/{candidate}/edit")),
+        ("operability", format!("/candidates/{candidate}/operability")),
+        ("evalsets", "/evalsets".into()),
+        ("evalset-import", "/evalsets/import".into()),
+        ("evalset", format!("/evalsets/{v}")),
+        ("evalset-diff", format!("/evalsets/{v}/diff/{second}")),
+        ("case-new", format!("/evalsets/{v}/cases/new")),
+        ("case-edit", format!("/evalsets/{v}/cases/1/edit")),
+        ("thresholds", "/thresholds".into()),
+        ("threshold-new", "/thresholds/new".into()),
+        ("threshold", format!("/thresholds/{profile}")),
+        ("threshold-edit", format!("/thresholds/{profile}/edit")),
+        ("runs", "/runs".into()),
+        ("run-new", "/runs/new".into()),
+        ("run", format!("/runs/{run}")),
+        ("run-cases", format!("/runs/{run}/cases")),
+        ("scorecard", format!("/runs/{run}/scorecard")),
+        ("scorecard-print", format!("/runs/{run}/scorecard/print")),
+        ("archive", "/archive".into()),
+        ("compare", format!("/archive/compare?runs={run},{other}")),
+        (
+            "history",
+            format!("/archive/history?candidate={candidate}&evalset={}", triage.id),
+        ),
+        ("scorecards", "/scorecards".into()),
+        ("audit", "/audit".into()),
+        ("how-we-measure", "/measure".into()),
+    ]
+    .into_iter()
+    .map(|(name, path)| (name.to_string(), path))
+    .collect()
+}
+
+/// The page's width against its viewport's, and the widest element that sticks out (by its
+/// tag, id and class, to say what to fix).
+const OVERFLOW: &str = r#"
+const doc = document.documentElement;
+const width = doc.clientWidth;
+let culprit = null;
+if (doc.scrollWidth > width + 1) {
+  for (const el of document.querySelectorAll('body *')) {
+    const r = el.getBoundingClientRect();
+    if (r.right > width + 1 && !el.closest('.table-wrap, .scroll-x')) {
+      culprit = el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
+        (el.className && typeof el.className === 'string' ? '.' + el.className.trim().split(/\s+/).join('.') : '') +
+        ' (right edge ' + Math.round(r.right) + ' px)';
+    }
+  }
+}
+// Tables that scroll inside their box (a last resort), and how tall the nav is.
+const scrolled = [...document.querySelectorAll('.table-wrap')]
+  .filter(w => w.scrollWidth > w.clientWidth + 1)
+  .map(w => (w.querySelector('table') || w).className + ' (' + w.scrollWidth + ' px in ' + w.clientWidth + ')');
+const nav = document.querySelector('.site-header nav');
+return [doc.scrollWidth, width, culprit, scrolled, nav ? nav.getBoundingClientRect().height : 0];
+"#;
+
+/// At the wide width, side-by-side tables must fit without scrolling; at the narrow one they may
+/// scroll inside their box.
+const FITS_AT: u32 = 1400;
+
+const RUN_AXE: &str = r#"
+const done = arguments[arguments.length - 1];
+axe.run(document, { resultTypes: ['violations'] }).then(r => done(
+  r.violations
+    .filter(v => v.impact === 'serious' || v.impact === 'critical')
+    .map(v => v.impact + ' ' + v.id + ': ' + v.help + ' — ' +
+      v.nodes.slice(0, 3).map(n => n.target.join(' ')).join(' | '))
+)).catch(e => done(['axe failed: ' + e]));
+"#;
+
+async fn check_page(c: &Client, base: &str, name: &str, path: &str, width: u32, problems: &mut Vec<Problem>) {
+    let problem = |what: String| Problem {
+        page: format!("{name} ({path})"),
+        width,
+        what,
+    };
+    if let Err(e) = c.goto(&format!("{base}{path}")).await {
+        problems.push(problem(format!("did not load: {e}")));
+        return;
+    }
+    let status_ok = c
+        .execute("return !document.querySelector('article.error-page')", vec![])
+        .await
+        .map(|v| v.as_bool().unwrap_or(false))
+        .unwrap_or(false);
+    if !status_ok {
+        problems.push(problem("shows an error page".into()));
+    }
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("page-screenshots");
+    let _ = std::fs::create_dir_all(&dir);
+    if let Ok(png) = c.screenshot().await {
+        let _ = std::fs::write(dir.join(format!("{name}-{width}.png")), png);
+    }
+    match c.execute(OVERFLOW, vec![]).await {
+        Ok(v) => {
+            let (scroll, client) = (v[0].as_u64().unwrap_or(0), v[1].as_u64().unwrap_or(0));
+            if scroll > client + 1 {
+                problems.push(problem(format!(
+                    "page is {scroll} px wide in a {client} px viewport; sticking out: {}",
+                    v[2].as_str().unwrap_or("?")
+                )));
+            }
+            let scrolled: Vec<&str> = v[3]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t.as_str())
+                .collect();
+            if width >= FITS_AT && !scrolled.is_empty() {
+                problems.push(problem(format!("tables scroll sideways: {}", scrolled.join(", "))));
+            }
+            let nav_height = v[4].as_f64().unwrap_or(0.0);
+            if nav_height > 80.0 {
+                problems.push(problem(format!("the nav wraps ({nav_height:.0} px tall)")));
+            }
+        }
+        Err(e) => problems.push(problem(format!("overflow check failed: {e}"))),
+    }
+    // axe is injected once per page load (the page's CSP does not apply to WebDriver scripts).
+    if let Err(e) = c.execute(&format!("{AXE}\nreturn true;"), vec![]).await {
+        problems.push(problem(format!("could not inject axe: {e}")));
+        return;
+    }
+    match c.execute_async(RUN_AXE, vec![]).await {
+        Ok(serde_json::Value::Array(violations)) => {
+            for v in violations {
+                problems.push(problem(v.as_str().unwrap_or_default().to_string()));
+            }
+        }
+        Ok(other) => problems.push(problem(format!("axe answered {other}"))),
+        Err(e) => problems.push(problem(format!("axe failed: {e}"))),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_browser),
+    ignore = "needs chromium and chromedriver on PATH: run scripts/install-browser.sh"
+)]
+async fn every_page_fits_1400_and_700_px_and_passes_axe() {
+    let (chromium, chromedriver) = browser_binaries();
+    let app = spawn_demo_app().await;
+    let pages = seed(&app).await;
+    let driver = start_driver(&chromedriver).await;
+    let profile = tempfile::tempdir().unwrap();
+    let c = start_browser(&driver, &chromium, profile.path()).await;
+    c.update_timeouts(fantoccini::wd::TimeoutConfiguration::new(
+        Some(Duration::from_secs(30)),
+        Some(Duration::from_secs(30)),
+        Some(Duration::from_secs(0)),
+    ))
+    .await
+    .unwrap();
+    let mut problems = Vec::new();
+    for width in WIDTHS {
+        c.set_window_size(width, 1000).await.unwrap();
+        for (name, path) in &pages {
+            check_page(&c, &app.base_url, name, path, width, &mut problems).await;
+        }
+    }
+    c.close().await.ok();
+    let report: Vec<String> = problems
+        .iter()
+        .map(|p| format!("{} @ {} px: {}", p.page, p.width, p.what))
+        .collect();
+    assert!(report.is_empty(), "{} problems:\n{}", report.len(), report.join("\n"));
+}
