@@ -6,7 +6,7 @@ use crate::app::AppError;
 use crate::domain::candidate::Candidate;
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::presets::LoadDraft;
-use crate::domain::run::{JudgeConfig, NewRun, RunConfig, RunDraft};
+use crate::domain::run::{JudgeConfig, NewRun, Run, RunConfig, RunDraft, RunStatus};
 use crate::domain::validation::{FieldErrors, MAX_NAME_CHARS, truncate};
 use crate::engine::run::Runner;
 use crate::store::DynStore;
@@ -136,6 +136,25 @@ async fn store_and_start(store: &DynStore, runner: &Runner, run: NewRun) -> Resu
     runner.start(id);
     tracing::info!(run_id = id, "run created and started");
     Ok(id)
+}
+
+/// Cancels run `run_id` (`from` says where, for the run's event log: "the run page", "the API").
+/// A run the runner is executing stops at its next request and ends as cancelled, keeping its
+/// finished records; one it is not executing (queued in another process, or left over) is
+/// marked cancelled at once. An ended run is left as it is. Returns the run as it was.
+pub async fn cancel_run(store: &DynStore, runner: &Runner, run_id: i64, from: &str) -> Result<Run, AppError> {
+    let run = store
+        .get_run(run_id)
+        .await?
+        .ok_or_else(|| AppError::NotFound(format!("run #{run_id}")))?;
+    if !run.status.is_terminal() && !runner.cancel(run_id) {
+        store.set_run_status(run_id, RunStatus::Cancelled, None).await?;
+        store
+            .append_run_event(run_id, "warn", &format!("cancelled from {from} (it was not executing)"))
+            .await?;
+    }
+    tracing::info!(run_id, "run cancel requested");
+    Ok(run)
 }
 
 /// "Run again" (`without: None`) or "run again without X": a new run of the same eval-set

@@ -55,6 +55,30 @@ pub const IMPORT_INCOMPLETE: &str = "import did not complete: delete this run an
 
 macro_rules! archive_helpers {
     ($db:ty) => {
+        /// Record rows with their grades and server token counts, in the rows' order. Grades
+        /// are read by the rows' ids (an index lookup each), not by a join the planner might
+        /// start from the whole grades table.
+        async fn complete_records(&self, records: Vec<rows::RecordRow>) -> Result<Vec<RequestRecord>> {
+            let ids: Vec<i64> = records.iter().map(|r| r.id).collect();
+            let mut grades: Vec<rows::GradeRow> = Vec::new();
+            for chunk in ids.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
+                let mut qb = sqlx::QueryBuilder::<$db>::new(
+                    "SELECT g.request_record_id, g.grader, g.score, g.passed, g.reason, g.detail, g.weight, g.required FROM grades g \
+                     WHERE g.request_record_id IN (",
+                );
+                let mut list = qb.separated(", ");
+                for id in chunk {
+                    list.push_bind(*id);
+                }
+                qb.push(") ORDER BY g.request_record_id, g.position");
+                grades.extend(qb.build_query_as::<rows::GradeRow>().fetch_all(self.pool()).await?);
+            }
+            let counts = self.counts_for_records(&ids).await?;
+            let mut records = rows::attach_grades(records, grades, Self::TEXT)?;
+            token_counts::attach_counts(&ids, &mut records, &counts);
+            Ok(records)
+        }
+
         /// Appends events with their original times to a run's log inside `tx`.
         async fn insert_run_events(tx: &mut sqlx::Transaction<'_, $db>, run_id: i64, events: &[RunEvent]) -> Result<()> {
             for chunk in events.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
@@ -265,27 +289,29 @@ macro_rules! archive_queries {
                 qb.push(")");
                 let mut records: Vec<rows::RecordRow> = qb.build_query_as().fetch_all(self.pool()).await?;
                 records.sort_by_key(|r| (r.sent_at_us, r.id));
+                self.complete_records(records).await
+            })
+        }
 
-                // Grades by the ids just read (an index lookup each), not by a join the planner
-                // might start from the whole grades table.
-                let ids: Vec<i64> = records.iter().map(|r| r.id).collect();
-                let mut grades: Vec<rows::GradeRow> = Vec::new();
-                for chunk in ids.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
-                    let mut qb = sqlx::QueryBuilder::<$db>::new(
-                        "SELECT g.request_record_id, g.grader, g.score, g.passed, g.reason, g.detail, g.weight, g.required FROM grades g \
-                         WHERE g.request_record_id IN (",
-                    );
-                    let mut list = qb.separated(", ");
-                    for id in chunk {
-                        list.push_bind(*id);
-                    }
-                    qb.push(") ORDER BY g.request_record_id, g.position");
-                    grades.extend(qb.build_query_as::<rows::GradeRow>().fetch_all(self.pool()).await?);
-                }
-                let counts = self.counts_for_records(&ids).await?;
-                let mut records = rows::attach_grades(records, grades, Self::TEXT)?;
-                token_counts::attach_counts(&ids, &mut records, &counts);
-                Ok(records)
+        fn list_request_records_page(
+            &self,
+            run_id: i64,
+            after_id: i64,
+            limit: i64,
+        ) -> StoreFuture<'_, Vec<(i64, RequestRecord)>> {
+            Box::pin(async move {
+                let rows: Vec<rows::RecordRow> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    rows::record_select_columns!(),
+                    " FROM request_records WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $3"
+                ))
+                .bind(run_id)
+                .bind(after_id)
+                .bind(limit)
+                .fetch_all(self.pool())
+                .await?;
+                let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+                Ok(ids.into_iter().zip(self.complete_records(rows).await?).collect())
             })
         }
 

@@ -475,6 +475,14 @@ pub trait Store: Send + Sync + 'static {
     fn list_record_facts(&self, run_id: i64) -> StoreFuture<'_, Vec<RecordFact>>;
     /// The full records (with grades) of the given cases of a run, in send order.
     fn list_case_records<'a>(&'a self, run_id: i64, case_ids: &'a [String]) -> StoreFuture<'a, Vec<RequestRecord>>;
+    /// Up to `limit` records of a run stored after record `after_id` (0: from the first), in
+    /// storage order, each with its id (the cursor of the next page) and its grades.
+    fn list_request_records_page(
+        &self,
+        run_id: i64,
+        after_id: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<(i64, RequestRecord)>>;
     /// Cases where some successful, measured output was not given by every candidate that
     /// answered the case (the candidates' sets of outputs differ).
     fn cases_with_differing_outputs(&self, run_id: i64) -> StoreFuture<'_, Vec<String>>;

@@ -107,6 +107,26 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("POST", "/runs/{id}/scorecard/save", EDITOR),
     ("GET", "/scorecards", VIEWER),
     ("GET", "/scorecards/{id}", VIEWER),
+    // the JSON API (web/api/): reads need a viewer, changes an editor, as the pages they mirror
+    ("GET", "/api/v1/openapi.json", Public),
+    ("GET", "/api/v1/candidates", VIEWER),
+    ("POST", "/api/v1/candidates", EDITOR),
+    ("GET", "/api/v1/candidates/{id}", VIEWER),
+    ("GET", "/api/v1/evalsets", VIEWER),
+    ("POST", "/api/v1/evalsets", EDITOR),
+    ("GET", "/api/v1/evalsets/{id}", VIEWER),
+    ("GET", "/api/v1/evalset-versions/{id}/cases", VIEWER),
+    ("GET", "/api/v1/profiles", VIEWER),
+    ("POST", "/api/v1/profiles", EDITOR),
+    ("GET", "/api/v1/profiles/{id}", VIEWER),
+    ("GET", "/api/v1/runs", VIEWER),
+    ("POST", "/api/v1/runs", EDITOR),
+    ("GET", "/api/v1/runs/{id}", VIEWER),
+    ("POST", "/api/v1/runs/{id}/cancel", EDITOR),
+    ("GET", "/api/v1/runs/{id}/records", VIEWER),
+    ("GET", "/api/v1/runs/{id}/scorecard", VIEWER),
+    ("GET", "/api/v1/runs/{id}/verdict", VIEWER),
+    ("GET", "/api/v1/archive", VIEWER),
 ];
 
 /// The access declared for `method` on the route `pattern`; None when it has none (refused).

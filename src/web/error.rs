@@ -52,6 +52,16 @@ impl WebError {
         }
     }
 
+    /// What may be shown of this error (also to API clients, as a problem detail).
+    pub fn public(&self) -> PublicError {
+        let (heading, message) = self.public_text();
+        PublicError {
+            status: self.status(),
+            heading,
+            message,
+        }
+    }
+
     /// (heading, message) for the page; never contains internal error text for 5xx.
     fn public_text(&self) -> (&'static str, String) {
         match self {
@@ -109,6 +119,15 @@ pub fn sentence(clause: &str) -> String {
     }
 }
 
+/// The shown part of an error, kept in the extensions of its response so the JSON API can
+/// answer it as a problem detail instead of a page (`api::problem::problems`).
+#[derive(Debug, Clone)]
+pub struct PublicError {
+    pub status: StatusCode,
+    pub heading: &'static str,
+    pub message: String,
+}
+
 #[derive(Template)]
 #[template(path = "error.html")]
 pub struct ErrorPage {
@@ -125,20 +144,22 @@ impl IntoResponse for WebError {
             // The full cause goes to the log only.
             tracing::error!(error = %self, "request failed");
         }
-        let (heading, message) = self.public_text();
+        let public = self.public();
         let page = ErrorPage {
             nav: "",
             status: status.as_u16(),
-            heading,
-            message,
+            heading: public.heading,
+            message: public.message.clone(),
         };
-        match page.render() {
+        let mut response = match page.render() {
             Ok(html) => (status, Html(html)).into_response(),
             Err(err) => {
                 tracing::error!(error = %err, "rendering the error page failed");
-                (status, heading).into_response()
+                (status, public.heading).into_response()
             }
-        }
+        };
+        response.extensions_mut().insert(public);
+        response
     }
 }
 

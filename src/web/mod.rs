@@ -10,6 +10,7 @@ use tower_http::trace::TraceLayer;
 
 pub mod access;
 pub mod accounts;
+pub mod api;
 pub mod archive;
 pub mod assets;
 pub mod audit;
@@ -59,9 +60,12 @@ pub fn build_app(state: AppState) -> Router {
         .merge(audit::router())
         .merge(accounts::router())
         .merge(assets::router())
+        .merge(api::router())
         .fallback(error::not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(state.clone(), security::guard))
+        // Outside the guard, so its refusals reach API clients as problem details too.
+        .layer(axum::middleware::from_fn(api::problem::problems))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             security::security_headers,

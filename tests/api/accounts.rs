@@ -101,6 +101,18 @@ struct Ids {
     scorecard: i64,
     user: i64,
     token: i64,
+    /// The eval set of `version` (the API names sets and versions apart).
+    evalset: i64,
+}
+
+/// The eval set a version belongs to.
+async fn evalset_of(app: &TestApp, version: i64) -> i64 {
+    app.store
+        .get_evalset_version(version)
+        .await
+        .unwrap()
+        .unwrap()
+        .evalset_id
 }
 
 async fn seed(app: &TestApp) -> Ids {
@@ -141,6 +153,7 @@ async fn seed(app: &TestApp) -> Ids {
         scorecard,
         user: target.id,
         token: token.id,
+        evalset: evalset_of(app, version).await,
     }
 }
 
@@ -148,9 +161,17 @@ use bakeoff::app::accounts as accounts_app;
 
 /// The path of route `pattern` with its parameters filled in.
 fn fill(pattern: &str, ids: &Ids) -> String {
-    let id = if pattern.starts_with("/candidates") {
+    // The JSON API's resources are named as the pages' are, after its prefix.
+    let resource = pattern.strip_prefix("/api/v1").unwrap_or(pattern);
+    let id = if resource.starts_with("/evalsets") {
+        ids.evalset
+    } else if resource.starts_with("/evalset-versions") {
+        ids.version
+    } else if resource.starts_with("/profiles") {
+        ids.profile
+    } else if resource.starts_with("/candidates") {
         ids.candidate
-    } else if pattern.starts_with("/runs") {
+    } else if resource.starts_with("/runs") {
         ids.run
     } else if pattern.starts_with("/thresholds") {
         ids.profile
@@ -167,7 +188,7 @@ fn fill(pattern: &str, ids: &Ids) -> String {
         .replace("{other_id}", &ids.version.to_string())
         .replace("{position}", "1")
         .replace("{*path}", "app.css");
-    if path.contains("/scorecard") && !path.contains("/save") {
+    if (path.contains("/scorecard") && !path.contains("/save")) || path.ends_with("/verdict") {
         format!("{path}?profile={}", ids.profile)
     } else {
         path
@@ -292,6 +313,7 @@ async fn single_user_mode_reaches_every_route_without_a_login(db: TestStore) {
         scorecard: 1,
         user: 1,
         token: 1,
+        evalset: evalset_of(&app, version).await,
     };
     for (method, pattern, _) in ROUTES {
         // The users and account pages add a user, which would switch the mode.

@@ -23,11 +23,11 @@ pub fn bakeoff(args: &[&str], database_url: &str) -> Output {
         .expect("running bakeoff")
 }
 
-fn stderr(out: &Output) -> String {
+pub(crate) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-fn stdout(out: &Output) -> String {
+pub(crate) fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -204,7 +204,7 @@ async fn a_bad_file_names_file_line_and_field_and_changes_nothing() {
 
 const CASES: usize = 12;
 
-fn evalset_text() -> String {
+pub(crate) fn evalset_text() -> String {
     let mut text = String::from(
         r#"{"bakeoff_evalset":1,"name":"gate-set","task":"generation","prompt":"Say {{n}}","graders":[{"kind":"exact"}],"max_tokens":16}"#,
     );
@@ -217,7 +217,7 @@ fn evalset_text() -> String {
     text
 }
 
-async fn mock() -> MockServer {
+pub(crate) async fn mock() -> MockServer {
     let key = EvalSetFile::parse("gate-set.jsonl", &evalset_text()).unwrap();
     let fast = |name: &str, accuracy: f64| ModelProfile {
         ttft_ms: 2.0,
@@ -235,12 +235,12 @@ async fn mock() -> MockServer {
 }
 
 /// A directory with the eval set, settings, profiles and a candidates file per model.
-struct Workspace {
+pub(crate) struct Workspace {
     dir: tempfile::TempDir,
 }
 
 impl Workspace {
-    fn new(mock: &MockServer) -> Workspace {
+    pub(crate) fn new(mock: &MockServer) -> Workspace {
         let dir = tempfile::tempdir().unwrap();
         let ws = Workspace { dir };
         ws.write("gate-set.jsonl", &evalset_text());
@@ -263,11 +263,11 @@ impl Workspace {
         ws
     }
 
-    fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
-    fn arg(&self, name: &str) -> String {
+    pub(crate) fn arg(&self, name: &str) -> String {
         self.path(name).display().to_string()
     }
 
@@ -303,42 +303,46 @@ impl Workspace {
 
     /// `bakeoff run start` with the reports written into the workspace.
     fn start(&self, db: &str, candidates: &str, profile: &str, extra: &[&str]) -> Output {
-        let (json, junit, md) = (self.arg("report.json"), self.arg("report.xml"), self.arg("report.md"));
-        let _ = std::fs::remove_file(self.path("report.json"));
-        let evalset = self.arg("gate-set.jsonl");
-        let settings = self.arg("settings.toml");
-        let mut args = vec![
-            "run",
-            "start",
-            "--evalset",
-            &evalset,
-            "--candidates",
-            candidates,
-            "--profile",
-            profile,
-            "--settings",
-            &settings,
-            "--report-json",
-            &json,
-            "--report-junit",
-            &junit,
-            "--report-md",
-            &md,
-        ];
-        args.extend_from_slice(extra);
-        bakeoff(&args, db)
+        let args = self.start_args(candidates, profile, extra);
+        bakeoff(&args.iter().map(String::as_str).collect::<Vec<_>>(), db)
     }
 
-    fn report(&self) -> serde_json::Value {
+    /// The arguments of `bakeoff run start` over the workspace's eval set and settings, with the
+    /// reports written into it (an earlier JSON report removed first).
+    pub(crate) fn start_args(&self, candidates: &str, profile: &str, extra: &[&str]) -> Vec<String> {
+        let _ = std::fs::remove_file(self.path("report.json"));
+        let mut args: Vec<String> = vec![
+            "run".into(),
+            "start".into(),
+            "--evalset".into(),
+            self.arg("gate-set.jsonl"),
+            "--candidates".into(),
+            candidates.into(),
+            "--profile".into(),
+            profile.into(),
+            "--settings".into(),
+            self.arg("settings.toml"),
+            "--report-json".into(),
+            self.arg("report.json"),
+            "--report-junit".into(),
+            self.arg("report.xml"),
+            "--report-md".into(),
+            self.arg("report.md"),
+        ];
+        args.extend(extra.iter().map(|e| e.to_string()));
+        args
+    }
+
+    pub(crate) fn report(&self) -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(self.path("report.json")).unwrap()).unwrap()
     }
 
-    fn junit(&self) -> String {
+    pub(crate) fn junit(&self) -> String {
         std::fs::read_to_string(self.path("report.xml")).unwrap()
     }
 }
 
-fn code(out: &Output) -> i32 {
+pub(crate) fn code(out: &Output) -> i32 {
     out.status.code().expect("bakeoff exited with a code")
 }
 

@@ -3,6 +3,7 @@ mod support;
 
 mod accounts;
 mod accounts_browser;
+mod api_v1;
 mod archive_filters;
 mod archive_snapshot;
 mod browser;

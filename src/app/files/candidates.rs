@@ -14,7 +14,7 @@ use crate::store::{DynStore, StoreError};
 pub const VERSION: u32 = 1;
 
 /// A file of candidates, e.g. `candidates.toml` beside a pipeline definition.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(
     title = "bakeoff candidates file",
@@ -31,7 +31,7 @@ pub struct CandidatesFile {
 }
 
 /// One candidate, with the fields of the candidate form.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CandidateEntry {
     /// Unique name; importing a file updates the stored candidate of the same name.
@@ -58,6 +58,7 @@ pub struct CandidateEntry {
     pub notes: Option<String>,
     /// Extra JSON body fields merged into every request, e.g. `{ top_p = 0.9 }`.
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    #[schema(value_type = Object)]
     pub extra_body: serde_json::Map<String, serde_json::Value>,
     /// Serving conditions the team declares (part of every figure's provenance).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -73,7 +74,7 @@ pub struct CandidateEntry {
     pub tokenize: Option<TokenizeEntry>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConditionsEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -87,7 +88,7 @@ pub struct ConditionsEntry {
     pub context_length: Option<u32>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PricingEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -98,7 +99,7 @@ pub struct PricingEntry {
     pub output_per_mtok: Option<f64>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimedEntry {
     #[schemars(range(min = 0.0))]
@@ -109,7 +110,7 @@ pub struct ClaimedEntry {
     pub conditions: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TokenizeEntry {
     #[schemars(extend("enum" = ["llama-cpp", "vllm", "llama-cpp-python"]))]

@@ -17,7 +17,7 @@ use crate::store::DynStore;
 pub const VERSION: u32 = 1;
 
 /// One threshold profile: the team's minimum acceptable values.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(
     title = "bakeoff threshold profile file",
@@ -37,7 +37,7 @@ pub struct ProfileFile {
 }
 
 /// One rule: `metric comparator value`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleEntry {
     /// A metric of the catalog ("How we measure"), e.g. `accuracy`, `aggregate_tok_s`, `ttft_p95_ms`,
@@ -178,8 +178,8 @@ pub fn parse(file: &str, text: &str, changed_by: &str, rationale: &str) -> Resul
     }
 }
 
-/// The profile at its stored version as a file.
-pub fn export(profile: &ThresholdProfile) -> Result<String, AppError> {
+/// The profile at its stored version in the file's shape (also the JSON API's).
+pub fn to_file(profile: &ThresholdProfile) -> ProfileFile {
     let rule = profile
         .rules
         .iter()
@@ -209,12 +209,17 @@ pub fn export(profile: &ThresholdProfile) -> Result<String, AppError> {
             },
         })
         .collect();
-    let file = ProfileFile {
+    ProfileFile {
         bakeoff_profile: VERSION,
         name: profile.name.clone(),
         description: profile.description.clone(),
         rule,
-    };
+    }
+}
+
+/// The profile at its stored version as a file.
+pub fn export(profile: &ThresholdProfile) -> Result<String, AppError> {
+    let file = to_file(profile);
     let body = to_toml(&file).map_err(|e| AppError::Invalid(format!("the profile cannot be written as TOML: {e}")))?;
     Ok(format!(
         "# bakeoff threshold profile {:?}, version {}. Values are in the unit shown (95 = 95 %).\n{body}",

@@ -13,7 +13,7 @@ use crate::domain::validation::FieldErrors;
 pub const VERSION: u32 = 1;
 
 /// How a run is executed: the run form as a file.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(
     title = "bakeoff run settings file",
@@ -88,7 +88,7 @@ pub struct SettingsFile {
 }
 
 /// The load shape.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoadEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]

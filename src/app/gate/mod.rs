@@ -23,7 +23,7 @@ pub mod progress;
 pub mod report;
 
 /// The exit codes of `bakeoff run start`, in the order they are checked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Exit {
     /// 0: every candidate is GO (and no significant regression against the baseline).
@@ -125,7 +125,7 @@ pub async fn check_baseline(store: &DynStore, baseline: i64) -> Result<(), AppEr
 }
 
 /// One candidate compared with its counterpart in the baseline run on the cases both answered.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BaselineCheck {
     pub candidate: String,
     /// The baseline run's candidate it was compared with (None: the baseline has no counterpart).
@@ -195,7 +195,7 @@ pub fn compare_with_baseline(
 }
 
 /// One rule for one candidate, as CI reports show it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RuleResult {
     /// The stored metric key, e.g. `ttft_p95_ms@c=8`.
     pub metric: String,
@@ -216,7 +216,7 @@ pub struct RuleResult {
 }
 
 /// One candidate's verdict with every rule.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CandidateResult {
     pub candidate_id: i64,
     pub name: String,
@@ -227,7 +227,7 @@ pub struct CandidateResult {
 }
 
 /// Everything CI needs from one run: the JSON report, and the source of the JUnit and Markdown ones.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GateReport {
     /// `bakeoff.gate/1`.
     pub format: String,

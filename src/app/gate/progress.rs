@@ -22,7 +22,7 @@ pub fn expected_requests(run: &Run, version: Option<&EvalSetVersion>) -> i64 {
 }
 
 /// A run's status and progress.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RunProgress {
     pub run_id: i64,
     pub status: String,

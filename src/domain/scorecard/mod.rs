@@ -67,7 +67,7 @@ impl RuleState {
 }
 
 /// A candidate's overall verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub enum Verdict {
     #[serde(rename = "GO")]
     Go,

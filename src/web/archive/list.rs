@@ -11,6 +11,7 @@ use crate::app::AppError;
 use crate::app::transfer::{export_run, import_run, parse_export};
 use crate::domain::Timestamp;
 use crate::domain::run::RunStatus;
+use crate::domain::thresholds::ThresholdProfile;
 use crate::store::RunFilter;
 use crate::web::AppState;
 use crate::web::error::{WebError, parse_id, parse_page, sentence};
@@ -101,7 +102,7 @@ impl ArchiveFilters {
     }
 
     /// The store filter, or a message naming the bad field.
-    fn to_filter(&self) -> Result<RunFilter, WebError> {
+    pub(crate) fn to_filter(&self) -> Result<RunFilter, WebError> {
         let id = |raw: &str, what: &str| -> Result<Option<i64>, WebError> {
             match raw.trim() {
                 "" => Ok(None),
@@ -146,6 +147,60 @@ impl ArchiveFilters {
             measured_here: false,
         })
     }
+}
+
+/// The store filter and the profile whose verdicts are shown, for the filters as typed. A
+/// verdict belongs to a profile: without one chosen, the default profile judges (and `filters`
+/// then names it).
+pub(crate) fn resolve(
+    filters: &mut ArchiveFilters,
+    profiles: &[ThresholdProfile],
+) -> Result<(RunFilter, Option<ShownProfile>), WebError> {
+    let default_profile = profiles
+        .iter()
+        .find(|p| p.name == crate::app::demo::DEFAULT_PROFILE)
+        .or(profiles.first());
+    if filters.profile.is_empty()
+        && !filters.verdict.is_empty()
+        && let Some(p) = default_profile
+    {
+        filters.profile = p.id.to_string();
+    }
+    let filter = filters.to_filter()?;
+    let shown = match filter.profile_id {
+        Some(id) => Some(
+            profiles
+                .iter()
+                .find(|p| p.id == id)
+                .ok_or_else(|| WebError::NotFound(format!("threshold profile #{id}")))?,
+        ),
+        None => default_profile,
+    };
+    let shown_profile = shown.map(|p| ShownProfile {
+        id: p.id,
+        name: p.name.clone(),
+        current_version: p.version,
+    });
+    if filter.verdict.is_some() && shown_profile.is_none() {
+        return Err(WebError::BadRequest(
+            "There is no threshold profile yet, so no run has a verdict: create one under Thresholds first."
+                .to_string(),
+        ));
+    }
+    Ok((filter, shown_profile))
+}
+
+/// The verdicts of these runs by the shown profile (none without one).
+pub(crate) async fn verdicts_of(
+    state: &AppState,
+    items: &[crate::store::RunListItem],
+    shown: Option<&ShownProfile>,
+) -> Result<Vec<crate::store::RunVerdict>, WebError> {
+    let ids: Vec<i64> = items.iter().map(|i| i.run.id).collect();
+    Ok(match shown {
+        Some(p) => state.store.list_run_verdicts(&ids, p.id).await?,
+        None => Vec::new(),
+    })
 }
 
 fn truncate(s: &str) -> String {
@@ -212,38 +267,7 @@ async fn render(state: &AppState, q: &FormBody, import_error: Option<String>) ->
     };
     let page = parse_page(q.get("page"))?;
     let profiles = state.store.list_threshold_profiles().await?;
-    let default_profile = profiles
-        .iter()
-        .find(|p| p.name == crate::app::demo::DEFAULT_PROFILE)
-        .or(profiles.first());
-    // A verdict belongs to a profile: without one chosen, the default profile judges.
-    if filters.profile.is_empty()
-        && !filters.verdict.is_empty()
-        && let Some(p) = default_profile
-    {
-        filters.profile = p.id.to_string();
-    }
-    let filter = filters.to_filter()?;
-    let shown = match filter.profile_id {
-        Some(id) => Some(
-            profiles
-                .iter()
-                .find(|p| p.id == id)
-                .ok_or_else(|| WebError::NotFound(format!("threshold profile #{id}")))?,
-        ),
-        None => default_profile,
-    };
-    let shown_profile = shown.map(|p| ShownProfile {
-        id: p.id,
-        name: p.name.clone(),
-        current_version: p.version,
-    });
-    if filter.verdict.is_some() && shown_profile.is_none() {
-        return Err(WebError::BadRequest(
-            "There is no threshold profile yet, so no run has a verdict: create one under Thresholds first."
-                .to_string(),
-        ));
-    }
+    let (filter, shown_profile) = resolve(&mut filters, &profiles)?;
     let total = state.store.count_runs_filtered(&filter).await?;
     let base = match filters.query() {
         s if s.is_empty() => "/archive".to_string(),
@@ -272,11 +296,7 @@ async fn render(state: &AppState, q: &FormBody, import_error: Option<String>) ->
         }
         _ => 0,
     };
-    let ids: Vec<i64> = items.iter().map(|i| i.run.id).collect();
-    let verdicts = match &shown_profile {
-        Some(p) => state.store.list_run_verdicts(&ids, p.id).await?,
-        None => Vec::new(),
-    };
+    let verdicts = verdicts_of(state, &items, shown_profile.as_ref()).await?;
     let rows = items
         .into_iter()
         .map(|item| ArchiveRow {

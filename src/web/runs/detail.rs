@@ -241,19 +241,7 @@ pub async fn live(State(state): State<AppState>, Path(raw): Path<String>) -> Res
 /// that this process is not executing (e.g. queued before a restart) is marked cancelled directly.
 pub async fn cancel(State(state): State<AppState>, Path(raw): Path<String>) -> Result<Redirect, WebError> {
     let id = parse_id(&raw, "run")?;
-    let run = state
-        .store
-        .get_run(id)
-        .await?
-        .ok_or_else(|| WebError::NotFound(format!("run #{id}")))?;
-    if !run.status.is_terminal() && !state.runner.cancel(id) {
-        state.store.set_run_status(id, RunStatus::Cancelled, None).await?;
-        state
-            .store
-            .append_run_event(id, "warn", "cancelled from the run page (it was not executing)")
-            .await?;
-    }
-    tracing::info!(run_id = id, "run cancel requested");
+    let run = crate::app::runs::cancel_run(&state.store, &state.runner, id, "the run page").await?;
     crate::web::audit::record(
         &state,
         crate::domain::audit::Action::RunCancelled,

@@ -603,7 +603,7 @@ pub fn to_markdown(j: &RunScorecard) -> String {
     out
 }
 
-async fn load(state: &AppState, raw: &str, query: Option<String>) -> Result<RunScorecard, WebError> {
+pub(crate) async fn load(state: &AppState, raw: &str, query: Option<String>) -> Result<RunScorecard, WebError> {
     let id = parse_id(raw, "run")?;
     let q = parse_query(query.as_deref())?;
     Ok(assemble(&state.store, id, &q).await?)

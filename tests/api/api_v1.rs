@@ -1,0 +1,642 @@
+//! The JSON API under /api/v1 against a served app, through its own OpenAPI document: every
+//! documented path is called and answers 2xx with a body of the documented content type and
+//! schema; problem details for 400/401/403/404/422; a viewer's token refused on changes; a
+//! browser session's changes need the CSRF header while a bearer's do not; and a whole
+//! create → poll → scorecard → verdict flow against the built-in mock, whose scorecard is the
+//! page export's and whose verdict is the one `bakeoff run start` reports. Both backends.
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use bakeoff::app::accounts as accounts_app;
+use bakeoff::domain::accounts::Role;
+use bakeoff::mock::MockServer;
+use serde_json::{Value, json};
+
+use crate::gate::{evalset_text, mock};
+use crate::support::app::{TestApp, spawn_app_on};
+use crate::support::db::{TestStore, each_backend};
+
+/// An API client holding one bearer token.
+pub struct Api {
+    pub base: String,
+    pub token: String,
+    client: reqwest::Client,
+}
+
+/// One answer: status, media type (without parameters) and body as JSON (Null when not JSON).
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub media_type: String,
+    pub body: Value,
+    pub location: Option<String>,
+}
+
+impl Api {
+    /// A user with `role` (accounts mode from then on; the first user is an admin as the
+    /// accounts rules want) and a token of theirs.
+    pub async fn new(app: &TestApp, name: &str, role: Role) -> Api {
+        if app.store.count_users().await.unwrap() == 0 && role != Role::Admin {
+            app.add_user("root", Role::Admin).await;
+        }
+        app.add_user(name, role).await;
+        let user = app.store.find_user(name).await.unwrap().unwrap();
+        let (_, token) = accounts_app::create_token(app.store.as_ref(), "test", &user, "api", None)
+            .await
+            .unwrap();
+        Api::with_token(app, &token)
+    }
+
+    pub fn with_token(app: &TestApp, token: &str) -> Api {
+        Api {
+            base: app.base_url.clone(),
+            token: token.to_string(),
+            client: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+        }
+    }
+
+    pub async fn send(&self, method: &str, path: &str, body: Option<(&str, String)>) -> Answer {
+        send(
+            self.client
+                .request(method.parse().unwrap(), format!("{}{path}", self.base))
+                .bearer_auth(&self.token),
+            body,
+        )
+        .await
+    }
+
+    pub async fn get(&self, path: &str) -> Answer {
+        self.send("GET", path, None).await
+    }
+
+    /// POST a JSON body.
+    pub async fn post(&self, path: &str, body: &Value) -> Answer {
+        self.send("POST", path, Some(("application/json", body.to_string())))
+            .await
+    }
+
+    /// GET what must answer 200; its body.
+    pub async fn ok(&self, path: &str) -> Value {
+        let a = self.get(path).await;
+        assert_eq!(a.status, 200, "GET {path}: {a:?}");
+        a.body
+    }
+}
+
+async fn send(mut request: reqwest::RequestBuilder, body: Option<(&str, String)>) -> Answer {
+    if let Some((content_type, text)) = body {
+        request = request.header("content-type", content_type).body(text);
+    }
+    let r = request.send().await.unwrap();
+    let status = r.status().as_u16();
+    let media_type = r
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .unwrap_or_default()
+        .to_string();
+    let location = r
+        .headers()
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let text = r.text().await.unwrap();
+    Answer {
+        status,
+        media_type,
+        body: serde_json::from_str(&text).unwrap_or(Value::Null),
+        location,
+    }
+}
+
+/// A candidates file (TOML) with one candidate of the mock.
+pub fn candidate_toml(name: &str, base_url: &str, model: &str) -> String {
+    format!(
+        "bakeoff_candidates = 1\n[[candidate]]\nname = \"{name}\"\nprovider = \"openai-chat\"\nbase_url = \"{base_url}\"\nmodel = \"{model}\"\napi_key_env = \"BAKEOFF_KEY_API\"\n"
+    )
+}
+
+/// The profile `accuracy ≥ 50 %` in the file's JSON shape.
+fn accuracy_profile() -> Value {
+    json!({"bakeoff_profile": 1, "name": "accuracy", "rule": [{"metric": "accuracy", "comparator": ">=", "value": 50}]})
+}
+
+/// A small, quick run's settings in the settings file's shape.
+fn quick_settings() -> Value {
+    json!({"concurrency": 4, "warmup_requests": 0, "retries": 0, "timeout_secs": 10})
+}
+
+/// What the flow stored, for filling paths.
+struct Seed {
+    candidate: i64,
+    evalset: i64,
+    version: i64,
+    profile: i64,
+    run: i64,
+}
+
+/// Waits (bounded) until run `id` has ended; its last status.
+async fn until_terminal(api: &Api, id: i64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let status = api.ok(&format!("/api/v1/runs/{id}")).await;
+        if status["terminal"] == true {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "run #{id} did not end: {status}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Candidates, eval set and profile uploaded, and one run of the right model started, waited for.
+async fn seed(api: &Api, mock: &MockServer) -> Seed {
+    let a = api
+        .send(
+            "POST",
+            "/api/v1/candidates",
+            Some(("application/toml", candidate_toml("right", &mock.base_url(), "right"))),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{a:?}");
+    assert_eq!(a.body["items"][0]["outcome"], "created");
+    let candidate = a.body["items"][0]["candidate"]["id"].as_i64().unwrap();
+    let a = api
+        .send("POST", "/api/v1/evalsets", Some(("application/jsonl", evalset_text())))
+        .await;
+    assert_eq!(a.status, 200, "{a:?}");
+    let version = a.body["version"]["id"].as_i64().unwrap();
+    let evalset = a.body["version"]["evalset_id"].as_i64().unwrap();
+    let a = api.post("/api/v1/profiles", &accuracy_profile()).await;
+    assert_eq!(a.status, 200, "{a:?}");
+    let profile = a.body["profile"]["id"].as_i64().unwrap();
+    let a = api
+        .post(
+            "/api/v1/runs",
+            &json!({"evalset": "gate-set", "candidates": ["right"], "settings": quick_settings()}),
+        )
+        .await;
+    assert_eq!(a.status, 201, "{a:?}");
+    let run = a.body["run_id"].as_i64().unwrap();
+    assert_eq!(a.location.as_deref(), Some(format!("/api/v1/runs/{run}").as_str()));
+    let done = until_terminal(api, run).await;
+    assert_eq!(done["status"], "finished", "{done}");
+    Seed {
+        candidate,
+        evalset,
+        version,
+        profile,
+        run,
+    }
+}
+
+/// The document's schema for an answer, with the document's components beside it so `$ref`s
+/// resolve, as a JSON Schema 2020-12 validator takes it.
+fn schema_for(doc: &Value, path: &str, method: &str, status: u16, media_type: &str) -> Result<Option<Value>, String> {
+    let op = &doc["paths"][path][method.to_ascii_lowercase()];
+    let response = &op["responses"][status.to_string()];
+    if response.is_null() {
+        return Err(format!("{method} {path}: status {status} is not documented"));
+    }
+    let content = &response["content"];
+    let Some(entry) = content.get(media_type) else {
+        return Err(format!(
+            "{method} {path} {status}: content type {media_type:?} is not documented (documented: {content})"
+        ));
+    };
+    Ok(entry.get("schema").map(|s| {
+        json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "components": doc["components"],
+            "allOf": [s],
+        })
+    }))
+}
+
+/// Fails unless the answer's status and content type are documented and its body matches.
+fn check_documented(doc: &Value, path: &str, method: &str, a: &Answer) {
+    match schema_for(doc, path, method, a.status, &a.media_type) {
+        Err(e) => panic!("{e}: {a:?}"),
+        Ok(None) => {}
+        Ok(Some(schema)) => {
+            let validator = jsonschema::draft202012::new(&schema)
+                .unwrap_or_else(|e| panic!("{method} {path}: the documented schema does not compile: {e}"));
+            let errors: Vec<String> = validator
+                .iter_errors(&a.body)
+                .map(|e| format!("{e} at {}", e.instance_path()))
+                .collect();
+            assert!(
+                errors.is_empty(),
+                "{method} {path} {}: the body does not match the documented schema: {errors:?}\n{}",
+                a.status,
+                a.body
+            );
+        }
+    }
+}
+
+/// The path of a documented route with its parameters filled from the seed.
+fn fill(path: &str, seed: &Seed) -> String {
+    let id = if path.starts_with("/api/v1/candidates") {
+        seed.candidate
+    } else if path.starts_with("/api/v1/evalsets") {
+        seed.evalset
+    } else if path.starts_with("/api/v1/evalset-versions") {
+        seed.version
+    } else if path.starts_with("/api/v1/profiles") {
+        seed.profile
+    } else {
+        seed.run
+    };
+    let filled = path.replace("{id}", &id.to_string());
+    if filled.ends_with("/verdict") || filled.ends_with("/scorecard") {
+        format!("{filled}?profile={}", seed.profile)
+    } else {
+        filled
+    }
+}
+
+each_backend!(
+    every_documented_path_answers_as_documented,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
+async fn every_documented_path_answers_as_documented(db: TestStore) {
+    let mock = mock().await;
+    let app = spawn_app_on(db).await;
+    let api = Api::new(&app, "ci", Role::Editor).await;
+    let seed = seed(&api, &mock).await;
+
+    let doc = api.ok("/api/v1/openapi.json").await;
+    assert_eq!(doc["openapi"], "3.1.0");
+    assert_eq!(
+        doc,
+        serde_json::from_str::<Value>(&bakeoff::web::api::openapi_text()).unwrap(),
+        "the served document is the generated one"
+    );
+    let mut answered: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut documented: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut started_here: Option<i64> = None;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in ["get", "post"] {
+            if item.get(method).is_none() {
+                continue;
+            }
+            let method = method.to_ascii_uppercase();
+            documented.insert((method.clone(), path.clone()));
+            let url = fill(path, &seed);
+            let body: Option<(&str, String)> = match (method.as_str(), path.as_str()) {
+                ("GET", _) => None,
+                ("POST", "/api/v1/candidates") => Some((
+                    "application/json",
+                    json!({"bakeoff_candidates": 1, "candidate": [{"name": "second", "provider": "openai-chat",
+                        "base_url": mock.base_url(), "model": "wrong", "pricing": {"input_per_mtok": 0.1}}]})
+                    .to_string(),
+                )),
+                ("POST", "/api/v1/evalsets") => Some(("application/jsonl", evalset_text())),
+                ("POST", "/api/v1/profiles") => Some((
+                    "application/toml",
+                    "bakeoff_profile = 1\nname = \"lenient\"\n[[rule]]\nmetric = \"failure_rate\"\ncomparator = \"<\"\nvalue = 50\n"
+                        .to_string(),
+                )),
+                ("POST", "/api/v1/runs") => Some((
+                    "application/json",
+                    json!({"evalset_version_id": seed.version, "candidate_ids": [seed.candidate], "settings": quick_settings()})
+                        .to_string(),
+                )),
+                ("POST", p) if p.ends_with("/cancel") => None,
+                other => panic!("no request body written for {other:?}: add one here"),
+            };
+            let a = api.send(&method, &url, body).await;
+            assert!(
+                (200..300).contains(&a.status),
+                "{}: {method} {url} answered {}: {}",
+                app.backend,
+                a.status,
+                a.body
+            );
+            check_documented(&doc, path, &method, &a);
+            if path == "/api/v1/runs" && method == "POST" {
+                started_here = a.body["run_id"].as_i64();
+            }
+            answered.insert((method, path.clone()));
+        }
+    }
+    let missed: Vec<_> = documented.difference(&answered).collect();
+    assert!(missed.is_empty(), "documented paths never answered 2xx: {missed:?}");
+    assert!(documented.len() >= 19, "{documented:?}");
+
+    // The run the walk started is cancelled through the API and ends as cancelled (or finished,
+    // when it was quicker).
+    let id = started_here.expect("POST /api/v1/runs answered a run");
+    let a = api.send("POST", &format!("/api/v1/runs/{id}/cancel"), None).await;
+    assert_eq!(a.status, 200, "{a:?}");
+    let end = until_terminal(&api, id).await;
+    assert!(
+        ["cancelled", "finished"].contains(&end["status"].as_str().unwrap()),
+        "{end}"
+    );
+}
+
+each_backend!(
+    create_poll_scorecard_and_verdict_against_the_mock,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
+async fn create_poll_scorecard_and_verdict_against_the_mock(db: TestStore) {
+    let mock = mock().await;
+    let app = spawn_app_on(db).await;
+    let api = Api::new(&app, "ci", Role::Editor).await;
+    let seed = seed(&api, &mock).await;
+
+    let status = api.ok(&format!("/api/v1/runs/{}", seed.run)).await;
+    assert_eq!(status["expected"], 12, "{status}");
+    assert_eq!(status["done"], 12, "{status}");
+    assert_eq!(status["failed"], 0, "{status}");
+    assert_eq!(status["candidate_ids"], json!([seed.candidate]));
+
+    // The scorecard is the page's JSON export, figure for figure.
+    let mut card = api
+        .ok(&format!("/api/v1/runs/{}/scorecard?profile={}", seed.run, seed.profile))
+        .await;
+    let page = reqwest::Client::new()
+        .get(app.url(&format!(
+            "/runs/{}/scorecard/export.json?profile={}",
+            seed.run, seed.profile
+        )))
+        .bearer_auth(&api.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let mut exported: Value = page.json().await.unwrap();
+    assert_eq!(card["schema"], "bakeoff.scorecard/1");
+    card.as_object_mut().unwrap().remove("generated_at");
+    exported.as_object_mut().unwrap().remove("generated_at");
+    assert_eq!(card, exported, "{}: the API's scorecard is the page's", app.backend);
+
+    // The verdict is the gate's: GO with exit code 0, each rule with its reason.
+    let verdict = api
+        .ok(&format!("/api/v1/runs/{}/verdict?profile={}", seed.run, seed.profile))
+        .await;
+    assert_eq!(verdict["format"], "bakeoff.gate/1");
+    assert_eq!(verdict["verdict"], "GO", "{verdict}");
+    assert_eq!(verdict["exit_code"], 0);
+    assert_eq!(verdict["candidates"][0]["rules"][0]["state"], "pass", "{verdict}");
+
+    // Records page by page with the cursor: every record once, in storage order.
+    let mut seen = Vec::new();
+    let mut after = 0;
+    for _ in 0..100 {
+        let page = api
+            .ok(&format!("/api/v1/runs/{}/records?limit=5&after={after}", seed.run))
+            .await;
+        let items = page["items"].as_array().unwrap();
+        assert!(items.len() <= 5);
+        for item in items {
+            seen.push(item["id"].as_i64().unwrap());
+            assert_eq!(item["record"]["run_id"], seed.run);
+        }
+        match page["next_after"].as_i64() {
+            Some(next) => after = next,
+            None => break,
+        }
+    }
+    let stored = app.store.list_request_records(seed.run).await.unwrap().len();
+    assert_eq!(seen.len(), stored, "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+
+    // The archive finds it by the archive page's filters, with the verdict just recorded.
+    let archive = api
+        .ok(&format!(
+            "/api/v1/archive?profile={}&verdict=GO&status=finished",
+            seed.profile
+        ))
+        .await;
+    assert_eq!(archive["total"], 1, "{archive}");
+    assert_eq!(archive["items"][0]["id"], seed.run);
+    assert_eq!(archive["items"][0]["verdicts"][0]["verdict"], "GO");
+    let none = api
+        .ok(&format!("/api/v1/archive?profile={}&verdict=NO-GO", seed.profile))
+        .await;
+    assert_eq!(none["total"], 0, "{none}");
+
+    // Eval set, versions and cases paged.
+    let set = api.ok(&format!("/api/v1/evalsets/{}", seed.evalset)).await;
+    assert_eq!(set["versions"][0]["id"], seed.version);
+    let cases = api
+        .ok(&format!(
+            "/api/v1/evalset-versions/{}/cases?limit=5&offset=10",
+            seed.version
+        ))
+        .await;
+    assert_eq!(
+        (cases["total"].clone(), cases["items"].as_array().unwrap().len()),
+        (json!(12), 2)
+    );
+    assert_eq!(cases["items"][0]["id"], "c10");
+
+    // A candidate is shown without any key, with the variable that holds it.
+    let c = api.ok(&format!("/api/v1/candidates/{}", seed.candidate)).await;
+    assert_eq!(c["file"]["api_key_env"], "BAKEOFF_KEY_API");
+    assert_eq!(c["has_stored_key"], false);
+    assert!(c.get("api_key").is_none(), "{c}");
+}
+
+/// A problem detail: its media type and members.
+fn assert_problem(a: &Answer, status: u16) {
+    assert_eq!(a.status, status, "{a:?}");
+    assert_eq!(a.media_type, "application/problem+json", "{a:?}");
+    assert_eq!(a.body["status"], status, "{a:?}");
+    for member in ["type", "title", "detail"] {
+        assert!(
+            a.body[member].as_str().is_some_and(|s| !s.is_empty()),
+            "{member} in {a:?}"
+        );
+    }
+    assert!(a.body["type"].as_str().unwrap().starts_with("urn:bakeoff:problem:"));
+}
+
+each_backend!(errors_are_problem_details_and_roles_are_enforced);
+async fn errors_are_problem_details_and_roles_are_enforced(db: TestStore) {
+    let app = spawn_app_on(db).await;
+    let editor = Api::new(&app, "editor", Role::Editor).await;
+    let viewer = Api::new(&app, "viewer", Role::Viewer).await;
+
+    // 400: a parameter out of range names itself.
+    let a = viewer.get("/api/v1/runs?limit=0").await;
+    assert_problem(&a, 400);
+    assert_eq!(a.body["field_errors"][0]["field"], "limit", "{a:?}");
+    // 400: a body that is not JSON says where.
+    let a = editor
+        .send(
+            "POST",
+            "/api/v1/runs",
+            Some(("application/json", "{\"evalset\": ".into())),
+        )
+        .await;
+    assert_problem(&a, 400);
+    assert!(a.body["detail"].as_str().unwrap().contains("line 1"), "{a:?}");
+
+    // 401: no token, and a token that is not one (accounts mode).
+    let anonymous = send(reqwest::Client::new().get(app.url("/api/v1/candidates")), None).await;
+    assert_problem(&anonymous, 401);
+    let bad = Api::with_token(&app, "not-a-token").get("/api/v1/candidates").await;
+    assert_problem(&bad, 401);
+
+    // 404: an id that names nothing, and an address that is no route.
+    assert_problem(&viewer.get("/api/v1/runs/999999").await, 404);
+    assert_problem(&viewer.get("/api/v1/candidates/abc").await, 404);
+    assert_problem(&viewer.get("/api/v1/nothing-here").await, 404);
+
+    // 422: a candidates file with a wrong field is refused whole, naming the field and line.
+    let a = editor
+        .send(
+            "POST",
+            "/api/v1/candidates",
+            Some((
+                "application/toml",
+                "bakeoff_candidates = 1\n[[candidate]]\nname = \"ok\"\nprovider = \"openai-chat\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n\n[[candidate]]\nname = \"bad\"\nprovider = \"grpc\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n".into(),
+            )),
+        )
+        .await;
+    assert_problem(&a, 422);
+    assert_eq!(a.body["field_errors"][0]["field"], "candidate[1].provider", "{a:?}");
+    assert_eq!(a.body["field_errors"][0]["line"], 10, "{a:?}");
+    // A key is never read from a request.
+    let a = editor
+        .post(
+            "/api/v1/candidates",
+            &json!({"bakeoff_candidates": 1, "candidate": [{"name": "k", "provider": "openai-chat",
+                "base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key": "sk-live-123456789"}]}),
+        )
+        .await;
+    assert_problem(&a, 422);
+    assert_eq!(a.body["field_errors"][0]["field"], "candidate[0].api_key", "{a:?}");
+    assert!(!a.body.to_string().contains("sk-live"), "{a:?}");
+    assert_eq!(app.store.list_candidates().await.unwrap().len(), 0, "nothing stored");
+    // A run with unknown names and a bad setting: every field named at once.
+    let a = editor
+        .post(
+            "/api/v1/runs",
+            &json!({"evalset": "no-such-set", "candidates": ["nobody"], "settings": {"concurrency": 0}}),
+        )
+        .await;
+    assert_problem(&a, 422);
+    let fields: Vec<&str> = a.body["field_errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["field"].as_str().unwrap())
+        .collect();
+    assert!(fields.contains(&"evalset") && fields.contains(&"candidates"), "{a:?}");
+    let a = editor
+        .post(
+            "/api/v1/runs",
+            &json!({"evalset_version_id": 1, "settings": {"concurrency": 0}}),
+        )
+        .await;
+    assert_problem(&a, 422);
+    assert!(
+        a.body["field_errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["field"].as_str().unwrap().starts_with("settings.")),
+        "{a:?}"
+    );
+
+    // 403: a viewer's token reads but cannot create or cancel.
+    let version = app.create_evalset().await;
+    let candidate = app.create_candidate("target", "http://127.0.0.1:1/v1").await;
+    let run = app.finished_run("judged", None).await;
+    assert_eq!(viewer.get("/api/v1/runs").await.status, 200);
+    let a = viewer
+        .post(
+            "/api/v1/runs",
+            &json!({"evalset_version_id": version, "candidate_ids": [candidate]}),
+        )
+        .await;
+    assert_problem(&a, 403);
+    assert!(a.body["detail"].as_str().unwrap().contains("editor"), "{a:?}");
+    assert_problem(
+        &viewer.send("POST", &format!("/api/v1/runs/{run}/cancel"), None).await,
+        403,
+    );
+    assert_problem(&viewer.post("/api/v1/profiles", &accuracy_profile()).await, 403);
+    assert_eq!(app.store.count_runs().await.unwrap(), 1, "the viewer started nothing");
+}
+
+each_backend!(a_session_needs_the_csrf_header_on_changes_and_a_bearer_does_not);
+async fn a_session_needs_the_csrf_header_on_changes_and_a_bearer_does_not(db: TestStore) {
+    let app = spawn_app_on(db).await;
+    app.add_user("root", Role::Admin).await;
+    let password = app.add_user("ada", Role::Editor).await;
+    let (with_csrf, secret) = app.login("ada", &password).await;
+    let profile = accuracy_profile().to_string();
+    let post = |client: &reqwest::Client| {
+        client
+            .post(app.url("/api/v1/profiles"))
+            .header("content-type", "application/json")
+            .body(profile.clone())
+    };
+    // The session cookie alone, as a page on another site could make a browser send it.
+    let cookie_only = reqwest::Client::new()
+        .post(app.url("/api/v1/profiles"))
+        .header("cookie", format!("bakeoff_session={secret}"))
+        .header("content-type", "application/json")
+        .body(profile.clone());
+    let a = send(cookie_only, None).await;
+    assert_problem(&a, 403);
+    assert!(app.store.list_threshold_profiles().await.unwrap().is_empty());
+    // The logged-in browser's request, with its X-CSRF-Token header.
+    let a = send(post(&with_csrf), None).await;
+    assert_eq!(a.status, 200, "{a:?}");
+    assert_eq!(a.body["outcome"], "created");
+    // A bearer token needs no CSRF token.
+    let api = Api::new(&app, "ci", Role::Editor).await;
+    let a = api
+        .post(
+            "/api/v1/profiles",
+            &json!({"bakeoff_profile": 1, "name": "accuracy", "description": "changed", "rule": [{"metric": "accuracy", "comparator": ">=", "value": 60}]}),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{a:?}");
+    assert_eq!(a.body["outcome"], "new version");
+    assert_eq!(a.body["profile"]["version"], 2);
+    // Both changes are audited under their users' names.
+    let audit = app.store.list_audit(&Default::default(), 10, 0).await.unwrap();
+    let actors: Vec<&str> = audit.iter().map(|e| e.actor.as_str()).collect();
+    assert!(actors.contains(&"ada") && actors.contains(&"ci"), "{actors:?}");
+}
+
+#[tokio::test]
+async fn single_user_mode_answers_reads_without_a_token() {
+    let app = crate::support::app::spawn_app().await;
+    let a = send(reqwest::Client::new().get(app.url("/api/v1/candidates")), None).await;
+    assert_eq!(a.status, 200, "{a:?}");
+    assert_eq!(a.body["items"], json!([]));
+    // Changes need the browser's CSRF token, as forms on the pages do.
+    let a = send(
+        reqwest::Client::new()
+            .post(app.url("/api/v1/profiles"))
+            .header("content-type", "application/json")
+            .body(accuracy_profile().to_string()),
+        None,
+    )
+    .await;
+    assert_problem(&a, 403);
+    let a = send(
+        app.client
+            .post(app.url("/api/v1/profiles"))
+            .header("content-type", "application/json")
+            .body(accuracy_profile().to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{a:?}");
+    assert_eq!(a.body["profile"]["name"], "accuracy");
+}
