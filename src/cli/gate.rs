@@ -61,9 +61,24 @@ pub struct StartArgs {
     /// Write the report as Markdown for a pull-request comment.
     #[arg(long, value_name = "FILE")]
     pub report_md: Option<PathBuf>,
-    /// Who signs a profile version a profile file creates.
+    /// Who signs a profile version a profile file creates (with --server: the token's user signs).
     #[arg(long, env = "BAKEOFF_CHANGED_BY", default_value_t = super::files::default_signer())]
     pub changed_by: String,
+    /// Submit the run to a team server (e.g. https://bakeoff.example.com) through its API instead
+    /// of running it here, and wait for its verdict. Files named by --evalset, --candidates and
+    /// --profile are uploaded to it; names are resolved there. Same reports and exit codes.
+    #[arg(long, value_name = "URL")]
+    pub server: Option<String>,
+    /// The API token for --server (an editor's: `bakeoff user token create`). Prefer the
+    /// BAKEOFF_TOKEN environment variable: a flag's value is visible in process lists and CI logs.
+    #[arg(
+        long,
+        env = "BAKEOFF_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN",
+        requires = "server"
+    )]
+    pub token: Option<String>,
     #[command(flatten)]
     pub database: DatabaseArgs,
 }
@@ -74,7 +89,7 @@ pub struct Stop {
     pub error: anyhow::Error,
 }
 
-fn config(error: impl Into<anyhow::Error>) -> Stop {
+pub(super) fn config(error: impl Into<anyhow::Error>) -> Stop {
     Stop {
         exit: Exit::Configuration,
         error: error.into(),
@@ -94,7 +109,11 @@ fn prepare(error: AppError) -> Stop {
 
 /// Runs the command and returns the process exit code (errors are printed here).
 pub async fn run(args: StartArgs) -> i32 {
-    match start(args).await {
+    let outcome = match args.server.clone() {
+        Some(server) => super::gate_server::start(&args, &server).await,
+        None => start(args).await,
+    };
+    match outcome {
         Ok(report) => report.exit_code,
         Err(stop) => {
             eprintln!("error: {:#}", stop.error);
@@ -109,15 +128,20 @@ fn is_file(value: &str, extensions: &[&str]) -> bool {
 }
 
 /// Everything the files on the command line say, read and checked before the database is opened.
-struct Inputs {
-    settings: settings::RunSettings,
+pub(super) struct Inputs {
+    pub settings: settings::RunSettings,
     /// Per --candidates value: the specs of a file, or a name.
-    candidates: Vec<Result<Vec<crate::domain::candidate::CandidateSpec>, String>>,
-    profile: Result<crate::domain::thresholds::form::ProfileSave, String>,
-    evalset: Result<crate::domain::evalset::EvalSetFile, String>,
+    pub candidates: Vec<Result<Vec<crate::domain::candidate::CandidateSpec>, String>>,
+    pub profile: Result<crate::domain::thresholds::form::ProfileSave, String>,
+    pub evalset: Result<crate::domain::evalset::EvalSetFile, String>,
 }
 
-fn read_inputs(args: &StartArgs) -> Result<Inputs, Stop> {
+/// The --candidates values, as read (blank ones dropped).
+pub(super) fn candidate_values(args: &StartArgs) -> impl Iterator<Item = &str> {
+    args.candidates.iter().map(|v| v.trim()).filter(|v| !v.is_empty())
+}
+
+pub(super) fn read_inputs(args: &StartArgs) -> Result<Inputs, Stop> {
     let file_error = |e: FileError| config(anyhow::anyhow!(e.to_string()));
     let settings = match &args.settings {
         Some(path) => {
@@ -127,7 +151,7 @@ fn read_inputs(args: &StartArgs) -> Result<Inputs, Stop> {
         None => settings::RunSettings::defaults(),
     };
     let mut candidates = Vec::new();
-    for value in args.candidates.iter().map(|v| v.trim()).filter(|v| !v.is_empty()) {
+    for value in candidate_values(args) {
         if is_file(value, &[".toml"]) {
             let text = super::files::read_text(Path::new(value)).map_err(config)?;
             candidates.push(Ok(candidates::parse(value, &text).map_err(file_error)?));
@@ -273,26 +297,8 @@ async fn start(args: StartArgs) -> Result<GateReport, Stop> {
 /// Waits for the run to end, drawing a progress bar with ETA on a terminal (plain lines every
 /// 30 s otherwise). Ctrl-C cancels the run; it then ends as cancelled (exit 4).
 async fn watch(store: &DynStore, runner: &Runner, run_id: i64) -> Result<(), Stop> {
-    let tty = std::io::stderr().is_terminal();
-    let bar = if tty {
-        let bar = indicatif::ProgressBar::new(0);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} run #{prefix} [{elapsed_precise}] {wide_bar} {pos}/{len} requests · ETA {eta} · {msg}",
-            )
-            .expect("a valid progress template"),
-        );
-        bar.set_prefix(run_id.to_string());
-        bar.enable_steady_tick(Duration::from_millis(200));
-        bar
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    let every = if tty {
-        Duration::from_millis(500)
-    } else {
-        Duration::from_secs(30)
-    };
+    let (bar, tty) = progress_bar(run_id);
+    let every = if tty { Duration::from_millis(500) } else { QUIET_EVERY };
     let mut tick = tokio::time::interval(every);
     let mut cancelled = false;
     let done = runner.wait(run_id);
@@ -322,11 +328,33 @@ async fn watch(store: &DynStore, runner: &Runner, run_id: i64) -> Result<(), Sto
     Ok(())
 }
 
-fn counts(p: &RunProgress) -> String {
+/// How often progress is printed when standard error is not a terminal (CI logs).
+pub(super) const QUIET_EVERY: Duration = Duration::from_secs(30);
+
+/// The progress bar with ETA, drawn only when standard error is a terminal (hidden otherwise);
+/// and whether it is one.
+pub(super) fn progress_bar(run_id: i64) -> (indicatif::ProgressBar, bool) {
+    let tty = std::io::stderr().is_terminal();
+    if !tty {
+        return (indicatif::ProgressBar::hidden(), false);
+    }
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} run #{prefix} [{elapsed_precise}] {wide_bar} {pos}/{len} requests · ETA {eta} · {msg}",
+        )
+        .expect("a valid progress template"),
+    );
+    bar.set_prefix(run_id.to_string());
+    bar.enable_steady_tick(Duration::from_millis(200));
+    (bar, true)
+}
+
+pub(super) fn counts(p: &RunProgress) -> String {
     format!("{}/{} requests, {} failed attempts", p.done, p.expected, p.failed)
 }
 
-fn show(bar: &indicatif::ProgressBar, p: &RunProgress, tty: bool) {
+pub(super) fn show(bar: &indicatif::ProgressBar, p: &RunProgress, tty: bool) {
     if tty {
         bar.set_length(p.expected.max(0) as u64);
         bar.set_position(p.done.max(0) as u64);
@@ -336,7 +364,7 @@ fn show(bar: &indicatif::ProgressBar, p: &RunProgress, tty: bool) {
     }
 }
 
-fn write_reports(args: &StartArgs, report: &GateReport) -> anyhow::Result<()> {
+pub(super) fn write_reports(args: &StartArgs, report: &GateReport) -> anyhow::Result<()> {
     type Render = fn(&GateReport) -> String;
     let outputs: [(&Option<PathBuf>, Render); 3] = [
         (&args.report_json, report::json),
@@ -352,7 +380,7 @@ fn write_reports(args: &StartArgs, report: &GateReport) -> anyhow::Result<()> {
 }
 
 /// The verdict per candidate on standard output, then the overall one.
-fn print_summary(report: &GateReport) {
+pub(super) fn print_summary(report: &GateReport) {
     for c in &report.candidates {
         println!("{}: {}", c.name, c.verdict.as_str());
         for reason in c.reasons.iter().take(5) {

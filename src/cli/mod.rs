@@ -2,7 +2,8 @@
 //! flags in `config`); each other command's file here owns its clap arguments and its `run`.
 //!
 //! - `evalset`: validate, import or export eval-set files
-//! - `runs`: `bakeoff run start` (the run and its verdict in CI: `gate`), export or import whole runs
+//! - `runs`: `bakeoff run start` (the run and its verdict in CI: `gate`; submitted to a team server
+//!   through its JSON API: `gate_server`), export or import whole runs
 //! - `files`: candidates and threshold profiles imported from and exported to TOML files
 //! - `mock`: the built-in mock server alone
 //! - `measure_endpoint`: `bakeoff measure`, one endpoint from the terminal
@@ -17,6 +18,7 @@ pub mod calibrate;
 pub mod evalset;
 pub mod files;
 pub mod gate;
+pub mod gate_server;
 pub mod measure_endpoint;
 pub mod mock;
 pub mod output;

@@ -2,6 +2,7 @@
 mod support;
 
 mod accounts;
+mod api_server_mode;
 mod accounts_browser;
 mod api_v1;
 mod archive_filters;
