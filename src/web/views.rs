@@ -8,14 +8,21 @@ use super::error::WebError;
 use crate::domain::format;
 use crate::domain::validation::FieldErrors;
 
-/// A file answered inline with its type and name (exports).
+/// A file to save (exports): its type, and a name the browser saves it under instead of opening
+/// it in the tab. CSV starts with a UTF-8 byte-order mark, without which spreadsheets read
+/// Chinese (any non-ASCII) text as Latin-1.
 pub fn download(body: String, content_type: &'static str, file_name: String) -> axum::response::Response {
     use axum::http::{HeaderValue, header};
     use axum::response::IntoResponse;
+    let body = if content_type.starts_with("text/csv") {
+        format!("\u{feff}{body}")
+    } else {
+        body
+    };
     let mut response = body.into_response();
     let h = response.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    if let Ok(v) = HeaderValue::from_str(&format!("inline; filename=\"{file_name}\"")) {
+    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{file_name}\"")) {
         h.insert(header::CONTENT_DISPOSITION, v);
     }
     response

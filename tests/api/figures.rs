@@ -551,7 +551,8 @@ async fn one_sweep_shows_the_same_figure_on_every_page(db: TestStore) {
             .find(|l| l.starts_with(&format!("load_level,aggregate_tok_s@c={c},")))
             .unwrap_or_else(|| panic!("{b}: a CSV line for c={c}"));
         let value: f64 = line.split(',').nth(4).unwrap().parse().unwrap();
-        assert!(within(value, figure(c), 1e-9), "{b}: CSV c={c}");
+        // The CSV carries six significant digits (format::data), the same figure rounded.
+        assert!(within(value, figure(c), 5e-6), "{b}: CSV c={c}");
     }
     let md = app.text_ok(&format!("/runs/{run_id}/scorecard/export.md")).await;
     for c in concurrencies {

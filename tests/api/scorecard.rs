@@ -235,7 +235,26 @@ async fn the_demo_scorecard_page_exports_and_archive() {
     assert!(!text.contains("api_key"), "no credentials in the export");
     let csv = app.get(&format!("/runs/{run}/scorecard/export.csv?{query}")).await;
     assert!(csv.headers()["content-type"].to_str().unwrap().starts_with("text/csv"));
-    let csv = csv.text().await.unwrap();
+    // A download (saved, not opened in the tab), with the byte-order mark spreadsheets need to
+    // read UTF-8, and figures rounded to six significant digits.
+    let disposition = csv.headers()["content-disposition"].to_str().unwrap().to_string();
+    assert!(
+        disposition.starts_with("attachment; filename=\"scorecard-run"),
+        "{disposition}"
+    );
+    let bytes = csv.bytes().await.unwrap();
+    assert!(bytes.starts_with("\u{feff}".as_bytes()), "CSV starts with a UTF-8 BOM");
+    let csv = String::from_utf8(bytes[3..].to_vec()).unwrap();
+    for field in csv.lines().skip(1).flat_map(|l| l.split(',')) {
+        if let Some((_, decimals)) = field.split_once('.')
+            && decimals.chars().all(|c| c.is_ascii_digit())
+        {
+            assert!(
+                field.trim_start_matches(['-', '0', '.']).len() <= 7,
+                "{field} is not rounded"
+            );
+        }
+    }
     let mut lines = csv.lines();
     assert_eq!(lines.next(), Some(bakeoff::web::scorecards::export::CSV_HEADER));
     let rules = app

@@ -337,7 +337,7 @@ pub fn to_json(j: &RunScorecard) -> serde_json::Value {
 }
 
 fn opt(v: Option<f64>) -> String {
-    v.map(|v| v.to_string()).unwrap_or_default()
+    v.map(crate::domain::format::data).unwrap_or_default()
 }
 
 pub fn to_csv(j: &RunScorecard) -> String {
@@ -413,7 +413,7 @@ pub fn to_csv(j: &RunScorecard) -> String {
             fields[1] = format!("aggregate_tok_s@c={c}");
             fields[2] = format!("aggregate tok/s @c={c} (steady window)");
             fields[3] = series.name.clone();
-            fields[4] = v.to_string();
+            fields[4] = crate::domain::format::data(v);
             fields[5] = "tok/s".into();
             fields[10] = format!("@c={c}");
             fields[16] = knee.map_or(String::new(), |k| format!("knee ({}): {}", k.rule, k.explanation));
