@@ -2,8 +2,8 @@
 mod support;
 
 mod accounts;
-mod api_server_mode;
 mod accounts_browser;
+mod api_server_mode;
 mod api_v1;
 mod archive_filters;
 mod archive_snapshot;
