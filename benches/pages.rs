@@ -106,6 +106,8 @@ fn record(run_id: i64, candidate_id: i64, case: usize, repetition: u32, sent_at_
                 required: true,
             }]
         },
+        chunk_attribution: None,
+        chunk_text: vec![],
     }
 }
 

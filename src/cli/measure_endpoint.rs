@@ -705,11 +705,7 @@ fn level_label(l: &LevelFigures) -> String {
 }
 
 fn token_sources(l: &LevelFigures) -> String {
-    l.token_sources
-        .iter()
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+    crate::domain::calibers::token_caliber(&l.token_sources, &l.chunk_attribution, l.succeeded)
 }
 
 fn print_harness(out: &mut impl Write, h: &HarnessReport) -> std::io::Result<()> {

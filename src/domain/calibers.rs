@@ -67,9 +67,32 @@ pub mod definitions {
         included; median over repetitions; per segment when resumed";
     pub const REQUEST_THROUGHPUT: &str = "successful requests ending inside the steady window per second; goodput \
         counts only those meeting every SLO";
+    pub const CHUNK_ATTRIBUTION: &str = "how a stream's output tokens were attributed to its chunks (ITL, TPOT and \
+        decode rest on it): as-streamed (the chunks' counts sum to the total), single-chunk, one-per-chunk (the server \
+        tokenizer's total equals the chunks), server-prefixes (the server tokenizer counted the text at every chunk \
+        boundary), server-prefixes-grouped (at 32 evenly spaced boundaries, o200k proportions within), \
+        o200k-proportional (each chunk's o200k share of the total: an estimate)";
     pub const OUTPUT_TOKENS: &str = "server usage when reported, else the server's own tokenize endpoint when declared \
         (source `server-tokenizer`, counted after the measured load), else o200k count of the output (source \
         `tokenizer`), else content chunks (source `chunks`)";
+}
+
+/// "usage 20/20" or "server-tokenizer 20/20 · per chunk: server-prefixes 18, one-per-chunk 2":
+/// where output tokens came from and, for streams of several chunks, how they were attributed
+/// to chunks. Every page and export that shows token sources shows it this way.
+pub fn token_caliber(sources: &BTreeMap<String, u64>, attribution: &BTreeMap<String, u64>, of: u64) -> String {
+    let mut text = sources
+        .iter()
+        .map(|(k, v)| format!("{k} {v}/{of}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if !attribution.is_empty() {
+        let mut by_count: Vec<(&String, &u64)> = attribution.iter().collect();
+        by_count.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let per: Vec<String> = by_count.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        text.push_str(&format!(" · per chunk: {}", per.join(", ")));
+    }
+    text
 }
 
 /// The figures of one successful request.
@@ -380,6 +403,10 @@ pub struct LevelFigures {
     pub errors: BTreeMap<String, u64>,
     /// Successful requests by where their output-token count came from.
     pub token_sources: BTreeMap<String, u64>,
+    /// Successful streamed requests by how their tokens were attributed to chunks
+    /// (`ChunkAttribution::as_str`): what ITL, TPOT and decode tok/s rest on.
+    #[serde(default)]
+    pub chunk_attribution: BTreeMap<String, u64>,
     pub ttft_ms: Option<Distribution>,
     pub ttfa_ms: Option<Distribution>,
     pub e2e_ms: Option<Distribution>,
@@ -461,6 +488,7 @@ pub struct LevelAccumulator {
     retries: u64,
     errors: BTreeMap<String, u64>,
     sources: BTreeMap<String, u64>,
+    attribution: BTreeMap<String, u64>,
     met_slo: u64,
     output_tokens: u64,
     canonical_tokens: u64,
@@ -499,6 +527,7 @@ impl LevelAccumulator {
             retries: 0,
             errors: BTreeMap::new(),
             sources: BTreeMap::new(),
+            attribution: BTreeMap::new(),
             met_slo: 0,
             output_tokens: 0,
             canonical_tokens: 0,
@@ -548,6 +577,9 @@ impl LevelAccumulator {
         self.succeeded += 1;
         if let Some(src) = r.output_tokens_source {
             *self.sources.entry(src.as_str().to_string()).or_default() += 1;
+        }
+        if let Some(how) = r.chunk_attribution.filter(|_| r.chunks.len() > 1) {
+            *self.attribution.entry(how.as_str().to_string()).or_default() += 1;
         }
         let h = &mut self.h;
         h.ttft.record(f.ttft_ms);
@@ -673,6 +705,7 @@ impl LevelAccumulator {
             retries: self.retries,
             errors: self.errors,
             token_sources: self.sources,
+            chunk_attribution: self.attribution,
             ttft_ms: Distribution::from_histogram(&h.ttft),
             ttfa_ms: Distribution::from_histogram(&h.ttfa),
             e2e_ms: Distribution::from_histogram(&h.e2e),
@@ -1078,6 +1111,8 @@ mod tests {
             error_class: None,
             error_detail: None,
             grades: vec![],
+            chunk_attribution: None,
+            chunk_text: vec![],
         }
     }
 

@@ -396,6 +396,8 @@ mod tests {
                 weight: 1.0,
                 required: true,
             }],
+            chunk_attribution: None,
+            chunk_text: vec![],
         };
         let records: Vec<RequestRecord> = (0..20)
             .map(|i| rec(&format!("c{i}"), 0, 100 + i64::from(i), i % 4 != 0))

@@ -107,6 +107,8 @@ pub struct CandidateSummary {
     pub output_tokens: u64,
     /// Where output-token counts came from, as (source, requests).
     pub token_sources: Vec<(TokenSource, usize)>,
+    /// Requests streamed in several chunks, by how their tokens were attributed to chunks.
+    pub chunk_attribution: std::collections::BTreeMap<String, u64>,
     pub concurrency: Option<u32>,
 }
 
@@ -195,8 +197,18 @@ pub fn summarise_candidate_resumed(
         }
     }
 
+    let mut chunk_attribution = std::collections::BTreeMap::new();
+    for how in finals
+        .iter()
+        .filter(|r| r.succeeded() && r.chunks.len() > 1)
+        .filter_map(|r| r.chunk_attribution)
+    {
+        *chunk_attribution.entry(how.as_str().to_string()).or_default() += 1;
+    }
+
     CandidateSummary {
         candidate_id,
+        chunk_attribution,
         requests: finals.len(),
         failures,
         failure_rate: (!finals.is_empty()).then(|| failures as f64 / finals.len() as f64),
@@ -269,6 +281,8 @@ mod tests {
                 weight: 1.0,
                 required: true,
             }],
+            chunk_attribution: None,
+            chunk_text: vec![],
         }
     }
 

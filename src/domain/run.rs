@@ -496,6 +496,68 @@ impl TokenSource {
     }
 }
 
+/// How a record's output tokens were attributed to its chunks: ITL, TPOT and decode tok/s read
+/// the per-chunk counts, so the method is stored with the record, exported and shown beside the
+/// token source (docs/measurement.md "Tokens per chunk").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChunkAttribution {
+    /// The chunks' own counts, which sum to the total (one token a chunk, or counts the server
+    /// gave per chunk). Exact.
+    AsStreamed,
+    /// One chunk carried every token. Exact.
+    SingleChunk,
+    /// The server tokenizer's total equals the number of chunks: one token a chunk. Exact.
+    OnePerChunk,
+    /// The server's tokenizer counted the cumulative text at every chunk boundary; a chunk's
+    /// tokens are the difference of two prefixes. Exact at the boundaries (a tokenizer that
+    /// merges across a boundary moves a token to the chunk where the merge ends).
+    ServerPrefixes,
+    /// As `ServerPrefixes` at `MAX_PREFIX_COUNTS` evenly spaced boundaries of a long stream;
+    /// within each group of chunks, proportional to each chunk's o200k count.
+    ServerPrefixesGrouped,
+    /// The total apportioned over the chunks by each chunk's o200k count (largest remainder):
+    /// an estimate when the served model's tokenizer is not o200k.
+    O200kProportional,
+}
+
+impl ChunkAttribution {
+    pub const ALL: [ChunkAttribution; 6] = [
+        ChunkAttribution::AsStreamed,
+        ChunkAttribution::SingleChunk,
+        ChunkAttribution::OnePerChunk,
+        ChunkAttribution::ServerPrefixes,
+        ChunkAttribution::ServerPrefixesGrouped,
+        ChunkAttribution::O200kProportional,
+    ];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ChunkAttribution::AsStreamed => "as-streamed",
+            ChunkAttribution::SingleChunk => "single-chunk",
+            ChunkAttribution::OnePerChunk => "one-per-chunk",
+            ChunkAttribution::ServerPrefixes => "server-prefixes",
+            ChunkAttribution::ServerPrefixesGrouped => "server-prefixes-grouped",
+            ChunkAttribution::O200kProportional => "o200k-proportional",
+        }
+    }
+    pub fn parse(s: &str) -> Option<ChunkAttribution> {
+        ChunkAttribution::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+    /// Whether the per-chunk counts are exact (not an estimate).
+    pub fn is_exact(&self) -> bool {
+        !matches!(
+            self,
+            ChunkAttribution::O200kProportional | ChunkAttribution::ServerPrefixesGrouped
+        )
+    }
+}
+
+/// Boundaries a server tokenizer counts prefixes at, per record, at most: a stream of more
+/// chunks is counted at this many evenly spaced boundaries (`ServerPrefixesGrouped`). Bounds the
+/// cost to this many tokenize calls per distinct answer (each at most one answer long).
+pub const MAX_PREFIX_COUNTS: usize = 32;
+
 /// Output tokens of one stored record counted by the candidate's tokenize endpoint. Stored in its
 /// own append-only table keyed by the record (records are never updated) and applied when
 /// records are read (`RequestRecord::apply_server_count`).
@@ -507,6 +569,9 @@ pub struct ServerTokenCount {
     pub reasoning_tokens: Option<u32>,
     /// What counted: the endpoint's kind and URL.
     pub tokenizer: String,
+    /// Tokens per chunk (summing to `output_tokens`) and how they were found; None when the
+    /// record has no chunks to attribute to.
+    pub chunks: Option<(Vec<u32>, ChunkAttribution)>,
 }
 
 /// A stored record whose output is still to be counted by the server's tokenizer.
@@ -515,6 +580,24 @@ pub struct UncountedRecord {
     pub record_id: i64,
     pub output: String,
     pub reasoning: Option<String>,
+    /// Token-bearing chunks of the stream (0: not streamed).
+    pub chunks: usize,
+    /// Bytes of (reasoning, answer) text of each chunk, when stored (see
+    /// `RequestRecord::chunk_text`): the boundaries prefixes are counted at.
+    pub chunk_text: Vec<(u32, u32)>,
+    /// The chunks' stored counts (o200k-apportioned): the weights within a group.
+    pub chunk_weights: Vec<u32>,
+}
+
+/// Per-chunk counts of a server total without its prefix counts: one a chunk when the total
+/// equals the number of chunks, one chunk's all when there is one, else proportional to
+/// `weights` (the chunks' o200k counts).
+pub fn attribute_total(total: u32, weights: &[u32]) -> (Vec<u32>, ChunkAttribution) {
+    match weights.len() {
+        1 => (vec![total], ChunkAttribution::SingleChunk),
+        n if n as u64 == u64::from(total) => (vec![1; n], ChunkAttribution::OnePerChunk),
+        _ => (apportion(total, weights), ChunkAttribution::O200kProportional),
+    }
 }
 
 /// Splits `total` into integer parts proportional to `weights` (largest remainder), summing to
@@ -677,6 +760,13 @@ pub struct RequestRecord {
     /// Short, secret-free description (status + body excerpt, or the transport error).
     pub error_detail: Option<String>,
     pub grades: Vec<Grade>,
+    /// How `output_tokens` were attributed to `chunks` (None: no chunks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk_attribution: Option<ChunkAttribution>,
+    /// Bytes of (reasoning, answer) text each entry of `chunks` carried, kept only when a server
+    /// tokenizer may recount the record (no usage, several chunks): its chunk boundaries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chunk_text: Vec<(u32, u32)>,
 }
 
 #[cfg(test)]
@@ -718,6 +808,8 @@ impl RequestRecord {
             error_class: None,
             error_detail: None,
             grades: vec![],
+            chunk_attribution: None,
+            chunk_text: vec![],
         }
     }
 }
@@ -727,9 +819,16 @@ impl RequestRecord {
         self.error_class.is_none()
     }
     /// Replaces the output-token count with the server tokenizer's (never a `usage` count, which
-    /// is the server's own). Per-chunk counts keep their proportions (they came from each chunk's
-    /// o200k count) and are rescaled to sum to the new total, so ITL splits gaps the new way.
-    pub fn apply_server_count(&mut self, output_tokens: u32, reasoning_tokens: Option<u32>) {
+    /// is the server's own), and the per-chunk counts with the ones it found (`chunks`: one per
+    /// chunk, summing to the total). Without them (a count stored before per-chunk counts were),
+    /// one token a chunk when the total equals the number of chunks, else the stored counts
+    /// rescaled to the new total (`O200kProportional`).
+    pub fn apply_server_count(
+        &mut self,
+        output_tokens: u32,
+        reasoning_tokens: Option<u32>,
+        chunks: Option<(&[u32], ChunkAttribution)>,
+    ) {
         if self.output_tokens_source == Some(TokenSource::Usage) {
             return;
         }
@@ -738,12 +837,24 @@ impl RequestRecord {
         if reasoning_tokens.is_some() {
             self.reasoning_tokens = reasoning_tokens;
         }
-        if !self.chunks.is_empty() {
-            let weights: Vec<u32> = self.chunks.iter().map(|c| c.1).collect();
-            for (chunk, k) in self.chunks.iter_mut().zip(apportion(output_tokens, &weights)) {
-                chunk.1 = k;
-            }
+        if self.chunks.is_empty() {
+            return;
         }
+        let counted = chunks.filter(|(counts, _)| {
+            counts.len() == self.chunks.len()
+                && counts.iter().map(|&k| u64::from(k)).sum::<u64>() == u64::from(output_tokens)
+        });
+        let (counts, attribution) = match counted {
+            Some((counts, how)) => (counts.to_vec(), how),
+            None => {
+                let weights: Vec<u32> = self.chunks.iter().map(|c| c.1).collect();
+                attribute_total(output_tokens, &weights)
+            }
+        };
+        for (chunk, k) in self.chunks.iter_mut().zip(counts) {
+            chunk.1 = k;
+        }
+        self.chunk_attribution = Some(attribution);
     }
 
     /// Time to first token (reasoning or content).
@@ -1033,13 +1144,29 @@ mod tests {
         };
         let mut usage = r.clone();
         usage.output_tokens_source = Some(TokenSource::Usage);
-        usage.apply_server_count(12, None);
+        usage.apply_server_count(12, None, None);
         assert_eq!(usage.output_tokens, Some(6));
-        r.apply_server_count(12, None);
+        let mut counted = r.clone();
+        r.apply_server_count(12, None, None);
         assert_eq!(r.output_tokens, Some(12));
         assert_eq!(r.output_tokens_source, Some(TokenSource::ServerTokenizer));
         assert_eq!(r.chunks, vec![(1, 2), (2, 6), (3, 4)]);
+        assert_eq!(r.chunk_attribution, Some(ChunkAttribution::O200kProportional));
         assert_eq!(r.canonical_tokens, Some(6), "the canonical o200k count stays");
+        // Prefix counts found by the server's tokenizer replace the proportions.
+        counted.apply_server_count(12, None, Some((&[1, 9, 2], ChunkAttribution::ServerPrefixes)));
+        assert_eq!(counted.chunks, vec![(1, 1), (2, 9), (3, 2)]);
+        assert_eq!(counted.chunk_attribution, Some(ChunkAttribution::ServerPrefixes));
+        // A total equal to the number of chunks is one a chunk, whatever o200k said.
+        let mut one_each = counted.clone();
+        one_each.output_tokens_source = Some(TokenSource::Tokenizer);
+        one_each.apply_server_count(3, None, None);
+        assert_eq!(one_each.chunks, vec![(1, 1), (2, 1), (3, 1)]);
+        assert_eq!(one_each.chunk_attribution, Some(ChunkAttribution::OnePerChunk));
+        for a in ChunkAttribution::ALL {
+            assert_eq!(ChunkAttribution::parse(a.as_str()), Some(a));
+            assert_eq!(serde_json::to_value(a).unwrap(), serde_json::json!(a.as_str()));
+        }
     }
 
     #[test]

@@ -52,7 +52,9 @@ macro_rules! record_helpers {
                         .push_bind(v.output)
                         .push_bind(v.reasoning)
                         .push_bind(v.error_class)
-                        .push_bind(v.error_detail);
+                        .push_bind(v.error_detail)
+                        .push_bind(v.chunk_attribution)
+                        .push_bind(v.chunk_text);
                 });
                 qb.push(
                     " ON CONFLICT (run_id, candidate_id, case_id, phase, repetition, attempt) DO NOTHING \

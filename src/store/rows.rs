@@ -17,11 +17,13 @@ use crate::domain::candidate::{
 use crate::domain::evalset::{EvalSetFile, TaskKind};
 use crate::domain::grading::Grade;
 use crate::domain::pipeline::PipelineSpec;
-use crate::domain::run::{ErrorClass, Phase, RequestRecord, Run, RunConfig, RunEvent, RunStatus, TokenSource};
+use crate::domain::run::{
+    ChunkAttribution, ErrorClass, Phase, RequestRecord, Run, RunConfig, RunEvent, RunStatus, TokenSource,
+};
 use crate::domain::scorecard::{NewScorecard, RecordedVerdict, ScorecardListItem, ScorecardRecord};
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
 
-/// Records per multi-row INSERT: 38 binds each stays far below SQLite's 32 766 and
+/// Records per multi-row INSERT: 40 binds each stays far below SQLite's 32 766 and
 /// PostgreSQL's 65 535 bind limits.
 pub(crate) const RECORDS_PER_STATEMENT: usize = 200;
 /// Grades / eval cases / run candidates per multi-row INSERT (at most 9 binds each).
@@ -545,7 +547,7 @@ macro_rules! record_insert_columns {
          client_queue_us, connect_us, connection_reused, headers_us, first_chunk_us, first_reasoning_us, \
          first_content_us, last_token_us, end_us, chunks, http_status, finish_reason, input_tokens, output_tokens, \
          output_tokens_source, reasoning_tokens, canonical_tokens, output_chars, output, reasoning, error_class, \
-         error_detail"
+         error_detail, chunk_attribution, chunk_text"
     };
 }
 pub(crate) use record_insert_columns;
@@ -594,6 +596,9 @@ pub(crate) struct RecordValues<'a> {
     pub reasoning: Option<Cow<'a, str>>,
     pub error_class: Option<&'static str>,
     pub error_detail: Option<Cow<'a, str>>,
+    pub chunk_attribution: Option<&'static str>,
+    /// JSON, NULL when empty.
+    pub chunk_text: Option<String>,
 }
 
 impl<'a> RecordValues<'a> {
@@ -631,6 +636,8 @@ impl<'a> RecordValues<'a> {
             reasoning: text.encode_opt(r.reasoning.as_deref()),
             error_class: r.error_class.map(|c| c.as_str()),
             error_detail: text.encode_opt(r.error_detail.as_deref()),
+            chunk_attribution: r.chunk_attribution.map(|a| a.as_str()),
+            chunk_text: (!r.chunk_text.is_empty()).then(|| to_json(&r.chunk_text)),
         }
     }
 }
@@ -721,6 +728,8 @@ pub(crate) struct RecordRow {
     pub reasoning: Option<String>,
     pub error_class: Option<String>,
     pub error_detail: Option<String>,
+    pub chunk_attribution: Option<String>,
+    pub chunk_text: Option<String>,
 }
 
 impl RecordRow {
@@ -773,6 +782,15 @@ impl RecordRow {
                 .transpose()?,
             error_detail: text.decode_opt(self.error_detail),
             grades,
+            chunk_attribution: self
+                .chunk_attribution
+                .as_deref()
+                .map(|s| parse_enum(place("chunk_attribution"), s, ChunkAttribution::parse))
+                .transpose()?,
+            chunk_text: match &self.chunk_text {
+                Some(json) => parse_json(place("chunk_text"), json)?,
+                None => Vec::new(),
+            },
         })
     }
 }

@@ -9,10 +9,22 @@ use std::collections::HashMap;
 
 use super::rows::RecordRow;
 use super::{Result, StoreError};
-use crate::domain::run::RequestRecord;
+use crate::domain::run::{ChunkAttribution, RequestRecord, UncountedRecord};
 
-/// Server-tokenizer counts (output, reasoning) by record id.
-pub(crate) type CountsByRecord = HashMap<i64, (u32, Option<u32>)>;
+/// One record's server-tokenizer count: output, reasoning, and per-chunk counts with how they
+/// were found (migration 0022; None for counts stored before it).
+pub(crate) type StoredCount = (u32, Option<u32>, Option<(Vec<u32>, ChunkAttribution)>);
+
+/// Server-tokenizer counts by record id.
+pub(crate) type CountsByRecord = HashMap<i64, StoredCount>;
+
+/// The columns a count is read with (`CountRow`).
+macro_rules! count_columns {
+    () => {
+        "request_record_id, output_tokens, reasoning_tokens, chunk_tokens, chunk_attribution"
+    };
+}
+pub(super) use count_columns;
 
 /// One stored count, as read back.
 #[derive(Debug, sqlx::FromRow)]
@@ -20,6 +32,8 @@ pub(crate) struct CountRow {
     pub request_record_id: i64,
     pub output_tokens: i64,
     pub reasoning_tokens: Option<i64>,
+    pub chunk_tokens: Option<String>,
+    pub chunk_attribution: Option<String>,
 }
 
 /// Counts by record id, checked for range.
@@ -30,9 +44,24 @@ pub(crate) fn by_record(rows: Vec<CountRow>) -> Result<CountsByRecord> {
     };
     rows.into_iter()
         .map(|r| {
-            let output = range(r.request_record_id, r.output_tokens)?;
-            let reasoning = r.reasoning_tokens.map(|v| range(r.request_record_id, v)).transpose()?;
-            Ok((r.request_record_id, (output, reasoning)))
+            let id = r.request_record_id;
+            let output = range(id, r.output_tokens)?;
+            let reasoning = r.reasoning_tokens.map(|v| range(id, v)).transpose()?;
+            let chunks = match (r.chunk_tokens, r.chunk_attribution) {
+                (Some(json), Some(how)) => {
+                    let counts: Vec<u32> = serde_json::from_str(&json).map_err(|e| {
+                        StoreError::Corrupt(format!("record_token_counts.chunk_tokens of record {id}: {e}"))
+                    })?;
+                    let how = ChunkAttribution::parse(&how).ok_or_else(|| {
+                        StoreError::Corrupt(format!(
+                            "record_token_counts.chunk_attribution of record {id}: unknown value {how:?}"
+                        ))
+                    })?;
+                    Some((counts, how))
+                }
+                _ => None,
+            };
+            Ok((id, (output, reasoning, chunks)))
         })
         .collect()
 }
@@ -43,8 +72,12 @@ pub(crate) fn attach_counts(rows_ids: &[i64], records: &mut [RequestRecord], cou
         return;
     }
     for (id, record) in rows_ids.iter().zip(records.iter_mut()) {
-        if let Some(&(output, reasoning)) = counts.get(id) {
-            record.apply_server_count(output, reasoning);
+        if let Some((output, reasoning, chunks)) = counts.get(id) {
+            record.apply_server_count(
+                *output,
+                *reasoning,
+                chunks.as_ref().map(|(c, how)| (c.as_slice(), *how)),
+            );
         }
     }
 }
@@ -59,19 +92,47 @@ pub(super) struct UncountedRow {
     pub id: i64,
     pub output: String,
     pub reasoning: Option<String>,
+    pub chunks: String,
+    pub chunk_text: Option<String>,
 }
 
-/// Counts per multi-row INSERT (6 binds each).
+impl UncountedRow {
+    /// The record to count, with its chunk boundaries (when stored) and stored chunk counts.
+    pub(super) fn into_uncounted(self, output: String, reasoning: Option<String>) -> Result<UncountedRecord> {
+        let corrupt = |column: &str, e: serde_json::Error| {
+            StoreError::Corrupt(format!(
+                "request_records.{column} of record {}: invalid JSON ({e})",
+                self.id
+            ))
+        };
+        let chunks: Vec<(i64, u32)> = serde_json::from_str(&self.chunks).map_err(|e| corrupt("chunks", e))?;
+        let chunk_text: Vec<(u32, u32)> = match &self.chunk_text {
+            Some(json) => serde_json::from_str(json).map_err(|e| corrupt("chunk_text", e))?,
+            None => Vec::new(),
+        };
+        Ok(UncountedRecord {
+            record_id: self.id,
+            output,
+            reasoning,
+            chunks: chunks.len(),
+            chunk_text,
+            chunk_weights: chunks.iter().map(|c| c.1).collect(),
+        })
+    }
+}
+
+/// Counts per multi-row INSERT (8 binds each).
 pub(super) const COUNTS_PER_STATEMENT: usize = 1_000;
 
 macro_rules! token_count_helpers {
     ($db:ty) => {
         /// Every count of a run's records.
         async fn counts_for_run(&self, run_id: i64) -> Result<token_counts::CountsByRecord> {
-            let rows: Vec<token_counts::CountRow> = sqlx::query_as(
-                "SELECT request_record_id, output_tokens, reasoning_tokens FROM record_token_counts \
-                 WHERE run_id = $1",
-            )
+            let rows: Vec<token_counts::CountRow> = sqlx::query_as(concat!(
+                "SELECT ",
+                token_counts::count_columns!(),
+                " FROM record_token_counts WHERE run_id = $1"
+            ))
             .bind(run_id)
             .fetch_all(self.pool())
             .await?;
@@ -82,10 +143,11 @@ macro_rules! token_count_helpers {
         async fn counts_for_records(&self, ids: &[i64]) -> Result<token_counts::CountsByRecord> {
             let mut rows: Vec<token_counts::CountRow> = Vec::new();
             for chunk in ids.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
-                let mut qb = sqlx::QueryBuilder::<$db>::new(
-                    "SELECT request_record_id, output_tokens, reasoning_tokens FROM record_token_counts \
-                     WHERE request_record_id IN (",
-                );
+                let mut qb = sqlx::QueryBuilder::<$db>::new(concat!(
+                    "SELECT ",
+                    token_counts::count_columns!(),
+                    " FROM record_token_counts WHERE request_record_id IN ("
+                ));
                 let mut list = qb.separated(", ");
                 for id in chunk {
                     list.push_bind(*id);
@@ -108,7 +170,7 @@ macro_rules! token_count_queries {
         fn uncounted_records(&self, run_id: i64, candidate_id: i64) -> StoreFuture<'_, Vec<UncountedRecord>> {
             Box::pin(async move {
                 let rows: Vec<token_counts::UncountedRow> = sqlx::query_as(
-                    "SELECT r.id, r.output, r.reasoning FROM request_records r \
+                    "SELECT r.id, r.output, r.reasoning, r.chunks, r.chunk_text FROM request_records r \
                      WHERE r.run_id = $1 AND r.candidate_id = $2 AND NOT r.is_warmup \
                      AND (r.output_tokens_source IS NULL OR r.output_tokens_source NOT IN ($3, $4)) \
                      AND (r.output <> '' OR COALESCE(r.reasoning, '') <> '') \
@@ -121,14 +183,13 @@ macro_rules! token_count_queries {
                 .bind(crate::domain::run::TokenSource::ServerTokenizer.as_str())
                 .fetch_all(self.pool())
                 .await?;
-                Ok(rows
-                    .into_iter()
-                    .map(|r| UncountedRecord {
-                        record_id: r.id,
-                        output: Self::TEXT.decode(r.output),
-                        reasoning: Self::TEXT.decode_opt(r.reasoning),
+                rows.into_iter()
+                    .map(|mut r| {
+                        let output = Self::TEXT.decode(std::mem::take(&mut r.output));
+                        let reasoning = Self::TEXT.decode_opt(r.reasoning.take());
+                        r.into_uncounted(output, reasoning)
                     })
-                    .collect())
+                    .collect()
             })
         }
 
@@ -138,8 +199,8 @@ macro_rules! token_count_queries {
                 let mut stored = 0;
                 for chunk in counts.chunks(token_counts::COUNTS_PER_STATEMENT) {
                     let mut qb = sqlx::QueryBuilder::<$db>::new(
-                        "INSERT INTO record_token_counts \
-                         (request_record_id, run_id, output_tokens, reasoning_tokens, tokenizer, counted_at) ",
+                        "INSERT INTO record_token_counts (request_record_id, run_id, output_tokens, \
+                         reasoning_tokens, tokenizer, counted_at, chunk_tokens, chunk_attribution) ",
                     );
                     qb.push_values(chunk, |mut b, c| {
                         b.push_bind(c.record_id)
@@ -147,7 +208,13 @@ macro_rules! token_count_queries {
                             .push_bind(i64::from(c.output_tokens))
                             .push_bind(c.reasoning_tokens.map(i64::from))
                             .push_bind(c.tokenizer.as_str())
-                            .push_bind(now);
+                            .push_bind(now)
+                            .push_bind(
+                                c.chunks
+                                    .as_ref()
+                                    .map(|(counts, _)| serde_json::to_string(counts).unwrap_or_default()),
+                            )
+                            .push_bind(c.chunks.as_ref().map(|(_, how)| how.as_str()));
                     });
                     qb.push(" ON CONFLICT (request_record_id) DO NOTHING");
                     stored += qb

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::process::Command;
 use std::time::Duration;
 
-use bakeoff::domain::calibers::LevelFigures;
-use bakeoff::domain::candidate::CandidateSpec;
+use bakeoff::domain::calibers::{LevelFigures, RequestFigures, itl_ms};
+use bakeoff::domain::candidate::{CandidateSpec, TokenizeEndpoint, TokenizeKind};
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::load::{Load, LoadShape};
 use bakeoff::domain::run::{RequestRecord, RunConfig};
@@ -50,9 +50,19 @@ fn config(load: LoadShape, requests: u32, max_tokens: u32) -> RunConfig {
 }
 
 async fn run(mock: &MockServer, model: &str, evalset: EvalSetFile, config: RunConfig) -> MeasureOutcome {
+    let candidate = CandidateSpec::openai_chat(format!("figures {model}"), mock.base_url(), model);
+    run_candidate(candidate, model, evalset, config).await
+}
+
+async fn run_candidate(
+    candidate: CandidateSpec,
+    model: &str,
+    evalset: EvalSetFile,
+    config: RunConfig,
+) -> MeasureOutcome {
     let (store, _guard) = crate::support::db::sqlite_store().await;
     let spec = MeasureSpec {
-        candidate: CandidateSpec::openai_chat(format!("figures {model}"), mock.base_url(), model),
+        candidate,
         evalset,
         config,
         run_name: format!("figures {model}"),
@@ -161,6 +171,102 @@ async fn decode_and_itl_leave_the_first_chunks_tokens_out() {
     assert!(within(itl.p50, 5.0, 0.05), "ITL p50 {}", itl.p50);
     // TPOT: (E2E − TTFT) / 56 ≈ 5 ms.
     assert!(within(level.tpot_ms.as_ref().unwrap().p50, 5.0, 0.1));
+}
+
+// ------------------------------------------------------- item 2: server-tokenizer recounts
+
+#[tokio::test]
+async fn server_tokenizer_recounts_attribute_tokens_to_chunks_exactly() {
+    // Streams without usage, recounted after the load by the mock's own tokenize endpoint (the
+    // tokenizer its streams are cut by): one token a chunk, then 8-token chunks (the first one
+    // full too). 4 ms between tokens, no jitter.
+    for (model, per_chunk, how) in [("single", 1u32, "one-per-chunk"), ("octet", 8, "server-prefixes")] {
+        let profile = ModelProfile {
+            ttft_ms: 20.0,
+            inter_token_ms: Some(4.0),
+            tokens_per_chunk: per_chunk,
+            batch_first_chunk: per_chunk > 1,
+            no_usage_in_stream: true,
+            ..ModelProfile::named(model)
+        };
+        let mock = start_mock(vec![profile]).await;
+        let file = synthetic_evalset(&[16], 6, 48).unwrap();
+        let candidate = CandidateSpec {
+            tokenize: Some(TokenizeEndpoint {
+                kind: TokenizeKind::LlamaCpp,
+                path: "/tokenize".into(),
+            }),
+            ..CandidateSpec::openai_chat(format!("figures {model}"), mock.base_url(), model)
+        };
+        let o = run_candidate(
+            candidate,
+            model,
+            file.clone(),
+            config(LoadShape::Levels { levels: vec![1] }, 6, 48),
+        )
+        .await;
+        let level = level_at(&o, 1);
+        assert_eq!(level.succeeded, 6, "{model}: {level:?}");
+        assert_eq!(level.token_sources.get("server-tokenizer"), Some(&6), "{model}");
+        assert_eq!(
+            level.chunk_attribution.get(how),
+            Some(&6),
+            "{model}: {:?}",
+            level.chunk_attribution
+        );
+        let truth = ground_truth(&mock).await;
+        for r in o.records.iter().filter(|r| !r.is_warmup) {
+            let t = truth_of(&truth, &file, r);
+            let n = t["tokens_sent"].as_u64().unwrap() as u32;
+            assert_eq!(r.output_tokens, Some(n), "{model}: the server's count");
+            assert_eq!(
+                r.chunks.len() as u64,
+                t["token_chunks_sent"].as_u64().unwrap(),
+                "{model}"
+            );
+            assert_eq!(r.chunk_attribution.map(|a| a.as_str()), Some(how), "{model}");
+            // Every chunk carries exactly what the mock put in it.
+            assert!(r.chunks.iter().all(|c| c.1 == per_chunk), "{model}: {:?}", r.chunks);
+            // Per stream, against the mock's own first and last token (it logs no other token
+            // times): decode (N − k₁) / (last − first), and the mean ITL, its inverse.
+            let (first, last) = (
+                t["first_token_ms"].as_f64().unwrap(),
+                t["last_token_ms"].as_f64().unwrap(),
+            );
+            let server_decode = f64::from(n - per_chunk) / ((last - first) / 1000.0);
+            let decode = RequestFigures::of(r).unwrap().decode_tok_s.unwrap();
+            let gaps = itl_ms(r);
+            let samples: u32 = gaps.iter().map(|g| g.1).sum();
+            let mean_itl = gaps.iter().map(|(gap, k)| gap * f64::from(*k)).sum::<f64>() / f64::from(samples);
+            eprintln!(
+                "{model}: decode {decode:.1} tok/s (mock {server_decode:.1}), ITL mean {mean_itl:.3} ms (mock {:.3})",
+                1000.0 / server_decode
+            );
+            assert_eq!(samples, n - per_chunk, "{model}: N − k₁ ITL samples");
+            assert!(
+                within(decode, server_decode, 0.03),
+                "{model}: decode {decode} vs the mock's {server_decode}"
+            );
+            assert!(
+                within(mean_itl, 1000.0 / server_decode, 0.03),
+                "{model}: ITL mean {mean_itl}"
+            );
+        }
+        let itl = level.itl_ms.as_ref().unwrap();
+        assert_eq!(
+            itl.n,
+            6 * (48 - per_chunk) as usize,
+            "{model}: N − k₁ samples per stream"
+        );
+        // The terminal table names the attribution beside the token source.
+        let mut out = Vec::new();
+        bakeoff::cli::measure_endpoint::print_outcome(&mut out, &o).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        assert!(
+            out.contains(&format!("server-tokenizer 6/6 · per chunk: {how} 6")),
+            "{model}: {out}"
+        );
+    }
 }
 
 // ---------------------------------------------------------------- item 3: not streamed

@@ -109,6 +109,8 @@ fn record(run_id: i64, candidate_id: i64, case_id: &str, attempt: u32, sent_at_u
             weight: 1.0,
             required: true,
         }],
+        chunk_attribution: None,
+        chunk_text: vec![],
     }
 }
 

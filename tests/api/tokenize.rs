@@ -17,7 +17,7 @@ use bakeoff::app::transfer::{export_run, import_run, parse_export};
 use bakeoff::domain::candidate::{CandidateDraft, CandidateSpec};
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::metrics::summarise_candidate;
-use bakeoff::domain::run::{NewRun, RunConfig, RunStatus, ServerTokenCount, TokenSource};
+use bakeoff::domain::run::{ChunkAttribution, NewRun, RunConfig, RunStatus, ServerTokenCount, TokenSource};
 use bakeoff::engine::cancel::Cancel;
 use bakeoff::engine::run::executor::execute;
 use bakeoff::engine::tokens::tokenizer;
@@ -209,8 +209,9 @@ async fn streamed_tokens_are_counted_by_the_servers_tokenizer_after_the_load_and
         s.backend
     );
     // One check before the load; after it, one call to learn what the endpoint adds to "" and
-    // one per distinct answer.
-    assert_eq!(c.tokenize_calls.load(Ordering::SeqCst), 3, "{}", s.backend);
+    // one per distinct answer, then one prefix per inner chunk boundary of the distinct answer
+    // (12 tokens in 2 chunks is not one a chunk).
+    assert_eq!(c.tokenize_calls.load(Ordering::SeqCst), 4, "{}", s.backend);
 
     let records = s.store.list_request_records(run_id).await.unwrap();
     let measured: Vec<_> = records.iter().filter(|r| !r.is_warmup).collect();
@@ -224,9 +225,20 @@ async fn streamed_tokens_are_counted_by_the_servers_tokenizer_after_the_load_and
             s.backend
         );
         assert_eq!(r.output_tokens, Some(SERVER_TOKENS), "{}", s.backend);
-        // Two content chunks; their counts are rescaled to the server's total.
-        assert_eq!(r.chunks.len(), 2);
-        assert_eq!(r.chunks.iter().map(|c| c.1).sum::<u32>(), SERVER_TOKENS);
+        // Two content chunks of three words: the server's tokenizer counted the first chunk's
+        // prefix, so each has exactly its 6 tokens.
+        assert_eq!(
+            r.chunks.iter().map(|c| c.1).collect::<Vec<_>>(),
+            [6, 6],
+            "{}",
+            s.backend
+        );
+        assert_eq!(
+            r.chunk_attribution,
+            Some(ChunkAttribution::ServerPrefixes),
+            "{}",
+            s.backend
+        );
         assert_eq!(
             r.canonical_tokens,
             Some(tokenizer::count(ANSWER)),
@@ -434,6 +446,9 @@ async fn counts_are_append_only_and_never_replace_usage(s: TestStore) {
         .unwrap();
     let mut estimated = crate::support::app::record(run_id, candidate_id, "c1", "one two", true);
     estimated.output_tokens_source = Some(TokenSource::Tokenizer);
+    // Its two chunks' boundaries ("one", " two"), kept for the prefix counts.
+    estimated.chunk_text = vec![(0, 3), (0, 4)];
+    estimated.chunk_attribution = Some(ChunkAttribution::O200kProportional);
     let usage = crate::support::app::record(run_id, candidate_id, "c2", "three four", true);
     store.append_request_records(&[estimated, usage]).await.unwrap();
 
@@ -441,12 +456,16 @@ async fn counts_are_append_only_and_never_replace_usage(s: TestStore) {
     let uncounted = store.uncounted_records(run_id, candidate_id).await.unwrap();
     assert_eq!(uncounted.len(), 1, "{backend}");
     assert_eq!(uncounted[0].output, "one two");
+    assert_eq!(uncounted[0].chunks, 2, "{backend}");
+    assert_eq!(uncounted[0].chunk_text, vec![(0, 3), (0, 4)], "{backend}");
+    assert_eq!(uncounted[0].chunk_weights, vec![1, 19], "{backend}");
     let id = uncounted[0].record_id;
-    let count = |n| ServerTokenCount {
+    let count = |n: u32| ServerTokenCount {
         record_id: id,
         output_tokens: n,
         reasoning_tokens: None,
         tokenizer: "vllm tokenize endpoint http://127.0.0.1:9/tokenize".into(),
+        chunks: Some((vec![2, n - 2], ChunkAttribution::ServerPrefixes)),
     };
     assert_eq!(store.save_server_token_counts(run_id, &[count(7)]).await.unwrap(), 1);
     // A second count of the same record is ignored: the first one stays.
@@ -460,6 +479,14 @@ async fn counts_are_append_only_and_never_replace_usage(s: TestStore) {
     let by_case = |c: &str| records.iter().find(|r| r.case_id == c).unwrap();
     assert_eq!(by_case("c1").output_tokens, Some(7), "{backend}");
     assert_eq!(by_case("c1").output_tokens_source, Some(TokenSource::ServerTokenizer));
+    // The per-chunk counts found by the prefixes, and how, read back on both backends.
+    assert_eq!(by_case("c1").chunks, vec![(40_000, 2), (240_000, 5)], "{backend}");
+    assert_eq!(
+        by_case("c1").chunk_attribution,
+        Some(ChunkAttribution::ServerPrefixes),
+        "{backend}"
+    );
+    assert_eq!(by_case("c1").chunk_text, vec![(0, 3), (0, 4)], "{backend}");
     assert_eq!(by_case("c2").output_tokens_source, Some(TokenSource::Usage));
     assert!(store.uncounted_records(run_id, candidate_id).await.unwrap().is_empty());
     // Deleting the run deletes its counts.

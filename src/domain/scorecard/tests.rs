@@ -276,6 +276,8 @@ fn records(candidate_id: i64, e2e_ms: i64, right: &[bool]) -> Vec<RequestRecord>
             error_class: None,
             error_detail: None,
             grades: vec![exact_grade(right[i])],
+            chunk_attribution: None,
+            chunk_text: vec![],
         })
         .collect()
 }

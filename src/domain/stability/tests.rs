@@ -41,6 +41,8 @@ fn rec(case: &str, repetition: u32, sent_s: f64, e2e_ms: f64, tokens: u32) -> Re
         error_class: None,
         error_detail: None,
         grades: vec![],
+        chunk_attribution: None,
+        chunk_text: vec![],
     }
 }
 

@@ -9,15 +9,25 @@
 //!
 //! A failing endpoint never loses or alters a record: the record keeps its own count (o200k,
 //! source `tokenizer`, or chunks) and the run's event log says why, once per candidate.
+//!
+//! Tokens per chunk (ITL, TPOT and decode read them) are attributed exactly where that is cheap
+//! (`per_chunk`): one a chunk when the server's total equals the number of chunks; else the
+//! cumulative text at each chunk boundary is counted and a chunk's tokens are the difference of
+//! two prefixes — at most `MAX_PREFIX_COUNTS` prefixes per distinct answer (evenly spaced
+//! boundaries of a longer stream, proportional to o200k within each group); a record stored
+//! without its boundaries falls back to o200k proportions. The method is stored with the count.
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 
 use crate::domain::candidate::{Candidate, CandidateSpec, Secret, TokenizeEndpoint, TokenizeKind};
-use crate::domain::run::{ServerTokenCount, UncountedRecord};
+use crate::domain::run::{
+    ChunkAttribution, MAX_PREFIX_COUNTS, ServerTokenCount, UncountedRecord, apportion, attribute_total,
+};
 use crate::engine::cancel::Cancel;
 use crate::engine::error::EngineError;
+use crate::engine::tokens::tokenizer::prefix_ends;
 use crate::engine::wire::failure::{error_message, excerpt};
 use crate::engine::wire::provider::auth_header;
 use crate::store::DynStore;
@@ -102,11 +112,16 @@ impl ServerTokenizer {
 
     /// Tokens of `text` under the served model's tokenizer, without added special tokens.
     pub async fn count(&self, text: &str) -> Result<u32, TokenizeError> {
+        self.count_text(text, false).await
+    }
+
+    /// `count`, where a prefix of an answer may hold no token (leading whitespace).
+    async fn count_text(&self, text: &str, may_be_empty: bool) -> Result<u32, TokenizeError> {
         if text.is_empty() {
             return Ok(0);
         }
         let n = self.raw_count(text).await?.saturating_sub(self.added);
-        if n == 0 {
+        if n == 0 && !may_be_empty {
             return Err(TokenizeError(format!(
                 "POST {} counted 0 tokens in a non-empty text",
                 self.url
@@ -336,20 +351,91 @@ async fn count_candidate(
 }
 
 /// Counts each distinct text once (answers repeat: "yes", "no"…), a few calls at a time, and
-/// gives up after `GIVE_UP_AFTER` consecutive failures. Returns the counts of records whose every
-/// text was counted, how many records were not, and the first problem.
+/// gives up after `GIVE_UP_AFTER` consecutive failures; then attributes each record's tokens to
+/// its chunks (`per_chunk`). Returns the counts of records whose every text was counted, how
+/// many records were not, and the first problem.
 async fn count_records(
     tokenizer: &ServerTokenizer,
     records: &[UncountedRecord],
     cancel: &Cancel,
 ) -> (Vec<ServerTokenCount>, usize, Option<String>) {
+    let whole: Vec<&str> = records
+        .iter()
+        .flat_map(|r| [Some(r.output.as_str()), r.reasoning.as_deref()])
+        .flatten()
+        .collect();
+    let (counted, mut first_error) = count_texts(tokenizer, whole, false, cancel).await;
+    let count_of = |text: &str| {
+        if text.is_empty() {
+            Some(0)
+        } else {
+            counted.get(text).copied()
+        }
+    };
+    let mut totals: Vec<Option<(u32, Option<u32>)>> = Vec::with_capacity(records.len());
+    for r in records {
+        let output = count_of(&r.output);
+        let reasoning = r.reasoning.as_deref().map(count_of);
+        totals.push(match (output, reasoning) {
+            (Some(o), None) => Some((o, None)),
+            (Some(o), Some(Some(reasoning))) => Some((o.saturating_add(reasoning), Some(reasoning))),
+            _ => None,
+        });
+    }
+    // The chunk boundaries still to be counted: records whose total is not one a chunk.
+    let plans: Vec<Option<PrefixPlan<'_>>> = records
+        .iter()
+        .zip(&totals)
+        .map(|(r, t)| t.and_then(|(total, _)| PrefixPlan::of(r, total)))
+        .collect();
+    let prefixes: Vec<&str> = plans
+        .iter()
+        .flatten()
+        .flat_map(|p| p.texts.iter().flat_map(|&(a, b)| [a, b]))
+        .collect();
+    let (prefix_counts, prefix_error) = count_texts(tokenizer, prefixes, true, cancel).await;
+    if first_error.is_none() {
+        first_error = prefix_error;
+    }
+    let describe = tokenizer.describe();
+    let mut counts = Vec::with_capacity(records.len());
+    let mut failed = 0;
+    for ((r, total), plan) in records.iter().zip(totals).zip(plans) {
+        let Some((output_tokens, reasoning_tokens)) = total else {
+            failed += 1;
+            continue;
+        };
+        let counted = |text: &str| {
+            if text.is_empty() {
+                Some(0)
+            } else {
+                prefix_counts.get(text).copied()
+            }
+        };
+        counts.push(ServerTokenCount {
+            record_id: r.record_id,
+            output_tokens,
+            reasoning_tokens,
+            tokenizer: describe.clone(),
+            chunks: per_chunk(r, output_tokens, plan.as_ref(), &counted),
+        });
+    }
+    (counts, failed, first_error)
+}
+
+/// Counts each distinct non-empty text once, `IN_FLIGHT` calls at a time; stops after
+/// `GIVE_UP_AFTER` consecutive failures or when cancelled.
+async fn count_texts<'a>(
+    tokenizer: &ServerTokenizer,
+    all: Vec<&'a str>,
+    may_be_empty: bool,
+    cancel: &Cancel,
+) -> (HashMap<&'a str, u32>, Option<String>) {
     let mut texts: Vec<&str> = Vec::new();
     let mut seen: HashMap<&str, ()> = HashMap::new();
-    for r in records {
-        for text in [Some(r.output.as_str()), r.reasoning.as_deref()].into_iter().flatten() {
-            if !text.is_empty() && seen.insert(text, ()).is_none() {
-                texts.push(text);
-            }
+    for text in all {
+        if !text.is_empty() && seen.insert(text, ()).is_none() {
+            texts.push(text);
         }
     }
     let mut first_error = None;
@@ -367,7 +453,7 @@ async fn count_records(
         }
         let mut calls = Vec::with_capacity(batch.len());
         for text in batch {
-            calls.push(tokenizer.count(text));
+            calls.push(tokenizer.count_text(text, may_be_empty));
         }
         let results = futures_util::future::join_all(calls).await;
         for (text, result) in batch.iter().zip(results) {
@@ -383,41 +469,168 @@ async fn count_records(
             }
         }
     }
-    let count_of = |text: &str| {
-        if text.is_empty() {
-            Some(0)
-        } else {
-            counted.get(text).copied()
+    (counted, first_error)
+}
+
+/// The chunk boundaries of one record whose prefixes are counted: after chunk `ends[j]`, the
+/// (reasoning, answer) text so far is `texts[j]`.
+struct PrefixPlan<'a> {
+    ends: Vec<usize>,
+    texts: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> PrefixPlan<'a> {
+    /// None when no prefix needs counting: no or one chunk, a total of one token a chunk, or no
+    /// stored boundaries.
+    fn of(r: &'a UncountedRecord, total: u32) -> Option<PrefixPlan<'a>> {
+        let n = r.chunks;
+        if n <= 1 || u64::from(total) == n as u64 || r.chunk_text.len() != n {
+            return None;
         }
+        let reasoning = r.reasoning.as_deref().unwrap_or("");
+        let bytes = prefix_ends(reasoning, &r.output, &r.chunk_text);
+        // Boundaries after chunks 0..n-1 (the last prefix is the whole text, counted already):
+        // all of them, or MAX_PREFIX_COUNTS evenly spaced.
+        let inner = n - 1;
+        let ends: Vec<usize> = if inner <= MAX_PREFIX_COUNTS {
+            (0..inner).collect()
+        } else {
+            let mut e: Vec<usize> = (1..=MAX_PREFIX_COUNTS)
+                .map(|j| j * n / (MAX_PREFIX_COUNTS + 1) - 1)
+                .collect();
+            e.dedup();
+            e
+        };
+        let texts = ends
+            .iter()
+            .map(|&i| {
+                let (rb, cb) = bytes[i];
+                (&reasoning[..rb], &r.output[..cb])
+            })
+            .collect();
+        Some(PrefixPlan { ends, texts })
+    }
+}
+
+/// Tokens per chunk of one record with server total `total` (see the module comment); None
+/// when the record has no chunks.
+fn per_chunk(
+    r: &UncountedRecord,
+    total: u32,
+    plan: Option<&PrefixPlan<'_>>,
+    counted: &dyn Fn(&str) -> Option<u32>,
+) -> Option<(Vec<u32>, ChunkAttribution)> {
+    let n = r.chunks;
+    if n == 0 {
+        return None;
+    }
+    let weights: Vec<u32> = if r.chunk_weights.len() == n {
+        r.chunk_weights.iter().map(|&w| w.max(1)).collect()
+    } else {
+        vec![1; n]
     };
-    let describe = tokenizer.describe();
-    let mut counts = Vec::with_capacity(records.len());
-    let mut failed = 0;
-    for r in records {
-        let output = count_of(&r.output);
-        let reasoning = r.reasoning.as_deref().map(count_of);
-        match (output, reasoning) {
-            (Some(o), None) => counts.push(ServerTokenCount {
-                record_id: r.record_id,
-                output_tokens: o,
-                reasoning_tokens: None,
-                tokenizer: describe.clone(),
-            }),
-            (Some(o), Some(Some(reasoning))) => counts.push(ServerTokenCount {
-                record_id: r.record_id,
-                output_tokens: o.saturating_add(reasoning),
-                reasoning_tokens: Some(reasoning),
-                tokenizer: describe.clone(),
-            }),
-            _ => failed += 1,
+    let fallback = || Some(attribute_total(total, &weights));
+    let Some(plan) = plan else {
+        return fallback();
+    };
+    let mut prefix = Vec::with_capacity(plan.ends.len());
+    for &(reasoning, answer) in &plan.texts {
+        match (counted(reasoning), counted(answer)) {
+            (Some(a), Some(b)) => prefix.push(a.saturating_add(b)),
+            _ => return fallback(),
         }
     }
-    (counts, failed, first_error)
+    // Prefix counts never fall and never pass the total (a tokenizer merging across a boundary
+    // can make a prefix count one more than the tokens it holds).
+    let mut at = 0u32;
+    for p in prefix.iter_mut() {
+        *p = (*p).clamp(at, total);
+        at = *p;
+    }
+    let mut counts = vec![0u32; n];
+    let (mut start, mut before) = (0usize, 0u32);
+    for (&end, &p) in plan.ends.iter().zip(&prefix).chain(std::iter::once((&(n - 1), &total))) {
+        let group = &weights[start..=end];
+        for (k, c) in apportion(p - before, group).into_iter().zip(&mut counts[start..=end]) {
+            *c = k;
+        }
+        start = end + 1;
+        before = p;
+    }
+    let how = if plan.ends.len() == n - 1 {
+        ChunkAttribution::ServerPrefixes
+    } else {
+        ChunkAttribution::ServerPrefixesGrouped
+    };
+    Some((counts, how))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn uncounted(output: &str, chunk_text: Vec<(u32, u32)>, weights: Vec<u32>) -> UncountedRecord {
+        UncountedRecord {
+            record_id: 1,
+            output: output.into(),
+            reasoning: None,
+            chunks: weights.len(),
+            chunk_text,
+            chunk_weights: weights,
+        }
+    }
+
+    /// Counts a text as its words (the test's "server tokenizer").
+    fn words(text: &str) -> Option<u32> {
+        Some(text.split_whitespace().count() as u32)
+    }
+
+    #[test]
+    fn chunks_get_one_token_each_when_the_totals_agree_and_prefix_differences_otherwise() {
+        // Four one-word chunks; o200k gave them 1, 2, 0→1, 1.
+        let text = "alpha betagamma delta epsilon";
+        let r = uncounted(text, vec![(0, 5), (0, 10), (0, 6), (0, 8)], vec![1, 2, 1, 1]);
+        assert!(PrefixPlan::of(&r, 4).is_none(), "one a chunk: no prefix to count");
+        assert_eq!(
+            per_chunk(&r, 4, None, &words),
+            Some((vec![1, 1, 1, 1], ChunkAttribution::OnePerChunk))
+        );
+        // Chunks of 1, 3 and 2 words: the prefixes say so exactly.
+        let text = "a b c d e f";
+        let r = uncounted(text, vec![(0, 1), (0, 6), (0, 4)], vec![1, 1, 1]);
+        let plan = PrefixPlan::of(&r, 6).unwrap();
+        assert_eq!(plan.texts, vec![("", "a"), ("", "a b c d")]);
+        assert_eq!(
+            per_chunk(&r, 6, Some(&plan), &words),
+            Some((vec![1, 3, 2], ChunkAttribution::ServerPrefixes))
+        );
+        // Without boundaries: o200k proportions, and said so.
+        let bare = uncounted(text, vec![], vec![1, 1, 1]);
+        assert!(PrefixPlan::of(&bare, 6).is_none());
+        assert_eq!(
+            per_chunk(&bare, 6, None, &words),
+            Some((vec![2, 2, 2], ChunkAttribution::O200kProportional))
+        );
+        // A failed prefix count falls back the same way.
+        assert_eq!(
+            per_chunk(&r, 6, Some(&plan), &|_| None),
+            Some((vec![2, 2, 2], ChunkAttribution::O200kProportional))
+        );
+    }
+
+    #[test]
+    fn long_streams_are_counted_at_a_bounded_number_of_boundaries() {
+        // 100 chunks of two words each: at most MAX_PREFIX_COUNTS prefixes, still exact here
+        // because every chunk is alike.
+        let text = "w ".repeat(200);
+        let r = uncounted(&text, vec![(0, 4); 100], vec![1; 100]);
+        let plan = PrefixPlan::of(&r, 200).unwrap();
+        assert_eq!(plan.ends.len(), MAX_PREFIX_COUNTS);
+        let (counts, how) = per_chunk(&r, 200, Some(&plan), &words).unwrap();
+        assert_eq!(how, ChunkAttribution::ServerPrefixesGrouped);
+        assert_eq!(counts.iter().sum::<u32>(), 200);
+        assert!(counts.iter().all(|&k| k == 2), "{counts:?}");
+    }
 
     #[test]
     fn each_kind_sends_its_own_shape() {

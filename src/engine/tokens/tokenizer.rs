@@ -6,12 +6,14 @@
 //!   answer), so tok/s can be compared across models whose own tokenizers differ;
 //! - `output_tokens` when the server sent no `usage` (source `tokenizer`);
 //! - the per-chunk token counts of streams whose chunks carry several tokens, apportioned from
-//!   the output-token total by each chunk's own o200k count (ITL splits a chunk's gap k ways);
+//!   the output-token total by each chunk's own o200k count (ITL splits a chunk's gap k ways),
+//!   and how they were attributed (`ChunkAttribution`); a record a server tokenizer may recount
+//!   keeps its chunk boundaries, so the recount can count prefixes there;
 //! - synthetic prompts of an exact o200k length, for prompt-length sweeps.
 use tiktoken_rs::CoreBPE;
 
 pub use crate::domain::run::apportion;
-use crate::domain::run::{RequestRecord, TokenSource};
+use crate::domain::run::{ChunkAttribution, RequestRecord, TokenSource};
 use crate::engine::wire::client::ChunkText;
 
 /// The o200k ranks, parsed once (a fraction of a second) on first use and kept.
@@ -53,11 +55,25 @@ pub fn complete_counts(record: &mut RequestRecord, chunk_text: &[ChunkText]) {
     }
     let Some(total) = record.output_tokens else { return };
     let chunks = record.chunks.len();
-    if chunks == 0 || record.chunks.iter().map(|c| u64::from(c.1)).sum::<u64>() == u64::from(total) {
+    if chunks == 0 {
+        return;
+    }
+    // Without usage a server tokenizer may recount the record later: its prefixes are counted
+    // at these chunk boundaries.
+    if record.output_tokens_source != Some(TokenSource::Usage) && chunks > 1 && chunk_text.len() == chunks {
+        record.chunk_text = chunk_text.to_vec();
+    }
+    if record.chunks.iter().map(|c| u64::from(c.1)).sum::<u64>() == u64::from(total) {
+        record.chunk_attribution = Some(if chunks == 1 {
+            ChunkAttribution::SingleChunk
+        } else {
+            ChunkAttribution::AsStreamed
+        });
         return;
     }
     if chunks == 1 {
         record.chunks[0].1 = total;
+        record.chunk_attribution = Some(ChunkAttribution::SingleChunk);
         return;
     }
     if chunk_text.len() != chunks {
@@ -67,6 +83,30 @@ pub fn complete_counts(record: &mut RequestRecord, chunk_text: &[ChunkText]) {
     for (chunk, k) in record.chunks.iter_mut().zip(apportion(total, &weights)) {
         chunk.1 = k;
     }
+    record.chunk_attribution = Some(ChunkAttribution::O200kProportional);
+}
+
+/// Byte ends of each chunk's cumulative (reasoning, answer) text: the prefixes a server
+/// tokenizer counts. Ends are widened to character boundaries like `slice`.
+pub fn prefix_ends(reasoning: &str, output: &str, chunk_text: &[ChunkText]) -> Vec<(usize, usize)> {
+    let (mut r_at, mut c_at) = (0usize, 0usize);
+    chunk_text
+        .iter()
+        .map(|&(r, c)| {
+            r_at += r as usize;
+            c_at += c as usize;
+            (char_end(reasoning, r_at), char_end(output, c_at))
+        })
+        .collect()
+}
+
+/// `at` moved forward to a character boundary of `text`, at most its length.
+fn char_end(text: &str, at: usize) -> usize {
+    let mut end = at.min(text.len());
+    while !text.is_char_boundary(end) {
+        end += 1;
+    }
+    end
 }
 
 /// Each chunk's own o200k count (at least 1: every such chunk carried a token).
@@ -221,6 +261,7 @@ mod tests {
         assert_eq!(r.output_tokens, Some(2));
         assert_eq!(r.output_tokens_source, Some(TokenSource::Tokenizer));
         assert_eq!(r.chunks, vec![(5, 1), (9, 1)]);
+        assert_eq!(r.chunk_attribution, Some(ChunkAttribution::AsStreamed));
     }
 
     #[test]
@@ -234,6 +275,16 @@ mod tests {
         complete_counts(&mut r, &[(0, first), (0, second), (0, third)]);
         assert_eq!(r.output_tokens_source, Some(TokenSource::Usage));
         assert_eq!(r.chunks, vec![(1, 1), (2, 4), (3, 4)]);
+        assert_eq!(r.chunk_attribution, Some(ChunkAttribution::O200kProportional));
+        assert!(r.chunk_text.is_empty(), "usage is never recounted: no boundaries kept");
+        // Without usage the boundaries are kept for a server tokenizer's prefixes.
+        let mut counted = record(text, vec![(1, 1), (2, 1), (3, 1)], None);
+        complete_counts(&mut counted, &[(0, first), (0, second), (0, third)]);
+        assert_eq!(counted.chunk_text, vec![(0, first), (0, second), (0, third)]);
+        assert_eq!(
+            prefix_ends("", text, &counted.chunk_text),
+            vec![(0, 3), (0, (first + second) as usize), (0, text.len())]
+        );
     }
 
     #[test]

@@ -165,6 +165,8 @@ impl Exchange {
             error_class,
             error_detail,
             grades: Vec::new(),
+            chunk_attribution: None,
+            chunk_text: vec![],
         }
     }
 }

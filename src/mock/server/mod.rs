@@ -203,6 +203,7 @@ pub(crate) fn router(state: Shared) -> Router {
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .route("/mock/requests", get(list_requests).delete(clear_requests))
+        .route("/tokenize", post(tokenize))
         .fallback(unknown_url)
         .layer(axum::middleware::map_response(server_header))
         .with_state(state)
@@ -262,6 +263,31 @@ async fn metrics(State(state): State<Shared>, method: Method, uri: Uri) -> Respo
         super::metrics::render(&state),
     )
         .into_response()
+}
+
+#[derive(Deserialize)]
+struct TokenizeRequest {
+    content: String,
+}
+
+/// llama.cpp's `POST /tokenize` shape (`{"content": …}` → `{"tokens": [ids]}`), counted with the
+/// mock's own tokenizer, the one its streams are cut by: a server tokenizer whose counts are
+/// the ground truth of every answer the mock sends. Adds no special tokens.
+async fn tokenize(body: Bytes) -> Response {
+    match serde_json::from_slice::<TokenizeRequest>(&body) {
+        Ok(r) => {
+            let ids: Vec<u32> = (0..crate::mock::tokens::count_tokens(&r.content)).collect();
+            axum::Json(serde_json::json!({ "tokens": ids })).into_response()
+        }
+        Err(e) => ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("POST /tokenize expects {{\"content\": \"…\"}}: {e}"),
+            "invalid_request_error",
+            None,
+            None,
+        )
+        .into_response(),
+    }
 }
 
 #[derive(Deserialize)]

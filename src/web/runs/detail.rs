@@ -715,16 +715,18 @@ fn scorecard(
     }
 }
 
-/// `usage 20/20`, or `usage 12/20, chunks 8/20`; "—" when no request had a count.
+/// `usage 20/20`, or `usage 12/20, chunks 8/20 · per chunk: as-streamed 20` (`token_caliber`);
+/// "—" when no request had a count.
 fn token_sources(s: &CandidateSummary) -> String {
     if s.token_sources.is_empty() {
         return NOT_MEASURED.to_string();
     }
-    s.token_sources
+    let sources = s
+        .token_sources
         .iter()
-        .map(|(src, n)| format!("{} {n}/{}", src.as_str(), s.requests))
-        .collect::<Vec<_>>()
-        .join(", ")
+        .map(|(src, n)| (src.as_str().to_string(), *n as u64))
+        .collect();
+    crate::domain::calibers::token_caliber(&sources, &s.chunk_attribution, s.requests as u64)
 }
 
 /// Recent speed, TTFT, error counts and ETA of one candidate, from its measured records.

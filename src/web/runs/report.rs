@@ -526,11 +526,7 @@ fn speed_cells(l: &LevelFigures, slo: bool, streamed: bool) -> Vec<String> {
     cells.push(if l.token_sources.is_empty() {
         NOT_MEASURED.into()
     } else {
-        l.token_sources
-            .iter()
-            .map(|(k, v)| format!("{k} {v}/{}", l.succeeded))
-            .collect::<Vec<_>>()
-            .join(", ")
+        crate::domain::calibers::token_caliber(&l.token_sources, &l.chunk_attribution, l.succeeded)
     });
     cells
 }

@@ -472,6 +472,8 @@ pub fn record(run_id: i64, candidate_id: i64, case_id: &str, output: &str, passe
             weight: 1.0,
             required: true,
         }],
+        chunk_attribution: None,
+        chunk_text: vec![],
     }
 }
 
