@@ -2,14 +2,15 @@
 //! of one candidate in one run (kept with their intervals), and regressions over time flagged
 //! only when a change exceeds the measured noise — the new value's 95 % interval lies wholly on
 //! the worse side of the previous one — never by a fixed percentage.
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
 use super::calibers::{RequestFigures, figures_at_concurrency};
 use super::grading::case_passed;
+use super::load::Load;
 use super::metrics::summarise_candidate;
-use super::run::{Phase, RequestRecord};
+use super::run::{Phase, RequestRecord, RunConfig};
 use super::stats::{Interval, median_ci, quantile_sorted, wilson, z_for};
 
 /// Confidence of every interval here.
@@ -122,9 +123,14 @@ pub struct Figures {
     /// (`calibers::figures_at_concurrency`), ascending by concurrency.
     #[serde(default)]
     pub levels: Vec<LevelAggregate>,
+    /// Successful final attempts by where their output-token count came from (the caliber of
+    /// every tok/s figure: `usage`, `server-tokenizer`, `tokenizer`, `chunks`).
+    #[serde(default)]
+    pub token_sources: BTreeMap<String, u64>,
 }
 
-/// The aggregates of one load level of a run.
+/// The figures of one load level of a run: its latencies with their intervals (p50 from the
+/// one level computation, the run page's) and its aggregates.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LevelAggregate {
     pub concurrency: u32,
@@ -132,6 +138,18 @@ pub struct LevelAggregate {
     pub steady_tok_s: Option<f64>,
     /// Whole run (first send → last token).
     pub whole_run_tok_s: Option<f64>,
+    #[serde(default)]
+    pub ttft_p50_ms: Option<f64>,
+    #[serde(default)]
+    pub ttft_ci: Option<Interval>,
+    #[serde(default)]
+    pub e2e_p50_ms: Option<f64>,
+    #[serde(default)]
+    pub e2e_ci: Option<Interval>,
+    #[serde(default)]
+    pub decode_p50_tok_s: Option<f64>,
+    #[serde(default)]
+    pub decode_ci: Option<Interval>,
 }
 
 /// The figures of `candidate_id` from a run's records (warm-ups excluded, final attempts).
@@ -154,18 +172,26 @@ pub fn figures(candidate_id: i64, records: &[RequestRecord], case_weight: impl F
     let mut concurrencies: Vec<u32> = finals.iter().map(|r| r.concurrency).filter(|&c| c > 0).collect();
     concurrencies.sort_unstable();
     concurrencies.dedup();
+    let ok: Vec<&RequestRecord> = finals.iter().copied().filter(|r| r.succeeded()).collect();
     let levels = concurrencies
         .into_iter()
         .filter_map(|c| {
             let l = figures_at_concurrency(finals.iter().copied(), c, &[])?;
+            let at: Vec<&RequestRecord> = ok.iter().copied().filter(|r| r.concurrency == c).collect();
+            let (ttft, e2e, decode) = latency_samples(&at);
             Some(LevelAggregate {
                 concurrency: c,
                 steady_tok_s: l.aggregate_tok_s,
                 whole_run_tok_s: l.whole_run_tok_s,
+                ttft_p50_ms: l.ttft_ms.as_ref().map(|d| d.p50),
+                ttft_ci: median_interval(&ttft),
+                e2e_p50_ms: l.e2e_ms.as_ref().map(|d| d.p50),
+                e2e_ci: median_interval(&e2e),
+                decode_p50_tok_s: l.decode_tok_s_per_stream.as_ref().map(|d| d.p50),
+                decode_ci: median_interval(&decode),
             })
         })
         .collect();
-    let ok: Vec<&RequestRecord> = finals.iter().copied().filter(|r| r.succeeded()).collect();
     let (mut passed, mut graded) = (0u64, 0u64);
     for r in &finals {
         let verdict = if r.succeeded() {
@@ -178,10 +204,7 @@ pub fn figures(candidate_id: i64, records: &[RequestRecord], case_weight: impl F
             passed += u64::from(p);
         }
     }
-    let ms = |us: i64| us as f64 / 1000.0;
-    let ttft: Vec<f64> = ok.iter().filter_map(|r| r.ttft_us()).map(ms).collect();
-    let e2e: Vec<f64> = ok.iter().filter_map(|r| r.end_us).map(ms).collect();
-    let decode: Vec<f64> = ok.iter().filter_map(|r| RequestFigures::of(r)?.decode_tok_s).collect();
+    let (ttft, e2e, decode) = latency_samples(&ok);
     Figures {
         candidate_id,
         requests: s.requests,
@@ -200,6 +223,160 @@ pub fn figures(candidate_id: i64, records: &[RequestRecord], case_weight: impl F
         aggregate_tok_s: s.aggregate_tok_s.filter(|_| s.failures < s.requests),
         concurrency: s.concurrency,
         levels,
+        token_sources: s
+            .token_sources
+            .iter()
+            .map(|(source, n)| (source.as_str().to_string(), *n as u64))
+            .collect(),
+    }
+}
+
+/// TTFT and E2E (ms) and decode tok/s samples of successful requests, for their intervals.
+fn latency_samples(ok: &[&RequestRecord]) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let ms = |us: i64| us as f64 / 1000.0;
+    let ttft = ok.iter().filter_map(|r| r.ttft_us()).map(ms).collect();
+    let e2e = ok.iter().filter_map(|r| r.end_us).map(ms).collect();
+    let decode = ok.iter().filter_map(|r| RequestFigures::of(r)?.decode_tok_s).collect();
+    (ttft, e2e, decode)
+}
+
+/// What a column's figures were measured under. Figures are compared (▲/▼) only between
+/// columns whose conditions match — like with like — and the page says what was not compared
+/// and why. See docs/measurement.md "Comparing runs".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Conditions {
+    /// Where output tokens were counted (the caliber of every tok/s): `usage`,
+    /// `server-tokenizer`, `tokenizer`, `chunks`, as found in the measured records.
+    pub caliber: Vec<String>,
+    /// The load levels measured (`c=4`; a sweep `c=1`, `c=2`…; an open loop `2 req/s`).
+    pub levels: Vec<String>,
+    /// The eval-set version's content hash (it fixes the prompts).
+    pub evalset_version: String,
+    /// Only the first N cases.
+    pub case_limit: Option<u32>,
+    /// The run's max_tokens override (None: each case's or the candidate's own).
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f64>,
+    pub stream: bool,
+    /// Threshold profiles that judged the run (`default v3`): shown; no mark on the compare page
+    /// depends on them (it shows figures and cases, not verdicts).
+    pub profiles: Vec<String>,
+}
+
+/// Which figures a difference in conditions keeps from being compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Accuracy and per-case marks: graded answers depend on the prompts, max_tokens and
+    /// temperature, not on load, streaming or how tokens were counted.
+    Quality,
+    /// Latency, tok/s and failure rate: depend on every condition but the profile.
+    Speed,
+    /// Per-case marks: matched by case id, even across eval-set versions (the page warns), so
+    /// only how answers were generated must agree.
+    Cases,
+}
+
+impl Conditions {
+    /// The conditions of one column: the run's configuration, its eval-set version, the
+    /// figures measured (their levels and token sources) and the profiles that judged it.
+    pub fn of(config: &RunConfig, evalset_version: &str, figures: &Figures, profiles: Vec<String>) -> Conditions {
+        let mut levels: Vec<String> = figures.levels.iter().map(|l| format!("c={}", l.concurrency)).collect();
+        if levels.is_empty() {
+            levels = config.load.loads(config.concurrency).iter().map(Load::label).collect();
+        }
+        Conditions {
+            caliber: figures.token_sources.keys().cloned().collect(),
+            levels,
+            evalset_version: evalset_version.to_string(),
+            case_limit: config.case_limit,
+            max_tokens: config.max_tokens,
+            temperature: config.temperature,
+            stream: config.stream,
+            profiles,
+        }
+    }
+
+    /// "c=4", or "sweep: c=1, c=2, c=4".
+    pub fn load_text(&self) -> String {
+        match self.levels.as_slice() {
+            [one] => one.clone(),
+            many => format!("{} levels: {}", many.len(), many.join(", ")),
+        }
+    }
+
+    /// Each condition as (name, text), in the order the page shows them.
+    pub fn rows(&self) -> Vec<(&'static str, String)> {
+        vec![
+            (
+                "caliber",
+                if self.caliber.is_empty() {
+                    "no output tokens".to_string()
+                } else {
+                    format!("tokens: {}", self.caliber.join(" + "))
+                },
+            ),
+            ("load", self.load_text()),
+            (
+                "prompts",
+                match self.case_limit {
+                    Some(n) => format!("first {n} cases"),
+                    None => "every case".to_string(),
+                },
+            ),
+            (
+                "max tokens",
+                self.max_tokens.map_or("each case's own".to_string(), |n| n.to_string()),
+            ),
+            (
+                "temperature",
+                self.temperature
+                    .map_or("each case's own".to_string(), |t| format!("{t}")),
+            ),
+            ("streaming", if self.stream { "on" } else { "off" }.to_string()),
+            ("eval-set version", self.evalset_version.clone()),
+            (
+                "profile version",
+                if self.profiles.is_empty() {
+                    "not judged".to_string()
+                } else {
+                    self.profiles.join(", ")
+                },
+            ),
+        ]
+    }
+
+    /// The conditions (load levels aside, which are matched level by level) that differ from
+    /// `base` and keep figures of `scope` from being compared: "streaming: on vs off".
+    pub fn differences(&self, base: &Conditions, scope: Scope) -> Vec<String> {
+        let relevant: &[&str] = match scope {
+            Scope::Quality => &["prompts", "max tokens", "temperature", "eval-set version"],
+            Scope::Cases => &["max tokens", "temperature"],
+            Scope::Speed => &[
+                "caliber",
+                "prompts",
+                "max tokens",
+                "temperature",
+                "streaming",
+                "eval-set version",
+            ],
+        };
+        base.rows()
+            .into_iter()
+            .zip(self.rows())
+            .filter(|((name, a), (_, b))| relevant.contains(name) && a != b)
+            .map(|((name, a), (_, b))| format!("{name}: {a} vs {b}"))
+            .collect()
+    }
+
+    /// Everything but the profile: runs with the same key were measured alike, and a trend
+    /// line may go through them. Also the series' label on the history page.
+    pub fn series_key(&self) -> String {
+        self.rows()
+            .into_iter()
+            .filter(|(name, _)| *name != "profile version")
+            .map(|(name, text)| format!("{name} {text}"))
+            .collect::<Vec<_>>()
+            .join(" · ")
     }
 }
 

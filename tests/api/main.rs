@@ -16,6 +16,7 @@ mod figures;
 mod gate;
 mod isolation;
 mod judge;
+mod like_with_like;
 mod lossless;
 mod measure;
 mod mock;

@@ -2,7 +2,10 @@
 //! (run, candidate) is a column; figures carry their intervals and are marked better or worse
 //! than the baseline's only beyond the noise; every case is marked improved, regressed or the
 //! same against the baseline. Runs on different eval-set versions are compared by case id and
-//! the page says so at the top.
+//! the page says so at the top. Like with like only: every column shows its conditions, a
+//! figure is compared only with a baseline measured under the same conditions (speed figures
+//! level by level, at the levels both measured), and the page lists what was not compared and
+//! why (docs/measurement.md "Comparing runs").
 use std::collections::{HashMap, HashSet};
 
 use askama::Template;
@@ -12,8 +15,8 @@ use axum::extract::{RawQuery, State};
 use super::{run_figures, with_interval};
 use crate::domain::calibers::definitions::{AGGREGATE_STEADY, AGGREGATE_WHOLE_RUN};
 use crate::domain::compare::{
-    AttemptOutcome, Better, CaseOutcome, Figures, Mark, case_outcomes, improved_beyond_noise, mark,
-    regressed_beyond_noise,
+    AttemptOutcome, Better, CaseOutcome, Conditions, Figures, LevelAggregate, Mark, Scope, case_outcomes,
+    improved_beyond_noise, mark, regressed_beyond_noise,
 };
 use crate::domain::format;
 use crate::domain::stats::Interval;
@@ -33,7 +36,11 @@ pub struct ComparePage {
     pub baseline: usize,
     /// Set when the runs used different eval-set versions.
     pub version_warning: Option<String>,
+    /// One row per condition, a cell per entry.
+    pub conditions: Vec<ConditionRow>,
     pub figures: Vec<FigureRow>,
+    /// What was not compared against the baseline, and why.
+    pub not_compared: Vec<NotCompared>,
     pub cases: Vec<CaseRow>,
     pub pager: Pagination,
     /// Cases compared in all (over every page).
@@ -55,11 +62,34 @@ pub struct EntryView {
 }
 
 #[derive(Debug, Clone)]
+pub struct ConditionRow {
+    pub name: &'static str,
+    /// (text, differs from the baseline's) per entry.
+    pub cells: Vec<(String, bool)>,
+}
+
+#[derive(Debug, Clone)]
 pub struct FigureRow {
     pub label: String,
     pub caliber: &'static str,
-    /// (text, mark) per entry; mark is "better", "worse" or "".
-    pub cells: Vec<(String, &'static str)>,
+    pub cells: Vec<FigureCell>,
+}
+
+#[derive(Debug, Clone)]
+pub struct FigureCell {
+    pub text: String,
+    /// "better", "worse" or "".
+    pub mark: &'static str,
+    /// "baseline", "yes" (compared with the baseline) or "no" (see the not-compared list).
+    pub compared: &'static str,
+}
+
+#[derive(Debug, Clone)]
+pub struct NotCompared {
+    /// `RUN:CANDIDATE` of the entry.
+    pub key: String,
+    pub entry: String,
+    pub text: String,
 }
 
 #[derive(Debug, Clone)]
@@ -72,7 +102,37 @@ pub struct CaseRow {
 struct Entry {
     version_id: i64,
     figures: Figures,
+    conditions: Conditions,
     outcomes: HashMap<String, CaseOutcome>,
+}
+
+impl Entry {
+    /// The entry's figures level by level (`c=4` …); a run without closed-loop levels (an open
+    /// loop) is one level, its load, with the run's pooled figures.
+    fn levels(&self) -> Vec<(String, LevelAggregate)> {
+        let f = &self.figures;
+        if f.levels.is_empty() {
+            let label = self.conditions.levels.first().cloned().unwrap_or_default();
+            return vec![(
+                label,
+                LevelAggregate {
+                    concurrency: 0,
+                    steady_tok_s: f.aggregate_tok_s,
+                    whole_run_tok_s: None,
+                    ttft_p50_ms: f.ttft_p50_ms,
+                    ttft_ci: f.ttft_ci,
+                    e2e_p50_ms: f.e2e_p50_ms,
+                    e2e_ci: f.e2e_ci,
+                    decode_p50_tok_s: f.decode_p50_tok_s,
+                    decode_ci: f.decode_ci,
+                },
+            )];
+        }
+        f.levels
+            .iter()
+            .map(|l| (format!("c={}", l.concurrency), l.clone()))
+            .collect()
+    }
 }
 
 fn parse_runs(q: &FormBody) -> Result<Vec<i64>, WebError> {
@@ -114,6 +174,7 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
     let mut case_order: Vec<String> = Vec::new();
     let mut versions = super::Versions::default();
     let mut seen: HashSet<String> = HashSet::new();
+    let profiles = judged_by(&state, &run_ids).await?;
     for &run_id in &run_ids {
         let run = state
             .store
@@ -173,9 +234,20 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
                 tally: (0, 0, 0, 0),
                 baseline_href: String::new(),
             });
+            let figures = figures.get(i).cloned().unwrap_or_default();
+            let conditions = Conditions::of(
+                &run.config,
+                version
+                    .as_ref()
+                    .map(|v| short_hash(&v.content_hash))
+                    .unwrap_or("unknown"),
+                &figures,
+                profiles.get(&(run_id, candidate_id)).cloned().unwrap_or_default(),
+            );
             entries.push(Entry {
                 version_id: run.evalset_version_id,
-                figures: figures.get(i).cloned().unwrap_or_default(),
+                figures,
+                conditions,
                 outcomes,
             });
         }
@@ -216,8 +288,13 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
         )
     });
 
-    // Per-case marks against the baseline, and each entry's tally.
+    // Per-case marks against the baseline, and each entry's tally; a case is marked only
+    // between answers generated alike (same max_tokens and temperature).
     let base = &entries[baseline];
+    let cases_alike: Vec<bool> = entries
+        .iter()
+        .map(|e| e.conditions.differences(&base.conditions, Scope::Cases).is_empty())
+        .collect();
     let mut all_rows = Vec::with_capacity(case_order.len());
     for case in &case_order {
         let cells = entries
@@ -231,6 +308,8 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
                 };
                 let m = if i == baseline {
                     None
+                } else if !cases_alike[i] {
+                    Some(Mark::NotComparable)
                 } else {
                     Some(mark(base.outcomes.get(case), o))
                 };
@@ -267,9 +346,13 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
         .take(CASES_PER_PAGE as usize)
         .collect();
 
+    let mut not_compared = Vec::new();
+    let figures = figure_rows(&entries, baseline, &views, &mut not_compared);
     Ok(ComparePage {
         nav: "archive",
-        figures: figure_rows(&entries, baseline),
+        conditions: condition_rows(&entries, baseline),
+        figures,
+        not_compared,
         entries: views,
         baseline,
         version_warning,
@@ -279,52 +362,145 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
     })
 }
 
-type Pick = fn(&Figures) -> (Option<f64>, Option<Interval>);
-/// (label, caliber, which way is better, the figure and its interval, its format).
-type FigureSpec = (&'static str, &'static str, Better, Pick, fn(f64) -> String);
+/// The threshold profiles (name and version) that judged each (run, candidate).
+async fn judged_by(state: &AppState, run_ids: &[i64]) -> Result<HashMap<(i64, i64), Vec<String>>, WebError> {
+    let mut out: HashMap<(i64, i64), Vec<String>> = HashMap::new();
+    for profile in state.store.list_threshold_profiles().await? {
+        for v in state.store.list_run_verdicts(run_ids, profile.id).await? {
+            out.entry((v.run_id, v.candidate_id))
+                .or_default()
+                .push(format!("{} v{}", profile.name, v.profile_version));
+        }
+    }
+    Ok(out)
+}
 
-fn figure_rows(entries: &[Entry], baseline: usize) -> Vec<FigureRow> {
-    let rows: [FigureSpec; 5] = [
+fn condition_rows(entries: &[Entry], baseline: usize) -> Vec<ConditionRow> {
+    let rows: Vec<Vec<(&'static str, String)>> = entries.iter().map(|e| e.conditions.rows()).collect();
+    let Some(first) = rows.first() else {
+        return Vec::new();
+    };
+    (0..first.len())
+        .map(|k| ConditionRow {
+            name: first[k].0,
+            cells: rows
+                .iter()
+                .map(|r| (r[k].1.clone(), r[k].1 != rows[baseline][k].1))
+                .collect(),
+        })
+        .collect()
+}
+
+type Pick = fn(&Figures) -> (Option<f64>, Option<Interval>);
+type LevelPick = fn(&LevelAggregate) -> (Option<f64>, Option<Interval>);
+/// (label, caliber, which way is better, the figure and its interval, its format, what may
+/// keep it from being compared).
+type RunRow = (&'static str, &'static str, Better, Pick, fn(f64) -> String, Scope);
+/// Same for a figure per level; no direction (`None`): never marked (it has no interval).
+type LevelRow = (&'static str, &'static str, Option<Better>, LevelPick, fn(f64) -> String);
+
+/// ▲/▼ of `value` against the baseline's, beyond the noise.
+fn noise_mark(base: Option<&Interval>, value: Option<&Interval>, better: Better) -> &'static str {
+    if regressed_beyond_noise(base, value, better) {
+        "worse"
+    } else if improved_beyond_noise(base, value, better) {
+        "better"
+    } else {
+        ""
+    }
+}
+
+fn figure_rows(
+    entries: &[Entry],
+    baseline: usize,
+    views: &[EntryView],
+    notes: &mut Vec<NotCompared>,
+) -> Vec<FigureRow> {
+    let base = &entries[baseline];
+    let base_levels = base.levels();
+    let levels: Vec<Vec<(String, LevelAggregate)>> = entries.iter().map(Entry::levels).collect();
+    // Per entry: may its quality / speed figures be compared with the baseline's?
+    let mut quality_alike = vec![true; entries.len()];
+    let mut speed_alike = vec![true; entries.len()];
+    for (i, e) in entries.iter().enumerate() {
+        if i == baseline {
+            continue;
+        }
+        let mut note = |text: String| {
+            notes.push(NotCompared {
+                key: views[i].key.clone(),
+                entry: format!("#{} {}", views[i].run_id, views[i].candidate),
+                text,
+            })
+        };
+        let quality = e.conditions.differences(&base.conditions, Scope::Quality);
+        if !quality.is_empty() {
+            quality_alike[i] = false;
+            note(format!("accuracy not compared: {}", quality.join("; ")));
+        }
+        let speed = e.conditions.differences(&base.conditions, Scope::Speed);
+        if !speed.is_empty() {
+            speed_alike[i] = false;
+            note(format!(
+                "speed figures and failure rate not compared at any level: {}",
+                speed.join("; ")
+            ));
+            continue;
+        }
+        let missing: Vec<&str> = levels[i]
+            .iter()
+            .map(|(l, _)| l.as_str())
+            .filter(|l| !base_levels.iter().any(|(b, _)| b == l))
+            .collect();
+        if !missing.is_empty() {
+            note(format!(
+                "{} not compared: the baseline (#{} {}) was not measured at {}",
+                missing.join(", "),
+                views[baseline].run_id,
+                views[baseline].candidate,
+                if missing.len() == 1 {
+                    "this level"
+                } else {
+                    "these levels"
+                }
+            ));
+        }
+        if e.conditions.levels != base.conditions.levels {
+            note(format!(
+                "failure rate not compared: measured over other load levels ({} vs {})",
+                base.conditions.load_text(),
+                e.conditions.load_text()
+            ));
+        }
+    }
+    let compared = |i: usize, alike: bool| match (i == baseline, alike) {
+        (true, _) => "baseline",
+        (false, true) => "yes",
+        (false, false) => "no",
+    };
+
+    let run_rows: [RunRow; 2] = [
         (
             "accuracy",
             "share of graded final attempts passed, 95 % Wilson interval",
             Better::Higher,
             |f| (f.accuracy, f.accuracy_ci),
             |v| format::percent(v, 1),
+            Scope::Quality,
         ),
         (
             "failure rate",
-            "failed final attempts, 95 % Wilson interval",
+            "failed final attempts over every level, 95 % Wilson interval",
             Better::Lower,
             |f| (f.failure_rate, f.failure_ci),
             |v| format::percent(v, 1),
-        ),
-        (
-            "TTFT p50",
-            "send → first token, 95 % interval of the median",
-            Better::Lower,
-            |f| (f.ttft_p50_ms, f.ttft_ci),
-            |v| ms(Some(v)),
-        ),
-        (
-            "E2E p50",
-            "send → end of stream, 95 % interval of the median",
-            Better::Lower,
-            |f| (f.e2e_p50_ms, f.e2e_ci),
-            |v| ms(Some(v)),
-        ),
-        (
-            "decode tok/s/stream p50",
-            "(output tokens − first chunk's tokens) / (last − first token), 95 % interval",
-            Better::Higher,
-            |f| (f.decode_p50_tok_s, f.decode_ci),
-            |v| tok_s(Some(v)),
+            Scope::Speed,
         ),
     ];
-    let mut out: Vec<FigureRow> = rows
+    let mut out: Vec<FigureRow> = run_rows
         .iter()
-        .map(|(label, caliber, better, pick, fmt)| {
-            let (_, base_ci) = pick(&entries[baseline].figures);
+        .map(|(label, caliber, better, pick, fmt, scope)| {
+            let (_, base_ci) = pick(&base.figures);
             FigureRow {
                 label: label.to_string(),
                 caliber,
@@ -332,53 +508,116 @@ fn figure_rows(entries: &[Entry], baseline: usize) -> Vec<FigureRow> {
                     .iter()
                     .enumerate()
                     .map(|(i, e)| {
-                        let (v, ci) = pick(&e.figures);
-                        let m = if i == baseline {
-                            ""
-                        } else if regressed_beyond_noise(base_ci.as_ref(), ci.as_ref(), *better) {
-                            "worse"
-                        } else if improved_beyond_noise(base_ci.as_ref(), ci.as_ref(), *better) {
-                            "better"
-                        } else {
-                            ""
+                        let alike = match scope {
+                            Scope::Quality | Scope::Cases => quality_alike[i],
+                            Scope::Speed => speed_alike[i] && e.conditions.levels == base.conditions.levels,
                         };
-                        (with_interval(v, ci.as_ref(), fmt), m)
+                        let (v, ci) = pick(&e.figures);
+                        let compared = compared(i, alike);
+                        FigureCell {
+                            text: with_interval(v, ci.as_ref(), fmt),
+                            mark: if compared == "yes" {
+                                noise_mark(base_ci.as_ref(), ci.as_ref(), *better)
+                            } else {
+                                ""
+                            },
+                            compared,
+                        }
                     })
                     .collect(),
             }
         })
         .collect();
-    // One row per load level, from the one level computation (the run page's and the
-    // scorecard's figure for that level); a run without the level shows "—".
-    let mut concurrencies: Vec<u32> = entries
+
+    // Level by level, from the one level computation (the run page's and the scorecard's
+    // figure for that level); an entry without the level shows "—".
+    let mut labels: Vec<(u32, String)> = levels
         .iter()
-        .flat_map(|e| e.figures.levels.iter().map(|l| l.concurrency))
+        .flatten()
+        .map(|(label, l)| (l.concurrency, label.clone()))
         .collect();
-    concurrencies.sort_unstable();
-    concurrencies.dedup();
-    for c in concurrencies {
-        let at = |e: &Entry| e.figures.levels.iter().find(|l| l.concurrency == c).cloned();
-        out.push(FigureRow {
-            label: format!("aggregate tok/s @c={c} (steady window)"),
-            caliber: AGGREGATE_STEADY,
-            cells: entries
-                .iter()
-                .map(|e| (tok_s(at(e).and_then(|l| l.steady_tok_s)), ""))
-                .collect(),
-        });
-        out.push(FigureRow {
-            label: format!("aggregate tok/s @c={c} (whole run)"),
-            caliber: AGGREGATE_WHOLE_RUN,
-            cells: entries
-                .iter()
-                .map(|e| (tok_s(at(e).and_then(|l| l.whole_run_tok_s)), ""))
-                .collect(),
-        });
+    labels.sort();
+    labels.dedup();
+    let level_rows: [LevelRow; 5] = [
+        (
+            "TTFT p50",
+            "send → first token, 95 % interval of the median",
+            Some(Better::Lower),
+            |l| (l.ttft_p50_ms, l.ttft_ci),
+            |v| ms(Some(v)),
+        ),
+        (
+            "E2E p50",
+            "send → end of stream, 95 % interval of the median",
+            Some(Better::Lower),
+            |l| (l.e2e_p50_ms, l.e2e_ci),
+            |v| ms(Some(v)),
+        ),
+        (
+            "decode tok/s/stream p50",
+            "(output tokens − first chunk's tokens) / (last − first token), 95 % interval",
+            Some(Better::Higher),
+            |l| (l.decode_p50_tok_s, l.decode_ci),
+            |v| tok_s(Some(v)),
+        ),
+        (
+            "aggregate tok/s",
+            AGGREGATE_STEADY,
+            None,
+            |l| (l.steady_tok_s, None),
+            |v| tok_s(Some(v)),
+        ),
+        (
+            "aggregate tok/s",
+            AGGREGATE_WHOLE_RUN,
+            None,
+            |l| (l.whole_run_tok_s, None),
+            |v| tok_s(Some(v)),
+        ),
+    ];
+    for (_, level) in &labels {
+        let at = |i: usize| levels[i].iter().find(|(l, _)| l == level).map(|(_, a)| a);
+        for (k, (label, caliber, better, pick, fmt)) in level_rows.iter().enumerate() {
+            let base_ci = at(baseline).and_then(|l| pick(l).1);
+            let label = match k {
+                3 => format!("{label} @{level} (steady window)"),
+                4 => format!("{label} @{level} (whole run)"),
+                _ => format!("{label} @{level}"),
+            };
+            out.push(FigureRow {
+                label,
+                caliber,
+                cells: (0..entries.len())
+                    .map(|i| {
+                        let here = at(i);
+                        let (v, ci) = here.map(pick).unwrap_or((None, None));
+                        let alike = speed_alike[i] && here.is_some() && at(baseline).is_some();
+                        let compared = compared(i, alike);
+                        FigureCell {
+                            text: with_interval(v, ci.as_ref(), fmt),
+                            mark: match better {
+                                Some(b) if compared == "yes" => noise_mark(base_ci.as_ref(), ci.as_ref(), *b),
+                                _ => "",
+                            },
+                            compared,
+                        }
+                    })
+                    .collect(),
+            });
+        }
     }
     out.push(FigureRow {
         label: "requests".into(),
         caliber: "measured final attempts (warm-ups excluded)",
-        cells: entries.iter().map(|e| (e.figures.requests.to_string(), "")).collect(),
+        cells: entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| FigureCell {
+                text: e.figures.requests.to_string(),
+                mark: "",
+                compared: if i == baseline { "baseline" } else { "" },
+            })
+            .collect(),
     });
     out
 }

@@ -2,21 +2,25 @@
 //! run after run (finished runs, oldest first), as a table and server-drawn SVG charts with
 //! each figure's 95 % interval. A change is flagged as a regression only when the new interval
 //! lies wholly on the worse side of the previous run's — beyond the measured noise — and only
-//! between runs on the same eval-set version and concurrency (otherwise the row says why it was
-//! not compared).
+//! between runs measured under the same conditions (`compare::Conditions`: caliber, load levels,
+//! prompts, max tokens, temperature, streaming, eval-set version). Each set of conditions is its
+//! own labelled series: a trend line goes only through the runs of one series, and a run is
+//! flagged against the previous run of its series (the row says which runs it was not compared
+//! with, and why).
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::{RawQuery, State};
 use plotters::prelude::*;
 
 use super::{run_figures, with_interval};
-use crate::domain::compare::{Better, Figures, improved_beyond_noise, regressed_beyond_noise};
+use crate::domain::compare::{Better, Conditions, Figures, Scope, improved_beyond_noise, regressed_beyond_noise};
 use crate::domain::format;
 use crate::domain::run::RunStatus;
 use crate::domain::stats::Interval;
 use crate::store::RunFilter;
 use crate::web::AppState;
 use crate::web::error::WebError;
+use crate::web::scorecards::charts::COLOURS;
 use crate::web::views::{FormBody, ms, short_hash, tok_s};
 
 /// Most runs shown (the newest ones).
@@ -32,7 +36,19 @@ pub struct HistoryPage {
     pub evalset_id: i64,
     pub rows: Vec<HistoryRow>,
     pub charts: Vec<Chart>,
+    /// Every set of conditions the runs were measured under, in order of first appearance.
+    pub series: Vec<SeriesView>,
     pub note: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SeriesView {
+    /// 1-based, as the rows and the charts' legend name it.
+    pub number: usize,
+    pub label: String,
+    pub runs: usize,
+    /// The line's colour in the charts.
+    pub colour: String,
 }
 
 #[derive(Debug, Clone)]
@@ -47,8 +63,11 @@ pub struct HistoryRow {
     pub ttft: String,
     pub decode: String,
     pub aggregate: String,
-    /// "regression: …" / "improvement: …" / "not compared: …" notes against the previous run.
+    /// "regression: …" / "improvement: …" / "not compared: …" notes against the previous run
+    /// of its series.
     pub flags: Vec<(&'static str, String)>,
+    /// The series (set of conditions) the run belongs to, 1-based.
+    pub series: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -60,9 +79,11 @@ pub struct Chart {
 
 struct Point {
     run_id: i64,
-    version_id: i64,
     concurrency: u32,
     figures: Figures,
+    conditions: Conditions,
+    /// Index into the page's series.
+    series: usize,
 }
 
 fn required_id(q: &FormBody, name: &str) -> Result<i64, WebError> {
@@ -100,7 +121,8 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
     let mut items = state.store.list_runs_filtered(&filter, MAX_POINTS, 0).await?;
     items.reverse(); // oldest first
 
-    let mut points = Vec::with_capacity(items.len());
+    let mut points: Vec<Point> = Vec::with_capacity(items.len());
+    let mut series_keys: Vec<String> = Vec::new();
     let mut versions = super::Versions::default();
     let mut rows = Vec::with_capacity(items.len());
     for item in &items {
@@ -111,16 +133,27 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
             continue;
         };
         let f = figures.get(position).cloned().unwrap_or_default();
+        let hash = version
+            .as_ref()
+            .map(|v| short_hash(&v.content_hash))
+            .unwrap_or("unknown");
+        let conditions = Conditions::of(&run.config, hash, &f, Vec::new());
+        let key = conditions.series_key();
+        let series = match series_keys.iter().position(|k| *k == key) {
+            Some(i) => i,
+            None => {
+                series_keys.push(key);
+                series_keys.len() - 1
+            }
+        };
         let point = Point {
             run_id: run.id,
-            version_id: run.evalset_version_id,
             concurrency: f.concurrency.unwrap_or(run.config.concurrency),
             figures: f,
+            conditions,
+            series,
         };
-        let flags = match points.last() {
-            Some(prev) => flags(prev, &point),
-            None => Vec::new(),
-        };
+        let flags = flags(&points, &point);
         let f = &point.figures;
         rows.push(HistoryRow {
             run_id: run.id,
@@ -144,6 +177,7 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
                     .or(f.aggregate_tok_s),
             ),
             flags,
+            series: series + 1,
         });
         points.push(point);
     }
@@ -173,8 +207,22 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
     .into_iter()
     .flatten()
     .collect();
+    let series = series_keys
+        .into_iter()
+        .enumerate()
+        .map(|(i, label)| SeriesView {
+            number: i + 1,
+            label,
+            runs: points.iter().filter(|p| p.series == i).count(),
+            colour: {
+                let c = colour(i);
+                format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
+            },
+        })
+        .collect();
     Ok(HistoryPage {
         nav: "archive",
+        series,
         candidate: candidate.spec.name,
         candidate_id,
         evalset: evalset.name,
@@ -193,17 +241,33 @@ fn scale(i: Interval, k: f64) -> Interval {
     }
 }
 
-/// What changed beyond the noise since the previous run, or why it was not compared.
-fn flags(prev: &Point, cur: &Point) -> Vec<(&'static str, String)> {
-    if prev.version_id != cur.version_id {
-        return vec![("not-compared", "not compared: the eval set changed".to_string())];
-    }
-    if prev.concurrency != cur.concurrency {
-        return vec![(
+/// What changed beyond the noise since the previous run of the same series, and which later
+/// runs of other series it was not compared with, and why.
+fn flags(earlier: &[Point], cur: &Point) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    let same = earlier.iter().rev().position(|p| p.series == cur.series);
+    // Runs between the previous one of this series (or the start) and this one.
+    let others = &earlier[earlier.len() - same.unwrap_or(earlier.len())..];
+    if let Some(prev) = others.last().filter(|p| p.series != cur.series) {
+        let mut why = cur.conditions.differences(&prev.conditions, Scope::Speed);
+        if prev.conditions.levels != cur.conditions.levels {
+            why.insert(
+                0,
+                format!(
+                    "load: {} vs {}",
+                    prev.conditions.load_text(),
+                    cur.conditions.load_text()
+                ),
+            );
+        }
+        out.push((
             "not-compared",
-            format!("not compared: concurrency {} → {}", prev.concurrency, cur.concurrency),
-        )];
+            format!("not compared with #{}: {}", prev.run_id, why.join("; ")),
+        ));
     }
+    let Some(prev) = same.map(|back| &earlier[earlier.len() - 1 - back]) else {
+        return out;
+    };
     let (p, c) = (&prev.figures, &cur.figures);
     let checks: [(&str, Option<Interval>, Option<Interval>, Better); 4] = [
         ("accuracy", p.accuracy_ci, c.accuracy_ci, Better::Higher),
@@ -211,7 +275,6 @@ fn flags(prev: &Point, cur: &Point) -> Vec<(&'static str, String)> {
         ("TTFT p50", p.ttft_ci, c.ttft_ci, Better::Lower),
         ("decode tok/s p50", p.decode_ci, c.decode_ci, Better::Higher),
     ];
-    let mut out = Vec::new();
     for (name, a, b, better) in checks {
         if regressed_beyond_noise(a.as_ref(), b.as_ref(), better) {
             out.push(("regression", format!("regression: {name} worse beyond the noise")));
@@ -224,9 +287,13 @@ fn flags(prev: &Point, cur: &Point) -> Vec<(&'static str, String)> {
 
 const SIZE: (u32, u32) = (720, 300);
 const FONT: &str = "sans-serif";
-const BLUE: RGBColor = RGBColor(0, 114, 178);
+/// One colour a series (the scorecard charts' Okabe–Ito colours), repeating.
+fn colour(series: usize) -> RGBColor {
+    COLOURS[series % COLOURS.len()]
+}
 
-/// A line of medians with interval bars over the run sequence; None with fewer than one value.
+/// Medians with interval bars over the run sequence, one line per series (a line never joins
+/// runs measured under different conditions); None without a value.
 fn chart(
     id: &'static str,
     title: &'static str,
@@ -234,12 +301,12 @@ fn chart(
     pick: impl Fn(&Figures) -> (Option<f64>, Option<Interval>),
     y_desc: &str,
 ) -> Option<Chart> {
-    let values: Vec<(f64, f64, Option<Interval>)> = points
+    let values: Vec<(f64, f64, Option<Interval>, usize)> = points
         .iter()
         .enumerate()
         .filter_map(|(i, p)| {
             let (v, ci) = pick(&p.figures);
-            v.filter(|v| v.is_finite()).map(|v| (i as f64, v, ci))
+            v.filter(|v| v.is_finite()).map(|v| (i as f64, v, ci, p.series))
         })
         .collect();
     if values.is_empty() {
@@ -247,11 +314,11 @@ fn chart(
     }
     let lo = values
         .iter()
-        .map(|(_, v, ci)| ci.map(|c| c.lo).unwrap_or(*v))
+        .map(|(_, v, ci, _)| ci.map(|c| c.lo).unwrap_or(*v))
         .fold(f64::INFINITY, f64::min);
     let hi = values
         .iter()
-        .map(|(_, v, ci)| ci.map(|c| c.hi).unwrap_or(*v))
+        .map(|(_, v, ci, _)| ci.map(|c| c.hi).unwrap_or(*v))
         .fold(f64::NEG_INFINITY, f64::max);
     let pad = ((hi - lo).abs() * 0.15).max(hi.abs() * 0.05).max(1e-6);
     let ys = (lo - pad).max(0.0)..hi + pad;
@@ -280,14 +347,23 @@ fn chart(
             })
             .label_style((FONT, 13))
             .draw()?;
-        c.draw_series(values.iter().filter_map(|(x, _, ci)| {
-            ci.map(|ci| PathElement::new(vec![(*x, ci.lo), (*x, ci.hi)], BLUE.mix(0.5).stroke_width(3)))
+        c.draw_series(values.iter().filter_map(|(x, _, ci, s)| {
+            ci.map(|ci| PathElement::new(vec![(*x, ci.lo), (*x, ci.hi)], colour(*s).mix(0.5).stroke_width(3)))
         }))?;
-        c.draw_series(LineSeries::new(
-            values.iter().map(|(x, v, _)| (*x, *v)),
-            BLUE.stroke_width(2),
-        ))?;
-        c.draw_series(values.iter().map(|(x, v, _)| Circle::new((*x, *v), 4, BLUE.filled())))?;
+        let mut series: Vec<usize> = values.iter().map(|v| v.3).collect();
+        series.sort_unstable();
+        series.dedup();
+        for s in series {
+            c.draw_series(LineSeries::new(
+                values.iter().filter(|v| v.3 == s).map(|(x, v, _, _)| (*x, *v)),
+                colour(s).stroke_width(2),
+            ))?;
+        }
+        c.draw_series(
+            values
+                .iter()
+                .map(|(x, v, _, s)| Circle::new((*x, *v), 4, colour(*s).filled())),
+        )?;
         root.present()?;
         Ok(())
     })();

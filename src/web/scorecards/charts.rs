@@ -12,8 +12,9 @@ use crate::domain::scorecard::measurement::{CandidateRecords, aggregate_tok_s};
 use crate::domain::thresholds::key::MetricKey;
 
 const SIZE: (u32, u32) = (720, 380);
-/// Okabe–Ito colours: distinguishable with the common colour-vision deficiencies.
-const COLOURS: [RGBColor; 6] = [
+/// Okabe–Ito colours: distinguishable with the common colour-vision deficiencies (the history
+/// page's series use them too).
+pub(crate) const COLOURS: [RGBColor; 6] = [
     RGBColor(0, 114, 178),
     RGBColor(213, 94, 0),
     RGBColor(0, 158, 115),
