@@ -51,6 +51,7 @@ fn profile(spec: &LevelSpec) -> ModelProfile {
         ttft_ms: spec.ttft_ms,
         inter_token_ms: Some(spec.inter_token_ms),
         tokens_per_chunk: spec.tokens_per_chunk,
+        batch_first_chunk: spec.batch_first_chunk,
         jitter: 0.0,
         context_length: 1_000_000,
         default_max_tokens: spec.tokens,

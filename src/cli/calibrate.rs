@@ -7,7 +7,7 @@ use clap::Args;
 use serde::Serialize;
 
 use super::output::{now_rfc3339, table, write_json};
-use crate::engine::calibrate::{CalibrateOptions, CalibrationReport, IngestOptions, LevelPurpose};
+use crate::engine::calibrate::{CalibrateOptions, CalibrationReport, IngestOptions, LevelPurpose, purpose_name};
 
 /// The format tag of `--json` files; bumped on incompatible changes.
 pub const CALIBRATE_JSON_FORMAT: &str = "bakeoff-calibrate/1";
@@ -32,6 +32,17 @@ pub struct CalibrateArgs {
     /// Tokens per SSE chunk sent by the mock.
     #[arg(long, default_value_t = 1)]
     pub tokens_per_chunk: u32,
+    /// Concurrency levels of the chunked levels (several tokens per chunk, the first chunk full
+    /// too), run after the sweep; empty: none.
+    #[arg(long, value_delimiter = ',', default_value = "1,16")]
+    pub chunked_levels: Vec<u32>,
+    /// Tokens per SSE chunk at the chunked levels.
+    #[arg(long, default_value_t = 8)]
+    pub chunk_tokens: u32,
+    /// Concurrency levels of the non-streamed levels (E2E and aggregate checked; TTFT, ITL and
+    /// decode are not measured without streaming); empty: none.
+    #[arg(long, value_delimiter = ',', default_value = "1,4")]
+    pub not_streamed_levels: Vec<u32>,
     /// Concurrency of the ingest-rate level run after the sweep (0: skip it).
     #[arg(long, default_value_t = 256)]
     pub ingest_concurrency: u32,
@@ -60,6 +71,9 @@ pub async fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         inter_token_ms: args.inter_token_ms,
         ttft_ms: args.ttft_ms,
         tokens_per_chunk: args.tokens_per_chunk,
+        chunked: args.chunked_levels.clone(),
+        chunk_tokens: args.chunk_tokens,
+        not_streamed: args.not_streamed_levels.clone(),
         ingest: (args.ingest_concurrency > 0).then_some(IngestOptions {
             concurrency: args.ingest_concurrency,
             tokens: args.ingest_tokens,
@@ -98,17 +112,32 @@ pub fn print_calibration(out: &mut impl Write, r: &CalibrationReport) -> std::io
         .levels
         .iter()
         .map(|l| {
+            // A figure a level cannot have says so; "—" is a figure that could not be computed.
+            let g = |v: Option<f64>, digits: usize| {
+                if l.stream {
+                    f(v, digits)
+                } else {
+                    "not measured".to_string()
+                }
+            };
             vec![
                 match l.purpose {
                     LevelPurpose::Latency => format!("c={}", l.concurrency),
-                    LevelPurpose::Ingest => format!("ingest c={}", l.concurrency),
+                    p => format!("{} c={}", purpose_name(p), l.concurrency),
                 },
-                format!("{}×{} ms, {}/chunk", l.tokens, l.inter_token_ms, l.tokens_per_chunk),
+                if l.stream {
+                    format!("{}×{} ms, {}/chunk", l.tokens, l.inter_token_ms, l.tokens_per_chunk)
+                } else {
+                    format!("{}×{} ms, whole", l.tokens, l.inter_token_ms)
+                },
                 format!("{}/{}", l.matched, l.requests),
-                f(l.ttft_error_ms_p50, 3),
-                f(l.ttft_error_ms_p99, 3),
-                f(l.decode_error_pct_p50, 2),
-                f(l.decode_error_pct_p99, 2),
+                g(l.ttft_error_ms_p50, 3),
+                g(l.ttft_error_ms_p99, 3),
+                f(l.e2e_error_ms_p50, 3),
+                f(l.e2e_error_ms_p99, 3),
+                g(l.itl_error_pct_p50, 2),
+                g(l.decode_error_pct_p50, 2),
+                g(l.decode_error_pct_p99, 2),
                 f(l.aggregate_client_tok_s, 0),
                 f(l.aggregate_server_tok_s, 0),
                 f(l.aggregate_error_pct, 2),
@@ -135,6 +164,9 @@ pub fn print_calibration(out: &mut impl Write, r: &CalibrationReport) -> std::io
             "matched/sent",
             "TTFT err p50 ms",
             "TTFT |err| p99 ms",
+            "E2E err p50 ms",
+            "E2E |err| p99 ms",
+            "ITL err p50 %",
             "decode err p50 %",
             "decode |err| p99 %",
             "aggregate tok/s bakeoff",
@@ -155,6 +187,15 @@ pub fn print_calibration(out: &mut impl Write, r: &CalibrationReport) -> std::io
         "mock cores = CPU the mock's threads used; other cores = CPU the rest of the machine used \
          during the level; load avg = 1-minute load average at the level's end (this process included)."
     )?;
+    for l in r.levels.iter().filter(|l| !l.not_measured.is_empty()) {
+        writeln!(
+            out,
+            "{} c={}: {}",
+            purpose_name(l.purpose),
+            l.concurrency,
+            l.not_measured.join("; ")
+        )?;
+    }
     for l in r.levels.iter().filter(|l| l.truth_dropped > 0) {
         writeln!(
             out,

@@ -5,7 +5,8 @@
 //! also records the CPU the mock and the rest of the machine used, because on a shared machine
 //! they decide the figures.
 //!
-//! Levels: the latency sweep (one token per chunk, short answers), then one ingest-rate level
+//! Levels: the latency sweep (one token per chunk, short answers), then chunked levels (several
+//! tokens per chunk, the first chunk full too), non-streamed levels, and one ingest-rate level
 //! (long answers, several tokens per chunk as real servers send them); each level states its
 //! conditions.
 //!
@@ -14,15 +15,21 @@
 //! the server's record by `x-request-id`:
 //! - TTFT error = bakeoff's TTFT − the server's (receive → first token handed to the socket);
 //!   it includes loopback transfer both ways, so it bounds bakeoff's own timestamping error;
-//! - decode error = bakeoff's decode tok/s/stream vs the server's (tokens − 1) / (last − first);
+//! - E2E error = bakeoff's E2E − the server's (receive → response finished);
+//! - ITL error = bakeoff's ITL p50 vs the mock's configured gap between tokens (no jitter);
+//! - decode error = bakeoff's decode tok/s/stream vs the server's (N − k₁) / (last − first),
+//!   k₁ the tokens of the server's first chunk (docs/measurement.md);
 //! - aggregate error = bakeoff's aggregate tok/s vs the server's tokens in the same window (the
-//!   server's token times interpolated evenly between its first and last token);
+//!   server's token times interpolated evenly between its first and last token; a non-streamed
+//!   response's tokens spread over its time in the server, received → body sent);
+//! - a non-streamed level has no TTFT, ITL or decode figure: they are reported "not measured";
 //! - bakeoff's CPU-seconds per million streamed tokens (the harness report).
 use std::collections::HashMap;
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use crate::domain::calibers::RequestFigures;
 use crate::domain::candidate::CandidateSpec;
 use crate::domain::load::LoadShape;
 use crate::domain::run::{RunConfig, Slo};
@@ -43,6 +50,12 @@ pub struct CalibrateOptions {
     pub inter_token_ms: f64,
     pub ttft_ms: f64,
     pub tokens_per_chunk: u32,
+    /// Concurrencies of the chunked levels: the sweep's answers in chunks of `chunk_tokens`,
+    /// the first chunk full too (the first chunk's tokens are not decode tokens).
+    pub chunked: Vec<u32>,
+    pub chunk_tokens: u32,
+    /// Concurrencies of the non-streamed levels (the sweep's answers, whole).
+    pub not_streamed: Vec<u32>,
     /// The ingest-rate level, run after the sweep (None: not run).
     pub ingest: Option<IngestOptions>,
     /// Worker threads of the mock's runtime (1: one current-thread runtime).
@@ -78,6 +91,10 @@ pub enum LevelPurpose {
     /// The concurrency sweep: TTFT and decode timing.
     #[default]
     Latency,
+    /// Several tokens per chunk, the first chunk full too: decode leaves k₁ out.
+    Chunked,
+    /// Not streamed: E2E and aggregate only.
+    NotStreamed,
     /// The ingest-rate level.
     Ingest,
 }
@@ -92,6 +109,7 @@ pub struct CalibrationLevel {
     pub inter_token_ms: f64,
     pub ttft_ms: f64,
     pub tokens_per_chunk: u32,
+    pub stream: bool,
     /// Measured requests bakeoff recorded as successful.
     pub requests: usize,
     /// Of those, matched to a ground-truth record.
@@ -104,6 +122,13 @@ pub struct CalibrationLevel {
     pub decode_error_pct_p50: Option<f64>,
     /// p99 of |decode error|.
     pub decode_error_pct_p99: Option<f64>,
+    pub e2e_error_ms_p50: Option<f64>,
+    /// p99 of |E2E error|.
+    pub e2e_error_ms_p99: Option<f64>,
+    /// bakeoff's ITL p50 vs the mock's configured gap between tokens, %.
+    pub itl_error_pct_p50: Option<f64>,
+    /// Figures this level cannot have, each with why ("TTFT: not streamed …").
+    pub not_measured: Vec<String>,
     pub aggregate_client_tok_s: Option<f64>,
     pub aggregate_server_tok_s: Option<f64>,
     pub aggregate_error_pct: Option<f64>,
@@ -156,6 +181,7 @@ struct Truth {
     received_unix_ms: f64,
     first_token_ms: Option<f64>,
     last_token_ms: Option<f64>,
+    end_ms: f64,
     tokens_sent: u32,
 }
 
@@ -166,6 +192,8 @@ struct TruthPage {
 }
 
 const MODEL: &str = "calibrate";
+const CHUNKED_MODEL: &str = "calibrate-chunked";
+const WHOLE_MODEL: &str = "calibrate-whole";
 const INGEST_MODEL: &str = "calibrate-ingest";
 
 /// One level to run: the mock model it asks for (one model per set of conditions) and the
@@ -178,6 +206,20 @@ pub struct LevelSpec {
     pub inter_token_ms: f64,
     pub ttft_ms: f64,
     pub tokens_per_chunk: u32,
+    /// The first chunk carries `tokens_per_chunk` tokens too (else the first token goes alone).
+    pub batch_first_chunk: bool,
+    pub stream: bool,
+}
+
+impl LevelSpec {
+    /// Tokens of the server's first chunk of an answer of `n` tokens (k₁).
+    fn first_chunk_tokens(&self, n: u32) -> u32 {
+        if self.batch_first_chunk {
+            self.tokens_per_chunk.max(1).min(n)
+        } else {
+            n.min(1)
+        }
+    }
 }
 
 /// CPU counters read at a level's start and end.
@@ -201,22 +243,40 @@ impl CpuSample {
 
 /// The levels the options ask for: the latency sweep, then the ingest-rate level.
 pub fn level_specs(options: &CalibrateOptions) -> anyhow::Result<Vec<LevelSpec>> {
-    if options.levels.is_empty() && options.ingest.is_none() {
+    if options.levels.is_empty()
+        && options.chunked.is_empty()
+        && options.not_streamed.is_empty()
+        && options.ingest.is_none()
+    {
         anyhow::bail!("calibrate needs at least one concurrency level");
     }
-    let mut specs: Vec<LevelSpec> = options
-        .levels
-        .iter()
-        .map(|&c| LevelSpec {
-            purpose: LevelPurpose::Latency,
-            model: MODEL,
-            concurrency: c.max(1),
-            tokens: options.tokens.max(2),
-            inter_token_ms: options.inter_token_ms,
-            ttft_ms: options.ttft_ms,
-            tokens_per_chunk: options.tokens_per_chunk.max(1),
-        })
-        .collect();
+    let sweep = |purpose, model, c: u32, tokens_per_chunk: u32, stream| LevelSpec {
+        purpose,
+        model,
+        concurrency: c.max(1),
+        tokens: options.tokens.max(2),
+        inter_token_ms: options.inter_token_ms,
+        ttft_ms: options.ttft_ms,
+        tokens_per_chunk: tokens_per_chunk.max(1),
+        batch_first_chunk: purpose == LevelPurpose::Chunked,
+        stream,
+    };
+    let mut specs: Vec<LevelSpec> = Vec::new();
+    for &c in &options.levels {
+        specs.push(sweep(LevelPurpose::Latency, MODEL, c, options.tokens_per_chunk, true));
+    }
+    for &c in &options.chunked {
+        specs.push(sweep(
+            LevelPurpose::Chunked,
+            CHUNKED_MODEL,
+            c,
+            options.chunk_tokens,
+            true,
+        ));
+    }
+    for &c in &options.not_streamed {
+        specs.push(sweep(LevelPurpose::NotStreamed, WHOLE_MODEL, c, 1, false));
+    }
     if let Some(ingest) = &options.ingest {
         specs.push(LevelSpec {
             purpose: LevelPurpose::Ingest,
@@ -226,6 +286,8 @@ pub fn level_specs(options: &CalibrateOptions) -> anyhow::Result<Vec<LevelSpec>>
             inter_token_ms: ingest.inter_token_ms,
             ttft_ms: options.ttft_ms,
             tokens_per_chunk: ingest.tokens_per_chunk.max(1),
+            batch_first_chunk: false,
+            stream: true,
         });
     }
     Ok(specs)
@@ -248,12 +310,17 @@ pub fn report(options: &CalibrateOptions, mock_threads: u32, levels: Vec<Calibra
     }
 }
 
-fn purpose_name(p: LevelPurpose) -> &'static str {
+pub fn purpose_name(p: LevelPurpose) -> &'static str {
     match p {
         LevelPurpose::Latency => "latency",
+        LevelPurpose::Chunked => "chunked",
+        LevelPurpose::NotStreamed => "not streamed",
         LevelPurpose::Ingest => "ingest",
     }
 }
+
+/// What a non-streamed response cannot show, and why.
+pub const NOT_STREAMED_FIGURES: [&str; 3] = ["TTFT", "ITL", "decode tok/s"];
 
 /// Where the mock serving the levels listens.
 pub struct MockUrls<'a> {
@@ -275,11 +342,15 @@ pub async fn run_level(
 ) -> anyhow::Result<CalibrationLevel> {
     let c = spec.concurrency;
     progress(format!(
-        "calibrate: {} level c={c} ({} tokens, {} ms between tokens, {} per chunk) for {} s against the mock at {}",
+        "calibrate: {} level c={c} ({} tokens, {} ms between tokens, {}) for {} s against the mock at {}",
         purpose_name(spec.purpose),
         spec.tokens,
         spec.inter_token_ms,
-        spec.tokens_per_chunk,
+        if spec.stream {
+            format!("{} per chunk", spec.tokens_per_chunk)
+        } else {
+            "not streamed".to_string()
+        },
         seconds,
         mock.base_url
     ));
@@ -307,7 +378,7 @@ pub async fn run_level(
         first_token_timeout_secs: None,
         stall_timeout_secs: None,
         retries: 0,
-        stream: true,
+        stream: spec.stream,
         case_limit: None,
         load: LoadShape::Levels { levels: vec![c] },
         staged_rollout: false,
@@ -359,10 +430,20 @@ pub async fn run_level(
         inter_token_ms: spec.inter_token_ms,
         ttft_ms: spec.ttft_ms,
         tokens_per_chunk: spec.tokens_per_chunk,
+        stream: spec.stream,
         truth_dropped: page.dropped,
+        not_measured: if spec.stream {
+            Vec::new()
+        } else {
+            NOT_STREAMED_FIGURES
+                .iter()
+                .map(|f| format!("{f}: not measured (not streamed: the whole answer arrives at once)"))
+                .collect()
+        },
         ..CalibrationLevel::default()
     };
     let mut ttft_err = Vec::new();
+    let mut e2e_err = Vec::new();
     let mut decode_err = Vec::new();
     let mut matched = Vec::new();
     let (mut first_send, mut last_end, mut tokens) = (i64::MAX, i64::MIN, 0u64);
@@ -376,19 +457,23 @@ pub async fn run_level(
         };
         let id = request_id(r.run_id, r.candidate_id, r.phase, index, r.repetition, r.attempt);
         let Some(t) = truth.get(id.as_str()) else { continue };
-        let (Some(server_first), Some(server_last), Some(client_ttft)) =
-            (t.first_token_ms, t.last_token_ms, r.ttft_us())
+        let (Some(server_first), Some(server_last), Some(client_ttft), Some(client_end)) =
+            (t.first_token_ms, t.last_token_ms, r.ttft_us(), r.end_us)
         else {
             continue;
         };
         level.matched += 1;
-        ttft_err.push(client_ttft as f64 / 1000.0 - server_first);
-        if let (Some(last), true) = (r.last_token_us, t.tokens_sent >= 2 && server_last > server_first) {
-            let n = f64::from(t.tokens_sent - 1);
-            let server = n / ((server_last - server_first) / 1000.0);
-            let client =
-                f64::from(r.output_tokens.unwrap_or(0).saturating_sub(1)) / ((last - client_ttft) as f64 / 1e6);
-            decode_err.push((client - server) / server * 100.0);
+        e2e_err.push(client_end as f64 / 1000.0 - t.end_ms);
+        if spec.stream {
+            ttft_err.push(client_ttft as f64 / 1000.0 - server_first);
+            // The definitions of docs/measurement.md on both sides: the first chunk's k₁ tokens
+            // came with the first token and are not decode tokens.
+            let decode_n = t.tokens_sent.saturating_sub(spec.first_chunk_tokens(t.tokens_sent));
+            let client = RequestFigures::of(r).and_then(|f| f.decode_tok_s);
+            if let (Some(client), true) = (client, decode_n > 0 && server_last > server_first) {
+                let server = f64::from(decode_n) / ((server_last - server_first) / 1000.0);
+                decode_err.push((client - server) / server * 100.0);
+            }
         }
         matched.push(*t);
     }
@@ -403,12 +488,25 @@ pub async fn run_level(
     level.ttft_error_ms_p99 = p(&mut ttft_err, 0.99, true);
     level.decode_error_pct_p50 = p(&mut decode_err, 0.5, false);
     level.decode_error_pct_p99 = p(&mut decode_err, 0.99, true);
+    level.e2e_error_ms_p50 = p(&mut e2e_err, 0.5, false);
+    level.e2e_error_ms_p99 = p(&mut e2e_err, 0.99, true);
     if let Some(figures) = outcome.figures.levels.first() {
         level.aggregate_client_tok_s = figures.aggregate_tok_s;
+        level.itl_error_pct_p50 = figures
+            .itl_ms
+            .as_ref()
+            .filter(|_| spec.stream && spec.inter_token_ms > 0.0)
+            .map(|d| (d.p50 - spec.inter_token_ms) / spec.inter_token_ms * 100.0);
         if let Some(w) = figures.repetitions.first().and_then(|r| r.window) {
             let in_window: f64 = matched
                 .iter()
-                .map(|t| server_tokens_between(t, w.start_us, w.end_us))
+                .map(|t| {
+                    if spec.stream {
+                        server_tokens_between(t, w.start_us, w.end_us)
+                    } else {
+                        server_tokens_spread(t, w.start_us, w.end_us)
+                    }
+                })
                 .sum();
             let server = in_window / w.secs();
             level.aggregate_server_tok_s = Some(server);
@@ -466,6 +564,22 @@ fn server_tokens_between(t: &Truth, start_us: i64, end_us: i64) -> f64 {
             (start_us..=end_us).contains(&at(ms))
         })
         .count() as f64
+}
+
+/// A non-streamed response's tokens inside [start, end] (wall-clock µs), spread evenly over its
+/// time in the server (received → body sent), as bakeoff spreads them over its time in flight.
+fn server_tokens_spread(t: &Truth, start_us: i64, end_us: i64) -> f64 {
+    let Some(last) = t.last_token_ms else {
+        return 0.0;
+    };
+    let from = t.received_unix_ms * 1000.0;
+    let to = from + last * 1000.0;
+    let overlap = (to.min(end_us as f64) - from.max(start_us as f64)).max(0.0);
+    if to > from {
+        f64::from(t.tokens_sent) * overlap / (to - from)
+    } else {
+        0.0
+    }
 }
 
 /// The targets for this 2-core machine, each with what was measured.
@@ -528,11 +642,14 @@ mod tests {
             received_unix_ms: 1000.0,
             first_token_ms: Some(10.0),
             last_token_ms: Some(19.0),
+            end_ms: 19.5,
             tokens_sent: 10,
         };
         // Tokens at 1010 … 1019 ms: 1012..=1015 holds four.
         assert_eq!(server_tokens_between(&t, 1_012_000, 1_015_000), 4.0);
         assert_eq!(server_tokens_between(&t, 0, i64::MAX), 10.0);
+        // Not streamed: 10 tokens over 1000 → 1019 ms, 9.5 ms of it in the window.
+        assert!((server_tokens_spread(&t, 1_009_500, 1_030_000) - 10.0 * 9.5 / 19.0).abs() < 1e-9);
     }
 
     #[test]

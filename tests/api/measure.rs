@@ -681,6 +681,9 @@ async fn calibrate_compares_against_the_ground_truth() {
         inter_token_ms: 4.0,
         ttft_ms: 10.0,
         tokens_per_chunk: 1,
+        chunked: vec![],
+        chunk_tokens: 8,
+        not_streamed: vec![],
         ingest: Some(bakeoff::engine::calibrate::IngestOptions {
             concurrency: 4,
             tokens: 40,
@@ -719,6 +722,88 @@ async fn calibrate_compares_against_the_ground_truth() {
         assert!(l.aggregate_error_pct.is_some_and(|e| e.abs() < 25.0), "{l:?}");
     }
     assert_eq!(report.targets.len(), 4);
+}
+
+#[tokio::test]
+async fn calibrate_covers_chunked_and_non_streamed_levels() {
+    use bakeoff::engine::calibrate::LevelPurpose;
+    let options = bakeoff::engine::calibrate::CalibrateOptions {
+        levels: vec![1],
+        seconds_per_level: 1,
+        tokens: 48,
+        inter_token_ms: 2.0,
+        ttft_ms: 10.0,
+        tokens_per_chunk: 1,
+        chunked: vec![1, 4],
+        chunk_tokens: 8,
+        not_streamed: vec![1, 4],
+        ingest: None,
+        mock_threads: 2,
+    };
+    let report = tokio::time::timeout(DEADLINE, bakeoff::app::calibrate::calibrate(&options, |_| {}))
+        .await
+        .expect("calibration ended in time")
+        .expect("calibration ran");
+    let levels: Vec<_> = report
+        .levels
+        .iter()
+        .map(|l| (l.purpose, l.concurrency, l.tokens_per_chunk, l.stream))
+        .collect();
+    assert_eq!(
+        levels,
+        vec![
+            (LevelPurpose::Latency, 1, 1, true),
+            (LevelPurpose::Chunked, 1, 8, true),
+            (LevelPurpose::Chunked, 4, 8, true),
+            (LevelPurpose::NotStreamed, 1, 1, false),
+            (LevelPurpose::NotStreamed, 4, 1, false),
+        ]
+    );
+    // Errors against the mock's ground truth are bounded loosely (never a speed): on a shared
+    // 2-core machine a few ms of scheduling land in one figure or another.
+    for l in &report.levels {
+        assert!(l.requests > 0 && l.matched == l.requests, "{l:?}");
+        assert!(l.e2e_error_ms_p50.is_some_and(|e| e.abs() < 50.0), "{l:?}");
+        assert!(l.aggregate_error_pct.is_some_and(|e| e.abs() < 25.0), "{l:?}");
+        if l.stream {
+            assert!(l.ttft_error_ms_p50.is_some_and(|e| e.abs() < 50.0), "{l:?}");
+            assert!(l.decode_error_pct_p50.is_some_and(|e| e.abs() < 25.0), "{l:?}");
+            assert!(l.itl_error_pct_p50.is_some_and(|e| e.abs() < 25.0), "{l:?}");
+            assert!(l.not_measured.is_empty(), "{l:?}");
+        } else {
+            assert!(
+                l.ttft_error_ms_p50.is_none() && l.decode_error_pct_p50.is_none() && l.itl_error_pct_p50.is_none(),
+                "{l:?}"
+            );
+            assert_eq!(l.not_measured.len(), 3, "{l:?}");
+            for figure in ["TTFT", "ITL", "decode tok/s"] {
+                assert!(
+                    l.not_measured
+                        .iter()
+                        .any(|n| n.starts_with(&format!("{figure}: not measured"))),
+                    "{figure}: {l:?}"
+                );
+            }
+        }
+    }
+    // The printed report says "not measured" where a figure cannot exist, never a number.
+    let mut out = Vec::new();
+    bakeoff::cli::calibrate::print_calibration(&mut out, &report).unwrap();
+    let out = String::from_utf8(out).unwrap();
+    let row = out
+        .lines()
+        .find(|l| l.contains("not streamed c=4"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(
+        row.matches("not measured").count(),
+        5,
+        "TTFT p50/p99, ITL, decode p50/p99: {row}"
+    );
+    assert!(out.contains("chunked c=4"), "{out}");
+    assert!(
+        out.contains("not streamed c=1: TTFT: not measured (not streamed"),
+        "{out}"
+    );
 }
 
 mod store {
