@@ -373,7 +373,7 @@ pub struct KneeJson {
 
 /// Every caliber's definition, exported with every figure (the same words as the "How we
 /// measure" page: `domain::calibers::definitions`).
-pub const DEFINITIONS: [(&str, &str); 14] = [
+pub const DEFINITIONS: [(&str, &str); 15] = [
     ("TTFT", definitions::TTFT),
     ("TTFA", definitions::TTFA),
     ("E2E", definitions::E2E),
@@ -388,6 +388,7 @@ pub const DEFINITIONS: [(&str, &str); 14] = [
     ("aggregate tok/s (whole run)", definitions::AGGREGATE_WHOLE_RUN),
     ("req/s, goodput", definitions::REQUEST_THROUGHPUT),
     ("output tokens", definitions::OUTPUT_TOKENS),
+    ("tokens per chunk", definitions::CHUNK_ATTRIBUTION),
 ];
 
 pub async fn run(args: MeasureArgs) -> anyhow::Result<ExitCode> {

@@ -122,11 +122,14 @@ pub fn router() -> Router<AppState> {
 pub struct MeasurePage {
     pub nav: &'static str,
     pub metrics: &'static [MetricDef],
+    /// How tokens are attributed to chunks (the words of `measure --json` too).
+    pub chunk_attribution: &'static str,
 }
 
 async fn page() -> MeasurePage {
     MeasurePage {
         nav: "measure",
         metrics: &METRICS,
+        chunk_attribution: definitions::CHUNK_ATTRIBUTION,
     }
 }
