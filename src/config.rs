@@ -47,9 +47,35 @@ pub struct ServeArgs {
     /// candidate waits, so no figure is distorted; above 1 runs that share a candidate are flagged.
     #[arg(long, env = "BAKEOFF_MAX_RUNS_PER_CANDIDATE", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub max_runs_per_candidate: u32,
+    /// Directory where a run's finished records go while the database does not answer, beyond
+    /// those kept in memory (one append-only file per run, replayed when the database is back
+    /// or on the next start). Default: beside the SQLite database (`bakeoff.db.spill/`), else
+    /// `./bakeoff-spill/`.
+    #[arg(long, env = "BAKEOFF_SPILL_DIR")]
+    pub spill_dir: Option<PathBuf>,
+    /// Finished records kept in memory while the database does not answer; the rest go to the
+    /// spill file.
+    #[arg(long, env = "BAKEOFF_WRITER_MEMORY_RECORDS", default_value_t = crate::engine::run::writer::MEMORY_RECORDS)]
+    pub writer_memory_records: usize,
+    /// Seconds the database may stay away during a run before the run is paused (every
+    /// finished record kept; resume it from its page or by restarting).
+    #[arg(long, env = "BAKEOFF_DB_OUTAGE_PAUSE_SECS", default_value_t = crate::engine::run::writer::PAUSE_AFTER.as_secs())]
+    pub db_outage_pause_secs: u64,
 }
 
 impl ServeArgs {
+    /// Where runs' records writers spill and when they pause a run.
+    pub fn writer_settings(&self) -> crate::engine::run::writer::WriterSettings {
+        crate::engine::run::writer::WriterSettings {
+            spill_dir: self
+                .spill_dir
+                .clone()
+                .or_else(|| crate::engine::run::writer::WriterSettings::default_spill_dir(&self.database.database_url)),
+            memory_records: self.writer_memory_records,
+            pause_after: Some(std::time::Duration::from_secs(self.db_outage_pause_secs)),
+        }
+    }
+
     /// The run-admission caps these flags set.
     pub fn caps(&self) -> crate::engine::run::admission::Caps {
         crate::engine::run::admission::Caps {

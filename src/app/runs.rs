@@ -11,6 +11,27 @@ use crate::domain::validation::{FieldErrors, MAX_NAME_CHARS, truncate};
 use crate::engine::run::Runner;
 use crate::store::DynStore;
 
+/// Resumes a paused run (the database stayed away past the writer's limit): it is queued again
+/// and picks up where it stopped, like an interrupted run after a restart. Refused unless paused.
+pub async fn resume_paused(store: &DynStore, runner: &Runner, run_id: i64) -> Result<(), AppError> {
+    let run = store
+        .get_run(run_id)
+        .await?
+        .ok_or_else(|| AppError::NotFound(format!("run #{run_id}")))?;
+    if run.status != RunStatus::Paused {
+        return Err(AppError::Invalid(format!(
+            "run #{run_id} is {}: only a paused run can be resumed",
+            run.status.as_str()
+        )));
+    }
+    store.set_run_status(run_id, RunStatus::Queued, None).await?;
+    store
+        .append_run_event(run_id, "info", "resume asked for from the run page")
+        .await?;
+    runner.start(run_id);
+    Ok(())
+}
+
 /// A run as asked for, every field as typed.
 #[derive(Debug, Clone, Default)]
 pub struct RunRequest {

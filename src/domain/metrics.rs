@@ -110,6 +110,11 @@ pub struct CandidateSummary {
     /// Requests streamed in several chunks, by how their tokens were attributed to chunks.
     pub chunk_attribution: std::collections::BTreeMap<String, u64>,
     pub concurrency: Option<u32>,
+    /// Segments the (one) load level was measured in: more than 1 when the run was resumed,
+    /// its aggregates then taken per segment with the downtime between them left out.
+    pub segments: u32,
+    /// Seconds of downtime between segments, left out of every aggregate.
+    pub downtime_s: f64,
 }
 
 /// Only each request's last attempt counts toward rates; retries are visible separately.
@@ -223,6 +228,8 @@ pub fn summarise_candidate_resumed(
         output_tokens,
         token_sources: sources,
         concurrency: finals.first().map(|r| r.concurrency),
+        segments: level.as_ref().map_or(1, |l| l.segments),
+        downtime_s: level.as_ref().map_or(0.0, |l| l.downtime_s),
     }
 }
 

@@ -385,6 +385,10 @@ impl RunDraft {
 pub enum RunStatus {
     Queued,
     Running,
+    /// The database stayed away past the records writer's limit: every finished record is
+    /// stored, the load stopped, and the run resumes (like an interrupted run) from its page or
+    /// on the next start.
+    Paused,
     Finished,
     Failed,
     Cancelled,
@@ -395,6 +399,7 @@ impl RunStatus {
         match self {
             RunStatus::Queued => "queued",
             RunStatus::Running => "running",
+            RunStatus::Paused => "paused",
             RunStatus::Finished => "finished",
             RunStatus::Failed => "failed",
             RunStatus::Cancelled => "cancelled",
@@ -404,6 +409,7 @@ impl RunStatus {
         [
             RunStatus::Queued,
             RunStatus::Running,
+            RunStatus::Paused,
             RunStatus::Finished,
             RunStatus::Failed,
             RunStatus::Cancelled,

@@ -18,6 +18,23 @@ impl Cancel {
         Cancel(rx)
     }
 
+    /// A handle cancelled when this one is or when `also` turns true (e.g. the records
+    /// writer pausing the run): the work stops the same way for either.
+    pub fn or_when(&self, mut also: watch::Receiver<bool>) -> Cancel {
+        let (tx, rx) = watch::channel(self.is_cancelled() || *also.borrow());
+        let mut this = self.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = this.cancelled() => {}
+                told = async { also.wait_for(|on| *on).await.is_ok() } => if !told { this.cancelled().await },
+                // Nobody holds the combined handle any more.
+                _ = tx.closed() => return,
+            }
+            let _ = tx.send(true);
+        });
+        Cancel(rx)
+    }
+
     pub fn is_cancelled(&self) -> bool {
         *self.0.borrow()
     }

@@ -16,6 +16,10 @@ pub enum EngineError {
     Client { candidate: String, message: String },
     #[error("storing request records failed: {0}")]
     RecordWriter(String),
+    /// The writer's spill file could not be read or removed (its records are not lost: the file
+    /// is kept for the next resume).
+    #[error("spill file {path}: {message}")]
+    Spill { path: String, message: String },
     #[error("internal error: {0}")]
     Internal(String),
     #[error(transparent)]

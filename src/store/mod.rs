@@ -123,6 +123,17 @@ fn is_in_memory(url: &str) -> bool {
     url.contains(":memory:") || url.contains("mode=memory")
 }
 
+/// A path beside an SQLite database file (`bakeoff.db` + `.key` → `bakeoff.db.key`); None for
+/// any other database. Files that belong with the database (the server key, the records
+/// writer's spill files) default to such a path.
+pub fn beside_sqlite_file(database_url: &str, suffix: &str) -> Option<std::path::PathBuf> {
+    let path = database_url
+        .strip_prefix("sqlite://")
+        .or_else(|| database_url.strip_prefix("sqlite:"))?;
+    let path = path.split('?').next().unwrap_or(path);
+    Some(std::path::PathBuf::from(format!("{path}{suffix}")))
+}
+
 /// An eval set with its newest version, for lists.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EvalSetSummary {
@@ -399,7 +410,7 @@ pub trait Store: Send + Sync + 'static {
     fn count_runs(&self) -> StoreFuture<'_, i64>;
     /// Sets status, and started_at/finished_at when entering running/terminal states.
     fn set_run_status<'a>(&'a self, id: i64, status: RunStatus, error: Option<&'a str>) -> StoreFuture<'a, ()>;
-    /// Runs left queued or running (to resume after a restart).
+    /// Runs left queued, running or paused (to resume after a restart).
     fn unfinished_runs(&self) -> StoreFuture<'_, Vec<i64>>;
     /// Stores the harness's self-report for a run, replacing an earlier one (a resumed run
     /// reports again). NotFound when the run does not exist.

@@ -249,11 +249,11 @@ macro_rules! run_queries {
         #[tracing::instrument(level = "debug", skip(self))]
         fn unfinished_runs(&self) -> StoreFuture<'_, Vec<i64>> {
             Box::pin(async move {
-                Ok(
-                    sqlx::query_scalar("SELECT id FROM runs WHERE status IN ('queued', 'running') ORDER BY id")
-                        .fetch_all(self.pool())
-                        .await?,
+                Ok(sqlx::query_scalar(
+                    "SELECT id FROM runs WHERE status IN ('queued', 'running', 'paused') ORDER BY id",
                 )
+                .fetch_all(self.pool())
+                .await?)
             })
         }
 

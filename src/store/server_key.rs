@@ -61,16 +61,7 @@ impl ServerKey {
 /// The default key file: beside an SQLite database (`bakeoff.db` → `bakeoff.db.key`), else in
 /// the working directory.
 pub fn default_key_file(database_url: &str) -> PathBuf {
-    match database_url
-        .strip_prefix("sqlite://")
-        .or_else(|| database_url.strip_prefix("sqlite:"))
-    {
-        Some(path) => {
-            let path = path.split('?').next().unwrap_or(path);
-            PathBuf::from(format!("{path}.key"))
-        }
-        None => PathBuf::from("bakeoff-secret.key"),
-    }
+    super::beside_sqlite_file(database_url, ".key").unwrap_or_else(|| PathBuf::from("bakeoff-secret.key"))
 }
 
 /// The key for the database at `url`: `BAKEOFF_SECRET_KEY`, else the file named by

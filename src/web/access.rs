@@ -92,6 +92,7 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/runs/{id}/cases", VIEWER),
     ("POST", "/runs/{id}/cancel", EDITOR),
     ("POST", "/runs/{id}/again", EDITOR),
+    ("POST", "/runs/{id}/resume", EDITOR),
     ("GET", "/runs/{id}/export.json", VIEWER),
     // archive
     ("GET", "/archive", VIEWER),

@@ -50,7 +50,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let demo_mock_url = demo_mock.as_ref().map(|m| m.base_url());
     crate::app::demo::bootstrap(store.as_ref(), demo_mock_url.as_deref()).await?;
-    let runner = Runner::with_caps(store.clone(), args.caps());
+    let runner = Runner::with_caps(store.clone(), args.caps()).with_writer(args.writer_settings());
     tracing::info!(caps = %runner.caps().describe(), "run admission");
     let resumed = runner.resume_unfinished().await?;
     crate::app::verdicts::spawn(store.clone(), runner.clone());

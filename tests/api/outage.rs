@@ -1,20 +1,27 @@
 //! Nothing lost when the database goes away mid-run: a TCP proxy between bakeoff and
 //! PostgreSQL resets every connection for 10 s in the middle of a run; the writer holds the
 //! records, tries again until the database answers, and the run finishes with every record
-//! stored exactly once; a page asked for meanwhile answers 503 within a second or so.
+//! stored exactly once; a page asked for meanwhile answers 503 within a second or so. Away
+//! past the writer's limit, the run is paused with every finished record stored (through the
+//! spill file) and resumes from its page to the last case; a real `bakeoff serve` killed with
+//! SIGKILL while its spill file holds records stores them on the next start, each once.
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bakeoff::domain::candidate::CandidateDraft;
 use bakeoff::domain::evalset::EvalSetFile;
-use bakeoff::domain::run::{NewRun, RunConfig, RunStatus};
-use bakeoff::engine::run::Runner;
-use bakeoff::mock::{MockConfig, ModelProfile};
+use bakeoff::domain::run::{NewRun, RequestRecord, RunConfig, RunStatus};
+use bakeoff::engine::run::writer::WriterSettings;
+use bakeoff::engine::run::{Runner, spill};
+use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
+use bakeoff::store::DynStore;
 
 use crate::support::app::spawn_app_on;
+use crate::support::db::TestStore;
 use crate::support::proxy::FaultProxy;
 use crate::support::runs::start_mock;
+use crate::support::serve::{Server, start_run};
 
 const CASES: usize = 120;
 const OUTAGE: Duration = Duration::from_secs(10);
@@ -35,45 +42,28 @@ fn evalset() -> EvalSetFile {
     EvalSetFile::parse("outage.jsonl", &text).unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(bakeoff_test_postgres),
-    ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…"
-)]
-async fn postgres_reset_for_ten_seconds_mid_run_loses_nothing() {
+/// A run of [`CASES`] cases on one steady mock candidate (about 10 requests a second at
+/// concurrency 2), stored in a fresh PostgreSQL schema reached through a fault proxy.
+struct Setup {
+    proxy: Arc<FaultProxy>,
+    /// The store through the proxy, as bakeoff reaches the database.
+    t: TestStore,
+    /// A second way in that the proxy never cuts, to watch the run from outside.
+    direct: DynStore,
+    run: i64,
+    _mock: MockServer,
+}
+
+async fn setup(ttft_ms: f64) -> Setup {
     let server = url::Url::parse(&crate::support::db::postgres_server_url()).unwrap();
     let target = format!("{}:{}", server.host_str().unwrap(), server.port().unwrap_or(5432));
     let proxy = Arc::new(FaultProxy::start(target.parse().unwrap()).await);
     let t = crate::support::db::postgres_test_store_through(&proxy.addr.to_string()).await;
-    // A second way in that the proxy never cuts, to watch the run from outside.
     let direct_url = t.url.replacen(&proxy.addr.to_string(), &target, 1);
     let direct = crate::support::db::open(&direct_url).await;
-
-    let file = evalset();
-    let mock = start_mock(MockConfig {
-        profiles: vec![ModelProfile {
-            ttft_ms: 40.0,
-            inter_token_ms: Some(15.0),
-            jitter: 0.0,
-            ..ModelProfile::named("steady")
-        }],
-        answer_keys: vec![file.clone()],
-        seed: 5,
-    })
-    .await;
-    let store = t.store.clone();
-    let version = store.save_evalset_version(&file).await.unwrap();
-    let spec = CandidateDraft {
-        name: "steady".into(),
-        provider: "openai-chat".into(),
-        base_url: mock.base_url(),
-        model: "steady".into(),
-        ..Default::default()
-    }
-    .validate(None)
-    .unwrap();
-    let candidate = store.create_candidate(&spec).await.unwrap();
-    let run = store
+    let (version, candidate, mock) = seed(&t.store, ttft_ms).await;
+    let run = t
+        .store
         .create_run(&NewRun {
             name: "outage".into(),
             evalset_version_id: version,
@@ -87,20 +77,93 @@ async fn postgres_reset_for_ten_seconds_mid_run_loses_nothing() {
         })
         .await
         .unwrap();
+    Setup {
+        proxy,
+        t,
+        direct,
+        run,
+        _mock: mock,
+    }
+}
+
+/// Stores the eval set and one candidate on a steady mock answering after `ttft_ms`; returns
+/// (version, candidate, mock).
+async fn seed(store: &DynStore, ttft_ms: f64) -> (i64, i64, MockServer) {
+    let file = evalset();
+    let mock = start_mock(MockConfig {
+        profiles: vec![ModelProfile {
+            ttft_ms,
+            inter_token_ms: Some(15.0),
+            jitter: 0.0,
+            ..ModelProfile::named("steady")
+        }],
+        answer_keys: vec![file.clone()],
+        seed: 5,
+    })
+    .await;
+    let version = store.save_evalset_version(&file).await.unwrap();
+    let spec = CandidateDraft {
+        name: "steady".into(),
+        provider: "openai-chat".into(),
+        base_url: mock.base_url(),
+        model: "steady".into(),
+        ..Default::default()
+    }
+    .validate(None)
+    .unwrap();
+    let candidate = store.create_candidate(&spec).await.unwrap();
+    (version, candidate, mock)
+}
+
+/// Waits (bounded) until at least `n` records of the run are stored.
+async fn wait_stored(direct: &DynStore, run: i64, n: usize) {
+    let started = Instant::now();
+    while direct.list_request_records(run).await.unwrap().len() < n {
+        assert!(started.elapsed() < DEADLINE, "the run never got going");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Checks that no record key is stored twice and returns the measured cases (first tries).
+fn unique_cases(records: &[RequestRecord]) -> BTreeSet<String> {
+    let mut keys = BTreeSet::new();
+    for r in records {
+        let key = (
+            r.candidate_id,
+            r.case_id.clone(),
+            r.phase.as_str(),
+            r.repetition,
+            r.attempt,
+        );
+        assert!(keys.insert(key.clone()), "record {key:?} stored twice");
+    }
+    records
+        .iter()
+        .filter(|r| !r.is_warmup && r.attempt == 0)
+        .map(|r| r.case_id.clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_postgres),
+    ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…"
+)]
+async fn postgres_reset_for_ten_seconds_mid_run_loses_nothing() {
+    let Setup {
+        proxy,
+        t,
+        direct,
+        run,
+        _mock,
+    } = setup(40.0).await;
+    let store = t.store.clone();
     let app = spawn_app_on(t).await;
     let runner = Runner::new(store.clone());
     runner.start(run);
 
     // Cut once some records are stored and the run is well under way.
-    let started = Instant::now();
-    loop {
-        let stored = direct.list_request_records(run).await.unwrap().len();
-        if stored >= 10 {
-            break;
-        }
-        assert!(started.elapsed() < DEADLINE, "the run never got going");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_stored(&direct, run, 10).await;
     let before_cut = direct.list_request_records(run).await.unwrap().len();
     assert!(before_cut < CASES, "the run ended before the cut; make the mock slower");
     let cut = proxy.cut_in_background(OUTAGE);
@@ -132,4 +195,174 @@ async fn postgres_reset_for_ten_seconds_mid_run_loses_nothing() {
         .expect("the outage is told in the run's log");
     assert!(told.message.contains("none lost"), "{}", told.message);
     eprintln!("run log: {}", told.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_postgres),
+    ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…"
+)]
+async fn postgres_away_past_the_limit_pauses_the_run_and_resume_stores_every_case_once() {
+    // Slow enough (≈ 10 s of load) that the pause comes well before the last case.
+    let Setup {
+        proxy,
+        t,
+        direct,
+        run,
+        _mock,
+    } = setup(150.0).await;
+    let spill_dir = tempfile::tempdir().unwrap();
+    let spill_file = spill::path(spill_dir.path(), run);
+    let runner = Runner::new(t.store.clone()).with_writer(WriterSettings {
+        spill_dir: Some(spill_dir.path().to_path_buf()),
+        memory_records: 5,
+        pause_after: Some(Duration::from_secs(3)),
+    });
+    runner.start(run);
+    wait_stored(&direct, run, 10).await;
+    proxy.go_down();
+    // Past five held records, the rest go to the spill file.
+    let started = Instant::now();
+    while !spill_file.exists() {
+        assert!(started.elapsed() < DEADLINE, "nothing was spilled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Away well past the 3 s limit: the run pauses meanwhile.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    proxy.come_back();
+    tokio::time::timeout(DEADLINE, runner.wait(run))
+        .await
+        .expect("the paused run's task ended in time");
+
+    let paused = direct.get_run(run).await.unwrap().unwrap();
+    assert_eq!(paused.status, RunStatus::Paused, "{:?}", paused.error);
+    let message = paused.error.clone().expect("a paused run says why");
+    assert!(message.contains("the database did not answer for"), "{message}");
+    let records = direct.list_request_records(run).await.unwrap();
+    let cases = unique_cases(&records);
+    assert!(cases.len() < CASES, "the run stopped before the end: {}", cases.len());
+    // Exact counts: everything measured is stored, some of it through the spill file.
+    let counts = format!("{n} records measured, {n} stored (", n = records.len());
+    assert!(message.contains(&counts), "{message} (expected {counts:?})");
+    assert!(message.contains("through the spill file), 0 pending"), "{message}");
+    eprintln!("run error: {message}");
+    assert!(!spill_file.exists(), "the replayed spill file is removed");
+    let events = direct.list_run_events(run).await.unwrap();
+    assert!(events.iter().any(|e| e.message.starts_with("paused:")), "{events:?}");
+
+    // The run page says so and offers to resume; resuming measures the rest.
+    let app = spawn_app_on(t).await;
+    let page = app.get_html(&format!("/runs/{run}")).await;
+    assert_eq!(page.count("[data-paused]"), 1, "the run page shows the pause");
+    assert!(page.text("[data-paused]").contains(&counts));
+    assert_eq!(page.text("[data-run-status]"), "paused");
+    let resumed = app.post_form(&format!("/runs/{run}/resume"), &[]).await;
+    assert_eq!(resumed.status().as_u16(), 303);
+    tokio::time::timeout(DEADLINE, app.state.runner.wait(run))
+        .await
+        .expect("the resumed run ended in time");
+    let ended = direct.get_run(run).await.unwrap().unwrap();
+    assert_eq!(ended.status, RunStatus::Finished, "{:?}", ended.error);
+    let records = direct.list_request_records(run).await.unwrap();
+    assert_eq!(
+        unique_cases(&records).len(),
+        CASES,
+        "{CASES} of {CASES} cases stored, none twice"
+    );
+    let again = app.post_form(&format!("/runs/{run}/resume"), &[]).await;
+    assert_eq!(again.status().as_u16(), 400, "only a paused run resumes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_postgres),
+    ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…"
+)]
+async fn a_spill_file_left_by_kill_9_is_stored_on_the_next_start_each_record_once() {
+    let server = url::Url::parse(&crate::support::db::postgres_server_url()).unwrap();
+    let target = format!("{}:{}", server.host_str().unwrap(), server.port().unwrap_or(5432));
+    let proxy = FaultProxy::start(target.parse().unwrap()).await;
+    let (direct_url, _guard) = crate::support::db::postgres_url().await;
+    let through_url = direct_url.replacen(&target, &proxy.addr.to_string(), 1);
+    let direct = crate::support::db::open(&direct_url).await;
+    let (version, candidate, _mock) = seed(&direct, 150.0).await;
+    let spill_dir = tempfile::tempdir().unwrap();
+    let spill_dir_text = spill_dir.path().display().to_string();
+    // Every record held while the database is away goes to the spill file; no pause.
+    let env = [
+        ("BAKEOFF_SPILL_DIR", spill_dir_text.as_str()),
+        ("BAKEOFF_WRITER_MEMORY_RECORDS", "0"),
+        ("BAKEOFF_DB_OUTAGE_PAUSE_SECS", "600"),
+    ];
+    let first = Server::start(&through_url, &env);
+    let form: Vec<(String, String)> = [
+        ("name", "spill"),
+        ("evalset_version", &version.to_string()),
+        ("candidate", &candidate.to_string()),
+        ("concurrency", "2"),
+        ("repetitions", "1"),
+        ("warmup_requests", "0"),
+        ("max_tokens", "12"),
+        ("temperature", "0"),
+        ("timeout_secs", "20"),
+        ("retries", "1"),
+        ("stream", "on"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let run = start_run(&first.base_url, &form).await;
+    wait_stored(&direct, run, 10).await;
+    proxy.go_down();
+    let spill_file = spill::path(spill_dir.path(), run);
+    let started = Instant::now();
+    let spilled = loop {
+        let lines = std::fs::read_to_string(&spill_file)
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        if lines >= 10 {
+            break lines;
+        }
+        assert!(started.elapsed() < DEADLINE, "only {lines} records were spilled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    first.kill();
+    // Whatever was appended until the kill is what the next start finds.
+    let spilled = std::fs::read_to_string(&spill_file)
+        .map(|t| t.lines().filter(|l| l.ends_with('}')).count())
+        .unwrap_or(spilled);
+    let before = direct.list_request_records(run).await.unwrap().len();
+    assert_eq!(
+        direct.get_run(run).await.unwrap().unwrap().status,
+        RunStatus::Running,
+        "a killed run is left running"
+    );
+    proxy.come_back();
+
+    let second = Server::start(&through_url, &env);
+    let started = Instant::now();
+    let ended = loop {
+        let r = direct.get_run(run).await.unwrap().unwrap();
+        if r.status.is_terminal() {
+            break r;
+        }
+        assert!(started.elapsed() < DEADLINE, "the resumed run never ended");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(ended.status, RunStatus::Finished, "{:?}", ended.error);
+    let records = direct.list_request_records(run).await.unwrap();
+    assert_eq!(
+        unique_cases(&records).len(),
+        CASES,
+        "{CASES} of {CASES} cases stored, none twice"
+    );
+    assert!(records.len() >= before + spilled, "the spilled records are stored");
+    let events = direct.list_run_events(run).await.unwrap();
+    let told = format!("spill file replayed: {spilled} records read back, {spilled} of them new to the store");
+    assert!(
+        events.iter().any(|e| e.message.starts_with(&told)),
+        "{told:?} in {events:?}"
+    );
+    assert!(!spill_file.exists(), "the replayed spill file is removed");
+    drop(second);
 }

@@ -3,8 +3,6 @@
 //! (candidate, case, repetition) recorded exactly once — on SQLite and, when
 //! `BAKEOFF_TEST_POSTGRES_URL` is set, on PostgreSQL. Cancel keeps what was finished.
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use bakeoff::domain::candidate::CandidateDraft;
@@ -15,6 +13,7 @@ use bakeoff::store::DynStore;
 
 use crate::support::app::{browser_client, spawn_app};
 use crate::support::db::{postgres_url, sqlite_url};
+use crate::support::serve::{Server, http, start_run};
 
 /// Longest a test waits for anything (a server to listen, a run to get going or to finish).
 const DEADLINE: Duration = Duration::from_secs(90);
@@ -98,113 +97,6 @@ fn run_form(version: i64, candidates: &[i64]) -> Vec<(String, String)> {
     fields
 }
 
-/// A `bakeoff serve` child process; killed (SIGKILL) when dropped.
-struct Server {
-    child: Child,
-    base_url: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    /// Starts `bakeoff serve` on a free port and returns once its log says it is listening.
-    fn start(database_url: &str) -> Server {
-        // The port is picked by binding :0 and releasing it; the child binds it at once.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("finding a free port")
-            .port();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_bakeoff"))
-            .args([
-                "serve",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--database-url",
-                database_url,
-            ])
-            .env("BAKEOFF_LOG", "info")
-            .env("NO_COLOR", "1")
-            // The same server key across restarts, and no key file left beside a PostgreSQL run.
-            .env("BAKEOFF_SECRET_KEY", hex::encode(crate::support::db::TEST_SERVER_KEY))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting bakeoff serve");
-        let stdout = child.stdout.take().expect("the server's stdout");
-        // Read the log on a thread until the "listening" line (or EOF), bounded by DEADLINE.
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(stdout).lines();
-            let mut told = false;
-            for line in lines.by_ref() {
-                let Ok(line) = line else { break };
-                if !told && line.contains("listening on") {
-                    let _ = tx.send(Ok(()));
-                    told = true;
-                }
-                if !told && line.contains("ERROR") {
-                    let _ = tx.send(Err(line));
-                    told = true;
-                }
-            }
-            if !told {
-                let _ = tx.send(Err("the server exited before listening".to_string()));
-            }
-        });
-        let mut server = Server {
-            child,
-            base_url: format!("http://127.0.0.1:{port}"),
-        };
-        match rx.recv_timeout(DEADLINE) {
-            Ok(Ok(())) => server,
-            Ok(Err(line)) => {
-                let status = server.child.try_wait();
-                panic!("bakeoff serve did not start: {line} ({status:?})")
-            }
-            Err(_) => panic!("bakeoff serve did not listen within {DEADLINE:?}"),
-        }
-    }
-
-    /// SIGKILL, as `kill -9` would: no graceful shutdown, nothing flushed.
-    fn kill(mut self) {
-        self.child.kill().expect("killing the server");
-        self.child.wait().expect("reaping the server");
-    }
-}
-
-fn http() -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("an HTTP client")
-}
-
-/// POSTs the run form; returns the new run's id from the redirect.
-async fn start_run(base_url: &str, fields: &[(String, String)]) -> i64 {
-    let body = url::form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(fields)
-        .finish();
-    let response = browser_client(base_url)
-        .await
-        .post(format!("{base_url}/runs"))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(body)
-        .send()
-        .await
-        .expect("POST /runs");
-    assert_eq!(response.status().as_u16(), 303, "the run form redirects to the run");
-    let location = response.headers()["location"].to_str().expect("a location").to_string();
-    location
-        .strip_prefix("/runs/")
-        .and_then(|id| id.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected redirect {location}"))
-}
-
 /// Measured (non-warm-up) records stored so far.
 async fn measured(store: &DynStore, run_id: i64) -> Vec<RequestRecord> {
     let records = store.list_request_records(run_id).await.expect("listing records");
@@ -283,7 +175,7 @@ async fn kill_and_resume(database_url: &str, backend: &str) {
     let store = crate::support::db::open(database_url).await;
     let (version, candidates) = seed(&store, &file, &mock).await;
 
-    let first = Server::start(database_url);
+    let first = Server::start(database_url, &[]);
     let run_id = start_run(&first.base_url, &run_form(version, &candidates)).await;
     let total = candidates.len() * CASES * REPETITIONS as usize;
     // Kill once a few records are stored, well before the end.
@@ -310,7 +202,7 @@ async fn kill_and_resume(database_url: &str, backend: &str) {
         before.len()
     );
 
-    let second = Server::start(database_url);
+    let second = Server::start(database_url, &[]);
     wait_until(&store, run_id, "the resumed run to finish", |status, _| {
         status.is_terminal()
     })
@@ -415,7 +307,7 @@ async fn soak_kill_and_resume(database_url: &str, backend: &str) {
     let (version, candidates) = seed(&store, &file, &mock).await;
     let candidate = candidates[0];
 
-    let first = Server::start(database_url);
+    let first = Server::start(database_url, &[]);
     let body = url::form_urlencoded::Serializer::new(String::new())
         .extend_pairs([
             ("seconds", "6"),
@@ -454,7 +346,7 @@ async fn soak_kill_and_resume(database_url: &str, backend: &str) {
     // Down for longer than a soak ever has nothing in flight, so the pause is unmistakable.
     tokio::time::sleep(Duration::from_millis(2500)).await;
 
-    let second = Server::start(database_url);
+    let second = Server::start(database_url, &[]);
     wait_until(&store, run_id, "the resumed soak to finish", |status, _| {
         status.is_terminal()
     })
@@ -528,4 +420,97 @@ async fn a_soak_killed_with_sigkill_resumes_as_a_soak_on_sqlite() {
 async fn a_soak_killed_with_sigkill_resumes_as_a_soak_on_postgres() {
     let (url, _guard) = postgres_url().await;
     soak_kill_and_resume(&url, "postgres").await;
+}
+
+/// How long the server stays down between a kill and the next start.
+const DOWNTIME: Duration = Duration::from_millis(1500);
+
+/// Kills the server during the run and again during the resumed run, then lets a third start
+/// finish it: the figures are per segment (three of them, the downtime left out) and the run
+/// page and the scorecard say so.
+async fn kill_during_a_resumed_run(database_url: &str, backend: &str) {
+    let file = evalset();
+    let mock = slow_mock(&file).await;
+    let store = crate::support::db::open(database_url).await;
+    let (version, candidates) = seed(&store, &file, &mock).await;
+    let total = candidates.len() * CASES * REPETITIONS as usize;
+
+    let first = Server::start(database_url, &[]);
+    let run_id = start_run(&first.base_url, &run_form(version, &candidates)).await;
+    wait_until(&store, run_id, "the first records", |_, n| n >= 4).await;
+    first.kill();
+    let after_first = measured(&store, run_id).await.len();
+    tokio::time::sleep(DOWNTIME).await;
+
+    let second = Server::start(database_url, &[]);
+    wait_until(&store, run_id, "records of the resumed run", |status, n| {
+        assert!(
+            !status.is_terminal(),
+            "{backend}: the resumed run ended before the second kill"
+        );
+        n >= after_first + 4
+    })
+    .await;
+    second.kill();
+    let after_second = measured(&store, run_id).await.len();
+    assert!(after_second < total, "{backend}: the second kill came mid-run");
+    tokio::time::sleep(DOWNTIME).await;
+
+    let third = Server::start(database_url, &[]);
+    wait_until(&store, run_id, "the twice resumed run to finish", |status, _| {
+        status.is_terminal()
+    })
+    .await;
+    let run = store.get_run(run_id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Finished, "{backend}: {:?}", run.error);
+    assert_complete(&measured(&store, run_id).await, &candidates, backend);
+    let events = store.list_run_events(run_id).await.unwrap();
+    let resumes = events.iter().filter(|e| e.message.starts_with("resumed:")).count();
+    assert_eq!(resumes, 2, "{backend}: two resumes in the event log");
+
+    // "measured in 3 segments (the run was resumed); 4.1 s of downtime excluded …"
+    let segments = |text: &str| -> Option<(u32, f64)> {
+        let marker = " segments (the run was resumed); ";
+        let at = text.find(marker)?;
+        let n = text[..at].rsplit(' ').next()?;
+        let rest = &text[at + marker.len()..];
+        let downtime = rest.split_once(" s of downtime excluded")?.0;
+        Some((n.parse().ok()?, downtime.replace(',', "").parse().ok()?))
+    };
+    for path in [format!("/runs/{run_id}"), format!("/runs/{run_id}/scorecard")] {
+        let page = http()
+            .get(format!("{}{path}", third.base_url))
+            .send()
+            .await
+            .expect("GET a page of the run");
+        assert_eq!(page.status().as_u16(), 200, "{backend}: {path}");
+        let text = page.text().await.unwrap();
+        let (n, downtime) =
+            segments(&text).unwrap_or_else(|| panic!("{backend}: {path} states the segments of the resumed run"));
+        assert_eq!(n, 3, "{backend}: {path}: three segments (two kills)");
+        // Each downtime is at least the time the server was down; neither is in any window.
+        assert!(
+            downtime >= 2.0 * DOWNTIME.as_secs_f64(),
+            "{backend}: {path}: {downtime} s of downtime excluded, the server was down at least {:?} twice",
+            DOWNTIME
+        );
+    }
+    drop(third);
+    mock.shutdown().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_run_killed_again_states_three_segments_without_the_downtime_on_sqlite() {
+    let (url, _guard) = sqlite_url();
+    kill_during_a_resumed_run(&url, "sqlite").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_postgres),
+    ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…"
+)]
+async fn a_resumed_run_killed_again_states_three_segments_without_the_downtime_on_postgres() {
+    let (url, _guard) = postgres_url().await;
+    kill_during_a_resumed_run(&url, "postgres").await;
 }

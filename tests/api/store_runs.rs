@@ -267,3 +267,34 @@ async fn store_restores_runs_with_their_times_and_caches_summaries(t: TestStore)
         t.backend
     );
 }
+
+each_backend!(a_paused_run_is_stored_with_its_message_kept_and_resumed_on_restart);
+async fn a_paused_run_is_stored_with_its_message_kept_and_resumed_on_restart(t: TestStore) {
+    let s = &t.store;
+    let tiny = s
+        .save_evalset_version(&EvalSetFile::parse("tiny.jsonl", TINY_EVALSET).unwrap())
+        .await
+        .unwrap();
+    let a = candidate(s, "a").await;
+    let r = run(s, tiny, &[a], "paused").await;
+    s.set_run_status(r, RunStatus::Running, None).await.unwrap();
+    let message = "paused: the database did not answer for 31 s; 5 records measured, 5 stored, 0 pending";
+    s.set_run_status(r, RunStatus::Paused, Some(message)).await.unwrap();
+    let stored = s.get_run(r).await.unwrap().unwrap();
+    assert_eq!(stored.status, RunStatus::Paused, "{}", t.backend);
+    assert_eq!(stored.error.as_deref(), Some(message), "{}", t.backend);
+    assert!(
+        stored.finished_at.is_none(),
+        "{}: a paused run has not ended",
+        t.backend
+    );
+    assert_eq!(
+        s.unfinished_runs().await.unwrap(),
+        vec![r],
+        "{}: resumed on the next start",
+        t.backend
+    );
+    // The runs table was rebuilt for the new status (SQLite): what refers to it still does.
+    s.append_run_event(r, "info", "still here").await.unwrap();
+    assert_eq!(s.list_run_events(r).await.unwrap().len(), 1, "{}", t.backend);
+}

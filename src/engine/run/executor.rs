@@ -31,7 +31,7 @@ use tokio::time::Instant;
 use super::harness::HarnessClock;
 use super::llm_judge;
 use super::pool::{CandidateRun, CycleFeed, Feed, FinishedUnits, Tally, Unit};
-use super::writer::RecordWriter;
+use super::writer::{RecordWriter, WriterSettings};
 use super::{rollout, soak};
 use crate::domain::Timestamp;
 use crate::domain::calibers::HarnessReport;
@@ -48,6 +48,18 @@ use crate::store::DynStore;
 /// candidate was stopped (the run's error and events say why). An error means the run could
 /// not go on and should be marked failed by the caller.
 pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<RunStatus, EngineError> {
+    execute_with(store, run_id, cancel, WriterSettings::default()).await
+}
+
+/// [`execute`] with the records writer's spill directory and pause limit: a run whose
+/// database stays away past the limit ends `Paused` (every finished record stored, through the
+/// spill file if need be) and is resumed like an interrupted run.
+pub async fn execute_with(
+    store: DynStore,
+    run_id: i64,
+    cancel: Cancel,
+    writer_settings: WriterSettings,
+) -> Result<RunStatus, EngineError> {
     let run = store.get_run(run_id).await?.ok_or(EngineError::RunNotFound(run_id))?;
     if run.status.is_terminal() {
         return Ok(run.status);
@@ -87,6 +99,8 @@ pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<Run
     if run.config.soak {
         return soak::resume(&store, &run, version, &candidates[0], cancel).await;
     }
+    // Records the previous process spilled and could not store before it ended, first.
+    let replayed = super::writer::replay_spilled(&store, &writer_settings, run_id).await?;
     let existing = store.list_request_records(run_id).await?;
     store.set_run_status(run_id, RunStatus::Running, None).await?;
     let started = if existing.is_empty() {
@@ -106,6 +120,19 @@ pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<Run
         format!("resumed: {} stored records kept", existing.len())
     };
     store.append_run_event(run_id, "info", &started).await?;
+    if replayed.records > 0 || replayed.unreadable > 0 {
+        let message = format!(
+            "spill file replayed: {} records read back, {} of them new to the store ({} stored before){}",
+            replayed.records,
+            replayed.new,
+            replayed.records as u64 - replayed.new,
+            match replayed.unreadable {
+                0 => String::new(),
+                n => format!("; {n} line(s) cut short by the crash left out (those requests are measured again)"),
+            }
+        );
+        store.append_run_event(run_id, "warn", &message).await?;
+    }
     // One call per declared tokenize endpoint, before any load, so a wrong one shows now.
     server_tokenizer::preflight(&store, run_id, &candidates).await?;
     if run.config.judge.is_none() && !version.file.judge_names(case_count).is_empty() {
@@ -121,7 +148,10 @@ pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<Run
     let clock = HarnessClock::start();
     let since_us = wall_clock_us();
     let file = Arc::new(version.file);
-    let writer = RecordWriter::spawn(store.clone());
+    let writer = RecordWriter::spawn_with(store.clone(), run_id, writer_settings);
+    // The load stops the same way when the run is cancelled and when the writer pauses it.
+    let user_cancel = cancel;
+    let cancel = user_cancel.or_when(writer.paused());
     let earlier_stops = store.list_candidate_stops(run_id).await?;
     let mut stops: Vec<(String, CandidateStop, String)> = Vec::new();
     let mut result = Ok(());
@@ -168,10 +198,26 @@ pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<Run
             }
         }
     }
+    // The pause cut the load short (not a run that had sent everything when it came).
+    let load_paused = cancel.is_cancelled() && !user_cancel.is_cancelled();
     // Whatever happened, everything measured so far is stored before the status changes.
     let stored = writer.finish().await;
     result?;
-    stored?;
+    let writer_end = stored?;
+    if let Some(paused) = writer_end.paused.as_ref().filter(|_| load_paused) {
+        let message = format!(
+            "paused: the database did not answer for {:.0} s (the limit is {:.0} s; {}); {}; resume the run to \
+             measure the rest",
+            paused.away.as_secs_f64(),
+            paused.limit.as_secs_f64(),
+            paused.cause,
+            writer_end.counts()
+        );
+        super::writer::append_event_patiently(&store, run_id, "warn", &message).await?;
+        store.set_run_status(run_id, RunStatus::Paused, Some(&message)).await?;
+        return Ok(RunStatus::Paused);
+    }
+    let cancel = user_cancel;
     // The harness clock covers the load only, not the counting below.
     let clock = clock.stop().await;
     // Every candidate's load has ended (two may share a server): now, and on resume, the

@@ -23,6 +23,7 @@ pub mod pool;
 pub mod rollout;
 pub mod runtime;
 pub mod soak;
+pub mod spill;
 pub mod writer;
 
 use crate::engine::cancel::Cancel;
@@ -35,6 +36,8 @@ use admission::{Blocker, Caps, Decision, Entry};
 pub struct Runner {
     store: DynStore,
     caps: Caps,
+    /// Where each run's records writer spills and when it pauses the run.
+    writer: writer::WriterSettings,
     state: Arc<Mutex<State>>,
     /// Told when a run ends (the verdict worker looks for runs to assess).
     run_ended: Arc<Notify>,
@@ -104,10 +107,18 @@ impl Runner {
                 max_runs: caps.max_runs.max(1),
                 per_candidate: caps.per_candidate.max(1),
             },
+            writer: writer::WriterSettings::default(),
             state: Arc::new(Mutex::new(State::default())),
             run_ended: Arc::new(Notify::new()),
             idle: Arc::new(Notify::new()),
         }
+    }
+
+    /// This runner with the records writer's spill directory and pause limit (serve sets them;
+    /// by default records wait in memory and a run is never paused).
+    pub fn with_writer(mut self, settings: writer::WriterSettings) -> Self {
+        self.writer = settings;
+        self
     }
 
     pub fn caps(&self) -> Caps {
@@ -243,7 +254,7 @@ impl Runner {
     async fn execute(&self, run_id: i64, cancel: Cancel) {
         // A separate task, so even a panic ends with the run marked failed.
         let store = self.store.clone();
-        let outcome = tokio::spawn(executor::execute(store, run_id, cancel)).await;
+        let outcome = tokio::spawn(executor::execute_with(store, run_id, cancel, self.writer.clone())).await;
         let failure = match outcome {
             Ok(Ok(status)) => {
                 tracing::info!(run_id, status = status.as_str(), "run ended");

@@ -1,9 +1,10 @@
 //! `POST /runs/{id}/again`: "Run again" and "Run again without X" from an ended run's page —
-//! a new run with the same settings (`app::runs::run_again`), then its page.
+//! a new run with the same settings (`app::runs::run_again`), then its page; and
+//! `POST /runs/{id}/resume`, which resumes a paused run.
 use axum::extract::{Path, State};
 use axum::response::Redirect;
 
-use crate::app::runs::run_again;
+use crate::app::runs::{resume_paused, run_again};
 use crate::domain::candidate::Candidate;
 use crate::domain::run::{CandidateStop, Run, RunStatus};
 use crate::web::AppState;
@@ -49,6 +50,20 @@ pub async fn again(
     )
     .await?;
     Ok(Redirect::to(&format!("/runs/{new_id}")))
+}
+
+/// `POST /runs/{id}/resume`: a paused run goes on where it stopped.
+pub async fn resume(State(state): State<AppState>, Path(raw): Path<String>) -> Result<Redirect, WebError> {
+    let id = parse_id(&raw, "run")?;
+    resume_paused(&state.store, &state.runner, id).await?;
+    crate::web::audit::record(
+        &state,
+        crate::domain::audit::Action::RunStarted,
+        format!("run #{id}"),
+        "resumed after a pause".to_string(),
+    )
+    .await?;
+    Ok(Redirect::to(&format!("/runs/{id}")))
 }
 
 /// The buttons an ended run offers: none while it goes or when it finished cleanly; "Run

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::domain::calibers::resumes_of;
 use crate::domain::candidate::Candidate;
 use crate::domain::grading::case_passed;
-use crate::domain::metrics::{CandidateSummary, summarise_candidate};
+use crate::domain::metrics::{CandidateSummary, summarise_candidate_resumed};
 use crate::domain::run::{Phase, RequestRecord, Run, RunConfig, RunStatus};
 use crate::domain::validation::truncate;
 use crate::store::EvalSetVersion;
@@ -72,6 +72,8 @@ pub struct LiveView {
     pub pushed: bool,
     pub status: &'static str,
     pub terminal: bool,
+    /// Paused (the database stayed away): stopped until resumed, so not polled.
+    pub paused: bool,
     pub created: String,
     pub started: String,
     pub finished: String,
@@ -407,6 +409,7 @@ pub(super) async fn live_view(
         pushed: false,
         status: run.status.as_str(),
         terminal: run.status.is_terminal(),
+        paused: run.status == RunStatus::Paused,
         created: run.created_at.display(),
         started: or_dash(run.started_at),
         finished: or_dash(run.finished_at),
@@ -531,7 +534,7 @@ async fn record_parts(
         })
         .collect();
 
-    let scorecard = (!measured.is_empty()).then(|| scorecard(run, version, candidates, &records));
+    let scorecard = (!measured.is_empty()).then(|| scorecard(run, version, candidates, &records, &resumes));
 
     // Per-case rows in eval-set order, then candidate order, then repetition and attempt.
     let order: HashMap<&str, usize> = version
@@ -592,6 +595,7 @@ fn scorecard(
     version: Option<&EvalSetVersion>,
     candidates: &[Candidate],
     records: &[RequestRecord],
+    resumes: &[i64],
 ) -> Scorecard {
     let weights: HashMap<&str, f64> = version
         .map(|v| v.file.cases.iter().map(|c| (c.id.as_str(), c.weight())).collect())
@@ -599,7 +603,7 @@ fn scorecard(
     let summaries: Vec<CandidateSummary> = run
         .candidate_ids
         .iter()
-        .map(|&id| summarise_candidate(id, records, |case| weights.get(case).copied().unwrap_or(1.0)))
+        .map(|&id| summarise_candidate_resumed(id, records, |case| weights.get(case).copied().unwrap_or(1.0), resumes))
         .collect();
     let concurrency = summaries
         .iter()
@@ -694,6 +698,16 @@ fn scorecard(
         c.warmup_requests,
         if c.warmup_requests == 1 { "" } else { "s" },
     );
+    // A resumed run: its aggregates are per segment, and the table says so.
+    let resumed = summaries
+        .iter()
+        .filter(|s| s.segments > 1)
+        .max_by(|a, b| a.downtime_s.total_cmp(&b.downtime_s))
+        .and_then(|s| super::report::resumed_text(s.segments, s.downtime_s));
+    let conditions = match resumed {
+        Some(text) => format!("{conditions} · {text}"),
+        None => conditions,
+    };
     // A load-shape run's levels differ in load: pooled figures are not figures of any one level.
     let conditions = if matches!(c.load, crate::domain::load::LoadShape::Fixed) {
         conditions

@@ -11,7 +11,7 @@ mod detail;
 mod events;
 mod list;
 mod new;
-mod report;
+pub(crate) mod report;
 
 pub use detail::{LiveView, RunPage};
 
@@ -26,6 +26,7 @@ pub fn router() -> Router<AppState> {
         .route("/runs/{id}/cases", get(cases::page))
         .route("/runs/{id}/cancel", post(detail::cancel))
         .route("/runs/{id}/again", post(again::again))
+        .route("/runs/{id}/resume", post(again::resume))
 }
 
 /// One row of a runs table (overview and list).

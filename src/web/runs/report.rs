@@ -430,11 +430,15 @@ pub fn levels_view(
 
 /// "measured in 2 segments; 41 s of downtime excluded" for a level of a resumed run.
 pub fn segments_text(l: &LevelFigures) -> Option<String> {
-    (l.segments > 1).then(|| {
+    resumed_text(l.segments, l.downtime_s)
+}
+
+/// What every page says of figures measured in `segments` > 1 segments (a resumed run).
+pub fn resumed_text(segments: u32, downtime_s: f64) -> Option<String> {
+    (segments > 1).then(|| {
         format!(
-            "measured in {} segments (the run was resumed); {} s of downtime excluded from every aggregate",
-            l.segments,
-            format::significant(l.downtime_s)
+            "measured in {segments} segments (the run was resumed); {} s of downtime excluded from every aggregate",
+            format::significant(downtime_s)
         )
     })
 }

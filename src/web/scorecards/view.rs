@@ -413,12 +413,8 @@ pub fn build(j: &RunScorecard) -> CardView {
         .into_iter()
         .filter(|s| s.segments > 1)
         .max_by(|a, b| a.downtime_s.total_cmp(&b.downtime_s));
-    let conditions = match resumed {
-        Some(s) => format!(
-            "{conditions} · measured in {} segments (the run was resumed); {} s of downtime excluded from every aggregate",
-            s.segments,
-            format::significant(s.downtime_s)
-        ),
+    let conditions = match resumed.and_then(|s| crate::web::runs::report::resumed_text(s.segments, s.downtime_s)) {
+        Some(text) => format!("{conditions} · {text}"),
         None => conditions,
     };
     CardView {

@@ -5,3 +5,4 @@ pub mod cli;
 pub mod db;
 pub mod proxy;
 pub mod runs;
+pub mod serve;

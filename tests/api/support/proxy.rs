@@ -63,9 +63,19 @@ impl FaultProxy {
 
     /// Resets every connection now and every new one for `duration`, then forwards again.
     pub async fn cut_for(&self, duration: Duration) {
+        self.go_down();
+        tokio::time::sleep(duration).await;
+        self.come_back();
+    }
+
+    /// Resets every connection now and every new one until [`FaultProxy::come_back`].
+    pub fn go_down(&self) {
         self.down.store(true, Ordering::SeqCst);
         self.cuts.send_modify(|n| *n += 1);
-        tokio::time::sleep(duration).await;
+    }
+
+    /// Forwards new connections again.
+    pub fn come_back(&self) {
         self.down.store(false, Ordering::SeqCst);
     }
 
