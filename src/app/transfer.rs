@@ -15,7 +15,7 @@ use crate::domain::candidate::{
     CandidateDraft, CandidateSpec, ClaimedFigure, Conditions, Pricing, ProviderKind, TokenizeEndpoint,
 };
 use crate::domain::evalset::EvalSetFile;
-use crate::domain::run::{NewRun, RequestRecord, RunConfig, RunEvent, RunStatus};
+use crate::domain::run::{CandidateStop, NewRun, RequestRecord, RunConfig, RunEvent, RunStatus, StopStage};
 use crate::store::{ImportOutcome, ImportedCandidate, RestoredRun, RunImport, Store};
 
 /// The format's name and version; a reader refuses any other.
@@ -39,6 +39,26 @@ pub struct RunExport {
     pub harness: Option<HarnessReport>,
     /// Raw records; `run_id` and `candidate_id` are the exporting installation's ids.
     pub records: Vec<RequestRecord>,
+    /// Candidates stopped while the others went on (staged start, error budget, setup), in the
+    /// order they stopped. Absent in exports written before it was added: none stopped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stops: Vec<ExportedStop>,
+    /// Indexes into `records` of the measured requests whose span (send → end) overlapped one
+    /// of the harness's lag spikes: their timings may be late. Derived from `harness` and the
+    /// records (so not part of the content hash, and ignored on import).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lag_spike_marked: Vec<usize>,
+}
+
+/// A candidate stopped within the run (`CandidateStop`), as exported.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExportedStop {
+    /// The exporting installation's id, as in `candidates[].id`.
+    pub candidate_id: i64,
+    pub stage: StopStage,
+    pub reason: String,
+    /// Unix milliseconds.
+    pub at: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -142,6 +162,8 @@ pub async fn export_run(store: &dyn Store, run_id: i64) -> Result<RunExport, App
             message: e.message,
         })
         .collect();
+    let harness = store.get_run_harness(run_id).await?;
+    let records = store.list_request_records(run_id).await?;
     Ok(RunExport {
         schema: SCHEMA.to_string(),
         exported_by: format!("bakeoff {}", crate::VERSION),
@@ -163,8 +185,28 @@ pub async fn export_run(store: &dyn Store, run_id: i64) -> Result<RunExport, App
         },
         candidates,
         events,
-        harness: store.get_run_harness(run_id).await?,
-        records: store.list_request_records(run_id).await?,
+        lag_spike_marked: match &harness {
+            Some(h) => records
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| h.lag_spikes.marks(r))
+                .map(|(i, _)| i)
+                .collect(),
+            None => Vec::new(),
+        },
+        harness,
+        records,
+        stops: store
+            .list_candidate_stops(run_id)
+            .await?
+            .into_iter()
+            .map(|s| ExportedStop {
+                candidate_id: s.candidate_id,
+                stage: s.stage,
+                reason: s.reason,
+                at: s.at.0,
+            })
+            .collect(),
     })
 }
 
@@ -222,7 +264,7 @@ fn spec_of(c: &ExportedCandidate, name: &str) -> Result<CandidateSpec, AppError>
 /// imported twice) is recognised.
 pub fn content_hash(export: &RunExport) -> String {
     use sha2::{Digest, Sha256};
-    let content = serde_json::json!({
+    let mut content = serde_json::json!({
         "schema": export.schema,
         "run": export.run,
         "evalset": export.evalset,
@@ -231,6 +273,10 @@ pub fn content_hash(export: &RunExport) -> String {
         "harness": export.harness,
         "records": export.records,
     });
+    // Only when there are any: an export without stops keeps the hash it always had.
+    if !export.stops.is_empty() {
+        content["stops"] = serde_json::json!(export.stops);
+    }
     hex::encode(Sha256::digest(content.to_string().as_bytes()))
 }
 
@@ -285,6 +331,12 @@ pub async fn import_run(store: &dyn Store, export: &RunExport) -> Result<Importe
     }
     let position: std::collections::HashMap<i64, usize> =
         export.candidates.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
+    if let Some(s) = export.stops.iter().find(|s| !position.contains_key(&s.candidate_id)) {
+        return Err(AppError::Invalid(format!(
+            "a stop names candidate #{}, which the export does not list",
+            s.candidate_id
+        )));
+    }
     if let Some(r) = export.records.iter().find(|r| !position.contains_key(&r.candidate_id)) {
         return Err(AppError::Invalid(format!(
             "a record of case {:?} names candidate #{}, which the export does not list",
@@ -353,6 +405,17 @@ pub async fn import_run(store: &dyn Store, export: &RunExport) -> Result<Importe
             .map(|r| RequestRecord {
                 candidate_id: position[&r.candidate_id] as i64,
                 ..r.clone()
+            })
+            .collect(),
+        stops: export
+            .stops
+            .iter()
+            .map(|s| CandidateStop {
+                run_id: 0,
+                candidate_id: position[&s.candidate_id] as i64,
+                stage: s.stage,
+                reason: s.reason.clone(),
+                at: Timestamp(s.at),
             })
             .collect(),
         note: format!(

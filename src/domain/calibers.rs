@@ -861,6 +861,12 @@ impl LagSpikes {
         self.spikes.get(at).is_some_and(|s| s.0 <= end_us)
     }
 
+    /// Whether this measured request (warm-ups and rollout requests never are) overlapped a
+    /// spike: its timings are marked on the drill-down and in exports.
+    pub fn marks(&self, r: &RequestRecord) -> bool {
+        !r.is_warmup && self.overlaps(r.sent_at_us, r.sent_at_us + r.end_us.unwrap_or(0).max(0))
+    }
+
     /// "3 of 1,200 requests overlapped a lag spike > 5 ms; their timings are marked".
     pub fn describe(&self) -> String {
         if self.marked_requests == 0 {

@@ -152,6 +152,23 @@ macro_rules! archive_helpers {
             for chunk in records.chunks(rows::RECORDS_PER_STATEMENT) {
                 Self::append_request_records_in(tx, chunk).await?;
             }
+            for stop in &import.stops {
+                let position = usize::try_from(stop.candidate_id)
+                    .ok()
+                    .filter(|p| *p < candidate_ids.len())
+                    .ok_or_else(|| StoreError::NotFound(format!("candidate #{} of a stop in the export", stop.candidate_id)))?;
+                sqlx::query(
+                    "INSERT INTO run_candidate_stops (run_id, candidate_id, stage, reason, stopped_at) \
+                     VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(run_id)
+                .bind(candidate_ids[position])
+                .bind(stop.stage.as_str())
+                .bind(Self::TEXT.encode(&stop.reason))
+                .bind(stop.at.0)
+                .execute(&mut **tx)
+                .await?;
+            }
             if let Some(harness) = &import.harness {
                 sqlx::query("UPDATE runs SET harness = $2 WHERE id = $1")
                     .bind(run_id)

@@ -138,6 +138,75 @@ macro_rules! evalset_queries {
                 rows.into_iter().map(rows::EvalSetVersionRow::into_version).collect()
             })
         }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn get_evalset_version_head(&self, version_id: i64) -> StoreFuture<'_, Option<EvalSetVersionHead>> {
+            Box::pin(async move {
+                // The header is the first line; its first 64 KiB nearly always hold it whole.
+                let row: Option<rows::EvalSetHeadRow> = sqlx::query_as(
+                    "SELECT id, evalset_id, content_hash, substr(content, 1, 65536) AS head, case_count, created_at \
+                     FROM evalset_versions WHERE id = $1",
+                )
+                .bind(version_id)
+                .fetch_optional(self.pool())
+                .await?;
+                let Some(row) = row else { return Ok(None) };
+                if row.head.contains('\n') {
+                    return row.into_head().map(Some);
+                }
+                // A header longer than that (a long system prompt): the whole version.
+                let version = self.get_evalset_version(version_id).await?;
+                Ok(version.map(|v| EvalSetVersionHead {
+                    id: v.id,
+                    evalset_id: v.evalset_id,
+                    content_hash: v.content_hash,
+                    case_count: v.file.cases.len(),
+                    header: v.file.header,
+                    created_at: v.created_at,
+                }))
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn list_evalset_version_links(&self, evalset_id: i64) -> StoreFuture<'_, Vec<EvalSetVersionLink>> {
+            Box::pin(async move {
+                let rows: Vec<(i64, String, i64, i64)> = sqlx::query_as(
+                    "SELECT id, content_hash, case_count, created_at FROM evalset_versions \
+                     WHERE evalset_id = $1 ORDER BY id DESC",
+                )
+                .bind(evalset_id)
+                .fetch_all(self.pool())
+                .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(id, content_hash, case_count, created_at)| EvalSetVersionLink {
+                        id,
+                        content_hash,
+                        case_count: case_count.max(0) as usize,
+                        created_at: Timestamp(created_at),
+                    })
+                    .collect())
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn list_eval_cases_page(&self, version_id: i64, offset: i64, limit: i64) -> StoreFuture<'_, Vec<EvalCase>> {
+            Box::pin(async move {
+                let Some(head) = self.get_evalset_version_head(version_id).await? else {
+                    return Ok(Vec::new());
+                };
+                let rows: Vec<rows::EvalCaseRow> = sqlx::query_as(
+                    "SELECT case_id, position, input, expected, graders, tags, weight FROM eval_cases \
+                     WHERE version_id = $1 ORDER BY position LIMIT $2 OFFSET $3",
+                )
+                .bind(version_id)
+                .bind(limit.max(0))
+                .bind(offset.max(0))
+                .fetch_all(self.pool())
+                .await?;
+                rows.into_iter().map(|r| r.into_case(version_id, &head.header)).collect()
+            })
+        }
     };
 }
 pub(super) use evalset_queries;

@@ -22,7 +22,7 @@ use crate::domain::accounts::{ApiToken, Role, User};
 use crate::domain::audit::{AuditEntry, AuditFilter, NewAuditEntry};
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{Candidate, CandidateSpec};
-use crate::domain::evalset::{EvalSetFile, TaskKind};
+use crate::domain::evalset::{EvalCase, EvalSetFile, EvalSetHeader, TaskKind};
 use crate::domain::grading::Grade;
 use crate::domain::operability::{ChecklistAnswers, ChecklistVersion, ProbeReport, ProbeRun};
 use crate::domain::run::{
@@ -148,6 +148,26 @@ pub struct EvalSetSummary {
     pub updated_at: Timestamp,
 }
 
+/// One version of an eval set without its cases: the header, how many cases, when.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalSetVersionHead {
+    pub id: i64,
+    pub evalset_id: i64,
+    pub content_hash: String,
+    pub header: EvalSetHeader,
+    pub case_count: usize,
+    pub created_at: Timestamp,
+}
+
+/// One version of an eval set, for a list of its versions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalSetVersionLink {
+    pub id: i64,
+    pub content_hash: String,
+    pub case_count: usize,
+    pub created_at: Timestamp,
+}
+
 /// One immutable version of an eval set, with its parsed file and original text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EvalSetVersion {
@@ -269,6 +289,8 @@ pub struct RunImport {
     pub harness: Option<HarnessReport>,
     /// Records whose `candidate_id` is the position of their candidate in `candidates`.
     pub records: Vec<RequestRecord>,
+    /// Stopped candidates, `candidate_id` the position as for records (`run_id` is ignored).
+    pub stops: Vec<CandidateStop>,
     /// Appended to the run's event log (e.g. where it was imported from).
     pub note: String,
 }
@@ -367,6 +389,14 @@ pub trait Store: Send + Sync + 'static {
     fn get_evalset_version(&self, version_id: i64) -> StoreFuture<'_, Option<EvalSetVersion>>;
     /// Every version of one eval set, newest first.
     fn list_evalset_versions(&self, evalset_id: i64) -> StoreFuture<'_, Vec<EvalSetVersion>>;
+    /// One version's header and case count, without reading its cases (for pages that show a
+    /// page of cases: a 100,000-case version is never parsed whole for them).
+    fn get_evalset_version_head(&self, version_id: i64) -> StoreFuture<'_, Option<EvalSetVersionHead>>;
+    /// Every version of one eval set as links (id, hash, case count, created), newest first.
+    fn list_evalset_version_links(&self, evalset_id: i64) -> StoreFuture<'_, Vec<EvalSetVersionLink>>;
+    /// Cases `offset..offset + limit` of a version, in file order (read from `eval_cases`).
+    /// A case's graders are empty when they are the header's defaults, as in the file.
+    fn list_eval_cases_page(&self, version_id: i64, offset: i64, limit: i64) -> StoreFuture<'_, Vec<EvalCase>>;
 
     // --- threshold profiles (profiles.rs; each save is a new version, history kept)
     /// Creates the profile or appends a version; returns (profile id, version number).

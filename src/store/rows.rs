@@ -9,12 +9,12 @@ use std::fmt::Display;
 use serde::de::DeserializeOwned;
 
 use super::text::TextCodec;
-use super::{CandidateProgress, EvalSetSummary, EvalSetVersion, ProfileChange, StoreError};
+use super::{CandidateProgress, EvalSetSummary, EvalSetVersion, EvalSetVersionHead, ProfileChange, StoreError};
 use crate::domain::Timestamp;
 use crate::domain::candidate::{
     Candidate, CandidateSpec, ClaimedFigure, Conditions, Pricing, ProviderKind, Secret, TokenizeEndpoint, TokenizeKind,
 };
-use crate::domain::evalset::{EvalSetFile, TaskKind};
+use crate::domain::evalset::{EvalCase, EvalSetFile, EvalSetHeader, TaskKind};
 use crate::domain::grading::Grade;
 use crate::domain::pipeline::PipelineSpec;
 use crate::domain::run::{
@@ -303,6 +303,75 @@ impl EvalSetVersionRow {
             content_hash: self.content_hash,
             file,
             created_at: Timestamp(self.created_at),
+        })
+    }
+}
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct EvalSetHeadRow {
+    pub id: i64,
+    pub evalset_id: i64,
+    pub content_hash: String,
+    /// The start of the content, holding the header line.
+    pub head: String,
+    pub case_count: i64,
+    pub created_at: i64,
+}
+
+impl EvalSetHeadRow {
+    pub(crate) fn into_head(self) -> Result<EvalSetVersionHead, StoreError> {
+        let place = format!("evalset_versions.content (header) of version {}", self.id);
+        let line = self.head.lines().next().unwrap_or_default();
+        let header: EvalSetHeader = parse_json(place, line)?;
+        Ok(EvalSetVersionHead {
+            id: self.id,
+            evalset_id: self.evalset_id,
+            content_hash: self.content_hash,
+            header,
+            case_count: self.case_count.max(0) as usize,
+            created_at: Timestamp(self.created_at),
+        })
+    }
+}
+
+/// One row of `eval_cases`.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct EvalCaseRow {
+    pub case_id: String,
+    pub position: i64,
+    pub input: String,
+    pub expected: Option<String>,
+    pub graders: String,
+    pub tags: String,
+    pub weight: f64,
+}
+
+impl EvalCaseRow {
+    /// The case as its file has it: graders equal to the header's defaults are left out, a
+    /// weight of 1 is the default.
+    pub(crate) fn into_case(self, version_id: i64, header: &EvalSetHeader) -> Result<EvalCase, StoreError> {
+        let place = |column: &str| format!("eval_cases.{column} of version {version_id} position {}", self.position);
+        #[derive(serde::Deserialize)]
+        struct Input {
+            #[serde(default)]
+            vars: serde_json::Map<String, serde_json::Value>,
+            #[serde(default)]
+            messages: Option<Vec<crate::domain::evalset::ChatMessage>>,
+        }
+        let input: Input = parse_json(place("input"), &self.input)?;
+        let expected = match &self.expected {
+            Some(text) => Some(parse_json(place("expected"), text)?),
+            None => None,
+        };
+        let graders: Vec<crate::domain::grading::Grader> = parse_json(place("graders"), &self.graders)?;
+        Ok(EvalCase {
+            id: self.case_id,
+            vars: input.vars,
+            messages: input.messages,
+            expected,
+            graders: if graders == header.graders { Vec::new() } else { graders },
+            tags: parse_json(place("tags"), &self.tags)?,
+            weight: (self.weight != 1.0).then_some(self.weight),
         })
     }
 }

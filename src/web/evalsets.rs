@@ -187,19 +187,26 @@ async fn load(state: &AppState, raw: &str) -> Result<EvalSetVersion, WebError> {
         .ok_or_else(|| WebError::NotFound(format!("eval set version #{id}")))
 }
 
+/// One version's page: its header and one page of its cases, read from the database page by
+/// page (LIMIT/OFFSET on `eval_cases`), so a 100,000-case version costs what a 50-case page
+/// costs in memory and CPU.
 async fn detail(
     State(state): State<AppState>,
     Path(raw): Path<String>,
     Query(q): Query<PageQuery>,
 ) -> Result<EvalSetPage, WebError> {
-    let version = load(&state, &raw).await?;
+    let id = parse_id(&raw, "eval set version")?;
+    let version = state
+        .store
+        .get_evalset_version_head(id)
+        .await?
+        .ok_or_else(|| WebError::NotFound(format!("eval set version #{id}")))?;
     let page = parse_page(q.page.as_deref())?;
-    let file: &EvalSetFile = &version.file;
     let pager = Pagination::new(
         format!("/evalsets/{}", version.id),
         page,
         CASES_PER_PAGE,
-        file.cases.len() as i64,
+        version.case_count as i64,
     );
     if pager.out_of_range() {
         return Err(WebError::NotFound(format!(
@@ -207,30 +214,33 @@ async fn detail(
             pager.pages
         )));
     }
-    let cases = case_rows(
-        file,
-        file.cases
-            .iter()
-            .skip(pager.offset() as usize)
-            .take(CASES_PER_PAGE as usize),
-    )
-    .into_iter()
-    .enumerate()
-    .map(|(i, mut row)| {
-        row.position = pager.offset() as usize + i + 1;
-        row
-    })
-    .collect();
+    let shown = state
+        .store
+        .list_eval_cases_page(version.id, pager.offset(), i64::from(CASES_PER_PAGE))
+        .await?;
+    // Only the page's cases, with the header that renders their prompts.
+    let file = EvalSetFile {
+        header: version.header,
+        cases: shown,
+    };
+    let cases = case_rows(&file, file.cases.iter())
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut row)| {
+            row.position = pager.offset() as usize + i + 1;
+            row
+        })
+        .collect();
     let versions = state
         .store
-        .list_evalset_versions(version.evalset_id)
+        .list_evalset_version_links(version.evalset_id)
         .await?
         .into_iter()
         .map(|v| VersionLink {
             id: v.id,
             hash: short_hash(&v.content_hash).to_string(),
             created: v.created_at.display(),
-            cases: v.file.cases.len(),
+            cases: v.case_count,
             current: v.id == version.id,
             compare_href: if v.id < version.id {
                 format!("/evalsets/{}/diff/{}", v.id, version.id)
@@ -250,7 +260,7 @@ async fn detail(
         hash: version.content_hash.clone(),
         hash_short: short_hash(&version.content_hash).to_string(),
         created: version.created_at.display(),
-        case_count: file.cases.len(),
+        case_count: version.case_count,
         system: h.system.clone(),
         prompt: h.prompt.clone(),
         max_tokens: or_dash(h.max_tokens),

@@ -326,6 +326,41 @@ async fn evalset_versions_are_content_addressed_and_reparse_to_the_original(
     );
 }
 
+each_backend!(a_page_of_cases_is_read_without_the_whole_version);
+async fn a_page_of_cases_is_read_without_the_whole_version(TestStore { backend, store, .. }: TestStore) {
+    let mut file = evalset("paged", &[("a", "x"), ("b", "y"), ("c", "z"), ("d", "w")]);
+    // A case with its own graders, tags, weight and messages keeps them; the others' graders
+    // are the header's defaults, left out as in the file.
+    file.cases[2].graders = vec![serde_json::from_str(r#"{"kind":"contains"}"#).unwrap()];
+    file.cases[2].tags = vec!["hard".into()];
+    file.cases[2].weight = Some(2.5);
+    let file = EvalSetFile::parse("paged.jsonl", &file.normalised()).unwrap();
+    let version = store.save_evalset_version(&file).await.unwrap();
+    let head = store
+        .get_evalset_version_head(version)
+        .await
+        .unwrap()
+        .expect("the head");
+    assert_eq!(head.header, file.header, "{backend}");
+    assert_eq!(head.case_count, 4, "{backend}");
+    assert_eq!(head.content_hash, file.content_hash(), "{backend}");
+    let page = store.list_eval_cases_page(version, 1, 2).await.unwrap();
+    assert_eq!(
+        page,
+        file.cases[1..3].to_vec(),
+        "{backend}: cases 2 and 3, as in the file"
+    );
+    assert_eq!(
+        store.list_eval_cases_page(version, 4, 2).await.unwrap(),
+        vec![],
+        "{backend}"
+    );
+    let links = store.list_evalset_version_links(head.evalset_id).await.unwrap();
+    assert_eq!(links.len(), 1, "{backend}");
+    assert_eq!((links[0].id, links[0].case_count), (version, 4), "{backend}");
+    assert!(store.get_evalset_version_head(version + 100).await.unwrap().is_none());
+}
+
 each_backend!(evalset_cases_are_stored_one_row_each);
 async fn evalset_cases_are_stored_one_row_each(t: TestStore) {
     let file = evalset("cases", &[("a", "x"), ("b", "y"), ("c", "z")]);

@@ -212,8 +212,7 @@ pub fn mark(spikes: Vec<(i64, i64, f64)>, records: &[RequestRecord]) -> LagSpike
     };
     for r in records.iter().filter(|r| !r.is_warmup) {
         out.measured_requests += 1;
-        let end = r.sent_at_us + r.end_us.unwrap_or(0).max(0);
-        if out.overlaps(r.sent_at_us, end) {
+        if out.marks(r) {
             out.marked_requests += 1;
         }
     }

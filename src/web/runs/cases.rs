@@ -14,6 +14,7 @@ use axum::extract::{Path, RawQuery, State};
 use serde::{Deserialize, Serialize};
 
 use super::detail::load;
+use crate::domain::calibers::LagSpikes;
 use crate::domain::grading::case_passed;
 use crate::domain::run::{ErrorClass, RequestRecord, Run};
 use crate::store::RecordFact;
@@ -121,6 +122,9 @@ pub struct AttemptView {
     pub repetition: u32,
     pub attempt: u32,
     pub is_final: bool,
+    /// Its span (send → end) overlapped one of the harness's lag spikes: its timings may be
+    /// late (the harness report says how many were).
+    pub lag_spike: bool,
     /// "ok" or the error class.
     pub status: String,
     pub error_detail: Option<String>,
@@ -222,6 +226,8 @@ pub async fn page(
         .map(|id| id.to_string())
         .collect();
     let records = state.store.list_case_records(run.id, &shown).await?;
+    let harness = state.store.get_run_harness(run.id).await?;
+    let spikes = harness.as_ref().map(|h| &h.lag_spikes);
     let mut records_by_case: HashMap<&str, Vec<&RequestRecord>> = HashMap::new();
     for r in records.iter().filter(|r| !r.is_warmup) {
         records_by_case.entry(r.case_id.as_str()).or_default().push(r);
@@ -252,7 +258,7 @@ pub async fn page(
                 .iter()
                 .map(|r| {
                     let is_final = last.get(&(r.candidate_id, r.phase.as_str(), r.repetition)) == Some(&r.attempt);
-                    attempt_view(r, name_of(r.candidate_id), is_final)
+                    attempt_view(r, name_of(r.candidate_id), is_final, spikes)
                 })
                 .collect();
             let total = all.len();
@@ -458,7 +464,7 @@ impl AttemptView {
     }
 }
 
-fn attempt_view(r: &RequestRecord, candidate: String, is_final: bool) -> AttemptView {
+fn attempt_view(r: &RequestRecord, candidate: String, is_final: bool, spikes: Option<&LagSpikes>) -> AttemptView {
     let msf = |us: Option<i64>| ms(us.map(|v| v as f64 / 1000.0));
     let count = |n: Option<u32>| n.map(|n| n.to_string()).unwrap_or_else(|| NOT_MEASURED.to_string());
     let source = r.output_tokens_source.map(|s| s.as_str()).unwrap_or("unknown");
@@ -468,6 +474,7 @@ fn attempt_view(r: &RequestRecord, candidate: String, is_final: bool) -> Attempt
         repetition: r.repetition,
         attempt: r.attempt,
         is_final,
+        lag_spike: spikes.is_some_and(|s| s.marks(r)),
         status: r
             .error_class
             .map(|c| c.as_str().to_string())
