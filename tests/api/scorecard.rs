@@ -133,7 +133,7 @@ async fn the_demo_scorecard_page_exports_and_archive() {
     let (run, mock) = demo_run(&app.store).await;
 
     // The page judges by the default profile when none is named.
-    let page = app.get_html(&format!("/runs/{run}/scorecard")).await;
+    let (page, body) = app.page(&format!("/runs/{run}/scorecard")).await;
     assert_eq!(page.status, 200);
     assert!(page.text("h1").starts_with("Scorecard: run #"), "{}", page.text("h1"));
     assert!(page.text("hgroup p").contains(DEMO_PROFILE_NAME));
@@ -169,6 +169,27 @@ async fn the_demo_scorecard_page_exports_and_archive() {
         page.count(".chart-svg svg") >= 3,
         "charts: {}",
         page.count(".chart-svg svg")
+    );
+    // Charts come right after the verdicts, and every point names its values on hover/focus:
+    // one per candidate on the throughput and the accuracy chart.
+    let at = |id: &str| body.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no #{id}"));
+    assert!(at("charts-h") < at("rules-h"), "charts before the rules table");
+    let titles = page.texts("#chart-throughput circle.point-title title");
+    assert_eq!(titles.len(), 3, "{titles:?}");
+    assert!(
+        titles
+            .iter()
+            .all(|t| t.contains("tok/s aggregate (steady window) at c=")),
+        "{titles:?}"
+    );
+    assert!(
+        page.text("#chart-throughput svg").contains("log₂"),
+        "a log₂ concurrency axis"
+    );
+    let titles = page.texts("#chart-accuracy circle.point-title title");
+    assert!(
+        titles.iter().any(|t| t.contains("swift-7b") && t.contains("accuracy")),
+        "{titles:?}"
     );
     // The demo's fast candidate claims 2158 tok/s per-stream decode at batch 1.
     let claim = page.text(".claims .claim h3");

@@ -1,6 +1,8 @@
 //! Charts drawn on the server as SVG with plotters (inline in the page, readable without
-//! JavaScript): throughput vs concurrency, the TTFT distribution, and accuracy vs tok/s with
-//! the profile's threshold lines. Text is escaped by plotters' SVG backend.
+//! JavaScript): throughput vs concurrency on a log₂ axis with each knee ringed, the TTFT
+//! distribution, and accuracy vs tok/s in the caliber of the profile's speed rule, with its
+//! threshold lines. Every data point carries its values as an SVG `<title>` on a focusable
+//! mark (hover or keyboard focus shows them). Text is escaped (plotters' backend; [`xml`]).
 use std::ops::Range;
 
 use plotters::prelude::*;
@@ -46,6 +48,48 @@ pub struct Chart {
 
 fn colour(i: usize) -> RGBColor {
     COLOURS[i % COLOURS.len()]
+}
+
+/// A data point's place in the SVG (pixels) and what it says on hover or focus.
+struct PointTitle {
+    at: (i32, i32),
+    text: String,
+}
+
+fn xml(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The chart with a transparent, focusable mark over each point that names its values: a
+/// browser shows the `<title>` on hover, a screen reader reads it on focus.
+fn with_point_titles(svg: String, points: &[PointTitle]) -> String {
+    let Some(end) = svg.rfind("</svg>") else {
+        return svg;
+    };
+    let mut marks = String::from("<g class=\"point-titles\">");
+    for p in points {
+        marks.push_str(&format!(
+            "<circle class=\"point-title\" cx=\"{}\" cy=\"{}\" r=\"9\" tabindex=\"0\" role=\"img\" aria-label=\"{t}\"><title>{t}</title></circle>",
+            p.at.0,
+            p.at.1,
+            t = xml(&p.text)
+        ));
+    }
+    marks.push_str("</g>");
+    let mut out = svg;
+    out.insert_str(end, &marks);
+    out
+}
+
+/// A log₂ range around the concurrencies (x > 0), a power of two's room on each side.
+fn log2_range(values: impl Iterator<Item = f64>) -> Option<Range<f64>> {
+    let (lo, hi) = values
+        .filter(|x| x.is_finite() && *x > 0.0)
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
+    lo.is_finite().then(|| lo / 1.5..hi * 1.5)
 }
 
 /// A range around `values` with a little room, never empty.
@@ -135,19 +179,22 @@ pub fn throughput_series(j: &RunScorecard) -> Vec<ThroughputSeries> {
 
 fn throughput_chart(j: &RunScorecard) -> Option<Chart> {
     let series = throughput_series(j);
-    let xs = padded(series.iter().flat_map(|s| s.points.iter().map(|x| x.0)), true)?;
+    // Concurrency doubles from level to level in a sweep: on a linear axis c=1, 2, 4, 8 crowd
+    // into the left edge.
+    let xs = log2_range(series.iter().flat_map(|s| s.points.iter().map(|x| x.0)))?;
     let ys = padded(series.iter().flat_map(|s| s.points.iter().map(|x| x.1)), true)?;
     let levels: usize = series.iter().map(|s| s.points.len()).max().unwrap_or(0);
+    let mut titles = Vec::new();
     let svg = render(|root| {
         root.fill(&WHITE)?;
         let mut chart = ChartBuilder::on(&root)
             .margin(12)
             .x_label_area_size(44)
             .y_label_area_size(64)
-            .build_cartesian_2d(xs.clone(), ys.clone())?;
+            .build_cartesian_2d(xs.clone().log_scale().base(2.0), ys.clone())?;
         chart
             .configure_mesh()
-            .x_desc("concurrency (requests in flight)")
+            .x_desc("concurrency (requests in flight, log₂ scale)")
             .y_desc("aggregate tok/s (steady window)")
             .label_style((FONT, 13))
             .light_line_style(GRID_LIGHT)
@@ -161,6 +208,19 @@ fn throughput_chart(j: &RunScorecard) -> Option<Chart> {
                 .label(s.name.as_str())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
             chart.draw_series(s.points.iter().map(|p| Circle::new(*p, 5, c.filled())))?;
+            for &(x, y) in &s.points {
+                let knee = s.knee.as_ref().is_some_and(|k| f64::from(k.concurrency) == x);
+                titles.push(PointTitle {
+                    at: chart.backend_coord(&(x, y)),
+                    text: format!(
+                        "{}: {} tok/s aggregate (steady window) at c={}{}",
+                        s.name,
+                        crate::domain::format::significant(y),
+                        axis_number(x),
+                        if knee { " — the knee" } else { "" }
+                    ),
+                });
+            }
             // The knee: a ring around its point and its name beside it.
             if let Some(k) = &s.knee
                 && let Some(&at) = s.points.iter().find(|p| p.0 == f64::from(k.concurrency))
@@ -182,6 +242,7 @@ fn throughput_chart(j: &RunScorecard) -> Option<Chart> {
             .draw()?;
         root.present()
     })?;
+    let svg = with_point_titles(svg, &titles);
     Some(Chart {
         id: "chart-throughput",
         title: "Throughput vs concurrency".into(),
@@ -296,15 +357,56 @@ fn threshold_of(j: &RunScorecard, base: &str) -> Option<f64> {
     })
 }
 
+/// The speed axis of the accuracy chart, in the caliber of the profile's speed rule: a
+/// per-stream rule is drawn against per-stream decode, so its threshold line has an axis.
+#[derive(Clone, Copy, PartialEq)]
+enum SpeedAxis {
+    DecodePerStream,
+    Aggregate,
+}
+
+impl SpeedAxis {
+    fn of(j: &RunScorecard) -> SpeedAxis {
+        if threshold_of(j, "aggregate_tok_s").is_none() && threshold_of(j, "decode_tok_s_p50").is_some() {
+            SpeedAxis::DecodePerStream
+        } else {
+            SpeedAxis::Aggregate
+        }
+    }
+
+    fn rule_base(self) -> &'static str {
+        match self {
+            SpeedAxis::DecodePerStream => "decode_tok_s_p50",
+            SpeedAxis::Aggregate => "aggregate_tok_s",
+        }
+    }
+
+    fn value(self, data: &CandidateRecords<'_>, c: u32) -> Option<f64> {
+        match self {
+            SpeedAxis::DecodePerStream => Some(data.level_at(c)?.decode_tok_s_per_stream?.p50),
+            SpeedAxis::Aggregate => aggregate_tok_s(data, c),
+        }
+    }
+
+    fn label(self, c: u32) -> String {
+        match self {
+            SpeedAxis::DecodePerStream => format!("decode tok/s per stream, p50 @c={c}"),
+            SpeedAxis::Aggregate => format!("aggregate tok/s @c={c} (steady window)"),
+        }
+    }
+}
+
 fn accuracy_chart(j: &RunScorecard) -> Option<Chart> {
     let accuracy_col = j.card.rows.iter().find(|r| r.rule.metric == "accuracy");
+    let axis = SpeedAxis::of(j);
+    let c = j.run.config.concurrency;
     let points: Vec<(String, f64, f64)> = j
         .card
         .pareto
         .iter()
         .filter_map(|p| {
             let data = CandidateRecords::new(j.candidates[p.index].id, &j.records).with_resumes(&j.resumes);
-            let tok_s = aggregate_tok_s(&data, j.run.config.concurrency)?;
+            let tok_s = axis.value(&data, c)?;
             Some((p.name.clone(), tok_s, p.quality?))
         })
         .collect();
@@ -312,7 +414,8 @@ fn accuracy_chart(j: &RunScorecard) -> Option<Chart> {
         return None;
     }
     let min_accuracy = threshold_of(j, "accuracy");
-    let min_tok_s = threshold_of(j, "aggregate_tok_s");
+    let min_tok_s = threshold_of(j, axis.rule_base());
+    let mut titles = Vec::new();
     let xs = padded(points.iter().map(|p| p.1).chain(min_tok_s), true)?;
     let ys = 0.0f64..1.05;
     let svg = render(|root| {
@@ -324,10 +427,7 @@ fn accuracy_chart(j: &RunScorecard) -> Option<Chart> {
             .build_cartesian_2d(xs.clone(), ys.clone())?;
         chart
             .configure_mesh()
-            .x_desc(format!(
-                "aggregate tok/s @c={} (steady window)",
-                j.run.config.concurrency
-            ))
+            .x_desc(axis.label(c))
             .y_desc("accuracy")
             .y_label_formatter(&|v| format!("{:.0} %", v * 100.0))
             .label_style((FONT, 13))
@@ -364,6 +464,15 @@ fn accuracy_chart(j: &RunScorecard) -> Option<Chart> {
                 .draw_series(std::iter::once(Circle::new((*x, *y), 6, c.filled())))?
                 .label(name.as_str())
                 .legend(move |(px, py)| Circle::new((px + 9, py), 5, c.filled()));
+            titles.push(PointTitle {
+                at: chart.backend_coord(&(*x, *y)),
+                text: format!(
+                    "{name}: accuracy {:.1} %, {} {}",
+                    y * 100.0,
+                    crate::domain::format::significant(*x),
+                    axis.label(j.run.config.concurrency)
+                ),
+            });
         }
         chart
             .configure_series_labels()
@@ -374,11 +483,13 @@ fn accuracy_chart(j: &RunScorecard) -> Option<Chart> {
             .draw()?;
         root.present()
     })?;
+    let svg = with_point_titles(svg, &titles);
     Some(Chart {
         id: "chart-accuracy",
         title: "Accuracy vs tok/s".into(),
         caption: format!(
-            "Each dot is a candidate; dashed lines are the profile's minimums{}. Up and to the right is better.",
+            "Each dot is a candidate, its speed in the caliber of the profile's speed rule ({}); dashed lines are the profile's minimums{}. Up and to the right is better.",
+            axis.label(c),
             if accuracy_col.is_none() && min_tok_s.is_none() {
                 " (this profile sets neither)"
             } else {
