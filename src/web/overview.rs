@@ -33,12 +33,7 @@ async fn page(State(state): State<AppState>) -> Result<OverviewPage, WebError> {
     let evalsets = store.list_evalsets().await?.len();
     let runs = store.count_runs().await?;
     let profiles = store.list_threshold_profiles().await?.len();
-    let recent = store
-        .list_runs(RECENT_RUNS, 0)
-        .await?
-        .into_iter()
-        .map(RunRow::from)
-        .collect();
+    let recent = super::runs::run_rows(&state, store.list_runs(RECENT_RUNS, 0).await?).await?;
     Ok(OverviewPage {
         nav: "overview",
         candidates,

@@ -406,6 +406,12 @@ pub fn name_cookie(name: &str) -> Option<HeaderValue> {
     .ok()
 }
 
+/// "Add rule rows" posts the form to itself: it comes back as typed with more blank rows, and
+/// nothing is saved (no JavaScript needed).
+fn wants_more_rows(body: &FormBody) -> bool {
+    body.get("more_rules").is_some()
+}
+
 fn draft_from_body(body: &FormBody) -> ProfileDraft {
     let text = |name: &str| body.get(name).unwrap_or("").to_string();
     // Rows are numbered; read until a number is missing entirely (bounded by the rule limit).
@@ -492,6 +498,9 @@ async fn create(State(state): State<AppState>, body: FormBody) -> Result<Respons
             "/thresholds".into(),
         )
     };
+    if wants_more_rows(&body) {
+        return Ok(form(draft, FieldErrors::default()).into_response());
+    }
     let save = match draft.validate() {
         Ok(save) => save,
         Err(errors) => return Ok(invalid(form(draft, errors))),
@@ -551,19 +560,23 @@ async fn update(State(state): State<AppState>, Path(raw): Path<String>, body: Fo
     let mut draft = draft_from_body(&body);
     // The name is the profile's identity: whatever was posted, it stays.
     draft.name = profile.name.clone();
+    let form = |draft: ProfileDraft, errors| {
+        build_form(
+            format!("Edit {} (version {})", profile.name, profile.version),
+            format!("/thresholds/{}/edit", profile.id),
+            Some(profile.name.clone()),
+            draft,
+            errors,
+            None,
+            format!("/thresholds/{}", profile.id),
+        )
+    };
+    if wants_more_rows(&body) {
+        return Ok(form(draft, FieldErrors::default()).into_response());
+    }
     let save = match draft.validate() {
         Ok(save) => save,
-        Err(errors) => {
-            return Ok(invalid(build_form(
-                format!("Edit {} (version {})", profile.name, profile.version),
-                format!("/thresholds/{}/edit", profile.id),
-                Some(profile.name.clone()),
-                draft,
-                errors,
-                None,
-                format!("/thresholds/{}", profile.id),
-            )));
-        }
+        Err(errors) => return Ok(invalid(form(draft, errors))),
     };
     let (id, version) = state
         .store

@@ -376,6 +376,28 @@ async fn finished_runs_are_judged_and_the_archive_filters_by_verdict() {
     assert_eq!(page.count("tr[data-run]"), 2);
     assert_eq!(page.count("#verdicts-pending"), 0, "every finished run is judged");
     assert_eq!(page.count(".run-verdicts .verdict"), 2);
+    // The runs list and the overview show the same verdicts, and how long each run took.
+    for path in ["/runs", "/"] {
+        let page = app.get_html(path).await;
+        assert_eq!(page.count(".run-verdicts .verdict"), 2, "{path}");
+        assert!(
+            page.texts(".run-verdicts").iter().any(|t| t.contains("wrong NO-GO")),
+            "{path}"
+        );
+        let header: Vec<String> = page.texts("table.list thead th");
+        let at = header.iter().position(|h| h == "Duration").expect("a Duration column");
+        let durations: Vec<String> = page
+            .select("table.list tbody tr")
+            .iter()
+            .map(|tr| {
+                crate::support::app::text_of(&tr.select(&scraper::Selector::parse("td").unwrap()).nth(at).unwrap())
+            })
+            .collect();
+        assert!(
+            durations.iter().all(|d| d.ends_with('s') || d.ends_with("min")),
+            "{path}: {durations:?}"
+        );
+    }
     // The nav bar leads to the archive and marks it current.
     assert_eq!(
         page.attr("nav a[href=\"/archive\"]", "aria-current").as_deref(),

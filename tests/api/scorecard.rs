@@ -467,6 +467,30 @@ async fn threshold_profiles_are_edited_in_the_browser_with_history() {
     );
     assert!(app.store.list_threshold_profiles().await.unwrap().is_empty());
 
+    // "Add rule rows": the form comes back as typed with more blank rows; nothing is stored.
+    let new_rows = app.get_html("/thresholds/new").await.count("tr.rule-row");
+    let more = app
+        .post_form_html(
+            "/thresholds",
+            &[
+                ("name", "Chat"),
+                ("rule0_metric", "accuracy"),
+                ("rule0_comparator", ">="),
+                ("rule0_value", "90"),
+                ("more_rules", "1"),
+            ],
+        )
+        .await;
+    assert_eq!(more.status, 200);
+    assert!(
+        more.count("tr.rule-row") > new_rows,
+        "{} rows",
+        more.count("tr.rule-row")
+    );
+    assert_eq!(more.attr("input[name=rule0_value]", "value").as_deref(), Some("90"));
+    assert_eq!(more.count(".form-errors"), 0);
+    assert!(app.store.list_threshold_profiles().await.unwrap().is_empty());
+
     // Valid: stored as version 1, the name remembered in a cookie.
     let ok = app
         .post_form(

@@ -356,7 +356,7 @@ async fn render(state: &AppState, q: &FormBody, import_error: Option<String>) ->
 }
 
 /// The run's verdicts by the shown profile, in the run's candidate order.
-fn verdict_cells(
+pub(crate) fn verdict_cells(
     profile: &ShownProfile,
     candidate_ids: &[i64],
     names: &[String],

@@ -37,13 +37,11 @@ pub async fn page(State(state): State<AppState>, Query(q): Query<PageQuery>) -> 
             pager.pages
         )));
     }
-    let rows = state
-        .store
-        .list_runs(RUNS_PER_PAGE as i64, pager.offset())
-        .await?
-        .into_iter()
-        .map(RunRow::from)
-        .collect();
+    let rows = super::run_rows(
+        &state,
+        state.store.list_runs(RUNS_PER_PAGE as i64, pager.offset()).await?,
+    )
+    .await?;
     Ok(RunsPage {
         nav: "runs",
         rows,
