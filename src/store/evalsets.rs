@@ -207,6 +207,48 @@ macro_rules! evalset_queries {
                 rows.into_iter().map(|r| r.into_case(version_id, &head.header)).collect()
             })
         }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn list_eval_case_keys(&self, version_id: i64) -> StoreFuture<'_, Vec<(String, Vec<String>)>> {
+            Box::pin(async move {
+                let rows: Vec<(String, String)> =
+                    sqlx::query_as("SELECT case_id, tags FROM eval_cases WHERE version_id = $1 ORDER BY position")
+                        .bind(version_id)
+                        .fetch_all(self.pool())
+                        .await?;
+                rows.into_iter()
+                    .map(|(id, tags)| {
+                        let place = format!("eval_cases.tags of version {version_id} case {id:?}");
+                        let tags: Vec<String> = serde_json::from_str(&tags)
+                            .map_err(|e| StoreError::Corrupt(format!("{place}: invalid JSON ({e})")))?;
+                        Ok((id, tags))
+                    })
+                    .collect()
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self, ids), fields(ids = ids.len()))]
+        fn list_eval_cases_by_ids<'a>(&'a self, version_id: i64, ids: &'a [String]) -> StoreFuture<'a, Vec<EvalCase>> {
+            Box::pin(async move {
+                if ids.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let Some(head) = self.get_evalset_version_head(version_id).await? else {
+                    return Ok(Vec::new());
+                };
+                let mut qb = sqlx::QueryBuilder::<$db>::new(
+                    "SELECT case_id, position, input, expected, graders, tags, weight FROM eval_cases WHERE version_id = ",
+                );
+                qb.push_bind(version_id).push(" AND case_id IN (");
+                let mut list = qb.separated(", ");
+                for id in ids {
+                    list.push_bind(id.as_str());
+                }
+                qb.push(") ORDER BY position");
+                let rows: Vec<rows::EvalCaseRow> = qb.build_query_as().fetch_all(self.pool()).await?;
+                rows.into_iter().map(|r| r.into_case(version_id, &head.header)).collect()
+            })
+        }
     };
 }
 pub(super) use evalset_queries;

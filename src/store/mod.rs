@@ -397,6 +397,11 @@ pub trait Store: Send + Sync + 'static {
     /// Cases `offset..offset + limit` of a version, in file order (read from `eval_cases`).
     /// A case's graders are empty when they are the header's defaults, as in the file.
     fn list_eval_cases_page(&self, version_id: i64, offset: i64, limit: i64) -> StoreFuture<'_, Vec<EvalCase>>;
+    /// Every case of a version as (id, tags), in file order: what a drill-down's order and
+    /// filters need, without inputs, expected values or graders.
+    fn list_eval_case_keys(&self, version_id: i64) -> StoreFuture<'_, Vec<(String, Vec<String>)>>;
+    /// The cases of a version with these ids (in file order; ids it does not hold are skipped).
+    fn list_eval_cases_by_ids<'a>(&'a self, version_id: i64, ids: &'a [String]) -> StoreFuture<'a, Vec<EvalCase>>;
 
     // --- threshold profiles (profiles.rs; each save is a new version, history kept)
     /// Creates the profile or appends a version; returns (profile id, version number).

@@ -22,6 +22,7 @@ mod measure;
 mod mock;
 mod operability;
 mod outage;
+mod page_load;
 mod pages_browser;
 mod real_server;
 mod restart;

@@ -366,3 +366,62 @@ async fn a_spill_file_left_by_kill_9_is_stored_on_the_next_start_each_record_onc
     assert!(!spill_file.exists(), "the replayed spill file is removed");
     drop(second);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_locked_longer_than_its_busy_timeout_loses_nothing() {
+    let t = crate::support::db::sqlite_test_store().await;
+    let (version, candidate, _mock) = seed(&t.store, 40.0).await;
+    let run = t
+        .store
+        .create_run(&NewRun {
+            name: "locked".into(),
+            evalset_version_id: version,
+            candidate_ids: vec![candidate],
+            config: RunConfig {
+                concurrency: 2,
+                warmup_requests: 0,
+                staged_rollout: false,
+                ..RunConfig::default()
+            },
+        })
+        .await
+        .unwrap();
+    let spill_dir = tempfile::tempdir().unwrap();
+    let runner = Runner::new(t.store.clone()).with_writer(WriterSettings {
+        spill_dir: Some(spill_dir.path().to_path_buf()),
+        memory_records: 2,
+        pause_after: None,
+    });
+    runner.start(run);
+    wait_stored(&t.store, run, 10).await;
+    // Another process holds the write lock past the store's 5 s busy timeout.
+    let mut other = <sqlx::SqliteConnection as sqlx::Connection>::connect(&t.url)
+        .await
+        .unwrap();
+    sqlx::query("BEGIN EXCLUSIVE").execute(&mut other).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    sqlx::query("COMMIT").execute(&mut other).await.unwrap();
+    tokio::time::timeout(DEADLINE, runner.wait(run))
+        .await
+        .expect("the run ended in time");
+
+    let ended = t.store.get_run(run).await.unwrap().unwrap();
+    assert_eq!(ended.status, RunStatus::Finished, "{:?}", ended.error);
+    let records = t.store.list_request_records(run).await.unwrap();
+    assert_eq!(
+        unique_cases(&records).len(),
+        CASES,
+        "{CASES} of {CASES} cases stored, none twice"
+    );
+    let events = t.store.list_run_events(run).await.unwrap();
+    let told = events
+        .iter()
+        .find(|e| e.message.contains("database did not answer"))
+        .expect("the lock is told in the run's log");
+    assert!(told.message.contains("none lost"), "{}", told.message);
+    assert!(told.message.contains("in the spill file"), "{}", told.message);
+    assert!(
+        !spill::path(spill_dir.path(), run).exists(),
+        "the spill file is removed"
+    );
+}

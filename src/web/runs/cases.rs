@@ -13,13 +13,13 @@ use askama_web::WebTemplate;
 use axum::extract::{Path, RawQuery, State};
 use serde::{Deserialize, Serialize};
 
-use super::detail::load;
 use crate::domain::calibers::LagSpikes;
+use crate::domain::evalset::EvalSetFile;
 use crate::domain::grading::case_passed;
 use crate::domain::run::{ErrorClass, RequestRecord, Run};
 use crate::store::RecordFact;
 use crate::web::AppState;
-use crate::web::error::{WebError, parse_page};
+use crate::web::error::{WebError, parse_id, parse_page};
 use crate::web::views::{FormBody, NOT_MEASURED, Pagination, ms, short_hash};
 
 /// Cases per page.
@@ -169,7 +169,21 @@ pub async fn page(
     let q = FormBody::parse(query.unwrap_or_default().as_bytes());
     let page = parse_page(q.get("page"))?;
     let filters = Filters::from_query(&q)?;
-    let (run, version, candidates) = load(&state, &raw).await?;
+    let id = parse_id(&raw, "run")?;
+    let run = state
+        .store
+        .get_run(id)
+        .await?
+        .ok_or_else(|| WebError::NotFound(format!("run #{id}")))?;
+    // The version's header and each case's id and tags only: the page's own cases are read
+    // below, so a 100,000-case set is never parsed whole for a page of ten.
+    let version = state.store.get_evalset_version_head(run.evalset_version_id).await?;
+    let keys = match &version {
+        Some(v) => state.store.list_eval_case_keys(v.id).await?,
+        None => Vec::new(),
+    };
+    // As the run measured them (its snapshot), not as they are now.
+    let candidates = state.store.run_candidates(run.id).await?;
     let name_of = |id: i64| {
         candidates
             .iter()
@@ -181,10 +195,9 @@ pub async fn page(
 
     // The run's cases in eval-set order (its case limit applied), then any recorded case the
     // stored version does not list (kept visible rather than dropped).
-    let set_cases = version.as_ref().map(|v| v.file.cases.as_slice()).unwrap_or(&[]);
     let limit = run.config.case_limit.map(|n| n as usize).unwrap_or(usize::MAX);
-    let mut order: Vec<String> = set_cases.iter().take(limit).map(|c| c.id.clone()).collect();
-    let listed: HashSet<&str> = set_cases.iter().map(|c| c.id.as_str()).collect();
+    let mut order: Vec<String> = keys.iter().take(limit).map(|(id, _)| id.clone()).collect();
+    let listed: HashSet<&str> = keys.iter().map(|(id, _)| id.as_str()).collect();
     let mut extra: Vec<String> = index
         .recorded
         .iter()
@@ -194,7 +207,7 @@ pub async fn page(
     extra.sort();
     order.extend(extra);
 
-    let tags_by_case: HashMap<&str, &[String]> = set_cases.iter().map(|c| (c.id.as_str(), c.tags.as_slice())).collect();
+    let tags_by_case: HashMap<&str, &[String]> = keys.iter().map(|(id, tags)| (id.as_str(), tags.as_slice())).collect();
     let tags_of = |id: &str| -> Vec<String> { tags_by_case.get(id).map(|t| t.to_vec()).unwrap_or_default() };
     let differing: HashSet<&str> = index.differing.iter().flatten().map(String::as_str).collect();
     let matching: Vec<&String> = order
@@ -226,6 +239,14 @@ pub async fn page(
         .map(|id| id.to_string())
         .collect();
     let records = state.store.list_case_records(run.id, &shown).await?;
+    let shown_file = match &version {
+        Some(v) => Some(EvalSetFile {
+            header: v.header.clone(),
+            cases: state.store.list_eval_cases_by_ids(v.id, &shown).await?,
+        }),
+        None => None,
+    };
+    let set_cases = shown_file.as_ref().map(|f| f.cases.as_slice()).unwrap_or(&[]);
     let harness = state.store.get_run_harness(run.id).await?;
     let spikes = harness.as_ref().map(|h| &h.lag_spikes);
     let mut records_by_case: HashMap<&str, Vec<&RequestRecord>> = HashMap::new();
@@ -288,9 +309,8 @@ pub async fn page(
             CaseView {
                 id: id.clone(),
                 tags: tags_of(id),
-                input: match (case, version.as_ref()) {
-                    (Some(c), Some(v)) => v
-                        .file
+                input: match (case, shown_file.as_ref()) {
+                    (Some(c), Some(f)) => f
                         .messages_for(c)
                         .into_iter()
                         .map(|m| (m.role, visible_controls(&m.content).into_owned()))
@@ -323,9 +343,9 @@ pub async fn page(
     if !filters.error_class.is_empty() && !index.classes.iter().any(|(c, _, _)| *c == filters.error_class) {
         error_classes.push((filters.error_class.clone(), filters.error_class.clone()));
     }
-    let mut tags: Vec<String> = set_cases
+    let mut tags: Vec<String> = keys
         .iter()
-        .flat_map(|c| c.tags.iter().cloned())
+        .flat_map(|(_, tags)| tags.iter().cloned())
         .collect::<HashSet<_>>()
         .into_iter()
         .collect();
@@ -337,7 +357,7 @@ pub async fn page(
         run_name: run.name.clone(),
         evalset_name: version
             .as_ref()
-            .map(|v| v.file.header.name.clone())
+            .map(|v| v.header.name.clone())
             .unwrap_or_else(|| format!("eval set version #{}", run.evalset_version_id)),
         evalset_hash: version
             .as_ref()
