@@ -149,12 +149,23 @@ where
     }
     match value.parse::<T>() {
         Ok(n) if n >= min && n <= max => Some(n),
+        // Every message names the range, whatever was wrong with the value.
         Ok(_) => {
-            errors.add(field, format!("must be between {min} and {max}"));
+            errors.add(field, format!("must be between {min} and {max}, got {value}"));
+            None
+        }
+        Err(_) if value.parse::<f64>().is_ok() => {
+            errors.add(
+                field,
+                format!("must be a whole number from {min} to {max}, got {value}"),
+            );
             None
         }
         Err(_) => {
-            errors.add(field, format!("must be a number, got {:?}", truncate(value, 40)));
+            errors.add(
+                field,
+                format!("must be a number from {min} to {max}, got {:?}", truncate(value, 40)),
+            );
             None
         }
     }
@@ -186,6 +197,25 @@ pub fn truncate(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_are_bounded_parsed_and_their_errors_name_the_range() {
+        let mut e = FieldErrors::default();
+        assert_eq!(optional_number::<u32>(&mut e, "c", "-3", 1, 1024), None);
+        assert_eq!(e.get("c"), Some("must be a whole number from 1 to 1024, got -3"));
+        let mut e = FieldErrors::default();
+        assert_eq!(optional_number::<u32>(&mut e, "c", "4096", 1, 1024), None);
+        assert_eq!(e.get("c"), Some("must be between 1 and 1024, got 4096"));
+        let mut e = FieldErrors::default();
+        assert_eq!(optional_number::<f64>(&mut e, "t", "fast", 0.0, 2.0), None);
+        assert_eq!(e.get("t"), Some("must be a number from 0 to 2, got \"fast\""));
+        let mut e = FieldErrors::default();
+        assert_eq!(optional_number::<i64>(&mut e, "c", "-3", 1, 64), None);
+        assert_eq!(e.get("c"), Some("must be between 1 and 64, got -3"));
+        let mut e = FieldErrors::default();
+        assert_eq!(required_number::<u32>(&mut e, "c", " 8 ", 1, 1024), Some(8));
+        assert!(e.is_empty());
+    }
 
     #[test]
     fn required_text_rejects_blank_and_overlong() {
@@ -220,19 +250,6 @@ mod tests {
             assert_eq!(name(&mut e, "name", bad), None, "{bad:?}");
             assert!(e.get("name").unwrap().contains(says), "{bad:?}: {e}");
         }
-    }
-
-    #[test]
-    fn numbers_are_bounded_and_parsed() {
-        let mut e = FieldErrors::default();
-        assert_eq!(optional_number::<u32>(&mut e, "c", "-3", 1, 64), None);
-        assert!(e.get("c").unwrap().contains("must be a number"));
-        let mut e = FieldErrors::default();
-        assert_eq!(optional_number::<i64>(&mut e, "c", "-3", 1, 64), None);
-        assert_eq!(e.get("c"), Some("must be between 1 and 64"));
-        let mut e = FieldErrors::default();
-        assert_eq!(required_number::<u32>(&mut e, "c", " 8 ", 1, 64), Some(8));
-        assert!(e.is_empty());
     }
 
     #[test]

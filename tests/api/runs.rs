@@ -873,7 +873,11 @@ async fn runs_export_and_import_over_http_and_bad_files_store_nothing() {
     let r = upload(wrong_schema.into_bytes()).await.unwrap();
     assert_eq!(r.status().as_u16(), 422);
     let page = Page::parse(422, &r.text().await.unwrap());
-    assert!(page.text(".import .form-errors").contains("bakeoff.run/9"));
+    // The error leads the page (under its heading), not below the whole archive table.
+    assert!(page.text("#import-error").contains("bakeoff.run/9"));
+    let html = page.html.html();
+    let at = |id: &str| html.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no #{id}"));
+    assert!(at("import-error") < at("import-heading"));
     let tampered = body.replacen("Label: {{text}}", "Label: {{text}}!", 1);
     let r = upload(tampered.into_bytes()).await.unwrap();
     assert_eq!(r.status().as_u16(), 422);

@@ -212,7 +212,12 @@ fn validate_rule(e: &mut FieldErrors, i: usize, row: &RuleDraft) -> Option<Thres
                 e.add(
                     rule_field(i, "value"),
                     format!(
-                        "must be a number, got {:?}",
+                        "must be a number {}, got {:?}",
+                        if def.unit == Unit::Percent {
+                            "from 0 to 100"
+                        } else {
+                            "of at least 0"
+                        },
                         crate::domain::validation::truncate(raw, 40)
                     ),
                 );
