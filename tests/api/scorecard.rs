@@ -468,7 +468,15 @@ async fn threshold_profiles_are_edited_in_the_browser_with_history() {
     assert!(app.store.list_threshold_profiles().await.unwrap().is_empty());
 
     // "Add rule rows": the form comes back as typed with more blank rows; nothing is stored.
-    let new_rows = app.get_html("/thresholds/new").await.count("tr.rule-row");
+    let new_page = app.get_html("/thresholds/new").await;
+    let new_rows = new_page.count("tr.rule-row");
+    // Enter in a field submits with the form's first button: that must be Save.
+    let first = &new_page.select("form[action='/thresholds'] button[type=submit]")[0];
+    assert!(
+        crate::support::app::text_of(first).starts_with("Save"),
+        "{}",
+        crate::support::app::text_of(first)
+    );
     let more = app
         .post_form_html(
             "/thresholds",
