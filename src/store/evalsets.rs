@@ -27,15 +27,18 @@ macro_rules! evalset_helpers {
                 .await?;
 
             // Same content as a stored version: that version, and nothing changes.
+            let content = file.normalised();
             let inserted: Option<i64> = sqlx::query_scalar(
-                "INSERT INTO evalset_versions (evalset_id, content_hash, content, case_count, created_at) \
-                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (evalset_id, content_hash) DO NOTHING RETURNING id",
+                "INSERT INTO evalset_versions (evalset_id, content_hash, content, case_count, created_at, header) \
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (evalset_id, content_hash) DO NOTHING RETURNING id",
             )
             .bind(evalset_id)
             .bind(&hash)
-            .bind(file.normalised())
+            .bind(&content)
             .bind(file.cases.len() as i64)
             .bind(now)
+            // The header line alone, for pages that show a page of cases (see get_evalset_version_head).
+            .bind(content.lines().next().unwrap_or_default())
             .fetch_optional(&mut **tx)
             .await?;
             let Some(version_id) = inserted else {
@@ -142,19 +145,19 @@ macro_rules! evalset_queries {
         #[tracing::instrument(level = "debug", skip(self))]
         fn get_evalset_version_head(&self, version_id: i64) -> StoreFuture<'_, Option<EvalSetVersionHead>> {
             Box::pin(async move {
-                // The header is the first line; its first 64 KiB nearly always hold it whole.
+                // The header line is stored on its own (migration 0021): the content is not read.
                 let row: Option<rows::EvalSetHeadRow> = sqlx::query_as(
-                    "SELECT id, evalset_id, content_hash, substr(content, 1, 65536) AS head, case_count, created_at \
+                    "SELECT id, evalset_id, content_hash, header AS head, case_count, created_at \
                      FROM evalset_versions WHERE id = $1",
                 )
                 .bind(version_id)
                 .fetch_optional(self.pool())
                 .await?;
                 let Some(row) = row else { return Ok(None) };
-                if row.head.contains('\n') {
+                if row.head.is_some() {
                     return row.into_head().map(Some);
                 }
-                // A header longer than that (a long system prompt): the whole version.
+                // No header line stored (cannot happen after the migration): the whole version.
                 let version = self.get_evalset_version(version_id).await?;
                 Ok(version.map(|v| EvalSetVersionHead {
                     id: v.id,

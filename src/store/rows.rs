@@ -312,8 +312,8 @@ pub(crate) struct EvalSetHeadRow {
     pub id: i64,
     pub evalset_id: i64,
     pub content_hash: String,
-    /// The start of the content, holding the header line.
-    pub head: String,
+    /// The header line (`evalset_versions.header`).
+    pub head: Option<String>,
     pub case_count: i64,
     pub created_at: i64,
 }
@@ -321,8 +321,7 @@ pub(crate) struct EvalSetHeadRow {
 impl EvalSetHeadRow {
     pub(crate) fn into_head(self) -> Result<EvalSetVersionHead, StoreError> {
         let place = format!("evalset_versions.content (header) of version {}", self.id);
-        let line = self.head.lines().next().unwrap_or_default();
-        let header: EvalSetHeader = parse_json(place, line)?;
+        let header: EvalSetHeader = parse_json(place, self.head.as_deref().unwrap_or_default())?;
         Ok(EvalSetVersionHead {
             id: self.id,
             evalset_id: self.evalset_id,

@@ -1,0 +1,7 @@
+-- Each version's header line on its own, so a page showing a page of cases reads the header
+-- without the whole content (a 100,000-case version is about 15 MB, read whole by substr()).
+ALTER TABLE evalset_versions ADD COLUMN header TEXT;
+UPDATE evalset_versions SET header = CASE
+    WHEN instr(content, char(10)) > 0 THEN substr(content, 1, instr(content, char(10)) - 1)
+    ELSE content
+END;
