@@ -1054,13 +1054,18 @@ pub fn find_knee(points: &[SweepPoint], ttft_factor: f64, min_gain: f64) -> Opti
             return Some(Knee {
                 concurrency: knee,
                 rule: "throughput".into(),
-                explanation: format!(
-                    "aggregate tok/s grew {:+.1} % from c={} to c={} (less than {:.0} %)",
-                    (b / a - 1.0) * 100.0,
-                    prev.concurrency,
-                    next.concurrency,
-                    min_gain * 100.0
-                ),
+                explanation: {
+                    let change = (b / a - 1.0) * 100.0;
+                    let (from, to) = (prev.concurrency, next.concurrency);
+                    if change < 0.0 {
+                        format!("aggregate tok/s fell {:.1} % from c={from} to c={to}", -change)
+                    } else {
+                        format!(
+                            "aggregate tok/s grew only {change:.1} % from c={from} to c={to} (a knee is a gain under {:.0} %)",
+                            min_gain * 100.0
+                        )
+                    }
+                },
             });
         }
         knee = next.concurrency;

@@ -560,7 +560,12 @@ fn build_estimate(config: &RunConfig, version: &EvalSetVersion, chosen: &[&Candi
                 None => "no price stated".into(),
             },
         }),
-        unpriced: e.unpriced.join(", "),
+        // Without a ticked candidate the row is a placeholder, not a candidate without prices.
+        unpriced: if chosen.is_empty() {
+            String::new()
+        } else {
+            e.unpriced.join(", ")
+        },
         assumptions: e.assumptions,
     }
 }
