@@ -60,7 +60,9 @@ async fn journey(c: &Client, base: &str, profile: i64, password: &str) -> Result
     form.set_by_name("change_rationale", "tightened after the incident")
         .await?;
     form.submit().await?;
-    wait_for(c, Locator::XPath("//*[contains(text(), 'Saved as version')]")).await?;
+    let saved = wait_for(c, Locator::XPath("//*[contains(text(), 'Saved as version')]")).await?;
+    // Shown as a success, not in the warning colours.
+    assert!(saved.attr("class").await?.unwrap_or_default().contains("success"));
 
     // The audit log names the logged-in user.
     c.goto(&format!("{base}/audit?action=threshold_profile.saved")).await?;
