@@ -237,6 +237,7 @@ async fn every_page_fits_1400_and_700_px_and_passes_axe() {
     ))
     .await
     .unwrap();
+    load_fields_follow_the_shape(&c, &app.base_url).await;
     let mut problems = Vec::new();
     for width in WIDTHS {
         c.set_window_size(width, 1000).await.unwrap();
@@ -250,4 +251,27 @@ async fn every_page_fits_1400_and_700_px_and_passes_axe() {
         .map(|p| format!("{} @ {} px: {}", p.page, p.width, p.what))
         .collect();
     assert!(report.is_empty(), "{} problems:\n{}", report.len(), report.join("\n"));
+}
+
+/// The run form shows only the chosen load shape's fields: no sweep maximum or rate for a fixed
+/// concurrency; choosing a sweep shows its maximum.
+async fn load_fields_follow_the_shape(c: &Client, base: &str) {
+    c.goto(&format!("{base}/runs/new")).await.unwrap();
+    let shown = |id: &'static str| async move {
+        c.find(fantoccini::Locator::Css(id))
+            .await
+            .unwrap()
+            .is_displayed()
+            .await
+            .unwrap()
+    };
+    assert!(!shown("#f-levels").await && !shown("#f-sweep_max").await && !shown("#f-rate").await);
+    assert!(shown("#f-requests_per_level").await, "fields every shape uses stay");
+    c.find(fantoccini::Locator::Css("#f-load_shape option[value='sweep']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert!(shown("#f-sweep_max").await && !shown("#f-rate").await);
 }
