@@ -145,6 +145,9 @@ macro_rules! evalset_queries {
         #[tracing::instrument(level = "debug", skip(self))]
         fn get_evalset_version_head(&self, version_id: i64) -> StoreFuture<'_, Option<EvalSetVersionHead>> {
             Box::pin(async move {
+                if let Some(head) = self.heads().get(version_id) {
+                    return Ok(Some(head));
+                }
                 // The header line is stored on its own (migration 0021): the content is not read.
                 let row: Option<rows::EvalSetHeadRow> = sqlx::query_as(
                     "SELECT id, evalset_id, content_hash, header AS head, case_count, created_at \
@@ -155,7 +158,9 @@ macro_rules! evalset_queries {
                 .await?;
                 let Some(row) = row else { return Ok(None) };
                 if row.head.is_some() {
-                    return row.into_head().map(Some);
+                    let head = row.into_head()?;
+                    self.heads().put(&head);
+                    return Ok(Some(head));
                 }
                 // No header line stored (cannot happen after the migration): the whole version.
                 let version = self.get_evalset_version(version_id).await?;

@@ -159,6 +159,32 @@ pub struct EvalSetVersionHead {
     pub created_at: Timestamp,
 }
 
+/// Heads of eval-set versions read lately. A version never changes, so its head is read once:
+/// on SQLite the row's columns after `content` (header, case count) sit behind the content's
+/// overflow pages, thousands of them for a 100,000-case version. At most [`HeadCache::KEPT`].
+#[derive(Debug, Default)]
+pub struct HeadCache(std::sync::Mutex<Vec<EvalSetVersionHead>>);
+
+impl HeadCache {
+    const KEPT: usize = 64;
+
+    fn get(&self, id: i64) -> Option<EvalSetVersionHead> {
+        self.lock().iter().find(|h| h.id == id).cloned()
+    }
+
+    fn put(&self, head: &EvalSetVersionHead) {
+        let mut heads = self.lock();
+        if heads.len() >= Self::KEPT {
+            heads.remove(0);
+        }
+        heads.push(head.clone());
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<EvalSetVersionHead>> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
 /// One version of an eval set, for a list of its versions.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EvalSetVersionLink {

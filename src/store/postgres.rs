@@ -27,6 +27,8 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_millis(900);
 pub struct PostgresStore {
     pool: PgPool,
     sealer: KeySealer,
+    /// Eval-set version heads read lately (see `store::HeadCache`).
+    heads: super::HeadCache,
 }
 
 impl PostgresStore {
@@ -44,7 +46,16 @@ impl PostgresStore {
             .await?;
         MIGRATOR.run(&pool).await?;
         tracing::debug!("postgres store ready");
-        Ok(PostgresStore { pool, sealer })
+        Ok(PostgresStore {
+            pool,
+            sealer,
+            heads: super::HeadCache::default(),
+        })
+    }
+
+    /// Eval-set version heads read lately.
+    pub(super) fn heads(&self) -> &super::HeadCache {
+        &self.heads
     }
 
     /// Seals and opens stored API keys.

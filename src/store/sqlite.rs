@@ -26,6 +26,8 @@ const MAX_CONNECTIONS: u32 = 8;
 pub struct SqliteStore {
     pool: SqlitePool,
     sealer: KeySealer,
+    /// Eval-set version heads read lately (see `store::HeadCache`).
+    heads: super::HeadCache,
 }
 
 impl SqliteStore {
@@ -55,7 +57,16 @@ impl SqliteStore {
         let pool = pool_options.connect_with(options).await?;
         MIGRATOR.run(&pool).await?;
         tracing::debug!(in_memory, "sqlite store ready");
-        Ok(SqliteStore { pool, sealer })
+        Ok(SqliteStore {
+            pool,
+            sealer,
+            heads: super::HeadCache::default(),
+        })
+    }
+
+    /// Eval-set version heads read lately.
+    pub(super) fn heads(&self) -> &super::HeadCache {
+        &self.heads
     }
 
     /// Seals and opens stored API keys.
