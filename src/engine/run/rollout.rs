@@ -150,32 +150,42 @@ pub fn checks(class: ErrorClass) -> String {
         HttpServerError => "symptom: the server failed (5xx)",
         Other => "symptom: see the detail",
     };
+    // Only the steps that can apply: when nothing reached the server, its input, parameters
+    // and limits cannot be the cause.
+    let unreachable = matches!(class, ConnectRefused | Dns | Tls | ConnectTimeout);
     let input = match class {
-        ContextLengthExceeded => "input: prompt length vs the model's context (this case is too long)",
-        HttpClientError | MalformedChunk => "input: encoding and invalid or unsupported fields in the request",
-        _ => "input: encoding, length vs context, invalid fields",
+        _ if unreachable => None,
+        RateLimited => None,
+        ContextLengthExceeded => Some("input: prompt length vs the model's context (this case is too long)"),
+        HttpClientError | MalformedChunk => Some("input: encoding and invalid or unsupported fields in the request"),
+        _ => Some("input: encoding, length vs context, invalid fields"),
     };
     let environment = match class {
-        ConnectRefused | Dns | Tls | ConnectTimeout => {
-            "environment: base URL, port, TLS, proxy and firewall (nothing reached the server)"
-        }
+        _ if unreachable => "environment: base URL, port, TLS, proxy and firewall (nothing reached the server)",
         HttpClientError => "environment: API key, model name and base URL path (401/403/404 say which)",
         NonJsonResponse => "environment: a proxy or gateway answering instead of the model server",
         _ => "environment: endpoint, credentials, network",
     };
     let parameters = match class {
-        EmptyOutput => "parameters: max_tokens too small (a reasoning model may spend it all thinking), stop sequences",
-        StreamCut | TotalTimeout | FirstTokenTimeout => {
-            "parameters: timeout too short for max_tokens, concurrency over the server's cap"
+        _ if unreachable => None,
+        EmptyOutput => {
+            Some("parameters: max_tokens too small (a reasoning model may spend it all thinking), stop sequences")
         }
-        StallTimeout => "parameters: stall timeout shorter than the server's longest pause, concurrency over its cap",
-        RateLimited => "parameters: concurrency or rate over the server's or account's limit",
-        ContextLengthExceeded => "parameters: max_tokens (prompt + max_tokens must fit the context)",
-        _ => "parameters: max_tokens too small, temperature, concurrency over the server's cap",
+        StreamCut | TotalTimeout | FirstTokenTimeout => {
+            Some("parameters: timeout too short for max_tokens, concurrency over the server's cap")
+        }
+        StallTimeout => {
+            Some("parameters: stall timeout shorter than the server's longest pause, concurrency over its cap")
+        }
+        RateLimited => Some("parameters: concurrency or rate over the server's or account's limit"),
+        ContextLengthExceeded => Some("parameters: max_tokens (prompt + max_tokens must fit the context)"),
+        _ => Some("parameters: max_tokens too small, temperature, concurrency over the server's cap"),
     };
-    let framework = "framework limits: the serving framework's max context, batch size, queue and timeouts";
-    [symptom, input, environment, parameters, framework]
-        .iter()
+    let framework = (!unreachable)
+        .then_some("framework limits: the serving framework's max context, batch size, queue and timeouts");
+    [Some(symptom), input, Some(environment), parameters, framework]
+        .into_iter()
+        .flatten()
         .enumerate()
         .map(|(i, s)| format!("({}) {s}", i + 1))
         .collect::<Vec<_>>()
@@ -193,7 +203,17 @@ mod tests {
         let positions: Vec<usize> = order.iter().map(|w| c.find(w).unwrap()).collect();
         assert!(positions.windows(2).all(|p| p[0] < p[1]), "{c}");
         assert!(c.contains("this case is too long"));
-        assert!(checks(ErrorClass::ConnectRefused).contains("nothing reached the server"));
+        let refused = checks(ErrorClass::ConnectRefused);
+        assert!(refused.contains("nothing reached the server"), "{refused}");
+        // Nothing reached the server: its parameters and limits are not offered as causes.
+        assert!(
+            !refused.contains("max_tokens") && !refused.contains("framework"),
+            "{refused}"
+        );
+        assert!(
+            refused.starts_with("(1) symptom") && refused.contains("(2) environment"),
+            "{refused}"
+        );
     }
 
     #[test]
