@@ -178,6 +178,14 @@ macro_rules! evalset_queries {
         #[tracing::instrument(level = "debug", skip(self))]
         fn list_evalset_version_links(&self, evalset_id: i64) -> StoreFuture<'_, Vec<EvalSetVersionLink>> {
             Box::pin(async move {
+                // Counted from the (evalset_id, content_hash) index alone, without the rows.
+                let versions: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM evalset_versions WHERE evalset_id = $1")
+                    .bind(evalset_id)
+                    .fetch_one(self.pool())
+                    .await?;
+                if let Some(links) = self.heads().links(evalset_id, versions.max(0) as usize) {
+                    return Ok(links);
+                }
                 let rows: Vec<(i64, String, i64, i64)> = sqlx::query_as(
                     "SELECT id, content_hash, case_count, created_at FROM evalset_versions \
                      WHERE evalset_id = $1 ORDER BY id DESC",
@@ -185,7 +193,7 @@ macro_rules! evalset_queries {
                 .bind(evalset_id)
                 .fetch_all(self.pool())
                 .await?;
-                Ok(rows
+                let links: Vec<EvalSetVersionLink> = rows
                     .into_iter()
                     .map(|(id, content_hash, case_count, created_at)| EvalSetVersionLink {
                         id,
@@ -193,7 +201,9 @@ macro_rules! evalset_queries {
                         case_count: case_count.max(0) as usize,
                         created_at: Timestamp(created_at),
                     })
-                    .collect())
+                    .collect();
+                self.heads().put_links(evalset_id, &links);
+                Ok(links)
             })
         }
 

@@ -163,10 +163,32 @@ pub struct EvalSetVersionHead {
 /// on SQLite the row's columns after `content` (header, case count) sit behind the content's
 /// overflow pages, thousands of them for a 100,000-case version. At most [`HeadCache::KEPT`].
 #[derive(Debug, Default)]
-pub struct HeadCache(std::sync::Mutex<Vec<EvalSetVersionHead>>);
+pub struct HeadCache(
+    std::sync::Mutex<Vec<EvalSetVersionHead>>,
+    /// Version links per eval set, valid while the set has that many versions (versions are
+    /// added, never changed or removed).
+    std::sync::Mutex<Vec<(i64, Vec<EvalSetVersionLink>)>>,
+);
 
 impl HeadCache {
     const KEPT: usize = 64;
+
+    fn links(&self, evalset_id: i64, versions: usize) -> Option<Vec<EvalSetVersionLink>> {
+        let links = self.1.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        links
+            .iter()
+            .find(|(id, l)| *id == evalset_id && l.len() == versions)
+            .map(|(_, l)| l.clone())
+    }
+
+    fn put_links(&self, evalset_id: i64, found: &[EvalSetVersionLink]) {
+        let mut links = self.1.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        links.retain(|(id, _)| *id != evalset_id);
+        if links.len() >= Self::KEPT {
+            links.remove(0);
+        }
+        links.push((evalset_id, found.to_vec()));
+    }
 
     fn get(&self, id: i64) -> Option<EvalSetVersionHead> {
         self.lock().iter().find(|h| h.id == id).cloned()
