@@ -300,7 +300,9 @@ async fn watch(server: &Server, run_id: i64) -> Result<(), Stop> {
             }
             _ = tick.tick() => {
                 let status: RunStatusView = server.get(&path).await?;
-                if status.progress.terminal {
+                // A run paused because the server's database stayed away waits for someone to
+                // resume it: the pipeline reports it (exit 4, status paused) instead of waiting.
+                if status.progress.terminal || status.progress.status == "paused" {
                     break status;
                 }
                 if tty {
