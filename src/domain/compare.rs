@@ -6,11 +6,12 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::calibers::{RequestFigures, figures_at_concurrency};
+use super::calibers::RequestFigures;
 use super::grading::case_passed;
 use super::load::Load;
 use super::metrics::summarise_candidate;
 use super::run::{Phase, RequestRecord, RunConfig};
+use super::scorecard::measurement::CandidateRecords;
 use super::stats::{Interval, median_ci, quantile_sorted, wilson, z_for};
 
 /// Confidence of every interval here.
@@ -169,15 +170,17 @@ pub fn figures(candidate_id: i64, records: &[RequestRecord], case_weight: impl F
         }
     }
     let finals: Vec<&RequestRecord> = last.into_values().collect();
-    let mut concurrencies: Vec<u32> = finals.iter().map(|r| r.concurrency).filter(|&c| c > 0).collect();
-    concurrencies.sort_unstable();
-    concurrencies.dedup();
     let ok: Vec<&RequestRecord> = finals.iter().copied().filter(|r| r.succeeded()).collect();
-    let levels = concurrencies
+    // Per level, the final attempts the scorecard and run page read (a request is one case,
+    // repetition and level: keyed without the level, a sweep kept one level's record per case).
+    let per_level = CandidateRecords::new(candidate_id, records);
+    let levels = per_level
+        .concurrencies()
         .into_iter()
+        .filter(|&c| c > 0)
         .filter_map(|c| {
-            let l = figures_at_concurrency(finals.iter().copied(), c, &[])?;
-            let at: Vec<&RequestRecord> = ok.iter().copied().filter(|r| r.concurrency == c).collect();
+            let l = per_level.level_at(c)?;
+            let at: Vec<&RequestRecord> = per_level.finals_at(c).into_iter().filter(|r| r.succeeded()).collect();
             let (ttft, e2e, decode) = latency_samples(&at);
             Some(LevelAggregate {
                 concurrency: c,
