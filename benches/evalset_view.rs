@@ -13,25 +13,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use bakeoff::domain::evalset::EvalSetFile;
+mod support;
+use support::evalset;
 
 const BIG_CASES: usize = 100_000;
 const SMALL_CASES: usize = 20;
 const CLIENTS: usize = 20;
 const KEY_HEX: &str = "5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e";
-
-fn evalset(name: &str, cases: usize) -> EvalSetFile {
-    let mut text = format!(
-        "{{\"bakeoff_evalset\":1,\"name\":\"{name}\",\"task\":\"classification\",\"prompt\":\"Classify: {{{{text}}}}\",\"graders\":[{{\"kind\":\"exact\"}}],\"max_tokens\":16}}\n"
-    );
-    for i in 0..cases {
-        let tag = if i % 3 == 0 { "en" } else { "zh" };
-        text.push_str(&format!(
-            "{{\"id\":\"case-{i:06}\",\"vars\":{{\"text\":\"item number {i} with some words to classify\"}},\"expected\":\"positive\",\"tags\":[\"{tag}\"]}}\n"
-        ));
-    }
-    EvalSetFile::parse(&format!("{name}.jsonl"), &text).expect("the bench eval set parses")
-}
 
 /// serve's resident set (VmRSS), bytes.
 fn rss(pid: u32) -> u64 {

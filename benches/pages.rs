@@ -14,13 +14,15 @@ use std::time::{Duration, Instant};
 
 use bakeoff::domain::Timestamp;
 use bakeoff::domain::candidate::CandidateDraft;
-use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::grading::Grade;
 use bakeoff::domain::run::{NewRun, Phase, RequestRecord, RunConfig, RunStatus, TokenSource};
 use bakeoff::domain::scorecard::{RecordedVerdict, Verdict};
 use bakeoff::engine::run::Runner;
 use bakeoff::store::DynStore;
 use bakeoff::web::{AppState, build_app};
+
+mod support;
+use support::evalset;
 
 const ARCHIVED_RUNS: usize = 1_000;
 const RECORDS_PER_ARCHIVED_RUN: usize = 20;
@@ -29,19 +31,6 @@ const BIG_CASES: usize = 1_000;
 const BIG_REPETITIONS: u32 = 50;
 const INSERT_BATCH: usize = 2_000;
 const GOAL_MS: f64 = 100.0;
-
-fn evalset(name: &str, cases: usize) -> EvalSetFile {
-    let mut text = format!(
-        "{{\"bakeoff_evalset\":1,\"name\":\"{name}\",\"task\":\"classification\",\"prompt\":\"Classify: {{{{text}}}}\",\"graders\":[{{\"kind\":\"exact\"}}],\"max_tokens\":16}}\n"
-    );
-    for i in 0..cases {
-        let tag = if i % 3 == 0 { "en" } else { "zh" };
-        text.push_str(&format!(
-            "{{\"id\":\"case-{i:05}\",\"vars\":{{\"text\":\"item number {i} with some words\"}},\"expected\":\"positive\",\"tags\":[\"{tag}\"]}}\n"
-        ));
-    }
-    EvalSetFile::parse(&format!("{name}.jsonl"), &text).expect("the bench eval set parses")
-}
 
 fn record(run_id: i64, candidate_id: i64, case: usize, repetition: u32, sent_at_us: i64) -> RequestRecord {
     let pass = !(case + repetition as usize).is_multiple_of(5);

@@ -62,21 +62,7 @@ async fn setup(ttft_ms: f64) -> Setup {
     let direct_url = t.url.replacen(&proxy.addr.to_string(), &target, 1);
     let direct = crate::support::db::open(&direct_url).await;
     let (version, candidate, mock) = seed(&t.store, ttft_ms).await;
-    let run = t
-        .store
-        .create_run(&NewRun {
-            name: "outage".into(),
-            evalset_version_id: version,
-            candidate_ids: vec![candidate],
-            config: RunConfig {
-                concurrency: 2,
-                warmup_requests: 0,
-                staged_rollout: false,
-                ..RunConfig::default()
-            },
-        })
-        .await
-        .unwrap();
+    let run = create_run(&t.store, "outage", version, candidate).await;
     Setup {
         proxy,
         t,
@@ -88,6 +74,24 @@ async fn setup(ttft_ms: f64) -> Setup {
 
 /// Stores the eval set and one candidate on a steady mock answering after `ttft_ms`; returns
 /// (version, candidate, mock).
+/// A run of the seeded candidate at c=2, without warm-ups or staged start.
+async fn create_run(store: &DynStore, name: &str, version: i64, candidate: i64) -> i64 {
+    store
+        .create_run(&NewRun {
+            name: name.into(),
+            evalset_version_id: version,
+            candidate_ids: vec![candidate],
+            config: RunConfig {
+                concurrency: 2,
+                warmup_requests: 0,
+                staged_rollout: false,
+                ..RunConfig::default()
+            },
+        })
+        .await
+        .unwrap()
+}
+
 async fn seed(store: &DynStore, ttft_ms: f64) -> (i64, i64, MockServer) {
     let file = evalset();
     let mock = start_mock(MockConfig {
@@ -371,21 +375,7 @@ async fn a_spill_file_left_by_kill_9_is_stored_on_the_next_start_each_record_onc
 async fn sqlite_locked_longer_than_its_busy_timeout_loses_nothing() {
     let t = crate::support::db::sqlite_test_store().await;
     let (version, candidate, _mock) = seed(&t.store, 40.0).await;
-    let run = t
-        .store
-        .create_run(&NewRun {
-            name: "locked".into(),
-            evalset_version_id: version,
-            candidate_ids: vec![candidate],
-            config: RunConfig {
-                concurrency: 2,
-                warmup_requests: 0,
-                staged_rollout: false,
-                ..RunConfig::default()
-            },
-        })
-        .await
-        .unwrap();
+    let run = create_run(&t.store, "locked", version, candidate).await;
     let spill_dir = tempfile::tempdir().unwrap();
     let runner = Runner::new(t.store.clone()).with_writer(WriterSettings {
         spill_dir: Some(spill_dir.path().to_path_buf()),

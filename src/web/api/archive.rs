@@ -69,16 +69,7 @@ pub struct ArchivePage {
 pub async fn query(State(state): State<AppState>, RawQuery(query): RawQuery) -> ApiResult {
     let params = Params::parse(query);
     let (limit, offset) = params.page()?;
-    let text = |name: &str| params.text(name).unwrap_or_default();
-    let mut filters = ArchiveFilters {
-        evalset: text("evalset"),
-        candidate: text("candidate"),
-        status: text("status"),
-        from: text("from"),
-        to: text("to"),
-        profile: text("profile"),
-        verdict: text("verdict"),
-    };
+    let mut filters = ArchiveFilters::read(|name| params.text(name).unwrap_or_default());
     let profiles = state.store.list_threshold_profiles().await?;
     let (filter, shown) = resolve(&mut filters, &profiles)?;
     let total = state.store.count_runs_filtered(&filter).await?;

@@ -79,6 +79,20 @@ pub struct VerdictCell {
 }
 
 impl ArchiveFilters {
+    /// The filters as named in a query, each read by `text` (the page's form or the API's
+    /// parameters).
+    pub(crate) fn read(text: impl Fn(&str) -> String) -> ArchiveFilters {
+        ArchiveFilters {
+            evalset: text("evalset"),
+            candidate: text("candidate"),
+            status: text("status"),
+            from: text("from"),
+            to: text("to"),
+            profile: text("profile"),
+            verdict: text("verdict"),
+        }
+    }
+
     fn query(&self) -> String {
         let mut q = url::form_urlencoded::Serializer::new(String::new());
         for (k, v) in [
@@ -255,16 +269,7 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
 }
 
 async fn render(state: &AppState, q: &FormBody, import_error: Option<String>) -> Result<ArchivePage, WebError> {
-    let text = |name: &str| q.get(name).unwrap_or_default().trim().to_string();
-    let mut filters = ArchiveFilters {
-        evalset: text("evalset"),
-        candidate: text("candidate"),
-        status: text("status"),
-        from: text("from"),
-        to: text("to"),
-        profile: text("profile"),
-        verdict: text("verdict"),
-    };
+    let mut filters = ArchiveFilters::read(|name| q.get(name).unwrap_or_default().trim().to_string());
     let page = parse_page(q.get("page"))?;
     let profiles = state.store.list_threshold_profiles().await?;
     let (filter, shown_profile) = resolve(&mut filters, &profiles)?;
