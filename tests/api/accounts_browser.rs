@@ -5,7 +5,7 @@
 use bakeoff::domain::accounts::Role;
 use fantoccini::{Client, Locator};
 
-use crate::browser::{browser_binaries, screenshot, start_browser, start_driver, wait_for};
+use crate::browser::{browser_binaries, failure_report, start_browser, start_driver, wait_for};
 use crate::support::app::spawn_app;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -25,11 +25,14 @@ async fn log_in_change_a_threshold_see_it_audited_log_out() {
     let dir = tempfile::tempdir().unwrap();
     let c = start_browser(&driver, &chromium, dir.path()).await;
     let result = journey(&c, &app.base_url, profile_id, &password).await;
-    if result.is_err() {
-        screenshot(&c, "accounts-failure").await;
-    }
+    let report = match &result {
+        Err(_) => failure_report(&c, "accounts-failure").await,
+        Ok(()) => String::new(),
+    };
     c.close().await.ok();
-    result.unwrap();
+    if let Err(e) = result {
+        panic!("{e}\n{report}");
+    }
     let latest = app.store.list_audit(&Default::default(), 50, 0).await.unwrap();
     assert!(
         latest

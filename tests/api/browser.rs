@@ -149,6 +149,19 @@ pub(crate) async fn screenshot(client: &Client, name: &str) {
     }
 }
 
+/// What the browser showed when a journey failed: a screenshot under target/tmp, and the URL and
+/// the start of the page's text for the test's message (CI keeps the log, not the screenshot).
+pub(crate) async fn failure_report(client: &Client, name: &str) -> String {
+    screenshot(client, name).await;
+    let url = client.current_url().await.map(|u| u.to_string()).unwrap_or_default();
+    let text = match client.find(Locator::Css("body")).await {
+        Ok(body) => body.text().await.unwrap_or_default(),
+        Err(e) => format!("(no body: {e})"),
+    };
+    let text: String = text.chars().take(1500).collect();
+    format!("the browser was at {url}, showing:\n{text}")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     not(bakeoff_test_browser),
@@ -161,19 +174,23 @@ async fn demo_path_add_candidate_start_run_see_table() {
     let profile = tempfile::tempdir().unwrap();
     let c = start_browser(&driver, &chromium, profile.path()).await;
     let result = walk_demo_path(&c, &app.base_url, &app.mock_url).await;
-    if result.is_err() {
-        screenshot(&c, "failure").await;
-    }
+    let report = match &result {
+        Err(_) => failure_report(&c, "failure").await,
+        Ok(()) => String::new(),
+    };
     c.close().await.ok();
-    result.unwrap();
+    if let Err(e) = result {
+        panic!("{e}\n{report}");
+    }
 }
 
-/// The element once it appears (bounded: 15 s).
+/// The element once it appears (bounded: 45 s — a page that needs a server round trip can take
+/// that long while the rest of the suite, a llama server included, holds both cores).
 pub(crate) async fn wait_for(
     c: &Client,
     locator: Locator<'_>,
 ) -> Result<fantoccini::elements::Element, fantoccini::error::CmdError> {
-    c.wait().at_most(Duration::from_secs(15)).for_element(locator).await
+    c.wait().at_most(Duration::from_secs(45)).for_element(locator).await
 }
 
 async fn walk_demo_path(c: &Client, base: &str, mock_url: &str) -> Result<(), Box<dyn std::error::Error>> {
