@@ -7,6 +7,7 @@
 //! - `files`: candidates, threshold profiles and run settings as TOML files (schemas in docs/schemas/)
 //! - `gate`: a run judged for CI: start, progress, verdict with baseline check, JSON/JUnit/Markdown reports
 //! - `demo`: first-start content (shipped eval sets and profiles) and the demo's mock and candidates
+//! - `retirement`: retiring and restoring candidates, eval sets and profiles; the default profile
 //! - `runs`: creating a run from a request (checked, stored, handed to the runner)
 //! - `scorecard`: a run assessed by a threshold-profile version (the one scorecard assembly)
 //! - `shutdown`: the Ctrl-C / SIGTERM signal every long-running command stops on
@@ -20,6 +21,7 @@ pub mod calibrate;
 pub mod demo;
 pub mod files;
 pub mod gate;
+pub mod retirement;
 pub mod runs;
 pub mod scorecard;
 pub mod shutdown;

@@ -70,11 +70,8 @@ pub async fn assemble(store: &DynStore, run_id: i64, choice: &ScorecardChoice) -
     let profiles = store.list_threshold_profiles().await?;
     let chosen_id = match choice.profile {
         Some(id) => id,
-        None => profiles
-            .iter()
-            .find(|p| p.name == crate::app::demo::DEFAULT_PROFILE)
-            .or(profiles.first())
-            .map(|p| p.id)
+        None => crate::app::retirement::default_profile_id(store, &profiles)
+            .await?
             .ok_or_else(|| {
                 AppError::Invalid("there is no threshold profile yet: create one under Thresholds first".to_string())
             })?,

@@ -55,10 +55,17 @@ pub enum Action {
     TokenRevoked,
     LoggedIn,
     LoggedOut,
+    CandidateRetired,
+    CandidateRestored,
+    EvalSetRetired,
+    EvalSetRestored,
+    ThresholdProfileRetired,
+    ThresholdProfileRestored,
+    DefaultProfileChosen,
 }
 
 impl Action {
-    pub const ALL: [Action; 24] = [
+    pub const ALL: [Action; 31] = [
         Action::CandidateCreated,
         Action::CandidateUpdated,
         Action::CandidateKeySet,
@@ -83,6 +90,13 @@ impl Action {
         Action::TokenRevoked,
         Action::LoggedIn,
         Action::LoggedOut,
+        Action::CandidateRetired,
+        Action::CandidateRestored,
+        Action::EvalSetRetired,
+        Action::EvalSetRestored,
+        Action::ThresholdProfileRetired,
+        Action::ThresholdProfileRestored,
+        Action::DefaultProfileChosen,
     ];
 
     pub fn as_str(&self) -> &'static str {
@@ -111,6 +125,13 @@ impl Action {
             Action::TokenRevoked => "token.revoked",
             Action::LoggedIn => "session.logged_in",
             Action::LoggedOut => "session.logged_out",
+            Action::CandidateRetired => "candidate.retired",
+            Action::CandidateRestored => "candidate.restored",
+            Action::EvalSetRetired => "evalset.retired",
+            Action::EvalSetRestored => "evalset.restored",
+            Action::ThresholdProfileRetired => "threshold_profile.retired",
+            Action::ThresholdProfileRestored => "threshold_profile.restored",
+            Action::DefaultProfileChosen => "threshold_profile.default_chosen",
         }
     }
 }

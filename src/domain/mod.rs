@@ -18,6 +18,7 @@ pub mod paired;
 pub mod pipeline;
 pub mod presets;
 pub mod redact;
+pub mod retirement;
 pub mod retry;
 pub mod run;
 pub mod scorecard;

@@ -25,6 +25,7 @@ use crate::domain::candidate::{Candidate, CandidateSpec};
 use crate::domain::evalset::{EvalCase, EvalSetFile, EvalSetHeader, TaskKind};
 use crate::domain::grading::Grade;
 use crate::domain::operability::{ChecklistAnswers, ChecklistVersion, ProbeReport, ProbeRun};
+use crate::domain::retirement::ItemKind;
 use crate::domain::run::{
     CandidateStop, ErrorClass, NewRun, Phase, RequestRecord, Run, RunEvent, RunStatus, ServerTokenCount,
     UncountedRecord,
@@ -46,6 +47,7 @@ mod rows;
 mod runs;
 mod scorecards;
 pub mod server_key;
+mod settings;
 pub mod sqlite;
 mod stops;
 pub mod text;
@@ -503,6 +505,17 @@ pub trait Store: Send + Sync + 'static {
     fn append_run_event<'a>(&'a self, run_id: i64, level: &'a str, message: &'a str) -> StoreFuture<'a, ()>;
     fn list_run_events(&self, run_id: i64) -> StoreFuture<'_, Vec<RunEvent>>;
 
+    // --- team settings and retired items (settings.rs)
+    /// A team setting's value (see `domain::retirement::DEFAULT_PROFILE_SETTING`).
+    fn get_setting<'a>(&'a self, name: &'a str) -> StoreFuture<'a, Option<String>>;
+    fn set_setting<'a>(&'a self, name: &'a str, value: &'a str, changed_by: &'a str) -> StoreFuture<'a, ()>;
+    /// Marks an item retired; false when it already was.
+    fn retire_item<'a>(&'a self, kind: ItemKind, id: i64, retired_by: &'a str) -> StoreFuture<'a, bool>;
+    /// Takes an item out of retirement; false when it was not retired.
+    fn restore_item(&self, kind: ItemKind, id: i64) -> StoreFuture<'_, bool>;
+    /// The ids of the retired items of one kind, ascending.
+    fn list_retired(&self, kind: ItemKind) -> StoreFuture<'_, Vec<i64>>;
+
     // --- candidates stopped within a run (stops.rs; one per run and candidate, never changed)
     /// Stores that a candidate of a run was stopped; false when it already was (the first stop
     /// stands). NotFound when the run does not exist.
@@ -652,6 +665,7 @@ macro_rules! impl_store {
             archive::archive_queries!($db);
             verdicts::verdict_queries!($db);
             stops::stop_queries!($db);
+            settings::setting_queries!($db);
         }
     };
 }

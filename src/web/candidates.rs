@@ -16,6 +16,7 @@ use super::views::{FieldKind, FieldView, Fieldset, FormBody};
 use crate::domain::accounts::Role;
 use crate::domain::audit::Action;
 use crate::domain::candidate::{Candidate, CandidateDraft, CandidateSpec, ProviderKind, Secret, TokenizeKind};
+use crate::domain::retirement::ItemKind;
 use crate::domain::validation::FieldErrors;
 use crate::store::StoreError;
 
@@ -124,6 +125,8 @@ pub struct CandidatesPage {
     pub rows: Vec<CandidateRow>,
     /// Said after an edit moved a candidate to another server and its credentials were dropped.
     pub key_dropped: Option<String>,
+    /// Retired candidates: listed apart, each with Restore.
+    pub retired: Vec<CandidateRow>,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -145,10 +148,13 @@ async fn list(State(state): State<AppState>, Query(q): Query<ListQuery>) -> Resu
                 crate::domain::candidate::origin_of(&c.spec.base_url).unwrap_or_default()
             )
         });
+    let retired_ids = crate::app::retirement::retired(&state.store, ItemKind::Candidate).await?;
+    let (retired, rows): (Vec<_>, Vec<_>) = candidates.iter().partition(|c| retired_ids.contains(&c.id));
     Ok(CandidatesPage {
         nav: "candidates",
-        rows: candidates.iter().map(CandidateRow::from).collect(),
+        rows: rows.into_iter().map(CandidateRow::from).collect(),
         key_dropped,
+        retired: retired.into_iter().map(CandidateRow::from).collect(),
     })
 }
 

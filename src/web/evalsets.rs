@@ -23,6 +23,7 @@ use super::error::{WebError, parse_id, parse_page};
 use super::views::{Pagination, or_dash, short_hash};
 use crate::domain::evalset::{EvalCase, EvalSetFile};
 use crate::domain::grading::Grader;
+use crate::domain::retirement::ItemKind;
 use crate::domain::validation::truncate;
 use crate::store::EvalSetVersion;
 
@@ -76,26 +77,33 @@ pub struct EvalSetRow {
 pub struct EvalSetsPage {
     pub nav: &'static str,
     pub rows: Vec<EvalSetRow>,
+    /// Retired sets: listed apart, each with Restore.
+    pub retired: Vec<EvalSetRow>,
 }
 
 async fn list(State(state): State<AppState>) -> Result<EvalSetsPage, WebError> {
-    let rows = state
+    let retired_ids = crate::app::retirement::retired(&state.store, ItemKind::EvalSet).await?;
+    let (retired, rows): (Vec<_>, Vec<_>) = state
         .store
         .list_evalsets()
         .await?
         .into_iter()
-        .map(|s| EvalSetRow {
-            name: s.name,
-            task: s.task.as_str(),
-            description: s.description.map(|d| truncate(&d, 160)).unwrap_or_default(),
-            cases: s.case_count,
-            versions: s.version_count,
-            version_id: s.latest_version_id,
-            hash: short_hash(&s.latest_hash).to_string(),
-            updated: s.updated_at.display(),
-        })
-        .collect();
-    Ok(EvalSetsPage { nav: "evalsets", rows })
+        .partition(|s| retired_ids.contains(&s.id));
+    let to_row = |s: crate::store::EvalSetSummary| EvalSetRow {
+        name: s.name,
+        task: s.task.as_str(),
+        description: s.description.map(|d| truncate(&d, 160)).unwrap_or_default(),
+        cases: s.case_count,
+        versions: s.version_count,
+        version_id: s.latest_version_id,
+        hash: short_hash(&s.latest_hash).to_string(),
+        updated: s.updated_at.display(),
+    };
+    Ok(EvalSetsPage {
+        nav: "evalsets",
+        rows: rows.into_iter().map(to_row).collect(),
+        retired: retired.into_iter().map(to_row).collect(),
+    })
 }
 
 #[derive(Debug, Clone)]

@@ -14,12 +14,14 @@ pub mod api;
 pub mod archive;
 pub mod assets;
 pub mod audit;
+pub mod candidate_page;
 pub mod candidates;
 pub mod error;
 pub mod evalsets;
 pub mod how_we_measure;
 pub mod operability;
 pub mod overview;
+pub mod retirement;
 pub mod runs;
 pub mod scorecards;
 pub mod security;
@@ -50,10 +52,12 @@ pub fn build_app(state: AppState) -> Router {
     Router::new()
         .merge(overview::router())
         .merge(candidates::router())
+        .merge(candidate_page::router())
         .merge(evalsets::router())
         .merge(runs::router())
         .merge(archive::router())
         .merge(thresholds::router())
+        .merge(retirement::router())
         .merge(scorecards::router())
         .merge(how_we_measure::router())
         .merge(operability::router())

@@ -15,6 +15,7 @@ use serde::Deserialize;
 use super::AppState;
 use super::error::{WebError, parse_id};
 use super::views::FormBody;
+use crate::domain::retirement::ItemKind;
 use crate::domain::thresholds::catalog::{CATALOG, Param};
 use crate::domain::thresholds::form::{BLANK_RULE_ROWS, ProfileDraft, RuleDraft, rule_field};
 use crate::domain::thresholds::history::{RuleChange, diff_rules};
@@ -44,6 +45,8 @@ pub struct ProfileRow {
     pub description: String,
     pub version: u32,
     pub rules: Vec<String>,
+    /// The team's default profile (judges the archive and scorecards opened without a choice).
+    pub is_default: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -59,23 +62,28 @@ pub struct TemplateRow {
 pub struct ThresholdsPage {
     pub nav: &'static str,
     pub profiles: Vec<ProfileRow>,
+    /// Retired profiles: listed apart, each with Restore.
+    pub retired: Vec<ProfileRow>,
     pub templates: Vec<TemplateRow>,
 }
 
 async fn list(State(state): State<AppState>) -> Result<ThresholdsPage, WebError> {
     let profiles = state.store.list_threshold_profiles().await?;
+    let default_id = crate::app::retirement::default_profile_id(&state.store, &profiles).await?;
+    let retired_ids = crate::app::retirement::retired(&state.store, ItemKind::ThresholdProfile).await?;
+    let (retired, profiles): (Vec<_>, Vec<_>) = profiles.iter().partition(|p| retired_ids.contains(&p.id));
+    let to_row = |p: &ThresholdProfile| ProfileRow {
+        id: p.id,
+        name: p.name.clone(),
+        description: p.description.clone(),
+        version: p.version,
+        rules: p.rules.iter().map(|r| r.describe()).collect(),
+        is_default: Some(p.id) == default_id,
+    };
     Ok(ThresholdsPage {
         nav: "thresholds",
-        profiles: profiles
-            .iter()
-            .map(|p| ProfileRow {
-                id: p.id,
-                name: p.name.clone(),
-                description: p.description.clone(),
-                version: p.version,
-                rules: p.rules.iter().map(|r| r.describe()).collect(),
-            })
-            .collect(),
+        profiles: profiles.into_iter().map(to_row).collect(),
+        retired: retired.into_iter().map(to_row).collect(),
         templates: templates()
             .into_iter()
             .map(|t| TemplateRow {

@@ -11,6 +11,7 @@ mod browser;
 mod demo;
 mod engine;
 mod evalsets;
+mod everyday;
 mod exports_harness;
 mod figures;
 mod gate;

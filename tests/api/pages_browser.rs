@@ -83,6 +83,7 @@ async fn seed(app: &crate::browser::DemoApp) -> Vec<(String, String)> {
         ("overview", "/".to_string()),
         ("candidates", "/candidates".into()),
         ("candidate-new", "/candidates/new".into()),
+        ("candidate", format!("/candidates/{candidate}")),
         ("candidate-edit", format!("/candidates/{candidate}/edit")),
         ("operability", format!("/candidates/{candidate}/operability")),
         ("evalsets", "/evalsets".into()),

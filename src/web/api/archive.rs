@@ -71,7 +71,7 @@ pub async fn query(State(state): State<AppState>, RawQuery(query): RawQuery) -> 
     let (limit, offset) = params.page()?;
     let mut filters = ArchiveFilters::read(|name| params.text(name).unwrap_or_default());
     let profiles = state.store.list_threshold_profiles().await?;
-    let (filter, shown) = resolve(&mut filters, &profiles)?;
+    let (filter, shown) = resolve(&state, &mut filters, &profiles).await?;
     let total = state.store.count_runs_filtered(&filter).await?;
     let items = state.store.list_runs_filtered(&filter, limit, offset).await?;
     let verdicts = verdicts_of(&state, &items, shown.as_ref()).await?;

@@ -166,14 +166,13 @@ impl ArchiveFilters {
 /// The store filter and the profile whose verdicts are shown, for the filters as typed. A
 /// verdict belongs to a profile: without one chosen, the default profile judges (and `filters`
 /// then names it).
-pub(crate) fn resolve(
+pub(crate) async fn resolve(
+    state: &AppState,
     filters: &mut ArchiveFilters,
     profiles: &[ThresholdProfile],
 ) -> Result<(RunFilter, Option<ShownProfile>), WebError> {
-    let default_profile = profiles
-        .iter()
-        .find(|p| p.name == crate::app::demo::DEFAULT_PROFILE)
-        .or(profiles.first());
+    let default_id = crate::app::retirement::default_profile_id(&state.store, profiles).await?;
+    let default_profile = profiles.iter().find(|p| Some(p.id) == default_id);
     if filters.profile.is_empty()
         && !filters.verdict.is_empty()
         && let Some(p) = default_profile
@@ -272,7 +271,7 @@ async fn render(state: &AppState, q: &FormBody, import_error: Option<String>) ->
     let mut filters = ArchiveFilters::read(|name| q.get(name).unwrap_or_default().trim().to_string());
     let page = parse_page(q.get("page"))?;
     let profiles = state.store.list_threshold_profiles().await?;
-    let (filter, shown_profile) = resolve(&mut filters, &profiles)?;
+    let (filter, shown_profile) = resolve(state, &mut filters, &profiles).await?;
     let total = state.store.count_runs_filtered(&filter).await?;
     let base = match filters.query() {
         s if s.is_empty() => "/archive".to_string(),

@@ -66,13 +66,12 @@ pub async fn resume(State(state): State<AppState>, Path(raw): Path<String>) -> R
     Ok(Redirect::to(&format!("/runs/{id}")))
 }
 
-/// The buttons an ended run offers: none while it goes or when it finished cleanly; "Run
-/// again" when it failed, was cancelled or stopped a candidate, plus "Run again without X"
-/// for each stopped candidate — or, for a failed run that stopped none, each candidate in
-/// `failing` (those with failed attempts) — as long as another candidate is left.
+/// The buttons an ended run offers: none while it goes; "Run again" once it has ended (a
+/// clean run too: the same measurement after a server upgrade or on another day), plus "Run
+/// again without X" for each stopped candidate — or, for a failed run that stopped none, each
+/// candidate in `failing` (those with failed attempts) — as long as another candidate is left.
 pub fn buttons(run: &Run, stops: &[CandidateStop], failing: &[i64], candidates: &[Candidate]) -> Vec<AgainButton> {
-    let ended_badly = matches!(run.status, RunStatus::Failed | RunStatus::Cancelled);
-    if !run.status.is_terminal() || (!ended_badly && stops.is_empty()) {
+    if !run.status.is_terminal() {
         return Vec::new();
     }
     let mut out = vec![AgainButton {

@@ -93,7 +93,7 @@ pub struct LiveView {
     pub events: Vec<EventRow>,
     /// Candidates stopped within the run, with their outcome (NO-GO).
     pub stops: Vec<StopView>,
-    /// "Run again" / "Run again without X" (ended runs that failed, were cancelled or stopped a
+    /// "Run again" (any ended run) / "Run again without X" (runs that failed or stopped a
     /// candidate).
     pub again: Vec<AgainButton>,
 }

@@ -51,7 +51,7 @@ pub struct RunRow {
 /// (the one the archive shows when none is chosen).
 pub async fn run_rows(state: &AppState, items: Vec<RunListItem>) -> Result<Vec<RunRow>, WebError> {
     let profiles = state.store.list_threshold_profiles().await?;
-    let (_, shown) = super::archive::list::resolve(&mut Default::default(), &profiles)?;
+    let (_, shown) = super::archive::list::resolve(state, &mut Default::default(), &profiles).await?;
     let verdicts = super::archive::list::verdicts_of(state, &items, shown.as_ref()).await?;
     let now = crate::domain::Timestamp::now();
     Ok(items

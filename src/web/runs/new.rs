@@ -16,7 +16,9 @@ use crate::app::runs::{RunRequest, create_run};
 use crate::domain::candidate::Candidate;
 use crate::domain::estimate::{CandidateInput, EstimateInput, approx_tokens, estimate};
 use crate::domain::format;
+use crate::domain::operability::ProbeOutcome;
 use crate::domain::presets::{ARRIVALS, LOAD_SHAPES, LoadDraft, Preset};
+use crate::domain::retirement::ItemKind;
 use crate::domain::run::{RunConfig, RunDraft};
 use crate::domain::validation::FieldErrors;
 use crate::store::{EvalSetSummary, EvalSetVersion};
@@ -37,6 +39,24 @@ pub struct CandidateOption {
     pub name: String,
     pub detail: String,
     pub checked: bool,
+    /// The failed probes of the candidate's last probe run ("health, models"), if any failed.
+    pub probes_failed: Option<String>,
+}
+
+/// Which probes failed the last time the candidate's endpoint was probed (None: all passed,
+/// or never probed), so the form warns before a run is spent on an endpoint known to be down.
+async fn last_probes_failed(state: &AppState, candidate_id: i64) -> Result<Option<String>, WebError> {
+    let Some(last) = state.store.list_probe_runs(candidate_id, 1).await?.into_iter().next() else {
+        return Ok(None);
+    };
+    let failed: Vec<&str> = last
+        .report
+        .results
+        .iter()
+        .filter(|r| r.outcome == ProbeOutcome::Fail)
+        .map(|r| r.kind.label())
+        .collect();
+    Ok((!failed.is_empty()).then(|| format!("{} — {}", last.at.display(), failed.join("; "))))
 }
 
 #[derive(Template, WebTemplate)]
@@ -224,7 +244,17 @@ pub async fn create(State(state): State<AppState>, body: FormBody) -> Result<Res
 }
 
 async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Result<NewRunPage, WebError> {
-    let sets = state.store.list_evalsets().await?;
+    // Retired sets and candidates are not offered (a form sent back with one chosen keeps it).
+    let retired_sets = crate::app::retirement::retired(&state.store, ItemKind::EvalSet).await?;
+    let retired_candidates = crate::app::retirement::retired(&state.store, ItemKind::Candidate).await?;
+    let typed_set = form.run.evalset_version.trim().to_string();
+    let sets: Vec<_> = state
+        .store
+        .list_evalsets()
+        .await?
+        .into_iter()
+        .filter(|s| !retired_sets.contains(&s.id) || typed_set == s.latest_version_id.to_string())
+        .collect();
     // With nothing chosen yet, one set is preselected so the common case is one click.
     let chosen = match form.run.evalset_version.trim() {
         "" => default_evalset(&sets, state.demo_mock_url.is_some())
@@ -248,16 +278,25 @@ async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Resul
         .collect();
     let all = state.store.list_candidates().await?;
     let mut judge_options = vec![(String::new(), "the candidate each llm-judge grader names".to_string())];
-    judge_options.extend(all.iter().map(|c| (c.id.to_string(), c.spec.name.clone())));
-    let candidates = all
-        .into_iter()
-        .map(|c| CandidateOption {
-            checked: form.run.candidates.iter().any(|raw| raw.trim() == c.id.to_string()),
+    judge_options.extend(
+        all.iter()
+            .filter(|c| !retired_candidates.contains(&c.id) || form.run.judge_candidate.trim() == c.id.to_string())
+            .map(|c| (c.id.to_string(), c.spec.name.clone())),
+    );
+    let mut candidates = Vec::new();
+    for c in all {
+        let checked = form.run.candidates.iter().any(|raw| raw.trim() == c.id.to_string());
+        if retired_candidates.contains(&c.id) && !checked {
+            continue;
+        }
+        candidates.push(CandidateOption {
+            checked,
             detail: format!("{} · {}", c.spec.model, c.spec.provider.label()),
+            probes_failed: last_probes_failed(state, c.id).await?,
             id: c.id,
             name: c.spec.name,
-        })
-        .collect();
+        });
+    }
     let estimate = estimate_view(
         state,
         &RunForm {

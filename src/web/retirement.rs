@@ -1,0 +1,126 @@
+//! Retire / restore buttons on the candidates, eval sets and thresholds lists, and "Make
+//! default" on a threshold profile. Each changes one thing, is audited, and goes back to the
+//! list (`app::retirement` does the work).
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::response::Redirect;
+use axum::routing::post;
+
+use super::AppState;
+use super::error::{WebError, parse_id};
+use crate::app::retirement;
+use crate::domain::audit::Action;
+use crate::domain::retirement::ItemKind;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/candidates/{id}/retire", post(retire_candidate))
+        .route("/candidates/{id}/restore", post(restore_candidate))
+        .route("/evalsets/{version_id}/retire", post(retire_evalset))
+        .route("/evalsets/{version_id}/restore", post(restore_evalset))
+        .route("/thresholds/{id}/retire", post(retire_profile))
+        .route("/thresholds/{id}/restore", post(restore_profile))
+        .route("/thresholds/{id}/default", post(make_default))
+}
+
+/// Where each kind is listed, and its audit actions (retired, restored).
+fn list_and_actions(kind: ItemKind) -> (&'static str, Action, Action) {
+    match kind {
+        ItemKind::Candidate => ("/candidates", Action::CandidateRetired, Action::CandidateRestored),
+        ItemKind::EvalSet => ("/evalsets", Action::EvalSetRetired, Action::EvalSetRestored),
+        ItemKind::ThresholdProfile => (
+            "/thresholds",
+            Action::ThresholdProfileRetired,
+            Action::ThresholdProfileRestored,
+        ),
+    }
+}
+
+async fn change(state: &AppState, kind: ItemKind, id: i64, retire: bool) -> Result<Redirect, WebError> {
+    let (list, retired, restored) = list_and_actions(kind);
+    let actor = super::security::actor();
+    let (name, action, detail) = if retire {
+        let name = retirement::retire(&state.store, kind, id, &actor).await?;
+        (
+            name,
+            retired,
+            "retired: hidden from lists and new runs; its runs keep what they measured",
+        )
+    } else {
+        (
+            retirement::restore(&state.store, kind, id).await?,
+            restored,
+            "restored to the lists",
+        )
+    };
+    super::audit::record(
+        state,
+        action,
+        format!("{} #{id} {name:?}", kind.label()),
+        detail.to_string(),
+    )
+    .await?;
+    Ok(Redirect::to(list))
+}
+
+/// An eval set is retired as a whole, through any of its versions' pages.
+async fn evalset_of(state: &AppState, raw: &str) -> Result<i64, WebError> {
+    let version_id = parse_id(raw, "eval set version")?;
+    let version = state
+        .store
+        .get_evalset_version(version_id)
+        .await?
+        .ok_or_else(|| WebError::NotFound(format!("eval set version #{version_id}")))?;
+    Ok(version.evalset_id)
+}
+
+async fn retire_candidate(State(state): State<AppState>, Path(raw): Path<String>) -> Result<Redirect, WebError> {
+    change(&state, ItemKind::Candidate, parse_id(&raw, "candidate")?, true).await
+}
+
+async fn restore_candidate(State(state): State<AppState>, Path(raw): Path<String>) -> Result<Redirect, WebError> {
+    change(&state, ItemKind::Candidate, parse_id(&raw, "candidate")?, false).await
+}
+
+async fn retire_evalset(State(state): State<AppState>, Path(raw): Path<String>) -> Result<Redirect, WebError> {
+    let id = evalset_of(&state, &raw).await?;
+    change(&state, ItemKind::EvalSet, id, true).await
+}
+
+async fn restore_evalset(State(state): State<AppState>, Path(raw): Path<String>) -> Result<Redirect, WebError> {
+    let id = evalset_of(&state, &raw).await?;
+    change(&state, ItemKind::EvalSet, id, false).await
+}
+
+async fn retire_profile(State(state): State<AppState>, Path(raw): Path<String>) -> Result<Redirect, WebError> {
+    change(
+        &state,
+        ItemKind::ThresholdProfile,
+        parse_id(&raw, "threshold profile")?,
+        true,
+    )
+    .await
+}
+
+async fn restore_profile(State(state): State<AppState>, Path(raw): Path<String>) -> Result<Redirect, WebError> {
+    change(
+        &state,
+        ItemKind::ThresholdProfile,
+        parse_id(&raw, "threshold profile")?,
+        false,
+    )
+    .await
+}
+
+async fn make_default(State(state): State<AppState>, Path(raw): Path<String>) -> Result<Redirect, WebError> {
+    let id = parse_id(&raw, "threshold profile")?;
+    let name = retirement::choose_default_profile(&state.store, id, &super::security::actor()).await?;
+    super::audit::record(
+        &state,
+        Action::DefaultProfileChosen,
+        format!("threshold profile #{id} {name:?}"),
+        "now judges the archive, the runs list and scorecards opened without a choice".to_string(),
+    )
+    .await?;
+    Ok(Redirect::to("/thresholds"))
+}
