@@ -8,7 +8,7 @@ use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
 
 use crate::support::app::spawn_app_on;
-use crate::support::db::{TEST_SERVER_KEY, TestStore, each_backend_pair, sqlite_test_store};
+use crate::support::db::{TEST_SERVER_KEY, TestStore, each_backend_pair, postgres_test_store, sqlite_test_store};
 use crate::support::runs::start_mock;
 
 /// `bakeoff ARGS --database-url URL` with the test server key; waits for it to exit.
@@ -505,4 +505,37 @@ async fn run_start_exits_with_the_verdict_and_writes_reports_ci_reads() {
     ] {
         assert!(help.contains(line), "{line} in {help}");
     }
+}
+
+/// The exit codes on PostgreSQL (`--database-url postgres://…`): the gate's code is shared by
+/// both backends, so the path that reads most from the store, a NO-GO by the baseline alone
+/// (the archived run's records against the new run's), stands for the rest, after the GO run it
+/// compares with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_postgres),
+    ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…"
+)]
+async fn run_start_exits_with_the_verdict_on_postgresql() {
+    let mock = mock().await;
+    let ws = Workspace::new(&mock);
+    let db = postgres_test_store().await;
+    let out = ws.start(&db.url, &ws.arg("right.toml"), &ws.arg("accuracy.toml"), &[]);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    let go_run = ws.report()["run_id"].as_i64().unwrap();
+    assert_eq!(
+        db.store.get_run(go_run).await.unwrap().unwrap().status.as_str(),
+        "finished"
+    );
+    let baseline = go_run.to_string();
+    let out = ws.start(
+        &db.url,
+        &ws.arg("wrong.toml"),
+        &ws.arg("lenient.toml"),
+        &["--baseline", &baseline],
+    );
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    let report = ws.report();
+    assert_eq!(report["candidates"][0]["baseline"]["regression"], true, "{report}");
+    assert_eq!(db.store.count_runs().await.unwrap(), 2);
 }
