@@ -105,7 +105,7 @@ pub fn read_text(path: &Path) -> anyhow::Result<String> {
 }
 
 /// Writes `text` to `output`, or standard output when there is none.
-fn write_out(output: Option<&Path>, text: &str, what: &str) -> anyhow::Result<()> {
+pub(super) fn write_out(output: Option<&Path>, text: &str, what: &str) -> anyhow::Result<()> {
     match output.filter(|p| p.as_os_str() != "-") {
         Some(path) => {
             std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;

@@ -401,3 +401,32 @@ pub(super) fn print_summary(report: &GateReport) {
         ),
     }
 }
+
+/// `bakeoff run settings-export RUN`: how the stored run was executed, as a settings file that
+/// `run start --settings` reads back to the same run configuration.
+pub async fn export_settings(run_id: i64, output: Option<&Path>, database: &DatabaseArgs) -> anyhow::Result<()> {
+    let store = crate::store::connect(&database.database_url).await?;
+    let run = store
+        .get_run(run_id)
+        .await?
+        .with_context(|| format!("there is no run #{run_id}"))?;
+    let judge_candidate = match run.config.judge.as_ref().and_then(|j| j.override_id) {
+        None => None,
+        Some(id) => Some(
+            store
+                .get_candidate(id)
+                .await?
+                .with_context(|| format!("run #{run_id} was judged by candidate #{id}, which no longer exists"))?
+                .spec
+                .name,
+        ),
+    };
+    let text =
+        settings::export(&run.config, judge_candidate, &format!("run #{run_id} {:?}", run.name)).map_err(|lost| {
+            anyhow::anyhow!(
+                "run #{run_id} cannot be written as a settings file without changing it:\n  {}",
+                lost.join("\n  ")
+            )
+        })?;
+    super::files::write_out(output, &text, &format!("settings of run #{run_id}"))
+}

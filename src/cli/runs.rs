@@ -1,4 +1,5 @@
-//! `bakeoff run start|export|import`: a run from the terminal with CI exit codes (`gate`), and
+//! `bakeoff run start|export|import|settings-export`: a run from the terminal with CI exit codes
+//! (`gate`; a stored run's settings as the file it reads: `settings-export`), and
 //! whole runs as `bakeoff.run/1` JSON, to move results between installations (the same format as
 //! the web's export link and import form; API keys are never included).
 use std::path::PathBuf;
@@ -28,6 +29,17 @@ pub enum RunAction {
         #[arg(long)]
         run_id: i64,
         /// Output file; `-` or omitted for standard output.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Write how a stored run was executed (e.g. one started in the browser) as a run settings
+    /// file, for `bakeoff run start --settings FILE`.
+    SettingsExport {
+        /// The run's id, as in `/runs/ID`.
+        run_id: i64,
+        /// Output file; standard output when omitted.
         #[arg(long, short)]
         output: Option<PathBuf>,
         #[command(flatten)]
@@ -72,6 +84,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        RunAction::SettingsExport {
+            run_id,
+            output,
+            database,
+        } => super::gate::export_settings(run_id, output.as_deref(), &database).await,
         RunAction::Import { file, database } => {
             let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
             let export = parse_export(&text).with_context(|| format!("{}", file.display()))?;

@@ -137,6 +137,11 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/api/v1/runs/{id}/scorecard", VIEWER),
     ("GET", "/api/v1/runs/{id}/verdict", VIEWER),
     ("GET", "/api/v1/archive", VIEWER),
+    ("GET", "/api/v1/archive/compare", VIEWER),
+    ("GET", "/api/v1/archive/history", VIEWER),
+    ("POST", "/api/v1/runs/{id}/scorecards", EDITOR),
+    ("GET", "/api/v1/scorecards", VIEWER),
+    ("GET", "/api/v1/scorecards/{id}", VIEWER),
 ];
 
 /// The access declared for `method` on the route `pattern`; None when it has none (refused).

@@ -1,7 +1,8 @@
 //! `bakeoff run start --server URL` (the built binary, token from BAKEOFF_TOKEN) against a
 //! served app: the files are uploaded, the run is measured by the server against the mock, and
 //! the command exits with the verdict's code and writes the same reports a local run writes.
-//! Wrong names and tokens are configuration errors (exit 3) that change nothing on the server.
+//! Every verdict's exit code (0 GO, 1 NO-GO, also by `--baseline` alone, 2 INCONCLUSIVE); wrong
+//! names, tokens and baselines are configuration errors (exit 3) that change nothing on the server.
 use std::process::Output;
 
 use bakeoff::domain::accounts::Role;
@@ -89,6 +90,43 @@ async fn run_start_on_a_server_exits_with_the_verdict(db: TestStore) {
     assert!(stdout(&out).contains("verdict: NO-GO"), "{}", stdout(&out));
     assert_eq!(ws.report()["exit_code"], 1);
 
+    // 1 NO-GO by --baseline alone: every rule passes, but the GO run, archived on the server,
+    // was significantly more accurate on the same cases (the server's paired test).
+    let baseline = go_run.to_string();
+    let out = bakeoff(
+        with_server(
+            &ws.arg("wrong.toml"),
+            &ws.arg("lenient.toml"),
+            &["--baseline", &baseline],
+        ),
+        Some(&api.token),
+    )
+    .await;
+    assert_eq!(code(&out), 1, "{}: {}{}", app.backend, stdout(&out), stderr(&out));
+    let report = ws.report();
+    assert_eq!(report["candidates"][0]["verdict"], "GO", "{report}");
+    assert_eq!(report["candidates"][0]["baseline"]["regression"], true, "{report}");
+    assert_eq!(report["baseline_run"], go_run, "{report}");
+    assert!(ws.junit().contains("significantly"), "{}", ws.junit());
+    // Against itself there is no regression: GO.
+    let out = bakeoff(
+        with_server(
+            &ws.arg("right.toml"),
+            &ws.arg("lenient.toml"),
+            &["--baseline", &baseline],
+        ),
+        Some(&api.token),
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}: {}{}", app.backend, stdout(&out), stderr(&out));
+    assert_eq!(ws.report()["candidates"][0]["baseline"]["regression"], false);
+
+    // 2 INCONCLUSIVE: a rule the run does not measure (an endpoint probe) is not decided.
+    let out = bakeoff(with_server("main", &ws.arg("unmeasured.toml"), &[]), Some(&api.token)).await;
+    assert_eq!(code(&out), 2, "{}: {}{}", app.backend, stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("verdict: INCONCLUSIVE"), "{}", stdout(&out));
+    assert_eq!(ws.report()["exit_code"], 2);
+
     // 3: an unknown name, a missing token and a viewer's token change nothing on the server.
     let runs = app.store.count_runs().await.unwrap();
     let candidates = app.store.list_candidates().await.unwrap().len();
@@ -106,6 +144,17 @@ async fn run_start_on_a_server_exits_with_the_verdict(db: TestStore) {
     assert_eq!(app.store.list_candidates().await.unwrap().len(), candidates);
     // The token never appears in what the command prints.
     assert!(!stderr(&out).contains(&viewer.token) && !stdout(&out).contains(&viewer.token));
+
+    // 3: a baseline the server does not have is refused before anything is uploaded or run.
+    let runs = app.store.count_runs().await.unwrap();
+    let out = bakeoff(
+        with_server(&ws.arg("right.toml"), "accuracy", &["--baseline", "999999"]),
+        Some(&api.token),
+    )
+    .await;
+    assert_eq!(code(&out), 3, "{}{}", stdout(&out), stderr(&out));
+    assert!(stderr(&out).contains("999999"), "{}", stderr(&out));
+    assert_eq!(app.store.count_runs().await.unwrap(), runs);
 
     // 4: an unreachable server is a run error.
     let mut args = ws.start_args(&ws.arg("right.toml"), "accuracy", &[]);

@@ -13,7 +13,7 @@ use bakeoff::mock::MockServer;
 use serde_json::{Value, json};
 
 use crate::gate::{evalset_text, mock};
-use crate::support::app::{TestApp, spawn_app_on};
+use crate::support::app::{Page, TestApp, spawn_app_on};
 use crate::support::db::{TestStore, each_backend};
 
 /// An API client holding one bearer token.
@@ -137,6 +137,8 @@ struct Seed {
     version: i64,
     profile: i64,
     run: i64,
+    /// A scorecard of the run saved through the API.
+    scorecard: i64,
 }
 
 /// Waits (bounded) until run `id` has ended; its last status.
@@ -184,12 +186,25 @@ async fn seed(api: &Api, mock: &MockServer) -> Seed {
     assert_eq!(a.location.as_deref(), Some(format!("/api/v1/runs/{run}").as_str()));
     let done = until_terminal(api, run).await;
     assert_eq!(done["status"], "finished", "{done}");
+    let a = api
+        .post(
+            &format!("/api/v1/runs/{run}/scorecards"),
+            &json!({"profile": profile, "note": "seeded"}),
+        )
+        .await;
+    assert_eq!(a.status, 201, "{a:?}");
+    let scorecard = a.body["id"].as_i64().unwrap();
+    assert_eq!(
+        a.location.as_deref(),
+        Some(format!("/api/v1/scorecards/{scorecard}").as_str())
+    );
     Seed {
         candidate,
         evalset,
         version,
         profile,
         run,
+        scorecard,
     }
 }
 
@@ -248,12 +263,18 @@ fn fill(path: &str, seed: &Seed) -> String {
         seed.version
     } else if path.starts_with("/api/v1/profiles") {
         seed.profile
+    } else if path.starts_with("/api/v1/scorecards") {
+        seed.scorecard
     } else {
         seed.run
     };
     let filled = path.replace("{id}", &id.to_string());
     if filled.ends_with("/verdict") || filled.ends_with("/scorecard") {
         format!("{filled}?profile={}", seed.profile)
+    } else if filled.ends_with("/archive/compare") {
+        format!("{filled}?runs={}", seed.run)
+    } else if filled.ends_with("/archive/history") {
+        format!("{filled}?candidate={}&evalset={}", seed.candidate, seed.evalset)
     } else {
         filled
     }
@@ -308,6 +329,10 @@ async fn every_documented_path_answers_as_documented(db: TestStore) {
                         .to_string(),
                 )),
                 ("POST", p) if p.ends_with("/cancel") => None,
+                ("POST", "/api/v1/runs/{id}/scorecards") => Some((
+                    "application/json",
+                    json!({"profile": seed.profile, "note": "from the walk"}).to_string(),
+                )),
                 other => panic!("no request body written for {other:?}: add one here"),
             };
             let a = api.send(&method, &url, body).await;
@@ -327,7 +352,7 @@ async fn every_documented_path_answers_as_documented(db: TestStore) {
     }
     let missed: Vec<_> = documented.difference(&answered).collect();
     assert!(missed.is_empty(), "documented paths never answered 2xx: {missed:?}");
-    assert!(documented.len() >= 19, "{documented:?}");
+    assert!(documented.len() >= 24, "{documented:?}");
 
     // The run the walk started is cancelled through the API and ends as cancelled (or finished,
     // when it was quicker).
@@ -444,6 +469,162 @@ async fn create_poll_scorecard_and_verdict_against_the_mock(db: TestStore) {
     assert_eq!(c["file"]["api_key_env"], "BAKEOFF_KEY_API");
     assert_eq!(c["has_stored_key"], false);
     assert!(c.get("api_key").is_none(), "{c}");
+}
+
+/// A page of the app as the API's caller sees it (pages take the same bearer token).
+async fn page_of(app: &TestApp, api: &Api, path: &str) -> Page {
+    let r = reqwest::Client::new()
+        .get(app.url(path))
+        .bearer_auth(&api.token)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let page = Page::parse(status, &r.text().await.unwrap());
+    assert_eq!(status, 200, "GET {path}");
+    page
+}
+
+each_backend!(
+    saved_scorecards_compare_and_history_are_the_pages,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
+async fn saved_scorecards_compare_and_history_are_the_pages(db: TestStore) {
+    let mock = mock().await;
+    let app = spawn_app_on(db).await;
+    let api = Api::new(&app, "ci", Role::Editor).await;
+    let seed = seed(&api, &mock).await;
+
+    // Saved scorecards: listed, and one of them judged as saved, signed by the token's user.
+    let list = api.ok("/api/v1/scorecards?limit=10").await;
+    assert_eq!(list["total"], 1, "{list}");
+    assert_eq!(list["items"][0]["id"], seed.scorecard);
+    assert_eq!(list["items"][0]["profile_name"], "accuracy");
+    let saved = api.ok(&format!("/api/v1/scorecards/{}", seed.scorecard)).await;
+    assert_eq!(saved["created_by"], "ci", "{saved}");
+    assert_eq!(saved["note"], "seeded");
+    assert_eq!(saved["verdicts"][0]["verdict"], "GO", "{saved}");
+    assert_eq!(saved["drifted"], false);
+    let mut now = api
+        .ok(&format!(
+            "/api/v1/runs/{}/scorecard?profile={}&version=1",
+            seed.run, seed.profile
+        ))
+        .await;
+    let mut then = saved["scorecard"].clone();
+    now.as_object_mut().unwrap().remove("generated_at");
+    then.as_object_mut().unwrap().remove("generated_at");
+    assert_eq!(
+        then, now,
+        "{}: the saved scorecard is the run's at that version",
+        app.backend
+    );
+    // A body naming nothing is refused field by field, and nothing is saved.
+    for (body, field) in [
+        (json!({"profile": 999999}), "profile"),
+        (json!({"profile": seed.profile, "version": 7}), "version"),
+        (json!({"profile": seed.profile, "incumbent": 999999}), "incumbent"),
+        (json!({"profile": seed.profile, "note": "x".repeat(20_000)}), "note"),
+    ] {
+        let a = api.post(&format!("/api/v1/runs/{}/scorecards", seed.run), &body).await;
+        assert_problem(&a, 422);
+        assert_eq!(a.body["field_errors"][0]["field"], field, "{a:?}");
+    }
+    let viewer = Api::new(&app, "reader", Role::Viewer).await;
+    let a = viewer
+        .post(
+            &format!("/api/v1/runs/{}/scorecards", seed.run),
+            &json!({"profile": seed.profile}),
+        )
+        .await;
+    assert_problem(&a, 403);
+    assert_eq!(app.store.count_scorecards().await.unwrap(), 1, "nothing more was saved");
+
+    // A second run, of the wrong model, compared with the first: the API's figures are the
+    // compare page's, text, mark and whether compared, cell by cell.
+    let a = api
+        .send(
+            "POST",
+            "/api/v1/candidates",
+            Some(("application/toml", candidate_toml("wrong", &mock.base_url(), "wrong"))),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{a:?}");
+    let a = api
+        .post(
+            "/api/v1/runs",
+            &json!({"evalset": "gate-set", "candidates": ["wrong"], "settings": quick_settings()}),
+        )
+        .await;
+    assert_eq!(a.status, 201, "{a:?}");
+    let other = a.body["run_id"].as_i64().unwrap();
+    assert_eq!(until_terminal(&api, other).await["status"], "finished");
+    let runs = format!("runs={},{other}", seed.run);
+    let api_compare = api
+        .ok(&format!("/api/v1/archive/compare?{runs}&limit=5&offset=10"))
+        .await;
+    let page = page_of(&app, &api, &format!("/archive/compare?{runs}")).await;
+    let figures = api_compare["figures"].as_array().unwrap();
+    assert!(figures.len() >= 4, "{api_compare}");
+    for figure in figures {
+        let label = figure["label"].as_str().unwrap();
+        let cells = page.select(&format!("tr[data-figure=\"{label}\"] td"));
+        let api_cells = figure["cells"].as_array().unwrap();
+        assert_eq!(cells.len(), api_cells.len(), "{label}");
+        for (td, cell) in cells.iter().zip(api_cells) {
+            let shown = td.text().next().unwrap_or_default().trim();
+            assert_eq!(shown, cell["text"].as_str().unwrap(), "{}: {label}", app.backend);
+            let attr = |name: &str| td.value().attr(name).unwrap_or_default().to_string();
+            assert_eq!(attr("data-mark"), cell["mark"].as_str().unwrap(), "{label}");
+            assert_eq!(attr("data-compared"), cell["compared"].as_str().unwrap(), "{label}");
+        }
+    }
+    let accuracy = figures.iter().find(|f| f["label"] == "accuracy").unwrap();
+    assert_eq!(accuracy["cells"][0]["value"], 1.0, "{accuracy}");
+    assert_eq!(accuracy["cells"][1]["value"], 0.0, "{accuracy}");
+    assert_eq!(accuracy["cells"][1]["mark"], "worse", "{accuracy}");
+    assert_eq!(
+        page.texts(".not-compared li").len(),
+        api_compare["not_compared"].as_array().unwrap().len()
+    );
+    assert_eq!(
+        page.select("tr.condition").len(),
+        api_compare["conditions"].as_array().unwrap().len()
+    );
+    assert_eq!(api_compare["entries"][1]["regressed"], 12, "{api_compare}");
+    // The cases paged: 12 in all, the page of 5 from the 11th holds 2.
+    assert_eq!(api_compare["cases_page"]["total"], 12);
+    let cases = api_compare["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 2, "{api_compare}");
+    assert_eq!(cases[0]["case_id"], "c10");
+    assert_eq!(cases[0]["cells"][1]["mark"], "regressed");
+    // A compare naming no run is a problem that says what to give.
+    let a = api.get("/api/v1/archive/compare").await;
+    assert_problem(&a, 400);
+    assert!(a.body["detail"].as_str().unwrap().contains("runs"), "{a:?}");
+
+    // History: the candidate's runs on the eval set, as the history page lists them.
+    let history = api
+        .ok(&format!(
+            "/api/v1/archive/history?candidate={}&evalset={}",
+            seed.candidate, seed.evalset
+        ))
+        .await;
+    let points = history["runs"].as_array().unwrap();
+    assert_eq!(points.len(), 1, "{history}");
+    assert_eq!(points[0]["run_id"], seed.run);
+    assert_eq!(points[0]["figures"]["accuracy"], 1.0);
+    let page = page_of(
+        &app,
+        &api,
+        &format!("/archive/history?candidate={}&evalset={}", seed.candidate, seed.evalset),
+    )
+    .await;
+    let row = page.texts(&format!("tr[data-run=\"{}\"] td", seed.run));
+    assert_eq!(row[4], points[0]["accuracy"].as_str().unwrap(), "{row:?}");
+    assert_eq!(row[6], points[0]["ttft"].as_str().unwrap(), "{row:?}");
+    assert_problem(&api.get("/api/v1/archive/history?candidate=1").await, 400);
 }
 
 /// A problem detail: its media type and members.

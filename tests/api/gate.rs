@@ -8,7 +8,7 @@ use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
 
 use crate::support::app::spawn_app_on;
-use crate::support::db::{TEST_SERVER_KEY, TestStore, each_backend_pair, sqlite_test_store};
+use crate::support::db::{TEST_SERVER_KEY, TestStore, each_backend_pair, postgres_test_store, sqlite_test_store};
 use crate::support::runs::start_mock;
 
 /// `bakeoff ARGS --database-url URL` with the test server key; waits for it to exit.
@@ -505,4 +505,135 @@ async fn run_start_exits_with_the_verdict_and_writes_reports_ci_reads() {
     ] {
         assert!(help.contains(line), "{line} in {help}");
     }
+}
+
+/// The exit codes on PostgreSQL (`--database-url postgres://…`): the gate's code is shared by
+/// both backends, so the path that reads most from the store, a NO-GO by the baseline alone
+/// (the archived run's records against the new run's), stands for the rest, after the GO run it
+/// compares with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_postgres),
+    ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…"
+)]
+async fn run_start_exits_with_the_verdict_on_postgresql() {
+    let mock = mock().await;
+    let ws = Workspace::new(&mock);
+    let db = postgres_test_store().await;
+    let out = ws.start(&db.url, &ws.arg("right.toml"), &ws.arg("accuracy.toml"), &[]);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    let go_run = ws.report()["run_id"].as_i64().unwrap();
+    assert_eq!(
+        db.store.get_run(go_run).await.unwrap().unwrap().status.as_str(),
+        "finished"
+    );
+    let baseline = go_run.to_string();
+    let out = ws.start(
+        &db.url,
+        &ws.arg("wrong.toml"),
+        &ws.arg("lenient.toml"),
+        &["--baseline", &baseline],
+    );
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    let report = ws.report();
+    assert_eq!(report["candidates"][0]["baseline"]["regression"], true, "{report}");
+    assert_eq!(db.store.count_runs().await.unwrap(), 2);
+}
+
+/// A run made in the browser, its settings exported as a file (`bakeoff run settings-export`)
+/// and given to `bakeoff run start --settings`: the new run has the same configuration. A run
+/// whose configuration a file cannot state is refused, naming the setting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_runs_settings_exported_run_the_same_way() {
+    let mock = mock().await;
+    let ws = Workspace::new(&mock);
+    let app = spawn_app_on(sqlite_test_store().await).await;
+    let url = app_url(&app);
+    let out = bakeoff(&["candidate", "import", &ws.arg("right.toml")], &url);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let candidate = app.store.list_candidates().await.unwrap()[0].id.to_string();
+    let version = app
+        .store
+        .save_evalset_version(&EvalSetFile::parse("gate-set.jsonl", &evalset_text()).unwrap())
+        .await
+        .unwrap()
+        .to_string();
+    let form = |temperature: &'static str| {
+        vec![
+            ("evalset_version", version.clone()),
+            ("candidate", candidate.clone()),
+            ("concurrency", "2".to_string()),
+            ("repetitions", "2".to_string()),
+            ("warmup_requests", "1".to_string()),
+            ("retries", "0".to_string()),
+            ("timeout_secs", "10".to_string()),
+            ("max_tokens", "16".to_string()),
+            ("temperature", temperature.to_string()),
+            ("case_limit", "4".to_string()),
+            ("stream", "on".to_string()),
+            ("error_budget_percent", "30".to_string()),
+            ("error_budget_window", "5".to_string()),
+            ("load_shape", "levels".to_string()),
+            ("levels", "1, 2".to_string()),
+        ]
+    };
+    let post = |fields: Vec<(&'static str, String)>| {
+        let app = &app;
+        async move {
+            let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let r = app.post_form("/runs", &fields).await;
+            assert_eq!(r.status().as_u16(), 303, "{}", r.text().await.unwrap());
+            let run = app.store.list_runs(1, 0).await.unwrap().remove(0).run;
+            tokio::time::timeout(std::time::Duration::from_secs(60), app.state.runner.wait(run.id))
+                .await
+                .expect("the browser's run ended in time");
+            run
+        }
+    };
+    let browser = post(form("0.7")).await;
+
+    let file = ws.path("from-browser.toml");
+    let id = browser.id.to_string();
+    let out = bakeoff(
+        &["run", "settings-export", &id, "--output", file.to_str().unwrap()],
+        &url,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.contains("bakeoff_settings = 1") && text.contains("levels = ["),
+        "{text}"
+    );
+    let out = bakeoff(
+        &[
+            "run",
+            "start",
+            "--evalset",
+            "gate-set",
+            "--candidates",
+            "main",
+            "--profile",
+            &ws.arg("lenient.toml"),
+            "--settings",
+            file.to_str().unwrap(),
+        ],
+        &url,
+    );
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    let from_file = app.store.list_runs(1, 0).await.unwrap().remove(0).run;
+    assert_ne!(from_file.id, browser.id);
+    assert_eq!(from_file.config, browser.config, "{text}");
+    assert_eq!(from_file.candidate_ids, browser.candidate_ids);
+
+    // Temperature left blank (the eval set's and candidates' own): a file cannot say so.
+    let unset = post(form("")).await;
+    let _ = std::fs::remove_file(&file);
+    let id = unset.id.to_string();
+    let out = bakeoff(
+        &["run", "settings-export", &id, "--output", file.to_str().unwrap()],
+        &url,
+    );
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("temperature"), "{}", stderr(&out));
+    assert!(!file.exists(), "nothing written");
 }

@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{FileError, FileProblem, Located, Step, dotted, parse_toml};
+use crate::domain::load::LoadShape;
 use crate::domain::presets::{LoadDraft, Preset};
 use crate::domain::run::{RunConfig, RunDraft};
 use crate::domain::validation::FieldErrors;
@@ -226,6 +227,90 @@ impl SettingsFile {
     }
 }
 
+/// A stored run's configuration as a settings file stating every field (no preset, no name), so
+/// `bakeoff run start --settings` runs the same way; `judge_candidate` names the candidate that
+/// judged every judge grader, when one did. Err names each setting the file cannot state (read
+/// back, it would differ), so nothing is changed silently.
+pub fn from_config(config: &RunConfig, judge_candidate: Option<String>) -> Result<SettingsFile, Vec<String>> {
+    let load = match &config.load {
+        LoadShape::Fixed => LoadEntry {
+            shape: Some("fixed".into()),
+            ..LoadEntry::default()
+        },
+        LoadShape::Levels { levels } => LoadEntry {
+            shape: Some("levels".into()),
+            levels: Some(levels.clone()),
+            ..LoadEntry::default()
+        },
+        LoadShape::Sweep { max_concurrency, .. } => LoadEntry {
+            shape: Some("sweep".into()),
+            sweep_max: Some(*max_concurrency),
+            ..LoadEntry::default()
+        },
+        LoadShape::Rate { per_second, poisson } => LoadEntry {
+            shape: Some("rate".into()),
+            rate: Some(*per_second),
+            arrivals: Some(if *poisson { "poisson" } else { "constant" }.into()),
+            ..LoadEntry::default()
+        },
+    };
+    let file = SettingsFile {
+        bakeoff_settings: VERSION,
+        concurrency: Some(config.concurrency),
+        repetitions: Some(config.repetitions),
+        warmup_requests: Some(config.warmup_requests),
+        max_tokens: config.max_tokens,
+        temperature: config.temperature,
+        timeout_secs: Some(config.timeout_secs),
+        retries: Some(config.retries),
+        stream: Some(config.stream),
+        case_limit: config.case_limit,
+        error_budget_percent: Some(config.error_budget.max_failed_percent),
+        error_budget_window: Some(config.error_budget.window),
+        staged_rollout: Some(config.staged_rollout),
+        judge: Some(config.judge.is_some()),
+        judge_candidate,
+        load: Some(LoadEntry {
+            requests_per_level: config.requests_per_level,
+            duration_secs: config.duration_secs,
+            ..load
+        }),
+        ..SettingsFile::default()
+    };
+    // Read back as `run start` reads it; every setting that comes out otherwise is named.
+    let back = file
+        .to_settings()
+        .map_err(|e| {
+            e.0.iter()
+                .map(|e| format!("{}: {}", e.field, e.message))
+                .collect::<Vec<_>>()
+        })
+        .and_then(|s| {
+            let mut back = s.draft.validate().map_err(|_| vec!["the run form".to_string()])?;
+            s.load.apply(&mut back, &mut FieldErrors::default());
+            Ok(back)
+        })?;
+    let (Ok(serde_json::Value::Object(want)), Ok(serde_json::Value::Object(got))) =
+        (serde_json::to_value(config), serde_json::to_value(&back))
+    else {
+        return Err(vec!["the run's configuration".to_string()]);
+    };
+    // The judges are resolved by name when the run is created; only whether it judges is stated.
+    let lost: Vec<String> = want
+        .iter()
+        .filter(|(key, value)| key.as_str() != "judge" && got.get(key.as_str()) != Some(*value))
+        .map(|(key, value)| format!("{key} (this run: {value}; a settings file cannot state it)"))
+        .collect();
+    if lost.is_empty() { Ok(file) } else { Err(lost) }
+}
+
+/// [`from_config`] written as a settings file, with a first line saying where it came from.
+pub fn export(config: &RunConfig, judge_candidate: Option<String>, origin: &str) -> Result<String, Vec<String>> {
+    let file = from_config(config, judge_candidate)?;
+    let body = super::to_toml(&file).map_err(|e| vec![e])?;
+    Ok(format!("# bakeoff run settings of {origin}.\n{body}"))
+}
+
 /// Reads and checks a settings file; every problem names its line and field.
 pub fn parse(file: &str, text: &str) -> Result<RunSettings, FileError> {
     let text = text.trim_start_matches('\u{feff}');
@@ -268,7 +353,6 @@ pub fn problems_in(text: &str, errors: &FieldErrors) -> Vec<FileProblem> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::load::LoadShape;
 
     #[test]
     fn a_file_overrides_its_preset_field_by_field() {
@@ -305,5 +389,23 @@ mod tests {
         assert!(e.to_string().contains("s.toml:3: field `preset`"), "{e}");
         let e = parse("s.toml", "bakeoff_settings = 1\nconcurency = 2\n").unwrap_err();
         assert!(e.to_string().contains("s.toml:2: field `concurency`"), "{e}");
+    }
+
+    #[test]
+    fn a_run_config_exported_reads_back_the_same_or_names_what_it_cannot_state() {
+        let sweep = Preset::parse("concurrency-sweep").unwrap().config();
+        for config in [RunConfig::default(), sweep] {
+            let text = export(&config, None, "run #1").unwrap();
+            let s = parse("s.toml", &text).unwrap();
+            let mut back = s.draft.validate().unwrap();
+            s.load.apply(&mut back, &mut FieldErrors::default());
+            assert_eq!(back, config, "{text}");
+        }
+        let unset = RunConfig {
+            temperature: None,
+            ..RunConfig::default()
+        };
+        let lost = from_config(&unset, None).unwrap_err();
+        assert!(lost.len() == 1 && lost[0].starts_with("temperature"), "{lost:?}");
     }
 }

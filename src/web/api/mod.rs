@@ -58,7 +58,8 @@ pub fn router() -> Router<AppState> {
         title = "bakeoff API",
         version = "1",
         description = "The JSON API of a bakeoff server: candidates, eval sets, threshold profiles, runs \
-                       (create, progress, cancel, raw records), scorecards, CI verdicts and the archive. \
+                       (create, progress, cancel, raw records), scorecards (judged and saved), CI verdicts and the archive \
+                       (filtered, runs compared side by side, one candidate's history). \
                        Authenticate with `Authorization: Bearer <API token>` (created on the account page or \
                        with `bakeoff user token create`). Errors are RFC 9457 problem details. See docs/api.md."
     ),
@@ -81,7 +82,12 @@ pub fn router() -> Router<AppState> {
         runs::records,
         scorecards::scorecard,
         scorecards::verdict,
+        scorecards::save,
+        scorecards::list_saved,
+        scorecards::get_saved,
         archive::query,
+        archive::compare_runs,
+        archive::history_of,
     ),
     components(schemas(Problem, problem::FieldProblem)),
     modifiers(&Security, &ErrorResponses),
@@ -90,8 +96,8 @@ pub fn router() -> Router<AppState> {
         (name = "evalsets", description = "Versioned eval sets and their cases"),
         (name = "profiles", description = "Threshold profiles (the team's minimum acceptable values)"),
         (name = "runs", description = "Runs: create, progress, cancel, raw request records"),
-        (name = "scorecards", description = "A run judged by a threshold profile"),
-        (name = "archive", description = "Finished runs, filtered as on the archive page"),
+        (name = "scorecards", description = "A run judged by a threshold profile, and saved scorecards"),
+        (name = "archive", description = "Finished runs: filtered as on the archive page, compared side by side, one candidate's history"),
         (name = "meta", description = "This document"),
     )
 )]

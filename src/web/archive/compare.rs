@@ -78,6 +78,9 @@ pub struct FigureRow {
 #[derive(Debug, Clone)]
 pub struct FigureCell {
     pub text: String,
+    /// The figure `text` shows, unformatted (a share as a fraction, ms, tok/s), with its interval.
+    pub value: Option<f64>,
+    pub interval: Option<Interval>,
     /// "better", "worse" or "".
     pub mark: &'static str,
     /// "baseline", "yes" (compared with the baseline) or "no" (see the not-compared list).
@@ -165,23 +168,73 @@ fn parse_runs(q: &FormBody) -> Result<Vec<i64>, WebError> {
     Ok(ids)
 }
 
+/// Runs side by side, every case row included: what the page shows a page of, and what the
+/// JSON API answers (`/api/v1/archive/compare`).
+pub(crate) struct Comparison {
+    pub entries: Vec<EntryView>,
+    pub baseline: usize,
+    pub version_warning: Option<String>,
+    pub conditions: Vec<ConditionRow>,
+    pub figures: Vec<FigureRow>,
+    pub not_compared: Vec<NotCompared>,
+    pub cases: Vec<CaseRow>,
+    /// `1,2,…`: the runs as the page's links name them.
+    pub runs_param: String,
+}
+
 pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> Result<ComparePage, WebError> {
     let q = FormBody::parse(query.unwrap_or_default().as_bytes());
-    let run_ids = parse_runs(&q)?;
     let page = parse_page(q.get("page"))?;
+    let c = compare(&state, &q).await?;
+    let pager = Pagination::new(
+        format!(
+            "/archive/compare?runs={}&baseline={}",
+            c.runs_param, c.entries[c.baseline].key
+        ),
+        page,
+        CASES_PER_PAGE,
+        c.cases.len() as i64,
+    );
+    if pager.out_of_range() {
+        return Err(WebError::NotFound(format!("page {page} of this comparison's cases")));
+    }
+    let case_count = c.cases.len();
+    let cases = c
+        .cases
+        .into_iter()
+        .skip(pager.offset() as usize)
+        .take(CASES_PER_PAGE as usize)
+        .collect();
+    Ok(ComparePage {
+        nav: "archive",
+        entries: c.entries,
+        baseline: c.baseline,
+        version_warning: c.version_warning,
+        conditions: c.conditions,
+        figures: c.figures,
+        not_compared: c.not_compared,
+        cases,
+        pager,
+        case_count,
+    })
+}
+
+/// The comparison the query asks for (`runs`/`run`, `baseline`).
+pub(crate) async fn compare(state: &AppState, q: &FormBody) -> Result<Comparison, WebError> {
+    let run_ids = parse_runs(q)?;
     let mut entries: Vec<Entry> = Vec::new();
     let mut views: Vec<EntryView> = Vec::new();
     let mut case_order: Vec<String> = Vec::new();
     let mut versions = super::Versions::default();
     let mut seen: HashSet<String> = HashSet::new();
-    let profiles = judged_by(&state, &run_ids).await?;
+    let profiles = judged_by(state, &run_ids).await?;
     for &run_id in &run_ids {
         let run = state
             .store
             .get_run(run_id)
             .await?
             .ok_or_else(|| WebError::NotFound(format!("run #{run_id}")))?;
-        let version = versions.get(&state, run.evalset_version_id).await?;
+        let version = versions.get(state, run.evalset_version_id).await?;
         if let Some(v) = &version {
             for c in &v.file.cases {
                 if seen.insert(c.id.clone()) {
@@ -189,7 +242,7 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
                 }
             }
         }
-        let figures = run_figures(&state, &run, version.as_deref()).await?;
+        let figures = run_figures(state, &run, version.as_deref()).await?;
         let facts = state.store.list_record_facts(run.id).await?;
         // Each candidate as this run measured it (its snapshot's name).
         let names: HashMap<i64, String> = state
@@ -330,35 +383,17 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
             cells,
         });
     }
-    let pager = Pagination::new(
-        format!("/archive/compare?runs={runs_param}&baseline={}", views[baseline].key),
-        page,
-        CASES_PER_PAGE,
-        all_rows.len() as i64,
-    );
-    if pager.out_of_range() {
-        return Err(WebError::NotFound(format!("page {page} of this comparison's cases")));
-    }
-    let case_count = all_rows.len();
-    let cases = all_rows
-        .into_iter()
-        .skip(pager.offset() as usize)
-        .take(CASES_PER_PAGE as usize)
-        .collect();
-
     let mut not_compared = Vec::new();
     let figures = figure_rows(&entries, baseline, &views, &mut not_compared);
-    Ok(ComparePage {
-        nav: "archive",
+    Ok(Comparison {
         conditions: condition_rows(&entries, baseline),
         figures,
         not_compared,
         entries: views,
         baseline,
         version_warning,
-        cases,
-        pager,
-        case_count,
+        cases: all_rows,
+        runs_param,
     })
 }
 
@@ -516,6 +551,8 @@ fn figure_rows(
                         let compared = compared(i, alike);
                         FigureCell {
                             text: with_interval(v, ci.as_ref(), fmt),
+                            value: v,
+                            interval: ci,
                             mark: if compared == "yes" {
                                 noise_mark(base_ci.as_ref(), ci.as_ref(), *better)
                             } else {
@@ -595,6 +632,8 @@ fn figure_rows(
                         let compared = compared(i, alike);
                         FigureCell {
                             text: with_interval(v, ci.as_ref(), fmt),
+                            value: v,
+                            interval: ci,
                             mark: match better {
                                 Some(b) if compared == "yes" => noise_mark(base_ci.as_ref(), ci.as_ref(), *b),
                                 _ => "",
@@ -614,6 +653,8 @@ fn figure_rows(
             .enumerate()
             .map(|(i, e)| FigureCell {
                 text: e.figures.requests.to_string(),
+                value: Some(e.figures.requests as f64),
+                interval: None,
                 mark: "",
                 compared: if i == baseline { "baseline" } else { "" },
             })

@@ -68,6 +68,8 @@ pub struct HistoryRow {
     pub flags: Vec<(&'static str, String)>,
     /// The series (set of conditions) the run belongs to, 1-based.
     pub series: usize,
+    /// The run's figures for the candidate, unformatted (what the JSON API gives beside the texts).
+    pub figures: Figures,
 }
 
 #[derive(Debug, Clone)]
@@ -96,8 +98,14 @@ fn required_id(q: &FormBody, name: &str) -> Result<i64, WebError> {
 
 pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> Result<HistoryPage, WebError> {
     let q = FormBody::parse(query.unwrap_or_default().as_bytes());
-    let candidate_id = required_id(&q, "candidate")?;
-    let evalset_id = required_id(&q, "evalset")?;
+    read(&state, &q, true).await
+}
+
+/// The history the query asks for (`candidate`, `evalset`); the JSON API reads it without the
+/// SVG charts (`with_charts` false), which it has no use for.
+pub(crate) async fn read(state: &AppState, q: &FormBody, with_charts: bool) -> Result<HistoryPage, WebError> {
+    let candidate_id = required_id(q, "candidate")?;
+    let evalset_id = required_id(q, "evalset")?;
     let candidate = state
         .store
         .get_candidate(candidate_id)
@@ -127,8 +135,8 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
     let mut rows = Vec::with_capacity(items.len());
     for item in &items {
         let run = &item.run;
-        let version = versions.get(&state, run.evalset_version_id).await?;
-        let figures = run_figures(&state, run, version.as_deref()).await?;
+        let version = versions.get(state, run.evalset_version_id).await?;
+        let figures = run_figures(state, run, version.as_deref()).await?;
         let Some(position) = run.candidate_ids.iter().position(|&c| c == candidate_id) else {
             continue;
         };
@@ -178,28 +186,31 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
             ),
             flags,
             series: series + 1,
+            figures: f.clone(),
         });
         points.push(point);
     }
+    // No points, no charts: the API has no use for them.
+    let chart_points: &[Point] = if with_charts { &points } else { &[] };
     let charts = [
         chart(
             "chart-accuracy",
             "Accuracy (95 % interval)",
-            &points,
+            chart_points,
             |f| (f.accuracy.map(|v| v * 100.0), f.accuracy_ci.map(|i| scale(i, 100.0))),
             "accuracy %",
         ),
         chart(
             "chart-ttft",
             "TTFT p50 (95 % interval of the median)",
-            &points,
+            chart_points,
             |f| (f.ttft_p50_ms, f.ttft_ci),
             "TTFT ms",
         ),
         chart(
             "chart-decode",
             "Decode tok/s per stream p50 (95 % interval)",
-            &points,
+            chart_points,
             |f| (f.decode_p50_tok_s, f.decode_ci),
             "tok/s",
         ),

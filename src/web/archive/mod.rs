@@ -13,8 +13,8 @@ use crate::store::EvalSetVersion;
 use crate::web::AppState;
 use crate::web::error::WebError;
 
-mod compare;
-mod history;
+pub(crate) mod compare;
+pub(crate) mod history;
 pub(crate) mod list;
 
 /// Largest accepted import (a run of 100,000 requests exports to roughly 100 MiB).

@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::page::{ScorecardPage, page_for};
 use super::query_string;
-use crate::app::scorecard::{ScorecardChoice, assemble};
+use crate::app::scorecard::{RunScorecard, ScorecardChoice, assemble};
 use crate::domain::pipeline::PipelineDraft;
 use crate::domain::scorecard::{NewScorecard, ScorecardRecord};
 use crate::domain::thresholds::history::diff_rules;
@@ -51,7 +51,8 @@ pub struct RejudgeView {
     pub link: String,
 }
 
-fn record_choice(r: &ScorecardRecord) -> ScorecardChoice {
+/// The choice a saved scorecard was judged with: its profile version, incumbent and pipeline.
+pub(crate) fn record_choice(r: &ScorecardRecord) -> ScorecardChoice {
     ScorecardChoice {
         profile: Some(r.profile_id),
         version: Some(r.profile_version),
@@ -73,24 +74,53 @@ pub async fn save(
     let j = assemble(&state.store, run_id, &q).await?;
     let created_by = body.get("created_by").unwrap_or("").trim().to_string();
     let note = body.get("note").unwrap_or("").trim().to_string();
-    let problem = if created_by.is_empty() {
-        Some("Your name is required to save a scorecard.".to_string())
-    } else if created_by.chars().count() > MAX_NAME_CHARS {
-        Some(format!("Your name is too long (at most {MAX_NAME_CHARS} characters)."))
-    } else if let Some(problem) = name_problem(&created_by) {
-        Some(format!("Your name {problem}."))
-    } else if note.chars().count() > MAX_FIELD_CHARS {
-        Some(format!("The note is too long (at most {MAX_FIELD_CHARS} characters)."))
-    } else if !j.pipeline_errors.is_empty() {
-        Some("Fix the pipeline stages first: nothing was saved.".to_string())
-    } else {
-        None
-    };
-    if let Some(problem) = problem {
+    if let Some((field, what)) = save_problem(&j, &created_by, &note) {
         let mut page = page_for(&j, &q, false, created_by);
-        page.save_error = Some(problem);
+        page.save_error = Some(match field {
+            "created_by" => format!("Your name {what}."),
+            "note" => format!("The note {what}."),
+            _ => "Fix the pipeline stages first: nothing was saved.".to_string(),
+        });
         return Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response());
     }
+    let id = store_saved(&state, &j, &created_by, note).await?;
+    let mut response = Redirect::to(&format!("/scorecards/{id}")).into_response();
+    if let Some(cookie) = name_cookie(&created_by) {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    Ok(response)
+}
+
+/// What keeps the judged scorecard `j` from being saved signed `created_by` with `note`, as
+/// (field, what is wrong with it); None when it can be saved. The page's and the API's one check.
+pub(crate) fn save_problem(j: &RunScorecard, created_by: &str, note: &str) -> Option<(&'static str, String)> {
+    if created_by.is_empty() {
+        Some(("created_by", "is required to save a scorecard".to_string()))
+    } else if created_by.chars().count() > MAX_NAME_CHARS {
+        Some((
+            "created_by",
+            format!("is too long (at most {MAX_NAME_CHARS} characters)"),
+        ))
+    } else if let Some(problem) = name_problem(created_by) {
+        Some(("created_by", problem.to_string()))
+    } else if note.chars().count() > MAX_FIELD_CHARS {
+        Some(("note", format!("is too long (at most {MAX_FIELD_CHARS} characters)")))
+    } else if !j.pipeline_errors.is_empty() {
+        Some(("pipeline", "has errors; nothing was saved".to_string()))
+    } else {
+        None
+    }
+}
+
+/// Saves the judged scorecard `j` (checked by [`save_problem`]) with its verdicts as they read
+/// now, audited; its id.
+pub(crate) async fn store_saved(
+    state: &AppState,
+    j: &RunScorecard,
+    created_by: &str,
+    note: String,
+) -> Result<i64, WebError> {
+    let run_id = j.run.id;
     let id = state
         .store
         .save_scorecard(&NewScorecard {
@@ -99,24 +129,32 @@ pub async fn save(
             profile_version: j.profile.version,
             incumbent: j.incumbent,
             pipeline: j.pipeline.clone(),
-            created_by: created_by.clone(),
+            created_by: created_by.to_string(),
             note,
             verdicts: j.verdicts(),
         })
         .await?;
     tracing::info!(scorecard_id = id, run_id, "scorecard saved");
     crate::web::audit::record(
-        &state,
+        state,
         crate::domain::audit::Action::ScorecardSaved,
         format!("scorecard #{id} of run #{run_id}"),
         format!("signed {created_by:?}"),
     )
     .await?;
-    let mut response = Redirect::to(&format!("/scorecards/{id}")).into_response();
-    if let Some(cookie) = name_cookie(&created_by) {
-        response.headers_mut().insert(header::SET_COOKIE, cookie);
-    }
-    Ok(response)
+    Ok(id)
+}
+
+/// Whether recomputing the saved scorecard from the same records (`then`) gives another
+/// verdict than the one saved (e.g. the run was resumed since).
+pub(crate) fn drifted(record: &ScorecardRecord, then: &RunScorecard) -> bool {
+    record.verdicts.iter().any(|saved| {
+        then.card
+            .columns
+            .iter()
+            .find(|c| c.candidate_id == saved.candidate_id)
+            .is_some_and(|c| c.verdict != saved.verdict)
+    })
 }
 
 pub async fn detail(
@@ -132,13 +170,7 @@ pub async fn detail(
         .ok_or_else(|| WebError::NotFound(format!("scorecard #{id}")))?;
     let q = record_choice(&record);
     let then = assemble(&state.store, record.run_id, &q).await?;
-    let drifted = record.verdicts.iter().any(|saved| {
-        then.card
-            .columns
-            .iter()
-            .find(|c| c.candidate_id == saved.candidate_id)
-            .is_some_and(|c| c.verdict != saved.verdict)
-    });
+    let drifted = drifted(&record, &then);
     let rejudge = if then.current_version != record.profile_version {
         let now = assemble(
             &state.store,

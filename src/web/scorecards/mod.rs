@@ -10,7 +10,7 @@ use super::error::WebError;
 use crate::app::scorecard::{RunScorecard, ScorecardChoice};
 use crate::domain::pipeline::PipelineDraft;
 
-mod archive;
+pub(crate) mod archive;
 pub mod charts;
 pub mod export;
 mod page;
