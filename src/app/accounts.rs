@@ -207,16 +207,29 @@ pub async fn set_disabled(store: &dyn Store, actor: &str, user: &User, disabled:
     audit(store, actor, action, user_target(user), detail).await
 }
 
-/// Removes a user with its sessions and tokens (the audit log keeps its name).
-pub async fn remove_user(store: &dyn Store, actor: &str, user: &User) -> Result<(), AppError> {
+/// Removes a user: its sessions end and its tokens are revoked first (so the audit entry says
+/// how many), then the account goes; the audit log keeps its name. `by` is the acting account
+/// (None from the terminal): nobody removes themselves, nor the last active admin.
+pub async fn remove_user(store: &dyn Store, actor: &str, by: Option<&User>, user: &User) -> Result<(), AppError> {
+    if by.is_some_and(|me| me.id == user.id) {
+        return Err(AppError::Invalid(format!(
+            "you cannot remove yourself ({:?}): another admin removes your account",
+            user.username
+        )));
+    }
     keep_an_admin(store, user, "remove").await?;
+    let ended = store.delete_user_sessions(user.id, None).await?;
+    let revoked = store.revoke_user_tokens(user.id).await?;
     store.delete_user(user.id).await?;
     audit(
         store,
         actor,
         Action::UserRemoved,
         user_target(user),
-        format!("was {}", user.role),
+        format!(
+            "was {}; {ended} session(s) ended, {revoked} token(s) revoked",
+            user.role
+        ),
     )
     .await
 }

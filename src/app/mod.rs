@@ -3,6 +3,7 @@
 //! Below it are `engine`, `store`, `mock` and `domain`; nothing here knows HTTP or the terminal.
 //!
 //! - `accounts`: users, roles, passwords, logins, API tokens (each change audited)
+//! - `candidates`: saving a candidate from the form or a file (who may set credentials; a key follows its server)
 //! - `calibrate`: `bakeoff calibrate`, the harness measured against the mock on its own threads
 //! - `files`: candidates, threshold profiles and run settings as TOML files (schemas in docs/schemas/)
 //! - `gate`: a run judged for CI: start, progress, verdict with baseline check, JSON/JUnit/Markdown reports
@@ -18,6 +19,7 @@ use crate::store::StoreError;
 
 pub mod accounts;
 pub mod calibrate;
+pub mod candidates;
 pub mod demo;
 pub mod files;
 pub mod gate;
@@ -41,6 +43,10 @@ pub enum AppError {
     /// The thing named does not exist, e.g. "run #42".
     #[error("not found: {0}")]
     NotFound(String),
+    /// The actor's role does not allow it; the message is whole sentences (what was needed,
+    /// who asked, that nothing changed), from `domain::accounts::refusal`.
+    #[error("{0}")]
+    Forbidden(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }

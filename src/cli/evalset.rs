@@ -6,6 +6,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
 use crate::config::DatabaseArgs;
+use crate::domain::audit::{Action, NewAuditEntry};
 use crate::domain::evalset::import::{Format, FormatChoice, GraderChoice, ImportOptions, Imported, import_with_grader};
 use crate::domain::evalset::{MAX_FILE_BYTES, TaskKind};
 
@@ -110,11 +111,22 @@ pub async fn run(args: EvalsetArgs) -> anyhow::Result<()> {
                 .find(|s| s.name == parsed.header.name);
             let hash = parsed.content_hash();
             let id = store.save_evalset_version(&parsed).await?;
+            let stored = !matches!(&existing, Some(s) if id <= s.latest_version_id);
             let what = match existing {
                 None => "new eval set",
-                Some(s) if id <= s.latest_version_id => "identical to a stored version",
+                Some(_) if !stored => "identical to a stored version",
                 Some(_) => "new version",
             };
+            if stored {
+                store
+                    .append_audit(&NewAuditEntry {
+                        actor: crate::app::files::terminal_actor(),
+                        action: Action::EvalSetSaved,
+                        target: format!("eval set {:?} version #{id}", parsed.header.name),
+                        detail: format!("imported from {} by bakeoff evalset import", file.display()),
+                    })
+                    .await?;
+            }
             println!(
                 "{}: imported as {} ({what}), version id {id}, {} cases, hash {}",
                 file.display(),

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
+use crate::app::candidates::Actor;
 use crate::app::files::{self, candidates, profiles};
 use crate::config::DatabaseArgs;
 
@@ -122,8 +123,12 @@ pub async fn run_candidate(args: CandidateArgs) -> anyhow::Result<()> {
             let text = read_text(&file)?;
             let specs = candidates::parse(&file.display().to_string(), &text)?;
             let store = crate::store::connect(&database.database_url).await?;
-            for (c, outcome) in candidates::import(&store, &specs, &files::terminal_actor()).await? {
-                println!("{} candidate #{} {:?}", outcome.as_str(), c.id, c.spec.name);
+            for saved in candidates::import(&store, &specs, &Actor::terminal()).await? {
+                let c = &saved.candidate;
+                println!("{} candidate #{} {:?}", saved.outcome.as_str(), c.id, c.spec.name);
+                if let Some(note) = saved.credentials_note() {
+                    println!("  note: {note}");
+                }
             }
             Ok(())
         }

@@ -10,7 +10,8 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::app::AppError;
-use crate::app::files::{self, FileError, candidates, profiles, settings};
+use crate::app::candidates::Actor;
+use crate::app::files::{FileError, candidates, profiles, settings};
 use crate::app::gate::progress::{RunProgress, progress};
 use crate::app::gate::{self, Exit, GateReport, GateRun, report};
 use crate::config::DatabaseArgs;
@@ -216,7 +217,7 @@ async fn start(args: StartArgs) -> Result<GateReport, Stop> {
             .map_err(|e| config(anyhow::anyhow!("judge_candidate in --settings: {e}")))?;
     }
 
-    let actor = files::terminal_actor();
+    let actor = Actor::terminal();
     let mut candidate_ids = Vec::new();
     for c in &inputs.candidates {
         let ids = match c {
@@ -224,7 +225,12 @@ async fn start(args: StartArgs) -> Result<GateReport, Stop> {
                 .await
                 .map_err(prepare)?
                 .into_iter()
-                .map(|(c, _)| c.id)
+                .map(|saved| {
+                    if let Some(note) = saved.credentials_note() {
+                        eprintln!("note: {note}");
+                    }
+                    saved.candidate.id
+                })
                 .collect(),
             Err(name) => vec![gate::candidate_by_name(&store, name).await.map_err(prepare)?.id],
         };
@@ -235,7 +241,7 @@ async fn start(args: StartArgs) -> Result<GateReport, Stop> {
         }
     }
     let profile_id = match &inputs.profile {
-        Ok(save) => profiles::import(&store, save, &actor).await.map_err(prepare)?.0.id,
+        Ok(save) => profiles::import(&store, save, &actor.name).await.map_err(prepare)?.0.id,
         Err(name) => gate::profile_by_name(&store, name).await.map_err(prepare)?,
     };
     let evalset_version_id = match &inputs.evalset {
@@ -270,7 +276,7 @@ async fn start(args: StartArgs) -> Result<GateReport, Stop> {
     };
     store
         .append_audit(&crate::domain::audit::NewAuditEntry {
-            actor,
+            actor: actor.name.clone(),
             action: crate::domain::audit::Action::RunStarted,
             target: format!("run #{run_id}"),
             detail: "bakeoff run start".to_string(),

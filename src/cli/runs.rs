@@ -105,6 +105,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 );
                 return Ok(());
             }
+            store
+                .append_audit(&crate::domain::audit::NewAuditEntry {
+                    actor: crate::app::files::terminal_actor(),
+                    action: crate::domain::audit::Action::RunImported,
+                    target: format!("run #{id}"),
+                    detail: format!("imported from {} by bakeoff run import", file.display()),
+                })
+                .await?;
             eprintln!(
                 "imported run {} ({} records{}) as run {id}",
                 export.run.id,

@@ -106,14 +106,6 @@ pub enum TokenAction {
     },
 }
 
-/// The audit log's actor for commands run here: the terminal and the operating-system user.
-fn actor() -> String {
-    let os_user = std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "unknown".into());
-    format!("terminal (OS user {os_user})")
-}
-
 /// A password from the prompt (twice, without echo), the environment, or standard input.
 fn read_password(prompt: &str) -> anyhow::Result<String> {
     if let Ok(p) = std::env::var(PASSWORD_ENV) {
@@ -141,7 +133,7 @@ fn read_password(prompt: &str) -> anyhow::Result<String> {
 pub async fn run(args: UserArgs) -> anyhow::Result<()> {
     let store: DynStore = crate::store::connect(&args.database_url).await?;
     let store = store.as_ref();
-    let actor = actor();
+    let actor = crate::app::files::terminal_actor();
     match args.action {
         UserAction::Add { name, role } => {
             let password = read_password(&format!("Password for {name}"))?;
@@ -190,7 +182,7 @@ pub async fn run(args: UserArgs) -> anyhow::Result<()> {
         }
         UserAction::Remove { name } => {
             let user = accounts::user_named(store, &name).await?;
-            accounts::remove_user(store, &actor, &user).await?;
+            accounts::remove_user(store, &actor, None, &user).await?;
             println!("{} removed", user.username);
         }
         UserAction::Token { action } => token(store, &actor, action).await?,

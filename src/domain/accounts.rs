@@ -40,6 +40,17 @@ impl std::fmt::Display for Role {
     }
 }
 
+/// Why a request was refused for its role, with what it needed and what to do (the web's 403
+/// and the app's `Forbidden` say it the same way).
+pub fn refusal(name: &str, has: Role, needed: Role, what: Option<&str>) -> String {
+    let what = what.map(|w| format!(" ({w})")).unwrap_or_default();
+    format!(
+        "This needs the {needed} role{what}; you are signed in as {name}, who is {} {has}. \
+         Nothing was changed. Ask an admin if you need more.",
+        if has == Role::Admin { "an" } else { "a" }
+    )
+}
+
 /// Shortest password accepted.
 pub const MIN_PASSWORD_CHARS: usize = 12;
 /// Longest password accepted (hashing cost grows with length).

@@ -9,16 +9,14 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 
 use super::AppState;
-use super::audit::record;
 use super::error::{WebError, parse_id};
 use super::security::CurrentUser;
 use super::views::{FieldKind, FieldView, Fieldset, FormBody};
-use crate::domain::accounts::Role;
-use crate::domain::audit::Action;
+use crate::app::AppError;
+use crate::app::candidates::{self, Source};
 use crate::domain::candidate::{Candidate, CandidateDraft, CandidateSpec, ProviderKind, Secret, TokenizeKind};
 use crate::domain::retirement::ItemKind;
 use crate::domain::validation::FieldErrors;
-use crate::store::StoreError;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -135,21 +133,13 @@ struct ListQuery {
 }
 
 async fn list(State(state): State<AppState>, Query(q): Query<ListQuery>) -> Result<CandidatesPage, WebError> {
-    let candidates = state.store.list_candidates().await?;
+    let all = state.store.list_candidates().await?;
     let key_dropped = q
         .key_dropped
-        .and_then(|id| candidates.iter().find(|c| c.id == id))
-        .map(|c| {
-            format!(
-                "The base URL of {} now points at another server ({}), so its stored API key and key variable \
-                 were removed: a key is only ever sent to the server it was entered for. Set them again if \
-                 this server should get them.",
-                c.spec.name,
-                crate::domain::candidate::origin_of(&c.spec.base_url).unwrap_or_default()
-            )
-        });
+        .and_then(|id| all.iter().find(|c| c.id == id))
+        .map(|c| super::error::sentence(&candidates::moved_note(c)));
     let retired_ids = crate::app::retirement::retired(&state.store, ItemKind::Candidate).await?;
-    let (retired, rows): (Vec<_>, Vec<_>) = candidates.iter().partition(|c| retired_ids.contains(&c.id));
+    let (retired, rows): (Vec<_>, Vec<_>) = all.iter().partition(|c| retired_ids.contains(&c.id));
     Ok(CandidatesPage {
         nav: "candidates",
         rows: rows.into_iter().map(CandidateRow::from).collect(),
@@ -213,7 +203,9 @@ impl CandidateFormPage {
             },
             Fieldset {
                 legend: "Credentials",
-                note: None,
+                note: Some(
+                    "Setting, changing or clearing these needs the admin role: a key goes wherever the base URL points.",
+                ),
                 fields: vec![
                     // The typed key is never echoed back, not even when the form is re-shown.
                     field("api_key", "API key", FieldKind::Password, "").help(key_help),
@@ -223,7 +215,7 @@ impl CandidateFormPage {
                         FieldKind::Text,
                         &draft.api_key_env,
                     )
-                    .help("Name of a variable in bakeoff's environment holding the key, e.g. OPENAI_API_KEY."),
+                    .help("Name of a variable in bakeoff's environment holding the key, e.g. BAKEOFF_KEY_OPENAI."),
                 ],
             },
             Fieldset {
@@ -355,36 +347,19 @@ async fn new_form() -> CandidateFormPage {
     CandidateFormPage::build(&draft, &FieldErrors::default(), None)
 }
 
-/// Editors manage candidates but not their credentials: typing a key, clearing it, or naming
-/// or changing its environment variable needs an admin (a key can be sent anywhere).
-fn check_credentials(user: &CurrentUser, touched: bool) -> Result<(), WebError> {
-    if touched {
-        user.require(Role::Admin, "setting or clearing a candidate's API key or key variable")?;
-    }
-    Ok(())
-}
-
 async fn create(State(state): State<AppState>, user: CurrentUser, body: FormBody) -> Result<Response, WebError> {
     let draft: CandidateDraft = body.to_draft()?;
-    check_credentials(
-        &user,
-        !draft.api_key.trim().is_empty() || !draft.api_key_env.trim().is_empty(),
-    )?;
     let spec = match draft.validate(None) {
         Ok(spec) => spec,
         Err(errors) => return Ok(invalid(CandidateFormPage::build(&draft, &errors, None))),
     };
-    match state.store.create_candidate(&spec).await {
-        Ok(id) => {
-            tracing::info!(candidate_id = id, "candidate created");
-            let target = format!("candidate #{id} {:?}", spec.name);
-            record(&state, Action::CandidateCreated, target.clone(), spec.base_url.clone()).await?;
-            if spec.api_key.is_some() {
-                record(&state, Action::CandidateKeySet, target, String::new()).await?;
-            }
+    let key_typed = spec.api_key.is_some();
+    match candidates::save(&state.store, &user.actor(), Source::Form, None, spec, key_typed).await {
+        Ok(saved) => {
+            tracing::info!(candidate_id = saved.candidate.id, "candidate created");
             Ok(Redirect::to("/candidates").into_response())
         }
-        Err(StoreError::Conflict(_)) => Ok(invalid(CandidateFormPage::build(&draft, &name_taken(&spec.name), None))),
+        Err(AppError::Fields(errors)) => Ok(invalid(CandidateFormPage::build(&draft, &errors, None))),
         Err(e) => Err(e.into()),
     }
 }
@@ -407,6 +382,8 @@ async fn edit_form(State(state): State<AppState>, Path(raw): Path<String>) -> Re
     ))
 }
 
+/// A blank key field keeps the stored key, `clear_key` removes it; `app::candidates::save`
+/// decides whether the actor may, and drops credentials when the base URL moves.
 async fn update(
     State(state): State<AppState>,
     user: CurrentUser,
@@ -415,14 +392,12 @@ async fn update(
 ) -> Result<Response, WebError> {
     let c = load(&state, &raw).await?;
     let draft: CandidateDraft = body.to_draft()?;
-    let clear_key = body.get("clear_key").is_some();
-    let env_changed = draft.api_key_env.trim() != c.spec.api_key_env.as_deref().unwrap_or_default();
-    check_credentials(
-        &user,
-        !draft.api_key.trim().is_empty() || (clear_key && c.spec.api_key.is_some()) || env_changed,
-    )?;
-    let kept: Option<&Secret> = if clear_key { None } else { c.spec.api_key.as_ref() };
-    let mut spec = match draft.validate(kept) {
+    let kept: Option<&Secret> = if body.get("clear_key").is_some() {
+        None
+    } else {
+        c.spec.api_key.as_ref()
+    };
+    let spec = match draft.validate(kept) {
         Ok(spec) => spec,
         Err(errors) => {
             return Ok(invalid(CandidateFormPage::build(
@@ -432,50 +407,29 @@ async fn update(
             )));
         }
     };
-    let moved = spec.drop_credentials_if_moved(&c.spec, !draft.api_key.trim().is_empty());
-    match state.store.update_candidate(c.id, &spec).await {
-        Ok(()) => {
+    let key_typed = !draft.api_key.trim().is_empty();
+    match candidates::save(&state.store, &user.actor(), Source::Form, Some(&c), spec, key_typed).await {
+        Ok(saved) => {
             tracing::info!(
                 candidate_id = c.id,
-                key_cleared = clear_key,
-                key_dropped_by_move = moved,
+                outcome = saved.outcome.as_str(),
+                key_dropped_by_move = saved.credentials_dropped,
                 "candidate updated"
             );
-            let target = format!("candidate #{} {:?}", c.id, spec.name);
-            record(&state, Action::CandidateUpdated, target.clone(), spec.base_url.clone()).await?;
-            if !draft.api_key.trim().is_empty() {
-                record(&state, Action::CandidateKeySet, target.clone(), String::new()).await?;
-            } else if c.spec.api_key.is_some() && spec.api_key.is_none() {
-                let why = if moved {
-                    format!("the base URL moved to another server ({})", spec.base_url)
-                } else {
-                    "removed on the form".to_string()
-                };
-                record(&state, Action::CandidateKeyCleared, target, why).await?;
-            }
-            let to = if moved {
+            let to = if saved.credentials_dropped {
                 format!("/candidates?key_dropped={}", c.id)
             } else {
                 "/candidates".to_string()
             };
             Ok(Redirect::to(&to).into_response())
         }
-        Err(StoreError::Conflict(_)) => Ok(invalid(CandidateFormPage::build(
+        Err(AppError::Fields(errors)) => Ok(invalid(CandidateFormPage::build(
             &draft,
-            &name_taken(&spec.name),
+            &errors,
             Some((c.id, &c.spec)),
         ))),
         Err(e) => Err(e.into()),
     }
-}
-
-fn name_taken(name: &str) -> FieldErrors {
-    let mut e = FieldErrors::default();
-    e.add(
-        "name",
-        format!("is already used by another candidate ({name:?}); choose a different name"),
-    );
-    e
 }
 
 /// A form re-shown with its errors: 422, nothing stored.

@@ -105,6 +105,10 @@ impl From<AppError> for WebError {
             AppError::Invalid(why) => WebError::BadRequest(sentence(&why)),
             AppError::Fields(errors) => WebError::BadRequest(sentence(&errors.to_string())),
             AppError::NotFound(what) => WebError::NotFound(what),
+            AppError::Forbidden(message) => WebError::Refused {
+                status: StatusCode::FORBIDDEN,
+                message,
+            },
             AppError::Store(e) => WebError::Store(e),
         }
     }

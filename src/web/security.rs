@@ -393,6 +393,14 @@ impl CurrentUser {
 
     /// Refuses with a 403 naming the role `what` needs when this user's role is lower. For the
     /// rare checks finer than a route (a candidate's key); routes are checked by the guard.
+    /// Who acts, as the app layer's use cases take it.
+    pub fn actor(&self) -> crate::app::candidates::Actor {
+        crate::app::candidates::Actor {
+            name: self.name.clone(),
+            role: self.role,
+        }
+    }
+
     pub fn require(&self, role: Role, what: &str) -> Result<(), WebError> {
         if self.role >= role {
             Ok(())
@@ -403,14 +411,9 @@ impl CurrentUser {
 }
 
 fn forbidden(name: &str, has: Role, needed: Role, what: Option<&str>) -> WebError {
-    let what = what.map(|w| format!(" ({w})")).unwrap_or_default();
     WebError::Refused {
         status: StatusCode::FORBIDDEN,
-        message: format!(
-            "This needs the {needed} role{what}; you are signed in as {name}, who is {} {has}. \
-             Nothing was changed. Ask an admin if you need more.",
-            if has == Role::Admin { "an" } else { "a" }
-        ),
+        message: crate::domain::accounts::refusal(name, has, needed, what),
     }
 }
 

@@ -93,20 +93,20 @@ struct Caller {
 }
 
 /// Ids to fill every route pattern's parameters with.
-struct Ids {
-    candidate: i64,
-    version: i64,
-    run: i64,
-    profile: i64,
-    scorecard: i64,
-    user: i64,
-    token: i64,
+pub(crate) struct Ids {
+    pub candidate: i64,
+    pub version: i64,
+    pub run: i64,
+    pub profile: i64,
+    pub scorecard: i64,
+    pub user: i64,
+    pub token: i64,
     /// The eval set of `version` (the API names sets and versions apart).
-    evalset: i64,
+    pub evalset: i64,
 }
 
 /// The eval set a version belongs to.
-async fn evalset_of(app: &TestApp, version: i64) -> i64 {
+pub(crate) async fn evalset_of(app: &TestApp, version: i64) -> i64 {
     app.store
         .get_evalset_version(version)
         .await
@@ -159,8 +159,9 @@ async fn seed(app: &TestApp) -> Ids {
 
 use bakeoff::app::accounts as accounts_app;
 
-/// The path of route `pattern` with its parameters filled in.
-fn fill(pattern: &str, ids: &Ids) -> String {
+/// The path of route `pattern` with its parameters filled in (and the query a page needs to
+/// show something: the scorecard's profile, the runs compared, the history's candidate).
+pub(crate) fn fill(pattern: &str, ids: &Ids) -> String {
     // The JSON API's resources are named as the pages' are, after its prefix.
     let resource = pattern.strip_prefix("/api/v1").unwrap_or(pattern);
     let id = if resource.starts_with("/evalsets") {
@@ -173,11 +174,11 @@ fn fill(pattern: &str, ids: &Ids) -> String {
         ids.candidate
     } else if resource.starts_with("/runs") {
         ids.run
-    } else if pattern.starts_with("/thresholds") {
+    } else if resource.starts_with("/thresholds") {
         ids.profile
-    } else if pattern.starts_with("/scorecards") {
+    } else if resource.starts_with("/scorecards") {
         ids.scorecard
-    } else if pattern.starts_with("/users") {
+    } else if resource.starts_with("/users") {
         ids.user
     } else {
         ids.token
@@ -190,6 +191,10 @@ fn fill(pattern: &str, ids: &Ids) -> String {
         .replace("{*path}", "app.css");
     if (path.contains("/scorecard") && !path.contains("/save")) || path.ends_with("/verdict") {
         format!("{path}?profile={}", ids.profile)
+    } else if path.ends_with("/archive/compare") {
+        format!("{path}?runs={}", ids.run)
+    } else if path.ends_with("/archive/history") {
+        format!("{path}?candidate={}&evalset={}", ids.candidate, ids.evalset)
     } else {
         path
     }
@@ -821,4 +826,367 @@ async fn a_planted_key_password_and_token_are_in_no_dump_and_no_account_page(db:
             assert!(!text.contains(secret), "{backend}: {path} shows a secret");
         }
     }
+}
+
+each_backend!(an_admin_removes_a_user_ending_their_sessions_and_tokens_but_not_themselves);
+async fn an_admin_removes_a_user_ending_their_sessions_and_tokens_but_not_themselves(db: TestStore) {
+    let app = spawn_app_on(db).await;
+    let password = app.add_user("root", Role::Admin).await;
+    let (admin, _) = app.login("root", &password).await;
+    let bea_password = app.add_user("bea", Role::Editor).await;
+    let (_, bea_session) = app.login("bea", &bea_password).await;
+    let bea = app.store.find_user("bea").await.unwrap().unwrap();
+    let (_, bea_token) = accounts_app::create_token(app.store.as_ref(), "test", &bea, "ci", None)
+        .await
+        .unwrap();
+    let as_bea_session = || {
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
+            .get(app.url("/candidates"))
+            .header("cookie", format!("bakeoff_session={bea_session}"))
+            .header("accept", "text/html")
+            .send()
+    };
+    let as_bea_token = || bearer_client(&bea_token).get(app.url("/api/v1/candidates")).send();
+    assert_eq!(as_bea_session().await.unwrap().status(), 200, "{}", app.backend);
+    assert_eq!(as_bea_token().await.unwrap().status(), 200);
+
+    // The Users page offers it as a form with the CSRF token, like every form.
+    let remove = format!("/users/{}/remove", bea.id);
+    let page = crate::support::app::Page::parse(
+        200,
+        &admin.get(app.url("/users")).send().await.unwrap().text().await.unwrap(),
+    );
+    let selector = format!("form[action=\"{remove}\"] input[name=_csrf]");
+    assert_eq!(page.count(&selector), 1, "a Remove button for bea");
+    // Without the token (a page on another site posting with the admin's cookie): refused.
+    let admin_session = app.store.list_users().await.unwrap();
+    assert_eq!(admin_session.len(), 2);
+    let cookie_only = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let (_, root_secret) = app.login("root", &password).await;
+    let r = cookie_only
+        .post(app.url(&remove))
+        .header("cookie", format!("bakeoff_session={root_secret}"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert!(app.store.find_user("bea").await.unwrap().is_some(), "nothing removed");
+
+    let r = admin
+        .post(app.url(&remove))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303, "{}", app.backend);
+    let to = r.headers()["location"].to_str().unwrap().to_string();
+    let notice = crate::support::app::Page::parse(
+        200,
+        &admin.get(app.url(&to)).send().await.unwrap().text().await.unwrap(),
+    )
+    .text("#notice");
+    assert!(notice.contains("Removed bea"), "{notice}");
+    assert!(app.store.find_user("bea").await.unwrap().is_none());
+    // Their session and token no longer work.
+    assert_eq!(as_bea_session().await.unwrap().status(), 303, "back to the login");
+    assert_eq!(as_bea_token().await.unwrap().status(), 401);
+    let entries = app.store.list_audit(&Default::default(), 5, 0).await.unwrap();
+    let removed = entries
+        .iter()
+        .find(|e| e.action == "user.removed")
+        .unwrap_or_else(|| panic!("{entries:?}"));
+    assert_eq!(removed.actor, "root");
+    assert!(removed.target.contains("bea"), "{removed:?}");
+    assert!(
+        removed.detail.contains("1 session(s) ended, 1 token(s) revoked"),
+        "{removed:?}"
+    );
+
+    // Not yourself, and never the last admin (the terminal has no account to compare).
+    let root = app.store.find_user("root").await.unwrap().unwrap();
+    let audited = app.store.count_audit(&Default::default()).await.unwrap();
+    let r = admin
+        .post(app.url(&format!("/users/{}/remove", root.id)))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 422);
+    let page = crate::support::app::Page::parse(422, &r.text().await.unwrap());
+    assert!(
+        page.text("#users-error").contains("cannot remove yourself"),
+        "{}",
+        page.text("#users-error")
+    );
+    let e = accounts_app::remove_user(app.store.as_ref(), "terminal", None, &root)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("only active admin"), "{e}");
+    assert!(app.store.find_user("root").await.unwrap().is_some());
+    assert_eq!(app.store.count_audit(&Default::default()).await.unwrap(), audited);
+}
+
+/// The `Set-Cookie` values of a response.
+fn set_cookies(r: &reqwest::Response) -> Vec<String> {
+    r.headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect()
+}
+
+each_backend!(session_cookies_are_httponly_lax_and_not_secure_over_http);
+async fn session_cookies_are_httponly_lax_and_not_secure_over_http(db: TestStore) {
+    let app = spawn_app_on(db).await;
+    let password = app.add_user("root", Role::Admin).await;
+    let r = app
+        .post_form(
+            "/login",
+            &[("username", "root"), ("password", &password), ("next", "/")],
+        )
+        .await;
+    assert_eq!(r.status(), 303, "{}", app.backend);
+    let cookies = set_cookies(&r);
+    let session = cookies
+        .iter()
+        .find(|c| c.starts_with("bakeoff_session="))
+        .unwrap_or_else(|| panic!("{cookies:?}"));
+    let attributes: Vec<&str> = session.split("; ").skip(1).collect();
+    assert!(attributes.contains(&"HttpOnly"), "{session}");
+    assert!(attributes.contains(&"SameSite=Lax"), "{session}");
+    assert!(
+        !attributes.contains(&"Secure"),
+        "http://127.0.0.1 is no https: {session}"
+    );
+    // The per-browser cookie a first page sets follows the same rules.
+    let first = reqwest::Client::new().get(app.url("/login")).send().await.unwrap();
+    let browser = set_cookies(&first)
+        .into_iter()
+        .find(|c| c.starts_with("bakeoff_browser="))
+        .expect("a first page sets the browser cookie");
+    assert!(browser.contains("; HttpOnly") && browser.contains("; SameSite=Lax") && !browser.contains("Secure"));
+}
+
+/// `bakeoff serve ARGS` as its own process on `database_url` with `env` (and no inherited
+/// BAKEOFF_* settings); its error output captured (a few lines: the log stays at warn).
+fn serve_process(database_url: &str, args: &[String], env: &[(&str, &str)]) -> std::process::Child {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_bakeoff"));
+    command.arg("serve").args(args).args(["--database-url", database_url]);
+    for (name, _) in std::env::vars() {
+        if name.starts_with("BAKEOFF_") {
+            command.env_remove(name);
+        }
+    }
+    command
+        .envs(env.iter().copied())
+        .env("BAKEOFF_SECRET_KEY", hex::encode(crate::support::db::TEST_SERVER_KEY))
+        .env("BAKEOFF_LOG", "warn")
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting bakeoff serve")
+}
+
+/// A port free now (bound on every interface, then released for the server).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("0.0.0.0:0")
+        .and_then(|l| l.local_addr())
+        .expect("finding a free port")
+        .port()
+}
+
+/// Waits (bounded) for the child to end on its own; its output. Killed if it does not.
+async fn ended(mut child: std::process::Child) -> std::process::Output {
+    tokio::task::spawn_blocking(move || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                child.kill().unwrap();
+                panic!("bakeoff serve did not end");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+each_backend!(serve_refuses_a_reachable_address_without_a_user_and_starts_with_the_admin_password);
+async fn serve_refuses_a_reachable_address_without_a_user_and_starts_with_the_admin_password(db: TestStore) {
+    let url = db.url.clone();
+    let port = free_port();
+    let listen = vec!["--listen".to_string(), format!("0.0.0.0:{port}")];
+    let mut refused = listen.clone();
+    refused.extend(["--public-url".to_string(), format!("http://bakeoff.example.com:{port}")]);
+    let out = ended(serve_process(&url, &refused, &[])).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{}: it started: {stderr}", db.backend);
+    for says in [
+        "refusing to start",
+        "0.0.0.0",
+        "bakeoff user add",
+        "--role admin",
+        "BAKEOFF_ADMIN_PASSWORD",
+        "127.0.0.1",
+    ] {
+        assert!(stderr.contains(says), "{}: no {says:?} in: {stderr}", db.backend);
+    }
+    assert_eq!(db.store.count_users().await.unwrap(), 0);
+
+    // First start with the password in the environment: the admin exists and can log in; the
+    // public URL is https, so the cookies are Secure.
+    let public = format!("https://127.0.0.1:{port}");
+    let mut args = listen.clone();
+    args.extend(["--public-url".to_string(), public.clone()]);
+    let mut child = serve_process(
+        &url,
+        &args,
+        &[
+            ("BAKEOFF_ADMIN_PASSWORD", "first-admin-password-1"),
+            ("BAKEOFF_ADMIN_USER", "chief"),
+        ],
+    );
+    let base = format!("http://127.0.0.1:{port}");
+    let plain = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let login_page = loop {
+        if let Ok(r) = plain.get(format!("{base}/login")).send().await {
+            break r;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            let out = child.wait_with_output().unwrap();
+            panic!("serve ended ({status}): {}", String::from_utf8_lossy(&out.stderr));
+        }
+        assert!(std::time::Instant::now() < deadline, "serve did not answer");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(login_page.status(), 200);
+    let browser = set_cookies(&login_page)
+        .into_iter()
+        .find(|c| c.starts_with("bakeoff_browser="))
+        .expect("the browser cookie");
+    assert!(browser.contains("; Secure"), "{browser}");
+    let form = crate::support::app::Page::parse(200, &login_page.text().await.unwrap());
+    let csrf = form.attr("input[name=_csrf]", "value").expect("the login form's token");
+    let r = plain
+        .post(format!("{base}/login"))
+        .header("origin", &public)
+        .header("cookie", browser.split(';').next().unwrap())
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!(
+            "username=chief&password=first-admin-password-1&next=%2F&_csrf={csrf}"
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303, "{}: {:?}", db.backend, r.text().await);
+    let session = set_cookies(&r)
+        .into_iter()
+        .find(|c| c.starts_with("bakeoff_session="))
+        .expect("the session cookie");
+    for attribute in ["; HttpOnly", "; SameSite=Lax", "; Secure"] {
+        assert!(session.contains(attribute), "{session}");
+    }
+    let users = plain
+        .get(format!("{base}/users"))
+        .header("cookie", session.split(';').next().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(users.status(), 200, "the admin reaches the Users page");
+    assert!(users.text().await.unwrap().contains("chief"));
+    let chief = db.store.find_user("chief").await.unwrap().expect("the first admin");
+    assert_eq!(chief.role, Role::Admin);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+each_backend!(hostile_names_are_neutralised_in_the_audit_csv_export);
+async fn hostile_names_are_neutralised_in_the_audit_csv_export(db: TestStore) {
+    let app = spawn_app_on(db).await;
+    let password = app.add_user("root", Role::Admin).await;
+    // A user name may begin with `-` or `@`: both start a formula in a spreadsheet.
+    let hostile_user = "@sum-1";
+    let hostile_password = {
+        let (admin, _) = app.login("root", &password).await;
+        let body = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs([
+                ("username", hostile_user),
+                ("role", "editor"),
+                ("password", "hostile-password-1"),
+            ])
+            .finish();
+        let r = admin
+            .post(app.url("/users"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 303, "{}", app.backend);
+        "hostile-password-1"
+    };
+    let (editor, _) = app.login(hostile_user, hostile_password).await;
+    let name = "=HYPERLINK(\"http://evil.example\",\"x\")<script>alert(1)</script>";
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs([
+            ("name", name),
+            ("provider", "openai-chat"),
+            ("base_url", "http://127.0.0.1:1/v1"),
+            ("model", "m"),
+        ])
+        .finish();
+    let r = editor
+        .post(app.url("/candidates"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303, "{}", app.backend);
+
+    let (admin, _) = app.login("root", &password).await;
+    let csv = admin
+        .get(app.url("/audit/export.csv"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    let created = rows
+        .iter()
+        .find(|r| r.iter().any(|c| c == "candidate.created"))
+        .unwrap_or_else(|| panic!("{csv}"));
+    assert!(
+        created.iter().any(|c| c == format!("'{hostile_user}")),
+        "the actor made text: {created:?}"
+    );
+    assert!(created.iter().any(|c| c.contains("=HYPERLINK")), "{created:?}");
+    for row in &rows {
+        for cell in row {
+            // A plain number (`-1`) is no formula; any other cell starting so is.
+            let formula = cell.starts_with(['=', '+', '-', '@', '\t', '\r']) && cell.parse::<f64>().is_err();
+            assert!(!formula, "{}: a formula cell {cell:?}", app.backend);
+        }
+    }
+    // The audit page shows the name as text.
+    let page = admin.get(app.url("/audit")).send().await.unwrap().text().await.unwrap();
+    assert!(!page.contains("<script>alert(1)"), "{}", app.backend);
+    let shown = crate::support::app::Page::parse(200, &page).text("table.audit");
+    assert!(shown.contains("<script>alert(1)</script>"), "{}: {shown}", app.backend);
 }

@@ -113,11 +113,17 @@ async fn send(mut request: reqwest::RequestBuilder, body: Option<(&str, String)>
     }
 }
 
-/// A candidates file (TOML) with one candidate of the mock.
+/// A candidates file (TOML) with one candidate of the mock, without credentials (what an
+/// editor may import).
 pub fn candidate_toml(name: &str, base_url: &str, model: &str) -> String {
     format!(
-        "bakeoff_candidates = 1\n[[candidate]]\nname = \"{name}\"\nprovider = \"openai-chat\"\nbase_url = \"{base_url}\"\nmodel = \"{model}\"\napi_key_env = \"BAKEOFF_KEY_API\"\n"
+        "bakeoff_candidates = 1\n[[candidate]]\nname = \"{name}\"\nprovider = \"openai-chat\"\nbase_url = \"{base_url}\"\nmodel = \"{model}\"\n"
     )
+}
+
+/// The same file naming the variable that holds the key (only an admin may import it).
+fn candidate_toml_with_key_env(name: &str, base_url: &str, model: &str, var: &str) -> String {
+    format!("{}api_key_env = \"{var}\"\n", candidate_toml(name, base_url, model))
 }
 
 /// The profile `accuracy ≥ 50 %` in the file's JSON shape.
@@ -464,11 +470,108 @@ async fn create_poll_scorecard_and_verdict_against_the_mock(db: TestStore) {
     );
     assert_eq!(cases["items"][0]["id"], "c10");
 
-    // A candidate is shown without any key, with the variable that holds it.
+    // A candidate is shown without any key.
     let c = api.ok(&format!("/api/v1/candidates/{}", seed.candidate)).await;
-    assert_eq!(c["file"]["api_key_env"], "BAKEOFF_KEY_API");
     assert_eq!(c["has_stored_key"], false);
     assert!(c.get("api_key").is_none(), "{c}");
+}
+
+/// POSTs a candidates file (TOML).
+async fn import_candidates(api: &Api, toml: String) -> Answer {
+    api.send("POST", "/api/v1/candidates", Some(("application/toml", toml)))
+        .await
+}
+
+each_backend!(only_an_admin_sets_credentials_by_import_and_a_move_drops_them);
+async fn only_an_admin_sets_credentials_by_import_and_a_move_drops_them(db: TestStore) {
+    let app = spawn_app_on(db).await;
+    let admin = Api::new(&app, "root", Role::Admin).await;
+    let editor = Api::new(&app, "ed", Role::Editor).await;
+    let here = "http://127.0.0.1:9/v1";
+    let audited = || async { app.store.count_audit(&Default::default()).await.unwrap() };
+
+    // An editor naming a key variable on a new candidate: 403, nothing stored or audited.
+    let before = audited().await;
+    let a = import_candidates(
+        &editor,
+        candidate_toml_with_key_env("keyed", here, "m", "BAKEOFF_KEY_API"),
+    )
+    .await;
+    assert_problem(&a, 403);
+    let detail = a.body["detail"].as_str().unwrap();
+    assert!(detail.contains("admin") && detail.contains("key variable"), "{a:?}");
+    assert!(app.store.list_candidates().await.unwrap().is_empty(), "{}", app.backend);
+    assert_eq!(audited().await, before);
+
+    // An admin may; then a key is stored for it (as the browser's form does for an admin).
+    let a = import_candidates(
+        &admin,
+        candidate_toml_with_key_env("keyed", here, "m", "BAKEOFF_KEY_API"),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{a:?}");
+    assert_eq!(
+        a.body["items"][0]["candidate"]["file"]["api_key_env"],
+        "BAKEOFF_KEY_API"
+    );
+    let id = a.body["items"][0]["candidate"]["id"].as_i64().unwrap();
+    let mut keyed = app.store.get_candidate(id).await.unwrap().unwrap().spec;
+    keyed.api_key = Some(bakeoff::domain::candidate::Secret::new("sk-stored-0123456789"));
+    app.store.update_candidate(id, &keyed).await.unwrap();
+
+    // An editor changing or removing the variable: 403, the candidate as it was.
+    let stored = || async { app.store.get_candidate(id).await.unwrap().unwrap().spec };
+    for file in [
+        candidate_toml_with_key_env("keyed", here, "m", "BAKEOFF_KEY_OTHER"),
+        candidate_toml("keyed", here, "m"),
+    ] {
+        assert_problem(&import_candidates(&editor, file).await, 403);
+        assert_eq!(stored().await, keyed, "{}", app.backend);
+    }
+    // Other fields with the credentials left as they are: the editor may, the key stays.
+    let a = import_candidates(
+        &editor,
+        candidate_toml_with_key_env("keyed", here, "m2", "BAKEOFF_KEY_API"),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{a:?}");
+    assert_eq!(a.body["items"][0]["outcome"], "updated");
+    assert!(a.body["items"][0].get("credentials_dropped").is_none(), "{a:?}");
+    assert!(stored().await.api_key.is_some());
+
+    // Moving to another server drops the stored key and the variable, and the answer says so.
+    let elsewhere = "http://evil.example/v1";
+    let a = import_candidates(
+        &editor,
+        candidate_toml_with_key_env("keyed", elsewhere, "m2", "BAKEOFF_KEY_API"),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{a:?}");
+    let item = &a.body["items"][0];
+    assert_eq!(item["outcome"], "updated");
+    assert_eq!(item["candidate"]["has_stored_key"], false, "{a:?}");
+    assert!(item["candidate"]["file"].get("api_key_env").is_none(), "{a:?}");
+    let note = item["credentials_dropped"].as_str().unwrap_or_default();
+    assert!(
+        note.contains("http://evil.example") && note.contains("removed"),
+        "{a:?}"
+    );
+    let moved = stored().await;
+    assert_eq!((moved.api_key, moved.api_key_env), (None, None), "{}", app.backend);
+    let entries = app.store.list_audit(&Default::default(), 5, 0).await.unwrap();
+    assert!(
+        entries.iter().any(|e| e.action == "candidate.key_cleared"
+            && e.actor == "ed"
+            && e.detail.contains("moved to another server")),
+        "{entries:?}"
+    );
+    assert!(!format!("{entries:?}").contains("sk-stored"));
+    // Setting the variable again for the new server is an admin's decision.
+    let again = candidate_toml_with_key_env("keyed", elsewhere, "m2", "BAKEOFF_KEY_API");
+    assert_problem(&import_candidates(&editor, again.clone()).await, 403);
+    let a = import_candidates(&admin, again).await;
+    assert_eq!(a.status, 200, "{a:?}");
+    assert_eq!(stored().await.api_key_env.as_deref(), Some("BAKEOFF_KEY_API"));
 }
 
 /// A page of the app as the API's caller sees it (pages take the same bearer token).

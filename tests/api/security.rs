@@ -409,8 +409,27 @@ async fn stored_keys(url: &str, backend: &str) -> Vec<String> {
     }
 }
 
-each_backend!(a_planted_key_is_only_ciphertext_at_rest_and_appears_in_no_page_or_export);
-async fn a_planted_key_is_only_ciphertext_at_rest_and_appears_in_no_page_or_export(db: TestStore) {
+/// The body of GET `path`, its status, and whether it answered at all; the run's event stream
+/// is read for at most a few seconds (it stays open while a page watches).
+async fn crawl(client: &reqwest::Client, url: String) -> (u16, String) {
+    let mut r = client.get(url).send().await.unwrap();
+    let status = r.status().as_u16();
+    let mut body = Vec::new();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(3), async {
+        while let Ok(Some(chunk)) = r.chunk().await {
+            body.extend_from_slice(&chunk);
+        }
+    })
+    .await;
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+each_backend!(
+    a_planted_key_is_only_ciphertext_at_rest_and_appears_on_no_get_route,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
+async fn a_planted_key_is_only_ciphertext_at_rest_and_appears_on_no_get_route(db: TestStore) {
     const PLANTED: &str = "sk-PLANTED-4e9c2a7d1b";
     let (url, backend) = (db.url.clone(), db.backend);
     let reopen = || async {
@@ -421,15 +440,34 @@ async fn a_planted_key_is_only_ciphertext_at_rest_and_appears_in_no_page_or_expo
         .await
         .unwrap()
     };
+    let mock = crate::gate::mock().await;
     let app = spawn_app_on(db).await;
-    let mut fields = vec![
-        ("name", "keyed"),
-        ("provider", "openai-chat"),
-        ("base_url", "http://127.0.0.1:1/v1"),
-        ("model", "m"),
-    ];
-    fields.push(("api_key", PLANTED));
-    assert_eq!(app.post_form("/candidates", &fields).await.status(), 303);
+    // An admin's session: every page, /users and /account included, is reachable.
+    let password = app.add_user("root", bakeoff::domain::accounts::Role::Admin).await;
+    let (admin, _) = app.login("root", &password).await;
+    let post = |path: &str, fields: &[(&str, &str)]| {
+        admin
+            .post(app.url(path))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form_body(
+                &fields.iter().map(|(k, v)| (*k, v.to_string())).collect::<Vec<_>>(),
+            ))
+            .send()
+    };
+    let base_url = mock.base_url();
+    let r = post(
+        "/candidates",
+        &[
+            ("name", "keyed"),
+            ("provider", "openai-chat"),
+            ("base_url", &base_url),
+            ("model", "right"),
+            ("api_key", PLANTED),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 303, "{backend}");
     let candidate = app.store.list_candidates().await.unwrap()[0].id;
     assert_eq!(
         app.store
@@ -451,30 +489,91 @@ async fn a_planted_key_is_only_ciphertext_at_rest_and_appears_in_no_page_or_expo
         "{backend}: {raw:?}"
     );
 
-    // Pages and exports never carry it.
+    // A run of it against the mock (which is sent the key), finished; a profile; a saved scorecard.
     let version = app.create_evalset().await;
-    let run = app.create_run("keyed run", version, &[candidate]).await;
-    let q = profile_query(&app).await;
-    for path in [
-        "/".to_string(),
-        "/candidates".to_string(),
-        format!("/candidates/{candidate}/edit"),
-        format!("/candidates/{candidate}/operability"),
-        "/runs".to_string(),
-        format!("/runs/{run}"),
-        format!("/runs/{run}/live"),
-        format!("/runs/{run}/cases"),
-        format!("/runs/{run}/export.json"),
-        format!("/runs/{run}/scorecard?{q}"),
-        format!("/runs/{run}/scorecard/export.json?{q}"),
-        format!("/runs/{run}/scorecard/export.csv?{q}"),
-        format!("/runs/{run}/scorecard/export.md?{q}"),
-        "/archive".to_string(),
-        "/scorecards".to_string(),
-    ] {
-        let body = app.get(&path).await.text().await.unwrap();
+    let r = post(
+        "/runs",
+        &[
+            ("name", "keyed run"),
+            ("evalset_version", &version.to_string()),
+            ("candidate", &candidate.to_string()),
+            ("concurrency", "2"),
+            ("repetitions", "1"),
+            ("warmup_requests", "0"),
+            ("temperature", "0"),
+            ("timeout_secs", "10"),
+            ("retries", "0"),
+            ("stream", "on"),
+            ("load_shape", "fixed"),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 303, "{backend}: {:?}", r.text().await);
+    let run = app.store.list_runs(10, 0).await.unwrap()[0].run.id;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    let status = loop {
+        let status = app.store.get_run(run).await.unwrap().unwrap().status;
+        if status.is_terminal() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{backend}: run #{run} did not end"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(status.as_str(), "finished", "{backend}");
+    let profile = profile_query(&app).await;
+    let profile: i64 = profile.trim_start_matches("profile=").parse().unwrap();
+    let scorecard = app
+        .store
+        .save_scorecard(&bakeoff::domain::scorecard::NewScorecard {
+            run_id: run,
+            profile_id: profile,
+            profile_version: 1,
+            incumbent: None,
+            pipeline: Default::default(),
+            created_by: "test".into(),
+            note: String::new(),
+            verdicts: vec![],
+        })
+        .await
+        .unwrap();
+    let root = app.store.find_user("root").await.unwrap().unwrap();
+    let (token, _) = bakeoff::app::accounts::create_token(app.store.as_ref(), "test", &root, "crawl", None)
+        .await
+        .unwrap();
+    let ids = crate::accounts::Ids {
+        candidate,
+        version,
+        run,
+        profile,
+        scorecard,
+        user: root.id,
+        token: token.id,
+        evalset: crate::accounts::evalset_of(&app, version).await,
+    };
+
+    // Every GET route of the router, pages, fragments, exports, the event stream and the JSON API.
+    let mut crawled = 0;
+    let anonymous = reqwest::Client::new();
+    for (method, pattern, _) in bakeoff::web::access::ROUTES {
+        if *method != "GET" {
+            continue;
+        }
+        let path = crate::accounts::fill(pattern, &ids);
+        // The login page is for those not logged in (the admin is sent on).
+        let client = if *pattern == "/login" { &anonymous } else { &admin };
+        let (status, body) = crawl(client, app.url(&path)).await;
+        assert!(
+            (200..300).contains(&status) && !body.is_empty(),
+            "{backend}: GET {path} answered {status}: the crawl did not reach it"
+        );
         assert!(!body.contains("PLANTED"), "{backend}: GET {path} shows the key");
+        crawled += 1;
     }
+    assert!(crawled >= 50, "{backend}: only {crawled} GET routes");
 
     // A key stored in plaintext by an older version is sealed when the database is opened.
     let reopened = reopen().await;
@@ -656,4 +755,108 @@ async fn a_planted_key_appears_in_no_log_line() {
         assert!(text.contains(path), "no {path:?} line captured:\n{text}");
     }
     assert!(!text.contains("PLANTED"), "a log line carries the key");
+}
+
+each_backend!(terminal_imports_and_a_resume_are_audited_and_a_moved_import_says_what_it_dropped);
+async fn terminal_imports_and_a_resume_are_audited_and_a_moved_import_says_what_it_dropped(db: TestStore) {
+    use crate::gate::{bakeoff, stderr, stdout};
+    let app = spawn_app_on(db).await;
+    let url = app.db_url().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let latest = |action: &'static str| {
+        let store = app.store.clone();
+        async move {
+            let filter = bakeoff::domain::audit::AuditFilter {
+                action: Some(action.to_string()),
+                ..Default::default()
+            };
+            store.list_audit(&filter, 1, 0).await.unwrap().into_iter().next()
+        }
+    };
+    let by_terminal = |e: &bakeoff::domain::audit::AuditEntry| e.actor.ends_with("(terminal)");
+
+    // `bakeoff evalset import`: the new version, by the terminal's user.
+    let set = dir.path().join("gate-set.jsonl");
+    std::fs::write(&set, crate::gate::evalset_text()).unwrap();
+    let out = bakeoff(&["evalset", "import", set.to_str().unwrap()], &url);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let e = latest("evalset.saved").await.expect("the import is audited");
+    assert!(
+        by_terminal(&e) && e.target.contains("gate-set"),
+        "{}: {e:?}",
+        app.backend
+    );
+
+    // `bakeoff run import` of an exported run.
+    let run = app.finished_run("exported", None).await;
+    let file = dir.path().join("run.json");
+    let out = bakeoff(
+        &[
+            "run",
+            "export",
+            "--run-id",
+            &run.to_string(),
+            "--output",
+            file.to_str().unwrap(),
+        ],
+        &url,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = bakeoff(&["run", "import", file.to_str().unwrap()], &url);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let imported = stdout(&out).trim().to_string();
+    let e = latest("run.imported").await.expect("the import is audited");
+    assert!(by_terminal(&e) && e.target == format!("run #{imported}"), "{e:?}");
+
+    // `POST /runs/{id}/resume` of a paused run.
+    app.store
+        .set_run_status(run, bakeoff::domain::run::RunStatus::Paused, None)
+        .await
+        .unwrap();
+    assert_eq!(app.post_form(&format!("/runs/{run}/resume"), &[]).await.status(), 303);
+    let e = latest("run.started").await.expect("the resume is audited");
+    assert_eq!(e.target, format!("run #{run}"));
+    assert!(e.detail.contains("resumed") && e.actor.contains("local user"), "{e:?}");
+
+    // `bakeoff candidate import` moving a keyed candidate: the key and variable go, and it says so.
+    let candidates = dir.path().join("c.toml");
+    let write = |base_url: &str| {
+        std::fs::write(
+            &candidates,
+            format!(
+                "bakeoff_candidates = 1\n[[candidate]]\nname = \"moving\"\nprovider = \"openai-chat\"\nbase_url = \"{base_url}\"\nmodel = \"m\"\napi_key_env = \"BAKEOFF_KEY_MOVING\"\n"
+            ),
+        )
+        .unwrap()
+    };
+    write("http://127.0.0.1:9/v1");
+    let out = bakeoff(&["candidate", "import", candidates.to_str().unwrap()], &url);
+    assert!(
+        out.status.success(),
+        "the terminal sets a key variable: {}",
+        stderr(&out)
+    );
+    let c = app
+        .store
+        .list_candidates()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|c| c.spec.name == "moving")
+        .unwrap();
+    let mut keyed = c.spec.clone();
+    keyed.api_key = Some(bakeoff::domain::candidate::Secret::new("sk-terminal-0123456789"));
+    app.store.update_candidate(c.id, &keyed).await.unwrap();
+    write("http://evil.example/v1");
+    let out = bakeoff(&["candidate", "import", candidates.to_str().unwrap()], &url);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("updated") && stdout(&out).contains("stored API key and key variable were removed"),
+        "{}",
+        stdout(&out)
+    );
+    let moved = app.store.get_candidate(c.id).await.unwrap().unwrap().spec;
+    assert_eq!((moved.api_key, moved.api_key_env), (None, None), "{}", app.backend);
+    let e = latest("candidate.key_cleared").await.expect("the drop is audited");
+    assert!(by_terminal(&e) && e.detail.contains("moved to another server"), "{e:?}");
 }

@@ -6,9 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{FileError, FileProblem, Located, Step, dotted, parse_toml, to_toml};
 use crate::app::AppError;
-use crate::domain::audit::{Action, NewAuditEntry};
+use crate::app::candidates::{self, Actor, Saved, Source};
 use crate::domain::candidate::{Candidate, CandidateDraft, CandidateSpec, KEY_ENV_PREFIX};
-use crate::store::{DynStore, StoreError};
+use crate::store::DynStore;
 
 /// The format version this code reads and writes.
 pub const VERSION: u32 = 1;
@@ -311,97 +311,34 @@ pub fn export(candidates: &[&CandidateSpec]) -> Result<String, AppError> {
     ))
 }
 
-/// What importing did to one candidate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Imported {
-    Created,
-    Updated,
-    /// The stored candidate already matches the file.
-    Unchanged,
-}
-
-impl Imported {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Imported::Created => "created",
-            Imported::Updated => "updated",
-            Imported::Unchanged => "unchanged",
-        }
-    }
-}
-
-/// Stores checked candidates: a new name is created, a known one updated to match the file (its
-/// stored key kept unless the candidate moves to another server; see
-/// `CandidateSpec::drop_credentials_if_moved`). Each change is audited as `actor`. Returns the
-/// stored candidates with what happened to each, in file order.
-pub async fn import(
-    store: &DynStore,
-    specs: &[CandidateSpec],
-    actor: &str,
-) -> Result<Vec<(Candidate, Imported)>, AppError> {
+/// Stores checked candidates through [`crate::app::candidates::save`]: a new name is created, a
+/// known one updated to match the file (its stored key kept unless the candidate moves to another
+/// server, which also drops a key variable the file left as it was). A file that sets or changes
+/// a key variable needs an admin `actor`; then nothing of the file is stored. Returns what
+/// happened to each candidate, in file order.
+pub async fn import(store: &DynStore, specs: &[CandidateSpec], actor: &Actor) -> Result<Vec<Saved>, AppError> {
     let known = store.list_candidates().await?;
+    let existing = |spec: &CandidateSpec| known.iter().find(|c| c.spec.name == spec.name);
+    // Every candidate is checked before any is stored, so a refusal changes nothing.
+    for spec in specs {
+        let next = with_stored_key(spec, existing(spec));
+        candidates::check_credentials(actor, existing(spec).map(|c| &c.spec), &next, false)?;
+    }
     let mut out = Vec::new();
     for spec in specs {
-        let existing = known.iter().find(|c| c.spec.name == spec.name);
-        let (id, outcome) = match existing {
-            None => {
-                let id = store.create_candidate(spec).await.map_err(conflict)?;
-                audit(store, actor, Action::CandidateCreated, id, spec).await?;
-                (id, Imported::Created)
-            }
-            Some(c) => {
-                let mut next = CandidateSpec {
-                    api_key: c.spec.api_key.clone(),
-                    ..spec.clone()
-                };
-                let moved = next.drop_credentials_if_moved(&c.spec, false);
-                // The file's key variable stays even when the server moves: it is the file's.
-                next.api_key_env = spec.api_key_env.clone();
-                if next == c.spec {
-                    (c.id, Imported::Unchanged)
-                } else {
-                    store.update_candidate(c.id, &next).await.map_err(conflict)?;
-                    audit(store, actor, Action::CandidateUpdated, c.id, &next).await?;
-                    if moved && c.spec.api_key.is_some() {
-                        store
-                            .append_audit(&NewAuditEntry {
-                                actor: actor.to_string(),
-                                action: Action::CandidateKeyCleared,
-                                target: format!("candidate #{} {:?}", c.id, next.name),
-                                detail: format!("the base URL moved to another server ({})", next.base_url),
-                            })
-                            .await?;
-                    }
-                    (c.id, Imported::Updated)
-                }
-            }
-        };
-        let stored = store
-            .get_candidate(id)
-            .await?
-            .ok_or_else(|| AppError::NotFound(format!("candidate #{id}")))?;
-        out.push((stored, outcome));
+        let before = existing(spec);
+        let next = with_stored_key(spec, before);
+        out.push(candidates::save(store, actor, Source::File, before, next, false).await?);
     }
     Ok(out)
 }
 
-fn conflict(e: StoreError) -> AppError {
-    match e {
-        StoreError::Conflict(m) => AppError::Invalid(m),
-        other => other.into(),
+/// A file never holds a key: an update keeps the stored one.
+fn with_stored_key(spec: &CandidateSpec, before: Option<&Candidate>) -> CandidateSpec {
+    CandidateSpec {
+        api_key: before.and_then(|c| c.spec.api_key.clone()),
+        ..spec.clone()
     }
-}
-
-async fn audit(store: &DynStore, actor: &str, action: Action, id: i64, spec: &CandidateSpec) -> Result<(), AppError> {
-    store
-        .append_audit(&NewAuditEntry {
-            actor: actor.to_string(),
-            action,
-            target: format!("candidate #{id} {:?}", spec.name),
-            detail: format!("{} (imported from a file)", spec.base_url),
-        })
-        .await?;
-    Ok(())
 }
 
 #[cfg(test)]

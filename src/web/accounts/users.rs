@@ -1,5 +1,5 @@
 //! The admins' Users page: add a user, change a role, disable or re-enable, reset a password,
-//! revoke a user's tokens. Each action redirects back with what was done (or re-shows the page
+//! revoke a user's tokens, remove a user. Each action redirects back with what was done (or re-shows the page
 //! with why not); `app::accounts` writes the audit entry.
 use askama::Template;
 use askama_web::WebTemplate;
@@ -79,6 +79,9 @@ pub async fn page(State(state): State<AppState>, Query(q): Query<Done>) -> Resul
         "disabled" => Some(format!("Disabled {who}: logged out, and their tokens are refused.")),
         "enabled" => Some(format!("Enabled {who}.")),
         "tokens" => Some(format!("Revoked every token of {who}.")),
+        "removed" => Some(format!(
+            "Removed {who}: logged out, tokens revoked; the audit log keeps their name."
+        )),
         _ => None,
     };
     Ok(page)
@@ -182,4 +185,16 @@ pub async fn revoke_tokens(
     let user = target(&state, &raw).await?;
     accounts::revoke_user_tokens(state.store.as_ref(), &me.name, &user).await?;
     Ok(done("tokens", &user.username))
+}
+
+pub async fn remove(
+    State(state): State<AppState>,
+    me: CurrentUser,
+    Path(raw): Path<String>,
+) -> Result<Response, WebError> {
+    let user = target(&state, &raw).await?;
+    match accounts::remove_user(state.store.as_ref(), &me.name, me.user(), &user).await {
+        Ok(()) => Ok(done("removed", &user.username)),
+        Err(e) => refused(&state, e, String::new()).await,
+    }
 }

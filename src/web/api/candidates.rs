@@ -11,6 +11,8 @@ use super::{ApiResult, Body, Problem, ok, path_id, rfc3339};
 use crate::app::files::candidates::{self, CandidateEntry, CandidatesFile};
 use crate::domain::candidate::Candidate;
 use crate::web::AppState;
+use crate::web::error::sentence;
+use crate::web::security::CurrentUser;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -56,6 +58,10 @@ pub struct ImportedCandidate {
     /// `created`, `updated` or `unchanged`.
     pub outcome: String,
     pub candidate: CandidateView,
+    /// Present when the file moved the candidate's base URL to another server, so its stored API
+    /// key and key variable were removed (a key only goes to the server it was set for); says so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credentials_dropped: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -94,7 +100,9 @@ pub async fn get_one(State(state): State<AppState>, Path(raw): Path<String>) -> 
 /// Imports a candidates file.
 ///
 /// Candidates are created or updated by name (a known name is updated, its stored key kept
-/// unless its server moves). The whole file is checked first; one wrong candidate refuses all of
+/// unless its server moves: a move to another origin removes the stored key and a key variable
+/// the file left as it was, and the answer says so in `credentials_dropped`). Setting or changing
+/// `api_key_env` needs the admin role (403, nothing stored). The whole file is checked first; one wrong candidate refuses all of
 /// them (422 naming each field, e.g. `candidate[1].base_url`).
 #[utoipa::path(post, operation_id = "import_candidates", path = "/api/v1/candidates", tag = "candidates",
     request_body(content(
@@ -102,16 +110,17 @@ pub async fn get_one(State(state): State<AppState>, Path(raw): Path<String>) -> 
         (String = "application/toml"),
     ), description = "A candidates file: its JSON form, or the TOML file itself"),
     responses((status = 200, description = "What was done to each candidate, in file order", body = ImportedCandidates)))]
-pub async fn import(State(state): State<AppState>, body: Body) -> ApiResult {
+pub async fn import(State(state): State<AppState>, user: CurrentUser, body: Body) -> ApiResult {
     let (text, lines) = body.file_text()?;
     let specs = candidates::parse("request body", &text).map_err(|e| Problem::from_file_error(&e, lines))?;
-    let imported = candidates::import(&state.store, &specs, &crate::web::security::actor()).await?;
+    let imported = candidates::import(&state.store, &specs, &user.actor()).await?;
     ok(&ImportedCandidates {
         items: imported
             .iter()
-            .map(|(c, outcome)| ImportedCandidate {
-                outcome: outcome.as_str().to_string(),
-                candidate: CandidateView::from(c),
+            .map(|saved| ImportedCandidate {
+                outcome: saved.outcome.as_str().to_string(),
+                candidate: CandidateView::from(&saved.candidate),
+                credentials_dropped: saved.credentials_note().map(|n| sentence(&n)),
             })
             .collect(),
     })

@@ -177,6 +177,7 @@ impl From<AppError> for Problem {
             AppError::Fields(errors) => Problem::from_field_errors(&errors, str::to_string),
             AppError::Invalid(why) => Problem::new(StatusCode::UNPROCESSABLE_ENTITY, sentence(&why)),
             AppError::NotFound(what) => Problem::not_found(&what),
+            AppError::Forbidden(message) => Problem::new(StatusCode::FORBIDDEN, message),
             AppError::Store(e) => e.into(),
         }
     }
