@@ -14,12 +14,30 @@ use crate::domain::retirement::ItemKind;
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/candidates/{id}/retire", post(retire_candidate))
-        .route("/candidates/{id}/restore", post(restore_candidate))
-        .route("/evalsets/{version_id}/retire", post(retire_evalset))
-        .route("/evalsets/{version_id}/restore", post(restore_evalset))
-        .route("/thresholds/{id}/retire", post(retire_profile))
-        .route("/thresholds/{id}/restore", post(restore_profile))
+        .route(
+            "/candidates/{id}/retire",
+            post(|s, p| change(s, p, ItemKind::Candidate, true)),
+        )
+        .route(
+            "/candidates/{id}/restore",
+            post(|s, p| change(s, p, ItemKind::Candidate, false)),
+        )
+        .route(
+            "/evalsets/{version_id}/retire",
+            post(|s, p| change(s, p, ItemKind::EvalSet, true)),
+        )
+        .route(
+            "/evalsets/{version_id}/restore",
+            post(|s, p| change(s, p, ItemKind::EvalSet, false)),
+        )
+        .route(
+            "/thresholds/{id}/retire",
+            post(|s, p| change(s, p, ItemKind::ThresholdProfile, true)),
+        )
+        .route(
+            "/thresholds/{id}/restore",
+            post(|s, p| change(s, p, ItemKind::ThresholdProfile, false)),
+        )
         .route("/thresholds/{id}/default", post(make_default))
 }
 
@@ -36,7 +54,18 @@ fn list_and_actions(kind: ItemKind) -> (&'static str, Action, Action) {
     }
 }
 
-async fn change(state: &AppState, kind: ItemKind, id: i64, retire: bool) -> Result<Redirect, WebError> {
+/// Retires (`retire`) or restores the item named by the path; an eval set through any of its
+/// versions, since the lists link versions.
+async fn change(
+    State(state): State<AppState>,
+    Path(raw): Path<String>,
+    kind: ItemKind,
+    retire: bool,
+) -> Result<Redirect, WebError> {
+    let id = match kind {
+        ItemKind::EvalSet => evalset_of(&state, &raw).await?,
+        _ => parse_id(&raw, kind.label())?,
+    };
     let (list, retired, restored) = list_and_actions(kind);
     let actor = super::security::actor();
     let (name, action, detail) = if retire {
@@ -54,7 +83,7 @@ async fn change(state: &AppState, kind: ItemKind, id: i64, retire: bool) -> Resu
         )
     };
     super::audit::record(
-        state,
+        &state,
         action,
         format!("{} #{id} {name:?}", kind.label()),
         detail.to_string(),
@@ -72,44 +101,6 @@ async fn evalset_of(state: &AppState, raw: &str) -> Result<i64, WebError> {
         .await?
         .ok_or_else(|| WebError::NotFound(format!("eval set version #{version_id}")))?;
     Ok(version.evalset_id)
-}
-
-async fn retire_candidate(State(state): State<AppState>, Path(raw): Path<String>) -> Result<Redirect, WebError> {
-    change(&state, ItemKind::Candidate, parse_id(&raw, "candidate")?, true).await
-}
-
-async fn restore_candidate(State(state): State<AppState>, Path(raw): Path<String>) -> Result<Redirect, WebError> {
-    change(&state, ItemKind::Candidate, parse_id(&raw, "candidate")?, false).await
-}
-
-async fn retire_evalset(State(state): State<AppState>, Path(raw): Path<String>) -> Result<Redirect, WebError> {
-    let id = evalset_of(&state, &raw).await?;
-    change(&state, ItemKind::EvalSet, id, true).await
-}
-
-async fn restore_evalset(State(state): State<AppState>, Path(raw): Path<String>) -> Result<Redirect, WebError> {
-    let id = evalset_of(&state, &raw).await?;
-    change(&state, ItemKind::EvalSet, id, false).await
-}
-
-async fn retire_profile(State(state): State<AppState>, Path(raw): Path<String>) -> Result<Redirect, WebError> {
-    change(
-        &state,
-        ItemKind::ThresholdProfile,
-        parse_id(&raw, "threshold profile")?,
-        true,
-    )
-    .await
-}
-
-async fn restore_profile(State(state): State<AppState>, Path(raw): Path<String>) -> Result<Redirect, WebError> {
-    change(
-        &state,
-        ItemKind::ThresholdProfile,
-        parse_id(&raw, "threshold profile")?,
-        false,
-    )
-    .await
 }
 
 async fn make_default(State(state): State<AppState>, Path(raw): Path<String>) -> Result<Redirect, WebError> {
