@@ -304,7 +304,15 @@ fn config_rows(c: &RunConfig, version: Option<&EvalSetVersion>) -> Vec<(&'static
                 "off".to_string()
             },
         ),
-        ("timeout", format!("{} s", c.timeout_secs)),
+        (
+            "timeout",
+            format!(
+                "{} s whole request · first token {} s · stall {} s",
+                c.timeout_secs,
+                c.first_token_timeout(),
+                c.stall_timeout()
+            ),
+        ),
         ("retries", c.retries.to_string()),
         (
             "cases",
