@@ -174,7 +174,7 @@ pub fn figures(candidate_id: i64, records: &[RequestRecord], case_weight: impl F
     // Per level, the final attempts the scorecard and run page read (a request is one case,
     // repetition and level: keyed without the level, a sweep kept one level's record per case).
     let per_level = CandidateRecords::new(candidate_id, records);
-    let levels = per_level
+    let levels: Vec<LevelAggregate> = per_level
         .concurrencies()
         .into_iter()
         .filter(|&c| c > 0)
@@ -207,7 +207,25 @@ pub fn figures(candidate_id: i64, records: &[RequestRecord], case_weight: impl F
             passed += u64::from(p);
         }
     }
+    // A run's headline latencies are those of its level (a sweep's first), from the one level
+    // computation; only an open loop, which has no closed-loop level, pools its requests.
     let (ttft, e2e, decode) = latency_samples(&ok);
+    let pooled = LevelAggregate {
+        concurrency: s.concurrency.unwrap_or(0),
+        steady_tok_s: s.aggregate_tok_s,
+        whole_run_tok_s: s.whole_run_tok_s,
+        ttft_p50_ms: s.ttft_ms.as_ref().map(|d| d.p50),
+        ttft_ci: median_interval(&ttft),
+        e2e_p50_ms: s.e2e_ms.as_ref().map(|d| d.p50),
+        e2e_ci: median_interval(&e2e),
+        decode_p50_tok_s: s.decode_tok_s_per_stream.as_ref().map(|d| d.p50),
+        decode_ci: median_interval(&decode),
+    };
+    let headline = levels
+        .iter()
+        .find(|l| Some(l.concurrency) == s.concurrency)
+        .unwrap_or(&pooled)
+        .clone();
     Figures {
         candidate_id,
         requests: s.requests,
@@ -217,12 +235,12 @@ pub fn figures(candidate_id: i64, records: &[RequestRecord], case_weight: impl F
         graded: s.graded,
         failure_rate: s.failure_rate,
         failure_ci: wilson(s.failures as u64, s.requests as u64, CONFIDENCE),
-        ttft_p50_ms: s.ttft_ms.as_ref().map(|d| d.p50),
-        ttft_ci: median_interval(&ttft),
-        e2e_p50_ms: s.e2e_ms.as_ref().map(|d| d.p50),
-        e2e_ci: median_interval(&e2e),
-        decode_p50_tok_s: s.decode_tok_s_per_stream.as_ref().map(|d| d.p50),
-        decode_ci: median_interval(&decode),
+        ttft_p50_ms: headline.ttft_p50_ms,
+        ttft_ci: headline.ttft_ci,
+        e2e_p50_ms: headline.e2e_p50_ms,
+        e2e_ci: headline.e2e_ci,
+        decode_p50_tok_s: headline.decode_p50_tok_s,
+        decode_ci: headline.decode_ci,
         aggregate_tok_s: s.aggregate_tok_s.filter(|_| s.failures < s.requests),
         concurrency: s.concurrency,
         levels,

@@ -191,6 +191,11 @@ pub fn summarise_candidate_resumed(
         [c] => figures_at_concurrency(finals.iter().copied(), *c, resumes),
         _ => None,
     };
+    // One level: its percentiles, as the per-level table and the scorecard show them.
+    let (ttft, e2e, decode) = match &level {
+        Some(l) => (l.ttft_ms.clone(), l.e2e_ms.clone(), l.decode_tok_s_per_stream.clone()),
+        None => (ttft, e2e, decode),
+    };
     let aggregate = level.as_ref().and_then(|l| l.aggregate_tok_s);
     let whole_run = level.as_ref().and_then(|l| l.whole_run_tok_s);
 
@@ -325,6 +330,9 @@ mod tests {
         assert!(s.aggregate_tok_s.is_some());
         assert_eq!(s.load_levels, 1);
         assert_eq!(s.decode_tok_s_per_stream.as_ref().unwrap().max, 100.0);
-        assert_eq!(s.ttft_ms.unwrap().p50, 150.0);
+        // So are the percentiles: the level's (nearest rank of 100 and 200 ms), not a pooled
+        // interpolation (150 ms) that the per-level table would contradict.
+        assert_eq!(s.ttft_ms.as_ref().map(|d| d.p50), level.ttft_ms.as_ref().map(|d| d.p50));
+        assert_eq!(s.ttft_ms.unwrap().p50, 200.0);
     }
 }

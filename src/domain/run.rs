@@ -237,6 +237,9 @@ pub fn join_repetition(level: u32, repetition: u32, cycle: u32) -> u32 {
     level * LEVEL_STRIDE + cycle * REPETITION_LIMIT + repetition
 }
 
+/// Longest whole-request (and first-token or stall) timeout a run may set, in seconds.
+pub const MAX_TIMEOUT_SECS: u32 = 3600;
+
 /// Default first-token timeout: a healthy server under heavy load still answers within it.
 pub const DEFAULT_FIRST_TOKEN_TIMEOUT_SECS: u32 = 60;
 /// Default stall timeout: no healthy stream goes this long between two tokens.
@@ -315,6 +318,10 @@ pub struct RunDraft {
     pub max_tokens: String,
     pub temperature: String,
     pub timeout_secs: String,
+    /// Blank: `DEFAULT_FIRST_TOKEN_TIMEOUT_SECS`.
+    pub first_token_timeout_secs: String,
+    /// Blank: `DEFAULT_STALL_TIMEOUT_SECS`.
+    pub stall_timeout_secs: String,
     pub retries: String,
     pub case_limit: String,
     /// "on" when the streaming checkbox is ticked.
@@ -335,6 +342,8 @@ impl RunDraft {
             max_tokens: opt(c.max_tokens.map(|v| v.to_string())),
             temperature: opt(c.temperature.map(|v| v.to_string())),
             timeout_secs: c.timeout_secs.to_string(),
+            first_token_timeout_secs: opt(c.first_token_timeout_secs.map(|v| v.to_string())),
+            stall_timeout_secs: opt(c.stall_timeout_secs.map(|v| v.to_string())),
             retries: c.retries.to_string(),
             case_limit: opt(c.case_limit.map(|v| v.to_string())),
             stream: c.stream.then(|| "on".to_string()),
@@ -351,7 +360,22 @@ impl RunDraft {
             warmup_requests: optional_number(&mut e, "warmup_requests", &self.warmup_requests, 0, 1000).unwrap_or(0),
             max_tokens: optional_number(&mut e, "max_tokens", &self.max_tokens, 1, 1_000_000),
             temperature: optional_number(&mut e, "temperature", &self.temperature, 0.0, 2.0),
-            timeout_secs: optional_number(&mut e, "timeout_secs", &self.timeout_secs, 1, 3600).unwrap_or(60),
+            timeout_secs: optional_number(&mut e, "timeout_secs", &self.timeout_secs, 1, MAX_TIMEOUT_SECS)
+                .unwrap_or(60),
+            first_token_timeout_secs: optional_number(
+                &mut e,
+                "first_token_timeout_secs",
+                &self.first_token_timeout_secs,
+                1,
+                MAX_TIMEOUT_SECS,
+            ),
+            stall_timeout_secs: optional_number(
+                &mut e,
+                "stall_timeout_secs",
+                &self.stall_timeout_secs,
+                1,
+                MAX_TIMEOUT_SECS,
+            ),
             retries: optional_number(&mut e, "retries", &self.retries, 0, 10).unwrap_or(1),
             stream: self.stream.is_some(),
             case_limit: optional_number(&mut e, "case_limit", &self.case_limit, 1, 1_000_000),
@@ -376,6 +400,22 @@ impl RunDraft {
             // Not on the form yet: the defaults (fixed concurrency, staged rollout on).
             ..RunConfig::default()
         };
+        // A stage's timeout above the whole request's would never fire: say so rather than
+        // silently capping it.
+        for (field, secs) in [
+            ("first_token_timeout_secs", config.first_token_timeout_secs),
+            ("stall_timeout_secs", config.stall_timeout_secs),
+        ] {
+            if let Some(secs) = secs.filter(|&s| s > config.timeout_secs && e.get("timeout_secs").is_none()) {
+                e.add(
+                    field,
+                    format!(
+                        "must be between 1 and the whole-request timeout ({} s), got {secs}",
+                        config.timeout_secs
+                    ),
+                );
+            }
+        }
         e.into_result(config)
     }
 }

@@ -672,6 +672,70 @@ fn measure_json_has_the_documented_fields() {
     runtime.block_on(async { mock.shutdown().await.unwrap() });
 }
 
+#[test]
+fn measure_json_names_each_error_class_alike_in_records_and_levels() {
+    // Half the requests answer 500: one JSON holds failed records and per-level error counts.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let mock = runtime.block_on(start_mock(vec![ModelProfile {
+        ttft_ms: 2.0,
+        inter_token_ms: Some(1.0),
+        error_500_rate: 0.5,
+        ..ModelProfile::named("flaky")
+    }]));
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("flaky.json");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_bakeoff"))
+        .args([
+            "measure",
+            "--base-url",
+            &mock.base_url(),
+            "--model",
+            "flaky",
+            "--requests",
+            "12",
+            "--prompt-tokens",
+            "16",
+            "--max-tokens",
+            "8",
+            "--warmup",
+            "0",
+            "--retries",
+            "0",
+            "--no-rollout",
+            "--json",
+        ])
+        .arg(&json_path)
+        .env("BAKEOFF_LOG", "warn")
+        .output()
+        .expect("running bakeoff measure");
+    let doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(&json_path)
+            .unwrap_or_else(|_| panic!("no JSON written: {}", String::from_utf8_lossy(&output.stderr))),
+    )
+    .unwrap();
+    let mut in_records: HashMap<String, u64> = HashMap::new();
+    for r in doc["records"].as_array().unwrap() {
+        if let Some(class) = r["error_class"].as_str() {
+            *in_records.entry(class.to_string()).or_default() += 1;
+        }
+    }
+    let mut in_levels: HashMap<String, u64> = HashMap::new();
+    for l in doc["levels"].as_array().unwrap() {
+        for (class, n) in l["errors"].as_object().unwrap() {
+            *in_levels.entry(class.clone()).or_default() += n.as_u64().unwrap();
+        }
+    }
+    assert!(
+        in_records.get("http_5xx").is_some_and(|&n| n > 0 && n < 12),
+        "some failed, some did not: {in_records:?}"
+    );
+    // No retries, no warm-ups: every failed record is one final failure of a level.
+    assert_eq!(in_records, in_levels, "records[].error_class vs levels[].errors");
+    let errors_doc = doc.to_string();
+    assert!(!errors_doc.contains("http_server_error"), "one vocabulary");
+    runtime.block_on(async { mock.shutdown().await.unwrap() });
+}
+
 #[tokio::test]
 async fn calibrate_compares_against_the_ground_truth() {
     let options = bakeoff::engine::calibrate::CalibrateOptions {

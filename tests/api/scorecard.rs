@@ -289,11 +289,11 @@ async fn the_demo_scorecard_page_exports_and_archive() {
     let lines: Vec<&str> = lines.collect();
     assert_eq!(
         lines.iter().filter(|l| l.starts_with("load_level,")).count(),
-        3,
-        "the throughput curve: one line per candidate and load level"
+        6,
+        "the throughput curve: both aggregates per candidate and load level"
     );
     assert_eq!(
-        lines.len() - 3,
+        lines.len() - 6,
         rules * 3 + 3 + 1,
         "a line per rule × candidate, one verdict line each, and the harness line"
     );

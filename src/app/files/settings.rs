@@ -55,6 +55,16 @@ pub struct SettingsFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 3600))]
     pub timeout_secs: Option<u32>,
+    /// Send → first token of a stream, seconds, at most `timeout_secs`; a stream without a
+    /// token by then fails `first_token_timeout`. Omitted: 60.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub first_token_timeout_secs: Option<u32>,
+    /// Longest silence between two tokens of a started stream, seconds, at most
+    /// `timeout_secs`; a stream silent for longer fails `stall_timeout`. Omitted: 20.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub stall_timeout_secs: Option<u32>,
     /// Retries after a failed attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = 10))]
@@ -185,6 +195,8 @@ impl SettingsFile {
         set(&mut draft.max_tokens, int(self.max_tokens));
         set(&mut draft.temperature, self.temperature.map(|t| t.to_string()));
         set(&mut draft.timeout_secs, int(self.timeout_secs));
+        set(&mut draft.first_token_timeout_secs, int(self.first_token_timeout_secs));
+        set(&mut draft.stall_timeout_secs, int(self.stall_timeout_secs));
         set(&mut draft.retries, int(self.retries));
         set(&mut draft.case_limit, int(self.case_limit));
         set(
@@ -262,6 +274,8 @@ pub fn from_config(config: &RunConfig, judge_candidate: Option<String>) -> Resul
         max_tokens: config.max_tokens,
         temperature: config.temperature,
         timeout_secs: Some(config.timeout_secs),
+        first_token_timeout_secs: config.first_token_timeout_secs,
+        stall_timeout_secs: config.stall_timeout_secs,
         retries: Some(config.retries),
         stream: Some(config.stream),
         case_limit: config.case_limit,
@@ -368,6 +382,37 @@ mod tests {
         assert_eq!(config.temperature, Some(0.2), "kept from the preset");
         let plain = parse("s.toml", "bakeoff_settings = 1\n").unwrap();
         assert_eq!(plain, RunSettings::defaults());
+    }
+
+    #[test]
+    fn the_stage_timeouts_reach_the_run_config_and_are_range_checked() {
+        let s = parse(
+            "s.toml",
+            "bakeoff_settings = 1\ntimeout_secs = 30\nfirst_token_timeout_secs = 10\nstall_timeout_secs = 2\n",
+        )
+        .unwrap();
+        let config = s.draft.validate().unwrap();
+        assert_eq!(
+            (config.first_token_timeout_secs, config.stall_timeout_secs),
+            (Some(10), Some(2))
+        );
+        let e = parse("s.toml", "bakeoff_settings = 1\n\nstall_timeout_secs = 0\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("s.toml:3: field `stall_timeout_secs`: must be between 1 and 3600, got 0"),
+            "{e}"
+        );
+        let e = parse(
+            "s.toml",
+            "bakeoff_settings = 1\ntimeout_secs = 30\nfirst_token_timeout_secs = 45\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "s.toml:3: field `first_token_timeout_secs`: must be between 1 and the whole-request timeout (30 s), got 45"
+            ),
+            "{e}"
+        );
     }
 
     #[test]

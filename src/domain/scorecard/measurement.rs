@@ -252,6 +252,26 @@ fn per_request(base: &str, r: &RequestRecord) -> Option<f64> {
     }
 }
 
+/// A latency or per-stream percentile of a level, as the run page shows it.
+fn level_percentile(level: &LevelFigures, base: &str, q: f64) -> Option<f64> {
+    let distribution = match base {
+        b if b.starts_with("ttft_") => &level.ttft_ms,
+        b if b.starts_with("ttfa_") => &level.ttfa_ms,
+        b if b.starts_with("e2e_p") => &level.e2e_ms,
+        b if b.starts_with("tpot_") => &level.tpot_ms,
+        "decode_tok_s_p50" => &level.decode_tok_s_per_stream,
+        "e2e_tok_s_p50" => &level.e2e_tok_s_per_stream,
+        _ => return None,
+    };
+    let d = distribution.as_ref()?;
+    Some(match q {
+        q if q >= 0.99 => d.p99,
+        q if q >= 0.95 => d.p95,
+        q if q >= 0.9 => d.p90,
+        _ => d.p50,
+    })
+}
+
 /// The percentile a latency key names (`ttft_p95_ms` → 0.95); per-stream rates use the median.
 fn quantile_of(base: &str) -> f64 {
     for (tag, q) in [("_p50", 0.5), ("_p90", 0.9), ("_p95", 0.95), ("_p99", 0.99)] {
@@ -368,6 +388,11 @@ pub fn measure(
             let values: Vec<f64> = finals.iter().filter_map(|r| per_request(base, r)).collect();
             let q = quantile_of(base);
             let mut m = sample_statistic(values, c, SampleUnit::Requests, move |v| quantile(v, q));
+            // The value is the level's percentile (the one level computation every page shows);
+            // the bootstrap of the requests' own quantile gives its interval.
+            if let Some(level) = c.and_then(|c| data.level_at(c)) {
+                m.value = level_percentile(&level, base, q);
+            }
             if m.value.is_none() {
                 m.missing = Some(match base {
                     b if b.starts_with("ttf") => {

@@ -35,8 +35,8 @@ pub fn router() -> Router<AppState> {
 /// Cache kind of a terminal run's per-candidate figures.
 /// (2: aggregates from the one level computation, per level; 3: latencies per level and the
 /// token sources, for comparing like with like; 4: per-level finals keyed by level, as the
-/// scorecard reads them.)
-pub const FIGURES_KIND: &str = "figures/4";
+/// scorecard reads them; 5: a run's headline TTFT, E2E and decode are its level's.)
+pub const FIGURES_KIND: &str = "figures/5";
 
 /// Per-candidate figures of a run, in the run's candidate order: read from the run's cached
 /// summary when it is terminal, else computed from its records (and cached when terminal).

@@ -304,7 +304,15 @@ fn config_rows(c: &RunConfig, version: Option<&EvalSetVersion>) -> Vec<(&'static
                 "off".to_string()
             },
         ),
-        ("timeout", format!("{} s", c.timeout_secs)),
+        (
+            "timeout",
+            format!(
+                "{} s whole request · first token {} s · stall {} s",
+                c.timeout_secs,
+                c.first_token_timeout(),
+                c.stall_timeout()
+            ),
+        ),
         ("retries", c.retries.to_string()),
         (
             "cases",
@@ -439,8 +447,9 @@ pub struct RecordParts {
     pub quality: Vec<QualityView>,
 }
 
-/// Cache kind of [`RecordParts`]; bump the version when its shape or content changes.
-pub const RECORD_PARTS_KIND: &str = "run-page/2";
+/// Cache kind of [`RecordParts`]; bump the version when its shape or content changes (3: a
+/// sweep's results table pools no latencies).
+pub const RECORD_PARTS_KIND: &str = "run-page/3";
 
 /// A terminal run's records never change, so its parts are computed once and kept in the
 /// store (`run_summaries`); an unfinished run's are computed on every call.
@@ -616,50 +625,45 @@ fn scorecard(
         caliber: caliber.to_string(),
         cells: summaries.iter().map(cell).collect(),
     };
+    // Several load levels have no pooled figure: each level's is under "Per load level".
+    let one_level = |s: &CandidateSummary, figure: String| {
+        if s.load_levels > 1 {
+            "per load level below".to_string()
+        } else {
+            figure
+        }
+    };
     let rows = vec![
         row(
             AGGREGATE.label_at(Some(concurrency)),
             AGGREGATE.definition,
             // With no successful request nothing was measured; 0 tok/s would read as a figure.
-            // Several load levels have no pooled figure: each level's is under "Per load level".
-            &|s| {
-                if s.load_levels > 1 {
-                    "per load level below".to_string()
-                } else {
-                    tok_s(s.aggregate_tok_s.filter(|_| s.failures < s.requests))
-                }
-            },
+            &|s| one_level(s, tok_s(s.aggregate_tok_s.filter(|_| s.failures < s.requests))),
         ),
         row(
             AGGREGATE_WHOLE_RUN.label_at(Some(concurrency)),
             AGGREGATE_WHOLE_RUN.definition,
-            &|s| {
-                if s.load_levels > 1 {
-                    "per load level below".to_string()
-                } else {
-                    tok_s(s.whole_run_tok_s.filter(|_| s.failures < s.requests))
-                }
-            },
+            &|s| one_level(s, tok_s(s.whole_run_tok_s.filter(|_| s.failures < s.requests))),
         ),
         row(
             format!("{} p50", TTFT.label),
             "send → first token, successful requests",
-            &|s| ms(p50(&s.ttft_ms)),
+            &|s| one_level(s, ms(p50(&s.ttft_ms))),
         ),
         row(
             format!("{} p95", TTFT.label),
             "send → first token, successful requests",
-            &|s| ms(p95(&s.ttft_ms)),
+            &|s| one_level(s, ms(p95(&s.ttft_ms))),
         ),
         row(
             format!("{} p50", E2E.label),
             "send → end of stream, successful requests",
-            &|s| ms(p50(&s.e2e_ms)),
+            &|s| one_level(s, ms(p50(&s.e2e_ms))),
         ),
         row(
             format!("{} p50", DECODE_PER_STREAM.label),
             DECODE_PER_STREAM.definition,
-            &|s| tok_s(p50(&s.decode_tok_s_per_stream)),
+            &|s| one_level(s, tok_s(p50(&s.decode_tok_s_per_stream))),
         ),
         row("accuracy".into(), "weighted share of graded cases passed", &|s| {
             pct_n(s.accuracy, s.graded)

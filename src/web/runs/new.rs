@@ -19,7 +19,7 @@ use crate::domain::format;
 use crate::domain::operability::ProbeOutcome;
 use crate::domain::presets::{ARRIVALS, LOAD_SHAPES, LoadDraft, Preset};
 use crate::domain::retirement::ItemKind;
-use crate::domain::run::{RunConfig, RunDraft};
+use crate::domain::run::{DEFAULT_FIRST_TOKEN_TIMEOUT_SECS, DEFAULT_STALL_TIMEOUT_SECS, RunConfig, RunDraft};
 use crate::domain::validation::FieldErrors;
 use crate::store::{EvalSetSummary, EvalSetVersion};
 use crate::web::AppState;
@@ -72,6 +72,9 @@ pub struct NewRunPage {
     pub conditions: Vec<FieldView>,
     /// Robustness knobs (timeout, retries, case limit).
     pub limits: Vec<FieldView>,
+    /// Per-stage timeouts (first token, stall), folded away unless one is set or wrong.
+    pub advanced: Vec<FieldView>,
+    pub advanced_open: bool,
     pub stream: FieldView,
     /// Load shape, levels, sweep maximum, rate, requests per level, duration.
     pub load: Vec<FieldView>,
@@ -364,6 +367,34 @@ async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Resul
             )
             .help("How many of a candidate's last measured requests (after retries) the budget looks at."),
         ],
+        advanced: vec![
+            field(
+                "first_token_timeout_secs",
+                "First-token timeout (s)",
+                FieldKind::Number,
+                &d.first_token_timeout_secs,
+            )
+            .help(format!(
+                "Send → first token of a stream; a stream without one by then fails first_token_timeout. \
+                 1 to the whole-request timeout. Blank: {DEFAULT_FIRST_TOKEN_TIMEOUT_SECS} s."
+            )),
+            field(
+                "stall_timeout_secs",
+                "Stall timeout (s)",
+                FieldKind::Number,
+                &d.stall_timeout_secs,
+            )
+            .help(format!(
+                "Longest silence between two tokens of a started stream; longer fails stall_timeout. \
+                 1 to the whole-request timeout. Blank: {DEFAULT_STALL_TIMEOUT_SECS} s."
+            )),
+        ],
+        advanced_open: [&d.first_token_timeout_secs, &d.stall_timeout_secs]
+            .iter()
+            .any(|v| !v.trim().is_empty())
+            || ["first_token_timeout_secs", "stall_timeout_secs"]
+                .iter()
+                .any(|f| errors.get(f).is_some()),
         stream: FieldView::new(
             "stream",
             "Stream responses (needed for TTFT and decode speed)",

@@ -404,22 +404,38 @@ pub fn to_csv(j: &RunScorecard) -> String {
         out.push_str(&line.join(","));
         out.push_str("\r\n");
     }
-    // The throughput curve (the chart's data), one line per candidate and level.
+    // The throughput curve (the chart's data): per candidate and level, the steady-window
+    // aggregate (with the knee) and the whole-run one.
     for series in super::charts::throughput_series(j) {
         for &(c, v) in &series.points {
             let knee = series.knee.as_ref().filter(|k| f64::from(k.concurrency) == c);
-            let mut fields = vec![String::new(); 17];
-            fields[0] = "load_level".into();
-            fields[1] = format!("aggregate_tok_s@c={c}");
-            fields[2] = format!("aggregate tok/s @c={c} (steady window)");
-            fields[3] = series.name.clone();
-            fields[4] = crate::domain::format::data(v);
-            fields[5] = "tok/s".into();
-            fields[10] = format!("@c={c}");
-            fields[16] = knee.map_or(String::new(), |k| format!("knee ({}): {}", k.rule, k.explanation));
-            let line: Vec<String> = fields.iter().map(|f| csv_cell(f)).collect();
-            out.push_str(&line.join(","));
-            out.push_str("\r\n");
+            let whole = series.whole_run.iter().find(|w| w.0 == c).map(|w| w.1);
+            let steady = (
+                format!("aggregate_tok_s@c={c}"),
+                format!("aggregate tok/s @c={c} (steady window)"),
+                Some(v),
+                knee.map_or(String::new(), |k| format!("knee ({}): {}", k.rule, k.explanation)),
+            );
+            let whole_run = (
+                format!("whole_run_tok_s@c={c}"),
+                format!("aggregate tok/s @c={c} (whole run)"),
+                whole,
+                String::new(),
+            );
+            for (metric, label, value, note) in [steady, whole_run] {
+                let mut fields = vec![String::new(); 17];
+                fields[0] = "load_level".into();
+                fields[1] = metric;
+                fields[2] = label;
+                fields[3] = series.name.clone();
+                fields[4] = opt(value);
+                fields[5] = "tok/s".into();
+                fields[10] = format!("@c={c}");
+                fields[16] = note;
+                let line: Vec<String> = fields.iter().map(|f| csv_cell(f)).collect();
+                out.push_str(&line.join(","));
+                out.push_str("\r\n");
+            }
         }
     }
     // One line for the harness, when it reported: state reliable / unreliable and why.
