@@ -36,6 +36,19 @@ pub async fn restore(store: &DynStore, kind: ItemKind, id: i64) -> Result<String
     Ok(name)
 }
 
+/// Deletes an item nothing refers to; returns its name. An item a run measured or a saved
+/// scorecard names is refused with the reason: retiring keeps it out of the way instead.
+pub async fn delete_unused(store: &DynStore, kind: ItemKind, id: i64) -> Result<String, AppError> {
+    let name = item_name(store, kind, id).await?;
+    match store.delete_unused_item(kind, id).await? {
+        None => Ok(name),
+        Some(why) => Err(AppError::Invalid(format!(
+            "{} {name:?} cannot be deleted: {why}, and the archive keeps what they measured; retire it instead",
+            kind.label()
+        ))),
+    }
+}
+
 /// The ids of one kind's retired items.
 pub async fn retired(store: &DynStore, kind: ItemKind) -> Result<Vec<i64>, AppError> {
     Ok(store.list_retired(kind).await?)

@@ -62,10 +62,13 @@ pub enum Action {
     ThresholdProfileRetired,
     ThresholdProfileRestored,
     DefaultProfileChosen,
+    CandidateDeleted,
+    EvalSetDeleted,
+    ThresholdProfileDeleted,
 }
 
 impl Action {
-    pub const ALL: [Action; 31] = [
+    pub const ALL: [Action; 34] = [
         Action::CandidateCreated,
         Action::CandidateUpdated,
         Action::CandidateKeySet,
@@ -97,6 +100,9 @@ impl Action {
         Action::ThresholdProfileRetired,
         Action::ThresholdProfileRestored,
         Action::DefaultProfileChosen,
+        Action::CandidateDeleted,
+        Action::EvalSetDeleted,
+        Action::ThresholdProfileDeleted,
     ];
 
     pub fn as_str(&self) -> &'static str {
@@ -132,6 +138,9 @@ impl Action {
             Action::ThresholdProfileRetired => "threshold_profile.retired",
             Action::ThresholdProfileRestored => "threshold_profile.restored",
             Action::DefaultProfileChosen => "threshold_profile.default_chosen",
+            Action::CandidateDeleted => "candidate.deleted",
+            Action::EvalSetDeleted => "evalset.deleted",
+            Action::ThresholdProfileDeleted => "threshold_profile.deleted",
         }
     }
 }

@@ -515,6 +515,10 @@ pub trait Store: Send + Sync + 'static {
     fn restore_item(&self, kind: ItemKind, id: i64) -> StoreFuture<'_, bool>;
     /// The ids of the retired items of one kind, ascending.
     fn list_retired(&self, kind: ItemKind) -> StoreFuture<'_, Vec<i64>>;
+    /// Deletes an item nothing refers to (no run measured it, no saved scorecard names it), in
+    /// one transaction; Some(why) when something does, and nothing is deleted. NotFound when
+    /// there is no such item.
+    fn delete_unused_item(&self, kind: ItemKind, id: i64) -> StoreFuture<'_, Option<String>>;
 
     // --- candidates stopped within a run (stops.rs; one per run and candidate, never changed)
     /// Stores that a candidate of a run was stopped; false when it already was (the first stop

@@ -68,6 +68,50 @@ macro_rules! setting_queries {
                 )
             })
         }
+
+        fn delete_unused_item(&self, kind: ItemKind, id: i64) -> StoreFuture<'_, Option<String>> {
+            Box::pin(async move {
+                // What would lose its meaning with the item: runs (and their snapshots), saved
+                // scorecards. Probe runs, checklists and automatic verdicts are the item's own.
+                let (in_use, why, delete) = match kind {
+                    ItemKind::Candidate => (
+                        "SELECT (SELECT COUNT(*) FROM run_candidates WHERE candidate_id = $1) \
+                              + (SELECT COUNT(*) FROM scorecards WHERE incumbent_candidate_id = $1)",
+                        "runs or saved scorecards refer to it",
+                        "DELETE FROM candidates WHERE id = $1",
+                    ),
+                    ItemKind::EvalSet => (
+                        "SELECT COUNT(*) FROM runs r JOIN evalset_versions v ON v.id = r.evalset_version_id \
+                         WHERE v.evalset_id = $1",
+                        "runs measured one of its versions",
+                        "DELETE FROM evalsets WHERE id = $1",
+                    ),
+                    ItemKind::ThresholdProfile => (
+                        "SELECT COUNT(*) FROM scorecards WHERE profile_id = $1",
+                        "saved scorecards were judged by it",
+                        "DELETE FROM threshold_profiles WHERE id = $1",
+                    ),
+                };
+                let mut tx = self.begin_write().await?;
+                let users: i64 = sqlx::query_scalar(in_use).bind(id).fetch_one(&mut *tx).await?;
+                if users > 0 {
+                    tx.rollback().await?;
+                    return Ok(Some(format!("{users} {why}")));
+                }
+                let done = sqlx::query(delete).bind(id).execute(&mut *tx).await?;
+                if done.rows_affected() == 0 {
+                    tx.rollback().await?;
+                    return Err(StoreError::NotFound(format!("{} {id}", kind.label())));
+                }
+                sqlx::query("DELETE FROM retired_items WHERE kind = $1 AND item_id = $2")
+                    .bind(kind.as_str())
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(None)
+            })
+        }
     };
 }
 pub(super) use setting_queries;

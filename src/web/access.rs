@@ -69,6 +69,10 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("POST", "/thresholds/{id}/retire", EDITOR),
     ("POST", "/thresholds/{id}/restore", EDITOR),
     ("POST", "/thresholds/{id}/default", EDITOR),
+    // deleting is an admin's, and only for what no run or saved scorecard refers to
+    ("POST", "/candidates/{id}/delete", ADMIN),
+    ("POST", "/evalsets/{version_id}/delete", ADMIN),
+    ("POST", "/thresholds/{id}/delete", ADMIN),
     // eval sets
     ("GET", "/evalsets", VIEWER),
     ("GET", "/evalsets/schema.json", VIEWER),

@@ -38,47 +38,79 @@ pub fn router() -> Router<AppState> {
             "/thresholds/{id}/restore",
             post(|s, p| change(s, p, ItemKind::ThresholdProfile, false)),
         )
+        .route(
+            "/candidates/{id}/delete",
+            post(|s, p| delete(s, p, ItemKind::Candidate)),
+        )
+        .route(
+            "/evalsets/{version_id}/delete",
+            post(|s, p| delete(s, p, ItemKind::EvalSet)),
+        )
+        .route(
+            "/thresholds/{id}/delete",
+            post(|s, p| delete(s, p, ItemKind::ThresholdProfile)),
+        )
         .route("/thresholds/{id}/default", post(make_default))
 }
 
-/// Where each kind is listed, and its audit actions (retired, restored).
-fn list_and_actions(kind: ItemKind) -> (&'static str, Action, Action) {
-    match kind {
-        ItemKind::Candidate => ("/candidates", Action::CandidateRetired, Action::CandidateRestored),
-        ItemKind::EvalSet => ("/evalsets", Action::EvalSetRetired, Action::EvalSetRestored),
+/// Where each kind is listed, and its audit actions.
+struct KindPages {
+    list: &'static str,
+    retired: Action,
+    restored: Action,
+    deleted: Action,
+}
+
+fn pages_of(kind: ItemKind) -> KindPages {
+    let (list, retired, restored, deleted) = match kind {
+        ItemKind::Candidate => (
+            "/candidates",
+            Action::CandidateRetired,
+            Action::CandidateRestored,
+            Action::CandidateDeleted,
+        ),
+        ItemKind::EvalSet => (
+            "/evalsets",
+            Action::EvalSetRetired,
+            Action::EvalSetRestored,
+            Action::EvalSetDeleted,
+        ),
         ItemKind::ThresholdProfile => (
             "/thresholds",
             Action::ThresholdProfileRetired,
             Action::ThresholdProfileRestored,
+            Action::ThresholdProfileDeleted,
         ),
+    };
+    KindPages {
+        list,
+        retired,
+        restored,
+        deleted,
     }
 }
 
-/// Retires (`retire`) or restores the item named by the path; an eval set through any of its
-/// versions, since the lists link versions.
+/// Retires (`retire`) or restores the item named by the path.
 async fn change(
     State(state): State<AppState>,
     Path(raw): Path<String>,
     kind: ItemKind,
     retire: bool,
 ) -> Result<Redirect, WebError> {
-    let id = match kind {
-        ItemKind::EvalSet => evalset_of(&state, &raw).await?,
-        _ => parse_id(&raw, kind.label())?,
-    };
-    let (list, retired, restored) = list_and_actions(kind);
+    let id = item_id(&state, kind, &raw).await?;
+    let pages = pages_of(kind);
     let actor = super::security::actor();
     let (name, action, detail) = if retire {
         let name = retirement::retire(&state.store, kind, id, &actor).await?;
         (
             name,
-            retired,
+            pages.retired,
             "retired: hidden from lists and new runs; its runs keep what they measured",
         )
     } else {
         (
             retirement::restore(&state.store, kind, id).await?,
-            restored,
+            pages.restored,
             "restored to the lists",
         )
     };
@@ -89,7 +121,31 @@ async fn change(
         detail.to_string(),
     )
     .await?;
-    Ok(Redirect::to(list))
+    Ok(Redirect::to(pages.list))
+}
+
+/// The item id named by the path; an eval set through any of its versions, since the lists
+/// link versions.
+async fn item_id(state: &AppState, kind: ItemKind, raw: &str) -> Result<i64, WebError> {
+    match kind {
+        ItemKind::EvalSet => evalset_of(state, raw).await,
+        _ => parse_id(raw, kind.label()),
+    }
+}
+
+/// Deletes (admin only, see `access.rs`) an item nothing refers to; otherwise says why not.
+async fn delete(State(state): State<AppState>, Path(raw): Path<String>, kind: ItemKind) -> Result<Redirect, WebError> {
+    let id = item_id(&state, kind, &raw).await?;
+    let name = retirement::delete_unused(&state.store, kind, id).await?;
+    let pages = pages_of(kind);
+    super::audit::record(
+        &state,
+        pages.deleted,
+        format!("{} #{id} {name:?}", kind.label()),
+        "deleted: no run measured it and no saved scorecard named it".to_string(),
+    )
+    .await?;
+    Ok(Redirect::to(pages.list))
 }
 
 /// An eval set is retired as a whole, through any of its versions' pages.

@@ -339,6 +339,13 @@ pub fn signed_in() -> Option<SignedIn> {
     PAGE.try_with(|p| p.signed_in.clone()).unwrap_or_default()
 }
 
+/// Whether the current request may do what `role` may (single-user mode's local user may do
+/// everything), so pages offer only the buttons the guard will let through.
+pub fn may(role: Role) -> bool {
+    PAGE.try_with(|p| p.single_user_at.is_some() || p.signed_in.as_ref().is_some_and(|me| me.role >= role))
+        .unwrap_or(false)
+}
+
 /// Who the current request acts as, for the audit log: the logged-in user's name, or in
 /// single-user mode the local user.
 pub fn actor() -> String {

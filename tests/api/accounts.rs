@@ -118,6 +118,10 @@ pub(crate) async fn evalset_of(app: &TestApp, version: i64) -> i64 {
 async fn seed(app: &TestApp) -> Ids {
     let version = app.create_evalset().await;
     let candidate = app.create_candidate("target", "http://127.0.0.1:1/v1").await;
+    // A run measures the candidate on the version, and a scorecard names the profile: the
+    // matrix's delete routes are then refused for being in use, and every later caller still
+    // finds them.
+    app.create_run("measures target", version, &[candidate]).await;
     let run = app.finished_run("judged", None).await;
     let profile = app
         .store

@@ -52,7 +52,12 @@ async fn retired_things_leave_the_lists_and_the_run_form_but_keep_their_runs(t: 
     assert!(cand.text("h1").contains("retired"), "{}", cand.text("h1"));
     assert!(cand.text("main").contains(&format!("#{run}")), "its runs are listed");
 
-    // Restored: back in the list and the form.
+    // Restored: back in the list and the form; the retired section offers Delete.
+    assert_eq!(
+        cand_list_buttons(&app).await,
+        ["Restore old-model", "Delete old-model"],
+        "single-user mode may delete"
+    );
     let r = app.post_form(&format!("/candidates/{candidate}/restore"), &[]).await;
     assert_eq!(r.status().as_u16(), 303);
     let list = app.get_html("/candidates").await;
@@ -64,6 +69,34 @@ async fn retired_things_leave_the_lists_and_the_run_form_but_keep_their_runs(t: 
     for expected in ["candidate.retired", "evalset.retired", "candidate.restored"] {
         assert!(actions.contains(&expected), "{expected} missing from {actions:?}");
     }
+    // Deleting: refused for what a run measured (it stays, the reason is given), done for what
+    // nothing refers to.
+    let r = app.post_form(&format!("/candidates/{candidate}/delete"), &[]).await;
+    assert_eq!(r.status().as_u16(), 400);
+    let body = r.text().await.unwrap();
+    assert!(
+        body.contains("cannot be deleted") && body.contains("retire it instead"),
+        "{body}"
+    );
+    assert!(app.store.get_candidate(candidate).await.unwrap().is_some());
+    let r = app.post_form(&format!("/evalsets/{version}/delete"), &[]).await;
+    assert_eq!(r.status().as_u16(), 400, "the set a run measured stays");
+    app.post_form(&format!("/candidates/{other}/retire"), &[]).await;
+    let r = app.post_form(&format!("/candidates/{other}/delete"), &[]).await;
+    assert_eq!(r.status().as_u16(), 303);
+    assert!(app.store.get_candidate(other).await.unwrap().is_none());
+    let list = app.get_html("/candidates").await;
+    assert!(
+        !list.text("main").contains("new-model"),
+        "gone from the lists, retired ones too"
+    );
+    let audit = app.store.list_audit(&AuditFilter::default(), 50, 0).await.unwrap();
+    assert!(
+        audit
+            .iter()
+            .any(|e| e.action.as_str() == "candidate.deleted" && e.target.contains("new-model"))
+    );
+
     // Unknown ids are a 404, and nothing is recorded for them.
     let r = app.post_form("/candidates/999999/retire", &[]).await;
     assert_eq!(r.status().as_u16(), 404);
@@ -131,4 +164,9 @@ async fn a_cleanly_finished_run_offers_run_again() {
     let run = app.finished_run("steady", None).await;
     let page = app.get_html(&format!("/runs/{run}")).await;
     assert_eq!(page.texts(".run-again-form button"), ["Run again"]);
+}
+
+/// The buttons of the candidates list's retired section.
+async fn cand_list_buttons(app: &crate::support::app::TestApp) -> Vec<String> {
+    app.get_html("/candidates").await.texts("details.retired button")
 }
