@@ -18,7 +18,7 @@ use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
 use bakeoff::store::DynStore;
 
 use crate::support::app::spawn_app_on;
-use crate::support::db::TestStore;
+use crate::support::db::{TestStore, each_backend};
 use crate::support::proxy::FaultProxy;
 use crate::support::runs::start_mock;
 use crate::support::serve::{Server, start_run};
@@ -72,10 +72,13 @@ async fn setup(ttft_ms: f64) -> Setup {
     }
 }
 
-/// Stores the eval set and one candidate on a steady mock answering after `ttft_ms`; returns
-/// (version, candidate, mock).
 /// A run of the seeded candidate at c=2, without warm-ups or staged start.
 async fn create_run(store: &DynStore, name: &str, version: i64, candidate: i64) -> i64 {
+    create_run_of(store, name, version, candidate, None).await
+}
+
+/// [`create_run`] of the first `cases` cases only (None: every case).
+async fn create_run_of(store: &DynStore, name: &str, version: i64, candidate: i64, cases: Option<u32>) -> i64 {
     store
         .create_run(&NewRun {
             name: name.into(),
@@ -85,6 +88,7 @@ async fn create_run(store: &DynStore, name: &str, version: i64, candidate: i64) 
                 concurrency: 2,
                 warmup_requests: 0,
                 staged_rollout: false,
+                case_limit: cases,
                 ..RunConfig::default()
             },
         })
@@ -92,6 +96,8 @@ async fn create_run(store: &DynStore, name: &str, version: i64, candidate: i64) 
         .unwrap()
 }
 
+/// Stores the eval set and one candidate on a steady mock answering after `ttft_ms`; returns
+/// (version, candidate, mock).
 async fn seed(store: &DynStore, ttft_ms: f64) -> (i64, i64, MockServer) {
     let file = evalset();
     let mock = start_mock(MockConfig {
@@ -415,3 +421,90 @@ async fn sqlite_locked_longer_than_its_busy_timeout_loses_nothing() {
         "the spill file is removed"
     );
 }
+
+/// Makes the database refuse (a trigger raising an error, not an outage) every record of
+/// `case_id`, and only those.
+async fn refuse_records_of(t: &TestStore, case_id: &str) {
+    if t.backend == "sqlite" {
+        t.execute_raw(&format!(
+            "CREATE TRIGGER refuse_one BEFORE INSERT ON request_records WHEN NEW.case_id = '{case_id}' \
+             BEGIN SELECT RAISE(ABORT, 'refused for the test'); END"
+        ))
+        .await
+        .unwrap();
+    } else {
+        t.execute_raw(&format!(
+            "CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+             IF NEW.case_id = '{case_id}' THEN RAISE EXCEPTION 'refused for the test'; END IF; RETURN NEW; END $$"
+        ))
+        .await
+        .unwrap();
+        t.execute_raw(
+            "CREATE TRIGGER refuse_one BEFORE INSERT ON request_records FOR EACH ROW EXECUTE FUNCTION refuse_one()",
+        )
+        .await
+        .unwrap();
+    }
+}
+
+/// A record the database refuses is set aside with the reason in the refused-records file; the
+/// records batched with it are stored, the run goes on to the last case, and its message counts
+/// exactly.
+async fn a_record_the_database_refuses_is_kept_and_the_others_stored(t: TestStore) {
+    const RUN_CASES: usize = 20;
+    let (version, candidate, _mock) = seed(&t.store, 5.0).await;
+    let run = create_run_of(&t.store, "refused", version, candidate, Some(RUN_CASES as u32)).await;
+    refuse_records_of(&t, "case-007").await;
+    let spill_dir = tempfile::tempdir().unwrap();
+    let runner = Runner::new(t.store.clone()).with_writer(WriterSettings {
+        spill_dir: Some(spill_dir.path().to_path_buf()),
+        ..WriterSettings::default()
+    });
+    runner.start(run);
+    tokio::time::timeout(DEADLINE, runner.wait(run))
+        .await
+        .expect("the run ended in time");
+
+    let records = t.store.list_request_records(run).await.unwrap();
+    let cases = unique_cases(&records);
+    let expected: BTreeSet<String> = (0..RUN_CASES)
+        .filter(|&i| i != 7)
+        .map(|i| format!("case-{i:03}"))
+        .collect();
+    assert_eq!(cases, expected, "{}: every other case stored", t.backend);
+    assert_eq!(records.len(), RUN_CASES - 1, "{}", t.backend);
+
+    let refused = spill::read_refused(&spill::refused_path(spill_dir.path(), run)).unwrap();
+    assert_eq!(refused.len(), 1, "{}: {refused:?}", t.backend);
+    assert_eq!(refused[0].record.case_id, "case-007");
+    assert_eq!(refused[0].record.run_id, run);
+    assert!(
+        refused[0].reason.contains("refused for the test"),
+        "{}",
+        refused[0].reason
+    );
+
+    let ended = t.store.get_run(run).await.unwrap().unwrap();
+    assert_eq!(
+        ended.status,
+        RunStatus::Failed,
+        "{}: the refusal is not passed over",
+        t.backend
+    );
+    let message = ended.error.expect("the run says why");
+    let counts = format!("1 of {RUN_CASES} records refused by the database (",);
+    assert!(message.contains(&counts), "{message}");
+    assert!(message.contains("refused for the test"), "{message}");
+    assert!(
+        message.contains(&spill::refused_path(spill_dir.path(), run).display().to_string()),
+        "{message}"
+    );
+    let stored = format!("{RUN_CASES} records measured, {} stored, 0 pending", RUN_CASES - 1);
+    assert!(message.contains(&stored), "{message} (expected {stored:?})");
+}
+
+each_backend!(
+    a_record_the_database_refuses_is_kept_and_the_others_stored,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
