@@ -71,6 +71,7 @@ impl ServeArgs {
             spill_dir: self.spill_dir.clone().or(defaults.spill_dir),
             memory_records: self.writer_memory_records,
             pause_after: Some(std::time::Duration::from_secs(self.db_outage_pause_secs)),
+            ..defaults
         }
     }
 

@@ -227,6 +227,7 @@ async fn postgres_away_past_the_limit_pauses_the_run_and_resume_stores_every_cas
         spill_dir: Some(spill_dir.path().to_path_buf()),
         memory_records: 5,
         pause_after: Some(Duration::from_secs(3)),
+        ..WriterSettings::default()
     });
     runner.start(run);
     wait_stored(&direct, run, 10).await;
@@ -234,6 +235,17 @@ async fn postgres_away_past_the_limit_pauses_the_run_and_resume_stores_every_cas
     // Past five held records, the rest go to the spill file.
     let started = Instant::now();
     while !spill_file.exists() {
+        if started.elapsed() > Duration::from_secs(15) {
+            let n = direct.list_request_records(run).await.unwrap().len();
+            let r = direct.get_run(run).await.unwrap().unwrap();
+            let ev = direct.list_run_events(run).await.unwrap();
+            panic!(
+                "DEBUG stored {n} status {:?} {:?} events {:?}",
+                r.status,
+                r.error,
+                ev.iter().map(|e| &e.message).collect::<Vec<_>>()
+            );
+        }
         assert!(started.elapsed() < DEADLINE, "nothing was spilled");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -387,6 +399,7 @@ async fn sqlite_locked_longer_than_its_busy_timeout_loses_nothing() {
         spill_dir: Some(spill_dir.path().to_path_buf()),
         memory_records: 2,
         pause_after: None,
+        ..WriterSettings::default()
     });
     runner.start(run);
     wait_stored(&t.store, run, 10).await;
@@ -508,3 +521,87 @@ each_backend!(
     flavor = "multi_thread",
     worker_threads = 2
 );
+
+/// The database stays away past the pause limit and past the writer's finish limit: the run is
+/// paused (not failed) with what it held still in the spill file, exact counts in its message,
+/// and resuming stores every case once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_postgres),
+    ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…"
+)]
+async fn postgres_away_past_the_finish_limit_pauses_the_run_with_the_spill_file_kept() {
+    const RUN_CASES: usize = 20;
+    let Setup {
+        proxy,
+        t,
+        direct,
+        run: seeded,
+        _mock,
+    } = setup(300.0).await;
+    let seeded = direct.get_run(seeded).await.unwrap().unwrap();
+    let run = create_run_of(
+        &t.store,
+        "finish",
+        seeded.evalset_version_id,
+        seeded.candidate_ids[0],
+        Some(RUN_CASES as u32),
+    )
+    .await;
+    let spill_dir = tempfile::tempdir().unwrap();
+    let spill_file = spill::path(spill_dir.path(), run);
+    let runner = Runner::new(t.store.clone()).with_writer(WriterSettings {
+        spill_dir: Some(spill_dir.path().to_path_buf()),
+        memory_records: 0,
+        pause_after: Some(Duration::from_secs(1)),
+        finish_after: Duration::from_secs(2),
+    });
+    runner.start(run);
+    // About 3 s of load: the cut comes early in it.
+    wait_stored(&direct, run, 2).await;
+    proxy.go_down();
+    let started = Instant::now();
+    while !spill_file.exists() {
+        assert!(started.elapsed() < DEADLINE, "nothing was spilled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Paused after 1 s away, the load stops; 2 s after it ended the writer stops waiting.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let stored = direct.list_request_records(run).await.unwrap().len();
+    let spilled = spill::read(&spill_file)
+        .unwrap()
+        .expect("the spill file is kept")
+        .records
+        .len();
+    assert!(spilled > 0);
+    proxy.come_back();
+    tokio::time::timeout(DEADLINE, runner.wait(run))
+        .await
+        .expect("the paused run's task ended in time");
+
+    let paused = direct.get_run(run).await.unwrap().unwrap();
+    assert_eq!(paused.status, RunStatus::Paused, "not failed: {:?}", paused.error);
+    let message = paused.error.clone().expect("a paused run says why");
+    let counts = format!(
+        "{} records measured, {stored} stored, {spilled} pending (kept in the spill file",
+        stored + spilled
+    );
+    assert!(message.contains(&counts), "{message} (expected {counts:?})");
+    assert_eq!(
+        direct.list_request_records(run).await.unwrap().len(),
+        stored,
+        "the spill file waits for the resume"
+    );
+    assert!(spill_file.exists());
+
+    bakeoff::app::runs::resume_paused(&t.store, &runner, run).await.unwrap();
+    tokio::time::timeout(DEADLINE, runner.wait(run))
+        .await
+        .expect("the resumed run ended in time");
+    let ended = direct.get_run(run).await.unwrap().unwrap();
+    assert_eq!(ended.status, RunStatus::Finished, "{:?}", ended.error);
+    let records = direct.list_request_records(run).await.unwrap();
+    assert_eq!(unique_cases(&records).len(), RUN_CASES, "every case stored once");
+    assert_eq!(records.len(), RUN_CASES, "none measured twice");
+    assert!(!spill_file.exists(), "the replayed spill file is removed");
+}

@@ -12,7 +12,7 @@
 //! outage) is written again record by record, so the good records are stored and only the one
 //! it refuses is set aside, with the reason, in the run's refused-records file (see `spill`);
 //! the run's message counts them. Once the run has nothing more to send and the database stays
-//! away past [`FINISH_LIMIT`], what is held goes to the spill file and the run is paused.
+//! away past [`WriterSettings::finish_after`], what is held goes to the spill file and the run is paused.
 //! Token counting (the canonical o200k count, counts missing from the server, per-chunk counts)
 //! and grading happen here too, on the blocking pool, once a batch is due: never in the request
 //! loop, where they would delay the next send.
@@ -44,8 +44,9 @@ pub const BACKLOG_BOUND: usize = 1_000;
 const FIRST_RETRY_WAIT: Duration = Duration::from_millis(200);
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(2);
 /// Once the run has nothing more to send, how long the writer still waits for the database
-/// before pausing the run with what it holds in the spill file (stored when the run resumes).
-const FINISH_LIMIT: Duration = Duration::from_secs(600);
+/// before pausing the run with what it holds in the spill file (stored when the run resumes),
+/// by default.
+pub const FINISH_LIMIT: Duration = Duration::from_secs(600);
 /// Tries of one record the database refuses (a deadlock or a serialization failure passes)
 /// before it is set aside.
 const REFUSAL_TRIES: u32 = 3;
@@ -124,6 +125,9 @@ pub struct WriterSettings {
     pub memory_records: usize,
     /// How long the database may stay away before the run is paused (None: never).
     pub pause_after: Option<Duration>,
+    /// Once the load has ended, how long the writer waits for the database before the run is
+    /// paused with what is left in the spill file.
+    pub finish_after: Duration,
 }
 
 /// Records kept in memory while the database is away, by default (a few MB of output text).
@@ -140,6 +144,7 @@ impl Default for WriterSettings {
             spill_dir: None,
             memory_records: MEMORY_RECORDS,
             pause_after: Some(PAUSE_AFTER),
+            finish_after: FINISH_LIMIT,
         }
     }
 }
@@ -184,7 +189,7 @@ pub struct WriterEnd {
     /// Records that went through the spill file.
     pub spilled: u64,
     /// Records still in the spill file, stored when the run resumes (the database stayed away
-    /// past [`FINISH_LIMIT`] after the load ended).
+    /// past [`WriterSettings::finish_after`] after the load ended).
     pub pending: u64,
     /// The run was paused because the database stayed away past the limit.
     pub paused: Option<Paused>,
@@ -202,7 +207,8 @@ pub struct Paused {
 impl WriterEnd {
     /// "57 records measured, 57 stored (40 through the spill file), 0 pending".
     pub fn counts(&self) -> String {
-        let through = match self.spilled {
+        // Of the stored ones; those still in the spill file are pending.
+        let through = match self.spilled.saturating_sub(self.pending) {
             0 => String::new(),
             n => format!(" ({n} through the spill file)"),
         };
@@ -409,12 +415,12 @@ impl WriteLoop {
                 if self.held.is_empty() && batch.is_empty() && self.spill_pending() == 0 {
                     return self.end();
                 }
-                if at.elapsed() >= FINISH_LIMIT {
+                if at.elapsed() >= self.settings.finish_after {
                     // Nothing more to measure: what is held waits in the spill file for the
                     // resumed run instead of failing it.
                     self.spill_beyond(0).await;
                     if self.held.is_empty() {
-                        self.pause_now(FINISH_LIMIT);
+                        self.pause_now(self.settings.finish_after);
                         return self.end();
                     }
                     return Err(self.given_up());
@@ -652,7 +658,8 @@ impl WriteLoop {
         ))
     }
 
-    /// The run's error when the database did not answer within [`FINISH_LIMIT`] of the end.
+    /// The run's error when the database did not answer within [`WriterSettings::finish_after`]
+    /// of the end and what it held could not go to a spill file.
     fn given_up(&self) -> String {
         let away = self
             .outage
