@@ -605,3 +605,75 @@ async fn postgres_away_past_the_finish_limit_pauses_the_run_with_the_spill_file_
     assert_eq!(records.len(), RUN_CASES, "none measured twice");
     assert!(!spill_file.exists(), "the replayed spill file is removed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_postgres),
+    ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…"
+)]
+async fn postgres_blackholed_for_ten_seconds_pages_answer_503_fast_and_the_run_loses_nothing() {
+    let Setup {
+        proxy,
+        t,
+        direct,
+        run,
+        _mock,
+    } = setup(40.0).await;
+    let store = t.store.clone();
+    let app = spawn_app_on(t).await;
+    let runner = Runner::new(store.clone());
+    runner.start(run);
+    wait_stored(&direct, run, 10).await;
+    let before = direct.list_request_records(run).await.unwrap().len();
+    assert!(
+        before < CASES,
+        "the run ended before the blackhole; make the mock slower"
+    );
+    // Pages asked for all along, so some are in flight (their connection taken, their query
+    // sent) when the packets start being dropped.
+    let hole_started = proxy.clone();
+    let browsing = (0..4).map(|_| async {
+        let mut worst = Duration::ZERO;
+        let began = Instant::now();
+        while began.elapsed() < Duration::from_secs(3) {
+            let asked = Instant::now();
+            let status = app.get(&format!("/runs/{run}")).await.status();
+            assert!(status == 200 || status == 503, "{status}");
+            worst = worst.max(asked.elapsed());
+        }
+        worst
+    });
+    // Packets dropped silently: no reset, no answer.
+    let hole = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        hole_started.blackhole_for(OUTAGE).await
+    });
+    for worst in futures_util::future::join_all(browsing).await {
+        eprintln!("slowest page while the blackhole began: {worst:?}");
+        // Bounded by the store's wait for an answer, not by the blackhole's 10 s.
+        assert!(worst < Duration::from_secs(6), "a page hung for {worst:?}");
+    }
+    for path in ["/runs", &format!("/runs/{run}")] {
+        let asked = Instant::now();
+        let page = app.get(path).await;
+        let took = asked.elapsed();
+        eprintln!("{path} during the blackhole: {} in {took:?}", page.status());
+        assert_eq!(page.status(), 503, "{path} while the database is blackholed");
+        assert!(took < Duration::from_secs(4), "{path}: the 503 took {took:?}");
+        assert!(page.text().await.unwrap().contains("database is not answering"));
+    }
+
+    hole.await.unwrap();
+    tokio::time::timeout(DEADLINE, runner.wait(run))
+        .await
+        .expect("the run ended in time");
+    let ended = direct.get_run(run).await.unwrap().unwrap();
+    assert_eq!(ended.status, RunStatus::Finished, "the run finishes: {:?}", ended.error);
+    let records = direct.list_request_records(run).await.unwrap();
+    assert_eq!(
+        unique_cases(&records).len(),
+        CASES,
+        "{CASES} of {CASES} cases stored, none twice"
+    );
+    assert_eq!(records.len(), CASES, "no case measured twice");
+}
