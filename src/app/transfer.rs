@@ -146,7 +146,7 @@ pub async fn export_stream(
     let stops = std::mem::take(&mut head.stops);
     let harness = head.harness.clone();
     // With no records, stops nor marks, "records" is the document's last field.
-    let whole = serde_json::to_string_pretty(&head).map_err(|e| unwritable(e))?;
+    let whole = serde_json::to_string_pretty(&head).map_err(unwritable)?;
     let opening = whole
         .strip_suffix("[]\n}")
         .filter(|o| o.ends_with("\"records\": "))
@@ -238,7 +238,7 @@ fn nested(json: &str, indent: &str) -> String {
 /// any (both are left out when empty), then the end of the object.
 fn closing(stops: &[ExportedStop], marked: &[usize]) -> Result<String, AppError> {
     fn pretty<T: Serialize + ?Sized>(value: &T) -> Result<String, AppError> {
-        serde_json::to_string_pretty(value).map_err(|e| unwritable(e))
+        serde_json::to_string_pretty(value).map_err(unwritable)
     }
     let mut tail = String::new();
     if !stops.is_empty() {
@@ -626,7 +626,7 @@ mod tests {
                 sent_at_us: 1_000_000 + i64::from((1_202 - i) / 3) * 1_000,
                 end_us: Some(500),
                 output: format!("answer \"{i}\"\nline two \u{0}"),
-                ..RequestRecord::test_quality(if i % 2 == 0 { "a" } else { "b" })
+                ..RequestRecord::test_quality(if i.is_multiple_of(2) { "a" } else { "b" })
             })
             .collect();
         for chunk in records.chunks(97) {

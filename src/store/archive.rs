@@ -470,10 +470,14 @@ macro_rules! archive_queries {
 
         fn delete_run(&self, id: i64) -> StoreFuture<'_, ()> {
             Box::pin(async move {
-                let done = sqlx::query("DELETE FROM runs WHERE id = $1").bind(id).execute(self.pool()).await?;
+                // A write transaction: a large run's cascade may take longer than a page's
+                // query may (see `postgres::ANSWER_WAIT`).
+                let mut tx = self.begin_write().await?;
+                let done = sqlx::query("DELETE FROM runs WHERE id = $1").bind(id).execute(&mut *tx).await?;
                 if done.rows_affected() == 0 {
                     return Err(StoreError::NotFound(format!("run {id}")));
                 }
+                tx.commit().await?;
                 Ok(())
             })
         }
