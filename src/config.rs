@@ -66,13 +66,12 @@ pub struct ServeArgs {
 impl ServeArgs {
     /// Where runs' records writers spill and when they pause a run.
     pub fn writer_settings(&self) -> crate::engine::run::writer::WriterSettings {
+        let defaults = crate::engine::run::writer::WriterSettings::for_database(&self.database.database_url);
         crate::engine::run::writer::WriterSettings {
-            spill_dir: self
-                .spill_dir
-                .clone()
-                .or_else(|| crate::engine::run::writer::WriterSettings::default_spill_dir(&self.database.database_url)),
+            spill_dir: self.spill_dir.clone().or(defaults.spill_dir),
             memory_records: self.writer_memory_records,
             pause_after: Some(std::time::Duration::from_secs(self.db_outage_pause_secs)),
+            ..defaults
         }
     }
 

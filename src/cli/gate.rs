@@ -16,6 +16,7 @@ use crate::app::gate::progress::{RunProgress, progress};
 use crate::app::gate::{self, Exit, GateReport, GateRun, report};
 use crate::config::DatabaseArgs;
 use crate::engine::run::Runner;
+use crate::engine::run::writer::WriterSettings;
 use crate::store::DynStore;
 
 /// The exit codes, as `--help` shows them.
@@ -249,7 +250,8 @@ async fn start(args: StartArgs) -> Result<GateReport, Stop> {
         Err(name) => gate::evalset_by_name(&store, name).await.map_err(prepare)?,
     };
 
-    let runner = Runner::new(store.clone());
+    // Spills and pauses as a run of `serve` does: the terminal's run loses nothing either.
+    let runner = Runner::new(store.clone()).with_writer(WriterSettings::for_database(&args.database.database_url));
     let request = GateRun {
         evalset_version_id,
         candidate_ids,

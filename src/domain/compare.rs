@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::calibers::RequestFigures;
 use super::grading::case_passed;
 use super::load::Load;
-use super::metrics::summarise_candidate;
+use super::metrics::summarise_candidate_resumed;
 use super::run::{Phase, RequestRecord, RunConfig};
 use super::scorecard::measurement::CandidateRecords;
 use super::stats::{Interval, median_ci, quantile_sorted, wilson, z_for};
@@ -128,6 +128,17 @@ pub struct Figures {
     /// every tok/s figure: `usage`, `server-tokenizer`, `tokenizer`, `chunks`).
     #[serde(default)]
     pub token_sources: BTreeMap<String, u64>,
+    /// Most segments a level was measured in: more than one when the run was resumed (every
+    /// aggregate is then per segment, the downtime left out), as on the run page.
+    #[serde(default = "one")]
+    pub segments: u32,
+    /// Seconds of downtime left out of the aggregates.
+    #[serde(default)]
+    pub downtime_s: f64,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// The figures of one load level of a run: its latencies with their intervals (p50 from the
@@ -151,11 +162,23 @@ pub struct LevelAggregate {
     pub decode_p50_tok_s: Option<f64>,
     #[serde(default)]
     pub decode_ci: Option<Interval>,
+    /// Segments this level was measured in (see [`Figures::segments`]).
+    #[serde(default = "one")]
+    pub segments: u32,
+    #[serde(default)]
+    pub downtime_s: f64,
 }
 
-/// The figures of `candidate_id` from a run's records (warm-ups excluded, final attempts).
-pub fn figures(candidate_id: i64, records: &[RequestRecord], case_weight: impl Fn(&str) -> f64) -> Figures {
-    let s = summarise_candidate(candidate_id, records, case_weight);
+/// The figures of `candidate_id` from a run's records (warm-ups excluded, final attempts), the
+/// run resumed at `resumes` (`calibers::resumes_of`): aggregates per segment, as the run page
+/// and the scorecard take them.
+pub fn figures(
+    candidate_id: i64,
+    records: &[RequestRecord],
+    case_weight: impl Fn(&str) -> f64,
+    resumes: &[i64],
+) -> Figures {
+    let s = summarise_candidate_resumed(candidate_id, records, case_weight, resumes);
     // The same final attempts the summary used, for the intervals.
     let mut last: HashMap<(&str, Phase, u32), &RequestRecord> = HashMap::new();
     for r in records
@@ -173,7 +196,7 @@ pub fn figures(candidate_id: i64, records: &[RequestRecord], case_weight: impl F
     let ok: Vec<&RequestRecord> = finals.iter().copied().filter(|r| r.succeeded()).collect();
     // Per level, the final attempts the scorecard and run page read (a request is one case,
     // repetition and level: keyed without the level, a sweep kept one level's record per case).
-    let per_level = CandidateRecords::new(candidate_id, records);
+    let per_level = CandidateRecords::new(candidate_id, records).with_resumes(resumes);
     let levels: Vec<LevelAggregate> = per_level
         .concurrencies()
         .into_iter()
@@ -192,6 +215,8 @@ pub fn figures(candidate_id: i64, records: &[RequestRecord], case_weight: impl F
                 e2e_ci: median_interval(&e2e),
                 decode_p50_tok_s: l.decode_tok_s_per_stream.as_ref().map(|d| d.p50),
                 decode_ci: median_interval(&decode),
+                segments: l.segments,
+                downtime_s: l.downtime_s,
             })
         })
         .collect();
@@ -220,13 +245,18 @@ pub fn figures(candidate_id: i64, records: &[RequestRecord], case_weight: impl F
         e2e_ci: median_interval(&e2e),
         decode_p50_tok_s: s.decode_tok_s_per_stream.as_ref().map(|d| d.p50),
         decode_ci: median_interval(&decode),
+        segments: 1,
+        downtime_s: 0.0,
     };
     let headline = levels
         .iter()
         .find(|l| Some(l.concurrency) == s.concurrency)
         .unwrap_or(&pooled)
         .clone();
+    let resumed = levels.iter().max_by_key(|l| l.segments);
     Figures {
+        segments: resumed.map_or(1, |l| l.segments),
+        downtime_s: resumed.map_or(0.0, |l| l.downtime_s),
         candidate_id,
         requests: s.requests,
         failures: s.failures,
@@ -600,7 +630,7 @@ mod tests {
         let records: Vec<RequestRecord> = (0..20)
             .map(|i| rec(&format!("c{i}"), 0, 100 + i64::from(i), i % 4 != 0))
             .collect();
-        let f = figures(5, &records, |_| 1.0);
+        let f = figures(5, &records, |_| 1.0, &[]);
         assert_eq!((f.requests, f.graded), (20, 20));
         assert_eq!(f.accuracy, Some(0.75));
         let ci = f.accuracy_ci.unwrap();

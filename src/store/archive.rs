@@ -332,6 +332,32 @@ macro_rules! archive_queries {
             })
         }
 
+        fn list_request_records_sent_after(
+            &self,
+            run_id: i64,
+            after: Option<(i64, i64)>,
+            limit: i64,
+        ) -> StoreFuture<'_, Vec<((i64, i64), RequestRecord)>> {
+            Box::pin(async move {
+                // Keyset on the (run, sent_at_us, id) index: each page costs the same.
+                let (sent, id) = after.unwrap_or((i64::MIN, i64::MIN));
+                let rows: Vec<rows::RecordRow> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    rows::record_select_columns!(),
+                    " FROM request_records WHERE run_id = $1 AND (sent_at_us > $2 OR (sent_at_us = $2 AND id > $3)) \
+                     ORDER BY sent_at_us, id LIMIT $4"
+                ))
+                .bind(run_id)
+                .bind(sent)
+                .bind(id)
+                .bind(limit)
+                .fetch_all(self.pool())
+                .await?;
+                let positions: Vec<(i64, i64)> = rows.iter().map(|r| (r.sent_at_us, r.id)).collect();
+                Ok(positions.into_iter().zip(self.complete_records(rows).await?).collect())
+            })
+        }
+
         fn cases_with_differing_outputs(&self, run_id: i64) -> StoreFuture<'_, Vec<String>> {
             Box::pin(async move {
                 // A case differs when some successful output was not given by every candidate that
@@ -444,10 +470,14 @@ macro_rules! archive_queries {
 
         fn delete_run(&self, id: i64) -> StoreFuture<'_, ()> {
             Box::pin(async move {
-                let done = sqlx::query("DELETE FROM runs WHERE id = $1").bind(id).execute(self.pool()).await?;
+                // A write transaction: a large run's cascade may take longer than a page's
+                // query may (see `postgres::ANSWER_WAIT`).
+                let mut tx = self.begin_write().await?;
+                let done = sqlx::query("DELETE FROM runs WHERE id = $1").bind(id).execute(&mut *tx).await?;
                 if done.rows_affected() == 0 {
                     return Err(StoreError::NotFound(format!("run {id}")));
                 }
+                tx.commit().await?;
                 Ok(())
             })
         }

@@ -594,6 +594,15 @@ pub trait Store: Send + Sync + 'static {
         after_id: i64,
         limit: i64,
     ) -> StoreFuture<'_, Vec<(i64, RequestRecord)>>;
+    /// Up to `limit` records of a run after position `after` (sent_at_us, id; None: from the
+    /// first) in send order (as [`Store::list_request_records`] lists them), each with its
+    /// position (the cursor of the next page) and its grades.
+    fn list_request_records_sent_after(
+        &self,
+        run_id: i64,
+        after: Option<(i64, i64)>,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<((i64, i64), RequestRecord)>>;
     /// Cases where some successful, measured output was not given by every candidate that
     /// answered the case (the candidates' sets of outputs differ).
     fn cases_with_differing_outputs(&self, run_id: i64) -> StoreFuture<'_, Vec<String>>;

@@ -18,7 +18,7 @@ use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
 use bakeoff::store::DynStore;
 
 use crate::support::app::spawn_app_on;
-use crate::support::db::TestStore;
+use crate::support::db::{TestStore, each_backend};
 use crate::support::proxy::FaultProxy;
 use crate::support::runs::start_mock;
 use crate::support::serve::{Server, start_run};
@@ -72,10 +72,13 @@ async fn setup(ttft_ms: f64) -> Setup {
     }
 }
 
-/// Stores the eval set and one candidate on a steady mock answering after `ttft_ms`; returns
-/// (version, candidate, mock).
 /// A run of the seeded candidate at c=2, without warm-ups or staged start.
 async fn create_run(store: &DynStore, name: &str, version: i64, candidate: i64) -> i64 {
+    create_run_of(store, name, version, candidate, None).await
+}
+
+/// [`create_run`] of the first `cases` cases only (None: every case).
+async fn create_run_of(store: &DynStore, name: &str, version: i64, candidate: i64, cases: Option<u32>) -> i64 {
     store
         .create_run(&NewRun {
             name: name.into(),
@@ -85,6 +88,7 @@ async fn create_run(store: &DynStore, name: &str, version: i64, candidate: i64) 
                 concurrency: 2,
                 warmup_requests: 0,
                 staged_rollout: false,
+                case_limit: cases,
                 ..RunConfig::default()
             },
         })
@@ -92,6 +96,8 @@ async fn create_run(store: &DynStore, name: &str, version: i64, candidate: i64) 
         .unwrap()
 }
 
+/// Stores the eval set and one candidate on a steady mock answering after `ttft_ms`; returns
+/// (version, candidate, mock).
 async fn seed(store: &DynStore, ttft_ms: f64) -> (i64, i64, MockServer) {
     let file = evalset();
     let mock = start_mock(MockConfig {
@@ -221,6 +227,7 @@ async fn postgres_away_past_the_limit_pauses_the_run_and_resume_stores_every_cas
         spill_dir: Some(spill_dir.path().to_path_buf()),
         memory_records: 5,
         pause_after: Some(Duration::from_secs(3)),
+        ..WriterSettings::default()
     });
     runner.start(run);
     wait_stored(&direct, run, 10).await;
@@ -228,6 +235,17 @@ async fn postgres_away_past_the_limit_pauses_the_run_and_resume_stores_every_cas
     // Past five held records, the rest go to the spill file.
     let started = Instant::now();
     while !spill_file.exists() {
+        if started.elapsed() > Duration::from_secs(15) {
+            let n = direct.list_request_records(run).await.unwrap().len();
+            let r = direct.get_run(run).await.unwrap().unwrap();
+            let ev = direct.list_run_events(run).await.unwrap();
+            panic!(
+                "DEBUG stored {n} status {:?} {:?} events {:?}",
+                r.status,
+                r.error,
+                ev.iter().map(|e| &e.message).collect::<Vec<_>>()
+            );
+        }
         assert!(started.elapsed() < DEADLINE, "nothing was spilled");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -381,6 +399,7 @@ async fn sqlite_locked_longer_than_its_busy_timeout_loses_nothing() {
         spill_dir: Some(spill_dir.path().to_path_buf()),
         memory_records: 2,
         pause_after: None,
+        ..WriterSettings::default()
     });
     runner.start(run);
     wait_stored(&t.store, run, 10).await;
@@ -414,4 +433,247 @@ async fn sqlite_locked_longer_than_its_busy_timeout_loses_nothing() {
         !spill::path(spill_dir.path(), run).exists(),
         "the spill file is removed"
     );
+}
+
+/// Makes the database refuse (a trigger raising an error, not an outage) every record of
+/// `case_id`, and only those.
+async fn refuse_records_of(t: &TestStore, case_id: &str) {
+    if t.backend == "sqlite" {
+        t.execute_raw(&format!(
+            "CREATE TRIGGER refuse_one BEFORE INSERT ON request_records WHEN NEW.case_id = '{case_id}' \
+             BEGIN SELECT RAISE(ABORT, 'refused for the test'); END"
+        ))
+        .await
+        .unwrap();
+    } else {
+        t.execute_raw(&format!(
+            "CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+             IF NEW.case_id = '{case_id}' THEN RAISE EXCEPTION 'refused for the test'; END IF; RETURN NEW; END $$"
+        ))
+        .await
+        .unwrap();
+        t.execute_raw(
+            "CREATE TRIGGER refuse_one BEFORE INSERT ON request_records FOR EACH ROW EXECUTE FUNCTION refuse_one()",
+        )
+        .await
+        .unwrap();
+    }
+}
+
+/// A record the database refuses is set aside with the reason in the refused-records file; the
+/// records batched with it are stored, the run goes on to the last case, and its message counts
+/// exactly.
+async fn a_record_the_database_refuses_is_kept_and_the_others_stored(t: TestStore) {
+    const RUN_CASES: usize = 20;
+    let (version, candidate, _mock) = seed(&t.store, 5.0).await;
+    let run = create_run_of(&t.store, "refused", version, candidate, Some(RUN_CASES as u32)).await;
+    refuse_records_of(&t, "case-007").await;
+    let spill_dir = tempfile::tempdir().unwrap();
+    let runner = Runner::new(t.store.clone()).with_writer(WriterSettings {
+        spill_dir: Some(spill_dir.path().to_path_buf()),
+        ..WriterSettings::default()
+    });
+    runner.start(run);
+    tokio::time::timeout(DEADLINE, runner.wait(run))
+        .await
+        .expect("the run ended in time");
+
+    let records = t.store.list_request_records(run).await.unwrap();
+    let cases = unique_cases(&records);
+    let expected: BTreeSet<String> = (0..RUN_CASES)
+        .filter(|&i| i != 7)
+        .map(|i| format!("case-{i:03}"))
+        .collect();
+    assert_eq!(cases, expected, "{}: every other case stored", t.backend);
+    assert_eq!(records.len(), RUN_CASES - 1, "{}", t.backend);
+
+    let refused = spill::read_refused(&spill::refused_path(spill_dir.path(), run)).unwrap();
+    assert_eq!(refused.len(), 1, "{}: {refused:?}", t.backend);
+    assert_eq!(refused[0].record.case_id, "case-007");
+    assert_eq!(refused[0].record.run_id, run);
+    assert!(
+        refused[0].reason.contains("refused for the test"),
+        "{}",
+        refused[0].reason
+    );
+
+    let ended = t.store.get_run(run).await.unwrap().unwrap();
+    assert_eq!(
+        ended.status,
+        RunStatus::Failed,
+        "{}: the refusal is not passed over",
+        t.backend
+    );
+    let message = ended.error.expect("the run says why");
+    let counts = format!("1 of {RUN_CASES} records refused by the database (",);
+    assert!(message.contains(&counts), "{message}");
+    assert!(message.contains("refused for the test"), "{message}");
+    assert!(
+        message.contains(&spill::refused_path(spill_dir.path(), run).display().to_string()),
+        "{message}"
+    );
+    let stored = format!("{RUN_CASES} records measured, {} stored, 0 pending", RUN_CASES - 1);
+    assert!(message.contains(&stored), "{message} (expected {stored:?})");
+}
+
+each_backend!(
+    a_record_the_database_refuses_is_kept_and_the_others_stored,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
+
+/// The database stays away past the pause limit and past the writer's finish limit: the run is
+/// paused (not failed) with what it held still in the spill file, exact counts in its message,
+/// and resuming stores every case once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_postgres),
+    ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…"
+)]
+async fn postgres_away_past_the_finish_limit_pauses_the_run_with_the_spill_file_kept() {
+    const RUN_CASES: usize = 20;
+    let Setup {
+        proxy,
+        t,
+        direct,
+        run: seeded,
+        _mock,
+    } = setup(300.0).await;
+    let seeded = direct.get_run(seeded).await.unwrap().unwrap();
+    let run = create_run_of(
+        &t.store,
+        "finish",
+        seeded.evalset_version_id,
+        seeded.candidate_ids[0],
+        Some(RUN_CASES as u32),
+    )
+    .await;
+    let spill_dir = tempfile::tempdir().unwrap();
+    let spill_file = spill::path(spill_dir.path(), run);
+    let runner = Runner::new(t.store.clone()).with_writer(WriterSettings {
+        spill_dir: Some(spill_dir.path().to_path_buf()),
+        memory_records: 0,
+        pause_after: Some(Duration::from_secs(1)),
+        finish_after: Duration::from_secs(2),
+    });
+    runner.start(run);
+    // About 3 s of load: the cut comes early in it.
+    wait_stored(&direct, run, 2).await;
+    proxy.go_down();
+    let started = Instant::now();
+    while !spill_file.exists() {
+        assert!(started.elapsed() < DEADLINE, "nothing was spilled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Paused after 1 s away, the load stops; 2 s after it ended the writer stops waiting.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let stored = direct.list_request_records(run).await.unwrap().len();
+    let spilled = spill::read(&spill_file)
+        .unwrap()
+        .expect("the spill file is kept")
+        .records
+        .len();
+    assert!(spilled > 0);
+    proxy.come_back();
+    tokio::time::timeout(DEADLINE, runner.wait(run))
+        .await
+        .expect("the paused run's task ended in time");
+
+    let paused = direct.get_run(run).await.unwrap().unwrap();
+    assert_eq!(paused.status, RunStatus::Paused, "not failed: {:?}", paused.error);
+    let message = paused.error.clone().expect("a paused run says why");
+    let counts = format!(
+        "{} records measured, {stored} stored, {spilled} pending (kept in the spill file",
+        stored + spilled
+    );
+    assert!(message.contains(&counts), "{message} (expected {counts:?})");
+    assert_eq!(
+        direct.list_request_records(run).await.unwrap().len(),
+        stored,
+        "the spill file waits for the resume"
+    );
+    assert!(spill_file.exists());
+
+    bakeoff::app::runs::resume_paused(&t.store, &runner, run).await.unwrap();
+    tokio::time::timeout(DEADLINE, runner.wait(run))
+        .await
+        .expect("the resumed run ended in time");
+    let ended = direct.get_run(run).await.unwrap().unwrap();
+    assert_eq!(ended.status, RunStatus::Finished, "{:?}", ended.error);
+    let records = direct.list_request_records(run).await.unwrap();
+    assert_eq!(unique_cases(&records).len(), RUN_CASES, "every case stored once");
+    assert_eq!(records.len(), RUN_CASES, "none measured twice");
+    assert!(!spill_file.exists(), "the replayed spill file is removed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_postgres),
+    ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…"
+)]
+async fn postgres_blackholed_for_ten_seconds_pages_answer_503_fast_and_the_run_loses_nothing() {
+    let Setup {
+        proxy,
+        t,
+        direct,
+        run,
+        _mock,
+    } = setup(40.0).await;
+    let store = t.store.clone();
+    let app = spawn_app_on(t).await;
+    let runner = Runner::new(store.clone());
+    runner.start(run);
+    wait_stored(&direct, run, 10).await;
+    let before = direct.list_request_records(run).await.unwrap().len();
+    assert!(
+        before < CASES,
+        "the run ended before the blackhole; make the mock slower"
+    );
+    // Pages asked for all along, so some are in flight (their connection taken, their query
+    // sent) when the packets start being dropped.
+    let hole_started = proxy.clone();
+    let browsing = (0..4).map(|_| async {
+        let mut worst = Duration::ZERO;
+        let began = Instant::now();
+        while began.elapsed() < Duration::from_secs(3) {
+            let asked = Instant::now();
+            let status = app.get(&format!("/runs/{run}")).await.status();
+            assert!(status == 200 || status == 503, "{status}");
+            worst = worst.max(asked.elapsed());
+        }
+        worst
+    });
+    // Packets dropped silently: no reset, no answer.
+    let hole = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        hole_started.blackhole_for(OUTAGE).await
+    });
+    for worst in futures_util::future::join_all(browsing).await {
+        eprintln!("slowest page while the blackhole began: {worst:?}");
+        // Bounded by the store's wait for an answer, not by the blackhole's 10 s.
+        assert!(worst < Duration::from_secs(6), "a page hung for {worst:?}");
+    }
+    for path in ["/runs", &format!("/runs/{run}")] {
+        let asked = Instant::now();
+        let page = app.get(path).await;
+        let took = asked.elapsed();
+        eprintln!("{path} during the blackhole: {} in {took:?}", page.status());
+        assert_eq!(page.status(), 503, "{path} while the database is blackholed");
+        assert!(took < Duration::from_secs(4), "{path}: the 503 took {took:?}");
+        assert!(page.text().await.unwrap().contains("database is not answering"));
+    }
+
+    hole.await.unwrap();
+    tokio::time::timeout(DEADLINE, runner.wait(run))
+        .await
+        .expect("the run ended in time");
+    let ended = direct.get_run(run).await.unwrap().unwrap();
+    assert_eq!(ended.status, RunStatus::Finished, "the run finishes: {:?}", ended.error);
+    let records = direct.list_request_records(run).await.unwrap();
+    assert_eq!(
+        unique_cases(&records).len(),
+        CASES,
+        "{CASES} of {CASES} cases stored, none twice"
+    );
+    assert_eq!(records.len(), CASES, "no case measured twice");
 }

@@ -495,8 +495,126 @@ async fn kill_during_a_resumed_run(database_url: &str, backend: &str) {
             DOWNTIME
         );
     }
+    same_aggregates_on_compare_and_history(&third.base_url, &store, run_id, version, backend).await;
     drop(third);
     mock.shutdown().await.ok();
+}
+
+/// The text of `selector` in `html` (trimmed, whitespace collapsed), or "" when absent.
+fn text_of(html: &scraper::Html, selector: &str) -> String {
+    let selector = scraper::Selector::parse(selector).unwrap_or_else(|e| panic!("selector {selector}: {e}"));
+    html.select(&selector)
+        .next()
+        .map(|e| e.text().collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The run page's results cell of candidate column `i` in the first row whose label `pick`s.
+fn results_cell(html: &scraper::Html, pick: impl Fn(&str) -> bool, i: usize) -> String {
+    let rows = scraper::Selector::parse("table.results tbody tr").unwrap();
+    let label = scraper::Selector::parse("th .figure-label").unwrap();
+    let cells = scraper::Selector::parse("td").unwrap();
+    let row = html
+        .select(&rows)
+        .find(|r| {
+            r.select(&label)
+                .next()
+                .is_some_and(|l| pick(&l.text().collect::<String>()))
+        })
+        .expect("the results table has the row");
+    row.select(&cells)
+        .nth(i)
+        .map(|c| c.text().collect::<String>())
+        .unwrap_or_default()
+}
+
+/// The leading "N tok/s" of a cell.
+fn leading_tok_s(cell: &str) -> String {
+    let end = cell.find(" tok/s").unwrap_or_else(|| panic!("no tok/s in {cell:?}"));
+    cell[..end + " tok/s".len()].to_string()
+}
+
+/// A resumed run's aggregate tok/s on the compare page and on the candidate's history equals
+/// the run page's (per segment, the downtime left out), and both pages state the segments.
+async fn same_aggregates_on_compare_and_history(
+    base_url: &str,
+    store: &DynStore,
+    run_id: i64,
+    version: i64,
+    backend: &str,
+) {
+    let get = |path: String| async move {
+        let page = http()
+            .get(format!("{base_url}{path}"))
+            .send()
+            .await
+            .expect("GET a page");
+        assert_eq!(page.status().as_u16(), 200, "{backend}: {path}");
+        scraper::Html::parse_document(&page.text().await.unwrap())
+    };
+    let run = store.get_run(run_id).await.unwrap().unwrap();
+    let evalset = store.get_evalset_version(version).await.unwrap().unwrap().evalset_id;
+    let run_page = get(format!("/runs/{run_id}")).await;
+    let compare = get(format!("/archive/compare?runs={run_id}")).await;
+    let mut resumed = Vec::new();
+    for (i, &candidate) in run.candidate_ids.iter().enumerate() {
+        let name = store.get_candidate(candidate).await.unwrap().unwrap().spec.name;
+        // The results table: one row per figure, one column per candidate in the run's order.
+        let steady = leading_tok_s(&results_cell(
+            &run_page,
+            |label| label.starts_with("aggregate tok/s") && !label.contains("whole run"),
+            i,
+        ));
+        let whole = leading_tok_s(&results_cell(
+            &run_page,
+            |label| label.starts_with("aggregate tok/s") && label.contains("whole run"),
+            i,
+        ));
+        // One column per candidate of the run, in its order.
+        let on_compare = |label: &str| {
+            text_of(
+                &compare,
+                &format!(
+                    "tr[data-figure=\"aggregate tok/s @c=2 ({label})\"] td:nth-of-type({})",
+                    i + 1
+                ),
+            )
+        };
+        assert_eq!(
+            leading_tok_s(&on_compare("steady window")),
+            steady,
+            "{backend}: {name} on compare"
+        );
+        assert_eq!(
+            leading_tok_s(&on_compare("whole run")),
+            whole,
+            "{backend}: {name} on compare"
+        );
+        // Candidates run one after the other: a kill splits the one being measured.
+        let segments = text_of(&compare, &format!("td[data-segments=\"{run_id}:{candidate}\"]"));
+        if segments.starts_with("measured in") {
+            resumed.push(segments.clone());
+        }
+
+        let history = get(format!("/archive/history?candidate={candidate}&evalset={evalset}")).await;
+        let cell = text_of(&history, &format!("tr[data-run=\"{run_id}\"] td[data-aggregate]"));
+        assert_eq!(leading_tok_s(&cell), steady, "{backend}: {name} on history");
+        match segments.as_str() {
+            "one" => assert!(!cell.contains("segments"), "{backend}: history says {cell:?}"),
+            text => assert!(
+                cell.ends_with(text),
+                "{backend}: history says {cell:?}, compare {text:?}"
+            ),
+        }
+    }
+    // The run page states the most segments of any candidate (three: two kills).
+    assert!(
+        resumed.iter().any(|s| s.starts_with("measured in 3 segments")),
+        "{backend}: compare states the segments: {resumed:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -97,7 +97,7 @@ pub async fn execute_with(
     };
     // A soak (the operability page's) resumes as a soak, not as an ordinary run of its config.
     if run.config.soak {
-        return soak::resume(&store, &run, version, &candidates[0], cancel).await;
+        return soak::resume(&store, &run, version, &candidates[0], cancel, &writer_settings).await;
     }
     // Records the previous process spilled and could not store before it ended, first.
     let replayed = super::writer::replay_spilled(&store, &writer_settings, run_id).await?;
@@ -120,17 +120,7 @@ pub async fn execute_with(
         format!("resumed: {} stored records kept", existing.len())
     };
     store.append_run_event(run_id, "info", &started).await?;
-    if replayed.records > 0 || replayed.unreadable > 0 {
-        let message = format!(
-            "spill file replayed: {} records read back, {} of them new to the store ({} stored before){}",
-            replayed.records,
-            replayed.new,
-            replayed.records as u64 - replayed.new,
-            match replayed.unreadable {
-                0 => String::new(),
-                n => format!("; {n} line(s) cut short by the crash left out (those requests are measured again)"),
-            }
-        );
+    if let Some(message) = replayed.message() {
         store.append_run_event(run_id, "warn", &message).await?;
     }
     // One call per declared tokenize endpoint, before any load, so a wrong one shows now.
@@ -204,15 +194,7 @@ pub async fn execute_with(
     let stored = writer.finish().await;
     result?;
     let writer_end = stored?;
-    if let Some(paused) = writer_end.paused.as_ref().filter(|_| load_paused) {
-        let message = format!(
-            "paused: the database did not answer for {:.0} s (the limit is {:.0} s; {}); {}; resume the run to \
-             measure the rest",
-            paused.away.as_secs_f64(),
-            paused.limit.as_secs_f64(),
-            paused.cause,
-            writer_end.counts()
-        );
+    if let Some(message) = writer_end.pause_message(load_paused) {
         super::writer::append_event_patiently(&store, run_id, "warn", &message).await?;
         store.set_run_status(run_id, RunStatus::Paused, Some(&message)).await?;
         return Ok(RunStatus::Paused);

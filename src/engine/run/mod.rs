@@ -114,8 +114,8 @@ impl Runner {
         }
     }
 
-    /// This runner with the records writer's spill directory and pause limit (serve sets them;
-    /// by default records wait in memory and a run is never paused).
+    /// This runner with the records writer's spill directory and pause limit (serve and
+    /// `run start` set them from the database URL; by default records wait in memory).
     pub fn with_writer(mut self, settings: writer::WriterSettings) -> Self {
         self.writer = settings;
         self

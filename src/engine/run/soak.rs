@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::writer::{Grading, Pending, RecordSender, RecordWriter};
+use super::writer::{self, Grading, Pending, RecordSender, RecordWriter, WriterSettings};
 use crate::domain::candidate::Candidate;
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::load::{Load, LoadShape};
@@ -233,6 +233,19 @@ impl Shared {
             if self.stopped() {
                 break;
             }
+            // While the database is away and the writer's backlog is full, no new request.
+            if let Some(sink) = &self.sink {
+                match &self.cancel {
+                    Some(cancel) => {
+                        let mut cancel = cancel.clone();
+                        tokio::select! {
+                            _ = sink.room() => {}
+                            _ = cancel.cancelled() => break,
+                        }
+                    }
+                    None => sink.room().await,
+                }
+            }
             let i = self.next.fetch_add(1, Ordering::Relaxed);
             if i >= self.limit {
                 break;
@@ -338,7 +351,8 @@ pub async fn create_run(
 }
 
 /// Creates a soak run and sends it at once, outside any `Runner` (tests and tools that own the
-/// candidate), storing every record (graded, counted); returns the run id. The operability page
+/// candidate), storing every record (graded, counted; the writer's default settings, as the
+/// store's URL is not known here); returns the run id. The operability page
 /// goes through the runner instead ([`create_run`]), so a soak never overlaps another run.
 pub async fn soak_run(
     store: &DynStore,
@@ -356,7 +370,15 @@ pub async fn soak_run(
             run_id,
             version_id: evalset_version_id,
         })?;
-    let status = resume(store, &run, version, candidate, Cancel::never()).await?;
+    let status = resume(
+        store,
+        &run,
+        version,
+        candidate,
+        Cancel::never(),
+        &WriterSettings::default(),
+    )
+    .await?;
     match status {
         RunStatus::Failed => Err(EngineError::Internal(format!(
             "soak run {run_id} failed; its events say why"
@@ -365,33 +387,43 @@ pub async fn soak_run(
     }
 }
 
-/// Sends the soak (from request number `first`), writing records as they arrive, then counts
-/// tokens and marks the run finished (or cancelled, or failed with the reason).
+/// How a soak's records are written: where the writer spills, when it pauses the run.
+struct Writing<'a> {
+    settings: &'a WriterSettings,
+    cancel: Cancel,
+}
+
+/// Sends the soak (from request number `first`), writing records as they arrive (spilling and
+/// pausing as every run does), then counts tokens and marks the run finished (or cancelled,
+/// paused, or failed with the reason).
 async fn finish_soak(
     store: &DynStore,
     run_id: i64,
     candidate: &Candidate,
     file: Arc<EvalSetFile>,
     config: &SoakConfig,
-    cancel: Option<Cancel>,
+    writing: Writing<'_>,
     first: u32,
 ) -> Result<RunStatus, EngineError> {
     let started = Instant::now();
-    let writer = RecordWriter::spawn(store.clone());
+    let writer = RecordWriter::spawn_with(store.clone(), run_id, writing.settings.clone());
+    // The soak stops the same way when cancelled and when the writer pauses the run.
+    let user_cancel = writing.cancel;
+    let load_cancel = user_cancel.or_when(writer.paused());
     let outcome = send(
         run_id,
         candidate,
         file,
         config,
-        cancel.clone(),
+        Some(load_cancel.clone()),
         first,
         Some(writer.sender()),
     )
     .await;
     // Whatever happened, what was measured is stored before the status changes.
     let stored = writer.finish().await;
-    let sent = match outcome.and_then(|s| stored.map(|_| s)) {
-        Ok(s) => s,
+    let (sent, end) = match outcome.and_then(|s| stored.map(|end| (s, end))) {
+        Ok(done) => done,
         Err(e) => {
             store
                 .set_run_status(run_id, RunStatus::Failed, Some(&e.to_string()))
@@ -399,7 +431,13 @@ async fn finish_soak(
             return Ok(RunStatus::Failed);
         }
     };
-    let cancel = cancel.unwrap_or_else(Cancel::never);
+    let load_cut = load_cancel.is_cancelled() && !user_cancel.is_cancelled();
+    if let Some(message) = end.pause_message(load_cut) {
+        writer::append_event_patiently(store, run_id, "warn", &message).await?;
+        store.set_run_status(run_id, RunStatus::Paused, Some(&message)).await?;
+        return Ok(RunStatus::Paused);
+    }
+    let cancel = user_cancel;
     if cancel.is_cancelled() {
         store.set_run_status(run_id, RunStatus::Cancelled, None).await?;
         store.append_run_event(run_id, "warn", "cancelled").await?;
@@ -435,9 +473,16 @@ pub async fn resume(
     version: EvalSetVersion,
     candidate: &Candidate,
     cancel: Cancel,
+    settings: &WriterSettings,
 ) -> Result<RunStatus, EngineError> {
     let config = SoakConfig::from_run_config(&run.config);
     let file = Arc::new(version.file);
+    let writing = Writing { settings, cancel };
+    // Records the previous process spilled and could not store before it ended, first.
+    let replayed = writer::replay_spilled(store, settings, run.id).await?;
+    if let Some(message) = replayed.message() {
+        store.append_run_event(run.id, "warn", &message).await?;
+    }
     // started_at records the first start only: None means nothing was ever sent.
     if run.started_at.is_none() {
         store.set_run_status(run.id, RunStatus::Running, None).await?;
@@ -454,7 +499,7 @@ pub async fn resume(
                 ),
             )
             .await?;
-        return finish_soak(store, run.id, candidate, file, &config, Some(cancel), 0).await;
+        return finish_soak(store, run.id, candidate, file, &config, writing, 0).await;
     }
     let kept: Vec<RequestRecord> = store
         .list_request_records(run.id)
@@ -514,5 +559,5 @@ pub async fn resume(
         max_requests: budget,
         ..config
     };
-    finish_soak(store, run.id, candidate, file, &rest, Some(cancel), first).await
+    finish_soak(store, run.id, candidate, file, &rest, writing, first).await
 }

@@ -6,6 +6,10 @@
 //! replay that is cut short and replayed again never stores a record twice. The file is
 //! removed once every record in it is stored.
 //!
+//! Records the database refuses (it answers, with an error that is not an outage) go to a
+//! second file, `run-{id}.refused.jsonl`, one `{"reason", "record"}` object a line: kept, never
+//! replayed by itself (the database would refuse them again), for someone to look at.
+//!
 //! Blocking file work: callers run these functions on the blocking pool, never on the
 //! measurement runtime's threads.
 use std::fs::{File, OpenOptions};
@@ -17,6 +21,47 @@ use crate::domain::run::RequestRecord;
 /// Where run `run_id`'s spill file lives in `dir`.
 pub fn path(dir: &Path, run_id: i64) -> PathBuf {
     dir.join(format!("run-{run_id}.spill.jsonl"))
+}
+
+/// Where run `run_id`'s refused records live in `dir`.
+pub fn refused_path(dir: &Path, run_id: i64) -> PathBuf {
+    dir.join(format!("run-{run_id}.refused.jsonl"))
+}
+
+/// A record the database refused, and what it said.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Refused {
+    pub reason: String,
+    pub record: RequestRecord,
+}
+
+/// Appends `refused` to run `run_id`'s refused-records file in `dir` (created if needed) and
+/// waits until they are on disk.
+pub fn append_refused(dir: &Path, run_id: i64, refused: &[Refused]) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let path = refused_path(dir, run_id);
+    let mut text = String::new();
+    for r in refused {
+        text.push_str(&serde_json::to_string(r).map_err(std::io::Error::other)?);
+        text.push('\n');
+    }
+    let mut file = OpenOptions::new().create(true).append(true).open(&path)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_data()?;
+    Ok(path)
+}
+
+/// Every record of a refused-records file (none when there is no file).
+pub fn read_refused(path: &Path) -> std::io::Result<Vec<Refused>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str(l).map_err(std::io::Error::other))
+        .collect()
 }
 
 /// An open spill file, appended to only.
@@ -122,6 +167,20 @@ mod tests {
         assert!(read.unreadable[0].contains("line 4"));
         remove(&path(dir.path(), 7)).unwrap();
         assert!(read_missing(dir.path()));
+    }
+
+    #[test]
+    fn refused_records_read_back_with_their_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let refused = |case: &str| Refused {
+            reason: format!("no {case}"),
+            record: record(case),
+        };
+        let path = append_refused(dir.path(), 3, &[refused("a")]).unwrap();
+        append_refused(dir.path(), 3, &[refused("b")]).unwrap();
+        assert_eq!(path, refused_path(dir.path(), 3));
+        assert_eq!(read_refused(&path).unwrap(), vec![refused("a"), refused("b")]);
+        assert!(read_refused(&refused_path(dir.path(), 4)).unwrap().is_empty());
     }
 
     fn read_missing(dir: &Path) -> bool {

@@ -8,7 +8,11 @@
 //! into a void, and resumes by itself when the database is back. Records are keyed (run,
 //! candidate, case, phase, repetition, attempt), so a batch retried after an unclear failure
 //! never duplicates. Each outage is told in the run's log with exact counts once the database
-//! answers again.
+//! answers again. A chunk the database refuses (it answers with an error that is not an
+//! outage) is written again record by record, so the good records are stored and only the one
+//! it refuses is set aside, with the reason, in the run's refused-records file (see `spill`);
+//! the run's message counts them. Once the run has nothing more to send and the database stays
+//! away past [`WriterSettings::finish_after`], what is held goes to the spill file and the run is paused.
 //! Token counting (the canonical o200k count, counts missing from the server, per-chunk counts)
 //! and grading happen here too, on the blocking pool, once a batch is due: never in the request
 //! loop, where they would delay the next send.
@@ -40,10 +44,11 @@ pub const BACKLOG_BOUND: usize = 1_000;
 const FIRST_RETRY_WAIT: Duration = Duration::from_millis(200);
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(2);
 /// Once the run has nothing more to send, how long the writer still waits for the database
-/// before giving up with exact counts (the run then fails and can be resumed; the records it
-/// could not store are measured again).
-const FINISH_LIMIT: Duration = Duration::from_secs(600);
-/// Tries of a chunk the database refuses (answers with an error that is not an outage).
+/// before pausing the run with what it holds in the spill file (stored when the run resumes),
+/// by default.
+pub const FINISH_LIMIT: Duration = Duration::from_secs(600);
+/// Tries of one record the database refuses (a deadlock or a serialization failure passes)
+/// before it is set aside.
 const REFUSAL_TRIES: u32 = 3;
 
 /// A measured record whose token counts (and grades) are not yet completed.
@@ -120,6 +125,9 @@ pub struct WriterSettings {
     pub memory_records: usize,
     /// How long the database may stay away before the run is paused (None: never).
     pub pause_after: Option<Duration>,
+    /// Once the load has ended, how long the writer waits for the database before the run is
+    /// paused with what is left in the spill file.
+    pub finish_after: Duration,
 }
 
 /// Records kept in memory while the database is away, by default (a few MB of output text).
@@ -128,17 +136,38 @@ pub const MEMORY_RECORDS: usize = 200;
 pub const PAUSE_AFTER: Duration = Duration::from_secs(300);
 
 impl Default for WriterSettings {
-    /// In memory only, never paused: what a terminal command or a soak uses.
+    /// No spill directory (records wait in memory), paused after [`PAUSE_AFTER`]: for a
+    /// database whose URL is unknown here. Every run of a known database uses
+    /// [`WriterSettings::for_database`].
     fn default() -> Self {
         WriterSettings {
             spill_dir: None,
             memory_records: MEMORY_RECORDS,
-            pause_after: None,
+            pause_after: Some(PAUSE_AFTER),
+            finish_after: FINISH_LIMIT,
         }
     }
 }
 
 impl WriterSettings {
+    /// The settings every run on `database_url` uses unless told otherwise (serve's flags
+    /// override them): the default spill directory, [`MEMORY_RECORDS`] in memory, paused
+    /// after [`PAUSE_AFTER`].
+    pub fn for_database(database_url: &str) -> Self {
+        WriterSettings {
+            spill_dir: Self::default_spill_dir(database_url),
+            ..Self::default()
+        }
+    }
+
+    /// Where records the database refuses are kept: the spill directory, else the system's
+    /// temporary directory (a refused record is kept even when nothing else spills).
+    pub fn refused_dir(&self) -> PathBuf {
+        self.spill_dir
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join("bakeoff-spill"))
+    }
+
     /// The default spill directory for a database: beside an SQLite file
     /// (`bakeoff.db` → `bakeoff.db.spill/`), `./bakeoff-spill/` for PostgreSQL, none for an
     /// in-memory database (nothing of it outlives the process either).
@@ -159,6 +188,9 @@ pub struct WriterEnd {
     pub stored: u64,
     /// Records that went through the spill file.
     pub spilled: u64,
+    /// Records still in the spill file, stored when the run resumes (the database stayed away
+    /// past [`WriterSettings::finish_after`] after the load ended).
+    pub pending: u64,
     /// The run was paused because the database stayed away past the limit.
     pub paused: Option<Paused>,
 }
@@ -175,14 +207,33 @@ pub struct Paused {
 impl WriterEnd {
     /// "57 records measured, 57 stored (40 through the spill file), 0 pending".
     pub fn counts(&self) -> String {
-        let through = match self.spilled {
+        // Of the stored ones; those still in the spill file are pending.
+        let through = match self.spilled.saturating_sub(self.pending) {
             0 => String::new(),
             n => format!(" ({n} through the spill file)"),
         };
+        let kept = match self.pending {
+            0 => "",
+            _ => " (kept in the spill file, stored when the run resumes)",
+        };
         format!(
-            "{} records measured, {} stored{through}, 0 pending",
-            self.measured, self.stored
+            "{} records measured, {} stored{through}, {} pending{kept}",
+            self.measured, self.stored, self.pending
         )
+    }
+
+    /// The paused run's message, when the writer paused the run and that cut something short:
+    /// the load (`load_cut`), or the storing of what was measured.
+    pub fn pause_message(&self, load_cut: bool) -> Option<String> {
+        let paused = self.paused.as_ref().filter(|_| load_cut || self.pending > 0)?;
+        Some(format!(
+            "paused: the database did not answer for {:.0} s (the limit is {:.0} s; {}); {}; resume the run to \
+             measure the rest",
+            paused.away.as_secs_f64(),
+            paused.limit.as_secs_f64(),
+            paused.cause,
+            self.counts()
+        ))
     }
 }
 
@@ -194,11 +245,6 @@ pub struct RecordWriter {
 }
 
 impl RecordWriter {
-    /// A writer that keeps what the database cannot take in memory, never pausing.
-    pub fn spawn(store: DynStore) -> Self {
-        Self::spawn_with(store, 0, WriterSettings::default())
-    }
-
     /// A writer for run `run_id`'s records, spilling and pausing as `settings` say.
     pub fn spawn_with(store: DynStore, run_id: i64, settings: WriterSettings) -> Self {
         // Parse the tokenizer's ranks now, not when the first batch is due.
@@ -275,9 +321,13 @@ struct WriteLoop {
     paused: Option<Paused>,
     retry_wait: Duration,
     retry_at: Option<Instant>,
-    refusals: u32,
+    /// Records the database refused, set aside in the refused-records file.
     refused: u64,
     first_refusal: Option<String>,
+    /// The refused-records file, once one was written.
+    refused_file: Option<PathBuf>,
+    /// Refused records that could not be written there either, and why.
+    refused_unkept: Option<(u64, String)>,
 }
 
 impl WriteLoop {
@@ -309,9 +359,10 @@ impl WriteLoop {
             paused: None,
             retry_wait: FIRST_RETRY_WAIT,
             retry_at: None,
-            refusals: 0,
             refused: 0,
             first_refusal: None,
+            refused_file: None,
+            refused_unkept: None,
         }
     }
 
@@ -345,7 +396,7 @@ impl WriteLoop {
                 o.held = o.held.max(holding);
             }
             self.store_held().await;
-            self.check_pause().await;
+            self.check_pause();
             if self.outage.is_some() {
                 // Beyond what memory may keep (all of it once paused), to the spill file.
                 let keep = if self.paused.is_some() {
@@ -364,7 +415,14 @@ impl WriteLoop {
                 if self.held.is_empty() && batch.is_empty() && self.spill_pending() == 0 {
                     return self.end();
                 }
-                if at.elapsed() >= FINISH_LIMIT {
+                if at.elapsed() >= self.settings.finish_after {
+                    // Nothing more to measure: what is held waits in the spill file for the
+                    // resumed run instead of failing it.
+                    self.spill_beyond(0).await;
+                    if self.held.is_empty() {
+                        self.pause_now(self.settings.finish_after);
+                        return self.end();
+                    }
                     return Err(self.given_up());
                 }
             }
@@ -379,22 +437,19 @@ impl WriteLoop {
     /// a failed try.
     async fn store_held(&mut self) {
         while self.retry_at.is_none() && (!self.held.is_empty() || self.spill_pending() > 0) {
-            let from_memory = !self.held.is_empty();
-            let result = if from_memory {
+            let away = if self.held.is_empty() {
+                self.replay_spill().await.err()
+            } else {
                 let n = self.held.len().min(BATCH_RECORDS);
                 let chunk: Vec<RequestRecord> = self.held.iter().take(n).cloned().collect();
-                self.store.append_request_records(&chunk).await.map(|new| (new, n))
-            } else {
-                self.replay_spill().await.map(|new| (new, 0))
+                let sorted = store_sorting(&self.store, &chunk).await;
+                self.written += sorted.new;
+                self.held.drain(..sorted.handled);
+                self.set_aside(sorted.refused).await;
+                sorted.away
             };
-            match result {
-                Ok((new, n)) => {
-                    self.written += new;
-                    self.refusals = 0;
-                    self.held.drain(..n);
-                    if !from_memory && let Some(s) = &mut self.spill {
-                        s.pending = 0;
-                    }
+            match away {
+                None => {
                     if self.held.is_empty()
                         && self.spill_pending() == 0
                         && let Some(o) = self.outage.take()
@@ -403,31 +458,7 @@ impl WriteLoop {
                         self.tell_outage_over(&o).await;
                     }
                 }
-                Err(e) if !e.is_unavailable() => {
-                    // The database answered and refused: trying again will not help. The chunk
-                    // is given up after a few tries and the run fails with exact counts (a
-                    // refused spill file is kept: a resumed run tries it again).
-                    self.refusals += 1;
-                    if self.refusals < REFUSAL_TRIES {
-                        self.retry_at = Some(Instant::now() + FIRST_RETRY_WAIT);
-                        continue;
-                    }
-                    self.refusals = 0;
-                    let n = if from_memory {
-                        self.held.len().min(BATCH_RECORDS)
-                    } else {
-                        self.spill_pending()
-                    };
-                    tracing::error!(error = %e, records = n, "the database refused request records");
-                    self.refused += n as u64;
-                    self.first_refusal.get_or_insert(e.to_string());
-                    if from_memory {
-                        self.held.drain(..n);
-                    } else if let Some(s) = &mut self.spill {
-                        s.pending = 0;
-                    }
-                }
-                Err(e) => {
+                Some(e) => {
                     let (held, spilled) = (self.held.len(), self.spill_pending());
                     let o = self.outage.get_or_insert_with(|| {
                         tracing::warn!(error = %e, held, "the database is not answering; records are held until it does");
@@ -447,24 +478,74 @@ impl WriteLoop {
         }
     }
 
-    /// Stores every record of the spill file (those already stored are skipped by key) and
-    /// removes the file once all are. Returns how many were new. A file that cannot be read
-    /// back is kept for the next resume and its records counted as not stored.
-    async fn replay_spill(&mut self) -> Result<u64, StoreError> {
-        let Some(s) = &mut self.spill else { return Ok(0) };
+    /// Keeps records the database refused in the run's refused-records file (on the blocking
+    /// pool) and counts them for the run's message.
+    async fn set_aside(&mut self, refused: Vec<spill::Refused>) {
+        let Some(first) = refused.first() else { return };
+        let n = refused.len() as u64;
+        self.refused += n;
+        self.first_refusal.get_or_insert_with(|| first.reason.clone());
+        for r in &refused {
+            tracing::error!(run_id = self.run_id, case = %r.record.case_id, reason = %r.reason,
+                "the database refused a request record; it is kept in the refused-records file");
+        }
+        let (dir, run_id) = (self.settings.refused_dir(), self.run_id);
+        let kept = tokio::task::spawn_blocking(move || spill::append_refused(&dir, run_id, &refused)).await;
+        let failure = match kept {
+            Ok(Ok(path)) => {
+                self.refused_file = Some(path);
+                return;
+            }
+            Ok(Err(e)) => e.to_string(),
+            Err(join) => format!("refused-records task ended abnormally: {join}"),
+        };
+        tracing::error!(run_id, error = %failure, records = n, "cannot write the refused-records file");
+        let unkept = self.refused_unkept.get_or_insert((0, failure));
+        unkept.0 += n;
+    }
+
+    /// Stores every record of the spill file (those already stored are skipped by key; those
+    /// the database refuses are set aside) and removes the file once all are. A file that
+    /// cannot be read back is kept for the next resume and its records counted as not stored.
+    async fn replay_spill(&mut self) -> Result<(), StoreError> {
+        let Some(s) = &mut self.spill else { return Ok(()) };
         // Appends are over once the file is read back whole: a new outage opens a new one.
         s.file = None;
         let path = spill::path(&s.dir, self.run_id);
-        match replay_file(&self.store, path).await {
-            Ok(r) => Ok(r.new),
+        let pending = s.pending;
+        match replay_file(&self.store, path, &self.settings, self.run_id).await {
+            Ok(r) => {
+                self.written += r.new;
+                self.count_refused(&r);
+                if let Some(s) = &mut self.spill {
+                    s.pending = 0;
+                }
+                Ok(())
+            }
             Err(EngineError::Store(e)) => Err(e),
             Err(e) => {
                 tracing::error!(error = %e, "the spill file could not be replayed; it is kept for the next resume");
-                self.refused += s.pending as u64;
+                self.refused += pending as u64;
                 self.first_refusal.get_or_insert(e.to_string());
-                s.pending = 0;
-                Ok(0)
+                if let Some(s) = &mut self.spill {
+                    s.pending = 0;
+                }
+                Ok(())
             }
+        }
+    }
+
+    /// Counts the records a spill-file replay set aside.
+    fn count_refused(&mut self, r: &Replayed) {
+        if r.refused == 0 {
+            return;
+        }
+        self.refused += r.refused;
+        if let Some(reason) = &r.first_refusal {
+            self.first_refusal.get_or_insert_with(|| reason.clone());
+        }
+        if r.refused_file.is_some() {
+            self.refused_file.clone_from(&r.refused_file);
         }
     }
 
@@ -519,14 +600,21 @@ impl WriteLoop {
     }
 
     /// Pauses the run once the database has been away longer than the limit.
-    async fn check_pause(&mut self) {
-        let (Some(limit), Some(o), None) = (self.settings.pause_after, &self.outage, &self.paused) else {
+    fn check_pause(&mut self) {
+        let (Some(limit), Some(o)) = (self.settings.pause_after, &self.outage) else {
+            return;
+        };
+        if o.since.elapsed() >= limit {
+            self.pause_now(limit);
+        }
+    }
+
+    /// Pauses the run (once), the database having been away past `limit`.
+    fn pause_now(&mut self, limit: Duration) {
+        let (Some(o), None) = (&self.outage, &self.paused) else {
             return;
         };
         let away = o.since.elapsed();
-        if away < limit {
-            return;
-        }
         tracing::warn!(
             run_id = self.run_id,
             away_s = away.as_secs_f64(),
@@ -543,21 +631,35 @@ impl WriteLoop {
     }
 
     fn end(&self) -> Result<WriterEnd, String> {
-        match &self.first_refusal {
-            None => Ok(WriterEnd {
-                measured: self.received,
-                stored: self.written,
-                spilled: self.spill.as_ref().map_or(0, |s| s.total),
-                paused: self.paused.clone(),
-            }),
-            Some(e) => Err(format!(
-                "{} of {} records not stored: the database refused them ({e})",
-                self.refused, self.received
-            )),
-        }
+        let end = WriterEnd {
+            measured: self.received,
+            stored: self.written,
+            spilled: self.spill.as_ref().map_or(0, |s| s.total),
+            pending: self.spill_pending() as u64,
+            paused: self.paused.clone(),
+        };
+        let Some(reason) = &self.first_refusal else {
+            return Ok(end);
+        };
+        // The good records are stored; the run fails so the refused ones are looked at.
+        let kept = match &self.refused_file {
+            Some(path) => format!("; kept with the reason in {}", path.display()),
+            None => String::new(),
+        };
+        let unkept = match &self.refused_unkept {
+            Some((n, e)) => format!("; {n} of them could not be written there either ({e})"),
+            None => String::new(),
+        };
+        Err(format!(
+            "{} of {} records refused by the database ({reason}){kept}{unkept}; {}",
+            self.refused,
+            self.received,
+            end.counts()
+        ))
     }
 
-    /// The run's error when the database did not answer within [`FINISH_LIMIT`] of the end.
+    /// The run's error when the database did not answer within [`WriterSettings::finish_after`]
+    /// of the end and what it held could not go to a spill file.
     fn given_up(&self) -> String {
         let away = self
             .outage
@@ -603,19 +705,118 @@ impl WriteLoop {
 }
 
 /// What replaying a spill file did.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Replayed {
     /// Records read back from the file.
     pub records: usize,
     /// Of which new to the store (the others were stored before the file was removed).
     pub new: u64,
+    /// Of which the database refused (set aside in the refused-records file).
+    pub refused: u64,
+    pub first_refusal: Option<String>,
+    pub refused_file: Option<PathBuf>,
     /// Lines that could not be read back (a line cut short by a crash).
     pub unreadable: usize,
 }
 
-/// Stores every record of a spill file (those already stored are skipped by key) and removes
-/// the file once all are. No file: nothing done.
-async fn replay_file(store: &DynStore, path: PathBuf) -> Result<Replayed, EngineError> {
+impl Replayed {
+    /// What the replay did, for the run's log (None when there was nothing to replay).
+    pub fn message(&self) -> Option<String> {
+        if self.records == 0 && self.unreadable == 0 {
+            return None;
+        }
+        let refused = match (&self.first_refusal, &self.refused_file) {
+            (Some(reason), Some(path)) => format!(
+                "; {} refused by the database ({reason}), kept with the reason in {}",
+                self.refused,
+                path.display()
+            ),
+            (Some(reason), None) => format!("; {} refused by the database ({reason})", self.refused),
+            _ => String::new(),
+        };
+        Some(format!(
+            "spill file replayed: {} records read back, {} of them new to the store ({} stored before){refused}{}",
+            self.records,
+            self.new,
+            self.records as u64 - self.new - self.refused,
+            match self.unreadable {
+                0 => String::new(),
+                n => format!("; {n} line(s) cut short by the crash left out (those requests are measured again)"),
+            }
+        ))
+    }
+}
+
+/// What storing a chunk did.
+#[derive(Default)]
+struct Sorted {
+    /// Records dealt with, from the first: stored (or already held) or refused.
+    handled: usize,
+    new: u64,
+    refused: Vec<spill::Refused>,
+    /// The database went away before the rest was dealt with.
+    away: Option<StoreError>,
+}
+
+/// Stores `records` in one transaction; when the database refuses that, record by record, so
+/// that one record it refuses never holds back the others. A record refused [`REFUSAL_TRIES`]
+/// times is returned with the reason. Stops at the first sign of an outage (a record stored
+/// before it is skipped by key when tried again).
+async fn store_sorting(store: &DynStore, records: &[RequestRecord]) -> Sorted {
+    let whole = match store.append_request_records(records).await {
+        Ok(new) => {
+            return Sorted {
+                handled: records.len(),
+                new,
+                ..Sorted::default()
+            };
+        }
+        Err(e) if e.is_unavailable() => {
+            return Sorted {
+                away: Some(e),
+                ..Sorted::default()
+            };
+        }
+        Err(e) => e,
+    };
+    tracing::warn!(error = %whole, records = records.len(), "the database refused a chunk of records; storing them one by one");
+    let mut sorted = Sorted::default();
+    for record in records {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match store.append_request_records(std::slice::from_ref(record)).await {
+                Ok(new) => sorted.new += new,
+                Err(e) if e.is_unavailable() => {
+                    sorted.away = Some(e);
+                    return sorted;
+                }
+                Err(e) if tries < REFUSAL_TRIES => {
+                    tracing::debug!(error = %e, "a record was refused; trying it again");
+                    tokio::time::sleep(FIRST_RETRY_WAIT).await;
+                    continue;
+                }
+                Err(e) => sorted.refused.push(spill::Refused {
+                    reason: e.to_string(),
+                    record: record.clone(),
+                }),
+            }
+            break;
+        }
+        sorted.handled += 1;
+    }
+    sorted
+}
+
+/// Stores every record of a spill file (those already stored are skipped by key, those the
+/// database refuses go to the refused-records file) and removes the file once all are dealt
+/// with. No file: nothing done.
+async fn replay_file(
+    store: &DynStore,
+    path: PathBuf,
+    settings: &WriterSettings,
+    run_id: i64,
+) -> Result<Replayed, EngineError> {
     let spill_error = |message: String| EngineError::Spill {
         path: path.display().to_string(),
         message,
@@ -631,27 +832,41 @@ async fn replay_file(store: &DynStore, path: PathBuf) -> Result<Replayed, Engine
     for line in &read.unreadable {
         tracing::warn!(line = %line, "a spill file line could not be read back (cut short by a crash?)");
     }
-    let mut new = 0;
+    let mut replayed = Replayed {
+        records: read.records.len(),
+        unreadable: read.unreadable.len(),
+        ..Replayed::default()
+    };
     for chunk in read.records.chunks(BATCH_RECORDS) {
-        new += store.append_request_records(chunk).await?;
+        let sorted = store_sorting(store, chunk).await;
+        replayed.new += sorted.new;
+        if let Some(first) = sorted.refused.first() {
+            replayed.refused += sorted.refused.len() as u64;
+            replayed.first_refusal.get_or_insert_with(|| first.reason.clone());
+            let (dir, refused) = (settings.refused_dir(), sorted.refused);
+            let kept = tokio::task::spawn_blocking(move || spill::append_refused(&dir, run_id, &refused))
+                .await
+                .map_err(|e| spill_error(e.to_string()))?
+                .map_err(|e| spill_error(e.to_string()))?;
+            replayed.refused_file = Some(kept);
+        }
+        if let Some(e) = sorted.away {
+            return Err(e.into());
+        }
     }
     let remove_path = path.clone();
     tokio::task::spawn_blocking(move || spill::remove(&remove_path))
         .await
         .map_err(|e| spill_error(e.to_string()))?
         .map_err(|e| spill_error(e.to_string()))?;
-    Ok(Replayed {
-        records: read.records.len(),
-        new,
-        unreadable: read.unreadable.len(),
-    })
+    Ok(replayed)
 }
 
 /// Stores what run `run_id`'s spill file holds, when a run starts or resumes (the previous
 /// process ended before the database took it): every record exactly once.
 pub async fn replay_spilled(store: &DynStore, settings: &WriterSettings, run_id: i64) -> Result<Replayed, EngineError> {
     match &settings.spill_dir {
-        Some(dir) => replay_file(store, spill::path(dir, run_id)).await,
+        Some(dir) => replay_file(store, spill::path(dir, run_id), settings, run_id).await,
         None => Ok(Replayed::default()),
     }
 }

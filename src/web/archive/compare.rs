@@ -59,6 +59,8 @@ pub struct EntryView {
     /// (improved, regressed, same, not comparable) cases against the baseline.
     pub tally: (usize, usize, usize, usize),
     pub baseline_href: String,
+    /// "measured in 2 segments (the run was resumed); …", or "one" (as on the run page).
+    pub segments: String,
 }
 
 #[derive(Debug, Clone)]
@@ -128,6 +130,8 @@ impl Entry {
                     e2e_ci: f.e2e_ci,
                     decode_p50_tok_s: f.decode_p50_tok_s,
                     decode_ci: f.decode_ci,
+                    segments: f.segments,
+                    downtime_s: f.downtime_s,
                 },
             )];
         }
@@ -286,6 +290,7 @@ pub(crate) async fn compare(state: &AppState, q: &FormBody) -> Result<Comparison
                 created: run.created_at.display(),
                 tally: (0, 0, 0, 0),
                 baseline_href: String::new(),
+                segments: figures.get(i).map(segments_text).unwrap_or_default(),
             });
             let figures = figures.get(i).cloned().unwrap_or_default();
             let conditions = Conditions::of(
@@ -408,6 +413,12 @@ async fn judged_by(state: &AppState, run_ids: &[i64]) -> Result<HashMap<(i64, i6
         }
     }
     Ok(out)
+}
+
+/// What the compare and history pages say of a column's segments: a resumed run's aggregates
+/// are per segment, its downtime left out.
+pub(super) fn segments_text(f: &Figures) -> String {
+    crate::web::runs::report::resumed_text(f.segments, f.downtime_s).unwrap_or_else(|| "one".to_string())
 }
 
 fn condition_rows(entries: &[Entry], baseline: usize) -> Vec<ConditionRow> {

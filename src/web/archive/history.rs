@@ -63,6 +63,8 @@ pub struct HistoryRow {
     pub ttft: String,
     pub decode: String,
     pub aggregate: String,
+    /// A resumed run's segments (its aggregates are per segment), as the run page says them.
+    pub segments: Option<String>,
     /// "regression: …" / "improvement: …" / "not compared: …" notes against the previous run
     /// of its series.
     pub flags: Vec<(&'static str, String)>,
@@ -184,6 +186,7 @@ pub(crate) async fn read(state: &AppState, q: &FormBody, with_charts: bool) -> R
                     .and_then(|l| l.steady_tok_s)
                     .or(f.aggregate_tok_s),
             ),
+            segments: crate::web::runs::report::resumed_text(f.segments, f.downtime_s),
             flags,
             series: series + 1,
             figures: f.clone(),

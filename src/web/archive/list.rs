@@ -2,13 +2,16 @@
 //! `POST /archive/import`.
 use askama::Template;
 use askama_web::WebTemplate;
+use axum::body::Body;
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::{Multipart, Path, RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 
+use futures_util::StreamExt;
+
 use crate::app::AppError;
-use crate::app::transfer::{export_run, import_run, parse_export};
+use crate::app::transfer::{export_stream, import_run, parse_export};
 use crate::domain::Timestamp;
 use crate::domain::run::RunStatus;
 use crate::domain::thresholds::ThresholdProfile;
@@ -397,9 +400,12 @@ pub(crate) fn verdict_cells(
 /// `GET /runs/{id}/export.json`: the whole run as a download.
 pub async fn export(State(state): State<AppState>, Path(raw): Path<String>) -> Result<Response, WebError> {
     let id = parse_id(&raw, "run")?;
-    let export = export_run(state.store.as_ref(), id).await?;
-    let body = serde_json::to_vec_pretty(&export)
-        .map_err(|e| WebError::Internal(format!("serialising the export of run {id}: {e}")))?;
+    // Streamed: the records are read and written a page at a time.
+    let body = Body::from_stream(export_stream(state.store.clone(), id).await?.inspect(move |piece| {
+        if let Err(e) = piece {
+            tracing::error!(run_id = id, error = %e, "the export stopped half-way");
+        }
+    }));
     Ok((
         [
             (header::CONTENT_TYPE, "application/json".to_string()),

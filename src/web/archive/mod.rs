@@ -7,6 +7,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
+use crate::domain::calibers::resumes_of;
 use crate::domain::compare::{Figures, figures};
 use crate::domain::run::Run;
 use crate::store::EvalSetVersion;
@@ -35,11 +36,13 @@ pub fn router() -> Router<AppState> {
 /// Cache kind of a terminal run's per-candidate figures.
 /// (2: aggregates from the one level computation, per level; 3: latencies per level and the
 /// token sources, for comparing like with like; 4: per-level finals keyed by level, as the
-/// scorecard reads them; 5: a run's headline TTFT, E2E and decode are its level's.)
-pub const FIGURES_KIND: &str = "figures/5";
+/// scorecard reads them; 5: a run's headline TTFT, E2E and decode are its level's; 6: a
+/// resumed run's aggregates per segment, with its segments.)
+pub const FIGURES_KIND: &str = "figures/6";
 
 /// Per-candidate figures of a run, in the run's candidate order: read from the run's cached
-/// summary when it is terminal, else computed from its records (and cached when terminal).
+/// summary when it is terminal, else computed from its records (and cached when terminal). A
+/// resumed run's aggregates are per segment, as on the run page and the scorecard.
 pub async fn run_figures(
     state: &AppState,
     run: &Run,
@@ -53,13 +56,15 @@ pub async fn run_figures(
         }
     }
     let records = state.store.list_request_records(run.id).await?;
+    let events = state.store.list_run_events(run.id).await?;
+    let resumes = resumes_of(events.iter().map(|e| (e.at.0, e.message.as_str())));
     let weights: std::collections::HashMap<&str, f64> = version
         .map(|v| v.file.cases.iter().map(|c| (c.id.as_str(), c.weight())).collect())
         .unwrap_or_default();
     let out: Vec<Figures> = run
         .candidate_ids
         .iter()
-        .map(|&id| figures(id, &records, |case| weights.get(case).copied().unwrap_or(1.0)))
+        .map(|&id| figures(id, &records, |case| weights.get(case).copied().unwrap_or(1.0), &resumes))
         .collect();
     if cacheable {
         match serde_json::to_string(&out) {

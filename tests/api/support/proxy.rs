@@ -1,11 +1,15 @@
-//! A TCP proxy on 127.0.0.1 between bakeoff and a database, that can cut the database away:
-//! [`FaultProxy::cut_for`] resets every open connection and resets every new one until the
-//! time is up, as a database restart or a network fault does.
+//! A TCP proxy on 127.0.0.1 between bakeoff and a database, that can cut the database away in
+//! two ways: [`FaultProxy::cut_for`] resets every open connection and resets every new one until
+//! the time is up, as a database restart does; [`FaultProxy::blackhole_for`] accepts every
+//! connection but forwards nothing either way and never resets, as a network path that drops
+//! packets silently does (what was sent meanwhile goes through once it ends, as TCP
+//! retransmits it).
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
@@ -14,6 +18,8 @@ pub struct FaultProxy {
     down: Arc<AtomicBool>,
     /// Bumped on every cut: open connections end when it changes.
     cuts: watch::Sender<u64>,
+    /// True while nothing is forwarded (and nothing reset).
+    blackholed: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -23,6 +29,29 @@ fn reset(stream: TcpStream) {
     drop(stream);
 }
 
+/// Waits until no blackhole is on.
+async fn clear(blackholed: &mut watch::Receiver<bool>) {
+    let _ = blackholed.wait_for(|on| !*on).await;
+}
+
+/// Copies `from` to `to`, holding whatever arrives while a blackhole is on until it ends.
+async fn pump(
+    mut from: impl AsyncRead + Unpin,
+    mut to: impl AsyncWrite + Unpin,
+    mut blackholed: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        clear(&mut blackholed).await;
+        let n = from.read(&mut buf).await?;
+        if n == 0 {
+            return to.shutdown().await;
+        }
+        clear(&mut blackholed).await;
+        to.write_all(&buf[..n]).await?;
+    }
+}
+
 impl FaultProxy {
     /// Forwards 127.0.0.1:(free port) to `target`.
     pub async fn start(target: SocketAddr) -> FaultProxy {
@@ -30,9 +59,11 @@ impl FaultProxy {
         let addr = listener.local_addr().unwrap();
         let down = Arc::new(AtomicBool::new(false));
         let (cuts, _) = watch::channel(0u64);
+        let (blackholed, _) = watch::channel(false);
         let task = {
             let down = down.clone();
             let cuts = cuts.clone();
+            let blackholed = blackholed.clone();
             tokio::spawn(async move {
                 while let Ok((client, _)) = listener.accept().await {
                     if down.load(Ordering::SeqCst) {
@@ -40,15 +71,27 @@ impl FaultProxy {
                         continue;
                     }
                     let mut cut = cuts.subscribe();
+                    let mut hole = blackholed.subscribe();
                     tokio::spawn(async move {
+                        // Accepted, but not connected onwards while a blackhole is on.
+                        clear(&mut hole).await;
                         let Ok(mut server) = TcpStream::connect(target).await else {
                             reset(client);
                             return;
                         };
                         let mut client = client;
-                        let was_cut = tokio::select! {
-                            _ = tokio::io::copy_bidirectional(&mut client, &mut server) => false,
-                            _ = cut.changed() => true,
+                        let was_cut = {
+                            let (client_read, client_write) = client.split();
+                            let (server_read, server_write) = server.split();
+                            tokio::select! {
+                                _ = async {
+                                    tokio::join!(
+                                        pump(client_read, server_write, hole.clone()),
+                                        pump(server_read, client_write, hole.clone())
+                                    )
+                                } => false,
+                                _ = cut.changed() => true,
+                            }
                         };
                         if was_cut {
                             reset(client);
@@ -58,7 +101,13 @@ impl FaultProxy {
                 }
             })
         };
-        FaultProxy { addr, down, cuts, task }
+        FaultProxy {
+            addr,
+            down,
+            cuts,
+            blackholed,
+            task,
+        }
     }
 
     /// Resets every connection now and every new one for `duration`, then forwards again.
@@ -83,6 +132,19 @@ impl FaultProxy {
     pub fn cut_in_background(self: &Arc<Self>, duration: Duration) -> tokio::task::JoinHandle<()> {
         let me = self.clone();
         tokio::spawn(async move { me.cut_for(duration).await })
+    }
+
+    /// Forwards nothing, and resets nothing, for `duration`; then goes on where it stopped.
+    pub async fn blackhole_for(&self, duration: Duration) {
+        self.blackholed.send_replace(true);
+        tokio::time::sleep(duration).await;
+        self.blackholed.send_replace(false);
+    }
+
+    /// Starts a blackhole of `duration` in the background.
+    pub fn blackhole_in_background(self: &Arc<Self>, duration: Duration) -> tokio::task::JoinHandle<()> {
+        let me = self.clone();
+        tokio::spawn(async move { me.blackhole_for(duration).await })
     }
 }
 
