@@ -747,7 +747,11 @@ async fn the_drill_down_grid_shows_each_final_outcome_and_its_filters_narrow_cas
     // The grid: a row per case of the page, a cell per candidate with the final outcome in
     // words (and the score), linking to its attempts.
     let (page, _) = app.page(&format!("/runs/{run}/cases")).await;
-    assert_eq!(page.texts("table.case-grid thead th"), ["Case", "sloppy", "exact"], "{b}");
+    assert_eq!(
+        page.texts("table.case-grid thead th"),
+        ["Case", "sloppy", "exact"],
+        "{b}"
+    );
     let shown = grid_cases(&page);
     assert_eq!(shown.len(), 10, "{b}: ten cases a page");
     for case in &shown {
@@ -758,19 +762,27 @@ async fn the_drill_down_grid_shows_each_final_outcome_and_its_filters_narrow_cas
             } else {
                 ("fail", "✗ fail score 0.00")
             };
-            assert_eq!(page.attr(&cell, "data-outcome").as_deref(), Some(outcome), "{b} {case} {name}");
+            assert_eq!(
+                page.attr(&cell, "data-outcome").as_deref(),
+                Some(outcome),
+                "{b} {case} {name}"
+            );
             assert_eq!(page.text(&cell), text, "{b} {case} {name}");
             let href = page.attr(&format!("{cell} a"), "href").expect("a link to the attempts");
             let target = href.trim_start_matches('#');
             assert_eq!(
-                page.attr(&format!("section.attempt[id='{target}']"), "data-candidate").as_deref(),
+                page.attr(&format!("section.attempt[id='{target}']"), "data-candidate")
+                    .as_deref(),
                 Some(name),
                 "{b}: {case} {name}'s cell leads to its attempt"
             );
         }
     }
     // Attempts fold to one line each, expanding to the full output and grades.
-    let line = page.text(&format!("#case-{} section.attempt[data-candidate=exact] > details > summary", shown[0]));
+    let line = page.text(&format!(
+        "#case-{} section.attempt[data-candidate=exact] > details > summary",
+        shown[0]
+    ));
     assert!(
         line.contains("rep. 0 · attempt 0") && line.contains("score 1.00") && line.contains("TTFT"),
         "{b}: {line}"
@@ -789,14 +801,25 @@ async fn the_drill_down_grid_shows_each_final_outcome_and_its_filters_narrow_cas
         candidates.len() == 10 && candidates.iter().all(|c| c == "sloppy"),
         "{b}: {candidates:?}"
     );
-    assert!(page.attr(&format!("#f-candidate option[value='{sloppy}']"), "selected").is_some());
+    assert!(
+        page.attr(&format!("#f-candidate option[value='{sloppy}']"), "selected")
+            .is_some()
+    );
 
     // Outcome: the cases a candidate got wrong; the exact one got none wrong.
     let (page, _) = app.page(&format!("/runs/{run}/cases?outcome=fail")).await;
-    assert_eq!(grid_cases(&page), wrong.iter().take(10).cloned().collect::<Vec<_>>(), "{b}");
-    let (page, _) = app.page(&format!("/runs/{run}/cases?outcome=fail&candidate={exact}")).await;
+    assert_eq!(
+        grid_cases(&page),
+        wrong.iter().take(10).cloned().collect::<Vec<_>>(),
+        "{b}"
+    );
+    let (page, _) = app
+        .page(&format!("/runs/{run}/cases?outcome=fail&candidate={exact}"))
+        .await;
     assert!(grid_cases(&page).is_empty() && page.count(".empty") > 0, "{b}");
-    let (page, _) = app.page(&format!("/runs/{run}/cases?outcome=pass&candidate={sloppy}")).await;
+    let (page, _) = app
+        .page(&format!("/runs/{run}/cases?outcome=pass&candidate={sloppy}"))
+        .await;
     assert_eq!(
         page.text("#matching"),
         format!("{} of 12 cases match.", 12 - wrong.len()),
@@ -806,9 +829,17 @@ async fn the_drill_down_grid_shows_each_final_outcome_and_its_filters_narrow_cas
     // Failures only: the failing cases, and in them only the failing attempts (the exact
     // candidate's right answers to the same cases are not listed).
     let (page, _) = app.page(&format!("/runs/{run}/cases?failures=on")).await;
-    assert_eq!(grid_cases(&page), wrong.iter().take(10).cloned().collect::<Vec<_>>(), "{b}");
+    assert_eq!(
+        grid_cases(&page),
+        wrong.iter().take(10).cloned().collect::<Vec<_>>(),
+        "{b}"
+    );
     let listed = page.select("section.attempt");
-    assert_eq!(listed.len(), wrong.len().min(10), "{b}: one failing attempt per failing case");
+    assert_eq!(
+        listed.len(),
+        wrong.len().min(10),
+        "{b}: one failing attempt per failing case"
+    );
     assert!(
         listed
             .iter()
@@ -851,7 +882,11 @@ async fn the_drill_down_grid_shows_each_final_outcome_and_its_filters_narrow_cas
             format!("{} of 12 cases match.", neutral.len()),
             "{b}: {q}"
         );
-        assert_eq!(grid_cases(&page), neutral.iter().take(10).cloned().collect::<Vec<_>>(), "{b}: {q}");
+        assert_eq!(
+            grid_cases(&page),
+            neutral.iter().take(10).cloned().collect::<Vec<_>>(),
+            "{b}: {q}"
+        );
         assert_eq!(page.attr("#f-q", "value").as_deref(), Some(q), "{b}: echoed back");
     }
     let (page, _) = app.page(&format!("/runs/{run}/cases?q=50%25_off")).await;
@@ -892,7 +927,11 @@ async fn the_drill_down_grid_shows_each_final_outcome_and_its_filters_narrow_cas
 
 /// The over-time charts' hover texts are its table's figures, and the table's tok/s add up to
 /// the output tokens of the successful measured requests.
-fn over_time_matches_its_table(page: &crate::support::app::Page, records: &[bakeoff::domain::run::RequestRecord], b: &str) {
+fn over_time_matches_its_table(
+    page: &crate::support::app::Page,
+    records: &[bakeoff::domain::run::RequestRecord],
+    b: &str,
+) {
     let tok_s = chart_titles(page, "chart-tok-s-over-time");
     let ttft = chart_titles(page, "chart-ttft-over-time");
     let rows = page.select("table.over-time tbody tr");
@@ -987,7 +1026,12 @@ async fn a_sweep_run_page_charts_throughput_and_latency_vs_concurrency_with_the_
     for (lat, spd) in rows.iter().zip(&speed) {
         let (l, s) = (cells(lat), cells(spd));
         let level = l[1].trim_start_matches("c=").to_string();
-        for (label, value) in [("TTFT p50", &l[5]), ("TTFT p95", &l[6]), ("E2E p50", &l[8]), ("E2E p95", &l[9])] {
+        for (label, value) in [
+            ("TTFT p50", &l[5]),
+            ("TTFT p95", &l[6]),
+            ("E2E p50", &l[8]),
+            ("E2E p95", &l[9]),
+        ] {
             let want = format!("{series} · {label}: {value} at c={level}");
             assert!(latency.contains(&want), "{b}: {want} in {latency:?}");
         }
@@ -1000,7 +1044,10 @@ async fn a_sweep_run_page_charts_throughput_and_latency_vs_concurrency_with_the_
     }
     assert_eq!(throughput.len(), 3, "{b}");
     assert_eq!(latency.len(), 12, "{b}: four figures at three levels");
-    for axis in ["concurrency (requests in flight, log₂ scale)", "latency (ms), successful requests"] {
+    for axis in [
+        "concurrency (requests in flight, log₂ scale)",
+        "latency (ms), successful requests",
+    ] {
         assert!(
             page.text("#chart-latency .chart-svg").contains(axis),
             "{b}: the axis says {axis}"
@@ -1016,12 +1063,21 @@ async fn a_sweep_run_page_charts_throughput_and_latency_vs_concurrency_with_the_
         cases.count("section.attempt"),
         "{b}"
     );
-    let first = &cases.select("article.case").first().unwrap().value().attr("data-case").unwrap().to_string();
+    let first = &cases
+        .select("article.case")
+        .first()
+        .unwrap()
+        .value()
+        .attr("data-case")
+        .unwrap()
+        .to_string();
     let r = records
         .iter()
         .find(|r| &r.case_id == first && r.attempt == 0 && r.repetition == 0)
         .unwrap();
-    let titles = cases.texts(&format!("#case-{first} section.attempt .token-timeline .point-title title"));
+    let titles = cases.texts(&format!(
+        "#case-{first} section.attempt .token-timeline .point-title title"
+    ));
     let want = format!(
         "first token at {} ms",
         bakeoff::domain::format::significant(r.chunks[0].0 as f64 / 1000.0)

@@ -295,7 +295,14 @@ pub async fn page(
                 .filter(|(c, _)| chosen(*c))
                 .map(|(_, class)| class.as_str())
                 .collect();
-            let outcomes = || index.outcomes.get(id.as_str()).into_iter().flatten().filter(|(c, _)| chosen(*c));
+            let outcomes = || {
+                index
+                    .outcomes
+                    .get(id.as_str())
+                    .into_iter()
+                    .flatten()
+                    .filter(|(c, _)| chosen(*c))
+            };
             (!filters.failures || !classes.is_empty())
                 && (filters.error_class.is_empty() || classes.contains(&filters.error_class.as_str()))
                 && (filters.tag.is_empty() || tags_by_case.get(id.as_str()).is_some_and(|t| t.contains(&filters.tag)))
@@ -363,7 +370,8 @@ pub async fn page(
                     .or_insert(0);
                 *e = (*e).max(r.attempt);
             }
-            let is_final = |r: &RequestRecord| last.get(&(r.candidate_id, r.phase.as_str(), r.repetition)) == Some(&r.attempt);
+            let is_final =
+                |r: &RequestRecord| last.get(&(r.candidate_id, r.phase.as_str(), r.repetition)) == Some(&r.attempt);
             // "Failures only" and an error class filter the attempts listed too.
             let listed = |r: &RequestRecord| {
                 let class = attempt_class(r);
@@ -410,8 +418,11 @@ pub async fn page(
                 cells: columns
                     .iter()
                     .map(|&c| {
-                        let finals: Vec<&RequestRecord> =
-                            mine.iter().copied().filter(|r| r.candidate_id == c && is_final(r)).collect();
+                        let finals: Vec<&RequestRecord> = mine
+                            .iter()
+                            .copied()
+                            .filter(|r| r.candidate_id == c && is_final(r))
+                            .collect();
                         let linked = attempts.iter().any(|a| a.candidate_id == c);
                         grid_cell(name_of(c), &finals, linked.then(|| format!("#{}", anchor(c))))
                     })
@@ -587,18 +598,34 @@ fn grid_cell(candidate: String, finals: &[&RequestRecord], href: Option<String>)
                 .map_or("error", |c| c.as_str())
         ),
     };
-    // Failed requests score 0: the scorecard counts them as wrong answers too.
-    let scores: Vec<f64> = finals
-        .iter()
-        .filter_map(|r| if r.succeeded() { case_score(&r.grades) } else { Some(0.0) })
-        .collect();
+    // Graded: a failed request counts as a wrong answer scoring 0 (as on the scorecard); a
+    // case without graders has no pass count or score to give.
+    let graded = finals.iter().any(|r| r.succeeded() && case_passed(&r.grades).is_some());
     let mut detail = Vec::new();
-    if finals.len() > 1 {
-        let passed = finals.iter().filter(|r| r.succeeded() && case_passed(&r.grades) == Some(true)).count();
-        detail.push(format!("{passed} of {} passed", finals.len()));
-    }
-    if !scores.is_empty() {
-        detail.push(format!("score {:.2}", scores.iter().sum::<f64>() / scores.len() as f64));
+    if graded {
+        if finals.len() > 1 {
+            let passed = finals
+                .iter()
+                .filter(|r| r.succeeded() && case_passed(&r.grades) == Some(true))
+                .count();
+            detail.push(format!("{passed} of {} passed", finals.len()));
+        }
+        let scores: Vec<f64> = finals
+            .iter()
+            .filter_map(|r| {
+                if r.succeeded() {
+                    case_score(&r.grades)
+                } else {
+                    Some(0.0)
+                }
+            })
+            .collect();
+        if !scores.is_empty() {
+            detail.push(format!("score {:.2}", scores.iter().sum::<f64>() / scores.len() as f64));
+        }
+    } else if finals.len() > 1 {
+        let failed = finals.iter().filter(|r| !r.succeeded()).count();
+        detail.push(format!("{failed} of {} failed", finals.len()));
     }
     GridCell {
         candidate,

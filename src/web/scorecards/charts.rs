@@ -33,7 +33,7 @@ fn axis_number(v: f64) -> String {
     if (v - v.round()).abs() < 1e-9 {
         format!("{v:.0}")
     } else {
-        crate::domain::format::significant(v)
+        crate::domain::format::significant_trimmed(v)
     }
 }
 
@@ -171,12 +171,20 @@ impl ThroughputSeries {
         ThroughputSeries {
             candidate_id,
             name,
-            points: levels.iter().filter_map(|l| Some((at(l)?, l.aggregate_tok_s?))).collect(),
-            whole_run: levels.iter().filter_map(|l| Some((at(l)?, l.whole_run_tok_s?))).collect(),
+            points: levels
+                .iter()
+                .filter_map(|l| Some((at(l)?, l.aggregate_tok_s?)))
+                .collect(),
+            whole_run: levels
+                .iter()
+                .filter_map(|l| Some((at(l)?, l.whole_run_tok_s?)))
+                .collect(),
             latency: levels
                 .iter()
                 .filter_map(|l| {
-                    let pick = |d: &Option<crate::domain::metrics::Distribution>, f: fn(&crate::domain::metrics::Distribution) -> f64| d.as_ref().map(f);
+                    let pick =
+                        |d: &Option<crate::domain::metrics::Distribution>,
+                         f: fn(&crate::domain::metrics::Distribution) -> f64| d.as_ref().map(f);
                     Some(LatencyPoint {
                         concurrency: at(l)?,
                         ttft_p50: pick(&l.ttft_ms, |d| d.p50),
@@ -234,6 +242,7 @@ pub fn throughput_chart(series: &[ThroughputSeries]) -> Option<Chart> {
             .light_line_style(GRID_LIGHT)
             .bold_line_style(GRID_BOLD)
             .x_label_formatter(&|v| axis_number(*v))
+            .y_label_formatter(&|v| axis_number(*v))
             .draw()?;
         for (i, s) in series.iter().enumerate() {
             let c = colour(i);
@@ -536,10 +545,14 @@ fn accuracy_chart(j: &RunScorecard) -> Option<Chart> {
 
 /// Every chart there is data for.
 pub fn all(j: &RunScorecard) -> Vec<Chart> {
-    [throughput_chart(&throughput_series(j)), ttft_chart(j), accuracy_chart(j)]
-        .into_iter()
-        .flatten()
-        .collect()
+    [
+        throughput_chart(&throughput_series(j)),
+        ttft_chart(j),
+        accuracy_chart(j),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// `12.3 ms`, `456 tok/s`: a chart's hover text says a figure exactly as its table does.
@@ -589,7 +602,11 @@ pub fn latency_chart(series: &[ThroughputSeries]) -> Option<Chart> {
         for (i, s) in series.iter().enumerate() {
             let c = colour(i);
             for (label, pick, dashed) in &lines {
-                let points: Vec<(f64, f64)> = s.latency.iter().filter_map(|p| Some((p.concurrency, pick(p)?))).collect();
+                let points: Vec<(f64, f64)> = s
+                    .latency
+                    .iter()
+                    .filter_map(|p| Some((p.concurrency, pick(p)?)))
+                    .collect();
                 let name = format!("{} · {label}", s.name);
                 let drawn = if *dashed {
                     chart.draw_series(DashedLineSeries::new(points.clone(), 6, 4, c.stroke_width(2)))?
@@ -604,9 +621,9 @@ pub fn latency_chart(series: &[ThroughputSeries]) -> Option<Chart> {
                         PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
                     }
                 });
-                // E2E points are squares, TTFT points circles: told apart without colour.
+                // E2E points are triangles, TTFT points circles: told apart without colour.
                 if label.starts_with("E2E") {
-                    chart.draw_series(points.iter().map(|&(x, y)| Rectangle::new([(x, y), (x, y)], c.stroke_width(6))))?;
+                    chart.draw_series(points.iter().map(|p| TriangleMarker::new(*p, 5, c.filled())))?;
                 } else {
                     chart.draw_series(points.iter().map(|p| Circle::new(*p, 4, c.filled())))?;
                 }
@@ -634,7 +651,7 @@ pub fn latency_chart(series: &[ThroughputSeries]) -> Option<Chart> {
         }
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
+            .position(SeriesLabelPosition::LowerRight)
             .label_font((FONT, 12))
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK.mix(0.3))
@@ -646,9 +663,9 @@ pub fn latency_chart(series: &[ThroughputSeries]) -> Option<Chart> {
         title: "Latency vs concurrency".into(),
         caption: match knee_caption(series) {
             Some(knees) => format!(
-                "TTFT and E2E at each load measured (p50 solid, p95 dashed; E2E points square); the dashed vertical line is each knee: {knees}."
+                "TTFT and E2E at each load measured (p50 solid, p95 dashed; E2E points triangles); the dashed vertical line is each knee: {knees}."
             ),
-            None => "TTFT and E2E at each load measured (p50 solid, p95 dashed; E2E points square): where they climb, requests queue.".into(),
+            None => "TTFT and E2E at each load measured (p50 solid, p95 dashed; E2E points triangles): where they climb, requests queue.".into(),
         },
         svg: with_point_titles(svg, &titles),
     })
@@ -670,7 +687,12 @@ pub fn timeline_charts(t: &crate::domain::timeline::Timeline, names: &[String]) 
     type Pick = fn(&Bucket) -> Option<f64>;
     let mid = |b: &Bucket| (b.start_s + b.end_s) / 2.0;
     let one = |id: &str, title: &str, y_desc: &str, unit: &str, pick: Pick, caption: String| -> Option<Chart> {
-        let xs = 0.0..t.candidates.iter().flat_map(|(_, b)| b.last()).map(|b| b.end_s).fold(t.bucket_s, f64::max);
+        let xs = 0.0..t
+            .candidates
+            .iter()
+            .flat_map(|(_, b)| b.last())
+            .map(|b| b.end_s)
+            .fold(t.bucket_s, f64::max);
         let ys = padded(t.candidates.iter().flat_map(|(_, b)| b.iter().filter_map(pick)), true)?;
         let mut titles = Vec::new();
         let svg = render_at((720, 280), |root| {
@@ -693,7 +715,8 @@ pub fn timeline_charts(t: &crate::domain::timeline::Timeline, names: &[String]) 
             for (i, (_, buckets)) in t.candidates.iter().enumerate() {
                 let c = colour(i);
                 let name = names.get(i).map(String::as_str).unwrap_or("?");
-                let points: Vec<(f64, f64, &Bucket)> = buckets.iter().filter_map(|b| Some((mid(b), pick(b)?, b))).collect();
+                let points: Vec<(f64, f64, &Bucket)> =
+                    buckets.iter().filter_map(|b| Some((mid(b), pick(b)?, b))).collect();
                 chart
                     .draw_series(LineSeries::new(points.iter().map(|p| (p.0, p.1)), c.stroke_width(2)))?
                     .label(name)
@@ -771,22 +794,24 @@ pub struct PassRateBar {
 
 /// `92.0 % (23 / 25)`: a bar's value as its hover text and the graders table both give it.
 pub fn pass_rate_text(passed: u64, graded: u64) -> String {
-    format!("{:.1} % ({passed} / {graded})", passed as f64 / graded.max(1) as f64 * 100.0)
+    format!(
+        "{:.1} % ({passed} / {graded})",
+        passed as f64 / graded.max(1) as f64 * 100.0
+    )
 }
 
 /// Pass rate per grader × candidate as horizontal bars, grouped by grader, each bar labelled
 /// with its rate (colour is never the only cue: every bar names its candidate).
 pub fn pass_rate_chart(bars: &[PassRateBar]) -> Option<Chart> {
-    let bars: Vec<&PassRateBar> = bars.iter().filter(|b| b.graded > 0).collect();
+    // Segment 0 is drawn at the bottom: reversed, the first bar reads first, at the top.
+    let bars: Vec<&PassRateBar> = bars.iter().filter(|b| b.graded > 0).rev().collect();
     if bars.is_empty() {
         return None;
     }
     let n = bars.len() as i32;
     let labels: Vec<String> = bars
         .iter()
-        .map(|b| {
-            crate::domain::validation::truncate(&format!("{} · {}", b.grader, b.candidate), 34)
-        })
+        .map(|b| crate::domain::validation::truncate(&format!("{} · {}", b.grader, b.candidate), 34))
         .collect();
     let mut titles = Vec::new();
     let height = (80 + 30 * bars.len()).min(900) as u32;
@@ -806,7 +831,13 @@ pub fn pass_rate_chart(bars: &[PassRateBar]) -> Option<Chart> {
             .label_style((FONT, 12))
             .light_line_style(GRID_LIGHT)
             .bold_line_style(GRID_BOLD)
-            .x_label_formatter(&|v| if *v <= 1.0 { format!("{:.0} %", v * 100.0) } else { String::new() })
+            .x_label_formatter(&|v| {
+                if *v <= 1.0 {
+                    format!("{:.0} %", v * 100.0)
+                } else {
+                    String::new()
+                }
+            })
             .y_label_formatter(&|v| match v {
                 SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
                 _ => String::new(),
@@ -816,7 +847,10 @@ pub fn pass_rate_chart(bars: &[PassRateBar]) -> Option<Chart> {
             let c = colour(b.candidate_index);
             let rate = b.passed as f64 / b.graded as f64;
             let i = i as i32;
-            let mut bar = Rectangle::new([(0.0, SegmentValue::Exact(i)), (rate, SegmentValue::Exact(i + 1))], c.filled());
+            let mut bar = Rectangle::new(
+                [(0.0, SegmentValue::Exact(i)), (rate, SegmentValue::Exact(i + 1))],
+                c.filled(),
+            );
             bar.set_margin(4, 4, 0, 0);
             chart.draw_series(std::iter::once(bar))?;
             chart.draw_series(std::iter::once(Text::new(
@@ -856,7 +890,10 @@ pub fn token_timeline(chunks: &[(i64, u32)]) -> Option<String> {
     let end = steps.last().map(|p| p.0).unwrap_or(1.0).max(1e-3);
     let first = chunks[0].0 as f64 / 1000.0;
     let marks = [
-        ((first, f64::from(chunks[0].1)), format!("first token at {}", figure(first, "ms"))),
+        (
+            (first, f64::from(chunks[0].1)),
+            format!("first token at {}", figure(first, "ms")),
+        ),
         ((end, total as f64), format!("{total} tokens by {}", figure(end, "ms"))),
     ];
     let mut titles = Vec::new();
@@ -873,6 +910,8 @@ pub fn token_timeline(chunks: &[(i64, u32)]) -> Option<String> {
             .y_desc("tokens")
             .x_labels(6)
             .y_labels(4)
+            // A page lists many of these: no fine grid, to keep each small.
+            .max_light_lines(0)
             .label_style((FONT, 11))
             .light_line_style(GRID_LIGHT)
             .bold_line_style(GRID_BOLD)
