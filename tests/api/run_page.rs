@@ -1063,6 +1063,14 @@ async fn a_sweep_run_page_charts_throughput_and_latency_vs_concurrency_with_the_
         cases.count("section.attempt"),
         "{b}"
     );
+    // A level's attempts say their load, and the repetition within it.
+    let lines = cases.texts("section.attempt > details > summary");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("throughput · c=2 · rep. 0 · attempt 0")),
+        "{b}: {lines:?}"
+    );
     let first = &cases
         .select("article.case")
         .first()

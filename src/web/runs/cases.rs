@@ -166,7 +166,10 @@ pub struct AttemptView {
     /// Token arrivals over the request (SVG), when it streamed two chunks or more.
     pub token_timeline: Option<String>,
     pub phase: &'static str,
+    /// The repetition within its load level (the stored number holds level and cycle too).
     pub repetition: u32,
+    /// `c=4 · cycle 2` for a load-shape run's attempt; empty for a plain eval run.
+    pub level: String,
     pub attempt: u32,
     pub is_final: bool,
     /// Its span (send → end) overlapped one of the harness's lag spikes: its timings may be
@@ -344,6 +347,7 @@ pub async fn page(
     for r in records.iter().filter(|r| !r.is_warmup) {
         records_by_case.entry(r.case_id.as_str()).or_default().push(r);
     }
+    let load_run = !matches!(run.config.load, crate::domain::load::LoadShape::Fixed);
     let columns: Vec<i64> = run.candidate_ids.iter().copied().filter(|&c| chosen(c)).collect();
 
     let mut grid = Vec::new();
@@ -381,7 +385,7 @@ pub async fn page(
             let all: Vec<AttemptView> = mine
                 .iter()
                 .filter(|r| listed(r))
-                .map(|r| attempt_view(r, name_of(r.candidate_id), is_final(r), spikes))
+                .map(|r| attempt_view(r, name_of(r.candidate_id), is_final(r), spikes, load_run))
                 .collect();
             let recorded = mine.len();
             let total = all.len();
@@ -765,7 +769,24 @@ impl AttemptView {
     }
 }
 
-fn attempt_view(r: &RequestRecord, candidate: String, is_final: bool, spikes: Option<&LagSpikes>) -> AttemptView {
+fn attempt_view(
+    r: &RequestRecord,
+    candidate: String,
+    is_final: bool,
+    spikes: Option<&LagSpikes>,
+    load_run: bool,
+) -> AttemptView {
+    let (level, repetition, cycle) = crate::domain::run::split_repetition(r.repetition);
+    let mut load = Vec::new();
+    if load_run {
+        load.push(match r.concurrency {
+            0 => format!("level {}", level + 1),
+            c => format!("c={c}"),
+        });
+    }
+    if cycle > 0 {
+        load.push(format!("cycle {cycle}"));
+    }
     let msf = |us: Option<i64>| ms(us.map(|v| v as f64 / 1000.0));
     let count = |n: Option<u32>| n.map(|n| n.to_string()).unwrap_or_else(|| NOT_MEASURED.to_string());
     let source = r.output_tokens_source.map(|s| s.as_str()).unwrap_or("unknown");
@@ -783,7 +804,8 @@ fn attempt_view(r: &RequestRecord, candidate: String, is_final: bool, spikes: Op
         summary: summary.join(" · "),
         token_timeline: crate::web::scorecards::charts::token_timeline(&r.chunks),
         phase: r.phase.as_str(),
-        repetition: r.repetition,
+        repetition,
+        level: load.join(" · "),
         attempt: r.attempt,
         is_final,
         lag_spike: spikes.is_some_and(|s| s.marks(r)),
