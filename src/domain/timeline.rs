@@ -16,8 +16,9 @@ pub struct Bucket {
     pub start_s: f64,
     pub end_s: f64,
     /// Output tokens of successful requests arriving in the interval / its length (a
-    /// non-streamed answer arrives whole at its end).
-    pub tok_s: f64,
+    /// non-streamed answer arrives whole at its end); None outside the candidate's own span
+    /// (first send → last end): candidates measured one after another do not read as idle.
+    pub tok_s: Option<f64>,
     /// Median TTFT of successful requests whose first token arrived in the interval.
     pub ttft_p50_ms: Option<f64>,
     /// Failed attempts (retried or final) that ended in the interval.
@@ -63,7 +64,10 @@ pub fn over_time<'a>(records: impl IntoIterator<Item = &'a RequestRecord>, candi
             let mut tokens = vec![0u64; count];
             let mut ttfts: Vec<Vec<f64>> = vec![Vec::new(); count];
             let mut errors = vec![0u32; count];
-            for r in measured.iter().filter(|r| r.candidate_id == id) {
+            let mine: Vec<&&RequestRecord> = measured.iter().filter(|r| r.candidate_id == id).collect();
+            let first = mine.iter().map(|r| index(r.sent_at_us)).min();
+            let last = mine.iter().map(|r| index(end_of(r))).max();
+            for r in mine {
                 if !r.succeeded() {
                     errors[index(end_of(r))] += 1;
                     continue;
@@ -87,7 +91,8 @@ pub fn over_time<'a>(records: impl IntoIterator<Item = &'a RequestRecord>, candi
                     Bucket {
                         start_s,
                         end_s,
-                        tok_s: tokens[i] as f64 / (end_s - start_s).max(1e-6),
+                        tok_s: (first <= Some(i) && Some(i) <= last)
+                            .then(|| tokens[i] as f64 / (end_s - start_s).max(1e-6)),
                         ttft_p50_ms: Distribution::of(ttfts[i].iter().copied()).map(|d| d.p50),
                         errors: errors[i],
                     }
@@ -146,13 +151,23 @@ mod tests {
         assert_eq!(t.bucket_s, 2.0);
         let one = &t.candidates[0].1;
         assert_eq!(one.len(), 30);
-        assert_eq!((one[0].tok_s, one[1].tok_s), (5.0, 15.0), "10 then 30 tokens over 2 s");
+        assert_eq!(
+            (one[0].tok_s, one[1].tok_s),
+            (Some(5.0), Some(15.0)),
+            "10 then 30 tokens over 2 s"
+        );
         assert_eq!(one[0].ttft_p50_ms, Some(500.0));
-        assert_eq!((one[5].tok_s, one[5].ttft_p50_ms), (2.0, Some(300.0)));
-        assert_eq!((one[10].errors, one[10].tok_s), (1, 0.0), "the failure ended at 21 s");
+        assert_eq!((one[5].tok_s, one[5].ttft_p50_ms), (Some(2.0), Some(300.0)));
+        assert_eq!(
+            (one[10].errors, one[10].tok_s),
+            (1, Some(0.0)),
+            "the failure ended at 21 s"
+        );
+        assert_eq!(one[11].tok_s, None, "after its last request ended");
         assert_eq!(one.iter().map(|b| b.errors).sum::<u32>(), 1);
         let two = &t.candidates[1].1;
-        assert_eq!(two[29].tok_s, 3.0, "6 tokens at 60 s");
+        assert_eq!(two[29].tok_s, Some(3.0), "6 tokens at 60 s");
+        assert_eq!(two[28].tok_s, None, "before its first send");
         assert_eq!(two[29].end_s, 60.0);
     }
 
@@ -162,7 +177,11 @@ mod tests {
         whole.end_us = Some(800_000);
         whole.output_tokens = Some(40);
         let t = over_time([&whole], &[1]).unwrap();
-        let total: f64 = t.candidates[0].1.iter().map(|b| b.tok_s * (b.end_s - b.start_s)).sum();
+        let total: f64 = t.candidates[0]
+            .1
+            .iter()
+            .filter_map(|b| Some(b.tok_s? * (b.end_s - b.start_s)))
+            .sum();
         assert!((total - 40.0).abs() < 1e-6, "{t:?}");
         assert_eq!(over_time([], &[1]), None);
     }

@@ -382,26 +382,24 @@ pub async fn page(
                 (!filters.failures || class.is_some())
                     && (filters.error_class.is_empty() || class.as_deref() == Some(filters.error_class.as_str()))
             };
-            let all: Vec<AttemptView> = mine
+            let all: Vec<(&RequestRecord, bool)> = mine
                 .iter()
                 .filter(|r| listed(r))
-                .map(|r| attempt_view(r, name_of(r.candidate_id), is_final(r), spikes, load_run))
+                .map(|r| (*r, attempt_class(r).is_some()))
                 .collect();
             let recorded = mine.len();
             let total = all.len();
             let failed_attempts = mine.iter().filter(|r| attempt_class(r).is_some()).count();
-            // Failed attempts first (up to the cap), then the rest in order; shown in order.
-            let mut keep: Vec<usize> = (0..total)
-                .filter(|&i| all[i].failed())
-                .take(ATTEMPTS_PER_CASE)
-                .collect();
-            keep.extend(
-                (0..total)
-                    .filter(|&i| !all[i].failed())
-                    .take(ATTEMPTS_PER_CASE - keep.len()),
-            );
+            // Failed attempts first (up to the cap), then the rest in order; shown in order. Only
+            // the kept ones are turned into views (each draws its token timeline).
+            let mut keep: Vec<usize> = (0..total).filter(|&i| all[i].1).take(ATTEMPTS_PER_CASE).collect();
+            keep.extend((0..total).filter(|&i| !all[i].1).take(ATTEMPTS_PER_CASE - keep.len()));
             keep.sort_unstable();
-            let attempts: Vec<AttemptView> = keep.into_iter().map(|i| all[i].clone()).collect();
+            let attempts: Vec<AttemptView> = keep
+                .into_iter()
+                .map(|i| all[i].0)
+                .map(|r| attempt_view(r, name_of(r.candidate_id), is_final(r), spikes, load_run))
+                .collect();
             let mut outcome = if recorded == 0 {
                 "not sent yet".to_string()
             } else if failed_attempts == 0 {
@@ -760,13 +758,6 @@ fn checks_for(class: &str) -> Vec<String> {
             }
         })
         .collect()
-}
-
-impl AttemptView {
-    /// A request error or a wrong answer.
-    pub fn failed(&self) -> bool {
-        self.status != "ok" || self.passed == Some(false)
-    }
 }
 
 fn attempt_view(

@@ -201,7 +201,7 @@ fn over_time_view(run: &Run, candidates: &[Candidate], records: &[RequestRecord]
             buckets.iter().map(move |b| OverTimeRow {
                 candidate: name.clone(),
                 interval: charts::interval(b),
-                tok_s: charts::figure(b.tok_s, "tok/s"),
+                tok_s: b.tok_s.map_or(NOT_MEASURED.into(), |v| charts::figure(v, "tok/s")),
                 ttft: b.ttft_p50_ms.map_or(NOT_MEASURED.into(), |v| charts::figure(v, "ms")),
                 errors: b.errors,
             })

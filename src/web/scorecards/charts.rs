@@ -693,7 +693,9 @@ pub fn timeline_charts(t: &crate::domain::timeline::Timeline, names: &[String]) 
             .flat_map(|(_, b)| b.last())
             .map(|b| b.end_s)
             .fold(t.bucket_s, f64::max);
-        let ys = padded(t.candidates.iter().flat_map(|(_, b)| b.iter().filter_map(pick)), true)?;
+        let mut ys = padded(t.candidates.iter().flat_map(|(_, b)| b.iter().filter_map(pick)), true)?;
+        // Headroom for the legend (a row per candidate) above the lines.
+        ys.end += (ys.end - ys.start) * 0.1 * t.candidates.len() as f64;
         let mut titles = Vec::new();
         let svg = render_at((720, 280), |root| {
             root.fill(&WHITE)?;
@@ -753,7 +755,7 @@ pub fn timeline_charts(t: &crate::domain::timeline::Timeline, names: &[String]) 
             "Throughput over time",
             "output tok/s (all streams)",
             "tok/s",
-            |b| Some(b.tok_s),
+            |b| b.tok_s,
             format!("Output tokens of successful requests arriving in each {width} s interval, per second (warm-ups excluded)."),
         ),
         one(
@@ -908,13 +910,13 @@ pub fn token_timeline(chunks: &[(i64, u32)]) -> Option<String> {
             .configure_mesh()
             .x_desc("ms since send")
             .y_desc("tokens")
-            .x_labels(6)
-            .y_labels(4)
-            // A page lists many of these: no fine grid, to keep each small.
-            .max_light_lines(0)
+            .x_labels(5)
+            .y_labels(3)
+            // A drill-down page lists dozens of these: axes and labels without a grid keep
+            // each one small.
+            .disable_x_mesh()
+            .disable_y_mesh()
             .label_style((FONT, 11))
-            .light_line_style(GRID_LIGHT)
-            .bold_line_style(GRID_BOLD)
             .x_label_formatter(&|v| axis_number(*v))
             .y_label_formatter(&|v| axis_number(*v))
             .draw()?;
