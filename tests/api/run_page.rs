@@ -1067,11 +1067,17 @@ async fn a_sweep_run_page_charts_throughput_and_latency_vs_concurrency_with_the_
 
     // Each streamed attempt of the drill-down has its token timeline, from its chunk timings.
     let (cases, body) = app.page(&format!("/runs/{run}/cases")).await;
+    let streamed = records
+        .iter()
+        .filter(|r| r.chunks.len() >= bakeoff::web::scorecards::charts::TIMELINE_MIN_CHUNKS)
+        .count();
     assert_eq!(
-        cases.count("section.attempt .token-timeline svg"),
         cases.count("section.attempt"),
-        "{b}"
+        records.len(),
+        "{b}: every attempt on one page"
     );
+    assert!(streamed > 0, "{b}: 16-token answers stream in several chunks");
+    assert_eq!(cases.count("section.attempt .token-timeline svg"), streamed, "{b}");
     // A level's attempts say their load, and the repetition within it.
     let lines = cases.texts("section.attempt > details > summary");
     assert!(

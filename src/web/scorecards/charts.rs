@@ -875,10 +875,14 @@ pub fn pass_rate_chart(bars: &[PassRateBar]) -> Option<Chart> {
     })
 }
 
+/// Fewest streamed chunks a request needs for its token timeline.
+pub const TIMELINE_MIN_CHUNKS: usize = 4;
+
 /// One request's token arrivals as a small step chart (tokens so far vs ms since send), from its
-/// stored chunk timings; None with fewer than two chunks (nothing to draw over time).
+/// stored chunk timings; None with fewer than [`TIMELINE_MIN_CHUNKS`] chunks (a one-word answer
+/// has no arrival pattern worth a chart, and a page lists dozens of attempts).
 pub fn token_timeline(chunks: &[(i64, u32)]) -> Option<String> {
-    if chunks.len() < 2 {
+    if chunks.len() < TIMELINE_MIN_CHUNKS {
         return None;
     }
     let mut total = 0u64;
