@@ -25,6 +25,8 @@ pub(crate) const COLOURS: [RGBColor; 6] = [
     RGBColor(86, 180, 233),
 ];
 const FONT: &str = "sans-serif";
+/// Fine grid lines, one between labelled ones (`max_light_lines(1)`): each is an SVG element,
+/// and a page carries several charts.
 const GRID_LIGHT: RGBColor = RGBColor(244, 244, 244);
 const GRID_BOLD: RGBColor = RGBColor(214, 214, 214);
 
@@ -239,6 +241,7 @@ pub fn throughput_chart(series: &[ThroughputSeries]) -> Option<Chart> {
             .x_desc("concurrency (requests in flight, log₂ scale)")
             .y_desc("aggregate tok/s (steady window)")
             .label_style((FONT, 13))
+            .max_light_lines(1)
             .light_line_style(GRID_LIGHT)
             .bold_line_style(GRID_BOLD)
             .x_label_formatter(&|v| axis_number(*v))
@@ -352,6 +355,7 @@ fn ttft_chart(j: &RunScorecard) -> Option<Chart> {
             .y_desc("share of requests at or below")
             .y_label_formatter(&|v| format!("{:.0} %", v * 100.0))
             .label_style((FONT, 13))
+            .max_light_lines(1)
             .light_line_style(GRID_LIGHT)
             .bold_line_style(GRID_BOLD)
             .x_label_formatter(&|v| axis_number(*v))
@@ -474,6 +478,7 @@ fn accuracy_chart(j: &RunScorecard) -> Option<Chart> {
             .y_desc("accuracy")
             .y_label_formatter(&|v| format!("{:.0} %", v * 100.0))
             .label_style((FONT, 13))
+            .max_light_lines(1)
             .light_line_style(GRID_LIGHT)
             .bold_line_style(GRID_BOLD)
             .x_label_formatter(&|v| axis_number(*v))
@@ -594,6 +599,7 @@ pub fn latency_chart(series: &[ThroughputSeries]) -> Option<Chart> {
             .x_desc("concurrency (requests in flight, log₂ scale)")
             .y_desc("latency (ms), successful requests")
             .label_style((FONT, 13))
+            .max_light_lines(1)
             .light_line_style(GRID_LIGHT)
             .bold_line_style(GRID_BOLD)
             .x_label_formatter(&|v| axis_number(*v))
@@ -709,6 +715,7 @@ pub fn timeline_charts(t: &crate::domain::timeline::Timeline, names: &[String]) 
                 .x_desc("seconds since the run's first measured request")
                 .y_desc(y_desc)
                 .label_style((FONT, 13))
+                .max_light_lines(1)
                 .light_line_style(GRID_LIGHT)
                 .bold_line_style(GRID_BOLD)
                 .x_label_formatter(&|v| axis_number(*v))
@@ -831,6 +838,7 @@ pub fn pass_rate_chart(bars: &[PassRateBar]) -> Option<Chart> {
             .x_desc("pass rate (passed / graded answers)")
             .y_desc("grader · candidate")
             .label_style((FONT, 12))
+            .max_light_lines(1)
             .light_line_style(GRID_LIGHT)
             .bold_line_style(GRID_BOLD)
             .x_label_formatter(&|v| {
