@@ -701,7 +701,7 @@ pub fn timeline_charts(t: &crate::domain::timeline::Timeline, names: &[String]) 
             .fold(t.bucket_s, f64::max);
         let mut ys = padded(t.candidates.iter().flat_map(|(_, b)| b.iter().filter_map(pick)), true)?;
         // Headroom for the legend (a row per candidate) above the lines.
-        ys.end += (ys.end - ys.start) * 0.1 * t.candidates.len() as f64;
+        ys.end += (ys.end - ys.start) * 0.12 * (t.candidates.len() + 1) as f64;
         let mut titles = Vec::new();
         let svg = render_at((720, 280), |root| {
             root.fill(&WHITE)?;
