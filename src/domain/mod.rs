@@ -26,6 +26,7 @@ pub mod sealed;
 pub mod stability;
 pub mod stats;
 pub mod thresholds;
+pub mod timeline;
 pub mod validation;
 
 /// Wall-clock instant as milliseconds since the Unix epoch (UTC); what the store keeps.

@@ -379,6 +379,42 @@ macro_rules! archive_queries {
             })
         }
 
+        fn search_run_cases<'a>(&'a self, run_id: i64, version_id: i64, text: &'a str) -> StoreFuture<'a, Vec<String>> {
+            Box::pin(async move {
+                // A LIKE pattern matching `text` anywhere: its own % _ and \ taken literally; both sides
+                // lowered by the database (SQLite: ASCII letters only).
+                let pattern = |t: &str| {
+                    let mut p = String::from("%");
+                    for ch in t.chars() {
+                        if matches!(ch, '%' | '_' | '\\') {
+                            p.push('\\');
+                        }
+                        p.push(ch);
+                    }
+                    p.push('%');
+                    p
+                };
+                let plain = pattern(text);
+                // Outputs are stored through the text codec: matched in the same encoding.
+                let encoded = pattern(&Self::TEXT.encode(text));
+                Ok(sqlx::query_scalar(
+                    "SELECT case_id FROM eval_cases WHERE version_id = $1 \
+                       AND (LOWER(case_id) LIKE LOWER($2) ESCAPE '\\' OR LOWER(input) LIKE LOWER($2) ESCAPE '\\' \
+                         OR LOWER(COALESCE(expected, '')) LIKE LOWER($2) ESCAPE '\\') \
+                     UNION \
+                     SELECT case_id FROM request_records WHERE run_id = $3 AND NOT is_warmup \
+                       AND LOWER(output) LIKE LOWER($4) ESCAPE '\\' \
+                     ORDER BY case_id",
+                )
+                .bind(version_id)
+                .bind(plain)
+                .bind(run_id)
+                .bind(encoded)
+                .fetch_all(self.pool())
+                .await?)
+            })
+        }
+
         fn restore_run<'a>(&'a self, restored: &'a RestoredRun) -> StoreFuture<'a, i64> {
             Box::pin(async move {
                 let mut tx = self.pool().begin().await?;

@@ -606,6 +606,9 @@ pub trait Store: Send + Sync + 'static {
     /// Cases where some successful, measured output was not given by every candidate that
     /// answered the case (the candidates' sets of outputs differ).
     fn cases_with_differing_outputs(&self, run_id: i64) -> StoreFuture<'_, Vec<String>>;
+    /// Cases of a run whose id, stored input or expected value (in eval-set version
+    /// `version_id`) or whose measured output contains `text`, ignoring case (SQLite: ASCII letters only); by case id.
+    fn search_run_cases<'a>(&'a self, run_id: i64, version_id: i64, text: &'a str) -> StoreFuture<'a, Vec<String>>;
     /// Stores an imported run with its original status, times, candidates and event log (its
     /// records are appended afterwards). The run is stored as failed with an "import did not
     /// complete" error until [`Store::complete_restore`] sets its real outcome, so an

@@ -76,6 +76,31 @@ async fn seed(app: &crate::browser::DemoApp) -> Vec<(String, String)> {
         assert_eq!(run.status, RunStatus::Finished, "{:?}", run.error);
         runs.push(run_id);
     }
+    // A concurrency sweep of one candidate: its page charts throughput and latency vs load.
+    let synthetic = bakeoff::engine::endpoint_measure::synthetic_evalset(&[16], 8, 16).unwrap();
+    let synthetic = store.save_evalset_version(&synthetic).await.unwrap();
+    let sweep = store
+        .create_run(&NewRun {
+            name: "sweep to c=4".into(),
+            evalset_version_id: synthetic,
+            candidate_ids: vec![ids[0]],
+            config: RunConfig {
+                concurrency: 1,
+                warmup_requests: 0,
+                retries: 0,
+                staged_rollout: false,
+                load: bakeoff::domain::load::LoadShape::Sweep {
+                    max_concurrency: 4,
+                    ttft_factor: 2.0,
+                    min_gain: 0.05,
+                },
+                ..RunConfig::default()
+            },
+        })
+        .await
+        .unwrap();
+    let ended = run_to_end_within(store, sweep, Duration::from_secs(120)).await;
+    assert_eq!(ended.status, RunStatus::Finished, "{:?}", ended.error);
     let profile = store.list_threshold_profiles().await.unwrap()[0].id;
     let (run, other) = (runs[0], runs[1]);
     let (candidate, v) = (ids[0], triage.latest_version_id);
@@ -100,6 +125,15 @@ async fn seed(app: &crate::browser::DemoApp) -> Vec<(String, String)> {
         ("run-new", "/runs/new".into()),
         ("run", format!("/runs/{run}")),
         ("run-cases", format!("/runs/{run}/cases")),
+        ("run-cases-failures", format!("/runs/{run}/cases?failures=on")),
+        (
+            "run-cases-candidate",
+            format!("/runs/{run}/cases?candidate={candidate}&q=a"),
+        ),
+        // Every attempt opened: the full output, grades, timings and token timeline.
+        ("run-cases-expanded", format!("/runs/{run}/cases")),
+        ("run-sweep", format!("/runs/{sweep}")),
+        ("run-sweep-cases-expanded", format!("/runs/{sweep}/cases")),
         ("scorecard", format!("/runs/{run}/scorecard")),
         ("scorecard-print", format!("/runs/{run}/scorecard/print")),
         ("archive", "/archive".into()),
@@ -173,10 +207,34 @@ async fn check_page(c: &Client, base: &str, name: &str, path: &str, width: u32, 
     if !status_ok {
         problems.push(problem("shows an error page".into()));
     }
+    if name.ends_with("-expanded") {
+        let _ = c
+            .execute(
+                "document.querySelectorAll('details').forEach(d => d.open = true); return true;",
+                vec![],
+            )
+            .await;
+    }
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("page-screenshots");
     let _ = std::fs::create_dir_all(&dir);
     if let Ok(png) = c.screenshot().await {
         let _ = std::fs::write(dir.join(format!("{name}-{width}.png")), png);
+    }
+    // Charts and the case grid sit below the first screen: each gets its own screenshot.
+    for (part, css) in [
+        ("charts", ".run-charts"),
+        ("grid", "table.case-grid"),
+        ("quality", "section.quality"),
+        ("timeline", ".token-timeline"),
+    ] {
+        let script = format!(
+            "const e = document.querySelector('{css}'); if (!e) return false; e.scrollIntoView(); return true;"
+        );
+        if c.execute(&script, vec![]).await.ok().and_then(|v| v.as_bool()) == Some(true)
+            && let Ok(png) = c.screenshot().await
+        {
+            let _ = std::fs::write(dir.join(format!("{name}-{width}-{part}.png")), png);
+        }
     }
     match c.execute(OVERFLOW, vec![]).await {
         Ok(v) => {

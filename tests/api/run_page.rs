@@ -686,3 +686,425 @@ async fn the_harness_report_travels_with_an_exported_run_through_the_cli() {
     let to = crate::support::db::open(&to_url).await;
     assert_eq!(to.get_run_harness(id).await.unwrap(), Some(harness(false)));
 }
+
+// ------------------------------------------------------------- drill-down grid, charts
+
+/// The texts of a chart's hover marks (`<title>` of each focusable point).
+fn chart_titles(page: &crate::support::app::Page, chart: &str) -> Vec<String> {
+    page.texts(&format!("#{chart} .point-title title"))
+}
+
+/// Case ids of the drill-down's grid rows, in order.
+fn grid_cases(page: &crate::support::app::Page) -> Vec<String> {
+    page.select("table.case-grid tbody tr")
+        .iter()
+        .map(|r| r.value().attr("data-grid-case").unwrap_or_default().to_string())
+        .collect()
+}
+
+each_backend!(the_drill_down_grid_shows_each_final_outcome_and_its_filters_narrow_cases_and_attempts);
+async fn the_drill_down_grid_shows_each_final_outcome_and_its_filters_narrow_cases_and_attempts(db: TestStore) {
+    let file = label_evalset();
+    let sloppy = ModelProfile {
+        accuracy: 0.5,
+        ..fast("sloppy")
+    };
+    let mock = start_mock(vec![sloppy, fast("exact")], vec![file.clone()]).await;
+    let app = spawn_app_on(db).await;
+    let b = app.backend;
+    let version = app.store.save_evalset_version(&file).await.unwrap();
+    let sloppy = app.candidate("sloppy", &mock.base_url(), "sloppy").await;
+    let exact = app.candidate("exact", &mock.base_url(), "exact").await;
+    let config = RunConfig {
+        concurrency: 2,
+        warmup_requests: 0,
+        retries: 0,
+        staged_rollout: false,
+        ..RunConfig::default()
+    };
+    let run = app.run(version, &[sloppy, exact], config).await;
+    assert_eq!(app.run_to_end(run, true).await, RunStatus::Finished, "{b}");
+    let records = app.store.list_request_records(run).await.unwrap();
+    let passed = |candidate: i64, case: &str| {
+        let r = records
+            .iter()
+            .find(|r| r.candidate_id == candidate && r.case_id == case)
+            .expect("a record per case and candidate");
+        r.grades.iter().all(|g| g.passed)
+    };
+    let wrong: Vec<String> = file
+        .cases
+        .iter()
+        .map(|c| c.id.clone())
+        .filter(|c| !passed(sloppy, c))
+        .collect();
+    assert!(
+        !wrong.is_empty() && wrong.len() < 12,
+        "{b}: the sloppy model is wrong sometimes"
+    );
+    assert!(file.cases.iter().all(|c| passed(exact, &c.id)), "{b}");
+
+    // The grid: a row per case of the page, a cell per candidate with the final outcome in
+    // words (and the score), linking to its attempts.
+    let (page, _) = app.page(&format!("/runs/{run}/cases")).await;
+    assert_eq!(
+        page.texts("table.case-grid thead th"),
+        ["Case", "sloppy", "exact"],
+        "{b}"
+    );
+    let shown = grid_cases(&page);
+    assert_eq!(shown.len(), 10, "{b}: ten cases a page");
+    for case in &shown {
+        for (id, name) in [(sloppy, "sloppy"), (exact, "exact")] {
+            let cell = format!("tr[data-grid-case={case}] td[data-grid-candidate={name}]");
+            let (outcome, text) = if passed(id, case) {
+                ("pass", "✓ pass score 1.00")
+            } else {
+                ("fail", "✗ fail score 0.00")
+            };
+            assert_eq!(
+                page.attr(&cell, "data-outcome").as_deref(),
+                Some(outcome),
+                "{b} {case} {name}"
+            );
+            assert_eq!(page.text(&cell), text, "{b} {case} {name}");
+            let href = page.attr(&format!("{cell} a"), "href").expect("a link to the attempts");
+            let target = href.trim_start_matches('#');
+            assert_eq!(
+                page.attr(&format!("section.attempt[id='{target}']"), "data-candidate")
+                    .as_deref(),
+                Some(name),
+                "{b}: {case} {name}'s cell leads to its attempt"
+            );
+        }
+    }
+    // Attempts fold to one line each, expanding to the full output and grades.
+    let line = page.text(&format!(
+        "#case-{} section.attempt[data-candidate=exact] > details > summary",
+        shown[0]
+    ));
+    assert!(
+        line.contains("rep. 0 · attempt 0") && line.contains("score 1.00") && line.contains("TTFT"),
+        "{b}: {line}"
+    );
+    assert_eq!(page.count("section.attempt > details > summary"), 20, "{b}");
+
+    // Candidate: one column, its attempts only.
+    let (page, _) = app.page(&format!("/runs/{run}/cases?candidate={sloppy}")).await;
+    assert_eq!(page.texts("table.case-grid thead th"), ["Case", "sloppy"], "{b}");
+    let candidates: Vec<String> = page
+        .select("section.attempt")
+        .iter()
+        .map(|s| s.value().attr("data-candidate").unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        candidates.len() == 10 && candidates.iter().all(|c| c == "sloppy"),
+        "{b}: {candidates:?}"
+    );
+    assert!(
+        page.attr(&format!("#f-candidate option[value='{sloppy}']"), "selected")
+            .is_some()
+    );
+
+    // Outcome: the cases a candidate got wrong; the exact one got none wrong.
+    let (page, _) = app.page(&format!("/runs/{run}/cases?outcome=fail")).await;
+    assert_eq!(
+        grid_cases(&page),
+        wrong.iter().take(10).cloned().collect::<Vec<_>>(),
+        "{b}"
+    );
+    let (page, _) = app
+        .page(&format!("/runs/{run}/cases?outcome=fail&candidate={exact}"))
+        .await;
+    assert!(grid_cases(&page).is_empty() && page.count(".empty") > 0, "{b}");
+    let (page, _) = app
+        .page(&format!("/runs/{run}/cases?outcome=pass&candidate={sloppy}"))
+        .await;
+    assert_eq!(
+        page.text("#matching"),
+        format!("{} of 12 cases match.", 12 - wrong.len()),
+        "{b}"
+    );
+
+    // Failures only: the failing cases, and in them only the failing attempts (the exact
+    // candidate's right answers to the same cases are not listed).
+    let (page, _) = app.page(&format!("/runs/{run}/cases?failures=on")).await;
+    assert_eq!(
+        grid_cases(&page),
+        wrong.iter().take(10).cloned().collect::<Vec<_>>(),
+        "{b}"
+    );
+    let listed = page.select("section.attempt");
+    assert_eq!(
+        listed.len(),
+        wrong.len().min(10),
+        "{b}: one failing attempt per failing case"
+    );
+    assert!(
+        listed
+            .iter()
+            .all(|s| s.value().attr("data-candidate") == Some("sloppy")),
+        "{b}: no passing attempt listed"
+    );
+    assert_eq!(page.count("section.attempt .badge.pass"), 0, "{b}");
+    // The grid still says how the other candidate did, without a link to unlisted attempts.
+    let case = &wrong[0];
+    assert_eq!(
+        page.text(&format!("tr[data-grid-case={case}] td[data-grid-candidate=exact]")),
+        "✓ pass score 1.00",
+        "{b}"
+    );
+    assert_eq!(
+        page.count(&format!("tr[data-grid-case={case}] td[data-grid-candidate=exact] a")),
+        0,
+        "{b}"
+    );
+
+    // Text: case ids, expected values and answers, ignoring case.
+    let (page, _) = app.page(&format!("/runs/{run}/cases?q=t03")).await;
+    assert_eq!(grid_cases(&page), ["t03"], "{b}");
+    let neutral: Vec<String> = file
+        .cases
+        .iter()
+        .filter(|c| {
+            c.expected.as_ref().unwrap().as_str() == Some("neutral")
+                || records
+                    .iter()
+                    .any(|r| r.case_id == c.id && r.output.to_lowercase().contains("neutral"))
+        })
+        .map(|c| c.id.clone())
+        .collect();
+    assert!(neutral.len() >= 4, "{b}: every third case expects neutral");
+    for q in ["neutral", "NEUTRAL"] {
+        let (page, _) = app.page(&format!("/runs/{run}/cases?q={q}")).await;
+        assert_eq!(
+            page.text("#matching"),
+            format!("{} of 12 cases match.", neutral.len()),
+            "{b}: {q}"
+        );
+        assert_eq!(
+            grid_cases(&page),
+            neutral.iter().take(10).cloned().collect::<Vec<_>>(),
+            "{b}: {q}"
+        );
+        assert_eq!(page.attr("#f-q", "value").as_deref(), Some(q), "{b}: echoed back");
+    }
+    let (page, _) = app.page(&format!("/runs/{run}/cases?q=50%25_off")).await;
+    assert!(grid_cases(&page).is_empty(), "{b}: % and _ are literal");
+
+    // Bad input: a clear error naming the field.
+    for (q, field) in [
+        ("outcome=maybe", "outcome"),
+        ("candidate=999999", "candidate"),
+        ("candidate=x", "candidate"),
+    ] {
+        let r = app.get(&format!("/runs/{run}/cases?{q}")).await;
+        assert_eq!(r.status().as_u16(), 400, "{b}: {q}");
+        assert!(r.text().await.unwrap().contains(field), "{b}: {q} names {field}");
+    }
+    let long = "x".repeat(201);
+    let r = app.get(&format!("/runs/{run}/cases?q={long}")).await;
+    assert_eq!(r.status().as_u16(), 400, "{b}");
+    assert!(r.text().await.unwrap().contains("at most 200 characters"), "{b}");
+
+    // The run page: pass-rate bars say what the graders table says, and the run over time.
+    let (page, _) = app.page(&format!("/runs/{run}")).await;
+    let bars = chart_titles(&page, "chart-pass-rates");
+    assert_eq!(bars.len(), 2, "{b}: {bars:?}");
+    for name in ["sloppy", "exact"] {
+        let scope = format!(".quality-candidate[data-candidate={name}] tr[data-grader=label]");
+        let want = format!(
+            "label · {name}: {} ({})",
+            page.text(&format!("{scope} .pass-rate")),
+            page.text(&format!("{scope} [data-figure=passed]"))
+        );
+        assert!(bars.contains(&want), "{b}: {want} in {bars:?}");
+    }
+    over_time_matches_its_table(&page, &records, b);
+    let (live, _) = app.page(&format!("/runs/{run}/live")).await;
+    assert_eq!(live.count("#chart-tok-s-over-time"), 1, "{b}: in the live fragment too");
+}
+
+/// The over-time charts' hover texts are its table's figures, and the table's tok/s add up to
+/// the output tokens of the successful measured requests.
+fn over_time_matches_its_table(
+    page: &crate::support::app::Page,
+    records: &[bakeoff::domain::run::RequestRecord],
+    b: &str,
+) {
+    let tok_s = chart_titles(page, "chart-tok-s-over-time");
+    let ttft = chart_titles(page, "chart-ttft-over-time");
+    let rows = page.select("table.over-time tbody tr");
+    assert!(!rows.is_empty(), "{b}");
+    let mut tokens = 0.0;
+    for row in &rows {
+        let candidate = row.value().attr("data-candidate").unwrap();
+        let interval = row.value().attr("data-interval").unwrap();
+        let cell = |figure: &str| {
+            let sel = scraper::Selector::parse(&format!("[data-figure={figure}]")).unwrap();
+            crate::support::app::text_of(&row.select(&sel).next().unwrap())
+        };
+        let rate = cell("tok_s");
+        if rate == "—" {
+            assert!(
+                !tok_s
+                    .iter()
+                    .any(|t| t.starts_with(&format!("{candidate}, {interval}:"))),
+                "{b}"
+            );
+            continue;
+        }
+        assert!(
+            tok_s.contains(&format!("{candidate}, {interval}: {rate}")),
+            "{b}: {candidate} {interval} {rate} in {tok_s:?}"
+        );
+        if cell("ttft") != "—" {
+            assert!(
+                ttft.contains(&format!("{candidate}, {interval}: {}", cell("ttft"))),
+                "{b}: {candidate} {interval}"
+            );
+        }
+        let (start, end) = interval.trim_end_matches(" s").split_once('–').unwrap();
+        let width = end.parse::<f64>().unwrap() - start.parse::<f64>().unwrap();
+        tokens += rate.trim_end_matches(" tok/s").parse::<f64>().unwrap() * width;
+    }
+    let want: u32 = records
+        .iter()
+        .filter(|r| !r.is_warmup && r.succeeded())
+        .map(|r| match r.chunks.is_empty() {
+            true => r.output_tokens.unwrap_or(0),
+            false => r.chunks.iter().map(|c| c.1).sum(),
+        })
+        .sum();
+    // Three significant digits a figure.
+    assert!(
+        (tokens - f64::from(want)).abs() <= f64::from(want) * 0.01 + 1.0,
+        "{b}: {tokens} vs {want} tokens"
+    );
+}
+
+each_backend!(a_sweep_run_page_charts_throughput_and_latency_vs_concurrency_with_the_tables_figures);
+async fn a_sweep_run_page_charts_throughput_and_latency_vs_concurrency_with_the_tables_figures(db: TestStore) {
+    let two_slots = ModelProfile {
+        ttft_ms: 20.0,
+        inter_token_ms: Some(4.0),
+        slots: Some(2),
+        ..ModelProfile::named("two-slots")
+    };
+    let mock = start_mock(vec![two_slots], Vec::new()).await;
+    let file = bakeoff::engine::endpoint_measure::synthetic_evalset(&[16], 8, 16).unwrap();
+    let app = spawn_app_on(db).await;
+    let b = app.backend;
+    let version = app.store.save_evalset_version(&file).await.unwrap();
+    let c = app.candidate("two-slots", &mock.base_url(), "two-slots").await;
+    let config = RunConfig {
+        concurrency: 1,
+        warmup_requests: 0,
+        max_tokens: Some(16),
+        retries: 0,
+        staged_rollout: false,
+        load: LoadShape::Sweep {
+            max_concurrency: 4,
+            ttft_factor: 2.0,
+            min_gain: 0.05,
+        },
+        ..RunConfig::default()
+    };
+    let run = app.run(version, &[c], config).await;
+    assert_eq!(app.run_to_end(run, true).await, RunStatus::Finished, "{b}");
+    let (page, _) = app.page(&format!("/runs/{run}")).await;
+
+    assert_eq!(page.count("section.run-charts"), 1, "{b}");
+    let throughput = chart_titles(&page, "chart-throughput");
+    let latency = chart_titles(&page, "chart-latency");
+    assert!(
+        page.text("#chart-throughput figcaption").contains("knee"),
+        "{b}: the knee is named"
+    );
+    let rows = page.select(".levels-latency tbody tr");
+    assert_eq!(rows.len(), 3, "{b}: c=1, 2, 4");
+    let speed = page.select(".levels-speed tbody tr");
+    let cells = |r: &scraper::ElementRef<'_>| -> Vec<String> {
+        r.children()
+            .filter_map(scraper::ElementRef::wrap)
+            .map(|e| crate::support::app::text_of(&e))
+            .collect()
+    };
+    let knee = page.text(".knees .knee-value");
+    let series = "two-slots · 16-token prompts";
+    for (lat, spd) in rows.iter().zip(&speed) {
+        let (l, s) = (cells(lat), cells(spd));
+        let level = l[1].trim_start_matches("c=").to_string();
+        for (label, value) in [
+            ("TTFT p50", &l[5]),
+            ("TTFT p95", &l[6]),
+            ("E2E p50", &l[8]),
+            ("E2E p95", &l[9]),
+        ] {
+            let want = format!("{series} · {label}: {value} at c={level}");
+            assert!(latency.contains(&want), "{b}: {want} in {latency:?}");
+        }
+        let aggregate = s[7].split(" tok/s").next().unwrap();
+        let want = format!(
+            "{series}: {aggregate} tok/s aggregate (steady window) at c={level}{}",
+            if knee == l[1] { " — the knee" } else { "" }
+        );
+        assert!(throughput.contains(&want), "{b}: {want} in {throughput:?}");
+    }
+    assert_eq!(throughput.len(), 3, "{b}");
+    assert_eq!(latency.len(), 12, "{b}: four figures at three levels");
+    for axis in [
+        "concurrency (requests in flight, log₂ scale)",
+        "latency (ms), successful requests",
+    ] {
+        assert!(
+            page.text("#chart-latency .chart-svg").contains(axis),
+            "{b}: the axis says {axis}"
+        );
+    }
+    let records = app.store.list_request_records(run).await.unwrap();
+    over_time_matches_its_table(&page, &records, b);
+
+    // Each streamed attempt of the drill-down has its token timeline, from its chunk timings.
+    let (cases, body) = app.page(&format!("/runs/{run}/cases")).await;
+    let streamed = records
+        .iter()
+        .filter(|r| r.chunks.len() >= bakeoff::web::scorecards::charts::TIMELINE_MIN_CHUNKS)
+        .count();
+    assert_eq!(
+        cases.count("section.attempt"),
+        records.len(),
+        "{b}: every attempt on one page"
+    );
+    assert!(streamed > 0, "{b}: 16-token answers stream in several chunks");
+    assert_eq!(cases.count("section.attempt .token-timeline svg"), streamed, "{b}");
+    // A level's attempts say their load, and the repetition within it.
+    let lines = cases.texts("section.attempt > details > summary");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("throughput · c=2 · rep. 0 · attempt 0")),
+        "{b}: {lines:?}"
+    );
+    let first = &cases
+        .select("article.case")
+        .first()
+        .unwrap()
+        .value()
+        .attr("data-case")
+        .unwrap()
+        .to_string();
+    let r = records
+        .iter()
+        .find(|r| &r.case_id == first && r.attempt == 0 && r.repetition == 0)
+        .unwrap();
+    let titles = cases.texts(&format!(
+        "#case-{first} section.attempt .token-timeline .point-title title"
+    ));
+    let want = format!(
+        "first token at {} ms",
+        bakeoff::domain::format::significant(r.chunks[0].0 as f64 / 1000.0)
+    );
+    assert!(titles.contains(&want), "{b}: {want} in {titles:?}");
+    assert!(!body.contains("<script>alert"), "{b}");
+}

@@ -1,9 +1,11 @@
-//! `GET /runs/{id}/cases`: the drill-down. Every case of the run with its input and expected
-//! value, then every measured attempt of every candidate: output (escaped, like all model text),
-//! grader results and reasons, timings and token counts with their source. Filters (failures
-//! only, error class, tag, outputs that differ between candidates) and pagination run on the
-//! server: the filters read light per-attempt facts, and only the shown page's records are
-//! loaded whole. A troubleshooting panel groups the run's failures by class with the ordered
+//! `GET /runs/{id}/cases`: the drill-down. A case × candidate grid (each cell the outcome of
+//! the candidate's final attempts, in words and colour, linking to them), then every case of
+//! the page with its input and expected value and its measured attempts, one line each that
+//! expands to the output (escaped, like all model text), grader results and reasons, timings,
+//! token counts with their source and the request's token timeline. Filters (candidate,
+//! outcome, failures only, error class, tag, text, outputs that differ between candidates) and
+//! pagination run on the server: the filters read light per-attempt facts (the text search one
+//! query), and only the shown page's records are loaded whole. A troubleshooting panel groups the run's failures by class with the ordered
 //! checks (symptom → input → environment → parameters → framework limits).
 use crate::domain::format::visible_controls;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -15,8 +17,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::calibers::LagSpikes;
 use crate::domain::evalset::EvalSetFile;
-use crate::domain::grading::case_passed;
-use crate::domain::run::{ErrorClass, RequestRecord, Run};
+use crate::domain::grading::{case_passed, case_score};
+use crate::domain::run::{ErrorClass, Phase, RequestRecord, Run};
 use crate::store::RecordFact;
 use crate::web::AppState;
 use crate::web::error::{WebError, parse_id, parse_page};
@@ -41,9 +43,14 @@ pub struct CasesPage {
     pub error_classes: Vec<(String, String)>,
     /// Every tag of the run's cases.
     pub tags: Vec<String>,
+    /// (id, name) of every candidate of the run, for the filter.
+    pub candidates: Vec<(String, String)>,
     pub multi_candidate: bool,
     pub matching: usize,
     pub total_cases: usize,
+    /// The grid's column heads (the candidates shown) and its rows (the page's cases).
+    pub columns: Vec<String>,
+    pub grid: Vec<GridRow>,
     pub cases: Vec<CaseView>,
     pub pager: Pagination,
     pub troubleshooting: Vec<TroubleGroup>,
@@ -56,7 +63,16 @@ pub struct Filters {
     pub error_class: String,
     pub tag: String,
     pub differs: bool,
+    /// A candidate's id (checked against the run's candidates by the page).
+    pub candidate: String,
+    /// `pass`, `fail` or `error`: cases where a (the chosen) candidate's final attempts ended so.
+    pub outcome: String,
+    /// Searched in the case id, its stored input and expected value, and the outputs.
+    pub text: String,
 }
+
+/// Longest text search accepted (characters).
+pub const TEXT_MAX: usize = 200;
 
 impl Filters {
     fn from_query(q: &FormBody) -> Result<Filters, WebError> {
@@ -66,7 +82,22 @@ impl Filters {
             error_class: q.get("error_class").unwrap_or_default().trim().to_string(),
             tag: q.get("tag").unwrap_or_default().trim().to_string(),
             differs: on("differs"),
+            candidate: q.get("candidate").unwrap_or_default().trim().to_string(),
+            outcome: q.get("outcome").unwrap_or_default().trim().to_string(),
+            text: q.get("q").unwrap_or_default().trim().to_string(),
         };
+        if !f.outcome.is_empty() && Outcome::parse_filter(&f.outcome).is_none() {
+            return Err(WebError::BadRequest(format!(
+                "outcome: there is no outcome {:?}; choose pass, fail or error.",
+                crate::domain::validation::truncate(&f.outcome, 40)
+            )));
+        }
+        if f.text.chars().count() > TEXT_MAX {
+            return Err(WebError::BadRequest(format!(
+                "q (text search): at most {TEXT_MAX} characters, got {}.",
+                f.text.chars().count()
+            )));
+        }
         if !f.error_class.is_empty() && f.error_class != WRONG_ANSWER && ErrorClass::parse(&f.error_class).is_none() {
             return Err(WebError::BadRequest(format!(
                 "There is no error class {:?}; choose one from the list.",
@@ -90,6 +121,15 @@ impl Filters {
         }
         if self.differs {
             q.append_pair("differs", "on");
+        }
+        if !self.candidate.is_empty() {
+            q.append_pair("candidate", &self.candidate);
+        }
+        if !self.outcome.is_empty() {
+            q.append_pair("outcome", &self.outcome);
+        }
+        if !self.text.is_empty() {
+            q.append_pair("q", &self.text);
         }
         q.finish()
     }
@@ -117,9 +157,19 @@ pub struct CaseView {
 
 #[derive(Debug, Clone)]
 pub struct AttemptView {
+    pub candidate_id: i64,
     pub candidate: String,
+    /// The id a grid cell links to (the candidate's first attempt listed in the case).
+    pub anchor: Option<String>,
+    /// `score 1.00 · TTFT 40.0 ms · E2E 120 ms · 20 tokens`: the one line shown folded.
+    pub summary: String,
+    /// Token arrivals over the request (SVG), when it streamed two chunks or more.
+    pub token_timeline: Option<String>,
     pub phase: &'static str,
+    /// The repetition within its load level (the stored number holds level and cycle too).
     pub repetition: u32,
+    /// `c=4 · cycle 2` for a load-shape run's attempt; empty for a plain eval run.
+    pub level: String,
     pub attempt: u32,
     pub is_final: bool,
     /// Its span (send → end) overlapped one of the harness's lag spikes: its timings may be
@@ -175,6 +225,19 @@ pub async fn page(
         .get_run(id)
         .await?
         .ok_or_else(|| WebError::NotFound(format!("run #{id}")))?;
+    let only_candidate: Option<i64> = match filters.candidate.as_str() {
+        "" => None,
+        raw => match raw.parse::<i64>().ok().filter(|c| run.candidate_ids.contains(c)) {
+            Some(c) => Some(c),
+            None => {
+                return Err(WebError::BadRequest(format!(
+                    "candidate: run #{} has no candidate {:?}; choose one from the list.",
+                    run.id,
+                    crate::domain::validation::truncate(raw, 40)
+                )));
+            }
+        },
+    };
     // The version's header and each case's id and tags only: the page's own cases are read
     // below, so a 100,000-case set is never parsed whole for a page of ten.
     let version = state.store.get_evalset_version_head(run.evalset_version_id).await?;
@@ -192,6 +255,18 @@ pub async fn page(
             .unwrap_or_else(|| format!("candidate #{id}"))
     };
     let index = case_index(&state, &run, filters.differs).await?;
+    let found: Option<HashSet<String>> = if filters.text.is_empty() {
+        None
+    } else {
+        Some(
+            state
+                .store
+                .search_run_cases(run.id, run.evalset_version_id, &filters.text)
+                .await?
+                .into_iter()
+                .collect(),
+        )
+    };
 
     // The run's cases in eval-set order (its case limit applied), then any recorded case the
     // stored version does not list (kept visible rather than dropped).
@@ -210,14 +285,33 @@ pub async fn page(
     let tags_by_case: HashMap<&str, &[String]> = keys.iter().map(|(id, tags)| (id.as_str(), tags.as_slice())).collect();
     let tags_of = |id: &str| -> Vec<String> { tags_by_case.get(id).map(|t| t.to_vec()).unwrap_or_default() };
     let differing: HashSet<&str> = index.differing.iter().flatten().map(String::as_str).collect();
+    let chosen = |c: i64| only_candidate.is_none_or(|o| o == c);
+    let wanted_outcome = Outcome::parse_filter(&filters.outcome);
     let matching: Vec<&String> = order
         .iter()
         .filter(|id| {
-            let classes = index.failures.get(id.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+            let classes: Vec<&str> = index
+                .failures
+                .get(id.as_str())
+                .into_iter()
+                .flatten()
+                .filter(|(c, _)| chosen(*c))
+                .map(|(_, class)| class.as_str())
+                .collect();
+            let outcomes = || {
+                index
+                    .outcomes
+                    .get(id.as_str())
+                    .into_iter()
+                    .flatten()
+                    .filter(|(c, _)| chosen(*c))
+            };
             (!filters.failures || !classes.is_empty())
-                && (filters.error_class.is_empty() || classes.contains(&filters.error_class))
+                && (filters.error_class.is_empty() || classes.contains(&filters.error_class.as_str()))
                 && (filters.tag.is_empty() || tags_by_case.get(id.as_str()).is_some_and(|t| t.contains(&filters.tag)))
                 && (!filters.differs || differing.contains(id.as_str()))
+                && wanted_outcome.is_none_or(|w| outcomes().any(|(_, o)| *o == w))
+                && found.as_ref().is_none_or(|f| f.contains(id.as_str()))
         })
         .collect();
 
@@ -253,12 +347,17 @@ pub async fn page(
     for r in records.iter().filter(|r| !r.is_warmup) {
         records_by_case.entry(r.case_id.as_str()).or_default().push(r);
     }
+    let load_run = !matches!(run.config.load, crate::domain::load::LoadShape::Fixed);
+    let columns: Vec<i64> = run.candidate_ids.iter().copied().filter(|&c| chosen(c)).collect();
 
+    let mut grid = Vec::new();
     let cases = shown
         .iter()
-        .map(|id| {
+        .enumerate()
+        .map(|(row, id)| {
             let case = set_cases.iter().find(|c| c.id == *id);
             let mut mine = records_by_case.remove(id.as_str()).unwrap_or_default();
+            mine.retain(|r| chosen(r.candidate_id));
             mine.sort_by_key(|r| {
                 (
                     run.candidate_ids.iter().position(|&c| c == r.candidate_id),
@@ -275,37 +374,73 @@ pub async fn page(
                     .or_insert(0);
                 *e = (*e).max(r.attempt);
             }
-            let all: Vec<AttemptView> = mine
+            let is_final =
+                |r: &RequestRecord| last.get(&(r.candidate_id, r.phase.as_str(), r.repetition)) == Some(&r.attempt);
+            // "Failures only" and an error class filter the attempts listed too.
+            let listed = |r: &RequestRecord| {
+                let class = attempt_class(r);
+                (!filters.failures || class.is_some())
+                    && (filters.error_class.is_empty() || class.as_deref() == Some(filters.error_class.as_str()))
+            };
+            let all: Vec<(&RequestRecord, bool)> = mine
                 .iter()
-                .map(|r| {
-                    let is_final = last.get(&(r.candidate_id, r.phase.as_str(), r.repetition)) == Some(&r.attempt);
-                    attempt_view(r, name_of(r.candidate_id), is_final, spikes)
-                })
+                .filter(|r| listed(r))
+                .map(|r| (*r, attempt_class(r).is_some()))
                 .collect();
+            let recorded = mine.len();
             let total = all.len();
-            let failed_attempts = all.iter().filter(|a| a.failed()).count();
-            // Failed attempts first (up to the cap), then the rest in order; shown in order.
-            let mut keep: Vec<usize> = (0..total)
-                .filter(|&i| all[i].failed())
-                .take(ATTEMPTS_PER_CASE)
-                .collect();
-            keep.extend(
-                (0..total)
-                    .filter(|&i| !all[i].failed())
-                    .take(ATTEMPTS_PER_CASE - keep.len()),
-            );
+            let failed_attempts = mine.iter().filter(|r| attempt_class(r).is_some()).count();
+            // Failed attempts first (up to the cap), then the rest in order; shown in order. Only
+            // the kept ones are turned into views (each draws its token timeline).
+            let mut keep: Vec<usize> = (0..total).filter(|&i| all[i].1).take(ATTEMPTS_PER_CASE).collect();
+            keep.extend((0..total).filter(|&i| !all[i].1).take(ATTEMPTS_PER_CASE - keep.len()));
             keep.sort_unstable();
-            let attempts: Vec<AttemptView> = keep.into_iter().map(|i| all[i].clone()).collect();
-            let mut outcome = if total == 0 {
+            let attempts: Vec<AttemptView> = keep
+                .into_iter()
+                .map(|i| all[i].0)
+                .map(|r| attempt_view(r, name_of(r.candidate_id), is_final(r), spikes, load_run))
+                .collect();
+            let mut outcome = if recorded == 0 {
                 "not sent yet".to_string()
             } else if failed_attempts == 0 {
-                format!("all {total} attempts ok")
+                format!("all {recorded} attempts ok")
             } else {
-                format!("{failed_attempts} of {total} attempts failed")
+                format!("{failed_attempts} of {recorded} attempts failed")
             };
+            if total < recorded {
+                outcome.push_str(&format!(" · {total} listed by the filters"));
+            }
             if attempts.len() < total {
                 outcome.push_str(&format!(" · showing {} of them, failed ones first", attempts.len()));
             }
+            let anchor = |c: i64| format!("a-{row}-{c}");
+            grid.push(GridRow {
+                case_id: id.clone(),
+                href: format!("#case-{id}"),
+                cells: columns
+                    .iter()
+                    .map(|&c| {
+                        let finals: Vec<&RequestRecord> = mine
+                            .iter()
+                            .copied()
+                            .filter(|r| r.candidate_id == c && is_final(r))
+                            .collect();
+                        let linked = attempts.iter().any(|a| a.candidate_id == c);
+                        grid_cell(name_of(c), &finals, linked.then(|| format!("#{}", anchor(c))))
+                    })
+                    .collect(),
+            });
+            let mut seen: HashSet<i64> = HashSet::new();
+            let attempts = attempts
+                .into_iter()
+                .map(|mut a| {
+                    // The first listed attempt of each candidate is where its grid cell leads.
+                    if seen.insert(a.candidate_id) {
+                        a.anchor = Some(anchor(a.candidate_id));
+                    }
+                    a
+                })
+                .collect();
             CaseView {
                 id: id.clone(),
                 tags: tags_of(id),
@@ -366,13 +501,141 @@ pub async fn page(
         filters,
         error_classes,
         tags,
+        candidates: run.candidate_ids.iter().map(|&c| (c.to_string(), name_of(c))).collect(),
         multi_candidate: run.candidate_ids.len() > 1,
         matching: matching.len(),
         total_cases: order.len(),
+        columns: columns.iter().map(|&c| name_of(c)).collect(),
+        grid,
         cases,
         pager,
         troubleshooting,
     })
+}
+
+/// A measured attempt's failure class: its error class, `wrong_answer` when a grader failed
+/// it, None when it did not fail.
+fn attempt_class(r: &RequestRecord) -> Option<String> {
+    match (r.error_class, case_passed(&r.grades)) {
+        (Some(c), _) => Some(c.as_str().to_string()),
+        (None, Some(false)) => Some(WRONG_ANSWER.to_string()),
+        _ => None,
+    }
+}
+
+/// How a candidate's final attempts at a case ended, worst first when repetitions differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Ungraded,
+    Pass,
+    Fail,
+    Error,
+}
+
+impl Outcome {
+    fn of(error: bool, passed: Option<bool>) -> Outcome {
+        match (error, passed) {
+            (true, _) => Outcome::Error,
+            (false, Some(false)) => Outcome::Fail,
+            (false, Some(true)) => Outcome::Pass,
+            (false, None) => Outcome::Ungraded,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ungraded => "ungraded",
+            Outcome::Pass => "pass",
+            Outcome::Fail => "fail",
+            Outcome::Error => "error",
+        }
+    }
+
+    /// The outcomes the filter offers.
+    fn parse_filter(s: &str) -> Option<Outcome> {
+        [Outcome::Pass, Outcome::Fail, Outcome::Error]
+            .into_iter()
+            .find(|o| o.as_str() == s)
+    }
+}
+
+/// One case of the grid: a cell per candidate shown.
+#[derive(Debug, Clone)]
+pub struct GridRow {
+    pub case_id: String,
+    pub href: String,
+    pub cells: Vec<GridCell>,
+}
+
+/// A candidate's final attempts at a case, in words (never colour alone).
+#[derive(Debug, Clone)]
+pub struct GridCell {
+    pub candidate: String,
+    /// `pass`, `fail`, `error`, `ungraded` or `none` (nothing sent): the cell's colour.
+    pub outcome: &'static str,
+    /// `✓ pass`, `✗ fail`, `⚠ http_5xx`, `not graded`, `not sent`.
+    pub label: String,
+    /// `score 1.00`, `2 of 3 passed · score 0.67`; empty when there is no score.
+    pub detail: String,
+    /// Where its attempts are listed on this page (None: filtered out or none).
+    pub href: Option<String>,
+}
+
+fn grid_cell(candidate: String, finals: &[&RequestRecord], href: Option<String>) -> GridCell {
+    let outcome = finals
+        .iter()
+        .map(|r| Outcome::of(!r.succeeded(), case_passed(&r.grades)))
+        .max();
+    let label = match outcome {
+        None => "not sent".to_string(),
+        Some(Outcome::Pass) => "✓ pass".into(),
+        Some(Outcome::Fail) => "✗ fail".into(),
+        Some(Outcome::Ungraded) => "not graded".into(),
+        Some(Outcome::Error) => format!(
+            "⚠ {}",
+            finals
+                .iter()
+                .find_map(|r| r.error_class)
+                .map_or("error", |c| c.as_str())
+        ),
+    };
+    // Graded: a failed request counts as a wrong answer scoring 0 (as on the scorecard); a
+    // case without graders has no pass count or score to give.
+    let graded = finals.iter().any(|r| r.succeeded() && case_passed(&r.grades).is_some());
+    let mut detail = Vec::new();
+    if graded {
+        if finals.len() > 1 {
+            let passed = finals
+                .iter()
+                .filter(|r| r.succeeded() && case_passed(&r.grades) == Some(true))
+                .count();
+            detail.push(format!("{passed} of {} passed", finals.len()));
+        }
+        let scores: Vec<f64> = finals
+            .iter()
+            .filter_map(|r| {
+                if r.succeeded() {
+                    case_score(&r.grades)
+                } else {
+                    Some(0.0)
+                }
+            })
+            .collect();
+        if !scores.is_empty() {
+            detail.push(format!("score {:.2}", scores.iter().sum::<f64>() / scores.len() as f64));
+        }
+    } else if finals.len() > 1 {
+        let failed = finals.iter().filter(|r| !r.succeeded()).count();
+        detail.push(format!("{failed} of {} failed", finals.len()));
+    }
+    GridCell {
+        candidate,
+        outcome: outcome.map_or("none", Outcome::as_str),
+        label,
+        detail: detail.join(" · "),
+        href,
+    }
 }
 
 /// What the filters need to know about every case of a run, without its records.
@@ -380,9 +643,11 @@ pub async fn page(
 struct CaseIndex {
     /// Cases with at least one measured attempt.
     recorded: Vec<String>,
-    /// Failure classes (error classes, or `wrong_answer`) seen per case; cases without
-    /// failures are absent.
-    failures: HashMap<String, Vec<String>>,
+    /// (candidate, failure class) seen per case, failure classes being error classes or
+    /// `wrong_answer`; cases without failures are absent.
+    failures: HashMap<String, Vec<(i64, String)>>,
+    /// How each candidate's final attempts at each recorded case ended.
+    outcomes: HashMap<String, Vec<(i64, Outcome)>>,
     /// (class, failed attempts, cases), by class name.
     classes: Vec<(String, usize, usize)>,
     /// Cases whose successful outputs differ between candidates (None when not computed).
@@ -390,7 +655,7 @@ struct CaseIndex {
 }
 
 /// Cache kind of a terminal run's [`CaseIndex`].
-const CASE_INDEX_KIND: &str = "case-index/1";
+const CASE_INDEX_KIND: &str = "case-index/2";
 
 /// The run's case index: cached for a terminal run (computed in full once), computed from
 /// the stored facts for an unfinished one (the differing-outputs query only when asked).
@@ -411,11 +676,19 @@ async fn case_index(state: &AppState, run: &Run, want_differing: bool) -> Result
         .collect();
     let mut recorded: Vec<String> = Vec::new();
     let mut seen: HashSet<&str> = HashSet::new();
-    let mut failures: HashMap<String, Vec<String>> = HashMap::new();
+    let mut failures: HashMap<String, Vec<(i64, String)>> = HashMap::new();
     let mut classes: BTreeMap<String, (usize, HashSet<&str>)> = BTreeMap::new();
+    // The final attempt of each (case, candidate, phase, repetition).
+    let mut finals: HashMap<(&str, i64, Phase, u32), &RecordFact> = HashMap::new();
     for f in &facts {
         if seen.insert(f.case_id.as_str()) {
             recorded.push(f.case_id.clone());
+        }
+        let last = finals
+            .entry((f.case_id.as_str(), f.candidate_id, f.phase, f.repetition))
+            .or_insert(f);
+        if f.attempt > last.attempt {
+            *last = f;
         }
         let class = match (f.error_class, f.passed) {
             (Some(c), _) => c.as_str().to_string(),
@@ -423,12 +696,21 @@ async fn case_index(state: &AppState, run: &Run, want_differing: bool) -> Result
             _ => continue,
         };
         let list = failures.entry(f.case_id.clone()).or_default();
-        if !list.contains(&class) {
-            list.push(class.clone());
+        if !list.iter().any(|(c, k)| *c == f.candidate_id && *k == class) {
+            list.push((f.candidate_id, class.clone()));
         }
         let entry = classes.entry(class).or_default();
         entry.0 += 1;
         entry.1.insert(f.case_id.as_str());
+    }
+    let mut outcomes: HashMap<String, Vec<(i64, Outcome)>> = HashMap::new();
+    for ((case, candidate, _, _), f) in finals {
+        let outcome = Outcome::of(f.error_class.is_some(), f.passed);
+        let list = outcomes.entry(case.to_string()).or_default();
+        match list.iter_mut().find(|(c, _)| *c == candidate) {
+            Some((_, o)) => *o = (*o).max(outcome),
+            None => list.push((candidate, outcome)),
+        }
     }
     let differing = if cacheable || want_differing {
         Some(state.store.cases_with_differing_outputs(run.id).await?)
@@ -442,6 +724,7 @@ async fn case_index(state: &AppState, run: &Run, want_differing: bool) -> Result
             .map(|(class, (attempts, cases))| (class, attempts, cases.len()))
             .collect(),
         failures,
+        outcomes,
         differing,
     };
     if cacheable {
@@ -477,21 +760,43 @@ fn checks_for(class: &str) -> Vec<String> {
         .collect()
 }
 
-impl AttemptView {
-    /// A request error or a wrong answer.
-    pub fn failed(&self) -> bool {
-        self.status != "ok" || self.passed == Some(false)
+fn attempt_view(
+    r: &RequestRecord,
+    candidate: String,
+    is_final: bool,
+    spikes: Option<&LagSpikes>,
+    load_run: bool,
+) -> AttemptView {
+    let (level, repetition, cycle) = crate::domain::run::split_repetition(r.repetition);
+    let mut load = Vec::new();
+    if load_run {
+        load.push(match r.concurrency {
+            0 => format!("level {}", level + 1),
+            c => format!("c={c}"),
+        });
     }
-}
-
-fn attempt_view(r: &RequestRecord, candidate: String, is_final: bool, spikes: Option<&LagSpikes>) -> AttemptView {
+    if cycle > 0 {
+        load.push(format!("cycle {cycle}"));
+    }
     let msf = |us: Option<i64>| ms(us.map(|v| v as f64 / 1000.0));
     let count = |n: Option<u32>| n.map(|n| n.to_string()).unwrap_or_else(|| NOT_MEASURED.to_string());
     let source = r.output_tokens_source.map(|s| s.as_str()).unwrap_or("unknown");
+    let mut summary = Vec::new();
+    if let Some(score) = case_score(&r.grades).filter(|_| r.succeeded()) {
+        summary.push(format!("score {score:.2}"));
+    }
+    summary.push(format!("TTFT {}", msf(r.ttft_us())));
+    summary.push(format!("E2E {}", msf(r.end_us)));
+    summary.push(format!("{} tokens", count(r.output_tokens)));
     AttemptView {
+        candidate_id: r.candidate_id,
         candidate,
+        anchor: None,
+        summary: summary.join(" · "),
+        token_timeline: crate::web::scorecards::charts::token_timeline(&r.chunks),
         phase: r.phase.as_str(),
-        repetition: r.repetition,
+        repetition,
+        level: load.join(" · "),
         attempt: r.attempt,
         is_final,
         lag_spike: spikes.is_some_and(|s| s.marks(r)),

@@ -26,6 +26,7 @@ use crate::web::views::{NOT_MEASURED, ms, or_dash, pct_n, short_hash, tok_s};
 
 use super::again::{AgainButton, StopView, buttons};
 use super::report::{HarnessView, LevelsView, QualityView, harness_view, levels_view, quality_views};
+use crate::web::scorecards::charts::{self, Chart};
 
 /// Most per-case rows shown on the page (the full data is in the records).
 pub const CASE_ROWS: usize = 100;
@@ -90,6 +91,10 @@ pub struct LiveView {
     pub levels: Option<LevelsView>,
     /// Quality reports per candidate, from the grades.
     pub quality: Vec<QualityView>,
+    /// Pass rate per grader × candidate as bars (quality section).
+    pub pass_rates: Option<Chart>,
+    /// Throughput, TTFT and errors per time bucket (refreshed with the live fragment).
+    pub over_time: Option<OverTimeView>,
     pub events: Vec<EventRow>,
     /// Candidates stopped within the run, with their outcome (NO-GO).
     pub stops: Vec<StopView>,
@@ -155,6 +160,77 @@ pub struct CaseRow {
     pub passed: Option<bool>,
     pub ttft: String,
     pub output: String,
+}
+
+impl LiveView {
+    /// Whether the charts section has anything to show.
+    pub fn has_charts(&self) -> bool {
+        self.over_time.is_some() || self.levels.as_ref().is_some_and(|l| !l.charts.is_empty())
+    }
+}
+
+/// The run over time: its charts and the same figures as a table.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OverTimeView {
+    pub charts: Vec<Chart>,
+    pub rows: Vec<OverTimeRow>,
+}
+
+/// One candidate's figures over one time bucket, worded as the charts' hover texts word them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OverTimeRow {
+    pub candidate: String,
+    pub interval: String,
+    pub tok_s: String,
+    pub ttft: String,
+    pub errors: u32,
+}
+
+fn over_time_view(run: &Run, candidates: &[Candidate], records: &[RequestRecord]) -> Option<OverTimeView> {
+    let timeline = crate::domain::timeline::over_time(records, &run.candidate_ids)?;
+    let names: Vec<String> = run
+        .candidate_ids
+        .iter()
+        .map(|&id| candidate_name(candidates, id))
+        .collect();
+    let rows = timeline
+        .candidates
+        .iter()
+        .zip(&names)
+        .flat_map(|((_, buckets), name)| {
+            buckets.iter().map(move |b| OverTimeRow {
+                candidate: name.clone(),
+                interval: charts::interval(b),
+                tok_s: b.tok_s.map_or(NOT_MEASURED.into(), |v| charts::figure(v, "tok/s")),
+                ttft: b.ttft_p50_ms.map_or(NOT_MEASURED.into(), |v| charts::figure(v, "ms")),
+                errors: b.errors,
+            })
+        })
+        .collect();
+    Some(OverTimeView {
+        charts: charts::timeline_charts(&timeline, &names),
+        rows,
+    })
+}
+
+/// The quality section's bars: every grader of every candidate, from the graders tables.
+fn pass_rate_chart(quality: &[QualityView]) -> Option<Chart> {
+    let mut bars: Vec<charts::PassRateBar> = quality
+        .iter()
+        .enumerate()
+        .flat_map(|(i, q)| {
+            q.graders.iter().map(move |g| charts::PassRateBar {
+                candidate: q.candidate.clone(),
+                candidate_index: i,
+                grader: g.grader.clone(),
+                passed: g.passed,
+                graded: g.graded,
+            })
+        })
+        .collect();
+    // Grouped by grader, candidates in run order within each.
+    bars.sort_by(|a, b| a.grader.cmp(&b.grader).then(a.candidate_index.cmp(&b.candidate_index)));
+    charts::pass_rate_chart(&bars)
 }
 
 #[derive(Debug, Clone)]
@@ -430,6 +506,8 @@ pub(super) async fn live_view(
         harness,
         levels: parts.levels,
         quality: parts.quality,
+        pass_rates: parts.pass_rates,
+        over_time: parts.over_time,
         events,
         stops,
         again,
@@ -445,11 +523,13 @@ pub struct RecordParts {
     pub cases_note: Option<String>,
     pub levels: Option<LevelsView>,
     pub quality: Vec<QualityView>,
+    pub pass_rates: Option<Chart>,
+    pub over_time: Option<OverTimeView>,
 }
 
 /// Cache kind of [`RecordParts`]; bump the version when its shape or content changes (3: a
-/// sweep's results table pools no latencies).
-pub const RECORD_PARTS_KIND: &str = "run-page/3";
+/// sweep's results table pools no latencies; 4: the charts over time and the pass-rate bars).
+pub const RECORD_PARTS_KIND: &str = "run-page/4";
 
 /// A terminal run's records never change, so its parts are computed once and kept in the
 /// store (`run_summaries`); an unfinished run's are computed on every call.
@@ -589,13 +669,16 @@ async fn record_parts(
             output: truncate(&visible_controls(&r.output), OUTPUT_EXCERPT),
         })
         .collect();
+    let quality = quality_views(run, candidates, &records);
     Ok(RecordParts {
         progress,
         scorecard,
         cases: case_rows,
         cases_note,
         levels: levels_view(run, version, candidates, &records, &resumes),
-        quality: quality_views(run, candidates, &records),
+        pass_rates: pass_rate_chart(&quality),
+        quality,
+        over_time: over_time_view(run, candidates, &records),
     })
 }
 

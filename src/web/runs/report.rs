@@ -23,6 +23,7 @@ use crate::web::how_we_measure::{
     AGGREGATE, AGGREGATE_WHOLE_RUN, DECODE_PER_STREAM, E2E, E2E_PER_STREAM, ICL, ITL, REQUEST_THROUGHPUT, TPOT, TTFA,
     TTFT,
 };
+use crate::web::scorecards::charts::{self, Chart, ThroughputSeries};
 use crate::web::views::NOT_MEASURED;
 
 // ------------------------------------------------------------------------------ harness
@@ -199,6 +200,8 @@ pub struct LevelsView {
     pub slo: Option<String>,
     /// Levels whose aggregates fell back to the whole span, failures by class.
     pub notes: Vec<String>,
+    /// Throughput and latency vs concurrency (concurrency levels and sweeps).
+    pub charts: Vec<Chart>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -417,6 +420,7 @@ pub fn levels_view(
         _ => None,
     };
     Some(LevelsView {
+        charts: load_charts(config, &run.candidate_ids, &figures),
         shape: shape_text(config),
         latency_columns,
         speed_columns,
@@ -426,6 +430,33 @@ pub fn levels_view(
         slo,
         notes,
     })
+}
+
+/// Throughput and latency vs concurrency from the same level figures as the tables (one curve
+/// per candidate and prompt bin), drawn by the scorecard's chart functions; none for a rate run.
+fn load_charts(config: &RunConfig, candidate_ids: &[i64], figures: &[(String, RunFigures)]) -> Vec<Chart> {
+    if !matches!(config.load, LoadShape::Sweep { .. } | LoadShape::Levels { .. }) {
+        return Vec::new();
+    }
+    let mut series = Vec::new();
+    for (&id, (name, f)) in candidate_ids.iter().zip(figures) {
+        let mut bins: Vec<Option<u32>> = f.levels.iter().map(|l| l.prompt_tokens).collect();
+        bins.sort_unstable();
+        bins.dedup();
+        for bin in bins {
+            let levels: Vec<LevelFigures> = f.levels.iter().filter(|l| l.prompt_tokens == bin).cloned().collect();
+            let knee = f.knees.iter().find(|(b, _)| *b == bin).map(|(_, k)| k.clone());
+            let name = match bin {
+                Some(b) => format!("{name} · {b}-token prompts"),
+                None => name.clone(),
+            };
+            series.push(ThroughputSeries::of_levels(id, name, &levels, knee));
+        }
+    }
+    [charts::throughput_chart(&series), charts::latency_chart(&series)]
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// "measured in 2 segments; 41 s of downtime excluded" for a level of a resumed run.

@@ -25,6 +25,8 @@ pub(crate) const COLOURS: [RGBColor; 6] = [
     RGBColor(86, 180, 233),
 ];
 const FONT: &str = "sans-serif";
+/// Fine grid lines, one between labelled ones (`max_light_lines(1)`): each is an SVG element,
+/// and a page carries several charts.
 const GRID_LIGHT: RGBColor = RGBColor(244, 244, 244);
 const GRID_BOLD: RGBColor = RGBColor(214, 214, 214);
 
@@ -33,14 +35,14 @@ fn axis_number(v: f64) -> String {
     if (v - v.round()).abs() < 1e-9 {
         format!("{v:.0}")
     } else {
-        crate::domain::format::significant(v)
+        crate::domain::format::significant_trimmed(v)
     }
 }
 
 /// One chart: its title, a sentence saying what it shows, and the SVG markup.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Chart {
-    pub id: &'static str,
+    pub id: String,
     pub title: String,
     pub caption: String,
     pub svg: String,
@@ -109,9 +111,16 @@ fn padded(values: impl Iterator<Item = f64>, floor_zero: bool) -> Option<Range<f
 type Plot<'a> = Result<(), DrawingAreaErrorKind<<SVGBackend<'a> as DrawingBackend>::ErrorType>>;
 
 fn render(draw: impl FnOnce(DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Plot<'_>) -> Option<String> {
+    render_at(SIZE, draw)
+}
+
+fn render_at(
+    size: (u32, u32),
+    draw: impl FnOnce(DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Plot<'_>,
+) -> Option<String> {
     let mut svg = String::new();
     let outcome = {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
         draw(root)
     };
     match outcome {
@@ -132,10 +141,66 @@ pub struct ThroughputSeries {
     pub points: Vec<(f64, f64)>,
     /// (concurrency, whole-run aggregate tok/s), ascending.
     pub whole_run: Vec<(f64, f64)>,
+    /// TTFT and E2E per level, ascending.
+    pub latency: Vec<LatencyPoint>,
     pub knee: Option<Knee>,
     /// Most segments any level was measured in (> 1: resumed) and the downtime left out.
     pub segments: u32,
     pub downtime_s: f64,
+}
+
+/// One level's latency figures (ms), as the per-level table states them.
+#[derive(Debug, Clone, Copy)]
+pub struct LatencyPoint {
+    pub concurrency: f64,
+    pub ttft_p50: Option<f64>,
+    pub ttft_p95: Option<f64>,
+    pub e2e_p50: Option<f64>,
+    pub e2e_p95: Option<f64>,
+}
+
+impl ThroughputSeries {
+    /// One curve from a candidate's level figures (concurrency levels only; rate levels have
+    /// no concurrency to place them at) and the knee found on them.
+    pub fn of_levels(candidate_id: i64, name: String, levels: &[LevelFigures], knee: Option<Knee>) -> ThroughputSeries {
+        let at = |l: &LevelFigures| match l.load {
+            Load::Concurrency { concurrency } => Some(f64::from(concurrency)),
+            Load::Rate { .. } => None,
+        };
+        // Levels as configured may come in any order; a curve runs left to right.
+        let mut levels: Vec<&LevelFigures> = levels.iter().collect();
+        levels.sort_by(|a, b| at(a).unwrap_or(0.0).total_cmp(&at(b).unwrap_or(0.0)));
+        ThroughputSeries {
+            candidate_id,
+            name,
+            points: levels
+                .iter()
+                .filter_map(|l| Some((at(l)?, l.aggregate_tok_s?)))
+                .collect(),
+            whole_run: levels
+                .iter()
+                .filter_map(|l| Some((at(l)?, l.whole_run_tok_s?)))
+                .collect(),
+            latency: levels
+                .iter()
+                .filter_map(|l| {
+                    let pick =
+                        |d: &Option<crate::domain::metrics::Distribution>,
+                         f: fn(&crate::domain::metrics::Distribution) -> f64| d.as_ref().map(f);
+                    Some(LatencyPoint {
+                        concurrency: at(l)?,
+                        ttft_p50: pick(&l.ttft_ms, |d| d.p50),
+                        ttft_p95: pick(&l.ttft_ms, |d| d.p95),
+                        e2e_p50: pick(&l.e2e_ms, |d| d.p50),
+                        e2e_p95: pick(&l.e2e_ms, |d| d.p95),
+                    })
+                })
+                .collect(),
+            knee,
+            segments: levels.iter().map(|l| l.segments).max().unwrap_or(1),
+            downtime_s: levels.iter().map(|l| l.downtime_s).fold(0.0, f64::max),
+        }
+    }
 }
 
 pub fn throughput_series(j: &RunScorecard) -> Vec<ThroughputSeries> {
@@ -149,36 +214,15 @@ pub fn throughput_series(j: &RunScorecard) -> Vec<ThroughputSeries> {
                 .filter(|&level| level > 0)
                 .filter_map(|level| data.level_at(level))
                 .collect();
-            let points = levels
-                .iter()
-                .filter_map(|l| match l.load {
-                    Load::Concurrency { concurrency } => Some((f64::from(concurrency), l.aggregate_tok_s?)),
-                    Load::Rate { .. } => None,
-                })
-                .collect();
-            let whole_run = levels
-                .iter()
-                .filter_map(|l| match l.load {
-                    Load::Concurrency { concurrency } => Some((f64::from(concurrency), l.whole_run_tok_s?)),
-                    Load::Rate { .. } => None,
-                })
-                .collect();
             let knee = knees_of(&levels, &j.run.config.load).into_iter().next().map(|(_, k)| k);
-            ThroughputSeries {
-                candidate_id: c.id,
-                name: c.spec.name.clone(),
-                points,
-                whole_run,
-                knee,
-                segments: levels.iter().map(|l| l.segments).max().unwrap_or(1),
-                downtime_s: levels.iter().map(|l| l.downtime_s).fold(0.0, f64::max),
-            }
+            ThroughputSeries::of_levels(c.id, c.spec.name.clone(), &levels, knee)
         })
         .collect()
 }
 
-fn throughput_chart(j: &RunScorecard) -> Option<Chart> {
-    let series = throughput_series(j);
+/// Throughput vs concurrency on a log₂ axis with each knee ringed (the scorecard's and the run
+/// page's).
+pub fn throughput_chart(series: &[ThroughputSeries]) -> Option<Chart> {
     // Concurrency doubles from level to level in a sweep: on a linear axis c=1, 2, 4, 8 crowd
     // into the left edge.
     let xs = log2_range(series.iter().flat_map(|s| s.points.iter().map(|x| x.0)))?;
@@ -197,9 +241,11 @@ fn throughput_chart(j: &RunScorecard) -> Option<Chart> {
             .x_desc("concurrency (requests in flight, log₂ scale)")
             .y_desc("aggregate tok/s (steady window)")
             .label_style((FONT, 13))
+            .max_light_lines(1)
             .light_line_style(GRID_LIGHT)
             .bold_line_style(GRID_BOLD)
             .x_label_formatter(&|v| axis_number(*v))
+            .y_label_formatter(&|v| axis_number(*v))
             .draw()?;
         for (i, s) in series.iter().enumerate() {
             let c = colour(i);
@@ -244,9 +290,9 @@ fn throughput_chart(j: &RunScorecard) -> Option<Chart> {
     })?;
     let svg = with_point_titles(svg, &titles);
     Some(Chart {
-        id: "chart-throughput",
+        id: "chart-throughput".into(),
         title: "Throughput vs concurrency".into(),
-        caption: if let Some(knees) = knee_caption(&series) {
+        caption: if let Some(knees) = knee_caption(series) {
             format!(
                 "Aggregate output tok/s (steady window) at each load measured; the ringed point is each candidate's knee: {knees}."
             )
@@ -309,6 +355,7 @@ fn ttft_chart(j: &RunScorecard) -> Option<Chart> {
             .y_desc("share of requests at or below")
             .y_label_formatter(&|v| format!("{:.0} %", v * 100.0))
             .label_style((FONT, 13))
+            .max_light_lines(1)
             .light_line_style(GRID_LIGHT)
             .bold_line_style(GRID_BOLD)
             .x_label_formatter(&|v| axis_number(*v))
@@ -340,7 +387,7 @@ fn ttft_chart(j: &RunScorecard) -> Option<Chart> {
         root.present()
     })?;
     Some(Chart {
-        id: "chart-ttft",
+        id: "chart-ttft".into(),
         title: format!("TTFT distribution at c={}", j.run.config.concurrency),
         caption: "Each line climbs from 0 to 100 % of a candidate's successful requests as TTFT grows: further left \
                   is faster, a long flat tail is jitter."
@@ -431,6 +478,7 @@ fn accuracy_chart(j: &RunScorecard) -> Option<Chart> {
             .y_desc("accuracy")
             .y_label_formatter(&|v| format!("{:.0} %", v * 100.0))
             .label_style((FONT, 13))
+            .max_light_lines(1)
             .light_line_style(GRID_LIGHT)
             .bold_line_style(GRID_BOLD)
             .x_label_formatter(&|v| axis_number(*v))
@@ -485,7 +533,7 @@ fn accuracy_chart(j: &RunScorecard) -> Option<Chart> {
     })?;
     let svg = with_point_titles(svg, &titles);
     Some(Chart {
-        id: "chart-accuracy",
+        id: "chart-accuracy".into(),
         title: "Accuracy vs tok/s".into(),
         caption: format!(
             "Each dot is a candidate, its speed in the caliber of the profile's speed rule ({}); dashed lines are the profile's minimums{}. Up and to the right is better.",
@@ -502,8 +550,397 @@ fn accuracy_chart(j: &RunScorecard) -> Option<Chart> {
 
 /// Every chart there is data for.
 pub fn all(j: &RunScorecard) -> Vec<Chart> {
-    [throughput_chart(j), ttft_chart(j), accuracy_chart(j)]
-        .into_iter()
-        .flatten()
-        .collect()
+    [
+        throughput_chart(&throughput_series(j)),
+        ttft_chart(j),
+        accuracy_chart(j),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// `12.3 ms`, `456 tok/s`: a chart's hover text says a figure exactly as its table does.
+pub fn figure(v: f64, unit: &str) -> String {
+    format!("{} {unit}", crate::domain::format::significant(v))
+}
+
+/// Latency vs concurrency (TTFT and E2E, p50 solid and p95 dashed) on a log₂ axis, each
+/// candidate's knee marked by a dashed vertical line: where latency starts to climb.
+pub fn latency_chart(series: &[ThroughputSeries]) -> Option<Chart> {
+    type Pick = fn(&LatencyPoint) -> Option<f64>;
+    let lines: [(&str, Pick, bool); 4] = [
+        ("TTFT p50", |p| p.ttft_p50, false),
+        ("TTFT p95", |p| p.ttft_p95, true),
+        ("E2E p50", |p| p.e2e_p50, false),
+        ("E2E p95", |p| p.e2e_p95, true),
+    ];
+    let values = || {
+        series
+            .iter()
+            .flat_map(|s| s.latency.iter())
+            .flat_map(move |p| lines.into_iter().filter_map(move |(_, pick, _)| pick(p)))
+    };
+    let xs = log2_range(series.iter().flat_map(|s| s.latency.iter().map(|p| p.concurrency)))?;
+    let ys = padded(values(), true)?;
+    if series.iter().all(|s| s.latency.len() < 2) {
+        return None;
+    }
+    let mut titles = Vec::new();
+    let svg = render(|root| {
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(12)
+            .x_label_area_size(44)
+            .y_label_area_size(64)
+            .build_cartesian_2d(xs.clone().log_scale().base(2.0), ys.clone())?;
+        chart
+            .configure_mesh()
+            .x_desc("concurrency (requests in flight, log₂ scale)")
+            .y_desc("latency (ms), successful requests")
+            .label_style((FONT, 13))
+            .max_light_lines(1)
+            .light_line_style(GRID_LIGHT)
+            .bold_line_style(GRID_BOLD)
+            .x_label_formatter(&|v| axis_number(*v))
+            .y_label_formatter(&|v| axis_number(*v))
+            .draw()?;
+        for (i, s) in series.iter().enumerate() {
+            let c = colour(i);
+            for (label, pick, dashed) in &lines {
+                let points: Vec<(f64, f64)> = s
+                    .latency
+                    .iter()
+                    .filter_map(|p| Some((p.concurrency, pick(p)?)))
+                    .collect();
+                let name = format!("{} · {label}", s.name);
+                let drawn = if *dashed {
+                    chart.draw_series(DashedLineSeries::new(points.clone(), 6, 4, c.stroke_width(2)))?
+                } else {
+                    chart.draw_series(LineSeries::new(points.clone(), c.stroke_width(2)))?
+                };
+                let dashed = *dashed;
+                drawn.label(name.clone()).legend(move |(x, y)| {
+                    if dashed {
+                        PathElement::new(vec![(x, y), (x + 6, y)], c.stroke_width(2))
+                    } else {
+                        PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+                    }
+                });
+                // E2E points are triangles, TTFT points circles: told apart without colour.
+                if label.starts_with("E2E") {
+                    chart.draw_series(points.iter().map(|p| TriangleMarker::new(*p, 5, c.filled())))?;
+                } else {
+                    chart.draw_series(points.iter().map(|p| Circle::new(*p, 4, c.filled())))?;
+                }
+                for &(x, y) in &points {
+                    titles.push(PointTitle {
+                        at: chart.backend_coord(&(x, y)),
+                        text: format!("{name}: {} at c={}", figure(y, "ms"), axis_number(x)),
+                    });
+                }
+            }
+            if let Some(k) = &s.knee {
+                let x = f64::from(k.concurrency);
+                chart.draw_series(DashedLineSeries::new(
+                    vec![(x, ys.start), (x, ys.end)],
+                    3,
+                    3,
+                    c.stroke_width(1),
+                ))?;
+                chart.draw_series(std::iter::once(Text::new(
+                    format!("knee c={}", k.concurrency),
+                    (x, ys.end - (ys.end - ys.start) * (0.05 + 0.06 * i as f64)),
+                    (FONT, 13).into_font().color(&c),
+                )))?;
+            }
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .label_font((FONT, 12))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.3))
+            .draw()?;
+        root.present()
+    })?;
+    Some(Chart {
+        id: "chart-latency".into(),
+        title: "Latency vs concurrency".into(),
+        caption: match knee_caption(series) {
+            Some(knees) => format!(
+                "TTFT and E2E at each load measured (p50 solid, p95 dashed; E2E points triangles); the dashed vertical line is each knee: {knees}."
+            ),
+            None => "TTFT and E2E at each load measured (p50 solid, p95 dashed; E2E points triangles): where they climb, requests queue.".into(),
+        },
+        svg: with_point_titles(svg, &titles),
+    })
+}
+
+/// `0–2 s`: a time bucket as its chart's hover text and its table both name it.
+pub fn interval(b: &crate::domain::timeline::Bucket) -> String {
+    format!(
+        "{}–{} s",
+        axis_number(b.start_s),
+        crate::domain::format::significant_trimmed(b.end_s)
+    )
+}
+
+/// The run over time: tok/s, TTFT p50 and (when any) failed attempts per time bucket, one line
+/// per candidate (`names` in the timeline's candidate order).
+pub fn timeline_charts(t: &crate::domain::timeline::Timeline, names: &[String]) -> Vec<Chart> {
+    use crate::domain::timeline::Bucket;
+    type Pick = fn(&Bucket) -> Option<f64>;
+    let mid = |b: &Bucket| (b.start_s + b.end_s) / 2.0;
+    let one = |id: &str, title: &str, y_desc: &str, unit: &str, pick: Pick, caption: String| -> Option<Chart> {
+        let xs = 0.0..t
+            .candidates
+            .iter()
+            .flat_map(|(_, b)| b.last())
+            .map(|b| b.end_s)
+            .fold(t.bucket_s, f64::max);
+        let mut ys = padded(t.candidates.iter().flat_map(|(_, b)| b.iter().filter_map(pick)), true)?;
+        // Headroom for the legend (a row per candidate) above the lines.
+        ys.end += (ys.end - ys.start) * 0.12 * (t.candidates.len() + 1) as f64;
+        let mut titles = Vec::new();
+        let svg = render_at((720, 280), |root| {
+            root.fill(&WHITE)?;
+            let mut chart = ChartBuilder::on(&root)
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(64)
+                .build_cartesian_2d(xs.clone(), ys.clone())?;
+            chart
+                .configure_mesh()
+                .x_desc("seconds since the run's first measured request")
+                .y_desc(y_desc)
+                .label_style((FONT, 13))
+                .max_light_lines(1)
+                .light_line_style(GRID_LIGHT)
+                .bold_line_style(GRID_BOLD)
+                .x_label_formatter(&|v| axis_number(*v))
+                .y_label_formatter(&|v| axis_number(*v))
+                .draw()?;
+            for (i, (_, buckets)) in t.candidates.iter().enumerate() {
+                let c = colour(i);
+                let name = names.get(i).map(String::as_str).unwrap_or("?");
+                let points: Vec<(f64, f64, &Bucket)> =
+                    buckets.iter().filter_map(|b| Some((mid(b), pick(b)?, b))).collect();
+                chart
+                    .draw_series(LineSeries::new(points.iter().map(|p| (p.0, p.1)), c.stroke_width(2)))?
+                    .label(name)
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
+                chart.draw_series(points.iter().map(|p| Circle::new((p.0, p.1), 3, c.filled())))?;
+                for &(x, y, b) in &points {
+                    titles.push(PointTitle {
+                        at: chart.backend_coord(&(x, y)),
+                        text: format!("{name}, {}: {}", interval(b), figure(y, unit)),
+                    });
+                }
+            }
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
+                .label_font((FONT, 12))
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK.mix(0.3))
+                .draw()?;
+            root.present()
+        })?;
+        Some(Chart {
+            id: id.into(),
+            title: title.into(),
+            caption,
+            svg: with_point_titles(svg, &titles),
+        })
+    };
+    let width = crate::domain::format::significant_trimmed(t.bucket_s);
+    let any_errors = t.candidates.iter().any(|(_, b)| b.iter().any(|b| b.errors > 0));
+    [
+        one(
+            "chart-tok-s-over-time",
+            "Throughput over time",
+            "output tok/s (all streams)",
+            "tok/s",
+            |b| b.tok_s,
+            format!("Output tokens of successful requests arriving in each {width} s interval, per second (warm-ups excluded)."),
+        ),
+        one(
+            "chart-ttft-over-time",
+            "TTFT p50 over time",
+            "TTFT p50 (ms)",
+            "ms",
+            |b| b.ttft_p50_ms,
+            format!("Median TTFT of the successful requests whose first token arrived in each {width} s interval."),
+        ),
+        any_errors
+            .then(|| {
+                one(
+                    "chart-errors-over-time",
+                    "Errors over time",
+                    "failed attempts",
+                    "failed attempts",
+                    |b| Some(f64::from(b.errors)),
+                    format!("Failed attempts (retried or final) ending in each {width} s interval."),
+                )
+            })
+            .flatten(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// One bar of the pass-rate chart.
+pub struct PassRateBar {
+    pub candidate: String,
+    /// The candidate's place in the run (its colour).
+    pub candidate_index: usize,
+    pub grader: String,
+    pub passed: u64,
+    pub graded: u64,
+}
+
+/// `92.0 % (23 / 25)`: a bar's value as its hover text and the graders table both give it.
+pub fn pass_rate_text(passed: u64, graded: u64) -> String {
+    format!(
+        "{:.1} % ({passed} / {graded})",
+        passed as f64 / graded.max(1) as f64 * 100.0
+    )
+}
+
+/// Pass rate per grader × candidate as horizontal bars, grouped by grader, each bar labelled
+/// with its rate (colour is never the only cue: every bar names its candidate).
+pub fn pass_rate_chart(bars: &[PassRateBar]) -> Option<Chart> {
+    // Segment 0 is drawn at the bottom: reversed, the first bar reads first, at the top.
+    let bars: Vec<&PassRateBar> = bars.iter().filter(|b| b.graded > 0).rev().collect();
+    if bars.is_empty() {
+        return None;
+    }
+    let n = bars.len() as i32;
+    let labels: Vec<String> = bars
+        .iter()
+        .map(|b| crate::domain::validation::truncate(&format!("{} · {}", b.grader, b.candidate), 34))
+        .collect();
+    let mut titles = Vec::new();
+    let height = (80 + 30 * bars.len()).min(900) as u32;
+    let svg = render_at((720, height), |root| {
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(250)
+            .build_cartesian_2d(0.0f64..1.15, (0..n).into_segmented())?;
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(bars.len())
+            .x_desc("pass rate (passed / graded answers)")
+            .y_desc("grader · candidate")
+            .label_style((FONT, 12))
+            .max_light_lines(1)
+            .light_line_style(GRID_LIGHT)
+            .bold_line_style(GRID_BOLD)
+            .x_label_formatter(&|v| {
+                if *v <= 1.0 {
+                    format!("{:.0} %", v * 100.0)
+                } else {
+                    String::new()
+                }
+            })
+            .y_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
+                _ => String::new(),
+            })
+            .draw()?;
+        for (i, b) in bars.iter().enumerate() {
+            let c = colour(b.candidate_index);
+            let rate = b.passed as f64 / b.graded as f64;
+            let i = i as i32;
+            let mut bar = Rectangle::new(
+                [(0.0, SegmentValue::Exact(i)), (rate, SegmentValue::Exact(i + 1))],
+                c.filled(),
+            );
+            bar.set_margin(4, 4, 0, 0);
+            chart.draw_series(std::iter::once(bar))?;
+            chart.draw_series(std::iter::once(Text::new(
+                format!("{:.1} %", rate * 100.0),
+                (rate + 0.01, SegmentValue::CenterOf(i)),
+                (FONT, 12).into_font().color(&BLACK),
+            )))?;
+            titles.push(PointTitle {
+                at: chart.backend_coord(&(rate / 2.0, SegmentValue::CenterOf(i))),
+                text: format!("{} · {}: {}", b.grader, b.candidate, pass_rate_text(b.passed, b.graded)),
+            });
+        }
+        root.present()
+    })?;
+    Some(Chart {
+        id: "chart-pass-rates".into(),
+        title: "Pass rate per grader and candidate".into(),
+        caption: "Passed / graded answers of each grader, per candidate (failed requests have no answer to grade: see the failure rate).".into(),
+        svg: with_point_titles(svg, &titles),
+    })
+}
+
+/// Fewest streamed chunks a request needs for its token timeline.
+pub const TIMELINE_MIN_CHUNKS: usize = 4;
+
+/// One request's token arrivals as a small step chart (tokens so far vs ms since send), from its
+/// stored chunk timings; None with fewer than [`TIMELINE_MIN_CHUNKS`] chunks (a one-word answer
+/// has no arrival pattern worth a chart, and a page lists dozens of attempts).
+pub fn token_timeline(chunks: &[(i64, u32)]) -> Option<String> {
+    if chunks.len() < TIMELINE_MIN_CHUNKS {
+        return None;
+    }
+    let mut total = 0u64;
+    let mut steps: Vec<(f64, f64)> = vec![(0.0, 0.0)];
+    for &(offset_us, n) in chunks {
+        let at = offset_us as f64 / 1000.0;
+        steps.push((at, total as f64));
+        total += u64::from(n);
+        steps.push((at, total as f64));
+    }
+    let end = steps.last().map(|p| p.0).unwrap_or(1.0).max(1e-3);
+    let first = chunks[0].0 as f64 / 1000.0;
+    let marks = [
+        (
+            (first, f64::from(chunks[0].1)),
+            format!("first token at {}", figure(first, "ms")),
+        ),
+        ((end, total as f64), format!("{total} tokens by {}", figure(end, "ms"))),
+    ];
+    let mut titles = Vec::new();
+    let svg = render_at((480, 150), |root| {
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(8)
+            .x_label_area_size(34)
+            .y_label_area_size(48)
+            .build_cartesian_2d(0.0..end * 1.02, 0.0..(total as f64 * 1.1).max(1.0))?;
+        chart
+            .configure_mesh()
+            .x_desc("ms since send")
+            .y_desc("tokens")
+            .x_labels(5)
+            .y_labels(3)
+            // A drill-down page lists dozens of these: axes and labels without a grid keep
+            // each one small.
+            .disable_x_mesh()
+            .disable_y_mesh()
+            .label_style((FONT, 11))
+            .x_label_formatter(&|v| axis_number(*v))
+            .y_label_formatter(&|v| axis_number(*v))
+            .draw()?;
+        let c = colour(0);
+        chart.draw_series(LineSeries::new(steps.clone(), c.stroke_width(2)))?;
+        for (at, text) in &marks {
+            titles.push(PointTitle {
+                at: chart.backend_coord(at),
+                text: text.clone(),
+            });
+        }
+        root.present()
+    })?;
+    Some(with_point_titles(svg, &titles))
 }

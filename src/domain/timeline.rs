@@ -1,0 +1,188 @@
+//! A run over time: per candidate and time bucket, the output tokens that arrived (tok/s), the
+//! median TTFT of the requests whose first token arrived, and the failed attempts that ended.
+//! The one computation behind the run page's "over time" charts and their table, live or ended.
+use serde::{Deserialize, Serialize};
+
+use super::metrics::Distribution;
+use super::run::RequestRecord;
+
+/// At most this many buckets across the run: enough to see a trend, few enough to read.
+pub const MAX_BUCKETS: usize = 30;
+
+/// One candidate's figures over one interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Bucket {
+    /// Seconds since the run's first measured send.
+    pub start_s: f64,
+    pub end_s: f64,
+    /// Output tokens of successful requests arriving in the interval / its length (a
+    /// non-streamed answer arrives whole at its end); None outside the candidate's own span
+    /// (first send → last end): candidates measured one after another do not read as idle.
+    pub tok_s: Option<f64>,
+    /// Median TTFT of successful requests whose first token arrived in the interval.
+    pub ttft_p50_ms: Option<f64>,
+    /// Failed attempts (retried or final) that ended in the interval.
+    pub errors: u32,
+}
+
+/// Every candidate's buckets on one shared time axis.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Timeline {
+    pub bucket_s: f64,
+    /// (candidate id, its buckets), in the order asked for.
+    pub candidates: Vec<(i64, Vec<Bucket>)>,
+}
+
+/// 1, 2 or 5 × a power of ten, at least `raw`: bucket widths a reader can add up.
+fn round_width(raw: f64) -> f64 {
+    let raw = raw.max(1e-3);
+    let power = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * power)
+        .find(|w| *w >= raw * (1.0 - 1e-9))
+        .unwrap_or(10.0 * power)
+}
+
+/// The measured records (warm-ups left out) of `candidate_ids` in buckets; None before any
+/// measured request ended.
+pub fn over_time<'a>(records: impl IntoIterator<Item = &'a RequestRecord>, candidate_ids: &[i64]) -> Option<Timeline> {
+    let measured: Vec<&RequestRecord> = records
+        .into_iter()
+        .filter(|r| !r.is_warmup && candidate_ids.contains(&r.candidate_id))
+        .collect();
+    let end_of = |r: &RequestRecord| r.sent_at_us + r.end_us.unwrap_or(0);
+    let start = measured.iter().map(|r| r.sent_at_us).min()?;
+    let end = measured.iter().map(|r| end_of(r)).max()?;
+    let span_s = ((end - start) as f64 / 1e6).max(1e-3);
+    let width = round_width(span_s / MAX_BUCKETS as f64);
+    let count = ((span_s / width).ceil() as usize).clamp(1, MAX_BUCKETS + 1);
+    let index = |at_us: i64| (((at_us - start) as f64 / 1e6 / width) as usize).min(count - 1);
+    let candidates = candidate_ids
+        .iter()
+        .map(|&id| {
+            let mut tokens = vec![0u64; count];
+            let mut ttfts: Vec<Vec<f64>> = vec![Vec::new(); count];
+            let mut errors = vec![0u32; count];
+            let mine: Vec<&&RequestRecord> = measured.iter().filter(|r| r.candidate_id == id).collect();
+            let first = mine.iter().map(|r| index(r.sent_at_us)).min();
+            let last = mine.iter().map(|r| index(end_of(r))).max();
+            for r in mine {
+                if !r.succeeded() {
+                    errors[index(end_of(r))] += 1;
+                    continue;
+                }
+                if r.chunks.is_empty() {
+                    tokens[index(end_of(r))] += u64::from(r.output_tokens.unwrap_or(0));
+                } else {
+                    for &(offset, n) in &r.chunks {
+                        tokens[index(r.sent_at_us + offset)] += u64::from(n);
+                    }
+                }
+                if let Some(ttft) = r.ttft_us() {
+                    ttfts[index(r.sent_at_us + ttft)].push(ttft as f64 / 1000.0);
+                }
+            }
+            let buckets = (0..count)
+                .map(|i| {
+                    let start_s = i as f64 * width;
+                    // The last bucket ends with the run: its rate is over the time it covers.
+                    let end_s = ((i + 1) as f64 * width).min(span_s);
+                    Bucket {
+                        start_s,
+                        end_s,
+                        tok_s: (first <= Some(i) && Some(i) <= last)
+                            .then(|| tokens[i] as f64 / (end_s - start_s).max(1e-6)),
+                        ttft_p50_ms: Distribution::of(ttfts[i].iter().copied()).map(|d| d.p50),
+                        errors: errors[i],
+                    }
+                })
+                .collect();
+            (id, buckets)
+        })
+        .collect();
+    Some(Timeline {
+        bucket_s: width,
+        candidates,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::run::ErrorClass;
+
+    fn streamed(candidate_id: i64, sent_s: f64, ttft_ms: i64, chunks: &[(i64, u32)]) -> RequestRecord {
+        let last = chunks.last().map(|c| c.0).unwrap_or(ttft_ms * 1000);
+        RequestRecord {
+            candidate_id,
+            sent_at_us: (sent_s * 1e6) as i64,
+            first_chunk_us: Some(ttft_ms * 1000),
+            first_content_us: Some(ttft_ms * 1000),
+            last_token_us: Some(last),
+            end_us: Some(last),
+            chunks: chunks.to_vec(),
+            output_tokens: Some(chunks.iter().map(|c| c.1).sum()),
+            ..RequestRecord::test_quality("c")
+        }
+    }
+
+    #[test]
+    fn widths_are_one_two_or_five_times_a_power_of_ten() {
+        assert_eq!(round_width(0.3), 0.5);
+        assert_eq!(round_width(1.0), 1.0);
+        assert_eq!(round_width(1.2), 2.0);
+        assert_eq!(round_width(7.0), 10.0);
+        assert_eq!(round_width(40.0), 50.0);
+    }
+
+    #[test]
+    fn tokens_ttft_and_errors_land_in_the_bucket_they_happened_in_by_hand() {
+        // 60 s of run: 2-second buckets (60 / 30).
+        let a = streamed(1, 0.0, 500, &[(500_000, 10), (2_500_000, 30)]);
+        let b = streamed(1, 10.0, 300, &[(300_000, 4)]);
+        let mut failed = streamed(1, 20.0, 100, &[]);
+        failed.error_class = Some(ErrorClass::HttpServerError);
+        failed.end_us = Some(1_000_000);
+        let mut warmup = streamed(1, 0.0, 100, &[(100_000, 1000)]);
+        warmup.is_warmup = true;
+        let other = streamed(2, 59.0, 200, &[(1_000_000, 6)]);
+        let t = over_time([&a, &b, &failed, &warmup, &other], &[1, 2]).unwrap();
+        assert_eq!(t.bucket_s, 2.0);
+        let one = &t.candidates[0].1;
+        assert_eq!(one.len(), 30);
+        assert_eq!(
+            (one[0].tok_s, one[1].tok_s),
+            (Some(5.0), Some(15.0)),
+            "10 then 30 tokens over 2 s"
+        );
+        assert_eq!(one[0].ttft_p50_ms, Some(500.0));
+        assert_eq!((one[5].tok_s, one[5].ttft_p50_ms), (Some(2.0), Some(300.0)));
+        assert_eq!(
+            (one[10].errors, one[10].tok_s),
+            (1, Some(0.0)),
+            "the failure ended at 21 s"
+        );
+        assert_eq!(one[11].tok_s, None, "after its last request ended");
+        assert_eq!(one.iter().map(|b| b.errors).sum::<u32>(), 1);
+        let two = &t.candidates[1].1;
+        assert_eq!(two[29].tok_s, Some(3.0), "6 tokens at 60 s");
+        assert_eq!(two[28].tok_s, None, "before its first send");
+        assert_eq!(two[29].end_s, 60.0);
+    }
+
+    #[test]
+    fn a_non_streamed_answer_arrives_whole_at_its_end_and_nothing_measured_is_none() {
+        let mut whole = streamed(1, 0.0, 800, &[]);
+        whole.end_us = Some(800_000);
+        whole.output_tokens = Some(40);
+        let t = over_time([&whole], &[1]).unwrap();
+        let total: f64 = t.candidates[0]
+            .1
+            .iter()
+            .filter_map(|b| Some(b.tok_s? * (b.end_s - b.start_s)))
+            .sum();
+        assert!((total - 40.0).abs() < 1e-6, "{t:?}");
+        assert_eq!(over_time([], &[1]), None);
+    }
+}
