@@ -8,8 +8,8 @@
 //! Both runs end as the runner ends a run: their page summaries are stored then
 //! (`web::runs::summaries`), so the first render reads them.
 //!
-//! `cargo bench --bench big_run` (release); CI runs `cargo test --release --bench big_run -- --quick`,
-//! which exits non-zero only on a gross regression: a page of the big run more than
+//! `cargo bench --bench big_run` (release); CI runs `cargo test --bench big_run -- --quick` (debug,
+//! reusing the tests' build), which exits non-zero only on a gross regression: a page of the big run more than
 //! `MAX_BIG_OVER_REFERENCE`× the reference page's time (exports: per byte), or a first render more
 //! than `MAX_FIRST_OVER_LATER`× the later ones. Times under `FLOOR_MS` count as `FLOOR_MS`, so
 //! scheduler noise on a busy machine cannot fail it.
