@@ -48,8 +48,7 @@ pub struct Runner {
 }
 
 /// What the runner calls with a run's id once its execution has ended (whatever its status).
-pub type RunEndHook =
-    Arc<dyn Fn(i64) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync>;
+pub type RunEndHook = Arc<dyn Fn(i64) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync>;
 
 /// Everything this runner handles now.
 #[derive(Default)]

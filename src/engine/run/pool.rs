@@ -74,14 +74,17 @@ impl FinishedUnits {
     /// last stored failure is not worth retrying.
     pub fn from_records(records: &[RequestRecord], candidate_id: i64, retries: u32) -> Self {
         Self::from_keys(
-            records.iter().filter(|r| r.candidate_id == candidate_id).map(|r| StoredAttempt {
-                case_id: &r.case_id,
-                phase: r.phase,
-                repetition: r.repetition,
-                attempt: r.attempt,
-                is_warmup: r.is_warmup,
-                error_class: r.error_class,
-            }),
+            records
+                .iter()
+                .filter(|r| r.candidate_id == candidate_id)
+                .map(|r| StoredAttempt {
+                    case_id: &r.case_id,
+                    phase: r.phase,
+                    repetition: r.repetition,
+                    attempt: r.attempt,
+                    is_warmup: r.is_warmup,
+                    error_class: r.error_class,
+                }),
             retries,
         )
     }
@@ -90,14 +93,17 @@ impl FinishedUnits {
     /// resumed run does not load every record.
     pub fn from_facts(facts: &[RecordFact], candidate_id: i64, retries: u32) -> Self {
         Self::from_keys(
-            facts.iter().filter(|f| f.candidate_id == candidate_id).map(|f| StoredAttempt {
-                case_id: &f.case_id,
-                phase: f.phase,
-                repetition: f.repetition,
-                attempt: f.attempt,
-                is_warmup: f.is_warmup,
-                error_class: f.error_class,
-            }),
+            facts
+                .iter()
+                .filter(|f| f.candidate_id == candidate_id)
+                .map(|f| StoredAttempt {
+                    case_id: &f.case_id,
+                    phase: f.phase,
+                    repetition: f.repetition,
+                    attempt: f.attempt,
+                    is_warmup: f.is_warmup,
+                    error_class: f.error_class,
+                }),
             retries,
         )
     }
