@@ -14,15 +14,14 @@ use std::time::{Duration, Instant};
 
 use bakeoff::domain::Timestamp;
 use bakeoff::domain::candidate::CandidateDraft;
-use bakeoff::domain::grading::Grade;
-use bakeoff::domain::run::{NewRun, Phase, RequestRecord, RunConfig, RunStatus, TokenSource};
+use bakeoff::domain::run::{NewRun, RunConfig, RunStatus};
 use bakeoff::domain::scorecard::{RecordedVerdict, Verdict};
 use bakeoff::engine::run::Runner;
 use bakeoff::store::DynStore;
 use bakeoff::web::{AppState, build_app};
 
 mod support;
-use support::evalset;
+use support::{evalset, record};
 
 const ARCHIVED_RUNS: usize = 1_000;
 const RECORDS_PER_ARCHIVED_RUN: usize = 20;
@@ -31,74 +30,6 @@ const BIG_CASES: usize = 1_000;
 const BIG_REPETITIONS: u32 = 50;
 const INSERT_BATCH: usize = 2_000;
 const GOAL_MS: f64 = 100.0;
-
-fn record(run_id: i64, candidate_id: i64, case: usize, repetition: u32, sent_at_us: i64) -> RequestRecord {
-    let pass = !(case + repetition as usize).is_multiple_of(5);
-    let failed = (case * 7 + repetition as usize).is_multiple_of(97);
-    let ttft = 40_000 + ((case * 13 + repetition as usize * 7) % 50) as i64 * 1_000;
-    RequestRecord {
-        run_id,
-        candidate_id,
-        case_id: format!("case-{case:05}"),
-        phase: Phase::Quality,
-        repetition,
-        attempt: 0,
-        concurrency: 8,
-        is_warmup: false,
-        sent_at_us,
-        client_queue_us: 15,
-        connect_us: Some(300),
-        connection_reused: Some(true),
-        headers_us: Some(ttft - 10_000),
-        first_chunk_us: Some(ttft),
-        first_reasoning_us: None,
-        first_content_us: (!failed).then_some(ttft),
-        last_token_us: (!failed).then_some(ttft + 150_000),
-        end_us: Some(ttft + 160_000),
-        chunks: if failed {
-            vec![]
-        } else {
-            (0..16).map(|i| (ttft + i * 10_000, 1)).collect()
-        },
-        http_status: Some(if failed { 500 } else { 200 }),
-        finish_reason: (!failed).then(|| "stop".to_string()),
-        input_tokens: Some(24),
-        output_tokens: (!failed).then_some(16),
-        output_tokens_source: (!failed).then_some(TokenSource::Usage),
-        reasoning_tokens: None,
-        canonical_tokens: (!failed).then_some(16),
-        output_chars: if failed { 0 } else { 60 },
-        output: if failed {
-            String::new()
-        } else if pass {
-            "positive".to_string()
-        } else {
-            "negative — the item reads as unfavourable overall".to_string()
-        },
-        reasoning: None,
-        error_class: failed.then_some(bakeoff::domain::run::ErrorClass::HttpServerError),
-        error_detail: failed.then(|| "HTTP 500: upstream overloaded".to_string()),
-        grades: if failed {
-            vec![]
-        } else {
-            vec![Grade {
-                grader: "exact".into(),
-                score: if pass { 1.0 } else { 0.0 },
-                passed: pass,
-                reason: if pass {
-                    String::new()
-                } else {
-                    "expected \"positive\"".into()
-                },
-                detail: None,
-                weight: 1.0,
-                required: true,
-            }]
-        },
-        chunk_attribution: None,
-        chunk_text: vec![],
-    }
-}
 
 struct Seeded {
     big_run: i64,

@@ -67,6 +67,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         demo_mock_url: demo_mock_url.map(Arc::from),
         security: Arc::new(security),
     };
+    crate::web::runs::summaries::install(&state);
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;

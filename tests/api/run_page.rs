@@ -339,6 +339,37 @@ async fn an_unticked_staged_rollout_sends_no_rollout_requests(db: TestStore) {
     assert!(page.text(".conditions").contains("staged rollout off"));
 }
 
+each_backend!(an_ended_run_has_its_page_summaries_stored_before_any_page_is_viewed);
+async fn an_ended_run_has_its_page_summaries_stored_before_any_page_is_viewed(db: TestStore) {
+    let file = label_evalset();
+    let mock = start_mock(vec![fast("exact")], vec![file.clone()]).await;
+    let app = spawn_app_on(db).await;
+    // As serve does: the runner stores a run's summaries when its execution ends.
+    bakeoff::web::runs::summaries::install(&app.state);
+    let version = app.store.save_evalset_version(&file).await.unwrap();
+    let exact = app.candidate("exact", &mock.base_url(), "exact").await;
+    let config = RunConfig {
+        concurrency: 2,
+        warmup_requests: 0,
+        ..RunConfig::default()
+    };
+    let run = app.run(version, &[exact], config).await;
+    assert_eq!(app.run_to_end(run, true).await, RunStatus::Finished);
+    let kinds = bakeoff::web::runs::summaries::KINDS;
+    for kind in kinds {
+        assert!(
+            app.store.get_run_summary(run, kind).await.unwrap().is_some(),
+            "{}: {kind} stored when the run ended",
+            app.backend
+        );
+    }
+    // The first view reads them (and shows the candidate's measured row).
+    let stored = app.store.get_run_summary(run, kinds[0]).await.unwrap();
+    let (first, _) = app.page(&format!("/runs/{run}")).await;
+    assert!(first.text("main").contains("exact"), "{}", app.backend);
+    assert_eq!(app.store.get_run_summary(run, kinds[0]).await.unwrap(), stored);
+}
+
 // ------------------------------------------------------------------- field extraction
 
 each_backend!(field_extraction_reports_per_field_figures_and_missing_wrong_extra_unusable_counts_escaped);

@@ -450,9 +450,19 @@ async fn drill_down_pages_keep_their_filters() {
 async fn a_finished_run_page_is_computed_once_and_served_from_its_summary() {
     let app = spawn_app().await;
     let (run, _, _) = drill_down_run(&app).await;
-    assert_eq!(app.store.get_run_summary(run, "run-page/4").await.unwrap(), None);
+    assert_eq!(
+        app.store
+            .get_run_summary(run, bakeoff::web::runs::summaries::KINDS[0])
+            .await
+            .unwrap(),
+        None
+    );
     let first = app.get(&format!("/runs/{run}")).await.text().await.unwrap();
-    let cached = app.store.get_run_summary(run, "run-page/4").await.unwrap();
+    let cached = app
+        .store
+        .get_run_summary(run, bakeoff::web::runs::summaries::KINDS[0])
+        .await
+        .unwrap();
     assert!(
         cached.is_some_and(|body| body.contains("accuracy")),
         "the results were kept"
@@ -464,7 +474,13 @@ async fn a_finished_run_page_is_computed_once_and_served_from_its_summary() {
     let alpha = app.store.list_candidates().await.unwrap()[0].id;
     let open = app.create_run("open", version, &[alpha]).await;
     app.get(&format!("/runs/{open}")).await;
-    assert_eq!(app.store.get_run_summary(open, "run-page/4").await.unwrap(), None);
+    assert_eq!(
+        app.store
+            .get_run_summary(open, bakeoff::web::runs::summaries::KINDS[0])
+            .await
+            .unwrap(),
+        None
+    );
 }
 
 // ------------------------------------------------------------------ archive, compare, history

@@ -37,12 +37,15 @@ use crate::domain::Timestamp;
 use crate::domain::calibers::HarnessReport;
 use crate::domain::evalset::prompt_bin;
 use crate::domain::load::Load;
-use crate::domain::run::{CandidateStop, Phase, RequestRecord, RunStatus, StopStage};
+use crate::domain::run::{CandidateStop, Phase, RunStatus, StopStage};
 use crate::engine::cancel::Cancel;
 use crate::engine::error::EngineError;
 use crate::engine::tokens::server_tokenizer;
 use crate::engine::wire::client::wall_clock_us;
 use crate::store::DynStore;
+
+/// Records read per query at the end of a run (the harness report reads them in pages).
+const RECORDS_PER_PAGE: i64 = 2_000;
 
 /// Runs `run_id` to its end. Returns the final status: Finished, Cancelled, or Failed when every
 /// candidate was stopped (the run's error and events say why). An error means the run could
@@ -101,7 +104,8 @@ pub async fn execute_with(
     }
     // Records the previous process spilled and could not store before it ended, first.
     let replayed = super::writer::replay_spilled(&store, &writer_settings, run_id).await?;
-    let existing = store.list_request_records(run_id).await?;
+    // Keys and outcomes only: what resuming needs to skip settled units, without the text.
+    let existing = store.list_record_facts(run_id).await?;
     store.set_run_status(run_id, RunStatus::Running, None).await?;
     let started = if existing.is_empty() {
         format!(
@@ -157,7 +161,7 @@ pub async fn execute_with(
             stops.push((name.clone(), stop.clone(), stop.outcome()));
             continue;
         }
-        let done = FinishedUnits::from_records(&existing, candidate.id, run.config.retries);
+        let done = FinishedUnits::from_facts(&existing, candidate.id, run.config.retries);
         let outcome = match CandidateRun::new(&run, candidate, file.clone(), writer.sender(), cancel.clone()) {
             Ok(ctx) => run_candidate(ctx, &store, done).await,
             Err(e) => Ok(Outcome::Stopped {
@@ -207,13 +211,20 @@ pub async fn execute_with(
     if !cancel.is_cancelled() {
         server_tokenizer::count_run(&store, run_id, &candidates, &cancel).await?;
     }
-    let records = store.list_request_records(run_id).await?;
-    let fresh: Vec<RequestRecord> = records
-        .into_iter()
-        .filter(|r| !r.is_warmup && r.sent_at_us >= since_us)
-        .collect();
-    let report = clock.report(&run.config, &fresh);
-    if !fresh.is_empty() {
+    // This execution's records, a page at a time: memory stays bounded whatever the run's size.
+    let mut tally = clock.tally();
+    let mut after = 0;
+    loop {
+        let page = store.list_request_records_page(run_id, after, RECORDS_PER_PAGE).await?;
+        let Some(&(last, _)) = page.last() else { break };
+        after = last;
+        page.iter()
+            .filter(|(_, r)| r.sent_at_us >= since_us)
+            .for_each(|(_, r)| tally.add(r));
+    }
+    let measured = tally.measured();
+    let report = clock.report_tally(&run.config, tally);
+    if measured > 0 {
         record_harness(&store, run_id, &report).await?;
     }
     if !cancel.is_cancelled() && stops.len() == candidates.len() {

@@ -170,7 +170,23 @@ pub struct StoppedClock {
 
 impl StoppedClock {
     pub fn report(self, config: &RunConfig, records: &[RequestRecord]) -> HarnessReport {
-        let mut report = report(config, records, self.wall_s, self.cpu_s);
+        let mut tally = self.tally();
+        records.iter().for_each(|r| tally.add(r));
+        self.report_tally(config, tally)
+    }
+
+    /// An empty tally to add this execution's records to, a page at a time (so a run of any
+    /// size is reported without holding its records).
+    pub fn tally(&self) -> RecordTally {
+        RecordTally {
+            spikes: mark(self.spikes.clone(), &[]),
+            ..RecordTally::default()
+        }
+    }
+
+    /// The report over the records added to `tally`.
+    pub fn report_tally(self, config: &RunConfig, tally: RecordTally) -> HarnessReport {
+        let mut report = report_from(config, &tally, self.wall_s, self.cpu_s);
         if let Some(d) = &self.lag {
             if d.p99 > LAG_BOUND_MS {
                 report.reasons.push(format!(
@@ -185,7 +201,7 @@ impl StoppedClock {
                 ));
             }
         }
-        report.lag_spikes = mark(self.spikes, records);
+        report.lag_spikes = tally.spikes;
         let spikes = &report.lag_spikes;
         if spikes.measured_requests > 0
             && spikes.marked_requests as f64 > MARKED_SHARE_BOUND * spikes.measured_requests as f64
@@ -210,13 +226,42 @@ pub fn mark(spikes: Vec<(i64, i64, f64)>, records: &[RequestRecord]) -> LagSpike
         spikes,
         ..LagSpikes::default()
     };
-    for r in records.iter().filter(|r| !r.is_warmup) {
-        out.measured_requests += 1;
-        if out.marks(r) {
-            out.marked_requests += 1;
+    records.iter().for_each(|r| count_mark(&mut out, r));
+    out
+}
+
+fn count_mark(spikes: &mut LagSpikes, r: &RequestRecord) {
+    if !r.is_warmup {
+        spikes.measured_requests += 1;
+        if spikes.marks(r) {
+            spikes.marked_requests += 1;
         }
     }
-    out
+}
+
+/// What the report needs of an execution's records, added one at a time.
+#[derive(Default)]
+pub struct RecordTally {
+    waits: LogHistogram,
+    streamed_tokens: u64,
+    spikes: LagSpikes,
+}
+
+impl RecordTally {
+    /// Adds one record (warm-ups are left out here).
+    pub fn add(&mut self, r: &RequestRecord) {
+        if r.is_warmup {
+            return;
+        }
+        self.waits.record(r.client_queue_us as f64 / 1000.0);
+        self.streamed_tokens += u64::from(r.output_tokens.unwrap_or(0));
+        count_mark(&mut self.spikes, r);
+    }
+
+    /// Measured records added so far.
+    pub fn measured(&self) -> u64 {
+        self.spikes.measured_requests
+    }
 }
 
 /// A lag spike: (start µs, end µs, lateness ms), wall clock.
@@ -276,14 +321,15 @@ impl LagProbe {
 
 /// Builds the report (pure apart from host facts; separate for tests).
 pub fn report(config: &RunConfig, records: &[RequestRecord], wall_s: f64, cpu_s: Option<f64>) -> HarnessReport {
+    let mut tally = RecordTally::default();
+    records.iter().for_each(|r| tally.add(r));
+    report_from(config, &tally, wall_s, cpu_s)
+}
+
+fn report_from(config: &RunConfig, tally: &RecordTally, wall_s: f64, cpu_s: Option<f64>) -> HarnessReport {
     let open_loop = config.load.is_open_loop();
-    let mut waits = LogHistogram::default();
-    let mut streamed_tokens = 0u64;
-    for r in records.iter().filter(|r| !r.is_warmup) {
-        waits.record(r.client_queue_us as f64 / 1000.0);
-        streamed_tokens += u64::from(r.output_tokens.unwrap_or(0));
-    }
-    let waits = Distribution::from_histogram(&waits);
+    let streamed_tokens = tally.streamed_tokens;
+    let waits = Distribution::from_histogram(&tally.waits);
     let cores = cores();
     let cpu_share = cpu_s.filter(|_| wall_s > 0.0).map(|c| c / (wall_s * f64::from(cores)));
     let mut reasons = Vec::new();

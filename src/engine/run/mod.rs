@@ -43,7 +43,12 @@ pub struct Runner {
     run_ended: Arc<Notify>,
     /// Told when the last executing run gives up its slot.
     idle: Arc<Notify>,
+    /// Run after a run's execution ends, before it gives up its slot (see [`Runner::on_end`]).
+    on_end: Arc<std::sync::OnceLock<RunEndHook>>,
 }
+
+/// What the runner calls with a run's id once its execution has ended (whatever its status).
+pub type RunEndHook = Arc<dyn Fn(i64) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync>;
 
 /// Everything this runner handles now.
 #[derive(Default)]
@@ -111,7 +116,16 @@ impl Runner {
             state: Arc::new(Mutex::new(State::default())),
             run_ended: Arc::new(Notify::new()),
             idle: Arc::new(Notify::new()),
+            on_end: Arc::new(std::sync::OnceLock::new()),
         }
+    }
+
+    /// Sets the step run after each run's execution ends (and after a resumed one ends): serve
+    /// stores the run's page summaries there, so no page computes them from every record. It
+    /// runs while the run still holds its slot, so it never takes CPU from a measurement.
+    /// Only the first call counts.
+    pub fn on_end(&self, hook: RunEndHook) {
+        let _ = self.on_end.set(hook);
     }
 
     /// This runner with the records writer's spill directory and pause limit (serve and
@@ -168,6 +182,9 @@ impl Runner {
             match runner.admit(run_id, admit_rx, &mut cancel).await {
                 Admission::Go => {
                     runner.execute(run_id, cancel).await;
+                    if let Some(hook) = runner.on_end.get() {
+                        hook(run_id).await;
+                    }
                     runner.run_ended.notify_one();
                 }
                 Admission::Cancelled => {

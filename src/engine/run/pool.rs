@@ -35,6 +35,7 @@ use crate::engine::wire::client::{CandidateClient, Exchange, RecordIdentity, Tim
 use crate::engine::wire::failure::Failure;
 use crate::engine::wire::protocol::{PreparedRequest, RequestParams};
 use crate::engine::wire::provider::prepare;
+use crate::store::RecordFact;
 
 /// The phase of a plain eval run's measured requests (see `RunConfig::measured_phase`).
 pub const MEASURED_PHASE: Phase = Phase::Quality;
@@ -72,8 +73,44 @@ impl FinishedUnits {
     /// A unit is settled when an attempt succeeded, the last allowed attempt is stored, or the
     /// last stored failure is not worth retrying.
     pub fn from_records(records: &[RequestRecord], candidate_id: i64, retries: u32) -> Self {
+        Self::from_keys(
+            records
+                .iter()
+                .filter(|r| r.candidate_id == candidate_id)
+                .map(|r| StoredAttempt {
+                    case_id: &r.case_id,
+                    phase: r.phase,
+                    repetition: r.repetition,
+                    attempt: r.attempt,
+                    is_warmup: r.is_warmup,
+                    error_class: r.error_class,
+                }),
+            retries,
+        )
+    }
+
+    /// [`FinishedUnits::from_records`] from the stored facts (keys and outcomes, no text), so a
+    /// resumed run does not load every record.
+    pub fn from_facts(facts: &[RecordFact], candidate_id: i64, retries: u32) -> Self {
+        Self::from_keys(
+            facts
+                .iter()
+                .filter(|f| f.candidate_id == candidate_id)
+                .map(|f| StoredAttempt {
+                    case_id: &f.case_id,
+                    phase: f.phase,
+                    repetition: f.repetition,
+                    attempt: f.attempt,
+                    is_warmup: f.is_warmup,
+                    error_class: f.error_class,
+                }),
+            retries,
+        )
+    }
+
+    fn from_keys<'a>(attempts: impl Iterator<Item = StoredAttempt<'a>>, retries: u32) -> Self {
         let mut out = FinishedUnits::default();
-        for r in records.iter().filter(|r| r.candidate_id == candidate_id) {
+        for r in attempts {
             if r.phase == Phase::Judge {
                 // Judge calls are the judge pass's to resume (`llm_judge`), not units.
                 continue;
@@ -87,10 +124,10 @@ impl FinishedUnits {
                 continue;
             }
             let settled_by_this =
-                r.succeeded() || r.attempt >= retries || r.error_class.is_some_and(|c| !is_retryable(c));
+                r.error_class.is_none() || r.attempt >= retries || r.error_class.is_some_and(|c| !is_retryable(c));
             let entry = out
                 .units
-                .entry((r.case_id.clone(), r.phase, r.repetition))
+                .entry((r.case_id.to_string(), r.phase, r.repetition))
                 .or_insert((r.attempt, false));
             if r.attempt >= entry.0 {
                 entry.0 = r.attempt;
@@ -108,6 +145,16 @@ impl FinishedUnits {
             Some((last, false)) => Some(last + 1),
         }
     }
+}
+
+/// What resuming needs of one stored attempt.
+struct StoredAttempt<'a> {
+    case_id: &'a str,
+    phase: Phase,
+    repetition: u32,
+    attempt: u32,
+    is_warmup: bool,
+    error_class: Option<ErrorClass>,
 }
 
 /// Tallies for one pool of units.
@@ -644,6 +691,23 @@ mod tests {
         let other = FinishedUnits::from_records(&records, 4, 1);
         assert_eq!(other.next_attempt("a", MEASURED_PHASE, 0), Some(0));
         assert!(!other.rollout_done);
+        // From the stored facts (no text), as a resumed run reads them: the same answers.
+        let facts: Vec<RecordFact> = records
+            .iter()
+            .map(|r| RecordFact {
+                candidate_id: r.candidate_id,
+                case_id: r.case_id.clone(),
+                phase: r.phase,
+                repetition: r.repetition,
+                attempt: r.attempt,
+                is_warmup: r.is_warmup,
+                error_class: r.error_class,
+                passed: None,
+            })
+            .collect();
+        let from_facts = FinishedUnits::from_facts(&facts, 3, 1);
+        assert_eq!(from_facts.units, done.units);
+        assert_eq!((from_facts.warmups, from_facts.rollout_done), (2, true));
     }
 
     #[test]

@@ -640,7 +640,7 @@ fn grid_cell(candidate: String, finals: &[&RequestRecord], href: Option<String>)
 
 /// What the filters need to know about every case of a run, without its records.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct CaseIndex {
+pub(super) struct CaseIndex {
     /// Cases with at least one measured attempt.
     recorded: Vec<String>,
     /// (candidate, failure class) seen per case, failure classes being error classes or
@@ -655,11 +655,11 @@ struct CaseIndex {
 }
 
 /// Cache kind of a terminal run's [`CaseIndex`].
-const CASE_INDEX_KIND: &str = "case-index/2";
+pub(crate) const CASE_INDEX_KIND: &str = "case-index/2";
 
 /// The run's case index: cached for a terminal run (computed in full once), computed from
 /// the stored facts for an unfinished one (the differing-outputs query only when asked).
-async fn case_index(state: &AppState, run: &Run, want_differing: bool) -> Result<CaseIndex, WebError> {
+pub(super) async fn case_index(state: &AppState, run: &Run, want_differing: bool) -> Result<CaseIndex, WebError> {
     let cacheable = run.status.is_terminal() && run.error.as_deref() != Some(crate::store::IMPORT_INCOMPLETE);
     if cacheable && let Some(body) = state.store.get_run_summary(run.id, CASE_INDEX_KIND).await? {
         match serde_json::from_str::<CaseIndex>(&body) {

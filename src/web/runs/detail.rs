@@ -533,7 +533,7 @@ pub const RECORD_PARTS_KIND: &str = "run-page/4";
 
 /// A terminal run's records never change, so its parts are computed once and kept in the
 /// store (`run_summaries`); an unfinished run's are computed on every call.
-async fn cached_record_parts(
+pub(super) async fn cached_record_parts(
     state: &AppState,
     run: &Run,
     version: Option<&EvalSetVersion>,

@@ -14,6 +14,7 @@ mod events;
 mod list;
 mod new;
 pub(crate) mod report;
+pub mod summaries;
 
 pub use detail::{LiveView, RunPage};
 

@@ -1,0 +1,39 @@
+//! A run's page summaries stored when it ends (the runner calls [`store_when_ended`]), so the
+//! first view of a big run reads them instead of computing them from every record. Each is
+//! computed by the one function its page uses (and caches with), nothing else.
+use crate::web::AppState;
+use crate::web::error::WebError;
+
+/// The cache kinds stored when a run ends: the run page's parts, its case index, its figures.
+pub const KINDS: [&str; 3] = [
+    super::detail::RECORD_PARTS_KIND,
+    super::cases::CASE_INDEX_KIND,
+    crate::web::archive::FIGURES_KIND,
+];
+
+/// Computes and stores the run page's parts, its case index and its per-candidate figures,
+/// when the run is terminal (the functions store nothing for an unfinished run).
+pub async fn store_when_ended(state: &AppState, run_id: i64) -> Result<(), WebError> {
+    let (run, version, candidates) = super::detail::load(state, &run_id.to_string()).await?;
+    if !run.status.is_terminal() {
+        return Ok(());
+    }
+    super::detail::cached_record_parts(state, &run, version.as_ref(), &candidates).await?;
+    super::cases::case_index(state, &run, false).await?;
+    crate::web::archive::run_figures(state, &run, version.as_ref()).await?;
+    Ok(())
+}
+
+/// Installs [`store_when_ended`] as the runner's end-of-run step (serve calls this once).
+pub fn install(state: &AppState) {
+    let hook_state = state.clone();
+    state.runner.on_end(std::sync::Arc::new(move |run_id| {
+        let state = hook_state.clone();
+        Box::pin(async move {
+            if let Err(e) = store_when_ended(&state, run_id).await {
+                // The pages compute them on first view instead.
+                tracing::warn!(run_id, error = %e, "could not store the run's summaries");
+            }
+        })
+    }));
+}
