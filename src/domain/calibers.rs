@@ -676,13 +676,21 @@ impl LevelAccumulator {
             .map(|k| k.1)
             .collect::<std::collections::BTreeSet<_>>()
             .len() as u32;
-        let downtime_s: f64 = by_repetition
-            .values()
-            .flat_map(|segments| {
-                segments.windows(2).filter_map(|w| {
-                    let (before, after) = (w[0].latest_end?, w[1].earliest_send?);
-                    Some(((after - before) as f64 / 1e6).max(0.0))
-                })
+        // The run's time away: from the last answer of one segment to the first send of the
+        // next, over every repetition (a resume can fall between two repetitions, whose windows
+        // then hold no downtime, yet the level was still interrupted for that long).
+        let mut spans: BTreeMap<u32, (Option<i64>, Option<i64>)> = BTreeMap::new();
+        for (&(_, segment), pass) in &self.passes {
+            let span = spans.entry(segment).or_default();
+            span.0 = span.0.into_iter().chain(pass.earliest_send).min();
+            span.1 = span.1.into_iter().chain(pass.latest_end).max();
+        }
+        let spans: Vec<_> = spans.into_values().collect();
+        let downtime_s: f64 = spans
+            .windows(2)
+            .filter_map(|w| {
+                let (before, after) = (w[0].1?, w[1].0?);
+                Some(((after - before) as f64 / 1e6).max(0.0))
             })
             .sum();
         let agg: Vec<f64> = repetitions.iter().filter_map(|r| r.aggregate_tok_s).collect();
