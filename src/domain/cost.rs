@@ -123,7 +123,10 @@ mod tests {
         // half the price, 60 correct → 0.117 / 60 = $0.00195 > $0.00156.
         let sloppy = summarise(&pricing(0.45, 1.80), totals, answered(60)).unwrap();
         assert!(sloppy.per_correct.unwrap() > s.per_correct.unwrap());
-        assert_eq!(summarise(&pricing(1.0, 1.0), totals, answered(0)).unwrap().per_correct, None);
+        assert_eq!(
+            summarise(&pricing(1.0, 1.0), totals, answered(0)).unwrap().per_correct,
+            None
+        );
         assert_eq!(summarise(&Pricing::default(), totals, answered(10)), None);
     }
 

@@ -217,7 +217,12 @@ async fn an_upload_lists_every_problem_with_its_place_and_empty_files_say_so() {
     let page = upload(&app, "cases.jsonl", &bad, &[]).await;
     assert_eq!(page.status, 422);
     let rows = page.texts(".problem-list tbody tr");
-    assert_eq!(rows.len(), bakeoff::domain::evalset::MAX_LISTED_PROBLEMS, "{}", page.text("main"));
+    assert_eq!(
+        rows.len(),
+        bakeoff::domain::evalset::MAX_LISTED_PROBLEMS,
+        "{}",
+        page.text("main")
+    );
     let cells = |i: usize| {
         (
             page.texts(".problem-line")[i].clone(),
@@ -234,10 +239,16 @@ async fn an_upload_lists_every_problem_with_its_place_and_empty_files_say_so() {
         )
     );
     assert_eq!(cells(1).0, "4");
-    assert_eq!((cells(1).1.as_str(), cells(1).2.as_str()), ("weight", "must be a positive number"));
+    assert_eq!(
+        (cells(1).1.as_str(), cells(1).2.as_str()),
+        ("weight", "must be a positive number")
+    );
     let (place, field, message) = cells(2);
     assert!(place.starts_with("5, column "), "{place}");
-    assert_eq!((field.as_str(), message.as_str()), ("—", "not valid JSON: EOF while parsing an object"));
+    assert_eq!(
+        (field.as_str(), message.as_str()),
+        ("—", "not valid JSON: EOF while parsing an object")
+    );
     // 3 + 60 problems: 50 listed, the rest counted.
     assert_eq!(page.text(".problem-unlisted"), "and 13 more problems.");
     assert!(page.text(".import-problem").contains("63 problems found"));
@@ -245,8 +256,7 @@ async fn an_upload_lists_every_problem_with_its_place_and_empty_files_say_so() {
 
     // An empty or blank file says so, whatever its extension: not a CSV problem.
     for name in ["empty.jsonl", "empty.csv"] {
-        let page =
-            page_of(post_multipart(&app, "/evalsets/import", &[("file", Some(name), b"\n  \n")]).await).await;
+        let page = page_of(post_multipart(&app, "/evalsets/import", &[("file", Some(name), b"\n  \n")]).await).await;
         assert_eq!(page.status, 422);
         assert_eq!(
             page.text(".problem-message"),
@@ -671,7 +681,10 @@ async fn cli_validate_import_and_export() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains(&format!("{}:4: field \"weight\" must be a positive number", bad.display())),
+        stderr.contains(&format!(
+            "{}:4: field \"weight\" must be a positive number",
+            bad.display()
+        )),
         "{stderr}"
     );
 
@@ -700,7 +713,10 @@ async fn cli_validate_import_and_export() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     for line in [
-        format!("{}:3: field \"id\" must be a string or number, got a list", many.display()),
+        format!(
+            "{}:3: field \"id\" must be a string or number, got a list",
+            many.display()
+        ),
         format!("{}:4: field \"weight\" must be a positive number", many.display()),
     ] {
         assert!(stderr.contains(&line), "{line} in {stderr}");

@@ -427,8 +427,14 @@ async fn a_soak_with_out_of_range_values_reshows_the_form_with_every_error_and_s
         ]
     );
     // The form as typed, the chosen set still chosen.
-    assert_eq!(page.attr(".soak-form input[name='seconds']", "value").as_deref(), Some("-3"));
-    assert_eq!(page.attr(".soak-form input[name='concurrency']", "value").as_deref(), Some("700"));
+    assert_eq!(
+        page.attr(".soak-form input[name='seconds']", "value").as_deref(),
+        Some("-3")
+    );
+    assert_eq!(
+        page.attr(".soak-form input[name='concurrency']", "value").as_deref(),
+        Some("700")
+    );
     assert_eq!(page.attr(".soak-form option[selected]", "value"), Some(version));
 
     let page = app

@@ -292,7 +292,10 @@ mod tests {
     #[test]
     fn line_diff_keeps_common_lines_and_marks_the_rest() {
         use LineChange::*;
-        let d = line_diff("{\n  \"a\": 1,\n  \"b\": 2\n}", "{\n  \"a\": 1,\n  \"b\": 3,\n  \"c\": 4\n}");
+        let d = line_diff(
+            "{\n  \"a\": 1,\n  \"b\": 2\n}",
+            "{\n  \"a\": 1,\n  \"b\": 3,\n  \"c\": 4\n}",
+        );
         assert_eq!(
             d,
             [

@@ -36,7 +36,12 @@ impl<'a> Reader<'a> {
         let problems = object
             .keys()
             .filter(|k| !known.contains(&k.as_str()))
-            .map(|k| (k.clone(), format!("is not a {what} field (known: {})", known.join(", "))))
+            .map(|k| {
+                (
+                    k.clone(),
+                    format!("is not a {what} field (known: {})", known.join(", ")),
+                )
+            })
             .collect();
         Reader { object, problems }
     }
@@ -119,7 +124,11 @@ pub(super) fn header(object: &Map<String, Value>) -> Result<EvalSetHeader, Field
         max_tokens: r.optional("max_tokens", "a whole number from 1 to 4294967295"),
         temperature: r.optional("temperature", "a number"),
     };
-    if r.problems.is_empty() { Ok(header) } else { Err(r.problems) }
+    if r.problems.is_empty() {
+        Ok(header)
+    } else {
+        Err(r.problems)
+    }
 }
 
 /// One case line's fields; a numeric id is read as its text.
@@ -137,10 +146,10 @@ pub(super) fn case(object: &Map<String, Value>) -> Result<EvalCase, FieldProblem
             String::new()
         }
     };
-    let messages = match object.get("messages").filter(|v| !v.is_null()) {
-        None => None,
-        Some(_) => Some(r.list::<ChatMessage>("messages")),
-    };
+    let messages = object
+        .get("messages")
+        .filter(|v| !v.is_null())
+        .map(|_| r.list::<ChatMessage>("messages"));
     let tags: Vec<String> = match object.get("tags").filter(|v| !v.is_null()) {
         Some(Value::Array(items)) => items
             .iter()
@@ -155,12 +164,18 @@ pub(super) fn case(object: &Map<String, Value>) -> Result<EvalCase, FieldProblem
     };
     let case = EvalCase {
         id,
-        vars: r.optional("vars", "an object of template variables").unwrap_or_default(),
+        vars: r
+            .optional("vars", "an object of template variables")
+            .unwrap_or_default(),
         messages,
         expected: object.get("expected").filter(|v| !v.is_null()).cloned(),
         graders: r.list::<Grader>("graders"),
         tags,
         weight: r.optional("weight", "a positive number"),
     };
-    if r.problems.is_empty() { Ok(case) } else { Err(r.problems) }
+    if r.problems.is_empty() {
+        Ok(case)
+    } else {
+        Err(r.problems)
+    }
 }

@@ -10,8 +10,8 @@ mod fields;
 pub mod import;
 mod problems;
 
-pub use problems::{EvalSetError, MAX_LISTED_PROBLEMS, Problem};
 use problems::Problems;
+pub use problems::{EvalSetError, MAX_LISTED_PROBLEMS, Problem};
 
 /// Largest eval-set file accepted.
 pub const MAX_FILE_BYTES: usize = 20 * 1024 * 1024;
@@ -144,7 +144,11 @@ impl EvalSetFile {
         if let Some((line, l)) = text.lines().enumerate().find(|(_, l)| l.len() > MAX_LINE_BYTES) {
             return Err(EvalSetError::one(
                 source_name,
-                Problem::new(Some(line + 1), None, format!("line is {} bytes; at most {MAX_LINE_BYTES}", l.len())),
+                Problem::new(
+                    Some(line + 1),
+                    None,
+                    format!("line is {} bytes; at most {MAX_LINE_BYTES}", l.len()),
+                ),
             ));
         }
         let mut lines = text
@@ -185,7 +189,12 @@ impl EvalSetFile {
             for (field, message) in check_graders(&case.graders) {
                 problem(&field, message);
             }
-            for (i, message) in case.tags.iter().enumerate().filter_map(|(i, t)| too_long(t).map(|m| (i, m))) {
+            for (i, message) in case
+                .tags
+                .iter()
+                .enumerate()
+                .filter_map(|(i, t)| too_long(t).map(|m| (i, m)))
+            {
                 problem(&format!("tags[{i}]"), message);
             }
             if let Some(header) = &header {
@@ -199,7 +208,10 @@ impl EvalSetFile {
                     && case.messages.is_none()
                 {
                     for var in template_vars(prompt).into_iter().filter(|v| !case.vars.contains_key(v)) {
-                        problem(&format!("vars.{var}"), "is used by the prompt template but missing".into());
+                        problem(
+                            &format!("vars.{var}"),
+                            "is used by the prompt template but missing".into(),
+                        );
                     }
                 }
             }
@@ -215,7 +227,9 @@ impl EvalSetFile {
         }
         match header {
             Some(header) => found.into_result(source_name, EvalSetFile { header, cases }),
-            None => Err(found.into_result(source_name, ()).expect_err("an unread header is a problem")),
+            None => Err(found
+                .into_result(source_name, ())
+                .expect_err("an unread header is a problem")),
         }
     }
 
@@ -464,14 +478,20 @@ mod tests {
         let e = EvalSetFile::parse("s.jsonl", &bad).unwrap_err().first().clone();
         assert_eq!((e.line, e.field.as_deref()), (Some(4), Some("colour")));
         let whole = EvalSetFile::parse("s.jsonl", &bad).unwrap_err().to_string();
-        assert!(whole.starts_with("s.jsonl:4: field \"colour\" is not a case field"), "{whole}");
+        assert!(
+            whole.starts_with("s.jsonl:4: field \"colour\" is not a case field"),
+            "{whole}"
+        );
 
         let missing = GOOD.replace(r#""vars":{"text":"awful"},"#, "");
         let e = EvalSetFile::parse("s.jsonl", &missing).unwrap_err().first().clone();
         assert_eq!((e.line, e.field.as_deref()), (Some(4), Some("vars.text")));
 
         let dup = GOOD.replace(r#""id":"b""#, r#""id":"a""#);
-        assert_eq!(EvalSetFile::parse("s", &dup).unwrap_err().first().field.as_deref(), Some("id"));
+        assert_eq!(
+            EvalSetFile::parse("s", &dup).unwrap_err().first().field.as_deref(),
+            Some("id")
+        );
         assert!(EvalSetFile::parse("s", "").is_err());
     }
 
@@ -491,11 +511,23 @@ mod tests {
             "{e}"
         );
         assert!(lines[1].starts_with("cases.jsonl:3: field \"graders[0].min\": "), "{e}");
-        assert_eq!(lines[2], "cases.jsonl:3: field \"weight\" must be a positive number", "{e}");
-        assert_eq!(lines[3], "cases.jsonl:4: field \"tags[0]\" must be a string, got a number", "{e}");
-        assert_eq!(lines[4], "cases.jsonl:4: field \"weight\" must be a positive number, got a string", "{e}");
+        assert_eq!(
+            lines[2], "cases.jsonl:3: field \"weight\" must be a positive number",
+            "{e}"
+        );
+        assert_eq!(
+            lines[3], "cases.jsonl:4: field \"tags[0]\" must be a string, got a number",
+            "{e}"
+        );
+        assert_eq!(
+            lines[4], "cases.jsonl:4: field \"weight\" must be a positive number, got a string",
+            "{e}"
+        );
         assert!(lines[5].starts_with("cases.jsonl:5, column "), "{e}");
-        assert!(lines[5].ends_with(": not valid JSON: EOF while parsing an object"), "{e}");
+        assert!(
+            lines[5].ends_with(": not valid JSON: EOF while parsing an object"),
+            "{e}"
+        );
         assert_eq!(
             lines[6], "cases.jsonl:6: field \"vars.q\" is used by the prompt template but missing",
             "{e}"

@@ -197,13 +197,7 @@ pub async fn page(
             changes: c
                 .parts
                 .iter()
-                .map(|p| {
-                    part_change(
-                        p.as_str().to_string(),
-                        &part_value(&c.old, *p),
-                        &part_value(&c.new, *p),
-                    )
-                })
+                .map(|p| part_change(p.as_str().to_string(), &part_value(&c.old, *p), &part_value(&c.new, *p)))
                 .collect(),
         })
         .collect();

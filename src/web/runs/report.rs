@@ -688,7 +688,8 @@ fn quality_of<'a>(
     let mut graded = 0u64;
     let mut failed = 0u64;
     // Grader name → (passed, graded, failing reasons sampled, each with how often it recurred).
-    let mut graders: BTreeMap<String, (u64, u64, Vec<(String, usize)>)> = BTreeMap::new();
+    type Reasons = Vec<(String, usize)>;
+    let mut graders: BTreeMap<String, (u64, u64, Reasons)> = BTreeMap::new();
     let mut pairs: Vec<(String, Option<String>)> = Vec::new();
     let mut details: Vec<FieldsDetail> = Vec::new();
     for r in records {
@@ -740,7 +741,13 @@ fn quality_of<'a>(
             },
             failures: failures
                 .into_iter()
-                .map(|(reason, count)| if count > 1 { format!("{reason} (×{count})") } else { reason })
+                .map(|(reason, count)| {
+                    if count > 1 {
+                        format!("{reason} (×{count})")
+                    } else {
+                        reason
+                    }
+                })
                 .collect(),
         })
         .collect();

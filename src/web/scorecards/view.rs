@@ -290,7 +290,10 @@ pub fn build(j: &RunScorecard) -> CardView {
                 candidate: c.spec.name.clone(),
                 total: format::usd(s.total_usd),
                 per_1k: s.per_1k_cases.map(format::usd).unwrap_or_else(|| NOT_MEASURED.into()),
-                per_1k_requests: s.per_1k_requests.map(format::usd).unwrap_or_else(|| NOT_MEASURED.into()),
+                per_1k_requests: s
+                    .per_1k_requests
+                    .map(format::usd)
+                    .unwrap_or_else(|| NOT_MEASURED.into()),
                 per_correct: s.per_correct.map(format::usd).unwrap_or_else(|| NOT_MEASURED.into()),
                 tokens: format!(
                     "{} in / {} out over {} attempts for {} answers to {} cases",

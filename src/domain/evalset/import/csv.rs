@@ -40,7 +40,8 @@ pub(super) fn read(source_name: &str, text: &str, options: &ImportOptions) -> Re
         Ok(columns) => columns.iter().map(|c| c.trim().to_string()).collect(),
         Err(e) => return Err(csv_error(source_name, &e)),
     };
-    let mut header_problem = |field: Option<&str>, message: String| problems.push(Problem::new(Some(1), field, message));
+    let mut header_problem =
+        |field: Option<&str>, message: String| problems.push(Problem::new(Some(1), field, message));
     for (i, c) in columns.iter().enumerate() {
         if c.is_empty() {
             header_problem(None, format!("column {} has no name", i + 1));
@@ -51,10 +52,13 @@ pub(super) fn read(source_name: &str, text: &str, options: &ImportOptions) -> Re
     if !columns.iter().any(|c| c == "input") {
         header_problem(
             Some("input"),
-            format!("is a required column the header row lacks (found: {})", columns.join(", ")),
+            format!(
+                "is a required column the header row lacks (found: {})",
+                columns.join(", ")
+            ),
         );
     }
-    if !problems.is_empty() && problems.iter().any(|p| p.line == Some(1)) {
+    if problems.iter().any(|p| p.line == Some(1)) {
         // Without a sound header row no row can be read.
         return Ok(Draft {
             header: h,
@@ -227,24 +231,38 @@ mod tests {
             "text,expected\na,b\n",
             &options(),
         )
-        .unwrap_err().first().clone();
+        .unwrap_err()
+        .first()
+        .clone();
         assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("input")), "{e}");
 
         let ragged = "input,expected\na,b\nc\n";
-        let e = import(FormatChoice::Known(Format::Csv), "t.csv", ragged, &options()).unwrap_err().first().clone();
+        let e = import(FormatChoice::Known(Format::Csv), "t.csv", ragged, &options())
+            .unwrap_err()
+            .first()
+            .clone();
         assert_eq!(e.line, Some(3), "{e}");
         assert!(e.message.contains("1 fields"), "{e}");
 
         let bad_grader = "input,expected,grader\na,b,exact\nc,d,\"{nope\"\n";
-        let e = import(FormatChoice::Known(Format::Csv), "t.csv", bad_grader, &options()).unwrap_err().first().clone();
+        let e = import(FormatChoice::Known(Format::Csv), "t.csv", bad_grader, &options())
+            .unwrap_err()
+            .first()
+            .clone();
         assert_eq!((e.line, e.field.as_deref()), (Some(3), Some("grader")), "{e}");
 
         let unknown_kind = "input,expected,grader\na,b,telepathy\n";
-        let e = import(FormatChoice::Known(Format::Csv), "t.csv", unknown_kind, &options()).unwrap_err().first().clone();
+        let e = import(FormatChoice::Known(Format::Csv), "t.csv", unknown_kind, &options())
+            .unwrap_err()
+            .first()
+            .clone();
         assert_eq!(e.line, Some(2), "{e}");
 
         let dup = "id,input\nx,a\nx,b\n";
-        let e = import(FormatChoice::Known(Format::Csv), "t.csv", dup, &options()).unwrap_err().first().clone();
+        let e = import(FormatChoice::Known(Format::Csv), "t.csv", dup, &options())
+            .unwrap_err()
+            .first()
+            .clone();
         assert_eq!((e.line, e.field.as_deref()), (Some(3), Some("id")), "{e}");
     }
 }

@@ -323,7 +323,11 @@ fn finish(source_name: &str, draft: Draft) -> Result<EvalSetFile, EvalSetError> 
         Err(e) => {
             for mut p in e.problems {
                 // Line 1 is the header we built; line n ≥ 2 is draft case n − 2.
-                let origin = p.line.filter(|n| *n >= 2).and_then(|n| draft.cases.get(n - 2)).map(|(o, _)| *o);
+                let origin = p
+                    .line
+                    .filter(|n| *n >= 2)
+                    .and_then(|n| draft.cases.get(n - 2))
+                    .map(|(o, _)| *o);
                 // Rows the importer refused are left out of the draft: "no cases" is not news.
                 if p.line.is_none() && importer_found_some {
                     continue;
@@ -442,7 +446,11 @@ mod tests {
         let quote = "input,expected\na,b\n\"never closed,b\nc,d\ne,f\n";
         let e = import(FormatChoice::Auto, "q.csv", quote, &options).unwrap_err();
         assert_eq!(e.problems.len(), 1, "{e}");
-        assert!(e.to_string().starts_with("q.csv:3: a quoted cell opens here and is never closed"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("q.csv:3: a quoted cell opens here and is never closed"),
+            "{e}"
+        );
 
         let openai = "{\"input\": \"a\", \"ideal\": \"b\"}\n{\"input\": 3}\n{\"ideal\": \"x\" oops}\n";
         let e = import(FormatChoice::Known(Format::OpenaiEvals), "s.jsonl", openai, &options).unwrap_err();
@@ -459,9 +467,15 @@ mod tests {
     fn names_default_to_the_file_stem_and_tasks_are_required() {
         assert_eq!(file_stem("dir/tickets.v2.csv").as_deref(), Some("tickets.v2"));
         assert_eq!(file_stem("pasted text"), None);
-        let e = header("pasted text", &ImportOptions::default(), None, Format::Csv).unwrap_err().first().clone();
+        let e = header("pasted text", &ImportOptions::default(), None, Format::Csv)
+            .unwrap_err()
+            .first()
+            .clone();
         assert_eq!(e.field.as_deref(), Some("name"));
-        let e = header("t.csv", &ImportOptions::default(), None, Format::Csv).unwrap_err().first().clone();
+        let e = header("t.csv", &ImportOptions::default(), None, Format::Csv)
+            .unwrap_err()
+            .first()
+            .clone();
         assert_eq!(e.field.as_deref(), Some("task"));
         assert_eq!(numbered_id("row", 7, 1500), "row-0007");
         assert_eq!(split_tags(" a; b;;c "), vec![json!("a"), json!("b"), json!("c")]);

@@ -190,7 +190,10 @@ mod tests {
     #[test]
     fn errors_name_the_line_and_field() {
         let text = "{\"input\": \"a\", \"ideal\": \"b\"}\n\n{\"input\": [{\"role\": \"user\"}], \"ideal\": \"b\"}\n";
-        let e = import(FormatChoice::Known(Format::OpenaiEvals), "s.jsonl", text, &options()).unwrap_err().first().clone();
+        let e = import(FormatChoice::Known(Format::OpenaiEvals), "s.jsonl", text, &options())
+            .unwrap_err()
+            .first()
+            .clone();
         assert_eq!((e.line, e.field.as_deref()), (Some(3), Some("input[0].content")), "{e}");
 
         let e = import(
@@ -199,7 +202,9 @@ mod tests {
             "{\"ideal\": 3, \"input\": \"x\"}",
             &options(),
         )
-        .unwrap_err().first().clone();
+        .unwrap_err()
+        .first()
+        .clone();
         assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("ideal")));
 
         let e = import(
@@ -208,7 +213,9 @@ mod tests {
             "{\"ideal\": \"x\"}",
             &options(),
         )
-        .unwrap_err().first().clone();
+        .unwrap_err()
+        .first()
+        .clone();
         assert_eq!(e.field.as_deref(), Some("input"));
 
         let e = import(
@@ -217,7 +224,9 @@ mod tests {
             "not json",
             &options(),
         )
-        .unwrap_err().first().clone();
+        .unwrap_err()
+        .first()
+        .clone();
         assert_eq!(e.line, Some(1));
         assert!(e.message.contains("not valid JSON"), "{e}");
     }

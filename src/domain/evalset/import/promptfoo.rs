@@ -362,7 +362,10 @@ tests:
     #[test]
     fn unknown_assertions_and_bad_shapes_are_named() {
         let text = "- vars: {q: a}\n  assert: [{type: equals, value: x}]\n- vars: {q: b}\n  assert:\n    - type: equals\n      value: y\n    - type: javascript\n      value: output.length > 3\n";
-        let e = import(FormatChoice::Known(Format::Promptfoo), "t.yaml", text, &options()).unwrap_err().first().clone();
+        let e = import(FormatChoice::Known(Format::Promptfoo), "t.yaml", text, &options())
+            .unwrap_err()
+            .first()
+            .clone();
         assert_eq!(e.field.as_deref(), Some("assert.type"));
         assert!(
             e.message
@@ -376,7 +379,9 @@ tests:
             "- vars: [1]\n",
             &options(),
         )
-        .unwrap_err().first().clone();
+        .unwrap_err()
+        .first()
+        .clone();
         assert_eq!(e.field.as_deref(), Some("vars"), "{e}");
 
         let e = import(
@@ -385,12 +390,17 @@ tests:
             "tests: [\n",
             &options(),
         )
-        .unwrap_err().first().clone();
+        .unwrap_err()
+        .first()
+        .clone();
         assert!(e.message.starts_with("not valid YAML"), "{e}");
         assert!(e.line.is_some());
 
         let two_vars = "- vars: {a: 1, b: 2}\n";
-        let e = import(FormatChoice::Known(Format::Promptfoo), "t.yaml", two_vars, &options()).unwrap_err().first().clone();
+        let e = import(FormatChoice::Known(Format::Promptfoo), "t.yaml", two_vars, &options())
+            .unwrap_err()
+            .first()
+            .clone();
         assert_eq!(e.field.as_deref(), Some("prompts"), "{e}");
         let with_prompt = ImportOptions {
             prompt: Some("{{a}} + {{b}}".into()),
@@ -399,7 +409,10 @@ tests:
         assert!(import(FormatChoice::Known(Format::Promptfoo), "t.yaml", two_vars, &with_prompt).is_ok());
 
         let bad_regex = "- vars: {q: a}\n  assert: [{type: regex, value: \"(\"}]\n";
-        let e = import(FormatChoice::Known(Format::Promptfoo), "t.yaml", bad_regex, &options()).unwrap_err().first().clone();
+        let e = import(FormatChoice::Known(Format::Promptfoo), "t.yaml", bad_regex, &options())
+            .unwrap_err()
+            .first()
+            .clone();
         assert!(e.message.contains("regular expression"), "{e}");
     }
 }
