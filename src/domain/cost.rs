@@ -1,5 +1,11 @@
-//! Cost from stated prices per million tokens: the run's measured spend, per 1,000 cases and per
-//! *correct* answer (a cheap model that is wrong half the time is not cheap per right answer).
+//! Cost from stated prices per million tokens: the run's measured spend, per 1,000 cases, per
+//! 1,000 requests and per *correct* answer (a cheap model that is wrong half the time is not
+//! cheap per right answer).
+//!
+//! Caliber of "per 1,000 cases": what answering 1,000 of the eval set's cases once costs. Each
+//! measured case answer (one per case, repetition and load level) carries the cost of all its
+//! attempts, so retries raise it; repetitions do not (each repetition is another answer).
+//! "Per 1,000 requests" divides by the attempts sent instead, retries counted one by one.
 use serde::Serialize;
 
 use super::candidate::Pricing;
@@ -43,25 +49,42 @@ pub fn token_cost(pricing: &Pricing, input: u64, output: u64) -> Option<f64> {
 pub struct CostSummary {
     /// Spend of the measured attempts.
     pub total_usd: f64,
-    /// total / measured requests × 1,000.
+    /// total / case answers × 1,000: answering 1,000 cases once, retries included.
     pub per_1k_cases: Option<f64>,
+    /// total / attempts sent × 1,000 (a retry is another request).
+    pub per_1k_requests: Option<f64>,
     /// total / correct answers; None when nothing was correct or nothing was graded.
     pub per_correct: Option<f64>,
-    pub requests: usize,
+    /// Case answers measured: one per case, repetition and load level (final attempts).
+    pub answers: usize,
+    /// Distinct eval-set cases among them.
+    pub cases: usize,
     pub correct: usize,
     pub totals: TokenTotals,
 }
 
-/// Cost figures from token totals, the number of measured requests (final attempts) and how
-/// many of them were correct. None when the candidate states no prices.
-pub fn summarise(pricing: &Pricing, totals: TokenTotals, requests: usize, correct: usize) -> Option<CostSummary> {
+/// What was answered: case answers (final attempts), the distinct cases among them, and how
+/// many answers were correct.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Answered {
+    pub answers: usize,
+    pub cases: usize,
+    pub correct: usize,
+}
+
+/// Cost figures from token totals and what was answered. None when the candidate states no
+/// prices.
+pub fn summarise(pricing: &Pricing, totals: TokenTotals, answered: Answered) -> Option<CostSummary> {
     let total = token_cost(pricing, totals.input_tokens, totals.output_tokens)?;
+    let per_1k = |n: usize| (n > 0).then(|| total / n as f64 * 1000.0);
     Some(CostSummary {
         total_usd: total,
-        per_1k_cases: (requests > 0).then(|| total / requests as f64 * 1000.0),
-        per_correct: (correct > 0).then(|| total / correct as f64),
-        requests,
-        correct,
+        per_1k_cases: per_1k(answered.answers),
+        per_1k_requests: per_1k(totals.attempts),
+        per_correct: (answered.correct > 0).then(|| total / answered.correct as f64),
+        answers: answered.answers,
+        cases: answered.cases,
+        correct: answered.correct,
         totals,
     })
 }
@@ -87,15 +110,44 @@ mod tests {
             output_tokens: 40_000,
             attempts_without_usage: 0,
         };
-        let s = summarise(&pricing(0.90, 3.60), totals, 200, 150).unwrap();
+        let answered = |correct| Answered {
+            answers: 200,
+            cases: 100,
+            correct,
+        };
+        let s = summarise(&pricing(0.90, 3.60), totals, answered(150)).unwrap();
         assert!((s.total_usd - 0.234).abs() < 1e-12);
         assert!((s.per_1k_cases.unwrap() - 1.17).abs() < 1e-12);
         assert!((s.per_correct.unwrap() - 0.00156).abs() < 1e-12);
         // A cheaper but sloppier model can cost more per correct answer:
         // half the price, 60 correct → 0.117 / 60 = $0.00195 > $0.00156.
-        let sloppy = summarise(&pricing(0.45, 1.80), totals, 200, 60).unwrap();
+        let sloppy = summarise(&pricing(0.45, 1.80), totals, answered(60)).unwrap();
         assert!(sloppy.per_correct.unwrap() > s.per_correct.unwrap());
-        assert_eq!(summarise(&pricing(1.0, 1.0), totals, 200, 0).unwrap().per_correct, None);
-        assert_eq!(summarise(&Pricing::default(), totals, 200, 10), None);
+        assert_eq!(
+            summarise(&pricing(1.0, 1.0), totals, answered(0)).unwrap().per_correct,
+            None
+        );
+        assert_eq!(summarise(&Pricing::default(), totals, answered(10)), None);
+    }
+
+    #[test]
+    fn per_case_counts_answers_and_per_request_counts_retries() {
+        // 100 cases × 2 repetitions = 200 answers; 10 retries → 210 requests. $0.234 in all:
+        // $1.17 per 1,000 case answers (retries' cost included), $1.114… per 1,000 requests.
+        let totals = TokenTotals {
+            attempts: 210,
+            input_tokens: 100_000,
+            output_tokens: 40_000,
+            attempts_without_usage: 0,
+        };
+        let answered = Answered {
+            answers: 200,
+            cases: 100,
+            correct: 150,
+        };
+        let s = summarise(&pricing(0.90, 3.60), totals, answered).unwrap();
+        assert!((s.per_1k_cases.unwrap() - 1.17).abs() < 1e-12);
+        assert!((s.per_1k_requests.unwrap() - 0.234 / 210.0 * 1000.0).abs() < 1e-12);
+        assert_eq!((s.answers, s.cases), (200, 100));
     }
 }

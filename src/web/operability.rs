@@ -26,7 +26,7 @@ use crate::domain::operability::{
 use crate::domain::run::RunStatus;
 use crate::domain::stability::soak::SoakAnalysis;
 use crate::domain::stability::{StabilityOptions, stability_report};
-use crate::domain::validation::FieldErrors;
+use crate::domain::validation::{FieldErrors, optional_number};
 use crate::engine::probes::{ProbeOptions, run_probes};
 use crate::engine::run::soak::{self, SoakConfig};
 
@@ -157,6 +157,32 @@ pub struct EvalSetChoice {
     pub label: String,
 }
 
+/// The soak form's fields as typed, and each one's error.
+#[derive(Debug, Clone)]
+pub struct SoakForm {
+    pub evalset_version_id: String,
+    pub seconds: String,
+    pub concurrency: String,
+    pub errors: FieldErrors,
+}
+
+impl Default for SoakForm {
+    fn default() -> Self {
+        SoakForm {
+            evalset_version_id: String::new(),
+            seconds: SOAK_DEFAULT_SECONDS.to_string(),
+            concurrency: SOAK_DEFAULT_CONCURRENCY.to_string(),
+            errors: FieldErrors::default(),
+        }
+    }
+}
+
+impl SoakForm {
+    fn error(&self, field: &str) -> Option<&str> {
+        self.errors.get(field)
+    }
+}
+
 #[derive(Template, WebTemplate)]
 #[template(path = "operability/page.html")]
 pub struct OperabilityPage {
@@ -180,6 +206,8 @@ pub struct OperabilityPage {
     pub probed: bool,
     pub soak: Option<SoakView>,
     pub evalsets: Vec<EvalSetChoice>,
+    /// The soak form as typed, with its field errors after a refused start.
+    pub soak_form: SoakForm,
     /// The soak run just queued (from the form's redirect).
     pub soak_started: Option<i64>,
 }
@@ -383,6 +411,7 @@ struct Inputs {
     saved: bool,
     probed: bool,
     soak_started: Option<i64>,
+    soak_form: SoakForm,
 }
 
 async fn render(
@@ -445,6 +474,7 @@ async fn render(
         probed: inputs.probed,
         soak,
         evalsets,
+        soak_form: inputs.soak_form,
         soak_started: inputs.soak_started,
     })
 }
@@ -484,6 +514,7 @@ async fn page(
             saved: q.saved.is_some(),
             probed: q.probed.is_some(),
             soak_started: q.soak.as_deref().and_then(|s| s.parse().ok()),
+            soak_form: SoakForm::default(),
         },
     )
     .await
@@ -555,6 +586,7 @@ async fn save_checklist(
                     saved: false,
                     probed: false,
                     soak_started: None,
+                    soak_form: SoakForm::default(),
                 },
             )
             .await?;
@@ -563,46 +595,63 @@ async fn save_checklist(
     }
 }
 
-/// Bounds of the soak form.
+/// Bounds and defaults of the soak form.
 const SOAK_SECONDS: (u64, u64) = (5, 600);
 const SOAK_CONCURRENCY: (u32, u32) = (1, 64);
+const SOAK_DEFAULT_SECONDS: u64 = 30;
+const SOAK_DEFAULT_CONCURRENCY: u32 = 4;
 
 /// Starts a soak in the background and returns at once; the page shows it when finished.
+/// Bad values re-show the page with the form as typed and every field's error (422), and
+/// start nothing.
 async fn start_soak(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    headers: HeaderMap,
     body: FormBody,
 ) -> Result<Response, WebError> {
     let c = candidate(&state, &id).await?;
-    let number = |name: &str, default: u64| -> Result<u64, WebError> {
-        match body.get(name).map(str::trim).filter(|s| !s.is_empty()) {
-            None => Ok(default),
-            Some(s) => s
-                .parse::<u64>()
-                .map_err(|_| WebError::BadRequest(format!("{name} must be a whole number, got {s:?}"))),
+    let mut form = SoakForm {
+        evalset_version_id: body.get("evalset_version_id").unwrap_or_default().to_string(),
+        seconds: body.get("seconds").unwrap_or_default().to_string(),
+        concurrency: body.get("concurrency").unwrap_or_default().to_string(),
+        errors: FieldErrors::default(),
+    };
+    let errors = &mut form.errors;
+    let seconds = optional_number(errors, "seconds", &form.seconds, SOAK_SECONDS.0, SOAK_SECONDS.1);
+    let concurrency = optional_number(
+        errors,
+        "concurrency",
+        &form.concurrency,
+        SOAK_CONCURRENCY.0,
+        SOAK_CONCURRENCY.1,
+    );
+    let version_id = optional_number(errors, "evalset_version_id", &form.evalset_version_id, 1, i64::MAX);
+    let version = match version_id {
+        Some(v) => state.store.get_evalset_version(v).await?,
+        None => None,
+    };
+    if version.is_none() && errors.get("evalset_version_id").is_none() {
+        errors.add("evalset_version_id", "must be one of the eval sets listed");
+    }
+    let version_id = match version_id.filter(|_| version.is_some()) {
+        Some(v) if form.errors.is_empty() => v,
+        _ => {
+            let inputs = Inputs {
+                draft: None,
+                errors: FieldErrors::default(),
+                saved: false,
+                probed: false,
+                soak_started: None,
+                soak_form: form,
+            };
+            let page = render(&state, c, &headers, inputs).await?;
+            return Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response());
         }
     };
-    let seconds = number("seconds", 30)?;
-    let concurrency = number("concurrency", 4)?;
-    if !(SOAK_SECONDS.0..=SOAK_SECONDS.1).contains(&seconds) {
-        return Err(WebError::BadRequest(format!(
-            "seconds must be from {} to {}",
-            SOAK_SECONDS.0, SOAK_SECONDS.1
-        )));
-    }
-    if !(u64::from(SOAK_CONCURRENCY.0)..=u64::from(SOAK_CONCURRENCY.1)).contains(&concurrency) {
-        return Err(WebError::BadRequest(format!(
-            "concurrency must be from {} to {}",
-            SOAK_CONCURRENCY.0, SOAK_CONCURRENCY.1
-        )));
-    }
-    let version_id = number("evalset_version_id", 0)? as i64;
-    if state.store.get_evalset_version(version_id).await?.is_none() {
-        return Err(WebError::BadRequest("choose an eval set to soak with".into()));
-    }
     let config = SoakConfig {
-        concurrency: concurrency as u32,
-        duration: Duration::from_secs(seconds),
+        concurrency: concurrency.unwrap_or(SOAK_DEFAULT_CONCURRENCY),
+        duration: Duration::from_secs(seconds.unwrap_or(SOAK_DEFAULT_SECONDS)),
         ..SoakConfig::default()
     };
     let name = format!("{SOAK_RUN_PREFIX}{}", c.spec.name);

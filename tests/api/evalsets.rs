@@ -205,6 +205,76 @@ async fn a_malformed_upload_names_its_first_bad_line_and_field_and_stores_nothin
 }
 
 #[tokio::test]
+async fn an_upload_lists_every_problem_with_its_place_and_empty_files_say_so() {
+    let app = spawn_app().await;
+    let mut bad = TINY_EVALSET
+        .replace(r#"{"id":"c2","#, r#"{"id":{"n":2},"#)
+        .replace(r#""expected":"neutral""#, r#""expected":"neutral","weight":-1"#);
+    bad.push_str("{\"id\":\"c9\", \"vars\": {\"text\": \"<b>x</b>\"\n");
+    for i in 0..60 {
+        bad.push_str(&format!("{{\"id\":\"m{i}\",\"vars\":{{}}}}\n"));
+    }
+    let page = upload(&app, "cases.jsonl", &bad, &[]).await;
+    assert_eq!(page.status, 422);
+    let rows = page.texts(".problem-list tbody tr");
+    assert_eq!(
+        rows.len(),
+        bakeoff::domain::evalset::MAX_LISTED_PROBLEMS,
+        "{}",
+        page.text("main")
+    );
+    let cells = |i: usize| {
+        (
+            page.texts(".problem-line")[i].clone(),
+            page.texts(".problem-field")[i].clone(),
+            page.texts(".problem-message")[i].clone(),
+        )
+    };
+    assert_eq!(
+        cells(0),
+        (
+            "3".into(),
+            "id".into(),
+            "must be a string or number, got an object".into()
+        )
+    );
+    assert_eq!(cells(1).0, "4");
+    assert_eq!(
+        (cells(1).1.as_str(), cells(1).2.as_str()),
+        ("weight", "must be a positive number")
+    );
+    let (place, field, message) = cells(2);
+    assert!(place.starts_with("5, column "), "{place}");
+    assert_eq!(
+        (field.as_str(), message.as_str()),
+        ("—", "not valid JSON: EOF while parsing an object")
+    );
+    // 3 + 60 problems: 50 listed, the rest counted.
+    assert_eq!(page.text(".problem-unlisted"), "and 13 more problems.");
+    assert!(page.text(".import-problem").contains("63 problems found"));
+    assert_eq!(version_count(&app).await, 0);
+
+    // An empty or blank file says so, whatever its extension: not a CSV problem.
+    for name in ["empty.jsonl", "empty.csv"] {
+        let page = page_of(post_multipart(&app, "/evalsets/import", &[("file", Some(name), b"\n  \n")]).await).await;
+        assert_eq!(page.status, 422);
+        assert_eq!(
+            page.text(".problem-message"),
+            bakeoff::domain::evalset::EMPTY_FILE,
+            "{}",
+            page.text("main")
+        );
+    }
+
+    // An unclosed CSV quote is told at the line where it opens.
+    let csv = "input,expected\na,b\nc,d\n\"never closed,e\nf,g\n";
+    let page = upload(&app, "q.csv", csv, &[("task", "classification")]).await;
+    assert_eq!(page.status, 422);
+    assert_eq!(page.texts(".problem-line"), ["4"]);
+    assert!(page.text(".problem-message").contains("never closed"));
+}
+
+#[tokio::test]
 async fn an_upload_over_the_limit_gets_a_clear_413_and_other_forms_keep_theirs() {
     let app = spawn_app().await;
     let huge = vec![b'x'; bakeoff::domain::evalset::MAX_FILE_BYTES + 512 * 1024];
@@ -358,6 +428,9 @@ async fn editing_a_case_makes_a_new_version_leaves_the_old_one_and_the_diff_show
     let rows: Vec<String> = diff.texts(".changed-case td.part");
     assert_eq!(rows, ["input", "expected", "tags", "weight"]);
     assert!(diff.text(".diff-changed").contains("truly awful"));
+    // Changed lines are marked, unchanged ones are not: the expected value's one line.
+    assert!(diff.texts(".diff-changed del").contains(&"negative".to_string()));
+    assert!(diff.texts(".diff-changed ins").contains(&"very negative".to_string()));
 
     // Saving the form unchanged stores nothing and says so.
     let unchanged_form = app.get_html(&format!("/evalsets/{v2}/cases/2/edit")).await;
@@ -403,6 +476,8 @@ async fn editing_a_case_makes_a_new_version_leaves_the_old_one_and_the_diff_show
     assert_eq!(ids, ["c2", "c3", "c9"]);
     let diff = app.get_html(&format!("/evalsets/{v2}/diff/{v4}")).await;
     assert_eq!(diff.texts(".diff-added li code"), ["c9"]);
+    assert_eq!(diff.text(".added-input"), "user: Label: so-so");
+    assert_eq!(diff.text(".added-expected"), "neutral");
     assert_eq!(diff.texts(".diff-removed li code"), ["c1"]);
     assert_eq!(app.store.list_evalsets().await.unwrap()[0].version_count, 4);
 }
@@ -606,7 +681,10 @@ async fn cli_validate_import_and_export() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains(&format!("{}:4 (field `weight`)", bad.display())),
+        stderr.contains(&format!(
+            "{}:4: field \"weight\" must be a positive number",
+            bad.display()
+        )),
         "{stderr}"
     );
 
@@ -621,6 +699,36 @@ async fn cli_validate_import_and_export() {
     );
     let out = bakeoff(&["evalset", "validate", csv.to_str().unwrap(), "--format", "xml"]);
     assert!(!out.status.success());
+
+    // Every problem in one pass, one line each, in one format; an empty file says so.
+    let many = dir.path().join("many.jsonl");
+    std::fs::write(
+        &many,
+        TINY_EVALSET
+            .replace(r#"{"id":"c2","#, r#"{"id":[2],"#)
+            .replace(r#""expected":"neutral""#, r#""expected":"neutral","weight":0"#),
+    )
+    .unwrap();
+    let out = bakeoff(&["evalset", "validate", many.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for line in [
+        format!(
+            "{}:3: field \"id\" must be a string or number, got a list",
+            many.display()
+        ),
+        format!("{}:4: field \"weight\" must be a positive number", many.display()),
+    ] {
+        assert!(stderr.contains(&line), "{line} in {stderr}");
+    }
+    let empty = dir.path().join("empty.csv");
+    std::fs::write(&empty, "\n\n").unwrap();
+    let out = bakeoff(&["evalset", "validate", empty.to_str().unwrap(), "--task", "generation"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains(&format!("{}: file is empty", empty.display())),
+        "{stderr}"
+    );
 
     for (_, shipped) in bakeoff::assets::shipped_evalsets().iter().take(1) {
         let path = dir.path().join("shipped.jsonl");

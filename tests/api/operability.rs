@@ -402,3 +402,51 @@ async fn a_server_that_echoes_the_key_never_gets_it_into_the_report() {
     assert_no_key(&report);
     server.abort();
 }
+
+#[tokio::test]
+async fn a_soak_with_out_of_range_values_reshows_the_form_with_every_error_and_starts_nothing() {
+    let app = spawn_app().await;
+    let id = app.create_candidate("soaked", "http://127.0.0.1:9").await;
+    let version = app.create_evalset().await.to_string();
+    let page = app
+        .post_form_html(
+            &format!("/candidates/{id}/operability/soak"),
+            &[
+                ("evalset_version_id", version.as_str()),
+                ("seconds", "-3"),
+                ("concurrency", "700"),
+            ],
+        )
+        .await;
+    assert_eq!(page.status, 422);
+    assert_eq!(
+        page.texts(".soak-form .field-error"),
+        [
+            "Seconds must be a whole number from 5 to 600, got -3",
+            "Concurrency must be between 1 and 64, got 700",
+        ]
+    );
+    // The form as typed, the chosen set still chosen.
+    assert_eq!(
+        page.attr(".soak-form input[name='seconds']", "value").as_deref(),
+        Some("-3")
+    );
+    assert_eq!(
+        page.attr(".soak-form input[name='concurrency']", "value").as_deref(),
+        Some("700")
+    );
+    assert_eq!(page.attr(".soak-form option[selected]", "value"), Some(version));
+
+    let page = app
+        .post_form_html(
+            &format!("/candidates/{id}/operability/soak"),
+            &[("evalset_version_id", "999999"), ("seconds", "30")],
+        )
+        .await;
+    assert_eq!(page.status, 422);
+    assert_eq!(
+        page.texts(".soak-form .field-error"),
+        ["Eval set must be one of the eval sets listed"]
+    );
+    assert!(app.store.list_runs(10, 0).await.unwrap().is_empty(), "nothing started");
+}

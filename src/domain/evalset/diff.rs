@@ -163,6 +163,56 @@ fn header_changes(old: &EvalSetFile, new: &EvalSetFile) -> Vec<String> {
         .collect()
 }
 
+/// One line of a before/after text diff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineChange {
+    Same,
+    Removed,
+    Added,
+}
+
+/// Lines compared past this many (before × after) are shown as all removed, then all added:
+/// the LCS table would be too big for a page.
+const MAX_DIFF_CELLS: usize = 250_000;
+
+/// The lines of `old` and `new` aligned by their longest common subsequence: unchanged lines
+/// once, removed lines before the added lines that replace them.
+pub fn line_diff<'a>(old: &'a str, new: &'a str) -> Vec<(LineChange, &'a str)> {
+    let (a, b): (Vec<&str>, Vec<&str>) = (old.lines().collect(), new.lines().collect());
+    if a.len().saturating_mul(b.len()) > MAX_DIFF_CELLS {
+        return a
+            .iter()
+            .map(|l| (LineChange::Removed, *l))
+            .chain(b.iter().map(|l| (LineChange::Added, *l)))
+            .collect();
+    }
+    // lcs[i][j]: the LCS length of a[i..] and b[j..].
+    let mut lcs = vec![vec![0u32; b.len() + 1]; a.len() + 1];
+    for i in (0..a.len()).rev() {
+        for j in (0..b.len()).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let (mut i, mut j, mut out) = (0, 0, Vec::with_capacity(a.len() + b.len()));
+    while i < a.len() || j < b.len() {
+        if i < a.len() && j < b.len() && a[i] == b[j] {
+            out.push((LineChange::Same, a[i]));
+            (i, j) = (i + 1, j + 1);
+        } else if j == b.len() || (i < a.len() && lcs[i + 1][j] >= lcs[i][j + 1]) {
+            out.push((LineChange::Removed, a[i]));
+            i += 1;
+        } else {
+            out.push((LineChange::Added, b[j]));
+            j += 1;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,5 +287,28 @@ mod tests {
             diff_versions(&parse(OLD), &parse(&weighted)).changed[0].parts,
             [CasePart::Weight]
         );
+    }
+
+    #[test]
+    fn line_diff_keeps_common_lines_and_marks_the_rest() {
+        use LineChange::*;
+        let d = line_diff(
+            "{\n  \"a\": 1,\n  \"b\": 2\n}",
+            "{\n  \"a\": 1,\n  \"b\": 3,\n  \"c\": 4\n}",
+        );
+        assert_eq!(
+            d,
+            [
+                (Same, "{"),
+                (Same, "  \"a\": 1,"),
+                (Removed, "  \"b\": 2"),
+                (Added, "  \"b\": 3,"),
+                (Added, "  \"c\": 4"),
+                (Same, "}"),
+            ]
+        );
+        assert_eq!(line_diff("x", "x"), [(Same, "x")]);
+        assert_eq!(line_diff("", "new"), [(Added, "new")]);
+        assert_eq!(line_diff("old", ""), [(Removed, "old")]);
     }
 }

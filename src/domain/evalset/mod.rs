@@ -6,7 +6,12 @@ use sha2::{Digest, Sha256};
 use super::grading::Grader;
 
 pub mod diff;
+mod fields;
 pub mod import;
+mod problems;
+
+use problems::Problems;
+pub use problems::{EvalSetError, MAX_LISTED_PROBLEMS, Problem};
 
 /// Largest eval-set file accepted.
 pub const MAX_FILE_BYTES: usize = 20 * 1024 * 1024;
@@ -128,30 +133,22 @@ pub struct EvalSetFile {
     pub cases: Vec<EvalCase>,
 }
 
-/// Why a file was refused, naming the line (1-based) and field where known.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{source_name}{}{}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default(), field.as_ref().map(|f| format!(" (field `{f}`)")).unwrap_or_default())]
-pub struct EvalSetError {
-    pub source_name: String,
-    pub line: Option<usize>,
-    pub field: Option<String>,
-    pub message: String,
-}
-
 impl EvalSetFile {
-    /// Parses and validates a whole file; nothing partial is ever returned.
+    /// Parses and validates a whole file; nothing partial is ever returned. Every problem is
+    /// found in one pass (up to [`MAX_LISTED_PROBLEMS`]), in line order.
     pub fn parse(source_name: &str, text: &str) -> Result<EvalSetFile, EvalSetError> {
-        let err = |line: Option<usize>, field: Option<&str>, message: String| EvalSetError {
-            source_name: source_name.to_string(),
-            line,
-            field: field.map(str::to_string),
-            message,
-        };
+        let whole = |message: String| Err(EvalSetError::one(source_name, Problem::new(None, None, message)));
         if text.len() > MAX_FILE_BYTES {
-            return Err(err(
-                None,
-                None,
-                format!("file is {} bytes; at most {MAX_FILE_BYTES}", text.len()),
+            return whole(format!("file is {} bytes; at most {MAX_FILE_BYTES}", text.len()));
+        }
+        if let Some((line, l)) = text.lines().enumerate().find(|(_, l)| l.len() > MAX_LINE_BYTES) {
+            return Err(EvalSetError::one(
+                source_name,
+                Problem::new(
+                    Some(line + 1),
+                    None,
+                    format!("line is {} bytes; at most {MAX_LINE_BYTES}", l.len()),
+                ),
             ));
         }
         let mut lines = text
@@ -159,97 +156,81 @@ impl EvalSetFile {
             .enumerate()
             .map(|(i, l)| (i + 1, l))
             .filter(|(_, l)| !l.trim().is_empty());
-        if let Some((line, l)) = text.lines().enumerate().find(|(_, l)| l.len() > MAX_LINE_BYTES) {
-            return Err(err(
-                Some(line + 1),
-                None,
-                format!("line is {} bytes; at most {MAX_LINE_BYTES}", l.len()),
-            ));
-        }
-        let (header_line, header_text) = lines
-            .next()
-            .ok_or_else(|| err(None, None, "file is empty; the first line must be the header".into()))?;
-        let header: EvalSetHeader = serde_json::from_str(header_text)
-            .map_err(|e| err(Some(header_line), field_of(&e).as_deref(), format!("header: {e}")))?;
-        if header.bakeoff_evalset != 1 {
-            return Err(err(
-                Some(header_line),
-                Some("bakeoff_evalset"),
-                "unsupported format version; expected 1".into(),
-            ));
-        }
-        if header.name.trim().is_empty() {
-            return Err(err(Some(header_line), Some("name"), "is required".into()));
-        }
-        if let Err((field, message)) = check_graders(&header.graders) {
-            return Err(err(Some(header_line), Some(&field), message));
-        }
-        if let Some(message) = too_long(&header.name) {
-            return Err(err(Some(header_line), Some("name"), message));
-        }
-        if let Some(problem) = super::validation::name_problem(&header.name) {
-            return Err(err(Some(header_line), Some("name"), problem.into()));
+        let Some((header_line, header_text)) = lines.next() else {
+            return whole(EMPTY_FILE.into());
+        };
+        let mut found = Problems::default();
+        let header = read_line(header_line, header_text, fields::header, &mut found);
+        if let Some(header) = &header {
+            check_header(header_line, header, &mut found);
         }
         let mut cases = Vec::new();
         let mut seen = std::collections::HashSet::new();
+        let mut case_lines = 0;
         for (line, case_text) in lines {
-            if cases.len() >= MAX_CASES {
-                return Err(err(Some(line), None, format!("more than {MAX_CASES} cases")));
+            case_lines += 1;
+            if case_lines > MAX_CASES {
+                found.add(Some(line), None, format!("more than {MAX_CASES} cases"));
+                break;
             }
-            let case: EvalCase =
-                serde_json::from_str(case_text).map_err(|e| err(Some(line), field_of(&e).as_deref(), e.to_string()))?;
+            let Some(case) = read_line(line, case_text, fields::case, &mut found) else {
+                continue;
+            };
+            let mut problem = |field: &str, message: String| found.add(Some(line), Some(field), message);
             if case.id.trim().is_empty() {
-                return Err(err(Some(line), Some("id"), "is required".into()));
+                problem("id", "is required".into());
+            } else if let Some(message) = too_long(&case.id) {
+                problem("id", message);
+            } else if let Some(p) = super::validation::name_problem(&case.id) {
+                problem("id", p.into());
+            } else if !seen.insert(case.id.clone()) {
+                problem("id", format!("duplicate case id {:?}", case.id));
             }
-            if let Err((field, message)) = check_graders(&case.graders) {
-                return Err(err(Some(line), Some(&field), message));
+            for (field, message) in check_graders(&case.graders) {
+                problem(&field, message);
             }
-            if let Some(message) = too_long(&case.id) {
-                return Err(err(Some(line), Some("id"), message));
-            }
-            if let Some(problem) = super::validation::name_problem(&case.id) {
-                return Err(err(Some(line), Some("id"), problem.into()));
-            }
-            if let Some((i, message)) = case
+            for (i, message) in case
                 .tags
                 .iter()
                 .enumerate()
-                .find_map(|(i, t)| too_long(t).map(|m| (i, m)))
+                .filter_map(|(i, t)| too_long(t).map(|m| (i, m)))
             {
-                return Err(err(Some(line), Some(&format!("tags[{i}]")), message));
+                problem(&format!("tags[{i}]"), message);
             }
-            if !seen.insert(case.id.clone()) {
-                return Err(err(Some(line), Some("id"), format!("duplicate case id {:?}", case.id)));
-            }
-            if case.messages.is_none() && header.prompt.is_none() {
-                return Err(err(
-                    Some(line),
-                    Some("messages"),
-                    "case has no messages and the header has no prompt template".into(),
-                ));
-            }
-            if let Some(prompt) = &header.prompt
-                && case.messages.is_none()
-                && let Some(var) = template_vars(prompt).into_iter().find(|v| !case.vars.contains_key(v))
-            {
-                let field = format!("vars.{var}");
-                return Err(err(
-                    Some(line),
-                    Some(&field),
-                    "is used by the prompt template but missing".into(),
-                ));
+            if let Some(header) = &header {
+                if case.messages.is_none() && header.prompt.is_none() {
+                    problem(
+                        "messages",
+                        "is missing, and the header has no prompt template to build them from".into(),
+                    );
+                }
+                if let Some(prompt) = &header.prompt
+                    && case.messages.is_none()
+                {
+                    for var in template_vars(prompt).into_iter().filter(|v| !case.vars.contains_key(v)) {
+                        problem(
+                            &format!("vars.{var}"),
+                            "is used by the prompt template but missing".into(),
+                        );
+                    }
+                }
             }
             if let Some(w) = case.weight
                 && !(w.is_finite() && w > 0.0)
             {
-                return Err(err(Some(line), Some("weight"), "must be a positive number".into()));
+                problem("weight", "must be a positive number".into());
             }
             cases.push(case);
         }
-        if cases.is_empty() {
-            return Err(err(None, None, "no cases after the header".into()));
+        if case_lines == 0 {
+            found.add(None, None, "no cases after the header");
         }
-        Ok(EvalSetFile { header, cases })
+        match header {
+            Some(header) => found.into_result(source_name, EvalSetFile { header, cases }),
+            None => Err(found
+                .into_result(source_name, ())
+                .expect_err("an unread header is a problem")),
+        }
     }
 
     /// The normalised text: every line re-serialised with sorted keys, blank lines dropped.
@@ -373,33 +354,83 @@ fn canonical_json<T: Serialize>(value: &T) -> String {
     serde_json::to_value(value).map(|v| v.to_string()).unwrap_or_default()
 }
 
-/// The first grader with an out-of-range option, as (`graders[i].option`, message).
-/// (Regexes and schemas are already compiled, and refused, while the line is deserialised.)
-fn check_graders(graders: &[Grader]) -> Result<(), (String, String)> {
+/// Every out-of-range grader option, as (`graders[i].option`, message).
+/// (Regexes and schemas are already compiled, and refused, while the line is read.)
+fn check_graders(graders: &[Grader]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
     if !graders.is_empty() && graders.iter().all(|g| !g.required) {
-        return Err((
+        out.push((
             "graders".to_string(),
-            "every grader is `required: false`; at least one must be required to pass or fail a case".to_string(),
+            "are all `required: false`; at least one must be required to pass or fail a case".to_string(),
         ));
     }
     for (i, g) in graders.iter().enumerate() {
-        g.validate().map_err(|e| {
-            (
+        if let Err(e) = g.validate() {
+            out.push((
                 format!("graders[{i}].{}", e.field),
                 format!("{} grader: {}", g.name(), e.message),
-            )
-        })?;
+            ));
+        }
     }
-    Ok(())
+    out
 }
 
-/// Best-effort field name from a serde error ("missing field `task`", "unknown field `x`").
-fn field_of(e: &serde_json::Error) -> Option<String> {
-    let msg = e.to_string();
-    let start = msg.find('`')? + 1;
-    let end = start + msg[start..].find('`')?;
-    Some(msg[start..end].to_string())
+/// The header's rules beyond its fields' types.
+fn check_header(line: usize, header: &EvalSetHeader, found: &mut Problems) {
+    let mut problem = |field: &str, message: String| found.add(Some(line), Some(field), message);
+    if header.name.trim().is_empty() {
+        problem("name", "is required".into());
+    } else if let Some(message) = too_long(&header.name) {
+        problem("name", message);
+    } else if let Some(p) = super::validation::name_problem(&header.name) {
+        problem("name", p.into());
+    }
+    for (field, message) in check_graders(&header.graders) {
+        problem(&field, message);
+    }
 }
+
+/// One line's JSON object read by `read`; None when it is not (its problems are then in
+/// `found`: a syntax error with its column, or each bad field).
+fn read_line<T>(
+    line: usize,
+    text: &str,
+    read: fn(&serde_json::Map<String, serde_json::Value>) -> Result<T, fields::FieldProblems>,
+    found: &mut Problems,
+) -> Option<T> {
+    let value: serde_json::Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => {
+            found.push(Problem {
+                line: Some(line),
+                column: Some(e.column()),
+                field: None,
+                message: format!("not valid JSON: {}", problems::without_position(&e)),
+            });
+            return None;
+        }
+    };
+    let Some(object) = value.as_object() else {
+        found.add(
+            Some(line),
+            None,
+            format!("each line must be a JSON object, got {}", problems::kind_of(&value)),
+        );
+        return None;
+    };
+    match read(object) {
+        Ok(t) => Some(t),
+        Err(problems) => {
+            for (field, message) in problems {
+                found.add(Some(line), Some(&field), message);
+            }
+            None
+        }
+    }
+}
+
+/// What an empty file (or one of blank lines only) is told, whatever its format.
+pub const EMPTY_FILE: &str = "file is empty (no text, or only blank lines)";
 
 /// The tag that puts a case in a prompt-length bin: `prompt_tokens:2048`.
 pub const PROMPT_BIN_TAG: &str = "prompt_tokens:";
@@ -444,17 +475,65 @@ mod tests {
     #[test]
     fn errors_name_line_and_field() {
         let bad = GOOD.replace(r#""id":"b","#, r#""id":"b","colour":1,"#);
-        let e = EvalSetFile::parse("s.jsonl", &bad).unwrap_err();
+        let e = EvalSetFile::parse("s.jsonl", &bad).unwrap_err().first().clone();
         assert_eq!((e.line, e.field.as_deref()), (Some(4), Some("colour")));
-        assert!(e.to_string().starts_with("s.jsonl:4 (field `colour`)"), "{e}");
+        let whole = EvalSetFile::parse("s.jsonl", &bad).unwrap_err().to_string();
+        assert!(
+            whole.starts_with("s.jsonl:4: field \"colour\" is not a case field"),
+            "{whole}"
+        );
 
         let missing = GOOD.replace(r#""vars":{"text":"awful"},"#, "");
-        let e = EvalSetFile::parse("s.jsonl", &missing).unwrap_err();
+        let e = EvalSetFile::parse("s.jsonl", &missing).unwrap_err().first().clone();
         assert_eq!((e.line, e.field.as_deref()), (Some(4), Some("vars.text")));
 
         let dup = GOOD.replace(r#""id":"b""#, r#""id":"a""#);
-        assert_eq!(EvalSetFile::parse("s", &dup).unwrap_err().field.as_deref(), Some("id"));
+        assert_eq!(
+            EvalSetFile::parse("s", &dup).unwrap_err().first().field.as_deref(),
+            Some("id")
+        );
         assert!(EvalSetFile::parse("s", "").is_err());
+    }
+
+    #[test]
+    fn every_problem_is_found_in_one_pass_with_its_place() {
+        let text = "{\"bakeoff_evalset\":1,\"name\":\"s\",\"task\":\"classification\",\"prompt\":\"{{q}}\"}\n\
+                    {\"id\":{\"x\":1},\"vars\":{\"q\":\"a\"}}\n\
+                    {\"id\":\"b\",\"vars\":{\"q\":\"a\"},\"weight\":-1,\"graders\":[{\"kind\":\"length\",\"min\":9,\"max\":3}]}\n\
+                    {\"id\":\"c\",\"vars\":{\"q\":\"a\"},\"tags\":[3],\"weight\":\"heavy\"}\n\
+                    {\"id\":\"d\", \"vars\": {\"q\": \"a\"\n\
+                    {\"id\":7,\"vars\":{}}\n";
+        let e = EvalSetFile::parse("cases.jsonl", text).unwrap_err();
+        let lines = e.lines();
+        assert_eq!(lines.len(), 7, "{e}");
+        assert_eq!(
+            lines[0], "cases.jsonl:2: field \"id\" must be a string or number, got an object",
+            "{e}"
+        );
+        assert!(lines[1].starts_with("cases.jsonl:3: field \"graders[0].min\": "), "{e}");
+        assert_eq!(
+            lines[2], "cases.jsonl:3: field \"weight\" must be a positive number",
+            "{e}"
+        );
+        assert_eq!(
+            lines[3], "cases.jsonl:4: field \"tags[0]\" must be a string, got a number",
+            "{e}"
+        );
+        assert_eq!(
+            lines[4], "cases.jsonl:4: field \"weight\" must be a positive number, got a string",
+            "{e}"
+        );
+        assert!(lines[5].starts_with("cases.jsonl:5, column "), "{e}");
+        assert!(
+            lines[5].ends_with(": not valid JSON: EOF while parsing an object"),
+            "{e}"
+        );
+        assert_eq!(
+            lines[6], "cases.jsonl:6: field \"vars.q\" is used by the prompt template but missing",
+            "{e}"
+        );
+        let blank = EvalSetFile::parse("e.jsonl", "\n  \n").unwrap_err();
+        assert!(blank.to_string().contains("file is empty"), "{blank}");
     }
 
     #[test]
@@ -463,19 +542,19 @@ mod tests {
             r#"[{"kind":"exact"}]"#,
             r#"[{"kind":"exact"},{"kind":"rouge-l","min":2}]"#,
         );
-        let e = EvalSetFile::parse("s.jsonl", &bad_min).unwrap_err();
+        let e = EvalSetFile::parse("s.jsonl", &bad_min).unwrap_err().first().clone();
         assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("graders[1].min")), "{e}");
 
         let bad_case = GOOD.replace(
             r#""expected":"negative","#,
             r#""expected":"negative","graders":[{"kind":"length","min":9,"max":3}],"#,
         );
-        let e = EvalSetFile::parse("s.jsonl", &bad_case).unwrap_err();
+        let e = EvalSetFile::parse("s.jsonl", &bad_case).unwrap_err().first().clone();
         assert_eq!((e.line, e.field.as_deref()), (Some(4), Some("graders[0].min")), "{e}");
 
         let bad_regex = GOOD.replace(r#"{"kind":"exact"}"#, r#"{"kind":"regex","pattern":"(unclosed"}"#);
-        let e = EvalSetFile::parse("s.jsonl", &bad_regex).unwrap_err();
-        assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("pattern")), "{e}");
+        let e = EvalSetFile::parse("s.jsonl", &bad_regex).unwrap_err().first().clone();
+        assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("graders[0]")), "{e}");
         assert!(e.message.contains("not a valid regular expression"), "{e}");
     }
 

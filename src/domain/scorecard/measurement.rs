@@ -516,7 +516,7 @@ pub fn measure(
                 value,
                 interval: None,
                 uncertainty: Uncertainty::Exact,
-                n: cost.map(|s| s.requests as f64).unwrap_or(0.0),
+                n: cost.map(|s| s.answers as f64).unwrap_or(0.0),
                 unit: SampleUnit::Requests,
                 concurrency: None,
                 missing: missing.or_else(|| value.is_none().then(|| "no measured requests yet".to_string())),

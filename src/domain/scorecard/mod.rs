@@ -450,11 +450,15 @@ pub fn build(input: &ScorecardInput<'_>) -> Scorecard {
         .iter()
         .zip(&data)
         .map(|(c, d)| {
+            let cases: std::collections::HashSet<&str> = d.finals.iter().map(|r| r.case_id.as_str()).collect();
             cost::summarise(
                 &c.spec.pricing,
                 TokenTotals::from_records(d.attempts.iter().copied()),
-                d.finals.len(),
-                d.correct_requests(),
+                cost::Answered {
+                    answers: d.finals.len(),
+                    cases: cases.len(),
+                    correct: d.correct_requests(),
+                },
             )
         })
         .collect();

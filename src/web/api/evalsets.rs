@@ -188,11 +188,16 @@ pub async fn cases(State(state): State<AppState>, Path(raw): Path<String>, RawQu
     responses((status = 200, description = "The stored version", body = UploadedVersion)))]
 pub async fn upload(State(state): State<AppState>, body: Body) -> ApiResult {
     let file = EvalSetFile::parse("request body", body.text()?).map_err(|e| {
-        Problem::fields(vec![super::problem::FieldProblem {
-            field: e.field.clone().unwrap_or_else(|| "body".to_string()),
-            message: e.message.clone(),
-            line: e.line,
-        }])
+        Problem::fields(
+            e.problems
+                .iter()
+                .map(|p| super::problem::FieldProblem {
+                    field: p.field.clone().unwrap_or_else(|| "body".to_string()),
+                    message: p.message.clone(),
+                    line: p.line,
+                })
+                .collect(),
+        )
     })?;
     // Versions of the set before this upload: an upload of stored content stores nothing.
     let before: Vec<i64> = match state

@@ -6,7 +6,7 @@ use axum::extract::{Path, State};
 use serde_json::Value;
 
 use super::load;
-use crate::domain::evalset::diff::{CasePart, diff_versions};
+use crate::domain::evalset::diff::{CasePart, LineChange, diff_versions, line_diff};
 use crate::domain::evalset::{EvalCase, EvalSetFile};
 use crate::domain::grading::Grader;
 use crate::domain::validation::truncate;
@@ -31,8 +31,31 @@ pub struct VersionRef {
 #[derive(Debug, Clone)]
 pub struct PartChange {
     pub part: String,
-    pub old: String,
-    pub new: String,
+    /// Before and after, line by line: unchanged lines once, the rest marked.
+    pub lines: Vec<DiffLine>,
+}
+
+/// One line of a before/after diff; `kind` is `same`, `del` or `ins`.
+#[derive(Debug, Clone)]
+pub struct DiffLine {
+    pub kind: &'static str,
+    pub text: String,
+}
+
+fn part_change(part: String, old: &Value, new: &Value) -> PartChange {
+    let (old, new) = (show(old), show(new));
+    let lines = line_diff(&old, &new)
+        .into_iter()
+        .map(|(change, text)| DiffLine {
+            kind: match change {
+                LineChange::Same => "same",
+                LineChange::Removed => "del",
+                LineChange::Added => "ins",
+            },
+            text: text.to_string(),
+        })
+        .collect();
+    PartChange { part, lines }
 }
 
 #[derive(Debug, Clone)]
@@ -48,6 +71,29 @@ pub struct ListedCase {
     pub summary: String,
 }
 
+/// An added case with what it sends and expects.
+#[derive(Debug, Clone)]
+pub struct AddedCase {
+    pub id: String,
+    /// The messages sent, `role: content` per message.
+    pub input: String,
+    pub expected: Option<String>,
+}
+
+fn added(file: &EvalSetFile, case: &EvalCase) -> AddedCase {
+    let input = file
+        .messages_for(case)
+        .iter()
+        .map(|m| format!("{}: {}", m.role, m.content))
+        .collect::<Vec<_>>()
+        .join("\n");
+    AddedCase {
+        id: case.id.clone(),
+        input: truncate(&input, VALUE_EXCERPT),
+        expected: case.expected_text().map(|e| truncate(&e, VALUE_EXCERPT)),
+    }
+}
+
 #[derive(Template, WebTemplate)]
 #[template(path = "evalsets/diff.html")]
 pub struct DiffPage {
@@ -57,7 +103,7 @@ pub struct DiffPage {
     pub same_set: bool,
     pub identical: bool,
     pub header_changes: Vec<PartChange>,
-    pub added: Vec<ListedCase>,
+    pub added: Vec<AddedCase>,
     pub added_total: usize,
     pub removed: Vec<ListedCase>,
     pub removed_total: usize,
@@ -133,10 +179,12 @@ pub async fn page(
     let header_changes = d
         .header_changed
         .iter()
-        .map(|field| PartChange {
-            part: field.clone(),
-            old: show(old_header.get(field).unwrap_or(&Value::Null)),
-            new: show(new_header.get(field).unwrap_or(&Value::Null)),
+        .map(|field| {
+            part_change(
+                field.clone(),
+                old_header.get(field).unwrap_or(&Value::Null),
+                new_header.get(field).unwrap_or(&Value::Null),
+            )
         })
         .collect();
     let changed = d
@@ -149,11 +197,7 @@ pub async fn page(
             changes: c
                 .parts
                 .iter()
-                .map(|p| PartChange {
-                    part: p.as_str().to_string(),
-                    old: show(&part_value(&c.old, *p)),
-                    new: show(&part_value(&c.new, *p)),
-                })
+                .map(|p| part_change(p.as_str().to_string(), &part_value(&c.old, *p), &part_value(&c.new, *p)))
                 .collect(),
         })
         .collect();
@@ -164,7 +208,7 @@ pub async fn page(
         old: version_ref(old.id, &old.content_hash, old.created_at.display(), &old.file),
         new: version_ref(new.id, &new.content_hash, new.created_at.display(), &new.file),
         header_changes,
-        added: d.added.iter().take(MAX_LISTED).map(listed).collect(),
+        added: d.added.iter().take(MAX_LISTED).map(|c| added(&new.file, c)).collect(),
         added_total: d.added.len(),
         removed: d.removed.iter().take(MAX_LISTED).map(listed).collect(),
         removed_total: d.removed.len(),

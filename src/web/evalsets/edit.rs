@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde_json::Value;
 
 use super::load;
-use crate::domain::evalset::{ChatMessage, EvalCase, EvalSetFile};
+use crate::domain::evalset::{ChatMessage, EvalCase, EvalSetFile, Problem};
 use crate::domain::grading::Grader;
 use crate::domain::validation::FieldErrors;
 use crate::store::EvalSetVersion;
@@ -410,17 +410,20 @@ async fn store_file(
             // Line 1 is the header, line k + 2 is case k.
             // A duplicate id is reported on the later of the two lines, which may not be the
             // edited one; it is still the edited case's problem.
-            let duplicate_of_edited = file.cases.get(edited).is_some_and(|c| {
-                e.field.as_deref() == Some("id") && e.message == format!("duplicate case id {:?}", c.id)
-            });
-            let on_edited = e.line == Some(edited + 2) || duplicate_of_edited;
-            let field = e.field.as_deref().filter(|_| on_edited).map(form_field);
-            let message = match field {
-                Some(_) => e
-                    .field
-                    .as_deref()
-                    .map_or(e.message.clone(), |f| format!("`{f}`: {}", e.message)),
-                None => e.to_string(),
+            let on_edited = |p: &Problem| {
+                let duplicate_of_edited = file.cases.get(edited).is_some_and(|c| {
+                    p.field.as_deref() == Some("id") && p.message == format!("duplicate case id {:?}", c.id)
+                });
+                p.line == Some(edited + 2) || duplicate_of_edited
+            };
+            let message = e.to_string();
+            let Some(p) = e.problems.iter().find(|p| on_edited(p)) else {
+                return Ok(Stored::Refused { field: None, message });
+            };
+            let field = p.field.as_deref().map(form_field);
+            let message = match &p.field {
+                Some(f) => format!("`{f}`: {}", p.message),
+                None => message,
             };
             return Ok(Stored::Refused { field, message });
         }

@@ -1,7 +1,7 @@
 //! Importing an eval set in the browser: upload a file or paste text (any supported format),
 //! see a preview that says whether it is a new set, a new version or identical to a stored
 //! version, then save. Nothing is stored before "Save", and a file with any error is refused
-//! whole, with its first bad line and field on the page.
+//! whole, with every bad line and field (up to a bound) on the page.
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::multipart::MultipartRejection;
@@ -39,37 +39,57 @@ pub struct ImportForm {
     pub text: String,
 }
 
-/// A refused import, as the page shows it.
+/// A refused import, as the page shows it: the form's own complaint (`message`), or every
+/// problem found in the file, each with its place.
 #[derive(Debug, Clone)]
 pub struct ImportProblem {
-    pub summary: String,
     pub source: String,
-    pub line: Option<usize>,
+    pub message: String,
+    pub problems: Vec<ProblemRow>,
+    /// "and 12 more problems", when the list was cut.
+    pub unlisted: Option<String>,
+}
+
+/// One problem of a file: `place` is `3` or `3, column 14` (empty for the whole file).
+#[derive(Debug, Clone)]
+pub struct ProblemRow {
+    pub place: String,
     pub field: Option<String>,
     pub message: String,
+    /// The same, as the terminal says it: `tiny.jsonl:3: field "id" …`.
+    pub line: String,
 }
 
 impl From<EvalSetError> for ImportProblem {
     fn from(e: EvalSetError) -> Self {
+        let lines = e.lines();
+        let count = e.problems.len() + e.unlisted;
         ImportProblem {
-            summary: e.to_string(),
+            message: format!("{count} problem{} found.", if count == 1 { "" } else { "s" }),
+            unlisted: e.unlisted_note(),
+            problems: e
+                .problems
+                .iter()
+                .zip(lines)
+                .map(|(p, line)| ProblemRow {
+                    place: p.place(),
+                    field: p.field.clone(),
+                    message: p.message.clone(),
+                    line,
+                })
+                .collect(),
             source: e.source_name,
-            line: e.line,
-            field: e.field,
-            message: e.message,
         }
     }
 }
 
 impl ImportProblem {
     fn plain(message: impl Into<String>) -> Self {
-        let message = message.into();
         ImportProblem {
-            summary: message.clone(),
             source: String::new(),
-            line: None,
-            field: None,
-            message,
+            message: message.into(),
+            problems: Vec::new(),
+            unlisted: None,
         }
     }
 }
@@ -269,7 +289,7 @@ fn options_of(form: &ImportForm) -> Result<(FormatChoice, ImportOptions), Import
     ))
 }
 
-/// POST /evalsets/import: validate and show the preview, or the form with the first problem.
+/// POST /evalsets/import: validate and show the preview, or the form with every problem found.
 pub async fn preview(State(state): State<AppState>, multipart: Result<Multipart, MultipartRejection>) -> Response {
     let upload = match read_upload(multipart).await {
         Ok(u) => u,

@@ -718,8 +718,9 @@ fn quality_of<'a>(
 ) -> QualityView {
     let mut graded = 0u64;
     let mut failed = 0u64;
-    // Grader name → (passed, graded, failing reasons sampled).
-    let mut graders: BTreeMap<String, (u64, u64, Vec<String>)> = BTreeMap::new();
+    // Grader name → (passed, graded, failing reasons sampled, each with how often it recurred).
+    type Reasons = Vec<(String, usize)>;
+    let mut graders: BTreeMap<String, (u64, u64, Reasons)> = BTreeMap::new();
     let mut pairs: Vec<(String, Option<String>)> = Vec::new();
     let mut details: Vec<FieldsDetail> = Vec::new();
     for r in records {
@@ -740,8 +741,15 @@ fn quality_of<'a>(
             entry.1 += 1;
             if g.passed {
                 entry.0 += 1;
-            } else if entry.2.len() < REASON_SAMPLES {
-                entry.2.push(format!("{}: {}", r.case_id, truncate(&g.reason, 160)));
+            } else {
+                // A case failing the same way on every repetition is one reason, counted.
+                let reason = format!("{}: {}", r.case_id, truncate(&g.reason, 160));
+                let samples = &mut entry.2;
+                match samples.iter().position(|(seen, _)| *seen == reason) {
+                    Some(i) => samples[i].1 += 1,
+                    None if samples.len() < REASON_SAMPLES => samples.push((reason, 1)),
+                    None => {}
+                }
             }
             if let Some(pair) = label_pair(g) {
                 pairs.push(pair);
@@ -762,7 +770,16 @@ fn quality_of<'a>(
             } else {
                 NOT_MEASURED.into()
             },
-            failures,
+            failures: failures
+                .into_iter()
+                .map(|(reason, count)| {
+                    if count > 1 {
+                        format!("{reason} (×{count})")
+                    } else {
+                        reason
+                    }
+                })
+                .collect(),
         })
         .collect();
     QualityView {

@@ -58,6 +58,8 @@ pub struct CostView {
     pub candidate: String,
     pub total: String,
     pub per_1k: String,
+    /// Per 1,000 requests sent (retries counted), beside the per-case figure.
+    pub per_1k_requests: String,
     pub per_correct: String,
     pub tokens: String,
     pub note: Option<String>,
@@ -288,10 +290,14 @@ pub fn build(j: &RunScorecard) -> CardView {
                 candidate: c.spec.name.clone(),
                 total: format::usd(s.total_usd),
                 per_1k: s.per_1k_cases.map(format::usd).unwrap_or_else(|| NOT_MEASURED.into()),
+                per_1k_requests: s
+                    .per_1k_requests
+                    .map(format::usd)
+                    .unwrap_or_else(|| NOT_MEASURED.into()),
                 per_correct: s.per_correct.map(format::usd).unwrap_or_else(|| NOT_MEASURED.into()),
                 tokens: format!(
-                    "{} in / {} out over {} attempts",
-                    s.totals.input_tokens, s.totals.output_tokens, s.totals.attempts
+                    "{} in / {} out over {} attempts for {} answers to {} cases",
+                    s.totals.input_tokens, s.totals.output_tokens, s.totals.attempts, s.answers, s.cases
                 ),
                 note: (s.totals.attempts_without_usage > 0).then(|| {
                     format!(
@@ -305,6 +311,7 @@ pub fn build(j: &RunScorecard) -> CardView {
                 candidate: c.spec.name.clone(),
                 total: NOT_MEASURED.into(),
                 per_1k: NOT_MEASURED.into(),
+                per_1k_requests: NOT_MEASURED.into(),
                 per_correct: NOT_MEASURED.into(),
                 tokens: String::new(),
                 note: Some("no prices stated: add them on the candidate's page".into()),

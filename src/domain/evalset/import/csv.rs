@@ -3,48 +3,83 @@
 //! other column becomes a template variable. The prompt template defaults to `{{input}}`.
 use serde_json::{Map, Value, json};
 
-use super::{Draft, Format, ImportOptions, Origin, error, header, numbered_id, split_tags};
+use super::{Draft, Format, ImportOptions, Origin, Problem, error, header, numbered_id, split_tags};
 use crate::domain::evalset::EvalSetError;
 
 pub(super) fn read(source_name: &str, text: &str, options: &ImportOptions) -> Result<Draft, EvalSetError> {
     let mut h = header(source_name, options, None, Format::Csv)?;
     h.entry("prompt").or_insert_with(|| json!("{{input}}"));
 
+    let text = text.trim_start_matches('\u{feff}');
+    let mut problems = Vec::new();
+    // The csv reader takes an unclosed quote to the end of the file and blames a later row:
+    // read the rows before it, and name the line where it opened.
+    let text = match unclosed_quote(text) {
+        Some((line, offset)) => {
+            problems.push(Problem::new(
+                Some(line),
+                None,
+                "a quoted cell opens here and is never closed (a \" is missing; a \" inside a quoted cell is written \"\")",
+            ));
+            if offset == 0 {
+                return Ok(Draft {
+                    header: h,
+                    cases: Vec::new(),
+                    problems,
+                });
+            }
+            &text[..offset]
+        }
+        None => text,
+    };
     let mut reader = ::csv::ReaderBuilder::new()
         .has_headers(true)
         .flexible(false)
-        .from_reader(text.trim_start_matches('\u{feff}').as_bytes());
-    let columns: Vec<String> = reader
-        .headers()
-        .map_err(|e| csv_error(source_name, &e))?
-        .iter()
-        .map(|c| c.trim().to_string())
-        .collect();
-    let header_err = |field: Option<&str>, message: String| error(source_name, Some(1), field, message);
+        .from_reader(text.as_bytes());
+    let columns: Vec<String> = match reader.headers() {
+        Ok(columns) => columns.iter().map(|c| c.trim().to_string()).collect(),
+        Err(e) => return Err(csv_error(source_name, &e)),
+    };
+    let mut header_problem =
+        |field: Option<&str>, message: String| problems.push(Problem::new(Some(1), field, message));
     for (i, c) in columns.iter().enumerate() {
         if c.is_empty() {
-            return Err(header_err(None, format!("column {} has no name", i + 1)));
-        }
-        if columns[..i].contains(c) {
-            return Err(header_err(Some(c), "column appears twice".into()));
+            header_problem(None, format!("column {} has no name", i + 1));
+        } else if columns[..i].contains(c) {
+            header_problem(Some(c), "is a column that appears twice".into());
         }
     }
     if !columns.iter().any(|c| c == "input") {
-        return Err(header_err(
+        header_problem(
             Some("input"),
-            format!("the header row needs an `input` column (found: {})", columns.join(", ")),
-        ));
+            format!(
+                "is a required column the header row lacks (found: {})",
+                columns.join(", ")
+            ),
+        );
+    }
+    if problems.iter().any(|p| p.line == Some(1)) {
+        // Without a sound header row no row can be read.
+        return Ok(Draft {
+            header: h,
+            cases: Vec::new(),
+            problems,
+        });
     }
 
-    let records: Vec<::csv::StringRecord> = reader
-        .records()
-        .collect::<Result<_, _>>()
-        .map_err(|e| csv_error(source_name, &e))?;
+    let mut records = Vec::new();
+    for record in reader.records() {
+        match record {
+            Ok(r) => records.push(r),
+            Err(e) => problems.extend(csv_error(source_name, &e).problems),
+        }
+    }
     let mut cases = Vec::with_capacity(records.len());
     for (n, record) in records.iter().enumerate() {
         let line = record.position().map(|p| p.line() as usize).unwrap_or(n + 2);
         let mut case = Map::new();
         let mut vars = Map::new();
+        let mut row_ok = true;
         for (column, value) in columns.iter().zip(record.iter()) {
             match column.as_str() {
                 "id" => {
@@ -63,13 +98,16 @@ pub(super) fn read(source_name: &str, text: &str, options: &ImportOptions) -> Re
                         case.insert("tags".into(), Value::Array(tags));
                     }
                 }
-                "grader" => {
-                    if let Some(graders) =
-                        graders(value).map_err(|m| error(source_name, Some(line), Some("grader"), m))?
-                    {
+                "grader" => match graders(value) {
+                    Ok(Some(graders)) => {
                         case.insert("graders".into(), graders);
                     }
-                }
+                    Ok(None) => {}
+                    Err(m) => {
+                        problems.push(Problem::new(Some(line), Some("grader"), m));
+                        row_ok = false;
+                    }
+                },
                 var => {
                     vars.insert(var.to_string(), json!(value));
                 }
@@ -78,9 +116,40 @@ pub(super) fn read(source_name: &str, text: &str, options: &ImportOptions) -> Re
         case.entry("id")
             .or_insert_with(|| json!(numbered_id("row", n + 1, records.len())));
         case.insert("vars".into(), Value::Object(vars));
-        cases.push((Origin::Line(line), Value::Object(case)));
+        if row_ok {
+            cases.push((Origin::Line(line), Value::Object(case)));
+        }
     }
-    Ok(Draft { header: h, cases })
+    Ok(Draft {
+        header: h,
+        cases,
+        problems,
+    })
+}
+
+/// The line and byte offset of the start of the line where a quoted cell opens and is never
+/// closed (RFC 4180: a quote opens only at the start of a cell; `""` inside is a quote).
+fn unclosed_quote(text: &str) -> Option<(usize, usize)> {
+    let (mut line, mut line_start) = (1usize, 0usize);
+    let mut opened: Option<(usize, usize)> = None;
+    let mut cell_start = true;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match (opened.is_some(), c) {
+            (true, '"') if chars.peek().is_some_and(|(_, n)| *n == '"') => {
+                chars.next();
+            }
+            (true, '"') => opened = None,
+            (false, '"') if cell_start => opened = Some((line, line_start)),
+            (_, '\n') => {
+                line += 1;
+                line_start = i + 1;
+            }
+            _ => {}
+        }
+        cell_start = opened.is_none() && (c == ',' || c == '\n' || c == '\r');
+    }
+    opened
 }
 
 /// A `grader` cell: empty (use the defaults), a kind name (`contains`), or grader JSON (one
@@ -162,24 +231,38 @@ mod tests {
             "text,expected\na,b\n",
             &options(),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .first()
+        .clone();
         assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("input")), "{e}");
 
         let ragged = "input,expected\na,b\nc\n";
-        let e = import(FormatChoice::Known(Format::Csv), "t.csv", ragged, &options()).unwrap_err();
+        let e = import(FormatChoice::Known(Format::Csv), "t.csv", ragged, &options())
+            .unwrap_err()
+            .first()
+            .clone();
         assert_eq!(e.line, Some(3), "{e}");
         assert!(e.message.contains("1 fields"), "{e}");
 
         let bad_grader = "input,expected,grader\na,b,exact\nc,d,\"{nope\"\n";
-        let e = import(FormatChoice::Known(Format::Csv), "t.csv", bad_grader, &options()).unwrap_err();
+        let e = import(FormatChoice::Known(Format::Csv), "t.csv", bad_grader, &options())
+            .unwrap_err()
+            .first()
+            .clone();
         assert_eq!((e.line, e.field.as_deref()), (Some(3), Some("grader")), "{e}");
 
         let unknown_kind = "input,expected,grader\na,b,telepathy\n";
-        let e = import(FormatChoice::Known(Format::Csv), "t.csv", unknown_kind, &options()).unwrap_err();
+        let e = import(FormatChoice::Known(Format::Csv), "t.csv", unknown_kind, &options())
+            .unwrap_err()
+            .first()
+            .clone();
         assert_eq!(e.line, Some(2), "{e}");
 
         let dup = "id,input\nx,a\nx,b\n";
-        let e = import(FormatChoice::Known(Format::Csv), "t.csv", dup, &options()).unwrap_err();
+        let e = import(FormatChoice::Known(Format::Csv), "t.csv", dup, &options())
+            .unwrap_err()
+            .first()
+            .clone();
         assert_eq!((e.line, e.field.as_deref()), (Some(3), Some("id")), "{e}");
     }
 }

@@ -6,7 +6,7 @@
 //! line and field.
 use serde_json::{Map, Value, json};
 
-use super::{EvalSetError, EvalSetFile, TaskKind};
+use super::{EMPTY_FILE, EvalSetError, EvalSetFile, Problem, Problems, TaskKind};
 
 mod csv;
 pub mod grader;
@@ -143,6 +143,10 @@ pub fn import_with_grader(
         FormatChoice::Known(f) => f,
         FormatChoice::Auto => detect(source_name, text),
     };
+    // Said before any format's own rules, so an empty .jsonl is not called a CSV problem.
+    if text.trim_start_matches('\u{feff}').trim().is_empty() {
+        return Err(error(source_name, None, None, EMPTY_FILE.into()));
+    }
     if text.len() > super::MAX_FILE_BYTES {
         return Err(error(
             source_name,
@@ -229,8 +233,10 @@ fn bakeoff(source_name: &str, text: &str, options: &ImportOptions) -> Result<Eva
     }
     // Re-check the header rules (e.g. the name's length) on the replaced values.
     EvalSetFile::parse(source_name, &file.normalised()).map_err(|mut e| {
-        if e.line == Some(1) {
-            e.line = None;
+        for p in &mut e.problems {
+            if p.line == Some(1) {
+                p.line = None;
+            }
         }
         e
     })
@@ -241,6 +247,8 @@ fn bakeoff(source_name: &str, text: &str, options: &ImportOptions) -> Result<Eva
 pub(crate) struct Draft {
     pub header: Map<String, Value>,
     pub cases: Vec<(Origin, Value)>,
+    /// Rows refused by the importer itself (left out of `cases`), reported with the parser's.
+    pub problems: Vec<Problem>,
 }
 
 /// Where a case came from in the source, for error messages.
@@ -296,37 +304,53 @@ pub(crate) fn header(
     Ok(h)
 }
 
-/// Parses the draft as an eval-set file; errors point back at the source line.
+/// Parses the draft as an eval-set file: the importer's own problems and the parser's, each
+/// pointing back at the source line (or test).
 fn finish(source_name: &str, draft: Draft) -> Result<EvalSetFile, EvalSetError> {
     let mut text = Value::Object(draft.header).to_string();
     for (_, case) in &draft.cases {
         text.push('\n');
         text.push_str(&case.to_string());
     }
-    EvalSetFile::parse(source_name, &text).map_err(|mut e| {
-        // Line 1 is the header we built; line n ≥ 2 is draft case n − 2.
-        let origin = e
-            .line
-            .filter(|n| *n >= 2)
-            .and_then(|n| draft.cases.get(n - 2))
-            .map(|(o, _)| *o);
-        e.line = None;
-        match origin {
-            Some(Origin::Line(line)) => e.line = Some(line),
-            Some(Origin::Test(n)) => e.message = format!("test {n}: {}", e.message),
-            None => {}
+    let importer_found_some = !draft.problems.is_empty();
+    let mut found = Problems::default();
+    for p in draft.problems {
+        found.push(p);
+    }
+    let parsed = EvalSetFile::parse(source_name, &text);
+    let file = match parsed {
+        Ok(file) => file,
+        Err(e) => {
+            for mut p in e.problems {
+                // Line 1 is the header we built; line n ≥ 2 is draft case n − 2.
+                let origin = p
+                    .line
+                    .filter(|n| *n >= 2)
+                    .and_then(|n| draft.cases.get(n - 2))
+                    .map(|(o, _)| *o);
+                // Rows the importer refused are left out of the draft: "no cases" is not news.
+                if p.line.is_none() && importer_found_some {
+                    continue;
+                }
+                (p.line, p.column) = (None, None);
+                match origin {
+                    Some(Origin::Line(line)) => p.line = Some(line),
+                    Some(Origin::Test(n)) => p.message = format!("test {n}: {}", p.message),
+                    None => {}
+                }
+                found.push(p);
+            }
+            found.add_unlisted(e.unlisted);
+            return Err(found
+                .into_result(source_name, ())
+                .expect_err("a refused draft has problems"));
         }
-        e
-    })
+    };
+    found.into_result(source_name, file)
 }
 
 pub(crate) fn error(source_name: &str, line: Option<usize>, field: Option<&str>, message: String) -> EvalSetError {
-    EvalSetError {
-        source_name: source_name.to_string(),
-        line,
-        field: field.map(str::to_string),
-        message,
-    }
+    EvalSetError::one(source_name, Problem::new(line, field, message))
 }
 
 /// `dir/tickets.csv` → `tickets`; None for names without a stem (e.g. "pasted text").
@@ -393,12 +417,65 @@ mod tests {
     }
 
     #[test]
+    fn empty_files_say_so_whatever_their_extension() {
+        let options = ImportOptions {
+            task: Some(TaskKind::Generation),
+            ..ImportOptions::default()
+        };
+        for name in ["e.csv", "e.jsonl", "e.yaml", "pasted text"] {
+            let e = import(FormatChoice::Auto, name, "\u{feff}\n \n", &options).unwrap_err();
+            assert_eq!(e.to_string(), format!("{name}: {EMPTY_FILE}"));
+        }
+    }
+
+    #[test]
+    fn imports_report_every_bad_row_with_its_source_line() {
+        let options = ImportOptions {
+            task: Some(TaskKind::Generation),
+            ..ImportOptions::default()
+        };
+        let csv = "id,input,grader\na,x,telepathy!\nb,y\nc,z,exact\nc,w,exact\n";
+        let e = import(FormatChoice::Auto, "t.csv", csv, &options).unwrap_err();
+        let lines: Vec<String> = e.lines();
+        assert_eq!(lines.len(), 3, "{e}");
+        assert!(lines[0].starts_with("t.csv:2: field \"grader\": "), "{e}");
+        assert!(lines[1].starts_with("t.csv:3: row has 2 fields"), "{e}");
+        assert_eq!(lines[2], "t.csv:5: field \"id\": duplicate case id \"c\"", "{e}");
+
+        // An unclosed quote is told where it opens, and the rows before it are still read.
+        let quote = "input,expected\na,b\n\"never closed,b\nc,d\ne,f\n";
+        let e = import(FormatChoice::Auto, "q.csv", quote, &options).unwrap_err();
+        assert_eq!(e.problems.len(), 1, "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("q.csv:3: a quoted cell opens here and is never closed"),
+            "{e}"
+        );
+
+        let openai = "{\"input\": \"a\", \"ideal\": \"b\"}\n{\"input\": 3}\n{\"ideal\": \"x\" oops}\n";
+        let e = import(FormatChoice::Known(Format::OpenaiEvals), "s.jsonl", openai, &options).unwrap_err();
+        let lines = e.lines();
+        assert_eq!(
+            lines[0], "s.jsonl:2: field \"input\" must be a string or a non-empty list of chat messages",
+            "{e}"
+        );
+        assert!(lines[1].starts_with("s.jsonl:3, column 1"), "{e}");
+        assert!(lines[1].ends_with(": not valid JSON: expected `,` or `}`"), "{e}");
+    }
+
+    #[test]
     fn names_default_to_the_file_stem_and_tasks_are_required() {
         assert_eq!(file_stem("dir/tickets.v2.csv").as_deref(), Some("tickets.v2"));
         assert_eq!(file_stem("pasted text"), None);
-        let e = header("pasted text", &ImportOptions::default(), None, Format::Csv).unwrap_err();
+        let e = header("pasted text", &ImportOptions::default(), None, Format::Csv)
+            .unwrap_err()
+            .first()
+            .clone();
         assert_eq!(e.field.as_deref(), Some("name"));
-        let e = header("t.csv", &ImportOptions::default(), None, Format::Csv).unwrap_err();
+        let e = header("t.csv", &ImportOptions::default(), None, Format::Csv)
+            .unwrap_err()
+            .first()
+            .clone();
         assert_eq!(e.field.as_deref(), Some("task"));
         assert_eq!(numbered_id("row", 7, 1500), "row-0007");
         assert_eq!(split_tags(" a; b;;c "), vec![json!("a"), json!("b"), json!("c")]);

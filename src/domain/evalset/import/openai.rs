@@ -5,6 +5,7 @@ use serde_json::{Map, Value, json};
 
 use super::{Draft, Format, ImportOptions, Origin, error, header, numbered_id};
 use crate::domain::evalset::EvalSetError;
+use crate::domain::evalset::problems::{kind_of, without_position};
 
 pub(super) fn read(source_name: &str, text: &str, options: &ImportOptions) -> Result<Draft, EvalSetError> {
     let h = header(source_name, options, None, Format::OpenaiEvals)?;
@@ -17,64 +18,87 @@ pub(super) fn read(source_name: &str, text: &str, options: &ImportOptions) -> Re
         .filter(|(_, l)| !l.trim().is_empty())
         .collect();
     let mut cases = Vec::with_capacity(lines.len());
+    let mut problems = Vec::new();
     for (n, (line, raw)) in lines.iter().enumerate() {
-        let err = |field: Option<&str>, message: String| error(source_name, Some(*line), field, message);
-        let sample: Map<String, Value> = match serde_json::from_str(raw) {
-            Ok(Value::Object(map)) => map,
-            Ok(_) => return Err(err(None, "each line must be a JSON object with `input`".into())),
-            Err(e) => return Err(err(None, format!("not valid JSON: {e}"))),
-        };
-        let mut case = Map::new();
-        case.insert("id".into(), json!(numbered_id("sample", n + 1, lines.len())));
-        case.insert("messages".into(), messages(sample.get("input"), &err)?);
-        match sample.get("ideal") {
-            None | Some(Value::Null) => {}
-            Some(Value::String(s)) => {
-                case.insert("expected".into(), json!(s));
-            }
-            // A structured answer: compared field by field (json-fields).
-            Some(object @ Value::Object(_)) => {
-                case.insert("expected".into(), object.clone());
-            }
-            Some(Value::Array(items)) => {
-                let ideals: Option<Vec<&str>> = items.iter().map(Value::as_str).collect();
-                match ideals.as_deref() {
-                    Some([one]) => {
-                        case.insert("expected".into(), json!(one));
-                    }
-                    // Several acceptable answers: right when the whole output (trimmed) is any
-                    // one of them; the first is kept as the expected value shown and diffed.
-                    Some(many) if !many.is_empty() => {
-                        let alternatives: Vec<String> = many.iter().map(|a| regex::escape(a.trim())).collect();
-                        let pattern = format!(r"^\s*(?:{})\s*$", alternatives.join("|"));
-                        case.insert("expected".into(), json!(many[0]));
-                        case.insert("graders".into(), json!([{"kind": "regex", "pattern": pattern}]));
-                    }
-                    _ => {
-                        return Err(err(
-                            Some("ideal"),
-                            "must be a string, a JSON object or a non-empty list of strings".into(),
-                        ));
-                    }
+        // Each line is read on its own; a bad one is noted and the next one read.
+        match sample(source_name, *line, raw, numbered_id("sample", n + 1, lines.len())) {
+            Ok(case) => cases.push((Origin::Line(*line), case)),
+            Err(e) => problems.extend(e.problems),
+        }
+    }
+    Ok(Draft {
+        header: h,
+        cases,
+        problems,
+    })
+}
+
+/// One sample line as a case object.
+fn sample(source_name: &str, line: usize, raw: &str, id: String) -> Result<Value, EvalSetError> {
+    let err = |field: Option<&str>, message: String| error(source_name, Some(line), field, message);
+    let sample: Map<String, Value> = match serde_json::from_str(raw) {
+        Ok(Value::Object(map)) => map,
+        Ok(other) => {
+            return Err(err(
+                None,
+                format!("each line must be a JSON object with `input`, got {}", kind_of(&other)),
+            ));
+        }
+        Err(e) => {
+            let mut syntax = err(None, format!("not valid JSON: {}", without_position(&e)));
+            syntax.problems[0].column = Some(e.column());
+            return Err(syntax);
+        }
+    };
+    let mut case = Map::new();
+    case.insert("id".into(), json!(id));
+    case.insert("messages".into(), messages(sample.get("input"), &err)?);
+    match sample.get("ideal") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) => {
+            case.insert("expected".into(), json!(s));
+        }
+        // A structured answer: compared field by field (json-fields).
+        Some(object @ Value::Object(_)) => {
+            case.insert("expected".into(), object.clone());
+        }
+        Some(Value::Array(items)) => {
+            let ideals: Option<Vec<&str>> = items.iter().map(Value::as_str).collect();
+            match ideals.as_deref() {
+                Some([one]) => {
+                    case.insert("expected".into(), json!(one));
+                }
+                // Several acceptable answers: right when the whole output (trimmed) is any
+                // one of them; the first is kept as the expected value shown and diffed.
+                Some(many) if !many.is_empty() => {
+                    let alternatives: Vec<String> = many.iter().map(|a| regex::escape(a.trim())).collect();
+                    let pattern = format!(r"^\s*(?:{})\s*$", alternatives.join("|"));
+                    case.insert("expected".into(), json!(many[0]));
+                    case.insert("graders".into(), json!([{"kind": "regex", "pattern": pattern}]));
+                }
+                _ => {
+                    return Err(err(
+                        Some("ideal"),
+                        "must be a string, a JSON object or a non-empty list of strings".into(),
+                    ));
                 }
             }
-            Some(_) => {
-                return Err(err(
-                    Some("ideal"),
-                    "must be a string, a JSON object or a non-empty list of strings".into(),
-                ));
-            }
         }
-        let vars: Map<String, Value> = sample
-            .into_iter()
-            .filter(|(k, _)| k != "input" && k != "ideal")
-            .collect();
-        if !vars.is_empty() {
-            case.insert("vars".into(), Value::Object(vars));
+        Some(_) => {
+            return Err(err(
+                Some("ideal"),
+                "must be a string, a JSON object or a non-empty list of strings".into(),
+            ));
         }
-        cases.push((Origin::Line(*line), Value::Object(case)));
     }
-    Ok(Draft { header: h, cases })
+    let vars: Map<String, Value> = sample
+        .into_iter()
+        .filter(|(k, _)| k != "input" && k != "ideal")
+        .collect();
+    if !vars.is_empty() {
+        case.insert("vars".into(), Value::Object(vars));
+    }
+    Ok(Value::Object(case))
 }
 
 /// `input` as chat messages: a string is one user message; a list must hold
@@ -166,7 +190,10 @@ mod tests {
     #[test]
     fn errors_name_the_line_and_field() {
         let text = "{\"input\": \"a\", \"ideal\": \"b\"}\n\n{\"input\": [{\"role\": \"user\"}], \"ideal\": \"b\"}\n";
-        let e = import(FormatChoice::Known(Format::OpenaiEvals), "s.jsonl", text, &options()).unwrap_err();
+        let e = import(FormatChoice::Known(Format::OpenaiEvals), "s.jsonl", text, &options())
+            .unwrap_err()
+            .first()
+            .clone();
         assert_eq!((e.line, e.field.as_deref()), (Some(3), Some("input[0].content")), "{e}");
 
         let e = import(
@@ -175,7 +202,9 @@ mod tests {
             "{\"ideal\": 3, \"input\": \"x\"}",
             &options(),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .first()
+        .clone();
         assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("ideal")));
 
         let e = import(
@@ -184,7 +213,9 @@ mod tests {
             "{\"ideal\": \"x\"}",
             &options(),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .first()
+        .clone();
         assert_eq!(e.field.as_deref(), Some("input"));
 
         let e = import(
@@ -193,7 +224,9 @@ mod tests {
             "not json",
             &options(),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .first()
+        .clone();
         assert_eq!(e.line, Some(1));
         assert!(e.message.contains("not valid JSON"), "{e}");
     }

@@ -113,7 +113,11 @@ pub(super) fn read(source_name: &str, text: &str, options: &ImportOptions) -> Re
         let prompt = prompt_of(&config, &var_names).map_err(|m| err(Some("prompts"), m))?;
         h.insert("prompt".into(), json!(prompt));
     }
-    Ok(Draft { header: h, cases })
+    Ok(Draft {
+        header: h,
+        cases,
+        problems: Vec::new(),
+    })
 }
 
 /// The prompt template: the config's one prompt, else `{{var}}` when the tests use one variable.
@@ -358,7 +362,10 @@ tests:
     #[test]
     fn unknown_assertions_and_bad_shapes_are_named() {
         let text = "- vars: {q: a}\n  assert: [{type: equals, value: x}]\n- vars: {q: b}\n  assert:\n    - type: equals\n      value: y\n    - type: javascript\n      value: output.length > 3\n";
-        let e = import(FormatChoice::Known(Format::Promptfoo), "t.yaml", text, &options()).unwrap_err();
+        let e = import(FormatChoice::Known(Format::Promptfoo), "t.yaml", text, &options())
+            .unwrap_err()
+            .first()
+            .clone();
         assert_eq!(e.field.as_deref(), Some("assert.type"));
         assert!(
             e.message
@@ -372,7 +379,9 @@ tests:
             "- vars: [1]\n",
             &options(),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .first()
+        .clone();
         assert_eq!(e.field.as_deref(), Some("vars"), "{e}");
 
         let e = import(
@@ -381,12 +390,17 @@ tests:
             "tests: [\n",
             &options(),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .first()
+        .clone();
         assert!(e.message.starts_with("not valid YAML"), "{e}");
         assert!(e.line.is_some());
 
         let two_vars = "- vars: {a: 1, b: 2}\n";
-        let e = import(FormatChoice::Known(Format::Promptfoo), "t.yaml", two_vars, &options()).unwrap_err();
+        let e = import(FormatChoice::Known(Format::Promptfoo), "t.yaml", two_vars, &options())
+            .unwrap_err()
+            .first()
+            .clone();
         assert_eq!(e.field.as_deref(), Some("prompts"), "{e}");
         let with_prompt = ImportOptions {
             prompt: Some("{{a}} + {{b}}".into()),
@@ -395,7 +409,10 @@ tests:
         assert!(import(FormatChoice::Known(Format::Promptfoo), "t.yaml", two_vars, &with_prompt).is_ok());
 
         let bad_regex = "- vars: {q: a}\n  assert: [{type: regex, value: \"(\"}]\n";
-        let e = import(FormatChoice::Known(Format::Promptfoo), "t.yaml", bad_regex, &options()).unwrap_err();
+        let e = import(FormatChoice::Known(Format::Promptfoo), "t.yaml", bad_regex, &options())
+            .unwrap_err()
+            .first()
+            .clone();
         assert!(e.message.contains("regular expression"), "{e}");
     }
 }
