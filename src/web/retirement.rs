@@ -40,15 +40,15 @@ pub fn router() -> Router<AppState> {
         )
         .route(
             "/candidates/{id}/delete",
-            post(|s, p| delete(s, p, ItemKind::Candidate)),
+            post(|s, p| delete_unused(s, p, ItemKind::Candidate)),
         )
         .route(
             "/evalsets/{version_id}/delete",
-            post(|s, p| delete(s, p, ItemKind::EvalSet)),
+            post(|s, p| delete_unused(s, p, ItemKind::EvalSet)),
         )
         .route(
             "/thresholds/{id}/delete",
-            post(|s, p| delete(s, p, ItemKind::ThresholdProfile)),
+            post(|s, p| delete_unused(s, p, ItemKind::ThresholdProfile)),
         )
         .route("/thresholds/{id}/default", post(make_default))
 }
@@ -134,7 +134,11 @@ async fn item_id(state: &AppState, kind: ItemKind, raw: &str) -> Result<i64, Web
 }
 
 /// Deletes (admin only, see `access.rs`) an item nothing refers to; otherwise says why not.
-async fn delete(State(state): State<AppState>, Path(raw): Path<String>, kind: ItemKind) -> Result<Redirect, WebError> {
+async fn delete_unused(
+    State(state): State<AppState>,
+    Path(raw): Path<String>,
+    kind: ItemKind,
+) -> Result<Redirect, WebError> {
     let id = item_id(&state, kind, &raw).await?;
     let name = retirement::delete_unused(&state.store, kind, id).await?;
     let pages = pages_of(kind);
