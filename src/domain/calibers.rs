@@ -279,8 +279,10 @@ impl Timeline {
         }
         if self.bins.is_empty() {
             self.width_us = 1000;
-            // Leave room before the first event: later events may be earlier.
-            self.origin_us = at_us - 1000 * 1024;
+            // Leave room before the first event: later events may be earlier. Bin edges sit on
+            // multiples of the width (from the epoch), so they do not depend on which event came
+            // first: a window's partial bins, and so every figure, are the same in any order.
+            self.origin_us = (at_us - 1000 * 1024).div_euclid(1000) * 1000;
             self.bins.push(0.0);
         }
         while at_us < self.origin_us {
@@ -307,6 +309,11 @@ impl Timeline {
     }
 
     fn coarsen(&mut self) {
+        // Keep the edges on multiples of the doubled width (see `add`).
+        if self.origin_us.rem_euclid(2 * self.width_us) != 0 {
+            self.bins.insert(0, 0.0);
+            self.origin_us -= self.width_us;
+        }
         let merged: Vec<f64> = self.bins.chunks(2).map(|p| p.iter().sum()).collect();
         self.bins = merged;
         self.width_us *= 2;
@@ -1288,6 +1295,27 @@ mod tests {
         let none = find_knee(&[p(1, 100.0, 50.0), p(2, 100.0, 100.0)], 2.0, 0.05).unwrap();
         assert_eq!((none.concurrency, none.rule.as_str()), (2, "none"));
         assert!(find_knee(&[], 2.0, 0.05).is_none());
+    }
+
+    #[test]
+    fn a_timeline_sums_the_same_whatever_order_its_events_came_in() {
+        let events: Vec<(i64, f64)> = (0..40)
+            .map(|i| (1_000_000 + i * 1_370 + (i % 3) * 211, 1.0 + i as f64))
+            .collect();
+        let sum = |order: &[(i64, f64)]| {
+            let mut t = Timeline::default();
+            for &(at, amount) in order {
+                t.add(at, amount);
+            }
+            t.sum_between(1_010_500, 1_040_300)
+        };
+        let forward = sum(&events);
+        let mut backward = events.clone();
+        backward.reverse();
+        let mut shuffled = events.clone();
+        shuffled.rotate_left(17);
+        assert_eq!(forward, sum(&backward));
+        assert_eq!(forward, sum(&shuffled));
     }
 
     #[test]

@@ -296,7 +296,7 @@ async fn a_soak_run_is_stored_and_its_verdict_shown_on_the_operability_page() {
             &[("seconds", "1"), ("evalset_version_id", &version.to_string())],
         )
         .await;
-    assert_eq!(r.status(), 400);
+    assert_eq!(r.status(), 422, "the form is shown again with its errors");
     assert_eq!(app.run_count().await, 1);
     server.shutdown().await.unwrap();
 }

@@ -37,8 +37,8 @@ pub fn router() -> Router<AppState> {
 /// (2: aggregates from the one level computation, per level; 3: latencies per level and the
 /// token sources, for comparing like with like; 4: per-level finals keyed by level, as the
 /// scorecard reads them; 5: a run's headline TTFT, E2E and decode are its level's; 6: a
-/// resumed run's aggregates per segment, with its segments; 7: downtime over every repetition.)
-pub const FIGURES_KIND: &str = "figures/7";
+/// resumed run's aggregates per segment, with its segments; 7: downtime over every repetition; 8: bins on a fixed grid.)
+pub const FIGURES_KIND: &str = "figures/8";
 
 /// Per-candidate figures of a run, in the run's candidate order: read from the run's cached
 /// summary when it is terminal, else computed from its records (and cached when terminal). A

@@ -529,8 +529,8 @@ pub struct RecordParts {
 
 /// Cache kind of [`RecordParts`]; bump the version when its shape or content changes (3: a
 /// sweep's results table pools no latencies; 4: the charts over time and the pass-rate bars;
-/// 5: downtime over every repetition).
-pub const RECORD_PARTS_KIND: &str = "run-page/5";
+/// 5: downtime over every repetition; 6: bins on a fixed grid).
+pub const RECORD_PARTS_KIND: &str = "run-page/6";
 
 /// A terminal run's records never change, so its parts are computed once and kept in the
 /// store (`run_summaries`); an unfinished run's are computed on every call.
