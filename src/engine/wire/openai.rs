@@ -379,16 +379,25 @@ mod tests {
         }
         let mut d = Decoder::chat();
         let first = d
-            .decode(&ev(r#"{"choices":[{"index":1,"delta":{"content":"b"}},{"index":0,"delta":{"content":"a"}}]}"#))
+            .decode(&ev(
+                r#"{"choices":[{"index":1,"delta":{"content":"b"}},{"index":0,"delta":{"content":"a"}}]}"#,
+            ))
             .unwrap();
         assert_eq!(first.content, "a");
         // Odd types are not the typed route's: the general route reads them as before.
         let odd = d
-            .decode(&ev(r#"{"choices":[{"index":"0","delta":{"content":7,"reasoning":"r"}}],"usage":"n/a"}"#))
+            .decode(&ev(
+                r#"{"choices":[{"index":"0","delta":{"content":7,"reasoning":"r"}}],"usage":"n/a"}"#,
+            ))
             .unwrap();
-        assert_eq!((odd.content.as_str(), odd.reasoning.as_str(), odd.usage), ("", "r", None));
+        assert_eq!(
+            (odd.content.as_str(), odd.reasoning.as_str(), odd.usage),
+            ("", "r", None)
+        );
         assert_eq!(d.decode(&ev("[]")).unwrap_err().class, ErrorClass::MalformedChunk);
-        let e = d.decode(&ev(r#"{"object":"error","message":"rate_limit_exceeded","type":"rate_limit_error"}"#));
+        let e = d.decode(&ev(
+            r#"{"object":"error","message":"rate_limit_exceeded","type":"rate_limit_error"}"#,
+        ));
         assert_eq!(e.unwrap_err().class, ErrorClass::RateLimited);
     }
 
