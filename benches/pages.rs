@@ -164,23 +164,36 @@ async fn seed(store: &DynStore) -> Seeded {
     }
 }
 
-/// (cold first load, p50, p95) in milliseconds over `samples` sequential loads.
-async fn time_page(client: &reqwest::Client, url: &str, samples: usize) -> (f64, f64, f64) {
+/// A page's times and weight over `samples` sequential loads after one cold load.
+struct PageTimes {
+    cold_ms: f64,
+    p50_ms: f64,
+    p95_ms: f64,
+    /// The body's size in bytes (HTML only: assets are cached by the browser).
+    bytes: usize,
+}
+
+async fn time_page(client: &reqwest::Client, url: &str, samples: usize) -> PageTimes {
     let fetch = || async {
         let t = Instant::now();
         let r = client.get(url).send().await.expect("GET");
         assert!(r.status().is_success(), "{url}: {}", r.status());
-        let _ = r.bytes().await.expect("body");
-        t.elapsed()
+        let body = r.bytes().await.expect("body");
+        (t.elapsed(), body.len())
     };
-    let cold = fetch().await;
+    let (cold, bytes) = fetch().await;
     let mut times: Vec<f64> = Vec::with_capacity(samples);
     for _ in 0..samples {
-        times.push(fetch().await.as_secs_f64() * 1000.0);
+        times.push(fetch().await.0.as_secs_f64() * 1000.0);
     }
     times.sort_by(|a, b| a.total_cmp(b));
     let q = |p: f64| times[((times.len() - 1) as f64 * p).round() as usize];
-    (cold.as_secs_f64() * 1000.0, q(0.5), q(0.95))
+    PageTimes {
+        cold_ms: cold.as_secs_f64() * 1000.0,
+        p50_ms: q(0.5),
+        p95_ms: q(0.95),
+        bytes,
+    }
 }
 
 async fn bench(label: &str, store: DynStore, samples: usize) {
@@ -201,6 +214,15 @@ async fn bench(label: &str, store: DynStore, samples: usize) {
     let base = format!("http://{addr}");
     let pages = [
         ("reference: /static/app.css", "/static/app.css".to_string()),
+        ("/ (overview)", "/".to_string()),
+        ("/candidates", "/candidates".to_string()),
+        ("/candidates/{id} (≈333 runs)", format!("/candidates/{}", s.candidate)),
+        ("/evalsets", "/evalsets".to_string()),
+        ("/thresholds", "/thresholds".to_string()),
+        ("/runs", "/runs".to_string()),
+        ("/runs/new", "/runs/new".to_string()),
+        ("/audit", "/audit".to_string()),
+        ("/measure", "/measure".to_string()),
         ("/archive", "/archive".to_string()),
         (
             "/archive filtered (candidate, page 5)",
@@ -228,15 +250,19 @@ async fn bench(label: &str, store: DynStore, samples: usize) {
     let mut reference = None;
     println!("\n{label}: {samples} sequential loads per page after one untimed cold load");
     println!(
-        "{:<42} {:>10} {:>9} {:>9} {:>12} {:>6}",
-        "page", "cold ms", "p50 ms", "p95 ms", "p95 / ref", "goal"
+        "{:<42} {:>10} {:>9} {:>9} {:>12} {:>9} {:>6}",
+        "page", "cold ms", "p50 ms", "p95 ms", "p95 / ref", "KB", "goal"
     );
     for (name, path) in pages {
-        let (cold, p50, p95) = time_page(&client, &format!("{base}{path}"), samples).await;
-        let reference_p95 = *reference.get_or_insert(p95);
+        let t = time_page(&client, &format!("{base}{path}"), samples).await;
+        let reference_p95 = *reference.get_or_insert(t.p95_ms);
+        let p95 = t.p95_ms;
         println!(
-            "{name:<42} {cold:>10.1} {p50:>9.1} {p95:>9.1} {:>12.1} {:>6}",
+            "{name:<42} {:>10.1} {:>9.1} {p95:>9.1} {:>12.1} {:>9.1} {:>6}",
+            t.cold_ms,
+            t.p50_ms,
             p95 / reference_p95.max(1e-3),
+            t.bytes as f64 / 1024.0,
             if name.starts_with("reference") {
                 ""
             } else if p95 < GOAL_MS {

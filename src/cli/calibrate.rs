@@ -7,7 +7,11 @@ use clap::Args;
 use serde::Serialize;
 
 use super::output::{now_rfc3339, table, write_json};
-use crate::engine::calibrate::{CalibrateOptions, CalibrationReport, IngestOptions, LevelPurpose, purpose_name};
+use anyhow::Context;
+
+use crate::engine::calibrate::{
+    CalibrateOptions, CalibrationReport, IngestOptions, LevelPurpose, MockPlacement, purpose_name,
+};
 
 /// The format tag of `--json` files; bumped on incompatible changes.
 pub const CALIBRATE_JSON_FORMAT: &str = "bakeoff-calibrate/1";
@@ -55,9 +59,14 @@ pub struct CalibrateArgs {
     /// Tokens per SSE chunk at the ingest-rate level (real servers send several).
     #[arg(long, default_value_t = 8)]
     pub ingest_tokens_per_chunk: u32,
-    /// Worker threads of the mock's runtime (1: one current-thread runtime).
+    /// Worker threads of the mock's runtime (in process, 1: one current-thread runtime).
     #[arg(long, default_value_t = 2)]
     pub mock_threads: u32,
+    /// Run the mock on threads of this process instead of a process of its own (pinned to a
+    /// core apart from bakeoff's where the machine has two), for comparison: the mock's work
+    /// then competes with bakeoff's in one process.
+    #[arg(long)]
+    pub mock_in_process: bool,
     /// Write the figures here as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -81,6 +90,14 @@ pub async fn run(args: CalibrateArgs) -> anyhow::Result<()> {
             tokens_per_chunk: args.ingest_tokens_per_chunk,
         }),
         mock_threads: args.mock_threads,
+        mock: if args.mock_in_process {
+            MockPlacement::InProcess
+        } else {
+            // The mock process is this very binary.
+            MockPlacement::Process {
+                exe: std::env::current_exe().context("finding bakeoff's own executable")?,
+            }
+        },
     };
     let report = crate::app::calibrate::calibrate(&options, |line| eprintln!("{line}")).await?;
     let mut out = std::io::stdout().lock();
@@ -147,6 +164,7 @@ pub fn print_calibration(out: &mut impl Write, r: &CalibrationReport) -> std::io
                 f(l.mock_cpu_cores, 2),
                 f(l.other_cpu_cores, 2),
                 f(l.load_average, 2),
+                l.mock_ran.clone(),
                 if l.unreliable { "UNRELIABLE".into() } else { "ok".into() },
             ]
         })
@@ -178,6 +196,7 @@ pub fn print_calibration(out: &mut impl Write, r: &CalibrationReport) -> std::io
             "mock cores",
             "other cores",
             "load avg",
+            "mock ran on",
             "harness",
         ],
         &rows,

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 
-use crate::mock::{MockConfig, SERVER_HEADER, demo_profiles, load_answer_keys, load_profiles};
+use crate::mock::{
+    LISTENING_LINE, LOG_CAPACITY, MockConfig, SERVER_HEADER, demo_profiles, load_answer_keys, load_profiles,
+};
 
 #[derive(Debug, Clone, Args)]
 pub struct MockArgs {
@@ -22,6 +24,10 @@ pub struct MockArgs {
     /// Seed for every random choice (answers, jitter, failures): same seed, same behaviour.
     #[arg(long, env = "BAKEOFF_MOCK_SEED", default_value_t = 42)]
     pub seed: u64,
+    /// Ground-truth records kept for `GET /mock/requests` (`bakeoff calibrate` keeps a whole
+    /// level's).
+    #[arg(long, env = "BAKEOFF_MOCK_TRUTH_CAPACITY", default_value_t = LOG_CAPACITY)]
+    pub truth_capacity: usize,
 }
 
 pub async fn run(args: MockArgs) -> anyhow::Result<()> {
@@ -39,16 +45,23 @@ pub async fn run(args: MockArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding the mock to {}", args.listen))?;
-    let server = crate::mock::spawn(
+    let server = crate::mock::spawn_with_log(
         MockConfig {
             profiles,
             answer_keys,
             seed: args.seed,
         },
         listener,
+        args.truth_capacity.max(1),
     )
     .await
     .context("starting the mock")?;
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{LISTENING_LINE}{}", server.root_url())?;
+        out.flush()?;
+    }
     tracing::info!(
         models = %names.join(", "),
         answer_key_cases = cases,

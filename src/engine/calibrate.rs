@@ -1,9 +1,17 @@
 //! `bakeoff calibrate`, the measuring half: the harness checks itself against a server whose
 //! ground truth (`GET /mock/requests`: when each request's first and last tokens were handed to
-//! the connection) is known — the built-in mock, started by `app::calibrate` on threads of its
-//! own (named with `harness::EXCLUDED_THREAD_PREFIX`, so bakeoff's CPU time excludes them). Each level
-//! also records the CPU the mock and the rest of the machine used, because on a shared machine
-//! they decide the figures.
+//! the connection) is known — the built-in mock, started by `app::calibrate` in a process of its
+//! own (by default, pinned to a core apart from the client's where the machine has two) or on
+//! threads of this one (named with `harness::EXCLUDED_THREAD_PREFIX`, so bakeoff's CPU time
+//! excludes them). Each level also records the CPU the mock and the rest of the machine used,
+//! because on a shared machine they decide the figures.
+//!
+//! Clocks: TTFT and E2E are compared as durations, each side timing its own with its own
+//! monotonic clock (bakeoff: send → receive; the mock: receive → hand-off), so no clock is
+//! compared across processes and the difference bounds bakeoff's error plus loopback transfer.
+//! Only the aggregate window places the mock's tokens on bakeoff's timeline, through
+//! `received_unix_ms`: both processes read the same machine's CLOCK_REALTIME, so the offset is
+//! zero and the bound is a clock step during the level (NTP slews at most 0.5 ms/s).
 //!
 //! Levels: the latency sweep (one token per chunk, short answers), then chunked levels (several
 //! tokens per chunk, the first chunk full too), non-streamed levels, and one ingest-rate level
@@ -60,6 +68,19 @@ pub struct CalibrateOptions {
     pub ingest: Option<IngestOptions>,
     /// Worker threads of the mock's runtime (1: one current-thread runtime).
     pub mock_threads: u32,
+    /// Where the mock runs.
+    pub mock: MockPlacement,
+}
+
+/// Where the mock serving calibration runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MockPlacement {
+    /// A process of its own (`EXE mock --listen 127.0.0.1:0 …`, bakeoff's own binary), on a core
+    /// of its own where the machine allows: the figures are then bakeoff's error, not contention
+    /// bakeoff causes itself.
+    Process { exe: std::path::PathBuf },
+    /// Threads of this process (`--mock-in-process`), for comparison.
+    InProcess,
 }
 
 /// The ingest-rate level: many tokens per second through few, long, chunked streams, as real
@@ -147,6 +168,8 @@ pub struct CalibrationLevel {
     pub other_cpu_cores: Option<f64>,
     /// The 1-minute load average at the level's end (this process's threads included).
     pub load_average: Option<f64>,
+    /// Where the mock ran ("process 123 on core 1", "threads of this process").
+    pub mock_ran: String,
     pub unreliable: bool,
     pub unreliable_reasons: Vec<String>,
 }
@@ -231,11 +254,15 @@ struct CpuSample {
 }
 
 impl CpuSample {
-    fn now() -> CpuSample {
+    /// `mock_process`: the mock's process id when it runs apart (else its threads are read).
+    fn now(mock_process: Option<u32>) -> CpuSample {
         CpuSample {
             at: std::time::Instant::now(),
             process: harness::process_cpu_seconds(),
-            mock: harness::excluded_cpu_seconds(),
+            mock: match mock_process {
+                Some(pid) => harness::pid_cpu_seconds(pid).unwrap_or(0.0),
+                None => harness::excluded_cpu_seconds(),
+            },
             machine: harness::machine_busy_cpu_seconds(),
         }
     }
@@ -328,6 +355,10 @@ pub struct MockUrls<'a> {
     pub base_url: &'a str,
     /// The server's root, for `/mock/requests`.
     pub root_url: &'a str,
+    /// The mock's process id when it runs in a process of its own (its CPU is read there).
+    pub process: Option<u32>,
+    /// Where the mock runs, as the report states it.
+    pub ran: &'a str,
 }
 
 /// One level: a measured run against the mock, then every request compared with its record.
@@ -390,7 +421,7 @@ pub async fn run_level(
         error_budget: Default::default(),
     };
     let candidate = CandidateSpec::openai_chat(format!("calibrate c={c}"), mock.base_url, spec.model);
-    let before = CpuSample::now();
+    let before = CpuSample::now(mock.process);
     let outcome = measure(
         store,
         MeasureSpec {
@@ -402,7 +433,7 @@ pub async fn run_level(
         Cancel::never(),
     )
     .await?;
-    let after = CpuSample::now();
+    let after = CpuSample::now(mock.process);
     let page: TruthPage = http
         .get(format!("{}/mock/requests?model={}", mock.root_url, spec.model))
         .send()
@@ -432,6 +463,7 @@ pub async fn run_level(
         tokens_per_chunk: spec.tokens_per_chunk,
         stream: spec.stream,
         truth_dropped: page.dropped,
+        mock_ran: mock.ran.to_string(),
         not_measured: if spec.stream {
             Vec::new()
         } else {
@@ -533,7 +565,9 @@ pub async fn run_level(
         level.mock_cpu_cores = Some(mock_cpu / wall);
         if let (Some(m0), Some(m1), Some(p0), Some(p1)) = (before.machine, after.machine, before.process, after.process)
         {
-            level.other_cpu_cores = Some((((m1 - m0) - (p1 - p0)) / wall).max(0.0));
+            // The in-process mock's CPU is part of this process's; a mock process's is not.
+            let apart = if mock.process.is_some() { mock_cpu } else { 0.0 };
+            level.other_cpu_cores = Some((((m1 - m0) - (p1 - p0) - apart) / wall).max(0.0));
         }
     }
     if mock_tokens > 0 && page.dropped == 0 {

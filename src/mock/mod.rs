@@ -30,6 +30,10 @@ pub use profile::{ModelProfile, OverlongBehaviour, ProfileError, demo_profiles, 
 /// The `server` header on every response.
 pub const SERVER_HEADER: &str = concat!("bakeoff-mock/", env!("CARGO_PKG_VERSION"));
 
+/// The first line `bakeoff mock` prints on standard output once it accepts connections, followed
+/// by its root URL: how a parent that asked for port 0 (`bakeoff calibrate`) learns the port.
+pub const LISTENING_LINE: &str = "listening on ";
+
 /// Everything the mock serves.
 #[derive(Debug, Clone, Default)]
 pub struct MockConfig {

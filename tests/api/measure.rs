@@ -755,6 +755,10 @@ async fn calibrate_compares_against_the_ground_truth() {
             tokens_per_chunk: 8,
         }),
         mock_threads: 2,
+        // The default: the mock in a process of its own (this build's `bakeoff` binary).
+        mock: bakeoff::engine::calibrate::MockPlacement::Process {
+            exe: env!("CARGO_BIN_EXE_bakeoff").into(),
+        },
     };
     let report = tokio::time::timeout(DEADLINE, bakeoff::app::calibrate::calibrate(&options, |_| {}))
         .await
@@ -781,6 +785,7 @@ async fn calibrate_compares_against_the_ground_truth() {
             l.mock_cpu_cores.is_some() && l.mock_cpu_s_per_million_tokens.is_some(),
             "{l:?}"
         );
+        assert!(l.mock_ran.starts_with("own process on "), "{l:?}");
         assert!(l.ttft_error_ms_p50.is_some_and(|e| e.abs() < 50.0), "{l:?}");
         assert!(l.decode_error_pct_p50.is_some_and(|e| e.abs() < 25.0), "{l:?}");
         assert!(l.aggregate_error_pct.is_some_and(|e| e.abs() < 25.0), "{l:?}");
@@ -803,6 +808,10 @@ async fn calibrate_covers_chunked_and_non_streamed_levels() {
         not_streamed: vec![1, 4],
         ingest: None,
         mock_threads: 2,
+        // The default: the mock in a process of its own (this build's `bakeoff` binary).
+        mock: bakeoff::engine::calibrate::MockPlacement::Process {
+            exe: env!("CARGO_BIN_EXE_bakeoff").into(),
+        },
     };
     let report = tokio::time::timeout(DEADLINE, bakeoff::app::calibrate::calibrate(&options, |_| {}))
         .await

@@ -42,6 +42,11 @@ pub fn process_cpu_seconds() -> Option<f64> {
     stat_cpu_seconds(&std::fs::read_to_string("/proc/self/stat").ok()?)
 }
 
+/// CPU seconds (user + system) of another process (`bakeoff calibrate`'s mock process).
+pub fn pid_cpu_seconds(pid: u32) -> Option<f64> {
+    stat_cpu_seconds(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
 /// CPU seconds of the live threads named `EXCLUDED_THREAD_PREFIX…` (the in-process mock).
 pub fn excluded_cpu_seconds() -> f64 {
     let mut excluded = 0.0;

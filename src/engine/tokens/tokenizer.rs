@@ -10,7 +10,7 @@
 //!   and how they were attributed (`ChunkAttribution`); a record a server tokenizer may recount
 //!   keeps its chunk boundaries, so the recount can count prefixes there;
 //! - synthetic prompts of an exact o200k length, for prompt-length sweeps.
-use tiktoken_rs::CoreBPE;
+use tiktoken_rs::{CoreBPE, Rank};
 
 pub use crate::domain::run::apportion;
 use crate::domain::run::{ChunkAttribution, RequestRecord, TokenSource};
@@ -43,14 +43,18 @@ pub fn count(text: &str) -> u32 {
 /// empty slice) leaves the per-chunk counts as they are.
 pub fn complete_counts(record: &mut RequestRecord, chunk_text: &[ChunkText]) {
     let reasoning = record.reasoning.as_deref().unwrap_or("");
-    let canonical = count(reasoning).saturating_add(count(&record.output));
+    // Each text is encoded once: its counts and, for multi-token chunks, the chunks' weights
+    // all come from these tokens.
+    let reasoning_tokens = encode(reasoning);
+    let output_tokens = encode(&record.output);
+    let canonical = len_u32(&reasoning_tokens).saturating_add(len_u32(&output_tokens));
     record.canonical_tokens = Some(canonical);
     let has_text = !reasoning.is_empty() || !record.output.is_empty();
     if record.output_tokens_source != Some(TokenSource::Usage) && has_text {
         record.output_tokens = Some(canonical);
         record.output_tokens_source = Some(TokenSource::Tokenizer);
         if !reasoning.is_empty() {
-            record.reasoning_tokens = Some(count(reasoning));
+            record.reasoning_tokens = Some(len_u32(&reasoning_tokens));
         }
     }
     let Some(total) = record.output_tokens else { return };
@@ -79,11 +83,23 @@ pub fn complete_counts(record: &mut RequestRecord, chunk_text: &[ChunkText]) {
     if chunk_text.len() != chunks {
         return;
     }
-    let weights = chunk_weights(reasoning, &record.output, chunk_text);
+    let weights = chunk_weights(&reasoning_tokens, &output_tokens, chunk_text);
     for (chunk, k) in record.chunks.iter_mut().zip(apportion(total, &weights)) {
         chunk.1 = k;
     }
     record.chunk_attribution = Some(ChunkAttribution::O200kProportional);
+}
+
+/// `text`'s o200k tokens (special tokens as ordinary text).
+fn encode(text: &str) -> Vec<Rank> {
+    if text.is_empty() {
+        return Vec::new();
+    }
+    o200k().encode_ordinary(text)
+}
+
+fn len_u32(tokens: &[Rank]) -> u32 {
+    u32::try_from(tokens.len()).unwrap_or(u32::MAX)
 }
 
 /// Byte ends of each chunk's cumulative (reasoning, answer) text: the prefixes a server
@@ -109,33 +125,30 @@ fn char_end(text: &str, at: usize) -> usize {
     end
 }
 
-/// Each chunk's own o200k count (at least 1: every such chunk carried a token).
-fn chunk_weights(reasoning: &str, output: &str, chunk_text: &[ChunkText]) -> Vec<u32> {
-    let (mut r_at, mut c_at) = (0usize, 0usize);
-    chunk_text
-        .iter()
-        .map(|&(r, c)| {
-            let r_piece = slice(reasoning, r_at, r as usize);
-            let c_piece = slice(output, c_at, c as usize);
-            r_at += r as usize;
-            c_at += c as usize;
-            (count(r_piece) + count(c_piece)).max(1)
-        })
-        .collect()
-}
-
-/// `len` bytes of `text` from `at`, widened to character boundaries (a chunk may end inside a
-/// multi-byte character when a server splits one).
-fn slice(text: &str, at: usize, len: usize) -> &str {
-    let mut start = at.min(text.len());
-    while !text.is_char_boundary(start) {
-        start -= 1;
+/// Each chunk's weight: the tokens of the text's one encoding that end in it, at least 1 (every
+/// such chunk carried a token). A token a chunk boundary splits counts once, in the chunk holding
+/// its last byte; encoding each chunk's piece apart counted it in both chunks and encoded the
+/// whole text a second time.
+fn chunk_weights(reasoning: &[Rank], output: &[Rank], chunk_text: &[ChunkText]) -> Vec<u32> {
+    let mut weights = vec![0u32; chunk_text.len()];
+    let last = chunk_text.len().saturating_sub(1);
+    for (tokens, answer) in [(reasoning, false), (output, true)] {
+        let bytes = |i: usize| {
+            let (r, c) = chunk_text[i];
+            (if answer { c } else { r }) as usize
+        };
+        let (mut chunk, mut chunk_end, mut token_end) = (0usize, bytes(0), 0usize);
+        for &token in tokens {
+            token_end += o200k().decode_bytes(&[token]).map_or(0, |b| b.len());
+            while chunk < last && token_end > chunk_end {
+                chunk += 1;
+                chunk_end += bytes(chunk);
+            }
+            weights[chunk] += 1;
+        }
     }
-    let mut end = (at + len).min(text.len());
-    while !text.is_char_boundary(end) {
-        end += 1;
-    }
-    &text[start..end]
+    weights.iter_mut().for_each(|w| *w = (*w).max(1));
+    weights
 }
 
 /// Common words that are one o200k token each with their leading space.
@@ -285,6 +298,21 @@ mod tests {
             prefix_ends("", text, &counted.chunk_text),
             vec![(0, 3), (0, (first + second) as usize), (0, text.len())]
         );
+    }
+
+    #[test]
+    fn a_token_split_by_a_chunk_boundary_counts_once() {
+        // " time" is one token, split "the ti" | "me people": it ends in the second chunk.
+        let text = "the time people";
+        let mut r = record(text, vec![(1, 1), (2, 1)], Some(3));
+        complete_counts(&mut r, &[(0, 6), (0, text.len() as u32 - 6)]);
+        assert_eq!(r.chunks, vec![(1, 1), (2, 2)]);
+        assert_eq!(r.chunk_attribution, Some(ChunkAttribution::O200kProportional));
+        // Reasoning and answer are weighed on their own sides of each chunk.
+        let mut both = record("the time", vec![(1, 1), (2, 1)], Some(4));
+        both.reasoning = Some("people way".into());
+        complete_counts(&mut both, &[(10, 0), (0, 8)]);
+        assert_eq!(both.chunks, vec![(1, 2), (2, 2)]);
     }
 
     #[test]

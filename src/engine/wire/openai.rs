@@ -1,6 +1,10 @@
 //! OpenAI-compatible chat completions and completions (OpenAI, vLLM, SGLang, TGI, llama.cpp,
 //! Ollama…). Streams ask for `usage` with `stream_options.include_usage`; reasoning arrives
 //! as `reasoning_content` (DeepSeek, vLLM) or `reasoning` (OpenRouter, Ollama, newer vLLM).
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::{Map, Value, json};
 
 use super::failure::{Failure, classify_stream_error};
@@ -63,6 +67,55 @@ impl StreamDecoder for Decoder {
                 ..Default::default()
             });
         }
+        // The usual chunk is read into a typed, borrowed `Chunk` (no map or string per field);
+        // anything else (an error object, a field of an odd type, not an object, not JSON) takes
+        // the general route, which classifies it exactly as before.
+        if data.starts_with('{')
+            && let Ok(chunk) = serde_json::from_str::<Chunk>(data)
+            && !chunk.is_error()
+        {
+            return Ok(self.typed_update(chunk));
+        }
+        self.general_update(data)
+    }
+}
+
+impl Decoder {
+    fn typed_update(&self, chunk: Chunk) -> StreamUpdate {
+        let mut update = StreamUpdate {
+            usage: chunk.usage.map(ChunkUsage::into_usage),
+            ..Default::default()
+        };
+        let mut choices = chunk.choices.into_iter();
+        let choice = match choices.len() {
+            0 | 1 => choices.next(),
+            // Only the first choice is measured (bakeoff never asks for n > 1).
+            _ => {
+                let all: Vec<ChunkChoice> = choices.collect();
+                let first = all.iter().position(|c| c.index == Some(0)).unwrap_or(0);
+                all.into_iter().nth(first)
+            }
+        };
+        if let Some(choice) = choice {
+            if self.chat {
+                if let Some(delta) = choice.delta {
+                    update.content = owned(delta.content);
+                    let reasoning = owned(delta.reasoning_content);
+                    update.reasoning = if reasoning.is_empty() {
+                        owned(delta.reasoning)
+                    } else {
+                        reasoning
+                    };
+                }
+            } else {
+                update.content = owned(choice.text);
+            }
+            update.finish_reason = choice.finish_reason.map(Cow::into_owned);
+        }
+        update
+    }
+
+    fn general_update(&self, data: &str) -> Result<StreamUpdate, Failure> {
         let json = parse_json_object(data).map_err(|why| malformed(data, &why))?;
         if is_error_object(&json) {
             return Err(classify_stream_error(&json, data));
@@ -85,6 +138,85 @@ impl StreamDecoder for Decoder {
         }
         Ok(update)
     }
+}
+
+/// One streamed chunk as the usual server sends it; texts borrow from the event unless escaped.
+/// Any field of another type fails the parse and the chunk takes the general route.
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(default, borrow)]
+    choices: Vec<ChunkChoice<'a>>,
+    #[serde(default)]
+    usage: Option<ChunkUsage>,
+    /// Non-null: an error object (its content is read on the general route).
+    #[serde(default)]
+    error: Option<IgnoredAny>,
+    #[serde(default, borrow)]
+    object: Option<Cow<'a, str>>,
+    #[serde(default, borrow, rename = "type")]
+    kind: Option<Cow<'a, str>>,
+}
+
+impl Chunk<'_> {
+    /// What `is_error_object` recognises.
+    fn is_error(&self) -> bool {
+        self.error.is_some() || self.object.as_deref() == Some("error") || self.kind.as_deref() == Some("error")
+    }
+}
+
+#[derive(Deserialize)]
+struct ChunkChoice<'a> {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default, borrow)]
+    delta: Option<ChunkDelta<'a>>,
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+/// A chat delta; reasoning arrives under either name.
+#[derive(Deserialize)]
+struct ChunkDelta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct ChunkUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens_details: Option<ChunkUsageDetails>,
+}
+
+#[derive(Deserialize)]
+struct ChunkUsageDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
+}
+
+impl ChunkUsage {
+    /// As `usage` reads it: a count beyond u32 is no count.
+    fn into_usage(self) -> Usage {
+        let n = |v: Option<u64>| v.and_then(|n| u32::try_from(n).ok());
+        Usage {
+            input_tokens: n(self.prompt_tokens),
+            output_tokens: n(self.completion_tokens),
+            reasoning_tokens: n(self.completion_tokens_details.and_then(|d| d.reasoning_tokens)),
+        }
+    }
+}
+
+fn owned(text: Option<Cow<'_, str>>) -> String {
+    text.map(Cow::into_owned).unwrap_or_default()
 }
 
 pub fn parse_chat(json: &Value) -> Completion {
@@ -221,6 +353,52 @@ mod tests {
             .decode(&ev(r#"{"error":{"message":"engine died","type":"server_error"}}"#))
             .unwrap_err();
         assert_eq!(e.class, ErrorClass::HttpServerError);
+    }
+
+    #[test]
+    fn the_typed_route_reads_every_chunk_as_the_general_route_does() {
+        let chunks = [
+            r#"{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"reasoning_content":"hm","content":null}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_content":"","reasoning":"so"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"a \"q\" \u00e9\n"},"finish_reason":"stop"}],"usage":null}"#,
+            r#"{"choices":[{"index":1,"delta":{"content":"second"}},{"index":0,"delta":{"content":"first"}}]}"#,
+            r#"{"choices":[{"index":1,"delta":{"content":"only one"}},{"index":2,"delta":{"content":"no"}}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":4,"completion_tokens_details":{"reasoning_tokens":2}}}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":99999999999,"completion_tokens_details":null}}"#,
+            r#"{"choices":[],"usage":{}}"#,
+            r#"{"choices":[{"text":" hi","index":0,"finish_reason":"length"}]}"#,
+            r#"{"error":null,"choices":[{"delta":{"content":"x"}}]}"#,
+        ];
+        for data in chunks {
+            for d in [Decoder::chat(), Decoder::completions()] {
+                let chunk: Chunk = serde_json::from_str(data).unwrap_or_else(|e| panic!("{data}: {e}"));
+                assert!(!chunk.is_error(), "{data}");
+                assert_eq!(d.typed_update(chunk), d.general_update(data).unwrap(), "{data}");
+            }
+        }
+        let mut d = Decoder::chat();
+        let first = d
+            .decode(&ev(
+                r#"{"choices":[{"index":1,"delta":{"content":"b"}},{"index":0,"delta":{"content":"a"}}]}"#,
+            ))
+            .unwrap();
+        assert_eq!(first.content, "a");
+        // Odd types are not the typed route's: the general route reads them as before.
+        let odd = d
+            .decode(&ev(
+                r#"{"choices":[{"index":"0","delta":{"content":7,"reasoning":"r"}}],"usage":"n/a"}"#,
+            ))
+            .unwrap();
+        assert_eq!(
+            (odd.content.as_str(), odd.reasoning.as_str(), odd.usage),
+            ("", "r", None)
+        );
+        assert_eq!(d.decode(&ev("[]")).unwrap_err().class, ErrorClass::MalformedChunk);
+        let e = d.decode(&ev(
+            r#"{"object":"error","message":"rate_limit_exceeded","type":"rate_limit_error"}"#,
+        ));
+        assert_eq!(e.unwrap_err().class, ErrorClass::RateLimited);
     }
 
     #[test]
