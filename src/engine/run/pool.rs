@@ -70,47 +70,13 @@ pub struct FinishedUnits {
 }
 
 impl FinishedUnits {
-    /// A unit is settled when an attempt succeeded, the last allowed attempt is stored, or the
-    /// last stored failure is not worth retrying.
-    pub fn from_records(records: &[RequestRecord], candidate_id: i64, retries: u32) -> Self {
-        Self::from_keys(
-            records
-                .iter()
-                .filter(|r| r.candidate_id == candidate_id)
-                .map(|r| StoredAttempt {
-                    case_id: &r.case_id,
-                    phase: r.phase,
-                    repetition: r.repetition,
-                    attempt: r.attempt,
-                    is_warmup: r.is_warmup,
-                    error_class: r.error_class,
-                }),
-            retries,
-        )
-    }
-
-    /// [`FinishedUnits::from_records`] from the stored facts (keys and outcomes, no text), so a
-    /// resumed run does not load every record.
+    /// What the store holds of `candidate_id`, from the stored facts (keys and outcomes, no
+    /// text), so a resumed run does not load every record. A unit is settled when an attempt
+    /// succeeded, the last allowed attempt is stored, or the last stored failure is not worth
+    /// retrying.
     pub fn from_facts(facts: &[RecordFact], candidate_id: i64, retries: u32) -> Self {
-        Self::from_keys(
-            facts
-                .iter()
-                .filter(|f| f.candidate_id == candidate_id)
-                .map(|f| StoredAttempt {
-                    case_id: &f.case_id,
-                    phase: f.phase,
-                    repetition: f.repetition,
-                    attempt: f.attempt,
-                    is_warmup: f.is_warmup,
-                    error_class: f.error_class,
-                }),
-            retries,
-        )
-    }
-
-    fn from_keys<'a>(attempts: impl Iterator<Item = StoredAttempt<'a>>, retries: u32) -> Self {
         let mut out = FinishedUnits::default();
-        for r in attempts {
+        for r in facts.iter().filter(|f| f.candidate_id == candidate_id) {
             if r.phase == Phase::Judge {
                 // Judge calls are the judge pass's to resume (`llm_judge`), not units.
                 continue;
@@ -145,16 +111,6 @@ impl FinishedUnits {
             Some((last, false)) => Some(last + 1),
         }
     }
-}
-
-/// What resuming needs of one stored attempt.
-struct StoredAttempt<'a> {
-    case_id: &'a str,
-    phase: Phase,
-    repetition: u32,
-    attempt: u32,
-    is_warmup: bool,
-    error_class: Option<ErrorClass>,
 }
 
 /// Tallies for one pool of units.
@@ -679,19 +635,7 @@ mod tests {
             rec("w", 1, 0, None, true),
             smoke,
         ];
-        let done = FinishedUnits::from_records(&records, 3, 1);
-        assert_eq!(done.next_attempt("a", MEASURED_PHASE, 0), None);
-        assert_eq!(done.next_attempt("a", MEASURED_PHASE, 1), Some(0));
-        assert_eq!(done.next_attempt("b", MEASURED_PHASE, 0), Some(1));
-        assert_eq!(done.next_attempt("c", MEASURED_PHASE, 0), None, "retries used up");
-        assert_eq!(done.next_attempt("d", MEASURED_PHASE, 0), None, "not worth retrying");
-        assert_eq!(done.next_attempt("new", MEASURED_PHASE, 0), Some(0));
-        assert_eq!(done.warmups, 2);
-        assert!(done.rollout_done);
-        let other = FinishedUnits::from_records(&records, 4, 1);
-        assert_eq!(other.next_attempt("a", MEASURED_PHASE, 0), Some(0));
-        assert!(!other.rollout_done);
-        // From the stored facts (no text), as a resumed run reads them: the same answers.
+        // The stored facts (no text), as a resumed run reads them.
         let facts: Vec<RecordFact> = records
             .iter()
             .map(|r| RecordFact {
@@ -705,9 +649,18 @@ mod tests {
                 passed: None,
             })
             .collect();
-        let from_facts = FinishedUnits::from_facts(&facts, 3, 1);
-        assert_eq!(from_facts.units, done.units);
-        assert_eq!((from_facts.warmups, from_facts.rollout_done), (2, true));
+        let done = FinishedUnits::from_facts(&facts, 3, 1);
+        assert_eq!(done.next_attempt("a", MEASURED_PHASE, 0), None);
+        assert_eq!(done.next_attempt("a", MEASURED_PHASE, 1), Some(0));
+        assert_eq!(done.next_attempt("b", MEASURED_PHASE, 0), Some(1));
+        assert_eq!(done.next_attempt("c", MEASURED_PHASE, 0), None, "retries used up");
+        assert_eq!(done.next_attempt("d", MEASURED_PHASE, 0), None, "not worth retrying");
+        assert_eq!(done.next_attempt("new", MEASURED_PHASE, 0), Some(0));
+        assert_eq!(done.warmups, 2);
+        assert!(done.rollout_done);
+        let other = FinishedUnits::from_facts(&facts, 4, 1);
+        assert_eq!(other.next_attempt("a", MEASURED_PHASE, 0), Some(0));
+        assert!(!other.rollout_done);
     }
 
     #[test]
