@@ -25,9 +25,7 @@ use super::writer::{Grading, RecordSender};
 use crate::domain::candidate::Candidate;
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::retry::retry_delay;
-use crate::domain::run::{
-    BudgetWindow, CYCLE_LIMIT, ErrorClass, Phase, RequestRecord, Run, RunConfig, join_repetition,
-};
+use crate::domain::run::{BudgetWindow, CYCLE_LIMIT, ErrorClass, Phase, Run, RunConfig, join_repetition};
 use crate::domain::stats::SplitMix64;
 use crate::engine::cancel::Cancel;
 use crate::engine::error::EngineError;
@@ -584,7 +582,7 @@ fn micros(d: Duration) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::run::TokenSource;
+    use crate::domain::run::{RequestRecord, TokenSource};
 
     #[test]
     fn request_ids_are_uuids_and_tell_attempts_apart() {
@@ -625,7 +623,7 @@ mod tests {
     fn resume_skips_settled_units_and_continues_attempts() {
         let mut smoke = rec("s", 0, 0, None, true);
         smoke.phase = Phase::Smoke;
-        let records = vec![
+        let records = [
             rec("a", 0, 0, None, false),
             rec("b", 0, 0, Some(ErrorClass::HttpServerError), false),
             rec("c", 0, 0, Some(ErrorClass::HttpServerError), false),

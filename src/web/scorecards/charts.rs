@@ -108,6 +108,37 @@ fn padded(values: impl Iterator<Item = f64>, floor_zero: bool) -> Option<Range<f
     Some(lo..hi + span * 0.15)
 }
 
+/// Concurrency (log₂) × a linear value, drawn on an SVG.
+type ConcurrencyChart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<LogCoord<f64>, plotters::coord::types::RangedCoordf64>>;
+
+/// A chart over concurrency on a log₂ axis (a sweep doubles it from level to level; on a linear
+/// axis c=1, 2, 4, 8 crowd into the left edge), its mesh drawn: throughput and latency vs load.
+fn concurrency_axes<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    xs: Range<f64>,
+    ys: Range<f64>,
+    y_desc: &str,
+) -> Result<ConcurrencyChart<'a, 'b>, DrawingAreaErrorKind<<SVGBackend<'b> as DrawingBackend>::ErrorType>> {
+    let mut chart = ChartBuilder::on(root)
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(64)
+        .build_cartesian_2d(xs.log_scale().base(2.0), ys)?;
+    chart
+        .configure_mesh()
+        .x_desc("concurrency (requests in flight, log₂ scale)")
+        .y_desc(y_desc)
+        .label_style((FONT, 13))
+        .max_light_lines(1)
+        .light_line_style(GRID_LIGHT)
+        .bold_line_style(GRID_BOLD)
+        .x_label_formatter(&|v| axis_number(*v))
+        .y_label_formatter(&|v| axis_number(*v))
+        .draw()?;
+    Ok(chart)
+}
+
 type Plot<'a> = Result<(), DrawingAreaErrorKind<<SVGBackend<'a> as DrawingBackend>::ErrorType>>;
 
 fn render(draw: impl FnOnce(DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Plot<'_>) -> Option<String> {
@@ -223,30 +254,13 @@ pub fn throughput_series(j: &RunScorecard) -> Vec<ThroughputSeries> {
 /// Throughput vs concurrency on a log₂ axis with each knee ringed (the scorecard's and the run
 /// page's).
 pub fn throughput_chart(series: &[ThroughputSeries]) -> Option<Chart> {
-    // Concurrency doubles from level to level in a sweep: on a linear axis c=1, 2, 4, 8 crowd
-    // into the left edge.
     let xs = log2_range(series.iter().flat_map(|s| s.points.iter().map(|x| x.0)))?;
     let ys = padded(series.iter().flat_map(|s| s.points.iter().map(|x| x.1)), true)?;
     let levels: usize = series.iter().map(|s| s.points.len()).max().unwrap_or(0);
     let mut titles = Vec::new();
     let svg = render(|root| {
         root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
-            .margin(12)
-            .x_label_area_size(44)
-            .y_label_area_size(64)
-            .build_cartesian_2d(xs.clone().log_scale().base(2.0), ys.clone())?;
-        chart
-            .configure_mesh()
-            .x_desc("concurrency (requests in flight, log₂ scale)")
-            .y_desc("aggregate tok/s (steady window)")
-            .label_style((FONT, 13))
-            .max_light_lines(1)
-            .light_line_style(GRID_LIGHT)
-            .bold_line_style(GRID_BOLD)
-            .x_label_formatter(&|v| axis_number(*v))
-            .y_label_formatter(&|v| axis_number(*v))
-            .draw()?;
+        let mut chart = concurrency_axes(&root, xs.clone(), ys.clone(), "aggregate tok/s (steady window)")?;
         for (i, s) in series.iter().enumerate() {
             let c = colour(i);
             chart
@@ -589,22 +603,7 @@ pub fn latency_chart(series: &[ThroughputSeries]) -> Option<Chart> {
     let mut titles = Vec::new();
     let svg = render(|root| {
         root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
-            .margin(12)
-            .x_label_area_size(44)
-            .y_label_area_size(64)
-            .build_cartesian_2d(xs.clone().log_scale().base(2.0), ys.clone())?;
-        chart
-            .configure_mesh()
-            .x_desc("concurrency (requests in flight, log₂ scale)")
-            .y_desc("latency (ms), successful requests")
-            .label_style((FONT, 13))
-            .max_light_lines(1)
-            .light_line_style(GRID_LIGHT)
-            .bold_line_style(GRID_BOLD)
-            .x_label_formatter(&|v| axis_number(*v))
-            .y_label_formatter(&|v| axis_number(*v))
-            .draw()?;
+        let mut chart = concurrency_axes(&root, xs.clone(), ys.clone(), "latency (ms), successful requests")?;
         for (i, s) in series.iter().enumerate() {
             let c = colour(i);
             for (label, pick, dashed) in &lines {
