@@ -26,7 +26,7 @@ use bakeoff::store::DynStore;
 use bakeoff::web::{AppState, build_app};
 
 mod support;
-use support::{evalset, record};
+use support::{evalset, on_each_store, record};
 
 const CASES: usize = 1_000;
 const INSERT_BATCH: usize = 2_000;
@@ -240,40 +240,13 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    let regressions = runtime.block_on(async {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let url = format!("sqlite://{}", dir.path().join("bench.db").display());
-        let store = bakeoff::store::connect(&url).await.expect("opening SQLite");
-        let mut regressions = bench("SQLite", store, repetitions, samples, gap_samples).await;
-
-        let pg = std::env::var("BAKEOFF_BENCH_POSTGRES_URL")
-            .or_else(|_| std::env::var("BAKEOFF_TEST_POSTGRES_URL"))
-            .ok()
-            .filter(|u| !u.trim().is_empty());
-        match pg {
-            None => println!("\nPostgreSQL: skipped (set BAKEOFF_BENCH_POSTGRES_URL=postgres://…)"),
-            Some(admin) => {
-                use sqlx::Connection;
-                let schema = format!("bakeoff_big_run_{}", std::process::id());
-                let mut conn = sqlx::PgConnection::connect(&admin)
-                    .await
-                    .expect("connecting to PostgreSQL");
-                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA \"{schema}\"")))
-                    .execute(&mut conn)
-                    .await
-                    .expect("creating the bench schema");
-                let sep = if admin.contains('?') { '&' } else { '?' };
-                let url = format!("{admin}{sep}options=-c%20search_path%3D{schema}");
-                let store = bakeoff::store::connect(&url).await.expect("opening PostgreSQL");
-                regressions.extend(bench("PostgreSQL", store, repetitions, samples, gap_samples).await);
-                sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA \"{schema}\" CASCADE")))
-                    .execute(&mut conn)
-                    .await
-                    .expect("dropping the bench schema");
-            }
-        }
-        regressions
-    });
+    let regressions: Vec<String> = runtime
+        .block_on(on_each_store("bakeoff_big_run", |label, store| {
+            bench(label, store, repetitions, samples, gap_samples)
+        }))
+        .into_iter()
+        .flatten()
+        .collect();
     // The app's pools close with the runtime.
     drop(runtime);
     std::thread::sleep(Duration::from_millis(50));

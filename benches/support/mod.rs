@@ -1,7 +1,52 @@
-//! What the benches share: the synthetic eval set they load (one `mod support;` per bench).
+//! What the benches share: the synthetic eval set they load, the records they store and the
+//! stores they run on (one `mod support;` per bench).
+#![allow(dead_code)] // each bench uses its part
+
+use std::future::Future;
+
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::grading::Grade;
 use bakeoff::domain::run::{Phase, RequestRecord, TokenSource};
+use bakeoff::store::DynStore;
+
+/// Runs `bench` on a fresh SQLite file, then — when `BAKEOFF_BENCH_POSTGRES_URL` (or the tests'
+/// `BAKEOFF_TEST_POSTGRES_URL`) names a server — on PostgreSQL in a fresh schema named after
+/// `schema_prefix`, dropped afterwards; each result labelled with its backend.
+pub async fn on_each_store<T, Fut>(schema_prefix: &str, mut bench: impl FnMut(&'static str, DynStore) -> Fut) -> Vec<T>
+where
+    Fut: Future<Output = T>,
+{
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let url = format!("sqlite://{}", dir.path().join("bench.db").display());
+    let store = bakeoff::store::connect(&url).await.expect("opening SQLite");
+    let mut results = vec![bench("SQLite", store).await];
+    let pg = std::env::var("BAKEOFF_BENCH_POSTGRES_URL")
+        .or_else(|_| std::env::var("BAKEOFF_TEST_POSTGRES_URL"))
+        .ok()
+        .filter(|u| !u.trim().is_empty());
+    let Some(admin) = pg else {
+        println!("\nPostgreSQL: skipped (set BAKEOFF_BENCH_POSTGRES_URL=postgres://…)");
+        return results;
+    };
+    use sqlx::Connection;
+    let schema = format!("{schema_prefix}_{}", std::process::id());
+    let mut conn = sqlx::PgConnection::connect(&admin)
+        .await
+        .expect("connecting to PostgreSQL");
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA \"{schema}\"")))
+        .execute(&mut conn)
+        .await
+        .expect("creating the bench schema");
+    let sep = if admin.contains('?') { '&' } else { '?' };
+    let url = format!("{admin}{sep}options=-c%20search_path%3D{schema}");
+    let store = bakeoff::store::connect(&url).await.expect("opening PostgreSQL");
+    results.push(bench("PostgreSQL", store).await);
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA \"{schema}\" CASCADE")))
+        .execute(&mut conn)
+        .await
+        .expect("dropping the bench schema");
+    results
+}
 
 /// A classification eval set of `cases` short cases, tagged `en` or `zh`.
 pub fn evalset(name: &str, cases: usize) -> EvalSetFile {
