@@ -179,6 +179,15 @@ impl ProbeReport {
     }
 
     /// (passed, failed, not applicable).
+    /// The labels of the probes that failed, in probe order.
+    pub fn failed_labels(&self) -> Vec<&'static str> {
+        self.results
+            .iter()
+            .filter(|r| r.outcome == ProbeOutcome::Fail)
+            .map(|r| r.kind.label())
+            .collect()
+    }
+
     pub fn counts(&self) -> (usize, usize, usize) {
         let count = |o: ProbeOutcome| self.results.iter().filter(|r| r.outcome == o).count();
         (

@@ -12,7 +12,6 @@ use super::candidates::CandidateRow;
 use super::error::{WebError, parse_id, parse_page};
 use super::runs::{RunRow, run_rows};
 use super::views::{FormBody, Pagination};
-use crate::domain::operability::ProbeOutcome;
 use crate::domain::retirement::ItemKind;
 use crate::store::RunFilter;
 
@@ -28,7 +27,7 @@ pub fn router() -> Router<AppState> {
 pub struct ProbeSummary {
     pub at: String,
     pub passed: usize,
-    pub failed: Vec<String>,
+    pub failed: Vec<&'static str>,
 }
 
 /// An eval set the candidate was measured on: its history link.
@@ -72,24 +71,10 @@ async fn page(
         .await?
         .into_iter()
         .next()
-        .map(|last| {
-            let failed: Vec<String> = last
-                .report
-                .results
-                .iter()
-                .filter(|r| r.outcome == ProbeOutcome::Fail)
-                .map(|r| r.kind.label().to_string())
-                .collect();
-            ProbeSummary {
-                at: last.at.display(),
-                passed: last
-                    .report
-                    .results
-                    .iter()
-                    .filter(|r| r.outcome == ProbeOutcome::Pass)
-                    .count(),
-                failed,
-            }
+        .map(|last| ProbeSummary {
+            at: last.at.display(),
+            passed: last.report.counts().0,
+            failed: last.report.failed_labels(),
         });
     let filter = RunFilter {
         candidate_id: Some(id),

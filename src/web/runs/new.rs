@@ -16,7 +16,6 @@ use crate::app::runs::{RunRequest, create_run};
 use crate::domain::candidate::Candidate;
 use crate::domain::estimate::{CandidateInput, EstimateInput, approx_tokens, estimate};
 use crate::domain::format;
-use crate::domain::operability::ProbeOutcome;
 use crate::domain::presets::{ARRIVALS, LOAD_SHAPES, LoadDraft, Preset};
 use crate::domain::retirement::ItemKind;
 use crate::domain::run::{DEFAULT_FIRST_TOKEN_TIMEOUT_SECS, DEFAULT_STALL_TIMEOUT_SECS, RunConfig, RunDraft};
@@ -49,13 +48,7 @@ async fn last_probes_failed(state: &AppState, candidate_id: i64) -> Result<Optio
     let Some(last) = state.store.list_probe_runs(candidate_id, 1).await?.into_iter().next() else {
         return Ok(None);
     };
-    let failed: Vec<&str> = last
-        .report
-        .results
-        .iter()
-        .filter(|r| r.outcome == ProbeOutcome::Fail)
-        .map(|r| r.kind.label())
-        .collect();
+    let failed = last.report.failed_labels();
     Ok((!failed.is_empty()).then(|| format!("{} — {}", last.at.display(), failed.join("; "))))
 }
 
