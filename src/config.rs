@@ -61,9 +61,74 @@ pub struct ServeArgs {
     /// finished record kept; resume it from its page or by restarting).
     #[arg(long, env = "BAKEOFF_DB_OUTAGE_PAUSE_SECS", default_value_t = crate::engine::run::writer::PAUSE_AFTER.as_secs())]
     pub db_outage_pause_secs: u64,
+    /// Serve pages only: measure nothing here (`bakeoff worker` processes sharing the
+    /// database take the runs).
+    #[arg(long, env = "BAKEOFF_NO_WORKER")]
+    pub no_worker: bool,
+    /// The embedded worker's name among the workers (default `HOST:PORT`): unique, and kept
+    /// across restarts so a restarted server takes back its own runs at once.
+    #[arg(long, env = "BAKEOFF_WORKER_NAME")]
+    pub worker_name: Option<String>,
+    /// Labels the embedded worker carries (comma-separated, e.g. `gpu-a,eu`): candidates that
+    /// need labels are measured only by workers carrying all of them.
+    #[arg(long, env = "BAKEOFF_WORKER_LABELS", default_value = "")]
+    pub worker_labels: String,
+    #[command(flatten)]
+    pub lease: LeaseArgs,
+}
+
+/// How long a worker's lease on a unit lasts.
+#[derive(Debug, Clone, Args)]
+pub struct LeaseArgs {
+    /// Seconds a worker's lease on a unit lasts without a heartbeat (it beats five times per
+    /// lease): a worker killed or cut off loses its units to another after this long.
+    #[arg(long, env = "BAKEOFF_LEASE_SECS", default_value_t = crate::engine::run::DEFAULT_LEASE.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub lease_secs: u64,
+}
+
+impl LeaseArgs {
+    pub fn lease(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.lease_secs)
+    }
+}
+
+/// A worker name as given: printable, no spaces, at most 100 characters.
+pub fn check_worker_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 100
+        && name
+            .chars()
+            .all(|c| c.is_ascii_graphic() || (!c.is_ascii() && !c.is_control()));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "worker name {name:?}: 1 to 100 printable characters without spaces"
+        ))
+    }
 }
 
 impl ServeArgs {
+    /// The embedded worker this server runs (it takes any run; with `--no-worker` none).
+    pub fn worker(&self) -> anyhow::Result<crate::engine::run::WorkerIdentity> {
+        let name = self
+            .worker_name
+            .clone()
+            .unwrap_or_else(|| format!("{}:{}", crate::engine::run::harness::host_name(), self.listen.port()));
+        check_worker_name(&name).map_err(anyhow::Error::msg)?;
+        let labels = crate::domain::workers::parse_labels(&self.worker_labels)
+            .map_err(|e| anyhow::anyhow!("--worker-labels: {e}"))?;
+        Ok(crate::engine::run::WorkerIdentity {
+            name,
+            labels,
+            capacity: self.max_runs as usize,
+            embedded: true,
+            lease: self.lease.lease(),
+            claims_any: true,
+            measures: !self.no_worker,
+        })
+    }
+
     /// Where runs' records writers spill and when they pause a run.
     pub fn writer_settings(&self) -> crate::engine::run::writer::WriterSettings {
         let defaults = crate::engine::run::writer::WriterSettings::for_database(&self.database.database_url);

@@ -32,6 +32,7 @@ async fn main() -> anyhow::Result<ExitCode> {
         Command::Measure(args) => return bakeoff::cli::measure_endpoint::run(args).await,
         Command::Calibrate(args) => bakeoff::cli::calibrate::run(args).await,
         Command::User(args) => bakeoff::cli::users::run(args).await,
+        Command::Worker(args) => bakeoff::cli::worker::run(args).await,
     };
     done.map(|()| ExitCode::SUCCESS)
 }

@@ -9,6 +9,7 @@
 //! - `measure_endpoint`: `bakeoff measure`, one endpoint from the terminal
 //! - `calibrate`: `bakeoff calibrate`, the harness against the built-in mock
 //! - `users`: `bakeoff user …`, accounts and API tokens
+//! - `worker`: `bakeoff worker`, a measurement worker sharing the team's database
 //! - `output`: plain-text tables and JSON files the commands write
 use clap::{Parser, Subcommand};
 
@@ -24,6 +25,7 @@ pub mod mock;
 pub mod output;
 pub mod runs;
 pub mod users;
+pub mod worker;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -61,6 +63,8 @@ pub enum Command {
     Calibrate(calibrate::CalibrateArgs),
     /// Manage accounts (users, roles, passwords) and API tokens.
     User(users::UserArgs),
+    /// Measure queued runs from this machine, coordinated with the others through the database.
+    Worker(worker::WorkerArgs),
 }
 
 #[cfg(test)]

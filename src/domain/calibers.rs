@@ -851,6 +851,65 @@ pub struct HarnessReport {
     pub lag_spikes: LagSpikes,
 }
 
+impl HarnessReport {
+    /// One report for a run measured in several units (one per candidate, maybe on different
+    /// workers): times, CPU and tokens summed; each lag distribution the worst unit's (highest
+    /// p99), since a figure is only as trustworthy as the client that measured it; unreliable
+    /// when any unit was, with every unit's reasons; hosts named. None for no report.
+    pub fn combine(reports: &[HarnessReport]) -> Option<HarnessReport> {
+        let (first, rest) = reports.split_first()?;
+        if rest.is_empty() {
+            return Some(first.clone());
+        }
+        let worst = |pick: fn(&HarnessReport) -> &Option<Distribution>| {
+            reports
+                .iter()
+                .filter_map(|r| pick(r).clone())
+                .max_by(|a, b| a.p99.total_cmp(&b.p99))
+        };
+        let mut hosts: Vec<&str> = reports.iter().map(|r| r.host.as_str()).collect();
+        hosts.dedup();
+        let wall_s: f64 = reports.iter().map(|r| r.wall_s).sum();
+        let cores = reports.iter().map(|r| r.cores).max().unwrap_or(1);
+        let cpu_s = reports.iter().map(|r| r.cpu_s).sum::<Option<f64>>();
+        let streamed_tokens = reports.iter().map(|r| r.streamed_tokens).sum();
+        let mut spikes: Vec<(i64, i64, f64)> = reports.iter().flat_map(|r| r.lag_spikes.spikes.clone()).collect();
+        spikes.sort_by_key(|s| s.0);
+        spikes.truncate(MAX_LAG_SPIKES);
+        let mut reasons: Vec<String> = Vec::new();
+        for reason in reports.iter().flat_map(|r| &r.reasons) {
+            if !reasons.contains(reason) {
+                reasons.push(reason.clone());
+            }
+        }
+        Some(HarnessReport {
+            bakeoff_version: first.bakeoff_version.clone(),
+            host: hosts.join(", "),
+            cores,
+            wall_s,
+            cpu_s,
+            cpu_share: cpu_s.map(|c| c / (wall_s * f64::from(cores)).max(f64::MIN_POSITIVE)),
+            streamed_tokens,
+            cpu_s_per_million_tokens: cpu_s
+                .filter(|_| streamed_tokens > 0)
+                .map(|c| c / streamed_tokens as f64 * 1e6),
+            open_loop: reports.iter().any(|r| r.open_loop),
+            schedule_lag_ms: worst(|r| &r.schedule_lag_ms),
+            client_queue_ms: worst(|r| &r.client_queue_ms),
+            runtime_lag_ms: worst(|r| &r.runtime_lag_ms),
+            lag_bound_ms: first.lag_bound_ms,
+            unreliable: reports.iter().any(|r| r.unreliable),
+            reasons,
+            lag_spikes: LagSpikes {
+                threshold_ms: first.lag_spikes.threshold_ms,
+                spikes,
+                measured_requests: reports.iter().map(|r| r.lag_spikes.measured_requests).sum(),
+                marked_requests: reports.iter().map(|r| r.lag_spikes.marked_requests).sum(),
+            },
+        })
+    }
+}
+
 /// Lag spikes of one run: each interval (wall clock, µs since the epoch) in which bakeoff's
 /// event loop woke later than `threshold_ms`, and the measured requests whose span (send → end)
 /// overlapped one — their timestamps may be late by up to the spike. The marks are derived from

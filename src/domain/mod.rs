@@ -1,5 +1,6 @@
 //! Pure logic: no I/O, no HTTP, no SQL. Everything here is testable with plain values.
 pub mod accounts;
+pub mod admission;
 pub mod audit;
 pub mod calibers;
 pub mod candidate;
@@ -28,6 +29,7 @@ pub mod stats;
 pub mod thresholds;
 pub mod timeline;
 pub mod validation;
+pub mod workers;
 
 /// Wall-clock instant as milliseconds since the Unix epoch (UTC); what the store keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]

@@ -19,6 +19,7 @@ use futures_util::future::BoxFuture;
 
 use crate::domain::Timestamp;
 use crate::domain::accounts::{ApiToken, Role, User};
+use crate::domain::admission::Caps;
 use crate::domain::audit::{AuditEntry, AuditFilter, NewAuditEntry};
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{Candidate, CandidateSpec};
@@ -33,6 +34,7 @@ use crate::domain::run::{
 use crate::domain::scorecard::{NewScorecard, RecordedVerdict, ScorecardListItem, ScorecardRecord, Verdict};
 use crate::domain::sealed::KeySealer;
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
+use crate::domain::workers::{Claimant, Coordination, Decision as WorkerDecision, OpenRun, RunUnit, WorkerStatus};
 
 mod archive;
 mod audit;
@@ -55,6 +57,8 @@ mod token_counts;
 mod users;
 mod verdicts;
 pub use verdicts::parse_verdict;
+mod workers;
+pub use workers::{MAX_RUNS_SETTING, PER_CANDIDATE_SETTING};
 
 /// The store layer's one error type.
 #[derive(Debug, thiserror::Error)]
@@ -644,6 +648,38 @@ pub trait Store: Send + Sync + 'static {
     /// Finished runs with no verdict yet by some profile, as (run id, profile id), oldest run
     /// first, at most `limit`.
     fn unjudged_runs(&self, limit: i64) -> StoreFuture<'_, Vec<(i64, i64)>>;
+
+    // --- measurement workers, run units and leases (workers.rs; times are the database's clock)
+    /// The database's clock, ms since the epoch.
+    fn database_now(&self) -> StoreFuture<'_, Timestamp>;
+    /// Writes the worker's heartbeat row and renews the leases it holds for `lease_ms` more;
+    /// returns the units still leased to it, (run, seq). A unit it measures that is missing
+    /// was taken over by another worker after its lease ran out.
+    fn worker_beat<'a>(&'a self, worker: &'a WorkerStatus, lease_ms: i64) -> StoreFuture<'a, Vec<(i64, u32)>>;
+    /// Every worker that ever beat, by name.
+    fn list_workers(&self) -> StoreFuture<'_, Vec<WorkerStatus>>;
+    /// In one serialised transaction: reads every queued or running run with its units, the
+    /// caps (team settings, else `caps`) and candidates' labels, decides what `me` takes
+    /// (`domain::workers::decide`), and leases it for `lease_ms` (writing a newly admitted
+    /// run's units). Returns the decision, with the queue as it stood.
+    fn claim_unit<'a>(&'a self, me: &'a Claimant, caps: Caps, lease_ms: i64) -> StoreFuture<'a, WorkerDecision>;
+    /// Marks a unit done with its harness report; false when `worker` no longer holds it.
+    fn finish_unit<'a>(
+        &'a self,
+        run_id: i64,
+        seq: u32,
+        worker: &'a str,
+        harness: Option<&'a HarnessReport>,
+    ) -> StoreFuture<'a, bool>;
+    /// Gives up a run's slot: its units not done are removed (a run that paused, failed or was
+    /// cancelled; resuming admits it again, and its done units stay done).
+    fn release_run_slot(&self, run_id: i64) -> StoreFuture<'_, ()>;
+    /// A run's units, by seq.
+    fn list_run_units(&self, run_id: i64) -> StoreFuture<'_, Vec<RunUnit>>;
+    /// The labels each candidate needs a worker to carry (candidates needing none are absent).
+    fn candidate_worker_labels(&self) -> StoreFuture<'_, Vec<(i64, Vec<String>)>>;
+    /// Sets the labels a candidate needs (none: any worker measures it).
+    fn set_candidate_worker_labels<'a>(&'a self, candidate_id: i64, labels: &'a [String]) -> StoreFuture<'a, ()>;
 }
 
 /// Implements [`Store`] for one backend (`$store`, on sqlx database `$db`) from every
@@ -682,6 +718,7 @@ macro_rules! impl_store {
             verdicts::verdict_queries!($db);
             stops::stop_queries!($db);
             settings::setting_queries!($db);
+            workers::worker_queries!($db);
         }
     };
 }

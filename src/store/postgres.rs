@@ -18,6 +18,9 @@ use super::Result;
 use super::text::TextCodec;
 use crate::domain::sealed::KeySealer;
 
+/// The advisory lock key every worker claim takes ("bakeoff" in ASCII).
+const COORDINATION_LOCK: i64 = 0x62_616b_656f_6666;
+
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations/postgres");
 
 /// Room for several runs writing records at once plus the web pages reading.
@@ -88,6 +91,21 @@ impl PostgresStore {
     /// and backend-specific work outside the `Store` trait.
     pub fn pool(&self) -> &BoundedPool {
         &self.pool
+    }
+
+    /// The database's clock, ms since the epoch (leases are compared on it).
+    pub(super) const NOW_MS: &'static str = "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
+
+    /// The transaction a worker's claim runs in, serialised with every other claim by a
+    /// transaction-scoped advisory lock (released at commit or rollback): the caps are a
+    /// predicate over all admitted runs, which row locks cannot guard.
+    pub(super) async fn begin_coordination(&self) -> sqlx::Result<Transaction<'static, Postgres>> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(COORDINATION_LOCK)
+            .execute(&mut *tx)
+            .await?;
+        Ok(tx)
     }
 
     /// Opens a write transaction: a plain `BEGIN` (SQLite's needs `BEGIN IMMEDIATE`).

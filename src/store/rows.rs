@@ -1135,3 +1135,90 @@ pub(crate) fn snapshot_name(run_id: i64, candidate_id: i64, snapshot: Option<&st
         .map(|s| s.name)
         .unwrap_or(current)
 }
+
+// ---------------------------------------------------------------- workers and run units
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct WorkerRow {
+    pub name: String,
+    pub labels: String,
+    pub version: String,
+    pub host: String,
+    pub pid: i64,
+    pub capacity: i64,
+    pub embedded: i64,
+    pub started_at: i64,
+    pub heartbeat_at: i64,
+    pub units_held: i64,
+    pub cpu_share: Option<f64>,
+    pub load_avg: Option<f64>,
+}
+
+impl WorkerRow {
+    pub(crate) fn into_status(self, text: TextCodec) -> crate::domain::workers::WorkerStatus {
+        crate::domain::workers::WorkerStatus {
+            name: self.name,
+            labels: self
+                .labels
+                .split(',')
+                .filter(|l| !l.is_empty())
+                .map(str::to_string)
+                .collect(),
+            version: self.version,
+            host: text.decode(self.host),
+            pid: self.pid.clamp(0, i64::from(u32::MAX)) as u32,
+            capacity: self.capacity.clamp(0, i64::from(u32::MAX)) as u32,
+            embedded: self.embedded != 0,
+            started_at: Timestamp(self.started_at),
+            heartbeat_at: Timestamp(self.heartbeat_at),
+            units_held: self.units_held.clamp(0, i64::from(u32::MAX)) as u32,
+            cpu_share: self.cpu_share,
+            load_avg: self.load_avg,
+        }
+    }
+}
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct RunUnitRow {
+    pub run_id: i64,
+    pub seq: i64,
+    pub candidate_id: Option<i64>,
+    pub status: String,
+    pub worker: Option<String>,
+    pub lease_until: Option<i64>,
+    pub claims: i64,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+    pub harness: Option<String>,
+}
+
+/// The column list matching `RunUnitRow`, on `run_units u`.
+macro_rules! run_unit_columns {
+    () => {
+        "u.run_id, u.seq, u.candidate_id, u.status, u.worker, u.lease_until, u.claims, u.started_at, \
+         u.finished_at, u.harness"
+    };
+}
+pub(crate) use run_unit_columns;
+
+impl RunUnitRow {
+    pub(crate) fn into_unit(self) -> Result<crate::domain::workers::RunUnit, StoreError> {
+        use crate::domain::workers::{RunUnit, UnitStatus};
+        let place = |column: &str| format!("run_units.{column} of run {} unit {}", self.run_id, self.seq);
+        Ok(RunUnit {
+            status: parse_enum(place("status"), &self.status, UnitStatus::parse)?,
+            harness: match &self.harness {
+                Some(text) => Some(parse_json(place("harness"), text)?),
+                None => None,
+            },
+            run_id: self.run_id,
+            seq: self.seq.clamp(0, i64::from(u32::MAX)) as u32,
+            candidate_id: self.candidate_id,
+            worker: self.worker,
+            lease_until: self.lease_until.map(Timestamp),
+            claims: self.claims.clamp(0, i64::from(u32::MAX)) as u32,
+            started_at: self.started_at.map(Timestamp),
+            finished_at: self.finished_at.map(Timestamp),
+        })
+    }
+}

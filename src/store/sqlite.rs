@@ -79,6 +79,15 @@ impl SqliteStore {
         &self.pool
     }
 
+    /// The database's clock, ms since the epoch (leases are compared on it).
+    pub(super) const NOW_MS: &'static str = "SELECT CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
+
+    /// The transaction a worker's claim runs in: `BEGIN IMMEDIATE` takes SQLite's one write
+    /// lock, so claims never interleave.
+    pub(super) async fn begin_coordination(&self) -> sqlx::Result<Transaction<'_, Sqlite>> {
+        self.begin_write().await
+    }
+
     /// Opens a write transaction with `BEGIN IMMEDIATE` (see the module comment).
     pub(super) async fn begin_write(&self) -> sqlx::Result<Transaction<'_, Sqlite>> {
         self.pool.begin_with("BEGIN IMMEDIATE").await

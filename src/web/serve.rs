@@ -50,8 +50,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let demo_mock_url = demo_mock.as_ref().map(|m| m.base_url());
     crate::app::demo::bootstrap(store.as_ref(), demo_mock_url.as_deref()).await?;
-    let runner = Runner::with_caps(store.clone(), args.caps()).with_writer(args.writer_settings());
-    tracing::info!(caps = %runner.caps().describe(), "run admission");
+    let runner = Runner::with_caps(store.clone(), args.caps())
+        .with_writer(args.writer_settings())
+        .with_identity(args.worker()?);
+    tracing::info!(
+        caps = %runner.caps().describe(),
+        worker = %runner.identity().name,
+        measures = runner.identity().measures,
+        "run admission (caps shared by every worker of this database)"
+    );
     let resumed = runner.resume_unfinished().await?;
     crate::app::verdicts::spawn(store.clone(), runner.clone());
     if resumed > 0 {

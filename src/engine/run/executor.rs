@@ -44,7 +44,7 @@ use crate::engine::tokens::server_tokenizer;
 use crate::engine::wire::client::wall_clock_us;
 use crate::store::DynStore;
 
-/// Records read per query at the end of a run (the harness report reads them in pages).
+/// Records read per query at the end of a unit (the harness report reads them in pages).
 const RECORDS_PER_PAGE: i64 = 2_000;
 
 /// Runs `run_id` to its end. Returns the final status: Finished, Cancelled, or Failed when every
@@ -57,11 +57,259 @@ pub async fn execute(store: DynStore, run_id: i64, cancel: Cancel) -> Result<Run
 /// [`execute`] with the records writer's spill directory and pause limit: a run whose
 /// database stays away past the limit ends `Paused` (every finished record stored, through the
 /// spill file if need be) and is resumed like an interrupted run.
+///
+/// Every unit in order in this process (`bakeoff measure` and tests): what the workers do a
+/// unit at a time (`Worker`), without leases.
 pub async fn execute_with(
     store: DynStore,
     run_id: i64,
     cancel: Cancel,
     writer_settings: WriterSettings,
+) -> Result<RunStatus, EngineError> {
+    let run = store.get_run(run_id).await?.ok_or(EngineError::RunNotFound(run_id))?;
+    if run.status.is_terminal() {
+        return Ok(run.status);
+    }
+    let mut reports = Vec::new();
+    for (seq, candidate_id) in run.candidate_ids.iter().enumerate() {
+        let unit = UnitContext {
+            seq: seq as u32,
+            worker: None,
+            abandoned: None,
+        };
+        match execute_unit(&store, run_id, *candidate_id, &unit, cancel.clone(), &writer_settings).await? {
+            UnitEnd::Done { harness } => reports.extend(harness),
+            UnitEnd::RunEnded(status) => return Ok(status),
+            UnitEnd::Abandoned => unreachable!("a unit without a lease is never abandoned"),
+        }
+    }
+    close_run(&store, run_id, &reports, cancel).await
+}
+
+/// Where a unit is measured: its place in the run and the worker measuring it (None in a
+/// process of its own), for the event log.
+#[derive(Debug, Clone)]
+pub struct UnitContext {
+    pub seq: u32,
+    pub worker: Option<String>,
+    /// Turns true when the worker lost its lease (another worker took the unit over): the load
+    /// stops and the unit ends `Abandoned`, leaving the run to the new holder.
+    pub abandoned: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
+/// How one candidate's unit ended.
+#[derive(Debug)]
+pub enum UnitEnd {
+    /// Measured (or stopped, its stop stored): the run goes on with its next unit. The
+    /// harness report of this unit's load, when it measured any request.
+    Done { harness: Option<HarnessReport> },
+    /// The run ended or paused here with this status (cancelled, paused, failed, or a soak run
+    /// to its end): its slot is given up.
+    RunEnded(RunStatus),
+    /// The worker lost its lease mid-unit: what it measured is stored (records are keyed, so
+    /// the new holder neither sends nor stores them again) and the run is left as it is.
+    Abandoned,
+}
+
+/// Measures one candidate's part of a run (its unit): the staged start, warm-ups and every
+/// level, records streamed to the store. Resumable: attempts already stored are not sent again,
+/// a candidate stopped before stays stopped. A soak run is one unit: its whole soak.
+pub async fn execute_unit(
+    store: &DynStore,
+    run_id: i64,
+    candidate_id: i64,
+    unit: &UnitContext,
+    cancel: Cancel,
+    writer_settings: &WriterSettings,
+) -> Result<UnitEnd, EngineError> {
+    let run = store.get_run(run_id).await?.ok_or(EngineError::RunNotFound(run_id))?;
+    if run.status.is_terminal() {
+        return Ok(UnitEnd::RunEnded(run.status));
+    }
+    let version = store
+        .get_evalset_version(run.evalset_version_id)
+        .await?
+        .ok_or(EngineError::EvalSetNotFound {
+            run_id,
+            version_id: run.evalset_version_id,
+        })?;
+    if run.candidate_ids.is_empty() {
+        return Err(EngineError::NoCandidates(run_id));
+    }
+    let candidate = store
+        .get_candidate(candidate_id)
+        .await?
+        .ok_or(EngineError::CandidateNotFound { run_id, candidate_id })?;
+    let case_count = match run.config.case_limit {
+        Some(n) => version.file.cases.len().min(n as usize),
+        None => version.file.cases.len(),
+    };
+    let first = unit.seq == 0;
+    // Every judge is found before anything is sent, so a missing one costs nothing.
+    if first && let Err(message) = llm_judge::resolve(store, &run, &version.file, case_count).await? {
+        store.append_run_event(run_id, "error", &message).await?;
+        store.set_run_status(run_id, RunStatus::Failed, Some(&message)).await?;
+        return Ok(UnitEnd::RunEnded(RunStatus::Failed));
+    }
+    // A soak (the operability page's) resumes as a soak, not as an ordinary run of its config.
+    if run.config.soak {
+        let status = soak::resume(store, &run, version, &candidate, cancel, writer_settings).await?;
+        return Ok(UnitEnd::RunEnded(status));
+    }
+    // Records the previous process spilled and could not store before it ended, first.
+    let replayed = super::writer::replay_spilled(store, writer_settings, run_id).await?;
+    // Keys and outcomes only: what resuming needs to skip settled units, without the text.
+    let existing = store.list_record_facts(run_id).await?;
+    let mine = existing.iter().filter(|f| f.candidate_id == candidate_id).count();
+    store.set_run_status(run_id, RunStatus::Running, None).await?;
+    let name = &candidate.spec.name;
+    let by = unit
+        .worker
+        .as_deref()
+        .map(|w| format!(" by worker {w}"))
+        .unwrap_or_default();
+    let started = if existing.is_empty() && first {
+        format!(
+            "started: {} candidate(s), eval set version {} ({} cases), load {}{by}",
+            run.candidate_ids.len(),
+            &version.content_hash[..version.content_hash.len().min(12)],
+            version.file.cases.len(),
+            run.config
+                .loads()
+                .iter()
+                .map(Load::label)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else if mine > 0 {
+        format!("resumed: {mine} stored records of {name} kept{by}")
+    } else if unit.worker.is_some() {
+        format!("{name}: measured{by}")
+    } else {
+        String::new()
+    };
+    if !started.is_empty() {
+        store.append_run_event(run_id, "info", &started).await?;
+    }
+    if let Some(message) = replayed.message() {
+        store.append_run_event(run_id, "warn", &message).await?;
+    }
+    // One call per declared tokenize endpoint, before any load, so a wrong one shows now.
+    server_tokenizer::preflight(store, run_id, std::slice::from_ref(&candidate)).await?;
+    if first && run.config.judge.is_none() && !version.file.judge_names(case_count).is_empty() {
+        store
+            .append_run_event(
+                run_id,
+                "info",
+                "llm-judge graders are not run: judging is off for this run (turn it on on the run form)",
+            )
+            .await?;
+    }
+    if let Some(stop) = store
+        .list_candidate_stops(run_id)
+        .await?
+        .into_iter()
+        .find(|s| s.candidate_id == candidate_id)
+    {
+        // Resumed: a stopped candidate stays stopped (its outcome is already stored).
+        let msg = format!("{name}: {} (before the restart); not sent again", stop.outcome());
+        store.append_run_event(run_id, "warn", &msg).await?;
+        return Ok(UnitEnd::Done { harness: None });
+    }
+
+    let clock = HarnessClock::start();
+    let since_us = wall_clock_us();
+    let file = Arc::new(version.file);
+    let writer = RecordWriter::spawn_with(store.clone(), run_id, writer_settings.clone());
+    // The load stops the same way when the run is cancelled and when the writer pauses it.
+    let user_cancel = cancel;
+    let cancel = match &unit.abandoned {
+        Some(lost) => user_cancel.or_when(lost.clone()),
+        None => user_cancel.clone(),
+    };
+    let cancel = cancel.or_when(writer.paused());
+    let done = FinishedUnits::from_facts(&existing, candidate_id, run.config.retries);
+    drop(existing);
+    let outcome = match CandidateRun::new(&run, &candidate, file, writer.sender(), cancel.clone()) {
+        Ok(ctx) => run_candidate(ctx, store, done).await,
+        Err(e) => Ok(Outcome::Stopped {
+            stage: StopStage::Setup,
+            reason: e.to_string(),
+            message: e.to_string(),
+        }),
+    };
+    // The pause cut the load short (not a run that had sent everything when it came).
+    let load_paused = cancel.is_cancelled() && !user_cancel.is_cancelled();
+    // Whatever happened, everything measured so far is stored before the status changes.
+    let stored = writer.finish().await;
+    let outcome = outcome?;
+    let writer_end = stored?;
+    if unit.abandoned.as_ref().is_some_and(|lost| *lost.borrow()) {
+        return Ok(UnitEnd::Abandoned);
+    }
+    if let Some(message) = writer_end.pause_message(load_paused) {
+        super::writer::append_event_patiently(store, run_id, "warn", &message).await?;
+        store.set_run_status(run_id, RunStatus::Paused, Some(&message)).await?;
+        return Ok(UnitEnd::RunEnded(RunStatus::Paused));
+    }
+    // The harness clock covers the load only.
+    let clock = clock.stop().await;
+    // This unit's records, a page at a time: memory stays bounded whatever the run's size.
+    let mut tally = clock.tally();
+    let mut after = 0;
+    loop {
+        let page = store.list_request_records_page(run_id, after, RECORDS_PER_PAGE).await?;
+        let Some(&(last, _)) = page.last() else { break };
+        after = last;
+        page.iter()
+            .filter(|(_, r)| r.candidate_id == candidate_id && r.sent_at_us >= since_us)
+            .for_each(|(_, r)| tally.add(r));
+    }
+    let measured = tally.measured();
+    let mut report = clock.report_tally(&run.config, tally);
+    if let Some(w) = &unit.worker {
+        report.host = format!("{} (worker {w})", report.host);
+    }
+    let harness = (measured > 0).then_some(report);
+    if let Outcome::Stopped { stage, reason, message } = outcome {
+        let stop = CandidateStop {
+            run_id,
+            candidate_id,
+            stage,
+            reason,
+            at: Timestamp::now(),
+        };
+        let alone = run.candidate_ids.len() == 1;
+        record_stop(store, name, &stop, !alone).await?;
+        if alone && !user_cancel.is_cancelled() {
+            // Nothing else to measure: the run fails with the whole story.
+            if let Some(report) = &harness {
+                record_harness(store, run_id, report).await?;
+            }
+            store.set_run_status(run_id, RunStatus::Failed, Some(&message)).await?;
+            return Ok(UnitEnd::RunEnded(RunStatus::Failed));
+        }
+    }
+    if user_cancel.is_cancelled() {
+        if let Some(report) = &harness {
+            record_harness(store, run_id, report).await?;
+        }
+        store.set_run_status(run_id, RunStatus::Cancelled, None).await?;
+        store.append_run_event(run_id, "warn", "cancelled").await?;
+        return Ok(UnitEnd::RunEnded(RunStatus::Cancelled));
+    }
+    Ok(UnitEnd::Done { harness })
+}
+
+/// The run's closing step, after every candidate's unit: the declared tokenize endpoints count
+/// what streams left uncounted, the units' harness reports are combined and stored with the
+/// run, the `llm-judge` graders run (after all measured load, so judge calls never distort a
+/// figure), and the run gets its final status.
+pub async fn close_run(
+    store: &DynStore,
+    run_id: i64,
+    reports: &[HarnessReport],
+    cancel: Cancel,
 ) -> Result<RunStatus, EngineError> {
     let run = store.get_run(run_id).await?.ok_or(EngineError::RunNotFound(run_id))?;
     if run.status.is_terminal() {
@@ -74,9 +322,6 @@ pub async fn execute_with(
             run_id,
             version_id: run.evalset_version_id,
         })?;
-    if run.candidate_ids.is_empty() {
-        return Err(EngineError::NoCandidates(run_id));
-    }
     let mut candidates = Vec::with_capacity(run.candidate_ids.len());
     for &candidate_id in &run.candidate_ids {
         let c = store
@@ -89,8 +334,35 @@ pub async fn execute_with(
         Some(n) => version.file.cases.len().min(n as usize),
         None => version.file.cases.len(),
     };
-    // Every judge is found before anything is sent, so a missing one costs nothing.
-    let judges = match llm_judge::resolve(&store, &run, &version.file, case_count).await? {
+    // Every candidate's load has ended (two may share a server): now, and on resume, the
+    // declared tokenize endpoints count what streams left uncounted.
+    if !cancel.is_cancelled() {
+        server_tokenizer::count_run(store, run_id, &candidates, &cancel).await?;
+    }
+    if let Some(report) = HarnessReport::combine(reports) {
+        record_harness(store, run_id, &report).await?;
+    }
+    let stops = store.list_candidate_stops(run_id).await?;
+    let name_of = |id: i64| {
+        candidates
+            .iter()
+            .find(|c| c.id == id)
+            .map(|c| c.spec.name.clone())
+            .unwrap_or_else(|| format!("candidate #{id}"))
+    };
+    if !cancel.is_cancelled() && !stops.is_empty() && stops.len() >= candidates.len() {
+        let message = format!(
+            "every candidate was stopped: {}",
+            stops
+                .iter()
+                .map(|stop| format!("{}: {}", name_of(stop.candidate_id), stop.outcome()))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        store.set_run_status(run_id, RunStatus::Failed, Some(&message)).await?;
+        return Ok(RunStatus::Failed);
+    }
+    let judges = match llm_judge::resolve(store, &run, &version.file, case_count).await? {
         Ok(judges) => judges,
         Err(message) => {
             store.append_run_event(run_id, "error", &message).await?;
@@ -98,154 +370,10 @@ pub async fn execute_with(
             return Ok(RunStatus::Failed);
         }
     };
-    // A soak (the operability page's) resumes as a soak, not as an ordinary run of its config.
-    if run.config.soak {
-        return soak::resume(&store, &run, version, &candidates[0], cancel, &writer_settings).await;
-    }
-    // Records the previous process spilled and could not store before it ended, first.
-    let replayed = super::writer::replay_spilled(&store, &writer_settings, run_id).await?;
-    // Keys and outcomes only: what resuming needs to skip settled units, without the text.
-    let existing = store.list_record_facts(run_id).await?;
-    store.set_run_status(run_id, RunStatus::Running, None).await?;
-    let started = if existing.is_empty() {
-        format!(
-            "started: {} candidate(s), eval set version {} ({} cases), load {}",
-            candidates.len(),
-            &version.content_hash[..version.content_hash.len().min(12)],
-            version.file.cases.len(),
-            run.config
-                .loads()
-                .iter()
-                .map(Load::label)
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    } else {
-        format!("resumed: {} stored records kept", existing.len())
-    };
-    store.append_run_event(run_id, "info", &started).await?;
-    if let Some(message) = replayed.message() {
-        store.append_run_event(run_id, "warn", &message).await?;
-    }
-    // One call per declared tokenize endpoint, before any load, so a wrong one shows now.
-    server_tokenizer::preflight(&store, run_id, &candidates).await?;
-    if run.config.judge.is_none() && !version.file.judge_names(case_count).is_empty() {
-        store
-            .append_run_event(
-                run_id,
-                "info",
-                "llm-judge graders are not run: judging is off for this run (turn it on on the run form)",
-            )
-            .await?;
-    }
-
-    let clock = HarnessClock::start();
-    let since_us = wall_clock_us();
-    let file = Arc::new(version.file);
-    let writer = RecordWriter::spawn_with(store.clone(), run_id, writer_settings);
-    // The load stops the same way when the run is cancelled and when the writer pauses it.
-    let user_cancel = cancel;
-    let cancel = user_cancel.or_when(writer.paused());
-    let earlier_stops = store.list_candidate_stops(run_id).await?;
-    let mut stops: Vec<(String, CandidateStop, String)> = Vec::new();
-    let mut result = Ok(());
-    for candidate in &candidates {
-        if cancel.is_cancelled() {
-            break;
-        }
-        let name = &candidate.spec.name;
-        if let Some(stop) = earlier_stops.iter().find(|s| s.candidate_id == candidate.id) {
-            // Resumed: a stopped candidate stays stopped (its outcome is already stored).
-            let msg = format!("{name}: {} (before the restart); not sent again", stop.outcome());
-            store.append_run_event(run_id, "warn", &msg).await?;
-            stops.push((name.clone(), stop.clone(), stop.outcome()));
-            continue;
-        }
-        let done = FinishedUnits::from_facts(&existing, candidate.id, run.config.retries);
-        let outcome = match CandidateRun::new(&run, candidate, file.clone(), writer.sender(), cancel.clone()) {
-            Ok(ctx) => run_candidate(ctx, &store, done).await,
-            Err(e) => Ok(Outcome::Stopped {
-                stage: StopStage::Setup,
-                reason: e.to_string(),
-                message: e.to_string(),
-            }),
-        };
-        match outcome {
-            Ok(Outcome::Measured) => {}
-            Ok(Outcome::Stopped { stage, reason, message }) => {
-                let stop = CandidateStop {
-                    run_id,
-                    candidate_id: candidate.id,
-                    stage,
-                    reason,
-                    at: Timestamp::now(),
-                };
-                if let Err(e) = record_stop(&store, name, &stop, candidates.len() > 1).await {
-                    result = Err(e);
-                    break;
-                }
-                stops.push((name.clone(), stop, message));
-            }
-            Err(e) => {
-                result = Err(e);
-                break;
-            }
-        }
-    }
-    // The pause cut the load short (not a run that had sent everything when it came).
-    let load_paused = cancel.is_cancelled() && !user_cancel.is_cancelled();
-    // Whatever happened, everything measured so far is stored before the status changes.
-    let stored = writer.finish().await;
-    result?;
-    let writer_end = stored?;
-    if let Some(message) = writer_end.pause_message(load_paused) {
-        super::writer::append_event_patiently(&store, run_id, "warn", &message).await?;
-        store.set_run_status(run_id, RunStatus::Paused, Some(&message)).await?;
-        return Ok(RunStatus::Paused);
-    }
-    let cancel = user_cancel;
-    // The harness clock covers the load only, not the counting below.
-    let clock = clock.stop().await;
-    // Every candidate's load has ended (two may share a server): now, and on resume, the
-    // declared tokenize endpoints count what streams left uncounted.
-    if !cancel.is_cancelled() {
-        server_tokenizer::count_run(&store, run_id, &candidates, &cancel).await?;
-    }
-    // This execution's records, a page at a time: memory stays bounded whatever the run's size.
-    let mut tally = clock.tally();
-    let mut after = 0;
-    loop {
-        let page = store.list_request_records_page(run_id, after, RECORDS_PER_PAGE).await?;
-        let Some(&(last, _)) = page.last() else { break };
-        after = last;
-        page.iter()
-            .filter(|(_, r)| r.sent_at_us >= since_us)
-            .for_each(|(_, r)| tally.add(r));
-    }
-    let measured = tally.measured();
-    let report = clock.report_tally(&run.config, tally);
-    if measured > 0 {
-        record_harness(&store, run_id, &report).await?;
-    }
-    if !cancel.is_cancelled() && stops.len() == candidates.len() {
-        let message = match stops.as_slice() {
-            [(_, _, message)] => message.clone(),
-            _ => format!(
-                "every candidate was stopped: {}",
-                stops
-                    .iter()
-                    .map(|(name, stop, _)| format!("{name}: {}", stop.outcome()))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ),
-        };
-        store.set_run_status(run_id, RunStatus::Failed, Some(&message)).await?;
-        return Ok(RunStatus::Failed);
-    }
     if let Some(judges) = &judges
         && !cancel.is_cancelled()
     {
-        llm_judge::judge_run(&store, &run, file.clone(), judges, &cancel).await?;
+        llm_judge::judge_run(store, &run, Arc::new(version.file), judges, &cancel).await?;
     }
     if cancel.is_cancelled() {
         store.set_run_status(run_id, RunStatus::Cancelled, None).await?;
@@ -261,7 +389,7 @@ pub async fn execute_with(
             candidates.len(),
             stops
                 .iter()
-                .map(|(name, _, _)| name.as_str())
+                .map(|stop| name_of(stop.candidate_id))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),

@@ -37,6 +37,9 @@ impl Server {
                 "--database-url",
                 database_url,
             ])
+            // A restarted server is another worker (another port, another name): its units
+            // are taken over once the killed one's 2 s leases run out (a test may set more).
+            .env("BAKEOFF_LEASE_SECS", "2")
             .envs(env.iter().copied())
             .env("BAKEOFF_LOG", "info")
             .env("NO_COLOR", "1")

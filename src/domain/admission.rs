@@ -1,5 +1,6 @@
 //! Which waiting runs may start now, under a global cap on executing runs and a cap on runs
-//! per candidate. Pure: the `Runner` keeps the lists and acts on the plan.
+//! per candidate. Pure: `domain::workers` feeds it what the database says is executing and
+//! waiting (across every worker), and the claiming worker acts on the plan.
 //!
 //! Order is first come, first served (by run id, so a restart keeps each run's place):
 //! - a run waits while any of its candidates is measured by `per_candidate` executing runs;
@@ -65,6 +66,9 @@ pub enum Blocker {
     BehindPreparing { run_id: i64 },
     /// This run is still being read from the store.
     Preparing,
+    /// Its next candidate must be measured by a worker carrying these labels, and none that
+    /// could take it has.
+    NeedsWorker { candidate: String, labels: String },
 }
 
 impl Blocker {
@@ -84,6 +88,9 @@ impl Blocker {
                 format!("waiting: run #{run_id} is ahead in the queue")
             }
             Blocker::Preparing => "waiting: being prepared".to_string(),
+            Blocker::NeedsWorker { candidate, labels } => {
+                format!("waiting: {candidate} needs a worker labelled {labels}")
+            }
         }
     }
 

@@ -1,0 +1,42 @@
+-- Measurement workers coordinated through the database: every process that measures (serve's
+-- embedded worker, `bakeoff worker`) keeps a row here by heartbeat, and takes the units of
+-- admitted runs (one candidate's measured phase, then the run's closing step) under leases
+-- that expire when it stops renewing them. Append-only file: never edit once released.
+CREATE TABLE workers (
+    name         TEXT    PRIMARY KEY,
+    labels       TEXT    NOT NULL,
+    version      TEXT    NOT NULL,
+    host         TEXT    NOT NULL,
+    pid          BIGINT  NOT NULL,
+    capacity     BIGINT  NOT NULL,
+    embedded     BIGINT  NOT NULL,
+    started_at   BIGINT  NOT NULL,
+    heartbeat_at BIGINT  NOT NULL,
+    units_held   BIGINT  NOT NULL,
+    cpu_share    DOUBLE PRECISION,
+    load_avg     DOUBLE PRECISION
+);
+
+-- The units of an admitted run, in order (seq): one per candidate, in the run's candidate
+-- order, then the closing step (candidate_id NULL). A run holds its admission slot while it
+-- has rows here; they are removed when it pauses, fails or is cancelled (its stored records
+-- stay, and resuming admits it again).
+CREATE TABLE run_units (
+    run_id       BIGINT  NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    seq          BIGINT  NOT NULL,
+    candidate_id BIGINT,
+    status       TEXT    NOT NULL CHECK (status IN ('queued', 'leased', 'done')),
+    worker       TEXT,
+    lease_until  BIGINT,
+    claims       BIGINT  NOT NULL DEFAULT 0,
+    started_at   BIGINT,
+    finished_at  BIGINT,
+    harness      TEXT,
+    PRIMARY KEY (run_id, seq)
+);
+
+-- Labels a worker must carry to measure a candidate (e.g. its network or host).
+CREATE TABLE candidate_worker_labels (
+    candidate_id BIGINT  PRIMARY KEY REFERENCES candidates(id) ON DELETE CASCADE,
+    labels       TEXT    NOT NULL
+);
