@@ -12,6 +12,7 @@ CREATE TABLE workers (
     embedded     BIGINT  NOT NULL,
     started_at   BIGINT  NOT NULL,
     heartbeat_at BIGINT  NOT NULL,
+    lease_ms     BIGINT  NOT NULL,
     units_held   BIGINT  NOT NULL,
     cpu_share    DOUBLE PRECISION,
     load_avg     DOUBLE PRECISION

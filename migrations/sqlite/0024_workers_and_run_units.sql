@@ -12,6 +12,7 @@ CREATE TABLE workers (
     embedded     INTEGER NOT NULL,
     started_at   INTEGER NOT NULL,
     heartbeat_at INTEGER NOT NULL,
+    lease_ms     INTEGER NOT NULL,
     units_held   INTEGER NOT NULL,
     cpu_share    REAL,
     load_avg     REAL

@@ -132,6 +132,8 @@ pub struct WorkerStatus {
     pub embedded: bool,
     pub started_at: Timestamp,
     pub heartbeat_at: Timestamp,
+    /// How long its leases last: silent for longer, it has lost them.
+    pub lease_ms: i64,
     pub units_held: u32,
     /// Its process's CPU time over wall time since the previous heartbeat (1.0 = one core).
     pub cpu_share: Option<f64>,
@@ -140,10 +142,10 @@ pub struct WorkerStatus {
 }
 
 impl WorkerStatus {
-    /// Whether it beat within `lease_ms` of `now`: a worker silent for longer has lost its
-    /// leases.
-    pub fn is_live(&self, now: Timestamp, lease_ms: i64) -> bool {
-        now.0 - self.heartbeat_at.0 <= lease_ms
+    /// Whether it beat within its lease of `now` (the database's clock): a worker silent for
+    /// longer has lost its leases.
+    pub fn is_live(&self, now: Timestamp) -> bool {
+        now.0 - self.heartbeat_at.0 <= self.lease_ms
     }
 }
 

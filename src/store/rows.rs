@@ -1152,6 +1152,7 @@ pub(crate) struct WorkerRow {
     pub units_held: i64,
     pub cpu_share: Option<f64>,
     pub load_avg: Option<f64>,
+    pub lease_ms: i64,
 }
 
 impl WorkerRow {
@@ -1171,6 +1172,7 @@ impl WorkerRow {
             embedded: self.embedded != 0,
             started_at: Timestamp(self.started_at),
             heartbeat_at: Timestamp(self.heartbeat_at),
+            lease_ms: self.lease_ms,
             units_held: self.units_held.clamp(0, i64::from(u32::MAX)) as u32,
             cpu_share: self.cpu_share,
             load_avg: self.load_avg,

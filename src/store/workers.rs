@@ -28,12 +28,13 @@ macro_rules! worker_queries {
                 let now: i64 = sqlx::query_scalar(Self::NOW_MS).fetch_one(self.pool()).await?;
                 sqlx::query(
                     "INSERT INTO workers (name, labels, version, host, pid, capacity, embedded, started_at, \
-                     heartbeat_at, units_held, cpu_share, load_avg) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9, $10, $11) \
+                     heartbeat_at, units_held, cpu_share, load_avg, lease_ms) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9, $10, $11, $12) \
                      ON CONFLICT (name) DO UPDATE SET labels = excluded.labels, version = excluded.version, \
                      host = excluded.host, pid = excluded.pid, capacity = excluded.capacity, \
                      embedded = excluded.embedded, heartbeat_at = excluded.heartbeat_at, \
                      units_held = excluded.units_held, cpu_share = excluded.cpu_share, load_avg = excluded.load_avg, \
+                     lease_ms = excluded.lease_ms, \
                      started_at = CASE WHEN workers.pid = excluded.pid THEN workers.started_at ELSE excluded.started_at END",
                 )
                 .bind(&worker.name)
@@ -47,6 +48,7 @@ macro_rules! worker_queries {
                 .bind(i64::from(worker.units_held))
                 .bind(worker.cpu_share)
                 .bind(worker.load_avg)
+                .bind(lease_ms)
                 .execute(self.pool())
                 .await?;
                 let held: Vec<(i64, i64)> = sqlx::query_as(
@@ -65,7 +67,7 @@ macro_rules! worker_queries {
             Box::pin(async move {
                 let rows: Vec<rows::WorkerRow> = sqlx::query_as(
                     "SELECT name, labels, version, host, pid, capacity, embedded, started_at, heartbeat_at, \
-                     units_held, cpu_share, load_avg FROM workers ORDER BY name",
+                     units_held, cpu_share, load_avg, lease_ms FROM workers ORDER BY name",
                 )
                 .fetch_all(self.pool())
                 .await?;

@@ -567,6 +567,7 @@ async fn beat(shared: &Shared, cpu_share: Option<f64>) {
         embedded: id.embedded,
         started_at: crate::domain::Timestamp::now(),
         heartbeat_at: crate::domain::Timestamp::now(),
+        lease_ms: id.lease.as_millis() as i64,
         units_held: held as u32,
         cpu_share,
         load_avg: std::fs::read_to_string("/proc/loadavg")
