@@ -41,3 +41,8 @@ CREATE TABLE candidate_worker_labels (
     candidate_id INTEGER PRIMARY KEY REFERENCES candidates(id) ON DELETE CASCADE,
     labels       TEXT    NOT NULL
 ) STRICT;
+
+-- When a run was handed to the workers (started from a page, the API, the terminal, or resumed
+-- on a start): only such runs are in the queue, so a run stored but never started (an import, a
+-- seeded fixture) holds up nobody.
+ALTER TABLE runs ADD COLUMN requested_at INTEGER;

@@ -663,6 +663,9 @@ pub trait Store: Send + Sync + 'static {
     /// (`domain::workers::decide`), and leases it for `lease_ms` (writing a newly admitted
     /// run's units). Returns the decision, with the queue as it stood.
     fn claim_unit<'a>(&'a self, me: &'a Claimant, caps: Caps, lease_ms: i64) -> StoreFuture<'a, WorkerDecision>;
+    /// Hands a stored run to the workers: from now on it is in the queue (a run never started is
+    /// not, so it holds up nobody). Idempotent.
+    fn request_run(&self, run_id: i64) -> StoreFuture<'_, ()>;
     /// Marks a unit done with its harness report; false when `worker` no longer holds it.
     fn finish_unit<'a>(
         &'a self,

@@ -98,7 +98,8 @@ macro_rules! worker_queries {
                 let candidates: Vec<(i64, i64, String)> = sqlx::query_as(
                     "SELECT rc.run_id, rc.candidate_id, c.name FROM run_candidates rc \
                      JOIN candidates c ON c.id = rc.candidate_id JOIN runs r ON r.id = rc.run_id \
-                     WHERE r.status IN ('queued', 'running') ORDER BY rc.run_id, rc.position",
+                     WHERE r.status IN ('queued', 'running') AND r.requested_at IS NOT NULL \
+                     ORDER BY rc.run_id, rc.position",
                 )
                 .fetch_all(&mut *tx)
                 .await?;
@@ -168,6 +169,19 @@ macro_rules! worker_queries {
                 }
                 tx.commit().await?;
                 Ok(decision)
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn request_run(&self, run_id: i64) -> StoreFuture<'_, ()> {
+            Box::pin(async move {
+                let now: i64 = sqlx::query_scalar(Self::NOW_MS).fetch_one(self.pool()).await?;
+                sqlx::query("UPDATE runs SET requested_at = COALESCE(requested_at, $2) WHERE id = $1")
+                    .bind(run_id)
+                    .bind(now)
+                    .execute(self.pool())
+                    .await?;
+                Ok(())
             })
         }
 

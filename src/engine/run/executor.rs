@@ -78,7 +78,7 @@ pub async fn execute_with(
             abandoned: None,
         };
         match execute_unit(&store, run_id, *candidate_id, &unit, cancel.clone(), &writer_settings).await? {
-            UnitEnd::Done { harness } => reports.extend(harness),
+            UnitEnd::Done { harness } => reports.extend(harness.map(|h| *h)),
             UnitEnd::RunEnded(status) => return Ok(status),
             UnitEnd::Abandoned => unreachable!("a unit without a lease is never abandoned"),
         }
@@ -102,7 +102,7 @@ pub struct UnitContext {
 pub enum UnitEnd {
     /// Measured (or stopped, its stop stored): the run goes on with its next unit. The
     /// harness report of this unit's load, when it measured any request.
-    Done { harness: Option<HarnessReport> },
+    Done { harness: Option<Box<HarnessReport>> },
     /// The run ended or paused here with this status (cancelled, paused, failed, or a soak run
     /// to its end): its slot is given up.
     RunEnded(RunStatus),
@@ -270,7 +270,7 @@ pub async fn execute_unit(
     if let Some(w) = &unit.worker {
         report.host = format!("{} (worker {w})", report.host);
     }
-    let harness = (measured > 0).then_some(report);
+    let harness = (measured > 0).then(|| Box::new(report));
     if let Outcome::Stopped { stage, reason, message } = outcome {
         let stop = CandidateStop {
             run_id,

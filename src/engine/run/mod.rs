@@ -86,6 +86,9 @@ impl WorkerIdentity {
 /// How long a lease lasts unless renewed.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
 
+/// Longest one claim (or one look at ended runs) may take before the loop moves on.
+const STEP_BOUND: Duration = Duration::from_secs(5);
+
 /// How often the worker looks for work when nothing wakes it (another process's run may have
 /// ended, a lease run out).
 const POLL: Duration = Duration::from_millis(500);
@@ -269,6 +272,9 @@ impl Runner {
         let shared = self.shared.clone();
         runtime::handle().spawn(async move {
             let store = &shared.store;
+            if let Err(e) = store.request_run(run_id).await {
+                tracing::warn!(run_id, error = %e, "could not hand the run to the workers");
+            }
             // A paused run, or one left running by a crash that holds no slot, waits like any
             // other: queued until it is admitted again.
             if let Ok(Some(run)) = store.get_run(run_id).await {
@@ -506,11 +512,17 @@ async fn worker_loop(weak: Weak<Shared>, wake: Arc<Notify>) {
                 _ => None,
             };
             cpu_then = cpu_now;
-            beat(&shared, cpu_share).await;
+            // Bounded: a database that stops answering must not hold the loop (units go on).
+            if tokio::time::timeout(shared.identity.lease / 2, beat(&shared, cpu_share))
+                .await
+                .is_err()
+            {
+                tracing::warn!(worker = %shared.identity.name, "heartbeat timed out");
+            }
             last_beat = Some(Instant::now());
         }
-        while claim(&shared).await {}
-        notice_ended_runs(&shared).await;
+        while let Ok(true) = tokio::time::timeout(STEP_BOUND, claim(&shared)).await {}
+        let _ = tokio::time::timeout(STEP_BOUND, notice_ended_runs(&shared)).await;
         drop(shared);
         tokio::select! {
             _ = notified => {}
@@ -720,7 +732,8 @@ async fn start_unit(shared: &Arc<Shared>, claim: Claim) {
         let store = &shared.store;
         let name = &shared.identity.name;
         match ended {
-            Ok(UnitEnd::Done { harness }) => match store.finish_unit(run_id, claim.seq, name, harness.as_ref()).await {
+            Ok(UnitEnd::Done { harness }) => match store.finish_unit(run_id, claim.seq, name, harness.as_deref()).await
+            {
                 Ok(true) => {}
                 Ok(false) => tracing::warn!(run_id, seq = claim.seq, "the unit's lease was lost before it ended"),
                 Err(e) => tracing::error!(run_id, error = %e, "could not mark the unit done"),

@@ -1,0 +1,388 @@
+//! Workers past one machine: real `bakeoff worker` processes sharing a PostgreSQL database take
+//! the units of queued runs under leases. Three workers finish runs with exactly one record per
+//! case; a worker killed with SIGKILL mid-unit loses the unit to another once its lease runs
+//! out, and nothing is lost or stored twice; a candidate that needs a label is measured only by a
+//! worker carrying it; the per-candidate cap holds across workers.
+use std::collections::BTreeSet;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use bakeoff::domain::candidate::CandidateSpec;
+use bakeoff::domain::evalset::EvalSetFile;
+use bakeoff::domain::run::{NewRun, RunConfig, RunStatus};
+use bakeoff::domain::workers::UnitStatus;
+use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
+use bakeoff::store::DynStore;
+
+use crate::support::db::postgres_url;
+
+/// Longest a test waits for anything.
+const DEADLINE: Duration = Duration::from_secs(90);
+
+/// A `bakeoff worker` process, killed when dropped.
+struct Worker {
+    child: Child,
+}
+
+impl Worker {
+    fn start(database_url: &str, name: &str, extra: &[&str]) -> Worker {
+        let mut args = vec![
+            "worker",
+            "--database-url",
+            database_url,
+            "--name",
+            name,
+            "--lease-secs",
+            "2",
+        ];
+        args.extend_from_slice(extra);
+        let child = Command::new(env!("CARGO_BIN_EXE_bakeoff"))
+            .args(&args)
+            .env("BAKEOFF_LOG", "warn")
+            .env("NO_COLOR", "1")
+            .env("BAKEOFF_SECRET_KEY", hex::encode(crate::support::db::TEST_SERVER_KEY))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting bakeoff worker");
+        Worker { child }
+    }
+
+    /// SIGKILL: no chance to give anything back.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn evalset(cases: usize) -> EvalSetFile {
+    let mut text = String::from(
+        r#"{"bakeoff_evalset":1,"name":"workers","task":"classification","prompt":"Label: {{text}}","graders":[{"kind":"exact"}],"max_tokens":8}"#,
+    );
+    text.push('\n');
+    for i in 0..cases {
+        let label = if i % 2 == 0 { "positive" } else { "negative" };
+        text.push_str(&format!(
+            "{{\"id\":\"case-{i:02}\",\"vars\":{{\"text\":\"item {i}\"}},\"expected\":\"{label}\"}}\n"
+        ));
+    }
+    EvalSetFile::parse("workers.jsonl", &text).expect("the eval set parses")
+}
+
+/// A mock whose every request takes ≈ `request_ms`, one profile per name.
+async fn mock(names: &[&str], file: &EvalSetFile, request_ms: f64) -> MockServer {
+    let profiles = names
+        .iter()
+        .map(|name| ModelProfile {
+            ttft_ms: request_ms / 2.0,
+            inter_token_ms: Some(request_ms / 16.0),
+            tokens_per_chunk: 1,
+            jitter: 0.0,
+            ..ModelProfile::named(*name)
+        })
+        .collect();
+    crate::support::runs::start_mock(MockConfig {
+        profiles,
+        answer_keys: vec![file.clone()],
+        seed: 5,
+    })
+    .await
+}
+
+struct Seeded {
+    version: i64,
+    candidates: Vec<i64>,
+}
+
+async fn seed(store: &DynStore, file: &EvalSetFile, mock: &MockServer, names: &[&str]) -> Seeded {
+    let version = store.save_evalset_version(file).await.expect("saving the eval set");
+    let mut candidates = Vec::new();
+    for name in names {
+        let spec = CandidateSpec::openai_chat(*name, mock.base_url(), *name);
+        candidates.push(store.create_candidate(&spec).await.expect("saving a candidate"));
+    }
+    Seeded { version, candidates }
+}
+
+async fn create_run(store: &DynStore, version: i64, candidates: &[i64], concurrency: u32) -> i64 {
+    let run = store
+        .create_run(&NewRun {
+            name: "workers".into(),
+            evalset_version_id: version,
+            candidate_ids: candidates.to_vec(),
+            config: RunConfig {
+                concurrency,
+                repetitions: 1,
+                warmup_requests: 0,
+                temperature: Some(0.0),
+                timeout_secs: 20,
+                retries: 0,
+                staged_rollout: false,
+                ..RunConfig::default()
+            },
+        })
+        .await
+        .expect("creating a run");
+    // Handed to the workers, as a page, the API or `run start` does.
+    store.request_run(run).await.expect("queueing the run");
+    run
+}
+
+/// Polls (bounded) until `check` holds.
+async fn until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = tokio::time::Instant::now();
+    while !check().await {
+        assert!(started.elapsed() < DEADLINE, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn status(store: &DynStore, run: i64) -> RunStatus {
+    store.get_run(run).await.unwrap().expect("the run exists").status
+}
+
+async fn events(store: &DynStore, run: i64) -> Vec<String> {
+    store
+        .list_run_events(run)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.message)
+        .collect()
+}
+
+/// Every measured record of the run is one (candidate, case, repetition, attempt), and there
+/// is one per case and candidate.
+async fn exactly_one_record_per_case(store: &DynStore, run: i64, candidates: &[i64], cases: usize) {
+    let records = store.list_request_records(run).await.unwrap();
+    let measured: Vec<_> = records.iter().filter(|r| !r.is_warmup).collect();
+    let keys: BTreeSet<_> = measured
+        .iter()
+        .map(|r| (r.candidate_id, r.case_id.clone(), r.repetition, r.attempt))
+        .collect();
+    assert_eq!(keys.len(), measured.len(), "run {run}: no record stored twice");
+    for &candidate in candidates {
+        let cases_seen: BTreeSet<_> = measured
+            .iter()
+            .filter(|r| r.candidate_id == candidate)
+            .map(|r| r.case_id.clone())
+            .collect();
+        let of_candidate = measured.iter().filter(|r| r.candidate_id == candidate).count();
+        assert_eq!(
+            (cases_seen.len(), of_candidate),
+            (cases, cases),
+            "run {run}, candidate {candidate}: every case exactly once"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_postgres),
+    ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…"
+)]
+async fn three_workers_finish_three_runs_with_exactly_one_record_per_case() {
+    const CASES: usize = 12;
+    let (url, _guard) = postgres_url().await;
+    let store = crate::support::db::open(&url).await;
+    let names = ["slow-a", "slow-b", "slow-c"];
+    let file = evalset(CASES);
+    // ≈ 0.25 s a request, 2 at once: each unit lasts ≈ 1.5 s, long enough for all three workers
+    // to be busy at once.
+    let mock = mock(&names, &file, 250.0).await;
+    let s = seed(&store, &file, &mock, &names).await;
+    let runs = [
+        create_run(&store, s.version, &s.candidates[0..1], 2).await,
+        create_run(&store, s.version, &s.candidates[1..2], 2).await,
+        create_run(&store, s.version, &s.candidates[2..3], 2).await,
+    ];
+    // One unit at a time each: three runs need three workers to go at once.
+    let _workers: Vec<Worker> = ["w1", "w2", "w3"]
+        .iter()
+        .map(|name| Worker::start(&url, name, &["--capacity", "1"]))
+        .collect();
+    for &run in &runs {
+        until("the run finishes", || async { status(&store, run).await.is_terminal() }).await;
+        assert_eq!(
+            status(&store, run).await,
+            RunStatus::Finished,
+            "{:?}",
+            events(&store, run).await
+        );
+    }
+    let mut measured_by = BTreeSet::new();
+    for (i, &run) in runs.iter().enumerate() {
+        exactly_one_record_per_case(&store, run, &s.candidates[i..i + 1], CASES).await;
+        let units = store.list_run_units(run).await.unwrap();
+        assert_eq!(units.len(), 2, "one candidate unit and the closing step: {units:?}");
+        assert!(
+            units.iter().all(|u| u.status == UnitStatus::Done && u.claims == 1),
+            "{units:?}"
+        );
+        let candidate_unit = &units[0];
+        assert!(
+            candidate_unit.harness.is_some(),
+            "each unit keeps its worker's harness report"
+        );
+        measured_by.insert(candidate_unit.worker.clone().unwrap());
+    }
+    assert_eq!(measured_by.len(), 3, "each worker measured one run: {measured_by:?}");
+    let workers = store.list_workers().await.unwrap();
+    let now = store.database_now().await.unwrap();
+    assert_eq!(
+        workers
+            .iter()
+            .filter(|w| w.is_live(now))
+            .map(|w| w.name.as_str())
+            .collect::<Vec<_>>(),
+        ["w1", "w2", "w3"]
+    );
+    mock.shutdown().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_postgres),
+    ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…"
+)]
+async fn a_worker_killed_mid_unit_loses_it_to_another_and_nothing_is_lost_or_stored_twice() {
+    const CASES: usize = 30;
+    let (url, _guard) = postgres_url().await;
+    let store = crate::support::db::open(&url).await;
+    let file = evalset(CASES);
+    let mock = mock(&["slow-a"], &file, 200.0).await;
+    let s = seed(&store, &file, &mock, &["slow-a"]).await;
+    let run = create_run(&store, s.version, &s.candidates, 2).await;
+    let mut first = Worker::start(&url, "doomed", &[]);
+    until("some records are stored", || async {
+        store.list_request_records(run).await.unwrap().len() >= 6
+    })
+    .await;
+    first.kill();
+    let stored_at_kill = store.list_request_records(run).await.unwrap().len();
+    assert!(
+        stored_at_kill < CASES,
+        "the kill came mid-unit ({stored_at_kill} of {CASES})"
+    );
+    let _second = Worker::start(&url, "rescuer", &[]);
+    until("the run finishes", || async { status(&store, run).await.is_terminal() }).await;
+    assert_eq!(
+        status(&store, run).await,
+        RunStatus::Finished,
+        "{:?}",
+        events(&store, run).await
+    );
+    exactly_one_record_per_case(&store, run, &s.candidates, CASES).await;
+    let units = store.list_run_units(run).await.unwrap();
+    assert_eq!(units[0].worker.as_deref(), Some("rescuer"), "{units:?}");
+    assert_eq!(
+        units[0].claims, 2,
+        "taken twice: by the killed worker, then over: {units:?}"
+    );
+    let log = events(&store, run).await;
+    assert!(
+        log.iter()
+            .any(|m| m.contains("worker rescuer took over unit 1 from worker doomed")),
+        "{log:?}"
+    );
+    mock.shutdown().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_postgres),
+    ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…"
+)]
+async fn a_candidate_needing_a_label_is_measured_only_by_a_worker_carrying_it() {
+    const CASES: usize = 4;
+    let (url, _guard) = postgres_url().await;
+    let store = crate::support::db::open(&url).await;
+    let names = ["anywhere", "eu-only"];
+    let file = evalset(CASES);
+    let mock = mock(&names, &file, 40.0).await;
+    let s = seed(&store, &file, &mock, &names).await;
+    store
+        .set_candidate_worker_labels(s.candidates[1], &["eu".to_string()])
+        .await
+        .unwrap();
+    let run = create_run(&store, s.version, &s.candidates, 2).await;
+    let _plain = Worker::start(&url, "plain", &["--labels", "us,gpu-a"]);
+    // The first unit (anywhere) goes; the second waits for a worker labelled eu.
+    until("the unlabelled candidate is measured", || async {
+        store
+            .list_run_units(run)
+            .await
+            .unwrap()
+            .first()
+            .is_some_and(|u| u.status == UnitStatus::Done)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let units = store.list_run_units(run).await.unwrap();
+    assert_eq!(
+        units[1].status,
+        UnitStatus::Queued,
+        "nobody labelled eu took it: {units:?}"
+    );
+    assert_eq!(status(&store, run).await, RunStatus::Running);
+    let _eu = Worker::start(&url, "eu-1", &["--labels", "eu"]);
+    until("the run finishes", || async { status(&store, run).await.is_terminal() }).await;
+    assert_eq!(
+        status(&store, run).await,
+        RunStatus::Finished,
+        "{:?}",
+        events(&store, run).await
+    );
+    let units = store.list_run_units(run).await.unwrap();
+    assert_eq!(units[0].worker.as_deref(), Some("plain"));
+    assert_eq!(units[1].worker.as_deref(), Some("eu-1"), "{units:?}");
+    exactly_one_record_per_case(&store, run, &s.candidates, CASES).await;
+    mock.shutdown().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_postgres),
+    ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…"
+)]
+async fn the_per_candidate_cap_holds_across_workers() {
+    const CASES: usize = 6;
+    let (url, _guard) = postgres_url().await;
+    let store = crate::support::db::open(&url).await;
+    let file = evalset(CASES);
+    let mock = mock(&["shared"], &file, 150.0).await;
+    let s = seed(&store, &file, &mock, &["shared"]).await;
+    let first = create_run(&store, s.version, &s.candidates, 2).await;
+    let second = create_run(&store, s.version, &s.candidates, 2).await;
+    let _workers = [Worker::start(&url, "a", &[]), Worker::start(&url, "b", &[])];
+    for run in [first, second] {
+        until("the run finishes", || async { status(&store, run).await.is_terminal() }).await;
+        assert_eq!(status(&store, run).await, RunStatus::Finished);
+    }
+    let span = |records: Vec<bakeoff::domain::run::RequestRecord>| {
+        let start = records.iter().map(|r| r.sent_at_us).min().unwrap();
+        let end = records
+            .iter()
+            .map(|r| r.sent_at_us + r.end_us.unwrap_or(0))
+            .max()
+            .unwrap();
+        (start, end)
+    };
+    let (_, first_end) = span(store.list_request_records(first).await.unwrap());
+    let (second_start, _) = span(store.list_request_records(second).await.unwrap());
+    assert!(
+        first_end <= second_start,
+        "one run per candidate across both workers: the second began at {second_start} µs, before the first ended at {first_end} µs"
+    );
+    mock.shutdown().await.ok();
+}
