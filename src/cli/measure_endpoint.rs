@@ -217,6 +217,7 @@ pub fn run_config(args: &MeasureFlags) -> anyhow::Result<RunConfig> {
         judge: None,
         soak: false,
         error_budget: Default::default(),
+        clients: None,
     })
 }
 

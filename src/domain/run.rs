@@ -61,6 +61,12 @@ pub struct RunConfig {
     /// When a candidate that keeps failing is stopped while the others go on.
     #[serde(default)]
     pub error_budget: ErrorBudget,
+    /// Clients (workers) each candidate's load is split over, at once: None or 1 measures it
+    /// from one client. Above 1, every worker takes a share of the cases and of the concurrency
+    /// (or rate), they start together at a barrier through the database, and the level's
+    /// figures pool every share (see docs/workers.md). One load level only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clients: Option<u32>,
 }
 
 /// A candidate's error budget: it is stopped (with the reason, the other candidates go on)
@@ -304,7 +310,18 @@ impl Default for RunConfig {
             judge: None,
             soak: false,
             error_budget: ErrorBudget::default(),
+            clients: None,
         }
+    }
+}
+
+/// Most clients one candidate's load can be split over.
+pub const MAX_CLIENTS: u32 = 16;
+
+impl RunConfig {
+    /// Clients each candidate's load is split over (1: one client).
+    pub fn clients(&self) -> u32 {
+        self.clients.unwrap_or(1).clamp(1, MAX_CLIENTS)
     }
 }
 

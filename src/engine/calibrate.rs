@@ -418,6 +418,7 @@ pub async fn run_level(
         slo: Slo::default(),
         judge: None,
         soak: false,
+        clients: None,
         error_budget: Default::default(),
     };
     let candidate = CandidateSpec::openai_chat(format!("calibrate c={c}"), mock.base_url, spec.model);
