@@ -5,10 +5,9 @@
 //! with its weight in bytes — as ratios to the same page of a 100-request run measured in the
 //! same process, because absolute numbers depend on the machine.
 //!
-//! The scorecard (page and exports) still assembles from every record: reported, not failed
-//! on (`SCORECARD_READS_EVERY_RECORD`). Peak RSS is the process's so far (`VmHWM`).
+//! Peak RSS is the process's so far (`VmHWM`).
 //!
-//! Both runs end as the runner ends a run: their page summaries are stored then
+//! Both runs end as the runner ends a run: their page and scorecard summaries are stored then
 //! (`web::runs::summaries`), so the first render reads them.
 //!
 //! `cargo bench --bench big_run` (release); CI runs `cargo test --bench big_run -- --quick` (debug,
@@ -35,9 +34,6 @@ const REFERENCE_CASES: usize = 50;
 const MAX_BIG_OVER_REFERENCE: f64 = 20.0;
 const MAX_FIRST_OVER_LATER: f64 = 5.0;
 const FLOOR_MS: f64 = 20.0;
-/// Issue 18's open gap: the scorecard (page and exports) assembles from every record, so its
-/// time grows with the run. Reported, not failed on; set to false once it reads summaries.
-const SCORECARD_READS_EVERY_RECORD: bool = true;
 
 /// Peak resident set of this process, MiB (`VmHWM`).
 fn peak_rss_mib() -> Option<f64> {
@@ -114,8 +110,7 @@ async fn time_page(client: &reqwest::Client, url: &str, samples: usize) -> Timed
 }
 
 /// Benches one backend; returns the gross regressions found.
-/// `gap_samples`: later renders timed of a known-gap page (fewer in quick mode: they are slow).
-async fn bench(label: &str, store: DynStore, repetitions: u32, samples: usize, gap_samples: usize) -> Vec<String> {
+async fn bench(label: &str, store: DynStore, repetitions: u32, samples: usize) -> Vec<String> {
     let mut candidates = Vec::new();
     for name in ["alpha", "beta"] {
         let spec = CandidateDraft {
@@ -172,25 +167,25 @@ async fn bench(label: &str, store: DynStore, repetitions: u32, samples: usize, g
     });
     let client = reqwest::Client::new();
     let base = format!("http://{addr}");
-    // (page, whether its weight grows with the run: exports, compared per byte; whether it is a
-    // known gap of issue 18, reported but not failed on until it is closed).
+    // (page, whether its weight grows with the run: exports, compared per byte).
     let pages = [
-        ("/runs/{id}", false, false),
-        ("/runs/{id}/cases", false, false),
-        ("/runs/{id}/cases?failures=on", false, false),
-        ("/runs/{id}/scorecard", false, SCORECARD_READS_EVERY_RECORD),
-        ("/runs/{id}/scorecard/export.json", false, SCORECARD_READS_EVERY_RECORD),
-        ("/runs/{id}/scorecard/export.csv", false, SCORECARD_READS_EVERY_RECORD),
-        ("/runs/{id}/export.json", true, false),
+        ("/runs/{id}", false),
+        ("/runs/{id}/cases", false),
+        ("/runs/{id}/cases?failures=on", false),
+        ("/runs/{id}/scorecard", false),
+        ("/runs/{id}/scorecard/export.json", false),
+        ("/runs/{id}/scorecard/export.csv", false),
+        ("/runs/{id}/scorecard/export.md", false),
+        ("/api/v1/runs/{id}/scorecard", false),
+        ("/runs/{id}/export.json", true),
     ];
     println!(
         "{:<40} {:>9} {:>9} {:>11} {:>8} {:>8} {:>9} {:>9}",
         "page (big run)", "first ms", "p95 ms", "bytes", "ref p95", "big/ref", "first/p95", "peak RSS"
     );
     let mut regressions = Vec::new();
-    for (page, grows, known_gap) in pages {
+    for (page, grows) in pages {
         let url = |id: i64| format!("{base}{}", page.replace("{id}", &id.to_string()));
-        let samples = if known_gap { gap_samples } else { samples };
         let r = time_page(&client, &url(reference), samples).await;
         let b = time_page(&client, &url(big), samples).await;
         let mut big_over_ref = b.p95.max(FLOOR_MS) / r.p95.max(FLOOR_MS);
@@ -209,13 +204,6 @@ async fn bench(label: &str, store: DynStore, repetitions: u32, samples: usize, g
             first_over_later,
             peak_rss_mib().unwrap_or(f64::NAN)
         );
-        if known_gap {
-            println!(
-                "{:<40} known gap: not failed on (the scorecard still reads every record)",
-                ""
-            );
-            continue;
-        }
         if big_over_ref > MAX_BIG_OVER_REFERENCE {
             regressions.push(format!(
                 "{label} {page}: {big_over_ref:.1}× the reference run's time{} (limit {MAX_BIG_OVER_REFERENCE}×)",
@@ -235,14 +223,14 @@ async fn bench(label: &str, store: DynStore, repetitions: u32, samples: usize, g
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     // 1,000 cases × 2 candidates × repetitions.
-    let (repetitions, samples, gap_samples) = if quick { (10, 3, 1) } else { (500, 20, 20) };
+    let (repetitions, samples) = if quick { (10, 3) } else { (500, 20) };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("a tokio runtime");
     let regressions: Vec<String> = runtime
         .block_on(on_each_store("bakeoff_big_run", |label, store| {
-            bench(label, store, repetitions, samples, gap_samples)
+            bench(label, store, repetitions, samples)
         }))
         .into_iter()
         .flatten()

@@ -1,15 +1,20 @@
 //! A run assessed by a threshold-profile version: the one place a scorecard is assembled, for
 //! the scorecard page, its exports, saved scorecards and the background verdicts (`verdicts`).
-//! Everything is recomputed from the run's raw records; the choice only fixes the inputs
-//! (profile version, incumbent, stated pipeline).
+//! The run's raw records are reduced to one summary per candidate (`domain::scorecard::summary`:
+//! measured inputs, never verdicts), stored with the run's other summaries when it ends, so a
+//! scorecard of a big run costs what it shows; the choice only fixes the inputs (profile
+//! version, incumbent, stated pipeline).
 use std::collections::HashMap;
 
 use crate::app::AppError;
 use crate::domain::calibers::{HarnessReport, resumes_of};
 use crate::domain::candidate::Candidate;
 use crate::domain::pipeline::{PipelineDraft, PipelineSpec};
-use crate::domain::run::{CandidateStop, RequestRecord, Run};
-use crate::domain::scorecard::{self, CandidateOperability, RecordedVerdict, Scorecard, ScorecardInput, Verdict};
+use crate::domain::run::{CandidateStop, Run};
+use crate::domain::scorecard::{
+    self, CandidateOperability, CandidateSummary, JudgePricing, RecordedVerdict, Scorecard, SummaryContext,
+    SummaryInput, Verdict,
+};
 use crate::domain::thresholds::ThresholdProfile;
 use crate::domain::validation::FieldErrors;
 use crate::store::{DynStore, EvalSetVersion, StoreError};
@@ -29,7 +34,8 @@ pub struct RunScorecard {
     pub run: Run,
     pub version: Option<EvalSetVersion>,
     pub candidates: Vec<Candidate>,
-    pub records: Vec<RequestRecord>,
+    /// One per candidate, in `candidates` order: what the scorecard reads of the records.
+    pub summaries: Vec<CandidateSummary>,
     pub profile: ThresholdProfile,
     /// The profile's newest version (differs from `profile.version` when assessing an old one).
     pub current_version: u32,
@@ -106,29 +112,22 @@ pub async fn assemble(store: &DynStore, run_id: i64, choice: &ScorecardChoice) -
         Ok(p) => (p, FieldErrors::default()),
         Err(e) => (PipelineSpec::default(), e),
     };
-    let records = store.list_request_records(run.id).await?;
     let events = store.list_run_events(run.id).await?;
     let resumes = resumes_of(events.iter().map(|e| (e.at.0, e.message.as_str())));
+    let summaries = candidate_summaries(store, &run, version.as_ref(), &candidates).await?;
     let operability = operability_evidence(store, &candidates).await?;
-    let weights: HashMap<String, f64> = version
-        .as_ref()
-        .map(|v| v.file.cases.iter().map(|c| (c.id.clone(), c.weight())).collect())
-        .unwrap_or_default();
-    let mut card = scorecard::build(&ScorecardInput {
+    let mut card = scorecard::build_from(&SummaryInput {
         run_concurrency: run.config.concurrency,
         candidates: &candidates,
-        records: &records,
-        weights: &weights,
+        summaries: &summaries,
         rules: &profile.rules,
         incumbent,
         pipeline: &pipeline,
         operability: &operability,
-        judge: version.as_ref().map(|v| scorecard::JudgeInput {
-            file: &v.file,
+        judge: version.as_ref().map(|_| JudgePricing {
             config: run.config.judge.as_ref(),
             all_candidates: &all,
         }),
-        resumes: &resumes,
     });
     let stops = store.list_candidate_stops(run_id).await?;
     mark_stopped(&mut card, &stops);
@@ -139,7 +138,7 @@ pub async fn assemble(store: &DynStore, run_id: i64, choice: &ScorecardChoice) -
         run,
         version,
         candidates,
-        records,
+        summaries,
         profile,
         current_version,
         profiles,
@@ -148,6 +147,66 @@ pub async fn assemble(store: &DynStore, run_id: i64, choice: &ScorecardChoice) -
         incumbent,
         card,
     })
+}
+
+/// Cache kind of a terminal run's scorecard summaries (`domain::scorecard::summary`).
+pub const SUMMARIES_KIND: &str = "scorecard/1";
+
+/// One summary per candidate of `candidates` (the run's, in its order): read from the run's
+/// stored summaries when it is terminal, else reduced from its records (and stored when
+/// terminal). Every record is read only here.
+pub async fn candidate_summaries(
+    store: &DynStore,
+    run: &Run,
+    version: Option<&EvalSetVersion>,
+    candidates: &[Candidate],
+) -> Result<Vec<CandidateSummary>, AppError> {
+    let cacheable = run.status.is_terminal() && run.error.as_deref() != Some(crate::store::IMPORT_INCOMPLETE);
+    let in_order = |all: &[CandidateSummary]| -> Option<Vec<CandidateSummary>> {
+        candidates
+            .iter()
+            .map(|c| all.iter().find(|s| s.candidate_id == c.id).cloned())
+            .collect()
+    };
+    if cacheable && let Some(body) = store.get_run_summary(run.id, SUMMARIES_KIND).await? {
+        match serde_json::from_str::<Vec<CandidateSummary>>(&body) {
+            Ok(all) => {
+                if let Some(found) = in_order(&all) {
+                    return Ok(found);
+                }
+            }
+            Err(e) => tracing::warn!(run_id = run.id, error = %e, "stored scorecard summaries unreadable; recomputing"),
+        }
+    }
+    let records = store.list_request_records(run.id).await?;
+    let events = store.list_run_events(run.id).await?;
+    let resumes = resumes_of(events.iter().map(|e| (e.at.0, e.message.as_str())));
+    let weights: HashMap<String, f64> = version
+        .map(|v| v.file.cases.iter().map(|c| (c.id.clone(), c.weight())).collect())
+        .unwrap_or_default();
+    let cx = SummaryContext {
+        run_concurrency: run.config.concurrency,
+        weights: &weights,
+        resumes: &resumes,
+        file: version.map(|v| &v.file),
+    };
+    // Every candidate of the run, so a later scorecard of any of them reads the stored ones.
+    let mut ids = run.candidate_ids.clone();
+    ids.extend(
+        candidates
+            .iter()
+            .map(|c| c.id)
+            .filter(|id| !run.candidate_ids.contains(id)),
+    );
+    let all: Vec<CandidateSummary> = ids.iter().map(|&id| scorecard::summarise(id, &records, &cx)).collect();
+    drop(records);
+    if cacheable {
+        match serde_json::to_string(&all) {
+            Ok(body) => store.save_run_summary(run.id, SUMMARIES_KIND, &body).await?,
+            Err(e) => tracing::warn!(run_id = run.id, error = %e, "could not store the scorecard summaries"),
+        }
+    }
+    Ok(in_order(&all).unwrap_or_default())
 }
 
 /// A candidate stopped within the run is NO-GO whatever its partial figures say, and its stop

@@ -6,14 +6,14 @@
 //! measured case answer (one per case, repetition and load level) carries the cost of all its
 //! attempts, so retries raise it; repetitions do not (each repetition is another answer).
 //! "Per 1,000 requests" divides by the attempts sent instead, retries counted one by one.
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::candidate::Pricing;
 use super::run::RequestRecord;
 
 /// Token totals of the measured attempts of one candidate (warm-ups excluded, retries included:
 /// a retried request is paid for twice).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenTotals {
     pub attempts: usize,
     pub input_tokens: u64,
@@ -65,7 +65,7 @@ pub struct CostSummary {
 
 /// What was answered: case answers (final attempts), the distinct cases among them, and how
 /// many answers were correct.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Answered {
     pub answers: usize,
     pub cases: usize,

@@ -104,6 +104,7 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/runs/{id}/live", VIEWER),
     ("GET", "/runs/{id}/events", VIEWER),
     ("GET", "/runs/{id}/cases", VIEWER),
+    ("GET", "/runs/{id}/timeline", VIEWER),
     ("POST", "/runs/{id}/cancel", EDITOR),
     ("POST", "/runs/{id}/again", EDITOR),
     ("POST", "/runs/{id}/resume", EDITOR),

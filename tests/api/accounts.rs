@@ -103,6 +103,27 @@ pub(crate) struct Ids {
     pub token: i64,
     /// The eval set of `version` (the API names sets and versions apart).
     pub evalset: i64,
+    /// The query naming an attempt of `run` with a token timeline (`timeline_query`).
+    pub timeline: String,
+}
+
+/// The query of `/runs/{id}/timeline` naming the run's first attempt with a token timeline
+/// (its first attempt when none has one: the route then answers 404).
+pub(crate) async fn timeline_query(app: &TestApp, run: i64) -> String {
+    let records = app.store.list_request_records(run).await.unwrap();
+    let streamed = records
+        .iter()
+        .find(|r| r.chunks.len() >= bakeoff::web::scorecards::charts::TIMELINE_MIN_CHUNKS);
+    let Some(r) = streamed.or(records.first()) else {
+        return String::new();
+    };
+    url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("candidate", &r.candidate_id.to_string())
+        .append_pair("case", &r.case_id)
+        .append_pair("phase", r.phase.as_str())
+        .append_pair("repetition", &r.repetition.to_string())
+        .append_pair("attempt", &r.attempt.to_string())
+        .finish()
 }
 
 /// The eval set a version belongs to.
@@ -158,6 +179,7 @@ async fn seed(app: &TestApp) -> Ids {
         user: target.id,
         token: token.id,
         evalset: evalset_of(app, version).await,
+        timeline: timeline_query(app, run).await,
     }
 }
 
@@ -195,6 +217,8 @@ pub(crate) fn fill(pattern: &str, ids: &Ids) -> String {
         .replace("{*path}", "app.css");
     if (path.contains("/scorecard") && !path.contains("/save")) || path.ends_with("/verdict") {
         format!("{path}?profile={}", ids.profile)
+    } else if path.ends_with("/timeline") {
+        format!("{path}?{}", ids.timeline)
     } else if path.ends_with("/archive/compare") {
         format!("{path}?runs={}", ids.run)
     } else if path.ends_with("/archive/history") {
@@ -314,15 +338,17 @@ each_backend!(single_user_mode_reaches_every_route_without_a_login);
 async fn single_user_mode_reaches_every_route_without_a_login(db: TestStore) {
     let app = spawn_app_on(db).await;
     let version = app.create_evalset().await;
+    let run = app.finished_run("judged", None).await;
     let ids = Ids {
         candidate: app.create_candidate("target", "http://127.0.0.1:1/v1").await,
         version,
-        run: app.finished_run("judged", None).await,
+        run,
         profile: 1,
         scorecard: 1,
         user: 1,
         token: 1,
         evalset: evalset_of(&app, version).await,
+        timeline: timeline_query(&app, run).await,
     };
     for (method, pattern, _) in ROUTES {
         // The users and account pages add a user, which would switch the mode.

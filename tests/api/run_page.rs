@@ -1113,7 +1113,22 @@ async fn a_sweep_run_page_charts_throughput_and_latency_vs_concurrency_with_the_
         "{b}: every attempt on one page"
     );
     assert!(streamed > 0, "{b}: 16-token answers stream in several chunks");
-    assert_eq!(cases.count("section.attempt .token-timeline svg"), streamed, "{b}");
+    // The first attempt of each case draws it; the others link to it, fetched when opened.
+    let links: Vec<String> = cases
+        .select("section.attempt .token-timeline-link a[data-timeline]")
+        .iter()
+        .filter_map(|a| a.value().attr("href").map(str::to_string))
+        .collect();
+    assert_eq!(
+        cases.count("section.attempt .token-timeline svg") + links.len(),
+        streamed,
+        "{b}"
+    );
+    assert!(!links.is_empty(), "{b}: later attempts link to theirs");
+    for href in links.iter().take(3) {
+        let (fragment, _) = app.page(href).await;
+        assert_eq!(fragment.count(".token-timeline svg"), 1, "{b}: {href}");
+    }
     // A level's attempts say their load, and the repetition within it.
     let lines = cases.texts("section.attempt > details > summary");
     assert!(

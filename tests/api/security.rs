@@ -553,6 +553,7 @@ async fn a_planted_key_is_only_ciphertext_at_rest_and_appears_on_no_get_route(db
         user: root.id,
         token: token.id,
         evalset: crate::accounts::evalset_of(&app, version).await,
+        timeline: crate::accounts::timeline_query(&app, run).await,
     };
 
     // Every GET route of the router, pages, fragments, exports, the event stream and the JSON API.

@@ -11,11 +11,11 @@ use serde::{Deserialize, Serialize};
 use crate::app::AppError;
 use crate::app::files::settings::RunSettings;
 use crate::app::runs::{RunRequest, create_run};
-use crate::app::scorecard::{RunScorecard, ScorecardChoice, assemble};
+use crate::app::scorecard::{RunScorecard, ScorecardChoice, assemble, candidate_summaries};
 use crate::domain::candidate::Candidate;
 use crate::domain::paired::{self, PairedOutcome};
-use crate::domain::run::{RequestRecord, RunStatus};
-use crate::domain::scorecard::{CandidateRecords, RuleState, Verdict};
+use crate::domain::run::RunStatus;
+use crate::domain::scorecard::{CandidateSummary, RuleState, Verdict};
 use crate::engine::run::Runner;
 use crate::store::DynStore;
 
@@ -144,14 +144,15 @@ pub struct BaselineCheck {
 /// name), or the baseline's only candidate; the scorecard's paired test on shared cases.
 pub fn compare_with_baseline(
     candidates: &[Candidate],
-    records: &[RequestRecord],
+    summaries: &[CandidateSummary],
     baseline_candidates: &[Candidate],
-    baseline_records: &[RequestRecord],
+    baseline_summaries: &[CandidateSummary],
     baseline_run: i64,
 ) -> Vec<BaselineCheck> {
     candidates
         .iter()
-        .map(|c| {
+        .zip(summaries)
+        .map(|(c, summary)| {
             let counterpart = baseline_candidates
                 .iter()
                 .find(|b| b.id == c.id)
@@ -175,8 +176,12 @@ pub fn compare_with_baseline(
                     ),
                 };
             };
-            let mine: HashMap<String, bool> = CandidateRecords::new(c.id, records).correct_cases();
-            let theirs: HashMap<String, bool> = CandidateRecords::new(b.id, baseline_records).correct_cases();
+            let cases = |s: Option<&CandidateSummary>| -> HashMap<String, bool> {
+                s.map(|s| s.correct_cases.iter().map(|(k, v)| (k.clone(), *v)).collect())
+                    .unwrap_or_default()
+            };
+            let mine = cases(Some(summary));
+            let theirs = cases(baseline_summaries.iter().find(|s| s.candidate_id == b.id));
             let outcome: PairedOutcome = paired::compare(&mine, &theirs);
             let regression = outcome.significant() && outcome.only_b > outcome.only_a;
             let label_b = format!("baseline {} (run #{baseline_run})", b.spec.name);
@@ -282,8 +287,13 @@ pub async fn judge(
             check_baseline(store, b).await?;
             // The baseline's candidates as it measured them (names at the time), like its scorecard.
             let base_candidates: Vec<Candidate> = store.run_candidates(b).await?;
-            let base_records = store.list_request_records(b).await?;
-            compare_with_baseline(&card.candidates, &card.records, &base_candidates, &base_records, b)
+            let base_run = store
+                .get_run(b)
+                .await?
+                .ok_or_else(|| AppError::NotFound(format!("run #{b}")))?;
+            let base_version = store.get_evalset_version(base_run.evalset_version_id).await?;
+            let base_summaries = candidate_summaries(store, &base_run, base_version.as_ref(), &base_candidates).await?;
+            compare_with_baseline(&card.candidates, &card.summaries, &base_candidates, &base_summaries, b)
         }
         _ => Vec::new(),
     };

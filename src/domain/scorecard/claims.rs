@@ -2,11 +2,8 @@
 //! with the ratio and every condition that differs.
 use serde::Serialize;
 
-use super::intervals::quantile_of;
-use super::measurement::{CandidateRecords, aggregate_tok_s};
-use crate::domain::calibers::RequestFigures;
+use super::summary::CandidateSummary;
 use crate::domain::candidate::Candidate;
-use crate::domain::run::RequestRecord;
 
 /// The comparison for one candidate with a claimed figure.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -82,41 +79,23 @@ pub fn claimed_concurrency(text: &str) -> Option<u32> {
         .and_then(|m| m.as_str().parse().ok())
 }
 
-fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
-    let v: Vec<f64> = values.collect();
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-}
-
 /// Compares a candidate's claimed figure with the measurement of the same caliber. None when
 /// the candidate states no claim.
-pub fn check(candidate: &Candidate, data: &CandidateRecords<'_>, run_concurrency: u32) -> Option<ClaimCheck> {
+pub fn check(candidate: &Candidate, data: &CandidateSummary, run_concurrency: u32) -> Option<ClaimCheck> {
     let claim = candidate.spec.claimed.as_ref()?;
     let all_text = format!("{} {}", claim.caliber, claim.conditions.as_deref().unwrap_or(""));
     let caliber = Caliber::parse(&claim.caliber);
     let claim_c = claimed_concurrency(&all_text);
     // Like for like where possible: the claim's own load when it was measured.
     let measured_c = match claim_c {
-        Some(c) if data.concurrencies().contains(&c) => c,
+        Some(c) if data.level(c).is_some() => c,
         _ => run_concurrency,
     };
-    let finals: Vec<&RequestRecord> = data.finals_at(measured_c);
-    let ok: Vec<&RequestRecord> = finals.iter().copied().filter(|r| r.succeeded()).collect();
+    let level = data.level(measured_c);
     let measured = caliber.and_then(|cal| match cal {
-        Caliber::Aggregate => aggregate_tok_s(data, measured_c),
-        Caliber::DecodePerStream => {
-            let mut v: Vec<f64> = ok.iter().filter_map(|r| RequestFigures::of(r)?.decode_tok_s).collect();
-            quantile_of(&mut v, 0.5)
-        }
-        Caliber::EndToEndPerStream => {
-            let mut v: Vec<f64> = ok
-                .iter()
-                .filter_map(|r| {
-                    let (t, end) = (f64::from(r.output_tokens?), r.end_us?);
-                    (end > 0).then(|| t / (end as f64 / 1e6))
-                })
-                .collect();
-            quantile_of(&mut v, 0.5)
-        }
+        Caliber::Aggregate => data.figures_at(measured_c)?.aggregate_tok_s,
+        Caliber::DecodePerStream => level?.decode_tok_s_median,
+        Caliber::EndToEndPerStream => level?.e2e_tok_s_median,
     });
 
     let mut differences = Vec::new();
@@ -168,8 +147,8 @@ pub fn check(candidate: &Candidate, data: &CandidateRecords<'_>, run_concurrency
             }
         ));
     }
-    let input_mean = mean(ok.iter().filter_map(|r| r.input_tokens.map(f64::from)));
-    let output_mean = mean(ok.iter().filter_map(|r| r.output_tokens.map(f64::from)));
+    let input_mean = level.and_then(|l| l.input_tokens_mean);
+    let output_mean = level.and_then(|l| l.output_tokens_mean);
     if lower.contains("prompt") || lower.contains("input") || lower.contains("context") {
         differences.push(format!(
             "prompt length: the claim sets its own prompts; measured prompts average {} input tokens",
@@ -186,7 +165,7 @@ pub fn check(candidate: &Candidate, data: &CandidateRecords<'_>, run_concurrency
              headline figures use long outputs"
         ));
     }
-    let n = finals.len();
+    let n = level.map(|l| l.finals).unwrap_or(0);
     Some(ClaimCheck {
         claimed_tok_s: claim.tokens_per_second,
         claimed_caliber: claim.caliber.clone(),

@@ -3,11 +3,11 @@
 //! here at the prices of the candidate that judged, shown apart and labelled as judge cost.
 use serde::Serialize;
 
+use super::summary::{JudgeUsage, judge_usage};
 use crate::domain::candidate::Candidate;
 use crate::domain::cost::token_cost;
 use crate::domain::evalset::EvalSetFile;
-use crate::domain::grading::judge_name_for_attempt;
-use crate::domain::run::{JudgeConfig, Phase, RequestRecord};
+use crate::domain::run::{JudgeConfig, RequestRecord};
 
 /// Where to find who judged: the eval set (grader names by case) and the run's judge settings.
 pub struct JudgeInput<'a> {
@@ -40,52 +40,42 @@ pub fn judge_costs(
     records: &[RequestRecord],
     input: &JudgeInput<'_>,
 ) -> Vec<Option<JudgeCost>> {
-    let by_name = JudgeConfig::default();
-    let config = input.config.unwrap_or(&by_name);
     candidates
         .iter()
         .map(|c| {
-            let calls: Vec<&RequestRecord> = records
-                .iter()
-                .filter(|r| r.phase == Phase::Judge && r.candidate_id == c.id)
-                .collect();
-            if calls.is_empty() {
-                return None;
-            }
-            let mut out = JudgeCost {
-                calls: calls.len(),
-                failed: calls.iter().filter(|r| !r.succeeded()).count(),
-                input_tokens: 0,
-                output_tokens: 0,
-                usd: Some(0.0),
-                judges: Vec::new(),
-            };
-            for r in calls {
-                let (input_tokens, output_tokens) = (
-                    u64::from(r.input_tokens.unwrap_or(0)),
-                    u64::from(r.output_tokens.unwrap_or(0)),
-                );
-                out.input_tokens += input_tokens;
-                out.output_tokens += output_tokens;
-                let judge = input
-                    .file
-                    .cases
-                    .iter()
-                    .find(|k| k.id == r.case_id)
-                    .and_then(|k| judge_name_for_attempt(input.file.graders_for(k), r.attempt))
-                    .and_then(|name| config.resolve(name, input.all_candidates));
-                let dollars = judge.and_then(|j| token_cost(&j.spec.pricing, input_tokens, output_tokens));
-                out.usd = out.usd.zip(dollars).map(|(a, b)| a + b);
-                if let Some(j) = judge
-                    && !out.judges.contains(&j.spec.name)
-                {
-                    out.judges.push(j.spec.name.clone());
-                }
-            }
-            out.judges.sort();
-            Some(out)
+            let usage = judge_usage(c.id, records, input.file)?;
+            Some(price(&usage, input.config, input.all_candidates))
         })
         .collect()
+}
+
+/// The judge calls' cost at the prices of the candidates that judged: by the run's judge
+/// settings (None: by the names the eval set gives), looked up among every candidate.
+pub fn price(usage: &JudgeUsage, config: Option<&JudgeConfig>, all_candidates: &[Candidate]) -> JudgeCost {
+    let by_name = JudgeConfig::default();
+    let config = config.unwrap_or(&by_name);
+    let mut out = JudgeCost {
+        calls: usage.calls,
+        failed: usage.failed,
+        input_tokens: 0,
+        output_tokens: 0,
+        usd: Some(0.0),
+        judges: Vec::new(),
+    };
+    for t in &usage.by_judge {
+        out.input_tokens += t.input_tokens;
+        out.output_tokens += t.output_tokens;
+        let judge = t.judge.as_deref().and_then(|name| config.resolve(name, all_candidates));
+        let dollars = judge.and_then(|j| token_cost(&j.spec.pricing, t.input_tokens, t.output_tokens));
+        out.usd = out.usd.zip(dollars).map(|(a, b)| a + b);
+        if let Some(j) = judge
+            && !out.judges.contains(&j.spec.name)
+        {
+            out.judges.push(j.spec.name.clone());
+        }
+    }
+    out.judges.sort();
+    out
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! interval, sample size and the conditions it was measured under.
 use std::collections::{BTreeMap, HashMap};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::intervals::{MIN_BOOTSTRAP_N, bootstrap, bootstrap_items, quantile, wilson};
 use crate::domain::calibers::{LevelFigures, RequestFigures, figures_at_concurrency};
@@ -16,7 +16,7 @@ use crate::domain::thresholds::key::MetricKey;
 use crate::domain::thresholds::units::{Dimension, Uncertainty};
 
 /// What the sample size of a measurement counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SampleUnit {
     Cases,
@@ -35,7 +35,7 @@ impl SampleUnit {
 }
 
 /// One measured figure, or why there is none.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Measurement {
     /// None: not measured (see `missing`).
     pub value: Option<f64>,
@@ -79,6 +79,7 @@ impl Measurement {
 }
 
 /// One candidate's records prepared once for every rule.
+#[derive(Default)]
 pub struct CandidateRecords<'a> {
     pub candidate_id: i64,
     /// Measured attempts (warm-ups excluded), retries included.

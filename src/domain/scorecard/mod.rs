@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use super::candidate::Candidate;
-use super::cost::{self, CostSummary, TokenTotals};
+use super::cost::{self, CostSummary};
 use super::format;
 use super::paired::{self, PairedOutcome};
 use super::pipeline::PipelineSpec;
@@ -28,12 +28,14 @@ pub mod judge_cost;
 pub mod measurement;
 pub mod pareto;
 pub mod record;
+pub mod summary;
 
 pub use claims::ClaimCheck;
 pub use judge_cost::{JudgeCost, JudgeInput, judge_costs};
 pub use measurement::{CandidateRecords, Extras, Measurement, SampleUnit};
 pub use pareto::ParetoPoint;
 pub use record::{NewScorecard, RecordedVerdict, ScorecardListItem, ScorecardRecord};
+pub use summary::{CandidateSummary, SummaryContext, summarise};
 
 /// Most extra observations the "would settle it" estimate will name.
 const SETTLE_CAP: f64 = 10_000_000.0;
@@ -375,7 +377,7 @@ pub struct PipelineImpact {
     pub pipeline_factor: f64,
 }
 
-/// Everything a scorecard needs.
+/// Everything a scorecard needs, from the run's records (`build` summarises them first).
 pub struct ScorecardInput<'a> {
     /// The run's configured concurrency: rules without `@c=N` are assessed at it.
     pub run_concurrency: u32,
@@ -393,6 +395,30 @@ pub struct ScorecardInput<'a> {
     pub judge: Option<JudgeInput<'a>>,
     /// When the run was resumed (wall clock µs, `calibers::resumes_of`): aggregates per segment.
     pub resumes: &'a [i64],
+}
+
+/// Everything a scorecard needs, with the run's records reduced to one summary per candidate.
+pub struct SummaryInput<'a> {
+    /// The run's configured concurrency: rules without `@c=N` are assessed at it.
+    pub run_concurrency: u32,
+    /// The run's candidates, in the run's order.
+    pub candidates: &'a [Candidate],
+    /// One per candidate, in the same order (`summary::summarise`).
+    pub summaries: &'a [CandidateSummary],
+    pub rules: &'a [ThresholdRule],
+    pub incumbent: Option<i64>,
+    pub pipeline: &'a PipelineSpec,
+    /// Per candidate (run order), its latest probe report and current checklist; may be empty.
+    pub operability: &'a [CandidateOperability],
+    /// Who judged the run's `llm-judge` calls, to price them (None: judge cost not shown).
+    pub judge: Option<JudgePricing<'a>>,
+}
+
+/// Where a judge's prices are found: the run's judge settings and every candidate.
+#[derive(Clone, Copy)]
+pub struct JudgePricing<'a> {
+    pub config: Option<&'a super::run::JudgeConfig>,
+    pub all_candidates: &'a [Candidate],
 }
 
 /// A candidate's operability evidence from outside the run.
@@ -438,29 +464,44 @@ impl Scorecard {
     }
 }
 
-/// Builds the scorecard: measures every rule for every candidate and assesses it.
+/// Builds the scorecard from the run's records: summarises each candidate's, then
+/// [`build_from`].
 pub fn build(input: &ScorecardInput<'_>) -> Scorecard {
-    let data: Vec<CandidateRecords<'_>> = input
+    let cx = SummaryContext {
+        run_concurrency: input.run_concurrency,
+        weights: input.weights,
+        resumes: input.resumes,
+        file: input.judge.as_ref().map(|j| j.file),
+    };
+    let summaries: Vec<CandidateSummary> = input
         .candidates
         .iter()
-        .map(|c| CandidateRecords::new(c.id, input.records).with_resumes(input.resumes))
+        .map(|c| summarise(c.id, input.records, &cx))
         .collect();
+    build_from(&SummaryInput {
+        run_concurrency: input.run_concurrency,
+        candidates: input.candidates,
+        summaries: &summaries,
+        rules: input.rules,
+        incumbent: input.incumbent,
+        pipeline: input.pipeline,
+        operability: input.operability,
+        judge: input.judge.as_ref().map(|j| JudgePricing {
+            config: j.config,
+            all_candidates: j.all_candidates,
+        }),
+    })
+}
+
+/// Builds the scorecard from the candidates' summaries: measures every rule for every
+/// candidate and assesses it.
+pub fn build_from(input: &SummaryInput<'_>) -> Scorecard {
+    let data = input.summaries;
     let costs: Vec<Option<CostSummary>> = input
         .candidates
         .iter()
-        .zip(&data)
-        .map(|(c, d)| {
-            let cases: std::collections::HashSet<&str> = d.finals.iter().map(|r| r.case_id.as_str()).collect();
-            cost::summarise(
-                &c.spec.pricing,
-                TokenTotals::from_records(d.attempts.iter().copied()),
-                cost::Answered {
-                    answers: d.finals.len(),
-                    cases: cases.len(),
-                    correct: d.correct_requests(),
-                },
-            )
-        })
+        .zip(data)
+        .map(|(c, d)| cost::summarise(&c.spec.pricing, d.tokens, d.answered))
         .collect();
     let incumbent = input
         .incumbent
@@ -469,7 +510,7 @@ pub fn build(input: &ScorecardInput<'_>) -> Scorecard {
     let mut rows: Vec<Row> = input
         .rules
         .iter()
-        .map(|rule| build_row(rule, input, &data, &costs, incumbent))
+        .map(|rule| build_row(rule, input, &costs, incumbent))
         .collect();
     // Keep the profile's order, but group by dimension for sections.
     rows.sort_by_key(|r| {
@@ -496,7 +537,10 @@ pub fn build(input: &ScorecardInput<'_>) -> Scorecard {
         .collect();
 
     let mut paired_rows = Vec::new();
-    let correct: Vec<HashMap<String, bool>> = data.iter().map(|d| d.correct_cases()).collect();
+    let correct: Vec<HashMap<String, bool>> = data
+        .iter()
+        .map(|d| d.correct_cases.iter().map(|(k, v)| (k.clone(), *v)).collect())
+        .collect();
     for a in 0..data.len() {
         for b in a + 1..data.len() {
             if correct[a].is_empty() || correct[b].is_empty() {
@@ -508,16 +552,19 @@ pub fn build(input: &ScorecardInput<'_>) -> Scorecard {
         }
     }
 
-    let (pipeline_baseline, pipeline) = pipeline_impacts(input, &data, incumbent);
+    let (pipeline_baseline, pipeline) = pipeline_impacts(input, incumbent);
     let claims = input
         .candidates
         .iter()
-        .zip(&data)
+        .zip(data)
         .map(|(c, d)| claims::check(c, d, input.run_concurrency))
         .collect();
-    let (pareto, pareto_axes, pareto_left_out) = pareto::points(input, &data, &costs);
+    let (pareto, pareto_axes, pareto_left_out) = pareto::points(input, &costs);
     let judge_costs = match &input.judge {
-        Some(j) => judge_costs(input.candidates, input.records, j),
+        Some(j) => data
+            .iter()
+            .map(|d| Some(judge_cost::price(d.judge.as_ref()?, j.config, j.all_candidates)))
+            .collect(),
         None => vec![None; input.candidates.len()],
     };
 
@@ -539,11 +586,11 @@ pub fn build(input: &ScorecardInput<'_>) -> Scorecard {
 
 fn build_row(
     rule: &ThresholdRule,
-    input: &ScorecardInput<'_>,
-    data: &[CandidateRecords<'_>],
+    input: &SummaryInput<'_>,
     costs: &[Option<CostSummary>],
     incumbent: Option<usize>,
 ) -> Row {
+    let data = input.summaries;
     let key = match MetricKey::parse(&rule.metric) {
         Ok(k) => k,
         Err(why) => {
@@ -593,7 +640,7 @@ fn build_row(
                 probes: ops.and_then(|o| o.probes.as_ref()),
                 checklist: ops.and_then(|o| o.checklist.as_ref()),
             };
-            measurement::measure(&key, d, input.run_concurrency, input.weights, &extras)
+            d.measure(&key, input.run_concurrency, &extras)
         })
         .collect();
     let base_value = incumbent.and_then(|i| measurements[i].value);
@@ -659,22 +706,13 @@ fn reasons(rows: &[Row], i: usize, verdict: Verdict) -> Vec<String> {
 /// Model time per item (mean E2E of successful requests at the run's load), baseline and the
 /// Amdahl speed-up of every other candidate's pipeline.
 fn pipeline_impacts(
-    input: &ScorecardInput<'_>,
-    data: &[CandidateRecords<'_>],
+    input: &SummaryInput<'_>,
     incumbent: Option<usize>,
 ) -> (Option<usize>, Vec<Option<PipelineImpact>>) {
-    let times: Vec<Option<f64>> = data
+    let times: Vec<Option<f64>> = input
+        .summaries
         .iter()
-        .map(|d| {
-            let e2e: Vec<f64> = d
-                .finals_at(input.run_concurrency)
-                .iter()
-                .filter(|r| r.succeeded())
-                .filter_map(|r| r.end_us)
-                .map(|us| us as f64 / 1e6)
-                .collect();
-            (!e2e.is_empty()).then(|| e2e.iter().sum::<f64>() / e2e.len() as f64)
-        })
+        .map(|d| d.level(input.run_concurrency).and_then(|l| l.e2e_mean_s))
         .collect();
     // Against the incumbent when there is one, else against the slowest candidate.
     let baseline = incumbent.filter(|&i| times[i].is_some()).or_else(|| {

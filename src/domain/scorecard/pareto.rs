@@ -2,8 +2,8 @@
 //! as good on every axis and strictly better on one — it should never be chosen on these three.
 use serde::Serialize;
 
-use super::ScorecardInput;
-use super::measurement::{CandidateRecords, Extras, measure};
+use super::SummaryInput;
+use super::measurement::Extras;
 use crate::domain::cost::CostSummary;
 use crate::domain::thresholds::key::MetricKey;
 
@@ -50,21 +50,18 @@ pub fn dominates(a: &[f64], b: &[f64]) -> bool {
 }
 
 /// The points, the axes used, and the axes left out (with why).
-pub fn points(
-    input: &ScorecardInput<'_>,
-    data: &[CandidateRecords<'_>],
-    costs: &[Option<CostSummary>],
-) -> (Vec<ParetoPoint>, Vec<String>, Vec<String>) {
+pub fn points(input: &SummaryInput<'_>, costs: &[Option<CostSummary>]) -> (Vec<ParetoPoint>, Vec<String>, Vec<String>) {
     let accuracy = MetricKey::parse("accuracy").expect("catalog metric");
     let speed = MetricKey::parse("request_throughput").expect("catalog metric");
-    let mut points: Vec<ParetoPoint> = data
+    let mut points: Vec<ParetoPoint> = input
+        .summaries
         .iter()
         .enumerate()
         .map(|(i, d)| ParetoPoint {
             index: i,
             name: input.candidates[i].spec.name.clone(),
-            quality: measure(&accuracy, d, input.run_concurrency, input.weights, &Extras::default()).value,
-            speed: measure(&speed, d, input.run_concurrency, input.weights, &Extras::default()).value,
+            quality: d.measure(&accuracy, input.run_concurrency, &Extras::default()).value,
+            speed: d.measure(&speed, input.run_concurrency, &Extras::default()).value,
             cost: costs[i].as_ref().and_then(|c| c.per_1k_cases),
             dominated_by: Vec::new(),
         })

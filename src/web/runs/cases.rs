@@ -165,6 +165,8 @@ pub struct AttemptView {
     pub summary: String,
     /// Token arrivals over the request (SVG), when it streamed two chunks or more.
     pub token_timeline: Option<String>,
+    /// Where its token timeline is drawn when it is not drawn here (`/runs/{id}/timeline?…`).
+    pub timeline_href: Option<String>,
     pub phase: &'static str,
     /// The repetition within its load level (the stored number holds level and cycle too).
     pub repetition: u32,
@@ -395,10 +397,17 @@ pub async fn page(
             let mut keep: Vec<usize> = (0..total).filter(|&i| all[i].1).take(ATTEMPTS_PER_CASE).collect();
             keep.extend((0..total).filter(|&i| !all[i].1).take(ATTEMPTS_PER_CASE - keep.len()));
             keep.sort_unstable();
+            // The first attempt listed draws its token timeline; the others link to theirs,
+            // fetched when opened (a page of 24 attempts a case would otherwise weigh a megabyte).
             let attempts: Vec<AttemptView> = keep
                 .into_iter()
-                .map(|i| all[i].0)
-                .map(|r| attempt_view(r, name_of(r.candidate_id), is_final(r), spikes, load_run))
+                .enumerate()
+                .map(|(n, i)| {
+                    let r = all[i].0;
+                    let linked = (n > 0 && r.chunks.len() >= crate::web::scorecards::charts::TIMELINE_MIN_CHUNKS)
+                        .then(|| timeline_href(run.id, r));
+                    attempt_view(r, name_of(r.candidate_id), is_final(r), spikes, load_run, linked)
+                })
                 .collect();
             let mut outcome = if recorded == 0 {
                 "not sent yet".to_string()
@@ -760,12 +769,69 @@ fn checks_for(class: &str) -> Vec<String> {
         .collect()
 }
 
+/// The fragment URL of one attempt's token timeline.
+fn timeline_href(run_id: i64, r: &RequestRecord) -> String {
+    let mut q = url::form_urlencoded::Serializer::new(String::new());
+    q.append_pair("candidate", &r.candidate_id.to_string())
+        .append_pair("case", &r.case_id)
+        .append_pair("phase", r.phase.as_str())
+        .append_pair("repetition", &r.repetition.to_string())
+        .append_pair("attempt", &r.attempt.to_string());
+    format!("/runs/{run_id}/timeline?{}", q.finish())
+}
+
+/// One attempt's token timeline, as the cases page draws it.
+#[derive(Template, WebTemplate)]
+#[template(path = "runs/timeline.html")]
+pub struct TimelineFragment {
+    /// None: the attempt streamed too few chunks to draw (said in words).
+    pub svg: Option<String>,
+}
+
+/// `GET /runs/{id}/timeline?candidate=…&case=…&phase=…&repetition=…&attempt=…`: the token
+/// timeline of one attempt (fetched when the attempt is opened on the cases page; readable on
+/// its own without JavaScript). Reads only that case's records.
+pub async fn timeline(
+    State(state): State<AppState>,
+    Path(raw): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<TimelineFragment, WebError> {
+    let id = parse_id(&raw, "run")?;
+    let q = FormBody::parse(query.unwrap_or_default().as_bytes());
+    let number = |name: &str| -> Result<i64, WebError> {
+        q.get(name)
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .ok_or_else(|| WebError::BadRequest(format!("{name}: a whole number is needed.")))
+    };
+    let (candidate, repetition, attempt) = (number("candidate")?, number("repetition")?, number("attempt")?);
+    let phase = q
+        .get("phase")
+        .and_then(Phase::parse)
+        .ok_or_else(|| WebError::BadRequest("phase: there is no such phase.".into()))?;
+    let case = q.get("case").unwrap_or_default().to_string();
+    let missing = || WebError::NotFound(format!("that attempt of run #{id}"));
+    let records = state.store.list_case_records(id, std::slice::from_ref(&case)).await?;
+    let r = records
+        .iter()
+        .find(|r| {
+            r.candidate_id == candidate
+                && r.phase == phase
+                && i64::from(r.repetition) == repetition
+                && i64::from(r.attempt) == attempt
+        })
+        .ok_or_else(missing)?;
+    Ok(TimelineFragment {
+        svg: crate::web::scorecards::charts::token_timeline(&r.chunks),
+    })
+}
+
 fn attempt_view(
     r: &RequestRecord,
     candidate: String,
     is_final: bool,
     spikes: Option<&LagSpikes>,
     load_run: bool,
+    timeline_href: Option<String>,
 ) -> AttemptView {
     let (level, repetition, cycle) = crate::domain::run::split_repetition(r.repetition);
     let mut load = Vec::new();
@@ -793,7 +859,12 @@ fn attempt_view(
         candidate,
         anchor: None,
         summary: summary.join(" · "),
-        token_timeline: crate::web::scorecards::charts::token_timeline(&r.chunks),
+        // Drawn here unless it is linked (then drawn when opened).
+        token_timeline: match timeline_href {
+            None => crate::web::scorecards::charts::token_timeline(&r.chunks),
+            Some(_) => None,
+        },
+        timeline_href,
         phase: r.phase.as_str(),
         repetition,
         level: load.join(" · "),

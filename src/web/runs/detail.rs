@@ -547,12 +547,74 @@ pub(super) async fn cached_record_parts(
             Err(e) => tracing::warn!(run_id = run.id, error = %e, "cached run page unreadable; recomputing"),
         }
     }
+    if !cacheable {
+        return live_record_parts(state, run, version, candidates).await;
+    }
     let parts = record_parts(state, run, version, candidates).await?;
     if cacheable {
         match serde_json::to_string(&parts) {
             Ok(body) => state.store.save_run_summary(run.id, RECORD_PARTS_KIND, &body).await?,
             Err(e) => tracing::warn!(run_id = run.id, error = %e, "could not cache the run page"),
         }
+    }
+    Ok(parts)
+}
+
+/// Computing an unfinished run's parts took at least this long: later views within
+/// [`LIVE_REUSE_FACTOR`]× that time share the last ones (a small run is always recomputed).
+const LIVE_REUSE_FROM: std::time::Duration = std::time::Duration::from_millis(100);
+const LIVE_REUSE_FACTOR: u32 = 4;
+/// Longest a live view reuses parts, however long they took.
+const LIVE_REUSE_MAX: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The last parts computed of an unfinished run, shared by every view of it in this process.
+struct LiveParts {
+    at: std::time::Instant,
+    took: std::time::Duration,
+    parts: RecordParts,
+}
+
+type LiveKey = (usize, i64);
+
+fn live_parts() -> &'static std::sync::Mutex<HashMap<LiveKey, LiveParts>> {
+    static LIVE: std::sync::OnceLock<std::sync::Mutex<HashMap<LiveKey, LiveParts>>> = std::sync::OnceLock::new();
+    LIVE.get_or_init(Default::default)
+}
+
+/// An unfinished run's parts, bounded in cost however many watch it and however often they
+/// refresh: parts that took [`LIVE_REUSE_FROM`] or more to compute are reused for
+/// [`LIVE_REUSE_FACTOR`]× their computing time (at most [`LIVE_REUSE_MAX`]), so live views
+/// of a big run spend at most about a fifth of a core on it, and its figures lag by at most that.
+async fn live_record_parts(
+    state: &AppState,
+    run: &Run,
+    version: Option<&EvalSetVersion>,
+    candidates: &[Candidate],
+) -> Result<RecordParts, WebError> {
+    // The store's identity with the run's: tests run many stores in one process.
+    let key = (std::sync::Arc::as_ptr(&state.store) as *const () as usize, run.id);
+    let reuse = |entry: &LiveParts| {
+        entry.took >= LIVE_REUSE_FROM && entry.at.elapsed() < (entry.took * LIVE_REUSE_FACTOR).min(LIVE_REUSE_MAX)
+    };
+    if let Ok(live) = live_parts().lock()
+        && let Some(entry) = live.get(&key)
+        && reuse(entry)
+    {
+        return Ok(entry.parts.clone());
+    }
+    let started = std::time::Instant::now();
+    let parts = record_parts(state, run, version, candidates).await?;
+    if let Ok(mut live) = live_parts().lock() {
+        // Forget runs nobody watched for a while (ended, deleted, or another store's).
+        live.retain(|_, e| e.at.elapsed() < LIVE_REUSE_MAX * 2);
+        live.insert(
+            key,
+            LiveParts {
+                at: std::time::Instant::now(),
+                took: started.elapsed(),
+                parts: parts.clone(),
+            },
+        );
     }
     Ok(parts)
 }

@@ -4,15 +4,18 @@
 use crate::web::AppState;
 use crate::web::error::WebError;
 
-/// The cache kinds stored when a run ends: the run page's parts, its case index, its figures.
-pub const KINDS: [&str; 3] = [
+/// The cache kinds stored when a run ends: the run page's parts, its case index, its figures,
+/// its scorecard summaries (what the scorecard, its exports and gate reports read).
+pub const KINDS: [&str; 4] = [
     super::detail::RECORD_PARTS_KIND,
     super::cases::CASE_INDEX_KIND,
     crate::web::archive::FIGURES_KIND,
+    crate::app::scorecard::SUMMARIES_KIND,
 ];
 
-/// Computes and stores the run page's parts, its case index and its per-candidate figures,
-/// when the run is terminal (the functions store nothing for an unfinished run).
+/// Computes and stores the run page's parts, its case index, its per-candidate figures and its
+/// scorecard summaries, when the run is terminal (the functions store nothing for an
+/// unfinished run).
 pub async fn store_when_ended(state: &AppState, run_id: i64) -> Result<(), WebError> {
     let (run, version, candidates) = super::detail::load(state, &run_id.to_string()).await?;
     if !run.status.is_terminal() {
@@ -21,6 +24,8 @@ pub async fn store_when_ended(state: &AppState, run_id: i64) -> Result<(), WebEr
     super::detail::cached_record_parts(state, &run, version.as_ref(), &candidates).await?;
     super::cases::case_index(state, &run, false).await?;
     crate::web::archive::run_figures(state, &run, version.as_ref()).await?;
+    let snapshot = state.store.run_candidates(run.id).await?;
+    crate::app::scorecard::candidate_summaries(&state.store, &run, version.as_ref(), &snapshot).await?;
     Ok(())
 }
 

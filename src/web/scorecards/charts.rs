@@ -10,7 +10,7 @@ use plotters::prelude::*;
 use crate::app::scorecard::RunScorecard;
 use crate::domain::calibers::{Knee, LevelFigures, knees_of};
 use crate::domain::load::Load;
-use crate::domain::scorecard::measurement::{CandidateRecords, aggregate_tok_s};
+use crate::domain::scorecard::CandidateSummary;
 use crate::domain::thresholds::key::MetricKey;
 
 const SIZE: (u32, u32) = (720, 380);
@@ -237,13 +237,13 @@ impl ThroughputSeries {
 pub fn throughput_series(j: &RunScorecard) -> Vec<ThroughputSeries> {
     j.candidates
         .iter()
-        .map(|c| {
-            let data = CandidateRecords::new(c.id, &j.records).with_resumes(&j.resumes);
+        .zip(&j.summaries)
+        .map(|(c, data)| {
             let levels: Vec<LevelFigures> = data
-                .concurrencies()
-                .into_iter()
-                .filter(|&level| level > 0)
-                .filter_map(|level| data.level_at(level))
+                .levels
+                .iter()
+                .filter(|level| level.concurrency > 0)
+                .filter_map(|level| level.figures.clone())
                 .collect();
             let knee = knees_of(&levels, &j.run.config.load).into_iter().next().map(|(_, k)| k);
             ThroughputSeries::of_levels(c.id, c.spec.name.clone(), &levels, knee)
@@ -342,16 +342,13 @@ fn ttft_chart(j: &RunScorecard) -> Option<Chart> {
     let series: Vec<(String, Vec<f64>)> = j
         .candidates
         .iter()
-        .map(|c| {
-            let data = CandidateRecords::new(c.id, &j.records);
-            let mut v: Vec<f64> = data
-                .finals_at(j.run.config.concurrency)
-                .iter()
-                .filter(|r| r.succeeded())
-                .filter_map(|r| r.ttft_us())
-                .map(|us| us as f64 / 1000.0)
-                .collect();
-            v.sort_by(|a, b| a.total_cmp(b));
+        .zip(&j.summaries)
+        .map(|(c, data)| {
+            // Ascending, at most `TTFT_POINTS` evenly spaced order statistics: the same steps.
+            let v = data
+                .level(j.run.config.concurrency)
+                .map(|l| l.ttft_ms.clone())
+                .unwrap_or_default();
             (c.spec.name.clone(), v)
         })
         .collect();
@@ -442,10 +439,11 @@ impl SpeedAxis {
         }
     }
 
-    fn value(self, data: &CandidateRecords<'_>, c: u32) -> Option<f64> {
+    fn value(self, data: &CandidateSummary, c: u32) -> Option<f64> {
+        let level = data.figures_at(c)?;
         match self {
-            SpeedAxis::DecodePerStream => Some(data.level_at(c)?.decode_tok_s_per_stream?.p50),
-            SpeedAxis::Aggregate => aggregate_tok_s(data, c),
+            SpeedAxis::DecodePerStream => Some(level.decode_tok_s_per_stream.as_ref()?.p50),
+            SpeedAxis::Aggregate => level.aggregate_tok_s,
         }
     }
 
@@ -466,8 +464,7 @@ fn accuracy_chart(j: &RunScorecard) -> Option<Chart> {
         .pareto
         .iter()
         .filter_map(|p| {
-            let data = CandidateRecords::new(j.candidates[p.index].id, &j.records).with_resumes(&j.resumes);
-            let tok_s = axis.value(&data, c)?;
+            let tok_s = axis.value(j.summaries.get(p.index)?, c)?;
             Some((p.name.clone(), tok_s, p.quality?))
         })
         .collect();
