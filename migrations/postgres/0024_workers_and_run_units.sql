@@ -26,6 +26,8 @@ CREATE TABLE run_units (
     run_id       BIGINT  NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
     seq          BIGINT  NOT NULL,
     candidate_id BIGINT,
+    shard        BIGINT  NOT NULL DEFAULT 0,
+    shards       BIGINT  NOT NULL DEFAULT 1,
     status       TEXT    NOT NULL CHECK (status IN ('queued', 'leased', 'done')),
     worker       TEXT,
     lease_until  BIGINT,
@@ -33,6 +35,8 @@ CREATE TABLE run_units (
     started_at   BIGINT,
     finished_at  BIGINT,
     harness      TEXT,
+    clock_offset_ms DOUBLE PRECISION,
+    clock_rtt_ms    DOUBLE PRECISION,
     PRIMARY KEY (run_id, seq)
 );
 

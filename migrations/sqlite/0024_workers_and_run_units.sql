@@ -26,6 +26,8 @@ CREATE TABLE run_units (
     run_id       INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
     seq          INTEGER NOT NULL,
     candidate_id INTEGER,
+    shard        INTEGER NOT NULL DEFAULT 0,
+    shards       INTEGER NOT NULL DEFAULT 1,
     status       TEXT    NOT NULL CHECK (status IN ('queued', 'leased', 'done')),
     worker       TEXT,
     lease_until  INTEGER,
@@ -33,6 +35,8 @@ CREATE TABLE run_units (
     started_at   INTEGER,
     finished_at  INTEGER,
     harness      TEXT,
+    clock_offset_ms REAL,
+    clock_rtt_ms    REAL,
     PRIMARY KEY (run_id, seq)
 ) STRICT;
 

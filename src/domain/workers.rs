@@ -89,6 +89,10 @@ pub struct RunUnit {
     pub seq: u32,
     /// The candidate measured; None for the closing step.
     pub candidate_id: Option<i64>,
+    /// Its share of the candidate's load, `shard` of `shards` (0 of 1 unless the load is split
+    /// over several clients).
+    pub shard: u32,
+    pub shards: u32,
     pub status: UnitStatus,
     /// The worker that holds (or last held) it.
     pub worker: Option<String>,
@@ -100,6 +104,10 @@ pub struct RunUnit {
     pub finished_at: Option<Timestamp>,
     /// The harness report of the worker that measured it (candidate units).
     pub harness: Option<HarnessReport>,
+    /// A split load's share: its worker's clock minus the database's (ms), and the round trip
+    /// that offset was measured over (its uncertainty is half of it).
+    pub clock_offset_ms: Option<f64>,
+    pub clock_rtt_ms: Option<f64>,
 }
 
 impl RunUnit {
@@ -113,9 +121,33 @@ impl RunUnit {
     }
 }
 
-/// The units a run is measured in: its candidates in order, then the closing step (None).
-pub fn units_of(candidates: &[(i64, String)]) -> Vec<Option<i64>> {
-    candidates.iter().map(|(id, _)| Some(*id)).chain([None]).collect()
+/// One unit as a run is planned: the candidate (None: the closing step) and its share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnitPlan {
+    pub candidate_id: Option<i64>,
+    pub shard: u32,
+    pub shards: u32,
+}
+
+/// The units a run is measured in, by seq: each candidate in order — `clients` shares of it
+/// when its load is split — then the closing step.
+pub fn units_of(candidates: &[(i64, String)], clients: u32) -> Vec<UnitPlan> {
+    let shards = clients.max(1);
+    candidates
+        .iter()
+        .flat_map(|(id, _)| {
+            (0..shards).map(move |shard| UnitPlan {
+                candidate_id: Some(*id),
+                shard,
+                shards,
+            })
+        })
+        .chain([UnitPlan {
+            candidate_id: None,
+            shard: 0,
+            shards: 1,
+        }])
+        .collect()
 }
 
 /// A worker as its heartbeat row shows it.
@@ -155,6 +187,8 @@ pub struct OpenRun {
     pub run_id: i64,
     /// Its candidates (id, name), in the run's order.
     pub candidates: Vec<(i64, String)>,
+    /// Clients each candidate's load is split over (1: one).
+    pub clients: u32,
     /// Its units, by seq (none before it is first admitted).
     pub units: Vec<RunUnit>,
 }
@@ -165,13 +199,22 @@ impl OpenRun {
         self.units.iter().any(|u| u.status != UnitStatus::Done)
     }
 
-    /// The unit to measure next: the first not done (seq, candidate).
-    fn next_unit(&self) -> Option<(u32, Option<i64>)> {
-        units_of(&self.candidates)
+    /// The units to measure next, (seq, plan): every share not done of the first candidate
+    /// with one not done (the shares of a split load go at once), else the closing step.
+    fn next_units(&self) -> Vec<(u32, UnitPlan)> {
+        let pending: Vec<(u32, UnitPlan)> = units_of(&self.candidates, self.clients)
             .into_iter()
             .enumerate()
-            .map(|(seq, c)| (seq as u32, c))
-            .find(|(seq, _)| !self.units.iter().any(|u| u.seq == *seq && u.status == UnitStatus::Done))
+            .map(|(seq, plan)| (seq as u32, plan))
+            .filter(|(seq, _)| !self.units.iter().any(|u| u.seq == *seq && u.status == UnitStatus::Done))
+            .collect();
+        let Some(&(_, first)) = pending.first() else {
+            return Vec::new();
+        };
+        pending
+            .into_iter()
+            .filter(|(_, p)| p.candidate_id == first.candidate_id)
+            .collect()
     }
 
     fn name_of(&self, candidate: Option<i64>) -> String {
@@ -221,9 +264,9 @@ pub struct Claimant {
 pub struct Claim {
     pub run_id: i64,
     pub seq: u32,
-    pub candidate_id: Option<i64>,
+    pub unit: UnitPlan,
     /// The run was waiting and is admitted now: its units are to be written.
-    pub admits: Option<Vec<Option<i64>>>,
+    pub admits: Option<Vec<UnitPlan>>,
     /// The worker whose lease ran out, when the unit is taken over.
     pub taken_over_from: Option<String>,
 }
@@ -282,24 +325,31 @@ pub fn decide(c: &Coordination, me: &Claimant) -> Decision {
         ..Decision::default()
     };
     for run in &admitted {
-        let Some((seq, candidate)) = run.next_unit() else {
+        let next = run.next_units();
+        let Some(&(_, first)) = next.first() else {
             continue;
         };
-        let unit = run.units.iter().find(|u| u.seq == seq);
-        let own_stale = unit.is_some_and(|u| {
-            u.status == UnitStatus::Leased
-                && u.worker.as_deref() == Some(me.name.as_str())
-                && !me.holding.contains(&(run.run_id, seq))
+        let candidate = first.candidate_id;
+        // A worker measures one share of a split load at most: N shares, N clients.
+        let holds_a_share = next.iter().any(|(seq, _)| me.holding.contains(&(run.run_id, *seq)));
+        let free = next.iter().find(|(seq, _)| {
+            let unit = run.units.iter().find(|u| u.seq == *seq);
+            let own_stale = unit.is_some_and(|u| {
+                u.status == UnitStatus::Leased
+                    && u.worker.as_deref() == Some(me.name.as_str())
+                    && !me.holding.contains(&(run.run_id, *seq))
+            });
+            unit.is_none_or(|u| u.is_free(c.now)) || own_stale
         });
-        let free = unit.is_none_or(|u| u.is_free(c.now)) || own_stale;
-        if !free {
+        let Some(&(seq, plan)) = free else {
             continue;
-        }
-        if out.claim.is_none() && takes(run.run_id, candidate) {
+        };
+        if out.claim.is_none() && !holds_a_share && takes(run.run_id, candidate) {
+            let unit = run.units.iter().find(|u| u.seq == seq);
             out.claim = Some(Claim {
                 run_id: run.run_id,
                 seq,
-                candidate_id: candidate,
+                unit: plan,
                 admits: None,
                 taken_over_from: unit
                     .filter(|u| u.status == UnitStatus::Leased)
@@ -320,9 +370,10 @@ pub fn decide(c: &Coordination, me: &Claimant) -> Decision {
         match decision {
             admission::Decision::Wait(blocker) => out.queue.waiting.push((run.run_id, blocker)),
             admission::Decision::Start => {
-                let Some((seq, candidate)) = run.next_unit() else {
+                let Some(&(seq, first)) = run.next_units().first() else {
                     continue;
                 };
+                let candidate = first.candidate_id;
                 if out.claim.is_none() && takes(run.run_id, candidate) {
                     for (id, name) in &run.candidates {
                         for other in admitted.iter().filter(|o| o.candidates.iter().any(|(c, _)| c == id)) {
@@ -333,8 +384,8 @@ pub fn decide(c: &Coordination, me: &Claimant) -> Decision {
                     out.claim = Some(Claim {
                         run_id: run.run_id,
                         seq,
-                        candidate_id: candidate,
-                        admits: Some(units_of(&run.candidates)),
+                        unit: first,
+                        admits: Some(units_of(&run.candidates, run.clients)),
                         taken_over_from: None,
                     });
                 } else if !carries(&me.labels, needs(candidate)) {
@@ -356,15 +407,18 @@ mod tests {
 
     fn run(run_id: i64, candidates: &[i64], units: &[(u32, UnitStatus, Option<&str>, i64)]) -> OpenRun {
         let candidates: Vec<(i64, String)> = candidates.iter().map(|c| (*c, format!("m{c}"))).collect();
-        let all = units_of(&candidates);
+        let all = units_of(&candidates, 1);
         OpenRun {
             run_id,
+            clients: 1,
             units: units
                 .iter()
                 .map(|&(seq, status, worker, lease_until)| RunUnit {
                     run_id,
                     seq,
-                    candidate_id: all[seq as usize],
+                    candidate_id: all[seq as usize].candidate_id,
+                    shard: 0,
+                    shards: 1,
                     status,
                     worker: worker.map(str::to_string),
                     lease_until: Some(Timestamp(lease_until)),
@@ -372,6 +426,8 @@ mod tests {
                     started_at: None,
                     finished_at: None,
                     harness: None,
+                    clock_offset_ms: None,
+                    clock_rtt_ms: None,
                 })
                 .collect(),
             candidates,
@@ -412,8 +468,9 @@ mod tests {
     fn a_waiting_run_is_admitted_with_all_its_units() {
         let d = decide(&coordination(vec![run(1, &[7, 8], &[])]), &me("w1", &[]));
         let claim = d.claim.unwrap();
-        assert_eq!((claim.run_id, claim.seq, claim.candidate_id), (1, 0, Some(7)));
-        assert_eq!(claim.admits, Some(vec![Some(7), Some(8), None]));
+        assert_eq!((claim.run_id, claim.seq, claim.unit.candidate_id), (1, 0, Some(7)));
+        let admits: Vec<Option<i64>> = claim.admits.unwrap().iter().map(|u| u.candidate_id).collect();
+        assert_eq!(admits, [Some(7), Some(8), None]);
         assert_eq!(
             d.queue.executing,
             [(1, vec![(7, "m7".to_string()), (8, "m8".to_string())])]
@@ -433,7 +490,7 @@ mod tests {
         ]);
         let claim = decide(&c, &me("w3", &[])).claim.unwrap();
         assert_eq!(
-            (claim.run_id, claim.seq, claim.candidate_id, claim.admits),
+            (claim.run_id, claim.seq, claim.unit.candidate_id, claim.admits),
             (1, 1, Some(8), None)
         );
     }
@@ -489,6 +546,43 @@ mod tests {
         only.only_runs = Some(vec![2]);
         let c = coordination(vec![run(1, &[7], &[]), run(2, &[8], &[])]);
         assert_eq!(decide(&c, &only).claim.unwrap().run_id, 2);
+    }
+
+    #[test]
+    fn the_shares_of_a_split_load_go_to_different_workers_at_once() {
+        let mut split = run(1, &[7], &[]);
+        split.clients = 2;
+        let d = decide(&coordination(vec![split.clone()]), &me("w1", &[]));
+        let claim = d.claim.unwrap();
+        assert_eq!((claim.seq, claim.unit.shard, claim.unit.shards), (0, 0, 2));
+        assert_eq!(claim.admits.unwrap().len(), 3, "two shares, then the closing step");
+        // Share 0 is leased to w1: share 1 is free at once, but not for w1.
+        let unit = |seq: u32, status, worker: Option<&str>| RunUnit {
+            run_id: 1,
+            seq,
+            candidate_id: Some(7),
+            shard: seq,
+            shards: 2,
+            status,
+            worker: worker.map(str::to_string),
+            lease_until: Some(Timestamp(9_999)),
+            claims: 1,
+            started_at: None,
+            finished_at: None,
+            harness: None,
+            clock_offset_ms: None,
+            clock_rtt_ms: None,
+        };
+        split.units = vec![
+            unit(0, UnitStatus::Leased, Some("w1")),
+            unit(1, UnitStatus::Queued, None),
+        ];
+        let c = coordination(vec![split]);
+        let mut w1 = me("w1", &[]);
+        w1.holding = vec![(1, 0)];
+        assert!(decide(&c, &w1).claim.is_none(), "one share per worker");
+        let claim = decide(&c, &me("w2", &[])).claim.unwrap();
+        assert_eq!((claim.seq, claim.unit.shard), (1, 1));
     }
 
     #[test]

@@ -674,6 +674,9 @@ pub trait Store: Send + Sync + 'static {
         worker: &'a str,
         harness: Option<&'a HarnessReport>,
     ) -> StoreFuture<'a, bool>;
+    /// Stores a split load's share's clock offset to the database's clock and the round trip it
+    /// was measured over (ms).
+    fn set_unit_clock(&self, run_id: i64, seq: u32, offset_ms: f64, rtt_ms: f64) -> StoreFuture<'_, ()>;
     /// Gives up a run's slot: its units not done are removed (a run that paused, failed or was
     /// cancelled; resuming admits it again, and its done units stay done).
     fn release_run_slot(&self, run_id: i64) -> StoreFuture<'_, ()>;

@@ -1185,6 +1185,8 @@ pub(crate) struct RunUnitRow {
     pub run_id: i64,
     pub seq: i64,
     pub candidate_id: Option<i64>,
+    pub shard: i64,
+    pub shards: i64,
     pub status: String,
     pub worker: Option<String>,
     pub lease_until: Option<i64>,
@@ -1192,13 +1194,15 @@ pub(crate) struct RunUnitRow {
     pub started_at: Option<i64>,
     pub finished_at: Option<i64>,
     pub harness: Option<String>,
+    pub clock_offset_ms: Option<f64>,
+    pub clock_rtt_ms: Option<f64>,
 }
 
 /// The column list matching `RunUnitRow`, on `run_units u`.
 macro_rules! run_unit_columns {
     () => {
-        "u.run_id, u.seq, u.candidate_id, u.status, u.worker, u.lease_until, u.claims, u.started_at, \
-         u.finished_at, u.harness"
+        "u.run_id, u.seq, u.candidate_id, u.shard, u.shards, u.status, u.worker, u.lease_until, u.claims, \
+         u.started_at, u.finished_at, u.harness, u.clock_offset_ms, u.clock_rtt_ms"
     };
 }
 pub(crate) use run_unit_columns;
@@ -1216,6 +1220,10 @@ impl RunUnitRow {
             run_id: self.run_id,
             seq: self.seq.clamp(0, i64::from(u32::MAX)) as u32,
             candidate_id: self.candidate_id,
+            shard: self.shard.clamp(0, i64::from(u32::MAX)) as u32,
+            shards: self.shards.clamp(1, i64::from(u32::MAX)) as u32,
+            clock_offset_ms: self.clock_offset_ms,
+            clock_rtt_ms: self.clock_rtt_ms,
             worker: self.worker,
             lease_until: self.lease_until.map(Timestamp),
             claims: self.claims.clamp(0, i64::from(u32::MAX)) as u32,

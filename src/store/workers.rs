@@ -95,6 +95,19 @@ macro_rules! worker_queries {
                         caps.per_candidate = value;
                     }
                 }
+                // Clients per candidate, from each queued run's configuration.
+                let configs: Vec<(i64, String)> = sqlx::query_as(
+                    "SELECT id, config FROM runs WHERE status IN ('queued', 'running') AND requested_at IS NOT NULL",
+                )
+                .fetch_all(&mut *tx)
+                .await?;
+                let clients = |run_id: i64| {
+                    configs
+                        .iter()
+                        .find(|(id, _)| *id == run_id)
+                        .and_then(|(_, c)| serde_json::from_str::<crate::domain::run::RunConfig>(c).ok())
+                        .map_or(1, |c| c.clients())
+                };
                 let candidates: Vec<(i64, i64, String)> = sqlx::query_as(
                     "SELECT rc.run_id, rc.candidate_id, c.name FROM run_candidates rc \
                      JOIN candidates c ON c.id = rc.candidate_id JOIN runs r ON r.id = rc.run_id \
@@ -119,6 +132,7 @@ macro_rules! worker_queries {
                     if runs.last().is_none_or(|r| r.run_id != run_id) {
                         runs.push(OpenRun {
                             run_id,
+                            clients: clients(run_id),
                             candidates: Vec::new(),
                             units: Vec::new(),
                         });
@@ -144,14 +158,16 @@ macro_rules! worker_queries {
                 };
                 let decision = crate::domain::workers::decide(&coordination, me);
                 if let Some(claim) = &decision.claim {
-                    for (seq, candidate) in claim.admits.iter().flatten().enumerate() {
+                    for (seq, unit) in claim.admits.iter().flatten().enumerate() {
                         sqlx::query(
-                            "INSERT INTO run_units (run_id, seq, candidate_id, status) VALUES ($1, $2, $3, 'queued') \
-                             ON CONFLICT (run_id, seq) DO NOTHING",
+                            "INSERT INTO run_units (run_id, seq, candidate_id, shard, shards, status) \
+                             VALUES ($1, $2, $3, $4, $5, 'queued') ON CONFLICT (run_id, seq) DO NOTHING",
                         )
                         .bind(claim.run_id)
                         .bind(seq as i64)
-                        .bind(*candidate)
+                        .bind(unit.candidate_id)
+                        .bind(i64::from(unit.shard))
+                        .bind(i64::from(unit.shards))
                         .execute(&mut *tx)
                         .await?;
                     }
@@ -207,6 +223,19 @@ macro_rules! worker_queries {
                 .execute(self.pool())
                 .await?;
                 Ok(done.rows_affected() > 0)
+            })
+        }
+
+        fn set_unit_clock(&self, run_id: i64, seq: u32, offset_ms: f64, rtt_ms: f64) -> StoreFuture<'_, ()> {
+            Box::pin(async move {
+                sqlx::query("UPDATE run_units SET clock_offset_ms = $3, clock_rtt_ms = $4 WHERE run_id = $1 AND seq = $2")
+                    .bind(run_id)
+                    .bind(i64::from(seq))
+                    .bind(offset_ms)
+                    .bind(rtt_ms)
+                    .execute(self.pool())
+                    .await?;
+                Ok(())
             })
         }
 

@@ -110,22 +110,30 @@ async fn seed(store: &DynStore, file: &EvalSetFile, mock: &MockServer, names: &[
     Seeded { version, candidates }
 }
 
+fn run_config(concurrency: u32) -> RunConfig {
+    RunConfig {
+        concurrency,
+        repetitions: 1,
+        warmup_requests: 0,
+        temperature: Some(0.0),
+        timeout_secs: 20,
+        retries: 0,
+        staged_rollout: false,
+        ..RunConfig::default()
+    }
+}
+
 async fn create_run(store: &DynStore, version: i64, candidates: &[i64], concurrency: u32) -> i64 {
+    create_run_with(store, version, candidates, run_config(concurrency)).await
+}
+
+async fn create_run_with(store: &DynStore, version: i64, candidates: &[i64], config: RunConfig) -> i64 {
     let run = store
         .create_run(&NewRun {
             name: "workers".into(),
             evalset_version_id: version,
             candidate_ids: candidates.to_vec(),
-            config: RunConfig {
-                concurrency,
-                repetitions: 1,
-                warmup_requests: 0,
-                temperature: Some(0.0),
-                timeout_secs: 20,
-                retries: 0,
-                staged_rollout: false,
-                ..RunConfig::default()
-            },
+            config,
         })
         .await
         .expect("creating a run");
@@ -383,6 +391,117 @@ async fn the_per_candidate_cap_holds_across_workers() {
     assert!(
         first_end <= second_start,
         "one run per candidate across both workers: the second began at {second_start} µs, before the first ended at {first_end} µs"
+    );
+    mock.shutdown().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_postgres),
+    ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…"
+)]
+async fn one_load_split_over_two_workers_gives_the_mocks_true_aggregate_within_one_percent() {
+    const CASES: usize = 40;
+    const CONCURRENCY: u32 = 8;
+    let (url, _guard) = postgres_url().await;
+    let store = crate::support::db::open(&url).await;
+    let file = evalset(CASES);
+    // No answer key: 40 filler tokens a request, 5 ms apart after 20 ms, one a chunk.
+    let profile = ModelProfile {
+        ttft_ms: 20.0,
+        inter_token_ms: Some(5.0),
+        tokens_per_chunk: 1,
+        jitter: 0.0,
+        ..ModelProfile::named("split")
+    };
+    let mock = crate::support::runs::start_mock(MockConfig {
+        profiles: vec![profile],
+        answer_keys: vec![],
+        seed: 9,
+    })
+    .await;
+    let s = seed(&store, &file, &mock, &["split"]).await;
+    let config = RunConfig {
+        max_tokens: Some(40),
+        duration_secs: Some(4),
+        clients: Some(2),
+        ..run_config(CONCURRENCY)
+    };
+    let run = create_run_with(&store, s.version, &s.candidates, config).await;
+    let _workers = [
+        Worker::start(&url, "left", &["--capacity", "1"]),
+        Worker::start(&url, "right", &["--capacity", "1"]),
+    ];
+    until("the run finishes", || async { status(&store, run).await.is_terminal() }).await;
+    assert_eq!(
+        status(&store, run).await,
+        RunStatus::Finished,
+        "{:?}",
+        events(&store, run).await
+    );
+    let units = store.list_run_units(run).await.unwrap();
+    let shares: BTreeSet<_> = units[..2].iter().map(|u| u.worker.clone().unwrap()).collect();
+    assert_eq!(shares.len(), 2, "each share on its own worker: {units:?}");
+    assert!(units[..2].iter().all(|u| u.clock_offset_ms.is_some()), "{units:?}");
+    let log = events(&store, run).await;
+    assert!(
+        log.iter()
+            .any(|m| m.contains("load split over 2 clients") && m.contains("clocks differ by at most")),
+        "{log:?}"
+    );
+
+    // Both shares' records are one level at the whole concurrency.
+    let records: Vec<_> = store
+        .list_request_records(run)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| !r.is_warmup)
+        .collect();
+    assert!(records.iter().all(|r| r.concurrency == CONCURRENCY));
+    let keys: BTreeSet<_> = records
+        .iter()
+        .map(|r| (r.case_id.clone(), r.repetition, r.attempt))
+        .collect();
+    assert_eq!(keys.len(), records.len(), "no record stored twice");
+    let figures = bakeoff::domain::calibers::figures_at_concurrency(records.iter(), CONCURRENCY, &[])
+        .expect("the level's figures");
+    let measured = figures.aggregate_tok_s.expect("an aggregate");
+    let window = figures.repetitions[0].window.expect("a steady window");
+
+    // The mock's truth: the tokens it sent inside the same window (its own timestamps, tokens
+    // evenly spaced between its first and last), per second.
+    let page: serde_json::Value = reqwest::get(format!("{}/mock/requests", mock.root_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut sent = 0.0;
+    for r in page["requests"].as_array().unwrap() {
+        let (Some(first), Some(last)) = (r["first_token_ms"].as_f64(), r["last_token_ms"].as_f64()) else {
+            continue;
+        };
+        let received = r["received_unix_ms"].as_f64().unwrap();
+        let n = r["tokens_sent"].as_u64().unwrap();
+        for i in 0..n {
+            let at_ms = if n == 1 {
+                first
+            } else {
+                first + (last - first) * i as f64 / (n - 1) as f64
+            };
+            let at_us = ((received + at_ms) * 1000.0) as i64;
+            if (window.start_us..=window.end_us).contains(&at_us) {
+                sent += 1.0;
+            }
+        }
+    }
+    let truth = sent / window.secs();
+    let error = (measured - truth) / truth * 100.0;
+    eprintln!("split over 2 workers: measured {measured:.1} tok/s, mock {truth:.1} tok/s, error {error:+.2} %");
+    assert!(
+        error.abs() <= 1.0,
+        "measured {measured:.1} vs the mock's {truth:.1} tok/s ({error:+.2} %)"
     );
     mock.shutdown().await.ok();
 }

@@ -72,9 +72,11 @@ pub async fn execute_with(
     }
     let mut reports = Vec::new();
     for (seq, candidate_id) in run.candidate_ids.iter().enumerate() {
+        // One process is one client: a load meant for several is measured whole here.
         let unit = UnitContext {
             seq: seq as u32,
             worker: None,
+            share: Share::WHOLE,
             abandoned: None,
         };
         match execute_unit(&store, run_id, *candidate_id, &unit, cancel.clone(), &writer_settings).await? {
@@ -92,6 +94,8 @@ pub async fn execute_with(
 pub struct UnitContext {
     pub seq: u32,
     pub worker: Option<String>,
+    /// This unit's share of the candidate's load (the whole of it unless split).
+    pub share: Share,
     /// Turns true when the worker lost its lease (another worker took the unit over): the load
     /// stops and the unit ends `Abandoned`, leaving the run to the new holder.
     pub abandoned: Option<tokio::sync::watch::Receiver<bool>>,
@@ -230,8 +234,17 @@ pub async fn execute_unit(
     let cancel = cancel.or_when(writer.paused());
     let done = FinishedUnits::from_facts(&existing, candidate_id, run.config.retries);
     drop(existing);
+    let split = unit.share.split_refused(&run.config, case_count);
     let outcome = match CandidateRun::new(&run, &candidate, file, writer.sender(), cancel.clone()) {
-        Ok(ctx) => run_candidate(ctx, store, done).await,
+        Ok(_) if split.is_some() => {
+            let reason = split.unwrap_or_default();
+            Ok(Outcome::Stopped {
+                stage: StopStage::Setup,
+                message: format!("{name}: {reason}"),
+                reason,
+            })
+        }
+        Ok(ctx) => run_candidate(ctx, store, done, unit).await,
         Err(e) => Ok(Outcome::Stopped {
             stage: StopStage::Setup,
             reason: e.to_string(),
@@ -477,9 +490,13 @@ async fn record_harness(store: &DynStore, run_id: i64, report: &HarnessReport) -
 }
 
 /// The cases grouped by prompt-length bin (one group of all cases when none is tagged).
-fn bins(ctx: &CandidateRun) -> Vec<(Option<u32>, Vec<usize>)> {
+fn bins(ctx: &CandidateRun, share: Share) -> Vec<(Option<u32>, Vec<usize>)> {
     let mut bins: Vec<(Option<u32>, Vec<usize>)> = Vec::new();
-    for (i, case) in ctx.file.cases[..ctx.case_count].iter().enumerate() {
+    for (i, case) in ctx.file.cases[..ctx.case_count]
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| share.owns(*i))
+    {
         let bin = prompt_bin(&case.tags);
         match bins.iter_mut().find(|(b, _)| *b == bin) {
             Some((_, cases)) => cases.push(i),
@@ -491,7 +508,13 @@ fn bins(ctx: &CandidateRun) -> Vec<(Option<u32>, Vec<usize>)> {
 }
 
 /// Sends one candidate's part of the run: rollout, warm-ups, every level.
-async fn run_candidate(ctx: Arc<CandidateRun>, store: &DynStore, done: FinishedUnits) -> Result<Outcome, EngineError> {
+async fn run_candidate(
+    ctx: Arc<CandidateRun>,
+    store: &DynStore,
+    done: FinishedUnits,
+    unit: &UnitContext,
+) -> Result<Outcome, EngineError> {
+    let share = unit.share;
     let name = ctx.candidate.spec.name.clone();
     if ctx.case_count == 0 {
         store
@@ -501,7 +524,8 @@ async fn run_candidate(ctx: Arc<CandidateRun>, store: &DynStore, done: FinishedU
     }
     let phase = ctx.config.measured_phase();
     let done = Arc::new(done);
-    if ctx.config.staged_rollout && !done.rollout_done {
+    // A split load's staged start is made once, by its first share.
+    if ctx.config.staged_rollout && !done.rollout_done && share.index == 0 {
         if let Some(stop) = rollout::run(&ctx, store).await? {
             return Ok(Outcome::Stopped {
                 stage: StopStage::StagedStart,
@@ -514,11 +538,15 @@ async fn run_candidate(ctx: Arc<CandidateRun>, store: &DynStore, done: FinishedU
         }
     }
     let loads = ctx.config.loads();
-    let first_concurrency = ctx.config.load.warmup_concurrency(ctx.config.concurrency);
-    if ctx.config.warmup_requests > 0 {
+    let first_concurrency = share
+        .of_count(ctx.config.load.warmup_concurrency(ctx.config.concurrency))
+        .max(1);
+    let bins = bins(&ctx, share);
+    let own_cases: Vec<usize> = bins.iter().flat_map(|(_, cases)| cases.iter().copied()).collect();
+    if ctx.config.warmup_requests > 0 && !own_cases.is_empty() {
         let warmups: VecDeque<Unit> = (0..ctx.config.warmup_requests)
             .map(|i| Unit {
-                case_index: i as usize % ctx.case_count,
+                case_index: own_cases[i as usize % own_cases.len()],
                 phase: Phase::Warmup,
                 repetition: done.warmups + i,
                 is_warmup: true,
@@ -534,7 +562,12 @@ async fn run_candidate(ctx: Arc<CandidateRun>, store: &DynStore, done: FinishedU
         super::writer::append_event_patiently(store, ctx.run_id, "info", &msg).await?;
         ctx.clone().closed_loop(Feed::List(warmups), first_concurrency).await?;
     }
-    let bins = bins(&ctx);
+    if share.of > 1 {
+        split_barrier(store, &ctx, unit).await?;
+        if ctx.cancel.is_cancelled() {
+            return Ok(Outcome::Measured);
+        }
+    }
     let mut total = Tally::default();
     let started = Instant::now();
     for (level, load) in loads.iter().enumerate() {
@@ -545,13 +578,19 @@ async fn run_candidate(ctx: Arc<CandidateRun>, store: &DynStore, done: FinishedU
             let level_started = Instant::now();
             let mut tally = Tally::default();
             for repetition in 0..ctx.config.repetitions {
-                let feed = feed(&ctx, level as u32, repetition, *load, cases, phase, done.clone());
+                let feed = feed(&ctx, level as u32, repetition, *load, cases, done.clone(), share);
                 let t = match *load {
-                    Load::Concurrency { concurrency } => ctx.clone().closed_loop(feed, concurrency).await?,
+                    Load::Concurrency { concurrency } => {
+                        ctx.clone().closed_loop(feed, share.of_count(concurrency)).await?
+                    }
                     Load::Rate { per_second, poisson } => {
-                        let seed = (ctx.run_id as u64) << 32 ^ (level as u64) << 16 ^ u64::from(repetition);
+                        let seed = (ctx.run_id as u64) << 32
+                            ^ (level as u64) << 16
+                            ^ u64::from(repetition)
+                            ^ u64::from(share.index) << 40;
+                        let in_flight = (share.of_count(load.max_in_flight() as u32).max(1)) as usize;
                         ctx.clone()
-                            .open_loop(feed, per_second, poisson, load.max_in_flight(), seed)
+                            .open_loop(feed, per_second / f64::from(share.of), poisson, in_flight, seed)
                             .await?
                     }
                 };
@@ -597,11 +636,12 @@ fn feed(
     repetition: u32,
     load: Load,
     cases: &[usize],
-    phase: Phase,
     done: Arc<FinishedUnits>,
+    share: Share,
 ) -> Feed {
+    let phase = ctx.config.measured_phase();
     let limit = match (ctx.config.requests_per_level, ctx.config.duration_secs) {
-        (Some(n), _) => Some(n as usize),
+        (Some(n), _) => Some(share.of_count(n) as usize),
         (None, Some(_)) => None,
         (None, None) => Some(cases.len()),
     };
@@ -624,4 +664,152 @@ fn feed(
         next: 0,
         done,
     })
+}
+
+/// One unit's share of a candidate's load: `index` of `of` (0 of 1: the whole load). A share
+/// sends the cases whose index is `index` modulo `of` (so no two shares store the same key), at
+/// its part of the concurrency or rate; its records keep the level's whole concurrency, so the
+/// level's figures pool every share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Share {
+    pub index: u32,
+    pub of: u32,
+}
+
+impl Share {
+    pub const WHOLE: Share = Share { index: 0, of: 1 };
+
+    /// This share's part of `n` (concurrency, requests): the first `n mod of` shares take one
+    /// more, so the parts add up to `n`.
+    pub fn of_count(&self, n: u32) -> u32 {
+        n / self.of + u32::from(self.index < n % self.of)
+    }
+
+    fn owns(&self, case_index: usize) -> bool {
+        case_index % self.of as usize == self.index as usize
+    }
+
+    /// Why this run's load cannot be split over `of` clients, if it cannot: one load level only
+    /// (shares cannot agree on a level's end), and at least one case and one stream each.
+    fn split_refused(&self, config: &crate::domain::run::RunConfig, cases: usize) -> Option<String> {
+        if self.of <= 1 {
+            return None;
+        }
+        let loads = config.loads();
+        let too_few = |what: &str, n: u32| format!("{n} {what} cannot be split over {} clients", self.of);
+        if loads.len() > 1 {
+            return Some(format!(
+                "a load split over {} clients has one load level ({} asked)",
+                self.of,
+                loads.len()
+            ));
+        }
+        if let Some(Load::Concurrency { concurrency }) = loads.first()
+            && *concurrency < self.of
+        {
+            return Some(too_few("streams", *concurrency));
+        }
+        (cases < self.of as usize).then(|| too_few("cases", cases as u32))
+    }
+}
+
+/// Longest a share waits for the others to be taken by workers before its run fails.
+const SPLIT_WAIT: Duration = Duration::from_secs(600);
+/// How long after the last share was taken they all start: time for every worker to see it.
+const SPLIT_START_MS: i64 = 2_000;
+
+/// The start barrier of a split load, through the database: this worker measures its clock's
+/// offset to the database's (the sample with the shortest round trip of five), waits until every
+/// share is taken and has its offset, then sleeps until the common start — the last share's
+/// claim time plus [`SPLIT_START_MS`], on the database's clock, converted to this worker's. The
+/// first share states every worker's offset and the skew bound in the run's event log.
+async fn split_barrier(store: &DynStore, ctx: &CandidateRun, unit: &UnitContext) -> Result<(), EngineError> {
+    let (run_id, candidate_id, share) = (ctx.run_id, ctx.candidate.id, unit.share);
+    let mut best: Option<(f64, f64)> = None;
+    for _ in 0..5 {
+        let before = wall_clock_us();
+        let database_ms = store.database_now().await?.0 as f64;
+        let after = wall_clock_us();
+        let rtt_ms = (after - before) as f64 / 1000.0;
+        let offset_ms = (before + after) as f64 / 2000.0 - database_ms;
+        if best.is_none_or(|(rtt, _)| rtt_ms < rtt) {
+            best = Some((rtt_ms, offset_ms));
+        }
+    }
+    let (rtt_ms, offset_ms) = best.unwrap_or_default();
+    store.set_unit_clock(run_id, unit.seq, offset_ms, rtt_ms).await?;
+    let waited = Instant::now();
+    let shares = loop {
+        let shares: Vec<_> = store
+            .list_run_units(run_id)
+            .await?
+            .into_iter()
+            .filter(|u| u.candidate_id == Some(candidate_id) && u.shards == share.of)
+            .collect();
+        let ready = shares.len() == share.of as usize
+            && shares
+                .iter()
+                .all(|u| u.status != crate::domain::workers::UnitStatus::Queued && u.clock_offset_ms.is_some());
+        if ready {
+            break shares;
+        }
+        if ctx.cancel.is_cancelled() {
+            return Ok(());
+        }
+        if waited.elapsed() > SPLIT_WAIT {
+            return Err(EngineError::Internal(format!(
+                "{}: its load is split over {} clients, but only {} workers took a share in {} s",
+                ctx.candidate.spec.name,
+                share.of,
+                shares.iter().filter(|u| u.clock_offset_ms.is_some()).count(),
+                SPLIT_WAIT.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let start_ms = shares
+        .iter()
+        .filter_map(|u| u.started_at)
+        .map(|t| t.0)
+        .max()
+        .unwrap_or(0)
+        + SPLIT_START_MS;
+    let local_start_us = ((start_ms as f64 + offset_ms) * 1000.0) as i64;
+    let wait_us = local_start_us - wall_clock_us();
+    if share.index == 0 {
+        let offsets: Vec<f64> = shares.iter().filter_map(|u| u.clock_offset_ms).collect();
+        let spread =
+            offsets.iter().copied().fold(f64::MIN, f64::max) - offsets.iter().copied().fold(f64::MAX, f64::min);
+        let worst_rtt = shares.iter().filter_map(|u| u.clock_rtt_ms).fold(0.0, f64::max);
+        let each: Vec<String> = shares
+            .iter()
+            .map(|u| {
+                format!(
+                    "{} {:+.2} ms (round trip {:.2} ms)",
+                    u.worker.as_deref().unwrap_or("?"),
+                    u.clock_offset_ms.unwrap_or(0.0),
+                    u.clock_rtt_ms.unwrap_or(0.0)
+                )
+            })
+            .collect();
+        let message = format!(
+            "{}: load split over {} clients, started together at {} (database clock); clock offsets to the \
+             database: {}; the clients' clocks differ by at most {:.2} ms, so the level's window edges are \
+             within that of each other",
+            ctx.candidate.spec.name,
+            share.of,
+            crate::domain::Timestamp(start_ms).display(),
+            each.join(", "),
+            spread + worst_rtt
+        );
+        store.append_run_event(run_id, "info", &message).await?;
+    }
+    if wait_us > 0 {
+        let mut cancel = ctx.cancel.clone();
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_micros(wait_us as u64)) => {}
+            _ = cancel.cancelled() => {}
+        }
+    }
+    Ok(())
 }

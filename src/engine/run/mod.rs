@@ -699,7 +699,7 @@ async fn start_unit(shared: &Arc<Shared>, claim: Claim) {
     shared.lock().executing.push(Held {
         run_id: claim.run_id,
         seq: claim.seq,
-        candidate_id: claim.candidate_id,
+        candidate_id: claim.unit.candidate_id,
         cancel: cancel_tx,
         lost: lost_tx,
         ending: false,
@@ -707,7 +707,13 @@ async fn start_unit(shared: &Arc<Shared>, claim: Claim) {
     if let Some(from) = &claim.taken_over_from
         && *from != shared.identity.name
     {
-        let what = match claim.candidate_id {
+        let what = match claim.unit.candidate_id {
+            Some(_) if claim.unit.shards > 1 => format!(
+                "unit {} (share {} of {})",
+                claim.seq + 1,
+                claim.unit.shard + 1,
+                claim.unit.shards
+            ),
             Some(_) => format!("unit {}", claim.seq + 1),
             None => "the closing step".to_string(),
         };
@@ -797,11 +803,15 @@ async fn run_unit(
     let unit = UnitContext {
         seq: claim.seq,
         worker: shared.identity.claims_any.then(|| shared.identity.name.clone()),
+        share: executor::Share {
+            index: claim.unit.shard,
+            of: claim.unit.shards.max(1),
+        },
         abandoned: Some(lost),
     };
     let writer = shared.writer.clone();
     let task =
-        match claim.candidate_id {
+        match claim.unit.candidate_id {
             Some(candidate_id) => tokio::spawn(async move {
                 executor::execute_unit(&store, run_id, candidate_id, &unit, cancel, &writer).await
             }),
