@@ -266,7 +266,11 @@ pub async fn set_worker_labels(
             actor: actor.name.clone(),
             action: Action::CandidateWorkerLabels,
             target: format!("candidate #{} {:?}", candidate.id, candidate.spec.name),
-            detail: format!("measured only by workers labelled: {} (was {})", shown(labels), shown(&before)),
+            detail: format!(
+                "measured only by workers labelled: {} (was {})",
+                shown(labels),
+                shown(&before)
+            ),
         })
         .await?;
     Ok(true)
@@ -319,7 +323,10 @@ mod tests {
         let fields: Vec<&str> = errors.0.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["labels[1]", "labels[2]", "labels[3]"]);
         assert!(parse_worker_labels("labels", "eu, gpu-a").is_ok());
-        assert!(matches!(parse_worker_labels("labels", "eu; gpu"), Err(AppError::Fields(_))));
+        assert!(matches!(
+            parse_worker_labels("labels", "eu; gpu"),
+            Err(AppError::Fields(_))
+        ));
     }
 
     #[test]

@@ -41,3 +41,4 @@ mod store_scorecards;
 mod store_text;
 mod tokenize;
 mod web;
+mod workers_web;
