@@ -195,6 +195,87 @@ pub async fn save(
     })
 }
 
+/// The labels a candidate requires of the workers that measure it (`domain::workers`): none
+/// when it needs none.
+pub async fn worker_labels(store: &DynStore, candidate_id: i64) -> Result<Vec<String>, AppError> {
+    Ok(store
+        .candidate_worker_labels()
+        .await?
+        .into_iter()
+        .find(|(id, _)| *id == candidate_id)
+        .map(|(_, labels)| labels)
+        .unwrap_or_default())
+}
+
+/// Labels as typed in one field ("gpu-a, eu"), or a field error on `field` naming the bad label.
+pub fn parse_worker_labels(field: &str, text: &str) -> Result<Vec<String>, AppError> {
+    crate::domain::workers::parse_labels(text).map_err(|why| {
+        let mut errors = crate::domain::validation::FieldErrors::default();
+        errors.add(field, why);
+        AppError::Fields(errors)
+    })
+}
+
+/// Labels given one by one (the API's list): each must be one valid label, or a field error on
+/// `labels[i]`; returned sorted, without repeats.
+pub fn worker_labels_of(items: &[String]) -> Result<Vec<String>, AppError> {
+    let mut errors = crate::domain::validation::FieldErrors::default();
+    let mut labels = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        match crate::domain::workers::parse_labels(item) {
+            Ok(one) if one.len() == 1 => labels.extend(one),
+            Ok(none) if none.is_empty() => errors.add(format!("labels[{i}]"), "is empty"),
+            Ok(_) => errors.add(
+                format!("labels[{i}]"),
+                format!("{item:?} is more than one label: give each as its own item"),
+            ),
+            Err(why) => errors.add(format!("labels[{i}]"), why),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(AppError::Fields(errors));
+    }
+    labels.sort();
+    labels.dedup();
+    Ok(labels)
+}
+
+/// Sets the labels `candidate` requires of its workers (already parsed: sorted, no repeats);
+/// an actual change is audited as `candidate.worker_labels`. Returns whether anything changed.
+/// Runs admitted before keep measuring where they are; the next unit claimed follows the labels.
+pub async fn set_worker_labels(
+    store: &DynStore,
+    actor: &Actor,
+    candidate: &Candidate,
+    labels: &[String],
+) -> Result<bool, AppError> {
+    let before = worker_labels(store, candidate.id).await?;
+    if before == labels {
+        return Ok(false);
+    }
+    store.set_candidate_worker_labels(candidate.id, labels).await?;
+    let shown = |l: &[String]| {
+        if l.is_empty() {
+            "none (any worker)".to_string()
+        } else {
+            crate::domain::workers::labels_text(l)
+        }
+    };
+    store
+        .append_audit(&NewAuditEntry {
+            actor: actor.name.clone(),
+            action: Action::CandidateWorkerLabels,
+            target: format!("candidate #{} {:?}", candidate.id, candidate.spec.name),
+            detail: format!(
+                "measured only by workers labelled: {} (was {})",
+                shown(labels),
+                shown(&before)
+            ),
+        })
+        .await?;
+    Ok(true)
+}
+
 /// A name already used by another candidate, as a field error the form and imports both show.
 fn name_taken(e: StoreError) -> AppError {
     match e {
@@ -228,6 +309,24 @@ mod tests {
         s.api_key = key.map(Secret::new);
         s.api_key_env = env.map(str::to_string);
         s
+    }
+
+    #[test]
+    fn labels_given_one_by_one_are_each_one_valid_label() {
+        let ok = worker_labels_of(&["eu".into(), "GPU-a".into(), "eu".into()]).unwrap();
+        assert_eq!(ok, vec!["eu".to_string(), "gpu-a".to_string()]);
+        assert!(worker_labels_of(&[]).unwrap().is_empty());
+        let Err(AppError::Fields(errors)) = worker_labels_of(&["eu".into(), "a b".into(), "x/y".into(), " ".into()])
+        else {
+            panic!("refused")
+        };
+        let fields: Vec<&str> = errors.0.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["labels[1]", "labels[2]", "labels[3]"]);
+        assert!(parse_worker_labels("labels", "eu, gpu-a").is_ok());
+        assert!(matches!(
+            parse_worker_labels("labels", "eu; gpu"),
+            Err(AppError::Fields(_))
+        ));
     }
 
     #[test]

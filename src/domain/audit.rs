@@ -65,10 +65,11 @@ pub enum Action {
     CandidateDeleted,
     EvalSetDeleted,
     ThresholdProfileDeleted,
+    CandidateWorkerLabels,
 }
 
 impl Action {
-    pub const ALL: [Action; 34] = [
+    pub const ALL: [Action; 35] = [
         Action::CandidateCreated,
         Action::CandidateUpdated,
         Action::CandidateKeySet,
@@ -103,6 +104,7 @@ impl Action {
         Action::CandidateDeleted,
         Action::EvalSetDeleted,
         Action::ThresholdProfileDeleted,
+        Action::CandidateWorkerLabels,
     ];
 
     pub fn as_str(&self) -> &'static str {
@@ -141,6 +143,7 @@ impl Action {
             Action::CandidateDeleted => "candidate.deleted",
             Action::EvalSetDeleted => "evalset.deleted",
             Action::ThresholdProfileDeleted => "threshold_profile.deleted",
+            Action::CandidateWorkerLabels => "candidate.worker_labels",
         }
     }
 }

@@ -131,6 +131,23 @@ pub fn duration(seconds: f64) -> String {
     }
 }
 
+/// How long ago something happened, `ms` milliseconds before now, rounded down: `3 s ago`,
+/// `4 min ago`, `2 h ago`, `5 d ago`; a time ahead of now (clocks disagree) is `just now`.
+pub fn ago(ms: i64) -> String {
+    let s = ms / 1000;
+    if ms < 0 {
+        "just now".to_string()
+    } else if s < 120 {
+        format!("{s} s ago")
+    } else if s < 120 * 60 {
+        format!("{} min ago", s / 60)
+    } else if s < 48 * 3600 {
+        format!("{} h ago", s / 3600)
+    } else {
+        format!("{} d ago", s / 86_400)
+    }
+}
+
 /// A size limit: `1 MiB`, `1.5 MiB`, `512 KiB`, `300 B`.
 pub fn bytes(n: u64) -> String {
     const KIB: u64 = 1024;
@@ -166,6 +183,16 @@ pub fn visible_controls(text: &str) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ago_rounds_down_to_the_largest_sensible_unit() {
+        assert_eq!(ago(3_400), "3 s ago");
+        assert_eq!(ago(119_999), "119 s ago");
+        assert_eq!(ago(125_000), "2 min ago");
+        assert_eq!(ago(3 * 3_600_000), "3 h ago");
+        assert_eq!(ago(5 * 86_400_000), "5 d ago");
+        assert_eq!(ago(-500), "just now");
+    }
 
     #[test]
     fn significant_keeps_three_digits_and_dashes_what_is_not_finite() {

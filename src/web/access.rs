@@ -50,6 +50,8 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/audit", VIEWER),
     ("GET", "/audit/export.csv", VIEWER),
     ("GET", "/audit/export.json", VIEWER),
+    // measurement workers (their heartbeats) and the caps they apply
+    ("GET", "/workers", VIEWER),
     // candidates and operability
     ("GET", "/candidates", VIEWER),
     ("POST", "/candidates", EDITOR),
@@ -57,6 +59,7 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/candidates/{id}", VIEWER),
     ("GET", "/candidates/{id}/edit", VIEWER),
     ("POST", "/candidates/{id}/edit", EDITOR),
+    ("POST", "/candidates/{id}/worker-labels", EDITOR),
     ("GET", "/candidates/{id}/operability", VIEWER),
     ("POST", "/candidates/{id}/operability/probes", EDITOR),
     ("POST", "/candidates/{id}/operability/checklist", EDITOR),
@@ -128,6 +131,8 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/api/v1/candidates", VIEWER),
     ("POST", "/api/v1/candidates", EDITOR),
     ("GET", "/api/v1/candidates/{id}", VIEWER),
+    ("PUT", "/api/v1/candidates/{id}/worker-labels", EDITOR),
+    ("GET", "/api/v1/workers", VIEWER),
     ("GET", "/api/v1/evalsets", VIEWER),
     ("POST", "/api/v1/evalsets", EDITOR),
     ("GET", "/api/v1/evalsets/{id}", VIEWER),

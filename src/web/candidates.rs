@@ -39,6 +39,16 @@ pub struct CandidateRow {
     /// Who counts output tokens when streams carry no usage: the server's endpoint or bakeoff.
     pub tokenize: String,
     pub key: String,
+    /// The labels a worker must carry to measure it, "eu, gpu-a"; empty: any worker.
+    pub worker_labels: String,
+}
+
+impl CandidateRow {
+    /// The row with the labels its workers must carry (stored apart from the candidate).
+    pub fn with_worker_labels(mut self, labels: &[String]) -> Self {
+        self.worker_labels = labels.join(", ");
+        self
+    }
 }
 
 /// "set · last 4 …", "from env X", "set (env X unused)" or "none": never the key itself.
@@ -112,6 +122,7 @@ impl From<&Candidate> for CandidateRow {
                 None => "bakeoff (o200k)".to_string(),
             },
             key: key_status(s),
+            worker_labels: String::new(),
         }
     }
 }
@@ -139,12 +150,15 @@ async fn list(State(state): State<AppState>, Query(q): Query<ListQuery>) -> Resu
         .and_then(|id| all.iter().find(|c| c.id == id))
         .map(|c| super::error::sentence(&candidates::moved_note(c)));
     let retired_ids = crate::app::retirement::retired(&state.store, ItemKind::Candidate).await?;
+    let labels: std::collections::HashMap<i64, Vec<String>> =
+        state.store.candidate_worker_labels().await?.into_iter().collect();
+    let row = |c: &Candidate| CandidateRow::from(c).with_worker_labels(labels.get(&c.id).map_or(&[], Vec::as_slice));
     let (retired, rows): (Vec<_>, Vec<_>) = all.iter().partition(|c| retired_ids.contains(&c.id));
     Ok(CandidatesPage {
         nav: "candidates",
-        rows: rows.into_iter().map(CandidateRow::from).collect(),
+        rows: rows.into_iter().map(row).collect(),
         key_dropped,
-        retired: retired.into_iter().map(CandidateRow::from).collect(),
+        retired: retired.into_iter().map(row).collect(),
     })
 }
 

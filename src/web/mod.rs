@@ -28,6 +28,7 @@ pub mod security;
 pub mod serve;
 pub mod thresholds;
 pub mod views;
+pub mod workers;
 
 use crate::engine::run::Runner;
 use crate::store::DynStore;
@@ -62,6 +63,7 @@ pub fn build_app(state: AppState) -> Router {
         .merge(how_we_measure::router())
         .merge(operability::router())
         .merge(audit::router())
+        .merge(workers::router())
         .merge(accounts::router())
         .merge(assets::router())
         .merge(api::router())

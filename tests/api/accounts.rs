@@ -255,7 +255,7 @@ async fn send(client: &reqwest::Client, app: &TestApp, method: &str, path: &str)
         client.get(app.url(path))
     } else {
         client
-            .post(app.url(path))
+            .request(method.parse().expect("an HTTP method"), app.url(path))
             .header("content-type", "application/x-www-form-urlencoded")
             .body("")
     };

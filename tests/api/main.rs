@@ -42,3 +42,4 @@ mod store_text;
 mod tokenize;
 mod web;
 mod workers;
+mod workers_web;

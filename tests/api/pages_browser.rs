@@ -144,6 +144,7 @@ async fn seed(app: &crate::browser::DemoApp) -> Vec<(String, String)> {
         ),
         ("scorecards", "/scorecards".into()),
         ("audit", "/audit".into()),
+        ("workers", "/workers".into()),
         ("how-we-measure", "/measure".into()),
     ]
     .into_iter()

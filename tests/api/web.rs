@@ -56,6 +56,7 @@ async fn every_page_renders_with_the_layout() {
         (&format!("/runs/{run}"), "Run #"),
         ("/measure", "How we measure"),
         ("/audit", "Audit log"),
+        ("/workers", "Workers"),
     ];
     for (path, title) in pages {
         let page = app.get_html(path).await;
@@ -71,6 +72,7 @@ async fn every_page_renders_with_the_layout() {
                 "Runs",
                 "Archive",
                 "Scorecards",
+                "Workers",
                 "Audit",
                 "How we measure"
             ],

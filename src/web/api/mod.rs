@@ -32,6 +32,7 @@ pub mod problem;
 pub mod profiles;
 pub mod runs;
 pub mod scorecards;
+pub mod workers;
 
 pub use problem::Problem;
 
@@ -50,6 +51,7 @@ pub fn router() -> Router<AppState> {
         .merge(runs::router())
         .merge(scorecards::router())
         .merge(archive::router())
+        .merge(workers::router())
 }
 
 #[derive(OpenApi)]
@@ -59,7 +61,7 @@ pub fn router() -> Router<AppState> {
         version = "1",
         description = "The JSON API of a bakeoff server: candidates, eval sets, threshold profiles, runs \
                        (create, progress, cancel, raw records), scorecards (judged and saved), CI verdicts and the archive \
-                       (filtered, runs compared side by side, one candidate's history). \
+                       (filtered, runs compared side by side, one candidate's history), and the measurement workers. \
                        Authenticate with `Authorization: Bearer <API token>` (created on the account page or \
                        with `bakeoff user token create`). Errors are RFC 9457 problem details. See docs/api.md."
     ),
@@ -68,6 +70,7 @@ pub fn router() -> Router<AppState> {
         candidates::list,
         candidates::get_one,
         candidates::import,
+        candidates::set_labels,
         evalsets::list,
         evalsets::get_one,
         evalsets::upload,
@@ -88,6 +91,7 @@ pub fn router() -> Router<AppState> {
         archive::query,
         archive::compare_runs,
         archive::history_of,
+        workers::list,
     ),
     components(schemas(Problem, problem::FieldProblem)),
     modifiers(&Security, &ErrorResponses),
@@ -98,6 +102,7 @@ pub fn router() -> Router<AppState> {
         (name = "runs", description = "Runs: create, progress, cancel, raw request records"),
         (name = "scorecards", description = "A run judged by a threshold profile, and saved scorecards"),
         (name = "archive", description = "Finished runs: filtered as on the archive page, compared side by side, one candidate's history"),
+        (name = "workers", description = "The measurement workers sharing the database: heartbeats, labels, load"),
         (name = "meta", description = "This document"),
     )
 )]
@@ -460,7 +465,11 @@ mod tests {
         let doc = openapi();
         assert!(doc.paths.paths.len() >= 15);
         for (path, item) in &doc.paths.paths {
-            for (method, present) in [("GET", item.get.is_some()), ("POST", item.post.is_some())] {
+            for (method, present) in [
+                ("GET", item.get.is_some()),
+                ("POST", item.post.is_some()),
+                ("PUT", item.put.is_some()),
+            ] {
                 if present {
                     assert!(
                         crate::web::access::required(&method.parse().unwrap(), path).is_some(),

@@ -101,6 +101,96 @@ pub struct LiveView {
     /// "Run again" (any ended run) / "Run again without X" (runs that failed or stopped a
     /// candidate).
     pub again: Vec<AgainButton>,
+    /// The units the run is measured in (one per candidate, then the closing step) and which
+    /// worker measured each; empty for runs from before workers. Read on every call, never
+    /// cached: they change while the run goes.
+    pub units: Vec<UnitRow>,
+}
+
+/// One unit of the run: what it measures, who measured it, and its harness report.
+#[derive(Debug, Clone)]
+pub struct UnitRow {
+    pub seq: u32,
+    /// The candidate's name, or "closing step".
+    pub what: String,
+    /// queued, leased or done.
+    pub status: &'static str,
+    /// The worker that holds or last held it; "—" before any.
+    pub worker: String,
+    pub claims: u32,
+    pub started: String,
+    pub finished: String,
+    /// Its harness report, summarised; None for the closing step or before the unit is done.
+    pub harness: Option<UnitHarness>,
+}
+
+/// A unit's harness report in four figures.
+#[derive(Debug, Clone)]
+pub struct UnitHarness {
+    /// "1.2 CPU-s / 8.4 s wall".
+    pub cpu: String,
+    /// "35.1 CPU-s/Mtok".
+    pub cpu_per_mtok: String,
+    /// "p99 1.4 ms" (the event loop's lag).
+    pub lag_p99: String,
+    pub unreliable: bool,
+    pub reasons: Vec<String>,
+}
+
+fn unit_rows(units: &[crate::domain::workers::RunUnit], candidates: &[Candidate]) -> Vec<UnitRow> {
+    use crate::domain::format::significant;
+    units
+        .iter()
+        .map(|u| UnitRow {
+            seq: u.seq,
+            what: match u.candidate_id {
+                Some(id) => candidate_name(candidates, id),
+                None => "closing step".to_string(),
+            },
+            status: u.status.as_str(),
+            worker: u.worker.clone().unwrap_or_else(|| NOT_MEASURED.to_string()),
+            claims: u.claims,
+            started: or_clock(u.started_at),
+            finished: match (u.started_at, u.finished_at) {
+                (Some(a), Some(b)) => format!(
+                    "{} ({})",
+                    clock(b),
+                    crate::domain::format::duration((b.0 - a.0) as f64 / 1000.0)
+                ),
+                (None, Some(b)) => clock(b),
+                _ => NOT_MEASURED.to_string(),
+            },
+            harness: u.harness.as_ref().map(|h| UnitHarness {
+                cpu: match h.cpu_s {
+                    Some(c) => format!("{} CPU-s / {} s wall", significant(c), significant(h.wall_s)),
+                    None => format!("not measurable ({} s wall)", significant(h.wall_s)),
+                },
+                cpu_per_mtok: h.cpu_s_per_million_tokens.map_or_else(
+                    || format!("{NOT_MEASURED} CPU-s/Mtok"),
+                    |p| format!("{} CPU-s/Mtok", significant(p)),
+                ),
+                lag_p99: h.runtime_lag_ms.as_ref().map_or_else(
+                    || format!("p99 {NOT_MEASURED}"),
+                    |d| format!("p99 {} ms", significant(d.p99)),
+                ),
+                unreliable: h.unreliable,
+                reasons: h.reasons.clone(),
+            }),
+        })
+        .collect()
+}
+
+/// `14:03:07`: a unit's times to the second, UTC (the run's dates are in its header).
+fn clock(t: crate::domain::Timestamp) -> String {
+    let format = time::macros::format_description!("[hour]:[minute]:[second]");
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(t.0) * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(&format).ok())
+        .unwrap_or_else(|| NOT_MEASURED.to_string())
+}
+
+fn or_clock(t: Option<crate::domain::Timestamp>) -> String {
+    t.map_or_else(|| NOT_MEASURED.to_string(), clock)
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -477,6 +567,7 @@ pub(super) async fn live_view(
             at: s.at.display(),
         })
         .collect();
+    let units = unit_rows(&state.store.list_run_units(run.id).await?, candidates);
     let mut events = state.store.list_run_events(run.id).await?;
     let skip = events.len().saturating_sub(EVENT_LINES);
     let events = events
@@ -511,6 +602,7 @@ pub(super) async fn live_view(
         events,
         stops,
         again,
+        units,
     })
 }
 

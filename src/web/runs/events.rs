@@ -98,7 +98,8 @@ enum Feed {
 }
 
 /// A cheap summary that changes whenever the live fragment would: status, stored attempts per
-/// candidate, and the number of event-log lines. Also whether the run is over.
+/// candidate, the number of event-log lines and each unit's status, worker and claims. Also
+/// whether the run is over.
 async fn change_key(state: &AppState, id: i64) -> Result<(String, bool), WebError> {
     let run = state
         .store
@@ -116,7 +117,27 @@ async fn change_key(state: &AppState, id: i64) -> Result<(String, bool), WebErro
             )
         })
         .collect();
-    let key = format!("{}|{}|{events}", run.status.as_str(), counts.join(","));
+    let units: Vec<String> = state
+        .store
+        .list_run_units(id)
+        .await?
+        .iter()
+        .map(|u| {
+            format!(
+                "{}:{}:{}:{}",
+                u.seq,
+                u.status.as_str(),
+                u.worker.as_deref().unwrap_or_default(),
+                u.claims
+            )
+        })
+        .collect();
+    let key = format!(
+        "{}|{}|{events}|{}",
+        run.status.as_str(),
+        counts.join(","),
+        units.join(",")
+    );
     Ok((key, run.status.is_terminal()))
 }
 

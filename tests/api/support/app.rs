@@ -270,6 +270,14 @@ impl TestApp {
         }
     }
 
+    /// Runs raw SQL on the database of an app opened with `spawn_app_on` (to poke below the trait).
+    pub async fn execute_raw(&self, sql: &str) -> u64 {
+        match &self._db {
+            DbGuard::Store(s) => s.execute_raw(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}")),
+            DbGuard::Dir(_) => panic!("raw SQL needs an app opened with spawn_app_on"),
+        }
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base_url)
     }
