@@ -346,6 +346,8 @@ pub struct RunDraft {
     /// The error budget: percent of failed requests (100 = off) over a window of requests.
     pub error_budget_percent: String,
     pub error_budget_window: String,
+    /// Workers each candidate's load is split over. Blank: one client.
+    pub clients: String,
 }
 
 impl RunDraft {
@@ -366,6 +368,7 @@ impl RunDraft {
             stream: c.stream.then(|| "on".to_string()),
             error_budget_percent: super::format::shortest(c.error_budget.max_failed_percent),
             error_budget_window: c.error_budget.window.to_string(),
+            clients: opt(c.clients.map(|v| v.to_string())),
         }
     }
 
@@ -414,6 +417,7 @@ impl RunDraft {
                 )
                 .unwrap_or(ErrorBudget::default().window),
             },
+            clients: optional_number(&mut e, "clients", &self.clients, 1, MAX_CLIENTS).filter(|&n| n > 1),
             // Not on the form yet: the defaults (fixed concurrency, staged rollout on).
             ..RunConfig::default()
         };

@@ -36,6 +36,10 @@ pub struct SettingsFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub concurrency: Option<u32>,
+    /// Workers each candidate's load is split over at once (one load level; see docs/workers.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 16))]
+    pub clients: Option<u32>,
     /// How many times every case is sent (medians and spread need 3 or more).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100))]
@@ -191,6 +195,7 @@ impl SettingsFile {
         let int = |v: Option<u32>| v.map(|n| n.to_string());
         set(&mut draft.concurrency, int(self.concurrency));
         set(&mut draft.repetitions, int(self.repetitions));
+        set(&mut draft.clients, int(self.clients));
         set(&mut draft.warmup_requests, int(self.warmup_requests));
         set(&mut draft.max_tokens, int(self.max_tokens));
         set(&mut draft.temperature, self.temperature.map(|t| t.to_string()));
@@ -270,6 +275,7 @@ pub fn from_config(config: &RunConfig, judge_candidate: Option<String>) -> Resul
         bakeoff_settings: VERSION,
         concurrency: Some(config.concurrency),
         repetitions: Some(config.repetitions),
+        clients: config.clients,
         warmup_requests: Some(config.warmup_requests),
         max_tokens: config.max_tokens,
         temperature: config.temperature,
@@ -382,6 +388,25 @@ mod tests {
         assert_eq!(config.temperature, Some(0.2), "kept from the preset");
         let plain = parse("s.toml", "bakeoff_settings = 1\n").unwrap();
         assert_eq!(plain, RunSettings::defaults());
+    }
+
+    #[test]
+    fn clients_per_candidate_round_trip_and_are_range_checked() {
+        let s = parse("s.toml", "bakeoff_settings = 1\nclients = 3\n").unwrap();
+        let config = s.draft.validate().unwrap();
+        assert_eq!((config.clients, config.clients()), (Some(3), 3));
+        let text = export(&config, None, "a test").unwrap();
+        assert!(text.contains("clients = 3"), "{text}");
+        let one = parse("s.toml", "bakeoff_settings = 1\nclients = 1\n").unwrap();
+        assert_eq!(
+            one.draft.validate().unwrap().clients,
+            None,
+            "one client is the plain run"
+        );
+        let err = parse("s.toml", "bakeoff_settings = 1\nclients = 17\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("s.toml:2") && err.contains("clients"), "{err}");
     }
 
     #[test]

@@ -144,6 +144,17 @@ fn unit_rows(units: &[crate::domain::workers::RunUnit], candidates: &[Candidate]
         .map(|u| UnitRow {
             seq: u.seq,
             what: match u.candidate_id {
+                // A split load's share, with its worker's clock offset to the database's.
+                Some(id) if u.shards > 1 => format!(
+                    "{}, share {} of {}{}",
+                    candidate_name(candidates, id),
+                    u.shard + 1,
+                    u.shards,
+                    match (u.clock_offset_ms, u.clock_rtt_ms) {
+                        (Some(off), Some(rtt)) => format!(" (clock {off:+.2} ms ± {:.2})", rtt / 2.0),
+                        _ => String::new(),
+                    }
+                ),
                 Some(id) => candidate_name(candidates, id),
                 None => "closing step".to_string(),
             },

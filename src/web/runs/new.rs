@@ -18,6 +18,7 @@ use crate::domain::estimate::{CandidateInput, EstimateInput, approx_tokens, esti
 use crate::domain::format;
 use crate::domain::presets::{ARRIVALS, LOAD_SHAPES, LoadDraft, Preset};
 use crate::domain::retirement::ItemKind;
+use crate::domain::run::MAX_CLIENTS;
 use crate::domain::run::{DEFAULT_FIRST_TOKEN_TIMEOUT_SECS, DEFAULT_STALL_TIMEOUT_SECS, RunConfig, RunDraft};
 use crate::domain::validation::FieldErrors;
 use crate::store::{EvalSetSummary, EvalSetVersion};
@@ -361,6 +362,10 @@ async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Resul
             .help("How many of a candidate's last measured requests (after retries) the budget looks at."),
         ],
         advanced: vec![
+            field("clients", "Clients per candidate", FieldKind::Number, &d.clients).help(format!(
+                "Split each candidate's load over this many workers at once (1–{MAX_CLIENTS}; one load level), \
+                 started together; each worker's clock offset is stated. Blank: one client."
+            )),
             field(
                 "first_token_timeout_secs",
                 "First-token timeout (s)",
@@ -382,10 +387,10 @@ async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Resul
                  1 to the whole-request timeout. Blank: {DEFAULT_STALL_TIMEOUT_SECS} s."
             )),
         ],
-        advanced_open: [&d.first_token_timeout_secs, &d.stall_timeout_secs]
+        advanced_open: [&d.first_token_timeout_secs, &d.stall_timeout_secs, &d.clients]
             .iter()
             .any(|v| !v.trim().is_empty())
-            || ["first_token_timeout_secs", "stall_timeout_secs"]
+            || ["first_token_timeout_secs", "stall_timeout_secs", "clients"]
                 .iter()
                 .any(|f| errors.get(f).is_some()),
         stream: FieldView::new(
