@@ -86,6 +86,9 @@ impl WorkerIdentity {
 /// How long a lease lasts unless renewed.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
 
+/// How long the loop lets a burst of starts land before handing them to the workers.
+const START_BURST: Duration = Duration::from_millis(20);
+
 /// Longest one claim (or one look at ended runs) may take before the loop moves on.
 const STEP_BOUND: Duration = Duration::from_secs(5);
 
@@ -151,7 +154,8 @@ struct ActiveRun {
     since: Instant,
     /// Whether it was seen admitted (its wait, if logged, has been closed in the log).
     admitted: bool,
-    /// Whether its status was read (a paused run queued again): until then it is not over.
+    /// Whether it was handed to the workers (a paused run queued again): until then it is
+    /// neither queued in the database nor over.
     ready: bool,
 }
 
@@ -269,29 +273,9 @@ impl Runner {
                 },
             );
         }
-        let shared = self.shared.clone();
-        runtime::handle().spawn(async move {
-            let store = &shared.store;
-            if let Err(e) = store.request_run(run_id).await {
-                tracing::warn!(run_id, error = %e, "could not hand the run to the workers");
-            }
-            // A paused run, or one left running by a crash that holds no slot, waits like any
-            // other: queued until it is admitted again.
-            if let Ok(Some(run)) = store.get_run(run_id).await {
-                let holds_slot = store
-                    .list_run_units(run_id)
-                    .await
-                    .map_or(true, |units| units.iter().any(|u| u.status != UnitStatus::Done));
-                let requeue = run.status == RunStatus::Paused || (run.status == RunStatus::Running && !holds_slot);
-                if requeue && let Err(e) = store.set_run_status(run_id, RunStatus::Queued, None).await {
-                    tracing::warn!(run_id, error = %e, "could not queue the run again");
-                }
-            }
-            if let Some(run) = shared.lock().active.get_mut(&run_id) {
-                run.ready = true;
-            }
-            shared.wake.notify_one();
-        });
+        // Handed to the workers by the loop, in the order started: a run started first is
+        // queued first.
+        self.shared.wake.notify_one();
         self.ensure_looping();
     }
 
@@ -502,6 +486,12 @@ async fn worker_loop(weak: Weak<Shared>, wake: Arc<Notify>) {
     loop {
         let notified = wake.notified();
         let Some(shared) = weak.upgrade() else { return };
+        // Runs started together (a restart resumes them one after another) are handed over
+        // together, so the queue takes them by run id rather than by who was first to be seen.
+        if shared.lock().active.values().any(|r| !r.ready) {
+            tokio::time::sleep(START_BURST).await;
+        }
+        hand_over_started_runs(&shared).await;
         if shared.publish_caps && !published {
             published = publish_caps(&shared).await;
         }
@@ -527,6 +517,43 @@ async fn worker_loop(weak: Weak<Shared>, wake: Arc<Notify>) {
         tokio::select! {
             _ = notified => {}
             _ = tokio::time::sleep(POLL) => {}
+        }
+    }
+}
+
+/// Hands the runs started since the last look to the workers, in the order started: each is
+/// queued in the database, and a paused run, or one left running by a crash that holds no slot,
+/// is queued again (it waits like any other until admitted).
+async fn hand_over_started_runs(shared: &Shared) {
+    let started: Vec<i64> = {
+        let st = shared.lock();
+        let mut ids: Vec<(Instant, i64)> = st
+            .active
+            .iter()
+            .filter(|(_, r)| !r.ready)
+            .map(|(id, r)| (r.since, *id))
+            .collect();
+        ids.sort();
+        ids.into_iter().map(|(_, id)| id).collect()
+    };
+    for run_id in started {
+        let store = &shared.store;
+        if let Err(e) = store.request_run(run_id).await {
+            tracing::warn!(run_id, error = %e, "could not hand the run to the workers");
+            continue;
+        }
+        if let Ok(Some(run)) = store.get_run(run_id).await {
+            let holds_slot = store
+                .list_run_units(run_id)
+                .await
+                .map_or(true, |units| units.iter().any(|u| u.status != UnitStatus::Done));
+            let requeue = run.status == RunStatus::Paused || (run.status == RunStatus::Running && !holds_slot);
+            if requeue && let Err(e) = store.set_run_status(run_id, RunStatus::Queued, None).await {
+                tracing::warn!(run_id, error = %e, "could not queue the run again");
+            }
+        }
+        if let Some(run) = shared.lock().active.get_mut(&run_id) {
+            run.ready = true;
         }
     }
 }
