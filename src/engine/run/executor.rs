@@ -1,4 +1,6 @@
-//! Executes one stored run. For each candidate in turn:
+//! Executes one stored run, a unit at a time (`domain::workers`: a worker takes each under a
+//! lease; `execute` runs them all in this process). A candidate's unit (`execute_unit`; one
+//! share of it when its load is split over several clients, `Share`):
 //!
 //! 1. the staged rollout (unless turned off): the shortest case, the longest case, then a few
 //!    requests at once; a failed stage stops that candidate before its budget is spent, with
@@ -17,9 +19,9 @@
 //! and the run goes on with the next. The run ends `finished` when at least one candidate was
 //! measured (the stopped ones marked), `failed` only when every candidate was stopped.
 //!
-//! Then candidates that declare a tokenize endpoint have their uncounted outputs counted by it
-//! (`server_tokenizer`), the harness report (bakeoff's CPU, schedule lag, the unreliable flag)
-//! is stored with the run, and, when the run turns judging on, the `llm-judge` graders run
+//! Then the closing step (`close_run`): candidates that declare a tokenize endpoint have their uncounted outputs counted by it
+//! (`server_tokenizer`), the units' harness reports (bakeoff's CPU, schedule lag, the
+//! unreliable flag; one per worker) are combined and stored with the run, and, when the run turns judging on, the `llm-judge` graders run
 //! (`llm_judge`: after all measured load, so judge calls never distort a figure). Resumable: units
 //! whose final attempt is stored are skipped, and so are outputs already judged.
 use std::collections::VecDeque;
