@@ -242,6 +242,15 @@ async fn three_workers_finish_three_runs_with_exactly_one_record_per_case() {
             candidate_unit.harness.is_some(),
             "each unit keeps its worker's harness report"
         );
+        // Stored by the worker that closed the run, right after it ended.
+        until("the run's page summaries are stored", || async {
+            let mut all = true;
+            for kind in bakeoff::web::runs::summaries::KINDS {
+                all &= store.get_run_summary(run, kind).await.unwrap().is_some();
+            }
+            all
+        })
+        .await;
         measured_by.insert(candidate_unit.worker.clone().unwrap());
     }
     assert_eq!(measured_by.len(), 3, "each worker measured one run: {measured_by:?}");
