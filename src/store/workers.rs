@@ -13,6 +13,18 @@ pub const MAX_RUNS_SETTING: &str = "workers.max_runs";
 /// The team setting holding the per-candidate cap that every worker applies.
 pub const PER_CANDIDATE_SETTING: &str = "workers.per_candidate";
 
+/// The runs a claim reads (`runs r`): those handed to the workers and not ended, and those that
+/// still hold their slot — a unit not done — whatever their status: a run that has just ended
+/// keeps its slot while its worker finishes its end-of-run step, and a run cancelled elsewhere
+/// keeps it until its worker has stopped its load.
+macro_rules! open_runs {
+    () => {
+        "((r.status IN ('queued', 'running') AND r.requested_at IS NOT NULL) \
+         OR EXISTS (SELECT 1 FROM run_units p WHERE p.run_id = r.id AND p.status <> 'done'))"
+    };
+}
+pub(super) use open_runs;
+
 macro_rules! worker_queries {
     ($db:ty) => {
         fn database_now(&self) -> StoreFuture<'_, Timestamp> {
@@ -96,9 +108,8 @@ macro_rules! worker_queries {
                     }
                 }
                 // Clients per candidate, from each queued run's configuration.
-                let configs: Vec<(i64, String)> = sqlx::query_as(
-                    "SELECT id, config FROM runs WHERE status IN ('queued', 'running') AND requested_at IS NOT NULL",
-                )
+                let configs: Vec<(i64, String)> =
+                    sqlx::query_as(concat!("SELECT r.id, r.config FROM runs r WHERE ", workers::open_runs!()))
                 .fetch_all(&mut *tx)
                 .await?;
                 let clients = |run_id: i64| {
@@ -108,19 +119,20 @@ macro_rules! worker_queries {
                         .and_then(|(_, c)| serde_json::from_str::<crate::domain::run::RunConfig>(c).ok())
                         .map_or(1, |c| c.clients())
                 };
-                let candidates: Vec<(i64, i64, String)> = sqlx::query_as(
+                let candidates: Vec<(i64, i64, String)> = sqlx::query_as(concat!(
                     "SELECT rc.run_id, rc.candidate_id, c.name FROM run_candidates rc \
-                     JOIN candidates c ON c.id = rc.candidate_id JOIN runs r ON r.id = rc.run_id \
-                     WHERE r.status IN ('queued', 'running') AND r.requested_at IS NOT NULL \
-                     ORDER BY rc.run_id, rc.position",
-                )
+                     JOIN candidates c ON c.id = rc.candidate_id JOIN runs r ON r.id = rc.run_id WHERE ",
+                    workers::open_runs!(),
+                    " ORDER BY rc.run_id, rc.position"
+                ))
                 .fetch_all(&mut *tx)
                 .await?;
                 let units: Vec<rows::RunUnitRow> = sqlx::query_as(concat!(
                     "SELECT ",
                     rows::run_unit_columns!(),
-                    " FROM run_units u JOIN runs r ON r.id = u.run_id \
-                     WHERE r.status IN ('queued', 'running') ORDER BY u.run_id, u.seq"
+                    " FROM run_units u JOIN runs r ON r.id = u.run_id WHERE ",
+                    workers::open_runs!(),
+                    " ORDER BY u.run_id, u.seq"
                 ))
                 .fetch_all(&mut *tx)
                 .await?;

@@ -231,6 +231,13 @@ async fn three_workers_finish_three_runs_with_exactly_one_record_per_case() {
     let mut measured_by = BTreeSet::new();
     for (i, &run) in runs.iter().enumerate() {
         exactly_one_record_per_case(&store, run, &s.candidates[i..i + 1], CASES).await;
+        // The closing step ends (the slot is given up) after the end-of-run step stored the
+        // run's page summaries.
+        until("the run gives up its slot", || async {
+            let units = store.list_run_units(run).await.unwrap();
+            units.len() == 2 && units.iter().all(|u| u.status == UnitStatus::Done)
+        })
+        .await;
         let units = store.list_run_units(run).await.unwrap();
         assert_eq!(units.len(), 2, "one candidate unit and the closing step: {units:?}");
         assert!(
@@ -242,15 +249,13 @@ async fn three_workers_finish_three_runs_with_exactly_one_record_per_case() {
             candidate_unit.harness.is_some(),
             "each unit keeps its worker's harness report"
         );
-        // Stored by the worker that closed the run, right after it ended.
-        until("the run's page summaries are stored", || async {
-            let mut all = true;
-            for kind in bakeoff::web::runs::summaries::KINDS {
-                all &= store.get_run_summary(run, kind).await.unwrap().is_some();
-            }
-            all
-        })
-        .await;
+        // Stored by the worker that closed the run, before it gave up the slot.
+        for kind in bakeoff::web::runs::summaries::KINDS {
+            assert!(
+                store.get_run_summary(run, kind).await.unwrap().is_some(),
+                "run {run}: its {kind} summary was stored before its slot was given up"
+            );
+        }
         measured_by.insert(candidate_unit.worker.clone().unwrap());
     }
     assert_eq!(measured_by.len(), 3, "each worker measured one run: {measured_by:?}");

@@ -780,14 +780,16 @@ async fn start_unit(shared: &Arc<Shared>, claim: Claim) {
             }
             Ok(UnitEnd::RunEnded(status)) => {
                 tracing::info!(run_id, status = status.as_str(), "run ended");
+                // While the run still holds its slot: the end-of-run step never takes CPU from
+                // a measurement.
+                if let Some(hook) = shared.on_end.get() {
+                    hook(run_id).await;
+                }
                 if status == RunStatus::Finished {
                     let _ = store.finish_unit(run_id, claim.seq, name, None).await;
                 }
                 if let Err(e) = store.release_run_slot(run_id).await {
                     tracing::error!(run_id, error = %e, "could not give up the run's slot");
-                }
-                if let Some(hook) = shared.on_end.get() {
-                    hook(run_id).await;
                 }
                 shared.run_ended.notify_one();
             }
@@ -799,10 +801,10 @@ async fn start_unit(shared: &Arc<Shared>, claim: Claim) {
                 let _ = store
                     .append_run_event(run_id, "error", &format!("failed: {message}"))
                     .await;
-                let _ = store.release_run_slot(run_id).await;
                 if let Some(hook) = shared.on_end.get() {
                     hook(run_id).await;
                 }
+                let _ = store.release_run_slot(run_id).await;
                 shared.run_ended.notify_one();
             }
         }
