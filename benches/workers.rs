@@ -16,7 +16,6 @@ use std::time::Duration;
 use bakeoff::domain::candidate::CandidateSpec;
 use bakeoff::domain::run::{NewRun, RunConfig};
 use bakeoff::mock::{MockConfig, ModelProfile};
-use sqlx::Connection;
 
 const CONCURRENCY: u32 = 16;
 
@@ -43,11 +42,7 @@ struct Measured {
 async fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let seconds: u32 = if quick { 3 } else { 10 };
-    let Some(admin) = std::env::var("BAKEOFF_BENCH_POSTGRES_URL")
-        .or_else(|_| std::env::var("BAKEOFF_TEST_POSTGRES_URL"))
-        .ok()
-        .filter(|u| !u.trim().is_empty())
-    else {
+    let Some(admin) = support::postgres_admin_url() else {
         println!("workers bench: skipped (set BAKEOFF_BENCH_POSTGRES_URL=postgres://…)");
         return;
     };
@@ -81,20 +76,12 @@ async fn main() {
     let mut results = Vec::new();
     for workers in 1..=3 {
         let schema = format!("bench_workers_{}_{workers}", std::process::id());
-        let mut conn = sqlx::PgConnection::connect(&admin)
-            .await
-            .expect("connecting to PostgreSQL");
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA \"{schema}\"")))
-            .execute(&mut conn)
-            .await
-            .expect("creating the bench schema");
-        let sep = if admin.contains('?') { '&' } else { '?' };
-        let url = format!("{admin}{sep}options=-c%20search_path%3D{schema}");
-        results.push(measure(&url, &mock.base_url(), &names[..workers], seconds).await);
-        sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA \"{schema}\" CASCADE")))
-            .execute(&mut conn)
-            .await
-            .expect("dropping the bench schema");
+        let mock_url = mock.base_url();
+        let measured = support::in_postgres_schema(&admin, &schema, |url| async move {
+            measure(&url, &mock_url, &names[..workers], seconds).await
+        })
+        .await;
+        results.push(measured);
     }
     let reference = results[0].total_tokens_per_s;
     println!(

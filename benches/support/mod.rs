@@ -20,17 +20,37 @@ where
     let url = format!("sqlite://{}", dir.path().join("bench.db").display());
     let store = bakeoff::store::connect(&url).await.expect("opening SQLite");
     let mut results = vec![bench("SQLite", store).await];
-    let pg = std::env::var("BAKEOFF_BENCH_POSTGRES_URL")
-        .or_else(|_| std::env::var("BAKEOFF_TEST_POSTGRES_URL"))
-        .ok()
-        .filter(|u| !u.trim().is_empty());
-    let Some(admin) = pg else {
+    let Some(admin) = postgres_admin_url() else {
         println!("\nPostgreSQL: skipped (set BAKEOFF_BENCH_POSTGRES_URL=postgres://…)");
         return results;
     };
-    use sqlx::Connection;
     let schema = format!("{schema_prefix}_{}", std::process::id());
-    let mut conn = sqlx::PgConnection::connect(&admin)
+    let result = in_postgres_schema(&admin, &schema, |url| async move {
+        let store = bakeoff::store::connect(&url).await.expect("opening PostgreSQL");
+        bench("PostgreSQL", store).await
+    })
+    .await;
+    results.push(result);
+    results
+}
+
+/// The PostgreSQL server the benches may use: `BAKEOFF_BENCH_POSTGRES_URL`, else the tests'
+/// `BAKEOFF_TEST_POSTGRES_URL`; None when neither names one.
+pub fn postgres_admin_url() -> Option<String> {
+    std::env::var("BAKEOFF_BENCH_POSTGRES_URL")
+        .or_else(|_| std::env::var("BAKEOFF_TEST_POSTGRES_URL"))
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+}
+
+/// Runs `bench` with the URL of a fresh schema `schema` on the server `admin` names (selected
+/// with `search_path`), dropped afterwards.
+pub async fn in_postgres_schema<T, Fut>(admin: &str, schema: &str, bench: impl FnOnce(String) -> Fut) -> T
+where
+    Fut: Future<Output = T>,
+{
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(admin)
         .await
         .expect("connecting to PostgreSQL");
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA \"{schema}\"")))
@@ -38,14 +58,12 @@ where
         .await
         .expect("creating the bench schema");
     let sep = if admin.contains('?') { '&' } else { '?' };
-    let url = format!("{admin}{sep}options=-c%20search_path%3D{schema}");
-    let store = bakeoff::store::connect(&url).await.expect("opening PostgreSQL");
-    results.push(bench("PostgreSQL", store).await);
+    let result = bench(format!("{admin}{sep}options=-c%20search_path%3D{schema}")).await;
     sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA \"{schema}\" CASCADE")))
         .execute(&mut conn)
         .await
         .expect("dropping the bench schema");
-    results
+    result
 }
 
 /// A classification eval set of `cases` short cases, tagged `en` or `zh`.

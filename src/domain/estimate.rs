@@ -83,10 +83,7 @@ fn rollout_requests(config: &RunConfig, cases: u64) -> u64 {
 /// Estimates a run; see the module comment.
 pub fn estimate(input: &EstimateInput<'_>) -> Estimate {
     let c = input.config;
-    let case_count = match c.case_limit {
-        Some(n) => input.prompt_tokens.len().min(n as usize),
-        None => input.prompt_tokens.len(),
-    };
+    let case_count = c.case_count(input.prompt_tokens.len());
     let prompts = &input.prompt_tokens[..case_count];
     let cases = case_count as u64;
     let prompt_sum: u64 = prompts.iter().map(|&t| u64::from(t)).sum();

@@ -319,6 +319,11 @@ impl Default for RunConfig {
 pub const MAX_CLIENTS: u32 = 16;
 
 impl RunConfig {
+    /// The cases a run sends of an eval set of `cases`: the first `case_limit`, else all.
+    pub fn case_count(&self, cases: usize) -> usize {
+        self.case_limit.map_or(cases, |n| cases.min(n as usize))
+    }
+
     /// Clients each candidate's load is split over (1: one client).
     pub fn clients(&self) -> u32 {
         self.clients.unwrap_or(1).clamp(1, MAX_CLIENTS)

@@ -49,6 +49,11 @@ pub fn labels_text(labels: &[String]) -> String {
     labels.join(",")
 }
 
+/// Labels as stored ([`labels_text`]) read back.
+pub fn stored_labels(text: &str) -> Vec<String> {
+    text.split(',').filter(|l| !l.is_empty()).map(str::to_string).collect()
+}
+
 /// Whether a worker carrying `worker` labels may measure what requires `required`.
 pub fn carries(worker: &[String], required: &[String]) -> bool {
     required.iter().all(|r| worker.contains(r))

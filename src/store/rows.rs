@@ -1159,12 +1159,7 @@ impl WorkerRow {
     pub(crate) fn into_status(self, text: TextCodec) -> crate::domain::workers::WorkerStatus {
         crate::domain::workers::WorkerStatus {
             name: self.name,
-            labels: self
-                .labels
-                .split(',')
-                .filter(|l| !l.is_empty())
-                .map(str::to_string)
-                .collect(),
+            labels: crate::domain::workers::stored_labels(&self.labels),
             version: self.version,
             host: text.decode(self.host),
             pid: self.pid.clamp(0, i64::from(u32::MAX)) as u32,

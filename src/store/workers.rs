@@ -165,7 +165,7 @@ macro_rules! worker_queries {
                     runs,
                     labels: labels
                         .into_iter()
-                        .map(|(id, l)| (id, l.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect()))
+                        .map(|(id, l)| (id, crate::domain::workers::stored_labels(&l)))
                         .collect(),
                 };
                 let decision = crate::domain::workers::decide(&coordination, me);
@@ -284,7 +284,7 @@ macro_rules! worker_queries {
                         .await?;
                 Ok(rows
                     .into_iter()
-                    .map(|(id, l)| (id, l.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect()))
+                    .map(|(id, l)| (id, crate::domain::workers::stored_labels(&l)))
                     .collect())
             })
         }

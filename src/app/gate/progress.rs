@@ -9,11 +9,7 @@ use crate::store::{DynStore, EvalSetVersion};
 /// Requests a run should make per candidate: cases (or the stated requests per level) × load
 /// levels × repetitions. A duration limit may end levels early.
 pub fn expected_requests(run: &Run, version: Option<&EvalSetVersion>) -> i64 {
-    let cases_in_set = version.map(|v| v.file.cases.len() as i64).unwrap_or(0);
-    let cases = match run.config.case_limit {
-        Some(limit) => cases_in_set.min(limit as i64),
-        None => cases_in_set,
-    };
+    let cases = run.config.case_count(version.map_or(0, |v| v.file.cases.len())) as i64;
     let per_level = match run.config.requests_per_level {
         Some(n) if cases > 0 => i64::from(n),
         _ => cases,

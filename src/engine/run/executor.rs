@@ -117,6 +117,26 @@ pub enum UnitEnd {
     Abandoned,
 }
 
+/// Reads the run and its eval-set version for a unit; `Err(status)` when the run has already
+/// ended (here or elsewhere): nothing to do.
+async fn open_run(
+    store: &DynStore,
+    run_id: i64,
+) -> Result<Result<(crate::domain::run::Run, crate::store::EvalSetVersion), RunStatus>, EngineError> {
+    let run = store.get_run(run_id).await?.ok_or(EngineError::RunNotFound(run_id))?;
+    if run.status.is_terminal() {
+        return Ok(Err(run.status));
+    }
+    let version = store
+        .get_evalset_version(run.evalset_version_id)
+        .await?
+        .ok_or(EngineError::EvalSetNotFound {
+            run_id,
+            version_id: run.evalset_version_id,
+        })?;
+    Ok(Ok((run, version)))
+}
+
 /// Measures one candidate's part of a run (its unit): the staged start, warm-ups and every
 /// level, records streamed to the store. Resumable: attempts already stored are not sent again,
 /// a candidate stopped before stays stopped. A soak run is one unit: its whole soak.
@@ -128,17 +148,10 @@ pub async fn execute_unit(
     cancel: Cancel,
     writer_settings: &WriterSettings,
 ) -> Result<UnitEnd, EngineError> {
-    let run = store.get_run(run_id).await?.ok_or(EngineError::RunNotFound(run_id))?;
-    if run.status.is_terminal() {
-        return Ok(UnitEnd::RunEnded(run.status));
-    }
-    let version = store
-        .get_evalset_version(run.evalset_version_id)
-        .await?
-        .ok_or(EngineError::EvalSetNotFound {
-            run_id,
-            version_id: run.evalset_version_id,
-        })?;
+    let (run, version) = match open_run(store, run_id).await? {
+        Err(status) => return Ok(UnitEnd::RunEnded(status)),
+        Ok(opened) => opened,
+    };
     if run.candidate_ids.is_empty() {
         return Err(EngineError::NoCandidates(run_id));
     }
@@ -146,10 +159,7 @@ pub async fn execute_unit(
         .get_candidate(candidate_id)
         .await?
         .ok_or(EngineError::CandidateNotFound { run_id, candidate_id })?;
-    let case_count = match run.config.case_limit {
-        Some(n) => version.file.cases.len().min(n as usize),
-        None => version.file.cases.len(),
-    };
+    let case_count = run.config.case_count(version.file.cases.len());
     let first = unit.seq == 0;
     // Every judge is found before anything is sent, so a missing one costs nothing.
     if first && let Err(message) = llm_judge::resolve(store, &run, &version.file, case_count).await? {
@@ -326,17 +336,10 @@ pub async fn close_run(
     reports: &[HarnessReport],
     cancel: Cancel,
 ) -> Result<RunStatus, EngineError> {
-    let run = store.get_run(run_id).await?.ok_or(EngineError::RunNotFound(run_id))?;
-    if run.status.is_terminal() {
-        return Ok(run.status);
-    }
-    let version = store
-        .get_evalset_version(run.evalset_version_id)
-        .await?
-        .ok_or(EngineError::EvalSetNotFound {
-            run_id,
-            version_id: run.evalset_version_id,
-        })?;
+    let (run, version) = match open_run(store, run_id).await? {
+        Err(status) => return Ok(status),
+        Ok(opened) => opened,
+    };
     let mut candidates = Vec::with_capacity(run.candidate_ids.len());
     for &candidate_id in &run.candidate_ids {
         let c = store
@@ -345,10 +348,7 @@ pub async fn close_run(
             .ok_or(EngineError::CandidateNotFound { run_id, candidate_id })?;
         candidates.push(c);
     }
-    let case_count = match run.config.case_limit {
-        Some(n) => version.file.cases.len().min(n as usize),
-        None => version.file.cases.len(),
-    };
+    let case_count = run.config.case_count(version.file.cases.len());
     // Every candidate's load has ended (two may share a server): now, and on resume, the
     // declared tokenize endpoints count what streams left uncounted.
     if !cancel.is_cancelled() {

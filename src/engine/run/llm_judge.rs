@@ -250,10 +250,7 @@ fn collect(
 /// hold no judge grade yet, in send order, each with the judge calls already stored for it.
 fn targets(run: &Run, file: &EvalSetFile, records: Vec<RequestRecord>) -> Vec<Target> {
     let phase = run.config.measured_phase();
-    let case_count = match run.config.case_limit {
-        Some(n) => file.cases.len().min(n as usize),
-        None => file.cases.len(),
-    };
+    let case_count = run.config.case_count(file.cases.len());
     let cases: HashMap<&str, &EvalCase> = file.cases[..case_count].iter().map(|c| (c.id.as_str(), c)).collect();
     let mut earlier: HashMap<(i64, String, u32), Vec<RequestRecord>> = HashMap::new();
     let mut out = Vec::new();

@@ -235,10 +235,7 @@ impl CandidateRun {
                     message: e.to_string(),
                 }
             })?;
-        let case_count = match config.case_limit {
-            Some(n) => file.cases.len().min(n as usize),
-            None => file.cases.len(),
-        };
+        let case_count = config.case_count(file.cases.len());
         Ok(Arc::new(CandidateRun {
             run_id: run.id,
             params: RequestParams::resolve(&config, &file.header, &candidate.spec),
