@@ -3,13 +3,14 @@
 use std::collections::BTreeMap;
 
 use crate::app::AppError;
+use crate::domain::calibers::resumes_of;
 use crate::domain::candidate::Candidate;
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::presets::LoadDraft;
-use crate::domain::run::{JudgeConfig, NewRun, Run, RunConfig, RunDraft, RunStatus};
+use crate::domain::run::{JudgeConfig, NewRun, RequestRecord, Run, RunConfig, RunDraft, RunStatus};
 use crate::domain::validation::{FieldErrors, MAX_NAME_CHARS, truncate};
 use crate::engine::run::Runner;
-use crate::store::DynStore;
+use crate::store::{DynStore, StoreError};
 
 /// Resumes a paused run (the database stayed away past the writer's limit): it is queued again
 /// and picks up where it stopped, like an interrupted run after a restart. Refused unless paused.
@@ -293,4 +294,34 @@ fn judge_config(
         }
     }
     Some(JudgeConfig { judges, override_id })
+}
+
+/// A run's records and the instants it was resumed at, read from the store at most once however
+/// many of its summaries are computed: the end-of-run step computes several from one read.
+pub struct RunRecords {
+    run_id: i64,
+    loaded: tokio::sync::OnceCell<(Vec<RequestRecord>, Vec<i64>)>,
+}
+
+impl RunRecords {
+    pub fn of(run_id: i64) -> Self {
+        RunRecords {
+            run_id,
+            loaded: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// The run's records in send order, and its resumes (`calibers::resumes_of`).
+    pub async fn get(&self, store: &DynStore) -> Result<(&[RequestRecord], &[i64]), StoreError> {
+        let (records, resumes) = self
+            .loaded
+            .get_or_try_init(|| async {
+                let records = store.list_request_records(self.run_id).await?;
+                let events = store.list_run_events(self.run_id).await?;
+                let resumes = resumes_of(events.iter().map(|e| (e.at.0, e.message.as_str())));
+                Ok::<_, StoreError>((records, resumes))
+            })
+            .await?;
+        Ok((records, resumes))
+    }
 }

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 
 use crate::app::AppError;
+use crate::app::runs::RunRecords;
 use crate::domain::calibers::{HarnessReport, resumes_of};
 use crate::domain::candidate::Candidate;
 use crate::domain::pipeline::{PipelineDraft, PipelineSpec};
@@ -114,7 +115,7 @@ pub async fn assemble(store: &DynStore, run_id: i64, choice: &ScorecardChoice) -
     };
     let events = store.list_run_events(run.id).await?;
     let resumes = resumes_of(events.iter().map(|e| (e.at.0, e.message.as_str())));
-    let summaries = candidate_summaries(store, &run, version.as_ref(), &candidates).await?;
+    let summaries = candidate_summaries(store, &run, version.as_ref(), &candidates, &RunRecords::of(run.id)).await?;
     let operability = operability_evidence(store, &candidates).await?;
     let mut card = scorecard::build_from(&SummaryInput {
         run_concurrency: run.config.concurrency,
@@ -154,12 +155,13 @@ pub const SUMMARIES_KIND: &str = "scorecard/1";
 
 /// One summary per candidate of `candidates` (the run's, in its order): read from the run's
 /// stored summaries when it is terminal, else reduced from its records (and stored when
-/// terminal). Every record is read only here.
+/// terminal). `records` is read only when they are computed.
 pub async fn candidate_summaries(
     store: &DynStore,
     run: &Run,
     version: Option<&EvalSetVersion>,
     candidates: &[Candidate],
+    records: &RunRecords,
 ) -> Result<Vec<CandidateSummary>, AppError> {
     let cacheable = run.status.is_terminal() && run.error.as_deref() != Some(crate::store::IMPORT_INCOMPLETE);
     let in_order = |all: &[CandidateSummary]| -> Option<Vec<CandidateSummary>> {
@@ -178,16 +180,14 @@ pub async fn candidate_summaries(
             Err(e) => tracing::warn!(run_id = run.id, error = %e, "stored scorecard summaries unreadable; recomputing"),
         }
     }
-    let records = store.list_request_records(run.id).await?;
-    let events = store.list_run_events(run.id).await?;
-    let resumes = resumes_of(events.iter().map(|e| (e.at.0, e.message.as_str())));
+    let (records, resumes) = records.get(store).await?;
     let weights: HashMap<String, f64> = version
         .map(|v| v.file.cases.iter().map(|c| (c.id.clone(), c.weight())).collect())
         .unwrap_or_default();
     let cx = SummaryContext {
         run_concurrency: run.config.concurrency,
         weights: &weights,
-        resumes: &resumes,
+        resumes,
         file: version.map(|v| &v.file),
     };
     // Every candidate of the run, so a later scorecard of any of them reads the stored ones.
@@ -198,8 +198,7 @@ pub async fn candidate_summaries(
             .map(|c| c.id)
             .filter(|id| !run.candidate_ids.contains(id)),
     );
-    let all: Vec<CandidateSummary> = ids.iter().map(|&id| scorecard::summarise(id, &records, &cx)).collect();
-    drop(records);
+    let all: Vec<CandidateSummary> = ids.iter().map(|&id| scorecard::summarise(id, records, &cx)).collect();
     if cacheable {
         match serde_json::to_string(&all) {
             Ok(body) => store.save_run_summary(run.id, SUMMARIES_KIND, &body).await?,

@@ -292,7 +292,14 @@ pub async fn judge(
                 .await?
                 .ok_or_else(|| AppError::NotFound(format!("run #{b}")))?;
             let base_version = store.get_evalset_version(base_run.evalset_version_id).await?;
-            let base_summaries = candidate_summaries(store, &base_run, base_version.as_ref(), &base_candidates).await?;
+            let base_summaries = candidate_summaries(
+                store,
+                &base_run,
+                base_version.as_ref(),
+                &base_candidates,
+                &crate::app::runs::RunRecords::of(base_run.id),
+            )
+            .await?;
             compare_with_baseline(&card.candidates, &card.summaries, &base_candidates, &base_summaries, b)
         }
         _ => Vec::new(),

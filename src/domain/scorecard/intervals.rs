@@ -54,11 +54,7 @@ pub fn bootstrap_items<T>(items: &[T], statistic: impl Fn(&mut dyn Iterator<Item
     })
 }
 
-/// Interpolated quantile `q` of unsorted values (sorts them); NaN when empty.
-pub fn quantile(values: &mut [f64], q: f64) -> f64 {
-    values.sort_by(|a, b| a.total_cmp(b));
-    stats::quantile_sorted(values, q)
-}
+pub use crate::domain::stats::quantile;
 
 /// The same as [`quantile`], None instead of NaN.
 pub fn quantile_of(values: &mut [f64], q: f64) -> Option<f64> {

@@ -13,6 +13,7 @@ use axum::extract::{RawQuery, State};
 use plotters::prelude::*;
 
 use super::{run_figures, with_interval};
+use crate::app::runs::RunRecords;
 use crate::domain::compare::{Better, Conditions, Figures, Scope, improved_beyond_noise, regressed_beyond_noise};
 use crate::domain::format;
 use crate::domain::run::RunStatus;
@@ -138,7 +139,7 @@ pub(crate) async fn read(state: &AppState, q: &FormBody, with_charts: bool) -> R
     for item in &items {
         let run = &item.run;
         let version = versions.get(state, run.evalset_version_id).await?;
-        let figures = run_figures(state, run, version.as_deref()).await?;
+        let figures = run_figures(state, run, version.as_deref(), &RunRecords::of(run.id)).await?;
         let Some(position) = run.candidate_ids.iter().position(|&c| c == candidate_id) else {
             continue;
         };

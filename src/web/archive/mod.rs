@@ -7,7 +7,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
-use crate::domain::calibers::resumes_of;
+use crate::app::runs::RunRecords;
 use crate::domain::compare::{Figures, figures};
 use crate::domain::run::Run;
 use crate::store::EvalSetVersion;
@@ -47,6 +47,7 @@ pub async fn run_figures(
     state: &AppState,
     run: &Run,
     version: Option<&EvalSetVersion>,
+    records: &RunRecords,
 ) -> Result<Vec<Figures>, WebError> {
     let cacheable = run.status.is_terminal() && run.error.as_deref() != Some(crate::store::IMPORT_INCOMPLETE);
     if cacheable && let Some(body) = state.store.get_run_summary(run.id, FIGURES_KIND).await? {
@@ -55,16 +56,14 @@ pub async fn run_figures(
             Err(e) => tracing::warn!(run_id = run.id, error = %e, "cached figures unreadable; recomputing"),
         }
     }
-    let records = state.store.list_request_records(run.id).await?;
-    let events = state.store.list_run_events(run.id).await?;
-    let resumes = resumes_of(events.iter().map(|e| (e.at.0, e.message.as_str())));
+    let (records, resumes) = records.get(&state.store).await?;
     let weights: std::collections::HashMap<&str, f64> = version
         .map(|v| v.file.cases.iter().map(|c| (c.id.as_str(), c.weight())).collect())
         .unwrap_or_default();
     let out: Vec<Figures> = run
         .candidate_ids
         .iter()
-        .map(|&id| figures(id, &records, |case| weights.get(case).copied().unwrap_or(1.0), &resumes))
+        .map(|&id| figures(id, records, |case| weights.get(case).copied().unwrap_or(1.0), resumes))
         .collect();
     if cacheable {
         match serde_json::to_string(&out) {

@@ -12,7 +12,7 @@ use axum::extract::{Path, State};
 use axum::response::Redirect;
 use serde::{Deserialize, Serialize};
 
-use crate::domain::calibers::resumes_of;
+use crate::app::runs::RunRecords;
 use crate::domain::candidate::Candidate;
 use crate::domain::grading::case_passed;
 use crate::domain::metrics::{CandidateSummary, summarise_candidate_resumed};
@@ -554,7 +554,7 @@ pub(super) async fn live_view(
     version: Option<&EvalSetVersion>,
     candidates: &[Candidate],
 ) -> Result<LiveView, WebError> {
-    let parts = cached_record_parts(state, run, version, candidates).await?;
+    let parts = cached_record_parts(state, run, version, candidates, &RunRecords::of(run.id)).await?;
     // Read on every call (one row): it is stored just before the run turns terminal.
     let harness = state.store.get_run_harness(run.id).await?.as_ref().map(harness_view);
     let stops = state.store.list_candidate_stops(run.id).await?;
@@ -642,6 +642,7 @@ pub(super) async fn cached_record_parts(
     run: &Run,
     version: Option<&EvalSetVersion>,
     candidates: &[Candidate],
+    records: &RunRecords,
 ) -> Result<RecordParts, WebError> {
     let cacheable = run.status.is_terminal() && run.error.as_deref() != Some(crate::store::IMPORT_INCOMPLETE);
     if cacheable && let Some(body) = state.store.get_run_summary(run.id, RECORD_PARTS_KIND).await? {
@@ -653,7 +654,7 @@ pub(super) async fn cached_record_parts(
     if !cacheable {
         return live_record_parts(state, run, version, candidates).await;
     }
-    let parts = record_parts(state, run, version, candidates).await?;
+    let parts = record_parts(state, run, version, candidates, records).await?;
     if cacheable {
         match serde_json::to_string(&parts) {
             Ok(body) => state.store.save_run_summary(run.id, RECORD_PARTS_KIND, &body).await?,
@@ -706,7 +707,7 @@ async fn live_record_parts(
         return Ok(entry.parts.clone());
     }
     let started = std::time::Instant::now();
-    let parts = record_parts(state, run, version, candidates).await?;
+    let parts = record_parts(state, run, version, candidates, &RunRecords::of(run.id)).await?;
     if let Ok(mut live) = live_parts().lock() {
         // Forget runs nobody watched for a while (ended, deleted, or another store's).
         live.retain(|_, e| e.at.elapsed() < LIVE_REUSE_MAX * 2);
@@ -727,12 +728,11 @@ async fn record_parts(
     run: &Run,
     version: Option<&EvalSetVersion>,
     candidates: &[Candidate],
+    records: &RunRecords,
 ) -> Result<RecordParts, WebError> {
     let expected = crate::app::gate::progress::expected_requests(run, version);
 
-    let records = state.store.list_request_records(run.id).await?;
-    let events = state.store.list_run_events(run.id).await?;
-    let resumes = resumes_of(events.iter().map(|e| (e.at.0, e.message.as_str())));
+    let (records, resumes) = records.get(&state.store).await?;
     let measured: Vec<&RequestRecord> = records.iter().filter(|r| !r.is_warmup).collect();
 
     // The bar counts requests (case × repetition) with at least one stored attempt, so retries
@@ -755,7 +755,7 @@ async fn record_parts(
             let failed = p.map(|p| p.failed_attempts).unwrap_or(0);
             // Warm-ups and staged-start requests are both left out of every figure, but they
             // are different things: counted apart (the store's count holds both).
-            let (warmups, staged) = excluded_counts(&records, id);
+            let (warmups, staged) = excluded_counts(records, id);
             let done = requests_done.get(&id).map(|s| s.len() as i64).unwrap_or(0);
             let mut text = format!("{done} of {expected} requests");
             if measured > done {
@@ -789,7 +789,7 @@ async fn record_parts(
         })
         .collect();
 
-    let scorecard = (!measured.is_empty()).then(|| scorecard(run, version, candidates, &records, &resumes));
+    let scorecard = (!measured.is_empty()).then(|| scorecard(run, version, candidates, records, resumes));
 
     // Per-case rows in eval-set order, then candidate order, then repetition and attempt.
     let order: HashMap<&str, usize> = version
@@ -835,16 +835,16 @@ async fn record_parts(
             output: truncate(&visible_controls(&r.output), OUTPUT_EXCERPT),
         })
         .collect();
-    let quality = quality_views(run, candidates, &records);
+    let quality = quality_views(run, candidates, records);
     Ok(RecordParts {
         progress,
         scorecard,
         cases: case_rows,
         cases_note,
-        levels: levels_view(run, version, candidates, &records, &resumes),
+        levels: levels_view(run, version, candidates, records, resumes),
         pass_rates: pass_rate_chart(&quality),
         quality,
-        over_time: over_time_view(run, candidates, &records),
+        over_time: over_time_view(run, candidates, records),
     })
 }
 

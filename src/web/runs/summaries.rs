@@ -1,6 +1,8 @@
 //! A run's page summaries stored when it ends (the runner calls [`store_when_ended`]), so the
 //! first view of a big run reads them instead of computing them from every record. Each is
-//! computed by the one function its page uses (and caches with), nothing else.
+//! computed by the one function its page uses (and caches with), nothing else, from one read
+//! of the run's records.
+use crate::app::runs::RunRecords;
 use crate::web::AppState;
 use crate::web::error::WebError;
 
@@ -21,11 +23,15 @@ pub async fn store_when_ended(state: &AppState, run_id: i64) -> Result<(), WebEr
     if !run.status.is_terminal() {
         return Ok(());
     }
-    super::detail::cached_record_parts(state, &run, version.as_ref(), &candidates).await?;
-    super::cases::case_index(state, &run, false).await?;
-    crate::web::archive::run_figures(state, &run, version.as_ref()).await?;
+    // One read of the records serves the three summaries computed from them.
+    let records = RunRecords::of(run.id);
+    super::detail::cached_record_parts(state, &run, version.as_ref(), &candidates, &records).await?;
+    crate::web::archive::run_figures(state, &run, version.as_ref(), &records).await?;
     let snapshot = state.store.run_candidates(run.id).await?;
-    crate::app::scorecard::candidate_summaries(&state.store, &run, version.as_ref(), &snapshot).await?;
+    crate::app::scorecard::candidate_summaries(&state.store, &run, version.as_ref(), &snapshot, &records).await?;
+    drop(records);
+    // The case index reads the records' lighter facts.
+    super::cases::case_index(state, &run, false).await?;
     Ok(())
 }
 
