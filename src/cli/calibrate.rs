@@ -37,15 +37,15 @@ pub struct CalibrateArgs {
     #[arg(long, default_value_t = 1)]
     pub tokens_per_chunk: u32,
     /// Concurrency levels of the chunked levels (several tokens per chunk, the first chunk full
-    /// too), run after the sweep; empty: none.
-    #[arg(long, value_delimiter = ',', default_value = "1,16")]
+    /// too), run after the sweep; the flag with no value: none.
+    #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "1,16")]
     pub chunked_levels: Vec<u32>,
     /// Tokens per SSE chunk at the chunked levels.
     #[arg(long, default_value_t = 8)]
     pub chunk_tokens: u32,
     /// Concurrency levels of the non-streamed levels (E2E and aggregate checked; TTFT, ITL and
-    /// decode are not measured without streaming); empty: none.
-    #[arg(long, value_delimiter = ',', default_value = "1,4")]
+    /// decode are not measured without streaming); the flag with no value: none.
+    #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "1,4")]
     pub not_streamed_levels: Vec<u32>,
     /// Concurrency of the ingest-rate level run after the sweep (0: skip it).
     #[arg(long, default_value_t = 256)]
@@ -150,6 +150,10 @@ pub fn print_calibration(out: &mut impl Write, r: &CalibrationReport) -> std::io
                 format!("{}/{}", l.matched, l.requests),
                 g(l.ttft_error_ms_p50, 3),
                 g(l.ttft_error_ms_p99, 3),
+                g(l.first_token_late_ms_p50, 3),
+                g(l.first_token_late_ms_p99, 3),
+                g(l.send_to_mock_ms_p50, 3),
+                g(l.send_to_mock_ms_p99, 3),
                 f(l.e2e_error_ms_p50, 3),
                 f(l.e2e_error_ms_p99, 3),
                 g(l.itl_error_pct_p50, 2),
@@ -182,6 +186,10 @@ pub fn print_calibration(out: &mut impl Write, r: &CalibrationReport) -> std::io
             "matched/sent",
             "TTFT err p50 ms",
             "TTFT |err| p99 ms",
+            "first token late p50 ms",
+            "first token |late| p99 ms",
+            "send→mock p50 ms",
+            "send→mock |gap| p99 ms",
             "E2E err p50 ms",
             "E2E |err| p99 ms",
             "ITL err p50 %",
@@ -203,7 +211,9 @@ pub fn print_calibration(out: &mut impl Write, r: &CalibrationReport) -> std::io
     )?;
     writeln!(
         out,
-        "mock cores = CPU the mock's threads used; other cores = CPU the rest of the machine used \
+        "TTFT error = first token late (the mock's hand-off → bakeoff's timestamp: bakeoff's own) + \
+         send→mock (bakeoff's send timestamp → the mock's receipt: loopback, and the mock's accepting).\n\
+         mock cores = CPU the mock's threads used; other cores = CPU the rest of the machine used \
          during the level; load avg = 1-minute load average at the level's end (this process included)."
     )?;
     for l in r.levels.iter().filter(|l| !l.not_measured.is_empty()) {

@@ -96,6 +96,26 @@ mod tests {
         assert!(serve(&["--max-runs-per-candidate", "0"]).is_err());
     }
 
+    #[test]
+    fn calibrate_level_lists_can_be_emptied_by_a_flag_without_a_value() {
+        let parse = |args: &[&str]| match Cli::try_parse_from([&["bakeoff", "calibrate"], args].concat()) {
+            Ok(Cli {
+                command: Command::Calibrate(c),
+                ..
+            }) => (c.chunked_levels, c.not_streamed_levels),
+            other => panic!("{:?}", other.err()),
+        };
+        assert_eq!(parse(&[]), (vec![1, 16], vec![1, 4]));
+        assert_eq!(
+            parse(&["--chunked-levels", "--not-streamed-levels", "8"]),
+            (vec![], vec![8])
+        );
+        assert_eq!(
+            parse(&["--chunked-levels", "2,32", "--not-streamed-levels"]),
+            (vec![2, 32], vec![])
+        );
+    }
+
     /// Flags (and arguments) of `cmd` and its subcommands that `--help` shows without a word.
     fn undocumented(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
         for arg in cmd.get_arguments() {

@@ -787,10 +787,15 @@ async fn calibrate_compares_against_the_ground_truth() {
         );
         assert!(l.mock_ran.starts_with("own process on "), "{l:?}");
         assert!(l.ttft_error_ms_p50.is_some_and(|e| e.abs() < 50.0), "{l:?}");
+        // The TTFT error split at the mock's timestamps: both halves measured, neither beyond
+        // the whole (a p99 of |parts| is at most the sum of their p99s only roughly, so bounds).
+        let (late, gap) = (l.first_token_late_ms_p99.unwrap(), l.send_to_mock_ms_p99.unwrap());
+        assert!(late >= 0.0 && gap >= 0.0 && late.max(gap) < 50.0, "{l:?}");
+        assert!(l.send_to_mock_ms_p50.is_some_and(|g| g > -1.0), "{l:?}");
         assert!(l.decode_error_pct_p50.is_some_and(|e| e.abs() < 25.0), "{l:?}");
         assert!(l.aggregate_error_pct.is_some_and(|e| e.abs() < 25.0), "{l:?}");
     }
-    assert_eq!(report.targets.len(), 4);
+    assert_eq!(report.targets.len(), 6);
 }
 
 #[tokio::test]
@@ -869,8 +874,8 @@ async fn calibrate_covers_chunked_and_non_streamed_levels() {
         .unwrap_or_else(|| panic!("{out}"));
     assert_eq!(
         row.matches("not measured").count(),
-        5,
-        "TTFT p50/p99, ITL, decode p50/p99: {row}"
+        9,
+        "TTFT p50/p99, its two sides p50/p99, ITL, decode p50/p99: {row}"
     );
     assert!(out.contains("chunked c=4"), "{out}");
     assert!(
