@@ -615,6 +615,12 @@ async fn the_json_schema_is_served_and_agrees_with_the_parser() {
             );
         }
     }
+    // What the parser accepts, the schema accepts: a numeric id is read as its text.
+    let numeric = r#"{"id":7,"vars":{"x":"y"}}"#;
+    assert!(case.is_valid(&serde_json::from_str::<Value>(numeric).unwrap()));
+    let file =
+        format!("{{\"bakeoff_evalset\":1,\"name\":\"s\",\"task\":\"generation\",\"prompt\":\"x\"}}\n{numeric}\n");
+    assert_eq!(EvalSetFile::parse("s", &file).unwrap().cases[0].id, "7");
     // What the parser refuses, the schema refuses too.
     for bad in [
         r#"{"id":"a","colour":1}"#,
