@@ -23,6 +23,9 @@
 //! the server's record by `x-request-id`:
 //! - TTFT error = bakeoff's TTFT − the server's (receive → first token handed to the socket);
 //!   it includes loopback transfer both ways, so it bounds bakeoff's own timestamping error;
+//!   it is split at the mock's timestamps on the one wall clock into bakeoff's side (the mock's
+//!   first-token hand-off → bakeoff's timestamp) and the send side (bakeoff's send → the mock's
+//!   receipt, which holds the mock's accepting and parsing);
 //! - E2E error = bakeoff's E2E − the server's (receive → response finished);
 //! - ITL error = bakeoff's ITL p50 vs the mock's configured gap between tokens (no jitter);
 //! - decode error = bakeoff's decode tok/s/stream vs the server's (N − k₁) / (last − first),
