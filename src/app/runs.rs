@@ -296,9 +296,6 @@ fn judge_config(
     Some(JudgeConfig { judges, override_id })
 }
 
-/// Records [`RunRecords`] reads per query.
-const RECORDS_PER_READ: i64 = 5_000;
-
 /// A run's records and the instants it was resumed at, read from the store at most once however
 /// many of its summaries are computed: the end-of-run step computes several from one read.
 pub struct RunRecords {
@@ -319,22 +316,7 @@ impl RunRecords {
         let (records, resumes) = self
             .loaded
             .get_or_try_init(|| async {
-                // A page at a time in send order (the keyset the streamed export reads), each
-                // read within the store's bound on one query: PostgreSQL does not answer a
-                // single read of a million records within it.
-                let mut records: Vec<RequestRecord> = Vec::new();
-                let mut after = None;
-                loop {
-                    let page = store
-                        .list_request_records_sent_after(self.run_id, after, RECORDS_PER_READ)
-                        .await?;
-                    let full = page.len() as i64 == RECORDS_PER_READ;
-                    after = page.last().map(|(position, _)| *position).or(after);
-                    records.extend(page.into_iter().map(|(_, r)| r));
-                    if !full {
-                        break;
-                    }
-                }
+                let records = store.list_request_records(self.run_id).await?;
                 let events = store.list_run_events(self.run_id).await?;
                 let resumes = resumes_of(events.iter().map(|e| (e.at.0, e.message.as_str())));
                 Ok::<_, StoreError>((records, resumes))

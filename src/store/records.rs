@@ -133,29 +133,23 @@ macro_rules! record_queries {
         #[tracing::instrument(level = "debug", skip(self))]
         fn list_request_records(&self, run_id: i64) -> StoreFuture<'_, Vec<RequestRecord>> {
             Box::pin(async move {
-                // Records first, then their grades: a batch is committed with its grades, so every
-                // record loaded here has all its grades by the time the second query runs.
-                let records: Vec<rows::RecordRow> = sqlx::query_as(concat!(
-                    "SELECT ",
-                    rows::record_select_columns!(),
-                    " FROM request_records WHERE run_id = $1 ORDER BY sent_at_us, id"
-                ))
-                .bind(run_id)
-                .fetch_all(self.pool())
-                .await?;
-                let grades: Vec<rows::GradeRow> = sqlx::query_as(
-                    "SELECT g.request_record_id, g.grader, g.score, g.passed, g.reason, g.detail, g.weight, g.required FROM grades g \
-                     JOIN request_records r ON r.id = g.request_record_id \
-                     WHERE r.run_id = $1 ORDER BY g.request_record_id, g.position",
-                )
-                .bind(run_id)
-                .fetch_all(self.pool())
-                .await?;
-                let counts = self.counts_for_run(run_id).await?;
-                let ids = token_counts::ids(&records);
-                let mut records = rows::attach_grades(records, grades, Self::TEXT)?;
-                token_counts::attach_counts(&ids, &mut records, &counts);
-                Ok(records)
+                // A page at a time on the send-order keyset (each page's grades and counts read
+                // after its records, all committed with them): every query answers within the
+                // bound on one answer, which a single read of a million records does not on
+                // PostgreSQL.
+                let mut records: Vec<RequestRecord> = Vec::new();
+                let mut after = None;
+                loop {
+                    let page = self
+                        .list_request_records_sent_after(run_id, after, rows::RECORDS_PER_READ)
+                        .await?;
+                    let full = page.len() as i64 == rows::RECORDS_PER_READ;
+                    after = page.last().map(|(position, _)| *position);
+                    records.extend(page.into_iter().map(|(_, r)| r));
+                    if !full {
+                        return Ok(records);
+                    }
+                }
             })
         }
 

@@ -28,6 +28,8 @@ use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
 pub(crate) const RECORDS_PER_STATEMENT: usize = 200;
 /// Grades / eval cases / run candidates per multi-row INSERT (at most 9 binds each).
 pub(crate) const SMALL_ROWS_PER_STATEMENT: usize = 1_000;
+/// Records `Store::list_request_records` reads per query.
+pub(crate) const RECORDS_PER_READ: i64 = 5_000;
 
 // ---------------------------------------------------------------- errors
 

@@ -7,7 +7,6 @@
 //! seen from there.
 use std::collections::HashMap;
 
-use super::rows::RecordRow;
 use super::{Result, StoreError};
 use crate::domain::run::{ChunkAttribution, RequestRecord, UncountedRecord};
 
@@ -82,11 +81,6 @@ pub(crate) fn attach_counts(rows_ids: &[i64], records: &mut [RequestRecord], cou
     }
 }
 
-/// The ids of rows, in order (kept before the rows are turned into records).
-pub(crate) fn ids(rows: &[RecordRow]) -> Vec<i64> {
-    rows.iter().map(|r| r.id).collect()
-}
-
 #[derive(Debug, sqlx::FromRow)]
 pub(super) struct UncountedRow {
     pub id: i64,
@@ -126,19 +120,6 @@ pub(super) const COUNTS_PER_STATEMENT: usize = 1_000;
 
 macro_rules! token_count_helpers {
     ($db:ty) => {
-        /// Every count of a run's records.
-        async fn counts_for_run(&self, run_id: i64) -> Result<token_counts::CountsByRecord> {
-            let rows: Vec<token_counts::CountRow> = sqlx::query_as(concat!(
-                "SELECT ",
-                token_counts::count_columns!(),
-                " FROM record_token_counts WHERE run_id = $1"
-            ))
-            .bind(run_id)
-            .fetch_all(self.pool())
-            .await?;
-            token_counts::by_record(rows)
-        }
-
         /// The counts of these records (an index lookup each).
         async fn counts_for_records(&self, ids: &[i64]) -> Result<token_counts::CountsByRecord> {
             let mut rows: Vec<token_counts::CountRow> = Vec::new();
