@@ -10,7 +10,9 @@
 //! Both runs end as the runner ends a run: their page and scorecard summaries are stored then
 //! (`web::runs::summaries`), so the first render reads them.
 //!
-//! `cargo bench --bench big_run` (release); CI runs `cargo test --bench big_run -- --quick` (debug,
+//! `cargo bench --bench big_run` (release; `BAKEOFF_BENCH_REPETITIONS=N` for 2,000 × N requests,
+//! `BAKEOFF_BENCH_SKIP_SQLITE=1` for PostgreSQL only, `BAKEOFF_BENCH_PAGES=text` for the pages
+//! whose path contains it); CI runs `cargo test --bench big_run -- --quick` (debug,
 //! reusing the tests' build), which exits non-zero only on a gross regression: a page of the big run more than
 //! `MAX_BIG_OVER_REFERENCE`× the reference page's time (exports: per byte), or a first render more
 //! than `MAX_FIRST_OVER_LATER`× the later ones. Times under `FLOOR_MS` count as `FLOOR_MS`, so
@@ -186,7 +188,9 @@ async fn bench(label: &str, store: DynStore, repetitions: u32, samples: usize) -
         "page (big run)", "first ms", "p95 ms", "bytes", "ref p95", "big/ref", "first/p95", "peak RSS"
     );
     let mut regressions = Vec::new();
-    for (page, grows) in pages {
+    // BAKEOFF_BENCH_PAGES=text: only the pages whose path contains it.
+    let only = std::env::var("BAKEOFF_BENCH_PAGES").unwrap_or_default();
+    for (page, grows) in pages.into_iter().filter(|(page, _)| page.contains(only.as_str())) {
         let url = |id: i64| format!("{base}{}", page.replace("{id}", &id.to_string()));
         // An export of the whole run weighs ~1.8 KB a request (1.8 GB at a million): a few
         // samples of it say as much as twenty, in a twentieth of the time.
@@ -227,8 +231,13 @@ async fn bench(label: &str, store: DynStore, repetitions: u32, samples: usize) -
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
-    // 1,000 cases × 2 candidates × repetitions.
+    // 1,000 cases × 2 candidates × repetitions; BAKEOFF_BENCH_REPETITIONS=N sizes the big run
+    // between the two (each page's own cost grows with repetitions: a case holds 2 × N attempts).
     let (repetitions, samples) = if quick { (10, 3) } else { (500, 20) };
+    let repetitions = match std::env::var("BAKEOFF_BENCH_REPETITIONS") {
+        Ok(n) => n.parse().expect("BAKEOFF_BENCH_REPETITIONS: a whole number"),
+        Err(_) => repetitions,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -3,7 +3,8 @@
 //! `archive_queries!` expands to these `Store` methods and `archive_helpers!` to the run filter
 //! they share, both in `store/mod.rs` (`impl_store!`), so their paths are written as seen from
 //! there.
-use super::{RecordFact, Result, StoreError};
+use super::{RecordFact, RecordOutline, Result, StoreError};
+use crate::domain::grading::{Grade, case_passed, case_score};
 use crate::domain::run::{ErrorClass, Phase};
 
 /// One row of `list_record_facts`.
@@ -38,6 +39,59 @@ impl FactRow {
             case_id: self.case_id,
         })
     }
+}
+
+/// One row of `list_case_outlines`: a record's fact with one of its grades' figures (the
+/// grade columns are NULL for a record without grades).
+#[derive(Debug, sqlx::FromRow)]
+pub(super) struct OutlineRow {
+    id: i64,
+    sent_at_us: i64,
+    #[sqlx(flatten)]
+    fact: FactRow,
+    position: Option<i64>,
+    score: Option<f64>,
+    grade_passed: Option<bool>,
+    weight: Option<f64>,
+    required: Option<bool>,
+}
+
+/// Folds outline rows (a record's rows together) into outlines in send order; `passed` and
+/// the score come from the domain's own rules over the grades' figures, so they agree with
+/// every page that reads whole records.
+pub(super) fn outlines(mut rows: Vec<OutlineRow>) -> Result<Vec<RecordOutline>> {
+    rows.sort_by_key(|r| (r.sent_at_us, r.id, r.position));
+    let mut outlines: Vec<RecordOutline> = Vec::new();
+    let mut grades: Vec<Grade> = Vec::new();
+    let mut rows = rows.into_iter().peekable();
+    while let Some(row) = rows.next() {
+        let id = row.id;
+        if let (Some(score), Some(passed), Some(weight), Some(required)) =
+            (row.score, row.grade_passed, row.weight, row.required)
+        {
+            grades.push(Grade {
+                grader: String::new(),
+                score,
+                passed,
+                reason: String::new(),
+                detail: None,
+                weight,
+                required,
+            });
+        }
+        if rows.peek().is_some_and(|next| next.id == id) {
+            continue;
+        }
+        let mut fact = row.fact.into_fact()?;
+        fact.passed = case_passed(&grades);
+        outlines.push(RecordOutline {
+            id,
+            fact,
+            score: case_score(&grades),
+        });
+        grades.clear();
+    }
+    Ok(outlines)
 }
 
 /// A run listing one candidate twice breaks `run_candidates`' key: said as a Conflict.
@@ -307,6 +361,53 @@ macro_rules! archive_queries {
                 let mut records: Vec<rows::RecordRow> = qb.build_query_as().fetch_all(self.pool()).await?;
                 records.sort_by_key(|r| (r.sent_at_us, r.id));
                 self.complete_records(records).await
+            })
+        }
+
+        fn list_case_outlines<'a>(&'a self, run_id: i64, case_ids: &'a [String]) -> StoreFuture<'a, Vec<RecordOutline>> {
+            Box::pin(async move {
+                if case_ids.is_empty() {
+                    return Ok(Vec::new());
+                }
+                // A row per grade (one with NULL grade columns for a record without): no text
+                // column but the case id is read, however long the outputs and reasons.
+                let mut qb = sqlx::QueryBuilder::<$db>::new(
+                    "SELECT r.id, r.sent_at_us, r.candidate_id, r.case_id, r.phase, r.repetition, r.attempt, \
+                     r.is_warmup, r.error_class, CAST(NULL AS BIGINT) AS passed, g.position, g.score, \
+                     g.passed AS grade_passed, g.weight, g.required \
+                     FROM request_records r LEFT JOIN grades g ON g.request_record_id = r.id WHERE r.run_id = ",
+                );
+                qb.push_bind(run_id).push(" AND r.case_id IN (");
+                let mut ids = qb.separated(", ");
+                for id in case_ids {
+                    ids.push_bind(id.as_str());
+                }
+                // Sorted in `outlines`, not in SQL (as in `list_case_records`).
+                qb.push(")");
+                archive::outlines(qb.build_query_as().fetch_all(self.pool()).await?)
+            })
+        }
+
+        fn list_records_by_id<'a>(&'a self, run_id: i64, ids: &'a [i64]) -> StoreFuture<'a, Vec<(i64, RequestRecord)>> {
+            Box::pin(async move {
+                let mut rows: Vec<rows::RecordRow> = Vec::new();
+                for chunk in ids.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new(concat!(
+                        "SELECT ",
+                        rows::record_select_columns!(),
+                        " FROM request_records WHERE run_id = "
+                    ));
+                    qb.push_bind(run_id).push(" AND id IN (");
+                    let mut list = qb.separated(", ");
+                    for id in chunk {
+                        list.push_bind(*id);
+                    }
+                    qb.push(")");
+                    rows.extend(qb.build_query_as::<rows::RecordRow>().fetch_all(self.pool()).await?);
+                }
+                rows.sort_by_key(|r| (r.sent_at_us, r.id));
+                let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+                Ok(ids.into_iter().zip(self.complete_records(rows).await?).collect())
             })
         }
 

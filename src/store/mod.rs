@@ -316,6 +316,18 @@ pub struct RecordFact {
     pub passed: Option<bool>,
 }
 
+/// A stored attempt's outcome and case score without its body (no chunks, output or grade
+/// reasons): what a page needs to choose which records to read whole
+/// ([`Store::list_records_by_id`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordOutline {
+    /// The record's id, to read it whole.
+    pub id: i64,
+    pub fact: RecordFact,
+    /// The weighted mean of its grades' scores (`grading::case_score`); None without grades.
+    pub score: Option<f64>,
+}
+
 /// A run as it arrives from an export: stored with its original status and times.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RestoredRun {
@@ -590,6 +602,12 @@ pub trait Store: Send + Sync + 'static {
     fn list_record_facts(&self, run_id: i64) -> StoreFuture<'_, Vec<RecordFact>>;
     /// The full records (with grades) of the given cases of a run, in send order.
     fn list_case_records<'a>(&'a self, run_id: i64, case_ids: &'a [String]) -> StoreFuture<'a, Vec<RequestRecord>>;
+    /// The outlines of the given cases' records of a run, in send order: what a page reads to
+    /// choose the few records it shows whole (a case may hold thousands of attempts).
+    fn list_case_outlines<'a>(&'a self, run_id: i64, case_ids: &'a [String]) -> StoreFuture<'a, Vec<RecordOutline>>;
+    /// The full records (with grades) of a run with these ids, each with its id, in send
+    /// order; ids of other runs or of no record are left out.
+    fn list_records_by_id<'a>(&'a self, run_id: i64, ids: &'a [i64]) -> StoreFuture<'a, Vec<(i64, RequestRecord)>>;
     /// Up to `limit` records of a run stored after record `after_id` (0: from the first), in
     /// storage order, each with its id (the cursor of the next page) and its grades.
     fn list_request_records_page(

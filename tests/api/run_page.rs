@@ -1159,3 +1159,76 @@ async fn a_sweep_run_page_charts_throughput_and_latency_vs_concurrency_with_the_
     assert!(titles.contains(&want), "{b}: {want} in {titles:?}");
     assert!(!body.contains("<script>alert"), "{b}");
 }
+
+each_backend!(a_case_of_many_attempts_lists_its_failed_ones_first_and_reads_the_rest_on_demand);
+/// A case measured 30 times by one candidate (5 failed, 3 wrong) and once by another: the page
+/// lists 24 attempts, every failed and wrong one among them, says how many it left out, grades
+/// the grid cells from all 30 final attempts, and each listed attempt's timeline is read on its
+/// own (the outline → whole-record path), 404 for an attempt that was never measured.
+async fn a_case_of_many_attempts_lists_its_failed_ones_first_and_reads_the_rest_on_demand(db: TestStore) {
+    let app = spawn_app_on(db).await;
+    let b = app.backend;
+    let file = EvalSetFile::parse("tiny.jsonl", crate::support::app::TINY_EVALSET).unwrap();
+    let version = app.store.save_evalset_version(&file).await.unwrap();
+    let many = app.candidate("many", "http://127.0.0.1:1/v1", "many").await;
+    let once = app.candidate("once", "http://127.0.0.1:1/v1", "once").await;
+    let run = app.run(version, &[many, once], RunConfig::default()).await;
+    let mut records = Vec::new();
+    for repetition in 0..30u32 {
+        let wrong = repetition % 10 == 4;
+        let mut r = record(run, many, "c1", if wrong { "negative" } else { "positive" }, !wrong);
+        r.repetition = repetition;
+        r.sent_at_us += i64::from(repetition) * 1_000;
+        r.chunks = (0..8).map(|i| (40_000 + i * 25_000, 1)).collect();
+        if repetition % 6 == 5 {
+            r.error_class = Some(bakeoff::domain::run::ErrorClass::StreamCut);
+            r.grades.clear();
+        }
+        records.push(r);
+    }
+    records.push(record(run, once, "c1", "positive", true));
+    app.store.append_request_records(&records).await.unwrap();
+    app.store.set_run_status(run, RunStatus::Finished, None).await.unwrap();
+
+    let (page, _) = app.page(&format!("/runs/{run}/cases")).await;
+    let attrs = |css: &str, name: &str| -> Vec<String> {
+        page.select(css)
+            .iter()
+            .filter_map(|e| e.value().attr(name).map(str::to_string))
+            .collect()
+    };
+    let statuses = attrs("#case-c1 section.attempt", "data-status");
+    assert_eq!(statuses.len(), 24, "{b}: at most 24 attempts a case");
+    assert_eq!(
+        statuses.iter().filter(|s| *s == "stream_cut").count(),
+        5,
+        "{b}: every failed attempt listed"
+    );
+    let text = page.text("#case-c1");
+    assert!(
+        text.contains("8 of 31 attempts failed") && text.contains("showing 24 of them, failed ones first"),
+        "{b}: {}",
+        &text[..text.len().min(300)]
+    );
+    // 30 final attempts: 22 right, 3 wrong, 5 failed (a failed request scores 0).
+    assert_eq!(
+        page.text("tr[data-grid-case=c1] td[data-grid-candidate=many]"),
+        "⚠ stream_cut 22 of 30 passed · score 0.73",
+        "{b}"
+    );
+    assert_eq!(
+        page.text("tr[data-grid-case=c1] td[data-grid-candidate=once]"),
+        "✓ pass score 1.00",
+        "{b}"
+    );
+
+    // Attempts after the first link to their timeline, drawn from that one record.
+    let links = attrs("#case-c1 a[data-timeline]", "href");
+    assert!(!links.is_empty(), "{b}: later attempts link to their timelines");
+    for href in links.iter().take(3) {
+        let body = app.text_ok(href).await;
+        assert!(body.contains("<svg"), "{b} {href}: {body}");
+    }
+    let never = format!("/runs/{run}/timeline?candidate={many}&case=c1&phase=quality&repetition=99&attempt=0");
+    assert_eq!(app.get(&never).await.status(), 404, "{b}");
+}

@@ -3,6 +3,7 @@
 use bakeoff::domain::Timestamp;
 use bakeoff::domain::candidate::CandidateDraft;
 use bakeoff::domain::evalset::EvalSetFile;
+use bakeoff::domain::grading::{Grade, case_passed, case_score};
 use bakeoff::domain::run::{ErrorClass, NewRun, RunConfig, RunEvent, RunStatus};
 use bakeoff::store::{DynStore, RestoredRun, RunFilter, StoreError};
 
@@ -168,6 +169,62 @@ async fn store_reads_record_facts_case_records_and_differing_outputs(t: TestStor
     assert_eq!(records.len(), 2, "{}", t.backend);
     assert!(records.iter().all(|r| r.case_id == "c1" && r.grades.len() == 1));
     assert!(s.list_case_records(r, &[]).await.unwrap().is_empty());
+
+    // Outlines: each record's fact, with its pass and score as the domain rules give them
+    // from the whole record (weighted and optional grades included), in send order; the
+    // records read whole by their ids are the same records.
+    let mut weighted = record(r, a, "c4", "maybe", true);
+    weighted.grades[0].weight = 3.0;
+    weighted.grades.push(Grade {
+        grader: "judge".into(),
+        score: 0.25,
+        passed: false,
+        reason: "a reason that outlines never read".into(),
+        detail: None,
+        weight: 1.0,
+        required: false,
+    });
+    s.append_request_records(&[weighted]).await.unwrap();
+    let cases = ["c2".to_string(), "c4".to_string(), "c3".to_string()];
+    let outlines = s.list_case_outlines(r, &cases).await.unwrap();
+    let whole = s.list_case_records(r, &cases).await.unwrap();
+    assert_eq!(outlines.len(), 4, "{}", t.backend);
+    for (o, w) in outlines.iter().zip(&whole) {
+        assert_eq!(
+            (o.fact.candidate_id, o.fact.case_id.as_str()),
+            (w.candidate_id, w.case_id.as_str())
+        );
+        assert_eq!(o.fact.passed, case_passed(&w.grades), "{} {}", t.backend, w.case_id);
+        assert_eq!(o.score, case_score(&w.grades), "{} {}", t.backend, w.case_id);
+        assert_eq!(o.fact.error_class, w.error_class);
+        assert_eq!(o.fact.is_warmup, w.is_warmup);
+    }
+    let c4 = outlines.iter().find(|o| o.fact.case_id == "c4").unwrap();
+    assert_eq!((c4.fact.passed, c4.score), (Some(true), Some(0.8125)), "{}", t.backend);
+    assert_eq!(
+        outlines
+            .iter()
+            .find(|o| o.fact.case_id == "c2" && o.fact.candidate_id == b)
+            .unwrap()
+            .score,
+        None
+    );
+    assert!(s.list_case_outlines(r, &[]).await.unwrap().is_empty());
+    let ids: Vec<i64> = outlines.iter().rev().map(|o| o.id).collect();
+    let read: Vec<_> = s
+        .list_records_by_id(r, &ids)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, rec)| rec)
+        .collect();
+    assert_eq!(read, whole, "{}: read by id, in send order", t.backend);
+    let other = run(s, version, &[a], "other").await;
+    assert!(
+        s.list_records_by_id(other, &ids).await.unwrap().is_empty(),
+        "{}",
+        t.backend
+    );
 
     // c1: "positive" vs "Positive!"; c2: b failed, so nothing to compare.
     assert_eq!(

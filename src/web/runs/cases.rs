@@ -5,8 +5,10 @@
 //! token counts with their source and the request's token timeline. Filters (candidate,
 //! outcome, failures only, error class, tag, text, outputs that differ between candidates) and
 //! pagination run on the server: the filters read light per-attempt facts (the text search one
-//! query), and only the shown page's records are loaded whole. A troubleshooting panel groups the run's failures by class with the ordered
-//! checks (symptom → input → environment → parameters → framework limits).
+//! query), the shown page's cases are read as outlines (outcome and score, no text), and only
+//! the attempts listed (at most `ATTEMPTS_PER_CASE` a case) are read whole. A troubleshooting
+//! panel groups the run's failures by class with the ordered checks (symptom → input →
+//! environment → parameters → framework limits).
 use crate::domain::format::visible_controls;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -19,7 +21,7 @@ use crate::domain::calibers::LagSpikes;
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::grading::{case_passed, case_score};
 use crate::domain::run::{ErrorClass, Phase, RequestRecord, Run};
-use crate::store::RecordFact;
+use crate::store::{RecordFact, RecordOutline};
 use crate::web::AppState;
 use crate::web::error::{WebError, parse_id, parse_page};
 use crate::web::views::{FormBody, NOT_MEASURED, Pagination, ms, short_hash};
@@ -334,7 +336,9 @@ pub async fn page(
         .take(CASES_PER_PAGE as usize)
         .map(|id| id.to_string())
         .collect();
-    let records = state.store.list_case_records(run.id, &shown).await?;
+    // The shown cases' attempts as outlines (a case may hold thousands); only the few listed
+    // below are read whole.
+    let outlines = state.store.list_case_outlines(run.id, &shown).await?;
     let shown_file = match &version {
         Some(v) => Some(EvalSetFile {
             header: v.header.clone(),
@@ -345,68 +349,94 @@ pub async fn page(
     let set_cases = shown_file.as_ref().map(|f| f.cases.as_slice()).unwrap_or(&[]);
     let harness = state.store.get_run_harness(run.id).await?;
     let spikes = harness.as_ref().map(|h| &h.lag_spikes);
-    let mut records_by_case: HashMap<&str, Vec<&RequestRecord>> = HashMap::new();
-    for r in records.iter().filter(|r| !r.is_warmup) {
-        records_by_case.entry(r.case_id.as_str()).or_default().push(r);
+    let mut outlines_by_case: HashMap<&str, Vec<&RecordOutline>> = HashMap::new();
+    for o in outlines.iter().filter(|o| !o.fact.is_warmup) {
+        outlines_by_case.entry(o.fact.case_id.as_str()).or_default().push(o);
     }
     let load_run = !matches!(run.config.load, crate::domain::load::LoadShape::Fixed);
     let columns: Vec<i64> = run.candidate_ids.iter().copied().filter(|&c| chosen(c)).collect();
 
-    let mut grid = Vec::new();
-    let cases = shown
+    // Which attempts each case lists, chosen from the outlines.
+    let chosen_by_case: Vec<ChosenAttempts> = shown
         .iter()
-        .enumerate()
-        .map(|(row, id)| {
-            let case = set_cases.iter().find(|c| c.id == *id);
-            let mut mine = records_by_case.remove(id.as_str()).unwrap_or_default();
-            mine.retain(|r| chosen(r.candidate_id));
-            mine.sort_by_key(|r| {
+        .map(|id| {
+            let mut mine = outlines_by_case.remove(id.as_str()).unwrap_or_default();
+            mine.retain(|o| chosen(o.fact.candidate_id));
+            mine.sort_by_key(|o| {
+                let f = &o.fact;
                 (
-                    run.candidate_ids.iter().position(|&c| c == r.candidate_id),
-                    r.phase.as_str(),
-                    r.repetition,
-                    r.attempt,
+                    run.candidate_ids.iter().position(|&c| c == f.candidate_id),
+                    f.phase.as_str(),
+                    f.repetition,
+                    f.attempt,
                 )
             });
-            // The final attempt of each (candidate, phase, repetition) is the one that counts.
-            let mut last: HashMap<(i64, &str, u32), u32> = HashMap::new();
-            for r in &mine {
-                let e = last
-                    .entry((r.candidate_id, r.phase.as_str(), r.repetition))
-                    .or_insert(0);
-                *e = (*e).max(r.attempt);
-            }
-            let is_final =
-                |r: &RequestRecord| last.get(&(r.candidate_id, r.phase.as_str(), r.repetition)) == Some(&r.attempt);
             // "Failures only" and an error class filter the attempts listed too.
-            let listed = |r: &RequestRecord| {
-                let class = attempt_class(r);
+            let listed = |f: &RecordFact| {
+                let class = failure_class(f);
                 (!filters.failures || class.is_some())
                     && (filters.error_class.is_empty() || class.as_deref() == Some(filters.error_class.as_str()))
             };
-            let all: Vec<(&RequestRecord, bool)> = mine
+            let all: Vec<(&RecordOutline, bool)> = mine
                 .iter()
-                .filter(|r| listed(r))
-                .map(|r| (*r, attempt_class(r).is_some()))
+                .filter(|o| listed(&o.fact))
+                .map(|o| (*o, failure_class(&o.fact).is_some()))
                 .collect();
-            let recorded = mine.len();
-            let total = all.len();
-            let failed_attempts = mine.iter().filter(|r| attempt_class(r).is_some()).count();
-            // Failed attempts first (up to the cap), then the rest in order; shown in order. Only
-            // the kept ones are turned into views (each draws its token timeline).
-            let mut keep: Vec<usize> = (0..total).filter(|&i| all[i].1).take(ATTEMPTS_PER_CASE).collect();
-            keep.extend((0..total).filter(|&i| !all[i].1).take(ATTEMPTS_PER_CASE - keep.len()));
+            // Failed attempts first (up to the cap), then the rest in order; shown in order.
+            let mut keep: Vec<usize> = (0..all.len()).filter(|&i| all[i].1).take(ATTEMPTS_PER_CASE).collect();
+            keep.extend(
+                (0..all.len())
+                    .filter(|&i| !all[i].1)
+                    .take(ATTEMPTS_PER_CASE - keep.len()),
+            );
             keep.sort_unstable();
+            ChosenAttempts {
+                listed: all.len(),
+                kept: keep.into_iter().map(|i| all[i].0).collect(),
+                mine,
+            }
+        })
+        .collect();
+    let kept_ids: Vec<i64> = chosen_by_case
+        .iter()
+        .flat_map(|c| c.kept.iter().map(|o| o.id))
+        .collect();
+    let mut whole: HashMap<i64, RequestRecord> = state
+        .store
+        .list_records_by_id(run.id, &kept_ids)
+        .await?
+        .into_iter()
+        .collect();
+
+    let mut grid = Vec::new();
+    let cases = shown
+        .iter()
+        .zip(chosen_by_case)
+        .enumerate()
+        .map(|(row, (id, chosen))| {
+            let case = set_cases.iter().find(|c| c.id == *id);
+            let ChosenAttempts { mine, kept, listed } = chosen;
+            // The final attempt of each (candidate, phase, repetition) is the one that counts.
+            let mut last: HashMap<(i64, Phase, u32), u32> = HashMap::new();
+            for o in &mine {
+                let f = &o.fact;
+                let e = last.entry((f.candidate_id, f.phase, f.repetition)).or_insert(0);
+                *e = (*e).max(f.attempt);
+            }
+            let is_final = |f: &RecordFact| last.get(&(f.candidate_id, f.phase, f.repetition)) == Some(&f.attempt);
+            let recorded = mine.len();
+            let failed_attempts = mine.iter().filter(|o| failure_class(&o.fact).is_some()).count();
             // The first attempt listed draws its token timeline; the others link to theirs,
             // fetched when opened (a page of 24 attempts a case would otherwise weigh a megabyte).
-            let attempts: Vec<AttemptView> = keep
-                .into_iter()
+            // A kept record deleted since its outline was read is left out.
+            let attempts: Vec<AttemptView> = kept
+                .iter()
+                .filter_map(|o| whole.remove(&o.id).map(|r| (o, r)))
                 .enumerate()
-                .map(|(n, i)| {
-                    let r = all[i].0;
+                .map(|(n, (o, r))| {
                     let linked = (n > 0 && r.chunks.len() >= crate::web::scorecards::charts::TIMELINE_MIN_CHUNKS)
-                        .then(|| timeline_href(run.id, r));
-                    attempt_view(r, name_of(r.candidate_id), is_final(r), spikes, load_run, linked)
+                        .then(|| timeline_href(run.id, &r));
+                    attempt_view(&r, name_of(r.candidate_id), is_final(&o.fact), spikes, load_run, linked)
                 })
                 .collect();
             let mut outcome = if recorded == 0 {
@@ -416,10 +446,10 @@ pub async fn page(
             } else {
                 format!("{failed_attempts} of {recorded} attempts failed")
             };
-            if total < recorded {
-                outcome.push_str(&format!(" · {total} listed by the filters"));
+            if listed < recorded {
+                outcome.push_str(&format!(" · {listed} listed by the filters"));
             }
-            if attempts.len() < total {
+            if attempts.len() < listed {
                 outcome.push_str(&format!(" · showing {} of them, failed ones first", attempts.len()));
             }
             let anchor = |c: i64| format!("a-{row}-{c}");
@@ -429,10 +459,10 @@ pub async fn page(
                 cells: columns
                     .iter()
                     .map(|&c| {
-                        let finals: Vec<&RequestRecord> = mine
+                        let finals: Vec<&RecordOutline> = mine
                             .iter()
                             .copied()
-                            .filter(|r| r.candidate_id == c && is_final(r))
+                            .filter(|o| o.fact.candidate_id == c && is_final(&o.fact))
                             .collect();
                         let linked = attempts.iter().any(|a| a.candidate_id == c);
                         grid_cell(name_of(c), &finals, linked.then(|| format!("#{}", anchor(c))))
@@ -522,10 +552,19 @@ pub async fn page(
     })
 }
 
+/// The attempts of one shown case: every measured one (the page's candidates, in order) and
+/// the ones listed, of which `kept` are shown.
+struct ChosenAttempts<'a> {
+    mine: Vec<&'a RecordOutline>,
+    /// How many the filters list.
+    listed: usize,
+    kept: Vec<&'a RecordOutline>,
+}
+
 /// A measured attempt's failure class: its error class, `wrong_answer` when a grader failed
 /// it, None when it did not fail.
-fn attempt_class(r: &RequestRecord) -> Option<String> {
-    match (r.error_class, case_passed(&r.grades)) {
+fn failure_class(f: &RecordFact) -> Option<String> {
+    match (f.error_class, f.passed) {
         (Some(c), _) => Some(c.as_str().to_string()),
         (None, Some(false)) => Some(WRONG_ANSWER.to_string()),
         _ => None,
@@ -591,11 +630,9 @@ pub struct GridCell {
     pub href: Option<String>,
 }
 
-fn grid_cell(candidate: String, finals: &[&RequestRecord], href: Option<String>) -> GridCell {
-    let outcome = finals
-        .iter()
-        .map(|r| Outcome::of(!r.succeeded(), case_passed(&r.grades)))
-        .max();
+fn grid_cell(candidate: String, finals: &[&RecordOutline], href: Option<String>) -> GridCell {
+    let succeeded = |o: &RecordOutline| o.fact.error_class.is_none();
+    let outcome = finals.iter().map(|o| Outcome::of(!succeeded(o), o.fact.passed)).max();
     let label = match outcome {
         None => "not sent".to_string(),
         Some(Outcome::Pass) => "✓ pass".into(),
@@ -605,37 +642,31 @@ fn grid_cell(candidate: String, finals: &[&RequestRecord], href: Option<String>)
             "⚠ {}",
             finals
                 .iter()
-                .find_map(|r| r.error_class)
+                .find_map(|o| o.fact.error_class)
                 .map_or("error", |c| c.as_str())
         ),
     };
     // Graded: a failed request counts as a wrong answer scoring 0 (as on the scorecard); a
     // case without graders has no pass count or score to give.
-    let graded = finals.iter().any(|r| r.succeeded() && case_passed(&r.grades).is_some());
+    let graded = finals.iter().any(|o| succeeded(o) && o.fact.passed.is_some());
     let mut detail = Vec::new();
     if graded {
         if finals.len() > 1 {
             let passed = finals
                 .iter()
-                .filter(|r| r.succeeded() && case_passed(&r.grades) == Some(true))
+                .filter(|o| succeeded(o) && o.fact.passed == Some(true))
                 .count();
             detail.push(format!("{passed} of {} passed", finals.len()));
         }
         let scores: Vec<f64> = finals
             .iter()
-            .filter_map(|r| {
-                if r.succeeded() {
-                    case_score(&r.grades)
-                } else {
-                    Some(0.0)
-                }
-            })
+            .filter_map(|o| if succeeded(o) { o.score } else { Some(0.0) })
             .collect();
         if !scores.is_empty() {
             detail.push(format!("score {:.2}", scores.iter().sum::<f64>() / scores.len() as f64));
         }
     } else if finals.len() > 1 {
-        let failed = finals.iter().filter(|r| !r.succeeded()).count();
+        let failed = finals.iter().filter(|o| !succeeded(o)).count();
         detail.push(format!("{failed} of {} failed", finals.len()));
     }
     GridCell {
@@ -699,10 +730,8 @@ pub(super) async fn case_index(state: &AppState, run: &Run, want_differing: bool
         if f.attempt > last.attempt {
             *last = f;
         }
-        let class = match (f.error_class, f.passed) {
-            (Some(c), _) => c.as_str().to_string(),
-            (None, Some(false)) => WRONG_ANSWER.to_string(),
-            _ => continue,
+        let Some(class) = failure_class(f) else {
+            continue;
         };
         let list = failures.entry(f.case_id.clone()).or_default();
         if !list.iter().any(|(c, k)| *c == f.candidate_id && *k == class) {
@@ -810,15 +839,23 @@ pub async fn timeline(
         .ok_or_else(|| WebError::BadRequest("phase: there is no such phase.".into()))?;
     let case = q.get("case").unwrap_or_default().to_string();
     let missing = || WebError::NotFound(format!("that attempt of run #{id}"));
-    let records = state.store.list_case_records(id, std::slice::from_ref(&case)).await?;
-    let r = records
+    // The case's outlines find the attempt; only that record is read whole.
+    let outlines = state.store.list_case_outlines(id, std::slice::from_ref(&case)).await?;
+    let wanted = outlines
         .iter()
-        .find(|r| {
-            r.candidate_id == candidate
-                && r.phase == phase
-                && i64::from(r.repetition) == repetition
-                && i64::from(r.attempt) == attempt
+        .find(|o| {
+            let f = &o.fact;
+            f.candidate_id == candidate
+                && f.phase == phase
+                && i64::from(f.repetition) == repetition
+                && i64::from(f.attempt) == attempt
         })
+        .ok_or_else(missing)?;
+    let (_, r) = state
+        .store
+        .list_records_by_id(id, &[wanted.id])
+        .await?
+        .pop()
         .ok_or_else(missing)?;
     Ok(TimelineFragment {
         svg: crate::web::scorecards::charts::token_timeline(&r.chunks),
