@@ -355,3 +355,47 @@ async fn a_paused_run_is_stored_with_its_message_kept_and_resumed_on_restart(t: 
     s.append_run_event(r, "info", "still here").await.unwrap();
     assert_eq!(s.list_run_events(r).await.unwrap().len(), 1, "{}", t.backend);
 }
+
+each_backend!(records_read_in_pages_of_send_order_come_once_each_across_equal_send_times);
+/// The keyset pages of a run's records (the streamed export's and the whole-run read's): in
+/// send order, every record once, where several records share a send time and a page ends
+/// between them.
+async fn records_read_in_pages_of_send_order_come_once_each_across_equal_send_times(t: TestStore) {
+    let s = &t.store;
+    let version = s
+        .save_evalset_version(&EvalSetFile::parse("tiny.jsonl", TINY_EVALSET).unwrap())
+        .await
+        .unwrap();
+    let a = candidate(s, "a").await;
+    let r = run(s, version, &[a], "keyset").await;
+    let other = run(s, version, &[a], "other").await;
+    let base = Timestamp::now().0 * 1000;
+    let mut records = Vec::new();
+    for (n, sent) in [3, 1, 1, 1, 2, 2, 5, 4, 4].into_iter().enumerate() {
+        let mut rec = record(r, a, "c1", "positive", true);
+        rec.repetition = n as u32;
+        rec.sent_at_us = base + sent;
+        records.push(rec);
+    }
+    let mut elsewhere = record(other, a, "c1", "positive", true);
+    elsewhere.sent_at_us = base + 2;
+    records.push(elsewhere);
+    s.append_request_records(&records).await.unwrap();
+
+    let mut after = None;
+    let mut read = Vec::new();
+    loop {
+        let page = s.list_request_records_sent_after(r, after, 2).await.unwrap();
+        assert!(page.len() <= 2, "{}", t.backend);
+        let Some((last, _)) = page.last() else { break };
+        after = Some(*last);
+        read.extend(page.into_iter().map(|(_, rec)| rec));
+    }
+    let whole = s.list_request_records(r).await.unwrap();
+    assert_eq!(read, whole, "{}: the pages join into the whole read", t.backend);
+    let sends: Vec<i64> = read.iter().map(|rec| rec.sent_at_us - base).collect();
+    assert_eq!(sends, [1, 1, 1, 2, 2, 3, 4, 4, 5], "{}", t.backend);
+    let mut reps: Vec<u32> = read.iter().map(|rec| rec.repetition).collect();
+    reps.sort_unstable();
+    assert_eq!(reps, (0..9).collect::<Vec<u32>>(), "{}: every record once", t.backend);
+}
