@@ -3,11 +3,13 @@
 //! `archive_queries!` expands to these `Store` methods and `archive_helpers!` to the run filter
 //! they share, both in `store/mod.rs` (`impl_store!`), so their paths are written as seen from
 //! there.
+use std::collections::HashMap;
+
 use super::{RecordFact, RecordOutline, Result, StoreError};
 use crate::domain::grading::{Grade, case_passed, case_score};
 use crate::domain::run::{ErrorClass, Phase};
 
-/// One row of `list_record_facts`.
+/// A record's fact as stored (its `passed` comes from its grades).
 #[derive(Debug, sqlx::FromRow)]
 pub(super) struct FactRow {
     candidate_id: i64,
@@ -17,12 +19,10 @@ pub(super) struct FactRow {
     attempt: i64,
     is_warmup: bool,
     error_class: Option<String>,
-    /// 1 every required grade passed, 0 one failed, NULL no required grade.
-    passed: Option<i64>,
 }
 
 impl FactRow {
-    pub(super) fn into_fact(self) -> Result<RecordFact> {
+    pub(super) fn into_fact(self, passed: Option<bool>) -> Result<RecordFact> {
         let place = |what: &str| format!("request_records.{what} of a record of case {:?}", self.case_id);
         let bad = |what: &str, value: &str| StoreError::Corrupt(format!("{}: {value:?} is not valid", place(what)));
         Ok(RecordFact {
@@ -35,63 +35,72 @@ impl FactRow {
                 None => None,
                 Some(s) => Some(ErrorClass::parse(s).ok_or_else(|| bad("error_class", s))?),
             },
-            passed: self.passed.map(|p| p != 0),
+            passed,
             case_id: self.case_id,
         })
     }
 }
 
-/// One row of `list_case_outlines`: a record's fact with one of its grades' figures (the
-/// grade columns are NULL for a record without grades).
+/// A record's fact with its place in send order.
 #[derive(Debug, sqlx::FromRow)]
-pub(super) struct OutlineRow {
-    id: i64,
-    sent_at_us: i64,
+pub(super) struct PlacedFactRow {
+    pub(super) id: i64,
+    pub(super) sent_at_us: i64,
     #[sqlx(flatten)]
     fact: FactRow,
-    position: Option<i64>,
-    score: Option<f64>,
-    grade_passed: Option<bool>,
-    weight: Option<f64>,
-    required: Option<bool>,
 }
 
-/// Folds outline rows (a record's rows together) into outlines in send order; `passed` and
-/// the score come from the domain's own rules over the grades' figures, so they agree with
-/// every page that reads whole records.
-pub(super) fn outlines(mut rows: Vec<OutlineRow>) -> Result<Vec<RecordOutline>> {
-    rows.sort_by_key(|r| (r.sent_at_us, r.id, r.position));
-    let mut outlines: Vec<RecordOutline> = Vec::new();
-    let mut grades: Vec<Grade> = Vec::new();
-    let mut rows = rows.into_iter().peekable();
-    while let Some(row) = rows.next() {
-        let id = row.id;
-        if let (Some(score), Some(passed), Some(weight), Some(required)) =
-            (row.score, row.grade_passed, row.weight, row.required)
-        {
-            grades.push(Grade {
-                grader: String::new(),
-                score,
-                passed,
-                reason: String::new(),
-                detail: None,
-                weight,
-                required,
-            });
-        }
-        if rows.peek().is_some_and(|next| next.id == id) {
-            continue;
-        }
-        let mut fact = row.fact.into_fact()?;
-        fact.passed = case_passed(&grades);
-        outlines.push(RecordOutline {
-            id,
-            fact,
-            score: case_score(&grades),
-        });
-        grades.clear();
+/// The columns of a [`PlacedFactRow`], for reads from `request_records`.
+macro_rules! placed_fact_columns {
+    () => {
+        "id, sent_at_us, candidate_id, case_id, phase, repetition, attempt, is_warmup, error_class"
+    };
+}
+pub(super) use placed_fact_columns;
+
+/// One grade's figures (no grader name, reason or detail).
+#[derive(Debug, sqlx::FromRow)]
+pub(super) struct GradeFigureRow {
+    pub(super) request_record_id: i64,
+    position: i64,
+    score: f64,
+    passed: bool,
+    weight: f64,
+    required: bool,
+}
+
+/// Outlines of `records` (in send order) with their grades' figures: `passed` and the score
+/// come from the domain's own rules, so they agree with every page that reads whole records.
+pub(super) fn outlines(mut records: Vec<PlacedFactRow>, grades: Vec<GradeFigureRow>) -> Result<Vec<RecordOutline>> {
+    records.sort_by_key(|r| (r.sent_at_us, r.id));
+    let mut by_record: HashMap<i64, Vec<GradeFigureRow>> = HashMap::new();
+    for g in grades {
+        by_record.entry(g.request_record_id).or_default().push(g);
     }
-    Ok(outlines)
+    records
+        .into_iter()
+        .map(|row| {
+            let mut figures = by_record.remove(&row.id).unwrap_or_default();
+            figures.sort_by_key(|g| g.position);
+            let grades: Vec<Grade> = figures
+                .into_iter()
+                .map(|g| Grade {
+                    grader: String::new(),
+                    score: g.score,
+                    passed: g.passed,
+                    reason: String::new(),
+                    detail: None,
+                    weight: g.weight,
+                    required: g.required,
+                })
+                .collect();
+            Ok(RecordOutline {
+                id: row.id,
+                fact: row.fact.into_fact(case_passed(&grades))?,
+                score: case_score(&grades),
+            })
+        })
+        .collect()
 }
 
 /// A run listing one candidate twice breaks `run_candidates`' key: said as a Conflict.
@@ -131,6 +140,25 @@ macro_rules! archive_helpers {
             let mut records = rows::attach_grades(records, grades, Self::TEXT)?;
             token_counts::attach_counts(&ids, &mut records, &counts);
             Ok(records)
+        }
+
+        /// Outlines of `records`, their grades' figures read by record id (never a join: an
+        /// index lookup per record whatever the planner knows of the tables).
+        async fn outlines_of(&self, records: Vec<archive::PlacedFactRow>) -> Result<Vec<RecordOutline>> {
+            let mut grades: Vec<archive::GradeFigureRow> = Vec::new();
+            for chunk in records.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
+                let mut qb = sqlx::QueryBuilder::<$db>::new(
+                    "SELECT request_record_id, position, score, passed, weight, required FROM grades \
+                     WHERE request_record_id IN (",
+                );
+                let mut list = qb.separated(", ");
+                for r in chunk {
+                    list.push_bind(r.id);
+                }
+                qb.push(")");
+                grades.extend(qb.build_query_as::<archive::GradeFigureRow>().fetch_all(self.pool()).await?);
+            }
+            archive::outlines(records, grades)
         }
 
         /// Appends events with their original times to a run's log inside `tx`.
@@ -318,25 +346,40 @@ macro_rules! archive_queries {
             })
         }
 
+        fn refresh_record_statistics(&self) -> StoreFuture<'_, ()> {
+            Box::pin(async move { Ok(self.analyze_record_tables().await?) })
+        }
+
         fn list_record_facts(&self, run_id: i64) -> StoreFuture<'_, Vec<RecordFact>> {
             Box::pin(async move {
-                // One join and a MIN per record (a correlated subquery per record is slow on a
-                // PostgreSQL table without statistics yet). MIN ignores the NULL of a record
-                // without grades and of optional grades (`required` false: they never fail a case,
-                // see `grading::case_passed`), so `passed` stays NULL without a required grade.
-                let rows: Vec<archive::FactRow> = sqlx::query_as(
-                    "SELECT r.candidate_id, r.case_id, r.phase, r.repetition, r.attempt, r.is_warmup, r.error_class, \
-                     CAST(MIN(CASE WHEN g.id IS NULL OR NOT g.required THEN NULL WHEN g.passed THEN 1 ELSE 0 END) AS BIGINT) AS passed \
-                     FROM request_records r LEFT JOIN grades g ON g.request_record_id = r.id \
-                     WHERE r.run_id = $1 \
-                     GROUP BY r.id, r.candidate_id, r.case_id, r.phase, r.repetition, r.attempt, r.is_warmup, \
-                       r.error_class, r.sent_at_us \
-                     ORDER BY r.sent_at_us, r.id",
-                )
-                .bind(run_id)
-                .fetch_all(self.pool())
-                .await?;
-                rows.into_iter().map(archive::FactRow::into_fact).collect()
+                // A page of records at a time on the send-order keyset, then their grades by id
+                // (as `list_request_records` reads): one grouped join of a million records gave
+                // its first answer only after all of it was sorted, past the bound on one answer
+                // (3.7 s on PostgreSQL), and a join per page let PostgreSQL scan every grade.
+                let mut facts = Vec::new();
+                let (mut sent, mut id) = (i64::MIN, i64::MIN);
+                loop {
+                    let rows: Vec<archive::PlacedFactRow> = sqlx::query_as(concat!(
+                        "SELECT ",
+                        archive::placed_fact_columns!(),
+                        " FROM request_records WHERE run_id = $1 AND sent_at_us >= $2 AND (sent_at_us > $2 OR id > $3) \
+                         ORDER BY sent_at_us, id LIMIT $4"
+                    ))
+                    .bind(run_id)
+                    .bind(sent)
+                    .bind(id)
+                    .bind(rows::RECORDS_PER_READ)
+                    .fetch_all(self.pool())
+                    .await?;
+                    let full = rows.len() as i64 == rows::RECORDS_PER_READ;
+                    if let Some(last) = rows.last() {
+                        (sent, id) = (last.sent_at_us, last.id);
+                    }
+                    facts.extend(self.outlines_of(rows).await?.into_iter().map(|o| o.fact));
+                    if !full {
+                        return Ok(facts);
+                    }
+                }
             })
         }
 
@@ -369,22 +412,19 @@ macro_rules! archive_queries {
                 if case_ids.is_empty() {
                     return Ok(Vec::new());
                 }
-                // A row per grade (one with NULL grade columns for a record without): no text
-                // column but the case id is read, however long the outputs and reasons.
-                let mut qb = sqlx::QueryBuilder::<$db>::new(
-                    "SELECT r.id, r.sent_at_us, r.candidate_id, r.case_id, r.phase, r.repetition, r.attempt, \
-                     r.is_warmup, r.error_class, CAST(NULL AS BIGINT) AS passed, g.position, g.score, \
-                     g.passed AS grade_passed, g.weight, g.required \
-                     FROM request_records r LEFT JOIN grades g ON g.request_record_id = r.id WHERE r.run_id = ",
-                );
-                qb.push_bind(run_id).push(" AND r.case_id IN (");
+                let mut qb = sqlx::QueryBuilder::<$db>::new(concat!(
+                    "SELECT ",
+                    archive::placed_fact_columns!(),
+                    " FROM request_records WHERE run_id = "
+                ));
+                qb.push_bind(run_id).push(" AND case_id IN (");
                 let mut ids = qb.separated(", ");
                 for id in case_ids {
                     ids.push_bind(id.as_str());
                 }
                 // Sorted in `outlines`, not in SQL (as in `list_case_records`).
                 qb.push(")");
-                archive::outlines(qb.build_query_as().fetch_all(self.pool()).await?)
+                self.outlines_of(qb.build_query_as().fetch_all(self.pool()).await?).await
             })
         }
 

@@ -413,9 +413,9 @@ pub async fn page(
         .iter()
         .zip(chosen_by_case)
         .enumerate()
-        .map(|(row, (id, chosen))| {
+        .map(|(row, (id, picked))| {
             let case = set_cases.iter().find(|c| c.id == *id);
-            let ChosenAttempts { mine, kept, listed } = chosen;
+            let ChosenAttempts { mine, kept, listed } = picked;
             // The final attempt of each (candidate, phase, repetition) is the one that counts.
             let mut last: HashMap<(i64, Phase, u32), u32> = HashMap::new();
             for o in &mine {

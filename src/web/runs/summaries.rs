@@ -23,6 +23,9 @@ pub async fn store_when_ended(state: &AppState, run_id: i64) -> Result<(), WebEr
     if !run.status.is_terminal() {
         return Ok(());
     }
+    // The run's records were written since the planner last looked; its reads below (and its
+    // pages' later) plan by its size.
+    state.store.refresh_record_statistics().await?;
     // One read of the records serves the three summaries computed from them.
     let records = RunRecords::of(run.id);
     super::detail::cached_record_parts(state, &run, version.as_ref(), &candidates, &records).await?;
