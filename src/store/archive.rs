@@ -432,10 +432,13 @@ macro_rules! archive_queries {
             Box::pin(async move {
                 let mut rows: Vec<rows::RecordRow> = Vec::new();
                 for chunk in ids.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
+                    // `+run_id` keeps SQLite from reading the run through an index on run_id
+                    // (it guesses ten records a run, and read all of a million-record run's to
+                    // find the 240 of a cases page); the ids are looked up by primary key.
                     let mut qb = sqlx::QueryBuilder::<$db>::new(concat!(
                         "SELECT ",
                         rows::record_select_columns!(),
-                        " FROM request_records WHERE run_id = "
+                        " FROM request_records WHERE +run_id = "
                     ));
                     qb.push_bind(run_id).push(" AND id IN (");
                     let mut list = qb.separated(", ");
@@ -458,10 +461,11 @@ macro_rules! archive_queries {
             limit: i64,
         ) -> StoreFuture<'_, Vec<(i64, RequestRecord)>> {
             Box::pin(async move {
+                // `+run_id`: see `list_records_by_id` (SQLite sorted the whole run otherwise).
                 let rows: Vec<rows::RecordRow> = sqlx::query_as(concat!(
                     "SELECT ",
                     rows::record_select_columns!(),
-                    " FROM request_records WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $3"
+                    " FROM request_records WHERE +run_id = $1 AND id > $2 ORDER BY id LIMIT $3"
                 ))
                 .bind(run_id)
                 .bind(after_id)
