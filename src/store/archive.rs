@@ -118,6 +118,20 @@ pub const IMPORT_INCOMPLETE: &str = "import did not complete: delete this run an
 
 macro_rules! archive_helpers {
     ($db:ty) => {
+        /// `select` (`SELECT … FROM request_records`) of the records of `case_ids` in run
+        /// `run_id`, unsorted: an ORDER BY lets SQLite pick the (run, send time) index and scan
+        /// every record of the run instead of looking the cases up, so callers sort.
+        fn case_records_query(select: &'static str, run_id: i64, case_ids: &[String]) -> sqlx::QueryBuilder<$db> {
+            let mut qb = sqlx::QueryBuilder::<$db>::new(select);
+            qb.push(" WHERE run_id = ").push_bind(run_id).push(" AND case_id IN (");
+            let mut ids = qb.separated(", ");
+            for id in case_ids {
+                ids.push_bind(id.as_str());
+            }
+            qb.push(")");
+            qb
+        }
+
         /// Record rows with their grades and server token counts, in the rows' order. Grades
         /// are read by the rows' ids (an index lookup each), not by a join the planner might
         /// start from the whole grades table.
@@ -388,19 +402,11 @@ macro_rules! archive_queries {
                 if case_ids.is_empty() {
                     return Ok(Vec::new());
                 }
-                let mut qb = sqlx::QueryBuilder::<$db>::new(concat!(
-                    "SELECT ",
-                    rows::record_select_columns!(),
-                    " FROM request_records WHERE run_id = "
-                ));
-                qb.push_bind(run_id).push(" AND case_id IN (");
-                let mut ids = qb.separated(", ");
-                for id in case_ids {
-                    ids.push_bind(id.as_str());
-                }
-                // Sorted here, not in SQL: an ORDER BY lets SQLite pick the (run, send time) index
-                // and scan every record of the run instead of looking the cases up.
-                qb.push(")");
+                let mut qb = Self::case_records_query(
+                    concat!("SELECT ", rows::record_select_columns!(), " FROM request_records"),
+                    run_id,
+                    case_ids,
+                );
                 let mut records: Vec<rows::RecordRow> = qb.build_query_as().fetch_all(self.pool()).await?;
                 records.sort_by_key(|r| (r.sent_at_us, r.id));
                 self.complete_records(records).await
@@ -412,18 +418,12 @@ macro_rules! archive_queries {
                 if case_ids.is_empty() {
                     return Ok(Vec::new());
                 }
-                let mut qb = sqlx::QueryBuilder::<$db>::new(concat!(
-                    "SELECT ",
-                    archive::placed_fact_columns!(),
-                    " FROM request_records WHERE run_id = "
-                ));
-                qb.push_bind(run_id).push(" AND case_id IN (");
-                let mut ids = qb.separated(", ");
-                for id in case_ids {
-                    ids.push_bind(id.as_str());
-                }
-                // Sorted in `outlines`, not in SQL (as in `list_case_records`).
-                qb.push(")");
+                // Sorted in `outlines`.
+                let mut qb = Self::case_records_query(
+                    concat!("SELECT ", archive::placed_fact_columns!(), " FROM request_records"),
+                    run_id,
+                    case_ids,
+                );
                 self.outlines_of(qb.build_query_as().fetch_all(self.pool()).await?).await
             })
         }
