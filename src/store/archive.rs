@@ -58,6 +58,14 @@ macro_rules! placed_fact_columns {
 }
 pub(super) use placed_fact_columns;
 
+/// The read of outlines: every column in the `request_records_outline_by_case` index, so a page
+/// of cases is read from the index alone (migration 0025).
+pub const OUTLINE_SELECT: &str = concat!("SELECT ", placed_fact_columns!(), " FROM request_records");
+
+/// The read of grades' figures: every column in the `grades_figures` index (migration 0025).
+pub const GRADE_FIGURES_SELECT: &str =
+    "SELECT request_record_id, position, score, passed, weight, required FROM grades";
+
 /// One grade's figures (no grader name, reason or detail).
 #[derive(Debug, sqlx::FromRow)]
 pub(super) struct GradeFigureRow {
@@ -161,10 +169,8 @@ macro_rules! archive_helpers {
         async fn outlines_of(&self, records: Vec<archive::PlacedFactRow>) -> Result<Vec<RecordOutline>> {
             let mut grades: Vec<archive::GradeFigureRow> = Vec::new();
             for chunk in records.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
-                let mut qb = sqlx::QueryBuilder::<$db>::new(
-                    "SELECT request_record_id, position, score, passed, weight, required FROM grades \
-                     WHERE request_record_id IN (",
-                );
+                let mut qb = sqlx::QueryBuilder::<$db>::new(archive::GRADE_FIGURES_SELECT);
+                qb.push(" WHERE request_record_id IN (");
                 let mut list = qb.separated(", ");
                 for r in chunk {
                     list.push_bind(r.id);
@@ -361,7 +367,7 @@ macro_rules! archive_queries {
         }
 
         fn refresh_record_statistics(&self) -> StoreFuture<'_, ()> {
-            Box::pin(async move { Ok(self.analyze_record_tables().await?) })
+            Box::pin(async move { Ok(self.vacuum_record_tables().await?) })
         }
 
         fn list_record_facts(&self, run_id: i64) -> StoreFuture<'_, Vec<RecordFact>> {
@@ -419,11 +425,7 @@ macro_rules! archive_queries {
                     return Ok(Vec::new());
                 }
                 // Sorted in `outlines`.
-                let mut qb = Self::case_records_query(
-                    concat!("SELECT ", archive::placed_fact_columns!(), " FROM request_records"),
-                    run_id,
-                    case_ids,
-                );
+                let mut qb = Self::case_records_query(archive::OUTLINE_SELECT, run_id, case_ids);
                 self.outlines_of(qb.build_query_as().fetch_all(self.pool()).await?).await
             })
         }

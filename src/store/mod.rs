@@ -38,7 +38,7 @@ use crate::domain::workers::{Claimant, Coordination, Decision as WorkerDecision,
 
 mod archive;
 mod audit;
-pub use archive::IMPORT_INCOMPLETE;
+pub use archive::{GRADE_FIGURES_SELECT, IMPORT_INCOMPLETE, OUTLINE_SELECT};
 mod candidates;
 mod evalsets;
 mod operability;
@@ -598,8 +598,9 @@ pub trait Store: Send + Sync + 'static {
         offset: i64,
     ) -> StoreFuture<'a, Vec<RunListItem>>;
     fn count_runs_filtered<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, i64>;
-    /// Brings the database's planner statistics of the record tables up to date (PostgreSQL:
-    /// `ANALYZE`), so the reads of a run that just ended plan as its size asks.
+    /// Brings the database's planner statistics and page visibility of the record tables up to
+    /// date (PostgreSQL: `VACUUM (ANALYZE)`), so the reads of a run that just ended plan as its
+    /// size asks and its outlines are read from indexes alone.
     fn refresh_record_statistics(&self) -> StoreFuture<'_, ()>;
     /// Every attempt of a run without text or timings, in send order.
     fn list_record_facts(&self, run_id: i64) -> StoreFuture<'_, Vec<RecordFact>>;

@@ -88,9 +88,10 @@ impl SqliteStore {
         self.begin_write().await
     }
 
-    /// Nothing to refresh: this store keeps no planner statistics (no `ANALYZE` is run), and
-    /// SQLite's own rules pick the send-order and per-case indexes at any size.
-    pub(super) async fn analyze_record_tables(&self) -> sqlx::Result<()> {
+    /// Nothing to refresh: this store keeps no planner statistics (no `ANALYZE` is run), SQLite's
+    /// own rules pick the send-order and per-case indexes at any size, and its index-only reads
+    /// need no visibility map.
+    pub(super) async fn vacuum_record_tables(&self) -> sqlx::Result<()> {
         Ok(())
     }
 

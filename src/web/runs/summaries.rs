@@ -24,7 +24,7 @@ pub async fn store_when_ended(state: &AppState, run_id: i64) -> Result<(), WebEr
         return Ok(());
     }
     // The run's records were written since the planner last looked; its reads below (and its
-    // pages' later) plan by its size.
+    // pages' later) plan by its size, and its outlines are read from indexes alone.
     state.store.refresh_record_statistics().await?;
     // One read of the records serves the three summaries computed from them.
     let records = RunRecords::of(run.id);

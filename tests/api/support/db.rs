@@ -145,6 +145,28 @@ impl TestStore {
             sqlx::query_scalar(sql).fetch_one(&mut conn).await
         }
     }
+
+    /// How the database would answer raw SQL, one line per step: SQLite's `EXPLAIN QUERY PLAN`
+    /// details; PostgreSQL's `EXPLAIN` with sequential and bitmap scans off, so a table of a
+    /// few rows shows which index can answer the query, as it would at a million.
+    pub async fn plan_of(&self, sql: &str) -> Result<String, sqlx::Error> {
+        let lines: Vec<String> = if self.backend == "sqlite" {
+            let mut conn = sqlx::SqliteConnection::connect(&self.url).await?;
+            let steps: Vec<(i64, i64, i64, String)> =
+                sqlx::query_as(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")))
+                    .fetch_all(&mut conn)
+                    .await?;
+            steps.into_iter().map(|step| step.3).collect()
+        } else {
+            let mut conn = sqlx::PgConnection::connect(&self.url).await?;
+            sqlx::query("SET enable_seqscan = off").execute(&mut conn).await?;
+            sqlx::query("SET enable_bitmapscan = off").execute(&mut conn).await?;
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("EXPLAIN {sql}")))
+                .fetch_all(&mut conn)
+                .await?
+        };
+        Ok(lines.join("\n"))
+    }
 }
 
 /// The server key of every test store (so tests that reopen a database open its sealed API keys, and no key file is left in the working

@@ -1,0 +1,13 @@
+-- The cases page reads the shown cases' attempts as outlines (key, outcome, send time) with
+-- their grades' figures: at 500 repetitions a case, a page of ten cases reads 10,000 of them.
+-- Read through these two indexes alone, no record row (its output and chunks: a page of the
+-- table each, scattered over the run) and no grade row (its reason) is visited.
+-- Mirrors migrations/postgres/0025_outline_indexes.sql. Append-only: never edit once released.
+
+-- Replaces request_records_by_case (run_id, case_id): its prefix, so it serves the same reads.
+DROP INDEX request_records_by_case;
+CREATE INDEX request_records_outline_by_case ON request_records
+    (run_id, case_id, candidate_id, phase, repetition, attempt, is_warmup, error_class, sent_at_us);
+
+-- Beside the UNIQUE (request_record_id, position) index, which holds no figure.
+CREATE INDEX grades_figures ON grades (request_record_id, position, score, passed, weight, required);
