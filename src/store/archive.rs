@@ -509,24 +509,25 @@ macro_rules! archive_queries {
             })
         }
 
-        fn cases_with_differing_outputs(&self, run_id: i64) -> StoreFuture<'_, Vec<String>> {
+        fn cases_with_differing_outputs<'a>(&'a self, run_id: i64, case_ids: &'a [String]) -> StoreFuture<'a, Vec<String>> {
             Box::pin(async move {
+                if case_ids.is_empty() {
+                    return Ok(Vec::new());
+                }
                 // A case differs when some successful output was not given by every candidate that
                 // answered it: then its distinct (candidate, output) pairs fall short of candidates ×
                 // outputs. One grouped scan, no join, so no plan can turn it quadratic (a fresh
                 // PostgreSQL table has no statistics to plan a join with).
-                Ok(sqlx::query_scalar(
-                    "SELECT case_id FROM request_records \
-                     WHERE run_id = $1 AND NOT is_warmup AND error_class IS NULL \
+                let mut qb = Self::case_records_query("SELECT case_id FROM request_records", run_id, case_ids);
+                qb.push(
+                    " AND NOT is_warmup AND error_class IS NULL \
                      GROUP BY case_id \
                      HAVING COUNT(DISTINCT candidate_id) > 1 \
                        AND COUNT(DISTINCT CAST(candidate_id AS TEXT) || '|' || output) \
                          < COUNT(DISTINCT candidate_id) * COUNT(DISTINCT output) \
                      ORDER BY case_id",
-                )
-                .bind(run_id)
-                .fetch_all(self.pool())
-                .await?)
+                );
+                Ok(qb.build_query_scalar().fetch_all(self.pool()).await?)
             })
         }
 

@@ -629,9 +629,10 @@ pub trait Store: Send + Sync + 'static {
         after: Option<(i64, i64)>,
         limit: i64,
     ) -> StoreFuture<'_, Vec<((i64, i64), RequestRecord)>>;
-    /// Cases where some successful, measured output was not given by every candidate that
-    /// answered the case (the candidates' sets of outputs differ).
-    fn cases_with_differing_outputs(&self, run_id: i64) -> StoreFuture<'_, Vec<String>>;
+    /// Of the given cases of a run, those where some successful, measured output was not given
+    /// by every candidate that answered the case (the candidates' sets of outputs differ); by
+    /// case id. One statement: a caller asks a run's cases a batch at a time.
+    fn cases_with_differing_outputs<'a>(&'a self, run_id: i64, case_ids: &'a [String]) -> StoreFuture<'a, Vec<String>>;
     /// Cases of a run whose id, stored input or expected value (in eval-set version
     /// `version_id`) or whose measured output contains `text`, ignoring case (SQLite: ASCII letters only); by case id.
     fn search_run_cases<'a>(&'a self, run_id: i64, version_id: i64, text: &'a str) -> StoreFuture<'a, Vec<String>>;

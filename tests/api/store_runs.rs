@@ -252,13 +252,24 @@ async fn store_reads_record_facts_case_records_and_differing_outputs(t: TestStor
         t.backend
     );
 
-    // c1: "positive" vs "Positive!"; c2: b failed, so nothing to compare.
+    // c1: "positive" vs "Positive!"; c2: b failed, so nothing to compare. Only the cases asked
+    // are answered.
+    let cases_of_run: Vec<String> = ["c4", "c3", "c2", "c1"].map(String::from).to_vec();
     assert_eq!(
-        s.cases_with_differing_outputs(r).await.unwrap(),
+        s.cases_with_differing_outputs(r, &cases_of_run).await.unwrap(),
         ["c1"],
         "{}",
         t.backend
     );
+    assert!(
+        s.cases_with_differing_outputs(r, &cases_of_run[..3])
+            .await
+            .unwrap()
+            .is_empty(),
+        "{}",
+        t.backend
+    );
+    assert!(s.cases_with_differing_outputs(r, &[]).await.unwrap().is_empty());
 }
 
 each_backend!(store_restores_runs_with_their_times_and_caches_summaries);

@@ -164,7 +164,9 @@ async fn outputs_differing_only_by_escaped_characters_are_told_apart(t: TestStor
     .await
     .unwrap();
     assert_eq!(
-        s.cases_with_differing_outputs(run).await.unwrap(),
+        s.cases_with_differing_outputs(run, &["c1".into(), "c2".into()])
+            .await
+            .unwrap(),
         ["c1"],
         "{}: NUL and an escape followed by 0 are different outputs",
         t.backend
