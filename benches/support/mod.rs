@@ -17,7 +17,12 @@ where
     Fut: Future<Output = T>,
 {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let url = format!("sqlite://{}", dir.path().join("bench.db").display());
+    // BAKEOFF_BENCH_KEEP_SQLITE=FILE: the SQLite database is written there and kept, to look
+    // into afterwards (EXPLAIN QUERY PLAN, timing one query).
+    let file = std::env::var_os("BAKEOFF_BENCH_KEEP_SQLITE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| dir.path().join("bench.db"));
+    let url = format!("sqlite://{}", file.display());
     let mut results = Vec::new();
     // BAKEOFF_BENCH_SKIP_SQLITE=1: PostgreSQL only (a million-request SQLite pass takes minutes).
     if std::env::var_os("BAKEOFF_BENCH_SKIP_SQLITE").is_none() {

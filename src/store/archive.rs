@@ -3,10 +3,7 @@
 //! `archive_queries!` expands to these `Store` methods and `archive_helpers!` to the run filter
 //! they share, both in `store/mod.rs` (`impl_store!`), so their paths are written as seen from
 //! there.
-use std::collections::HashMap;
-
 use super::{RecordFact, RecordOutline, Result, StoreError};
-use crate::domain::grading::{Grade, case_passed, case_score};
 use crate::domain::run::{ErrorClass, Phase};
 
 /// A record's fact as stored (its `passed` comes from its grades).
@@ -48,12 +45,26 @@ pub(super) struct PlacedFactRow {
     pub(super) sent_at_us: i64,
     #[sqlx(flatten)]
     fact: FactRow,
+    /// The record's outcome and case score, written from its grades (`grading::case_passed`,
+    /// `grading::case_score`).
+    case_passed: Option<bool>,
+    case_score: Option<f64>,
+}
+
+impl PlacedFactRow {
+    pub(super) fn into_outline(self) -> Result<RecordOutline> {
+        Ok(RecordOutline {
+            id: self.id,
+            fact: self.fact.into_fact(self.case_passed)?,
+            score: self.case_score,
+        })
+    }
 }
 
 /// The columns of a [`PlacedFactRow`], for reads from `request_records`.
 macro_rules! placed_fact_columns {
     () => {
-        "id, sent_at_us, candidate_id, case_id, phase, repetition, attempt, is_warmup, error_class"
+        "id, sent_at_us, candidate_id, case_id, phase, repetition, attempt, is_warmup, error_class, case_passed, case_score"
     };
 }
 pub(super) use placed_fact_columns;
@@ -61,55 +72,6 @@ pub(super) use placed_fact_columns;
 /// The read of outlines: every column in the `request_records_outline_by_case` index, so a page
 /// of cases is read from the index alone (migration 0025).
 pub const OUTLINE_SELECT: &str = concat!("SELECT ", placed_fact_columns!(), " FROM request_records");
-
-/// The read of grades' figures: every column in the `grades_figures` index (migration 0025).
-pub const GRADE_FIGURES_SELECT: &str =
-    "SELECT request_record_id, position, score, passed, weight, required FROM grades";
-
-/// One grade's figures (no grader name, reason or detail).
-#[derive(Debug, sqlx::FromRow)]
-pub(super) struct GradeFigureRow {
-    pub(super) request_record_id: i64,
-    position: i64,
-    score: f64,
-    passed: bool,
-    weight: f64,
-    required: bool,
-}
-
-/// Outlines of `records` (in send order) with their grades' figures: `passed` and the score
-/// come from the domain's own rules, so they agree with every page that reads whole records.
-pub(super) fn outlines(mut records: Vec<PlacedFactRow>, grades: Vec<GradeFigureRow>) -> Result<Vec<RecordOutline>> {
-    records.sort_by_key(|r| (r.sent_at_us, r.id));
-    let mut by_record: HashMap<i64, Vec<GradeFigureRow>> = HashMap::new();
-    for g in grades {
-        by_record.entry(g.request_record_id).or_default().push(g);
-    }
-    records
-        .into_iter()
-        .map(|row| {
-            let mut figures = by_record.remove(&row.id).unwrap_or_default();
-            figures.sort_by_key(|g| g.position);
-            let grades: Vec<Grade> = figures
-                .into_iter()
-                .map(|g| Grade {
-                    grader: String::new(),
-                    score: g.score,
-                    passed: g.passed,
-                    reason: String::new(),
-                    detail: None,
-                    weight: g.weight,
-                    required: g.required,
-                })
-                .collect();
-            Ok(RecordOutline {
-                id: row.id,
-                fact: row.fact.into_fact(case_passed(&grades))?,
-                score: case_score(&grades),
-            })
-        })
-        .collect()
-}
 
 /// A run listing one candidate twice breaks `run_candidates`' key: said as a Conflict.
 pub(super) fn twice_listed(e: StoreError) -> StoreError {
@@ -166,19 +128,10 @@ macro_rules! archive_helpers {
 
         /// Outlines of `records`, their grades' figures read by record id (never a join: an
         /// index lookup per record whatever the planner knows of the tables).
-        async fn outlines_of(&self, records: Vec<archive::PlacedFactRow>) -> Result<Vec<RecordOutline>> {
-            let mut grades: Vec<archive::GradeFigureRow> = Vec::new();
-            for chunk in records.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
-                let mut qb = sqlx::QueryBuilder::<$db>::new(archive::GRADE_FIGURES_SELECT);
-                qb.push(" WHERE request_record_id IN (");
-                let mut list = qb.separated(", ");
-                for r in chunk {
-                    list.push_bind(r.id);
-                }
-                qb.push(")");
-                grades.extend(qb.build_query_as::<archive::GradeFigureRow>().fetch_all(self.pool()).await?);
-            }
-            archive::outlines(records, grades)
+        /// Outlines of `records`, in send order.
+        fn outlines_of(mut records: Vec<archive::PlacedFactRow>) -> Result<Vec<RecordOutline>> {
+            records.sort_by_key(|r| (r.sent_at_us, r.id));
+            records.into_iter().map(archive::PlacedFactRow::into_outline).collect()
         }
 
         /// Appends events with their original times to a run's log inside `tx`.
@@ -395,7 +348,7 @@ macro_rules! archive_queries {
                     if let Some(last) = rows.last() {
                         (sent, id) = (last.sent_at_us, last.id);
                     }
-                    facts.extend(self.outlines_of(rows).await?.into_iter().map(|o| o.fact));
+                    facts.extend(Self::outlines_of(rows)?.into_iter().map(|o| o.fact));
                     if !full {
                         return Ok(facts);
                     }
@@ -426,7 +379,7 @@ macro_rules! archive_queries {
                 }
                 // Sorted in `outlines`.
                 let mut qb = Self::case_records_query(archive::OUTLINE_SELECT, run_id, case_ids);
-                self.outlines_of(qb.build_query_as().fetch_all(self.pool()).await?).await
+                Self::outlines_of(qb.build_query_as().fetch_all(self.pool()).await?)
             })
         }
 

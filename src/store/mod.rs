@@ -24,7 +24,7 @@ use crate::domain::audit::{AuditEntry, AuditFilter, NewAuditEntry};
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{Candidate, CandidateSpec};
 use crate::domain::evalset::{EvalCase, EvalSetFile, EvalSetHeader, TaskKind};
-use crate::domain::grading::Grade;
+use crate::domain::grading::{Grade, case_passed, case_score};
 use crate::domain::operability::{ChecklistAnswers, ChecklistVersion, ProbeReport, ProbeRun};
 use crate::domain::retirement::ItemKind;
 use crate::domain::run::{
@@ -38,7 +38,7 @@ use crate::domain::workers::{Claimant, Coordination, Decision as WorkerDecision,
 
 mod archive;
 mod audit;
-pub use archive::{GRADE_FIGURES_SELECT, IMPORT_INCOMPLETE, OUTLINE_SELECT};
+pub use archive::{IMPORT_INCOMPLETE, OUTLINE_SELECT};
 mod candidates;
 mod evalsets;
 mod operability;

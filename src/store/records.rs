@@ -15,10 +15,11 @@ macro_rules! record_helpers {
             // (record id, index in `records`) for every record this call actually stored.
             let mut stored: Vec<(i64, usize)> = Vec::with_capacity(records.len());
             for chunk in records.chunks(rows::RECORDS_PER_STATEMENT) {
+                // With the record's outcome and case score from its grades (what its outline reads).
                 let mut qb = sqlx::QueryBuilder::<$db>::new(concat!(
                     "INSERT INTO request_records (",
                     rows::record_insert_columns!(),
-                    ") "
+                    ", case_passed, case_score) "
                 ));
                 qb.push_values(chunk, |mut b, record| {
                     let v = rows::RecordValues::new(record, Self::TEXT);
@@ -54,7 +55,9 @@ macro_rules! record_helpers {
                         .push_bind(v.error_class)
                         .push_bind(v.error_detail)
                         .push_bind(v.chunk_attribution)
-                        .push_bind(v.chunk_text);
+                        .push_bind(v.chunk_text)
+                        .push_bind(case_passed(&record.grades))
+                        .push_bind(case_score(&record.grades));
                 });
                 qb.push(
                     " ON CONFLICT (run_id, candidate_id, case_id, phase, repetition, attempt) DO NOTHING \
@@ -182,8 +185,9 @@ macro_rules! record_queries {
                 if grades.is_empty() {
                     return Ok(0);
                 }
-                // One lookup, then one INSERT statement (atomic by itself; no transaction, which on
-                // SQLite would have to upgrade a read lock and could fail as busy).
+                // One write transaction (SQLite: BEGIN IMMEDIATE, so no read lock to upgrade): the
+                // grades, then the record's outcome and case score from all of its grades.
+                let mut tx = self.begin_write().await?;
                 let id: Option<i64> = sqlx::query_scalar(
                     "SELECT id FROM request_records WHERE run_id = $1 AND candidate_id = $2 AND case_id = $3 \
                      AND phase = $4 AND repetition = $5 AND attempt = $6",
@@ -194,7 +198,7 @@ macro_rules! record_queries {
                 .bind(record.phase.as_str())
                 .bind(i64::from(record.repetition))
                 .bind(i64::from(record.attempt))
-                .fetch_optional(self.pool())
+                .fetch_optional(&mut *tx)
                 .await?;
                 let Some(id) = id else {
                     return Err(StoreError::NotFound(format!(
@@ -214,7 +218,22 @@ macro_rules! record_queries {
                     .collect();
                 let mut qb = Self::insert_grades(&values);
                 qb.push(" ON CONFLICT (request_record_id, position) DO NOTHING");
-                Ok(qb.build().execute(self.pool()).await?.rows_affected())
+                let added = qb.build().execute(&mut *tx).await?.rows_affected();
+                let figures: Vec<rows::GradeFigureRow> = sqlx::query_as(
+                    "SELECT score, passed, weight, required FROM grades WHERE request_record_id = $1 ORDER BY position",
+                )
+                .bind(id)
+                .fetch_all(&mut *tx)
+                .await?;
+                let all: Vec<Grade> = figures.into_iter().map(rows::GradeFigureRow::into_grade).collect();
+                sqlx::query("UPDATE request_records SET case_passed = $1, case_score = $2 WHERE id = $3")
+                    .bind(case_passed(&all))
+                    .bind(case_score(&all))
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(added)
             })
         }
     };

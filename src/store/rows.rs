@@ -879,6 +879,30 @@ pub(crate) struct GradeRow {
     pub required: bool,
 }
 
+/// One grade's figures (no grader name, reason or detail): what a record's outcome and case
+/// score are computed from.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct GradeFigureRow {
+    score: f64,
+    passed: bool,
+    weight: f64,
+    required: bool,
+}
+
+impl GradeFigureRow {
+    pub(crate) fn into_grade(self) -> Grade {
+        Grade {
+            grader: String::new(),
+            score: self.score,
+            passed: self.passed,
+            reason: String::new(),
+            detail: None,
+            weight: self.weight,
+            required: self.required,
+        }
+    }
+}
+
 /// Attaches grades (ordered by record, then position) to their records (in send order).
 pub(crate) fn attach_grades(
     records: Vec<RecordRow>,

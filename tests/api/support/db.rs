@@ -146,6 +146,18 @@ impl TestStore {
         }
     }
 
+    /// The first column of every row of raw SQL, as text.
+    pub async fn fetch_texts(&self, sql: &str) -> Result<Vec<String>, sqlx::Error> {
+        let sql = sqlx::AssertSqlSafe(sql.to_string());
+        if self.backend == "sqlite" {
+            let mut conn = sqlx::SqliteConnection::connect(&self.url).await?;
+            sqlx::query_scalar(sql).fetch_all(&mut conn).await
+        } else {
+            let mut conn = sqlx::PgConnection::connect(&self.url).await?;
+            sqlx::query_scalar(sql).fetch_all(&mut conn).await
+        }
+    }
+
     /// How the database would answer raw SQL, one line per step: SQLite's `EXPLAIN QUERY PLAN`
     /// details; PostgreSQL's `EXPLAIN` with sequential and bitmap scans off, so a table of a
     /// few rows shows which index can answer the query, as it would at a million.
