@@ -6,7 +6,7 @@
 use super::{RecordFact, RecordOutline, Result, StoreError};
 use crate::domain::run::{ErrorClass, Phase};
 
-/// A record's fact as stored (its `passed` comes from its grades).
+/// A record's fact as stored (its `passed` is the outcome kept on it, `case_passed`).
 #[derive(Debug, sqlx::FromRow)]
 pub(super) struct FactRow {
     candidate_id: i64,
@@ -126,8 +126,6 @@ macro_rules! archive_helpers {
             Ok(records)
         }
 
-        /// Outlines of `records`, their grades' figures read by record id (never a join: an
-        /// index lookup per record whatever the planner knows of the tables).
         /// Outlines of `records`, in send order.
         fn outlines_of(mut records: Vec<archive::PlacedFactRow>) -> Result<Vec<RecordOutline>> {
             records.sort_by_key(|r| (r.sent_at_us, r.id));
@@ -325,10 +323,10 @@ macro_rules! archive_queries {
 
         fn list_record_facts(&self, run_id: i64) -> StoreFuture<'_, Vec<RecordFact>> {
             Box::pin(async move {
-                // A page of records at a time on the send-order keyset, then their grades by id
-                // (as `list_request_records` reads): one grouped join of a million records gave
-                // its first answer only after all of it was sorted, past the bound on one answer
-                // (3.7 s on PostgreSQL), and a join per page let PostgreSQL scan every grade.
+                // A page of records at a time on the send-order keyset (as `list_request_records`
+                // reads), each with the outcome kept on it: one grouped join of a million records
+                // with their grades gave its first answer only after all of it was sorted, past
+                // the bound on one answer (3.7 s on PostgreSQL).
                 let mut facts = Vec::new();
                 let (mut sent, mut id) = (i64::MIN, i64::MIN);
                 loop {
@@ -377,7 +375,7 @@ macro_rules! archive_queries {
                 if case_ids.is_empty() {
                     return Ok(Vec::new());
                 }
-                // Sorted in `outlines`.
+                // Sorted in `outlines_of`.
                 let mut qb = Self::case_records_query(archive::OUTLINE_SELECT, run_id, case_ids);
                 Self::outlines_of(qb.build_query_as().fetch_all(self.pool()).await?)
             })
