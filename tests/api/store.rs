@@ -351,8 +351,22 @@ async fn a_page_of_cases_is_read_without_the_whole_version(TestStore { backend, 
         "{backend}: cases 2 and 3, as in the file"
     );
     assert_eq!(
+        store.list_eval_cases_page(version, 3, 2).await.unwrap(),
+        file.cases[3..].to_vec(),
+        "{backend}: the last page holds what is left"
+    );
+    assert_eq!(
         store.list_eval_cases_page(version, 4, 2).await.unwrap(),
         vec![],
+        "{backend}"
+    );
+    // Another version's cases (positions 0..n-1 too) never join the page.
+    let other = evalset("other", &[("e", "v"), ("f", "u")]);
+    let other = EvalSetFile::parse("other.jsonl", &other.normalised()).unwrap();
+    store.save_evalset_version(&other).await.unwrap();
+    assert_eq!(
+        store.list_eval_cases_page(version, 0, 10).await.unwrap(),
+        file.cases,
         "{backend}"
     );
     let links = store.list_evalset_version_links(head.evalset_id).await.unwrap();
