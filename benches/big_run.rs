@@ -12,8 +12,9 @@
 //!
 //! `cargo bench --bench big_run` (release; `BAKEOFF_BENCH_REPETITIONS=N` for 2,000 × N requests,
 //! `BAKEOFF_BENCH_SKIP_SQLITE=1` for PostgreSQL only, `BAKEOFF_BENCH_PAGES=text` for the pages
-//! whose path contains it, `BAKEOFF_BENCH_KEEP_SQLITE=FILE` to keep the SQLite database); CI runs `cargo test --bench big_run -- --quick` (debug,
-//! reusing the tests' build), which exits non-zero only on a gross regression: a page of the big run more than
+//! whose path contains it, `BAKEOFF_BENCH_KEEP_SQLITE=FILE` to keep the SQLite database); CI
+//! runs `cargo test --bench big_run -- --quick` (debug, reusing the tests' build), which exits
+//! non-zero only on a gross regression: a page of the big run more than
 //! `MAX_BIG_OVER_REFERENCE`× the reference page's time (exports: per byte), or a first render more
 //! than `MAX_FIRST_OVER_LATER`× the later ones. Times under `FLOOR_MS` count as `FLOOR_MS`, so
 //! scheduler noise on a busy machine cannot fail it.
