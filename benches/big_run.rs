@@ -11,7 +11,8 @@
 //! (`web::runs::summaries`), so the first render reads them.
 //!
 //! `cargo bench --bench big_run` (release; `BAKEOFF_BENCH_REPETITIONS=N` for 2,000 × N requests,
-//! `BAKEOFF_BENCH_SKIP_SQLITE=1` for PostgreSQL only, `BAKEOFF_BENCH_PAGES=text` for the pages
+//! `BAKEOFF_BENCH_CASES=N` for N cases instead of 1,000 (a 100,000-case run: `…CASES=100000
+//! …REPETITIONS=1`), `BAKEOFF_BENCH_SKIP_SQLITE=1` for PostgreSQL only, `BAKEOFF_BENCH_PAGES=text` for the pages
 //! whose path contains it, `BAKEOFF_BENCH_KEEP_SQLITE=FILE` to keep the SQLite database); CI
 //! runs `cargo test --bench big_run -- --quick` (debug, reusing the tests' build), which exits
 //! non-zero only on a gross regression: a page of the big run more than
@@ -30,6 +31,7 @@ use bakeoff::web::{AppState, build_app};
 mod support;
 use support::{evalset, on_each_store, record};
 
+/// Cases of the big run (`BAKEOFF_BENCH_CASES` sets another number).
 const CASES: usize = 1_000;
 const INSERT_BATCH: usize = 2_000;
 /// The reference run: 50 cases × 2 candidates × 1 repetition.
@@ -115,7 +117,7 @@ async fn time_page(client: &reqwest::Client, url: &str, samples: usize) -> Timed
 }
 
 /// Benches one backend; returns the gross regressions found.
-async fn bench(label: &str, store: DynStore, repetitions: u32, samples: usize) -> Vec<String> {
+async fn bench(label: &str, store: DynStore, cases: usize, repetitions: u32, samples: usize) -> Vec<String> {
     let mut candidates = Vec::new();
     for name in ["alpha", "beta"] {
         let spec = CandidateDraft {
@@ -141,8 +143,8 @@ async fn bench(label: &str, store: DynStore, repetitions: u32, samples: usize) -
         .await
         .unwrap();
     let (reference, _) = store_run(&store, &candidates, REFERENCE_CASES, 1).await;
-    let (big, per_second) = store_run(&store, &candidates, CASES, repetitions).await;
-    let requests = CASES * candidates.len() * repetitions as usize;
+    let (big, per_second) = store_run(&store, &candidates, cases, repetitions).await;
+    let requests = cases * candidates.len() * repetitions as usize;
     println!(
         "\n{label}: stored {requests} requests at {per_second:.0} records/s; peak RSS {:.0} MiB",
         peak_rss_mib().unwrap_or(f64::NAN)
@@ -239,13 +241,17 @@ fn main() {
         Ok(n) => n.parse().expect("BAKEOFF_BENCH_REPETITIONS: a whole number"),
         Err(_) => repetitions,
     };
+    let cases = match std::env::var("BAKEOFF_BENCH_CASES") {
+        Ok(n) => n.parse().expect("BAKEOFF_BENCH_CASES: a whole number"),
+        Err(_) => CASES,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("a tokio runtime");
     let regressions: Vec<String> = runtime
         .block_on(on_each_store("bakeoff_big_run", |label, store| {
-            bench(label, store, repetitions, samples)
+            bench(label, store, cases, repetitions, samples)
         }))
         .into_iter()
         .flatten()

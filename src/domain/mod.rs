@@ -4,6 +4,7 @@ pub mod admission;
 pub mod audit;
 pub mod calibers;
 pub mod candidate;
+pub mod case_index;
 pub mod compare;
 pub mod cost;
 pub mod estimate;

@@ -651,6 +651,113 @@ macro_rules! archive_queries {
             })
         }
 
+
+        fn save_run_cases<'a>(
+            &'a self,
+            run_id: i64,
+            cases: &'a [crate::domain::case_index::IndexedCase],
+            kind: &'a str,
+            head: &'a str,
+        ) -> StoreFuture<'a, ()> {
+            Box::pin(async move {
+                let mut tx = self.begin_write().await?;
+                for delete in ["DELETE FROM run_case_marks WHERE run_id = $1", "DELETE FROM run_cases WHERE run_id = $1"] {
+                    sqlx::query(delete).bind(run_id).execute(&mut *tx).await?;
+                }
+                let positioned = || cases.iter().enumerate().map(|(i, c)| (i as i64, c));
+                let rows: Vec<(i64, &str)> = positioned().map(|(i, c)| (i, c.case_id.as_str())).collect();
+                for batch in rows.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new("INSERT INTO run_cases (run_id, position, case_id) ");
+                    qb.push_values(batch, |mut row, (position, case_id)| {
+                        row.push_bind(run_id).push_bind(*position).push_bind(*case_id);
+                    });
+                    qb.build().execute(&mut *tx).await?;
+                }
+                let marks: Vec<(i64, &crate::domain::case_index::Mark)> =
+                    positioned().flat_map(|(i, c)| c.marks.iter().map(move |m| (i, m))).collect();
+                for batch in marks.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new(
+                        "INSERT INTO run_case_marks (run_id, kind, value, candidate_id, position) ",
+                    );
+                    qb.push_values(batch, |mut row, (position, mark)| {
+                        row.push_bind(run_id)
+                            .push_bind(mark.kind.as_str())
+                            .push_bind(Self::TEXT.encode(&mark.value).into_owned())
+                            .push_bind(mark.candidate_id)
+                            .push_bind(*position);
+                    });
+                    // A mark given twice is one mark.
+                    qb.push(" ON CONFLICT DO NOTHING");
+                    qb.build().execute(&mut *tx).await?;
+                }
+                sqlx::query(
+                    "INSERT INTO run_summaries (run_id, kind, body, created_at) VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT (run_id, kind) DO UPDATE SET body = excluded.body, created_at = excluded.created_at",
+                )
+                .bind(run_id)
+                .bind(kind)
+                .bind(head)
+                .bind(Timestamp::now().0)
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::from)
+                .map_err(|e| rows::not_found_on_foreign_key(e, || format!("run {run_id}")))?;
+                tx.commit().await?;
+                Ok(())
+            })
+        }
+
+        fn page_run_cases<'a>(
+            &'a self,
+            run_id: i64,
+            tests: &'a [crate::domain::case_index::MarkTest],
+            page: Option<(u64, u64)>,
+        ) -> StoreFuture<'a, (u64, Vec<String>)> {
+            Box::pin(async move {
+                // Each test reads the marks it names by their key (run, kind, value, candidate):
+                // a filter costs the cases it matches, not the run's.
+                let filtered = |select: &str| {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new(select);
+                    qb.push(" FROM run_cases WHERE run_id = ").push_bind(run_id);
+                    for test in tests {
+                        qb.push(" AND position IN (SELECT position FROM run_case_marks WHERE run_id = ")
+                            .push_bind(run_id)
+                            .push(" AND kind = ")
+                            .push_bind(test.kind.as_str());
+                        if let Some(value) = &test.value {
+                            qb.push(" AND value = ").push_bind(Self::TEXT.encode(value).into_owned());
+                        }
+                        if let Some(candidate) = test.candidate_id {
+                            qb.push(" AND candidate_id = ").push_bind(candidate);
+                        }
+                        qb.push(")");
+                    }
+                    qb
+                };
+                let matching: i64 = filtered("SELECT CAST(COUNT(*) AS BIGINT)")
+                    .build_query_scalar()
+                    .fetch_one(self.pool())
+                    .await?;
+                let mut qb = filtered("SELECT case_id");
+                match page {
+                    // Unfiltered, the page starts at its position (positions are 0..n-1): an
+                    // index seek, where OFFSET walks every case before it.
+                    Some((offset, _)) if tests.is_empty() => {
+                        qb.push(" AND position >= ").push_bind(offset as i64);
+                    }
+                    _ => {}
+                }
+                qb.push(" ORDER BY position");
+                if let Some((offset, most)) = page {
+                    qb.push(" LIMIT ").push_bind(most as i64);
+                    if !tests.is_empty() {
+                        qb.push(" OFFSET ").push_bind(offset as i64);
+                    }
+                }
+                let ids: Vec<String> = qb.build_query_scalar().fetch_all(self.pool()).await?;
+                Ok((matching as u64, ids))
+            })
+        }
     };
 }
 pub(super) use archive_queries;

@@ -23,6 +23,7 @@ use crate::domain::admission::Caps;
 use crate::domain::audit::{AuditEntry, AuditFilter, NewAuditEntry};
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{Candidate, CandidateSpec};
+use crate::domain::case_index::{IndexedCase, MarkTest};
 use crate::domain::evalset::{EvalCase, EvalSetFile, EvalSetHeader, TaskKind};
 use crate::domain::grading::{Grade, case_passed, case_score};
 use crate::domain::operability::{ChecklistAnswers, ChecklistVersion, ProbeReport, ProbeRun};
@@ -654,6 +655,24 @@ pub trait Store: Send + Sync + 'static {
     fn get_run_summary<'a>(&'a self, run_id: i64, kind: &'a str) -> StoreFuture<'a, Option<String>>;
     /// Caches a summary; a second save for the same (run, kind) replaces the first.
     fn save_run_summary<'a>(&'a self, run_id: i64, kind: &'a str, body: &'a str) -> StoreFuture<'a, ()>;
+    /// Stores a terminal run's cases in page order with their marks, and its summary `kind`
+    /// (the index's head), in one transaction, replacing any stored before: a reader that finds
+    /// the summary finds the cases.
+    fn save_run_cases<'a>(
+        &'a self,
+        run_id: i64,
+        cases: &'a [IndexedCase],
+        kind: &'a str,
+        head: &'a str,
+    ) -> StoreFuture<'a, ()>;
+    /// Of a run's stored cases, those passing every test, in page order: how many, and their
+    /// ids from `page` (offset, most) on (None: all of them).
+    fn page_run_cases<'a>(
+        &'a self,
+        run_id: i64,
+        tests: &'a [MarkTest],
+        page: Option<(u64, u64)>,
+    ) -> StoreFuture<'a, (u64, Vec<String>)>;
 
     // --- verdicts by threshold profile (verdicts.rs; archive filters, saving a scorecard also
     // writes them)

@@ -26,7 +26,8 @@ use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
 /// Records per multi-row INSERT: 40 binds each stays far below SQLite's 32 766 and
 /// PostgreSQL's 65 535 bind limits.
 pub(crate) const RECORDS_PER_STATEMENT: usize = 200;
-/// Grades / eval cases / run candidates per multi-row INSERT (at most 9 binds each).
+/// Grades / eval cases / run candidates / run cases and their marks per multi-row INSERT (at
+/// most 9 binds each).
 pub(crate) const SMALL_ROWS_PER_STATEMENT: usize = 1_000;
 /// Records `Store::list_request_records` reads per query.
 pub(crate) const RECORDS_PER_READ: i64 = 5_000;

@@ -481,3 +481,137 @@ async fn records_read_in_pages_of_send_order_come_once_each_across_equal_send_ti
     reps.sort_unstable();
     assert_eq!(reps, (0..9).collect::<Vec<u32>>(), "{}: every record once", t.backend);
 }
+
+each_backend!(a_runs_stored_cases_page_by_their_marks_as_the_domain_filters_them);
+/// The store answers every filter of the cases page as `case_index::matches` does over the
+/// same cases, in page order and a page at a time; saving again replaces the cases, and a
+/// deleted run takes them with it.
+async fn a_runs_stored_cases_page_by_their_marks_as_the_domain_filters_them(t: TestStore) {
+    use bakeoff::domain::case_index::{CaseQuery, IndexedCase, Mark, MarkKind, NO_CANDIDATE, Outcome, matches};
+    let s = &t.store;
+    let version = s
+        .save_evalset_version(&EvalSetFile::parse("tiny.jsonl", TINY_EVALSET).unwrap())
+        .await
+        .unwrap();
+    let (a, b) = (candidate(s, "a").await, candidate(s, "b").await);
+    let id = run(s, version, &[a, b], "marked").await;
+    let mark = |kind, value: &str, candidate_id| Mark {
+        kind,
+        value: value.into(),
+        candidate_id,
+    };
+    // 37 cases (four pages of ten), marked in a pattern that makes every filter pick a
+    // different subset; one tag holds a NUL and a quote (stored through the text codec).
+    let cases: Vec<IndexedCase> = (0..37)
+        .map(|i| {
+            let mut marks = vec![mark(
+                MarkKind::Tag,
+                if i % 3 == 0 { "math" } else { "odd\0\"tag" },
+                NO_CANDIDATE,
+            )];
+            for (who, shift) in [(a, 0), (b, 1)] {
+                let outcome = [Outcome::Pass, Outcome::Fail, Outcome::Error, Outcome::Ungraded][(i + shift) % 4];
+                marks.push(mark(MarkKind::Outcome, outcome.as_str(), who));
+                match outcome {
+                    Outcome::Fail => marks.push(mark(MarkKind::Failure, "wrong_answer", who)),
+                    Outcome::Error => marks.push(mark(MarkKind::Failure, "timeout", who)),
+                    _ => {}
+                }
+            }
+            if i % 5 == 0 {
+                marks.push(mark(MarkKind::Differs, "", NO_CANDIDATE));
+            }
+            IndexedCase {
+                case_id: format!("case-{i:02}"),
+                marks,
+            }
+        })
+        .collect();
+    s.save_run_cases(id, &cases, "case-index/test", "{}").await.unwrap();
+    assert_eq!(
+        s.get_run_summary(id, "case-index/test").await.unwrap().as_deref(),
+        Some("{}"),
+        "{}: the head is saved with the cases",
+        t.backend
+    );
+    let mut queries = vec![CaseQuery::default()];
+    for candidate_id in [None, Some(a), Some(b)] {
+        let q = CaseQuery {
+            candidate_id,
+            ..CaseQuery::default()
+        };
+        queries.push(CaseQuery {
+            failures: true,
+            ..q.clone()
+        });
+        queries.push(CaseQuery {
+            error_class: Some("timeout".into()),
+            ..q.clone()
+        });
+        for outcome in [Outcome::Pass, Outcome::Fail, Outcome::Error] {
+            queries.push(CaseQuery {
+                outcome: Some(outcome),
+                ..q.clone()
+            });
+        }
+        queries.push(CaseQuery {
+            failures: true,
+            tag: Some("math".into()),
+            differs: true,
+            ..q.clone()
+        });
+    }
+    queries.push(CaseQuery {
+        tag: Some("odd\0\"tag".into()),
+        ..CaseQuery::default()
+    });
+    queries.push(CaseQuery {
+        tag: Some("absent".into()),
+        ..CaseQuery::default()
+    });
+    for q in &queries {
+        let tests = q.tests();
+        let expected: Vec<String> = cases
+            .iter()
+            .filter(|c| matches(&tests, c))
+            .map(|c| c.case_id.clone())
+            .collect();
+        let (n, all) = s.page_run_cases(id, &tests, None).await.unwrap();
+        assert_eq!((n as usize, &all), (expected.len(), &expected), "{}: {q:?}", t.backend);
+        for offset in [0, 10, 20, 30, 40] {
+            let (n, page) = s.page_run_cases(id, &tests, Some((offset, 10))).await.unwrap();
+            let want: Vec<String> = expected.iter().skip(offset as usize).take(10).cloned().collect();
+            assert_eq!(
+                (n as usize, page),
+                (expected.len(), want),
+                "{}: {q:?} from {offset}",
+                t.backend
+            );
+        }
+    }
+    // The same run saved again (a recomputed index) replaces its cases and marks.
+    s.save_run_cases(id, &cases[..3], "case-index/test", "{}")
+        .await
+        .unwrap();
+    let (n, all) = s.page_run_cases(id, &[], None).await.unwrap();
+    assert_eq!((n, all.len()), (3, 3), "{}", t.backend);
+    let failures = CaseQuery {
+        failures: true,
+        ..CaseQuery::default()
+    };
+    let (n, _) = s.page_run_cases(id, &failures.tests(), None).await.unwrap();
+    let want = cases[..3].iter().filter(|c| matches(&failures.tests(), c)).count();
+    assert_eq!(
+        n as usize, want,
+        "{}: no mark of a case saved before is left",
+        t.backend
+    );
+    s.delete_run(id).await.unwrap();
+    for table in ["run_cases", "run_case_marks"] {
+        let left = t
+            .fetch_i64(&format!("SELECT CAST(COUNT(*) AS BIGINT) FROM {table}"))
+            .await
+            .unwrap();
+        assert_eq!(left, 0, "{}: {table} goes with its run", t.backend);
+    }
+}

@@ -4,13 +4,15 @@
 //! expands to the output (escaped, like all model text), grader results and reasons, timings,
 //! token counts with their source and the request's token timeline. Filters (candidate,
 //! outcome, failures only, error class, tag, text, outputs that differ between candidates) and
-//! pagination run on the server: the filters read light per-attempt facts (the text search one
+//! pagination run on the server: the filters test each case's marks (`domain::case_index`;
+//! a terminal run's are stored when it ends, so the store answers a page of them by their key,
+//! an unfinished run's are computed from light per-attempt facts; the text search is one
 //! query), the shown page's cases are read as outlines (outcome and score, no text), and only
 //! the attempts listed (at most `ATTEMPTS_PER_CASE` a case) are read whole. A troubleshooting
 //! panel groups the run's failures by class with the ordered checks (symptom → input →
 //! environment → parameters → framework limits).
 use crate::domain::format::visible_controls;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use askama::Template;
 use askama_web::WebTemplate;
@@ -18,6 +20,7 @@ use axum::extract::{Path, RawQuery, State};
 use serde::{Deserialize, Serialize};
 
 use crate::domain::calibers::LagSpikes;
+use crate::domain::case_index::{CaseQuery, IndexedCase, Mark, MarkKind, MarkTest, NO_CANDIDATE, Outcome, matches};
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::grading::{case_passed, case_score};
 use crate::domain::run::{ErrorClass, Phase, RequestRecord, Run};
@@ -242,13 +245,9 @@ pub async fn page(
             }
         },
     };
-    // The version's header and each case's id and tags only: the page's own cases are read
-    // below, so a 100,000-case set is never parsed whole for a page of ten.
+    // The version's header only: the page's own cases are read below, so a 100,000-case set is
+    // never read whole for a page of ten.
     let version = state.store.get_evalset_version_head(run.evalset_version_id).await?;
-    let keys = match &version {
-        Some(v) => state.store.list_eval_case_keys(v.id).await?,
-        None => Vec::new(),
-    };
     // As the run measured them (its snapshot), not as they are now.
     let candidates = state.store.run_candidates(run.id).await?;
     let name_of = |id: i64| {
@@ -271,71 +270,38 @@ pub async fn page(
                 .collect(),
         )
     };
-
-    // The run's cases in eval-set order (its case limit applied), then any recorded case the
-    // stored version does not list (kept visible rather than dropped).
-    let limit = run.config.case_limit.map(|n| n as usize).unwrap_or(usize::MAX);
-    let mut order: Vec<String> = keys.iter().take(limit).map(|(id, _)| id.clone()).collect();
-    let listed: HashSet<&str> = keys.iter().map(|(id, _)| id.as_str()).collect();
-    let mut extra: Vec<String> = index
-        .recorded
-        .iter()
-        .filter(|id| !listed.contains(id.as_str()))
-        .cloned()
-        .collect();
-    extra.sort();
-    order.extend(extra);
-
-    let tags_by_case: HashMap<&str, &[String]> = keys.iter().map(|(id, tags)| (id.as_str(), tags.as_slice())).collect();
-    let tags_of = |id: &str| -> Vec<String> { tags_by_case.get(id).map(|t| t.to_vec()).unwrap_or_default() };
-    let differing: HashSet<&str> = index.differing.iter().flatten().map(String::as_str).collect();
     let chosen = |c: i64| only_candidate.is_none_or(|o| o == c);
-    let wanted_outcome = Outcome::parse_filter(&filters.outcome);
-    let matching: Vec<&String> = order
-        .iter()
-        .filter(|id| {
-            let classes: Vec<&str> = index
-                .failures
-                .get(id.as_str())
-                .into_iter()
-                .flatten()
-                .filter(|(c, _)| chosen(*c))
-                .map(|(_, class)| class.as_str())
-                .collect();
-            let outcomes = || {
-                index
-                    .outcomes
-                    .get(id.as_str())
-                    .into_iter()
-                    .flatten()
-                    .filter(|(c, _)| chosen(*c))
-            };
-            (!filters.failures || !classes.is_empty())
-                && (filters.error_class.is_empty() || classes.contains(&filters.error_class.as_str()))
-                && (filters.tag.is_empty() || tags_by_case.get(id.as_str()).is_some_and(|t| t.contains(&filters.tag)))
-                && (!filters.differs || differing.contains(id.as_str()))
-                && wanted_outcome.is_none_or(|w| outcomes().any(|(_, o)| *o == w))
-                && found.as_ref().is_none_or(|f| f.contains(id.as_str()))
-        })
-        .collect();
+    let query = CaseQuery {
+        failures: filters.failures,
+        error_class: Some(filters.error_class.clone()).filter(|c| !c.is_empty()),
+        tag: Some(filters.tag.clone()).filter(|t| !t.is_empty()),
+        differs: filters.differs,
+        outcome: Outcome::parse_filter(&filters.outcome),
+        candidate_id: only_candidate,
+    };
+    let offset = u64::from(page.saturating_sub(1)) * u64::from(CASES_PER_PAGE);
+    let (matching, shown) = index
+        .page(
+            &state,
+            run.id,
+            &query.tests(),
+            found.as_ref(),
+            offset,
+            u64::from(CASES_PER_PAGE),
+        )
+        .await?;
 
     let base = match filters.query() {
         q if q.is_empty() => format!("/runs/{}/cases", run.id),
         q => format!("/runs/{}/cases?{q}", run.id),
     };
-    let pager = Pagination::new(base, page, CASES_PER_PAGE, matching.len() as i64);
+    let pager = Pagination::new(base, page, CASES_PER_PAGE, matching as i64);
     if pager.out_of_range() {
         return Err(WebError::NotFound(format!(
             "page {page} of this run's cases (there are {} pages)",
             pager.pages
         )));
     }
-    let shown: Vec<String> = matching
-        .iter()
-        .skip(pager.offset() as usize)
-        .take(CASES_PER_PAGE as usize)
-        .map(|id| id.to_string())
-        .collect();
     // The shown cases' attempts as outlines (a case may hold thousands); only the few listed
     // below are read whole.
     let outlines = state.store.list_case_outlines(run.id, &shown).await?;
@@ -482,7 +448,7 @@ pub async fn page(
                 .collect();
             CaseView {
                 id: id.clone(),
-                tags: tags_of(id),
+                tags: case.map(|c| c.tags.clone()).unwrap_or_default(),
                 input: match (case, shown_file.as_ref()) {
                     (Some(c), Some(f)) => f
                         .messages_for(c)
@@ -502,6 +468,7 @@ pub async fn page(
         .collect();
 
     let troubleshooting = index
+        .head
         .classes
         .iter()
         .map(|(class, attempts, cases)| TroubleGroup {
@@ -512,18 +479,15 @@ pub async fn page(
             checks: checks_for(class),
         })
         .collect();
-    let mut error_classes: Vec<(String, String)> =
-        index.classes.iter().map(|(c, _, _)| (c.clone(), c.clone())).collect();
-    if !filters.error_class.is_empty() && !index.classes.iter().any(|(c, _, _)| *c == filters.error_class) {
+    let mut error_classes: Vec<(String, String)> = index
+        .head
+        .classes
+        .iter()
+        .map(|(c, _, _)| (c.clone(), c.clone()))
+        .collect();
+    if !filters.error_class.is_empty() && !index.head.classes.iter().any(|(c, _, _)| *c == filters.error_class) {
         error_classes.push((filters.error_class.clone(), filters.error_class.clone()));
     }
-    let mut tags: Vec<String> = keys
-        .iter()
-        .flat_map(|(_, tags)| tags.iter().cloned())
-        .collect::<HashSet<_>>()
-        .into_iter()
-        .collect();
-    tags.sort();
 
     Ok(CasesPage {
         nav: "runs",
@@ -539,11 +503,11 @@ pub async fn page(
             .unwrap_or_default(),
         filters,
         error_classes,
-        tags,
+        tags: index.head.tags,
         candidates: run.candidate_ids.iter().map(|&c| (c.to_string(), name_of(c))).collect(),
         multi_candidate: run.candidate_ids.len() > 1,
-        matching: matching.len(),
-        total_cases: order.len(),
+        matching: matching as usize,
+        total_cases: index.head.total,
         columns: columns.iter().map(|&c| name_of(c)).collect(),
         grid,
         cases,
@@ -568,43 +532,6 @@ fn failure_class(f: &RecordFact) -> Option<String> {
         (Some(c), _) => Some(c.as_str().to_string()),
         (None, Some(false)) => Some(WRONG_ANSWER.to_string()),
         _ => None,
-    }
-}
-
-/// How a candidate's final attempts at a case ended, worst first when repetitions differ.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    Ungraded,
-    Pass,
-    Fail,
-    Error,
-}
-
-impl Outcome {
-    fn of(error: bool, passed: Option<bool>) -> Outcome {
-        match (error, passed) {
-            (true, _) => Outcome::Error,
-            (false, Some(false)) => Outcome::Fail,
-            (false, Some(true)) => Outcome::Pass,
-            (false, None) => Outcome::Ungraded,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Ungraded => "ungraded",
-            Outcome::Pass => "pass",
-            Outcome::Fail => "fail",
-            Outcome::Error => "error",
-        }
-    }
-
-    /// The outcomes the filter offers.
-    fn parse_filter(s: &str) -> Option<Outcome> {
-        [Outcome::Pass, Outcome::Fail, Outcome::Error]
-            .into_iter()
-            .find(|o| o.as_str() == s)
     }
 }
 
@@ -678,33 +605,73 @@ fn grid_cell(candidate: String, finals: &[&RecordOutline], href: Option<String>)
     }
 }
 
-/// What the filters need to know about every case of a run, without its records.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// What the filters know of a run's cases, without its records.
 pub(super) struct CaseIndex {
-    /// Cases with at least one measured attempt.
-    recorded: Vec<String>,
-    /// (candidate, failure class) seen per case, failure classes being error classes or
-    /// `wrong_answer`; cases without failures are absent.
-    failures: HashMap<String, Vec<(i64, String)>>,
-    /// How each candidate's final attempts at each recorded case ended.
-    outcomes: HashMap<String, Vec<(i64, Outcome)>>,
-    /// (class, failed attempts, cases), by class name.
-    classes: Vec<(String, usize, usize)>,
-    /// Cases whose successful outputs differ between candidates (None when not computed).
-    differing: Option<Vec<String>>,
+    head: CaseIndexHead,
+    /// Every case with its marks, in page order; None when they are stored (a terminal run's
+    /// whose index was computed before: read a page at a time by the store).
+    cases: Option<Vec<IndexedCase>>,
 }
 
-/// Cache kind of a terminal run's [`CaseIndex`].
-pub(crate) const CASE_INDEX_KIND: &str = "case-index/2";
+/// The part of a run's case index kept whole: small however many cases the run has.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct CaseIndexHead {
+    /// (class, failed attempts, cases), by class name.
+    classes: Vec<(String, usize, usize)>,
+    /// Every tag of the eval set version's cases, sorted.
+    tags: Vec<String>,
+    /// The run's cases: its eval set's (its case limit applied) and any recorded case the
+    /// version does not list.
+    total: usize,
+}
 
-/// The run's case index: cached for a terminal run (computed in full once), computed from
-/// the stored facts for an unfinished one (the differing-outputs query only when asked).
+/// Cache kind of a terminal run's [`CaseIndexHead`]; its cases are stored beside it
+/// ([`crate::store::Store::save_run_cases`]).
+pub(crate) const CASE_INDEX_KIND: &str = "case-index/3";
+
+impl CaseIndex {
+    /// The cases passing every test and found by the text search (None: no search), in page
+    /// order: how many, and the ids of those from `offset` on (at most `most`).
+    async fn page(
+        &self,
+        state: &AppState,
+        run_id: i64,
+        tests: &[MarkTest],
+        found: Option<&HashSet<String>>,
+        offset: u64,
+        most: u64,
+    ) -> Result<(u64, Vec<String>), WebError> {
+        let page_of = |ids: Vec<String>| {
+            let shown = ids.iter().skip(offset as usize).take(most as usize).cloned().collect();
+            (ids.len() as u64, shown)
+        };
+        let searched = |id: &String| found.is_none_or(|f| f.contains(id));
+        Ok(match (&self.cases, found) {
+            (Some(cases), _) => page_of(
+                cases
+                    .iter()
+                    .filter(|c| matches(tests, c) && searched(&c.case_id))
+                    .map(|c| c.case_id.clone())
+                    .collect(),
+            ),
+            (None, None) => state.store.page_run_cases(run_id, tests, Some((offset, most))).await?,
+            // The text search has read the whole run already: its matches are paged here.
+            (None, Some(_)) => {
+                let (_, all) = state.store.page_run_cases(run_id, tests, None).await?;
+                page_of(all.into_iter().filter(searched).collect())
+            }
+        })
+    }
+}
+
+/// The run's case index: stored for a terminal run (computed in full once), computed from the
+/// stored facts for an unfinished one (the differing-outputs query only when asked).
 pub(super) async fn case_index(state: &AppState, run: &Run, want_differing: bool) -> Result<CaseIndex, WebError> {
     let cacheable = run.status.is_terminal() && run.error.as_deref() != Some(crate::store::IMPORT_INCOMPLETE);
     if cacheable && let Some(body) = state.store.get_run_summary(run.id, CASE_INDEX_KIND).await? {
-        match serde_json::from_str::<CaseIndex>(&body) {
-            Ok(index) => return Ok(index),
-            Err(e) => tracing::warn!(run_id = run.id, error = %e, "cached case index unreadable; recomputing"),
+        match serde_json::from_str::<CaseIndexHead>(&body) {
+            Ok(head) => return Ok(CaseIndex { head, cases: None }),
+            Err(e) => tracing::warn!(run_id = run.id, error = %e, "stored case index unreadable; recomputing"),
         }
     }
     let facts: Vec<RecordFact> = state
@@ -714,16 +681,74 @@ pub(super) async fn case_index(state: &AppState, run: &Run, want_differing: bool
         .into_iter()
         .filter(|f| !f.is_warmup)
         .collect();
-    let mut recorded: Vec<String> = Vec::new();
-    let mut seen: HashSet<&str> = HashSet::new();
-    let mut failures: HashMap<String, Vec<(i64, String)>> = HashMap::new();
+    let keys = state.store.list_eval_case_keys(run.evalset_version_id).await?;
+    let differing = if cacheable || want_differing {
+        Some(differing_cases(state, run.id, &facts).await?)
+    } else {
+        None
+    };
+    let limit = run.config.case_limit.map(|n| n as usize).unwrap_or(usize::MAX);
+    let (head, cases) = index_cases(&keys, limit, &facts, differing.as_deref());
+    if cacheable {
+        match serde_json::to_string(&head) {
+            Ok(body) => {
+                state
+                    .store
+                    .save_run_cases(run.id, &cases, CASE_INDEX_KIND, &body)
+                    .await?
+            }
+            Err(e) => tracing::warn!(run_id = run.id, error = %e, "could not store the case index"),
+        }
+    }
+    Ok(CaseIndex {
+        head,
+        cases: Some(cases),
+    })
+}
+
+/// A run's cases in page order with their marks: the version's cases (`keys`: id and tags, in
+/// eval-set order) up to `limit`, then any recorded case the version does not list, by id
+/// (kept visible rather than dropped); marked from the measured attempts' `facts` and the
+/// cases whose outputs differ between candidates (None: not computed).
+fn index_cases(
+    keys: &[(String, Vec<String>)],
+    limit: usize,
+    facts: &[RecordFact],
+    differing: Option<&[String]>,
+) -> (CaseIndexHead, Vec<IndexedCase>) {
+    let listed: HashSet<&str> = keys.iter().map(|(id, _)| id.as_str()).collect();
+    let extra: BTreeSet<&str> = facts
+        .iter()
+        .map(|f| f.case_id.as_str())
+        .filter(|id| !listed.contains(id))
+        .collect();
+    let order: Vec<(&str, &[String])> = keys
+        .iter()
+        .take(limit)
+        .map(|(id, tags)| (id.as_str(), tags.as_slice()))
+        .chain(extra.into_iter().map(|id| (id, &[] as &[String])))
+        .collect();
+    let place: HashMap<&str, usize> = order.iter().enumerate().map(|(i, (id, _))| (*id, i)).collect();
+    let mut marks: Vec<BTreeSet<Mark>> = vec![BTreeSet::new(); order.len()];
+    let mut mark = |case: &str, kind, value: &str, candidate_id| {
+        // A recorded case past the run's case limit is not on the page.
+        if let Some(&i) = place.get(case) {
+            marks[i].insert(Mark {
+                kind,
+                value: value.to_string(),
+                candidate_id,
+            });
+        }
+    };
+    for (id, tags) in &order {
+        for tag in tags.iter() {
+            mark(id, MarkKind::Tag, tag, NO_CANDIDATE);
+        }
+    }
     let mut classes: BTreeMap<String, (usize, HashSet<&str>)> = BTreeMap::new();
     // The final attempt of each (case, candidate, phase, repetition).
     let mut finals: HashMap<(&str, i64, Phase, u32), &RecordFact> = HashMap::new();
-    for f in &facts {
-        if seen.insert(f.case_id.as_str()) {
-            recorded.push(f.case_id.clone());
-        }
+    for f in facts {
         let last = finals
             .entry((f.case_id.as_str(), f.candidate_id, f.phase, f.repetition))
             .or_insert(f);
@@ -733,45 +758,41 @@ pub(super) async fn case_index(state: &AppState, run: &Run, want_differing: bool
         let Some(class) = failure_class(f) else {
             continue;
         };
-        let list = failures.entry(f.case_id.clone()).or_default();
-        if !list.iter().any(|(c, k)| *c == f.candidate_id && *k == class) {
-            list.push((f.candidate_id, class.clone()));
-        }
+        mark(&f.case_id, MarkKind::Failure, &class, f.candidate_id);
         let entry = classes.entry(class).or_default();
         entry.0 += 1;
         entry.1.insert(f.case_id.as_str());
     }
-    let mut outcomes: HashMap<String, Vec<(i64, Outcome)>> = HashMap::new();
+    let mut outcomes: HashMap<(&str, i64), Outcome> = HashMap::new();
     for ((case, candidate, _, _), f) in finals {
         let outcome = Outcome::of(f.error_class.is_some(), f.passed);
-        let list = outcomes.entry(case.to_string()).or_default();
-        match list.iter_mut().find(|(c, _)| *c == candidate) {
-            Some((_, o)) => *o = (*o).max(outcome),
-            None => list.push((candidate, outcome)),
-        }
+        let worst = outcomes.entry((case, candidate)).or_insert(outcome);
+        *worst = (*worst).max(outcome);
     }
-    let differing = if cacheable || want_differing {
-        Some(differing_cases(state, run.id, &facts).await?)
-    } else {
-        None
-    };
-    let index = CaseIndex {
-        recorded,
+    for ((case, candidate), outcome) in outcomes {
+        mark(case, MarkKind::Outcome, outcome.as_str(), candidate);
+    }
+    for case in differing.into_iter().flatten() {
+        mark(case, MarkKind::Differs, "", NO_CANDIDATE);
+    }
+    let tags: BTreeSet<&String> = keys.iter().flat_map(|(_, tags)| tags).collect();
+    let head = CaseIndexHead {
         classes: classes
             .into_iter()
             .map(|(class, (attempts, cases))| (class, attempts, cases.len()))
             .collect(),
-        failures,
-        outcomes,
-        differing,
+        tags: tags.into_iter().cloned().collect(),
+        total: order.len(),
     };
-    if cacheable {
-        match serde_json::to_string(&index) {
-            Ok(body) => state.store.save_run_summary(run.id, CASE_INDEX_KIND, &body).await?,
-            Err(e) => tracing::warn!(run_id = run.id, error = %e, "could not cache the case index"),
-        }
-    }
-    Ok(index)
+    let cases = order
+        .iter()
+        .zip(marks)
+        .map(|((id, _), marks)| IndexedCase {
+            case_id: id.to_string(),
+            marks: marks.into_iter().collect(),
+        })
+        .collect();
+    (head, cases)
 }
 
 /// Attempts compared in one statement of [`differing_cases`] (or fewer: at most

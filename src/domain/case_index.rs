@@ -1,0 +1,237 @@
+//! What the cases page's filters know of each case of a run, without its records: the case's
+//! marks (a candidate's failure class, how a candidate's final attempts ended, a tag of the
+//! case, outputs that differ between candidates). A filter is a conjunction of mark tests,
+//! answered here over cases in memory (an unfinished run) and by the store over a terminal
+//! run's stored marks: both read the same [`MarkTest`]s, so they cannot disagree.
+use serde::{Deserialize, Serialize};
+
+/// What a mark says of its case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MarkKind {
+    /// A candidate's attempt failed so (its value: an error class, or `wrong_answer`).
+    Failure,
+    /// A candidate's final attempts ended so (its value: an [`Outcome`]).
+    Outcome,
+    /// The case carries this tag (no candidate).
+    Tag,
+    /// Successful outputs differ between candidates (no value, no candidate).
+    Differs,
+}
+
+impl MarkKind {
+    pub const ALL: [MarkKind; 4] = [MarkKind::Failure, MarkKind::Outcome, MarkKind::Tag, MarkKind::Differs];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MarkKind::Failure => "failure",
+            MarkKind::Outcome => "outcome",
+            MarkKind::Tag => "tag",
+            MarkKind::Differs => "differs",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<MarkKind> {
+        MarkKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// The candidate of a mark that belongs to the case, not to a candidate (tags, differing
+/// outputs): candidate ids start at 1.
+pub const NO_CANDIDATE: i64 = 0;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Mark {
+    pub kind: MarkKind,
+    /// Empty for [`MarkKind::Differs`].
+    pub value: String,
+    /// [`NO_CANDIDATE`] for tags and differing outputs.
+    pub candidate_id: i64,
+}
+
+/// A case of a run as the filters see it; its place in the page order is its index.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct IndexedCase {
+    pub case_id: String,
+    pub marks: Vec<Mark>,
+}
+
+/// How a candidate's final attempts at a case ended, worst first when repetitions differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Ungraded,
+    Pass,
+    Fail,
+    Error,
+}
+
+impl Outcome {
+    pub fn of(error: bool, passed: Option<bool>) -> Outcome {
+        match (error, passed) {
+            (true, _) => Outcome::Error,
+            (false, Some(false)) => Outcome::Fail,
+            (false, Some(true)) => Outcome::Pass,
+            (false, None) => Outcome::Ungraded,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ungraded => "ungraded",
+            Outcome::Pass => "pass",
+            Outcome::Fail => "fail",
+            Outcome::Error => "error",
+        }
+    }
+
+    /// The outcomes the filter offers.
+    pub fn parse_filter(s: &str) -> Option<Outcome> {
+        [Outcome::Pass, Outcome::Fail, Outcome::Error]
+            .into_iter()
+            .find(|o| o.as_str() == s)
+    }
+}
+
+/// One condition of a filter: the case has a mark of this kind, with this value (None: any)
+/// and of this candidate (None: any).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MarkTest {
+    pub kind: MarkKind,
+    pub value: Option<String>,
+    pub candidate_id: Option<i64>,
+}
+
+impl MarkTest {
+    pub fn accepts(&self, mark: &Mark) -> bool {
+        mark.kind == self.kind
+            && self.value.as_ref().is_none_or(|v| *v == mark.value)
+            && self.candidate_id.is_none_or(|c| c == mark.candidate_id)
+    }
+}
+
+/// The cases page's filters over marks (the text search is the store's, apart).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CaseQuery {
+    /// Only cases where the chosen candidate (or any) failed an attempt.
+    pub failures: bool,
+    /// Only cases where the chosen candidate (or any) failed with this class.
+    pub error_class: Option<String>,
+    pub tag: Option<String>,
+    /// Only cases whose successful outputs differ between candidates.
+    pub differs: bool,
+    /// Only cases where the chosen candidate's (or any's) final attempts ended so.
+    pub outcome: Option<Outcome>,
+    /// The candidate the failure and outcome filters look at (None: any).
+    pub candidate_id: Option<i64>,
+}
+
+impl CaseQuery {
+    /// The mark tests a case must all pass (none: every case matches).
+    pub fn tests(&self) -> Vec<MarkTest> {
+        let of_candidate = |kind, value: Option<&str>| MarkTest {
+            kind,
+            value: value.map(str::to_string),
+            candidate_id: self.candidate_id,
+        };
+        let mut tests = Vec::new();
+        if self.failures {
+            tests.push(of_candidate(MarkKind::Failure, None));
+        }
+        if let Some(class) = &self.error_class {
+            tests.push(of_candidate(MarkKind::Failure, Some(class)));
+        }
+        if let Some(tag) = &self.tag {
+            tests.push(MarkTest {
+                kind: MarkKind::Tag,
+                value: Some(tag.clone()),
+                candidate_id: None,
+            });
+        }
+        if self.differs {
+            tests.push(MarkTest {
+                kind: MarkKind::Differs,
+                value: None,
+                candidate_id: None,
+            });
+        }
+        if let Some(outcome) = self.outcome {
+            tests.push(of_candidate(MarkKind::Outcome, Some(outcome.as_str())));
+        }
+        tests
+    }
+}
+
+/// Whether `case` passes every test.
+pub fn matches(tests: &[MarkTest], case: &IndexedCase) -> bool {
+    tests.iter().all(|t| case.marks.iter().any(|m| t.accepts(m)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mark(kind: MarkKind, value: &str, candidate_id: i64) -> Mark {
+        Mark {
+            kind,
+            value: value.into(),
+            candidate_id,
+        }
+    }
+
+    #[test]
+    fn a_filter_is_every_test_passed_by_some_mark_of_the_case() {
+        let case = IndexedCase {
+            case_id: "c1".into(),
+            marks: vec![
+                mark(MarkKind::Failure, "timeout", 1),
+                mark(MarkKind::Outcome, "error", 1),
+                mark(MarkKind::Outcome, "pass", 2),
+                mark(MarkKind::Tag, "math", NO_CANDIDATE),
+            ],
+        };
+        let passes = |q: CaseQuery| matches(&q.tests(), &case);
+        assert!(passes(CaseQuery::default()));
+        assert!(passes(CaseQuery {
+            failures: true,
+            ..CaseQuery::default()
+        }));
+        // The failure was candidate 1's, not 2's.
+        assert!(!passes(CaseQuery {
+            failures: true,
+            candidate_id: Some(2),
+            ..CaseQuery::default()
+        }));
+        assert!(passes(CaseQuery {
+            outcome: Some(Outcome::Pass),
+            candidate_id: Some(2),
+            ..CaseQuery::default()
+        }));
+        assert!(!passes(CaseQuery {
+            outcome: Some(Outcome::Pass),
+            candidate_id: Some(1),
+            ..CaseQuery::default()
+        }));
+        assert!(passes(CaseQuery {
+            error_class: Some("timeout".into()),
+            tag: Some("math".into()),
+            ..CaseQuery::default()
+        }));
+        assert!(!passes(CaseQuery {
+            error_class: Some("timeout".into()),
+            tag: Some("prose".into()),
+            ..CaseQuery::default()
+        }));
+        assert!(!passes(CaseQuery {
+            differs: true,
+            ..CaseQuery::default()
+        }));
+    }
+
+    #[test]
+    fn mark_kinds_read_back_as_written() {
+        for kind in MarkKind::ALL {
+            assert_eq!(MarkKind::parse(kind.as_str()), Some(kind));
+        }
+        assert_eq!(MarkKind::parse("other"), None);
+    }
+}
