@@ -1,9 +1,11 @@
 -- A terminal run's cases as the cases page's filters see them (`domain::case_index`), so a page
 -- of a 100,000-case run reads its ten cases, not an index of all of them: each case's place in
 -- the page order, and its marks (a candidate's failure class, how a candidate's final attempts
--- ended, a tag, outputs that differ between candidates). A filter reads the marks it tests,
--- by their key; the cases at its positions follow in page order. Written once, with the run's
--- other summaries, when it ends (with the summary `case-index/3`, in one transaction).
+-- ended, a tag, outputs that differ between candidates), each under every key it answers
+-- (`case_index::Mark::keys`: its value or any value, its candidate or any candidate), so each
+-- test of a filter is one key, and the cases it matches one range of this table's primary key
+-- in page order. Written once, with the run's other summaries, when it ends (with the summary
+-- `case-index/3`, in one transaction).
 -- Mirrors migrations/postgres/0026_run_case_marks.sql. Append-only: never edit once released.
 
 CREATE TABLE run_cases (
@@ -18,9 +20,9 @@ CREATE TABLE run_cases (
 CREATE TABLE run_case_marks (
     run_id       INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
     kind         TEXT    NOT NULL CHECK (kind IN ('failure', 'outcome', 'tag', 'differs')),
-    -- The failure class, outcome or tag; '' for differing outputs.
+    -- '=' and the failure class, outcome or tag ('=' for differing outputs), or '*': any.
     value        TEXT    NOT NULL,
-    -- 0 for the case's own marks (tags, differing outputs).
+    -- 0 for the case's own marks (tags, differing outputs), -1: any candidate.
     candidate_id INTEGER NOT NULL,
     position     INTEGER NOT NULL,
     PRIMARY KEY (run_id, kind, value, candidate_id, position)

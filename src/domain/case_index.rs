@@ -1,8 +1,8 @@
 //! What the cases page's filters know of each case of a run, without its records: the case's
 //! marks (a candidate's failure class, how a candidate's final attempts ended, a tag of the
-//! case, outputs that differ between candidates). A filter is a conjunction of mark tests,
-//! answered here over cases in memory (an unfinished run) and by the store over a terminal
-//! run's stored marks: both read the same [`MarkTest`]s, so they cannot disagree.
+//! case, outputs that differ between candidates). A filter is a conjunction of mark tests, each
+//! a lookup of one [`MarkKey`]: answered here over cases in memory (an unfinished run) and by
+//! the store over a terminal run's marks stored under their keys, so the two cannot disagree.
 use serde::{Deserialize, Serialize};
 
 /// What a mark says of its case.
@@ -101,11 +101,57 @@ pub struct MarkTest {
     pub candidate_id: Option<i64>,
 }
 
+/// A mark as a filter looks it up: its kind, its value or any value, its candidate or any
+/// candidate. A mark answers four keys ([`Mark::keys`]) and a test asks one ([`MarkTest::key`]),
+/// so a test is one lookup, and the cases it matches are one range of keys in page order.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MarkKey {
+    pub kind: MarkKind,
+    /// `=` and the value, or [`ANY_VALUE`].
+    pub value: String,
+    /// The candidate, or [`ANY_CANDIDATE`].
+    pub candidate_id: i64,
+}
+
+/// The value of a key that any value answers (a value's key starts with `=`).
+pub const ANY_VALUE: &str = "*";
+/// The candidate of a key that any candidate answers (ids start at 1; 0 is [`NO_CANDIDATE`]).
+pub const ANY_CANDIDATE: i64 = -1;
+
+impl MarkKey {
+    fn new(kind: MarkKind, value: Option<&str>, candidate_id: Option<i64>) -> MarkKey {
+        MarkKey {
+            kind,
+            value: value.map_or_else(|| ANY_VALUE.to_string(), |v| format!("={v}")),
+            candidate_id: candidate_id.unwrap_or(ANY_CANDIDATE),
+        }
+    }
+}
+
+impl Mark {
+    /// The keys this mark answers: its own, and with any value and/or any candidate.
+    pub fn keys(&self) -> [MarkKey; 4] {
+        let (value, candidate) = (Some(self.value.as_str()), Some(self.candidate_id));
+        [
+            MarkKey::new(self.kind, value, candidate),
+            MarkKey::new(self.kind, None, candidate),
+            MarkKey::new(self.kind, value, None),
+            MarkKey::new(self.kind, None, None),
+        ]
+    }
+
+    /// Whether `key` is one of [`Mark::keys`], without building them.
+    pub fn answers(&self, key: &MarkKey) -> bool {
+        key.kind == self.kind
+            && (key.value == ANY_VALUE || key.value.strip_prefix('=') == Some(self.value.as_str()))
+            && (key.candidate_id == ANY_CANDIDATE || key.candidate_id == self.candidate_id)
+    }
+}
+
 impl MarkTest {
-    pub fn accepts(&self, mark: &Mark) -> bool {
-        mark.kind == self.kind
-            && self.value.as_ref().is_none_or(|v| *v == mark.value)
-            && self.candidate_id.is_none_or(|c| c == mark.candidate_id)
+    /// The one key a mark passing this test answers.
+    pub fn key(&self) -> MarkKey {
+        MarkKey::new(self.kind, self.value.as_deref(), self.candidate_id)
     }
 }
 
@@ -161,9 +207,12 @@ impl CaseQuery {
     }
 }
 
-/// Whether `case` passes every test.
+/// Whether `case` passes every test: some mark of it answers each test's key.
 pub fn matches(tests: &[MarkTest], case: &IndexedCase) -> bool {
-    tests.iter().all(|t| case.marks.iter().any(|m| t.accepts(m)))
+    tests.iter().all(|t| {
+        let key = t.key();
+        case.marks.iter().any(|m| m.answers(&key))
+    })
 }
 
 #[cfg(test)]
@@ -225,6 +274,40 @@ mod tests {
             differs: true,
             ..CaseQuery::default()
         }));
+    }
+
+    #[test]
+    fn a_mark_answers_its_own_key_and_the_keys_of_any_value_or_candidate_only() {
+        let m = mark(MarkKind::Failure, "timeout", 3);
+        let test = |value: Option<&str>, candidate_id| MarkTest {
+            kind: MarkKind::Failure,
+            value: value.map(str::to_string),
+            candidate_id,
+        };
+        for t in [
+            test(None, None),
+            test(Some("timeout"), None),
+            test(None, Some(3)),
+            test(Some("timeout"), Some(3)),
+        ] {
+            assert!(m.keys().contains(&t.key()) && m.answers(&t.key()), "{t:?}");
+        }
+        for t in [
+            test(Some("*"), None),
+            test(Some("timeout"), Some(4)),
+            test(Some(""), Some(3)),
+        ] {
+            assert!(!m.keys().contains(&t.key()) && !m.answers(&t.key()), "{t:?}");
+        }
+        // A value "*" is not "any value".
+        let star = mark(MarkKind::Tag, "*", NO_CANDIDATE);
+        let tag = |value: &str| MarkTest {
+            kind: MarkKind::Tag,
+            value: Some(value.into()),
+            candidate_id: None,
+        };
+        assert!(star.keys().contains(&tag("*").key()) && star.answers(&tag("*").key()));
+        assert!(!star.keys().contains(&tag("x").key()) && !star.answers(&tag("x").key()));
     }
 
     #[test]

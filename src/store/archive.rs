@@ -673,20 +673,22 @@ macro_rules! archive_queries {
                     });
                     qb.build().execute(&mut *tx).await?;
                 }
-                let marks: Vec<(i64, &crate::domain::case_index::Mark)> =
-                    positioned().flat_map(|(i, c)| c.marks.iter().map(move |m| (i, m))).collect();
-                for batch in marks.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
+                // Each mark under every key it answers (`Mark::keys`); a key two marks of a case
+                // answer (two failure classes of one candidate: "any class") is stored once.
+                let keys: Vec<(i64, crate::domain::case_index::MarkKey)> = positioned()
+                    .flat_map(|(i, c)| c.marks.iter().flat_map(|m| m.keys()).map(move |k| (i, k)))
+                    .collect();
+                for batch in keys.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
                     let mut qb = sqlx::QueryBuilder::<$db>::new(
                         "INSERT INTO run_case_marks (run_id, kind, value, candidate_id, position) ",
                     );
-                    qb.push_values(batch, |mut row, (position, mark)| {
+                    qb.push_values(batch, |mut row, (position, key)| {
                         row.push_bind(run_id)
-                            .push_bind(mark.kind.as_str())
-                            .push_bind(Self::TEXT.encode(&mark.value).into_owned())
-                            .push_bind(mark.candidate_id)
+                            .push_bind(key.kind.as_str())
+                            .push_bind(Self::TEXT.encode(&key.value).into_owned())
+                            .push_bind(key.candidate_id)
                             .push_bind(*position);
                     });
-                    // A mark given twice is one mark.
                     qb.push(" ON CONFLICT DO NOTHING");
                     qb.build().execute(&mut *tx).await?;
                 }
@@ -714,23 +716,45 @@ macro_rules! archive_queries {
             page: Option<(u64, u64)>,
         ) -> StoreFuture<'a, (u64, Vec<String>)> {
             Box::pin(async move {
-                // Each test reads the marks it names by their key (run, kind, value, candidate):
-                // a filter costs the cases it matches, not the run's.
+                let Some((first, rest)) = tests.split_first() else {
+                    // Every case: positions are 0..n-1, so the count is the last one's and a page
+                    // starts at its position (an index seek, where OFFSET walks every case before).
+                    let matching: Option<i64> =
+                        sqlx::query_scalar("SELECT MAX(position) + 1 FROM run_cases WHERE run_id = $1")
+                            .bind(run_id)
+                            .fetch_one(self.pool())
+                            .await?;
+                    let mut qb = sqlx::QueryBuilder::<$db>::new("SELECT case_id FROM run_cases WHERE run_id = ");
+                    qb.push_bind(run_id);
+                    if let Some((offset, most)) = page {
+                        qb.push(" AND position >= ").push_bind(offset as i64);
+                        qb.push(" ORDER BY position LIMIT ").push_bind(most as i64);
+                    } else {
+                        qb.push(" ORDER BY position");
+                    }
+                    let ids: Vec<String> = qb.build_query_scalar().fetch_all(self.pool()).await?;
+                    return Ok((matching.unwrap_or(0) as u64, ids));
+                };
+                // The first test's key is one range of marks in page order; each other test is
+                // a lookup of its key at the same position. A filter costs the cases its first
+                // test matches, never the run's.
                 let filtered = |select: &str| {
                     let mut qb = sqlx::QueryBuilder::<$db>::new(select);
-                    qb.push(" FROM run_cases WHERE run_id = ").push_bind(run_id);
-                    for test in tests {
-                        qb.push(" AND position IN (SELECT position FROM run_case_marks WHERE run_id = ")
-                            .push_bind(run_id)
-                            .push(" AND kind = ")
-                            .push_bind(test.kind.as_str());
-                        if let Some(value) = &test.value {
-                            qb.push(" AND value = ").push_bind(Self::TEXT.encode(value).into_owned());
-                        }
-                        if let Some(candidate) = test.candidate_id {
-                            qb.push(" AND candidate_id = ").push_bind(candidate);
-                        }
-                        qb.push(")");
+                    qb.push(" FROM run_case_marks m WHERE m.run_id = ").push_bind(run_id);
+                    let key = first.key();
+                    qb.push(" AND m.kind = ").push_bind(key.kind.as_str());
+                    qb.push(" AND m.value = ").push_bind(Self::TEXT.encode(&key.value).into_owned());
+                    qb.push(" AND m.candidate_id = ").push_bind(key.candidate_id);
+                    for test in rest {
+                        let key = test.key();
+                        qb.push(" AND EXISTS (SELECT 1 FROM run_case_marks t WHERE t.run_id = m.run_id")
+                            .push(" AND t.kind = ")
+                            .push_bind(key.kind.as_str())
+                            .push(" AND t.value = ")
+                            .push_bind(Self::TEXT.encode(&key.value).into_owned())
+                            .push(" AND t.candidate_id = ")
+                            .push_bind(key.candidate_id)
+                            .push(" AND t.position = m.position)");
                     }
                     qb
                 };
@@ -738,21 +762,12 @@ macro_rules! archive_queries {
                     .build_query_scalar()
                     .fetch_one(self.pool())
                     .await?;
-                let mut qb = filtered("SELECT case_id");
-                match page {
-                    // Unfiltered, the page starts at its position (positions are 0..n-1): an
-                    // index seek, where OFFSET walks every case before it.
-                    Some((offset, _)) if tests.is_empty() => {
-                        qb.push(" AND position >= ").push_bind(offset as i64);
-                    }
-                    _ => {}
-                }
-                qb.push(" ORDER BY position");
+                let mut qb = filtered(
+                    "SELECT (SELECT c.case_id FROM run_cases c WHERE c.run_id = m.run_id AND c.position = m.position)",
+                );
+                qb.push(" ORDER BY m.position");
                 if let Some((offset, most)) = page {
-                    qb.push(" LIMIT ").push_bind(most as i64);
-                    if !tests.is_empty() {
-                        qb.push(" OFFSET ").push_bind(offset as i64);
-                    }
+                    qb.push(" LIMIT ").push_bind(most as i64).push(" OFFSET ").push_bind(offset as i64);
                 }
                 let ids: Vec<String> = qb.build_query_scalar().fetch_all(self.pool()).await?;
                 Ok((matching as u64, ids))

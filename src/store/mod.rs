@@ -599,9 +599,9 @@ pub trait Store: Send + Sync + 'static {
         offset: i64,
     ) -> StoreFuture<'a, Vec<RunListItem>>;
     fn count_runs_filtered<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, i64>;
-    /// Brings the database's planner statistics and page visibility of the record tables up to
-    /// date (PostgreSQL: `VACUUM (ANALYZE)`), so the reads of a run that just ended plan as its
-    /// size asks and its outlines are read from indexes alone.
+    /// Brings the database's planner statistics and page visibility of the record tables (and
+    /// the run case tables) up to date (PostgreSQL: `VACUUM (ANALYZE)`), so the reads of a run
+    /// that just ended plan as its size asks and its outlines are read from indexes alone.
     fn refresh_record_statistics(&self) -> StoreFuture<'_, ()>;
     /// Every attempt of a run without text or timings, in send order.
     fn list_record_facts(&self, run_id: i64) -> StoreFuture<'_, Vec<RecordFact>>;

@@ -120,7 +120,8 @@ impl PostgresStore {
     /// thousands, and reads a page of them by sorting all of them (400 ms a page at a million
     /// records, where the index answers in 2 ms). And an index-only scan of the outline indexes
     /// (migration 0025) still visits every row whose page is not marked all-visible. Records
-    /// are append-only, so the vacuum reads the pages written since the last one.
+    /// are append-only, so the vacuum reads the pages written since the last one. The run case
+    /// tables (migration 0026) are read by index too, and written at a run's end.
     pub(super) async fn vacuum_record_tables(&self) -> sqlx::Result<()> {
         // VACUUM runs outside a transaction, so the write timeout is set on the session.
         let mut conn = self.pool.unbounded().acquire().await?;
@@ -129,7 +130,7 @@ impl PostgresStore {
         )))
         .execute(&mut *conn)
         .await?;
-        let vacuumed = sqlx::query("VACUUM (ANALYZE) request_records, grades")
+        let vacuumed = sqlx::query("VACUUM (ANALYZE) request_records, grades, run_cases, run_case_marks")
             .execute(&mut *conn)
             .await;
         sqlx::query("RESET statement_timeout").execute(&mut *conn).await?;

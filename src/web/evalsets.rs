@@ -196,8 +196,8 @@ async fn load(state: &AppState, raw: &str) -> Result<EvalSetVersion, WebError> {
 }
 
 /// One version's page: its header and one page of its cases, read from the database page by
-/// page (LIMIT/OFFSET on `eval_cases`), so a 100,000-case version costs what a 50-case page
-/// costs in memory and CPU.
+/// page (from its first position, an index seek on `eval_cases`), so a 100,000-case version
+/// costs what a 50-case page costs in memory and CPU.
 async fn detail(
     State(state): State<AppState>,
     Path(raw): Path<String>,

@@ -33,8 +33,9 @@ pub async fn store_when_ended(state: &AppState, run_id: i64) -> Result<(), WebEr
     let snapshot = state.store.run_candidates(run.id).await?;
     crate::app::scorecard::candidate_summaries(&state.store, &run, version.as_ref(), &snapshot, &records).await?;
     drop(records);
-    // The case index reads the records' lighter facts.
+    // The case index reads the records' lighter facts; its cases are read by index after.
     super::cases::case_index(state, &run, false).await?;
+    state.store.refresh_record_statistics().await?;
     Ok(())
 }
 
