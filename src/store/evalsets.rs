@@ -265,8 +265,12 @@ macro_rules! evalset_queries {
                 for id in ids {
                     list.push_bind(id.as_str());
                 }
-                qb.push(") ORDER BY position");
-                let rows: Vec<rows::EvalCaseRow> = qb.build_query_as().fetch_all(self.pool()).await?;
+                qb.push(")");
+                // Sorted here: with ORDER BY position, SQLite read the cases through the
+                // (version_id, position) index, every case of the version (33 ms at 100,000),
+                // to spare itself sorting ten.
+                let mut rows: Vec<rows::EvalCaseRow> = qb.build_query_as().fetch_all(self.pool()).await?;
+                rows.sort_unstable_by_key(|r| r.position);
                 rows.into_iter().map(|r| r.into_case(version_id, &head.header)).collect()
             })
         }
