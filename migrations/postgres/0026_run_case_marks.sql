@@ -2,10 +2,11 @@
 -- of a 100,000-case run reads its ten cases, not an index of all of them: each case's place in
 -- the page order, and its marks (a candidate's failure class, how a candidate's final attempts
 -- ended, a tag, outputs that differ between candidates), each under every key it answers
--- (`case_index::Mark::keys`: its value or any value, its candidate or any candidate), so each
--- test of a filter is one key, and the cases it matches one range of this table's primary key
--- in page order. Written once, with the run's other summaries, when it ends (with the summary
--- `case-index/3`, in one transaction).
+-- (`case_index::Mark::keys`: its value and/or any value, its candidate and/or any candidate,
+-- as far as a filter asks them of its kind), so each test of a filter is one key, and the
+-- cases it matches one range of this table's primary key in page order. Written once, with
+-- the run's other summaries, when it ends (with the summary `case-index/3`, in one
+-- transaction).
 -- Mirrors migrations/sqlite/0026_run_case_marks.sql. Append-only: never edit once released.
 
 CREATE TABLE run_cases (

@@ -102,8 +102,9 @@ pub struct MarkTest {
 }
 
 /// A mark as a filter looks it up: its kind, its value or any value, its candidate or any
-/// candidate. A mark answers four keys ([`Mark::keys`]) and a test asks one ([`MarkTest::key`]),
-/// so a test is one lookup, and the cases it matches are one range of keys in page order.
+/// candidate. A mark answers the keys a filter of its kind can ask ([`Mark::keys`]) and a test
+/// asks one ([`MarkTest::key`]), so a test is one lookup, and the cases it matches are one
+/// range of keys in page order.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MarkKey {
     pub kind: MarkKind,
@@ -128,23 +129,70 @@ impl MarkKey {
     }
 }
 
+impl MarkKind {
+    /// Whether a filter asks for this kind with any value (`value`: with a given one), and of
+    /// any candidate (`candidate`: of a given one) — what [`CaseQuery::tests`] asks. A mark is
+    /// stored under these keys only.
+    fn asked(self) -> Asked {
+        let (any_value, value, candidate) = match self {
+            // Failures only (any class), an error class; either for a candidate or any.
+            MarkKind::Failure => (true, true, true),
+            // An outcome, for a candidate or any.
+            MarkKind::Outcome => (false, true, true),
+            MarkKind::Tag => (false, true, false),
+            MarkKind::Differs => (true, false, false),
+        };
+        Asked {
+            any_value,
+            value,
+            candidate,
+        }
+    }
+}
+
+/// The shapes of key a filter asks of a kind (always with any candidate).
+struct Asked {
+    any_value: bool,
+    value: bool,
+    candidate: bool,
+}
+
 impl Mark {
-    /// The keys this mark answers: its own, and with any value and/or any candidate.
-    pub fn keys(&self) -> [MarkKey; 4] {
-        let (value, candidate) = (Some(self.value.as_str()), Some(self.candidate_id));
-        [
-            MarkKey::new(self.kind, value, candidate),
-            MarkKey::new(self.kind, None, candidate),
-            MarkKey::new(self.kind, value, None),
-            MarkKey::new(self.kind, None, None),
-        ]
+    /// The keys this mark answers: of its value and/or any value, of its candidate and/or any
+    /// candidate, as far as a filter asks them of its kind.
+    pub fn keys(&self) -> Vec<MarkKey> {
+        let asked = self.kind.asked();
+        let values = [
+            asked.value.then_some(Some(self.value.as_str())),
+            asked.any_value.then_some(None),
+        ];
+        let candidates = [asked.candidate.then_some(Some(self.candidate_id)), Some(None)];
+        values
+            .into_iter()
+            .flatten()
+            .flat_map(|v| {
+                candidates
+                    .into_iter()
+                    .flatten()
+                    .map(move |c| MarkKey::new(self.kind, v, c))
+            })
+            .collect()
     }
 
     /// Whether `key` is one of [`Mark::keys`], without building them.
     pub fn answers(&self, key: &MarkKey) -> bool {
+        let asked = self.kind.asked();
         key.kind == self.kind
-            && (key.value == ANY_VALUE || key.value.strip_prefix('=') == Some(self.value.as_str()))
-            && (key.candidate_id == ANY_CANDIDATE || key.candidate_id == self.candidate_id)
+            && if key.value == ANY_VALUE {
+                asked.any_value
+            } else {
+                asked.value && key.value.strip_prefix('=') == Some(self.value.as_str())
+            }
+            && if key.candidate_id == ANY_CANDIDATE {
+                true
+            } else {
+                asked.candidate && key.candidate_id == self.candidate_id
+            }
     }
 }
 
@@ -308,6 +356,45 @@ mod tests {
         };
         assert!(star.keys().contains(&tag("*").key()) && star.answers(&tag("*").key()));
         assert!(!star.keys().contains(&tag("x").key()) && !star.answers(&tag("x").key()));
+    }
+
+    #[test]
+    fn every_key_a_filter_asks_is_one_a_matching_mark_is_stored_under() {
+        let marks = [
+            mark(MarkKind::Failure, "timeout", 2),
+            mark(MarkKind::Outcome, "fail", 2),
+            mark(MarkKind::Tag, "math", NO_CANDIDATE),
+            mark(MarkKind::Differs, "", NO_CANDIDATE),
+        ];
+        let case = IndexedCase {
+            case_id: "c".into(),
+            marks: marks.to_vec(),
+        };
+        for candidate_id in [None, Some(2)] {
+            let q = CaseQuery {
+                failures: true,
+                error_class: Some("timeout".into()),
+                tag: Some("math".into()),
+                differs: true,
+                outcome: Some(Outcome::Fail),
+                candidate_id,
+            };
+            assert!(matches(&q.tests(), &case), "{q:?}");
+            for test in q.tests() {
+                let stored: Vec<MarkKey> = marks.iter().flat_map(Mark::keys).collect();
+                assert!(stored.contains(&test.key()), "{test:?} is asked but never stored");
+            }
+        }
+        // Each mark's keys are what it answers, no more.
+        for m in &marks {
+            for key in m.keys() {
+                assert!(m.answers(&key), "{m:?} {key:?}");
+            }
+            assert_eq!(
+                m.keys().iter().collect::<std::collections::HashSet<_>>().len(),
+                m.keys().len()
+            );
+        }
     }
 
     #[test]
