@@ -10,7 +10,7 @@ use crate::domain::presets::LoadDraft;
 use crate::domain::run::{JudgeConfig, NewRun, RequestRecord, Run, RunConfig, RunDraft, RunStatus};
 use crate::domain::validation::{FieldErrors, MAX_NAME_CHARS, truncate};
 use crate::engine::run::Runner;
-use crate::store::{DynStore, StoreError};
+use crate::store::{DynStore, EvalSetVersion, StoreError};
 
 /// Resumes a paused run (the database stayed away past the writer's limit): it is queued again
 /// and picks up where it stopped, like an interrupted run after a restart. Refused unless paused.
@@ -323,5 +323,30 @@ impl RunRecords {
             })
             .await?;
         Ok((records, resumes))
+    }
+}
+
+/// A run's eval-set version, read whole (every case parsed: half a second at 100,000 cases) at
+/// most once, and only when a summary is computed from it rather than read stored.
+pub struct RunVersion {
+    version_id: i64,
+    loaded: tokio::sync::OnceCell<Option<EvalSetVersion>>,
+}
+
+impl RunVersion {
+    pub fn of(run: &Run) -> Self {
+        RunVersion {
+            version_id: run.evalset_version_id,
+            loaded: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// The version, None when it no longer exists.
+    pub async fn get(&self, store: &DynStore) -> Result<Option<&EvalSetVersion>, StoreError> {
+        let version = self
+            .loaded
+            .get_or_try_init(|| store.get_evalset_version(self.version_id))
+            .await?;
+        Ok(version.as_ref())
     }
 }

@@ -18,7 +18,7 @@ use crate::domain::scorecard::{
 };
 use crate::domain::thresholds::ThresholdProfile;
 use crate::domain::validation::FieldErrors;
-use crate::store::{DynStore, EvalSetVersion, StoreError};
+use crate::store::{DynStore, EvalSetVersion, EvalSetVersionHead, StoreError};
 
 /// What to assess a run by. No profile: the default profile (else the first); no version: the
 /// profile's current one; the pipeline as typed (an invalid one is reported, not applied).
@@ -33,7 +33,9 @@ pub struct ScorecardChoice {
 /// A run's scorecard with everything it was assembled from.
 pub struct RunScorecard {
     pub run: Run,
-    pub version: Option<EvalSetVersion>,
+    /// The run's eval-set version, its head only (the whole of a 100,000-case version takes
+    /// half a second to read).
+    pub version: Option<EvalSetVersionHead>,
     pub candidates: Vec<Candidate>,
     /// One per candidate, in `candidates` order: what the scorecard reads of the records.
     pub summaries: Vec<CandidateSummary>,
@@ -95,7 +97,7 @@ pub async fn assemble(store: &DynStore, run_id: i64, choice: &ScorecardChoice) -
         _ => current.clone(),
     };
     let current_version = current.version;
-    let version = store.get_evalset_version(run.evalset_version_id).await?;
+    let version = store.get_evalset_version_head(run.evalset_version_id).await?;
     // The candidates as the run measured them (its snapshot: names, prices, conditions), so
     // editing a candidate later changes nothing of this scorecard.
     let candidates: Vec<Candidate> = store.run_candidates(run.id).await?;
@@ -115,7 +117,14 @@ pub async fn assemble(store: &DynStore, run_id: i64, choice: &ScorecardChoice) -
     };
     let events = store.list_run_events(run.id).await?;
     let resumes = resumes_of(events.iter().map(|e| (e.at.0, e.message.as_str())));
-    let summaries = candidate_summaries(store, &run, version.as_ref(), &candidates, &RunRecords::of(run.id)).await?;
+    // A terminal run's are stored; the whole version is read only to compute them.
+    let summaries = match stored_summaries(store, &run, &candidates).await? {
+        Some(summaries) => summaries,
+        None => {
+            let whole = store.get_evalset_version(run.evalset_version_id).await?;
+            candidate_summaries(store, &run, whole.as_ref(), &candidates, &RunRecords::of(run.id)).await?
+        }
+    };
     let operability = operability_evidence(store, &candidates).await?;
     let mut card = scorecard::build_from(&SummaryInput {
         run_concurrency: run.config.concurrency,
@@ -163,23 +172,10 @@ pub async fn candidate_summaries(
     candidates: &[Candidate],
     records: &RunRecords,
 ) -> Result<Vec<CandidateSummary>, AppError> {
-    let cacheable = run.status.is_terminal() && run.error.as_deref() != Some(crate::store::IMPORT_INCOMPLETE);
-    let in_order = |all: &[CandidateSummary]| -> Option<Vec<CandidateSummary>> {
-        candidates
-            .iter()
-            .map(|c| all.iter().find(|s| s.candidate_id == c.id).cloned())
-            .collect()
-    };
-    if cacheable && let Some(body) = store.get_run_summary(run.id, SUMMARIES_KIND).await? {
-        match serde_json::from_str::<Vec<CandidateSummary>>(&body) {
-            Ok(all) => {
-                if let Some(found) = in_order(&all) {
-                    return Ok(found);
-                }
-            }
-            Err(e) => tracing::warn!(run_id = run.id, error = %e, "stored scorecard summaries unreadable; recomputing"),
-        }
+    if let Some(stored) = stored_summaries(store, run, candidates).await? {
+        return Ok(stored);
     }
+    let cacheable = is_cacheable(run);
     let (records, resumes) = records.get(store).await?;
     let weights: HashMap<String, f64> = version
         .map(|v| v.file.cases.iter().map(|c| (c.id.clone(), c.weight())).collect())
@@ -205,7 +201,43 @@ pub async fn candidate_summaries(
             Err(e) => tracing::warn!(run_id = run.id, error = %e, "could not store the scorecard summaries"),
         }
     }
-    Ok(in_order(&all).unwrap_or_default())
+    Ok(in_order(&all, candidates).unwrap_or_default())
+}
+
+/// Whether the run's summaries are stored once computed: it has ended (an import that did not
+/// complete has not).
+fn is_cacheable(run: &Run) -> bool {
+    run.status.is_terminal() && run.error.as_deref() != Some(crate::store::IMPORT_INCOMPLETE)
+}
+
+/// The summaries of `candidates`, in their order, when all of them are stored.
+fn in_order(all: &[CandidateSummary], candidates: &[Candidate]) -> Option<Vec<CandidateSummary>> {
+    candidates
+        .iter()
+        .map(|c| all.iter().find(|s| s.candidate_id == c.id).cloned())
+        .collect()
+}
+
+/// The run's stored summaries of `candidates`, in their order; None when the run has none
+/// stored (or not for every one of them, or they cannot be read).
+async fn stored_summaries(
+    store: &DynStore,
+    run: &Run,
+    candidates: &[Candidate],
+) -> Result<Option<Vec<CandidateSummary>>, StoreError> {
+    if !is_cacheable(run) {
+        return Ok(None);
+    }
+    let Some(body) = store.get_run_summary(run.id, SUMMARIES_KIND).await? else {
+        return Ok(None);
+    };
+    match serde_json::from_str::<Vec<CandidateSummary>>(&body) {
+        Ok(all) => Ok(in_order(&all, candidates)),
+        Err(e) => {
+            tracing::warn!(run_id = run.id, error = %e, "stored scorecard summaries unreadable; recomputing");
+            Ok(None)
+        }
+    }
 }
 
 /// A candidate stopped within the run is NO-GO whatever its partial figures say, and its stop

@@ -371,7 +371,7 @@ pub fn build_report(card: &RunScorecard, baseline: Option<i64>, checks: Vec<Base
         run_name: card.run.name.clone(),
         status: card.run.status.as_str().to_string(),
         error: card.run.error.clone(),
-        evalset: card.version.as_ref().map(|v| v.file.header.name.clone()),
+        evalset: card.version.as_ref().map(|v| v.header.name.clone()),
         evalset_hash: card.version.as_ref().map(|v| v.content_hash.clone()),
         profile: card.profile.name.clone(),
         profile_id: card.profile.id,

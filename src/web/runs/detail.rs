@@ -12,13 +12,14 @@ use axum::extract::{Path, State};
 use axum::response::Redirect;
 use serde::{Deserialize, Serialize};
 
-use crate::app::runs::RunRecords;
+use crate::app::runs::{RunRecords, RunVersion};
 use crate::domain::candidate::Candidate;
+use crate::domain::evalset::EvalSetHeader;
 use crate::domain::grading::case_passed;
 use crate::domain::metrics::{CandidateSummary, summarise_candidate_resumed};
 use crate::domain::run::{Phase, RequestRecord, Run, RunConfig, RunStatus};
 use crate::domain::validation::truncate;
-use crate::store::EvalSetVersion;
+use crate::store::{EvalSetVersion, EvalSetVersionHead};
 use crate::web::AppState;
 use crate::web::error::{WebError, parse_id};
 use crate::web::how_we_measure::{AGGREGATE, AGGREGATE_WHOLE_RUN, DECODE_PER_STREAM, E2E, TTFT};
@@ -343,21 +344,21 @@ pub struct EventRow {
 
 pub async fn page(State(state): State<AppState>, Path(raw): Path<String>) -> Result<RunPage, WebError> {
     let (run, version, candidates) = load(&state, &raw).await?;
-    let live = live_view(&state, &run, version.as_ref(), &candidates).await?;
+    let live = live_view(&state, &run, &candidates).await?;
     Ok(RunPage {
         nav: "runs",
         id: run.id,
         name: run.name.clone(),
         evalset_name: version
             .as_ref()
-            .map(|v| v.file.header.name.clone())
+            .map(|v| v.header.name.clone())
             .unwrap_or_else(|| format!("eval set version #{}", run.evalset_version_id)),
         evalset_version_id: run.evalset_version_id,
         evalset_hash: version
             .as_ref()
             .map(|v| short_hash(&v.content_hash).to_string())
             .unwrap_or_default(),
-        config: config_rows(&run.config, version.as_ref()),
+        config: config_rows(&run.config, version.as_ref().map(|v| &v.header)),
         overlaps: overlapping_runs(&state, &run, &candidates).await?,
         live,
     })
@@ -410,9 +411,9 @@ async fn overlapping_runs(state: &AppState, run: &Run, candidates: &[Candidate])
 }
 
 pub async fn live(State(state): State<AppState>, Path(raw): Path<String>) -> Result<LivePartial, WebError> {
-    let (run, version, candidates) = load(&state, &raw).await?;
+    let (run, _, candidates) = load(&state, &raw).await?;
     Ok(LivePartial {
-        live: live_view(&state, &run, version.as_ref(), &candidates).await?,
+        live: live_view(&state, &run, &candidates).await?,
     })
 }
 
@@ -431,25 +432,26 @@ pub async fn cancel(State(state): State<AppState>, Path(raw): Path<String>) -> R
     Ok(Redirect::to(&format!("/runs/{id}")))
 }
 
+/// The run, its eval-set version's head (the whole version is read only where a summary is
+/// computed from it: `RunVersion`) and its candidates.
 pub(super) async fn load(
     state: &AppState,
     raw: &str,
-) -> Result<(Run, Option<EvalSetVersion>, Vec<Candidate>), WebError> {
+) -> Result<(Run, Option<EvalSetVersionHead>, Vec<Candidate>), WebError> {
     let id = parse_id(raw, "run")?;
     let run = state
         .store
         .get_run(id)
         .await?
         .ok_or_else(|| WebError::NotFound(format!("run #{id}")))?;
-    let version = state.store.get_evalset_version(run.evalset_version_id).await?;
+    let version = state.store.get_evalset_version_head(run.evalset_version_id).await?;
     // As the run measured them (its snapshot), not as they are now.
     let candidates = state.store.run_candidates(run.id).await?;
     Ok((run, version, candidates))
 }
 
 /// Every condition of the run, in words, for the header and the table's caption.
-fn config_rows(c: &RunConfig, version: Option<&EvalSetVersion>) -> Vec<(&'static str, String)> {
-    let header = version.map(|v| &v.file.header);
+fn config_rows(c: &RunConfig, header: Option<&EvalSetHeader>) -> Vec<(&'static str, String)> {
     let inherited = |v: Option<String>| match v {
         Some(v) => format!("{v} (from the eval set)"),
         None => "candidate's default".to_string(),
@@ -548,13 +550,8 @@ pub(super) fn candidate_name(candidates: &[Candidate], id: i64) -> String {
         .unwrap_or_else(|| format!("candidate #{id}"))
 }
 
-pub(super) async fn live_view(
-    state: &AppState,
-    run: &Run,
-    version: Option<&EvalSetVersion>,
-    candidates: &[Candidate],
-) -> Result<LiveView, WebError> {
-    let parts = cached_record_parts(state, run, version, candidates, &RunRecords::of(run.id)).await?;
+pub(super) async fn live_view(state: &AppState, run: &Run, candidates: &[Candidate]) -> Result<LiveView, WebError> {
+    let parts = cached_record_parts(state, run, &RunVersion::of(run), candidates, &RunRecords::of(run.id)).await?;
     // Read on every call (one row): it is stored just before the run turns terminal.
     let harness = state.store.get_run_harness(run.id).await?.as_ref().map(harness_view);
     let stops = state.store.list_candidate_stops(run.id).await?;
@@ -640,7 +637,7 @@ pub const RECORD_PARTS_KIND: &str = "run-page/6";
 pub(super) async fn cached_record_parts(
     state: &AppState,
     run: &Run,
-    version: Option<&EvalSetVersion>,
+    version: &RunVersion,
     candidates: &[Candidate],
     records: &RunRecords,
 ) -> Result<RecordParts, WebError> {
@@ -654,6 +651,7 @@ pub(super) async fn cached_record_parts(
     if !cacheable {
         return live_record_parts(state, run, version, candidates).await;
     }
+    let version = version.get(&state.store).await?;
     let parts = record_parts(state, run, version, candidates, records).await?;
     if cacheable {
         match serde_json::to_string(&parts) {
@@ -692,7 +690,7 @@ fn live_parts() -> &'static std::sync::Mutex<HashMap<LiveKey, LiveParts>> {
 async fn live_record_parts(
     state: &AppState,
     run: &Run,
-    version: Option<&EvalSetVersion>,
+    version: &RunVersion,
     candidates: &[Candidate],
 ) -> Result<RecordParts, WebError> {
     // The store's identity with the run's: tests run many stores in one process.
@@ -707,6 +705,7 @@ async fn live_record_parts(
         return Ok(entry.parts.clone());
     }
     let started = std::time::Instant::now();
+    let version = version.get(&state.store).await?;
     let parts = record_parts(state, run, version, candidates, &RunRecords::of(run.id)).await?;
     if let Ok(mut live) = live_parts().lock() {
         // Forget runs nobody watched for a while (ended, deleted, or another store's).

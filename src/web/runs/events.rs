@@ -142,8 +142,8 @@ async fn change_key(state: &AppState, id: i64) -> Result<(String, bool), WebErro
 }
 
 async fn render(state: &AppState, id: i64, page: &PageContext) -> Result<String, WebError> {
-    let (run, version, candidates) = load(state, &id.to_string()).await?;
-    let mut live = live_view(state, &run, version.as_ref(), &candidates).await?;
+    let (run, _, candidates) = load(state, &id.to_string()).await?;
+    let mut live = live_view(state, &run, &candidates).await?;
     live.pushed = true;
     let partial = LivePartial { live };
     with_page(page.clone(), || partial.render())

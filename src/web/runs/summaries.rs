@@ -2,7 +2,7 @@
 //! first view of a big run reads them instead of computing them from every record. Each is
 //! computed by the one function its page uses (and caches with), nothing else, from one read
 //! of the run's records.
-use crate::app::runs::RunRecords;
+use crate::app::runs::{RunRecords, RunVersion};
 use crate::web::AppState;
 use crate::web::error::WebError;
 
@@ -19,19 +19,22 @@ pub const KINDS: [&str; 4] = [
 /// scorecard summaries, when the run is terminal (the functions store nothing for an
 /// unfinished run).
 pub async fn store_when_ended(state: &AppState, run_id: i64) -> Result<(), WebError> {
-    let (run, version, candidates) = super::detail::load(state, &run_id.to_string()).await?;
+    let (run, _, candidates) = super::detail::load(state, &run_id.to_string()).await?;
     if !run.status.is_terminal() {
         return Ok(());
     }
     // The run's records were written since the planner last looked; its reads below (and its
     // pages' later) plan by its size, and its outlines are read from indexes alone.
     state.store.refresh_record_statistics().await?;
-    // One read of the records serves the three summaries computed from them.
+    // One read of the records (and of the whole eval-set version) serves the three summaries
+    // computed from them.
     let records = RunRecords::of(run.id);
-    super::detail::cached_record_parts(state, &run, version.as_ref(), &candidates, &records).await?;
-    crate::web::archive::run_figures(state, &run, version.as_ref(), &records).await?;
+    let version = RunVersion::of(&run);
+    super::detail::cached_record_parts(state, &run, &version, &candidates, &records).await?;
+    let whole = version.get(&state.store).await?;
+    crate::web::archive::run_figures(state, &run, whole, &records).await?;
     let snapshot = state.store.run_candidates(run.id).await?;
-    crate::app::scorecard::candidate_summaries(&state.store, &run, version.as_ref(), &snapshot, &records).await?;
+    crate::app::scorecard::candidate_summaries(&state.store, &run, whole, &snapshot, &records).await?;
     drop(records);
     // The case index reads the records' lighter facts; its cases are read by index after.
     super::cases::case_index(state, &run, false).await?;

@@ -236,10 +236,10 @@ pub fn to_json(j: &RunScorecard) -> serde_json::Value {
             "status": j.run.status.as_str(),
             "config": j.run.config,
             "evalset": j.version.as_ref().map(|v| serde_json::json!({
-                "name": v.file.header.name,
+                "name": v.header.name,
                 "version_id": v.id,
                 "content_hash": v.content_hash,
-                "cases": v.file.cases.len(),
+                "cases": v.case_count,
             })),
             "created_at": j.run.created_at.display(),
         }),

@@ -431,7 +431,7 @@ pub fn build(j: &RunScorecard) -> CardView {
         evalset: j
             .version
             .as_ref()
-            .map(|v| format!("{} (version {})", v.file.header.name, short_hash(&v.content_hash)))
+            .map(|v| format!("{} (version {})", v.header.name, short_hash(&v.content_hash)))
             .unwrap_or_else(|| format!("eval set version #{}", j.run.evalset_version_id)),
         conditions,
         run_concurrency: card.run_concurrency,
