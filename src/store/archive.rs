@@ -671,6 +671,10 @@ macro_rules! archive_queries {
                     qb.push_values(batch, |mut row, (position, case_id)| {
                         row.push_bind(run_id).push_bind(*position).push_bind(*case_id);
                     });
+                    // Two first views of one ended run may both store its cases: on PostgreSQL
+                    // the second's delete does not see the first's rows until it commits, and
+                    // both computed the same cases from the same ended run.
+                    qb.push(" ON CONFLICT DO NOTHING");
                     qb.build().execute(&mut *tx).await?;
                 }
                 // Each mark under every key it answers (`Mark::keys`); a key two marks of a case
