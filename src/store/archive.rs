@@ -6,6 +6,12 @@
 use super::{RecordFact, RecordOutline, Result, StoreError};
 use crate::domain::run::{ErrorClass, Phase};
 
+/// Stores a run's summary of a kind, replacing the one stored before ($1 run, $2 kind, $3 body,
+/// $4 when): on its own, and with the run's cases in one transaction.
+pub(super) const SAVE_RUN_SUMMARY: &str = "INSERT INTO run_summaries (run_id, kind, body, created_at) \
+     VALUES ($1, $2, $3, $4) \
+     ON CONFLICT (run_id, kind) DO UPDATE SET body = excluded.body, created_at = excluded.created_at";
+
 /// A record's fact as stored (its `passed` is the outcome kept on it, `case_passed`).
 #[derive(Debug, sqlx::FromRow)]
 pub(super) struct FactRow {
@@ -635,10 +641,7 @@ macro_rules! archive_queries {
 
         fn save_run_summary<'a>(&'a self, run_id: i64, kind: &'a str, body: &'a str) -> StoreFuture<'a, ()> {
             Box::pin(async move {
-                sqlx::query(
-                    "INSERT INTO run_summaries (run_id, kind, body, created_at) VALUES ($1, $2, $3, $4) \
-                     ON CONFLICT (run_id, kind) DO UPDATE SET body = excluded.body, created_at = excluded.created_at",
-                )
+                sqlx::query(archive::SAVE_RUN_SUMMARY)
                 .bind(run_id)
                 .bind(kind)
                 .bind(body)
@@ -650,7 +653,6 @@ macro_rules! archive_queries {
                 Ok(())
             })
         }
-
 
         fn save_run_cases<'a>(
             &'a self,
@@ -696,10 +698,7 @@ macro_rules! archive_queries {
                     qb.push(" ON CONFLICT DO NOTHING");
                     qb.build().execute(&mut *tx).await?;
                 }
-                sqlx::query(
-                    "INSERT INTO run_summaries (run_id, kind, body, created_at) VALUES ($1, $2, $3, $4) \
-                     ON CONFLICT (run_id, kind) DO UPDATE SET body = excluded.body, created_at = excluded.created_at",
-                )
+                sqlx::query(archive::SAVE_RUN_SUMMARY)
                 .bind(run_id)
                 .bind(kind)
                 .bind(head)
