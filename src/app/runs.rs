@@ -1,6 +1,7 @@
 //! Creating a run from a request: what the run form submits (and what a terminal command or a
 //! JSON API would): checked field by field, stored, and handed to the runner.
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::app::AppError;
 use crate::domain::calibers::resumes_of;
@@ -195,7 +196,7 @@ pub async fn run_again(store: &DynStore, runner: &Runner, run_id: i64, without: 
             run.status.as_str()
         )));
     }
-    if store.get_evalset_version(run.evalset_version_id).await?.is_none() {
+    if store.get_evalset_version_head(run.evalset_version_id).await?.is_none() {
         return Err(AppError::Invalid(format!(
             "the eval set version of run #{run_id} no longer exists"
         )));
@@ -330,7 +331,7 @@ impl RunRecords {
 /// most once, and only when a summary is computed from it rather than read stored.
 pub struct RunVersion {
     version_id: i64,
-    loaded: tokio::sync::OnceCell<Option<EvalSetVersion>>,
+    loaded: tokio::sync::OnceCell<Option<Arc<EvalSetVersion>>>,
 }
 
 impl RunVersion {
@@ -341,12 +342,23 @@ impl RunVersion {
         }
     }
 
+    /// The run's version already read (None: it no longer exists), for a page that reads it
+    /// whole anyway.
+    pub fn read(run: &Run, version: Option<Arc<EvalSetVersion>>) -> Self {
+        RunVersion {
+            version_id: run.evalset_version_id,
+            loaded: tokio::sync::OnceCell::new_with(Some(version)),
+        }
+    }
+
     /// The version, None when it no longer exists.
     pub async fn get(&self, store: &DynStore) -> Result<Option<&EvalSetVersion>, StoreError> {
         let version = self
             .loaded
-            .get_or_try_init(|| store.get_evalset_version(self.version_id))
+            .get_or_try_init(|| async {
+                Ok::<_, StoreError>(store.get_evalset_version(self.version_id).await?.map(Arc::new))
+            })
             .await?;
-        Ok(version.as_ref())
+        Ok(version.as_deref())
     }
 }

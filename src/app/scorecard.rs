@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use crate::app::AppError;
-use crate::app::runs::RunRecords;
+use crate::app::runs::{RunRecords, RunVersion};
 use crate::domain::calibers::{HarnessReport, resumes_of};
 use crate::domain::candidate::Candidate;
 use crate::domain::pipeline::{PipelineDraft, PipelineSpec};
@@ -18,7 +18,7 @@ use crate::domain::scorecard::{
 };
 use crate::domain::thresholds::ThresholdProfile;
 use crate::domain::validation::FieldErrors;
-use crate::store::{DynStore, EvalSetVersion, EvalSetVersionHead, StoreError};
+use crate::store::{DynStore, EvalSetVersionHead, StoreError};
 
 /// What to assess a run by. No profile: the default profile (else the first); no version: the
 /// profile's current one; the pipeline as typed (an invalid one is reported, not applied).
@@ -118,13 +118,8 @@ pub async fn assemble(store: &DynStore, run_id: i64, choice: &ScorecardChoice) -
     let events = store.list_run_events(run.id).await?;
     let resumes = resumes_of(events.iter().map(|e| (e.at.0, e.message.as_str())));
     // A terminal run's are stored; the whole version is read only to compute them.
-    let summaries = match stored_summaries(store, &run, &candidates).await? {
-        Some(summaries) => summaries,
-        None => {
-            let whole = store.get_evalset_version(run.evalset_version_id).await?;
-            candidate_summaries(store, &run, whole.as_ref(), &candidates, &RunRecords::of(run.id)).await?
-        }
-    };
+    let summaries =
+        candidate_summaries(store, &run, &RunVersion::of(&run), &candidates, &RunRecords::of(run.id)).await?;
     let operability = operability_evidence(store, &candidates).await?;
     let mut card = scorecard::build_from(&SummaryInput {
         run_concurrency: run.config.concurrency,
@@ -160,15 +155,16 @@ pub async fn assemble(store: &DynStore, run_id: i64, choice: &ScorecardChoice) -
 }
 
 /// Cache kind of a terminal run's scorecard summaries (`domain::scorecard::summary`).
-pub const SUMMARIES_KIND: &str = "scorecard/1";
+/// (2: each candidate's case results as two sorted id lists, `paired::CaseResults`.)
+pub const SUMMARIES_KIND: &str = "scorecard/2";
 
 /// One summary per candidate of `candidates` (the run's, in its order): read from the run's
 /// stored summaries when it is terminal, else reduced from its records (and stored when
-/// terminal). `records` is read only when they are computed.
+/// terminal). `version` and `records` are read only when they are computed.
 pub async fn candidate_summaries(
     store: &DynStore,
     run: &Run,
-    version: Option<&EvalSetVersion>,
+    version: &RunVersion,
     candidates: &[Candidate],
     records: &RunRecords,
 ) -> Result<Vec<CandidateSummary>, AppError> {
@@ -177,6 +173,7 @@ pub async fn candidate_summaries(
     }
     let cacheable = is_cacheable(run);
     let (records, resumes) = records.get(store).await?;
+    let version = version.get(store).await?;
     let weights: HashMap<String, f64> = version
         .map(|v| v.file.cases.iter().map(|c| (c.id.clone(), c.weight())).collect())
         .unwrap_or_default();

@@ -1,9 +1,10 @@
 //! Paired comparison of two candidates on the same cases: the exact McNemar test on the cases
 //! where exactly one of them was right. Cases both got right (or both wrong) say nothing about
 //! which is better, so a 2-point accuracy gap over 20 cases is rarely a real difference.
-use std::collections::HashMap;
+use std::fmt;
 
-use serde::Serialize;
+use serde::de::{DeserializeSeed, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Significance level for "the difference is significant".
 pub const ALPHA: f64 = 0.05;
@@ -79,18 +80,175 @@ pub fn mcnemar_exact(b: usize, c: usize) -> f64 {
     (2.0 * tail).min(1.0)
 }
 
-/// Compares per-case outcomes (case id → right?) of candidates A and B on the cases both have.
-pub fn compare(a: &HashMap<String, bool>, b: &HashMap<String, bool>) -> PairedOutcome {
-    let (mut both_right, mut only_a, mut only_b, mut both_wrong) = (0, 0, 0, 0);
-    for (case, &ra) in a {
-        let Some(&rb) = b.get(case) else { continue };
-        match (ra, rb) {
-            (true, true) => both_right += 1,
-            (true, false) => only_a += 1,
-            (false, true) => only_b += 1,
-            (false, false) => both_wrong += 1,
+/// One candidate's outcome per case (right on every graded final attempt, or not): the case
+/// ids as two ascending lists, so two candidates are paired by merging the lists, and a list
+/// read from a stored summary is one buffer, not an allocation per case (a 100,000-case run's
+/// scorecard reads two such lists per candidate on every view).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CaseResults {
+    pub right: SortedIds,
+    pub wrong: SortedIds,
+}
+
+impl CaseResults {
+    /// From (case id, right?) pairs, in any order; a case given twice counts once, wrong if
+    /// either says so.
+    pub fn new<'a>(outcomes: impl IntoIterator<Item = (&'a str, bool)>) -> Self {
+        let (mut right, mut wrong): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
+        for (case, ok) in outcomes {
+            if ok { right.push(case) } else { wrong.push(case) }
+        }
+        let wrong = SortedIds::new(wrong);
+        right.retain(|case| !wrong.contains(case));
+        CaseResults {
+            right: SortedIds::new(right),
+            wrong,
         }
     }
+
+    pub fn is_empty(&self) -> bool {
+        self.right.is_empty() && self.wrong.is_empty()
+    }
+}
+
+/// Distinct strings in ascending order, kept in one buffer; (de)serialized as a JSON array of
+/// strings.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SortedIds {
+    text: String,
+    /// Where each id ends in `text`.
+    ends: Vec<usize>,
+}
+
+impl SortedIds {
+    pub fn new<'a>(ids: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut ids: Vec<&str> = ids.into_iter().collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut out = SortedIds::default();
+        for id in ids {
+            out.push(id);
+        }
+        out
+    }
+
+    fn push(&mut self, id: &str) {
+        self.text.push_str(id);
+        self.ends.push(self.text.len());
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    pub fn get(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.text[start..self.ends[i]]
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
+    pub fn contains(&self, id: &str) -> bool {
+        self.position(id).is_ok()
+    }
+
+    fn position(&self, id: &str) -> Result<usize, usize> {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.get(mid).cmp(id) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Ok(mid),
+            }
+        }
+        Err(lo)
+    }
+
+    /// How many ids both hold: one merge of the two ascending lists.
+    pub fn shared(&self, other: &SortedIds) -> usize {
+        let (mut i, mut j, mut n) = (0, 0, 0);
+        while i < self.len() && j < other.len() {
+            match self.get(i).cmp(other.get(j)) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => {
+                    n += 1;
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        n
+    }
+}
+
+impl Serialize for SortedIds {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for SortedIds {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Ids;
+        impl<'de> Visitor<'de> for Ids {
+            type Value = SortedIds;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an array of strings")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SortedIds, A::Error> {
+                let mut ids = SortedIds::default();
+                let mut sorted = true;
+                while let Some(()) = seq.next_element_seed(Append(&mut ids, &mut sorted))? {}
+                // Stored ascending by `new`; anything else (a hand-edited store) is put right.
+                Ok(if sorted { ids } else { SortedIds::new(ids.iter()) })
+            }
+        }
+        deserializer.deserialize_seq(Ids)
+    }
+}
+
+/// Appends one id of the array to the buffer, noting whether the array is still ascending
+/// and distinct.
+struct Append<'a>(&'a mut SortedIds, &'a mut bool);
+
+impl<'de> DeserializeSeed<'de> for Append<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Append<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a case id")
+    }
+    fn visit_str<E: serde::de::Error>(self, id: &str) -> Result<(), E> {
+        let ids = self.0;
+        if let Some(last) = ids.len().checked_sub(1)
+            && ids.get(last) >= id
+        {
+            *self.1 = false;
+        }
+        ids.push(id);
+        Ok(())
+    }
+}
+
+/// Compares the per-case outcomes of candidates A and B on the cases both have.
+pub fn compare(a: &CaseResults, b: &CaseResults) -> PairedOutcome {
+    let both_right = a.right.shared(&b.right);
+    let only_a = a.right.shared(&b.wrong);
+    let only_b = a.wrong.shared(&b.right);
+    let both_wrong = a.wrong.shared(&b.wrong);
     PairedOutcome {
         cases: both_right + only_a + only_b + both_wrong,
         both_right,
@@ -123,14 +281,8 @@ mod tests {
 
     #[test]
     fn compare_counts_only_shared_cases() {
-        let a: HashMap<String, bool> = [("c1", true), ("c2", true), ("c3", false), ("c4", true), ("x", true)]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
-        let b: HashMap<String, bool> = [("c1", true), ("c2", false), ("c3", false), ("c4", false)]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
+        let a = CaseResults::new([("c4", true), ("c1", true), ("c2", true), ("c3", false), ("x", true)]);
+        let b = CaseResults::new([("c1", true), ("c2", false), ("c3", false), ("c4", false)]);
         let o = compare(&a, &b);
         assert_eq!(
             (o.cases, o.both_right, o.only_a, o.only_b, o.both_wrong),
@@ -144,5 +296,41 @@ mod tests {
             "{}",
             o.describe("A", "B")
         );
+    }
+
+    #[test]
+    fn case_results_round_trip_as_sorted_arrays_and_pair_by_merge() {
+        let odd = "q\"uote \\ ü 中";
+        let a = CaseResults::new([("b", true), (odd, false), ("a", true), ("c", false)]);
+        let json = serde_json::to_string(&a).unwrap();
+        assert_eq!(
+            json,
+            format!(
+                r#"{{"right":["a","b"],"wrong":["c",{}]}}"#,
+                serde_json::to_string(odd).unwrap()
+            )
+        );
+        let back: CaseResults = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, a);
+        assert_eq!(back.wrong.iter().collect::<Vec<_>>(), ["c", odd]);
+        assert!(back.wrong.contains(odd) && !back.right.contains(odd));
+
+        // Read out of order or twice (not as stored): put right, not miscounted.
+        let unsorted: SortedIds = serde_json::from_str(r#"["z","a","m","a"]"#).unwrap();
+        assert_eq!(unsorted, SortedIds::new(["a", "m", "z"]));
+        assert!(serde_json::from_str::<SortedIds>(r#"["a",1]"#).is_err());
+
+        // A case given both ways counts once, as wrong.
+        let twice = CaseResults::new([("x", true), ("x", false), ("y", true)]);
+        assert_eq!((twice.right.len(), twice.wrong.len()), (1, 1));
+        assert!(twice.wrong.contains("x"));
+
+        let b = CaseResults::new([("a", false), ("b", true), ("c", true), ("d", true)]);
+        let o = compare(&a, &b);
+        assert_eq!(
+            (o.cases, o.both_right, o.only_a, o.only_b, o.both_wrong),
+            (3, 1, 1, 1, 0)
+        );
+        assert_eq!(compare(&a, &CaseResults::default()).cases, 0);
     }
 }

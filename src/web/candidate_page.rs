@@ -111,7 +111,10 @@ async fn build(state: &AppState, id: i64, page: u32, refused: Option<LabelsForm>
         .await?;
     let mut histories: Vec<HistoryLink> = Vec::new();
     for item in &items {
-        if let Some(version) = state.store.get_evalset_version(item.run.evalset_version_id).await?
+        if let Some(version) = state
+            .store
+            .get_evalset_version_head(item.run.evalset_version_id)
+            .await?
             && !histories.iter().any(|h| h.evalset_id == version.evalset_id)
         {
             histories.push(HistoryLink {

@@ -628,7 +628,7 @@ async fn start_soak(
     );
     let version_id = optional_number(errors, "evalset_version_id", &form.evalset_version_id, 1, i64::MAX);
     let version = match version_id {
-        Some(v) => state.store.get_evalset_version(v).await?,
+        Some(v) => state.store.get_evalset_version_head(v).await?,
         None => None,
     };
     if version.is_none() && errors.get("evalset_version_id").is_none() {

@@ -157,7 +157,7 @@ async fn evalset_of(state: &AppState, raw: &str) -> Result<i64, WebError> {
     let version_id = parse_id(raw, "eval set version")?;
     let version = state
         .store
-        .get_evalset_version(version_id)
+        .get_evalset_version_head(version_id)
         .await?
         .ok_or_else(|| WebError::NotFound(format!("eval set version #{version_id}")))?;
     Ok(version.evalset_id)

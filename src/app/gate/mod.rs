@@ -4,7 +4,6 @@
 //! scorecard's paired test, and summed up as a [`GateReport`] with the exit code CI reads.
 //! The report is plain data (serde both ways), so a client of a team server writes the same
 //! JSON, JUnit and Markdown files from what the API returns (`report`).
-use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -13,7 +12,7 @@ use crate::app::files::settings::RunSettings;
 use crate::app::runs::{RunRequest, create_run};
 use crate::app::scorecard::{RunScorecard, ScorecardChoice, assemble, candidate_summaries};
 use crate::domain::candidate::Candidate;
-use crate::domain::paired::{self, PairedOutcome};
+use crate::domain::paired::{self, CaseResults, PairedOutcome};
 use crate::domain::run::RunStatus;
 use crate::domain::scorecard::{CandidateSummary, RuleState, Verdict};
 use crate::engine::run::Runner;
@@ -176,13 +175,12 @@ pub fn compare_with_baseline(
                     ),
                 };
             };
-            let cases = |s: Option<&CandidateSummary>| -> HashMap<String, bool> {
-                s.map(|s| s.correct_cases.iter().map(|(k, v)| (k.clone(), *v)).collect())
-                    .unwrap_or_default()
-            };
-            let mine = cases(Some(summary));
-            let theirs = cases(baseline_summaries.iter().find(|s| s.candidate_id == b.id));
-            let outcome: PairedOutcome = paired::compare(&mine, &theirs);
+            let none = CaseResults::default();
+            let theirs = baseline_summaries
+                .iter()
+                .find(|s| s.candidate_id == b.id)
+                .map_or(&none, |s| &s.correct_cases);
+            let outcome: PairedOutcome = paired::compare(&summary.correct_cases, theirs);
             let regression = outcome.significant() && outcome.only_b > outcome.only_a;
             let label_b = format!("baseline {} (run #{baseline_run})", b.spec.name);
             BaselineCheck {
@@ -291,11 +289,10 @@ pub async fn judge(
                 .get_run(b)
                 .await?
                 .ok_or_else(|| AppError::NotFound(format!("run #{b}")))?;
-            let base_version = store.get_evalset_version(base_run.evalset_version_id).await?;
             let base_summaries = candidate_summaries(
                 store,
                 &base_run,
-                base_version.as_ref(),
+                &crate::app::runs::RunVersion::of(&base_run),
                 &base_candidates,
                 &crate::app::runs::RunRecords::of(base_run.id),
             )

@@ -4,12 +4,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::app::AppError;
 use crate::domain::run::Run;
-use crate::store::{DynStore, EvalSetVersion};
+use crate::store::DynStore;
 
 /// Requests a run should make per candidate: cases (or the stated requests per level) × load
-/// levels × repetitions. A duration limit may end levels early.
-pub fn expected_requests(run: &Run, version: Option<&EvalSetVersion>) -> i64 {
-    let cases = run.config.case_count(version.map_or(0, |v| v.file.cases.len())) as i64;
+/// levels × repetitions, from the eval-set version's case count (0: the version is gone). A
+/// duration limit may end levels early.
+pub fn expected_requests(run: &Run, version_cases: usize) -> i64 {
+    let cases = run.config.case_count(version_cases) as i64;
     let per_level = match run.config.requests_per_level {
         Some(n) if cases > 0 => i64::from(n),
         _ => cases,
@@ -39,8 +40,8 @@ pub async fn progress(store: &DynStore, run_id: i64) -> Result<RunProgress, AppE
         .get_run(run_id)
         .await?
         .ok_or_else(|| AppError::NotFound(format!("run #{run_id}")))?;
-    let version = store.get_evalset_version(run.evalset_version_id).await?;
-    let per_candidate = expected_requests(&run, version.as_ref());
+    let version = store.get_evalset_version_head(run.evalset_version_id).await?;
+    let per_candidate = expected_requests(&run, version.map_or(0, |v| v.case_count));
     let counts = store.run_progress(run_id).await?;
     let done = counts
         .iter()

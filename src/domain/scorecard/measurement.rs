@@ -9,6 +9,7 @@ use crate::domain::calibers::{LevelFigures, RequestFigures, figures_at_concurren
 use crate::domain::cost::CostSummary;
 use crate::domain::grading::case_passed;
 use crate::domain::operability::{ChecklistAnswers, ProbeReport, operability_metric};
+use crate::domain::paired::CaseResults;
 use crate::domain::run::{ErrorClass, Phase, RequestRecord, TokenSource};
 use crate::domain::stability::StabilityOptions;
 use crate::domain::stability::soak::soak_analysis;
@@ -163,11 +164,8 @@ impl<'a> CandidateRecords<'a> {
     }
 
     /// Cases right on every graded attempt (for paired comparisons and cost per correct answer).
-    pub fn correct_cases(&self) -> HashMap<String, bool> {
-        self.case_outcomes()
-            .into_iter()
-            .map(|(k, share)| (k.to_string(), share >= 1.0))
-            .collect()
+    pub fn correct_cases(&self) -> CaseResults {
+        CaseResults::new(self.case_outcomes().into_iter().map(|(k, share)| (k, share >= 1.0)))
     }
 
     /// Final attempts that were graded as passing.

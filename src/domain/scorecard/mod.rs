@@ -537,16 +537,13 @@ pub fn build_from(input: &SummaryInput<'_>) -> Scorecard {
         .collect();
 
     let mut paired_rows = Vec::new();
-    let correct: Vec<HashMap<String, bool>> = data
-        .iter()
-        .map(|d| d.correct_cases.iter().map(|(k, v)| (k.clone(), *v)).collect())
-        .collect();
     for a in 0..data.len() {
         for b in a + 1..data.len() {
-            if correct[a].is_empty() || correct[b].is_empty() {
+            let (ca, cb) = (&data[a].correct_cases, &data[b].correct_cases);
+            if ca.is_empty() || cb.is_empty() {
                 continue;
             }
-            let outcome = paired::compare(&correct[a], &correct[b]);
+            let outcome = paired::compare(ca, cb);
             let text = outcome.describe(&input.candidates[a].spec.name, &input.candidates[b].spec.name);
             paired_rows.push(PairedRow { a, b, outcome, text });
         }

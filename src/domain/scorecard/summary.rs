@@ -17,6 +17,7 @@ use crate::domain::calibers::{LevelFigures, RequestFigures};
 use crate::domain::cost::{Answered, TokenTotals};
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::grading::judge_name_for_attempt;
+use crate::domain::paired::CaseResults;
 use crate::domain::run::{ErrorClass, Phase, RequestRecord};
 use crate::domain::thresholds::catalog::{CATALOG, Param};
 use crate::domain::thresholds::key::MetricKey;
@@ -78,7 +79,7 @@ pub struct CandidateSummary {
     pub tokens: TokenTotals,
     pub answered: Answered,
     /// Per case: right on every graded final attempt (paired comparisons, baselines).
-    pub correct_cases: BTreeMap<String, bool>,
+    pub correct_cases: CaseResults,
     /// Every load measured, ascending.
     pub levels: Vec<LevelSummary>,
     /// None without judge calls, or when the eval set was not at hand to name the judges.
@@ -262,7 +263,7 @@ fn summarise_data(data: &CandidateRecords<'_>, records: &[RequestRecord], cx: &S
             cases: cases.len(),
             correct: data.correct_requests(),
         },
-        correct_cases: data.correct_cases().into_iter().collect(),
+        correct_cases: data.correct_cases(),
         levels: data
             .concurrencies()
             .into_iter()

@@ -334,7 +334,7 @@ pub async fn create_run(
     evalset_version_id: i64,
     config: &SoakConfig,
 ) -> Result<i64, EngineError> {
-    if store.get_evalset_version(evalset_version_id).await?.is_none() {
+    if store.get_evalset_version_head(evalset_version_id).await?.is_none() {
         return Err(EngineError::EvalSetNotFound {
             run_id: 0,
             version_id: evalset_version_id,

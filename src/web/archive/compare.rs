@@ -13,7 +13,7 @@ use askama_web::WebTemplate;
 use axum::extract::{RawQuery, State};
 
 use super::{run_figures, with_interval};
-use crate::app::runs::RunRecords;
+use crate::app::runs::{RunRecords, RunVersion};
 use crate::domain::calibers::definitions::{AGGREGATE_STEADY, AGGREGATE_WHOLE_RUN};
 use crate::domain::compare::{
     AttemptOutcome, Better, CaseOutcome, Conditions, Figures, LevelAggregate, Mark, Scope, case_outcomes,
@@ -247,7 +247,13 @@ pub(crate) async fn compare(state: &AppState, q: &FormBody) -> Result<Comparison
                 }
             }
         }
-        let figures = run_figures(state, &run, version.as_deref(), &RunRecords::of(run.id)).await?;
+        let figures = run_figures(
+            state,
+            &run,
+            &RunVersion::read(&run, version.clone()),
+            &RunRecords::of(run.id),
+        )
+        .await?;
         let facts = state.store.list_record_facts(run.id).await?;
         // Each candidate as this run measured it (its snapshot's name).
         let names: HashMap<i64, String> = state

@@ -13,7 +13,7 @@ use axum::extract::{RawQuery, State};
 use plotters::prelude::*;
 
 use super::{run_figures, with_interval};
-use crate::app::runs::RunRecords;
+use crate::app::runs::{RunRecords, RunVersion};
 use crate::domain::compare::{Better, Conditions, Figures, Scope, improved_beyond_noise, regressed_beyond_noise};
 use crate::domain::format;
 use crate::domain::run::RunStatus;
@@ -134,12 +134,12 @@ pub(crate) async fn read(state: &AppState, q: &FormBody, with_charts: bool) -> R
 
     let mut points: Vec<Point> = Vec::with_capacity(items.len());
     let mut series_keys: Vec<String> = Vec::new();
-    let mut versions = super::Versions::default();
     let mut rows = Vec::with_capacity(items.len());
     for item in &items {
         let run = &item.run;
-        let version = versions.get(state, run.evalset_version_id).await?;
-        let figures = run_figures(state, run, version.as_deref(), &RunRecords::of(run.id)).await?;
+        // Heads only (kept in process): the whole version is read only to compute figures.
+        let version = state.store.get_evalset_version_head(run.evalset_version_id).await?;
+        let figures = run_figures(state, run, &RunVersion::of(run), &RunRecords::of(run.id)).await?;
         let Some(position) = run.candidate_ids.iter().position(|&c| c == candidate_id) else {
             continue;
         };

@@ -7,7 +7,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
-use crate::app::runs::RunRecords;
+use crate::app::runs::{RunRecords, RunVersion};
 use crate::domain::compare::{Figures, figures};
 use crate::domain::run::Run;
 use crate::store::EvalSetVersion;
@@ -42,11 +42,12 @@ pub const FIGURES_KIND: &str = "figures/8";
 
 /// Per-candidate figures of a run, in the run's candidate order: read from the run's cached
 /// summary when it is terminal, else computed from its records (and cached when terminal). A
-/// resumed run's aggregates are per segment, as on the run page and the scorecard.
+/// resumed run's aggregates are per segment, as on the run page and the scorecard. `version`
+/// is read only when they are computed.
 pub async fn run_figures(
     state: &AppState,
     run: &Run,
-    version: Option<&EvalSetVersion>,
+    version: &RunVersion,
     records: &RunRecords,
 ) -> Result<Vec<Figures>, WebError> {
     let cacheable = run.status.is_terminal() && run.error.as_deref() != Some(crate::store::IMPORT_INCOMPLETE);
@@ -58,6 +59,8 @@ pub async fn run_figures(
     }
     let (records, resumes) = records.get(&state.store).await?;
     let weights: std::collections::HashMap<&str, f64> = version
+        .get(&state.store)
+        .await?
         .map(|v| v.file.cases.iter().map(|c| (c.id.as_str(), c.weight())).collect())
         .unwrap_or_default();
     let out: Vec<Figures> = run

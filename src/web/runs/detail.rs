@@ -729,7 +729,7 @@ async fn record_parts(
     candidates: &[Candidate],
     records: &RunRecords,
 ) -> Result<RecordParts, WebError> {
-    let expected = crate::app::gate::progress::expected_requests(run, version);
+    let expected = crate::app::gate::progress::expected_requests(run, version.map_or(0, |v| v.file.cases.len()));
 
     let (records, resumes) = records.get(&state.store).await?;
     let measured: Vec<&RequestRecord> = records.iter().filter(|r| !r.is_warmup).collect();

@@ -31,10 +31,9 @@ pub async fn store_when_ended(state: &AppState, run_id: i64) -> Result<(), WebEr
     let records = RunRecords::of(run.id);
     let version = RunVersion::of(&run);
     super::detail::cached_record_parts(state, &run, &version, &candidates, &records).await?;
-    let whole = version.get(&state.store).await?;
-    crate::web::archive::run_figures(state, &run, whole, &records).await?;
+    crate::web::archive::run_figures(state, &run, &version, &records).await?;
     let snapshot = state.store.run_candidates(run.id).await?;
-    crate::app::scorecard::candidate_summaries(&state.store, &run, whole, &snapshot, &records).await?;
+    crate::app::scorecard::candidate_summaries(&state.store, &run, &version, &snapshot, &records).await?;
     drop(records);
     // The case index reads the records' lighter facts; its cases are read by index after.
     super::cases::case_index(state, &run, false).await?;
