@@ -101,10 +101,15 @@ struct Timed {
 async fn time_page(client: &reqwest::Client, url: &str, samples: usize) -> Timed {
     let fetch = || async {
         let t = Instant::now();
-        let r = client.get(url).send().await.expect("GET");
+        let mut r = client.get(url).send().await.expect("GET");
         assert!(r.status().is_success(), "{url}: {}", r.status());
-        let body = r.bytes().await.expect("body");
-        (t.elapsed().as_secs_f64() * 1000.0, body.len())
+        // Counted as it arrives, not held: the process's peak RSS is the server's (a whole-run
+        // export held here would be hundreds of MB of the client's own).
+        let mut bytes = 0;
+        while let Some(chunk) = r.chunk().await.expect("body") {
+            bytes += chunk.len();
+        }
+        (t.elapsed().as_secs_f64() * 1000.0, bytes)
     };
     let (first, bytes) = fetch().await;
     let mut times = Vec::with_capacity(samples);

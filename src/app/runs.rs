@@ -327,6 +327,12 @@ impl RunRecords {
     }
 }
 
+/// Whether a run's summaries (page parts, figures, scorecard inputs, case index) are stored
+/// once computed: it has ended, and is not an import that did not complete.
+pub fn summaries_are_stored(run: &Run) -> bool {
+    run.status.is_terminal() && run.error.as_deref() != Some(crate::store::IMPORT_INCOMPLETE)
+}
+
 /// A run's eval-set version, read whole (every case parsed: half a second at 100,000 cases) at
 /// most once, and only when a summary is computed from it rather than read stored.
 pub struct RunVersion {

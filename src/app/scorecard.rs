@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use crate::app::AppError;
-use crate::app::runs::{RunRecords, RunVersion};
+use crate::app::runs::{RunRecords, RunVersion, summaries_are_stored};
 use crate::domain::calibers::{HarnessReport, resumes_of};
 use crate::domain::candidate::Candidate;
 use crate::domain::pipeline::{PipelineDraft, PipelineSpec};
@@ -171,7 +171,7 @@ pub async fn candidate_summaries(
     if let Some(stored) = stored_summaries(store, run, candidates).await? {
         return Ok(stored);
     }
-    let cacheable = is_cacheable(run);
+    let cacheable = summaries_are_stored(run);
     let (records, resumes) = records.get(store).await?;
     let version = version.get(store).await?;
     let weights: HashMap<String, f64> = version
@@ -201,12 +201,6 @@ pub async fn candidate_summaries(
     Ok(in_order(&all, candidates).unwrap_or_default())
 }
 
-/// Whether the run's summaries are stored once computed: it has ended (an import that did not
-/// complete has not).
-fn is_cacheable(run: &Run) -> bool {
-    run.status.is_terminal() && run.error.as_deref() != Some(crate::store::IMPORT_INCOMPLETE)
-}
-
 /// The summaries of `candidates`, in their order, when all of them are stored.
 fn in_order(all: &[CandidateSummary], candidates: &[Candidate]) -> Option<Vec<CandidateSummary>> {
     candidates
@@ -222,7 +216,7 @@ async fn stored_summaries(
     run: &Run,
     candidates: &[Candidate],
 ) -> Result<Option<Vec<CandidateSummary>>, StoreError> {
-    if !is_cacheable(run) {
+    if !summaries_are_stored(run) {
         return Ok(None);
     }
     let Some(body) = store.get_run_summary(run.id, SUMMARIES_KIND).await? else {

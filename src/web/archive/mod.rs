@@ -50,7 +50,7 @@ pub async fn run_figures(
     version: &RunVersion,
     records: &RunRecords,
 ) -> Result<Vec<Figures>, WebError> {
-    let cacheable = run.status.is_terminal() && run.error.as_deref() != Some(crate::store::IMPORT_INCOMPLETE);
+    let cacheable = crate::app::runs::summaries_are_stored(run);
     if cacheable && let Some(body) = state.store.get_run_summary(run.id, FIGURES_KIND).await? {
         match serde_json::from_str::<Vec<Figures>>(&body) {
             Ok(f) => return Ok(f),

@@ -667,7 +667,7 @@ impl CaseIndex {
 /// The run's case index: stored for a terminal run (computed in full once), computed from the
 /// stored facts for an unfinished one (the differing-outputs query only when asked).
 pub(super) async fn case_index(state: &AppState, run: &Run, want_differing: bool) -> Result<CaseIndex, WebError> {
-    let cacheable = run.status.is_terminal() && run.error.as_deref() != Some(crate::store::IMPORT_INCOMPLETE);
+    let cacheable = crate::app::runs::summaries_are_stored(run);
     if cacheable && let Some(body) = state.store.get_run_summary(run.id, CASE_INDEX_KIND).await? {
         match serde_json::from_str::<CaseIndexHead>(&body) {
             Ok(head) => return Ok(CaseIndex { head, cases: None }),

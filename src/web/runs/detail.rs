@@ -641,7 +641,7 @@ pub(super) async fn cached_record_parts(
     candidates: &[Candidate],
     records: &RunRecords,
 ) -> Result<RecordParts, WebError> {
-    let cacheable = run.status.is_terminal() && run.error.as_deref() != Some(crate::store::IMPORT_INCOMPLETE);
+    let cacheable = crate::app::runs::summaries_are_stored(run);
     if cacheable && let Some(body) = state.store.get_run_summary(run.id, RECORD_PARTS_KIND).await? {
         match serde_json::from_str::<RecordParts>(&body) {
             Ok(parts) => return Ok(parts),
