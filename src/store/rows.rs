@@ -60,6 +60,14 @@ fn parse_json<T: DeserializeOwned>(place: impl Display, text: &str) -> Result<T,
     serde_json::from_str(text).map_err(|e| corrupt(place, format!("invalid JSON ({e})")))
 }
 
+/// A JSON array read to a vector no larger than it holds (serde grows it by doubling): a run's
+/// records are held whole while its summaries are computed, so slack per record adds up.
+fn parse_json_list<T: DeserializeOwned>(place: impl Display, text: &str) -> Result<Vec<T>, StoreError> {
+    let mut list: Vec<T> = parse_json(place, text)?;
+    list.shrink_to_fit();
+    Ok(list)
+}
+
 fn parse_enum<T>(place: impl Display, text: &str, parse: impl FnOnce(&str) -> Option<T>) -> Result<T, StoreError> {
     parse(text).ok_or_else(|| corrupt(place, format!("unknown value {text:?}")))
 }
@@ -831,7 +839,7 @@ impl RecordRow {
             first_content_us: self.first_content_us,
             last_token_us: self.last_token_us,
             end_us: self.end_us,
-            chunks: parse_json(place("chunks"), &self.chunks)?,
+            chunks: parse_json_list(place("chunks"), &self.chunks)?,
             http_status,
             finish_reason: text.decode_opt(self.finish_reason),
             input_tokens: opt_u32(place("input_tokens"), self.input_tokens)?,
@@ -859,7 +867,7 @@ impl RecordRow {
                 .map(|s| parse_enum(place("chunk_attribution"), s, ChunkAttribution::parse))
                 .transpose()?,
             chunk_text: match &self.chunk_text {
-                Some(json) => parse_json(place("chunk_text"), json)?,
+                Some(json) => parse_json_list(place("chunk_text"), json)?,
                 None => Vec::new(),
             },
         })
@@ -930,7 +938,9 @@ pub(crate) fn attach_grades(
     records
         .into_iter()
         .map(|row| {
-            let grades = by_record.remove(&row.id).unwrap_or_default();
+            let mut grades = by_record.remove(&row.id).unwrap_or_default();
+            // A vector's first push reserves room for four grades; most records have one.
+            grades.shrink_to_fit();
             row.into_record(grades, text)
         })
         .collect()
