@@ -1,7 +1,6 @@
 //! Creating a run from a request: what the run form submits (and what a terminal command or a
 //! JSON API would): checked field by field, stored, and handed to the runner.
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::app::AppError;
 use crate::domain::calibers::resumes_of;
@@ -11,7 +10,7 @@ use crate::domain::presets::LoadDraft;
 use crate::domain::run::{JudgeConfig, NewRun, RequestRecord, Run, RunConfig, RunDraft, RunStatus};
 use crate::domain::validation::{FieldErrors, MAX_NAME_CHARS, truncate};
 use crate::engine::run::Runner;
-use crate::store::{DynStore, EvalSetVersion, StoreError};
+use crate::store::{DynStore, EvalCaseKey, EvalSetVersion, EvalSetVersionHead, StoreError};
 
 /// Resumes a paused run (the database stayed away past the writer's limit): it is queued again
 /// and picks up where it stopped, like an interrupted run after a restart. Refused unless paused.
@@ -333,11 +332,32 @@ pub fn summaries_are_stored(run: &Run) -> bool {
     run.status.is_terminal() && run.error.as_deref() != Some(crate::store::IMPORT_INCOMPLETE)
 }
 
-/// A run's eval-set version, read whole (every case parsed: half a second at 100,000 cases) at
-/// most once, and only when a summary is computed from it rather than read stored.
+/// A run's eval-set version as its summaries read it, each part at most once and only when a
+/// summary is computed rather than read stored: its outline (head, case ids, tags, weights), and
+/// the whole version only where a case's graders are needed (naming judges). Read whole, a
+/// 100,000-case version takes half a second and ~95 MB, held beside the run's records.
 pub struct RunVersion {
     version_id: i64,
-    loaded: tokio::sync::OnceCell<Option<Arc<EvalSetVersion>>>,
+    loaded: tokio::sync::OnceCell<Option<EvalSetVersion>>,
+    outline: tokio::sync::OnceCell<Option<VersionOutline>>,
+}
+
+/// A version's head and its cases' keys (id, tags, weight), in file order.
+pub struct VersionOutline {
+    pub head: EvalSetVersionHead,
+    pub cases: Vec<EvalCaseKey>,
+}
+
+impl VersionOutline {
+    /// Case id → weight (a case the map lacks weighs 1).
+    pub fn weights(&self) -> HashMap<&str, f64> {
+        self.cases.iter().map(|c| (c.id.as_str(), c.weight)).collect()
+    }
+
+    /// Case id → position in the file.
+    pub fn order(&self) -> HashMap<&str, usize> {
+        self.cases.iter().enumerate().map(|(i, c)| (c.id.as_str(), i)).collect()
+    }
 }
 
 impl RunVersion {
@@ -345,26 +365,31 @@ impl RunVersion {
         RunVersion {
             version_id: run.evalset_version_id,
             loaded: tokio::sync::OnceCell::new(),
+            outline: tokio::sync::OnceCell::new(),
         }
     }
 
-    /// The run's version already read (None: it no longer exists), for a page that reads it
-    /// whole anyway.
-    pub fn read(run: &Run, version: Option<Arc<EvalSetVersion>>) -> Self {
-        RunVersion {
-            version_id: run.evalset_version_id,
-            loaded: tokio::sync::OnceCell::new_with(Some(version)),
-        }
+    /// The version's outline, None when it no longer exists.
+    pub async fn outline(&self, store: &DynStore) -> Result<Option<&VersionOutline>, StoreError> {
+        let outline = self
+            .outline
+            .get_or_try_init(|| async {
+                let Some(head) = store.get_evalset_version_head(self.version_id).await? else {
+                    return Ok::<_, StoreError>(None);
+                };
+                let cases = store.list_eval_case_keys(self.version_id).await?;
+                Ok(Some(VersionOutline { head, cases }))
+            })
+            .await?;
+        Ok(outline.as_ref())
     }
 
     /// The version, None when it no longer exists.
     pub async fn get(&self, store: &DynStore) -> Result<Option<&EvalSetVersion>, StoreError> {
         let version = self
             .loaded
-            .get_or_try_init(|| async {
-                Ok::<_, StoreError>(store.get_evalset_version(self.version_id).await?.map(Arc::new))
-            })
+            .get_or_try_init(|| store.get_evalset_version(self.version_id))
             .await?;
-        Ok(version.as_deref())
+        Ok(version.as_ref())
     }
 }

@@ -11,7 +11,7 @@ use crate::app::runs::{RunRecords, RunVersion, summaries_are_stored};
 use crate::domain::calibers::{HarnessReport, resumes_of};
 use crate::domain::candidate::Candidate;
 use crate::domain::pipeline::{PipelineDraft, PipelineSpec};
-use crate::domain::run::{CandidateStop, Run};
+use crate::domain::run::{CandidateStop, Phase, Run};
 use crate::domain::scorecard::{
     self, CandidateOperability, CandidateSummary, JudgePricing, RecordedVerdict, Scorecard, SummaryContext,
     SummaryInput, Verdict,
@@ -173,15 +173,21 @@ pub async fn candidate_summaries(
     }
     let cacheable = summaries_are_stored(run);
     let (records, resumes) = records.get(store).await?;
-    let version = version.get(store).await?;
     let weights: HashMap<String, f64> = version
-        .map(|v| v.file.cases.iter().map(|c| (c.id.clone(), c.weight())).collect())
+        .outline(store)
+        .await?
+        .map(|v| v.cases.iter().map(|c| (c.id.clone(), c.weight)).collect())
         .unwrap_or_default();
+    // The cases' graders name the judges: the whole version is read only for judge calls.
+    let file = match records.iter().any(|r| r.phase == Phase::Judge) {
+        true => version.get(store).await?.map(|v| &v.file),
+        false => None,
+    };
     let cx = SummaryContext {
         run_concurrency: run.config.concurrency,
         weights: &weights,
         resumes,
-        file: version.map(|v| &v.file),
+        file,
     };
     // Every candidate of the run, so a later scorecard of any of them reads the stored ones.
     let mut ids = run.candidate_ids.clone();

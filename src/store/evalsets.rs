@@ -230,19 +230,20 @@ macro_rules! evalset_queries {
         }
 
         #[tracing::instrument(level = "debug", skip(self))]
-        fn list_eval_case_keys(&self, version_id: i64) -> StoreFuture<'_, Vec<(String, Vec<String>)>> {
+        fn list_eval_case_keys(&self, version_id: i64) -> StoreFuture<'_, Vec<EvalCaseKey>> {
             Box::pin(async move {
-                let rows: Vec<(String, String)> =
-                    sqlx::query_as("SELECT case_id, tags FROM eval_cases WHERE version_id = $1 ORDER BY position")
-                        .bind(version_id)
-                        .fetch_all(self.pool())
-                        .await?;
+                let rows: Vec<(String, String, f64)> = sqlx::query_as(
+                    "SELECT case_id, tags, weight FROM eval_cases WHERE version_id = $1 ORDER BY position",
+                )
+                .bind(version_id)
+                .fetch_all(self.pool())
+                .await?;
                 rows.into_iter()
-                    .map(|(id, tags)| {
+                    .map(|(id, tags, weight)| {
                         let place = format!("eval_cases.tags of version {version_id} case {id:?}");
                         let tags: Vec<String> = serde_json::from_str(&tags)
                             .map_err(|e| StoreError::Corrupt(format!("{place}: invalid JSON ({e})")))?;
-                        Ok((id, tags))
+                        Ok(EvalCaseKey { id, tags, weight })
                     })
                     .collect()
             })

@@ -166,6 +166,14 @@ pub struct EvalSetVersionHead {
     pub created_at: Timestamp,
 }
 
+/// One case of an eval-set version without its input, expected value or graders.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalCaseKey {
+    pub id: String,
+    pub tags: Vec<String>,
+    pub weight: f64,
+}
+
 /// Heads of eval-set versions read lately. A version never changes, so its head is read once:
 /// on SQLite the row's columns after `content` (header, case count) sit behind the content's
 /// overflow pages, thousands of them for a 100,000-case version. At most [`HeadCache::KEPT`].
@@ -464,9 +472,10 @@ pub trait Store: Send + Sync + 'static {
     /// Cases `offset..offset + limit` of a version, in file order (read from `eval_cases`).
     /// A case's graders are empty when they are the header's defaults, as in the file.
     fn list_eval_cases_page(&self, version_id: i64, offset: i64, limit: i64) -> StoreFuture<'_, Vec<EvalCase>>;
-    /// Every case of a version as (id, tags), in file order: what a drill-down's order and
-    /// filters need, without inputs, expected values or graders.
-    fn list_eval_case_keys(&self, version_id: i64) -> StoreFuture<'_, Vec<(String, Vec<String>)>>;
+    /// Every case of a version as its key (id, tags, weight), in file order: what a run's
+    /// summaries and its drill-down's order and filters need, without inputs, expected values
+    /// or graders.
+    fn list_eval_case_keys(&self, version_id: i64) -> StoreFuture<'_, Vec<EvalCaseKey>>;
     /// The cases of a version with these ids (in file order; ids it does not hold are skipped).
     fn list_eval_cases_by_ids<'a>(&'a self, version_id: i64, ids: &'a [String]) -> StoreFuture<'a, Vec<EvalCase>>;
 

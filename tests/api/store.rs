@@ -6,7 +6,7 @@ use bakeoff::domain::grading::Grade;
 use bakeoff::domain::run::{ErrorClass, NewRun, Phase, RequestRecord, RunConfig, RunStatus, TokenSource};
 use bakeoff::domain::thresholds::templates::batch_default_rules;
 use bakeoff::domain::thresholds::{Comparator, ThresholdRule};
-use bakeoff::store::{self, Backend, DynStore, StoreError};
+use bakeoff::store::{self, Backend, DynStore, EvalCaseKey, StoreError};
 
 use crate::support::db::{TestStore, each_backend};
 
@@ -369,6 +369,20 @@ async fn a_page_of_cases_is_read_without_the_whole_version(TestStore { backend, 
         file.cases,
         "{backend}"
     );
+    // Every case's key (what a run's summaries and its cases page read), in file order,
+    // again without the other version's.
+    let keys = store.list_eval_case_keys(version).await.unwrap();
+    let expected: Vec<EvalCaseKey> = file
+        .cases
+        .iter()
+        .map(|c| EvalCaseKey {
+            id: c.id.clone(),
+            tags: c.tags.clone(),
+            weight: c.weight(),
+        })
+        .collect();
+    assert_eq!(keys, expected, "{backend}");
+    assert_eq!((keys[2].weight, keys[0].weight), (2.5, 1.0), "{backend}");
     let links = store.list_evalset_version_links(head.evalset_id).await.unwrap();
     assert_eq!(links.len(), 1, "{backend}");
     assert_eq!((links[0].id, links[0].case_count), (version, 4), "{backend}");

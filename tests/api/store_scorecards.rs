@@ -175,3 +175,89 @@ async fn store_scorecards_refuse_unknown_references(TestStore { backend, store, 
     }
     assert_eq!(store.count_scorecards().await.unwrap(), 0, "{backend}: nothing stored");
 }
+
+each_backend!(scorecard_summaries_weigh_cases_by_the_stored_weights);
+/// A terminal run's scorecard summaries read the case weights from the store (the eval set's
+/// outline, not the whole version): weighted accuracy counts the heavy case eight times,
+/// pass rate once, and the stored summaries read back say the same, paired case by case.
+async fn scorecard_summaries_weigh_cases_by_the_stored_weights(TestStore { backend, store, .. }: TestStore) {
+    use bakeoff::app::runs::{RunRecords, RunVersion};
+    use bakeoff::app::scorecard::candidate_summaries;
+    use bakeoff::domain::run::RunStatus;
+    use bakeoff::domain::scorecard::Extras;
+    use bakeoff::domain::thresholds::key::MetricKey;
+
+    let weighted =
+        crate::support::app::TINY_EVALSET.replace(r#""expected":"neutral""#, r#""expected":"neutral","weight":8"#);
+    let file = EvalSetFile::parse("weighted.jsonl", &weighted).unwrap();
+    let version = store.save_evalset_version(&file).await.unwrap();
+    let a = store.create_candidate(&candidate("a")).await.unwrap();
+    let b = store.create_candidate(&candidate("b")).await.unwrap();
+    let run_id = store
+        .create_run(&NewRun {
+            name: "weighted".into(),
+            evalset_version_id: version,
+            candidate_ids: vec![a, b],
+            config: RunConfig::default(),
+        })
+        .await
+        .unwrap();
+    use crate::support::app::record;
+    store
+        .append_request_records(&[
+            record(run_id, a, "c1", "positive", true),
+            record(run_id, a, "c2", "negative", true),
+            record(run_id, a, "c3", "positive", false),
+            record(run_id, b, "c1", "negative", false),
+            record(run_id, b, "c2", "negative", true),
+            record(run_id, b, "c3", "neutral", true),
+        ])
+        .await
+        .unwrap();
+    store.set_run_status(run_id, RunStatus::Finished, None).await.unwrap();
+    let run = store.get_run(run_id).await.unwrap().unwrap();
+    let candidates = store.run_candidates(run_id).await.unwrap();
+    let value = |s: &bakeoff::domain::scorecard::CandidateSummary, metric: &str| {
+        let key = MetricKey::parse(metric).unwrap();
+        s.measure(&key, run.config.concurrency, &Extras::default())
+            .value
+            .unwrap()
+    };
+    let summaries = || async {
+        candidate_summaries(
+            &store,
+            &run,
+            &RunVersion::of(&run),
+            &candidates,
+            &RunRecords::of(run_id),
+        )
+        .await
+        .unwrap()
+    };
+    let computed = summaries().await;
+    let stored = summaries().await;
+    assert_eq!(
+        computed, stored,
+        "{backend}: the stored summaries read back as computed"
+    );
+    let (sa, sb) = (&stored[0], &stored[1]);
+    assert!(
+        (value(sa, "accuracy") - 2.0 / 10.0).abs() < 1e-9,
+        "{backend}: {}",
+        value(sa, "accuracy")
+    );
+    assert!((value(sa, "pass_rate") - 2.0 / 3.0).abs() < 1e-9, "{backend}");
+    assert!((value(sb, "accuracy") - 9.0 / 10.0).abs() < 1e-9, "{backend}");
+    let paired = bakeoff::domain::paired::compare(&sa.correct_cases, &sb.correct_cases);
+    assert_eq!(
+        (
+            paired.cases,
+            paired.both_right,
+            paired.only_a,
+            paired.only_b,
+            paired.both_wrong
+        ),
+        (3, 1, 1, 1, 0),
+        "{backend}"
+    );
+}

@@ -247,13 +247,7 @@ pub(crate) async fn compare(state: &AppState, q: &FormBody) -> Result<Comparison
                 }
             }
         }
-        let figures = run_figures(
-            state,
-            &run,
-            &RunVersion::read(&run, version.clone()),
-            &RunRecords::of(run.id),
-        )
-        .await?;
+        let figures = run_figures(state, &run, &RunVersion::of(&run), &RunRecords::of(run.id)).await?;
         let facts = state.store.list_record_facts(run.id).await?;
         // Each candidate as this run measured it (its snapshot's name).
         let names: HashMap<i64, String> = state

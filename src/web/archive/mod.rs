@@ -58,10 +58,10 @@ pub async fn run_figures(
         }
     }
     let (records, resumes) = records.get(&state.store).await?;
-    let weights: std::collections::HashMap<&str, f64> = version
-        .get(&state.store)
+    let weights = version
+        .outline(&state.store)
         .await?
-        .map(|v| v.file.cases.iter().map(|c| (c.id.as_str(), c.weight())).collect())
+        .map(|v| v.weights())
         .unwrap_or_default();
     let out: Vec<Figures> = run
         .candidate_ids

@@ -24,7 +24,7 @@ use crate::domain::case_index::{CaseQuery, IndexedCase, Mark, MarkKind, MarkTest
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::grading::{case_passed, case_score};
 use crate::domain::run::{ErrorClass, Phase, RequestRecord, Run};
-use crate::store::{RecordFact, RecordOutline};
+use crate::store::{EvalCaseKey, RecordFact, RecordOutline};
 use crate::web::AppState;
 use crate::web::error::{WebError, parse_id, parse_page};
 use crate::web::views::{FormBody, NOT_MEASURED, Pagination, ms, short_hash};
@@ -706,17 +706,17 @@ pub(super) async fn case_index(state: &AppState, run: &Run, want_differing: bool
     })
 }
 
-/// A run's cases in page order with their marks: the version's cases (`keys`: id and tags, in
-/// eval-set order) up to `limit`, then any recorded case the version does not list, by id
+/// A run's cases in page order with their marks: the version's cases (`keys`, in eval-set
+/// order) up to `limit`, then any recorded case the version does not list, by id
 /// (kept visible rather than dropped); marked from the measured attempts' `facts` and the
 /// cases whose outputs differ between candidates (None: not computed).
 fn index_cases(
-    keys: &[(String, Vec<String>)],
+    keys: &[EvalCaseKey],
     limit: usize,
     facts: &[RecordFact],
     differing: Option<&[String]>,
 ) -> (CaseIndexHead, Vec<IndexedCase>) {
-    let listed: HashSet<&str> = keys.iter().map(|(id, _)| id.as_str()).collect();
+    let listed: HashSet<&str> = keys.iter().map(|k| k.id.as_str()).collect();
     let extra: BTreeSet<&str> = facts
         .iter()
         .map(|f| f.case_id.as_str())
@@ -725,7 +725,7 @@ fn index_cases(
     let order: Vec<(&str, &[String])> = keys
         .iter()
         .take(limit)
-        .map(|(id, tags)| (id.as_str(), tags.as_slice()))
+        .map(|k| (k.id.as_str(), k.tags.as_slice()))
         .chain(extra.into_iter().map(|id| (id, &[] as &[String])))
         .collect();
     let place: HashMap<&str, usize> = order.iter().enumerate().map(|(i, (id, _))| (*id, i)).collect();
@@ -775,7 +775,7 @@ fn index_cases(
     for case in differing.into_iter().flatten() {
         mark(case, MarkKind::Differs, "", NO_CANDIDATE);
     }
-    let tags: BTreeSet<&String> = keys.iter().flat_map(|(_, tags)| tags).collect();
+    let tags: BTreeSet<&String> = keys.iter().flat_map(|k| &k.tags).collect();
     let head = CaseIndexHead {
         classes: classes
             .into_iter()

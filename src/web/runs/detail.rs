@@ -12,14 +12,14 @@ use axum::extract::{Path, State};
 use axum::response::Redirect;
 use serde::{Deserialize, Serialize};
 
-use crate::app::runs::{RunRecords, RunVersion};
+use crate::app::runs::{RunRecords, RunVersion, VersionOutline};
 use crate::domain::candidate::Candidate;
 use crate::domain::evalset::EvalSetHeader;
 use crate::domain::grading::case_passed;
 use crate::domain::metrics::{CandidateSummary, summarise_candidate_resumed};
 use crate::domain::run::{Phase, RequestRecord, Run, RunConfig, RunStatus};
 use crate::domain::validation::truncate;
-use crate::store::{EvalSetVersion, EvalSetVersionHead};
+use crate::store::EvalSetVersionHead;
 use crate::web::AppState;
 use crate::web::error::{WebError, parse_id};
 use crate::web::how_we_measure::{AGGREGATE, AGGREGATE_WHOLE_RUN, DECODE_PER_STREAM, E2E, TTFT};
@@ -651,7 +651,7 @@ pub(super) async fn cached_record_parts(
     if !cacheable {
         return live_record_parts(state, run, version, candidates).await;
     }
-    let version = version.get(&state.store).await?;
+    let version = version.outline(&state.store).await?;
     let parts = record_parts(state, run, version, candidates, records).await?;
     if cacheable {
         match serde_json::to_string(&parts) {
@@ -705,7 +705,7 @@ async fn live_record_parts(
         return Ok(entry.parts.clone());
     }
     let started = std::time::Instant::now();
-    let version = version.get(&state.store).await?;
+    let version = version.outline(&state.store).await?;
     let parts = record_parts(state, run, version, candidates, &RunRecords::of(run.id)).await?;
     if let Ok(mut live) = live_parts().lock() {
         // Forget runs nobody watched for a while (ended, deleted, or another store's).
@@ -725,11 +725,11 @@ async fn live_record_parts(
 async fn record_parts(
     state: &AppState,
     run: &Run,
-    version: Option<&EvalSetVersion>,
+    version: Option<&VersionOutline>,
     candidates: &[Candidate],
     records: &RunRecords,
 ) -> Result<RecordParts, WebError> {
-    let expected = crate::app::gate::progress::expected_requests(run, version.map_or(0, |v| v.file.cases.len()));
+    let expected = crate::app::gate::progress::expected_requests(run, version.map_or(0, |v| v.cases.len()));
 
     let (records, resumes) = records.get(&state.store).await?;
     let measured: Vec<&RequestRecord> = records.iter().filter(|r| !r.is_warmup).collect();
@@ -791,16 +791,7 @@ async fn record_parts(
     let scorecard = (!measured.is_empty()).then(|| scorecard(run, version, candidates, records, resumes));
 
     // Per-case rows in eval-set order, then candidate order, then repetition and attempt.
-    let order: HashMap<&str, usize> = version
-        .map(|v| {
-            v.file
-                .cases
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (c.id.as_str(), i))
-                .collect()
-        })
-        .unwrap_or_default();
+    let order: HashMap<&str, usize> = version.map(VersionOutline::order).unwrap_or_default();
     let mut sorted = measured.clone();
     sorted.sort_by_key(|r| {
         (
@@ -849,14 +840,12 @@ async fn record_parts(
 
 fn scorecard(
     run: &Run,
-    version: Option<&EvalSetVersion>,
+    version: Option<&VersionOutline>,
     candidates: &[Candidate],
     records: &[RequestRecord],
     resumes: &[i64],
 ) -> Scorecard {
-    let weights: HashMap<&str, f64> = version
-        .map(|v| v.file.cases.iter().map(|c| (c.id.as_str(), c.weight())).collect())
-        .unwrap_or_default();
+    let weights: HashMap<&str, f64> = version.map(VersionOutline::weights).unwrap_or_default();
     let summaries: Vec<CandidateSummary> = run
         .candidate_ids
         .iter()
@@ -939,11 +928,11 @@ fn scorecard(
         if c.stream { "on" } else { "off" },
         c.max_tokens
             .map(|n| n.to_string())
-            .or_else(|| version.and_then(|v| v.file.header.max_tokens).map(|n| n.to_string()))
+            .or_else(|| version.and_then(|v| v.head.header.max_tokens).map(|n| n.to_string()))
             .unwrap_or_else(|| "candidate default".into()),
         c.temperature
             .map(|t| t.to_string())
-            .or_else(|| version.and_then(|v| v.file.header.temperature).map(|t| t.to_string()))
+            .or_else(|| version.and_then(|v| v.head.header.temperature).map(|t| t.to_string()))
             .unwrap_or_else(|| "candidate default".into()),
         c.repetitions,
         if c.repetitions == 1 { "" } else { "s" },

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
+use crate::app::runs::VersionOutline;
 use crate::domain::calibers::{HarnessReport, LevelFigures, RunFigures, run_figures_resumed};
 use crate::domain::candidate::Candidate;
 use crate::domain::format;
@@ -18,7 +19,6 @@ use crate::domain::load::LoadShape;
 use crate::domain::metrics::Distribution;
 use crate::domain::run::{RequestRecord, Run, RunConfig, Slo};
 use crate::domain::validation::truncate;
-use crate::store::EvalSetVersion;
 use crate::web::how_we_measure::{
     AGGREGATE, AGGREGATE_WHOLE_RUN, DECODE_PER_STREAM, E2E, E2E_PER_STREAM, ICL, ITL, REQUEST_THROUGHPUT, TPOT, TTFA,
     TTFT,
@@ -261,7 +261,7 @@ fn has_levels<'a>(config: &RunConfig, mut figures: impl Iterator<Item = &'a RunF
 /// `run_figures`); None for a plain eval run or before any measured request.
 pub fn levels_view(
     run: &Run,
-    version: Option<&EvalSetVersion>,
+    version: Option<&VersionOutline>,
     candidates: &[Candidate],
     records: &[RequestRecord],
     resumes: &[i64],
@@ -269,8 +269,7 @@ pub fn levels_view(
     let config = &run.config;
     let bins: HashMap<&str, Option<u32>> = version
         .map(|v| {
-            v.file
-                .cases
+            v.cases
                 .iter()
                 .map(|c| (c.id.as_str(), crate::domain::evalset::prompt_bin(&c.tags)))
                 .collect()
