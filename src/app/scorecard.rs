@@ -117,7 +117,7 @@ pub async fn assemble(store: &DynStore, run_id: i64, choice: &ScorecardChoice) -
     };
     let events = store.list_run_events(run.id).await?;
     let resumes = resumes_of(events.iter().map(|e| (e.at.0, e.message.as_str())));
-    // A terminal run's are stored; the whole version is read only to compute them.
+    // A terminal run's are stored; its records and version outline are read only to compute them.
     let summaries =
         candidate_summaries(store, &run, &RunVersion::of(&run), &candidates, &RunRecords::of(run.id)).await?;
     let operability = operability_evidence(store, &candidates).await?;

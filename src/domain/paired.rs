@@ -154,21 +154,18 @@ impl SortedIds {
         (0..self.len()).map(|i| self.get(i))
     }
 
+    /// Binary search over the ascending ids.
     pub fn contains(&self, id: &str) -> bool {
-        self.position(id).is_ok()
-    }
-
-    fn position(&self, id: &str) -> Result<usize, usize> {
         let (mut lo, mut hi) = (0, self.len());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             match self.get(mid).cmp(id) {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return Ok(mid),
+                std::cmp::Ordering::Equal => return true,
             }
         }
-        Err(lo)
+        false
     }
 
     /// How many ids both hold: one merge of the two ascending lists.

@@ -137,7 +137,8 @@ pub(crate) async fn read(state: &AppState, q: &FormBody, with_charts: bool) -> R
     let mut rows = Vec::with_capacity(items.len());
     for item in &items {
         let run = &item.run;
-        // Heads only (kept in process): the whole version is read only to compute figures.
+        // The head only (kept in process): the figures read the version's outline only when
+        // they are computed.
         let version = state.store.get_evalset_version_head(run.evalset_version_id).await?;
         let figures = run_figures(state, run, &RunVersion::of(run), &RunRecords::of(run.id)).await?;
         let Some(position) = run.candidate_ids.iter().position(|&c| c == candidate_id) else {

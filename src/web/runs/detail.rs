@@ -432,8 +432,8 @@ pub async fn cancel(State(state): State<AppState>, Path(raw): Path<String>) -> R
     Ok(Redirect::to(&format!("/runs/{id}")))
 }
 
-/// The run, its eval-set version's head (the whole version is read only where a summary is
-/// computed from it: `RunVersion`) and its candidates.
+/// The run, its eval-set version's head (its cases are read only where a summary is computed
+/// from them: `RunVersion`) and its candidates.
 pub(super) async fn load(
     state: &AppState,
     raw: &str,

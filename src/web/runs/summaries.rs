@@ -26,8 +26,8 @@ pub async fn store_when_ended(state: &AppState, run_id: i64) -> Result<(), WebEr
     // The run's records were written since the planner last looked; its reads below (and its
     // pages' later) plan by its size, and its outlines are read from indexes alone.
     state.store.refresh_record_statistics().await?;
-    // One read of the records (and of the whole eval-set version) serves the three summaries
-    // computed from them.
+    // One read of the records (and of the eval-set version's outline) serves the three
+    // summaries computed from them.
     let records = RunRecords::of(run.id);
     let version = RunVersion::of(&run);
     super::detail::cached_record_parts(state, &run, &version, &candidates, &records).await?;
