@@ -238,6 +238,8 @@ async fn bench(label: &str, store: DynStore, cases: usize, repetitions: u32, sam
 }
 
 fn main() {
+    // As `bakeoff` itself does (its peak RSS is what is measured).
+    bakeoff::limit_malloc_arenas();
     let quick = std::env::args().any(|a| a == "--quick");
     // 1,000 cases × 2 candidates × repetitions; BAKEOFF_BENCH_REPETITIONS=N sizes the big run
     // between the two (each page's own cost grows with repetitions: a case holds 2 × N attempts).

@@ -6,8 +6,17 @@ use tracing_subscriber::EnvFilter;
 
 use bakeoff::cli::{Cli, Command};
 
-#[tokio::main]
-async fn main() -> anyhow::Result<ExitCode> {
+fn main() -> anyhow::Result<ExitCode> {
+    // Before the runtime's threads exist.
+    bakeoff::limit_malloc_arenas();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?
+        .block_on(run())
+}
+
+async fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     let logs = tracing_subscriber::fmt().with_env_filter(EnvFilter::try_new(&cli.log).context("invalid --log filter")?);
     // `bakeoff run` prints results (a verdict, a run id) on standard output: its log goes to stderr.
