@@ -44,8 +44,17 @@ const GROWING_SAMPLES: usize = 2;
 
 /// Peak resident set of this process, MiB (`VmHWM`).
 fn peak_rss_mib() -> Option<f64> {
+    status_mib("VmHWM:")
+}
+
+/// The process's resident memory now.
+fn rss_mib() -> Option<f64> {
+    status_mib("VmRSS:")
+}
+
+fn status_mib(field: &str) -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
 }
@@ -170,8 +179,9 @@ async fn bench(label: &str, store: DynStore, cases: usize, repetitions: u32, sam
             .await
             .unwrap();
         println!(
-            "  summaries of run {run} stored at its end in {:.0} ms",
-            started.elapsed().as_secs_f64() * 1000.0
+            "  summaries of run {run} stored at its end in {:.0} ms; RSS after it {:.0} MiB",
+            started.elapsed().as_secs_f64() * 1000.0,
+            rss_mib().unwrap_or(f64::NAN)
         );
     }
     let server = tokio::spawn(async move {

@@ -38,6 +38,7 @@ pub async fn store_when_ended(state: &AppState, run_id: i64) -> Result<(), WebEr
     // The case index reads the records' lighter facts; its cases are read by index after.
     super::cases::case_index(state, &run, false).await?;
     state.store.refresh_record_statistics().await?;
+    crate::release_freed_memory();
     Ok(())
 }
 
