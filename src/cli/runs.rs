@@ -2,13 +2,15 @@
 //! (`gate`; a stored run's settings as the file it reads: `settings-export`), and
 //! whole runs as `bakeoff.run/1` JSON, to move results between installations (the same format as
 //! the web's export link and import form; API keys are never included).
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
-use crate::app::transfer::{RunExport, export_run, import_run, parse_export};
+use crate::app::transfer::{export_stream, import_run, parse_export};
 use crate::config::DatabaseArgs;
+use crate::domain::calibers::HarnessReport;
 
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
@@ -66,21 +68,35 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             database,
         } => {
             let store = crate::store::connect(&database.database_url).await?;
-            let export = export_run(store.as_ref(), run_id)
+            // Streamed a page of records at a time, as the web's export link is: a run of a
+            // million requests is ~1.8 GB of JSON, never held whole.
+            let mut pieces = export_stream(store.clone(), run_id)
                 .await
                 .with_context(|| format!("exporting run {run_id}"))?;
-            let json = serde_json::to_string_pretty(&export)?;
-            match output.filter(|p| p.as_os_str() != "-") {
-                Some(path) => {
-                    std::fs::write(&path, json).with_context(|| format!("writing {}", path.display()))?;
-                    eprintln!(
-                        "run {run_id}: {} records{} written to {}",
-                        export.records.len(),
-                        harness_note(&export),
-                        path.display()
-                    );
-                }
-                None => println!("{json}"),
+            let path = output.filter(|p| p.as_os_str() != "-");
+            let mut out: Box<dyn Write> = match &path {
+                Some(path) => Box::new(std::io::BufWriter::new(
+                    std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+                )),
+                None => Box::new(std::io::stdout().lock()),
+            };
+            let mut bytes = 0;
+            while let Some(piece) = futures_util::StreamExt::next(&mut pieces).await {
+                let piece = piece.with_context(|| format!("exporting run {run_id}"))?;
+                out.write_all(&piece).context("writing the export")?;
+                bytes += piece.len();
+            }
+            if path.is_none() {
+                out.write_all(b"\n")?;
+            }
+            out.flush().context("writing the export")?;
+            if let Some(path) = path {
+                let harness = store.get_run_harness(run_id).await?;
+                eprintln!(
+                    "run {run_id}: {bytes} bytes{} written to {}",
+                    harness_note(harness.as_ref()),
+                    path.display()
+                );
             }
             Ok(())
         }
@@ -117,7 +133,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 "imported run {} ({} records{}) as run {id}",
                 export.run.id,
                 export.records.len(),
-                harness_note(&export)
+                harness_note(export.harness.as_ref())
             );
             Ok(())
         }
@@ -125,8 +141,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 }
 
 /// ", harness report (speed UNRELIABLE)" etc., for the messages above.
-fn harness_note(export: &RunExport) -> &'static str {
-    match &export.harness {
+fn harness_note(harness: Option<&HarnessReport>) -> &'static str {
+    match harness {
         Some(h) if h.unreliable => " and a harness report flagging its speed figures UNRELIABLE",
         Some(_) => " and the harness report",
         None => ", no harness report",

@@ -925,6 +925,25 @@ async fn the_cli_exports_and_imports_runs() {
     let id = cli::import_run(&to_url, &file);
     let to = crate::support::db::open(&to_url).await;
     assert_eq!(to.list_request_records(id).await.unwrap().len(), n);
+    // Without --output (streamed to standard output): the same document as the file's.
+    let printed = std::process::Command::new(env!("CARGO_BIN_EXE_bakeoff"))
+        .args([
+            "run",
+            "export",
+            "--run-id",
+            &run.to_string(),
+            "--database-url",
+            &from_url,
+        ])
+        .env("BAKEOFF_SECRET_KEY", hex::encode(crate::support::db::TEST_SERVER_KEY))
+        .output()
+        .unwrap();
+    assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
+    let printed = bakeoff::app::transfer::parse_export(&String::from_utf8(printed.stdout).unwrap()).unwrap();
+    let written = bakeoff::app::transfer::parse_export(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(printed.records.len(), n);
+    assert_eq!(printed.records, written.records);
+    assert_eq!(printed.run, written.run);
     let bad = std::process::Command::new(env!("CARGO_BIN_EXE_bakeoff"))
         .args(["run", "export", "--run-id", "999", "--database-url", &from_url])
         .env("BAKEOFF_SECRET_KEY", hex::encode(crate::support::db::TEST_SERVER_KEY))
