@@ -74,23 +74,39 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("exporting run {run_id}"))?;
             let path = output.filter(|p| p.as_os_str() != "-");
-            let mut out: Box<dyn Write> = match &path {
-                Some(path) => Box::new(std::io::BufWriter::new(
-                    std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+            // A file is written beside its name and renamed when whole: an export that stops
+            // half-way (a store error) leaves no file that looks complete.
+            let partial = path.as_ref().map(|p| {
+                let mut name = p.clone().into_os_string();
+                name.push(".partial");
+                PathBuf::from(name)
+            });
+            let mut out: Box<dyn Write> = match &partial {
+                Some(partial) => Box::new(std::io::BufWriter::new(
+                    std::fs::File::create(partial).with_context(|| format!("creating {}", partial.display()))?,
                 )),
                 None => Box::new(std::io::stdout().lock()),
             };
             let mut bytes = 0;
-            while let Some(piece) = futures_util::StreamExt::next(&mut pieces).await {
-                let piece = piece.with_context(|| format!("exporting run {run_id}"))?;
-                out.write_all(&piece).context("writing the export")?;
-                bytes += piece.len();
+            let written: anyhow::Result<()> = async {
+                while let Some(piece) = futures_util::StreamExt::next(&mut pieces).await {
+                    let piece = piece.with_context(|| format!("exporting run {run_id}"))?;
+                    out.write_all(&piece).context("writing the export")?;
+                    bytes += piece.len();
+                }
+                if partial.is_none() {
+                    out.write_all(b"\n")?;
+                }
+                out.flush().context("writing the export")
             }
-            if path.is_none() {
-                out.write_all(b"\n")?;
+            .await;
+            drop(out);
+            if let (Err(_), Some(partial)) = (&written, &partial) {
+                let _ = std::fs::remove_file(partial);
             }
-            out.flush().context("writing the export")?;
-            if let Some(path) = path {
+            written?;
+            if let (Some(path), Some(partial)) = (path, partial) {
+                std::fs::rename(&partial, &path).with_context(|| format!("writing {}", path.display()))?;
                 let harness = store.get_run_harness(run_id).await?;
                 eprintln!(
                     "run {run_id}: {bytes} bytes{} written to {}",

@@ -951,6 +951,28 @@ async fn the_cli_exports_and_imports_runs() {
         .unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("run #999"));
+    // A file is written under its own name only when whole.
+    let refused = dir.path().join("refused.json");
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_bakeoff"))
+        .args([
+            "run",
+            "export",
+            "--run-id",
+            "999",
+            "--database-url",
+            &from_url,
+            "--output",
+        ])
+        .arg(&refused)
+        .env("BAKEOFF_SECRET_KEY", hex::encode(crate::support::db::TEST_SERVER_KEY))
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(left, ["run.json"], "only the finished export is there");
 }
 
 #[tokio::test]
