@@ -23,7 +23,12 @@ async fn seeded_run(store: &DynStore) -> (i64, Vec<i64>) {
          {\"id\":\"a\",\"vars\":{\"t\":\"x\"},\"expected\":\"y\"}\n",
     )
     .unwrap();
-    let version = store.save_evalset_version(&file).await.unwrap();
+    run_of(store, &file).await
+}
+
+/// A run of `file` with two new candidates, "a" and "b"; returns (run id, candidate ids).
+async fn run_of(store: &DynStore, file: &EvalSetFile) -> (i64, Vec<i64>) {
+    let version = store.save_evalset_version(file).await.unwrap();
     let a = store.create_candidate(&candidate("a")).await.unwrap();
     let b = store.create_candidate(&candidate("b")).await.unwrap();
     let run = store
@@ -190,18 +195,8 @@ async fn scorecard_summaries_weigh_cases_by_the_stored_weights(TestStore { backe
     let weighted =
         crate::support::app::TINY_EVALSET.replace(r#""expected":"neutral""#, r#""expected":"neutral","weight":8"#);
     let file = EvalSetFile::parse("weighted.jsonl", &weighted).unwrap();
-    let version = store.save_evalset_version(&file).await.unwrap();
-    let a = store.create_candidate(&candidate("a")).await.unwrap();
-    let b = store.create_candidate(&candidate("b")).await.unwrap();
-    let run_id = store
-        .create_run(&NewRun {
-            name: "weighted".into(),
-            evalset_version_id: version,
-            candidate_ids: vec![a, b],
-            config: RunConfig::default(),
-        })
-        .await
-        .unwrap();
+    let (run_id, ids) = run_of(&store, &file).await;
+    let (a, b) = (ids[0], ids[1]);
     use crate::support::app::record;
     store
         .append_request_records(&[
