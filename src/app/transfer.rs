@@ -14,15 +14,15 @@ use serde::{Deserialize, Serialize};
 use crate::app::AppError;
 use crate::domain::Timestamp;
 use crate::domain::calibers::HarnessReport;
-use crate::domain::candidate::{
-    CandidateDraft, CandidateSpec, ClaimedFigure, Conditions, Pricing, ProviderKind, TokenizeEndpoint,
-};
-use crate::domain::evalset::EvalSetFile;
-use crate::domain::run::{CandidateStop, NewRun, RequestRecord, RunConfig, RunEvent, RunStatus, StopStage};
-use crate::store::{ImportOutcome, ImportedCandidate, RestoredRun, RunImport, Store};
+use crate::domain::candidate::{ClaimedFigure, Conditions, Pricing, ProviderKind, TokenizeEndpoint};
+use crate::domain::run::{RequestRecord, RunConfig, RunStatus, StopStage};
+use crate::store::Store;
 
 /// The format's name and version; a reader refuses any other.
 pub const SCHEMA: &str = "bakeoff.run/1";
+
+mod import;
+pub use import::{ImportReport, Imported, content_hash, import_from, import_run};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunExport {
@@ -343,7 +343,8 @@ async fn export_head(store: &dyn Store, run_id: i64) -> Result<RunExport, AppErr
     })
 }
 
-/// Parses an export, refusing other schemas with a message that says what was found.
+/// Parses an export held in memory, refusing other schemas with a message that says what was
+/// found (an import reads its file as a stream instead: [`import_from`]).
 pub fn parse_export(text: &str) -> Result<RunExport, AppError> {
     let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         AppError::Invalid(format!(
@@ -354,221 +355,32 @@ pub fn parse_export(text: &str) -> Result<RunExport, AppError> {
     })?;
     match value.get("schema").and_then(|s| s.as_str()) {
         Some(SCHEMA) => {}
-        Some(other) => {
-            return Err(AppError::Invalid(format!(
-                "the file's schema is {:?}; this bakeoff reads {SCHEMA:?}",
-                crate::domain::validation::truncate(other, 40)
-            )));
-        }
-        None => {
-            return Err(AppError::Invalid(format!(
-                "the file has no \"schema\" field; a bakeoff run export starts with \"schema\": \"{SCHEMA}\""
-            )));
-        }
+        Some(other) => return Err(other_schema(other)),
+        None => return Err(no_schema()),
     }
     serde_json::from_value(value).map_err(|e| AppError::Invalid(format!("the export does not match {SCHEMA}: {e}")))
 }
 
-/// The spec an exported candidate becomes here (validated like the candidate form).
-fn spec_of(c: &ExportedCandidate, name: &str) -> Result<CandidateSpec, AppError> {
-    let spec = CandidateSpec {
-        name: name.to_string(),
-        provider: c.provider,
-        base_url: c.base_url.clone(),
-        model: c.model.clone(),
-        api_key: None,
-        api_key_env: c.api_key_env.clone(),
-        max_tokens: c.max_tokens,
-        temperature: c.temperature,
-        extra_body: c.extra_body.clone(),
-        conditions: c.conditions.clone(),
-        pricing: c.pricing.clone(),
-        claimed: c.claimed.clone(),
-        notes: c.notes.clone(),
-        tokenize: c.tokenize.clone(),
-    };
-    CandidateDraft::from_spec(&spec)
-        .validate(None)
-        .map_err(|e| AppError::Invalid(format!("candidate {:?}: {e}", c.name)))
+fn other_schema(found: &str) -> AppError {
+    AppError::Invalid(format!(
+        "the file's schema is {:?}; this bakeoff reads {SCHEMA:?}",
+        crate::domain::validation::truncate(found, 40)
+    ))
 }
 
-/// The content hash that identifies an export on import: SHA-256 of everything it holds but
-/// when and by which version it was exported, so the same run exported twice (or the same file
-/// imported twice) is recognised.
-pub fn content_hash(export: &RunExport) -> String {
-    use sha2::{Digest, Sha256};
-    let mut content = serde_json::json!({
-        "schema": export.schema,
-        "run": export.run,
-        "evalset": export.evalset,
-        "candidates": export.candidates,
-        "events": export.events,
-        "harness": export.harness,
-        "records": export.records,
-    });
-    // Only when there are any: an export without stops keeps the hash it always had.
-    if !export.stops.is_empty() {
-        content["stops"] = serde_json::json!(export.stops);
-    }
-    hex::encode(Sha256::digest(content.to_string().as_bytes()))
-}
-
-/// What an import did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Imported {
-    /// Stored as this new run.
-    New(i64),
-    /// The same export was imported before, as this run; nothing was stored.
-    Before(i64),
-}
-
-impl Imported {
-    pub fn run_id(self) -> i64 {
-        match self {
-            Imported::New(id) | Imported::Before(id) => id,
-        }
-    }
-}
-
-/// Stores an export as a new run, all of it or nothing (one transaction: a refusal leaves no
-/// candidate, eval-set version or run behind). Everything is checked before anything is
-/// written. Candidates are matched by name (same provider, base URL and model) or added —
-/// under "NAME (imported)" when the name is taken by a different endpoint; the run keeps each
-/// candidate as the export describes it (its snapshot). The eval-set version is stored if new.
-/// An export whose content was imported before is recognised by its hash and stores nothing.
-pub async fn import_run(store: &dyn Store, export: &RunExport) -> Result<Imported, AppError> {
-    if export.schema != SCHEMA {
-        return Err(AppError::Invalid(format!(
-            "schema {:?} is not {SCHEMA:?}",
-            export.schema
-        )));
-    }
-    if !export.run.status.is_terminal() {
-        return Err(AppError::Invalid(format!(
-            "the exported run is {}; only finished, failed or cancelled runs can be imported",
-            export.run.status.as_str()
-        )));
-    }
-    let file = EvalSetFile::parse(&format!("{}.jsonl", export.evalset.name), &export.evalset.content)
-        .map_err(|e| AppError::Invalid(format!("the eval set in the export does not parse: {e}")))?;
-    if file.content_hash() != export.evalset.content_hash {
-        return Err(AppError::Invalid(format!(
-            "the eval set's content does not match its hash {} (the file was changed after export)",
-            // The first 12 characters, as pages show a version.
-            export
-                .evalset
-                .content_hash
-                .get(..12)
-                .unwrap_or(&export.evalset.content_hash)
-        )));
-    }
-    let position: std::collections::HashMap<i64, usize> =
-        export.candidates.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
-    if let Some(s) = export.stops.iter().find(|s| !position.contains_key(&s.candidate_id)) {
-        return Err(AppError::Invalid(format!(
-            "a stop names candidate #{}, which the export does not list",
-            s.candidate_id
-        )));
-    }
-    if let Some(r) = export.records.iter().find(|r| !position.contains_key(&r.candidate_id)) {
-        return Err(AppError::Invalid(format!(
-            "a record of case {:?} names candidate #{}, which the export does not list",
-            r.case_id, r.candidate_id
-        )));
-    }
-
-    let existing = store.list_candidates().await?;
-    let mut candidates = Vec::with_capacity(export.candidates.len());
-    for c in &export.candidates {
-        let same_endpoint =
-            |s: &CandidateSpec| s.provider == c.provider && s.base_url == c.base_url && s.model == c.model;
-        let mut name = c.name.clone();
-        let mut n = 1;
-        let found = loop {
-            match existing.iter().find(|e| e.spec.name == name) {
-                Some(e) if same_endpoint(&e.spec) => break Some(e.id),
-                Some(_) => {
-                    n += 1;
-                    name = if n == 2 {
-                        format!("{} (imported)", c.name)
-                    } else {
-                        format!("{} (imported {})", c.name, n - 1)
-                    };
-                }
-                None => break None,
-            }
-        };
-        candidates.push(ImportedCandidate {
-            existing: found,
-            // Validated like the candidate form, whether matched or new: it is the run's snapshot.
-            spec: spec_of(c, &name)?,
-        });
-    }
-
-    let import = RunImport {
-        content_hash: content_hash(export),
-        evalset: file,
-        candidates,
-        restored: RestoredRun {
-            run: NewRun {
-                name: export.run.name.clone(),
-                evalset_version_id: 0,
-                candidate_ids: Vec::new(),
-                config: export.run.config.clone(),
-            },
-            status: export.run.status,
-            error: export.run.error.clone(),
-            created_at: Timestamp(export.run.created_at),
-            started_at: export.run.started_at.map(Timestamp),
-            finished_at: export.run.finished_at.map(Timestamp),
-            events: export
-                .events
-                .iter()
-                .map(|e| RunEvent {
-                    at: Timestamp(e.at),
-                    level: e.level.clone(),
-                    message: e.message.clone(),
-                })
-                .collect(),
-        },
-        harness: export.harness.clone(),
-        records: export
-            .records
-            .iter()
-            .map(|r| RequestRecord {
-                candidate_id: position[&r.candidate_id] as i64,
-                ..r.clone()
-            })
-            .collect(),
-        stops: export
-            .stops
-            .iter()
-            .map(|s| CandidateStop {
-                run_id: 0,
-                candidate_id: position[&s.candidate_id] as i64,
-                stage: s.stage,
-                reason: s.reason.clone(),
-                at: Timestamp(s.at),
-            })
-            .collect(),
-        note: format!(
-            "imported from {} (run #{} there), {} records",
-            export.exported_by,
-            export.run.id,
-            export.records.len()
-        ),
-    };
-    Ok(match store.import_run(&import).await? {
-        ImportOutcome::Imported(id) => Imported::New(id),
-        ImportOutcome::AlreadyImported(id) => Imported::Before(id),
-    })
+fn no_schema() -> AppError {
+    AppError::Invalid(format!(
+        "the file has no \"schema\" field; a bakeoff run export starts with \"schema\": \"{SCHEMA}\""
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::domain::calibers::LagSpikes;
-    use crate::domain::run::CandidateStop;
+    use crate::domain::candidate::CandidateDraft;
+    use crate::domain::evalset::EvalSetFile;
+    use crate::domain::run::{CandidateStop, NewRun};
     use crate::store::server_key::ServerKey;
 
     /// The document with its `exported_at` line blanked (it is the time of the export).
@@ -585,8 +397,10 @@ mod tests {
             .join("\n")
     }
 
-    #[tokio::test]
-    async fn the_streamed_export_is_the_whole_document_byte_for_byte() {
+    /// A store holding one terminal run of `n` records (sends shared by three records each, the
+    /// id breaking the tie, stored latest send first), a harness report marking three of them
+    /// and a stopped candidate; returns the store and the run's id.
+    pub(in crate::app::transfer) async fn stored_run(n: u32) -> (crate::store::DynStore, i64) {
         let store = crate::store::connect_with_key("sqlite::memory:", &ServerKey::from_bytes([3; 32]))
             .await
             .unwrap();
@@ -616,14 +430,12 @@ mod tests {
             })
             .await
             .unwrap();
-        // More than two pages; sends shared by three records each (the id breaks the tie),
-        // stored latest send first.
-        let records: Vec<RequestRecord> = (0..1_203)
+        let records: Vec<RequestRecord> = (0..n)
             .map(|i: u32| RequestRecord {
                 run_id,
                 candidate_id: candidate,
                 repetition: i,
-                sent_at_us: 1_000_000 + i64::from((1_202 - i) / 3) * 1_000,
+                sent_at_us: 1_000_000 + i64::from((n - 1 - i) / 3) * 1_000,
                 end_us: Some(500),
                 output: format!("answer \"{i}\"\nline two \u{0}"),
                 ..RequestRecord::test_quality(if i.is_multiple_of(2) { "a" } else { "b" })
@@ -636,7 +448,7 @@ mod tests {
         harness.lag_spikes = LagSpikes {
             threshold_ms: 5.0,
             spikes: vec![(1_100_000, 1_100_200, 8.0)],
-            measured_requests: 1_203,
+            measured_requests: u64::from(n),
             marked_requests: 3,
         };
         store.set_run_harness(run_id, &harness).await.unwrap();
@@ -651,7 +463,13 @@ mod tests {
             .await
             .unwrap();
         store.set_run_status(run_id, RunStatus::Finished, None).await.unwrap();
+        (store, run_id)
+    }
 
+    #[tokio::test]
+    async fn the_streamed_export_is_the_whole_document_byte_for_byte() {
+        // More than two pages.
+        let (store, run_id) = stored_run(1_203).await;
         let whole = export_run(store.as_ref(), run_id).await.unwrap();
         assert_eq!(whole.records.len(), 1_203);
         assert_eq!(whole.lag_spike_marked.len(), 3, "{:?}", whole.lag_spike_marked);

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
-use crate::app::transfer::{export_stream, import_run, parse_export};
+use crate::app::transfer::{export_stream, import_from};
 use crate::config::DatabaseArgs;
 use crate::domain::calibers::HarnessReport;
 
@@ -122,12 +122,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             database,
         } => super::gate::export_settings(run_id, output.as_deref(), &database).await,
         RunAction::Import { file, database } => {
-            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-            let export = parse_export(&text).with_context(|| format!("{}", file.display()))?;
+            let source = std::fs::File::open(&file).with_context(|| format!("reading {}", file.display()))?;
             let store = crate::store::connect(&database.database_url).await?;
-            let imported = import_run(store.as_ref(), &export)
+            // Read as a stream: a million-record export is never in memory whole.
+            let report = import_from(store.as_ref(), source)
                 .await
                 .with_context(|| format!("importing {}", file.display()))?;
+            let imported = report.imported;
             let id = imported.run_id();
             println!("{id}");
             if let crate::app::transfer::Imported::Before(_) = imported {
@@ -147,9 +148,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 .await?;
             eprintln!(
                 "imported run {} ({} records{}) as run {id}",
-                export.run.id,
-                export.records.len(),
-                harness_note(export.harness.as_ref())
+                report.exported_run_id,
+                report.records,
+                harness_note(report.harness.as_ref())
             );
             Ok(())
         }

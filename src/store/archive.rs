@@ -153,15 +153,15 @@ macro_rules! archive_helpers {
             Ok(())
         }
 
-        /// `import_run` inside one transaction; any error rolls all of it back (the caller drops `tx`).
-        async fn import_run_in(&self, tx: &mut sqlx::Transaction<'_, $db>, import: &RunImport) -> Result<ImportOutcome> {
-            let earlier: Option<i64> = sqlx::query_scalar("SELECT id FROM runs WHERE import_hash = $1")
-                .bind(&import.content_hash)
-                .fetch_optional(&mut **tx)
-                .await?;
-            if let Some(id) = earlier {
-                return Ok(ImportOutcome::AlreadyImported(id));
-            }
+        /// `import_run` inside one transaction; any error rolls all of it back (the caller drops
+        /// `tx`), and so does an outcome other than Imported. The content hash covers the
+        /// records, so an earlier import of the same content is looked for at the end.
+        async fn import_run_in(
+            &self,
+            tx: &mut sqlx::Transaction<'_, $db>,
+            import: &RunImport,
+            parts: &mut tokio::sync::mpsc::Receiver<ImportPart>,
+        ) -> Result<ImportOutcome> {
             let version_id = Self::save_evalset_version_in(tx, &import.evalset).await?;
             let mut candidate_ids = Vec::with_capacity(import.candidates.len());
             for c in &import.candidates {
@@ -172,8 +172,8 @@ macro_rules! archive_helpers {
             }
             let r = &import.restored;
             let run_id: i64 = sqlx::query_scalar(
-                "INSERT INTO runs (name, evalset_version_id, config, status, error, created_at, started_at, finished_at, import_hash) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+                "INSERT INTO runs (name, evalset_version_id, config, status, error, created_at, started_at, finished_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
             )
             .bind(&r.run.name)
             .bind(version_id)
@@ -183,7 +183,6 @@ macro_rules! archive_helpers {
             .bind(r.created_at.0)
             .bind(r.started_at.map(|t| t.0))
             .bind(r.finished_at.map(|t| t.0))
-            .bind(&import.content_hash)
             .fetch_one(&mut **tx)
             .await?;
             let snapshots: Vec<CandidateSpec> = import.candidates.iter().map(|c| c.spec.clone()).collect();
@@ -191,27 +190,56 @@ macro_rules! archive_helpers {
                 .await
                 .map_err(archive::twice_listed)?;
             Self::insert_run_events(tx, run_id, &r.events).await?;
-            let mut records = Vec::with_capacity(import.records.len());
-            for record in &import.records {
-                let position = usize::try_from(record.candidate_id)
-                    .ok()
-                    .filter(|p| *p < candidate_ids.len())
-                    .ok_or_else(|| {
-                        StoreError::NotFound(format!(
-                            "candidate #{} of a record of case {:?} in the export",
-                            record.candidate_id, record.case_id
-                        ))
-                    })?;
-                records.push(RequestRecord {
-                    run_id,
-                    candidate_id: candidate_ids[position],
-                    ..record.clone()
-                });
+            let end = loop {
+                match parts.recv().await {
+                    Some(ImportPart::Records(mut records)) => {
+                        for record in &mut records {
+                            let position = usize::try_from(record.candidate_id)
+                                .ok()
+                                .filter(|p| *p < candidate_ids.len())
+                                .ok_or_else(|| {
+                                    StoreError::NotFound(format!(
+                                        "candidate #{} of a record of case {:?} in the export",
+                                        record.candidate_id, record.case_id
+                                    ))
+                                })?;
+                            record.run_id = run_id;
+                            record.candidate_id = candidate_ids[position];
+                        }
+                        for chunk in records.chunks(rows::RECORDS_PER_STATEMENT) {
+                            Self::append_request_records_in(tx, chunk).await?;
+                        }
+                    }
+                    Some(ImportPart::End(end)) => break end,
+                    None => return Ok(ImportOutcome::Incomplete),
+                }
+            };
+            let earlier: Option<i64> = sqlx::query_scalar("SELECT id FROM runs WHERE import_hash = $1")
+                .bind(&end.content_hash)
+                .fetch_optional(&mut **tx)
+                .await?;
+            if let Some(id) = earlier {
+                return Ok(ImportOutcome::AlreadyImported(id));
             }
-            for chunk in records.chunks(rows::RECORDS_PER_STATEMENT) {
-                Self::append_request_records_in(tx, chunk).await?;
+            let hashed = sqlx::query("UPDATE runs SET import_hash = $2 WHERE id = $1")
+                .bind(run_id)
+                .bind(&end.content_hash)
+                .execute(&mut **tx)
+                .await;
+            if let Err(e) = hashed {
+                // Another import of the same content committed while this one was written.
+                return match rows::conflict_on_unique(e, String::new) {
+                    StoreError::Conflict(_) => {
+                        let id: i64 = sqlx::query_scalar("SELECT id FROM runs WHERE import_hash = $1")
+                            .bind(&end.content_hash)
+                            .fetch_one(self.pool())
+                            .await?;
+                        Ok(ImportOutcome::AlreadyImported(id))
+                    }
+                    other => Err(other),
+                };
             }
-            for stop in &import.stops {
+            for stop in &end.stops {
                 let position = usize::try_from(stop.candidate_id)
                     .ok()
                     .filter(|p| *p < candidate_ids.len())
@@ -239,7 +267,7 @@ macro_rules! archive_helpers {
                 .bind(run_id)
                 .bind(Timestamp::now().0)
                 .bind("info")
-                .bind(Self::TEXT.encode(&import.note))
+                .bind(Self::TEXT.encode(&end.note))
                 .execute(&mut **tx)
                 .await?;
             Ok(ImportOutcome::Imported(run_id))
@@ -556,30 +584,20 @@ macro_rules! archive_queries {
             })
         }
 
-        fn import_run<'a>(&'a self, import: &'a RunImport) -> StoreFuture<'a, ImportOutcome> {
+        fn import_run<'a>(
+            &'a self,
+            import: &'a RunImport,
+            parts: &'a mut tokio::sync::mpsc::Receiver<ImportPart>,
+        ) -> StoreFuture<'a, ImportOutcome> {
             Box::pin(async move {
                 let mut tx = self.begin_write().await?;
-                let outcome = self.import_run_in(&mut tx, import).await;
-                match outcome {
-                    Ok(ImportOutcome::Imported(id)) => {
-                        match tx.commit().await {
-                            Ok(()) => Ok(ImportOutcome::Imported(id)),
-                            // Another import of the same content committed first.
-                            Err(e) => match rows::conflict_on_unique(e, String::new) {
-                                StoreError::Conflict(_) => {
-                                    let id: i64 = sqlx::query_scalar("SELECT id FROM runs WHERE import_hash = $1")
-                                        .bind(&import.content_hash)
-                                        .fetch_one(self.pool())
-                                        .await?;
-                                    Ok(ImportOutcome::AlreadyImported(id))
-                                }
-                                other => Err(other),
-                            },
-                        }
+                match self.import_run_in(&mut tx, import, parts).await? {
+                    ImportOutcome::Imported(id) => {
+                        tx.commit().await?;
+                        Ok(ImportOutcome::Imported(id))
                     }
-                    Ok(already) => Ok(already),
                     // Dropping `tx` rolls back everything the import wrote.
-                    Err(e) => Err(e),
+                    other => Ok(other),
                 }
             })
         }

@@ -349,12 +349,11 @@ pub struct RestoredRun {
     pub events: Vec<RunEvent>,
 }
 
-/// A run export to store in one transaction ([`Store::import_run`]): either all of it is
-/// stored or nothing is (no candidate, eval-set version or run left behind by a refusal).
+/// A run export to store in one transaction ([`Store::import_run`]), besides its records and
+/// stops, which arrive after it ([`ImportPart`]): either all of it is stored or nothing is (no
+/// candidate, eval-set version or run left behind by a refusal).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunImport {
-    /// The export's content hash: a second import of the same content stores nothing.
-    pub content_hash: String,
     pub evalset: EvalSetFile,
     /// The run's candidates in order.
     pub candidates: Vec<ImportedCandidate>,
@@ -362,8 +361,23 @@ pub struct RunImport {
     /// `run.candidate_ids` are filled in by the import).
     pub restored: RestoredRun,
     pub harness: Option<HarnessReport>,
+}
+
+/// What an import hands the store after its [`RunImport`], in order: its records a batch at a
+/// time, then its end. A source that closes before its end stores nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ImportPart {
     /// Records whose `candidate_id` is the position of their candidate in `candidates`.
-    pub records: Vec<RequestRecord>,
+    Records(Vec<RequestRecord>),
+    End(ImportEnd),
+}
+
+/// What an export holds after its records, and what is known only once they were all read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportEnd {
+    /// The export's content hash (it covers the records): a second import of the same content
+    /// stores nothing.
+    pub content_hash: String,
     /// Stopped candidates, `candidate_id` the position as for records (`run_id` is ignored).
     pub stops: Vec<CandidateStop>,
     /// Appended to the run's event log (e.g. where it was imported from).
@@ -384,6 +398,9 @@ pub enum ImportOutcome {
     Imported(i64),
     /// The same export was imported before, as this run; nothing was stored.
     AlreadyImported(i64),
+    /// The parts stopped before their end (the import refused its file half-way); nothing was
+    /// stored.
+    Incomplete,
 }
 
 /// What every [`Store`] method returns: the boxed `Send` future that `#[async_trait]` would
@@ -651,9 +668,14 @@ pub trait Store: Send + Sync + 'static {
     /// complete" error until [`Store::complete_restore`] sets its real outcome, so an
     /// interrupted import is never mistaken for a whole run (nor resumed).
     fn restore_run<'a>(&'a self, restored: &'a RestoredRun) -> StoreFuture<'a, i64>;
-    /// Stores a whole export in one transaction; AlreadyImported (storing nothing) when an
-    /// export with the same content hash was imported before.
-    fn import_run<'a>(&'a self, import: &'a RunImport) -> StoreFuture<'a, ImportOutcome>;
+    /// Stores an export in one transaction: `import`, then what `parts` brings (records, then
+    /// the end); AlreadyImported (storing nothing) when an export with the same content hash was
+    /// imported before, Incomplete (storing nothing) when `parts` closes before its end.
+    fn import_run<'a>(
+        &'a self,
+        import: &'a RunImport,
+        parts: &'a mut tokio::sync::mpsc::Receiver<ImportPart>,
+    ) -> StoreFuture<'a, ImportOutcome>;
     /// The content hash of the export a run was imported from; None for a run measured here.
     fn run_import_hash(&self, run_id: i64) -> StoreFuture<'_, Option<String>>;
     /// Sets a restored run's real status, error and times once all its records are stored.

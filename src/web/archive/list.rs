@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use futures_util::StreamExt;
 
 use crate::app::AppError;
-use crate::app::transfer::{export_stream, import_run, parse_export};
+use crate::app::transfer::{export_stream, import_from};
 use crate::domain::Timestamp;
 use crate::domain::run::RunStatus;
 use crate::domain::thresholds::ThresholdProfile;
@@ -487,15 +487,18 @@ async fn read_and_import(
     }
     let bytes = file.ok_or_else(|| bad("Choose an exported run file (.json) to import.".to_string()))?;
     let text = String::from_utf8(bytes).map_err(|_| bad("The file is not UTF-8 JSON.".to_string()))?;
-    let export = parse_export(&text).map_err(|e| bad(sentence(&e.to_string())))?;
-    import_run(state.store.as_ref(), &export).await.map_err(|e| match e {
-        AppError::Store(e) => {
-            tracing::error!(error = %e, "importing a run failed");
-            (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "The run could not be stored; the cause has been logged on the server. Nothing was kept.".to_string(),
-            )
-        }
-        other => bad(sentence(&other.to_string())),
-    })
+    let report = import_from(state.store.as_ref(), std::io::Cursor::new(text.into_bytes()))
+        .await
+        .map_err(|e| match e {
+            AppError::Store(e) => {
+                tracing::error!(error = %e, "importing a run failed");
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "The run could not be stored; the cause has been logged on the server. Nothing was kept."
+                        .to_string(),
+                )
+            }
+            other => bad(sentence(&other.to_string())),
+        })?;
+    Ok(report.imported)
 }
