@@ -1,6 +1,7 @@
 //! Creating a run from a request: what the run form submits (and what a terminal command or a
 //! JSON API would): checked field by field, stored, and handed to the runner.
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use crate::app::AppError;
 use crate::domain::calibers::resumes_of;
@@ -296,33 +297,59 @@ fn judge_config(
     Some(JudgeConfig { judges, override_id })
 }
 
-/// A run's records and the instants it was resumed at, read from the store at most once however
-/// many of its summaries are computed: the end-of-run step computes several from one read.
+/// A run's records, read a candidate at a time, and the instants it was resumed at. Its
+/// summaries are computed per candidate from that candidate's records alone, so at most one
+/// candidate's records are in memory; the last candidate read is kept, so the end-of-run step
+/// computes every summary of a candidate from one read.
 pub struct RunRecords {
     run_id: i64,
-    loaded: tokio::sync::OnceCell<(Vec<RequestRecord>, Vec<i64>)>,
+    resumes: tokio::sync::OnceCell<Vec<i64>>,
+    last: tokio::sync::Mutex<Option<(i64, Arc<Vec<RequestRecord>>)>>,
 }
 
 impl RunRecords {
     pub fn of(run_id: i64) -> Self {
         RunRecords {
             run_id,
-            loaded: tokio::sync::OnceCell::new(),
+            resumes: tokio::sync::OnceCell::new(),
+            last: tokio::sync::Mutex::new(None),
         }
     }
 
-    /// The run's records in send order, and its resumes (`calibers::resumes_of`).
-    pub async fn get(&self, store: &DynStore) -> Result<(&[RequestRecord], &[i64]), StoreError> {
-        let (records, resumes) = self
-            .loaded
+    /// One candidate's records in send order (judge calls on its answers included).
+    pub async fn of_candidate(
+        &self,
+        store: &DynStore,
+        candidate_id: i64,
+    ) -> Result<Arc<Vec<RequestRecord>>, StoreError> {
+        let mut last = self.last.lock().await;
+        if let Some((id, records)) = last.as_ref()
+            && *id == candidate_id
+        {
+            return Ok(records.clone());
+        }
+        // The one held before goes first: two candidates' records are never held at once.
+        *last = None;
+        let records = Arc::new(store.list_candidate_records(self.run_id, candidate_id).await?);
+        *last = Some((candidate_id, records.clone()));
+        Ok(records)
+    }
+
+    /// Lets the last candidate's records go (once every summary of it is computed).
+    pub async fn release(&self) {
+        *self.last.lock().await = None;
+    }
+
+    /// The instants the run was resumed at (`calibers::resumes_of`).
+    pub async fn resumes(&self, store: &DynStore) -> Result<&[i64], StoreError> {
+        let resumes = self
+            .resumes
             .get_or_try_init(|| async {
-                let records = store.list_request_records(self.run_id).await?;
                 let events = store.list_run_events(self.run_id).await?;
-                let resumes = resumes_of(events.iter().map(|e| (e.at.0, e.message.as_str())));
-                Ok::<_, StoreError>((records, resumes))
+                Ok::<_, StoreError>(resumes_of(events.iter().map(|e| (e.at.0, e.message.as_str()))))
             })
             .await?;
-        Ok((records, resumes))
+        Ok(resumes)
     }
 }
 

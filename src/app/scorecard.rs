@@ -159,8 +159,8 @@ pub async fn assemble(store: &DynStore, run_id: i64, choice: &ScorecardChoice) -
 pub const SUMMARIES_KIND: &str = "scorecard/2";
 
 /// One summary per candidate of `candidates` (the run's, in its order): read from the run's
-/// stored summaries when it is terminal, else reduced from its records (and stored when
-/// terminal). `version` and `records` are read only when they are computed.
+/// stored summaries when it is terminal, else reduced from its records a candidate at a time
+/// (and stored when terminal). `version` and `records` are read only when they are computed.
 pub async fn candidate_summaries(
     store: &DynStore,
     run: &Run,
@@ -171,15 +171,32 @@ pub async fn candidate_summaries(
     if let Some(stored) = stored_summaries(store, run, candidates).await? {
         return Ok(stored);
     }
-    let cacheable = summaries_are_stored(run);
-    let (records, resumes) = records.get(store).await?;
+    // Every candidate of the run, so a later scorecard of any of them reads the stored ones.
+    let mut all = Vec::with_capacity(run.candidate_ids.len());
+    for &id in &run.candidate_ids {
+        all.push(candidate_summary(store, run, version, records, id).await?);
+    }
+    let all = store_summaries(store, run, all, candidates).await?;
+    Ok(in_order(&all, candidates).unwrap_or_default())
+}
+
+/// One candidate of the run's summary, from its records alone.
+pub async fn candidate_summary(
+    store: &DynStore,
+    run: &Run,
+    version: &RunVersion,
+    records: &RunRecords,
+    candidate_id: i64,
+) -> Result<CandidateSummary, AppError> {
+    let resumes = records.resumes(store).await?;
+    let mine = records.of_candidate(store, candidate_id).await?;
     let weights: HashMap<String, f64> = version
         .outline(store)
         .await?
         .map(|v| v.cases.iter().map(|c| (c.id.clone(), c.weight)).collect())
         .unwrap_or_default();
     // The cases' graders name the judges: the whole version is read only for judge calls.
-    let file = match records.iter().any(|r| r.phase == Phase::Judge) {
+    let file = match mine.iter().any(|r| r.phase == Phase::Judge) {
         true => version.get(store).await?.map(|v| &v.file),
         false => None,
     };
@@ -189,22 +206,33 @@ pub async fn candidate_summaries(
         resumes,
         file,
     };
-    // Every candidate of the run, so a later scorecard of any of them reads the stored ones.
-    let mut ids = run.candidate_ids.clone();
-    ids.extend(
-        candidates
-            .iter()
-            .map(|c| c.id)
-            .filter(|id| !run.candidate_ids.contains(id)),
-    );
-    let all: Vec<CandidateSummary> = ids.iter().map(|&id| scorecard::summarise(id, records, &cx)).collect();
-    if cacheable {
+    Ok(scorecard::summarise(candidate_id, &mine, &cx))
+}
+
+/// Adds the (empty) summaries of `candidates` outside the run to the run's candidates' `all`,
+/// and stores them when the run is terminal; returns them all.
+pub async fn store_summaries(
+    store: &DynStore,
+    run: &Run,
+    mut all: Vec<CandidateSummary>,
+    candidates: &[Candidate],
+) -> Result<Vec<CandidateSummary>, AppError> {
+    let cx = SummaryContext {
+        run_concurrency: run.config.concurrency,
+        weights: &HashMap::new(),
+        resumes: &[],
+        file: None,
+    };
+    for c in candidates.iter().filter(|c| !run.candidate_ids.contains(&c.id)) {
+        all.push(scorecard::summarise(c.id, &[], &cx));
+    }
+    if summaries_are_stored(run) {
         match serde_json::to_string(&all) {
             Ok(body) => store.save_run_summary(run.id, SUMMARIES_KIND, &body).await?,
             Err(e) => tracing::warn!(run_id = run.id, error = %e, "could not store the scorecard summaries"),
         }
     }
-    Ok(in_order(&all, candidates).unwrap_or_default())
+    Ok(all)
 }
 
 /// The summaries of `candidates`, in their order, when all of them are stored.

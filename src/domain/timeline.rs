@@ -51,60 +51,110 @@ pub fn over_time<'a>(records: impl IntoIterator<Item = &'a RequestRecord>, candi
         .into_iter()
         .filter(|r| !r.is_warmup && candidate_ids.contains(&r.candidate_id))
         .collect();
-    let end_of = |r: &RequestRecord| r.sent_at_us + r.end_us.unwrap_or(0);
-    let start = measured.iter().map(|r| r.sent_at_us).min()?;
-    let end = measured.iter().map(|r| end_of(r)).max()?;
-    let span_s = ((end - start) as f64 / 1e6).max(1e-3);
-    let width = round_width(span_s / MAX_BUCKETS as f64);
-    let count = ((span_s / width).ceil() as usize).clamp(1, MAX_BUCKETS + 1);
-    let index = |at_us: i64| (((at_us - start) as f64 / 1e6 / width) as usize).min(count - 1);
+    let grid = Grid::of(span(measured.iter().copied())?);
     let candidates = candidate_ids
         .iter()
         .map(|&id| {
-            let mut tokens = vec![0u64; count];
-            let mut ttfts: Vec<Vec<f64>> = vec![Vec::new(); count];
-            let mut errors = vec![0u32; count];
-            let mine: Vec<&&RequestRecord> = measured.iter().filter(|r| r.candidate_id == id).collect();
-            let first = mine.iter().map(|r| index(r.sent_at_us)).min();
-            let last = mine.iter().map(|r| index(end_of(r))).max();
-            for r in mine {
-                if !r.succeeded() {
-                    errors[index(end_of(r))] += 1;
-                    continue;
-                }
-                if r.chunks.is_empty() {
-                    tokens[index(end_of(r))] += u64::from(r.output_tokens.unwrap_or(0));
-                } else {
-                    for &(offset, n) in &r.chunks {
-                        tokens[index(r.sent_at_us + offset)] += u64::from(n);
-                    }
-                }
-                if let Some(ttft) = r.ttft_us() {
-                    ttfts[index(r.sent_at_us + ttft)].push(ttft as f64 / 1000.0);
-                }
-            }
-            let buckets = (0..count)
-                .map(|i| {
-                    let start_s = i as f64 * width;
-                    // The last bucket ends with the run: its rate is over the time it covers.
-                    let end_s = ((i + 1) as f64 * width).min(span_s);
-                    Bucket {
-                        start_s,
-                        end_s,
-                        tok_s: (first <= Some(i) && Some(i) <= last)
-                            .then(|| tokens[i] as f64 / (end_s - start_s).max(1e-6)),
-                        ttft_p50_ms: Distribution::of(ttfts[i].iter().copied()).map(|d| d.p50),
-                        errors: errors[i],
-                    }
-                })
-                .collect();
-            (id, buckets)
+            (
+                id,
+                grid.buckets(measured.iter().copied().filter(|r| r.candidate_id == id)),
+            )
         })
         .collect();
-    Some(Timeline {
-        bucket_s: width,
-        candidates,
-    })
+    Some(grid.timeline(candidates))
+}
+
+/// A record's end on the wall clock (its send when it has none).
+fn end_of(r: &RequestRecord) -> i64 {
+    r.sent_at_us + r.end_us.unwrap_or(0)
+}
+
+/// (first send, last end) of `records`, wall clock µs; None for none. Records of the same run
+/// read apart (a candidate at a time) give the run's span as the min and max of theirs.
+pub fn span<'a>(records: impl IntoIterator<Item = &'a RequestRecord>) -> Option<(i64, i64)> {
+    records
+        .into_iter()
+        .map(|r| (r.sent_at_us, end_of(r)))
+        .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
+}
+
+/// The buckets of a run whose measured records span `(first send, last end)`: every
+/// candidate's on one axis, so they can be computed one candidate at a time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Grid {
+    start: i64,
+    span_s: f64,
+    width: f64,
+    count: usize,
+}
+
+impl Grid {
+    pub fn of((start, end): (i64, i64)) -> Grid {
+        let span_s = ((end - start) as f64 / 1e6).max(1e-3);
+        let width = round_width(span_s / MAX_BUCKETS as f64);
+        let count = ((span_s / width).ceil() as usize).clamp(1, MAX_BUCKETS + 1);
+        Grid {
+            start,
+            span_s,
+            width,
+            count,
+        }
+    }
+
+    fn index(&self, at_us: i64) -> usize {
+        (((at_us - self.start) as f64 / 1e6 / self.width) as usize).min(self.count - 1)
+    }
+
+    /// One candidate's buckets from its measured records (warm-ups already left out).
+    pub fn buckets<'a>(&self, mine: impl IntoIterator<Item = &'a RequestRecord>) -> Vec<Bucket> {
+        let count = self.count;
+        let mut tokens = vec![0u64; count];
+        let mut ttfts: Vec<Vec<f64>> = vec![Vec::new(); count];
+        let mut errors = vec![0u32; count];
+        let (mut first, mut last) = (None::<usize>, None::<usize>);
+        for r in mine {
+            let (sent, end) = (self.index(r.sent_at_us), self.index(end_of(r)));
+            first = Some(first.map_or(sent, |f| f.min(sent)));
+            last = Some(last.map_or(end, |l| l.max(end)));
+            if !r.succeeded() {
+                errors[end] += 1;
+                continue;
+            }
+            if r.chunks.is_empty() {
+                tokens[end] += u64::from(r.output_tokens.unwrap_or(0));
+            } else {
+                for &(offset, n) in &r.chunks {
+                    tokens[self.index(r.sent_at_us + offset)] += u64::from(n);
+                }
+            }
+            if let Some(ttft) = r.ttft_us() {
+                ttfts[self.index(r.sent_at_us + ttft)].push(ttft as f64 / 1000.0);
+            }
+        }
+        (0..count)
+            .map(|i| {
+                let start_s = i as f64 * self.width;
+                // The last bucket ends with the run: its rate is over the time it covers.
+                let end_s = ((i + 1) as f64 * self.width).min(self.span_s);
+                Bucket {
+                    start_s,
+                    end_s,
+                    tok_s: (first <= Some(i) && Some(i) <= last)
+                        .then(|| tokens[i] as f64 / (end_s - start_s).max(1e-6)),
+                    ttft_p50_ms: Distribution::of(ttfts[i].iter().copied()).map(|d| d.p50),
+                    errors: errors[i],
+                }
+            })
+            .collect()
+    }
+
+    /// The timeline of every candidate's buckets, in the order given.
+    pub fn timeline(&self, candidates: Vec<(i64, Vec<Bucket>)>) -> Timeline {
+        Timeline {
+            bucket_s: self.width,
+            candidates,
+        }
+    }
 }
 
 #[cfg(test)]

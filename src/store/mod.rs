@@ -578,6 +578,12 @@ pub trait Store: Send + Sync + 'static {
     /// All records of a run with their grades, in send order. Records counted by the server's
     /// tokenizer carry that count (source `server-tokenizer`), here and in every other read.
     fn list_request_records(&self, run_id: i64) -> StoreFuture<'_, Vec<RequestRecord>>;
+    /// One candidate's records of a run with their grades, in send order (as
+    /// [`Store::list_request_records`] reads them).
+    fn list_candidate_records(&self, run_id: i64, candidate_id: i64) -> StoreFuture<'_, Vec<RequestRecord>>;
+    /// (first send, last end) of a run's measured records (warm-ups left out), wall clock µs;
+    /// None before any: the axis its charts over time share.
+    fn measured_span(&self, run_id: i64) -> StoreFuture<'_, Option<(i64, i64)>>;
     /// Adds grades to a stored record (found by its key; NotFound when absent) at positions
     /// `first_position`, `first_position + 1`, …, in one statement. Grades are never updated:
     /// a position already graded is skipped, so a repeated call adds nothing. Returns how many

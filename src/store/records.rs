@@ -157,6 +157,54 @@ macro_rules! record_queries {
         }
 
         #[tracing::instrument(level = "debug", skip(self))]
+        fn list_candidate_records(&self, run_id: i64, candidate_id: i64) -> StoreFuture<'_, Vec<RequestRecord>> {
+            Box::pin(async move {
+                // As `list_request_records`, on the same send-order index: `candidate_id + 0`
+                // keeps both databases off the unique key's index, whose order would have each
+                // page sort all of the candidate's records.
+                let mut records: Vec<RequestRecord> = Vec::new();
+                let (mut sent, mut id) = (i64::MIN, i64::MIN);
+                loop {
+                    let rows: Vec<rows::RecordRow> = sqlx::query_as(concat!(
+                        "SELECT ",
+                        rows::record_select_columns!(),
+                        " FROM request_records WHERE run_id = $1 AND sent_at_us >= $2 AND (sent_at_us > $2 OR id > $3) \
+                         AND candidate_id + 0 = $4 ORDER BY sent_at_us, id LIMIT $5"
+                    ))
+                    .bind(run_id)
+                    .bind(sent)
+                    .bind(id)
+                    .bind(candidate_id)
+                    .bind(rows::RECORDS_PER_READ)
+                    .fetch_all(self.pool())
+                    .await?;
+                    let full = rows.len() as i64 == rows::RECORDS_PER_READ;
+                    if let Some(last) = rows.last() {
+                        (sent, id) = (last.sent_at_us, last.id);
+                    }
+                    records.extend(self.complete_records(rows).await?);
+                    if !full {
+                        return Ok(records);
+                    }
+                }
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn measured_span(&self, run_id: i64) -> StoreFuture<'_, Option<(i64, i64)>> {
+            Box::pin(async move {
+                let span: (Option<i64>, Option<i64>) = sqlx::query_as(
+                    "SELECT MIN(sent_at_us), MAX(sent_at_us + COALESCE(end_us, 0)) FROM request_records \
+                     WHERE run_id = $1 AND NOT is_warmup",
+                )
+                .bind(run_id)
+                .fetch_one(self.pool())
+                .await?;
+                Ok(span.0.zip(span.1))
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
         fn run_progress(&self, run_id: i64) -> StoreFuture<'_, Vec<CandidateProgress>> {
             Box::pin(async move {
                 let rows: Vec<rows::ProgressRow> = sqlx::query_as(

@@ -41,40 +41,75 @@ pub fn router() -> Router<AppState> {
 pub const FIGURES_KIND: &str = "figures/8";
 
 /// Per-candidate figures of a run, in the run's candidate order: read from the run's cached
-/// summary when it is terminal, else computed from its records (and cached when terminal). A
-/// resumed run's aggregates are per segment, as on the run page and the scorecard. `version`
-/// is read only when they are computed.
+/// summary when it is terminal, else computed from its records a candidate at a time (and
+/// cached when terminal). A resumed run's aggregates are per segment, as on the run page and
+/// the scorecard. `version` is read only when they are computed.
 pub async fn run_figures(
     state: &AppState,
     run: &Run,
     version: &RunVersion,
     records: &RunRecords,
 ) -> Result<Vec<Figures>, WebError> {
-    let cacheable = crate::app::runs::summaries_are_stored(run);
-    if cacheable && let Some(body) = state.store.get_run_summary(run.id, FIGURES_KIND).await? {
-        match serde_json::from_str::<Vec<Figures>>(&body) {
-            Ok(f) => return Ok(f),
-            Err(e) => tracing::warn!(run_id = run.id, error = %e, "cached figures unreadable; recomputing"),
+    if let Some(stored) = stored_figures(state, run).await? {
+        return Ok(stored);
+    }
+    let mut out = Vec::with_capacity(run.candidate_ids.len());
+    for &id in &run.candidate_ids {
+        out.push(candidate_figures(state, version, records, id).await?);
+    }
+    store_figures(state, run, &out).await?;
+    Ok(out)
+}
+
+/// A terminal run's stored figures; None when not stored (or unreadable).
+pub async fn stored_figures(state: &AppState, run: &Run) -> Result<Option<Vec<Figures>>, WebError> {
+    if !crate::app::runs::summaries_are_stored(run) {
+        return Ok(None);
+    }
+    let Some(body) = state.store.get_run_summary(run.id, FIGURES_KIND).await? else {
+        return Ok(None);
+    };
+    match serde_json::from_str::<Vec<Figures>>(&body) {
+        Ok(f) => Ok(Some(f)),
+        Err(e) => {
+            tracing::warn!(run_id = run.id, error = %e, "cached figures unreadable; recomputing");
+            Ok(None)
         }
     }
-    let (records, resumes) = records.get(&state.store).await?;
+}
+
+/// One candidate's figures, from its records alone.
+pub async fn candidate_figures(
+    state: &AppState,
+    version: &RunVersion,
+    records: &RunRecords,
+    candidate_id: i64,
+) -> Result<Figures, WebError> {
+    let resumes = records.resumes(&state.store).await?;
+    let mine = records.of_candidate(&state.store, candidate_id).await?;
     let weights = version
         .outline(&state.store)
         .await?
         .map(|v| v.weights())
         .unwrap_or_default();
-    let out: Vec<Figures> = run
-        .candidate_ids
-        .iter()
-        .map(|&id| figures(id, records, |case| weights.get(case).copied().unwrap_or(1.0), resumes))
-        .collect();
-    if cacheable {
-        match serde_json::to_string(&out) {
-            Ok(body) => state.store.save_run_summary(run.id, FIGURES_KIND, &body).await?,
-            Err(e) => tracing::warn!(run_id = run.id, error = %e, "could not cache run figures"),
-        }
+    Ok(figures(
+        candidate_id,
+        &mine,
+        |case| weights.get(case).copied().unwrap_or(1.0),
+        resumes,
+    ))
+}
+
+/// Stores a terminal run's figures (every candidate's, in the run's order).
+pub async fn store_figures(state: &AppState, run: &Run, figures: &[Figures]) -> Result<(), WebError> {
+    if !crate::app::runs::summaries_are_stored(run) {
+        return Ok(());
     }
-    Ok(out)
+    match serde_json::to_string(figures) {
+        Ok(body) => state.store.save_run_summary(run.id, FIGURES_KIND, &body).await?,
+        Err(e) => tracing::warn!(run_id = run.id, error = %e, "could not cache run figures"),
+    }
+    Ok(())
 }
 
 /// Eval-set versions by id, each read (and parsed) once per request: many archived runs share

@@ -13,6 +13,7 @@ use axum::response::Redirect;
 use serde::{Deserialize, Serialize};
 
 use crate::app::runs::{RunRecords, RunVersion, VersionOutline};
+use crate::domain::calibers::RunFigures;
 use crate::domain::candidate::Candidate;
 use crate::domain::evalset::EvalSetHeader;
 use crate::domain::grading::case_passed;
@@ -26,7 +27,7 @@ use crate::web::how_we_measure::{AGGREGATE, AGGREGATE_WHOLE_RUN, DECODE_PER_STRE
 use crate::web::views::{NOT_MEASURED, ms, or_dash, pct_n, short_hash, tok_s};
 
 use super::again::{AgainButton, StopView, buttons};
-use super::report::{HarnessView, LevelsView, QualityView, harness_view, levels_view, quality_views};
+use super::report::{HarnessView, LevelsView, QualityView, harness_view, levels_view};
 use crate::web::scorecards::charts::{self, Chart};
 
 /// Most per-case rows shown on the page (the full data is in the records).
@@ -288,8 +289,11 @@ pub struct OverTimeRow {
     pub errors: u32,
 }
 
-fn over_time_view(run: &Run, candidates: &[Candidate], records: &[RequestRecord]) -> Option<OverTimeView> {
-    let timeline = crate::domain::timeline::over_time(records, &run.candidate_ids)?;
+fn over_time_view(
+    run: &Run,
+    candidates: &[Candidate],
+    timeline: crate::domain::timeline::Timeline,
+) -> Option<OverTimeView> {
     let names: Vec<String> = run
         .candidate_ids
         .iter()
@@ -641,25 +645,39 @@ pub(super) async fn cached_record_parts(
     candidates: &[Candidate],
     records: &RunRecords,
 ) -> Result<RecordParts, WebError> {
-    let cacheable = crate::app::runs::summaries_are_stored(run);
-    if cacheable && let Some(body) = state.store.get_run_summary(run.id, RECORD_PARTS_KIND).await? {
-        match serde_json::from_str::<RecordParts>(&body) {
-            Ok(parts) => return Ok(parts),
-            Err(e) => tracing::warn!(run_id = run.id, error = %e, "cached run page unreadable; recomputing"),
-        }
-    }
-    if !cacheable {
+    if !crate::app::runs::summaries_are_stored(run) {
         return live_record_parts(state, run, version, candidates).await;
+    }
+    if let Some(parts) = stored_record_parts(state, run).await? {
+        return Ok(parts);
     }
     let version = version.outline(&state.store).await?;
     let parts = record_parts(state, run, version, candidates, records).await?;
-    if cacheable {
-        match serde_json::to_string(&parts) {
-            Ok(body) => state.store.save_run_summary(run.id, RECORD_PARTS_KIND, &body).await?,
-            Err(e) => tracing::warn!(run_id = run.id, error = %e, "could not cache the run page"),
+    store_record_parts(state, run, &parts).await?;
+    Ok(parts)
+}
+
+/// A terminal run's stored parts; None when not stored (or unreadable).
+pub(super) async fn stored_record_parts(state: &AppState, run: &Run) -> Result<Option<RecordParts>, WebError> {
+    let Some(body) = state.store.get_run_summary(run.id, RECORD_PARTS_KIND).await? else {
+        return Ok(None);
+    };
+    match serde_json::from_str::<RecordParts>(&body) {
+        Ok(parts) => Ok(Some(parts)),
+        Err(e) => {
+            tracing::warn!(run_id = run.id, error = %e, "cached run page unreadable; recomputing");
+            Ok(None)
         }
     }
-    Ok(parts)
+}
+
+/// Stores a terminal run's parts.
+pub(super) async fn store_record_parts(state: &AppState, run: &Run, parts: &RecordParts) -> Result<(), WebError> {
+    match serde_json::to_string(parts) {
+        Ok(body) => state.store.save_run_summary(run.id, RECORD_PARTS_KIND, &body).await?,
+        Err(e) => tracing::warn!(run_id = run.id, error = %e, "could not cache the run page"),
+    }
+    Ok(())
 }
 
 /// Computing an unfinished run's parts took at least this long: later views within
@@ -729,128 +747,234 @@ async fn record_parts(
     candidates: &[Candidate],
     records: &RunRecords,
 ) -> Result<RecordParts, WebError> {
-    let expected = crate::app::gate::progress::expected_requests(run, version.map_or(0, |v| v.cases.len()));
-
-    let (records, resumes) = records.get(&state.store).await?;
-    let measured: Vec<&RequestRecord> = records.iter().filter(|r| !r.is_warmup).collect();
-
-    // The bar counts requests (case × repetition) with at least one stored attempt, so retries
-    // do not push it past 100 %; the text gives attempts, failures and warm-ups from the store.
-    let mut requests_done: HashMap<i64, HashSet<(&str, u32, Phase)>> = HashMap::new();
-    for r in &measured {
-        requests_done
-            .entry(r.candidate_id)
-            .or_default()
-            .insert((r.case_id.as_str(), r.repetition, r.phase));
+    let page = PageContext::new(state, run, version, candidates).await?;
+    let resumes = records.resumes(&state.store).await?;
+    let mut parts = Vec::with_capacity(run.candidate_ids.len());
+    for &id in &run.candidate_ids {
+        let mine = records.of_candidate(&state.store, id).await?;
+        parts.push(page.candidate_parts(&mine, resumes, id));
     }
-    let progress_counts = state.store.run_progress(run.id).await?;
-    let measured_records = &measured;
-    let progress = run
-        .candidate_ids
-        .iter()
-        .map(|&id| {
-            let p = progress_counts.iter().find(|p| p.candidate_id == id);
-            let measured = p.map(|p| p.measured_attempts).unwrap_or(0);
-            let failed = p.map(|p| p.failed_attempts).unwrap_or(0);
-            // Warm-ups and staged-start requests are both left out of every figure, but they
-            // are different things: counted apart (the store's count holds both).
-            let (warmups, staged) = excluded_counts(records, id);
-            let done = requests_done.get(&id).map(|s| s.len() as i64).unwrap_or(0);
-            let mut text = format!("{done} of {expected} requests");
-            if measured > done {
-                text.push_str(&format!(" · {measured} attempts"));
-            }
-            if failed > 0 {
-                text.push_str(&format!(
-                    " · {failed} failed attempt{}",
-                    if failed == 1 { "" } else { "s" }
-                ));
-            }
-            if warmups > 0 {
-                text.push_str(&format!(
-                    " · {warmups} warm-up{} (excluded)",
-                    if warmups == 1 { "" } else { "s" }
-                ));
-            }
-            if staged > 0 {
-                text.push_str(&format!(
-                    " · {staged} staged-start request{} (excluded)",
-                    if staged == 1 { "" } else { "s" }
-                ));
-            }
-            ProgressRow {
-                candidate: candidate_name(candidates, id),
-                done: done.min(expected),
-                expected: expected.max(1),
-                text,
-                live: live_figures(measured_records, id, done, expected, run.status.is_terminal()),
-            }
-        })
-        .collect();
-
-    let scorecard = (!measured.is_empty()).then(|| scorecard(run, version, candidates, records, resumes));
-
-    // Per-case rows in eval-set order, then candidate order, then repetition and attempt.
-    let order: HashMap<&str, usize> = version.map(VersionOutline::order).unwrap_or_default();
-    let mut sorted = measured.clone();
-    sorted.sort_by_key(|r| {
-        (
-            order.get(r.case_id.as_str()).copied().unwrap_or(usize::MAX),
-            run.candidate_ids.iter().position(|&c| c == r.candidate_id),
-            r.repetition,
-            r.attempt,
-        )
-    });
-    let cases_note = (sorted.len() > CASE_ROWS)
-        .then(|| format!("Showing the first {CASE_ROWS} of {} measured requests.", sorted.len()));
-    let case_rows = sorted
-        .into_iter()
-        .take(CASE_ROWS)
-        .map(|r| CaseRow {
-            case_id: r.case_id.clone(),
-            candidate: candidate_name(candidates, r.candidate_id),
-            repetition: r.repetition,
-            attempt: r.attempt,
-            status: r
-                .error_class
-                .map(|e| e.as_str().to_string())
-                .unwrap_or_else(|| "ok".into()),
-            error_detail: r.error_detail.as_deref().map(|d| truncate(&visible_controls(d), 120)),
-            passed: if r.succeeded() {
-                case_passed(&r.grades)
-            } else {
-                Some(false)
-            },
-            ttft: ms(r.ttft_us().map(|us| us as f64 / 1000.0)),
-            output: truncate(&visible_controls(&r.output), OUTPUT_EXCERPT),
-        })
-        .collect();
-    let quality = quality_views(run, candidates, records);
-    Ok(RecordParts {
-        progress,
-        scorecard,
-        cases: case_rows,
-        cases_note,
-        levels: levels_view(run, version, candidates, records, resumes),
-        pass_rates: pass_rate_chart(&quality),
-        quality,
-        over_time: over_time_view(run, candidates, records),
-    })
+    Ok(page.assemble(parts))
 }
 
+/// What the run page's parts need besides a candidate's records: read once, shared by every
+/// candidate's parts.
+pub(super) struct PageContext<'a> {
+    run: &'a Run,
+    version: Option<&'a VersionOutline>,
+    candidates: &'a [Candidate],
+    /// Requests each candidate is to make.
+    expected: i64,
+    progress: Vec<crate::store::CandidateProgress>,
+    /// The charts over time's axis (None before any measured request).
+    grid: Option<crate::domain::timeline::Grid>,
+    /// Case id → position in the file, for the case rows' order.
+    order: HashMap<&'a str, usize>,
+    weights: HashMap<&'a str, f64>,
+    /// Each case's prompt bin when the page has a per-level table.
+    bins: Option<HashMap<String, Option<u32>>>,
+}
+
+/// What the run page takes from one candidate's records.
+pub(super) struct CandidateParts {
+    id: i64,
+    progress: ProgressRow,
+    /// Measured attempts (warm-ups left out).
+    measured: usize,
+    summary: CandidateSummary,
+    /// Its first [`CASE_ROWS`] rows, each with its place in the page's order.
+    case_rows: Vec<(CaseRowPlace, CaseRow)>,
+    levels: Option<RunFigures>,
+    quality: QualityView,
+    buckets: Option<Vec<crate::domain::timeline::Bucket>>,
+}
+
+/// A case row's place: eval-set order, then candidate order, then repetition and attempt.
+type CaseRowPlace = (usize, usize, u32, u32);
+
+impl<'a> PageContext<'a> {
+    pub(super) async fn new(
+        state: &AppState,
+        run: &'a Run,
+        version: Option<&'a VersionOutline>,
+        candidates: &'a [Candidate],
+    ) -> Result<PageContext<'a>, WebError> {
+        Ok(PageContext {
+            run,
+            version,
+            candidates,
+            expected: crate::app::gate::progress::expected_requests(run, version.map_or(0, |v| v.cases.len())),
+            progress: state.store.run_progress(run.id).await?,
+            grid: state
+                .store
+                .measured_span(run.id)
+                .await?
+                .map(crate::domain::timeline::Grid::of),
+            order: version.map(VersionOutline::order).unwrap_or_default(),
+            weights: version.map(VersionOutline::weights).unwrap_or_default(),
+            bins: super::report::level_bins(run, version),
+        })
+    }
+
+    /// One candidate's parts from its records (another candidate's records are left out).
+    pub(super) fn candidate_parts(&self, records: &[RequestRecord], resumes: &[i64], id: i64) -> CandidateParts {
+        let (run, expected) = (self.run, self.expected);
+        let measured: Vec<&RequestRecord> = records
+            .iter()
+            .filter(|r| r.candidate_id == id && !r.is_warmup)
+            .collect();
+
+        // The bar counts requests (case × repetition) with at least one stored attempt, so
+        // retries do not push it past 100 %; the text gives attempts, failures and warm-ups
+        // from the store.
+        let done = measured
+            .iter()
+            .map(|r| (r.case_id.as_str(), r.repetition, r.phase))
+            .collect::<HashSet<_>>()
+            .len() as i64;
+        let p = self.progress.iter().find(|p| p.candidate_id == id);
+        let attempts = p.map(|p| p.measured_attempts).unwrap_or(0);
+        let failed = p.map(|p| p.failed_attempts).unwrap_or(0);
+        // Warm-ups and staged-start requests are both left out of every figure, but they are
+        // different things: counted apart (the store's count holds both).
+        let (warmups, staged) = excluded_counts(records, id);
+        let mut text = format!("{done} of {expected} requests");
+        if attempts > done {
+            text.push_str(&format!(" · {attempts} attempts"));
+        }
+        if failed > 0 {
+            text.push_str(&format!(
+                " · {failed} failed attempt{}",
+                if failed == 1 { "" } else { "s" }
+            ));
+        }
+        if warmups > 0 {
+            text.push_str(&format!(
+                " · {warmups} warm-up{} (excluded)",
+                if warmups == 1 { "" } else { "s" }
+            ));
+        }
+        if staged > 0 {
+            text.push_str(&format!(
+                " · {staged} staged-start request{} (excluded)",
+                if staged == 1 { "" } else { "s" }
+            ));
+        }
+        let name = candidate_name(self.candidates, id);
+        let progress = ProgressRow {
+            candidate: name.clone(),
+            done: done.min(expected),
+            expected: expected.max(1),
+            text,
+            live: live_figures(&measured, id, done, expected, run.status.is_terminal()),
+        };
+
+        let weight = |case: &str| self.weights.get(case).copied().unwrap_or(1.0);
+        let summary = summarise_candidate_resumed(id, records, weight, resumes);
+
+        let position = run.candidate_ids.iter().position(|&c| c == id).unwrap_or(usize::MAX);
+        let place = |r: &RequestRecord| {
+            (
+                self.order.get(r.case_id.as_str()).copied().unwrap_or(usize::MAX),
+                position,
+                r.repetition,
+                r.attempt,
+            )
+        };
+        let mut sorted = measured.clone();
+        sorted.sort_by_key(|r| place(r));
+        let case_rows = sorted
+            .into_iter()
+            .take(CASE_ROWS)
+            .map(|r| (place(r), case_row(self.candidates, r)))
+            .collect();
+
+        CandidateParts {
+            id,
+            progress,
+            measured: measured.len(),
+            summary,
+            case_rows,
+            levels: self
+                .bins
+                .as_ref()
+                .map(|bins| super::report::candidate_levels(run, bins, records, id, resumes)),
+            quality: super::report::candidate_quality(run, name, records, id),
+            buckets: self.grid.map(|grid| grid.buckets(measured.iter().copied())),
+        }
+    }
+
+    /// The page's parts from every candidate's, in the run's candidate order.
+    pub(super) fn assemble(&self, parts: Vec<CandidateParts>) -> RecordParts {
+        let (run, candidates) = (self.run, self.candidates);
+        let measured: usize = parts.iter().map(|p| p.measured).sum();
+        let mut case_rows: Vec<(CaseRowPlace, CaseRow)> = Vec::with_capacity(CASE_ROWS * parts.len());
+        let mut summaries = Vec::with_capacity(parts.len());
+        let mut progress = Vec::with_capacity(parts.len());
+        let mut levels = Vec::new();
+        let mut quality = Vec::with_capacity(parts.len());
+        let mut over_time = Vec::new();
+        for p in parts {
+            progress.push(p.progress);
+            summaries.push(p.summary);
+            case_rows.extend(p.case_rows);
+            if let Some(figures) = p.levels {
+                levels.push((candidate_name(candidates, p.id), figures));
+            }
+            quality.push(p.quality);
+            if let Some(buckets) = p.buckets {
+                over_time.push((p.id, buckets));
+            }
+        }
+        // Stable: rows at the same place keep their send order, as when sorted all at once.
+        case_rows.sort_by_key(|(place, _)| *place);
+        case_rows.truncate(CASE_ROWS);
+        let cases_note =
+            (measured > CASE_ROWS).then(|| format!("Showing the first {CASE_ROWS} of {measured} measured requests."));
+        let quality = super::report::quality_views(quality);
+        RecordParts {
+            progress,
+            scorecard: (measured > 0).then(|| scorecard(run, self.version, candidates, summaries)),
+            cases: case_rows.into_iter().map(|(_, row)| row).collect(),
+            cases_note,
+            levels: levels_view(run, levels),
+            pass_rates: pass_rate_chart(&quality),
+            quality,
+            over_time: self
+                .grid
+                .and_then(|grid| over_time_view(run, candidates, grid.timeline(over_time))),
+        }
+    }
+}
+
+fn case_row(candidates: &[Candidate], r: &RequestRecord) -> CaseRow {
+    CaseRow {
+        case_id: r.case_id.clone(),
+        candidate: candidate_name(candidates, r.candidate_id),
+        repetition: r.repetition,
+        attempt: r.attempt,
+        status: r
+            .error_class
+            .map(|e| e.as_str().to_string())
+            .unwrap_or_else(|| "ok".into()),
+        error_detail: r.error_detail.as_deref().map(|d| truncate(&visible_controls(d), 120)),
+        passed: if r.succeeded() {
+            case_passed(&r.grades)
+        } else {
+            Some(false)
+        },
+        ttft: ms(r.ttft_us().map(|us| us as f64 / 1000.0)),
+        output: truncate(&visible_controls(&r.output), OUTPUT_EXCERPT),
+    }
+}
+
+/// The results table from every candidate's summary, in the run's candidate order.
 fn scorecard(
     run: &Run,
     version: Option<&VersionOutline>,
     candidates: &[Candidate],
-    records: &[RequestRecord],
-    resumes: &[i64],
+    summaries: Vec<CandidateSummary>,
 ) -> Scorecard {
-    let weights: HashMap<&str, f64> = version.map(VersionOutline::weights).unwrap_or_default();
-    let summaries: Vec<CandidateSummary> = run
-        .candidate_ids
-        .iter()
-        .map(|&id| summarise_candidate_resumed(id, records, |case| weights.get(case).copied().unwrap_or(1.0), resumes))
-        .collect();
     let concurrency = summaries
         .iter()
         .find_map(|s| s.concurrency)

@@ -12,7 +12,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::app::runs::VersionOutline;
 use crate::domain::calibers::{HarnessReport, LevelFigures, RunFigures, run_figures_resumed};
-use crate::domain::candidate::Candidate;
 use crate::domain::format;
 use crate::domain::grading::{FieldReport, FieldStats, FieldsDetail, classification_report, field_report, label_pair};
 use crate::domain::load::LoadShape;
@@ -259,37 +258,35 @@ fn has_levels<'a>(config: &RunConfig, mut figures: impl Iterator<Item = &'a RunF
 
 /// Per-level figures of every candidate (warm-ups, rollout and other phases excluded by
 /// `run_figures`); None for a plain eval run or before any measured request.
-pub fn levels_view(
-    run: &Run,
-    version: Option<&VersionOutline>,
-    candidates: &[Candidate],
-    records: &[RequestRecord],
-    resumes: &[i64],
-) -> Option<LevelsView> {
-    let config = &run.config;
-    let bins: HashMap<&str, Option<u32>> = version
+/// Each case's prompt-length bin, when the run page has a per-level table (a load shape, or
+/// prompt-length bins); None when a plain run's results table says it all.
+pub fn level_bins(run: &Run, version: Option<&VersionOutline>) -> Option<HashMap<String, Option<u32>>> {
+    let bins: HashMap<String, Option<u32>> = version
         .map(|v| {
             v.cases
                 .iter()
-                .map(|c| (c.id.as_str(), crate::domain::evalset::prompt_bin(&c.tags)))
+                .map(|c| (c.id.clone(), crate::domain::evalset::prompt_bin(&c.tags)))
                 .collect()
         })
         .unwrap_or_default();
-    // A plain eval run without prompt-length bins has one level: the results table says it all.
-    if matches!(config.load, LoadShape::Fixed) && bins.values().all(Option::is_none) {
-        return None;
-    }
-    let figures: Vec<(String, RunFigures)> = run
-        .candidate_ids
-        .iter()
-        .map(|&id| {
-            let name = super::detail::candidate_name(candidates, id);
-            (
-                name,
-                run_figures_resumed(records, config, id, |case| bins.get(case).copied().flatten(), resumes),
-            )
-        })
-        .collect();
+    (!(matches!(run.config.load, LoadShape::Fixed) && bins.values().all(Option::is_none))).then_some(bins)
+}
+
+/// One candidate's per-level figures for the per-level table, from its records.
+pub fn candidate_levels(
+    run: &Run,
+    bins: &HashMap<String, Option<u32>>,
+    records: &[RequestRecord],
+    candidate_id: i64,
+    resumes: &[i64],
+) -> RunFigures {
+    let bin_of = |case: &str| bins.get(case).copied().flatten();
+    run_figures_resumed(records, &run.config, candidate_id, bin_of, resumes)
+}
+
+/// The per-level table from every candidate's figures (candidate name, figures), in run order.
+pub fn levels_view(run: &Run, figures: Vec<(String, RunFigures)>) -> Option<LevelsView> {
+    let config = &run.config;
     if !has_levels(config, figures.iter().map(|(_, f)| f)) || figures.iter().all(|(_, f)| f.levels.is_empty()) {
         return None;
     }
@@ -691,19 +688,17 @@ fn field_row(s: &FieldStats) -> FieldRow {
 /// Quality per candidate in run order. Only measured requests of the run's measured phase
 /// count (warm-ups and the staged rollout's requests are left out); answers graded by no
 /// grader are left out too.
-pub fn quality_views(run: &Run, candidates: &[Candidate], records: &[RequestRecord]) -> Vec<QualityView> {
+/// One candidate's quality section, from its records.
+pub fn candidate_quality(run: &Run, name: String, records: &[RequestRecord], candidate_id: i64) -> QualityView {
     let phase = run.config.measured_phase();
-    let views: Vec<QualityView> = run
-        .candidate_ids
+    let mine = records
         .iter()
-        .map(|&id| {
-            let mine = records
-                .iter()
-                .filter(|r| r.candidate_id == id && !r.is_warmup && r.phase == phase);
-            quality_of(super::detail::candidate_name(candidates, id), mine, run.config.retries)
-        })
-        .collect();
-    // Nothing measured yet: no section.
+        .filter(|r| r.candidate_id == candidate_id && !r.is_warmup && r.phase == phase);
+    quality_of(name, mine, run.config.retries)
+}
+
+/// The quality sections of every candidate; none before anything was measured.
+pub fn quality_views(views: Vec<QualityView>) -> Vec<QualityView> {
     if views.iter().all(|q| q.graded == 0 && q.failed == 0) {
         return Vec::new();
     }

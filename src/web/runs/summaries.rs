@@ -1,7 +1,7 @@
 //! A run's page summaries stored when it ends (the runner calls [`store_when_ended`]), so the
 //! first view of a big run reads them instead of computing them from every record. Each is
-//! computed by the one function its page uses (and caches with), nothing else, from one read
-//! of the run's records.
+//! computed by the functions its page uses (and caches with), nothing else, from one read of
+//! each candidate's records.
 use crate::app::runs::{RunRecords, RunVersion};
 use crate::web::AppState;
 use crate::web::error::WebError;
@@ -17,24 +17,33 @@ pub const KINDS: [&str; 4] = [
 
 /// Computes and stores the run page's parts, its case index, its per-candidate figures and its
 /// scorecard summaries, when the run is terminal (the functions store nothing for an
-/// unfinished run).
+/// unfinished run). Each candidate's records are read once, every summary's part of them
+/// computed, and let go before the next candidate's are read.
 pub async fn store_when_ended(state: &AppState, run_id: i64) -> Result<(), WebError> {
     let (run, _, candidates) = super::detail::load(state, &run_id.to_string()).await?;
-    if !run.status.is_terminal() {
+    if !crate::app::runs::summaries_are_stored(&run) {
         return Ok(());
     }
     // The run's records were written since the planner last looked; its reads below (and its
     // pages' later) plan by its size, and its outlines are read from indexes alone.
     state.store.refresh_record_statistics().await?;
-    // One read of the records (and of the eval-set version's outline) serves the three
-    // summaries computed from them.
     let records = RunRecords::of(run.id);
     let version = RunVersion::of(&run);
-    super::detail::cached_record_parts(state, &run, &version, &candidates, &records).await?;
-    crate::web::archive::run_figures(state, &run, &version, &records).await?;
+    let page = super::detail::PageContext::new(state, &run, version.outline(&state.store).await?, &candidates).await?;
+    let resumes = records.resumes(&state.store).await?;
+    let (mut parts, mut figures, mut summaries) = (Vec::new(), Vec::new(), Vec::new());
+    for &id in &run.candidate_ids {
+        let mine = records.of_candidate(&state.store, id).await?;
+        parts.push(page.candidate_parts(&mine, resumes, id));
+        drop(mine);
+        figures.push(crate::web::archive::candidate_figures(state, &version, &records, id).await?);
+        summaries.push(crate::app::scorecard::candidate_summary(&state.store, &run, &version, &records, id).await?);
+        records.release().await;
+    }
+    super::detail::store_record_parts(state, &run, &page.assemble(parts)).await?;
+    crate::web::archive::store_figures(state, &run, &figures).await?;
     let snapshot = state.store.run_candidates(run.id).await?;
-    crate::app::scorecard::candidate_summaries(&state.store, &run, &version, &snapshot, &records).await?;
-    drop(records);
+    crate::app::scorecard::store_summaries(&state.store, &run, summaries, &snapshot).await?;
     // The case index reads the records' lighter facts; its cases are read by index after.
     super::cases::case_index(state, &run, false).await?;
     state.store.refresh_record_statistics().await?;
