@@ -370,6 +370,96 @@ async fn an_ended_run_has_its_page_summaries_stored_before_any_page_is_viewed(db
     assert_eq!(app.store.get_run_summary(run, kinds[0]).await.unwrap(), stored);
 }
 
+each_backend!(an_ended_runs_case_rows_follow_the_file_then_the_candidates_whatever_the_send_order);
+/// The end step computes the run page a candidate at a time: the rows each candidate gives are
+/// merged into one order (eval-set order, then candidate order, then repetition), not the order
+/// they were sent in, and the note counts every candidate's measured requests.
+async fn an_ended_runs_case_rows_follow_the_file_then_the_candidates_whatever_the_send_order(db: TestStore) {
+    let app = spawn_app_on(db).await;
+    let version = app.create_evalset().await;
+    let mut ids = Vec::new();
+    for name in ["alpha", "beta"] {
+        let spec = CandidateDraft {
+            name: name.into(),
+            provider: "openai-chat".into(),
+            base_url: "http://127.0.0.1:1/v1".into(),
+            model: format!("{name}-model"),
+            ..Default::default()
+        }
+        .validate(None)
+        .unwrap();
+        ids.push(app.store.create_candidate(&spec).await.unwrap());
+    }
+    let run = app
+        .store
+        .create_run(&NewRun {
+            name: "two candidates".into(),
+            evalset_version_id: version,
+            candidate_ids: ids.clone(),
+            config: RunConfig {
+                repetitions: 40,
+                ..RunConfig::default()
+            },
+        })
+        .await
+        .unwrap();
+    // Sent in reverse: beta before alpha, the file's last case first, 40 repetitions each.
+    let mut records = Vec::new();
+    for &candidate in ids.iter().rev() {
+        for case in ["c3", "c2", "c1"] {
+            for repetition in 0..40 {
+                let mut r = record(run, candidate, case, "positive", case == "c1");
+                r.repetition = repetition;
+                r.sent_at_us = 1_000_000_000 + records.len() as i64 * 1_000;
+                records.push(r);
+            }
+        }
+    }
+    app.store.append_request_records(&records).await.unwrap();
+    app.store.set_run_status(run, RunStatus::Finished, None).await.unwrap();
+    bakeoff::web::runs::summaries::store_when_ended(&app.state, run)
+        .await
+        .unwrap();
+
+    let (page, _) = app.page(&format!("/runs/{run}")).await;
+    assert!(
+        page.text("main")
+            .contains("Showing the first 100 of 240 measured requests."),
+        "{}",
+        app.backend
+    );
+    let rows: Vec<String> = page.texts("table.cases tbody tr");
+    assert_eq!(rows.len(), 100, "{}", app.backend);
+    let key = |row: &str| {
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        (
+            cells[0].to_string(),
+            cells[1].to_string(),
+            cells[2].parse::<u32>().unwrap(),
+        )
+    };
+    let mut expected = Vec::new();
+    for (case, candidate, repetitions) in [("c1", "alpha", 40), ("c1", "beta", 40), ("c2", "alpha", 20)] {
+        for repetition in 0..repetitions {
+            expected.push((case.to_string(), candidate.to_string(), repetition));
+        }
+    }
+    assert_eq!(
+        rows.iter().map(|r| key(r)).collect::<Vec<_>>(),
+        expected,
+        "{}",
+        app.backend
+    );
+    // Both candidates' progress and columns, each from its own records.
+    let main = page.text("main");
+    assert_eq!(
+        main.matches("120 of 120 requests").count(),
+        2,
+        "{}: {main}",
+        app.backend
+    );
+}
+
 // ------------------------------------------------------------------- field extraction
 
 each_backend!(field_extraction_reports_per_field_figures_and_missing_wrong_extra_unusable_counts_escaped);
