@@ -359,6 +359,47 @@ pub fn summaries_are_stored(run: &Run) -> bool {
     run.status.is_terminal() && run.error.as_deref() != Some(crate::store::IMPORT_INCOMPLETE)
 }
 
+/// A run's stored summary of `kind` (the JSON of `T`); None when the run's summaries are not
+/// stored, this one is not yet, or it no longer reads (it is then recomputed).
+pub async fn stored_summary<T: serde::de::DeserializeOwned>(
+    store: &DynStore,
+    run: &Run,
+    kind: &str,
+) -> Result<Option<T>, StoreError> {
+    if !summaries_are_stored(run) {
+        return Ok(None);
+    }
+    let Some(body) = store.get_run_summary(run.id, kind).await? else {
+        return Ok(None);
+    };
+    match serde_json::from_str(&body) {
+        Ok(summary) => Ok(Some(summary)),
+        Err(e) => {
+            tracing::warn!(run_id = run.id, kind, error = %e, "stored summary unreadable; recomputing");
+            Ok(None)
+        }
+    }
+}
+
+/// Stores a run's summary of `kind` when its summaries are stored (else does nothing).
+pub async fn store_summary<T: serde::Serialize + ?Sized>(
+    store: &DynStore,
+    run: &Run,
+    kind: &str,
+    summary: &T,
+) -> Result<(), StoreError> {
+    if !summaries_are_stored(run) {
+        return Ok(());
+    }
+    match serde_json::to_string(summary) {
+        Ok(body) => store.save_run_summary(run.id, kind, &body).await,
+        Err(e) => {
+            tracing::warn!(run_id = run.id, kind, error = %e, "could not store the summary");
+            Ok(())
+        }
+    }
+}
+
 /// A run's eval-set version as its summaries read it, each part at most once and only when a
 /// summary is computed rather than read stored: its outline (head, case ids, tags, weights), and
 /// the whole version only where a case's graders are needed (naming judges). Read whole, a

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use crate::app::AppError;
-use crate::app::runs::{RunRecords, RunVersion, summaries_are_stored};
+use crate::app::runs::{RunRecords, RunVersion, store_summary, stored_summary};
 use crate::domain::calibers::{HarnessReport, resumes_of};
 use crate::domain::candidate::Candidate;
 use crate::domain::pipeline::{PipelineDraft, PipelineSpec};
@@ -226,12 +226,7 @@ pub async fn store_summaries(
     for c in candidates.iter().filter(|c| !run.candidate_ids.contains(&c.id)) {
         all.push(scorecard::summarise(c.id, &[], &cx));
     }
-    if summaries_are_stored(run) {
-        match serde_json::to_string(&all) {
-            Ok(body) => store.save_run_summary(run.id, SUMMARIES_KIND, &body).await?,
-            Err(e) => tracing::warn!(run_id = run.id, error = %e, "could not store the scorecard summaries"),
-        }
-    }
+    store_summary(store, run, SUMMARIES_KIND, &all).await?;
     Ok(all)
 }
 
@@ -250,19 +245,8 @@ async fn stored_summaries(
     run: &Run,
     candidates: &[Candidate],
 ) -> Result<Option<Vec<CandidateSummary>>, StoreError> {
-    if !summaries_are_stored(run) {
-        return Ok(None);
-    }
-    let Some(body) = store.get_run_summary(run.id, SUMMARIES_KIND).await? else {
-        return Ok(None);
-    };
-    match serde_json::from_str::<Vec<CandidateSummary>>(&body) {
-        Ok(all) => Ok(in_order(&all, candidates)),
-        Err(e) => {
-            tracing::warn!(run_id = run.id, error = %e, "stored scorecard summaries unreadable; recomputing");
-            Ok(None)
-        }
-    }
+    let all: Option<Vec<CandidateSummary>> = stored_summary(store, run, SUMMARIES_KIND).await?;
+    Ok(all.and_then(|all| in_order(&all, candidates)))
 }
 
 /// A candidate stopped within the run is NO-GO whatever its partial figures say, and its stop

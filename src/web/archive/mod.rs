@@ -7,7 +7,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
-use crate::app::runs::{RunRecords, RunVersion};
+use crate::app::runs::{RunRecords, RunVersion, store_summary, stored_summary};
 use crate::domain::compare::{Figures, figures};
 use crate::domain::run::Run;
 use crate::store::EvalSetVersion;
@@ -50,32 +50,15 @@ pub async fn run_figures(
     version: &RunVersion,
     records: &RunRecords,
 ) -> Result<Vec<Figures>, WebError> {
-    if let Some(stored) = stored_figures(state, run).await? {
+    if let Some(stored) = stored_summary(&state.store, run, FIGURES_KIND).await? {
         return Ok(stored);
     }
     let mut out = Vec::with_capacity(run.candidate_ids.len());
     for &id in &run.candidate_ids {
         out.push(candidate_figures(state, version, records, id).await?);
     }
-    store_figures(state, run, &out).await?;
+    store_summary(&state.store, run, FIGURES_KIND, &out).await?;
     Ok(out)
-}
-
-/// A terminal run's stored figures; None when not stored (or unreadable).
-pub async fn stored_figures(state: &AppState, run: &Run) -> Result<Option<Vec<Figures>>, WebError> {
-    if !crate::app::runs::summaries_are_stored(run) {
-        return Ok(None);
-    }
-    let Some(body) = state.store.get_run_summary(run.id, FIGURES_KIND).await? else {
-        return Ok(None);
-    };
-    match serde_json::from_str::<Vec<Figures>>(&body) {
-        Ok(f) => Ok(Some(f)),
-        Err(e) => {
-            tracing::warn!(run_id = run.id, error = %e, "cached figures unreadable; recomputing");
-            Ok(None)
-        }
-    }
 }
 
 /// One candidate's figures, from its records alone.
@@ -98,18 +81,6 @@ pub async fn candidate_figures(
         |case| weights.get(case).copied().unwrap_or(1.0),
         resumes,
     ))
-}
-
-/// Stores a terminal run's figures (every candidate's, in the run's order).
-pub async fn store_figures(state: &AppState, run: &Run, figures: &[Figures]) -> Result<(), WebError> {
-    if !crate::app::runs::summaries_are_stored(run) {
-        return Ok(());
-    }
-    match serde_json::to_string(figures) {
-        Ok(body) => state.store.save_run_summary(run.id, FIGURES_KIND, &body).await?,
-        Err(e) => tracing::warn!(run_id = run.id, error = %e, "could not cache run figures"),
-    }
-    Ok(())
 }
 
 /// Eval-set versions by id, each read (and parsed) once per request: many archived runs share

@@ -12,7 +12,7 @@ use axum::extract::{Path, State};
 use axum::response::Redirect;
 use serde::{Deserialize, Serialize};
 
-use crate::app::runs::{RunRecords, RunVersion, VersionOutline};
+use crate::app::runs::{RunRecords, RunVersion, VersionOutline, store_summary, stored_summary};
 use crate::domain::calibers::RunFigures;
 use crate::domain::candidate::Candidate;
 use crate::domain::evalset::EvalSetHeader;
@@ -648,36 +648,13 @@ pub(super) async fn cached_record_parts(
     if !crate::app::runs::summaries_are_stored(run) {
         return live_record_parts(state, run, version, candidates).await;
     }
-    if let Some(parts) = stored_record_parts(state, run).await? {
+    if let Some(parts) = stored_summary(&state.store, run, RECORD_PARTS_KIND).await? {
         return Ok(parts);
     }
     let version = version.outline(&state.store).await?;
     let parts = record_parts(state, run, version, candidates, records).await?;
-    store_record_parts(state, run, &parts).await?;
+    store_summary(&state.store, run, RECORD_PARTS_KIND, &parts).await?;
     Ok(parts)
-}
-
-/// A terminal run's stored parts; None when not stored (or unreadable).
-pub(super) async fn stored_record_parts(state: &AppState, run: &Run) -> Result<Option<RecordParts>, WebError> {
-    let Some(body) = state.store.get_run_summary(run.id, RECORD_PARTS_KIND).await? else {
-        return Ok(None);
-    };
-    match serde_json::from_str::<RecordParts>(&body) {
-        Ok(parts) => Ok(Some(parts)),
-        Err(e) => {
-            tracing::warn!(run_id = run.id, error = %e, "cached run page unreadable; recomputing");
-            Ok(None)
-        }
-    }
-}
-
-/// Stores a terminal run's parts.
-pub(super) async fn store_record_parts(state: &AppState, run: &Run, parts: &RecordParts) -> Result<(), WebError> {
-    match serde_json::to_string(parts) {
-        Ok(body) => state.store.save_run_summary(run.id, RECORD_PARTS_KIND, &body).await?,
-        Err(e) => tracing::warn!(run_id = run.id, error = %e, "could not cache the run page"),
-    }
-    Ok(())
 }
 
 /// Computing an unfinished run's parts took at least this long: later views within

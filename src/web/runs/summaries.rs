@@ -2,7 +2,7 @@
 //! first view of a big run reads them instead of computing them from every record. Each is
 //! computed by the functions its page uses (and caches with), nothing else, from one read of
 //! each candidate's records.
-use crate::app::runs::{RunRecords, RunVersion};
+use crate::app::runs::{RunRecords, RunVersion, store_summary};
 use crate::web::AppState;
 use crate::web::error::WebError;
 
@@ -40,8 +40,9 @@ pub async fn store_when_ended(state: &AppState, run_id: i64) -> Result<(), WebEr
         summaries.push(crate::app::scorecard::candidate_summary(&state.store, &run, &version, &records, id).await?);
         records.release().await;
     }
-    super::detail::store_record_parts(state, &run, &page.assemble(parts)).await?;
-    crate::web::archive::store_figures(state, &run, &figures).await?;
+    let parts = page.assemble(parts);
+    store_summary(&state.store, &run, super::detail::RECORD_PARTS_KIND, &parts).await?;
+    store_summary(&state.store, &run, crate::web::archive::FIGURES_KIND, &figures).await?;
     let snapshot = state.store.run_candidates(run.id).await?;
     crate::app::scorecard::store_summaries(&state.store, &run, summaries, &snapshot).await?;
     // The case index reads the records' lighter facts; its cases are read by index after.
