@@ -470,28 +470,7 @@ macro_rules! archive_queries {
             after: Option<(i64, i64)>,
             limit: i64,
         ) -> StoreFuture<'_, Vec<((i64, i64), RequestRecord)>> {
-            Box::pin(async move {
-                // Keyset on the (run, sent_at_us, id) index: each page costs the same. The
-                // `sent_at_us >= $2` conjunct is what PostgreSQL bounds the index scan with: given
-                // only the OR it scanned the run from its first record and filtered, so a
-                // million-record run took quadratic time to read (364 ms a page at 900,000 against
-                // 1.7 ms; SQLite bounds both forms).
-                let (sent, id) = after.unwrap_or((i64::MIN, i64::MIN));
-                let rows: Vec<rows::RecordRow> = sqlx::query_as(concat!(
-                    "SELECT ",
-                    rows::record_select_columns!(),
-                    " FROM request_records WHERE run_id = $1 AND sent_at_us >= $2 AND (sent_at_us > $2 OR id > $3) \
-                     ORDER BY sent_at_us, id LIMIT $4"
-                ))
-                .bind(run_id)
-                .bind(sent)
-                .bind(id)
-                .bind(limit)
-                .fetch_all(self.pool())
-                .await?;
-                let positions: Vec<(i64, i64)> = rows.iter().map(|r| (r.sent_at_us, r.id)).collect();
-                Ok(positions.into_iter().zip(self.complete_records(rows).await?).collect())
-            })
+            Box::pin(async move { self.records_page(run_id, None, after, limit).await })
         }
 
         fn cases_with_differing_outputs<'a>(&'a self, run_id: i64, case_ids: &'a [String]) -> StoreFuture<'a, Vec<String>> {

@@ -377,19 +377,10 @@ each_backend!(an_ended_runs_case_rows_follow_the_file_then_the_candidates_whatev
 async fn an_ended_runs_case_rows_follow_the_file_then_the_candidates_whatever_the_send_order(db: TestStore) {
     let app = spawn_app_on(db).await;
     let version = app.create_evalset().await;
-    let mut ids = Vec::new();
-    for name in ["alpha", "beta"] {
-        let spec = CandidateDraft {
-            name: name.into(),
-            provider: "openai-chat".into(),
-            base_url: "http://127.0.0.1:1/v1".into(),
-            model: format!("{name}-model"),
-            ..Default::default()
-        }
-        .validate(None)
-        .unwrap();
-        ids.push(app.store.create_candidate(&spec).await.unwrap());
-    }
+    let ids = vec![
+        app.create_candidate("alpha", "http://127.0.0.1:1/v1").await,
+        app.create_candidate("beta", "http://127.0.0.1:1/v1").await,
+    ];
     let run = app
         .store
         .create_run(&NewRun {

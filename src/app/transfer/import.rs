@@ -98,7 +98,7 @@ pub async fn import_from(store: &dyn Store, source: impl Read + Send + 'static) 
     let stored = store.import_run(&import, &mut parts).await;
     drop(parts);
     let read = finish_reading(reading).await;
-    let imported = match (stored?, read) {
+    let (imported, records) = match (stored?, read) {
         (ImportOutcome::Imported(id), Ok(records)) => (Imported::New(id), records),
         (ImportOutcome::AlreadyImported(id), Ok(records)) => (Imported::Before(id), records),
         // The reader refused the file half-way; the store rolled back what it had written.
@@ -106,9 +106,9 @@ pub async fn import_from(store: &dyn Store, source: impl Read + Send + 'static) 
         (ImportOutcome::Incomplete, Ok(_)) => return Err(AppError::Invalid("the export ended before its end".into())),
     };
     Ok(ImportReport {
-        imported: imported.0,
+        imported,
         exported_run_id: head.run.id,
-        records: imported.1,
+        records,
         harness: head.harness,
     })
 }
