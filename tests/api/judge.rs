@@ -541,6 +541,14 @@ async fn the_scorecard_shows_judge_cost_apart_and_the_quality_section_the_judge_
         .await
         .unwrap();
     assert_eq!(json["costs"][0]["judge"]["calls"], 6, "{}", json["costs"]);
+    // Per 1,000 requests sent beside per 1,000 cases, in both exports as on the page.
+    let cost = &json["costs"][0];
+    let (total, attempts) = (cost["total_usd"].as_f64().unwrap(), cost["attempts"].as_f64().unwrap());
+    let per_1k_requests = cost["per_1k_requests_usd"].as_f64().expect("per_1k_requests_usd");
+    assert!((per_1k_requests - total / attempts * 1000.0).abs() < 1e-12, "{cost}");
+    assert!(md.contains("| Per 1,000 cases | Per 1,000 requests |"), "{md}");
+    let shown = page.texts("section.cost td.per-1k-requests");
+    assert!(md.contains(&format!("| {} |", shown[0])), "{shown:?} not in {md}");
 
     // The run page's quality section has a row for the judge's grades, with failing reasons.
     let page = app.get_html(&format!("/runs/{run}")).await;

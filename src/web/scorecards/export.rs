@@ -111,6 +111,8 @@ struct ExportCost {
     candidate_id: i64,
     total_usd: Option<f64>,
     per_1k_cases_usd: Option<f64>,
+    /// Per 1,000 requests sent: retries are requests too (the page shows both).
+    per_1k_requests_usd: Option<f64>,
     per_correct_usd: Option<f64>,
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
@@ -299,6 +301,7 @@ pub fn to_json(j: &RunScorecard) -> serde_json::Value {
                 candidate_id: col.candidate_id,
                 total_usd: c.as_ref().map(|c| c.total_usd),
                 per_1k_cases_usd: c.as_ref().and_then(|c| c.per_1k_cases),
+                per_1k_requests_usd: c.as_ref().and_then(|c| c.per_1k_requests),
                 per_correct_usd: c.as_ref().and_then(|c| c.per_correct),
                 input_tokens: c.as_ref().map(|c| c.totals.input_tokens),
                 output_tokens: c.as_ref().map(|c| c.totals.output_tokens),
@@ -551,13 +554,16 @@ pub fn to_markdown(j: &RunScorecard) -> String {
             }
         }
     }
-    out.push_str("\n## Cost\n\n| Candidate | Run cost | Per 1,000 cases | Per correct answer |\n|---|---|---|---|\n");
+    out.push_str(
+        "\n## Cost\n\n| Candidate | Run cost | Per 1,000 cases | Per 1,000 requests | Per correct answer |\n|---|---|---|---|---|\n",
+    );
     for c in &view.costs {
         out.push_str(&format!(
-            "| {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} |\n",
             markdown_text(&c.candidate),
             c.total,
             c.per_1k,
+            c.per_1k_requests,
             c.per_correct
         ));
     }
