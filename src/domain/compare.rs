@@ -234,25 +234,28 @@ pub fn figures(
     }
     // A run's headline latencies are those of its level (a sweep's first), from the one level
     // computation; only an open loop, which has no closed-loop level, pools its requests.
-    let (ttft, e2e, decode) = latency_samples(&ok);
-    let pooled = LevelAggregate {
-        concurrency: s.concurrency.unwrap_or(0),
-        steady_tok_s: s.aggregate_tok_s,
-        whole_run_tok_s: s.whole_run_tok_s,
-        ttft_p50_ms: s.ttft_ms.as_ref().map(|d| d.p50),
-        ttft_ci: median_interval(&ttft),
-        e2e_p50_ms: s.e2e_ms.as_ref().map(|d| d.p50),
-        e2e_ci: median_interval(&e2e),
-        decode_p50_tok_s: s.decode_tok_s_per_stream.as_ref().map(|d| d.p50),
-        decode_ci: median_interval(&decode),
-        segments: 1,
-        downtime_s: 0.0,
+    // The pooled intervals are bootstraps over every request: taken only when no level heads.
+    let pooled = || {
+        let (ttft, e2e, decode) = latency_samples(&ok);
+        LevelAggregate {
+            concurrency: s.concurrency.unwrap_or(0),
+            steady_tok_s: s.aggregate_tok_s,
+            whole_run_tok_s: s.whole_run_tok_s,
+            ttft_p50_ms: s.ttft_ms.as_ref().map(|d| d.p50),
+            ttft_ci: median_interval(&ttft),
+            e2e_p50_ms: s.e2e_ms.as_ref().map(|d| d.p50),
+            e2e_ci: median_interval(&e2e),
+            decode_p50_tok_s: s.decode_tok_s_per_stream.as_ref().map(|d| d.p50),
+            decode_ci: median_interval(&decode),
+            segments: 1,
+            downtime_s: 0.0,
+        }
     };
     let headline = levels
         .iter()
         .find(|l| Some(l.concurrency) == s.concurrency)
-        .unwrap_or(&pooled)
-        .clone();
+        .cloned()
+        .unwrap_or_else(pooled);
     let resumed = levels.iter().max_by_key(|l| l.segments);
     Figures {
         segments: resumed.map_or(1, |l| l.segments),

@@ -178,23 +178,24 @@ pub fn summarise_candidate_resumed(
 
     // Per-request figures from the one definition (calibers), the aggregate from the one
     // level computation: a run measured at several concurrencies has no pooled aggregate.
-    let per_request: Vec<RequestFigures> = ok.iter().filter_map(|r| RequestFigures::of(r)).collect();
-    let ttft = Distribution::of(per_request.iter().map(|f| f.ttft_ms));
-    let e2e = Distribution::of(per_request.iter().map(|f| f.e2e_ms));
-    let decode = Distribution::of(per_request.iter().filter_map(|f| f.decode_tok_s));
-
     let output_tokens: u64 = finals.iter().filter_map(|r| r.output_tokens).map(u64::from).sum();
-    let mut levels: Vec<u32> = finals.iter().map(|r| r.concurrency).collect();
-    levels.sort_unstable();
-    levels.dedup();
-    let level = match levels.as_slice() {
-        [c] => figures_at_concurrency(finals.iter().copied(), *c, resumes),
+    let levels: std::collections::BTreeSet<u32> = finals.iter().map(|r| r.concurrency).collect();
+    let level = match (levels.len(), levels.first()) {
+        (1, Some(&c)) => figures_at_concurrency(finals.iter().copied(), c, resumes),
         _ => None,
     };
-    // One level: its percentiles, as the per-level table and the scorecard show them.
+    // One level: its percentiles, as the per-level table and the scorecard show them; else the
+    // requests' own (computed only then: each is a sort of every successful request's figure).
     let (ttft, e2e, decode) = match &level {
         Some(l) => (l.ttft_ms.clone(), l.e2e_ms.clone(), l.decode_tok_s_per_stream.clone()),
-        None => (ttft, e2e, decode),
+        None => {
+            let per_request: Vec<RequestFigures> = ok.iter().filter_map(|r| RequestFigures::of(r)).collect();
+            (
+                Distribution::of(per_request.iter().map(|f| f.ttft_ms)),
+                Distribution::of(per_request.iter().map(|f| f.e2e_ms)),
+                Distribution::of(per_request.iter().filter_map(|f| f.decode_tok_s)),
+            )
+        }
     };
     let aggregate = level.as_ref().and_then(|l| l.aggregate_tok_s);
     let whole_run = level.as_ref().and_then(|l| l.whole_run_tok_s);

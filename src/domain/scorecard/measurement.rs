@@ -1,5 +1,6 @@
 //! Measured values for catalog metrics, computed from one candidate's raw records, each with its
 //! interval, sample size and the conditions it was measured under.
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
@@ -89,6 +90,9 @@ pub struct CandidateRecords<'a> {
     pub finals: Vec<&'a RequestRecord>,
     /// When the run was resumed (wall clock µs): aggregates are taken per segment.
     pub resumes: Vec<i64>,
+    /// Each level's figures once computed: every latency and throughput rule of a level reads
+    /// them, and each computation is a pass over all final attempts and their chunk times.
+    levels: RefCell<BTreeMap<u32, Option<LevelFigures>>>,
 }
 
 impl<'a> CandidateRecords<'a> {
@@ -114,19 +118,25 @@ impl<'a> CandidateRecords<'a> {
             attempts,
             finals,
             resumes: Vec::new(),
+            levels: RefCell::default(),
         }
     }
 
     /// The run was resumed at these instants (see `calibers::resumes_of`).
     pub fn with_resumes(mut self, resumes: &[i64]) -> Self {
         self.resumes = resumes.to_vec();
+        self.levels.get_mut().clear();
         self
     }
 
     /// The level figures at concurrency `c` (the one level computation the run page, its
     /// charts, exports and `measure` use too).
     pub fn level_at(&self, c: u32) -> Option<LevelFigures> {
-        figures_at_concurrency(self.finals.iter().copied(), c, &self.resumes)
+        self.levels
+            .borrow_mut()
+            .entry(c)
+            .or_insert_with(|| figures_at_concurrency(self.finals.iter().copied(), c, &self.resumes))
+            .clone()
     }
 
     /// Final attempts at concurrency `c`.
