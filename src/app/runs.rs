@@ -297,14 +297,36 @@ fn judge_config(
     Some(JudgeConfig { judges, override_id })
 }
 
+/// How many candidates' records the whole process holds at once, whatever the number of runs
+/// ending and pages being viewed: each `RunRecords` holding records holds one of these places,
+/// and a reader waits for one (a big candidate's records are hundreds of MB; twenty viewers of
+/// a live run each reading them was gigabytes).
+pub const RECORD_HOLDERS: usize = 2;
+
+fn record_holders() -> Arc<tokio::sync::Semaphore> {
+    static HOLDERS: std::sync::LazyLock<Arc<tokio::sync::Semaphore>> =
+        std::sync::LazyLock::new(|| Arc::new(tokio::sync::Semaphore::new(RECORD_HOLDERS)));
+    HOLDERS.clone()
+}
+
+/// A candidate's records as one reader holds them, with its place among the
+/// [`RECORD_HOLDERS`].
+struct Held {
+    candidate_id: i64,
+    records: Arc<Vec<RequestRecord>>,
+    _place: tokio::sync::OwnedSemaphorePermit,
+}
+
 /// A run's records, read a candidate at a time, and the instants it was resumed at. Its
 /// summaries are computed per candidate from that candidate's records alone, so at most one
 /// candidate's records are in memory; the last candidate read is kept, so the end-of-run step
-/// computes every summary of a candidate from one read.
+/// computes every summary of a candidate from one read. A reader holds one place at a time (it
+/// lets the last candidate's go before it waits for the next), so readers never wait on each
+/// other in a circle.
 pub struct RunRecords {
     run_id: i64,
     resumes: tokio::sync::OnceCell<Vec<i64>>,
-    last: tokio::sync::Mutex<Option<(i64, Arc<Vec<RequestRecord>>)>>,
+    last: tokio::sync::Mutex<Option<Held>>,
 }
 
 impl RunRecords {
@@ -323,19 +345,28 @@ impl RunRecords {
         candidate_id: i64,
     ) -> Result<Arc<Vec<RequestRecord>>, StoreError> {
         let mut last = self.last.lock().await;
-        if let Some((id, records)) = last.as_ref()
-            && *id == candidate_id
+        if let Some(held) = last.as_ref()
+            && held.candidate_id == candidate_id
         {
-            return Ok(records.clone());
+            return Ok(held.records.clone());
         }
         // The one held before goes first: two candidates' records are never held at once.
         *last = None;
+        let place = record_holders()
+            .acquire_owned()
+            .await
+            .expect("the record holders' semaphore is never closed");
         let records = Arc::new(store.list_candidate_records(self.run_id, candidate_id).await?);
-        *last = Some((candidate_id, records.clone()));
+        *last = Some(Held {
+            candidate_id,
+            records: records.clone(),
+            _place: place,
+        });
         Ok(records)
     }
 
-    /// Lets the last candidate's records go (once every summary of it is computed).
+    /// Lets the last candidate's records (and their place) go, once every summary of it is
+    /// computed.
     pub async fn release(&self) {
         *self.last.lock().await = None;
     }

@@ -1313,3 +1313,97 @@ async fn a_case_of_many_attempts_lists_its_failed_ones_first_and_reads_the_rest_
     let never = format!("/runs/{run}/timeline?candidate={many}&case=c1&phase=quality&repetition=99&attempt=0");
     assert_eq!(app.get(&never).await.status(), 404, "{b}");
 }
+
+/// A run of two candidates × 3 cases × `repetitions`, stored (not executed) and left running.
+async fn stored_live_run(app: &TestApp, repetitions: u32) -> (i64, Vec<i64>) {
+    let version = app.create_evalset().await;
+    let ids = vec![
+        app.create_candidate("alpha", "http://127.0.0.1:1/v1").await,
+        app.create_candidate("beta", "http://127.0.0.1:1/v1").await,
+    ];
+    let run = app
+        .store
+        .create_run(&NewRun {
+            name: "live".into(),
+            evalset_version_id: version,
+            candidate_ids: ids.clone(),
+            config: RunConfig {
+                repetitions,
+                ..RunConfig::default()
+            },
+        })
+        .await
+        .unwrap();
+    let mut records = Vec::new();
+    for &candidate in &ids {
+        for case in ["c1", "c2", "c3"] {
+            for repetition in 0..repetitions {
+                let mut r = record(run, candidate, case, "positive", true);
+                r.repetition = repetition;
+                r.sent_at_us = 1_000_000_000 + records.len() as i64 * 1_000;
+                records.push(r);
+            }
+        }
+    }
+    app.store.append_request_records(&records).await.unwrap();
+    app.store.set_run_status(run, RunStatus::Running, None).await.unwrap();
+    (run, ids)
+}
+
+each_backend!(a_reader_of_records_waits_while_the_process_holds_as_many_candidates_as_it_allows);
+/// However many pages and run ends read records at once, the process holds at most
+/// `RECORD_HOLDERS` candidates' records: a further reader waits until one lets go, and a
+/// reader asking again for the candidate it holds does not wait.
+async fn a_reader_of_records_waits_while_the_process_holds_as_many_candidates_as_it_allows(db: TestStore) {
+    use bakeoff::app::runs::{RECORD_HOLDERS, RunRecords};
+    use std::time::Duration;
+    let app = spawn_app_on(db).await;
+    let (run, ids) = stored_live_run(&app, 4).await;
+    let holders: Vec<RunRecords> = (0..RECORD_HOLDERS).map(|_| RunRecords::of(run)).collect();
+    for (i, h) in holders.iter().enumerate() {
+        let held = h.of_candidate(&app.store, ids[i % 2]).await.unwrap();
+        assert_eq!(held.len(), 12, "{}", app.backend);
+    }
+    let again = tokio::time::timeout(Duration::from_secs(10), holders[0].of_candidate(&app.store, ids[0])).await;
+    assert!(
+        again.is_ok(),
+        "the candidate a reader holds is not read again ({})",
+        app.backend
+    );
+
+    let waiting = RunRecords::of(run);
+    let read = waiting.of_candidate(&app.store, ids[1]);
+    tokio::pin!(read);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut read)
+            .await
+            .is_err(),
+        "a reader beyond the holders waits ({})",
+        app.backend
+    );
+    holders[0].release().await;
+    let got = tokio::time::timeout(Duration::from_secs(30), read)
+        .await
+        .expect("the waiting reader reads once a holder lets go")
+        .unwrap();
+    assert_eq!(got.len(), 12, "{}", app.backend);
+}
+
+each_backend!(views_of_a_live_run_arriving_together_all_get_its_parts);
+/// Views of an unfinished run that arrive together share one computation of its parts (the
+/// others wait for it or take the last ones): every one shows both candidates' progress.
+async fn views_of_a_live_run_arriving_together_all_get_its_parts(db: TestStore) {
+    let app = spawn_app_on(db).await;
+    let (run, _) = stored_live_run(&app, 10).await;
+    let path = format!("/runs/{run}");
+    let views = (0..8).map(|_| app.page(&path));
+    for (page, _) in futures_util::future::join_all(views).await {
+        assert_eq!(
+            page.text("main").matches("30 of 30 requests").count(),
+            2,
+            "{}: {}",
+            app.backend,
+            page.text("main")
+        );
+    }
+}
