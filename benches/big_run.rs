@@ -12,7 +12,8 @@
 //!
 //! `cargo bench --bench big_run` (release; `BAKEOFF_BENCH_REPETITIONS=N` for 2,000 × N requests,
 //! `BAKEOFF_BENCH_CASES=N` for N cases instead of 1,000 (a 100,000-case run: `…CASES=100000
-//! …REPETITIONS=1`), `BAKEOFF_BENCH_SKIP_SQLITE=1` for PostgreSQL only, `BAKEOFF_BENCH_PAGES=text` for the pages
+//! …REPETITIONS=1`), `BAKEOFF_BENCH_LIVE_VIEWERS=N` for N views at once of the big run before it
+//! ends, `BAKEOFF_BENCH_SKIP_SQLITE=1` for PostgreSQL only, `BAKEOFF_BENCH_PAGES=text` for the pages
 //! whose path contains it, `BAKEOFF_BENCH_KEEP_SQLITE=FILE` to keep the SQLite database); CI
 //! runs `cargo test --bench big_run -- --quick` (debug, reusing the tests' build), which exits
 //! non-zero only on a gross regression: a page of the big run more than
@@ -172,6 +173,37 @@ async fn bench(label: &str, store: DynStore, cases: usize, repetitions: u32, sam
         demo_mock_url: None,
         security: std::sync::Arc::new(bakeoff::web::security::Security::for_loopback(addr)),
     };
+    let app = build_app(state.clone());
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    let client = reqwest::Client::new();
+    let base = format!("http://{addr}");
+    // BAKEOFF_BENCH_LIVE_VIEWERS=N: N views at once of the big run while it is unfinished (half
+    // its run page, half its scorecard: both computed from its records on every view).
+    let viewers: usize = std::env::var("BAKEOFF_BENCH_LIVE_VIEWERS")
+        .map(|n| n.parse().expect("BAKEOFF_BENCH_LIVE_VIEWERS: a whole number"))
+        .unwrap_or(0);
+    if viewers > 0 {
+        store.set_run_status(big, RunStatus::Running, None).await.unwrap();
+        let started = Instant::now();
+        let views = (0..viewers).map(|i| {
+            let url = format!("{base}/runs/{big}{}", if i % 2 == 0 { "" } else { "/scorecard" });
+            let client = client.clone();
+            async move {
+                let r = client.get(&url).send().await.expect("GET");
+                assert!(r.status().is_success(), "{url}: {}", r.status());
+                r.bytes().await.expect("body").len()
+            }
+        });
+        futures_util::future::join_all(views).await;
+        println!(
+            "  {viewers} views at once of the unfinished big run (run page, scorecard): all answered in {:.0} ms; peak RSS {:.0} MiB",
+            started.elapsed().as_secs_f64() * 1000.0,
+            peak_rss_mib().unwrap_or(f64::NAN)
+        );
+        store.set_run_status(big, RunStatus::Finished, None).await.unwrap();
+    }
     // What the runner does when a run ends (the synthetic runs were stored, not executed).
     for run in [reference, big] {
         let started = Instant::now();
@@ -184,11 +216,6 @@ async fn bench(label: &str, store: DynStore, cases: usize, repetitions: u32, sam
             rss_mib().unwrap_or(f64::NAN)
         );
     }
-    let server = tokio::spawn(async move {
-        axum::serve(listener, build_app(state)).await.unwrap();
-    });
-    let client = reqwest::Client::new();
-    let base = format!("http://{addr}");
     // (page, whether its weight grows with the run: exports, compared per byte).
     let pages = [
         ("/runs/{id}", false),
