@@ -7,6 +7,7 @@
 //! - `calibrate`: `bakeoff calibrate`, the harness measured against the mock on its own threads
 //! - `files`: candidates, threshold profiles and run settings as TOML files (schemas in docs/schemas/)
 //! - `gate`: a run judged for CI: start, progress, verdict with baseline check, JSON/JUnit/Markdown reports
+//! - `live`: what an unfinished run's views compute from its records, shared by every view of it
 //! - `demo`: first-start content (shipped eval sets and profiles) and the demo's mock and candidates
 //! - `retirement`: retiring and restoring candidates, eval sets and profiles; the default profile
 //! - `runs`: creating a run from a request (checked, stored, handed to the runner)
@@ -23,6 +24,7 @@ pub mod candidates;
 pub mod demo;
 pub mod files;
 pub mod gate;
+pub mod live;
 pub mod retirement;
 pub mod runs;
 pub mod scorecard;

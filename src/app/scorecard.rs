@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use crate::app::AppError;
-use crate::app::runs::{RunRecords, RunVersion, store_summary, stored_summary};
+use crate::app::runs::{RunRecords, RunVersion, store_summary, stored_summary, summaries_are_stored};
 use crate::domain::calibers::{HarnessReport, resumes_of};
 use crate::domain::candidate::Candidate;
 use crate::domain::pipeline::{PipelineDraft, PipelineSpec};
@@ -172,10 +172,21 @@ pub async fn candidate_summaries(
         return Ok(stored);
     }
     // Every candidate of the run, so a later scorecard of any of them reads the stored ones.
-    let mut all = Vec::with_capacity(run.candidate_ids.len());
-    for &id in &run.candidate_ids {
-        all.push(candidate_summary(store, run, version, records, id).await?);
-    }
+    let every_candidate = async {
+        let mut all = Vec::with_capacity(run.candidate_ids.len());
+        for &id in &run.candidate_ids {
+            all.push(candidate_summary(store, run, version, records, id).await?);
+        }
+        Ok::<_, AppError>(all)
+    };
+    let all = if summaries_are_stored(run) {
+        every_candidate.await?
+    } else {
+        // An unfinished run's, shared by its views (its scorecard, exports, API, gate polls).
+        static LIVE: std::sync::LazyLock<crate::app::live::Live<Vec<CandidateSummary>>> =
+            std::sync::LazyLock::new(Default::default);
+        LIVE.get(store, run.id, every_candidate).await?
+    };
     let all = store_summaries(store, run, all, candidates).await?;
     Ok(in_order(&all, candidates).unwrap_or_default())
 }

@@ -657,100 +657,20 @@ pub(super) async fn cached_record_parts(
     Ok(parts)
 }
 
-/// Computing an unfinished run's parts took at least this long: later views within
-/// [`LIVE_REUSE_FACTOR`]× that time share the last ones (a small run is always recomputed).
-const LIVE_REUSE_FROM: std::time::Duration = std::time::Duration::from_millis(100);
-const LIVE_REUSE_FACTOR: u32 = 4;
-/// Longest a live view reuses parts, however long they took.
-const LIVE_REUSE_MAX: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// The last parts computed of an unfinished run.
-struct LiveParts {
-    at: std::time::Instant,
-    took: std::time::Duration,
-    parts: RecordParts,
-}
-
-impl LiveParts {
-    fn reusable(&self) -> bool {
-        self.took >= LIVE_REUSE_FROM && self.at.elapsed() < (self.took * LIVE_REUSE_FACTOR).min(LIVE_REUSE_MAX)
-    }
-}
-
-/// An unfinished run's last parts and the gate their recomputation passes, shared by every
-/// view of it in this process.
-#[derive(Default)]
-struct LiveRun {
-    /// Held while the parts are recomputed: one computation of a run's parts at a time.
-    gate: std::sync::Arc<tokio::sync::Mutex<()>>,
-    last: Option<LiveParts>,
-}
-
-type LiveKey = (usize, i64);
-
-fn live_runs() -> &'static std::sync::Mutex<HashMap<LiveKey, LiveRun>> {
-    static LIVE: std::sync::OnceLock<std::sync::Mutex<HashMap<LiveKey, LiveRun>>> = std::sync::OnceLock::new();
-    LIVE.get_or_init(Default::default)
-}
-
-/// The run's last parts when `keep` accepts them.
-fn last_live_parts(key: LiveKey, keep: impl Fn(&LiveParts) -> bool) -> Option<RecordParts> {
-    let live = live_runs().lock().ok()?;
-    let last = live.get(&key)?.last.as_ref()?;
-    keep(last).then(|| last.parts.clone())
-}
-
-/// An unfinished run's parts, bounded in cost however many watch it and however often they
-/// refresh. One view at a time recomputes them; views arriving meanwhile get the last ones (or,
-/// on the first view, wait for that computation) instead of computing them again. Parts that
-/// took [`LIVE_REUSE_FROM`] or more to compute are reused for [`LIVE_REUSE_FACTOR`]× their
-/// computing time (at most [`LIVE_REUSE_MAX`]), so its figures lag by at most that.
+/// An unfinished run's parts, shared by its views (`app::live`): bounded in cost however many
+/// watch it and however often they refresh.
 async fn live_record_parts(
     state: &AppState,
     run: &Run,
     version: &RunVersion,
     candidates: &[Candidate],
 ) -> Result<RecordParts, WebError> {
-    // The store's identity with the run's: tests run many stores in one process.
-    let key = (std::sync::Arc::as_ptr(&state.store) as *const () as usize, run.id);
-    if let Some(parts) = last_live_parts(key, LiveParts::reusable) {
-        return Ok(parts);
-    }
-    let gate = match live_runs().lock() {
-        Ok(mut live) => live.entry(key).or_default().gate.clone(),
-        Err(_) => Default::default(),
-    };
-    let asked = std::time::Instant::now();
-    let _computing = match gate.clone().try_lock_owned() {
-        Ok(computing) => computing,
-        Err(_) => {
-            if let Some(parts) = last_live_parts(key, |_| true) {
-                return Ok(parts);
-            }
-            gate.lock_owned().await
-        }
-    };
-    // Computed while this view waited for the gate: those.
-    if let Some(parts) = last_live_parts(key, |last| last.at >= asked) {
-        return Ok(parts);
-    }
-    let started = std::time::Instant::now();
-    let version = version.outline(&state.store).await?;
-    let parts = record_parts(state, run, version, candidates, &RunRecords::of(run.id)).await?;
-    if let Ok(mut live) = live_runs().lock() {
-        live.entry(key).or_default().last = Some(LiveParts {
-            at: std::time::Instant::now(),
-            took: started.elapsed(),
-            parts: parts.clone(),
-        });
-        // Forget runs nobody watched for a while (ended, deleted, or another store's), unless
-        // a view is computing them.
-        live.retain(|_, e| {
-            std::sync::Arc::strong_count(&e.gate) > 1
-                || e.last.as_ref().is_some_and(|l| l.at.elapsed() < LIVE_REUSE_MAX * 2)
-        });
-    }
-    Ok(parts)
+    static LIVE: std::sync::LazyLock<crate::app::live::Live<RecordParts>> = std::sync::LazyLock::new(Default::default);
+    LIVE.get(&state.store, run.id, async {
+        let version = version.outline(&state.store).await?;
+        record_parts(state, run, version, candidates, &RunRecords::of(run.id)).await
+    })
+    .await
 }
 
 async fn record_parts(
