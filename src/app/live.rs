@@ -1,8 +1,9 @@
 //! What an unfinished run's views compute from all its records (the run page's parts, the
 //! scorecard's summaries), shared by every view of the run in this process: one view at a time
 //! computes; views arriving meanwhile take the last value (or, when there is none yet, wait for
-//! that computation) instead of computing it again; a value that took a while is reused for a
-//! few times as long, so refreshing views of a big run cost a bounded share of a core.
+//! that computation) instead of computing it again, so however many watch a run, at most one
+//! computation of it runs; a value that took a while is reused for a few times as long (at most
+//! 30 s), which bounds how often it is recomputed and how far its figures lag.
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
