@@ -1,5 +1,5 @@
 //! What an unfinished run's views compute from all its records (the run page's parts, the
-//! scorecard's summaries), shared by every view of the run in this process: one view at a time
+//! scorecard's summaries, the archive's figures), shared by every view of the run in this process: one view at a time
 //! computes; views arriving meanwhile take the last value (or, when there is none yet, wait for
 //! that computation) instead of computing it again, so however many watch a run, at most one
 //! computation of it runs; a value that took a while is reused for a few times as long (at most
@@ -9,6 +9,8 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::app::runs::summaries_are_stored;
+use crate::domain::run::Run;
 use crate::store::DynStore;
 
 /// A value that took at least this long is reused: smaller runs are always recomputed.
@@ -65,6 +67,19 @@ impl<T: Clone> Live<T> {
         let runs = self.runs.lock().ok()?;
         let last = runs.get(&key)?.last.as_ref()?;
         keep(last).then(|| last.value.clone())
+    }
+
+    /// `compute`'s value for an ended run (its summaries are stored once computed, so it is
+    /// computed once); an unfinished run's shared by its views as [`Live::get`] shares it.
+    pub async fn for_run<E, F>(&self, store: &DynStore, run: &Run, compute: F) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        if summaries_are_stored(run) {
+            compute.await
+        } else {
+            self.get(store, run.id, compute).await
+        }
     }
 
     /// Run `run_id`'s value: the last one while it may be reused or another view is computing

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use crate::app::AppError;
-use crate::app::runs::{RunRecords, RunVersion, store_summary, stored_summary, summaries_are_stored};
+use crate::app::runs::{RunRecords, RunVersion, store_summary, stored_summary};
 use crate::domain::calibers::{HarnessReport, resumes_of};
 use crate::domain::candidate::Candidate;
 use crate::domain::pipeline::{PipelineDraft, PipelineSpec};
@@ -179,14 +179,10 @@ pub async fn candidate_summaries(
         }
         Ok::<_, AppError>(all)
     };
-    let all = if summaries_are_stored(run) {
-        every_candidate.await?
-    } else {
-        // An unfinished run's, shared by its views (its scorecard, exports, API, gate polls).
-        static LIVE: std::sync::LazyLock<crate::app::live::Live<Vec<CandidateSummary>>> =
-            std::sync::LazyLock::new(Default::default);
-        LIVE.get(store, run.id, every_candidate).await?
-    };
+    // An unfinished run's are shared by its views (its scorecard, exports, API, gate polls).
+    static LIVE: std::sync::LazyLock<crate::app::live::Live<Vec<CandidateSummary>>> =
+        std::sync::LazyLock::new(Default::default);
+    let all = LIVE.for_run(store, run, every_candidate).await?;
     let all = store_summaries(store, run, all, candidates).await?;
     Ok(in_order(&all, candidates).unwrap_or_default())
 }

@@ -53,10 +53,16 @@ pub async fn run_figures(
     if let Some(stored) = stored_summary(&state.store, run, FIGURES_KIND).await? {
         return Ok(stored);
     }
-    let mut out = Vec::with_capacity(run.candidate_ids.len());
-    for &id in &run.candidate_ids {
-        out.push(candidate_figures(state, version, records, id).await?);
-    }
+    let every_candidate = async {
+        let mut out = Vec::with_capacity(run.candidate_ids.len());
+        for &id in &run.candidate_ids {
+            out.push(candidate_figures(state, version, records, id).await?);
+        }
+        Ok::<_, WebError>(out)
+    };
+    // An unfinished run's are shared by its views (history, comparisons).
+    static LIVE: std::sync::LazyLock<crate::app::live::Live<Vec<Figures>>> = std::sync::LazyLock::new(Default::default);
+    let out = LIVE.for_run(&state.store, run, every_candidate).await?;
     store_summary(&state.store, run, FIGURES_KIND, &out).await?;
     Ok(out)
 }
