@@ -1406,4 +1406,12 @@ async fn views_of_a_live_run_arriving_together_all_get_its_parts(db: TestStore) 
             page.text("main")
         );
     }
+    // Its cases page too (its case index is read from every record's facts while it runs).
+    let path = format!("/runs/{run}/cases?failures=on");
+    let views = (0..8).map(|_| app.page(&path));
+    for (page, _) in futures_util::future::join_all(views).await {
+        assert_eq!(page.text("#matching"), "0 of 3 cases match.", "{}", app.backend);
+    }
+    let (page, _) = app.page(&format!("/runs/{run}/cases")).await;
+    assert_eq!(page.text("#matching"), "3 of 3 cases match.", "{}", app.backend);
 }

@@ -606,11 +606,12 @@ fn grid_cell(candidate: String, finals: &[&RecordOutline], href: Option<String>)
 }
 
 /// What the filters know of a run's cases, without its records.
+#[derive(Clone)]
 pub(super) struct CaseIndex {
     head: CaseIndexHead,
     /// Every case with its marks, in page order; None when they are stored (a terminal run's
     /// whose index was computed before: read a page at a time by the store).
-    cases: Option<Vec<IndexedCase>>,
+    cases: Option<std::sync::Arc<Vec<IndexedCase>>>,
 }
 
 /// The part of a run's case index kept whole: small however many cases the run has.
@@ -674,6 +675,18 @@ pub(super) async fn case_index(state: &AppState, run: &Run, want_differing: bool
             Err(e) => tracing::warn!(run_id = run.id, error = %e, "stored case index unreadable; recomputing"),
         }
     }
+    // An unfinished run's is read from every record's facts: shared by its views (apart with
+    // and without the differing-outputs marks, which cost a query of their own).
+    type Shared = std::sync::LazyLock<crate::app::live::Live<CaseIndex>>;
+    static LIVE: [Shared; 2] = [Shared::new(Default::default), Shared::new(Default::default)];
+    LIVE[usize::from(want_differing)]
+        .for_run(&state.store, run, computed_case_index(state, run, want_differing))
+        .await
+}
+
+/// The run's case index from its records' facts; stored for a terminal run.
+async fn computed_case_index(state: &AppState, run: &Run, want_differing: bool) -> Result<CaseIndex, WebError> {
+    let cacheable = crate::app::runs::summaries_are_stored(run);
     let facts: Vec<RecordFact> = state
         .store
         .list_record_facts(run.id)
@@ -702,7 +715,7 @@ pub(super) async fn case_index(state: &AppState, run: &Run, want_differing: bool
     }
     Ok(CaseIndex {
         head,
-        cases: Some(cases),
+        cases: Some(std::sync::Arc::new(cases)),
     })
 }
 
