@@ -1,5 +1,5 @@
 //! What an unfinished run's views compute from all its records (the run page's parts, the
-//! scorecard's summaries, the archive's figures), shared by every view of the run in this process: one view at a time
+//! scorecard's summaries, the archive's figures, the cases page's index), shared by every view of the run in this process: one view at a time
 //! computes; views arriving meanwhile take the last value (or, when there is none yet, wait for
 //! that computation) instead of computing it again, so however many watch a run, at most one
 //! computation of it runs; a value that took a while is reused for a few times as long (at most
