@@ -192,7 +192,8 @@ pub fn figures(
             }
         }
     }
-    let finals: Vec<&RequestRecord> = last.into_values().collect();
+    let mut finals: Vec<&RequestRecord> = last.into_values().collect();
+    finals.sort_by(|a, b| crate::domain::run::send_order(a, b));
     let ok: Vec<&RequestRecord> = finals.iter().copied().filter(|r| r.succeeded()).collect();
     // Per level, the final attempts the scorecard and run page read (a request is one case,
     // repetition and level: keyed without the level, a sweep kept one level's record per case).

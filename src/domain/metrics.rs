@@ -131,7 +131,7 @@ fn final_attempts<'a>(records: &[&'a RequestRecord]) -> Vec<&'a RequestRecord> {
         }
     }
     let mut out: Vec<&RequestRecord> = last.into_values().collect();
-    out.sort_by_key(|r| r.sent_at_us);
+    out.sort_by(|a, b| super::run::send_order(a, b));
     out
 }
 
@@ -244,6 +244,34 @@ mod tests {
     use super::*;
     use crate::domain::grading::Grade;
     use crate::domain::run::{ErrorClass, Phase};
+
+    #[test]
+    fn requests_sent_in_one_microsecond_add_up_in_one_order_whatever_map_gathered_them() {
+        // Sent at the same instant (a batch at once): the summary sums their figures in the
+        // order of their keys, not of a hash map's, so two summaries of them agree to the bit.
+        let records: Vec<RequestRecord> = (0..40u32)
+            .map(|i| RequestRecord {
+                concurrency: 40,
+                sent_at_us: 1_000_000,
+                first_chunk_us: Some(1_000 + i64::from(i) * 7_919),
+                first_content_us: Some(1_000 + i64::from(i) * 7_919),
+                last_token_us: Some(90_001 + i64::from(i * i) * 104_729),
+                end_us: Some(100_003 + i64::from(i * i) * 104_729),
+                output_tokens: Some(5 + i),
+                chunks: vec![
+                    (1_000 + i64::from(i) * 7_919, 1),
+                    (90_001 + i64::from(i * i) * 104_729, 4 + i),
+                ],
+                ..RequestRecord::test_quality(&format!("c{i}"))
+            })
+            .collect();
+        let once = format!("{:?}", summarise_candidate(1, &records, |_| 1.0));
+        for _ in 0..20 {
+            let mut shuffled = records.clone();
+            shuffled.reverse();
+            assert_eq!(format!("{:?}", summarise_candidate(1, &shuffled, |_| 1.0)), once);
+        }
+    }
 
     pub(crate) fn record(
         case: &str,

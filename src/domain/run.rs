@@ -841,6 +841,29 @@ pub struct RequestRecord {
     pub chunk_text: Vec<(u32, u32)>,
 }
 
+/// Records in the order they were sent, ties (one microsecond, a batch sent at once) broken by
+/// their key, so every figure summed over them adds in one order whatever map gathered them.
+pub fn send_order(a: &RequestRecord, b: &RequestRecord) -> std::cmp::Ordering {
+    (
+        a.sent_at_us,
+        a.candidate_id,
+        &a.case_id,
+        a.phase.as_str(),
+        a.repetition,
+        a.concurrency,
+        a.attempt,
+    )
+        .cmp(&(
+            b.sent_at_us,
+            b.candidate_id,
+            &b.case_id,
+            b.phase.as_str(),
+            b.repetition,
+            b.concurrency,
+            b.attempt,
+        ))
+}
+
 #[cfg(test)]
 impl RequestRecord {
     /// Unit-test fixture: a finished, ungraded quality request of run 1, candidate 1, case

@@ -112,7 +112,7 @@ impl<'a> CandidateRecords<'a> {
             }
         }
         let mut finals: Vec<&RequestRecord> = last.into_values().collect();
-        finals.sort_by_key(|r| (r.sent_at_us, r.attempt));
+        finals.sort_by(|a, b| crate::domain::run::send_order(a, b));
         CandidateRecords {
             candidate_id,
             attempts,

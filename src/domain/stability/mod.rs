@@ -83,7 +83,7 @@ pub fn final_attempts(records: &[RequestRecord], candidate_id: i64) -> Vec<&Requ
         }
     }
     let mut finals: Vec<&RequestRecord> = last.into_values().collect();
-    finals.sort_by_key(|r| (r.sent_at_us, r.attempt));
+    finals.sort_by(|a, b| crate::domain::run::send_order(a, b));
     finals
 }
 

@@ -313,12 +313,13 @@ impl Runner {
         let wake = self.shared.wake.clone();
         runtime::handle().spawn(async move {
             tracing::info!(run_id, "run cancelled while waiting for a slot");
-            if let Err(e) = store.set_run_status(run_id, RunStatus::Cancelled, None).await {
-                tracing::error!(run_id, error = %e, "could not mark the run cancelled");
-            }
+            // The event first: whoever sees the run cancelled sees why.
             let _ = store
                 .append_run_event(run_id, "warn", "cancelled while waiting for a slot")
                 .await;
+            if let Err(e) = store.set_run_status(run_id, RunStatus::Cancelled, None).await {
+                tracing::error!(run_id, error = %e, "could not mark the run cancelled");
+            }
             let _ = store.release_run_slot(run_id).await;
             wake.notify_one();
         });
