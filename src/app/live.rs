@@ -1,10 +1,11 @@
 //! What an unfinished run's views compute from all its records (the run page's parts, the
-//! scorecard's summaries, the archive's figures, the cases page's index), shared by every view of the run in this process: one view at a time
-//! computes; views arriving meanwhile take the last value (or, when there is none yet, wait for
-//! that computation) instead of computing it again, so however many watch a run, at most one
-//! computation of it runs; a value that took a while is reused for a few times as long (at most
-//! 30 s), which bounds how often it is recomputed and how far its figures lag.
-use std::collections::HashMap;
+//! scorecard's summaries, the archive's figures, the cases page's index), shared by every view
+//! of the run in this process: one view at a time computes; views arriving meanwhile take the
+//! last value (or, when there is none yet, wait for that computation) instead of computing it
+//! again, so however many watch a run, at most one computation of it runs; a value that took a
+//! while is reused for a few times as long (at most 30 s), which bounds how often it is
+//! recomputed and how far its figures lag.
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -53,13 +54,13 @@ type Key = (usize, i64);
 
 /// One kind of value of unfinished runs (each user keeps one in a `static`).
 pub struct Live<T> {
-    runs: Mutex<HashMap<Key, LiveRun<T>>>,
+    runs: Mutex<BTreeMap<Key, LiveRun<T>>>,
 }
 
 impl<T: Clone> Live<T> {
-    pub fn new() -> Self {
+    pub const fn new() -> Self {
         Live {
-            runs: Mutex::new(HashMap::new()),
+            runs: Mutex::new(BTreeMap::new()),
         }
     }
 

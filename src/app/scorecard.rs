@@ -180,8 +180,7 @@ pub async fn candidate_summaries(
         Ok::<_, AppError>(all)
     };
     // An unfinished run's are shared by its views (its scorecard, exports, API, gate polls).
-    static LIVE: std::sync::LazyLock<crate::app::live::Live<Vec<CandidateSummary>>> =
-        std::sync::LazyLock::new(Default::default);
+    static LIVE: crate::app::live::Live<Vec<CandidateSummary>> = crate::app::live::Live::new();
     let all = LIVE.for_run(store, run, every_candidate).await?;
     let all = store_summaries(store, run, all, candidates).await?;
     Ok(in_order(&all, candidates).unwrap_or_default())

@@ -844,24 +844,18 @@ pub struct RequestRecord {
 /// Records in the order they were sent, ties (one microsecond, a batch sent at once) broken by
 /// their key, so every figure summed over them adds in one order whatever map gathered them.
 pub fn send_order(a: &RequestRecord, b: &RequestRecord) -> std::cmp::Ordering {
-    (
-        a.sent_at_us,
-        a.candidate_id,
-        &a.case_id,
-        a.phase.as_str(),
-        a.repetition,
-        a.concurrency,
-        a.attempt,
-    )
-        .cmp(&(
-            b.sent_at_us,
-            b.candidate_id,
-            &b.case_id,
-            b.phase.as_str(),
-            b.repetition,
-            b.concurrency,
-            b.attempt,
-        ))
+    fn key(r: &RequestRecord) -> (i64, i64, &str, &str, u32, u32, u32) {
+        (
+            r.sent_at_us,
+            r.candidate_id,
+            &r.case_id,
+            r.phase.as_str(),
+            r.repetition,
+            r.concurrency,
+            r.attempt,
+        )
+    }
+    key(a).cmp(&key(b))
 }
 
 #[cfg(test)]

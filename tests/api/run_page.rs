@@ -376,24 +376,7 @@ each_backend!(an_ended_runs_case_rows_follow_the_file_then_the_candidates_whatev
 /// they were sent in, and the note counts every candidate's measured requests.
 async fn an_ended_runs_case_rows_follow_the_file_then_the_candidates_whatever_the_send_order(db: TestStore) {
     let app = spawn_app_on(db).await;
-    let version = app.create_evalset().await;
-    let ids = vec![
-        app.create_candidate("alpha", "http://127.0.0.1:1/v1").await,
-        app.create_candidate("beta", "http://127.0.0.1:1/v1").await,
-    ];
-    let run = app
-        .store
-        .create_run(&NewRun {
-            name: "two candidates".into(),
-            evalset_version_id: version,
-            candidate_ids: ids.clone(),
-            config: RunConfig {
-                repetitions: 40,
-                ..RunConfig::default()
-            },
-        })
-        .await
-        .unwrap();
+    let (run, ids) = two_candidate_run(&app, 40).await;
     // Sent in reverse: beta before alpha, the file's last case first, 40 repetitions each.
     let mut records = Vec::new();
     for &candidate in ids.iter().rev() {
@@ -1314,8 +1297,9 @@ async fn a_case_of_many_attempts_lists_its_failed_ones_first_and_reads_the_rest_
     assert_eq!(app.get(&never).await.status(), 404, "{b}");
 }
 
-/// A run of two candidates × 3 cases × `repetitions`, stored (not executed) and left running.
-async fn stored_live_run(app: &TestApp, repetitions: u32) -> (i64, Vec<i64>) {
+/// A created run of candidates alpha and beta over the 3-case eval set, `repetitions` each, with
+/// no record yet; its id and the candidates'.
+async fn two_candidate_run(app: &TestApp, repetitions: u32) -> (i64, Vec<i64>) {
     let version = app.create_evalset().await;
     let ids = vec![
         app.create_candidate("alpha", "http://127.0.0.1:1/v1").await,
@@ -1324,7 +1308,7 @@ async fn stored_live_run(app: &TestApp, repetitions: u32) -> (i64, Vec<i64>) {
     let run = app
         .store
         .create_run(&NewRun {
-            name: "live".into(),
+            name: "two candidates".into(),
             evalset_version_id: version,
             candidate_ids: ids.clone(),
             config: RunConfig {
@@ -1334,6 +1318,12 @@ async fn stored_live_run(app: &TestApp, repetitions: u32) -> (i64, Vec<i64>) {
         })
         .await
         .unwrap();
+    (run, ids)
+}
+
+/// A run of two candidates × 3 cases × `repetitions`, stored (not executed) and left running.
+async fn stored_live_run(app: &TestApp, repetitions: u32) -> (i64, Vec<i64>) {
+    let (run, ids) = two_candidate_run(app, repetitions).await;
     let mut records = Vec::new();
     for &candidate in &ids {
         for case in ["c1", "c2", "c3"] {

@@ -61,7 +61,7 @@ pub async fn run_figures(
         Ok::<_, WebError>(out)
     };
     // An unfinished run's are shared by its views (history, comparisons).
-    static LIVE: std::sync::LazyLock<crate::app::live::Live<Vec<Figures>>> = std::sync::LazyLock::new(Default::default);
+    static LIVE: crate::app::live::Live<Vec<Figures>> = crate::app::live::Live::new();
     let out = LIVE.for_run(&state.store, run, every_candidate).await?;
     store_summary(&state.store, run, FIGURES_KIND, &out).await?;
     Ok(out)

@@ -677,8 +677,8 @@ pub(super) async fn case_index(state: &AppState, run: &Run, want_differing: bool
     }
     // An unfinished run's is read from every record's facts: shared by its views (apart with
     // and without the differing-outputs marks, which cost a query of their own).
-    type Shared = std::sync::LazyLock<crate::app::live::Live<CaseIndex>>;
-    static LIVE: [Shared; 2] = [Shared::new(Default::default), Shared::new(Default::default)];
+    use crate::app::live::Live;
+    static LIVE: [Live<CaseIndex>; 2] = [Live::new(), Live::new()];
     LIVE[usize::from(want_differing)]
         .for_run(&state.store, run, computed_case_index(state, run, want_differing))
         .await

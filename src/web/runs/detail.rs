@@ -665,7 +665,7 @@ async fn live_record_parts(
     version: &RunVersion,
     candidates: &[Candidate],
 ) -> Result<RecordParts, WebError> {
-    static LIVE: std::sync::LazyLock<crate::app::live::Live<RecordParts>> = std::sync::LazyLock::new(Default::default);
+    static LIVE: crate::app::live::Live<RecordParts> = crate::app::live::Live::new();
     LIVE.get(&state.store, run.id, async {
         let version = version.outline(&state.store).await?;
         record_parts(state, run, version, candidates, &RunRecords::of(run.id)).await
