@@ -1347,6 +1347,10 @@ each_backend!(a_reader_of_records_waits_while_the_process_holds_as_many_candidat
 async fn a_reader_of_records_waits_while_the_process_holds_as_many_candidates_as_it_allows(db: TestStore) {
     use bakeoff::app::runs::{RECORD_HOLDERS, RunRecords};
     use std::time::Duration;
+    // This test alone holds several places from one task: its two backends' runs, sharing the
+    // process's places, would each hold one and wait for the other's. One at a time.
+    static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _alone = ONE_AT_A_TIME.lock().await;
     let app = spawn_app_on(db).await;
     let (run, ids) = stored_live_run(&app, 4).await;
     let holders: Vec<RunRecords> = (0..RECORD_HOLDERS).map(|_| RunRecords::of(run)).collect();
