@@ -121,10 +121,10 @@ pub fn generated_chars(r: &RequestRecord) -> u64 {
 /// without per-chunk counts is taken to have had one token in its first chunk.
 pub fn first_chunk_tokens(r: &RequestRecord) -> f64 {
     let n = f64::from(r.output_tokens.unwrap_or(0));
-    let Some(&(_, k1)) = r.chunks.first() else {
+    let Some((_, k1)) = r.chunks.first() else {
         return n.min(1.0);
     };
-    let sum: u64 = r.chunks.iter().map(|c| u64::from(c.1)).sum();
+    let sum = r.chunks.tokens();
     if sum == 0 {
         return n.min(1.0);
     }
@@ -201,7 +201,7 @@ impl RequestFigures {
 pub fn itl_ms(r: &RequestRecord) -> Vec<(f64, u32)> {
     let mut out = Vec::with_capacity(r.chunks.len());
     let mut prev: Option<i64> = None;
-    for &(at, k) in &r.chunks {
+    for (at, k) in &r.chunks {
         match prev {
             None => prev = Some(at),
             Some(p) if k > 0 => {
@@ -216,7 +216,13 @@ pub fn itl_ms(r: &RequestRecord) -> Vec<(f64, u32)> {
 
 /// Gaps between successive token-bearing chunks, in ms.
 pub fn icl_ms(r: &RequestRecord) -> impl Iterator<Item = f64> + '_ {
-    r.chunks.windows(2).map(|w| (w[1].0 - w[0].0) as f64 / 1000.0)
+    let mut offsets = r.chunks.iter().map(|(at, _)| at);
+    let first = offsets.next().unwrap_or_default();
+    offsets.scan(first, |prev, at| {
+        let gap = (at - *prev) as f64 / 1000.0;
+        *prev = at;
+        Some(gap)
+    })
 }
 
 /// The part of a level's time that steady-window aggregates are computed over (wall clock, µs
@@ -644,7 +650,7 @@ impl LevelAccumulator {
         pass.latest_token = Some(pass.latest_token.map_or(last_token, |e| e.max(last_token)));
         pass.output_tokens += f64::from(f.output_tokens);
         // Token arrivals: each chunk at its time; scaled so they sum to the output count.
-        let chunk_sum: u64 = r.chunks.iter().map(|c| u64::from(c.1)).sum();
+        let chunk_sum = r.chunks.tokens();
         let n = f64::from(f.output_tokens);
         let canonical_per_token = f.canonical_tokens.map_or(0.0, |c| f64::from(c) / n.max(1.0));
         let chars_per_token = f.chars as f64 / n.max(1.0);
@@ -654,7 +660,7 @@ impl LevelAccumulator {
             pass.chars.add_spread(send, last_token, f.chars as f64);
         } else {
             let scale = n / chunk_sum as f64;
-            for &(at, k) in &r.chunks {
+            for (at, k) in &r.chunks {
                 let tokens = f64::from(k) * scale;
                 pass.tokens.add(send + at, tokens);
                 pass.canonical.add(send + at, tokens * canonical_per_token);
@@ -1182,7 +1188,7 @@ mod tests {
             first_content_us: first,
             last_token_us: last,
             end_us: last.map(|l| l + 1000),
-            chunks,
+            chunks: chunks.into(),
             http_status: Some(200),
             finish_reason: Some("stop".into()),
             input_tokens: Some(10),
@@ -1197,7 +1203,7 @@ mod tests {
             error_detail: None,
             grades: vec![],
             chunk_attribution: None,
-            chunk_text: vec![],
+            chunk_text: Default::default(),
         }
     }
 

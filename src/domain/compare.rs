@@ -606,7 +606,7 @@ mod tests {
             first_content_us: Some(ttft_ms * 1000),
             last_token_us: Some(ttft_ms * 1000 + 100_000),
             end_us: Some(ttft_ms * 1000 + 100_000),
-            chunks: vec![],
+            chunks: Default::default(),
             http_status: Some(200),
             finish_reason: Some("stop".into()),
             input_tokens: Some(5),
@@ -629,7 +629,7 @@ mod tests {
                 required: true,
             }],
             chunk_attribution: None,
-            chunk_text: vec![],
+            chunk_text: Default::default(),
         };
         let records: Vec<RequestRecord> = (0..20)
             .map(|i| rec(&format!("c{i}"), 0, 100 + i64::from(i), i % 4 != 0))

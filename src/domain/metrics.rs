@@ -261,7 +261,8 @@ mod tests {
                 chunks: vec![
                     (1_000 + i64::from(i) * 7_919, 1),
                     (90_001 + i64::from(i * i) * 104_729, 4 + i),
-                ],
+                ]
+                .into(),
                 ..RequestRecord::test_quality(&format!("c{i}"))
             })
             .collect();
@@ -300,7 +301,7 @@ mod tests {
             first_content_us: Some(ttft_ms * 1000),
             last_token_us: Some(end_ms * 1000),
             end_us: Some(end_ms * 1000),
-            chunks: vec![],
+            chunks: Default::default(),
             http_status: Some(200),
             finish_reason: Some("stop".into()),
             input_tokens: Some(10),
@@ -323,7 +324,7 @@ mod tests {
                 required: true,
             }],
             chunk_attribution: None,
-            chunk_text: vec![],
+            chunk_text: Default::default(),
         }
     }
 

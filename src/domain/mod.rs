@@ -5,6 +5,7 @@ pub mod audit;
 pub mod calibers;
 pub mod candidate;
 pub mod case_index;
+pub mod chunks;
 pub mod compare;
 pub mod cost;
 pub mod estimate;

@@ -2,6 +2,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Timestamp;
+use super::chunks::{ChunkText, Chunks};
 use super::grading::Grade;
 use super::load::{Load, LoadShape, MAX_CONCURRENCY};
 use super::validation::{FieldErrors, optional_number, required_number};
@@ -816,7 +817,7 @@ pub struct RequestRecord {
     pub last_token_us: Option<i64>,
     pub end_us: Option<i64>,
     /// (offset µs, tokens in that chunk where known, else 1) for every token-bearing chunk.
-    pub chunks: Vec<(i64, u32)>,
+    pub chunks: Chunks,
     pub http_status: Option<u16>,
     pub finish_reason: Option<String>,
     pub input_tokens: Option<u32>,
@@ -837,8 +838,8 @@ pub struct RequestRecord {
     pub chunk_attribution: Option<ChunkAttribution>,
     /// Bytes of (reasoning, answer) text each entry of `chunks` carried, kept only when a server
     /// tokenizer may recount the record (no usage, several chunks): its chunk boundaries.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub chunk_text: Vec<(u32, u32)>,
+    #[serde(default, skip_serializing_if = "ChunkText::is_empty")]
+    pub chunk_text: ChunkText,
 }
 
 /// Records in the order they were sent, ties (one microsecond, a batch sent at once) broken by
@@ -883,7 +884,7 @@ impl RequestRecord {
             first_content_us: None,
             last_token_us: None,
             end_us: None,
-            chunks: vec![],
+            chunks: Default::default(),
             http_status: Some(200),
             finish_reason: Some("stop".into()),
             input_tokens: None,
@@ -898,7 +899,7 @@ impl RequestRecord {
             error_detail: None,
             grades: vec![],
             chunk_attribution: None,
-            chunk_text: vec![],
+            chunk_text: Default::default(),
         }
     }
 }
@@ -940,9 +941,7 @@ impl RequestRecord {
                 attribute_total(output_tokens, &weights)
             }
         };
-        for (chunk, k) in self.chunks.iter_mut().zip(counts) {
-            chunk.1 = k;
-        }
+        self.chunks = self.chunks.with_counts(counts);
         self.chunk_attribution = Some(attribution);
     }
 
@@ -1223,7 +1222,7 @@ mod tests {
             first_content_us: Some(1),
             last_token_us: Some(3),
             end_us: Some(4),
-            chunks: vec![(1, 1), (2, 3), (3, 2)],
+            chunks: vec![(1, 1), (2, 3), (3, 2)].into(),
             output_tokens: Some(6),
             output_tokens_source: Some(TokenSource::Tokenizer),
             canonical_tokens: Some(6),

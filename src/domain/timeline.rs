@@ -123,7 +123,7 @@ impl Grid {
             if r.chunks.is_empty() {
                 tokens[end] += u64::from(r.output_tokens.unwrap_or(0));
             } else {
-                for &(offset, n) in &r.chunks {
+                for (offset, n) in &r.chunks {
                     tokens[self.index(r.sent_at_us + offset)] += u64::from(n);
                 }
             }
@@ -171,7 +171,7 @@ mod tests {
             first_content_us: Some(ttft_ms * 1000),
             last_token_us: Some(last),
             end_us: Some(last),
-            chunks: chunks.to_vec(),
+            chunks: chunks.into(),
             output_tokens: Some(chunks.iter().map(|c| c.1).sum()),
             ..RequestRecord::test_quality("c")
         }

@@ -60,14 +60,6 @@ fn parse_json<T: DeserializeOwned>(place: impl Display, text: &str) -> Result<T,
     serde_json::from_str(text).map_err(|e| corrupt(place, format!("invalid JSON ({e})")))
 }
 
-/// A JSON array read to a vector no larger than it holds (serde grows it by doubling): a run's
-/// records are held whole while its summaries are computed, so slack per record adds up.
-fn parse_json_list<T: DeserializeOwned>(place: impl Display, text: &str) -> Result<Vec<T>, StoreError> {
-    let mut list: Vec<T> = parse_json(place, text)?;
-    list.shrink_to_fit();
-    Ok(list)
-}
-
 fn parse_enum<T>(place: impl Display, text: &str, parse: impl FnOnce(&str) -> Option<T>) -> Result<T, StoreError> {
     parse(text).ok_or_else(|| corrupt(place, format!("unknown value {text:?}")))
 }
@@ -839,7 +831,7 @@ impl RecordRow {
             first_content_us: self.first_content_us,
             last_token_us: self.last_token_us,
             end_us: self.end_us,
-            chunks: parse_json_list(place("chunks"), &self.chunks)?,
+            chunks: parse_json(place("chunks"), &self.chunks)?,
             http_status,
             finish_reason: text.decode_opt(self.finish_reason),
             input_tokens: opt_u32(place("input_tokens"), self.input_tokens)?,
@@ -867,8 +859,8 @@ impl RecordRow {
                 .map(|s| parse_enum(place("chunk_attribution"), s, ChunkAttribution::parse))
                 .transpose()?,
             chunk_text: match &self.chunk_text {
-                Some(json) => parse_json_list(place("chunk_text"), json)?,
-                None => Vec::new(),
+                Some(json) => parse_json(place("chunk_text"), json)?,
+                None => Default::default(),
             },
         })
     }

@@ -1218,7 +1218,7 @@ async fn a_sweep_run_page_charts_throughput_and_latency_vs_concurrency_with_the_
     ));
     let want = format!(
         "first token at {} ms",
-        bakeoff::domain::format::significant(r.chunks[0].0 as f64 / 1000.0)
+        bakeoff::domain::format::significant(r.chunks.first().unwrap().0 as f64 / 1000.0)
     );
     assert!(titles.contains(&want), "{b}: {want} in {titles:?}");
     assert!(!body.contains("<script>alert"), "{b}");

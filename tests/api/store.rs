@@ -87,7 +87,7 @@ fn record(run_id: i64, candidate_id: i64, case_id: &str, attempt: u32, sent_at_u
         first_content_us: Some(2_200),
         last_token_us: Some(9_000),
         end_us: Some(9_100),
-        chunks: vec![(2_200, 1), (5_000, 2), (9_000, 1)],
+        chunks: vec![(2_200, 1), (5_000, 2), (9_000, 1)].into(),
         http_status: Some(200),
         finish_reason: Some("stop".into()),
         input_tokens: Some(21),
@@ -110,7 +110,7 @@ fn record(run_id: i64, candidate_id: i64, case_id: &str, attempt: u32, sent_at_u
             required: true,
         }],
         chunk_attribution: None,
-        chunk_text: vec![],
+        chunk_text: Default::default(),
     }
 }
 
@@ -119,7 +119,7 @@ fn failed_record(run_id: i64, candidate_id: i64, case_id: &str, sent_at_us: i64)
         first_chunk_us: None,
         first_content_us: None,
         last_token_us: None,
-        chunks: Vec::new(),
+        chunks: Default::default(),
         http_status: Some(503),
         finish_reason: None,
         output_tokens: None,

@@ -447,7 +447,7 @@ async fn counts_are_append_only_and_never_replace_usage(s: TestStore) {
     let mut estimated = crate::support::app::record(run_id, candidate_id, "c1", "one two", true);
     estimated.output_tokens_source = Some(TokenSource::Tokenizer);
     // Its two chunks' boundaries ("one", " two"), kept for the prefix counts.
-    estimated.chunk_text = vec![(0, 3), (0, 4)];
+    estimated.chunk_text = [(0, 3), (0, 4)].as_slice().into();
     estimated.chunk_attribution = Some(ChunkAttribution::O200kProportional);
     let usage = crate::support::app::record(run_id, candidate_id, "c2", "three four", true);
     store.append_request_records(&[estimated, usage]).await.unwrap();

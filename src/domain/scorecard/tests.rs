@@ -262,7 +262,7 @@ fn records(candidate_id: i64, e2e_ms: i64, right: &[bool]) -> Vec<RequestRecord>
             first_content_us: Some(100_000),
             last_token_us: Some(e2e_ms * 1000),
             end_us: Some(e2e_ms * 1000),
-            chunks: vec![],
+            chunks: Default::default(),
             http_status: Some(200),
             finish_reason: Some("stop".into()),
             input_tokens: Some(100),
@@ -277,7 +277,7 @@ fn records(candidate_id: i64, e2e_ms: i64, right: &[bool]) -> Vec<RequestRecord>
             error_detail: None,
             grades: vec![exact_grade(right[i])],
             chunk_attribution: None,
-            chunk_text: vec![],
+            chunk_text: Default::default(),
         })
         .collect()
 }

@@ -27,7 +27,7 @@ fn rec(case: &str, repetition: u32, sent_s: f64, e2e_ms: f64, tokens: u32) -> Re
         first_content_us: Some(end / 5),
         last_token_us: Some(end),
         end_us: Some(end),
-        chunks: vec![],
+        chunks: Default::default(),
         http_status: Some(200),
         finish_reason: Some("stop".into()),
         input_tokens: Some(10),
@@ -42,7 +42,7 @@ fn rec(case: &str, repetition: u32, sent_s: f64, e2e_ms: f64, tokens: u32) -> Re
         error_detail: None,
         grades: vec![],
         chunk_attribution: None,
-        chunk_text: vec![],
+        chunk_text: Default::default(),
     }
 }
 

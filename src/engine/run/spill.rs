@@ -143,7 +143,7 @@ mod tests {
     fn record(case: &str) -> RequestRecord {
         RequestRecord {
             output: "a\0b \u{e000} é".into(),
-            chunks: vec![(1_000, 3)],
+            chunks: vec![(1_000, 3)].into(),
             ..RequestRecord::test_quality(case)
         }
     }

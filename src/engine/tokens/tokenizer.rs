@@ -65,9 +65,9 @@ pub fn complete_counts(record: &mut RequestRecord, chunk_text: &[ChunkText]) {
     // Without usage a server tokenizer may recount the record later: its prefixes are counted
     // at these chunk boundaries.
     if record.output_tokens_source != Some(TokenSource::Usage) && chunks > 1 && chunk_text.len() == chunks {
-        record.chunk_text = chunk_text.to_vec();
+        record.chunk_text = chunk_text.into();
     }
-    if record.chunks.iter().map(|c| u64::from(c.1)).sum::<u64>() == u64::from(total) {
+    if record.chunks.tokens() == u64::from(total) {
         record.chunk_attribution = Some(if chunks == 1 {
             ChunkAttribution::SingleChunk
         } else {
@@ -76,7 +76,7 @@ pub fn complete_counts(record: &mut RequestRecord, chunk_text: &[ChunkText]) {
         return;
     }
     if chunks == 1 {
-        record.chunks[0].1 = total;
+        record.chunks = record.chunks.with_counts([total]);
         record.chunk_attribution = Some(ChunkAttribution::SingleChunk);
         return;
     }
@@ -84,9 +84,7 @@ pub fn complete_counts(record: &mut RequestRecord, chunk_text: &[ChunkText]) {
         return;
     }
     let weights = chunk_weights(&reasoning_tokens, &output_tokens, chunk_text);
-    for (chunk, k) in record.chunks.iter_mut().zip(apportion(total, &weights)) {
-        chunk.1 = k;
-    }
+    record.chunks = record.chunks.with_counts(apportion(total, &weights));
     record.chunk_attribution = Some(ChunkAttribution::O200kProportional);
 }
 
@@ -246,7 +244,7 @@ mod tests {
     fn record(output: &str, chunks: Vec<(i64, u32)>, usage: Option<u32>) -> RequestRecord {
         RequestRecord {
             end_us: Some(10),
-            chunks,
+            chunks: chunks.into(),
             output_tokens: usage.or(Some(1)),
             output_tokens_source: Some(if usage.is_some() {
                 TokenSource::Usage
@@ -295,7 +293,7 @@ mod tests {
         complete_counts(&mut counted, &[(0, first), (0, second), (0, third)]);
         assert_eq!(counted.chunk_text, vec![(0, first), (0, second), (0, third)]);
         assert_eq!(
-            prefix_ends("", text, &counted.chunk_text),
+            prefix_ends("", text, &counted.chunk_text.to_vec()),
             vec![(0, 3), (0, (first + second) as usize), (0, text.len())]
         );
     }

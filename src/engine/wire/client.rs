@@ -151,7 +151,7 @@ impl Exchange {
             first_content_us: self.first_content_us,
             last_token_us: self.last_token_us,
             end_us: self.end_us,
-            chunks: self.chunks,
+            chunks: self.chunks.into(),
             http_status: self.http_status,
             finish_reason: self.finish_reason,
             input_tokens: self.input_tokens,
@@ -166,7 +166,7 @@ impl Exchange {
             error_detail,
             grades: Vec::new(),
             chunk_attribution: None,
-            chunk_text: vec![],
+            chunk_text: Default::default(),
         }
     }
 }

@@ -861,7 +861,7 @@ mod tests {
             first_content_us: Some(2),
             last_token_us: Some(3),
             end_us: Some(4),
-            chunks: vec![(2, 1)],
+            chunks: vec![(2, 1)].into(),
             output_tokens: Some(1),
             output_chars: 1,
             output: "x".into(),

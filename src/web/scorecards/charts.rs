@@ -885,23 +885,24 @@ pub const TIMELINE_MIN_CHUNKS: usize = 4;
 /// One request's token arrivals as a small step chart (tokens so far vs ms since send), from its
 /// stored chunk timings; None with fewer than [`TIMELINE_MIN_CHUNKS`] chunks (a one-word answer
 /// has no arrival pattern worth a chart, and a page lists dozens of attempts).
-pub fn token_timeline(chunks: &[(i64, u32)]) -> Option<String> {
+pub fn token_timeline(chunks: &crate::domain::chunks::Chunks) -> Option<String> {
     if chunks.len() < TIMELINE_MIN_CHUNKS {
         return None;
     }
     let mut total = 0u64;
     let mut steps: Vec<(f64, f64)> = vec![(0.0, 0.0)];
-    for &(offset_us, n) in chunks {
+    for (offset_us, n) in chunks {
         let at = offset_us as f64 / 1000.0;
         steps.push((at, total as f64));
         total += u64::from(n);
         steps.push((at, total as f64));
     }
     let end = steps.last().map(|p| p.0).unwrap_or(1.0).max(1e-3);
-    let first = chunks[0].0 as f64 / 1000.0;
+    let (first_us, first_tokens) = chunks.first()?;
+    let first = first_us as f64 / 1000.0;
     let marks = [
         (
-            (first, f64::from(chunks[0].1)),
+            (first, f64::from(first_tokens)),
             format!("first token at {}", figure(first, "ms")),
         ),
         ((end, total as f64), format!("{total} tokens by {}", figure(end, "ms"))),

@@ -458,7 +458,7 @@ pub fn record(run_id: i64, candidate_id: i64, case_id: &str, output: &str, passe
         first_content_us: Some(40_000),
         last_token_us: Some(240_000),
         end_us: Some(250_000),
-        chunks: vec![(40_000, 1), (240_000, 19)],
+        chunks: vec![(40_000, 1), (240_000, 19)].into(),
         http_status: Some(200),
         finish_reason: Some("stop".into()),
         input_tokens: Some(12),
@@ -481,7 +481,7 @@ pub fn record(run_id: i64, candidate_id: i64, case_id: &str, output: &str, passe
             required: true,
         }],
         chunk_attribution: None,
-        chunk_text: vec![],
+        chunk_text: Default::default(),
     }
 }
 
