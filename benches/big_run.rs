@@ -13,7 +13,8 @@
 //! `cargo bench --bench big_run` (release; `BAKEOFF_BENCH_REPETITIONS=N` for 2,000 × N requests,
 //! `BAKEOFF_BENCH_CASES=N` for N cases instead of 1,000 (a 100,000-case run: `…CASES=100000
 //! …REPETITIONS=1`), `BAKEOFF_BENCH_LIVE_VIEWERS=N` for N views at once of the big run before it
-//! ends, `BAKEOFF_BENCH_SKIP_SQLITE=1` for PostgreSQL only, `BAKEOFF_BENCH_PAGES=text` for the pages
+//! ends, `BAKEOFF_BENCH_TOKENS=N` for N streamed tokens (chunks) per answer instead of 16,
+//! `BAKEOFF_BENCH_SKIP_SQLITE=1` for PostgreSQL only, `BAKEOFF_BENCH_PAGES=text` for the pages
 //! whose path contains it, `BAKEOFF_BENCH_KEEP_SQLITE=FILE` to keep the SQLite database); CI
 //! runs `cargo test --bench big_run -- --quick` (debug, reusing the tests' build), which exits
 //! non-zero only on a gross regression: a page of the big run more than
@@ -211,9 +212,10 @@ async fn bench(label: &str, store: DynStore, cases: usize, repetitions: u32, sam
             .await
             .unwrap();
         println!(
-            "  summaries of run {run} stored at its end in {:.0} ms; RSS after it {:.0} MiB",
+            "  summaries of run {run} stored at its end in {:.0} ms; RSS after it {:.0} MiB, peak so far {:.0} MiB",
             started.elapsed().as_secs_f64() * 1000.0,
-            rss_mib().unwrap_or(f64::NAN)
+            rss_mib().unwrap_or(f64::NAN),
+            peak_rss_mib().unwrap_or(f64::NAN)
         );
     }
     // (page, whether its weight grows with the run: exports, compared per byte).

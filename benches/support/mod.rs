@@ -89,6 +89,20 @@ pub fn evalset(name: &str, cases: usize) -> EvalSetFile {
     EvalSetFile::parse(&format!("{name}.jsonl"), &text).expect("the bench eval set parses")
 }
 
+/// Tokens a successful synthetic record streams, one a chunk 10 ms apart:
+/// `BAKEOFF_BENCH_TOKENS` (default 16; real answers run to hundreds, and their chunk times are
+/// most of a record's weight).
+fn streamed_tokens() -> u32 {
+    static TOKENS: std::sync::LazyLock<u32> = std::sync::LazyLock::new(|| {
+        std::env::var("BAKEOFF_BENCH_TOKENS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or(16)
+    });
+    *TOKENS
+}
+
 /// A synthetic measured record of `case` at `repetition`: most pass, every fifth fails its
 /// grade, about one in a hundred failed with HTTP 500 (the mix the page benches store).
 #[allow(dead_code)] // not every bench stores records
@@ -96,6 +110,8 @@ pub fn record(run_id: i64, candidate_id: i64, case: usize, repetition: u32, sent
     let pass = !(case + repetition as usize).is_multiple_of(5);
     let failed = (case * 7 + repetition as usize).is_multiple_of(97);
     let ttft = 40_000 + ((case * 13 + repetition as usize * 7) % 50) as i64 * 1_000;
+    let tokens = streamed_tokens();
+    let last_token = ttft + i64::from(tokens - 1) * 10_000;
     RequestRecord {
         run_id,
         candidate_id,
@@ -113,20 +129,20 @@ pub fn record(run_id: i64, candidate_id: i64, case: usize, repetition: u32, sent
         first_chunk_us: Some(ttft),
         first_reasoning_us: None,
         first_content_us: (!failed).then_some(ttft),
-        last_token_us: (!failed).then_some(ttft + 150_000),
-        end_us: Some(ttft + 160_000),
+        last_token_us: (!failed).then_some(last_token),
+        end_us: Some(last_token + 10_000),
         chunks: if failed {
-            vec![]
+            Default::default()
         } else {
-            (0..16).map(|i| (ttft + i * 10_000, 1)).collect()
+            (0..i64::from(tokens)).map(|i| (ttft + i * 10_000, 1)).collect()
         },
         http_status: Some(if failed { 500 } else { 200 }),
         finish_reason: (!failed).then(|| "stop".to_string()),
         input_tokens: Some(24),
-        output_tokens: (!failed).then_some(16),
+        output_tokens: (!failed).then_some(tokens),
         output_tokens_source: (!failed).then_some(TokenSource::Usage),
         reasoning_tokens: None,
-        canonical_tokens: (!failed).then_some(16),
+        canonical_tokens: (!failed).then_some(tokens),
         output_chars: if failed { 0 } else { 60 },
         output: if failed {
             String::new()
@@ -156,6 +172,6 @@ pub fn record(run_id: i64, candidate_id: i64, case: usize, repetition: u32, sent
             }]
         },
         chunk_attribution: None,
-        chunk_text: vec![],
+        chunk_text: Default::default(),
     }
 }
