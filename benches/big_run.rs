@@ -180,8 +180,9 @@ async fn bench(label: &str, store: DynStore, cases: usize, repetitions: u32, sam
     });
     let client = reqwest::Client::new();
     let base = format!("http://{addr}");
-    // BAKEOFF_BENCH_LIVE_VIEWERS=N: N views at once of the big run while it is unfinished (half
-    // its run page, half its scorecard: both computed from its records on every view).
+    // BAKEOFF_BENCH_LIVE_VIEWERS=N: N views at once of the big run while it is unfinished, in
+    // turn its run page, its scorecard and its cases page (failures only): each computed from
+    // its records on every view.
     let viewers: usize = std::env::var("BAKEOFF_BENCH_LIVE_VIEWERS")
         .map(|n| n.parse().expect("BAKEOFF_BENCH_LIVE_VIEWERS: a whole number"))
         .unwrap_or(0);
@@ -189,7 +190,7 @@ async fn bench(label: &str, store: DynStore, cases: usize, repetitions: u32, sam
         store.set_run_status(big, RunStatus::Running, None).await.unwrap();
         let started = Instant::now();
         let views = (0..viewers).map(|i| {
-            let url = format!("{base}/runs/{big}{}", if i % 2 == 0 { "" } else { "/scorecard" });
+            let url = format!("{base}/runs/{big}{}", ["", "/scorecard", "/cases?failures=on"][i % 3]);
             let client = client.clone();
             async move {
                 let r = client.get(&url).send().await.expect("GET");
@@ -199,7 +200,7 @@ async fn bench(label: &str, store: DynStore, cases: usize, repetitions: u32, sam
         });
         futures_util::future::join_all(views).await;
         println!(
-            "  {viewers} views at once of the unfinished big run (run page, scorecard): all answered in {:.0} ms; peak RSS {:.0} MiB",
+            "  {viewers} views at once of the unfinished big run (run page, scorecard, cases page): all answered in {:.0} ms; peak RSS {:.0} MiB",
             started.elapsed().as_secs_f64() * 1000.0,
             peak_rss_mib().unwrap_or(f64::NAN)
         );
