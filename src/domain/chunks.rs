@@ -4,7 +4,7 @@
 //! the token timeline rest on them. As pairs that is 16 bytes a chunk — most of a long
 //! response's record (8 KB for a 500-token stream) — and a run's summaries, exports and live
 //! views hold every record of a candidate at once. Here the offsets are held as zigzag-varint
-//! differences from the previous one and the counts as varints: 2–4 bytes a chunk for real
+//! differences from the previous one and the counts as varints: 3–4 bytes a chunk for real
 //! streams, and lossless for any offsets (out of order or negative ones too).
 //!
 //! [`ChunkText`], the bytes of text each chunk carried (kept for a record a server tokenizer may
