@@ -42,10 +42,6 @@ impl Chunks {
         self.iter().next()
     }
 
-    pub fn last(&self) -> Option<(i64, u32)> {
-        self.iter().last()
-    }
-
     /// Tokens over every chunk.
     pub fn tokens(&self) -> u64 {
         if self.tokens == u32::MAX {
@@ -53,10 +49,6 @@ impl Chunks {
         } else {
             u64::from(self.tokens)
         }
-    }
-
-    pub fn to_vec(&self) -> Vec<(i64, u32)> {
-        self.iter().collect()
     }
 
     /// The same chunks with their token counts replaced, in order, by `counts` (a chunk beyond
@@ -210,16 +202,17 @@ impl PartialEq<Vec<(u32, u32)>> for ChunkText {
     }
 }
 
+/// A list of pairs, as `Chunks` (its values are never negative, so they read alike).
 impl std::fmt::Debug for ChunkText {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
+        self.0.fmt(f)
     }
 }
 
 /// As a list of `[reasoning bytes, answer bytes]` pairs, as records have always been written.
 impl Serialize for ChunkText {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.iter())
+        self.0.serialize(serializer)
     }
 }
 
@@ -307,11 +300,10 @@ mod tests {
         ];
         for chunks in cases {
             let held = Chunks::from(chunks.clone());
-            assert_eq!(held.to_vec(), chunks);
+            assert_eq!(held.iter().collect::<Vec<_>>(), chunks);
             assert_eq!(held.len(), chunks.len());
             assert_eq!(held.iter().len(), chunks.len());
             assert_eq!(held.first(), chunks.first().copied());
-            assert_eq!(held.last(), chunks.last().copied());
             assert_eq!(held.tokens(), chunks.iter().map(|c| u64::from(c.1)).sum::<u64>());
             let json = serde_json::to_string(&chunks).unwrap();
             assert_eq!(serde_json::from_str::<Chunks>(&json).unwrap(), held);
