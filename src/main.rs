@@ -9,15 +9,24 @@ use bakeoff::cli::{Cli, Command};
 fn main() -> anyhow::Result<ExitCode> {
     // Before the runtime's threads exist.
     bakeoff::limit_malloc_arenas();
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
+    let cli = Cli::parse();
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.enable_all();
+    if matches!(cli.command, Command::Serve(_) | Command::Worker(_)) {
+        // Pages, exports and the end-of-run summaries run below the measurement runtime's
+        // priority, so a big page being computed never delays a stream's timestamps. The
+        // measurement runtime's threads start first, from this thread, at normal priority (a
+        // thread inherits its starter's).
+        let _ = bakeoff::engine::run::runtime::handle();
+        runtime.on_thread_start(bakeoff::engine::run::runtime::lower_this_thread_priority);
+    }
+    runtime
         .build()
         .context("starting the async runtime")?
-        .block_on(run())
+        .block_on(run(cli))
 }
 
-async fn run() -> anyhow::Result<ExitCode> {
-    let cli = Cli::parse();
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let logs = tracing_subscriber::fmt().with_env_filter(EnvFilter::try_new(&cli.log).context("invalid --log filter")?);
     // `bakeoff run` prints results (a verdict, a run id) on standard output: its log goes to stderr.
     if matches!(cli.command, Command::Run(_)) {

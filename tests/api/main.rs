@@ -25,6 +25,7 @@ mod operability;
 mod outage;
 mod page_load;
 mod pages_browser;
+mod priority;
 mod real_server;
 mod restart;
 mod run_caps;

@@ -52,15 +52,23 @@ pub async fn store_when_ended(state: &AppState, run_id: i64) -> Result<(), WebEr
     Ok(())
 }
 
-/// Installs [`store_when_ended`] as the runner's end-of-run step (serve calls this once).
+/// Installs [`store_when_ended`] as the runner's end-of-run step (serve calls this once, on the
+/// runtime serving pages). The runner calls it from the measurement runtime; the step itself runs
+/// on the runtime serving pages: it computes for seconds on end (a million requests: about a
+/// minute) and would hold a `bakeoff-engine` thread that other runs' streams, up to the run cap
+/// executing at once, take their timestamps on.
 pub fn install(state: &AppState) {
     let hook_state = state.clone();
+    let pages = tokio::runtime::Handle::current();
     state.runner.on_end(std::sync::Arc::new(move |run_id| {
         let state = hook_state.clone();
+        let step = pages.spawn(async move { store_when_ended(&state, run_id).await });
         Box::pin(async move {
-            if let Err(e) = store_when_ended(&state, run_id).await {
-                // The pages compute them on first view instead.
-                tracing::warn!(run_id, error = %e, "could not store the run's summaries");
+            // On failure the pages compute the summaries on first view instead.
+            match step.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(run_id, error = %e, "could not store the run's summaries"),
+                Err(e) => tracing::warn!(run_id, error = %e, "the end-of-run step stopped"),
             }
         })
     }));

@@ -84,6 +84,11 @@ impl Server {
         }
     }
 
+    /// The server process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGKILL, as `kill -9` would: no graceful shutdown, nothing flushed.
     pub fn kill(mut self) {
         self.child.kill().expect("killing the server");

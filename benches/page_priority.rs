@@ -1,0 +1,125 @@
+//! How late the measurement runtime wakes while the threads serving pages are saturated, with
+//! those threads at the measurement runtime's priority and `PAGE_THREAD_NICE` below it (what
+//! `bakeoff serve` does), against the same runtime on an otherwise idle process, in one run.
+//!
+//! `cargo bench --bench page_priority` (release; `BAKEOFF_BENCH_ROUNDS=N`, default 3)
+//!
+//! The measurement runtime (`bakeoff-engine` threads, built first from this thread at normal
+//! priority, as `bakeoff serve` builds it) runs the harness's own probe: a ticker due every 5 ms
+//! that records how late each tick fires, i.e. how late a stream's timestamp could be taken.
+//! The page load is one thread per core, each summarising a 20,000-request candidate again and
+//! again (the work of a big run's page). Each round measures idle, same priority and lowered in
+//! turn; the figures are printed per round and as ratios to the idle reference.
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use bakeoff::engine::run::runtime;
+
+mod support;
+
+const TICK: Duration = Duration::from_millis(5);
+const WINDOW: Duration = Duration::from_secs(4);
+
+/// Lateness of each tick (ms) over `WINDOW`, on the measurement runtime.
+fn tick_lateness(engine: &tokio::runtime::Handle) -> Vec<f64> {
+    let ticker = engine.spawn(async {
+        let mut late = Vec::new();
+        let start = tokio::time::Instant::now();
+        let mut next = start + TICK;
+        while start.elapsed() < WINDOW {
+            tokio::time::sleep_until(next).await;
+            let now = tokio::time::Instant::now();
+            late.push(now.saturating_duration_since(next).as_secs_f64() * 1000.0);
+            next = (next + TICK).max(now + TICK / 5);
+        }
+        late
+    });
+    engine.block_on(ticker).expect("the ticker")
+}
+
+/// Starts `n` page threads (each lowered first when `lowered`) that summarise `records` until
+/// `stop`; returns them and the count of summaries they made.
+fn page_load(
+    n: usize,
+    lowered: bool,
+    records: &Arc<Vec<bakeoff::domain::run::RequestRecord>>,
+    stop: &Arc<AtomicBool>,
+) -> (Vec<std::thread::JoinHandle<()>>, Arc<AtomicU64>) {
+    let done = Arc::new(AtomicU64::new(0));
+    let threads = (0..n)
+        .map(|_| {
+            let (records, stop, done) = (records.clone(), stop.clone(), done.clone());
+            std::thread::spawn(move || {
+                if lowered {
+                    runtime::lower_this_thread_priority();
+                }
+                while !stop.load(Ordering::Relaxed) {
+                    let s = bakeoff::domain::metrics::summarise_candidate(1, &records, |_| 1.0);
+                    std::hint::black_box(s);
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    (threads, done)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn main() {
+    // `cargo test --benches` runs every bench with --bench absent: nothing to do then.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let rounds: usize = std::env::var("BAKEOFF_BENCH_ROUNDS").map_or(3, |n| n.parse().expect("a whole number"));
+    let engine = runtime::handle();
+    let cores = runtime::worker_threads();
+    let records: Arc<Vec<_>> = Arc::new(
+        (0..20_000)
+            .map(|i| support::record(1, 1, i % 1_000, (i / 1_000) as u32, i as i64 * 1_000))
+            .collect(),
+    );
+    println!(
+        "measurement runtime: {cores} threads; page load: {cores} threads summarising 20,000 records; \
+         a 5 ms ticker for {} s per condition, {rounds} rounds",
+        WINDOW.as_secs()
+    );
+    let mut p99s: Vec<[f64; 3]> = Vec::new();
+    for round in 1..=rounds {
+        let mut row = [0.0; 3];
+        for (i, condition) in ["idle", "same priority", "pages lowered"].into_iter().enumerate() {
+            let stop = Arc::new(AtomicBool::new(false));
+            let load = (i > 0).then(|| page_load(cores, i == 2, &records, &stop));
+            let mut late = tick_lateness(&engine);
+            stop.store(true, Ordering::Relaxed);
+            let summaries = load.map_or(0, |(threads, done)| {
+                threads.into_iter().for_each(|t| t.join().expect("a page thread"));
+                done.load(Ordering::Relaxed)
+            });
+            late.sort_by(f64::total_cmp);
+            row[i] = percentile(&late, 0.99);
+            println!(
+                "round {round} {condition:>13}: tick lateness p50 {:.3} ms, p99 {:.3} ms, max {:.1} ms ({} ticks; {summaries} page summaries)",
+                percentile(&late, 0.5),
+                row[i],
+                late.last().copied().unwrap_or(0.0),
+                late.len()
+            );
+        }
+        p99s.push(row);
+    }
+    let median = |i: usize| {
+        let mut v: Vec<f64> = p99s.iter().map(|r| r[i]).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let idle = median(0).max(0.001);
+    println!(
+        "median p99 lateness as a ratio to idle: same priority {:.1}×, pages lowered {:.1}×",
+        median(1) / idle,
+        median(2) / idle
+    );
+}
