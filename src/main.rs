@@ -14,11 +14,15 @@ fn main() -> anyhow::Result<ExitCode> {
     runtime.enable_all();
     if matches!(cli.command, Command::Serve(_) | Command::Worker(_)) {
         // Pages, exports and the end-of-run summaries run below the measurement runtime's
-        // priority, so a big page being computed never delays a stream's timestamps. The
-        // measurement runtime's threads start first, from this thread, at normal priority (a
-        // thread inherits its starter's).
-        let _ = bakeoff::engine::run::runtime::handle();
-        runtime.on_thread_start(bakeoff::engine::run::runtime::lower_this_thread_priority);
+        // priority, so a big page being computed never delays a stream's timestamps, and their
+        // CPU time is not charged to the harness. The measurement runtime's threads start first,
+        // from this thread, at normal priority (a thread inherits its starter's).
+        use bakeoff::engine::run::runtime as engine;
+        let _ = engine::handle();
+        runtime
+            .thread_name(engine::PAGE_THREAD_NAME)
+            .on_thread_start(engine::lower_this_thread_priority)
+            .on_thread_stop(engine::page_thread_ending);
     }
     runtime
         .build()

@@ -6,6 +6,7 @@ use crate::domain::calibers::{HarnessReport, LagSpikes, MAX_LAG_SPIKES};
 use crate::domain::histogram::LogHistogram;
 use crate::domain::metrics::Distribution;
 use crate::domain::run::{RequestRecord, RunConfig};
+use crate::engine::run::runtime;
 
 /// p99 schedule lag (open loop) or client queue wait (closed loop) above this, in ms, flags a
 /// run's speed figures unreliable: requests left later than the load asked for.
@@ -30,11 +31,14 @@ pub const EXCLUDED_THREAD_PREFIX: &str = "bakeoff-mock";
 /// The kernel's USER_HZ: the unit of `/proc/*/stat` CPU times (100 on every mainstream Linux).
 const TICKS_PER_SECOND: f64 = 100.0;
 
-/// CPU seconds (user + system) this process has used, minus threads named
-/// `EXCLUDED_THREAD_PREFIX…`; None where `/proc` is not available.
+/// CPU seconds (user + system) this process has used as a client: minus the in-process mock's
+/// threads (`EXCLUDED_THREAD_PREFIX…`) and the threads serving pages (`runtime::PAGE_THREAD_NAME…`,
+/// those that ended included), so a page viewed during a run is not charged to the harness;
+/// None where `/proc` is not available.
 pub fn cpu_seconds() -> Option<f64> {
     let total = process_cpu_seconds()?;
-    Some((total - excluded_cpu_seconds()).max(0.0))
+    let pages = threads_cpu_seconds(runtime::PAGE_THREAD_NAME) + runtime::ended_page_threads_cpu_seconds();
+    Some((total - threads_cpu_seconds(EXCLUDED_THREAD_PREFIX) - pages).max(0.0))
 }
 
 /// CPU seconds (user + system) of the whole process, excluded threads included.
@@ -49,20 +53,25 @@ pub fn pid_cpu_seconds(pid: u32) -> Option<f64> {
 
 /// CPU seconds of the live threads named `EXCLUDED_THREAD_PREFIX…` (the in-process mock).
 pub fn excluded_cpu_seconds() -> f64 {
-    let mut excluded = 0.0;
+    threads_cpu_seconds(EXCLUDED_THREAD_PREFIX)
+}
+
+/// CPU seconds of this process's live threads whose name starts with `prefix`.
+fn threads_cpu_seconds(prefix: &str) -> f64 {
+    let mut sum = 0.0;
     if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
         for task in tasks.flatten() {
             let path = task.path();
             let name = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
-            if name.starts_with(EXCLUDED_THREAD_PREFIX) {
-                excluded += std::fs::read_to_string(path.join("stat"))
+            if name.starts_with(prefix) {
+                sum += std::fs::read_to_string(path.join("stat"))
                     .ok()
                     .and_then(|s| stat_cpu_seconds(&s))
                     .unwrap_or(0.0);
             }
         }
     }
-    excluded
+    sum
 }
 
 /// utime + stime from a `/proc/…/stat` line (fields 14 and 15, counted after the `comm` field,
@@ -464,6 +473,42 @@ mod tests {
         let line = "1234 (my (odd) name) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 8 0 100 0 0";
         assert_eq!(stat_cpu_seconds(line), Some(3.0));
         assert_eq!(stat_cpu_seconds("garbage"), None);
+    }
+
+    #[test]
+    fn a_page_threads_time_is_not_the_clients_while_it_runs_or_after_it_ends() {
+        if !std::path::Path::new("/proc/self/stat").exists() {
+            return;
+        }
+        let pages = || threads_cpu_seconds(runtime::PAGE_THREAD_NAME) + runtime::ended_page_threads_cpu_seconds();
+        let before = pages();
+        let (burnt_tx, burnt) = std::sync::mpsc::channel();
+        let (end, end_rx) = std::sync::mpsc::channel::<()>();
+        let page = std::thread::Builder::new()
+            .name(format!("{}-test", runtime::PAGE_THREAD_NAME))
+            .spawn(move || {
+                // 300 ms of its own CPU time, by its own clock, however fast the machine.
+                let start = runtime::this_thread_cpu_ns().unwrap();
+                let mut x = 0u64;
+                while runtime::this_thread_cpu_ns().unwrap() < start + 300_000_000 {
+                    for i in 0..10_000u64 {
+                        x = x.wrapping_add(i * i);
+                    }
+                }
+                std::hint::black_box(x);
+                burnt_tx.send(()).unwrap();
+                end_rx.recv().unwrap();
+                runtime::page_thread_ending();
+            })
+            .unwrap();
+        burnt.recv().unwrap();
+        // /proc counts in 10 ms ticks.
+        let running = pages() - before;
+        end.send(()).unwrap();
+        page.join().unwrap();
+        let ended = pages() - before;
+        assert!(running >= 0.25, "while it runs: {running} s");
+        assert!(ended >= 0.25, "after it ended: {ended} s");
     }
 
     #[test]

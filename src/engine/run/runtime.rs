@@ -10,6 +10,7 @@
 //! run opens (to candidates, to the database) stay bound to a reactor that never goes away, so
 //! a runner dropped by its owner never strands them.
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::runtime::{Builder, Handle, Runtime};
 
@@ -64,6 +65,44 @@ pub fn lower_this_thread_priority() {
             libc::setpriority(libc::PRIO_PROCESS, tid, lowered);
         }
     }
+}
+
+/// The name of every thread of the runtime serving pages in `bakeoff serve` and `bakeoff
+/// worker` (its workers and its blocking pool): the harness does not count their CPU time as
+/// the client's (`harness::cpu_seconds`).
+pub const PAGE_THREAD_NAME: &str = "bakeoff-pages";
+
+/// CPU time (ns) of the page threads that have ended: a thread's time stays in the process's
+/// total when it ends, but no longer under its name.
+static ENDED_PAGE_THREADS_CPU_NS: AtomicU64 = AtomicU64::new(0);
+
+/// CPU seconds of the page threads that have ended (see [`page_thread_ending`]).
+pub fn ended_page_threads_cpu_seconds() -> f64 {
+    ENDED_PAGE_THREADS_CPU_NS.load(Ordering::Relaxed) as f64 / 1e9
+}
+
+/// Called by each page thread as it ends (the runtime's `on_thread_stop`): its CPU time moves
+/// from its name to [`ended_page_threads_cpu_seconds`]. It is renamed first, so its time is
+/// never subtracted twice; for the instant between, the harness is charged with it (never the
+/// other way).
+pub fn page_thread_ending() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl(PR_SET_NAME) renames the calling thread from a NUL-terminated string of at
+    // most 16 bytes.
+    unsafe {
+        libc::prctl(libc::PR_SET_NAME, c"bakeoff-ended".as_ptr());
+    }
+    if let Some(ns) = this_thread_cpu_ns() {
+        ENDED_PAGE_THREADS_CPU_NS.fetch_add(ns, Ordering::Relaxed);
+    }
+}
+
+/// CPU time (ns) the calling thread has used.
+pub fn this_thread_cpu_ns() -> Option<u64> {
+    let mut cpu = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime only writes the timespec it is given.
+    let read = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut cpu) };
+    (read == 0).then(|| (cpu.tv_sec as u64).saturating_mul(1_000_000_000) + cpu.tv_nsec as u64)
 }
 
 /// The lowest priority (highest nice value) Linux has.
