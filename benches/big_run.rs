@@ -198,11 +198,46 @@ async fn bench(label: &str, store: DynStore, cases: usize, repetitions: u32, sam
                 r.bytes().await.expect("body").len()
             }
         });
-        futures_util::future::join_all(views).await;
+        let views = tokio::spawn(futures_util::future::join_all(views));
+        // Meanwhile a light page (the runs list), every 100 ms: is the app still answering?
+        let light = format!("{base}/runs");
+        let mut during = Vec::new();
+        while !views.is_finished() {
+            let at = Instant::now();
+            let r = client.get(&light).send().await.expect("GET /runs");
+            assert!(r.status().is_success(), "/runs: {}", r.status());
+            r.bytes().await.expect("body");
+            during.push(at.elapsed().as_secs_f64() * 1000.0);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        views.await.expect("the views");
+        let answered_in = started.elapsed().as_secs_f64() * 1000.0;
+        let mut idle = Vec::new();
+        for _ in 0..10 {
+            let at = Instant::now();
+            client
+                .get(&light)
+                .send()
+                .await
+                .expect("GET /runs")
+                .bytes()
+                .await
+                .expect("body");
+            idle.push(at.elapsed().as_secs_f64() * 1000.0);
+        }
+        during.sort_by(f64::total_cmp);
+        idle.sort_by(f64::total_cmp);
         println!(
-            "  {viewers} views at once of the unfinished big run (run page, scorecard, cases page): all answered in {:.0} ms; peak RSS {:.0} MiB",
-            started.elapsed().as_secs_f64() * 1000.0,
+            "  {viewers} views at once of the unfinished big run (run page, scorecard, cases page): all answered in {answered_in:.0} ms; peak RSS {:.0} MiB",
             peak_rss_mib().unwrap_or(f64::NAN)
+        );
+        println!(
+            "  the runs list meanwhile: {} loads, median {:.1} ms, worst {:.0} ms (afterwards: median {:.1} ms, worst {:.1} ms)",
+            during.len(),
+            during.get(during.len() / 2).copied().unwrap_or(f64::NAN),
+            during.last().copied().unwrap_or(f64::NAN),
+            idle[idle.len() / 2],
+            idle[idle.len() - 1]
         );
         store.set_run_status(big, RunStatus::Finished, None).await.unwrap();
     }
