@@ -222,7 +222,9 @@ impl Runner {
 
     /// Sets the step run after each run's execution ends (and after a resumed one ends): serve
     /// stores the run's page summaries there, so no page computes them from every record. It
-    /// runs while the run still holds its slot, so it never takes CPU from a measurement.
+    /// runs while the run still holds its slot, so no run of the same candidate is measured
+    /// meanwhile; runs of other candidates may be, so serve computes it on its page threads, at
+    /// a lower priority than this runtime's.
     /// Only the first call counts.
     pub fn on_end(&self, hook: RunEndHook) {
         let _ = self.shared.on_end.set(hook);
@@ -781,8 +783,8 @@ async fn start_unit(shared: &Arc<Shared>, claim: Claim) {
             }
             Ok(UnitEnd::RunEnded(status)) => {
                 tracing::info!(run_id, status = status.as_str(), "run ended");
-                // While the run still holds its slot: the end-of-run step never takes CPU from
-                // a measurement.
+                // While the run still holds its slot: no run of its candidates is measured
+                // meanwhile (see `Runner::on_end` for runs of others).
                 if let Some(hook) = shared.on_end.get() {
                     hook(run_id).await;
                 }

@@ -47,6 +47,9 @@ pub fn handle() -> Handle {
 /// waiting out a page's time slice, and the page gets about a tenth of a contended core's time.
 pub const PAGE_THREAD_NICE: i32 = 10;
 
+/// The lowest priority (highest nice value) Linux has.
+pub const MAX_NICE: i32 = 19;
+
 /// Sets the calling thread [`PAGE_THREAD_NICE`] below the process's main thread (`bakeoff
 /// serve` calls it on each thread of the runtime serving pages, as it starts: one started by
 /// another such thread inherits the lowered value, so it is set, not added to). On Linux a
@@ -104,9 +107,6 @@ pub fn this_thread_cpu_ns() -> Option<u64> {
     let read = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut cpu) };
     (read == 0).then(|| (cpu.tv_sec as u64).saturating_mul(1_000_000_000) + cpu.tv_nsec as u64)
 }
-
-/// The lowest priority (highest nice value) Linux has.
-pub const MAX_NICE: i32 = 19;
 
 /// Whether the calling thread is one of the measurement runtime's.
 pub fn on_measurement_thread() -> bool {
