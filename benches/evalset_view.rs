@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 mod support;
-use support::evalset;
+use support::{evalset, percentile};
 
 const BIG_CASES: usize = 100_000;
 const SMALL_CASES: usize = 20;
@@ -34,14 +34,6 @@ fn rss(pid: u32) -> u64 {
 
 fn mb(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
 }
 
 struct Serve(Child);

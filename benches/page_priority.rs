@@ -19,6 +19,7 @@ use bakeoff::engine::run::harness::LAG_SPIKE_MS;
 use bakeoff::engine::run::runtime;
 
 mod support;
+use support::percentile;
 
 const TICK: Duration = Duration::from_millis(5);
 const WINDOW: Duration = Duration::from_secs(4);
@@ -96,10 +97,6 @@ fn page_load(
     (threads, done)
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
 fn main() {
     // `cargo test --benches` runs every bench with --bench absent: nothing to do then.
     if !std::env::args().any(|a| a == "--bench") {
@@ -132,12 +129,12 @@ fn main() {
             });
             late.sort_by(f64::total_cmp);
             let spikes = late.iter().filter(|&&ms| ms > LAG_SPIKE_MS).count();
-            let (p99, max) = (percentile(&late, 0.99), late.last().copied().unwrap_or(0.0));
+            let (p99, max) = (percentile(&late, 99.0), late.last().copied().unwrap_or(0.0));
             figures[i].push((p99, max, spikes));
             println!(
                 "round {round} {condition:>13}: tick lateness p50 {:.3} ms, p99 {p99:.3} ms, max {max:.1} ms, \
                  {spikes} of {} ticks > {LAG_SPIKE_MS} ms ({summaries} page summaries)",
-                percentile(&late, 0.5),
+                percentile(&late, 50.0),
                 late.len()
             );
         }

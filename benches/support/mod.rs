@@ -175,3 +175,12 @@ pub fn record(run_id: i64, candidate_id: i64, case: usize, repetition: u32, sent
         chunk_text: Default::default(),
     }
 }
+
+/// The `p`-th percentile (0–100) of ascending `sorted`, by nearest rank; NaN when empty.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}

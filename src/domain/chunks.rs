@@ -180,10 +180,6 @@ impl ChunkText {
         // Every first value was written from a u32.
         self.0.iter().map(|(reasoning, answer)| (reasoning as u32, answer))
     }
-
-    pub fn to_vec(&self) -> Vec<(u32, u32)> {
-        self.iter().collect()
-    }
 }
 
 impl From<&[(u32, u32)]> for ChunkText {
@@ -331,7 +327,7 @@ mod tests {
     fn chunk_text_comes_back_as_it_went_in_and_is_written_as_pairs() {
         let text = vec![(0, 5), (12, 0), (u32::MAX, u32::MAX), (0, 1)];
         let held = ChunkText::from(text.as_slice());
-        assert_eq!(held.to_vec(), text);
+        assert_eq!(held.iter().collect::<Vec<_>>(), text);
         assert_eq!(held, text);
         let json = serde_json::to_string(&held).unwrap();
         assert_eq!(json, serde_json::to_string(&text).unwrap());

@@ -293,7 +293,7 @@ mod tests {
         complete_counts(&mut counted, &[(0, first), (0, second), (0, third)]);
         assert_eq!(counted.chunk_text, vec![(0, first), (0, second), (0, third)]);
         assert_eq!(
-            prefix_ends("", text, &counted.chunk_text.to_vec()),
+            prefix_ends("", text, &counted.chunk_text.iter().collect::<Vec<_>>()),
             vec![(0, 3), (0, (first + second) as usize), (0, text.len())]
         );
     }
