@@ -356,7 +356,7 @@ impl RunRecords {
             .acquire_owned()
             .await
             .expect("the record holders' semaphore is never closed");
-        let records = Arc::new(store.list_candidate_records(self.run_id, candidate_id).await?);
+        let records = Arc::new(store.candidate_records_for_summaries(self.run_id, candidate_id).await?);
         *last = Some(Held {
             candidate_id,
             records: records.clone(),

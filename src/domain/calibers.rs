@@ -113,7 +113,7 @@ pub struct RequestFigures {
 
 /// Characters generated: answer plus reasoning.
 pub fn generated_chars(r: &RequestRecord) -> u64 {
-    u64::from(r.output_chars) + r.reasoning.as_deref().map_or(0, |t| t.chars().count() as u64)
+    u64::from(r.output_chars) + u64::from(r.reasoning_chars())
 }
 
 /// Tokens of the first token-bearing chunk, on the scale of the record's output-token count
@@ -1204,6 +1204,7 @@ mod tests {
             grades: vec![],
             chunk_attribution: None,
             chunk_text: Default::default(),
+            cut: None,
         }
     }
 

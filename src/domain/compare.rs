@@ -630,6 +630,7 @@ mod tests {
             }],
             chunk_attribution: None,
             chunk_text: Default::default(),
+            cut: None,
         };
         let records: Vec<RequestRecord> = (0..20)
             .map(|i| rec(&format!("c{i}"), 0, 100 + i64::from(i), i % 4 != 0))

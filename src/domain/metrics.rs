@@ -325,6 +325,7 @@ mod tests {
             }],
             chunk_attribution: None,
             chunk_text: Default::default(),
+            cut: None,
         }
     }
 

@@ -840,6 +840,35 @@ pub struct RequestRecord {
     /// tokenizer may recount the record (no usage, several chunks): its chunk boundaries.
     #[serde(default, skip_serializing_if = "ChunkText::is_empty")]
     pub chunk_text: ChunkText,
+    /// Set only on a record read for summaries ([`RequestRecord::cut_for_summaries`]): its texts
+    /// were cut and this keeps what the summaries read of them whole. Never stored or exported.
+    #[serde(skip)]
+    pub cut: Option<CutTexts>,
+}
+
+/// The longest excerpt of an answer a record read for summaries keeps: more than any summary
+/// shows (the run page's case rows show 160 characters), so a longer answer's excerpt is cut
+/// where the page cuts it and still ends in an ellipsis there.
+pub const CUT_OUTPUT_CHARS: usize = 240;
+
+/// What the summaries read of a record's texts once they are cut: whether two answers are the
+/// same (repeat consistency), and how many characters the reasoning had (characters generated).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CutTexts {
+    /// Of the whole answer, trimmed. Non-zero so that an `Option<CutTexts>` costs the record
+    /// 16 bytes, not 24.
+    pub output_fingerprint: std::num::NonZeroU64,
+    pub reasoning_chars: u32,
+}
+
+/// A fingerprint of an answer: equal for equal texts within one process (never stored, so the
+/// hasher's keys need not be stable across releases); 64 bits make a false match among one
+/// case's repetitions a chance of about n²/2⁶⁵.
+fn answer_fingerprint(text: &str) -> std::num::NonZeroU64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    text.hash(&mut hasher);
+    std::num::NonZeroU64::new(hasher.finish() | 1).expect("an odd number is never zero")
 }
 
 /// Records in the order they were sent, ties (one microsecond, a batch sent at once) broken by
@@ -900,6 +929,7 @@ impl RequestRecord {
             grades: vec![],
             chunk_attribution: None,
             chunk_text: Default::default(),
+            cut: None,
         }
     }
 }
@@ -943,6 +973,52 @@ impl RequestRecord {
         };
         self.chunks = self.chunks.with_counts(counts);
         self.chunk_attribution = Some(attribution);
+    }
+
+    /// Cuts the texts no summary reads whole, for a read that holds many records at once (the
+    /// end-of-run step, views of an unfinished run): the answer to its first
+    /// [`CUT_OUTPUT_CHARS`] characters, the reasoning and the chunks' text bytes dropped, and
+    /// [`CutTexts`] keeps what the summaries read of them. A real answer is a few hundred to a
+    /// few thousand bytes and a reasoning model's thinking tens of thousands: held whole, a
+    /// million records hold gigabytes. Cutting twice changes nothing.
+    pub fn cut_for_summaries(&mut self) {
+        if self.cut.is_some() {
+            return;
+        }
+        self.cut = Some(CutTexts {
+            output_fingerprint: answer_fingerprint(self.output.trim()),
+            reasoning_chars: self.reasoning_chars(),
+        });
+        if let Some((end, _)) = self.output.char_indices().nth(CUT_OUTPUT_CHARS) {
+            self.output.truncate(end);
+            self.output.shrink_to_fit();
+        }
+        self.reasoning = None;
+        self.chunk_text = ChunkText::default();
+    }
+
+    /// Whether two records' answers are the same text, trimmed (whole or cut).
+    pub fn same_answer(&self, other: &RequestRecord) -> bool {
+        match (self.cut, other.cut) {
+            (None, None) => self.output.trim() == other.output.trim(),
+            (a, b) => {
+                let fingerprint = |r: &RequestRecord, cut: Option<CutTexts>| {
+                    cut.map_or_else(|| answer_fingerprint(r.output.trim()), |c| c.output_fingerprint)
+                };
+                fingerprint(self, a) == fingerprint(other, b)
+            }
+        }
+    }
+
+    /// Characters of reasoning generated (0 without reasoning), whole or cut.
+    pub fn reasoning_chars(&self) -> u32 {
+        match self.cut {
+            Some(cut) => cut.reasoning_chars,
+            None => self
+                .reasoning
+                .as_deref()
+                .map_or(0, |t| u32::try_from(t.chars().count()).unwrap_or(u32::MAX)),
+        }
     }
 
     /// Time to first token (reasoning or content).
@@ -1045,6 +1121,47 @@ pub struct RunEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_cut_for_summaries_keeps_what_summaries_read() {
+        let answer = format!("é\u{7}{}{}", "é".repeat(CUT_OUTPUT_CHARS), "tail ".repeat(500));
+        let whole = RequestRecord {
+            output: format!(" {answer} "),
+            reasoning: Some("thinking… ".repeat(1_000)),
+            chunk_text: ChunkText::from(&[(3, 10), (0, 12)][..]),
+            ..RequestRecord::test_quality("a")
+        };
+        let mut cut = whole.clone();
+        cut.cut_for_summaries();
+        assert_eq!(cut.output.chars().count(), CUT_OUTPUT_CHARS);
+        assert!(whole.output.starts_with(&cut.output));
+        assert_eq!((cut.reasoning.as_deref(), cut.chunk_text.is_empty()), (None, true));
+        assert_eq!(cut.reasoning_chars(), whole.reasoning_chars());
+        assert_eq!(whole.reasoning_chars(), 10_000);
+        assert!(cut.same_answer(&whole) && whole.same_answer(&cut) && cut.same_answer(&cut));
+        let other = RequestRecord {
+            output: format!("{answer}!"),
+            ..whole.clone()
+        };
+        assert!(!cut.same_answer(&other) && !other.same_answer(&cut));
+        // Cutting twice changes nothing; a short answer is kept whole.
+        let mut again = cut.clone();
+        again.cut_for_summaries();
+        assert_eq!(again, cut);
+        let mut short = RequestRecord {
+            output: "positive".into(),
+            ..RequestRecord::test_quality("b")
+        };
+        short.cut_for_summaries();
+        assert_eq!((short.output.as_str(), short.reasoning_chars()), ("positive", 0));
+        // What a page shows of a cut answer (an excerpt shorter than the cut) is what it shows
+        // of the whole one, its ellipsis included.
+        let shown = |r: &RequestRecord| {
+            super::super::validation::truncate(&super::super::format::visible_controls(&r.output), CUT_OUTPUT_CHARS - 1)
+        };
+        assert_eq!(shown(&cut), shown(&whole));
+        assert!(shown(&cut).ends_with('…'));
+    }
 
     #[test]
     fn run_form_rejects_negative_and_zero_concurrency() {

@@ -129,7 +129,12 @@ macro_rules! record_helpers {
         /// a page at a time (each page's grades and counts read after its records, all
         /// committed with them): every query answers within the bound on one answer, which a
         /// single read of a million records does not on PostgreSQL.
-        async fn records_in_send_order(&self, run_id: i64, candidate_id: Option<i64>) -> Result<Vec<RequestRecord>> {
+        async fn records_in_send_order(
+            &self,
+            run_id: i64,
+            candidate_id: Option<i64>,
+            read: rows::RecordRead,
+        ) -> Result<Vec<RequestRecord>> {
             // Sized by a count first (an index-only read): grown by doubling, a candidate's
             // 500,000 records held their old array beside the new one at the last doubling
             // (262,144 records of 400 bytes: ~100 MB more at its peak) and could end with most
@@ -148,7 +153,13 @@ macro_rules! record_helpers {
                     .await?;
                 let full = page.len() as i64 == rows::RECORDS_PER_READ;
                 after = page.last().map(|(position, _)| *position);
-                records.extend(page.into_iter().map(|(_, r)| r));
+                records.extend(page.into_iter().map(|(_, mut r)| {
+                    // Cut page by page: a page's whole texts are the most ever held at once.
+                    if read == rows::RecordRead::ForSummaries {
+                        r.cut_for_summaries();
+                    }
+                    r
+                }));
                 if !full {
                     return Ok(records);
                 }
@@ -202,12 +213,15 @@ macro_rules! record_queries {
 
         #[tracing::instrument(level = "debug", skip(self))]
         fn list_request_records(&self, run_id: i64) -> StoreFuture<'_, Vec<RequestRecord>> {
-            Box::pin(async move { self.records_in_send_order(run_id, None).await })
+            Box::pin(async move { self.records_in_send_order(run_id, None, rows::RecordRead::Whole).await })
         }
 
         #[tracing::instrument(level = "debug", skip(self))]
-        fn list_candidate_records(&self, run_id: i64, candidate_id: i64) -> StoreFuture<'_, Vec<RequestRecord>> {
-            Box::pin(async move { self.records_in_send_order(run_id, Some(candidate_id)).await })
+        fn candidate_records_for_summaries(&self, run_id: i64, candidate_id: i64) -> StoreFuture<'_, Vec<RequestRecord>> {
+            Box::pin(async move {
+                self.records_in_send_order(run_id, Some(candidate_id), rows::RecordRead::ForSummaries)
+                    .await
+            })
         }
 
         #[tracing::instrument(level = "debug", skip(self))]

@@ -32,6 +32,13 @@ pub(crate) const SMALL_ROWS_PER_STATEMENT: usize = 1_000;
 /// Records `Store::list_request_records` reads per query.
 pub(crate) const RECORDS_PER_READ: i64 = 5_000;
 
+/// How a read of many records holds them: whole, or cut for summaries as each page arrives.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RecordRead {
+    Whole,
+    ForSummaries,
+}
+
 // ---------------------------------------------------------------- errors
 
 /// A unique-constraint violation becomes `Conflict(message)`; anything else stays a database error.
@@ -862,6 +869,7 @@ impl RecordRow {
                 Some(json) => parse_json(place("chunk_text"), json)?,
                 None => Default::default(),
             },
+            cut: None,
         })
     }
 }

@@ -111,6 +111,7 @@ fn record(run_id: i64, candidate_id: i64, case_id: &str, attempt: u32, sent_at_u
         }],
         chunk_attribution: None,
         chunk_text: Default::default(),
+        cut: None,
     }
 }
 

@@ -278,6 +278,7 @@ fn records(candidate_id: i64, e2e_ms: i64, right: &[bool]) -> Vec<RequestRecord>
             grades: vec![exact_grade(right[i])],
             chunk_attribution: None,
             chunk_text: Default::default(),
+            cut: None,
         })
         .collect()
 }

@@ -56,14 +56,10 @@ pub fn consistency(finals: &[&RequestRecord], confidence: f64) -> Option<Consist
     let mut flipping_cases = Vec::new();
     let (mut pass_share_sum, mut pass_k_sum) = (0.0, 0.0);
     for (case, records) in &by_case {
-        let outputs: Vec<&str> = records
-            .iter()
-            .filter(|r| r.succeeded())
-            .map(|r| r.output.trim())
-            .collect();
-        if outputs.len() >= 2 {
+        let answered: Vec<&RequestRecord> = records.iter().copied().filter(|r| r.succeeded()).collect();
+        if answered.len() >= 2 {
             output_cases += 1;
-            if outputs.iter().all(|o| *o == outputs[0]) {
+            if answered.iter().all(|r| r.same_answer(answered[0])) {
                 same_cases += 1;
             }
         }

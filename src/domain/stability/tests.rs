@@ -43,6 +43,7 @@ fn rec(case: &str, repetition: u32, sent_s: f64, e2e_ms: f64, tokens: u32) -> Re
         grades: vec![],
         chunk_attribution: None,
         chunk_text: Default::default(),
+        cut: None,
     }
 }
 
@@ -171,6 +172,32 @@ fn self_consistency_flip_rate_and_pass_hat_k() {
     // Unbiased pass^k: 3 passes of 4 with k = 2 → C(3,2)/C(4,2) = 3/6.
     assert!((binomial_ratio(3, 4, 2) - 0.5).abs() < 1e-12);
     assert!(consistency(&[], 0.9).is_none());
+}
+
+#[test]
+fn consistency_reads_answers_cut_for_summaries_as_whole_ones() {
+    // Long answers that differ only after the excerpt a cut record keeps, and ones that are the
+    // same but for the whitespace around them: cut or whole, the same case counts as identical.
+    let long = "word ".repeat(400);
+    let mut records = Vec::new();
+    for rep in 0..3u32 {
+        let differs_late = format!("{long}{rep}");
+        let padded = if rep == 1 { format!("  {long}\n") } else { long.clone() };
+        records.push(graded(rec("late", rep, f64::from(rep), 100.0, 5), true, &differs_late));
+        records.push(graded(rec("same", rep, f64::from(rep), 100.0, 5), true, &padded));
+    }
+    let finals = |records: &[RequestRecord]| consistency(&records.iter().collect::<Vec<_>>(), 0.9).unwrap();
+    let whole = finals(&records);
+    let identical = whole.identical_output.as_ref().unwrap();
+    assert_eq!((identical.count, identical.n), (1, 2));
+    let mut cut = records.clone();
+    cut.iter_mut().for_each(RequestRecord::cut_for_summaries);
+    assert!(cut.iter().all(|r| r.output.len() < long.len()));
+    assert_eq!(finals(&cut), whole);
+    // One cut and one whole of the same answers compare alike too.
+    let mut mixed = records;
+    mixed.iter_mut().step_by(2).for_each(RequestRecord::cut_for_summaries);
+    assert_eq!(finals(&mixed), whole);
 }
 
 #[test]

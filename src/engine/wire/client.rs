@@ -167,6 +167,7 @@ impl Exchange {
             grades: Vec::new(),
             chunk_attribution: None,
             chunk_text: Default::default(),
+            cut: None,
         }
     }
 }

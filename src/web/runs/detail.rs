@@ -36,6 +36,9 @@ pub const CASE_ROWS: usize = 100;
 pub const EVENT_LINES: usize = 100;
 /// Characters of model output shown per case row.
 const OUTPUT_EXCERPT: usize = 160;
+// The records the run page's parts are computed from are cut for summaries: their answers must
+// keep more than the excerpt shows.
+const _: () = assert!(OUTPUT_EXCERPT < crate::domain::run::CUT_OUTPUT_CHARS);
 
 #[derive(Template, WebTemplate)]
 #[template(path = "runs/detail.html")]

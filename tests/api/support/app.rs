@@ -482,6 +482,7 @@ pub fn record(run_id: i64, candidate_id: i64, case_id: &str, output: &str, passe
         }],
         chunk_attribution: None,
         chunk_text: Default::default(),
+        cut: None,
     }
 }
 
