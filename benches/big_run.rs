@@ -14,6 +14,8 @@
 //! `BAKEOFF_BENCH_CASES=N` for N cases instead of 1,000 (a 100,000-case run: `…CASES=100000
 //! …REPETITIONS=1`), `BAKEOFF_BENCH_LIVE_VIEWERS=N` for N views at once of the big run before it
 //! ends, `BAKEOFF_BENCH_TOKENS=N` for N streamed tokens (chunks) per answer instead of 16,
+//! `BAKEOFF_BENCH_ANSWER_CHARS=N` and `BAKEOFF_BENCH_REASONING_CHARS=N` for answers and reasoning
+//! texts of about N characters (unset: short answers, no reasoning),
 //! `BAKEOFF_BENCH_SKIP_SQLITE=1` for PostgreSQL only, `BAKEOFF_BENCH_PAGES=text` for the pages
 //! whose path contains it, `BAKEOFF_BENCH_KEEP_SQLITE=FILE` to keep the SQLite database); CI
 //! runs `cargo test --bench big_run -- --quick` (debug, reusing the tests' build), which exits

@@ -93,14 +93,45 @@ pub fn evalset(name: &str, cases: usize) -> EvalSetFile {
 /// `BAKEOFF_BENCH_TOKENS` (default 16; real answers run to hundreds, and their chunk times are
 /// most of a record's weight).
 fn streamed_tokens() -> u32 {
-    static TOKENS: std::sync::LazyLock<u32> = std::sync::LazyLock::new(|| {
-        std::env::var("BAKEOFF_BENCH_TOKENS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|&n| n > 0)
-            .unwrap_or(16)
-    });
+    static TOKENS: std::sync::LazyLock<u32> =
+        std::sync::LazyLock::new(|| u32::try_from(count_from_env("TOKENS", 16).max(1)).unwrap_or(u32::MAX));
     *TOKENS
+}
+
+/// `BAKEOFF_BENCH_<name>` as a count, or `default` when unset or not a number.
+fn count_from_env(name: &str, default: usize) -> usize {
+    std::env::var(format!("BAKEOFF_BENCH_{name}"))
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Characters of each answer (`BAKEOFF_BENCH_ANSWER_CHARS`; a real answer is a few hundred to
+/// a few thousand) and of each reasoning text (`BAKEOFF_BENCH_REASONING_CHARS`; a reasoning
+/// model's thinking runs to tens of thousands). Unset: the short answers and no reasoning the
+/// earlier figures were measured with.
+fn text_chars() -> (usize, usize) {
+    static CHARS: std::sync::LazyLock<(usize, usize)> =
+        std::sync::LazyLock::new(|| (count_from_env("ANSWER_CHARS", 0), count_from_env("REASONING_CHARS", 0)));
+    *CHARS
+}
+
+/// `start` followed by filler words up to `chars` characters (at least `start`).
+fn text_of(start: &str, chars: usize) -> String {
+    let words = [
+        "the", "item", "reads", "as", "fair", "on", "balance,", "with", "some", "detail",
+    ];
+    let mut text = start.to_string();
+    let mut count = start.chars().count();
+    for word in words.iter().cycle() {
+        count += 1 + word.len();
+        if count > chars {
+            return text;
+        }
+        text.push(' ');
+        text.push_str(word);
+    }
+    unreachable!("a cycle never ends")
 }
 
 /// A synthetic measured record of `case` at `repetition`: most pass, every fifth fails its
@@ -112,6 +143,15 @@ pub fn record(run_id: i64, candidate_id: i64, case: usize, repetition: u32, sent
     let ttft = 40_000 + ((case * 13 + repetition as usize * 7) % 50) as i64 * 1_000;
     let tokens = streamed_tokens();
     let last_token = ttft + i64::from(tokens - 1) * 10_000;
+    let (answer_chars, reasoning_chars) = text_chars();
+    let output = if failed {
+        String::new()
+    } else if pass {
+        text_of("positive", answer_chars)
+    } else {
+        text_of("negative — the item reads as unfavourable overall", answer_chars)
+    };
+    let reasoning = (!failed && reasoning_chars > 0).then(|| text_of("Let me think.", reasoning_chars));
     RequestRecord {
         run_id,
         candidate_id,
@@ -141,17 +181,11 @@ pub fn record(run_id: i64, candidate_id: i64, case: usize, repetition: u32, sent
         input_tokens: Some(24),
         output_tokens: (!failed).then_some(tokens),
         output_tokens_source: (!failed).then_some(TokenSource::Usage),
-        reasoning_tokens: None,
+        reasoning_tokens: reasoning.as_ref().map(|t| t.len() as u32 / 4),
         canonical_tokens: (!failed).then_some(tokens),
-        output_chars: if failed { 0 } else { 60 },
-        output: if failed {
-            String::new()
-        } else if pass {
-            "positive".to_string()
-        } else {
-            "negative — the item reads as unfavourable overall".to_string()
-        },
-        reasoning: None,
+        output_chars: output.chars().count() as u32,
+        output,
+        reasoning,
         error_class: failed.then_some(bakeoff::domain::run::ErrorClass::HttpServerError),
         error_detail: failed.then(|| "HTTP 500: upstream overloaded".to_string()),
         grades: if failed {
@@ -173,6 +207,7 @@ pub fn record(run_id: i64, candidate_id: i64, case: usize, repetition: u32, sent
         },
         chunk_attribution: None,
         chunk_text: Default::default(),
+        cut: None,
     }
 }
 
