@@ -990,8 +990,9 @@ impl RequestRecord {
             reasoning_chars: self.reasoning_chars(),
         });
         if let Some((end, _)) = self.output.char_indices().nth(CUT_OUTPUT_CHARS) {
-            self.output.truncate(end);
-            self.output.shrink_to_fit();
+            // A new string, not the old one shrunk in place: a shrink leaves the old block's
+            // tail as a hole too small for the next page's answers, so memory would not fall.
+            self.output = self.output[..end].to_owned();
         }
         self.reasoning = None;
         self.chunk_text = ChunkText::default();
