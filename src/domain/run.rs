@@ -846,11 +846,6 @@ pub struct RequestRecord {
     pub cut: Option<CutTexts>,
 }
 
-/// The longest excerpt of an answer a record read for summaries keeps: more than any summary
-/// shows (the run page's case rows show 160 characters), so a longer answer's excerpt is cut
-/// where the page cuts it and still ends in an ellipsis there.
-pub const CUT_OUTPUT_CHARS: usize = 240;
-
 /// What the summaries read of a record's texts once they are cut: whether two answers are the
 /// same (repeat consistency), and how many characters the reasoning had (characters generated).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -975,12 +970,14 @@ impl RequestRecord {
         self.chunk_attribution = Some(attribution);
     }
 
-    /// Cuts the texts no summary reads whole, for a read that holds many records at once (the
-    /// end-of-run step, views of an unfinished run): the answer to its first
-    /// [`CUT_OUTPUT_CHARS`] characters, the reasoning and the chunks' text bytes dropped, and
+    /// Drops the texts no summary reads, for a read that holds many records at once (the
+    /// end-of-run step, views of an unfinished run): the answer, the reasoning, the chunks' text
+    /// bytes and the reasons of passed grades (a page shows failing grades' reasons only), and
     /// [`CutTexts`] keeps what the summaries read of them. A real answer is a few hundred to a
     /// few thousand bytes and a reasoning model's thinking tens of thousands: held whole, a
-    /// million records hold gigabytes. Cutting twice changes nothing.
+    /// million records hold gigabytes; held as the run page's excerpts, still a quarter of
+    /// what a record holds. The few answers a page shows it reads by their records' ids.
+    /// Cutting twice changes nothing.
     pub fn cut_for_summaries(&mut self) {
         if self.cut.is_some() {
             return;
@@ -989,13 +986,12 @@ impl RequestRecord {
             output_fingerprint: answer_fingerprint(self.output.trim()),
             reasoning_chars: self.reasoning_chars(),
         });
-        if let Some((end, _)) = self.output.char_indices().nth(CUT_OUTPUT_CHARS) {
-            // A new string, not the old one shrunk in place: a shrink leaves the old block's
-            // tail as a hole too small for the next page's answers, so memory would not fall.
-            self.output = self.output[..end].to_owned();
-        }
+        self.output = String::new();
         self.reasoning = None;
         self.chunk_text = ChunkText::default();
+        for grade in self.grades.iter_mut().filter(|g| g.passed) {
+            grade.reason = String::new();
+        }
     }
 
     /// Whether two records' answers are the same text, trimmed (whole or cut).
@@ -1125,43 +1121,57 @@ mod tests {
 
     #[test]
     fn a_record_cut_for_summaries_keeps_what_summaries_read() {
-        let answer = format!("é\u{7}{}{}", "é".repeat(CUT_OUTPUT_CHARS), "tail ".repeat(500));
+        let answer = format!("é\u{7}{}", "tail ".repeat(500));
+        let failed = |reason: &str| Grade {
+            grader: "exact".into(),
+            score: 0.0,
+            passed: false,
+            reason: reason.into(),
+            detail: None,
+            weight: 1.0,
+            required: true,
+        };
         let whole = RequestRecord {
             output: format!(" {answer} "),
+            output_chars: 2 + answer.chars().count() as u32,
             reasoning: Some("thinking… ".repeat(1_000)),
             chunk_text: ChunkText::from(&[(3, 10), (0, 12)][..]),
+            grades: vec![
+                Grade {
+                    passed: true,
+                    score: 1.0,
+                    ..failed("matched the expected answer")
+                },
+                failed("expected positive"),
+            ],
             ..RequestRecord::test_quality("a")
         };
         let mut cut = whole.clone();
         cut.cut_for_summaries();
-        assert_eq!(cut.output.chars().count(), CUT_OUTPUT_CHARS);
-        assert!(whole.output.starts_with(&cut.output));
+        assert_eq!((cut.output.as_str(), cut.output_chars), ("", whole.output_chars));
         assert_eq!((cut.reasoning.as_deref(), cut.chunk_text.is_empty()), (None, true));
         assert_eq!(cut.reasoning_chars(), whole.reasoning_chars());
         assert_eq!(whole.reasoning_chars(), 10_000);
+        // A passed grade's reason is never shown from a summary; a failed one's is.
+        let reasons: Vec<&str> = cut.grades.iter().map(|g| g.reason.as_str()).collect();
+        assert_eq!(reasons, ["", "expected positive"]);
+        assert_eq!(
+            cut.grades.iter().map(|g| (g.passed, g.score)).collect::<Vec<_>>(),
+            [(true, 1.0), (false, 0.0)]
+        );
         assert!(cut.same_answer(&whole) && whole.same_answer(&cut) && cut.same_answer(&cut));
         let other = RequestRecord {
             output: format!("{answer}!"),
             ..whole.clone()
         };
         assert!(!cut.same_answer(&other) && !other.same_answer(&cut));
-        // Cutting twice changes nothing; a short answer is kept whole.
+        // Cutting twice changes nothing; an empty answer stays unlike a non-empty one.
         let mut again = cut.clone();
         again.cut_for_summaries();
         assert_eq!(again, cut);
-        let mut short = RequestRecord {
-            output: "positive".into(),
-            ..RequestRecord::test_quality("b")
-        };
-        short.cut_for_summaries();
-        assert_eq!((short.output.as_str(), short.reasoning_chars()), ("positive", 0));
-        // What a page shows of a cut answer (an excerpt shorter than the cut) is what it shows
-        // of the whole one, its ellipsis included.
-        let shown = |r: &RequestRecord| {
-            super::super::validation::truncate(&super::super::format::visible_controls(&r.output), CUT_OUTPUT_CHARS - 1)
-        };
-        assert_eq!(shown(&cut), shown(&whole));
-        assert!(shown(&cut).ends_with('…'));
+        let mut empty = RequestRecord::test_quality("b");
+        empty.cut_for_summaries();
+        assert!(!empty.same_answer(&cut) && empty.same_answer(&RequestRecord::test_quality("c")));
     }
 
     #[test]

@@ -580,7 +580,7 @@ pub trait Store: Send + Sync + 'static {
     fn list_request_records(&self, run_id: i64) -> StoreFuture<'_, Vec<RequestRecord>>;
     /// One candidate's records of a run with their grades, in send order (as
     /// [`Store::list_request_records`] reads them), each cut for summaries as it is read
-    /// ([`RequestRecord::cut_for_summaries`]: the answer to an excerpt, no reasoning text).
+    /// ([`RequestRecord::cut_for_summaries`]: no answer or reasoning text).
     fn candidate_records_for_summaries(&self, run_id: i64, candidate_id: i64) -> StoreFuture<'_, Vec<RequestRecord>>;
     /// (first send, last end) of a run's measured records (warm-ups left out), wall clock µs;
     /// None before any: the axis its charts over time share.

@@ -11,7 +11,7 @@ use bakeoff::domain::candidate::CandidateDraft;
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::grading::{GraderSpec, grade};
 use bakeoff::domain::load::LoadShape;
-use bakeoff::domain::run::{NewRun, Phase, RunConfig, RunStatus};
+use bakeoff::domain::run::{ErrorClass, NewRun, Phase, RunConfig, RunStatus};
 use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
 
 use crate::support::app::{TestApp, harness_report, record, spawn_app_on};
@@ -432,6 +432,99 @@ async fn an_ended_runs_case_rows_follow_the_file_then_the_candidates_whatever_th
         "{}: {main}",
         app.backend
     );
+}
+
+each_backend!(each_case_row_shows_its_own_requests_answer_before_and_after_the_run_ends);
+/// The records the run page's parts are computed from hold no answers (a million of them would
+/// hold gigabytes): each case row's answer is read by its record once the rows are chosen, on
+/// a live run's page and on the page stored when it ends; a retry's row shows that attempt's
+/// answer, every answer cut at 160 characters with its control characters made visible and
+/// its markup escaped.
+async fn each_case_row_shows_its_own_requests_answer_before_and_after_the_run_ends(db: TestStore) {
+    let app = spawn_app_on(db).await;
+    let (run, ids) = two_candidate_run(&app, 2).await;
+    let mut records = Vec::new();
+    for &candidate in &ids {
+        for case in ["c1", "c2", "c3"] {
+            for repetition in 0..2u32 {
+                let answer = format!("<b>{case} {candidate} {repetition}</b>\u{7} {}", "and more ".repeat(30));
+                let mut r = record(run, candidate, case, &answer, true);
+                r.repetition = repetition;
+                r.sent_at_us = 1_000_000_000 + records.len() as i64 * 1_000;
+                records.push(r);
+            }
+        }
+    }
+    // The first try of (c2, alpha, repetition 1) broke off mid-answer; its retry answered whole.
+    let mut broken = record(run, ids[0], "c2", "<i>half an answer", false);
+    broken.repetition = 1;
+    broken.error_class = Some(ErrorClass::StreamCut);
+    broken.sent_at_us = 999_000_000;
+    records.push(broken);
+    let retry = records
+        .iter_mut()
+        .find(|r| r.candidate_id == ids[0] && r.case_id == "c2" && r.repetition == 1)
+        .unwrap();
+    retry.attempt = 1;
+    app.store.append_request_records(&records).await.unwrap();
+    app.store.set_run_status(run, RunStatus::Running, None).await.unwrap();
+
+    let names = ["alpha", "beta"];
+    // What a row shows of a record's answer: 160 characters and an ellipsis, controls visible.
+    let shown = |r: &bakeoff::domain::run::RequestRecord| {
+        let visible = r.output.replace('\u{7}', "\u{2407}");
+        let cut: String = visible.chars().take(160).collect();
+        let cut = if visible.chars().count() > 160 {
+            cut + "…"
+        } else {
+            cut
+        };
+        cut.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    for when in ["live", "ended"] {
+        if when == "ended" {
+            app.store.set_run_status(run, RunStatus::Finished, None).await.unwrap();
+            bakeoff::web::runs::summaries::store_when_ended(&app.state, run)
+                .await
+                .unwrap();
+        }
+        let (page, body) = app.page(&format!("/runs/{run}")).await;
+        let rows = page.select("table.cases tbody tr");
+        assert_eq!(rows.len(), records.len(), "{} {when}", app.backend);
+        for row in rows {
+            let cells: Vec<String> = row
+                .select(&scraper::Selector::parse("td").unwrap())
+                .map(|td| {
+                    td.text()
+                        .collect::<String>()
+                        .split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect();
+            let (case, candidate) = (cells[0].as_str(), cells[1].as_str());
+            let (repetition, attempt): (u32, u32) = (cells[2].parse().unwrap(), cells[3].parse().unwrap());
+            let record = records
+                .iter()
+                .find(|r| {
+                    r.case_id == case
+                        && names[ids.iter().position(|&id| id == r.candidate_id).unwrap()] == candidate
+                        && (r.repetition, r.attempt) == (repetition, attempt)
+                })
+                .unwrap_or_else(|| panic!("{} {when}: a row of no record: {cells:?}", app.backend));
+            assert_eq!(cells[7], shown(record), "{} {when}: {cells:?}", app.backend);
+        }
+        assert!(
+            body.contains("&lt;i&gt;half an answer") || body.contains("&#60;i&#62;half an answer"),
+            "{} {when}",
+            app.backend
+        );
+        assert!(
+            !body.contains("<b>c1") && !body.contains("<i>half"),
+            "{} {when}: answers are escaped",
+            app.backend
+        );
+    }
 }
 
 // ------------------------------------------------------------------- field extraction

@@ -36,9 +36,6 @@ pub const CASE_ROWS: usize = 100;
 pub const EVENT_LINES: usize = 100;
 /// Characters of model output shown per case row.
 const OUTPUT_EXCERPT: usize = 160;
-// The records the run page's parts are computed from are cut for summaries: their answers must
-// keep more than the excerpt shows.
-const _: () = assert!(OUTPUT_EXCERPT < crate::domain::run::CUT_OUTPUT_CHARS);
 
 #[derive(Template, WebTemplate)]
 #[template(path = "runs/detail.html")]
@@ -690,7 +687,7 @@ async fn record_parts(
         let mine = records.of_candidate(&state.store, id).await?;
         parts.push(page.candidate_parts(&mine, resumes, id));
     }
-    Ok(page.assemble(parts))
+    Ok(page.assemble(&state.store, parts).await?)
 }
 
 /// What the run page's parts need besides a candidate's records: read once, shared by every
@@ -718,8 +715,9 @@ pub(super) struct CandidateParts {
     /// Measured attempts (warm-ups left out).
     measured: usize,
     summary: CandidateSummary,
-    /// Its first [`CASE_ROWS`] rows, each with its place in the page's order.
-    case_rows: Vec<(CaseRowPlace, CaseRow)>,
+    /// Its first [`CASE_ROWS`] rows, each with its place in the page's order and the record
+    /// whose answer it shows.
+    case_rows: Vec<(CaseRowPlace, ShownRecord, CaseRow)>,
     levels: Option<RunFigures>,
     quality: QualityView,
     buckets: Option<Vec<crate::domain::timeline::Bucket>>,
@@ -727,6 +725,75 @@ pub(super) struct CandidateParts {
 
 /// A case row's place: eval-set order, then candidate order, then repetition and attempt.
 type CaseRowPlace = (usize, usize, u32, u32);
+
+/// The record a case row shows, by its stored key. The records the parts are computed from hold
+/// no answers (`RequestRecord::cut_for_summaries`): the rows' answers are read by these once
+/// the page's rows are chosen.
+struct ShownRecord {
+    candidate_id: i64,
+    case_id: String,
+    phase: Phase,
+    repetition: u32,
+    attempt: u32,
+}
+
+type RecordKey<'a> = (i64, &'a str, Phase, u32, u32);
+
+impl ShownRecord {
+    fn of(r: &RequestRecord) -> ShownRecord {
+        ShownRecord {
+            candidate_id: r.candidate_id,
+            case_id: r.case_id.clone(),
+            phase: r.phase,
+            repetition: r.repetition,
+            attempt: r.attempt,
+        }
+    }
+
+    fn key(&self) -> RecordKey<'_> {
+        (
+            self.candidate_id,
+            &self.case_id,
+            self.phase,
+            self.repetition,
+            self.attempt,
+        )
+    }
+}
+
+fn fact_key(f: &crate::store::RecordFact) -> RecordKey<'_> {
+    (f.candidate_id, &f.case_id, f.phase, f.repetition, f.attempt)
+}
+
+fn record_key(r: &RequestRecord) -> RecordKey<'_> {
+    (r.candidate_id, &r.case_id, r.phase, r.repetition, r.attempt)
+}
+
+/// The records the case rows show, read whole by id (the rows' cases' outlines find the ids):
+/// at most [`CASE_ROWS`] records, and the outlines of the cases they belong to.
+async fn shown_records(
+    store: &crate::store::DynStore,
+    run_id: i64,
+    shown: &[&ShownRecord],
+) -> Result<Vec<RequestRecord>, crate::store::StoreError> {
+    let mut case_ids: Vec<String> = shown.iter().map(|s| s.case_id.clone()).collect();
+    case_ids.sort_unstable();
+    case_ids.dedup();
+    let wanted: HashSet<RecordKey<'_>> = shown.iter().map(|s| s.key()).collect();
+    let ids: Vec<i64> = store
+        .list_case_outlines(run_id, &case_ids)
+        .await?
+        .iter()
+        .filter(|o| wanted.contains(&fact_key(&o.fact)))
+        .map(|o| o.id)
+        .collect();
+    Ok(store
+        .list_records_by_id(run_id, &ids)
+        .await?
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect())
+}
 
 impl<'a> PageContext<'a> {
     pub(super) async fn new(
@@ -822,7 +889,7 @@ impl<'a> PageContext<'a> {
         let case_rows = sorted
             .into_iter()
             .take(CASE_ROWS)
-            .map(|r| (place(r), case_row(self.candidates, r)))
+            .map(|r| (place(r), ShownRecord::of(r), case_row(self.candidates, r)))
             .collect();
 
         CandidateParts {
@@ -840,11 +907,16 @@ impl<'a> PageContext<'a> {
         }
     }
 
-    /// The page's parts from every candidate's, in the run's candidate order.
-    pub(super) fn assemble(&self, parts: Vec<CandidateParts>) -> RecordParts {
+    /// The page's parts from every candidate's, in the run's candidate order; the answers its
+    /// case rows show are read here.
+    pub(super) async fn assemble(
+        &self,
+        store: &crate::store::DynStore,
+        parts: Vec<CandidateParts>,
+    ) -> Result<RecordParts, crate::store::StoreError> {
         let (run, candidates) = (self.run, self.candidates);
         let measured: usize = parts.iter().map(|p| p.measured).sum();
-        let mut case_rows: Vec<(CaseRowPlace, CaseRow)> = Vec::with_capacity(CASE_ROWS * parts.len());
+        let mut case_rows: Vec<(CaseRowPlace, ShownRecord, CaseRow)> = Vec::with_capacity(CASE_ROWS * parts.len());
         let mut summaries = Vec::with_capacity(parts.len());
         let mut progress = Vec::with_capacity(parts.len());
         let mut levels = Vec::new();
@@ -863,15 +935,24 @@ impl<'a> PageContext<'a> {
             }
         }
         // Stable: rows at the same place keep their send order, as when sorted all at once.
-        case_rows.sort_by_key(|(place, _)| *place);
+        case_rows.sort_by_key(|(place, _, _)| *place);
         case_rows.truncate(CASE_ROWS);
+        let shown: Vec<&ShownRecord> = case_rows.iter().map(|(_, shown, _)| shown).collect();
+        let records = shown_records(store, run.id, &shown).await?;
+        let answers: HashMap<RecordKey<'_>, &str> =
+            records.iter().map(|r| (record_key(r), r.output.as_str())).collect();
+        for (_, shown, row) in &mut case_rows {
+            if let Some(answer) = answers.get(&shown.key()) {
+                row.output = truncate(&visible_controls(answer), OUTPUT_EXCERPT);
+            }
+        }
         let cases_note =
             (measured > CASE_ROWS).then(|| format!("Showing the first {CASE_ROWS} of {measured} measured requests."));
         let quality = super::report::quality_views(quality);
-        RecordParts {
+        Ok(RecordParts {
             progress,
             scorecard: (measured > 0).then(|| scorecard(run, self.version, candidates, summaries)),
-            cases: case_rows.into_iter().map(|(_, row)| row).collect(),
+            cases: case_rows.into_iter().map(|(_, _, row)| row).collect(),
             cases_note,
             levels: levels_view(run, levels),
             pass_rates: pass_rate_chart(&quality),
@@ -879,7 +960,7 @@ impl<'a> PageContext<'a> {
             over_time: self
                 .grid
                 .and_then(|grid| over_time_view(run, candidates, grid.timeline(over_time))),
-        }
+        })
     }
 }
 
@@ -900,7 +981,8 @@ fn case_row(candidates: &[Candidate], r: &RequestRecord) -> CaseRow {
             Some(false)
         },
         ttft: ms(r.ttft_us().map(|us| us as f64 / 1000.0)),
-        output: truncate(&visible_controls(&r.output), OUTPUT_EXCERPT),
+        // Read by the record's id once the page's rows are chosen (`PageContext::assemble`).
+        output: String::new(),
     }
 }
 

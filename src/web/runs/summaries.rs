@@ -40,7 +40,7 @@ pub async fn store_when_ended(state: &AppState, run_id: i64) -> Result<(), WebEr
         summaries.push(crate::app::scorecard::candidate_summary(&state.store, &run, &version, &records, id).await?);
         records.release().await;
     }
-    let parts = page.assemble(parts);
+    let parts = page.assemble(&state.store, parts).await?;
     store_summary(&state.store, &run, super::detail::RECORD_PARTS_KIND, &parts).await?;
     store_summary(&state.store, &run, crate::web::archive::FIGURES_KIND, &figures).await?;
     let snapshot = state.store.run_candidates(run.id).await?;
