@@ -3,9 +3,11 @@
 //! Every record keeps (offset µs from send, tokens) for each token-bearing chunk: ITL, TPOT and
 //! the token timeline rest on them. As pairs that is 16 bytes a chunk — most of a long
 //! response's record (8 KB for a 500-token stream) — and a run's summaries, exports and live
-//! views hold every record of a candidate at once. Here the offsets are held as zigzag-varint
-//! differences from the previous one and the counts as varints: 3–4 bytes a chunk for real
-//! streams, and lossless for any offsets (out of order or negative ones too).
+//! views hold every record of a candidate at once. Here each chunk is one varint: the zigzag
+//! difference of its offset from the previous one, shifted left, its low bit set when the chunk
+//! carried one token (most servers send one a chunk); any other count follows as a varint of its
+//! own. 3 bytes a chunk for real streams of one token a chunk (4 with other counts), and
+//! lossless for any offsets (out of order or negative ones too).
 //!
 //! [`ChunkText`], the bytes of text each chunk carried (kept for a record a server tokenizer may
 //! recount), is packed the same way: 8 bytes a chunk as pairs, about 2 here.
@@ -71,15 +73,19 @@ struct Packer {
 impl Packer {
     fn with_capacity(chunks: usize) -> Packer {
         Packer {
-            bytes: Vec::with_capacity(chunks * 4),
+            bytes: Vec::with_capacity(chunks * 3),
             ..Packer::default()
         }
     }
 
     fn push(&mut self, (at, k): (i64, u32)) {
         let delta = at.wrapping_sub(self.prev);
-        put_varint(&mut self.bytes, ((delta << 1) ^ (delta >> 63)) as u64);
-        put_varint(&mut self.bytes, u64::from(k));
+        let zigzag = ((delta << 1) ^ (delta >> 63)) as u64;
+        // Wider than 64 bits only for a difference beyond ±2⁶²: never a real stream's.
+        put_varint(&mut self.bytes, u128::from(zigzag) << 1 | u128::from(k == 1));
+        if k != 1 {
+            put_varint(&mut self.bytes, u128::from(k));
+        }
         self.prev = at;
         self.len += 1;
         self.tokens += u64::from(k);
@@ -235,11 +241,13 @@ impl Iterator for Iter<'_> {
             return None;
         }
         self.left -= 1;
-        let zigzag = take_varint(&mut self.bytes);
+        let head = take_varint(&mut self.bytes);
+        let zigzag = (head >> 1) as u64;
         let delta = ((zigzag >> 1) as i64) ^ -((zigzag & 1) as i64);
         self.at = self.at.wrapping_add(delta);
         // Counts were written from u32s.
-        Some((self.at, take_varint(&mut self.bytes) as u32))
+        let tokens = if head & 1 == 1 { 1 } else { take_varint(&mut self.bytes) as u32 };
+        Some((self.at, tokens))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -249,7 +257,7 @@ impl Iterator for Iter<'_> {
 
 impl ExactSizeIterator for Iter<'_> {}
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+fn put_varint(out: &mut Vec<u8>, mut v: u128) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -258,13 +266,13 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Reads one varint off the front of `bytes` (which this module wrote: never cut short). Most
-/// token counts take one byte, and most offsets' differences two or three.
+/// chunks take two or three bytes, and most other token counts one.
 #[inline]
-fn take_varint(bytes: &mut &[u8]) -> u64 {
-    let (mut v, mut i) = (0u64, 0);
+fn take_varint(bytes: &mut &[u8]) -> u128 {
+    let (mut v, mut i) = (0u128, 0);
     loop {
         let b = bytes[i];
-        v |= u64::from(b & 0x7f) << (7 * i);
+        v |= u128::from(b & 0x7f) << (7 * i);
         i += 1;
         if b < 0x80 {
             *bytes = &bytes[i..];
@@ -311,6 +319,9 @@ mod tests {
     fn a_real_streams_chunks_take_a_few_bytes_each() {
         // 500 chunks ~25 ms apart, one token each: 16 bytes a chunk as pairs.
         let chunks: Chunks = (0..500).map(|i| (180_000 + i * 24_937, 1)).collect();
+        assert!(chunks.bytes.len() <= 500 * 3, "{} bytes", chunks.bytes.len());
+        // Several tokens a chunk: their count takes a byte more.
+        let chunks: Chunks = (0..500).map(|i| (180_000 + i * 24_937, 8)).collect();
         assert!(chunks.bytes.len() <= 500 * 4, "{} bytes", chunks.bytes.len());
     }
 
