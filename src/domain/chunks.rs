@@ -246,7 +246,11 @@ impl Iterator for Iter<'_> {
         let delta = ((zigzag >> 1) as i64) ^ -((zigzag & 1) as i64);
         self.at = self.at.wrapping_add(delta);
         // Counts were written from u32s.
-        let tokens = if head & 1 == 1 { 1 } else { take_varint(&mut self.bytes) as u32 };
+        let tokens = if head & 1 == 1 {
+            1
+        } else {
+            take_varint(&mut self.bytes) as u32
+        };
         Some((self.at, tokens))
     }
 
