@@ -972,11 +972,13 @@ impl RequestRecord {
 
     /// Drops the texts no summary reads, for a read that holds many records at once (the
     /// end-of-run step, views of an unfinished run): the answer, the reasoning, the chunks' text
-    /// bytes and the reasons of passed grades (a page shows failing grades' reasons only), and
+    /// bytes, the error's detail and the reasons of passed grades (a page shows failing grades'
+    /// reasons only), and
     /// [`CutTexts`] keeps what the summaries read of them. A real answer is a few hundred to a
     /// few thousand bytes and a reasoning model's thinking tens of thousands: held whole, a
     /// million records hold gigabytes; held as the run page's excerpts, still a quarter of
-    /// what a record holds. The few answers a page shows it reads by their records' ids.
+    /// what a record holds. The few answers and errors a page shows it reads by their records'
+    /// ids.
     /// Cutting twice changes nothing.
     pub fn cut_for_summaries(&mut self) {
         if self.cut.is_some() {
@@ -988,6 +990,7 @@ impl RequestRecord {
         });
         self.output = String::new();
         self.reasoning = None;
+        self.error_detail = None;
         self.chunk_text = ChunkText::default();
         for grade in self.grades.iter_mut().filter(|g| g.passed) {
             grade.reason = String::new();
@@ -1135,6 +1138,7 @@ mod tests {
             output: format!(" {answer} "),
             output_chars: 2 + answer.chars().count() as u32,
             reasoning: Some("thinking… ".repeat(1_000)),
+            error_detail: Some("HTTP 500: <html>upstream overloaded</html>".into()),
             chunk_text: ChunkText::from(&[(3, 10), (0, 12)][..]),
             grades: vec![
                 Grade {
@@ -1149,7 +1153,14 @@ mod tests {
         let mut cut = whole.clone();
         cut.cut_for_summaries();
         assert_eq!((cut.output.as_str(), cut.output_chars), ("", whole.output_chars));
-        assert_eq!((cut.reasoning.as_deref(), cut.chunk_text.is_empty()), (None, true));
+        assert_eq!(
+            (
+                cut.reasoning.as_deref(),
+                cut.error_detail.as_deref(),
+                cut.chunk_text.is_empty()
+            ),
+            (None, None, true)
+        );
         assert_eq!(cut.reasoning_chars(), whole.reasoning_chars());
         assert_eq!(whole.reasoning_chars(), 10_000);
         // A passed grade's reason is never shown from a summary; a failed one's is.

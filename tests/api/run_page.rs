@@ -438,8 +438,8 @@ each_backend!(each_case_row_shows_its_own_requests_answer_before_and_after_the_r
 /// The records the run page's parts are computed from hold no answers (a million of them would
 /// hold gigabytes): each case row's answer is read by its record once the rows are chosen, on
 /// a live run's page and on the page stored when it ends; a retry's row shows that attempt's
-/// answer, every answer cut at 160 characters with its control characters made visible and
-/// its markup escaped.
+/// answer and error, every answer cut at 160 characters (an error at 120) with its control
+/// characters made visible and its markup escaped.
 async fn each_case_row_shows_its_own_requests_answer_before_and_after_the_run_ends(db: TestStore) {
     let app = spawn_app_on(db).await;
     let (run, ids) = two_candidate_run(&app, 2).await;
@@ -459,6 +459,10 @@ async fn each_case_row_shows_its_own_requests_answer_before_and_after_the_run_en
     let mut broken = record(run, ids[0], "c2", "<i>half an answer", false);
     broken.repetition = 1;
     broken.error_class = Some(ErrorClass::StreamCut);
+    broken.error_detail = Some(format!(
+        "<u>stream ended</u>\u{1b} after 3 chunks {}",
+        "then nothing ".repeat(20)
+    ));
     broken.sent_at_us = 999_000_000;
     records.push(broken);
     let retry = records
@@ -471,10 +475,10 @@ async fn each_case_row_shows_its_own_requests_answer_before_and_after_the_run_en
 
     let names = ["alpha", "beta"];
     // What a row shows of a record's answer: 160 characters and an ellipsis, controls visible.
-    let shown = |r: &bakeoff::domain::run::RequestRecord| {
-        let visible = r.output.replace('\u{7}', "\u{2407}");
-        let cut: String = visible.chars().take(160).collect();
-        let cut = if visible.chars().count() > 160 {
+    let shown = |text: &str, max: usize| {
+        let visible = text.replace('\u{7}', "\u{2407}").replace('\u{1b}', "\u{241b}");
+        let cut: String = visible.chars().take(max).collect();
+        let cut = if visible.chars().count() > max {
             cut + "…"
         } else {
             cut
@@ -512,7 +516,17 @@ async fn each_case_row_shows_its_own_requests_answer_before_and_after_the_run_en
                         && (r.repetition, r.attempt) == (repetition, attempt)
                 })
                 .unwrap_or_else(|| panic!("{} {when}: a row of no record: {cells:?}", app.backend));
-            assert_eq!(cells[7], shown(record), "{} {when}: {cells:?}", app.backend);
+            assert_eq!(
+                cells[7],
+                shown(&record.output, 160),
+                "{} {when}: {cells:?}",
+                app.backend
+            );
+            let status = match &record.error_detail {
+                Some(detail) => format!("stream_cut {}", shown(detail, 120)),
+                None => "ok".to_string(),
+            };
+            assert_eq!(cells[4], status, "{} {when}: {cells:?}", app.backend);
         }
         assert!(
             body.contains("&lt;i&gt;half an answer") || body.contains("&#60;i&#62;half an answer"),
@@ -520,8 +534,8 @@ async fn each_case_row_shows_its_own_requests_answer_before_and_after_the_run_en
             app.backend
         );
         assert!(
-            !body.contains("<b>c1") && !body.contains("<i>half"),
-            "{} {when}: answers are escaped",
+            !body.contains("<b>c1") && !body.contains("<i>half") && !body.contains("<u>stream"),
+            "{} {when}: answers and errors are escaped",
             app.backend
         );
     }

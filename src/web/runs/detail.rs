@@ -727,8 +727,8 @@ pub(super) struct CandidateParts {
 type CaseRowPlace = (usize, usize, u32, u32);
 
 /// The record a case row shows, by its stored key. The records the parts are computed from hold
-/// no answers (`RequestRecord::cut_for_summaries`): the rows' answers are read by these once
-/// the page's rows are chosen.
+/// no answers or error texts (`RequestRecord::cut_for_summaries`): the rows' are read by these
+/// once the page's rows are chosen.
 struct ShownRecord {
     candidate_id: i64,
     case_id: String,
@@ -939,11 +939,11 @@ impl<'a> PageContext<'a> {
         case_rows.truncate(CASE_ROWS);
         let shown: Vec<&ShownRecord> = case_rows.iter().map(|(_, shown, _)| shown).collect();
         let records = shown_records(store, run.id, &shown).await?;
-        let answers: HashMap<RecordKey<'_>, &str> =
-            records.iter().map(|r| (record_key(r), r.output.as_str())).collect();
+        let whole: HashMap<RecordKey<'_>, &RequestRecord> = records.iter().map(|r| (record_key(r), r)).collect();
         for (_, shown, row) in &mut case_rows {
-            if let Some(answer) = answers.get(&shown.key()) {
-                row.output = truncate(&visible_controls(answer), OUTPUT_EXCERPT);
+            if let Some(r) = whole.get(&shown.key()) {
+                row.output = truncate(&visible_controls(&r.output), OUTPUT_EXCERPT);
+                row.error_detail = r.error_detail.as_deref().map(|d| truncate(&visible_controls(d), 120));
             }
         }
         let cases_note =
@@ -974,14 +974,15 @@ fn case_row(candidates: &[Candidate], r: &RequestRecord) -> CaseRow {
             .error_class
             .map(|e| e.as_str().to_string())
             .unwrap_or_else(|| "ok".into()),
-        error_detail: r.error_detail.as_deref().map(|d| truncate(&visible_controls(d), 120)),
+        // The texts are read by the record's id once the page's rows are chosen
+        // (`PageContext::assemble`).
+        error_detail: None,
         passed: if r.succeeded() {
             case_passed(&r.grades)
         } else {
             Some(false)
         },
         ttft: ms(r.ttft_us().map(|us| us as f64 / 1000.0)),
-        // Read by the record's id once the page's rows are chosen (`PageContext::assemble`).
         output: String::new(),
     }
 }
