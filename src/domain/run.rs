@@ -973,13 +973,11 @@ impl RequestRecord {
     /// Drops the texts no summary reads, for a read that holds many records at once (the
     /// end-of-run step, views of an unfinished run): the answer, the reasoning, the chunks' text
     /// bytes, the error's detail and the reasons of passed grades (a page shows failing grades'
-    /// reasons only), and
-    /// [`CutTexts`] keeps what the summaries read of them. A real answer is a few hundred to a
-    /// few thousand bytes and a reasoning model's thinking tens of thousands: held whole, a
-    /// million records hold gigabytes; held as the run page's excerpts, still a quarter of
-    /// what a record holds. The few answers and errors a page shows it reads by their records'
-    /// ids.
-    /// Cutting twice changes nothing.
+    /// reasons only), and [`CutTexts`] keeps what the summaries read of them. A real answer is a
+    /// few hundred to a few thousand bytes and a reasoning model's thinking tens of thousands:
+    /// held whole, a million records hold gigabytes; held as the run page's excerpts, still a
+    /// quarter of what a record holds. The few answers and errors a page shows it reads by their
+    /// records' ids. Cutting twice changes nothing.
     pub fn cut_for_summaries(&mut self) {
         if self.cut.is_some() {
             return;

@@ -36,6 +36,8 @@ pub const CASE_ROWS: usize = 100;
 pub const EVENT_LINES: usize = 100;
 /// Characters of model output shown per case row.
 const OUTPUT_EXCERPT: usize = 160;
+/// Characters of an error's detail shown per case row.
+const ERROR_EXCERPT: usize = 120;
 
 #[derive(Template, WebTemplate)]
 #[template(path = "runs/detail.html")]
@@ -716,7 +718,7 @@ pub(super) struct CandidateParts {
     measured: usize,
     summary: CandidateSummary,
     /// Its first [`CASE_ROWS`] rows, each with its place in the page's order and the record
-    /// whose answer it shows.
+    /// whose answer and error it shows.
     case_rows: Vec<(CaseRowPlace, ShownRecord, CaseRow)>,
     levels: Option<RunFigures>,
     quality: QualityView,
@@ -907,8 +909,8 @@ impl<'a> PageContext<'a> {
         }
     }
 
-    /// The page's parts from every candidate's, in the run's candidate order; the answers its
-    /// case rows show are read here.
+    /// The page's parts from every candidate's, in the run's candidate order; the answers and
+    /// errors its case rows show are read here.
     pub(super) async fn assemble(
         &self,
         store: &crate::store::DynStore,
@@ -943,7 +945,10 @@ impl<'a> PageContext<'a> {
         for (_, shown, row) in &mut case_rows {
             if let Some(r) = whole.get(&shown.key()) {
                 row.output = truncate(&visible_controls(&r.output), OUTPUT_EXCERPT);
-                row.error_detail = r.error_detail.as_deref().map(|d| truncate(&visible_controls(d), 120));
+                row.error_detail = r
+                    .error_detail
+                    .as_deref()
+                    .map(|d| truncate(&visible_controls(d), ERROR_EXCERPT));
             }
         }
         let cases_note =
