@@ -89,13 +89,33 @@ pub fn evalset(name: &str, cases: usize) -> EvalSetFile {
     EvalSetFile::parse(&format!("{name}.jsonl"), &text).expect("the bench eval set parses")
 }
 
-/// Tokens a successful synthetic record streams, one a chunk 10 ms apart:
-/// `BAKEOFF_BENCH_TOKENS` (default 16; real answers run to hundreds, and their chunk times are
+/// Tokens a successful synthetic record streams, one a chunk about 10 ms apart (see
+/// [`chunk_offsets`]): `BAKEOFF_BENCH_TOKENS` (default 16; real answers run to hundreds, and their chunk times are
 /// most of a record's weight).
 fn streamed_tokens() -> u32 {
     static TOKENS: std::sync::LazyLock<u32> =
         std::sync::LazyLock::new(|| u32::try_from(count_from_env("TOKENS", 16).max(1)).unwrap_or(u32::MAX));
     *TOKENS
+}
+
+/// A stream's chunk offsets as a real server's arrive: gaps of 10 ms ± 2 ms (an even spread,
+/// different for every record) and a 30 ms stall every 50th chunk (another request's prefill
+/// batched in). Their timing is what chunk packing compresses, so a metronome would flatter it.
+fn chunk_offsets(ttft: i64, tokens: u32, seed: usize) -> Vec<i64> {
+    let mut state = seed as u64 ^ 0x9e37_79b9_7f4a_7c15;
+    let mut at = ttft;
+    (0..tokens)
+        .map(|i| {
+            if i > 0 {
+                // xorshift: cheap, deterministic, spread evenly enough for jitter.
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                at += 8_000 + (state % 4_001) as i64 + if i % 50 == 0 { 30_000 } else { 0 };
+            }
+            at
+        })
+        .collect()
 }
 
 /// `BAKEOFF_BENCH_<name>` as a count, or `default` when unset or not a number.
@@ -142,7 +162,8 @@ pub fn record(run_id: i64, candidate_id: i64, case: usize, repetition: u32, sent
     let failed = (case * 7 + repetition as usize).is_multiple_of(97);
     let ttft = 40_000 + ((case * 13 + repetition as usize * 7) % 50) as i64 * 1_000;
     let tokens = streamed_tokens();
-    let last_token = ttft + i64::from(tokens - 1) * 10_000;
+    let offsets = chunk_offsets(ttft, tokens, case * 31 + repetition as usize);
+    let last_token = *offsets.last().expect("at least one token");
     let (answer_chars, reasoning_chars) = text_chars();
     let output = if failed {
         String::new()
@@ -174,7 +195,7 @@ pub fn record(run_id: i64, candidate_id: i64, case: usize, repetition: u32, sent
         chunks: if failed {
             Default::default()
         } else {
-            (0..i64::from(tokens)).map(|i| (ttft + i * 10_000, 1)).collect()
+            offsets.iter().map(|&at| (at, 1)).collect()
         },
         http_status: Some(if failed { 500 } else { 200 }),
         finish_reason: (!failed).then(|| "stop".to_string()),
