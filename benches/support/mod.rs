@@ -90,8 +90,8 @@ pub fn evalset(name: &str, cases: usize) -> EvalSetFile {
 }
 
 /// Tokens a successful synthetic record streams, one a chunk about 10 ms apart (see
-/// [`chunk_offsets`]): `BAKEOFF_BENCH_TOKENS` (default 16; real answers run to hundreds, and their chunk times are
-/// most of a record's weight).
+/// [`chunk_offsets`]): `BAKEOFF_BENCH_TOKENS` (default 16; real answers run to hundreds, and
+/// their chunk times are most of a record's weight).
 fn streamed_tokens() -> u32 {
     static TOKENS: std::sync::LazyLock<u32> =
         std::sync::LazyLock::new(|| u32::try_from(count_from_env("TOKENS", 16).max(1)).unwrap_or(u32::MAX));

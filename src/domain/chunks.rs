@@ -26,7 +26,7 @@ pub struct Chunks {
     /// The number of chunks, with [`SECOND_ORDER`] set when their gaps are written so.
     len_and_order: u32,
     /// Tokens over every chunk, or `u32::MAX` when that does not fit (then counted on demand):
-    /// the per-request figures ask for it of every record, and it fits beside `len` for free.
+    /// the per-request figures ask for it of every record, and it fits beside the count for free.
     tokens: u32,
 }
 
