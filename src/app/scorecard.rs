@@ -10,11 +10,12 @@ use crate::app::AppError;
 use crate::app::runs::{RunRecords, RunVersion, store_summary, stored_summary};
 use crate::domain::calibers::{HarnessReport, resumes_of};
 use crate::domain::candidate::Candidate;
+use crate::domain::evalset::EvalSetFile;
 use crate::domain::pipeline::{PipelineDraft, PipelineSpec};
-use crate::domain::run::{CandidateStop, Phase, Run};
+use crate::domain::run::{CandidateStop, Phase, RequestRecord, Run};
 use crate::domain::scorecard::{
-    self, CandidateOperability, CandidateSummary, JudgePricing, RecordedVerdict, Scorecard, SummaryContext,
-    SummaryInput, Verdict,
+    self, CandidateOperability, CandidateRecords, CandidateSummary, JudgePricing, RecordedVerdict, Scorecard,
+    SummaryContext, SummaryInput, Verdict,
 };
 use crate::domain::thresholds::ThresholdProfile;
 use crate::domain::validation::FieldErrors;
@@ -196,23 +197,51 @@ pub async fn candidate_summary(
 ) -> Result<CandidateSummary, AppError> {
     let resumes = records.resumes(store).await?;
     let mine = records.of_candidate(store, candidate_id).await?;
-    let weights: HashMap<String, f64> = version
+    let inputs = summary_inputs(store, version, &mine).await?;
+    let data = CandidateRecords::new(candidate_id, &mine).with_resumes(resumes);
+    Ok(summary_of(run, &inputs, &data, &mine))
+}
+
+/// What a candidate's summary reads besides its records: the cases' weights, and the eval-set
+/// file when the records hold judge calls (the cases' graders name the judges; the whole version
+/// is read only then).
+pub struct SummaryInputs<'v> {
+    pub weights: HashMap<String, f64>,
+    file: Option<&'v EvalSetFile>,
+}
+
+pub async fn summary_inputs<'v>(
+    store: &DynStore,
+    version: &'v RunVersion,
+    records: &[RequestRecord],
+) -> Result<SummaryInputs<'v>, AppError> {
+    let weights = version
         .outline(store)
         .await?
         .map(|v| v.cases.iter().map(|c| (c.id.clone(), c.weight)).collect())
         .unwrap_or_default();
-    // The cases' graders name the judges: the whole version is read only for judge calls.
-    let file = match mine.iter().any(|r| r.phase == Phase::Judge) {
+    let file = match records.iter().any(|r| r.phase == Phase::Judge) {
         true => version.get(store).await?.map(|v| &v.file),
         false => None,
     };
+    Ok(SummaryInputs { weights, file })
+}
+
+/// A candidate's summary from its records prepared (`data`, resumed as the run was), whose level
+/// figures are shared with the run page's and the archive's of the same records.
+pub fn summary_of(
+    run: &Run,
+    inputs: &SummaryInputs<'_>,
+    data: &CandidateRecords<'_>,
+    records: &[RequestRecord],
+) -> CandidateSummary {
     let cx = SummaryContext {
         run_concurrency: run.config.concurrency,
-        weights: &weights,
-        resumes,
-        file,
+        weights: &inputs.weights,
+        resumes: &data.resumes,
+        file: inputs.file,
     };
-    Ok(scorecard::summarise(candidate_id, &mine, &cx))
+    scorecard::summarise_data(data, records, &cx)
 }
 
 /// Adds the (empty) summaries of `candidates` outside the run to the run's candidates' `all`,

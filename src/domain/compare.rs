@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::calibers::RequestFigures;
 use super::grading::case_passed;
 use super::load::Load;
-use super::metrics::summarise_candidate_resumed;
+use super::metrics::summarise_candidate_knowing;
 use super::run::{Phase, RequestRecord, RunConfig};
 use super::scorecard::measurement::CandidateRecords;
 use super::stats::{Interval, median_ci, quantile_sorted, wilson, z_for};
@@ -178,7 +178,22 @@ pub fn figures(
     case_weight: impl Fn(&str) -> f64,
     resumes: &[i64],
 ) -> Figures {
-    let s = summarise_candidate_resumed(candidate_id, records, case_weight, resumes);
+    // Per level, the final attempts the scorecard and run page read (a request is one case,
+    // repetition and level: keyed without the level, a sweep kept one level's record per case).
+    let per_level = CandidateRecords::new(candidate_id, records).with_resumes(resumes);
+    figures_of(&per_level, records, case_weight)
+}
+
+/// `figures` from a candidate's records prepared already (`CandidateRecords`, resumed), whose
+/// level figures, once computed, are shared with whatever else reads them.
+pub fn figures_of(
+    per_level: &CandidateRecords<'_>,
+    records: &[RequestRecord],
+    case_weight: impl Fn(&str) -> f64,
+) -> Figures {
+    let (candidate_id, resumes) = (per_level.candidate_id, per_level.resumes.as_slice());
+    let level_at = |c: u32| per_level.level_at(c);
+    let s = summarise_candidate_knowing(candidate_id, records, case_weight, resumes, Some(&level_at));
     // The same final attempts the summary used, for the intervals.
     let mut last: HashMap<(&str, Phase, u32), &RequestRecord> = HashMap::new();
     for r in records
@@ -195,9 +210,6 @@ pub fn figures(
     let mut finals: Vec<&RequestRecord> = last.into_values().collect();
     finals.sort_by(|a, b| crate::domain::run::send_order(a, b));
     let ok: Vec<&RequestRecord> = finals.iter().copied().filter(|r| r.succeeded()).collect();
-    // Per level, the final attempts the scorecard and run page read (a request is one case,
-    // repetition and level: keyed without the level, a sweep kept one level's record per case).
-    let per_level = CandidateRecords::new(candidate_id, records).with_resumes(resumes);
     let levels: Vec<LevelAggregate> = per_level
         .concurrencies()
         .into_iter()

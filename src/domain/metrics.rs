@@ -1,6 +1,6 @@
 //! Figures derived from raw request records. Definitions follow DESIGN.md "Measurement";
 //! every figure here is computed only from records, so it can always be recomputed.
-use super::calibers::{RequestFigures, figures_at_concurrency};
+use super::calibers::{LevelFigures, RequestFigures, figures_at_concurrency};
 use super::grading::case_passed;
 use super::run::{RequestRecord, TokenSource};
 
@@ -151,6 +151,23 @@ pub fn summarise_candidate_resumed(
     case_weight: impl Fn(&str) -> f64,
     resumes: &[i64],
 ) -> CandidateSummary {
+    summarise_candidate_knowing(candidate_id, records, case_weight, resumes, None)
+}
+
+/// A candidate's level figures at a concurrency, computed already over its final attempts
+/// (`scorecard::measurement::CandidateRecords::level_at`, resumed as the summary is).
+pub type KnownLevel<'a> = &'a dyn Fn(u32) -> Option<LevelFigures>;
+
+/// `summarise_candidate_resumed`, its level figures taken from `known` when given: each is a
+/// pass over every final attempt's chunk times, which the run page, the archive's figures and
+/// the scorecard would otherwise each take of the same records.
+pub fn summarise_candidate_knowing(
+    candidate_id: i64,
+    records: &[RequestRecord],
+    case_weight: impl Fn(&str) -> f64,
+    resumes: &[i64],
+    known: Option<KnownLevel<'_>>,
+) -> CandidateSummary {
     let measured: Vec<&RequestRecord> = records
         .iter()
         .filter(|r| r.candidate_id == candidate_id && !r.is_warmup)
@@ -181,7 +198,10 @@ pub fn summarise_candidate_resumed(
     let output_tokens: u64 = finals.iter().filter_map(|r| r.output_tokens).map(u64::from).sum();
     let levels: std::collections::BTreeSet<u32> = finals.iter().map(|r| r.concurrency).collect();
     let level = match (levels.len(), levels.first()) {
-        (1, Some(&c)) => figures_at_concurrency(finals.iter().copied(), c, resumes),
+        (1, Some(&c)) => match known {
+            Some(level_at) => level_at(c),
+            None => figures_at_concurrency(finals.iter().copied(), c, resumes),
+        },
         _ => None,
     };
     // One level: its percentiles, as the per-level table and the scorecard show them; else the
@@ -365,5 +385,49 @@ mod tests {
         // interpolation (150 ms) that the per-level table would contradict.
         assert_eq!(s.ttft_ms.as_ref().map(|d| d.p50), level.ttft_ms.as_ref().map(|d| d.p50));
         assert_eq!(s.ttft_ms.unwrap().p50, 200.0);
+    }
+
+    #[test]
+    fn a_summary_given_its_prepared_records_level_figures_is_the_one_it_computes() {
+        // Warm-up, retries, chunk times, and a resume between sends: the final attempts the
+        // prepared records keep (keyed with the level) are the ones the summary keeps.
+        let mut records = vec![{
+            let mut warm = record("w", 0, 500, 900, 100, true);
+            warm.is_warmup = true;
+            warm
+        }];
+        for i in 0..30i64 {
+            let mut r = record(
+                &format!("c{}", i % 10),
+                1000 + i * 150,
+                100 + i,
+                1200 + i * 7,
+                20,
+                i % 3 > 0,
+            );
+            r.repetition = (i / 10) as u32;
+            r.chunks = (0..20)
+                .map(|k| (r.first_chunk_us.unwrap() + k * (900 + i), 1))
+                .collect();
+            if i % 7 == 0 {
+                let mut retry = r.clone();
+                r.error_class = Some(ErrorClass::HttpServerError);
+                r.http_status = None;
+                retry.attempt = 1;
+                retry.sent_at_us += 50_000;
+                records.extend([r, retry]);
+            } else {
+                records.push(r);
+            }
+        }
+        records.sort_by(crate::domain::run::send_order);
+        let resumes = [3_000_000];
+        let weight = |case: &str| if case == "c1" { 2.0 } else { 1.0 };
+        let alone = summarise_candidate_resumed(7, &records, weight, &resumes);
+        let prepared = crate::domain::scorecard::CandidateRecords::new(7, &records).with_resumes(&resumes);
+        let level_at = |c: u32| prepared.level_at(c);
+        let knowing = summarise_candidate_knowing(7, &records, weight, &resumes, Some(&level_at));
+        assert!(alone.aggregate_tok_s.is_some());
+        assert_eq!(format!("{knowing:?}"), format!("{alone:?}"));
     }
 }

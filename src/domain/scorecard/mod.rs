@@ -35,7 +35,7 @@ pub use judge_cost::{JudgeCost, JudgeInput, judge_costs};
 pub use measurement::{CandidateRecords, Extras, Measurement, SampleUnit};
 pub use pareto::ParetoPoint;
 pub use record::{NewScorecard, RecordedVerdict, ScorecardListItem, ScorecardRecord};
-pub use summary::{CandidateSummary, SummaryContext, summarise};
+pub use summary::{CandidateSummary, SummaryContext, summarise, summarise_data};
 
 /// Most extra observations the "would settle it" estimate will name.
 const SETTLE_CAP: f64 = 10_000_000.0;

@@ -210,7 +210,13 @@ pub fn summarise(candidate_id: i64, records: &[RequestRecord], cx: &SummaryConte
     summarise_data(&data, records, cx)
 }
 
-fn summarise_data(data: &CandidateRecords<'_>, records: &[RequestRecord], cx: &SummaryContext<'_>) -> CandidateSummary {
+/// `summarise` from the candidate's records prepared already (`CandidateRecords`, resumed as
+/// `cx` says), whose level figures, once computed, are shared with whatever else reads them.
+pub fn summarise_data(
+    data: &CandidateRecords<'_>,
+    records: &[RequestRecord],
+    cx: &SummaryContext<'_>,
+) -> CandidateSummary {
     let run_c = cx.run_concurrency;
     let mut loads = data.concurrencies();
     if !loads.contains(&run_c) {

@@ -17,8 +17,9 @@ use crate::domain::calibers::RunFigures;
 use crate::domain::candidate::Candidate;
 use crate::domain::evalset::EvalSetHeader;
 use crate::domain::grading::case_passed;
-use crate::domain::metrics::{CandidateSummary, summarise_candidate_resumed};
+use crate::domain::metrics::{CandidateSummary, summarise_candidate_knowing};
 use crate::domain::run::{Phase, RequestRecord, Run, RunConfig, RunStatus};
+use crate::domain::scorecard::CandidateRecords;
 use crate::domain::validation::truncate;
 use crate::store::EvalSetVersionHead;
 use crate::web::AppState;
@@ -687,7 +688,8 @@ async fn record_parts(
     let mut parts = Vec::with_capacity(run.candidate_ids.len());
     for &id in &run.candidate_ids {
         let mine = records.of_candidate(&state.store, id).await?;
-        parts.push(page.candidate_parts(&mine, resumes, id));
+        let data = CandidateRecords::new(id, &mine).with_resumes(resumes);
+        parts.push(page.candidate_parts(&mine, &data));
     }
     Ok(page.assemble(&state.store, parts).await?)
 }
@@ -822,8 +824,11 @@ impl<'a> PageContext<'a> {
     }
 
     /// One candidate's parts from its records (another candidate's records are left out).
-    pub(super) fn candidate_parts(&self, records: &[RequestRecord], resumes: &[i64], id: i64) -> CandidateParts {
+    /// One candidate's parts from its records, prepared (`data`: resumed, its level figures
+    /// shared with the other summaries of the same records).
+    pub(super) fn candidate_parts(&self, records: &[RequestRecord], data: &CandidateRecords<'_>) -> CandidateParts {
         let (run, expected) = (self.run, self.expected);
+        let (id, resumes) = (data.candidate_id, data.resumes.as_slice());
         let measured: Vec<&RequestRecord> = records
             .iter()
             .filter(|r| r.candidate_id == id && !r.is_warmup)
@@ -875,7 +880,8 @@ impl<'a> PageContext<'a> {
         };
 
         let weight = |case: &str| self.weights.get(case).copied().unwrap_or(1.0);
-        let summary = summarise_candidate_resumed(id, records, weight, resumes);
+        let level_at = |c: u32| data.level_at(c);
+        let summary = summarise_candidate_knowing(id, records, weight, resumes, Some(&level_at));
 
         let position = run.candidate_ids.iter().position(|&c| c == id).unwrap_or(usize::MAX);
         let place = |r: &RequestRecord| {

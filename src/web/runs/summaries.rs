@@ -3,6 +3,7 @@
 //! computed by the functions its page uses (and caches with), nothing else, from one read of
 //! each candidate's records.
 use crate::app::runs::{RunRecords, RunVersion, store_summary};
+use crate::domain::scorecard::CandidateRecords;
 use crate::web::AppState;
 use crate::web::error::WebError;
 
@@ -34,10 +35,17 @@ pub async fn store_when_ended(state: &AppState, run_id: i64) -> Result<(), WebEr
     let (mut parts, mut figures, mut summaries) = (Vec::new(), Vec::new(), Vec::new());
     for &id in &run.candidate_ids {
         let mine = records.of_candidate(&state.store, id).await?;
-        parts.push(page.candidate_parts(&mine, resumes, id));
+        let inputs = crate::app::scorecard::summary_inputs(&state.store, &version, &mine).await?;
+        {
+            // One preparation of the records for all three: each level's figures (a pass over
+            // every final attempt's chunk times) computed once, not once per summary.
+            let data = CandidateRecords::new(id, &mine).with_resumes(resumes);
+            let weight = |case: &str| inputs.weights.get(case).copied().unwrap_or(1.0);
+            parts.push(page.candidate_parts(&mine, &data));
+            figures.push(crate::domain::compare::figures_of(&data, &mine, weight));
+            summaries.push(crate::app::scorecard::summary_of(&run, &inputs, &data, &mine));
+        }
         drop(mine);
-        figures.push(crate::web::archive::candidate_figures(state, &version, &records, id).await?);
-        summaries.push(crate::app::scorecard::candidate_summary(&state.store, &run, &version, &records, id).await?);
         records.release().await;
     }
     let parts = page.assemble(&state.store, parts).await?;
