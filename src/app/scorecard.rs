@@ -210,6 +210,8 @@ pub struct SummaryInputs<'v> {
     file: Option<&'v EvalSetFile>,
 }
 
+/// A candidate's [`SummaryInputs`], read before its records are prepared (the preparation is not
+/// `Sync`: no borrow of it may cross an await).
 pub async fn summary_inputs<'v>(
     store: &DynStore,
     version: &'v RunVersion,
