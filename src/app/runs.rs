@@ -313,6 +313,8 @@ fn record_holders() -> Arc<tokio::sync::Semaphore> {
 /// [`RECORD_HOLDERS`].
 struct Held {
     candidate_id: i64,
+    /// Whether every record keeps its chunk times (see [`RunRecords::of_candidate_feeding`]).
+    whole: bool,
     records: Arc<Vec<RequestRecord>>,
     _place: tokio::sync::OwnedSemaphorePermit,
 }
@@ -344,9 +346,33 @@ impl RunRecords {
         store: &DynStore,
         candidate_id: i64,
     ) -> Result<Arc<Vec<RequestRecord>>, StoreError> {
+        self.read(store, candidate_id, None).await
+    }
+
+    /// [`RunRecords::of_candidate`], each record handed to `each` as it is read (before the
+    /// next page is): `each` may feed the figures that read chunk times and let them go
+    /// (`Chunks::keep_first_only`), so records read this way are never handed to another
+    /// reader.
+    pub async fn of_candidate_feeding(
+        &self,
+        store: &DynStore,
+        candidate_id: i64,
+        each: &mut (dyn FnMut(&mut RequestRecord) + Send),
+    ) -> Result<Arc<Vec<RequestRecord>>, StoreError> {
+        self.read(store, candidate_id, Some(each)).await
+    }
+
+    async fn read(
+        &self,
+        store: &DynStore,
+        candidate_id: i64,
+        each: Option<&mut (dyn FnMut(&mut RequestRecord) + Send)>,
+    ) -> Result<Arc<Vec<RequestRecord>>, StoreError> {
         let mut last = self.last.lock().await;
         if let Some(held) = last.as_ref()
             && held.candidate_id == candidate_id
+            && held.whole
+            && each.is_none()
         {
             return Ok(held.records.clone());
         }
@@ -356,9 +382,17 @@ impl RunRecords {
             .acquire_owned()
             .await
             .expect("the record holders' semaphore is never closed");
-        let records = Arc::new(store.candidate_records_for_summaries(self.run_id, candidate_id).await?);
+        let whole = each.is_none();
+        let mut keep = |_: &mut RequestRecord| {};
+        let each = each.unwrap_or(&mut keep);
+        let records = Arc::new(
+            store
+                .candidate_records_for_summaries(self.run_id, candidate_id, each)
+                .await?,
+        );
         *last = Some(Held {
             candidate_id,
+            whole,
             records: records.clone(),
             _place: place,
         });

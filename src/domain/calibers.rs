@@ -994,27 +994,58 @@ pub fn run_figures_resumed<'a>(
     bin_of: impl Fn(&str) -> Option<u32>,
     resumes: &[i64],
 ) -> RunFigures {
-    let loads = config.loads();
-    let phase = config.measured_phase();
-    let mut levels: BTreeMap<(u32, Option<u32>), LevelAccumulator> = BTreeMap::new();
-    for r in records {
-        if r.candidate_id != candidate_id || r.is_warmup || r.phase != phase {
-            continue;
+    let mut levels = RunLevels::new(config, candidate_id, bin_of, resumes);
+    records.into_iter().for_each(|r| levels.add(r));
+    levels.finish()
+}
+
+/// [`run_figures_resumed`] fed a record at a time: any record may be added (another candidate's,
+/// warm-ups and other phases are left out), in any order.
+pub struct RunLevels<'a, F> {
+    config: &'a RunConfig,
+    loads: Vec<Load>,
+    phase: Phase,
+    candidate_id: i64,
+    bin_of: F,
+    resumes: &'a [i64],
+    levels: BTreeMap<(u32, Option<u32>), LevelAccumulator>,
+}
+
+impl<'a, F: Fn(&str) -> Option<u32>> RunLevels<'a, F> {
+    pub fn new(config: &'a RunConfig, candidate_id: i64, bin_of: F, resumes: &'a [i64]) -> Self {
+        RunLevels {
+            config,
+            loads: config.loads(),
+            phase: config.measured_phase(),
+            candidate_id,
+            bin_of,
+            resumes,
+            levels: BTreeMap::new(),
+        }
+    }
+
+    pub fn add(&mut self, r: &RequestRecord) {
+        if r.candidate_id != self.candidate_id || r.is_warmup || r.phase != self.phase {
+            return;
         }
         let (level, repetition, _) = split_repetition(r.repetition);
-        let Some(&load) = loads.get(level as usize) else {
-            continue;
+        let Some(&load) = self.loads.get(level as usize) else {
+            return;
         };
-        let bin = bin_of(&r.case_id);
+        let bin = (self.bin_of)(&r.case_id);
+        let (config, resumes) = (self.config, self.resumes);
         // A plain eval run keeps its repetitions in `repetition` itself (level 0, cycle 0).
-        levels
+        self.levels
             .entry((level, bin))
             .or_insert_with(|| LevelAccumulator::new(load, bin, config.slo, config.retries).with_resumes(resumes))
             .add(r, repetition);
     }
-    let levels: Vec<LevelFigures> = levels.into_values().map(LevelAccumulator::finish).collect();
-    let knees = knees_of(&levels, &config.load);
-    RunFigures { levels, knees }
+
+    pub fn finish(self) -> RunFigures {
+        let levels: Vec<LevelFigures> = self.levels.into_values().map(LevelAccumulator::finish).collect();
+        let knees = knees_of(&levels, &self.config.load);
+        RunFigures { levels, knees }
+    }
 }
 
 /// The knee of each prompt bin of a sweep's levels (none for other load shapes): the one knee
@@ -1060,17 +1091,59 @@ pub fn figures_at_concurrency<'a>(
     c: u32,
     resumes: &[i64],
 ) -> Option<LevelFigures> {
-    let mut acc =
-        LevelAccumulator::new(Load::Concurrency { concurrency: c }, None, Slo::default(), 0).with_resumes(resumes);
-    let mut any = false;
-    for r in finals {
-        if r.is_warmup || r.concurrency != c || !matches!(r.phase, Phase::Quality | Phase::Throughput) {
-            continue;
+    let mut levels = ConcurrencyLevels::new(resumes);
+    finals
+        .into_iter()
+        .filter(|r| r.concurrency == c)
+        .for_each(|r| levels.add(r));
+    levels.finish().remove(&c)
+}
+
+/// [`figures_at_concurrency`] of every concurrency at once, fed a final attempt at a time (in
+/// any order; warm-ups and phases other than quality and throughput are left out).
+pub struct ConcurrencyLevels {
+    resumes: Vec<i64>,
+    levels: BTreeMap<u32, LevelAccumulator>,
+}
+
+impl ConcurrencyLevels {
+    pub fn new(resumes: &[i64]) -> Self {
+        ConcurrencyLevels {
+            resumes: resumes.to_vec(),
+            levels: BTreeMap::new(),
         }
-        any = true;
-        acc.add(r, split_repetition(r.repetition).1);
     }
-    any.then(|| acc.finish())
+
+    /// Whether `r` is one this takes in (`add` leaves the others out).
+    pub fn takes(r: &RequestRecord) -> bool {
+        !r.is_warmup && matches!(r.phase, Phase::Quality | Phase::Throughput)
+    }
+
+    pub fn add(&mut self, r: &RequestRecord) {
+        if !Self::takes(r) {
+            return;
+        }
+        let resumes = &self.resumes;
+        self.levels
+            .entry(r.concurrency)
+            .or_insert_with(|| {
+                LevelAccumulator::new(
+                    Load::Concurrency {
+                        concurrency: r.concurrency,
+                    },
+                    None,
+                    Slo::default(),
+                    0,
+                )
+                .with_resumes(resumes)
+            })
+            .add(r, split_repetition(r.repetition).1);
+    }
+
+    /// The figures of every concurrency some record was added at.
+    pub fn finish(self) -> BTreeMap<u32, LevelFigures> {
+        self.levels.into_iter().map(|(c, level)| (c, level.finish())).collect()
+    }
 }
 
 /// The instants (wall clock, µs) a run was resumed at, from its event log: the executor writes

@@ -19,11 +19,16 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// Set in [`Chunks`]'s count when its gaps are written second order (a record of 2³¹ chunks
 /// would take gigabytes: the bit is free).
 const SECOND_ORDER: u32 = 1 << 31;
+/// Set in [`Chunks`]'s count when every chunk's time but the first was let go
+/// ([`Chunks::keep_first_only`]).
+const TIMES_DROPPED: u32 = 1 << 30;
+const FLAGS: u32 = SECOND_ORDER | TIMES_DROPPED;
 
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Chunks {
     bytes: Box<[u8]>,
-    /// The number of chunks, with [`SECOND_ORDER`] set when their gaps are written so.
+    /// The number of chunks, with [`SECOND_ORDER`] set when their gaps are written so and
+    /// [`TIMES_DROPPED`] when only the first is kept.
     len_and_order: u32,
     /// Tokens over every chunk, or `u32::MAX` when that does not fit (then counted on demand):
     /// the per-request figures ask for it of every record, and it fits beside the count for free.
@@ -32,7 +37,7 @@ pub struct Chunks {
 
 impl Chunks {
     pub fn len(&self) -> usize {
-        (self.len_and_order & !SECOND_ORDER) as usize
+        (self.len_and_order & !FLAGS) as usize
     }
 
     pub fn is_empty(&self) -> bool {
@@ -40,10 +45,21 @@ impl Chunks {
     }
 
     /// (offset µs, tokens) of every chunk, in the order they were stored.
+    ///
+    /// Panics when the chunks' times were let go ([`Chunks::keep_first_only`]): a figure
+    /// computed from the one chunk left would be wrong, not slower.
     pub fn iter(&self) -> Iter<'_> {
+        assert!(
+            !self.times_dropped(),
+            "the chunk times of this record were let go once the figures that read them were fed"
+        );
+        self.iter_over(self.len())
+    }
+
+    fn iter_over(&self, chunks: usize) -> Iter<'_> {
         Iter {
             bytes: &self.bytes,
-            left: self.len() as u32,
+            left: chunks as u32,
             second_order: self.len_and_order & SECOND_ORDER != 0,
             at: 0,
             gap: 0,
@@ -52,7 +68,30 @@ impl Chunks {
     }
 
     pub fn first(&self) -> Option<(i64, u32)> {
-        self.iter().next()
+        self.iter_over(self.len().min(1)).next()
+    }
+
+    /// Lets every chunk's time go but the first's, keeping the number of chunks and the tokens
+    /// over them: all that the figures read of a record once its chunk times were fed to the
+    /// few that read them (a big run's end step, `web::runs::summaries`), so holding a
+    /// candidate's records no longer costs what their answers' lengths do. A record whose
+    /// tokens are counted on demand (over `u32::MAX`) keeps every chunk.
+    pub fn keep_first_only(&mut self) {
+        let Some((at, tokens)) = self.first() else {
+            return;
+        };
+        if self.len() == 1 || self.tokens == u32::MAX {
+            return;
+        }
+        // The first chunk reads alike in either order (its gap is its offset).
+        let mut bytes = Vec::with_capacity(12);
+        put_chunk(&mut bytes, at, tokens);
+        self.bytes = bytes.into_boxed_slice();
+        self.len_and_order = self.len_and_order & !SECOND_ORDER | TIMES_DROPPED;
+    }
+
+    fn times_dropped(&self) -> bool {
+        self.len_and_order & TIMES_DROPPED != 0
     }
 
     /// Tokens over every chunk.
@@ -111,7 +150,7 @@ impl Packer {
     }
 
     fn finish_as(self, second_order: bool) -> Chunks {
-        assert!(self.len < SECOND_ORDER, "{} chunks in one record", self.len);
+        assert!(self.len < TIMES_DROPPED, "{} chunks in one record", self.len);
         let bytes = if second_order {
             self.second_order
         } else {
@@ -165,13 +204,20 @@ impl PartialEq<Vec<(i64, u32)>> for Chunks {
 
 impl std::fmt::Debug for Chunks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.times_dropped() {
+            return write!(f, "[{:?}, … {} chunks, their times let go]", self.first(), self.len());
+        }
         f.debug_list().entries(self.iter()).finish()
     }
 }
 
-/// As a list of `[offset, tokens]` pairs, as records have always been written.
+/// As a list of `[offset, tokens]` pairs, as records have always been written. Chunks whose
+/// times were let go are an error: they are never stored or exported.
 impl Serialize for Chunks {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.times_dropped() {
+            return Err(serde::ser::Error::custom("the chunks' times were let go"));
+        }
         serializer.collect_seq(self.iter())
     }
 }
@@ -418,5 +464,37 @@ mod tests {
         let chunks = Chunks::from(vec![(1, 2), (2, 6), (3, 4)]);
         assert_eq!(chunks.with_counts([1, 9, 2]), vec![(1, 1), (2, 9), (3, 2)]);
         assert_eq!(chunks.with_counts([7]), vec![(1, 7), (2, 6), (3, 4)]);
+    }
+
+    #[test]
+    fn with_only_the_first_kept_a_record_still_answers_what_the_figures_read_of_it() {
+        // A steady stream, packed second order, and a bursty one, first order.
+        let steady: Vec<(i64, u32)> = (0..300).map(|i| (80_000 + i * 10_000 + (i % 3) * 700, 1)).collect();
+        let bursty = vec![(40_000, 3), (40_000, 1), (900_000, 2), (900_001, 5)];
+        for chunks in [steady, bursty] {
+            let mut held = Chunks::from(chunks.clone());
+            let before = held.bytes.len();
+            held.keep_first_only();
+            assert_eq!(held.first(), Some(chunks[0]));
+            assert_eq!(held.len(), chunks.len());
+            assert_eq!(held.tokens(), chunks.iter().map(|c| u64::from(c.1)).sum::<u64>());
+            assert!(held.bytes.len() < before, "{} of {before} bytes", held.bytes.len());
+            assert!(serde_json::to_string(&held).is_err(), "never written without its times");
+            assert!(format!("{held:?}").contains("let go"));
+        }
+        // Nothing to let go of: one chunk, or none.
+        for chunks in [vec![(7, 2)], vec![]] {
+            let mut held = Chunks::from(chunks.clone());
+            held.keep_first_only();
+            assert_eq!(held, chunks);
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "let go")]
+    fn chunks_whose_times_were_let_go_are_never_iterated() {
+        let mut held = Chunks::from(vec![(1, 1), (2, 1)]);
+        held.keep_first_only();
+        let _ = held.iter().count();
     }
 }

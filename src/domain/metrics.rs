@@ -387,10 +387,9 @@ mod tests {
         assert_eq!(s.ttft_ms.unwrap().p50, 200.0);
     }
 
-    #[test]
-    fn a_summary_given_its_prepared_records_level_figures_is_the_one_it_computes() {
-        // Warm-up, retries, chunk times, and a resume between sends: the final attempts the
-        // prepared records keep (keyed with the level) are the ones the summary keeps.
+    /// Warm-up, retries, a final failure, chunk times, and sends sharing a microsecond (three at
+    /// a time, keyed apart), in send order.
+    fn retried_records_with_ties() -> Vec<RequestRecord> {
         let mut records = vec![{
             let mut warm = record("w", 0, 500, 900, 100, true);
             warm.is_warmup = true;
@@ -399,16 +398,18 @@ mod tests {
         for i in 0..30i64 {
             let mut r = record(
                 &format!("c{}", i % 10),
-                1000 + i * 150,
+                1000 + (i / 3) * 450,
                 100 + i,
                 1200 + i * 7,
                 20,
                 i % 3 > 0,
             );
             r.repetition = (i / 10) as u32;
-            r.chunks = (0..20)
-                .map(|k| (r.first_chunk_us.unwrap() + k * (900 + i), 1))
-                .collect();
+            // Times off the millisecond, so sums in another order may differ in their last bit.
+            let first = r.first_chunk_us.unwrap() + i * 37;
+            r.first_chunk_us = Some(first);
+            r.chunks = (0..20).map(|k| (first + k * (900 + i * 13), 1)).collect();
+            r.last_token_us = r.chunks.iter().last().map(|(at, _)| at);
             if i % 7 == 0 {
                 let mut retry = r.clone();
                 r.error_class = Some(ErrorClass::HttpServerError);
@@ -417,10 +418,21 @@ mod tests {
                 retry.sent_at_us += 50_000;
                 records.extend([r, retry]);
             } else {
+                if i == 11 {
+                    r.error_class = Some(ErrorClass::StreamCut);
+                }
                 records.push(r);
             }
         }
         records.sort_by(crate::domain::run::send_order);
+        records
+    }
+
+    #[test]
+    fn a_summary_given_its_prepared_records_level_figures_is_the_one_it_computes() {
+        // The final attempts the prepared records keep (keyed with the level) are the ones the
+        // summary keeps.
+        let records = retried_records_with_ties();
         let resumes = [3_000_000];
         let weight = |case: &str| if case == "c1" { 2.0 } else { 1.0 };
         let alone = summarise_candidate_resumed(7, &records, weight, &resumes);
@@ -429,5 +441,49 @@ mod tests {
         let knowing = summarise_candidate_knowing(7, &records, weight, &resumes, Some(&level_at));
         assert!(alone.aggregate_tok_s.is_some());
         assert_eq!(format!("{knowing:?}"), format!("{alone:?}"));
+    }
+
+    #[test]
+    fn level_figures_fed_as_records_are_read_are_those_of_the_records_held_whole() {
+        use crate::domain::scorecard::{CandidateRecords, LevelsFold, SuccessNotFinal};
+        let whole = retried_records_with_ties();
+        let resumes = [3_000_000];
+        // The store reads in send time, then id: records sent in one microsecond may come in
+        // another order than `send_order`'s.
+        let mut read = whole.clone();
+        read.sort_by(|a, b| {
+            a.sent_at_us
+                .cmp(&b.sent_at_us)
+                .then(crate::domain::run::send_order(b, a))
+        });
+        assert_ne!(read, whole, "some ties read in another order");
+        let mut fold = LevelsFold::new(7, &resumes);
+        for r in &mut read {
+            fold.add(r);
+            r.chunks.keep_first_only();
+        }
+        let held = CandidateRecords::new(7, &whole).with_resumes(&resumes);
+        let fed = CandidateRecords::new(7, &read)
+            .with_resumes(&resumes)
+            .with_levels_of(fold)
+            .unwrap();
+        assert_eq!(held.concurrencies(), vec![2]);
+        // To the last bit (`{:?}` writes every f64 so that it reads back the same).
+        assert!(held.level_at(2).is_some());
+        assert_eq!(format!("{:?}", fed.level_at(2)), format!("{:?}", held.level_at(2)));
+
+        // A success followed by another attempt of its request: the fold took in an attempt
+        // that the figures leave out, and says so.
+        let mut retried_success = whole.clone();
+        let mut again = retried_success[5].clone();
+        assert!(again.succeeded() && !again.is_warmup);
+        again.attempt += 1;
+        again.sent_at_us += 1;
+        retried_success.push(again);
+        retried_success.sort_by(crate::domain::run::send_order);
+        let mut fold = LevelsFold::new(7, &resumes);
+        retried_success.iter().for_each(|r| fold.add(r));
+        let prepared = CandidateRecords::new(7, &retried_success).with_levels_of(fold);
+        assert_eq!(prepared.err(), Some(SuccessNotFinal));
     }
 }

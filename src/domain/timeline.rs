@@ -107,35 +107,79 @@ impl Grid {
 
     /// One candidate's buckets from its measured records (warm-ups already left out).
     pub fn buckets<'a>(&self, mine: impl IntoIterator<Item = &'a RequestRecord>) -> Vec<Bucket> {
-        let count = self.count;
-        let mut tokens = vec![0u64; count];
-        let mut ttfts: Vec<Vec<f64>> = vec![Vec::new(); count];
-        let mut errors = vec![0u32; count];
-        let (mut first, mut last) = (None::<usize>, None::<usize>);
-        for r in mine {
-            let (sent, end) = (self.index(r.sent_at_us), self.index(end_of(r)));
-            first = Some(first.map_or(sent, |f| f.min(sent)));
-            last = Some(last.map_or(end, |l| l.max(end)));
-            if !r.succeeded() {
-                errors[end] += 1;
-                continue;
-            }
-            if r.chunks.is_empty() {
-                tokens[end] += u64::from(r.output_tokens.unwrap_or(0));
-            } else {
-                for (offset, n) in &r.chunks {
-                    tokens[self.index(r.sent_at_us + offset)] += u64::from(n);
-                }
-            }
-            if let Some(ttft) = r.ttft_us() {
-                ttfts[self.index(r.sent_at_us + ttft)].push(ttft as f64 / 1000.0);
+        let mut buckets = self.fill();
+        mine.into_iter().for_each(|r| buckets.add(r));
+        buckets.finish()
+    }
+
+    /// [`Grid::buckets`] fed a record at a time, in any order.
+    pub fn fill(&self) -> Buckets {
+        Buckets {
+            grid: *self,
+            tokens: vec![0; self.count],
+            ttfts: vec![Vec::new(); self.count],
+            errors: vec![0; self.count],
+            first: None,
+            last: None,
+        }
+    }
+
+    /// The timeline of every candidate's buckets, in the order given.
+    pub fn timeline(&self, candidates: Vec<(i64, Vec<Bucket>)>) -> Timeline {
+        Timeline {
+            bucket_s: self.width,
+            candidates,
+        }
+    }
+}
+
+/// One candidate's buckets being filled ([`Grid::fill`]).
+pub struct Buckets {
+    grid: Grid,
+    tokens: Vec<u64>,
+    ttfts: Vec<Vec<f64>>,
+    errors: Vec<u32>,
+    first: Option<usize>,
+    last: Option<usize>,
+}
+
+impl Buckets {
+    /// Adds one measured record of the candidate (warm-ups must be left out).
+    pub fn add(&mut self, r: &RequestRecord) {
+        let grid = &self.grid;
+        let (sent, end) = (grid.index(r.sent_at_us), grid.index(end_of(r)));
+        self.first = Some(self.first.map_or(sent, |f| f.min(sent)));
+        self.last = Some(self.last.map_or(end, |l| l.max(end)));
+        if !r.succeeded() {
+            self.errors[end] += 1;
+            return;
+        }
+        if r.chunks.is_empty() {
+            self.tokens[end] += u64::from(r.output_tokens.unwrap_or(0));
+        } else {
+            for (offset, n) in &r.chunks {
+                self.tokens[grid.index(r.sent_at_us + offset)] += u64::from(n);
             }
         }
-        (0..count)
+        if let Some(ttft) = r.ttft_us() {
+            self.ttfts[grid.index(r.sent_at_us + ttft)].push(ttft as f64 / 1000.0);
+        }
+    }
+
+    pub fn finish(self) -> Vec<Bucket> {
+        let Buckets {
+            grid,
+            tokens,
+            ttfts,
+            errors,
+            first,
+            last,
+        } = self;
+        (0..grid.count)
             .map(|i| {
-                let start_s = i as f64 * self.width;
+                let start_s = i as f64 * grid.width;
                 // The last bucket ends with the run: its rate is over the time it covers.
-                let end_s = ((i + 1) as f64 * self.width).min(self.span_s);
+                let end_s = ((i + 1) as f64 * grid.width).min(grid.span_s);
                 Bucket {
                     start_s,
                     end_s,
@@ -146,14 +190,6 @@ impl Grid {
                 }
             })
             .collect()
-    }
-
-    /// The timeline of every candidate's buckets, in the order given.
-    pub fn timeline(&self, candidates: Vec<(i64, Vec<Bucket>)>) -> Timeline {
-        Timeline {
-            bucket_s: self.width,
-            candidates,
-        }
     }
 }
 

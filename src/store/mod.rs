@@ -580,8 +580,14 @@ pub trait Store: Send + Sync + 'static {
     fn list_request_records(&self, run_id: i64) -> StoreFuture<'_, Vec<RequestRecord>>;
     /// One candidate's records of a run with their grades, in send order (as
     /// [`Store::list_request_records`] reads them), each cut for summaries as it is read
-    /// ([`RequestRecord::cut_for_summaries`]: no answer or reasoning text).
-    fn candidate_records_for_summaries(&self, run_id: i64, candidate_id: i64) -> StoreFuture<'_, Vec<RequestRecord>>;
+    /// ([`RequestRecord::cut_for_summaries`]: no answer or reasoning text) and then handed to
+    /// `each` (which may feed it to figures and let part of it go) before the next page is read.
+    fn candidate_records_for_summaries<'a>(
+        &'a self,
+        run_id: i64,
+        candidate_id: i64,
+        each: &'a mut (dyn FnMut(&mut RequestRecord) + Send),
+    ) -> StoreFuture<'a, Vec<RequestRecord>>;
     /// (first send, last end) of a run's measured records (warm-ups left out), wall clock µs;
     /// None before any: the axis its charts over time share.
     fn measured_span(&self, run_id: i64) -> StoreFuture<'_, Option<(i64, i64)>>;

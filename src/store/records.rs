@@ -133,7 +133,7 @@ macro_rules! record_helpers {
             &self,
             run_id: i64,
             candidate_id: Option<i64>,
-            read: rows::RecordRead,
+            mut for_summaries: rows::ForSummaries<'_>,
         ) -> Result<Vec<RequestRecord>> {
             // Sized by a count first (an index-only read): grown by doubling, a candidate's
             // 500,000 records held their old array beside the new one at the last doubling
@@ -155,8 +155,9 @@ macro_rules! record_helpers {
                 after = page.last().map(|(position, _)| *position);
                 records.extend(page.into_iter().map(|(_, mut r)| {
                     // Cut page by page: a page's whole texts are the most ever held at once.
-                    if read == rows::RecordRead::ForSummaries {
+                    if let Some(step) = for_summaries.as_mut() {
                         r.cut_for_summaries();
+                        step(&mut r);
                     }
                     r
                 }));
@@ -213,13 +214,18 @@ macro_rules! record_queries {
 
         #[tracing::instrument(level = "debug", skip(self))]
         fn list_request_records(&self, run_id: i64) -> StoreFuture<'_, Vec<RequestRecord>> {
-            Box::pin(async move { self.records_in_send_order(run_id, None, rows::RecordRead::Whole).await })
+            Box::pin(async move { self.records_in_send_order(run_id, None, None).await })
         }
 
-        #[tracing::instrument(level = "debug", skip(self))]
-        fn candidate_records_for_summaries(&self, run_id: i64, candidate_id: i64) -> StoreFuture<'_, Vec<RequestRecord>> {
+        #[tracing::instrument(level = "debug", skip(self, each))]
+        fn candidate_records_for_summaries<'a>(
+            &'a self,
+            run_id: i64,
+            candidate_id: i64,
+            each: &'a mut (dyn FnMut(&mut RequestRecord) + Send),
+        ) -> StoreFuture<'a, Vec<RequestRecord>> {
             Box::pin(async move {
-                self.records_in_send_order(run_id, Some(candidate_id), rows::RecordRead::ForSummaries)
+                self.records_in_send_order(run_id, Some(candidate_id), Some(each))
                     .await
             })
         }

@@ -32,12 +32,10 @@ pub(crate) const SMALL_ROWS_PER_STATEMENT: usize = 1_000;
 /// Records `Store::list_request_records` reads per query.
 pub(crate) const RECORDS_PER_READ: i64 = 5_000;
 
-/// How a read of many records holds them: whole, or cut for summaries as each page arrives.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RecordRead {
-    Whole,
-    ForSummaries,
-}
+/// What a read of many records does with each as it arrives, before the next page is read:
+/// cuts it for summaries (`RequestRecord::cut_for_summaries`), then hands it to the reader's
+/// own step, which may feed it to figures and let part of it go. None: held whole.
+pub(crate) type ForSummaries<'a> = Option<&'a mut (dyn FnMut(&mut RequestRecord) + Send)>;
 
 // ---------------------------------------------------------------- errors
 

@@ -370,6 +370,112 @@ async fn an_ended_run_has_its_page_summaries_stored_before_any_page_is_viewed(db
     assert_eq!(app.store.get_run_summary(run, kinds[0]).await.unwrap(), stored);
 }
 
+each_backend!(what_a_run_stores_when_it_ends_is_what_its_pages_compute_from_its_records_whole);
+/// The end step feeds the figures that read chunk times (each level's, the per-level table, the
+/// buckets over time) as it reads a candidate's records, and lets those times go: what it stores
+/// is what the pages compute on first view from the records held whole, to the last bit. Two
+/// runs of the same records (two load levels, retries, a final failure, sends sharing a
+/// microsecond); the first ended by the end step, the second's summaries computed by its pages.
+async fn what_a_run_stores_when_it_ends_is_what_its_pages_compute_from_its_records_whole(db: TestStore) {
+    use bakeoff::domain::run::join_repetition;
+    let app = spawn_app_on(db).await;
+    let (first, ids) = two_candidate_run(&app, 3).await;
+    let config = RunConfig {
+        repetitions: 3,
+        load: LoadShape::Levels { levels: vec![4, 8] },
+        ..RunConfig::default()
+    };
+    let template = app.store.get_run(first).await.unwrap().unwrap();
+    let mut runs = Vec::new();
+    for name in ["ended", "viewed"] {
+        let run = app
+            .store
+            .create_run(&NewRun {
+                name: name.into(),
+                evalset_version_id: template.evalset_version_id,
+                candidate_ids: ids.clone(),
+                config: config.clone(),
+            })
+            .await
+            .unwrap();
+        let mut records = Vec::new();
+        for (c, &candidate) in ids.iter().enumerate() {
+            for (level, concurrency) in [(0u32, 4u32), (1, 8)] {
+                for repetition in 0..3u32 {
+                    for (k, case) in ["c3", "c1", "c2"].into_iter().enumerate() {
+                        let i = records.len() as i64;
+                        let mut r = record(run, candidate, case, "positive", case != "c2");
+                        r.concurrency = concurrency;
+                        r.repetition = join_repetition(level, repetition, 0);
+                        // Quality at the first level; the per-level table reads the other's.
+                        r.phase = if level == 0 { Phase::Quality } else { Phase::Throughput };
+                        // Three sends a microsecond, keyed apart from the order they are stored in.
+                        r.sent_at_us = 1_000_000_000 + (i / 3) * 180_000 + c as i64 * 7;
+                        let first_chunk = 40_000 + i * 37;
+                        r.first_chunk_us = Some(first_chunk);
+                        r.first_content_us = Some(first_chunk);
+                        r.chunks = (0..20)
+                            .map(|n| (first_chunk + n * (9_000 + (i * 131 + n * 17) % 2_000), 1))
+                            .collect();
+                        r.last_token_us = r.chunks.iter().last().map(|(at, _)| at);
+                        r.end_us = r.last_token_us.map(|at| at + 1_000 + k as i64);
+                        if case == "c2" && repetition == 1 {
+                            // Failed, then retried: the retry is final.
+                            let mut retry = r.clone();
+                            r.error_class = Some(ErrorClass::StreamCut);
+                            retry.attempt = 1;
+                            retry.sent_at_us += 90_000;
+                            records.push(retry);
+                        }
+                        if case == "c3" && repetition == 2 && level == 1 {
+                            r.error_class = Some(ErrorClass::HttpServerError);
+                            r.http_status = Some(503);
+                        }
+                        records.push(r);
+                    }
+                }
+            }
+        }
+        app.store.append_request_records(&records).await.unwrap();
+        app.store.set_run_status(run, RunStatus::Finished, None).await.unwrap();
+        runs.push(run);
+    }
+    let (ended, viewed) = (runs[0], runs[1]);
+    bakeoff::web::runs::summaries::store_when_ended(&app.state, ended)
+        .await
+        .unwrap();
+    // The scorecard page asks for a threshold profile; its summaries do not depend on it.
+    app.store
+        .save_threshold_profile("gate", "", &[], "test", "test")
+        .await
+        .unwrap();
+    for path in [
+        format!("/runs/{viewed}"),
+        format!("/runs/{viewed}/cases"),
+        format!("/runs/{viewed}/scorecard"),
+        format!("/archive/compare?runs={ended},{viewed}"),
+    ] {
+        app.page(&path).await;
+    }
+    // What was compared holds the figures that read chunk times: the per-level table's ITL.
+    let (page, _) = app.page(&format!("/runs/{ended}")).await;
+    assert!(page.text("main").contains("ITL p99"), "{}", app.backend);
+    for kind in bakeoff::web::runs::summaries::KINDS {
+        let mut stored = Vec::new();
+        for run in [ended, viewed] {
+            let body = app.store.get_run_summary(run, kind).await.unwrap();
+            stored.push(body.unwrap_or_else(|| panic!("{}: {kind} of run {run} stored", app.backend)));
+        }
+        let (at_end, on_view) = (&stored[0], &stored[1]);
+        assert_eq!(
+            at_end.replace(&format!("/runs/{ended}"), "/runs/N"),
+            on_view.replace(&format!("/runs/{viewed}"), "/runs/N"),
+            "{}: {kind}",
+            app.backend
+        );
+    }
+}
+
 each_backend!(an_ended_runs_case_rows_follow_the_file_then_the_candidates_whatever_the_send_order);
 /// The end step computes the run page a candidate at a time: the rows each candidate gives are
 /// merged into one order (eval-set order, then candidate order, then repetition), not the order

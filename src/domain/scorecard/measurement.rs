@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use super::intervals::{MIN_BOOTSTRAP_N, bootstrap, bootstrap_items, quantile, wilson};
-use crate::domain::calibers::{LevelFigures, RequestFigures, figures_at_concurrency};
+use crate::domain::calibers::{ConcurrencyLevels, LevelFigures, RequestFigures, figures_at_concurrency};
 use crate::domain::cost::CostSummary;
 use crate::domain::grading::case_passed;
 use crate::domain::operability::{ChecklistAnswers, ProbeReport, operability_metric};
@@ -16,6 +16,64 @@ use crate::domain::stability::StabilityOptions;
 use crate::domain::stability::soak::soak_analysis;
 use crate::domain::thresholds::key::MetricKey;
 use crate::domain::thresholds::units::{Dimension, Uncertainty};
+
+/// Each level's figures ([`CandidateRecords::level_at`]) fed while one candidate's records are
+/// read, before their chunk times are let go (a big run's end step): the successful attempts as
+/// they are read, since a success is always its request's last attempt (only failures are
+/// retried); the failed final attempts, which give no figure a chunk time, once every attempt
+/// is read ([`CandidateRecords::with_levels_of`]).
+pub struct LevelsFold {
+    candidate_id: i64,
+    levels: ConcurrencyLevels,
+    /// Successes sent in the same microsecond as the last one read, held until a later one is:
+    /// fed in `send_order`, as `level_at` adds the final attempts, so that every figure summed
+    /// over them adds in the same order and comes out the same to the last bit.
+    tied: Vec<RequestRecord>,
+    successes: usize,
+}
+
+impl LevelsFold {
+    /// `resumes` as the records' `CandidateRecords` will be given them.
+    pub fn new(candidate_id: i64, resumes: &[i64]) -> Self {
+        LevelsFold {
+            candidate_id,
+            levels: ConcurrencyLevels::new(resumes),
+            tied: Vec::new(),
+            successes: 0,
+        }
+    }
+
+    /// Adds one record read, in the store's order (send time, then id).
+    pub fn add(&mut self, r: &RequestRecord) {
+        if r.candidate_id != self.candidate_id || !r.succeeded() || !ConcurrencyLevels::takes(r) {
+            return;
+        }
+        if self.tied.first().is_some_and(|t| t.sent_at_us != r.sent_at_us) {
+            self.feed_tied();
+        }
+        self.tied.push(r.clone());
+        self.successes += 1;
+    }
+
+    fn feed_tied(&mut self) {
+        self.tied.sort_by(crate::domain::run::send_order);
+        for r in self.tied.drain(..) {
+            self.levels.add(&r);
+        }
+    }
+}
+
+/// A candidate's records held a successful attempt that was not its request's last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SuccessNotFinal;
+
+impl std::fmt::Display for SuccessNotFinal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a successful attempt was followed by another attempt of the same request")
+    }
+}
+
+impl std::error::Error for SuccessNotFinal {}
 
 /// What the sample size of a measurement counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,6 +195,35 @@ impl<'a> CandidateRecords<'a> {
             .entry(c)
             .or_insert_with(|| figures_at_concurrency(self.finals.iter().copied(), c, &self.resumes))
             .clone()
+    }
+
+    /// These records' level figures from `fold`, which was fed them as they were read:
+    /// [`CandidateRecords::level_at`] then reads them, not the records' chunk times (which the
+    /// reader may have let go). Fails when a successful attempt was not its request's last (a
+    /// success followed by a retry, which no run executes): then the fold took in an attempt
+    /// the figures leave out, and they can only be computed from the records whole.
+    pub fn with_levels_of(mut self, mut fold: LevelsFold) -> Result<Self, SuccessNotFinal> {
+        debug_assert_eq!(fold.candidate_id, self.candidate_id);
+        fold.feed_tied();
+        let successes = self
+            .finals
+            .iter()
+            .filter(|r| r.succeeded() && ConcurrencyLevels::takes(r))
+            .count();
+        if successes != fold.successes {
+            return Err(SuccessNotFinal);
+        }
+        for r in self.finals.iter().filter(|r| !r.succeeded()) {
+            fold.levels.add(r);
+        }
+        let mut figures = fold.levels.finish();
+        let known: BTreeMap<u32, Option<LevelFigures>> = self
+            .concurrencies()
+            .into_iter()
+            .map(|c| (c, figures.remove(&c)))
+            .collect();
+        *self.levels.get_mut() = known;
+        Ok(self)
     }
 
     /// Final attempts at concurrency `c`.

@@ -13,13 +13,14 @@ use axum::response::Redirect;
 use serde::{Deserialize, Serialize};
 
 use crate::app::runs::{RunRecords, RunVersion, VersionOutline, store_summary, stored_summary};
-use crate::domain::calibers::RunFigures;
+use crate::domain::calibers::{RunFigures, RunLevels};
 use crate::domain::candidate::Candidate;
 use crate::domain::evalset::EvalSetHeader;
 use crate::domain::grading::case_passed;
 use crate::domain::metrics::{CandidateSummary, summarise_candidate_knowing};
 use crate::domain::run::{Phase, RequestRecord, Run, RunConfig, RunStatus};
 use crate::domain::scorecard::CandidateRecords;
+use crate::domain::timeline::Buckets;
 use crate::domain::validation::truncate;
 use crate::store::EvalSetVersionHead;
 use crate::web::AppState;
@@ -689,7 +690,9 @@ async fn record_parts(
     for &id in &run.candidate_ids {
         let mine = records.of_candidate(&state.store, id).await?;
         let data = CandidateRecords::new(id, &mine).with_resumes(resumes);
-        parts.push(page.candidate_parts(&mine, &data));
+        let mut timed = page.timed_parts(id, resumes);
+        mine.iter().for_each(|r| timed.add(r));
+        parts.push(page.candidate_parts(&mine, &data, timed));
     }
     Ok(page.assemble(&state.store, parts).await?)
 }
@@ -710,6 +713,30 @@ pub(super) struct PageContext<'a> {
     weights: HashMap<&'a str, f64>,
     /// Each case's prompt bin when the page has a per-level table.
     bins: Option<HashMap<String, Option<u32>>>,
+}
+
+/// The run page's parts that read chunk times (its per-level table, its buckets over time), fed
+/// one record at a time: from records held whole, or by the end step as it reads them, before
+/// it lets their chunk times go.
+pub(super) struct TimedParts<'p> {
+    candidate_id: i64,
+    levels: Option<RunLevels<'p, super::report::BinOf<'p>>>,
+    buckets: Option<Buckets>,
+}
+
+impl TimedParts<'_> {
+    /// Adds one of the run's records (another candidate's and warm-ups are left out).
+    pub(super) fn add(&mut self, r: &RequestRecord) {
+        if let Some(levels) = &mut self.levels {
+            levels.add(r);
+        }
+        if let Some(buckets) = &mut self.buckets
+            && r.candidate_id == self.candidate_id
+            && !r.is_warmup
+        {
+            buckets.add(r);
+        }
+    }
 }
 
 /// What the run page takes from one candidate's records.
@@ -823,10 +850,27 @@ impl<'a> PageContext<'a> {
         })
     }
 
-    /// One candidate's parts from its records (another candidate's records are left out).
-    /// One candidate's parts from its records, prepared (`data`: resumed, its level figures
-    /// shared with the other summaries of the same records).
-    pub(super) fn candidate_parts(&self, records: &[RequestRecord], data: &CandidateRecords<'_>) -> CandidateParts {
+    /// One candidate's [`TimedParts`], before any record is added.
+    pub(super) fn timed_parts<'p>(&'p self, candidate_id: i64, resumes: &'p [i64]) -> TimedParts<'p> {
+        TimedParts {
+            candidate_id,
+            levels: self
+                .bins
+                .as_ref()
+                .map(|bins| super::report::candidate_levels(self.run, bins, candidate_id, resumes)),
+            buckets: self.grid.map(|grid| grid.fill()),
+        }
+    }
+
+    /// One candidate's parts from its records (another candidate's records are left out),
+    /// prepared (`data`: resumed, its level figures shared with the other summaries of the same
+    /// records), and its `timed` parts, fed every one of them.
+    pub(super) fn candidate_parts(
+        &self,
+        records: &[RequestRecord],
+        data: &CandidateRecords<'_>,
+        timed: TimedParts<'_>,
+    ) -> CandidateParts {
         let (run, expected) = (self.run, self.expected);
         let (id, resumes) = (data.candidate_id, data.resumes.as_slice());
         let measured: Vec<&RequestRecord> = records
@@ -906,12 +950,9 @@ impl<'a> PageContext<'a> {
             measured: measured.len(),
             summary,
             case_rows,
-            levels: self
-                .bins
-                .as_ref()
-                .map(|bins| super::report::candidate_levels(run, bins, records, id, resumes)),
+            levels: timed.levels.map(RunLevels::finish),
             quality: super::report::candidate_quality(run, name, records, id),
-            buckets: self.grid.map(|grid| grid.buckets(measured.iter().copied())),
+            buckets: timed.buckets.map(Buckets::finish),
         }
     }
 

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use crate::app::runs::VersionOutline;
-use crate::domain::calibers::{HarnessReport, LevelFigures, RunFigures, run_figures_resumed};
+use crate::domain::calibers::{HarnessReport, LevelFigures, RunFigures, RunLevels};
 use crate::domain::format;
 use crate::domain::grading::{FieldReport, FieldStats, FieldsDetail, classification_report, field_report, label_pair};
 use crate::domain::load::LoadShape;
@@ -272,16 +272,19 @@ pub fn level_bins(run: &Run, version: Option<&VersionOutline>) -> Option<HashMap
     (!(matches!(run.config.load, LoadShape::Fixed) && bins.values().all(Option::is_none))).then_some(bins)
 }
 
-/// One candidate's per-level figures for the per-level table, from its records.
-pub fn candidate_levels(
-    run: &Run,
-    bins: &HashMap<String, Option<u32>>,
-    records: &[RequestRecord],
+/// A case's prompt bin, as the per-level table takes it.
+pub type BinOf<'a> = Box<dyn Fn(&str) -> Option<u32> + Send + 'a>;
+
+/// One candidate's per-level figures for the per-level table, fed its records one at a time
+/// (`RunLevels::add`; the run's other records are left out).
+pub fn candidate_levels<'a>(
+    run: &'a Run,
+    bins: &'a HashMap<String, Option<u32>>,
     candidate_id: i64,
-    resumes: &[i64],
-) -> RunFigures {
-    let bin_of = |case: &str| bins.get(case).copied().flatten();
-    run_figures_resumed(records, &run.config, candidate_id, bin_of, resumes)
+    resumes: &'a [i64],
+) -> RunLevels<'a, BinOf<'a>> {
+    let bin_of: BinOf<'a> = Box::new(|case: &str| bins.get(case).copied().flatten());
+    RunLevels::new(&run.config, candidate_id, bin_of, resumes)
 }
 
 /// The per-level table from every candidate's figures (candidate name, figures), in run order.

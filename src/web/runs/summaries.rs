@@ -3,7 +3,8 @@
 //! computed by the functions its page uses (and caches with), nothing else, from one read of
 //! each candidate's records.
 use crate::app::runs::{RunRecords, RunVersion, store_summary};
-use crate::domain::scorecard::CandidateRecords;
+use crate::domain::run::RequestRecord;
+use crate::domain::scorecard::{CandidateRecords, LevelsFold};
 use crate::web::AppState;
 use crate::web::error::WebError;
 
@@ -34,14 +35,25 @@ pub async fn store_when_ended(state: &AppState, run_id: i64) -> Result<(), WebEr
     let resumes = records.resumes(&state.store).await?;
     let (mut parts, mut figures, mut summaries) = (Vec::new(), Vec::new(), Vec::new());
     for &id in &run.candidate_ids {
-        let mine = records.of_candidate(&state.store, id).await?;
+        // The figures that read chunk times are fed each record as it is read, and its chunk
+        // times let go: what a candidate's records hold no longer grows with their answers.
+        let (mut timed, mut levels) = (page.timed_parts(id, resumes), LevelsFold::new(id, resumes));
+        let mut feed = |r: &mut RequestRecord| {
+            timed.add(r);
+            levels.add(r);
+            r.chunks.keep_first_only();
+        };
+        let mine = records.of_candidate_feeding(&state.store, id, &mut feed).await?;
         let inputs = crate::app::scorecard::summary_inputs(&state.store, &version, &mine).await?;
         {
-            // One preparation of the records for all three: each level's figures (a pass over
-            // every final attempt's chunk times) computed once, not once per summary.
-            let data = CandidateRecords::new(id, &mine).with_resumes(resumes);
+            // One preparation of the records for all three: each level's figures computed once
+            // (as they were read), not once per summary.
+            let data = CandidateRecords::new(id, &mine)
+                .with_resumes(resumes)
+                .with_levels_of(levels)
+                .map_err(|e| WebError::Internal(format!("candidate {id} of run {run_id}: {e}")))?;
             let weight = |case: &str| inputs.weights.get(case).copied().unwrap_or(1.0);
-            parts.push(page.candidate_parts(&mine, &data));
+            parts.push(page.candidate_parts(&mine, &data, timed));
             figures.push(crate::domain::compare::figures_of(&data, &mine, weight));
             summaries.push(crate::app::scorecard::summary_of(&run, &inputs, &data, &mine));
         }
