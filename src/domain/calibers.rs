@@ -309,6 +309,13 @@ impl Timeline {
             at = ((at_us - self.origin_us) / self.width_us) as usize;
         }
         if at >= self.bins.len() {
+            if at >= self.bins.capacity() {
+                // An eighth more (at least a second of 1 ms bins), not double: a level's
+                // timelines (five a repetition) are most of what its figures hold, and doubling
+                // left up to half of each unused.
+                let len = self.bins.len();
+                self.bins.reserve_exact(at + 1 - len + (len / 8).max(1024));
+            }
             self.bins.resize(at + 1, 0.0);
         }
         self.bins[at] += amount;
@@ -382,6 +389,7 @@ struct Pass {
     canonical: Timeline,
     chars: Timeline,
     completions: Timeline,
+    /// Completions that met the run's objectives (empty when it set none).
     good: Timeline,
     earliest_send: Option<i64>,
     latest_send: Option<i64>,
@@ -668,7 +676,9 @@ impl LevelAccumulator {
             }
         }
         pass.completions.add(end, 1.0);
-        if met {
+        // Goodput is a figure only under an objective: without one every request meets it, and
+        // a second timeline of every completion would cost a pass's bins for nothing.
+        if met && self.slo.is_set() {
             pass.good.add(end, 1.0);
         }
     }
