@@ -445,7 +445,7 @@ mod tests {
 
     #[test]
     fn level_figures_fed_as_records_are_read_are_those_of_the_records_held_whole() {
-        use crate::domain::scorecard::{CandidateRecords, LevelsFold, SuccessNotFinal};
+        use crate::domain::scorecard::{CandidateRecords, LevelsFold, NotFinalAttempts};
         let whole = retried_records_with_ties();
         let resumes = [3_000_000];
         // The store reads in send time, then id: records sent in one microsecond may come in
@@ -465,25 +465,32 @@ mod tests {
         let held = CandidateRecords::new(7, &whole).with_resumes(&resumes);
         let fed = CandidateRecords::new(7, &read)
             .with_resumes(&resumes)
-            .with_levels_of(fold)
+            .with_levels(fold.finish())
             .unwrap();
         assert_eq!(held.concurrencies(), vec![2]);
         // To the last bit (`{:?}` writes every f64 so that it reads back the same).
         assert!(held.level_at(2).is_some());
         assert_eq!(format!("{:?}", fed.level_at(2)), format!("{:?}", held.level_at(2)));
 
-        // A success followed by another attempt of its request: the fold took in an attempt
-        // that the figures leave out, and says so.
-        let mut retried_success = whole.clone();
-        let mut again = retried_success[5].clone();
-        assert!(again.succeeded() && !again.is_warmup);
-        again.attempt += 1;
-        again.sent_at_us += 1;
-        retried_success.push(again);
-        retried_success.sort_by(crate::domain::run::send_order);
-        let mut fold = LevelsFold::new(7, &resumes);
-        retried_success.iter().for_each(|r| fold.add(r));
-        let prepared = CandidateRecords::new(7, &retried_success).with_levels_of(fold);
-        assert_eq!(prepared.err(), Some(SuccessNotFinal));
+        // Attempts fed that are not the final ones are refused: a success followed by another
+        // attempt of its request, and a retry read before the failure it followed.
+        let success = whole.iter().position(|r| r.succeeded() && !r.is_warmup).unwrap();
+        let failure = whole
+            .iter()
+            .position(|r| r.error_class == Some(ErrorClass::StreamCut))
+            .unwrap();
+        for (i, later) in [(success, 1), (failure, -1)] {
+            let mut read = whole.clone();
+            let mut again = read[i].clone();
+            again.attempt += 1;
+            again.error_class = None;
+            again.sent_at_us = read[i].sent_at_us + later;
+            read.push(again);
+            read.sort_by(crate::domain::run::send_order);
+            let mut fold = LevelsFold::new(7, &resumes);
+            read.iter().for_each(|r| fold.add(r));
+            let prepared = CandidateRecords::new(7, &read).with_levels(fold.finish());
+            assert_eq!(prepared.err(), Some(NotFinalAttempts), "{}", read[i].case_id);
+        }
     }
 }

@@ -18,10 +18,12 @@ use crate::domain::thresholds::key::MetricKey;
 use crate::domain::thresholds::units::{Dimension, Uncertainty};
 
 /// Each level's figures ([`CandidateRecords::level_at`]) fed while one candidate's records are
-/// read, before their chunk times are let go (a big run's end step): the successful attempts as
-/// they are read, since a success is always its request's last attempt (only failures are
-/// retried); the failed final attempts, which give no figure a chunk time, once every attempt
-/// is read ([`CandidateRecords::with_levels_of`]).
+/// read, before their chunk times are let go (a big run's end step). Level figures take final
+/// attempts only: a success is always its request's last attempt (only failures are retried), so
+/// successes are fed as they are read; a failure is held until a later attempt of its request
+/// is read, and the failures left when the read ends are the final ones. A failure gives no
+/// figure a chunk time: held, it costs only itself, and failures are few.
+/// [`CandidateRecords::with_levels`] checks that the attempts fed were the final ones.
 pub struct LevelsFold {
     candidate_id: i64,
     levels: ConcurrencyLevels,
@@ -29,7 +31,23 @@ pub struct LevelsFold {
     /// fed in `send_order`, as `level_at` adds the final attempts, so that every figure summed
     /// over them adds in the same order and comes out the same to the last bit.
     tied: Vec<RequestRecord>,
+    /// The last failed attempt of each request whose last attempt read so far failed.
+    failures: HashMap<AttemptKey, RequestRecord>,
     successes: usize,
+}
+
+/// A request of a candidate, as `CandidateRecords` keys its final attempts.
+type AttemptKey = (String, u32, Phase, u32);
+
+fn attempt_key(r: &RequestRecord) -> AttemptKey {
+    (r.case_id.clone(), r.repetition, r.phase, r.concurrency)
+}
+
+/// Level figures from the final attempts a [`LevelsFold`] was fed, and how many it took.
+pub struct FedLevels {
+    figures: BTreeMap<u32, LevelFigures>,
+    successes: usize,
+    failures: usize,
 }
 
 impl LevelsFold {
@@ -39,14 +57,28 @@ impl LevelsFold {
             candidate_id,
             levels: ConcurrencyLevels::new(resumes),
             tied: Vec::new(),
+            failures: HashMap::new(),
             successes: 0,
         }
     }
 
     /// Adds one record read, in the store's order (send time, then id).
     pub fn add(&mut self, r: &RequestRecord) {
-        if r.candidate_id != self.candidate_id || !r.succeeded() || !ConcurrencyLevels::takes(r) {
+        if r.candidate_id != self.candidate_id || !ConcurrencyLevels::takes(r) {
             return;
+        }
+        // Only a retry (a later attempt) ends a failure's claim to be final.
+        if r.attempt > 0 || !r.succeeded() {
+            let key = attempt_key(r);
+            if self.failures.get(&key).is_some_and(|held| held.attempt < r.attempt) {
+                self.failures.remove(&key);
+            }
+            if !r.succeeded() {
+                if self.failures.get(&key).is_none_or(|held| held.attempt < r.attempt) {
+                    self.failures.insert(key, r.clone());
+                }
+                return;
+            }
         }
         if self.tied.first().is_some_and(|t| t.sent_at_us != r.sent_at_us) {
             self.feed_tied();
@@ -61,19 +93,35 @@ impl LevelsFold {
             self.levels.add(&r);
         }
     }
-}
 
-/// A candidate's records held a successful attempt that was not its request's last.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SuccessNotFinal;
-
-impl std::fmt::Display for SuccessNotFinal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a successful attempt was followed by another attempt of the same request")
+    /// Once every record was read: the figures, their chunk-time bins let go.
+    pub fn finish(mut self) -> FedLevels {
+        self.feed_tied();
+        let failures = self.failures.len();
+        for r in self.failures.values() {
+            self.levels.add(r);
+        }
+        FedLevels {
+            figures: self.levels.finish(),
+            successes: self.successes,
+            failures,
+        }
     }
 }
 
-impl std::error::Error for SuccessNotFinal {}
+/// The attempts a [`LevelsFold`] was fed were not a candidate's final attempts: a success was
+/// followed by another attempt of its request, or a retry was read before the failure it
+/// followed. No run executes either; the figures must then be computed from the records whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotFinalAttempts;
+
+impl std::fmt::Display for NotFinalAttempts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the attempts fed to the level figures as they were read were not the final attempts")
+    }
+}
+
+impl std::error::Error for NotFinalAttempts {}
 
 /// What the sample size of a measurement counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -197,26 +245,20 @@ impl<'a> CandidateRecords<'a> {
             .clone()
     }
 
-    /// These records' level figures from `fold`, which was fed them as they were read:
+    /// These records' level figures, fed them as they were read ([`LevelsFold`]):
     /// [`CandidateRecords::level_at`] then reads them, not the records' chunk times (which the
-    /// reader may have let go). Fails when a successful attempt was not its request's last (a
-    /// success followed by a retry, which no run executes): then the fold took in an attempt
-    /// the figures leave out, and they can only be computed from the records whole.
-    pub fn with_levels_of(mut self, mut fold: LevelsFold) -> Result<Self, SuccessNotFinal> {
-        debug_assert_eq!(fold.candidate_id, self.candidate_id);
-        fold.feed_tied();
-        let successes = self
-            .finals
-            .iter()
-            .filter(|r| r.succeeded() && ConcurrencyLevels::takes(r))
-            .count();
-        if successes != fold.successes {
-            return Err(SuccessNotFinal);
+    /// reader may have let go). Fails when the attempts fed were not these records' final ones.
+    pub fn with_levels(mut self, fed: FedLevels) -> Result<Self, NotFinalAttempts> {
+        let (mut successes, mut failures) = (0, 0);
+        for r in self.finals.iter().filter(|r| ConcurrencyLevels::takes(r)) {
+            *if r.succeeded() { &mut successes } else { &mut failures } += 1;
         }
-        for r in self.finals.iter().filter(|r| !r.succeeded()) {
-            fold.levels.add(r);
+        // Every success and every final failure was fed, and each final attempt is one of them:
+        // as many of each means the very same attempts.
+        if (successes, failures) != (fed.successes, fed.failures) {
+            return Err(NotFinalAttempts);
         }
-        let mut figures = fold.levels.finish();
+        let mut figures = fed.figures;
         let known: BTreeMap<u32, Option<LevelFigures>> = self
             .concurrencies()
             .into_iter()

@@ -32,7 +32,7 @@ pub mod summary;
 
 pub use claims::ClaimCheck;
 pub use judge_cost::{JudgeCost, JudgeInput, judge_costs};
-pub use measurement::{CandidateRecords, Extras, LevelsFold, Measurement, SampleUnit, SuccessNotFinal};
+pub use measurement::{CandidateRecords, Extras, FedLevels, LevelsFold, Measurement, NotFinalAttempts, SampleUnit};
 pub use pareto::ParetoPoint;
 pub use record::{NewScorecard, RecordedVerdict, ScorecardListItem, ScorecardRecord};
 pub use summary::{CandidateSummary, SummaryContext, summarise, summarise_data};

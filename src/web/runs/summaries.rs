@@ -44,13 +44,15 @@ pub async fn store_when_ended(state: &AppState, run_id: i64) -> Result<(), WebEr
             r.chunks.keep_first_only();
         };
         let mine = records.of_candidate_feeding(&state.store, id, &mut feed).await?;
+        // Their chunk-time bins let go before the rest is computed from the records.
+        let levels = levels.finish();
         let inputs = crate::app::scorecard::summary_inputs(&state.store, &version, &mine).await?;
         {
             // One preparation of the records for all three: each level's figures computed once
             // (as they were read), not once per summary.
             let data = CandidateRecords::new(id, &mine)
                 .with_resumes(resumes)
-                .with_levels_of(levels)
+                .with_levels(levels)
                 .map_err(|e| WebError::Internal(format!("candidate {id} of run {run_id}: {e}")))?;
             let weight = |case: &str| inputs.weights.get(case).copied().unwrap_or(1.0);
             parts.push(page.candidate_parts(&mine, &data, timed));
