@@ -368,11 +368,12 @@ impl RunRecords {
         candidate_id: i64,
         each: Option<&mut (dyn FnMut(&mut RequestRecord) + Send)>,
     ) -> Result<Arc<Vec<RequestRecord>>, StoreError> {
+        let whole = each.is_none();
         let mut last = self.last.lock().await;
         if let Some(held) = last.as_ref()
             && held.candidate_id == candidate_id
             && held.whole
-            && each.is_none()
+            && whole
         {
             return Ok(held.records.clone());
         }
@@ -382,7 +383,6 @@ impl RunRecords {
             .acquire_owned()
             .await
             .expect("the record holders' semaphore is never closed");
-        let whole = each.is_none();
         let mut keep = |_: &mut RequestRecord| {};
         let each = each.unwrap_or(&mut keep);
         let records = Arc::new(

@@ -70,14 +70,15 @@ impl LevelsFold {
         // Only a retry (a later attempt) ends a failure's claim to be final.
         if r.attempt > 0 || !r.succeeded() {
             let key = attempt_key(r);
-            if self.failures.get(&key).is_some_and(|held| held.attempt < r.attempt) {
-                self.failures.remove(&key);
-            }
+            let later = self.failures.get(&key).is_none_or(|held| held.attempt < r.attempt);
             if !r.succeeded() {
-                if self.failures.get(&key).is_none_or(|held| held.attempt < r.attempt) {
+                if later {
                     self.failures.insert(key, r.clone());
                 }
                 return;
+            }
+            if later {
+                self.failures.remove(&key);
             }
         }
         if self.tied.first().is_some_and(|t| t.sent_at_us != r.sent_at_us) {

@@ -692,7 +692,7 @@ async fn record_parts(
         let data = CandidateRecords::new(id, &mine).with_resumes(resumes);
         let mut timed = page.timed_parts(id, resumes);
         mine.iter().for_each(|r| timed.add(r));
-        parts.push(page.candidate_parts(&mine, &data, timed));
+        parts.push(page.candidate_parts(&mine, &data, timed.finish()));
     }
     Ok(page.assemble(&state.store, parts).await?)
 }
@@ -737,6 +737,20 @@ impl TimedParts<'_> {
             buckets.add(r);
         }
     }
+
+    /// Once every record was added: the figures, their chunk-time bins let go.
+    pub(super) fn finish(self) -> TimedFigures {
+        TimedFigures {
+            levels: self.levels.map(RunLevels::finish),
+            buckets: self.buckets.map(Buckets::finish),
+        }
+    }
+}
+
+/// [`TimedParts`] finished.
+pub(super) struct TimedFigures {
+    levels: Option<RunFigures>,
+    buckets: Option<Vec<crate::domain::timeline::Bucket>>,
 }
 
 /// What the run page takes from one candidate's records.
@@ -864,12 +878,12 @@ impl<'a> PageContext<'a> {
 
     /// One candidate's parts from its records (another candidate's records are left out),
     /// prepared (`data`: resumed, its level figures shared with the other summaries of the same
-    /// records), and its `timed` parts, fed every one of them.
+    /// records), and its `timed` parts, fed every one of them and finished.
     pub(super) fn candidate_parts(
         &self,
         records: &[RequestRecord],
         data: &CandidateRecords<'_>,
-        timed: TimedParts<'_>,
+        timed: TimedFigures,
     ) -> CandidateParts {
         let (run, expected) = (self.run, self.expected);
         let (id, resumes) = (data.candidate_id, data.resumes.as_slice());
@@ -950,9 +964,9 @@ impl<'a> PageContext<'a> {
             measured: measured.len(),
             summary,
             case_rows,
-            levels: timed.levels.map(RunLevels::finish),
+            levels: timed.levels,
             quality: super::report::candidate_quality(run, name, records, id),
-            buckets: timed.buckets.map(Buckets::finish),
+            buckets: timed.buckets,
         }
     }
 

@@ -45,7 +45,7 @@ pub async fn store_when_ended(state: &AppState, run_id: i64) -> Result<(), WebEr
         };
         let mine = records.of_candidate_feeding(&state.store, id, &mut feed).await?;
         // Their chunk-time bins let go before the rest is computed from the records.
-        let levels = levels.finish();
+        let (levels, timed) = (levels.finish(), timed.finish());
         let inputs = crate::app::scorecard::summary_inputs(&state.store, &version, &mine).await?;
         {
             // One preparation of the records for all three: each level's figures computed once
