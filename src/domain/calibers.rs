@@ -30,14 +30,15 @@
 //! - each aggregate per repetition, their median and their min–max across repetitions;
 //! - a level measured in several segments (a run resumed after a crash) takes each window per
 //!   segment and adds them up: the downtime between segments is never in a figure.
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::hash::Hash;
 
 use serde::{Deserialize, Serialize};
 
 use super::histogram::LogHistogram;
 use super::load::{Load, LoadShape};
 use super::metrics::Distribution;
-use super::run::{ErrorClass, Phase, RequestRecord, RunConfig, Slo, split_repetition};
+use super::run::{ErrorClass, GroupKey, Phase, RecordGroup, RequestRecord, RunConfig, Slo, split_repetition};
 use super::stats::median;
 
 /// The published definition of every figure, in words: the "How we measure" page, every
@@ -397,6 +398,21 @@ struct Pass {
     latest_end: Option<i64>,
     latest_token: Option<i64>,
     output_tokens: f64,
+    /// Set once the pass was read whole: its window and the amounts inside it, taken then (its
+    /// timelines and edges let go). The inner None: the pass had no window.
+    sealed: Option<Option<WindowSums>>,
+}
+
+/// A pass's window and the amounts its timelines hold inside it: all a repetition's figures
+/// read of a pass's timelines.
+#[derive(Debug, Clone, Copy)]
+struct WindowSums {
+    window: Window,
+    tokens: f64,
+    canonical: f64,
+    chars: f64,
+    completions: f64,
+    good: f64,
 }
 
 /// The lowest and highest of the per-repetition aggregates: their spread, not a confidence
@@ -514,6 +530,8 @@ pub struct LevelAccumulator {
     output_tokens: u64,
     canonical_tokens: u64,
     h: Histograms,
+    /// A successful record came for a pass already sealed (see [`LevelAccumulator::seal`]).
+    read_after_sealing: bool,
 }
 
 #[derive(Debug, Default)]
@@ -553,7 +571,23 @@ impl LevelAccumulator {
             output_tokens: 0,
             canonical_tokens: 0,
             h: Histograms::default(),
+            read_after_sealing: false,
         }
+    }
+
+    /// Seals every pass of `repetition` (each segment's): all of its records were added, so each
+    /// keeps its window's sums and lets its timelines go. A record added to a sealed pass later
+    /// counts in no figure: [`LevelAccumulator::read_after_sealing`] tells.
+    pub fn seal(&mut self, repetition: u32) {
+        let load = self.load;
+        for (_, pass) in self.passes.range_mut((repetition, 0)..=(repetition, u32::MAX)) {
+            pass.seal(load);
+        }
+    }
+
+    /// Whether a record came for a pass after it was sealed: the figures then miss it.
+    pub fn read_after_sealing(&self) -> bool {
+        self.read_after_sealing
     }
 
     /// The instants (wall clock, µs) the run was resumed at: a request sent after one belongs to
@@ -635,6 +669,14 @@ impl LevelAccumulator {
 
         let keep = self.keep();
         let segment = self.segment_of(r.sent_at_us);
+        if self
+            .passes
+            .get(&(repetition, segment))
+            .is_some_and(|p| p.sealed.is_some())
+        {
+            self.read_after_sealing = true;
+            return;
+        }
         let pass = self.passes.entry((repetition, segment)).or_insert_with(|| Pass {
             edges: Edges {
                 keep,
@@ -769,17 +811,9 @@ impl LevelAccumulator {
 /// One repetition's aggregates over the windows of its segments: amounts summed over windows,
 /// divided by the windows' summed length.
 fn repetition_figures(repetition: u32, segments: &[&Pass], load: Load, slo_set: bool) -> RepetitionFigures {
-    let windows: Vec<(Window, &Pass)> = segments.iter().filter_map(|p| Some((p.window(load)?, *p))).collect();
-    let secs: f64 = windows.iter().map(|(w, _)| w.secs()).sum();
-    let rate = |t: fn(&Pass) -> &Timeline| {
-        (secs > 0.0).then(|| {
-            windows
-                .iter()
-                .map(|(w, p)| t(p).sum_between(w.start_us, w.end_us))
-                .sum::<f64>()
-                / secs
-        })
-    };
+    let windows: Vec<WindowSums> = segments.iter().filter_map(|p| p.window_sums(load)).collect();
+    let secs: f64 = windows.iter().map(|w| w.window.secs()).sum();
+    let rate = |amount: fn(&WindowSums) -> f64| (secs > 0.0).then(|| windows.iter().map(amount).sum::<f64>() / secs);
     let whole_secs: f64 = segments
         .iter()
         .filter_map(|p| Some((p.latest_token? - p.earliest_send?) as f64 / 1e6))
@@ -788,18 +822,50 @@ fn repetition_figures(repetition: u32, segments: &[&Pass], load: Load, slo_set: 
     let tokens: f64 = segments.iter().map(|p| p.output_tokens).sum();
     RepetitionFigures {
         repetition,
-        window: windows.first().map(|(w, _)| *w),
-        windows: windows.iter().map(|(w, _)| *w).collect(),
-        aggregate_tok_s: rate(|p| &p.tokens),
+        window: windows.first().map(|w| w.window),
+        windows: windows.iter().map(|w| w.window).collect(),
+        aggregate_tok_s: rate(|w| w.tokens),
         whole_run_tok_s: (whole_secs > 0.0).then(|| tokens / whole_secs),
-        aggregate_canonical_tok_s: rate(|p| &p.canonical),
-        aggregate_chars_per_s: rate(|p| &p.chars),
-        req_per_s: rate(|p| &p.completions),
-        goodput_req_per_s: if slo_set { rate(|p| &p.good) } else { None },
+        aggregate_canonical_tok_s: rate(|w| w.canonical),
+        aggregate_chars_per_s: rate(|w| w.chars),
+        req_per_s: rate(|w| w.completions),
+        goodput_req_per_s: if slo_set { rate(|w| w.good) } else { None },
     }
 }
 
 impl Pass {
+    /// The pass's window and the amounts inside it (as sealed, once it is).
+    fn window_sums(&self, load: Load) -> Option<WindowSums> {
+        if let Some(sealed) = self.sealed {
+            return sealed;
+        }
+        let window = self.window(load)?;
+        let inside = |t: &Timeline| t.sum_between(window.start_us, window.end_us);
+        Some(WindowSums {
+            window,
+            tokens: inside(&self.tokens),
+            canonical: inside(&self.canonical),
+            chars: inside(&self.chars),
+            completions: inside(&self.completions),
+            good: inside(&self.good),
+        })
+    }
+
+    /// Keeps the window's sums and what the level's spans read; lets the timelines and edges go.
+    fn seal(&mut self, load: Load) {
+        let sealed = Some(self.window_sums(load));
+        *self = Pass {
+            earliest_send: self.earliest_send,
+            latest_send: self.latest_send,
+            earliest_first_token: self.earliest_first_token,
+            latest_end: self.latest_end,
+            latest_token: self.latest_token,
+            output_tokens: self.output_tokens,
+            sealed,
+            ..Pass::default()
+        };
+    }
+
     fn window(&self, load: Load) -> Option<Window> {
         let full = Window {
             start_us: self.earliest_send?,
@@ -1019,6 +1085,8 @@ pub struct RunLevels<'a, F> {
     bin_of: F,
     resumes: &'a [i64],
     levels: BTreeMap<(u32, Option<u32>), LevelAccumulator>,
+    /// When sealing: the records left to read of each (level, repetition).
+    whole: Option<ReadWhole<(u32, u32)>>,
 }
 
 impl<'a, F: Fn(&str) -> Option<u32>> RunLevels<'a, F> {
@@ -1031,10 +1099,39 @@ impl<'a, F: Fn(&str) -> Option<u32>> RunLevels<'a, F> {
             bin_of,
             resumes,
             levels: BTreeMap::new(),
+            whole: None,
         }
     }
 
+    /// Fed every record of the candidate `groups` counts, in the store's order: each
+    /// repetition's passes are sealed as soon as its last record is read, so what the figures
+    /// hold no longer grows with the run's length.
+    pub fn sealing(mut self, groups: &[RecordGroup]) -> Self {
+        let phase = self.phase;
+        self.whole = Some(ReadWhole::new(self.candidate_id, groups, |g| {
+            (!g.is_warmup && g.phase == phase).then(|| {
+                let (level, repetition, _) = split_repetition(g.repetition);
+                (level, repetition)
+            })
+        }));
+        self
+    }
+
     pub fn add(&mut self, r: &RequestRecord) {
+        let read_whole = self.whole.as_mut().and_then(|w| w.read(r));
+        self.take(r);
+        if let Some((level, repetition)) = read_whole {
+            let bins = self.levels.range_mut((level, None)..=(level, Some(u32::MAX)));
+            bins.for_each(|(_, l)| l.seal(repetition));
+        }
+    }
+
+    /// Whether a record came for a repetition already sealed (see [`RunLevels::sealing`]).
+    pub fn read_after_sealing(&self) -> bool {
+        self.levels.values().any(LevelAccumulator::read_after_sealing)
+    }
+
+    fn take(&mut self, r: &RequestRecord) {
         if r.candidate_id != self.candidate_id || r.is_warmup || r.phase != self.phase {
             return;
         }
@@ -1150,11 +1247,99 @@ impl ConcurrencyLevels {
             .add(r, split_repetition(r.repetition).1);
     }
 
+    /// The pass (concurrency, repetition) the records of `group` feed, if they feed one.
+    pub fn pass_of(group: &RecordGroup) -> Option<(u32, u32)> {
+        let taken = !group.is_warmup && matches!(group.phase, Phase::Quality | Phase::Throughput);
+        taken.then(|| (group.concurrency, split_repetition(group.repetition).1))
+    }
+
+    /// Seals the passes of `repetition` at `concurrency` (see [`LevelAccumulator::seal`]).
+    pub fn seal(&mut self, (concurrency, repetition): (u32, u32)) {
+        if let Some(level) = self.levels.get_mut(&concurrency) {
+            level.seal(repetition);
+        }
+    }
+
+    /// Whether a record came for a pass already sealed.
+    pub fn read_after_sealing(&self) -> bool {
+        self.levels.values().any(LevelAccumulator::read_after_sealing)
+    }
+
+    /// Timeline bins held over every level (what sealing lets go).
+    #[cfg(test)]
+    pub(crate) fn bins_held(&self) -> usize {
+        let pass = |p: &Pass| [&p.tokens, &p.canonical, &p.chars, &p.completions, &p.good].map(|t| t.bins.len());
+        let level = |l: &LevelAccumulator| l.passes.values().flat_map(pass).sum::<usize>();
+        self.levels.values().map(level).sum()
+    }
+
     /// The figures of every concurrency some record was added at.
     pub fn finish(self) -> BTreeMap<u32, LevelFigures> {
         self.levels.into_iter().map(|(c, level)| (c, level.finish())).collect()
     }
 }
+
+/// A candidate's stored records counted down as they are read (in any order): names each key
+/// `K` of a fold (a level's repetition) once every record that feeds it was read, so that its
+/// passes can be sealed — their timelines reduced to their windows' sums and let go.
+#[derive(Debug)]
+pub struct ReadWhole<K> {
+    candidate_id: i64,
+    /// Records left to read of each group, and the key it feeds (None: none of the fold's).
+    left: HashMap<GroupKey, (u64, Option<K>)>,
+    /// Groups not yet read whole of each key.
+    open: HashMap<K, usize>,
+}
+
+impl<K: Copy + Eq + Hash> ReadWhole<K> {
+    /// `groups`: every record of the candidate the reader will read; `key`: what each feeds.
+    pub fn new(candidate_id: i64, groups: &[RecordGroup], key: impl Fn(&RecordGroup) -> Option<K>) -> Self {
+        let mut whole = ReadWhole {
+            candidate_id,
+            left: HashMap::new(),
+            open: HashMap::new(),
+        };
+        for g in groups.iter().filter(|g| g.records > 0) {
+            let k = key(g);
+            whole.left.insert(g.key(), (g.records, k));
+            if let Some(k) = k {
+                *whole.open.entry(k).or_default() += 1;
+            }
+        }
+        whole
+    }
+
+    /// Counts `r` read: the key whose records were all read with it, if any. A record no group
+    /// counted (or one more than counted) names none: its pass is then never sealed, or it
+    /// comes after its pass was (which the fold tells).
+    pub fn read(&mut self, r: &RequestRecord) -> Option<K> {
+        if r.candidate_id != self.candidate_id {
+            return None;
+        }
+        let (left, key) = self.left.get_mut(&RecordGroup::key_of(r))?;
+        if *left == 0 {
+            return None;
+        }
+        *left -= 1;
+        let key = (*left == 0).then_some(*key).flatten()?;
+        let open = self.open.get_mut(&key)?;
+        *open -= 1;
+        (*open == 0).then_some(key)
+    }
+}
+
+/// A record came for a repetition after every record counted for it had been read: the store's
+/// records changed during the read. Figures taken so would miss it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadAfterSealing;
+
+impl std::fmt::Display for ReadAfterSealing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a record was read after every record counted for its repetition had been")
+    }
+}
+
+impl std::error::Error for ReadAfterSealing {}
 
 /// The instants (wall clock, µs) a run was resumed at, from its event log: the executor writes
 /// an event starting with `resumed:` each time it picks an interrupted run up again.

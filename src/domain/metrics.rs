@@ -387,6 +387,22 @@ mod tests {
         assert_eq!(s.ttft_ms.unwrap().p50, 200.0);
     }
 
+    /// What the store counts of `records` (see `Store::record_groups`).
+    fn groups_of(records: &[RequestRecord]) -> Vec<crate::domain::run::RecordGroup> {
+        let mut counts: std::collections::HashMap<crate::domain::run::GroupKey, u64> = Default::default();
+        for r in records {
+            *counts.entry(crate::domain::run::RecordGroup::key_of(r)).or_default() += 1;
+        }
+        let group = |((phase, is_warmup, repetition, concurrency), records)| crate::domain::run::RecordGroup {
+            phase,
+            is_warmup,
+            repetition,
+            concurrency,
+            records,
+        };
+        counts.into_iter().map(group).collect()
+    }
+
     /// Warm-up, retries, a final failure, chunk times, and sends sharing a microsecond (three at
     /// a time, keyed apart), in send order.
     fn retried_records_with_ties() -> Vec<RequestRecord> {
@@ -457,20 +473,48 @@ mod tests {
                 .then(crate::domain::run::send_order(b, a))
         });
         assert_ne!(read, whole, "some ties read in another order");
+        let read_again = read.clone();
         let mut fold = LevelsFold::new(7, &resumes);
         for r in &mut read {
             fold.add(r);
             r.chunks.keep_first_only();
         }
         let held = CandidateRecords::new(7, &whole).with_resumes(&resumes);
+        let unsealed_bins = fold.bins_held();
         let fed = CandidateRecords::new(7, &read)
             .with_resumes(&resumes)
-            .with_levels(fold.finish())
+            .with_levels(fold.finish().unwrap())
             .unwrap();
         assert_eq!(held.concurrencies(), vec![2]);
         // To the last bit (`{:?}` writes every f64 so that it reads back the same).
         assert!(held.level_at(2).is_some());
         assert_eq!(format!("{:?}", fed.level_at(2)), format!("{:?}", held.level_at(2)));
+
+        // Told how many records each group holds, the fold seals each repetition once its last
+        // record was read (all but the last: sealed as the read ends) and comes to the same.
+        let groups = groups_of(&read_again);
+        let mut fold = LevelsFold::new(7, &resumes).sealing(&groups);
+        read_again.iter().for_each(|r| fold.add(r));
+        assert!(
+            fold.bins_held() < unsealed_bins / 2,
+            "{} of {unsealed_bins}",
+            fold.bins_held()
+        );
+        let sealed = CandidateRecords::new(7, &read)
+            .with_resumes(&resumes)
+            .with_levels(fold.finish().unwrap())
+            .unwrap();
+        assert_eq!(format!("{:?}", sealed.level_at(2)), format!("{:?}", held.level_at(2)));
+        // Counted one record short, a repetition is sealed before its last success is fed: refused.
+        let mut short = groups.clone();
+        let first_repetition = short
+            .iter_mut()
+            .find(|g| g.phase == Phase::Quality && !g.is_warmup && g.repetition == 0)
+            .unwrap();
+        first_repetition.records -= 1;
+        let mut fold = LevelsFold::new(7, &resumes).sealing(&short);
+        read_again.iter().for_each(|r| fold.add(r));
+        assert_eq!(fold.finish().err(), Some(crate::domain::calibers::ReadAfterSealing));
 
         // Attempts fed that are not the final ones are refused: a success followed by another
         // attempt of its request, and a retry read before the failure it followed.
@@ -489,7 +533,7 @@ mod tests {
             read.sort_by(crate::domain::run::send_order);
             let mut fold = LevelsFold::new(7, &resumes);
             read.iter().for_each(|r| fold.add(r));
-            let prepared = CandidateRecords::new(7, &read).with_levels(fold.finish());
+            let prepared = CandidateRecords::new(7, &read).with_levels(fold.finish().unwrap());
             assert_eq!(prepared.err(), Some(NotFinalAttempts), "{}", read[i].case_id);
         }
     }

@@ -239,6 +239,32 @@ pub fn split_repetition(stored: u32) -> (u32, u32, u32) {
     (level, within % REPETITION_LIMIT, within / REPETITION_LIMIT)
 }
 
+/// How many records of one candidate a run stored under one (phase, warm-up, stored repetition,
+/// concurrency): what tells a fold fed records in the store's order that a repetition of its was
+/// read whole (see `calibers::ReadWhole`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordGroup {
+    pub phase: Phase,
+    pub is_warmup: bool,
+    pub repetition: u32,
+    pub concurrency: u32,
+    pub records: u64,
+}
+
+/// What a [`RecordGroup`] counts records by: (phase, warm-up, stored repetition, concurrency).
+pub type GroupKey = (Phase, bool, u32, u32);
+
+impl RecordGroup {
+    pub fn key(&self) -> GroupKey {
+        (self.phase, self.is_warmup, self.repetition, self.concurrency)
+    }
+
+    /// The group `r` is counted in.
+    pub fn key_of(r: &RequestRecord) -> GroupKey {
+        (r.phase, r.is_warmup, r.repetition, r.concurrency)
+    }
+}
+
 /// The stored repetition number of (level index, repetition, cycle).
 pub fn join_repetition(level: u32, repetition: u32, cycle: u32) -> u32 {
     level * LEVEL_STRIDE + cycle * REPETITION_LIMIT + repetition

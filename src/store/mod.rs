@@ -29,7 +29,7 @@ use crate::domain::grading::{Grade, case_passed, case_score};
 use crate::domain::operability::{ChecklistAnswers, ChecklistVersion, ProbeReport, ProbeRun};
 use crate::domain::retirement::ItemKind;
 use crate::domain::run::{
-    CandidateStop, ErrorClass, NewRun, Phase, RequestRecord, Run, RunEvent, RunStatus, ServerTokenCount,
+    CandidateStop, ErrorClass, NewRun, Phase, RecordGroup, RequestRecord, Run, RunEvent, RunStatus, ServerTokenCount,
     UncountedRecord,
 };
 use crate::domain::scorecard::{NewScorecard, RecordedVerdict, ScorecardListItem, ScorecardRecord, Verdict};
@@ -588,6 +588,9 @@ pub trait Store: Send + Sync + 'static {
         candidate_id: i64,
         each: &'a mut (dyn FnMut(&mut RequestRecord) + Send),
     ) -> StoreFuture<'a, Vec<RequestRecord>>;
+    /// How many records of `candidate_id` the run stored under each (phase, warm-up, repetition,
+    /// concurrency): counted with the same rows [`Store::candidate_records_for_summaries`] reads.
+    fn record_groups(&self, run_id: i64, candidate_id: i64) -> StoreFuture<'_, Vec<RecordGroup>>;
     /// (first send, last end) of a run's measured records (warm-ups left out), wall clock µs;
     /// None before any: the axis its charts over time share.
     fn measured_span(&self, run_id: i64) -> StoreFuture<'_, Option<(i64, i64)>>;

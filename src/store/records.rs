@@ -231,6 +231,21 @@ macro_rules! record_queries {
         }
 
         #[tracing::instrument(level = "debug", skip(self))]
+        fn record_groups(&self, run_id: i64, candidate_id: i64) -> StoreFuture<'_, Vec<RecordGroup>> {
+            Box::pin(async move {
+                let rows: Vec<rows::RecordGroupRow> = sqlx::query_as(
+                    "SELECT phase, is_warmup, repetition, concurrency, COUNT(*) AS records FROM request_records \
+                     WHERE run_id = $1 AND candidate_id = $2 GROUP BY phase, is_warmup, repetition, concurrency",
+                )
+                .bind(run_id)
+                .bind(candidate_id)
+                .fetch_all(self.pool())
+                .await?;
+                rows.into_iter().map(rows::RecordGroupRow::into_group).collect()
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
         fn measured_span(&self, run_id: i64) -> StoreFuture<'_, Option<(i64, i64)>> {
             Box::pin(async move {
                 let span: (Option<i64>, Option<i64>) = sqlx::query_as(

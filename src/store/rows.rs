@@ -18,7 +18,7 @@ use crate::domain::evalset::{EvalCase, EvalSetFile, EvalSetHeader, TaskKind};
 use crate::domain::grading::Grade;
 use crate::domain::pipeline::PipelineSpec;
 use crate::domain::run::{
-    ChunkAttribution, ErrorClass, Phase, RequestRecord, Run, RunConfig, RunEvent, RunStatus, TokenSource,
+    ChunkAttribution, ErrorClass, Phase, RecordGroup, RequestRecord, Run, RunConfig, RunEvent, RunStatus, TokenSource,
 };
 use crate::domain::scorecard::{NewScorecard, RecordedVerdict, ScorecardListItem, ScorecardRecord};
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
@@ -615,6 +615,28 @@ impl From<ProgressRow> for CandidateProgress {
 }
 
 // ---------------------------------------------------------------- request records
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct RecordGroupRow {
+    pub phase: String,
+    pub is_warmup: bool,
+    pub repetition: i64,
+    pub concurrency: i64,
+    pub records: i64,
+}
+
+impl RecordGroupRow {
+    pub(crate) fn into_group(self) -> Result<RecordGroup, StoreError> {
+        let place = |column: &str| format!("request_records.{column} of a group of records");
+        Ok(RecordGroup {
+            phase: parse_enum(place("phase"), &self.phase, Phase::parse)?,
+            is_warmup: self.is_warmup,
+            repetition: to_u32(place("repetition"), self.repetition)?,
+            concurrency: to_u32(place("concurrency"), self.concurrency)?,
+            records: self.records.max(0) as u64,
+        })
+    }
+}
 
 /// Columns written for a record, in the order `RecordValues` is bound.
 macro_rules! record_insert_columns {

@@ -6,12 +6,14 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use super::intervals::{MIN_BOOTSTRAP_N, bootstrap, bootstrap_items, quantile, wilson};
-use crate::domain::calibers::{ConcurrencyLevels, LevelFigures, RequestFigures, figures_at_concurrency};
+use crate::domain::calibers::{
+    ConcurrencyLevels, LevelFigures, ReadAfterSealing, ReadWhole, RequestFigures, figures_at_concurrency,
+};
 use crate::domain::cost::CostSummary;
 use crate::domain::grading::case_passed;
 use crate::domain::operability::{ChecklistAnswers, ProbeReport, operability_metric};
 use crate::domain::paired::CaseResults;
-use crate::domain::run::{ErrorClass, Phase, RequestRecord, TokenSource};
+use crate::domain::run::{ErrorClass, Phase, RecordGroup, RequestRecord, TokenSource};
 use crate::domain::stability::StabilityOptions;
 use crate::domain::stability::soak::soak_analysis;
 use crate::domain::thresholds::key::MetricKey;
@@ -34,6 +36,10 @@ pub struct LevelsFold {
     /// The last failed attempt of each request whose last attempt read so far failed.
     failures: HashMap<AttemptKey, RequestRecord>,
     successes: usize,
+    /// When sealing: the records left to read of each (concurrency, repetition), and those read
+    /// whole, sealed once their tied successes were fed.
+    whole: Option<ReadWhole<(u32, u32)>>,
+    to_seal: Vec<(u32, u32)>,
 }
 
 /// A request of a candidate, as `CandidateRecords` keys its final attempts.
@@ -59,11 +65,28 @@ impl LevelsFold {
             tied: Vec::new(),
             failures: HashMap::new(),
             successes: 0,
+            whole: None,
+            to_seal: Vec::new(),
         }
+    }
+
+    /// Fed every record of the candidate `groups` counts: each repetition's passes are sealed
+    /// once its last record was fed (see [`ConcurrencyLevels::seal`]), so the figures' timelines
+    /// no longer grow with the run's length.
+    pub fn sealing(mut self, groups: &[RecordGroup]) -> Self {
+        self.whole = Some(ReadWhole::new(self.candidate_id, groups, ConcurrencyLevels::pass_of));
+        self
     }
 
     /// Adds one record read, in the store's order (send time, then id).
     pub fn add(&mut self, r: &RequestRecord) {
+        let read_whole = self.whole.as_mut().and_then(|w| w.read(r));
+        self.take(r);
+        // Sealed after `r` itself is fed, with the successes tied to it.
+        self.to_seal.extend(read_whole);
+    }
+
+    fn take(&mut self, r: &RequestRecord) {
         if r.candidate_id != self.candidate_id || !ConcurrencyLevels::takes(r) {
             return;
         }
@@ -93,20 +116,32 @@ impl LevelsFold {
         for r in self.tied.drain(..) {
             self.levels.add(&r);
         }
+        for pass in self.to_seal.drain(..) {
+            self.levels.seal(pass);
+        }
+    }
+
+    /// Timeline bins held (what sealing lets go).
+    #[cfg(test)]
+    pub(crate) fn bins_held(&self) -> usize {
+        self.levels.bins_held()
     }
 
     /// Once every record was read: the figures, their chunk-time bins let go.
-    pub fn finish(mut self) -> FedLevels {
+    pub fn finish(mut self) -> Result<FedLevels, ReadAfterSealing> {
         self.feed_tied();
         let failures = self.failures.len();
         for r in self.failures.values() {
             self.levels.add(r);
         }
-        FedLevels {
+        if self.levels.read_after_sealing() {
+            return Err(ReadAfterSealing);
+        }
+        Ok(FedLevels {
             figures: self.levels.finish(),
             successes: self.successes,
             failures,
-        }
+        })
     }
 }
 

@@ -13,12 +13,12 @@ use axum::response::Redirect;
 use serde::{Deserialize, Serialize};
 
 use crate::app::runs::{RunRecords, RunVersion, VersionOutline, store_summary, stored_summary};
-use crate::domain::calibers::{RunFigures, RunLevels};
+use crate::domain::calibers::{ReadAfterSealing, RunFigures, RunLevels};
 use crate::domain::candidate::Candidate;
 use crate::domain::evalset::EvalSetHeader;
 use crate::domain::grading::case_passed;
 use crate::domain::metrics::{CandidateSummary, summarise_candidate_knowing};
-use crate::domain::run::{Phase, RequestRecord, Run, RunConfig, RunStatus};
+use crate::domain::run::{Phase, RecordGroup, RequestRecord, Run, RunConfig, RunStatus};
 use crate::domain::scorecard::CandidateRecords;
 use crate::domain::timeline::Buckets;
 use crate::domain::validation::truncate;
@@ -692,7 +692,8 @@ async fn record_parts(
         let data = CandidateRecords::new(id, &mine).with_resumes(resumes);
         let mut timed = page.timed_parts(id, resumes);
         mine.iter().for_each(|r| timed.add(r));
-        parts.push(page.candidate_parts(&mine, &data, timed.finish()));
+        let timed = timed.finish().map_err(|e| WebError::Internal(e.to_string()))?;
+        parts.push(page.candidate_parts(&mine, &data, timed));
     }
     Ok(page.assemble(&state.store, parts).await?)
 }
@@ -725,6 +726,13 @@ pub(super) struct TimedParts<'p> {
 }
 
 impl TimedParts<'_> {
+    /// Fed every record of the candidate `groups` counts, in the store's order: see
+    /// [`RunLevels::sealing`].
+    pub(super) fn sealing(mut self, groups: &[RecordGroup]) -> Self {
+        self.levels = self.levels.map(|l| l.sealing(groups));
+        self
+    }
+
     /// Adds one of the run's records (another candidate's and warm-ups are left out).
     pub(super) fn add(&mut self, r: &RequestRecord) {
         if let Some(levels) = &mut self.levels {
@@ -739,11 +747,14 @@ impl TimedParts<'_> {
     }
 
     /// Once every record was added: the figures, their chunk-time bins let go.
-    pub(super) fn finish(self) -> TimedFigures {
-        TimedFigures {
+    pub(super) fn finish(self) -> Result<TimedFigures, ReadAfterSealing> {
+        if self.levels.as_ref().is_some_and(RunLevels::read_after_sealing) {
+            return Err(ReadAfterSealing);
+        }
+        Ok(TimedFigures {
             levels: self.levels.map(RunLevels::finish),
             buckets: self.buckets.map(Buckets::finish),
-        }
+        })
     }
 }
 

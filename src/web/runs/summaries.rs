@@ -3,6 +3,7 @@
 //! computed by the functions its page uses (and caches with), nothing else, from one read of
 //! each candidate's records.
 use crate::app::runs::{RunRecords, RunVersion, store_summary};
+use crate::domain::calibers::ReadAfterSealing;
 use crate::domain::run::RequestRecord;
 use crate::domain::scorecard::{CandidateRecords, LevelsFold};
 use crate::web::AppState;
@@ -36,8 +37,12 @@ pub async fn store_when_ended(state: &AppState, run_id: i64) -> Result<(), WebEr
     let (mut parts, mut figures, mut summaries) = (Vec::new(), Vec::new(), Vec::new());
     for &id in &run.candidate_ids {
         // The figures that read chunk times are fed each record as it is read, and its chunk
-        // times let go: what a candidate's records hold no longer grows with their answers.
-        let (mut timed, mut levels) = (page.timed_parts(id, resumes), LevelsFold::new(id, resumes));
+        // times let go: what a candidate's records hold no longer grows with their answers. Each
+        // repetition's chunk-time bins are reduced to its window's sums once its last record was
+        // read: nor do they grow with the run's length.
+        let groups = state.store.record_groups(run_id, id).await?;
+        let mut timed = page.timed_parts(id, resumes).sealing(&groups);
+        let mut levels = LevelsFold::new(id, resumes).sealing(&groups);
         let mut feed = |r: &mut RequestRecord| {
             timed.add(r);
             levels.add(r);
@@ -45,7 +50,8 @@ pub async fn store_when_ended(state: &AppState, run_id: i64) -> Result<(), WebEr
         };
         let mine = records.of_candidate_feeding(&state.store, id, &mut feed).await?;
         // Their chunk-time bins let go before the rest is computed from the records.
-        let (levels, timed) = (levels.finish(), timed.finish());
+        let in_read = |e: ReadAfterSealing| WebError::Internal(format!("candidate {id} of run {run_id}: {e}"));
+        let (levels, timed) = (levels.finish().map_err(in_read)?, timed.finish().map_err(in_read)?);
         let inputs = crate::app::scorecard::summary_inputs(&state.store, &version, &mine).await?;
         {
             // One preparation of the records for all three: each level's figures computed once
