@@ -10,8 +10,12 @@
 //! Both runs end as the runner ends a run: their page and scorecard summaries are stored then
 //! (`web::runs::summaries`), so the first render reads them.
 //!
-//! `cargo bench --bench big_run` (release; `BAKEOFF_BENCH_REPETITIONS=N` for 2,000 × N requests,
-//! `BAKEOFF_BENCH_CASES=N` for N cases instead of 1,000 (a 100,000-case run: `…CASES=100000
+//! The big run is 5,000 cases × 2 candidates × 100 repetitions (`--quick`: 1,000 × 2 × 10); a run
+//! repeats its cases at most `REPETITION_LIMIT` (100) times, and a stored repetition number past
+//! it reads as a later cycle of a lower repetition, whose figures' window spans every cycle.
+//!
+//! `cargo bench --bench big_run` (release; `BAKEOFF_BENCH_REPETITIONS=N` for N repetitions,
+//! `BAKEOFF_BENCH_CASES=N` for N cases (a 100,000-case run: `…CASES=100000
 //! …REPETITIONS=1`), `BAKEOFF_BENCH_LIVE_VIEWERS=N` for N views at once of the big run before it
 //! ends, `BAKEOFF_BENCH_TOKENS=N` for N streamed tokens (chunks) per answer instead of 16,
 //! `BAKEOFF_BENCH_ANSWER_CHARS=N` and `BAKEOFF_BENCH_REASONING_CHARS=N` for answers and reasoning
@@ -35,8 +39,10 @@ use bakeoff::web::{AppState, build_app};
 mod support;
 use support::{evalset, on_each_store, record};
 
-/// Cases of the big run (`BAKEOFF_BENCH_CASES` sets another number).
-const CASES: usize = 1_000;
+/// Cases and repetitions of the big run, and of its `--quick` form (`BAKEOFF_BENCH_CASES` and
+/// `BAKEOFF_BENCH_REPETITIONS` set others).
+const BIG: (usize, u32) = (5_000, 100);
+const QUICK: (usize, u32) = (1_000, 10);
 const INSERT_BATCH: usize = 2_000;
 /// The reference run: 50 cases × 2 candidates × 1 repetition.
 const REFERENCE_CASES: usize = 50;
@@ -318,16 +324,23 @@ fn main() {
     // As `bakeoff` itself does (its peak RSS is what is measured).
     bakeoff::limit_malloc_arenas();
     let quick = std::env::args().any(|a| a == "--quick");
-    // 1,000 cases × 2 candidates × repetitions; BAKEOFF_BENCH_REPETITIONS=N sizes the big run
-    // between the two (each page's own cost grows with repetitions: a case holds 2 × N attempts).
-    let (repetitions, samples) = if quick { (10, 3) } else { (500, 20) };
+    // Cases × 2 candidates × repetitions (each page's own cost grows with repetitions: a case
+    // holds 2 × N attempts).
+    let ((cases, repetitions), samples) = if quick { (QUICK, 3) } else { (BIG, 20) };
     let repetitions = match std::env::var("BAKEOFF_BENCH_REPETITIONS") {
         Ok(n) => n.parse().expect("BAKEOFF_BENCH_REPETITIONS: a whole number"),
         Err(_) => repetitions,
     };
+    if repetitions > bakeoff::domain::run::REPETITION_LIMIT {
+        println!(
+            "note: {repetitions} repetitions are stored as cycles of {} (no run repeats more): each \
+             repetition's figures span its cycles",
+            bakeoff::domain::run::REPETITION_LIMIT
+        );
+    }
     let cases = match std::env::var("BAKEOFF_BENCH_CASES") {
         Ok(n) => n.parse().expect("BAKEOFF_BENCH_CASES: a whole number"),
-        Err(_) => CASES,
+        Err(_) => cases,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
