@@ -195,20 +195,10 @@ pub fn figures_of(
     let level_at = |c: u32| per_level.level_at(c);
     let s = summarise_candidate_knowing(candidate_id, records, case_weight, resumes, Some(&level_at));
     // The same final attempts the summary used, for the intervals.
-    let mut last: HashMap<(&str, Phase, u32), &RequestRecord> = HashMap::new();
-    for r in records
+    let measured = records
         .iter()
-        .filter(|r| r.candidate_id == candidate_id && !r.is_warmup)
-    {
-        match last.get(&(r.case_id.as_str(), r.phase, r.repetition)) {
-            Some(prev) if prev.attempt >= r.attempt => {}
-            _ => {
-                last.insert((r.case_id.as_str(), r.phase, r.repetition), r);
-            }
-        }
-    }
-    let mut finals: Vec<&RequestRecord> = last.into_values().collect();
-    finals.sort_by(|a, b| crate::domain::run::send_order(a, b));
+        .filter(|r| r.candidate_id == candidate_id && !r.is_warmup);
+    let finals = crate::domain::run::last_attempts(measured, |r| (r.case_id.as_str(), r.phase.as_str(), r.repetition));
     let ok: Vec<&RequestRecord> = finals.iter().copied().filter(|r| r.succeeded()).collect();
     let levels: Vec<LevelAggregate> = per_level
         .concurrencies()

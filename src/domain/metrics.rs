@@ -119,20 +119,9 @@ pub struct CandidateSummary {
 
 /// Only each request's last attempt counts toward rates; retries are visible separately.
 fn final_attempts<'a>(records: &[&'a RequestRecord]) -> Vec<&'a RequestRecord> {
-    use std::collections::HashMap;
-    let mut last: HashMap<(&str, u32, super::run::Phase), &RequestRecord> = HashMap::new();
-    for r in records {
-        let key = (r.case_id.as_str(), r.repetition, r.phase);
-        match last.get(&key) {
-            Some(prev) if prev.attempt >= r.attempt => {}
-            _ => {
-                last.insert(key, r);
-            }
-        }
-    }
-    let mut out: Vec<&RequestRecord> = last.into_values().collect();
-    out.sort_by(|a, b| super::run::send_order(a, b));
-    out
+    super::run::last_attempts(records.iter().copied(), |r| {
+        (r.case_id.as_str(), r.repetition, r.phase.as_str())
+    })
 }
 
 /// Summarises one candidate's records (all records passed must belong to that candidate).

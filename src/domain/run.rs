@@ -909,6 +909,27 @@ pub fn send_order(a: &RequestRecord, b: &RequestRecord) -> std::cmp::Ordering {
     key(a).cmp(&key(b))
 }
 
+/// The last attempt of each request (`request` names the request an attempt is of): its highest
+/// attempt, the first given of equal ones; in send order. Found by sorting, not gathered in a
+/// map: a million-request run's map held ~60 MB beside its records, the sort a pointer each.
+pub fn last_attempts<'a, K: Ord>(
+    attempts: impl IntoIterator<Item = &'a RequestRecord>,
+    request: impl Fn(&'a RequestRecord) -> K,
+) -> Vec<&'a RequestRecord> {
+    let mut last: Vec<&RequestRecord> = attempts.into_iter().collect();
+    // Stable: the attempts of one request stay in the order given.
+    last.sort_by_key(|r| request(r));
+    last.dedup_by(|r, kept| {
+        let same = request(r) == request(kept);
+        if same && r.attempt > kept.attempt {
+            *kept = *r;
+        }
+        same
+    });
+    last.sort_by(|a, b| send_order(a, b));
+    last
+}
+
 #[cfg(test)]
 impl RequestRecord {
     /// Unit-test fixture: a finished, ungraded quality request of run 1, candidate 1, case
@@ -1145,6 +1166,31 @@ pub struct RunEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_attempt_of_each_request_is_its_highest_the_first_given_of_equals_in_send_order() {
+        let attempt = |case: &str, attempt: u32, sent_at_us: i64, status: u16| RequestRecord {
+            attempt,
+            sent_at_us,
+            http_status: Some(status),
+            ..RequestRecord::test_quality(case)
+        };
+        let given = [
+            attempt("b", 0, 10, 500),
+            attempt("a", 1, 40, 200),
+            attempt("a", 0, 20, 500),
+            attempt("b", 2, 50, 200),
+            attempt("b", 2, 60, 201),
+            attempt("b", 1, 30, 500),
+            attempt("c", 0, 5, 200),
+        ];
+        let last = last_attempts(&given, |r| r.case_id.as_str());
+        let picked: Vec<(&str, u32, Option<u16>)> = last
+            .iter()
+            .map(|r| (r.case_id.as_str(), r.attempt, r.http_status))
+            .collect();
+        assert_eq!(picked, [("c", 0, Some(200)), ("a", 1, Some(200)), ("b", 2, Some(200))]);
+    }
 
     #[test]
     fn a_record_cut_for_summaries_keeps_what_summaries_read() {

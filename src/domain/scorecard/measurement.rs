@@ -13,7 +13,7 @@ use crate::domain::cost::CostSummary;
 use crate::domain::grading::case_passed;
 use crate::domain::operability::{ChecklistAnswers, ProbeReport, operability_metric};
 use crate::domain::paired::CaseResults;
-use crate::domain::run::{ErrorClass, Phase, RecordGroup, RequestRecord, TokenSource};
+use crate::domain::run::{ErrorClass, Phase, RecordGroup, RequestRecord, TokenSource, last_attempts};
 use crate::domain::stability::StabilityOptions;
 use crate::domain::stability::soak::soak_analysis;
 use crate::domain::thresholds::key::MetricKey;
@@ -243,18 +243,9 @@ impl<'a> CandidateRecords<'a> {
             .iter()
             .filter(|r| r.candidate_id == candidate_id && !r.is_warmup)
             .collect();
-        let mut last: HashMap<(&str, u32, Phase, u32), &RequestRecord> = HashMap::new();
-        for r in &attempts {
-            let key = (r.case_id.as_str(), r.repetition, r.phase, r.concurrency);
-            match last.get(&key) {
-                Some(prev) if prev.attempt >= r.attempt => {}
-                _ => {
-                    last.insert(key, r);
-                }
-            }
-        }
-        let mut finals: Vec<&RequestRecord> = last.into_values().collect();
-        finals.sort_by(|a, b| crate::domain::run::send_order(a, b));
+        let finals = last_attempts(attempts.iter().copied(), |r| {
+            (r.case_id.as_str(), r.repetition, r.phase.as_str(), r.concurrency)
+        });
         CandidateRecords {
             candidate_id,
             attempts,

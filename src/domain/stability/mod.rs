@@ -12,8 +12,6 @@ pub mod repetitions;
 pub mod soak;
 pub mod trend;
 
-use std::collections::HashMap;
-
 use serde::Serialize;
 
 use super::run::{Phase, RequestRecord};
@@ -69,22 +67,12 @@ pub struct StabilityReport {
 /// The final attempt of every measured request of `candidate_id` (warm-ups and probes left out),
 /// in send order.
 pub fn final_attempts(records: &[RequestRecord], candidate_id: i64) -> Vec<&RequestRecord> {
-    let mut last: HashMap<(&str, Phase, u32, u32), &RequestRecord> = HashMap::new();
-    for r in records
+    let measured = records
         .iter()
-        .filter(|r| r.candidate_id == candidate_id && !r.is_warmup && !matches!(r.phase, Phase::Warmup | Phase::Probe))
-    {
-        let key = (r.case_id.as_str(), r.phase, r.repetition, r.concurrency);
-        match last.get(&key) {
-            Some(prev) if prev.attempt >= r.attempt => {}
-            _ => {
-                last.insert(key, r);
-            }
-        }
-    }
-    let mut finals: Vec<&RequestRecord> = last.into_values().collect();
-    finals.sort_by(|a, b| crate::domain::run::send_order(a, b));
-    finals
+        .filter(|r| r.candidate_id == candidate_id && !r.is_warmup && !matches!(r.phase, Phase::Warmup | Phase::Probe));
+    crate::domain::run::last_attempts(measured, |r| {
+        (r.case_id.as_str(), r.phase.as_str(), r.repetition, r.concurrency)
+    })
 }
 
 /// The stability report of one candidate from a run's records (any candidate's records may be
