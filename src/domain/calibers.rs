@@ -851,13 +851,12 @@ impl Pass {
         })
     }
 
-    /// Keeps the window's sums and what the level's spans read; lets the timelines and edges go.
+    /// Keeps the window's sums and what the level's other figures read of the pass (its spans,
+    /// its whole-run rate); lets the timelines, the edges and what found the window go.
     fn seal(&mut self, load: Load) {
         let sealed = Some(self.window_sums(load));
         *self = Pass {
             earliest_send: self.earliest_send,
-            latest_send: self.latest_send,
-            earliest_first_token: self.earliest_first_token,
             latest_end: self.latest_end,
             latest_token: self.latest_token,
             output_tokens: self.output_tokens,
@@ -1330,16 +1329,9 @@ impl<K: Copy + Eq + Hash> ReadWhole<K> {
 
 /// A record came for a repetition after every record counted for it had been read: the store's
 /// records changed during the read. Figures taken so would miss it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a record was read after every record counted for its repetition had been")]
 pub struct ReadAfterSealing;
-
-impl std::fmt::Display for ReadAfterSealing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a record was read after every record counted for its repetition had been")
-    }
-}
-
-impl std::error::Error for ReadAfterSealing {}
 
 /// The instants (wall clock, µs) a run was resumed at, from its event log: the executor writes
 /// an event starting with `resumed:` each time it picks an interrupted run up again.

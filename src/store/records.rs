@@ -241,7 +241,7 @@ macro_rules! record_queries {
                 .bind(candidate_id)
                 .fetch_all(self.pool())
                 .await?;
-                rows.into_iter().map(rows::RecordGroupRow::into_group).collect()
+                rows.into_iter().map(|g| g.into_group(run_id, candidate_id)).collect()
             })
         }
 

@@ -626,8 +626,8 @@ pub(crate) struct RecordGroupRow {
 }
 
 impl RecordGroupRow {
-    pub(crate) fn into_group(self) -> Result<RecordGroup, StoreError> {
-        let place = |column: &str| format!("request_records.{column} of a group of records");
+    pub(crate) fn into_group(self, run_id: i64, candidate_id: i64) -> Result<RecordGroup, StoreError> {
+        let place = |column: &str| format!("request_records.{column} of run {run_id}, candidate {candidate_id}");
         Ok(RecordGroup {
             phase: parse_enum(place("phase"), &self.phase, Phase::parse)?,
             is_warmup: self.is_warmup,

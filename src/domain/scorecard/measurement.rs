@@ -148,16 +148,9 @@ impl LevelsFold {
 /// The attempts a [`LevelsFold`] was fed were not a candidate's final attempts: a success was
 /// followed by another attempt of its request, or a retry was read before the failure it
 /// followed. No run executes either; the figures must then be computed from the records whole.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the attempts fed to the level figures as they were read were not the final attempts")]
 pub struct NotFinalAttempts;
-
-impl std::fmt::Display for NotFinalAttempts {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the attempts fed to the level figures as they were read were not the final attempts")
-    }
-}
-
-impl std::error::Error for NotFinalAttempts {}
 
 /// What the sample size of a measurement counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
