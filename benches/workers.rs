@@ -196,7 +196,7 @@ async fn measure(url: &str, mock_url: &str, names: &[&str], seconds: u32) -> Mea
         for (_, r) in store.list_request_records_page(run, 0, i64::MAX).await.unwrap() {
             records += 1;
             first = first.min(r.sent_at_us);
-            last = last.max(r.sent_at_us + r.end_us.unwrap_or(0));
+            last = last.max(r.sent_at_us + r.end_us.get().unwrap_or(0));
         }
     }
     let window_s = ((last - first) as f64 / 1e6).max(1e-9);

@@ -184,14 +184,14 @@ pub fn record(run_id: i64, candidate_id: i64, case: usize, repetition: u32, sent
         is_warmup: false,
         sent_at_us,
         client_queue_us: 15,
-        connect_us: Some(300),
+        connect_us: Some(300).into(),
         connection_reused: Some(true),
-        headers_us: Some(ttft - 10_000),
-        first_chunk_us: Some(ttft),
-        first_reasoning_us: None,
-        first_content_us: (!failed).then_some(ttft),
-        last_token_us: (!failed).then_some(last_token),
-        end_us: Some(last_token + 10_000),
+        headers_us: Some(ttft - 10_000).into(),
+        first_chunk_us: Some(ttft).into(),
+        first_reasoning_us: None.into(),
+        first_content_us: (!failed).then_some(ttft).into(),
+        last_token_us: (!failed).then_some(last_token).into(),
+        end_us: Some(last_token + 10_000).into(),
         chunks: if failed {
             Default::default()
         } else {

@@ -436,7 +436,7 @@ mod tests {
                 candidate_id: candidate,
                 repetition: i,
                 sent_at_us: 1_000_000 + i64::from((n - 1 - i) / 3) * 1_000,
-                end_us: Some(500),
+                end_us: Some(500).into(),
                 output: format!("answer \"{i}\"\nline two \u{0}"),
                 ..RequestRecord::test_quality(if i.is_multiple_of(2) { "a" } else { "b" })
             })

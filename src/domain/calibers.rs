@@ -167,12 +167,12 @@ impl RequestFigures {
             return None;
         }
         let ttft = r.ttft_us()?;
-        let e2e = r.end_us?;
+        let e2e = r.end_us.get()?;
         let n = r.output_tokens.unwrap_or(0);
         let ms = |us: i64| us as f64 / 1000.0;
         let per_s = |count: f64, us: i64| (us > 0).then(|| count / (us as f64 / 1e6));
         let decode_n = decode_tokens(r);
-        let decode = match (r.last_token_us, decode_n) {
+        let decode = match (r.last_token_us.get(), decode_n) {
             (Some(last), Some(d)) if last > ttft => per_s(d, last - ttft),
             _ => None,
         };
@@ -183,7 +183,7 @@ impl RequestFigures {
         let chars = generated_chars(r);
         Some(RequestFigures {
             ttft_ms: ms(ttft),
-            ttfa_ms: r.first_content_us.map(ms),
+            ttfa_ms: r.first_content_us.get().map(ms),
             e2e_ms: ms(e2e),
             tpot_ms: tpot,
             decode_tok_s: decode,
@@ -687,8 +687,8 @@ impl LevelAccumulator {
         let send = r.sent_at_us;
         let at_once = arrived_at_once(r);
         let first = send + r.ttft_us().unwrap_or(0);
-        let end = send + r.end_us.unwrap_or(0);
-        let last_token = send + r.last_token_us.or(r.end_us).unwrap_or(0);
+        let end = send + r.end_us.get().unwrap_or(0);
+        let last_token = send + r.last_token_us.get().or(r.end_us.get()).unwrap_or(0);
         // A response delivered in one piece keeps its worker busy from the send on.
         pass.edges.add(send, if at_once { send } else { first }, end);
         pass.earliest_send = Some(pass.earliest_send.map_or(send, |s| s.min(send)));
@@ -1019,7 +1019,7 @@ impl LagSpikes {
     /// Whether this measured request (warm-ups and rollout requests never are) overlapped a
     /// spike: its timings are marked on the drill-down and in exports.
     pub fn marks(&self, r: &RequestRecord) -> bool {
-        !r.is_warmup && self.overlaps(r.sent_at_us, r.sent_at_us + r.end_us.unwrap_or(0).max(0))
+        !r.is_warmup && self.overlaps(r.sent_at_us, r.sent_at_us + r.end_us.get().unwrap_or(0).max(0))
     }
 
     /// "3 of 1,200 requests overlapped a lag spike > 5 ms; their timings are marked".
@@ -1440,14 +1440,14 @@ mod tests {
             is_warmup: false,
             sent_at_us: send_ms * 1000,
             client_queue_us: 500,
-            connect_us: None,
+            connect_us: None.into(),
             connection_reused: Some(true),
-            headers_us: first,
-            first_chunk_us: first,
-            first_reasoning_us: None,
-            first_content_us: first,
-            last_token_us: last,
-            end_us: last.map(|l| l + 1000),
+            headers_us: first.into(),
+            first_chunk_us: first.into(),
+            first_reasoning_us: None.into(),
+            first_content_us: first.into(),
+            last_token_us: last.into(),
+            end_us: last.map(|l| l + 1000).into(),
             chunks: chunks.into(),
             http_status: Some(200),
             finish_reason: Some("stop".into()),

@@ -292,7 +292,7 @@ pub fn figures_of(
 fn latency_samples(ok: &[&RequestRecord]) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let ms = |us: i64| us as f64 / 1000.0;
     let ttft = ok.iter().filter_map(|r| r.ttft_us()).map(ms).collect();
-    let e2e = ok.iter().filter_map(|r| r.end_us).map(ms).collect();
+    let e2e = ok.iter().filter_map(|r| r.end_us.get()).map(ms).collect();
     let decode = ok.iter().filter_map(|r| RequestFigures::of(r)?.decode_tok_s).collect();
     (ttft, e2e, decode)
 }
@@ -600,14 +600,14 @@ mod tests {
             is_warmup: false,
             sent_at_us: 1_000_000 * i64::from(rep),
             client_queue_us: 0,
-            connect_us: None,
+            connect_us: None.into(),
             connection_reused: None,
-            headers_us: None,
-            first_chunk_us: Some(ttft_ms * 1000),
-            first_reasoning_us: None,
-            first_content_us: Some(ttft_ms * 1000),
-            last_token_us: Some(ttft_ms * 1000 + 100_000),
-            end_us: Some(ttft_ms * 1000 + 100_000),
+            headers_us: None.into(),
+            first_chunk_us: Some(ttft_ms * 1000).into(),
+            first_reasoning_us: None.into(),
+            first_content_us: Some(ttft_ms * 1000).into(),
+            last_token_us: Some(ttft_ms * 1000 + 100_000).into(),
+            end_us: Some(ttft_ms * 1000 + 100_000).into(),
             chunks: Default::default(),
             http_status: Some(200),
             finish_reason: Some("stop".into()),

@@ -262,10 +262,10 @@ mod tests {
             .map(|i| RequestRecord {
                 concurrency: 40,
                 sent_at_us: 1_000_000,
-                first_chunk_us: Some(1_000 + i64::from(i) * 7_919),
-                first_content_us: Some(1_000 + i64::from(i) * 7_919),
-                last_token_us: Some(90_001 + i64::from(i * i) * 104_729),
-                end_us: Some(100_003 + i64::from(i * i) * 104_729),
+                first_chunk_us: Some(1_000 + i64::from(i) * 7_919).into(),
+                first_content_us: Some(1_000 + i64::from(i) * 7_919).into(),
+                last_token_us: Some(90_001 + i64::from(i * i) * 104_729).into(),
+                end_us: Some(100_003 + i64::from(i * i) * 104_729).into(),
                 output_tokens: Some(5 + i),
                 chunks: vec![
                     (1_000 + i64::from(i) * 7_919, 1),
@@ -302,14 +302,14 @@ mod tests {
             is_warmup: false,
             sent_at_us: sent_ms * 1000,
             client_queue_us: 0,
-            connect_us: None,
+            connect_us: None.into(),
             connection_reused: None,
-            headers_us: Some(ttft_ms * 1000),
-            first_chunk_us: Some(ttft_ms * 1000),
-            first_reasoning_us: None,
-            first_content_us: Some(ttft_ms * 1000),
-            last_token_us: Some(end_ms * 1000),
-            end_us: Some(end_ms * 1000),
+            headers_us: Some(ttft_ms * 1000).into(),
+            first_chunk_us: Some(ttft_ms * 1000).into(),
+            first_reasoning_us: None.into(),
+            first_content_us: Some(ttft_ms * 1000).into(),
+            last_token_us: Some(end_ms * 1000).into(),
+            end_us: Some(end_ms * 1000).into(),
             chunks: Default::default(),
             http_status: Some(200),
             finish_reason: Some("stop".into()),
@@ -411,10 +411,10 @@ mod tests {
             );
             r.repetition = (i / 10) as u32;
             // Times off the millisecond, so sums in another order may differ in their last bit.
-            let first = r.first_chunk_us.unwrap() + i * 37;
-            r.first_chunk_us = Some(first);
+            let first = r.first_chunk_us.get().unwrap() + i * 37;
+            r.first_chunk_us = Some(first).into();
             r.chunks = (0..20).map(|k| (first + k * (900 + i * 13), 1)).collect();
-            r.last_token_us = r.chunks.iter().last().map(|(at, _)| at);
+            r.last_token_us = r.chunks.iter().last().map(|(at, _)| at).into();
             if i % 7 == 0 {
                 let mut retry = r.clone();
                 r.error_class = Some(ErrorClass::HttpServerError);

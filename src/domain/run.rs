@@ -834,14 +834,14 @@ pub struct RequestRecord {
     pub sent_at_us: i64,
     /// Time spent waiting in bakeoff's own concurrency queue before send.
     pub client_queue_us: i64,
-    pub connect_us: Option<i64>,
+    pub connect_us: EventOffset,
     pub connection_reused: Option<bool>,
-    pub headers_us: Option<i64>,
-    pub first_chunk_us: Option<i64>,
-    pub first_reasoning_us: Option<i64>,
-    pub first_content_us: Option<i64>,
-    pub last_token_us: Option<i64>,
-    pub end_us: Option<i64>,
+    pub headers_us: EventOffset,
+    pub first_chunk_us: EventOffset,
+    pub first_reasoning_us: EventOffset,
+    pub first_content_us: EventOffset,
+    pub last_token_us: EventOffset,
+    pub end_us: EventOffset,
     /// (offset µs, tokens in that chunk where known, else 1) for every token-bearing chunk.
     pub chunks: Chunks,
     pub http_status: Option<u16>,
@@ -870,6 +870,52 @@ pub struct RequestRecord {
     /// were cut and this keeps what the summaries read of them whole. Never stored or exported.
     #[serde(skip)]
     pub cut: Option<CutTexts>,
+}
+
+/// When an event of a request happened, microseconds after its send, if it did: an
+/// `Option<i64>` in 8 bytes instead of 16 (`i64::MIN`, never an offset, stands for none).
+/// A million-request run's end step holds each candidate's records at once, seven of these
+/// apiece; stored, exported and sent as an `Option<i64>`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EventOffset(i64);
+
+impl EventOffset {
+    const NONE: i64 = i64::MIN;
+
+    pub const fn get(self) -> Option<i64> {
+        if self.0 == Self::NONE { None } else { Some(self.0) }
+    }
+}
+
+impl From<Option<i64>> for EventOffset {
+    /// An offset of `i64::MIN` µs (292,000 years before its send) reads as no event.
+    fn from(at: Option<i64>) -> Self {
+        EventOffset(at.unwrap_or(Self::NONE))
+    }
+}
+
+impl From<EventOffset> for Option<i64> {
+    fn from(at: EventOffset) -> Self {
+        at.get()
+    }
+}
+
+impl std::fmt::Debug for EventOffset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.get().fmt(f)
+    }
+}
+
+impl Serialize for EventOffset {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.get().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for EventOffset {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Option::<i64>::deserialize(d).map(EventOffset::from)
+    }
 }
 
 /// What the summaries read of a record's texts once they are cut: whether two answers are the
@@ -947,14 +993,14 @@ impl RequestRecord {
             is_warmup: false,
             sent_at_us: 0,
             client_queue_us: 0,
-            connect_us: None,
+            connect_us: None.into(),
             connection_reused: None,
-            headers_us: None,
-            first_chunk_us: None,
-            first_reasoning_us: None,
-            first_content_us: None,
-            last_token_us: None,
-            end_us: None,
+            headers_us: None.into(),
+            first_chunk_us: None.into(),
+            first_reasoning_us: None.into(),
+            first_content_us: None.into(),
+            last_token_us: None.into(),
+            end_us: None.into(),
             chunks: Default::default(),
             http_status: Some(200),
             finish_reason: Some("stop".into()),
@@ -1066,9 +1112,19 @@ impl RequestRecord {
         }
     }
 
+    /// The last the request was heard of, µs after its send: its end, else its last token, else
+    /// its headers (0 when none came): how long it held its slot.
+    pub fn last_heard_us(&self) -> i64 {
+        self.end_us
+            .get()
+            .or(self.last_token_us.get())
+            .or(self.headers_us.get())
+            .unwrap_or(0)
+    }
+
     /// Time to first token (reasoning or content).
     pub fn ttft_us(&self) -> Option<i64> {
-        match (self.first_reasoning_us, self.first_content_us) {
+        match (self.first_reasoning_us.get(), self.first_content_us.get()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -1166,6 +1222,7 @@ pub struct RunEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn the_last_attempt_of_each_request_is_its_highest_the_first_given_of_equals_in_send_order() {
@@ -1190,6 +1247,26 @@ mod tests {
             .map(|r| (r.case_id.as_str(), r.attempt, r.http_status))
             .collect();
         assert_eq!(picked, [("c", 0, Some(200)), ("a", 1, Some(200)), ("b", 2, Some(200))]);
+    }
+
+    #[test]
+    fn event_offsets_are_stored_and_exported_as_optional_integers_in_eight_bytes() {
+        assert_eq!(std::mem::size_of::<EventOffset>(), 8);
+        let record = RequestRecord {
+            headers_us: Some(0).into(),
+            first_chunk_us: Some(-3).into(),
+            end_us: Some(i64::MAX).into(),
+            ..RequestRecord::test_quality("a")
+        };
+        let json = serde_json::to_value(&record).unwrap();
+        let fields = ["connect_us", "headers_us", "first_chunk_us", "end_us"].map(|k| json[k].clone());
+        assert_eq!(fields, [Value::Null, 0.into(), (-3).into(), i64::MAX.into()]);
+        // A field missing from an older export reads as no event, as an `Option` did.
+        let mut older = json.as_object().unwrap().clone();
+        older.remove("end_us");
+        let read: RequestRecord = serde_json::from_value(Value::Object(older)).unwrap();
+        assert_eq!((read.end_us.get(), read.first_chunk_us.get()), (None, Some(-3)));
+        assert_eq!(format!("{:?}", read.headers_us), "Some(0)");
     }
 
     #[test]
@@ -1427,10 +1504,10 @@ mod tests {
     #[test]
     fn a_server_count_replaces_estimates_but_never_usage() {
         let mut r = RequestRecord {
-            first_chunk_us: Some(1),
-            first_content_us: Some(1),
-            last_token_us: Some(3),
-            end_us: Some(4),
+            first_chunk_us: Some(1).into(),
+            first_content_us: Some(1).into(),
+            last_token_us: Some(3).into(),
+            end_us: Some(4).into(),
             chunks: vec![(1, 1), (2, 3), (3, 2)].into(),
             output_tokens: Some(6),
             output_tokens_source: Some(TokenSource::Tokenizer),

@@ -66,7 +66,7 @@ pub fn over_time<'a>(records: impl IntoIterator<Item = &'a RequestRecord>, candi
 
 /// A record's end on the wall clock (its send when it has none).
 fn end_of(r: &RequestRecord) -> i64 {
-    r.sent_at_us + r.end_us.unwrap_or(0)
+    r.sent_at_us + r.end_us.get().unwrap_or(0)
 }
 
 /// (first send, last end) of `records`, wall clock µs; None for none. Records of the same run
@@ -203,10 +203,10 @@ mod tests {
         RequestRecord {
             candidate_id,
             sent_at_us: (sent_s * 1e6) as i64,
-            first_chunk_us: Some(ttft_ms * 1000),
-            first_content_us: Some(ttft_ms * 1000),
-            last_token_us: Some(last),
-            end_us: Some(last),
+            first_chunk_us: Some(ttft_ms * 1000).into(),
+            first_content_us: Some(ttft_ms * 1000).into(),
+            last_token_us: Some(last).into(),
+            end_us: Some(last).into(),
             chunks: chunks.into(),
             output_tokens: Some(chunks.iter().map(|c| c.1).sum()),
             ..RequestRecord::test_quality("c")
@@ -229,7 +229,7 @@ mod tests {
         let b = streamed(1, 10.0, 300, &[(300_000, 4)]);
         let mut failed = streamed(1, 20.0, 100, &[]);
         failed.error_class = Some(ErrorClass::HttpServerError);
-        failed.end_us = Some(1_000_000);
+        failed.end_us = Some(1_000_000).into();
         let mut warmup = streamed(1, 0.0, 100, &[(100_000, 1000)]);
         warmup.is_warmup = true;
         let other = streamed(2, 59.0, 200, &[(1_000_000, 6)]);
@@ -260,7 +260,7 @@ mod tests {
     #[test]
     fn a_non_streamed_answer_arrives_whole_at_its_end_and_nothing_measured_is_none() {
         let mut whole = streamed(1, 0.0, 800, &[]);
-        whole.end_us = Some(800_000);
+        whole.end_us = Some(800_000).into();
         whole.output_tokens = Some(40);
         let t = over_time([&whole], &[1]).unwrap();
         let total: f64 = t.candidates[0]

@@ -496,7 +496,7 @@ pub async fn run_level(
     for r in outcome.records.iter().filter(|r| !r.is_warmup && r.succeeded()) {
         level.requests += 1;
         first_send = first_send.min(r.sent_at_us);
-        last_end = last_end.max(r.sent_at_us + r.end_us.unwrap_or(0));
+        last_end = last_end.max(r.sent_at_us + r.end_us.get().unwrap_or(0));
         tokens += u64::from(r.output_tokens.unwrap_or(0));
         let Some(&index) = case_index.get(&r.case_id) else {
             continue;
@@ -504,7 +504,7 @@ pub async fn run_level(
         let id = request_id(r.run_id, r.candidate_id, r.phase, index, r.repetition, r.attempt);
         let Some(t) = truth.get(id.as_str()) else { continue };
         let (Some(server_first), Some(server_last), Some(client_ttft), Some(client_end)) =
-            (t.first_token_ms, t.last_token_ms, r.ttft_us(), r.end_us)
+            (t.first_token_ms, t.last_token_ms, r.ttft_us(), r.end_us.get())
         else {
             continue;
         };

@@ -172,17 +172,17 @@ async fn a_streamed_run_records_every_case_once_graded_and_timed_like_the_server
         assert_eq!(r.input_tokens, t["prompt_tokens"].as_u64().map(|n| n as u32));
 
         // The order of events on the client clock.
-        let headers = r.headers_us.unwrap();
-        let first_chunk = r.first_chunk_us.unwrap();
+        let headers = r.headers_us.get().unwrap();
+        let first_chunk = r.first_chunk_us.get().unwrap();
         let ttft = r.ttft_us().unwrap();
-        let last = r.last_token_us.unwrap();
-        let end = r.end_us.unwrap();
+        let last = r.last_token_us.get().unwrap();
+        let end = r.end_us.get().unwrap();
         assert!(
             headers <= first_chunk && first_chunk <= ttft && ttft <= last && last <= end,
             "{r:?}"
         );
-        assert_eq!(r.first_content_us, Some(ttft));
-        assert!(r.first_reasoning_us.is_none());
+        assert_eq!(r.first_content_us.get(), Some(ttft));
+        assert!(r.first_reasoning_us.get().is_none());
 
         // Client TTFT vs the server's first-token send time: the client cannot see a token
         // before it is sent, and should not see it much later on loopback.
@@ -210,12 +210,12 @@ async fn a_streamed_run_records_every_case_once_graded_and_timed_like_the_server
     assert!(
         records
             .iter()
-            .any(|r| r.connection_reused == Some(false) && r.connect_us.is_some())
+            .any(|r| r.connection_reused == Some(false) && r.connect_us.get().is_some())
     );
     assert!(
         records
             .iter()
-            .any(|r| r.connection_reused == Some(true) && r.connect_us.is_none())
+            .any(|r| r.connection_reused == Some(true) && r.connect_us.get().is_none())
     );
 
     let owned: Vec<RequestRecord> = records.clone();
@@ -269,7 +269,7 @@ async fn concurrency_is_reached_but_never_exceeded() {
     assert_eq!(records.len(), 12);
     let client: Vec<(f64, f64)> = records
         .iter()
-        .map(|r| (r.sent_at_us as f64, (r.sent_at_us + r.end_us.unwrap()) as f64))
+        .map(|r| (r.sent_at_us as f64, (r.sent_at_us + r.end_us.get().unwrap()) as f64))
         .collect();
     assert!(max_overlap(&client) <= 3);
     assert!(records.iter().all(|r| r.concurrency == 3 && r.client_queue_us >= 0));

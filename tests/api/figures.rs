@@ -150,7 +150,7 @@ async fn decode_and_itl_leave_the_first_chunks_tokens_out() {
         );
         // The server's own decode rate: the 56 tokens after its first chunk.
         server.push(56.0 / ((last - first) / 1000.0));
-        let span = (r.last_token_us.unwrap() - r.ttft_us().unwrap()) as f64 / 1e6;
+        let span = (r.last_token_us.get().unwrap() - r.ttft_us().unwrap()) as f64 / 1e6;
         old_formula.push(63.0 / span);
     }
     server.sort_by(f64::total_cmp);

@@ -313,7 +313,7 @@ async fn a_429_is_retried_no_sooner_than_its_retry_after_and_counted_once() {
         .expect("it was retried");
     assert!(retry.succeeded());
     // Retry-After counts from the refusal's arrival: the retry's send is at least 1 s later.
-    let refusal_arrived = refused.sent_at_us + refused.end_us.unwrap_or(0);
+    let refusal_arrived = refused.sent_at_us + refused.end_us.get().unwrap_or(0);
     let waited_us = retry.sent_at_us - refusal_arrived;
     assert!(waited_us >= 1_000_000, "retried after {waited_us} µs");
     // The retry's wait is not client queue time, and the request counts once in the figures.

@@ -189,10 +189,10 @@ async fn a_run_against_llama_cpp_records_every_case_with_honest_token_sources() 
             );
             assert!(r.canonical_tokens.is_some(), "stream={stream}: canonical o200k count");
             assert!(
-                r.ttft_us().is_some() && r.end_us.is_some(),
+                r.ttft_us().is_some() && r.end_us.get().is_some(),
                 "stream={stream}: timings recorded"
             );
-            assert!(r.ttft_us() <= r.end_us);
+            assert!(r.ttft_us() <= r.end_us.get());
             assert!(r.output_chars > 0);
             assert_eq!(r.grades.len(), 1, "graded");
         }

@@ -157,7 +157,7 @@ async fn span_us(store: &DynStore, id: i64) -> (i64, i64) {
     let first = records.iter().map(|r| r.sent_at_us).min().unwrap();
     let last = records
         .iter()
-        .map(|r| r.sent_at_us + r.end_us.unwrap_or(0))
+        .map(|r| r.sent_at_us + r.end_us.get().unwrap_or(0))
         .max()
         .unwrap();
     (first, last)

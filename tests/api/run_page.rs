@@ -412,13 +412,13 @@ async fn what_a_run_stores_when_it_ends_is_what_its_pages_compute_from_its_recor
                         // Three sends a microsecond, keyed apart from the order they are stored in.
                         r.sent_at_us = 1_000_000_000 + (i / 3) * 180_000 + c as i64 * 7;
                         let first_chunk = 40_000 + i * 37;
-                        r.first_chunk_us = Some(first_chunk);
-                        r.first_content_us = Some(first_chunk);
+                        r.first_chunk_us = Some(first_chunk).into();
+                        r.first_content_us = Some(first_chunk).into();
                         r.chunks = (0..20)
                             .map(|n| (first_chunk + n * (9_000 + (i * 131 + n * 17) % 2_000), 1))
                             .collect();
-                        r.last_token_us = r.chunks.iter().last().map(|(at, _)| at);
-                        r.end_us = r.last_token_us.map(|at| at + 1_000 + k as i64);
+                        r.last_token_us = r.chunks.iter().last().map(|(at, _)| at).into();
+                        r.end_us = r.last_token_us.get().map(|at| at + 1_000 + k as i64).into();
                         if case == "c2" && repetition == 1 {
                             // Failed, then retried: the retry is final.
                             let mut retry = r.clone();

@@ -79,14 +79,14 @@ fn record(run_id: i64, candidate_id: i64, case_id: &str, attempt: u32, sent_at_u
         is_warmup: false,
         sent_at_us,
         client_queue_us: 12,
-        connect_us: Some(150),
+        connect_us: Some(150).into(),
         connection_reused: Some(false),
-        headers_us: Some(2_000),
-        first_chunk_us: Some(2_100),
-        first_reasoning_us: None,
-        first_content_us: Some(2_200),
-        last_token_us: Some(9_000),
-        end_us: Some(9_100),
+        headers_us: Some(2_000).into(),
+        first_chunk_us: Some(2_100).into(),
+        first_reasoning_us: None.into(),
+        first_content_us: Some(2_200).into(),
+        last_token_us: Some(9_000).into(),
+        end_us: Some(9_100).into(),
         chunks: vec![(2_200, 1), (5_000, 2), (9_000, 1)].into(),
         http_status: Some(200),
         finish_reason: Some("stop".into()),
@@ -117,9 +117,9 @@ fn record(run_id: i64, candidate_id: i64, case_id: &str, attempt: u32, sent_at_u
 
 fn failed_record(run_id: i64, candidate_id: i64, case_id: &str, sent_at_us: i64) -> RequestRecord {
     RequestRecord {
-        first_chunk_us: None,
-        first_content_us: None,
-        last_token_us: None,
+        first_chunk_us: None.into(),
+        first_content_us: None.into(),
+        last_token_us: None.into(),
         chunks: Default::default(),
         http_status: Some(503),
         finish_reason: None,
@@ -624,7 +624,7 @@ async fn a_repeated_batch_is_stored_exactly_once_with_its_grades(TestStore { bac
         required: true,
     });
     let mut reasoning = record(run_id, c[1], "a", 0, 1_500);
-    reasoning.first_reasoning_us = Some(1_900);
+    reasoning.first_reasoning_us = Some(1_900).into();
     reasoning.reasoning = Some("思考…".into());
     reasoning.reasoning_tokens = Some(3);
     reasoning.connection_reused = None;

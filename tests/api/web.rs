@@ -540,12 +540,9 @@ async fn run_page_escapes_model_output_and_shows_figures_with_calibers() {
     let mut failed = record(run, beta, "c2", "", false);
     failed.error_class = Some(ErrorClass::HttpServerError);
     failed.error_detail = Some("HTTP 500: <b>oops</b>".into());
-    (
-        failed.output_tokens,
-        failed.output_tokens_source,
-        failed.first_content_us,
-    ) = (None, None, None);
-    (failed.last_token_us, failed.grades) = (None, vec![]);
+    (failed.output_tokens, failed.output_tokens_source) = (None, None);
+    (failed.first_content_us, failed.last_token_us) = (None.into(), None.into());
+    failed.grades = vec![];
     app.store
         .append_request_records(&[
             record(run, alpha, "c1", "positive", true),

@@ -395,7 +395,7 @@ async fn the_per_candidate_cap_holds_across_workers() {
         let start = records.iter().map(|r| r.sent_at_us).min().unwrap();
         let end = records
             .iter()
-            .map(|r| r.sent_at_us + r.end_us.unwrap_or(0))
+            .map(|r| r.sent_at_us + r.end_us.get().unwrap_or(0))
             .max()
             .unwrap();
         (start, end)

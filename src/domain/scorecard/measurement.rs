@@ -343,16 +343,13 @@ pub fn aggregate_tok_s(data: &CandidateRecords<'_>, c: u32) -> Option<f64> {
 
 fn window_s(finals: &[&RequestRecord]) -> Option<f64> {
     let start = finals.iter().map(|r| r.sent_at_us).min()?;
-    let end = finals
-        .iter()
-        .map(|r| r.sent_at_us + r.end_us.or(r.last_token_us).or(r.headers_us).unwrap_or(0))
-        .max()?;
+    let end = finals.iter().map(|r| r.sent_at_us + r.last_heard_us()).max()?;
     (end > start).then(|| (end - start) as f64 / 1e6)
 }
 
 /// Time a request occupied a slot, in seconds (for the throughput bootstrap).
 fn busy_s(r: &RequestRecord) -> f64 {
-    r.end_us.or(r.last_token_us).or(r.headers_us).unwrap_or(0) as f64 / 1e6
+    r.last_heard_us() as f64 / 1e6
 }
 
 /// A windowed rate (tokens or completions per second) with a bootstrap interval.
@@ -398,12 +395,12 @@ fn per_request(base: &str, r: &RequestRecord) -> Option<f64> {
     let tokens = r.output_tokens.map(f64::from);
     match base {
         b if b.starts_with("ttft_") => r.ttft_us().map(ms),
-        b if b.starts_with("ttfa_") => r.first_content_us.map(ms),
-        b if b.starts_with("e2e_p") => r.end_us.map(ms),
+        b if b.starts_with("ttfa_") => r.first_content_us.get().map(ms),
+        b if b.starts_with("e2e_p") => r.end_us.get().map(ms),
         b if b.starts_with("tpot_") => RequestFigures::of(r)?.tpot_ms,
         "decode_tok_s_p50" => RequestFigures::of(r)?.decode_tok_s,
         "e2e_tok_s_p50" => {
-            let (t, end) = (tokens?, r.end_us?);
+            let (t, end) = (tokens?, r.end_us.get()?);
             (end > 0).then(|| t / (end as f64 / 1e6))
         }
         _ => None,
@@ -565,7 +562,7 @@ pub fn measure(
             let values: Vec<f64> = finals
                 .iter()
                 .filter(|r| r.succeeded())
-                .filter_map(|r| r.end_us.map(ms))
+                .filter_map(|r| r.end_us.get().map(ms))
                 .collect();
             sample_statistic(values, c, SampleUnit::Requests, |v| {
                 let n = v.len();

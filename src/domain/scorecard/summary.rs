@@ -291,11 +291,15 @@ fn level_summary(data: &CandidateRecords<'_>, c: u32) -> LevelSummary {
     let mut e2e_tok_s: Vec<f64> = ok
         .iter()
         .filter_map(|r| {
-            let (t, end) = (f64::from(r.output_tokens?), r.end_us?);
+            let (t, end) = (f64::from(r.output_tokens?), r.end_us.get()?);
             (end > 0).then(|| t / (end as f64 / 1e6))
         })
         .collect();
-    let e2e_s: Vec<f64> = ok.iter().filter_map(|r| r.end_us).map(|us| us as f64 / 1e6).collect();
+    let e2e_s: Vec<f64> = ok
+        .iter()
+        .filter_map(|r| r.end_us.get())
+        .map(|us| us as f64 / 1e6)
+        .collect();
     let mut ttft: Vec<f64> = ok
         .iter()
         .filter_map(|r| r.ttft_us())

@@ -44,7 +44,7 @@ pub(super) fn p95_ms(records: &[&RequestRecord]) -> Option<f64> {
     let mut v: Vec<f64> = records
         .iter()
         .filter(|r| r.succeeded())
-        .filter_map(|r| r.end_us)
+        .filter_map(|r| r.end_us.get())
         .map(|us| us as f64 / 1000.0)
         .collect();
     if v.is_empty() {
@@ -55,7 +55,7 @@ pub(super) fn p95_ms(records: &[&RequestRecord]) -> Option<f64> {
 }
 
 pub(super) fn completion_us(r: &RequestRecord) -> i64 {
-    r.sent_at_us + r.end_us.or(r.last_token_us).or(r.headers_us).unwrap_or(0)
+    r.sent_at_us + r.last_heard_us()
 }
 
 fn tok_s(records: &[&RequestRecord]) -> Option<f64> {

@@ -428,7 +428,7 @@ mod tests {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         let request = |sent_at_us: i64, end_us: i64| RequestRecord {
             sent_at_us,
-            end_us: Some(end_us),
+            end_us: Some(end_us).into(),
             ..RequestRecord::test_quality("c")
         };
         // Inside the stall, long before it, and one spanning it; a warm-up is not counted.

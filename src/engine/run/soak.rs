@@ -516,7 +516,7 @@ pub async fn resume(
         })
         .max()
         .unwrap_or(0);
-    let end_us = |r: &RequestRecord| r.sent_at_us + r.end_us.or(r.last_token_us).or(r.headers_us).unwrap_or(0);
+    let end_us = |r: &RequestRecord| r.sent_at_us + r.last_heard_us();
     let covered = match (kept.iter().map(|r| r.sent_at_us).min(), kept.iter().map(end_us).max()) {
         (Some(a), Some(b)) if b > a => Duration::from_micros((b - a) as u64),
         _ => Duration::ZERO,

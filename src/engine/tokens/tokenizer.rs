@@ -243,7 +243,7 @@ mod tests {
 
     fn record(output: &str, chunks: Vec<(i64, u32)>, usage: Option<u32>) -> RequestRecord {
         RequestRecord {
-            end_us: Some(10),
+            end_us: Some(10).into(),
             chunks: chunks.into(),
             output_tokens: usage.or(Some(1)),
             output_tokens_source: Some(if usage.is_some() {

@@ -954,7 +954,7 @@ fn attempt_view(
         summary.push(format!("score {score:.2}"));
     }
     summary.push(format!("TTFT {}", msf(r.ttft_us())));
-    summary.push(format!("E2E {}", msf(r.end_us)));
+    summary.push(format!("E2E {}", msf(r.end_us.get())));
     summary.push(format!("{} tokens", count(r.output_tokens)));
     AttemptView {
         candidate_id: r.candidate_id,
@@ -1007,16 +1007,16 @@ fn attempt_view(
             ("client queue", msf(Some(r.client_queue_us))),
             (
                 "connect",
-                match (r.connect_us, r.connection_reused) {
+                match (r.connect_us.get(), r.connection_reused) {
                     (_, Some(true)) => "reused".to_string(),
                     (us, _) => msf(us),
                 },
             ),
-            ("headers", msf(r.headers_us)),
+            ("headers", msf(r.headers_us.get())),
             ("TTFT", msf(r.ttft_us())),
-            ("TTFA", msf(r.first_content_us)),
-            ("last token", msf(r.last_token_us)),
-            ("E2E", msf(r.end_us)),
+            ("TTFA", msf(r.first_content_us.get())),
+            ("last token", msf(r.last_token_us.get())),
+            ("E2E", msf(r.end_us.get())),
         ],
         tokens: vec![
             ("input", format!("{} (server usage)", count(r.input_tokens))),

@@ -1225,7 +1225,7 @@ fn live_figures(
             eta: NOT_MEASURED.into(),
         };
     }
-    let end_of = |r: &RequestRecord| r.sent_at_us + r.end_us.unwrap_or(0);
+    let end_of = |r: &RequestRecord| r.sent_at_us + r.end_us.get().unwrap_or(0);
     let first_send = mine.iter().map(|r| r.sent_at_us).min().unwrap_or(0);
     let last_end = mine.iter().map(|r| end_of(r)).max().unwrap_or(0);
     // The window ends at the latest stored end, so a finished candidate keeps its last figures.

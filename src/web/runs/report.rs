@@ -859,11 +859,11 @@ mod tests {
 
     fn graded(case: &str, grades: Vec<Grade>) -> RequestRecord {
         RequestRecord {
-            headers_us: Some(1),
-            first_chunk_us: Some(2),
-            first_content_us: Some(2),
-            last_token_us: Some(3),
-            end_us: Some(4),
+            headers_us: Some(1).into(),
+            first_chunk_us: Some(2).into(),
+            first_content_us: Some(2).into(),
+            last_token_us: Some(3).into(),
+            end_us: Some(4).into(),
             chunks: vec![(2, 1)].into(),
             output_tokens: Some(1),
             output_chars: 1,
