@@ -6,7 +6,7 @@ use std::future::Future;
 
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::grading::Grade;
-use bakeoff::domain::run::{Phase, RequestRecord, TokenSource};
+use bakeoff::domain::run::{Phase, RecordTexts, RequestRecord, TokenSource};
 use bakeoff::store::DynStore;
 
 /// Runs `bench` on a fresh SQLite file, then — when `BAKEOFF_BENCH_POSTGRES_URL` (or the tests'
@@ -205,10 +205,14 @@ pub fn record(run_id: i64, candidate_id: i64, case: usize, repetition: u32, sent
         reasoning_tokens: reasoning.as_ref().map(|t| t.len() as u32 / 4),
         canonical_tokens: (!failed).then_some(tokens),
         output_chars: output.chars().count() as u32,
-        output,
-        reasoning,
+        texts: RecordTexts {
+            output,
+            reasoning,
+            error_detail: failed.then(|| "HTTP 500: upstream overloaded".to_string()),
+            chunk_text: Default::default(),
+        }
+        .into(),
         error_class: failed.then_some(bakeoff::domain::run::ErrorClass::HttpServerError),
-        error_detail: failed.then(|| "HTTP 500: upstream overloaded".to_string()),
         grades: if failed {
             vec![]
         } else {
@@ -227,7 +231,6 @@ pub fn record(run_id: i64, candidate_id: i64, case: usize, repetition: u32, sent
             }]
         },
         chunk_attribution: None,
-        chunk_text: Default::default(),
         cut: None,
     }
 }

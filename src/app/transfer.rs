@@ -380,6 +380,7 @@ mod tests {
     use crate::domain::calibers::LagSpikes;
     use crate::domain::candidate::CandidateDraft;
     use crate::domain::evalset::EvalSetFile;
+    use crate::domain::run::RecordTexts;
     use crate::domain::run::{CandidateStop, NewRun};
     use crate::store::server_key::ServerKey;
 
@@ -437,7 +438,11 @@ mod tests {
                 repetition: i,
                 sent_at_us: 1_000_000 + i64::from((n - 1 - i) / 3) * 1_000,
                 end_us: Some(500).into(),
-                output: format!("answer \"{i}\"\nline two \u{0}"),
+                texts: RecordTexts {
+                    output: format!("answer \"{i}\"\nline two \u{0}"),
+                    ..Default::default()
+                }
+                .into(),
                 ..RequestRecord::test_quality(if i.is_multiple_of(2) { "a" } else { "b" })
             })
             .collect();

@@ -1420,6 +1420,7 @@ pub fn find_knee(points: &[SweepPoint], ttft_factor: f64, min_gain: f64) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::run::RecordTexts;
     use crate::domain::run::{Phase, TokenSource};
 
     /// A successful streamed record: sent at `send_ms`, chunks at the given ms offsets with
@@ -1457,13 +1458,16 @@ mod tests {
             reasoning_tokens: None,
             canonical_tokens: Some(n * 2),
             output_chars: n * 4,
-            output: "x".repeat(n as usize * 4),
-            reasoning: None,
+            texts: RecordTexts {
+                output: "x".repeat(n as usize * 4),
+                reasoning: None,
+                error_detail: None,
+                chunk_text: Default::default(),
+            }
+            .into(),
             error_class: None,
-            error_detail: None,
             grades: vec![],
             chunk_attribution: None,
-            chunk_text: Default::default(),
             cut: None,
         }
     }

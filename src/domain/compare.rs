@@ -497,6 +497,7 @@ pub fn improved_beyond_noise(previous: Option<&Interval>, current: Option<&Inter
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::run::RecordTexts;
 
     fn att(case: &str, rep: u32, attempt: u32, failed: bool, passed: Option<bool>) -> AttemptOutcome<'_> {
         AttemptOutcome {
@@ -617,10 +618,14 @@ mod tests {
             reasoning_tokens: None,
             canonical_tokens: None,
             output_chars: 40,
-            output: "x".into(),
-            reasoning: None,
+            texts: RecordTexts {
+                output: "x".into(),
+                reasoning: None,
+                error_detail: None,
+                chunk_text: Default::default(),
+            }
+            .into(),
             error_class: None,
-            error_detail: None,
             grades: vec![Grade {
                 grader: "exact".into(),
                 score: if pass { 1.0 } else { 0.0 },
@@ -631,7 +636,6 @@ mod tests {
                 required: true,
             }],
             chunk_attribution: None,
-            chunk_text: Default::default(),
             cut: None,
         };
         let records: Vec<RequestRecord> = (0..20)

@@ -252,6 +252,7 @@ pub fn summarise_candidate_knowing(
 mod tests {
     use super::*;
     use crate::domain::grading::Grade;
+    use crate::domain::run::RecordTexts;
     use crate::domain::run::{ErrorClass, Phase};
 
     #[test]
@@ -319,10 +320,14 @@ mod tests {
             reasoning_tokens: None,
             canonical_tokens: None,
             output_chars: tokens * 4,
-            output: "x".into(),
-            reasoning: None,
+            texts: RecordTexts {
+                output: "x".into(),
+                reasoning: None,
+                error_detail: None,
+                chunk_text: Default::default(),
+            }
+            .into(),
             error_class: None,
-            error_detail: None,
             grades: vec![Grade {
                 grader: "exact".into(),
                 score: if pass { 1.0 } else { 0.0 },
@@ -333,7 +338,6 @@ mod tests {
                 required: true,
             }],
             chunk_attribution: None,
-            chunk_text: Default::default(),
             cut: None,
         }
     }

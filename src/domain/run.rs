@@ -853,23 +853,74 @@ pub struct RequestRecord {
     /// Output counted with the canonical offline tokenizer (o200k), computed after the stream.
     pub canonical_tokens: Option<u32>,
     pub output_chars: u32,
-    pub output: String,
-    pub reasoning: Option<String>,
+    /// The answer, reasoning, error detail and chunk boundaries (read through
+    /// [`RequestRecord::output`] and its siblings), stored and exported as fields of the record.
+    #[serde(flatten)]
+    pub texts: Texts,
     pub error_class: Option<ErrorClass>,
-    /// Short, secret-free description (status + body excerpt, or the transport error).
-    pub error_detail: Option<String>,
     pub grades: Vec<Grade>,
     /// How `output_tokens` were attributed to `chunks` (None: no chunks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunk_attribution: Option<ChunkAttribution>,
-    /// Bytes of (reasoning, answer) text each entry of `chunks` carried, kept only when a server
-    /// tokenizer may recount the record (no usage, several chunks): its chunk boundaries.
-    #[serde(default, skip_serializing_if = "ChunkText::is_empty")]
-    pub chunk_text: ChunkText,
     /// Set only on a record read for summaries ([`RequestRecord::cut_for_summaries`]): its texts
     /// were cut and this keeps what the summaries read of them whole. Never stored or exported.
     #[serde(skip)]
     pub cut: Option<CutTexts>,
+}
+
+/// A record's texts as measured.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecordTexts {
+    pub output: String,
+    pub reasoning: Option<String>,
+    /// Short, secret-free description (status + body excerpt, or the transport error).
+    pub error_detail: Option<String>,
+    /// Bytes of (reasoning, answer) text each entry of `chunks` carried, kept only when a server
+    /// tokenizer may recount the record (no usage, several chunks): its chunk boundaries.
+    #[serde(default, skip_serializing_if = "ChunkText::is_empty")]
+    pub chunk_text: ChunkText,
+}
+
+impl RecordTexts {
+    fn is_empty(&self) -> bool {
+        self.output.is_empty() && self.reasoning.is_none() && self.error_detail.is_none() && self.chunk_text.is_empty()
+    }
+}
+
+/// A record's texts, boxed, and nothing when there are none (a record cut for summaries, a
+/// failure without detail): a candidate's records held at once by a big run's end step cost
+/// 8 bytes each for them, not 96.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Texts(Option<Box<RecordTexts>>);
+
+static NO_TEXTS: std::sync::LazyLock<RecordTexts> = std::sync::LazyLock::new(RecordTexts::default);
+
+impl Texts {
+    pub fn get(&self) -> &RecordTexts {
+        self.0.as_deref().unwrap_or(&NO_TEXTS)
+    }
+
+    pub fn get_mut(&mut self) -> &mut RecordTexts {
+        self.0.get_or_insert_default()
+    }
+}
+
+impl From<RecordTexts> for Texts {
+    fn from(texts: RecordTexts) -> Self {
+        Texts((!texts.is_empty()).then(|| Box::new(texts)))
+    }
+}
+
+impl Serialize for Texts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.get().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Texts {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        RecordTexts::deserialize(d).map(Texts::from)
+    }
 }
 
 /// When an event of a request happened, microseconds after its send, if it did: an
@@ -1010,13 +1061,16 @@ impl RequestRecord {
             reasoning_tokens: None,
             canonical_tokens: None,
             output_chars: 0,
-            output: String::new(),
-            reasoning: None,
+            texts: RecordTexts {
+                output: String::new(),
+                reasoning: None,
+                error_detail: None,
+                chunk_text: Default::default(),
+            }
+            .into(),
             error_class: None,
-            error_detail: None,
             grades: vec![],
             chunk_attribution: None,
-            chunk_text: Default::default(),
             cut: None,
         }
     }
@@ -1063,6 +1117,25 @@ impl RequestRecord {
         self.chunk_attribution = Some(attribution);
     }
 
+    /// The answer ("" once cut).
+    pub fn output(&self) -> &str {
+        &self.texts.get().output
+    }
+
+    /// The reasoning, if any came (none once cut).
+    pub fn reasoning(&self) -> Option<&str> {
+        self.texts.get().reasoning.as_deref()
+    }
+
+    /// Why it failed, if it did and said (none once cut).
+    pub fn error_detail(&self) -> Option<&str> {
+        self.texts.get().error_detail.as_deref()
+    }
+
+    pub fn chunk_text(&self) -> &ChunkText {
+        &self.texts.get().chunk_text
+    }
+
     /// Drops the texts no summary reads, for a read that holds many records at once (the
     /// end-of-run step, views of an unfinished run): the answer, the reasoning, the chunks' text
     /// bytes, the error's detail and the reasons of passed grades (a page shows failing grades'
@@ -1076,13 +1149,10 @@ impl RequestRecord {
             return;
         }
         self.cut = Some(CutTexts {
-            output_fingerprint: answer_fingerprint(self.output.trim()),
+            output_fingerprint: answer_fingerprint(self.output().trim()),
             reasoning_chars: self.reasoning_chars(),
         });
-        self.output = String::new();
-        self.reasoning = None;
-        self.error_detail = None;
-        self.chunk_text = ChunkText::default();
+        self.texts = Texts::default();
         for grade in self.grades.iter_mut().filter(|g| g.passed) {
             grade.reason = String::new();
         }
@@ -1091,10 +1161,10 @@ impl RequestRecord {
     /// Whether two records' answers are the same text, trimmed (whole or cut).
     pub fn same_answer(&self, other: &RequestRecord) -> bool {
         match (self.cut, other.cut) {
-            (None, None) => self.output.trim() == other.output.trim(),
+            (None, None) => self.output().trim() == other.output().trim(),
             (a, b) => {
                 let fingerprint = |r: &RequestRecord, cut: Option<CutTexts>| {
-                    cut.map_or_else(|| answer_fingerprint(r.output.trim()), |c| c.output_fingerprint)
+                    cut.map_or_else(|| answer_fingerprint(r.output().trim()), |c| c.output_fingerprint)
                 };
                 fingerprint(self, a) == fingerprint(other, b)
             }
@@ -1106,8 +1176,7 @@ impl RequestRecord {
         match self.cut {
             Some(cut) => cut.reasoning_chars,
             None => self
-                .reasoning
-                .as_deref()
+                .reasoning()
                 .map_or(0, |t| u32::try_from(t.chars().count()).unwrap_or(u32::MAX)),
         }
     }
@@ -1270,6 +1339,37 @@ mod tests {
     }
 
     #[test]
+    fn texts_are_exported_as_the_records_own_fields_and_none_are_held_when_all_are_empty() {
+        assert_eq!(std::mem::size_of::<Texts>(), 8);
+        let answered = RequestRecord {
+            texts: RecordTexts {
+                output: "yes".into(),
+                error_detail: Some("slow".into()),
+                ..Default::default()
+            }
+            .into(),
+            ..RequestRecord::test_quality("a")
+        };
+        let json = serde_json::to_value(&answered).unwrap();
+        let fields = ["output", "reasoning", "error_detail"].map(|k| json[k].clone());
+        assert_eq!(fields, ["yes".into(), Value::Null, "slow".into()]);
+        assert!(
+            json.get("texts").is_none() && json.get("chunk_text").is_none(),
+            "{json}"
+        );
+        let read: RequestRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(read, answered);
+        // Read back with no text at all, a record holds none, as one built so does.
+        let silent = RequestRecord {
+            texts: RecordTexts::default().into(),
+            ..answered.clone()
+        };
+        assert_eq!(silent.texts, Texts::default());
+        let read: RequestRecord = serde_json::from_value(serde_json::to_value(&silent).unwrap()).unwrap();
+        assert_eq!((&read.texts, read.output()), (&Texts::default(), ""));
+    }
+
+    #[test]
     fn a_record_cut_for_summaries_keeps_what_summaries_read() {
         let answer = format!("é\u{7}{}", "tail ".repeat(500));
         let failed = |reason: &str| Grade {
@@ -1282,11 +1382,14 @@ mod tests {
             required: true,
         };
         let whole = RequestRecord {
-            output: format!(" {answer} "),
+            texts: RecordTexts {
+                output: format!(" {answer} "),
+                reasoning: Some("thinking… ".repeat(1_000)),
+                error_detail: Some("HTTP 500: <html>upstream overloaded</html>".into()),
+                chunk_text: ChunkText::from(&[(3, 10), (0, 12)][..]),
+            }
+            .into(),
             output_chars: 2 + answer.chars().count() as u32,
-            reasoning: Some("thinking… ".repeat(1_000)),
-            error_detail: Some("HTTP 500: <html>upstream overloaded</html>".into()),
-            chunk_text: ChunkText::from(&[(3, 10), (0, 12)][..]),
             grades: vec![
                 Grade {
                     passed: true,
@@ -1299,14 +1402,15 @@ mod tests {
         };
         let mut cut = whole.clone();
         cut.cut_for_summaries();
-        assert_eq!((cut.output.as_str(), cut.output_chars), ("", whole.output_chars));
+        assert_eq!((cut.output(), cut.output_chars), ("", whole.output_chars));
         assert_eq!(
-            (
-                cut.reasoning.as_deref(),
-                cut.error_detail.as_deref(),
-                cut.chunk_text.is_empty()
-            ),
+            (cut.reasoning(), cut.error_detail(), cut.chunk_text().is_empty()),
             (None, None, true)
+        );
+        assert_eq!(
+            cut.texts,
+            Texts::default(),
+            "a cut record holds no texts, not even empty ones"
         );
         assert_eq!(cut.reasoning_chars(), whole.reasoning_chars());
         assert_eq!(whole.reasoning_chars(), 10_000);
@@ -1319,7 +1423,11 @@ mod tests {
         );
         assert!(cut.same_answer(&whole) && whole.same_answer(&cut) && cut.same_answer(&cut));
         let other = RequestRecord {
-            output: format!("{answer}!"),
+            texts: RecordTexts {
+                output: format!("{answer}!"),
+                ..Default::default()
+            }
+            .into(),
             ..whole.clone()
         };
         assert!(!cut.same_answer(&other) && !other.same_answer(&cut));
@@ -1513,7 +1621,11 @@ mod tests {
             output_tokens_source: Some(TokenSource::Tokenizer),
             canonical_tokens: Some(6),
             output_chars: 20,
-            output: "x".into(),
+            texts: RecordTexts {
+                output: "x".into(),
+                ..Default::default()
+            }
+            .into(),
             ..RequestRecord::test_quality("c")
         };
         let mut usage = r.clone();

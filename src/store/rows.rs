@@ -18,7 +18,8 @@ use crate::domain::evalset::{EvalCase, EvalSetFile, EvalSetHeader, TaskKind};
 use crate::domain::grading::Grade;
 use crate::domain::pipeline::PipelineSpec;
 use crate::domain::run::{
-    ChunkAttribution, ErrorClass, Phase, RecordGroup, RequestRecord, Run, RunConfig, RunEvent, RunStatus, TokenSource,
+    ChunkAttribution, ErrorClass, Phase, RecordGroup, RecordTexts, RequestRecord, Run, RunConfig, RunEvent, RunStatus,
+    TokenSource,
 };
 use crate::domain::scorecard::{NewScorecard, RecordedVerdict, ScorecardListItem, ScorecardRecord};
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
@@ -730,12 +731,12 @@ impl<'a> RecordValues<'a> {
             reasoning_tokens: r.reasoning_tokens.map(i64::from),
             canonical_tokens: r.canonical_tokens.map(i64::from),
             output_chars: i64::from(r.output_chars),
-            output: text.encode(&r.output),
-            reasoning: text.encode_opt(r.reasoning.as_deref()),
+            output: text.encode(r.output()),
+            reasoning: text.encode_opt(r.reasoning()),
             error_class: r.error_class.map(|c| c.as_str()),
-            error_detail: text.encode_opt(r.error_detail.as_deref()),
+            error_detail: text.encode_opt(r.error_detail()),
             chunk_attribution: r.chunk_attribution.map(|a| a.as_str()),
-            chunk_text: (!r.chunk_text.is_empty()).then(|| to_json(&r.chunk_text)),
+            chunk_text: (!r.chunk_text().is_empty()).then(|| to_json(r.chunk_text())),
         }
     }
 }
@@ -871,24 +872,27 @@ impl RecordRow {
             reasoning_tokens: opt_u32(place("reasoning_tokens"), self.reasoning_tokens)?,
             canonical_tokens: opt_u32(place("canonical_tokens"), self.canonical_tokens)?,
             output_chars: to_u32(place("output_chars"), self.output_chars)?,
-            output: text.decode(self.output),
-            reasoning: text.decode_opt(self.reasoning),
+            texts: RecordTexts {
+                output: text.decode(self.output),
+                reasoning: text.decode_opt(self.reasoning),
+                error_detail: text.decode_opt(self.error_detail),
+                chunk_text: match &self.chunk_text {
+                    Some(json) => parse_json(place("chunk_text"), json)?,
+                    None => Default::default(),
+                },
+            }
+            .into(),
             error_class: self
                 .error_class
                 .as_deref()
                 .map(|s| parse_enum(place("error_class"), s, ErrorClass::parse))
                 .transpose()?,
-            error_detail: text.decode_opt(self.error_detail),
             grades,
             chunk_attribution: self
                 .chunk_attribution
                 .as_deref()
                 .map(|s| parse_enum(place("chunk_attribution"), s, ChunkAttribution::parse))
                 .transpose()?,
-            chunk_text: match &self.chunk_text {
-                Some(json) => parse_json(place("chunk_text"), json)?,
-                None => Default::default(),
-            },
             cut: None,
         })
     }

@@ -66,7 +66,7 @@ async fn demo_outcomes(concurrency: u32) -> (BTreeMap<Key, Outcome>, HashMap<Str
                 r.attempt,
             );
             let error = r.error_class.map(|e| format!("{e:?}"));
-            (key, (case_passed(&r.grades), error, r.output.clone()))
+            (key, (case_passed(&r.grades), error, r.output().to_string()))
         })
         .collect();
     let profile = store

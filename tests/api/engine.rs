@@ -159,13 +159,13 @@ async fn a_streamed_run_records_every_case_once_graded_and_timed_like_the_server
     let truth = ground_truth(&mock).await;
     let mut ttft_overhead_ms = Vec::new();
     for r in &measured {
-        assert!(r.succeeded(), "{:?}: {:?}", r.error_class, r.error_detail);
+        assert!(r.succeeded(), "{:?}: {:?}", r.error_class, r.error_detail());
         assert_eq!(r.phase, Phase::Quality);
         assert_eq!(r.grades.len(), 1);
         assert!(r.grades[0].passed, "mock answers right: {:?}", r.grades[0]);
         assert_eq!(r.output_tokens_source, Some(TokenSource::Usage));
         assert_eq!(r.finish_reason.as_deref(), Some("stop"));
-        assert_eq!(r.output_chars as usize, r.output.chars().count());
+        assert_eq!(r.output_chars as usize, r.output().chars().count());
         let t = &truth[&request_id_of(r, case_index(&r.case_id))];
         assert_eq!(r.output_tokens, t["tokens_sent"].as_u64().map(|n| n as u32));
         assert_eq!(r.chunks.len() as u64, t["token_chunks_sent"].as_u64().unwrap());
@@ -308,7 +308,7 @@ async fn failed_attempts_are_retried_and_every_attempt_is_recorded() {
             assert_eq!(r.attempt as usize, i, "{case}: attempts numbered 0, 1, 2…");
             if i + 1 < attempts.len() {
                 assert_eq!(r.error_class, Some(ErrorClass::HttpServerError), "{case}");
-                assert!(r.error_detail.as_deref().unwrap().starts_with("HTTP 500"), "{case}");
+                assert!(r.error_detail().unwrap().starts_with("HTTP 500"), "{case}");
                 assert!(r.grades.is_empty());
                 assert!(attempts[i + 1].sent_at_us > r.sent_at_us);
             }
@@ -385,7 +385,7 @@ async fn a_resumed_run_skips_what_is_already_recorded() {
     for case in ["c00", "c01", "c02"] {
         let mine: Vec<_> = records.iter().filter(|r| r.case_id == case && !r.is_warmup).collect();
         assert_eq!(mine.len(), 1, "{case} not repeated");
-        assert_eq!(mine[0].output, "from before the restart");
+        assert_eq!(mine[0].output(), "from before the restart");
     }
     let c03: Vec<_> = records.iter().filter(|r| r.case_id == "c03").collect();
     assert_eq!(c03.len(), 2, "c03 continued with its retry");

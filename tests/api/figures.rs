@@ -380,7 +380,7 @@ async fn a_stalled_stream_fails_on_the_stall_timeout_not_the_total() {
         took < Duration::from_secs(10),
         "1 s stall timeout, not the 60 s total: {took:?}"
     );
-    let detail = o.records[0].error_detail.as_deref().unwrap_or_default();
+    let detail = o.records[0].error_detail().unwrap_or_default();
     assert!(detail.contains("no token for 1.0 s"), "{detail}");
 
     // A server that never sends a token: first_token_timeout, at its own bound.
@@ -505,14 +505,9 @@ async fn the_run_form_sets_the_stage_timeouts_and_the_executor_keeps_them() {
             r.error_class,
             Some(bakeoff::domain::run::ErrorClass::StallTimeout),
             "{:?}",
-            r.error_detail
+            r.error_detail()
         );
-        assert!(
-            r.error_detail
-                .as_deref()
-                .unwrap_or_default()
-                .contains("no token for 1.0 s")
-        );
+        assert!(r.error_detail().unwrap_or_default().contains("no token for 1.0 s"));
     }
     assert!(
         took < Duration::from_secs(30),
@@ -631,9 +626,9 @@ async fn an_answer_cut_off_by_max_tokens_fails_json_fields_with_the_parse_error(
     assert_eq!(long.finish_reason.as_deref(), Some("length"));
     let expected = file.cases[1].expected_text().unwrap();
     assert!(
-        expected.starts_with(long.output.trim()) && long.output.trim().len() < expected.len(),
+        expected.starts_with(long.output().trim()) && long.output().trim().len() < expected.len(),
         "cut off: {:?}",
-        long.output
+        long.output()
     );
     let grade = &long.grades[0];
     assert!(!grade.passed, "{grade:?}");

@@ -147,7 +147,7 @@ async fn judge_grades_are_stored_with_reasons_and_judge_calls_stay_out_of_every_
     assert_eq!(measured.len(), 6);
     let mut right = 0;
     for r in &measured {
-        assert!(r.succeeded(), "{:?}", r.error_detail);
+        assert!(r.succeeded(), "{:?}", r.error_detail());
         let graders: Vec<&str> = r.grades.iter().map(|g| g.grader.as_str()).collect();
         assert_eq!(graders, ["exact", "llm-judge"], "{}", r.case_id);
         let (exact, judged) = (&r.grades[0], &r.grades[1]);
@@ -178,7 +178,7 @@ async fn judge_grades_are_stored_with_reasons_and_judge_calls_stay_out_of_every_
     assert_eq!(calls.len(), 6);
     for c in &calls {
         assert!(c.succeeded() && c.is_warmup && c.candidate_id == s.measured && c.attempt == 0);
-        assert!(c.grades.is_empty() && c.output.contains("SCORE:"), "{}", c.output);
+        assert!(c.grades.is_empty() && c.output().contains("SCORE:"), "{}", c.output());
         assert!(c.input_tokens.is_some() && c.output_tokens.is_some());
     }
     let seen = models_seen(&s.mock).await;
@@ -325,7 +325,7 @@ async fn a_restarted_run_judges_only_what_is_not_judged_yet() {
                 false,
             );
             r.grades =
-                vec![s.file.graders_for(&s.file.cases[i])[0].grade(&r.output, s.file.cases[i].expected.as_ref())];
+                vec![s.file.graders_for(&s.file.cases[i])[0].grade(r.output(), s.file.cases[i].expected.as_ref())];
             r
         })
         .collect();

@@ -82,7 +82,7 @@ async fn answers_with_nul_and_control_characters_are_stored_exactly(t: TestStore
     for r in &measured {
         let i: usize = r.case_id["case-".len()..].parse().unwrap();
         assert_eq!(
-            r.output,
+            r.output(),
             answer(i),
             "{backend}: {} exactly as the server sent it",
             r.case_id

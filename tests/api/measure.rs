@@ -554,7 +554,7 @@ async fn the_tokenizer_counts_when_the_server_gives_no_usage() {
     assert_eq!(o.status, RunStatus::Finished, "{:?}", o.events);
     assert_eq!(o.records.len(), 2);
     for r in &o.records {
-        assert_eq!(r.output, "Hello world!");
+        assert_eq!(r.output(), "Hello world!");
         assert_eq!(r.output_tokens_source, Some(TokenSource::Tokenizer));
         let n = bakeoff::engine::tokens::tokenizer::count("Hello world!");
         assert_eq!((r.output_tokens, r.canonical_tokens), (Some(n), Some(n)));

@@ -169,7 +169,7 @@ async fn a_run_against_llama_cpp_records_every_case_with_honest_token_sources() 
                 "stream={stream} case {}: {:?} {:?}",
                 r.case_id,
                 r.error_class,
-                r.error_detail
+                r.error_detail()
             );
             assert!(
                 r.output_tokens.unwrap_or(0) > 0,
@@ -238,7 +238,7 @@ async fn a_run_against_llama_cpp_records_every_case_with_honest_token_sources() 
     let http = reqwest::Client::new();
     let records = store.list_request_records(run_id).await.unwrap();
     for r in records.iter().filter(|r| !r.is_warmup) {
-        assert!(r.succeeded(), "case {}: {:?}", r.case_id, r.error_detail);
+        assert!(r.succeeded(), "case {}: {:?}", r.case_id, r.error_detail());
         assert_eq!(
             r.output_tokens_source,
             Some(TokenSource::ServerTokenizer),
@@ -262,8 +262,8 @@ async fn a_run_against_llama_cpp_records_every_case_with_honest_token_sources() 
                 answer["tokens"].as_array().unwrap().len() as u32
             }
         };
-        let expected = ask(r.output.clone()).await - ask(String::new()).await;
-        assert_eq!(r.output_tokens, Some(expected), "case {}: {:?}", r.case_id, r.output);
+        let expected = ask(r.output().to_string()).await - ask(String::new()).await;
+        assert_eq!(r.output_tokens, Some(expected), "case {}: {:?}", r.case_id, r.output());
         assert_eq!(r.chunks.iter().map(|c| c.1).sum::<u32>(), expected);
     }
 }

@@ -144,7 +144,7 @@ fn assert_complete(records: &[RequestRecord], candidates: &[i64], backend: &str)
     let mut finals: BTreeMap<UnitKey, usize> = BTreeMap::new();
     for r in records {
         // Every record here is final: the mock fails nothing, so no attempt is retried.
-        assert!(r.succeeded(), "{backend}: {:?} {:?}", r.error_class, r.error_detail);
+        assert!(r.succeeded(), "{backend}: {:?} {:?}", r.error_class, r.error_detail());
         *finals
             .entry((r.candidate_id, r.case_id.clone(), r.repetition))
             .or_default() += 1;
@@ -372,7 +372,7 @@ async fn soak_kill_and_resume(database_url: &str, backend: &str) {
     }
     let mut keys = BTreeSet::new();
     for r in &after {
-        assert!(r.succeeded(), "{backend}: {:?}", r.error_detail);
+        assert!(r.succeeded(), "{backend}: {:?}", r.error_detail());
         assert!(
             keys.insert((r.case_id.clone(), r.repetition, r.attempt)),
             "{backend}: duplicate soak request {} rep {}",

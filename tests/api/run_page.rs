@@ -253,7 +253,7 @@ async fn a_label_run_started_from_the_form_shows_the_confusion_matrix_of_its_ans
         {
             n += 1;
             *want
-                .entry((expected[&r.case_id].clone(), r.output.trim().to_string()))
+                .entry((expected[&r.case_id].clone(), r.output().trim().to_string()))
                 .or_default() += 1;
         }
         assert_eq!(n, 24, "{b}: 12 cases × 2 repetitions");
@@ -565,7 +565,7 @@ async fn each_case_row_shows_its_own_requests_answer_before_and_after_the_run_en
     let mut broken = record(run, ids[0], "c2", "<i>half an answer", false);
     broken.repetition = 1;
     broken.error_class = Some(ErrorClass::StreamCut);
-    broken.error_detail = Some(format!(
+    broken.texts.get_mut().error_detail = Some(format!(
         "<u>stream ended</u>\u{1b} after 3 chunks {}",
         "then nothing ".repeat(20)
     ));
@@ -624,11 +624,11 @@ async fn each_case_row_shows_its_own_requests_answer_before_and_after_the_run_en
                 .unwrap_or_else(|| panic!("{} {when}: a row of no record: {cells:?}", app.backend));
             assert_eq!(
                 cells[7],
-                shown(&record.output, 160),
+                shown(record.output(), 160),
                 "{} {when}: {cells:?}",
                 app.backend
             );
-            let status = match &record.error_detail {
+            let status = match &record.error_detail() {
                 Some(detail) => format!("stream_cut {}", shown(detail, 120)),
                 None => "ok".to_string(),
             };
@@ -1178,7 +1178,7 @@ async fn the_drill_down_grid_shows_each_final_outcome_and_its_filters_narrow_cas
             c.expected.as_ref().unwrap().as_str() == Some("neutral")
                 || records
                     .iter()
-                    .any(|r| r.case_id == c.id && r.output.to_lowercase().contains("neutral"))
+                    .any(|r| r.case_id == c.id && r.output().to_lowercase().contains("neutral"))
         })
         .map(|c| c.id.clone())
         .collect();

@@ -278,7 +278,7 @@ async fn live_figures_show_speed_latency_errors_and_time_left() {
     app.store.set_run_status(run, RunStatus::Running, None).await.unwrap();
     let mut failed = record(run, candidate, "c2", "", false);
     failed.error_class = Some(ErrorClass::HttpServerError);
-    failed.error_detail = Some("HTTP 500".into());
+    failed.texts.get_mut().error_detail = Some("HTTP 500".into());
     failed.grades.clear();
     app.store
         .append_request_records(&[record(run, candidate, "c1", "positive", true), failed])
@@ -303,7 +303,7 @@ async fn drill_down_run(app: &TestApp) -> (i64, i64, i64) {
     let run = app.create_run("drill", version, &[alpha, beta]).await;
     let mut failed = record(run, beta, "c2", "", false);
     failed.error_class = Some(ErrorClass::HttpServerError);
-    failed.error_detail = Some("HTTP 500: <b>overloaded</b>".into());
+    failed.texts.get_mut().error_detail = Some("HTTP 500: <b>overloaded</b>".into());
     failed.grades.clear();
     let mut markup = record(run, alpha, "c3", "<script>alert(1)</script>neutral", true);
     markup.grades[0].reason = "matched <i>after</i> normalising".into();

@@ -3,7 +3,7 @@
 use bakeoff::domain::candidate::{CandidateSpec, ClaimedFigure, Conditions, Pricing, ProviderKind, Secret};
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::grading::Grade;
-use bakeoff::domain::run::{ErrorClass, NewRun, Phase, RequestRecord, RunConfig, RunStatus, TokenSource};
+use bakeoff::domain::run::{ErrorClass, NewRun, Phase, RecordTexts, RequestRecord, RunConfig, RunStatus, TokenSource};
 use bakeoff::domain::thresholds::templates::batch_default_rules;
 use bakeoff::domain::thresholds::{Comparator, ThresholdRule};
 use bakeoff::store::{self, Backend, DynStore, EvalCaseKey, StoreError};
@@ -96,10 +96,14 @@ fn record(run_id: i64, candidate_id: i64, case_id: &str, attempt: u32, sent_at_u
         reasoning_tokens: None,
         canonical_tokens: Some(4),
         output_chars: 8,
-        output: "positive".into(),
-        reasoning: None,
+        texts: RecordTexts {
+            output: "positive".into(),
+            reasoning: None,
+            error_detail: None,
+            chunk_text: Default::default(),
+        }
+        .into(),
         error_class: None,
-        error_detail: None,
         grades: vec![Grade {
             grader: "exact".into(),
             score: 1.0,
@@ -110,7 +114,6 @@ fn record(run_id: i64, candidate_id: i64, case_id: &str, attempt: u32, sent_at_u
             required: true,
         }],
         chunk_attribution: None,
-        chunk_text: Default::default(),
         cut: None,
     }
 }
@@ -127,9 +130,13 @@ fn failed_record(run_id: i64, candidate_id: i64, case_id: &str, sent_at_us: i64)
         output_tokens_source: None,
         canonical_tokens: None,
         output_chars: 0,
-        output: String::new(),
+        texts: RecordTexts {
+            output: String::new(),
+            error_detail: Some("503: overloaded".into()),
+            ..Default::default()
+        }
+        .into(),
         error_class: Some(ErrorClass::HttpServerError),
-        error_detail: Some("503: overloaded".into()),
         grades: Vec::new(),
         ..record(run_id, candidate_id, case_id, 0, sent_at_us)
     }
@@ -625,7 +632,7 @@ async fn a_repeated_batch_is_stored_exactly_once_with_its_grades(TestStore { bac
     });
     let mut reasoning = record(run_id, c[1], "a", 0, 1_500);
     reasoning.first_reasoning_us = Some(1_900).into();
-    reasoning.reasoning = Some("思考…".into());
+    reasoning.texts.get_mut().reasoning = Some("思考…".into());
     reasoning.reasoning_tokens = Some(3);
     reasoning.connection_reused = None;
     let batch = vec![record(run_id, c[0], "a", 0, 2_000), retry, second_try, reasoning];
@@ -659,7 +666,7 @@ async fn a_key_repeated_inside_one_batch_is_stored_once(TestStore { backend, sto
     let (run_id, c) = seeded_run(&store, 1).await;
     let first = record(run_id, c[0], "a", 0, 1_000);
     let mut duplicate = first.clone();
-    duplicate.output = "other".into();
+    duplicate.texts.get_mut().output = "other".into();
     assert_eq!(
         store.append_request_records(&[first.clone(), duplicate]).await.unwrap(),
         1,
@@ -723,7 +730,7 @@ async fn request_records_and_grades_refuse_update_but_allow_delete(t: TestStore)
     let update = t.execute_raw("UPDATE grades SET passed = FALSE").await;
     assert!(update.is_err(), "{}: UPDATE of grades must be refused", t.backend);
     assert_eq!(
-        t.store.list_request_records(run_id).await.unwrap()[0].output,
+        t.store.list_request_records(run_id).await.unwrap()[0].output(),
         "positive",
         "{}",
         t.backend

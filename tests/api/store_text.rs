@@ -57,12 +57,12 @@ async fn store_keeps_every_control_character_of_server_text(t: TestStore) {
     let text = awkward_text();
 
     let mut answered = record(run, candidate, "c1", &text, false);
-    answered.reasoning = Some(format!("thinking{text}"));
+    answered.texts.get_mut().reasoning = Some(format!("thinking{text}"));
     answered.finish_reason = Some(format!("stop{}", '\0'));
     answered.grades[0].reason = format!("expected \"positive\", got {text:?} and {text}");
     let mut failed = record(run, candidate, "c2", "", false);
     failed.error_class = Some(ErrorClass::HttpServerError);
-    failed.error_detail = Some(format!("HTTP 500: {text}"));
+    failed.texts.get_mut().error_detail = Some(format!("HTTP 500: {text}"));
     failed.grades.clear();
     assert_eq!(
         s.append_request_records(&[answered.clone(), failed.clone()])
@@ -78,8 +78,8 @@ async fn store_keeps_every_control_character_of_server_text(t: TestStore) {
     let stored = s.list_request_records(run).await.unwrap();
     assert_eq!(stored.len(), 2, "{}", t.backend);
     let back = stored.iter().find(|r| r.case_id == "c1").unwrap();
-    assert_eq!(back.output, text, "{}: output", t.backend);
-    assert_eq!(back.reasoning, answered.reasoning, "{}: reasoning", t.backend);
+    assert_eq!(back.output(), text, "{}: output", t.backend);
+    assert_eq!(back.reasoning(), answered.reasoning(), "{}: reasoning", t.backend);
     assert_eq!(
         back.finish_reason, answered.finish_reason,
         "{}: finish reason",
@@ -91,11 +91,11 @@ async fn store_keeps_every_control_character_of_server_text(t: TestStore) {
         t.backend
     );
     let back = stored.iter().find(|r| r.case_id == "c2").unwrap();
-    assert_eq!(back.error_detail, failed.error_detail, "{}: error body", t.backend);
+    assert_eq!(back.error_detail(), failed.error_detail(), "{}: error body", t.backend);
 
     // The per-case read and the tokenizer's read decode the same way.
     let cases = s.list_case_records(run, &["c1".to_string()]).await.unwrap();
-    assert_eq!(cases[0].output, text, "{}", t.backend);
+    assert_eq!(cases[0].output(), text, "{}", t.backend);
     let uncounted = s.uncounted_records(run, candidate).await.unwrap();
     assert!(
         uncounted.iter().all(|u| u.output == text || u.output.is_empty()),

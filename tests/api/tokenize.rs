@@ -217,7 +217,7 @@ async fn streamed_tokens_are_counted_by_the_servers_tokenizer_after_the_load_and
     let measured: Vec<_> = records.iter().filter(|r| !r.is_warmup).collect();
     assert_eq!(measured.len(), 3, "{}", s.backend);
     for r in &measured {
-        assert_eq!(r.output, ANSWER);
+        assert_eq!(r.output(), ANSWER);
         assert_eq!(
             r.output_tokens_source,
             Some(TokenSource::ServerTokenizer),
@@ -447,7 +447,7 @@ async fn counts_are_append_only_and_never_replace_usage(s: TestStore) {
     let mut estimated = crate::support::app::record(run_id, candidate_id, "c1", "one two", true);
     estimated.output_tokens_source = Some(TokenSource::Tokenizer);
     // Its two chunks' boundaries ("one", " two"), kept for the prefix counts.
-    estimated.chunk_text = [(0, 3), (0, 4)].as_slice().into();
+    estimated.texts.get_mut().chunk_text = [(0, 3), (0, 4)].as_slice().into();
     estimated.chunk_attribution = Some(ChunkAttribution::O200kProportional);
     let usage = crate::support::app::record(run_id, candidate_id, "c2", "three four", true);
     store.append_request_records(&[estimated, usage]).await.unwrap();
@@ -486,7 +486,7 @@ async fn counts_are_append_only_and_never_replace_usage(s: TestStore) {
         Some(ChunkAttribution::ServerPrefixes),
         "{backend}"
     );
-    assert_eq!(by_case("c1").chunk_text, vec![(0, 3), (0, 4)], "{backend}");
+    assert_eq!(*by_case("c1").chunk_text(), vec![(0, 3), (0, 4)], "{backend}");
     assert_eq!(by_case("c2").output_tokens_source, Some(TokenSource::Usage));
     assert!(store.uncounted_records(run_id, candidate_id).await.unwrap().is_empty());
     // Deleting the run deletes its counts.

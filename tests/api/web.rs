@@ -539,7 +539,7 @@ async fn run_page_escapes_model_output_and_shows_figures_with_calibers() {
     let evil = r#"<script>alert("pwned")</script><img src=x onerror=alert(1)>"#;
     let mut failed = record(run, beta, "c2", "", false);
     failed.error_class = Some(ErrorClass::HttpServerError);
-    failed.error_detail = Some("HTTP 500: <b>oops</b>".into());
+    failed.texts.get_mut().error_detail = Some("HTTP 500: <b>oops</b>".into());
     (failed.output_tokens, failed.output_tokens_source) = (None, None);
     (failed.first_content_us, failed.last_token_us) = (None.into(), None.into());
     failed.grades = vec![];

@@ -6,7 +6,7 @@ use crate::domain::Timestamp;
 use crate::domain::candidate::{CandidateSpec, ClaimedFigure, Pricing};
 use crate::domain::grading::Grade;
 use crate::domain::pipeline::Stage;
-use crate::domain::run::{ErrorClass, Phase, TokenSource};
+use crate::domain::run::{ErrorClass, Phase, RecordTexts, TokenSource};
 
 fn rule(metric: &str, comparator: Comparator, value: f64) -> ThresholdRule {
     ThresholdRule {
@@ -271,13 +271,16 @@ fn records(candidate_id: i64, e2e_ms: i64, right: &[bool]) -> Vec<RequestRecord>
             reasoning_tokens: None,
             canonical_tokens: None,
             output_chars: 200,
-            output: "x".into(),
-            reasoning: None,
+            texts: RecordTexts {
+                output: "x".into(),
+                reasoning: None,
+                error_detail: None,
+                chunk_text: Default::default(),
+            }
+            .into(),
             error_class: None,
-            error_detail: None,
             grades: vec![exact_grade(right[i])],
             chunk_attribution: None,
-            chunk_text: Default::default(),
             cut: None,
         })
         .collect()

@@ -3,7 +3,7 @@ use super::failures::*;
 use super::trend::*;
 use super::*;
 use crate::domain::grading::Grade;
-use crate::domain::run::{ErrorClass, TokenSource, join_repetition};
+use crate::domain::run::{ErrorClass, RecordTexts, TokenSource, join_repetition};
 
 /// A successful record sent at `sent_s`, taking `e2e_ms`, with `tokens` out.
 fn rec(case: &str, repetition: u32, sent_s: f64, e2e_ms: f64, tokens: u32) -> RequestRecord {
@@ -36,13 +36,16 @@ fn rec(case: &str, repetition: u32, sent_s: f64, e2e_ms: f64, tokens: u32) -> Re
         reasoning_tokens: None,
         canonical_tokens: None,
         output_chars: 0,
-        output: "answer".into(),
-        reasoning: None,
+        texts: RecordTexts {
+            output: "answer".into(),
+            reasoning: None,
+            error_detail: None,
+            chunk_text: Default::default(),
+        }
+        .into(),
         error_class: None,
-        error_detail: None,
         grades: vec![],
         chunk_attribution: None,
-        chunk_text: Default::default(),
         cut: None,
     }
 }
@@ -54,7 +57,7 @@ fn failed(mut r: RequestRecord, class: ErrorClass) -> RequestRecord {
 }
 
 fn graded(mut r: RequestRecord, passed: bool, output: &str) -> RequestRecord {
-    r.output = output.into();
+    r.texts.get_mut().output = output.into();
     r.grades = vec![Grade {
         grader: "exact".into(),
         score: if passed { 1.0 } else { 0.0 },
@@ -192,7 +195,7 @@ fn consistency_reads_answers_cut_for_summaries_as_whole_ones() {
     assert_eq!((identical.count, identical.n), (1, 2));
     let mut cut = records.clone();
     cut.iter_mut().for_each(RequestRecord::cut_for_summaries);
-    assert!(cut.iter().all(|r| r.output.is_empty()));
+    assert!(cut.iter().all(|r| r.output().is_empty()));
     assert_eq!(finals(&cut), whole);
     // One cut and one whole of the same answers compare alike too.
     let mut mixed = records;

@@ -333,7 +333,7 @@ impl Shared {
                 .collect();
             let grade = if let Some(done) = mine.iter().find(|r| r.succeeded()) {
                 tally.reused += 1;
-                parse_judge_reply(*scale, *min, &done.output)
+                parse_judge_reply(*scale, *min, done.output())
             } else {
                 let next_try = mine.iter().map(|r| r.attempt - first + 1).max().unwrap_or(0);
                 let last_failure = mine.iter().max_by_key(|r| r.attempt).map(|r| failure_text(r));
@@ -468,7 +468,7 @@ enum Call {
 }
 
 fn failure_text(r: &RequestRecord) -> String {
-    match (r.error_class, &r.error_detail) {
+    match (r.error_class, &r.error_detail()) {
         (Some(c), Some(d)) => format!("{}: {d}", c.as_str()),
         (Some(c), None) => c.as_str().to_string(),
         _ => "unknown".to_string(),
@@ -482,7 +482,7 @@ fn judge_prompt_for(file: &EvalSetFile, t: &Target, scale: crate::domain::gradin
         scale,
         rubric,
         &file.prompt_text_for(&t.case),
-        &t.record.output,
+        t.record.output(),
         t.case.expected_text().as_deref(),
     )
 }

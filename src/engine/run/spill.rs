@@ -138,11 +138,16 @@ pub fn remove(path: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::run::RecordTexts;
     use crate::domain::run::RequestRecord;
 
     fn record(case: &str) -> RequestRecord {
         RequestRecord {
-            output: "a\0b \u{e000} é".into(),
+            texts: RecordTexts {
+                output: "a\0b \u{e000} é".into(),
+                ..Default::default()
+            }
+            .into(),
             chunks: vec![(1_000, 3)].into(),
             ..RequestRecord::test_quality(case)
         }

@@ -79,7 +79,7 @@ impl Grading {
             .graders_for(case)
             .iter()
             .filter(|g| !g.needs_model())
-            .map(|g| g.grade(&record.output, case.expected.as_ref()))
+            .map(|g| g.grade(record.output(), case.expected.as_ref()))
             .collect();
     }
 }

@@ -42,18 +42,18 @@ pub fn count(text: &str) -> u32 {
 /// entry of `record.chunks` when the stream was measured by the client; anything else (e.g. an
 /// empty slice) leaves the per-chunk counts as they are.
 pub fn complete_counts(record: &mut RequestRecord, chunk_text: &[ChunkText]) {
-    let reasoning = record.reasoning.as_deref().unwrap_or("");
+    let has_reasoning = record.reasoning().is_some_and(|t| !t.is_empty());
+    let has_text = has_reasoning || !record.output().is_empty();
     // Each text is encoded once: its counts and, for multi-token chunks, the chunks' weights
     // all come from these tokens.
-    let reasoning_tokens = encode(reasoning);
-    let output_tokens = encode(&record.output);
+    let reasoning_tokens = encode(record.reasoning().unwrap_or(""));
+    let output_tokens = encode(record.output());
     let canonical = len_u32(&reasoning_tokens).saturating_add(len_u32(&output_tokens));
     record.canonical_tokens = Some(canonical);
-    let has_text = !reasoning.is_empty() || !record.output.is_empty();
     if record.output_tokens_source != Some(TokenSource::Usage) && has_text {
         record.output_tokens = Some(canonical);
         record.output_tokens_source = Some(TokenSource::Tokenizer);
-        if !reasoning.is_empty() {
+        if has_reasoning {
             record.reasoning_tokens = Some(len_u32(&reasoning_tokens));
         }
     }
@@ -65,7 +65,7 @@ pub fn complete_counts(record: &mut RequestRecord, chunk_text: &[ChunkText]) {
     // Without usage a server tokenizer may recount the record later: its prefixes are counted
     // at these chunk boundaries.
     if record.output_tokens_source != Some(TokenSource::Usage) && chunks > 1 && chunk_text.len() == chunks {
-        record.chunk_text = chunk_text.into();
+        record.texts.get_mut().chunk_text = chunk_text.into();
     }
     if record.chunks.tokens() == u64::from(total) {
         record.chunk_attribution = Some(if chunks == 1 {
@@ -240,6 +240,7 @@ pub fn synthetic_prompt(tokens: u32, seed: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::run::RecordTexts;
 
     fn record(output: &str, chunks: Vec<(i64, u32)>, usage: Option<u32>) -> RequestRecord {
         RequestRecord {
@@ -252,7 +253,11 @@ mod tests {
                 TokenSource::Chunks
             }),
             output_chars: output.chars().count() as u32,
-            output: output.into(),
+            texts: RecordTexts {
+                output: output.into(),
+                ..Default::default()
+            }
+            .into(),
             ..RequestRecord::test_quality("c")
         }
     }
@@ -287,13 +292,16 @@ mod tests {
         assert_eq!(r.output_tokens_source, Some(TokenSource::Usage));
         assert_eq!(r.chunks, vec![(1, 1), (2, 4), (3, 4)]);
         assert_eq!(r.chunk_attribution, Some(ChunkAttribution::O200kProportional));
-        assert!(r.chunk_text.is_empty(), "usage is never recounted: no boundaries kept");
+        assert!(
+            r.chunk_text().is_empty(),
+            "usage is never recounted: no boundaries kept"
+        );
         // Without usage the boundaries are kept for a server tokenizer's prefixes.
         let mut counted = record(text, vec![(1, 1), (2, 1), (3, 1)], None);
         complete_counts(&mut counted, &[(0, first), (0, second), (0, third)]);
-        assert_eq!(counted.chunk_text, vec![(0, first), (0, second), (0, third)]);
+        assert_eq!(*counted.chunk_text(), vec![(0, first), (0, second), (0, third)]);
         assert_eq!(
-            prefix_ends("", text, &counted.chunk_text.iter().collect::<Vec<_>>()),
+            prefix_ends("", text, &counted.chunk_text().iter().collect::<Vec<_>>()),
             vec![(0, 3), (0, (first + second) as usize), (0, text.len())]
         );
     }
@@ -308,7 +316,7 @@ mod tests {
         assert_eq!(r.chunk_attribution, Some(ChunkAttribution::O200kProportional));
         // Reasoning and answer are weighed on their own sides of each chunk.
         let mut both = record("the time", vec![(1, 1), (2, 1)], Some(4));
-        both.reasoning = Some("people way".into());
+        both.texts.get_mut().reasoning = Some("people way".into());
         complete_counts(&mut both, &[(10, 0), (0, 8)]);
         assert_eq!(both.chunks, vec![(1, 2), (2, 2)]);
     }

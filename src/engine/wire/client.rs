@@ -22,7 +22,7 @@ use super::provider::{parse_completion, stream_decoder};
 use super::sse::{SseEvent, SseParser};
 use crate::domain::candidate::{CandidateSpec, ProviderKind, Secret};
 use crate::domain::retry::parse_retry_after;
-use crate::domain::run::{ErrorClass, Phase, RequestRecord, RunConfig, TokenSource};
+use crate::domain::run::{ErrorClass, Phase, RecordTexts, RequestRecord, RunConfig, TokenSource};
 
 /// Most bytes read from an error response (only an excerpt is kept).
 const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
@@ -160,13 +160,16 @@ impl Exchange {
             reasoning_tokens: self.reasoning_tokens,
             canonical_tokens: None,
             output_chars: u32::try_from(self.output.chars().count()).unwrap_or(u32::MAX),
-            output: self.output,
-            reasoning: (!self.reasoning.is_empty()).then_some(self.reasoning),
+            texts: RecordTexts {
+                output: self.output,
+                reasoning: (!self.reasoning.is_empty()).then_some(self.reasoning),
+                error_detail,
+                chunk_text: Default::default(),
+            }
+            .into(),
             error_class,
-            error_detail,
             grades: Vec::new(),
             chunk_attribution: None,
-            chunk_text: Default::default(),
             cut: None,
         }
     }

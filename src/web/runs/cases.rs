@@ -977,7 +977,7 @@ fn attempt_view(
             .error_class
             .map(|c| c.as_str().to_string())
             .unwrap_or_else(|| "ok".into()),
-        error_detail: r.error_detail.as_deref().map(|d| visible_controls(d).into_owned()),
+        error_detail: r.error_detail().map(|d| visible_controls(d).into_owned()),
         passed: if r.succeeded() {
             case_passed(&r.grades)
         } else {
@@ -1039,10 +1039,9 @@ fn attempt_view(
             .map(|s| s.to_string())
             .unwrap_or_else(|| NOT_MEASURED.into()),
         // Control characters made visible; askama escapes the rest.
-        output: visible_controls(&r.output).into_owned(),
+        output: visible_controls(r.output()).into_owned(),
         reasoning: r
-            .reasoning
-            .as_deref()
+            .reasoning()
             .filter(|s| !s.is_empty())
             .map(|s| visible_controls(s).into_owned()),
     }

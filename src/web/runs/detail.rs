@@ -1016,11 +1016,8 @@ impl<'a> PageContext<'a> {
         let whole: HashMap<RecordKey<'_>, &RequestRecord> = records.iter().map(|r| (record_key(r), r)).collect();
         for (_, shown, row) in &mut case_rows {
             if let Some(r) = whole.get(&shown.key()) {
-                row.output = truncate(&visible_controls(&r.output), OUTPUT_EXCERPT);
-                row.error_detail = r
-                    .error_detail
-                    .as_deref()
-                    .map(|d| truncate(&visible_controls(d), ERROR_EXCERPT));
+                row.output = truncate(&visible_controls(r.output()), OUTPUT_EXCERPT);
+                row.error_detail = r.error_detail().map(|d| truncate(&visible_controls(d), ERROR_EXCERPT));
             }
         }
         let cases_note =

@@ -855,6 +855,7 @@ fn fields_view(r: &FieldReport) -> FieldsView {
 mod tests {
     use super::*;
     use crate::domain::grading::Grade;
+    use crate::domain::run::RecordTexts;
     use crate::domain::run::RequestRecord;
 
     fn graded(case: &str, grades: Vec<Grade>) -> RequestRecord {
@@ -867,7 +868,11 @@ mod tests {
             chunks: vec![(2, 1)].into(),
             output_tokens: Some(1),
             output_chars: 1,
-            output: "x".into(),
+            texts: RecordTexts {
+                output: "x".into(),
+                ..Default::default()
+            }
+            .into(),
             grades,
             ..RequestRecord::test_quality(case)
         }

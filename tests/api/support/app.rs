@@ -10,7 +10,7 @@ use bakeoff::domain::candidate::CandidateDraft;
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::grading::Grade;
 use bakeoff::domain::metrics::Distribution;
-use bakeoff::domain::run::{NewRun, Phase, RequestRecord, RunConfig, RunStatus, TokenSource};
+use bakeoff::domain::run::{NewRun, Phase, RecordTexts, RequestRecord, RunConfig, RunStatus, TokenSource};
 use bakeoff::engine::run::Runner;
 use bakeoff::store::DynStore;
 use bakeoff::web::security::Security;
@@ -467,10 +467,14 @@ pub fn record(run_id: i64, candidate_id: i64, case_id: &str, output: &str, passe
         reasoning_tokens: None,
         canonical_tokens: None,
         output_chars: output.chars().count() as u32,
-        output: output.into(),
-        reasoning: None,
+        texts: RecordTexts {
+            output: output.into(),
+            reasoning: None,
+            error_detail: None,
+            chunk_text: Default::default(),
+        }
+        .into(),
         error_class: None,
-        error_detail: None,
         grades: vec![Grade {
             grader: "exact".into(),
             score: if passed { 1.0 } else { 0.0 },
@@ -481,7 +485,6 @@ pub fn record(run_id: i64, candidate_id: i64, case_id: &str, output: &str, passe
             required: true,
         }],
         chunk_attribution: None,
-        chunk_text: Default::default(),
         cut: None,
     }
 }
