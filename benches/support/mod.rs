@@ -198,7 +198,7 @@ pub fn record(run_id: i64, candidate_id: i64, case: usize, repetition: u32, sent
             offsets.iter().map(|&at| (at, 1)).collect()
         },
         http_status: Some(if failed { 500 } else { 200 }),
-        finish_reason: (!failed).then(|| "stop".to_string()),
+        finish_reason: (!failed).then(|| "stop".into()),
         input_tokens: Some(24),
         output_tokens: (!failed).then_some(tokens),
         output_tokens_source: (!failed).then_some(TokenSource::Usage),

@@ -845,7 +845,8 @@ pub struct RequestRecord {
     /// (offset µs, tokens in that chunk where known, else 1) for every token-bearing chunk.
     pub chunks: Chunks,
     pub http_status: Option<u16>,
-    pub finish_reason: Option<String>,
+    /// Shared by records read at once, as their grades' grader names are.
+    pub finish_reason: Option<std::sync::Arc<str>>,
     pub input_tokens: Option<u32>,
     pub output_tokens: Option<u32>,
     pub output_tokens_source: Option<TokenSource>,

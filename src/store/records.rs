@@ -175,7 +175,7 @@ macro_rules! record_helpers {
             qb.push_values(grades, |mut b, &(record_id, position, grade)| {
                 b.push_bind(record_id)
                     .push_bind(position)
-                    .push_bind(grade.grader.as_str())
+                    .push_bind(&*grade.grader)
                     .push_bind(grade.score)
                     .push_bind(grade.passed)
                     .push_bind(Self::TEXT.encode(grade.reason.as_str()))

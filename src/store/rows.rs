@@ -5,6 +5,7 @@ use crate::domain::sealed::{KeySealer, is_sealed};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt::Display;
+use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 
@@ -833,7 +834,12 @@ pub(crate) struct RecordRow {
 
 impl RecordRow {
     /// The domain record, with `grades` attached.
-    pub(crate) fn into_record(self, grades: Vec<Grade>, text: TextCodec) -> Result<RequestRecord, StoreError> {
+    pub(crate) fn into_record(
+        self,
+        grades: Vec<Grade>,
+        text: TextCodec,
+        shared: &mut SharedTexts,
+    ) -> Result<RequestRecord, StoreError> {
         let id = self.id;
         let place = |column: &str| format!("request_records.{column} of record {id}");
         let http_status = self
@@ -861,7 +867,7 @@ impl RecordRow {
             end_us: self.end_us.into(),
             chunks: parse_json(place("chunks"), &self.chunks)?,
             http_status,
-            finish_reason: text.decode_opt(self.finish_reason),
+            finish_reason: text.decode_opt(self.finish_reason).map(|t| shared.of(t)),
             input_tokens: opt_u32(place("input_tokens"), self.input_tokens)?,
             output_tokens: opt_u32(place("output_tokens"), self.output_tokens)?,
             output_tokens_source: self
@@ -925,7 +931,7 @@ pub(crate) struct GradeFigureRow {
 impl GradeFigureRow {
     pub(crate) fn into_grade(self) -> Grade {
         Grade {
-            grader: String::new(),
+            grader: Arc::default(),
             score: self.score,
             passed: self.passed,
             reason: String::new(),
@@ -943,6 +949,7 @@ pub(crate) fn attach_grades(
     text: TextCodec,
 ) -> Result<Vec<RequestRecord>, StoreError> {
     let mut by_record: HashMap<i64, Vec<Grade>> = HashMap::new();
+    let mut shared = SharedTexts::default();
     for g in grades {
         let detail = g
             .detail
@@ -950,7 +957,7 @@ pub(crate) fn attach_grades(
             .map(|text| parse_json(format_args!("grade detail of record {}", g.request_record_id), text))
             .transpose()?;
         by_record.entry(g.request_record_id).or_default().push(Grade {
-            grader: g.grader,
+            grader: shared.of(g.grader),
             score: g.score,
             passed: g.passed,
             reason: text.decode(g.reason),
@@ -965,9 +972,26 @@ pub(crate) fn attach_grades(
             let mut grades = by_record.remove(&row.id).unwrap_or_default();
             // A vector's first push reserves room for four grades; most records have one.
             grades.shrink_to_fit();
-            row.into_record(grades, text)
+            row.into_record(grades, text, &mut shared)
         })
         .collect()
+}
+
+/// One copy of each distinct short text of the records read at once (their grader names and
+/// finish reasons), shared by them: a run's records repeat a handful, and a candidate's million
+/// held by the end step would otherwise hold as many small allocations of each.
+#[derive(Default)]
+pub(crate) struct SharedTexts(std::collections::HashSet<Arc<str>>);
+
+impl SharedTexts {
+    pub(crate) fn of(&mut self, text: String) -> Arc<str> {
+        if let Some(known) = self.0.get(text.as_str()) {
+            return known.clone();
+        }
+        let text: Arc<str> = text.into();
+        self.0.insert(text.clone());
+        text
+    }
 }
 
 // ---------------------------------------------------------------- scorecards

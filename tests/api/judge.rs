@@ -148,7 +148,7 @@ async fn judge_grades_are_stored_with_reasons_and_judge_calls_stay_out_of_every_
     let mut right = 0;
     for r in &measured {
         assert!(r.succeeded(), "{:?}", r.error_detail());
-        let graders: Vec<&str> = r.grades.iter().map(|g| g.grader.as_str()).collect();
+        let graders: Vec<&str> = r.grades.iter().map(|g| &*g.grader).collect();
         assert_eq!(graders, ["exact", "llm-judge"], "{}", r.case_id);
         let (exact, judged) = (&r.grades[0], &r.grades[1]);
         assert_eq!((exact.weight, judged.weight), (2.0, 1.0));
@@ -236,7 +236,7 @@ async fn judging_off_by_default_sends_and_stores_nothing_for_judge_graders() {
     let records = s.store.list_request_records(s.run_id).await.unwrap();
     assert!(judge_calls(&records).is_empty());
     for r in records.iter().filter(|r| !r.is_warmup) {
-        let graders: Vec<&str> = r.grades.iter().map(|g| g.grader.as_str()).collect();
+        let graders: Vec<&str> = r.grades.iter().map(|g| &*g.grader).collect();
         assert_eq!(graders, ["exact"], "only the graders that need no model");
         assert_eq!(case_passed(&r.grades), Some(r.grades[0].passed));
     }
@@ -367,7 +367,7 @@ async fn a_restarted_run_judges_only_what_is_not_judged_yet() {
             .iter()
             .find(|r| r.case_id == case && r.phase == Phase::Quality)
             .unwrap();
-        let judged: Vec<_> = r.grades.iter().filter(|g| g.grader == "llm-judge").collect();
+        let judged: Vec<_> = r.grades.iter().filter(|g| &*g.grader == "llm-judge").collect();
         assert_eq!(judged.len(), 1, "{case}: {:?}", r.grades);
         judged[0].clone()
     };
@@ -412,7 +412,7 @@ async fn a_judge_that_keeps_failing_is_a_failed_grade_saying_why() {
         let g = r
             .grades
             .iter()
-            .find(|g| g.grader == "llm-judge")
+            .find(|g| &*g.grader == "llm-judge")
             .expect("a judge grade");
         assert!(!g.passed && g.score == 0.0);
         assert!(
@@ -634,7 +634,7 @@ async fn grades_keep_weight_and_required_and_judge_grades_are_appended_on_both_s
     let grades: Vec<(&str, f64, bool)> = stored[0]
         .grades
         .iter()
-        .map(|g| (g.grader.as_str(), g.weight, g.required))
+        .map(|g| (&*g.grader, g.weight, g.required))
         .collect();
     assert_eq!(
         grades,

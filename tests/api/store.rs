@@ -1,5 +1,7 @@
 //! The storage layer, one suite run against every backend (`support::db::each_backend!`):
 //! SQLite always, PostgreSQL when `BAKEOFF_TEST_POSTGRES_URL` is set (ignored otherwise).
+use std::sync::Arc;
+
 use bakeoff::domain::candidate::{CandidateSpec, ClaimedFigure, Conditions, Pricing, ProviderKind, Secret};
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::grading::Grade;
@@ -659,6 +661,38 @@ async fn a_repeated_batch_is_stored_exactly_once_with_its_grades(TestStore { bac
     assert_eq!(stored[3], batch[2], "{backend}");
     assert_eq!(stored[3].grades.len(), 2, "{backend}: grades attached once, in order");
     assert!(stored[2].grades.is_empty(), "{backend}");
+}
+
+each_backend!(records_read_together_share_their_grader_names_and_finish_reasons);
+async fn records_read_together_share_their_grader_names_and_finish_reasons(
+    TestStore { backend, store, .. }: TestStore,
+) {
+    let (run_id, c) = seeded_run(&store, 1).await;
+    let mut written: Vec<RequestRecord> = (0..3)
+        .map(|i| record(run_id, c[0], &format!("c{i}"), 0, 1_000 + i))
+        .collect();
+    written[2].finish_reason = Some("length".into());
+    store.append_request_records(&written).await.unwrap();
+    let mut feed = |_: &mut RequestRecord| {};
+    let read = store
+        .candidate_records_for_summaries(run_id, c[0], &mut feed)
+        .await
+        .unwrap();
+    assert_eq!(read.len(), 3, "{backend}");
+    let grader = |r: &RequestRecord| r.grades[0].grader.clone();
+    let finish = |r: &RequestRecord| r.finish_reason.clone().unwrap();
+    // One allocation a distinct text, not one a record: the end step holds a million.
+    assert!(Arc::ptr_eq(&grader(&read[0]), &grader(&read[1])), "{backend}");
+    assert!(Arc::ptr_eq(&grader(&read[0]), &grader(&read[2])), "{backend}");
+    assert!(Arc::ptr_eq(&finish(&read[0]), &finish(&read[1])), "{backend}");
+    assert_eq!(
+        (&*finish(&read[0]), &*finish(&read[2])),
+        ("stop", "length"),
+        "{backend}"
+    );
+    // Shared or not, what was written comes back.
+    let whole = store.list_request_records(run_id).await.unwrap();
+    assert_eq!(whole, written, "{backend}");
 }
 
 each_backend!(a_key_repeated_inside_one_batch_is_stored_once);

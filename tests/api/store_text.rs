@@ -58,7 +58,7 @@ async fn store_keeps_every_control_character_of_server_text(t: TestStore) {
 
     let mut answered = record(run, candidate, "c1", &text, false);
     answered.texts.get_mut().reasoning = Some(format!("thinking{text}"));
-    answered.finish_reason = Some(format!("stop{}", '\0'));
+    answered.finish_reason = Some(format!("stop{}", '\0').into());
     answered.grades[0].reason = format!("expected \"positive\", got {text:?} and {text}");
     let mut failed = record(run, candidate, "c2", "", false);
     failed.error_class = Some(ErrorClass::HttpServerError);

@@ -122,7 +122,7 @@ pub(super) fn label(
 /// The (expected, predicted) pair a `label` grade carries; predicted is None when the answer
 /// named no label (or several).
 pub fn label_pair(grade: &Grade) -> Option<(String, Option<String>)> {
-    if grade.grader != "label" {
+    if &*grade.grader != "label" {
         return None;
     }
     let detail = grade.detail.as_ref()?;

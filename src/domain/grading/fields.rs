@@ -64,7 +64,7 @@ pub struct FieldsDetail {
 impl FieldsDetail {
     /// The detail of a `json-fields` grade, if `grade` is one.
     pub fn from_grade(grade: &Grade) -> Option<FieldsDetail> {
-        if grade.grader != "json-fields" {
+        if &*grade.grader != "json-fields" {
             return None;
         }
         serde_json::from_value(grade.detail.clone()?).ok()

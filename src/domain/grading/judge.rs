@@ -47,7 +47,7 @@ pub fn judge_name_for_attempt(graders: &[Grader], attempt: u32) -> Option<&str> 
 /// naming the failure.
 pub fn judge_failed(grader: &Grader, why: &str) -> Grade {
     grader.weigh(Grade {
-        grader: "llm-judge".to_string(),
+        grader: "llm-judge".into(),
         score: 0.0,
         passed: false,
         reason: truncate(&format!("judge call failed: {why}"), MAX_REASON_CHARS),
@@ -115,7 +115,7 @@ pub fn parse_judge_reply(scale: JudgeScale, min: Option<u8>, reply: &str) -> Gra
         truncate(text.trim(), 140)
     };
     let grade = |score: f64, passed: bool, reason: String| Grade {
-        grader: "llm-judge".to_string(),
+        grader: "llm-judge".into(),
         score,
         passed,
         reason: truncate(&reason, MAX_REASON_CHARS),

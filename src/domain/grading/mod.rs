@@ -43,7 +43,8 @@ pub const MAX_REASON_CHARS: usize = 200;
 /// One grader's verdict on one output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Grade {
-    pub grader: String,
+    /// Shared by the grades of records read at once (one name per grader, not one per grade).
+    pub grader: std::sync::Arc<str>,
     /// In [0, 1].
     pub score: f64,
     pub passed: bool,
@@ -80,7 +81,7 @@ fn is_true(b: &bool) -> bool {
 impl Grade {
     fn new(spec: &GraderSpec, score: f64, passed: bool, reason: impl AsRef<str>) -> Grade {
         Grade {
-            grader: spec.name().to_string(),
+            grader: spec.name().into(),
             score: if score.is_finite() { score.clamp(0.0, 1.0) } else { 0.0 },
             passed,
             reason: truncate(reason.as_ref(), MAX_REASON_CHARS),

@@ -605,13 +605,13 @@ pub fn measure(
                     if !r.succeeded() {
                         return Some(0.0);
                     }
-                    r.grades.iter().find(|g| g.grader == name).map(|g| g.score)
+                    r.grades.iter().find(|g| &*g.grader == name).map(|g| g.score)
                 })
                 .collect();
             let mut m = sample_statistic(values, None, SampleUnit::Requests, |v| {
                 v.iter().sum::<f64>() / v.len() as f64
             });
-            if m.value.is_none() || !finals.iter().any(|r| r.grades.iter().any(|g| g.grader == name)) {
+            if m.value.is_none() || !finals.iter().any(|r| r.grades.iter().any(|g| &*g.grader == name)) {
                 m.value = None;
                 m.interval = None;
                 m.missing = Some(format!("no grade from a grader named {name:?}"));

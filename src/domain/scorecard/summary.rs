@@ -225,7 +225,7 @@ pub fn summarise_data(
     let graders: BTreeSet<&str> = data
         .finals
         .iter()
-        .flat_map(|r| r.grades.iter().map(|g| g.grader.as_str()))
+        .flat_map(|r| r.grades.iter().map(|g| &*g.grader))
         .collect();
     let mut measurements = BTreeMap::new();
     for def in CATALOG {

@@ -272,7 +272,7 @@ fn targets(run: &Run, file: &EvalSetFile, records: Vec<RequestRecord>) -> Vec<Ta
             .into_iter()
             .map(|(s, g)| (s, g.clone()))
             .collect();
-        if slots.is_empty() || r.grades.iter().any(|g| g.grader == "llm-judge") {
+        if slots.is_empty() || r.grades.iter().any(|g| &*g.grader == "llm-judge") {
             continue;
         }
         out.push(Target {

@@ -153,7 +153,7 @@ impl Exchange {
             end_us: self.end_us.into(),
             chunks: self.chunks.into(),
             http_status: self.http_status,
-            finish_reason: self.finish_reason,
+            finish_reason: self.finish_reason.map(Into::into),
             input_tokens: self.input_tokens,
             output_tokens: self.output_tokens,
             output_tokens_source: self.output_tokens_source,

@@ -989,7 +989,7 @@ fn attempt_view(
             .map(|g| GradeView {
                 // Weight and optional shown where they differ from the defaults.
                 grader: match (g.weight != 1.0, g.required) {
-                    (false, true) => g.grader.clone(),
+                    (false, true) => g.grader.to_string(),
                     (true, true) => format!("{} · weight {}", g.grader, g.weight),
                     (false, false) => format!("{} · optional", g.grader),
                     (true, false) => format!("{} · weight {} · optional", g.grader, g.weight),

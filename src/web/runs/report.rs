@@ -734,7 +734,7 @@ fn quality_of<'a>(
         }
         graded += 1;
         for g in &r.grades {
-            let entry = graders.entry(g.grader.clone()).or_default();
+            let entry = graders.entry(g.grader.to_string()).or_default();
             entry.1 += 1;
             if g.passed {
                 entry.0 += 1;
