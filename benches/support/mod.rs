@@ -176,7 +176,7 @@ pub fn record(run_id: i64, candidate_id: i64, case: usize, repetition: u32, sent
     RequestRecord {
         run_id,
         candidate_id,
-        case_id: format!("case-{case:06}"),
+        case_id: format!("case-{case:06}").into(),
         phase: Phase::Quality,
         repetition,
         attempt: 0,

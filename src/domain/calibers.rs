@@ -1433,7 +1433,7 @@ mod tests {
         RequestRecord {
             run_id: 1,
             candidate_id: 1,
-            case_id: format!("c{send_ms}"),
+            case_id: format!("c{send_ms}").into(),
             phase: Phase::Throughput,
             repetition: 0,
             attempt: 0,

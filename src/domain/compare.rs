@@ -198,7 +198,7 @@ pub fn figures_of(
     let measured = records
         .iter()
         .filter(|r| r.candidate_id == candidate_id && !r.is_warmup);
-    let finals = crate::domain::run::last_attempts(measured, |r| (r.case_id.as_str(), r.phase.as_str(), r.repetition));
+    let finals = crate::domain::run::last_attempts(measured, |r| (r.case_id.as_ref(), r.phase.as_str(), r.repetition));
     let ok: Vec<&RequestRecord> = finals.iter().copied().filter(|r| r.succeeded()).collect();
     let levels: Vec<LevelAggregate> = per_level
         .concurrencies()

@@ -120,7 +120,7 @@ pub struct CandidateSummary {
 /// Only each request's last attempt counts toward rates; retries are visible separately.
 fn final_attempts<'a>(records: &[&'a RequestRecord]) -> Vec<&'a RequestRecord> {
     super::run::last_attempts(records.iter().copied(), |r| {
-        (r.case_id.as_str(), r.repetition, r.phase.as_str())
+        (r.case_id.as_ref(), r.repetition, r.phase.as_str())
     })
 }
 

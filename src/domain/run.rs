@@ -821,7 +821,8 @@ impl ErrorClass {
 pub struct RequestRecord {
     pub run_id: i64,
     pub candidate_id: i64,
-    pub case_id: String,
+    /// Shared by the records read at once (one copy a case, not one a repetition).
+    pub case_id: std::sync::Arc<str>,
     pub phase: Phase,
     pub repetition: u32,
     /// 0 for the first try, 1.. for retries.
@@ -1311,10 +1312,10 @@ mod tests {
             attempt("b", 1, 30, 500),
             attempt("c", 0, 5, 200),
         ];
-        let last = last_attempts(&given, |r| r.case_id.as_str());
+        let last = last_attempts(&given, |r| r.case_id.as_ref());
         let picked: Vec<(&str, u32, Option<u16>)> = last
             .iter()
-            .map(|r| (r.case_id.as_str(), r.attempt, r.http_status))
+            .map(|r| (r.case_id.as_ref(), r.attempt, r.http_status))
             .collect();
         assert_eq!(picked, [("c", 0, Some(200)), ("a", 1, Some(200)), ("b", 2, Some(200))]);
     }

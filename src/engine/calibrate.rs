@@ -498,7 +498,7 @@ pub async fn run_level(
         first_send = first_send.min(r.sent_at_us);
         last_end = last_end.max(r.sent_at_us + r.end_us.get().unwrap_or(0));
         tokens += u64::from(r.output_tokens.unwrap_or(0));
-        let Some(&index) = case_index.get(&r.case_id) else {
+        let Some(&index) = case_index.get(&*r.case_id) else {
             continue;
         };
         let id = request_id(r.run_id, r.candidate_id, r.phase, index, r.repetition, r.attempt);

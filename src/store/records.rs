@@ -297,7 +297,7 @@ macro_rules! record_queries {
                 )
                 .bind(record.run_id)
                 .bind(record.candidate_id)
-                .bind(record.case_id.as_str())
+                .bind(record.case_id.as_ref())
                 .bind(record.phase.as_str())
                 .bind(i64::from(record.repetition))
                 .bind(i64::from(record.attempt))

@@ -746,7 +746,7 @@ pub(crate) fn record_key(r: &RequestRecord) -> RecordKey {
     (
         r.run_id,
         r.candidate_id,
-        r.case_id.clone(),
+        r.case_id.to_string(),
         r.phase.as_str().to_string(),
         i64::from(r.repetition),
         i64::from(r.attempt),
@@ -850,7 +850,7 @@ impl RecordRow {
             run_id: self.run_id,
             candidate_id: self.candidate_id,
             phase: parse_enum(place("phase"), &self.phase, Phase::parse)?,
-            case_id: self.case_id,
+            case_id: shared.of(self.case_id),
             repetition: to_u32(place("repetition"), self.repetition)?,
             attempt: to_u32(place("attempt"), self.attempt)?,
             concurrency: to_u32(place("concurrency"), self.concurrency)?,

@@ -60,7 +60,7 @@ async fn demo_outcomes(concurrency: u32) -> (BTreeMap<Key, Outcome>, HashMap<Str
         .map(|r| {
             let key = (
                 model_of[&r.candidate_id].clone(),
-                r.case_id.clone(),
+                r.case_id.to_string(),
                 format!("{:?}", r.phase),
                 r.repetition,
                 r.attempt,

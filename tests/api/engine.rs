@@ -148,7 +148,7 @@ async fn a_streamed_run_records_every_case_once_graded_and_timed_like_the_server
     assert_eq!(warm[0].phase, Phase::Warmup);
     let mut per_case: BTreeMap<&str, usize> = BTreeMap::new();
     for r in &measured {
-        *per_case.entry(r.case_id.as_str()).or_default() += 1;
+        *per_case.entry(r.case_id.as_ref()).or_default() += 1;
     }
     assert_eq!(per_case.len(), 6, "every case measured: {per_case:?}");
     assert!(
@@ -383,11 +383,11 @@ async fn a_resumed_run_skips_what_is_already_recorded() {
     keys.dedup();
     assert_eq!(keys.len(), before_len, "no duplicate records");
     for case in ["c00", "c01", "c02"] {
-        let mine: Vec<_> = records.iter().filter(|r| r.case_id == case && !r.is_warmup).collect();
+        let mine: Vec<_> = records.iter().filter(|r| &*r.case_id == case && !r.is_warmup).collect();
         assert_eq!(mine.len(), 1, "{case} not repeated");
         assert_eq!(mine[0].output(), "from before the restart");
     }
-    let c03: Vec<_> = records.iter().filter(|r| r.case_id == "c03").collect();
+    let c03: Vec<_> = records.iter().filter(|r| &*r.case_id == "c03").collect();
     assert_eq!(c03.len(), 2, "c03 continued with its retry");
     assert!(c03.iter().any(|r| r.attempt == 1 && r.succeeded()));
     let warm: Vec<u32> = records.iter().filter(|r| r.is_warmup).map(|r| r.repetition).collect();

@@ -915,7 +915,7 @@ async fn every_shipped_set_parses_is_large_enough_and_separates_the_demo_candida
         let (mut wrong, mut wrong_passed) = (0, 0);
         // Warm-up and roll-out (smoke) requests are recorded but never graded.
         for r in records.iter().filter(|r| !r.is_warmup && r.error_class.is_none()) {
-            let correct = truth[&(names[&r.candidate_id].to_string(), r.case_id.clone())];
+            let correct = truth[&(names[&r.candidate_id].to_string(), r.case_id.to_string())];
             let passed = !r.grades.is_empty() && r.grades.iter().all(|g| g.passed);
             if correct {
                 assert!(

@@ -96,7 +96,7 @@ fn truth_of<'a>(truth: &'a HashMap<String, Value>, file: &EvalSetFile, r: &Reque
     let index = file
         .cases
         .iter()
-        .position(|c| c.id == r.case_id)
+        .position(|c| *c.id == *r.case_id)
         .expect("a case of the file");
     let id = request_id(r.run_id, r.candidate_id, r.phase, index, r.repetition, r.attempt);
     truth.get(&id).unwrap_or_else(|| panic!("ground truth for {id}"))
@@ -614,7 +614,7 @@ async fn an_answer_cut_off_by_max_tokens_fails_json_fields_with_the_parse_error(
     let of = |case: &str| {
         records
             .iter()
-            .find(|r| !r.is_warmup && r.case_id == case)
+            .find(|r| !r.is_warmup && &*r.case_id == case)
             .unwrap_or_else(|| panic!("a record of {case}: {records:?}"))
     };
     let short = of("short");

@@ -365,7 +365,7 @@ async fn a_restarted_run_judges_only_what_is_not_judged_yet() {
     let judge_grade = |case: &str| {
         let r = records
             .iter()
-            .find(|r| r.case_id == case && r.phase == Phase::Quality)
+            .find(|r| &*r.case_id == case && r.phase == Phase::Quality)
             .unwrap();
         let judged: Vec<_> = r.grades.iter().filter(|g| &*g.grader == "llm-judge").collect();
         assert_eq!(judged.len(), 1, "{case}: {:?}", r.grades);
@@ -388,7 +388,7 @@ async fn a_restarted_run_judges_only_what_is_not_judged_yet() {
     }
     let c2: Vec<u32> = judge_calls(&records)
         .iter()
-        .filter(|r| r.case_id == "c2")
+        .filter(|r| &*r.case_id == "c2")
         .map(|r| r.attempt)
         .collect();
     assert_eq!(c2, [0, 1], "c2 continued with its retry");

@@ -132,7 +132,7 @@ async fn every_caliber_agrees_with_the_mock_ground_truth() {
             r.run_id,
             r.candidate_id,
             r.phase,
-            index[r.case_id.as_str()],
+            index[r.case_id.as_ref()],
             r.repetition,
             r.attempt,
         );

@@ -150,7 +150,7 @@ fn unique_cases(records: &[RequestRecord]) -> BTreeSet<String> {
     records
         .iter()
         .filter(|r| !r.is_warmup && r.attempt == 0)
-        .map(|r| r.case_id.clone())
+        .map(|r| r.case_id.to_string())
         .collect()
 }
 
@@ -195,7 +195,7 @@ async fn postgres_reset_for_ten_seconds_mid_run_loses_nothing() {
     assert_eq!(ended.status, RunStatus::Finished, "the run finishes: {:?}", ended.error);
     let records = direct.list_request_records(run).await.unwrap();
     let measured: Vec<_> = records.iter().filter(|r| !r.is_warmup && r.attempt == 0).collect();
-    let cases: BTreeSet<&str> = measured.iter().map(|r| r.case_id.as_str()).collect();
+    let cases: BTreeSet<&str> = measured.iter().map(|r| r.case_id.as_ref()).collect();
     assert_eq!(measured.len(), CASES, "{CASES} of {CASES} records stored, none twice");
     assert_eq!(cases.len(), CASES);
     let events = direct.list_run_events(run).await.unwrap();
@@ -489,7 +489,7 @@ async fn a_record_the_database_refuses_is_kept_and_the_others_stored(t: TestStor
 
     let refused = spill::read_refused(&spill::refused_path(spill_dir.path(), run)).unwrap();
     assert_eq!(refused.len(), 1, "{}: {refused:?}", t.backend);
-    assert_eq!(refused[0].record.case_id, "case-007");
+    assert_eq!(&*refused[0].record.case_id, "case-007");
     assert_eq!(refused[0].record.run_id, run);
     assert!(
         refused[0].reason.contains("refused for the test"),

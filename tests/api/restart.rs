@@ -146,7 +146,7 @@ fn assert_complete(records: &[RequestRecord], candidates: &[i64], backend: &str)
         // Every record here is final: the mock fails nothing, so no attempt is retried.
         assert!(r.succeeded(), "{backend}: {:?} {:?}", r.error_class, r.error_detail());
         *finals
-            .entry((r.candidate_id, r.case_id.clone(), r.repetition))
+            .entry((r.candidate_id, r.case_id.to_string(), r.repetition))
             .or_default() += 1;
     }
     for &candidate in candidates {

@@ -253,7 +253,7 @@ async fn a_label_run_started_from_the_form_shows_the_confusion_matrix_of_its_ans
         {
             n += 1;
             *want
-                .entry((expected[&r.case_id].clone(), r.output().trim().to_string()))
+                .entry((expected[&*r.case_id].clone(), r.output().trim().to_string()))
                 .or_default() += 1;
         }
         assert_eq!(n, 24, "{b}: 12 cases × 2 repetitions");
@@ -573,7 +573,7 @@ async fn each_case_row_shows_its_own_requests_answer_before_and_after_the_run_en
     records.push(broken);
     let retry = records
         .iter_mut()
-        .find(|r| r.candidate_id == ids[0] && r.case_id == "c2" && r.repetition == 1)
+        .find(|r| r.candidate_id == ids[0] && &*r.case_id == "c2" && r.repetition == 1)
         .unwrap();
     retry.attempt = 1;
     app.store.append_request_records(&records).await.unwrap();
@@ -617,7 +617,7 @@ async fn each_case_row_shows_its_own_requests_answer_before_and_after_the_run_en
             let record = records
                 .iter()
                 .find(|r| {
-                    r.case_id == case
+                    &*r.case_id == case
                         && names[ids.iter().position(|&id| id == r.candidate_id).unwrap()] == candidate
                         && (r.repetition, r.attempt) == (repetition, attempt)
                 })
@@ -1036,7 +1036,7 @@ async fn the_drill_down_grid_shows_each_final_outcome_and_its_filters_narrow_cas
     let passed = |candidate: i64, case: &str| {
         let r = records
             .iter()
-            .find(|r| r.candidate_id == candidate && r.case_id == case)
+            .find(|r| r.candidate_id == candidate && &*r.case_id == case)
             .expect("a record per case and candidate");
         r.grades.iter().all(|g| g.passed)
     };
@@ -1178,7 +1178,7 @@ async fn the_drill_down_grid_shows_each_final_outcome_and_its_filters_narrow_cas
             c.expected.as_ref().unwrap().as_str() == Some("neutral")
                 || records
                     .iter()
-                    .any(|r| r.case_id == c.id && r.output().to_lowercase().contains("neutral"))
+                    .any(|r| *r.case_id == c.id && r.output().to_lowercase().contains("neutral"))
         })
         .map(|c| c.id.clone())
         .collect();
@@ -1424,7 +1424,7 @@ async fn a_sweep_run_page_charts_throughput_and_latency_vs_concurrency_with_the_
         .to_string();
     let r = records
         .iter()
-        .find(|r| &r.case_id == first && r.attempt == 0 && r.repetition == 0)
+        .find(|r| *r.case_id == **first && r.attempt == 0 && r.repetition == 0)
         .unwrap();
     let titles = cases.texts(&format!(
         "#case-{first} section.attempt .token-timeline .point-title title"

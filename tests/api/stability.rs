@@ -251,7 +251,7 @@ async fn a_soak_whose_latency_climbs_is_flagged_and_a_stable_one_is_not() {
             records.len()
         );
         assert!(records.iter().all(|r| r.phase == bakeoff::domain::run::Phase::Soak));
-        let mut keys: Vec<(String, u32)> = records.iter().map(|r| (r.case_id.clone(), r.repetition)).collect();
+        let mut keys: Vec<(String, u32)> = records.iter().map(|r| (r.case_id.to_string(), r.repetition)).collect();
         keys.sort();
         keys.dedup();
         assert_eq!(keys.len(), records.len(), "{model}: every soak request has its own key");

@@ -73,7 +73,7 @@ fn record(run_id: i64, candidate_id: i64, case_id: &str, attempt: u32, sent_at_u
     RequestRecord {
         run_id,
         candidate_id,
-        case_id: case_id.to_string(),
+        case_id: case_id.into(),
         phase: Phase::Quality,
         repetition: 0,
         attempt,

@@ -155,7 +155,7 @@ async fn store_reads_record_facts_case_records_and_differing_outputs(t: TestStor
     let fact = |cand: i64, case: &str, warm: bool| {
         facts
             .iter()
-            .find(|f| f.candidate_id == cand && f.case_id == case && f.is_warmup == warm)
+            .find(|f| f.candidate_id == cand && &*f.case_id == case && f.is_warmup == warm)
             .unwrap()
             .clone()
     };
@@ -167,7 +167,7 @@ async fn store_reads_record_facts_case_records_and_differing_outputs(t: TestStor
 
     let records = s.list_case_records(r, &["c1".to_string()]).await.unwrap();
     assert_eq!(records.len(), 2, "{}", t.backend);
-    assert!(records.iter().all(|r| r.case_id == "c1" && r.grades.len() == 1));
+    assert!(records.iter().all(|r| &*r.case_id == "c1" && r.grades.len() == 1));
     assert!(s.list_case_records(r, &[]).await.unwrap().is_empty());
 
     // Outlines: each record's fact, with its pass and score as the domain rules give them
@@ -191,8 +191,8 @@ async fn store_reads_record_facts_case_records_and_differing_outputs(t: TestStor
     assert_eq!(outlines.len(), 4, "{}", t.backend);
     for (o, w) in outlines.iter().zip(&whole) {
         assert_eq!(
-            (o.fact.candidate_id, o.fact.case_id.as_str()),
-            (w.candidate_id, w.case_id.as_str())
+            (o.fact.candidate_id, o.fact.case_id.as_ref()),
+            (w.candidate_id, w.case_id.as_ref())
         );
         assert_eq!(o.fact.passed, case_passed(&w.grades), "{} {}", t.backend, w.case_id);
         assert_eq!(o.score, case_score(&w.grades), "{} {}", t.backend, w.case_id);
@@ -213,7 +213,7 @@ async fn store_reads_record_facts_case_records_and_differing_outputs(t: TestStor
     // A grade appended later (a judge's) moves the record's outline with it.
     let mut judged = whole
         .iter()
-        .find(|w| w.case_id == "c2" && w.candidate_id == a)
+        .find(|w| &*w.case_id == "c2" && w.candidate_id == a)
         .unwrap()
         .clone();
     let judge = Grade {

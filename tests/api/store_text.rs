@@ -77,7 +77,7 @@ async fn store_keeps_every_control_character_of_server_text(t: TestStore) {
 
     let stored = s.list_request_records(run).await.unwrap();
     assert_eq!(stored.len(), 2, "{}", t.backend);
-    let back = stored.iter().find(|r| r.case_id == "c1").unwrap();
+    let back = stored.iter().find(|r| &*r.case_id == "c1").unwrap();
     assert_eq!(back.output(), text, "{}: output", t.backend);
     assert_eq!(back.reasoning(), answered.reasoning(), "{}: reasoning", t.backend);
     assert_eq!(
@@ -90,7 +90,7 @@ async fn store_keeps_every_control_character_of_server_text(t: TestStore) {
         "{}: grade reason",
         t.backend
     );
-    let back = stored.iter().find(|r| r.case_id == "c2").unwrap();
+    let back = stored.iter().find(|r| &*r.case_id == "c2").unwrap();
     assert_eq!(back.error_detail(), failed.error_detail(), "{}: error body", t.backend);
 
     // The per-case read and the tokenizer's read decode the same way.

@@ -476,7 +476,7 @@ async fn counts_are_append_only_and_never_replace_usage(s: TestStore) {
         .unwrap_err();
     assert!(err.to_string().contains("append-only"), "{backend}: {err}");
     let records = store.list_request_records(run_id).await.unwrap();
-    let by_case = |c: &str| records.iter().find(|r| r.case_id == c).unwrap();
+    let by_case = |c: &str| records.iter().find(|r| &*r.case_id == c).unwrap();
     assert_eq!(by_case("c1").output_tokens, Some(7), "{backend}");
     assert_eq!(by_case("c1").output_tokens_source, Some(TokenSource::ServerTokenizer));
     // The per-chunk counts found by the prefixes, and how, read back on both backends.

@@ -43,7 +43,7 @@ pub struct LevelsFold {
 }
 
 /// A request of a candidate, as `CandidateRecords` keys its final attempts.
-type AttemptKey = (String, u32, Phase, u32);
+type AttemptKey = (std::sync::Arc<str>, u32, Phase, u32);
 
 fn attempt_key(r: &RequestRecord) -> AttemptKey {
     (r.case_id.clone(), r.repetition, r.phase, r.concurrency)
@@ -237,7 +237,7 @@ impl<'a> CandidateRecords<'a> {
             .filter(|r| r.candidate_id == candidate_id && !r.is_warmup)
             .collect();
         let finals = last_attempts(attempts.iter().copied(), |r| {
-            (r.case_id.as_str(), r.repetition, r.phase.as_str(), r.concurrency)
+            (r.case_id.as_ref(), r.repetition, r.phase.as_str(), r.concurrency)
         });
         CandidateRecords {
             candidate_id,
@@ -312,7 +312,7 @@ impl<'a> CandidateRecords<'a> {
                 Some(false)
             };
             if let Some(pass) = verdict {
-                let e = per_case.entry(r.case_id.as_str()).or_default();
+                let e = per_case.entry(r.case_id.as_ref()).or_default();
                 e.1 += 1.0;
                 if pass {
                     e.0 += 1.0;

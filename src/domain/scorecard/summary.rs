@@ -257,7 +257,7 @@ pub fn summarise_data(
             }
         }
     }
-    let cases: BTreeSet<&str> = data.finals.iter().map(|r| r.case_id.as_str()).collect();
+    let cases: BTreeSet<&str> = data.finals.iter().map(|r| r.case_id.as_ref()).collect();
     CandidateSummary {
         candidate_id: data.candidate_id,
         measured: !data.finals.is_empty(),
@@ -350,7 +350,7 @@ pub fn judge_usage(candidate_id: i64, records: &[RequestRecord], file: &EvalSetF
             usage.failed += 1;
         }
         let judge = cases
-            .get(r.case_id.as_str())
+            .get(r.case_id.as_ref())
             .and_then(|k| judge_name_for_attempt(file.graders_for(k), r.attempt))
             .map(str::to_string);
         let i = match usage.by_judge.iter().position(|t| t.judge == judge) {

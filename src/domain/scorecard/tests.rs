@@ -246,7 +246,7 @@ fn records(candidate_id: i64, e2e_ms: i64, right: &[bool]) -> Vec<RequestRecord>
         .map(|i| RequestRecord {
             run_id: 1,
             candidate_id,
-            case_id: format!("c{i}"),
+            case_id: format!("c{i}").into(),
             phase: Phase::Quality,
             repetition: 0,
             attempt: 0,
@@ -463,7 +463,7 @@ fn soak_throughput_loss_from_the_window_trend() {
         for k in 0..60usize {
             let mut r = records(1, 300, &[true; 10]).remove(0);
             r.phase = Phase::Soak;
-            r.case_id = format!("s{k}");
+            r.case_id = format!("s{k}").into();
             r.sent_at_us = k as i64 * 10_000_000 - 300_000;
             r.output_tokens = Some(tokens_of(k / 6));
             all.push(r);

@@ -43,7 +43,7 @@ pub(super) fn binomial_ratio(n: usize, m: usize, k: usize) -> f64 {
 pub fn consistency(finals: &[&RequestRecord], confidence: f64) -> Option<Consistency> {
     let mut by_case: BTreeMap<&str, Vec<&RequestRecord>> = BTreeMap::new();
     for r in finals {
-        by_case.entry(r.case_id.as_str()).or_default().push(r);
+        by_case.entry(r.case_id.as_ref()).or_default().push(r);
     }
     by_case.retain(|_, v| v.len() >= 2);
     if by_case.is_empty() {

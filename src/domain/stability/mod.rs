@@ -71,7 +71,7 @@ pub fn final_attempts(records: &[RequestRecord], candidate_id: i64) -> Vec<&Requ
         .iter()
         .filter(|r| r.candidate_id == candidate_id && !r.is_warmup && !matches!(r.phase, Phase::Warmup | Phase::Probe));
     crate::domain::run::last_attempts(measured, |r| {
-        (r.case_id.as_str(), r.phase.as_str(), r.repetition, r.concurrency)
+        (r.case_id.as_ref(), r.phase.as_str(), r.repetition, r.concurrency)
     })
 }
 

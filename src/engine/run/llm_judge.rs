@@ -252,7 +252,7 @@ fn targets(run: &Run, file: &EvalSetFile, records: Vec<RequestRecord>) -> Vec<Ta
     let phase = run.config.measured_phase();
     let case_count = run.config.case_count(file.cases.len());
     let cases: HashMap<&str, &EvalCase> = file.cases[..case_count].iter().map(|c| (c.id.as_str(), c)).collect();
-    let mut earlier: HashMap<(i64, String, u32), Vec<RequestRecord>> = HashMap::new();
+    let mut earlier: HashMap<(i64, std::sync::Arc<str>, u32), Vec<RequestRecord>> = HashMap::new();
     let mut out = Vec::new();
     for r in records {
         if r.phase == Phase::Judge {
@@ -265,7 +265,7 @@ fn targets(run: &Run, file: &EvalSetFile, records: Vec<RequestRecord>) -> Vec<Ta
         if r.is_warmup || !r.succeeded() || r.phase != phase || !run.candidate_ids.contains(&r.candidate_id) {
             continue;
         }
-        let Some(case) = cases.get(r.case_id.as_str()) else {
+        let Some(case) = cases.get(r.case_id.as_ref()) else {
             continue;
         };
         let slots: Vec<(u32, Grader)> = judge_slots(file.graders_for(case))
@@ -441,7 +441,7 @@ impl Shared {
         let (mut record, chunk_text) = exchange.into_parts(RecordIdentity {
             run_id: self.run_id,
             candidate_id: t.record.candidate_id,
-            case_id: t.record.case_id.clone(),
+            case_id: t.record.case_id.to_string(),
             phase: Phase::Judge,
             repetition: t.record.repetition,
             attempt,

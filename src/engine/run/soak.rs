@@ -511,7 +511,7 @@ pub async fn resume(
     let first = kept
         .iter()
         .filter_map(|r| {
-            let case = file.cases.iter().position(|c| c.id == r.case_id)? as u32;
+            let case = file.cases.iter().position(|c| *c.id == *r.case_id)? as u32;
             Some(split_repetition(r.repetition).2 * cases + case + 1)
         })
         .max()

@@ -135,7 +135,7 @@ impl Exchange {
         RequestRecord {
             run_id: id.run_id,
             candidate_id: id.candidate_id,
-            case_id: id.case_id,
+            case_id: id.case_id.into(),
             phase: id.phase,
             repetition: id.repetition,
             attempt: id.attempt,

@@ -799,7 +799,7 @@ impl ShownRecord {
     fn of(r: &RequestRecord) -> ShownRecord {
         ShownRecord {
             candidate_id: r.candidate_id,
-            case_id: r.case_id.clone(),
+            case_id: r.case_id.to_string(),
             phase: r.phase,
             repetition: r.repetition,
             attempt: r.attempt,
@@ -908,7 +908,7 @@ impl<'a> PageContext<'a> {
         // from the store.
         let done = measured
             .iter()
-            .map(|r| (r.case_id.as_str(), r.repetition, r.phase))
+            .map(|r| (r.case_id.as_ref(), r.repetition, r.phase))
             .collect::<HashSet<_>>()
             .len() as i64;
         let p = self.progress.iter().find(|p| p.candidate_id == id);
@@ -955,7 +955,7 @@ impl<'a> PageContext<'a> {
         let position = run.candidate_ids.iter().position(|&c| c == id).unwrap_or(usize::MAX);
         let place = |r: &RequestRecord| {
             (
-                self.order.get(r.case_id.as_str()).copied().unwrap_or(usize::MAX),
+                self.order.get(r.case_id.as_ref()).copied().unwrap_or(usize::MAX),
                 position,
                 r.repetition,
                 r.attempt,
@@ -1040,7 +1040,7 @@ impl<'a> PageContext<'a> {
 
 fn case_row(candidates: &[Candidate], r: &RequestRecord) -> CaseRow {
     CaseRow {
-        case_id: r.case_id.clone(),
+        case_id: r.case_id.to_string(),
         candidate: candidate_name(candidates, r.candidate_id),
         repetition: r.repetition,
         attempt: r.attempt,
