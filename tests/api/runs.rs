@@ -763,7 +763,7 @@ async fn exportable_run(store: &bakeoff::store::DynStore) -> (i64, usize) {
     failed.error_class = Some(ErrorClass::StreamCut);
     failed.grades.clear();
     let mut graded = record(run, keyed, "c1", "positive", true);
-    graded.grades[0].detail = Some(serde_json::json!({"normalised": "positive"}));
+    graded.grades[0].detail = Some(Box::new(serde_json::json!({"normalised": "positive"})));
     let records = vec![graded, failed, record(run, keyed, "c3", "<b>neutral</b>", false)];
     store.append_request_records(&records).await.unwrap();
     store.append_run_event(run, "info", "started").await.unwrap();

@@ -628,7 +628,7 @@ async fn a_repeated_batch_is_stored_exactly_once_with_its_grades(TestStore { bac
         score: 0.5,
         passed: false,
         reason: "missing field \"label\"".into(),
-        detail: Some(serde_json::json!({"expected": "billing", "predicted": null})),
+        detail: Some(Box::new(serde_json::json!({"expected": "billing", "predicted": null}))),
         weight: 1.0,
         required: true,
     });

@@ -115,7 +115,7 @@ pub(super) fn label(
         Prediction::Ambiguous(ls) => format!("names several labels: {}", ls.join(", ")),
     };
     let mut grade = Grade::pass_fail(spec, passed, reason);
-    grade.detail = Some(json!({"expected": want, "predicted": predicted}));
+    grade.detail = Some(Box::new(json!({"expected": want, "predicted": predicted})));
     grade
 }
 

@@ -67,7 +67,7 @@ impl FieldsDetail {
         if &*grade.grader != "json-fields" {
             return None;
         }
-        serde_json::from_value(grade.detail.clone()?).ok()
+        serde_json::from_value(*grade.detail.clone()?).ok()
     }
 }
 
@@ -115,7 +115,7 @@ pub(super) fn json_fields(spec: &GraderSpec, o: &JsonFieldsOptions, output: &str
         detail.repaired = Some(what);
     }
     let mut grade = Grade::new(spec, detail.f1, passed, reason);
-    grade.detail = serde_json::to_value(&detail).ok();
+    grade.detail = serde_json::to_value(&detail).ok().map(Box::new);
     grade
 }
 
@@ -156,7 +156,7 @@ fn unusable_answer(spec: &GraderSpec, expected: &Map<String, Value>, why: String
         repaired: None,
     };
     let mut grade = Grade::new(spec, 0.0, false, reason);
-    grade.detail = serde_json::to_value(&detail).ok();
+    grade.detail = serde_json::to_value(&detail).ok().map(Box::new);
     grade
 }
 

@@ -157,7 +157,7 @@ pub fn parse_judge_reply(scale: JudgeScale, min: Option<u8>, reply: &str) -> Gra
                     if why.is_empty() { "" } else { ": " }
                 ),
             );
-            grade.detail = Some(serde_json::json!({"judge_score": score}));
+            grade.detail = Some(Box::new(serde_json::json!({"judge_score": score})));
             grade
         }
         JudgeScale::PassFail => {

@@ -52,8 +52,9 @@ pub struct Grade {
     pub reason: String,
     /// Structured detail for set-level figures: per-field outcomes (`json-fields`, see
     /// `FieldsDetail`), the expected and predicted label (`label`, see `label_pair`).
+    /// Boxed: most grades have none, and a big run's end step holds every grade of a candidate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<Value>,
+    pub detail: Option<Box<Value>>,
     /// The grader's weight in the case score (its `weight` option; default 1).
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub weight: f64,

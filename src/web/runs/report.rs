@@ -884,7 +884,9 @@ mod tests {
             score: f64::from(u8::from(predicted == Some(expected))),
             passed: predicted == Some(expected),
             reason: format!("predicted {predicted:?}"),
-            detail: Some(serde_json::json!({"expected": expected, "predicted": predicted})),
+            detail: Some(Box::new(
+                serde_json::json!({"expected": expected, "predicted": predicted}),
+            )),
             weight: 1.0,
             required: true,
         }
