@@ -1460,9 +1460,7 @@ mod tests {
             output_chars: n * 4,
             texts: RecordTexts {
                 output: "x".repeat(n as usize * 4),
-                reasoning: None,
-                error_detail: None,
-                chunk_text: Default::default(),
+                ..Default::default()
             }
             .into(),
             error_class: None,

@@ -620,9 +620,7 @@ mod tests {
             output_chars: 40,
             texts: RecordTexts {
                 output: "x".into(),
-                reasoning: None,
-                error_detail: None,
-                chunk_text: Default::default(),
+                ..Default::default()
             }
             .into(),
             error_class: None,

@@ -322,9 +322,7 @@ mod tests {
             output_chars: tokens * 4,
             texts: RecordTexts {
                 output: "x".into(),
-                reasoning: None,
-                error_detail: None,
-                chunk_text: Default::default(),
+                ..Default::default()
             }
             .into(),
             error_class: None,

@@ -1065,9 +1065,7 @@ impl RequestRecord {
             output_chars: 0,
             texts: RecordTexts {
                 output: String::new(),
-                reasoning: None,
-                error_detail: None,
-                chunk_text: Default::default(),
+                ..Default::default()
             }
             .into(),
             error_class: None,

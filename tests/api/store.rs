@@ -100,9 +100,7 @@ fn record(run_id: i64, candidate_id: i64, case_id: &str, attempt: u32, sent_at_u
         output_chars: 8,
         texts: RecordTexts {
             output: "positive".into(),
-            reasoning: None,
-            error_detail: None,
-            chunk_text: Default::default(),
+            ..Default::default()
         }
         .into(),
         error_class: None,

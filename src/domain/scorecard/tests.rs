@@ -273,9 +273,7 @@ fn records(candidate_id: i64, e2e_ms: i64, right: &[bool]) -> Vec<RequestRecord>
             output_chars: 200,
             texts: RecordTexts {
                 output: "x".into(),
-                reasoning: None,
-                error_detail: None,
-                chunk_text: Default::default(),
+                ..Default::default()
             }
             .into(),
             error_class: None,

@@ -38,9 +38,7 @@ fn rec(case: &str, repetition: u32, sent_s: f64, e2e_ms: f64, tokens: u32) -> Re
         output_chars: 0,
         texts: RecordTexts {
             output: "answer".into(),
-            reasoning: None,
-            error_detail: None,
-            chunk_text: Default::default(),
+            ..Default::default()
         }
         .into(),
         error_class: None,

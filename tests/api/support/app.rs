@@ -469,9 +469,7 @@ pub fn record(run_id: i64, candidate_id: i64, case_id: &str, output: &str, passe
         output_chars: output.chars().count() as u32,
         texts: RecordTexts {
             output: output.into(),
-            reasoning: None,
-            error_detail: None,
-            chunk_text: Default::default(),
+            ..Default::default()
         }
         .into(),
         error_class: None,
