@@ -1063,11 +1063,7 @@ impl RequestRecord {
             reasoning_tokens: None,
             canonical_tokens: None,
             output_chars: 0,
-            texts: RecordTexts {
-                output: String::new(),
-                ..Default::default()
-            }
-            .into(),
+            texts: Texts::default(),
             error_class: None,
             grades: vec![],
             chunk_attribution: None,
