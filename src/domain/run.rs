@@ -929,7 +929,7 @@ impl<'de> Deserialize<'de> for Texts {
 /// `Option<i64>` in 8 bytes instead of 16 (`i64::MIN`, never an offset, stands for none).
 /// A million-request run's end step holds each candidate's records at once, seven of these
 /// apiece; stored, exported and sent as an `Option<i64>`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct EventOffset(i64);
 
 impl EventOffset {

@@ -664,7 +664,7 @@ macro_rules! archive_queries {
                     sqlx::query(delete).bind(run_id).execute(&mut *tx).await?;
                 }
                 let positioned = || cases.iter().enumerate().map(|(i, c)| (i as i64, c));
-                let rows: Vec<(i64, &str)> = positioned().map(|(i, c)| (i, c.case_id.as_ref())).collect();
+                let rows: Vec<(i64, &str)> = positioned().map(|(i, c)| (i, c.case_id.as_str())).collect();
                 for batch in rows.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
                     let mut qb = sqlx::QueryBuilder::<$db>::new("INSERT INTO run_cases (run_id, position, case_id) ");
                     qb.push_values(batch, |mut row, (position, case_id)| {

@@ -191,7 +191,7 @@ async fn store_reads_record_facts_case_records_and_differing_outputs(t: TestStor
     assert_eq!(outlines.len(), 4, "{}", t.backend);
     for (o, w) in outlines.iter().zip(&whole) {
         assert_eq!(
-            (o.fact.candidate_id, o.fact.case_id.as_ref()),
+            (o.fact.candidate_id, o.fact.case_id.as_str()),
             (w.candidate_id, w.case_id.as_ref())
         );
         assert_eq!(o.fact.passed, case_passed(&w.grades), "{} {}", t.backend, w.case_id);

@@ -317,7 +317,7 @@ pub async fn page(
     let spikes = harness.as_ref().map(|h| &h.lag_spikes);
     let mut outlines_by_case: HashMap<&str, Vec<&RecordOutline>> = HashMap::new();
     for o in outlines.iter().filter(|o| !o.fact.is_warmup) {
-        outlines_by_case.entry(o.fact.case_id.as_ref()).or_default().push(o);
+        outlines_by_case.entry(o.fact.case_id.as_str()).or_default().push(o);
     }
     let load_run = !matches!(run.config.load, crate::domain::load::LoadShape::Fixed);
     let columns: Vec<i64> = run.candidate_ids.iter().copied().filter(|&c| chosen(c)).collect();
@@ -732,7 +732,7 @@ fn index_cases(
     let listed: HashSet<&str> = keys.iter().map(|k| k.id.as_str()).collect();
     let extra: BTreeSet<&str> = facts
         .iter()
-        .map(|f| f.case_id.as_ref())
+        .map(|f| f.case_id.as_str())
         .filter(|id| !listed.contains(id))
         .collect();
     let order: Vec<(&str, &[String])> = keys
@@ -763,7 +763,7 @@ fn index_cases(
     let mut finals: HashMap<(&str, i64, Phase, u32), &RecordFact> = HashMap::new();
     for f in facts {
         let last = finals
-            .entry((f.case_id.as_ref(), f.candidate_id, f.phase, f.repetition))
+            .entry((f.case_id.as_str(), f.candidate_id, f.phase, f.repetition))
             .or_insert(f);
         if f.attempt > last.attempt {
             *last = f;
@@ -774,7 +774,7 @@ fn index_cases(
         mark(&f.case_id, MarkKind::Failure, &class, f.candidate_id);
         let entry = classes.entry(class).or_default();
         entry.0 += 1;
-        entry.1.insert(f.case_id.as_ref());
+        entry.1.insert(f.case_id.as_str());
     }
     let mut outcomes: HashMap<(&str, i64), Outcome> = HashMap::new();
     for ((case, candidate, _, _), f) in finals {
@@ -819,7 +819,7 @@ const CASES_PER_DIFFERING_STATEMENT: usize = 1_000;
 async fn differing_cases(state: &AppState, run_id: i64, facts: &[RecordFact]) -> Result<Vec<String>, WebError> {
     let mut attempts_by_case: BTreeMap<&str, usize> = BTreeMap::new();
     for f in facts {
-        *attempts_by_case.entry(f.case_id.as_ref()).or_default() += 1;
+        *attempts_by_case.entry(f.case_id.as_str()).or_default() += 1;
     }
     let mut differing = Vec::new();
     let mut batch: Vec<String> = Vec::new();
