@@ -111,7 +111,11 @@ macro_rules! archive_helpers {
         /// Record rows with their grades and server token counts, in the rows' order. Grades
         /// are read by the rows' ids (an index lookup each), not by a join the planner might
         /// start from the whole grades table.
-        async fn complete_records(&self, records: Vec<rows::RecordRow>) -> Result<Vec<RequestRecord>> {
+        async fn complete_records(
+            &self,
+            records: Vec<rows::RecordRow>,
+            shared: &mut rows::SharedTexts,
+        ) -> Result<Vec<RequestRecord>> {
             let ids: Vec<i64> = records.iter().map(|r| r.id).collect();
             let mut grades: Vec<rows::GradeRow> = Vec::new();
             for chunk in ids.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
@@ -127,7 +131,7 @@ macro_rules! archive_helpers {
                 grades.extend(qb.build_query_as::<rows::GradeRow>().fetch_all(self.pool()).await?);
             }
             let counts = self.counts_for_records(&ids).await?;
-            let mut records = rows::attach_grades(records, grades, Self::TEXT)?;
+            let mut records = rows::attach_grades(records, grades, Self::TEXT, shared)?;
             token_counts::attach_counts(&ids, &mut records, &counts);
             Ok(records)
         }
@@ -400,7 +404,7 @@ macro_rules! archive_queries {
                 );
                 let mut records: Vec<rows::RecordRow> = qb.build_query_as().fetch_all(self.pool()).await?;
                 records.sort_by_key(|r| (r.sent_at_us, r.id));
-                self.complete_records(records).await
+                self.complete_records(records, &mut Default::default()).await
             })
         }
 
@@ -437,7 +441,7 @@ macro_rules! archive_queries {
                 }
                 rows.sort_by_key(|r| (r.sent_at_us, r.id));
                 let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-                Ok(ids.into_iter().zip(self.complete_records(rows).await?).collect())
+                Ok(ids.into_iter().zip(self.complete_records(rows, &mut Default::default()).await?).collect())
             })
         }
 
@@ -460,7 +464,7 @@ macro_rules! archive_queries {
                 .fetch_all(self.pool())
                 .await?;
                 let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-                Ok(ids.into_iter().zip(self.complete_records(rows).await?).collect())
+                Ok(ids.into_iter().zip(self.complete_records(rows, &mut Default::default()).await?).collect())
             })
         }
 
@@ -470,7 +474,7 @@ macro_rules! archive_queries {
             after: Option<(i64, i64)>,
             limit: i64,
         ) -> StoreFuture<'_, Vec<((i64, i64), RequestRecord)>> {
-            Box::pin(async move { self.records_page(run_id, None, after, limit).await })
+            Box::pin(async move { self.records_page(run_id, None, after, limit, &mut Default::default()).await })
         }
 
         fn cases_with_differing_outputs<'a>(&'a self, run_id: i64, case_ids: &'a [String]) -> StoreFuture<'a, Vec<String>> {

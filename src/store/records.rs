@@ -101,6 +101,7 @@ macro_rules! record_helpers {
             candidate_id: Option<i64>,
             after: Option<(i64, i64)>,
             limit: i64,
+            shared: &mut rows::SharedTexts,
         ) -> Result<Vec<((i64, i64), RequestRecord)>> {
             let (sent, id) = after.unwrap_or((i64::MIN, i64::MIN));
             let mut qb = sqlx::QueryBuilder::<$db>::new(concat!(
@@ -122,7 +123,7 @@ macro_rules! record_helpers {
             qb.push(" ORDER BY sent_at_us, id LIMIT ").push_bind(limit);
             let rows: Vec<rows::RecordRow> = qb.build_query_as().fetch_all(self.pool()).await?;
             let positions: Vec<(i64, i64)> = rows.iter().map(|r| (r.sent_at_us, r.id)).collect();
-            Ok(positions.into_iter().zip(self.complete_records(rows).await?).collect())
+            Ok(positions.into_iter().zip(self.complete_records(rows, shared).await?).collect())
         }
 
         /// Every record of a run (of one candidate, when given) with its grades, in send order,
@@ -147,9 +148,10 @@ macro_rules! record_helpers {
             let count: i64 = qb.build_query_scalar().fetch_one(self.pool()).await?;
             let mut records: Vec<RequestRecord> = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
             let mut after = None;
+            let mut shared = rows::SharedTexts::default();
             loop {
                 let page = self
-                    .records_page(run_id, candidate_id, after, rows::RECORDS_PER_READ)
+                    .records_page(run_id, candidate_id, after, rows::RECORDS_PER_READ, &mut shared)
                     .await?;
                 let full = page.len() as i64 == rows::RECORDS_PER_READ;
                 after = page.last().map(|(position, _)| *position);

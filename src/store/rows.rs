@@ -947,39 +947,51 @@ pub(crate) fn attach_grades(
     records: Vec<RecordRow>,
     grades: Vec<GradeRow>,
     text: TextCodec,
+    shared: &mut SharedTexts,
 ) -> Result<Vec<RequestRecord>, StoreError> {
-    let mut by_record: HashMap<i64, Vec<Grade>> = HashMap::new();
-    let mut shared = SharedTexts::default();
+    // Each record's grades get their exact room at once. Pushed, a record's first grade
+    // reserves room for four; shrunk after, the rest is left free beside a grade its records
+    // hold, a hole too small for the next record's four: a candidate's 500,000 records held
+    // ~100 MB of them.
+    let mut counts: HashMap<i64, usize> = HashMap::new();
+    for g in &grades {
+        *counts.entry(g.request_record_id).or_default() += 1;
+    }
+    let mut by_record: HashMap<i64, Vec<Grade>> = HashMap::with_capacity(counts.len());
     for g in grades {
         let detail = g
             .detail
             .as_deref()
             .map(|text| parse_json(format_args!("grade detail of record {}", g.request_record_id), text))
             .transpose()?;
-        by_record.entry(g.request_record_id).or_default().push(Grade {
-            grader: shared.of(g.grader),
-            score: g.score,
-            passed: g.passed,
-            reason: text.decode(g.reason),
-            detail,
-            weight: g.weight,
-            required: g.required,
-        });
+        let id = g.request_record_id;
+        by_record
+            .entry(id)
+            .or_insert_with(|| Vec::with_capacity(counts[&id]))
+            .push(Grade {
+                grader: shared.of(g.grader),
+                score: g.score,
+                passed: g.passed,
+                reason: text.decode(g.reason),
+                detail,
+                weight: g.weight,
+                required: g.required,
+            });
     }
     records
         .into_iter()
         .map(|row| {
-            let mut grades = by_record.remove(&row.id).unwrap_or_default();
-            // A vector's first push reserves room for four grades; most records have one.
-            grades.shrink_to_fit();
-            row.into_record(grades, text, &mut shared)
+            let grades = by_record.remove(&row.id).unwrap_or_default();
+            row.into_record(grades, text, shared)
         })
         .collect()
 }
 
-/// One copy of each distinct short text of the records read at once (their grader names and
-/// finish reasons), shared by them: a run's records repeat a handful, and a candidate's million
-/// held by the end step would otherwise hold as many small allocations of each.
+/// One copy of each distinct short text of the records read at once (their case ids, grader
+/// names and finish reasons), shared by them: a run's records repeat a handful of names and
+/// each case id once a repetition, and a candidate's 500,000 held by the end step would
+/// otherwise hold as many small allocations of each. A read of several pages shares one across
+/// them: a page in send order holds each case once.
 #[derive(Default)]
 pub(crate) struct SharedTexts(std::collections::HashSet<Arc<str>>);
 

@@ -688,9 +688,35 @@ async fn records_read_together_share_their_grader_names_and_finish_reasons(
         ("stop", "length"),
         "{backend}"
     );
+    // Each record's grades hold their exact room: no record holds room for grades it has not.
+    assert!(read.iter().all(|r| r.grades.capacity() == r.grades.len()), "{backend}");
     // Shared or not, what was written comes back.
     let whole = store.list_request_records(run_id).await.unwrap();
     assert_eq!(whole, written, "{backend}");
+}
+
+each_backend!(a_case_read_in_several_pages_holds_one_copy_of_its_id);
+async fn a_case_read_in_several_pages_holds_one_copy_of_its_id(TestStore { backend, store, .. }: TestStore) {
+    let (run_id, c) = seeded_run(&store, 1).await;
+    // More records than one page of the read (5,000): each case once in repetition 0, then the
+    // first case again in repetition 1, sent last.
+    let cases = 5_000;
+    let mut written: Vec<RequestRecord> = (0..cases)
+        .map(|i| record(run_id, c[0], &format!("case-{i}"), 0, 1_000 + i as i64))
+        .collect();
+    let mut again = record(run_id, c[0], "case-0", 0, 1_000_000);
+    again.repetition = 1;
+    written.push(again);
+    store.append_request_records(&written).await.unwrap();
+    let mut feed = |_: &mut RequestRecord| {};
+    let read = store
+        .candidate_records_for_summaries(run_id, c[0], &mut feed)
+        .await
+        .unwrap();
+    assert_eq!(read.len(), cases + 1, "{backend}");
+    let (first, last) = (&read[0], &read[cases]);
+    assert_eq!((&*first.case_id, &*last.case_id), ("case-0", "case-0"), "{backend}");
+    assert!(Arc::ptr_eq(&first.case_id, &last.case_id), "{backend}");
 }
 
 each_backend!(a_key_repeated_inside_one_batch_is_stored_once);
