@@ -122,7 +122,7 @@ pub fn generated_chars(r: &RequestRecord) -> u64 {
 /// without per-chunk counts is taken to have had one token in its first chunk.
 pub fn first_chunk_tokens(r: &RequestRecord) -> f64 {
     let n = f64::from(r.output_tokens.unwrap_or(0));
-    let Some((_, k1)) = r.chunks.first() else {
+    let Some(k1) = r.chunks.first_tokens() else {
         return n.min(1.0);
     };
     let sum = r.chunks.tokens();

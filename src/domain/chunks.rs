@@ -19,8 +19,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// Set in [`Chunks`]'s count when its gaps are written second order (a record of 2³¹ chunks
 /// would take gigabytes: the bit is free).
 const SECOND_ORDER: u32 = 1 << 31;
-/// Set in [`Chunks`]'s count when every chunk's time but the first was let go
-/// ([`Chunks::keep_first_only`]).
+/// Set in [`Chunks`]'s count when every chunk's time was let go ([`Chunks::keep_first_only`]):
+/// its bytes then hold only the first chunk's tokens, and nothing when that is one.
 const TIMES_DROPPED: u32 = 1 << 30;
 const FLAGS: u32 = SECOND_ORDER | TIMES_DROPPED;
 
@@ -28,7 +28,7 @@ const FLAGS: u32 = SECOND_ORDER | TIMES_DROPPED;
 pub struct Chunks {
     bytes: Box<[u8]>,
     /// The number of chunks, with [`SECOND_ORDER`] set when their gaps are written so and
-    /// [`TIMES_DROPPED`] when only the first is kept.
+    /// [`TIMES_DROPPED`] when their times were let go.
     len_and_order: u32,
     /// Tokens over every chunk, or `u32::MAX` when that does not fit (then counted on demand):
     /// the per-request figures ask for it of every record, and it fits beside the count for free.
@@ -67,25 +67,43 @@ impl Chunks {
         }
     }
 
+    /// (offset µs, tokens) of the first chunk. Panics, as [`Chunks::iter`] does, when the
+    /// chunks' times were let go.
     pub fn first(&self) -> Option<(i64, u32)> {
-        self.iter_over(self.len().min(1)).next()
+        self.iter().next()
     }
 
-    /// Lets every chunk's time go but the first's, keeping the number of chunks and the tokens
-    /// over them: all that the figures read of a record once its chunk times were fed to the
-    /// few that read them (a big run's end step, `web::runs::summaries`), so holding a
-    /// candidate's records no longer costs what their answers' lengths do. A record whose
-    /// tokens are counted on demand (over `u32::MAX`) keeps every chunk.
+    /// Tokens of the first chunk, whether or not the chunks' times were let go.
+    pub fn first_tokens(&self) -> Option<u32> {
+        if !self.times_dropped() {
+            return self.first().map(|(_, k)| k);
+        }
+        let mut bytes = &self.bytes[..];
+        Some(if bytes.is_empty() {
+            1
+        } else {
+            take_varint(&mut bytes) as u32
+        })
+    }
+
+    /// Lets every chunk's time go, keeping the number of chunks, the tokens over them and the
+    /// first chunk's: all that the figures read of a record once its chunk times were fed to
+    /// the few that read them (a big run's end step, `web::runs::summaries`), so holding a
+    /// candidate's records no longer costs what their answers' lengths do. The first chunk's
+    /// tokens are held only when not one (most servers send one a chunk): then the record
+    /// holds no allocation for them. A record whose tokens are counted on demand (over
+    /// `u32::MAX`) keeps every chunk.
     pub fn keep_first_only(&mut self) {
-        let Some((at, tokens)) = self.first() else {
+        let Some(tokens) = self.first_tokens() else {
             return;
         };
-        if self.len() == 1 || self.tokens == u32::MAX {
+        if self.len() == 1 || self.tokens == u32::MAX || self.times_dropped() {
             return;
         }
-        // The first chunk reads alike in either order (its gap is its offset).
-        let mut bytes = Vec::with_capacity(12);
-        put_chunk(&mut bytes, at, tokens);
+        let mut bytes = Vec::new();
+        if tokens != 1 {
+            put_varint(&mut bytes, u128::from(tokens));
+        }
         self.bytes = bytes.into_boxed_slice();
         self.len_and_order = self.len_and_order & !SECOND_ORDER | TIMES_DROPPED;
     }
@@ -205,7 +223,11 @@ impl PartialEq<Vec<(i64, u32)>> for Chunks {
 impl std::fmt::Debug for Chunks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.times_dropped() {
-            return write!(f, "[{:?}, … {} chunks, their times let go]", self.first(), self.len());
+            let (chunks, first) = (self.len(), self.first_tokens());
+            return write!(
+                f,
+                "[{chunks} chunks, the first of {first:?} tokens, their times let go]"
+            );
         }
         f.debug_list().entries(self.iter()).finish()
     }
@@ -475,10 +497,16 @@ mod tests {
             let mut held = Chunks::from(chunks.clone());
             let before = held.bytes.len();
             held.keep_first_only();
-            assert_eq!(held.first(), Some(chunks[0]));
+            assert_eq!(held.first_tokens(), Some(chunks[0].1));
             assert_eq!(held.len(), chunks.len());
             assert_eq!(held.tokens(), chunks.iter().map(|c| u64::from(c.1)).sum::<u64>());
             assert!(held.bytes.len() < before, "{} of {before} bytes", held.bytes.len());
+            // A first chunk of one token, the common case, holds no allocation at all.
+            assert_eq!(held.bytes.is_empty(), chunks[0].1 == 1);
+            // Letting go twice changes nothing.
+            let again = held.clone();
+            held.keep_first_only();
+            assert_eq!(held, again);
             assert!(serde_json::to_string(&held).is_err(), "never written without its times");
             assert!(format!("{held:?}").contains("let go"));
         }
