@@ -9,6 +9,7 @@ use crate::domain::candidate::Candidate;
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::presets::LoadDraft;
 use crate::domain::run::{JudgeConfig, NewRun, RequestRecord, Run, RunConfig, RunDraft, RunStatus};
+use crate::domain::scorecard::{FedLevels, LevelsFold};
 use crate::domain::validation::{FieldErrors, MAX_NAME_CHARS, truncate};
 use crate::engine::run::Runner;
 use crate::store::{DynStore, EvalCaseKey, EvalSetVersion, EvalSetVersionHead, StoreError};
@@ -298,15 +299,26 @@ fn judge_config(
 }
 
 /// How many candidates' records the whole process holds at once, whatever the number of runs
-/// ending and pages being viewed: each `RunRecords` holding records holds one of these places,
-/// and a reader waits for one (a big candidate's records are hundreds of MB; twenty viewers of
-/// a live run each reading them was gigabytes).
-pub const RECORD_HOLDERS: usize = 2;
+/// ending and pages being viewed: each `RunRecords` holding records holds one of these places
+/// (as does a run's case index while it reads every record's facts), and a reader waits for one
+/// (a big candidate's records are hundreds of MB; twenty viewers of a live run each reading them
+/// was gigabytes). One: six views of an unfinished million-request run peaked at 539 MiB with
+/// two (the end step alone at 277), and took 1.1× as long with one.
+pub const RECORD_HOLDERS: usize = 1;
 
 fn record_holders() -> Arc<tokio::sync::Semaphore> {
     static HOLDERS: std::sync::LazyLock<Arc<tokio::sync::Semaphore>> =
         std::sync::LazyLock::new(|| Arc::new(tokio::sync::Semaphore::new(RECORD_HOLDERS)));
     HOLDERS.clone()
+}
+
+/// A place among the [`RECORD_HOLDERS`] for a read as big as a candidate's records that is not
+/// a [`RunRecords`]' (every record's facts, for a run's case index), held while it is dropped.
+pub async fn record_holder_place() -> tokio::sync::OwnedSemaphorePermit {
+    record_holders()
+        .acquire_owned()
+        .await
+        .expect("the record holders' semaphore is never closed")
 }
 
 /// A candidate's records as one reader holds them, with its place among the
@@ -317,6 +329,21 @@ struct Held {
     whole: bool,
     records: Arc<Vec<RequestRecord>>,
     _place: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// Once the records are let go by their last holder, the memory they freed is handed back
+/// before their place is: what malloc keeps of it stays with the arena of the thread that read
+/// them, where the next reader (on another thread) cannot reuse it; six views of an unfinished
+/// million-request run otherwise ratcheted the process up by ~140 MiB between reads.
+impl Drop for Held {
+    fn drop(&mut self) {
+        let records = Arc::into_inner(std::mem::take(&mut self.records));
+        let last_holder = records.is_some();
+        drop(records);
+        if last_holder {
+            crate::release_freed_memory();
+        }
+    }
 }
 
 /// A run's records, read a candidate at a time, and the instants it was resumed at. Its
@@ -362,6 +389,31 @@ impl RunRecords {
         self.read(store, candidate_id, Some(each)).await
     }
 
+    /// One candidate's records prepared for its figures, as an unfinished run's views read
+    /// them: each record, as it is read, is fed to the level figures and to `also` (the run
+    /// page's parts that read chunk times), then its chunk times are let go, so what a
+    /// candidate's records hold no longer grows with their answers' lengths (the end-of-run
+    /// step reads them so too, and seals their repetitions as it goes).
+    pub async fn of_candidate_leveled(
+        &self,
+        store: &DynStore,
+        candidate_id: i64,
+        also: &mut (dyn FnMut(&RequestRecord) + Send),
+    ) -> Result<(Arc<Vec<RequestRecord>>, FedLevels), AppError> {
+        let resumes = self.resumes(store).await?.to_vec();
+        let mut levels = LevelsFold::new(candidate_id, &resumes);
+        let mut feed = |r: &mut RequestRecord| {
+            also(r);
+            levels.add(r);
+            r.chunks.keep_first_only();
+        };
+        let records = self.of_candidate_feeding(store, candidate_id, &mut feed).await?;
+        let levels = levels
+            .finish()
+            .expect("only a fold given groups to seal by finds a record read after sealing");
+        Ok((records, levels))
+    }
+
     async fn read(
         &self,
         store: &DynStore,
@@ -379,10 +431,7 @@ impl RunRecords {
         }
         // The one held before goes first: two candidates' records are never held at once.
         *last = None;
-        let place = record_holders()
-            .acquire_owned()
-            .await
-            .expect("the record holders' semaphore is never closed");
+        let place = record_holder_place().await;
         let mut keep = |_: &mut RequestRecord| {};
         let each = each.unwrap_or(&mut keep);
         let records = Arc::new(

@@ -195,10 +195,13 @@ pub async fn candidate_summary(
     records: &RunRecords,
     candidate_id: i64,
 ) -> Result<CandidateSummary, AppError> {
+    let (mine, levels) = records.of_candidate_leveled(store, candidate_id, &mut |_| {}).await?;
     let resumes = records.resumes(store).await?;
-    let mine = records.of_candidate(store, candidate_id).await?;
     let inputs = summary_inputs(store, version, &mine).await?;
-    let data = CandidateRecords::new(candidate_id, &mine).with_resumes(resumes);
+    let data = CandidateRecords::new(candidate_id, &mine)
+        .with_resumes(resumes)
+        .with_levels(levels)
+        .map_err(|e| StoreError::Corrupt(format!("records of candidate {candidate_id}: {e}")))?;
     Ok(summary_of(run, &inputs, &data, &mine))
 }
 

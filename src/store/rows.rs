@@ -950,9 +950,9 @@ pub(crate) fn attach_grades(
     shared: &mut SharedTexts,
 ) -> Result<Vec<RequestRecord>, StoreError> {
     // Each record's grades get their exact room at once. Pushed, a record's first grade
-    // reserves room for four; shrunk after, the rest is left free beside a grade its records
-    // hold, a hole too small for the next record's four: a candidate's 500,000 records held
-    // ~100 MB of them.
+    // reserves room for four; shrunk after, the rest is freed beside a grade held as long as
+    // its record, a hole too small for the next record's four: a candidate's 500,000 records
+    // held ~100 MB of them.
     let mut counts: HashMap<i64, usize> = HashMap::new();
     for g in &grades {
         *counts.entry(g.request_record_id).or_default() += 1;

@@ -8,8 +8,9 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
 use crate::app::runs::{RunRecords, RunVersion, store_summary, stored_summary};
-use crate::domain::compare::{Figures, figures};
+use crate::domain::compare::{Figures, figures_of};
 use crate::domain::run::Run;
+use crate::domain::scorecard::CandidateRecords;
 use crate::store::EvalSetVersion;
 use crate::web::AppState;
 use crate::web::error::WebError;
@@ -74,19 +75,22 @@ pub async fn candidate_figures(
     records: &RunRecords,
     candidate_id: i64,
 ) -> Result<Figures, WebError> {
+    let (mine, levels) = records
+        .of_candidate_leveled(&state.store, candidate_id, &mut |_| {})
+        .await?;
     let resumes = records.resumes(&state.store).await?;
-    let mine = records.of_candidate(&state.store, candidate_id).await?;
     let weights = version
         .outline(&state.store)
         .await?
         .map(|v| v.weights())
         .unwrap_or_default();
-    Ok(figures(
-        candidate_id,
-        &mine,
-        |case| weights.get(case).copied().unwrap_or(1.0),
-        resumes,
-    ))
+    let data = CandidateRecords::new(candidate_id, &mine)
+        .with_resumes(resumes)
+        .with_levels(levels)
+        .map_err(|e| WebError::Internal(format!("records of candidate {candidate_id}: {e}")))?;
+    Ok(figures_of(&data, &mine, |case| {
+        weights.get(case).copied().unwrap_or(1.0)
+    }))
 }
 
 /// Eval-set versions by id, each read (and parsed) once per request: many archived runs share

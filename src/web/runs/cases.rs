@@ -686,6 +686,8 @@ pub(super) async fn case_index(state: &AppState, run: &Run, want_differing: bool
 
 /// The run's case index from its records' facts; stored for a terminal run.
 async fn computed_case_index(state: &AppState, run: &Run, want_differing: bool) -> Result<CaseIndex, WebError> {
+    // Every record's facts are a read as big as a candidate's records: it takes their place.
+    let _place = crate::app::runs::record_holder_place().await;
     let cacheable = crate::app::runs::summaries_are_stored(run);
     let facts: Vec<RecordFact> = state
         .store

@@ -688,11 +688,16 @@ async fn record_parts(
     let resumes = records.resumes(&state.store).await?;
     let mut parts = Vec::with_capacity(run.candidate_ids.len());
     for &id in &run.candidate_ids {
-        let mine = records.of_candidate(&state.store, id).await?;
-        let data = CandidateRecords::new(id, &mine).with_resumes(resumes);
         let mut timed = page.timed_parts(id, resumes);
-        mine.iter().for_each(|r| timed.add(r));
-        let timed = timed.finish().map_err(|e| WebError::Internal(e.to_string()))?;
+        let (mine, levels) = records
+            .of_candidate_leveled(&state.store, id, &mut |r| timed.add(r))
+            .await?;
+        let in_read = |e: String| WebError::Internal(format!("records of candidate {id}: {e}"));
+        let timed = timed.finish().map_err(|e| in_read(e.to_string()))?;
+        let data = CandidateRecords::new(id, &mine)
+            .with_resumes(resumes)
+            .with_levels(levels)
+            .map_err(|e| in_read(e.to_string()))?;
         parts.push(page.candidate_parts(&mine, &data, timed));
     }
     Ok(page.assemble(&state.store, parts).await?)
