@@ -661,6 +661,17 @@ async fn a_repeated_batch_is_stored_exactly_once_with_its_grades(TestStore { bac
     assert!(stored[2].grades.is_empty(), "{backend}");
 }
 
+/// `written` (one candidate's records of one run) stored, then read back as the end step reads
+/// a candidate's.
+async fn written_then_read_for_summaries(store: &DynStore, written: &[RequestRecord]) -> Vec<RequestRecord> {
+    store.append_request_records(written).await.unwrap();
+    let mut feed = |_: &mut RequestRecord| {};
+    store
+        .candidate_records_for_summaries(written[0].run_id, written[0].candidate_id, &mut feed)
+        .await
+        .unwrap()
+}
+
 each_backend!(records_read_together_share_their_grader_names_and_finish_reasons);
 async fn records_read_together_share_their_grader_names_and_finish_reasons(
     TestStore { backend, store, .. }: TestStore,
@@ -670,12 +681,7 @@ async fn records_read_together_share_their_grader_names_and_finish_reasons(
         .map(|i| record(run_id, c[0], &format!("c{i}"), 0, 1_000 + i))
         .collect();
     written[2].finish_reason = Some("length".into());
-    store.append_request_records(&written).await.unwrap();
-    let mut feed = |_: &mut RequestRecord| {};
-    let read = store
-        .candidate_records_for_summaries(run_id, c[0], &mut feed)
-        .await
-        .unwrap();
+    let read = written_then_read_for_summaries(&store, &written).await;
     assert_eq!(read.len(), 3, "{backend}");
     let grader = |r: &RequestRecord| r.grades[0].grader.clone();
     let finish = |r: &RequestRecord| r.finish_reason.clone().unwrap();
@@ -707,12 +713,7 @@ async fn a_case_read_in_several_pages_holds_one_copy_of_its_id(TestStore { backe
     let mut again = record(run_id, c[0], "case-0", 0, 1_000_000);
     again.repetition = 1;
     written.push(again);
-    store.append_request_records(&written).await.unwrap();
-    let mut feed = |_: &mut RequestRecord| {};
-    let read = store
-        .candidate_records_for_summaries(run_id, c[0], &mut feed)
-        .await
-        .unwrap();
+    let read = written_then_read_for_summaries(&store, &written).await;
     assert_eq!(read.len(), cases + 1, "{backend}");
     let (first, last) = (&read[0], &read[cases]);
     assert_eq!((&*first.case_id, &*last.case_id), ("case-0", "case-0"), "{backend}");
