@@ -118,10 +118,8 @@ pub struct CandidateSummary {
 }
 
 /// Only each request's last attempt counts toward rates; retries are visible separately.
-fn final_attempts<'a>(records: &[&'a RequestRecord]) -> Vec<&'a RequestRecord> {
-    super::run::last_attempts(records.iter().copied(), |r| {
-        (r.case_id.as_ref(), r.repetition, r.phase.as_str())
-    })
+fn final_attempts<'a>(records: impl IntoIterator<Item = &'a RequestRecord>) -> Vec<&'a RequestRecord> {
+    super::run::last_attempts(records, |r| (r.case_id.as_ref(), r.repetition, r.phase.as_str()))
 }
 
 /// Summarises one candidate's records (all records passed must belong to that candidate).
@@ -157,13 +155,12 @@ pub fn summarise_candidate_knowing(
     resumes: &[i64],
     known: Option<KnownLevel<'_>>,
 ) -> CandidateSummary {
-    let measured: Vec<&RequestRecord> = records
+    // The measured attempts are not gathered apart: of a big run, only the final ones are held.
+    let measured = records
         .iter()
-        .filter(|r| r.candidate_id == candidate_id && !r.is_warmup)
-        .collect();
-    let finals = final_attempts(&measured);
-    let ok: Vec<&RequestRecord> = finals.iter().copied().filter(|r| r.succeeded()).collect();
-    let failures = finals.len() - ok.len();
+        .filter(|r| r.candidate_id == candidate_id && !r.is_warmup);
+    let finals = final_attempts(measured);
+    let failures = finals.iter().filter(|r| !r.succeeded()).count();
 
     let (mut passed_w, mut graded_w, mut graded) = (0.0, 0.0, 0);
     for r in &finals {
@@ -198,7 +195,11 @@ pub fn summarise_candidate_knowing(
     let (ttft, e2e, decode) = match &level {
         Some(l) => (l.ttft_ms.clone(), l.e2e_ms.clone(), l.decode_tok_s_per_stream.clone()),
         None => {
-            let per_request: Vec<RequestFigures> = ok.iter().filter_map(|r| RequestFigures::of(r)).collect();
+            let per_request: Vec<RequestFigures> = finals
+                .iter()
+                .filter(|r| r.succeeded())
+                .filter_map(|r| RequestFigures::of(r))
+                .collect();
             (
                 Distribution::of(per_request.iter().map(|f| f.ttft_ms)),
                 Distribution::of(per_request.iter().map(|f| f.e2e_ms)),

@@ -147,11 +147,38 @@ pub fn bootstrap(
         for slot in scratch.iter_mut() {
             *slot = sample[rng.below(sample.len())];
         }
-        let s = statistic(&mut scratch);
-        if s.is_finite() {
-            stats.push(s);
-        }
+        stats.push(statistic(&mut scratch));
     }
+    percentile_interval(stats, confidence)
+}
+
+/// [`bootstrap`] of items that are not single numbers, none copied: each resample is `n`
+/// indices into the items, handed to `statistic` as they are drawn. The same draws as
+/// [`bootstrap`] of the sample 0, 1, …, n − 1 (every resample draws all n, whatever
+/// `statistic` reads of them).
+pub fn bootstrap_drawn(
+    n: usize,
+    statistic: impl Fn(&mut dyn Iterator<Item = usize>) -> f64,
+    resamples: usize,
+    confidence: f64,
+    seed: u64,
+) -> Option<Interval> {
+    if n == 0 {
+        return None;
+    }
+    let mut rng = SplitMix64::new(seed);
+    let mut stats = Vec::with_capacity(resamples.max(1));
+    for _ in 0..resamples.max(1) {
+        let mut draws = (0..n).map(|_| rng.below(n));
+        stats.push(statistic(&mut draws));
+        draws.for_each(drop);
+    }
+    percentile_interval(stats, confidence)
+}
+
+/// The two-sided percentile interval of the finite resampled statistics.
+fn percentile_interval(mut stats: Vec<f64>, confidence: f64) -> Option<Interval> {
+    stats.retain(|s| s.is_finite());
     if stats.is_empty() {
         return None;
     }

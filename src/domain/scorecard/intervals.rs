@@ -48,10 +48,17 @@ pub fn bootstrap(sample: &[f64], statistic: impl Fn(&mut [f64]) -> f64) -> Optio
 /// Bootstrap over items that are not single numbers (e.g. (tokens, busy time) pairs): the
 /// resampled values are item indices, which `statistic` maps back to the items.
 pub fn bootstrap_items<T>(items: &[T], statistic: impl Fn(&mut dyn Iterator<Item = &T>) -> f64) -> Option<(f64, f64)> {
-    let indices: Vec<f64> = (0..items.len()).map(|i| i as f64).collect();
-    bootstrap(&indices, |resample| {
-        statistic(&mut resample.iter().map(|&i| &items[i as usize]))
-    })
+    if items.len() < MIN_BOOTSTRAP_N {
+        return None;
+    }
+    stats::bootstrap_drawn(
+        items.len(),
+        |draws| statistic(&mut draws.map(|i| &items[i])),
+        resamples_for(items.len()),
+        CONFIDENCE,
+        BOOTSTRAP_SEED,
+    )
+    .map(|i| (i.lo, i.hi))
 }
 
 pub use crate::domain::stats::quantile;
@@ -103,5 +110,27 @@ mod tests {
             a / b
         });
         assert_eq!(ratio, Some((2.0, 2.0)));
+    }
+
+    #[test]
+    fn items_are_resampled_as_a_copied_sample_of_their_indices_would_be() {
+        let items: Vec<(f64, f64)> = (0..300u32)
+            .map(|i| (f64::from(i * 7 % 13), 1.0 + f64::from(i % 5)))
+            .collect();
+        let ratio = |it: &mut dyn Iterator<Item = &(f64, f64)>| {
+            let (a, b) = it.fold((0.0, 0.0), |acc, p| (acc.0 + p.0, acc.1 + p.1));
+            a / b
+        };
+        let indices: Vec<f64> = (0..300u32).map(f64::from).collect();
+        let copied = bootstrap(&indices, |resample| {
+            ratio(&mut resample.iter().map(|&i| &items[i as usize]))
+        });
+        assert!(copied.is_some());
+        assert_eq!(bootstrap_items(&items, ratio), copied);
+        // A statistic that reads part of each resample leaves the next resample's draws as
+        // they were: its interval is that of the same part of the copied resamples.
+        let first = |it: &mut dyn Iterator<Item = &(f64, f64)>| it.next().map_or(f64::NAN, |p| p.0);
+        let copied_first = bootstrap(&indices, |resample| items[resample[0] as usize].0);
+        assert_eq!(bootstrap_items(&items, first), copied_first);
     }
 }

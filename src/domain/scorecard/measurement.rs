@@ -295,10 +295,9 @@ impl<'a> CandidateRecords<'a> {
 
     /// Every concurrency level measured, ascending.
     pub fn concurrencies(&self) -> Vec<u32> {
-        let mut v: Vec<u32> = self.finals.iter().map(|r| r.concurrency).collect();
-        v.sort_unstable();
-        v.dedup();
-        v
+        // A set, not every final attempt's level sorted: a handful held, not one per request.
+        let levels: std::collections::BTreeSet<u32> = self.finals.iter().map(|r| r.concurrency).collect();
+        levels.into_iter().collect()
     }
 
     /// Per-case outcome: share of the case's final attempts that passed (failures count as
@@ -364,16 +363,19 @@ fn windowed_rate(
     let Some(window) = window_s(finals) else {
         return (None, None);
     };
-    let pairs: Vec<(f64, f64)> = finals.iter().map(|r| (amount(r), busy_s(r))).collect();
-    let total: f64 = pairs.iter().map(|p| p.0).sum();
-    let busy: f64 = pairs.iter().map(|p| p.1).sum();
+    // Each request's (amount, busy time) is taken as it is drawn, not held beside it.
+    let pair = |r: &RequestRecord| (amount(r), busy_s(r));
+    let total: f64 = finals.iter().map(|r| pair(r).0).sum();
+    let busy: f64 = finals.iter().map(|r| pair(r).1).sum();
     let value = total / window;
     if busy <= 0.0 {
         return (Some(value), None);
     }
     let effective_concurrency = busy / window;
-    let interval = bootstrap_items(&pairs, |resample| {
-        let (a, b) = resample.fold((0.0, 0.0), |acc, p| (acc.0 + p.0, acc.1 + p.1));
+    let interval = bootstrap_items(finals, |resample| {
+        let (a, b) = resample
+            .map(|r| pair(r))
+            .fold((0.0, 0.0), |acc, p| (acc.0 + p.0, acc.1 + p.1));
         if b > 0.0 {
             a / b * effective_concurrency
         } else {
@@ -491,9 +493,10 @@ pub fn measure(
         return Measurement::missing(format!("not measured yet: {why}"), def.uncertainty, None);
     }
     let c = def.per_load.then(|| key.concurrency.unwrap_or(run_concurrency));
-    let finals: Vec<&RequestRecord> = match c {
-        Some(c) => data.finals_at(c),
-        None => data.finals.clone(),
+    // Borrowed when they are all of the candidate's (one level): not a copy of each pointer.
+    let finals: std::borrow::Cow<'_, [&RequestRecord]> = match c {
+        Some(c) if data.finals.iter().any(|r| r.concurrency != c) => data.finals_at(c).into(),
+        _ => data.finals.as_slice().into(),
     };
     if finals.is_empty() && def.uncertainty != Uncertainty::Exact && def.dimension != Dimension::Operability {
         let why = match c {
