@@ -3,6 +3,7 @@
 //! `archive_queries!` expands to these `Store` methods and `archive_helpers!` to the run filter
 //! they share, both in `store/mod.rs` (`impl_store!`), so their paths are written as seen from
 //! there.
+use super::rows::SharedTexts;
 use super::{RecordFact, RecordOutline, Result, StoreError};
 use crate::domain::run::{ErrorClass, Phase};
 
@@ -25,7 +26,7 @@ pub(super) struct FactRow {
 }
 
 impl FactRow {
-    pub(super) fn into_fact(self, passed: Option<bool>) -> Result<RecordFact> {
+    pub(super) fn into_fact(self, passed: Option<bool>, shared: &mut SharedTexts) -> Result<RecordFact> {
         let place = |what: &str| format!("request_records.{what} of a record of case {:?}", self.case_id);
         let bad = |what: &str, value: &str| StoreError::Corrupt(format!("{}: {value:?} is not valid", place(what)));
         Ok(RecordFact {
@@ -39,7 +40,7 @@ impl FactRow {
                 Some(s) => Some(ErrorClass::parse(s).ok_or_else(|| bad("error_class", s))?),
             },
             passed,
-            case_id: self.case_id,
+            case_id: shared.of(self.case_id),
         })
     }
 }
@@ -58,10 +59,10 @@ pub(super) struct PlacedFactRow {
 }
 
 impl PlacedFactRow {
-    pub(super) fn into_outline(self) -> Result<RecordOutline> {
+    pub(super) fn into_outline(self, shared: &mut SharedTexts) -> Result<RecordOutline> {
         Ok(RecordOutline {
             id: self.id,
-            fact: self.fact.into_fact(self.case_passed)?,
+            fact: self.fact.into_fact(self.case_passed, shared)?,
             score: self.case_score,
         })
     }
@@ -137,9 +138,9 @@ macro_rules! archive_helpers {
         }
 
         /// Outlines of `records`, in send order.
-        fn outlines_of(mut records: Vec<archive::PlacedFactRow>) -> Result<Vec<RecordOutline>> {
+        fn outlines_of(mut records: Vec<archive::PlacedFactRow>, shared: &mut rows::SharedTexts) -> Result<Vec<RecordOutline>> {
             records.sort_by_key(|r| (r.sent_at_us, r.id));
-            records.into_iter().map(archive::PlacedFactRow::into_outline).collect()
+            records.into_iter().map(|r| r.into_outline(shared)).collect()
         }
 
         /// Appends events with their original times to a run's log inside `tx`.
@@ -365,7 +366,7 @@ macro_rules! archive_queries {
                 // reads), each with the outcome kept on it: one grouped join of a million records
                 // with their grades gave its first answer only after all of it was sorted, past
                 // the bound on one answer (3.7 s on PostgreSQL).
-                let mut facts = Vec::new();
+                let (mut facts, mut shared) = (Vec::new(), rows::SharedTexts::default());
                 let (mut sent, mut id) = (i64::MIN, i64::MIN);
                 loop {
                     let rows: Vec<archive::PlacedFactRow> = sqlx::query_as(concat!(
@@ -384,7 +385,7 @@ macro_rules! archive_queries {
                     if let Some(last) = rows.last() {
                         (sent, id) = (last.sent_at_us, last.id);
                     }
-                    facts.extend(Self::outlines_of(rows)?.into_iter().map(|o| o.fact));
+                    facts.extend(Self::outlines_of(rows, &mut shared)?.into_iter().map(|o| o.fact));
                     if !full {
                         return Ok(facts);
                     }
@@ -415,7 +416,7 @@ macro_rules! archive_queries {
                 }
                 // Sorted in `outlines_of`.
                 let mut qb = Self::case_records_query(archive::OUTLINE_SELECT, run_id, case_ids);
-                Self::outlines_of(qb.build_query_as().fetch_all(self.pool()).await?)
+                Self::outlines_of(qb.build_query_as().fetch_all(self.pool()).await?, &mut Default::default())
             })
         }
 

@@ -315,7 +315,8 @@ pub struct RunVerdict {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordFact {
     pub candidate_id: i64,
-    pub case_id: String,
+    /// Shared by the facts read at once (a run's million facts name a few thousand cases).
+    pub case_id: std::sync::Arc<str>,
     pub phase: Phase,
     pub repetition: u32,
     pub attempt: u32,

@@ -718,6 +718,12 @@ async fn a_case_read_in_several_pages_holds_one_copy_of_its_id(TestStore { backe
     let (first, last) = (&read[0], &read[cases]);
     assert_eq!((&*first.case_id, &*last.case_id), ("case-0", "case-0"), "{backend}");
     assert!(Arc::ptr_eq(&first.case_id, &last.case_id), "{backend}");
+    // So do the facts of the run's records (what its case index and a resume read).
+    let facts = store.list_record_facts(run_id).await.unwrap();
+    assert_eq!(facts.len(), cases + 1, "{backend}");
+    let (first, last) = (&facts[0], &facts[cases]);
+    assert_eq!((&*first.case_id, &*last.case_id), ("case-0", "case-0"), "{backend}");
+    assert!(Arc::ptr_eq(&first.case_id, &last.case_id), "{backend}");
 }
 
 each_backend!(a_key_repeated_inside_one_batch_is_stored_once);

@@ -191,7 +191,7 @@ async fn store_reads_record_facts_case_records_and_differing_outputs(t: TestStor
     assert_eq!(outlines.len(), 4, "{}", t.backend);
     for (o, w) in outlines.iter().zip(&whole) {
         assert_eq!(
-            (o.fact.candidate_id, o.fact.case_id.as_str()),
+            (o.fact.candidate_id, o.fact.case_id.as_ref()),
             (w.candidate_id, w.case_id.as_ref())
         );
         assert_eq!(o.fact.passed, case_passed(&w.grades), "{} {}", t.backend, w.case_id);
@@ -199,12 +199,12 @@ async fn store_reads_record_facts_case_records_and_differing_outputs(t: TestStor
         assert_eq!(o.fact.error_class, w.error_class);
         assert_eq!(o.fact.is_warmup, w.is_warmup);
     }
-    let c4 = outlines.iter().find(|o| o.fact.case_id == "c4").unwrap();
+    let c4 = outlines.iter().find(|o| &*o.fact.case_id == "c4").unwrap();
     assert_eq!((c4.fact.passed, c4.score), (Some(true), Some(0.8125)), "{}", t.backend);
     assert_eq!(
         outlines
             .iter()
-            .find(|o| o.fact.case_id == "c2" && o.fact.candidate_id == b)
+            .find(|o| &*o.fact.case_id == "c2" && o.fact.candidate_id == b)
             .unwrap()
             .score,
         None
@@ -231,7 +231,7 @@ async fn store_reads_record_facts_case_records_and_differing_outputs(t: TestStor
     let whole = s.list_case_records(r, &cases).await.unwrap();
     let c2 = outlines
         .iter()
-        .find(|o| o.fact.case_id == "c2" && o.fact.candidate_id == a)
+        .find(|o| &*o.fact.case_id == "c2" && o.fact.candidate_id == a)
         .unwrap();
     assert_eq!(
         (c2.fact.passed, c2.score),

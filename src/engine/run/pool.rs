@@ -635,7 +635,7 @@ mod tests {
             .iter()
             .map(|r| RecordFact {
                 candidate_id: r.candidate_id,
-                case_id: r.case_id.to_string(),
+                case_id: r.case_id.clone(),
                 phase: r.phase,
                 repetition: r.repetition,
                 attempt: r.attempt,
