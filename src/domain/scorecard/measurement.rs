@@ -363,19 +363,18 @@ fn windowed_rate(
     let Some(window) = window_s(finals) else {
         return (None, None);
     };
-    // Each request's (amount, busy time) is taken as it is drawn, not held beside it.
-    let pair = |r: &RequestRecord| (amount(r), busy_s(r));
-    let total: f64 = finals.iter().map(|r| pair(r).0).sum();
-    let busy: f64 = finals.iter().map(|r| pair(r).1).sum();
+    // Held as pairs, 16 bytes a request: the bootstrap draws each request ~200 times at
+    // random, and the pairs are read faster than the records they came from.
+    let pairs: Vec<(f64, f64)> = finals.iter().map(|r| (amount(r), busy_s(r))).collect();
+    let total: f64 = pairs.iter().map(|p| p.0).sum();
+    let busy: f64 = pairs.iter().map(|p| p.1).sum();
     let value = total / window;
     if busy <= 0.0 {
         return (Some(value), None);
     }
     let effective_concurrency = busy / window;
-    let interval = bootstrap_items(finals, |resample| {
-        let (a, b) = resample
-            .map(|r| pair(r))
-            .fold((0.0, 0.0), |acc, p| (acc.0 + p.0, acc.1 + p.1));
+    let interval = bootstrap_items(&pairs, |resample| {
+        let (a, b) = resample.fold((0.0, 0.0), |acc, p| (acc.0 + p.0, acc.1 + p.1));
         if b > 0.0 {
             a / b * effective_concurrency
         } else {
