@@ -448,6 +448,15 @@ impl RunRecords {
         Ok(records)
     }
 
+    /// The error of a candidate's records that do not hold together as read (a repetition read
+    /// after it was sealed, attempts that are not final), naming the run and the candidate.
+    pub fn corrupt(&self, candidate_id: i64, e: impl std::fmt::Display) -> StoreError {
+        StoreError::Corrupt(format!(
+            "records of candidate {candidate_id} of run {}: {e}",
+            self.run_id
+        ))
+    }
+
     /// Lets the last candidate's records (and their place) go, once every summary of it is
     /// computed.
     pub async fn release(&self) {

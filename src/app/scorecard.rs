@@ -201,7 +201,7 @@ pub async fn candidate_summary(
     let data = CandidateRecords::new(candidate_id, &mine)
         .with_resumes(resumes)
         .with_levels(levels)
-        .map_err(|e| StoreError::Corrupt(format!("records of candidate {candidate_id}: {e}")))?;
+        .map_err(|e| records.corrupt(candidate_id, e))?;
     Ok(summary_of(run, &inputs, &data, &mine))
 }
 

@@ -87,7 +87,7 @@ pub async fn candidate_figures(
     let data = CandidateRecords::new(candidate_id, &mine)
         .with_resumes(resumes)
         .with_levels(levels)
-        .map_err(|e| WebError::Internal(format!("records of candidate {candidate_id}: {e}")))?;
+        .map_err(|e| records.corrupt(candidate_id, e))?;
     Ok(figures_of(&data, &mine, |case| {
         weights.get(case).copied().unwrap_or(1.0)
     }))

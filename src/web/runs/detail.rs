@@ -692,12 +692,11 @@ async fn record_parts(
         let (mine, levels) = records
             .of_candidate_leveled(&state.store, id, &mut |r| timed.add(r))
             .await?;
-        let in_read = |e: String| WebError::Internal(format!("records of candidate {id}: {e}"));
-        let timed = timed.finish().map_err(|e| in_read(e.to_string()))?;
+        let timed = timed.finish().map_err(|e| records.corrupt(id, e))?;
         let data = CandidateRecords::new(id, &mine)
             .with_resumes(resumes)
             .with_levels(levels)
-            .map_err(|e| in_read(e.to_string()))?;
+            .map_err(|e| records.corrupt(id, e))?;
         parts.push(page.candidate_parts(&mine, &data, timed));
     }
     Ok(page.assemble(&state.store, parts).await?)

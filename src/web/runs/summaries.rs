@@ -55,7 +55,7 @@ pub async fn store_when_ended(state: &AppState, run_id: i64) -> Result<(), WebEr
         };
         let mine = records.of_candidate_feeding(&state.store, id, &mut feed).await?;
         // Their chunk-time bins let go before the rest is computed from the records.
-        let in_read = |e: ReadAfterSealing| WebError::Internal(format!("candidate {id} of run {run_id}: {e}"));
+        let in_read = |e: ReadAfterSealing| records.corrupt(id, e);
         let (levels, timed) = (levels.finish().map_err(in_read)?, timed.finish().map_err(in_read)?);
         let inputs = crate::app::scorecard::summary_inputs(&state.store, &version, &mine).await?;
         {
@@ -64,7 +64,7 @@ pub async fn store_when_ended(state: &AppState, run_id: i64) -> Result<(), WebEr
             let data = CandidateRecords::new(id, &mine)
                 .with_resumes(resumes)
                 .with_levels(levels)
-                .map_err(|e| WebError::Internal(format!("candidate {id} of run {run_id}: {e}")))?;
+                .map_err(|e| records.corrupt(id, e))?;
             let weight = |case: &str| inputs.weights.get(case).copied().unwrap_or(1.0);
             parts.push(page.candidate_parts(&mine, &data, timed));
             figures.push(crate::domain::compare::figures_of(&data, &mine, weight));
