@@ -3,6 +3,7 @@
 //! raw TCP servers for the quirks real endpoints have. Timing assertions compare client and
 //! server views with generous bounds; none asserts absolute speed.
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -949,4 +950,145 @@ async fn dns_and_tls_failures_are_recognised() {
     assert_eq!(class(&x), Some(ErrorClass::ConnectTimeout), "{}", detail(&x));
     assert!(started.elapsed() < Duration::from_secs(5));
     server.abort();
+}
+
+// ---------------------------------------------------- the stamped HTTP/1.1 client (wire/h1.rs)
+
+/// A blocking server on a thread of its own, so a client whose runtime is blocked cannot hold it
+/// up: on each connection it answers up to `answers` requests with `respond`, then closes it.
+/// Returns the base URL and the count of connections accepted.
+fn threaded_server(answers: usize, respond: fn(&mut std::net::TcpStream)) -> (String, Arc<AtomicUsize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    std::thread::spawn(move || {
+        for socket in listener.incoming() {
+            let Ok(mut socket) = socket else { return };
+            count.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || {
+                for _ in 0..answers {
+                    if !read_request(&mut socket) {
+                        return;
+                    }
+                    respond(&mut socket);
+                }
+            });
+        }
+    });
+    (base_url, accepted)
+}
+
+/// Reads one request (head and `content-length` body); false when the client went away.
+fn read_request(socket: &mut std::net::TcpStream) -> bool {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        match socket.read(&mut byte) {
+            Ok(1) => buf.push(byte[0]),
+            _ => return false,
+        }
+    }
+    let head = String::from_utf8_lossy(&buf).to_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    socket.read_exact(&mut body).is_ok()
+}
+
+fn write_slowly(socket: &mut std::net::TcpStream, parts: &[&[u8]]) {
+    use std::io::Write;
+    for part in parts {
+        let _ = socket.write_all(part);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+async fn client_and_request(base_url: &str) -> (CandidateClient, bakeoff::engine::wire::protocol::PreparedRequest) {
+    let file = evalset(1);
+    let spec = candidate_spec("stamped", ProviderKind::OpenAiChat, base_url, "m");
+    let client = CandidateClient::new(&spec, 1, short_timeouts()).expect("client builds");
+    let params = RequestParams {
+        max_tokens: Some(16),
+        temperature: None,
+        stream: true,
+    };
+    let request = prepare(&spec, None, &file, &file.cases[0], &params).expect("request builds");
+    (client, request)
+}
+
+#[tokio::test]
+async fn a_chunked_keep_alive_stream_is_read_whole_and_its_connection_reused_until_the_server_closes_it() {
+    // Two answers per connection, chunk sizes and writes that do not line up with SSE events.
+    let (base_url, accepted) = threaded_server(2, |socket| {
+        let events = format!("{}{}data: [DONE]\n\n", chat_chunk("Hello"), chat_chunk(" world"));
+        let (first, rest) = events.as_bytes().split_at(30);
+        let chunk = |data: &[u8]| {
+            [
+                format!("{:x};x=1\r\n", data.len()).into_bytes(),
+                data.to_vec(),
+                b"\r\n".to_vec(),
+            ]
+            .concat()
+        };
+        write_slowly(
+            socket,
+            &[
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+                &chunk(first)[..7],
+                &chunk(first)[7..],
+                &chunk(rest),
+                b"0\r\n\r\n",
+            ],
+        );
+    });
+    let (client, request) = client_and_request(&base_url).await;
+    let mut reused = Vec::new();
+    for attempt in 0..3 {
+        if attempt == 2 {
+            // The server has closed the connection it answered twice on.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let x = client.send(&request, 0).await;
+        assert!(x.succeeded(), "attempt {attempt}: {}", detail(&x));
+        assert_eq!(x.output, "Hello world");
+        assert_eq!(x.chunks.len(), 2);
+        assert!(x.headers_us.unwrap() <= x.first_content_us.unwrap());
+        assert!(x.first_content_us.unwrap() <= x.end_us.unwrap());
+        reused.push(x.connection_reused);
+    }
+    assert_eq!(reused, [Some(false), Some(true), Some(false)]);
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "current_thread")]
+async fn a_token_is_timed_when_it_reached_the_machine_not_when_a_busy_client_read_it() {
+    // The first token leaves the server ~50 ms after the request; the client's only thread is
+    // blocked from ~10 ms to ~410 ms. A client timing its reads would say TTFT ≥ 400 ms; the
+    // kernel's receive time says ~50 ms.
+    let (base_url, _) = threaded_server(1, |socket| {
+        use std::io::Write;
+        let _ =
+            socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 1000000\r\n\r\n");
+        std::thread::sleep(Duration::from_millis(50));
+        let _ = socket.write_all(chat_chunk("late").as_bytes());
+        std::thread::sleep(Duration::from_millis(500));
+        let _ = socket.write_all(b"data: [DONE]\n\n");
+        let _ = socket.shutdown(std::net::Shutdown::Both);
+    });
+    let (client, request) = client_and_request(&base_url).await;
+    let exchange = tokio::spawn(async move { client.send(&request, 0).await });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    std::thread::sleep(Duration::from_millis(400));
+    let x = exchange.await.unwrap();
+    assert_eq!(x.output, "late");
+    let ttft_ms = x.first_content_us.unwrap() as f64 / 1000.0;
+    assert!((40.0..300.0).contains(&ttft_ms), "TTFT {ttft_ms} ms");
+    // The end came after the block: it is timed as it arrived, ~550 ms.
+    assert!(x.end_us.unwrap() as f64 / 1000.0 >= 500.0);
 }

@@ -3,7 +3,9 @@
 //!
 //! Clock: `t0` is taken just before the request is handed to the connection (after bakeoff's
 //! own queue). Offsets are microseconds from `t0` on a monotonic clock; `sent_at_us` is the
-//! wall clock at `t0`. All events found in one network read share that read's arrival time.
+//! wall clock at `t0`. All events found in one network read share that read's arrival time:
+//! on a plain-`http` candidate the kernel's receive time of the read's last packet (see `h1`),
+//! otherwise the time the read returned.
 //!
 //! Non-streamed requests have a single "chunk": the whole body. Its arrival is recorded as the
 //! first chunk, first token (reasoning and/or content), last token and end, so their TTFT equals
@@ -12,11 +14,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures_util::StreamExt;
-use reqwest::header::CONTENT_TYPE;
+use futures_util::stream::BoxStream;
+use reqwest::header::{CONTENT_TYPE, RETRY_AFTER};
 use tokio::time::{Instant, timeout_at};
 
 use super::failure::{Failure, classify_status, classify_transport, excerpt};
+use super::h1;
 use super::protocol::{PreparedRequest, StreamDecoder, StreamUpdate, Usage};
 use super::provider::{parse_completion, stream_decoder};
 use super::sse::{SseEvent, SseParser};
@@ -180,6 +185,8 @@ impl Exchange {
 #[derive(Clone)]
 pub struct CandidateClient {
     http: reqwest::Client,
+    /// The kernel-stamped client for plain-`http` URLs, unless a proxy is configured.
+    h1: Option<Arc<h1::Pool>>,
     provider: ProviderKind,
     key: Option<Secret>,
     timeouts: Timeouts,
@@ -200,8 +207,10 @@ impl CandidateClient {
             .user_agent(format!("bakeoff/{}", crate::VERSION))
             .connector_layer(ConnectTimerLayer)
             .build()?;
+        let h1 = stamped_reads_allowed().then(|| h1::Pool::new(concurrency as usize, timeouts.connect));
         Ok(CandidateClient {
             http,
+            h1,
             provider: spec.provider,
             key: spec.resolve_api_key(),
             timeouts,
@@ -218,6 +227,7 @@ impl CandidateClient {
         let sent_at_us = wall_clock_us();
         let mut m = Measure {
             t0: Instant::now(),
+            latest_us: 0,
             x: Exchange {
                 sent_at_us,
                 client_queue_us,
@@ -243,13 +253,7 @@ impl CandidateClient {
             total_deadline
         };
         m.streamed = req.stream;
-        let send = self
-            .http
-            .post(&req.url)
-            .headers(req.headers.clone())
-            .body(req.body.clone())
-            .send();
-        let response = match timeout_at(first_deadline, send).await {
+        let mut response = match timeout_at(first_deadline, self.start(req, probe)).await {
             Err(_) if probe.connecting() => {
                 return Err(Failure::new(
                     ErrorClass::ConnectTimeout,
@@ -260,38 +264,32 @@ impl CandidateClient {
                 ));
             }
             Err(_) => return Err(m.timeout_failure()),
-            Ok(Err(e)) => return Err(classify_transport(&e)),
-            Ok(Ok(r)) => r,
+            Ok(response) => response?,
         };
-        m.x.headers_us = Some(m.now());
+        m.x.headers_us = Some(m.arrival(response.arrived_ns));
         m.x.connect_us = probe.connect_us();
         m.x.connection_reused = Some(m.x.connect_us.is_none());
-        let status = response.status();
-        m.x.http_status = Some(status.as_u16());
-        let content_type = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_ascii_lowercase);
+        let status = response.status;
+        m.x.http_status = Some(status);
+        let content_type = response.content_type.take();
 
-        if !status.is_success() {
+        if !(200..300).contains(&status) {
             m.x.retry_after = response
-                .headers()
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
+                .retry_after
+                .as_deref()
                 .and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
             // The status decides the class; the body only adds detail, so a body that never
             // ends costs at most the remaining total time.
-            let (body, _) = read_body(response, total_deadline, MAX_ERROR_BODY_BYTES).await;
+            let (body, _) = read_body(&mut response.body, total_deadline, MAX_ERROR_BODY_BYTES).await;
             return Err(classify_status(
-                status.as_u16(),
+                status,
                 content_type.as_deref(),
                 &String::from_utf8_lossy(&body),
             ));
         }
         let ct = content_type.as_deref().unwrap_or_default();
         if ct.contains("html") {
-            let (body, _) = read_body(response, total_deadline, MAX_ERROR_BODY_BYTES).await;
+            let (body, _) = read_body(&mut response.body, total_deadline, MAX_ERROR_BODY_BYTES).await;
             return Err(Failure::new(
                 ErrorClass::NonJsonResponse,
                 format!(
@@ -304,11 +302,53 @@ impl CandidateClient {
         if !req.stream || ct.contains("json") {
             return self.read_whole(response, m, total_deadline).await;
         }
-        self.read_stream(response, m, first_deadline, total_deadline).await
+        self.read_stream(response.body, m, first_deadline, total_deadline).await
     }
 
-    async fn read_whole(&self, response: reqwest::Response, m: &mut Measure, deadline: Instant) -> Result<(), Failure> {
-        let (body, error) = read_body(response, deadline, MAX_BODY_BYTES).await;
+    /// Sends the request and reads the response head, through the stamped client when it can.
+    async fn start(&self, req: &PreparedRequest, probe: &ConnectProbe) -> Result<Response, Failure> {
+        if let Some(pool) = &self.h1
+            && let Ok(url) = url::Url::parse(&req.url)
+            && url.scheme() == "http"
+        {
+            let (head, body) = pool
+                .post(&url, &req.headers, &req.body, &|state| probe.report(state))
+                .await
+                .map_err(|e| e.failure())?;
+            return Ok(Response {
+                status: head.status,
+                content_type: head.content_type,
+                retry_after: head.retry_after,
+                arrived_ns: head.arrived_ns,
+                body: ResponseBody::H1(body),
+            });
+        }
+        let response = self
+            .http
+            .post(&req.url)
+            .headers(req.headers.clone())
+            .body(req.body.clone())
+            .send()
+            .await
+            .map_err(|e| classify_transport(&e))?;
+        let header = |name| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        Ok(Response {
+            status: response.status().as_u16(),
+            content_type: header(CONTENT_TYPE).map(|v| v.to_ascii_lowercase()),
+            retry_after: header(RETRY_AFTER),
+            arrived_ns: None,
+            body: ResponseBody::Pooled(response.bytes_stream().boxed()),
+        })
+    }
+
+    async fn read_whole(&self, mut response: Response, m: &mut Measure, deadline: Instant) -> Result<(), Failure> {
+        let (body, error) = read_body(&mut response.body, deadline, MAX_BODY_BYTES).await;
         match error {
             Some(BodyError::Timeout) => return Err(m.timeout_failure()),
             Some(BodyError::Transport(f)) => return Err(f),
@@ -320,7 +360,7 @@ impl CandidateClient {
             }
             None => {}
         }
-        let at = m.now();
+        let at = m.arrival(response.body.last_arrival());
         m.x.first_chunk_us = Some(at);
         let completion = parse_completion(self.provider, &String::from_utf8_lossy(&body))?;
         let update = StreamUpdate {
@@ -341,14 +381,13 @@ impl CandidateClient {
 
     async fn read_stream(
         &self,
-        response: reqwest::Response,
+        mut body: ResponseBody,
         m: &mut Measure,
         first_deadline: Instant,
         total_deadline: Instant,
     ) -> Result<(), Failure> {
         let mut decoder = stream_decoder(self.provider);
         let mut parser = SseParser::new();
-        let mut body = response.bytes_stream();
         let mut events_seen = 0usize;
         let mut head = Vec::new(); // the first bytes, to show when the body is no event stream
         let mut completed = false;
@@ -375,15 +414,11 @@ impl CandidateClient {
                     return Err(m.timeout_failure());
                 }
             };
-            let read = match next {
+            let (read, arrived_ns) = match next {
                 None => break,
-                Some(Err(e)) => {
-                    let f = classify_transport(&e);
-                    return Err(Failure::new(ErrorClass::StreamCut, f.detail));
-                }
-                Some(Ok(bytes)) => bytes,
+                Some(read) => read?,
             };
-            let at = m.now();
+            let at = m.arrival(arrived_ns);
             if head.len() < 300 {
                 head.extend_from_slice(&read[..read.len().min(300 - head.len())]);
             }
@@ -395,6 +430,7 @@ impl CandidateClient {
                 events_seen += 1;
                 if m.on_event(decoder.as_mut(), &event, at)? {
                     m.x.end_us = Some(at);
+                    body.finish().await;
                     return Ok(());
                 }
                 completed |= m.x.finish_reason.is_some();
@@ -406,7 +442,7 @@ impl CandidateClient {
                 timer.as_mut().reset(armed);
             }
         }
-        let at = m.now();
+        let at = m.arrival(body.last_arrival());
         if let Some(event) = parser.finish() {
             events_seen += 1;
             completed |= m.on_event(decoder.as_mut(), &event, at)?;
@@ -438,6 +474,8 @@ impl CandidateClient {
 /// The measurement in progress.
 struct Measure {
     t0: Instant,
+    /// The latest offset `arrival` gave, so events never go back in time.
+    latest_us: i64,
     x: Exchange,
     usage: Option<Usage>,
     reasoning_chunks: u32,
@@ -449,6 +487,18 @@ struct Measure {
 impl Measure {
     fn now(&self) -> i64 {
         micros(self.t0.elapsed())
+    }
+
+    /// When bytes read now reached this machine, as an offset from `t0`: the kernel's receive
+    /// time when the read carried one, else now; never before an earlier event.
+    fn arrival(&mut self, kernel_ns: Option<i64>) -> i64 {
+        let now = self.now();
+        let at = match kernel_ns {
+            Some(ns) => now - ((wall_clock_ns() - ns) / 1_000).clamp(0, now),
+            None => now,
+        };
+        self.latest_us = at.max(self.latest_us);
+        self.latest_us
     }
 
     fn first_token_seen(&self) -> bool {
@@ -591,22 +641,63 @@ enum BodyError {
     Transport(Failure),
 }
 
+/// A response whose head has been read.
+struct Response {
+    status: u16,
+    content_type: Option<String>,
+    retry_after: Option<String>,
+    /// The kernel's receive time of the head (ns since the Unix epoch), when known.
+    arrived_ns: Option<i64>,
+    body: ResponseBody,
+}
+
+enum ResponseBody {
+    /// Through reqwest's pool: `https`, or behind a proxy.
+    Pooled(BoxStream<'static, reqwest::Result<Bytes>>),
+    /// Through the kernel-stamped client.
+    H1(h1::Body),
+}
+
+impl ResponseBody {
+    /// The next bytes and their kernel receive time when known; a broken body is `StreamCut`.
+    async fn next(&mut self) -> Option<Result<(Bytes, Option<i64>), Failure>> {
+        match self {
+            ResponseBody::Pooled(stream) => stream.next().await.map(|read| {
+                read.map(|bytes| (bytes, None))
+                    .map_err(|e| Failure::new(ErrorClass::StreamCut, classify_transport(&e).detail))
+            }),
+            ResponseBody::H1(body) => body.next().await.map(|read| {
+                read.map_err(|e| Failure::new(ErrorClass::StreamCut, format!("the response broke off: {e}")))
+            }),
+        }
+    }
+
+    /// Reads what follows a stream's end marker (a chunked body's last bytes, usually just
+    /// behind it), so its connection is reused: the measurement is over.
+    async fn finish(self) {
+        if let ResponseBody::H1(body) = self {
+            body.finish(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The kernel's receive time of the body's last bytes, when known.
+    fn last_arrival(&self) -> Option<i64> {
+        match self {
+            ResponseBody::Pooled(_) => None,
+            ResponseBody::H1(body) => body.last_arrival(),
+        }
+    }
+}
+
 /// Reads a body until it ends, the deadline passes or `limit` bytes arrived; returns what came.
-async fn read_body(response: reqwest::Response, deadline: Instant, limit: usize) -> (Vec<u8>, Option<BodyError>) {
-    let mut body = response.bytes_stream();
+async fn read_body(body: &mut ResponseBody, deadline: Instant, limit: usize) -> (Vec<u8>, Option<BodyError>) {
     let mut out = Vec::new();
     loop {
         match timeout_at(deadline, body.next()).await {
             Err(_) => return (out, Some(BodyError::Timeout)),
             Ok(None) => return (out, None),
-            Ok(Some(Err(e))) => {
-                let f = classify_transport(&e);
-                return (
-                    out,
-                    Some(BodyError::Transport(Failure::new(ErrorClass::StreamCut, f.detail))),
-                );
-            }
-            Ok(Some(Ok(bytes))) => {
+            Ok(Some(Err(f))) => return (out, Some(BodyError::Transport(f))),
+            Ok(Some(Ok((bytes, _)))) => {
                 let room = limit.saturating_sub(out.len());
                 out.extend_from_slice(&bytes[..bytes.len().min(room)]);
                 if bytes.len() > room {
@@ -617,8 +708,26 @@ async fn read_body(response: reqwest::Response, deadline: Instant, limit: usize)
     }
 }
 
+/// Whether plain-`http` candidates may use the kernel-stamped client: not when a proxy is
+/// configured (reqwest honours it), nor when `BAKEOFF_WIRE_CLIENT=reqwest` asks for the
+/// reference client (to compare the two in `calibrate`).
+fn stamped_reads_allowed() -> bool {
+    let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+    let proxied = ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
+        .iter()
+        .any(|n| set(n));
+    !proxied && std::env::var("BAKEOFF_WIRE_CLIENT").as_deref() != Ok("reqwest")
+}
+
 fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+fn wall_clock_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or_default()
 }
 
 /// Microseconds since the Unix epoch.
@@ -659,6 +768,12 @@ impl ConnectProbe {
     fn connecting(&self) -> bool {
         self.0.load(Ordering::Acquire) == Self::CONNECTING
     }
+
+    /// A connection started (`None`) or was made in `us` µs.
+    fn report(&self, connected_us: Option<i64>) {
+        let state = connected_us.map_or(Self::CONNECTING, |us| us + 1);
+        self.0.store(state, Ordering::Release);
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -692,7 +807,7 @@ where
     fn call(&mut self, request: R) -> Self::Future {
         let probe = CONNECT_PROBE.try_with(|p| p.clone()).ok();
         if let Some(p) = &probe {
-            p.0.store(ConnectProbe::CONNECTING, Ordering::Release);
+            p.report(None);
         }
         let started = std::time::Instant::now();
         let connecting = self.0.call(request);
@@ -700,12 +815,11 @@ where
             let result = connecting.await;
             if let Some(probe) = probe {
                 // A failed connect leaves nothing to report: the request's error says it all.
-                let state = if result.is_ok() {
-                    micros(started.elapsed()) + 1
+                if result.is_ok() {
+                    probe.report(Some(micros(started.elapsed())));
                 } else {
-                    0
-                };
-                probe.0.store(state, Ordering::Release);
+                    probe.0.store(0, Ordering::Release);
+                }
             }
             result
         })

@@ -1,10 +1,12 @@
 //! One HTTP exchange with a candidate: `provider` dispatches by provider kind to `openai` and
 //! `anthropic`, which build requests and decode answers in the shapes of `protocol`; `sse`
-//! parses event streams; `client` sends and measures one request; `failure` classifies what
-//! went wrong.
+//! parses event streams; `client` sends and measures one request (plain-`http` ones through
+//! `h1`, which reads the kernel's receive time of every read); `failure` classifies what went
+//! wrong.
 pub mod anthropic;
 pub mod client;
 pub mod failure;
+pub mod h1;
 pub mod openai;
 pub mod protocol;
 pub mod provider;

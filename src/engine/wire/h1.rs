@@ -1,0 +1,703 @@
+//! A lean HTTP/1.1 client for plain-`http` candidates, so the measured path can read when each
+//! byte reached this machine rather than when bakeoff got round to reading it.
+//!
+//! Every read is a `recvmsg` with `SO_TIMESTAMPNS` on (Linux): the kernel hands back, beside
+//! the bytes, the wall-clock time its network stack received the read's last packet. A client
+//! busy with other streams reads a chunk late; the kernel's time for it is not late. Elsewhere
+//! (or if the kernel gives no time) a read's arrival is when it returned, as with any client.
+//!
+//! It does what the measured requests need and no more: one request at a time per connection,
+//! keep-alive pooled per host, `Content-Length`, `chunked` and close-delimited bodies, no
+//! redirects, no compression asked for. `https` and proxied candidates go through reqwest.
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use reqwest::header::HeaderMap;
+use tokio::io::{AsyncWriteExt, Interest};
+use tokio::net::TcpStream;
+use tokio::time::{Instant, timeout};
+use url::{Host, Position, Url};
+
+use super::failure::Failure;
+use crate::domain::run::ErrorClass;
+
+/// Most bytes of a response's status line and headers.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Most bytes of one chunk-size or trailer line of a chunked body.
+const MAX_LINE_BYTES: usize = 4 * 1024;
+/// The read buffer's size (it grows only while a long head is read).
+const READ_BYTES: usize = 16 * 1024;
+/// How long, and for how many bytes, a body left unfinished is read on so its connection can
+/// be reused (an OpenAI stream is done at `[DONE]`, before its chunked body's last bytes).
+const DRAIN_TIME: Duration = Duration::from_secs(1);
+const DRAIN_BYTES: usize = 64 * 1024;
+
+/// Idle keep-alive connections, per `host:port`, shared by all requests of one candidate.
+pub struct Pool {
+    idle: Mutex<HashMap<String, Vec<Conn>>>,
+    max_idle_per_host: usize,
+    connect_timeout: Duration,
+    user_agent: String,
+}
+
+/// The response's status line and the headers the measurement looks at.
+#[derive(Debug)]
+pub struct Head {
+    pub status: u16,
+    pub content_type: Option<String>,
+    pub retry_after: Option<String>,
+    /// The kernel's receive time of the head's last packet (ns since the Unix epoch).
+    pub arrived_ns: Option<i64>,
+    keep_alive: bool,
+    framing: Framing,
+}
+
+/// A response body being read; the connection goes back to the pool when the body ends.
+pub struct Body {
+    conn: Option<Conn>,
+    framing: Framing,
+    keep_alive: bool,
+    /// Kernel receive time of the body's latest bytes.
+    last_stamp: Option<i64>,
+    pool: Arc<Pool>,
+    host: String,
+}
+
+/// A connection and the bytes read from it that are not yet consumed.
+struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    start: usize,
+    /// Kernel receive time of the last read's last packet (ns since the Unix epoch).
+    stamp: Option<i64>,
+}
+
+/// How the body's end is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    Length(u64),
+    Chunked(ChunkState),
+    /// Until the server closes the connection (no length, not chunked).
+    Close,
+    Done,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChunkState {
+    Size,
+    Data(u64),
+    /// The CRLF after a chunk's data.
+    DataEnd,
+    Trailer,
+}
+
+/// Why an exchange failed, before the caller turns it into a record's class.
+#[derive(Debug)]
+pub enum Error {
+    Dns(String),
+    Refused(io::Error),
+    ConnectTimeout(Duration),
+    Connect(io::Error),
+    /// Writing the request or reading the head failed.
+    Io(io::Error),
+    /// The server closed the connection before a whole head.
+    Closed,
+    Malformed(String),
+}
+
+impl Error {
+    pub fn failure(&self) -> Failure {
+        match self {
+            Error::Dns(detail) => Failure::new(ErrorClass::Dns, detail),
+            Error::Refused(e) => Failure::new(ErrorClass::ConnectRefused, format!("connection refused: {e}")),
+            Error::ConnectTimeout(d) => Failure::new(
+                ErrorClass::ConnectTimeout,
+                format!("no TCP connection within {:.1} s", d.as_secs_f64()),
+            ),
+            Error::Connect(e) => Failure::new(ErrorClass::Other, format!("connect failed: {e}")),
+            Error::Io(e) => Failure::new(ErrorClass::Other, format!("request failed: {e}")),
+            Error::Closed => Failure::new(
+                ErrorClass::Other,
+                "connection closed before a response (no status line)",
+            ),
+            Error::Malformed(detail) => Failure::new(ErrorClass::Other, format!("malformed HTTP response: {detail}")),
+        }
+    }
+
+    /// Nothing of a response came back: on a pooled connection this is the server having closed
+    /// it while idle, and the request is sent again on a new one.
+    fn before_response(&self) -> bool {
+        matches!(self, Error::Closed | Error::Io(_))
+    }
+}
+
+impl Pool {
+    pub fn new(max_idle_per_host: usize, connect_timeout: Duration) -> Arc<Self> {
+        Arc::new(Pool {
+            idle: Mutex::new(HashMap::new()),
+            max_idle_per_host: max_idle_per_host.max(1),
+            connect_timeout,
+            user_agent: format!("bakeoff/{}", crate::VERSION),
+        })
+    }
+
+    /// Sends a POST and reads the response head. `on_connect` is told when a new connection
+    /// starts (`None`) and how long it took (`Some(µs)`), so a caller that times out knows
+    /// whether it was connecting.
+    pub async fn post(
+        self: &Arc<Self>,
+        url: &Url,
+        headers: &HeaderMap,
+        body: &[u8],
+        on_connect: &(dyn Fn(Option<i64>) + Sync),
+    ) -> Result<(Head, Body), Error> {
+        let host = authority(url)?;
+        let request = self.request_bytes(url, &host, headers, body);
+        loop {
+            let (mut conn, connect_us) = match self.take(&host) {
+                Some(conn) => (conn, None),
+                None => {
+                    on_connect(None);
+                    let started = Instant::now();
+                    let conn = self.connect(url).await?;
+                    let us = i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX);
+                    on_connect(Some(us));
+                    (conn, Some(us))
+                }
+            };
+            match exchange_head(&mut conn, &request).await {
+                Ok(head) => {
+                    let body = Body {
+                        conn: Some(conn),
+                        framing: head.framing,
+                        keep_alive: head.keep_alive,
+                        last_stamp: head.arrived_ns,
+                        pool: Arc::clone(self),
+                        host,
+                    };
+                    return Ok((head, body));
+                }
+                Err(e) if connect_us.is_none() && e.before_response() => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn request_bytes(&self, url: &Url, host: &str, headers: &HeaderMap, body: &[u8]) -> Vec<u8> {
+        let target = &url[Position::BeforePath..Position::AfterQuery];
+        let mut out = Vec::with_capacity(256 + body.len());
+        let line = format!(
+            "POST {target} HTTP/1.1\r\nhost: {host}\r\nuser-agent: {}\r\ncontent-length: {}\r\n",
+            self.user_agent,
+            body.len()
+        );
+        out.extend_from_slice(line.as_bytes());
+        for (name, value) in headers {
+            // Framing and routing are this client's to state, once.
+            if matches!(
+                name.as_str(),
+                "host" | "content-length" | "transfer-encoding" | "connection"
+            ) {
+                continue;
+            }
+            out.extend_from_slice(name.as_str().as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(body);
+        out
+    }
+
+    /// A pooled connection that is still usable: one with unread bytes or a close already
+    /// seen is dropped.
+    fn take(&self, host: &str) -> Option<Conn> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let conns = idle.get_mut(host)?;
+        while let Some(conn) = conns.pop() {
+            let mut probe = [0u8; 1];
+            match conn.stream.try_read(&mut probe) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(conn),
+                _ => {} // closed, errored or sent something unasked: not reusable
+            }
+        }
+        None
+    }
+
+    fn put(&self, host: String, conn: Conn) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let conns = idle.entry(host).or_default();
+        if conns.len() < self.max_idle_per_host {
+            conns.push(conn);
+        }
+    }
+
+    async fn connect(&self, url: &Url) -> Result<Conn, Error> {
+        let port = url.port_or_known_default().unwrap_or(80);
+        let addrs: Vec<SocketAddr> = match url.host() {
+            Some(Host::Ipv4(ip)) => vec![SocketAddr::from((ip, port))],
+            Some(Host::Ipv6(ip)) => vec![SocketAddr::from((ip, port))],
+            Some(Host::Domain(name)) => {
+                match timeout(self.connect_timeout, tokio::net::lookup_host((name, port))).await {
+                    Err(_) => return Err(Error::ConnectTimeout(self.connect_timeout)),
+                    Ok(Err(e)) => return Err(Error::Dns(format!("DNS lookup of {name} failed: {e}"))),
+                    Ok(Ok(found)) => found.collect(),
+                }
+            }
+            None => return Err(Error::Malformed("URL has no host".into())),
+        };
+        let deadline = Instant::now() + self.connect_timeout;
+        let mut last = Error::Dns(format!(
+            "DNS lookup of {} found no address",
+            url.host_str().unwrap_or("?")
+        ));
+        for addr in addrs {
+            match tokio::time::timeout_at(deadline, TcpStream::connect(addr)).await {
+                Err(_) => return Err(Error::ConnectTimeout(self.connect_timeout)),
+                Ok(Ok(stream)) => return Conn::new(stream).map_err(Error::Connect),
+                Ok(Err(e)) if e.kind() == io::ErrorKind::ConnectionRefused => last = Error::Refused(e),
+                Ok(Err(e)) => last = Error::Connect(e),
+            }
+        }
+        Err(last)
+    }
+}
+
+/// `host[:port]` as the `Host` header and the pool's key name it.
+fn authority(url: &Url) -> Result<String, Error> {
+    let host = url
+        .host_str()
+        .ok_or_else(|| Error::Malformed("URL has no host".into()))?;
+    Ok(match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_string(),
+    })
+}
+
+async fn exchange_head(conn: &mut Conn, request: &[u8]) -> Result<Head, Error> {
+    conn.stream.write_all(request).await.map_err(Error::Io)?;
+    loop {
+        if let Some(head) = conn.parse_head()? {
+            // 1xx answers (100 Continue, 103 Early Hints) precede the real one.
+            if (100..200).contains(&head.status) && head.status != 101 {
+                continue;
+            }
+            return Ok(head);
+        }
+        match conn.fill().await {
+            Ok(0) if conn.pending().is_empty() => return Err(Error::Closed),
+            Ok(0) => return Err(Error::Malformed("connection closed inside the response head".into())),
+            Ok(_) => {}
+            Err(e) => return Err(Error::Io(e)),
+        }
+    }
+}
+
+impl Conn {
+    fn new(stream: TcpStream) -> io::Result<Self> {
+        stream.set_nodelay(true)?;
+        receive_timestamps(&stream);
+        Ok(Conn {
+            stream,
+            buf: Vec::with_capacity(READ_BYTES),
+            start: 0,
+            stamp: None,
+        })
+    }
+
+    fn pending(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        if self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        }
+    }
+
+    /// Reads once more after what is pending; 0 at the end of the stream.
+    async fn fill(&mut self) -> io::Result<usize> {
+        if self.start > 0 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        let len = self.buf.len();
+        let want = READ_BYTES.max(len + READ_BYTES / 4);
+        self.buf.resize(want, 0);
+        let stream = &self.stream;
+        let read = stream
+            .async_io(Interest::READABLE, || read_stamped(stream, &mut self.buf[len..]))
+            .await;
+        let (n, stamp) = match read {
+            Ok(r) => r,
+            Err(e) => {
+                self.buf.truncate(len);
+                return Err(e);
+            }
+        };
+        self.buf.truncate(len + n);
+        if n > 0 {
+            self.stamp = stamp;
+        }
+        Ok(n)
+    }
+
+    /// The head, once all of it is pending (and consumed from the buffer).
+    fn parse_head(&mut self) -> Result<Option<Head>, Error> {
+        let mut headers = [httparse::EMPTY_HEADER; 128];
+        let mut response = httparse::Response::new(&mut headers);
+        let len = match response.parse(self.pending()) {
+            Ok(httparse::Status::Complete(len)) => len,
+            Ok(httparse::Status::Partial) if self.pending().len() > MAX_HEAD_BYTES => {
+                return Err(Error::Malformed(format!("head longer than {MAX_HEAD_BYTES} bytes")));
+            }
+            Ok(httparse::Status::Partial) => return Ok(None),
+            Err(e) => {
+                let start = String::from_utf8_lossy(&self.pending()[..self.pending().len().min(80)]).into_owned();
+                return Err(Error::Malformed(format!("{e} in {start:?}")));
+            }
+        };
+        let status = response.code.unwrap_or_default();
+        let http11 = response.version == Some(1);
+        let (mut content_type, mut retry_after, mut length) = (None, None, None);
+        let (mut chunked, mut close, mut keep_alive_asked) = (false, false, false);
+        for h in response.headers.iter() {
+            let value = String::from_utf8_lossy(h.value);
+            let value = value.trim();
+            let name = h.name;
+            if name.eq_ignore_ascii_case("content-type") {
+                content_type = Some(value.to_ascii_lowercase());
+            } else if name.eq_ignore_ascii_case("retry-after") {
+                retry_after = Some(value.to_string());
+            } else if name.eq_ignore_ascii_case("content-length") {
+                let n = value
+                    .parse::<u64>()
+                    .map_err(|_| Error::Malformed(format!("content-length {value:?}")))?;
+                length = Some(n);
+            } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                // The last coding decides the framing (RFC 9112 §6.3).
+                chunked = value
+                    .rsplit(',')
+                    .next()
+                    .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"));
+            } else if name.eq_ignore_ascii_case("connection") {
+                for token in value.split(',').map(str::trim) {
+                    close |= token.eq_ignore_ascii_case("close");
+                    keep_alive_asked |= token.eq_ignore_ascii_case("keep-alive");
+                }
+            }
+        }
+        let framing = if matches!(status, 100..=199 | 204 | 304) {
+            Framing::Done
+        } else if chunked {
+            Framing::Chunked(ChunkState::Size)
+        } else if let Some(n) = length {
+            if n == 0 { Framing::Done } else { Framing::Length(n) }
+        } else {
+            Framing::Close
+        };
+        self.consume(len);
+        Ok(Some(Head {
+            status,
+            content_type,
+            retry_after,
+            arrived_ns: self.stamp,
+            keep_alive: !close && (http11 || keep_alive_asked),
+            framing,
+        }))
+    }
+}
+
+impl Body {
+    /// The next bytes of the body and their arrival (kernel ns since the Unix epoch, when known);
+    /// `None` at its end. All bytes decoded from one read come together.
+    pub async fn next(&mut self) -> Option<io::Result<(Bytes, Option<i64>)>> {
+        loop {
+            let conn = self.conn.as_mut()?;
+            let mut out = Vec::new();
+            if !conn.pending().is_empty() && self.framing != Framing::Done {
+                let used = match self.framing.decode(conn.pending(), &mut out) {
+                    Ok(used) => used,
+                    Err(e) => return Some(Err(self.fail(e))),
+                };
+                conn.consume(used);
+            }
+            let stamp = conn.stamp;
+            if self.framing == Framing::Done {
+                self.release();
+            }
+            if !out.is_empty() {
+                self.last_stamp = stamp;
+                return Some(Ok((Bytes::from(out), stamp)));
+            }
+            let conn = self.conn.as_mut()?;
+            match conn.fill().await {
+                Ok(0) if self.framing == Framing::Close => {
+                    self.conn = None;
+                    return None;
+                }
+                Ok(0) => {
+                    let e = io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed before the body ended");
+                    return Some(Err(self.fail(e)));
+                }
+                Ok(_) => {}
+                Err(e) => return Some(Err(self.fail(e))),
+            }
+        }
+    }
+
+    /// Reads the rest of a body whose content is complete (a stream past its end marker) so the
+    /// connection can carry the next request; what is not there within `wait` is left to the
+    /// background read of `Drop`.
+    pub async fn finish(mut self, wait: Duration) {
+        let _ = timeout(wait, async {
+            let mut read = 0;
+            while read <= DRAIN_BYTES {
+                match self.next().await {
+                    Some(Ok((bytes, _))) => read += bytes.len(),
+                    _ => return,
+                }
+            }
+        })
+        .await;
+    }
+
+    /// The kernel's receive time of the body's last bytes (of the head, before any).
+    pub fn last_arrival(&self) -> Option<i64> {
+        self.last_stamp
+    }
+
+    fn fail(&mut self, e: io::Error) -> io::Error {
+        self.conn = None;
+        e
+    }
+
+    /// The body ended: its connection goes back to the pool if it can carry another request.
+    fn release(&mut self) {
+        if let Some(conn) = self.conn.take()
+            && self.keep_alive
+            && conn.pending().is_empty()
+        {
+            self.pool.put(std::mem::take(&mut self.host), conn);
+        }
+    }
+}
+
+impl Drop for Body {
+    /// A body dropped before its end is read to its end in the background, briefly, so the
+    /// connection goes back to the pool instead of being closed.
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else { return };
+        let (Ok(runtime), true, false) = (
+            tokio::runtime::Handle::try_current(),
+            self.keep_alive,
+            matches!(self.framing, Framing::Close | Framing::Done),
+        ) else {
+            return;
+        };
+        let mut rest = Body {
+            conn: Some(conn),
+            framing: self.framing,
+            keep_alive: true,
+            last_stamp: None,
+            pool: Arc::clone(&self.pool),
+            host: std::mem::take(&mut self.host),
+        };
+        runtime.spawn(async move {
+            let mut read = 0;
+            while read <= DRAIN_BYTES {
+                match timeout(DRAIN_TIME, rest.next()).await {
+                    Ok(Some(Ok((bytes, _)))) => read += bytes.len(),
+                    _ => return, // ended (and released), broke or too slow: dropped
+                }
+            }
+        });
+    }
+}
+
+impl Framing {
+    /// Decodes body bytes from `input` into `out`; returns how many input bytes were used
+    /// (an incomplete size or trailer line is left for the next read).
+    fn decode(&mut self, input: &[u8], out: &mut Vec<u8>) -> io::Result<usize> {
+        let mut at = 0;
+        loop {
+            let rest = &input[at..];
+            match self {
+                Framing::Done => return Ok(at),
+                Framing::Close => {
+                    out.extend_from_slice(rest);
+                    return Ok(input.len());
+                }
+                Framing::Length(left) => {
+                    let take = rest.len().min(usize::try_from(*left).unwrap_or(usize::MAX));
+                    out.extend_from_slice(&rest[..take]);
+                    *left -= take as u64;
+                    if *left == 0 {
+                        *self = Framing::Done;
+                    }
+                    return Ok(at + take);
+                }
+                Framing::Chunked(ChunkState::Data(left)) => {
+                    let take = rest.len().min(usize::try_from(*left).unwrap_or(usize::MAX));
+                    out.extend_from_slice(&rest[..take]);
+                    *left -= take as u64;
+                    at += take;
+                    if *left > 0 {
+                        return Ok(at);
+                    }
+                    *self = Framing::Chunked(ChunkState::DataEnd);
+                }
+                Framing::Chunked(state) => {
+                    let Some(end) = rest.iter().position(|&b| b == b'\n') else {
+                        if rest.len() > MAX_LINE_BYTES {
+                            return Err(invalid("a chunked body's line is too long"));
+                        }
+                        return Ok(at);
+                    };
+                    let line = rest[..end].strip_suffix(b"\r").unwrap_or(&rest[..end]);
+                    at += end + 1;
+                    *self = match *state {
+                        ChunkState::Size => match chunk_size(line)? {
+                            0 => Framing::Chunked(ChunkState::Trailer),
+                            n => Framing::Chunked(ChunkState::Data(n)),
+                        },
+                        ChunkState::DataEnd if line.is_empty() => Framing::Chunked(ChunkState::Size),
+                        ChunkState::DataEnd => return Err(invalid("a chunk's data is longer than its size")),
+                        ChunkState::Trailer if line.is_empty() => Framing::Done,
+                        ChunkState::Trailer => Framing::Chunked(ChunkState::Trailer),
+                        ChunkState::Data(_) => unreachable!("handled above"),
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// The hex size at the start of a chunk-size line (extensions after `;` are ignored).
+fn chunk_size(line: &[u8]) -> io::Result<u64> {
+    let text = std::str::from_utf8(line).map_err(|_| invalid("a chunk size is not text"))?;
+    let digits = text.split(';').next().unwrap_or_default().trim();
+    u64::from_str_radix(digits, 16).map_err(|_| invalid(&format!("bad chunk size {digits:?}")))
+}
+
+fn invalid(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what.to_string())
+}
+
+/// Asks the kernel to stamp every packet this socket receives (a failure only costs the stamps).
+fn receive_timestamps(stream: &TcpStream) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let on: libc::c_int = 1;
+        // SAFETY: a valid socket, an option of the size the kernel expects, no pointer kept.
+        unsafe {
+            libc::setsockopt(
+                stream.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_TIMESTAMPNS,
+                (&raw const on).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = stream;
+}
+
+/// One non-blocking read and the kernel's receive time of its last packet.
+#[cfg(target_os = "linux")]
+fn read_stamped(stream: &TcpStream, buf: &mut [u8]) -> io::Result<(usize, Option<i64>)> {
+    use std::os::fd::AsRawFd;
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // Room for one timespec control message, aligned as a cmsghdr must be.
+    let mut control = [0u64; 8];
+    // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &raw mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: iov and control point into live buffers of the lengths given.
+    let n = unsafe { libc::recvmsg(stream.as_raw_fd(), &raw mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut stamp = None;
+    // SAFETY: the CMSG_* walk stays within msg_controllen as the kernel filled it in.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&raw const msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
+                #[allow(clippy::useless_conversion)] // time_t and c_long are i32 on 32-bit targets
+                let ns = i64::from(ts.tv_sec) * 1_000_000_000 + i64::from(ts.tv_nsec);
+                stamp = Some(ns);
+            }
+            cmsg = libc::CMSG_NXTHDR(&raw const msg, cmsg);
+        }
+    }
+    Ok((n as usize, stamp))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn read_stamped(stream: &TcpStream, buf: &mut [u8]) -> io::Result<(usize, Option<i64>)> {
+    stream.try_read(buf).map(|n| (n, None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_all(framing: &mut Framing, reads: &[&[u8]]) -> io::Result<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut pending = Vec::new();
+        for read in reads {
+            pending.extend_from_slice(read);
+            let used = framing.decode(&pending, &mut out)?;
+            pending.drain(..used);
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn a_chunked_body_decodes_whatever_the_read_boundaries() {
+        let wire = b"7;ext=1\r\ndata: a\n\r\n3\r\n\n\n\r\n0\r\nx-trailer: t\r\n\r\n";
+        for split in 1..wire.len() {
+            let mut framing = Framing::Chunked(ChunkState::Size);
+            let out = decode_all(&mut framing, &[&wire[..split], &wire[split..]]).unwrap();
+            assert_eq!(out, b"data: a\n\n\n", "split at {split}");
+            assert_eq!(framing, Framing::Done, "split at {split}");
+        }
+        // Bare LFs, as some servers send.
+        let mut framing = Framing::Chunked(ChunkState::Size);
+        assert_eq!(decode_all(&mut framing, &[b"2\nab\n0\n\n"]).unwrap(), b"ab");
+        assert_eq!(framing, Framing::Done);
+    }
+
+    #[test]
+    fn a_broken_chunked_body_is_an_error_not_a_guess() {
+        let bad_size = decode_all(&mut Framing::Chunked(ChunkState::Size), &[b"zz\r\n"]);
+        assert!(bad_size.unwrap_err().to_string().contains("bad chunk size"));
+        let overlong = decode_all(&mut Framing::Chunked(ChunkState::Size), &[b"2\r\nabc\r\n"]);
+        assert!(overlong.is_err());
+    }
+
+    #[test]
+    fn a_length_body_stops_at_its_length_and_leaves_the_rest() {
+        let mut framing = Framing::Length(3);
+        let mut out = Vec::new();
+        assert_eq!(framing.decode(b"abcHTTP/1.1", &mut out).unwrap(), 3);
+        assert_eq!((out.as_slice(), framing), (&b"abc"[..], Framing::Done));
+    }
+}
