@@ -1,8 +1,11 @@
 //! Pages cannot disturb measurement (issue 13 item 5): 50 clients browse the run, its drill-down,
-//! an ended run's page and export, the eval set and the run list while a mock run is measured, and its TTFT p99
-//! stays within 2 ms of the same run measured without page load — or the harness flags the run.
-//! Either outcome passes; a speed is never asserted. The mock (deterministic timing, no jitter)
-//! runs on its own runtime, so page load cannot slow the server side either.
+//! an ended run's page and export, the eval set and the run list while a mock run is measured, and
+//! bakeoff's TTFT error (its TTFT − the mock's own, request by request) at p99 stays within 2 ms of
+//! the same run's without page load — or the harness flags the run. Either outcome passes; a speed
+//! is never asserted. The error, not the TTFT, is compared: the mock runs on a runtime of its own,
+//! but on a busy machine its thread can still wait for a core and send late, which is the server
+//! being slow (bakeoff times tokens when they reach the machine), not the measurement.
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -10,6 +13,7 @@ use std::time::Duration;
 use bakeoff::domain::calibers::RequestFigures;
 use bakeoff::domain::evalset::EvalSetFile;
 use bakeoff::domain::run::{NewRun, RunConfig, RunStatus};
+use bakeoff::engine::run::pool::request_id;
 use bakeoff::mock::{MockConfig, ModelProfile};
 
 use crate::support::app::{TestApp, spawn_app};
@@ -32,9 +36,9 @@ fn evalset() -> EvalSetFile {
     EvalSetFile::parse("page-load.jsonl", &text).unwrap()
 }
 
-/// The mock on a runtime (and thread) of its own; returns its base URL and a guard that stops
-/// it when dropped.
-fn mock_on_its_own_runtime(file: EvalSetFile) -> (String, std::sync::mpsc::Sender<()>) {
+/// The mock on a runtime (and thread) of its own; returns its base and root URLs and a guard that
+/// stops it when dropped.
+fn mock_on_its_own_runtime(file: EvalSetFile) -> ((String, String), std::sync::mpsc::Sender<()>) {
     let (url_tx, url_rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
     std::thread::spawn(move || {
@@ -53,7 +57,9 @@ fn mock_on_its_own_runtime(file: EvalSetFile) -> (String, std::sync::mpsc::Sende
             answer_keys: vec![file],
             seed: 13,
         }));
-        url_tx.send(mock.base_url()).expect("telling the mock's address");
+        url_tx
+            .send((mock.base_url(), mock.root_url()))
+            .expect("telling the mock's address");
         // Until the test ends (or drops the sender).
         let _ = stop_rx.recv_timeout(DEADLINE * 2);
         drop(mock);
@@ -82,24 +88,44 @@ async fn measure(app: &TestApp, version: i64, candidate: i64, name: &str) -> i64
     run
 }
 
-async fn ttft_p99_ms(app: &TestApp, run: i64) -> f64 {
+/// p99 of bakeoff's TTFT − the mock's own (received → first token sent), request by request.
+async fn ttft_error_p99_ms(app: &TestApp, mock_root: &str, run: i64) -> f64 {
+    let truth: serde_json::Value = reqwest::get(format!("{mock_root}/mock/requests"))
+        .await
+        .expect("the mock's ground truth")
+        .json()
+        .await
+        .expect("ground truth is JSON");
+    let server_ttft: HashMap<&str, f64> = truth["requests"]
+        .as_array()
+        .expect("requests")
+        .iter()
+        .filter_map(|r| Some((r["client_request_id"].as_str()?, r["first_token_ms"].as_f64()?)))
+        .collect();
     let records = app.store.list_request_records(run).await.unwrap();
-    let mut ttft: Vec<f64> = records
+    let mut errors: Vec<f64> = records
         .iter()
         .filter(|r| !r.is_warmup && r.succeeded())
-        .filter_map(RequestFigures::of)
-        .map(|f| f.ttft_ms)
+        .filter_map(|r| {
+            let case: usize = r.case_id.trim_start_matches("case-").parse().ok()?;
+            let id = request_id(r.run_id, r.candidate_id, r.phase, case, r.repetition, r.attempt);
+            Some(RequestFigures::of(r)?.ttft_ms - server_ttft.get(id.as_str())?)
+        })
         .collect();
-    assert_eq!(ttft.len(), CASES, "every case measured once");
-    ttft.sort_by(f64::total_cmp);
-    ttft[((ttft.len() - 1) as f64 * 0.99).round() as usize]
+    assert_eq!(
+        errors.len(),
+        CASES,
+        "every case measured once and matched with the mock's"
+    );
+    errors.sort_by(f64::total_cmp);
+    errors[((errors.len() - 1) as f64 * 0.99).round() as usize]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fifty_page_clients_during_a_run_move_its_ttft_p99_by_at_most_2_ms_or_the_run_is_flagged() {
+async fn fifty_page_clients_during_a_run_move_its_ttft_error_p99_by_at_most_2_ms_or_the_run_is_flagged() {
     let app = spawn_app().await;
     let file = evalset();
-    let (mock_url, _mock) = mock_on_its_own_runtime(file.clone());
+    let ((mock_url, mock_root), _mock) = mock_on_its_own_runtime(file.clone());
     let version = app.store.save_evalset_version(&file).await.unwrap();
     let candidate = app.create_candidate("page-load", &mock_url).await;
 
@@ -149,7 +175,8 @@ async fn fifty_page_clients_during_a_run_move_its_ttft_p99_by_at_most_2_ms_or_th
         let r = app.store.get_run(run).await.unwrap().unwrap();
         assert_eq!(r.status, RunStatus::Finished, "{:?}", r.error);
     }
-    let (quiet_p99, loaded_p99) = (ttft_p99_ms(&app, quiet).await, ttft_p99_ms(&app, loaded).await);
+    let quiet_p99 = ttft_error_p99_ms(&app, &mock_root, quiet).await;
+    let loaded_p99 = ttft_error_p99_ms(&app, &mock_root, loaded).await;
     let harness = app
         .store
         .get_run_harness(loaded)
@@ -158,7 +185,7 @@ async fn fifty_page_clients_during_a_run_move_its_ttft_p99_by_at_most_2_ms_or_th
         .expect("the loaded run's harness report");
     let pages_served = served.load(Ordering::Relaxed);
     eprintln!(
-        "TTFT p99 {quiet_p99:.2} ms without page load, {loaded_p99:.2} ms with {pages_served} pages served to \
+        "TTFT error p99 {quiet_p99:.2} ms without page load, {loaded_p99:.2} ms with {pages_served} pages served to \
          {CLIENTS} clients; harness: {}{}",
         if harness.unreliable {
             "UNRELIABLE: "
@@ -170,7 +197,7 @@ async fn fifty_page_clients_during_a_run_move_its_ttft_p99_by_at_most_2_ms_or_th
     assert!(pages_served >= CLIENTS, "the clients browsed during the run");
     assert!(
         (loaded_p99 - quiet_p99).abs() <= 2.0 || harness.unreliable,
-        "page load moved TTFT p99 from {quiet_p99:.2} to {loaded_p99:.2} ms and the harness said the run was within \
+        "page load moved the TTFT error's p99 from {quiet_p99:.2} to {loaded_p99:.2} ms and the harness said the run was within \
          bounds"
     );
 }

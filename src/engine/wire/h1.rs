@@ -29,7 +29,7 @@ use crate::domain::run::ErrorClass;
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Most bytes of one chunk-size or trailer line of a chunked body.
 const MAX_LINE_BYTES: usize = 4 * 1024;
-/// The read buffer's size (it grows only while a long head is read).
+/// The read buffer's first size; every read has at least a quarter of it free.
 const READ_BYTES: usize = 16 * 1024;
 /// How long, and for how many bytes, a body left unfinished is read on so its connection can
 /// be reused (an OpenAI stream is done at `[DONE]`, before its chunked body's last bytes).
@@ -63,6 +63,8 @@ pub struct Body {
     keep_alive: bool,
     /// Kernel receive time of the body's latest bytes.
     last_stamp: Option<i64>,
+    /// This is the background read of a dropped body's rest: dropped, it just closes.
+    draining: bool,
     pool: Arc<Pool>,
     host: String,
 }
@@ -176,6 +178,7 @@ impl Pool {
                         framing: head.framing,
                         keep_alive: head.keep_alive,
                         last_stamp: head.arrived_ns,
+                        draining: false,
                         pool: Arc::clone(self),
                         host,
                     };
@@ -328,21 +331,13 @@ impl Conn {
             self.buf.drain(..self.start);
             self.start = 0;
         }
-        let len = self.buf.len();
-        let want = READ_BYTES.max(len + READ_BYTES / 4);
-        self.buf.resize(want, 0);
+        self.buf.reserve(READ_BYTES / 4);
         let stream = &self.stream;
-        let read = stream
-            .async_io(Interest::READABLE, || read_stamped(stream, &mut self.buf[len..]))
-            .await;
-        let (n, stamp) = match read {
-            Ok(r) => r,
-            Err(e) => {
-                self.buf.truncate(len);
-                return Err(e);
-            }
-        };
-        self.buf.truncate(len + n);
+        // The read appends inside the readiness closure, so a read cancelled while waiting (a
+        // stream's timer firing) leaves the buffer as it was.
+        let (n, stamp) = stream
+            .async_io(Interest::READABLE, || read_stamped(stream, &mut self.buf))
+            .await?;
         if n > 0 {
             self.stamp = stamp;
         }
@@ -497,7 +492,7 @@ impl Drop for Body {
         let Some(conn) = self.conn.take() else { return };
         let (Ok(runtime), true, false) = (
             tokio::runtime::Handle::try_current(),
-            self.keep_alive,
+            self.keep_alive && !self.draining,
             matches!(self.framing, Framing::Close | Framing::Done),
         ) else {
             return;
@@ -507,6 +502,7 @@ impl Drop for Body {
             framing: self.framing,
             keep_alive: true,
             last_stamp: None,
+            draining: true,
             pool: Arc::clone(&self.pool),
             host: std::mem::take(&mut self.host),
         };
@@ -557,7 +553,8 @@ impl Framing {
                 Framing::Chunked(state) => {
                     let Some(end) = rest.iter().position(|&b| b == b'\n') else {
                         if rest.len() > MAX_LINE_BYTES {
-                            return Err(invalid("a chunked body's line is too long"));
+                            let start = String::from_utf8_lossy(&rest[..40]);
+                            return Err(invalid(&format!("a chunked body's line is too long: {start:?}…")));
                         }
                         return Ok(at);
                     };
@@ -614,11 +611,12 @@ fn receive_timestamps(stream: &TcpStream) {
 
 /// One non-blocking read and the kernel's receive time of its last packet.
 #[cfg(target_os = "linux")]
-fn read_stamped(stream: &TcpStream, buf: &mut [u8]) -> io::Result<(usize, Option<i64>)> {
+fn read_stamped(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<(usize, Option<i64>)> {
     use std::os::fd::AsRawFd;
+    let spare = buf.spare_capacity_mut();
     let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
+        iov_base: spare.as_mut_ptr().cast(),
+        iov_len: spare.len(),
     };
     // Room for one timespec control message, aligned as a cmsghdr must be.
     let mut control = [0u64; 8];
@@ -647,12 +645,15 @@ fn read_stamped(stream: &TcpStream, buf: &mut [u8]) -> io::Result<(usize, Option
             cmsg = libc::CMSG_NXTHDR(&raw const msg, cmsg);
         }
     }
-    Ok((n as usize, stamp))
+    let n = n as usize;
+    // SAFETY: recvmsg wrote n bytes into the spare capacity.
+    unsafe { buf.set_len(buf.len() + n) };
+    Ok((n, stamp))
 }
 
 #[cfg(not(target_os = "linux"))]
-fn read_stamped(stream: &TcpStream, buf: &mut [u8]) -> io::Result<(usize, Option<i64>)> {
-    stream.try_read(buf).map(|n| (n, None))
+fn read_stamped(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<(usize, Option<i64>)> {
+    stream.try_read_buf(buf).map(|n| (n, None))
 }
 
 #[cfg(test)]
@@ -672,7 +673,7 @@ mod tests {
 
     #[test]
     fn a_chunked_body_decodes_whatever_the_read_boundaries() {
-        let wire = b"7;ext=1\r\ndata: a\n\r\n3\r\n\n\n\r\n0\r\nx-trailer: t\r\n\r\n";
+        let wire = b"8;ext=1\r\ndata: a\n\r\n2\r\n\n\n\r\n0\r\nx-trailer: t\r\n\r\n";
         for split in 1..wire.len() {
             let mut framing = Framing::Chunked(ChunkState::Size);
             let out = decode_all(&mut framing, &[&wire[..split], &wire[split..]]).unwrap();
