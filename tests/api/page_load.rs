@@ -1,10 +1,11 @@
 //! Pages cannot disturb measurement (issue 13 item 5): 50 clients browse the run, its drill-down,
 //! an ended run's page and export, the eval set and the run list while a mock run is measured, and
-//! bakeoff's TTFT error (its TTFT − the mock's own, request by request) at p99 stays within 2 ms of
-//! the same run's without page load — or the harness flags the run. Either outcome passes; a speed
-//! is never asserted. The error, not the TTFT, is compared: the mock runs on a runtime of its own,
-//! but on a busy machine its thread can still wait for a core and send late, which is the server
-//! being slow (bakeoff times tokens when they reach the machine), not the measurement.
+//! how late bakeoff timestamps each first token (its timestamp − the mock's hand-off of it, on the
+//! machine's one wall clock, as `calibrate` splits the TTFT error) stays within 2 ms at p99 of the
+//! same run's without page load — or the harness flags the run. Either outcome passes; a speed is
+//! never asserted. Bakeoff's lateness, not the TTFT, is compared: the mock runs on a runtime of its
+//! own, but on a busy machine its thread can still wait for a core, read a request late and send
+//! late, which is the server being slow, not the measurement.
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -88,41 +89,46 @@ async fn measure(app: &TestApp, version: i64, candidate: i64, name: &str) -> i64
     run
 }
 
-/// p99 of bakeoff's TTFT − the mock's own (received → first token sent), request by request.
-async fn ttft_error_p99_ms(app: &TestApp, mock_root: &str, run: i64) -> f64 {
+/// p99 of how late bakeoff timestamped each first token: its send time + TTFT − the mock's
+/// receipt + first token sent, request by request.
+async fn first_token_late_p99_ms(app: &TestApp, mock_root: &str, run: i64) -> f64 {
     let truth: serde_json::Value = reqwest::get(format!("{mock_root}/mock/requests"))
         .await
         .expect("the mock's ground truth")
         .json()
         .await
         .expect("ground truth is JSON");
-    let server_ttft: HashMap<&str, f64> = truth["requests"]
+    let handed_off_unix_ms: HashMap<&str, f64> = truth["requests"]
         .as_array()
         .expect("requests")
         .iter()
-        .filter_map(|r| Some((r["client_request_id"].as_str()?, r["first_token_ms"].as_f64()?)))
+        .filter_map(|r| {
+            let at = r["received_unix_ms"].as_f64()? + r["first_token_ms"].as_f64()?;
+            Some((r["client_request_id"].as_str()?, at))
+        })
         .collect();
     let records = app.store.list_request_records(run).await.unwrap();
-    let mut errors: Vec<f64> = records
+    let mut late: Vec<f64> = records
         .iter()
         .filter(|r| !r.is_warmup && r.succeeded())
         .filter_map(|r| {
             let case: usize = r.case_id.trim_start_matches("case-").parse().ok()?;
             let id = request_id(r.run_id, r.candidate_id, r.phase, case, r.repetition, r.attempt);
-            Some(RequestFigures::of(r)?.ttft_ms - server_ttft.get(id.as_str())?)
+            let timestamped_unix_ms = r.sent_at_us as f64 / 1000.0 + RequestFigures::of(r)?.ttft_ms;
+            Some(timestamped_unix_ms - handed_off_unix_ms.get(id.as_str())?)
         })
         .collect();
     assert_eq!(
-        errors.len(),
+        late.len(),
         CASES,
         "every case measured once and matched with the mock's"
     );
-    errors.sort_by(f64::total_cmp);
-    errors[((errors.len() - 1) as f64 * 0.99).round() as usize]
+    late.sort_by(f64::total_cmp);
+    late[((late.len() - 1) as f64 * 0.99).round() as usize]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fifty_page_clients_during_a_run_move_its_ttft_error_p99_by_at_most_2_ms_or_the_run_is_flagged() {
+async fn fifty_page_clients_during_a_run_make_its_first_tokens_at_most_2_ms_later_at_p99_or_the_run_is_flagged() {
     let app = spawn_app().await;
     let file = evalset();
     let ((mock_url, mock_root), _mock) = mock_on_its_own_runtime(file.clone());
@@ -175,8 +181,8 @@ async fn fifty_page_clients_during_a_run_move_its_ttft_error_p99_by_at_most_2_ms
         let r = app.store.get_run(run).await.unwrap().unwrap();
         assert_eq!(r.status, RunStatus::Finished, "{:?}", r.error);
     }
-    let quiet_p99 = ttft_error_p99_ms(&app, &mock_root, quiet).await;
-    let loaded_p99 = ttft_error_p99_ms(&app, &mock_root, loaded).await;
+    let quiet_p99 = first_token_late_p99_ms(&app, &mock_root, quiet).await;
+    let loaded_p99 = first_token_late_p99_ms(&app, &mock_root, loaded).await;
     let harness = app
         .store
         .get_run_harness(loaded)
@@ -185,7 +191,7 @@ async fn fifty_page_clients_during_a_run_move_its_ttft_error_p99_by_at_most_2_ms
         .expect("the loaded run's harness report");
     let pages_served = served.load(Ordering::Relaxed);
     eprintln!(
-        "TTFT error p99 {quiet_p99:.2} ms without page load, {loaded_p99:.2} ms with {pages_served} pages served to \
+        "first token late p99 {quiet_p99:.2} ms without page load, {loaded_p99:.2} ms with {pages_served} pages served to \
          {CLIENTS} clients; harness: {}{}",
         if harness.unreliable {
             "UNRELIABLE: "
@@ -197,7 +203,7 @@ async fn fifty_page_clients_during_a_run_move_its_ttft_error_p99_by_at_most_2_ms
     assert!(pages_served >= CLIENTS, "the clients browsed during the run");
     assert!(
         (loaded_p99 - quiet_p99).abs() <= 2.0 || harness.unreliable,
-        "page load moved the TTFT error's p99 from {quiet_p99:.2} to {loaded_p99:.2} ms and the harness said the run was within \
+        "page load moved how late first tokens were timestamped (p99) from {quiet_p99:.2} to {loaded_p99:.2} ms and the harness said the run was within \
          bounds"
     );
 }
