@@ -732,10 +732,7 @@ fn wall_clock_ns() -> i64 {
 
 /// Microseconds since the Unix epoch.
 pub fn wall_clock_us() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(micros)
-        .unwrap_or_default()
+    wall_clock_ns() / 1_000
 }
 
 // --- connect timing -------------------------------------------------------------------------
@@ -769,9 +766,9 @@ impl ConnectProbe {
         self.0.load(Ordering::Acquire) == Self::CONNECTING
     }
 
-    /// A connection started (`None`) or was made in `us` µs.
-    fn report(&self, connected_us: Option<i64>) {
-        let state = connected_us.map_or(Self::CONNECTING, |us| us + 1);
+    /// A connection started (`None`) or was made in the time given.
+    fn report(&self, connected_in: Option<Duration>) {
+        let state = connected_in.map_or(Self::CONNECTING, |d| micros(d) + 1);
         self.0.store(state, Ordering::Release);
     }
 }
@@ -816,7 +813,7 @@ where
             if let Some(probe) = probe {
                 // A failed connect leaves nothing to report: the request's error says it all.
                 if result.is_ok() {
-                    probe.report(Some(micros(started.elapsed())));
+                    probe.report(Some(started.elapsed()));
                 } else {
                     probe.0.store(0, Ordering::Release);
                 }

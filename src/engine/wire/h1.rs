@@ -100,10 +100,11 @@ enum ChunkState {
 /// Why an exchange failed, before the caller turns it into a record's class.
 #[derive(Debug)]
 pub enum Error {
+    /// Each connect variant's detail names the host or address.
     Dns(String),
-    Refused(io::Error),
-    ConnectTimeout(Duration),
-    Connect(io::Error),
+    Refused(String),
+    ConnectTimeout(String),
+    Connect(String),
     /// Writing the request or reading the head failed.
     Io(io::Error),
     /// The server closed the connection before a whole head.
@@ -115,12 +116,9 @@ impl Error {
     pub fn failure(&self) -> Failure {
         match self {
             Error::Dns(detail) => Failure::new(ErrorClass::Dns, detail),
-            Error::Refused(e) => Failure::new(ErrorClass::ConnectRefused, format!("connection refused: {e}")),
-            Error::ConnectTimeout(d) => Failure::new(
-                ErrorClass::ConnectTimeout,
-                format!("no TCP connection within {:.1} s", d.as_secs_f64()),
-            ),
-            Error::Connect(e) => Failure::new(ErrorClass::Other, format!("connect failed: {e}")),
+            Error::Refused(detail) => Failure::new(ErrorClass::ConnectRefused, detail),
+            Error::ConnectTimeout(detail) => Failure::new(ErrorClass::ConnectTimeout, detail),
+            Error::Connect(detail) => Failure::new(ErrorClass::Other, detail),
             Error::Io(e) => Failure::new(ErrorClass::Other, format!("request failed: {e}")),
             Error::Closed => Failure::new(
                 ErrorClass::Other,
@@ -148,27 +146,26 @@ impl Pool {
     }
 
     /// Sends a POST and reads the response head. `on_connect` is told when a new connection
-    /// starts (`None`) and how long it took (`Some(µs)`), so a caller that times out knows
-    /// whether it was connecting.
+    /// starts (`None`) and how long it took, so a caller that times out knows whether it was
+    /// connecting.
     pub async fn post(
         self: &Arc<Self>,
         url: &Url,
         headers: &HeaderMap,
         body: &[u8],
-        on_connect: &(dyn Fn(Option<i64>) + Sync),
+        on_connect: &(dyn Fn(Option<Duration>) + Sync),
     ) -> Result<(Head, Body), Error> {
         let host = authority(url)?;
         let request = self.request_bytes(url, &host, headers, body);
         loop {
-            let (mut conn, connect_us) = match self.take(&host) {
-                Some(conn) => (conn, None),
+            let (mut conn, reused) = match self.take(&host) {
+                Some(conn) => (conn, true),
                 None => {
                     on_connect(None);
                     let started = Instant::now();
                     let conn = self.connect(url).await?;
-                    let us = i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX);
-                    on_connect(Some(us));
-                    (conn, Some(us))
+                    on_connect(Some(started.elapsed()));
+                    (conn, false)
                 }
             };
             match exchange_head(&mut conn, &request).await {
@@ -184,7 +181,7 @@ impl Pool {
                     };
                     return Ok((head, body));
                 }
-                Err(e) if connect_us.is_none() && e.before_response() => continue,
+                Err(e) if reused && e.before_response() => continue,
                 Err(e) => return Err(e),
             }
         }
@@ -247,7 +244,7 @@ impl Pool {
             Some(Host::Ipv6(ip)) => vec![SocketAddr::from((ip, port))],
             Some(Host::Domain(name)) => {
                 match timeout(self.connect_timeout, tokio::net::lookup_host((name, port))).await {
-                    Err(_) => return Err(Error::ConnectTimeout(self.connect_timeout)),
+                    Err(_) => return Err(self.timed_out(name)),
                     Ok(Err(e)) => return Err(Error::Dns(format!("DNS lookup of {name} failed: {e}"))),
                     Ok(Ok(found)) => found.collect(),
                 }
@@ -261,13 +258,23 @@ impl Pool {
         ));
         for addr in addrs {
             match tokio::time::timeout_at(deadline, TcpStream::connect(addr)).await {
-                Err(_) => return Err(Error::ConnectTimeout(self.connect_timeout)),
-                Ok(Ok(stream)) => return Conn::new(stream).map_err(Error::Connect),
-                Ok(Err(e)) if e.kind() == io::ErrorKind::ConnectionRefused => last = Error::Refused(e),
-                Ok(Err(e)) => last = Error::Connect(e),
+                Err(_) => return Err(self.timed_out(&addr.to_string())),
+                Ok(Ok(stream)) => {
+                    return Conn::new(stream)
+                        .map_err(|e| Error::Connect(format!("setting up the connection to {addr}: {e}")));
+                }
+                Ok(Err(e)) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                    last = Error::Refused(format!("connection to {addr} refused: {e}"));
+                }
+                Ok(Err(e)) => last = Error::Connect(format!("connecting to {addr} failed: {e}")),
             }
         }
         Err(last)
+    }
+
+    fn timed_out(&self, to: &str) -> Error {
+        let secs = self.connect_timeout.as_secs_f64();
+        Error::ConnectTimeout(format!("no TCP connection to {to} within {secs:.1} s"))
     }
 }
 
@@ -450,7 +457,7 @@ impl Body {
 
     /// Reads the rest of a body whose content is complete (a stream past its end marker) so the
     /// connection can carry the next request; what is not there within `wait` is left to the
-    /// background read of `Drop`.
+    /// background read of `Drop` (which ends here too, and is then dropped for good).
     pub async fn finish(mut self, wait: Duration) {
         let _ = timeout(wait, async {
             let mut read = 0;
@@ -497,7 +504,7 @@ impl Drop for Body {
         ) else {
             return;
         };
-        let mut rest = Body {
+        let rest = Body {
             conn: Some(conn),
             framing: self.framing,
             keep_alive: true,
@@ -506,15 +513,7 @@ impl Drop for Body {
             pool: Arc::clone(&self.pool),
             host: std::mem::take(&mut self.host),
         };
-        runtime.spawn(async move {
-            let mut read = 0;
-            while read <= DRAIN_BYTES {
-                match timeout(DRAIN_TIME, rest.next()).await {
-                    Ok(Some(Ok((bytes, _)))) => read += bytes.len(),
-                    _ => return, // ended (and released), broke or too slow: dropped
-                }
-            }
-        });
+        runtime.spawn(rest.finish(DRAIN_TIME));
     }
 }
 
