@@ -6,6 +6,7 @@ pub mod cli;
 pub mod config;
 pub mod domain;
 pub mod engine;
+pub mod kernel_stamps;
 pub mod mock;
 pub mod store;
 pub mod web;

@@ -5,8 +5,9 @@
 //!
 //! Map: `profile` (profiles, TOML, demo set) · `tokens` (approximate tokenizer, filler) ·
 //! `answers` (answer key, deterministic accuracy) · `generate` (what and when to send, chunk
-//! rendering) · `server` (router, endpoints, bookkeeping) · `log` (ground truth ring buffer) ·
-//! `metrics` (Prometheus text) · `rng` (portable seeded randomness).
+//! rendering) · `server` (router, endpoints, bookkeeping) · `listener` (connections, kernel
+//! receipt stamps) · `log` (ground truth ring buffer) · `metrics` (Prometheus text) · `rng`
+//! (portable seeded randomness).
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use crate::domain::evalset::EvalSetFile;
 
 mod answers;
 mod generate;
+mod listener;
 mod log;
 mod metrics;
 mod profile;
@@ -81,18 +83,14 @@ pub async fn spawn_with_log(
     listener: tokio::net::TcpListener,
     log_capacity: usize,
 ) -> std::io::Result<MockServer> {
-    use axum::serve::ListenerExt;
-
     let mut state =
         server::MockState::new(config).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     state.log = log::RequestLog::with_capacity(log_capacity);
     let addr = listener.local_addr()?;
     let app = server::router(Arc::new(state));
     let (stop, mut stopped) = tokio::sync::watch::channel(false);
-    // Tokens are small writes that must leave at once: no Nagle delay.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
+    let listener = listener::StampedListener::new(listener);
+    let app = app.into_make_service_with_connect_info::<listener::LastRead>();
     let task = tokio::spawn(async move {
         axum::serve(listener, app)
             .with_graceful_shutdown(async move {

@@ -624,6 +624,53 @@ async fn ground_truth_records_server_timings_and_can_be_cleared() {
 }
 
 #[tokio::test]
+async fn a_request_is_received_when_it_reached_the_machine_not_when_a_busy_mock_read_it() {
+    // The mock's only thread is blocked for 400 ms while a request arrives: its record must
+    // start when the request came in (the kernel's stamp), and its time in the server must hold
+    // the 400 ms the request waited to be read, as a busy real server's TTFT would.
+    let mock = Mock::start(vec![quick("quick")], 1).await;
+    let addr = mock.server.root_url().trim_start_matches("http://").to_string();
+    let body = json!({ "model": "quick", "messages": messages("x"), "max_tokens": 2 }).to_string();
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    // Connected (and accepted) before the block, so only the request's read waits.
+    let mut socket = std::net::TcpStream::connect(&addr).unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let client = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        std::thread::sleep(Duration::from_millis(50));
+        let sent_unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+            * 1000.0;
+        socket.write_all(request.as_bytes()).unwrap();
+        let mut response = String::new();
+        socket.read_to_string(&mut response).unwrap();
+        (sent_unix_ms, response)
+    });
+    std::thread::sleep(Duration::from_millis(400));
+    let (sent_unix_ms, response) = tokio::task::spawn_blocking(move || client.join().unwrap())
+        .await
+        .unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let records = mock.ground_truth("").await;
+    assert_eq!(records.len(), 1);
+    let received = records[0]["received_unix_ms"].as_f64().unwrap();
+    let read_late = received - sent_unix_ms;
+    assert!(
+        (-1.0..100.0).contains(&read_late),
+        "received {read_late:.1} ms after it was sent (the mock read it ~350 ms late)"
+    );
+    let in_server = records[0]["end_ms"].as_f64().unwrap();
+    assert!(in_server >= 300.0, "{in_server} ms in the server");
+    mock.stop().await;
+}
+
+#[tokio::test]
 async fn metrics_models_and_health_are_served() {
     let mock = Mock::start(vec![quick("m1"), quick("m2")], 1).await;
     mock.chat(json!({ "model": "m1", "messages": messages("x"), "max_tokens": 3 }))

@@ -28,6 +28,7 @@ use super::sse::{SseEvent, SseParser};
 use crate::domain::candidate::{CandidateSpec, ProviderKind, Secret};
 use crate::domain::retry::parse_retry_after;
 use crate::domain::run::{ErrorClass, Phase, RecordTexts, RequestRecord, RunConfig, TokenSource};
+use crate::kernel_stamps::wall_clock_ns;
 
 /// Most bytes read from an error response (only an excerpt is kept).
 const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
@@ -721,13 +722,6 @@ fn stamped_reads_allowed() -> bool {
 
 fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
-}
-
-fn wall_clock_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-        .unwrap_or_default()
 }
 
 /// Microseconds since the Unix epoch.

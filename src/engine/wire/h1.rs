@@ -1,7 +1,7 @@
 //! A lean HTTP/1.1 client for plain-`http` candidates, so the measured path can read when each
 //! byte reached this machine rather than when bakeoff got round to reading it.
 //!
-//! Every read is a `recvmsg` with `SO_TIMESTAMPNS` on (Linux): the kernel hands back, beside
+//! Every read is a `recvmsg` with `SO_TIMESTAMPNS` on (Linux, `crate::kernel_stamps`): the kernel hands back, beside
 //! the bytes, the wall-clock time its network stack received the read's last packet. A client
 //! busy with other streams reads a chunk late; the kernel's time for it is not late. Elsewhere
 //! (or if the kernel gives no time) a read's arrival is when it returned, as with any client.
@@ -24,6 +24,7 @@ use url::{Host, Position, Url};
 
 use super::failure::Failure;
 use crate::domain::run::ErrorClass;
+use crate::kernel_stamps;
 
 /// Most bytes of a response's status line and headers.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
@@ -311,7 +312,7 @@ async fn exchange_head(conn: &mut Conn, request: &[u8]) -> Result<Head, Error> {
 impl Conn {
     fn new(stream: TcpStream) -> io::Result<Self> {
         stream.set_nodelay(true)?;
-        receive_timestamps(&stream);
+        kernel_stamps::enable(&stream);
         Ok(Conn {
             stream,
             buf: Vec::with_capacity(READ_BYTES),
@@ -587,72 +588,12 @@ fn invalid(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.to_string())
 }
 
-/// Asks the kernel to stamp every packet this socket receives (a failure only costs the stamps).
-fn receive_timestamps(stream: &TcpStream) {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::fd::AsRawFd;
-        let on: libc::c_int = 1;
-        // SAFETY: a valid socket, an option of the size the kernel expects, no pointer kept.
-        unsafe {
-            libc::setsockopt(
-                stream.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_TIMESTAMPNS,
-                (&raw const on).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = stream;
-}
-
-/// One non-blocking read and the kernel's receive time of its last packet.
-#[cfg(target_os = "linux")]
+/// One non-blocking read appended to `buf`, and the kernel's receive time of its last packet.
 fn read_stamped(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<(usize, Option<i64>)> {
-    use std::os::fd::AsRawFd;
-    let spare = buf.spare_capacity_mut();
-    let mut iov = libc::iovec {
-        iov_base: spare.as_mut_ptr().cast(),
-        iov_len: spare.len(),
-    };
-    // Room for one timespec control message, aligned as a cmsghdr must be.
-    let mut control = [0u64; 8];
-    // SAFETY: msghdr is plain data; all-zero is a valid empty header.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &raw mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&control) as _;
-    // SAFETY: iov and control point into live buffers of the lengths given.
-    let n = unsafe { libc::recvmsg(stream.as_raw_fd(), &raw mut msg, libc::MSG_DONTWAIT) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let mut stamp = None;
-    // SAFETY: the CMSG_* walk stays within msg_controllen as the kernel filled it in.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(&raw const msg);
-        while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS {
-                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
-                #[allow(clippy::useless_conversion)] // time_t and c_long are i32 on 32-bit targets
-                let ns = i64::from(ts.tv_sec) * 1_000_000_000 + i64::from(ts.tv_nsec);
-                stamp = Some(ns);
-            }
-            cmsg = libc::CMSG_NXTHDR(&raw const msg, cmsg);
-        }
-    }
-    let n = n as usize;
-    // SAFETY: recvmsg wrote n bytes into the spare capacity.
+    let (n, stamp) = kernel_stamps::recv(stream, buf.spare_capacity_mut())?;
+    // SAFETY: recv initialised the first n bytes of the spare capacity.
     unsafe { buf.set_len(buf.len() + n) };
     Ok((n, stamp))
-}
-
-#[cfg(not(target_os = "linux"))]
-fn read_stamped(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<(usize, Option<i64>)> {
-    stream.try_read_buf(buf).map(|n| (n, None))
 }
 
 #[cfg(test)]

@@ -13,15 +13,15 @@ use super::request::{ApiError, Parsed, parse_request};
 use super::streaming::{Phase, Streamer, stream_response};
 use super::tracker::Tracker;
 use super::whole::whole_response;
-use super::{MockState, Shared, unix_ms};
+use super::{MockState, Received, Shared, unix_ms};
 use crate::mock::answers::Answer;
 use crate::mock::generate::{Api, Generator, Limits, Plan, Renderer, Schedule, judge_reply};
 use crate::mock::log::CaseTruth;
 use crate::mock::profile::ModelProfile;
 use crate::mock::rng::{SplitMix, stable_hash};
 
-pub(super) async fn handle(state: Shared, api: Api, headers: &HeaderMap, body: &[u8]) -> Response {
-    let mut tracker = Tracker::new(state.clone(), api, headers);
+pub(super) async fn handle(state: Shared, api: Api, received: Received, headers: &HeaderMap, body: &[u8]) -> Response {
+    let mut tracker = Tracker::new(state.clone(), api, received, headers);
     let req = match parse_request(api, body) {
         Ok(r) => r,
         Err(e) => return tracker.reject(as_the_named_profile_answers(&state, body, e)),

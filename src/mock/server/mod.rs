@@ -15,9 +15,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use axum::Extension;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Query, State};
+use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -27,10 +28,12 @@ use tokio::time::Instant;
 
 use super::answers::AnswerKey;
 use super::generate::Api;
+use super::listener::LastRead;
 use super::log::RequestLog;
 use super::profile::ModelProfile;
 use super::rng::stable_hash;
 use super::{MockConfig, SERVER_HEADER};
+use crate::kernel_stamps::wall_clock_ns;
 use admission::RateWindow;
 use completion::handle;
 use request::ApiError;
@@ -216,12 +219,39 @@ async fn server_header(mut response: Response) -> Response {
     response
 }
 
-async fn chat(State(state): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
-    handle(state, Api::Chat, &headers, &body).await
+async fn chat(State(state): State<Shared>, connection: Connection, headers: HeaderMap, body: Bytes) -> Response {
+    handle(state, Api::Chat, received(connection), &headers, &body).await
 }
 
-async fn completions(State(state): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
-    handle(state, Api::Completions, &headers, &body).await
+async fn completions(State(state): State<Shared>, connection: Connection, headers: HeaderMap, body: Bytes) -> Response {
+    handle(state, Api::Completions, received(connection), &headers, &body).await
+}
+
+/// The connection a request came on (known whenever the router is served by `mock::spawn`).
+type Connection = Option<Extension<ConnectInfo<LastRead>>>;
+
+/// When the request (read whole by now) reached the machine; `now` without a kernel stamp.
+fn received(connection: Connection) -> Received {
+    let now = Instant::now();
+    let Some(ns) = connection.and_then(|c| c.0.0.kernel_ns()) else {
+        return Received {
+            at: now,
+            unix_ms: unix_ms(),
+        };
+    };
+    let ago = Duration::from_nanos(u64::try_from(wall_clock_ns() - ns).unwrap_or(0));
+    Received {
+        at: now.checked_sub(ago).unwrap_or(now),
+        unix_ms: ns as f64 / 1e6,
+    }
+}
+
+/// A request's receipt on both clocks: the monotonic one its durations are taken on, and the
+/// wall clock its record places it on.
+#[derive(Clone, Copy)]
+pub(crate) struct Received {
+    pub at: Instant,
+    pub unix_ms: f64,
 }
 
 async fn models(State(state): State<Shared>) -> Response {

@@ -6,12 +6,12 @@ use axum::response::{IntoResponse, Response};
 use tokio::time::Instant;
 
 use super::request::ApiError;
-use super::{Shared, UNKNOWN_MODEL_LABEL, unix_ms};
+use super::{Received, Shared, UNKNOWN_MODEL_LABEL};
 use crate::mock::generate::Api;
 use crate::mock::log::{Outcome, RequestRecord};
 
-/// Follows one request from receipt to its record in the log; a request dropped before it
-/// finished (the client went away) is recorded as such.
+/// Follows one request from receipt (when it reached the machine, `Received`) to its record in
+/// the log; a request dropped before it finished (the client went away) is recorded as such.
 pub(super) struct Tracker {
     state: Shared,
     pub(super) profile: Option<usize>,
@@ -21,7 +21,7 @@ pub(super) struct Tracker {
 }
 
 impl Tracker {
-    pub(super) fn new(state: Shared, api: Api, headers: &HeaderMap) -> Tracker {
+    pub(super) fn new(state: Shared, api: Api, received: Received, headers: &HeaderMap) -> Tracker {
         let seq = state.next_seq.fetch_add(1, Ordering::Relaxed);
         let prefix = match api {
             Api::Chat => "chatcmpl",
@@ -34,13 +34,13 @@ impl Tracker {
         Tracker {
             state,
             profile: None,
-            received: Instant::now(),
+            received: received.at,
             record: RequestRecord {
                 seq,
                 id: format!("{prefix}-mock-{seq}"),
                 client_request_id,
                 endpoint: api.as_str(),
-                received_unix_ms: unix_ms(),
+                received_unix_ms: received.unix_ms,
                 ..RequestRecord::default()
             },
             done: false,
