@@ -30,9 +30,10 @@
 //! - ITL error = bakeoff's ITL p50 vs the mock's configured gap between tokens (no jitter);
 //! - decode error = bakeoff's decode tok/s/stream vs the server's (N − k₁) / (last − first),
 //!   k₁ the tokens of the server's first chunk (docs/measurement.md);
-//! - aggregate error = bakeoff's aggregate tok/s vs the server's tokens in the same window (the
-//!   server's token times interpolated evenly between its first and last token; a non-streamed
-//!   response's tokens spread over its time in the server, received → body sent);
+//! - aggregate error = bakeoff's aggregate tok/s vs the server's tokens in the same window (each
+//!   token at its chunk's hand-off, the chunks placed between the server's first and last by the
+//!   tokens they carry, as the mock paces them; a non-streamed response's tokens spread over its
+//!   time in the server, received → body sent);
 //! - a non-streamed level has no TTFT, ITL or decode figure: they are reported "not measured";
 //! - bakeoff's CPU-seconds per million streamed tokens (the harness report).
 use std::collections::HashMap;
@@ -555,7 +556,7 @@ pub async fn run_level(
                 .iter()
                 .map(|t| {
                     if spec.stream {
-                        server_tokens_between(t, w.start_us, w.end_us)
+                        server_tokens_between(t, spec, w.start_us, w.end_us)
                     } else {
                         server_tokens_spread(t, w.start_us, w.end_us)
                     }
@@ -598,27 +599,34 @@ pub async fn run_level(
     Ok(level)
 }
 
-/// Tokens the server handed out inside [start, end] (wall-clock µs), its token times spread
-/// evenly between its first and last token.
-fn server_tokens_between(t: &Truth, start_us: i64, end_us: i64) -> f64 {
+/// Tokens the server handed out inside [start, end] (wall-clock µs). The mock generates at an
+/// even pace and hands tokens out in the level's chunks (the first k₁ together, then
+/// `tokens_per_chunk` at a time, the last chunk with the rest), each chunk when its last token is
+/// due: so a token's time is its chunk's, and the chunks after the first are spaced by the
+/// tokens they carry between the first and the last hand-off.
+fn server_tokens_between(t: &Truth, spec: &LevelSpec, start_us: i64, end_us: i64) -> f64 {
     let (Some(first), Some(last)) = (t.first_token_ms, t.last_token_ms) else {
         return 0.0;
     };
-    let at = |ms: f64| ((t.received_unix_ms + ms) * 1000.0) as i64;
     let n = t.tokens_sent;
-    if n == 0 {
-        return 0.0;
+    let first_chunk = spec.first_chunk_tokens(n);
+    let per_chunk = spec.tokens_per_chunk.max(1);
+    let at = |ms: f64| ((t.received_unix_ms + ms) * 1000.0) as i64;
+    let mut counted = if (start_us..=end_us).contains(&at(first)) {
+        first_chunk
+    } else {
+        0
+    };
+    let mut sent = first_chunk;
+    while sent < n {
+        let chunk = per_chunk.min(n - sent);
+        sent += chunk;
+        let ms = first + (last - first) * f64::from(sent - first_chunk) / f64::from(n - first_chunk);
+        if (start_us..=end_us).contains(&at(ms)) {
+            counted += chunk;
+        }
     }
-    (0..n)
-        .filter(|&i| {
-            let ms = if n == 1 {
-                first
-            } else {
-                first + (last - first) * f64::from(i) / f64::from(n - 1)
-            };
-            (start_us..=end_us).contains(&at(ms))
-        })
-        .count() as f64
+    f64::from(counted)
 }
 
 /// A non-streamed response's tokens inside [start, end] (wall-clock µs), spread evenly over its
@@ -721,8 +729,22 @@ fn fmax(acc: Option<f64>, v: f64) -> Option<f64> {
 mod tests {
     use super::*;
 
+    fn spec(tokens_per_chunk: u32, batch_first_chunk: bool) -> LevelSpec {
+        LevelSpec {
+            purpose: LevelPurpose::Latency,
+            model: MODEL,
+            concurrency: 1,
+            tokens: 10,
+            inter_token_ms: 1.0,
+            ttft_ms: 10.0,
+            tokens_per_chunk,
+            batch_first_chunk,
+            stream: true,
+        }
+    }
+
     #[test]
-    fn server_tokens_are_spread_between_first_and_last() {
+    fn server_tokens_are_counted_at_their_chunks_hand_off() {
         let t = Truth {
             client_request_id: None,
             received_unix_ms: 1000.0,
@@ -731,9 +753,16 @@ mod tests {
             end_ms: 19.5,
             tokens_sent: 10,
         };
-        // Tokens at 1010 … 1019 ms: 1012..=1015 holds four.
-        assert_eq!(server_tokens_between(&t, 1_012_000, 1_015_000), 4.0);
-        assert_eq!(server_tokens_between(&t, 0, i64::MAX), 10.0);
+        // One per chunk: tokens at 1010 … 1019 ms; 1012..=1015 holds four.
+        assert_eq!(server_tokens_between(&t, &spec(1, false), 1_012_000, 1_015_000), 4.0);
+        assert_eq!(server_tokens_between(&t, &spec(1, false), 0, i64::MAX), 10.0);
+        // Four per chunk, the first full: chunks of 4, 4, 2 at 1010, 1010 + 9·4/6 = 1016, 1019.
+        assert_eq!(server_tokens_between(&t, &spec(4, true), 1_010_000, 1_015_900), 4.0);
+        assert_eq!(server_tokens_between(&t, &spec(4, true), 1_010_000, 1_016_000), 8.0);
+        assert_eq!(server_tokens_between(&t, &spec(4, true), 1_016_001, 1_019_000), 2.0);
+        // The first token alone, then chunks of 4, 4, 1 at 1010, 1014, 1018, 1019.
+        assert_eq!(server_tokens_between(&t, &spec(4, false), 1_011_000, 1_018_000), 8.0);
+        assert_eq!(server_tokens_between(&t, &spec(4, false), 0, 1_013_999), 1.0);
         // Not streamed: 10 tokens over 1000 → 1019 ms, 9.5 ms of it in the window.
         assert!((server_tokens_spread(&t, 1_009_500, 1_030_000) - 10.0 * 9.5 / 19.0).abs() < 1e-9);
     }
