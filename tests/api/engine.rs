@@ -1065,6 +1065,39 @@ async fn a_chunked_keep_alive_stream_is_read_whole_and_its_connection_reused_unt
     assert_eq!(accepted.load(Ordering::SeqCst), 2);
 }
 
+#[tokio::test]
+async fn a_request_a_kept_alive_connection_took_is_never_sent_twice_when_the_server_closes_instead_of_answering() {
+    // The server answers the first request, then reads the second on the same connection and
+    // closes it without a word (a crash): that is the server's failure to record, not a stale
+    // connection to send the request again on.
+    let (base_url, accepted) = threaded_server(2, |socket| {
+        use std::io::Write;
+        static REQUESTS: AtomicUsize = AtomicUsize::new(0);
+        if REQUESTS.fetch_add(1, Ordering::SeqCst) == 1 {
+            let _ = socket.shutdown(std::net::Shutdown::Both);
+            return;
+        }
+        let body = format!("{}data: [DONE]\n\n", chat_chunk("Hello"));
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        let _ = socket.write_all(format!("{head}{body}").as_bytes());
+    });
+    let (client, request) = client_and_request(&base_url).await;
+    let first = client.send(&request, 0).await;
+    assert!(first.succeeded(), "{}", detail(&first));
+    let second = client.send(&request, 0).await;
+    assert!(!second.succeeded());
+    assert_eq!(second.connection_reused, Some(true));
+    assert!(detail(&second).contains("closed before"), "{}", detail(&second));
+    assert_eq!(accepted.load(Ordering::SeqCst), 1, "the request was sent again");
+    // The next request gets a new connection and its answer.
+    let third = client.send(&request, 0).await;
+    assert!(third.succeeded(), "{}", detail(&third));
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+}
+
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "current_thread")]
 async fn a_token_is_timed_when_it_reached_the_machine_not_when_a_busy_client_read_it() {

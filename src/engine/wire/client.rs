@@ -254,7 +254,11 @@ impl CandidateClient {
             total_deadline
         };
         m.streamed = req.stream;
-        let mut response = match timeout_at(first_deadline, self.start(req, probe)).await {
+        let started = timeout_at(first_deadline, self.start(req, probe)).await;
+        // Known whatever came of it: a request that failed on a kept-alive connection says so.
+        m.x.connect_us = probe.connect_us();
+        m.x.connection_reused = Some(probe.reused());
+        let mut response = match started {
             Err(_) if probe.connecting() => {
                 return Err(Failure::new(
                     ErrorClass::ConnectTimeout,
@@ -268,8 +272,6 @@ impl CandidateClient {
             Ok(response) => response?,
         };
         m.x.headers_us = Some(m.arrival(response.arrived_ns));
-        m.x.connect_us = probe.connect_us();
-        m.x.connection_reused = Some(m.x.connect_us.is_none());
         let status = response.status;
         m.x.http_status = Some(status);
         let content_type = response.content_type.take();
@@ -740,13 +742,19 @@ tokio::task_local! {
     static CONNECT_PROBE: ConnectProbe;
 }
 
-/// Connect state shared with the connector: 0 = no new connection, -1 = connecting,
-/// n > 0 = connected in n − 1 µs.
+/// Connect state shared with the connector: 0 = no new connection (a pooled one), -1 =
+/// connecting, -2 = a connect failed, n > 0 = connected in n − 1 µs.
 #[derive(Clone, Default)]
 struct ConnectProbe(Arc<AtomicI64>);
 
 impl ConnectProbe {
     const CONNECTING: i64 = -1;
+    const FAILED: i64 = -2;
+
+    /// The request went out on a pooled connection (no new one was tried).
+    fn reused(&self) -> bool {
+        self.0.load(Ordering::Acquire) == 0
+    }
 
     fn connect_us(&self) -> Option<i64> {
         match self.0.load(Ordering::Acquire) {
@@ -805,11 +813,11 @@ where
         Box::pin(async move {
             let result = connecting.await;
             if let Some(probe) = probe {
-                // A failed connect leaves nothing to report: the request's error says it all.
+                // A failed connect has no time to report: the request's error says the rest.
                 if result.is_ok() {
                     probe.report(Some(started.elapsed()));
                 } else {
-                    probe.0.store(0, Ordering::Release);
+                    probe.0.store(ConnectProbe::FAILED, Ordering::Release);
                 }
             }
             result

@@ -106,7 +106,9 @@ pub enum Error {
     Refused(String),
     ConnectTimeout(String),
     Connect(String),
-    /// Writing the request or reading the head failed.
+    /// Writing the request failed: the server did not get it whole.
+    Unsent(io::Error),
+    /// Reading the head failed.
     Io(io::Error),
     /// The server closed the connection before a whole head.
     Closed,
@@ -120,6 +122,7 @@ impl Error {
             Error::Refused(detail) => Failure::new(ErrorClass::ConnectRefused, detail),
             Error::ConnectTimeout(detail) => Failure::new(ErrorClass::ConnectTimeout, detail),
             Error::Connect(detail) => Failure::new(ErrorClass::Other, detail),
+            Error::Unsent(e) => Failure::new(ErrorClass::Other, format!("sending the request failed: {e}")),
             Error::Io(e) => Failure::new(ErrorClass::Other, format!("request failed: {e}")),
             Error::Closed => Failure::new(
                 ErrorClass::Other,
@@ -129,10 +132,12 @@ impl Error {
         }
     }
 
-    /// Nothing of a response came back: on a pooled connection this is the server having closed
-    /// it while idle, and the request is sent again on a new one.
-    fn before_response(&self) -> bool {
-        matches!(self, Error::Closed | Error::Io(_))
+    /// The request never reached the server whole: on a pooled connection this is the server
+    /// having closed it while idle, and the request is sent again on a new one. A request that
+    /// was sent is never sent again, whatever follows (a server that closes or resets instead
+    /// of answering is the server's failure, and a second send would hide it and cost it twice).
+    fn unsent(&self) -> bool {
+        matches!(self, Error::Unsent(_))
     }
 }
 
@@ -182,7 +187,7 @@ impl Pool {
                     };
                     return Ok((head, body));
                 }
-                Err(e) if reused && e.before_response() => continue,
+                Err(e) if reused && e.unsent() => continue,
                 Err(e) => return Err(e),
             }
         }
@@ -291,7 +296,7 @@ fn authority(url: &Url) -> Result<String, Error> {
 }
 
 async fn exchange_head(conn: &mut Conn, request: &[u8]) -> Result<Head, Error> {
-    conn.stream.write_all(request).await.map_err(Error::Io)?;
+    conn.stream.write_all(request).await.map_err(Error::Unsent)?;
     loop {
         if let Some(head) = conn.parse_head()? {
             // 1xx answers (100 Continue, 103 Early Hints) precede the real one.
