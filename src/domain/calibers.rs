@@ -239,6 +239,9 @@ pub fn icl_ms(r: &RequestRecord) -> impl Iterator<Item = f64> + '_ {
 ///
 /// When that span is empty (too few requests for a steady state), the whole span from first
 /// send to last end is used and the window says so (`steady: false`).
+///
+/// Either span is then narrowed to whole milliseconds (`whole_bins`), so every event counted in
+/// it is wholly inside.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Window {
     pub start_us: i64,
@@ -250,6 +253,26 @@ pub struct Window {
 impl Window {
     pub fn secs(&self) -> f64 {
         (self.end_us - self.start_us) as f64 / 1e6
+    }
+
+    /// Narrowed to the timelines' 1 ms bins (start rounded up, end down), unless that leaves
+    /// nothing. A partial bin at an edge would be counted pro rata, as if its events were spread
+    /// evenly over its millisecond — and streams in lockstep (a closed loop's workers start
+    /// together; a batching server hands every stream its token in the same decode step) put a
+    /// burst of chunks in the very bins the window's edges fall in: 8-token chunks read up to
+    /// +0.9 % at c = 16 that way.
+    fn whole_bins(self) -> Window {
+        let start_us = (self.start_us + BIN_US - 1).div_euclid(BIN_US) * BIN_US;
+        let end_us = self.end_us.div_euclid(BIN_US) * BIN_US;
+        if end_us > start_us {
+            Window {
+                start_us,
+                end_us,
+                ..self
+            }
+        } else {
+            self
+        }
     }
 }
 
@@ -264,6 +287,8 @@ pub struct Timeline {
 }
 
 const MAX_BINS: usize = 1 << 16;
+/// A timeline's first bin width (wider only when a span needs more than `MAX_BINS`).
+const BIN_US: i64 = 1000;
 
 impl Timeline {
     /// Spreads `amount` evenly over [from, to] (at 1 ms steps, at most 1,000 of them).
@@ -285,11 +310,11 @@ impl Timeline {
             return;
         }
         if self.bins.is_empty() {
-            self.width_us = 1000;
+            self.width_us = BIN_US;
             // Leave room before the first event: later events may be earlier. Bin edges sit on
             // multiples of the width (from the epoch), so they do not depend on which event came
             // first: a window's partial bins, and so every figure, are the same in any order.
-            self.origin_us = (at_us - 1000 * 1024).div_euclid(1000) * 1000;
+            self.origin_us = (at_us - BIN_US * 1024).div_euclid(BIN_US) * BIN_US;
             self.bins.push(0.0);
         }
         while at_us < self.origin_us {
@@ -333,7 +358,7 @@ impl Timeline {
         self.width_us *= 2;
     }
 
-    /// The amount inside [start, end], partial bins counted pro rata.
+    /// The amount inside [start, end), partial bins counted pro rata.
     pub fn sum_between(&self, start_us: i64, end_us: i64) -> f64 {
         if self.bins.is_empty() || end_us <= start_us {
             return 0.0;
@@ -345,7 +370,7 @@ impl Timeline {
             }
             let lo = self.origin_us + i as i64 * self.width_us;
             let hi = lo + self.width_us;
-            let overlap = hi.min(end_us + 1) - lo.max(start_us);
+            let overlap = hi.min(end_us) - lo.max(start_us);
             if overlap > 0 {
                 total += v * (overlap as f64 / self.width_us as f64).min(1.0);
             }
@@ -885,14 +910,15 @@ impl Pass {
                 (end > start).then_some((start, end))
             }
         };
-        match steady {
-            Some((start_us, end_us)) => Some(Window {
+        let window = match steady {
+            Some((start_us, end_us)) => Window {
                 start_us,
                 end_us,
                 steady: true,
-            }),
-            None => (full.end_us > full.start_us).then_some(full),
-        }
+            },
+            None => (full.end_us > full.start_us).then_some(full)?,
+        };
+        Some(window.whole_bins())
     }
 }
 
@@ -1607,6 +1633,36 @@ mod tests {
         assert_eq!(t.total(), 200_001.0);
         let mid = t.sum_between(50_000_000, 150_000_000);
         assert!((mid - 100_000.0).abs() / 100_000.0 < 0.001, "{mid}");
+    }
+
+    #[test]
+    fn a_window_counts_whole_milliseconds_so_bursts_at_its_edges_are_in_or_out_not_apportioned() {
+        // 16 streams in lockstep: a burst of 8-token chunks every 32 ms. The window opens with
+        // the last first chunk (20.6 ms into the burst's millisecond) and closes at the first
+        // end, 0.3 ms into the last burst's millisecond.
+        let mut t = Timeline::default();
+        for burst in 0..10i64 {
+            for stream in 0..16i64 {
+                t.add(1_000_000 + burst * 32_000 + 500 + stream * 10, 8.0);
+            }
+        }
+        let w = Window {
+            start_us: 1_000_000 + 660,
+            end_us: 1_000_000 + 9 * 32_000 + 800,
+            steady: true,
+        }
+        .whole_bins();
+        assert_eq!((w.start_us, w.end_us), (1_001_000, 1_288_000));
+        // Bursts 1 to 8 inside, the first and the last wholly out (pro rata, each edge bin
+        // would have counted about half of its burst).
+        assert_eq!(t.sum_between(w.start_us, w.end_us), 8.0 * 16.0 * 8.0);
+        // A window shorter than a bin is kept as it is.
+        let short = Window {
+            start_us: 2_000_100,
+            end_us: 2_000_900,
+            steady: false,
+        };
+        assert_eq!(short.whole_bins(), short);
     }
 
     #[test]
