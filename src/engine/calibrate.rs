@@ -599,7 +599,8 @@ pub async fn run_level(
     Ok(level)
 }
 
-/// Tokens the server handed out inside [start, end] (wall-clock µs). The mock generates at an
+/// Tokens the server handed out inside [start, end) (wall-clock µs), as bakeoff's window counts
+/// its own. The mock generates at an
 /// even pace and hands tokens out in the level's chunks (the first k₁ together, then
 /// `tokens_per_chunk` at a time, the last chunk with the rest), each chunk when its last token is
 /// due: so a token's time is its chunk's, and the chunks after the first are spaced by the
@@ -612,7 +613,7 @@ fn server_tokens_between(t: &Truth, spec: &LevelSpec, start_us: i64, end_us: i64
     let first_chunk = spec.first_chunk_tokens(n);
     let per_chunk = spec.tokens_per_chunk.max(1);
     let at = |ms: f64| ((t.received_unix_ms + ms) * 1000.0) as i64;
-    let mut counted = if (start_us..=end_us).contains(&at(first)) {
+    let mut counted = if (start_us..end_us).contains(&at(first)) {
         first_chunk
     } else {
         0
@@ -622,7 +623,7 @@ fn server_tokens_between(t: &Truth, spec: &LevelSpec, start_us: i64, end_us: i64
         let chunk = per_chunk.min(n - sent);
         sent += chunk;
         let ms = first + (last - first) * f64::from(sent - first_chunk) / f64::from(n - first_chunk);
-        if (start_us..=end_us).contains(&at(ms)) {
+        if (start_us..end_us).contains(&at(ms)) {
             counted += chunk;
         }
     }
@@ -753,15 +754,15 @@ mod tests {
             end_ms: 19.5,
             tokens_sent: 10,
         };
-        // One per chunk: tokens at 1010 … 1019 ms; 1012..=1015 holds four.
-        assert_eq!(server_tokens_between(&t, &spec(1, false), 1_012_000, 1_015_000), 4.0);
+        // One per chunk: tokens at 1010 … 1019 ms; [1012, 1016) holds four.
+        assert_eq!(server_tokens_between(&t, &spec(1, false), 1_012_000, 1_016_000), 4.0);
         assert_eq!(server_tokens_between(&t, &spec(1, false), 0, i64::MAX), 10.0);
         // Four per chunk, the first full: chunks of 4, 4, 2 at 1010, 1010 + 9·4/6 = 1016, 1019.
         assert_eq!(server_tokens_between(&t, &spec(4, true), 1_010_000, 1_015_900), 4.0);
-        assert_eq!(server_tokens_between(&t, &spec(4, true), 1_010_000, 1_016_000), 8.0);
-        assert_eq!(server_tokens_between(&t, &spec(4, true), 1_016_001, 1_019_000), 2.0);
+        assert_eq!(server_tokens_between(&t, &spec(4, true), 1_010_000, 1_016_001), 8.0);
+        assert_eq!(server_tokens_between(&t, &spec(4, true), 1_016_001, 1_019_001), 2.0);
         // The first token alone, then chunks of 4, 4, 1 at 1010, 1014, 1018, 1019.
-        assert_eq!(server_tokens_between(&t, &spec(4, false), 1_011_000, 1_018_000), 8.0);
+        assert_eq!(server_tokens_between(&t, &spec(4, false), 1_011_000, 1_018_001), 8.0);
         assert_eq!(server_tokens_between(&t, &spec(4, false), 0, 1_013_999), 1.0);
         // Not streamed: 10 tokens over 1000 → 1019 ms, 9.5 ms of it in the window.
         assert!((server_tokens_spread(&t, 1_009_500, 1_030_000) - 10.0 * 9.5 / 19.0).abs() < 1e-9);

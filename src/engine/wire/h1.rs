@@ -1,10 +1,11 @@
 //! A lean HTTP/1.1 client for plain-`http` candidates, so the measured path can read when each
 //! byte reached this machine rather than when bakeoff got round to reading it.
 //!
-//! Every read is a `recvmsg` with `SO_TIMESTAMPNS` on (Linux, `crate::kernel_stamps`): the kernel hands back, beside
-//! the bytes, the wall-clock time its network stack received the read's last packet. A client
-//! busy with other streams reads a chunk late; the kernel's time for it is not late. Elsewhere
-//! (or if the kernel gives no time) a read's arrival is when it returned, as with any client.
+//! Every read is a `recvmsg` with `SO_TIMESTAMPNS` on (Linux, `crate::kernel_stamps`): the
+//! kernel hands back, beside the bytes, the wall-clock time its network stack received the
+//! read's last packet. A client busy with other streams reads a chunk late; the kernel's time for
+//! it is not late. Elsewhere (or if the kernel gives no time) a read's arrival is when it
+//! returned, as with any client.
 //!
 //! It does what the measured requests need and no more: one request at a time per connection,
 //! keep-alive pooled per host, `Content-Length`, `chunked` and close-delimited bodies, no
