@@ -240,8 +240,8 @@ pub fn icl_ms(r: &RequestRecord) -> impl Iterator<Item = f64> + '_ {
 /// When that span is empty (too few requests for a steady state), the whole span from first
 /// send to last end is used and the window says so (`steady: false`).
 ///
-/// Either span is then narrowed to whole milliseconds (`whole_bins`), so every event counted in
-/// it is wholly inside.
+/// Either span is then narrowed to whole bins of the timelines (`whole_bins`: milliseconds, wider
+/// for a span too long for `MAX_BINS` of them), so every event counted in it is wholly inside.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Window {
     pub start_us: i64,
@@ -255,15 +255,15 @@ impl Window {
         (self.end_us - self.start_us) as f64 / 1e6
     }
 
-    /// Narrowed to the timelines' 1 ms bins (start rounded up, end down), unless that leaves
+    /// Narrowed to whole bins of `width_us` (start rounded up, end down), unless that leaves
     /// nothing. A partial bin at an edge would be counted pro rata, as if its events were spread
-    /// evenly over its millisecond — and streams in lockstep (a closed loop's workers start
-    /// together; a batching server hands every stream its token in the same decode step) put a
-    /// burst of chunks in the very bins the window's edges fall in: 8-token chunks read up to
-    /// +0.9 % at c = 16 that way.
-    fn whole_bins(self) -> Window {
-        let start_us = (self.start_us + BIN_US - 1).div_euclid(BIN_US) * BIN_US;
-        let end_us = self.end_us.div_euclid(BIN_US) * BIN_US;
+    /// evenly over it — and streams in lockstep (a closed loop's workers start together; a
+    /// batching server hands every stream its token in the same decode step) put a burst of
+    /// chunks in the very bins the window's edges fall in: 8-token chunks read up to +0.9 % at
+    /// c = 16 that way.
+    fn whole_bins(self, width_us: i64) -> Window {
+        let start_us = (self.start_us + width_us - 1).div_euclid(width_us) * width_us;
+        let end_us = self.end_us.div_euclid(width_us) * width_us;
         if end_us > start_us {
             Window {
                 start_us,
@@ -918,7 +918,17 @@ impl Pass {
             },
             None => (full.end_us > full.start_us).then_some(full)?,
         };
-        Some(window.whole_bins())
+        // Bin edges are multiples of each timeline's width, and the widths are 1 ms doubled: the
+        // widest one's edges are edges of all.
+        let timelines = [
+            &self.tokens,
+            &self.canonical,
+            &self.chars,
+            &self.completions,
+            &self.good,
+        ];
+        let width_us = timelines.iter().map(|t| t.width_us).max().unwrap_or(BIN_US).max(BIN_US);
+        Some(window.whole_bins(width_us))
     }
 }
 
@@ -1651,18 +1661,26 @@ mod tests {
             end_us: 1_000_000 + 9 * 32_000 + 800,
             steady: true,
         }
-        .whole_bins();
+        .whole_bins(BIN_US);
         assert_eq!((w.start_us, w.end_us), (1_001_000, 1_288_000));
         // Bursts 1 to 8 inside, the first and the last wholly out (pro rata, each edge bin
         // would have counted about half of its burst).
         assert_eq!(t.sum_between(w.start_us, w.end_us), 8.0 * 16.0 * 8.0);
+        // Timelines of a long span have wider bins: the window keeps to their edges.
+        let wide = Window {
+            start_us: 1_000_660,
+            end_us: 1_288_800,
+            steady: true,
+        }
+        .whole_bins(4 * BIN_US);
+        assert_eq!((wide.start_us, wide.end_us), (1_004_000, 1_288_000));
         // A window shorter than a bin is kept as it is.
         let short = Window {
             start_us: 2_000_100,
             end_us: 2_000_900,
             steady: false,
         };
-        assert_eq!(short.whole_bins(), short);
+        assert_eq!(short.whole_bins(BIN_US), short);
     }
 
     #[test]
