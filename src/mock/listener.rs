@@ -34,8 +34,7 @@ impl Listener for StampedListener {
     async fn accept(&mut self) -> (StampedStream, SocketAddr) {
         let (stream, addr) = Listener::accept(&mut self.0).await;
         let _ = stream.set_nodelay(true);
-        // Inherited from the listener on Linux; set again where it is not.
-        kernel_stamps::enable(&stream);
+        // Receive stamps are inherited from the listener.
         let stream = StampedStream {
             stream,
             last_read: LastRead::default(),

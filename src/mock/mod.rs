@@ -87,10 +87,9 @@ pub async fn spawn_with_log(
         server::MockState::new(config).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     state.log = log::RequestLog::with_capacity(log_capacity);
     let addr = listener.local_addr()?;
-    let app = server::router(Arc::new(state));
+    let app = server::router(Arc::new(state)).into_make_service_with_connect_info::<listener::LastRead>();
     let (stop, mut stopped) = tokio::sync::watch::channel(false);
     let listener = listener::StampedListener::new(listener);
-    let app = app.into_make_service_with_connect_info::<listener::LastRead>();
     let task = tokio::spawn(async move {
         axum::serve(listener, app)
             .with_graceful_shutdown(async move {

@@ -21,7 +21,7 @@ use reqwest::header::{CONTENT_TYPE, RETRY_AFTER};
 use tokio::time::{Instant, timeout_at};
 
 use super::failure::{Failure, classify_status, classify_transport, excerpt};
-use super::h1;
+use super::h1::{self, Connecting};
 use super::protocol::{PreparedRequest, StreamDecoder, StreamUpdate, Usage};
 use super::provider::{parse_completion, stream_decoder};
 use super::sse::{SseEvent, SseParser};
@@ -679,7 +679,7 @@ impl ResponseBody {
     /// behind it), so its connection is reused: the measurement is over.
     async fn finish(self) {
         if let ResponseBody::H1(body) = self {
-            body.finish(Duration::from_millis(20)).await;
+            body.finish(h1::FINISH_WAIT).await;
         }
     }
 
@@ -768,9 +768,12 @@ impl ConnectProbe {
         self.0.load(Ordering::Acquire) == Self::CONNECTING
     }
 
-    /// A connection started (`None`) or was made in the time given.
-    fn report(&self, connected_in: Option<Duration>) {
-        let state = connected_in.map_or(Self::CONNECTING, |d| micros(d) + 1);
+    fn report(&self, event: Connecting) {
+        let state = match event {
+            Connecting::Started => Self::CONNECTING,
+            Connecting::Made(took) => micros(took) + 1,
+            Connecting::Failed => Self::FAILED,
+        };
         self.0.store(state, Ordering::Release);
     }
 }
@@ -806,19 +809,17 @@ where
     fn call(&mut self, request: R) -> Self::Future {
         let probe = CONNECT_PROBE.try_with(|p| p.clone()).ok();
         if let Some(p) = &probe {
-            p.report(None);
+            p.report(Connecting::Started);
         }
         let started = std::time::Instant::now();
         let connecting = self.0.call(request);
         Box::pin(async move {
             let result = connecting.await;
             if let Some(probe) = probe {
-                // A failed connect has no time to report: the request's error says the rest.
-                if result.is_ok() {
-                    probe.report(Some(started.elapsed()));
-                } else {
-                    probe.0.store(ConnectProbe::FAILED, Ordering::Release);
-                }
+                probe.report(match result {
+                    Ok(_) => Connecting::Made(started.elapsed()),
+                    Err(_) => Connecting::Failed,
+                });
             }
             result
         })

@@ -37,6 +37,18 @@ const READ_BYTES: usize = 16 * 1024;
 /// be reused (an OpenAI stream is done at `[DONE]`, before its chunked body's last bytes).
 const DRAIN_TIME: Duration = Duration::from_secs(1);
 const DRAIN_BYTES: usize = 64 * 1024;
+/// How long a finished stream's caller waits inline for those last bytes (they usually follow
+/// the end marker at once); the rest is read in the background.
+pub const FINISH_WAIT: Duration = Duration::from_millis(20);
+
+/// What `Pool::post` tells its caller about a new connection, so a caller that times out knows
+/// whether it was connecting.
+#[derive(Debug, Clone, Copy)]
+pub enum Connecting {
+    Started,
+    Made(Duration),
+    Failed,
+}
 
 /// Idle keep-alive connections, per `host:port`, shared by all requests of one candidate.
 pub struct Pool {
@@ -152,15 +164,14 @@ impl Pool {
         })
     }
 
-    /// Sends a POST and reads the response head. `on_connect` is told when a new connection
-    /// starts (`None`) and how long it took, so a caller that times out knows whether it was
-    /// connecting.
+    /// Sends a POST and reads the response head. `on_connect` hears of every new connection:
+    /// started, then made (in how long) or failed.
     pub async fn post(
         self: &Arc<Self>,
         url: &Url,
         headers: &HeaderMap,
         body: &[u8],
-        on_connect: &(dyn Fn(Option<Duration>) + Sync),
+        on_connect: &(dyn Fn(Connecting) + Sync),
     ) -> Result<(Head, Body), Error> {
         let host = authority(url)?;
         let request = self.request_bytes(url, &host, headers, body);
@@ -168,11 +179,18 @@ impl Pool {
             let (mut conn, reused) = match self.take(&host) {
                 Some(conn) => (conn, true),
                 None => {
-                    on_connect(None);
+                    on_connect(Connecting::Started);
                     let started = Instant::now();
-                    let conn = self.connect(url).await?;
-                    on_connect(Some(started.elapsed()));
-                    (conn, false)
+                    match self.connect(url).await {
+                        Ok(conn) => {
+                            on_connect(Connecting::Made(started.elapsed()));
+                            (conn, false)
+                        }
+                        Err(e) => {
+                            on_connect(Connecting::Failed);
+                            return Err(e);
+                        }
+                    }
                 }
             };
             match exchange_head(&mut conn, &request).await {

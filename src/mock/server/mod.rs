@@ -13,7 +13,7 @@ mod whole;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use axum::Extension;
 use axum::Router;
@@ -230,16 +230,11 @@ async fn completions(State(state): State<Shared>, connection: Connection, header
 /// The connection a request came on (known whenever the router is served by `mock::spawn`).
 type Connection = Option<Extension<ConnectInfo<LastRead>>>;
 
-/// When the request (read whole by now) reached the machine; `now` without a kernel stamp.
+/// When the request (read whole by now) reached the machine; now without a kernel stamp.
 fn received(connection: Connection) -> Received {
-    let now = Instant::now();
-    let Some(ns) = connection.and_then(|c| c.0.0.kernel_ns()) else {
-        return Received {
-            at: now,
-            unix_ms: unix_ms(),
-        };
-    };
-    let ago = Duration::from_nanos(u64::try_from(wall_clock_ns() - ns).unwrap_or(0));
+    let (now, now_ns) = (Instant::now(), wall_clock_ns());
+    let ns = connection.and_then(|c| c.0.0.kernel_ns()).unwrap_or(now_ns);
+    let ago = Duration::from_nanos(u64::try_from(now_ns - ns).unwrap_or(0));
     Received {
         at: now.checked_sub(ago).unwrap_or(now),
         unix_ms: ns as f64 / 1e6,
@@ -347,8 +342,5 @@ async fn unknown_url(method: Method, uri: Uri) -> Response {
 }
 
 fn unix_ms() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64() * 1000.0)
-        .unwrap_or(0.0)
+    wall_clock_ns() as f64 / 1e6
 }
