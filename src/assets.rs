@@ -6,20 +6,4 @@ use rust_embed::RustEmbed;
 #[folder = "static/"]
 pub struct StaticAssets;
 
-/// `evalsets/`: the eval sets that ship with bakeoff (loaded at every start, idempotently).
-#[derive(RustEmbed)]
-#[folder = "evalsets/"]
-pub struct ShippedEvalSets;
-
-/// (file name, text) of every shipped eval set, sorted by name.
-pub fn shipped_evalsets() -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = ShippedEvalSets::iter()
-        .filter(|name| name.ends_with(".jsonl"))
-        .filter_map(|name| {
-            let file = ShippedEvalSets::get(&name)?;
-            Some((name.to_string(), String::from_utf8_lossy(&file.data).into_owned()))
-        })
-        .collect();
-    out.sort();
-    out
-}
+pub use bakeoff_app::shipped::{ShippedEvalSets, shipped_evalsets};

@@ -1,0 +1,763 @@
+//! Measured values for catalog metrics, computed from one candidate's raw records, each with its
+//! interval, sample size and the conditions it was measured under.
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use super::intervals::{MIN_BOOTSTRAP_N, bootstrap, bootstrap_items, quantile, wilson};
+use crate::calibers::{
+    ConcurrencyLevels, LevelFigures, ReadAfterSealing, ReadWhole, RequestFigures, figures_at_concurrency,
+};
+use crate::cost::CostSummary;
+use crate::grading::case_passed;
+use crate::operability::{ChecklistAnswers, ProbeReport, operability_metric};
+use crate::paired::CaseResults;
+use crate::run::{ErrorClass, Phase, RecordGroup, RequestRecord, TokenSource, last_attempts};
+use crate::stability::StabilityOptions;
+use crate::stability::soak::soak_analysis;
+use crate::thresholds::key::MetricKey;
+use crate::thresholds::units::{Dimension, Uncertainty};
+
+/// Each level's figures ([`CandidateRecords::level_at`]) fed while one candidate's records are
+/// read, before their chunk times are let go (a big run's end step). Level figures take final
+/// attempts only: a success is always its request's last attempt (only failures are retried), so
+/// successes are fed as they are read; a failure is held until a later attempt of its request
+/// is read, and the failures left when the read ends are the final ones. A failure gives no
+/// figure a chunk time: held, it costs only itself, and failures are few.
+/// [`CandidateRecords::with_levels`] checks that the attempts fed were the final ones.
+pub struct LevelsFold {
+    candidate_id: i64,
+    levels: ConcurrencyLevels,
+    /// Successes sent in the same microsecond as the last one read, held until a later one is:
+    /// fed in `send_order`, as `level_at` adds the final attempts, so that every figure summed
+    /// over them adds in the same order and comes out the same to the last bit.
+    tied: Vec<RequestRecord>,
+    /// The last failed attempt of each request whose last attempt read so far failed.
+    failures: HashMap<AttemptKey, RequestRecord>,
+    successes: usize,
+    /// When sealing: the records left to read of each (concurrency, repetition), and those read
+    /// whole, sealed once their tied successes were fed.
+    whole: Option<ReadWhole<(u32, u32)>>,
+    to_seal: Vec<(u32, u32)>,
+}
+
+/// A request of a candidate, as `CandidateRecords` keys its final attempts.
+type AttemptKey = (std::sync::Arc<str>, u32, Phase, u32);
+
+fn attempt_key(r: &RequestRecord) -> AttemptKey {
+    (r.case_id.clone(), r.repetition, r.phase, r.concurrency)
+}
+
+/// Level figures from the final attempts a [`LevelsFold`] was fed, and how many it took.
+pub struct FedLevels {
+    figures: BTreeMap<u32, LevelFigures>,
+    successes: usize,
+    failures: usize,
+}
+
+impl LevelsFold {
+    /// `resumes` as the records' `CandidateRecords` will be given them.
+    pub fn new(candidate_id: i64, resumes: &[i64]) -> Self {
+        LevelsFold {
+            candidate_id,
+            levels: ConcurrencyLevels::new(resumes),
+            tied: Vec::new(),
+            failures: HashMap::new(),
+            successes: 0,
+            whole: None,
+            to_seal: Vec::new(),
+        }
+    }
+
+    /// Fed every record of the candidate `groups` counts: each repetition's passes are sealed
+    /// once its last record was fed (see [`ConcurrencyLevels::seal`]), so the figures' timelines
+    /// no longer grow with the run's length.
+    pub fn sealing(mut self, groups: &[RecordGroup]) -> Self {
+        self.whole = Some(ReadWhole::new(self.candidate_id, groups, ConcurrencyLevels::pass_of));
+        self
+    }
+
+    /// Adds one record read, in the store's order (send time, then id).
+    pub fn add(&mut self, r: &RequestRecord) {
+        let read_whole = self.whole.as_mut().and_then(|w| w.read(r));
+        self.take(r);
+        // Sealed after `r` itself is fed, with the successes tied to it.
+        self.to_seal.extend(read_whole);
+    }
+
+    fn take(&mut self, r: &RequestRecord) {
+        if r.candidate_id != self.candidate_id || !ConcurrencyLevels::takes(r) {
+            return;
+        }
+        // Only a retry (a later attempt) ends a failure's claim to be final.
+        if r.attempt > 0 || !r.succeeded() {
+            let key = attempt_key(r);
+            let later = self.failures.get(&key).is_none_or(|held| held.attempt < r.attempt);
+            if !r.succeeded() {
+                if later {
+                    self.failures.insert(key, r.clone());
+                }
+                return;
+            }
+            if later {
+                self.failures.remove(&key);
+            }
+        }
+        if self.tied.first().is_some_and(|t| t.sent_at_us != r.sent_at_us) {
+            self.feed_tied();
+        }
+        self.tied.push(r.clone());
+        self.successes += 1;
+    }
+
+    fn feed_tied(&mut self) {
+        self.tied.sort_by(crate::run::send_order);
+        for r in self.tied.drain(..) {
+            self.levels.add(&r);
+        }
+        for pass in self.to_seal.drain(..) {
+            self.levels.seal(pass);
+        }
+    }
+
+    /// Timeline bins held (what sealing lets go).
+    #[cfg(test)]
+    pub(crate) fn bins_held(&self) -> usize {
+        self.levels.bins_held()
+    }
+
+    /// Once every record was read: the figures, their chunk-time bins let go.
+    pub fn finish(mut self) -> Result<FedLevels, ReadAfterSealing> {
+        self.feed_tied();
+        let failures = self.failures.len();
+        for r in self.failures.values() {
+            self.levels.add(r);
+        }
+        if self.levels.read_after_sealing() {
+            return Err(ReadAfterSealing);
+        }
+        Ok(FedLevels {
+            figures: self.levels.finish(),
+            successes: self.successes,
+            failures,
+        })
+    }
+}
+
+/// The attempts a [`LevelsFold`] was fed were not a candidate's final attempts: a success was
+/// followed by another attempt of its request, or a retry was read before the failure it
+/// followed. No run executes either; the figures must then be computed from the records whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the attempts fed to the level figures as they were read were not the final attempts")]
+pub struct NotFinalAttempts;
+
+/// What the sample size of a measurement counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SampleUnit {
+    Cases,
+    Requests,
+    Attempts,
+}
+
+impl SampleUnit {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SampleUnit::Cases => "cases",
+            SampleUnit::Requests => "requests",
+            SampleUnit::Attempts => "attempts",
+        }
+    }
+}
+
+/// One measured figure, or why there is none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measurement {
+    /// None: not measured (see `missing`).
+    pub value: Option<f64>,
+    /// Two-sided 90 % interval; None for exact figures or when too few observations exist.
+    pub interval: Option<(f64, f64)>,
+    pub uncertainty: Uncertainty,
+    /// Observations the figure is computed from (effective cases for weighted proportions).
+    pub n: f64,
+    pub unit: SampleUnit,
+    /// Load condition of the figure (None: the whole run).
+    pub concurrency: Option<u32>,
+    /// Why the figure is missing.
+    pub missing: Option<String>,
+}
+
+impl Measurement {
+    fn missing(why: impl Into<String>, uncertainty: Uncertainty, concurrency: Option<u32>) -> Measurement {
+        Measurement {
+            value: None,
+            interval: None,
+            uncertainty,
+            n: 0.0,
+            unit: SampleUnit::Requests,
+            concurrency,
+            missing: Some(why.into()),
+        }
+    }
+
+    /// `@c=4 · n=20 requests`, `n=20 cases`.
+    pub fn conditions(&self) -> String {
+        let n = if (self.n - self.n.round()).abs() < 1e-9 {
+            format!("{}", self.n.round() as i64)
+        } else {
+            format!("{:.1}", self.n)
+        };
+        match self.concurrency {
+            Some(c) => format!("@c={c} · n={n} {}", self.unit.as_str()),
+            None => format!("n={n} {}", self.unit.as_str()),
+        }
+    }
+}
+
+/// One candidate's records prepared once for every rule.
+#[derive(Default)]
+pub struct CandidateRecords<'a> {
+    pub candidate_id: i64,
+    /// Measured attempts (warm-ups excluded), retries included.
+    pub attempts: Vec<&'a RequestRecord>,
+    /// The last attempt of every measured request.
+    pub finals: Vec<&'a RequestRecord>,
+    /// When the run was resumed (wall clock µs): aggregates are taken per segment.
+    pub resumes: Vec<i64>,
+    /// Each level's figures once computed: every latency and throughput rule of a level reads
+    /// them, and each computation is a pass over all final attempts and their chunk times.
+    levels: RefCell<BTreeMap<u32, Option<LevelFigures>>>,
+}
+
+impl<'a> CandidateRecords<'a> {
+    pub fn new(candidate_id: i64, records: &'a [RequestRecord]) -> CandidateRecords<'a> {
+        let attempts: Vec<&RequestRecord> = records
+            .iter()
+            .filter(|r| r.candidate_id == candidate_id && !r.is_warmup)
+            .collect();
+        let finals = last_attempts(attempts.iter().copied(), |r| {
+            (r.case_id.as_ref(), r.repetition, r.phase.as_str(), r.concurrency)
+        });
+        CandidateRecords {
+            candidate_id,
+            attempts,
+            finals,
+            resumes: Vec::new(),
+            levels: RefCell::default(),
+        }
+    }
+
+    /// The run was resumed at these instants (see `calibers::resumes_of`).
+    pub fn with_resumes(mut self, resumes: &[i64]) -> Self {
+        self.resumes = resumes.to_vec();
+        self.levels.get_mut().clear();
+        self
+    }
+
+    /// The level figures at concurrency `c` (the one level computation the run page, its
+    /// charts, exports and `measure` use too).
+    pub fn level_at(&self, c: u32) -> Option<LevelFigures> {
+        self.levels
+            .borrow_mut()
+            .entry(c)
+            .or_insert_with(|| figures_at_concurrency(self.finals.iter().copied(), c, &self.resumes))
+            .clone()
+    }
+
+    /// These records' level figures, fed them as they were read ([`LevelsFold`]):
+    /// [`CandidateRecords::level_at`] then reads them, not the records' chunk times (which the
+    /// reader may have let go). Fails when the attempts fed were not these records' final ones.
+    pub fn with_levels(mut self, fed: FedLevels) -> Result<Self, NotFinalAttempts> {
+        let (mut successes, mut failures) = (0, 0);
+        for r in self.finals.iter().filter(|r| ConcurrencyLevels::takes(r)) {
+            *if r.succeeded() { &mut successes } else { &mut failures } += 1;
+        }
+        // Every success and every final failure was fed, and each final attempt is one of them:
+        // as many of each means the very same attempts.
+        if (successes, failures) != (fed.successes, fed.failures) {
+            return Err(NotFinalAttempts);
+        }
+        let mut figures = fed.figures;
+        let known: BTreeMap<u32, Option<LevelFigures>> = self
+            .concurrencies()
+            .into_iter()
+            .map(|c| (c, figures.remove(&c)))
+            .collect();
+        *self.levels.get_mut() = known;
+        Ok(self)
+    }
+
+    /// Final attempts at concurrency `c`.
+    pub fn finals_at(&self, c: u32) -> Vec<&'a RequestRecord> {
+        self.finals.iter().copied().filter(|r| r.concurrency == c).collect()
+    }
+
+    /// Every concurrency level measured, ascending.
+    pub fn concurrencies(&self) -> Vec<u32> {
+        // A set, not every final attempt's level sorted: a handful held, not one per request.
+        let levels: std::collections::BTreeSet<u32> = self.finals.iter().map(|r| r.concurrency).collect();
+        levels.into_iter().collect()
+    }
+
+    /// Per-case outcome: share of the case's final attempts that passed (failures count as
+    /// wrong), for cases with at least one graded attempt.
+    pub fn case_outcomes(&self) -> BTreeMap<&'a str, f64> {
+        let mut per_case: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
+        for r in &self.finals {
+            let verdict = if r.succeeded() {
+                case_passed(&r.grades)
+            } else {
+                Some(false)
+            };
+            if let Some(pass) = verdict {
+                let e = per_case.entry(r.case_id.as_ref()).or_default();
+                e.1 += 1.0;
+                if pass {
+                    e.0 += 1.0;
+                }
+            }
+        }
+        per_case.into_iter().map(|(k, (p, n))| (k, p / n)).collect()
+    }
+
+    /// Cases right on every graded attempt (for paired comparisons and cost per correct answer).
+    pub fn correct_cases(&self) -> CaseResults {
+        CaseResults::new(self.case_outcomes().into_iter().map(|(k, share)| (k, share >= 1.0)))
+    }
+
+    /// Final attempts that were graded as passing.
+    pub fn correct_requests(&self) -> usize {
+        self.finals
+            .iter()
+            .filter(|r| r.succeeded() && case_passed(&r.grades) == Some(true))
+            .count()
+    }
+}
+
+/// Steady-window aggregate tok/s at concurrency `c`: the level's figure.
+pub fn aggregate_tok_s(data: &CandidateRecords<'_>, c: u32) -> Option<f64> {
+    data.level_at(c)?.aggregate_tok_s
+}
+
+fn window_s(finals: &[&RequestRecord]) -> Option<f64> {
+    let start = finals.iter().map(|r| r.sent_at_us).min()?;
+    let end = finals.iter().map(|r| r.sent_at_us + r.last_heard_us()).max()?;
+    (end > start).then(|| (end - start) as f64 / 1e6)
+}
+
+/// Time a request occupied a slot, in seconds (for the throughput bootstrap).
+fn busy_s(r: &RequestRecord) -> f64 {
+    r.last_heard_us() as f64 / 1e6
+}
+
+/// A windowed rate (tokens or completions per second) with a bootstrap interval.
+///
+/// Resampling requests cannot resample a time window, so the interval bootstraps the ratio
+/// Σ amount / Σ busy time and scales it by the run's measured effective concurrency
+/// (Σ busy / window), which reproduces the point value on the original sample.
+fn windowed_rate(
+    finals: &[&RequestRecord],
+    amount: impl Fn(&RequestRecord) -> f64,
+) -> (Option<f64>, Option<(f64, f64)>) {
+    let Some(window) = window_s(finals) else {
+        return (None, None);
+    };
+    // Held as pairs, 16 bytes a request: the bootstrap draws each request ~200 times at
+    // random, and the pairs are read faster than the records they came from.
+    let pairs: Vec<(f64, f64)> = finals.iter().map(|r| (amount(r), busy_s(r))).collect();
+    let total: f64 = pairs.iter().map(|p| p.0).sum();
+    let busy: f64 = pairs.iter().map(|p| p.1).sum();
+    let value = total / window;
+    if busy <= 0.0 {
+        return (Some(value), None);
+    }
+    let effective_concurrency = busy / window;
+    let interval = bootstrap_items(&pairs, |resample| {
+        let (a, b) = resample.fold((0.0, 0.0), |acc, p| (acc.0 + p.0, acc.1 + p.1));
+        if b > 0.0 {
+            a / b * effective_concurrency
+        } else {
+            f64::NAN
+        }
+    });
+    (Some(value), interval)
+}
+
+fn ms(us: i64) -> f64 {
+    us as f64 / 1000.0
+}
+
+/// Per-request values of a latency or per-stream metric over successful requests.
+fn per_request(base: &str, r: &RequestRecord) -> Option<f64> {
+    if !r.succeeded() {
+        return None;
+    }
+    let tokens = r.output_tokens.map(f64::from);
+    match base {
+        b if b.starts_with("ttft_") => r.ttft_us().map(ms),
+        b if b.starts_with("ttfa_") => r.first_content_us.get().map(ms),
+        b if b.starts_with("e2e_p") => r.end_us.get().map(ms),
+        b if b.starts_with("tpot_") => RequestFigures::of(r)?.tpot_ms,
+        "decode_tok_s_p50" => RequestFigures::of(r)?.decode_tok_s,
+        "e2e_tok_s_p50" => {
+            let (t, end) = (tokens?, r.end_us.get()?);
+            (end > 0).then(|| t / (end as f64 / 1e6))
+        }
+        _ => None,
+    }
+}
+
+/// A latency or per-stream percentile of a level, as the run page shows it.
+fn level_percentile(level: &LevelFigures, base: &str, q: f64) -> Option<f64> {
+    let distribution = match base {
+        b if b.starts_with("ttft_") => &level.ttft_ms,
+        b if b.starts_with("ttfa_") => &level.ttfa_ms,
+        b if b.starts_with("e2e_p") => &level.e2e_ms,
+        b if b.starts_with("tpot_") => &level.tpot_ms,
+        "decode_tok_s_p50" => &level.decode_tok_s_per_stream,
+        "e2e_tok_s_p50" => &level.e2e_tok_s_per_stream,
+        _ => return None,
+    };
+    let d = distribution.as_ref()?;
+    Some(match q {
+        q if q >= 0.99 => d.p99,
+        q if q >= 0.95 => d.p95,
+        q if q >= 0.9 => d.p90,
+        _ => d.p50,
+    })
+}
+
+/// The percentile a latency key names (`ttft_p95_ms` → 0.95); per-stream rates use the median.
+fn quantile_of(base: &str) -> f64 {
+    for (tag, q) in [("_p50", 0.5), ("_p90", 0.9), ("_p95", 0.95), ("_p99", 0.99)] {
+        if base.contains(tag) {
+            return q;
+        }
+    }
+    0.5
+}
+
+fn proportion(successes: f64, n: f64, unit: SampleUnit, concurrency: Option<u32>) -> Measurement {
+    Measurement {
+        value: (n > 0.0).then(|| successes / n),
+        interval: (n > 0.0).then(|| wilson(successes / n, n)).flatten(),
+        uncertainty: Uncertainty::Proportion,
+        n,
+        unit,
+        concurrency,
+        missing: (n <= 0.0).then(|| "nothing to count".to_string()),
+    }
+}
+
+fn sample_statistic(
+    values: Vec<f64>,
+    concurrency: Option<u32>,
+    unit: SampleUnit,
+    statistic: impl Fn(&mut [f64]) -> f64,
+) -> Measurement {
+    let value = Some(statistic(&mut values.clone())).filter(|v| v.is_finite());
+    Measurement {
+        value,
+        interval: value.and_then(|_| bootstrap(&values, &statistic)),
+        uncertainty: Uncertainty::Bootstrap,
+        n: values.len() as f64,
+        unit,
+        concurrency,
+        missing: None,
+    }
+}
+
+/// What a candidate has beyond its run records: cost figures, and its latest endpoint probes
+/// and readiness checklist (from its Operability page).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extras<'a> {
+    pub cost: Option<&'a CostSummary>,
+    pub probes: Option<&'a ProbeReport>,
+    pub checklist: Option<&'a ChecklistAnswers>,
+}
+
+/// Measures `key` for one candidate. `run_concurrency` is the load a rule without `@c=N` is
+/// judged at; `weights` are the eval set's case weights.
+pub fn measure(
+    key: &MetricKey,
+    data: &CandidateRecords<'_>,
+    run_concurrency: u32,
+    weights: &HashMap<String, f64>,
+    extras: &Extras<'_>,
+) -> Measurement {
+    let cost = extras.cost;
+    let def = key.def();
+    if let Some(why) = def.not_measured_yet {
+        return Measurement::missing(format!("not measured yet: {why}"), def.uncertainty, None);
+    }
+    let c = def.per_load.then(|| key.concurrency.unwrap_or(run_concurrency));
+    // Borrowed when they are all of the candidate's (one level): not a copy of each pointer.
+    let finals: std::borrow::Cow<'_, [&RequestRecord]> = match c {
+        Some(c) if data.finals.iter().any(|r| r.concurrency != c) => data.finals_at(c).into(),
+        _ => data.finals.as_slice().into(),
+    };
+    if finals.is_empty() && def.uncertainty != Uncertainty::Exact && def.dimension != Dimension::Operability {
+        let why = match c {
+            Some(c) if !data.finals.is_empty() => format!("not measured at c={c}"),
+            _ => "no measured requests yet".to_string(),
+        };
+        return Measurement::missing(why, def.uncertainty, c);
+    }
+    let mut m = match key.base {
+        "aggregate_tok_s" => {
+            // The value is the level's steady-window figure (median over repetitions). Its
+            // interval is the request bootstrap of the whole span, rescaled to that value: the
+            // same relative uncertainty around the figure every page shows.
+            let level = c.and_then(|c| data.level_at(c));
+            let value = level
+                .as_ref()
+                .and_then(|l| l.aggregate_tok_s)
+                .filter(|_| finals.iter().any(|r| r.succeeded()));
+            let (span_value, interval) = windowed_rate(&finals, |r| f64::from(r.output_tokens.unwrap_or(0)));
+            let interval = match (value, span_value, interval) {
+                (Some(v), Some(span), Some((lo, hi))) if span > 0.0 => Some((lo * v / span, hi * v / span)),
+                _ => None,
+            };
+            Measurement {
+                value,
+                interval,
+                uncertainty: Uncertainty::Bootstrap,
+                n: finals.len() as f64,
+                unit: SampleUnit::Requests,
+                concurrency: c,
+                missing: None,
+            }
+        }
+        "request_throughput" => {
+            let (value, interval) = windowed_rate(&finals, |r| if r.succeeded() { 1.0 } else { 0.0 });
+            Measurement {
+                value,
+                interval,
+                uncertainty: Uncertainty::Bootstrap,
+                n: finals.len() as f64,
+                unit: SampleUnit::Requests,
+                concurrency: c,
+                missing: None,
+            }
+        }
+        base if base.ends_with("_ms") || base.ends_with("_tok_s_p50") => {
+            let values: Vec<f64> = finals.iter().filter_map(|r| per_request(base, r)).collect();
+            let q = quantile_of(base);
+            let mut m = sample_statistic(values, c, SampleUnit::Requests, move |v| quantile(v, q));
+            // The value is the level's percentile (the one level computation every page shows);
+            // the bootstrap of the requests' own quantile gives its interval.
+            if let Some(level) = c.and_then(|c| data.level_at(c)) {
+                m.value = level_percentile(&level, base, q);
+            }
+            if m.value.is_none() {
+                m.missing = Some(match base {
+                    b if b.starts_with("ttf") => {
+                        "no successful streamed request (streaming off or every request failed)".into()
+                    }
+                    _ => "no successful request with enough tokens".into(),
+                });
+            }
+            m
+        }
+        "e2e_cv" => {
+            let values: Vec<f64> = finals
+                .iter()
+                .filter(|r| r.succeeded())
+                .filter_map(|r| r.end_us.get().map(ms))
+                .collect();
+            sample_statistic(values, c, SampleUnit::Requests, |v| {
+                let n = v.len();
+                if n < 2 {
+                    return f64::NAN;
+                }
+                let mean = v.iter().sum::<f64>() / n as f64;
+                let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+                if mean > 0.0 { var.sqrt() / mean } else { f64::NAN }
+            })
+        }
+        "accuracy" | "pass_rate" => {
+            let outcomes = data.case_outcomes();
+            let weighted = key.base == "accuracy";
+            let w = |case: &str| {
+                if weighted {
+                    weights.get(case).copied().unwrap_or(1.0)
+                } else {
+                    1.0
+                }
+            };
+            let sum_w: f64 = outcomes.keys().map(|k| w(k)).sum();
+            let sum_w2: f64 = outcomes.keys().map(|k| w(k).powi(2)).sum();
+            let passed: f64 = outcomes.iter().map(|(k, share)| w(k) * share).sum();
+            if sum_w <= 0.0 {
+                Measurement::missing("no graded case yet", Uncertainty::Proportion, None)
+            } else {
+                // Repetitions of a case are not independent samples of the task, and weights
+                // shrink the information a sample holds: the interval uses Kish's effective
+                // number of cases (Σw)² / Σw², which is the case count when weights are equal.
+                let n_eff = sum_w * sum_w / sum_w2;
+                proportion(passed / sum_w * n_eff, n_eff, SampleUnit::Cases, None)
+            }
+        }
+        "grader_score" => {
+            let name = key.param.as_deref().unwrap_or_default();
+            let values: Vec<f64> = finals
+                .iter()
+                .filter_map(|r| {
+                    if !r.succeeded() {
+                        return Some(0.0);
+                    }
+                    r.grades.iter().find(|g| &*g.grader == name).map(|g| g.score)
+                })
+                .collect();
+            let mut m = sample_statistic(values, None, SampleUnit::Requests, |v| {
+                v.iter().sum::<f64>() / v.len() as f64
+            });
+            if m.value.is_none() || !finals.iter().any(|r| r.grades.iter().any(|g| &*g.grader == name)) {
+                m.value = None;
+                m.interval = None;
+                m.missing = Some(format!("no grade from a grader named {name:?}"));
+            }
+            m
+        }
+        "failure_rate" => {
+            let class: Option<ErrorClass> = key.error_class();
+            let failed = finals
+                .iter()
+                .filter(|r| match (class, r.error_class) {
+                    (_, None) => false,
+                    (None, Some(_)) => true,
+                    (Some(want), Some(got)) => want == got,
+                })
+                .count();
+            proportion(failed as f64, finals.len() as f64, SampleUnit::Requests, c)
+        }
+        "retry_share" => {
+            let retried = finals.iter().filter(|r| r.attempt > 0).count();
+            proportion(retried as f64, finals.len() as f64, SampleUnit::Requests, c)
+        }
+        "rate_limited_share" => {
+            let attempts: Vec<&&RequestRecord> = data.attempts.iter().filter(|r| Some(r.concurrency) == c).collect();
+            let limited = attempts
+                .iter()
+                .filter(|r| r.error_class == Some(ErrorClass::RateLimited) || r.http_status == Some(429))
+                .count();
+            proportion(limited as f64, attempts.len() as f64, SampleUnit::Attempts, c)
+        }
+        "usage_reported_share" => {
+            let ok: Vec<&&RequestRecord> = finals.iter().filter(|r| r.succeeded()).collect();
+            let usage = ok
+                .iter()
+                .filter(|r| r.output_tokens_source == Some(TokenSource::Usage))
+                .count();
+            let mut m = proportion(usage as f64, ok.len() as f64, SampleUnit::Requests, None);
+            if ok.is_empty() {
+                m.missing = Some("no successful request".into());
+            }
+            m
+        }
+        "soak_tok_s_loss" => soak_loss(data),
+        "operability_score" | "probes_passed_share" | "checklist_share" | "probe" | "checklist" => {
+            operability(key, extras)
+        }
+        "cost_per_1k_cases" | "cost_per_correct" => {
+            let (value, missing) = match cost {
+                None => (None, Some("no prices stated for this candidate".to_string())),
+                Some(s) if key.base == "cost_per_1k_cases" => (s.per_1k_cases, None),
+                Some(s) => (
+                    s.per_correct,
+                    (s.correct == 0).then(|| "no correct answer to divide by".to_string()),
+                ),
+            };
+            Measurement {
+                value,
+                interval: None,
+                uncertainty: Uncertainty::Exact,
+                n: cost.map(|s| s.answers as f64).unwrap_or(0.0),
+                unit: SampleUnit::Requests,
+                concurrency: None,
+                missing: missing.or_else(|| value.is_none().then(|| "no measured requests yet".to_string())),
+            }
+        }
+        other => Measurement::missing(format!("{other} has no measurement"), def.uncertainty, c),
+    };
+    if m.value.is_none() && m.missing.is_none() {
+        m.missing = Some("no measured value".into());
+    }
+    if m.value.is_some() {
+        m.missing = None;
+    }
+    m
+}
+
+/// Probe and checklist figures, from the candidate's latest probe run and current checklist.
+fn operability(key: &MetricKey, extras: &Extras<'_>) -> Measurement {
+    let value = operability_metric(&key.to_key(), extras.probes, extras.checklist);
+    let missing = match (key.base, extras.probes, extras.checklist) {
+        _ if value.is_some() => None,
+        ("probe" | "probes_passed_share", None, _) => {
+            Some("no probe run yet (run the probes on the candidate's Operability page)".to_string())
+        }
+        ("probe", Some(_), _) => Some("the probe does not apply to this endpoint".to_string()),
+        ("checklist" | "checklist_share", _, None) => {
+            Some("the readiness checklist is not filled in (candidate's Operability page)".to_string())
+        }
+        ("checklist", _, Some(_)) => Some("the item is marked not applicable".to_string()),
+        _ => Some("no probe run and no checklist yet (candidate's Operability page)".to_string()),
+    };
+    Measurement {
+        value,
+        interval: None,
+        uncertainty: Uncertainty::Exact,
+        n: 1.0,
+        unit: SampleUnit::Requests,
+        concurrency: None,
+        missing,
+    }
+}
+
+/// Throughput loss over the run's soak: the least-squares trend of per-window tok/s, from the
+/// first window to the last, as a share of the first (positive = throughput fell).
+fn soak_loss(data: &CandidateRecords<'_>) -> Measurement {
+    let soak: Vec<&RequestRecord> = data.finals.iter().copied().filter(|r| r.phase == Phase::Soak).collect();
+    let missing = |why: &str| Measurement::missing(why, Uncertainty::Bootstrap, None);
+    if soak.is_empty() {
+        return missing("this run has no soak phase (start one with the soak preset)");
+    }
+    let options = StabilityOptions::default();
+    let Some(analysis) = soak_analysis(&soak, &options) else {
+        return missing("the soak is too short to cut into windows");
+    };
+    let mid_min = |w: &crate::stability::soak::SoakWindow| (w.start_s + w.end_s) / 2.0 / 60.0;
+    let (Some(first), Some(last), Some(fit)) = (
+        analysis.windows.first(),
+        analysis.windows.last(),
+        analysis.tok_s.fit.as_ref(),
+    ) else {
+        return missing("the soak has too few windows for a trend");
+    };
+    let (x0, x1) = (mid_min(first), mid_min(last));
+    let start = fit.intercept + fit.slope * x0;
+    if start <= 0.0 {
+        return missing("no output tokens at the start of the soak");
+    }
+    let loss = |slope: f64| -slope * (x1 - x0) / start;
+    let interval = fit.slope_interval.map(|ci| {
+        let (a, b) = (loss(ci.hi), loss(ci.lo));
+        (a.min(b), a.max(b))
+    });
+    Measurement {
+        value: Some(loss(fit.slope)),
+        interval,
+        uncertainty: Uncertainty::Bootstrap,
+        n: analysis.requests as f64,
+        unit: SampleUnit::Requests,
+        concurrency: soak.first().map(|r| r.concurrency),
+        missing: None,
+    }
+}
+
+/// Too few observations for an interval on a bootstrap metric.
+pub fn too_few(m: &Measurement) -> bool {
+    m.uncertainty == Uncertainty::Bootstrap && m.value.is_some() && m.interval.is_none() && m.n < MIN_BOOTSTRAP_N as f64
+}

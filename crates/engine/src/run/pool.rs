@@ -1,0 +1,690 @@
+//! One candidate's request pool within a run: the units to send (`Feed`), sent closed loop
+//! (at most c in flight, each replaced when it ends) or open loop (on schedule, whatever the
+//! server does), each with its retries, and handed to the record writer. What the store
+//! already holds (`FinishedUnits`) is skipped, so a resumed run continues where it stopped.
+//!
+//! Retries: a failed attempt whose class is worth repeating is sent again (up to the run's
+//! `retries`, in every stage), after the wait its response's `Retry-After` asked for (capped),
+//! else exponential backoff with jitter (`domain::retry`). Each attempt is its own record
+//! (`attempt` 0, 1, …); figures take a request's outcome from its last attempt only.
+//!
+//! Isolation: each candidate's final outcomes feed its error budget (`domain::run::ErrorBudget`);
+//! once it is exceeded the candidate *halts* — no new request, no further retry — while the
+//! run goes on with the others (the executor stores the stop and its reason).
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use reqwest::header::HeaderValue;
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::writer::{Grading, RecordSender};
+use crate::domain::candidate::Candidate;
+use crate::domain::evalset::EvalSetFile;
+use crate::domain::retry::retry_delay;
+use crate::domain::run::{BudgetWindow, CYCLE_LIMIT, ErrorClass, Phase, Run, RunConfig, join_repetition};
+use crate::domain::stats::SplitMix64;
+use crate::cancel::Cancel;
+use crate::error::EngineError;
+use crate::wire::client::{CandidateClient, Exchange, RecordIdentity, Timeouts, wall_clock_us};
+use crate::wire::failure::Failure;
+use crate::wire::protocol::{PreparedRequest, RequestParams};
+use crate::wire::provider::prepare;
+use crate::store::RecordFact;
+
+/// The phase of a plain eval run's measured requests (see `RunConfig::measured_phase`).
+pub const MEASURED_PHASE: Phase = Phase::Quality;
+
+/// Whether a failed attempt is worth repeating (see `ErrorClass::is_retryable`).
+pub fn is_retryable(class: ErrorClass) -> bool {
+    class.is_retryable()
+}
+
+/// One request to make: a case at a repetition, in a phase, from a given attempt on.
+#[derive(Debug, Clone)]
+pub(crate) struct Unit {
+    pub case_index: usize,
+    pub phase: Phase,
+    pub repetition: u32,
+    pub is_warmup: bool,
+    pub first_attempt: u32,
+    pub last_attempt: u32,
+    /// The load condition stored with the record: the concurrency, 0 for open loop.
+    pub concurrency: u32,
+}
+
+/// What the store already holds for one candidate, keyed by (case, phase, repetition).
+#[derive(Debug, Default)]
+pub struct FinishedUnits {
+    /// Highest stored attempt and whether that unit is settled.
+    units: HashMap<(String, Phase, u32), (u32, bool)>,
+    /// Warm-ups already stored; new warm-ups are numbered after them so none collide.
+    pub warmups: u32,
+    /// Whether a staged rollout was already recorded (a resumed run does not repeat it).
+    pub rollout_done: bool,
+}
+
+impl FinishedUnits {
+    /// What the store holds of `candidate_id`, from the stored facts (keys and outcomes, no
+    /// text), so a resumed run does not load every record. A unit is settled when an attempt
+    /// succeeded, the last allowed attempt is stored, or the last stored failure is not worth
+    /// retrying.
+    pub fn from_facts(facts: &[RecordFact], candidate_id: i64, retries: u32) -> Self {
+        let mut out = FinishedUnits::default();
+        for r in facts.iter().filter(|f| f.candidate_id == candidate_id) {
+            if r.phase == Phase::Judge {
+                // Judge calls are the judge pass's to resume (`llm_judge`), not units.
+                continue;
+            }
+            if r.is_warmup {
+                if r.phase == Phase::Smoke {
+                    out.rollout_done = true;
+                } else {
+                    out.warmups = out.warmups.max(r.repetition + 1);
+                }
+                continue;
+            }
+            let settled_by_this =
+                r.error_class.is_none() || r.attempt >= retries || r.error_class.is_some_and(|c| !is_retryable(c));
+            let entry = out
+                .units
+                .entry((r.case_id.to_string(), r.phase, r.repetition))
+                .or_insert((r.attempt, false));
+            if r.attempt >= entry.0 {
+                entry.0 = r.attempt;
+            }
+            entry.1 |= settled_by_this;
+        }
+        out
+    }
+
+    /// None when settled; else the attempt index to continue with.
+    pub fn next_attempt(&self, case_id: &str, phase: Phase, repetition: u32) -> Option<u32> {
+        match self.units.get(&(case_id.to_string(), phase, repetition)) {
+            None => Some(0),
+            Some((_, true)) => None,
+            Some((last, false)) => Some(last + 1),
+        }
+    }
+}
+
+/// Tallies for one pool of units.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Tally {
+    pub succeeded: u32,
+    pub failed: u32,
+    pub retries: u32,
+    /// Successful requests that stopped at max_tokens (`finish_reason: length`).
+    pub truncated: u32,
+    /// The first few final failures: (case id, failure).
+    pub failures: Vec<(String, Failure)>,
+}
+
+impl Tally {
+    pub(crate) fn add(&mut self, other: Tally) {
+        self.succeeded += other.succeeded;
+        self.failed += other.failed;
+        self.retries += other.retries;
+        self.truncated += other.truncated;
+        for f in other.failures {
+            if self.failures.len() < 5 {
+                self.failures.push(f);
+            }
+        }
+    }
+}
+
+/// Where the units of one pool come from.
+pub(crate) enum Feed {
+    /// A fixed list (rollout stages, warm-ups).
+    List(VecDeque<Unit>),
+    /// The cases of one level × bin × repetition, cycled `limit` times or until `deadline`.
+    Cycle(CycleFeed),
+}
+
+pub(crate) struct CycleFeed {
+    pub cases: Vec<usize>,
+    pub case_ids: Vec<String>,
+    pub phase: Phase,
+    pub level: u32,
+    pub repetition: u32,
+    pub concurrency: u32,
+    pub last_attempt: u32,
+    /// Units to hand out in all (settled ones included); None: until the deadline.
+    pub limit: Option<usize>,
+    pub deadline: Option<Instant>,
+    pub next: usize,
+    pub done: Arc<FinishedUnits>,
+}
+
+impl Feed {
+    fn next(&mut self) -> Option<Unit> {
+        match self {
+            Feed::List(units) => units.pop_front(),
+            Feed::Cycle(f) => loop {
+                if f.cases.is_empty() || f.limit.is_some_and(|n| f.next >= n) {
+                    return None;
+                }
+                if f.deadline.is_some_and(|d| Instant::now() >= d) {
+                    return None;
+                }
+                let i = f.next;
+                f.next += 1;
+                let cycle = (i / f.cases.len()) as u32;
+                if cycle >= CYCLE_LIMIT {
+                    return None;
+                }
+                let k = i % f.cases.len();
+                let repetition = join_repetition(f.level, f.repetition, cycle);
+                if let Some(first_attempt) = f.done.next_attempt(&f.case_ids[k], f.phase, repetition) {
+                    return Some(Unit {
+                        case_index: f.cases[k],
+                        phase: f.phase,
+                        repetition,
+                        is_warmup: false,
+                        first_attempt,
+                        last_attempt: f.last_attempt,
+                        concurrency: f.concurrency,
+                    });
+                }
+            },
+        }
+    }
+}
+
+/// Everything the workers of one candidate share.
+pub(crate) struct CandidateRun {
+    pub run_id: i64,
+    pub config: RunConfig,
+    pub candidate: Candidate,
+    pub file: Arc<EvalSetFile>,
+    pub case_count: usize,
+    client: CandidateClient,
+    params: RequestParams,
+    records: RecordSender,
+    pub cancel: Cancel,
+    /// The last outcomes of this candidate's measured requests, against its error budget.
+    budget: Mutex<BudgetWindow>,
+    halt: Halt,
+}
+
+/// One candidate's stop signal: set once, with its reason, when its error budget runs out.
+#[derive(Default)]
+struct Halt {
+    halted: AtomicBool,
+    reason: Mutex<Option<String>>,
+    notify: Notify,
+}
+
+impl CandidateRun {
+    pub(crate) fn new(
+        run: &Run,
+        candidate: &Candidate,
+        file: Arc<EvalSetFile>,
+        records: RecordSender,
+        cancel: Cancel,
+    ) -> Result<Arc<Self>, EngineError> {
+        let config = run.config.clone();
+        let client =
+            CandidateClient::new(&candidate.spec, config.pool_size(), Timeouts::for_run(&config)).map_err(|e| {
+                EngineError::Client {
+                    candidate: candidate.spec.name.clone(),
+                    message: e.to_string(),
+                }
+            })?;
+        let case_count = config.case_count(file.cases.len());
+        Ok(Arc::new(CandidateRun {
+            run_id: run.id,
+            params: RequestParams::resolve(&config, &file.header, &candidate.spec),
+            config,
+            candidate: candidate.clone(),
+            file,
+            case_count,
+            client,
+            records,
+            cancel,
+            budget: Mutex::new(BudgetWindow::new(run.config.error_budget)),
+            halt: Halt::default(),
+        }))
+    }
+
+    /// Whether this candidate stopped sending because its error budget ran out.
+    pub(crate) fn halted(&self) -> bool {
+        self.halt.halted.load(Ordering::Acquire)
+    }
+
+    /// Why it halted ("12 of its last 20 measured requests failed, …"), once it has.
+    pub(crate) fn halt_reason(&self) -> Option<String> {
+        self.halt.reason.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// No new request, no further retry: the run was cancelled or this candidate halted.
+    fn stopping(&self) -> bool {
+        self.cancel.is_cancelled() || self.halted()
+    }
+
+    /// Counts a measured request's final outcome against the error budget (warm-ups and the
+    /// staged start do not count); halts the candidate when the budget is exceeded.
+    fn settle(&self, unit: &Unit, failure: Option<&Failure>) {
+        if unit.is_warmup {
+            return;
+        }
+        let exceeded = self
+            .budget
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .record(failure.is_some());
+        let (Some(x), Some(last)) = (exceeded, failure) else {
+            return;
+        };
+        let reason = format!(
+            "{} of its last {} measured requests failed, over the error budget ({} failed); the last: {} ({})",
+            x.failed,
+            x.window,
+            self.config.error_budget.describe(),
+            last.class.as_str(),
+            last.detail
+        );
+        let mut slot = self.halt.reason.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(reason);
+            self.halt.halted.store(true, Ordering::Release);
+            self.halt.notify.notify_waiters();
+        }
+    }
+
+    /// The jitter draw of a unit's retry: seeded by the attempt's key, so a run's waits are
+    /// reproducible and requests failed together spread out.
+    fn jitter(&self, unit: &Unit, attempt: u32) -> f64 {
+        let key = (self.run_id as u64).rotate_left(40)
+            ^ (self.candidate.id as u64).rotate_left(24)
+            ^ (unit.case_index as u64).rotate_left(8)
+            ^ u64::from(unit.repetition).rotate_left(48)
+            ^ u64::from(attempt);
+        SplitMix64::new(key).next_f64()
+    }
+}
+
+impl CandidateRun {
+    /// Closed loop: `concurrency` workers, each taking the next unit as soon as its previous
+    /// one ends, so at most `concurrency` requests are ever in flight.
+    pub(crate) async fn closed_loop(self: Arc<Self>, feed: Feed, concurrency: u32) -> Result<Tally, EngineError> {
+        let workers = match &feed {
+            Feed::List(units) => units.len().min(concurrency.max(1) as usize),
+            Feed::Cycle(_) => concurrency.max(1) as usize,
+        };
+        let feed = Arc::new(Mutex::new(feed));
+        let mut set = JoinSet::new();
+        for _ in 0..workers {
+            set.spawn(self.clone().worker(feed.clone()));
+        }
+        join_all(set).await
+    }
+
+    async fn worker(self: Arc<Self>, feed: Arc<Mutex<Feed>>) -> Tally {
+        let mut tally = Tally::default();
+        loop {
+            if self.stopping() {
+                return tally;
+            }
+            // The unit is ready to go now: everything until the send is bakeoff's own queue.
+            let ready = Instant::now();
+            let Some(unit) = feed.lock().unwrap_or_else(|p| p.into_inner()).next() else {
+                return tally;
+            };
+            tally.add(self.send_unit(unit, ready).await);
+        }
+    }
+
+    /// Open loop: units sent at `per_second` (evenly spaced, or with exponential gaps when
+    /// `poisson`, seeded) whatever the server does, at most `max_in_flight` at once; each
+    /// request's client queue time is its lateness against the schedule.
+    pub(crate) async fn open_loop(
+        self: Arc<Self>,
+        mut feed: Feed,
+        per_second: f64,
+        poisson: bool,
+        max_in_flight: usize,
+        seed: u64,
+    ) -> Result<Tally, EngineError> {
+        let mut rng = SplitMix64::new(seed);
+        let gap = |rng: &mut SplitMix64| {
+            let mean = 1.0 / per_second.max(1e-6);
+            let secs = if poisson {
+                -(1.0 - rng.next_f64()).ln() * mean
+            } else {
+                mean
+            };
+            Duration::from_secs_f64(secs)
+        };
+        let limit = Arc::new(Semaphore::new(max_in_flight));
+        let mut set = JoinSet::new();
+        let mut cancel = self.cancel.clone();
+        let mut planned = Instant::now();
+        loop {
+            let halted = self.halt.notify.notified();
+            tokio::pin!(halted);
+            halted.as_mut().enable();
+            if self.halted() {
+                break;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep_until(planned) => {}
+                _ = cancel.cancelled() => break,
+                _ = &mut halted => break,
+            }
+            let Some(unit) = feed.next() else { break };
+            let Ok(permit) = limit.clone().acquire_owned().await else {
+                break;
+            };
+            let this = self.clone();
+            let due = planned;
+            set.spawn(async move {
+                let tally = this.send_unit(unit, due).await;
+                drop(permit);
+                tally
+            });
+            // Finished tasks are collected as we go, so a long run keeps no dead handles.
+            while let Some(joined) = set.try_join_next() {
+                if let Err(e) = joined {
+                    set.abort_all();
+                    return Err(EngineError::Internal(format!("a request task ended abnormally: {e}")));
+                }
+            }
+            planned += gap(&mut rng);
+        }
+        join_all(set).await
+    }
+
+    /// Prepares, sends (with retries) and records one unit. `ready` is when it could have been
+    /// sent: the wait until the actual send is recorded as client queue time.
+    pub(crate) async fn send_unit(&self, unit: Unit, ready: Instant) -> Tally {
+        let mut tally = Tally::default();
+        let mut cancel = self.cancel.clone();
+        let case = &self.file.cases[unit.case_index];
+        let prepared = prepare(
+            &self.candidate.spec,
+            self.client.api_key(),
+            &self.file,
+            case,
+            &self.params,
+        );
+        let prepared = match prepared {
+            Ok(p) => p,
+            Err(failure) => {
+                tally.failed += 1;
+                tally.failures.push((case.id.clone(), failure.clone()));
+                self.settle(&unit, Some(&failure));
+                self.store_record(&unit, unit.first_attempt, unsent(failure, ready));
+                return tally;
+            }
+        };
+        let mut ready = ready;
+        for attempt in unit.first_attempt..=unit.last_attempt.max(unit.first_attempt) {
+            // While the database is away and the writer holds its bound of records, no new
+            // request is sent (the wait shows as client queue time): the run pauses, nothing is lost.
+            tokio::select! {
+                _ = self.records.room() => {}
+                _ = cancel.cancelled() => return tally,
+            }
+            let request = self.with_request_id(&prepared, &unit, attempt);
+            let queue_us = micros(ready.elapsed());
+            let exchange = tokio::select! {
+                x = self.client.send(&request, queue_us) => x,
+                _ = cancel.cancelled() => return tally,
+            };
+            let failure = exchange.failure.clone();
+            let retry_after = exchange.retry_after;
+            let truncated = exchange.finish_reason.as_deref() == Some("length");
+            self.store_record(&unit, attempt, exchange);
+            let retry = match &failure {
+                None => {
+                    tally.succeeded += 1;
+                    tally.truncated += u32::from(truncated);
+                    self.settle(&unit, None);
+                    break;
+                }
+                Some(f) => attempt < unit.last_attempt && is_retryable(f.class) && !self.halted(),
+            };
+            if retry {
+                let wait = retry_delay(attempt - unit.first_attempt, retry_after, self.jitter(&unit, attempt));
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = cancel.cancelled() => return tally,
+                }
+                // A candidate halted meanwhile sends no more; the attempt stays its last.
+                if !self.halted() {
+                    tally.retries += 1;
+                    ready = Instant::now();
+                    continue;
+                }
+            }
+            if let Some(f) = failure {
+                tally.failed += 1;
+                self.settle(&unit, Some(&f));
+                tally.failures.push((case.id.clone(), f));
+            }
+            break;
+        }
+        tally
+    }
+
+    /// Tags the attempt with `x-request-id: bakeoff-RUN-CANDIDATE-PHASE-CASEINDEX-REPETITION-ATTEMPT`,
+    /// so it can be found in the server's logs (the mock's ground truth keeps it).
+    fn with_request_id(&self, prepared: &PreparedRequest, unit: &Unit, attempt: u32) -> PreparedRequest {
+        let mut request = prepared.clone();
+        let id = request_id(
+            self.run_id,
+            self.candidate.id,
+            unit.phase,
+            unit.case_index,
+            unit.repetition,
+            attempt,
+        );
+        if let Ok(value) = HeaderValue::from_str(&id) {
+            request.headers.insert("x-request-id", value);
+        }
+        request
+    }
+
+    /// Hands the record to the writer, which counts tokens and grades it off the hot path.
+    fn store_record(&self, unit: &Unit, attempt: u32, exchange: Exchange) {
+        let case = &self.file.cases[unit.case_index];
+        let graded = exchange.succeeded() && !unit.is_warmup;
+        let (record, chunk_text) = exchange.into_parts(RecordIdentity {
+            run_id: self.run_id,
+            candidate_id: self.candidate.id,
+            case_id: case.id.clone(),
+            phase: unit.phase,
+            repetition: unit.repetition,
+            attempt,
+            concurrency: unit.concurrency,
+            is_warmup: unit.is_warmup,
+        });
+        let grading = graded.then(|| Grading {
+            file: self.file.clone(),
+            case_index: unit.case_index,
+        });
+        if !self.records.send(record, chunk_text, grading) {
+            tracing::error!(run_id = self.run_id, "record writer stopped; a record was dropped");
+        }
+    }
+}
+
+async fn join_all(mut set: JoinSet<Tally>) -> Result<Tally, EngineError> {
+    let mut tally = Tally::default();
+    while let Some(joined) = set.join_next().await {
+        match joined {
+            Ok(t) => tally.add(t),
+            Err(e) => {
+                set.abort_all();
+                return Err(EngineError::Internal(format!("a request worker ended abnormally: {e}")));
+            }
+        }
+    }
+    Ok(tally)
+}
+
+/// The `x-request-id` bakeoff sends with an attempt: the attempt's key packed into a UUID
+/// (version 8, "custom"), because real servers validate this header — llama-cpp-python's
+/// server answers any non-UUID `x-request-id` with a bare `400 Bad Request` and no body.
+/// Layout: run (32 bits) - candidate (16) - `8` phase (4) attempt (8) - variant+repetition (16)
+/// - case index (48), so the mock's ground truth can still be matched to each record.
+pub fn request_id(
+    run_id: i64,
+    candidate_id: i64,
+    phase: Phase,
+    case_index: usize,
+    repetition: u32,
+    attempt: u32,
+) -> String {
+    let phase_nibble = match phase {
+        Phase::Warmup => 0,
+        Phase::Smoke => 1,
+        Phase::Quality => 2,
+        Phase::Throughput => 3,
+        Phase::Soak => 4,
+        Phase::Probe => 5,
+        Phase::Judge => 6,
+    };
+    format!(
+        "{:08x}-{:04x}-8{:x}{:02x}-{:04x}-{:012x}",
+        run_id as u32,
+        candidate_id as u16,
+        phase_nibble,
+        attempt.min(0xff),
+        0x8000 | (repetition & 0x3fff),
+        case_index as u64 & 0xffff_ffff_ffff,
+    )
+}
+
+/// The record of an attempt that could not even be sent.
+fn unsent(failure: Failure, ready: Instant) -> Exchange {
+    Exchange {
+        sent_at_us: wall_clock_us(),
+        client_queue_us: micros(ready.elapsed()),
+        end_us: Some(0),
+        failure: Some(failure),
+        ..Default::default()
+    }
+}
+
+fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::run::{RequestRecord, TokenSource};
+
+    #[test]
+    fn request_ids_are_uuids_and_tell_attempts_apart() {
+        let id = request_id(3, 2, Phase::Quality, 17, 1, 0);
+        assert_eq!(id, "00000003-0002-8200-8001-000000000011");
+        let groups: Vec<usize> = id.split('-').map(str::len).collect();
+        assert_eq!(groups, [8, 4, 4, 4, 12]);
+        assert!(id.chars().all(|c| c == '-' || c.is_ascii_hexdigit()));
+        let mut seen = std::collections::HashSet::new();
+        for phase in [Phase::Warmup, Phase::Quality, Phase::Soak] {
+            for (case, rep, attempt) in [(0, 0, 0), (0, 0, 1), (0, 1, 0), (1, 0, 0)] {
+                assert!(seen.insert(request_id(3, 2, phase, case, rep, attempt)));
+            }
+        }
+    }
+
+    fn rec(case: &str, rep: u32, attempt: u32, class: Option<ErrorClass>, warm: bool) -> RequestRecord {
+        let mut x = Exchange {
+            failure: class.map(|c| Failure::new(c, "x")),
+            output: "ok".into(),
+            output_tokens_source: Some(TokenSource::Chunks),
+            ..Default::default()
+        };
+        x.end_us = Some(1);
+        x.into_record(RecordIdentity {
+            run_id: 1,
+            candidate_id: 3,
+            case_id: case.into(),
+            phase: if warm { Phase::Warmup } else { MEASURED_PHASE },
+            repetition: rep,
+            attempt,
+            concurrency: 1,
+            is_warmup: warm,
+        })
+    }
+
+    #[test]
+    fn resume_skips_settled_units_and_continues_attempts() {
+        let mut smoke = rec("s", 0, 0, None, true);
+        smoke.phase = Phase::Smoke;
+        let records = [
+            rec("a", 0, 0, None, false),
+            rec("b", 0, 0, Some(ErrorClass::HttpServerError), false),
+            rec("c", 0, 0, Some(ErrorClass::HttpServerError), false),
+            rec("c", 0, 1, Some(ErrorClass::StreamCut), false),
+            rec("d", 0, 0, Some(ErrorClass::ContextLengthExceeded), false),
+            rec("w", 0, 0, None, true),
+            rec("w", 1, 0, None, true),
+            smoke,
+        ];
+        // The stored facts (no text), as a resumed run reads them.
+        let facts: Vec<RecordFact> = records
+            .iter()
+            .map(|r| RecordFact {
+                candidate_id: r.candidate_id,
+                case_id: r.case_id.clone(),
+                phase: r.phase,
+                repetition: r.repetition,
+                attempt: r.attempt,
+                is_warmup: r.is_warmup,
+                error_class: r.error_class,
+                passed: None,
+            })
+            .collect();
+        let done = FinishedUnits::from_facts(&facts, 3, 1);
+        assert_eq!(done.next_attempt("a", MEASURED_PHASE, 0), None);
+        assert_eq!(done.next_attempt("a", MEASURED_PHASE, 1), Some(0));
+        assert_eq!(done.next_attempt("b", MEASURED_PHASE, 0), Some(1));
+        assert_eq!(done.next_attempt("c", MEASURED_PHASE, 0), None, "retries used up");
+        assert_eq!(done.next_attempt("d", MEASURED_PHASE, 0), None, "not worth retrying");
+        assert_eq!(done.next_attempt("new", MEASURED_PHASE, 0), Some(0));
+        assert_eq!(done.warmups, 2);
+        assert!(done.rollout_done);
+        let other = FinishedUnits::from_facts(&facts, 4, 1);
+        assert_eq!(other.next_attempt("a", MEASURED_PHASE, 0), Some(0));
+        assert!(!other.rollout_done);
+    }
+
+    #[test]
+    fn deterministic_failures_are_not_retried() {
+        assert!(!is_retryable(ErrorClass::ContextLengthExceeded));
+        assert!(!is_retryable(ErrorClass::HttpClientError));
+        assert!(is_retryable(ErrorClass::RateLimited));
+        assert!(is_retryable(ErrorClass::StreamCut));
+    }
+
+    #[test]
+    fn cycle_feed_numbers_units_uniquely_and_stops_at_its_limit() {
+        let mut feed = Feed::Cycle(CycleFeed {
+            cases: vec![0, 2],
+            case_ids: vec!["a".into(), "c".into()],
+            phase: Phase::Throughput,
+            level: 2,
+            repetition: 1,
+            concurrency: 8,
+            last_attempt: 1,
+            limit: Some(5),
+            deadline: None,
+            next: 0,
+            done: Arc::new(FinishedUnits::default()),
+        });
+        let units: Vec<(usize, u32)> = std::iter::from_fn(|| feed.next())
+            .map(|u| (u.case_index, u.repetition))
+            .collect();
+        let r = |cycle| join_repetition(2, 1, cycle);
+        assert_eq!(units, vec![(0, r(0)), (2, r(0)), (0, r(1)), (2, r(1)), (0, r(2))]);
+    }
+}

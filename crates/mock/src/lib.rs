@@ -1,0 +1,124 @@
+//! The built-in OpenAI-compatible mock server: a product feature for the demo, harness
+//! calibration and tests. Behaviour comes from model profiles; answers from eval-set keys.
+//! The user documentation (every profile field, the token rule, the ground-truth endpoint) is
+//! docs/mock.md.
+//!
+//! Map: `profile` (profiles, TOML, demo set) · `tokens` (approximate tokenizer, filler) ·
+//! `answers` (answer key, deterministic accuracy) · `generate` (what and when to send, chunk
+//! rendering) · `server` (router, endpoints, bookkeeping) · `listener` (connections, kernel
+//! receipt stamps) · `log` (ground truth ring buffer) · `metrics` (Prometheus text) · `rng`
+//! (portable seeded randomness).
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use crate::domain::evalset::EvalSetFile;
+
+mod answers;
+mod generate;
+mod listener;
+mod log;
+mod metrics;
+mod profile;
+mod rng;
+mod server;
+pub mod tokens;
+
+pub use log::{CaseTruth, LOG_CAPACITY, LogPage, Outcome, RequestRecord};
+pub use profile::{ModelProfile, OverlongBehaviour, ProfileError, demo_profiles, parse_profiles};
+
+/// The `server` header on every response.
+pub const SERVER_HEADER: &str = concat!("bakeoff-mock/", env!("CARGO_PKG_VERSION"));
+
+/// The first line `bakeoff mock` prints on standard output once it accepts connections, followed
+/// by its root URL: how a parent that asked for port 0 (`bakeoff calibrate`) learns the port.
+pub const LISTENING_LINE: &str = "listening on ";
+
+/// Everything the mock serves.
+#[derive(Debug, Clone, Default)]
+pub struct MockConfig {
+    pub profiles: Vec<ModelProfile>,
+    /// Eval sets whose expected outputs the mock answers with (at each profile's accuracy).
+    pub answer_keys: Vec<EvalSetFile>,
+    pub seed: u64,
+}
+
+/// A running mock server; dropping the handle does not stop it, `shutdown` does.
+pub struct MockServer {
+    pub addr: SocketAddr,
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl MockServer {
+    /// The base URL a candidate uses: `http://ADDR/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// The server's root (`http://ADDR`), for `/health`, `/metrics` and `/mock/requests`.
+    pub fn root_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops accepting connections and waits for open responses to finish.
+    pub async fn shutdown(self) -> std::io::Result<()> {
+        let _ = self.stop.send(true);
+        self.task.await.map_err(std::io::Error::other)?
+    }
+}
+
+/// Serves the mock on `listener` in a background task. Invalid profiles (a field out of range,
+/// a duplicate name) are refused with `InvalidInput`.
+pub async fn spawn(config: MockConfig, listener: tokio::net::TcpListener) -> std::io::Result<MockServer> {
+    spawn_with_log(config, listener, LOG_CAPACITY).await
+}
+
+/// Like [`spawn`], keeping the latest `log_capacity` ground-truth records instead of
+/// [`LOG_CAPACITY`] (calibration keeps a whole level's).
+pub async fn spawn_with_log(
+    config: MockConfig,
+    listener: tokio::net::TcpListener,
+    log_capacity: usize,
+) -> std::io::Result<MockServer> {
+    let mut state =
+        server::MockState::new(config).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    state.log = log::RequestLog::with_capacity(log_capacity);
+    let addr = listener.local_addr()?;
+    let app = server::router(Arc::new(state)).into_make_service_with_connect_info::<listener::LastRead>();
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    let listener = listener::StampedListener::new(listener);
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
+            .await
+    });
+    Ok(MockServer { addr, stop, task })
+}
+
+/// Reads and validates a profiles TOML file.
+pub fn load_profiles(path: &Path) -> anyhow::Result<Vec<ModelProfile>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading model profiles {}", path.display()))?;
+    Ok(parse_profiles(&path.display().to_string(), &text)?)
+}
+
+/// Reads and parses the eval-set files the mock answers with.
+pub fn load_answer_keys(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<EvalSetFile>> {
+    paths
+        .iter()
+        .map(|path| {
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("reading answer key {}", path.display()))?;
+            Ok(EvalSetFile::parse(&path.display().to_string(), &text)?)
+        })
+        .collect()
+}
+
+// The layers below, under the names the code has always used (`crate::domain::…`).
+use bakeoff_domain as domain;
+use bakeoff_kernel_stamps as kernel_stamps;
+pub use bakeoff_domain::VERSION;

@@ -1,0 +1,199 @@
+//! Both completion endpoints: check the request, admit it, draw its faults and its answer, then
+//! respond streaming or whole. The order of the random draws is part of the mock's ground truth
+//! (calibration and tests rely on it): the fault roll, then the schedule.
+use std::sync::atomic::Ordering;
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::Response;
+use tokio::time::Instant;
+
+use super::admission::{admit, rate_headers};
+use super::faults::{count_scheduled_faults, fit_context, injected_error, plan_cut, planned_rate_limit};
+use super::request::{ApiError, Parsed, parse_request};
+use super::streaming::{Phase, Streamer, stream_response};
+use super::tracker::Tracker;
+use super::whole::whole_response;
+use super::{MockState, Received, Shared, unix_ms};
+use crate::answers::Answer;
+use crate::generate::{Api, Generator, Limits, Plan, Renderer, Schedule, judge_reply};
+use crate::log::CaseTruth;
+use crate::profile::ModelProfile;
+use crate::rng::{SplitMix, stable_hash};
+
+pub(super) async fn handle(state: Shared, api: Api, received: Received, headers: &HeaderMap, body: &[u8]) -> Response {
+    let mut tracker = Tracker::new(state.clone(), api, received, headers);
+    let req = match parse_request(api, body) {
+        Ok(r) => r,
+        Err(e) => return tracker.reject(as_the_named_profile_answers(&state, body, e)),
+    };
+    tracker.record.model = req.model.clone();
+    tracker.record.stream = req.stream;
+    tracker.record.prompt_tokens = req.prompt_tokens;
+    let Some(&p) = state.by_name.get(&req.model) else {
+        let error = ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!(
+                "The model `{}` does not exist or you do not have access to it.",
+                req.model
+            ),
+            "invalid_request_error",
+            Some("model"),
+            Some("model_not_found"),
+        );
+        // Not found is not a stream: nothing was sent.
+        tracker.record.stream = false;
+        return tracker.reject(error);
+    };
+    tracker.profile = Some(p);
+    let ps = &state.profiles[p];
+    let profile = &ps.profile;
+
+    let prompt_tokens = match fit_context(&state, profile, api, &req).await {
+        Ok(n) => n,
+        Err(e) => {
+            tracker.record.stream = false;
+            return tracker.reject(e);
+        }
+    };
+    tracker.record.prompt_tokens = prompt_tokens;
+    let rate = admit(ps);
+    let rate_headers_on = !profile.no_rate_limit_headers;
+    let with_rate = |mut response: Response| {
+        if rate_headers_on {
+            rate_headers(&mut response, &rate);
+        }
+        response
+    };
+    let refuse = |mut tracker: Tracker, error: ApiError| {
+        tracker.record.stream = false;
+        with_rate(tracker.reject(error))
+    };
+    if !rate.allowed {
+        let error = ApiError::rate_limited(
+            format!(
+                "Rate limit reached for {} on requests per minute: limit {}.",
+                profile.name, rate.limit
+            ),
+            "rate_limit_exceeded",
+            rate.reset.as_secs_f64().ceil() as u64,
+        );
+        return refuse(tracker, error);
+    }
+    let number = ps.admitted.fetch_add(1, Ordering::Relaxed) + 1;
+    let key = ps.draw_key(state.seed, req.match_text.as_deref().unwrap_or_default());
+    let mut rng = SplitMix::new(key);
+    if let Some(error) = injected_error(&state, ps, rng.next_f64()) {
+        return refuse(tracker, error);
+    }
+    if let Some(error) = planned_rate_limit(&state, profile, number) {
+        return refuse(tracker, error);
+    }
+
+    let answer = choose_answer(&state, profile, api, &req, key);
+    tracker.record.case = answer.as_ref().map(|a| CaseTruth {
+        set: a.set.clone(),
+        case_id: a.case_id.clone(),
+        correct: a.correct,
+    });
+    let plan = plan_reply(&state, profile, api, &req, prompt_tokens, answer);
+    let mut schedule = Schedule::new(profile, prompt_tokens, plan.total(), &mut rng);
+    schedule.slow_down(ps.drift_factor());
+    plan_cut(profile, number, plan.total(), &mut schedule);
+    count_scheduled_faults(&state, profile, &schedule, &mut tracker);
+    ps.prompt_tokens.fetch_add(u64::from(prompt_tokens), Ordering::Relaxed);
+    let created = unix_ms() as u64 / 1000;
+    let renderer = Renderer::new(api, &tracker.record.id, created, ps.reported_model());
+    let generator = Generator::new(plan, schedule, rng, Instant::now());
+    let id = tracker.record.id.clone();
+    let mut response = if req.stream {
+        stream_response(Streamer {
+            state: state.clone(),
+            profile: p,
+            api,
+            tracker,
+            renderer,
+            generator,
+            include_usage: req.include_usage && !profile.no_usage_in_stream,
+            prompt_tokens,
+            slot: None,
+            phase: Phase::Start,
+        })
+    } else {
+        whole_response(state.clone(), p, api, tracker, generator, prompt_tokens, created).await
+    };
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert("x-request-id", v);
+    }
+    with_rate(response)
+}
+
+/// An invalid request is answered as the profile named in its body (if any) answers them.
+fn as_the_named_profile_answers(state: &MockState, body: &[u8], mut e: ApiError) -> ApiError {
+    let named = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_string))
+        .and_then(|m| state.by_name.get(&m).copied());
+    if let Some(p) = named {
+        let status = state.profiles[p].profile.invalid_param_status;
+        e.status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+        if e.status.is_server_error() {
+            e.kind = "server_error";
+        }
+    }
+    e
+}
+
+/// The answer key's answer to the case the request asks (None: no case), right as often as the
+/// profile's accuracy, flipped as often as its inconsistency (drawn from the request's `key`).
+fn choose_answer(state: &MockState, profile: &ModelProfile, api: Api, req: &Parsed, key: u64) -> Option<Answer> {
+    let case = req.match_text.as_deref().and_then(|text| match api {
+        Api::Chat => state.answers.find_chat(text),
+        Api::Completions => state.answers.find_prompt(text),
+    });
+    // A separate generator, so an inconsistent profile draws its faults exactly as before.
+    let flip = profile.inconsistency > 0.0
+        && SplitMix::new(stable_hash(&[&key.to_le_bytes(), b"inconsistency"])).chance(profile.inconsistency);
+    case.map(|c| {
+        let usual = state.answers.answer(c, state.seed, &profile.name, profile.accuracy);
+        if flip {
+            let opposite = if usual.correct { 0.0 } else { 1.0 };
+            state.answers.answer(c, state.seed, &profile.name, opposite)
+        } else {
+            usual
+        }
+    })
+}
+
+/// What the reply says and how long it runs: the answer (or a judge's verdict, or filler) within
+/// the request's token limits.
+fn plan_reply(
+    state: &MockState,
+    profile: &ModelProfile,
+    api: Api,
+    req: &Parsed,
+    prompt_tokens: u32,
+    answer: Option<Answer>,
+) -> Plan {
+    let max_tokens = match req.max_tokens {
+        Some(m) if profile.ignore_max_tokens => m.saturating_mul(2).saturating_add(1),
+        Some(m) => m,
+        None => profile
+            .default_max_tokens
+            .min(profile.context_length.saturating_sub(prompt_tokens).max(1)),
+    };
+    let limits = Limits {
+        max_tokens,
+        min_tokens: req.min_tokens,
+        ignore_eos: req.ignore_eos,
+    };
+    let filler_seed = stable_hash(&[
+        &state.seed.to_le_bytes(),
+        profile.name.as_bytes(),
+        req.match_text.as_deref().unwrap_or_default().as_bytes(),
+    ]);
+    // A prompt that is no case may be a judge prompt (`llm-judge` graders against the mock).
+    let text = answer
+        .map(|a| a.text)
+        .or_else(|| req.match_text.as_deref().and_then(judge_reply));
+    Plan::new(profile, api == Api::Chat, text, limits, filler_seed)
+}

@@ -1,0 +1,106 @@
+//! A non-streaming completion: the whole body at once, after the same schedule.
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use tokio::time::Instant;
+
+use super::Shared;
+use super::admission::acquire_slot;
+use super::tracker::Tracker;
+use crate::SERVER_HEADER;
+use crate::generate::{Api, Generator, Step, usage_json};
+use crate::log::Outcome;
+
+/// A non-streaming response: generate on the same schedule, then send everything at once.
+pub(super) async fn whole_response(
+    state: Shared,
+    profile: usize,
+    api: Api,
+    mut tracker: Tracker,
+    mut generator: Generator,
+    prompt_tokens: u32,
+    created: u64,
+) -> Response {
+    let slot = acquire_slot(&state, profile).await;
+    tracker.queue_done();
+    generator.begin(Instant::now());
+    let (mut reasoning, mut content) = (String::new(), String::new());
+    let (mut reasoning_n, mut content_n, mut malformed) = (0, 0, false);
+    let cut = loop {
+        match generator.next().await {
+            Step::Tokens {
+                start,
+                end,
+                reasoning: is_reasoning,
+                malformed: m,
+            } => {
+                let (text, n) = if is_reasoning {
+                    (&mut reasoning, &mut reasoning_n)
+                } else {
+                    (&mut content, &mut content_n)
+                };
+                for i in start..end {
+                    text.push_str(generator.plan.piece(i));
+                }
+                *n += end - start;
+                malformed |= m;
+            }
+            Step::Cut => break true,
+            Step::Finished => break false,
+        }
+    };
+    drop(slot);
+    tracker.sent(reasoning_n, true, 0, false);
+    tracker.sent(content_n, false, 0, malformed);
+    let finish_reason = generator.plan.finish_reason;
+    let usage = usage_json(prompt_tokens, reasoning_n + content_n, reasoning_n);
+    let model = state.profiles[profile].reported_model();
+    let body = match api {
+        Api::Chat => {
+            let mut message = serde_json::json!({ "role": "assistant", "content": content });
+            if reasoning_n > 0 {
+                message["reasoning_content"] = serde_json::Value::String(reasoning);
+            }
+            serde_json::json!({
+                "id": tracker.record.id, "object": "chat.completion", "created": created, "model": model,
+                "choices": [{ "index": 0, "message": message, "logprobs": null, "finish_reason": finish_reason }],
+                "usage": usage,
+                "system_fingerprint": SERVER_HEADER,
+            })
+        }
+        Api::Completions => serde_json::json!({
+            "id": tracker.record.id, "object": "text_completion", "created": created, "model": model,
+            "choices": [{ "index": 0, "text": content, "logprobs": null, "finish_reason": finish_reason }],
+            "usage": usage,
+            "system_fingerprint": SERVER_HEADER,
+        }),
+    };
+    let mut bytes = body.to_string().into_bytes();
+    let body = if cut {
+        // The connection drops half-way through the body.
+        tracker.finish(200, Outcome::Cut);
+        bytes.truncate(bytes.len() / 2);
+        let head = futures_util::stream::iter([Ok(Bytes::from(bytes))]);
+        // The pause lets the first half reach the client before the connection is dropped.
+        let failure = futures_util::stream::once(async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            Err(std::io::Error::other("connection cut (injected by the mock)"))
+        });
+        Body::from_stream(futures_util::StreamExt::chain(head, failure))
+    } else {
+        if malformed {
+            // The closing brace goes missing: the body is not valid JSON.
+            bytes.pop();
+        }
+        tracker.record.finish_reason = Some(finish_reason);
+        tracker.finish(200, Outcome::Completed);
+        Body::from(bytes)
+    };
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body)
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}

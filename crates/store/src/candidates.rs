@@ -1,0 +1,151 @@
+//! Candidate queries, written once for both backends (see `store`): `candidate_queries!`
+//! expands to the candidate methods of `Store` in `store/mod.rs`, so its paths are written as
+//! seen from there.
+
+/// Binds a candidate spec's 21 column values, in `rows::CandidateValues` order, to a query
+/// (`sqlx::query` or `sqlx::query_scalar`): the one place the INSERT and the UPDATE share.
+macro_rules! bind_candidate {
+    ($query:expr, $spec:expr, $sealer:expr) => {{
+        let v = rows::CandidateValues::new($spec, $sealer);
+        $query
+            .bind(v.name)
+            .bind(v.provider)
+            .bind(v.base_url)
+            .bind(v.model)
+            .bind(v.api_key)
+            .bind(v.api_key_env)
+            .bind(v.max_tokens)
+            .bind(v.temperature)
+            .bind(v.extra_body)
+            .bind(v.hardware)
+            .bind(v.framework)
+            .bind(v.quantization)
+            .bind(v.context_length)
+            .bind(v.price_input_per_mtok)
+            .bind(v.price_output_per_mtok)
+            .bind(v.claimed_tokens_per_second)
+            .bind(v.claimed_caliber)
+            .bind(v.claimed_conditions)
+            .bind(v.notes)
+            .bind(v.tokenize_kind)
+            .bind(v.tokenize_path)
+    }};
+}
+pub(crate) use bind_candidate;
+
+macro_rules! candidate_queries {
+    ($db:ty) => {
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn list_candidates(&self) -> StoreFuture<'_, Vec<Candidate>> {
+            Box::pin(async move {
+                let rows: Vec<rows::CandidateRow> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    rows::candidate_columns!(),
+                    " FROM candidates ORDER BY name, id"
+                ))
+                .fetch_all(self.pool())
+                .await?;
+                rows.into_iter()
+                    .map(|r| r.into_candidate(self.sealer()))
+                    .collect()
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn get_candidate(&self, id: i64) -> StoreFuture<'_, Option<Candidate>> {
+            Box::pin(async move {
+                let row: Option<rows::CandidateRow> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    rows::candidate_columns!(),
+                    " FROM candidates WHERE id = $1"
+                ))
+                .bind(id)
+                .fetch_optional(self.pool())
+                .await?;
+                row.map(|r| r.into_candidate(self.sealer())).transpose()
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self, spec), fields(name = %spec.name))]
+        fn create_candidate<'a>(&'a self, spec: &'a CandidateSpec) -> StoreFuture<'a, i64> {
+            Box::pin(async move { self.create_candidate_in(self.pool(), spec).await })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self, spec), fields(name = %spec.name))]
+        fn update_candidate<'a>(&'a self, id: i64, spec: &'a CandidateSpec) -> StoreFuture<'a, ()> {
+            Box::pin(async move {
+                let now = Timestamp::now().0;
+                let query = sqlx::query(
+                    "UPDATE candidates SET name = $2, provider = $3, base_url = $4, model = $5, api_key = $6, \
+                     api_key_env = $7, max_tokens = $8, temperature = $9, extra_body = $10, hardware = $11, \
+                     framework = $12, quantization = $13, context_length = $14, price_input_per_mtok = $15, \
+                     price_output_per_mtok = $16, claimed_tokens_per_second = $17, claimed_caliber = $18, \
+                     claimed_conditions = $19, notes = $20, tokenize_kind = $21, tokenize_path = $22, \
+                     updated_at = $23 WHERE id = $1",
+                )
+                .bind(id);
+                let done = candidates::bind_candidate!(query, spec, self.sealer())
+                    .bind(now)
+                    .execute(self.pool())
+                    .await
+                    .map_err(|e| rows::conflict_on_unique(e, || rows::candidate_name_taken(&spec.name)))?;
+                if done.rows_affected() == 0 {
+                    return Err(StoreError::NotFound(format!("candidate {id}")));
+                }
+                Ok(())
+            })
+        }
+    };
+}
+pub(crate) use candidate_queries;
+
+/// Candidate work outside the `Store` trait.
+macro_rules! candidate_helpers {
+    ($db:ty) => {
+        /// Inserts a candidate on `conn` (the pool, or a transaction); Conflict when the name is taken.
+        async fn create_candidate_in<'c, E>(&self, conn: E, spec: &CandidateSpec) -> Result<i64>
+        where
+            E: sqlx::Executor<'c, Database = $db>,
+        {
+            let now = Timestamp::now().0;
+            let query = sqlx::query_scalar(
+                "INSERT INTO candidates (name, provider, base_url, model, api_key, api_key_env, max_tokens, \
+                 temperature, extra_body, hardware, framework, quantization, context_length, \
+                 price_input_per_mtok, price_output_per_mtok, claimed_tokens_per_second, claimed_caliber, \
+                 claimed_conditions, notes, tokenize_kind, tokenize_path, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
+                 $20, $21, $22, $22) RETURNING id",
+            );
+            candidates::bind_candidate!(query, spec, self.sealer())
+                .bind(now)
+                .fetch_one(conn)
+                .await
+                .map_err(|e| rows::conflict_on_unique(e, || rows::candidate_name_taken(&spec.name)))
+        }
+
+        /// Seals API keys stored in plaintext by versions before sealing; returns how many.
+        pub(crate) async fn seal_plaintext_keys(&self) -> Result<u64> {
+            let plain: Vec<(i64, String)> = sqlx::query_as(
+                "SELECT id, api_key FROM candidates WHERE api_key IS NOT NULL AND api_key NOT LIKE 'sealed:v1:%'",
+            )
+            .fetch_all(self.pool())
+            .await?;
+            for (id, key) in &plain {
+                sqlx::query("UPDATE candidates SET api_key = $2 WHERE id = $1 AND api_key = $3")
+                    .bind(id)
+                    .bind(self.sealer().seal(key))
+                    .bind(key)
+                    .execute(self.pool())
+                    .await?;
+            }
+            if !plain.is_empty() {
+                tracing::info!(
+                    sealed = plain.len(),
+                    "API keys stored in plaintext are now sealed"
+                );
+            }
+            Ok(plain.len() as u64)
+        }
+    };
+}
+pub(crate) use candidate_helpers;

@@ -1,0 +1,102 @@
+//! SQLite backend (default): one file, WAL, foreign keys on, busy timeout.
+//!
+//! Write transactions start with `BEGIN IMMEDIATE` ([`SqliteStore::begin_write`]): it takes the
+//! write lock up front (waiting up to the busy timeout), so a transaction that reads before
+//! writing can never fail with SQLITE_BUSY half-way when another connection writes meanwhile.
+//! The queries themselves are shared with PostgreSQL (see `store`).
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Sqlite, Transaction};
+
+use super::Result;
+use super::text::TextCodec;
+use crate::domain::sealed::KeySealer;
+
+static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/sqlite");
+
+/// How long a statement waits for another connection's write lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// WAL lets readers run beside the one writer; a handful of connections covers the web
+/// pages plus a few runs writing records.
+const MAX_CONNECTIONS: u32 = 8;
+
+pub struct SqliteStore {
+    pool: SqlitePool,
+    sealer: KeySealer,
+    /// Eval-set version heads read lately (see `store::HeadCache`).
+    heads: super::HeadCache,
+}
+
+impl SqliteStore {
+    /// SQLite TEXT holds NUL: text is stored as it is (see `store::text`).
+    pub(crate) const TEXT: TextCodec = TextCodec::Verbatim;
+
+    /// Opens `sqlite://FILE` (created if missing) or `sqlite::memory:` and applies migrations.
+    pub async fn connect(url: &str, sealer: KeySealer) -> Result<Self> {
+        let in_memory = super::is_in_memory(url);
+        let mut options = SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .foreign_keys(true)
+            .busy_timeout(BUSY_TIMEOUT)
+            .synchronous(SqliteSynchronous::Normal);
+        let pool_options = if in_memory {
+            // One connection keeps the in-memory database alive and avoids shared-cache table
+            // locks, which the busy timeout does not cover.
+            SqlitePoolOptions::new()
+                .max_connections(1)
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None)
+        } else {
+            options = options.journal_mode(SqliteJournalMode::Wal);
+            SqlitePoolOptions::new().max_connections(MAX_CONNECTIONS)
+        };
+        let pool = pool_options.connect_with(options).await?;
+        MIGRATOR.run(&pool).await?;
+        tracing::debug!(in_memory, "sqlite store ready");
+        Ok(SqliteStore {
+            pool,
+            sealer,
+            heads: super::HeadCache::default(),
+        })
+    }
+
+    /// Eval-set version heads read lately.
+    pub(crate) fn heads(&self) -> &super::HeadCache {
+        &self.heads
+    }
+
+    /// Seals and opens stored API keys.
+    pub(crate) fn sealer(&self) -> &KeySealer {
+        &self.sealer
+    }
+
+    /// The connection pool, for backend-specific work outside the `Store` trait.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// The database's clock, ms since the epoch (leases are compared on it).
+    pub(crate) const NOW_MS: &'static str = "SELECT CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
+
+    /// The transaction a worker's claim runs in: `BEGIN IMMEDIATE` takes SQLite's one write
+    /// lock, so claims never interleave.
+    pub(crate) async fn begin_coordination(&self) -> sqlx::Result<Transaction<'_, Sqlite>> {
+        self.begin_write().await
+    }
+
+    /// Nothing to refresh: this store keeps no planner statistics (no `ANALYZE` is run), SQLite's
+    /// own rules pick the send-order and per-case indexes at any size, and its index-only reads
+    /// need no visibility map.
+    pub(crate) async fn vacuum_record_tables(&self) -> sqlx::Result<()> {
+        Ok(())
+    }
+
+    /// Opens a write transaction with `BEGIN IMMEDIATE` (see the module comment).
+    pub(crate) async fn begin_write(&self) -> sqlx::Result<Transaction<'_, Sqlite>> {
+        self.pool.begin_with("BEGIN IMMEDIATE").await
+    }
+}

@@ -1,0 +1,392 @@
+//! Account queries (users, login sessions, API tokens, failed-login counts), written once for
+//! both backends: `user_queries!` expands to these `Store` methods in `store/mod.rs`
+//! (`impl_store!`). Sessions and tokens are looked up by the SHA-256 of their secret; the secret
+//! itself is never stored.
+
+/// Columns of a user, in `user_from_row` order (the `u.` alias is the users table).
+macro_rules! user_columns {
+    () => {
+        "u.id, u.username, u.role, u.created_at, u.disabled_at"
+    };
+}
+pub(crate) use user_columns;
+
+/// Columns of a token with its user's name, in `token_from_row` order (`t.` tokens, `u.` users).
+macro_rules! token_columns {
+    () => {
+        "t.id, t.user_id, u.username, t.name, t.role, t.created_at, t.last_used_at, t.revoked_at"
+    };
+}
+pub(crate) use token_columns;
+
+use crate::domain::Timestamp;
+use crate::domain::accounts::{ApiToken, Role, User};
+
+use super::{Result, StoreError};
+
+pub(crate) type UserRow = (i64, String, String, i64, Option<i64>);
+pub(crate) type TokenRow = (i64, i64, String, String, String, i64, Option<i64>, Option<i64>);
+
+fn role(stored: &str) -> Result<Role> {
+    Role::parse(stored).ok_or_else(|| StoreError::Corrupt(format!("unknown role {stored:?}")))
+}
+
+pub(crate) fn user_from_row((id, username, role_name, created_at, disabled_at): UserRow) -> Result<User> {
+    Ok(User {
+        id,
+        username,
+        role: role(&role_name)?,
+        created_at: Timestamp(created_at),
+        disabled_at: disabled_at.map(Timestamp),
+    })
+}
+
+pub(crate) fn token_from_row(
+    (id, user_id, username, name, role_name, created_at, last_used_at, revoked_at): TokenRow,
+) -> Result<ApiToken> {
+    Ok(ApiToken {
+        id,
+        user_id,
+        username,
+        name,
+        role: role(&role_name)?,
+        created_at: Timestamp(created_at),
+        last_used_at: last_used_at.map(Timestamp),
+        revoked_at: revoked_at.map(Timestamp),
+    })
+}
+
+fn user_not_found(id: i64) -> StoreError {
+    StoreError::NotFound(format!("user #{id}"))
+}
+
+/// `Ok` when an UPDATE/DELETE of user `id` touched a row.
+pub(crate) fn one_user(rows_affected: u64, id: i64) -> Result<()> {
+    if rows_affected == 0 {
+        Err(user_not_found(id))
+    } else {
+        Ok(())
+    }
+}
+
+macro_rules! user_queries {
+    ($db:ty) => {
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn count_users(&self) -> StoreFuture<'_, i64> {
+            Box::pin(async move { Ok(sqlx::query_scalar("SELECT COUNT(*) FROM users").fetch_one(self.pool()).await?) })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self, password_hash))]
+        fn create_user<'a>(&'a self, username: &'a str, role: Role, password_hash: &'a str) -> StoreFuture<'a, i64> {
+            Box::pin(async move {
+                sqlx::query_scalar(
+                    "INSERT INTO users (username, role, password_hash, created_at) VALUES ($1, $2, $3, $4) RETURNING id",
+                )
+                .bind(username)
+                .bind(role.as_str())
+                .bind(password_hash)
+                .bind(Timestamp::now().0)
+                .fetch_one(self.pool())
+                .await
+                .map_err(|e| rows::conflict_on_unique(e, || format!("a user named {username:?} already exists")))
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn list_users(&self) -> StoreFuture<'_, Vec<User>> {
+            Box::pin(async move {
+                let rows: Vec<users::UserRow> =
+                    sqlx::query_as(concat!("SELECT ", users::user_columns!(), " FROM users u ORDER BY u.username"))
+                        .fetch_all(self.pool())
+                        .await?;
+                rows.into_iter().map(users::user_from_row).collect()
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn get_user(&self, id: i64) -> StoreFuture<'_, Option<User>> {
+            Box::pin(async move {
+                let row: Option<users::UserRow> =
+                    sqlx::query_as(concat!("SELECT ", users::user_columns!(), " FROM users u WHERE u.id = $1"))
+                        .bind(id)
+                        .fetch_optional(self.pool())
+                        .await?;
+                row.map(users::user_from_row).transpose()
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn find_user<'a>(&'a self, username: &'a str) -> StoreFuture<'a, Option<User>> {
+            Box::pin(async move {
+                let row: Option<users::UserRow> =
+                    sqlx::query_as(concat!("SELECT ", users::user_columns!(), " FROM users u WHERE u.username = $1"))
+                        .bind(username)
+                        .fetch_optional(self.pool())
+                        .await?;
+                row.map(users::user_from_row).transpose()
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn password_hash(&self, user_id: i64) -> StoreFuture<'_, Option<String>> {
+            Box::pin(async move {
+                Ok(sqlx::query_scalar("SELECT password_hash FROM users WHERE id = $1")
+                    .bind(user_id)
+                    .fetch_optional(self.pool())
+                    .await?)
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn set_user_role(&self, id: i64, role: Role) -> StoreFuture<'_, ()> {
+            Box::pin(async move {
+                let done = sqlx::query("UPDATE users SET role = $1 WHERE id = $2")
+                    .bind(role.as_str())
+                    .bind(id)
+                    .execute(self.pool())
+                    .await?;
+                users::one_user(done.rows_affected(), id)
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self, password_hash))]
+        fn set_user_password<'a>(&'a self, id: i64, password_hash: &'a str) -> StoreFuture<'a, ()> {
+            Box::pin(async move {
+                let done = sqlx::query("UPDATE users SET password_hash = $1 WHERE id = $2")
+                    .bind(password_hash)
+                    .bind(id)
+                    .execute(self.pool())
+                    .await?;
+                users::one_user(done.rows_affected(), id)
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn set_user_disabled(&self, id: i64, disabled: bool) -> StoreFuture<'_, ()> {
+            Box::pin(async move {
+                let done = sqlx::query(
+                    "UPDATE users SET disabled_at = CASE WHEN $1 THEN COALESCE(disabled_at, $2) ELSE NULL END WHERE id = $3",
+                )
+                .bind(disabled)
+                .bind(Timestamp::now().0)
+                .bind(id)
+                .execute(self.pool())
+                .await?;
+                users::one_user(done.rows_affected(), id)
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn delete_user(&self, id: i64) -> StoreFuture<'_, ()> {
+            Box::pin(async move {
+                // Sessions and tokens go with the user (ON DELETE CASCADE).
+                let done = sqlx::query("DELETE FROM users WHERE id = $1").bind(id).execute(self.pool()).await?;
+                users::one_user(done.rows_affected(), id)
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self, id_hash))]
+        fn create_session<'a>(&'a self, id_hash: &'a str, user_id: i64, now: Timestamp) -> StoreFuture<'a, ()> {
+            Box::pin(async move {
+                sqlx::query(
+                    "INSERT INTO sessions (id_hash, user_id, created_at, last_seen_at, expires_at) VALUES ($1, $2, $3, $3, $4)",
+                )
+                .bind(id_hash)
+                .bind(user_id)
+                .bind(now.0)
+                .bind(crate::domain::accounts::session_expiry(now, now).0)
+                .execute(self.pool())
+                .await
+                .map_err(|e| rows::not_found_on_foreign_key(e.into(), || format!("user #{user_id}")))?;
+                Ok(())
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self, id_hash))]
+        fn session_user<'a>(&'a self, id_hash: &'a str, now: Timestamp) -> StoreFuture<'a, Option<User>> {
+            Box::pin(async move {
+                let row: Option<(i64, String, String, i64, Option<i64>, i64, i64)> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    users::user_columns!(),
+                    ", s.created_at, s.last_seen_at FROM sessions s JOIN users u ON u.id = s.user_id \
+                     WHERE s.id_hash = $1 AND s.expires_at > $2 AND u.disabled_at IS NULL"
+                ))
+                .bind(id_hash)
+                .bind(now.0)
+                .fetch_optional(self.pool())
+                .await?;
+                let Some((id, username, role, created_at, disabled_at, session_created, last_seen)) = row else {
+                    return Ok(None);
+                };
+                if now.0 - last_seen >= crate::domain::accounts::SESSION_TOUCH_MS {
+                    sqlx::query("UPDATE sessions SET last_seen_at = $1, expires_at = $2 WHERE id_hash = $3")
+                        .bind(now.0)
+                        .bind(crate::domain::accounts::session_expiry(Timestamp(session_created), now).0)
+                        .bind(id_hash)
+                        .execute(self.pool())
+                        .await?;
+                }
+                users::user_from_row((id, username, role, created_at, disabled_at)).map(Some)
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self, id_hash))]
+        fn delete_session<'a>(&'a self, id_hash: &'a str) -> StoreFuture<'a, ()> {
+            Box::pin(async move {
+                sqlx::query("DELETE FROM sessions WHERE id_hash = $1").bind(id_hash).execute(self.pool()).await?;
+                Ok(())
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self, keep))]
+        fn delete_user_sessions<'a>(&'a self, user_id: i64, keep: Option<&'a str>) -> StoreFuture<'a, u64> {
+            Box::pin(async move {
+                let done = sqlx::query("DELETE FROM sessions WHERE user_id = $1 AND ($2 IS NULL OR id_hash <> $2)")
+                    .bind(user_id)
+                    .bind(keep)
+                    .execute(self.pool())
+                    .await?;
+                Ok(done.rows_affected())
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self, token_hash))]
+        fn create_api_token<'a>(
+            &'a self,
+            user_id: i64,
+            name: &'a str,
+            role: Role,
+            token_hash: &'a str,
+        ) -> StoreFuture<'a, i64> {
+            Box::pin(async move {
+                sqlx::query_scalar(
+                    "INSERT INTO api_tokens (user_id, name, role, token_hash, created_at) VALUES ($1, $2, $3, $4, $5) \
+                     RETURNING id",
+                )
+                .bind(user_id)
+                .bind(name)
+                .bind(role.as_str())
+                .bind(token_hash)
+                .bind(Timestamp::now().0)
+                .fetch_one(self.pool())
+                .await
+                .map_err(|e| rows::not_found_on_foreign_key(e.into(), || format!("user #{user_id}")))
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn list_api_tokens(&self, user_id: Option<i64>) -> StoreFuture<'_, Vec<ApiToken>> {
+            Box::pin(async move {
+                let rows: Vec<users::TokenRow> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    users::token_columns!(),
+                    " FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE ($1 IS NULL OR t.user_id = $1) \
+                     ORDER BY u.username, t.id DESC"
+                ))
+                .bind(user_id)
+                .fetch_all(self.pool())
+                .await?;
+                rows.into_iter().map(users::token_from_row).collect()
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self, token_hash))]
+        fn token_user<'a>(&'a self, token_hash: &'a str, now: Timestamp) -> StoreFuture<'a, Option<(User, ApiToken)>> {
+            Box::pin(async move {
+                let row: Option<users::TokenRow> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    users::token_columns!(),
+                    " FROM api_tokens t JOIN users u ON u.id = t.user_id \
+                     WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND u.disabled_at IS NULL"
+                ))
+                .bind(token_hash)
+                .fetch_optional(self.pool())
+                .await?;
+                let Some(token) = row.map(users::token_from_row).transpose()? else {
+                    return Ok(None);
+                };
+                if token.last_used_at.is_none_or(|t| now.0 - t.0 >= crate::domain::accounts::SESSION_TOUCH_MS) {
+                    sqlx::query("UPDATE api_tokens SET last_used_at = $1 WHERE id = $2")
+                        .bind(now.0)
+                        .bind(token.id)
+                        .execute(self.pool())
+                        .await?;
+                }
+                let user: Option<users::UserRow> =
+                    sqlx::query_as(concat!("SELECT ", users::user_columns!(), " FROM users u WHERE u.id = $1"))
+                        .bind(token.user_id)
+                        .fetch_optional(self.pool())
+                        .await?;
+                Ok(user.map(users::user_from_row).transpose()?.map(|u| (u, token)))
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn revoke_api_token(&self, id: i64) -> StoreFuture<'_, bool> {
+            Box::pin(async move {
+                let done = sqlx::query("UPDATE api_tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
+                    .bind(Timestamp::now().0)
+                    .bind(id)
+                    .execute(self.pool())
+                    .await?;
+                Ok(done.rows_affected() > 0)
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn revoke_user_tokens(&self, user_id: i64) -> StoreFuture<'_, u64> {
+            Box::pin(async move {
+                let done =
+                    sqlx::query("UPDATE api_tokens SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL")
+                        .bind(Timestamp::now().0)
+                        .bind(user_id)
+                        .execute(self.pool())
+                        .await?;
+                Ok(done.rows_affected())
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn login_failures<'a>(&'a self, username: &'a str, address: &'a str) -> StoreFuture<'a, Option<(i64, Timestamp)>> {
+            Box::pin(async move {
+                let row: Option<(i64, i64)> = sqlx::query_as(
+                    "SELECT failures, last_failure_at FROM login_failures WHERE username = $1 AND address = $2",
+                )
+                .bind(username)
+                .bind(address)
+                .fetch_optional(self.pool())
+                .await?;
+                Ok(row.map(|(n, at)| (n, Timestamp(at))))
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn record_login_failure<'a>(&'a self, username: &'a str, address: &'a str, now: Timestamp) -> StoreFuture<'a, i64> {
+            Box::pin(async move {
+                Ok(sqlx::query_scalar(
+                    "INSERT INTO login_failures (username, address, failures, last_failure_at) VALUES ($1, $2, 1, $3) \
+                     ON CONFLICT (username, address) DO UPDATE SET failures = login_failures.failures + 1, \
+                     last_failure_at = excluded.last_failure_at RETURNING failures",
+                )
+                .bind(username)
+                .bind(address)
+                .bind(now.0)
+                .fetch_one(self.pool())
+                .await?)
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn clear_login_failures<'a>(&'a self, username: &'a str, address: &'a str) -> StoreFuture<'a, ()> {
+            Box::pin(async move {
+                sqlx::query("DELETE FROM login_failures WHERE username = $1 AND address = $2")
+                    .bind(username)
+                    .bind(address)
+                    .execute(self.pool())
+                    .await?;
+                Ok(())
+            })
+        }
+    };
+}
+pub(crate) use user_queries;
