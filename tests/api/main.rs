@@ -5,6 +5,7 @@ mod accounts;
 mod accounts_browser;
 mod api_server_mode;
 mod api_v1;
+mod architecture;
 mod archive_filters;
 mod archive_snapshot;
 mod browser;

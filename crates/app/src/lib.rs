@@ -57,7 +57,7 @@ pub enum AppError {
 
 // The layers below, under the names the code has always used (`crate::domain::…`).
 use bakeoff_domain as domain;
-use bakeoff_store as store;
+pub use bakeoff_domain::VERSION;
 use bakeoff_engine as engine;
 use bakeoff_mock as mock;
-pub use bakeoff_domain::VERSION;
+use bakeoff_store as store;

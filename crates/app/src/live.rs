@@ -10,8 +10,8 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::runs::summaries_are_stored;
 use crate::domain::run::Run;
+use crate::runs::summaries_are_stored;
 use crate::store::DynStore;
 
 /// A value that took at least this long is reused: smaller runs are always recomputed.

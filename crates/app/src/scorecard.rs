@@ -7,7 +7,6 @@
 use std::collections::HashMap;
 
 use crate::AppError;
-use crate::runs::{RunRecords, RunVersion, store_summary, stored_summary};
 use crate::domain::calibers::{HarnessReport, resumes_of};
 use crate::domain::candidate::Candidate;
 use crate::domain::evalset::EvalSetFile;
@@ -19,6 +18,7 @@ use crate::domain::scorecard::{
 };
 use crate::domain::thresholds::ThresholdProfile;
 use crate::domain::validation::FieldErrors;
+use crate::runs::{RunRecords, RunVersion, store_summary, stored_summary};
 use crate::store::{DynStore, EvalSetVersionHead, StoreError};
 
 /// What to assess a run by. No profile: the default profile (else the first); no version: the

@@ -10,8 +10,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use crate::AppError;
-use crate::scorecard::{ScorecardChoice, assemble};
 use crate::engine::run::Runner;
+use crate::scorecard::{ScorecardChoice, assemble};
 use crate::store::DynStore;
 
 /// How often the worker looks for unassessed runs without being woken.

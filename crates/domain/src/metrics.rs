@@ -459,11 +459,7 @@ mod tests {
         // The store reads in send time, then id: records sent in one microsecond may come in
         // another order than `send_order`'s.
         let mut read = whole.clone();
-        read.sort_by(|a, b| {
-            a.sent_at_us
-                .cmp(&b.sent_at_us)
-                .then(crate::run::send_order(b, a))
-        });
+        read.sort_by(|a, b| a.sent_at_us.cmp(&b.sent_at_us).then(crate::run::send_order(b, a)));
         assert_ne!(read, whole, "some ties read in another order");
         let read_again = read.clone();
         let mut fold = LevelsFold::new(7, &resumes);

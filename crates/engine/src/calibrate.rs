@@ -41,12 +41,12 @@ use std::collections::HashMap;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use crate::cancel::Cancel;
 use crate::domain::calibers::RequestFigures;
 use crate::domain::candidate::CandidateSpec;
 use crate::domain::load::LoadShape;
 use crate::domain::run::{RunConfig, Slo};
 use crate::domain::stats::quantile_sorted;
-use crate::cancel::Cancel;
 use crate::endpoint_measure::{MeasureSpec, measure, synthetic_evalset};
 use crate::run::harness;
 use crate::run::pool::request_id;

@@ -8,15 +8,15 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::Serialize;
 
+use crate::cancel::Cancel;
 use crate::domain::calibers::{HarnessReport, RunFigures, run_figures};
 use crate::domain::candidate::{CandidateSpec, ProviderKind};
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::evalset::{PROMPT_BIN_TAG, prompt_bin};
 use crate::domain::run::{NewRun, RequestRecord, RunConfig, RunStatus};
-use crate::cancel::Cancel;
 use crate::run::executor::execute;
-use crate::tokens::tokenizer::{CANONICAL_TOKENIZER, synthetic_prompt};
 use crate::store::DynStore;
+use crate::tokens::tokenizer::{CANONICAL_TOKENIZER, synthetic_prompt};
 
 /// What to measure.
 #[derive(Debug, Clone)]

@@ -22,6 +22,6 @@ pub mod wire;
 
 // The layers below, under the names the code has always used (`crate::domain::…`).
 use bakeoff_domain as domain;
+pub use bakeoff_domain::VERSION;
 use bakeoff_kernel_stamps as kernel_stamps;
 use bakeoff_store as store;
-pub use bakeoff_domain::VERSION;

@@ -120,5 +120,5 @@ pub fn load_answer_keys(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<Eval
 
 // The layers below, under the names the code has always used (`crate::domain::…`).
 use bakeoff_domain as domain;
-use bakeoff_kernel_stamps as kernel_stamps;
 pub use bakeoff_domain::VERSION;
+use bakeoff_kernel_stamps as kernel_stamps;

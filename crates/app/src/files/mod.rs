@@ -267,7 +267,9 @@ mod tests {
     use super::*;
 
     fn docs(path: &str) -> std::path::PathBuf {
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs").join(path)
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../docs")
+            .join(path)
     }
 
     /// docs/schemas/ is generated from these types: `BAKEOFF_WRITE_SCHEMAS=1 cargo test --lib

@@ -8,14 +8,14 @@
 use serde::{Deserialize, Serialize};
 
 use crate::AppError;
-use crate::files::settings::RunSettings;
-use crate::runs::{RunRequest, create_run};
-use crate::scorecard::{RunScorecard, ScorecardChoice, assemble, candidate_summaries};
 use crate::domain::candidate::Candidate;
 use crate::domain::paired::{self, CaseResults, PairedOutcome};
 use crate::domain::run::RunStatus;
 use crate::domain::scorecard::{CandidateSummary, RuleState, Verdict};
 use crate::engine::run::Runner;
+use crate::files::settings::RunSettings;
+use crate::runs::{RunRequest, create_run};
+use crate::scorecard::{RunScorecard, ScorecardChoice, assemble, candidate_summaries};
 use crate::store::DynStore;
 
 pub mod progress;

@@ -154,13 +154,7 @@ mod tests {
         assert!((c.usd.unwrap() - 0.0075).abs() < 1e-12);
         assert_eq!(c.judges, ["big"]);
         // The second judge grader of case b goes to "cheap", which states no price.
-        let more = [call(
-            1,
-            "b",
-            crate::grading::JUDGE_ATTEMPT_STRIDE,
-            (10, 1),
-            true,
-        )];
+        let more = [call(1, "b", crate::grading::JUDGE_ATTEMPT_STRIDE, (10, 1), true)];
         let c = judge_costs(&all[..1], &more, &input)[0].clone().unwrap();
         assert_eq!((c.usd, c.judges.as_slice()), (None, ["cheap".to_string()].as_slice()));
         // An override judges everything, whatever the graders name.

@@ -334,8 +334,7 @@ pub fn thin_sorted(values: Vec<f64>, points: usize) -> Vec<f64> {
 /// The judge calls made for one candidate's outputs (phase `judge`), grouped by the judge the
 /// eval set names for each; None when there were none.
 pub fn judge_usage(candidate_id: i64, records: &[RequestRecord], file: &EvalSetFile) -> Option<JudgeUsage> {
-    let cases: HashMap<&str, &crate::evalset::EvalCase> =
-        file.cases.iter().map(|k| (k.id.as_str(), k)).collect();
+    let cases: HashMap<&str, &crate::evalset::EvalCase> = file.cases.iter().map(|k| (k.id.as_str(), k)).collect();
     let mut usage = JudgeUsage {
         calls: 0,
         failed: 0,

@@ -35,16 +35,16 @@ use super::llm_judge;
 use super::pool::{CandidateRun, CycleFeed, Feed, FinishedUnits, Tally, Unit};
 use super::writer::{RecordWriter, WriterSettings};
 use super::{rollout, soak};
+use crate::cancel::Cancel;
 use crate::domain::Timestamp;
 use crate::domain::calibers::HarnessReport;
 use crate::domain::evalset::prompt_bin;
 use crate::domain::load::Load;
 use crate::domain::run::{CandidateStop, Phase, RunStatus, StopStage};
-use crate::cancel::Cancel;
 use crate::error::EngineError;
+use crate::store::DynStore;
 use crate::tokens::server_tokenizer;
 use crate::wire::client::wall_clock_us;
-use crate::store::DynStore;
 
 /// Records read per query at the end of a unit (the harness report reads them in pages).
 const RECORDS_PER_PAGE: i64 = 2_000;

@@ -20,6 +20,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::cancel::Cancel;
 use crate::domain::candidate::Candidate;
 use crate::domain::evalset::{ChatMessage, EvalCase, EvalSetFile};
 use crate::domain::grading::{
@@ -28,13 +29,12 @@ use crate::domain::grading::{
 };
 use crate::domain::load::judge_calls_in_flight;
 use crate::domain::run::{Phase, RequestRecord, Run};
-use crate::cancel::Cancel;
 use crate::error::EngineError;
+use crate::store::DynStore;
 use crate::tokens::tokenizer::complete_counts;
 use crate::wire::client::{CandidateClient, Exchange, RecordIdentity, Timeouts};
 use crate::wire::protocol::RequestParams;
 use crate::wire::provider::prepare;
-use crate::store::DynStore;
 
 /// Judge replies are a few sentences and a score line; this bounds a runaway judge.
 const JUDGE_MAX_TOKENS: u32 = 512;

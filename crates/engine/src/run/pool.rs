@@ -22,18 +22,18 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::writer::{Grading, RecordSender};
+use crate::cancel::Cancel;
 use crate::domain::candidate::Candidate;
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::retry::retry_delay;
 use crate::domain::run::{BudgetWindow, CYCLE_LIMIT, ErrorClass, Phase, Run, RunConfig, join_repetition};
 use crate::domain::stats::SplitMix64;
-use crate::cancel::Cancel;
 use crate::error::EngineError;
+use crate::store::RecordFact;
 use crate::wire::client::{CandidateClient, Exchange, RecordIdentity, Timeouts, wall_clock_us};
 use crate::wire::failure::Failure;
 use crate::wire::protocol::{PreparedRequest, RequestParams};
 use crate::wire::provider::prepare;
-use crate::store::RecordFact;
 
 /// The phase of a plain eval run's measured requests (see `RunConfig::measured_phase`).
 pub const MEASURED_PHASE: Phase = Phase::Quality;

@@ -15,8 +15,8 @@ use super::pool::{CandidateRun, Feed, Unit};
 use crate::domain::evalset::prompt_bin;
 use crate::domain::run::{ErrorClass, Phase};
 use crate::error::EngineError;
-use crate::wire::failure::Failure;
 use crate::store::DynStore;
+use crate::wire::failure::Failure;
 
 /// Requests sent at once in stage 3 (the article's "3–5 concurrent").
 pub const CONCURRENT_STAGE_REQUESTS: u32 = 4;

@@ -15,19 +15,19 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::writer::{self, Grading, Pending, RecordSender, RecordWriter, WriterSettings};
+use crate::cancel::Cancel;
 use crate::domain::candidate::Candidate;
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::load::{Load, LoadShape};
 use crate::domain::run::{
     CYCLE_LIMIT, NewRun, Phase, RequestRecord, Run, RunConfig, RunStatus, join_repetition, split_repetition,
 };
-use crate::cancel::Cancel;
 use crate::error::EngineError;
+use crate::store::{DynStore, EvalSetVersion};
 use crate::tokens::{server_tokenizer, tokenizer};
 use crate::wire::client::{CandidateClient, Exchange, RecordIdentity, Timeouts, wall_clock_us};
 use crate::wire::protocol::RequestParams;
 use crate::wire::provider::prepare;
-use crate::store::{DynStore, EvalSetVersion};
 
 /// Most requests one soak sends, whatever its duration.
 pub const MAX_SOAK_REQUESTS: u32 = 100_000;

@@ -29,9 +29,9 @@ use super::spill::{self, SpillFile};
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::run::RequestRecord;
 use crate::error::EngineError;
+use crate::store::{DynStore, StoreError};
 use crate::tokens::tokenizer::{self, complete_counts};
 use crate::wire::client::ChunkText;
-use crate::store::{DynStore, StoreError};
 
 /// A batch is written when it holds this many records…
 pub const BATCH_RECORDS: usize = 50;

@@ -21,16 +21,16 @@ use std::time::{Duration, Instant};
 
 use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 
+use crate::cancel::Cancel;
 use crate::domain::candidate::{Candidate, CandidateSpec, Secret, TokenizeEndpoint, TokenizeKind};
 use crate::domain::run::{
     ChunkAttribution, MAX_PREFIX_COUNTS, ServerTokenCount, UncountedRecord, apportion, attribute_total,
 };
-use crate::cancel::Cancel;
 use crate::error::EngineError;
+use crate::store::DynStore;
 use crate::tokens::tokenizer::prefix_ends;
 use crate::wire::failure::{error_message, excerpt};
 use crate::wire::provider::auth_header;
-use crate::store::DynStore;
 
 /// Tokenize calls in flight at once: the server is idle by now, but it is somebody's server.
 const IN_FLIGHT: usize = 4;

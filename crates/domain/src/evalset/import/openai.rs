@@ -179,11 +179,7 @@ mod tests {
             ("Lyon", false),
             ("Parisian", false),
         ] {
-            assert_eq!(
-                crate::grading::grade(spec, output, expected).passed,
-                passes,
-                "{output}"
-            );
+            assert_eq!(crate::grading::grade(spec, output, expected).passed, passes, "{output}");
         }
     }
 

@@ -1,0 +1,65 @@
+//! The rules of docs/ARCHITECTURE.md that the compiler keeps only as long as the manifests say
+//! so: each crate depends on the layers below it and no other, and `domain` does no I/O.
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// Each crate of the workspace and the bakeoff crates it may depend on (the picture in
+/// docs/ARCHITECTURE.md).
+const GRAPH: &[(&str, &[&str])] = &[
+    ("domain", &[]),
+    ("kernel-stamps", &[]),
+    ("store", &["domain"]),
+    ("engine", &["domain", "kernel-stamps", "store"]),
+    ("mock", &["domain", "kernel-stamps"]),
+    ("app", &["domain", "engine", "mock", "store"]),
+];
+
+/// Crates that would let `domain` do I/O: a runtime, a database, HTTP.
+const IO_CRATES: &[&str] = &[
+    "tokio",
+    "sqlx",
+    "reqwest",
+    "axum",
+    "hyper",
+    "hyper-util",
+    "tower",
+    "libc",
+];
+
+fn dependencies(manifest: &Path) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(manifest).unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+    let doc: toml::Table = text.parse().unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+    ["dependencies", "dev-dependencies", "build-dependencies"]
+        .iter()
+        .filter_map(|section| doc.get(*section).and_then(|d| d.as_table()))
+        .flat_map(|table| table.keys().cloned())
+        .collect()
+}
+
+#[test]
+fn each_crate_depends_only_on_the_layers_below_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let on_disk: BTreeSet<String> = std::fs::read_dir(root.join("crates"))
+        .expect("crates/")
+        .map(|entry| entry.expect("crates/ entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    let drawn: BTreeSet<String> = GRAPH.iter().map(|(name, _)| name.to_string()).collect();
+    assert_eq!(
+        on_disk, drawn,
+        "every crate under crates/ is drawn in docs/ARCHITECTURE.md and here"
+    );
+    for (name, allowed) in GRAPH {
+        let deps = dependencies(&root.join("crates").join(name).join("Cargo.toml"));
+        let ours: BTreeSet<&str> = deps.iter().filter_map(|d| d.strip_prefix("bakeoff-")).collect();
+        let allowed: BTreeSet<&str> = allowed.iter().copied().collect();
+        assert_eq!(ours, allowed, "bakeoff-{name} depends on exactly the layers below it");
+    }
+}
+
+#[test]
+fn the_domain_crate_does_no_io() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let deps = dependencies(&root.join("crates/domain/Cargo.toml"));
+    let io: Vec<&&str> = IO_CRATES.iter().filter(|c| deps.contains(**c)).collect();
+    assert!(io.is_empty(), "bakeoff-domain lists I/O crates: {io:?}");
+}
