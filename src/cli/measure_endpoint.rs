@@ -16,7 +16,8 @@ use crate::domain::candidate::{CandidateSpec, Conditions, Pricing, ProviderKind,
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::load::LoadShape;
 use crate::domain::metrics::Distribution;
-use crate::domain::run::{RequestRecord, RunConfig, RunStatus, Slo};
+use crate::domain::presets::LoadDraft;
+use crate::domain::run::{RequestRecord, RunConfig, RunDraft, RunStatus, Slo};
 use crate::domain::validation::FieldErrors;
 use crate::engine::cancel::Cancel;
 use crate::engine::endpoint_measure::{
@@ -156,69 +157,94 @@ fn parse_api(s: &str) -> Result<ProviderKind, String> {
     ProviderKind::parse(s).ok_or_else(|| format!("unknown API {s:?}: use openai-chat, openai-completions or anthropic"))
 }
 
-/// The run configuration the flags describe.
+/// The run configuration the flags describe, checked by the run form's own rules (the same
+/// limits as the form, the API and settings files); an error names the flag.
 pub fn run_config(args: &MeasureFlags) -> anyhow::Result<RunConfig> {
-    let load = if args.sweep {
-        LoadShape::Sweep {
-            max_concurrency: args.sweep_max.max(1),
-            ttft_factor: args.knee_ttft_factor,
-            min_gain: args.knee_min_gain,
-        }
-    } else if let Some(rate) = args.rate {
-        if !(rate.is_finite() && rate > 0.0) {
-            bail!("--rate must be a number of requests per second > 0, got {rate}");
-        }
-        LoadShape::Rate {
-            per_second: rate,
-            poisson: args.poisson,
-        }
+    let text = |v: Option<u32>| v.map(|v| v.to_string()).unwrap_or_default();
+    let levels = if args.concurrency.is_empty() {
+        vec![1]
     } else {
-        let levels = if args.concurrency.is_empty() {
-            vec![1]
-        } else {
-            args.concurrency.clone()
-        };
-        if let Some(bad) = levels.iter().find(|&&c| c == 0 || c > 100_000) {
-            bail!("--concurrency: each level must be between 1 and 100000, got {bad}");
-        }
-        LoadShape::Levels { levels }
+        args.concurrency.clone()
     };
-    if args.repetitions == 0 || args.repetitions > 99 {
-        bail!("--repetitions must be between 1 and 99");
+    let draft = RunDraft {
+        concurrency: levels[0].to_string(),
+        repetitions: args.repetitions.to_string(),
+        warmup_requests: args.warmup.to_string(),
+        max_tokens: text(args.max_tokens),
+        temperature: args.temperature.map(|t| t.to_string()).unwrap_or_default(),
+        timeout_secs: args.timeout.to_string(),
+        first_token_timeout_secs: text(args.first_token_timeout),
+        stall_timeout_secs: text(args.stall_timeout),
+        retries: args.retries.to_string(),
+        stream: (!args.no_stream).then(|| "on".to_string()),
+        ..RunDraft::from_config(&RunConfig::default())
+    };
+    let load = LoadDraft {
+        shape: match (args.sweep, args.rate) {
+            (true, _) => "sweep",
+            (false, Some(_)) => "rate",
+            (false, None) => "levels",
+        }
+        .into(),
+        levels: levels.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+        sweep_max: args.sweep_max.to_string(),
+        rate: args.rate.map(|r| r.to_string()).unwrap_or_default(),
+        arrivals: if args.poisson { "poisson" } else { "constant" }.into(),
+        requests_per_level: text(args.requests),
+        duration_secs: text(args.duration),
+        staged_rollout: (!args.no_rollout).then(|| "on".to_string()),
+    };
+    let mut config = match draft.validate() {
+        Ok(config) => config,
+        Err(errors) => return Err(flag_errors(&errors)),
+    };
+    let mut errors = FieldErrors::default();
+    load.apply(&mut config, &mut errors);
+    if !errors.is_empty() {
+        return Err(flag_errors(&errors));
+    }
+    if let LoadShape::Sweep {
+        ttft_factor, min_gain, ..
+    } = &mut config.load
+    {
+        (*ttft_factor, *min_gain) = (args.knee_ttft_factor, args.knee_min_gain);
     }
     let synthetic = args.evalset.is_none();
-    let requests = match (args.requests, args.duration) {
-        (Some(n), _) => Some(n.max(1)),
-        (None, Some(_)) => None,
+    config.requests_per_level = match (config.requests_per_level, config.duration_secs) {
         (None, None) if synthetic => Some(64),
-        (None, None) => None,
+        (requests, _) => requests,
     };
-    Ok(RunConfig {
-        concurrency: args.concurrency.first().copied().unwrap_or(1).max(1),
-        repetitions: args.repetitions,
-        warmup_requests: args.warmup,
-        max_tokens: args.max_tokens.or(synthetic.then_some(128)),
-        temperature: args.temperature.or(Some(0.0)),
-        timeout_secs: args.timeout.max(1),
-        first_token_timeout_secs: args.first_token_timeout.map(|s| s.max(1)),
-        stall_timeout_secs: args.stall_timeout.map(|s| s.max(1)),
-        retries: args.retries,
-        stream: !args.no_stream,
-        case_limit: None,
-        load,
-        staged_rollout: !args.no_rollout,
-        requests_per_level: requests,
-        duration_secs: args.duration,
-        slo: Slo {
-            ttft_ms: args.slo_ttft_ms,
-            tpot_ms: args.slo_tpot_ms,
-            e2e_ms: args.slo_e2e_ms,
-        },
-        judge: None,
-        soak: false,
-        error_budget: Default::default(),
-        clients: None,
-    })
+    config.max_tokens = config.max_tokens.or(synthetic.then_some(128));
+    config.temperature = config.temperature.or(Some(0.0));
+    config.slo = Slo {
+        ttft_ms: args.slo_ttft_ms,
+        tpot_ms: args.slo_tpot_ms,
+        e2e_ms: args.slo_e2e_ms,
+    };
+    Ok(config)
+}
+
+/// The run form's field errors, each named by the flag that set the field.
+fn flag_errors(errors: &FieldErrors) -> anyhow::Error {
+    let flag = |field: &str| -> String {
+        let named = match field {
+            "concurrency" | "levels" => "concurrency",
+            "warmup_requests" => "warmup",
+            "timeout_secs" => "timeout",
+            "first_token_timeout_secs" => "first-token-timeout",
+            "stall_timeout_secs" => "stall-timeout",
+            "requests_per_level" => "requests",
+            "duration_secs" => "duration",
+            other => other,
+        };
+        format!("--{}", named.replace('_', "-"))
+    };
+    let lines: Vec<String> = errors
+        .0
+        .iter()
+        .map(|e| format!("{} {}", flag(&e.field), e.message))
+        .collect();
+    anyhow::anyhow!("{}", lines.join("; "))
 }
 
 /// The workload: the eval set given, or synthetic prompts.
@@ -783,6 +809,23 @@ mod tests {
         let c = run_config(&parse(&["--sweep", "--sweep-max", "8"])).unwrap();
         assert!(matches!(c.load, LoadShape::Sweep { max_concurrency: 8, .. }));
         assert!(run_config(&parse(&["--rate", "0"])).is_err());
+    }
+
+    #[test]
+    fn flags_are_held_to_the_run_forms_limits_and_errors_name_the_flag() {
+        let error = |argv: &[&str]| run_config(&parse(argv)).unwrap_err().to_string();
+        assert!(
+            error(&["--concurrency", "1,100000"]).starts_with("--concurrency "),
+            "{}",
+            error(&["--concurrency", "1,100000"])
+        );
+        assert!(error(&["--sweep", "--sweep-max", "5000"]).starts_with("--sweep-max "));
+        assert!(error(&["--repetitions", "0"]).starts_with("--repetitions "));
+        assert!(error(&["--timeout", "10", "--stall-timeout", "30"]).starts_with("--stall-timeout "));
+        assert!(error(&["--rate", "100000"]).starts_with("--rate "));
+        // The largest the form takes is taken here too.
+        let most = crate::domain::load::MAX_CONCURRENCY.to_string();
+        assert!(run_config(&parse(&["--concurrency", &most])).is_ok());
         assert!(Cli::try_parse_from(["measure", "--base-url", "x", "--model", "m", "--rate", "1", "--sweep"]).is_err());
         assert!(Cli::try_parse_from(["measure", "--base-url", "x", "--model", "m", "--api", "grpc"]).is_err());
     }

@@ -5,7 +5,7 @@
 //! temperature 0.2, a fixed max_tokens (the eval set's, the same for every request), a 60 s
 //! timeout, one retry, warm-ups excluded from every figure, repeated measurements (3+) where
 //! speed is measured, and the staged rollout (one case → a few → all) on.
-use super::load::LoadShape;
+use super::load::{LoadShape, MAX_CONCURRENCY};
 use super::run::RunConfig;
 use super::validation::{FieldErrors, optional_number};
 
@@ -216,11 +216,11 @@ impl LoadDraft {
                 let mut levels = Vec::new();
                 for part in self.levels.split(',').map(str::trim).filter(|p| !p.is_empty()) {
                     match part.parse::<u32>() {
-                        Ok(n) if (1..=1024).contains(&n) => levels.push(n),
+                        Ok(n) if (1..=MAX_CONCURRENCY).contains(&n) => levels.push(n),
                         _ => {
                             e.add(
                                 "levels",
-                                format!("has {part:?}; give whole numbers from 1 to 1024, e.g. 1, 4, 16"),
+                                format!("has {part:?}; give whole numbers from 1 to {MAX_CONCURRENCY}, e.g. 1, 4, 16"),
                             );
                             break;
                         }
@@ -232,7 +232,7 @@ impl LoadDraft {
                 LoadShape::Levels { levels }
             }
             "sweep" => LoadShape::Sweep {
-                max_concurrency: optional_number(e, "sweep_max", &self.sweep_max, 1, 1024).unwrap_or(32),
+                max_concurrency: optional_number(e, "sweep_max", &self.sweep_max, 1, MAX_CONCURRENCY).unwrap_or(32),
                 ttft_factor: 2.0,
                 min_gain: 0.05,
             },
