@@ -77,6 +77,12 @@ pub fn username(errors: &mut FieldErrors, field: &str, raw: &str) -> Option<Stri
     }
 }
 
+/// A login form's name as it is looked up and counted: trimmed, lower-case, at most 64
+/// characters (what [`username`] stores).
+pub fn login_name(raw: &str) -> String {
+    raw.trim().to_lowercase().chars().take(64).collect()
+}
+
 /// A new password: at least [`MIN_PASSWORD_CHARS`] characters, at most [`MAX_PASSWORD_CHARS`].
 pub fn new_password(errors: &mut FieldErrors, field: &str, raw: &str) -> Option<String> {
     let n = raw.chars().count();
@@ -155,6 +161,15 @@ impl User {
     }
 }
 
+/// A change of a user that could leave the server without an active admin, made by the store
+/// only while another active admin remains (checked in the same transaction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminChange {
+    SetRole(Role),
+    Disable,
+    Remove,
+}
+
 /// An API token as listed (the secret itself is shown once, at creation, and never stored).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiToken {
@@ -180,6 +195,25 @@ pub fn effective_role(user: Role, token: Role) -> Role {
     user.min(token)
 }
 
+/// Who a request made with token `token_id` of `username` acts as, in the audit log and in
+/// refusals: the user and the token, e.g. `ada (token #3)`.
+pub fn token_actor(username: &str, token_id: i64) -> String {
+    format!("{username} (token #{token_id})")
+}
+
+/// The most a new token may do when created by a request acting with role `requester`: the
+/// lower of that and the account's role. A token (or a session) never mints more than itself.
+pub fn token_role_cap(account: Role, requester: Role) -> Role {
+    account.min(requester)
+}
+
+/// Whether a request made with token `acting` of `user` may revoke token `target` of the same
+/// account: its own always; the account's others only when the token is not scoped below its
+/// user (a read-only token of an admin must not be able to end the admin's other tokens).
+pub fn token_may_revoke(user: &User, acting: &ApiToken, target: i64) -> bool {
+    target == acting.id || acting.role >= user.role
+}
+
 /// A login session is refused after this long without a request…
 pub const SESSION_IDLE_MS: i64 = 12 * 3600 * 1000;
 /// …and after this long in any case (the user logs in again).
@@ -202,14 +236,153 @@ pub const MAX_LOGIN_WAIT_MS: i64 = 15 * 60 * 1000;
 /// `last_failure`: nothing for the first [`FREE_LOGIN_FAILURES`], then 1 s, 2 s, 4 s, … doubling up
 /// to [`MAX_LOGIN_WAIT_MS`]. None when an attempt may be made now.
 pub fn login_wait(failures: i64, last_failure: Timestamp, now: Timestamp) -> Option<i64> {
-    if failures < FREE_LOGIN_FAILURES {
-        return None;
-    }
-    let doublings = (failures - FREE_LOGIN_FAILURES).min(20) as u32;
-    let wait = (1000i64 << doublings).min(MAX_LOGIN_WAIT_MS);
-    let left = last_failure.0 + wait - now.0;
-    (left > 0).then_some(left)
+    LoginLimit::PER_NAME_AND_ADDRESS.wait(failures, last_failure, now)
 }
+
+/// One throttle: failures allowed free, then each attempt waits 1 s, 2 s, 4 s … up to a cap
+/// after the last failure; failures older than the window are forgotten (the count restarts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoginLimit {
+    pub free: i64,
+    pub max_wait_ms: i64,
+    pub window_ms: i64,
+}
+
+impl LoginLimit {
+    /// One name from one address (or one browser that logged in as that name before):
+    /// 5 free, then up to 15 minutes between attempts; remembered for a day.
+    pub const PER_NAME_AND_ADDRESS: LoginLimit = LoginLimit {
+        free: FREE_LOGIN_FAILURES,
+        max_wait_ms: MAX_LOGIN_WAIT_MS,
+        window_ms: 24 * 3600 * 1000,
+    };
+    /// One name from every address but its trusted browsers (spraying guesses over many
+    /// addresses): 10 free, then slowed to one attempt a minute at most, never blocked for
+    /// longer; forgotten after an hour without failures.
+    pub const PER_ACCOUNT: LoginLimit = LoginLimit {
+        free: 10,
+        max_wait_ms: 60 * 1000,
+        window_ms: 3600 * 1000,
+    };
+    /// One address over every name (spraying one password over many names): 30 free, then
+    /// slowed to one attempt a minute at most; forgotten after an hour without failures.
+    pub const PER_ADDRESS: LoginLimit = LoginLimit {
+        free: 30,
+        max_wait_ms: 60 * 1000,
+        window_ms: 3600 * 1000,
+    };
+
+    /// How long (ms) an attempt must still wait after `failures` failures within the window,
+    /// the last at `last_failure`; None when it may be made now.
+    pub fn wait(&self, failures: i64, last_failure: Timestamp, now: Timestamp) -> Option<i64> {
+        if failures < self.free || now.0 - last_failure.0 >= self.window_ms {
+            return None;
+        }
+        let doublings = (failures - self.free).min(30) as u32;
+        let wait = (1000i64 << doublings).min(self.max_wait_ms);
+        let left = last_failure.0 + wait - now.0;
+        (left > 0).then_some(left)
+    }
+}
+
+/// What failed logins are counted under: a name and an address (or a `device:` / `*` stand-in).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ThrottleKey {
+    pub username: String,
+    pub address: String,
+    pub limit_of: KeyKind,
+}
+
+/// Which limit a [`ThrottleKey`] keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum KeyKind {
+    /// One name from one address.
+    NameAndAddress,
+    /// One name from one browser that logged in as it before.
+    TrustedBrowser,
+    /// One name from every untrusted address.
+    Account,
+    /// One address over every name.
+    Address,
+}
+
+/// The stand-in for "every address" (per-account key) and "every name" (per-address key):
+/// neither a login name (letters, digits and `. _ @ -`) nor an IP address.
+pub const ANY: &str = "*";
+
+impl ThrottleKey {
+    pub fn limit(&self) -> LoginLimit {
+        match self.limit_of {
+            KeyKind::NameAndAddress | KeyKind::TrustedBrowser => LoginLimit::PER_NAME_AND_ADDRESS,
+            KeyKind::Account => LoginLimit::PER_ACCOUNT,
+            KeyKind::Address => LoginLimit::PER_ADDRESS,
+        }
+    }
+
+    /// Whether a successful login forgets this key's failures (its own name and place), rather
+    /// than only taking back the attempt it counted (shared budgets).
+    pub fn cleared_by_success(&self) -> bool {
+        matches!(self.limit_of, KeyKind::NameAndAddress | KeyKind::TrustedBrowser)
+    }
+}
+
+/// The keys a login attempt for `name` from `address` is counted under, in the order they are
+/// locked. A browser holding a valid device cookie for `name` (`device`: its random id, from an
+/// earlier successful login) is counted on its own, so others' failures — from the same address
+/// behind a proxy, or from anywhere — never slow its user down. Anyone else is counted per name
+/// and address, per name over every address, and per address over every name.
+pub fn login_throttle_keys(name: &str, address: &str, device: Option<&str>) -> Vec<ThrottleKey> {
+    let key = |username: &str, address: String, limit_of| ThrottleKey {
+        username: username.to_string(),
+        address,
+        limit_of,
+    };
+    let mut keys = match device {
+        Some(id) => vec![key(name, format!("device:{id}"), KeyKind::TrustedBrowser)],
+        None => vec![
+            key(name, address.to_string(), KeyKind::NameAndAddress),
+            key(name, ANY.to_string(), KeyKind::Account),
+            key(ANY, address.to_string(), KeyKind::Address),
+        ],
+    };
+    keys.sort_by(|a, b| (&a.username, &a.address).cmp(&(&b.username, &b.address)));
+    keys
+}
+
+/// The longest wait any key asks of an attempt now, given each key's failures within its window
+/// and last failure (None for a key with none): the key and the wait, or None to go ahead.
+pub fn throttled(keys: &[ThrottleKey], counts: &[Option<(i64, Timestamp)>], now: Timestamp) -> Option<(usize, i64)> {
+    keys.iter()
+        .zip(counts)
+        .enumerate()
+        .filter_map(|(i, (key, count))| {
+            let (failures, last) = (*count)?;
+            key.limit().wait(failures, last, now).map(|w| (i, w))
+        })
+        .max_by_key(|(_, w)| *w)
+}
+
+/// What reserving a login attempt came to ([`login_throttle_keys`]' counts raised, or not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reservation {
+    /// Counted as a failure until the password proves right: go ahead and check it.
+    Reserved,
+    /// Not counted: wait this long. `key` is the index of the key that asked the longest wait;
+    /// `audit` is set (to the number of attempts that key refused so far) when this one is to
+    /// be written to the audit log.
+    Throttled {
+        key: usize,
+        wait_ms: i64,
+        audit: Option<i64>,
+    },
+}
+
+/// A throttled attempt is written to the audit log at most this often per key (anyone can make
+/// them, so each is not).
+pub const THROTTLE_AUDIT_EVERY_MS: i64 = 60 * 1000;
+
+/// Failed-login counts not touched for this long are deleted (unknown names leave rows too).
+pub const LOGIN_FAILURES_KEPT_MS: i64 = 24 * 3600 * 1000;
 
 #[cfg(test)]
 mod tests {
@@ -250,6 +423,38 @@ mod tests {
         assert_eq!(login_wait(6, t, t), Some(2000));
         assert_eq!(login_wait(6, t, Timestamp(t.0 + 2000)), None);
         assert_eq!(login_wait(60, t, t), Some(MAX_LOGIN_WAIT_MS));
+    }
+
+    #[test]
+    fn shared_budgets_slow_but_never_block_for_long_and_a_trusted_browser_is_counted_alone() {
+        let t = Timestamp(1_000_000);
+        let account = LoginLimit::PER_ACCOUNT;
+        assert_eq!(account.wait(9, t, t), None);
+        assert_eq!(account.wait(10, t, t), Some(1000));
+        assert_eq!(
+            account.wait(1_000, t, t),
+            Some(60_000),
+            "slowed, never longer than a minute"
+        );
+        assert_eq!(
+            account.wait(1_000, t, Timestamp(t.0 + 3600 * 1000)),
+            None,
+            "forgotten after the window"
+        );
+        let untrusted = login_throttle_keys("ada", "10.0.0.1", None);
+        let kinds: Vec<KeyKind> = untrusted.iter().map(|k| k.limit_of).collect();
+        assert_eq!(
+            kinds,
+            [KeyKind::Address, KeyKind::Account, KeyKind::NameAndAddress],
+            "locked in one order"
+        );
+        let trusted = login_throttle_keys("ada", "10.0.0.1", Some("ff00"));
+        assert_eq!(trusted.len(), 1);
+        assert_eq!(trusted[0].address, "device:ff00");
+        // The longest wait wins; none when every key is under its limit.
+        let counts = [Some((30, t)), Some((3, t)), Some((6, t))];
+        assert_eq!(throttled(&untrusted, &counts, t), Some((2, 2000)));
+        assert_eq!(throttled(&untrusted, &[None, Some((3, t)), None], t), None);
     }
 
     #[test]
