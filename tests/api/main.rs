@@ -34,6 +34,7 @@ mod run_page;
 mod runs;
 mod scorecard;
 mod security;
+mod security_attacks;
 mod stability;
 mod store;
 mod store_operability;
