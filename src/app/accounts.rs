@@ -66,29 +66,50 @@ fn hash_turn() -> Result<HashTurn, AppError> {
         })
 }
 
-/// Runs `work` (argon2id) on a blocking thread once one of the [`HASHING_AT_ONCE`] turns is free.
+/// argon2id's working memory, one per hash running at once: taken by a hash, given back after,
+/// never freed (so the memory of hashing stays [`HASHING_AT_ONCE`] × 19 MiB however many
+/// passwords are checked, instead of the allocator keeping what each hash freed).
+static MEMORY: std::sync::Mutex<Vec<accounts::HashMemory>> = std::sync::Mutex::new(Vec::new());
+
+/// Runs `work` (argon2id, in one of the kept working memories) on a blocking thread once one of
+/// the [`HASHING_AT_ONCE`] turns is free.
 async fn hashing<T: Send + 'static>(
     _turn: &HashTurn,
-    work: impl FnOnce() -> T + Send + 'static,
+    work: impl FnOnce(&mut accounts::HashMemory) -> T + Send + 'static,
 ) -> Result<T, AppError> {
     let _running = HASHING
         .running
         .acquire()
         .await
         .map_err(|e| AppError::Invalid(format!("hashing the password failed: {e}")))?;
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| AppError::Invalid(format!("hashing the password failed: {e}")))
+    tokio::task::spawn_blocking(move || {
+        let kept = MEMORY.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+        let mut memory = kept.unwrap_or_default();
+        let done = work(&mut memory);
+        MEMORY
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(memory);
+        done
+    })
+    .await
+    .map_err(|e| AppError::Invalid(format!("hashing the password failed: {e}")))
 }
 
 /// argon2id off the async threads (it takes tens of milliseconds of CPU by design), bounded.
 async fn hash(password: String) -> Result<String, AppError> {
     let turn = hash_turn()?;
-    hashing(&turn, move || accounts::hash_password(&password)).await
+    hashing(&turn, move |memory| accounts::hash_password_with(memory, &password)).await
 }
 
-async fn verify(turn: &HashTurn, hash: String, password: String) -> Result<bool, AppError> {
-    hashing(turn, move || accounts::verify_password(&hash, &password)).await
+/// Checks `password` against `hash`, or against the decoy hash when there is none (an unknown
+/// name costs as much as a wrong password).
+async fn verify(turn: &HashTurn, hash: Option<String>, password: String) -> Result<bool, AppError> {
+    hashing(turn, move |memory| {
+        let hash = hash.as_deref().unwrap_or_else(|| accounts::decoy_hash());
+        accounts::verify_password_with(memory, hash, &password)
+    })
+    .await
 }
 
 fn checked_password(field: &str, raw: &str) -> Result<String, AppError> {
@@ -281,13 +302,13 @@ pub async fn change_own_password(
 ) -> Result<usize, AppError> {
     let turn = hash_turn()?;
     let stored = store.password_hash(user.id).await?.unwrap_or_default();
-    if !verify(&turn, stored, current.to_string()).await? {
+    if !verify(&turn, Some(stored), current.to_string()).await? {
         let mut errors = FieldErrors::default();
         errors.add("current_password", "is not your current password");
         return Err(AppError::Fields(errors));
     }
     let new = checked_password("new_password", new)?;
-    let new_hash = hashing(&turn, move || accounts::hash_password(&new)).await?;
+    let new_hash = hashing(&turn, move |memory| accounts::hash_password_with(memory, &new)).await?;
     drop(turn);
     store.set_user_password(user.id, &new_hash).await?;
     let ended = store.delete_user_sessions(user.id, keep_session).await?;
@@ -498,9 +519,6 @@ pub struct LoginFrom<'a> {
     pub device: Option<&'a str>,
 }
 
-/// When this process last pruned old failed-login counts (ms since the epoch).
-static LAST_PRUNE_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
-
 /// Checks a login. The attempt takes a place in the bounded hashing queue first (else
 /// [`AppError::Busy`]), then is counted as a failure under every throttle key before the
 /// password is checked — atomically, so a burst of parallel attempts is counted one by one —
@@ -543,18 +561,13 @@ pub async fn login(store: &dyn Store, username: &str, password: &str, from: Logi
         }
         return Ok(Login::Throttled { wait_ms });
     }
-    prune_now_and_then(store, now).await;
+    prune(store, now).await;
     let user = store.find_user(&name).await?.filter(User::is_active);
     let stored = match &user {
         Some(u) => store.password_hash(u.id).await?,
         None => None,
     };
-    let matches = verify(
-        &turn,
-        stored.unwrap_or_else(|| accounts::decoy_hash().to_string()),
-        password.to_string(),
-    )
-    .await?;
+    let matches = verify(&turn, stored, password.to_string()).await?;
     drop(turn);
     let Some(user) = user.filter(|_| matches) else {
         tracing::warn!(username = %name, address = from.address, "failed login");
@@ -576,19 +589,11 @@ pub async fn login(store: &dyn Store, username: &str, password: &str, from: Logi
     Ok(Login::Session { user, secret })
 }
 
-/// Deletes failed-login counts untouched for a day, at most once a minute per process (a
-/// flood of unknown names leaves a row each, which must not stay forever). A failure to prune
-/// is logged, never the login's.
-async fn prune_now_and_then(store: &dyn Store, now: Timestamp) {
-    use std::sync::atomic::Ordering;
-    let last = LAST_PRUNE_MS.load(Ordering::Relaxed);
-    if now.0 - last < 60_000
-        || LAST_PRUNE_MS
-            .compare_exchange(last, now.0, Ordering::Relaxed, Ordering::Relaxed)
-            .is_err()
-    {
-        return;
-    }
+/// Deletes failed-login counts untouched for a day (a flood of unknown names leaves a row each,
+/// which must not stay forever), on every attempt that gets checked (one indexed delete; the
+/// attempts that get that far are bounded by the hashing queue). A failure to prune is logged,
+/// never the login's.
+async fn prune(store: &dyn Store, now: Timestamp) {
     match store
         .prune_login_failures(Timestamp(now.0 - accounts::LOGIN_FAILURES_KEPT_MS))
         .await

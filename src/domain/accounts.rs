@@ -1,6 +1,6 @@
 //! Accounts: roles, usernames, password rules and hashes, and the random secrets (session ids,
 //! API tokens) that are stored only as hashes.
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::password_hash::{PasswordHash, SaltString};
 use argon2::{Algorithm, Argon2, Params, Version};
 use sha2::{Digest, Sha256};
 
@@ -97,27 +97,107 @@ pub fn new_password(errors: &mut FieldErrors, field: &str, raw: &str) -> Option<
     }
 }
 
+/// argon2id's memory cost: 19 MiB (in 1 KiB blocks).
+const ARGON2_MEMORY_KIB: u32 = 19 * 1024;
+
 fn argon2id() -> Argon2<'static> {
     // OWASP's argon2id baseline: 19 MiB, 2 iterations, 1 lane.
-    let params = Params::new(19 * 1024, 2, 1, None).expect("valid argon2 parameters");
+    let params = Params::new(ARGON2_MEMORY_KIB, 2, 1, None).expect("valid argon2 parameters");
     Argon2::new(Algorithm::Argon2id, Version::V0x13, params)
+}
+
+/// argon2id's working memory for one password at a time (19 MiB), kept and reused from one
+/// password to the next, so hashing allocates nothing: whoever holds N of these hashes at most
+/// N passwords at once, in N × 19 MiB that stays the same however many passwords pass.
+pub struct HashMemory(Vec<argon2::Block>);
+
+impl HashMemory {
+    pub fn new() -> HashMemory {
+        HashMemory(vec![argon2::Block::default(); ARGON2_MEMORY_KIB as usize])
+    }
+
+    /// The first `blocks` blocks (grown, once, for a stored hash of a higher cost).
+    fn blocks(&mut self, blocks: usize) -> &mut [argon2::Block] {
+        if self.0.len() < blocks {
+            self.0.resize(blocks, argon2::Block::default());
+        }
+        &mut self.0[..blocks]
+    }
+}
+
+impl Default for HashMemory {
+    fn default() -> Self {
+        HashMemory::new()
+    }
 }
 
 /// An argon2id hash of `password` in PHC format (salt and parameters included). CPU-heavy:
 /// call it off the async threads.
 pub fn hash_password(password: &str) -> String {
+    hash_password_with(&mut HashMemory::new(), password)
+}
+
+/// [`hash_password`] in `memory`.
+pub fn hash_password_with(memory: &mut HashMemory, password: &str) -> String {
     let mut salt = [0u8; 16];
     getrandom::fill(&mut salt).expect("the operating system's random source");
+    let argon = argon2id();
+    let params = argon.params().clone();
+    let mut out = [0u8; 32];
+    argon
+        .hash_password_into_with_memory(
+            password.as_bytes(),
+            &salt,
+            &mut out,
+            memory.blocks(params.block_count()),
+        )
+        .expect("argon2id hashes any password within the length bounds");
     let salt = SaltString::encode_b64(&salt).expect("16 bytes make a valid salt");
-    argon2id()
-        .hash_password(password.as_bytes(), &salt)
-        .expect("argon2id hashes any password within the length bounds")
-        .to_string()
+    PasswordHash {
+        algorithm: Algorithm::Argon2id.ident(),
+        version: Some(Version::V0x13.into()),
+        params: argon2::password_hash::ParamsString::try_from(&params).expect("argon2 parameters print"),
+        salt: Some(salt.as_salt()),
+        hash: Some(argon2::password_hash::Output::new(&out).expect("a 32-byte output")),
+    }
+    .to_string()
 }
 
 /// Whether `password` matches a stored PHC hash (constant-time). CPU-heavy.
 pub fn verify_password(hash: &str, password: &str) -> bool {
-    PasswordHash::new(hash).is_ok_and(|parsed| argon2id().verify_password(password.as_bytes(), &parsed).is_ok())
+    verify_password_with(&mut HashMemory::new(), hash, password)
+}
+
+/// [`verify_password`] in `memory`: the stored hash's own algorithm, version and parameters,
+/// and a constant-time comparison of the outputs.
+pub fn verify_password_with(memory: &mut HashMemory, hash: &str, password: &str) -> bool {
+    let Ok(parsed) = PasswordHash::new(hash) else {
+        return false;
+    };
+    let (Ok(algorithm), Ok(params)) = (Algorithm::try_from(parsed.algorithm), Params::try_from(&parsed)) else {
+        return false;
+    };
+    let version = match parsed.version.map(Version::try_from).transpose() {
+        Ok(v) => v.unwrap_or(Version::V0x13),
+        Err(_) => return false,
+    };
+    let (Some(salt), Some(expected)) = (parsed.salt, parsed.hash) else {
+        return false;
+    };
+    let mut salt_bytes = [0u8; 64];
+    let Ok(salt) = salt.decode_b64(&mut salt_bytes) else {
+        return false;
+    };
+    let mut out = vec![0u8; expected.len()];
+    let blocks = params.block_count();
+    let computed = Argon2::new(algorithm, version, params).hash_password_into_with_memory(
+        password.as_bytes(),
+        salt,
+        &mut out,
+        memory.blocks(blocks),
+    );
+    // `Output`'s equality is constant-time.
+    computed.is_ok() && argon2::password_hash::Output::new(&out).is_ok_and(|o| o == expected)
 }
 
 /// A hash to verify against when the user does not exist, so a login for an unknown name takes
@@ -403,6 +483,14 @@ mod tests {
         assert!(!verify_password(&h, "correct horse battery!"));
         assert!(!verify_password("not a hash", "x"));
         assert_ne!(h, hash_password("correct horse battery"), "salted");
+        // The same in reused memory, and as the argon2 crate itself checks it.
+        let mut memory = HashMemory::new();
+        let again = hash_password_with(&mut memory, "pw in reused memory");
+        assert!(verify_password_with(&mut memory, &again, "pw in reused memory"));
+        assert!(!verify_password_with(&mut memory, &again, "pw in reused memory?"));
+        use argon2::password_hash::PasswordVerifier;
+        let parsed = PasswordHash::new(&again).unwrap();
+        assert!(argon2id().verify_password(b"pw in reused memory", &parsed).is_ok());
     }
 
     #[test]

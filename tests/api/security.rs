@@ -485,7 +485,7 @@ async fn a_planted_key_is_only_ciphertext_at_rest_and_appears_on_no_get_route(db
     let raw = stored_keys(&url, backend).await;
     assert_eq!(raw.len(), 1);
     assert!(
-        raw[0].starts_with("sealed:v1:") && !raw[0].contains("PLANTED"),
+        raw[0].starts_with("sealed:v2:") && !raw[0].contains("PLANTED"),
         "{backend}: {raw:?}"
     );
 
@@ -599,7 +599,7 @@ async fn a_planted_key_is_only_ciphertext_at_rest_and_appears_on_no_get_route(db
     let migrated = reopen().await;
     let raw = stored_keys(&url, backend).await;
     assert!(
-        raw.iter().all(|k| k.starts_with("sealed:v1:") && !k.contains("LEGACY")),
+        raw.iter().all(|k| k.starts_with("sealed:v2:") && !k.contains("LEGACY")),
         "{raw:?}"
     );
     assert_eq!(
