@@ -400,7 +400,7 @@ pub enum ImportedAs {
     /// This stored candidate (same name and endpoint).
     Existing(i64),
     /// A new one, its credentials checked like every other candidate's.
-    New(NewCandidate),
+    New(Box<NewCandidate>),
 }
 
 /// What [`Store::import_run`] did.

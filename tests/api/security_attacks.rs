@@ -732,12 +732,15 @@ async fn a_flood_of_anonymous_logins_is_bounded_refused_with_503_and_memory_stay
     );
 }
 
+/// A change made to an export before it is imported.
+type Edit = Box<dyn FnOnce(&mut serde_json::Value)>;
+
 each_backend!(imported_names_follow_the_forms_rules);
 async fn imported_names_follow_the_forms_rules(db: TestStore) {
     let app = spawn_app_on(db).await;
     let b = app.backend;
     let long = "n".repeat(200_000);
-    let cases: Vec<(&str, Box<dyn FnOnce(&mut serde_json::Value)>)> = vec![
+    let cases: Vec<(&str, Edit)> = vec![
         (
             "run name with a bidi override",
             Box::new(|j| j["run"]["name"] = "run\u{202E}gnp.exe".into()),
@@ -970,7 +973,7 @@ async fn allow_key_env_refuses_the_servers_own_secrets() {
         "DATABASE_URL",
         "PGPASSWORD",
     ] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_bakeoff"))
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_bakeoff"))
             .args([
                 "serve",
                 "--listen",
@@ -983,10 +986,22 @@ async fn allow_key_env_refuses_the_servers_own_secrets() {
             .env("BAKEOFF_SECRET_KEY", hex::encode(crate::support::db::TEST_SERVER_KEY))
             .env("BAKEOFF_LOG", "warn")
             .env("NO_COLOR", "1")
-            .output()
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
             .unwrap();
+        // It must stop on its own (polled, at most 30 s); one still serving allowed the name.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let serving = child.try_wait().unwrap().is_none();
+        if serving {
+            child.kill().unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{name} was allowed");
+        assert!(!serving && !out.status.success(), "{name} was allowed");
         assert!(
             stderr.contains(name) && stderr.contains("never send it"),
             "{name}: {stderr}"

@@ -321,7 +321,7 @@ async fn prepare(store: &dyn Store, actor: &Actor, head: &ExportHead) -> Result<
                     api_key_env: None,
                     ..spec.clone()
                 };
-                ImportedAs::New(crate::app::candidates::checked_new(actor, live, false)?)
+                ImportedAs::New(Box::new(crate::app::candidates::checked_new(actor, live, false)?))
             }
         };
         candidates.push(ImportedCandidate { stored, spec });
