@@ -56,7 +56,7 @@ async fn seed(store: &DynStore) -> Seeded {
         }
         .validate(None)
         .unwrap();
-        candidates.push(store.create_candidate(&spec).await.unwrap());
+        candidates.push(store.create_candidate(&bench_checked::admin_new(&spec)).await.unwrap());
     }
     // Every archived run judged by one profile (as the verdict worker does when runs finish),
     // so the archive's profile and verdict filters are timed over 1,000 judged runs.
@@ -287,4 +287,12 @@ fn main() {
     }));
     // The app's pools close with the runtime.
     std::thread::sleep(Duration::from_millis(50));
+}
+
+/// Candidates as the store takes them: checked as an admin's (`domain::credentials`).
+mod bench_checked {
+    pub fn admin_new(spec: &bakeoff::domain::candidate::CandidateSpec) -> bakeoff::domain::credentials::NewCandidate {
+        bakeoff::domain::credentials::check_new(bakeoff::domain::accounts::Role::Admin, spec.clone(), false)
+            .expect("an admin may set credentials")
+    }
 }

@@ -38,8 +38,12 @@ pub struct ServeArgs {
     pub secret_key_file: Option<PathBuf>,
     /// Environment variables, besides those named `BAKEOFF_KEY_…`, that a candidate's
     /// "API key environment variable" may name (comma-separated), e.g. `OPENAI_API_KEY`.
+    /// The server's own variables (`BAKEOFF_SECRET_KEY`, `BAKEOFF_ADMIN_PASSWORD`, `DATABASE_URL`,
+    /// any other `BAKEOFF_…` but `BAKEOFF_KEY_…`, `PG…`) are refused, always.
     #[arg(long = "allow-key-env", env = "BAKEOFF_ALLOW_KEY_ENV", value_delimiter = ',')]
     pub allow_key_env: Vec<String>,
+    #[command(flatten)]
+    pub candidate_origins: CandidateOrigins,
     /// Most runs executing at once; further runs wait, queued, first come first served.
     #[arg(long, env = "BAKEOFF_MAX_RUNS", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub max_runs: u32,
@@ -75,6 +79,24 @@ pub struct ServeArgs {
     pub worker_labels: String,
     #[command(flatten)]
     pub lease: LeaseArgs,
+}
+
+/// The servers candidates may point at, for deployments that restrict them.
+#[derive(Debug, Clone, Default, Args)]
+pub struct CandidateOrigins {
+    /// Origins (`scheme://host[:port]`, comma-separated) candidates may point at; unset: any.
+    /// An editor can make the server send requests (runs, probes, soaks, tokenizer calls) to any
+    /// candidate base URL and read the answers; with this list, a candidate naming another
+    /// server is refused when saved, and nothing is sent to one stored before.
+    #[arg(long = "candidate-origins", env = "BAKEOFF_CANDIDATE_ORIGINS", value_delimiter = ',')]
+    pub candidate_origins: Vec<String>,
+}
+
+impl CandidateOrigins {
+    /// Applies the list to this process (`domain::candidate::restrict_candidate_origins`).
+    pub fn apply(&self) -> anyhow::Result<()> {
+        crate::domain::candidate::restrict_candidate_origins(&self.candidate_origins).map_err(anyhow::Error::msg)
+    }
 }
 
 /// How long a worker's lease on a unit lasts.

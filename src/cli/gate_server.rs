@@ -43,9 +43,11 @@ impl Server {
         if parsed.scheme() != "http" && parsed.scheme() != "https" {
             return Err(config(anyhow!("--server {url:?} must start with http:// or https://")));
         }
+        // No redirect is followed: the token goes to --server and nowhere else.
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(120))
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(run_error)?;
         Ok(Server {

@@ -485,7 +485,12 @@ pub async fn run(args: MeasureArgs) -> anyhow::Result<ExitCode> {
     let outcome = measure(
         &store,
         MeasureSpec {
-            candidate: spec.clone(),
+            // The terminal acts as an admin (who can run it can open the database anyway).
+            candidate: crate::app::candidates::checked_new(
+                &crate::app::candidates::Actor::terminal(),
+                spec.clone(),
+                false,
+            )?,
             evalset: file,
             config: config.clone(),
             run_name: format!("measure {} @ {host}", args.model),

@@ -125,7 +125,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             let source = std::fs::File::open(&file).with_context(|| format!("reading {}", file.display()))?;
             let store = crate::store::connect(&database.database_url).await?;
             // Read as a stream: a million-record export is never in memory whole.
-            let report = import_from(store.as_ref(), source)
+            let report = import_from(store.as_ref(), &crate::app::candidates::Actor::terminal(), source)
                 .await
                 .with_context(|| format!("importing {}", file.display()))?;
             let imported = report.imported;
@@ -152,6 +152,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 report.records,
                 harness_note(report.harness.as_ref())
             );
+            for (name, var) in &report.key_envs_not_taken {
+                eprintln!(
+                    "candidate {name:?} was created without credentials: the export's key variable {var} was not \
+                     taken (set it on the candidate if this server should send that key there)"
+                );
+            }
             Ok(())
         }
     }

@@ -53,8 +53,14 @@ pub enum UserAction {
         #[arg(value_parser = parse_role)]
         role: Role,
     },
-    /// Set a new password for a user (ends the user's sessions).
+    /// Set a new password for a user (ends the user's sessions, revokes their API tokens and
+    /// forgets their failed logins).
     Passwd {
+        /// The user.
+        name: String,
+    },
+    /// Forget the failed logins counted for a user's name, so no address is slowed logging in as it.
+    Unlock {
         /// The user.
         name: String,
     },
@@ -168,7 +174,15 @@ pub async fn run(args: UserArgs) -> anyhow::Result<()> {
             let user = accounts::user_named(store, &name).await?;
             let password = read_password(&format!("New password for {}", user.username))?;
             accounts::reset_password(store, &actor, &user, &password).await?;
-            println!("password of {} changed; their sessions ended", user.username);
+            println!(
+                "password of {} changed; their sessions ended, their API tokens were revoked and their failed logins forgotten",
+                user.username
+            );
+        }
+        UserAction::Unlock { name } => {
+            let user = accounts::user_named(store, &name).await?;
+            let cleared = accounts::unlock(store, &actor, &user).await?;
+            println!("{} unlocked ({cleared} failed-login count(s) forgotten)", user.username);
         }
         UserAction::Disable { name } => {
             let user = accounts::user_named(store, &name).await?;
@@ -231,7 +245,7 @@ async fn token(store: &dyn crate::store::Store, actor: &str, action: TokenAction
             )?;
         }
         TokenAction::Revoke { id } => {
-            accounts::revoke_token(store, actor, id, None).await?;
+            accounts::revoke_token(store, actor, id, None, None).await?;
             println!("token #{id} revoked");
         }
     }

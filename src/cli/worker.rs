@@ -32,11 +32,14 @@ pub struct WorkerArgs {
     /// Default: beside an SQLite database, else `./bakeoff-spill/`.
     #[arg(long, env = "BAKEOFF_SPILL_DIR")]
     pub spill_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub candidate_origins: crate::config::CandidateOrigins,
 }
 
 pub async fn run(args: WorkerArgs) -> anyhow::Result<()> {
     let name = args.name.clone().unwrap_or_else(crate::engine::run::harness::host_name);
     check_worker_name(&name).map_err(anyhow::Error::msg)?;
+    args.candidate_origins.apply()?;
     let labels = crate::domain::workers::parse_labels(&args.labels).map_err(|e| anyhow::anyhow!("--labels: {e}"))?;
     let url = &args.database.database_url;
     let store = crate::store::connect(url)

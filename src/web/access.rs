@@ -45,6 +45,7 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("POST", "/users/{id}/disable", ADMIN),
     ("POST", "/users/{id}/enable", ADMIN),
     ("POST", "/users/{id}/tokens/revoke", ADMIN),
+    ("POST", "/users/{id}/unlock", ADMIN),
     ("POST", "/users/{id}/remove", ADMIN),
     // audit log
     ("GET", "/audit", VIEWER),

@@ -10,8 +10,10 @@ use axum::routing::get;
 use super::AppState;
 use super::archive::list::parse_day;
 use super::error::{WebError, parse_page};
+use super::security::CurrentUser;
 use super::views::{Pagination, download};
 use crate::domain::Timestamp;
+use crate::domain::accounts::Role;
 use crate::domain::audit::{Action, AuditEntry, AuditFilter, NewAuditEntry};
 use crate::domain::neutralize::csv_cell;
 
@@ -98,7 +100,22 @@ pub struct AuditPage {
     pub query: String,
 }
 
-async fn page(State(state): State<AppState>, Query(q): Query<AuditQuery>) -> Result<AuditPage, WebError> {
+/// The entries as the requester may see them (`audit::as_seen_by`: others' login addresses are
+/// an admin's to read).
+fn seen_by(user: &CurrentUser, entries: Vec<AuditEntry>) -> Vec<AuditEntry> {
+    let reader = user.user().map(|u| u.username.as_str());
+    let admin = user.role >= Role::Admin;
+    entries
+        .into_iter()
+        .map(|e| crate::domain::audit::as_seen_by(e, reader, admin))
+        .collect()
+}
+
+async fn page(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Query(q): Query<AuditQuery>,
+) -> Result<AuditPage, WebError> {
     let filter = q.filter()?;
     let page = parse_page(q.page.as_deref())?;
     let total = state.store.count_audit(&filter).await?;
@@ -107,10 +124,13 @@ async fn page(State(state): State<AppState>, Query(q): Query<AuditQuery>) -> Res
     if pager.out_of_range() {
         return Err(WebError::NotFound(format!("page {page} of the audit log")));
     }
-    let entries = state
-        .store
-        .list_audit(&filter, i64::from(PER_PAGE), pager.offset())
-        .await?;
+    let entries = seen_by(
+        &user,
+        state
+            .store
+            .list_audit(&filter, i64::from(PER_PAGE), pager.offset())
+            .await?,
+    );
     Ok(AuditPage {
         nav: "audit",
         rows: entries
@@ -133,8 +153,11 @@ async fn page(State(state): State<AppState>, Query(q): Query<AuditQuery>) -> Res
     })
 }
 
-async fn export_entries(state: &AppState, q: &AuditQuery) -> Result<Vec<AuditEntry>, WebError> {
-    Ok(state.store.list_audit(&q.filter()?, MAX_EXPORT, 0).await?)
+async fn export_entries(state: &AppState, user: &CurrentUser, q: &AuditQuery) -> Result<Vec<AuditEntry>, WebError> {
+    Ok(seen_by(
+        user,
+        state.store.list_audit(&q.filter()?, MAX_EXPORT, 0).await?,
+    ))
 }
 
 /// CSV, newest first; every text cell neutralised against formula injection.
@@ -157,8 +180,12 @@ pub fn to_csv(entries: &[AuditEntry]) -> String {
     out
 }
 
-async fn export_csv(State(state): State<AppState>, Query(q): Query<AuditQuery>) -> Result<Response, WebError> {
-    let entries = export_entries(&state, &q).await?;
+async fn export_csv(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Query(q): Query<AuditQuery>,
+) -> Result<Response, WebError> {
+    let entries = export_entries(&state, &user, &q).await?;
     Ok(download(
         to_csv(&entries),
         "text/csv; charset=utf-8",
@@ -166,8 +193,12 @@ async fn export_csv(State(state): State<AppState>, Query(q): Query<AuditQuery>) 
     ))
 }
 
-async fn export_json(State(state): State<AppState>, Query(q): Query<AuditQuery>) -> Result<Response, WebError> {
-    let entries = export_entries(&state, &q).await?;
+async fn export_json(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Query(q): Query<AuditQuery>,
+) -> Result<Response, WebError> {
+    let entries = export_entries(&state, &user, &q).await?;
     let body = serde_json::json!({ "schema": "bakeoff.audit/1", "entries": entries }).to_string();
     Ok(download(body, "application/json", "bakeoff-audit.json".into()))
 }

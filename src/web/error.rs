@@ -35,6 +35,9 @@ pub enum WebError {
     /// Any other failure whose cause must be logged but not shown.
     #[error("internal: {0}")]
     Internal(String),
+    /// Bounded work (password hashing) is full: 503 with `Retry-After`.
+    #[error("busy, retry after {retry_after_secs} s")]
+    Busy { retry_after_secs: u64 },
 }
 
 impl WebError {
@@ -45,6 +48,7 @@ impl WebError {
             WebError::Conflict(_) => StatusCode::CONFLICT,
             WebError::Refused { status, .. } => *status,
             WebError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            WebError::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
             // A store-level "not found" reached here means a stale link or id race.
             WebError::Store(StoreError::NotFound(_)) => StatusCode::NOT_FOUND,
             WebError::Store(e) if e.is_unavailable() => StatusCode::SERVICE_UNAVAILABLE,
@@ -72,6 +76,13 @@ impl WebError {
             WebError::BadRequest(why) => ("Bad request", why.clone()),
             WebError::Conflict(why) => ("Not now", why.clone()),
             WebError::Refused { message, .. } => ("Refused", message.clone()),
+            WebError::Busy { retry_after_secs } => (
+                "Busy",
+                format!(
+                    "The server is checking many passwords at once right now, so this one was not checked and \
+                     nothing was counted. Try again in {retry_after_secs} s."
+                ),
+            ),
             WebError::PayloadTooLarge => (
                 "Form too large",
                 format!(
@@ -109,6 +120,7 @@ impl From<AppError> for WebError {
                 status: StatusCode::FORBIDDEN,
                 message,
             },
+            AppError::Busy { retry_after_secs } => WebError::Busy { retry_after_secs },
             AppError::Store(e) => WebError::Store(e),
         }
     }
@@ -144,7 +156,11 @@ pub struct ErrorPage {
 impl IntoResponse for WebError {
     fn into_response(self) -> Response {
         let status = self.status();
-        if status.is_server_error() {
+        let retry_after = match &self {
+            WebError::Busy { retry_after_secs } => Some(*retry_after_secs),
+            _ => None,
+        };
+        if status.is_server_error() && retry_after.is_none() {
             // The full cause goes to the log only.
             tracing::error!(error = %self, "request failed");
         }
@@ -162,6 +178,11 @@ impl IntoResponse for WebError {
                 (status, public.heading).into_response()
             }
         };
+        if let Some(secs) = retry_after {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(secs));
+        }
         response.extensions_mut().insert(public);
         response
     }

@@ -46,6 +46,10 @@ pub const CSRF_HEADER: &str = "x-csrf-token";
 pub const BROWSER_COOKIE: &str = "bakeoff_browser";
 /// Cookie holding a login session's id (the database keeps only its hash).
 pub const SESSION_COOKIE: &str = "bakeoff_session";
+/// Cookie marking a browser that logged in as a name before (see [`Security::device_cookie`]).
+pub const DEVICE_COOKIE: &str = "bakeoff_device";
+/// How long a browser stays trusted for its name after its last login.
+const DEVICE_MAX_AGE_SECS: i64 = 365 * 24 * 3600;
 /// The audit log's actor in single-user mode.
 pub const LOCAL_USER: &str = "local user (single-user mode)";
 
@@ -266,6 +270,46 @@ impl Security {
         mac.verify_slice(&given).is_ok()
     }
 
+    /// The device cookie a browser gets when it logs in as `username`: a random id and an HMAC
+    /// binding it to the name under the server key. Failed logins from a browser holding it are
+    /// counted on their own (`domain::accounts::login_throttle_keys`), so nobody else's failures
+    /// — from the same address, or from anywhere — slow its user down. Sent to `/login` only.
+    pub fn device_cookie(&self, username: &str) -> HeaderValue {
+        let id = random_hex(16);
+        let mac = self.device_mac(username, &id);
+        let secure = if self.public_url.https { "; Secure" } else { "" };
+        HeaderValue::from_str(&format!(
+            "{DEVICE_COOKIE}={id}.{mac}; Path=/login; HttpOnly; SameSite=Strict; Max-Age={DEVICE_MAX_AGE_SECS}{secure}"
+        ))
+        .expect("hex and ASCII make a valid header")
+    }
+
+    /// The id of the request's device cookie when it is valid for `username` (as the login form
+    /// looks it up: see `domain::accounts::login_name`).
+    pub fn trusted_device<'a>(&self, headers: &'a HeaderMap, username: &str) -> Option<&'a str> {
+        let (id, mac) = cookie(headers, DEVICE_COOKIE)?.split_once('.')?;
+        if id.len() != 32 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let given = hex::decode(mac).ok()?;
+        let mut check = <Hmac<Sha256> as Mac>::new_from_slice(&self.csrf_key).expect("HMAC takes any key length");
+        check.update(b"bakeoff device v1\0");
+        check.update(username.as_bytes());
+        check.update(b"\0");
+        check.update(id.as_bytes());
+        // Constant-time comparison.
+        check.verify_slice(&given).is_ok().then_some(id)
+    }
+
+    fn device_mac(&self, username: &str, id: &str) -> String {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.csrf_key).expect("HMAC takes any key length");
+        mac.update(b"bakeoff device v1\0");
+        mac.update(username.as_bytes());
+        mac.update(b"\0");
+        mac.update(id.as_bytes());
+        hex::encode(mac.finalize().into_bytes())
+    }
+
     /// A fresh per-browser id and its `Set-Cookie` value.
     pub fn new_browser_cookie(&self) -> (String, HeaderValue) {
         let id = random_hex(16);
@@ -469,6 +513,8 @@ pub enum Refusal {
     BadToken,
     /// An `Authorization: Bearer` token that is unknown, revoked, or whose user is disabled.
     BadBearer,
+    /// Single-user mode, but the request came through a proxy (the header naming it).
+    ProxiedSingleUser(&'static str),
 }
 
 impl Refusal {
@@ -488,10 +534,16 @@ impl Refusal {
             Refusal::BadBearer => "This API token is not valid: it is unknown or revoked, or its user is disabled. \
                  Create a new one on your account page (or with `bakeoff user token create`)."
                 .to_string(),
+            Refusal::ProxiedSingleUser(header) => format!(
+                "This server runs in single-user mode (no login: anyone who reaches it may change everything), and \
+                 this request came through a proxy (it carries {header}), so it was refused. To serve bakeoff behind \
+                 a proxy, start it with --public-url set to the address people open, and add a user first: \
+                 `bakeoff user add NAME --role admin`."
+            ),
         };
         let status = match self {
             Refusal::ForeignHost => StatusCode::MISDIRECTED_REQUEST,
-            Refusal::ForeignOrigin | Refusal::BadToken => StatusCode::FORBIDDEN,
+            Refusal::ForeignOrigin | Refusal::BadToken | Refusal::ProxiedSingleUser(_) => StatusCode::FORBIDDEN,
             Refusal::BadBearer => StatusCode::UNAUTHORIZED,
         };
         let mut response = WebError::Refused { status, message }.into_response();
@@ -629,7 +681,8 @@ async fn identify(state: &AppState, headers: &HeaderMap, accounts: bool) -> Resu
         return match state.store.token_user(&secret_hash(token), now).await {
             Ok(Some((user, token))) => Ok(Caller {
                 user: Some(CurrentUser {
-                    name: user.username.clone(),
+                    // Every audit entry, refusal and page of a bearer request names the token.
+                    name: accounts_rules::token_actor(&user.username, token.id),
                     role: accounts_rules::effective_role(user.role, token.role),
                     via: Via::Token { user, token },
                 }),
@@ -756,10 +809,20 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
         Ok(a) => a,
         Err(e) => return WebError::from(e).into_response(),
     };
+    if !accounts && let Some(header) = proxied(req.headers()) {
+        return Refusal::ProxiedSingleUser(header).response(&security.public_url);
+    }
     let caller = match identify(&state, req.headers(), accounts).await {
         Ok(c) => c,
         Err(response) => return response,
     };
+    // Every response of a route that needs a login is for its reader only: never stored by a
+    // browser or a proxy cache.
+    let private = req
+        .extensions()
+        .get::<MatchedPath>()
+        .and_then(|p| access::required(req.method(), p.as_str()))
+        .is_some_and(|a| matches!(a, Access::Role(_)));
     let mut req = req;
     if is_state_changing(req.method()) {
         if let Err(refusal) = check_origin(&security.public_url, req.headers()) {
@@ -800,8 +863,29 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
     if let Some(user) = caller.user.clone() {
         req.extensions_mut().insert(user);
     }
-    let response = PAGE.scope(ctx, next.run(req)).await;
+    let mut response = PAGE.scope(ctx, next.run(req)).await;
+    if private {
+        response
+            .headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
     with_cookies(response, &caller, security)
+}
+
+/// The header showing a request came through a proxy (`X-Forwarded-For`, `Forwarded`, `Via`,
+/// …), if any: single-user mode serves only people on this machine, and a proxy that forwards
+/// `Host: 127.0.0.1` would otherwise hand everyone it serves the local user's rights.
+fn proxied(headers: &HeaderMap) -> Option<&'static str> {
+    [
+        "x-forwarded-for",
+        "forwarded",
+        "via",
+        "x-forwarded-host",
+        "x-forwarded-proto",
+        "x-real-ip",
+    ]
+    .into_iter()
+    .find(|h| headers.contains_key(*h))
 }
 
 fn with_cookies(mut response: Response, caller: &Caller, security: &Security) -> Response {

@@ -24,7 +24,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             )
         })?,
     };
-    crate::domain::candidate::allow_key_envs(&args.allow_key_env);
+    crate::domain::candidate::allow_key_envs(&args.allow_key_env).map_err(anyhow::Error::msg)?;
+    args.candidate_origins.apply()?;
     // From the environment only, never a flag: command lines are visible to other users.
     let key_file =
         (args.secret_key_file.clone()).unwrap_or_else(|| server_key::default_key_file(&args.database.database_url));

@@ -834,7 +834,7 @@ async fn a_planted_key_password_and_token_are_in_no_dump_and_no_account_page(db:
         .unwrap();
     let everything = dump(&url, backend).await;
     assert!(
-        everything.contains("sealed:v1:"),
+        everything.contains("sealed:v2:"),
         "{backend}: the dump has the sealed key"
     );
     for secret in [PLANTED, password.as_str(), token.as_str(), session.as_str()] {

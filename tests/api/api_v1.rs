@@ -521,7 +521,10 @@ async fn only_an_admin_sets_credentials_by_import_and_a_move_drops_them(db: Test
     let id = a.body["items"][0]["candidate"]["id"].as_i64().unwrap();
     let mut keyed = app.store.get_candidate(id).await.unwrap().unwrap().spec;
     keyed.api_key = Some(bakeoff::domain::candidate::Secret::new("sk-stored-0123456789"));
-    app.store.update_candidate(id, &keyed).await.unwrap();
+    app.store
+        .update_candidate(&crate::support::checked::admin_change(app.store.as_ref(), id, &keyed).await)
+        .await
+        .unwrap();
 
     // An editor changing or removing the variable: 403, the candidate as it was.
     let stored = || async { app.store.get_candidate(id).await.unwrap().unwrap().spec };

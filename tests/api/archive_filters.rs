@@ -64,7 +64,11 @@ async fn runs_filter_by_profile_and_verdict_on_both_stores(t: TestStore) {
         }
         .validate(None)
         .unwrap();
-        cands.push(s.create_candidate(&spec).await.unwrap());
+        cands.push(
+            s.create_candidate(&crate::support::checked::admin_new(&spec))
+                .await
+                .unwrap(),
+        );
     }
     let (a, bb) = (cands[0], cands[1]);
     let mut runs = Vec::new();
@@ -304,12 +308,12 @@ async fn finished_runs_are_judged_and_the_archive_filters_by_verdict() {
     let version = app.store.save_evalset_version(&file).await.unwrap();
     let right = app
         .store
-        .create_candidate(&spec("right", &mock.base_url()))
+        .create_candidate(&crate::support::checked::admin_new(&spec("right", &mock.base_url())))
         .await
         .unwrap();
     let wrong = app
         .store
-        .create_candidate(&spec("wrong", &mock.base_url()))
+        .create_candidate(&crate::support::checked::admin_new(&spec("wrong", &mock.base_url())))
         .await
         .unwrap();
     // 10 / 10 has a one-sided 95 % lower bound above 50 %; 0 / 10 an upper bound below it.

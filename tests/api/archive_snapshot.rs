@@ -53,7 +53,9 @@ async fn editing_a_candidate_changes_nothing_of_its_archived_runs(t: TestStore) 
     let id = s.run_candidates(run).await.unwrap()[0].id;
     let priced = draft("snap", "http://127.0.0.1:1/v1", "0.5").validate(None).unwrap();
     // Prices as they were when the run was measured: a new run is created with them.
-    s.update_candidate(id, &priced).await.unwrap();
+    s.update_candidate(&crate::support::checked::admin_change(s.as_ref(), id, &priced).await)
+        .await
+        .unwrap();
     let version = s.get_run(run).await.unwrap().unwrap().evalset_version_id;
     let run = app.create_run("priced", version, &[id]).await;
     let old = s
@@ -96,7 +98,9 @@ async fn editing_a_candidate_changes_nothing_of_its_archived_runs(t: TestStore) 
 
     // Name, base URL and prices change (no prices at all: cost would become "not measured").
     let edited = draft("renamed", "http://127.0.0.1:9/other", "").validate(None).unwrap();
-    s.update_candidate(id, &edited).await.unwrap();
+    s.update_candidate(&crate::support::checked::admin_change(s.as_ref(), id, &edited).await)
+        .await
+        .unwrap();
 
     let card_after = assemble(&s, run, &choice).await.unwrap();
     assert_eq!(
@@ -248,7 +252,9 @@ async fn runs_from_before_snapshots_get_one_from_the_candidate_on_start(t: TestS
     let file = bakeoff::domain::evalset::EvalSetFile::parse("tiny.jsonl", crate::support::app::TINY_EVALSET).unwrap();
     let version = s.save_evalset_version(&file).await.unwrap();
     let id = s
-        .create_candidate(&draft("older", "http://127.0.0.1:1/v1", "").validate(None).unwrap())
+        .create_candidate(&crate::support::checked::admin_new(
+            &draft("older", "http://127.0.0.1:1/v1", "").validate(None).unwrap(),
+        ))
         .await
         .unwrap();
     let run = s
@@ -276,7 +282,10 @@ async fn runs_from_before_snapshots_get_one_from_the_candidate_on_start(t: TestS
         t.backend
     );
     let renamed = draft("renamed", "http://127.0.0.1:1/v1", "").validate(None).unwrap();
-    reopened.update_candidate(id, &renamed).await.unwrap();
+    reopened
+        .update_candidate(&crate::support::checked::admin_change(reopened.as_ref(), id, &renamed).await)
+        .await
+        .unwrap();
     assert_eq!(
         reopened.run_candidates(run).await.unwrap()[0].spec.name,
         "older",

@@ -76,7 +76,10 @@ async fn start_mock(profiles: Vec<ModelProfile>, key: &EvalSetFile) -> MockServe
 /// Stores the eval set, one candidate and a queued run; returns (run id, candidate id).
 async fn create_run(store: &DynStore, file: &EvalSetFile, spec: &CandidateSpec, config: RunConfig) -> (i64, i64) {
     let version = store.save_evalset_version(file).await.expect("saving the eval set");
-    let candidate = store.create_candidate(spec).await.expect("saving the candidate");
+    let candidate = store
+        .create_candidate(&crate::support::checked::admin_new(spec))
+        .await
+        .expect("saving the candidate");
     let run = store
         .create_run(&NewRun {
             name: "engine test".into(),

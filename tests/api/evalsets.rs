@@ -872,7 +872,13 @@ async fn every_shipped_set_parses_is_large_enough_and_separates_the_demo_candida
     let mut candidates = Vec::new();
     for p in &profiles {
         let spec = CandidateSpec::openai_chat(p.name.clone(), mock.base_url(), p.name.clone());
-        candidates.push((p.name.clone(), store.create_candidate(&spec).await.unwrap()));
+        candidates.push((
+            p.name.clone(),
+            store
+                .create_candidate(&crate::support::checked::admin_new(&spec))
+                .await
+                .unwrap(),
+        ));
     }
 
     let runner = Runner::new(store.clone());

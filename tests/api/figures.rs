@@ -64,7 +64,7 @@ async fn run_candidate(
 ) -> MeasureOutcome {
     let (store, _guard) = crate::support::db::sqlite_store().await;
     let spec = MeasureSpec {
-        candidate,
+        candidate: crate::support::checked::admin_new(&candidate),
         evalset,
         config,
         run_name: format!("figures {model}"),

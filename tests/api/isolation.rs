@@ -74,7 +74,12 @@ async fn create_run(
     let version = store.save_evalset_version(file).await.expect("saving the eval set");
     let mut ids = Vec::new();
     for s in specs {
-        ids.push(store.create_candidate(s).await.expect("saving a candidate"));
+        ids.push(
+            store
+                .create_candidate(&crate::support::checked::admin_new(s))
+                .await
+                .expect("saving a candidate"),
+        );
     }
     let run = store
         .create_run(&NewRun {

@@ -91,11 +91,21 @@ async fn setup(judge_name: &str, judge: Option<JudgeConfig>) -> Setup {
     let (store, guard) = sqlite_store().await;
     let version = store.save_evalset_version(&file).await.unwrap();
     let measured = store
-        .create_candidate(&spec("m", &mock.base_url(), "m", 1.0))
+        .create_candidate(&crate::support::checked::admin_new(&spec(
+            "m",
+            &mock.base_url(),
+            "m",
+            1.0,
+        )))
         .await
         .unwrap();
     let judge_id = store
-        .create_candidate(&spec("judge", &mock.base_url(), "j", 10.0))
+        .create_candidate(&crate::support::checked::admin_new(&spec(
+            "judge",
+            &mock.base_url(),
+            "j",
+            10.0,
+        )))
         .await
         .unwrap();
     let run_id = store
@@ -403,7 +413,9 @@ async fn a_judge_that_keeps_failing_is_a_failed_grade_saying_why() {
     let url = format!("http://{}/v1", dead.local_addr().unwrap());
     drop(dead);
     s.store
-        .update_candidate(s.judge, &spec("judge", &url, "j", 10.0))
+        .update_candidate(
+            &crate::support::checked::admin_change(s.store.as_ref(), s.judge, &spec("judge", &url, "j", 10.0)).await,
+        )
         .await
         .unwrap();
     assert_eq!(run_to_end(&s.store, s.run_id).await, RunStatus::Finished);
@@ -500,11 +512,21 @@ async fn the_scorecard_shows_judge_cost_apart_and_the_quality_section_the_judge_
     let version = app.store.save_evalset_version(&file).await.unwrap();
     let m = app
         .store
-        .create_candidate(&spec("m", &mock.base_url(), "m", 1.0))
+        .create_candidate(&crate::support::checked::admin_new(&spec(
+            "m",
+            &mock.base_url(),
+            "m",
+            1.0,
+        )))
         .await
         .unwrap();
     app.store
-        .create_candidate(&spec("judge", &mock.base_url(), "j", 10.0))
+        .create_candidate(&crate::support::checked::admin_new(&spec(
+            "judge",
+            &mock.base_url(),
+            "j",
+            10.0,
+        )))
         .await
         .unwrap();
     let run = app
@@ -566,7 +588,12 @@ async fn grades_keep_weight_and_required_and_judge_grades_are_appended_on_both_s
     let (backend, store) = (t.backend, &t.store);
     let version = store.save_evalset_version(&file).await.unwrap();
     let m = store
-        .create_candidate(&spec("m", "http://127.0.0.1:9/v1", "m", 1.0))
+        .create_candidate(&crate::support::checked::admin_new(&spec(
+            "m",
+            "http://127.0.0.1:9/v1",
+            "m",
+            1.0,
+        )))
         .await
         .unwrap();
     let run_id = store

@@ -80,7 +80,11 @@ async fn setup() -> (TestApp, MockServer, i64, i64) {
     let version = app.store.save_evalset_version(&file).await.unwrap();
     let candidate = app
         .store
-        .create_candidate(&CandidateSpec::openai_chat("alpha", mock.base_url(), "quick"))
+        .create_candidate(&crate::support::checked::admin_new(&CandidateSpec::openai_chat(
+            "alpha",
+            mock.base_url(),
+            "quick",
+        )))
         .await
         .unwrap();
     (app, mock, version, candidate)

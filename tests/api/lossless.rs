@@ -59,7 +59,10 @@ async fn answers_with_nul_and_control_characters_are_stored_exactly(t: TestStore
     }
     .validate(None)
     .unwrap();
-    let candidate = store.create_candidate(&spec).await.unwrap();
+    let candidate = store
+        .create_candidate(&crate::support::checked::admin_new(&spec))
+        .await
+        .unwrap();
     let run = store
         .create_run(&NewRun {
             name: "nul".into(),

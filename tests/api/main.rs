@@ -35,6 +35,7 @@ mod run_page;
 mod runs;
 mod scorecard;
 mod security;
+mod security_attacks;
 mod stability;
 mod store;
 mod store_operability;

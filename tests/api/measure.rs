@@ -57,7 +57,7 @@ fn config(load: LoadShape, requests: u32) -> RunConfig {
 async fn run(mock: &MockServer, model: &str, evalset: EvalSetFile, config: RunConfig) -> MeasureOutcome {
     let (store, _guard) = crate::support::db::sqlite_store().await;
     let spec = MeasureSpec {
-        candidate: spec(mock, model),
+        candidate: crate::support::checked::admin_new(&spec(mock, model)),
         evalset,
         config,
         run_name: format!("measure test {model}"),
@@ -542,7 +542,7 @@ async fn the_tokenizer_counts_when_the_server_gives_no_usage() {
     let o = measure(
         &store,
         MeasureSpec {
-            candidate,
+            candidate: crate::support::checked::admin_new(&candidate),
             evalset: synthetic_evalset(&[16], 2, 8).unwrap(),
             config: config(LoadShape::Levels { levels: vec![1] }, 2),
             run_name: "no usage".into(),

@@ -228,7 +228,10 @@ async fn the_operability_page_runs_probes_versions_the_checklist_and_scores() {
     let mut c = app.store.get_candidate(id).await.unwrap().unwrap();
     c.spec.model = "good".into();
     c.spec.api_key = Some(Secret::new(KEY));
-    app.store.update_candidate(id, &c.spec).await.unwrap();
+    app.store
+        .update_candidate(&crate::support::checked::admin_change(app.store.as_ref(), id, &c.spec).await)
+        .await
+        .unwrap();
 
     let page = app.get_html(&format!("/candidates/{id}/operability")).await;
     assert_eq!(page.status, 200);

@@ -121,7 +121,10 @@ async fn seed(store: &DynStore, ttft_ms: f64) -> (i64, i64, MockServer) {
     }
     .validate(None)
     .unwrap();
-    let candidate = store.create_candidate(&spec).await.unwrap();
+    let candidate = store
+        .create_candidate(&crate::support::checked::admin_new(&spec))
+        .await
+        .unwrap();
     (version, candidate, mock)
 }
 

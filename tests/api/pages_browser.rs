@@ -47,11 +47,11 @@ async fn seed(app: &crate::browser::DemoApp) -> Vec<(String, String)> {
     candidates.sort_by_key(|c| c.id);
     // A fourth candidate with a long name, as teams name them.
     let fourth = store
-        .create_candidate(&CandidateSpec::openai_chat(
+        .create_candidate(&crate::support::checked::admin_new(&CandidateSpec::openai_chat(
             "steady-32b on the staging cluster behind the gateway",
             &app.mock_url,
             "steady-32b",
-        ))
+        )))
         .await
         .unwrap();
     let mut ids: Vec<i64> = candidates.iter().map(|c| c.id).collect();

@@ -138,7 +138,10 @@ async fn a_run_against_llama_cpp_records_every_case_with_honest_token_sources() 
     let (store, _guard) = sqlite_store().await;
     let file = evalset();
     let version = store.save_evalset_version(&file).await.unwrap();
-    let candidate_id = store.create_candidate(&candidate(&server.base_url)).await.unwrap();
+    let candidate_id = store
+        .create_candidate(&crate::support::checked::admin_new(&candidate(&server.base_url)))
+        .await
+        .unwrap();
     for stream in [true, false] {
         let config = RunConfig {
             concurrency: 2,
@@ -211,7 +214,10 @@ async fn a_run_against_llama_cpp_records_every_case_with_honest_token_sources() 
         }),
         ..candidate(&server.base_url)
     };
-    let declared_id = store.create_candidate(&declared).await.unwrap();
+    let declared_id = store
+        .create_candidate(&crate::support::checked::admin_new(&declared))
+        .await
+        .unwrap();
     let run_id = store
         .create_run(&NewRun {
             name: "real server, own tokenizer".into(),

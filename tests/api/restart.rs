@@ -70,7 +70,12 @@ async fn seed(store: &DynStore, file: &EvalSetFile, mock: &MockServer) -> (i64, 
         }
         .validate(None)
         .expect("a valid candidate");
-        ids.push(store.create_candidate(&spec).await.expect("saving a candidate"));
+        ids.push(
+            store
+                .create_candidate(&crate::support::checked::admin_new(&spec))
+                .await
+                .expect("saving a candidate"),
+        );
     }
     (version, ids)
 }

@@ -90,7 +90,7 @@ async fn setup(store: &DynStore, names: &[&str], cases: usize) -> Setup {
     for name in names {
         candidates.push(
             store
-                .create_candidate(&spec(name, &mock.base_url()))
+                .create_candidate(&crate::support::checked::admin_new(&spec(name, &mock.base_url())))
                 .await
                 .expect("saving a candidate"),
         );

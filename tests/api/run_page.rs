@@ -31,7 +31,10 @@ impl TestApp {
         }
         .validate(None)
         .expect("a valid candidate");
-        self.store.create_candidate(&spec).await.expect("storing a candidate")
+        self.store
+            .create_candidate(&crate::support::checked::admin_new(&spec))
+            .await
+            .expect("storing a candidate")
     }
 
     async fn run(&self, version: i64, candidates: &[i64], config: RunConfig) -> i64 {
@@ -970,7 +973,10 @@ async fn the_harness_report_travels_with_an_exported_run_through_the_cli() {
     }
     .validate(None)
     .unwrap();
-    let cand = from.create_candidate(&spec).await.unwrap();
+    let cand = from
+        .create_candidate(&crate::support::checked::admin_new(&spec))
+        .await
+        .unwrap();
     let run = from
         .create_run(&NewRun {
             name: "cli".into(),

@@ -74,7 +74,10 @@ async fn the_estimate_counts_requests_and_states_its_assumptions() {
     let mut spec = app.store.get_candidate(alpha).await.unwrap().unwrap().spec;
     spec.pricing.input_per_mtok = Some(1.0);
     spec.pricing.output_per_mtok = Some(2.0);
-    app.store.update_candidate(alpha, &spec).await.unwrap();
+    app.store
+        .update_candidate(&crate::support::checked::admin_change(app.store.as_ref(), alpha, &spec).await)
+        .await
+        .unwrap();
     let beta = app.create_candidate("beta", DEAD_URL).await;
 
     // The form's "update the estimate" GET: 3 cases × 2 repetitions + 1 warm-up, no rollout.
@@ -749,7 +752,10 @@ async fn exportable_run(store: &bakeoff::store::DynStore) -> (i64, usize) {
     }
     .validate(None)
     .unwrap();
-    let keyed = store.create_candidate(&spec).await.unwrap();
+    let keyed = store
+        .create_candidate(&crate::support::checked::admin_new(&spec))
+        .await
+        .unwrap();
     let run = store
         .create_run(&bakeoff::domain::run::NewRun {
             name: "to export".into(),

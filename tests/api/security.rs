@@ -485,7 +485,7 @@ async fn a_planted_key_is_only_ciphertext_at_rest_and_appears_on_no_get_route(db
     let raw = stored_keys(&url, backend).await;
     assert_eq!(raw.len(), 1);
     assert!(
-        raw[0].starts_with("sealed:v1:") && !raw[0].contains("PLANTED"),
+        raw[0].starts_with("sealed:v2:") && !raw[0].contains("PLANTED"),
         "{backend}: {raw:?}"
     );
 
@@ -580,7 +580,10 @@ async fn a_planted_key_is_only_ciphertext_at_rest_and_appears_on_no_get_route(db
     let reopened = reopen().await;
     let mut legacy = bakeoff::domain::candidate::CandidateSpec::openai_chat("legacy", "http://127.0.0.1:2/v1", "m");
     legacy.api_key = Some(bakeoff::domain::candidate::Secret::new("sk-LEGACY-plain-0001"));
-    let id = reopened.create_candidate(&legacy).await.unwrap();
+    let id = reopened
+        .create_candidate(&crate::support::checked::admin_new(&legacy))
+        .await
+        .unwrap();
     {
         use sqlx::Connection;
         let sql = format!("UPDATE candidates SET api_key = 'sk-LEGACY-plain-0001' WHERE id = {id}");
@@ -596,7 +599,7 @@ async fn a_planted_key_is_only_ciphertext_at_rest_and_appears_on_no_get_route(db
     let migrated = reopen().await;
     let raw = stored_keys(&url, backend).await;
     assert!(
-        raw.iter().all(|k| k.starts_with("sealed:v1:") && !k.contains("LEGACY")),
+        raw.iter().all(|k| k.starts_with("sealed:v2:") && !k.contains("LEGACY")),
         "{raw:?}"
     );
     assert_eq!(
@@ -847,7 +850,10 @@ async fn terminal_imports_and_a_resume_are_audited_and_a_moved_import_says_what_
         .unwrap();
     let mut keyed = c.spec.clone();
     keyed.api_key = Some(bakeoff::domain::candidate::Secret::new("sk-terminal-0123456789"));
-    app.store.update_candidate(c.id, &keyed).await.unwrap();
+    app.store
+        .update_candidate(&crate::support::checked::admin_change(app.store.as_ref(), c.id, &keyed).await)
+        .await
+        .unwrap();
     write("http://evil.example/v1");
     let out = bakeoff(&["candidate", "import", candidates.to_str().unwrap()], &url);
     assert!(out.status.success(), "{}", stderr(&out));

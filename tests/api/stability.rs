@@ -63,7 +63,10 @@ async fn run_report(store: &DynStore, base_url: &str, model: &str, config: RunCo
     let mut s = spec(base_url, model);
     // Candidate names are unique: each run gets its own candidate.
     s.name = format!("{model} #{}", RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-    let candidate = store.create_candidate(&s).await.unwrap();
+    let candidate = store
+        .create_candidate(&crate::support::checked::admin_new(&s))
+        .await
+        .unwrap();
     let run = store
         .create_run(&NewRun {
             name: format!("stability {model}"),
@@ -280,7 +283,7 @@ async fn a_soak_run_is_stored_and_its_verdict_shown_on_the_operability_page() {
     let version = app.store.save_evalset_version(&set()).await.unwrap();
     let id = app
         .store
-        .create_candidate(&spec(&server.base_url(), "leaky"))
+        .create_candidate(&crate::support::checked::admin_new(&spec(&server.base_url(), "leaky")))
         .await
         .unwrap();
     let c = app.store.get_candidate(id).await.unwrap().unwrap();

@@ -150,7 +150,12 @@ async fn seeded_run(store: &DynStore, candidates: usize) -> (i64, Vec<i64>) {
         .unwrap();
     let mut ids = Vec::new();
     for i in 0..candidates {
-        ids.push(store.create_candidate(&candidate(&format!("cand-{i}"))).await.unwrap());
+        ids.push(
+            store
+                .create_candidate(&crate::support::checked::admin_new(&candidate(&format!("cand-{i}"))))
+                .await
+                .unwrap(),
+        );
     }
     let run_id = store
         .create_run(&NewRun {
@@ -178,7 +183,10 @@ async fn migrations_apply_from_empty_and_reapply_idempotently(
         Backend::Postgres
     };
     assert_eq!(store.backend(), expected, "{backend}");
-    let id = store.create_candidate(&candidate("kept")).await.unwrap();
+    let id = store
+        .create_candidate(&crate::support::checked::admin_new(&candidate("kept")))
+        .await
+        .unwrap();
 
     // Opening the same database again re-runs the migrator: nothing changes, nothing is lost.
     let again = crate::support::db::open(&url).await;
@@ -203,7 +211,10 @@ async fn migrations_are_recorded_once(t: TestStore) {
 #[tokio::test]
 async fn connect_accepts_in_memory_sqlite_and_refuses_unknown_schemes() {
     let store = store::connect("sqlite::memory:").await.unwrap();
-    let id = store.create_candidate(&candidate("in-memory")).await.unwrap();
+    let id = store
+        .create_candidate(&crate::support::checked::admin_new(&candidate("in-memory")))
+        .await
+        .unwrap();
     assert_eq!(store.list_candidates().await.unwrap()[0].id, id);
 
     let err = store::connect("mysql://localhost/db")
@@ -228,7 +239,10 @@ async fn sqlite_creates_the_file_when_missing() {
 each_backend!(candidate_crud_round_trips_every_field_and_the_secret);
 async fn candidate_crud_round_trips_every_field_and_the_secret(TestStore { backend, store, .. }: TestStore) {
     let spec = full_candidate("fast");
-    let id = store.create_candidate(&spec).await.unwrap();
+    let id = store
+        .create_candidate(&crate::support::checked::admin_new(&spec))
+        .await
+        .unwrap();
     let got = store.get_candidate(id).await.unwrap().expect("created candidate");
     assert_eq!(got.spec, spec, "{backend}");
     assert_eq!(
@@ -243,11 +257,17 @@ async fn candidate_crud_round_trips_every_field_and_the_secret(TestStore { backe
     changed.api_key = None;
     changed.claimed = None;
     changed.temperature = None;
-    store.update_candidate(id, &changed).await.unwrap();
+    store
+        .update_candidate(&crate::support::checked::admin_change(store.as_ref(), id, &changed).await)
+        .await
+        .unwrap();
     let got = store.get_candidate(id).await.unwrap().unwrap();
     assert_eq!(got.spec, changed, "{backend}");
 
-    let other = store.create_candidate(&candidate("slow")).await.unwrap();
+    let other = store
+        .create_candidate(&crate::support::checked::admin_new(&candidate("slow")))
+        .await
+        .unwrap();
     let names: Vec<String> = store
         .list_candidates()
         .await
@@ -261,18 +281,35 @@ async fn candidate_crud_round_trips_every_field_and_the_secret(TestStore { backe
 
 each_backend!(candidate_name_conflicts_and_missing_ids_are_reported);
 async fn candidate_name_conflicts_and_missing_ids_are_reported(TestStore { backend, store, .. }: TestStore) {
-    let first = store.create_candidate(&candidate("x")).await.unwrap();
-    let second = store.create_candidate(&candidate("y")).await.unwrap();
+    let first = store
+        .create_candidate(&crate::support::checked::admin_new(&candidate("x")))
+        .await
+        .unwrap();
+    let second = store
+        .create_candidate(&crate::support::checked::admin_new(&candidate("y")))
+        .await
+        .unwrap();
 
-    match store.create_candidate(&candidate("x")).await {
+    match store
+        .create_candidate(&crate::support::checked::admin_new(&candidate("x")))
+        .await
+    {
         Err(StoreError::Conflict(msg)) => assert_eq!(msg, r#"a candidate named "x" already exists"#, "{backend}"),
         other => panic!("{backend}: expected a conflict, got {other:?}"),
     }
-    match store.update_candidate(second, &candidate("x")).await {
+    match store
+        .update_candidate(&crate::support::checked::admin_change(store.as_ref(), second, &candidate("x")).await)
+        .await
+    {
         Err(StoreError::Conflict(msg)) => assert!(msg.contains(r#""x""#), "{backend}: {msg}"),
         other => panic!("{backend}: expected a conflict, got {other:?}"),
     }
-    match store.update_candidate(first + second + 100, &candidate("z")).await {
+    match store
+        .update_candidate(
+            &crate::support::checked::admin_change(store.as_ref(), first + second + 100, &candidate("z")).await,
+        )
+        .await
+    {
         Err(StoreError::NotFound(what)) => assert!(what.contains("candidate"), "{backend}: {what}"),
         other => panic!("{backend}: expected not found, got {other:?}"),
     }
@@ -743,7 +780,10 @@ async fn a_key_repeated_inside_one_batch_is_stored_once(TestStore { backend, sto
 each_backend!(records_for_unknown_runs_or_candidates_are_refused_whole);
 async fn records_for_unknown_runs_or_candidates_are_refused_whole(TestStore { backend, store, .. }: TestStore) {
     let (run_id, c) = seeded_run(&store, 1).await;
-    let stranger = store.create_candidate(&candidate("not in the run")).await.unwrap();
+    let stranger = store
+        .create_candidate(&crate::support::checked::admin_new(&candidate("not in the run")))
+        .await
+        .unwrap();
     let batch = [record(run_id, c[0], "a", 0, 1), record(run_id, stranger, "a", 0, 2)];
     let err = store.append_request_records(&batch).await.unwrap_err();
     assert!(matches!(err, StoreError::NotFound(_)), "{backend}: {err:?}");

@@ -61,8 +61,14 @@ fn answers(pairs: &[(ChecklistItem, Answer, &str)]) -> ChecklistAnswers {
 
 each_backend!(store_probe_runs_round_trip_newest_first);
 async fn store_probe_runs_round_trip_newest_first(TestStore { backend, store, .. }: TestStore) {
-    let a = store.create_candidate(&candidate("a")).await.unwrap();
-    let b = store.create_candidate(&candidate("b")).await.unwrap();
+    let a = store
+        .create_candidate(&crate::support::checked::admin_new(&candidate("a")))
+        .await
+        .unwrap();
+    let b = store
+        .create_candidate(&crate::support::checked::admin_new(&candidate("b")))
+        .await
+        .unwrap();
     let first = store.save_probe_run(a, &report(3)).await.unwrap();
     let second = store.save_probe_run(a, &report(9)).await.unwrap();
     store.save_probe_run(b, &report(1)).await.unwrap();
@@ -83,7 +89,10 @@ async fn store_probe_runs_round_trip_newest_first(TestStore { backend, store, ..
 each_backend!(store_checklist_versions_keep_who_when_and_every_answer);
 async fn store_checklist_versions_keep_who_when_and_every_answer(t: TestStore) {
     let (store, backend) = (&t.store, t.backend);
-    let a = store.create_candidate(&candidate("a")).await.unwrap();
+    let a = store
+        .create_candidate(&crate::support::checked::admin_new(&candidate("a")))
+        .await
+        .unwrap();
     assert!(store.checklist_history(a).await.unwrap().is_empty(), "{backend}");
     let v1 = answers(&[
         (ChecklistItem::Logging, Answer::No, "stdout only"),
@@ -144,7 +153,10 @@ async fn store_checklist_versions_keep_who_when_and_every_answer(t: TestStore) {
 
 each_backend!(store_concurrent_checklist_saves_get_distinct_versions);
 async fn store_concurrent_checklist_saves_get_distinct_versions(TestStore { backend, store, .. }: TestStore) {
-    let a = store.create_candidate(&candidate("a")).await.unwrap();
+    let a = store
+        .create_candidate(&crate::support::checked::admin_new(&candidate("a")))
+        .await
+        .unwrap();
     let mut tasks = Vec::new();
     for i in 0..6 {
         let store = store.clone();

@@ -20,7 +20,10 @@ async fn candidate(store: &DynStore, name: &str) -> i64 {
     }
     .validate(None)
     .unwrap();
-    store.create_candidate(&spec).await.unwrap()
+    store
+        .create_candidate(&crate::support::checked::admin_new(&spec))
+        .await
+        .unwrap()
 }
 
 async fn run(store: &DynStore, version: i64, candidates: &[i64], name: &str) -> i64 {

@@ -29,8 +29,14 @@ async fn seeded_run(store: &DynStore) -> (i64, Vec<i64>) {
 /// A run of `file` with two new candidates, "a" and "b"; returns (run id, candidate ids).
 async fn run_of(store: &DynStore, file: &EvalSetFile) -> (i64, Vec<i64>) {
     let version = store.save_evalset_version(file).await.unwrap();
-    let a = store.create_candidate(&candidate("a")).await.unwrap();
-    let b = store.create_candidate(&candidate("b")).await.unwrap();
+    let a = store
+        .create_candidate(&crate::support::checked::admin_new(&candidate("a")))
+        .await
+        .unwrap();
+    let b = store
+        .create_candidate(&crate::support::checked::admin_new(&candidate("b")))
+        .await
+        .unwrap();
     let run = store
         .create_run(&NewRun {
             name: "judged".into(),

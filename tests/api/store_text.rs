@@ -37,7 +37,10 @@ async fn run_with_candidate(t: &TestStore) -> (i64, i64) {
     }
     .validate(None)
     .unwrap();
-    let candidate = s.create_candidate(&spec).await.unwrap();
+    let candidate = s
+        .create_candidate(&crate::support::checked::admin_new(&spec))
+        .await
+        .unwrap();
     let run = s
         .create_run(&NewRun {
             name: "text".into(),
@@ -148,7 +151,10 @@ async fn outputs_differing_only_by_escaped_characters_are_told_apart(t: TestStor
     }
     .validate(None)
     .unwrap();
-    let b = s.create_candidate(&spec).await.unwrap();
+    let b = s
+        .create_candidate(&crate::support::checked::admin_new(&spec))
+        .await
+        .unwrap();
     t.execute_raw(&format!(
         "INSERT INTO run_candidates (run_id, candidate_id, position) VALUES ({run}, {b}, 1)"
     ))

@@ -164,7 +164,10 @@ fn config() -> RunConfig {
 async fn run_once(store: &DynStore, spec: &CandidateSpec) -> (i64, i64) {
     let file = EvalSetFile::parse("tiny.jsonl", TINY_EVALSET).unwrap();
     let version = store.save_evalset_version(&file).await.unwrap();
-    let candidate_id = store.create_candidate(spec).await.unwrap();
+    let candidate_id = store
+        .create_candidate(&crate::support::checked::admin_new(spec))
+        .await
+        .unwrap();
     let run_id = store
         .create_run(&NewRun {
             name: "no usage in streams".into(),
@@ -380,7 +383,11 @@ async fn a_resumed_run_counts_records_stored_before_the_restart_without_new_requ
     let version = s.store.save_evalset_version(&file).await.unwrap();
     let candidate_id = s
         .store
-        .create_candidate(&spec(&server.base_url, "llama-cpp", ""))
+        .create_candidate(&crate::support::checked::admin_new(&spec(
+            &server.base_url,
+            "llama-cpp",
+            "",
+        )))
         .await
         .unwrap();
     let run_id = s
@@ -432,7 +439,11 @@ async fn counts_are_append_only_and_never_replace_usage(s: TestStore) {
     let file = EvalSetFile::parse("tiny.jsonl", TINY_EVALSET).unwrap();
     let version = store.save_evalset_version(&file).await.unwrap();
     let candidate_id = store
-        .create_candidate(&spec("http://127.0.0.1:9/v1", "vllm", ""))
+        .create_candidate(&crate::support::checked::admin_new(&spec(
+            "http://127.0.0.1:9/v1",
+            "vllm",
+            "",
+        )))
         .await
         .unwrap();
     let run_id = store

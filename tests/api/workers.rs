@@ -105,7 +105,12 @@ async fn seed(store: &DynStore, file: &EvalSetFile, mock: &MockServer, names: &[
     let mut candidates = Vec::new();
     for name in names {
         let spec = CandidateSpec::openai_chat(*name, mock.base_url(), *name);
-        candidates.push(store.create_candidate(&spec).await.expect("saving a candidate"));
+        candidates.push(
+            store
+                .create_candidate(&crate::support::checked::admin_new(&spec))
+                .await
+                .expect("saving a candidate"),
+        );
     }
     Seeded { version, candidates }
 }

@@ -123,7 +123,11 @@ async fn a_run_measured_by_this_servers_worker_shows_it_on_the_workers_page_and_
     }
     .validate(None)
     .unwrap();
-    let candidate = app.store.create_candidate(&spec).await.unwrap();
+    let candidate = app
+        .store
+        .create_candidate(&crate::support::checked::admin_new(&spec))
+        .await
+        .unwrap();
     let run = app
         .store
         .create_run(&NewRun {

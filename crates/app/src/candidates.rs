@@ -8,6 +8,7 @@
 use crate::domain::accounts::Role;
 use crate::domain::audit::{Action, NewAuditEntry};
 use crate::domain::candidate::{Candidate, CandidateSpec};
+use crate::domain::credentials::{NeedsAdmin, NewCandidate};
 use crate::store::{DynStore, StoreError};
 
 use super::AppError;
@@ -82,36 +83,40 @@ pub fn moved_note(c: &Candidate) -> String {
     )
 }
 
-/// What the change does to credentials that needs an admin, if anything.
-fn credentials_touched(before: Option<&CandidateSpec>, next: &CandidateSpec, key_typed: bool) -> Option<&'static str> {
-    let (key_before, env_before) = before.map_or((false, None), |b| (b.api_key.is_some(), b.api_key_env.as_deref()));
-    if key_typed {
-        Some("setting a candidate's API key")
-    } else if key_before && next.api_key.is_none() {
-        Some("clearing a candidate's API key")
-    } else if next.api_key_env.as_deref() != env_before {
-        Some("setting or changing a candidate's API key variable")
-    } else {
-        None
-    }
+/// The refusal, for `actor`, of what [`crate::domain::credentials`] says needs an admin.
+fn needs_admin(actor: &Actor, refused: NeedsAdmin) -> AppError {
+    AppError::Forbidden(crate::domain::accounts::refusal(
+        &actor.name,
+        actor.role,
+        Role::Admin,
+        Some(refused.0),
+    ))
 }
 
-/// Refuses a change of credentials (see [`credentials_touched`]) unless `actor` is an admin.
+/// Refuses a change of credentials (see [`crate::domain::credentials::touched`]) unless `actor`
+/// is an admin; for checking a whole file before anything of it is stored.
 pub fn check_credentials(
     actor: &Actor,
     before: Option<&CandidateSpec>,
     next: &CandidateSpec,
     key_typed: bool,
 ) -> Result<(), AppError> {
-    match credentials_touched(before, next, key_typed) {
-        Some(what) if actor.role < Role::Admin => Err(AppError::Forbidden(crate::domain::accounts::refusal(
-            &actor.name,
-            actor.role,
-            Role::Admin,
-            Some(what),
-        ))),
+    match crate::domain::credentials::touched(before, next, key_typed) {
+        Some(what) if actor.role < Role::Admin => Err(needs_admin(actor, NeedsAdmin(what))),
         _ => Ok(()),
     }
+}
+
+/// A new candidate checked for `actor` (the store creates nothing else).
+pub fn checked_new(actor: &Actor, next: CandidateSpec, key_typed: bool) -> Result<NewCandidate, AppError> {
+    crate::domain::credentials::check_new(actor.role, next, key_typed).map_err(|e| needs_admin(actor, e))
+}
+
+/// The audit entry of a changed key variable (the variable's name is no secret; its value is
+/// never read here).
+fn key_env_change(before: Option<&str>, after: Option<&str>) -> Option<String> {
+    let shown = |v: Option<&str>| v.map_or_else(|| "none".to_string(), |v| format!("{v:?}"));
+    (before != after).then(|| format!("key variable {} → {}", shown(before), shown(after)))
 }
 
 /// Creates (`before` None) or updates a candidate to `next`, whose `api_key` is the key typed
@@ -122,10 +127,9 @@ pub async fn save(
     actor: &Actor,
     source: Source,
     before: Option<&Candidate>,
-    mut next: CandidateSpec,
+    next: CandidateSpec,
     key_typed: bool,
 ) -> Result<Saved, AppError> {
-    check_credentials(actor, before.map(|c| &c.spec), &next, key_typed)?;
     let audit = |action: Action, id: i64, name: &str, detail: String| NewAuditEntry {
         actor: actor.name.clone(),
         action,
@@ -136,25 +140,36 @@ pub async fn save(
         Source::Form => String::new(),
         Source::File => " (imported from a file)".to_string(),
     };
-    let (id, outcome, dropped) = match before {
+    refuse_lookalike(store, before.map(|c| c.id), &next.name).await?;
+    let (id, name, outcome, dropped) = match before {
         None => {
-            let id = store.create_candidate(&next).await.map_err(name_taken)?;
+            let new = checked_new(actor, next, key_typed)?;
+            let id = store.create_candidate(&new).await.map_err(name_taken)?;
+            let spec = new.spec();
             store
                 .append_audit(&audit(
                     Action::CandidateCreated,
                     id,
-                    &next.name,
-                    format!("{}{from}", next.base_url),
+                    &spec.name,
+                    format!("{}{from}", spec.base_url),
                 ))
                 .await?;
-            (id, Outcome::Created, false)
+            if let Some(detail) = key_env_change(None, spec.api_key_env.as_deref()) {
+                store
+                    .append_audit(&audit(Action::CandidateKeyEnvChanged, id, &spec.name, detail))
+                    .await?;
+            }
+            (id, spec.name.clone(), Outcome::Created, false)
         }
         Some(c) => {
-            let dropped = next.drop_credentials_if_moved(&c.spec, key_typed);
-            if next == c.spec {
-                (c.id, Outcome::Unchanged, false)
+            let mut change = crate::domain::credentials::check_change(actor.role, c, next, key_typed)
+                .map_err(|e| needs_admin(actor, e))?;
+            let dropped = change.drop_credentials_if_moved(key_typed);
+            let next = change.spec();
+            if !change.changes_anything() {
+                (c.id, next.name.clone(), Outcome::Unchanged, false)
             } else {
-                store.update_candidate(c.id, &next).await.map_err(name_taken)?;
+                store.update_candidate(&change).await.map_err(name_taken)?;
                 store
                     .append_audit(&audit(
                         Action::CandidateUpdated,
@@ -175,13 +190,21 @@ pub async fn save(
                         .append_audit(&audit(Action::CandidateKeyCleared, c.id, &next.name, why))
                         .await?;
                 }
-                (c.id, Outcome::Updated, dropped)
+                if let Some(mut detail) = key_env_change(c.spec.api_key_env.as_deref(), next.api_key_env.as_deref()) {
+                    if dropped && next.api_key_env.is_none() {
+                        detail.push_str(" (the base URL moved to another server)");
+                    }
+                    store
+                        .append_audit(&audit(Action::CandidateKeyEnvChanged, c.id, &next.name, detail))
+                        .await?;
+                }
+                (c.id, next.name.clone(), Outcome::Updated, dropped)
             }
         }
     };
     if key_typed && outcome != Outcome::Unchanged {
         store
-            .append_audit(&audit(Action::CandidateKeySet, id, &next.name, String::new()))
+            .append_audit(&audit(Action::CandidateKeySet, id, &name, String::new()))
             .await?;
     }
     let candidate = store
@@ -276,6 +299,29 @@ pub async fn set_worker_labels(
     Ok(true)
 }
 
+/// Refuses `name` when it looks like another candidate's (`validation::confusable`): the same
+/// letters from another script, another case, or with invisible characters. `own` is the
+/// candidate being saved (None for a new one).
+pub async fn refuse_lookalike(store: &DynStore, own: Option<i64>, name: &str) -> Result<(), AppError> {
+    let known = store.list_candidates().await?;
+    if let Some(other) = known
+        .iter()
+        .find(|c| Some(c.id) != own && crate::domain::validation::confusable(name, &c.spec.name))
+    {
+        let mut errors = crate::domain::validation::FieldErrors::default();
+        errors.add(
+            "name",
+            format!(
+                "looks like the name of candidate #{} {:?} (the same letters from another script, in another case, \
+                 or with invisible characters); choose a name that reads differently",
+                other.id, other.spec.name
+            ),
+        );
+        return Err(AppError::Fields(errors));
+    }
+    Ok(())
+}
+
 /// A name already used by another candidate, as a field error the form and imports both show.
 fn name_taken(e: StoreError) -> AppError {
     match e {
@@ -294,22 +340,6 @@ fn name_taken(e: StoreError) -> AppError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::candidate::{CandidateDraft, Secret};
-
-    fn spec(url: &str, key: Option<&str>, env: Option<&str>) -> CandidateSpec {
-        let mut s = CandidateDraft {
-            name: "a".into(),
-            provider: "openai-chat".into(),
-            base_url: url.into(),
-            model: "m".into(),
-            ..Default::default()
-        }
-        .validate(None)
-        .unwrap();
-        s.api_key = key.map(Secret::new);
-        s.api_key_env = env.map(str::to_string);
-        s
-    }
 
     #[test]
     fn labels_given_one_by_one_are_each_one_valid_label() {
@@ -327,29 +357,5 @@ mod tests {
             parse_worker_labels("labels", "eu; gpu"),
             Err(AppError::Fields(_))
         ));
-    }
-
-    #[test]
-    fn only_a_change_of_key_or_key_variable_needs_an_admin() {
-        let stored = spec("http://h/v1", Some("sk-1"), Some("BAKEOFF_KEY_A"));
-        // Kept as they are (also when the URL moves: the move drops them, which needs nobody).
-        let same = spec("http://other/v1", Some("sk-1"), Some("BAKEOFF_KEY_A"));
-        assert_eq!(credentials_touched(Some(&stored), &same, false), None);
-        assert!(credentials_touched(Some(&stored), &same, true).is_some(), "typed");
-        let cleared = spec("http://h/v1", None, Some("BAKEOFF_KEY_A"));
-        assert!(credentials_touched(Some(&stored), &cleared, false).is_some(), "cleared");
-        let env = spec("http://h/v1", Some("sk-1"), Some("BAKEOFF_KEY_B"));
-        assert!(
-            credentials_touched(Some(&stored), &env, false).is_some(),
-            "changed variable"
-        );
-        let no_env = spec("http://h/v1", Some("sk-1"), None);
-        assert!(
-            credentials_touched(Some(&stored), &no_env, false).is_some(),
-            "removed variable"
-        );
-        // A new candidate: only with credentials.
-        assert_eq!(credentials_touched(None, &spec("http://h/v1", None, None), false), None);
-        assert!(credentials_touched(None, &spec("http://h/v1", None, Some("BAKEOFF_KEY_A")), false).is_some());
     }
 }

@@ -2,7 +2,9 @@
 //! start, idempotently), and with `--demo` three candidates served by the in-process mock.
 use anyhow::Context;
 
+use crate::domain::accounts::Role;
 use crate::domain::candidate::{CandidateSpec, ClaimedFigure, Conditions, Pricing};
+use crate::domain::credentials::{check_change, check_new};
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::thresholds::templates::{DEMO_PROFILE_NAME, shipped_profiles};
 use crate::mock::{MockConfig, MockServer};
@@ -66,13 +68,23 @@ pub async fn bootstrap(store: &dyn Store, demo_mock_url: Option<&str>) -> anyhow
         for spec in demo_candidates(url) {
             match existing.iter().find(|c| c.spec.name == spec.name) {
                 // The mock's port changes between starts: re-point, keep the team's edits otherwise.
+                // Only the base URL changes, which no role is needed for; a key an admin added
+                // since follows its server (dropped when the mock's port moved).
                 Some(c) => {
                     let mut updated = c.spec.clone();
                     updated.base_url = spec.base_url;
-                    store.update_candidate(c.id, &updated).await?;
+                    let mut change = check_change(Role::Viewer, c, updated, false)
+                        .map_err(|e| anyhow::anyhow!("re-pointing demo candidate {:?}: {}", c.spec.name, e.0))?;
+                    change.drop_credentials_if_moved(false);
+                    if change.changes_anything() {
+                        store.update_candidate(&change).await?;
+                    }
                 }
+                // Demo candidates carry no credentials.
                 None => {
-                    store.create_candidate(&spec).await?;
+                    let new = check_new(Role::Viewer, spec, false)
+                        .map_err(|e| anyhow::anyhow!("a demo candidate with credentials: {}", e.0))?;
+                    store.create_candidate(&new).await?;
                 }
             }
         }

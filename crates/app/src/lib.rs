@@ -51,6 +51,10 @@ pub enum AppError {
     /// who asked, that nothing changed), from `domain::accounts::refusal`.
     #[error("{0}")]
     Forbidden(String),
+    /// Too much of this work is under way (e.g. password hashing, which is bounded): try again
+    /// after this many seconds; nothing was done.
+    #[error("the server is busy checking other passwords; try again in {retry_after_secs} s")]
+    Busy { retry_after_secs: u64 },
     #[error(transparent)]
     Store(#[from] StoreError),
 }

@@ -421,7 +421,8 @@ mod tests {
         }
         .validate(None)
         .unwrap();
-        let candidate = store.create_candidate(&spec).await.unwrap();
+        let new = crate::domain::credentials::check_new(crate::domain::accounts::Role::Editor, spec, false).unwrap();
+        let candidate = store.create_candidate(&new).await.unwrap();
         let run_id = store
             .create_run(&NewRun {
                 name: "r".into(),

@@ -66,10 +66,13 @@ pub enum Action {
     EvalSetDeleted,
     ThresholdProfileDeleted,
     CandidateWorkerLabels,
+    CandidateKeyEnvChanged,
+    UserUnlocked,
+    LoginThrottled,
 }
 
 impl Action {
-    pub const ALL: [Action; 35] = [
+    pub const ALL: [Action; 38] = [
         Action::CandidateCreated,
         Action::CandidateUpdated,
         Action::CandidateKeySet,
@@ -105,6 +108,9 @@ impl Action {
         Action::EvalSetDeleted,
         Action::ThresholdProfileDeleted,
         Action::CandidateWorkerLabels,
+        Action::CandidateKeyEnvChanged,
+        Action::UserUnlocked,
+        Action::LoginThrottled,
     ];
 
     pub fn as_str(&self) -> &'static str {
@@ -144,8 +150,30 @@ impl Action {
             Action::EvalSetDeleted => "evalset.deleted",
             Action::ThresholdProfileDeleted => "threshold_profile.deleted",
             Action::CandidateWorkerLabels => "candidate.worker_labels",
+            Action::CandidateKeyEnvChanged => "candidate.key_env_changed",
+            Action::UserUnlocked => "user.unlocked",
+            Action::LoginThrottled => "session.login_throttled",
         }
     }
+}
+
+/// Actions whose detail holds a client's address (logins and throttled login attempts).
+const WITH_ADDRESS: [Action; 2] = [Action::LoggedIn, Action::LoginThrottled];
+
+/// What replaces the detail of an entry holding someone else's address, for a non-admin reader.
+pub const ADDRESS_HIDDEN: &str = "(the address is shown to admins and to the user it concerns)";
+
+/// The entry as `reader` may see it: the addresses logins and throttled attempts came from
+/// are shown to admins and to the user the entry is about, and hidden from everyone else (a
+/// viewer must not learn where colleagues log in from). `reader` is the reading user's name,
+/// None when unknown; `admin` says whether the request acts as an admin.
+pub fn as_seen_by(mut entry: AuditEntry, reader: Option<&str>, admin: bool) -> AuditEntry {
+    let with_address = WITH_ADDRESS.iter().any(|a| a.as_str() == entry.action);
+    let own = reader.is_some_and(|name| entry.target == format!("user {name:?}"));
+    if with_address && !admin && !own {
+        entry.detail = ADDRESS_HIDDEN.to_string();
+    }
+    entry
 }
 
 /// Filters for the audit page and its exports (all optional).

@@ -342,20 +342,84 @@ pub const KEY_ENV_PREFIX: &str = "BAKEOFF_KEY_";
 /// Further variable names the admin allowed at start-up (`--allow-key-env`).
 static EXTRA_KEY_ENVS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
 
+/// Why `name` is one of the server's own variables, which no candidate may ever send anywhere
+/// (not even when allowed by name): its configuration and secrets (`BAKEOFF_…` other than
+/// `BAKEOFF_KEY_…`: the secret key, the admin and user passwords, the database URL), and its
+/// database's (`DATABASE_URL`, libpq's `PG…`).
+pub fn server_own_variable(name: &str) -> Option<&'static str> {
+    if name.starts_with("BAKEOFF_") && !name.starts_with(KEY_ENV_PREFIX) {
+        Some("bakeoff's own settings and secrets (BAKEOFF_SECRET_KEY, BAKEOFF_ADMIN_PASSWORD, BAKEOFF_DATABASE_URL, …)")
+    } else if name == "DATABASE_URL" || name.starts_with("PG") {
+        Some("the database's connection settings and password")
+    } else {
+        None
+    }
+}
+
 /// Sets the names allowed besides `BAKEOFF_KEY_…`; once per process (later calls are ignored).
-pub fn allow_key_envs(names: &[String]) {
-    let names = names
+/// Refuses (and allows nothing) when a name is one of the server's own variables.
+pub fn allow_key_envs(names: &[String]) -> Result<(), String> {
+    let names: Vec<String> = names
         .iter()
         .map(|n| n.trim().to_string())
         .filter(|n| !n.is_empty())
         .collect();
+    if let Some((name, what)) = names.iter().find_map(|n| server_own_variable(n).map(|w| (n, w))) {
+        return Err(format!(
+            "--allow-key-env {name}: that is one of {what}; a candidate may never send it to a server. Name a \
+             variable that holds only a model API key (BAKEOFF_KEY_… needs no allowing)"
+        ));
+    }
     let _ = EXTRA_KEY_ENVS.set(names);
+    Ok(())
 }
 
-/// Whether a candidate may read its key from the variable `name`.
+/// Whether a candidate may read its key from the variable `name`: one starting with
+/// `BAKEOFF_KEY_`, or one allowed at start-up, and never one of the server's own.
 pub fn key_env_allowed(name: &str) -> bool {
+    if server_own_variable(name).is_some() {
+        return false;
+    }
     let extra = EXTRA_KEY_ENVS.get().is_some_and(|list| list.iter().any(|n| n == name));
     extra || (name.len() > KEY_ENV_PREFIX.len() && name.starts_with(KEY_ENV_PREFIX))
+}
+
+/// The origins candidates may point at, when the deployment restricts them
+/// (`--candidate-origins`); unset: any.
+static CANDIDATE_ORIGINS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+/// Restricts the servers candidates may name (and bakeoff may send requests to: runs, probes,
+/// soaks, tokenizers, `/models`) to these origins (`scheme://host[:port]`); once per process.
+/// Each must be an http(s) origin; an empty list restricts nothing.
+pub fn restrict_candidate_origins(origins: &[String]) -> Result<(), String> {
+    let mut list = Vec::new();
+    for raw in origins.iter().map(|o| o.trim()).filter(|o| !o.is_empty()) {
+        let url = url::Url::parse(raw).map_err(|e| format!("--candidate-origins {raw:?}: not a URL ({e})"))?;
+        if url.scheme() != "http" && url.scheme() != "https" || url.host_str().is_none() {
+            return Err(format!(
+                "--candidate-origins {raw:?}: give an origin such as https://api.openai.com or http://10.0.0.5:8000"
+            ));
+        }
+        list.push(url.origin().ascii_serialization());
+    }
+    if !list.is_empty() {
+        let _ = CANDIDATE_ORIGINS.set(list);
+    }
+    Ok(())
+}
+
+/// None when a candidate may point at `base_url` (no allow-list, or its origin is on it), else
+/// why not (for the `base_url` field, or a refused request).
+pub fn origin_refused(base_url: &str) -> Option<String> {
+    let allowed = CANDIDATE_ORIGINS.get()?;
+    let origin = origin_of(base_url).unwrap_or_default();
+    (!allowed.contains(&origin)).then(|| {
+        format!(
+            "points at {origin}, which is not one of the servers this deployment allows candidates to use \
+             (--candidate-origins: {})",
+            allowed.join(", ")
+        )
+    })
 }
 
 /// A stored candidate.
@@ -456,6 +520,9 @@ impl CandidateDraft {
         };
         let base_url =
             required_text(&mut e, "base_url", &self.base_url, 2_000).and_then(|raw| validate_base_url(&mut e, &raw));
+        if let Some(why) = base_url.as_deref().and_then(origin_refused) {
+            e.add("base_url", why);
+        }
         let model = required_text(&mut e, "model", &self.model, 300);
         let api_key = optional_text(&mut e, "api_key", &self.api_key, 1_000).map(Secret::new);
         let api_key_env = optional_text(&mut e, "api_key_env", &self.api_key_env, 200);

@@ -8,6 +8,7 @@ pub mod case_index;
 pub mod chunks;
 pub mod compare;
 pub mod cost;
+pub mod credentials;
 pub mod estimate;
 pub mod evalset;
 pub mod format;

@@ -77,11 +77,12 @@ fn bounded(errors: &mut FieldErrors, field: &str, value: &str, max_chars: usize)
 }
 
 /// A name for anything a user names (candidates, eval sets, profiles, runs, users, tokens):
-/// trimmed, required, at most [`MAX_NAME_CHARS`], with at least one visible character and no
-/// control or bidirectional-override character (see [`name_problem`]).
+/// trimmed, required, at most [`MAX_NAME_CHARS`], with at least one visible character, no
+/// control, bidirectional-override or zero-width character (see [`name_problem`]), and no word
+/// that mixes Latin with Greek, Cyrillic, Armenian or Cherokee letters (see [`mixed_scripts`]).
 pub fn name(errors: &mut FieldErrors, field: &str, raw: &str) -> Option<String> {
     let value = required_text(errors, field, raw, MAX_NAME_CHARS)?;
-    match name_problem(&value) {
+    match name_problem(&value).or_else(|| mixed_scripts(&value)) {
         Some(problem) => {
             errors.add(field, problem);
             None
@@ -92,8 +93,11 @@ pub fn name(errors: &mut FieldErrors, field: &str, raw: &str) -> Option<String> 
 
 /// Why `value` cannot be a name, or None. Refused: control characters (NUL, newlines, tabs…),
 /// bidirectional embeddings, overrides, isolates and marks (they make a name read differently
-/// from what it is), and names made only of invisible characters (spaces, zero-width
-/// characters, fillers), which would make a candidate impossible to tell apart.
+/// from what it is), names made only of invisible characters (spaces, zero-width characters,
+/// fillers), which would make a candidate impossible to tell apart, and invisible characters
+/// anywhere in a name (two names that look the same would differ only by them), except the
+/// joiners and variation selectors that writing systems and emoji need between visible
+/// non-ASCII characters.
 pub fn name_problem(value: &str) -> Option<&'static str> {
     if value.chars().any(char::is_control) {
         return Some("must not contain control characters (such as NUL, tab or line breaks)");
@@ -106,7 +110,158 @@ pub fn name_problem(value: &str) -> Option<&'static str> {
     if !value.chars().any(|c| !c.is_whitespace() && !is_invisible(c)) {
         return Some("must contain at least one visible character (not only spaces or zero-width characters)");
     }
+    let chars: Vec<char> = value.chars().collect();
+    let visible_non_ascii =
+        |c: Option<&char>| c.is_some_and(|c| !c.is_ascii() && !c.is_whitespace() && !is_invisible(*c));
+    for (i, c) in chars.iter().enumerate() {
+        if !is_invisible(*c) {
+            continue;
+        }
+        let before = i.checked_sub(1).and_then(|j| chars.get(j));
+        let allowed = match c {
+            // Zero-width (non-)joiners inside a word of a script or an emoji sequence.
+            '\u{200C}' | '\u{200D}' => visible_non_ascii(before) && visible_non_ascii(chars.get(i + 1)),
+            // Variation selectors after the symbol they select (emoji, CJK).
+            '\u{FE00}'..='\u{FE0F}' | '\u{E0100}'..='\u{E01EF}' => visible_non_ascii(before),
+            _ => false,
+        };
+        if !allowed {
+            return Some(
+                "must not contain zero-width or other invisible characters (such as U+200B, U+2060, U+FEFF or U+00AD): \
+                 two names that look the same would differ only by them",
+            );
+        }
+    }
     None
+}
+
+/// Scripts whose letters look like Latin ones: a word mixing them with Latin letters ("pаypal"
+/// with a Cyrillic а) reads as another name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LookalikeScript {
+    Latin,
+    Greek,
+    Cyrillic,
+    Armenian,
+    Cherokee,
+}
+
+fn lookalike_script(c: char) -> Option<LookalikeScript> {
+    use LookalikeScript::*;
+    if !c.is_alphabetic() {
+        return None;
+    }
+    match c {
+        'A'..='Z'
+        | 'a'..='z'
+        | '\u{00C0}'..='\u{024F}'
+        | '\u{1E00}'..='\u{1EFF}'
+        | '\u{FF21}'..='\u{FF3A}'
+        | '\u{FF41}'..='\u{FF5A}' => Some(Latin),
+        '\u{0370}'..='\u{03FF}' | '\u{1F00}'..='\u{1FFF}' => Some(Greek),
+        '\u{0400}'..='\u{052F}' | '\u{1C80}'..='\u{1C8F}' | '\u{2DE0}'..='\u{2DFF}' | '\u{A640}'..='\u{A69F}' => {
+            Some(Cyrillic)
+        }
+        '\u{0530}'..='\u{058F}' => Some(Armenian),
+        '\u{13A0}'..='\u{13FF}' | '\u{AB70}'..='\u{ABBF}' => Some(Cherokee),
+        _ => None,
+    }
+}
+
+/// Why `value` is a confusable name, or None: one of its words (split at spaces and
+/// punctuation) mixes letters of Latin and of a script whose letters look like Latin ones
+/// (Greek, Cyrillic, Armenian, Cherokee).
+pub fn mixed_scripts(value: &str) -> Option<&'static str> {
+    for word in value.split(|c: char| !c.is_alphanumeric()) {
+        let mut first = None;
+        for script in word.chars().filter_map(lookalike_script) {
+            match first {
+                None => first = Some(script),
+                Some(f) if f != script => {
+                    return Some(
+                        "mixes letters of different scripts in one word (e.g. Latin and Cyrillic), so it reads \
+                         like another name: write each word in one script",
+                    );
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    None
+}
+
+/// What a name looks like: compatibility-normalised (NFKC), lower-case, without invisible
+/// characters, with letters of Greek, Cyrillic and Armenian that look like Latin ones replaced by
+/// them. Two different names with the same skeleton are confusable.
+pub fn skeleton(value: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    value
+        .nfkc()
+        .filter(|c| !is_invisible(*c) && !is_bidi_control(*c))
+        .flat_map(char::to_lowercase)
+        .map(latin_lookalike)
+        .collect::<String>()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Whether `new` would be confused with `existing`: the two differ but look the same
+/// ([`skeleton`]). A name confusable with one in use is refused by the save paths that check
+/// names against their kind's.
+pub fn confusable(new: &str, existing: &str) -> bool {
+    new != existing && skeleton(new) == skeleton(existing)
+}
+
+/// The Latin letter a lower-case Greek, Cyrillic or Armenian letter is drawn like, else itself.
+fn latin_lookalike(c: char) -> char {
+    match c {
+        // Cyrillic
+        'а' => 'a',
+        'в' => 'b',
+        'е' | 'ё' => 'e',
+        'һ' => 'h',
+        'і' | 'ї' => 'i',
+        'ј' => 'j',
+        'к' => 'k',
+        'м' => 'm',
+        'н' => 'h',
+        'о' => 'o',
+        'р' => 'p',
+        'с' => 'c',
+        'т' => 't',
+        'у' => 'y',
+        'х' => 'x',
+        'ѕ' => 's',
+        'ԁ' => 'd',
+        'ԛ' => 'q',
+        'ԝ' => 'w',
+        'ӏ' => 'l',
+        // Greek
+        'α' => 'a',
+        'β' => 'b',
+        'ε' => 'e',
+        'η' => 'n',
+        'ι' => 'i',
+        'κ' => 'k',
+        'μ' => 'u',
+        'ν' => 'v',
+        'ο' => 'o',
+        'ρ' => 'p',
+        'τ' => 't',
+        'υ' => 'u',
+        'χ' => 'x',
+        'γ' => 'y',
+        'ζ' => 'z',
+        // Armenian
+        'օ' => 'o',
+        'ս' => 'u',
+        'ց' => 'g',
+        'հ' => 'h',
+        'ո' => 'n',
+        'ք' => 'p',
+        other => other,
+    }
 }
 
 fn is_bidi_control(c: char) -> bool {
@@ -232,7 +387,15 @@ mod tests {
 
     #[test]
     fn names_need_a_visible_character_and_no_control_or_bidi_characters() {
-        for ok in ["fast-model", " 模型 ", "a\u{200D}b", "👩\u{200D}💻", "Qwen 2.5 (AWQ)"] {
+        for ok in [
+            "fast-model",
+            " 模型 ",
+            "👩\u{200D}💻",
+            "fast ⚡\u{FE0F}",
+            "Qwen 2.5 (AWQ)",
+            "Модель GPT",
+            "ελληνικά",
+        ] {
             let mut e = FieldErrors::default();
             assert!(name(&mut e, "name", ok).is_some(), "{ok:?}: {e}");
         }
@@ -245,11 +408,29 @@ mod tests {
             ("a\0b", "control"),
             ("a\nb", "control"),
             ("", "required"),
+            ("gpt\u{200B}-4o", "zero-width"),
+            ("a\u{200D}b", "zero-width"),
+            ("gpt-4o\u{2060}", "zero-width"),
+            ("soft\u{00AD}hyphen", "zero-width"),
+            ("g\u{0440}t-4o", "scripts"),
+            ("p\u{0430}ypal", "scripts"),
+            ("\u{03BF}pus", "scripts"),
         ] {
             let mut e = FieldErrors::default();
             assert_eq!(name(&mut e, "name", bad), None, "{bad:?}");
             assert!(e.get("name").unwrap().contains(says), "{bad:?}: {e}");
         }
+    }
+
+    #[test]
+    fn names_that_look_alike_have_the_same_skeleton() {
+        assert!(confusable("g\u{0440}t-4\u{043E}", "gpt-4o"), "Cyrillic р and о");
+        assert!(confusable("GPT-4o", "gpt-4o"), "case");
+        assert!(confusable("gpt\u{200B}-4o", "gpt-4o"), "zero-width");
+        assert!(confusable("ｇｐｔ-4o", "gpt-4o"), "full-width");
+        assert!(!confusable("gpt-4o", "gpt-4o"), "the same name");
+        assert!(!confusable("gpt-4o", "gpt-4o-mini"));
+        assert!(!confusable("модель", "model"), "an all-Cyrillic word stays what it is");
     }
 
     #[test]

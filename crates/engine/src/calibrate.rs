@@ -434,7 +434,13 @@ pub async fn run_level(
         clients: None,
         error_budget: Default::default(),
     };
-    let candidate = CandidateSpec::openai_chat(format!("calibrate c={c}"), mock.base_url, spec.model);
+    // The mock's candidate carries no credentials: the check passes for any role.
+    let candidate = crate::domain::credentials::check_new(
+        crate::domain::accounts::Role::Viewer,
+        CandidateSpec::openai_chat(format!("calibrate c={c}"), mock.base_url, spec.model),
+        false,
+    )
+    .map_err(|e| anyhow::anyhow!("the calibration candidate: {}", e.0))?;
     let before = CpuSample::now(mock.process);
     let outcome = measure(
         store,

@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::cancel::Cancel;
 use crate::domain::calibers::{HarnessReport, RunFigures, run_figures};
 use crate::domain::candidate::{CandidateSpec, ProviderKind};
+use crate::domain::credentials::NewCandidate;
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::evalset::{PROMPT_BIN_TAG, prompt_bin};
 use crate::domain::run::{NewRun, RequestRecord, RunConfig, RunStatus};
@@ -21,7 +22,8 @@ use crate::tokens::tokenizer::{CANONICAL_TOKENIZER, synthetic_prompt};
 /// What to measure.
 #[derive(Debug, Clone)]
 pub struct MeasureSpec {
-    pub candidate: CandidateSpec,
+    /// Checked like every stored candidate (`domain::credentials`).
+    pub candidate: NewCandidate,
     pub evalset: EvalSetFile,
     pub config: RunConfig,
     pub run_name: String,
@@ -53,7 +55,7 @@ pub struct EventLine {
 /// The candidate's name is made unique in the store by a suffix when taken.
 pub async fn measure(store: &DynStore, spec: MeasureSpec, cancel: Cancel) -> anyhow::Result<MeasureOutcome> {
     let mut candidate = spec.candidate.clone();
-    let base_name = candidate.name.clone();
+    let base_name = candidate.spec().name.clone();
     let mut candidate_id = None;
     for n in 1..=100 {
         match store.create_candidate(&candidate).await {
@@ -61,7 +63,9 @@ pub async fn measure(store: &DynStore, spec: MeasureSpec, cancel: Cancel) -> any
                 candidate_id = Some(id);
                 break;
             }
-            Err(crate::store::StoreError::Conflict(_)) => candidate.name = format!("{base_name} #{}", n + 1),
+            Err(crate::store::StoreError::Conflict(_)) => {
+                candidate = candidate.renamed(format!("{base_name} #{}", n + 1));
+            }
             Err(e) => return Err(e).context("storing the candidate"),
         }
     }
@@ -188,7 +192,12 @@ pub async fn provenance(spec: &CandidateSpec) -> Provenance {
         ..Provenance::default()
     };
     let url = format!("{}/models", spec.base_url.trim_end_matches('/'));
-    let client = match reqwest::Client::builder().timeout(Duration::from_secs(10)).build() {
+    // No redirect is followed: the key goes to the candidate's own server and nowhere else.
+    let client = match reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+    {
         Ok(c) => c,
         Err(e) => {
             out.models_error = Some(e.to_string());

@@ -170,9 +170,9 @@ macro_rules! archive_helpers {
             let version_id = Self::save_evalset_version_in(tx, &import.evalset).await?;
             let mut candidate_ids = Vec::with_capacity(import.candidates.len());
             for c in &import.candidates {
-                candidate_ids.push(match c.existing {
-                    Some(id) => id,
-                    None => self.create_candidate_in(&mut **tx, &c.spec).await?,
+                candidate_ids.push(match &c.stored {
+                    ImportedAs::Existing(id) => *id,
+                    ImportedAs::New(candidate) => self.create_candidate_in(tx, candidate).await?,
                 });
             }
             let r = &import.restored;

@@ -3,10 +3,11 @@
 //! seen from there.
 
 /// Binds a candidate spec's 21 column values, in `rows::CandidateValues` order, to a query
-/// (`sqlx::query` or `sqlx::query_scalar`): the one place the INSERT and the UPDATE share.
+/// (`sqlx::query` or `sqlx::query_scalar`): the one place the INSERT and the UPDATE share. The
+/// key is sealed for candidate `$id` (None: the INSERT, whose key is written once the id is known).
 macro_rules! bind_candidate {
-    ($query:expr, $spec:expr, $sealer:expr) => {{
-        let v = rows::CandidateValues::new($spec, $sealer);
+    ($query:expr, $spec:expr, $sealer:expr, $id:expr) => {{
+        let v = rows::CandidateValues::new($spec, $sealer, $id);
         $query
             .bind(v.name)
             .bind(v.provider)
@@ -66,14 +67,20 @@ macro_rules! candidate_queries {
             })
         }
 
-        #[tracing::instrument(level = "debug", skip(self, spec), fields(name = %spec.name))]
-        fn create_candidate<'a>(&'a self, spec: &'a CandidateSpec) -> StoreFuture<'a, i64> {
-            Box::pin(async move { self.create_candidate_in(self.pool(), spec).await })
+        #[tracing::instrument(level = "debug", skip(self, candidate), fields(name = %candidate.spec().name))]
+        fn create_candidate<'a>(&'a self, candidate: &'a NewCandidate) -> StoreFuture<'a, i64> {
+            Box::pin(async move {
+                let mut tx = self.begin_write().await?;
+                let id = self.create_candidate_in(&mut tx, candidate).await?;
+                tx.commit().await?;
+                Ok(id)
+            })
         }
 
-        #[tracing::instrument(level = "debug", skip(self, spec), fields(name = %spec.name))]
-        fn update_candidate<'a>(&'a self, id: i64, spec: &'a CandidateSpec) -> StoreFuture<'a, ()> {
+        #[tracing::instrument(level = "debug", skip(self, change), fields(name = %change.spec().name))]
+        fn update_candidate<'a>(&'a self, change: &'a CandidateChange) -> StoreFuture<'a, ()> {
             Box::pin(async move {
+                let (id, spec) = (change.id(), change.spec());
                 let now = Timestamp::now().0;
                 let query = sqlx::query(
                     "UPDATE candidates SET name = $2, provider = $3, base_url = $4, model = $5, api_key = $6, \
@@ -84,7 +91,7 @@ macro_rules! candidate_queries {
                      updated_at = $23 WHERE id = $1",
                 )
                 .bind(id);
-                let done = candidates::bind_candidate!(query, spec, self.sealer())
+                let done = candidates::bind_candidate!(query, spec, self.sealer(), Some(id))
                     .bind(now)
                     .execute(self.pool())
                     .await
@@ -102,11 +109,10 @@ pub(crate) use candidate_queries;
 /// Candidate work outside the `Store` trait.
 macro_rules! candidate_helpers {
     ($db:ty) => {
-        /// Inserts a candidate on `conn` (the pool, or a transaction); Conflict when the name is taken.
-        async fn create_candidate_in<'c, E>(&self, conn: E, spec: &CandidateSpec) -> Result<i64>
-        where
-            E: sqlx::Executor<'c, Database = $db>,
-        {
+        /// Inserts a checked candidate in `tx`; Conflict when the name is taken. Its key is sealed
+        /// for the new row's id, so it is written once the row exists.
+        async fn create_candidate_in(&self, tx: &mut sqlx::Transaction<'_, $db>, candidate: &NewCandidate) -> Result<i64> {
+            let spec = candidate.spec();
             let now = Timestamp::now().0;
             let query = sqlx::query_scalar(
                 "INSERT INTO candidates (name, provider, base_url, model, api_key, api_key_env, max_tokens, \
@@ -116,35 +122,54 @@ macro_rules! candidate_helpers {
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
                  $20, $21, $22, $22) RETURNING id",
             );
-            candidates::bind_candidate!(query, spec, self.sealer())
+            let id: i64 = candidates::bind_candidate!(query, spec, self.sealer(), None)
                 .bind(now)
-                .fetch_one(conn)
+                .fetch_one(&mut **tx)
                 .await
-                .map_err(|e| rows::conflict_on_unique(e, || rows::candidate_name_taken(&spec.name)))
+                .map_err(|e| rows::conflict_on_unique(e, || rows::candidate_name_taken(&spec.name)))?;
+            if let Some(key) = &spec.api_key {
+                sqlx::query("UPDATE candidates SET api_key = $2 WHERE id = $1")
+                    .bind(id)
+                    .bind(self.sealer().seal_for(id, key.expose()))
+                    .execute(&mut **tx)
+                    .await?;
+            }
+            Ok(id)
         }
 
-        /// Seals API keys stored in plaintext by versions before sealing; returns how many.
+        /// Seals API keys stored in plaintext by versions before sealing, and re-seals keys
+        /// sealed before they were bound to their candidate (`sealed:v1:`), each for its own row;
+        /// returns how many.
         pub(crate) async fn seal_plaintext_keys(&self) -> Result<u64> {
-            let plain: Vec<(i64, String)> = sqlx::query_as(
-                "SELECT id, api_key FROM candidates WHERE api_key IS NOT NULL AND api_key NOT LIKE 'sealed:v1:%'",
+            let stored: Vec<(i64, String)> = sqlx::query_as(
+                "SELECT id, api_key FROM candidates WHERE api_key IS NOT NULL AND api_key NOT LIKE 'sealed:v2:%'",
             )
             .fetch_all(self.pool())
             .await?;
-            for (id, key) in &plain {
+            for (id, value) in &stored {
+                let plain = if crate::domain::sealed::is_sealed(value) {
+                    self.sealer().open_v1(value).map_err(|e| {
+                        StoreError::Key(format!(
+                            "candidates.api_key of candidate {id}: {e}; start bakeoff with the server key it was sealed with (BAKEOFF_SECRET_KEY or its key file)"
+                        ))
+                    })?
+                } else {
+                    value.clone()
+                };
                 sqlx::query("UPDATE candidates SET api_key = $2 WHERE id = $1 AND api_key = $3")
                     .bind(id)
-                    .bind(self.sealer().seal(key))
-                    .bind(key)
+                    .bind(self.sealer().seal_for(*id, &plain))
+                    .bind(value)
                     .execute(self.pool())
                     .await?;
             }
-            if !plain.is_empty() {
+            if !stored.is_empty() {
                 tracing::info!(
-                    sealed = plain.len(),
-                    "API keys stored in plaintext are now sealed"
+                    sealed = stored.len(),
+                    "API keys stored in plaintext or sealed without their candidate are now sealed for their candidate"
                 );
             }
-            Ok(plain.len() as u64)
+            Ok(stored.len() as u64)
         }
     };
 }

@@ -24,6 +24,7 @@ use crate::domain::audit::{AuditEntry, AuditFilter, NewAuditEntry};
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{Candidate, CandidateSpec};
 use crate::domain::case_index::{IndexedCase, MarkTest};
+use crate::domain::credentials::{CandidateChange, NewCandidate};
 use crate::domain::evalset::{EvalCase, EvalSetFile, EvalSetHeader, TaskKind};
 use crate::domain::grading::{Grade, case_passed, case_score};
 use crate::domain::operability::{ChecklistAnswers, ChecklistVersion, ProbeReport, ProbeRun};
@@ -353,7 +354,7 @@ pub struct RestoredRun {
 /// A run export to store in one transaction ([`Store::import_run`]), besides its records and
 /// stops, which arrive after it ([`ImportPart`]): either all of it is stored or nothing is (no
 /// candidate, eval-set version or run left behind by a refusal).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct RunImport {
     pub evalset: EvalSetFile,
     /// The run's candidates in order.
@@ -386,11 +387,20 @@ pub struct ImportEnd {
 }
 
 /// One candidate of an imported run: the candidate as the export describes it (the run's
-/// snapshot), and the stored candidate it is, or None to create it from `spec`.
-#[derive(Debug, Clone, PartialEq)]
+/// snapshot), and the stored candidate it is or the checked one to create.
+#[derive(Debug, Clone)]
 pub struct ImportedCandidate {
-    pub existing: Option<i64>,
+    pub stored: ImportedAs,
     pub spec: CandidateSpec,
+}
+
+/// Which stored candidate an imported run's candidate is.
+#[derive(Debug, Clone)]
+pub enum ImportedAs {
+    /// This stored candidate (same name and endpoint).
+    Existing(i64),
+    /// A new one, its credentials checked like every other candidate's.
+    New(Box<NewCandidate>),
 }
 
 /// What [`Store::import_run`] did.
@@ -464,14 +474,39 @@ pub trait Store: Send + Sync + 'static {
     /// Counts one more failure; returns the count.
     fn record_login_failure<'a>(&'a self, username: &'a str, address: &'a str, now: Timestamp) -> StoreFuture<'a, i64>;
     fn clear_login_failures<'a>(&'a self, username: &'a str, address: &'a str) -> StoreFuture<'a, ()>;
+    /// Applies `change` to user `id` unless it would leave no active admin (checked and done
+    /// in one transaction, serialised with every other such change): false when refused.
+    fn change_user_keeping_an_admin(
+        &self,
+        id: i64,
+        change: crate::domain::accounts::AdminChange,
+    ) -> StoreFuture<'_, bool>;
+    /// Counts a login attempt as a failure under every key before its password is checked,
+    /// atomically (parallel attempts are counted one after another), unless a key's limit says
+    /// it must wait: then nothing is counted but the refusal (see `domain::accounts`).
+    fn reserve_login_attempt<'a>(
+        &'a self,
+        keys: &'a [crate::domain::accounts::ThrottleKey],
+        now: Timestamp,
+    ) -> StoreFuture<'a, crate::domain::accounts::Reservation>;
+    /// The reserved attempt was a success: its own keys forget their failures, shared budgets
+    /// take back the attempt.
+    fn settle_login_success<'a>(&'a self, keys: &'a [crate::domain::accounts::ThrottleKey]) -> StoreFuture<'a, ()>;
+    /// Forgets every failed login counted for `username` (its password was reset, or an admin
+    /// unlocked it); returns how many counts were removed.
+    fn clear_user_login_failures<'a>(&'a self, username: &'a str) -> StoreFuture<'a, u64>;
+    /// Deletes failed-login counts whose last failure is before `before`; returns how many.
+    fn prune_login_failures(&self, before: Timestamp) -> StoreFuture<'_, u64>;
 
     // --- candidates (candidates.rs)
     fn list_candidates(&self) -> StoreFuture<'_, Vec<Candidate>>;
     fn get_candidate(&self, id: i64) -> StoreFuture<'_, Option<Candidate>>;
-    /// Conflict when the name is taken.
-    fn create_candidate<'a>(&'a self, spec: &'a CandidateSpec) -> StoreFuture<'a, i64>;
-    /// Conflict when the new name is taken; NotFound when `id` does not exist.
-    fn update_candidate<'a>(&'a self, id: i64, spec: &'a CandidateSpec) -> StoreFuture<'a, ()>;
+    /// Conflict when the name is taken. Takes only a candidate whose credentials were checked
+    /// (`domain::credentials::check_new`).
+    fn create_candidate<'a>(&'a self, candidate: &'a NewCandidate) -> StoreFuture<'a, i64>;
+    /// Conflict when the new name is taken; NotFound when the candidate does not exist. Takes
+    /// only a change whose credentials were checked (`domain::credentials::check_change`).
+    fn update_candidate<'a>(&'a self, change: &'a CandidateChange) -> StoreFuture<'a, ()>;
 
     // --- eval sets (evalsets.rs; versions are immutable, saving an identical file returns the
     // existing one)

@@ -20,6 +20,8 @@ use crate::domain::sealed::KeySealer;
 
 /// The advisory lock key every worker claim takes ("bakeoff" in ASCII).
 const COORDINATION_LOCK: i64 = 0x62_616b_656f_6666;
+/// The advisory lock changes of admins take (`begin_accounts`): "bakeoffA" in ASCII.
+const ACCOUNTS_LOCK: i64 = 0x62_616b_656f_6641;
 
 static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/postgres");
 
@@ -103,6 +105,18 @@ impl PostgresStore {
         let mut tx = self.pool.begin().await?;
         sqlx::query("SELECT pg_advisory_xact_lock($1)")
             .bind(COORDINATION_LOCK)
+            .execute(&mut *tx)
+            .await?;
+        Ok(tx)
+    }
+
+    /// The transaction a change that must keep an active admin runs in, serialised with every
+    /// other such change by its own advisory lock: "another active admin remains" is a predicate
+    /// over rows the change does not touch, which its row locks cannot guard.
+    pub(crate) async fn begin_accounts(&self) -> sqlx::Result<Transaction<'static, Postgres>> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(ACCOUNTS_LOCK)
             .execute(&mut *tx)
             .await?;
         Ok(tx)

@@ -135,8 +135,9 @@ macro_rules! candidate_columns {
 pub(crate) use candidate_columns;
 
 impl CandidateRow {
-    /// The stored row as a candidate, its sealed API key opened with `sealer` (a plaintext key
-    /// from before sealing is read as it is; `connect` seals those on start).
+    /// The stored row as a candidate, its sealed API key opened with `sealer` for this row's id
+    /// (a plaintext key from before sealing is read as it is; `connect` seals those, and
+    /// re-seals v1 values for their row, on start).
     pub(crate) fn into_candidate(self, sealer: &KeySealer) -> Result<Candidate, StoreError> {
         let place = |column: &str| format!("candidates.{column} of candidate {}", self.id);
         let api_key = match self.api_key.as_deref() {
@@ -144,7 +145,7 @@ impl CandidateRow {
             Some(stored) if !is_sealed(stored) => Some(Secret::new(stored)),
             Some(stored) => Some(Secret::new(
                 sealer
-                    .open(stored)
+                    .open_for(self.id, stored)
                     .map_err(|e| StoreError::Key(format!("{}: {e}; start bakeoff with the server key it was sealed with (BAKEOFF_SECRET_KEY or its key file)", place("api_key"))))?,
             )),
         };
@@ -229,13 +230,15 @@ pub(crate) struct CandidateValues<'a> {
 }
 
 impl<'a> CandidateValues<'a> {
-    pub(crate) fn new(spec: &'a CandidateSpec, sealer: &KeySealer) -> Self {
+    /// The values of `spec`; its key sealed for candidate `id` (None: a row not inserted yet,
+    /// whose key is written once its id is known).
+    pub(crate) fn new(spec: &'a CandidateSpec, sealer: &KeySealer, id: Option<i64>) -> Self {
         CandidateValues {
             name: &spec.name,
             provider: spec.provider.as_str(),
             base_url: &spec.base_url,
             model: &spec.model,
-            api_key: spec.api_key.as_ref().map(|k| sealer.seal(k.expose())),
+            api_key: id.and_then(|id| spec.api_key.as_ref().map(|k| sealer.seal_for(id, k.expose()))),
             api_key_env: spec.api_key_env.as_deref(),
             max_tokens: spec.max_tokens.map(i64::from),
             temperature: spec.temperature,

@@ -23,6 +23,52 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// pages plus a few runs writing records.
 const MAX_CONNECTIONS: u32 = 8;
 
+/// Creates the database file readable and writable by its owner only (mode 0600, as the key
+/// file), before SQLite opens it: it holds password, session and token hashes and sealed keys.
+/// SQLite creates its `-wal` and `-shm` files with the database file's mode. A database (and
+/// its `-wal`/`-shm`) that others may read is made owner-only, and the log says so.
+fn owner_only(path: &std::path::Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let created = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path);
+        match created {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            // A directory that does not exist yet, say: SQLite's own error says it better.
+            Err(_) => return Ok(()),
+        }
+        let mut files = vec![path.to_path_buf()];
+        for suffix in ["-wal", "-shm"] {
+            let mut name = path.as_os_str().to_owned();
+            name.push(suffix);
+            files.push(name.into());
+        }
+        for file in files {
+            let Ok(meta) = std::fs::metadata(&file) else {
+                continue;
+            };
+            let mode = meta.permissions().mode();
+            if mode & 0o077 != 0 {
+                std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode & 0o700))
+                    .map_err(|e| super::StoreError::Database(sqlx::Error::Io(e)))?;
+                tracing::warn!(
+                    file = %file.display(),
+                    was = format!("{:o}", mode & 0o777),
+                    "the database file could be read by other users; it is now owner-only (0600)"
+                );
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
+}
+
 pub struct SqliteStore {
     pool: SqlitePool,
     sealer: KeySealer,
@@ -52,6 +98,7 @@ impl SqliteStore {
                 .max_lifetime(None)
         } else {
             options = options.journal_mode(SqliteJournalMode::Wal);
+            owner_only(options.get_filename())?;
             SqlitePoolOptions::new().max_connections(MAX_CONNECTIONS)
         };
         let pool = pool_options.connect_with(options).await?;
@@ -93,6 +140,12 @@ impl SqliteStore {
     /// need no visibility map.
     pub(crate) async fn vacuum_record_tables(&self) -> sqlx::Result<()> {
         Ok(())
+    }
+
+    /// The transaction a change that must keep an active admin runs in: `BEGIN IMMEDIATE`
+    /// serialises it with every other write.
+    pub(crate) async fn begin_accounts(&self) -> sqlx::Result<Transaction<'_, Sqlite>> {
+        self.begin_write().await
     }
 
     /// Opens a write transaction with `BEGIN IMMEDIATE` (see the module comment).

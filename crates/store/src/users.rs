@@ -56,7 +56,7 @@ pub(crate) fn token_from_row(
     })
 }
 
-fn user_not_found(id: i64) -> StoreError {
+pub(crate) fn user_not_found(id: i64) -> StoreError {
     StoreError::NotFound(format!("user #{id}"))
 }
 
@@ -373,6 +373,157 @@ macro_rules! user_queries {
                 .bind(now.0)
                 .fetch_one(self.pool())
                 .await?)
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn change_user_keeping_an_admin(
+            &self,
+            id: i64,
+            change: crate::domain::accounts::AdminChange,
+        ) -> StoreFuture<'_, bool> {
+            use crate::domain::accounts::AdminChange;
+            Box::pin(async move {
+                let mut tx = self.begin_accounts().await?;
+                let target: Option<(String, Option<i64>)> =
+                    sqlx::query_as("SELECT role, disabled_at FROM users WHERE id = $1")
+                        .bind(id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                let Some((role, disabled_at)) = target else {
+                    return Err(users::user_not_found(id));
+                };
+                let stays_admin = matches!(change, AdminChange::SetRole(Role::Admin));
+                if role == Role::Admin.as_str() && disabled_at.is_none() && !stays_admin {
+                    let others: i64 = sqlx::query_scalar(
+                        "SELECT COUNT(*) FROM users WHERE role = 'admin' AND disabled_at IS NULL AND id <> $1",
+                    )
+                    .bind(id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    if others == 0 {
+                        return Ok(false);
+                    }
+                }
+                let done = match change {
+                    AdminChange::SetRole(role) => {
+                        sqlx::query("UPDATE users SET role = $1 WHERE id = $2")
+                            .bind(role.as_str())
+                            .bind(id)
+                            .execute(&mut *tx)
+                            .await?
+                    }
+                    AdminChange::Disable => {
+                        sqlx::query("UPDATE users SET disabled_at = COALESCE(disabled_at, $1) WHERE id = $2")
+                            .bind(Timestamp::now().0)
+                            .bind(id)
+                            .execute(&mut *tx)
+                            .await?
+                    }
+                    // Sessions and tokens go with the user (ON DELETE CASCADE).
+                    AdminChange::Remove => sqlx::query("DELETE FROM users WHERE id = $1").bind(id).execute(&mut *tx).await?,
+                };
+                users::one_user(done.rows_affected(), id)?;
+                tx.commit().await?;
+                Ok(true)
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self, keys))]
+        fn reserve_login_attempt<'a>(
+            &'a self,
+            keys: &'a [crate::domain::accounts::ThrottleKey],
+            now: Timestamp,
+        ) -> StoreFuture<'a, crate::domain::accounts::Reservation> {
+            use crate::domain::accounts::{Reservation, THROTTLE_AUDIT_EVERY_MS, throttled};
+            Box::pin(async move {
+                // Each key's count is raised first, in one order (its row stays locked until the
+                // transaction ends, so parallel attempts are counted one after the other), and
+                // the raise is rolled back when the attempt must wait.
+                let mut tx = self.begin_write().await?;
+                let mut counts = Vec::with_capacity(keys.len());
+                for key in keys {
+                    let window_start = now.0 - key.limit().window_ms;
+                    let (failures, previous): (i64, Option<i64>) = sqlx::query_as(
+                        "INSERT INTO login_failures (username, address, failures, last_failure_at) VALUES ($1, $2, 1, $3) \
+                         ON CONFLICT (username, address) DO UPDATE SET \
+                         failures = CASE WHEN login_failures.last_failure_at < $4 THEN 1 ELSE login_failures.failures + 1 END, \
+                         prev_failure_at = CASE WHEN login_failures.last_failure_at < $4 THEN NULL \
+                         ELSE login_failures.last_failure_at END, \
+                         last_failure_at = excluded.last_failure_at \
+                         RETURNING failures, prev_failure_at",
+                    )
+                    .bind(&key.username)
+                    .bind(&key.address)
+                    .bind(now.0)
+                    .bind(window_start)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    counts.push(previous.map(|at| (failures - 1, Timestamp(at))));
+                }
+                let Some((index, wait_ms)) = throttled(keys, &counts, now) else {
+                    tx.commit().await?;
+                    return Ok(Reservation::Reserved);
+                };
+                tx.rollback().await?;
+                let key = &keys[index];
+                let (refused, audited_at): (i64, Option<i64>) = sqlx::query_as(
+                    "UPDATE login_failures SET throttled = throttled + 1, throttle_audited_at = CASE \
+                     WHEN throttle_audited_at IS NULL OR throttle_audited_at <= $3 THEN $4 ELSE throttle_audited_at END \
+                     WHERE username = $1 AND address = $2 RETURNING throttled, throttle_audited_at",
+                )
+                .bind(&key.username)
+                .bind(&key.address)
+                .bind(now.0 - THROTTLE_AUDIT_EVERY_MS)
+                .bind(now.0)
+                .fetch_optional(self.pool())
+                .await?
+                .unwrap_or((1, None));
+                Ok(Reservation::Throttled {
+                    key: index,
+                    wait_ms,
+                    audit: (audited_at == Some(now.0)).then_some(refused),
+                })
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self, keys))]
+        fn settle_login_success<'a>(&'a self, keys: &'a [crate::domain::accounts::ThrottleKey]) -> StoreFuture<'a, ()> {
+            Box::pin(async move {
+                let mut tx = self.begin_write().await?;
+                for key in keys {
+                    let sql = if key.cleared_by_success() {
+                        "DELETE FROM login_failures WHERE username = $1 AND address = $2"
+                    } else {
+                        // A shared budget takes back only the attempt it counted.
+                        "UPDATE login_failures SET failures = failures - 1 WHERE username = $1 AND address = $2 AND failures > 0"
+                    };
+                    sqlx::query(sql).bind(&key.username).bind(&key.address).execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                Ok(())
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn clear_user_login_failures<'a>(&'a self, username: &'a str) -> StoreFuture<'a, u64> {
+            Box::pin(async move {
+                let done = sqlx::query("DELETE FROM login_failures WHERE username = $1")
+                    .bind(username)
+                    .execute(self.pool())
+                    .await?;
+                Ok(done.rows_affected())
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn prune_login_failures(&self, before: Timestamp) -> StoreFuture<'_, u64> {
+            Box::pin(async move {
+                let done = sqlx::query("DELETE FROM login_failures WHERE last_failure_at < $1")
+                    .bind(before.0)
+                    .execute(self.pool())
+                    .await?;
+                Ok(done.rows_affected())
             })
         }
 

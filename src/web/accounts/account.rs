@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 
 use super::{form_message, parse_role, role_names};
 use crate::app::accounts;
-use crate::domain::accounts::{ApiToken, Role, User};
+use crate::domain::accounts::{self as accounts_rules, ApiToken, Role, User};
 use crate::web::AppState;
 use crate::web::error::{WebError, parse_id};
 use crate::web::security::{CurrentUser, Via};
@@ -64,7 +64,8 @@ fn my_account(user: &CurrentUser) -> Result<&User, WebError> {
     })
 }
 
-async fn build(state: &AppState, me: &User) -> Result<AccountPage, WebError> {
+/// The account page of `me`, offering new tokens up to `acting` (the request's effective role).
+async fn build(state: &AppState, me: &User, acting: Role) -> Result<AccountPage, WebError> {
     let tokens = state.store.list_api_tokens(Some(me.id)).await?;
     Ok(AccountPage {
         nav: "account",
@@ -73,7 +74,7 @@ async fn build(state: &AppState, me: &User) -> Result<AccountPage, WebError> {
         tokens: tokens.iter().map(TokenRow::from).collect(),
         token_roles: role_names()
             .into_iter()
-            .filter(|r| Role::parse(r).is_some_and(|r| r <= me.role))
+            .filter(|r| Role::parse(r).is_some_and(|r| r <= accounts_rules::token_role_cap(me.role, acting)))
             .collect(),
         new_token: None,
         notice: None,
@@ -94,9 +95,9 @@ pub async fn page(
     Query(q): Query<Done>,
 ) -> Result<AccountPage, WebError> {
     let me = my_account(&user)?;
-    let mut page = build(&state, me).await?;
+    let mut page = build(&state, me, user.role).await?;
     page.notice = match q.done.as_str() {
-        "password" => Some("Password changed. Your other sessions were logged out."),
+        "password" => Some("Password changed. Your other sessions were logged out and your API tokens revoked."),
         "revoked" => Some("Token revoked: it no longer works."),
         _ => None,
     };
@@ -119,6 +120,7 @@ pub async fn change_password(
     } else {
         match accounts::change_own_password(
             state.store.as_ref(),
+            &user.name,
             me,
             body.get("current_password").unwrap_or_default(),
             new,
@@ -126,14 +128,14 @@ pub async fn change_password(
         )
         .await
         {
-            Ok(()) => Ok(()),
+            Ok(_) => Ok(()),
             Err(e) => Err(form_message(e)?),
         }
     };
     match outcome {
         Ok(()) => Ok(Redirect::to("/account?done=password").into_response()),
         Err(message) => {
-            let mut page = build(&state, me).await?;
+            let mut page = build(&state, me, user.role).await?;
             page.password_error = Some(message);
             Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response())
         }
@@ -148,15 +150,15 @@ pub async fn create_token(
     let me = my_account(&user)?;
     let role = parse_role(body.get("role"))?;
     let name = body.get("name").unwrap_or_default();
-    match accounts::create_token(state.store.as_ref(), &user.name, me, name, Some(role)).await {
+    match accounts::create_token_capped(state.store.as_ref(), &user.name, me, name, Some(role), user.role).await {
         Ok((token, secret)) => {
-            let mut page = build(&state, me).await?;
+            let mut page = build(&state, me, user.role).await?;
             page.new_token = Some((token.name, secret));
             // Shown once, in this response only: never cached.
             Ok(([(axum::http::header::CACHE_CONTROL, "no-store")], page).into_response())
         }
         Err(e) => {
-            let mut page = build(&state, me).await?;
+            let mut page = build(&state, me, user.role).await?;
             page.token_error = Some(form_message(e)?);
             Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response())
         }
@@ -170,6 +172,10 @@ pub async fn revoke_token(
 ) -> Result<Response, WebError> {
     let me = my_account(&user)?;
     let id = parse_id(&raw, "token")?;
-    accounts::revoke_token(state.store.as_ref(), &user.name, id, Some(me.id)).await?;
+    let via = match &user.via {
+        Via::Token { token, .. } => Some(token),
+        _ => None,
+    };
+    accounts::revoke_token(state.store.as_ref(), &user.name, id, Some(me), via).await?;
     Ok(Redirect::to("/account?done=revoked").into_response())
 }

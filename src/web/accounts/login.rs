@@ -78,6 +78,7 @@ pub async fn form(user: Option<CurrentUser>, Query(q): Query<NextQuery>) -> Resp
 pub async fn submit(
     State(state): State<AppState>,
     ClientAddress(address): ClientAddress,
+    headers: axum::http::HeaderMap,
     body: FormBody,
 ) -> Result<Response, WebError> {
     let username = body.get("username").unwrap_or_default().to_string();
@@ -96,22 +97,36 @@ pub async fn submit(
         )
             .into_response()
     };
-    Ok(match accounts::login(state.store.as_ref(), &username, password, &address).await? {
-        Login::Session { secret, .. } => {
+    let name = crate::domain::accounts::login_name(&username);
+    let device = state.security.trusted_device(&headers, &name);
+    let from = accounts::LoginFrom {
+        address: &address,
+        device,
+    };
+    Ok(match accounts::login(state.store.as_ref(), &username, password, from).await? {
+        Login::Session { user, secret } => {
             let mut response = Redirect::to(&next).into_response();
-            response
-                .headers_mut()
-                .append(header::SET_COOKIE, state.security.session_cookie(&secret));
+            let h = response.headers_mut();
+            h.append(header::SET_COOKIE, state.security.session_cookie(&secret));
+            h.append(header::SET_COOKIE, state.security.device_cookie(&user.username));
             response
         }
-        Login::Throttled { wait_ms } => page(
-            StatusCode::TOO_MANY_REQUESTS,
-            format!(
-                "Too many failed logins for this name from your address. Try again in {} — or ask an admin to reset \
-                 your password.",
-                crate::domain::format::duration((wait_ms as f64 / 1000.0).ceil())
-            ),
-        ),
+        Login::Throttled { wait_ms } => {
+            let secs = (wait_ms + 999) / 1000;
+            let mut response = page(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "Too many failed logins for this name or from your address, so this attempt was not checked. Try \
+                     again in {}. A browser you have logged in from before is not slowed by other people's failures; \
+                     an admin can also unlock your name on the Users page (or reset your password).",
+                    crate::domain::format::duration(secs as f64)
+                ),
+            );
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, axum::http::HeaderValue::from(secs.max(1)));
+            response
+        }
         Login::Refused => page(
             StatusCode::UNAUTHORIZED,
             "Wrong name or password (or the account is disabled). Nothing is locked yet; after a few more failures \

@@ -27,6 +27,7 @@ pub fn router() -> Router<AppState> {
         .route("/users/{id}/disable", post(users::disable))
         .route("/users/{id}/enable", post(users::enable))
         .route("/users/{id}/tokens/revoke", post(users::revoke_tokens))
+        .route("/users/{id}/unlock", post(users::unlock))
         .route("/users/{id}/remove", post(users::remove))
 }
 

@@ -75,7 +75,13 @@ pub async fn page(State(state): State<AppState>, Query(q): Query<Done>) -> Resul
     page.notice = match q.done.as_str() {
         "added" => Some(format!("Added {who}.")),
         "role" => Some(format!("Changed the role of {who}.")),
-        "password" => Some(format!("Set a new password for {who}; their sessions were logged out.")),
+        "password" => Some(format!(
+            "Set a new password for {who}; their sessions were logged out, their API tokens revoked and their \
+             failed logins forgotten."
+        )),
+        "unlocked" => Some(format!(
+            "Unlocked {who}: the failed logins counted for the name are forgotten."
+        )),
         "disabled" => Some(format!("Disabled {who}: logged out, and their tokens are refused.")),
         "enabled" => Some(format!("Enabled {who}.")),
         "tokens" => Some(format!("Revoked every token of {who}.")),
@@ -175,6 +181,16 @@ pub async fn enable(
     Path(raw): Path<String>,
 ) -> Result<Response, WebError> {
     set_disabled(state, me, raw, false).await
+}
+
+pub async fn unlock(
+    State(state): State<AppState>,
+    me: CurrentUser,
+    Path(raw): Path<String>,
+) -> Result<Response, WebError> {
+    let user = target(&state, &raw).await?;
+    accounts::unlock(state.store.as_ref(), &me.name, &user).await?;
+    Ok(done("unlocked", &user.username))
 }
 
 pub async fn revoke_tokens(

@@ -178,6 +178,7 @@ impl From<AppError> for Problem {
             AppError::Invalid(why) => Problem::new(StatusCode::UNPROCESSABLE_ENTITY, sentence(&why)),
             AppError::NotFound(what) => Problem::not_found(&what),
             AppError::Forbidden(message) => Problem::new(StatusCode::FORBIDDEN, message),
+            e @ AppError::Busy { .. } => WebError::from(e).into(),
             AppError::Store(e) => e.into(),
         }
     }

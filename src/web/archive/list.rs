@@ -421,8 +421,12 @@ pub async fn export(State(state): State<AppState>, Path(raw): Path<String>) -> R
 
 /// `POST /archive/import` (multipart, field `file`): stores the run and shows it; a bad file
 /// re-shows the archive with the reason and stores nothing.
-pub async fn import(State(state): State<AppState>, multipart: Result<Multipart, MultipartRejection>) -> Response {
-    match read_and_import(&state, multipart).await {
+pub async fn import(
+    State(state): State<AppState>,
+    user: crate::web::security::CurrentUser,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Response {
+    match read_and_import(&state, &user.actor(), multipart).await {
         Ok(crate::app::transfer::Imported::Before(id)) => {
             let message = format!(
                 "This export was imported before, as run #{id} (recognised by its content hash): nothing was stored."
@@ -455,6 +459,7 @@ pub async fn import(State(state): State<AppState>, multipart: Result<Multipart, 
 
 async fn read_and_import(
     state: &AppState,
+    actor: &crate::app::candidates::Actor,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<crate::app::transfer::Imported, (StatusCode, String)> {
     let bad = |m: String| (StatusCode::UNPROCESSABLE_ENTITY, m);
@@ -487,7 +492,7 @@ async fn read_and_import(
     }
     let bytes = file.ok_or_else(|| bad("Choose an exported run file (.json) to import.".to_string()))?;
     let text = String::from_utf8(bytes).map_err(|_| bad("The file is not UTF-8 JSON.".to_string()))?;
-    let report = import_from(state.store.as_ref(), std::io::Cursor::new(text.into_bytes()))
+    let report = import_from(state.store.as_ref(), actor, std::io::Cursor::new(text.into_bytes()))
         .await
         .map_err(|e| match e {
             AppError::Store(e) => {

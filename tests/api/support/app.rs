@@ -199,6 +199,33 @@ pub async fn browser_client(base_url: &str) -> reqwest::Client {
         .expect("building the test HTTP client")
 }
 
+/// A client holding session `secret`'s cookie for the server at `base_url` and the CSRF token
+/// of a page it loads.
+pub async fn session_client_at(base_url: &str, secret: &str) -> reqwest::Client {
+    let cookie = format!("bakeoff_session={secret}");
+    let page = reqwest::Client::new()
+        .get(format!("{base_url}/measure"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .expect("GET /measure");
+    assert_eq!(page.status(), 200, "a logged-in page");
+    let page = Page::parse(200, &page.text().await.expect("the page"));
+    let token = page
+        .attr("body", "hx-headers")
+        .and_then(|h| serde_json::from_str::<serde_json::Value>(&h).ok())
+        .and_then(|v| v["X-CSRF-Token"].as_str().map(str::to_string))
+        .expect("the page carries a CSRF token");
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(reqwest::header::COOKIE, cookie.parse().expect("a cookie header"));
+    headers.insert("x-csrf-token", token.parse().expect("a token header"));
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .default_headers(headers)
+        .build()
+        .expect("building the test HTTP client")
+}
+
 /// A small eval set: three classification cases with the exact grader.
 pub const TINY_EVALSET: &str = r#"{"bakeoff_evalset":1,"name":"tiny","task":"classification","prompt":"Label: {{text}}","graders":[{"kind":"exact"}],"max_tokens":16}
 {"id":"c1","vars":{"text":"great"},"expected":"positive","tags":["en"]}
@@ -238,28 +265,7 @@ impl TestApp {
 
     /// A client holding session `secret`'s cookie and the CSRF token of a page it loads.
     pub async fn session_client(&self, secret: &str) -> reqwest::Client {
-        let cookie = format!("bakeoff_session={secret}");
-        let page = reqwest::Client::new()
-            .get(self.url("/measure"))
-            .header("cookie", &cookie)
-            .send()
-            .await
-            .expect("GET /measure");
-        assert_eq!(page.status(), 200, "a logged-in page");
-        let page = Page::parse(200, &page.text().await.expect("the page"));
-        let token = page
-            .attr("body", "hx-headers")
-            .and_then(|h| serde_json::from_str::<serde_json::Value>(&h).ok())
-            .and_then(|v| v["X-CSRF-Token"].as_str().map(str::to_string))
-            .expect("the page carries a CSRF token");
-        let mut headers = reqwest::header::HeaderMap::new();
-        headers.insert(reqwest::header::COOKIE, cookie.parse().expect("a cookie header"));
-        headers.insert("x-csrf-token", token.parse().expect("a token header"));
-        reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .default_headers(headers)
-            .build()
-            .expect("building the test HTTP client")
+        session_client_at(&self.base_url, secret).await
     }
 
     /// The database URL of an app opened with `spawn_app_on` (None for `spawn_app`'s own file).
@@ -359,7 +365,7 @@ impl TestApp {
         .validate(None)
         .expect("a valid test candidate");
         self.store
-            .create_candidate(&spec)
+            .create_candidate(&crate::support::checked::admin_new(&spec))
             .await
             .expect("storing a test candidate")
     }
@@ -409,7 +415,7 @@ impl TestApp {
         .expect("a valid test candidate");
         let alpha = self
             .store
-            .create_candidate(&spec)
+            .create_candidate(&crate::support::checked::admin_new(&spec))
             .await
             .expect("storing a test candidate");
         let run = self.create_run(&format!("finished {name}"), version, &[alpha]).await;

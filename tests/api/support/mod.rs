@@ -1,6 +1,7 @@
 //! Shared test helpers: databases on both backends, the app on a random port.
 #![allow(dead_code)]
 pub mod app;
+pub mod checked;
 pub mod cli;
 pub mod db;
 pub mod proxy;

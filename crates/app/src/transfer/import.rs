@@ -17,12 +17,17 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{ExportedCandidate, ExportedEvalSet, ExportedEvent, ExportedRun, ExportedStop, RunExport, SCHEMA};
 use crate::AppError;
+use crate::candidates::Actor;
 use crate::domain::Timestamp;
+use crate::domain::audit::{Action, NewAuditEntry};
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{CandidateDraft, CandidateSpec};
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::run::{CandidateStop, NewRun, RequestRecord, RunEvent};
-use crate::store::{ImportEnd, ImportOutcome, ImportPart, ImportedCandidate, RestoredRun, RunImport, Store};
+use crate::domain::validation::{FieldErrors, MAX_NAME_CHARS};
+use crate::store::{
+    ImportEnd, ImportOutcome, ImportPart, ImportedAs, ImportedCandidate, RestoredRun, RunImport, Store,
+};
 
 /// Records handed to the store at a time, and batches parsed ahead of the store's writes.
 const BATCH: usize = 1_000;
@@ -53,13 +58,20 @@ pub struct ImportReport {
     pub exported_run_id: i64,
     pub records: usize,
     pub harness: Option<HarnessReport>,
+    /// Candidates the import created, as (id, name).
+    pub created: Vec<(i64, String)>,
+    /// Key variables named by the export that no created candidate took (candidate name,
+    /// variable): an import never gives a candidate credentials.
+    pub key_envs_not_taken: Vec<(String, String)>,
 }
 
-/// Stores an export already in memory ([`import_from`] its bytes).
+/// Stores an export already in memory ([`import_from`] its bytes), as the terminal does.
 pub async fn import_run(store: &dyn Store, export: &RunExport) -> Result<Imported, AppError> {
     let bytes =
         serde_json::to_vec(export).map_err(|e| AppError::Invalid(format!("the export cannot be written: {e}")))?;
-    Ok(import_from(store, std::io::Cursor::new(bytes)).await?.imported)
+    Ok(import_from(store, &Actor::terminal(), std::io::Cursor::new(bytes))
+        .await?
+        .imported)
 }
 
 /// Stores the export read from `source` as a new run, all of it or nothing (one transaction: a
@@ -70,7 +82,17 @@ pub async fn import_run(store: &dyn Store, export: &RunExport) -> Result<Importe
 /// keeps each candidate as the export describes it (its snapshot). The eval-set version is
 /// stored if new. An export whose content was imported before is recognised by its hash and
 /// stores nothing (the hash covers the records, so it is known, and compared, at the end).
-pub async fn import_from(store: &dyn Store, source: impl Read + Send + 'static) -> Result<ImportReport, AppError> {
+///
+/// A candidate the import creates goes through the one credentials check (for `actor`) like
+/// every other, and is created without credentials: the key variable an export names belongs to
+/// the installation it came from (the run's snapshot keeps its name), and pointing one of this
+/// server's variables at the export's base URL is an admin's decision, made on the candidate.
+/// Each one created is audited as `candidate.created` by `actor`.
+pub async fn import_from(
+    store: &dyn Store,
+    actor: &Actor,
+    source: impl Read + Send + 'static,
+) -> Result<ImportReport, AppError> {
     let (head_tx, head_rx) = oneshot::channel();
     let (parts_tx, mut parts) = mpsc::channel(BATCHES_IN_FLIGHT);
     let reading = tokio::task::spawn_blocking(move || read_export(source, head_tx, parts_tx));
@@ -86,7 +108,7 @@ pub async fn import_from(store: &dyn Store, source: impl Read + Send + 'static) 
             Ok(_) => AppError::Invalid("the export ended before its records".into()),
         });
     };
-    let import = match prepare(store, &head).await {
+    let import = match prepare(store, actor, &head).await {
         Ok(import) => import,
         Err(e) => {
             // The reader stops at its next batch.
@@ -105,11 +127,40 @@ pub async fn import_from(store: &dyn Store, source: impl Read + Send + 'static) 
         (_, Err(e)) => return Err(e),
         (ImportOutcome::Incomplete, Ok(_)) => return Err(AppError::Invalid("the export ended before its end".into())),
     };
+    let mut created = Vec::new();
+    let mut key_envs_not_taken = Vec::new();
+    if let Imported::New(run_id) = imported {
+        let stored = store.run_candidates(run_id).await?;
+        for (c, run_candidate) in import.candidates.iter().zip(&stored) {
+            let ImportedAs::New(new) = &c.stored else {
+                continue;
+            };
+            let spec = new.spec();
+            let mut detail = format!("{} (created by importing run #{run_id})", spec.base_url);
+            if let Some(var) = &c.spec.api_key_env {
+                detail.push_str(&format!(
+                    "; the export's key variable {var:?} was not taken: an admin sets credentials"
+                ));
+                key_envs_not_taken.push((spec.name.clone(), var.clone()));
+            }
+            store
+                .append_audit(&NewAuditEntry {
+                    actor: actor.name.clone(),
+                    action: Action::CandidateCreated,
+                    target: format!("candidate #{} {:?}", run_candidate.id, spec.name),
+                    detail,
+                })
+                .await?;
+            created.push((run_candidate.id, spec.name.clone()));
+        }
+    }
     Ok(ImportReport {
         imported,
         exported_run_id: head.run.id,
         records,
         harness: head.harness,
+        created,
+        key_envs_not_taken,
     })
 }
 
@@ -204,13 +255,15 @@ struct ExportHead {
     harness: Option<HarnessReport>,
 }
 
-/// The run to store from a head the reader found: checked (schema, a terminal run, the eval
-/// set's content against its hash, each candidate like the candidate form) and matched with
-/// the stored candidates. Writes nothing.
-async fn prepare(store: &dyn Store, head: &ExportHead) -> Result<RunImport, AppError> {
+/// The run to store from a head the reader found: checked (schema, a terminal run, every name
+/// by the forms' rule, the eval set's content against its hash, each candidate like the
+/// candidate form and its credentials for `actor`) and matched with the stored candidates.
+/// Writes nothing.
+async fn prepare(store: &dyn Store, actor: &Actor, head: &ExportHead) -> Result<RunImport, AppError> {
     if head.schema != SCHEMA {
         return Err(super::other_schema(&head.schema));
     }
+    check_names(head)?;
     if !head.run.status.is_terminal() {
         return Err(AppError::Invalid(format!(
             "the exported run is {}; only finished, failed or cancelled runs can be imported",
@@ -232,6 +285,8 @@ async fn prepare(store: &dyn Store, head: &ExportHead) -> Result<RunImport, AppE
     for c in &head.candidates {
         let same_endpoint =
             |s: &CandidateSpec| s.provider == c.provider && s.base_url == c.base_url && s.model == c.model;
+        // Validated like the candidate form under its own name first, so a refusal names it.
+        spec_of(c, &c.name)?;
         let mut name = c.name.clone();
         let mut n = 1;
         let found = loop {
@@ -239,20 +294,37 @@ async fn prepare(store: &dyn Store, head: &ExportHead) -> Result<RunImport, AppE
                 Some(e) if same_endpoint(&e.spec) => break Some(e.id),
                 Some(_) => {
                     n += 1;
-                    name = if n == 2 {
-                        format!("{} (imported)", c.name)
-                    } else {
-                        format!("{} (imported {})", c.name, n - 1)
-                    };
+                    name = imported_name(&c.name, n - 1);
                 }
                 None => break None,
             }
         };
-        candidates.push(ImportedCandidate {
-            existing: found,
-            // Validated like the candidate form, whether matched or new: it is the run's snapshot.
-            spec: spec_of(c, &name)?,
-        });
+        // Validated like the candidate form, whether matched or new: it is the run's snapshot.
+        let spec = spec_of(c, &name)?;
+        let stored = match found {
+            Some(id) => ImportedAs::Existing(id),
+            None => {
+                if let Some(other) = existing
+                    .iter()
+                    .find(|e| crate::domain::validation::confusable(&name, &e.spec.name))
+                {
+                    return Err(AppError::Invalid(format!(
+                        "candidate {:?} of the export looks like candidate #{} {:?} here (the same letters from \
+                         another script, in another case, or with invisible characters); rename one of them first",
+                        name, other.id, other.spec.name
+                    )));
+                }
+                // The live candidate takes no credentials from a file (see `import_from`), and
+                // is checked like every candidate the store creates.
+                let live = CandidateSpec {
+                    api_key: None,
+                    api_key_env: None,
+                    ..spec.clone()
+                };
+                ImportedAs::New(Box::new(crate::candidates::checked_new(actor, live, false)?))
+            }
+        };
+        candidates.push(ImportedCandidate { stored, spec });
     }
     let run = &head.run;
     Ok(RunImport {
@@ -282,6 +354,40 @@ async fn prepare(store: &dyn Store, head: &ExportHead) -> Result<RunImport, AppE
         },
         harness: head.harness.clone(),
     })
+}
+
+/// "NAME (imported)", "NAME (imported 2)", …: the name of the `n`th different endpoint under an
+/// exported name already taken here, the exported name shortened to keep within the name rule's
+/// length.
+fn imported_name(name: &str, n: usize) -> String {
+    let suffix = if n == 1 {
+        " (imported)".to_string()
+    } else {
+        format!(" (imported {n})")
+    };
+    let room = MAX_NAME_CHARS.saturating_sub(suffix.chars().count());
+    let base: String = name.chars().take(room).collect();
+    format!("{}{suffix}", base.trim_end())
+}
+
+/// Every name the export brings checked by the forms' rule (`validation::name`: length,
+/// control and bidirectional characters, confusable mixes of scripts), so a name no form
+/// accepts cannot reach a page by an import: the run's, the eval set's and the judges'
+/// (candidates are checked with the candidate form's rules, case ids as the eval set's and,
+/// in each record, by the reader).
+fn check_names(head: &ExportHead) -> Result<(), AppError> {
+    let mut errors = FieldErrors::default();
+    crate::domain::validation::name(&mut errors, "run.name", &head.run.name);
+    crate::domain::validation::name(&mut errors, "evalset.name", &head.evalset.name);
+    if let Some(judge) = &head.run.config.judge {
+        for name in judge.judges.keys() {
+            crate::domain::validation::name(&mut errors, "run.config.judge.judges", name);
+        }
+    }
+    if let Some(e) = errors.0.first() {
+        return Err(AppError::Invalid(format!("the export's {} {}", e.field, e.message)));
+    }
+    Ok(())
 }
 
 /// The spec an exported candidate becomes here (validated like the candidate form).
@@ -410,6 +516,13 @@ impl Streaming {
     /// Hashes a record as exported, then hands it on with its candidate's position for its id.
     fn take(&mut self, mut record: RequestRecord) -> Result<(), Stop> {
         self.hasher.record(&record).map_err(unreadable)?;
+        if let Some(problem) = crate::domain::evalset::case_id_problem(&record.case_id) {
+            let shown: String = record.case_id.chars().take(40).collect();
+            return Err(Stop::Refused(AppError::Invalid(format!(
+                "record {} names case {shown:?}, whose id {problem}",
+                self.hasher.records
+            ))));
+        }
         let Some(&position) = self.positions.get(&record.candidate_id) else {
             return Err(Stop::Refused(AppError::Invalid(format!(
                 "record {} (case {:?}) names candidate #{}, which the export does not list",
@@ -617,10 +730,10 @@ impl<'de> Visitor<'de> for Records<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::DynStore;
-    use crate::store::server_key::ServerKey;
     use crate::transfer::export_run;
     use crate::transfer::tests::stored_run;
+    use crate::store::DynStore;
+    use crate::store::server_key::ServerKey;
 
     async fn empty_store() -> DynStore {
         crate::store::connect_with_key("sqlite::memory:", &ServerKey::from_bytes([3; 32]))
@@ -671,7 +784,7 @@ mod tests {
         let export = export_run(from.as_ref(), run).await.unwrap();
         let text = serde_json::to_string_pretty(&export).unwrap();
         let to = empty_store().await;
-        let report = import_from(to.as_ref(), std::io::Cursor::new(text.into_bytes()))
+        let report = import_from(to.as_ref(), &Actor::terminal(), std::io::Cursor::new(text.into_bytes()))
             .await
             .unwrap();
         let Imported::New(id) = report.imported else {
@@ -698,9 +811,13 @@ mod tests {
         // schema): read whole first, recognised by the same hash, nothing stored.
         let sorted = serde_json::to_value(&export).unwrap().to_string();
         assert!(sorted.find("\"records\"") < sorted.find("\"schema\""));
-        let again = import_from(to.as_ref(), std::io::Cursor::new(sorted.into_bytes()))
-            .await
-            .unwrap();
+        let again = import_from(
+            to.as_ref(),
+            &Actor::terminal(),
+            std::io::Cursor::new(sorted.into_bytes()),
+        )
+        .await
+        .unwrap();
         assert_eq!(again.imported, Imported::Before(id));
         assert_eq!(to.count_runs().await.unwrap(), 1);
     }
@@ -713,7 +830,8 @@ mod tests {
         let refusal = |text: String| {
             let to = to.clone();
             async move {
-                let refused = import_from(to.as_ref(), std::io::Cursor::new(text.into_bytes())).await;
+                let refused =
+                    import_from(to.as_ref(), &Actor::terminal(), std::io::Cursor::new(text.into_bytes())).await;
                 let stored = (
                     to.count_runs().await.unwrap(),
                     to.list_candidates().await.unwrap().len(),

@@ -177,12 +177,8 @@ impl EvalSetFile {
                 continue;
             };
             let mut problem = |field: &str, message: String| found.add(Some(line), Some(field), message);
-            if case.id.trim().is_empty() {
-                problem("id", "is required".into());
-            } else if let Some(message) = too_long(&case.id) {
+            if let Some(message) = case_id_problem(&case.id) {
                 problem("id", message);
-            } else if let Some(p) = super::validation::name_problem(&case.id) {
-                problem("id", p.into());
             } else if !seen.insert(case.id.clone()) {
                 problem("id", format!("duplicate case id {:?}", case.id));
             }
@@ -301,6 +297,19 @@ impl EvalSetFile {
             .map(|m| m.content)
             .collect::<Vec<_>>()
             .join("\n\n")
+    }
+}
+
+/// Why `id` cannot be a case id, or None: the rule an eval-set file's case ids, and the case
+/// ids of an imported run's records, both pass (required, at most [`MAX_NAME_CHARS`], and the
+/// name rule's characters).
+pub fn case_id_problem(id: &str) -> Option<String> {
+    if id.trim().is_empty() {
+        Some("is required".into())
+    } else if let Some(message) = too_long(id) {
+        Some(message)
+    } else {
+        super::validation::name_problem(id).map(str::to_string)
     }
 }
 

@@ -145,7 +145,11 @@ impl<'a> Prober<'a> {
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(format!("bakeoff/{} (operability probe)", crate::VERSION))
             .build()
-            .map_err(|e| format!("could not build an HTTP client: {e}"));
+            .map_err(|e| format!("could not build an HTTP client: {e}"))
+            .and_then(|http| match crate::domain::candidate::origin_refused(&spec.base_url) {
+                Some(why) => Err(format!("the base URL {why}")),
+                None => Ok(http),
+            });
         Prober {
             spec,
             options,

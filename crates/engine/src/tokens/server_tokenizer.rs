@@ -70,11 +70,16 @@ impl ServerTokenizer {
         let url = endpoint
             .url(&spec.base_url)
             .ok_or_else(|| TokenizeError(format!("base URL {:?} is not a URL", spec.base_url)))?;
+        if let Some(why) = crate::domain::candidate::origin_refused(&spec.base_url) {
+            return Err(TokenizeError(format!("the base URL {why}")));
+        }
+        // No redirect is followed: the key goes to the candidate's own server and nowhere else.
         let http = reqwest::Client::builder()
             .http1_only()
             .connect_timeout(Duration::from_secs(10))
             .timeout(CALL_TIMEOUT)
             .pool_max_idle_per_host(IN_FLIGHT)
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| TokenizeError(format!("building the HTTP client for {url}: {e}")))?;
         let key = spec.resolve_api_key();

@@ -197,7 +197,13 @@ impl CandidateClient {
     /// HTTP/1.1 only (one request per connection, so `concurrency` means connections and no
     /// HTTP/2 multiplexing changes the load), no redirects (a redirected API URL is a
     /// misconfiguration to show, not follow), Nagle off.
-    pub fn new(spec: &CandidateSpec, concurrency: u32, timeouts: Timeouts) -> Result<Self, reqwest::Error> {
+    ///
+    /// Refused (nothing is ever sent) when the deployment restricts candidates to some origins
+    /// and `spec` points elsewhere (`domain::candidate::origin_refused`).
+    pub fn new(spec: &CandidateSpec, concurrency: u32, timeouts: Timeouts) -> Result<Self, String> {
+        if let Some(why) = crate::domain::candidate::origin_refused(&spec.base_url) {
+            return Err(format!("the base URL {why}"));
+        }
         let http = reqwest::Client::builder()
             .http1_only()
             .pool_max_idle_per_host(concurrency.max(1) as usize)
@@ -207,7 +213,8 @@ impl CandidateClient {
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(format!("bakeoff/{}", crate::VERSION))
             .connector_layer(ConnectTimerLayer)
-            .build()?;
+            .build()
+            .map_err(|e| e.to_string())?;
         let h1 = stamped_reads_allowed().then(|| h1::Pool::new(concurrency as usize, timeouts.connect));
         Ok(CandidateClient {
             http,
