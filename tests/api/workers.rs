@@ -214,16 +214,22 @@ async fn three_workers_finish_three_runs_with_exactly_one_record_per_case() {
     // to be busy at once.
     let mock = mock(&names, &file, 250.0).await;
     let s = seed(&store, &file, &mock, &names).await;
+    // One unit at a time each: three runs need three workers to go at once. The runs are made
+    // once all three are up (a worker that starts late under load would find the others had
+    // taken its run), so each polls within its idle interval of the runs being made.
+    let _workers: Vec<Worker> = ["w1", "w2", "w3"]
+        .iter()
+        .map(|name| Worker::start(&url, name, &["--capacity", "1"]))
+        .collect();
+    until("the three workers are up", || async {
+        store.list_workers().await.unwrap().len() == 3
+    })
+    .await;
     let runs = [
         create_run(&store, s.version, &s.candidates[0..1], 2).await,
         create_run(&store, s.version, &s.candidates[1..2], 2).await,
         create_run(&store, s.version, &s.candidates[2..3], 2).await,
     ];
-    // One unit at a time each: three runs need three workers to go at once.
-    let _workers: Vec<Worker> = ["w1", "w2", "w3"]
-        .iter()
-        .map(|name| Worker::start(&url, name, &["--capacity", "1"]))
-        .collect();
     for &run in &runs {
         until("the run finishes", || async { status(&store, run).await.is_terminal() }).await;
         assert_eq!(
