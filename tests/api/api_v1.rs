@@ -568,7 +568,7 @@ async fn only_an_admin_sets_credentials_by_import_and_a_move_drops_them(db: Test
     let entries = app.store.list_audit(&Default::default(), 5, 0).await.unwrap();
     assert!(
         entries.iter().any(|e| e.action == "candidate.key_cleared"
-            && e.actor == "ed"
+            && e.actor.starts_with("ed (token #")
             && e.detail.contains("moved to another server")),
         "{entries:?}"
     );
@@ -606,13 +606,19 @@ async fn saved_scorecards_compare_and_history_are_the_pages(db: TestStore) {
     let api = Api::new(&app, "ci", Role::Editor).await;
     let seed = seed(&api, &mock).await;
 
-    // Saved scorecards: listed, and one of them judged as saved, signed by the token's user.
+    // Saved scorecards: listed, and one of them judged as saved, signed by the token's user and
+    // the token.
     let list = api.ok("/api/v1/scorecards?limit=10").await;
     assert_eq!(list["total"], 1, "{list}");
     assert_eq!(list["items"][0]["id"], seed.scorecard);
     assert_eq!(list["items"][0]["profile_name"], "accuracy");
     let saved = api.ok(&format!("/api/v1/scorecards/{}", seed.scorecard)).await;
-    assert_eq!(saved["created_by"], "ci", "{saved}");
+    assert!(
+        saved["created_by"]
+            .as_str()
+            .is_some_and(|by| by.starts_with("ci (token #")),
+        "{saved}"
+    );
     assert_eq!(saved["note"], "seeded");
     assert_eq!(saved["verdicts"][0]["verdict"], "GO", "{saved}");
     assert_eq!(saved["drifted"], false);
@@ -898,10 +904,13 @@ async fn a_session_needs_the_csrf_header_on_changes_and_a_bearer_does_not(db: Te
     assert_eq!(a.status, 200, "{a:?}");
     assert_eq!(a.body["outcome"], "new version");
     assert_eq!(a.body["profile"]["version"], 2);
-    // Both changes are audited under their users' names.
+    // Both changes are audited under their users' names, the token's naming the token.
     let audit = app.store.list_audit(&Default::default(), 10, 0).await.unwrap();
     let actors: Vec<&str> = audit.iter().map(|e| e.actor.as_str()).collect();
-    assert!(actors.contains(&"ada") && actors.contains(&"ci"), "{actors:?}");
+    assert!(
+        actors.contains(&"ada") && actors.iter().any(|a| a.starts_with("ci (token #")),
+        "{actors:?}"
+    );
 }
 
 #[tokio::test]

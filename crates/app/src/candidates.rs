@@ -140,7 +140,10 @@ pub async fn save(
         Source::Form => String::new(),
         Source::File => " (imported from a file)".to_string(),
     };
-    refuse_lookalike(store, before.map(|c| c.id), &next.name).await?;
+    // A new name only: a candidate keeps the name it has.
+    if before.is_none_or(|c| c.spec.name != next.name) {
+        refuse_lookalike(store, before.map(|c| c.id), &next.name).await?;
+    }
     let (id, name, outcome, dropped) = match before {
         None => {
             let new = checked_new(actor, next, key_typed)?;
