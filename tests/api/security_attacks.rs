@@ -796,19 +796,6 @@ async fn tokens_end_when_the_password_is_changed_or_reset(db: TestStore) {
         .unwrap();
     let token = bearer_client(&secret);
     assert_eq!(token.get(app.url("/runs")).send().await.unwrap().status(), 200);
-    let page = client
-        .get(app.url("/account"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(
-        Page::parse(200, &page)
-            .text("#password-effects")
-            .contains("revokes every API token")
-    );
     let r = post(
         &client,
         app.url("/account/password"),
@@ -824,6 +811,20 @@ async fn tokens_end_when_the_password_is_changed_or_reset(db: TestStore) {
         token.get(app.url("/runs")).send().await.unwrap().status(),
         401,
         "{b}: after a change"
+    );
+    // The account page says so beside the form.
+    let page = client
+        .get(app.url("/account"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        Page::parse(200, &page)
+            .text("#password-effects")
+            .contains("revokes every API token")
     );
 
     let (_, secret) = accounts_app::create_token(app.store.as_ref(), "test", &ada, "ci 2", None)
