@@ -37,7 +37,11 @@ fn main() {
     let llama_cpp = installed_under(
         "BAKEOFF_LLAMA_CPP_HOME",
         ".cache/bakeoff/llama-cpp-server",
-        &["bin/llama-server", "models/smollm2-135m.gguf"],
+        &[
+            "bin/llama-server",
+            "models/smollm2-135m.gguf",
+            "templates/chatml-tools.jinja",
+        ],
     );
     if llama_cpp || require_all {
         println!("cargo::rustc-cfg=bakeoff_test_llama_cpp");
