@@ -1067,9 +1067,9 @@ async fn a_chunked_keep_alive_stream_is_read_whole_and_its_connection_reused_unt
 
 #[tokio::test]
 async fn a_request_refused_unread_on_a_kept_alive_connection_is_sent_again_on_a_new_one() {
-    // As llama.cpp's server does after every streamed answer: the connection is closed although
-    // the answer said keep-alive, here just as the next request reaches it, so the server's
-    // kernel resets it with the request unread. The request goes once more, on a new connection.
+    // A server closes a kept-alive connection (an idle timeout) just as the next request
+    // reaches it, so its kernel resets it with the request unread. The request goes once more,
+    // on a new connection.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
     let accepted = Arc::new(AtomicUsize::new(0));

@@ -214,14 +214,11 @@ impl Pool {
                     return Ok((head, body));
                 }
                 Err(e) if reused && e.unsent() => continue,
-                // A pooled connection the server had already closed when the request reached it:
-                // its kernel refused the request unread (a reset), so it is sent again on a new
-                // connection. llama.cpp's server closes the connection right after every
-                // streamed answer although its headers say keep-alive, and the close can arrive
-                // after the connection was taken again; any server's idle timeout can race the
-                // same way. A server that read the request and then closed without answering
-                // (a crash) failed it: that request is never sent again (a second send would
-                // hide the failure and cost it twice).
+                // A pooled connection the server closed as the request reached it (an idle
+                // timeout racing the request): its kernel refused the request unread (a reset),
+                // so it is sent again on a new connection. A server that read the request and
+                // then closed without answering (a crash) failed it: that request is never sent
+                // again (a second send would hide the failure and cost it twice).
                 Err(e) if reused && e.unanswered() && refused_unread(&conn.stream).await => continue,
                 Err(e) => return Err(e),
             }
@@ -408,7 +405,7 @@ impl Conn {
         let status = response.code.unwrap_or_default();
         let http11 = response.version == Some(1);
         let (mut content_type, mut retry_after, mut length) = (None, None, None);
-        let (mut chunked, mut close, mut keep_alive_asked) = (false, false, false);
+        let (mut chunked, mut close, mut keep_alive_asked, mut llama_cpp) = (false, false, false, false);
         for h in response.headers.iter() {
             let value = String::from_utf8_lossy(h.value);
             let value = value.trim();
@@ -433,8 +430,15 @@ impl Conn {
                     close |= token.eq_ignore_ascii_case("close");
                     keep_alive_asked |= token.eq_ignore_ascii_case("keep-alive");
                 }
+            } else if name.eq_ignore_ascii_case("server") {
+                llama_cpp = value.starts_with("llama.cpp");
             }
         }
+        // llama.cpp's server closes the connection after every chunked (streamed) answer,
+        // although it says keep-alive (its cpp-httplib takes the stream's last `false` for a
+        // cancel). Its close can come after the next request was sent on the connection, which
+        // then fails unanswered: such a connection is never kept.
+        close |= llama_cpp && chunked;
         let framing = if matches!(status, 100..=199 | 204 | 304) {
             Framing::Done
         } else if chunked {
@@ -627,10 +631,8 @@ fn invalid(what: &str) -> io::Error {
 }
 
 /// Whether the kernel holds nothing to read on an idle connection, not even its close: a peek,
-/// asked of the kernel itself. (tokio's `try_read` answers from the readiness it last saw, and
-/// a close that arrived since, before the reactor ran, looks like an open connection.
-/// llama.cpp's server closes the connection right after every streamed answer although it says
-/// keep-alive; reusing one of those fails the next request.)
+/// asked of the kernel itself (tokio's `try_read` answers from the readiness it last saw, and a
+/// close that arrived since, before the reactor ran, looks like an open connection).
 fn idle_and_open(stream: &TcpStream) -> bool {
     use std::os::fd::AsRawFd;
     let mut probe = [0u8; 1];
@@ -648,9 +650,10 @@ fn idle_and_open(stream: &TcpStream) -> bool {
 }
 
 /// After a pooled connection ended without an answer: whether the peer reset it, i.e. the
-/// request reached a socket its server had already closed and was never read. A reset follows
-/// the request within a round trip, so the connection's state is watched for about two (at
-/// least 5 ms, at most 1 s). Linux only: elsewhere no request is sent again.
+/// request reached a socket its server had already closed, or was closing, and was never read
+/// (a close with unread data is a reset). The reset follows the request within a round trip,
+/// so the connection's state is watched for two, at least 20 ms, at most 1 s. Linux only:
+/// elsewhere no request is sent again.
 async fn refused_unread(stream: &TcpStream) -> bool {
     #[cfg(target_os = "linux")]
     {
@@ -674,7 +677,7 @@ async fn refused_unread(stream: &TcpStream) -> bool {
         const TCP_CLOSE: u8 = 7;
         let Some(first) = info() else { return false };
         let rtt = Duration::from_micros(u64::from(first.tcpi_rtt));
-        let deadline = Instant::now() + (rtt * 2).clamp(Duration::from_millis(5), Duration::from_secs(1));
+        let deadline = Instant::now() + (rtt * 2).clamp(Duration::from_millis(20), Duration::from_secs(1));
         loop {
             match info() {
                 Some(now) if now.tcpi_state == TCP_CLOSE => return true,

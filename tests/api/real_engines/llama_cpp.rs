@@ -135,3 +135,20 @@ async fn llama_server_errors_tool_calls_and_cache_are_recorded_as_they_are() {
     let r = common::tool_call(&ENGINE, &server, json!("required")).await;
     assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"), "{:?}", r.error_detail());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_llama_cpp),
+    ignore = "needs llama-server and SmolLM2-135M: run scripts/install-llama-cpp-server.sh (then touch build.rs)"
+)]
+async fn the_llama_cpp_recipe_gates_a_run_from_the_terminal() {
+    let server = start(false).await;
+    common::recipe_gates(
+        "llama-cpp.toml",
+        "http://127.0.0.1:8080/v1",
+        "model = \"local\"",
+        &server,
+        "llama.cpp local",
+    )
+    .await;
+}

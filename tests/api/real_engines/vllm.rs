@@ -61,9 +61,17 @@ async fn start() -> ServerProcess {
             &port.to_string(),
         ])
         .args(["--dtype", "float32", "--max-model-len", &CONTEXT.to_string()])
-        .args(["--enforce-eager", "--enable-prefix-caching"])
+        .args([
+            "--enforce-eager",
+            "--enable-prefix-caching",
+            "--distributed-executor-backend",
+            "uni",
+        ])
         .args(["--enable-auto-tool-choice", "--tool-call-parser", "hermes"])
         .env("VLLM_CPU_KVCACHE_SPACE", "1")
+        // The engine in the API server's process, the model in the engine's: one process to
+        // start (each imports torch and vLLM, a minute or more on two shared cores).
+        .env("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         .env("HF_HUB_OFFLINE", "1")
         .env("TRANSFORMERS_OFFLINE", "1")
         .env("VLLM_NO_USAGE_STATS", "1")
@@ -110,7 +118,7 @@ async fn vllm_cpu_end_to_end() {
     );
 
     // vLLM's usage counts the end-of-turn token of an answer that stopped on it.
-    common::streams_and_whole_answers(&ENGINE, &server, 0).await;
+    common::streams_and_whole_answers(&ENGINE, &server, 1).await;
 
     // Beyond --max-model-len: HTTP 400 "This model's maximum context length is 2048 tokens…".
     common::overlong_prompt(&ENGINE, &server, 3000, "maximum context length").await;
@@ -128,4 +136,14 @@ async fn vllm_cpu_end_to_end() {
     // Prefix caching: each measured prompt after the warm-up finds the shared system prompt's
     // blocks cached (128 tokens a block on the CPU backend).
     common::shared_prefix(&ENGINE, &server, 512).await;
+
+    // docs/recipes/vllm.toml in `bakeoff run start`.
+    common::recipe_gates(
+        "vllm.toml",
+        "http://127.0.0.1:8000/v1",
+        "model = \"Qwen/Qwen2.5-7B-Instruct\"",
+        &server,
+        "vLLM qwen2.5-7b",
+    )
+    .await;
 }
