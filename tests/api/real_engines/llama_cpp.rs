@@ -113,6 +113,12 @@ async fn the_probes_give_llama_server_its_verdicts() {
         "{}",
         overlong.summary
     );
+    // /v1/models states a slot's context as `meta.n_ctx`.
+    assert!(
+        overlong.evidence.notes[0].contains("against a context of 2048 (stated by the server)"),
+        "{:?}",
+        overlong.evidence.notes
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
