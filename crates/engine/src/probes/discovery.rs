@@ -45,6 +45,8 @@ impl Prober<'_> {
             ]
             .iter()
             .find_map(|k| e.get(*k).and_then(Value::as_u64))
+            // llama.cpp's server: `meta.n_ctx`, the context of one slot (its -c / --parallel).
+            .or_else(|| e.pointer("/meta/n_ctx").and_then(Value::as_u64))
             .and_then(|n| u32::try_from(n).ok())
         });
         if let Some(c) = context {

@@ -142,6 +142,10 @@ impl<'a> Prober<'a> {
             .http1_only()
             .connect_timeout(options.timeout.min(Duration::from_secs(10)))
             .tcp_nodelay(true)
+            // Every probe on a connection of its own: llama.cpp's server closes the connection
+            // after each streamed answer although it says keep-alive, and a probe sent on that
+            // connection would fail for it.
+            .pool_max_idle_per_host(0)
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(format!("bakeoff/{} (operability probe)", crate::VERSION))
             .build()

@@ -146,11 +146,18 @@ impl Error {
     }
 
     /// The request never reached the server whole: on a pooled connection this is the server
-    /// having closed it while idle, and the request is sent again on a new one. A request that
-    /// was sent is never sent again, whatever follows (a server that closes or resets instead
-    /// of answering is the server's failure, and a second send would hide it and cost it twice).
+    /// having closed it while idle, and the request is sent again on a new one.
     fn unsent(&self) -> bool {
         matches!(self, Error::Unsent(_))
+    }
+
+    /// The server closed (or reset) the connection without a byte of answer.
+    fn unanswered(&self) -> bool {
+        match self {
+            Error::Closed => true,
+            Error::Io(e) => e.kind() == io::ErrorKind::ConnectionReset,
+            _ => false,
+        }
     }
 }
 
@@ -207,6 +214,12 @@ impl Pool {
                     return Ok((head, body));
                 }
                 Err(e) if reused && e.unsent() => continue,
+                // A pooled connection the server closed as the request reached it (an idle
+                // timeout racing the request): its kernel refused the request unread (a reset),
+                // so it is sent again on a new connection. A server that read the request and
+                // then closed without answering (a crash) failed it: that request is never sent
+                // again (a second send would hide the failure and cost it twice).
+                Err(e) if reused && e.unanswered() && refused_unread(&conn.stream).await => continue,
                 Err(e) => return Err(e),
             }
         }
@@ -240,15 +253,13 @@ impl Pool {
     }
 
     /// A pooled connection that is still usable: one with unread bytes or a close already
-    /// seen is dropped.
+    /// received is dropped.
     fn take(&self, host: &str) -> Option<Conn> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         let conns = idle.get_mut(host)?;
         while let Some(conn) = conns.pop() {
-            let mut probe = [0u8; 1];
-            match conn.stream.try_read(&mut probe) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(conn),
-                _ => {} // closed, errored or sent something unasked: not reusable
+            if idle_and_open(&conn.stream) {
+                return Some(conn);
             }
         }
         None
@@ -394,7 +405,7 @@ impl Conn {
         let status = response.code.unwrap_or_default();
         let http11 = response.version == Some(1);
         let (mut content_type, mut retry_after, mut length) = (None, None, None);
-        let (mut chunked, mut close, mut keep_alive_asked) = (false, false, false);
+        let (mut chunked, mut close, mut keep_alive_asked, mut llama_cpp) = (false, false, false, false);
         for h in response.headers.iter() {
             let value = String::from_utf8_lossy(h.value);
             let value = value.trim();
@@ -419,8 +430,15 @@ impl Conn {
                     close |= token.eq_ignore_ascii_case("close");
                     keep_alive_asked |= token.eq_ignore_ascii_case("keep-alive");
                 }
+            } else if name.eq_ignore_ascii_case("server") {
+                llama_cpp = value.starts_with("llama.cpp");
             }
         }
+        // llama.cpp's server closes the connection after every chunked (streamed) answer,
+        // although it says keep-alive (its cpp-httplib takes the stream's last `false` for a
+        // cancel). Its close can come after the next request was sent on the connection, which
+        // then fails unanswered: such a connection is never kept.
+        close |= llama_cpp && chunked;
         let framing = if matches!(status, 100..=199 | 204 | 304) {
             Framing::Done
         } else if chunked {
@@ -610,6 +628,70 @@ fn chunk_size(line: &[u8]) -> io::Result<u64> {
 
 fn invalid(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.to_string())
+}
+
+/// Whether the kernel holds nothing to read on an idle connection, not even its close: a peek,
+/// asked of the kernel itself (tokio's `try_read` answers from the readiness it last saw, and a
+/// close that arrived since, before the reactor ran, looks like an open connection).
+fn idle_and_open(stream: &TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut probe = [0u8; 1];
+    // SAFETY: recv writes at most one byte into `probe`, a live one-byte buffer.
+    let n = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            probe.as_mut_ptr().cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    // 0: the peer closed; > 0: bytes nobody asked for; < 0: WouldBlock is the one good answer.
+    n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
+}
+
+/// After a pooled connection ended without an answer: whether the peer reset it, i.e. the
+/// request reached a socket its server had already closed, or was closing, and was never read
+/// (a close with unread data is a reset). The reset follows the request within a round trip,
+/// so the connection's state is watched for two, at least 20 ms, at most 1 s. Linux only:
+/// elsewhere no request is sent again.
+async fn refused_unread(stream: &TcpStream) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let info = || {
+            // SAFETY: tcp_info is plain data; getsockopt fills at most `len` bytes of it.
+            let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+            let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+            let ok = unsafe {
+                libc::getsockopt(
+                    stream.as_raw_fd(),
+                    libc::IPPROTO_TCP,
+                    libc::TCP_INFO,
+                    (&raw mut info).cast(),
+                    &raw mut len,
+                )
+            } == 0;
+            ok.then_some(info)
+        };
+        // The kernel's TCP_CLOSE: what a reset leaves (a peer's plain close leaves CLOSE_WAIT).
+        const TCP_CLOSE: u8 = 7;
+        let Some(first) = info() else { return false };
+        let rtt = Duration::from_micros(u64::from(first.tcpi_rtt));
+        let deadline = Instant::now() + (rtt * 2).clamp(Duration::from_millis(20), Duration::from_secs(1));
+        loop {
+            match info() {
+                Some(now) if now.tcpi_state == TCP_CLOSE => return true,
+                None => return false,
+                Some(_) if Instant::now() >= deadline => return false,
+                Some(_) => tokio::time::sleep(Duration::from_millis(1)).await,
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = stream;
+        false
+    }
 }
 
 /// One non-blocking read appended to `buf`, and the kernel's receive time of its last packet.

@@ -1,0 +1,684 @@
+//! What the real-server tests share: a server process on a free loopback port (its whole process
+//! group ended on drop), its Prometheus counters, the eval sets, and the end-to-end checks every
+//! server goes through.
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bakeoff::domain::candidate::{CandidateSpec, Conditions, TokenizeEndpoint, TokenizeKind};
+use bakeoff::domain::evalset::EvalSetFile;
+use bakeoff::domain::operability::{ProbeKind, ProbeOutcome, ProbeReport};
+use bakeoff::domain::run::{ErrorClass, NewRun, RequestRecord, Run, RunConfig, RunStatus, TokenSource};
+use bakeoff::engine::probes::{ProbeOptions, run_probes};
+use bakeoff::engine::tokens::server_tokenizer::ServerTokenizer;
+use bakeoff::store::DynStore;
+use serde_json::json;
+
+use crate::support::db::{TempDirGuard, sqlite_store};
+use crate::support::runs::run_to_end_within;
+
+/// The name every server here serves its model under.
+pub const MODEL: &str = "smollm2-135m";
+
+/// Longest one run against a real model on this CPU may take before the test fails.
+pub const RUN_DEADLINE: Duration = Duration::from_secs(300);
+
+/// `$var`, else `$HOME/default`: where an install script put a server.
+pub fn home(var: &str, default: &str) -> PathBuf {
+    std::env::var_os(var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(default))
+}
+
+/// A port nobody listens on now (the servers cannot take a listener from us).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A server started by a test: its own process group, so the helpers it forks (vLLM's engine
+/// core and workers) end with it; output kept in a file, shown when something fails.
+pub struct ServerProcess {
+    name: &'static str,
+    child: Child,
+    /// `http://127.0.0.1:PORT`, no trailing slash.
+    pub root: String,
+    log: tempfile::NamedTempFile,
+}
+
+impl ServerProcess {
+    /// Starts `command` (which listens on `port`) and waits, polling, until `GET ready_path`
+    /// answers 2xx; fails the test with the server's last output when it exits or `deadline`
+    /// passes first.
+    pub async fn start(
+        name: &'static str,
+        mut command: Command,
+        port: u16,
+        ready_path: &str,
+        deadline: Duration,
+    ) -> Self {
+        let log = tempfile::NamedTempFile::new().unwrap();
+        command
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(log.reopen().unwrap())
+            .stderr(log.reopen().unwrap());
+        let child = command.spawn().unwrap_or_else(|e| panic!("starting {name}: {e}"));
+        let mut server = ServerProcess {
+            name,
+            child,
+            root: format!("http://127.0.0.1:{port}"),
+            log,
+        };
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        let url = format!("{}{ready_path}", server.root);
+        let started = Instant::now();
+        loop {
+            if let Ok(r) = http.get(&url).send().await
+                && r.status().is_success()
+            {
+                eprintln!(
+                    "{name} answered GET {ready_path} after {:.1} s",
+                    started.elapsed().as_secs_f64()
+                );
+                return server;
+            }
+            if let Ok(Some(status)) = server.child.try_wait() {
+                panic!("{name} exited ({status}) before answering:\n{}", server.log_tail());
+            }
+            assert!(
+                started.elapsed() < deadline,
+                "{name} did not answer GET {ready_path} within {deadline:?}:\n{}",
+                server.log_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("{}/v1", self.root)
+    }
+
+    /// The last few KB the server wrote.
+    pub fn log_tail(&self) -> String {
+        let mut file = self.log.reopen().unwrap();
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        file.seek(SeekFrom::Start(len.saturating_sub(6000))).unwrap();
+        let mut tail = Vec::new();
+        file.read_to_end(&mut tail).unwrap();
+        format!(
+            "--- {} output (tail) ---\n{}",
+            self.name,
+            String::from_utf8_lossy(&tail)
+        )
+    }
+
+    fn signal_group(&self, signal: &str) {
+        let _ = Command::new("kill")
+            .args(["-s", signal, "--", &format!("-{}", self.child.id())])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        // Asked to stop first (vLLM then ends its engine processes); killed when it does not
+        // within the grace period, and the whole group killed anyway, so nothing outlives the test.
+        self.signal_group("TERM");
+        let grace = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < grace && matches!(self.child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.signal_group("KILL");
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The server's Prometheus counters, each series summed over its labels.
+pub async fn scrape(root: &str) -> BTreeMap<String, f64> {
+    let text = reqwest::get(format!("{root}/metrics"))
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let mut series = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+        let (name_labels, value) = line.rsplit_once(' ').unwrap();
+        let name = name_labels.split('{').next().unwrap().to_string();
+        if let Ok(v) = value.parse::<f64>() {
+            *series.entry(name).or_insert(0.0) += v;
+        }
+    }
+    series
+}
+
+/// How far a counter moved between two scrapes (0 when it is missing from both).
+pub fn moved(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>, name: &str) -> f64 {
+    let get = |m: &BTreeMap<String, f64>| m.get(name).copied().unwrap_or(0.0);
+    assert!(
+        after.contains_key(name),
+        "no counter {name} in /metrics: {:?}",
+        after.keys()
+    );
+    get(after) - get(before)
+}
+
+/// Four yes/no questions SmolLM2-135M answers in a few tokens.
+pub const SMOKE: &str = r#"{"bakeoff_evalset":1,"name":"real-engine-smoke","task":"classification","system":"Answer with one word: yes or no.","prompt":"{{q}}","graders":[{"kind":"exact","ignore_case":true}],"max_tokens":16,"temperature":0}
+{"id":"q1","vars":{"q":"Is water wet?"},"expected":"yes"}
+{"id":"q2","vars":{"q":"Is fire cold?"},"expected":"no"}
+{"id":"q3","vars":{"q":"Is the sky blue?"},"expected":"yes"}
+{"id":"q4","vars":{"q":"Do fish fly?"},"expected":"no"}"#;
+
+/// Four questions behind one long system prompt (about 700 tokens): what a server with a prefix
+/// cache computes once.
+pub fn shared_prefix_evalset() -> EvalSetFile {
+    let rules: Vec<String> = (1..=60)
+        .map(|i| format!("Rule {i}: answer the question briefly and politely."))
+        .collect();
+    let header = json!({
+        "bakeoff_evalset": 1,
+        "name": "real-engine-shared-prefix",
+        "task": "classification",
+        "system": rules.join(" "),
+        "prompt": "{{q}}",
+        "graders": [{"kind": "contains", "value": "e", "ignore_case": true}],
+        "max_tokens": 8,
+        "temperature": 0,
+    });
+    let cases = ["Is water wet?", "Is fire cold?", "Is the sky blue?", "Do fish fly?"]
+        .iter()
+        .enumerate()
+        .map(|(i, q)| json!({"id": format!("p{i}"), "vars": {"q": q}, "expected": "yes"}).to_string());
+    let text = std::iter::once(header.to_string())
+        .chain(cases)
+        .collect::<Vec<_>>()
+        .join("\n");
+    EvalSetFile::parse("real-engine-shared-prefix.jsonl", &text).unwrap()
+}
+
+/// One case whose prompt is longer than any context the servers here are started with.
+pub fn overlong_evalset(words: usize) -> EvalSetFile {
+    let header = json!({
+        "bakeoff_evalset": 1,
+        "name": "real-engine-overlong",
+        "task": "classification",
+        "prompt": "{{q}}",
+        "graders": [{"kind": "exact"}],
+        "max_tokens": 4,
+        "temperature": 0,
+    });
+    let case = json!({"id": "too-long", "vars": {"q": " the".repeat(words)}, "expected": "x"});
+    EvalSetFile::parse("real-engine-overlong.jsonl", &format!("{header}\n{case}")).unwrap()
+}
+
+/// One question with a tool to call, after two turns that called it (a 135M model follows the
+/// pattern; told only in words, it answers in prose).
+pub fn tool_evalset() -> EvalSetFile {
+    let call = |city: &str| {
+        format!("<tool_call>\n{{\"name\": \"get_weather\", \"arguments\": {{\"city\": \"{city}\"}}}}\n</tool_call>")
+    };
+    let header = json!({
+        "bakeoff_evalset": 1,
+        "name": "real-engine-tools",
+        "task": "extraction",
+        "graders": [{"kind": "contains", "value": "Paris"}],
+        "max_tokens": 64,
+        "temperature": 0,
+    });
+    let case = json!({
+        "id": "weather",
+        "messages": [
+            {"role": "user", "content": "What is the weather in Rome?"},
+            {"role": "assistant", "content": call("Rome")},
+            {"role": "user", "content": "What is the weather in Oslo?"},
+            {"role": "assistant", "content": call("Oslo")},
+            {"role": "user", "content": "What is the weather in Paris?"},
+        ],
+        "expected": "Paris",
+    });
+    EvalSetFile::parse("real-engine-tools.jsonl", &format!("{header}\n{case}")).unwrap()
+}
+
+/// The candidate's extra body that makes the model call `get_weather`.
+pub fn tool_body(tool_choice: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+    json!({
+        "tools": [{
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "The weather in a city",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}},
+                    "required": ["city"]
+                }
+            }
+        }],
+        "tool_choice": tool_choice,
+    })
+    .as_object()
+    .unwrap()
+    .clone()
+}
+
+/// What differs between the servers the shared checks run against.
+pub struct Engine {
+    /// As the test messages and candidate names say it.
+    pub name: &'static str,
+    pub framework: &'static str,
+    pub quantization: &'static str,
+    pub context_length: u32,
+    pub tokenize: TokenizeKind,
+    /// The counter of generated tokens in its /metrics.
+    pub generated_counter: &'static str,
+    /// The counters of prompt tokens in its /metrics that add up to every prompt token.
+    pub prompt_counters: &'static [&'static str],
+    /// The counter of prompt tokens answered from its prefix cache.
+    pub cached_counter: &'static str,
+}
+
+impl Engine {
+    pub fn candidate(&self, server: &ServerProcess, what: &str) -> CandidateSpec {
+        CandidateSpec {
+            conditions: Conditions {
+                hardware: Some("CI machine, CPU".into()),
+                framework: Some(self.framework.into()),
+                quantization: Some(self.quantization.into()),
+                context_length: Some(self.context_length),
+            },
+            tokenize: Some(TokenizeEndpoint {
+                kind: self.tokenize,
+                path: self.tokenize.default_path().into(),
+            }),
+            ..CandidateSpec::openai_chat(format!("{} {what}", self.name), server.base_url(), MODEL)
+        }
+    }
+}
+
+/// A SQLite store of its own for one check.
+pub struct Bench {
+    pub store: DynStore,
+    _guard: TempDirGuard,
+}
+
+impl Bench {
+    pub async fn new() -> Self {
+        let (store, _guard) = sqlite_store().await;
+        Bench { store, _guard }
+    }
+
+    /// Runs `file` against `spec` to its end; the run and all its records (warm-ups too).
+    pub async fn run(&self, file: &EvalSetFile, spec: &CandidateSpec, config: RunConfig) -> (Run, Vec<RequestRecord>) {
+        let version = self.store.save_evalset_version(file).await.unwrap();
+        let candidate = self.store.create_candidate(spec).await.unwrap();
+        let run_id = self
+            .store
+            .create_run(&NewRun {
+                name: format!("{} on {}", file.header.name, spec.name),
+                evalset_version_id: version,
+                candidate_ids: vec![candidate],
+                config,
+            })
+            .await
+            .unwrap();
+        let run = run_to_end_within(&self.store, run_id, RUN_DEADLINE).await;
+        let records = self.store.list_request_records(run_id).await.unwrap();
+        (run, records)
+    }
+}
+
+/// A small closed-loop run: c=2, one warm-up, no retries.
+pub fn small_config(stream: bool) -> RunConfig {
+    RunConfig {
+        concurrency: 2,
+        repetitions: 1,
+        warmup_requests: 1,
+        retries: 0,
+        stream,
+        timeout_secs: 120,
+        ..RunConfig::default()
+    }
+}
+
+/// One request after the other, no warm-up, no staged rollout: nothing sent but the cases.
+pub fn one_by_one(stream: bool) -> RunConfig {
+    RunConfig {
+        concurrency: 1,
+        warmup_requests: 0,
+        staged_rollout: false,
+        ..small_config(stream)
+    }
+}
+
+fn describe(r: &RequestRecord) -> String {
+    format!(
+        "case {} ({}): {:?} {:?}, finish {:?}, output {:?}",
+        r.case_id,
+        if r.is_warmup { "warm-up" } else { "measured" },
+        r.error_class,
+        r.error_detail(),
+        r.finish_reason,
+        r.output()
+    )
+}
+
+/// Streamed and whole answers: every case answered, tokens from the server's `usage` (both
+/// servers honour `stream_options.include_usage`), and every token the server's own counters
+/// say it read and generated is in bakeoff's records, no more, no fewer. Then each answer
+/// recounted by the declared tokenize endpoint (bakeoff's `ServerTokenizer`, as a run without
+/// usage would count it): the server's `usage` is that count plus `eos_in_usage` for an
+/// answer that ended on the end-of-turn token.
+pub async fn streams_and_whole_answers(engine: &Engine, server: &ServerProcess, eos_in_usage: u32) {
+    let bench = Bench::new().await;
+    let file = EvalSetFile::parse("real-engine-smoke.jsonl", SMOKE).unwrap();
+    let mut tokenizer = ServerTokenizer::new(&engine.candidate(server, "tokenizer"))
+        .unwrap()
+        .unwrap();
+    tokenizer
+        .calibrate()
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}", engine.name));
+    for stream in [true, false] {
+        let spec = engine.candidate(server, &format!("smoke stream={stream}"));
+        let before = scrape(&server.root).await;
+        let (run, records) = bench.run(&file, &spec, small_config(stream)).await;
+        let after = scrape(&server.root).await;
+        let say = format!("{} stream={stream}", engine.name);
+        assert_eq!(
+            run.status,
+            RunStatus::Finished,
+            "{say}: {:?}\n{}",
+            run.error,
+            server.log_tail()
+        );
+        let measured: Vec<_> = records.iter().filter(|r| !r.is_warmup).collect();
+        assert_eq!(measured.len(), file.cases.len(), "{say}: one record per case");
+        for r in &records {
+            assert!(r.succeeded(), "{say}: {}\n{}", describe(r), server.log_tail());
+            assert_eq!(
+                r.output_tokens_source,
+                Some(TokenSource::Usage),
+                "{say}: {}",
+                describe(r)
+            );
+            assert!(r.output_tokens.unwrap_or(0) > 0, "{say}: {}", describe(r));
+            assert!(r.input_tokens.unwrap_or(0) > 0, "{say}: prompt tokens from usage");
+            assert!(r.canonical_tokens.is_some(), "{say}: canonical o200k count");
+            assert!(r.ttft_us().is_some() && r.ttft_us() <= r.end_us.get(), "{say}: timings");
+            assert_eq!(
+                r.grades.len(),
+                usize::from(!r.is_warmup),
+                "{say}: measured answers graded"
+            );
+            if stream {
+                // Every token usage reports is in some chunk (one token a chunk, the
+                // end-of-turn token given to the last).
+                assert_eq!(
+                    r.chunks.iter().map(|c| c.1).sum::<u32>(),
+                    r.output_tokens.unwrap(),
+                    "{say}: chunk tokens add up to usage: {}",
+                    describe(r)
+                );
+            }
+            let counted = tokenizer.count(r.output()).await.unwrap();
+            let eos = u32::from(r.finish_reason.as_deref() == Some("stop")) * eos_in_usage;
+            assert_eq!(
+                r.output_tokens,
+                Some(counted + eos),
+                "{say}: usage against the server's tokenizer ({} /tokenize counts {counted}): {}",
+                engine.name,
+                describe(r)
+            );
+        }
+        let generated: u32 = records.iter().filter_map(|r| r.output_tokens).sum();
+        let prompted: u32 = records.iter().filter_map(|r| r.input_tokens).sum();
+        assert_eq!(
+            moved(&before, &after, engine.generated_counter),
+            f64::from(generated),
+            "{say}: the server's {} against bakeoff's records",
+            engine.generated_counter
+        );
+        let counted: f64 = engine.prompt_counters.iter().map(|c| moved(&before, &after, c)).sum();
+        assert_eq!(
+            counted,
+            f64::from(prompted),
+            "{say}: the server's {:?} against bakeoff's records",
+            engine.prompt_counters
+        );
+    }
+}
+
+/// Runs every probe and checks each verdict against `expected` (the cancel probe compares
+/// timings, which a shared CI machine cannot promise: its verdict is only reported).
+pub async fn probes(engine: &Engine, server: &ServerProcess, expected: &[(ProbeKind, ProbeOutcome)]) -> ProbeReport {
+    let spec = engine.candidate(server, "probed");
+    let options = ProbeOptions {
+        timeout: Duration::from_secs(60),
+        quick_error: Duration::from_secs(10),
+        cancel_streams: 2,
+        abandoned_max_tokens: 64,
+        ..ProbeOptions::default()
+    };
+    let report = run_probes(&spec, &options).await;
+    let said: Vec<String> = report
+        .results
+        .iter()
+        .map(|r| {
+            format!(
+                "{}: {:?}, {} {:?}",
+                r.kind.key(),
+                r.outcome,
+                r.summary,
+                r.evidence.notes
+            )
+        })
+        .collect();
+    eprintln!("{} probes:\n{}", engine.name, said.join("\n"));
+    for (kind, want) in expected {
+        let got = report.result(*kind).unwrap();
+        assert_eq!(
+            got.outcome,
+            *want,
+            "{} {}:\n{}",
+            engine.name,
+            kind.key(),
+            said.join("\n")
+        );
+    }
+    assert_eq!(
+        expected.len(),
+        ProbeKind::ALL.len() - 1,
+        "every probe but the cancel one is checked"
+    );
+    report
+}
+
+/// A prompt longer than the context: the request fails, once, with the class bakeoff gives a
+/// too-long prompt, and the server's own words in the detail.
+pub async fn overlong_prompt(
+    engine: &Engine,
+    server: &ServerProcess,
+    words: usize,
+    server_says: &str,
+) -> RequestRecord {
+    let bench = Bench::new().await;
+    let (run, records) = bench
+        .run(
+            &overlong_evalset(words),
+            &engine.candidate(server, "overlong"),
+            one_by_one(true),
+        )
+        .await;
+    assert_eq!(run.status, RunStatus::Finished, "{}: {:?}", engine.name, run.error);
+    assert_eq!(records.len(), 1, "{}: one request", engine.name);
+    let r = records.into_iter().next().unwrap();
+    assert_eq!(
+        r.error_class,
+        Some(ErrorClass::ContextLengthExceeded),
+        "{}: {}",
+        engine.name,
+        describe(&r)
+    );
+    assert_eq!(r.http_status, Some(400), "{}: {}", engine.name, describe(&r));
+    let detail = r.error_detail().unwrap_or_default();
+    assert!(detail.contains(server_says), "{}: {detail}", engine.name);
+    r
+}
+
+/// An answer that is a tool call, streamed: the stream is read to its end without a decoding
+/// error and its tokens are counted from usage. bakeoff grades answer text only, so a call with
+/// no text is recorded as `empty_output` naming the finish reason (grading tool calls is issue
+/// work of its own); this pins what is recorded today.
+pub async fn tool_call(engine: &Engine, server: &ServerProcess, tool_choice: serde_json::Value) -> RequestRecord {
+    let bench = Bench::new().await;
+    let file = tool_evalset();
+    let spec = CandidateSpec {
+        extra_body: tool_body(tool_choice),
+        ..engine.candidate(server, "tools")
+    };
+    let (run, records) = bench.run(&file, &spec, one_by_one(true)).await;
+    assert_eq!(run.status, RunStatus::Finished, "{}: {:?}", engine.name, run.error);
+    assert_eq!(records.len(), 1, "{}: one request", engine.name);
+    let r = records.into_iter().next().unwrap();
+    eprintln!("{} tool call: {}", engine.name, describe(&r));
+    assert_eq!(r.http_status, Some(200), "{}: {}", engine.name, describe(&r));
+    assert_eq!(
+        r.error_class,
+        Some(ErrorClass::EmptyOutput),
+        "{}: {}",
+        engine.name,
+        describe(&r)
+    );
+    assert_eq!(
+        r.output_tokens_source,
+        Some(TokenSource::Usage),
+        "{}: {}",
+        engine.name,
+        describe(&r)
+    );
+    assert!(r.output_tokens.unwrap_or(0) > 0, "{}: {}", engine.name, describe(&r));
+    r
+}
+
+/// Four cases behind one long system prompt, one after the other after a warm-up: every record
+/// whole, and the server's cache counter says each measured prompt found at least `at_least`
+/// of its tokens cached (and no more than bakeoff recorded as prompt tokens).
+pub async fn shared_prefix(engine: &Engine, server: &ServerProcess, at_least: u32) -> f64 {
+    let bench = Bench::new().await;
+    let file = shared_prefix_evalset();
+    let before = scrape(&server.root).await;
+    let config = RunConfig {
+        warmup_requests: 1,
+        ..one_by_one(true)
+    };
+    let (run, records) = bench
+        .run(&file, &engine.candidate(server, "shared prefix"), config)
+        .await;
+    let after = scrape(&server.root).await;
+    assert_eq!(run.status, RunStatus::Finished, "{}: {:?}", engine.name, run.error);
+    for r in &records {
+        assert!(r.succeeded(), "{}: {}\n{}", engine.name, describe(r), server.log_tail());
+        assert!(
+            r.input_tokens.unwrap_or(0) > 600,
+            "{}: the shared prompt is long: {}",
+            engine.name,
+            describe(r)
+        );
+    }
+    let prompted: u32 = records.iter().filter_map(|r| r.input_tokens).sum();
+    let measured = records.iter().filter(|r| !r.is_warmup).count() as u32;
+    let cached = moved(&before, &after, engine.cached_counter);
+    assert!(
+        cached >= f64::from(measured * at_least) && cached < f64::from(prompted),
+        "{}: {} moved by {cached}; {measured} measured requests, {prompted} prompt tokens in all",
+        engine.name,
+        engine.cached_counter
+    );
+    cached
+}
+
+/// docs/recipes/`recipe` as shipped, only its address and model name pointed at this server, in
+/// `bakeoff run start` (the built binary): the gate a pipeline would run, end to end, with the
+/// server's tokenize endpoint the recipe declares. Every request must succeed (what a 135M model
+/// answers is not the point); the verdict is GO and the JUnit report has no failure.
+pub async fn recipe_gates(recipe: &str, address: &str, model_line: &str, server: &ServerProcess, candidate: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let text = std::fs::read_to_string(format!("{}/docs/recipes/{recipe}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    assert!(
+        text.contains(address) && text.contains(model_line),
+        "{recipe} no longer says {address} and {model_line}: update this test"
+    );
+    let text = text
+        .replace(address, &server.base_url())
+        .replace(model_line, &format!("model = \"{MODEL}\""));
+    let candidates = write("candidates.toml", &text);
+    let evalset = write("real-engine-smoke.jsonl", SMOKE);
+    let profile = write(
+        "profile.toml",
+        "bakeoff_profile = 1\nname = \"answers\"\n[[rule]]\nmetric = \"failure_rate\"\ncomparator = \"<\"\nvalue = 50\n",
+    );
+    let settings = write(
+        "settings.toml",
+        "bakeoff_settings = 1\nconcurrency = 2\nwarmup_requests = 1\nretries = 0\ntimeout_secs = 120\n",
+    );
+    let (report_json, junit) = (dir.path().join("report.json"), dir.path().join("report.xml"));
+    let db = format!("sqlite://{}", dir.path().join("gate.db").display());
+    let args: Vec<String> = [
+        "run",
+        "start",
+        "--evalset",
+        &evalset,
+        "--candidates",
+        &candidates,
+        "--profile",
+        &profile,
+        "--settings",
+        &settings,
+        "--report-json",
+        &report_json.display().to_string(),
+        "--report-junit",
+        &junit.display().to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let out = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        crate::gate::bakeoff(&args, &db)
+    })
+    .await
+    .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{recipe}: {said}\n{}", server.log_tail());
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report_json).unwrap()).unwrap();
+    assert_eq!(report["exit_code"], 0, "{report}");
+    assert_eq!(report["candidates"][0]["name"], candidate, "{report}");
+    assert_eq!(report["candidates"][0]["verdict"], "GO", "{report}");
+    let junit = std::fs::read_to_string(&junit).unwrap();
+    assert!(junit.contains("<testcase") && !junit.contains("<failure"), "{junit}");
+}
