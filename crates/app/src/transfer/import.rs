@@ -730,10 +730,10 @@ impl<'de> Visitor<'de> for Records<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transfer::export_run;
-    use crate::transfer::tests::stored_run;
     use crate::store::DynStore;
     use crate::store::server_key::ServerKey;
+    use crate::transfer::export_run;
+    use crate::transfer::tests::stored_run;
 
     async fn empty_store() -> DynStore {
         crate::store::connect_with_key("sqlite::memory:", &ServerKey::from_bytes([3; 32]))
