@@ -326,7 +326,11 @@ impl Bench {
     /// Runs `file` against `spec` to its end; the run and all its records (warm-ups too).
     pub async fn run(&self, file: &EvalSetFile, spec: &CandidateSpec, config: RunConfig) -> (Run, Vec<RequestRecord>) {
         let version = self.store.save_evalset_version(file).await.unwrap();
-        let candidate = self.store.create_candidate(spec).await.unwrap();
+        let candidate = self
+            .store
+            .create_candidate(&crate::support::checked::admin_new(spec))
+            .await
+            .unwrap();
         let run_id = self
             .store
             .create_run(&NewRun {
