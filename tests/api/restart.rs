@@ -291,8 +291,12 @@ async fn cancel_stops_the_run_and_keeps_every_finished_record() {
             "no duplicates"
         );
     }
-    // Nothing more arrives after the run says cancelled.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Nothing more arrives after the run says cancelled, even once every request the mock
+    // took has ended (the mock's own count), so a late answer would have been stored by now.
+    crate::support::wait::until("the mock to hold no request", DEADLINE, || async {
+        crate::support::wait::mock_busy(&mock).await == 0
+    })
+    .await;
     assert_eq!(measured(&app.store, run_id).await.len(), kept.len());
     mock.shutdown().await.ok();
 }

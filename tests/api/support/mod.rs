@@ -7,3 +7,4 @@ pub mod db;
 pub mod proxy;
 pub mod runs;
 pub mod serve;
+pub mod wait;
