@@ -334,15 +334,11 @@ async fn soak_kill_and_resume(database_url: &str, backend: &str) {
         .expect("POST the soak form");
     assert_eq!(r.status().as_u16(), 303, "{backend}");
     // The soak runs in the background; its run appears at once.
-    let start = tokio::time::Instant::now();
-    let run_id = loop {
+    let run_id = crate::support::wait::until_some(&format!("{backend}: the soak run"), DEADLINE, || async {
         let runs = store.list_runs(5, 0).await.unwrap();
-        if let Some(r) = runs.iter().find(|r| r.run.config.soak) {
-            break r.run.id;
-        }
-        assert!(start.elapsed() < DEADLINE, "{backend}: no soak run appeared");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        runs.iter().find(|r| r.run.config.soak).map(|r| r.run.id)
+    })
+    .await;
     // Records are stored as they arrive: kill once a few are, well before the 6 s end.
     wait_until(&store, run_id, "the first soak records", |status, n| {
         assert!(!status.is_terminal(), "{backend}: the soak ended before the kill");

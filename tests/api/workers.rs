@@ -153,16 +153,12 @@ async fn create_run_with(store: &DynStore, version: i64, candidates: &[i64], con
 }
 
 /// Polls (bounded) until `check` holds.
-async fn until<F, Fut>(what: &str, mut check: F)
+async fn until<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let started = tokio::time::Instant::now();
-    while !check().await {
-        assert!(started.elapsed() < DEADLINE, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    crate::support::wait::until(what, DEADLINE, check).await;
 }
 
 async fn status(store: &DynStore, run: i64) -> RunStatus {
