@@ -505,30 +505,7 @@ pub fn measure(
         return Measurement::missing(why, def.uncertainty, c);
     }
     let mut m = match key.base {
-        "aggregate_tok_s" => {
-            // The value is the level's steady-window figure (median over repetitions). Its
-            // interval is the request bootstrap of the whole span, rescaled to that value: the
-            // same relative uncertainty around the figure every page shows.
-            let level = c.and_then(|c| data.level_at(c));
-            let value = level
-                .as_ref()
-                .and_then(|l| l.aggregate_tok_s)
-                .filter(|_| finals.iter().any(|r| r.succeeded()));
-            let (span_value, interval) = windowed_rate(&finals, |r| f64::from(r.output_tokens.unwrap_or(0)));
-            let interval = match (value, span_value, interval) {
-                (Some(v), Some(span), Some((lo, hi))) if span > 0.0 => Some((lo * v / span, hi * v / span)),
-                _ => None,
-            };
-            Measurement {
-                value,
-                interval,
-                uncertainty: Uncertainty::Bootstrap,
-                n: finals.len() as f64,
-                unit: SampleUnit::Requests,
-                concurrency: c,
-                missing: None,
-            }
-        }
+        "aggregate_tok_s" => aggregate_measurement(data, &finals, c),
         "request_throughput" => {
             let (value, interval) = windowed_rate(&finals, |r| if r.succeeded() { 1.0 } else { 0.0 });
             Measurement {
@@ -541,25 +518,7 @@ pub fn measure(
                 missing: None,
             }
         }
-        base if base.ends_with("_ms") || base.ends_with("_tok_s_p50") => {
-            let values: Vec<f64> = finals.iter().filter_map(|r| per_request(base, r)).collect();
-            let q = quantile_of(base);
-            let mut m = sample_statistic(values, c, SampleUnit::Requests, move |v| quantile(v, q));
-            // The value is the level's percentile (the one level computation every page shows);
-            // the bootstrap of the requests' own quantile gives its interval.
-            if let Some(level) = c.and_then(|c| data.level_at(c)) {
-                m.value = level_percentile(&level, base, q);
-            }
-            if m.value.is_none() {
-                m.missing = Some(match base {
-                    b if b.starts_with("ttf") => {
-                        "no successful streamed request (streaming off or every request failed)".into()
-                    }
-                    _ => "no successful request with enough tokens".into(),
-                });
-            }
-            m
-        }
+        base if base.ends_with("_ms") || base.ends_with("_tok_s_p50") => latency_percentile(data, base, &finals, c),
         "e2e_cv" => {
             let values: Vec<f64> = finals
                 .iter()
@@ -576,50 +535,8 @@ pub fn measure(
                 if mean > 0.0 { var.sqrt() / mean } else { f64::NAN }
             })
         }
-        "accuracy" | "pass_rate" => {
-            let outcomes = data.case_outcomes();
-            let weighted = key.base == "accuracy";
-            let w = |case: &str| {
-                if weighted {
-                    weights.get(case).copied().unwrap_or(1.0)
-                } else {
-                    1.0
-                }
-            };
-            let sum_w: f64 = outcomes.keys().map(|k| w(k)).sum();
-            let sum_w2: f64 = outcomes.keys().map(|k| w(k).powi(2)).sum();
-            let passed: f64 = outcomes.iter().map(|(k, share)| w(k) * share).sum();
-            if sum_w <= 0.0 {
-                Measurement::missing("no graded case yet", Uncertainty::Proportion, None)
-            } else {
-                // Repetitions of a case are not independent samples of the task, and weights
-                // shrink the information a sample holds: the interval uses Kish's effective
-                // number of cases (Σw)² / Σw², which is the case count when weights are equal.
-                let n_eff = sum_w * sum_w / sum_w2;
-                proportion(passed / sum_w * n_eff, n_eff, SampleUnit::Cases, None)
-            }
-        }
-        "grader_score" => {
-            let name = key.param.as_deref().unwrap_or_default();
-            let values: Vec<f64> = finals
-                .iter()
-                .filter_map(|r| {
-                    if !r.succeeded() {
-                        return Some(0.0);
-                    }
-                    r.grades.iter().find(|g| &*g.grader == name).map(|g| g.score)
-                })
-                .collect();
-            let mut m = sample_statistic(values, None, SampleUnit::Requests, |v| {
-                v.iter().sum::<f64>() / v.len() as f64
-            });
-            if m.value.is_none() || !finals.iter().any(|r| r.grades.iter().any(|g| &*g.grader == name)) {
-                m.value = None;
-                m.interval = None;
-                m.missing = Some(format!("no grade from a grader named {name:?}"));
-            }
-            m
-        }
+        "accuracy" | "pass_rate" => case_share(key, data, weights),
+        "grader_score" => grader_score(key, &finals),
         "failure_rate" => {
             let class: Option<ErrorClass> = key.error_class();
             let failed = finals
@@ -660,25 +577,7 @@ pub fn measure(
         "operability_score" | "probes_passed_share" | "checklist_share" | "probe" | "checklist" => {
             operability(key, extras)
         }
-        "cost_per_1k_cases" | "cost_per_correct" => {
-            let (value, missing) = match cost {
-                None => (None, Some("no prices stated for this candidate".to_string())),
-                Some(s) if key.base == "cost_per_1k_cases" => (s.per_1k_cases, None),
-                Some(s) => (
-                    s.per_correct,
-                    (s.correct == 0).then(|| "no correct answer to divide by".to_string()),
-                ),
-            };
-            Measurement {
-                value,
-                interval: None,
-                uncertainty: Uncertainty::Exact,
-                n: cost.map(|s| s.answers as f64).unwrap_or(0.0),
-                unit: SampleUnit::Requests,
-                concurrency: None,
-                missing: missing.or_else(|| value.is_none().then(|| "no measured requests yet".to_string())),
-            }
-        }
+        "cost_per_1k_cases" | "cost_per_correct" => cost_figure(key, cost),
         other => Measurement::missing(format!("{other} has no measurement"), def.uncertainty, c),
     };
     if m.value.is_none() && m.missing.is_none() {
@@ -688,6 +587,128 @@ pub fn measure(
         m.missing = None;
     }
     m
+}
+
+/// `aggregate_tok_s` at load `c`: the level's steady-window figure, with the request
+/// bootstrap's interval of the whole span rescaled to it.
+fn aggregate_measurement(data: &CandidateRecords<'_>, finals: &[&RequestRecord], c: Option<u32>) -> Measurement {
+    // The value is the level's steady-window figure (median over repetitions). Its
+    // interval is the request bootstrap of the whole span, rescaled to that value: the
+    // same relative uncertainty around the figure every page shows.
+    let level = c.and_then(|c| data.level_at(c));
+    let value = level
+        .as_ref()
+        .and_then(|l| l.aggregate_tok_s)
+        .filter(|_| finals.iter().any(|r| r.succeeded()));
+    let (span_value, interval) = windowed_rate(&finals, |r| f64::from(r.output_tokens.unwrap_or(0)));
+    let interval = match (value, span_value, interval) {
+        (Some(v), Some(span), Some((lo, hi))) if span > 0.0 => Some((lo * v / span, hi * v / span)),
+        _ => None,
+    };
+    Measurement {
+        value,
+        interval,
+        uncertainty: Uncertainty::Bootstrap,
+        n: finals.len() as f64,
+        unit: SampleUnit::Requests,
+        concurrency: c,
+        missing: None,
+    }
+}
+
+/// A per-request latency or rate percentile (`ttft_ms_p50`, `decode_tok_s_p50`, …) at load `c`.
+fn latency_percentile(
+    data: &CandidateRecords<'_>,
+    base: &str,
+    finals: &[&RequestRecord],
+    c: Option<u32>,
+) -> Measurement {
+    let values: Vec<f64> = finals.iter().filter_map(|r| per_request(base, r)).collect();
+    let q = quantile_of(base);
+    let mut m = sample_statistic(values, c, SampleUnit::Requests, move |v| quantile(v, q));
+    // The value is the level's percentile (the one level computation every page shows);
+    // the bootstrap of the requests' own quantile gives its interval.
+    if let Some(level) = c.and_then(|c| data.level_at(c)) {
+        m.value = level_percentile(&level, base, q);
+    }
+    if m.value.is_none() {
+        m.missing = Some(match base {
+            b if b.starts_with("ttf") => {
+                "no successful streamed request (streaming off or every request failed)".into()
+            }
+            _ => "no successful request with enough tokens".into(),
+        });
+    }
+    m
+}
+
+/// `accuracy` (weighted by the eval set's case weights) or `pass_rate` (unweighted) over cases.
+fn case_share(key: &MetricKey, data: &CandidateRecords<'_>, weights: &HashMap<String, f64>) -> Measurement {
+    let outcomes = data.case_outcomes();
+    let weighted = key.base == "accuracy";
+    let w = |case: &str| {
+        if weighted {
+            weights.get(case).copied().unwrap_or(1.0)
+        } else {
+            1.0
+        }
+    };
+    let sum_w: f64 = outcomes.keys().map(|k| w(k)).sum();
+    let sum_w2: f64 = outcomes.keys().map(|k| w(k).powi(2)).sum();
+    let passed: f64 = outcomes.iter().map(|(k, share)| w(k) * share).sum();
+    if sum_w <= 0.0 {
+        Measurement::missing("no graded case yet", Uncertainty::Proportion, None)
+    } else {
+        // Repetitions of a case are not independent samples of the task, and weights
+        // shrink the information a sample holds: the interval uses Kish's effective
+        // number of cases (Σw)² / Σw², which is the case count when weights are equal.
+        let n_eff = sum_w * sum_w / sum_w2;
+        proportion(passed / sum_w * n_eff, n_eff, SampleUnit::Cases, None)
+    }
+}
+
+/// The mean score of the grader `key` names (a failed request scores 0).
+fn grader_score(key: &MetricKey, finals: &[&RequestRecord]) -> Measurement {
+    let name = key.param.as_deref().unwrap_or_default();
+    let values: Vec<f64> = finals
+        .iter()
+        .filter_map(|r| {
+            if !r.succeeded() {
+                return Some(0.0);
+            }
+            r.grades.iter().find(|g| &*g.grader == name).map(|g| g.score)
+        })
+        .collect();
+    let mut m = sample_statistic(values, None, SampleUnit::Requests, |v| {
+        v.iter().sum::<f64>() / v.len() as f64
+    });
+    if m.value.is_none() || !finals.iter().any(|r| r.grades.iter().any(|g| &*g.grader == name)) {
+        m.value = None;
+        m.interval = None;
+        m.missing = Some(format!("no grade from a grader named {name:?}"));
+    }
+    m
+}
+
+/// `cost_per_1k_cases` or `cost_per_correct`, from the candidate's cost summary.
+fn cost_figure(key: &MetricKey, cost: Option<&CostSummary>) -> Measurement {
+    let (value, missing) = match cost {
+        None => (None, Some("no prices stated for this candidate".to_string())),
+        Some(s) if key.base == "cost_per_1k_cases" => (s.per_1k_cases, None),
+        Some(s) => (
+            s.per_correct,
+            (s.correct == 0).then(|| "no correct answer to divide by".to_string()),
+        ),
+    };
+    Measurement {
+        value,
+        interval: None,
+        uncertainty: Uncertainty::Exact,
+        n: cost.map(|s| s.answers as f64).unwrap_or(0.0),
+        unit: SampleUnit::Requests,
+        concurrency: None,
+        missing: missing.or_else(|| value.is_none().then(|| "no measured requests yet".to_string())),
+    }
 }
 
 /// Probe and checklist figures, from the candidate's latest probe run and current checklist.
