@@ -179,31 +179,7 @@ pub async fn execute_unit(
     let mine = existing.iter().filter(|f| f.candidate_id == candidate_id).count();
     store.set_run_status(run_id, RunStatus::Running, None).await?;
     let name = &candidate.spec.name;
-    let by = unit
-        .worker
-        .as_deref()
-        .map(|w| format!(" by worker {w}"))
-        .unwrap_or_default();
-    let started = if existing.is_empty() && first {
-        format!(
-            "started: {} candidate(s), eval set version {} ({} cases), load {}{by}",
-            run.candidate_ids.len(),
-            &version.content_hash[..version.content_hash.len().min(12)],
-            version.file.cases.len(),
-            run.config
-                .loads()
-                .iter()
-                .map(Load::label)
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    } else if mine > 0 {
-        format!("resumed: {mine} stored records of {name} kept{by}")
-    } else if unit.worker.is_some() {
-        format!("{name}: measured{by}")
-    } else {
-        String::new()
-    };
+    let started = started_message(&run, &version, unit, existing.is_empty() && first, mine, name);
     if !started.is_empty() {
         store.append_run_event(run_id, "info", &started).await?;
     }
@@ -221,15 +197,7 @@ pub async fn execute_unit(
             )
             .await?;
     }
-    if let Some(stop) = store
-        .list_candidate_stops(run_id)
-        .await?
-        .into_iter()
-        .find(|s| s.candidate_id == candidate_id)
-    {
-        // Resumed: a stopped candidate stays stopped (its outcome is already stored).
-        let msg = format!("{name}: {} (before the restart); not sent again", stop.outcome());
-        store.append_run_event(run_id, "warn", &msg).await?;
+    if stopped_before(store, run_id, candidate_id, name).await? {
         return Ok(UnitEnd::Done { harness: None });
     }
 
@@ -278,12 +246,87 @@ pub async fn execute_unit(
         return Ok(UnitEnd::RunEnded(RunStatus::Paused));
     }
     // The harness clock covers the load only.
+    let harness = unit_harness(store, &run, candidate_id, unit, clock, since_us).await?;
+    end_unit(
+        store,
+        &run,
+        candidate_id,
+        name,
+        outcome,
+        harness,
+        user_cancel.is_cancelled(),
+    )
+    .await
+}
+
+/// The run event a unit starts with: the run's start, a resume keeping `mine` stored records,
+/// or the worker measuring it; empty when there is nothing to say.
+fn started_message(
+    run: &crate::domain::run::Run,
+    version: &crate::store::EvalSetVersion,
+    unit: &UnitContext,
+    fresh_run: bool,
+    mine: usize,
+    name: &str,
+) -> String {
+    let by = unit
+        .worker
+        .as_deref()
+        .map(|w| format!(" by worker {w}"))
+        .unwrap_or_default();
+    if fresh_run {
+        format!(
+            "started: {} candidate(s), eval set version {} ({} cases), load {}{by}",
+            run.candidate_ids.len(),
+            &version.content_hash[..version.content_hash.len().min(12)],
+            version.file.cases.len(),
+            run.config
+                .loads()
+                .iter()
+                .map(Load::label)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else if mine > 0 {
+        format!("resumed: {mine} stored records of {name} kept{by}")
+    } else if unit.worker.is_some() {
+        format!("{name}: measured{by}")
+    } else {
+        String::new()
+    }
+}
+
+/// Whether the candidate was stopped before a restart (then it stays stopped, its outcome
+/// already stored; the run's log says so).
+async fn stopped_before(store: &DynStore, run_id: i64, candidate_id: i64, name: &str) -> Result<bool, EngineError> {
+    let Some(stop) = store
+        .list_candidate_stops(run_id)
+        .await?
+        .into_iter()
+        .find(|s| s.candidate_id == candidate_id)
+    else {
+        return Ok(false);
+    };
+    let msg = format!("{name}: {} (before the restart); not sent again", stop.outcome());
+    store.append_run_event(run_id, "warn", &msg).await?;
+    Ok(true)
+}
+
+/// The unit's harness report (None when it measured nothing), from its records read a page at
+/// a time: memory stays bounded whatever the run's size.
+async fn unit_harness(
+    store: &DynStore,
+    run: &crate::domain::run::Run,
+    candidate_id: i64,
+    unit: &UnitContext,
+    clock: HarnessClock,
+    since_us: i64,
+) -> Result<Option<Box<HarnessReport>>, EngineError> {
     let clock = clock.stop().await;
-    // This unit's records, a page at a time: memory stays bounded whatever the run's size.
     let mut tally = clock.tally();
     let mut after = 0;
     loop {
-        let page = store.list_request_records_page(run_id, after, RECORDS_PER_PAGE).await?;
+        let page = store.list_request_records_page(run.id, after, RECORDS_PER_PAGE).await?;
         let Some(&(last, _)) = page.last() else { break };
         after = last;
         page.iter()
@@ -295,7 +338,21 @@ pub async fn execute_unit(
     if let Some(w) = &unit.worker {
         report.host = format!("{} (worker {w})", report.host);
     }
-    let harness = (measured > 0).then(|| Box::new(report));
+    Ok((measured > 0).then(|| Box::new(report)))
+}
+
+/// How a unit whose load has ended ends: a stopped candidate is recorded (failing the run when
+/// it was the only one, unless cancelled), a cancelled run is marked so; else done.
+async fn end_unit(
+    store: &DynStore,
+    run: &crate::domain::run::Run,
+    candidate_id: i64,
+    name: &str,
+    outcome: Outcome,
+    harness: Option<Box<HarnessReport>>,
+    cancelled: bool,
+) -> Result<UnitEnd, EngineError> {
+    let run_id = run.id;
     if let Outcome::Stopped { stage, reason, message } = outcome {
         let stop = CandidateStop {
             run_id,
@@ -306,7 +363,7 @@ pub async fn execute_unit(
         };
         let alone = run.candidate_ids.len() == 1;
         record_stop(store, name, &stop, !alone).await?;
-        if alone && !user_cancel.is_cancelled() {
+        if alone && !cancelled {
             // Nothing else to measure: the run fails with the whole story.
             if let Some(report) = &harness {
                 record_harness(store, run_id, report).await?;
@@ -315,7 +372,7 @@ pub async fn execute_unit(
             return Ok(UnitEnd::RunEnded(RunStatus::Failed));
         }
     }
-    if user_cancel.is_cancelled() {
+    if cancelled {
         if let Some(report) = &harness {
             record_harness(store, run_id, report).await?;
         }
