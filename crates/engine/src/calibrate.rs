@@ -385,19 +385,7 @@ pub async fn run_level(
     progress: &impl Fn(String),
 ) -> anyhow::Result<CalibrationLevel> {
     let c = spec.concurrency;
-    progress(format!(
-        "calibrate: {} level c={c} ({} tokens, {} ms between tokens, {}) for {} s against the mock at {}",
-        purpose_name(spec.purpose),
-        spec.tokens,
-        spec.inter_token_ms,
-        if spec.stream {
-            format!("{} per chunk", spec.tokens_per_chunk)
-        } else {
-            "not streamed".to_string()
-        },
-        seconds,
-        mock.base_url
-    ));
+    progress(level_line(spec, seconds, mock.base_url));
     http.delete(format!("{}/mock/requests", mock.root_url))
         .send()
         .await
@@ -436,26 +424,7 @@ pub async fn run_level(
         .iter()
         .filter_map(|t| t.client_request_id.as_deref().map(|id| (id, t)))
         .collect();
-    let mut level = CalibrationLevel {
-        purpose: spec.purpose,
-        concurrency: c,
-        tokens: spec.tokens,
-        inter_token_ms: spec.inter_token_ms,
-        ttft_ms: spec.ttft_ms,
-        tokens_per_chunk: spec.tokens_per_chunk,
-        stream: spec.stream,
-        truth_dropped: page.dropped,
-        mock_ran: mock.ran.to_string(),
-        not_measured: if spec.stream {
-            Vec::new()
-        } else {
-            NOT_STREAMED_FIGURES
-                .iter()
-                .map(|f| format!("{f}: not measured (not streamed: the whole answer arrives at once)"))
-                .collect()
-        },
-        ..CalibrationLevel::default()
-    };
+    let mut level = new_level(spec, &page, mock);
     let matched = compare_requests(&mut level, &outcome.records, spec, &case_index, &truth);
     if let Some(figures) = outcome.figures.levels.first() {
         level.aggregate_client_tok_s = figures.aggregate_tok_s;
@@ -493,6 +462,49 @@ pub async fn run_level(
     fill_mock_cpu(&mut level, &before, &after, &page, mock);
     level.load_average = harness::load_average();
     Ok(level)
+}
+
+/// The line a level starts with.
+fn level_line(spec: &LevelSpec, seconds: u32, base_url: &str) -> String {
+    let c = spec.concurrency;
+    format!(
+        "calibrate: {} level c={c} ({} tokens, {} ms between tokens, {}) for {} s against the mock at {}",
+        purpose_name(spec.purpose),
+        spec.tokens,
+        spec.inter_token_ms,
+        if spec.stream {
+            format!("{} per chunk", spec.tokens_per_chunk)
+        } else {
+            "not streamed".to_string()
+        },
+        seconds,
+        base_url
+    )
+}
+
+/// A level's report before any request is compared: what was asked of the mock and where it ran.
+fn new_level(spec: &LevelSpec, page: &TruthPage, mock: &MockUrls<'_>) -> CalibrationLevel {
+    let c = spec.concurrency;
+    CalibrationLevel {
+        purpose: spec.purpose,
+        concurrency: c,
+        tokens: spec.tokens,
+        inter_token_ms: spec.inter_token_ms,
+        ttft_ms: spec.ttft_ms,
+        tokens_per_chunk: spec.tokens_per_chunk,
+        stream: spec.stream,
+        truth_dropped: page.dropped,
+        mock_ran: mock.ran.to_string(),
+        not_measured: if spec.stream {
+            Vec::new()
+        } else {
+            NOT_STREAMED_FIGURES
+                .iter()
+                .map(|f| format!("{f}: not measured (not streamed: the whole answer arrives at once)"))
+                .collect()
+        },
+        ..CalibrationLevel::default()
+    }
 }
 
 /// The run of one level: `spec`'s load for `seconds`, every connection warmed up first.

@@ -519,22 +519,7 @@ pub fn measure(
             }
         }
         base if base.ends_with("_ms") || base.ends_with("_tok_s_p50") => latency_percentile(data, base, &finals, c),
-        "e2e_cv" => {
-            let values: Vec<f64> = finals
-                .iter()
-                .filter(|r| r.succeeded())
-                .filter_map(|r| r.end_us.get().map(ms))
-                .collect();
-            sample_statistic(values, c, SampleUnit::Requests, |v| {
-                let n = v.len();
-                if n < 2 {
-                    return f64::NAN;
-                }
-                let mean = v.iter().sum::<f64>() / n as f64;
-                let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-                if mean > 0.0 { var.sqrt() / mean } else { f64::NAN }
-            })
-        }
+        "e2e_cv" => e2e_cv(&finals, c),
         "accuracy" | "pass_rate" => case_share(key, data, weights),
         "grader_score" => grader_score(key, &finals),
         "failure_rate" => {
@@ -640,6 +625,24 @@ fn latency_percentile(
         });
     }
     m
+}
+
+/// The coefficient of variation of successful requests' end-to-end times at load `c`.
+fn e2e_cv(finals: &[&RequestRecord], c: Option<u32>) -> Measurement {
+    let values: Vec<f64> = finals
+        .iter()
+        .filter(|r| r.succeeded())
+        .filter_map(|r| r.end_us.get().map(ms))
+        .collect();
+    sample_statistic(values, c, SampleUnit::Requests, |v| {
+        let n = v.len();
+        if n < 2 {
+            return f64::NAN;
+        }
+        let mean = v.iter().sum::<f64>() / n as f64;
+        let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        if mean > 0.0 { var.sqrt() / mean } else { f64::NAN }
+    })
 }
 
 /// `accuracy` (weighted by the eval set's case weights) or `pass_rate` (unweighted) over cases.

@@ -186,17 +186,7 @@ pub async fn execute_unit(
     if let Some(message) = replayed.message() {
         store.append_run_event(run_id, "warn", &message).await?;
     }
-    // One call per declared tokenize endpoint, before any load, so a wrong one shows now.
-    server_tokenizer::preflight(store, run_id, std::slice::from_ref(&candidate)).await?;
-    if first && run.config.judge.is_none() && !version.file.judge_names(case_count).is_empty() {
-        store
-            .append_run_event(
-                run_id,
-                "info",
-                "llm-judge graders are not run: judging is off for this run (turn it on on the run form)",
-            )
-            .await?;
-    }
+    before_load(store, &run, &version, &candidate, first, case_count).await?;
     if stopped_before(store, run_id, candidate_id, name).await? {
         return Ok(UnitEnd::Done { harness: None });
     }
@@ -215,22 +205,8 @@ pub async fn execute_unit(
     let done = FinishedUnits::from_facts(&existing, candidate_id, run.config.retries);
     drop(existing);
     let split = unit.share.split_refused(&run.config, case_count);
-    let outcome = match CandidateRun::new(&run, &candidate, file, writer.sender(), cancel.clone()) {
-        Ok(_) if split.is_some() => {
-            let reason = split.unwrap_or_default();
-            Ok(Outcome::Stopped {
-                stage: StopStage::Setup,
-                message: format!("{name}: {reason}"),
-                reason,
-            })
-        }
-        Ok(ctx) => run_candidate(ctx, store, done, unit).await,
-        Err(e) => Ok(Outcome::Stopped {
-            stage: StopStage::Setup,
-            reason: e.to_string(),
-            message: e.to_string(),
-        }),
-    };
+    let ctx = CandidateRun::new(&run, &candidate, file, writer.sender(), cancel.clone());
+    let outcome = load_candidate(ctx, split, name, store, done, unit).await;
     // The pause cut the load short (not a run that had sent everything when it came).
     let load_paused = cancel.is_cancelled() && !user_cancel.is_cancelled();
     // Whatever happened, everything measured so far is stored before the status changes.
@@ -257,6 +233,57 @@ pub async fn execute_unit(
         user_cancel.is_cancelled(),
     )
     .await
+}
+
+/// The candidate's load, unless it cannot start: a split load the run refuses, or a setup
+/// that failed (then a stop at setup, saying why).
+async fn load_candidate(
+    ctx: Result<Arc<CandidateRun>, EngineError>,
+    split: Option<String>,
+    name: &str,
+    store: &DynStore,
+    done: FinishedUnits,
+    unit: &UnitContext,
+) -> Result<Outcome, EngineError> {
+    match ctx {
+        Ok(_) if split.is_some() => {
+            let reason = split.unwrap_or_default();
+            Ok(Outcome::Stopped {
+                stage: StopStage::Setup,
+                message: format!("{name}: {reason}"),
+                reason,
+            })
+        }
+        Ok(ctx) => run_candidate(ctx, store, done, unit).await,
+        Err(e) => Ok(Outcome::Stopped {
+            stage: StopStage::Setup,
+            reason: e.to_string(),
+            message: e.to_string(),
+        }),
+    }
+}
+
+/// Before any load: one call per declared tokenize endpoint (so a wrong one shows now), and on
+/// the first unit a word that llm-judge graders are not run when judging is off.
+async fn before_load(
+    store: &DynStore,
+    run: &crate::domain::run::Run,
+    version: &crate::store::EvalSetVersion,
+    candidate: &crate::domain::candidate::Candidate,
+    first: bool,
+    case_count: usize,
+) -> Result<(), EngineError> {
+    server_tokenizer::preflight(store, run.id, std::slice::from_ref(candidate)).await?;
+    if first && run.config.judge.is_none() && !version.file.judge_names(case_count).is_empty() {
+        store
+            .append_run_event(
+                run.id,
+                "info",
+                "llm-judge graders are not run: judging is off for this run (turn it on on the run form)",
+            )
+            .await?;
+    }
+    Ok(())
 }
 
 /// The run event a unit starts with: the run's start, a resume keeping `mine` stored records,
