@@ -1,14 +1,14 @@
 //! Raw record queries (append-only records and their grades), written once for both backends:
-//! `record_queries!` expands to these `Store` methods and `record_helpers!` to the grade INSERT
-//! and the send-order reads they share, both in `store/mod.rs` (`impl_store!`), so their paths are written as seen from
+//! `record_*_queries!` expand to the methods of `RecordStore` and `record_*_helpers!` to the
+//! grade INSERT and the send-order reads they share, both in `lib.rs` (`impl_store!`), so their paths are written as seen from
 //! there.
 
-macro_rules! record_helpers {
-    ($db:ty) => {
+macro_rules! record_write_helpers {
+    () => {
         /// Inserts records and their grades inside `tx`, skipping keys already stored (see
         /// `append_request_records`); returns how many were new.
         async fn append_request_records_in(
-            tx: &mut sqlx::Transaction<'_, $db>,
+            tx: &mut sqlx::Transaction<'_, Db<Self>>,
             records: &[RequestRecord],
         ) -> Result<u64> {
             let first_by_key = rows::first_index_by_key(records);
@@ -16,7 +16,7 @@ macro_rules! record_helpers {
             let mut stored: Vec<(i64, usize)> = Vec::with_capacity(records.len());
             for chunk in records.chunks(rows::RECORDS_PER_STATEMENT) {
                 // With the record's outcome and case score from its grades (what its outline reads).
-                let mut qb = sqlx::QueryBuilder::<$db>::new(concat!(
+                let mut qb = sqlx::QueryBuilder::<Db<Self>>::new(concat!(
                     "INSERT INTO request_records (",
                     rows::record_insert_columns!(),
                     ", case_passed, case_score) "
@@ -88,6 +88,31 @@ macro_rules! record_helpers {
             Ok(stored.len() as u64)
         }
 
+        /// `INSERT INTO grades … VALUES …` of these grades, for the caller to finish and run.
+        fn insert_grades(grades: &[rows::GradeValues<'_>]) -> sqlx::QueryBuilder<Db<Self>> {
+            let mut qb = sqlx::QueryBuilder::<Db<Self>>::new(
+                "INSERT INTO grades (request_record_id, position, grader, score, passed, reason, detail, weight, required) ",
+            );
+            qb.push_values(grades, |mut b, &(record_id, position, grade)| {
+                b.push_bind(record_id)
+                    .push_bind(position)
+                    .push_bind(&*grade.grader)
+                    .push_bind(grade.score)
+                    .push_bind(grade.passed)
+                    .push_bind(Self::TEXT.encode(grade.reason.as_str()))
+                    .push_bind(grade.detail.as_ref().map(|d| d.to_string()))
+                    .push_bind(grade.weight)
+                    .push_bind(grade.required);
+            });
+            qb
+        }
+    };
+}
+pub(crate) use record_write_helpers;
+
+/// Reading records a page at a time, in send order.
+macro_rules! record_read_helpers {
+    () => {
         /// Up to `limit` records of a run (of one candidate, when given) after position `after`
         /// (sent_at_us, id; None: from the first) in send order, each with its position: one
         /// page of the send-order keyset. Each page costs the same on the (run, sent_at_us, id)
@@ -104,7 +129,7 @@ macro_rules! record_helpers {
             shared: &mut rows::SharedTexts,
         ) -> Result<Vec<((i64, i64), RequestRecord)>> {
             let (sent, id) = after.unwrap_or((i64::MIN, i64::MIN));
-            let mut qb = sqlx::QueryBuilder::<$db>::new(concat!(
+            let mut qb = sqlx::QueryBuilder::<Db<Self>>::new(concat!(
                 "SELECT ",
                 rows::record_select_columns!(),
                 " FROM request_records WHERE run_id = "
@@ -140,7 +165,7 @@ macro_rules! record_helpers {
             // 500,000 records held their old array beside the new one at the last doubling
             // (262,144 records of 400 bytes: ~100 MB more at its peak) and could end with most
             // of an array unused.
-            let mut qb = sqlx::QueryBuilder::<$db>::new("SELECT COUNT(*) FROM request_records WHERE run_id = ");
+            let mut qb = sqlx::QueryBuilder::<Db<Self>>::new("SELECT COUNT(*) FROM request_records WHERE run_id = ");
             qb.push_bind(run_id);
             if let Some(candidate_id) = candidate_id {
                 qb.push(" AND candidate_id = ").push_bind(candidate_id);
@@ -168,31 +193,12 @@ macro_rules! record_helpers {
                 }
             }
         }
-
-        /// `INSERT INTO grades … VALUES …` of these grades, for the caller to finish and run.
-        fn insert_grades(grades: &[rows::GradeValues<'_>]) -> sqlx::QueryBuilder<$db> {
-            let mut qb = sqlx::QueryBuilder::<$db>::new(
-                "INSERT INTO grades (request_record_id, position, grader, score, passed, reason, detail, weight, required) ",
-            );
-            qb.push_values(grades, |mut b, &(record_id, position, grade)| {
-                b.push_bind(record_id)
-                    .push_bind(position)
-                    .push_bind(&*grade.grader)
-                    .push_bind(grade.score)
-                    .push_bind(grade.passed)
-                    .push_bind(Self::TEXT.encode(grade.reason.as_str()))
-                    .push_bind(grade.detail.as_ref().map(|d| d.to_string()))
-                    .push_bind(grade.weight)
-                    .push_bind(grade.required);
-            });
-            qb
-        }
     };
 }
-pub(crate) use record_helpers;
+pub(crate) use record_read_helpers;
 
-macro_rules! record_queries {
-    ($db:ty) => {
+macro_rules! record_write_queries {
+    () => {
         #[tracing::instrument(level = "debug", skip(self, records), fields(batch = records.len()))]
         fn append_request_records<'a>(&'a self, records: &'a [RequestRecord]) -> StoreFuture<'a, u64> {
             Box::pin(async move {
@@ -211,72 +217,6 @@ macro_rules! record_queries {
                         "a record names a run, or a candidate of that run, that does not exist".to_string()
                     })
                 })
-            })
-        }
-
-        #[tracing::instrument(level = "debug", skip(self))]
-        fn list_request_records(&self, run_id: i64) -> StoreFuture<'_, Vec<RequestRecord>> {
-            Box::pin(async move { self.records_in_send_order(run_id, None, None).await })
-        }
-
-        #[tracing::instrument(level = "debug", skip(self, each))]
-        fn candidate_records_for_summaries<'a>(
-            &'a self,
-            run_id: i64,
-            candidate_id: i64,
-            each: &'a mut (dyn FnMut(&mut RequestRecord) + Send),
-        ) -> StoreFuture<'a, Vec<RequestRecord>> {
-            Box::pin(async move {
-                self.records_in_send_order(run_id, Some(candidate_id), Some(each))
-                    .await
-            })
-        }
-
-        #[tracing::instrument(level = "debug", skip(self))]
-        fn record_groups(&self, run_id: i64, candidate_id: i64) -> StoreFuture<'_, Vec<RecordGroup>> {
-            Box::pin(async move {
-                let rows: Vec<rows::RecordGroupRow> = sqlx::query_as(
-                    "SELECT phase, is_warmup, repetition, concurrency, COUNT(*) AS records FROM request_records \
-                     WHERE run_id = $1 AND candidate_id = $2 GROUP BY phase, is_warmup, repetition, concurrency",
-                )
-                .bind(run_id)
-                .bind(candidate_id)
-                .fetch_all(self.pool())
-                .await?;
-                rows.into_iter().map(|g| g.into_group(run_id, candidate_id)).collect()
-            })
-        }
-
-        #[tracing::instrument(level = "debug", skip(self))]
-        fn measured_span(&self, run_id: i64) -> StoreFuture<'_, Option<(i64, i64)>> {
-            Box::pin(async move {
-                let span: (Option<i64>, Option<i64>) = sqlx::query_as(
-                    "SELECT MIN(sent_at_us), MAX(sent_at_us + COALESCE(end_us, 0)) FROM request_records \
-                     WHERE run_id = $1 AND NOT is_warmup",
-                )
-                .bind(run_id)
-                .fetch_one(self.pool())
-                .await?;
-                Ok(span.0.zip(span.1))
-            })
-        }
-
-        #[tracing::instrument(level = "debug", skip(self))]
-        fn run_progress(&self, run_id: i64) -> StoreFuture<'_, Vec<CandidateProgress>> {
-            Box::pin(async move {
-                let rows: Vec<rows::ProgressRow> = sqlx::query_as(
-                    "SELECT rc.candidate_id, \
-                     COUNT(CASE WHEN NOT r.is_warmup THEN 1 END) AS measured_attempts, \
-                     COUNT(CASE WHEN r.is_warmup AND r.phase <> 'judge' THEN 1 END) AS warmup_attempts, \
-                     COUNT(CASE WHEN NOT r.is_warmup AND r.error_class IS NOT NULL THEN 1 END) AS failed_attempts \
-                     FROM run_candidates rc \
-                     LEFT JOIN request_records r ON r.run_id = rc.run_id AND r.candidate_id = rc.candidate_id \
-                     WHERE rc.run_id = $1 GROUP BY rc.candidate_id, rc.position ORDER BY rc.position",
-                )
-                .bind(run_id)
-                .fetch_all(self.pool())
-                .await?;
-                Ok(rows.into_iter().map(CandidateProgress::from).collect())
             })
         }
 
@@ -343,4 +283,76 @@ macro_rules! record_queries {
         }
     };
 }
-pub(crate) use record_queries;
+pub(crate) use record_write_queries;
+
+/// Reading records, their groups, span and progress.
+macro_rules! record_read_queries {
+    () => {
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn list_request_records(&self, run_id: i64) -> StoreFuture<'_, Vec<RequestRecord>> {
+            Box::pin(async move { self.records_in_send_order(run_id, None, None).await })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self, each))]
+        fn candidate_records_for_summaries<'a>(
+            &'a self,
+            run_id: i64,
+            candidate_id: i64,
+            each: &'a mut (dyn FnMut(&mut RequestRecord) + Send),
+        ) -> StoreFuture<'a, Vec<RequestRecord>> {
+            Box::pin(async move {
+                self.records_in_send_order(run_id, Some(candidate_id), Some(each))
+                    .await
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn record_groups(&self, run_id: i64, candidate_id: i64) -> StoreFuture<'_, Vec<RecordGroup>> {
+            Box::pin(async move {
+                let rows: Vec<rows::RecordGroupRow> = sqlx::query_as(
+                    "SELECT phase, is_warmup, repetition, concurrency, COUNT(*) AS records FROM request_records \
+                     WHERE run_id = $1 AND candidate_id = $2 GROUP BY phase, is_warmup, repetition, concurrency",
+                )
+                .bind(run_id)
+                .bind(candidate_id)
+                .fetch_all(self.pool())
+                .await?;
+                rows.into_iter().map(|g| g.into_group(run_id, candidate_id)).collect()
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn measured_span(&self, run_id: i64) -> StoreFuture<'_, Option<(i64, i64)>> {
+            Box::pin(async move {
+                let span: (Option<i64>, Option<i64>) = sqlx::query_as(
+                    "SELECT MIN(sent_at_us), MAX(sent_at_us + COALESCE(end_us, 0)) FROM request_records \
+                     WHERE run_id = $1 AND NOT is_warmup",
+                )
+                .bind(run_id)
+                .fetch_one(self.pool())
+                .await?;
+                Ok(span.0.zip(span.1))
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn run_progress(&self, run_id: i64) -> StoreFuture<'_, Vec<CandidateProgress>> {
+            Box::pin(async move {
+                let rows: Vec<rows::ProgressRow> = sqlx::query_as(
+                    "SELECT rc.candidate_id, \
+                     COUNT(CASE WHEN NOT r.is_warmup THEN 1 END) AS measured_attempts, \
+                     COUNT(CASE WHEN r.is_warmup AND r.phase <> 'judge' THEN 1 END) AS warmup_attempts, \
+                     COUNT(CASE WHEN NOT r.is_warmup AND r.error_class IS NOT NULL THEN 1 END) AS failed_attempts \
+                     FROM run_candidates rc \
+                     LEFT JOIN request_records r ON r.run_id = rc.run_id AND r.candidate_id = rc.candidate_id \
+                     WHERE rc.run_id = $1 GROUP BY rc.candidate_id, rc.position ORDER BY rc.position",
+                )
+                .bind(run_id)
+                .fetch_all(self.pool())
+                .await?;
+                Ok(rows.into_iter().map(CandidateProgress::from).collect())
+            })
+        }
+    };
+}
+pub(crate) use record_read_queries;

@@ -1,9 +1,9 @@
 //! Archived scorecard queries, written once for both backends: `scorecard_queries!` expands to
-//! these `Store` methods in `store/mod.rs` (`impl_store!`), so its paths are written as seen from
+//! the methods of this aggregate's trait in `lib.rs` (`impl_store!`), so its paths are written as seen from
 //! there. Saving a scorecard also replaces the run's verdicts by its profile (`verdicts.rs`).
 
 macro_rules! scorecard_queries {
-    ($db:ty) => {
+    () => {
         #[tracing::instrument(level = "debug", skip(self, scorecard), fields(run_id = scorecard.run_id))]
         fn save_scorecard<'a>(&'a self, scorecard: &'a NewScorecard) -> StoreFuture<'a, i64> {
             Box::pin(async move {
