@@ -613,7 +613,7 @@ macro_rules! transfer_queries {
     () => {
         fn restore_run<'a>(&'a self, restored: &'a RestoredRun) -> StoreFuture<'a, i64> {
             Box::pin(async move {
-                let mut tx = self.pool().begin().await?;
+                let mut tx = self.begin().await?;
                 let run_id: i64 = sqlx::query_scalar(
                     "INSERT INTO runs (name, evalset_version_id, config, status, error, created_at, started_at, finished_at) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",

@@ -44,6 +44,10 @@ pub trait SqlBackend: Send + Sync + 'static {
     /// Eval-set version heads read lately (see [`HeadCache`]): the store's one cache, kept
     /// per open store.
     fn heads(&self) -> &HeadCache;
+    /// A transaction that takes no lock before its first statement (SQLite: a deferred
+    /// `BEGIN`; PostgreSQL: as [`SqlBackend::begin_write`]), for the writes whose first
+    /// statement writes, so they wait for the lock there.
+    fn begin(&self) -> impl Future<Output = sqlx::Result<Transaction<'_, Self::Db>>> + Send;
     /// A transaction that writes. SQLite needs `BEGIN IMMEDIATE` (the write lock up front,
     /// so a transaction that reads first never fails half-way with SQLITE_BUSY); PostgreSQL
     /// lifts the page queries' statement timeout for it.

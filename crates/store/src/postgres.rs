@@ -109,6 +109,10 @@ impl SqlBackend for PostgresStore {
         &self.heads
     }
 
+    async fn begin(&self) -> sqlx::Result<Transaction<'_, Postgres>> {
+        self.pool.begin().await
+    }
+
     /// A plain `BEGIN` (SQLite's needs `BEGIN IMMEDIATE`), with the write statement timeout.
     async fn begin_write(&self) -> sqlx::Result<Transaction<'_, Postgres>> {
         self.pool.begin().await
@@ -150,3 +154,86 @@ impl SqlBackend for PostgresStore {
     }
 }
 
+
+/// The pool with a bound on each answer of a query sent through it (see [`ANSWER_WAIT`]);
+/// transactions opened from it ([`BoundedPool::begin`]) are writes, left to the server's
+/// longer [`WRITE_STATEMENT_TIMEOUT`]. A query that waits too long fails with a timed-out I/O
+/// error, which the store reads as "the database is not answering" (pages answer 503).
+#[derive(Debug, Clone)]
+pub struct BoundedPool {
+    pool: PgPool,
+    wait: Duration,
+}
+
+impl BoundedPool {
+    /// A write transaction (no bound on its answers; its statements may run for
+    /// [`WRITE_STATEMENT_TIMEOUT`]).
+    pub async fn begin(&self) -> sqlx::Result<Transaction<'static, Postgres>> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SET LOCAL statement_timeout = '{WRITE_STATEMENT_TIMEOUT}'"
+        )))
+        .execute(&mut *tx)
+        .await?;
+        Ok(tx)
+    }
+
+    /// The pool itself, without the bound.
+    pub fn unbounded(&self) -> &PgPool {
+        &self.pool
+    }
+
+    fn timed_out(wait: Duration) -> sqlx::Error {
+        sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no answer from the database within {} s", wait.as_secs_f64()),
+        ))
+    }
+}
+
+impl<'p> Executor<'p> for &'p BoundedPool {
+    type Database = Postgres;
+
+    fn fetch_many<'e, 'q: 'e, E>(self, query: E) -> BoxStream<'e, sqlx::Result<Either<PgQueryResult, PgRow>>>
+    where
+        'p: 'e,
+        E: 'q + Execute<'q, Postgres>,
+    {
+        let wait = self.wait;
+        // Each answer within the wait; after a timeout the stream ends.
+        futures_util::stream::unfold(Some(self.pool.fetch_many(query)), move |answers| async move {
+            let mut answers = answers?;
+            match tokio::time::timeout(wait, answers.next()).await {
+                Ok(Some(answer)) => Some((answer, Some(answers))),
+                Ok(None) => None,
+                Err(_) => Some((Err(BoundedPool::timed_out(wait)), None)),
+            }
+        })
+        .boxed()
+    }
+
+    fn fetch_optional<'e, 'q: 'e, E>(self, query: E) -> BoxFuture<'e, sqlx::Result<Option<PgRow>>>
+    where
+        'p: 'e,
+        E: 'q + Execute<'q, Postgres>,
+    {
+        let wait = self.wait;
+        tokio::time::timeout(wait, self.pool.fetch_optional(query))
+            .map(move |answer| answer.unwrap_or_else(|_| Err(BoundedPool::timed_out(wait))))
+            .boxed()
+    }
+
+    fn prepare_with<'e>(self, sql: SqlStr, parameters: &'e [PgTypeInfo]) -> BoxFuture<'e, sqlx::Result<PgStatement>>
+    where
+        'p: 'e,
+    {
+        self.pool.prepare_with(sql, parameters)
+    }
+
+    fn describe<'e>(self, sql: SqlStr) -> BoxFuture<'e, sqlx::Result<sqlx::Describe<Postgres>>>
+    where
+        'p: 'e,
+    {
+        self.pool.describe(sql)
+    }
+}

@@ -8,7 +8,7 @@ macro_rules! scorecard_queries {
         fn save_scorecard<'a>(&'a self, scorecard: &'a NewScorecard) -> StoreFuture<'a, i64> {
             Box::pin(async move {
                 let (pipeline, verdicts) = rows::scorecard_json(scorecard);
-                let mut tx = self.pool().begin().await?;
+                let mut tx = self.begin().await?;
                 let id: i64 = sqlx::query_scalar(
                     "INSERT INTO scorecards (run_id, profile_id, profile_version, incumbent_candidate_id, pipeline, \
                      created_by, note, verdicts, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",

@@ -130,6 +130,10 @@ impl SqlBackend for SqliteStore {
         &self.heads
     }
 
+    async fn begin(&self) -> sqlx::Result<Transaction<'_, Sqlite>> {
+        self.pool.begin().await
+    }
+
     /// `BEGIN IMMEDIATE` (see the module comment).
     async fn begin_write(&self) -> sqlx::Result<Transaction<'_, Sqlite>> {
         self.pool.begin_with("BEGIN IMMEDIATE").await

@@ -105,7 +105,7 @@ macro_rules! verdict_queries {
             verdicts: &'a [RecordedVerdict],
         ) -> StoreFuture<'a, ()> {
             Box::pin(async move {
-                let mut tx = self.pool().begin().await?;
+                let mut tx = self.begin().await?;
                 Self::replace_verdicts(&mut tx, run_id, profile_id, profile_version, None, verdicts)
                     .await
                     .map_err(|e| {
