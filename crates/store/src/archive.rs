@@ -360,7 +360,12 @@ macro_rules! import_end_helpers {
                 let position = usize::try_from(stop.candidate_id)
                     .ok()
                     .filter(|p| *p < candidate_ids.len())
-                    .ok_or_else(|| StoreError::NotFound(format!("candidate #{} of a stop in the export", stop.candidate_id)))?;
+                    .ok_or_else(|| {
+                        StoreError::NotFound(format!(
+                            "candidate #{} of a stop in the export",
+                            stop.candidate_id
+                        ))
+                    })?;
                 sqlx::query(
                     "INSERT INTO run_candidate_stops (run_id, candidate_id, stage, reason, stopped_at) \
                      VALUES ($1, $2, $3, $4, $5)",
@@ -536,14 +541,21 @@ macro_rules! drill_down_queries {
             })
         }
 
-        fn list_case_outlines<'a>(&'a self, run_id: i64, case_ids: &'a [String]) -> StoreFuture<'a, Vec<RecordOutline>> {
+        fn list_case_outlines<'a>(
+            &'a self,
+            run_id: i64,
+            case_ids: &'a [String],
+        ) -> StoreFuture<'a, Vec<RecordOutline>> {
             Box::pin(async move {
                 if case_ids.is_empty() {
                     return Ok(Vec::new());
                 }
                 // Sorted in `outlines_of`.
                 let mut qb = Self::case_records_query(archive::OUTLINE_SELECT, run_id, case_ids);
-                Self::outlines_of(qb.build_query_as().fetch_all(self.pool()).await?, &mut Default::default())
+                Self::outlines_of(
+                    qb.build_query_as().fetch_all(self.pool()).await?,
+                    &mut Default::default(),
+                )
             })
         }
 
@@ -565,11 +577,18 @@ macro_rules! drill_down_queries {
                         list.push_bind(*id);
                     }
                     qb.push(")");
-                    rows.extend(qb.build_query_as::<rows::RecordRow>().fetch_all(self.pool()).await?);
+                    rows.extend(
+                        qb.build_query_as::<rows::RecordRow>()
+                            .fetch_all(self.pool())
+                            .await?,
+                    );
                 }
                 rows.sort_by_key(|r| (r.sent_at_us, r.id));
                 let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-                Ok(ids.into_iter().zip(self.complete_records(rows, &mut Default::default()).await?).collect())
+                Ok(ids
+                    .into_iter()
+                    .zip(self.complete_records(rows, &mut Default::default()).await?)
+                    .collect())
             })
         }
 
@@ -592,7 +611,10 @@ macro_rules! drill_down_queries {
                 .fetch_all(self.pool())
                 .await?;
                 let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-                Ok(ids.into_iter().zip(self.complete_records(rows, &mut Default::default()).await?).collect())
+                Ok(ids
+                    .into_iter()
+                    .zip(self.complete_records(rows, &mut Default::default()).await?)
+                    .collect())
             })
         }
 
@@ -602,7 +624,10 @@ macro_rules! drill_down_queries {
             after: Option<(i64, i64)>,
             limit: i64,
         ) -> StoreFuture<'_, Vec<((i64, i64), RequestRecord)>> {
-            Box::pin(async move { self.records_page(run_id, None, after, limit, &mut Default::default()).await })
+            Box::pin(async move {
+                self.records_page(run_id, None, after, limit, &mut Default::default())
+                    .await
+            })
         }
     };
 }
@@ -746,13 +771,17 @@ macro_rules! run_case_queries {
         ) -> StoreFuture<'a, ()> {
             Box::pin(async move {
                 let mut tx = self.begin_write().await?;
-                for delete in ["DELETE FROM run_case_marks WHERE run_id = $1", "DELETE FROM run_cases WHERE run_id = $1"] {
+                for delete in [
+                    "DELETE FROM run_case_marks WHERE run_id = $1",
+                    "DELETE FROM run_cases WHERE run_id = $1",
+                ] {
                     sqlx::query(delete).bind(run_id).execute(&mut *tx).await?;
                 }
                 let positioned = || cases.iter().enumerate().map(|(i, c)| (i as i64, c));
                 let rows: Vec<(i64, &str)> = positioned().map(|(i, c)| (i, c.case_id.as_str())).collect();
                 for batch in rows.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
-                    let mut qb = sqlx::QueryBuilder::<Db<Self>>::new("INSERT INTO run_cases (run_id, position, case_id) ");
+                    let mut qb =
+                        sqlx::QueryBuilder::<Db<Self>>::new("INSERT INTO run_cases (run_id, position, case_id) ");
                     qb.push_values(batch, |mut row, (position, case_id)| {
                         row.push_bind(run_id).push_bind(*position).push_bind(*case_id);
                     });
@@ -782,14 +811,14 @@ macro_rules! run_case_queries {
                     qb.build().execute(&mut *tx).await?;
                 }
                 sqlx::query(archive::SAVE_RUN_SUMMARY)
-                .bind(run_id)
-                .bind(kind)
-                .bind(head)
-                .bind(Timestamp::now().0)
-                .execute(&mut *tx)
-                .await
-                .map_err(StoreError::from)
-                .map_err(|e| rows::not_found_on_foreign_key(e, || format!("run {run_id}")))?;
+                    .bind(run_id)
+                    .bind(kind)
+                    .bind(head)
+                    .bind(Timestamp::now().0)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(StoreError::from)
+                    .map_err(|e| rows::not_found_on_foreign_key(e, || format!("run {run_id}")))?;
                 tx.commit().await?;
                 Ok(())
             })
@@ -826,10 +855,12 @@ macro_rules! run_case_queries {
                 // test matches, never the run's.
                 let filtered = |select: &str| {
                     let mut qb = sqlx::QueryBuilder::<Db<Self>>::new(select);
-                    qb.push(" FROM run_case_marks m WHERE m.run_id = ").push_bind(run_id);
+                    qb.push(" FROM run_case_marks m WHERE m.run_id = ")
+                        .push_bind(run_id);
                     let key = first.key();
                     qb.push(" AND m.kind = ").push_bind(key.kind.as_str());
-                    qb.push(" AND m.value = ").push_bind(Self::TEXT.encode(&key.value).into_owned());
+                    qb.push(" AND m.value = ")
+                        .push_bind(Self::TEXT.encode(&key.value).into_owned());
                     qb.push(" AND m.candidate_id = ").push_bind(key.candidate_id);
                     for test in rest {
                         let key = test.key();
@@ -853,7 +884,10 @@ macro_rules! run_case_queries {
                 );
                 qb.push(" ORDER BY m.position");
                 if let Some((offset, most)) = page {
-                    qb.push(" LIMIT ").push_bind(most as i64).push(" OFFSET ").push_bind(offset as i64);
+                    qb.push(" LIMIT ")
+                        .push_bind(most as i64)
+                        .push(" OFFSET ")
+                        .push_bind(offset as i64);
                 }
                 let ids: Vec<String> = qb.build_query_scalar().fetch_all(self.pool()).await?;
                 Ok((matching as u64, ids))

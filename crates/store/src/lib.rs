@@ -49,9 +49,9 @@ use crate::domain::workers::{Claimant, Coordination, Decision as WorkerDecision,
 mod archive;
 mod audit;
 mod backend;
-pub use backend::SqlBackend;
-use backend::Db;
 pub use archive::{IMPORT_INCOMPLETE, OUTLINE_SELECT};
+use backend::Db;
+pub use backend::SqlBackend;
 mod candidates;
 mod evalsets;
 mod operability;
@@ -434,21 +434,24 @@ pub type StoreFuture<'a, T> = BoxFuture<'a, Result<T>>;
 /// in the file named in its doc, for both backends (see the module comment). Callers hold an
 /// `Arc<dyn Store>` and call any aggregate's method on it without importing that trait.
 pub trait Store:
-    AuditStore +
-    UserStore +
-    CandidateStore +
-    EvalSetStore +
-    ProfileStore +
-    ScorecardStore +
-    RunStore +
-    SettingStore +
-    StopStore +
-    RecordStore +
-    TokenCountStore +
-    OperabilityStore +
-    ArchiveStore +
-    VerdictStore +
-    WorkerStore + Send + Sync + 'static
+    AuditStore
+    + UserStore
+    + CandidateStore
+    + EvalSetStore
+    + ProfileStore
+    + ScorecardStore
+    + RunStore
+    + SettingStore
+    + StopStore
+    + RecordStore
+    + TokenCountStore
+    + OperabilityStore
+    + ArchiveStore
+    + VerdictStore
+    + WorkerStore
+    + Send
+    + Sync
+    + 'static
 {
     fn backend(&self) -> Backend;
 }
@@ -456,7 +459,22 @@ pub trait Store:
 /// Every backend that implements every aggregate is a [`Store`].
 impl<T> Store for T
 where
-    T: SqlBackend + AuditStore + UserStore + CandidateStore + EvalSetStore + ProfileStore + ScorecardStore + RunStore + SettingStore + StopStore + RecordStore + TokenCountStore + OperabilityStore + ArchiveStore + VerdictStore + WorkerStore,
+    T: SqlBackend
+        + AuditStore
+        + UserStore
+        + CandidateStore
+        + EvalSetStore
+        + ProfileStore
+        + ScorecardStore
+        + RunStore
+        + SettingStore
+        + StopStore
+        + RecordStore
+        + TokenCountStore
+        + OperabilityStore
+        + ArchiveStore
+        + VerdictStore
+        + WorkerStore,
 {
     fn backend(&self) -> Backend {
         T::KIND
@@ -470,7 +488,6 @@ pub trait AuditStore: Send + Sync {
     /// Entries matching `filter`, newest first.
     fn list_audit<'a>(&'a self, filter: &'a AuditFilter, limit: i64, offset: i64) -> StoreFuture<'a, Vec<AuditEntry>>;
     fn count_audit<'a>(&'a self, filter: &'a AuditFilter) -> StoreFuture<'a, i64>;
-
 }
 
 /// Accounts (`users.rs`): users, sessions, API tokens and failed logins; sessions and tokens
@@ -541,7 +558,6 @@ pub trait UserStore: Send + Sync {
     fn clear_user_login_failures<'a>(&'a self, username: &'a str) -> StoreFuture<'a, u64>;
     /// Deletes failed-login counts whose last failure is before `before`; returns how many.
     fn prune_login_failures(&self, before: Timestamp) -> StoreFuture<'_, u64>;
-
 }
 
 /// Candidates (`candidates.rs`).
@@ -554,7 +570,6 @@ pub trait CandidateStore: Send + Sync {
     /// Conflict when the new name is taken; NotFound when the candidate does not exist. Takes
     /// only a change whose credentials were checked (`domain::credentials::check_change`).
     fn update_candidate<'a>(&'a self, change: &'a CandidateChange) -> StoreFuture<'a, ()>;
-
 }
 
 /// Eval sets (`evalsets.rs`): versions are immutable, saving an identical file returns the
@@ -581,7 +596,6 @@ pub trait EvalSetStore: Send + Sync {
     fn list_eval_case_keys(&self, version_id: i64) -> StoreFuture<'_, Vec<EvalCaseKey>>;
     /// The cases of a version with these ids (in file order; ids it does not hold are skipped).
     fn list_eval_cases_by_ids<'a>(&'a self, version_id: i64, ids: &'a [String]) -> StoreFuture<'a, Vec<EvalCase>>;
-
 }
 
 /// Threshold profiles (`profiles.rs`): each save is a new version, history kept.
@@ -601,7 +615,6 @@ pub trait ProfileStore: Send + Sync {
     /// description and rules.
     fn get_threshold_profile(&self, profile_id: i64, version: Option<u32>)
     -> StoreFuture<'_, Option<ThresholdProfile>>;
-
 }
 
 /// Archived scorecards (`scorecards.rs`): never updated, the verdict is recomputed from
@@ -615,7 +628,6 @@ pub trait ScorecardStore: Send + Sync {
     fn count_scorecards(&self) -> StoreFuture<'_, i64>;
     /// The scorecards archived for one run, newest first.
     fn list_run_scorecards(&self, run_id: i64) -> StoreFuture<'_, Vec<ScorecardListItem>>;
-
 }
 
 /// Runs and their event logs (`runs.rs`).
@@ -642,7 +654,6 @@ pub trait RunStore: Send + Sync {
     fn get_run_harness(&self, run_id: i64) -> StoreFuture<'_, Option<HarnessReport>>;
     fn append_run_event<'a>(&'a self, run_id: i64, level: &'a str, message: &'a str) -> StoreFuture<'a, ()>;
     fn list_run_events(&self, run_id: i64) -> StoreFuture<'_, Vec<RunEvent>>;
-
 }
 
 /// Team settings and retired items (`settings.rs`).
@@ -660,7 +671,6 @@ pub trait SettingStore: Send + Sync {
     /// one transaction; Some(why) when something does, and nothing is deleted. NotFound when
     /// there is no such item.
     fn delete_unused_item(&self, kind: ItemKind, id: i64) -> StoreFuture<'_, Option<String>>;
-
 }
 
 /// Candidates stopped within a run (`stops.rs`): one per run and candidate, never changed.
@@ -670,7 +680,6 @@ pub trait StopStore: Send + Sync {
     fn save_candidate_stop<'a>(&'a self, stop: &'a CandidateStop) -> StoreFuture<'a, bool>;
     /// The run's stopped candidates, in the order they stopped.
     fn list_candidate_stops(&self, run_id: i64) -> StoreFuture<'_, Vec<CandidateStop>>;
-
 }
 
 /// Raw records (`records.rs`): append-only.
@@ -710,7 +719,6 @@ pub trait RecordStore: Send + Sync {
     ) -> StoreFuture<'a, u64>;
     /// Counts of stored records per candidate, for progress bars without loading records.
     fn run_progress(&self, run_id: i64) -> StoreFuture<'_, Vec<CandidateProgress>>;
-
 }
 
 /// Server-tokenizer counts (`token_counts.rs`): append-only, applied whenever records are
@@ -722,7 +730,6 @@ pub trait TokenCountStore: Send + Sync {
     /// Stores server-tokenizer counts beside their records (append-only; a record already
     /// counted keeps its first count). Returns how many were new.
     fn save_server_token_counts<'a>(&'a self, run_id: i64, counts: &'a [ServerTokenCount]) -> StoreFuture<'a, u64>;
-
 }
 
 /// Operability (`operability.rs`): append-only probe runs, and checklist answers versioned
@@ -742,7 +749,6 @@ pub trait OperabilityStore: Send + Sync {
     ) -> StoreFuture<'a, u32>;
     /// Every version of a candidate's checklist, newest first.
     fn checklist_history(&self, candidate_id: i64) -> StoreFuture<'_, Vec<ChecklistVersion>>;
-
 }
 
 /// The archive, drill-down and export/import (`archive.rs`): runs are immutable once
@@ -835,7 +841,6 @@ pub trait ArchiveStore: Send + Sync {
         tests: &'a [MarkTest],
         page: Option<(u64, u64)>,
     ) -> StoreFuture<'a, (u64, Vec<String>)>;
-
 }
 
 /// Verdicts by threshold profile (`verdicts.rs`): archive filters; saving a scorecard also
@@ -855,7 +860,6 @@ pub trait VerdictStore: Send + Sync {
     /// Finished runs with no verdict yet by some profile, as (run id, profile id), oldest run
     /// first, at most `limit`.
     fn unjudged_runs(&self, limit: i64) -> StoreFuture<'_, Vec<(i64, i64)>>;
-
 }
 
 /// Measurement workers, run units and leases (`workers.rs`): times are the database's clock.

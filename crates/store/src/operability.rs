@@ -47,7 +47,10 @@ pub(crate) fn json<T: serde::Serialize>(value: &T) -> String {
 
 macro_rules! operability_helpers {
     () => {
-        async fn candidate_exists(conn: &mut <Db<Self> as sqlx::Database>::Connection, candidate_id: i64) -> Result<()> {
+        async fn candidate_exists(
+            conn: &mut <Db<Self> as sqlx::Database>::Connection,
+            candidate_id: i64,
+        ) -> Result<()> {
             let found: Option<(i64,)> = sqlx::query_as("SELECT id FROM candidates WHERE id = $1")
                 .bind(candidate_id)
                 .fetch_optional(conn)

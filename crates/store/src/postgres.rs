@@ -14,8 +14,8 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgQueryResult, PgRow, PgStatement, PgTypeInfo};
 use sqlx::{Connection, Either, Execute, Executor, Postgres, SqlStr, Transaction};
 
-use super::{Result, SqlBackend};
 use super::text::TextCodec;
+use super::{Result, SqlBackend};
 use crate::domain::sealed::KeySealer;
 
 /// The advisory lock key every worker claim takes ("bakeoff" in ASCII).
@@ -153,7 +153,6 @@ impl SqlBackend for PostgresStore {
         vacuumed.map(|_| ())
     }
 }
-
 
 /// The pool with a bound on each answer of a query sent through it (see [`ANSWER_WAIT`]);
 /// transactions opened from it ([`BoundedPool::begin`]) are writes, left to the server's

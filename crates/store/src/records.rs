@@ -148,7 +148,10 @@ macro_rules! record_read_helpers {
             qb.push(" ORDER BY sent_at_us, id LIMIT ").push_bind(limit);
             let rows: Vec<rows::RecordRow> = qb.build_query_as().fetch_all(self.pool()).await?;
             let positions: Vec<(i64, i64)> = rows.iter().map(|r| (r.sent_at_us, r.id)).collect();
-            Ok(positions.into_iter().zip(self.complete_records(rows, shared).await?).collect())
+            Ok(positions
+                .into_iter()
+                .zip(self.complete_records(rows, shared).await?)
+                .collect())
         }
 
         /// Every record of a run (of one candidate, when given) with its grades, in send order,
@@ -270,7 +273,10 @@ macro_rules! record_write_queries {
                 .bind(id)
                 .fetch_all(&mut *tx)
                 .await?;
-                let all: Vec<Grade> = figures.into_iter().map(rows::GradeFigureRow::into_grade).collect();
+                let all: Vec<Grade> = figures
+                    .into_iter()
+                    .map(rows::GradeFigureRow::into_grade)
+                    .collect();
                 sqlx::query("UPDATE request_records SET case_passed = $1, case_score = $2 WHERE id = $3")
                     .bind(case_passed(&all))
                     .bind(case_score(&all))

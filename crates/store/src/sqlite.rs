@@ -11,8 +11,8 @@ use sqlx::migrate::Migrator;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, Transaction};
 
-use super::{Result, SqlBackend};
 use super::text::TextCodec;
+use super::{Result, SqlBackend};
 use crate::domain::sealed::KeySealer;
 
 static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/sqlite");

@@ -317,18 +317,24 @@ macro_rules! token_queries {
                 let Some(token) = row.map(users::token_from_row).transpose()? else {
                     return Ok(None);
                 };
-                if token.last_used_at.is_none_or(|t| now.0 - t.0 >= crate::domain::accounts::SESSION_TOUCH_MS) {
+                if token
+                    .last_used_at
+                    .is_none_or(|t| now.0 - t.0 >= crate::domain::accounts::SESSION_TOUCH_MS)
+                {
                     sqlx::query("UPDATE api_tokens SET last_used_at = $1 WHERE id = $2")
                         .bind(now.0)
                         .bind(token.id)
                         .execute(self.pool())
                         .await?;
                 }
-                let user: Option<users::UserRow> =
-                    sqlx::query_as(concat!("SELECT ", users::user_columns!(), " FROM users u WHERE u.id = $1"))
-                        .bind(token.user_id)
-                        .fetch_optional(self.pool())
-                        .await?;
+                let user: Option<users::UserRow> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    users::user_columns!(),
+                    " FROM users u WHERE u.id = $1"
+                ))
+                .bind(token.user_id)
+                .fetch_optional(self.pool())
+                .await?;
                 Ok(user.map(users::user_from_row).transpose()?.map(|u| (u, token)))
             })
         }
@@ -409,7 +415,12 @@ macro_rules! admin_queries {
                             .await?
                     }
                     // Sessions and tokens go with the user (ON DELETE CASCADE).
-                    AdminChange::Remove => sqlx::query("DELETE FROM users WHERE id = $1").bind(id).execute(&mut *tx).await?,
+                    AdminChange::Remove => {
+                        sqlx::query("DELETE FROM users WHERE id = $1")
+                            .bind(id)
+                            .execute(&mut *tx)
+                            .await?
+                    }
                 };
                 users::one_user(done.rows_affected(), id)?;
                 tx.commit().await?;

@@ -50,10 +50,16 @@ macro_rules! claim_helpers {
 
         /// Every open run (see `open_runs!`) with its candidates and units, and the labels the
         /// candidates need, as `domain::workers::decide` reads them.
-        async fn read_coordination(tx: &mut sqlx::Transaction<'_, Db<Self>>, caps: Caps, now: i64) -> Result<Coordination> {
+        async fn read_coordination(
+            tx: &mut sqlx::Transaction<'_, Db<Self>>,
+            caps: Caps,
+            now: i64,
+        ) -> Result<Coordination> {
             // Clients per candidate, from each queued run's configuration.
-            let configs: Vec<(i64, String)> =
-                sqlx::query_as(concat!("SELECT r.id, r.config FROM runs r WHERE ", workers::open_runs!()))
+            let configs: Vec<(i64, String)> = sqlx::query_as(concat!(
+                "SELECT r.id, r.config FROM runs r WHERE ",
+                workers::open_runs!()
+            ))
             .fetch_all(&mut **tx)
             .await?;
             let clients = |run_id: i64| {
@@ -312,13 +318,15 @@ macro_rules! unit_queries {
 
         fn set_unit_clock(&self, run_id: i64, seq: u32, offset_ms: f64, rtt_ms: f64) -> StoreFuture<'_, ()> {
             Box::pin(async move {
-                sqlx::query("UPDATE run_units SET clock_offset_ms = $3, clock_rtt_ms = $4 WHERE run_id = $1 AND seq = $2")
-                    .bind(run_id)
-                    .bind(i64::from(seq))
-                    .bind(offset_ms)
-                    .bind(rtt_ms)
-                    .execute(self.pool())
-                    .await?;
+                sqlx::query(
+                    "UPDATE run_units SET clock_offset_ms = $3, clock_rtt_ms = $4 WHERE run_id = $1 AND seq = $2",
+                )
+                .bind(run_id)
+                .bind(i64::from(seq))
+                .bind(offset_ms)
+                .bind(rtt_ms)
+                .execute(self.pool())
+                .await?;
                 Ok(())
             })
         }
