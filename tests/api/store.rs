@@ -953,6 +953,7 @@ async fn unreadable_stored_data_is_reported_as_corrupt(t: TestStore) {
 
 #[tokio::test]
 async fn sqlite_files_use_wal_and_enforce_foreign_keys() {
+    use bakeoff::store::SqlBackend as _;
     let (url, _guard) = crate::support::db::sqlite_url();
     let sealer = bakeoff::domain::sealed::KeySealer::new(&[7; 32]);
     let store = bakeoff::store::sqlite::SqliteStore::connect(&url, sealer)
