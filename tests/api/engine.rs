@@ -3,7 +3,7 @@
 //! raw TCP servers for the quirks real endpoints have. Timing assertions compare client and
 //! server views with generous bounds; none asserts absolute speed.
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -1135,27 +1135,59 @@ async fn a_request_a_kept_alive_connection_took_is_never_sent_twice_when_the_ser
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "current_thread")]
 async fn a_token_is_timed_when_it_reached_the_machine_not_when_a_busy_client_read_it() {
-    // The first token leaves the server ~50 ms after the request; the client's only thread is
-    // blocked from ~10 ms to ~410 ms. A client timing its reads would say TTFT ≥ 400 ms; the
-    // kernel's receive time says ~50 ms.
+    // The server writes the first token ~50 ms after the request; the client's only thread is
+    // blocked from before that write until well after it. A client timing its reads would put
+    // the token at the block's end; the kernel's receive time puts it at the server's write.
+    // Judged against the server's own clock readings around the write, so a loaded machine
+    // delaying either side changes nothing.
+    use std::sync::atomic::AtomicI64;
+
+    use bakeoff::engine::wire::client::wall_clock_us;
+    static REQUEST_READ: AtomicBool = AtomicBool::new(false);
+    static WRITE_START_US: AtomicI64 = AtomicI64::new(0);
+    static WRITE_END_US: AtomicI64 = AtomicI64::new(0);
     let (base_url, _) = threaded_server(1, |socket| {
         use std::io::Write;
+        REQUEST_READ.store(true, Ordering::SeqCst);
         let _ =
             socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 1000000\r\n\r\n");
         std::thread::sleep(Duration::from_millis(50));
+        WRITE_START_US.store(wall_clock_us(), Ordering::SeqCst);
         let _ = socket.write_all(chat_chunk("late").as_bytes());
+        WRITE_END_US.store(wall_clock_us(), Ordering::SeqCst);
         std::thread::sleep(Duration::from_millis(500));
         let _ = socket.write_all(b"data: [DONE]\n\n");
         let _ = socket.shutdown(std::net::Shutdown::Both);
     });
     let (client, request) = client_and_request(&base_url).await;
     let exchange = tokio::spawn(async move { client.send(&request, 0).await });
-    tokio::time::sleep(Duration::from_millis(10)).await;
-    std::thread::sleep(Duration::from_millis(400));
+    // The runtime sends the request; then its only thread is busy until the token was written
+    // and 300 ms more.
+    crate::support::wait::until("the server to read the request", RUN_DEADLINE, || async {
+        REQUEST_READ.load(Ordering::SeqCst)
+    })
+    .await;
+    crate::support::wait::until_blocking("the server to write the token", RUN_DEADLINE, || {
+        WRITE_END_US.load(Ordering::SeqCst) > 0
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let unblocked_us = wall_clock_us();
     let x = exchange.await.unwrap();
     assert_eq!(x.output, "late");
-    let ttft_ms = x.first_content_us.unwrap() as f64 / 1000.0;
-    assert!((40.0..300.0).contains(&ttft_ms), "TTFT {ttft_ms} ms");
-    // The end came after the block: it is timed as it arrived, ~550 ms.
-    assert!(x.end_us.unwrap() as f64 / 1000.0 >= 500.0);
+    let arrived_us = x.sent_at_us + x.first_content_us.unwrap();
+    let (write_start, write_end) = (
+        WRITE_START_US.load(Ordering::SeqCst),
+        WRITE_END_US.load(Ordering::SeqCst),
+    );
+    // On loopback the kernel stamps the chunk during the server's write (5 ms for clock reads).
+    assert!(
+        arrived_us >= write_start - 5_000 && arrived_us <= write_end + 5_000,
+        "token timed at {arrived_us} µs, written between {write_start} and {write_end}"
+    );
+    assert!(
+        arrived_us + 250_000 < unblocked_us,
+        "timed when read ({arrived_us} µs), not when it came; the client was busy until {unblocked_us}"
+    );
+    // The end came 500 ms (at least) after the token: it is timed as it arrived.
+    assert!(x.end_us.unwrap() >= x.first_content_us.unwrap() + 500_000);
 }
