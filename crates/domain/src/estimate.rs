@@ -154,6 +154,22 @@ pub fn estimate(input: &EstimateInput<'_>) -> Estimate {
         .map(|e| e.name.clone())
         .collect();
     let priced: Vec<f64> = out.iter().filter_map(|e| e.max_cost_usd).collect();
+    let assumptions = assumptions(c);
+    Estimate {
+        requests: out.iter().map(|e| e.requests).sum(),
+        max_retry_attempts: out.iter().map(|e| e.max_retry_attempts).sum(),
+        input_tokens: out.iter().map(|e| e.input_tokens).sum(),
+        max_output_tokens: out.iter().map(|e| e.max_output_tokens).sum(),
+        seconds: out.iter().map(|e| e.seconds).sum(),
+        max_cost_usd: (!priced.is_empty()).then(|| priced.iter().sum()),
+        unpriced,
+        assumptions,
+        candidates: out,
+    }
+}
+
+/// What the estimate assumes, in the words the run form shows, for the run's configuration.
+fn assumptions(c: &RunConfig) -> Vec<String> {
     let mut assumptions = vec![
         format!(
             "Every answer runs to max_tokens (the candidate's effective max_tokens; {ASSUMED_MAX_TOKENS} when none is set), so tokens, time and cost are upper bounds."
@@ -195,17 +211,7 @@ pub fn estimate(input: &EstimateInput<'_>) -> Estimate {
             )
         });
     }
-    Estimate {
-        requests: out.iter().map(|e| e.requests).sum(),
-        max_retry_attempts: out.iter().map(|e| e.max_retry_attempts).sum(),
-        input_tokens: out.iter().map(|e| e.input_tokens).sum(),
-        max_output_tokens: out.iter().map(|e| e.max_output_tokens).sum(),
-        seconds: out.iter().map(|e| e.seconds).sum(),
-        max_cost_usd: (!priced.is_empty()).then(|| priced.iter().sum()),
-        unpriced,
-        assumptions,
-        candidates: out,
-    }
+    assumptions
 }
 
 /// The mean gap between requests at `per_second`, e.g. "400 ms" or "2.5 s".

@@ -630,23 +630,7 @@ async fn run_candidate(
     let bins = bins(&ctx, share);
     let own_cases: Vec<usize> = bins.iter().flat_map(|(_, cases)| cases.iter().copied()).collect();
     if ctx.config.warmup_requests > 0 && !own_cases.is_empty() {
-        let warmups: VecDeque<Unit> = (0..ctx.config.warmup_requests)
-            .map(|i| Unit {
-                case_index: own_cases[i as usize % own_cases.len()],
-                phase: Phase::Warmup,
-                repetition: done.warmups + i,
-                is_warmup: true,
-                first_attempt: 0,
-                last_attempt: 0, // a failed warm-up is not worth repeating
-                concurrency: first_concurrency,
-            })
-            .collect();
-        let msg = format!(
-            "{name}: warm-up, {} requests at concurrency {first_concurrency} (not counted)",
-            warmups.len()
-        );
-        super::writer::append_event_patiently(store, ctx.run_id, "info", &msg).await?;
-        ctx.clone().closed_loop(Feed::List(warmups), first_concurrency).await?;
+        warm_up(&ctx, store, &own_cases, done.warmups, first_concurrency).await?;
     }
     if share.of > 1 {
         split_barrier(store, &ctx, unit).await?;
@@ -665,21 +649,7 @@ async fn run_candidate(
             let mut tally = Tally::default();
             for repetition in 0..ctx.config.repetitions {
                 let feed = feed(&ctx, level as u32, repetition, *load, cases, done.clone(), share);
-                let t = match *load {
-                    Load::Concurrency { concurrency } => {
-                        ctx.clone().closed_loop(feed, share.of_count(concurrency)).await?
-                    }
-                    Load::Rate { per_second, poisson } => {
-                        let seed = (ctx.run_id as u64) << 32
-                            ^ (level as u64) << 16
-                            ^ u64::from(repetition)
-                            ^ u64::from(share.index) << 40;
-                        let in_flight = (share.of_count(load.max_in_flight() as u32).max(1)) as usize;
-                        ctx.clone()
-                            .open_loop(feed, per_second / f64::from(share.of), poisson, in_flight, seed)
-                            .await?
-                    }
-                };
+                let t = send_repetition(&ctx, feed, *load, level as u32, repetition, share).await?;
                 tally.add(t);
                 if ctx.cancel.is_cancelled() {
                     return Ok(Outcome::Measured);
@@ -714,6 +684,59 @@ async fn run_candidate(
     let level = if total.failed > 0 { "warn" } else { "info" };
     super::writer::append_event_patiently(store, ctx.run_id, level, &msg).await?;
     Ok(Outcome::Measured)
+}
+
+/// The warm-up requests (not counted) at the first level's concurrency, cycling through this
+/// unit's cases; numbered after the `warmups_done` a resumed run already sent.
+async fn warm_up(
+    ctx: &Arc<CandidateRun>,
+    store: &DynStore,
+    own_cases: &[usize],
+    warmups_done: u32,
+    first_concurrency: u32,
+) -> Result<(), EngineError> {
+    let name = &ctx.candidate.spec.name;
+    let warmups: VecDeque<Unit> = (0..ctx.config.warmup_requests)
+        .map(|i| Unit {
+            case_index: own_cases[i as usize % own_cases.len()],
+            phase: Phase::Warmup,
+            repetition: warmups_done + i,
+            is_warmup: true,
+            first_attempt: 0,
+            last_attempt: 0, // a failed warm-up is not worth repeating
+            concurrency: first_concurrency,
+        })
+        .collect();
+    let msg = format!(
+        "{name}: warm-up, {} requests at concurrency {first_concurrency} (not counted)",
+        warmups.len()
+    );
+    super::writer::append_event_patiently(store, ctx.run_id, "info", &msg).await?;
+    ctx.clone().closed_loop(Feed::List(warmups), first_concurrency).await?;
+    Ok(())
+}
+
+/// One repetition of one level: closed loop at this share's concurrency, or open loop at its
+/// share of the rate (seeded by run, level, repetition and share).
+async fn send_repetition(
+    ctx: &Arc<CandidateRun>,
+    feed: Feed,
+    load: Load,
+    level: u32,
+    repetition: u32,
+    share: Share,
+) -> Result<Tally, EngineError> {
+    Ok(match load {
+        Load::Concurrency { concurrency } => ctx.clone().closed_loop(feed, share.of_count(concurrency)).await?,
+        Load::Rate { per_second, poisson } => {
+            let seed =
+                (ctx.run_id as u64) << 32 ^ (level as u64) << 16 ^ u64::from(repetition) ^ u64::from(share.index) << 40;
+            let in_flight = (share.of_count(load.max_in_flight() as u32).max(1)) as usize;
+            ctx.clone()
+                .open_loop(feed, per_second / f64::from(share.of), poisson, in_flight, seed)
+                .await?
+        }
+    })
 }
 
 fn feed(
