@@ -585,7 +585,7 @@ fn aggregate_measurement(data: &CandidateRecords<'_>, finals: &[&RequestRecord],
         .as_ref()
         .and_then(|l| l.aggregate_tok_s)
         .filter(|_| finals.iter().any(|r| r.succeeded()));
-    let (span_value, interval) = windowed_rate(&finals, |r| f64::from(r.output_tokens.unwrap_or(0)));
+    let (span_value, interval) = windowed_rate(finals, |r| f64::from(r.output_tokens.unwrap_or(0)));
     let interval = match (value, span_value, interval) {
         (Some(v), Some(span), Some((lo, hi))) if span > 0.0 => Some((lo * v / span, hi * v / span)),
         _ => None,
