@@ -421,7 +421,7 @@ fn candidate_spec(args: &MeasureFlags) -> anyhow::Result<(CandidateSpec, String)
         .host_str()
         .unwrap_or("?")
         .to_string();
-    let tokenize = tokenize_flags(&args)?;
+    let tokenize = tokenize_flags(args)?;
     let spec = CandidateSpec {
         name: format!("{} @ {host} (bakeoff measure)", args.model),
         provider: args.api,
