@@ -54,7 +54,7 @@ pub async fn save_version(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::audit::AuditFilter;
+    use crate::test_support::audit_entries;
 
     fn file(expected: &str) -> EvalSetFile {
         let text = format!(
@@ -62,22 +62,6 @@ mod tests {
              {{\"id\":\"a\",\"vars\":{{\"t\":\"x\"}},\"expected\":\"{expected}\"}}\n"
         );
         EvalSetFile::parse("s.jsonl", &text).unwrap()
-    }
-
-    async fn saved_entries(store: &DynStore) -> Vec<(String, String, String)> {
-        let filter = AuditFilter {
-            action: Some(Action::EvalSetSaved.as_str().to_string()),
-            ..AuditFilter::default()
-        };
-        let mut entries: Vec<_> = store
-            .list_audit(&filter, 100, 0)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|e| (e.actor, e.target, e.detail))
-            .collect();
-        entries.sort();
-        entries
     }
 
     #[tokio::test]
@@ -108,7 +92,7 @@ mod tests {
             .unwrap();
         assert_eq!((back.id, back.stored), (first.id, false));
         assert_eq!(
-            saved_entries(&store).await,
+            audit_entries(&store, Action::EvalSetSaved).await,
             [
                 (
                     "ana".to_string(),

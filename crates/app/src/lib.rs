@@ -69,6 +69,30 @@ pub enum AppError {
     Store(#[from] StoreError),
 }
 
+/// Helpers of this crate's unit tests.
+#[cfg(test)]
+mod test_support {
+    use crate::domain::audit::{Action, AuditFilter};
+    use crate::store::DynStore;
+
+    /// (actor, target, detail) of every audit entry of `action`, sorted.
+    pub async fn audit_entries(store: &DynStore, action: Action) -> Vec<(String, String, String)> {
+        let filter = AuditFilter {
+            action: Some(action.as_str().to_string()),
+            ..AuditFilter::default()
+        };
+        let mut entries: Vec<_> = store
+            .list_audit(&filter, 100, 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.actor, e.target, e.detail))
+            .collect();
+        entries.sort();
+        entries
+    }
+}
+
 // The layers below, under the names the code has always used (`crate::domain::…`).
 use bakeoff_domain as domain;
 pub use bakeoff_domain::VERSION;

@@ -32,8 +32,8 @@ pub async fn save(store: &DynStore, save: &ProfileSave, actor: &str, how: &str) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::audit::AuditFilter;
     use crate::domain::thresholds::{Comparator, ThresholdRule};
+    use crate::test_support::audit_entries;
 
     fn profile(value: f64, rationale: &str) -> ProfileSave {
         ProfileSave {
@@ -59,20 +59,8 @@ mod tests {
         assert_eq!((same, first, second), (id, 1, 2));
         let stored = store.get_threshold_profile(id, None).await.unwrap().unwrap();
         assert_eq!((stored.version, stored.rules[0].value), (2, 0.95));
-        let filter = AuditFilter {
-            action: Some(Action::ThresholdProfileSaved.as_str().to_string()),
-            ..AuditFilter::default()
-        };
-        let mut entries: Vec<(String, String, String)> = store
-            .list_audit(&filter, 10, 0)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|e| (e.actor, e.target, e.detail))
-            .collect();
-        entries.sort();
         assert_eq!(
-            entries,
+            audit_entries(&store, Action::ThresholdProfileSaved).await,
             [
                 (
                     "ana".to_string(),
