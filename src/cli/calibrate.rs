@@ -72,7 +72,26 @@ pub struct CalibrateArgs {
     pub json: Option<PathBuf>,
 }
 
+/// The concurrency flags held to a run's limits (1 to `domain::load::MAX_CONCURRENCY`, as the
+/// run form, the API, settings files and `bakeoff measure` hold them); the error names the flag.
+fn check_levels(args: &CalibrateArgs) -> anyhow::Result<()> {
+    use crate::domain::load::MAX_CONCURRENCY;
+    let ingest = (args.ingest_concurrency > 0).then_some(args.ingest_concurrency);
+    for (flag, levels) in [
+        ("--levels", args.levels.as_slice()),
+        ("--chunked-levels", args.chunked_levels.as_slice()),
+        ("--not-streamed-levels", args.not_streamed_levels.as_slice()),
+        ("--ingest-concurrency", ingest.as_slice()),
+    ] {
+        if let Some(bad) = levels.iter().find(|&&c| !(1..=MAX_CONCURRENCY).contains(&c)) {
+            anyhow::bail!("{flag}: each concurrency must be between 1 and {MAX_CONCURRENCY}, got {bad}");
+        }
+    }
+    Ok(())
+}
+
 pub async fn run(args: CalibrateArgs) -> anyhow::Result<()> {
+    check_levels(&args)?;
     let options = CalibrateOptions {
         levels: args.levels.clone(),
         seconds_per_level: args.seconds_per_level,
@@ -253,4 +272,42 @@ fn print_calibration_notes(out: &mut impl Write, r: &CalibrationReport) -> std::
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: CalibrateArgs,
+    }
+
+    fn check(argv: &[&str]) -> Result<(), String> {
+        let mut all = vec!["calibrate"];
+        all.extend_from_slice(argv);
+        check_levels(&Cli::try_parse_from(all).unwrap().args).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn concurrency_flags_are_held_to_the_run_limits_and_errors_name_the_flag() {
+        assert_eq!(check(&[]), Ok(()));
+        let most = crate::domain::load::MAX_CONCURRENCY.to_string();
+        let over = (crate::domain::load::MAX_CONCURRENCY + 1).to_string();
+        assert_eq!(check(&["--levels", &most]), Ok(()));
+        for flag in [
+            "--levels",
+            "--chunked-levels",
+            "--not-streamed-levels",
+            "--ingest-concurrency",
+        ] {
+            let error = check(&[flag, &over]).unwrap_err();
+            assert!(error.starts_with(&format!("{flag}: ")), "{error}");
+        }
+        assert!(check(&["--levels", "0"]).unwrap_err().starts_with("--levels: "));
+        // 0 skips the ingest level.
+        assert_eq!(check(&["--ingest-concurrency", "0"]), Ok(()));
+    }
 }
