@@ -4,7 +4,8 @@
 //! last value (or, when there is none yet, wait for that computation) instead of computing it
 //! again, so however many watch a run, at most one computation of it runs; a value that took a
 //! while is reused for a few times as long (at most 30 s), which bounds how often it is
-//! recomputed and how far its figures lag.
+//! recomputed and how far its figures lag. The app holds one `Live` per kind of value
+//! (`state::LiveViews`), so two apps over two stores (the tests run many) share nothing.
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
