@@ -69,6 +69,13 @@ pub enum AppError {
     Store(#[from] StoreError),
 }
 
+// The layers below, under the names the code has always used (`crate::domain::…`).
+use bakeoff_domain as domain;
+pub use bakeoff_domain::VERSION;
+use bakeoff_engine as engine;
+use bakeoff_mock as mock;
+use bakeoff_store as store;
+
 /// Helpers of this crate's unit tests.
 #[cfg(test)]
 mod test_support {
@@ -92,10 +99,3 @@ mod test_support {
         entries
     }
 }
-
-// The layers below, under the names the code has always used (`crate::domain::…`).
-use bakeoff_domain as domain;
-pub use bakeoff_domain::VERSION;
-use bakeoff_engine as engine;
-use bakeoff_mock as mock;
-use bakeoff_store as store;
