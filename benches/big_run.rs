@@ -8,7 +8,7 @@
 //! Peak RSS is the process's so far (`VmHWM`).
 //!
 //! Both runs end as the runner ends a run: their page and scorecard summaries are stored then
-//! (`web::runs::summaries`), so the first render reads them.
+//! (`app::pages::summaries`), so the first render reads them.
 //!
 //! The big run is 5,000 cases × 2 candidates × 100 repetitions (`--quick`: 1,000 × 2 × 10); a run
 //! repeats its cases at most `REPETITION_LIMIT` (100) times, and a stored repetition number past
@@ -177,8 +177,7 @@ async fn bench(label: &str, store: DynStore, cases: usize, repetitions: u32, sam
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let state = AppState {
-        store: store.clone(),
-        runner: Runner::new(store.clone()),
+        app: bakeoff::app::state::App::new(store.clone(), Runner::new(store.clone())),
         demo_mock_url: None,
         security: std::sync::Arc::new(bakeoff::web::security::Security::for_loopback(addr)),
     };
@@ -252,7 +251,7 @@ async fn bench(label: &str, store: DynStore, cases: usize, repetitions: u32, sam
     // What the runner does when a run ends (the synthetic runs were stored, not executed).
     for run in [reference, big] {
         let started = Instant::now();
-        bakeoff::web::runs::summaries::store_when_ended(&state, run)
+        bakeoff::app::pages::summaries::store_when_ended(&state, run)
             .await
             .unwrap();
         println!(

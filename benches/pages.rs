@@ -202,8 +202,7 @@ async fn bench(label: &str, store: DynStore, samples: usize) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let state = AppState {
-        store: store.clone(),
-        runner: Runner::new(store.clone()),
+        app: bakeoff::app::state::App::new(store.clone(), Runner::new(store.clone())),
         demo_mock_url: None,
         security: std::sync::Arc::new(bakeoff::web::security::Security::for_loopback(addr)),
     };

@@ -10,7 +10,7 @@ use super::output::{now_rfc3339, table, write_json};
 use anyhow::Context;
 
 use crate::engine::calibrate::{
-    CalibrateOptions, CalibrationReport, IngestOptions, LevelPurpose, MockPlacement, purpose_name,
+    CalibrateOptions, CalibrationLevel, CalibrationReport, IngestOptions, LevelPurpose, MockPlacement, purpose_name,
 };
 
 /// The format tag of `--json` files; bumped on incompatible changes.
@@ -72,7 +72,26 @@ pub struct CalibrateArgs {
     pub json: Option<PathBuf>,
 }
 
+/// The concurrency flags held to a run's limits (1 to `domain::load::MAX_CONCURRENCY`, as the
+/// run form, the API, settings files and `bakeoff measure` hold them); the error names the flag.
+fn check_levels(args: &CalibrateArgs) -> anyhow::Result<()> {
+    use crate::domain::load::MAX_CONCURRENCY;
+    let ingest = (args.ingest_concurrency > 0).then_some(args.ingest_concurrency);
+    for (flag, levels) in [
+        ("--levels", args.levels.as_slice()),
+        ("--chunked-levels", args.chunked_levels.as_slice()),
+        ("--not-streamed-levels", args.not_streamed_levels.as_slice()),
+        ("--ingest-concurrency", ingest.as_slice()),
+    ] {
+        if let Some(bad) = levels.iter().find(|&&c| !(1..=MAX_CONCURRENCY).contains(&c)) {
+            anyhow::bail!("{flag}: each concurrency must be between 1 and {MAX_CONCURRENCY}, got {bad}");
+        }
+    }
+    Ok(())
+}
+
 pub async fn run(args: CalibrateArgs) -> anyhow::Result<()> {
+    check_levels(&args)?;
     let options = CalibrateOptions {
         levels: args.levels.clone(),
         seconds_per_level: args.seconds_per_level,
@@ -124,55 +143,7 @@ pub async fn run(args: CalibrateArgs) -> anyhow::Result<()> {
 }
 
 pub fn print_calibration(out: &mut impl Write, r: &CalibrationReport) -> std::io::Result<()> {
-    let f = |v: Option<f64>, digits: usize| v.map_or("—".to_string(), |v| format!("{v:.digits$}"));
-    let rows: Vec<Vec<String>> = r
-        .levels
-        .iter()
-        .map(|l| {
-            // A figure a level cannot have says so; "—" is a figure that could not be computed.
-            let g = |v: Option<f64>, digits: usize| {
-                if l.stream {
-                    f(v, digits)
-                } else {
-                    "not measured".to_string()
-                }
-            };
-            vec![
-                match l.purpose {
-                    LevelPurpose::Latency => format!("c={}", l.concurrency),
-                    p => format!("{} c={}", purpose_name(p), l.concurrency),
-                },
-                if l.stream {
-                    format!("{}×{} ms, {}/chunk", l.tokens, l.inter_token_ms, l.tokens_per_chunk)
-                } else {
-                    format!("{}×{} ms, whole", l.tokens, l.inter_token_ms)
-                },
-                format!("{}/{}", l.matched, l.requests),
-                g(l.ttft_error_ms_p50, 3),
-                g(l.ttft_error_ms_p99, 3),
-                g(l.first_token_late_ms_p50, 3),
-                g(l.first_token_late_ms_p99, 3),
-                g(l.send_to_mock_ms_p50, 3),
-                g(l.send_to_mock_ms_p99, 3),
-                f(l.e2e_error_ms_p50, 3),
-                f(l.e2e_error_ms_p99, 3),
-                g(l.itl_error_pct_p50, 2),
-                g(l.decode_error_pct_p50, 2),
-                g(l.decode_error_pct_p99, 2),
-                f(l.aggregate_client_tok_s, 0),
-                f(l.aggregate_server_tok_s, 0),
-                f(l.aggregate_error_pct, 2),
-                f(l.ingested_tok_s, 0),
-                f(l.cpu_s_per_million_tokens, 2),
-                f(l.runtime_lag_ms_p99, 2),
-                f(l.mock_cpu_cores, 2),
-                f(l.other_cpu_cores, 2),
-                f(l.load_average, 2),
-                l.mock_ran.clone(),
-                if l.unreliable { "UNRELIABLE".into() } else { "ok".into() },
-            ]
-        })
-        .collect();
+    let rows: Vec<Vec<String>> = r.levels.iter().map(level_row).collect();
     writeln!(
         out,
         "bakeoff calibrate: mock TTFT {} ms on {} thread(s), {} s per level; {} cores on {}",
@@ -216,6 +187,64 @@ pub fn print_calibration(out: &mut impl Write, r: &CalibrationReport) -> std::io
          mock cores = CPU the mock's threads used; other cores = CPU the rest of the machine used \
          during the level; load avg = 1-minute load average at the level's end (this process included)."
     )?;
+    print_calibration_notes(out, r)
+}
+
+/// A figure to `digits` decimals, or "—" when it could not be computed.
+fn fixed(v: Option<f64>, digits: usize) -> String {
+    v.map_or("—".to_string(), |v| format!("{v:.digits$}"))
+}
+
+/// One level's row of the calibration table.
+fn level_row(l: &CalibrationLevel) -> Vec<String> {
+    let f = fixed;
+    // A figure a level cannot have says so; "—" is a figure that could not be computed.
+    let g = |v: Option<f64>, digits: usize| {
+        if l.stream {
+            f(v, digits)
+        } else {
+            "not measured".to_string()
+        }
+    };
+    vec![
+        match l.purpose {
+            LevelPurpose::Latency => format!("c={}", l.concurrency),
+            p => format!("{} c={}", purpose_name(p), l.concurrency),
+        },
+        if l.stream {
+            format!("{}×{} ms, {}/chunk", l.tokens, l.inter_token_ms, l.tokens_per_chunk)
+        } else {
+            format!("{}×{} ms, whole", l.tokens, l.inter_token_ms)
+        },
+        format!("{}/{}", l.matched, l.requests),
+        g(l.ttft_error_ms_p50, 3),
+        g(l.ttft_error_ms_p99, 3),
+        g(l.first_token_late_ms_p50, 3),
+        g(l.first_token_late_ms_p99, 3),
+        g(l.send_to_mock_ms_p50, 3),
+        g(l.send_to_mock_ms_p99, 3),
+        f(l.e2e_error_ms_p50, 3),
+        f(l.e2e_error_ms_p99, 3),
+        g(l.itl_error_pct_p50, 2),
+        g(l.decode_error_pct_p50, 2),
+        g(l.decode_error_pct_p99, 2),
+        f(l.aggregate_client_tok_s, 0),
+        f(l.aggregate_server_tok_s, 0),
+        f(l.aggregate_error_pct, 2),
+        f(l.ingested_tok_s, 0),
+        f(l.cpu_s_per_million_tokens, 2),
+        f(l.runtime_lag_ms_p99, 2),
+        f(l.mock_cpu_cores, 2),
+        f(l.other_cpu_cores, 2),
+        f(l.load_average, 2),
+        l.mock_ran.clone(),
+        if l.unreliable { "UNRELIABLE".into() } else { "ok".into() },
+    ]
+}
+
+/// What the table cannot say: figures not measured, ground truth dropped, and each target met
+/// or missed.
+fn print_calibration_notes(out: &mut impl Write, r: &CalibrationReport) -> std::io::Result<()> {
     for l in r.levels.iter().filter(|l| !l.not_measured.is_empty()) {
         writeln!(
             out,
@@ -243,4 +272,42 @@ pub fn print_calibration(out: &mut impl Write, r: &CalibrationReport) -> std::io
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: CalibrateArgs,
+    }
+
+    fn check(argv: &[&str]) -> Result<(), String> {
+        let mut all = vec!["calibrate"];
+        all.extend_from_slice(argv);
+        check_levels(&Cli::try_parse_from(all).unwrap().args).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn concurrency_flags_are_held_to_the_run_limits_and_errors_name_the_flag() {
+        assert_eq!(check(&[]), Ok(()));
+        let most = crate::domain::load::MAX_CONCURRENCY.to_string();
+        let over = (crate::domain::load::MAX_CONCURRENCY + 1).to_string();
+        assert_eq!(check(&["--levels", &most]), Ok(()));
+        for flag in [
+            "--levels",
+            "--chunked-levels",
+            "--not-streamed-levels",
+            "--ingest-concurrency",
+        ] {
+            let error = check(&[flag, &over]).unwrap_err();
+            assert!(error.starts_with(&format!("{flag}: ")), "{error}");
+        }
+        assert!(check(&["--levels", "0"]).unwrap_err().starts_with("--levels: "));
+        // 0 skips the ingest level.
+        assert_eq!(check(&["--ingest-concurrency", "0"]), Ok(()));
+    }
 }

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
+use crate::app::evalsets::{SavedVersion, save_version};
 use crate::config::DatabaseArgs;
-use crate::domain::audit::{Action, NewAuditEntry};
 use crate::domain::evalset::import::{Format, FormatChoice, GraderChoice, ImportOptions, Imported, import_with_grader};
 use crate::domain::evalset::{MAX_FILE_BYTES, TaskKind};
 
@@ -104,29 +104,15 @@ pub async fn run(args: EvalsetArgs) -> anyhow::Result<()> {
             print_grader(&imported);
             let (format, parsed) = (imported.format, imported.file);
             let store = crate::store::connect(&database.database_url).await?;
-            let existing = store
-                .list_evalsets()
-                .await?
-                .into_iter()
-                .find(|s| s.name == parsed.header.name);
             let hash = parsed.content_hash();
-            let id = store.save_evalset_version(&parsed).await?;
-            let stored = !matches!(&existing, Some(s) if id <= s.latest_version_id);
-            let what = match existing {
-                None => "new eval set",
-                Some(_) if !stored => "identical to a stored version",
-                Some(_) => "new version",
+            let detail = format!("imported from {} by bakeoff evalset import", file.display());
+            let saved = save_version(&store, &parsed, &crate::app::accounts::terminal_actor(), detail).await?;
+            let id = saved.id;
+            let what = match saved {
+                SavedVersion { new_set: true, .. } => "new eval set",
+                SavedVersion { stored: false, .. } => "identical to a stored version",
+                SavedVersion { .. } => "new version",
             };
-            if stored {
-                store
-                    .append_audit(&NewAuditEntry {
-                        actor: crate::app::files::terminal_actor(),
-                        action: Action::EvalSetSaved,
-                        target: format!("eval set {:?} version #{id}", parsed.header.name),
-                        detail: format!("imported from {} by bakeoff evalset import", file.display()),
-                    })
-                    .await?;
-            }
             println!(
                 "{}: imported as {} ({what}), version id {id}, {} cases, hash {}",
                 file.display(),

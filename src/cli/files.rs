@@ -172,7 +172,7 @@ pub async fn run_profile(args: ProfileArgs) -> anyhow::Result<()> {
             let rationale = rationale.unwrap_or_else(|| format!("imported from {}", file.display()));
             let save = profiles::parse(&file.display().to_string(), &text, &changed_by, &rationale)?;
             let store = crate::store::connect(&database.database_url).await?;
-            let (p, outcome) = profiles::import(&store, &save, &files::terminal_actor()).await?;
+            let (p, outcome) = profiles::import(&store, &save, &crate::app::accounts::terminal_actor()).await?;
             println!(
                 "{} threshold profile #{} {:?}, version {}",
                 outcome.as_str(),

@@ -109,21 +109,6 @@ fn prepare(error: AppError) -> Stop {
     }
 }
 
-/// Runs the command and returns the process exit code (errors are printed here).
-pub async fn run(args: StartArgs) -> i32 {
-    let outcome = match args.server.clone() {
-        Some(server) => super::gate_server::start(&args, &server).await,
-        None => start(args).await,
-    };
-    match outcome {
-        Ok(report) => report.exit_code,
-        Err(stop) => {
-            eprintln!("error: {:#}", stop.error);
-            stop.exit.code()
-        }
-    }
-}
-
 /// A value of --candidates, --profile or --evalset that names a file rather than a stored thing.
 fn is_file(value: &str, extensions: &[&str]) -> bool {
     Path::new(value).is_file() || extensions.iter().any(|e| value.ends_with(e))
@@ -193,62 +178,14 @@ pub(super) fn read_inputs(args: &StartArgs) -> Result<Inputs, Stop> {
     })
 }
 
-async fn start(args: StartArgs) -> Result<GateReport, Stop> {
+pub(super) async fn start(args: StartArgs) -> Result<GateReport, Stop> {
     let inputs = read_inputs(&args)?;
     let store = crate::store::connect(&args.database.database_url)
         .await
         .map_err(|e| config(anyhow::Error::from(e).context("opening the database")))?;
-    // Names are checked before any file is stored, so a wrong name changes nothing.
-    for name in inputs.candidates.iter().filter_map(|c| c.as_ref().err()) {
-        gate::candidate_by_name(&store, name).await.map_err(prepare)?;
-    }
-    if let Err(name) = &inputs.profile {
-        gate::profile_by_name(&store, name).await.map_err(prepare)?;
-    }
-    if let Err(name) = &inputs.evalset {
-        gate::evalset_by_name(&store, name).await.map_err(prepare)?;
-    }
-    if let Some(b) = args.baseline {
-        gate::check_baseline(&store, b).await.map_err(prepare)?;
-    }
-    let judge = inputs.settings.judge_candidate.trim();
-    if !judge.is_empty() {
-        gate::candidate_by_name(&store, judge)
-            .await
-            .map_err(|e| config(anyhow::anyhow!("judge_candidate in --settings: {e}")))?;
-    }
-
+    check_names(&store, &args, &inputs).await?;
     let actor = Actor::terminal();
-    let mut candidate_ids = Vec::new();
-    for c in &inputs.candidates {
-        let ids = match c {
-            Ok(specs) => candidates::import(&store, specs, &actor)
-                .await
-                .map_err(prepare)?
-                .into_iter()
-                .map(|saved| {
-                    if let Some(note) = saved.credentials_note() {
-                        eprintln!("note: {note}");
-                    }
-                    saved.candidate.id
-                })
-                .collect(),
-            Err(name) => vec![gate::candidate_by_name(&store, name).await.map_err(prepare)?.id],
-        };
-        for id in ids {
-            if !candidate_ids.contains(&id) {
-                candidate_ids.push(id);
-            }
-        }
-    }
-    let profile_id = match &inputs.profile {
-        Ok(save) => profiles::import(&store, save, &actor.name).await.map_err(prepare)?.0.id,
-        Err(name) => gate::profile_by_name(&store, name).await.map_err(prepare)?,
-    };
-    let evalset_version_id = match &inputs.evalset {
-        Ok(file) => store.save_evalset_version(file).await.map_err(|e| prepare(e.into()))?,
-        Err(name) => gate::evalset_by_name(&store, name).await.map_err(prepare)?,
-    };
+    let (candidate_ids, profile_id, evalset_version_id) = store_inputs(&store, &inputs, &actor).await?;
 
     // Spills and pauses as a run of `serve` does: the terminal's run loses nothing either.
     let runner = Runner::new(store.clone()).with_writer(WriterSettings::for_database(&args.database.database_url));
@@ -257,25 +194,7 @@ async fn start(args: StartArgs) -> Result<GateReport, Stop> {
         candidate_ids,
         settings: inputs.settings.clone(),
     };
-    let run_id = match gate::start(&store, &runner, &request).await {
-        Ok(id) => id,
-        Err(AppError::Fields(errors)) => {
-            let text = match &args.settings {
-                Some(path) => {
-                    let body = std::fs::read_to_string(path).unwrap_or_default();
-                    let problems = settings::problems_in(&body, &errors);
-                    FileError {
-                        file: path.display().to_string(),
-                        problems,
-                    }
-                    .to_string()
-                }
-                None => errors.to_string(),
-            };
-            return Err(config(anyhow::anyhow!(text)));
-        }
-        Err(e) => return Err(prepare(e)),
-    };
+    let run_id = start_run(&store, &runner, &request, &args).await?;
     store
         .append_audit(&crate::domain::audit::NewAuditEntry {
             actor: actor.name.clone(),
@@ -300,6 +219,94 @@ async fn start(args: StartArgs) -> Result<GateReport, Stop> {
     })?;
     print_summary(&report);
     Ok(report)
+}
+
+/// Every name given is checked before any file is stored, so a wrong name changes nothing.
+async fn check_names(store: &DynStore, args: &StartArgs, inputs: &Inputs) -> Result<(), Stop> {
+    for name in inputs.candidates.iter().filter_map(|c| c.as_ref().err()) {
+        gate::candidate_by_name(store, name).await.map_err(prepare)?;
+    }
+    if let Err(name) = &inputs.profile {
+        gate::profile_by_name(store, name).await.map_err(prepare)?;
+    }
+    if let Err(name) = &inputs.evalset {
+        gate::evalset_by_name(store, name).await.map_err(prepare)?;
+    }
+    if let Some(b) = args.baseline {
+        gate::check_baseline(store, b).await.map_err(prepare)?;
+    }
+    let judge = inputs.settings.judge_candidate.trim();
+    if !judge.is_empty() {
+        gate::candidate_by_name(store, judge)
+            .await
+            .map_err(|e| config(anyhow::anyhow!("judge_candidate in --settings: {e}")))?;
+    }
+    Ok(())
+}
+
+/// The files given stored (as their import commands store them) and the names looked up:
+/// (candidate ids, profile id, eval-set version id).
+async fn store_inputs(store: &DynStore, inputs: &Inputs, actor: &Actor) -> Result<(Vec<i64>, i64, i64), Stop> {
+    let mut candidate_ids = Vec::new();
+    for c in &inputs.candidates {
+        let ids = match c {
+            Ok(specs) => candidates::import(store, specs, actor)
+                .await
+                .map_err(prepare)?
+                .into_iter()
+                .map(|saved| {
+                    if let Some(note) = saved.credentials_note() {
+                        eprintln!("note: {note}");
+                    }
+                    saved.candidate.id
+                })
+                .collect(),
+            Err(name) => vec![gate::candidate_by_name(store, name).await.map_err(prepare)?.id],
+        };
+        for id in ids {
+            if !candidate_ids.contains(&id) {
+                candidate_ids.push(id);
+            }
+        }
+    }
+    let profile_id = match &inputs.profile {
+        Ok(save) => profiles::import(store, save, &actor.name).await.map_err(prepare)?.0.id,
+        Err(name) => gate::profile_by_name(store, name).await.map_err(prepare)?,
+    };
+    let evalset_version_id = match &inputs.evalset {
+        Ok(file) => {
+            let detail = "saved by bakeoff run start".to_string();
+            crate::app::evalsets::save_version(store, file, &actor.name, detail)
+                .await
+                .map_err(prepare)?
+                .id
+        }
+        Err(name) => gate::evalset_by_name(store, name).await.map_err(prepare)?,
+    };
+    Ok((candidate_ids, profile_id, evalset_version_id))
+}
+
+/// The run started; settings the run refuses are named in the --settings file, by line.
+async fn start_run(store: &DynStore, runner: &Runner, request: &GateRun, args: &StartArgs) -> Result<i64, Stop> {
+    match gate::start(store, runner, request).await {
+        Ok(id) => Ok(id),
+        Err(AppError::Fields(errors)) => {
+            let text = match &args.settings {
+                Some(path) => {
+                    let body = std::fs::read_to_string(path).unwrap_or_default();
+                    let problems = settings::problems_in(&body, &errors);
+                    FileError {
+                        file: path.display().to_string(),
+                        problems,
+                    }
+                    .to_string()
+                }
+                None => errors.to_string(),
+            };
+            Err(config(anyhow::anyhow!(text)))
+        }
+        Err(e) => Err(prepare(e)),
+    }
 }
 
 /// Waits for the run to end, drawing a progress bar with ETA on a terminal (plain lines every

@@ -13,12 +13,11 @@ use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 
 use super::gate::{
-    QUIET_EVERY, StartArgs, Stop, candidate_values, config, counts, print_summary, progress_bar, read_inputs, show,
-    write_reports,
+    Inputs, QUIET_EVERY, StartArgs, Stop, candidate_values, config, counts, print_summary, progress_bar, read_inputs,
+    show, write_reports,
 };
+use crate::app::api::{Problem, RunCreate, RunStatusView};
 use crate::app::gate::{Exit, GateReport};
-use crate::web::api::Problem;
-use crate::web::api::runs::{RunCreate, RunStatusView};
 
 /// How often the run's status is asked for while waiting.
 const POLL_EVERY: Duration = Duration::from_millis(500);
@@ -138,124 +137,19 @@ pub async fn start(args: &StartArgs, url: &str) -> Result<GateReport, Stop> {
     let server = Server::new(url, token.trim())?;
 
     // Names first: a wrong one stops here, before any file is uploaded.
-    let candidates: serde_json::Value = server.get("/api/v1/candidates").await?;
-    let values: Vec<&str> = candidate_values(args).collect();
-    for (value, read) in values.iter().zip(&inputs.candidates) {
-        if read.is_err() && id_named(&candidates, value).is_none() {
-            return Err(config(anyhow!("the server has no candidate {value:?}")));
-        }
-    }
-    let named_profile = match &inputs.profile {
-        Ok(_) => None,
-        Err(name) => {
-            let profiles: serde_json::Value = server.get("/api/v1/profiles").await?;
-            Some(
-                id_named(&profiles, name)
-                    .ok_or_else(|| config(anyhow!("the server has no threshold profile {name:?}")))?,
-            )
-        }
-    };
-    let named_evalset = match &inputs.evalset {
-        Ok(_) => None,
-        Err(name) => {
-            let sets: serde_json::Value = server.get("/api/v1/evalsets").await?;
-            let set = sets["items"]
-                .as_array()
-                .and_then(|items| items.iter().find(|s| s["name"].as_str() == Some(name.as_str())))
-                .ok_or_else(|| config(anyhow!("the server has no eval set {name:?}")))?;
-            Some(set["latest_version_id"].as_i64().unwrap_or_default())
-        }
-    };
-    if let Some(b) = args.baseline {
-        let run: RunStatusView = server.get(&format!("/api/v1/runs/{b}")).await?;
-        if run.progress.status != "finished" {
-            return Err(config(anyhow!(
-                "baseline run #{b} is {}; only a finished run can be a baseline",
-                run.progress.status
-            )));
-        }
-    }
-
+    let named = Named::resolve(&server, args, &inputs).await?;
     // Then the files, each stored as its import command would store it.
-    let mut candidate_ids: Vec<i64> = Vec::new();
-    for (value, read) in values.iter().zip(&inputs.candidates) {
-        let ids = match read {
-            Ok(_) => {
-                let text = super::files::read_text(Path::new(value)).map_err(config)?;
-                let imported: serde_json::Value = server
-                    .call(
-                        Method::POST,
-                        "/api/v1/candidates",
-                        Some(("application/toml", text.into_bytes())),
-                    )
-                    .await?;
-                imported["items"]
-                    .as_array()
-                    .map(|items| {
-                        items
-                            .iter()
-                            .filter_map(|i| i["candidate"]["id"].as_i64())
-                            .collect::<Vec<_>>()
-                    })
-                    .unwrap_or_default()
-            }
-            Err(name) => id_named(&candidates, name).into_iter().collect(),
-        };
-        for id in ids {
-            if !candidate_ids.contains(&id) {
-                candidate_ids.push(id);
-            }
-        }
-    }
-    let profile_id = match named_profile {
+    let candidate_ids = upload_candidates(&server, args, &inputs, &named.candidates).await?;
+    let profile_id = match named.profile {
         Some(id) => id,
-        None => {
-            let text = super::files::read_text(Path::new(&args.profile)).map_err(config)?;
-            let rationale = url::form_urlencoded::Serializer::new(String::new())
-                .append_pair(
-                    "rationale",
-                    &format!("imported by bakeoff run start from {}", args.profile),
-                )
-                .finish();
-            let imported: serde_json::Value = server
-                .call(
-                    Method::POST,
-                    &format!("/api/v1/profiles?{rationale}"),
-                    Some(("application/toml", text.into_bytes())),
-                )
-                .await?;
-            imported["profile"]["id"]
-                .as_i64()
-                .ok_or_else(|| run_error(anyhow!("the server's answer names no profile")))?
-        }
+        None => upload_profile(&server, args).await?,
     };
-    let evalset_version_id = match (named_evalset, &inputs.evalset) {
+    let evalset_version_id = match (named.evalset, &inputs.evalset) {
         (Some(id), _) => id,
-        (None, Ok(file)) => {
-            let uploaded: serde_json::Value = server
-                .call(
-                    Method::POST,
-                    "/api/v1/evalsets",
-                    Some(("application/jsonl", file.normalised().into_bytes())),
-                )
-                .await?;
-            uploaded["version"]["id"]
-                .as_i64()
-                .ok_or_else(|| run_error(anyhow!("the server's answer names no eval-set version")))?
-        }
+        (None, Ok(file)) => upload_evalset(&server, file).await?,
         (None, Err(_)) => unreachable!("a name was resolved above"),
     };
-    let settings = match &args.settings {
-        Some(path) => {
-            let text = super::files::read_text(path).map_err(config)?;
-            Some(
-                toml::from_str::<serde_json::Value>(&text)
-                    .with_context(|| format!("reading {}", path.display()))
-                    .map_err(config)?,
-            )
-        }
-        None => None,
-    };
+    let settings = read_settings(args)?;
     let request = RunCreate {
         evalset_version_id: Some(evalset_version_id),
         candidate_ids,
@@ -281,6 +175,148 @@ pub async fn start(args: &StartArgs, url: &str) -> Result<GateReport, Stop> {
     write_reports(args, &report).map_err(run_error)?;
     print_summary(&report);
     Ok(report)
+}
+
+/// What the server has under the names given: its candidates (to find them by name), the
+/// profile and the eval set named (None: a file was given). A name it lacks stops the gate.
+struct Named {
+    candidates: serde_json::Value,
+    profile: Option<i64>,
+    evalset: Option<i64>,
+}
+
+impl Named {
+    async fn resolve(server: &Server, args: &StartArgs, inputs: &Inputs) -> Result<Named, Stop> {
+        let candidates: serde_json::Value = server.get("/api/v1/candidates").await?;
+        for (value, read) in candidate_values(args).zip(&inputs.candidates) {
+            if read.is_err() && id_named(&candidates, value).is_none() {
+                return Err(config(anyhow!("the server has no candidate {value:?}")));
+            }
+        }
+        let named_profile = match &inputs.profile {
+            Ok(_) => None,
+            Err(name) => {
+                let profiles: serde_json::Value = server.get("/api/v1/profiles").await?;
+                Some(
+                    id_named(&profiles, name)
+                        .ok_or_else(|| config(anyhow!("the server has no threshold profile {name:?}")))?,
+                )
+            }
+        };
+        let named_evalset = match &inputs.evalset {
+            Ok(_) => None,
+            Err(name) => {
+                let sets: serde_json::Value = server.get("/api/v1/evalsets").await?;
+                let set = sets["items"]
+                    .as_array()
+                    .and_then(|items| items.iter().find(|s| s["name"].as_str() == Some(name.as_str())))
+                    .ok_or_else(|| config(anyhow!("the server has no eval set {name:?}")))?;
+                Some(set["latest_version_id"].as_i64().unwrap_or_default())
+            }
+        };
+        if let Some(b) = args.baseline {
+            let run: RunStatusView = server.get(&format!("/api/v1/runs/{b}")).await?;
+            if run.progress.status != "finished" {
+                return Err(config(anyhow!(
+                    "baseline run #{b} is {}; only a finished run can be a baseline",
+                    run.progress.status
+                )));
+            }
+        }
+        Ok(Named {
+            candidates,
+            profile: named_profile,
+            evalset: named_evalset,
+        })
+    }
+}
+
+/// The candidates' ids: each file uploaded (its candidates), each name looked up.
+async fn upload_candidates(
+    server: &Server,
+    args: &StartArgs,
+    inputs: &Inputs,
+    candidates: &serde_json::Value,
+) -> Result<Vec<i64>, Stop> {
+    let values: Vec<&str> = candidate_values(args).collect();
+    let mut candidate_ids: Vec<i64> = Vec::new();
+    for (value, read) in values.iter().zip(&inputs.candidates) {
+        let ids = match read {
+            Ok(_) => {
+                let text = super::files::read_text(Path::new(value)).map_err(config)?;
+                let imported: serde_json::Value = server
+                    .call(
+                        Method::POST,
+                        "/api/v1/candidates",
+                        Some(("application/toml", text.into_bytes())),
+                    )
+                    .await?;
+                imported["items"]
+                    .as_array()
+                    .map(|items| {
+                        items
+                            .iter()
+                            .filter_map(|i| i["candidate"]["id"].as_i64())
+                            .collect::<Vec<_>>()
+                    })
+                    .unwrap_or_default()
+            }
+            Err(name) => id_named(candidates, name).into_iter().collect(),
+        };
+        for id in ids {
+            if !candidate_ids.contains(&id) {
+                candidate_ids.push(id);
+            }
+        }
+    }
+    Ok(candidate_ids)
+}
+
+/// The profile file uploaded as a new version; its id.
+async fn upload_profile(server: &Server, args: &StartArgs) -> Result<i64, Stop> {
+    let text = super::files::read_text(Path::new(&args.profile)).map_err(config)?;
+    let rationale = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair(
+            "rationale",
+            &format!("imported by bakeoff run start from {}", args.profile),
+        )
+        .finish();
+    let imported: serde_json::Value = server
+        .call(
+            Method::POST,
+            &format!("/api/v1/profiles?{rationale}"),
+            Some(("application/toml", text.into_bytes())),
+        )
+        .await?;
+    imported["profile"]["id"]
+        .as_i64()
+        .ok_or_else(|| run_error(anyhow!("the server's answer names no profile")))
+}
+
+/// The eval-set file uploaded (stored content answers its version); the version's id.
+async fn upload_evalset(server: &Server, file: &crate::domain::evalset::EvalSetFile) -> Result<i64, Stop> {
+    let uploaded: serde_json::Value = server
+        .call(
+            Method::POST,
+            "/api/v1/evalsets",
+            Some(("application/jsonl", file.normalised().into_bytes())),
+        )
+        .await?;
+    uploaded["version"]["id"]
+        .as_i64()
+        .ok_or_else(|| run_error(anyhow!("the server's answer names no eval-set version")))
+}
+
+/// The --settings file as the API takes it (None: the defaults).
+fn read_settings(args: &StartArgs) -> Result<Option<serde_json::Value>, Stop> {
+    let Some(path) = &args.settings else {
+        return Ok(None);
+    };
+    let text = super::files::read_text(path).map_err(config)?;
+    toml::from_str::<serde_json::Value>(&text)
+        .with_context(|| format!("reading {}", path.display()))
+        .map(Some)
+        .map_err(config)
 }
 
 /// Waits for the run to end on the server, showing its progress as a local run does. Ctrl-C

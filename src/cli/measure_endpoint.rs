@@ -194,15 +194,7 @@ pub fn run_config(args: &MeasureFlags) -> anyhow::Result<RunConfig> {
         duration_secs: text(args.duration),
         staged_rollout: (!args.no_rollout).then(|| "on".to_string()),
     };
-    let mut config = match draft.validate() {
-        Ok(config) => config,
-        Err(errors) => return Err(flag_errors(&errors)),
-    };
-    let mut errors = FieldErrors::default();
-    load.apply(&mut config, &mut errors);
-    if !errors.is_empty() {
-        return Err(flag_errors(&errors));
-    }
+    let mut config = crate::app::runs::run_config(&draft, &load).map_err(|errors| flag_errors(&errors))?;
     if let LoadShape::Sweep {
         ttft_factor, min_gain, ..
     } = &mut config.load
@@ -418,10 +410,8 @@ pub const DEFINITIONS: [(&str, &str); 15] = [
     ("tokens per chunk", definitions::CHUNK_ATTRIBUTION),
 ];
 
-pub async fn run(args: MeasureArgs) -> anyhow::Result<ExitCode> {
-    let args = *args.flags;
-    let config = run_config(&args)?;
-    let (file, workload_info) = workload(&args, &config)?;
+/// The candidate the flags describe, and the host it is named after.
+fn candidate_spec(args: &MeasureFlags) -> anyhow::Result<(CandidateSpec, String)> {
     let mut extra_body = serde_json::Map::new();
     if args.ignore_eos {
         extra_body.insert("ignore_eos".into(), serde_json::Value::Bool(true));
@@ -431,7 +421,7 @@ pub async fn run(args: MeasureArgs) -> anyhow::Result<ExitCode> {
         .host_str()
         .unwrap_or("?")
         .to_string();
-    let tokenize = tokenize_flags(&args)?;
+    let tokenize = tokenize_flags(args)?;
     let spec = CandidateSpec {
         name: format!("{} @ {host} (bakeoff measure)", args.model),
         provider: args.api,
@@ -448,6 +438,59 @@ pub async fn run(args: MeasureArgs) -> anyhow::Result<ExitCode> {
         notes: Some("created by `bakeoff measure`".into()),
         tokenize,
     };
+    Ok((spec, host))
+}
+
+/// The `--json` document of a measurement.
+fn measure_json(
+    args: &MeasureFlags,
+    spec: &CandidateSpec,
+    config: &RunConfig,
+    workload: Workload,
+    provenance: Provenance,
+    outcome: &MeasureOutcome,
+) -> MeasureJson {
+    MeasureJson {
+        format: MEASURE_JSON_FORMAT,
+        generated_at: now_rfc3339(),
+        status: outcome.status,
+        error: outcome.error.clone(),
+        stored_run_id: args.store.then_some(outcome.run_id),
+        conditions: MeasureConditions {
+            base_url: spec.base_url.clone(),
+            model: spec.model.clone(),
+            api: spec.provider.as_str().to_string(),
+            stream: config.stream,
+            max_tokens: config.max_tokens,
+            temperature: config.temperature,
+            ignore_eos: args.ignore_eos,
+            workload,
+            run_config: config.clone(),
+        },
+        tokens: token_counting(spec, &outcome.records),
+        provenance,
+        harness: outcome.harness.clone(),
+        levels: outcome.figures.levels.clone(),
+        knees: outcome
+            .figures
+            .knees
+            .iter()
+            .map(|(bin, knee)| KneeJson {
+                prompt_tokens: *bin,
+                knee: knee.clone(),
+            })
+            .collect(),
+        events: outcome.events.clone(),
+        definitions: DEFINITIONS.to_vec(),
+        records: outcome.records.clone(),
+    }
+}
+
+pub async fn run(args: MeasureArgs) -> anyhow::Result<ExitCode> {
+    let args = *args.flags;
+    let config = run_config(&args)?;
+    let (file, workload_info) = workload(&args, &config)?;
+    let (spec, host) = candidate_spec(&args)?;
     if let Some(var) = &args.api_key_env
         && std::env::var(var).is_err()
     {
@@ -501,40 +544,7 @@ pub async fn run(args: MeasureArgs) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     print_outcome(&mut out, &outcome)?;
     if let Some(path) = &args.json {
-        let doc = MeasureJson {
-            format: MEASURE_JSON_FORMAT,
-            generated_at: now_rfc3339(),
-            status: outcome.status,
-            error: outcome.error.clone(),
-            stored_run_id: args.store.then_some(outcome.run_id),
-            conditions: MeasureConditions {
-                base_url: spec.base_url.clone(),
-                model: spec.model.clone(),
-                api: spec.provider.as_str().to_string(),
-                stream: config.stream,
-                max_tokens: config.max_tokens,
-                temperature: config.temperature,
-                ignore_eos: args.ignore_eos,
-                workload: workload_info,
-                run_config: config.clone(),
-            },
-            tokens: token_counting(&spec, &outcome.records),
-            provenance,
-            harness: outcome.harness.clone(),
-            levels: outcome.figures.levels.clone(),
-            knees: outcome
-                .figures
-                .knees
-                .iter()
-                .map(|(bin, knee)| KneeJson {
-                    prompt_tokens: *bin,
-                    knee: knee.clone(),
-                })
-                .collect(),
-            events: outcome.events.clone(),
-            definitions: DEFINITIONS.to_vec(),
-            records: outcome.records.clone(),
-        };
+        let doc = measure_json(&args, &spec, &config, workload_info, provenance, &outcome);
         write_json(path, &doc)?;
         writeln!(out, "wrote {}", path.display())?;
     }
@@ -621,10 +631,43 @@ pub fn print_outcome(out: &mut impl Write, o: &MeasureOutcome) -> std::io::Resul
 }
 
 fn print_levels(out: &mut impl Write, levels: &[LevelFigures]) -> std::io::Result<()> {
-    let p = |d: &Option<Distribution>, f: fn(&Distribution) -> f64| {
-        d.as_ref().map_or("—".to_string(), |d| format!("{:.1}", f(d)))
-    };
-    let num = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.1}"));
+    print_latency_table(out, levels)?;
+    writeln!(out)?;
+    print_speed_table(out, levels)?;
+    if levels
+        .iter()
+        .any(|l| l.succeeded > 0 && l.tpot_ms.is_none() && l.itl_ms.is_none())
+    {
+        writeln!(
+            out,
+            "TPOT, ITL, ICL and decode tok/s: not measured where shown \"—\" (a non-streamed response's tokens all arrive at once)"
+        )?;
+    }
+    for l in levels.iter().filter(|l| !l.errors.is_empty()) {
+        let errors: Vec<String> = l.errors.iter().map(|(k, v)| format!("{k} ×{v}")).collect();
+        writeln!(out, "{}: failures: {}", level_label(l), errors.join(", "))?;
+    }
+    for l in levels {
+        if let Some(w) = l.repetitions.iter().find_map(|r| r.window.filter(|w| !w.steady)) {
+            writeln!(
+                out,
+                "{}: too few requests for a steady state; aggregates use the whole {:.1} s span",
+                level_label(l),
+                w.secs()
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// A figure of a distribution to one decimal, or "—".
+fn dist_1(d: &Option<Distribution>, f: fn(&Distribution) -> f64) -> String {
+    d.as_ref().map_or("—".to_string(), |d| format!("{:.1}", f(d)))
+}
+
+/// The latency table: a row per level.
+fn print_latency_table(out: &mut impl Write, levels: &[LevelFigures]) -> std::io::Result<()> {
+    let p = dist_1;
     let rows_latency: Vec<Vec<String>> = levels
         .iter()
         .map(|l| {
@@ -661,7 +704,13 @@ fn print_levels(out: &mut impl Write, levels: &[LevelFigures]) -> std::io::Resul
             "queue p99 ms",
         ],
         &rows_latency,
-    )?;
+    )
+}
+
+/// The speed table: a row per level.
+fn print_speed_table(out: &mut impl Write, levels: &[LevelFigures]) -> std::io::Result<()> {
+    let p = dist_1;
+    let num = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.1}"));
     let rows_speed: Vec<Vec<String>> = levels
         .iter()
         .map(|l| {
@@ -685,7 +734,6 @@ fn print_levels(out: &mut impl Write, levels: &[LevelFigures]) -> std::io::Resul
             ]
         })
         .collect();
-    writeln!(out)?;
     table(
         out,
         &[
@@ -703,31 +751,7 @@ fn print_levels(out: &mut impl Write, levels: &[LevelFigures]) -> std::io::Resul
             "tokens from",
         ],
         &rows_speed,
-    )?;
-    if levels
-        .iter()
-        .any(|l| l.succeeded > 0 && l.tpot_ms.is_none() && l.itl_ms.is_none())
-    {
-        writeln!(
-            out,
-            "TPOT, ITL, ICL and decode tok/s: not measured where shown \"—\" (a non-streamed response's tokens all arrive at once)"
-        )?;
-    }
-    for l in levels.iter().filter(|l| !l.errors.is_empty()) {
-        let errors: Vec<String> = l.errors.iter().map(|(k, v)| format!("{k} ×{v}")).collect();
-        writeln!(out, "{}: failures: {}", level_label(l), errors.join(", "))?;
-    }
-    for l in levels {
-        if let Some(w) = l.repetitions.iter().find_map(|r| r.window.filter(|w| !w.steady)) {
-            writeln!(
-                out,
-                "{}: too few requests for a steady state; aggregates use the whole {:.1} s span",
-                level_label(l),
-                w.secs()
-            )?;
-        }
-    }
-    Ok(())
+    )
 }
 
 fn level_label(l: &LevelFigures) -> String {

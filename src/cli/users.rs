@@ -139,7 +139,7 @@ fn read_password(prompt: &str) -> anyhow::Result<String> {
 pub async fn run(args: UserArgs) -> anyhow::Result<()> {
     let store: DynStore = crate::store::connect(&args.database_url).await?;
     let store = store.as_ref();
-    let actor = crate::app::files::terminal_actor();
+    let actor = crate::app::accounts::terminal_actor();
     match args.action {
         UserAction::Add { name, role } => {
             let password = read_password(&format!("Password for {name}"))?;

@@ -70,17 +70,8 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<()> {
     );
     let runner = Runner::new(store.clone()).with_writer(writer).with_identity(identity);
     // A run this worker closes gets its page summaries stored here, as `serve` does, so no page
-    // of a big run computes them from every record. The state serves no page: its public URL
-    // and CSRF key are never used.
-    let state = crate::web::AppState {
-        store,
-        runner: runner.clone(),
-        demo_mock_url: None,
-        security: std::sync::Arc::new(crate::web::security::Security::for_loopback(
-            std::net::SocketAddr::from(([127, 0, 0, 1], 9)),
-        )),
-    };
-    crate::web::runs::summaries::install(&state);
+    // of a big run computes them from every record.
+    crate::app::pages::summaries::install(&crate::app::state::App::new(store, runner.clone()));
     runner.start_worker();
     crate::app::shutdown::signal().await;
     tracing::info!("worker stopping: units it held are taken over once their leases run out");

@@ -8,8 +8,7 @@ use axum::response::Response;
 use axum::routing::get;
 
 use super::AppState;
-use super::archive::list::parse_day;
-use super::error::{WebError, parse_page};
+use super::error::{WebError, parse_day, parse_page};
 use super::security::CurrentUser;
 use super::views::{Pagination, download};
 use crate::domain::Timestamp;

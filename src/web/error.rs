@@ -215,3 +215,29 @@ pub fn parse_page(raw: Option<&str>) -> Result<u32, WebError> {
         },
     }
 }
+
+/// `YYYY-MM-DD` → Unix milliseconds at 00:00 UTC.
+pub fn parse_day(raw: &str, field: &str) -> Result<Option<i64>, WebError> {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return Ok(None);
+    }
+    let bad = || {
+        WebError::BadRequest(format!(
+            "The {field} date {:?} is not a date like 2025-03-31.",
+            crate::domain::validation::truncate(raw, 40)
+        ))
+    };
+    let mut parts = raw.split('-');
+    let (Some(y), Some(m), Some(d), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+        return Err(bad());
+    };
+    let (y, m, d) = (
+        y.parse::<i32>().map_err(|_| bad())?,
+        m.parse::<u8>().map_err(|_| bad())?,
+        d.parse::<u8>().map_err(|_| bad())?,
+    );
+    let month = time::Month::try_from(m).map_err(|_| bad())?;
+    let date = time::Date::from_calendar_date(y, month, d).map_err(|_| bad())?;
+    Ok(Some(date.midnight().assume_utc().unix_timestamp() * 1000))
+}

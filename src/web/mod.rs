@@ -30,22 +30,29 @@ pub mod thresholds;
 pub mod views;
 pub mod workers;
 
-use crate::engine::run::Runner;
-use crate::store::DynStore;
+use crate::app::state::App;
 
 /// Largest request body accepted. Forms are small; anything larger is refused with a 413 page
 /// before a single byte is stored. Individual fields are bounded by domain validation.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// Shared by every handler; cheap to clone.
+/// Shared by every handler; cheap to clone. Derefs to the application's state ([`App`]: the
+/// store, the runner, the live views), which handlers read as `state.store` and so on.
 #[derive(Clone)]
 pub struct AppState {
-    pub store: DynStore,
-    pub runner: Runner,
+    pub app: App,
     /// Base URL of the demo's in-process mock, when running with `--demo`.
     pub demo_mock_url: Option<Arc<str>>,
     /// Public URL and CSRF key (see [`security`]).
     pub security: Arc<security::Security>,
+}
+
+impl std::ops::Deref for AppState {
+    type Target = App;
+
+    fn deref(&self) -> &App {
+        &self.app
+    }
 }
 
 /// The whole application router; tests drive exactly this.

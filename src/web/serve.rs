@@ -69,13 +69,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if reachable_from_elsewhere || users > 0 {
         security.require_accounts();
     }
+    let app = crate::app::state::App::new(store, runner);
+    crate::app::pages::summaries::install(&app);
     let state = AppState {
-        store,
-        runner,
+        app,
         demo_mock_url: demo_mock_url.map(Arc::from),
         security: Arc::new(security),
     };
-    crate::web::runs::summaries::install(&state);
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;

@@ -14,6 +14,7 @@ use serde::Deserialize;
 
 use super::AppState;
 use super::error::{WebError, parse_id};
+use super::security::actor;
 use super::views::FormBody;
 use crate::domain::retirement::ItemKind;
 use crate::domain::thresholds::catalog::{CATALOG, Param};
@@ -523,24 +524,8 @@ async fn create(State(state): State<AppState>, body: FormBody) -> Result<Respons
         );
         return Ok(invalid(form(draft, errors)));
     }
-    let (id, version) = state
-        .store
-        .save_threshold_profile(
-            &save.name,
-            &save.description,
-            &save.rules,
-            &save.changed_by,
-            &save.change_rationale,
-        )
-        .await?;
+    let (id, version) = crate::app::profiles::save(&state.store, &save, &actor(), "created, ").await?;
     tracing::info!(profile_id = id, version, "threshold profile created");
-    crate::web::audit::record(
-        &state,
-        crate::domain::audit::Action::ThresholdProfileSaved,
-        format!("threshold profile #{id} {:?} version {version}", save.name),
-        format!("created, signed {:?}: {}", save.changed_by, save.change_rationale),
-    )
-    .await?;
     Ok(saved(id, &save.changed_by))
 }
 
@@ -586,24 +571,8 @@ async fn update(State(state): State<AppState>, Path(raw): Path<String>, body: Fo
         Ok(save) => save,
         Err(errors) => return Ok(invalid(form(draft, errors))),
     };
-    let (id, version) = state
-        .store
-        .save_threshold_profile(
-            &profile.name,
-            &save.description,
-            &save.rules,
-            &save.changed_by,
-            &save.change_rationale,
-        )
-        .await?;
+    let (id, version) = crate::app::profiles::save(&state.store, &save, &actor(), "").await?;
     tracing::info!(profile_id = id, version, "threshold profile saved");
-    crate::web::audit::record(
-        &state,
-        crate::domain::audit::Action::ThresholdProfileSaved,
-        format!("threshold profile #{id} {:?} version {version}", profile.name),
-        format!("signed {:?}: {}", save.changed_by, save.change_rationale),
-    )
-    .await?;
     Ok(saved(id, &save.changed_by))
 }
 

@@ -5,7 +5,6 @@ use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 
 use super::error::WebError;
-use crate::domain::format;
 use crate::domain::validation::FieldErrors;
 
 /// A file to save (exports): its type, and a name the browser saves it under instead of opening
@@ -28,33 +27,7 @@ pub fn download(body: String, content_type: &'static str, file_name: String) -> 
     response
 }
 
-/// Shown for a figure that was not measured (never 0, never blank).
-pub const NOT_MEASURED: &str = "—";
-
-/// `123 ms` or "—".
-pub fn ms(v: Option<f64>) -> String {
-    v.map(|v| format!("{} ms", format::significant(v)))
-        .unwrap_or_else(|| NOT_MEASURED.into())
-}
-
-/// `1234 tok/s` or "—".
-pub fn tok_s(v: Option<f64>) -> String {
-    v.map(|v| format!("{} tok/s", format::significant(v)))
-        .unwrap_or_else(|| NOT_MEASURED.into())
-}
-
-/// A share as a percentage with its sample size: `95.0 % (n=20)` or "—".
-pub fn pct_n(v: Option<f64>, n: usize) -> String {
-    match v {
-        Some(v) if v.is_finite() => format!("{} (n={n})", format::percent(v, 1)),
-        _ => NOT_MEASURED.into(),
-    }
-}
-
-/// Optional value or "—".
-pub fn or_dash<T: std::fmt::Display>(v: Option<T>) -> String {
-    v.map(|v| v.to_string()).unwrap_or_else(|| NOT_MEASURED.into())
-}
+pub use crate::app::pages::format::{NOT_MEASURED, ms, or_dash, pct_n, tok_s};
 
 /// The first 12 hex digits of a content hash, as shown in lists.
 pub fn short_hash(hash: &str) -> &str {

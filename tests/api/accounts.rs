@@ -113,7 +113,7 @@ pub(crate) async fn timeline_query(app: &TestApp, run: i64) -> String {
     let records = app.store.list_request_records(run).await.unwrap();
     let streamed = records
         .iter()
-        .find(|r| r.chunks.len() >= bakeoff::web::scorecards::charts::TIMELINE_MIN_CHUNKS);
+        .find(|r| r.chunks.len() >= bakeoff::app::pages::charts::TIMELINE_MIN_CHUNKS);
     let Some(r) = streamed.or(records.first()) else {
         return String::new();
     };

@@ -63,3 +63,19 @@ fn the_domain_crate_does_no_io() {
     let io: Vec<&&str> = IO_CRATES.iter().filter(|c| deps.contains(**c)).collect();
     assert!(io.is_empty(), "bakeoff-domain lists I/O crates: {io:?}");
 }
+
+/// Crates that serve HTTP or render pages: the web's alone (the root crate's `src/web`), and the
+/// mock's, which is a server of its own.
+const WEB_CRATES: &[&str] = &["axum", "askama", "tower-http"];
+
+#[test]
+fn only_the_web_serves_http_or_renders_pages() {
+    // Use cases, their request/response shapes and page data live in `app` so the worker and the
+    // CLI share them without a web type; a web crate there would let a handler's job creep back.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (name, _) in GRAPH.iter().filter(|(name, _)| *name != "mock") {
+        let deps = dependencies(&root.join("crates").join(name).join("Cargo.toml"));
+        let web: Vec<&&str> = WEB_CRATES.iter().filter(|c| deps.contains(**c)).collect();
+        assert!(web.is_empty(), "bakeoff-{name} lists web crates: {web:?}");
+    }
+}

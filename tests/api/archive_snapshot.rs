@@ -2,6 +2,7 @@
 //! prices…), so editing a candidate afterwards changes nothing of the run's page, scorecard
 //! (cost verdict included) or export; imports are recognised by content hash, never overlap the
 //! runs measured here, and a refused import leaves nothing behind — on every backend.
+use bakeoff::app::live::Live;
 use bakeoff::app::scorecard::{ScorecardChoice, assemble};
 use bakeoff::app::transfer::{Imported, export_run, import_run, parse_export};
 use bakeoff::domain::candidate::CandidateDraft;
@@ -89,7 +90,7 @@ async fn editing_a_candidate_changes_nothing_of_its_archived_runs(t: TestStore) 
     assert_eq!(snapshot[0].spec.pricing.input_per_mtok, Some(0.5));
     assert!(snapshot[0].spec.api_key.is_none());
 
-    let card_before = assemble(&s, run, &choice).await.unwrap();
+    let card_before = assemble(&s, &Live::new(), run, &choice).await.unwrap();
     let verdicts_before = card_before.verdicts();
     let export_before = export_json(export_run(s.as_ref(), run).await.unwrap());
     let (page_before, _) = app.page(&format!("/runs/{run}")).await;
@@ -102,7 +103,7 @@ async fn editing_a_candidate_changes_nothing_of_its_archived_runs(t: TestStore) 
         .await
         .unwrap();
 
-    let card_after = assemble(&s, run, &choice).await.unwrap();
+    let card_after = assemble(&s, &Live::new(), run, &choice).await.unwrap();
     assert_eq!(
         card_after.verdicts(),
         verdicts_before,

@@ -37,8 +37,7 @@ pub(crate) async fn spawn_demo_app() -> DemoApp {
         .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let state = AppState {
-        runner: Runner::new(store.clone()),
-        store: store.clone(),
+        app: bakeoff::app::state::App::new(store.clone(), Runner::new(store.clone())),
         demo_mock_url: Some(mock_url.as_str().into()),
         security: std::sync::Arc::new(Security::for_loopback(listener.local_addr().unwrap())),
     };

@@ -998,11 +998,11 @@ async fn one_sweep_shows_the_same_figure_on_every_page(db: TestStore) {
         profile: Some(profile_id),
         ..Default::default()
     };
-    let scorecard = bakeoff::app::scorecard::assemble(&app.store, run_id, &choice)
+    let scorecard = bakeoff::app::scorecard::assemble(&app.store, &app.state.views.summaries, run_id, &choice)
         .await
         .unwrap();
     // Its chart's data: both aggregates at every level, and the knee.
-    let series = bakeoff::web::scorecards::charts::throughput_series(&scorecard);
+    let series = bakeoff::app::pages::charts::throughput_series(&scorecard);
     for c in concurrencies {
         let at = |points: &[(f64, f64)]| points.iter().find(|p| p.0 == f64::from(c)).copied().unwrap().1;
         assert!(within(at(&series[0].points), refs[&c].steady, 1e-9), "{b}: chart c={c}");

@@ -32,6 +32,7 @@ mod real_server;
 mod restart;
 mod run_caps;
 mod run_form;
+mod run_limits;
 mod run_page;
 mod runs;
 mod scorecard;

@@ -348,7 +348,7 @@ async fn an_ended_run_has_its_page_summaries_stored_before_any_page_is_viewed(db
     let mock = start_mock(vec![fast("exact")], vec![file.clone()]).await;
     let app = spawn_app_on(db).await;
     // As serve does: the runner stores a run's summaries when its execution ends.
-    bakeoff::web::runs::summaries::install(&app.state);
+    bakeoff::app::pages::summaries::install(&app.state);
     let version = app.store.save_evalset_version(&file).await.unwrap();
     let exact = app.candidate("exact", &mock.base_url(), "exact").await;
     let config = RunConfig {
@@ -358,7 +358,7 @@ async fn an_ended_run_has_its_page_summaries_stored_before_any_page_is_viewed(db
     };
     let run = app.run(version, &[exact], config).await;
     assert_eq!(app.run_to_end(run, true).await, RunStatus::Finished);
-    let kinds = bakeoff::web::runs::summaries::KINDS;
+    let kinds = bakeoff::app::pages::summaries::KINDS;
     for kind in kinds {
         assert!(
             app.store.get_run_summary(run, kind).await.unwrap().is_some(),
@@ -444,7 +444,7 @@ async fn what_a_run_stores_when_it_ends_is_what_its_pages_compute_from_its_recor
         runs.push(run);
     }
     let (ended, viewed) = (runs[0], runs[1]);
-    bakeoff::web::runs::summaries::store_when_ended(&app.state, ended)
+    bakeoff::app::pages::summaries::store_when_ended(&app.state, ended)
         .await
         .unwrap();
     // The scorecard page asks for a threshold profile; its summaries do not depend on it.
@@ -463,7 +463,7 @@ async fn what_a_run_stores_when_it_ends_is_what_its_pages_compute_from_its_recor
     // What was compared holds the figures that read chunk times: the per-level table's ITL.
     let (page, _) = app.page(&format!("/runs/{ended}")).await;
     assert!(page.text("main").contains("ITL p99"), "{}", app.backend);
-    for kind in bakeoff::web::runs::summaries::KINDS {
+    for kind in bakeoff::app::pages::summaries::KINDS {
         let mut stored = Vec::new();
         for run in [ended, viewed] {
             let body = app.store.get_run_summary(run, kind).await.unwrap();
@@ -500,7 +500,7 @@ async fn an_ended_runs_case_rows_follow_the_file_then_the_candidates_whatever_th
     }
     app.store.append_request_records(&records).await.unwrap();
     app.store.set_run_status(run, RunStatus::Finished, None).await.unwrap();
-    bakeoff::web::runs::summaries::store_when_ended(&app.state, run)
+    bakeoff::app::pages::summaries::store_when_ended(&app.state, run)
         .await
         .unwrap();
 
@@ -597,7 +597,7 @@ async fn each_case_row_shows_its_own_requests_answer_before_and_after_the_run_en
     for when in ["live", "ended"] {
         if when == "ended" {
             app.store.set_run_status(run, RunStatus::Finished, None).await.unwrap();
-            bakeoff::web::runs::summaries::store_when_ended(&app.state, run)
+            bakeoff::app::pages::summaries::store_when_ended(&app.state, run)
                 .await
                 .unwrap();
         }
@@ -1388,7 +1388,7 @@ async fn a_sweep_run_page_charts_throughput_and_latency_vs_concurrency_with_the_
     let (cases, body) = app.page(&format!("/runs/{run}/cases")).await;
     let streamed = records
         .iter()
-        .filter(|r| r.chunks.len() >= bakeoff::web::scorecards::charts::TIMELINE_MIN_CHUNKS)
+        .filter(|r| r.chunks.len() >= bakeoff::app::pages::charts::TIMELINE_MIN_CHUNKS)
         .count();
     assert_eq!(
         cases.count("section.attempt"),

@@ -455,7 +455,7 @@ async fn a_finished_run_page_is_computed_once_and_served_from_its_summary() {
     let (run, _, _) = drill_down_run(&app).await;
     assert_eq!(
         app.store
-            .get_run_summary(run, bakeoff::web::runs::summaries::KINDS[0])
+            .get_run_summary(run, bakeoff::app::pages::summaries::KINDS[0])
             .await
             .unwrap(),
         None
@@ -463,7 +463,7 @@ async fn a_finished_run_page_is_computed_once_and_served_from_its_summary() {
     let first = app.get(&format!("/runs/{run}")).await.text().await.unwrap();
     let cached = app
         .store
-        .get_run_summary(run, bakeoff::web::runs::summaries::KINDS[0])
+        .get_run_summary(run, bakeoff::app::pages::summaries::KINDS[0])
         .await
         .unwrap();
     assert!(
@@ -479,7 +479,7 @@ async fn a_finished_run_page_is_computed_once_and_served_from_its_summary() {
     app.get(&format!("/runs/{open}")).await;
     assert_eq!(
         app.store
-            .get_run_summary(open, bakeoff::web::runs::summaries::KINDS[0])
+            .get_run_summary(open, bakeoff::app::pages::summaries::KINDS[0])
             .await
             .unwrap(),
         None
@@ -718,7 +718,7 @@ async fn history_charts_figures_over_time_and_flags_only_changes_beyond_the_nois
     // Figures of finished runs are cached once computed.
     assert!(
         app.store
-            .get_run_summary(r3, bakeoff::web::archive::FIGURES_KIND)
+            .get_run_summary(r3, bakeoff::app::pages::figures::FIGURES_KIND)
             .await
             .unwrap()
             .is_some()

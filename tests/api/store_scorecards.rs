@@ -227,6 +227,7 @@ async fn scorecard_summaries_weigh_cases_by_the_stored_weights(TestStore { backe
     let summaries = || async {
         candidate_summaries(
             &store,
+            &bakeoff::app::live::Live::new(),
             &run,
             &RunVersion::of(&run),
             &candidates,

@@ -272,7 +272,7 @@ async fn three_workers_finish_three_runs_with_exactly_one_record_per_case() {
             "each unit keeps its worker's harness report"
         );
         // Stored by the worker that closed the run, before it gave up the slot.
-        for kind in bakeoff::web::runs::summaries::KINDS {
+        for kind in bakeoff::app::pages::summaries::KINDS {
             assert!(
                 store.get_run_summary(run, kind).await.unwrap().is_some(),
                 "run {run}: its {kind} summary was stored before its slot was given up"

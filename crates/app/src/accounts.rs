@@ -120,6 +120,16 @@ fn checked_password(field: &str, raw: &str) -> Result<String, AppError> {
         .map_err(AppError::Fields)
 }
 
+/// Who a terminal command acts as, for the audit log: the operating-system user (every
+/// command that changes the database names it the same way).
+pub fn terminal_actor() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .or_else(|_| std::env::var("USERNAME"))
+        .unwrap_or_else(|_| "unknown".to_string());
+    format!("{user} (terminal)")
+}
+
 /// The user named `username` (any case), or NotFound.
 pub async fn user_named(store: &dyn Store, username: &str) -> Result<User, AppError> {
     store

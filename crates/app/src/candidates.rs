@@ -24,7 +24,7 @@ impl Actor {
     /// The terminal: whoever runs bakeoff on the database's machine is its admin.
     pub fn terminal() -> Actor {
         Actor {
-            name: super::files::terminal_actor(),
+            name: super::accounts::terminal_actor(),
             role: Role::Admin,
         }
     }

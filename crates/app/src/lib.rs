@@ -2,13 +2,18 @@
 //! handler or a command only parses its input, calls one function here and presents the result.
 //! Below it are `engine`, `store`, `mock` and `domain`; nothing here knows HTTP or the terminal.
 //!
+//! - `api`: the JSON API's request, response and problem shapes (server and CLI client alike)
 //! - `accounts`: users, roles, passwords, logins, API tokens (each change audited)
 //! - `candidates`: saving a candidate from the form or a file (who may set credentials; a key follows its server)
 //! - `calibrate`: `bakeoff calibrate`, the harness measured against the mock on its own threads
+//! - `evalsets`: saving an eval-set version with its audit entry
 //! - `files`: candidates, threshold profiles and run settings as TOML files (schemas in docs/schemas/)
 //! - `gate`: a run judged for CI: start, progress, verdict with baseline check, JSON/JUnit/Markdown reports
 //! - `live`: what an unfinished run's views compute from its records, shared by every view of it
+//! - `pages`: what a run's pages show from its records (worded, charted), stored when it ends
+//! - `state`: the application's state (`App`: store, runner, the live views it shares)
 //! - `demo`: first-start content (shipped eval sets and profiles) and the demo's mock and candidates
+//! - `profiles`: saving a threshold profile's version with its audit entry
 //! - `retirement`: retiring and restoring candidates, eval sets and profiles; the default profile
 //! - `runs`: creating a run from a request (checked, stored, handed to the runner)
 //! - `scorecard`: a run assessed by a threshold-profile version (the one scorecard assembly)
@@ -19,18 +24,23 @@ use crate::domain::validation::FieldErrors;
 use crate::store::StoreError;
 
 pub mod accounts;
+pub mod api;
 pub mod calibrate;
 pub mod candidates;
 pub mod demo;
+pub mod evalsets;
 pub mod files;
 pub mod gate;
 pub mod live;
 pub mod memory;
+pub mod pages;
+pub mod profiles;
 pub mod retirement;
 pub mod runs;
 pub mod scorecard;
 pub mod shipped;
 pub mod shutdown;
+pub mod state;
 pub mod transfer;
 pub mod verdicts;
 
@@ -65,3 +75,27 @@ pub use bakeoff_domain::VERSION;
 use bakeoff_engine as engine;
 use bakeoff_mock as mock;
 use bakeoff_store as store;
+
+/// Helpers of this crate's unit tests.
+#[cfg(test)]
+mod test_support {
+    use crate::domain::audit::{Action, AuditFilter};
+    use crate::store::DynStore;
+
+    /// (actor, target, detail) of every audit entry of `action`, sorted.
+    pub async fn audit_entries(store: &DynStore, action: Action) -> Vec<(String, String, String)> {
+        let filter = AuditFilter {
+            action: Some(action.as_str().to_string()),
+            ..AuditFilter::default()
+        };
+        let mut entries: Vec<_> = store
+            .list_audit(&filter, 100, 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.actor, e.target, e.detail))
+            .collect();
+        entries.sort();
+        entries
+    }
+}

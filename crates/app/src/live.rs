@@ -4,7 +4,8 @@
 //! last value (or, when there is none yet, wait for that computation) instead of computing it
 //! again, so however many watch a run, at most one computation of it runs; a value that took a
 //! while is reused for a few times as long (at most 30 s), which bounds how often it is
-//! recomputed and how far its figures lag.
+//! recomputed and how far its figures lag. The app holds one `Live` per kind of value
+//! (`state::LiveViews`), so two apps over two stores (the tests run many) share nothing.
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -12,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use crate::domain::run::Run;
 use crate::runs::summaries_are_stored;
-use crate::store::DynStore;
 
 /// A value that took at least this long is reused: smaller runs are always recomputed.
 const REUSE_FROM: Duration = Duration::from_millis(100);
@@ -49,10 +49,10 @@ impl<T> Default for LiveRun<T> {
     }
 }
 
-/// (the store's identity, run id): tests run many stores in one process.
-type Key = (usize, i64);
+/// The run's id (a `Live` belongs to one store's views: `LiveViews`).
+type Key = i64;
 
-/// One kind of value of unfinished runs (each user keeps one in a `static`).
+/// One kind of value of unfinished runs.
 pub struct Live<T> {
     runs: Mutex<BTreeMap<Key, LiveRun<T>>>,
 }
@@ -72,28 +72,20 @@ impl<T: Clone> Live<T> {
 
     /// `compute`'s value for an ended run (its summaries are stored once computed, so it is
     /// computed once); an unfinished run's shared by its views as [`Live::get`] shares it.
-    pub async fn for_run<E, F>(&self, store: &DynStore, run: &Run, compute: F) -> Result<T, E>
+    pub async fn for_run<E, F>(&self, run: &Run, compute: F) -> Result<T, E>
     where
         F: Future<Output = Result<T, E>>,
     {
         if summaries_are_stored(run) {
             compute.await
         } else {
-            self.get(store, run.id, compute).await
+            self.get(run.id, compute).await
         }
     }
 
     /// Run `run_id`'s value: the last one while it may be reused or another view is computing
     /// a newer one, else `compute`'s.
-    pub async fn get<E, F>(&self, store: &DynStore, run_id: i64, compute: F) -> Result<T, E>
-    where
-        F: Future<Output = Result<T, E>>,
-    {
-        self.get_at((Arc::as_ptr(store) as *const () as usize, run_id), compute)
-            .await
-    }
-
-    async fn get_at<E, F>(&self, key: Key, compute: F) -> Result<T, E>
+    pub async fn get<E, F>(&self, key: Key, compute: F) -> Result<T, E>
     where
         F: Future<Output = Result<T, E>>,
     {
@@ -126,7 +118,7 @@ impl<T: Clone> Live<T> {
                 took: started.elapsed(),
                 value: value.clone(),
             });
-            // Forget runs nobody watched for a while (ended, deleted, or another store's),
+            // Forget runs nobody watched for a while (ended or deleted),
             // unless a view is computing them.
             runs.retain(|_, run| {
                 Arc::strong_count(&run.gate) > 1 || run.last.as_ref().is_some_and(|l| l.at.elapsed() < REUSE_MAX * 2)
@@ -156,21 +148,21 @@ mod tests {
     async fn views_arriving_while_a_value_is_computed_share_it() {
         let live = Live::new();
         let computed = AtomicUsize::new(0);
-        let views = (0..8).map(|_| live.get_at((1, 7), counted(&computed, Duration::from_millis(50))));
+        let views = (0..8).map(|_| live.get(7, counted(&computed, Duration::from_millis(50))));
         let values = futures_util::future::join_all(views).await;
         assert_eq!(computed.load(Ordering::SeqCst), 1);
         assert!(values.iter().all(|v| *v == Ok(1)), "{values:?}");
         // Another run's value is its own.
-        assert_eq!(live.get_at((1, 8), counted(&computed, Duration::ZERO)).await, Ok(2));
+        assert_eq!(live.get(8, counted(&computed, Duration::ZERO)).await, Ok(2));
     }
 
     #[tokio::test]
     async fn a_quick_value_is_computed_again_and_an_error_is_not_kept() {
         let live = Live::new();
         let computed = AtomicUsize::new(0);
-        assert_eq!(live.get_at((1, 7), counted(&computed, Duration::ZERO)).await, Ok(1));
-        assert_eq!(live.get_at((1, 7), counted(&computed, Duration::ZERO)).await, Ok(2));
-        assert_eq!(live.get_at((1, 7), async { Err::<usize, ()>(()) }).await, Err(()));
-        assert_eq!(live.get_at((1, 7), counted(&computed, Duration::ZERO)).await, Ok(3));
+        assert_eq!(live.get(7, counted(&computed, Duration::ZERO)).await, Ok(1));
+        assert_eq!(live.get(7, counted(&computed, Duration::ZERO)).await, Ok(2));
+        assert_eq!(live.get(7, async { Err::<usize, ()>(()) }).await, Err(()));
+        assert_eq!(live.get(7, counted(&computed, Duration::ZERO)).await, Ok(3));
     }
 }

@@ -55,17 +55,25 @@ pub struct RunRequest {
 impl RunRequest {
     /// The run configuration the request describes (without judging), or every field error.
     pub fn config(&self) -> Result<RunConfig, FieldErrors> {
-        let mut errors = FieldErrors::default();
-        let mut config = match self.draft.validate() {
-            Ok(config) => config,
-            Err(e) => {
-                errors.0.extend(e.0);
-                RunConfig::default()
-            }
-        };
-        self.load.apply(&mut config, &mut errors);
-        errors.into_result(config)
+        run_config(&self.draft, &self.load)
     }
+}
+
+/// The one check of a run's configuration, whatever door it came through (the run form, the
+/// API, a settings file, `bakeoff measure`'s flags): the same limits everywhere (e.g.
+/// concurrency and sweep maximum 1 to `domain::load::MAX_CONCURRENCY`), every wrong field named
+/// at once by the form's name; a door renames them to its own (a file's key, a flag).
+pub fn run_config(draft: &RunDraft, load: &LoadDraft) -> Result<RunConfig, FieldErrors> {
+    let mut errors = FieldErrors::default();
+    let mut config = match draft.validate() {
+        Ok(config) => config,
+        Err(e) => {
+            errors.0.extend(e.0);
+            RunConfig::default()
+        }
+    };
+    load.apply(&mut config, &mut errors);
+    errors.into_result(config)
 }
 
 /// Checks the request, stores the run and starts it (it waits, queued, while the runner's caps

@@ -18,6 +18,7 @@ use crate::domain::scorecard::{
 };
 use crate::domain::thresholds::ThresholdProfile;
 use crate::domain::validation::FieldErrors;
+use crate::live::Live;
 use crate::runs::{RunRecords, RunVersion, store_summary, stored_summary};
 use crate::store::{DynStore, EvalSetVersionHead, StoreError};
 
@@ -72,7 +73,12 @@ impl RunScorecard {
 }
 
 /// Loads the run and the chosen profile version, and builds the scorecard.
-pub async fn assemble(store: &DynStore, run_id: i64, choice: &ScorecardChoice) -> Result<RunScorecard, AppError> {
+pub async fn assemble(
+    store: &DynStore,
+    live: &Live<Vec<CandidateSummary>>,
+    run_id: i64,
+    choice: &ScorecardChoice,
+) -> Result<RunScorecard, AppError> {
     let run = store
         .get_run(run_id)
         .await?
@@ -119,8 +125,15 @@ pub async fn assemble(store: &DynStore, run_id: i64, choice: &ScorecardChoice) -
     let events = store.list_run_events(run.id).await?;
     let resumes = resumes_of(events.iter().map(|e| (e.at.0, e.message.as_str())));
     // A terminal run's are stored; its records and version outline are read only to compute them.
-    let summaries =
-        candidate_summaries(store, &run, &RunVersion::of(&run), &candidates, &RunRecords::of(run.id)).await?;
+    let summaries = candidate_summaries(
+        store,
+        live,
+        &run,
+        &RunVersion::of(&run),
+        &candidates,
+        &RunRecords::of(run.id),
+    )
+    .await?;
     let operability = operability_evidence(store, &candidates).await?;
     let mut card = scorecard::build_from(&SummaryInput {
         run_concurrency: run.config.concurrency,
@@ -164,6 +177,7 @@ pub const SUMMARIES_KIND: &str = "scorecard/2";
 /// (and stored when terminal). `version` and `records` are read only when they are computed.
 pub async fn candidate_summaries(
     store: &DynStore,
+    live: &Live<Vec<CandidateSummary>>,
     run: &Run,
     version: &RunVersion,
     candidates: &[Candidate],
@@ -181,8 +195,7 @@ pub async fn candidate_summaries(
         Ok::<_, AppError>(all)
     };
     // An unfinished run's are shared by its views (its scorecard, exports, API, gate polls).
-    static LIVE: crate::live::Live<Vec<CandidateSummary>> = crate::live::Live::new();
-    let all = LIVE.for_run(store, run, every_candidate).await?;
+    let all = live.for_run(run, every_candidate).await?;
     let all = store_summaries(store, run, all, candidates).await?;
     Ok(in_order(&all, candidates).unwrap_or_default())
 }

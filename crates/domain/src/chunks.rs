@@ -88,7 +88,7 @@ impl Chunks {
 
     /// Lets every chunk's time go, keeping the number of chunks, the tokens over them and the
     /// first chunk's: all that the figures read of a record once its chunk times were fed to
-    /// the few that read them (a big run's end step, `web::runs::summaries`), so holding a
+    /// the few that read them (a big run's end step, `app::pages::summaries`), so holding a
     /// candidate's records no longer costs what their answers' lengths do. The first chunk's
     /// tokens are held only when not one (most servers send one a chunk): then the record
     /// holds no allocation for them. A record whose tokens are counted on demand (over

@@ -1,11 +1,30 @@
-//! `GET /metrics`: Prometheus text exposition of the mock's counters and gauges.
+//! `GET /metrics`: Prometheus text exposition of the mock's counters and gauges. The server
+//! keeps the counters and reads the gauges; this module only words them.
+use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::atomic::Ordering;
 
-use super::server::MockState;
+/// Counters reported by `/metrics`, updated once per request.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    /// (model, HTTP status) → requests finished.
+    pub requests: BTreeMap<(String, u16), u64>,
+    /// (model, fault kind) → faults injected.
+    pub faults: BTreeMap<(String, &'static str), u64>,
+}
+
+/// One model profile's gauges at the time of the scrape.
+pub(crate) struct ProfileGauges {
+    pub model: String,
+    pub in_flight: u64,
+    pub queued: u64,
+    /// Generation slots (0: unlimited).
+    pub slots: u64,
+    pub tokens_generated: u64,
+    pub prompt_tokens: u64,
+}
 
 /// The exposition text (format 0.0.4).
-pub(crate) fn render(state: &MockState) -> String {
+pub(crate) fn render(counters: &Counters, profiles: &[ProfileGauges]) -> String {
     fn family(out: &mut String, name: &str, kind: &str, help: &str) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
     }
@@ -13,7 +32,6 @@ pub(crate) fn render(state: &MockState) -> String {
     family(&mut out, "bakeoff_mock_info", "gauge", "The mock server's version.");
     let _ = writeln!(out, "bakeoff_mock_info{{version=\"{}\"}} 1", escape(crate::VERSION));
 
-    let counters = state.counters.lock().unwrap_or_else(|p| p.into_inner());
     family(
         &mut out,
         "bakeoff_mock_requests_total",
@@ -40,7 +58,6 @@ pub(crate) fn render(state: &MockState) -> String {
             escape(model)
         );
     }
-    drop(counters);
 
     let gauges: [(&str, &str, &str); 5] = [
         (
@@ -67,15 +84,15 @@ pub(crate) fn render(state: &MockState) -> String {
     ];
     for (i, (name, kind, help)) in gauges.iter().enumerate() {
         family(&mut out, name, kind, help);
-        for p in &state.profiles {
+        for p in profiles {
             let value = match i {
-                0 => p.in_flight.load(Ordering::Relaxed),
-                1 => p.queued.load(Ordering::Relaxed),
-                2 => p.profile.slots.map_or(0, u64::from),
-                3 => p.tokens_generated.load(Ordering::Relaxed),
-                _ => p.prompt_tokens.load(Ordering::Relaxed),
+                0 => p.in_flight,
+                1 => p.queued,
+                2 => p.slots,
+                3 => p.tokens_generated,
+                _ => p.prompt_tokens,
             };
-            let _ = writeln!(out, "{name}{{model=\"{}\"}} {value}", escape(&p.profile.name));
+            let _ = writeln!(out, "{name}{{model=\"{}\"}} {value}", escape(&p.model));
         }
     }
     out
@@ -89,16 +106,21 @@ fn escape(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{MockConfig, ModelProfile};
 
     #[test]
     fn every_sample_line_is_well_formed() {
-        let state = MockState::new(MockConfig {
-            profiles: vec![ModelProfile::named("a\"b"), ModelProfile::named("c")],
-            ..MockConfig::default()
-        })
-        .unwrap();
-        let text = render(&state);
+        let gauges = |model: &str| ProfileGauges {
+            model: model.to_string(),
+            in_flight: 0,
+            queued: 0,
+            slots: 0,
+            tokens_generated: 0,
+            prompt_tokens: 0,
+        };
+        let mut counters = Counters::default();
+        counters.requests.insert(("a\"b".to_string(), 200), 3);
+        counters.faults.insert(("c".to_string(), "stream_cut"), 1);
+        let text = render(&counters, &[gauges("a\"b"), gauges("c")]);
         assert!(text.contains("bakeoff_mock_queue_depth{model=\"a\\\"b\"} 0"), "{text}");
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (series, value) = line.rsplit_once(' ').unwrap();

@@ -10,7 +10,7 @@ use axum::routing::{get, put};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{ApiResult, Body, Problem, ok, path_id, rfc3339};
+use super::{ApiError, ApiResult, Body, Problem, ok, path_id, rfc3339};
 use crate::app::files::candidates::{self, CandidateEntry, CandidatesFile};
 use crate::domain::candidate::Candidate;
 use crate::web::AppState;
@@ -51,7 +51,7 @@ impl CandidateView {
 }
 
 /// Every candidate's worker labels, by candidate.
-async fn all_labels(state: &AppState) -> Result<HashMap<i64, Vec<String>>, Problem> {
+async fn all_labels(state: &AppState) -> Result<HashMap<i64, Vec<String>>, ApiError> {
     Ok(state.store.candidate_worker_labels().await?.into_iter().collect())
 }
 

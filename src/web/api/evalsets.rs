@@ -8,7 +8,6 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::{ApiResult, Body, PageInfo, Params, Problem, ok, path_id, rfc3339};
-use crate::domain::audit::Action;
 use crate::domain::evalset::EvalSetFile;
 use crate::store::{EvalSetSummary, EvalSetVersion};
 use crate::web::AppState;
@@ -199,38 +198,16 @@ pub async fn upload(State(state): State<AppState>, body: Body) -> ApiResult {
                 .collect(),
         )
     })?;
-    // Versions of the set before this upload: an upload of stored content stores nothing.
-    let before: Vec<i64> = match state
-        .store
-        .list_evalsets()
+    // An upload of stored content stores (and audits) nothing: that version is answered.
+    let actor = crate::web::security::actor();
+    let id = crate::app::evalsets::save_version(&state.store, &file, &actor, "uploaded through the API".into())
         .await?
-        .iter()
-        .find(|s| s.name == file.header.name)
-    {
-        Some(set) => state
-            .store
-            .list_evalset_versions(set.id)
-            .await?
-            .iter()
-            .map(|v| v.id)
-            .collect(),
-        None => Vec::new(),
-    };
-    let id = state.store.save_evalset_version(&file).await?;
+        .id;
     let version = state
         .store
         .get_evalset_version(id)
         .await?
         .ok_or_else(|| Problem::not_found(&format!("eval set version #{id}")))?;
-    if !before.contains(&id) {
-        crate::web::audit::record(
-            &state,
-            Action::EvalSetSaved,
-            format!("eval set {:?} version #{id}", file.header.name),
-            "uploaded through the API".into(),
-        )
-        .await?;
-    }
     ok(&UploadedVersion {
         version: VersionView::from(&version),
         name: file.header.name.clone(),

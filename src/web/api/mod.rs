@@ -23,7 +23,6 @@ use utoipa::{Modify, OpenApi, ToSchema};
 
 use super::AppState;
 use super::views::FormBody;
-use crate::domain::Timestamp;
 
 pub mod archive;
 pub mod candidates;
@@ -34,7 +33,7 @@ pub mod runs;
 pub mod scorecards;
 pub mod workers;
 
-pub use problem::Problem;
+pub use problem::{ApiError, Problem};
 
 /// Where the API lives.
 pub const PREFIX: &str = "/api/v1";
@@ -237,7 +236,7 @@ pub fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
                 .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
             response
         }
-        Err(e) => Problem::from(super::error::WebError::Internal(format!(
+        Err(e) => ApiError::from(super::error::WebError::Internal(format!(
             "serialising an API answer: {e}"
         )))
         .into_response(),
@@ -245,19 +244,13 @@ pub fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
 }
 
 /// The answer of a handler: JSON, or a problem.
-pub type ApiResult = Result<Response, Problem>;
+pub type ApiResult = Result<Response, ApiError>;
 
 pub fn ok<T: Serialize>(value: &T) -> ApiResult {
     Ok(json(StatusCode::OK, value))
 }
 
-/// `2026-12-01T21:40:00Z`.
-pub fn rfc3339(t: Timestamp) -> String {
-    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(t.0) * 1_000_000)
-        .ok()
-        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
-        .unwrap_or_default()
-}
+pub use crate::app::api::rfc3339;
 
 /// The query string of a request, read by name with errors that name the parameter.
 pub struct Params(FormBody);
@@ -316,8 +309,8 @@ pub fn bad_parameter(name: &str, message: impl Into<String>) -> Problem {
 }
 
 /// A positive id from a path segment; anything else names nothing (404).
-pub fn path_id(raw: &str, what: &str) -> Result<i64, Problem> {
-    super::error::parse_id(raw, what).map_err(Problem::from)
+pub fn path_id(raw: &str, what: &str) -> Result<i64, ApiError> {
+    super::error::parse_id(raw, what).map_err(ApiError::from)
 }
 
 /// The `limit`/`offset` query parameters, for the document (read by [`Params::page`]).
@@ -347,7 +340,7 @@ pub struct Body {
 }
 
 impl<S: Send + Sync> FromRequest<S> for Body {
-    type Rejection = Problem;
+    type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let media_type = req
@@ -365,7 +358,8 @@ impl<S: Send + Sync> FromRequest<S> for Body {
             Err(rejection) => Err(Problem::bad_request(format!(
                 "The request body could not be read ({}).",
                 rejection.body_text()
-            ))),
+            ))
+            .into()),
         }
     }
 }

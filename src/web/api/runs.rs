@@ -6,17 +6,17 @@ use axum::Router;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::routing::{get, post};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::problem::FieldProblem;
+use super::problem::{ApiError, FieldProblem};
 use super::{ApiResult, Body, PageInfo, Params, Problem, json, ok, path_id, rfc3339};
 use crate::app::AppError;
+pub use crate::app::api::{RunCreate, RunStatusView};
 use crate::app::files::{dotted, settings};
-use crate::app::gate::progress::{RunProgress, progress};
+use crate::app::gate::progress::progress;
 use crate::app::gate::{self, GateRun};
 use crate::domain::audit::Action;
-use crate::domain::run::Run;
 use crate::web::AppState;
 
 pub fn router() -> Router<AppState> {
@@ -25,35 +25,6 @@ pub fn router() -> Router<AppState> {
         .route("/api/v1/runs/{id}", get(status))
         .route("/api/v1/runs/{id}/cancel", post(cancel))
         .route("/api/v1/runs/{id}/records", get(records))
-}
-
-/// A run with its progress.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct RunStatusView {
-    /// `run_id`, `status` (queued, running, finished, failed, cancelled), `terminal`, `error`,
-    /// and the counts: `done` of `expected` measured requests, `failed` attempts, `warmups`.
-    #[serde(flatten)]
-    pub progress: RunProgress,
-    pub name: String,
-    pub evalset_version_id: i64,
-    pub candidate_ids: Vec<i64>,
-    pub created_at: String,
-    pub started_at: Option<String>,
-    pub finished_at: Option<String>,
-}
-
-impl RunStatusView {
-    fn new(run: &Run, progress: RunProgress) -> RunStatusView {
-        RunStatusView {
-            progress,
-            name: run.name.clone(),
-            evalset_version_id: run.evalset_version_id,
-            candidate_ids: run.candidate_ids.clone(),
-            created_at: rfc3339(run.created_at),
-            started_at: run.started_at.map(rfc3339),
-            finished_at: run.finished_at.map(rfc3339),
-        }
-    }
 }
 
 /// A run as the runs page lists it.
@@ -104,31 +75,6 @@ pub struct RunList {
     pub page: PageInfo,
     /// Newest first.
     pub items: Vec<RunListItem>,
-}
-
-/// What to run: what `bakeoff run start` takes. The eval set by version id or by name (its
-/// newest version), candidates by id and/or by name, and how to run in the run settings file's
-/// shape (`bakeoff_settings` may be left out). Every wrong field is reported at once.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RunCreate {
-    /// The run's name; default: the settings' name, else one made of the eval set's and candidates' names.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub evalset_version_id: Option<i64>,
-    /// An eval set's name: its newest version.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub evalset: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub candidate_ids: Vec<i64>,
-    /// Candidates' names.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub candidates: Vec<String>,
-    /// How the run is executed (preset and overrides), as in a run settings file; default: the run form's defaults.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<settings::SettingsFile>)]
-    pub settings: Option<serde_json::Value>,
 }
 
 /// One stored request record with its id (the cursor).
@@ -224,7 +170,7 @@ pub async fn create(State(state): State<AppState>, body: Body) -> ApiResult {
             errors.extend(p.field_errors);
             settings::RunSettings::defaults()
         }
-        Err(p) => return Err(p),
+        Err(p) => return Err(p.into()),
     };
     if let Some(name) = &request.name {
         settings.name = name.clone();
@@ -277,7 +223,7 @@ pub async fn create(State(state): State<AppState>, body: Body) -> ApiResult {
         }
     }
     let Some(evalset_version_id) = evalset_version_id.filter(|_| errors.is_empty()) else {
-        return Err(Problem::fields(errors));
+        return Err(Problem::fields(errors).into());
     };
     let run = GateRun {
         evalset_version_id,
@@ -286,7 +232,7 @@ pub async fn create(State(state): State<AppState>, body: Body) -> ApiResult {
     };
     let id = match gate::start(&state.store, &state.runner, &run).await {
         Ok(id) => id,
-        Err(AppError::Fields(e)) => return Err(Problem::from_field_errors(&e, request_field)),
+        Err(AppError::Fields(e)) => return Err(Problem::from_field_errors(&e, request_field).into()),
         Err(e) => return Err(e.into()),
     };
     crate::web::audit::record(
@@ -304,7 +250,7 @@ pub async fn create(State(state): State<AppState>, body: Body) -> ApiResult {
     Ok(response)
 }
 
-async fn load_status(state: &AppState, id: i64) -> Result<RunStatusView, Problem> {
+async fn load_status(state: &AppState, id: i64) -> Result<RunStatusView, ApiError> {
     let run = state
         .store
         .get_run(id)
@@ -360,7 +306,7 @@ pub async fn records(State(state): State<AppState>, Path(raw): Path<String>, Raw
     let (limit, _) = params.page()?;
     let after = params.int("after", 0, i64::MAX)?.unwrap_or(0);
     if state.store.get_run(id).await?.is_none() {
-        return Err(Problem::not_found(&format!("run #{id}")));
+        return Err(Problem::not_found(&format!("run #{id}")).into());
     }
     let page = state.store.list_request_records_page(id, after, limit).await?;
     let next_after = (page.len() as i64 == limit)

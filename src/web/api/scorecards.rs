@@ -165,7 +165,13 @@ pub async fn get_saved(State(state): State<AppState>, Path(raw): Path<String>) -
         .get_scorecard(id)
         .await?
         .ok_or_else(|| Problem::not_found(&format!("scorecard #{id}")))?;
-    let then = assemble(&state.store, record.run_id, &record_choice(&record)).await?;
+    let then = assemble(
+        &state.store,
+        &state.views.summaries,
+        record.run_id,
+        &record_choice(&record),
+    )
+    .await?;
     ok(&SavedDetail {
         saved: SavedScorecard::from(&record),
         current_version: then.current_version,
@@ -194,10 +200,7 @@ pub async fn save(State(state): State<AppState>, Path(raw): Path<String>, body: 
         .ok_or_else(|| Problem::not_found(&format!("run #{run_id}")))?;
     // Ids in the body that name nothing are the body's fault (422), not the address's (404).
     if request.version.is_some() && request.profile.is_none() {
-        return Err(Problem::field(
-            "version",
-            "needs `profile`: the threshold profile it is a version of",
-        ));
+        return Err(Problem::field("version", "needs `profile`: the threshold profile it is a version of").into());
     }
     if let Some(profile) = request.profile
         && state
@@ -213,7 +216,7 @@ pub async fn save(State(state): State<AppState>, Path(raw): Path<String>, body: 
             ),
             None => ("profile", format!("names no threshold profile: {profile}")),
         };
-        return Err(Problem::field(what.0, what.1));
+        return Err(Problem::field(what.0, what.1).into());
     }
     if let Some(incumbent) = request.incumbent
         && !run.candidate_ids.contains(&incumbent)
@@ -221,7 +224,8 @@ pub async fn save(State(state): State<AppState>, Path(raw): Path<String>, body: 
         return Err(Problem::field(
             "incumbent",
             format!("candidate #{incumbent} is not part of run #{run_id}"),
-        ));
+        )
+        .into());
     }
     let choice = ScorecardChoice {
         profile: request.profile,
@@ -229,11 +233,11 @@ pub async fn save(State(state): State<AppState>, Path(raw): Path<String>, body: 
         incumbent: request.incumbent,
         pipeline: Default::default(),
     };
-    let j = assemble(&state.store, run_id, &choice).await?;
+    let j = assemble(&state.store, &state.views.summaries, run_id, &choice).await?;
     let created_by = crate::web::security::actor();
     let note = request.note.unwrap_or_default().trim().to_string();
     if let Some((field, what)) = save_problem(&j, &created_by, &note) {
-        return Err(Problem::field(field, what));
+        return Err(Problem::field(field, what).into());
     }
     let id = store_saved(&state, &j, &created_by, note).await?;
     let record = state
@@ -286,7 +290,7 @@ pub async fn verdict(State(state): State<AppState>, Path(raw): Path<String>, Raw
         .ok_or_else(|| bad_parameter("profile", "is required: the id of the threshold profile that judges"))?;
     let baseline = params.int("baseline", 1, i64::MAX)?;
     if state.store.get_run(id).await?.is_none() {
-        return Err(Problem::not_found(&format!("run #{id}")));
+        return Err(Problem::not_found(&format!("run #{id}")).into());
     }
     ok(&gate::judge(&state.store, id, profile, baseline).await?)
 }

@@ -12,7 +12,8 @@ use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::{RawQuery, State};
 
-use super::{run_figures, with_interval};
+use super::with_interval;
+use crate::app::pages::figures::run_figures;
 use crate::app::runs::{RunRecords, RunVersion};
 use crate::domain::calibers::definitions::{AGGREGATE_STEADY, AGGREGATE_WHOLE_RUN};
 use crate::domain::compare::{
@@ -227,13 +228,63 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
 /// The comparison the query asks for (`runs`/`run`, `baseline`).
 pub(crate) async fn compare(state: &AppState, q: &FormBody) -> Result<Comparison, WebError> {
     let run_ids = parse_runs(q)?;
-    let mut entries: Vec<Entry> = Vec::new();
-    let mut views: Vec<EntryView> = Vec::new();
-    let mut case_order: Vec<String> = Vec::new();
+    let Compared {
+        entries,
+        mut views,
+        case_order,
+    } = read_entries(state, &run_ids).await?;
+    if entries.is_empty() {
+        return Err(WebError::BadRequest("These runs have no candidates to compare.".into()));
+    }
+
+    let baseline = match q.get("baseline").map(str::trim).filter(|b| !b.is_empty()) {
+        None => 0,
+        Some(key) => views.iter().position(|v| v.key == key).ok_or_else(|| {
+            WebError::BadRequest(format!(
+                "The baseline {:?} is not one of the compared runs' candidates.",
+                crate::domain::validation::truncate(key, 30)
+            ))
+        })?,
+    };
+    let runs_param = run_ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+    for v in views.iter_mut() {
+        v.baseline_href = format!("/archive/compare?runs={runs_param}&baseline={}", v.key);
+    }
+    let version_warning = version_warning(&entries, &views);
+    let cases = case_rows(&entries, baseline, &case_order, &mut views);
+    let mut not_compared = Vec::new();
+    let figures = figure_rows(&entries, baseline, &views, &mut not_compared);
+    Ok(Comparison {
+        conditions: condition_rows(&entries, baseline),
+        figures,
+        not_compared,
+        entries: views,
+        baseline,
+        version_warning,
+        cases,
+        runs_param,
+    })
+}
+
+/// Every compared (run, candidate): what is compared and its column, and every case id in
+/// the order first seen (eval-set order, then recorded cases the versions do not list).
+struct Compared {
+    entries: Vec<Entry>,
+    views: Vec<EntryView>,
+    case_order: Vec<String>,
+}
+
+/// Reads each run's figures, facts and candidates: one entry per candidate of each run.
+async fn read_entries(state: &AppState, run_ids: &[i64]) -> Result<Compared, WebError> {
+    let mut out = Compared {
+        entries: Vec::new(),
+        views: Vec::new(),
+        case_order: Vec::new(),
+    };
     let mut versions = super::Versions::default();
     let mut seen: HashSet<String> = HashSet::new();
-    let profiles = judged_by(state, &run_ids).await?;
-    for &run_id in &run_ids {
+    let profiles = judged_by(state, run_ids).await?;
+    for &run_id in run_ids {
         let run = state
             .store
             .get_run(run_id)
@@ -243,11 +294,12 @@ pub(crate) async fn compare(state: &AppState, q: &FormBody) -> Result<Comparison
         if let Some(v) = &version {
             for c in &v.file.cases {
                 if seen.insert(c.id.clone()) {
-                    case_order.push(c.id.clone());
+                    out.case_order.push(c.id.clone());
                 }
             }
         }
-        let figures = run_figures(state, &run, &RunVersion::of(&run), &RunRecords::of(run.id)).await?;
+        let (records, run_version) = (RunRecords::of(run.id), RunVersion::of(&run));
+        let figures = run_figures(&state.store, &state.views.figures, &run, &run_version, &records).await?;
         let facts = state.store.list_record_facts(run.id).await?;
         // Each candidate as this run measured it (its snapshot's name).
         let names: HashMap<i64, String> = state
@@ -273,10 +325,11 @@ pub(crate) async fn compare(state: &AppState, q: &FormBody) -> Result<Comparison
             );
             for case in outcomes.keys() {
                 if seen.insert(case.clone()) {
-                    case_order.push(case.clone());
+                    out.case_order.push(case.clone());
                 }
             }
-            views.push(EntryView {
+            let short = version.as_ref().map(|v| short_hash(&v.content_hash));
+            out.views.push(EntryView {
                 key: format!("{run_id}:{candidate_id}"),
                 run_id,
                 candidate: names
@@ -284,26 +337,16 @@ pub(crate) async fn compare(state: &AppState, q: &FormBody) -> Result<Comparison
                     .cloned()
                     .unwrap_or_else(|| format!("candidate #{candidate_id}")),
                 evalset: version.as_ref().map(|v| v.file.header.name.clone()).unwrap_or_default(),
-                version: version
-                    .as_ref()
-                    .map(|v| short_hash(&v.content_hash).to_string())
-                    .unwrap_or_default(),
+                version: short.unwrap_or_default().to_string(),
                 created: run.created_at.display(),
                 tally: (0, 0, 0, 0),
                 baseline_href: String::new(),
                 segments: figures.get(i).map(segments_text).unwrap_or_default(),
             });
             let figures = figures.get(i).cloned().unwrap_or_default();
-            let conditions = Conditions::of(
-                &run.config,
-                version
-                    .as_ref()
-                    .map(|v| short_hash(&v.content_hash))
-                    .unwrap_or("unknown"),
-                &figures,
-                profiles.get(&(run_id, candidate_id)).cloned().unwrap_or_default(),
-            );
-            entries.push(Entry {
+            let judged = profiles.get(&(run_id, candidate_id)).cloned().unwrap_or_default();
+            let conditions = Conditions::of(&run.config, short.unwrap_or("unknown"), &figures, judged);
+            out.entries.push(Entry {
                 version_id: run.evalset_version_id,
                 figures,
                 conditions,
@@ -311,26 +354,13 @@ pub(crate) async fn compare(state: &AppState, q: &FormBody) -> Result<Comparison
             });
         }
     }
-    if entries.is_empty() {
-        return Err(WebError::BadRequest("These runs have no candidates to compare.".into()));
-    }
+    Ok(out)
+}
 
-    let baseline = match q.get("baseline").map(str::trim).filter(|b| !b.is_empty()) {
-        None => 0,
-        Some(key) => views.iter().position(|v| v.key == key).ok_or_else(|| {
-            WebError::BadRequest(format!(
-                "The baseline {:?} is not one of the compared runs' candidates.",
-                crate::domain::validation::truncate(key, 30)
-            ))
-        })?,
-    };
-    let runs_param = run_ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
-    for v in views.iter_mut() {
-        v.baseline_href = format!("/archive/compare?runs={runs_param}&baseline={}", v.key);
-    }
-
+/// Said when the runs used different eval-set versions.
+fn version_warning(entries: &[Entry], views: &[EntryView]) -> Option<String> {
     let versions: HashSet<i64> = entries.iter().map(|e| e.version_id).collect();
-    let version_warning = (versions.len() > 1).then(|| {
+    (versions.len() > 1).then(|| {
         let list: Vec<String> = views
             .iter()
             .map(|v| format!("run #{} uses {} version {}", v.run_id, v.evalset, v.version))
@@ -345,17 +375,19 @@ pub(crate) async fn compare(state: &AppState, q: &FormBody) -> Result<Comparison
                 l.join("; ")
             }
         )
-    });
+    })
+}
 
-    // Per-case marks against the baseline, and each entry's tally; a case is marked only
-    // between answers generated alike (same max_tokens and temperature).
+/// Per-case marks against the baseline, each entry's tally counted in `views`; a case is
+/// marked only between answers generated alike (same max_tokens and temperature).
+fn case_rows(entries: &[Entry], baseline: usize, case_order: &[String], views: &mut [EntryView]) -> Vec<CaseRow> {
     let base = &entries[baseline];
     let cases_alike: Vec<bool> = entries
         .iter()
         .map(|e| e.conditions.differences(&base.conditions, Scope::Cases).is_empty())
         .collect();
     let mut all_rows = Vec::with_capacity(case_order.len());
-    for case in &case_order {
+    for case in case_order {
         let cells = entries
             .iter()
             .enumerate()
@@ -389,18 +421,7 @@ pub(crate) async fn compare(state: &AppState, q: &FormBody) -> Result<Comparison
             cells,
         });
     }
-    let mut not_compared = Vec::new();
-    let figures = figure_rows(&entries, baseline, &views, &mut not_compared);
-    Ok(Comparison {
-        conditions: condition_rows(&entries, baseline),
-        figures,
-        not_compared,
-        entries: views,
-        baseline,
-        version_warning,
-        cases: all_rows,
-        runs_param,
-    })
+    all_rows
 }
 
 /// The threshold profiles (name and version) that judged each (run, candidate).
@@ -419,7 +440,7 @@ async fn judged_by(state: &AppState, run_ids: &[i64]) -> Result<HashMap<(i64, i6
 /// What the compare and history pages say of a column's segments: a resumed run's aggregates
 /// are per segment, its downtime left out.
 pub(super) fn segments_text(f: &Figures) -> String {
-    crate::web::runs::report::resumed_text(f.segments, f.downtime_s).unwrap_or_else(|| "one".to_string())
+    crate::app::pages::report::resumed_text(f.segments, f.downtime_s).unwrap_or_else(|| "one".to_string())
 }
 
 fn condition_rows(entries: &[Entry], baseline: usize) -> Vec<ConditionRow> {
@@ -463,69 +484,118 @@ fn figure_rows(
     views: &[EntryView],
     notes: &mut Vec<NotCompared>,
 ) -> Vec<FigureRow> {
-    let base = &entries[baseline];
-    let base_levels = base.levels();
     let levels: Vec<Vec<(String, LevelAggregate)>> = entries.iter().map(Entry::levels).collect();
-    // Per entry: may its quality / speed figures be compared with the baseline's?
-    let mut quality_alike = vec![true; entries.len()];
-    let mut speed_alike = vec![true; entries.len()];
-    for (i, e) in entries.iter().enumerate() {
-        if i == baseline {
-            continue;
-        }
-        let mut note = |text: String| {
-            notes.push(NotCompared {
-                key: views[i].key.clone(),
-                entry: format!("#{} {}", views[i].run_id, views[i].candidate),
-                text,
-            })
-        };
-        let quality = e.conditions.differences(&base.conditions, Scope::Quality);
-        if !quality.is_empty() {
-            quality_alike[i] = false;
-            note(format!("accuracy not compared: {}", quality.join("; ")));
-        }
-        let speed = e.conditions.differences(&base.conditions, Scope::Speed);
-        if !speed.is_empty() {
-            speed_alike[i] = false;
-            note(format!(
-                "speed figures and failure rate not compared at any level: {}",
-                speed.join("; ")
-            ));
-            continue;
-        }
-        let missing: Vec<&str> = levels[i]
+    let alike = Alike::of(entries, baseline, views, &levels, notes);
+    let mut out = run_figure_rows(entries, baseline, &alike);
+    out.extend(level_figure_rows(entries, baseline, &levels, &alike));
+    out.push(FigureRow {
+        label: "requests".into(),
+        caliber: "measured final attempts (warm-ups excluded)",
+        cells: entries
             .iter()
-            .map(|(l, _)| l.as_str())
-            .filter(|l| !base_levels.iter().any(|(b, _)| b == l))
-            .collect();
-        if !missing.is_empty() {
-            note(format!(
-                "{} not compared: the baseline (#{} {}) was not measured at {}",
-                missing.join(", "),
-                views[baseline].run_id,
-                views[baseline].candidate,
-                if missing.len() == 1 {
-                    "this level"
-                } else {
-                    "these levels"
-                }
-            ));
+            .enumerate()
+            .map(|(i, e)| FigureCell {
+                text: e.figures.requests.to_string(),
+                value: Some(e.figures.requests as f64),
+                interval: None,
+                mark: "",
+                compared: if i == baseline { "baseline" } else { "" },
+            })
+            .collect(),
+    });
+    out
+}
+
+/// Per entry: may its quality / speed figures be compared with the baseline's?
+struct Alike {
+    quality: Vec<bool>,
+    speed: Vec<bool>,
+}
+
+impl Alike {
+    /// Whether each entry's figures compare with the baseline's; what keeps one from being
+    /// compared is said in `notes`.
+    fn of(
+        entries: &[Entry],
+        baseline: usize,
+        views: &[EntryView],
+        levels: &[Vec<(String, LevelAggregate)>],
+        notes: &mut Vec<NotCompared>,
+    ) -> Alike {
+        let base = &entries[baseline];
+        let base_levels = &levels[baseline];
+        let mut quality_alike = vec![true; entries.len()];
+        let mut speed_alike = vec![true; entries.len()];
+        for (i, e) in entries.iter().enumerate() {
+            if i == baseline {
+                continue;
+            }
+            let mut note = |text: String| {
+                notes.push(NotCompared {
+                    key: views[i].key.clone(),
+                    entry: format!("#{} {}", views[i].run_id, views[i].candidate),
+                    text,
+                })
+            };
+            let quality = e.conditions.differences(&base.conditions, Scope::Quality);
+            if !quality.is_empty() {
+                quality_alike[i] = false;
+                note(format!("accuracy not compared: {}", quality.join("; ")));
+            }
+            let speed = e.conditions.differences(&base.conditions, Scope::Speed);
+            if !speed.is_empty() {
+                speed_alike[i] = false;
+                note(format!(
+                    "speed figures and failure rate not compared at any level: {}",
+                    speed.join("; ")
+                ));
+                continue;
+            }
+            let missing: Vec<&str> = levels[i]
+                .iter()
+                .map(|(l, _)| l.as_str())
+                .filter(|l| !base_levels.iter().any(|(b, _)| b == l))
+                .collect();
+            if !missing.is_empty() {
+                note(format!(
+                    "{} not compared: the baseline (#{} {}) was not measured at {}",
+                    missing.join(", "),
+                    views[baseline].run_id,
+                    views[baseline].candidate,
+                    if missing.len() == 1 {
+                        "this level"
+                    } else {
+                        "these levels"
+                    }
+                ));
+            }
+            if e.conditions.levels != base.conditions.levels {
+                note(format!(
+                    "failure rate not compared: measured over other load levels ({} vs {})",
+                    base.conditions.load_text(),
+                    e.conditions.load_text()
+                ));
+            }
         }
-        if e.conditions.levels != base.conditions.levels {
-            note(format!(
-                "failure rate not compared: measured over other load levels ({} vs {})",
-                base.conditions.load_text(),
-                e.conditions.load_text()
-            ));
+        Alike {
+            quality: quality_alike,
+            speed: speed_alike,
         }
     }
-    let compared = |i: usize, alike: bool| match (i == baseline, alike) {
+}
+
+/// How a cell is compared: the baseline's own, compared, or not.
+fn compared(i: usize, baseline: usize, alike: bool) -> &'static str {
+    match (i == baseline, alike) {
         (true, _) => "baseline",
         (false, true) => "yes",
         (false, false) => "no",
-    };
+    }
+}
 
+/// The figures of the whole run: accuracy and failure rate, with their intervals.
+fn run_figure_rows(entries: &[Entry], baseline: usize, alike: &Alike) -> Vec<FigureRow> {
+    let base = &entries[baseline];
     let run_rows: [RunRow; 2] = [
         (
             "accuracy",
@@ -544,7 +614,7 @@ fn figure_rows(
             Scope::Speed,
         ),
     ];
-    let mut out: Vec<FigureRow> = run_rows
+    run_rows
         .iter()
         .map(|(label, caliber, better, pick, fmt, scope)| {
             let (_, base_ci) = pick(&base.figures);
@@ -556,11 +626,11 @@ fn figure_rows(
                     .enumerate()
                     .map(|(i, e)| {
                         let alike = match scope {
-                            Scope::Quality | Scope::Cases => quality_alike[i],
-                            Scope::Speed => speed_alike[i] && e.conditions.levels == base.conditions.levels,
+                            Scope::Quality | Scope::Cases => alike.quality[i],
+                            Scope::Speed => alike.speed[i] && e.conditions.levels == base.conditions.levels,
                         };
                         let (v, ci) = pick(&e.figures);
-                        let compared = compared(i, alike);
+                        let compared = compared(i, baseline, alike);
                         FigureCell {
                             text: with_interval(v, ci.as_ref(), fmt),
                             value: v,
@@ -576,8 +646,17 @@ fn figure_rows(
                     .collect(),
             }
         })
-        .collect();
+        .collect()
+}
 
+/// The figures of each load level, level by level.
+fn level_figure_rows(
+    entries: &[Entry],
+    baseline: usize,
+    levels: &[Vec<(String, LevelAggregate)>],
+    alike: &Alike,
+) -> Vec<FigureRow> {
+    let mut out = Vec::new();
     // Level by level, from the one level computation (the run page's and the scorecard's
     // figure for that level); an entry without the level shows "—".
     let mut labels: Vec<(u32, String)> = levels
@@ -640,8 +719,8 @@ fn figure_rows(
                     .map(|i| {
                         let here = at(i);
                         let (v, ci) = here.map(pick).unwrap_or((None, None));
-                        let alike = speed_alike[i] && here.is_some() && at(baseline).is_some();
-                        let compared = compared(i, alike);
+                        let alike = alike.speed[i] && here.is_some() && at(baseline).is_some();
+                        let compared = compared(i, baseline, alike);
                         FigureCell {
                             text: with_interval(v, ci.as_ref(), fmt),
                             value: v,
@@ -657,20 +736,5 @@ fn figure_rows(
             });
         }
     }
-    out.push(FigureRow {
-        label: "requests".into(),
-        caliber: "measured final attempts (warm-ups excluded)",
-        cells: entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| FigureCell {
-                text: e.figures.requests.to_string(),
-                value: Some(e.figures.requests as f64),
-                interval: None,
-                mark: "",
-                compared: if i == baseline { "baseline" } else { "" },
-            })
-            .collect(),
-    });
     out
 }

@@ -12,16 +12,17 @@ use askama_web::WebTemplate;
 use axum::extract::{RawQuery, State};
 use plotters::prelude::*;
 
-use super::{run_figures, with_interval};
+use super::with_interval;
+use crate::app::pages::charts::COLOURS;
+use crate::app::pages::figures::run_figures;
 use crate::app::runs::{RunRecords, RunVersion};
 use crate::domain::compare::{Better, Conditions, Figures, Scope, improved_beyond_noise, regressed_beyond_noise};
 use crate::domain::format;
-use crate::domain::run::RunStatus;
+use crate::domain::run::{Run, RunStatus};
 use crate::domain::stats::Interval;
-use crate::store::RunFilter;
+use crate::store::{EvalSetVersionHead, RunFilter};
 use crate::web::AppState;
 use crate::web::error::WebError;
-use crate::web::scorecards::charts::COLOURS;
 use crate::web::views::{FormBody, ms, short_hash, tok_s};
 
 /// Most runs shown (the newest ones).
@@ -140,7 +141,14 @@ pub(crate) async fn read(state: &AppState, q: &FormBody, with_charts: bool) -> R
         // The head only (kept in process): the figures read the version's outline only when
         // they are computed.
         let version = state.store.get_evalset_version_head(run.evalset_version_id).await?;
-        let figures = run_figures(state, run, &RunVersion::of(run), &RunRecords::of(run.id)).await?;
+        let figures = run_figures(
+            &state.store,
+            &state.views.figures,
+            run,
+            &RunVersion::of(run),
+            &RunRecords::of(run.id),
+        )
+        .await?;
         let Some(position) = run.candidate_ids.iter().position(|&c| c == candidate_id) else {
             continue;
         };
@@ -166,76 +174,16 @@ pub(crate) async fn read(state: &AppState, q: &FormBody, with_charts: bool) -> R
             series,
         };
         let flags = flags(&points, &point);
-        let f = &point.figures;
-        rows.push(HistoryRow {
-            run_id: run.id,
-            run_name: run.name.clone(),
-            date: run.created_at.display(),
-            version: version
-                .as_ref()
-                .map(|v| short_hash(&v.content_hash).to_string())
-                .unwrap_or_default(),
-            concurrency: point.concurrency.to_string(),
-            accuracy: with_interval(f.accuracy, f.accuracy_ci.as_ref(), |v| format::percent(v, 1)),
-            failure_rate: with_interval(f.failure_rate, f.failure_ci.as_ref(), |v| format::percent(v, 1)),
-            ttft: with_interval(f.ttft_p50_ms, f.ttft_ci.as_ref(), |v| ms(Some(v))),
-            decode: with_interval(f.decode_p50_tok_s, f.decode_ci.as_ref(), |v| tok_s(Some(v))),
-            // The level figure at the row's concurrency (a sweep's first level).
-            aggregate: tok_s(
-                f.levels
-                    .iter()
-                    .find(|l| l.concurrency == point.concurrency)
-                    .and_then(|l| l.steady_tok_s)
-                    .or(f.aggregate_tok_s),
-            ),
-            segments: crate::web::runs::report::resumed_text(f.segments, f.downtime_s),
-            flags,
-            series: series + 1,
-            figures: f.clone(),
-        });
+        rows.push(history_row(run, version.as_ref(), &point, flags, series));
         points.push(point);
     }
     // No points, no charts: the API has no use for them.
-    let chart_points: &[Point] = if with_charts { &points } else { &[] };
-    let charts = [
-        chart(
-            "chart-accuracy",
-            "Accuracy (95 % interval)",
-            chart_points,
-            |f| (f.accuracy.map(|v| v * 100.0), f.accuracy_ci.map(|i| scale(i, 100.0))),
-            "accuracy %",
-        ),
-        chart(
-            "chart-ttft",
-            "TTFT p50 (95 % interval of the median)",
-            chart_points,
-            |f| (f.ttft_p50_ms, f.ttft_ci),
-            "TTFT ms",
-        ),
-        chart(
-            "chart-decode",
-            "Decode tok/s per stream p50 (95 % interval)",
-            chart_points,
-            |f| (f.decode_p50_tok_s, f.decode_ci),
-            "tok/s",
-        ),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    let series = series_keys
-        .into_iter()
-        .enumerate()
-        .map(|(i, label)| SeriesView {
-            number: i + 1,
-            label,
-            runs: points.iter().filter(|p| p.series == i).count(),
-            colour: {
-                let c = colour(i);
-                format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
-            },
-        })
-        .collect();
+    let charts = if with_charts {
+        history_charts(&points)
+    } else {
+        Vec::new()
+    };
+    let series = series_views(series_keys, &points);
     Ok(HistoryPage {
         nav: "archive",
         series,
@@ -247,6 +195,88 @@ pub(crate) async fn read(state: &AppState, q: &FormBody, with_charts: bool) -> R
         rows,
         charts,
     })
+}
+
+/// One run's row of the history table.
+fn history_row(
+    run: &Run,
+    version: Option<&EvalSetVersionHead>,
+    point: &Point,
+    flags: Vec<(&'static str, String)>,
+    series: usize,
+) -> HistoryRow {
+    let f = &point.figures;
+    HistoryRow {
+        run_id: run.id,
+        run_name: run.name.clone(),
+        date: run.created_at.display(),
+        version: version
+            .map(|v| short_hash(&v.content_hash).to_string())
+            .unwrap_or_default(),
+        concurrency: point.concurrency.to_string(),
+        accuracy: with_interval(f.accuracy, f.accuracy_ci.as_ref(), |v| format::percent(v, 1)),
+        failure_rate: with_interval(f.failure_rate, f.failure_ci.as_ref(), |v| format::percent(v, 1)),
+        ttft: with_interval(f.ttft_p50_ms, f.ttft_ci.as_ref(), |v| ms(Some(v))),
+        decode: with_interval(f.decode_p50_tok_s, f.decode_ci.as_ref(), |v| tok_s(Some(v))),
+        // The level figure at the row's concurrency (a sweep's first level).
+        aggregate: tok_s(
+            f.levels
+                .iter()
+                .find(|l| l.concurrency == point.concurrency)
+                .and_then(|l| l.steady_tok_s)
+                .or(f.aggregate_tok_s),
+        ),
+        segments: crate::app::pages::report::resumed_text(f.segments, f.downtime_s),
+        flags,
+        series: series + 1,
+        figures: f.clone(),
+    }
+}
+
+/// The accuracy, TTFT and decode charts over the runs.
+fn history_charts(points: &[Point]) -> Vec<Chart> {
+    [
+        chart(
+            "chart-accuracy",
+            "Accuracy (95 % interval)",
+            points,
+            |f| (f.accuracy.map(|v| v * 100.0), f.accuracy_ci.map(|i| scale(i, 100.0))),
+            "accuracy %",
+        ),
+        chart(
+            "chart-ttft",
+            "TTFT p50 (95 % interval of the median)",
+            points,
+            |f| (f.ttft_p50_ms, f.ttft_ci),
+            "TTFT ms",
+        ),
+        chart(
+            "chart-decode",
+            "Decode tok/s per stream p50 (95 % interval)",
+            points,
+            |f| (f.decode_p50_tok_s, f.decode_ci),
+            "tok/s",
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// Each series (runs measured alike) with its number, label, run count and colour.
+fn series_views(keys: Vec<String>, points: &[Point]) -> Vec<SeriesView> {
+    keys.into_iter()
+        .enumerate()
+        .map(|(i, label)| SeriesView {
+            number: i + 1,
+            label,
+            runs: points.iter().filter(|p| p.series == i).count(),
+            colour: {
+                let c = colour(i);
+                format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
+            },
+        })
+        .collect()
 }
 
 fn scale(i: Interval, k: f64) -> Interval {

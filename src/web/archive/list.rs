@@ -17,7 +17,7 @@ use crate::domain::run::RunStatus;
 use crate::domain::thresholds::ThresholdProfile;
 use crate::store::RunFilter;
 use crate::web::AppState;
-use crate::web::error::{WebError, parse_id, parse_page, sentence};
+use crate::web::error::{WebError, parse_day, parse_id, parse_page, sentence};
 use crate::web::views::{FormBody, Pagination};
 
 pub const RUNS_PER_PAGE: u32 = 25;
@@ -221,32 +221,6 @@ pub(crate) async fn verdicts_of(
 
 fn truncate(s: &str) -> String {
     crate::domain::validation::truncate(s, 40)
-}
-
-/// `YYYY-MM-DD` → Unix milliseconds at 00:00 UTC.
-pub fn parse_day(raw: &str, field: &str) -> Result<Option<i64>, WebError> {
-    let raw = raw.trim();
-    if raw.is_empty() {
-        return Ok(None);
-    }
-    let bad = || {
-        WebError::BadRequest(format!(
-            "The {field} date {:?} is not a date like 2025-03-31.",
-            truncate(raw)
-        ))
-    };
-    let mut parts = raw.split('-');
-    let (Some(y), Some(m), Some(d), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
-        return Err(bad());
-    };
-    let (y, m, d) = (
-        y.parse::<i32>().map_err(|_| bad())?,
-        m.parse::<u8>().map_err(|_| bad())?,
-        d.parse::<u8>().map_err(|_| bad())?,
-    );
-    let month = time::Month::try_from(m).map_err(|_| bad())?;
-    let date = time::Date::from_calendar_date(y, month, d).map_err(|_| bad())?;
-    Ok(Some(date.midnight().assume_utc().unix_timestamp() * 1000))
 }
 
 #[derive(Debug, Clone)]

@@ -330,19 +330,9 @@ async fn save_case(
         }
     };
     let notice = if position.is_some() { "edited" } else { "added" };
-    match store_file(state, version, &file, at).await? {
+    match store_file(state, version, &file, at, format!("case {notice}")).await? {
         Stored::Unchanged => Ok(Redirect::to(&format!("/evalsets/{}?notice=unchanged", version.id)).into_response()),
-        Stored::Version(id) => {
-            let target = format!("eval set {:?} version #{id}", file.header.name);
-            crate::web::audit::record(
-                state,
-                crate::domain::audit::Action::EvalSetSaved,
-                target,
-                format!("case {notice}"),
-            )
-            .await?;
-            Ok(Redirect::to(&format!("/evalsets/{id}?notice={notice}")).into_response())
-        }
+        Stored::Version(id) => Ok(Redirect::to(&format!("/evalsets/{id}?notice={notice}")).into_response()),
         Stored::Refused { field, message } => {
             match field {
                 Some(f) => page.errors.add(f, message),
@@ -366,18 +356,8 @@ pub async fn delete(
     }
     let mut file = version.file.clone();
     file.cases.remove(n - 1);
-    match store_file(&state, &version, &file, usize::MAX).await? {
-        Stored::Version(id) => {
-            let target = format!("eval set {:?} version #{id}", file.header.name);
-            crate::web::audit::record(
-                &state,
-                crate::domain::audit::Action::EvalSetSaved,
-                target,
-                format!("case {n} deleted"),
-            )
-            .await?;
-            Ok(Redirect::to(&format!("/evalsets/{id}?notice=deleted")).into_response())
-        }
+    match store_file(&state, &version, &file, usize::MAX, format!("case {n} deleted")).await? {
+        Stored::Version(id) => Ok(Redirect::to(&format!("/evalsets/{id}?notice=deleted")).into_response()),
         Stored::Unchanged => Err(WebError::Internal("deleting a case left the file unchanged".into())),
         Stored::Refused { message, .. } => Err(WebError::BadRequest(message)),
     }
@@ -402,6 +382,7 @@ async fn store_file(
     version: &EvalSetVersion,
     file: &EvalSetFile,
     edited: usize,
+    detail: String,
 ) -> Result<Stored, WebError> {
     let source = format!("{} (edited)", version.file.header.name);
     let checked = match EvalSetFile::parse(&source, &file.normalised()) {
@@ -431,7 +412,9 @@ async fn store_file(
     if checked.content_hash() == version.content_hash {
         return Ok(Stored::Unchanged);
     }
-    Ok(Stored::Version(state.store.save_evalset_version(&checked).await?))
+    let saved =
+        crate::app::evalsets::save_version(&state.store, &checked, &crate::web::security::actor(), detail).await?;
+    Ok(Stored::Version(saved.id))
 }
 
 /// The form field a file-level field name belongs to (`vars.ticket` → `vars`).

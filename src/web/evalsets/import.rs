@@ -435,20 +435,10 @@ pub async fn save(State(state): State<AppState>, multipart: Result<Multipart, Mu
             return (StatusCode::UNPROCESSABLE_ENTITY, ImportPage::new(form, Some(e.into()))).into_response();
         }
     };
-    let saved = match state.store.save_evalset_version(&file).await {
-        Ok(id) => id,
-        Err(e) => return WebError::from(e).into_response(),
-    };
-    let target = format!("eval set {:?} version #{saved}", file.header.name);
-    match crate::web::audit::record(
-        &state,
-        crate::domain::audit::Action::EvalSetSaved,
-        target,
-        "imported".into(),
-    )
-    .await
+    match crate::app::evalsets::save_version(&state.store, &file, &crate::web::security::actor(), "imported".into())
+        .await
     {
-        Ok(()) => Redirect::to(&format!("/evalsets/{saved}?notice=saved")).into_response(),
-        Err(e) => e.into_response(),
+        Ok(saved) => Redirect::to(&format!("/evalsets/{}?notice=saved", saved.id)).into_response(),
+        Err(e) => WebError::from(e).into_response(),
     }
 }

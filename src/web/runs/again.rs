@@ -90,7 +90,10 @@ pub fn buttons(run: &Run, stops: &[CandidateStop], failing: &[i64], candidates: 
     };
     for id in run.candidate_ids.iter().copied().filter(|id| culprits.contains(id)) {
         out.push(AgainButton {
-            label: format!("Run again without {}", super::detail::candidate_name(candidates, id)),
+            label: format!(
+                "Run again without {}",
+                crate::app::pages::run_page::candidate_name(candidates, id)
+            ),
             without: Some(id),
         });
     }

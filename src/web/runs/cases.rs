@@ -12,19 +12,22 @@
 //! panel groups the run's failures by class with the ordered checks (symptom → input →
 //! environment → parameters → framework limits).
 use crate::domain::format::visible_controls;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::{Path, RawQuery, State};
-use serde::{Deserialize, Serialize};
 
+pub use crate::app::pages::case_index::WRONG_ANSWER;
+use crate::app::pages::case_index::{case_index, failure_class};
+use crate::app::pages::run_page::candidate_name;
 use crate::domain::calibers::LagSpikes;
-use crate::domain::case_index::{CaseQuery, IndexedCase, Mark, MarkKind, MarkTest, NO_CANDIDATE, Outcome, matches};
+use crate::domain::candidate::Candidate;
+use crate::domain::case_index::{CaseQuery, Outcome};
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::grading::{case_passed, case_score};
 use crate::domain::run::{ErrorClass, Phase, RequestRecord, Run};
-use crate::store::{EvalCaseKey, RecordFact, RecordOutline};
+use crate::store::{RecordFact, RecordOutline};
 use crate::web::AppState;
 use crate::web::error::{WebError, parse_id, parse_page};
 use crate::web::views::{FormBody, NOT_MEASURED, Pagination, ms, short_hash};
@@ -144,9 +147,6 @@ impl Filters {
     }
 }
 
-/// The pseudo error class of attempts that succeeded but failed a grader.
-pub const WRONG_ANSWER: &str = "wrong_answer";
-
 #[derive(Debug, Clone)]
 pub struct CaseView {
     pub id: String,
@@ -232,32 +232,14 @@ pub async fn page(
         .get_run(id)
         .await?
         .ok_or_else(|| WebError::NotFound(format!("run #{id}")))?;
-    let only_candidate: Option<i64> = match filters.candidate.as_str() {
-        "" => None,
-        raw => match raw.parse::<i64>().ok().filter(|c| run.candidate_ids.contains(c)) {
-            Some(c) => Some(c),
-            None => {
-                return Err(WebError::BadRequest(format!(
-                    "candidate: run #{} has no candidate {:?}; choose one from the list.",
-                    run.id,
-                    crate::domain::validation::truncate(raw, 40)
-                )));
-            }
-        },
-    };
+    let only_candidate = only_candidate(&run, &filters)?;
     // The version's header only: the page's own cases are read below, so a 100,000-case set is
     // never read whole for a page of ten.
     let version = state.store.get_evalset_version_head(run.evalset_version_id).await?;
     // As the run measured them (its snapshot), not as they are now.
     let candidates = state.store.run_candidates(run.id).await?;
-    let name_of = |id: i64| {
-        candidates
-            .iter()
-            .find(|c| c.id == id)
-            .map(|c| c.spec.name.clone())
-            .unwrap_or_else(|| format!("candidate #{id}"))
-    };
-    let index = case_index(&state, &run, filters.differs).await?;
+    let name_of = |id: i64| candidate_name(&candidates, id);
+    let index = case_index(&state.store, &state.views.case_index, &run, filters.differs).await?;
     let found: Option<HashSet<String>> = if filters.text.is_empty() {
         None
     } else {
@@ -270,7 +252,6 @@ pub async fn page(
                 .collect(),
         )
     };
-    let chosen = |c: i64| only_candidate.is_none_or(|o| o == c);
     let query = CaseQuery {
         failures: filters.failures,
         error_class: Some(filters.error_class.clone()).filter(|c| !c.is_empty()),
@@ -282,7 +263,7 @@ pub async fn page(
     let offset = u64::from(page.saturating_sub(1)) * u64::from(CASES_PER_PAGE);
     let (matching, shown) = index
         .page(
-            &state,
+            &state.store,
             run.id,
             &query.tests(),
             found.as_ref(),
@@ -302,192 +283,10 @@ pub async fn page(
             pager.pages
         )));
     }
-    // The shown cases' attempts as outlines (a case may hold thousands); only the few listed
-    // below are read whole.
-    let outlines = state.store.list_case_outlines(run.id, &shown).await?;
-    let shown_file = match &version {
-        Some(v) => Some(EvalSetFile {
-            header: v.header.clone(),
-            cases: state.store.list_eval_cases_by_ids(v.id, &shown).await?,
-        }),
-        None => None,
-    };
-    let set_cases = shown_file.as_ref().map(|f| f.cases.as_slice()).unwrap_or(&[]);
-    let harness = state.store.get_run_harness(run.id).await?;
-    let spikes = harness.as_ref().map(|h| &h.lag_spikes);
-    let mut outlines_by_case: HashMap<&str, Vec<&RecordOutline>> = HashMap::new();
-    for o in outlines.iter().filter(|o| !o.fact.is_warmup) {
-        outlines_by_case.entry(o.fact.case_id.as_ref()).or_default().push(o);
-    }
-    let load_run = !matches!(run.config.load, crate::domain::load::LoadShape::Fixed);
-    let columns: Vec<i64> = run.candidate_ids.iter().copied().filter(|&c| chosen(c)).collect();
-
-    // Which attempts each case lists, chosen from the outlines.
-    let chosen_by_case: Vec<ChosenAttempts> = shown
-        .iter()
-        .map(|id| {
-            let mut mine = outlines_by_case.remove(id.as_str()).unwrap_or_default();
-            mine.retain(|o| chosen(o.fact.candidate_id));
-            mine.sort_by_key(|o| {
-                let f = &o.fact;
-                (
-                    run.candidate_ids.iter().position(|&c| c == f.candidate_id),
-                    f.phase.as_str(),
-                    f.repetition,
-                    f.attempt,
-                )
-            });
-            // "Failures only" and an error class filter the attempts listed too.
-            let listed = |f: &RecordFact| {
-                let class = failure_class(f);
-                (!filters.failures || class.is_some())
-                    && (filters.error_class.is_empty() || class.as_deref() == Some(filters.error_class.as_str()))
-            };
-            let all: Vec<(&RecordOutline, bool)> = mine
-                .iter()
-                .filter(|o| listed(&o.fact))
-                .map(|o| (*o, failure_class(&o.fact).is_some()))
-                .collect();
-            // Failed attempts first (up to the cap), then the rest in order; shown in order.
-            let mut keep: Vec<usize> = (0..all.len()).filter(|&i| all[i].1).take(ATTEMPTS_PER_CASE).collect();
-            keep.extend(
-                (0..all.len())
-                    .filter(|&i| !all[i].1)
-                    .take(ATTEMPTS_PER_CASE - keep.len()),
-            );
-            keep.sort_unstable();
-            ChosenAttempts {
-                listed: all.len(),
-                kept: keep.into_iter().map(|i| all[i].0).collect(),
-                mine,
-            }
-        })
-        .collect();
-    let kept_ids: Vec<i64> = chosen_by_case
-        .iter()
-        .flat_map(|c| c.kept.iter().map(|o| o.id))
-        .collect();
-    let mut whole: HashMap<i64, RequestRecord> = state
-        .store
-        .list_records_by_id(run.id, &kept_ids)
-        .await?
-        .into_iter()
-        .collect();
-
-    let mut grid = Vec::new();
-    let cases = shown
-        .iter()
-        .zip(chosen_by_case)
-        .enumerate()
-        .map(|(row, (id, picked))| {
-            let case = set_cases.iter().find(|c| c.id == *id);
-            let ChosenAttempts { mine, kept, listed } = picked;
-            // The final attempt of each (candidate, phase, repetition) is the one that counts.
-            let mut last: HashMap<(i64, Phase, u32), u32> = HashMap::new();
-            for o in &mine {
-                let f = &o.fact;
-                let e = last.entry((f.candidate_id, f.phase, f.repetition)).or_insert(0);
-                *e = (*e).max(f.attempt);
-            }
-            let is_final = |f: &RecordFact| last.get(&(f.candidate_id, f.phase, f.repetition)) == Some(&f.attempt);
-            let recorded = mine.len();
-            let failed_attempts = mine.iter().filter(|o| failure_class(&o.fact).is_some()).count();
-            // The first attempt listed draws its token timeline; the others link to theirs,
-            // fetched when opened (a page of 24 attempts a case would otherwise weigh a megabyte).
-            // A kept record deleted since its outline was read is left out.
-            let attempts: Vec<AttemptView> = kept
-                .iter()
-                .filter_map(|o| whole.remove(&o.id).map(|r| (o, r)))
-                .enumerate()
-                .map(|(n, (o, r))| {
-                    let linked = (n > 0 && r.chunks.len() >= crate::web::scorecards::charts::TIMELINE_MIN_CHUNKS)
-                        .then(|| timeline_href(run.id, &r));
-                    attempt_view(&r, name_of(r.candidate_id), is_final(&o.fact), spikes, load_run, linked)
-                })
-                .collect();
-            let mut outcome = if recorded == 0 {
-                "not sent yet".to_string()
-            } else if failed_attempts == 0 {
-                format!("all {recorded} attempts ok")
-            } else {
-                format!("{failed_attempts} of {recorded} attempts failed")
-            };
-            if listed < recorded {
-                outcome.push_str(&format!(" · {listed} listed by the filters"));
-            }
-            if attempts.len() < listed {
-                outcome.push_str(&format!(" · showing {} of them, failed ones first", attempts.len()));
-            }
-            let anchor = |c: i64| format!("a-{row}-{c}");
-            grid.push(GridRow {
-                case_id: id.clone(),
-                href: format!("#case-{id}"),
-                cells: columns
-                    .iter()
-                    .map(|&c| {
-                        let finals: Vec<&RecordOutline> = mine
-                            .iter()
-                            .copied()
-                            .filter(|o| o.fact.candidate_id == c && is_final(&o.fact))
-                            .collect();
-                        let linked = attempts.iter().any(|a| a.candidate_id == c);
-                        grid_cell(name_of(c), &finals, linked.then(|| format!("#{}", anchor(c))))
-                    })
-                    .collect(),
-            });
-            let mut seen: HashSet<i64> = HashSet::new();
-            let attempts = attempts
-                .into_iter()
-                .map(|mut a| {
-                    // The first listed attempt of each candidate is where its grid cell leads.
-                    if seen.insert(a.candidate_id) {
-                        a.anchor = Some(anchor(a.candidate_id));
-                    }
-                    a
-                })
-                .collect();
-            CaseView {
-                id: id.clone(),
-                tags: case.map(|c| c.tags.clone()).unwrap_or_default(),
-                input: match (case, shown_file.as_ref()) {
-                    (Some(c), Some(f)) => f
-                        .messages_for(c)
-                        .into_iter()
-                        .map(|m| (m.role, visible_controls(&m.content).into_owned()))
-                        .collect(),
-                    _ => Vec::new(),
-                },
-                expected: case
-                    .and_then(|c| c.expected_text())
-                    .map(|e| visible_controls(&e).into_owned()),
-                failed: failed_attempts > 0,
-                outcome,
-                attempts,
-            }
-        })
-        .collect();
-
-    let troubleshooting = index
-        .head
-        .classes
-        .iter()
-        .map(|(class, attempts, cases)| TroubleGroup {
-            class: class.clone(),
-            attempts: *attempts,
-            cases: *cases,
-            href: format!("/runs/{}/cases?error_class={class}", run.id),
-            checks: checks_for(class),
-        })
-        .collect();
-    let mut error_classes: Vec<(String, String)> = index
-        .head
-        .classes
-        .iter()
-        .map(|(c, _, _)| (c.clone(), c.clone()))
-        .collect();
-    if !filters.error_class.is_empty() && !index.head.classes.iter().any(|(c, _, _)| *c == filters.error_class) {
-        error_classes.push((filters.error_class.clone(), filters.error_class.clone()));
-    }
+    let (shown_cases, whole) =
+        ShownCases::read(&state, &run, version.as_ref(), &shown, &filters, only_candidate).await?;
+    let (grid, cases) = shown_cases.views(&run, &candidates, &shown, whole);
+    let columns = shown_cases.columns;
 
     Ok(CasesPage {
         nav: "runs",
@@ -501,8 +300,9 @@ pub async fn page(
             .as_ref()
             .map(|v| short_hash(&v.content_hash).to_string())
             .unwrap_or_default(),
+        error_classes: error_classes(&index.head.classes, &filters),
+        troubleshooting: troubleshooting(run.id, &index.head.classes),
         filters,
-        error_classes,
         tags: index.head.tags,
         candidates: run.candidate_ids.iter().map(|&c| (c.to_string(), name_of(c))).collect(),
         multi_candidate: run.candidate_ids.len() > 1,
@@ -512,8 +312,257 @@ pub async fn page(
         grid,
         cases,
         pager,
-        troubleshooting,
     })
+}
+
+/// The candidate the filters name (None: every one); one the run does not have is refused.
+fn only_candidate(run: &Run, filters: &Filters) -> Result<Option<i64>, WebError> {
+    match filters.candidate.as_str() {
+        "" => Ok(None),
+        raw => match raw.parse::<i64>().ok().filter(|c| run.candidate_ids.contains(c)) {
+            Some(c) => Ok(Some(c)),
+            None => Err(WebError::BadRequest(format!(
+                "candidate: run #{} has no candidate {:?}; choose one from the list.",
+                run.id,
+                crate::domain::validation::truncate(raw, 40)
+            ))),
+        },
+    }
+}
+
+/// The troubleshooting panel: the run's failures by class (`classes`: class, failed attempts,
+/// cases), each with what to check, in order.
+fn troubleshooting(run_id: i64, classes: &[(String, usize, usize)]) -> Vec<TroubleGroup> {
+    classes
+        .iter()
+        .map(|(class, attempts, cases)| TroubleGroup {
+            class: class.clone(),
+            attempts: *attempts,
+            cases: *cases,
+            href: format!("/runs/{run_id}/cases?error_class={class}"),
+            checks: checks_for(class),
+        })
+        .collect()
+}
+
+/// The error-class filter's choices: the run's classes, and the one asked for if it has none.
+fn error_classes(classes: &[(String, usize, usize)], filters: &Filters) -> Vec<(String, String)> {
+    let mut choices: Vec<(String, String)> = classes.iter().map(|(c, _, _)| (c.clone(), c.clone())).collect();
+    if !filters.error_class.is_empty() && !classes.iter().any(|(c, _, _)| *c == filters.error_class) {
+        choices.push((filters.error_class.clone(), filters.error_class.clone()));
+    }
+    choices
+}
+
+/// What the page's shown cases are drawn from: their attempts as outlines (a case may hold
+/// thousands) and their eval-set cases.
+struct ShownCases {
+    /// The shown cases' eval-set file (its header and those cases alone).
+    file: Option<EvalSetFile>,
+    harness: Option<crate::domain::calibers::HarnessReport>,
+    outlines: Vec<RecordOutline>,
+    /// The candidates shown, as the grid's columns.
+    columns: Vec<i64>,
+    filters: Filters,
+}
+
+impl ShownCases {
+    async fn read(
+        state: &AppState,
+        run: &Run,
+        version: Option<&crate::store::EvalSetVersionHead>,
+        shown: &[String],
+        filters: &Filters,
+        only_candidate: Option<i64>,
+    ) -> Result<(ShownCases, HashMap<i64, RequestRecord>), WebError> {
+        // The shown cases' attempts as outlines; only the few listed below are read whole.
+        let outlines = state.store.list_case_outlines(run.id, shown).await?;
+        let file = match version {
+            Some(v) => Some(EvalSetFile {
+                header: v.header.clone(),
+                cases: state.store.list_eval_cases_by_ids(v.id, shown).await?,
+            }),
+            None => None,
+        };
+        let harness = state.store.get_run_harness(run.id).await?;
+        let columns: Vec<i64> = run
+            .candidate_ids
+            .iter()
+            .copied()
+            .filter(|&c| only_candidate.is_none_or(|o| o == c))
+            .collect();
+        let shown_cases = ShownCases {
+            file,
+            harness,
+            outlines,
+            columns,
+            filters: filters.clone(),
+        };
+        let kept_ids: Vec<i64> = shown_cases
+            .chosen(run, shown)
+            .iter()
+            .flat_map(|c| c.kept.iter().map(|o| o.id))
+            .collect();
+        // The listed attempts, read whole, by record id.
+        let whole = state
+            .store
+            .list_records_by_id(run.id, &kept_ids)
+            .await?
+            .into_iter()
+            .collect();
+        Ok((shown_cases, whole))
+    }
+
+    /// Which attempts each shown case lists, chosen from the outlines.
+    fn chosen(&self, run: &Run, shown: &[String]) -> Vec<ChosenAttempts<'_>> {
+        let mut outlines_by_case: HashMap<&str, Vec<&RecordOutline>> = HashMap::new();
+        for o in self.outlines.iter().filter(|o| !o.fact.is_warmup) {
+            outlines_by_case.entry(o.fact.case_id.as_ref()).or_default().push(o);
+        }
+        shown
+            .iter()
+            .map(|id| {
+                let mut mine = outlines_by_case.remove(id.as_str()).unwrap_or_default();
+                mine.retain(|o| self.columns.contains(&o.fact.candidate_id));
+                mine.sort_by_key(|o| {
+                    let f = &o.fact;
+                    (
+                        run.candidate_ids.iter().position(|&c| c == f.candidate_id),
+                        f.phase.as_str(),
+                        f.repetition,
+                        f.attempt,
+                    )
+                });
+                ChosenAttempts::of(mine, &self.filters)
+            })
+            .collect()
+    }
+
+    /// The grid's rows and the shown cases, in page order.
+    fn views(
+        &self,
+        run: &Run,
+        candidates: &[Candidate],
+        shown: &[String],
+        mut whole: HashMap<i64, RequestRecord>,
+    ) -> (Vec<GridRow>, Vec<CaseView>) {
+        let mut grid = Vec::with_capacity(shown.len());
+        let mut cases = Vec::with_capacity(shown.len());
+        for (row, (id, picked)) in shown.iter().zip(self.chosen(run, shown)).enumerate() {
+            let (grid_row, case) = self.case_view(run, candidates, row, id, picked, &mut whole);
+            grid.push(grid_row);
+            cases.push(case);
+        }
+        (grid, cases)
+    }
+
+    /// One shown case: its row of the grid and its view with the attempts listed.
+    fn case_view(
+        &self,
+        run: &Run,
+        candidates: &[Candidate],
+        row: usize,
+        id: &str,
+        picked: ChosenAttempts<'_>,
+        whole: &mut HashMap<i64, RequestRecord>,
+    ) -> (GridRow, CaseView) {
+        let name_of = |id: i64| candidate_name(candidates, id);
+        let set_cases = self.file.as_ref().map(|f| f.cases.as_slice()).unwrap_or(&[]);
+        let case = set_cases.iter().find(|c| c.id == id);
+        let spikes = self.harness.as_ref().map(|h| &h.lag_spikes);
+        let load_run = !matches!(run.config.load, crate::domain::load::LoadShape::Fixed);
+        let ChosenAttempts { mine, kept, listed } = picked;
+        // The final attempt of each (candidate, phase, repetition) is the one that counts.
+        let mut last: HashMap<(i64, Phase, u32), u32> = HashMap::new();
+        for o in &mine {
+            let f = &o.fact;
+            let e = last.entry((f.candidate_id, f.phase, f.repetition)).or_insert(0);
+            *e = (*e).max(f.attempt);
+        }
+        let is_final = |f: &RecordFact| last.get(&(f.candidate_id, f.phase, f.repetition)) == Some(&f.attempt);
+        let recorded = mine.len();
+        let failed_attempts = mine.iter().filter(|o| failure_class(&o.fact).is_some()).count();
+        // The first attempt listed draws its token timeline; the others link to theirs,
+        // fetched when opened (a page of 24 attempts a case would otherwise weigh a megabyte).
+        // A kept record deleted since its outline was read is left out.
+        let attempts: Vec<AttemptView> = kept
+            .iter()
+            .filter_map(|o| whole.remove(&o.id).map(|r| (o, r)))
+            .enumerate()
+            .map(|(n, (o, r))| {
+                let linked = (n > 0 && r.chunks.len() >= crate::app::pages::charts::TIMELINE_MIN_CHUNKS)
+                    .then(|| timeline_href(run.id, &r));
+                attempt_view(&r, name_of(r.candidate_id), is_final(&o.fact), spikes, load_run, linked)
+            })
+            .collect();
+        let outcome = outcome_line(recorded, failed_attempts, listed, attempts.len());
+        let anchor = |c: i64| format!("a-{row}-{c}");
+        let grid_row = GridRow {
+            case_id: id.to_string(),
+            href: format!("#case-{id}"),
+            cells: self
+                .columns
+                .iter()
+                .map(|&c| {
+                    let finals: Vec<&RecordOutline> = mine
+                        .iter()
+                        .copied()
+                        .filter(|o| o.fact.candidate_id == c && is_final(&o.fact))
+                        .collect();
+                    let linked = attempts.iter().any(|a| a.candidate_id == c);
+                    grid_cell(name_of(c), &finals, linked.then(|| format!("#{}", anchor(c))))
+                })
+                .collect(),
+        };
+        let mut seen: HashSet<i64> = HashSet::new();
+        let attempts = attempts
+            .into_iter()
+            .map(|mut a| {
+                // The first listed attempt of each candidate is where its grid cell leads.
+                if seen.insert(a.candidate_id) {
+                    a.anchor = Some(anchor(a.candidate_id));
+                }
+                a
+            })
+            .collect();
+        let view = CaseView {
+            id: id.to_string(),
+            tags: case.map(|c| c.tags.clone()).unwrap_or_default(),
+            input: match (case, self.file.as_ref()) {
+                (Some(c), Some(f)) => f
+                    .messages_for(c)
+                    .into_iter()
+                    .map(|m| (m.role, visible_controls(&m.content).into_owned()))
+                    .collect(),
+                _ => Vec::new(),
+            },
+            expected: case
+                .and_then(|c| c.expected_text())
+                .map(|e| visible_controls(&e).into_owned()),
+            failed: failed_attempts > 0,
+            outcome,
+            attempts,
+        };
+        (grid_row, view)
+    }
+}
+
+/// A case's one-line outcome, e.g. "2 of 3 attempts failed · 2 listed by the filters".
+fn outcome_line(recorded: usize, failed: usize, listed: usize, shown: usize) -> String {
+    let mut outcome = if recorded == 0 {
+        "not sent yet".to_string()
+    } else if failed == 0 {
+        format!("all {recorded} attempts ok")
+    } else {
+        format!("{failed} of {recorded} attempts failed")
+    };
+    if listed < recorded {
+        outcome.push_str(&format!(" · {listed} listed by the filters"));
+    }
+    if shown < listed {
+        outcome.push_str(&format!(" · showing {shown} of them, failed ones first"));
+    }
+    outcome
 }
 
 /// The attempts of one shown case: every measured one (the page's candidates, in order) and
@@ -525,13 +574,33 @@ struct ChosenAttempts<'a> {
     kept: Vec<&'a RecordOutline>,
 }
 
-/// A measured attempt's failure class: its error class, `wrong_answer` when a grader failed
-/// it, None when it did not fail.
-fn failure_class(f: &RecordFact) -> Option<String> {
-    match (f.error_class, f.passed) {
-        (Some(c), _) => Some(c.as_str().to_string()),
-        (None, Some(false)) => Some(WRONG_ANSWER.to_string()),
-        _ => None,
+impl<'a> ChosenAttempts<'a> {
+    /// Of a case's attempts (`mine`, in page order), those the filters list: failed ones first
+    /// up to [`ATTEMPTS_PER_CASE`], then the rest in order; kept in order.
+    fn of(mine: Vec<&'a RecordOutline>, filters: &Filters) -> ChosenAttempts<'a> {
+        // "Failures only" and an error class filter the attempts listed too.
+        let listed = |f: &RecordFact| {
+            let class = failure_class(f);
+            (!filters.failures || class.is_some())
+                && (filters.error_class.is_empty() || class.as_deref() == Some(filters.error_class.as_str()))
+        };
+        let all: Vec<(&RecordOutline, bool)> = mine
+            .iter()
+            .filter(|o| listed(&o.fact))
+            .map(|o| (*o, failure_class(&o.fact).is_some()))
+            .collect();
+        let mut keep: Vec<usize> = (0..all.len()).filter(|&i| all[i].1).take(ATTEMPTS_PER_CASE).collect();
+        keep.extend(
+            (0..all.len())
+                .filter(|&i| !all[i].1)
+                .take(ATTEMPTS_PER_CASE - keep.len()),
+        );
+        keep.sort_unstable();
+        ChosenAttempts {
+            listed: all.len(),
+            kept: keep.into_iter().map(|i| all[i].0).collect(),
+            mine,
+        }
     }
 }
 
@@ -603,254 +672,6 @@ fn grid_cell(candidate: String, finals: &[&RecordOutline], href: Option<String>)
         detail: detail.join(" · "),
         href,
     }
-}
-
-/// What the filters know of a run's cases, without its records.
-#[derive(Clone)]
-pub(super) struct CaseIndex {
-    head: CaseIndexHead,
-    /// Every case with its marks, in page order; None when they are stored (a terminal run's
-    /// whose index was computed before: read a page at a time by the store).
-    cases: Option<std::sync::Arc<Vec<IndexedCase>>>,
-}
-
-/// The part of a run's case index kept whole: small however many cases the run has.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct CaseIndexHead {
-    /// (class, failed attempts, cases), by class name.
-    classes: Vec<(String, usize, usize)>,
-    /// Every tag of the eval set version's cases, sorted.
-    tags: Vec<String>,
-    /// The run's cases: its eval set's (its case limit applied) and any recorded case the
-    /// version does not list.
-    total: usize,
-}
-
-/// Cache kind of a terminal run's [`CaseIndexHead`]; its cases are stored beside it
-/// ([`crate::store::Store::save_run_cases`]).
-pub(crate) const CASE_INDEX_KIND: &str = "case-index/3";
-
-impl CaseIndex {
-    /// The cases passing every test and found by the text search (None: no search), in page
-    /// order: how many, and the ids of those from `offset` on (at most `most`).
-    async fn page(
-        &self,
-        state: &AppState,
-        run_id: i64,
-        tests: &[MarkTest],
-        found: Option<&HashSet<String>>,
-        offset: u64,
-        most: u64,
-    ) -> Result<(u64, Vec<String>), WebError> {
-        let page_of = |ids: Vec<String>| {
-            let shown = ids.iter().skip(offset as usize).take(most as usize).cloned().collect();
-            (ids.len() as u64, shown)
-        };
-        let searched = |id: &String| found.is_none_or(|f| f.contains(id));
-        Ok(match (&self.cases, found) {
-            (Some(cases), _) => page_of(
-                cases
-                    .iter()
-                    .filter(|c| matches(tests, c) && searched(&c.case_id))
-                    .map(|c| c.case_id.clone())
-                    .collect(),
-            ),
-            (None, None) => state.store.page_run_cases(run_id, tests, Some((offset, most))).await?,
-            // The text search has read the whole run already: its matches are paged here.
-            (None, Some(_)) => {
-                let (_, all) = state.store.page_run_cases(run_id, tests, None).await?;
-                page_of(all.into_iter().filter(searched).collect())
-            }
-        })
-    }
-}
-
-/// The run's case index: stored for a terminal run (computed in full once), computed from the
-/// stored facts for an unfinished one (the differing-outputs query only when asked).
-pub(super) async fn case_index(state: &AppState, run: &Run, want_differing: bool) -> Result<CaseIndex, WebError> {
-    let cacheable = crate::app::runs::summaries_are_stored(run);
-    if cacheable && let Some(body) = state.store.get_run_summary(run.id, CASE_INDEX_KIND).await? {
-        match serde_json::from_str::<CaseIndexHead>(&body) {
-            Ok(head) => return Ok(CaseIndex { head, cases: None }),
-            Err(e) => tracing::warn!(run_id = run.id, error = %e, "stored case index unreadable; recomputing"),
-        }
-    }
-    // An unfinished run's is read from every record's facts: shared by its views (apart with
-    // and without the differing-outputs marks, which cost a query of their own).
-    use crate::app::live::Live;
-    static LIVE: [Live<CaseIndex>; 2] = [Live::new(), Live::new()];
-    LIVE[usize::from(want_differing)]
-        .for_run(&state.store, run, computed_case_index(state, run, want_differing))
-        .await
-}
-
-/// The run's case index from its records' facts; stored for a terminal run.
-async fn computed_case_index(state: &AppState, run: &Run, want_differing: bool) -> Result<CaseIndex, WebError> {
-    // Every record's facts are a read as big as a candidate's records: it takes their place.
-    let _place = crate::app::runs::record_holder_place().await;
-    let cacheable = crate::app::runs::summaries_are_stored(run);
-    let facts: Vec<RecordFact> = state
-        .store
-        .list_record_facts(run.id)
-        .await?
-        .into_iter()
-        .filter(|f| !f.is_warmup)
-        .collect();
-    let keys = state.store.list_eval_case_keys(run.evalset_version_id).await?;
-    let differing = if cacheable || want_differing {
-        Some(differing_cases(state, run.id, &facts).await?)
-    } else {
-        None
-    };
-    let limit = run.config.case_limit.map(|n| n as usize).unwrap_or(usize::MAX);
-    let (head, cases) = index_cases(&keys, limit, &facts, differing.as_deref());
-    if cacheable {
-        match serde_json::to_string(&head) {
-            Ok(body) => {
-                state
-                    .store
-                    .save_run_cases(run.id, &cases, CASE_INDEX_KIND, &body)
-                    .await?
-            }
-            Err(e) => tracing::warn!(run_id = run.id, error = %e, "could not store the case index"),
-        }
-    }
-    Ok(CaseIndex {
-        head,
-        cases: Some(std::sync::Arc::new(cases)),
-    })
-}
-
-/// The final attempt of each (case, candidate, phase, repetition): its highest, the first of
-/// them given when several share it. Found on sorted pointers, not a map keyed by request: a
-/// million facts' map, rehashed as it grew, held 129 MB; the pointers hold 8.
-fn final_facts(facts: &[RecordFact]) -> impl Iterator<Item = &RecordFact> {
-    fn request(f: &RecordFact) -> (&str, i64, &str, u32) {
-        (&f.case_id, f.candidate_id, f.phase.as_str(), f.repetition)
-    }
-    let mut sorted: Vec<&RecordFact> = facts.iter().collect();
-    // Within a request, the highest attempt first, and of equal ones the earliest given (the
-    // facts are one slice: address order is the order given).
-    sorted.sort_unstable_by(|a, b| {
-        request(a)
-            .cmp(&request(b))
-            .then(b.attempt.cmp(&a.attempt))
-            .then(std::ptr::from_ref(*a).cmp(&std::ptr::from_ref(*b)))
-    });
-    sorted.dedup_by(|later, kept| request(later) == request(kept));
-    sorted.into_iter()
-}
-
-/// A run's cases in page order with their marks: the version's cases (`keys`, in eval-set
-/// order) up to `limit`, then any recorded case the version does not list, by id
-/// (kept visible rather than dropped); marked from the measured attempts' `facts` and the
-/// cases whose outputs differ between candidates (None: not computed).
-fn index_cases(
-    keys: &[EvalCaseKey],
-    limit: usize,
-    facts: &[RecordFact],
-    differing: Option<&[String]>,
-) -> (CaseIndexHead, Vec<IndexedCase>) {
-    let listed: HashSet<&str> = keys.iter().map(|k| k.id.as_str()).collect();
-    let extra: BTreeSet<&str> = facts
-        .iter()
-        .map(|f| f.case_id.as_ref())
-        .filter(|id| !listed.contains(id))
-        .collect();
-    let order: Vec<(&str, &[String])> = keys
-        .iter()
-        .take(limit)
-        .map(|k| (k.id.as_str(), k.tags.as_slice()))
-        .chain(extra.into_iter().map(|id| (id, &[] as &[String])))
-        .collect();
-    let place: HashMap<&str, usize> = order.iter().enumerate().map(|(i, (id, _))| (*id, i)).collect();
-    let mut marks: Vec<BTreeSet<Mark>> = vec![BTreeSet::new(); order.len()];
-    let mut mark = |case: &str, kind, value: &str, candidate_id| {
-        // A recorded case past the run's case limit is not on the page.
-        if let Some(&i) = place.get(case) {
-            marks[i].insert(Mark {
-                kind,
-                value: value.to_string(),
-                candidate_id,
-            });
-        }
-    };
-    for (id, tags) in &order {
-        for tag in tags.iter() {
-            mark(id, MarkKind::Tag, tag, NO_CANDIDATE);
-        }
-    }
-    let mut classes: BTreeMap<String, (usize, HashSet<&str>)> = BTreeMap::new();
-    for f in facts {
-        let Some(class) = failure_class(f) else {
-            continue;
-        };
-        mark(&f.case_id, MarkKind::Failure, &class, f.candidate_id);
-        let entry = classes.entry(class).or_default();
-        entry.0 += 1;
-        entry.1.insert(f.case_id.as_ref());
-    }
-    let mut outcomes: HashMap<(&str, i64), Outcome> = HashMap::new();
-    for f in final_facts(facts) {
-        let outcome = Outcome::of(f.error_class.is_some(), f.passed);
-        let worst = outcomes.entry((f.case_id.as_ref(), f.candidate_id)).or_insert(outcome);
-        *worst = (*worst).max(outcome);
-    }
-    for ((case, candidate), outcome) in outcomes {
-        mark(case, MarkKind::Outcome, outcome.as_str(), candidate);
-    }
-    for case in differing.into_iter().flatten() {
-        mark(case, MarkKind::Differs, "", NO_CANDIDATE);
-    }
-    let tags: BTreeSet<&String> = keys.iter().flat_map(|k| &k.tags).collect();
-    let head = CaseIndexHead {
-        classes: classes
-            .into_iter()
-            .map(|(class, (attempts, cases))| (class, attempts, cases.len()))
-            .collect(),
-        tags: tags.into_iter().cloned().collect(),
-        total: order.len(),
-    };
-    let cases = order
-        .iter()
-        .zip(marks)
-        .map(|((id, _), marks)| IndexedCase {
-            case_id: id.to_string(),
-            marks: marks.into_iter().collect(),
-        })
-        .collect();
-    (head, cases)
-}
-
-/// Attempts compared in one statement of [`differing_cases`] (or fewer: at most
-/// `CASES_PER_DIFFERING_STATEMENT` cases, at least one case).
-const ATTEMPTS_PER_DIFFERING_STATEMENT: usize = 5_000;
-const CASES_PER_DIFFERING_STATEMENT: usize = 1_000;
-
-/// The run's cases whose outputs differ between candidates, by case id, asked a batch of
-/// cases at a time: one grouped read of all of a million-attempt run answered only after
-/// reading all of it (1.2 s on PostgreSQL), a run or two from the bound on one answer.
-async fn differing_cases(state: &AppState, run_id: i64, facts: &[RecordFact]) -> Result<Vec<String>, WebError> {
-    let mut attempts_by_case: BTreeMap<&str, usize> = BTreeMap::new();
-    for f in facts {
-        *attempts_by_case.entry(f.case_id.as_ref()).or_default() += 1;
-    }
-    let mut differing = Vec::new();
-    let mut batch: Vec<String> = Vec::new();
-    let mut attempts = 0;
-    for (case, n) in attempts_by_case {
-        if !batch.is_empty()
-            && (attempts + n > ATTEMPTS_PER_DIFFERING_STATEMENT || batch.len() == CASES_PER_DIFFERING_STATEMENT)
-        {
-            differing.extend(state.store.cases_with_differing_outputs(run_id, &batch).await?);
-            batch.clear();
-            attempts = 0;
-        }
-        batch.push(case.to_string());
-        attempts += n;
-    }
-    differing.extend(state.store.cases_with_differing_outputs(run_id, &batch).await?);
-    Ok(differing)
 }
 
 /// The ordered checks for a failure class; wrong answers get their own.
@@ -937,7 +758,7 @@ pub async fn timeline(
         .pop()
         .ok_or_else(missing)?;
     Ok(TimelineFragment {
-        svg: crate::web::scorecards::charts::token_timeline(&r.chunks),
+        svg: crate::app::pages::charts::token_timeline(&r.chunks),
     })
 }
 
@@ -949,20 +770,9 @@ fn attempt_view(
     load_run: bool,
     timeline_href: Option<String>,
 ) -> AttemptView {
-    let (level, repetition, cycle) = crate::domain::run::split_repetition(r.repetition);
-    let mut load = Vec::new();
-    if load_run {
-        load.push(match r.concurrency {
-            0 => format!("level {}", level + 1),
-            c => format!("c={c}"),
-        });
-    }
-    if cycle > 0 {
-        load.push(format!("cycle {cycle}"));
-    }
+    let (_, repetition, _) = crate::domain::run::split_repetition(r.repetition);
     let msf = |us: Option<i64>| ms(us.map(|v| v as f64 / 1000.0));
     let count = |n: Option<u32>| n.map(|n| n.to_string()).unwrap_or_else(|| NOT_MEASURED.to_string());
-    let source = r.output_tokens_source.map(|s| s.as_str()).unwrap_or("unknown");
     let mut summary = Vec::new();
     if let Some(score) = case_score(&r.grades).filter(|_| r.succeeded()) {
         summary.push(format!("score {score:.2}"));
@@ -977,13 +787,13 @@ fn attempt_view(
         summary: summary.join(" · "),
         // Drawn here unless it is linked (then drawn when opened).
         token_timeline: match timeline_href {
-            None => crate::web::scorecards::charts::token_timeline(&r.chunks),
+            None => crate::app::pages::charts::token_timeline(&r.chunks),
             Some(_) => None,
         },
         timeline_href,
         phase: r.phase.as_str(),
         repetition,
-        level: load.join(" · "),
+        level: level_text(r, load_run),
         attempt: r.attempt,
         is_final,
         lag_spike: spikes.is_some_and(|s| s.marks(r)),
@@ -997,52 +807,9 @@ fn attempt_view(
         } else {
             Some(false)
         },
-        grades: r
-            .grades
-            .iter()
-            .map(|g| GradeView {
-                // Weight and optional shown where they differ from the defaults.
-                grader: match (g.weight != 1.0, g.required) {
-                    (false, true) => g.grader.to_string(),
-                    (true, true) => format!("{} · weight {}", g.grader, g.weight),
-                    (false, false) => format!("{} · optional", g.grader),
-                    (true, false) => format!("{} · weight {} · optional", g.grader, g.weight),
-                },
-                score: format!("{:.3}", g.score),
-                passed: g.passed,
-                reason: visible_controls(&g.reason).into_owned(),
-                detail: g
-                    .detail
-                    .as_ref()
-                    .map(|d| serde_json::to_string_pretty(d).unwrap_or_else(|_| d.to_string())),
-            })
-            .collect(),
-        timings: vec![
-            ("client queue", msf(Some(r.client_queue_us))),
-            (
-                "connect",
-                match (r.connect_us.get(), r.connection_reused) {
-                    (_, Some(true)) => "reused".to_string(),
-                    (us, _) => msf(us),
-                },
-            ),
-            ("headers", msf(r.headers_us.get())),
-            ("TTFT", msf(r.ttft_us())),
-            ("TTFA", msf(r.first_content_us.get())),
-            ("last token", msf(r.last_token_us.get())),
-            ("E2E", msf(r.end_us.get())),
-        ],
-        tokens: vec![
-            ("input", format!("{} (server usage)", count(r.input_tokens))),
-            ("output", format!("{} (from {source})", count(r.output_tokens))),
-            (
-                "output, o200k",
-                format!("{} (bakeoff's tokenizer)", count(r.canonical_tokens)),
-            ),
-            ("reasoning", count(r.reasoning_tokens)),
-            ("output characters", r.output_chars.to_string()),
-            ("chunks", r.chunks.len().to_string()),
-        ],
+        grades: r.grades.iter().map(grade_view).collect(),
+        timings: attempt_timings(r),
+        tokens: attempt_tokens(r),
         finish_reason: r
             .finish_reason
             .as_deref()
@@ -1059,6 +826,80 @@ fn attempt_view(
             .filter(|s| !s.is_empty())
             .map(|s| visible_controls(s).into_owned()),
     }
+}
+
+/// `c=4 · cycle 2` for a load-shape run's attempt; empty for a plain eval run's first cycle.
+fn level_text(r: &RequestRecord, load_run: bool) -> String {
+    let (level, _, cycle) = crate::domain::run::split_repetition(r.repetition);
+    let mut load = Vec::new();
+    if load_run {
+        load.push(match r.concurrency {
+            0 => format!("level {}", level + 1),
+            c => format!("c={c}"),
+        });
+    }
+    if cycle > 0 {
+        load.push(format!("cycle {cycle}"));
+    }
+    load.join(" · ")
+}
+
+/// One grade: the grader (with its weight and whether it is optional, where not the
+/// defaults), the score, the reason and the structured detail.
+fn grade_view(g: &crate::domain::grading::Grade) -> GradeView {
+    GradeView {
+        // Weight and optional shown where they differ from the defaults.
+        grader: match (g.weight != 1.0, g.required) {
+            (false, true) => g.grader.to_string(),
+            (true, true) => format!("{} · weight {}", g.grader, g.weight),
+            (false, false) => format!("{} · optional", g.grader),
+            (true, false) => format!("{} · weight {} · optional", g.grader, g.weight),
+        },
+        score: format!("{:.3}", g.score),
+        passed: g.passed,
+        reason: visible_controls(&g.reason).into_owned(),
+        detail: g
+            .detail
+            .as_ref()
+            .map(|d| serde_json::to_string_pretty(d).unwrap_or_else(|_| d.to_string())),
+    }
+}
+
+/// An attempt's timings from its send, each labelled.
+fn attempt_timings(r: &RequestRecord) -> Vec<(&'static str, String)> {
+    let msf = |us: Option<i64>| ms(us.map(|v| v as f64 / 1000.0));
+    vec![
+        ("client queue", msf(Some(r.client_queue_us))),
+        (
+            "connect",
+            match (r.connect_us.get(), r.connection_reused) {
+                (_, Some(true)) => "reused".to_string(),
+                (us, _) => msf(us),
+            },
+        ),
+        ("headers", msf(r.headers_us.get())),
+        ("TTFT", msf(r.ttft_us())),
+        ("TTFA", msf(r.first_content_us.get())),
+        ("last token", msf(r.last_token_us.get())),
+        ("E2E", msf(r.end_us.get())),
+    ]
+}
+
+/// An attempt's token counts, each with its source.
+fn attempt_tokens(r: &RequestRecord) -> Vec<(&'static str, String)> {
+    let count = |n: Option<u32>| n.map(|n| n.to_string()).unwrap_or_else(|| NOT_MEASURED.to_string());
+    let source = r.output_tokens_source.map(|s| s.as_str()).unwrap_or("unknown");
+    vec![
+        ("input", format!("{} (server usage)", count(r.input_tokens))),
+        ("output", format!("{} (from {source})", count(r.output_tokens))),
+        (
+            "output, o200k",
+            format!("{} (bakeoff's tokenizer)", count(r.canonical_tokens)),
+        ),
+        ("reasoning", count(r.reasoning_tokens)),
+        ("output characters", r.output_chars.to_string()),
+        ("chunks", r.chunks.len().to_string()),
+    ]
 }
 
 #[cfg(test)]

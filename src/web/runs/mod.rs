@@ -13,8 +13,6 @@ mod detail;
 mod events;
 mod list;
 mod new;
-pub(crate) mod report;
-pub mod summaries;
 
 pub use detail::{LiveView, RunPage};
 

@@ -241,59 +241,8 @@ pub async fn create(State(state): State<AppState>, body: FormBody) -> Result<Res
 }
 
 async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Result<NewRunPage, WebError> {
-    // Retired sets and candidates are not offered (a form sent back with one chosen keeps it).
-    let retired_sets = crate::app::retirement::retired(&state.store, ItemKind::EvalSet).await?;
-    let retired_candidates = crate::app::retirement::retired(&state.store, ItemKind::Candidate).await?;
-    let typed_set = form.run.evalset_version.trim().to_string();
-    let sets: Vec<_> = state
-        .store
-        .list_evalsets()
-        .await?
-        .into_iter()
-        .filter(|s| !retired_sets.contains(&s.id) || typed_set == s.latest_version_id.to_string())
-        .collect();
-    // With nothing chosen yet, one set is preselected so the common case is one click.
-    let chosen = match form.run.evalset_version.trim() {
-        "" => default_evalset(&sets, state.demo_mock_url.is_some())
-            .map(|id| id.to_string())
-            .unwrap_or_default(),
-        typed => typed.to_string(),
-    };
-    let evalsets = sets
-        .into_iter()
-        .map(|s| EvalSetOption {
-            version_id: s.latest_version_id,
-            selected: chosen == s.latest_version_id.to_string(),
-            label: format!(
-                "{} ({}, {} cases, version {})",
-                s.name,
-                s.task.as_str(),
-                s.case_count,
-                short_hash(&s.latest_hash)
-            ),
-        })
-        .collect();
-    let all = state.store.list_candidates().await?;
-    let mut judge_options = vec![(String::new(), "the candidate each llm-judge grader names".to_string())];
-    judge_options.extend(
-        all.iter()
-            .filter(|c| !retired_candidates.contains(&c.id) || form.run.judge_candidate.trim() == c.id.to_string())
-            .map(|c| (c.id.to_string(), c.spec.name.clone())),
-    );
-    let mut candidates = Vec::new();
-    for c in all {
-        let checked = form.run.candidates.iter().any(|raw| raw.trim() == c.id.to_string());
-        if retired_candidates.contains(&c.id) && !checked {
-            continue;
-        }
-        candidates.push(CandidateOption {
-            checked,
-            detail: format!("{} · {}", c.spec.model, c.spec.provider.label()),
-            probes_failed: last_probes_failed(state, c.id).await?,
-            id: c.id,
-            name: c.spec.name,
-        });
-    }
+    let (evalsets, chosen) = evalset_options(state, form).await?;
+    let (candidates, judge_options) = candidate_options(state, form).await?;
     let estimate = estimate_view(
         state,
         &RunForm {
@@ -315,78 +264,9 @@ async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Resul
         evalset_error: errors.get("evalset_version").map(str::to_string),
         candidates,
         candidates_error: errors.get("candidates").map(str::to_string),
-        conditions: vec![
-            field("concurrency", "Concurrency", FieldKind::Number, &d.concurrency)
-                .required()
-                .help("Requests in flight at once per candidate (closed loop)."),
-            field("repetitions", "Repetitions", FieldKind::Number, &d.repetitions)
-                .required()
-                .help("Every case is sent this many times; figures report medians and spread."),
-            field(
-                "warmup_requests",
-                "Warm-up requests",
-                FieldKind::Number,
-                &d.warmup_requests,
-            )
-            .help("Sent first and excluded from every figure."),
-            field("max_tokens", "max_tokens", FieldKind::Number, &d.max_tokens)
-                .help("Blank: the eval set's or candidate's value."),
-            field("temperature", "Temperature", FieldKind::Number, &d.temperature)
-                .decimal()
-                .help("0–2. Blank: the eval set's or candidate's value."),
-        ],
-        limits: vec![
-            field("timeout_secs", "Timeout (s)", FieldKind::Number, &d.timeout_secs).help("Whole-request timeout."),
-            field("retries", "Retries", FieldKind::Number, &d.retries).help(
-                "After a failed attempt, in every stage; waits what Retry-After asks (at most 30 s), else backs off. \
-                 Every attempt is recorded.",
-            ),
-            field("case_limit", "Case limit", FieldKind::Number, &d.case_limit)
-                .help("Only the first N cases (one → ten → all). Blank: every case."),
-            field(
-                "error_budget_percent",
-                "Error budget (% failed)",
-                FieldKind::Number,
-                &d.error_budget_percent,
-            )
-            .decimal()
-            .help(
-                "A candidate failing more than this share of its last requests is stopped; the others go on. 100: off.",
-            ),
-            field(
-                "error_budget_window",
-                "Error budget window (requests)",
-                FieldKind::Number,
-                &d.error_budget_window,
-            )
-            .help("How many of a candidate's last measured requests (after retries) the budget looks at."),
-        ],
-        advanced: vec![
-            field("clients", "Clients per candidate", FieldKind::Number, &d.clients).help(format!(
-                "Split each candidate's load over this many workers at once (1–{MAX_CLIENTS}; one load level), \
-                 started together; each worker's clock offset is stated. Blank: one client."
-            )),
-            field(
-                "first_token_timeout_secs",
-                "First-token timeout (s)",
-                FieldKind::Number,
-                &d.first_token_timeout_secs,
-            )
-            .help(format!(
-                "Send → first token of a stream; a stream without one by then fails first_token_timeout. \
-                 1 to the whole-request timeout. Blank: {DEFAULT_FIRST_TOKEN_TIMEOUT_SECS} s."
-            )),
-            field(
-                "stall_timeout_secs",
-                "Stall timeout (s)",
-                FieldKind::Number,
-                &d.stall_timeout_secs,
-            )
-            .help(format!(
-                "Longest silence between two tokens of a started stream; longer fails stall_timeout. \
-                 1 to the whole-request timeout. Blank: {DEFAULT_STALL_TIMEOUT_SECS} s."
-            )),
-        ],
+        conditions: condition_fields(d, errors),
+        limits: limit_fields(d, errors),
+        advanced: advanced_fields(d, errors),
         advanced_open: [&d.first_token_timeout_secs, &d.stall_timeout_secs, &d.clients]
             .iter()
             .any(|v| !v.trim().is_empty())
@@ -436,6 +316,169 @@ async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Resul
         estimate,
         has_errors: !errors.is_empty(),
     })
+}
+
+/// The eval sets offered (retired ones left out unless chosen) and the version chosen: the one
+/// typed, else the one preselected so the common case is one click.
+async fn evalset_options(state: &AppState, form: &RunForm) -> Result<(Vec<EvalSetOption>, String), WebError> {
+    // Retired sets are not offered (a form sent back with one chosen keeps it).
+    let retired_sets = crate::app::retirement::retired(&state.store, ItemKind::EvalSet).await?;
+    let typed_set = form.run.evalset_version.trim().to_string();
+    let sets: Vec<_> = state
+        .store
+        .list_evalsets()
+        .await?
+        .into_iter()
+        .filter(|s| !retired_sets.contains(&s.id) || typed_set == s.latest_version_id.to_string())
+        .collect();
+    // With nothing chosen yet, one set is preselected so the common case is one click.
+    let chosen = match form.run.evalset_version.trim() {
+        "" => default_evalset(&sets, state.demo_mock_url.is_some())
+            .map(|id| id.to_string())
+            .unwrap_or_default(),
+        typed => typed.to_string(),
+    };
+    let evalsets = sets
+        .into_iter()
+        .map(|s| EvalSetOption {
+            version_id: s.latest_version_id,
+            selected: chosen == s.latest_version_id.to_string(),
+            label: format!(
+                "{} ({}, {} cases, version {})",
+                s.name,
+                s.task.as_str(),
+                s.case_count,
+                short_hash(&s.latest_hash)
+            ),
+        })
+        .collect();
+    Ok((evalsets, chosen))
+}
+
+/// The candidates offered (retired ones left out unless checked) and the judge's choices.
+async fn candidate_options(
+    state: &AppState,
+    form: &RunForm,
+) -> Result<(Vec<CandidateOption>, Vec<(String, String)>), WebError> {
+    let retired_candidates = crate::app::retirement::retired(&state.store, ItemKind::Candidate).await?;
+    let all = state.store.list_candidates().await?;
+    let mut judge_options = vec![(String::new(), "the candidate each llm-judge grader names".to_string())];
+    judge_options.extend(
+        all.iter()
+            .filter(|c| !retired_candidates.contains(&c.id) || form.run.judge_candidate.trim() == c.id.to_string())
+            .map(|c| (c.id.to_string(), c.spec.name.clone())),
+    );
+    let mut candidates = Vec::new();
+    for c in all {
+        let checked = form.run.candidates.iter().any(|raw| raw.trim() == c.id.to_string());
+        if retired_candidates.contains(&c.id) && !checked {
+            continue;
+        }
+        candidates.push(CandidateOption {
+            checked,
+            detail: format!("{} · {}", c.spec.model, c.spec.provider.label()),
+            probes_failed: last_probes_failed(state, c.id).await?,
+            id: c.id,
+            name: c.spec.name,
+        });
+    }
+    Ok((candidates, judge_options))
+}
+
+/// A field of the form showing its errors.
+fn form_field(
+    name: &'static str,
+    label: &'static str,
+    kind: FieldKind,
+    value: &str,
+    errors: &FieldErrors,
+) -> FieldView {
+    FieldView::new(name, label, kind, value).errors_from(errors)
+}
+
+/// The conditions every figure is measured under.
+fn condition_fields(d: &RunDraft, errors: &FieldErrors) -> Vec<FieldView> {
+    let field = |name, label, kind, value: &str| form_field(name, label, kind, value, errors);
+    vec![
+        field("concurrency", "Concurrency", FieldKind::Number, &d.concurrency)
+            .required()
+            .help("Requests in flight at once per candidate (closed loop)."),
+        field("repetitions", "Repetitions", FieldKind::Number, &d.repetitions)
+            .required()
+            .help("Every case is sent this many times; figures report medians and spread."),
+        field(
+            "warmup_requests",
+            "Warm-up requests",
+            FieldKind::Number,
+            &d.warmup_requests,
+        )
+        .help("Sent first and excluded from every figure."),
+        field("max_tokens", "max_tokens", FieldKind::Number, &d.max_tokens)
+            .help("Blank: the eval set's or candidate's value."),
+        field("temperature", "Temperature", FieldKind::Number, &d.temperature)
+            .decimal()
+            .help("0–2. Blank: the eval set's or candidate's value."),
+    ]
+}
+
+/// When a request, or a candidate, is given up on.
+fn limit_fields(d: &RunDraft, errors: &FieldErrors) -> Vec<FieldView> {
+    let field = |name, label, kind, value: &str| form_field(name, label, kind, value, errors);
+    vec![
+        field("timeout_secs", "Timeout (s)", FieldKind::Number, &d.timeout_secs).help("Whole-request timeout."),
+        field("retries", "Retries", FieldKind::Number, &d.retries).help(
+            "After a failed attempt, in every stage; waits what Retry-After asks (at most 30 s), else backs off. \
+             Every attempt is recorded.",
+        ),
+        field("case_limit", "Case limit", FieldKind::Number, &d.case_limit)
+            .help("Only the first N cases (one → ten → all). Blank: every case."),
+        field(
+            "error_budget_percent",
+            "Error budget (% failed)",
+            FieldKind::Number,
+            &d.error_budget_percent,
+        )
+        .decimal()
+        .help("A candidate failing more than this share of its last requests is stopped; the others go on. 100: off."),
+        field(
+            "error_budget_window",
+            "Error budget window (requests)",
+            FieldKind::Number,
+            &d.error_budget_window,
+        )
+        .help("How many of a candidate's last measured requests (after retries) the budget looks at."),
+    ]
+}
+
+/// Clients per candidate and the stage timeouts, folded away unless set.
+fn advanced_fields(d: &RunDraft, errors: &FieldErrors) -> Vec<FieldView> {
+    let field = |name, label, kind, value: &str| form_field(name, label, kind, value, errors);
+    vec![
+        field("clients", "Clients per candidate", FieldKind::Number, &d.clients).help(format!(
+            "Split each candidate's load over this many workers at once (1–{MAX_CLIENTS}; one load level), \
+             started together; each worker's clock offset is stated. Blank: one client."
+        )),
+        field(
+            "first_token_timeout_secs",
+            "First-token timeout (s)",
+            FieldKind::Number,
+            &d.first_token_timeout_secs,
+        )
+        .help(format!(
+            "Send → first token of a stream; a stream without one by then fails first_token_timeout. \
+             1 to the whole-request timeout. Blank: {DEFAULT_FIRST_TOKEN_TIMEOUT_SECS} s."
+        )),
+        field(
+            "stall_timeout_secs",
+            "Stall timeout (s)",
+            FieldKind::Number,
+            &d.stall_timeout_secs,
+        )
+        .help(format!(
+            "Longest silence between two tokens of a started stream; longer fails stall_timeout. \
+             1 to the whole-request timeout. Blank: {DEFAULT_STALL_TIMEOUT_SECS} s."
+        )),
+    ]
 }
 
 /// The eval set version preselected when the form names none, chosen on purpose rather than by

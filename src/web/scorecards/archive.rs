@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
-use super::page::{ScorecardPage, page_for};
+use super::page::{ArchivedView, RejudgeView, ScorecardPage, page_for};
 use super::query_string;
 use crate::app::scorecard::{RunScorecard, ScorecardChoice, assemble};
 use crate::domain::pipeline::PipelineDraft;
@@ -25,31 +25,6 @@ use crate::web::views::{FormBody, Pagination};
 
 /// Saved scorecards per list page.
 const PER_PAGE: u32 = 20;
-
-/// What an archived scorecard page adds to the scorecard.
-#[derive(Debug, Clone)]
-pub struct ArchivedView {
-    pub id: i64,
-    pub created_by: String,
-    pub at: String,
-    pub note: String,
-    /// (candidate, verdict, css class) as read when saved.
-    pub saved_verdicts: Vec<(String, &'static str, &'static str)>,
-    /// Recomputing from the same records gives a different verdict (e.g. the run was resumed).
-    pub drifted: bool,
-    pub rejudge: Option<RejudgeView>,
-}
-
-/// The differences when judged against the profile's current version.
-#[derive(Debug, Clone)]
-pub struct RejudgeView {
-    pub current_version: u32,
-    pub rule_changes: Vec<String>,
-    /// (candidate, then, now, changed?)
-    pub verdicts: Vec<(String, &'static str, &'static str, bool)>,
-    pub state_changes: Vec<String>,
-    pub link: String,
-}
 
 /// The choice a saved scorecard was judged with: its profile version, incumbent and pipeline.
 pub(crate) fn record_choice(r: &ScorecardRecord) -> ScorecardChoice {
@@ -71,7 +46,7 @@ pub async fn save(
         .extend_pairs(&body.pairs)
         .finish();
     let q = super::parse_query(Some(&query))?;
-    let j = assemble(&state.store, run_id, &q).await?;
+    let j = assemble(&state.store, &state.views.summaries, run_id, &q).await?;
     let created_by = body.get("created_by").unwrap_or("").trim().to_string();
     let note = body.get("note").unwrap_or("").trim().to_string();
     if let Some((field, what)) = save_problem(&j, &created_by, &note) {
@@ -169,11 +144,12 @@ pub async fn detail(
         .await?
         .ok_or_else(|| WebError::NotFound(format!("scorecard #{id}")))?;
     let q = record_choice(&record);
-    let then = assemble(&state.store, record.run_id, &q).await?;
+    let then = assemble(&state.store, &state.views.summaries, record.run_id, &q).await?;
     let drifted = drifted(&record, &then);
     let rejudge = if then.current_version != record.profile_version {
         let now = assemble(
             &state.store,
+            &state.views.summaries,
             record.run_id,
             &ScorecardChoice {
                 version: None,

@@ -9,6 +9,7 @@ use axum::response::Response;
 use serde::Serialize;
 
 use super::parse_query;
+use super::view::CardView;
 use crate::app::scorecard::{RunScorecard, assemble};
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{ClaimedFigure, Conditions, Pricing};
@@ -150,7 +151,7 @@ struct Export<'a> {
 
 /// The chart's series as export rows.
 fn load_levels(j: &RunScorecard) -> Vec<serde_json::Value> {
-    super::charts::throughput_series(j)
+    crate::app::pages::charts::throughput_series(j)
         .iter()
         .map(|s| {
             let levels: Vec<serde_json::Value> = s
@@ -290,46 +291,13 @@ pub fn to_json(j: &RunScorecard) -> serde_json::Value {
             .iter()
             .map(|r| export_row(r, j, warning.as_deref()))
             .collect(),
-        costs: j
-            .card
-            .costs
-            .iter()
-            .zip(&j.card.columns)
-            .zip(&j.card.judge_costs)
-            .map(|((c, col), judge)| ExportCost {
-                judge: judge.clone(),
-                candidate_id: col.candidate_id,
-                total_usd: c.as_ref().map(|c| c.total_usd),
-                per_1k_cases_usd: c.as_ref().and_then(|c| c.per_1k_cases),
-                per_1k_requests_usd: c.as_ref().and_then(|c| c.per_1k_requests),
-                per_correct_usd: c.as_ref().and_then(|c| c.per_correct),
-                input_tokens: c.as_ref().map(|c| c.totals.input_tokens),
-                output_tokens: c.as_ref().map(|c| c.totals.output_tokens),
-                attempts: c.as_ref().map(|c| c.totals.attempts),
-            })
-            .collect(),
+        costs: export_costs(j),
         claims: j.card.claims.iter().map(Option::as_ref).collect(),
         paired_comparisons: &j.card.paired,
         pipeline: serde_json::to_value(&j.pipeline).unwrap_or_default(),
         pipeline_impact: &j.card.pipeline,
         pareto: &j.card.pareto,
-        metric_definitions: CATALOG
-            .iter()
-            .map(|d| MetricDefinition {
-                key: d.base,
-                label: d.label,
-                dimension: d.dimension.as_str(),
-                unit: d.unit.symbol(),
-                higher_is_better: d.higher_is_better,
-                uncertainty: match d.uncertainty {
-                    crate::domain::thresholds::units::Uncertainty::Proportion => "wilson",
-                    crate::domain::thresholds::units::Uncertainty::Bootstrap => "bootstrap",
-                    crate::domain::thresholds::units::Uncertainty::Exact => "exact",
-                },
-                caliber: d.caliber,
-                not_measured_yet: d.not_measured_yet,
-            })
-            .collect(),
+        metric_definitions: metric_definitions(),
         measurement_definitions: crate::web::how_we_measure::METRICS
             .iter()
             .map(|m| serde_json::json!({"name": m.name, "label": m.label, "unit": m.unit, "definition": m.definition}))
@@ -339,6 +307,48 @@ pub fn to_json(j: &RunScorecard) -> serde_json::Value {
     serde_json::to_value(export).unwrap_or_default()
 }
 
+/// Each candidate's cost (and its judge's), as the JSON states it.
+fn export_costs(j: &RunScorecard) -> Vec<ExportCost> {
+    j.card
+        .costs
+        .iter()
+        .zip(&j.card.columns)
+        .zip(&j.card.judge_costs)
+        .map(|((c, col), judge)| ExportCost {
+            judge: judge.clone(),
+            candidate_id: col.candidate_id,
+            total_usd: c.as_ref().map(|c| c.total_usd),
+            per_1k_cases_usd: c.as_ref().and_then(|c| c.per_1k_cases),
+            per_1k_requests_usd: c.as_ref().and_then(|c| c.per_1k_requests),
+            per_correct_usd: c.as_ref().and_then(|c| c.per_correct),
+            input_tokens: c.as_ref().map(|c| c.totals.input_tokens),
+            output_tokens: c.as_ref().map(|c| c.totals.output_tokens),
+            attempts: c.as_ref().map(|c| c.totals.attempts),
+        })
+        .collect()
+}
+
+/// Every metric a rule can name, with its unit, direction and uncertainty.
+fn metric_definitions() -> Vec<MetricDefinition> {
+    CATALOG
+        .iter()
+        .map(|d| MetricDefinition {
+            key: d.base,
+            label: d.label,
+            dimension: d.dimension.as_str(),
+            unit: d.unit.symbol(),
+            higher_is_better: d.higher_is_better,
+            uncertainty: match d.uncertainty {
+                crate::domain::thresholds::units::Uncertainty::Proportion => "wilson",
+                crate::domain::thresholds::units::Uncertainty::Bootstrap => "bootstrap",
+                crate::domain::thresholds::units::Uncertainty::Exact => "exact",
+            },
+            caliber: d.caliber,
+            not_measured_yet: d.not_measured_yet,
+        })
+        .collect()
+}
+
 fn opt(v: Option<f64>) -> String {
     v.map(crate::domain::format::data).unwrap_or_default()
 }
@@ -346,6 +356,22 @@ fn opt(v: Option<f64>) -> String {
 pub fn to_csv(j: &RunScorecard) -> String {
     let mut out = String::from(CSV_HEADER);
     out.push_str("\r\n");
+    csv_rule_lines(j, &mut out);
+    csv_verdict_lines(j, &mut out);
+    csv_throughput_lines(j, &mut out);
+    csv_harness_line(j, &mut out);
+    out
+}
+
+/// One CSV line of `fields`, each neutralised.
+fn csv_line<S: AsRef<str>>(out: &mut String, fields: &[S]) {
+    let line: Vec<String> = fields.iter().map(|f| csv_cell(f.as_ref())).collect();
+    out.push_str(&line.join(","));
+    out.push_str("\r\n");
+}
+
+/// A line per rule and candidate: the figure, its interval and conditions, the verdict.
+fn csv_rule_lines(j: &RunScorecard, out: &mut String) {
     let flag = speed_flag(j).map(|reasons| format!("UNRELIABLE speed figure (harness: {})", reasons.join("; ")));
     for row in &j.card.rows {
         for (cell, col) in row.cells.iter().zip(&j.card.columns) {
@@ -378,12 +404,15 @@ pub fn to_csv(j: &RunScorecard) -> String {
                 opt(cell.delta),
                 reason,
             ];
-            let line: Vec<String> = fields.iter().map(|f| csv_cell(f)).collect();
-            out.push_str(&line.join(","));
-            out.push_str("\r\n");
+            csv_line(out, &fields);
         }
     }
+}
+
+/// A line per candidate: its verdict and the reasons.
+fn csv_verdict_lines(j: &RunScorecard, out: &mut String) {
     for col in &j.card.columns {
+        let reasons = col.reasons.join("; ");
         let fields = [
             "",
             "verdict",
@@ -401,15 +430,16 @@ pub fn to_csv(j: &RunScorecard) -> String {
             col.verdict.as_str(),
             "",
             "",
-            &col.reasons.join("; "),
+            &reasons,
         ];
-        let line: Vec<String> = fields.iter().map(|f| csv_cell(f)).collect();
-        out.push_str(&line.join(","));
-        out.push_str("\r\n");
+        csv_line(out, &fields);
     }
-    // The throughput curve (the chart's data): per candidate and level, the steady-window
-    // aggregate (with the knee) and the whole-run one.
-    for series in super::charts::throughput_series(j) {
+}
+
+/// The throughput curve (the chart's data): per candidate and level, the steady-window
+/// aggregate (with the knee) and the whole-run one.
+fn csv_throughput_lines(j: &RunScorecard, out: &mut String) {
+    for series in crate::app::pages::charts::throughput_series(j) {
         for &(c, v) in &series.points {
             let knee = series.knee.as_ref().filter(|k| f64::from(k.concurrency) == c);
             let whole = series.whole_run.iter().find(|w| w.0 == c).map(|w| w.1);
@@ -435,13 +465,14 @@ pub fn to_csv(j: &RunScorecard) -> String {
                 fields[5] = "tok/s".into();
                 fields[10] = format!("@c={c}");
                 fields[16] = note;
-                let line: Vec<String> = fields.iter().map(|f| csv_cell(f)).collect();
-                out.push_str(&line.join(","));
-                out.push_str("\r\n");
+                csv_line(out, &fields);
             }
         }
     }
-    // One line for the harness, when it reported: state reliable / unreliable and why.
+}
+
+/// One line for the harness, when it reported: state reliable / unreliable and why.
+fn csv_harness_line(j: &RunScorecard, out: &mut String) {
     if let Some(h) = &j.harness {
         let reason = if h.unreliable {
             format!("{}; concerns {SPEED_RULES}", h.reasons.join("; "))
@@ -455,16 +486,24 @@ pub fn to_csv(j: &RunScorecard) -> String {
         fields[2] = "speed figures".into();
         fields[13] = state.into();
         fields[16] = reason;
-        let line: Vec<String> = fields.iter().map(|f| csv_cell(f)).collect();
-        out.push_str(&line.join(","));
-        out.push_str("\r\n");
+        csv_line(out, &fields);
     }
-    out
 }
 
 pub fn to_markdown(j: &RunScorecard) -> String {
     let view = super::view::build(j);
     let mut out = String::new();
+    markdown_verdicts(&view, &mut out);
+    markdown_sections(&view, &mut out);
+    markdown_throughput(j, &mut out);
+    markdown_costs(&view, &mut out);
+    markdown_comparisons(&view, &mut out);
+    out.push_str(&format!("\n---\n{}\n", DECISION_RULE));
+    out
+}
+
+/// The title, what judged the run, the speed warning and each candidate's verdict.
+fn markdown_verdicts(view: &CardView, out: &mut String) {
     out.push_str(&format!(
         "# Scorecard: run #{} {}\n\n",
         view.run_id,
@@ -490,6 +529,10 @@ pub fn to_markdown(j: &RunScorecard) -> String {
             markdown_text(&c.reasons.join("; "))
         ));
     }
+}
+
+/// A table per dimension: each rule's figure and state for every candidate.
+fn markdown_sections(view: &CardView, out: &mut String) {
     let header: Vec<String> = view.columns.iter().map(|c| markdown_text(&c.name)).collect();
     for section in &view.sections {
         if section.rows.is_empty() {
@@ -529,7 +572,11 @@ pub fn to_markdown(j: &RunScorecard) -> String {
             ));
         }
     }
-    let series = super::charts::throughput_series(j);
+}
+
+/// The throughput by load level (the chart's data), with the knee.
+fn markdown_throughput(j: &RunScorecard, out: &mut String) {
+    let series = crate::app::pages::charts::throughput_series(j);
     if series.iter().any(|s| !s.points.is_empty()) {
         out.push_str(
             "\n## Throughput by load level\n\n| Candidate | Load | Aggregate tok/s (steady window) | Aggregate tok/s (whole run) | Knee |\n|---|---|---|---|---|\n",
@@ -554,6 +601,10 @@ pub fn to_markdown(j: &RunScorecard) -> String {
             }
         }
     }
+}
+
+/// What each candidate cost, and its judge.
+fn markdown_costs(view: &CardView, out: &mut String) {
     out.push_str(
         "\n## Cost\n\n| Candidate | Run cost | Per 1,000 cases | Per 1,000 requests | Per correct answer |\n|---|---|---|---|---|\n",
     );
@@ -576,6 +627,10 @@ pub fn to_markdown(j: &RunScorecard) -> String {
             ));
         }
     }
+}
+
+/// Claims against measurements, paired comparisons, the pipeline's impact and the Pareto front.
+fn markdown_comparisons(view: &CardView, out: &mut String) {
     if !view.claims.is_empty() {
         out.push_str("\n## Claimed vs measured\n\n");
         for c in &view.claims {
@@ -621,14 +676,12 @@ pub fn to_markdown(j: &RunScorecard) -> String {
             markdown_text(&p.status)
         ));
     }
-    out.push_str(&format!("\n---\n{}\n", DECISION_RULE));
-    out
 }
 
 pub(crate) async fn load(state: &AppState, raw: &str, query: Option<String>) -> Result<RunScorecard, WebError> {
     let id = parse_id(raw, "run")?;
     let q = parse_query(query.as_deref())?;
-    Ok(assemble(&state.store, id, &q).await?)
+    Ok(assemble(&state.store, &state.views.summaries, id, &q).await?)
 }
 
 pub async fn json(

@@ -11,7 +11,6 @@ use crate::app::scorecard::{RunScorecard, ScorecardChoice};
 use crate::domain::pipeline::PipelineDraft;
 
 pub(crate) mod archive;
-pub mod charts;
 pub mod export;
 mod page;
 pub mod view;

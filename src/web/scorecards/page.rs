@@ -43,9 +43,34 @@ pub struct ScorecardPage {
     pub model_share_error: Option<String>,
     pub your_name: String,
     /// Set on an archived scorecard: who saved it, when, why, and what changed since.
-    pub archived: Option<super::archive::ArchivedView>,
+    pub archived: Option<ArchivedView>,
     /// Why "save this scorecard" refused (nothing was saved).
     pub save_error: Option<String>,
+}
+
+/// What an archived scorecard page adds to the scorecard.
+#[derive(Debug, Clone)]
+pub struct ArchivedView {
+    pub id: i64,
+    pub created_by: String,
+    pub at: String,
+    pub note: String,
+    /// (candidate, verdict, css class) as read when saved.
+    pub saved_verdicts: Vec<(String, &'static str, &'static str)>,
+    /// Recomputing from the same records gives a different verdict (e.g. the run was resumed).
+    pub drifted: bool,
+    pub rejudge: Option<RejudgeView>,
+}
+
+/// The differences when judged against the profile's current version.
+#[derive(Debug, Clone)]
+pub struct RejudgeView {
+    pub current_version: u32,
+    pub rule_changes: Vec<String>,
+    /// (candidate, then, now, changed?)
+    pub verdicts: Vec<(String, &'static str, &'static str, bool)>,
+    pub state_changes: Vec<String>,
+    pub link: String,
 }
 
 pub fn page_for(j: &RunScorecard, q: &ScorecardChoice, print: bool, your_name: String) -> ScorecardPage {
@@ -106,7 +131,7 @@ pub async fn page(
 ) -> Result<ScorecardPage, WebError> {
     let id = parse_id(&raw, "run")?;
     let q = parse_query(query.as_deref())?;
-    let j = assemble(&state.store, id, &q).await?;
+    let j = assemble(&state.store, &state.views.summaries, id, &q).await?;
     Ok(page_for(&j, &q, false, remembered_name(&headers)))
 }
 
@@ -117,6 +142,6 @@ pub async fn print(
 ) -> Result<ScorecardPage, WebError> {
     let id = parse_id(&raw, "run")?;
     let q = parse_query(query.as_deref())?;
-    let j = assemble(&state.store, id, &q).await?;
+    let j = assemble(&state.store, &state.views.summaries, id, &q).await?;
     Ok(page_for(&j, &q, true, String::new()))
 }

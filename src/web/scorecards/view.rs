@@ -1,6 +1,6 @@
 //! The scorecard as the page shows it: every figure formatted with its unit, caliber and
 //! conditions, so templates only print strings.
-use super::charts;
+use crate::app::pages::charts;
 use crate::app::scorecard::RunScorecard;
 use crate::domain::format;
 use crate::domain::scorecard::{Cell, Row, RuleState, Scorecard, Settle, Verdict};
@@ -241,7 +241,43 @@ fn verdict_class(v: Verdict) -> &'static str {
 
 pub fn build(j: &RunScorecard) -> CardView {
     let card: &Scorecard = &j.card;
-    let columns = card
+    let names: Vec<String> = card.columns.iter().map(|c| c.name.clone()).collect();
+    CardView {
+        run_id: j.run.id,
+        run_name: j.run.name.clone(),
+        run_status: j.run.status.as_str(),
+        evalset: j
+            .version
+            .as_ref()
+            .map(|v| format!("{} (version {})", v.header.name, short_hash(&v.content_hash)))
+            .unwrap_or_else(|| format!("eval set version #{}", j.run.evalset_version_id)),
+        conditions: conditions(j),
+        run_concurrency: card.run_concurrency,
+        profile_id: j.profile.id,
+        profile_name: j.profile.name.clone(),
+        profile_version: j.profile.version,
+        current_version: j.current_version,
+        columns: column_views(j),
+        sections: section_views(j),
+        unknown_rows: card.unknown_rows().into_iter().map(row_view).collect(),
+        costs: cost_views(j),
+        claims: claim_views(j),
+        paired: card.paired.iter().map(|p| p.text.clone()).collect(),
+        pipeline_stated: !j.pipeline.is_empty(),
+        pipeline: pipeline_views(card, &names),
+        pareto: pareto_views(card, &names),
+        pareto_axes: card.pareto_axes.join(" · "),
+        pareto_left_out: card.pareto_left_out.clone(),
+        charts: charts::all(j),
+        query: super::query_string(j),
+        has_incumbent: j.incumbent.is_some(),
+        speed_warning: speed_warning(j),
+    }
+}
+
+/// The candidates as columns, each with its verdict.
+fn column_views(j: &RunScorecard) -> Vec<ColumnView> {
+    j.card
         .columns
         .iter()
         .map(|c| {
@@ -261,8 +297,13 @@ pub fn build(j: &RunScorecard) -> CardView {
                 incumbent: c.incumbent,
             }
         })
-        .collect();
-    let sections = Dimension::ALL
+        .collect()
+}
+
+/// One section per dimension, each with its rows (or a note saying the profile has none).
+fn section_views(j: &RunScorecard) -> Vec<SectionView> {
+    let card: &Scorecard = &j.card;
+    Dimension::ALL
         .iter()
         .map(|d| SectionView {
             key: d.as_str(),
@@ -277,10 +318,13 @@ pub fn build(j: &RunScorecard) -> CardView {
             },
             warning: (*d == Dimension::Throughput).then(|| speed_warning(j)).flatten(),
         })
-        .collect();
-    let names: Vec<String> = card.columns.iter().map(|c| c.name.clone()).collect();
-    let costs = card
-        .costs
+        .collect()
+}
+
+/// What each candidate cost (and its judge, when one graded), or why it is not known.
+fn cost_views(j: &RunScorecard) -> Vec<CostView> {
+    let card: &Scorecard = &j.card;
+    card.costs
         .iter()
         .zip(&j.candidates)
         .zip(&card.judge_costs)
@@ -318,9 +362,13 @@ pub fn build(j: &RunScorecard) -> CardView {
                 judge,
             },
         })
-        .collect();
-    let claims = card
-        .claims
+        .collect()
+}
+
+/// Each candidate's claimed speed beside the one measured, when a claim was stated.
+fn claim_views(j: &RunScorecard) -> Vec<ClaimView> {
+    let card: &Scorecard = &j.card;
+    card.claims
         .iter()
         .zip(&j.candidates)
         .filter_map(|(claim, c)| {
@@ -348,11 +396,13 @@ pub fn build(j: &RunScorecard) -> CardView {
                 differences: claim.differences.clone(),
             })
         })
-        .collect();
-    let pipeline_stated = !j.pipeline.is_empty();
+        .collect()
+}
+
+/// Each candidate's time in the stated pipeline, against the baseline candidate's.
+fn pipeline_views(card: &Scorecard, names: &[String]) -> Vec<PipelineRowView> {
     let baseline_name = card.pipeline_baseline.map(|i| names[i].clone()).unwrap_or_default();
-    let pipeline = card
-        .pipeline
+    card.pipeline
         .iter()
         .enumerate()
         .filter_map(|(i, p)| {
@@ -375,9 +425,12 @@ pub fn build(j: &RunScorecard) -> CardView {
                 baseline,
             })
         })
-        .collect();
-    let pareto = card
-        .pareto
+        .collect()
+}
+
+/// Each candidate's place on the quality / speed / cost Pareto front.
+fn pareto_views(card: &Scorecard, names: &[String]) -> Vec<ParetoView> {
+    card.pareto
         .iter()
         .map(|p| ParetoView {
             candidate: p.name.clone(),
@@ -404,7 +457,11 @@ pub fn build(j: &RunScorecard) -> CardView {
             },
             dominated: p.dominated(),
         })
-        .collect();
+        .collect()
+}
+
+/// The conditions the card's figures were measured under, in words.
+fn conditions(j: &RunScorecard) -> String {
     let c = &j.run.config;
     let conditions = format!(
         "c={} (rules without @c are judged here) · streaming {} · {} repetition{} · {} warm-up{} excluded",
@@ -416,44 +473,13 @@ pub fn build(j: &RunScorecard) -> CardView {
         if c.warmup_requests == 1 { "" } else { "s" },
     );
     // A resumed run: its aggregates are per segment, and the card says so.
-    let resumed = super::charts::throughput_series(j)
+    let resumed = crate::app::pages::charts::throughput_series(j)
         .into_iter()
         .filter(|s| s.segments > 1)
         .max_by(|a, b| a.downtime_s.total_cmp(&b.downtime_s));
-    let conditions = match resumed.and_then(|s| crate::web::runs::report::resumed_text(s.segments, s.downtime_s)) {
+    match resumed.and_then(|s| crate::app::pages::report::resumed_text(s.segments, s.downtime_s)) {
         Some(text) => format!("{conditions} · {text}"),
         None => conditions,
-    };
-    CardView {
-        run_id: j.run.id,
-        run_name: j.run.name.clone(),
-        run_status: j.run.status.as_str(),
-        evalset: j
-            .version
-            .as_ref()
-            .map(|v| format!("{} (version {})", v.header.name, short_hash(&v.content_hash)))
-            .unwrap_or_else(|| format!("eval set version #{}", j.run.evalset_version_id)),
-        conditions,
-        run_concurrency: card.run_concurrency,
-        profile_id: j.profile.id,
-        profile_name: j.profile.name.clone(),
-        profile_version: j.profile.version,
-        current_version: j.current_version,
-        columns,
-        sections,
-        unknown_rows: card.unknown_rows().into_iter().map(row_view).collect(),
-        costs,
-        claims,
-        paired: card.paired.iter().map(|p| p.text.clone()).collect(),
-        pipeline_stated,
-        pipeline,
-        pareto,
-        pareto_axes: card.pareto_axes.join(" · "),
-        pareto_left_out: card.pareto_left_out.clone(),
-        charts: charts::all(j),
-        query: super::query_string(j),
-        has_incumbent: j.incumbent.is_some(),
-        speed_warning: speed_warning(j),
     }
 }
 

@@ -4,6 +4,7 @@
 //! `spawn_app()` binds 127.0.0.1:0 first and hands the listener to the server task, so the app
 //! is reachable as soon as the function returns: no sleeping, no retry loops.
 use axum::Router;
+use bakeoff::app::state::App;
 use bakeoff::domain::Timestamp;
 use bakeoff::domain::calibers::HarnessReport;
 use bakeoff::domain::candidate::CandidateDraft;
@@ -132,8 +133,7 @@ async fn serve(store: DynStore, demo_mock_url: Option<&str>, backend: &'static s
         .expect("binding the test app to a free port");
     let addr = listener.local_addr().expect("the test app's address");
     let state = AppState {
-        store: store.clone(),
-        runner: Runner::new(store.clone()),
+        app: App::new(store.clone(), Runner::new(store.clone())),
         demo_mock_url: demo_mock_url.map(Into::into),
         security: std::sync::Arc::new(Security::for_loopback(addr)),
     };

@@ -252,16 +252,6 @@ pub fn to_toml<T: serde::Serialize>(value: &T) -> Result<String, String> {
     toml::to_string_pretty(value).map_err(|e| e.to_string())
 }
 
-/// Who a terminal command acts as, for the audit log: the operating-system user (every
-/// command that changes the database names it the same way).
-pub fn terminal_actor() -> String {
-    let user = std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .or_else(|_| std::env::var("USERNAME"))
-        .unwrap_or_else(|_| "unknown".to_string());
-    format!("{user} (terminal)")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,6 @@ use serde::{Deserialize, Serialize};
 
 use super::{FileError, FileProblem, Located, Step, dotted, parse_toml, to_toml};
 use crate::AppError;
-use crate::domain::audit::{Action, NewAuditEntry};
 use crate::domain::format;
 use crate::domain::thresholds::ThresholdProfile;
 use crate::domain::thresholds::form::{ProfileDraft, ProfileSave, RuleDraft};
@@ -265,28 +264,12 @@ pub async fn import(
     {
         return Ok((p.clone(), ProfileImported::Unchanged));
     }
-    let (id, version) = store
-        .save_threshold_profile(
-            &save.name,
-            &save.description,
-            &save.rules,
-            &save.changed_by,
-            &save.change_rationale,
-        )
-        .await?;
-    store
-        .append_audit(&NewAuditEntry {
-            actor: actor.to_string(),
-            action: Action::ThresholdProfileSaved,
-            target: format!("threshold profile #{id} {:?} version {version}", save.name),
-            detail: format!(
-                "{}imported from a file, signed {:?}: {}",
-                if existing.is_none() { "created, " } else { "" },
-                save.changed_by,
-                save.change_rationale
-            ),
-        })
-        .await?;
+    let how = if existing.is_none() {
+        "created, imported from a file, "
+    } else {
+        "imported from a file, "
+    };
+    let (id, version) = crate::profiles::save(store, save, actor, how).await?;
     let stored = store
         .get_threshold_profile(id, Some(version))
         .await?

@@ -237,10 +237,8 @@ impl SettingsFile {
             judge_candidate: self.judge_candidate.clone().unwrap_or_default(),
         };
         // The same check the run form makes, so a bad file fails before anything is stored.
-        let mut config = settings.draft.validate()?;
-        let mut errors = FieldErrors::default();
-        settings.load.apply(&mut config, &mut errors);
-        errors.into_result(settings)
+        crate::runs::run_config(&settings.draft, &settings.load)?;
+        Ok(settings)
     }
 }
 
@@ -305,11 +303,7 @@ pub fn from_config(config: &RunConfig, judge_candidate: Option<String>) -> Resul
                 .map(|e| format!("{}: {}", e.field, e.message))
                 .collect::<Vec<_>>()
         })
-        .and_then(|s| {
-            let mut back = s.draft.validate().map_err(|_| vec!["the run form".to_string()])?;
-            s.load.apply(&mut back, &mut FieldErrors::default());
-            Ok(back)
-        })?;
+        .and_then(|s| crate::runs::run_config(&s.draft, &s.load).map_err(|_| vec!["the run form".to_string()]))?;
     let (Ok(serde_json::Value::Object(want)), Ok(serde_json::Value::Object(got))) =
         (serde_json::to_value(config), serde_json::to_value(&back))
     else {
@@ -459,6 +453,21 @@ mod tests {
         assert!(e.to_string().contains("s.toml:3: field `preset`"), "{e}");
         let e = parse("s.toml", "bakeoff_settings = 1\nconcurency = 2\n").unwrap_err();
         assert!(e.to_string().contains("s.toml:2: field `concurency`"), "{e}");
+    }
+
+    #[test]
+    fn a_file_is_held_to_the_run_forms_limits() {
+        use crate::domain::load::MAX_CONCURRENCY;
+        let over = MAX_CONCURRENCY + 1;
+        let e = parse("s.toml", &format!("bakeoff_settings = 1\nconcurrency = {over}\n")).unwrap_err();
+        assert!(e.to_string().contains("s.toml:2: field `concurrency`"), "{e}");
+        let text = format!("bakeoff_settings = 1\n[load]\nshape = \"sweep\"\nsweep_max = {over}\n");
+        let e = parse("s.toml", &text).unwrap_err();
+        assert!(e.to_string().contains("s.toml:4: field `load.sweep_max`"), "{e}");
+        let most = format!(
+            "bakeoff_settings = 1\nconcurrency = {MAX_CONCURRENCY}\n[load]\nshape = \"sweep\"\nsweep_max = {MAX_CONCURRENCY}\n"
+        );
+        assert!(parse("s.toml", &most).is_ok());
     }
 
     #[test]

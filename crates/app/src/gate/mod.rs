@@ -265,8 +265,11 @@ pub async fn judge(
     profile_id: i64,
     baseline: Option<i64>,
 ) -> Result<GateReport, AppError> {
+    // A verdict is asked of an ended run, whose summaries are stored: no view shares them.
+    let live = &crate::live::Live::new();
     let card = assemble(
         store,
+        live,
         run_id,
         &ScorecardChoice {
             profile: Some(profile_id),
@@ -291,6 +294,7 @@ pub async fn judge(
                 .ok_or_else(|| AppError::NotFound(format!("run #{b}")))?;
             let base_summaries = candidate_summaries(
                 store,
+                live,
                 &base_run,
                 &crate::runs::RunVersion::of(&base_run),
                 &base_candidates,

@@ -166,36 +166,7 @@ fn verdict_word(v: Option<Verdict>) -> &'static str {
 /// The report as Markdown for a pull-request comment: the verdict first, one table per candidate.
 pub fn markdown(report: &GateReport) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "### bakeoff: **{}** · run #{} {}\n",
-        verdict_word(report.verdict),
-        report.run_id,
-        markdown_text(&report.run_name)
-    );
-    let _ = writeln!(
-        out,
-        "Threshold profile **{}** (version {}){}{}.\n",
-        markdown_text(&report.profile),
-        report.profile_version,
-        report
-            .evalset
-            .as_ref()
-            .map(|e| format!(
-                " · eval set {} `{}`",
-                markdown_text(e),
-                report
-                    .evalset_hash
-                    .as_deref()
-                    .map(|h| &h[..h.len().min(12)])
-                    .unwrap_or("")
-            ))
-            .unwrap_or_default(),
-        report
-            .baseline_run
-            .map(|b| format!(" · baseline run #{b}"))
-            .unwrap_or_default()
-    );
+    markdown_heading(report, &mut out);
     if report.verdict.is_none() {
         let _ = writeln!(
             out,
@@ -264,6 +235,40 @@ pub fn markdown(report: &GateReport) -> String {
         out.push_str(&section);
     }
     out
+}
+
+/// The verdict, the run, and what judged it.
+fn markdown_heading(report: &GateReport, out: &mut String) {
+    let _ = writeln!(
+        out,
+        "### bakeoff: **{}** · run #{} {}\n",
+        verdict_word(report.verdict),
+        report.run_id,
+        markdown_text(&report.run_name)
+    );
+    let _ = writeln!(
+        out,
+        "Threshold profile **{}** (version {}){}{}.\n",
+        markdown_text(&report.profile),
+        report.profile_version,
+        report
+            .evalset
+            .as_ref()
+            .map(|e| format!(
+                " · eval set {} `{}`",
+                markdown_text(e),
+                report
+                    .evalset_hash
+                    .as_deref()
+                    .map(|h| &h[..h.len().min(12)])
+                    .unwrap_or("")
+            ))
+            .unwrap_or_default(),
+        report
+            .baseline_run
+            .map(|b| format!(" · baseline run #{b}"))
+            .unwrap_or_default()
+    );
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ mod streaming;
 mod tracker;
 mod whole;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -30,6 +30,7 @@ use super::answers::AnswerKey;
 use super::generate::Api;
 use super::listener::LastRead;
 use super::log::RequestLog;
+use super::metrics::{Counters, ProfileGauges};
 use super::profile::ModelProfile;
 use super::rng::stable_hash;
 use super::{MockConfig, SERVER_HEADER};
@@ -136,15 +137,6 @@ impl ProfileState {
     }
 }
 
-/// Counters reported by `/metrics`, updated once per request.
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    /// (model, HTTP status) → requests finished.
-    pub requests: BTreeMap<(String, u16), u64>,
-    /// (model, fault kind) → faults injected.
-    pub faults: BTreeMap<(String, &'static str), u64>,
-}
-
 /// Metrics label for requests naming no known model.
 pub(crate) const UNKNOWN_MODEL_LABEL: &str = "unknown";
 
@@ -190,6 +182,21 @@ impl MockState {
             counters: Mutex::new(Counters::default()),
             started_unix_s: unix_ms() as u64 / 1000,
         })
+    }
+
+    /// Each profile's gauges, as `/metrics` reports them.
+    fn gauges(&self) -> Vec<ProfileGauges> {
+        self.profiles
+            .iter()
+            .map(|p| ProfileGauges {
+                model: p.profile.name.clone(),
+                in_flight: p.in_flight.load(Ordering::Relaxed),
+                queued: p.queued.load(Ordering::Relaxed),
+                slots: p.profile.slots.map_or(0, u64::from),
+                tokens_generated: p.tokens_generated.load(Ordering::Relaxed),
+                prompt_tokens: p.prompt_tokens.load(Ordering::Relaxed),
+            })
+            .collect()
     }
 
     fn count_fault(&self, model: &str, kind: &'static str) {
@@ -285,7 +292,10 @@ async fn metrics(State(state): State<Shared>, method: Method, uri: Uri) -> Respo
     }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-        super::metrics::render(&state),
+        super::metrics::render(
+            &state.counters.lock().unwrap_or_else(|p| p.into_inner()),
+            &state.gauges(),
+        ),
     )
         .into_response()
 }

@@ -10,7 +10,12 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::app::runs::VersionOutline;
+use super::charts::{self, Chart, ThroughputSeries};
+use super::format::NOT_MEASURED;
+use super::metrics::{
+    AGGREGATE, AGGREGATE_WHOLE_RUN, DECODE_PER_STREAM, E2E, E2E_PER_STREAM, ICL, ITL, REQUEST_THROUGHPUT, TPOT, TTFA,
+    TTFT,
+};
 use crate::domain::calibers::{HarnessReport, LevelFigures, RunFigures, RunLevels};
 use crate::domain::format;
 use crate::domain::grading::{FieldReport, FieldStats, FieldsDetail, classification_report, field_report, label_pair};
@@ -18,12 +23,7 @@ use crate::domain::load::LoadShape;
 use crate::domain::metrics::Distribution;
 use crate::domain::run::{RequestRecord, Run, RunConfig, Slo};
 use crate::domain::validation::truncate;
-use crate::web::how_we_measure::{
-    AGGREGATE, AGGREGATE_WHOLE_RUN, DECODE_PER_STREAM, E2E, E2E_PER_STREAM, ICL, ITL, REQUEST_THROUGHPUT, TPOT, TTFA,
-    TTFT,
-};
-use crate::web::scorecards::charts::{self, Chart, ThroughputSeries};
-use crate::web::views::NOT_MEASURED;
+use crate::runs::VersionOutline;
 
 // ------------------------------------------------------------------------------ harness
 
@@ -58,6 +58,23 @@ fn percentiles_ms(d: &Distribution) -> String {
 }
 
 pub fn harness_view(h: &HarnessReport) -> HarnessView {
+    let mut facts = cpu_facts(h);
+    facts.extend(lag_facts(h));
+    facts.push(Fact {
+        key: "host".into(),
+        label: "measured by".into(),
+        value: format!("bakeoff {} on {} ({} cores)", h.bakeoff_version, h.host, h.cores),
+        caliber: "the installation and host that sent the requests".into(),
+    });
+    HarnessView {
+        unreliable: h.unreliable,
+        reasons: h.reasons.clone(),
+        facts,
+    }
+}
+
+/// The verdict and what bakeoff's own CPU did.
+fn cpu_facts(h: &HarnessReport) -> Vec<Fact> {
     let mut facts = vec![Fact {
         key: "verdict".into(),
         label: "speed figures".into(),
@@ -104,6 +121,12 @@ pub fn harness_view(h: &HarnessReport) -> HarnessView {
             h.streamed_tokens
         ),
     });
+    facts
+}
+
+/// How late bakeoff sent, queued and woke up, and the requests its lag spikes overlapped.
+fn lag_facts(h: &HarnessReport) -> Vec<Fact> {
+    let mut facts = Vec::new();
     let lag_caliber = |what: &str| {
         format!(
             "{what}; p99 above {} ms flags the run",
@@ -155,17 +178,7 @@ pub fn harness_view(h: &HarnessReport) -> HarnessView {
             ),
         });
     }
-    facts.push(Fact {
-        key: "host".into(),
-        label: "measured by".into(),
-        value: format!("bakeoff {} on {} ({} cores)", h.bakeoff_version, h.host, h.cores),
-        caliber: "the installation and host that sent the requests".into(),
-    });
-    HarnessView {
-        unreliable: h.unreliable,
-        reasons: h.reasons.clone(),
-        facts,
-    }
+    facts
 }
 
 // ------------------------------------------------------------------------ per level
@@ -294,7 +307,49 @@ pub fn levels_view(run: &Run, figures: Vec<(String, RunFigures)>) -> Option<Leve
         return None;
     }
     let slo = config.slo.is_set().then(|| slo_text(&config.slo)).flatten();
-    let latency_columns = vec![
+    let latency_columns = latency_columns();
+    let speed_columns = speed_columns(slo.as_deref());
+    let mut rows = Vec::new();
+    let mut knees = Vec::new();
+    let mut notes = Vec::new();
+    for (name, f) in &figures {
+        for l in &f.levels {
+            rows.push(LevelRow {
+                candidate: name.clone(),
+                load: l.load.label(),
+                prompt: prompt_text(l.prompt_tokens),
+                latency: latency_cells(l, config.stream),
+                speed: speed_cells(l, slo.is_some(), config.stream),
+            });
+            notes.extend(level_notes(name, l));
+        }
+        for (bin, knee) in &f.knees {
+            knees.push(KneeRow {
+                candidate: name.clone(),
+                prompt: prompt_text(*bin),
+                knee: format!("c={}", knee.concurrency),
+                rule: knee.rule.clone(),
+                explanation: knee.explanation.clone(),
+            });
+        }
+    }
+    let knee_rule = knee_rule(config);
+    Some(LevelsView {
+        charts: load_charts(config, &run.candidate_ids, &figures),
+        shape: shape_text(config),
+        latency_columns,
+        speed_columns,
+        rows,
+        knee_rule,
+        knees,
+        slo,
+        notes,
+    })
+}
+
+/// The latency table's columns, each with its caliber.
+fn latency_columns() -> Vec<Column> {
+    vec![
         col("ok / sent", "successful / measured requests (final attempts)"),
         col("retries", "attempts after the first (never in the figures)"),
         col(format!("{} p50", TTFT.label), TTFT.definition),
@@ -310,7 +365,11 @@ pub fn levels_view(run: &Run, figures: Vec<(String, RunFigures)>) -> Option<Leve
             "client queue p99",
             "wait inside bakeoff before the send (not in TTFT or E2E)",
         ),
-    ];
+    ]
+}
+
+/// The speed table's columns, each with its caliber; goodput and SLO attainment with an SLO.
+fn speed_columns(slo: Option<&str>) -> Vec<Column> {
     let mut speed_columns = vec![
         col(format!("{} p50", DECODE_PER_STREAM.label), DECODE_PER_STREAM.definition),
         col(format!("{} p50", E2E_PER_STREAM.label), E2E_PER_STREAM.definition),
@@ -343,7 +402,7 @@ pub fn levels_view(run: &Run, figures: Vec<(String, RunFigures)>) -> Option<Leve
             "successful requests ending in the measured window / its length",
         ),
     ];
-    if let Some(s) = &slo {
+    if let Some(s) = slo {
         speed_columns.push(col(
             "goodput req/s",
             format!(
@@ -357,55 +416,43 @@ pub fn levels_view(run: &Run, figures: Vec<(String, RunFigures)>) -> Option<Leve
         ));
     }
     speed_columns.push(col("output tokens from", "where each request's token count came from"));
+    speed_columns
+}
 
-    let mut rows = Vec::new();
-    let mut knees = Vec::new();
+/// What a level's row cannot say: its segments, a window too short for a steady state, its
+/// failures by class.
+fn level_notes(name: &str, l: &LevelFigures) -> Vec<String> {
     let mut notes = Vec::new();
-    for (name, f) in &figures {
-        for l in &f.levels {
-            rows.push(LevelRow {
-                candidate: name.clone(),
-                load: l.load.label(),
-                prompt: prompt_text(l.prompt_tokens),
-                latency: latency_cells(l, config.stream),
-                speed: speed_cells(l, slo.is_some(), config.stream),
-            });
-            if let Some(segments) = segments_text(l) {
-                notes.push(format!(
-                    "{name} at {}{}: {segments}",
-                    l.load.label(),
-                    prompt_suffix(l.prompt_tokens)
-                ));
-            }
-            if let Some(w) = l.repetitions.iter().find_map(|r| r.window.filter(|w| !w.steady)) {
-                notes.push(format!(
-                    "{name} at {}{}: too few requests for a steady state; aggregates use the whole {} s span from first send to last end",
-                    l.load.label(),
-                    prompt_suffix(l.prompt_tokens),
-                    format::significant(w.secs())
-                ));
-            }
-            if !l.errors.is_empty() {
-                let errors: Vec<String> = l.errors.iter().map(|(k, v)| format!("{k} × {v}")).collect();
-                notes.push(format!(
-                    "{name} at {}{}: failed requests by class: {}",
-                    l.load.label(),
-                    prompt_suffix(l.prompt_tokens),
-                    errors.join(", ")
-                ));
-            }
-        }
-        for (bin, knee) in &f.knees {
-            knees.push(KneeRow {
-                candidate: name.clone(),
-                prompt: prompt_text(*bin),
-                knee: format!("c={}", knee.concurrency),
-                rule: knee.rule.clone(),
-                explanation: knee.explanation.clone(),
-            });
-        }
+    if let Some(segments) = segments_text(l) {
+        notes.push(format!(
+            "{name} at {}{}: {segments}",
+            l.load.label(),
+            prompt_suffix(l.prompt_tokens)
+        ));
     }
-    let knee_rule = match config.load {
+    if let Some(w) = l.repetitions.iter().find_map(|r| r.window.filter(|w| !w.steady)) {
+        notes.push(format!(
+            "{name} at {}{}: too few requests for a steady state; aggregates use the whole {} s span from first send to last end",
+            l.load.label(),
+            prompt_suffix(l.prompt_tokens),
+            format::significant(w.secs())
+        ));
+    }
+    if !l.errors.is_empty() {
+        let errors: Vec<String> = l.errors.iter().map(|(k, v)| format!("{k} × {v}")).collect();
+        notes.push(format!(
+            "{name} at {}{}: failed requests by class: {}",
+            l.load.label(),
+            prompt_suffix(l.prompt_tokens),
+            errors.join(", ")
+        ));
+    }
+    notes
+}
+
+/// How a sweep's knee is found, in words (None: not a sweep).
+fn knee_rule(config: &RunConfig) -> Option<String> {
+    match config.load {
         LoadShape::Sweep {
             ttft_factor, min_gain, ..
         } => Some(format!(
@@ -417,18 +464,7 @@ pub fn levels_view(run: &Run, figures: Vec<(String, RunFigures)>) -> Option<Leve
             format::at_most_decimals(min_gain * 100.0, 2)
         )),
         _ => None,
-    };
-    Some(LevelsView {
-        charts: load_charts(config, &run.candidate_ids, &figures),
-        shape: shape_text(config),
-        latency_columns,
-        speed_columns,
-        rows,
-        knee_rule,
-        knees,
-        slo,
-        notes,
-    })
+    }
 }
 
 /// Throughput and latency vs concurrency from the same level figures as the tables (one curve

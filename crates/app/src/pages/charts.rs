@@ -7,16 +7,16 @@ use std::ops::Range;
 
 use plotters::prelude::*;
 
-use crate::app::scorecard::RunScorecard;
 use crate::domain::calibers::{Knee, LevelFigures, knees_of};
 use crate::domain::load::Load;
 use crate::domain::scorecard::CandidateSummary;
 use crate::domain::thresholds::key::MetricKey;
+use crate::scorecard::RunScorecard;
 
 const SIZE: (u32, u32) = (720, 380);
 /// Okabe–Ito colours: distinguishable with the common colour-vision deficiencies (the history
 /// page's series use them too).
-pub(crate) const COLOURS: [RGBColor; 6] = [
+pub const COLOURS: [RGBColor; 6] = [
     RGBColor(0, 114, 178),
     RGBColor(213, 94, 0),
     RGBColor(0, 158, 115),
@@ -455,19 +455,23 @@ impl SpeedAxis {
     }
 }
 
-fn accuracy_chart(j: &RunScorecard) -> Option<Chart> {
-    let accuracy_col = j.card.rows.iter().find(|r| r.rule.metric == "accuracy");
-    let axis = SpeedAxis::of(j);
-    let c = j.run.config.concurrency;
-    let points: Vec<(String, f64, f64)> = j
-        .card
+/// Each candidate's (name, speed on `axis` at concurrency `c`, accuracy), where both are known.
+fn accuracy_points(j: &RunScorecard, axis: &SpeedAxis, c: u32) -> Vec<(String, f64, f64)> {
+    j.card
         .pareto
         .iter()
         .filter_map(|p| {
             let tok_s = axis.value(j.summaries.get(p.index)?, c)?;
             Some((p.name.clone(), tok_s, p.quality?))
         })
-        .collect();
+        .collect()
+}
+
+fn accuracy_chart(j: &RunScorecard) -> Option<Chart> {
+    let accuracy_col = j.card.rows.iter().find(|r| r.rule.metric == "accuracy");
+    let axis = SpeedAxis::of(j);
+    let c = j.run.config.concurrency;
+    let points = accuracy_points(j, &axis, c);
     if points.is_empty() {
         return None;
     }
@@ -685,106 +689,127 @@ pub fn interval(b: &crate::domain::timeline::Bucket) -> String {
 /// The run over time: tok/s, TTFT p50 and (when any) failed attempts per time bucket, one line
 /// per candidate (`names` in the timeline's candidate order).
 pub fn timeline_charts(t: &crate::domain::timeline::Timeline, names: &[String]) -> Vec<Chart> {
-    use crate::domain::timeline::Bucket;
-    type Pick = fn(&Bucket) -> Option<f64>;
-    let mid = |b: &Bucket| (b.start_s + b.end_s) / 2.0;
-    let one = |id: &str, title: &str, y_desc: &str, unit: &str, pick: Pick, caption: String| -> Option<Chart> {
-        let xs = 0.0..t
-            .candidates
-            .iter()
-            .flat_map(|(_, b)| b.last())
-            .map(|b| b.end_s)
-            .fold(t.bucket_s, f64::max);
-        let mut ys = padded(t.candidates.iter().flat_map(|(_, b)| b.iter().filter_map(pick)), true)?;
-        // Headroom for the legend (a row per candidate) above the lines.
-        ys.end += (ys.end - ys.start) * 0.12 * (t.candidates.len() + 1) as f64;
-        let mut titles = Vec::new();
-        let svg = render_at((720, 280), |root| {
-            root.fill(&WHITE)?;
-            let mut chart = ChartBuilder::on(&root)
-                .margin(12)
-                .x_label_area_size(40)
-                .y_label_area_size(64)
-                .build_cartesian_2d(xs.clone(), ys.clone())?;
-            chart
-                .configure_mesh()
-                .x_desc("seconds since the run's first measured request")
-                .y_desc(y_desc)
-                .label_style((FONT, 13))
-                .max_light_lines(1)
-                .light_line_style(GRID_LIGHT)
-                .bold_line_style(GRID_BOLD)
-                .x_label_formatter(&|v| axis_number(*v))
-                .y_label_formatter(&|v| axis_number(*v))
-                .draw()?;
-            for (i, (_, buckets)) in t.candidates.iter().enumerate() {
-                let c = colour(i);
-                let name = names.get(i).map(String::as_str).unwrap_or("?");
-                let points: Vec<(f64, f64, &Bucket)> =
-                    buckets.iter().filter_map(|b| Some((mid(b), pick(b)?, b))).collect();
-                chart
-                    .draw_series(LineSeries::new(points.iter().map(|p| (p.0, p.1)), c.stroke_width(2)))?
-                    .label(name)
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
-                chart.draw_series(points.iter().map(|p| Circle::new((p.0, p.1), 3, c.filled())))?;
-                for &(x, y, b) in &points {
-                    titles.push(PointTitle {
-                        at: chart.backend_coord(&(x, y)),
-                        text: format!("{name}, {}: {}", interval(b), figure(y, unit)),
-                    });
-                }
-            }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .label_font((FONT, 12))
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK.mix(0.3))
-                .draw()?;
-            root.present()
-        })?;
-        Some(Chart {
-            id: id.into(),
-            title: title.into(),
-            caption,
-            svg: with_point_titles(svg, &titles),
-        })
-    };
+    let one = |spec: TimelineSpec| timeline_chart(t, names, spec);
     let width = crate::domain::format::significant_trimmed(t.bucket_s);
     let any_errors = t.candidates.iter().any(|(_, b)| b.iter().any(|b| b.errors > 0));
     [
-        one(
-            "chart-tok-s-over-time",
-            "Throughput over time",
-            "output tok/s (all streams)",
-            "tok/s",
-            |b| b.tok_s,
-            format!("Output tokens of successful requests arriving in each {width} s interval, per second (warm-ups excluded)."),
-        ),
-        one(
-            "chart-ttft-over-time",
-            "TTFT p50 over time",
-            "TTFT p50 (ms)",
-            "ms",
-            |b| b.ttft_p50_ms,
-            format!("Median TTFT of the successful requests whose first token arrived in each {width} s interval."),
-        ),
+        one(TimelineSpec {
+            id: "chart-tok-s-over-time",
+            title: "Throughput over time",
+            y_desc: "output tok/s (all streams)",
+            unit: "tok/s",
+            pick: |b| b.tok_s,
+            caption: format!(
+                "Output tokens of successful requests arriving in each {width} s interval, per second (warm-ups excluded)."
+            ),
+        }),
+        one(TimelineSpec {
+            id: "chart-ttft-over-time",
+            title: "TTFT p50 over time",
+            y_desc: "TTFT p50 (ms)",
+            unit: "ms",
+            pick: |b| b.ttft_p50_ms,
+            caption: format!(
+                "Median TTFT of the successful requests whose first token arrived in each {width} s interval."
+            ),
+        }),
         any_errors
             .then(|| {
-                one(
-                    "chart-errors-over-time",
-                    "Errors over time",
-                    "failed attempts",
-                    "failed attempts",
-                    |b| Some(f64::from(b.errors)),
-                    format!("Failed attempts (retried or final) ending in each {width} s interval."),
-                )
+                one(TimelineSpec {
+                    id: "chart-errors-over-time",
+                    title: "Errors over time",
+                    y_desc: "failed attempts",
+                    unit: "failed attempts",
+                    pick: |b| Some(f64::from(b.errors)),
+                    caption: format!("Failed attempts (retried or final) ending in each {width} s interval."),
+                })
             })
             .flatten(),
     ]
     .into_iter()
     .flatten()
     .collect()
+}
+
+/// One chart over time: what it shows of each bucket (`pick`), its unit and its words.
+struct TimelineSpec {
+    id: &'static str,
+    title: &'static str,
+    y_desc: &'static str,
+    unit: &'static str,
+    pick: fn(&crate::domain::timeline::Bucket) -> Option<f64>,
+    caption: String,
+}
+
+/// A line per candidate of `spec`'s figure over the run's buckets.
+fn timeline_chart(t: &crate::domain::timeline::Timeline, names: &[String], spec: TimelineSpec) -> Option<Chart> {
+    use crate::domain::timeline::Bucket;
+    let mid = |b: &Bucket| (b.start_s + b.end_s) / 2.0;
+    let xs = 0.0..t
+        .candidates
+        .iter()
+        .flat_map(|(_, b)| b.last())
+        .map(|b| b.end_s)
+        .fold(t.bucket_s, f64::max);
+    let mut ys = padded(
+        t.candidates.iter().flat_map(|(_, b)| b.iter().filter_map(spec.pick)),
+        true,
+    )?;
+    // Headroom for the legend (a row per candidate) above the lines.
+    ys.end += (ys.end - ys.start) * 0.12 * (t.candidates.len() + 1) as f64;
+    let mut titles = Vec::new();
+    let svg = render_at((720, 280), |root| {
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(64)
+            .build_cartesian_2d(xs.clone(), ys.clone())?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds since the run's first measured request")
+            .y_desc(spec.y_desc)
+            .label_style((FONT, 13))
+            .max_light_lines(1)
+            .light_line_style(GRID_LIGHT)
+            .bold_line_style(GRID_BOLD)
+            .x_label_formatter(&|v| axis_number(*v))
+            .y_label_formatter(&|v| axis_number(*v))
+            .draw()?;
+        for (i, (_, buckets)) in t.candidates.iter().enumerate() {
+            let c = colour(i);
+            let name = names.get(i).map(String::as_str).unwrap_or("?");
+            let points: Vec<(f64, f64, &Bucket)> = buckets
+                .iter()
+                .filter_map(|b| Some((mid(b), (spec.pick)(b)?, b)))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(points.iter().map(|p| (p.0, p.1)), c.stroke_width(2)))?
+                .label(name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
+            chart.draw_series(points.iter().map(|p| Circle::new((p.0, p.1), 3, c.filled())))?;
+            for &(x, y, b) in &points {
+                titles.push(PointTitle {
+                    at: chart.backend_coord(&(x, y)),
+                    text: format!("{name}, {}: {}", interval(b), figure(y, spec.unit)),
+                });
+            }
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .label_font((FONT, 12))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.3))
+            .draw()?;
+        root.present()
+    })?;
+    Some(Chart {
+        id: spec.id.into(),
+        title: spec.title.into(),
+        caption: spec.caption,
+        svg: with_point_titles(svg, &titles),
+    })
 }
 
 /// One bar of the pass-rate chart.
