@@ -849,10 +849,14 @@ async fn calibrate_covers_chunked_and_non_streamed_levels() {
         assert!(l.e2e_error_ms_p50.is_some_and(|e| e.abs() < 50.0), "{l:?}");
         assert!(l.aggregate_error_pct.is_some_and(|e| e.abs() < 25.0), "{l:?}");
         if l.stream {
-            assert!(l.ttft_error_ms_p50.is_some_and(|e| e.abs() < 50.0), "{l:?}");
-            assert!(l.decode_error_pct_p50.is_some_and(|e| e.abs() < 25.0), "{l:?}");
-            assert!(l.itl_error_pct_p50.is_some_and(|e| e.abs() < 25.0), "{l:?}");
-            assert!(l.not_measured.is_empty(), "{l:?}");
+            assert!(l.ttft_error_ms_p50.is_some() && l.decode_error_pct_p50.is_some(), "{l:?}");
+            assert!(l.itl_error_pct_p50.is_some() && l.not_measured.is_empty(), "{l:?}");
+            // Close to the truth, or the harness says why not: on a starved machine the kernel
+            // merges queued packets and ITL reads short; the level must then be flagged.
+            let close = l.ttft_error_ms_p50.is_some_and(|e| e.abs() < 50.0)
+                && l.decode_error_pct_p50.is_some_and(|e| e.abs() < 25.0)
+                && l.itl_error_pct_p50.is_some_and(|e| e.abs() < 25.0);
+            assert!(close || (l.unreliable && !l.unreliable_reasons.is_empty()), "{l:?}");
         } else {
             assert!(
                 l.ttft_error_ms_p50.is_none() && l.decode_error_pct_p50.is_none() && l.itl_error_pct_p50.is_none(),
