@@ -47,6 +47,7 @@ fn full_candidate(name: &str) -> CandidateSpec {
         }),
         notes: Some("快速模型 — fast".into()),
         tokenize: None,
+        tls_ca_file: None,
         ..candidate(name)
     }
 }
@@ -114,6 +115,7 @@ fn record(run_id: i64, candidate_id: i64, case_id: &str, attempt: u32, sent_at_u
             required: true,
         }],
         chunk_attribution: None,
+        clock: None,
         cut: None,
     }
 }

@@ -643,6 +643,7 @@ mod tests {
                 required: true,
             }],
             chunk_attribution: None,
+            clock: None,
             cut: None,
         };
         let records: Vec<RequestRecord> = (0..20)

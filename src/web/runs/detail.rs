@@ -1130,6 +1130,13 @@ fn scorecard(
             &|s| token_sources(s),
         ),
         row(
+            "timed by".into(),
+            "the clock that timed each request's events: the kernel's receive stamp of the segment \
+             that carried them (over TLS, that completed their record), or user space (when \
+             bakeoff's read returned: behind a proxy); a figure from both says mixed",
+            &|s| s.clocks.label(),
+        ),
+        row(
             "requests".into(),
             "measured, final attempts (warm-ups excluded)",
             &|s| s.requests.to_string(),

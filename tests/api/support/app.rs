@@ -489,6 +489,7 @@ pub fn record(run_id: i64, candidate_id: i64, case_id: &str, output: &str, passe
             required: true,
         }],
         chunk_attribution: None,
+        clock: None,
         cut: None,
     }
 }

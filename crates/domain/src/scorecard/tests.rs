@@ -279,6 +279,7 @@ fn records(candidate_id: i64, e2e_ms: i64, right: &[bool]) -> Vec<RequestRecord>
             error_class: None,
             grades: vec![exact_grade(right[i])],
             chunk_attribution: None,
+            clock: None,
             cut: None,
         })
         .collect()

@@ -44,6 +44,7 @@ fn rec(case: &str, repetition: u32, sent_s: f64, e2e_ms: f64, tokens: u32) -> Re
         error_class: None,
         grades: vec![],
         chunk_attribution: None,
+        clock: None,
         cut: None,
     }
 }
