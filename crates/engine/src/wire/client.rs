@@ -740,8 +740,22 @@ impl ResponseBody {
     /// Reads what follows a stream's end marker (a chunked body's last bytes, usually just
     /// behind it), so its connection is reused: the measurement is over.
     async fn finish(self) {
-        if let ResponseBody::H1(body) = self {
-            body.finish(h1::FINISH_WAIT).await;
+        match self {
+            ResponseBody::H1(body) => body.finish(h1::FINISH_WAIT).await,
+            // hyper pools a connection only once its body was read to the end: a stream dropped
+            // at its end marker, before the chunked body's last bytes, cost a connection each.
+            ResponseBody::Pooled(mut stream) => {
+                let _ = tokio::time::timeout(h1::FINISH_WAIT, async {
+                    let mut read = 0;
+                    while let Some(Ok(bytes)) = stream.next().await {
+                        read += bytes.len();
+                        if read > MAX_ERROR_BODY_BYTES {
+                            return;
+                        }
+                    }
+                })
+                .await;
+            }
         }
     }
 
