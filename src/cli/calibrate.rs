@@ -281,7 +281,10 @@ fn print_schemes(out: &mut impl Write, r: &CalibrationReport) -> std::io::Result
             ]
         })
         .collect();
-    writeln!(out, "\nTTFT error by scheme (the same mock conditions; https: TLS 1.3 on loopback):")?;
+    writeln!(
+        out,
+        "\nTTFT error by scheme (the same mock conditions; https: TLS 1.3 on loopback):"
+    )?;
     table(
         out,
         &[

@@ -131,7 +131,10 @@ async fn an_https_stream_is_read_whole_timed_by_the_kernel_and_its_connection_re
     let first_request = request(&spec, &file, 0);
     let first = client.send(&first_request, 0).await;
     assert!(first.succeeded(), "{}", detail(&first));
-    assert_eq!(first.output, file.cases[0].expected.as_ref().and_then(Value::as_str).unwrap());
+    assert_eq!(
+        first.output,
+        file.cases[0].expected.as_ref().and_then(Value::as_str).unwrap()
+    );
     assert_eq!(first.output_tokens_source, Some(TokenSource::Usage));
     assert!(first.output_tokens.is_some_and(|n| n > 1) && first.input_tokens.is_some());
     assert_eq!(first.connection_reused, Some(false));
@@ -151,7 +154,10 @@ async fn an_https_stream_is_read_whole_timed_by_the_kernel_and_its_connection_re
     assert!(second.succeeded(), "{}", detail(&second));
     assert_eq!(second.connection_reused, Some(true));
     assert_eq!(second.connect_us, None);
-    assert_eq!(second.output, file.cases[1].expected.as_ref().and_then(Value::as_str).unwrap());
+    assert_eq!(
+        second.output,
+        file.cases[1].expected.as_ref().and_then(Value::as_str).unwrap()
+    );
     assert_eq!(second.clock, Some(TimingClock::KernelStamp));
     mock.shutdown().await.unwrap();
 }
@@ -166,7 +172,12 @@ async fn a_certificate_nobody_trusts_is_refused_with_a_clear_error_and_the_mock_
         let spec = spec(&mock.base_url(), ca);
         let client = CandidateClient::new(&spec, 1, timeouts()).expect("client builds");
         let x = client.send(&request(&spec, &file, 0), 0).await;
-        assert_eq!(x.failure.as_ref().map(|f| f.class), Some(ErrorClass::Tls), "{}", detail(&x));
+        assert_eq!(
+            x.failure.as_ref().map(|f| f.class),
+            Some(ErrorClass::Tls),
+            "{}",
+            detail(&x)
+        );
         let why = detail(&x);
         assert!(
             why.contains("TLS handshake with 127.0.0.1 failed") && why.contains("certificate"),
@@ -182,9 +193,13 @@ async fn a_certificate_nobody_trusts_is_refused_with_a_clear_error_and_the_mock_
         .expect("a missing CA file is refused");
     assert!(e.contains("TLS CA file") && e.contains("missing.pem"), "{e}");
     std::fs::write(dir.path().join("junk.pem"), "not a certificate").unwrap();
-    let e = CandidateClient::new(&spec(&mock.base_url(), Some(&dir.path().join("junk.pem"))), 1, timeouts())
-        .err()
-        .expect("a CA file without a certificate is refused");
+    let e = CandidateClient::new(
+        &spec(&mock.base_url(), Some(&dir.path().join("junk.pem"))),
+        1,
+        timeouts(),
+    )
+    .err()
+    .expect("a CA file without a certificate is refused");
     assert!(e.contains("junk.pem") && e.contains("no PEM certificate"), "{e}");
     // The refused handshakes cost the mock nothing: the trusted CA gets its answer.
     let spec = spec(&mock.base_url(), Some(&certs.ca));
@@ -212,7 +227,10 @@ async fn reqwests_streaming_path_reads_a_stream_whole_and_says_it_timed_it_in_us
     let client = CandidateClient::reference(&spec, 1, timeouts()).expect("client builds");
     let first = client.send(&request(&spec, &file, 0), 0).await;
     assert!(first.succeeded(), "{}", detail(&first));
-    assert_eq!(first.output, file.cases[0].expected.as_ref().and_then(Value::as_str).unwrap());
+    assert_eq!(
+        first.output,
+        file.cases[0].expected.as_ref().and_then(Value::as_str).unwrap()
+    );
     assert_eq!(first.output_tokens_source, Some(TokenSource::Usage));
     assert!(first.chunks.len() > 1, "streamed in chunks: {:?}", first.chunks);
     assert_eq!(first.finish_reason.as_deref(), Some("stop"));
@@ -274,6 +292,9 @@ async fn a_run_over_https_stores_which_clock_timed_every_record() {
         .iter()
         .map(|r| r["clock"].as_str().unwrap_or("none"))
         .collect();
-    assert!(!clocks.is_empty() && clocks.iter().all(|c| *c == "kernel-stamp"), "{clocks:?}");
+    assert!(
+        !clocks.is_empty() && clocks.iter().all(|c| *c == "kernel-stamp"),
+        "{clocks:?}"
+    );
     mock.shutdown().await.unwrap();
 }

@@ -47,7 +47,8 @@ pub async fn calibrate(options: &CalibrateOptions, progress: impl Fn(String)) ->
     levels.extend(run_levels(options, &profiles, None, &specs, &store, &progress).await?);
     if !tls_specs.is_empty() {
         let dir = TempDir::new("tls")?;
-        let certs = crate::mock::tls::LoopbackCerts::make(&dir.0).context("making the https calibration's certificate")?;
+        let certs =
+            crate::mock::tls::LoopbackCerts::make(&dir.0).context("making the https calibration's certificate")?;
         levels.extend(run_levels(options, &profiles, Some(&certs), &tls_specs, &store, &progress).await?);
     }
     Ok(report(options, threads, levels))

@@ -636,7 +636,10 @@ fn tls_ca_file(e: &mut FieldErrors, raw: &str) -> Option<String> {
     if path.chars().count() > 1000 {
         e.add("tls_ca_file", "is too long (at most 1000 characters)");
     } else if !path.starts_with('/') {
-        e.add("tls_ca_file", "must be an absolute path (starting with /) to a PEM file of CA certificates");
+        e.add(
+            "tls_ca_file",
+            "must be an absolute path (starting with /) to a PEM file of CA certificates",
+        );
     } else if path.chars().any(char::is_control) {
         e.add("tls_ca_file", "must not contain control characters");
     } else {

@@ -1387,6 +1387,29 @@ pub struct RunEvent {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_figure_from_both_clocks_says_so_and_how_many_each_timed() {
+        use TimingClock::{KernelStamp, UserSpace};
+        let of = |clocks: &[Option<TimingClock>]| {
+            let mut c = ClockCounts::default();
+            clocks.iter().for_each(|&k| c.add(k));
+            c
+        };
+        assert_eq!(of(&[Some(KernelStamp), Some(KernelStamp)]).label(), "kernel stamp");
+        assert_eq!(of(&[Some(UserSpace)]).label(), "user space");
+        let mixed = of(&[Some(KernelStamp), Some(UserSpace), Some(KernelStamp)]);
+        assert!(mixed.mixed() && mixed.single().is_none());
+        assert_eq!(mixed.label(), "mixed: 2 kernel stamp, 1 user space");
+        assert_eq!(of(&[Some(UserSpace), None]).label(), "user space (1 not recorded)");
+        assert_eq!(of(&[None]).label(), "not recorded");
+        assert_eq!(of(&[]).label(), "not recorded");
+        for clock in TimingClock::ALL {
+            assert_eq!(TimingClock::parse(clock.as_str()), Some(clock));
+            let json = serde_json::to_string(&clock).unwrap();
+            assert_eq!(json, format!("\"{}\"", clock.as_str()), "stored and exported alike");
+        }
+    }
     use super::*;
     use serde_json::Value;
 

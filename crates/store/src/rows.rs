@@ -20,8 +20,7 @@ use crate::domain::grading::Grade;
 use crate::domain::pipeline::PipelineSpec;
 use crate::domain::run::{
     ChunkAttribution, ErrorClass, Phase, RecordGroup, RecordTexts, RequestRecord, Run, RunConfig, RunEvent, RunStatus,
-    TimingClock,
-    TokenSource,
+    TimingClock, TokenSource,
 };
 use crate::domain::scorecard::{NewScorecard, RecordedVerdict, ScorecardListItem, ScorecardRecord};
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};

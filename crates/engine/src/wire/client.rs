@@ -208,7 +208,10 @@ impl CandidateClient {
     /// Refused (nothing is ever sent) when the deployment restricts candidates to some origins
     /// and `spec` points elsewhere (`domain::candidate::origin_refused`).
     pub fn new(spec: &CandidateSpec, concurrency: u32, timeouts: Timeouts) -> Result<Self, String> {
-        let schemes = ["http", "https"].into_iter().filter(|s| stamped_reads_allowed(s)).collect();
+        let schemes = ["http", "https"]
+            .into_iter()
+            .filter(|s| stamped_reads_allowed(s))
+            .collect();
         Self::build(spec, concurrency, timeouts, schemes)
     }
 

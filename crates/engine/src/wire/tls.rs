@@ -56,7 +56,9 @@ pub fn client_config(ca_file: Option<&Path>) -> Result<Arc<ClientConfig>, String
             .collect::<Result<_, _>>()
             .map_err(|e| format!("TLS CA file {shown}: {}", pem_error(&e)))?;
         if certs.is_empty() {
-            return Err(format!("TLS CA file {shown}: no PEM certificate (-----BEGIN CERTIFICATE-----) in it"));
+            return Err(format!(
+                "TLS CA file {shown}: no PEM certificate (-----BEGIN CERTIFICATE-----) in it"
+            ));
         }
         for cert in certs {
             roots
@@ -181,7 +183,6 @@ impl Session {
             // Records that carried no application data (a session ticket): read on.
         }
     }
-
 
     /// Whether rustls holds nothing unread (ciphertext or plaintext): a pooled connection must not.
     pub fn idle(&mut self) -> bool {
