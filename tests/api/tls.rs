@@ -14,7 +14,7 @@ use bakeoff::mock::tls::LoopbackCerts;
 use bakeoff::mock::{LOG_CAPACITY, MockConfig, MockServer, ModelProfile};
 use serde_json::Value;
 
-use crate::support::db::sqlite_store;
+use crate::support::db::{TestStore, each_backend};
 use crate::support::runs::run_to_end;
 
 fn evalset(cases: usize) -> EvalSetFile {
@@ -245,12 +245,12 @@ async fn reqwests_streaming_path_reads_a_stream_whole_and_says_it_timed_it_in_us
     mock.shutdown().await.unwrap();
 }
 
-#[tokio::test]
-async fn a_run_over_https_stores_which_clock_timed_every_record() {
+each_backend!(a_run_over_https_stores_which_clock_timed_every_record);
+async fn a_run_over_https_stores_which_clock_timed_every_record(db: TestStore) {
     let dir = tempfile::tempdir().unwrap();
     let file = evalset(4);
     let (mock, certs) = tls_mock(dir.path(), &file).await;
-    let (store, _guard) = sqlite_store().await;
+    let store = db.store.clone();
     let spec = spec(&mock.base_url(), Some(&certs.ca));
     let version = store.save_evalset_version(&file).await.unwrap();
     let candidate = store
@@ -279,7 +279,12 @@ async fn a_run_over_https_stores_which_clock_timed_every_record() {
     assert!(records.len() >= 4);
     for r in &records {
         assert!(r.succeeded(), "{:?}: {:?}", r.error_class, r.error_detail());
-        assert_eq!(r.clock, Some(TimingClock::KernelStamp), "stored and read back");
+        assert_eq!(
+            r.clock,
+            Some(TimingClock::KernelStamp),
+            "{}: stored and read back",
+            db.backend
+        );
     }
     let counts = ClockCounts::of(records.iter().filter(|r| !r.is_warmup));
     assert_eq!(counts.label(), "kernel stamp");
