@@ -67,6 +67,13 @@ pub struct CalibrateArgs {
     /// then competes with bakeoff's in one process.
     #[arg(long)]
     pub mock_in_process: bool,
+    /// Also run latency levels over https (the mock served over TLS with a loopback certificate
+    /// made for the run; needs the `openssl` command) and print their TTFT error beside http's.
+    #[arg(long)]
+    pub tls: bool,
+    /// Concurrency levels of the https levels (with --tls).
+    #[arg(long, value_delimiter = ',', default_value = "1,64")]
+    pub tls_levels: Vec<u32>,
     /// Write the figures here as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -117,6 +124,7 @@ pub async fn run(args: CalibrateArgs) -> anyhow::Result<()> {
                 exe: std::env::current_exe().context("finding bakeoff's own executable")?,
             }
         },
+        tls_levels: if args.tls { args.tls_levels.clone() } else { Vec::new() },
     };
     let report = crate::app::calibrate::calibrate(&options, |line| eprintln!("{line}")).await?;
     let mut out = std::io::stdout().lock();
@@ -187,6 +195,7 @@ pub fn print_calibration(out: &mut impl Write, r: &CalibrationReport) -> std::io
          mock cores = CPU the mock's threads used; other cores = CPU the rest of the machine used \
          during the level; load avg = 1-minute load average at the level's end (this process included)."
     )?;
+    print_schemes(out, r)?;
     print_calibration_notes(out, r)
 }
 
@@ -207,9 +216,10 @@ fn level_row(l: &CalibrationLevel) -> Vec<String> {
         }
     };
     vec![
-        match l.purpose {
-            LevelPurpose::Latency => format!("c={}", l.concurrency),
-            p => format!("{} c={}", purpose_name(p), l.concurrency),
+        match (l.purpose, l.https) {
+            (LevelPurpose::Latency, false) => format!("c={}", l.concurrency),
+            (LevelPurpose::Latency, true) => format!("https c={}", l.concurrency),
+            (p, _) => format!("{} c={}", purpose_name(p), l.concurrency),
         },
         if l.stream {
             format!("{}×{} ms, {}/chunk", l.tokens, l.inter_token_ms, l.tokens_per_chunk)
@@ -272,6 +282,51 @@ fn print_calibration_notes(out: &mut impl Write, r: &CalibrationReport) -> std::
         )?;
     }
     Ok(())
+}
+
+/// The https levels' TTFT error beside the http sweep's at the same concurrency, and the clock
+/// that timed each (nothing when no https level ran).
+fn print_schemes(out: &mut impl Write, r: &CalibrationReport) -> std::io::Result<()> {
+    let latency = |https: bool| {
+        r.levels
+            .iter()
+            .filter(move |l| l.purpose == LevelPurpose::Latency && l.https == https)
+    };
+    if latency(true).next().is_none() {
+        return Ok(());
+    }
+    let ms = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.3}"));
+    let rows: Vec<Vec<String>> = latency(true)
+        .map(|tls| {
+            let plain = latency(false).find(|l| l.concurrency == tls.concurrency);
+            vec![
+                format!("c={}", tls.concurrency),
+                plain.map_or("not run".into(), |l| ms(l.ttft_error_ms_p50)),
+                plain.map_or("not run".into(), |l| ms(l.ttft_error_ms_p99)),
+                plain.map_or("—".into(), |l| l.clock.clone()),
+                ms(tls.ttft_error_ms_p50),
+                ms(tls.ttft_error_ms_p99),
+                tls.clock.clone(),
+            ]
+        })
+        .collect();
+    writeln!(
+        out,
+        "\nTTFT error by scheme (the same mock conditions; https: TLS 1.3 on loopback):"
+    )?;
+    table(
+        out,
+        &[
+            "load",
+            "http TTFT err p50 ms",
+            "http TTFT |err| p99 ms",
+            "http clock",
+            "https TTFT err p50 ms",
+            "https TTFT |err| p99 ms",
+            "https clock",
+        ],
+        &rows,
+    )
 }
 
 #[cfg(test)]

@@ -59,6 +59,10 @@ pub struct MeasureFlags {
     /// /extras/tokenize for llama-cpp-python).
     #[arg(long, requires = "tokenize")]
     pub tokenize_path: Option<String>,
+    /// For an https server whose certificate no public CA signed: a PEM file of CA certificates
+    /// to trust besides the system's.
+    #[arg(long)]
+    pub tls_ca_file: Option<std::path::PathBuf>,
 
     /// Closed loop at each of these concurrencies in turn, e.g. 1,4,16.
     #[arg(long, value_delimiter = ',', conflicts_with_all = ["rate", "sweep"])]
@@ -437,6 +441,15 @@ fn candidate_spec(args: &MeasureFlags) -> anyhow::Result<(CandidateSpec, String)
         claimed: None,
         notes: Some("created by `bakeoff measure`".into()),
         tokenize,
+        tls_ca_file: match &args.tls_ca_file {
+            Some(path) => Some(
+                std::path::absolute(path)
+                    .with_context(|| format!("--tls-ca-file {}", path.display()))?
+                    .display()
+                    .to_string(),
+            ),
+            None => None,
+        },
     };
     Ok((spec, host))
 }
@@ -642,6 +655,17 @@ fn print_levels(out: &mut impl Write, levels: &[LevelFigures]) -> std::io::Resul
             out,
             "TPOT, ITL, ICL and decode tok/s: not measured where shown \"—\" (a non-streamed response's tokens all arrive at once)"
         )?;
+    }
+    // Which clock timed the figures: one line when every level agrees, else one per level.
+    let clocks: Vec<String> = levels.iter().map(|l| l.clocks.label()).collect();
+    if clocks.windows(2).all(|w| w[0] == w[1]) {
+        if let Some(clock) = clocks.first() {
+            writeln!(out, "timed by: {clock}")?;
+        }
+    } else {
+        for (l, clock) in levels.iter().zip(&clocks) {
+            writeln!(out, "{}: timed by: {clock}", level_label(l))?;
+        }
     }
     for l in levels.iter().filter(|l| !l.errors.is_empty()) {
         let errors: Vec<String> = l.errors.iter().map(|(k, v)| format!("{k} ×{v}")).collect();

@@ -28,6 +28,12 @@ pub struct MockArgs {
     /// level's).
     #[arg(long, env = "BAKEOFF_MOCK_TRUTH_CAPACITY", default_value_t = LOG_CAPACITY)]
     pub truth_capacity: usize,
+    /// Serve https with this PEM certificate (chain); needs --tls-key.
+    #[arg(long, env = "BAKEOFF_MOCK_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, env = "BAKEOFF_MOCK_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 pub async fn run(args: MockArgs) -> anyhow::Result<()> {
@@ -40,21 +46,25 @@ pub async fn run(args: MockArgs) -> anyhow::Result<()> {
     } else {
         load_answer_keys(&args.answer_keys)?
     };
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(crate::mock::tls::server_config(cert, key)?),
+        _ => None,
+    };
     let names: Vec<String> = profiles.iter().map(|p| p.name.clone()).collect();
     let cases: usize = answer_keys.iter().map(|s| s.cases.len()).sum();
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding the mock to {}", args.listen))?;
-    let server = crate::mock::spawn_with_log(
-        MockConfig {
-            profiles,
-            answer_keys,
-            seed: args.seed,
-        },
-        listener,
-        args.truth_capacity.max(1),
-    )
-    .await
+    let config = MockConfig {
+        profiles,
+        answer_keys,
+        seed: args.seed,
+    };
+    let capacity = args.truth_capacity.max(1);
+    let server = match tls {
+        Some(tls) => crate::mock::spawn_tls(config, listener, capacity, tls).await,
+        None => crate::mock::spawn_with_log(config, listener, capacity).await,
+    }
     .context("starting the mock")?;
     {
         use std::io::Write;

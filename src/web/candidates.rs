@@ -230,6 +230,17 @@ impl CandidateFormPage {
                         &draft.api_key_env,
                     )
                     .help("Name of a variable in bakeoff's environment holding the key, e.g. BAKEOFF_KEY_OPENAI."),
+                    field(
+                        "tls_ca_file",
+                        "Trusted TLS CA file",
+                        FieldKind::Text,
+                        &draft.tls_ca_file,
+                    )
+                    .help(
+                        "For an https server whose certificate no public CA signed (in-house, self-signed): an \
+                         absolute path, on the machine bakeoff runs on, to a PEM file of the CA certificates to trust \
+                         besides the system's. Blank: the system's only.",
+                    ),
                 ],
             },
             Fieldset {

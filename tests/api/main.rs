@@ -44,6 +44,7 @@ mod store_operability;
 mod store_runs;
 mod store_scorecards;
 mod store_text;
+mod tls;
 mod tokenize;
 mod web;
 mod workers;

@@ -759,12 +759,14 @@ async fn calibrate_compares_against_the_ground_truth() {
         mock: bakeoff::engine::calibrate::MockPlacement::Process {
             exe: env!("CARGO_BIN_EXE_bakeoff").into(),
         },
+        // c=1 again over https, against the mock process served over TLS.
+        tls_levels: vec![1],
     };
     let report = tokio::time::timeout(DEADLINE, bakeoff::app::calibrate::calibrate(&options, |_| {}))
         .await
         .expect("calibration ended in time")
         .expect("calibration ran");
-    assert_eq!(report.levels.len(), 3);
+    assert_eq!(report.levels.len(), 4);
     use bakeoff::engine::calibrate::LevelPurpose;
     let purposes: Vec<_> = report
         .levels
@@ -776,9 +778,16 @@ async fn calibrate_compares_against_the_ground_truth() {
         vec![
             (LevelPurpose::Latency, 1, 1),
             (LevelPurpose::Latency, 8, 1),
-            (LevelPurpose::Ingest, 4, 8)
+            (LevelPurpose::Ingest, 4, 8),
+            (LevelPurpose::Latency, 1, 1),
         ]
     );
+    let https: Vec<bool> = report.levels.iter().map(|l| l.https).collect();
+    assert_eq!(https, [false, false, false, true]);
+    // One timed path: the https level is kernel-stamped as the http ones are.
+    for l in &report.levels {
+        assert_eq!(l.clock, "kernel stamp", "{l:?}");
+    }
     for l in &report.levels {
         assert!(l.requests > 0 && l.matched == l.requests, "{l:?}");
         assert!(
@@ -822,6 +831,7 @@ async fn calibrate_covers_chunked_and_non_streamed_levels() {
         mock: bakeoff::engine::calibrate::MockPlacement::Process {
             exe: env!("CARGO_BIN_EXE_bakeoff").into(),
         },
+        tls_levels: Vec::new(),
     };
     let report = tokio::time::timeout(DEADLINE, bakeoff::app::calibrate::calibrate(&options, |_| {}))
         .await
@@ -849,7 +859,10 @@ async fn calibrate_covers_chunked_and_non_streamed_levels() {
         assert!(l.e2e_error_ms_p50.is_some_and(|e| e.abs() < 50.0), "{l:?}");
         assert!(l.aggregate_error_pct.is_some_and(|e| e.abs() < 25.0), "{l:?}");
         if l.stream {
-            assert!(l.ttft_error_ms_p50.is_some() && l.decode_error_pct_p50.is_some(), "{l:?}");
+            assert!(
+                l.ttft_error_ms_p50.is_some() && l.decode_error_pct_p50.is_some(),
+                "{l:?}"
+            );
             assert!(l.itl_error_pct_p50.is_some() && l.not_measured.is_empty(), "{l:?}");
             // Close to the truth, or the harness says why not: on a starved machine the kernel
             // merges queued packets and ITL reads short; the level must then be flagged.

@@ -294,9 +294,27 @@ async fn the_demo_scorecard_page_exports_and_archive() {
     );
     assert_eq!(
         lines.len() - 6,
-        rules * 3 + 3 + 1,
-        "a line per rule × candidate, one verdict line each, and the harness line"
+        rules * 3 + 3 + 3 + 1,
+        "a line per rule × candidate, one verdict line and one clock line each, and the harness line"
     );
+    // Every candidate's requests went through the stamped client: each export says so.
+    let clock_lines: Vec<&&str> = lines.iter().filter(|l| l.starts_with("clock,timed_by,")).collect();
+    assert_eq!(clock_lines.len(), 3, "{clock_lines:?}");
+    assert!(
+        clock_lines.iter().all(|l| l.contains(",kernel-stamp,")),
+        "{clock_lines:?}"
+    );
+    for c in json["candidates"].as_array().unwrap() {
+        assert_eq!(c["timed_by"], "kernel stamp", "{c}");
+    }
+    let ttft_cells: Vec<&serde_json::Value> = json["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["dimension"] == "throughput")
+        .flat_map(|r| r["cells"].as_array().unwrap())
+        .collect();
+    assert!(!ttft_cells.is_empty() && ttft_cells.iter().all(|c| c["timed_by"] == "kernel stamp"));
     let md = app
         .get(&format!("/runs/{run}/scorecard/export.md?{query}"))
         .await
@@ -305,6 +323,10 @@ async fn the_demo_scorecard_page_exports_and_archive() {
         .unwrap();
     assert!(md.starts_with("# Scorecard: run #"), "{md}");
     assert!(md.contains("| **GO** |") && md.contains("| **NO-GO** |"), "{md}");
+    assert!(
+        md.contains("## Timed by") && md.matches("| kernel stamp |").count() == 3,
+        "{md}"
+    );
     let print = app.get_html(&format!("/runs/{run}/scorecard/print?{query}")).await;
     assert_eq!(print.status, 200);
     assert_eq!(print.count(".controls"), 0, "no forms on the print page");

@@ -4,7 +4,7 @@
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use bakeoff::domain::evalset::EvalSetFile;
-use bakeoff::domain::run::{ErrorClass, RunStatus};
+use bakeoff::domain::run::{ErrorClass, RequestRecord, RunStatus, TimingClock};
 use tower::ServiceExt;
 
 use crate::support::app::{Page, TestApp, record, spawn_app, spawn_app_with, text_of};
@@ -535,11 +535,17 @@ async fn run_page_escapes_model_output_and_shows_figures_with_calibers() {
     (failed.output_tokens, failed.output_tokens_source) = (None, None);
     (failed.first_content_us, failed.last_token_us) = (None.into(), None.into());
     failed.grades = vec![];
+    // alpha's requests timed on the kernel's stamps; beta's on both clocks (one behind a proxy).
+    let clocked = |mut r: RequestRecord, clock| {
+        r.clock = Some(clock);
+        r
+    };
+    failed.clock = Some(TimingClock::UserSpace);
     app.store
         .append_request_records(&[
-            record(run, alpha, "c1", "positive", true),
-            record(run, alpha, "c2", evil, false),
-            record(run, beta, "c1", "positive", true),
+            clocked(record(run, alpha, "c1", "positive", true), TimingClock::KernelStamp),
+            clocked(record(run, alpha, "c2", evil, false), TimingClock::KernelStamp),
+            clocked(record(run, beta, "c1", "positive", true), TimingClock::KernelStamp),
             failed,
         ])
         .await
@@ -599,6 +605,11 @@ async fn run_page_escapes_model_output_and_shows_figures_with_calibers() {
     assert_eq!(row("accuracy"), ["50.0 % (n=2)", "50.0 % (n=2)"]);
     assert_eq!(row("failure rate"), ["0.0 % (n=2)", "50.0 % (n=2)"]);
     assert_eq!(row("output tokens from"), ["usage 2/2", "usage 1/2"]);
+    assert_eq!(
+        row("timed by"),
+        ["kernel stamp", "mixed: 1 kernel stamp, 1 user space"],
+        "a figure from both clocks says so"
+    );
     // (20 − 1) tokens over 200 ms.
     assert_eq!(row("decode tok/s/stream p50"), ["95.0 tok/s", "95.0 tok/s"]);
     assert!(page.text("table.results caption").contains("concurrency 4"));

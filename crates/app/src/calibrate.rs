@@ -16,7 +16,8 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::engine::calibrate::{
-    CalibrateOptions, CalibrationReport, LevelSpec, MockPlacement, MockUrls, level_specs, report, run_level,
+    CalibrateOptions, CalibrationLevel, CalibrationReport, LevelSpec, MockPlacement, MockUrls, level_specs, report,
+    run_level, tls_level_specs,
 };
 use crate::engine::run::harness::EXCLUDED_THREAD_PREFIX;
 use crate::mock::{LISTENING_LINE, MockConfig, ModelProfile};
@@ -28,19 +29,49 @@ const TRUTH_CAPACITY: usize = 100_000;
 /// How long the mock may take to start.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Runs the calibration; `progress` gets one line per level as it starts.
+/// Runs the calibration; `progress` gets one line per level as it starts. With
+/// `tls_levels`, those latency levels are run again over https, against a second mock served
+/// over TLS with a loopback certificate made for the run (`openssl` needed).
 pub async fn calibrate(options: &CalibrateOptions, progress: impl Fn(String)) -> anyhow::Result<CalibrationReport> {
     let specs = level_specs(options)?;
+    let tls_specs = tls_level_specs(options);
     let mut profiles: Vec<ModelProfile> = Vec::new();
-    for spec in &specs {
+    for spec in specs.iter().chain(&tls_specs) {
         if !profiles.iter().any(|p| p.name == spec.model) {
             profiles.push(profile(spec));
         }
     }
     let threads = options.mock_threads.max(1);
+    let store = crate::store::connect("sqlite::memory:").await?;
+    let mut levels = Vec::new();
+    levels.extend(run_levels(options, &profiles, None, &specs, &store, &progress).await?);
+    if !tls_specs.is_empty() {
+        let dir = TempDir::new("tls")?;
+        let certs =
+            crate::mock::tls::LoopbackCerts::make(&dir.0).context("making the https calibration's certificate")?;
+        levels.extend(run_levels(options, &profiles, Some(&certs), &tls_specs, &store, &progress).await?);
+    }
+    Ok(report(options, threads, levels))
+}
+
+/// Starts the mock (over TLS with `tls`), runs `specs` against it, and stops it.
+async fn run_levels(
+    options: &CalibrateOptions,
+    profiles: &[ModelProfile],
+    tls: Option<&crate::mock::tls::LoopbackCerts>,
+    specs: &[LevelSpec],
+    store: &crate::store::DynStore,
+    progress: &impl Fn(String),
+) -> anyhow::Result<Vec<CalibrationLevel>> {
+    if specs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let threads = options.mock_threads.max(1);
+    let profiles = profiles.to_vec();
+    let tls_files = tls.map(|c| (c.cert.clone(), c.key.clone()));
     let (mock, client_pin) = match &options.mock {
         MockPlacement::InProcess => {
-            let mock = tokio::task::spawn_blocking(move || MockThread::start(profiles, threads))
+            let mock = tokio::task::spawn_blocking(move || MockThread::start(profiles, threads, tls_files))
                 .await
                 .context("starting the mock")??;
             (RunningMock::Threads(mock), None)
@@ -50,10 +81,11 @@ pub async fn calibrate(options: &CalibrateOptions, progress: impl Fn(String)) ->
             let cores = allowed_cores(&std::fs::read_to_string("/proc/self/status").unwrap_or_default());
             let split = (cores.len() >= 2).then(|| (cores[0], cores[1]));
             let exe = exe.clone();
-            let mock =
-                tokio::task::spawn_blocking(move || MockProcess::start(&exe, &profiles, threads, split.map(|s| s.1)))
-                    .await
-                    .context("starting the mock")??;
+            let mock = tokio::task::spawn_blocking(move || {
+                MockProcess::start(&exe, &profiles, threads, split.map(|s| s.1), tls_files)
+            })
+            .await
+            .context("starting the mock")??;
             let pin = split.and_then(|(client, _)| ClientPin::to(client));
             (RunningMock::Process(mock), pin)
         }
@@ -67,21 +99,46 @@ pub async fn calibrate(options: &CalibrateOptions, progress: impl Fn(String)) ->
             pin.as_ref().map_or_else(not_pinned, |p| format!("core {}", p.core))
         ),
     };
+    let ca_file = tls.map(|c| c.ca.display().to_string());
     let urls = MockUrls {
         base_url: mock.base_url(),
         root_url: mock.root_url(),
         process: mock.pid(),
         ran: &ran,
+        ca_file: ca_file.as_deref(),
     };
-    let http = reqwest::Client::new();
-    let store = crate::store::connect("sqlite::memory:").await?;
+    // The ground truth is read over the mock's own scheme, trusting its CA.
+    let mut http = reqwest::Client::builder();
+    if let Some(certs) = tls {
+        let pem = std::fs::read(&certs.ca).with_context(|| format!("reading {}", certs.ca.display()))?;
+        http = http.add_root_certificate(reqwest::Certificate::from_pem(&pem).context("the test CA")?);
+    }
+    let http = http.build().context("the ground truth's HTTP client")?;
     let mut levels = Vec::new();
-    for spec in &specs {
-        levels.push(run_level(&http, &store, &urls, spec, options.seconds_per_level, &progress).await?);
+    for spec in specs {
+        levels.push(run_level(&http, store, &urls, spec, options.seconds_per_level, progress).await?);
     }
     drop(mock);
     drop(client_pin);
-    Ok(report(options, threads, levels))
+    Ok(levels)
+}
+
+/// A directory of this process's, removed with what it holds on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(what: &str) -> anyhow::Result<TempDir> {
+        let path = std::env::temp_dir().join(format!("bakeoff-calibrate-{what}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
+        Ok(TempDir(path))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// The mock serving a calibration, stopped when dropped.
@@ -134,7 +191,7 @@ struct MockThread {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 impl MockThread {
-    fn start(profiles: Vec<ModelProfile>, threads: u32) -> anyhow::Result<MockThread> {
+    fn start(profiles: Vec<ModelProfile>, threads: u32, tls: Option<(PathBuf, PathBuf)>) -> anyhow::Result<MockThread> {
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
@@ -159,16 +216,19 @@ impl MockThread {
                 runtime.block_on(async move {
                     let started = async {
                         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-                        crate::mock::spawn_with_log(
-                            MockConfig {
-                                profiles,
-                                answer_keys: Vec::new(),
-                                seed: 42,
-                            },
-                            listener,
-                            TRUTH_CAPACITY,
-                        )
-                        .await
+                        let config = MockConfig {
+                            profiles,
+                            answer_keys: Vec::new(),
+                            seed: 42,
+                        };
+                        match tls {
+                            Some((cert, key)) => {
+                                let tls = crate::mock::tls::server_config(&cert, &key)
+                                    .map_err(|e| std::io::Error::other(e.to_string()))?;
+                                crate::mock::spawn_tls(config, listener, TRUTH_CAPACITY, tls).await
+                            }
+                            None => crate::mock::spawn_with_log(config, listener, TRUTH_CAPACITY).await,
+                        }
                     };
                     match started.await {
                         Ok(server) => {
@@ -219,7 +279,13 @@ struct MockProcess {
 impl MockProcess {
     /// Starts `exe mock` serving `profiles` on a free loopback port, with `threads` runtime
     /// workers, pinned to `core` when `taskset` can pin it (else unpinned).
-    fn start(exe: &Path, profiles: &[ModelProfile], threads: u32, core: Option<u32>) -> anyhow::Result<MockProcess> {
+    fn start(
+        exe: &Path,
+        profiles: &[ModelProfile],
+        threads: u32,
+        core: Option<u32>,
+        tls: Option<(PathBuf, PathBuf)>,
+    ) -> anyhow::Result<MockProcess> {
         let file = ProfilesFile::write(profiles)?;
         let command = |pinned: Option<u32>| {
             let mut c = match pinned {
@@ -235,6 +301,14 @@ impl MockProcess {
                 .arg(TRUTH_CAPACITY.to_string())
                 .arg("--profiles")
                 .arg(&file.0)
+                .args(tls.iter().flat_map(|(cert, key)| {
+                    [
+                        "--tls-cert".as_ref(),
+                        cert.as_os_str(),
+                        "--tls-key".as_ref(),
+                        key.as_os_str(),
+                    ]
+                }))
                 .env("TOKIO_WORKER_THREADS", threads.to_string())
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())

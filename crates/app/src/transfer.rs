@@ -105,6 +105,9 @@ pub struct ExportedCandidate {
     /// The declared tokenize endpoint (absent in exports made before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenize: Option<TokenizeEndpoint>,
+    /// The CA file trusted for its `https` (a path on the exporting machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_ca_file: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -291,6 +294,7 @@ async fn export_head(store: &dyn Store, run_id: i64) -> Result<RunExport, AppErr
                 claimed: s.claimed,
                 notes: s.notes,
                 tokenize: s.tokenize,
+                tls_ca_file: s.tls_ca_file,
             }
         })
         .collect();

@@ -38,7 +38,9 @@ use serde::{Deserialize, Serialize};
 use super::histogram::LogHistogram;
 use super::load::{Load, LoadShape};
 use super::metrics::Distribution;
-use super::run::{ErrorClass, GroupKey, Phase, RecordGroup, RequestRecord, RunConfig, Slo, split_repetition};
+use super::run::{
+    ClockCounts, ErrorClass, GroupKey, Phase, RecordGroup, RequestRecord, RunConfig, Slo, split_repetition,
+};
 use super::stats::median;
 
 /// The published definition of every figure, in words: the "How we measure" page, every
@@ -469,6 +471,9 @@ pub struct LevelFigures {
     /// (`ChunkAttribution::as_str`): what ITL, TPOT and decode tok/s rest on.
     #[serde(default)]
     pub chunk_attribution: BTreeMap<String, u64>,
+    /// Which clock timed the level's requests (absent in figures stored before it was).
+    #[serde(default)]
+    pub clocks: ClockCounts,
     pub ttft_ms: Option<Distribution>,
     pub ttfa_ms: Option<Distribution>,
     pub e2e_ms: Option<Distribution>,
@@ -544,6 +549,8 @@ pub struct LevelAccumulator {
     resumes: Vec<i64>,
     /// By (repetition, segment).
     passes: BTreeMap<(u32, u32), Pass>,
+    /// Which clock timed the requests counted.
+    clocks: ClockCounts,
     requests: u64,
     succeeded: u64,
     failed: u64,
@@ -592,6 +599,7 @@ impl LevelAccumulator {
             errors: BTreeMap::new(),
             sources: BTreeMap::new(),
             attribution: BTreeMap::new(),
+            clocks: ClockCounts::default(),
             met_slo: 0,
             output_tokens: 0,
             canonical_tokens: 0,
@@ -645,6 +653,7 @@ impl LevelAccumulator {
             if !retried {
                 self.requests += 1;
                 self.failed += 1;
+                self.clocks.add(r.clock);
                 let class = r.error_class.map_or("other", |c| c.as_str());
                 *self.errors.entry(class.to_string()).or_default() += 1;
             }
@@ -655,6 +664,7 @@ impl LevelAccumulator {
         };
         self.requests += 1;
         self.succeeded += 1;
+        self.clocks.add(r.clock);
         if let Some(src) = r.output_tokens_source {
             *self.sources.entry(src.as_str().to_string()).or_default() += 1;
         }
@@ -804,6 +814,7 @@ impl LevelAccumulator {
             errors: self.errors,
             token_sources: self.sources,
             chunk_attribution: self.attribution,
+            clocks: self.clocks,
             ttft_ms: Distribution::from_histogram(&h.ttft),
             ttfa_ms: Distribution::from_histogram(&h.ttfa),
             e2e_ms: Distribution::from_histogram(&h.e2e),

@@ -270,6 +270,9 @@ pub struct CandidateSpec {
     /// Where to count output tokens with the served model's tokenizer when streams carry no
     /// `usage` (None: bakeoff's own o200k count, labelled `tokenizer`).
     pub tokenize: Option<TokenizeEndpoint>,
+    /// A PEM file of CA certificates trusted for this candidate's `https` besides the system's
+    /// (an in-house server with a self-signed certificate). A path on the machine bakeoff runs on.
+    pub tls_ca_file: Option<String>,
 }
 
 impl CandidateSpec {
@@ -292,6 +295,7 @@ impl CandidateSpec {
             claimed: None,
             notes: None,
             tokenize: None,
+            tls_ca_file: None,
         }
     }
 
@@ -458,6 +462,8 @@ pub struct CandidateDraft {
     pub tokenize_kind: String,
     /// A path (or a URL on the candidate's server); blank: the kind's usual path.
     pub tokenize_path: String,
+    /// An absolute path to a PEM file of CA certificates to trust besides the system's; blank: none.
+    pub tls_ca_file: String,
 }
 
 impl CandidateDraft {
@@ -503,6 +509,7 @@ impl CandidateDraft {
                 .map(|t| t.kind.as_str().to_string())
                 .unwrap_or_default(),
             tokenize_path: spec.tokenize.as_ref().map(|t| t.path.clone()).unwrap_or_default(),
+            tls_ca_file: opt(&spec.tls_ca_file),
         }
     }
 
@@ -595,6 +602,7 @@ impl CandidateDraft {
         };
         let notes = optional_text(&mut e, "notes", &self.notes, MAX_FIELD_CHARS);
         let tokenize = TokenizeEndpoint::parse(&mut e, &self.tokenize_kind, &self.tokenize_path, base_url.as_deref());
+        let tls_ca_file = tls_ca_file(&mut e, &self.tls_ca_file);
         if !e.is_empty() {
             return Err(e);
         }
@@ -613,8 +621,31 @@ impl CandidateDraft {
             claimed,
             notes,
             tokenize,
+            tls_ca_file,
         })
     }
+}
+
+/// A CA file's path: absolute, as the server reads it (whether it is there and holds
+/// certificates is checked when a run, probe or measurement first connects).
+fn tls_ca_file(e: &mut FieldErrors, raw: &str) -> Option<String> {
+    let path = raw.trim();
+    if path.is_empty() {
+        return None;
+    }
+    if path.chars().count() > 1000 {
+        e.add("tls_ca_file", "is too long (at most 1000 characters)");
+    } else if !path.starts_with('/') {
+        e.add(
+            "tls_ca_file",
+            "must be an absolute path (starting with /) to a PEM file of CA certificates",
+        );
+    } else if path.chars().any(char::is_control) {
+        e.add("tls_ca_file", "must not contain control characters");
+    } else {
+        return Some(path.to_string());
+    }
+    None
 }
 
 /// An http(s) URL without credentials, query or fragment; the trailing slash is dropped.

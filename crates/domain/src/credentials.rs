@@ -19,6 +19,11 @@ pub fn touched(before: Option<&CandidateSpec>, next: &CandidateSpec, key_typed: 
         Some("clearing a candidate's API key")
     } else if next.api_key_env.as_deref() != env_before {
         Some("setting or changing a candidate's API key variable")
+    } else if (next.api_key.is_some() || next.api_key_env.is_some())
+        && next.tls_ca_file != before.and_then(|b| b.tls_ca_file.clone())
+    {
+        // A trusted CA decides which server the key goes to, as the base URL does.
+        Some("setting or changing the TLS CA file of a candidate with an API key")
     } else {
         None
     }

@@ -115,6 +115,8 @@ pub struct CandidateSummary {
     pub segments: u32,
     /// Seconds of downtime between segments, left out of every aggregate.
     pub downtime_s: f64,
+    /// Which clock timed the measured requests: a figure of both says so.
+    pub clocks: crate::run::ClockCounts,
 }
 
 /// Only each request's last attempt counts toward rates; retries are visible separately.
@@ -246,6 +248,7 @@ pub fn summarise_candidate_knowing(
         concurrency: finals.first().map(|r| r.concurrency),
         segments: level.as_ref().map_or(1, |l| l.segments),
         downtime_s: level.as_ref().map_or(0.0, |l| l.downtime_s),
+        clocks: crate::run::ClockCounts::of(finals.iter().copied()),
     }
 }
 

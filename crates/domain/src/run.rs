@@ -595,6 +595,101 @@ impl TokenSource {
     }
 }
 
+/// Which clock timed a record's events (docs/measurement.md "Which clock timed a figure").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TimingClock {
+    /// The kernel's receive time of the TCP segment that carried each event's bytes (over TLS:
+    /// that completed the TLS record carrying them), whatever bakeoff's threads were doing.
+    KernelStamp,
+    /// When bakeoff's read returned: later than the bytes' arrival by however long the client
+    /// took to get round to them (behind a proxy, or where the kernel gave no stamp).
+    UserSpace,
+}
+
+impl TimingClock {
+    pub const ALL: [TimingClock; 2] = [TimingClock::KernelStamp, TimingClock::UserSpace];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            TimingClock::KernelStamp => "kernel-stamp",
+            TimingClock::UserSpace => "user-space",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<TimingClock> {
+        TimingClock::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// As a page or report says it.
+    pub fn label(&self) -> &'static str {
+        match self {
+            TimingClock::KernelStamp => "kernel stamp",
+            TimingClock::UserSpace => "user space",
+        }
+    }
+}
+
+/// How many of a set of records each clock timed, so a figure built from them says which clock
+/// it is on, and says so when it mixes both.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockCounts {
+    pub kernel_stamp: usize,
+    pub user_space: usize,
+    /// Records measured before bakeoff recorded the clock.
+    pub unknown: usize,
+}
+
+impl ClockCounts {
+    pub fn of<'a>(records: impl IntoIterator<Item = &'a RequestRecord>) -> Self {
+        let mut counts = ClockCounts::default();
+        for r in records {
+            counts.add(r.clock);
+        }
+        counts
+    }
+
+    pub fn add(&mut self, clock: Option<TimingClock>) {
+        match clock {
+            Some(TimingClock::KernelStamp) => self.kernel_stamp += 1,
+            Some(TimingClock::UserSpace) => self.user_space += 1,
+            None => self.unknown += 1,
+        }
+    }
+
+    /// Both clocks timed some of the records.
+    pub fn mixed(&self) -> bool {
+        self.kernel_stamp > 0 && self.user_space > 0
+    }
+
+    /// The one clock, when every record whose clock is known had the same.
+    pub fn single(&self) -> Option<TimingClock> {
+        match (self.kernel_stamp > 0, self.user_space > 0) {
+            (true, false) => Some(TimingClock::KernelStamp),
+            (false, true) => Some(TimingClock::UserSpace),
+            _ => None,
+        }
+    }
+
+    /// What a page or an export says: `kernel stamp`, `user space`, `mixed: 3 kernel stamp,
+    /// 2 user space`, or `not recorded`.
+    pub fn label(&self) -> String {
+        let known = match (self.single(), self.mixed()) {
+            (Some(clock), _) => clock.label().to_string(),
+            (None, true) => format!(
+                "mixed: {} kernel stamp, {} user space",
+                self.kernel_stamp, self.user_space
+            ),
+            (None, false) => return "not recorded".to_string(),
+        };
+        if self.unknown > 0 {
+            format!("{known} ({} not recorded)", self.unknown)
+        } else {
+            known
+        }
+    }
+}
+
 /// How a record's output tokens were attributed to its chunks: ITL, TPOT and decode tok/s read
 /// the per-chunk counts, so the method is stored with the record, exported and shown beside the
 /// token source (docs/measurement.md "Tokens per chunk").
@@ -864,6 +959,9 @@ pub struct RequestRecord {
     /// How `output_tokens` were attributed to `chunks` (None: no chunks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunk_attribution: Option<ChunkAttribution>,
+    /// Which clock timed the record's events (None: measured before bakeoff recorded it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<TimingClock>,
     /// Set only on a record read for summaries ([`RequestRecord::cut_for_summaries`]): its texts
     /// were cut and this keeps what the summaries read of them whole. Never stored or exported.
     #[serde(skip)]
@@ -1071,6 +1169,7 @@ impl RequestRecord {
             error_class: None,
             grades: vec![],
             chunk_attribution: None,
+            clock: None,
             cut: None,
         }
     }
@@ -1304,6 +1403,29 @@ pub struct RunEvent {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_figure_from_both_clocks_says_so_and_how_many_each_timed() {
+        use TimingClock::{KernelStamp, UserSpace};
+        let of = |clocks: &[Option<TimingClock>]| {
+            let mut c = ClockCounts::default();
+            clocks.iter().for_each(|&k| c.add(k));
+            c
+        };
+        assert_eq!(of(&[Some(KernelStamp), Some(KernelStamp)]).label(), "kernel stamp");
+        assert_eq!(of(&[Some(UserSpace)]).label(), "user space");
+        let mixed = of(&[Some(KernelStamp), Some(UserSpace), Some(KernelStamp)]);
+        assert!(mixed.mixed() && mixed.single().is_none());
+        assert_eq!(mixed.label(), "mixed: 2 kernel stamp, 1 user space");
+        assert_eq!(of(&[Some(UserSpace), None]).label(), "user space (1 not recorded)");
+        assert_eq!(of(&[None]).label(), "not recorded");
+        assert_eq!(of(&[]).label(), "not recorded");
+        for clock in TimingClock::ALL {
+            assert_eq!(TimingClock::parse(clock.as_str()), Some(clock));
+            let json = serde_json::to_string(&clock).unwrap();
+            assert_eq!(json, format!("\"{}\"", clock.as_str()), "stored and exported alike");
+        }
+    }
     use super::*;
     use serde_json::Value;
 

@@ -45,7 +45,7 @@ use crate::cancel::Cancel;
 use crate::domain::calibers::RequestFigures;
 use crate::domain::candidate::CandidateSpec;
 use crate::domain::load::LoadShape;
-use crate::domain::run::{RunConfig, Slo};
+use crate::domain::run::{ClockCounts, RunConfig, Slo};
 use crate::domain::stats::quantile_sorted;
 use crate::endpoint_measure::{MeasureSpec, measure, synthetic_evalset};
 use crate::run::harness;
@@ -74,6 +74,9 @@ pub struct CalibrateOptions {
     pub mock_threads: u32,
     /// Where the mock runs.
     pub mock: MockPlacement,
+    /// Concurrencies of the latency sweep run again over https, against the mock served over
+    /// TLS (a loopback certificate made for the run), after the sweep: empty, none.
+    pub tls_levels: Vec<u32>,
 }
 
 /// Where the mock serving calibration runs.
@@ -135,6 +138,10 @@ pub struct CalibrationLevel {
     pub ttft_ms: f64,
     pub tokens_per_chunk: u32,
     pub stream: bool,
+    /// Measured over https (the mock served over TLS).
+    pub https: bool,
+    /// Which clock timed the level's requests (`ClockCounts::label`).
+    pub clock: String,
     /// Measured requests bakeoff recorded as successful.
     pub requests: usize,
     /// Of those, matched to a ground-truth record.
@@ -333,6 +340,25 @@ pub fn level_specs(options: &CalibrateOptions) -> anyhow::Result<Vec<LevelSpec>>
     Ok(specs)
 }
 
+/// The latency levels run again over https (`CalibrateOptions::tls_levels`).
+pub fn tls_level_specs(options: &CalibrateOptions) -> Vec<LevelSpec> {
+    options
+        .tls_levels
+        .iter()
+        .map(|&c| LevelSpec {
+            purpose: LevelPurpose::Latency,
+            model: MODEL,
+            concurrency: c.max(1),
+            tokens: options.tokens.max(2),
+            inter_token_ms: options.inter_token_ms,
+            ttft_ms: options.ttft_ms,
+            tokens_per_chunk: options.tokens_per_chunk.max(1),
+            batch_first_chunk: false,
+            stream: true,
+        })
+        .collect()
+}
+
 /// The report on the levels run, with the targets met or missed.
 pub fn report(options: &CalibrateOptions, mock_threads: u32, levels: Vec<CalibrationLevel>) -> CalibrationReport {
     CalibrationReport {
@@ -372,6 +398,8 @@ pub struct MockUrls<'a> {
     pub process: Option<u32>,
     /// Where the mock runs, as the report states it.
     pub ran: &'a str,
+    /// The CA file the candidate trusts (the mock served over TLS with a certificate it signed).
+    pub ca_file: Option<&'a str>,
 }
 
 /// One level: a measured run against the mock, then every request compared with its record.
@@ -401,7 +429,10 @@ pub async fn run_level(
     // The mock's candidate carries no credentials: the check passes for any role.
     let candidate = crate::domain::credentials::check_new(
         crate::domain::accounts::Role::Viewer,
-        CandidateSpec::openai_chat(format!("calibrate c={c}"), mock.base_url, spec.model),
+        CandidateSpec {
+            tls_ca_file: mock.ca_file.map(str::to_string),
+            ..CandidateSpec::openai_chat(format!("calibrate c={c}"), mock.base_url, spec.model)
+        },
         false,
     )
     .map_err(|e| anyhow::anyhow!("the calibration candidate: {}", e.0))?;
@@ -425,6 +456,7 @@ pub async fn run_level(
         .filter_map(|t| t.client_request_id.as_deref().map(|id| (id, t)))
         .collect();
     let mut level = new_level(spec, &page, mock);
+    level.clock = ClockCounts::of(outcome.records.iter().filter(|r| !r.is_warmup)).label();
     let matched = compare_requests(&mut level, &outcome.records, spec, &case_index, &truth);
     if let Some(figures) = outcome.figures.levels.first() {
         level.aggregate_client_tok_s = figures.aggregate_tok_s;
@@ -493,6 +525,7 @@ fn new_level(spec: &LevelSpec, page: &TruthPage, mock: &MockUrls<'_>) -> Calibra
         ttft_ms: spec.ttft_ms,
         tokens_per_chunk: spec.tokens_per_chunk,
         stream: spec.stream,
+        https: mock.base_url.starts_with("https:"),
         truth_dropped: page.dropped,
         mock_ran: mock.ran.to_string(),
         not_measured: if spec.stream {

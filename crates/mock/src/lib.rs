@@ -24,6 +24,7 @@ mod metrics;
 mod profile;
 mod rng;
 mod server;
+pub mod tls;
 pub mod tokens;
 
 pub use log::{CaseTruth, LOG_CAPACITY, LogPage, Outcome, RequestRecord};
@@ -48,19 +49,21 @@ pub struct MockConfig {
 /// A running mock server; dropping the handle does not stop it, `shutdown` does.
 pub struct MockServer {
     pub addr: SocketAddr,
+    /// `https` when served over TLS, else `http`.
+    pub scheme: &'static str,
     stop: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 impl MockServer {
-    /// The base URL a candidate uses: `http://ADDR/v1`.
+    /// The base URL a candidate uses: `http://ADDR/v1` (`https://` over TLS).
     pub fn base_url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+        format!("{}/v1", self.root_url())
     }
 
     /// The server's root (`http://ADDR`), for `/health`, `/metrics` and `/mock/requests`.
     pub fn root_url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
     }
 
     /// Stops accepting connections and waits for open responses to finish.
@@ -83,13 +86,33 @@ pub async fn spawn_with_log(
     listener: tokio::net::TcpListener,
     log_capacity: usize,
 ) -> std::io::Result<MockServer> {
+    spawn_served(config, listener, log_capacity, None).await
+}
+
+/// Like [`spawn_with_log`], served over TLS with `tls` (`tls::server_config`).
+pub async fn spawn_tls(
+    config: MockConfig,
+    listener: tokio::net::TcpListener,
+    log_capacity: usize,
+    tls: Arc<rustls::ServerConfig>,
+) -> std::io::Result<MockServer> {
+    spawn_served(config, listener, log_capacity, Some(tls)).await
+}
+
+async fn spawn_served(
+    config: MockConfig,
+    listener: tokio::net::TcpListener,
+    log_capacity: usize,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> std::io::Result<MockServer> {
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let mut state =
         server::MockState::new(config).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     state.log = log::RequestLog::with_capacity(log_capacity);
     let addr = listener.local_addr()?;
     let app = server::router(Arc::new(state)).into_make_service_with_connect_info::<listener::LastRead>();
     let (stop, mut stopped) = tokio::sync::watch::channel(false);
-    let listener = listener::StampedListener::new(listener);
+    let listener = listener::StampedListener::new(listener, tls.map(tokio_rustls::TlsAcceptor::from));
     let task = tokio::spawn(async move {
         axum::serve(listener, app)
             .with_graceful_shutdown(async move {
@@ -97,7 +120,12 @@ pub async fn spawn_with_log(
             })
             .await
     });
-    Ok(MockServer { addr, stop, task })
+    Ok(MockServer {
+        addr,
+        scheme,
+        stop,
+        task,
+    })
 }
 
 /// Reads and validates a profiles TOML file.

@@ -15,23 +15,24 @@ use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::kernel_stamps;
+use crate::tls::MockStream;
 
 /// Accepts connections with receive stamps on and no Nagle delay (tokens are small writes that
-/// must leave at once).
-pub(crate) struct StampedListener(TcpListener);
+/// must leave at once); over TLS when given an acceptor.
+pub(crate) struct StampedListener(TcpListener, Option<tokio_rustls::TlsAcceptor>);
 
 impl StampedListener {
-    pub(crate) fn new(listener: TcpListener) -> StampedListener {
+    pub(crate) fn new(listener: TcpListener, tls: Option<tokio_rustls::TlsAcceptor>) -> StampedListener {
         kernel_stamps::enable(&listener);
-        StampedListener(listener)
+        StampedListener(listener, tls)
     }
 }
 
 impl Listener for StampedListener {
-    type Io = StampedStream;
+    type Io = MockStream;
     type Addr = SocketAddr;
 
-    async fn accept(&mut self) -> (StampedStream, SocketAddr) {
+    async fn accept(&mut self) -> (MockStream, SocketAddr) {
         let (stream, addr) = Listener::accept(&mut self.0).await;
         let _ = stream.set_nodelay(true);
         // Receive stamps are inherited from the listener.
@@ -39,7 +40,7 @@ impl Listener for StampedListener {
             stream,
             last_read: LastRead::default(),
         };
-        (stream, addr)
+        (MockStream::new(stream, self.1.as_ref()), addr)
     }
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -61,13 +62,19 @@ impl LastRead {
 
 impl Connected<IncomingStream<'_, StampedListener>> for LastRead {
     fn connect_info(stream: IncomingStream<'_, StampedListener>) -> Self {
-        stream.io().last_read.clone()
+        stream.io().last_read()
     }
 }
 
 pub(crate) struct StampedStream {
     stream: TcpStream,
     last_read: LastRead,
+}
+
+impl StampedStream {
+    pub(crate) fn last_read(&self) -> LastRead {
+        self.last_read.clone()
+    }
 }
 
 impl AsyncRead for StampedStream {

@@ -20,7 +20,7 @@ use crate::domain::grading::Grade;
 use crate::domain::pipeline::PipelineSpec;
 use crate::domain::run::{
     ChunkAttribution, ErrorClass, Phase, RecordGroup, RecordTexts, RequestRecord, Run, RunConfig, RunEvent, RunStatus,
-    TokenSource,
+    TimingClock, TokenSource,
 };
 use crate::domain::scorecard::{NewScorecard, RecordedVerdict, ScorecardListItem, ScorecardRecord};
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
@@ -119,6 +119,7 @@ pub(crate) struct CandidateRow {
     pub notes: Option<String>,
     pub tokenize_kind: Option<String>,
     pub tokenize_path: Option<String>,
+    pub tls_ca_file: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -129,7 +130,7 @@ macro_rules! candidate_columns {
         "id, name, provider, base_url, model, api_key, api_key_env, max_tokens, temperature, extra_body, hardware, \
          framework, quantization, context_length, price_input_per_mtok, price_output_per_mtok, \
          claimed_tokens_per_second, claimed_caliber, claimed_conditions, notes, tokenize_kind, tokenize_path, \
-         created_at, updated_at"
+         tls_ca_file, created_at, updated_at"
     };
 }
 pub(crate) use candidate_columns;
@@ -195,6 +196,7 @@ impl CandidateRow {
                 claimed,
                 notes: self.notes,
                 tokenize,
+                tls_ca_file: self.tls_ca_file,
             },
             created_at: Timestamp(self.created_at),
             updated_at: Timestamp(self.updated_at),
@@ -227,6 +229,7 @@ pub(crate) struct CandidateValues<'a> {
     pub notes: Option<&'a str>,
     pub tokenize_kind: Option<&'static str>,
     pub tokenize_path: Option<&'a str>,
+    pub tls_ca_file: Option<&'a str>,
 }
 
 impl<'a> CandidateValues<'a> {
@@ -255,6 +258,7 @@ impl<'a> CandidateValues<'a> {
             notes: spec.notes.as_deref(),
             tokenize_kind: spec.tokenize.as_ref().map(|t| t.kind.as_str()),
             tokenize_path: spec.tokenize.as_ref().map(|t| t.path.as_str()),
+            tls_ca_file: spec.tls_ca_file.as_deref(),
         }
     }
 }
@@ -650,7 +654,7 @@ macro_rules! record_insert_columns {
          client_queue_us, connect_us, connection_reused, headers_us, first_chunk_us, first_reasoning_us, \
          first_content_us, last_token_us, end_us, chunks, http_status, finish_reason, input_tokens, output_tokens, \
          output_tokens_source, reasoning_tokens, canonical_tokens, output_chars, output, reasoning, error_class, \
-         error_detail, chunk_attribution, chunk_text"
+         error_detail, chunk_attribution, chunk_text, clock"
     };
 }
 pub(crate) use record_insert_columns;
@@ -702,6 +706,7 @@ pub(crate) struct RecordValues<'a> {
     pub chunk_attribution: Option<&'static str>,
     /// JSON, NULL when empty.
     pub chunk_text: Option<String>,
+    pub clock: Option<&'static str>,
 }
 
 impl<'a> RecordValues<'a> {
@@ -741,6 +746,7 @@ impl<'a> RecordValues<'a> {
             error_detail: text.encode_opt(r.error_detail()),
             chunk_attribution: r.chunk_attribution.map(|a| a.as_str()),
             chunk_text: (!r.chunk_text().is_empty()).then(|| to_json(r.chunk_text())),
+            clock: r.clock.map(|c| c.as_str()),
         }
     }
 }
@@ -833,6 +839,7 @@ pub(crate) struct RecordRow {
     pub error_detail: Option<String>,
     pub chunk_attribution: Option<String>,
     pub chunk_text: Option<String>,
+    pub clock: Option<String>,
 }
 
 impl RecordRow {
@@ -901,6 +908,11 @@ impl RecordRow {
                 .chunk_attribution
                 .as_deref()
                 .map(|s| parse_enum(place("chunk_attribution"), s, ChunkAttribution::parse))
+                .transpose()?,
+            clock: self
+                .clock
+                .as_deref()
+                .map(|s| parse_enum(place("clock"), s, TimingClock::parse))
                 .transpose()?,
             cut: None,
         })
@@ -1142,6 +1154,8 @@ pub(crate) struct CandidateSnapshot {
     pub notes: Option<String>,
     #[serde(default)]
     pub tokenize: Option<TokenizeEndpoint>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_ca_file: Option<String>,
 }
 
 impl CandidateSnapshot {
@@ -1160,6 +1174,7 @@ impl CandidateSnapshot {
             claimed: spec.claimed.clone(),
             notes: spec.notes.clone(),
             tokenize: spec.tokenize.clone(),
+            tls_ca_file: spec.tls_ca_file.clone(),
         }
     }
 
@@ -1190,6 +1205,7 @@ impl CandidateSnapshot {
             claimed: self.claimed,
             notes: self.notes,
             tokenize: self.tokenize,
+            tls_ca_file: self.tls_ca_file,
         }
     }
 }

@@ -14,6 +14,7 @@ use crate::app::scorecard::{RunScorecard, assemble};
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{ClaimedFigure, Conditions, Pricing};
 use crate::domain::neutralize::{csv_cell, markdown_text};
+use crate::domain::run::ClockCounts;
 use crate::domain::scorecard::intervals::CONFIDENCE;
 use crate::domain::scorecard::{ClaimCheck, PairedRow, ParetoPoint, PipelineImpact, Row};
 use crate::domain::thresholds::ThresholdRule;
@@ -57,6 +58,9 @@ struct ExportCandidate<'a> {
     conditions: &'a Conditions,
     pricing: &'a Pricing,
     claimed: Option<&'a ClaimedFigure>,
+    /// Which clock timed its measured requests (`kernel stamp`, `user space`, `mixed: …`).
+    timed_by: String,
+    clocks: ClockCounts,
 }
 
 #[derive(Serialize)]
@@ -82,6 +86,8 @@ struct ExportCell<'a> {
     best: bool,
     reason: &'a str,
     missing: Option<&'a str>,
+    /// Speed figures only: the clock that timed the requests the figure is built from.
+    timed_by: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -219,6 +225,7 @@ fn export_row<'a>(row: &'a Row, j: &'a RunScorecard, warning: Option<&'a str>) -
                 best: c.best,
                 reason: &c.assessment.reason,
                 missing: c.measurement.missing.as_deref(),
+                timed_by: is_speed(row).then(|| clocks_of(j, col.candidate_id).label()),
             })
             .collect(),
     }
@@ -271,6 +278,8 @@ pub fn to_json(j: &RunScorecard) -> serde_json::Value {
                 conditions: &c.spec.conditions,
                 pricing: &c.spec.pricing,
                 claimed: c.spec.claimed.as_ref(),
+                timed_by: clocks_of(j, c.id).label(),
+                clocks: clocks_of(j, c.id),
             })
             .collect(),
         verdicts: j
@@ -349,6 +358,23 @@ fn metric_definitions() -> Vec<MetricDefinition> {
         .collect()
 }
 
+/// Which clocks timed a candidate's measured requests (none recorded when it has no summary).
+fn clocks_of(j: &RunScorecard, candidate_id: i64) -> ClockCounts {
+    j.summaries
+        .iter()
+        .find(|s| s.candidate_id == candidate_id)
+        .map(|s| s.clocks)
+        .unwrap_or_default()
+}
+
+/// A speed figure built from requests timed on both clocks says so.
+fn mixed_clock_note(j: &RunScorecard, candidate_id: i64) -> Option<String> {
+    let clocks = clocks_of(j, candidate_id);
+    clocks
+        .mixed()
+        .then(|| format!("figure from mixed clocks ({})", clocks.label()))
+}
+
 fn opt(v: Option<f64>) -> String {
     v.map(crate::domain::format::data).unwrap_or_default()
 }
@@ -359,6 +385,7 @@ pub fn to_csv(j: &RunScorecard) -> String {
     csv_rule_lines(j, &mut out);
     csv_verdict_lines(j, &mut out);
     csv_throughput_lines(j, &mut out);
+    csv_clock_lines(j, &mut out);
     csv_harness_line(j, &mut out);
     out
 }
@@ -380,6 +407,10 @@ fn csv_rule_lines(j: &RunScorecard, out: &mut String) {
             let reason = match flag.as_ref().filter(|_| is_speed(row)) {
                 Some(f) => format!("{f}; {}", cell.assessment.reason),
                 None => cell.assessment.reason.clone(),
+            };
+            let reason = match mixed_clock_note(j, col.candidate_id).filter(|_| is_speed(row)) {
+                Some(note) => format!("{note}; {reason}"),
+                None => reason,
             };
             let fields = [
                 row.dimension.map(|d| d.as_str()).unwrap_or("").to_string(),
@@ -471,6 +502,27 @@ fn csv_throughput_lines(j: &RunScorecard, out: &mut String) {
     }
 }
 
+/// One line per candidate for the clock that timed its requests.
+fn csv_clock_lines(j: &RunScorecard, out: &mut String) {
+    for col in &j.card.columns {
+        let clocks = clocks_of(j, col.candidate_id);
+        let mut fields = vec![String::new(); 17];
+        fields[0] = "clock".into();
+        fields[1] = "timed_by".into();
+        fields[2] = "timed by".into();
+        fields[3] = col.name.clone();
+        fields[13] = match (clocks.single(), clocks.mixed()) {
+            (Some(c), _) => c.as_str().to_string(),
+            (None, true) => "mixed".to_string(),
+            (None, false) => "not-recorded".to_string(),
+        };
+        fields[16] = clocks.label();
+        let line: Vec<String> = fields.iter().map(|f| csv_cell(f)).collect();
+        out.push_str(&line.join(","));
+        out.push_str("\r\n");
+    }
+}
+
 /// One line for the harness, when it reported: state reliable / unreliable and why.
 fn csv_harness_line(j: &RunScorecard, out: &mut String) {
     if let Some(h) = &j.harness {
@@ -494,6 +546,7 @@ pub fn to_markdown(j: &RunScorecard) -> String {
     let view = super::view::build(j);
     let mut out = String::new();
     markdown_verdicts(&view, &mut out);
+    markdown_clocks(j, &mut out);
     markdown_sections(&view, &mut out);
     markdown_throughput(j, &mut out);
     markdown_costs(&view, &mut out);
@@ -527,6 +580,22 @@ fn markdown_verdicts(view: &CardView, out: &mut String) {
             if c.incumbent { " (incumbent)" } else { "" },
             c.verdict,
             markdown_text(&c.reasons.join("; "))
+        ));
+    }
+}
+
+/// Which clock timed each candidate's requests.
+fn markdown_clocks(j: &RunScorecard, out: &mut String) {
+    out.push_str(
+        "\n## Timed by\n\nThe clock that timed each candidate's requests: the kernel's receive stamp of the segment that \
+         carried each event (over https, that completed its TLS record), or user space (when bakeoff's read returned: \
+         behind a proxy).\n\n| Candidate | Timed by |\n|---|---|\n",
+    );
+    for col in &j.card.columns {
+        out.push_str(&format!(
+            "| {} | {} |\n",
+            markdown_text(&col.name),
+            markdown_text(&clocks_of(j, col.candidate_id).label())
         ));
     }
 }

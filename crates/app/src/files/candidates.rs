@@ -72,6 +72,10 @@ pub struct CandidateEntry {
     /// The server's own tokenize endpoint, for counting output tokens when streams carry no usage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenize: Option<TokenizeEntry>,
+    /// An absolute path to a PEM file of CA certificates trusted for this candidate's `https`
+    /// besides the system's (an in-house server with a self-signed certificate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_ca_file: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
@@ -158,6 +162,7 @@ impl CandidateEntry {
             notes: text(&self.notes),
             tokenize_kind: self.tokenize.as_ref().map(|t| t.kind.clone()).unwrap_or_default(),
             tokenize_path: self.tokenize.as_ref().and_then(|t| t.path.clone()).unwrap_or_default(),
+            tls_ca_file: text(&self.tls_ca_file),
         }
     }
 
@@ -198,6 +203,7 @@ impl CandidateEntry {
                 kind: t.kind.as_str().to_string(),
                 path: Some(t.path.clone()),
             }),
+            tls_ca_file: spec.tls_ca_file.clone(),
         }
     }
 }

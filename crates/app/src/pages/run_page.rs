@@ -193,8 +193,9 @@ pub struct RecordParts {
 
 /// Cache kind of [`RecordParts`]; bump the version when its shape or content changes (3: a
 /// sweep's results table pools no latencies; 4: the charts over time and the pass-rate bars;
-/// 5: downtime over every repetition; 6: bins on a fixed grid).
-pub const RECORD_PARTS_KIND: &str = "run-page/6";
+/// 5: downtime over every repetition; 6: bins on a fixed grid; 7: the clock that timed each
+/// candidate).
+pub const RECORD_PARTS_KIND: &str = "run-page/7";
 
 /// A terminal run's records never change, so its parts are computed once and kept in the
 /// store (`run_summaries`); an unfinished run's are computed on every call.
@@ -697,6 +698,13 @@ fn score_rows(summaries: &[CandidateSummary], concurrency: u32) -> Vec<ScoreRow>
             "output tokens from".into(),
             "where each request's token count came from",
             &|s| token_sources(s),
+        ),
+        row(
+            "timed by".into(),
+            "the clock that timed each request's events: the kernel's receive stamp of the segment \
+             that carried them (over TLS, that completed their record), or user space (when \
+             bakeoff's read returned: behind a proxy); a figure from both says mixed",
+            &|s| s.clocks.label(),
         ),
         row(
             "requests".into(),

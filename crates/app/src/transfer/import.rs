@@ -407,6 +407,7 @@ fn spec_of(c: &ExportedCandidate, name: &str) -> Result<CandidateSpec, AppError>
         claimed: c.claimed.clone(),
         notes: c.notes.clone(),
         tokenize: c.tokenize.clone(),
+        tls_ca_file: c.tls_ca_file.clone(),
     };
     CandidateDraft::from_spec(&spec)
         .validate(None)

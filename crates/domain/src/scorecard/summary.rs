@@ -18,7 +18,7 @@ use crate::cost::{Answered, TokenTotals};
 use crate::evalset::EvalSetFile;
 use crate::grading::judge_name_for_attempt;
 use crate::paired::CaseResults;
-use crate::run::{ErrorClass, Phase, RequestRecord};
+use crate::run::{ClockCounts, ErrorClass, Phase, RequestRecord};
 use crate::thresholds::catalog::{CATALOG, Param};
 use crate::thresholds::key::MetricKey;
 use crate::thresholds::units::{Dimension, Uncertainty};
@@ -84,6 +84,9 @@ pub struct CandidateSummary {
     pub levels: Vec<LevelSummary>,
     /// None without judge calls, or when the eval set was not at hand to name the judges.
     pub judge: Option<JudgeUsage>,
+    /// Which clock timed the measured requests (absent in summaries stored before it was).
+    #[serde(default)]
+    pub clocks: ClockCounts,
 }
 
 impl CandidateSummary {
@@ -276,6 +279,7 @@ pub fn summarise_data(
             .map(|c| level_summary(data, c))
             .collect(),
         judge: cx.file.and_then(|file| judge_usage(data.candidate_id, records, file)),
+        clocks: ClockCounts::of(data.finals.iter().copied()),
     }
 }
 

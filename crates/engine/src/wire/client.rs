@@ -4,8 +4,9 @@
 //! Clock: `t0` is taken just before the request is handed to the connection (after bakeoff's
 //! own queue). Offsets are microseconds from `t0` on a monotonic clock; `sent_at_us` is the
 //! wall clock at `t0`. All events found in one network read share that read's arrival time:
-//! on a plain-`http` candidate the kernel's receive time of the read's last packet (see `h1`),
-//! otherwise the time the read returned.
+//! through the stamped client (`http` and `https`, see `h1` and `tls`) the kernel's receive time
+//! of the read's last packet, otherwise (behind a proxy) the time the read returned. Every
+//! record says which (`RequestRecord::clock`).
 //!
 //! Non-streamed requests have a single "chunk": the whole body. Its arrival is recorded as the
 //! first chunk, first token (reasoning and/or content), last token and end, so their TTFT equals
@@ -27,7 +28,7 @@ use super::provider::{parse_completion, stream_decoder};
 use super::sse::{SseEvent, SseParser};
 use crate::domain::candidate::{CandidateSpec, ProviderKind, Secret};
 use crate::domain::retry::parse_retry_after;
-use crate::domain::run::{ErrorClass, Phase, RecordTexts, RequestRecord, RunConfig, TokenSource};
+use crate::domain::run::{ErrorClass, Phase, RecordTexts, RequestRecord, RunConfig, TimingClock, TokenSource};
 use crate::kernel_stamps::wall_clock_ns;
 
 /// Most bytes read from an error response (only an excerpt is kept).
@@ -114,6 +115,9 @@ pub struct Exchange {
     /// The wait an error response's `Retry-After` asked for, from its arrival (not stored: the
     /// retry's own send time shows it).
     pub retry_after: Option<Duration>,
+    /// Which clock timed the events: the kernel's stamps only when every read that timed one
+    /// carried a stamp.
+    pub clock: Option<TimingClock>,
 }
 
 impl Exchange {
@@ -176,6 +180,7 @@ impl Exchange {
             error_class,
             grades: Vec::new(),
             chunk_attribution: None,
+            clock: self.clock,
             cut: None,
         }
     }
@@ -186,8 +191,10 @@ impl Exchange {
 #[derive(Clone)]
 pub struct CandidateClient {
     http: reqwest::Client,
-    /// The kernel-stamped client for plain-`http` URLs, unless a proxy is configured.
+    /// The kernel-stamped client for `http` and `https` URLs, unless a proxy is configured.
     h1: Option<Arc<h1::Pool>>,
+    /// The schemes it carries: those no proxy is configured for.
+    h1_schemes: Vec<&'static str>,
     provider: ProviderKind,
     key: Option<Secret>,
     timeouts: Timeouts,
@@ -201,10 +208,41 @@ impl CandidateClient {
     /// Refused (nothing is ever sent) when the deployment restricts candidates to some origins
     /// and `spec` points elsewhere (`domain::candidate::origin_refused`).
     pub fn new(spec: &CandidateSpec, concurrency: u32, timeouts: Timeouts) -> Result<Self, String> {
+        let schemes = ["http", "https"]
+            .into_iter()
+            .filter(|s| stamped_reads_allowed(s))
+            .collect();
+        Self::build(spec, concurrency, timeouts, schemes)
+    }
+
+    /// The reference client alone: every request through reqwest, timed in user space, as a
+    /// candidate behind a proxy is (for `calibrate`'s comparison and its own tests).
+    pub fn reference(spec: &CandidateSpec, concurrency: u32, timeouts: Timeouts) -> Result<Self, String> {
+        Self::build(spec, concurrency, timeouts, Vec::new())
+    }
+
+    fn build(
+        spec: &CandidateSpec,
+        concurrency: u32,
+        timeouts: Timeouts,
+        h1_schemes: Vec<&'static str>,
+    ) -> Result<Self, String> {
         if let Some(why) = crate::domain::candidate::origin_refused(&spec.base_url) {
             return Err(format!("the base URL {why}"));
         }
-        let http = reqwest::Client::builder()
+        let ca_file = spec.tls_ca_file.as_deref().map(std::path::Path::new);
+        let tls = super::tls::client_config(ca_file)?;
+        let mut http = reqwest::Client::builder();
+        if let Some(path) = ca_file {
+            // The same trust behind a proxy, where reqwest carries the request.
+            let pem = std::fs::read(path).map_err(|e| format!("TLS CA file {}: {e}", path.display()))?;
+            for cert in reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| format!("TLS CA file {}: {e}", path.display()))?
+            {
+                http = http.add_root_certificate(cert);
+            }
+        }
+        let http = http
             .http1_only()
             .pool_max_idle_per_host(concurrency.max(1) as usize)
             .pool_idle_timeout(Duration::from_secs(90))
@@ -215,10 +253,11 @@ impl CandidateClient {
             .connector_layer(ConnectTimerLayer)
             .build()
             .map_err(|e| e.to_string())?;
-        let h1 = stamped_reads_allowed().then(|| h1::Pool::new(concurrency as usize, timeouts.connect));
+        let h1 = (!h1_schemes.is_empty()).then(|| h1::Pool::new(concurrency as usize, timeouts.connect, Some(tls)));
         Ok(CandidateClient {
             http,
             h1,
+            h1_schemes,
             provider: spec.provider,
             key: spec.resolve_api_key(),
             timeouts,
@@ -245,6 +284,8 @@ impl CandidateClient {
             reasoning_chunks: 0,
             timeouts: self.timeouts,
             streamed: true,
+            stamped_path: false,
+            unstamped: false,
         };
         let outcome = CONNECT_PROBE
             .scope(probe.clone(), self.exchange(request, &mut m, &probe))
@@ -265,6 +306,7 @@ impl CandidateClient {
         // Known whatever came of it: a request that failed on a kept-alive connection says so.
         m.x.connect_us = probe.connect_us();
         m.x.connection_reused = Some(probe.reused());
+        m.stamped_path = self.stamped(req);
         let mut response = match started {
             Err(_) if probe.connecting() => {
                 return Err(Failure::new(
@@ -315,11 +357,17 @@ impl CandidateClient {
         self.read_stream(response.body, m, first_deadline, total_deadline).await
     }
 
+    /// Whether `req` goes through the stamped client.
+    fn stamped(&self, req: &PreparedRequest) -> bool {
+        let scheme = req.url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+        self.h1.is_some() && scheme.is_some_and(|s| self.h1_schemes.contains(&s.as_str()))
+    }
+
     /// Sends the request and reads the response head, through the stamped client when it can.
     async fn start(&self, req: &PreparedRequest, probe: &ConnectProbe) -> Result<Response, Failure> {
         if let Some(pool) = &self.h1
             && let Ok(url) = url::Url::parse(&req.url)
-            && url.scheme() == "http"
+            && self.h1_schemes.contains(&url.scheme())
         {
             let (head, body) = pool
                 .post(&url, &req.headers, &req.body, &|state| probe.report(state))
@@ -492,6 +540,10 @@ struct Measure {
     timeouts: Timeouts,
     /// Whether the request asked for a stream (a non-streamed one has no first-token timeout).
     streamed: bool,
+    /// The request went through the stamped client.
+    stamped_path: bool,
+    /// An arrival was timed without a kernel stamp.
+    unstamped: bool,
 }
 
 impl Measure {
@@ -503,6 +555,7 @@ impl Measure {
     /// time when the read carried one, else now; never before an earlier event.
     fn arrival(&mut self, kernel_ns: Option<i64>) -> i64 {
         let now = self.now();
+        self.unstamped |= kernel_ns.is_none();
         let at = match kernel_ns {
             Some(ns) => now - ((wall_clock_ns() - ns) / 1_000).clamp(0, now),
             None => now,
@@ -616,6 +669,11 @@ impl Measure {
     /// Token counts, the empty-output check and the end time; the finished exchange.
     fn finish(mut self, failure: Option<Failure>) -> Exchange {
         let at = self.now();
+        self.x.clock = Some(if self.stamped_path && !self.unstamped {
+            TimingClock::KernelStamp
+        } else {
+            TimingClock::UserSpace
+        });
         self.x.end_us.get_or_insert(at);
         let usage = self.usage.unwrap_or_default();
         self.x.input_tokens = usage.input_tokens;
@@ -662,7 +720,7 @@ struct Response {
 }
 
 enum ResponseBody {
-    /// Through reqwest's pool: `https`, or behind a proxy.
+    /// Through reqwest's pool: behind a proxy, or `BAKEOFF_WIRE_CLIENT=reqwest`.
     Pooled(BoxStream<'static, reqwest::Result<Bytes>>),
     /// Through the kernel-stamped client.
     H1(h1::Body),
@@ -685,8 +743,22 @@ impl ResponseBody {
     /// Reads what follows a stream's end marker (a chunked body's last bytes, usually just
     /// behind it), so its connection is reused: the measurement is over.
     async fn finish(self) {
-        if let ResponseBody::H1(body) = self {
-            body.finish(h1::FINISH_WAIT).await;
+        match self {
+            ResponseBody::H1(body) => body.finish(h1::FINISH_WAIT).await,
+            // hyper pools a connection only once its body was read to the end: a stream dropped
+            // at its end marker, before the chunked body's last bytes, cost a connection each.
+            ResponseBody::Pooled(mut stream) => {
+                let _ = tokio::time::timeout(h1::FINISH_WAIT, async {
+                    let mut read = 0;
+                    while let Some(Ok(bytes)) = stream.next().await {
+                        read += bytes.len();
+                        if read > MAX_ERROR_BODY_BYTES {
+                            return;
+                        }
+                    }
+                })
+                .await;
+            }
         }
     }
 
@@ -718,12 +790,13 @@ async fn read_body(body: &mut ResponseBody, deadline: Instant, limit: usize) -> 
     }
 }
 
-/// Whether plain-`http` candidates may use the kernel-stamped client: not when a proxy is
+/// Whether `http` and `https` candidates may use the kernel-stamped client: not when a proxy is
 /// configured (reqwest honours it), nor when `BAKEOFF_WIRE_CLIENT=reqwest` asks for the
 /// reference client (to compare the two in `calibrate`).
-fn stamped_reads_allowed() -> bool {
+fn stamped_reads_allowed(scheme: &str) -> bool {
     let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
-    let proxied = ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
+    let own = format!("{scheme}_proxy");
+    let proxied = [own.as_str(), &own.to_ascii_uppercase(), "all_proxy", "ALL_PROXY"]
         .iter()
         .any(|n| set(n));
     !proxied && std::env::var("BAKEOFF_WIRE_CLIENT").as_deref() != Ok("reqwest")

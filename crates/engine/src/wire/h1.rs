@@ -9,7 +9,9 @@
 //!
 //! It does what the measured requests need and no more: one request at a time per connection,
 //! keep-alive pooled per host, `Content-Length`, `chunked` and close-delimited bodies, no
-//! redirects, no compression asked for. `https` and proxied candidates go through reqwest.
+//! redirects, no compression asked for. `https` goes through TLS read the same way (`tls`): a
+//! token's time is the kernel's receive time of the segment that completed its TLS record.
+//! Proxied candidates go through reqwest.
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
@@ -24,6 +26,7 @@ use tokio::time::{Instant, timeout};
 use url::{Host, Position, Url};
 
 use super::failure::Failure;
+use super::tls;
 use crate::domain::run::ErrorClass;
 use crate::kernel_stamps;
 
@@ -56,6 +59,8 @@ pub struct Pool {
     max_idle_per_host: usize,
     connect_timeout: Duration,
     user_agent: String,
+    /// For `https` URLs (None: an `https` URL is refused).
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// The response's status line and the headers the measurement looks at.
@@ -86,6 +91,8 @@ pub struct Body {
 /// A connection and the bytes read from it that are not yet consumed.
 struct Conn {
     stream: TcpStream,
+    /// The TLS session of an `https` connection: reads and writes go through it.
+    tls: Option<Box<tls::Session>>,
     buf: Vec<u8>,
     start: usize,
     /// Kernel receive time of the last read's last packet (ns since the Unix epoch).
@@ -119,6 +126,8 @@ pub enum Error {
     Refused(String),
     ConnectTimeout(String),
     Connect(String),
+    /// The TLS handshake failed (a certificate refused, no common protocol).
+    Tls(String),
     /// Writing the request failed: the server did not get it whole.
     Unsent(io::Error),
     /// Reading the head failed.
@@ -135,6 +144,7 @@ impl Error {
             Error::Refused(detail) => Failure::new(ErrorClass::ConnectRefused, detail),
             Error::ConnectTimeout(detail) => Failure::new(ErrorClass::ConnectTimeout, detail),
             Error::Connect(detail) => Failure::new(ErrorClass::Other, detail),
+            Error::Tls(detail) => Failure::new(ErrorClass::Tls, detail),
             Error::Unsent(e) => Failure::new(ErrorClass::Other, format!("sending the request failed: {e}")),
             Error::Io(e) => Failure::new(ErrorClass::Other, format!("request failed: {e}")),
             Error::Closed => Failure::new(
@@ -162,12 +172,17 @@ impl Error {
 }
 
 impl Pool {
-    pub fn new(max_idle_per_host: usize, connect_timeout: Duration) -> Arc<Self> {
+    pub fn new(
+        max_idle_per_host: usize,
+        connect_timeout: Duration,
+        tls: Option<Arc<rustls::ClientConfig>>,
+    ) -> Arc<Self> {
         Arc::new(Pool {
             idle: Mutex::new(HashMap::new()),
             max_idle_per_host: max_idle_per_host.max(1),
             connect_timeout,
             user_agent: format!("bakeoff/{}", crate::VERSION),
+            tls,
         })
     }
 
@@ -182,6 +197,8 @@ impl Pool {
     ) -> Result<(Head, Body), Error> {
         let host = authority(url)?;
         let request = self.request_bytes(url, &host, headers, body);
+        // Pooled by scheme too: `https://h` and `http://h` are different servers.
+        let host = format!("{}://{host}", url.scheme());
         loop {
             let (mut conn, reused) = match self.take(&host) {
                 Some(conn) => (conn, true),
@@ -257,8 +274,8 @@ impl Pool {
     fn take(&self, host: &str) -> Option<Conn> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         let conns = idle.get_mut(host)?;
-        while let Some(conn) = conns.pop() {
-            if idle_and_open(&conn.stream) {
+        while let Some(mut conn) = conns.pop() {
+            if idle_and_open(&conn.stream) && conn.tls.as_mut().is_none_or(|t| t.idle()) {
                 return Some(conn);
             }
         }
@@ -296,8 +313,13 @@ impl Pool {
             match tokio::time::timeout_at(deadline, TcpStream::connect(addr)).await {
                 Err(_) => return Err(self.timed_out(&addr.to_string())),
                 Ok(Ok(stream)) => {
-                    return Conn::new(stream)
-                        .map_err(|e| Error::Connect(format!("setting up the connection to {addr}: {e}")));
+                    let mut conn = Conn::new(stream)
+                        .map_err(|e| Error::Connect(format!("setting up the connection to {addr}: {e}")))?;
+                    if url.scheme() == "https" {
+                        let host = url.host_str().unwrap_or_default();
+                        conn.tls = Some(Box::new(self.handshake(&conn.stream, host, deadline).await?));
+                    }
+                    return Ok(conn);
                 }
                 Ok(Err(e)) if e.kind() == io::ErrorKind::ConnectionRefused => {
                     last = Error::Refused(format!("connection to {addr} refused: {e}"));
@@ -306,6 +328,18 @@ impl Pool {
             }
         }
         Err(last)
+    }
+
+    /// The TLS handshake, within what is left of the connect timeout.
+    async fn handshake(&self, stream: &TcpStream, host: &str, deadline: Instant) -> Result<tls::Session, Error> {
+        let Some(config) = &self.tls else {
+            return Err(Error::Tls(format!("https to {host}: no TLS configuration")));
+        };
+        match tokio::time::timeout_at(deadline, tls::Session::connect(stream, config, host)).await {
+            Err(_) => Err(self.timed_out(&format!("{host} (TLS handshake)"))),
+            Ok(Err(e)) => Err(Error::Tls(e.0)),
+            Ok(Ok(session)) => Ok(session),
+        }
     }
 
     fn timed_out(&self, to: &str) -> Error {
@@ -326,7 +360,11 @@ fn authority(url: &Url) -> Result<String, Error> {
 }
 
 async fn exchange_head(conn: &mut Conn, request: &[u8]) -> Result<Head, Error> {
-    conn.stream.write_all(request).await.map_err(Error::Unsent)?;
+    match &mut conn.tls {
+        Some(tls) => tls.write_all(&conn.stream, request).await,
+        None => conn.stream.write_all(request).await,
+    }
+    .map_err(Error::Unsent)?;
     loop {
         if let Some(head) = conn.parse_head()? {
             // 1xx answers (100 Continue, 103 Early Hints) precede the real one.
@@ -350,6 +388,7 @@ impl Conn {
         kernel_stamps::enable(&stream);
         Ok(Conn {
             stream,
+            tls: None,
             buf: Vec::with_capacity(READ_BYTES),
             start: 0,
             stamp: None,
@@ -376,12 +415,24 @@ impl Conn {
         }
         self.buf.reserve(READ_BYTES / 4);
         let stream = &self.stream;
+        let before = self.buf.len();
         // The read appends inside the readiness closure, so a read cancelled while waiting (a
         // stream's timer firing) leaves the buffer as it was.
-        let (n, stamp) = stream
-            .async_io(Interest::READABLE, || read_stamped(stream, &mut self.buf))
-            .await?;
-        if n > 0 {
+        let (n, stamp) = match &mut self.tls {
+            Some(tls) => {
+                let buf = &mut self.buf;
+                stream
+                    .async_io(Interest::READABLE, || tls.read_stamped(stream, buf))
+                    .await?
+            }
+            None => {
+                stream
+                    .async_io(Interest::READABLE, || read_stamped(stream, &mut self.buf))
+                    .await?
+            }
+        };
+        // Under TLS, the stamp of the read that completed the record the new bytes came in.
+        if self.buf.len() > before {
             self.stamp = stamp;
         }
         Ok(n)

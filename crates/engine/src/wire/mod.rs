@@ -11,3 +11,4 @@ pub mod openai;
 pub mod protocol;
 pub mod provider;
 pub mod sse;
+pub mod tls;

@@ -139,6 +139,7 @@ mod tests {
             claimed: None,
             notes: None,
             tokenize: None,
+            tls_ca_file: None,
         }
     }
 
