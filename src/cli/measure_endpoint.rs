@@ -447,6 +447,7 @@ pub async fn run(args: MeasureArgs) -> anyhow::Result<ExitCode> {
         claimed: None,
         notes: Some("created by `bakeoff measure`".into()),
         tokenize,
+        wire: Default::default(),
     };
     if let Some(var) = &args.api_key_env
         && std::env::var(var).is_err()

@@ -15,6 +15,7 @@ use super::views::{FieldKind, FieldView, Fieldset, FormBody};
 use crate::app::AppError;
 use crate::app::candidates::{self, Source};
 use crate::domain::candidate::{Candidate, CandidateDraft, CandidateSpec, ProviderKind, Secret, TokenizeKind};
+use crate::domain::reasoning::ReasoningInContent;
 use crate::domain::retirement::ItemKind;
 use crate::domain::validation::FieldErrors;
 
@@ -190,6 +191,10 @@ impl CandidateFormPage {
                     .map(|k| (k.as_str().to_string(), k.label().to_string())),
             )
             .collect();
+        let reasoning_modes = ReasoningInContent::ALL
+            .iter()
+            .map(|m| (m.as_str().to_string(), m.label().to_string()))
+            .collect();
         let key_help = match editing {
             Some((_, spec)) if spec.api_key.is_some() => {
                 "A key is stored. Leave blank to keep it; type a new one to replace it. It is never shown again."
@@ -247,6 +252,19 @@ impl CandidateFormPage {
                         &draft.extra_body,
                     )
                     .help("Merged into every request body, e.g. {\"top_p\": 0.9}"),
+                    field(
+                        "reasoning_in_content",
+                        "Reasoning in the content",
+                        FieldKind::Select,
+                        &draft.reasoning_in_content,
+                    )
+                    .options(reasoning_modes)
+                    .help(
+                        "Servers without a reasoning parser leave a reasoning model's thinking in the answer \
+                         (<think>…</think>). Auto recognises a reasoning tag at the start of the content; always \
+                         suits servers whose chat template puts <think> in the prompt (the answer then holds only \
+                         …</think>); never keeps the content whole.",
+                    ),
                 ],
             },
             Fieldset {

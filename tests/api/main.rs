@@ -29,6 +29,7 @@ mod pages_browser;
 mod priority;
 mod real_engines;
 mod real_server;
+mod reasoning_in_content;
 mod restart;
 mod run_caps;
 mod run_form;

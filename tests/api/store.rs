@@ -47,6 +47,7 @@ fn full_candidate(name: &str) -> CandidateSpec {
         }),
         notes: Some("快速模型 — fast".into()),
         tokenize: None,
+        wire: Default::default(),
         ..candidate(name)
     }
 }

@@ -15,6 +15,7 @@ use crate::AppError;
 use crate::domain::Timestamp;
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{ClaimedFigure, Conditions, Pricing, ProviderKind, TokenizeEndpoint};
+use crate::domain::reasoning::ReasoningInContent;
 use crate::domain::run::{RequestRecord, RunConfig, RunStatus, StopStage};
 use crate::store::Store;
 
@@ -105,6 +106,13 @@ pub struct ExportedCandidate {
     /// The declared tokenize endpoint (absent in exports made before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenize: Option<TokenizeEndpoint>,
+    /// The reasoning-in-content switch (absent: auto, as before it existed).
+    #[serde(default, skip_serializing_if = "is_auto")]
+    pub reasoning_in_content: ReasoningInContent,
+}
+
+fn is_auto(mode: &ReasoningInContent) -> bool {
+    *mode == ReasoningInContent::Auto
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -291,6 +299,7 @@ async fn export_head(store: &dyn Store, run_id: i64) -> Result<RunExport, AppErr
                 claimed: s.claimed,
                 notes: s.notes,
                 tokenize: s.tokenize,
+                reasoning_in_content: s.wire.reasoning_in_content,
             }
         })
         .collect();

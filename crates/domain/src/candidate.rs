@@ -2,6 +2,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Timestamp;
+use super::reasoning::ReasoningInContent;
 use super::validation::{FieldErrors, MAX_FIELD_CHARS, name, optional_number, optional_text, required_text};
 
 /// The wire protocol bakeoff speaks to a candidate.
@@ -270,6 +271,15 @@ pub struct CandidateSpec {
     /// Where to count output tokens with the served model's tokenizer when streams carry no
     /// `usage` (None: bakeoff's own o200k count, labelled `tokenizer`).
     pub tokenize: Option<TokenizeEndpoint>,
+    /// How bakeoff talks to the server beyond its provider kind.
+    pub wire: WireOptions,
+}
+
+/// How bakeoff talks to a candidate's server beyond its provider kind.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WireOptions {
+    /// Where the server puts reasoning that has no field of its own (`domain::reasoning`).
+    pub reasoning_in_content: ReasoningInContent,
 }
 
 impl CandidateSpec {
@@ -292,6 +302,7 @@ impl CandidateSpec {
             claimed: None,
             notes: None,
             tokenize: None,
+            wire: WireOptions::default(),
         }
     }
 
@@ -458,6 +469,8 @@ pub struct CandidateDraft {
     pub tokenize_kind: String,
     /// A path (or a URL on the candidate's server); blank: the kind's usual path.
     pub tokenize_path: String,
+    /// `auto` (or blank), `always` or `never`: reasoning in the content.
+    pub reasoning_in_content: String,
 }
 
 impl CandidateDraft {
@@ -503,6 +516,7 @@ impl CandidateDraft {
                 .map(|t| t.kind.as_str().to_string())
                 .unwrap_or_default(),
             tokenize_path: spec.tokenize.as_ref().map(|t| t.path.clone()).unwrap_or_default(),
+            reasoning_in_content: spec.wire.reasoning_in_content.as_str().to_string(),
         }
     }
 
@@ -595,6 +609,10 @@ impl CandidateDraft {
         };
         let notes = optional_text(&mut e, "notes", &self.notes, MAX_FIELD_CHARS);
         let tokenize = TokenizeEndpoint::parse(&mut e, &self.tokenize_kind, &self.tokenize_path, base_url.as_deref());
+        let reasoning_in_content = ReasoningInContent::parse(&self.reasoning_in_content).unwrap_or_else(|| {
+            e.add("reasoning_in_content", "choose one of: auto, always, never");
+            ReasoningInContent::Auto
+        });
         if !e.is_empty() {
             return Err(e);
         }
@@ -613,6 +631,7 @@ impl CandidateDraft {
             claimed,
             notes,
             tokenize,
+            wire: WireOptions { reasoning_in_content },
         })
     }
 }

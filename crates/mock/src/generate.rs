@@ -22,6 +22,9 @@ pub struct Plan {
     answer_spans: Vec<Range<usize>>,
     filler: u32,
     filler_seed: u64,
+    /// Reasoning goes in the content: its first and last tokens carry `<think>` and
+    /// `</think>\n\n` (the texts of those two tokens, tags included).
+    think_tags: Option<(String, String)>,
     /// `length` when the output reached its max_tokens budget, else `stop`.
     pub finish_reason: &'static str,
 }
@@ -66,12 +69,24 @@ impl Plan {
             }
         };
         let content = answer_spans.len() as u32 + filler;
+        let think_tags = (profile.reasoning_in_content && reasoning > 0).then(|| {
+            let piece = |i| filler_token(filler_seed ^ REASONING_SEED, i);
+            let last = reasoning - 1;
+            let first = format!("<think>{}", piece(0));
+            let close = format!("{}</think>\n\n", piece(last));
+            if last == 0 {
+                (format!("<think>{}</think>\n\n", piece(0)), close)
+            } else {
+                (first, close)
+            }
+        });
         Plan {
             reasoning,
             answer,
             answer_spans,
             filler,
             filler_seed,
+            think_tags,
             finish_reason: if content == budget { "length" } else { "stop" },
         }
     }
@@ -84,9 +99,22 @@ impl Plan {
         index < self.reasoning
     }
 
+    /// Whether the reasoning is sent inside the content (`<think>…</think>`).
+    pub fn reasoning_in_content(&self) -> bool {
+        self.think_tags.is_some()
+    }
+
     /// The text of token `index` (a slice of the answer or a static filler word).
     pub fn piece(&self, index: u32) -> &str {
         if index < self.reasoning {
+            if let Some((first, last)) = &self.think_tags {
+                if index == 0 {
+                    return first;
+                }
+                if index + 1 == self.reasoning {
+                    return last;
+                }
+            }
             return filler_token(self.filler_seed ^ REASONING_SEED, index);
         }
         let i = (index - self.reasoning) as usize;
@@ -356,12 +384,14 @@ impl Renderer {
 }
 
 /// `usage` as OpenAI reports it.
-pub fn usage_json(prompt_tokens: u32, completion_tokens: u32, reasoning_tokens: u32) -> serde_json::Value {
+/// `usage` as OpenAI reports it; no `reasoning_tokens` (None) gives null details, as a server
+/// that does not know its model reasoned (reasoning left in the content) reports them.
+pub fn usage_json(prompt_tokens: u32, completion_tokens: u32, reasoning_tokens: Option<u32>) -> serde_json::Value {
     serde_json::json!({
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
-        "completion_tokens_details": { "reasoning_tokens": reasoning_tokens },
+        "completion_tokens_details": reasoning_tokens.map(|n| serde_json::json!({ "reasoning_tokens": n })),
     })
 }
 
@@ -544,7 +574,7 @@ mod tests {
         let s = std::str::from_utf8(&bad).unwrap();
         assert!(serde_json::from_str::<serde_json::Value>(s.strip_prefix("data: ").unwrap().trim_end()).is_err());
         assert!(s.ends_with("\n\n"));
-        let usage = r.usage(&usage_json(3, 4, 1));
+        let usage = r.usage(&usage_json(3, 4, Some(1)));
         let s = std::str::from_utf8(&usage).unwrap();
         let v: serde_json::Value = serde_json::from_str(s.strip_prefix("data: ").unwrap().trim_end()).unwrap();
         assert_eq!(v["usage"]["total_tokens"], 7);

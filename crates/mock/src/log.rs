@@ -64,6 +64,9 @@ pub struct RequestRecord {
     /// Completion tokens sent, reasoning included.
     pub tokens_sent: u32,
     pub reasoning_tokens_sent: u32,
+    /// The reasoning went inside `content`, wrapped in `<think>…</think>\n\n` (so
+    /// `first_content_ms` is the first answer token's, after the closing tag).
+    pub reasoning_in_content: bool,
     /// SSE chunks sent that carried tokens.
     pub token_chunks_sent: u32,
     pub finish_reason: Option<&'static str>,

@@ -14,10 +14,12 @@ use super::{CandidateProgress, EvalSetSummary, EvalSetVersion, EvalSetVersionHea
 use crate::domain::Timestamp;
 use crate::domain::candidate::{
     Candidate, CandidateSpec, ClaimedFigure, Conditions, Pricing, ProviderKind, Secret, TokenizeEndpoint, TokenizeKind,
+    WireOptions,
 };
 use crate::domain::evalset::{EvalCase, EvalSetFile, EvalSetHeader, TaskKind};
 use crate::domain::grading::Grade;
 use crate::domain::pipeline::PipelineSpec;
+use crate::domain::reasoning::ReasoningInContent;
 use crate::domain::run::{
     ChunkAttribution, ErrorClass, Phase, RecordGroup, RecordTexts, RequestRecord, Run, RunConfig, RunEvent, RunStatus,
     TokenSource,
@@ -119,6 +121,7 @@ pub(crate) struct CandidateRow {
     pub notes: Option<String>,
     pub tokenize_kind: Option<String>,
     pub tokenize_path: Option<String>,
+    pub reasoning_in_content: String,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -129,7 +132,7 @@ macro_rules! candidate_columns {
         "id, name, provider, base_url, model, api_key, api_key_env, max_tokens, temperature, extra_body, hardware, \
          framework, quantization, context_length, price_input_per_mtok, price_output_per_mtok, \
          claimed_tokens_per_second, claimed_caliber, claimed_conditions, notes, tokenize_kind, tokenize_path, \
-         created_at, updated_at"
+         reasoning_in_content, created_at, updated_at"
     };
 }
 pub(crate) use candidate_columns;
@@ -170,6 +173,11 @@ impl CandidateRow {
                     .ok_or_else(|| corrupt(place("tokenize_path"), "missing beside tokenize_kind"))?,
             }),
         };
+        let reasoning_in_content = parse_enum(
+            place("reasoning_in_content"),
+            &self.reasoning_in_content,
+            ReasoningInContent::parse,
+        )?;
         Ok(Candidate {
             id: self.id,
             spec: CandidateSpec {
@@ -195,6 +203,7 @@ impl CandidateRow {
                 claimed,
                 notes: self.notes,
                 tokenize,
+                wire: WireOptions { reasoning_in_content },
             },
             created_at: Timestamp(self.created_at),
             updated_at: Timestamp(self.updated_at),
@@ -227,6 +236,7 @@ pub(crate) struct CandidateValues<'a> {
     pub notes: Option<&'a str>,
     pub tokenize_kind: Option<&'static str>,
     pub tokenize_path: Option<&'a str>,
+    pub reasoning_in_content: &'static str,
 }
 
 impl<'a> CandidateValues<'a> {
@@ -255,6 +265,7 @@ impl<'a> CandidateValues<'a> {
             notes: spec.notes.as_deref(),
             tokenize_kind: spec.tokenize.as_ref().map(|t| t.kind.as_str()),
             tokenize_path: spec.tokenize.as_ref().map(|t| t.path.as_str()),
+            reasoning_in_content: spec.wire.reasoning_in_content.as_str(),
         }
     }
 }
@@ -650,7 +661,7 @@ macro_rules! record_insert_columns {
          client_queue_us, connect_us, connection_reused, headers_us, first_chunk_us, first_reasoning_us, \
          first_content_us, last_token_us, end_us, chunks, http_status, finish_reason, input_tokens, output_tokens, \
          output_tokens_source, reasoning_tokens, canonical_tokens, output_chars, output, reasoning, error_class, \
-         error_detail, chunk_attribution, chunk_text"
+         error_detail, chunk_attribution, chunk_text, content_reasoning"
     };
 }
 pub(crate) use record_insert_columns;
@@ -702,6 +713,8 @@ pub(crate) struct RecordValues<'a> {
     pub chunk_attribution: Option<&'static str>,
     /// JSON, NULL when empty.
     pub chunk_text: Option<String>,
+    /// JSON, NULL when none.
+    pub content_reasoning: Option<String>,
 }
 
 impl<'a> RecordValues<'a> {
@@ -741,6 +754,7 @@ impl<'a> RecordValues<'a> {
             error_detail: text.encode_opt(r.error_detail()),
             chunk_attribution: r.chunk_attribution.map(|a| a.as_str()),
             chunk_text: (!r.chunk_text().is_empty()).then(|| to_json(r.chunk_text())),
+            content_reasoning: r.content_reasoning().map(|c| to_json(&c)),
         }
     }
 }
@@ -833,6 +847,7 @@ pub(crate) struct RecordRow {
     pub error_detail: Option<String>,
     pub chunk_attribution: Option<String>,
     pub chunk_text: Option<String>,
+    pub content_reasoning: Option<String>,
 }
 
 impl RecordRow {
@@ -888,6 +903,10 @@ impl RecordRow {
                 chunk_text: match &self.chunk_text {
                     Some(json) => parse_json(place("chunk_text"), json)?,
                     None => Default::default(),
+                },
+                content_reasoning: match &self.content_reasoning {
+                    Some(json) => Some(parse_json(place("content_reasoning"), json)?),
+                    None => None,
                 },
             }
             .into(),
@@ -1142,6 +1161,8 @@ pub(crate) struct CandidateSnapshot {
     pub notes: Option<String>,
     #[serde(default)]
     pub tokenize: Option<TokenizeEndpoint>,
+    #[serde(default)]
+    pub reasoning_in_content: ReasoningInContent,
 }
 
 impl CandidateSnapshot {
@@ -1160,6 +1181,7 @@ impl CandidateSnapshot {
             claimed: spec.claimed.clone(),
             notes: spec.notes.clone(),
             tokenize: spec.tokenize.clone(),
+            reasoning_in_content: spec.wire.reasoning_in_content,
         }
     }
 
@@ -1190,6 +1212,9 @@ impl CandidateSnapshot {
             claimed: self.claimed,
             notes: self.notes,
             tokenize: self.tokenize,
+            wire: WireOptions {
+                reasoning_in_content: self.reasoning_in_content,
+            },
         }
     }
 }

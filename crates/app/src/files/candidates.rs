@@ -8,6 +8,7 @@ use super::{FileError, FileProblem, Located, Step, dotted, parse_toml, to_toml};
 use crate::AppError;
 use crate::candidates::{self, Actor, Saved, Source};
 use crate::domain::candidate::{Candidate, CandidateDraft, CandidateSpec, KEY_ENV_PREFIX};
+use crate::domain::reasoning::ReasoningInContent;
 use crate::store::DynStore;
 
 /// The format version this code reads and writes.
@@ -72,6 +73,13 @@ pub struct CandidateEntry {
     /// The server's own tokenize endpoint, for counting output tokens when streams carry no usage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenize: Option<TokenizeEntry>,
+    /// Reasoning the server leaves in the content (`<think>…</think>`): `auto` (the default)
+    /// recognises a reasoning tag at the start of the content, `always` takes the content as
+    /// reasoning up to a closing tag (servers whose chat template puts the opening tag in the
+    /// prompt), `never` takes it all as answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["auto", "always", "never"]))]
+    pub reasoning_in_content: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
@@ -158,6 +166,7 @@ impl CandidateEntry {
             notes: text(&self.notes),
             tokenize_kind: self.tokenize.as_ref().map(|t| t.kind.clone()).unwrap_or_default(),
             tokenize_path: self.tokenize.as_ref().and_then(|t| t.path.clone()).unwrap_or_default(),
+            reasoning_in_content: text(&self.reasoning_in_content),
         }
     }
 
@@ -198,6 +207,8 @@ impl CandidateEntry {
                 kind: t.kind.as_str().to_string(),
                 path: Some(t.path.clone()),
             }),
+            reasoning_in_content: (spec.wire.reasoning_in_content != ReasoningInContent::Auto)
+                .then(|| spec.wire.reasoning_in_content.as_str().to_string()),
         }
     }
 }

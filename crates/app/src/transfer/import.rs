@@ -407,6 +407,9 @@ fn spec_of(c: &ExportedCandidate, name: &str) -> Result<CandidateSpec, AppError>
         claimed: c.claimed.clone(),
         notes: c.notes.clone(),
         tokenize: c.tokenize.clone(),
+        wire: crate::domain::candidate::WireOptions {
+            reasoning_in_content: c.reasoning_in_content,
+        },
     };
     CandidateDraft::from_spec(&spec)
         .validate(None)

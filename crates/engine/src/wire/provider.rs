@@ -139,6 +139,7 @@ mod tests {
             claimed: None,
             notes: None,
             tokenize: None,
+            wire: Default::default(),
         }
     }
 

@@ -96,6 +96,7 @@ pub(super) async fn handle(state: Shared, api: Api, received: Received, headers:
         correct: a.correct,
     });
     let plan = plan_reply(&state, profile, api, &req, prompt_tokens, answer);
+    tracker.record.reasoning_in_content = plan.reasoning_in_content();
     let mut schedule = Schedule::new(profile, prompt_tokens, plan.total(), &mut rng);
     schedule.slow_down(ps.drift_factor());
     plan_cut(profile, number, plan.total(), &mut schedule);

@@ -59,9 +59,11 @@ impl Streamer {
                         malformed,
                     } => {
                         let plan = &self.generator.plan;
+                        // Reasoning in the content is sent as content; the log still knows it.
+                        let as_reasoning = reasoning && !plan.reasoning_in_content();
                         let chunk = self
                             .renderer
-                            .tokens((start..end).map(|i| plan.piece(i)), reasoning, malformed);
+                            .tokens((start..end).map(|i| plan.piece(i)), as_reasoning, malformed);
                         self.tracker.sent(end - start, reasoning, 1, malformed);
                         return Some(chunk);
                     }
@@ -82,7 +84,8 @@ impl Streamer {
                 Phase::Usage => {
                     self.phase = Phase::Done;
                     let r = &self.tracker.record;
-                    let usage = usage_json(self.prompt_tokens, r.tokens_sent, r.reasoning_tokens_sent);
+                    let reasoning = (!self.generator.plan.reasoning_in_content()).then_some(r.reasoning_tokens_sent);
+                    let usage = usage_json(self.prompt_tokens, r.tokens_sent, reasoning);
                     return Some(self.renderer.usage(&usage));
                 }
                 Phase::Done => {

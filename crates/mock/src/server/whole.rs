@@ -55,7 +55,16 @@ pub(super) async fn whole_response(
     tracker.sent(reasoning_n, true, 0, false);
     tracker.sent(content_n, false, 0, malformed);
     let finish_reason = generator.plan.finish_reason;
-    let usage = usage_json(prompt_tokens, reasoning_n + content_n, reasoning_n);
+    let in_content = generator.plan.reasoning_in_content();
+    let usage = usage_json(
+        prompt_tokens,
+        reasoning_n + content_n,
+        (!in_content).then_some(reasoning_n),
+    );
+    if in_content {
+        content = std::mem::take(&mut reasoning) + &content;
+        reasoning_n = 0;
+    }
     let model = state.profiles[profile].reported_model();
     let body = match api {
         Api::Chat => {
