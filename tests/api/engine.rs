@@ -1199,7 +1199,8 @@ async fn think_tags_split_across_events_time_the_answer_from_its_first_byte() {
     let client = CandidateClient::new(&spec, 1, short_timeouts()).unwrap();
     let x = client.send(&request, 0).await;
     assert!(x.succeeded(), "{}", detail(&x));
-    assert_eq!((x.reasoning.as_str(), x.output.as_str()), ("hm, 2<3 </thin", "yes </think>"));
+    // "</thin" + "k>" is the closing tag, split across two events.
+    assert_eq!((x.reasoning.as_str(), x.output.as_str()), ("hm, 2<3 ", "yes </think>"));
     let recognised = x.content_reasoning.expect("recognised");
     assert!(recognised.opened && recognised.closed);
     assert_eq!(x.first_reasoning_us, x.first_chunk_us, "the reasoning began with the tag's first bytes");

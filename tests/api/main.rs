@@ -16,6 +16,7 @@ mod everyday;
 mod exports_harness;
 mod figures;
 mod gate;
+mod hosted;
 mod isolation;
 mod judge;
 mod like_with_like;

@@ -15,13 +15,21 @@ pub enum ProviderKind {
     OpenAiCompletions,
     /// Anthropic Messages API, `POST {base}/messages`.
     Anthropic,
+    /// OpenAI's Responses API, `POST {base}/responses`.
+    OpenAiResponses,
+    /// Azure OpenAI chat completions: the base URL is a deployment's
+    /// (`https://{resource}.openai.azure.com/openai/deployments/{deployment}?api-version=…`),
+    /// the key goes in the `api-key` header.
+    AzureOpenAi,
 }
 
 impl ProviderKind {
-    pub const ALL: [ProviderKind; 3] = [
+    pub const ALL: [ProviderKind; 5] = [
         ProviderKind::OpenAiChat,
         ProviderKind::OpenAiCompletions,
         ProviderKind::Anthropic,
+        ProviderKind::OpenAiResponses,
+        ProviderKind::AzureOpenAi,
     ];
 
     pub fn as_str(&self) -> &'static str {
@@ -29,6 +37,8 @@ impl ProviderKind {
             ProviderKind::OpenAiChat => "openai-chat",
             ProviderKind::OpenAiCompletions => "openai-completions",
             ProviderKind::Anthropic => "anthropic",
+            ProviderKind::OpenAiResponses => "openai-responses",
+            ProviderKind::AzureOpenAi => "azure-openai",
         }
     }
 
@@ -37,6 +47,8 @@ impl ProviderKind {
             ProviderKind::OpenAiChat => "OpenAI-compatible chat completions",
             ProviderKind::OpenAiCompletions => "OpenAI-compatible completions",
             ProviderKind::Anthropic => "Anthropic Messages",
+            ProviderKind::OpenAiResponses => "OpenAI Responses API",
+            ProviderKind::AzureOpenAi => "Azure OpenAI chat completions (deployment URL, api-key header)",
         }
     }
 
@@ -528,12 +540,16 @@ impl CandidateDraft {
         let provider = match ProviderKind::parse(self.provider.trim()) {
             Some(p) => Some(p),
             None => {
-                e.add("provider", "choose one of: openai-chat, openai-completions, anthropic");
+                e.add(
+                    "provider",
+                    "choose one of: openai-chat, openai-completions, anthropic, openai-responses, azure-openai",
+                );
                 None
             }
         };
-        let base_url =
-            required_text(&mut e, "base_url", &self.base_url, 2_000).and_then(|raw| validate_base_url(&mut e, &raw));
+        let azure = provider == Some(ProviderKind::AzureOpenAi);
+        let base_url = required_text(&mut e, "base_url", &self.base_url, 2_000)
+            .and_then(|raw| validate_base_url(&mut e, &raw, azure));
         if let Some(why) = base_url.as_deref().and_then(origin_refused) {
             e.add("base_url", why);
         }
@@ -636,8 +652,13 @@ impl CandidateDraft {
     }
 }
 
-/// An http(s) URL without credentials, query or fragment; the trailing slash is dropped.
-fn validate_base_url(e: &mut FieldErrors, raw: &str) -> Option<String> {
+/// An http(s) URL without credentials, query or fragment; the trailing slash is dropped. An
+/// Azure OpenAI URL may carry its `api-version` (the one query it takes), and a pasted
+/// `…/chat/completions` is cut back to the deployment.
+fn validate_base_url(e: &mut FieldErrors, raw: &str, azure: bool) -> Option<String> {
+    if azure {
+        return validate_azure_url(e, raw);
+    }
     match url::Url::parse(raw) {
         Ok(u) if u.scheme() != "http" && u.scheme() != "https" => {
             e.add("base_url", "must start with http:// or https://");
@@ -666,9 +687,83 @@ fn validate_base_url(e: &mut FieldErrors, raw: &str) -> Option<String> {
     }
 }
 
+/// An Azure OpenAI deployment URL: `https://{resource}.openai.azure.com/openai/deployments/{d}`
+/// with `?api-version=…` (required there), or the v1 API's `…/openai/v1` (no version).
+fn validate_azure_url(e: &mut FieldErrors, raw: &str) -> Option<String> {
+    let mut u = match url::Url::parse(raw) {
+        Ok(u) if (u.scheme() == "http" || u.scheme() == "https") && u.host_str().is_some() => u,
+        _ => {
+            e.add(
+                "base_url",
+                "must be the deployment's URL, e.g. https://RESOURCE.openai.azure.com/openai/deployments/DEPLOYMENT?api-version=2024-10-21",
+            );
+            return None;
+        }
+    };
+    if !u.username().is_empty() || u.password().is_some() || u.fragment().is_some() {
+        e.add("base_url", "must not contain credentials or a fragment; use the API key field");
+        return None;
+    }
+    let pairs: Vec<(String, String)> = u.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+    let version = match pairs.as_slice() {
+        [] => None,
+        [(k, v)] if k == "api-version" && !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') => {
+            Some(v.clone())
+        }
+        _ => {
+            e.add("base_url", "may carry only its api-version, e.g. ?api-version=2024-10-21");
+            return None;
+        }
+    };
+    let path = u.path().trim_end_matches('/');
+    let path = path.strip_suffix("/chat/completions").unwrap_or(path).to_string();
+    if path.contains("/openai/deployments/") && version.is_none() {
+        e.add(
+            "base_url",
+            "an Azure deployment URL needs its api-version, e.g. …/openai/deployments/DEPLOYMENT?api-version=2024-10-21",
+        );
+        return None;
+    }
+    u.set_path(&path);
+    Some(u.as_str().trim_end_matches('/').replace("/?", "?"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn azure_urls_keep_their_api_version_and_only_that() {
+        let with = |url: &str| CandidateDraft {
+            provider: "azure-openai".into(),
+            base_url: url.into(),
+            ..draft()
+        };
+        let ok = with("https://r.openai.azure.com/openai/deployments/gpt4o/chat/completions?api-version=2024-10-21")
+            .validate(None)
+            .unwrap();
+        assert_eq!(
+            ok.base_url,
+            "https://r.openai.azure.com/openai/deployments/gpt4o?api-version=2024-10-21"
+        );
+        assert_eq!(
+            with("https://r.openai.azure.com/openai/v1/").validate(None).unwrap().base_url,
+            "https://r.openai.azure.com/openai/v1"
+        );
+        for bad in [
+            "https://r.openai.azure.com/openai/deployments/gpt4o",
+            "https://r.openai.azure.com/openai/deployments/gpt4o?api-version=1&key=x",
+            "https://u:p@r.openai.azure.com/openai/v1",
+        ] {
+            assert!(with(bad).validate(None).unwrap_err().get("base_url").is_some(), "{bad}");
+        }
+        // Other providers still refuse a query.
+        let other = CandidateDraft {
+            base_url: "https://h/v1?api-version=1".into(),
+            ..draft()
+        };
+        assert!(other.validate(None).is_err());
+    }
 
     fn draft() -> CandidateDraft {
         CandidateDraft {

@@ -288,6 +288,8 @@ impl Generator {
 pub enum Api {
     Chat,
     Completions,
+    /// OpenAI's Responses API (`POST /v1/responses`), streamed as named events.
+    Responses,
 }
 
 impl Api {
@@ -295,6 +297,7 @@ impl Api {
         match self {
             Api::Chat => "chat",
             Api::Completions => "completions",
+            Api::Responses => "responses",
         }
     }
 }
@@ -316,6 +319,7 @@ impl Renderer {
         let object = match api {
             Api::Chat => "chat.completion.chunk",
             Api::Completions => "text_completion",
+            Api::Responses => "response",
         };
         let meta = format!(
             "{{\"id\":{},\"object\":\"{object}\",\"created\":{created},\"model\":{}",
@@ -333,15 +337,44 @@ impl Renderer {
         )
     }
 
+    /// The Responses API's first event: `response.created`, the response in progress.
+    pub fn created(&self) -> Bytes {
+        Bytes::from(format!(
+            "event: response.created\ndata: {{\"type\":\"response.created\",\"response\":{},\"status\":\"in_progress\",\"output\":[]}}}}\n\n",
+            self.meta
+        ))
+    }
+
+    /// The Responses API's last event: `response.completed` (or `response.incomplete` when the
+    /// output reached its limit) with the usage.
+    pub fn completed(&self, finish_reason: &str, usage: &serde_json::Value) -> Bytes {
+        let (kind, status, details) = if finish_reason == "length" {
+            (
+                "response.incomplete",
+                "incomplete",
+                ",\"incomplete_details\":{\"reason\":\"max_output_tokens\"}",
+            )
+        } else {
+            ("response.completed", "completed", "")
+        };
+        Bytes::from(format!(
+            "event: {kind}\ndata: {{\"type\":\"{kind}\",\"response\":{},\"status\":\"{status}\"{details},\"usage\":{usage}}}}}\n\n",
+            self.meta
+        ))
+    }
+
     /// One chunk carrying `pieces`; when `malformed`, the JSON is cut short after the text.
     pub fn tokens<'a>(&self, pieces: impl Iterator<Item = &'a str> + Clone, reasoning: bool, malformed: bool) -> Bytes {
+        if self.api == Api::Responses {
+            return responses_delta(pieces, reasoning, malformed);
+        }
         let text_len: usize = pieces.clone().map(str::len).sum();
         let mut buf = Vec::with_capacity(self.head.len() + text_len + 80);
         buf.extend_from_slice(self.head.as_bytes());
         match (self.api, reasoning) {
             (Api::Chat, false) => buf.extend_from_slice(b"\"delta\":{\"content\":"),
             (Api::Chat, true) => buf.extend_from_slice(b"\"delta\":{\"reasoning_content\":"),
-            (Api::Completions, _) => buf.extend_from_slice(b"\"text\":"),
+            (Api::Completions | Api::Responses, _) => buf.extend_from_slice(b"\"text\":"),
         }
         write_json_str(&mut buf, pieces);
         if malformed {
@@ -349,7 +382,7 @@ impl Renderer {
         } else {
             buf.extend_from_slice(match self.api {
                 Api::Chat => CHUNK_TAIL_CHAT,
-                Api::Completions => CHUNK_TAIL_TEXT,
+                Api::Completions | Api::Responses => CHUNK_TAIL_TEXT,
             });
         }
         Bytes::from(buf)
@@ -359,7 +392,7 @@ impl Renderer {
     pub fn finish(&self, finish_reason: &str) -> Bytes {
         let body = match self.api {
             Api::Chat => format!("\"delta\":{{}},\"logprobs\":null,\"finish_reason\":\"{finish_reason}\"}}]}}\n\n"),
-            Api::Completions => {
+            Api::Completions | Api::Responses => {
                 format!("\"text\":\"\",\"logprobs\":null,\"finish_reason\":\"{finish_reason}\"}}]}}\n\n")
             }
         };
@@ -384,6 +417,33 @@ impl Renderer {
 }
 
 /// `usage` as OpenAI reports it.
+/// A Responses API delta event: answer text, or a reasoning summary's.
+fn responses_delta<'a>(pieces: impl Iterator<Item = &'a str> + Clone, reasoning: bool, malformed: bool) -> Bytes {
+    let kind = if reasoning {
+        "response.reasoning_summary_text.delta"
+    } else {
+        "response.output_text.delta"
+    };
+    let mut buf = format!(
+        "event: {kind}\ndata: {{\"type\":\"{kind}\",\"output_index\":{},\"content_index\":0,\"delta\":",
+        u8::from(!reasoning)
+    )
+    .into_bytes();
+    write_json_str(&mut buf, pieces);
+    buf.extend_from_slice(if malformed { b"\n\n" } else { b"}\n\n" });
+    Bytes::from(buf)
+}
+
+/// `usage` as the Responses API reports it.
+pub fn responses_usage_json(input_tokens: u32, output_tokens: u32, reasoning_tokens: u32) -> serde_json::Value {
+    serde_json::json!({
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "total_tokens": input_tokens + output_tokens,
+        "output_tokens_details": { "reasoning_tokens": reasoning_tokens },
+    })
+}
+
 /// `usage` as OpenAI reports it; no `reasoning_tokens` (None) gives null details, as a server
 /// that does not know its model reasoned (reasoning left in the content) reports them.
 pub fn usage_json(prompt_tokens: u32, completion_tokens: u32, reasoning_tokens: Option<u32>) -> serde_json::Value {

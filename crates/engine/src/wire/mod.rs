@@ -10,4 +10,5 @@ pub mod h1;
 pub mod openai;
 pub mod protocol;
 pub mod provider;
+pub mod responses;
 pub mod sse;

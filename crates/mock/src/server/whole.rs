@@ -79,6 +79,24 @@ pub(super) async fn whole_response(
                 "system_fingerprint": SERVER_HEADER,
             })
         }
+        Api::Responses => {
+            let mut output = Vec::new();
+            if reasoning_n > 0 {
+                output.push(serde_json::json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": reasoning}]}));
+            }
+            output.push(serde_json::json!({"type": "message", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": content, "annotations": []}]}));
+            let (status, details) = if finish_reason == "length" {
+                ("incomplete", serde_json::json!({"reason": "max_output_tokens"}))
+            } else {
+                ("completed", serde_json::Value::Null)
+            };
+            serde_json::json!({
+                "id": tracker.record.id, "object": "response", "created_at": created, "model": model,
+                "status": status, "incomplete_details": details, "output": output,
+                "usage": crate::generate::responses_usage_json(prompt_tokens, reasoning_n + content_n, reasoning_n),
+            })
+        }
         Api::Completions => serde_json::json!({
             "id": tracker.record.id, "object": "text_completion", "created": created, "model": model,
             "choices": [{ "index": 0, "text": content, "logprobs": null, "finish_reason": finish_reason }],
