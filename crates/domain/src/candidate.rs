@@ -292,6 +292,142 @@ pub struct CandidateSpec {
 pub struct WireOptions {
     /// Where the server puts reasoning that has no field of its own (`domain::reasoning`).
     pub reasoning_in_content: ReasoningInContent,
+    /// Headers sent with every request (a gateway's routing or team header, a second token).
+    pub headers: Vec<CustomHeader>,
+}
+
+impl WireOptions {
+    /// The secret headers' values, to redact from anything shown.
+    pub fn secrets(&self) -> impl Iterator<Item = &Secret> {
+        self.headers.iter().filter_map(|h| match &h.value {
+            HeaderText::Secret(s) => Some(s),
+            HeaderText::Plain(_) => None,
+        })
+    }
+
+    /// The secret headers as (name, value) pairs, to tell whether they changed.
+    pub fn secret_headers(&self) -> Vec<(&str, &Secret)> {
+        self.headers
+            .iter()
+            .filter_map(|h| match &h.value {
+                HeaderText::Secret(s) => Some((h.name.as_str(), s)),
+                HeaderText::Plain(_) => None,
+            })
+            .collect()
+    }
+}
+
+/// A header sent with every request to a candidate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CustomHeader {
+    pub name: String,
+    pub value: HeaderText,
+}
+
+/// A header's value: shown like any setting, or a secret (sealed at rest, never shown, logged
+/// or exported: a credential like the API key).
+#[derive(Debug, Clone, PartialEq)]
+pub enum HeaderText {
+    Plain(String),
+    Secret(Secret),
+}
+
+impl HeaderText {
+    /// The value to send.
+    pub fn expose(&self) -> &str {
+        match self {
+            HeaderText::Plain(v) => v,
+            HeaderText::Secret(s) => s.expose(),
+        }
+    }
+}
+
+/// Headers no candidate may set: HTTP's own framing and routing (hop-by-hop, `Host`,
+/// `Content-Length`), and what bakeoff's measurement states itself.
+const REFUSED_HEADERS: [&str; 13] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+    "content-type",
+    "accept",
+    "user-agent",
+];
+
+/// Names whose values are credentials: refused as plain headers (they belong among the secret
+/// ones, sealed and never shown).
+fn looks_secret(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    ["auth", "key", "token", "secret", "cookie", "password", "signature"]
+        .iter()
+        .any(|w| n.contains(w))
+}
+
+/// Parses `Name: value` lines (blank lines skipped) into headers, adding problems to `e` under
+/// `field`; `secret` marks every value a secret (and never repeats one in a message).
+pub fn parse_header_lines(e: &mut FieldErrors, field: &str, text: &str, secret: bool) -> Vec<CustomHeader> {
+    let mut out: Vec<CustomHeader> = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let at = format!("line {}", i + 1);
+        let Some((name, value)) = line.split_once(':') else {
+            e.add(field, format!("{at}: write each header as Name: value"));
+            continue;
+        };
+        let (name, value) = (name.trim(), value.trim());
+        let tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+        if name.is_empty() || name.len() > 100 || !name.chars().all(tchar) {
+            e.add(field, format!("{at}: {name:?} is not a header name (letters, digits, - and _)"));
+            continue;
+        }
+        if REFUSED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+            e.add(
+                field,
+                format!("{at}: {name} is set by bakeoff itself (HTTP framing or the measured request)"),
+            );
+            continue;
+        }
+        if !secret && looks_secret(name) {
+            e.add(
+                field,
+                format!("{at}: {name} looks like a credential; put it among the secret headers"),
+            );
+            continue;
+        }
+        if value.is_empty() || value.len() > 4_000 || value.chars().any(|c| c.is_control() && c != '\t') {
+            let what = if secret { "its value" } else { value };
+            e.add(
+                field,
+                format!("{at}: {name}: {what:?} is not a header value (1 to 4000 characters, no control characters)"),
+            );
+            continue;
+        }
+        if !value.is_ascii() {
+            e.add(field, format!("{at}: {name}: a header value must be ASCII"));
+            continue;
+        }
+        if out.iter().any(|h| h.name.eq_ignore_ascii_case(name)) {
+            e.add(field, format!("{at}: {name} is given twice"));
+            continue;
+        }
+        out.push(CustomHeader {
+            name: name.to_string(),
+            value: if secret {
+                HeaderText::Secret(Secret::new(value))
+            } else {
+                HeaderText::Plain(value.to_string())
+            },
+        });
+    }
+    if out.len() > 20 {
+        e.add(field, "at most 20 headers");
+    }
+    out
 }
 
 impl CandidateSpec {
@@ -352,6 +488,13 @@ impl CandidateSpec {
         }
         if self.api_key_env.is_some() && self.api_key_env == before.api_key_env {
             self.api_key_env = None;
+            dropped = true;
+        }
+        // Secret headers kept as they were follow the key's rule.
+        let kept_secrets = !self.wire.secret_headers().is_empty()
+            && self.wire.secret_headers() == before.wire.secret_headers();
+        if kept_secrets {
+            self.wire.headers.retain(|h| matches!(h.value, HeaderText::Plain(_)));
             dropped = true;
         }
         dropped
@@ -483,6 +626,10 @@ pub struct CandidateDraft {
     pub tokenize_path: String,
     /// `auto` (or blank), `always` or `never`: reasoning in the content.
     pub reasoning_in_content: String,
+    /// Plain headers, one `Name: value` a line.
+    pub headers: String,
+    /// Secret headers, one `Name: value` a line; write-only (blank on an edit keeps them).
+    pub secret_headers: String,
 }
 
 impl CandidateDraft {
@@ -529,6 +676,17 @@ impl CandidateDraft {
                 .unwrap_or_default(),
             tokenize_path: spec.tokenize.as_ref().map(|t| t.path.clone()).unwrap_or_default(),
             reasoning_in_content: spec.wire.reasoning_in_content.as_str().to_string(),
+            headers: spec
+                .wire
+                .headers
+                .iter()
+                .filter_map(|h| match &h.value {
+                    HeaderText::Plain(v) => Some(format!("{}: {v}\n", h.name)),
+                    HeaderText::Secret(_) => None,
+                })
+                .collect(),
+            // Secret headers are never put back in a page.
+            secret_headers: String::new(),
         }
     }
 
@@ -625,6 +783,14 @@ impl CandidateDraft {
         };
         let notes = optional_text(&mut e, "notes", &self.notes, MAX_FIELD_CHARS);
         let tokenize = TokenizeEndpoint::parse(&mut e, &self.tokenize_kind, &self.tokenize_path, base_url.as_deref());
+        let mut headers = parse_header_lines(&mut e, "headers", &self.headers, false);
+        for h in parse_header_lines(&mut e, "secret_headers", &self.secret_headers, true) {
+            if headers.iter().any(|p| p.name.eq_ignore_ascii_case(&h.name)) {
+                e.add("secret_headers", format!("{} is also a plain header", h.name));
+            } else {
+                headers.push(h);
+            }
+        }
         let reasoning_in_content = ReasoningInContent::parse(&self.reasoning_in_content).unwrap_or_else(|| {
             e.add("reasoning_in_content", "choose one of: auto, always, never");
             ReasoningInContent::Auto
@@ -647,7 +813,10 @@ impl CandidateDraft {
             claimed,
             notes,
             tokenize,
-            wire: WireOptions { reasoning_in_content },
+            wire: WireOptions {
+                reasoning_in_content,
+                headers,
+            },
         })
     }
 }

@@ -19,6 +19,8 @@ pub fn touched(before: Option<&CandidateSpec>, next: &CandidateSpec, key_typed: 
         Some("clearing a candidate's API key")
     } else if next.api_key_env.as_deref() != env_before {
         Some("setting or changing a candidate's API key variable")
+    } else if next.wire.secret_headers() != before.map(|b| b.wire.secret_headers()).unwrap_or_default() {
+        Some("setting, changing or clearing a candidate's secret headers")
     } else {
         None
     }

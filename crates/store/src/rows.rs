@@ -13,8 +13,8 @@ use super::text::TextCodec;
 use super::{CandidateProgress, EvalSetSummary, EvalSetVersion, EvalSetVersionHead, ProfileChange, StoreError};
 use crate::domain::Timestamp;
 use crate::domain::candidate::{
-    Candidate, CandidateSpec, ClaimedFigure, Conditions, Pricing, ProviderKind, Secret, TokenizeEndpoint, TokenizeKind,
-    WireOptions,
+    Candidate, CandidateSpec, ClaimedFigure, Conditions, CustomHeader, HeaderText, Pricing, ProviderKind, Secret,
+    TokenizeEndpoint, TokenizeKind, WireOptions,
 };
 use crate::domain::evalset::{EvalCase, EvalSetFile, EvalSetHeader, TaskKind};
 use crate::domain::grading::Grade;
@@ -122,6 +122,7 @@ pub(crate) struct CandidateRow {
     pub tokenize_kind: Option<String>,
     pub tokenize_path: Option<String>,
     pub reasoning_in_content: String,
+    pub headers: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -132,7 +133,7 @@ macro_rules! candidate_columns {
         "id, name, provider, base_url, model, api_key, api_key_env, max_tokens, temperature, extra_body, hardware, \
          framework, quantization, context_length, price_input_per_mtok, price_output_per_mtok, \
          claimed_tokens_per_second, claimed_caliber, claimed_conditions, notes, tokenize_kind, tokenize_path, \
-         reasoning_in_content, created_at, updated_at"
+         reasoning_in_content, headers, created_at, updated_at"
     };
 }
 pub(crate) use candidate_columns;
@@ -178,6 +179,24 @@ impl CandidateRow {
             &self.reasoning_in_content,
             ReasoningInContent::parse,
         )?;
+        let headers = match self.headers.as_deref() {
+            None => Vec::new(),
+            Some(json) => {
+                let stored: Vec<StoredHeader> = parse_json(place("headers"), json)?;
+                let mut headers = Vec::with_capacity(stored.len());
+                for h in stored {
+                    let value = match (h.value, h.sealed) {
+                        (Some(v), None) => HeaderText::Plain(v),
+                        (None, Some(sealed)) => HeaderText::Secret(Secret::new(sealer.open_for(self.id, &sealed).map_err(
+                            |e| StoreError::Key(format!("{}: {e}; start bakeoff with the server key it was sealed with", place("headers"))),
+                        )?)),
+                        _ => return Err(corrupt(place("headers"), "a header needs a value or a sealed value")),
+                    };
+                    headers.push(CustomHeader { name: h.name, value });
+                }
+                headers
+            }
+        };
         Ok(Candidate {
             id: self.id,
             spec: CandidateSpec {
@@ -203,7 +222,10 @@ impl CandidateRow {
                 claimed,
                 notes: self.notes,
                 tokenize,
-                wire: WireOptions { reasoning_in_content },
+                wire: WireOptions {
+                    reasoning_in_content,
+                    headers,
+                },
             },
             created_at: Timestamp(self.created_at),
             updated_at: Timestamp(self.updated_at),
@@ -237,6 +259,41 @@ pub(crate) struct CandidateValues<'a> {
     pub tokenize_kind: Option<&'static str>,
     pub tokenize_path: Option<&'a str>,
     pub reasoning_in_content: &'static str,
+    /// JSON; secret values sealed for the candidate (left out when its id is not known yet).
+    pub headers: Option<String>,
+}
+
+/// A custom header as stored: a plain value, or a secret one sealed for its candidate.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(crate) struct StoredHeader {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sealed: Option<String>,
+}
+
+/// A spec's headers as stored, secrets sealed for candidate `id` (None: left out).
+pub(crate) fn stored_headers(spec: &CandidateSpec, sealer: &KeySealer, id: Option<i64>) -> Option<String> {
+    let stored: Vec<StoredHeader> = spec
+        .wire
+        .headers
+        .iter()
+        .filter_map(|h| match (&h.value, id) {
+            (HeaderText::Plain(v), _) => Some(StoredHeader {
+                name: h.name.clone(),
+                value: Some(v.clone()),
+                sealed: None,
+            }),
+            (HeaderText::Secret(s), Some(id)) => Some(StoredHeader {
+                name: h.name.clone(),
+                value: None,
+                sealed: Some(sealer.seal_for(id, s.expose())),
+            }),
+            (HeaderText::Secret(_), None) => None,
+        })
+        .collect();
+    (!stored.is_empty()).then(|| to_json(&stored))
 }
 
 impl<'a> CandidateValues<'a> {
@@ -266,6 +323,7 @@ impl<'a> CandidateValues<'a> {
             tokenize_kind: spec.tokenize.as_ref().map(|t| t.kind.as_str()),
             tokenize_path: spec.tokenize.as_ref().map(|t| t.path.as_str()),
             reasoning_in_content: spec.wire.reasoning_in_content.as_str(),
+            headers: stored_headers(spec, sealer, id),
         }
     }
 }
@@ -1214,6 +1272,7 @@ impl CandidateSnapshot {
             tokenize: self.tokenize,
             wire: WireOptions {
                 reasoning_in_content: self.reasoning_in_content,
+                headers: Vec::new(),
             },
         }
     }

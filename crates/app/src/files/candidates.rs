@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::{FileError, FileProblem, Located, Step, dotted, parse_toml, to_toml};
 use crate::AppError;
 use crate::candidates::{self, Actor, Saved, Source};
-use crate::domain::candidate::{Candidate, CandidateDraft, CandidateSpec, KEY_ENV_PREFIX};
+use crate::domain::candidate::{Candidate, CandidateDraft, CandidateSpec, HeaderText, KEY_ENV_PREFIX};
 use crate::domain::reasoning::ReasoningInContent;
 use crate::store::DynStore;
 
@@ -80,6 +80,10 @@ pub struct CandidateEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("enum" = ["auto", "always", "never"]))]
     pub reasoning_in_content: Option<String>,
+    /// Headers sent with every request, e.g. `headers = { "X-Team" = "search" }`. Secret ones (a
+    /// gateway's token) are never in a file: set them on the candidate form, where they are sealed.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub headers: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
@@ -167,6 +171,8 @@ impl CandidateEntry {
             tokenize_kind: self.tokenize.as_ref().map(|t| t.kind.clone()).unwrap_or_default(),
             tokenize_path: self.tokenize.as_ref().and_then(|t| t.path.clone()).unwrap_or_default(),
             reasoning_in_content: text(&self.reasoning_in_content),
+            headers: self.headers.iter().map(|(k, v)| format!("{k}: {v}\n")).collect(),
+            secret_headers: String::new(),
         }
     }
 
@@ -209,6 +215,16 @@ impl CandidateEntry {
             }),
             reasoning_in_content: (spec.wire.reasoning_in_content != ReasoningInContent::Auto)
                 .then(|| spec.wire.reasoning_in_content.as_str().to_string()),
+            // Plain headers only: a secret one never leaves the server.
+            headers: spec
+                .wire
+                .headers
+                .iter()
+                .filter_map(|h| match &h.value {
+                    HeaderText::Plain(v) => Some((h.name.clone(), v.clone())),
+                    HeaderText::Secret(_) => None,
+                })
+                .collect(),
         }
     }
 }
@@ -346,10 +362,26 @@ pub async fn import(store: &DynStore, specs: &[CandidateSpec], actor: &Actor) ->
 
 /// A file never holds a key: an update keeps the stored one.
 fn with_stored_key(spec: &CandidateSpec, before: Option<&Candidate>) -> CandidateSpec {
-    CandidateSpec {
+    let mut next = CandidateSpec {
         api_key: before.and_then(|c| c.spec.api_key.clone()),
         ..spec.clone()
+    };
+    // Nor a secret header: an update keeps the stored ones.
+    if let Some(c) = before {
+        let kept: Vec<_> = c
+            .spec
+            .wire
+            .headers
+            .iter()
+            .filter(|h| {
+                matches!(h.value, HeaderText::Secret(_))
+                    && !next.wire.headers.iter().any(|p| p.name.eq_ignore_ascii_case(&h.name))
+            })
+            .cloned()
+            .collect();
+        next.wire.headers.extend(kept);
     }
+    next
 }
 
 #[cfg(test)]

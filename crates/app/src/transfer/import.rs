@@ -409,6 +409,7 @@ fn spec_of(c: &ExportedCandidate, name: &str) -> Result<CandidateSpec, AppError>
         tokenize: c.tokenize.clone(),
         wire: crate::domain::candidate::WireOptions {
             reasoning_in_content: c.reasoning_in_content,
+            headers: Vec::new(),
         },
     };
     CandidateDraft::from_spec(&spec)

@@ -196,6 +196,8 @@ pub struct CandidateClient {
     key: Option<Secret>,
     timeouts: Timeouts,
     reasoning_in_content: ReasoningInContent,
+    /// Secret header values, redacted like the key from every failure's detail.
+    header_secrets: Vec<Secret>,
 }
 
 impl CandidateClient {
@@ -228,6 +230,7 @@ impl CandidateClient {
             key: spec.resolve_api_key(),
             timeouts,
             reasoning_in_content: spec.wire.reasoning_in_content,
+            header_secrets: spec.wire.secrets().cloned().collect(),
         })
     }
 
@@ -257,7 +260,10 @@ impl CandidateClient {
         let outcome = CONNECT_PROBE
             .scope(probe.clone(), self.exchange(request, &mut m, &probe))
             .await;
-        m.finish(outcome.err().map(|f| f.redact(self.key.as_ref())))
+        m.finish(outcome.err().map(|f| {
+            let f = f.redact(self.key.as_ref());
+            self.header_secrets.iter().fold(f, |f, s| f.redact(Some(s)))
+        }))
     }
 
     async fn exchange(&self, req: &PreparedRequest, m: &mut Measure, probe: &ConnectProbe) -> Result<(), Failure> {

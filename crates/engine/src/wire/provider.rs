@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use super::failure::{Failure, classify_stream_error, excerpt};
 use super::protocol::{Completion, PreparedRequest, RequestParams, StreamDecoder, is_error_object, parse_json_object};
 use super::{anthropic, openai, responses};
-use crate::domain::candidate::{CandidateSpec, ProviderKind, Secret};
+use crate::domain::candidate::{CandidateSpec, HeaderText, ProviderKind, Secret};
 use crate::domain::evalset::{EvalCase, EvalSetFile};
 use crate::domain::run::ErrorClass;
 
@@ -68,6 +68,21 @@ pub fn prepare(
             HeaderName::from_static("anthropic-version"),
             HeaderValue::from_static(anthropic::API_VERSION),
         );
+    }
+    // The candidate's own headers (a secret one's value marked sensitive, as the key is).
+    for h in &spec.wire.headers {
+        let secret = matches!(h.value, HeaderText::Secret(_));
+        let (Ok(name), Ok(mut value)) = (
+            HeaderName::from_bytes(h.name.as_bytes()),
+            HeaderValue::from_str(h.value.expose()),
+        ) else {
+            return Err(Failure::new(
+                ErrorClass::Other,
+                format!("the header {} cannot be sent as it is stored", h.name),
+            ));
+        };
+        value.set_sensitive(secret);
+        headers.insert(name, value);
     }
     Ok(PreparedRequest {
         url: endpoint_url(&spec.base_url, path),
@@ -321,6 +336,33 @@ mod tests {
                 "temperature": 0.0,
             })
         );
+    }
+
+    #[test]
+    fn custom_headers_are_sent_and_secret_ones_marked_sensitive() {
+        use crate::domain::candidate::CustomHeader;
+        let file = evalset();
+        let mut s = spec(ProviderKind::OpenAiChat);
+        s.wire.headers = vec![
+            CustomHeader {
+                name: "X-Team".into(),
+                value: HeaderText::Plain("search".into()),
+            },
+            CustomHeader {
+                name: "X-Gateway-Token".into(),
+                value: HeaderText::Secret(Secret::new("gw-secret-123")),
+            },
+        ];
+        let params = RequestParams {
+            max_tokens: None,
+            temperature: None,
+            stream: true,
+        };
+        let r = prepare(&s, s.api_key.as_ref(), &file, &file.cases[0], &params).unwrap();
+        assert_eq!(r.headers["x-team"], "search");
+        assert_eq!(r.headers["x-gateway-token"], "gw-secret-123");
+        assert!(r.headers["x-gateway-token"].is_sensitive() && !r.headers["x-team"].is_sensitive());
+        assert!(!format!("{:?}", r.headers).contains("gw-secret"));
     }
 
     #[test]
