@@ -38,7 +38,7 @@ pub struct CandidateEntry {
     /// Unique name; importing a file updates the stored candidate of the same name.
     pub name: String,
     /// The wire protocol.
-    #[schemars(extend("enum" = ["openai-chat", "openai-completions", "anthropic"]))]
+    #[schemars(extend("enum" = ["openai-chat", "openai-completions", "anthropic", "openai-responses", "azure-openai"]))]
     pub provider: String,
     /// Base URL up to and including the API version, e.g. `http://127.0.0.1:8080/v1`.
     pub base_url: String,
