@@ -154,7 +154,9 @@ pub struct MeasureFlags {
 }
 
 fn parse_api(s: &str) -> Result<ProviderKind, String> {
-    ProviderKind::parse(s).ok_or_else(|| format!("unknown API {s:?}: use openai-chat, openai-completions, anthropic, openai-responses or azure-openai"))
+    ProviderKind::parse(s).ok_or_else(|| {
+        format!("unknown API {s:?}: use openai-chat, openai-completions, anthropic, openai-responses or azure-openai")
+    })
 }
 
 /// The run configuration the flags describe, checked by the run form's own rules (the same

@@ -209,7 +209,9 @@ impl CandidateFormPage {
                 "Secret headers are stored (names: see the candidate page). Leave blank to keep them; type \
                  Name: value lines to replace them all. Never shown again."
             }
-            _ => "One Name: value a line, e.g. X-Gateway-Token: … Sealed like the API key: never shown, logged or exported.",
+            _ => {
+                "One Name: value a line, e.g. X-Gateway-Token: … Sealed like the API key: never shown, logged or exported."
+            }
         };
         let key_help = match editing {
             Some((_, spec)) if spec.api_key.is_some() => {

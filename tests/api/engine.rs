@@ -1203,7 +1203,10 @@ async fn think_tags_split_across_events_time_the_answer_from_its_first_byte() {
     assert_eq!((x.reasoning.as_str(), x.output.as_str()), ("hm, 2<3 ", "yes </think>"));
     let recognised = x.content_reasoning.expect("recognised");
     assert!(recognised.opened && recognised.closed);
-    assert_eq!(x.first_reasoning_us, x.first_chunk_us, "the reasoning began with the tag's first bytes");
+    assert_eq!(
+        x.first_reasoning_us, x.first_chunk_us,
+        "the reasoning began with the tag's first bytes"
+    );
     let (reasoning, answer) = (x.first_reasoning_us.unwrap(), x.first_content_us.unwrap());
     assert!(answer - reasoning >= 3 * 40_000, "{reasoning} {answer}");
     assert_eq!(x.chunks.len(), 4, "every event with text carried a token");

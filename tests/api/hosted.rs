@@ -46,7 +46,10 @@ async fn send(spec: &CandidateSpec, file: &EvalSetFile, stream: bool) -> Exchang
     };
     let key = spec.resolve_api_key();
     let request = prepare(spec, key.as_ref(), file, &file.cases[0], &params).unwrap();
-    CandidateClient::new(spec, 1, timeouts()).unwrap().send(&request, 0).await
+    CandidateClient::new(spec, 1, timeouts())
+        .unwrap()
+        .send(&request, 0)
+        .await
 }
 
 async fn last_truth(mock: &MockServer) -> Value {
@@ -85,7 +88,12 @@ async fn a_responses_api_stream_and_whole_response_are_measured_as_the_mock_sent
     assert_eq!(truth["endpoint"], "responses");
     assert_eq!(truth["auth_header"], "authorization");
     assert_eq!(x.output, "positive");
-    assert_eq!(bakeoff::mock::tokens::count_tokens(&x.reasoning), 4, "{:?}", x.reasoning);
+    assert_eq!(
+        bakeoff::mock::tokens::count_tokens(&x.reasoning),
+        4,
+        "{:?}",
+        x.reasoning
+    );
     // Usage from `response.completed`, reasoning tokens included.
     assert_eq!(x.output_tokens_source, Some(TokenSource::Usage));
     assert_eq!(x.output_tokens, Some(truth["tokens_sent"].as_u64().unwrap() as u32));
@@ -96,7 +104,10 @@ async fn a_responses_api_stream_and_whole_response_are_measured_as_the_mock_sent
     // 20 ms apart).
     let server_gap = truth["first_content_ms"].as_f64().unwrap() - truth["first_token_ms"].as_f64().unwrap();
     let gap = (x.first_content_us.unwrap() - x.first_reasoning_us.unwrap()) as f64 / 1000.0;
-    assert!(server_gap >= 60.0 && (gap - server_gap).abs() < 25.0, "{gap} vs {server_gap}");
+    assert!(
+        server_gap >= 60.0 && (gap - server_gap).abs() < 25.0,
+        "{gap} vs {server_gap}"
+    );
     assert_eq!(x.chunks.len() as u64, truth["token_chunks_sent"].as_u64().unwrap());
 
     // The same, not streamed: one JSON response object with its output items.
@@ -113,7 +124,10 @@ async fn a_responses_api_stream_and_whole_response_are_measured_as_the_mock_sent
         stream: true,
     };
     let request = prepare(&spec, spec.api_key.as_ref(), &file, &file.cases[0], &params).unwrap();
-    let x = CandidateClient::new(&spec, 1, timeouts()).unwrap().send(&request, 0).await;
+    let x = CandidateClient::new(&spec, 1, timeouts())
+        .unwrap()
+        .send(&request, 0)
+        .await;
     assert_eq!(x.finish_reason.as_deref(), Some("length"), "{:?}", x.failure);
 }
 
@@ -136,7 +150,10 @@ async fn an_azure_deployment_gets_its_api_version_and_the_key_as_api_key() {
         assert!(x.succeeded(), "{:?}", x.failure);
         assert_eq!(x.output, "positive");
         let truth = last_truth(&mock).await;
-        assert_eq!(truth["auth_header"], "api-key", "the key went as api-key, not a bearer token");
+        assert_eq!(
+            truth["auth_header"], "api-key",
+            "the key went as api-key, not a bearer token"
+        );
         assert_eq!(truth["api_version"], "2024-10-21");
         assert_eq!(truth["model"], "gpt-dep");
     }

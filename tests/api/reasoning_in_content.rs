@@ -107,7 +107,10 @@ async fn think_in_content_gives_the_answers_time_and_grades_the_answer_alone() {
     let mut seen = (0, 0);
     for r in records.iter().filter(|r| !r.is_warmup) {
         let t = truth_of(&truth, &file, r);
-        assert_eq!(t["reasoning_in_content"], true, "the mock sent the reasoning in the content");
+        assert_eq!(
+            t["reasoning_in_content"], true,
+            "the mock sent the reasoning in the content"
+        );
         let case = file.cases.iter().find(|c| *c.id == *r.case_id).unwrap();
         let expected = case.expected_text().unwrap();
         let (first_token, first_answer) = (

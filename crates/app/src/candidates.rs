@@ -207,8 +207,14 @@ pub async fn save(
     };
     // Secret headers are audited by name only.
     let names = |spec: Option<&CandidateSpec>| -> Vec<String> {
-        spec.map(|s| s.wire.secret_headers().into_iter().map(|(n, _)| n.to_string()).collect())
-            .unwrap_or_default()
+        spec.map(|s| {
+            s.wire
+                .secret_headers()
+                .into_iter()
+                .map(|(n, _)| n.to_string())
+                .collect()
+        })
+        .unwrap_or_default()
     };
     let stored = store.get_candidate(id).await?;
     let (was, now) = (names(before.map(|c| &c.spec)), names(stored.as_ref().map(|c| &c.spec)));

@@ -382,7 +382,10 @@ pub fn parse_header_lines(e: &mut FieldErrors, field: &str, text: &str, secret: 
         let (name, value) = (name.trim(), value.trim());
         let tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
         if name.is_empty() || name.len() > 100 || !name.chars().all(tchar) {
-            e.add(field, format!("{at}: {name:?} is not a header name (letters, digits, - and _)"));
+            e.add(
+                field,
+                format!("{at}: {name:?} is not a header name (letters, digits, - and _)"),
+            );
             continue;
         }
         if REFUSED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
@@ -491,8 +494,8 @@ impl CandidateSpec {
             dropped = true;
         }
         // Secret headers kept as they were follow the key's rule.
-        let kept_secrets = !self.wire.secret_headers().is_empty()
-            && self.wire.secret_headers() == before.wire.secret_headers();
+        let kept_secrets =
+            !self.wire.secret_headers().is_empty() && self.wire.secret_headers() == before.wire.secret_headers();
         if kept_secrets {
             self.wire.headers.retain(|h| matches!(h.value, HeaderText::Plain(_)));
             dropped = true;
@@ -870,7 +873,10 @@ fn validate_azure_url(e: &mut FieldErrors, raw: &str) -> Option<String> {
         }
     };
     if !u.username().is_empty() || u.password().is_some() || u.fragment().is_some() {
-        e.add("base_url", "must not contain credentials or a fragment; use the API key field");
+        e.add(
+            "base_url",
+            "must not contain credentials or a fragment; use the API key field",
+        );
         return None;
     }
     let pairs: Vec<(String, String)> = u.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
@@ -880,7 +886,10 @@ fn validate_azure_url(e: &mut FieldErrors, raw: &str) -> Option<String> {
             Some(v.clone())
         }
         _ => {
-            e.add("base_url", "may carry only its api-version, e.g. ?api-version=2024-10-21");
+            e.add(
+                "base_url",
+                "may carry only its api-version, e.g. ?api-version=2024-10-21",
+            );
             return None;
         }
     };
@@ -916,7 +925,10 @@ mod tests {
             "https://r.openai.azure.com/openai/deployments/gpt4o?api-version=2024-10-21"
         );
         assert_eq!(
-            with("https://r.openai.azure.com/openai/v1/").validate(None).unwrap().base_url,
+            with("https://r.openai.azure.com/openai/v1/")
+                .validate(None)
+                .unwrap()
+                .base_url,
             "https://r.openai.azure.com/openai/v1"
         );
         for bad in [

@@ -165,7 +165,9 @@ enum State {
     Start,
     /// Inside the reasoning; `held` is a prefix of a closing tag. `close` is the opening tag's
     /// pair (None: any closing tag, under the `Always` switch without an opening tag).
-    Inside { close: Option<Delimiter> },
+    Inside {
+        close: Option<Delimiter>,
+    },
     /// Just after the closing tag: whitespace is still the delimiter's.
     AfterClose,
     Answer,
@@ -381,7 +383,8 @@ impl Collected {
     /// Whole strings fed give whole strings back (a span ends only where a tag may start, which
     /// is a character boundary); anything else is decoded lossily rather than dropped.
     fn into_pieces(self, pieces: &mut Pieces) {
-        let text = |b: Vec<u8>| String::from_utf8(b).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        let text =
+            |b: Vec<u8>| String::from_utf8(b).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
         pieces.reasoning = text(self.reasoning);
         pieces.answer = text(self.answer);
         pieces.delimiter_bytes = self.delimiter;
@@ -490,13 +493,23 @@ mod tests {
         Trap {
             name: "UTF-8 in the reasoning and the answer, Kimi's tags",
             mode: Auto,
-            segments: &[(D, "◁think▷"), (R, "想一想 ◁ ▷ é"), (D, "◁/think▷"), (A, "答案是 ◁/think▷ 4")],
+            segments: &[
+                (D, "◁think▷"),
+                (R, "想一想 ◁ ▷ é"),
+                (D, "◁/think▷"),
+                (A, "答案是 ◁/think▷ 4"),
+            ],
             recognised: seen(Delimiter::KimiThink, true, true),
         },
         Trap {
             name: "<thinking> is not <think>",
             mode: Auto,
-            segments: &[(D, "<thinking>"), (R, "a </think> inside"), (D, "</thinking>"), (A, "ok")],
+            segments: &[
+                (D, "<thinking>"),
+                (R, "a </think> inside"),
+                (D, "</thinking>"),
+                (A, "ok"),
+            ],
             recognised: seen(Delimiter::Thinking, true, true),
         },
         Trap {
@@ -601,7 +614,10 @@ mod tests {
         let p = s.feed("<th");
         assert_eq!(p, Pieces::default());
         let p = s.feed("ink>abc</");
-        assert_eq!((p.reasoning.as_str(), p.answer.as_str(), p.delimiter_bytes), ("abc", "", 7));
+        assert_eq!(
+            (p.reasoning.as_str(), p.answer.as_str(), p.delimiter_bytes),
+            ("abc", "", 7)
+        );
         let p = s.feed("think>x");
         assert_eq!((p.answer.as_str(), p.delimiter_bytes), ("x", 8));
         assert!(s.passing_through());

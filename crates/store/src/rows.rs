@@ -187,9 +187,14 @@ impl CandidateRow {
                 for h in stored {
                     let value = match (h.value, h.sealed) {
                         (Some(v), None) => HeaderText::Plain(v),
-                        (None, Some(sealed)) => HeaderText::Secret(Secret::new(sealer.open_for(self.id, &sealed).map_err(
-                            |e| StoreError::Key(format!("{}: {e}; start bakeoff with the server key it was sealed with", place("headers"))),
-                        )?)),
+                        (None, Some(sealed)) => {
+                            HeaderText::Secret(Secret::new(sealer.open_for(self.id, &sealed).map_err(|e| {
+                                StoreError::Key(format!(
+                                    "{}: {e}; start bakeoff with the server key it was sealed with",
+                                    place("headers")
+                                ))
+                            })?))
+                        }
                         _ => return Err(corrupt(place("headers"), "a header needs a value or a sealed value")),
                     };
                     headers.push(CustomHeader { name: h.name, value });

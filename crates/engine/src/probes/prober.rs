@@ -122,12 +122,12 @@ pub(super) fn models_in(json: &Value) -> Vec<String> {
         json.get("message").and_then(|m| m.get("model")),
         json.get("response").and_then(|m| m.get("model")),
     ]
-        .into_iter()
-        .flatten()
-        .filter_map(|m| m.as_str())
-        .filter(|m| !m.is_empty())
-        .map(str::to_string)
-        .collect()
+    .into_iter()
+    .flatten()
+    .filter_map(|m| m.as_str())
+    .filter(|m| !m.is_empty())
+    .map(str::to_string)
+    .collect()
 }
 
 pub(super) struct Prober<'a> {

@@ -90,7 +90,8 @@ pub fn parse_response(json: &Value) -> Result<Completion, Failure> {
                         part.get("type").and_then(Value::as_str),
                         Some("output_text" | "refusal")
                     ) {
-                        c.content.push_str(&text(part.get("text").or_else(|| part.get("refusal"))));
+                        c.content
+                            .push_str(&text(part.get("text").or_else(|| part.get("refusal"))));
                     }
                 }
             }
@@ -150,11 +151,15 @@ mod tests {
     fn a_stream_gives_reasoning_text_arguments_usage_and_its_end() {
         let mut d = Decoder;
         let created = d
-            .decode(&ev(json!({"type": "response.created", "response": {"status": "in_progress"}})))
+            .decode(&ev(
+                json!({"type": "response.created", "response": {"status": "in_progress"}}),
+            ))
             .unwrap();
         assert_eq!(created, StreamUpdate::default());
         let r = d
-            .decode(&ev(json!({"type": "response.reasoning_summary_text.delta", "delta": "hm"})))
+            .decode(&ev(
+                json!({"type": "response.reasoning_summary_text.delta", "delta": "hm"}),
+            ))
             .unwrap();
         assert_eq!(r.reasoning, "hm");
         let r = d
@@ -162,16 +167,22 @@ mod tests {
             .unwrap();
         assert_eq!(r.reasoning, "so");
         let t = d
-            .decode(&ev(json!({"type": "response.output_text.delta", "delta": "正面", "output_index": 1})))
+            .decode(&ev(
+                json!({"type": "response.output_text.delta", "delta": "正面", "output_index": 1}),
+            ))
             .unwrap();
         assert_eq!(t.content, "正面");
         let f = d
-            .decode(&ev(json!({"type": "response.function_call_arguments.delta", "delta": "{\"a\":"})))
+            .decode(&ev(
+                json!({"type": "response.function_call_arguments.delta", "delta": "{\"a\":"}),
+            ))
             .unwrap();
         assert_eq!(f.content, "{\"a\":");
         let done = d
-            .decode(&ev(json!({"type": "response.completed", "response": {"status": "completed",
-                "usage": {"input_tokens": 9, "output_tokens": 7, "output_tokens_details": {"reasoning_tokens": 3}}}})))
+            .decode(&ev(
+                json!({"type": "response.completed", "response": {"status": "completed",
+                "usage": {"input_tokens": 9, "output_tokens": 7, "output_tokens_details": {"reasoning_tokens": 3}}}}),
+            ))
             .unwrap();
         assert!(done.done);
         assert_eq!(done.finish_reason.as_deref(), Some("stop"));
@@ -184,8 +195,10 @@ mod tests {
             })
         );
         let cut = d
-            .decode(&ev(json!({"type": "response.incomplete", "response": {"status": "incomplete",
-                "incomplete_details": {"reason": "max_output_tokens"}}})))
+            .decode(&ev(
+                json!({"type": "response.incomplete", "response": {"status": "incomplete",
+                "incomplete_details": {"reason": "max_output_tokens"}}}),
+            ))
             .unwrap();
         assert_eq!((cut.done, cut.finish_reason.as_deref()), (true, Some("length")));
     }

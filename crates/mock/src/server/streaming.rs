@@ -82,7 +82,8 @@ impl Streamer {
                         if self.api == Api::Responses {
                             // Its terminal event carries the usage; no `[DONE]` follows.
                             let r = &self.tracker.record;
-                            let usage = responses_usage_json(self.prompt_tokens, r.tokens_sent, r.reasoning_tokens_sent);
+                            let usage =
+                                responses_usage_json(self.prompt_tokens, r.tokens_sent, r.reasoning_tokens_sent);
                             self.phase = Phase::End;
                             self.tracker.finish(200, Outcome::Completed);
                             return Some(self.renderer.completed(reason, &usage));

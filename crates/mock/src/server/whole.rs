@@ -82,10 +82,14 @@ pub(super) async fn whole_response(
         Api::Responses => {
             let mut output = Vec::new();
             if reasoning_n > 0 {
-                output.push(serde_json::json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": reasoning}]}));
+                output.push(
+                    serde_json::json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": reasoning}]}),
+                );
             }
-            output.push(serde_json::json!({"type": "message", "role": "assistant", "status": "completed",
-                "content": [{"type": "output_text", "text": content, "annotations": []}]}));
+            output.push(
+                serde_json::json!({"type": "message", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": content, "annotations": []}]}),
+            );
             let (status, details) = if finish_reason == "length" {
                 ("incomplete", serde_json::json!({"reason": "max_output_tokens"}))
             } else {
