@@ -5,7 +5,7 @@
 //! create → poll → scorecard → verdict flow against the built-in mock, whose scorecard is the
 //! page export's and whose verdict is the one `bakeoff run start` reports. Both backends.
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bakeoff::app::accounts as accounts_app;
 use bakeoff::domain::accounts::Role;
@@ -149,15 +149,11 @@ struct Seed {
 
 /// Waits (bounded) until run `id` has ended; its last status.
 async fn until_terminal(api: &Api, id: i64) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
+    crate::support::wait::until_some(&format!("run #{id} to end"), Duration::from_secs(90), || async {
         let status = api.ok(&format!("/api/v1/runs/{id}")).await;
-        if status["terminal"] == true {
-            return status;
-        }
-        assert!(Instant::now() < deadline, "run #{id} did not end: {status}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        (status["terminal"] == true).then_some(status)
+    })
+    .await
 }
 
 /// Candidates, eval set and profile uploaded, and one run of the right model started, waited for.

@@ -269,16 +269,12 @@ fn spec(name: &str, base_url: &str) -> CandidateSpec {
     }
 }
 
-async fn until<F, Fut>(what: &str, mut check: F)
+async fn until<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let started = tokio::time::Instant::now();
-    while !check().await {
-        assert!(started.elapsed() < DEADLINE, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    crate::support::wait::until(what, DEADLINE, check).await;
 }
 
 async fn run_on(store: &DynStore, version: i64, name: &str, candidate: i64) -> i64 {

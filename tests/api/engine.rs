@@ -447,21 +447,11 @@ async fn a_cancelled_run_stops_keeps_its_records_and_says_so() {
     runner.start(run_id);
     assert!(runner.is_active(run_id));
     // Wait (bounded) until a few records are stored, then cancel.
-    let mut stored = 0;
-    for _ in 0..500 {
-        stored = store
-            .run_progress(run_id)
-            .await
-            .unwrap()
-            .iter()
-            .map(|p| p.measured_attempts)
-            .sum::<i64>();
-        if stored >= 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(stored >= 2, "records are written while the run goes on");
+    crate::support::wait::until("records written while the run goes on", RUN_DEADLINE, || async {
+        let progress = store.run_progress(run_id).await.unwrap();
+        progress.iter().map(|p| p.measured_attempts).sum::<i64>() >= 2
+    })
+    .await;
     assert!(runner.cancel(run_id));
     tokio::time::timeout(RUN_DEADLINE, runner.wait(run_id))
         .await

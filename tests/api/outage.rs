@@ -1,5 +1,6 @@
 //! Nothing lost when the database goes away mid-run: a TCP proxy between bakeoff and
-//! PostgreSQL resets every connection for 10 s in the middle of a run; the writer holds the
+//! PostgreSQL resets every connection in the middle of a run (until the mock has answered
+//! [`HELD`] requests meanwhile, that the writer must hold); the writer holds the
 //! records, tries again until the database answers, and the run finishes with every record
 //! stored exactly once; a page asked for meanwhile answers 503 within a second or so. Away
 //! past the writer's limit, the run is paused with every finished record stored (through the
@@ -22,9 +23,12 @@ use crate::support::db::{TestStore, each_backend};
 use crate::support::proxy::FaultProxy;
 use crate::support::runs::start_mock;
 use crate::support::serve::{Server, start_run};
+use crate::support::wait::{mock_outcomes, mock_requests, until};
 
 const CASES: usize = 120;
-const OUTAGE: Duration = Duration::from_secs(10);
+/// Requests the mock answers while the database is away: the outage lasts until it has (its
+/// own log says so), not a fixed time.
+const HELD: usize = 20;
 /// Longest the whole test waits for anything.
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -130,11 +134,37 @@ async fn seed(store: &DynStore, ttft_ms: f64) -> (i64, i64, MockServer) {
 
 /// Waits (bounded) until at least `n` records of the run are stored.
 async fn wait_stored(direct: &DynStore, run: i64, n: usize) {
-    let started = Instant::now();
-    while direct.list_request_records(run).await.unwrap().len() < n {
-        assert!(started.elapsed() < DEADLINE, "the run never got going");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until(&format!("{n} stored records"), DEADLINE, || async {
+        direct.list_request_records(run).await.unwrap().len() >= n
+    })
+    .await;
+}
+
+/// Waits (bounded) until the mock has answered `more` requests after `since` of them.
+async fn answered_since(mock: &MockServer, since: usize, more: usize) {
+    until(&format!("{more} more requests answered"), DEADLINE, || async {
+        mock_requests(mock).await >= since + more
+    })
+    .await;
+}
+
+/// Waits (bounded) until the spill file exists.
+async fn spilled(spill_file: &std::path::Path) {
+    until("a spill file", DEADLINE, || async { spill_file.exists() }).await;
+}
+
+/// Waits (bounded) until the writer holds no record in memory: every request the mock completed
+/// (its own log) is stored or in the spill file, give or take the two in flight. A writer
+/// keeping `memory_records` (over two) in memory gets there only once it has paused the run,
+/// which moves them all to the spill file.
+async fn paused_by_the_writer(mock: &MockServer, direct: &DynStore, run: i64, spill_file: &std::path::Path) {
+    until("the writer to pause the run", DEADLINE, || async {
+        let completed = mock_outcomes(mock, "completed").await;
+        let stored = direct.list_request_records(run).await.unwrap().len();
+        let spilled = spill::read(spill_file).ok().flatten().map_or(0, |s| s.records.len());
+        stored + spilled + 2 >= completed
+    })
+    .await;
 }
 
 /// Checks that no record key is stored twice and returns the measured cases (first tries).
@@ -162,13 +192,13 @@ fn unique_cases(records: &[RequestRecord]) -> BTreeSet<String> {
     not(bakeoff_test_postgres),
     ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…"
 )]
-async fn postgres_reset_for_ten_seconds_mid_run_loses_nothing() {
+async fn postgres_reset_mid_run_loses_nothing() {
     let Setup {
         proxy,
         t,
         direct,
         run,
-        _mock,
+        _mock: mock,
     } = setup(40.0).await;
     let store = t.store.clone();
     let app = spawn_app_on(t).await;
@@ -179,8 +209,8 @@ async fn postgres_reset_for_ten_seconds_mid_run_loses_nothing() {
     wait_stored(&direct, run, 10).await;
     let before_cut = direct.list_request_records(run).await.unwrap().len();
     assert!(before_cut < CASES, "the run ended before the cut; make the mock slower");
-    let cut = proxy.cut_in_background(OUTAGE);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let answered_at_cut = mock_requests(&mock).await;
+    proxy.go_down();
 
     // A page meanwhile answers 503 fast instead of hanging.
     let asked = Instant::now();
@@ -190,7 +220,9 @@ async fn postgres_reset_for_ten_seconds_mid_run_loses_nothing() {
     assert!(took < Duration::from_secs(3), "the 503 took {took:?}");
     assert!(page.text().await.unwrap().contains("database is not answering"));
 
-    cut.await.unwrap();
+    // Back once the writer holds records measured meanwhile.
+    answered_since(&mock, answered_at_cut, HELD).await;
+    proxy.come_back();
     tokio::time::timeout(DEADLINE, runner.wait(run))
         .await
         .expect("the run ended in time");
@@ -224,6 +256,7 @@ async fn postgres_away_past_the_limit_pauses_the_run_and_resume_stores_every_cas
         run,
         _mock,
     } = setup(150.0).await;
+    let mock = _mock;
     let spill_dir = tempfile::tempdir().unwrap();
     let spill_file = spill::path(spill_dir.path(), run);
     let runner = Runner::new(t.store.clone()).with_writer(WriterSettings {
@@ -236,24 +269,9 @@ async fn postgres_away_past_the_limit_pauses_the_run_and_resume_stores_every_cas
     wait_stored(&direct, run, 10).await;
     proxy.go_down();
     // Past five held records, the rest go to the spill file.
-    let started = Instant::now();
-    while !spill_file.exists() {
-        if started.elapsed() > Duration::from_secs(15) {
-            let n = direct.list_request_records(run).await.unwrap().len();
-            let r = direct.get_run(run).await.unwrap().unwrap();
-            let ev = direct.list_run_events(run).await.unwrap();
-            panic!(
-                "DEBUG stored {n} status {:?} {:?} events {:?}",
-                r.status,
-                r.error,
-                ev.iter().map(|e| &e.message).collect::<Vec<_>>()
-            );
-        }
-        assert!(started.elapsed() < DEADLINE, "nothing was spilled");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    // Away well past the 3 s limit: the run pauses meanwhile.
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    spilled(&spill_file).await;
+    // Away past the 3 s limit: back once the run is paused.
+    paused_by_the_writer(&mock, &direct, run, &spill_file).await;
     proxy.come_back();
     tokio::time::timeout(DEADLINE, runner.wait(run))
         .await
@@ -340,17 +358,13 @@ async fn a_spill_file_left_by_kill_9_is_stored_on_the_next_start_each_record_onc
     wait_stored(&direct, run, 10).await;
     proxy.go_down();
     let spill_file = spill::path(spill_dir.path(), run);
-    let started = Instant::now();
-    let spilled = loop {
+    let spilled = crate::support::wait::until_some("10 spilled records", DEADLINE, || async {
         let lines = std::fs::read_to_string(&spill_file)
             .map(|t| t.lines().count())
             .unwrap_or(0);
-        if lines >= 10 {
-            break lines;
-        }
-        assert!(started.elapsed() < DEADLINE, "only {lines} records were spilled");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+        (lines >= 10).then_some(lines)
+    })
+    .await;
     first.kill();
     // Whatever was appended until the kill is what the next start finds.
     let spilled = std::fs::read_to_string(&spill_file)
@@ -365,15 +379,7 @@ async fn a_spill_file_left_by_kill_9_is_stored_on_the_next_start_each_record_onc
     proxy.come_back();
 
     let second = Server::start(&through_url, &env);
-    let started = Instant::now();
-    let ended = loop {
-        let r = direct.get_run(run).await.unwrap().unwrap();
-        if r.status.is_terminal() {
-            break r;
-        }
-        assert!(started.elapsed() < DEADLINE, "the resumed run never ended");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let ended = crate::support::wait::run_ended(&direct, run, DEADLINE).await;
     assert_eq!(ended.status, RunStatus::Finished, "{:?}", ended.error);
     let records = direct.list_request_records(run).await.unwrap();
     assert_eq!(
@@ -411,7 +417,8 @@ async fn sqlite_locked_longer_than_its_busy_timeout_loses_nothing() {
         .await
         .unwrap();
     sqlx::query("BEGIN EXCLUSIVE").execute(&mut other).await.unwrap();
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    // Held until a write has timed out and the records beyond two went to the spill file.
+    spilled(&spill::path(spill_dir.path(), run)).await;
     sqlx::query("COMMIT").execute(&mut other).await.unwrap();
     tokio::time::timeout(DEADLINE, runner.wait(run))
         .await
@@ -535,6 +542,8 @@ each_backend!(
 )]
 async fn postgres_away_past_the_finish_limit_pauses_the_run_with_the_spill_file_kept() {
     const RUN_CASES: usize = 20;
+    const PAUSE_AFTER: Duration = Duration::from_secs(1);
+    const FINISH_AFTER: Duration = Duration::from_secs(2);
     let Setup {
         proxy,
         t,
@@ -556,20 +565,18 @@ async fn postgres_away_past_the_finish_limit_pauses_the_run_with_the_spill_file_
     let runner = Runner::new(t.store.clone()).with_writer(WriterSettings {
         spill_dir: Some(spill_dir.path().to_path_buf()),
         memory_records: 0,
-        pause_after: Some(Duration::from_secs(1)),
-        finish_after: Duration::from_secs(2),
+        pause_after: Some(PAUSE_AFTER),
+        finish_after: FINISH_AFTER,
     });
     runner.start(run);
     // About 3 s of load: the cut comes early in it.
     wait_stored(&direct, run, 2).await;
     proxy.go_down();
-    let started = Instant::now();
-    while !spill_file.exists() {
-        assert!(started.elapsed() < DEADLINE, "nothing was spilled");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    // Paused after 1 s away, the load stops; 2 s after it ended the writer stops waiting.
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    spilled(&spill_file).await;
+    // Paused after 1 s away, the load stops; 2 s after it ended the writer stops waiting. These
+    // limits are what is tested, and nothing outside the writer tells when they are up (every
+    // record goes to the spill file at once): waited out, with room for a loaded machine.
+    tokio::time::sleep((PAUSE_AFTER + FINISH_AFTER) * 2).await;
     let stored = direct.list_request_records(run).await.unwrap().len();
     let spilled = spill::read(&spill_file)
         .unwrap()
@@ -614,13 +621,13 @@ async fn postgres_away_past_the_finish_limit_pauses_the_run_with_the_spill_file_
     not(bakeoff_test_postgres),
     ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…"
 )]
-async fn postgres_blackholed_for_ten_seconds_pages_answer_503_fast_and_the_run_loses_nothing() {
+async fn postgres_blackholed_mid_run_pages_answer_503_fast_and_the_run_loses_nothing() {
     let Setup {
         proxy,
         t,
         direct,
         run,
-        _mock,
+        _mock: mock,
     } = setup(40.0).await;
     let store = t.store.clone();
     let app = spawn_app_on(t).await;
@@ -634,26 +641,38 @@ async fn postgres_blackholed_for_ten_seconds_pages_answer_503_fast_and_the_run_l
     );
     // Pages asked for all along, so some are in flight (their connection taken, their query
     // sent) when the packets start being dropped.
-    let hole_started = proxy.clone();
+    let asked_pages = std::sync::atomic::AtomicUsize::new(0);
     let browsing = (0..4).map(|_| async {
         let mut worst = Duration::ZERO;
         let began = Instant::now();
         while began.elapsed() < Duration::from_secs(3) {
             let asked = Instant::now();
+            asked_pages.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let status = app.get(&format!("/runs/{run}")).await.status();
             assert!(status == 200 || status == 503, "{status}");
             worst = worst.max(asked.elapsed());
         }
         worst
     });
-    // Packets dropped silently: no reset, no answer.
-    let hole = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        hole_started.blackhole_for(OUTAGE).await
-    });
-    for worst in futures_util::future::join_all(browsing).await {
+    // Packets dropped silently (no reset, no answer) once the browsing is under way, until the
+    // checks below are done and the writer holds records measured meanwhile.
+    let hole = async {
+        until("pages asked before the blackhole", DEADLINE, || async {
+            asked_pages.load(std::sync::atomic::Ordering::SeqCst) >= 8
+        })
+        .await;
+        proxy.blackhole_on();
+        mock_requests(&mock).await
+    };
+    let (worsts, answered_at_hole) = tokio::time::timeout(
+        DEADLINE,
+        futures_util::future::join(futures_util::future::join_all(browsing), hole),
+    )
+    .await
+    .expect("no page hangs through the blackhole");
+    for worst in worsts {
         eprintln!("slowest page while the blackhole began: {worst:?}");
-        // Bounded by the store's wait for an answer, not by the blackhole's 10 s.
+        // Bounded by the store's wait for an answer: the blackhole lasts until these checks end.
         assert!(worst < Duration::from_secs(6), "a page hung for {worst:?}");
     }
     for path in ["/runs", &format!("/runs/{run}")] {
@@ -666,7 +685,8 @@ async fn postgres_blackholed_for_ten_seconds_pages_answer_503_fast_and_the_run_l
         assert!(page.text().await.unwrap().contains("database is not answering"));
     }
 
-    hole.await.unwrap();
+    answered_since(&mock, answered_at_hole, HELD).await;
+    proxy.blackhole_off();
     tokio::time::timeout(DEADLINE, runner.wait(run))
         .await
         .expect("the run ended in time");

@@ -12,6 +12,7 @@ use bakeoff::domain::metrics::summarise_candidate;
 use bakeoff::domain::run::{NewRun, RunConfig, RunStatus, TokenSource};
 
 use crate::support::db::sqlite_store;
+use crate::support::recipe::{RecipeGate, recipe_gates};
 use crate::support::runs::run_to_end_within;
 
 /// The model alias the server is started with.
@@ -285,77 +286,15 @@ async fn a_run_against_llama_cpp_records_every_case_with_honest_token_sources() 
 async fn the_llama_cpp_python_recipe_gates_a_run_from_the_terminal() {
     let (python, model) = installed();
     let server = start_llama(&python, &model).await;
-    let dir = tempfile::tempdir().unwrap();
-    let write = |name: &str, text: &str| {
-        let path = dir.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        path.display().to_string()
+    let gate = RecipeGate {
+        recipe: "llama-cpp-python.toml",
+        replace: vec![
+            ("http://127.0.0.1:8000/v1".into(), server.base_url.clone()),
+            ("model = \"local\"".into(), format!("model = \"{MODEL}\"")),
+        ],
+        evalset: ("real-server-smoke.jsonl", EVALSET),
+        timeout_secs: 60,
+        candidate: "llama-cpp-python local",
     };
-    let recipe = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/docs/recipes/llama-cpp-python.toml"
-    ))
-    .unwrap()
-    .replace("http://127.0.0.1:8000/v1", &server.base_url)
-    .replace("model = \"local\"", &format!("model = \"{MODEL}\""));
-    assert!(
-        recipe.contains(&server.base_url),
-        "the recipe's address moved: update this test"
-    );
-    let candidates = write("candidates.toml", &recipe);
-    let evalset = write("real-server-smoke.jsonl", EVALSET);
-    // Every request must succeed; what a 135M model answers is not this test's business.
-    let profile = write(
-        "profile.toml",
-        "bakeoff_profile = 1\nname = \"answers\"\n[[rule]]\nmetric = \"failure_rate\"\ncomparator = \"<\"\nvalue = 50\n",
-    );
-    let settings = write(
-        "settings.toml",
-        "bakeoff_settings = 1\nconcurrency = 2\nwarmup_requests = 1\nretries = 0\ntimeout_secs = 60\n",
-    );
-    let (report_json, junit) = (dir.path().join("report.json"), dir.path().join("report.xml"));
-    let db = format!("sqlite://{}", dir.path().join("gate.db").display());
-    let args: Vec<String> = [
-        "run",
-        "start",
-        "--evalset",
-        &evalset,
-        "--candidates",
-        &candidates,
-        "--profile",
-        &profile,
-        "--settings",
-        &settings,
-        "--report-json",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([
-        report_json.display().to_string(),
-        "--report-junit".into(),
-        junit.display().to_string(),
-    ])
-    .collect();
-    let out = tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        crate::gate::bakeoff(&args, &db)
-    })
-    .await
-    .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(out.status.code(), Some(0), "{said}");
-    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report_json).unwrap()).unwrap();
-    assert_eq!(report["exit_code"], 0, "{report}");
-    let candidate = &report["candidates"][0];
-    assert_eq!(candidate["name"], "llama-cpp-python local", "{report}");
-    assert_eq!(candidate["verdict"], "GO", "{report}");
-    let junit = std::fs::read_to_string(&junit).unwrap();
-    assert!(
-        junit.contains("<testsuite") && junit.contains("<testcase") && !junit.contains("<failure"),
-        "{junit}"
-    );
+    recipe_gates(gate, String::new).await;
 }

@@ -291,8 +291,12 @@ async fn cancel_stops_the_run_and_keeps_every_finished_record() {
             "no duplicates"
         );
     }
-    // Nothing more arrives after the run says cancelled.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Nothing more arrives after the run says cancelled, even once every request the mock
+    // took has ended (the mock's own count), so a late answer would have been stored by now.
+    crate::support::wait::until("the mock to hold no request", DEADLINE, || async {
+        crate::support::wait::mock_busy(&mock).await == 0
+    })
+    .await;
     assert_eq!(measured(&app.store, run_id).await.len(), kept.len());
     mock.shutdown().await.ok();
 }
@@ -330,15 +334,11 @@ async fn soak_kill_and_resume(database_url: &str, backend: &str) {
         .expect("POST the soak form");
     assert_eq!(r.status().as_u16(), 303, "{backend}");
     // The soak runs in the background; its run appears at once.
-    let start = tokio::time::Instant::now();
-    let run_id = loop {
+    let run_id = crate::support::wait::until_some(&format!("{backend}: the soak run"), DEADLINE, || async {
         let runs = store.list_runs(5, 0).await.unwrap();
-        if let Some(r) = runs.iter().find(|r| r.run.config.soak) {
-            break r.run.id;
-        }
-        assert!(start.elapsed() < DEADLINE, "{backend}: no soak run appeared");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        runs.iter().find(|r| r.run.config.soak).map(|r| r.run.id)
+    })
+    .await;
     // Records are stored as they arrive: kill once a few are, well before the 6 s end.
     wait_until(&store, run_id, "the first soak records", |status, n| {
         assert!(!status.is_terminal(), "{backend}: the soak ended before the kill");

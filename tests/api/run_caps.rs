@@ -16,6 +16,7 @@ use tokio::net::TcpListener;
 
 use crate::support::app::{spawn_app, spawn_app_on};
 use crate::support::db::{TestStore, each_backend, sqlite_store};
+use crate::support::proxy::FaultProxy;
 
 /// Longest any wait in these tests may take before the test fails instead of hanging.
 const DEADLINE: Duration = Duration::from_secs(90);
@@ -75,22 +76,39 @@ fn config() -> RunConfig {
     }
 }
 
-/// The eval set, one candidate per name (all on the mock), and the store's version id.
+/// The eval set, one candidate per name (all on the mock, through `gate`), and the store's
+/// version id.
 struct Setup {
     version: i64,
     candidates: Vec<i64>,
+    /// Holds every request while on, so a run stays in flight until the states a test
+    /// looks for are seen, however slow the machine (instead of racing the mock's speed).
+    gate: FaultProxy,
     _mock: MockServer,
+}
+
+impl Setup {
+    /// Requests go nowhere (connections accepted, nothing forwarded) until [`Setup::release`].
+    fn hold(&self) {
+        self.gate.blackhole_on();
+    }
+
+    fn release(&self) {
+        self.gate.blackhole_off();
+    }
 }
 
 async fn setup(store: &DynStore, names: &[&str], cases: usize) -> Setup {
     let file = evalset(cases);
     let mock = start_mock(names, &file).await;
+    let gate = FaultProxy::start(mock.addr).await;
+    let base_url = format!("http://{}/v1", gate.addr);
     let version = store.save_evalset_version(&file).await.expect("saving the eval set");
     let mut candidates = Vec::new();
     for name in names {
         candidates.push(
             store
-                .create_candidate(&crate::support::checked::admin_new(&spec(name, &mock.base_url())))
+                .create_candidate(&crate::support::checked::admin_new(&spec(name, &base_url)))
                 .await
                 .expect("saving a candidate"),
         );
@@ -98,6 +116,7 @@ async fn setup(store: &DynStore, names: &[&str], cases: usize) -> Setup {
     Setup {
         version,
         candidates,
+        gate,
         _mock: mock,
     }
 }
@@ -129,16 +148,12 @@ async fn events(store: &DynStore, id: i64) -> Vec<String> {
 }
 
 /// Polls (bounded) until `check` holds.
-async fn until<F, Fut>(what: &str, mut check: F)
+async fn until<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let started = tokio::time::Instant::now();
-    while !check().await {
-        assert!(started.elapsed() < DEADLINE, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    crate::support::wait::until(what, DEADLINE, check).await;
 }
 
 async fn wait_all(runner: &Runner, ids: &[i64]) {
@@ -178,6 +193,7 @@ async fn a_second_run_on_a_candidate_waits_and_never_overlaps_the_first(t: TestS
             per_candidate: 1,
         },
     );
+    s.hold();
     runner.start(first);
     runner.start(second);
     runner.start(other);
@@ -202,6 +218,7 @@ async fn a_second_run_on_a_candidate_waits_and_never_overlaps_the_first(t: TestS
         q.waiting.iter().any(|(id, why)| *id == second && *why == expected),
         "{q:?}"
     );
+    s.release();
 
     wait_all(&runner, &[first, second, other]).await;
     for id in [first, second, other] {
@@ -248,6 +265,7 @@ async fn the_global_cap_is_first_come_first_served_and_a_waiting_run_can_be_canc
         },
     );
     // Started out of order: the queue still goes by run id.
+    s.hold();
     runner.start(third);
     runner.start(second);
     runner.start(first);
@@ -279,6 +297,7 @@ async fn the_global_cap_is_first_come_first_served_and_a_waiting_run_can_be_canc
                 .is_some_and(|w| w.contains("at most 1 at once"))
     })
     .await;
+    s.release();
 
     wait_all(&runner, &[first, third]).await;
     let (r1, r3) = (get(store, first).await, get(store, third).await);
@@ -299,12 +318,14 @@ async fn resumed_runs_respect_the_caps() {
     }
     let runner = Runner::new(store.clone());
     assert_eq!(runner.caps().per_candidate, 1, "one run per candidate by default");
+    s.hold();
     assert_eq!(runner.resume_unfinished().await.unwrap(), 2);
     until("the second run waits again, queued", || async {
         runner.waiting_reason(second) == Some(format!("waiting: run #{first} is measuring slow-a"))
             && get(&store, second).await.status == RunStatus::Queued
     })
     .await;
+    s.release();
     wait_all(&runner, &[first, second]).await;
     assert_eq!(get(&store, second).await.status, RunStatus::Finished);
     assert!(span_us(&store, first).await.1 <= span_us(&store, second).await.0);
@@ -323,12 +344,14 @@ async fn a_raised_per_candidate_cap_lets_runs_share_and_flags_both() {
             per_candidate: 2,
         },
     );
+    s.hold();
     runner.start(first);
     runner.start(second);
     until("both execute", || async {
         runner.is_executing(first) && runner.is_executing(second)
     })
     .await;
+    s.release();
     wait_all(&runner, &[first, second]).await;
     let shared = |other: i64| format!("sharing slow-a with run #{other} (up to 2 runs per candidate)");
     assert!(
@@ -355,6 +378,7 @@ async fn the_runs_list_and_the_run_page_show_the_caps_and_the_queue() {
     let s = setup(&app.store, &["slow-a"], 12).await;
     let first = create_run(&app.store, s.version, "first", &s.candidates).await;
     let second = create_run(&app.store, s.version, "second", &s.candidates).await;
+    s.hold();
     app.state.runner.start(first);
     app.state.runner.start(second);
     let expected = format!("waiting: run #{first} is measuring slow-a");
@@ -395,6 +419,7 @@ async fn the_runs_list_and_the_run_page_show_the_caps_and_the_queue() {
     tokio::time::timeout(DEADLINE, app.state.runner.wait(first))
         .await
         .unwrap();
+    s.release();
     let list = app.get_html("/runs").await;
     assert!(
         list.text(".run-queue .empty")
@@ -411,6 +436,7 @@ async fn a_soak_from_the_operability_page_waits_for_its_candidate_and_probes_nev
     let s = setup(store, &["slow-a"], 10).await;
     let a = s.candidates[0];
     let first = create_run(store, s.version, "first on a", &[a]).await;
+    s.hold();
     runner.start(first);
     until("the first run executes", || async { runner.is_executing(first) }).await;
 
@@ -456,6 +482,7 @@ async fn a_soak_from_the_operability_page_waits_for_its_candidate_and_probes_nev
         "{backend}: {body}"
     );
     assert!(store.list_probe_runs(a, 10).await.unwrap().is_empty(), "{backend}");
+    s.release();
 
     wait_all(runner, &[first, soak]).await;
     let (r1, rs) = (get(store, first).await, get(store, soak).await);

@@ -530,18 +530,9 @@ async fn a_planted_key_is_only_ciphertext_at_rest_and_appears_on_no_get_route(db
     .unwrap();
     assert_eq!(r.status(), 303, "{backend}: {:?}", r.text().await);
     let run = app.store.list_runs(10, 0).await.unwrap()[0].run.id;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
-    let status = loop {
-        let status = app.store.get_run(run).await.unwrap().unwrap().status;
-        if status.is_terminal() {
-            break status;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{backend}: run #{run} did not end"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    };
+    let status = crate::support::wait::run_ended(&app.store, run, std::time::Duration::from_secs(90))
+        .await
+        .status;
     assert_eq!(status.as_str(), "finished", "{backend}");
     // The mock was sent both headers (it logs their names, never a value).
     let truth: serde_json::Value = reqwest::get(format!("{}/mock/requests", mock.root_url()))

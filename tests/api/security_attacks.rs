@@ -203,15 +203,7 @@ async fn foreign_export(edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
 
 /// Waits (polling the database, at most a minute) until run `id` has ended.
 async fn until_ended(store: &bakeoff::store::DynStore, id: i64) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let run = store.get_run(id).await.unwrap().expect("the run");
-        if run.status.is_terminal() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "run #{id} did not end: {:?}", run.status);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    crate::support::wait::run_ended(store, id, Duration::from_secs(60)).await;
 }
 
 const KEY_VAR: &str = "BAKEOFF_KEY_ISSUE44";

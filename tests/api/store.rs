@@ -74,48 +74,28 @@ fn record(run_id: i64, candidate_id: i64, case_id: &str, attempt: u32, sent_at_u
     RequestRecord {
         run_id,
         candidate_id,
-        case_id: case_id.into(),
-        phase: Phase::Quality,
-        repetition: 0,
         attempt,
         concurrency: 4,
-        is_warmup: false,
         sent_at_us,
         client_queue_us: 12,
         connect_us: Some(150).into(),
         connection_reused: Some(false),
         headers_us: Some(2_000).into(),
         first_chunk_us: Some(2_100).into(),
-        first_reasoning_us: None.into(),
         first_content_us: Some(2_200).into(),
         last_token_us: Some(9_000).into(),
         end_us: Some(9_100).into(),
         chunks: vec![(2_200, 1), (5_000, 2), (9_000, 1)].into(),
-        http_status: Some(200),
-        finish_reason: Some("stop".into()),
         input_tokens: Some(21),
         output_tokens: Some(4),
         output_tokens_source: Some(TokenSource::Usage),
-        reasoning_tokens: None,
         canonical_tokens: Some(4),
         output_chars: 8,
-        texts: RecordTexts {
-            output: "positive".into(),
-            ..Default::default()
-        }
-        .into(),
-        error_class: None,
         grades: vec![Grade {
-            grader: "exact".into(),
-            score: 1.0,
-            passed: true,
             reason: "matches the expected text".into(),
-            detail: None,
-            weight: 1.0,
-            required: true,
+            ..Grade::test_exact(true)
         }],
-        chunk_attribution: None,
-        cut: None,
+        ..RequestRecord::test_quality(case_id).with_output("positive")
     }
 }
 
@@ -974,6 +954,7 @@ async fn unreadable_stored_data_is_reported_as_corrupt(t: TestStore) {
 
 #[tokio::test]
 async fn sqlite_files_use_wal_and_enforce_foreign_keys() {
+    use bakeoff::store::SqlBackend as _;
     let (url, _guard) = crate::support::db::sqlite_url();
     let sealer = bakeoff::domain::sealed::KeySealer::new(&[7; 32]);
     let store = bakeoff::store::sqlite::SqliteStore::connect(&url, sealer)

@@ -515,15 +515,7 @@ async fn starting_a_run_stores_it_starts_it_and_redirects_to_its_page() {
     );
 
     // The runner has it: it ends (every request is refused) without anyone polling.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let status = app.store.get_run(run.id).await.unwrap().unwrap().status;
-        if status.is_terminal() {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "run still {status:?} after 60 s");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    crate::support::wait::run_ended(&app.store, run.id, std::time::Duration::from_secs(60)).await;
     let page = app.get_html(&format!("/runs/{}", run.id)).await;
     assert_eq!(page.status, 200);
     assert_eq!(page.attr("#live", "hx-trigger"), None, "a finished run stops polling");

@@ -101,10 +101,15 @@ struct Seeded {
 }
 
 async fn seed(store: &DynStore, file: &EvalSetFile, mock: &MockServer, names: &[&str]) -> Seeded {
+    seed_at(store, file, &mock.base_url(), names).await
+}
+
+/// [`seed`] with candidates reaching the mock at `base_url` (e.g. through a proxy).
+async fn seed_at(store: &DynStore, file: &EvalSetFile, base_url: &str, names: &[&str]) -> Seeded {
     let version = store.save_evalset_version(file).await.expect("saving the eval set");
     let mut candidates = Vec::new();
     for name in names {
-        let spec = CandidateSpec::openai_chat(*name, mock.base_url(), *name);
+        let spec = CandidateSpec::openai_chat(*name, base_url, *name);
         candidates.push(
             store
                 .create_candidate(&crate::support::checked::admin_new(&spec))
@@ -148,16 +153,12 @@ async fn create_run_with(store: &DynStore, version: i64, candidates: &[i64], con
 }
 
 /// Polls (bounded) until `check` holds.
-async fn until<F, Fut>(what: &str, mut check: F)
+async fn until<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let started = tokio::time::Instant::now();
-    while !check().await {
-        assert!(started.elapsed() < DEADLINE, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    crate::support::wait::until(what, DEADLINE, check).await;
 }
 
 async fn status(store: &DynStore, run: i64) -> RunStatus {
@@ -210,13 +211,13 @@ async fn three_workers_finish_three_runs_with_exactly_one_record_per_case() {
     let store = crate::support::db::open(&url).await;
     let names = ["slow-a", "slow-b", "slow-c"];
     let file = evalset(CASES);
-    // ≈ 0.25 s a request, 2 at once: each unit lasts ≈ 1.5 s, long enough for all three workers
-    // to be busy at once.
-    let mock = mock(&names, &file, 250.0).await;
-    let s = seed(&store, &file, &mock, &names).await;
-    // One unit at a time each: three runs need three workers to go at once. The runs are made
-    // once all three are up (a worker that starts late under load would find the others had
-    // taken its run), so each polls within its idle interval of the runs being made.
+    let mock = mock(&names, &file, 40.0).await;
+    // Every request is held (a proxy forwarding nothing) until each worker holds a unit: one
+    // unit at a time each, so no worker can finish its run and take another's, however late
+    // another starts under load.
+    let proxy = crate::support::proxy::FaultProxy::start(mock.addr).await;
+    proxy.blackhole_on();
+    let s = seed_at(&store, &file, &format!("http://{}/v1", proxy.addr), &names).await;
     let _workers: Vec<Worker> = ["w1", "w2", "w3"]
         .iter()
         .map(|name| Worker::start(&url, name, &["--capacity", "1"]))
@@ -230,6 +231,16 @@ async fn three_workers_finish_three_runs_with_exactly_one_record_per_case() {
         create_run(&store, s.version, &s.candidates[1..2], 2).await,
         create_run(&store, s.version, &s.candidates[2..3], 2).await,
     ];
+    until("each worker holds a unit", || async {
+        let mut leased = 0;
+        for &run in &runs {
+            let units = store.list_run_units(run).await.unwrap();
+            leased += units.iter().filter(|u| u.status == UnitStatus::Leased).count();
+        }
+        leased == 3
+    })
+    .await;
+    proxy.blackhole_off();
     for &run in &runs {
         until("the run finishes", || async { status(&store, run).await.is_terminal() }).await;
         assert_eq!(
@@ -360,7 +371,22 @@ async fn a_candidate_needing_a_label_is_measured_only_by_a_worker_carrying_it() 
             .is_some_and(|u| u.status == UnitStatus::Done)
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Proof that the plain worker has looked at the queue since, passing over the eu unit: two
+    // more heartbeats of it (its loop beats, then tries to claim, then beats again).
+    let beat = || async {
+        let workers = store.list_workers().await.unwrap();
+        let plain = workers.iter().find(|w| w.name == "plain").expect("plain is registered");
+        plain.heartbeat_at.0
+    };
+    let mut seen = beat().await;
+    for _ in 0..2 {
+        let before = seen;
+        seen = crate::support::wait::until_some("a heartbeat of the plain worker", DEADLINE, || async {
+            let now = beat().await;
+            (now > before).then_some(now)
+        })
+        .await;
+    }
     let units = store.list_run_units(run).await.unwrap();
     assert_eq!(
         units[1].status,

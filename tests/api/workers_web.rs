@@ -63,7 +63,16 @@ async fn the_workers_page_and_api_list_every_worker_that_beat_live_or_silent(db:
         .unwrap();
     // A lease of 1 ms, then silence: it has lost its leases.
     app.store.worker_beat(&worker("gone", &[], true), 1).await.unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    crate::support::wait::until(
+        "the 1 ms lease to run out",
+        std::time::Duration::from_secs(10),
+        || async {
+            let now = app.store.database_now().await.unwrap();
+            let workers = app.store.list_workers().await.unwrap();
+            !workers.iter().find(|w| w.name == "gone").unwrap().is_live(now)
+        },
+    )
+    .await;
 
     let (page, body) = app.page("/workers").await;
     assert_eq!(page.count("#no-workers"), 0, "{b}");

@@ -1456,7 +1456,6 @@ pub fn find_knee(points: &[SweepPoint], ttft_factor: f64, min_gain: f64) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::RecordTexts;
     use crate::run::{Phase, TokenSource};
 
     /// A successful streamed record: sent at `send_ms`, chunks at the given ms offsets with
@@ -1467,42 +1466,22 @@ mod tests {
         let first = chunks.first().map(|c| c.0);
         let last = chunks.last().map(|c| c.0);
         RequestRecord {
-            run_id: 1,
-            candidate_id: 1,
-            case_id: format!("c{send_ms}").into(),
             phase: Phase::Throughput,
-            repetition: 0,
-            attempt: 0,
-            concurrency: 1,
-            is_warmup: false,
             sent_at_us: send_ms * 1000,
             client_queue_us: 500,
-            connect_us: None.into(),
             connection_reused: Some(true),
             headers_us: first.into(),
             first_chunk_us: first.into(),
-            first_reasoning_us: None.into(),
             first_content_us: first.into(),
             last_token_us: last.into(),
             end_us: last.map(|l| l + 1000).into(),
             chunks: chunks.into(),
-            http_status: Some(200),
-            finish_reason: Some("stop".into()),
             input_tokens: Some(10),
             output_tokens: Some(n),
             output_tokens_source: Some(TokenSource::Usage),
-            reasoning_tokens: None,
             canonical_tokens: Some(n * 2),
             output_chars: n * 4,
-            texts: RecordTexts {
-                output: "x".repeat(n as usize * 4),
-                ..Default::default()
-            }
-            .into(),
-            error_class: None,
-            grades: vec![],
-            chunk_attribution: None,
-            cut: None,
+            ..RequestRecord::test_quality(&format!("c{send_ms}")).with_output(&"x".repeat(n as usize * 4))
         }
     }
 

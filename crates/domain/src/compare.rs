@@ -501,7 +501,6 @@ pub fn improved_beyond_noise(previous: Option<&Interval>, current: Option<&Inter
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::RecordTexts;
 
     fn att(case: &str, rep: u32, attempt: u32, failed: bool, passed: Option<bool>) -> AttemptOutcome<'_> {
         AttemptOutcome {
@@ -597,53 +596,20 @@ mod tests {
 
     #[test]
     fn figures_carry_intervals_from_final_attempts() {
-        use crate::grading::Grade;
         use crate::run::TokenSource;
         let rec = |case: &str, rep: u32, ttft_ms: i64, pass: bool| RequestRecord {
-            run_id: 1,
             candidate_id: 5,
-            case_id: case.into(),
-            phase: Phase::Quality,
             repetition: rep,
-            attempt: 0,
-            concurrency: 1,
-            is_warmup: false,
             sent_at_us: 1_000_000 * i64::from(rep),
-            client_queue_us: 0,
-            connect_us: None.into(),
-            connection_reused: None,
-            headers_us: None.into(),
             first_chunk_us: Some(ttft_ms * 1000).into(),
-            first_reasoning_us: None.into(),
             first_content_us: Some(ttft_ms * 1000).into(),
             last_token_us: Some(ttft_ms * 1000 + 100_000).into(),
             end_us: Some(ttft_ms * 1000 + 100_000).into(),
-            chunks: Default::default(),
-            http_status: Some(200),
-            finish_reason: Some("stop".into()),
             input_tokens: Some(5),
             output_tokens: Some(11),
             output_tokens_source: Some(TokenSource::Usage),
-            reasoning_tokens: None,
-            canonical_tokens: None,
             output_chars: 40,
-            texts: RecordTexts {
-                output: "x".into(),
-                ..Default::default()
-            }
-            .into(),
-            error_class: None,
-            grades: vec![Grade {
-                grader: "exact".into(),
-                score: if pass { 1.0 } else { 0.0 },
-                passed: pass,
-                reason: String::new(),
-                detail: None,
-                weight: 1.0,
-                required: true,
-            }],
-            chunk_attribution: None,
-            cut: None,
+            ..RequestRecord::test_quality(case).with_output("x").graded_exact(pass)
         };
         let records: Vec<RequestRecord> = (0..20)
             .map(|i| rec(&format!("c{i}"), 0, 100 + i64::from(i), i % 4 != 0))

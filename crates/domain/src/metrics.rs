@@ -252,8 +252,6 @@ pub fn summarise_candidate_knowing(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::grading::Grade;
-    use crate::run::RecordTexts;
     use crate::run::{ErrorClass, Phase};
 
     #[test]
@@ -294,50 +292,19 @@ mod tests {
         pass: bool,
     ) -> RequestRecord {
         RequestRecord {
-            run_id: 1,
             candidate_id: 7,
-            case_id: case.into(),
-            phase: Phase::Quality,
-            repetition: 0,
-            attempt: 0,
             concurrency: 2,
-            is_warmup: false,
             sent_at_us: sent_ms * 1000,
-            client_queue_us: 0,
-            connect_us: None.into(),
-            connection_reused: None,
             headers_us: Some(ttft_ms * 1000).into(),
             first_chunk_us: Some(ttft_ms * 1000).into(),
-            first_reasoning_us: None.into(),
             first_content_us: Some(ttft_ms * 1000).into(),
             last_token_us: Some(end_ms * 1000).into(),
             end_us: Some(end_ms * 1000).into(),
-            chunks: Default::default(),
-            http_status: Some(200),
-            finish_reason: Some("stop".into()),
             input_tokens: Some(10),
             output_tokens: Some(tokens),
             output_tokens_source: Some(TokenSource::Usage),
-            reasoning_tokens: None,
-            canonical_tokens: None,
             output_chars: tokens * 4,
-            texts: RecordTexts {
-                output: "x".into(),
-                ..Default::default()
-            }
-            .into(),
-            error_class: None,
-            grades: vec![Grade {
-                grader: "exact".into(),
-                score: if pass { 1.0 } else { 0.0 },
-                passed: pass,
-                reason: String::new(),
-                detail: None,
-                weight: 1.0,
-                required: true,
-            }],
-            chunk_attribution: None,
-            cut: None,
+            ..RequestRecord::test_quality(case).with_output("x").graded_exact(pass)
         }
     }
 

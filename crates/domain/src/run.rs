@@ -1039,10 +1039,12 @@ pub fn last_attempts<'a, K: Ord>(
 
 /// Test fixtures, for the unit tests of every crate and the integration tests (a fixture behind a
 /// cargo feature would build this crate twice, once for tests).
+/// The one test fixture of a record, so a new field is added here and nowhere else in the tests.
 impl RequestRecord {
     /// Test fixture: a finished, ungraded quality request of run 1, candidate 1, case `case_id`
     /// (first try, concurrency 1, HTTP 200 "stop", no timings, tokens or output). Tests set what
-    /// they check with struct update syntax.
+    /// they check with struct update syntax (`RequestRecord { ttft.., ..test_quality("a") }`) and
+    /// the setters below.
     #[doc(hidden)]
     pub fn test_quality(case_id: &str) -> Self {
         RequestRecord {
@@ -1079,6 +1081,20 @@ impl RequestRecord {
             chunk_attribution: None,
             cut: None,
         }
+    }
+
+    /// Test fixture: the same record answering `output` (its texts; `output_chars` unchanged).
+    #[doc(hidden)]
+    pub fn with_output(mut self, output: &str) -> Self {
+        self.texts.get_mut().output = output.into();
+        self
+    }
+
+    /// Test fixture: the same record graded by one required `exact` grade.
+    #[doc(hidden)]
+    pub fn graded_exact(mut self, passed: bool) -> Self {
+        self.grades = vec![Grade::test_exact(passed)];
+        self
     }
 }
 

@@ -409,31 +409,7 @@ pub async fn run_level(
         .enumerate()
         .map(|(i, c)| (c.id.clone(), i))
         .collect();
-    let config = RunConfig {
-        concurrency: c,
-        repetitions: 1,
-        // One warm-up per connection: every connection of the level is open before the
-        // measured requests, so their TTFT error is timestamping and transfer, not a TCP connect
-        // the server's clock (started at receive) cannot see.
-        warmup_requests: c,
-        max_tokens: Some(spec.tokens),
-        temperature: Some(0.0),
-        timeout_secs: 120,
-        first_token_timeout_secs: None,
-        stall_timeout_secs: None,
-        retries: 0,
-        stream: spec.stream,
-        case_limit: None,
-        load: LoadShape::Levels { levels: vec![c] },
-        staged_rollout: false,
-        requests_per_level: None,
-        duration_secs: Some(seconds.max(1)),
-        slo: Slo::default(),
-        judge: None,
-        soak: false,
-        clients: None,
-        error_budget: Default::default(),
-    };
+    let config = level_config(spec, seconds);
     // The mock's candidate carries no credentials: the check passes for any role.
     let candidate = crate::domain::credentials::check_new(
         crate::domain::accounts::Role::Viewer,
@@ -454,21 +430,7 @@ pub async fn run_level(
     )
     .await?;
     let after = CpuSample::now(mock.process);
-    let page: TruthPage = http
-        .get(format!("{}/mock/requests?model={}", mock.root_url, spec.model))
-        .send()
-        .await
-        .context("reading the mock's ground truth")?
-        .json()
-        .await
-        .context("parsing the mock's ground truth")?;
-    if page.dropped > 0 {
-        progress(format!(
-            "calibrate: c={c}: the mock's ground-truth buffer overflowed ({} records dropped); \
-             shorten --seconds-per-level",
-            page.dropped
-        ));
-    }
+    let page = read_truth(http, mock, spec, progress).await?;
     let truth: HashMap<&str, &Truth> = page
         .requests
         .iter()
@@ -494,13 +456,118 @@ pub async fn run_level(
         },
         ..CalibrationLevel::default()
     };
+    let matched = compare_requests(&mut level, &outcome.records, spec, &case_index, &truth);
+    if let Some(figures) = outcome.figures.levels.first() {
+        level.aggregate_client_tok_s = figures.aggregate_tok_s;
+        level.itl_error_pct_p50 = figures
+            .itl_ms
+            .as_ref()
+            .filter(|_| spec.stream && spec.inter_token_ms > 0.0)
+            .map(|d| (d.p50 - spec.inter_token_ms) / spec.inter_token_ms * 100.0);
+        if let Some(w) = figures.repetitions.first().and_then(|r| r.window) {
+            let in_window: f64 = matched
+                .iter()
+                .map(|t| {
+                    if spec.stream {
+                        server_tokens_between(t, spec, w.start_us, w.end_us)
+                    } else {
+                        server_tokens_spread(t, w.start_us, w.end_us)
+                    }
+                })
+                .sum();
+            let server = in_window / w.secs();
+            level.aggregate_server_tok_s = Some(server);
+            level.aggregate_error_pct = figures
+                .aggregate_tok_s
+                .filter(|_| server > 0.0)
+                .map(|client| (client - server) / server * 100.0);
+        }
+    }
+    if let Some(h) = &outcome.harness {
+        level.cpu_s_per_million_tokens = h.cpu_s_per_million_tokens;
+        level.cpu_share = h.cpu_share;
+        level.runtime_lag_ms_p99 = h.runtime_lag_ms.as_ref().map(|d| d.p99);
+        level.unreliable = h.unreliable;
+        level.unreliable_reasons = h.reasons.clone();
+    }
+    fill_mock_cpu(&mut level, &before, &after, &page, mock);
+    level.load_average = harness::load_average();
+    Ok(level)
+}
+
+/// The run of one level: `spec`'s load for `seconds`, every connection warmed up first.
+fn level_config(spec: &LevelSpec, seconds: u32) -> RunConfig {
+    let c = spec.concurrency;
+    RunConfig {
+        concurrency: c,
+        repetitions: 1,
+        // One warm-up per connection: every connection of the level is open before the
+        // measured requests, so their TTFT error is timestamping and transfer, not a TCP connect
+        // the server's clock (started at receive) cannot see.
+        warmup_requests: c,
+        max_tokens: Some(spec.tokens),
+        temperature: Some(0.0),
+        timeout_secs: 120,
+        first_token_timeout_secs: None,
+        stall_timeout_secs: None,
+        retries: 0,
+        stream: spec.stream,
+        case_limit: None,
+        load: LoadShape::Levels { levels: vec![c] },
+        staged_rollout: false,
+        requests_per_level: None,
+        duration_secs: Some(seconds.max(1)),
+        slo: Slo::default(),
+        judge: None,
+        soak: false,
+        clients: None,
+        error_budget: Default::default(),
+    }
+}
+
+/// The mock's ground truth of the level's model; says so through `progress` when its buffer
+/// overflowed.
+async fn read_truth(
+    http: &reqwest::Client,
+    mock: &MockUrls<'_>,
+    spec: &LevelSpec,
+    progress: &impl Fn(String),
+) -> anyhow::Result<TruthPage> {
+    let c = spec.concurrency;
+    let page: TruthPage = http
+        .get(format!("{}/mock/requests?model={}", mock.root_url, spec.model))
+        .send()
+        .await
+        .context("reading the mock's ground truth")?
+        .json()
+        .await
+        .context("parsing the mock's ground truth")?;
+    if page.dropped > 0 {
+        progress(format!(
+            "calibrate: c={c}: the mock's ground-truth buffer overflowed ({} records dropped); \
+             shorten --seconds-per-level",
+            page.dropped
+        ));
+    }
+    Ok(page)
+}
+
+/// Compares every measured request of the level with the mock's record of it (matched by
+/// request id) and sets the level's request counts and error percentiles; the matched records.
+fn compare_requests<'t>(
+    level: &mut CalibrationLevel,
+    records: &[crate::domain::run::RequestRecord],
+    spec: &LevelSpec,
+    case_index: &HashMap<String, usize>,
+    truth: &HashMap<&str, &'t Truth>,
+) -> Vec<&'t Truth> {
     let mut ttft_err = Vec::new();
     let (mut first_token_late, mut send_to_mock) = (Vec::new(), Vec::new());
     let mut e2e_err = Vec::new();
     let mut decode_err = Vec::new();
     let mut matched = Vec::new();
     let (mut first_send, mut last_end, mut tokens) = (i64::MAX, i64::MIN, 0u64);
-    for r in outcome.records.iter().filter(|r| !r.is_warmup && r.succeeded()) {
+    for r in records.iter().filter(|r| !r.is_warmup && r.succeeded()) {
         level.requests += 1;
         first_send = first_send.min(r.sent_at_us);
         last_end = last_end.max(r.sent_at_us + r.end_us.get().unwrap_or(0));
@@ -550,42 +617,21 @@ pub async fn run_level(
     level.decode_error_pct_p99 = p(&mut decode_err, 0.99, true);
     level.e2e_error_ms_p50 = p(&mut e2e_err, 0.5, false);
     level.e2e_error_ms_p99 = p(&mut e2e_err, 0.99, true);
-    if let Some(figures) = outcome.figures.levels.first() {
-        level.aggregate_client_tok_s = figures.aggregate_tok_s;
-        level.itl_error_pct_p50 = figures
-            .itl_ms
-            .as_ref()
-            .filter(|_| spec.stream && spec.inter_token_ms > 0.0)
-            .map(|d| (d.p50 - spec.inter_token_ms) / spec.inter_token_ms * 100.0);
-        if let Some(w) = figures.repetitions.first().and_then(|r| r.window) {
-            let in_window: f64 = matched
-                .iter()
-                .map(|t| {
-                    if spec.stream {
-                        server_tokens_between(t, spec, w.start_us, w.end_us)
-                    } else {
-                        server_tokens_spread(t, w.start_us, w.end_us)
-                    }
-                })
-                .sum();
-            let server = in_window / w.secs();
-            level.aggregate_server_tok_s = Some(server);
-            level.aggregate_error_pct = figures
-                .aggregate_tok_s
-                .filter(|_| server > 0.0)
-                .map(|client| (client - server) / server * 100.0);
-        }
-    }
     if last_end > first_send {
         level.ingested_tok_s = Some(tokens as f64 / ((last_end - first_send) as f64 / 1e6));
     }
-    if let Some(h) = &outcome.harness {
-        level.cpu_s_per_million_tokens = h.cpu_s_per_million_tokens;
-        level.cpu_share = h.cpu_share;
-        level.runtime_lag_ms_p99 = h.runtime_lag_ms.as_ref().map(|d| d.p99);
-        level.unreliable = h.unreliable;
-        level.unreliable_reasons = h.reasons.clone();
-    }
+    matched
+}
+
+/// The mock's CPU over the level (cores, and seconds per million tokens when its log is
+/// whole) and the rest of the machine's, from CPU samples taken around the run.
+fn fill_mock_cpu(
+    level: &mut CalibrationLevel,
+    before: &CpuSample,
+    after: &CpuSample,
+    page: &TruthPage,
+    mock: &MockUrls<'_>,
+) {
     let wall = after.at.duration_since(before.at).as_secs_f64();
     let mock_cpu = (after.mock - before.mock).max(0.0);
     let mock_tokens: u64 = page.requests.iter().map(|t| u64::from(t.tokens_sent)).sum();
@@ -601,8 +647,6 @@ pub async fn run_level(
     if mock_tokens > 0 && page.dropped == 0 {
         level.mock_cpu_s_per_million_tokens = Some(mock_cpu / mock_tokens as f64 * 1e6);
     }
-    level.load_average = harness::load_average();
-    Ok(level)
 }
 
 /// Tokens the server handed out inside [start, end) (wall-clock µs), as bakeoff's window counts

@@ -1,7 +1,7 @@
 //! Archive, drill-down and export/import queries, written once for both backends: the SQL is
 //! portable between the two (booleans compare with `NOT x`, aggregates are cast to BIGINT).
-//! `archive_queries!` expands to these `Store` methods and `archive_helpers!` to the run filter
-//! they share, both in `store/mod.rs` (`impl_store!`), so their paths are written as seen from
+//! The `*_queries!` macros expand to the methods of `ArchiveStore` and the `*_helpers!` to the
+//! reads, run filter and import steps they share, both in `lib.rs` (`impl_store!`), so their paths are written as seen from
 //! there.
 use super::rows::SharedTexts;
 use super::{RecordFact, RecordOutline, Result, StoreError};
@@ -93,13 +93,13 @@ pub(crate) fn twice_listed(e: StoreError) -> StoreError {
 /// The error a restored run carries until its import completes.
 pub const IMPORT_INCOMPLETE: &str = "import did not complete: delete this run and import it again";
 
-macro_rules! archive_helpers {
-    ($db:ty) => {
+macro_rules! archive_read_helpers {
+    () => {
         /// `select` (`SELECT … FROM request_records`) of the records of `case_ids` in run
         /// `run_id`, unsorted: an ORDER BY lets SQLite pick the (run, send time) index and scan
         /// every record of the run instead of looking the cases up, so callers sort.
-        fn case_records_query(select: &'static str, run_id: i64, case_ids: &[String]) -> sqlx::QueryBuilder<$db> {
-            let mut qb = sqlx::QueryBuilder::<$db>::new(select);
+        fn case_records_query(select: &'static str, run_id: i64, case_ids: &[String]) -> sqlx::QueryBuilder<Db<Self>> {
+            let mut qb = sqlx::QueryBuilder::<Db<Self>>::new(select);
             qb.push(" WHERE run_id = ").push_bind(run_id).push(" AND case_id IN (");
             let mut ids = qb.separated(", ");
             for id in case_ids {
@@ -120,7 +120,7 @@ macro_rules! archive_helpers {
             let ids: Vec<i64> = records.iter().map(|r| r.id).collect();
             let mut grades: Vec<rows::GradeRow> = Vec::new();
             for chunk in ids.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
-                let mut qb = sqlx::QueryBuilder::<$db>::new(
+                let mut qb = sqlx::QueryBuilder::<Db<Self>>::new(
                     "SELECT g.request_record_id, g.grader, g.score, g.passed, g.reason, g.detail, g.weight, g.required FROM grades g \
                      WHERE g.request_record_id IN (",
                 );
@@ -143,142 +143,8 @@ macro_rules! archive_helpers {
             records.into_iter().map(|r| r.into_outline(shared)).collect()
         }
 
-        /// Appends events with their original times to a run's log inside `tx`.
-        async fn insert_run_events(tx: &mut sqlx::Transaction<'_, $db>, run_id: i64, events: &[RunEvent]) -> Result<()> {
-            for chunk in events.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
-                let mut qb = sqlx::QueryBuilder::<$db>::new("INSERT INTO run_events (run_id, at, level, message) ");
-                qb.push_values(chunk, |mut b, e| {
-                    b.push_bind(run_id)
-                        .push_bind(e.at.0)
-                        .push_bind(e.level.as_str())
-                        .push_bind(Self::TEXT.encode(e.message.as_str()));
-                });
-                qb.build().execute(&mut **tx).await?;
-            }
-            Ok(())
-        }
-
-        /// `import_run` inside one transaction; any error rolls all of it back (the caller drops
-        /// `tx`), and so does an outcome other than Imported. The content hash covers the
-        /// records, so an earlier import of the same content is looked for at the end.
-        async fn import_run_in(
-            &self,
-            tx: &mut sqlx::Transaction<'_, $db>,
-            import: &RunImport,
-            parts: &mut tokio::sync::mpsc::Receiver<ImportPart>,
-        ) -> Result<ImportOutcome> {
-            let version_id = Self::save_evalset_version_in(tx, &import.evalset).await?;
-            let mut candidate_ids = Vec::with_capacity(import.candidates.len());
-            for c in &import.candidates {
-                candidate_ids.push(match &c.stored {
-                    ImportedAs::Existing(id) => *id,
-                    ImportedAs::New(candidate) => self.create_candidate_in(tx, candidate).await?,
-                });
-            }
-            let r = &import.restored;
-            let run_id: i64 = sqlx::query_scalar(
-                "INSERT INTO runs (name, evalset_version_id, config, status, error, created_at, started_at, finished_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
-            )
-            .bind(&r.run.name)
-            .bind(version_id)
-            .bind(rows::run_config_json(&r.run.config))
-            .bind(r.status.as_str())
-            .bind(Self::TEXT.encode_opt(r.error.as_deref()))
-            .bind(r.created_at.0)
-            .bind(r.started_at.map(|t| t.0))
-            .bind(r.finished_at.map(|t| t.0))
-            .fetch_one(&mut **tx)
-            .await?;
-            let snapshots: Vec<CandidateSpec> = import.candidates.iter().map(|c| c.spec.clone()).collect();
-            self.insert_run_candidates(tx, run_id, &candidate_ids, Some(&snapshots))
-                .await
-                .map_err(archive::twice_listed)?;
-            Self::insert_run_events(tx, run_id, &r.events).await?;
-            let end = loop {
-                match parts.recv().await {
-                    Some(ImportPart::Records(mut records)) => {
-                        for record in &mut records {
-                            let position = usize::try_from(record.candidate_id)
-                                .ok()
-                                .filter(|p| *p < candidate_ids.len())
-                                .ok_or_else(|| {
-                                    StoreError::NotFound(format!(
-                                        "candidate #{} of a record of case {:?} in the export",
-                                        record.candidate_id, record.case_id
-                                    ))
-                                })?;
-                            record.run_id = run_id;
-                            record.candidate_id = candidate_ids[position];
-                        }
-                        for chunk in records.chunks(rows::RECORDS_PER_STATEMENT) {
-                            Self::append_request_records_in(tx, chunk).await?;
-                        }
-                    }
-                    Some(ImportPart::End(end)) => break end,
-                    None => return Ok(ImportOutcome::Incomplete),
-                }
-            };
-            let earlier: Option<i64> = sqlx::query_scalar("SELECT id FROM runs WHERE import_hash = $1")
-                .bind(&end.content_hash)
-                .fetch_optional(&mut **tx)
-                .await?;
-            if let Some(id) = earlier {
-                return Ok(ImportOutcome::AlreadyImported(id));
-            }
-            let hashed = sqlx::query("UPDATE runs SET import_hash = $2 WHERE id = $1")
-                .bind(run_id)
-                .bind(&end.content_hash)
-                .execute(&mut **tx)
-                .await;
-            if let Err(e) = hashed {
-                // Another import of the same content committed while this one was written.
-                return match rows::conflict_on_unique(e, String::new) {
-                    StoreError::Conflict(_) => {
-                        let id: i64 = sqlx::query_scalar("SELECT id FROM runs WHERE import_hash = $1")
-                            .bind(&end.content_hash)
-                            .fetch_one(self.pool())
-                            .await?;
-                        Ok(ImportOutcome::AlreadyImported(id))
-                    }
-                    other => Err(other),
-                };
-            }
-            for stop in &end.stops {
-                let position = usize::try_from(stop.candidate_id)
-                    .ok()
-                    .filter(|p| *p < candidate_ids.len())
-                    .ok_or_else(|| StoreError::NotFound(format!("candidate #{} of a stop in the export", stop.candidate_id)))?;
-                sqlx::query(
-                    "INSERT INTO run_candidate_stops (run_id, candidate_id, stage, reason, stopped_at) \
-                     VALUES ($1, $2, $3, $4, $5)",
-                )
-                .bind(run_id)
-                .bind(candidate_ids[position])
-                .bind(stop.stage.as_str())
-                .bind(Self::TEXT.encode(&stop.reason))
-                .bind(stop.at.0)
-                .execute(&mut **tx)
-                .await?;
-            }
-            if let Some(harness) = &import.harness {
-                sqlx::query("UPDATE runs SET harness = $2 WHERE id = $1")
-                    .bind(run_id)
-                    .bind(rows::harness_json(harness))
-                    .execute(&mut **tx)
-                    .await?;
-            }
-            sqlx::query("INSERT INTO run_events (run_id, at, level, message) VALUES ($1, $2, $3, $4)")
-                .bind(run_id)
-                .bind(Timestamp::now().0)
-                .bind("info")
-                .bind(Self::TEXT.encode(&end.note))
-                .execute(&mut **tx)
-                .await?;
-            Ok(ImportOutcome::Imported(run_id))
-        }
         /// Appends `WHERE …` for `f` to a query over `runs` joined with `evalset_versions v`.
-        fn push_filter(qb: &mut sqlx::QueryBuilder<$db>, f: &RunFilter) {
+        fn push_filter(qb: &mut sqlx::QueryBuilder<Db<Self>>, f: &RunFilter) {
             qb.push(" WHERE 1 = 1");
             if let Some(id) = f.evalset_id {
                 qb.push(" AND v.evalset_id = ").push_bind(id);
@@ -328,14 +194,216 @@ macro_rules! archive_helpers {
         }
     };
 }
-pub(crate) use archive_helpers;
+pub(crate) use archive_read_helpers;
 
-macro_rules! archive_queries {
-    ($db:ty) => {
+/// An import's steps inside its transaction: the run, then its records.
+macro_rules! import_helpers {
+    () => {
+        /// Appends events with their original times to a run's log inside `tx`.
+        async fn insert_run_events(tx: &mut sqlx::Transaction<'_, Db<Self>>, run_id: i64, events: &[RunEvent]) -> Result<()> {
+            for chunk in events.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
+                let mut qb = sqlx::QueryBuilder::<Db<Self>>::new("INSERT INTO run_events (run_id, at, level, message) ");
+                qb.push_values(chunk, |mut b, e| {
+                    b.push_bind(run_id)
+                        .push_bind(e.at.0)
+                        .push_bind(e.level.as_str())
+                        .push_bind(Self::TEXT.encode(e.message.as_str()));
+                });
+                qb.build().execute(&mut **tx).await?;
+            }
+            Ok(())
+        }
+
+        /// `import_run` inside one transaction; any error rolls all of it back (the caller drops
+        /// `tx`), and so does an outcome other than Imported. The content hash covers the
+        /// records, so an earlier import of the same content is looked for at the end.
+        async fn import_run_in(
+            &self,
+            tx: &mut sqlx::Transaction<'_, Db<Self>>,
+            import: &RunImport,
+            parts: &mut tokio::sync::mpsc::Receiver<ImportPart>,
+        ) -> Result<ImportOutcome> {
+            let (run_id, candidate_ids) = self.insert_imported_run(tx, import).await?;
+            let Some(end) = Self::receive_imported_records(tx, parts, run_id, &candidate_ids).await? else {
+                return Ok(ImportOutcome::Incomplete);
+            };
+            if let Some(earlier) = self.claim_import_hash(tx, run_id, &end.content_hash).await? {
+                return Ok(ImportOutcome::AlreadyImported(earlier));
+            }
+            Self::finish_import(tx, run_id, &candidate_ids, &end, import.harness.as_ref()).await?;
+            Ok(ImportOutcome::Imported(run_id))
+        }
+
+        /// An import's eval-set version, new candidates, run, run candidates and events;
+        /// returns the run's id and its candidates' ids in order.
+        async fn insert_imported_run(
+            &self,
+            tx: &mut sqlx::Transaction<'_, Db<Self>>,
+            import: &RunImport,
+        ) -> Result<(i64, Vec<i64>)> {
+            let version_id = Self::save_evalset_version_in(tx, &import.evalset).await?;
+            let mut candidate_ids = Vec::with_capacity(import.candidates.len());
+            for c in &import.candidates {
+                candidate_ids.push(match &c.stored {
+                    ImportedAs::Existing(id) => *id,
+                    ImportedAs::New(candidate) => self.create_candidate_in(tx, candidate).await?,
+                });
+            }
+            let r = &import.restored;
+            let run_id: i64 = sqlx::query_scalar(
+                "INSERT INTO runs (name, evalset_version_id, config, status, error, created_at, started_at, finished_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+            )
+            .bind(&r.run.name)
+            .bind(version_id)
+            .bind(rows::run_config_json(&r.run.config))
+            .bind(r.status.as_str())
+            .bind(Self::TEXT.encode_opt(r.error.as_deref()))
+            .bind(r.created_at.0)
+            .bind(r.started_at.map(|t| t.0))
+            .bind(r.finished_at.map(|t| t.0))
+            .fetch_one(&mut **tx)
+            .await?;
+            let snapshots: Vec<CandidateSpec> = import.candidates.iter().map(|c| c.spec.clone()).collect();
+            self.insert_run_candidates(tx, run_id, &candidate_ids, Some(&snapshots))
+                .await
+                .map_err(archive::twice_listed)?;
+            Self::insert_run_events(tx, run_id, &r.events).await?;
+            Ok((run_id, candidate_ids))
+        }
+
+        /// Stores the records `parts` brings, on the run's candidates, until its end; None when
+        /// it closes before.
+        async fn receive_imported_records(
+            tx: &mut sqlx::Transaction<'_, Db<Self>>,
+            parts: &mut tokio::sync::mpsc::Receiver<ImportPart>,
+            run_id: i64,
+            candidate_ids: &[i64],
+        ) -> Result<Option<ImportEnd>> {
+            loop {
+                match parts.recv().await {
+                    Some(ImportPart::Records(mut records)) => {
+                        for record in &mut records {
+                            let position = usize::try_from(record.candidate_id)
+                                .ok()
+                                .filter(|p| *p < candidate_ids.len())
+                                .ok_or_else(|| {
+                                    StoreError::NotFound(format!(
+                                        "candidate #{} of a record of case {:?} in the export",
+                                        record.candidate_id, record.case_id
+                                    ))
+                                })?;
+                            record.run_id = run_id;
+                            record.candidate_id = candidate_ids[position];
+                        }
+                        for chunk in records.chunks(rows::RECORDS_PER_STATEMENT) {
+                            Self::append_request_records_in(tx, chunk).await?;
+                        }
+                    }
+                    Some(ImportPart::End(end)) => return Ok(Some(end)),
+                    None => return Ok(None),
+                }
+            }
+        }
+    };
+}
+pub(crate) use import_helpers;
+
+/// An import's last steps: its content hash, stops, harness and note.
+macro_rules! import_end_helpers {
+    () => {
+        /// Marks the run as imported from the export with `content_hash`; Some(that run) when
+        /// the same export was imported before (now, or by an import that committed meanwhile).
+        async fn claim_import_hash(
+            &self,
+            tx: &mut sqlx::Transaction<'_, Db<Self>>,
+            run_id: i64,
+            content_hash: &str,
+        ) -> Result<Option<i64>> {
+            let earlier: Option<i64> = sqlx::query_scalar("SELECT id FROM runs WHERE import_hash = $1")
+                .bind(content_hash)
+                .fetch_optional(&mut **tx)
+                .await?;
+            if let Some(id) = earlier {
+                return Ok(Some(id));
+            }
+            let hashed = sqlx::query("UPDATE runs SET import_hash = $2 WHERE id = $1")
+                .bind(run_id)
+                .bind(content_hash)
+                .execute(&mut **tx)
+                .await;
+            if let Err(e) = hashed {
+                // Another import of the same content committed while this one was written.
+                return match rows::conflict_on_unique(e, String::new) {
+                    StoreError::Conflict(_) => {
+                        let id: i64 = sqlx::query_scalar("SELECT id FROM runs WHERE import_hash = $1")
+                            .bind(content_hash)
+                            .fetch_one(self.pool())
+                            .await?;
+                        Ok(Some(id))
+                    }
+                    other => Err(other),
+                };
+            }
+            Ok(None)
+        }
+
+        /// An import's stops, harness report and the note in its event log.
+        async fn finish_import(
+            tx: &mut sqlx::Transaction<'_, Db<Self>>,
+            run_id: i64,
+            candidate_ids: &[i64],
+            end: &ImportEnd,
+            harness: Option<&HarnessReport>,
+        ) -> Result<()> {
+            for stop in &end.stops {
+                let position = usize::try_from(stop.candidate_id)
+                    .ok()
+                    .filter(|p| *p < candidate_ids.len())
+                    .ok_or_else(|| {
+                        StoreError::NotFound(format!(
+                            "candidate #{} of a stop in the export",
+                            stop.candidate_id
+                        ))
+                    })?;
+                sqlx::query(
+                    "INSERT INTO run_candidate_stops (run_id, candidate_id, stage, reason, stopped_at) \
+                     VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(run_id)
+                .bind(candidate_ids[position])
+                .bind(stop.stage.as_str())
+                .bind(Self::TEXT.encode(&stop.reason))
+                .bind(stop.at.0)
+                .execute(&mut **tx)
+                .await?;
+            }
+            if let Some(harness) = harness {
+                sqlx::query("UPDATE runs SET harness = $2 WHERE id = $1")
+                    .bind(run_id)
+                    .bind(rows::harness_json(harness))
+                    .execute(&mut **tx)
+                    .await?;
+            }
+            sqlx::query("INSERT INTO run_events (run_id, at, level, message) VALUES ($1, $2, $3, $4)")
+                .bind(run_id)
+                .bind(Timestamp::now().0)
+                .bind("info")
+                .bind(Self::TEXT.encode(&end.note))
+                .execute(&mut **tx)
+                .await?;
+            Ok(())
+        }
+    };
+}
+pub(crate) use import_end_helpers;
+
+macro_rules! archive_list_queries {
+    () => {
         fn list_runs_filtered<'a>(&'a self, filter: &'a RunFilter, limit: i64, offset: i64)
         -> StoreFuture<'a, Vec<RunListItem>> {
             Box::pin(async move {
-                let mut qb = sqlx::QueryBuilder::<$db>::new(rows::run_list_select!());
+                let mut qb = sqlx::QueryBuilder::<Db<Self>>::new(rows::run_list_select!());
                 Self::push_filter(&mut qb, filter);
                 qb.push(" ORDER BY runs.created_at DESC, runs.id DESC LIMIT ")
                     .push_bind(limit.max(0))
@@ -348,7 +416,7 @@ macro_rules! archive_queries {
 
         fn count_runs_filtered<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, i64> {
             Box::pin(async move {
-                let mut qb = sqlx::QueryBuilder::<$db>::new(
+                let mut qb = sqlx::QueryBuilder::<Db<Self>>::new(
                     "SELECT COUNT(*) FROM runs JOIN evalset_versions v ON v.id = runs.evalset_version_id",
                 );
                 Self::push_filter(&mut qb, filter);
@@ -358,124 +426,6 @@ macro_rules! archive_queries {
 
         fn refresh_record_statistics(&self) -> StoreFuture<'_, ()> {
             Box::pin(async move { Ok(self.vacuum_record_tables().await?) })
-        }
-
-        fn list_record_facts(&self, run_id: i64) -> StoreFuture<'_, Vec<RecordFact>> {
-            Box::pin(async move {
-                // A page of records at a time on the send-order keyset (as `list_request_records`
-                // reads), each with the outcome kept on it: one grouped join of a million records
-                // with their grades gave its first answer only after all of it was sorted, past
-                // the bound on one answer (3.7 s on PostgreSQL).
-                let (mut facts, mut shared) = (Vec::new(), rows::SharedTexts::default());
-                let (mut sent, mut id) = (i64::MIN, i64::MIN);
-                loop {
-                    let rows: Vec<archive::PlacedFactRow> = sqlx::query_as(concat!(
-                        "SELECT ",
-                        archive::placed_fact_columns!(),
-                        " FROM request_records WHERE run_id = $1 AND sent_at_us >= $2 AND (sent_at_us > $2 OR id > $3) \
-                         ORDER BY sent_at_us, id LIMIT $4"
-                    ))
-                    .bind(run_id)
-                    .bind(sent)
-                    .bind(id)
-                    .bind(rows::RECORDS_PER_READ)
-                    .fetch_all(self.pool())
-                    .await?;
-                    let full = rows.len() as i64 == rows::RECORDS_PER_READ;
-                    if let Some(last) = rows.last() {
-                        (sent, id) = (last.sent_at_us, last.id);
-                    }
-                    facts.extend(Self::outlines_of(rows, &mut shared)?.into_iter().map(|o| o.fact));
-                    if !full {
-                        return Ok(facts);
-                    }
-                }
-            })
-        }
-
-        fn list_case_records<'a>(&'a self, run_id: i64, case_ids: &'a [String]) -> StoreFuture<'a, Vec<RequestRecord>> {
-            Box::pin(async move {
-                if case_ids.is_empty() {
-                    return Ok(Vec::new());
-                }
-                let mut qb = Self::case_records_query(
-                    concat!("SELECT ", rows::record_select_columns!(), " FROM request_records"),
-                    run_id,
-                    case_ids,
-                );
-                let mut records: Vec<rows::RecordRow> = qb.build_query_as().fetch_all(self.pool()).await?;
-                records.sort_by_key(|r| (r.sent_at_us, r.id));
-                self.complete_records(records, &mut Default::default()).await
-            })
-        }
-
-        fn list_case_outlines<'a>(&'a self, run_id: i64, case_ids: &'a [String]) -> StoreFuture<'a, Vec<RecordOutline>> {
-            Box::pin(async move {
-                if case_ids.is_empty() {
-                    return Ok(Vec::new());
-                }
-                // Sorted in `outlines_of`.
-                let mut qb = Self::case_records_query(archive::OUTLINE_SELECT, run_id, case_ids);
-                Self::outlines_of(qb.build_query_as().fetch_all(self.pool()).await?, &mut Default::default())
-            })
-        }
-
-        fn list_records_by_id<'a>(&'a self, run_id: i64, ids: &'a [i64]) -> StoreFuture<'a, Vec<(i64, RequestRecord)>> {
-            Box::pin(async move {
-                let mut rows: Vec<rows::RecordRow> = Vec::new();
-                for chunk in ids.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
-                    // `+run_id` keeps SQLite from reading the run through an index on run_id
-                    // (it guesses ten records a run, and read all of a million-record run's to
-                    // find the 240 of a cases page); the ids are looked up by primary key.
-                    let mut qb = sqlx::QueryBuilder::<$db>::new(concat!(
-                        "SELECT ",
-                        rows::record_select_columns!(),
-                        " FROM request_records WHERE +run_id = "
-                    ));
-                    qb.push_bind(run_id).push(" AND id IN (");
-                    let mut list = qb.separated(", ");
-                    for id in chunk {
-                        list.push_bind(*id);
-                    }
-                    qb.push(")");
-                    rows.extend(qb.build_query_as::<rows::RecordRow>().fetch_all(self.pool()).await?);
-                }
-                rows.sort_by_key(|r| (r.sent_at_us, r.id));
-                let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-                Ok(ids.into_iter().zip(self.complete_records(rows, &mut Default::default()).await?).collect())
-            })
-        }
-
-        fn list_request_records_page(
-            &self,
-            run_id: i64,
-            after_id: i64,
-            limit: i64,
-        ) -> StoreFuture<'_, Vec<(i64, RequestRecord)>> {
-            Box::pin(async move {
-                // `+run_id`: see `list_records_by_id` (SQLite sorted the whole run otherwise).
-                let rows: Vec<rows::RecordRow> = sqlx::query_as(concat!(
-                    "SELECT ",
-                    rows::record_select_columns!(),
-                    " FROM request_records WHERE +run_id = $1 AND id > $2 ORDER BY id LIMIT $3"
-                ))
-                .bind(run_id)
-                .bind(after_id)
-                .bind(limit)
-                .fetch_all(self.pool())
-                .await?;
-                let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-                Ok(ids.into_iter().zip(self.complete_records(rows, &mut Default::default()).await?).collect())
-            })
-        }
-
-        fn list_request_records_sent_after(
-            &self,
-            run_id: i64,
-            after: Option<(i64, i64)>,
-            limit: i64,
-        ) -> StoreFuture<'_, Vec<((i64, i64), RequestRecord)>> {
-            Box::pin(async move { self.records_page(run_id, None, after, limit, &mut Default::default()).await })
         }
 
         fn cases_with_differing_outputs<'a>(&'a self, run_id: i64, case_ids: &'a [String]) -> StoreFuture<'a, Vec<String>> {
@@ -535,10 +485,160 @@ macro_rules! archive_queries {
                 .await?)
             })
         }
+    };
+}
+pub(crate) use archive_list_queries;
 
+/// A run's records for the drill-down: facts, outlines, pages, by case or id.
+macro_rules! drill_down_queries {
+    () => {
+        fn list_record_facts(&self, run_id: i64) -> StoreFuture<'_, Vec<RecordFact>> {
+            Box::pin(async move {
+                // A page of records at a time on the send-order keyset (as `list_request_records`
+                // reads), each with the outcome kept on it: one grouped join of a million records
+                // with their grades gave its first answer only after all of it was sorted, past
+                // the bound on one answer (3.7 s on PostgreSQL).
+                let (mut facts, mut shared) = (Vec::new(), rows::SharedTexts::default());
+                let (mut sent, mut id) = (i64::MIN, i64::MIN);
+                loop {
+                    let rows: Vec<archive::PlacedFactRow> = sqlx::query_as(concat!(
+                        "SELECT ",
+                        archive::placed_fact_columns!(),
+                        " FROM request_records WHERE run_id = $1 AND sent_at_us >= $2 AND (sent_at_us > $2 OR id > $3) \
+                         ORDER BY sent_at_us, id LIMIT $4"
+                    ))
+                    .bind(run_id)
+                    .bind(sent)
+                    .bind(id)
+                    .bind(rows::RECORDS_PER_READ)
+                    .fetch_all(self.pool())
+                    .await?;
+                    let full = rows.len() as i64 == rows::RECORDS_PER_READ;
+                    if let Some(last) = rows.last() {
+                        (sent, id) = (last.sent_at_us, last.id);
+                    }
+                    facts.extend(Self::outlines_of(rows, &mut shared)?.into_iter().map(|o| o.fact));
+                    if !full {
+                        return Ok(facts);
+                    }
+                }
+            })
+        }
+
+        fn list_case_records<'a>(&'a self, run_id: i64, case_ids: &'a [String]) -> StoreFuture<'a, Vec<RequestRecord>> {
+            Box::pin(async move {
+                if case_ids.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut qb = Self::case_records_query(
+                    concat!("SELECT ", rows::record_select_columns!(), " FROM request_records"),
+                    run_id,
+                    case_ids,
+                );
+                let mut records: Vec<rows::RecordRow> = qb.build_query_as().fetch_all(self.pool()).await?;
+                records.sort_by_key(|r| (r.sent_at_us, r.id));
+                self.complete_records(records, &mut Default::default()).await
+            })
+        }
+
+        fn list_case_outlines<'a>(
+            &'a self,
+            run_id: i64,
+            case_ids: &'a [String],
+        ) -> StoreFuture<'a, Vec<RecordOutline>> {
+            Box::pin(async move {
+                if case_ids.is_empty() {
+                    return Ok(Vec::new());
+                }
+                // Sorted in `outlines_of`.
+                let mut qb = Self::case_records_query(archive::OUTLINE_SELECT, run_id, case_ids);
+                Self::outlines_of(
+                    qb.build_query_as().fetch_all(self.pool()).await?,
+                    &mut Default::default(),
+                )
+            })
+        }
+
+        fn list_records_by_id<'a>(&'a self, run_id: i64, ids: &'a [i64]) -> StoreFuture<'a, Vec<(i64, RequestRecord)>> {
+            Box::pin(async move {
+                let mut rows: Vec<rows::RecordRow> = Vec::new();
+                for chunk in ids.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
+                    // `+run_id` keeps SQLite from reading the run through an index on run_id
+                    // (it guesses ten records a run, and read all of a million-record run's to
+                    // find the 240 of a cases page); the ids are looked up by primary key.
+                    let mut qb = sqlx::QueryBuilder::<Db<Self>>::new(concat!(
+                        "SELECT ",
+                        rows::record_select_columns!(),
+                        " FROM request_records WHERE +run_id = "
+                    ));
+                    qb.push_bind(run_id).push(" AND id IN (");
+                    let mut list = qb.separated(", ");
+                    for id in chunk {
+                        list.push_bind(*id);
+                    }
+                    qb.push(")");
+                    rows.extend(
+                        qb.build_query_as::<rows::RecordRow>()
+                            .fetch_all(self.pool())
+                            .await?,
+                    );
+                }
+                rows.sort_by_key(|r| (r.sent_at_us, r.id));
+                let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+                Ok(ids
+                    .into_iter()
+                    .zip(self.complete_records(rows, &mut Default::default()).await?)
+                    .collect())
+            })
+        }
+
+        fn list_request_records_page(
+            &self,
+            run_id: i64,
+            after_id: i64,
+            limit: i64,
+        ) -> StoreFuture<'_, Vec<(i64, RequestRecord)>> {
+            Box::pin(async move {
+                // `+run_id`: see `list_records_by_id` (SQLite sorted the whole run otherwise).
+                let rows: Vec<rows::RecordRow> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    rows::record_select_columns!(),
+                    " FROM request_records WHERE +run_id = $1 AND id > $2 ORDER BY id LIMIT $3"
+                ))
+                .bind(run_id)
+                .bind(after_id)
+                .bind(limit)
+                .fetch_all(self.pool())
+                .await?;
+                let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+                Ok(ids
+                    .into_iter()
+                    .zip(self.complete_records(rows, &mut Default::default()).await?)
+                    .collect())
+            })
+        }
+
+        fn list_request_records_sent_after(
+            &self,
+            run_id: i64,
+            after: Option<(i64, i64)>,
+            limit: i64,
+        ) -> StoreFuture<'_, Vec<((i64, i64), RequestRecord)>> {
+            Box::pin(async move {
+                self.records_page(run_id, None, after, limit, &mut Default::default())
+                    .await
+            })
+        }
+    };
+}
+pub(crate) use drill_down_queries;
+
+/// Import, deletion and cached summaries of whole runs.
+macro_rules! transfer_queries {
+    () => {
         fn restore_run<'a>(&'a self, restored: &'a RestoredRun) -> StoreFuture<'a, i64> {
             Box::pin(async move {
-                let mut tx = self.pool().begin().await?;
+                let mut tx = self.begin().await?;
                 let run_id: i64 = sqlx::query_scalar(
                     "INSERT INTO runs (name, evalset_version_id, config, status, error, created_at, started_at, finished_at) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
@@ -655,7 +755,13 @@ macro_rules! archive_queries {
                 Ok(())
             })
         }
+    };
+}
+pub(crate) use transfer_queries;
 
+/// A terminal run's case index (cases in page order with their marks).
+macro_rules! run_case_queries {
+    () => {
         fn save_run_cases<'a>(
             &'a self,
             run_id: i64,
@@ -665,13 +771,17 @@ macro_rules! archive_queries {
         ) -> StoreFuture<'a, ()> {
             Box::pin(async move {
                 let mut tx = self.begin_write().await?;
-                for delete in ["DELETE FROM run_case_marks WHERE run_id = $1", "DELETE FROM run_cases WHERE run_id = $1"] {
+                for delete in [
+                    "DELETE FROM run_case_marks WHERE run_id = $1",
+                    "DELETE FROM run_cases WHERE run_id = $1",
+                ] {
                     sqlx::query(delete).bind(run_id).execute(&mut *tx).await?;
                 }
                 let positioned = || cases.iter().enumerate().map(|(i, c)| (i as i64, c));
                 let rows: Vec<(i64, &str)> = positioned().map(|(i, c)| (i, c.case_id.as_str())).collect();
                 for batch in rows.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
-                    let mut qb = sqlx::QueryBuilder::<$db>::new("INSERT INTO run_cases (run_id, position, case_id) ");
+                    let mut qb =
+                        sqlx::QueryBuilder::<Db<Self>>::new("INSERT INTO run_cases (run_id, position, case_id) ");
                     qb.push_values(batch, |mut row, (position, case_id)| {
                         row.push_bind(run_id).push_bind(*position).push_bind(*case_id);
                     });
@@ -687,7 +797,7 @@ macro_rules! archive_queries {
                     .flat_map(|(i, c)| c.marks.iter().flat_map(|m| m.keys()).map(move |k| (i, k)))
                     .collect();
                 for batch in keys.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
-                    let mut qb = sqlx::QueryBuilder::<$db>::new(
+                    let mut qb = sqlx::QueryBuilder::<Db<Self>>::new(
                         "INSERT INTO run_case_marks (run_id, kind, value, candidate_id, position) ",
                     );
                     qb.push_values(batch, |mut row, (position, key)| {
@@ -701,14 +811,14 @@ macro_rules! archive_queries {
                     qb.build().execute(&mut *tx).await?;
                 }
                 sqlx::query(archive::SAVE_RUN_SUMMARY)
-                .bind(run_id)
-                .bind(kind)
-                .bind(head)
-                .bind(Timestamp::now().0)
-                .execute(&mut *tx)
-                .await
-                .map_err(StoreError::from)
-                .map_err(|e| rows::not_found_on_foreign_key(e, || format!("run {run_id}")))?;
+                    .bind(run_id)
+                    .bind(kind)
+                    .bind(head)
+                    .bind(Timestamp::now().0)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(StoreError::from)
+                    .map_err(|e| rows::not_found_on_foreign_key(e, || format!("run {run_id}")))?;
                 tx.commit().await?;
                 Ok(())
             })
@@ -729,7 +839,7 @@ macro_rules! archive_queries {
                             .bind(run_id)
                             .fetch_one(self.pool())
                             .await?;
-                    let mut qb = sqlx::QueryBuilder::<$db>::new("SELECT case_id FROM run_cases WHERE run_id = ");
+                    let mut qb = sqlx::QueryBuilder::<Db<Self>>::new("SELECT case_id FROM run_cases WHERE run_id = ");
                     qb.push_bind(run_id);
                     if let Some((offset, most)) = page {
                         qb.push(" AND position >= ").push_bind(offset as i64);
@@ -744,11 +854,13 @@ macro_rules! archive_queries {
                 // a lookup of its key at the same position. A filter costs the cases its first
                 // test matches, never the run's.
                 let filtered = |select: &str| {
-                    let mut qb = sqlx::QueryBuilder::<$db>::new(select);
-                    qb.push(" FROM run_case_marks m WHERE m.run_id = ").push_bind(run_id);
+                    let mut qb = sqlx::QueryBuilder::<Db<Self>>::new(select);
+                    qb.push(" FROM run_case_marks m WHERE m.run_id = ")
+                        .push_bind(run_id);
                     let key = first.key();
                     qb.push(" AND m.kind = ").push_bind(key.kind.as_str());
-                    qb.push(" AND m.value = ").push_bind(Self::TEXT.encode(&key.value).into_owned());
+                    qb.push(" AND m.value = ")
+                        .push_bind(Self::TEXT.encode(&key.value).into_owned());
                     qb.push(" AND m.candidate_id = ").push_bind(key.candidate_id);
                     for test in rest {
                         let key = test.key();
@@ -772,7 +884,10 @@ macro_rules! archive_queries {
                 );
                 qb.push(" ORDER BY m.position");
                 if let Some((offset, most)) = page {
-                    qb.push(" LIMIT ").push_bind(most as i64).push(" OFFSET ").push_bind(offset as i64);
+                    qb.push(" LIMIT ")
+                        .push_bind(most as i64)
+                        .push(" OFFSET ")
+                        .push_bind(offset as i64);
                 }
                 let ids: Vec<String> = qb.build_query_scalar().fetch_all(self.pool()).await?;
                 Ok((matching as u64, ids))
@@ -780,4 +895,4 @@ macro_rules! archive_queries {
         }
     };
 }
-pub(crate) use archive_queries;
+pub(crate) use run_case_queries;

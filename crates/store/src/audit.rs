@@ -1,5 +1,5 @@
 //! Audit-log queries, written once for both backends: `audit_queries!` expands to these `Store`
-//! methods in `store/mod.rs` (`impl_store!`). The table refuses updates and deletes (triggers).
+//! methods in `lib.rs` (`impl_store!`). The table refuses updates and deletes (triggers).
 
 /// `WHERE …` for an [`AuditFilter`] with `$1..$4` bound by `bind_audit_filter!` (NULL = any).
 macro_rules! audit_where {
@@ -23,7 +23,7 @@ macro_rules! bind_audit_filter {
 pub(crate) use bind_audit_filter;
 
 macro_rules! audit_queries {
-    ($db:ty) => {
+    () => {
         #[tracing::instrument(level = "debug", skip(self, entry), fields(action = entry.action.as_str()))]
         fn append_audit<'a>(&'a self, entry: &'a NewAuditEntry) -> StoreFuture<'a, i64> {
             Box::pin(async move {

@@ -1,5 +1,5 @@
 //! Candidate queries, written once for both backends (see `store`): `candidate_queries!`
-//! expands to the candidate methods of `Store` in `store/mod.rs`, so its paths are written as
+//! expands to the methods of `CandidateStore` in `lib.rs`, so its paths are written as
 //! seen from there.
 
 /// Binds a candidate spec's 23 column values, in `rows::CandidateValues` order, to a query
@@ -37,7 +37,7 @@ macro_rules! bind_candidate {
 pub(crate) use bind_candidate;
 
 macro_rules! candidate_queries {
-    ($db:ty) => {
+    () => {
         #[tracing::instrument(level = "debug", skip(self))]
         fn list_candidates(&self) -> StoreFuture<'_, Vec<Candidate>> {
             Box::pin(async move {
@@ -110,10 +110,10 @@ pub(crate) use candidate_queries;
 
 /// Candidate work outside the `Store` trait.
 macro_rules! candidate_helpers {
-    ($db:ty) => {
+    () => {
         /// Inserts a checked candidate in `tx`; Conflict when the name is taken. Its key is sealed
         /// for the new row's id, so it is written once the row exists.
-        async fn create_candidate_in(&self, tx: &mut sqlx::Transaction<'_, $db>, candidate: &NewCandidate) -> Result<i64> {
+        async fn create_candidate_in(&self, tx: &mut sqlx::Transaction<'_, Db<Self>>, candidate: &NewCandidate) -> Result<i64> {
             let spec = candidate.spec();
             let now = Timestamp::now().0;
             let query = sqlx::query_scalar(

@@ -1,12 +1,12 @@
 //! Eval set queries (versions are immutable), written once for both backends: `evalset_queries!`
-//! expands to these `Store` methods in `store/mod.rs` (`impl_store!`), so its paths are written as
+//! and `eval_case_queries!` expand to the methods of `EvalSetStore` in `lib.rs` (`impl_store!`), so its paths are written as
 //! seen from there.
 
 macro_rules! evalset_helpers {
-    ($db:ty) => {
+    () => {
         /// Stores `file` as a version inside `tx` (see `save_evalset_version`); an identical
         /// version already stored is returned and nothing is written.
-        async fn save_evalset_version_in(tx: &mut sqlx::Transaction<'_, $db>, file: &EvalSetFile) -> Result<i64> {
+        async fn save_evalset_version_in(tx: &mut sqlx::Transaction<'_, Db<Self>>, file: &EvalSetFile) -> Result<i64> {
             let hash = file.content_hash();
             let header = &file.header;
             let now = Timestamp::now().0;
@@ -52,7 +52,7 @@ macro_rules! evalset_helpers {
             };
 
             for chunk in rows::case_values(file).chunks(rows::SMALL_ROWS_PER_STATEMENT) {
-                let mut qb = sqlx::QueryBuilder::<$db>::new(
+                let mut qb = sqlx::QueryBuilder::<Db<Self>>::new(
                     "INSERT INTO eval_cases (version_id, case_id, position, input, expected, graders, tags, weight) ",
                 );
                 qb.push_values(chunk, |mut b, c| {
@@ -83,7 +83,7 @@ macro_rules! evalset_helpers {
 pub(crate) use evalset_helpers;
 
 macro_rules! evalset_queries {
-    ($db:ty) => {
+    () => {
         #[tracing::instrument(
             level = "debug",
             skip(self, file),
@@ -206,7 +206,13 @@ macro_rules! evalset_queries {
                 Ok(links)
             })
         }
+    };
+}
+pub(crate) use evalset_queries;
 
+/// The cases of a version, read from `eval_cases`.
+macro_rules! eval_case_queries {
+    () => {
         #[tracing::instrument(level = "debug", skip(self))]
         fn list_eval_cases_page(&self, version_id: i64, offset: i64, limit: i64) -> StoreFuture<'_, Vec<EvalCase>> {
             Box::pin(async move {
@@ -258,7 +264,7 @@ macro_rules! evalset_queries {
                 let Some(head) = self.get_evalset_version_head(version_id).await? else {
                     return Ok(Vec::new());
                 };
-                let mut qb = sqlx::QueryBuilder::<$db>::new(
+                let mut qb = sqlx::QueryBuilder::<Db<Self>>::new(
                     "SELECT case_id, position, input, expected, graders, tags, weight FROM eval_cases WHERE version_id = ",
                 );
                 qb.push_bind(version_id).push(" AND case_id IN (");
@@ -277,4 +283,4 @@ macro_rules! evalset_queries {
         }
     };
 }
-pub(crate) use evalset_queries;
+pub(crate) use eval_case_queries;

@@ -1,18 +1,26 @@
 //! Storage. One `Store` trait, two implementations (SQLite by default, PostgreSQL for teams),
 //! chosen by URL scheme. Nothing above this module knows which database it is on.
 //!
-//! Each query is written once, in the file of its aggregate (`audit.rs`, `users.rs`, `candidates.rs`, `evalsets.rs`,
-//! `profiles.rs`, `scorecards.rs`, `runs.rs`, `records.rs`, `token_counts.rs`,
-//! `operability.rs`, `archive.rs`, `verdicts.rs`), inside a `macro_rules!` that writes that
-//! aggregate's `Store` methods for one sqlx database; `impl_store!` below expands every one of
-//! them for `sqlx::Sqlite` and again for `sqlx::Postgres`. Macros rather than functions generic
-//! over the sqlx executor because the SQL is portable (`$N` placeholders, `ON CONFLICT`,
-//! `RETURNING`) and each expansion is type-checked against its own driver with no trait bounds,
-//! where a generic function would need an `Encode + Type` bound for every value it binds. What
-//! truly differs stays in the backend files: connection setup, migrations, and `begin_write()`
-//! (`BEGIN IMMEDIATE` on SQLite). Row structs and their conversions are in `rows.rs`. Queries
-//! are runtime-checked `sqlx::query_as`; the same test suite (`tests/api/store*.rs`) runs
-//! against both databases.
+//! The contract, in three parts:
+//! - one trait per aggregate, declared below (`AuditStore`, `UserStore`, `CandidateStore`,
+//!   `EvalSetStore`, `ProfileStore`, `ScorecardStore`, `RunStore`, `SettingStore`,
+//!   `StopStore`, `RecordStore`, `TokenCountStore`, `OperabilityStore`, `ArchiveStore`,
+//!   `VerdictStore`, `WorkerStore`), each documented with the rule its data keeps;
+//! - [`Store`], their sum, which every backend implementing them all is (a blanket impl):
+//!   callers hold an `Arc<dyn Store>` ([`DynStore`]) and never name an aggregate's trait;
+//! - [`SqlBackend`] (`backend.rs`): what a backend gives the queries, and nothing else (its
+//!   sqlx database, pool, text codec, clock statement, server-key sealer, head cache, and the
+//!   transactions that differ: `BEGIN IMMEDIATE` on SQLite, advisory locks on PostgreSQL).
+//!
+//! Each query is written once, in the file of its aggregate (`audit.rs`, `users.rs`, …),
+//! inside `macro_rules!` that write that aggregate's methods; `impl_store!` below expands them
+//! for `SqliteStore` and again for `PostgresStore`. Macros rather than functions generic over
+//! the backend because the SQL is portable (`$N` placeholders, `ON CONFLICT`, `RETURNING`) and
+//! each expansion is type-checked against its own driver with no trait bounds, where a generic
+//! function would need an `Encode + Type` bound for every value it binds. Connection setup and
+//! migrations stay in the backend files. Row structs and their conversions are in `rows.rs`.
+//! Queries are runtime-checked `sqlx::query_as`; the same test suite (`tests/api/store*.rs`)
+//! runs against both databases.
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
@@ -40,7 +48,10 @@ use crate::domain::workers::{Claimant, Coordination, Decision as WorkerDecision,
 
 mod archive;
 mod audit;
+mod backend;
 pub use archive::{IMPORT_INCOMPLETE, OUTLINE_SELECT};
+use backend::Db;
+pub use backend::SqlBackend;
 mod candidates;
 mod evalsets;
 mod operability;
@@ -329,7 +340,7 @@ pub struct RecordFact {
 
 /// A stored attempt's outcome and case score without its body (no chunks, output or grade
 /// reasons): what a page needs to choose which records to read whole
-/// ([`Store::list_records_by_id`]).
+/// ([`ArchiveStore::list_records_by_id`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordOutline {
     /// The record's id, to read it whole.
@@ -351,7 +362,7 @@ pub struct RestoredRun {
     pub events: Vec<RunEvent>,
 }
 
-/// A run export to store in one transaction ([`Store::import_run`]), besides its records and
+/// A run export to store in one transaction ([`ArchiveStore::import_run`]), besides its records and
 /// stops, which arrive after it ([`ImportPart`]): either all of it is stored or nothing is (no
 /// candidate, eval-set version or run left behind by a refusal).
 #[derive(Debug, Clone)]
@@ -403,7 +414,7 @@ pub enum ImportedAs {
     New(Box<NewCandidate>),
 }
 
-/// What [`Store::import_run`] did.
+/// What [`ArchiveStore::import_run`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ImportOutcome {
     Imported(i64),
@@ -419,19 +430,69 @@ pub enum ImportOutcome {
 /// macros, and `#[async_trait]` rewrites an impl before the macros inside it expand.
 pub type StoreFuture<'a, T> = BoxFuture<'a, Result<T>>;
 
-/// Every query of the application, grouped by aggregate; each group is implemented once, in
-/// the file named in its heading, for both backends (see the module comment).
-pub trait Store: Send + Sync + 'static {
+/// Every query of the application: the sum of one trait per aggregate, each implemented once,
+/// in the file named in its doc, for both backends (see the module comment). Callers hold an
+/// `Arc<dyn Store>` and call any aggregate's method on it without importing that trait.
+pub trait Store:
+    AuditStore
+    + UserStore
+    + CandidateStore
+    + EvalSetStore
+    + ProfileStore
+    + ScorecardStore
+    + RunStore
+    + SettingStore
+    + StopStore
+    + RecordStore
+    + TokenCountStore
+    + OperabilityStore
+    + ArchiveStore
+    + VerdictStore
+    + WorkerStore
+    + Send
+    + Sync
+    + 'static
+{
     fn backend(&self) -> Backend;
+}
 
-    // --- audit log (audit.rs; append-only: the table refuses updates and deletes)
+/// Every backend that implements every aggregate is a [`Store`].
+impl<T> Store for T
+where
+    T: SqlBackend
+        + AuditStore
+        + UserStore
+        + CandidateStore
+        + EvalSetStore
+        + ProfileStore
+        + ScorecardStore
+        + RunStore
+        + SettingStore
+        + StopStore
+        + RecordStore
+        + TokenCountStore
+        + OperabilityStore
+        + ArchiveStore
+        + VerdictStore
+        + WorkerStore,
+{
+    fn backend(&self) -> Backend {
+        T::KIND
+    }
+}
+
+/// The audit log (`audit.rs`): append-only, the table refuses updates and deletes.
+pub trait AuditStore: Send + Sync {
     /// Records one change; returns its id.
     fn append_audit<'a>(&'a self, entry: &'a NewAuditEntry) -> StoreFuture<'a, i64>;
     /// Entries matching `filter`, newest first.
     fn list_audit<'a>(&'a self, filter: &'a AuditFilter, limit: i64, offset: i64) -> StoreFuture<'a, Vec<AuditEntry>>;
     fn count_audit<'a>(&'a self, filter: &'a AuditFilter) -> StoreFuture<'a, i64>;
+}
 
-    // --- accounts (users.rs; sessions and tokens are looked up by the hash of their secret)
+/// Accounts (`users.rs`): users, sessions, API tokens and failed logins; sessions and tokens
+/// are looked up by the hash of their secret.
+pub trait UserStore: Send + Sync {
     fn count_users(&self) -> StoreFuture<'_, i64>;
     /// `username` already checked and lower-cased; Conflict when it is taken.
     fn create_user<'a>(&'a self, username: &'a str, role: Role, password_hash: &'a str) -> StoreFuture<'a, i64>;
@@ -497,8 +558,10 @@ pub trait Store: Send + Sync + 'static {
     fn clear_user_login_failures<'a>(&'a self, username: &'a str) -> StoreFuture<'a, u64>;
     /// Deletes failed-login counts whose last failure is before `before`; returns how many.
     fn prune_login_failures(&self, before: Timestamp) -> StoreFuture<'_, u64>;
+}
 
-    // --- candidates (candidates.rs)
+/// Candidates (`candidates.rs`).
+pub trait CandidateStore: Send + Sync {
     fn list_candidates(&self) -> StoreFuture<'_, Vec<Candidate>>;
     fn get_candidate(&self, id: i64) -> StoreFuture<'_, Option<Candidate>>;
     /// Conflict when the name is taken. Takes only a candidate whose credentials were checked
@@ -507,9 +570,11 @@ pub trait Store: Send + Sync + 'static {
     /// Conflict when the new name is taken; NotFound when the candidate does not exist. Takes
     /// only a change whose credentials were checked (`domain::credentials::check_change`).
     fn update_candidate<'a>(&'a self, change: &'a CandidateChange) -> StoreFuture<'a, ()>;
+}
 
-    // --- eval sets (evalsets.rs; versions are immutable, saving an identical file returns the
-    // existing one)
+/// Eval sets (`evalsets.rs`): versions are immutable, saving an identical file returns the
+/// existing one.
+pub trait EvalSetStore: Send + Sync {
     /// Stores `file` as a version of the eval set named in its header, creating the set if
     /// needed. Idempotent on content hash. Returns the version id.
     fn save_evalset_version<'a>(&'a self, file: &'a EvalSetFile) -> StoreFuture<'a, i64>;
@@ -531,8 +596,10 @@ pub trait Store: Send + Sync + 'static {
     fn list_eval_case_keys(&self, version_id: i64) -> StoreFuture<'_, Vec<EvalCaseKey>>;
     /// The cases of a version with these ids (in file order; ids it does not hold are skipped).
     fn list_eval_cases_by_ids<'a>(&'a self, version_id: i64, ids: &'a [String]) -> StoreFuture<'a, Vec<EvalCase>>;
+}
 
-    // --- threshold profiles (profiles.rs; each save is a new version, history kept)
+/// Threshold profiles (`profiles.rs`): each save is a new version, history kept.
+pub trait ProfileStore: Send + Sync {
     /// Creates the profile or appends a version; returns (profile id, version number).
     fn save_threshold_profile<'a>(
         &'a self,
@@ -548,9 +615,11 @@ pub trait Store: Send + Sync + 'static {
     /// description and rules.
     fn get_threshold_profile(&self, profile_id: i64, version: Option<u32>)
     -> StoreFuture<'_, Option<ThresholdProfile>>;
+}
 
-    // --- archived scorecards (scorecards.rs; never updated, the verdict is recomputed from
-    // records)
+/// Archived scorecards (`scorecards.rs`): never updated, the verdict is recomputed from
+/// records.
+pub trait ScorecardStore: Send + Sync {
     /// NotFound when the run, the profile version or the incumbent does not exist.
     fn save_scorecard<'a>(&'a self, scorecard: &'a NewScorecard) -> StoreFuture<'a, i64>;
     fn get_scorecard(&self, id: i64) -> StoreFuture<'_, Option<ScorecardRecord>>;
@@ -559,8 +628,10 @@ pub trait Store: Send + Sync + 'static {
     fn count_scorecards(&self) -> StoreFuture<'_, i64>;
     /// The scorecards archived for one run, newest first.
     fn list_run_scorecards(&self, run_id: i64) -> StoreFuture<'_, Vec<ScorecardListItem>>;
+}
 
-    // --- runs and their event logs (runs.rs)
+/// Runs and their event logs (`runs.rs`).
+pub trait RunStore: Send + Sync {
     /// Stores the run with a snapshot of each candidate as it is now (see `run_candidates`).
     fn create_run<'a>(&'a self, run: &'a NewRun) -> StoreFuture<'a, i64>;
     fn get_run(&self, id: i64) -> StoreFuture<'_, Option<Run>>;
@@ -583,8 +654,10 @@ pub trait Store: Send + Sync + 'static {
     fn get_run_harness(&self, run_id: i64) -> StoreFuture<'_, Option<HarnessReport>>;
     fn append_run_event<'a>(&'a self, run_id: i64, level: &'a str, message: &'a str) -> StoreFuture<'a, ()>;
     fn list_run_events(&self, run_id: i64) -> StoreFuture<'_, Vec<RunEvent>>;
+}
 
-    // --- team settings and retired items (settings.rs)
+/// Team settings and retired items (`settings.rs`).
+pub trait SettingStore: Send + Sync {
     /// A team setting's value (see `domain::retirement::DEFAULT_PROFILE_SETTING`).
     fn get_setting<'a>(&'a self, name: &'a str) -> StoreFuture<'a, Option<String>>;
     fn set_setting<'a>(&'a self, name: &'a str, value: &'a str, changed_by: &'a str) -> StoreFuture<'a, ()>;
@@ -598,15 +671,19 @@ pub trait Store: Send + Sync + 'static {
     /// one transaction; Some(why) when something does, and nothing is deleted. NotFound when
     /// there is no such item.
     fn delete_unused_item(&self, kind: ItemKind, id: i64) -> StoreFuture<'_, Option<String>>;
+}
 
-    // --- candidates stopped within a run (stops.rs; one per run and candidate, never changed)
+/// Candidates stopped within a run (`stops.rs`): one per run and candidate, never changed.
+pub trait StopStore: Send + Sync {
     /// Stores that a candidate of a run was stopped; false when it already was (the first stop
     /// stands). NotFound when the run does not exist.
     fn save_candidate_stop<'a>(&'a self, stop: &'a CandidateStop) -> StoreFuture<'a, bool>;
     /// The run's stopped candidates, in the order they stopped.
     fn list_candidate_stops(&self, run_id: i64) -> StoreFuture<'_, Vec<CandidateStop>>;
+}
 
-    // --- raw records (records.rs; append-only)
+/// Raw records (`records.rs`): append-only.
+pub trait RecordStore: Send + Sync {
     /// Inserts records and their grades in one transaction. A record whose key
     /// (run, candidate, case, phase, repetition, attempt) already exists is skipped, so a
     /// retried batch never duplicates. Returns how many were new.
@@ -615,7 +692,7 @@ pub trait Store: Send + Sync + 'static {
     /// tokenizer carry that count (source `server-tokenizer`), here and in every other read.
     fn list_request_records(&self, run_id: i64) -> StoreFuture<'_, Vec<RequestRecord>>;
     /// One candidate's records of a run with their grades, in send order (as
-    /// [`Store::list_request_records`] reads them), each cut for summaries as it is read
+    /// [`RecordStore::list_request_records`] reads them), each cut for summaries as it is read
     /// ([`RequestRecord::cut_for_summaries`]: no answer or reasoning text) and then handed to
     /// `each` (which may feed it to figures and let part of it go) before the next page is read.
     fn candidate_records_for_summaries<'a>(
@@ -625,7 +702,7 @@ pub trait Store: Send + Sync + 'static {
         each: &'a mut (dyn FnMut(&mut RequestRecord) + Send),
     ) -> StoreFuture<'a, Vec<RequestRecord>>;
     /// How many records of `candidate_id` the run stored under each (phase, warm-up, repetition,
-    /// concurrency): counted with the same rows [`Store::candidate_records_for_summaries`] reads.
+    /// concurrency): counted with the same rows [`RecordStore::candidate_records_for_summaries`] reads.
     fn record_groups(&self, run_id: i64, candidate_id: i64) -> StoreFuture<'_, Vec<RecordGroup>>;
     /// (first send, last end) of a run's measured records (warm-ups left out), wall clock µs;
     /// None before any: the axis its charts over time share.
@@ -642,17 +719,22 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreFuture<'a, u64>;
     /// Counts of stored records per candidate, for progress bars without loading records.
     fn run_progress(&self, run_id: i64) -> StoreFuture<'_, Vec<CandidateProgress>>;
+}
 
-    // --- server-tokenizer counts (token_counts.rs; append-only, applied whenever records are read)
+/// Server-tokenizer counts (`token_counts.rs`): append-only, applied whenever records are
+/// read.
+pub trait TokenCountStore: Send + Sync {
     /// Measured records of one candidate of a run with generated text, no `usage` count and no
     /// server-tokenizer count yet, in send order.
     fn uncounted_records(&self, run_id: i64, candidate_id: i64) -> StoreFuture<'_, Vec<UncountedRecord>>;
     /// Stores server-tokenizer counts beside their records (append-only; a record already
     /// counted keeps its first count). Returns how many were new.
     fn save_server_token_counts<'a>(&'a self, run_id: i64, counts: &'a [ServerTokenCount]) -> StoreFuture<'a, u64>;
+}
 
-    // --- operability (operability.rs; append-only: probe runs, and checklist answers
-    // versioned like thresholds)
+/// Operability (`operability.rs`): append-only probe runs, and checklist answers versioned
+/// like thresholds.
+pub trait OperabilityStore: Send + Sync {
     /// Stores one probe report for a candidate; NotFound when the candidate does not exist.
     fn save_probe_run<'a>(&'a self, candidate_id: i64, report: &'a ProbeReport) -> StoreFuture<'a, i64>;
     /// A candidate's probe runs, newest first, at most `limit`.
@@ -667,8 +749,11 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreFuture<'a, u32>;
     /// Every version of a candidate's checklist, newest first.
     fn checklist_history(&self, candidate_id: i64) -> StoreFuture<'_, Vec<ChecklistVersion>>;
+}
 
-    // --- archive, drill-down, export/import (archive.rs; runs are immutable once terminal)
+/// The archive, drill-down and export/import (`archive.rs`): runs are immutable once
+/// terminal.
+pub trait ArchiveStore: Send + Sync {
     /// Runs matching `filter`, newest first.
     fn list_runs_filtered<'a>(
         &'a self,
@@ -700,7 +785,7 @@ pub trait Store: Send + Sync + 'static {
         limit: i64,
     ) -> StoreFuture<'_, Vec<(i64, RequestRecord)>>;
     /// Up to `limit` records of a run after position `after` (sent_at_us, id; None: from the
-    /// first) in send order (as [`Store::list_request_records`] lists them), each with its
+    /// first) in send order (as [`RecordStore::list_request_records`] lists them), each with its
     /// position (the cursor of the next page) and its grades.
     fn list_request_records_sent_after(
         &self,
@@ -717,7 +802,7 @@ pub trait Store: Send + Sync + 'static {
     fn search_run_cases<'a>(&'a self, run_id: i64, version_id: i64, text: &'a str) -> StoreFuture<'a, Vec<String>>;
     /// Stores an imported run with its original status, times, candidates and event log (its
     /// records are appended afterwards). The run is stored as failed with an "import did not
-    /// complete" error until [`Store::complete_restore`] sets its real outcome, so an
+    /// complete" error until [`ArchiveStore::complete_restore`] sets its real outcome, so an
     /// interrupted import is never mistaken for a whole run (nor resumed).
     fn restore_run<'a>(&'a self, restored: &'a RestoredRun) -> StoreFuture<'a, i64>;
     /// Stores an export in one transaction: `import`, then what `parts` brings (records, then
@@ -756,9 +841,11 @@ pub trait Store: Send + Sync + 'static {
         tests: &'a [MarkTest],
         page: Option<(u64, u64)>,
     ) -> StoreFuture<'a, (u64, Vec<String>)>;
+}
 
-    // --- verdicts by threshold profile (verdicts.rs; archive filters, saving a scorecard also
-    // writes them)
+/// Verdicts by threshold profile (`verdicts.rs`): archive filters; saving a scorecard also
+/// writes them.
+pub trait VerdictStore: Send + Sync {
     /// Replaces the run's verdicts by the profile with these, judged by `profile_version`
     /// (automatic: no scorecard). NotFound when the run or the profile does not exist.
     fn save_run_verdicts<'a>(
@@ -773,8 +860,10 @@ pub trait Store: Send + Sync + 'static {
     /// Finished runs with no verdict yet by some profile, as (run id, profile id), oldest run
     /// first, at most `limit`.
     fn unjudged_runs(&self, limit: i64) -> StoreFuture<'_, Vec<(i64, i64)>>;
+}
 
-    // --- measurement workers, run units and leases (workers.rs; times are the database's clock)
+/// Measurement workers, run units and leases (`workers.rs`): times are the database's clock.
+pub trait WorkerStore: Send + Sync {
     /// The database's clock, ms since the epoch.
     fn database_now(&self) -> StoreFuture<'_, Timestamp>;
     /// Writes the worker's heartbeat row and renews the leases it holds for `lease_ms` more;
@@ -813,49 +902,102 @@ pub trait Store: Send + Sync + 'static {
     fn set_candidate_worker_labels<'a>(&'a self, candidate_id: i64, labels: &'a [String]) -> StoreFuture<'a, ()>;
 }
 
-/// Implements [`Store`] for one backend (`$store`, on sqlx database `$db`) from every
-/// aggregate's query macro. The macros expand here, so the paths inside them are written as
-/// seen from this module.
+/// Implements every aggregate's trait (hence [`Store`]) for one backend `$store` from the
+/// aggregates' query macros, which reach the backend only through [`SqlBackend`]. The macros
+/// expand here, so the paths inside them are written as seen from this module.
 macro_rules! impl_store {
-    ($store:ty, $db:ty, $backend:expr) => {
-        // Queries used by more than one `Store` method.
+    ($store:ty) => {
+        // Queries used by more than one method, some of them of other aggregates.
         impl $store {
-            runs::run_helpers!($db);
-            records::record_helpers!($db);
-            archive::archive_helpers!($db);
-            token_counts::token_count_helpers!($db);
-            verdicts::verdict_helpers!($db);
-            operability::operability_helpers!($db);
-            candidates::candidate_helpers!($db);
-            evalsets::evalset_helpers!($db);
+            runs::run_helpers!();
+            records::record_write_helpers!();
+            records::record_read_helpers!();
+            archive::archive_read_helpers!();
+            archive::import_helpers!();
+            archive::import_end_helpers!();
+            token_counts::token_count_helpers!();
+            verdicts::verdict_helpers!();
+            operability::operability_helpers!();
+            candidates::candidate_helpers!();
+            evalsets::evalset_helpers!();
+            workers::claim_helpers!();
         }
 
-        impl Store for $store {
-            fn backend(&self) -> Backend {
-                $backend
-            }
+        impl AuditStore for $store {
+            audit::audit_queries!();
+        }
 
-            candidates::candidate_queries!($db);
-            audit::audit_queries!($db);
-            users::user_queries!($db);
-            evalsets::evalset_queries!($db);
-            profiles::profile_queries!($db);
-            scorecards::scorecard_queries!($db);
-            runs::run_queries!($db);
-            records::record_queries!($db);
-            token_counts::token_count_queries!($db);
-            operability::operability_queries!($db);
-            archive::archive_queries!($db);
-            verdicts::verdict_queries!($db);
-            stops::stop_queries!($db);
-            settings::setting_queries!($db);
-            workers::worker_queries!($db);
+        impl UserStore for $store {
+            users::user_queries!();
+            users::session_queries!();
+            users::token_queries!();
+            users::admin_queries!();
+            users::login_queries!();
+        }
+
+        impl CandidateStore for $store {
+            candidates::candidate_queries!();
+        }
+
+        impl EvalSetStore for $store {
+            evalsets::evalset_queries!();
+            evalsets::eval_case_queries!();
+        }
+
+        impl ProfileStore for $store {
+            profiles::profile_queries!();
+        }
+
+        impl ScorecardStore for $store {
+            scorecards::scorecard_queries!();
+        }
+
+        impl RunStore for $store {
+            runs::run_queries!();
+            runs::run_state_queries!();
+        }
+
+        impl SettingStore for $store {
+            settings::setting_queries!();
+        }
+
+        impl StopStore for $store {
+            stops::stop_queries!();
+        }
+
+        impl RecordStore for $store {
+            records::record_write_queries!();
+            records::record_read_queries!();
+        }
+
+        impl TokenCountStore for $store {
+            token_counts::token_count_queries!();
+        }
+
+        impl OperabilityStore for $store {
+            operability::operability_queries!();
+        }
+
+        impl ArchiveStore for $store {
+            archive::archive_list_queries!();
+            archive::drill_down_queries!();
+            archive::transfer_queries!();
+            archive::run_case_queries!();
+        }
+
+        impl VerdictStore for $store {
+            verdicts::verdict_queries!();
+        }
+
+        impl WorkerStore for $store {
+            workers::worker_queries!();
+            workers::unit_queries!();
         }
     };
 }
 
-impl_store!(sqlite::SqliteStore, sqlx::Sqlite, Backend::Sqlite);
-impl_store!(postgres::PostgresStore, sqlx::Postgres, Backend::Postgres);
+impl_store!(sqlite::SqliteStore);
+impl_store!(postgres::PostgresStore);
 
 pub type DynStore = Arc<dyn Store>;
 

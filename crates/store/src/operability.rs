@@ -1,6 +1,6 @@
 //! Operability storage: probe runs and versioned checklist answers. Both tables are append-only
 //! (migration 0007). Written once for both backends: `operability_queries!` expands to these
-//! `Store` methods and `operability_helpers!` to the check they share, both in `store/mod.rs`
+//! `Store` methods and `operability_helpers!` to the check they share, both in `lib.rs`
 //! (`impl_store!`), so their paths are written as seen from there.
 use super::{Result, StoreError};
 use crate::domain::Timestamp;
@@ -46,8 +46,11 @@ pub(crate) fn json<T: serde::Serialize>(value: &T) -> String {
 }
 
 macro_rules! operability_helpers {
-    ($db:ty) => {
-        async fn candidate_exists(conn: &mut <$db as sqlx::Database>::Connection, candidate_id: i64) -> Result<()> {
+    () => {
+        async fn candidate_exists(
+            conn: &mut <Db<Self> as sqlx::Database>::Connection,
+            candidate_id: i64,
+        ) -> Result<()> {
             let found: Option<(i64,)> = sqlx::query_as("SELECT id FROM candidates WHERE id = $1")
                 .bind(candidate_id)
                 .fetch_optional(conn)
@@ -61,7 +64,7 @@ macro_rules! operability_helpers {
 pub(crate) use operability_helpers;
 
 macro_rules! operability_queries {
-    ($db:ty) => {
+    () => {
         fn save_probe_run<'a>(&'a self, candidate_id: i64, report: &'a ProbeReport) -> StoreFuture<'a, i64> {
             Box::pin(async move {
                 let mut tx = self.begin_write().await?;

@@ -14,8 +14,8 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgQueryResult, PgRow, PgStatement, PgTypeInfo};
 use sqlx::{Connection, Either, Execute, Executor, Postgres, SqlStr, Transaction};
 
-use super::Result;
 use super::text::TextCodec;
+use super::{Result, SqlBackend};
 use crate::domain::sealed::KeySealer;
 
 /// The advisory lock key every worker claim takes ("bakeoff" in ASCII).
@@ -51,9 +51,6 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
-    /// PostgreSQL `text` refuses NUL: server text is escaped (see `store::text`).
-    pub(crate) const TEXT: TextCodec = TextCodec::Escaped;
-
     /// Opens `postgres://USER@HOST:PORT/DB` (URL parameters such as `options` are honoured) and
     /// applies migrations.
     pub async fn connect(url: &str, sealer: KeySealer) -> Result<Self> {
@@ -79,52 +76,57 @@ impl PostgresStore {
         })
     }
 
-    /// Eval-set version heads read lately.
-    pub(crate) fn heads(&self) -> &super::HeadCache {
-        &self.heads
+    /// A write transaction holding the transaction-scoped advisory lock `key`.
+    async fn locked(&self, key: i64) -> sqlx::Result<Transaction<'static, Postgres>> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(key)
+            .execute(&mut *tx)
+            .await?;
+        Ok(tx)
     }
+}
 
-    /// Seals and opens stored API keys.
-    pub(crate) fn sealer(&self) -> &KeySealer {
-        &self.sealer
-    }
+impl SqlBackend for PostgresStore {
+    type Db = Postgres;
+    type Pool = BoundedPool;
 
-    /// The connection pool, each answer bounded by [`ANSWER_WAIT`], for the store's queries
-    /// and backend-specific work outside the `Store` trait.
-    pub fn pool(&self) -> &BoundedPool {
+    const KIND: super::Backend = super::Backend::Postgres;
+    /// PostgreSQL `text` refuses NUL: server text is escaped (see `store::text`).
+    const TEXT: TextCodec = TextCodec::Escaped;
+    const NOW_MS: &'static str = "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
+
+    /// Each answer bounded by [`ANSWER_WAIT`].
+    fn pool(&self) -> &BoundedPool {
         &self.pool
     }
 
-    /// The database's clock, ms since the epoch (leases are compared on it).
-    pub(crate) const NOW_MS: &'static str = "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
-
-    /// The transaction a worker's claim runs in, serialised with every other claim by a
-    /// transaction-scoped advisory lock (released at commit or rollback): the caps are a
-    /// predicate over all admitted runs, which row locks cannot guard.
-    pub(crate) async fn begin_coordination(&self) -> sqlx::Result<Transaction<'static, Postgres>> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(COORDINATION_LOCK)
-            .execute(&mut *tx)
-            .await?;
-        Ok(tx)
+    fn sealer(&self) -> &KeySealer {
+        &self.sealer
     }
 
-    /// The transaction a change that must keep an active admin runs in, serialised with every
-    /// other such change by its own advisory lock: "another active admin remains" is a predicate
-    /// over rows the change does not touch, which its row locks cannot guard.
-    pub(crate) async fn begin_accounts(&self) -> sqlx::Result<Transaction<'static, Postgres>> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(ACCOUNTS_LOCK)
-            .execute(&mut *tx)
-            .await?;
-        Ok(tx)
+    fn heads(&self) -> &super::HeadCache {
+        &self.heads
     }
 
-    /// Opens a write transaction: a plain `BEGIN` (SQLite's needs `BEGIN IMMEDIATE`).
-    pub(crate) async fn begin_write(&self) -> sqlx::Result<Transaction<'_, Postgres>> {
+    async fn begin(&self) -> sqlx::Result<Transaction<'_, Postgres>> {
         self.pool.begin().await
+    }
+
+    /// A plain `BEGIN` (SQLite's needs `BEGIN IMMEDIATE`), with the write statement timeout.
+    async fn begin_write(&self) -> sqlx::Result<Transaction<'_, Postgres>> {
+        self.pool.begin().await
+    }
+
+    /// Serialised with every other claim by a transaction-scoped advisory lock (released at
+    /// commit or rollback).
+    async fn begin_coordination(&self) -> sqlx::Result<Transaction<'_, Postgres>> {
+        self.locked(COORDINATION_LOCK).await
+    }
+
+    /// Serialised with every other such change by its own advisory lock.
+    async fn begin_accounts(&self) -> sqlx::Result<Transaction<'_, Postgres>> {
+        self.locked(ACCOUNTS_LOCK).await
     }
 
     /// Refreshes the planner's statistics of the record tables and marks their pages
@@ -136,7 +138,7 @@ impl PostgresStore {
     /// (migration 0025) still visits every row whose page is not marked all-visible. Records
     /// are append-only, so the vacuum reads the pages written since the last one. The run case
     /// tables (migration 0026) are read by index too, and written at a run's end.
-    pub(crate) async fn vacuum_record_tables(&self) -> sqlx::Result<()> {
+    async fn vacuum_record_tables(&self) -> sqlx::Result<()> {
         // VACUUM runs outside a transaction, so the write timeout is set on the session.
         let mut conn = self.pool.unbounded().acquire().await?;
         sqlx::query(sqlx::AssertSqlSafe(format!(

@@ -1,9 +1,9 @@
 //! Threshold profile queries (each save is a new version, history kept), written once for both
-//! backends: `profile_queries!` expands to these `Store` methods in `store/mod.rs` (`impl_store!`),
+//! backends: `profile_queries!` expands to the methods of this aggregate's trait in `lib.rs` (`impl_store!`),
 //! so its paths are written as seen from there.
 
 macro_rules! profile_queries {
-    ($db:ty) => {
+    () => {
         #[tracing::instrument(level = "debug", skip(self, description, rules, rationale), fields(rules = rules.len()))]
         fn save_threshold_profile<'a>(
             &'a self,

@@ -1,14 +1,14 @@
 //! Raw record queries (append-only records and their grades), written once for both backends:
-//! `record_queries!` expands to these `Store` methods and `record_helpers!` to the grade INSERT
-//! and the send-order reads they share, both in `store/mod.rs` (`impl_store!`), so their paths are written as seen from
+//! `record_*_queries!` expand to the methods of `RecordStore` and `record_*_helpers!` to the
+//! grade INSERT and the send-order reads they share, both in `lib.rs` (`impl_store!`), so their paths are written as seen from
 //! there.
 
-macro_rules! record_helpers {
-    ($db:ty) => {
+macro_rules! record_write_helpers {
+    () => {
         /// Inserts records and their grades inside `tx`, skipping keys already stored (see
         /// `append_request_records`); returns how many were new.
         async fn append_request_records_in(
-            tx: &mut sqlx::Transaction<'_, $db>,
+            tx: &mut sqlx::Transaction<'_, Db<Self>>,
             records: &[RequestRecord],
         ) -> Result<u64> {
             let first_by_key = rows::first_index_by_key(records);
@@ -16,7 +16,7 @@ macro_rules! record_helpers {
             let mut stored: Vec<(i64, usize)> = Vec::with_capacity(records.len());
             for chunk in records.chunks(rows::RECORDS_PER_STATEMENT) {
                 // With the record's outcome and case score from its grades (what its outline reads).
-                let mut qb = sqlx::QueryBuilder::<$db>::new(concat!(
+                let mut qb = sqlx::QueryBuilder::<Db<Self>>::new(concat!(
                     "INSERT INTO request_records (",
                     rows::record_insert_columns!(),
                     ", case_passed, case_score) "
@@ -89,6 +89,31 @@ macro_rules! record_helpers {
             Ok(stored.len() as u64)
         }
 
+        /// `INSERT INTO grades … VALUES …` of these grades, for the caller to finish and run.
+        fn insert_grades(grades: &[rows::GradeValues<'_>]) -> sqlx::QueryBuilder<Db<Self>> {
+            let mut qb = sqlx::QueryBuilder::<Db<Self>>::new(
+                "INSERT INTO grades (request_record_id, position, grader, score, passed, reason, detail, weight, required) ",
+            );
+            qb.push_values(grades, |mut b, &(record_id, position, grade)| {
+                b.push_bind(record_id)
+                    .push_bind(position)
+                    .push_bind(&*grade.grader)
+                    .push_bind(grade.score)
+                    .push_bind(grade.passed)
+                    .push_bind(Self::TEXT.encode(grade.reason.as_str()))
+                    .push_bind(grade.detail.as_ref().map(|d| d.to_string()))
+                    .push_bind(grade.weight)
+                    .push_bind(grade.required);
+            });
+            qb
+        }
+    };
+}
+pub(crate) use record_write_helpers;
+
+/// Reading records a page at a time, in send order.
+macro_rules! record_read_helpers {
+    () => {
         /// Up to `limit` records of a run (of one candidate, when given) after position `after`
         /// (sent_at_us, id; None: from the first) in send order, each with its position: one
         /// page of the send-order keyset. Each page costs the same on the (run, sent_at_us, id)
@@ -105,7 +130,7 @@ macro_rules! record_helpers {
             shared: &mut rows::SharedTexts,
         ) -> Result<Vec<((i64, i64), RequestRecord)>> {
             let (sent, id) = after.unwrap_or((i64::MIN, i64::MIN));
-            let mut qb = sqlx::QueryBuilder::<$db>::new(concat!(
+            let mut qb = sqlx::QueryBuilder::<Db<Self>>::new(concat!(
                 "SELECT ",
                 rows::record_select_columns!(),
                 " FROM request_records WHERE run_id = "
@@ -124,7 +149,10 @@ macro_rules! record_helpers {
             qb.push(" ORDER BY sent_at_us, id LIMIT ").push_bind(limit);
             let rows: Vec<rows::RecordRow> = qb.build_query_as().fetch_all(self.pool()).await?;
             let positions: Vec<(i64, i64)> = rows.iter().map(|r| (r.sent_at_us, r.id)).collect();
-            Ok(positions.into_iter().zip(self.complete_records(rows, shared).await?).collect())
+            Ok(positions
+                .into_iter()
+                .zip(self.complete_records(rows, shared).await?)
+                .collect())
         }
 
         /// Every record of a run (of one candidate, when given) with its grades, in send order,
@@ -141,7 +169,7 @@ macro_rules! record_helpers {
             // 500,000 records held their old array beside the new one at the last doubling
             // (262,144 records of 400 bytes: ~100 MB more at its peak) and could end with most
             // of an array unused.
-            let mut qb = sqlx::QueryBuilder::<$db>::new("SELECT COUNT(*) FROM request_records WHERE run_id = ");
+            let mut qb = sqlx::QueryBuilder::<Db<Self>>::new("SELECT COUNT(*) FROM request_records WHERE run_id = ");
             qb.push_bind(run_id);
             if let Some(candidate_id) = candidate_id {
                 qb.push(" AND candidate_id = ").push_bind(candidate_id);
@@ -169,31 +197,12 @@ macro_rules! record_helpers {
                 }
             }
         }
-
-        /// `INSERT INTO grades … VALUES …` of these grades, for the caller to finish and run.
-        fn insert_grades(grades: &[rows::GradeValues<'_>]) -> sqlx::QueryBuilder<$db> {
-            let mut qb = sqlx::QueryBuilder::<$db>::new(
-                "INSERT INTO grades (request_record_id, position, grader, score, passed, reason, detail, weight, required) ",
-            );
-            qb.push_values(grades, |mut b, &(record_id, position, grade)| {
-                b.push_bind(record_id)
-                    .push_bind(position)
-                    .push_bind(&*grade.grader)
-                    .push_bind(grade.score)
-                    .push_bind(grade.passed)
-                    .push_bind(Self::TEXT.encode(grade.reason.as_str()))
-                    .push_bind(grade.detail.as_ref().map(|d| d.to_string()))
-                    .push_bind(grade.weight)
-                    .push_bind(grade.required);
-            });
-            qb
-        }
     };
 }
-pub(crate) use record_helpers;
+pub(crate) use record_read_helpers;
 
-macro_rules! record_queries {
-    ($db:ty) => {
+macro_rules! record_write_queries {
+    () => {
         #[tracing::instrument(level = "debug", skip(self, records), fields(batch = records.len()))]
         fn append_request_records<'a>(&'a self, records: &'a [RequestRecord]) -> StoreFuture<'a, u64> {
             Box::pin(async move {
@@ -215,6 +224,77 @@ macro_rules! record_queries {
             })
         }
 
+        fn append_grades<'a>(
+            &'a self,
+            record: &'a RequestRecord,
+            first_position: u32,
+            grades: &'a [Grade],
+        ) -> StoreFuture<'a, u64> {
+            Box::pin(async move {
+                if grades.is_empty() {
+                    return Ok(0);
+                }
+                // One write transaction (SQLite: BEGIN IMMEDIATE, so no read lock to upgrade): the
+                // grades, then the record's outcome and case score from all of its grades.
+                let mut tx = self.begin_write().await?;
+                let id: Option<i64> = sqlx::query_scalar(
+                    "SELECT id FROM request_records WHERE run_id = $1 AND candidate_id = $2 AND case_id = $3 \
+                     AND phase = $4 AND repetition = $5 AND attempt = $6",
+                )
+                .bind(record.run_id)
+                .bind(record.candidate_id)
+                .bind(record.case_id.as_ref())
+                .bind(record.phase.as_str())
+                .bind(i64::from(record.repetition))
+                .bind(i64::from(record.attempt))
+                .fetch_optional(&mut *tx)
+                .await?;
+                let Some(id) = id else {
+                    return Err(StoreError::NotFound(format!(
+                        "request record of case {:?} (candidate {}, {}, repetition {}, attempt {}) in run {}",
+                        record.case_id,
+                        record.candidate_id,
+                        record.phase.as_str(),
+                        record.repetition,
+                        record.attempt,
+                        record.run_id
+                    )));
+                };
+                let values: Vec<rows::GradeValues<'_>> = grades
+                    .iter()
+                    .enumerate()
+                    .map(|(i, grade)| (id, i64::from(first_position) + i as i64, grade))
+                    .collect();
+                let mut qb = Self::insert_grades(&values);
+                qb.push(" ON CONFLICT (request_record_id, position) DO NOTHING");
+                let added = qb.build().execute(&mut *tx).await?.rows_affected();
+                let figures: Vec<rows::GradeFigureRow> = sqlx::query_as(
+                    "SELECT score, passed, weight, required FROM grades WHERE request_record_id = $1 ORDER BY position",
+                )
+                .bind(id)
+                .fetch_all(&mut *tx)
+                .await?;
+                let all: Vec<Grade> = figures
+                    .into_iter()
+                    .map(rows::GradeFigureRow::into_grade)
+                    .collect();
+                sqlx::query("UPDATE request_records SET case_passed = $1, case_score = $2 WHERE id = $3")
+                    .bind(case_passed(&all))
+                    .bind(case_score(&all))
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(added)
+            })
+        }
+    };
+}
+pub(crate) use record_write_queries;
+
+/// Reading records, their groups, span and progress.
+macro_rules! record_read_queries {
+    () => {
         #[tracing::instrument(level = "debug", skip(self))]
         fn list_request_records(&self, run_id: i64) -> StoreFuture<'_, Vec<RequestRecord>> {
             Box::pin(async move { self.records_in_send_order(run_id, None, None).await })
@@ -280,68 +360,6 @@ macro_rules! record_queries {
                 Ok(rows.into_iter().map(CandidateProgress::from).collect())
             })
         }
-
-        fn append_grades<'a>(
-            &'a self,
-            record: &'a RequestRecord,
-            first_position: u32,
-            grades: &'a [Grade],
-        ) -> StoreFuture<'a, u64> {
-            Box::pin(async move {
-                if grades.is_empty() {
-                    return Ok(0);
-                }
-                // One write transaction (SQLite: BEGIN IMMEDIATE, so no read lock to upgrade): the
-                // grades, then the record's outcome and case score from all of its grades.
-                let mut tx = self.begin_write().await?;
-                let id: Option<i64> = sqlx::query_scalar(
-                    "SELECT id FROM request_records WHERE run_id = $1 AND candidate_id = $2 AND case_id = $3 \
-                     AND phase = $4 AND repetition = $5 AND attempt = $6",
-                )
-                .bind(record.run_id)
-                .bind(record.candidate_id)
-                .bind(record.case_id.as_ref())
-                .bind(record.phase.as_str())
-                .bind(i64::from(record.repetition))
-                .bind(i64::from(record.attempt))
-                .fetch_optional(&mut *tx)
-                .await?;
-                let Some(id) = id else {
-                    return Err(StoreError::NotFound(format!(
-                        "request record of case {:?} (candidate {}, {}, repetition {}, attempt {}) in run {}",
-                        record.case_id,
-                        record.candidate_id,
-                        record.phase.as_str(),
-                        record.repetition,
-                        record.attempt,
-                        record.run_id
-                    )));
-                };
-                let values: Vec<rows::GradeValues<'_>> = grades
-                    .iter()
-                    .enumerate()
-                    .map(|(i, grade)| (id, i64::from(first_position) + i as i64, grade))
-                    .collect();
-                let mut qb = Self::insert_grades(&values);
-                qb.push(" ON CONFLICT (request_record_id, position) DO NOTHING");
-                let added = qb.build().execute(&mut *tx).await?.rows_affected();
-                let figures: Vec<rows::GradeFigureRow> = sqlx::query_as(
-                    "SELECT score, passed, weight, required FROM grades WHERE request_record_id = $1 ORDER BY position",
-                )
-                .bind(id)
-                .fetch_all(&mut *tx)
-                .await?;
-                let all: Vec<Grade> = figures.into_iter().map(rows::GradeFigureRow::into_grade).collect();
-                sqlx::query("UPDATE request_records SET case_passed = $1, case_score = $2 WHERE id = $3")
-                    .bind(case_passed(&all))
-                    .bind(case_score(&all))
-                    .bind(id)
-                    .execute(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                Ok(added)
-            })
-        }
     };
 }
-pub(crate) use record_queries;
+pub(crate) use record_read_queries;

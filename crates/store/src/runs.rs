@@ -1,16 +1,16 @@
 //! Run queries (runs, their candidates and event logs), written once for both backends:
-//! `run_queries!` expands to these `Store` methods and `run_helpers!` to queries other
-//! aggregates share, both in `store/mod.rs` (`impl_store!`), so their paths are written as seen
+//! `run_queries!` and `run_state_queries!` expand to the methods of `RunStore` and `run_helpers!` to queries other
+//! aggregates share, both in `lib.rs` (`impl_store!`), so their paths are written as seen
 //! from there.
 
 macro_rules! run_helpers {
-    ($db:ty) => {
+    () => {
         /// Inserts a run's candidates in order inside `tx`, each with its snapshot
         /// (`rows::CandidateSnapshot`): `snapshots[i]` when given (an import: the candidate as
         /// exported), else the candidate as stored now. Errors are the caller's to map.
         async fn insert_run_candidates(
             &self,
-            tx: &mut sqlx::Transaction<'_, $db>,
+            tx: &mut sqlx::Transaction<'_, Db<Self>>,
             run_id: i64,
             ids: &[i64],
             snapshots: Option<&[CandidateSpec]>,
@@ -26,7 +26,7 @@ macro_rules! run_helpers {
                     }
                 }
                 None => {
-                    let mut qb = sqlx::QueryBuilder::<$db>::new(concat!(
+                    let mut qb = sqlx::QueryBuilder::<Db<Self>>::new(concat!(
                         "SELECT ",
                         rows::candidate_columns!(),
                         " FROM candidates WHERE id IN ("
@@ -47,7 +47,7 @@ macro_rules! run_helpers {
                 }
             }
             let mut qb =
-                sqlx::QueryBuilder::<$db>::new("INSERT INTO run_candidates (run_id, candidate_id, position, snapshot) ");
+                sqlx::QueryBuilder::<Db<Self>>::new("INSERT INTO run_candidates (run_id, candidate_id, position, snapshot) ");
             qb.push_values(ids.iter().enumerate(), |mut b, (position, id)| {
                 b.push_bind(run_id)
                     .push_bind(*id)
@@ -93,7 +93,7 @@ macro_rules! run_helpers {
             if rows.is_empty() {
                 return Ok(Vec::new());
             }
-            let mut qb = sqlx::QueryBuilder::<$db>::new(
+            let mut qb = sqlx::QueryBuilder::<Db<Self>>::new(
                 "SELECT rc.run_id, rc.candidate_id, c.name, rc.snapshot FROM run_candidates rc \
                  JOIN candidates c ON c.id = rc.candidate_id WHERE rc.run_id IN (",
             );
@@ -120,7 +120,7 @@ macro_rules! run_helpers {
 pub(crate) use run_helpers;
 
 macro_rules! run_queries {
-    ($db:ty) => {
+    () => {
         #[tracing::instrument(level = "debug", skip(self, run), fields(name = %run.name))]
         fn create_run<'a>(&'a self, run: &'a NewRun) -> StoreFuture<'a, i64> {
             Box::pin(async move {
@@ -218,7 +218,13 @@ macro_rules! run_queries {
                     .await?)
             })
         }
+    };
+}
+pub(crate) use run_queries;
 
+/// A run's status, harness report and event log.
+macro_rules! run_state_queries {
+    () => {
         #[tracing::instrument(level = "debug", skip(self, error))]
         fn set_run_status<'a>(&'a self, id: i64, status: RunStatus, error: Option<&'a str>) -> StoreFuture<'a, ()> {
             Box::pin(async move {
@@ -314,4 +320,4 @@ macro_rules! run_queries {
         }
     };
 }
-pub(crate) use run_queries;
+pub(crate) use run_state_queries;

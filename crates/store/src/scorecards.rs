@@ -1,14 +1,14 @@
 //! Archived scorecard queries, written once for both backends: `scorecard_queries!` expands to
-//! these `Store` methods in `store/mod.rs` (`impl_store!`), so its paths are written as seen from
+//! the methods of this aggregate's trait in `lib.rs` (`impl_store!`), so its paths are written as seen from
 //! there. Saving a scorecard also replaces the run's verdicts by its profile (`verdicts.rs`).
 
 macro_rules! scorecard_queries {
-    ($db:ty) => {
+    () => {
         #[tracing::instrument(level = "debug", skip(self, scorecard), fields(run_id = scorecard.run_id))]
         fn save_scorecard<'a>(&'a self, scorecard: &'a NewScorecard) -> StoreFuture<'a, i64> {
             Box::pin(async move {
                 let (pipeline, verdicts) = rows::scorecard_json(scorecard);
-                let mut tx = self.pool().begin().await?;
+                let mut tx = self.begin().await?;
                 let id: i64 = sqlx::query_scalar(
                     "INSERT INTO scorecards (run_id, profile_id, profile_version, incumbent_candidate_id, pipeline, \
                      created_by, note, verdicts, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",

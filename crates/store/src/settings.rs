@@ -1,9 +1,9 @@
 //! Team settings and retired items (`team_settings`, `retired_items`), written once for both
-//! backends: `setting_queries!` expands to these `Store` methods in `store/mod.rs`
+//! backends: `setting_queries!` expands to the methods of this aggregate's trait in `lib.rs`
 //! (`impl_store!`), so its paths are written as seen from there.
 
 macro_rules! setting_queries {
-    ($db:ty) => {
+    () => {
         fn get_setting<'a>(&'a self, name: &'a str) -> StoreFuture<'a, Option<String>> {
             Box::pin(async move {
                 let value: Option<String> = sqlx::query_scalar("SELECT value FROM team_settings WHERE name = $1")

@@ -1,6 +1,6 @@
 //! SQLite backend (default): one file, WAL, foreign keys on, busy timeout.
 //!
-//! Write transactions start with `BEGIN IMMEDIATE` ([`SqliteStore::begin_write`]): it takes the
+//! Write transactions start with `BEGIN IMMEDIATE` (`begin_write`, its part of [`SqlBackend`]): it takes the
 //! write lock up front (waiting up to the busy timeout), so a transaction that reads before
 //! writing can never fail with SQLITE_BUSY half-way when another connection writes meanwhile.
 //! The queries themselves are shared with PostgreSQL (see `store`).
@@ -11,8 +11,8 @@ use sqlx::migrate::Migrator;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, Transaction};
 
-use super::Result;
 use super::text::TextCodec;
+use super::{Result, SqlBackend};
 use crate::domain::sealed::KeySealer;
 
 static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/sqlite");
@@ -77,9 +77,6 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
-    /// SQLite TEXT holds NUL: text is stored as it is (see `store::text`).
-    pub(crate) const TEXT: TextCodec = TextCodec::Verbatim;
-
     /// Opens `sqlite://FILE` (created if missing) or `sqlite::memory:` and applies migrations.
     pub async fn connect(url: &str, sealer: KeySealer) -> Result<Self> {
         let in_memory = super::is_in_memory(url);
@@ -110,46 +107,52 @@ impl SqliteStore {
             heads: super::HeadCache::default(),
         })
     }
+}
 
-    /// Eval-set version heads read lately.
-    pub(crate) fn heads(&self) -> &super::HeadCache {
-        &self.heads
-    }
+impl SqlBackend for SqliteStore {
+    type Db = Sqlite;
+    type Pool = SqlitePool;
 
-    /// Seals and opens stored API keys.
-    pub(crate) fn sealer(&self) -> &KeySealer {
-        &self.sealer
-    }
+    const KIND: super::Backend = super::Backend::Sqlite;
+    /// SQLite TEXT holds NUL: text is stored as it is (see `store::text`).
+    const TEXT: TextCodec = TextCodec::Verbatim;
+    const NOW_MS: &'static str = "SELECT CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
 
-    /// The connection pool, for backend-specific work outside the `Store` trait.
-    pub fn pool(&self) -> &SqlitePool {
+    fn pool(&self) -> &SqlitePool {
         &self.pool
     }
 
-    /// The database's clock, ms since the epoch (leases are compared on it).
-    pub(crate) const NOW_MS: &'static str = "SELECT CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
+    fn sealer(&self) -> &KeySealer {
+        &self.sealer
+    }
 
-    /// The transaction a worker's claim runs in: `BEGIN IMMEDIATE` takes SQLite's one write
-    /// lock, so claims never interleave.
-    pub(crate) async fn begin_coordination(&self) -> sqlx::Result<Transaction<'_, Sqlite>> {
+    fn heads(&self) -> &super::HeadCache {
+        &self.heads
+    }
+
+    async fn begin(&self) -> sqlx::Result<Transaction<'_, Sqlite>> {
+        self.pool.begin().await
+    }
+
+    /// `BEGIN IMMEDIATE` (see the module comment).
+    async fn begin_write(&self) -> sqlx::Result<Transaction<'_, Sqlite>> {
+        self.pool.begin_with("BEGIN IMMEDIATE").await
+    }
+
+    /// `BEGIN IMMEDIATE` takes SQLite's one write lock, so claims never interleave.
+    async fn begin_coordination(&self) -> sqlx::Result<Transaction<'_, Sqlite>> {
+        self.begin_write().await
+    }
+
+    /// `BEGIN IMMEDIATE` serialises it with every other write.
+    async fn begin_accounts(&self) -> sqlx::Result<Transaction<'_, Sqlite>> {
         self.begin_write().await
     }
 
     /// Nothing to refresh: this store keeps no planner statistics (no `ANALYZE` is run), SQLite's
     /// own rules pick the send-order and per-case indexes at any size, and its index-only reads
     /// need no visibility map.
-    pub(crate) async fn vacuum_record_tables(&self) -> sqlx::Result<()> {
+    async fn vacuum_record_tables(&self) -> sqlx::Result<()> {
         Ok(())
-    }
-
-    /// The transaction a change that must keep an active admin runs in: `BEGIN IMMEDIATE`
-    /// serialises it with every other write.
-    pub(crate) async fn begin_accounts(&self) -> sqlx::Result<Transaction<'_, Sqlite>> {
-        self.begin_write().await
-    }
-
-    /// Opens a write transaction with `BEGIN IMMEDIATE` (see the module comment).
-    pub(crate) async fn begin_write(&self) -> sqlx::Result<Transaction<'_, Sqlite>> {
-        self.pool.begin_with("BEGIN IMMEDIATE").await
     }
 }

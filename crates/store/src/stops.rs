@@ -1,5 +1,5 @@
 //! Candidates stopped within a run (`run_candidate_stops`), written once for both backends:
-//! `stop_queries!` expands to these `Store` methods in `store/mod.rs` (`impl_store!`), so its
+//! `stop_queries!` expands to the methods of this aggregate's trait in `lib.rs` (`impl_store!`), so its
 //! paths are written as seen from there.
 use super::text::TextCodec;
 use super::{Result, StoreError};
@@ -35,7 +35,7 @@ impl StopRow {
 }
 
 macro_rules! stop_queries {
-    ($db:ty) => {
+    () => {
         fn save_candidate_stop<'a>(&'a self, stop: &'a CandidateStop) -> StoreFuture<'a, bool> {
             Box::pin(async move {
                 let done = sqlx::query(

@@ -2,8 +2,8 @@
 //! candidate's own tokenize endpoint after its measured load ended. Records are append-only, so
 //! counts live beside them in `record_token_counts` (append-only too) and are applied whenever
 //! records are read (`attach_counts`). Written once for both backends: `token_count_queries!`
-//! expands to these `Store` methods and `token_count_helpers!` to the reads of counts that the
-//! record queries share, both in `store/mod.rs` (`impl_store!`), so their paths are written as
+//! expands to the methods of this aggregate's trait and `token_count_helpers!` to the reads of counts that the
+//! record queries share, both in `lib.rs` (`impl_store!`), so their paths are written as
 //! seen from there.
 use std::collections::HashMap;
 
@@ -119,12 +119,12 @@ impl UncountedRow {
 pub(crate) const COUNTS_PER_STATEMENT: usize = 1_000;
 
 macro_rules! token_count_helpers {
-    ($db:ty) => {
+    () => {
         /// The counts of these records (an index lookup each).
         async fn counts_for_records(&self, ids: &[i64]) -> Result<token_counts::CountsByRecord> {
             let mut rows: Vec<token_counts::CountRow> = Vec::new();
             for chunk in ids.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
-                let mut qb = sqlx::QueryBuilder::<$db>::new(concat!(
+                let mut qb = sqlx::QueryBuilder::<Db<Self>>::new(concat!(
                     "SELECT ",
                     token_counts::count_columns!(),
                     " FROM record_token_counts WHERE request_record_id IN ("
@@ -147,7 +147,7 @@ macro_rules! token_count_helpers {
 pub(crate) use token_count_helpers;
 
 macro_rules! token_count_queries {
-    ($db:ty) => {
+    () => {
         fn uncounted_records(&self, run_id: i64, candidate_id: i64) -> StoreFuture<'_, Vec<UncountedRecord>> {
             Box::pin(async move {
                 let rows: Vec<token_counts::UncountedRow> = sqlx::query_as(
@@ -179,7 +179,7 @@ macro_rules! token_count_queries {
                 let now = Timestamp::now().0;
                 let mut stored = 0;
                 for chunk in counts.chunks(token_counts::COUNTS_PER_STATEMENT) {
-                    let mut qb = sqlx::QueryBuilder::<$db>::new(
+                    let mut qb = sqlx::QueryBuilder::<Db<Self>>::new(
                         "INSERT INTO record_token_counts (request_record_id, run_id, output_tokens, \
                          reasoning_tokens, tokenizer, counted_at, chunk_tokens, chunk_attribution) ",
                     );

@@ -1,5 +1,5 @@
 //! Account queries (users, login sessions, API tokens, failed-login counts), written once for
-//! both backends: `user_queries!` expands to these `Store` methods in `store/mod.rs`
+//! both backends: the `*_queries!` macros expand to the methods of `UserStore` in `lib.rs`
 //! (`impl_store!`). Sessions and tokens are looked up by the SHA-256 of their secret; the secret
 //! itself is never stored.
 
@@ -70,7 +70,7 @@ pub(crate) fn one_user(rows_affected: u64, id: i64) -> Result<()> {
 }
 
 macro_rules! user_queries {
-    ($db:ty) => {
+    () => {
         #[tracing::instrument(level = "debug", skip(self))]
         fn count_users(&self) -> StoreFuture<'_, i64> {
             Box::pin(async move { Ok(sqlx::query_scalar("SELECT COUNT(*) FROM users").fetch_one(self.pool()).await?) })
@@ -184,7 +184,13 @@ macro_rules! user_queries {
                 users::one_user(done.rows_affected(), id)
             })
         }
+    };
+}
+pub(crate) use user_queries;
 
+/// Sessions, looked up by the hash of their id.
+macro_rules! session_queries {
+    () => {
         #[tracing::instrument(level = "debug", skip(self, id_hash))]
         fn create_session<'a>(&'a self, id_hash: &'a str, user_id: i64, now: Timestamp) -> StoreFuture<'a, ()> {
             Box::pin(async move {
@@ -249,7 +255,13 @@ macro_rules! user_queries {
                 Ok(done.rows_affected())
             })
         }
+    };
+}
+pub(crate) use session_queries;
 
+/// API tokens, looked up by the hash of their secret.
+macro_rules! token_queries {
+    () => {
         #[tracing::instrument(level = "debug", skip(self, token_hash))]
         fn create_api_token<'a>(
             &'a self,
@@ -305,18 +317,24 @@ macro_rules! user_queries {
                 let Some(token) = row.map(users::token_from_row).transpose()? else {
                     return Ok(None);
                 };
-                if token.last_used_at.is_none_or(|t| now.0 - t.0 >= crate::domain::accounts::SESSION_TOUCH_MS) {
+                if token
+                    .last_used_at
+                    .is_none_or(|t| now.0 - t.0 >= crate::domain::accounts::SESSION_TOUCH_MS)
+                {
                     sqlx::query("UPDATE api_tokens SET last_used_at = $1 WHERE id = $2")
                         .bind(now.0)
                         .bind(token.id)
                         .execute(self.pool())
                         .await?;
                 }
-                let user: Option<users::UserRow> =
-                    sqlx::query_as(concat!("SELECT ", users::user_columns!(), " FROM users u WHERE u.id = $1"))
-                        .bind(token.user_id)
-                        .fetch_optional(self.pool())
-                        .await?;
+                let user: Option<users::UserRow> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    users::user_columns!(),
+                    " FROM users u WHERE u.id = $1"
+                ))
+                .bind(token.user_id)
+                .fetch_optional(self.pool())
+                .await?;
                 Ok(user.map(users::user_from_row).transpose()?.map(|u| (u, token)))
             })
         }
@@ -345,37 +363,13 @@ macro_rules! user_queries {
                 Ok(done.rows_affected())
             })
         }
+    };
+}
+pub(crate) use token_queries;
 
-        #[tracing::instrument(level = "debug", skip(self))]
-        fn login_failures<'a>(&'a self, username: &'a str, address: &'a str) -> StoreFuture<'a, Option<(i64, Timestamp)>> {
-            Box::pin(async move {
-                let row: Option<(i64, i64)> = sqlx::query_as(
-                    "SELECT failures, last_failure_at FROM login_failures WHERE username = $1 AND address = $2",
-                )
-                .bind(username)
-                .bind(address)
-                .fetch_optional(self.pool())
-                .await?;
-                Ok(row.map(|(n, at)| (n, Timestamp(at))))
-            })
-        }
-
-        #[tracing::instrument(level = "debug", skip(self))]
-        fn record_login_failure<'a>(&'a self, username: &'a str, address: &'a str, now: Timestamp) -> StoreFuture<'a, i64> {
-            Box::pin(async move {
-                Ok(sqlx::query_scalar(
-                    "INSERT INTO login_failures (username, address, failures, last_failure_at) VALUES ($1, $2, 1, $3) \
-                     ON CONFLICT (username, address) DO UPDATE SET failures = login_failures.failures + 1, \
-                     last_failure_at = excluded.last_failure_at RETURNING failures",
-                )
-                .bind(username)
-                .bind(address)
-                .bind(now.0)
-                .fetch_one(self.pool())
-                .await?)
-            })
-        }
-
+/// Changes that must keep an active admin.
+macro_rules! admin_queries {
+    () => {
         #[tracing::instrument(level = "debug", skip(self))]
         fn change_user_keeping_an_admin(
             &self,
@@ -421,11 +415,52 @@ macro_rules! user_queries {
                             .await?
                     }
                     // Sessions and tokens go with the user (ON DELETE CASCADE).
-                    AdminChange::Remove => sqlx::query("DELETE FROM users WHERE id = $1").bind(id).execute(&mut *tx).await?,
+                    AdminChange::Remove => {
+                        sqlx::query("DELETE FROM users WHERE id = $1")
+                            .bind(id)
+                            .execute(&mut *tx)
+                            .await?
+                    }
                 };
                 users::one_user(done.rows_affected(), id)?;
                 tx.commit().await?;
                 Ok(true)
+            })
+        }
+    };
+}
+pub(crate) use admin_queries;
+
+/// Failed logins and the throttle built on them.
+macro_rules! login_queries {
+    () => {
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn login_failures<'a>(&'a self, username: &'a str, address: &'a str) -> StoreFuture<'a, Option<(i64, Timestamp)>> {
+            Box::pin(async move {
+                let row: Option<(i64, i64)> = sqlx::query_as(
+                    "SELECT failures, last_failure_at FROM login_failures WHERE username = $1 AND address = $2",
+                )
+                .bind(username)
+                .bind(address)
+                .fetch_optional(self.pool())
+                .await?;
+                Ok(row.map(|(n, at)| (n, Timestamp(at))))
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn record_login_failure<'a>(&'a self, username: &'a str, address: &'a str, now: Timestamp) -> StoreFuture<'a, i64> {
+            Box::pin(async move {
+                Ok(sqlx::query_scalar(
+                    "INSERT INTO login_failures (username, address, failures, last_failure_at) VALUES ($1, $2, 1, $3) \
+                     ON CONFLICT (username, address) DO UPDATE SET failures = login_failures.failures + 1, \
+                     last_failure_at = excluded.last_failure_at RETURNING failures",
+                )
+                .bind(username)
+                .bind(address)
+                .bind(now.0)
+                .fetch_one(self.pool())
+                .await?)
             })
         }
 
@@ -540,4 +575,4 @@ macro_rules! user_queries {
         }
     };
 }
-pub(crate) use user_queries;
+pub(crate) use login_queries;

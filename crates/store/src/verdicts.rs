@@ -1,6 +1,6 @@
 //! Verdicts of runs by threshold profiles (`run_verdicts`), written once for both backends:
-//! `verdict_queries!` expands to these `Store` methods and `verdict_helpers!` to the replacement
-//! that saving a scorecard shares, both in `store/mod.rs` (`impl_store!`), so their paths are
+//! `verdict_queries!` expands to the methods of this aggregate's trait and `verdict_helpers!` to the replacement
+//! that saving a scorecard shares, both in `lib.rs` (`impl_store!`), so their paths are
 //! written as seen from there.
 //!
 //! One row per (run, profile, candidate) holds the latest judgement of the run by the profile,
@@ -54,10 +54,10 @@ pub fn parse_verdict(s: &str) -> Option<Verdict> {
 }
 
 macro_rules! verdict_helpers {
-    ($db:ty) => {
+    () => {
         /// Replaces the run's verdicts by the profile (inside the caller's transaction).
         async fn replace_verdicts(
-            conn: &mut <$db as sqlx::Database>::Connection,
+            conn: &mut <Db<Self> as sqlx::Database>::Connection,
             run_id: i64,
             profile_id: i64,
             profile_version: u32,
@@ -73,7 +73,7 @@ macro_rules! verdict_helpers {
                 return Ok(());
             }
             let now = Timestamp::now().0;
-            let mut qb = sqlx::QueryBuilder::<$db>::new(
+            let mut qb = sqlx::QueryBuilder::<Db<Self>>::new(
                 "INSERT INTO run_verdicts (run_id, profile_id, candidate_id, profile_version, verdict, \
                  scorecard_id, judged_at) ",
             );
@@ -96,7 +96,7 @@ macro_rules! verdict_helpers {
 pub(crate) use verdict_helpers;
 
 macro_rules! verdict_queries {
-    ($db:ty) => {
+    () => {
         fn save_run_verdicts<'a>(
             &'a self,
             run_id: i64,
@@ -105,7 +105,7 @@ macro_rules! verdict_queries {
             verdicts: &'a [RecordedVerdict],
         ) -> StoreFuture<'a, ()> {
             Box::pin(async move {
-                let mut tx = self.pool().begin().await?;
+                let mut tx = self.begin().await?;
                 Self::replace_verdicts(&mut tx, run_id, profile_id, profile_version, None, verdicts)
                     .await
                     .map_err(|e| {
@@ -121,7 +121,7 @@ macro_rules! verdict_queries {
                 if run_ids.is_empty() {
                     return Ok(Vec::new());
                 }
-                let mut qb = sqlx::QueryBuilder::<$db>::new(
+                let mut qb = sqlx::QueryBuilder::<Db<Self>>::new(
                     "SELECT run_id, profile_id, candidate_id, profile_version, verdict, scorecard_id, judged_at \
                      FROM run_verdicts WHERE profile_id = ",
                 );

@@ -18,6 +18,7 @@ use bakeoff::store::DynStore;
 use serde_json::json;
 
 use crate::support::db::{TempDirGuard, sqlite_store};
+use crate::support::recipe::RecipeGate;
 use crate::support::runs::run_to_end_within;
 
 /// The name every server here serves its model under.
@@ -622,67 +623,15 @@ pub async fn shared_prefix(engine: &Engine, server: &ServerProcess, at_least: u3
 /// server's tokenize endpoint the recipe declares. Every request must succeed (what a 135M model
 /// answers is not the point); the verdict is GO and the JUnit report has no failure.
 pub async fn recipe_gates(recipe: &str, address: &str, model_line: &str, server: &ServerProcess, candidate: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let write = |name: &str, text: &str| {
-        let path = dir.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        path.display().to_string()
+    let gate = RecipeGate {
+        recipe,
+        replace: vec![
+            (address.into(), server.base_url()),
+            (model_line.into(), format!("model = \"{MODEL}\"")),
+        ],
+        evalset: ("real-engine-smoke.jsonl", SMOKE),
+        timeout_secs: 120,
+        candidate,
     };
-    let text = std::fs::read_to_string(format!("{}/docs/recipes/{recipe}", env!("CARGO_MANIFEST_DIR"))).unwrap();
-    assert!(
-        text.contains(address) && text.contains(model_line),
-        "{recipe} no longer says {address} and {model_line}: update this test"
-    );
-    let text = text
-        .replace(address, &server.base_url())
-        .replace(model_line, &format!("model = \"{MODEL}\""));
-    let candidates = write("candidates.toml", &text);
-    let evalset = write("real-engine-smoke.jsonl", SMOKE);
-    let profile = write(
-        "profile.toml",
-        "bakeoff_profile = 1\nname = \"answers\"\n[[rule]]\nmetric = \"failure_rate\"\ncomparator = \"<\"\nvalue = 50\n",
-    );
-    let settings = write(
-        "settings.toml",
-        "bakeoff_settings = 1\nconcurrency = 2\nwarmup_requests = 1\nretries = 0\ntimeout_secs = 120\n",
-    );
-    let (report_json, junit) = (dir.path().join("report.json"), dir.path().join("report.xml"));
-    let db = format!("sqlite://{}", dir.path().join("gate.db").display());
-    let args: Vec<String> = [
-        "run",
-        "start",
-        "--evalset",
-        &evalset,
-        "--candidates",
-        &candidates,
-        "--profile",
-        &profile,
-        "--settings",
-        &settings,
-        "--report-json",
-        &report_json.display().to_string(),
-        "--report-junit",
-        &junit.display().to_string(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let out = tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        crate::gate::bakeoff(&args, &db)
-    })
-    .await
-    .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(out.status.code(), Some(0), "{recipe}: {said}\n{}", server.log_tail());
-    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report_json).unwrap()).unwrap();
-    assert_eq!(report["exit_code"], 0, "{report}");
-    assert_eq!(report["candidates"][0]["name"], candidate, "{report}");
-    assert_eq!(report["candidates"][0]["verdict"], "GO", "{report}");
-    let junit = std::fs::read_to_string(&junit).unwrap();
-    assert!(junit.contains("<testcase") && !junit.contains("<failure"), "{junit}");
+    crate::support::recipe::recipe_gates(gate, || server.log_tail()).await;
 }

@@ -8,9 +8,8 @@ use bakeoff::domain::Timestamp;
 use bakeoff::domain::calibers::HarnessReport;
 use bakeoff::domain::candidate::CandidateDraft;
 use bakeoff::domain::evalset::EvalSetFile;
-use bakeoff::domain::grading::Grade;
 use bakeoff::domain::metrics::Distribution;
-use bakeoff::domain::run::{NewRun, Phase, RecordTexts, RequestRecord, RunConfig, RunStatus, TokenSource};
+use bakeoff::domain::run::{NewRun, RequestRecord, RunConfig, RunStatus, TokenSource};
 use bakeoff::engine::run::Runner;
 use bakeoff::store::DynStore;
 use bakeoff::web::security::Security;
@@ -448,49 +447,24 @@ pub fn record(run_id: i64, candidate_id: i64, case_id: &str, output: &str, passe
     RequestRecord {
         run_id,
         candidate_id,
-        case_id: case_id.into(),
-        phase: Phase::Quality,
-        repetition: 0,
-        attempt: 0,
         concurrency: 4,
-        is_warmup: false,
         sent_at_us,
-        client_queue_us: 0,
         connect_us: Some(300).into(),
         connection_reused: Some(false),
         headers_us: Some(20_000).into(),
         first_chunk_us: Some(40_000).into(),
-        first_reasoning_us: None.into(),
         first_content_us: Some(40_000).into(),
         last_token_us: Some(240_000).into(),
         end_us: Some(250_000).into(),
         chunks: vec![(40_000, 1), (240_000, 19)].into(),
-        http_status: Some(200),
-        finish_reason: Some("stop".into()),
         input_tokens: Some(12),
         output_tokens: Some(20),
         output_tokens_source: Some(TokenSource::Usage),
-        reasoning_tokens: None,
-        canonical_tokens: None,
         output_chars: output.chars().count() as u32,
-        texts: RecordTexts {
-            output: output.into(),
-            ..Default::default()
-        }
-        .into(),
-        error_class: None,
-        grades: vec![Grade {
-            grader: "exact".into(),
-            score: if passed { 1.0 } else { 0.0 },
-            passed,
-            reason: String::new(),
-            detail: None,
-            weight: 1.0,
-            required: true,
-        }],
-        chunk_attribution: None,
-        cut: None,
+        ..RequestRecord::test_quality(case_id)
     }
+    .with_output(output)
+    .graded_exact(passed)
 }
 
 /// A harness report as an 8-core "bench-host" would store it after 40 requests: reliable, or

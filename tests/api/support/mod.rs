@@ -5,5 +5,7 @@ pub mod checked;
 pub mod cli;
 pub mod db;
 pub mod proxy;
+pub mod recipe;
 pub mod runs;
 pub mod serve;
+pub mod wait;

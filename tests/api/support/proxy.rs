@@ -136,8 +136,18 @@ impl FaultProxy {
 
     /// Forwards nothing, and resets nothing, for `duration`; then goes on where it stopped.
     pub async fn blackhole_for(&self, duration: Duration) {
-        self.blackholed.send_replace(true);
+        self.blackhole_on();
         tokio::time::sleep(duration).await;
+        self.blackhole_off();
+    }
+
+    /// Forwards nothing, and resets nothing, until [`FaultProxy::blackhole_off`].
+    pub fn blackhole_on(&self) {
+        self.blackholed.send_replace(true);
+    }
+
+    /// Goes on where the blackhole stopped it.
+    pub fn blackhole_off(&self) {
         self.blackholed.send_replace(false);
     }
 

@@ -95,6 +95,20 @@ impl Grade {
     fn pass_fail(spec: &GraderSpec, passed: bool, reason: impl AsRef<str>) -> Grade {
         Grade::new(spec, if passed { 1.0 } else { 0.0 }, passed, reason)
     }
+
+    /// Test fixture: a required `exact` grade of weight 1, score 1 or 0, no reason.
+    #[doc(hidden)]
+    pub fn test_exact(passed: bool) -> Grade {
+        Grade {
+            grader: "exact".into(),
+            score: if passed { 1.0 } else { 0.0 },
+            passed,
+            reason: String::new(),
+            detail: None,
+            weight: 1.0,
+            required: true,
+        }
+    }
 }
 
 /// Grades `output` against the case's `expected` value with one grader. Pure and total: every

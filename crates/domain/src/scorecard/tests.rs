@@ -6,7 +6,7 @@ use crate::Timestamp;
 use crate::candidate::{CandidateSpec, ClaimedFigure, Pricing};
 use crate::grading::Grade;
 use crate::pipeline::Stage;
-use crate::run::{ErrorClass, Phase, RecordTexts, TokenSource};
+use crate::run::{ErrorClass, Phase, TokenSource};
 
 fn rule(metric: &str, comparator: Comparator, value: f64) -> ThresholdRule {
     ThresholdRule {
@@ -244,42 +244,20 @@ fn exact_grade(passed: bool) -> Grade {
 fn records(candidate_id: i64, e2e_ms: i64, right: &[bool]) -> Vec<RequestRecord> {
     (0..10)
         .map(|i| RequestRecord {
-            run_id: 1,
             candidate_id,
-            case_id: format!("c{i}").into(),
-            phase: Phase::Quality,
-            repetition: 0,
-            attempt: 0,
             concurrency: 2,
-            is_warmup: false,
             sent_at_us: (i as i64 / 2) * e2e_ms * 1000,
-            client_queue_us: 0,
-            connect_us: None.into(),
-            connection_reused: None,
             headers_us: Some(50_000).into(),
             first_chunk_us: Some(100_000).into(),
-            first_reasoning_us: None.into(),
             first_content_us: Some(100_000).into(),
             last_token_us: Some(e2e_ms * 1000).into(),
             end_us: Some(e2e_ms * 1000).into(),
-            chunks: Default::default(),
-            http_status: Some(200),
-            finish_reason: Some("stop".into()),
             input_tokens: Some(100),
             output_tokens: Some(50),
             output_tokens_source: Some(TokenSource::Usage),
-            reasoning_tokens: None,
-            canonical_tokens: None,
             output_chars: 200,
-            texts: RecordTexts {
-                output: "x".into(),
-                ..Default::default()
-            }
-            .into(),
-            error_class: None,
             grades: vec![exact_grade(right[i])],
-            chunk_attribution: None,
-            cut: None,
+            ..RequestRecord::test_quality(&format!("c{i}")).with_output("x")
         })
         .collect()
 }

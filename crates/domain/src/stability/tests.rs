@@ -2,49 +2,25 @@ use super::consistency::*;
 use super::failures::*;
 use super::trend::*;
 use super::*;
-use crate::grading::Grade;
-use crate::run::{ErrorClass, RecordTexts, TokenSource, join_repetition};
+use crate::run::{ErrorClass, TokenSource, join_repetition};
 
 /// A successful record sent at `sent_s`, taking `e2e_ms`, with `tokens` out.
 fn rec(case: &str, repetition: u32, sent_s: f64, e2e_ms: f64, tokens: u32) -> RequestRecord {
     let end = (e2e_ms * 1000.0) as i64;
     RequestRecord {
-        run_id: 1,
         candidate_id: 7,
-        case_id: case.into(),
-        phase: Phase::Quality,
         repetition,
-        attempt: 0,
-        concurrency: 1,
-        is_warmup: false,
         sent_at_us: (sent_s * 1e6) as i64,
-        client_queue_us: 0,
-        connect_us: None.into(),
         connection_reused: Some(true),
         headers_us: Some(end / 10).into(),
         first_chunk_us: Some(end / 5).into(),
-        first_reasoning_us: None.into(),
         first_content_us: Some(end / 5).into(),
         last_token_us: Some(end).into(),
         end_us: Some(end).into(),
-        chunks: Default::default(),
-        http_status: Some(200),
-        finish_reason: Some("stop".into()),
         input_tokens: Some(10),
         output_tokens: Some(tokens),
         output_tokens_source: Some(TokenSource::Usage),
-        reasoning_tokens: None,
-        canonical_tokens: None,
-        output_chars: 0,
-        texts: RecordTexts {
-            output: "answer".into(),
-            ..Default::default()
-        }
-        .into(),
-        error_class: None,
-        grades: vec![],
-        chunk_attribution: None,
-        cut: None,
+        ..RequestRecord::test_quality(case).with_output("answer")
     }
 }
 
@@ -54,18 +30,8 @@ fn failed(mut r: RequestRecord, class: ErrorClass) -> RequestRecord {
     r
 }
 
-fn graded(mut r: RequestRecord, passed: bool, output: &str) -> RequestRecord {
-    r.texts.get_mut().output = output.into();
-    r.grades = vec![Grade {
-        grader: "exact".into(),
-        score: if passed { 1.0 } else { 0.0 },
-        passed,
-        reason: String::new(),
-        detail: None,
-        weight: 1.0,
-        required: true,
-    }];
-    r
+fn graded(r: RequestRecord, passed: bool, output: &str) -> RequestRecord {
+    r.with_output(output).graded_exact(passed)
 }
 
 #[test]
