@@ -4,3 +4,10 @@
 ALTER TABLE request_records ADD COLUMN clock TEXT;
 -- A PEM file of CA certificates trusted for the candidate's https besides the system's.
 ALTER TABLE candidates ADD COLUMN tls_ca_file TEXT;
+
+-- Records stay append-only: the new column gets a guard of its own, as 0028's do.
+CREATE TRIGGER request_records_append_only_0029 BEFORE UPDATE OF clock
+    ON request_records
+BEGIN
+    SELECT RAISE(ABORT, 'request_records is append-only: a stored record is never updated');
+END;

@@ -44,7 +44,7 @@ pub struct MeasureFlags {
     /// The model name the server expects.
     #[arg(long)]
     pub model: String,
-    /// openai-chat, openai-completions or anthropic.
+    /// openai-chat, openai-completions, anthropic, openai-responses or azure-openai.
     #[arg(long, default_value = "openai-chat", value_parser = parse_api)]
     pub api: ProviderKind,
     /// Name of the environment variable holding the API key (the key itself is never a flag).
@@ -158,7 +158,9 @@ pub struct MeasureFlags {
 }
 
 fn parse_api(s: &str) -> Result<ProviderKind, String> {
-    ProviderKind::parse(s).ok_or_else(|| format!("unknown API {s:?}: use openai-chat, openai-completions or anthropic"))
+    ProviderKind::parse(s).ok_or_else(|| {
+        format!("unknown API {s:?}: use openai-chat, openai-completions, anthropic, openai-responses or azure-openai")
+    })
 }
 
 /// The run configuration the flags describe, checked by the run form's own rules (the same
@@ -450,6 +452,7 @@ fn candidate_spec(args: &MeasureFlags) -> anyhow::Result<(CandidateSpec, String)
             ),
             None => None,
         },
+        wire: Default::default(),
     };
     Ok((spec, host))
 }

@@ -14,7 +14,10 @@ use super::security::CurrentUser;
 use super::views::{FieldKind, FieldView, Fieldset, FormBody};
 use crate::app::AppError;
 use crate::app::candidates::{self, Source};
-use crate::domain::candidate::{Candidate, CandidateDraft, CandidateSpec, ProviderKind, Secret, TokenizeKind};
+use crate::domain::candidate::{
+    Candidate, CandidateDraft, CandidateSpec, HeaderText, ProviderKind, Secret, TokenizeKind,
+};
+use crate::domain::reasoning::ReasoningInContent;
 use crate::domain::retirement::ItemKind;
 use crate::domain::validation::FieldErrors;
 
@@ -57,11 +60,18 @@ pub fn key_status(spec: &CandidateSpec) -> String {
         Some(last4) => format!("set · last 4 {last4}"),
         None => "set".to_string(),
     };
-    match (&spec.api_key, &spec.api_key_env) {
+    let key = match (&spec.api_key, &spec.api_key_env) {
         (Some(key), Some(var)) => format!("{} (env {var} unused)", set(key)),
         (Some(key), None) => set(key),
         (None, Some(var)) => format!("from env {var}"),
         (None, None) => "none".to_string(),
+    };
+    // Secret headers by name only.
+    let secret: Vec<&str> = spec.wire.secret_headers().into_iter().map(|(name, _)| name).collect();
+    if secret.is_empty() {
+        key
+    } else {
+        format!("{key} · secret headers: {}", secret.join(", "))
     }
 }
 
@@ -190,6 +200,19 @@ impl CandidateFormPage {
                     .map(|k| (k.as_str().to_string(), k.label().to_string())),
             )
             .collect();
+        let reasoning_modes = ReasoningInContent::ALL
+            .iter()
+            .map(|m| (m.as_str().to_string(), m.label().to_string()))
+            .collect();
+        let secret_headers_help = match editing {
+            Some((_, spec)) if spec.wire.secrets().next().is_some() => {
+                "Secret headers are stored (names: see the candidate page). Leave blank to keep them; type \
+                 Name: value lines to replace them all. Never shown again."
+            }
+            _ => {
+                "One Name: value a line, e.g. X-Gateway-Token: … Sealed like the API key: never shown, logged or exported."
+            }
+        };
         let key_help = match editing {
             Some((_, spec)) if spec.api_key.is_some() => {
                 "A key is stored. Leave blank to keep it; type a new one to replace it. It is never shown again."
@@ -241,6 +264,8 @@ impl CandidateFormPage {
                          absolute path, on the machine bakeoff runs on, to a PEM file of the CA certificates to trust \
                          besides the system's. Blank: the system's only.",
                     ),
+                    // Like the key: never echoed back.
+                    field("secret_headers", "Secret headers", FieldKind::TextArea, "").help(secret_headers_help),
                 ],
             },
             Fieldset {
@@ -258,6 +283,23 @@ impl CandidateFormPage {
                         &draft.extra_body,
                     )
                     .help("Merged into every request body, e.g. {\"top_p\": 0.9}"),
+                    field(
+                        "reasoning_in_content",
+                        "Reasoning in the content",
+                        FieldKind::Select,
+                        &draft.reasoning_in_content,
+                    )
+                    .options(reasoning_modes)
+                    .help(
+                        "Servers without a reasoning parser leave a reasoning model's thinking in the answer \
+                         (<think>…</think>). Auto recognises a reasoning tag at the start of the content; always \
+                         suits servers whose chat template puts <think> in the prompt (the answer then holds only \
+                         …</think>); never keeps the content whole.",
+                    ),
+                    field("headers", "Extra headers", FieldKind::TextArea, &draft.headers).help(
+                        "One Name: value a line, sent with every request (e.g. a gateway's X-Team). Credentials \
+                         belong among the secret headers.",
+                    ),
                 ],
             },
             Fieldset {
@@ -423,6 +465,20 @@ async fn update(
         c.spec.api_key.as_ref()
     };
     let spec = match draft.validate(kept) {
+        // A blank secret-headers field keeps the stored ones (as a blank key field keeps the key).
+        Ok(mut spec) if draft.secret_headers.trim().is_empty() && body.get("clear_secret_headers").is_none() => {
+            let kept: Vec<_> = c
+                .spec
+                .wire
+                .headers
+                .iter()
+                .filter(|h| matches!(h.value, HeaderText::Secret(_)))
+                .filter(|h| !spec.wire.headers.iter().any(|p| p.name.eq_ignore_ascii_case(&h.name)))
+                .cloned()
+                .collect();
+            spec.wire.headers.extend(kept);
+            spec
+        }
         Ok(spec) => spec,
         Err(errors) => {
             return Ok(invalid(CandidateFormPage::build(

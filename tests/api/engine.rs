@@ -1191,3 +1191,66 @@ async fn a_token_is_timed_when_it_reached_the_machine_not_when_a_busy_client_rea
     // The end came 500 ms (at least) after the token: it is timed as it arrived.
     assert!(x.end_us.unwrap() >= x.first_content_us.unwrap() + 500_000);
 }
+
+/// Reasoning in the content (issue 53, item 3) through the real client: the opening and
+/// closing tags split across events that arrive 40 ms apart. The reasoning starts at the first
+/// event (its bytes were the tag's start), the answer at the last one.
+#[tokio::test]
+async fn think_tags_split_across_events_time_the_answer_from_its_first_byte() {
+    let pause = Duration::from_millis(40);
+    let server = raw_server(vec![
+        sse_head(),
+        Step::Write(chat_chunk("  <th").into_bytes()),
+        Step::Pause(pause),
+        Step::Write(chat_chunk("ink>hm, 2<3 </thin").into_bytes()),
+        Step::Pause(pause),
+        Step::Write(chat_chunk("k>\n\n").into_bytes()),
+        Step::Pause(pause),
+        Step::Write(chat_chunk("yes </think>").into_bytes()),
+        Step::Write(b"data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n".to_vec()),
+    ])
+    .await;
+    let file = evalset(1);
+    let mut spec = candidate_spec("raw", ProviderKind::OpenAiChat, &server.base_url, "m");
+    let params = RequestParams {
+        max_tokens: Some(16),
+        temperature: None,
+        stream: true,
+    };
+    let request = prepare(&spec, spec.api_key.as_ref(), &file, &file.cases[0], &params).unwrap();
+    let client = CandidateClient::new(&spec, 1, short_timeouts()).unwrap();
+    let x = client.send(&request, 0).await;
+    assert!(x.succeeded(), "{}", detail(&x));
+    // "</thin" + "k>" is the closing tag, split across two events.
+    assert_eq!((x.reasoning.as_str(), x.output.as_str()), ("hm, 2<3 ", "yes </think>"));
+    let recognised = x.content_reasoning.expect("recognised");
+    assert!(recognised.opened && recognised.closed);
+    assert_eq!(
+        x.first_reasoning_us, x.first_chunk_us,
+        "the reasoning began with the tag's first bytes"
+    );
+    let (reasoning, answer) = (x.first_reasoning_us.unwrap(), x.first_content_us.unwrap());
+    assert!(answer - reasoning >= 3 * 40_000, "{reasoning} {answer}");
+    assert_eq!(x.chunks.len(), 4, "every event with text carried a token");
+    assert_eq!(x.output_tokens_source, Some(TokenSource::Chunks));
+
+    // The same stream under `never`: the tags are the answer, which starts at once.
+    spec.wire.reasoning_in_content = bakeoff::domain::reasoning::ReasoningInContent::Never;
+    let client = CandidateClient::new(&spec, 1, short_timeouts()).unwrap();
+    let x = client.send(&request, 0).await;
+    assert!(x.output.starts_with("  <think>hm"), "{}", x.output);
+    assert_eq!(x.first_content_us, x.first_chunk_us);
+    assert!(x.content_reasoning.is_none() && x.reasoning.is_empty());
+
+    // A stream that never closes its reasoning: no answer, and the error says why.
+    let server = raw_server(vec![
+        sse_head(),
+        Step::Write(chat_chunk("<think>still going").into_bytes()),
+        Step::Write(b"data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"length\"}]}\n\ndata: [DONE]\n\n".to_vec()),
+    ])
+    .await;
+    let x = send_once(ProviderKind::OpenAiChat, &server.base_url, true, short_timeouts()).await;
+    assert_eq!(class(&x), Some(ErrorClass::EmptyOutput));
+    assert!(detail(&x).contains("never closed"), "{}", detail(&x));
+    assert_eq!(x.reasoning, "still going");
+}

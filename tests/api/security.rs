@@ -463,11 +463,30 @@ async fn a_planted_key_is_only_ciphertext_at_rest_and_appears_on_no_get_route(db
             ("base_url", &base_url),
             ("model", "right"),
             ("api_key", PLANTED),
+            // A secret header is a credential too (issue 53): sealed, sent, never shown.
+            ("secret_headers", "X-Gateway-Token: gw-PLANTED-header-77a1"),
+            ("headers", "X-Team: search"),
         ],
     )
     .await
     .unwrap();
     assert_eq!(r.status(), 303, "{backend}");
+    let raw_headers = {
+        use sqlx::Connection;
+        let sql = "SELECT headers FROM candidates";
+        let rows: Vec<Option<String>> = if backend == "sqlite" {
+            let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+            sqlx::query_scalar(sql).fetch_all(&mut conn).await.unwrap()
+        } else {
+            let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+            sqlx::query_scalar(sql).fetch_all(&mut conn).await.unwrap()
+        };
+        rows.into_iter().flatten().collect::<Vec<_>>().join("")
+    };
+    assert!(
+        raw_headers.contains("sealed:v2:") && !raw_headers.contains("PLANTED") && raw_headers.contains("search"),
+        "{backend}: the secret header is ciphertext at rest: {raw_headers}"
+    );
     let candidate = app.store.list_candidates().await.unwrap()[0].id;
     assert_eq!(
         app.store
@@ -515,6 +534,18 @@ async fn a_planted_key_is_only_ciphertext_at_rest_and_appears_on_no_get_route(db
         .await
         .status;
     assert_eq!(status.as_str(), "finished", "{backend}");
+    // The mock was sent both headers (it logs their names, never a value).
+    let truth: serde_json::Value = reqwest::get(format!("{}/mock/requests", mock.root_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let names = &truth["requests"].as_array().unwrap().last().unwrap()["header_names"];
+    assert!(
+        names.as_array().unwrap().iter().any(|n| n == "x-gateway-token") && names.to_string().contains("x-team"),
+        "{backend}: {names}"
+    );
     let profile = profile_query(&app).await;
     let profile: i64 = profile.trim_start_matches("profile=").parse().unwrap();
     let scorecard = app
@@ -726,6 +757,7 @@ async fn a_planted_key_appears_in_no_log_line() {
             ("base_url", url),
             ("model", "m"),
             ("api_key", key),
+            ("secret_headers", "X-Gateway-Token: gw-PLANTED-log-header"),
         ]
     };
     assert_eq!(

@@ -48,6 +48,7 @@ fn full_candidate(name: &str) -> CandidateSpec {
         notes: Some("快速模型 — fast".into()),
         tokenize: None,
         tls_ca_file: None,
+        wire: Default::default(),
         ..candidate(name)
     }
 }

@@ -205,6 +205,35 @@ pub async fn save(
             }
         }
     };
+    // Secret headers are audited by name only.
+    let names = |spec: Option<&CandidateSpec>| -> Vec<String> {
+        spec.map(|s| {
+            s.wire
+                .secret_headers()
+                .into_iter()
+                .map(|(n, _)| n.to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+    };
+    let stored = store.get_candidate(id).await?;
+    let (was, now) = (names(before.map(|c| &c.spec)), names(stored.as_ref().map(|c| &c.spec)));
+    let changed = match (before, stored.as_ref()) {
+        (Some(b), Some(s)) => b.spec.wire.secret_headers() != s.spec.wire.secret_headers(),
+        (None, _) => !now.is_empty(),
+        _ => false,
+    };
+    if changed && outcome != Outcome::Unchanged {
+        let shown = |n: &[String]| if n.is_empty() { "none".to_string() } else { n.join(", ") };
+        store
+            .append_audit(&audit(
+                Action::CandidateKeySet,
+                id,
+                &name,
+                format!("secret headers {} → {}", shown(&was), shown(&now)),
+            ))
+            .await?;
+    }
     if key_typed && outcome != Outcome::Unchanged {
         store
             .append_audit(&audit(Action::CandidateKeySet, id, &name, String::new()))

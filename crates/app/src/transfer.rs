@@ -15,6 +15,7 @@ use crate::AppError;
 use crate::domain::Timestamp;
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{ClaimedFigure, Conditions, Pricing, ProviderKind, TokenizeEndpoint};
+use crate::domain::reasoning::ReasoningInContent;
 use crate::domain::run::{RequestRecord, RunConfig, RunStatus, StopStage};
 use crate::store::Store;
 
@@ -108,6 +109,13 @@ pub struct ExportedCandidate {
     /// The CA file trusted for its `https` (a path on the exporting machine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_ca_file: Option<String>,
+    /// The reasoning-in-content switch (absent: auto, as before it existed).
+    #[serde(default, skip_serializing_if = "is_auto")]
+    pub reasoning_in_content: ReasoningInContent,
+}
+
+fn is_auto(mode: &ReasoningInContent) -> bool {
+    *mode == ReasoningInContent::Auto
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -295,6 +303,7 @@ async fn export_head(store: &dyn Store, run_id: i64) -> Result<RunExport, AppErr
                 notes: s.notes,
                 tokenize: s.tokenize,
                 tls_ca_file: s.tls_ca_file,
+                reasoning_in_content: s.wire.reasoning_in_content,
             }
         })
         .collect();

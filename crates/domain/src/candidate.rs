@@ -2,6 +2,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Timestamp;
+use super::reasoning::ReasoningInContent;
 use super::validation::{FieldErrors, MAX_FIELD_CHARS, name, optional_number, optional_text, required_text};
 
 /// The wire protocol bakeoff speaks to a candidate.
@@ -14,13 +15,21 @@ pub enum ProviderKind {
     OpenAiCompletions,
     /// Anthropic Messages API, `POST {base}/messages`.
     Anthropic,
+    /// OpenAI's Responses API, `POST {base}/responses`.
+    OpenAiResponses,
+    /// Azure OpenAI chat completions: the base URL is a deployment's
+    /// (`https://{resource}.openai.azure.com/openai/deployments/{deployment}?api-version=…`),
+    /// the key goes in the `api-key` header.
+    AzureOpenAi,
 }
 
 impl ProviderKind {
-    pub const ALL: [ProviderKind; 3] = [
+    pub const ALL: [ProviderKind; 5] = [
         ProviderKind::OpenAiChat,
         ProviderKind::OpenAiCompletions,
         ProviderKind::Anthropic,
+        ProviderKind::OpenAiResponses,
+        ProviderKind::AzureOpenAi,
     ];
 
     pub fn as_str(&self) -> &'static str {
@@ -28,6 +37,8 @@ impl ProviderKind {
             ProviderKind::OpenAiChat => "openai-chat",
             ProviderKind::OpenAiCompletions => "openai-completions",
             ProviderKind::Anthropic => "anthropic",
+            ProviderKind::OpenAiResponses => "openai-responses",
+            ProviderKind::AzureOpenAi => "azure-openai",
         }
     }
 
@@ -36,6 +47,8 @@ impl ProviderKind {
             ProviderKind::OpenAiChat => "OpenAI-compatible chat completions",
             ProviderKind::OpenAiCompletions => "OpenAI-compatible completions",
             ProviderKind::Anthropic => "Anthropic Messages",
+            ProviderKind::OpenAiResponses => "OpenAI Responses API",
+            ProviderKind::AzureOpenAi => "Azure OpenAI chat completions (deployment URL, api-key header)",
         }
     }
 
@@ -273,6 +286,154 @@ pub struct CandidateSpec {
     /// A PEM file of CA certificates trusted for this candidate's `https` besides the system's
     /// (an in-house server with a self-signed certificate). A path on the machine bakeoff runs on.
     pub tls_ca_file: Option<String>,
+    /// How bakeoff talks to the server beyond its provider kind.
+    pub wire: WireOptions,
+}
+
+/// How bakeoff talks to a candidate's server beyond its provider kind.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WireOptions {
+    /// Where the server puts reasoning that has no field of its own (`domain::reasoning`).
+    pub reasoning_in_content: ReasoningInContent,
+    /// Headers sent with every request (a gateway's routing or team header, a second token).
+    pub headers: Vec<CustomHeader>,
+}
+
+impl WireOptions {
+    /// The secret headers' values, to redact from anything shown.
+    pub fn secrets(&self) -> impl Iterator<Item = &Secret> {
+        self.headers.iter().filter_map(|h| match &h.value {
+            HeaderText::Secret(s) => Some(s),
+            HeaderText::Plain(_) => None,
+        })
+    }
+
+    /// The secret headers as (name, value) pairs, to tell whether they changed.
+    pub fn secret_headers(&self) -> Vec<(&str, &Secret)> {
+        self.headers
+            .iter()
+            .filter_map(|h| match &h.value {
+                HeaderText::Secret(s) => Some((h.name.as_str(), s)),
+                HeaderText::Plain(_) => None,
+            })
+            .collect()
+    }
+}
+
+/// A header sent with every request to a candidate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CustomHeader {
+    pub name: String,
+    pub value: HeaderText,
+}
+
+/// A header's value: shown like any setting, or a secret (sealed at rest, never shown, logged
+/// or exported: a credential like the API key).
+#[derive(Debug, Clone, PartialEq)]
+pub enum HeaderText {
+    Plain(String),
+    Secret(Secret),
+}
+
+impl HeaderText {
+    /// The value to send.
+    pub fn expose(&self) -> &str {
+        match self {
+            HeaderText::Plain(v) => v,
+            HeaderText::Secret(s) => s.expose(),
+        }
+    }
+}
+
+/// Headers no candidate may set: HTTP's own framing and routing (hop-by-hop, `Host`,
+/// `Content-Length`), and what bakeoff's measurement states itself.
+const REFUSED_HEADERS: [&str; 13] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+    "content-type",
+    "accept",
+    "user-agent",
+];
+
+/// Names whose values are credentials: refused as plain headers (they belong among the secret
+/// ones, sealed and never shown).
+fn looks_secret(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    ["auth", "key", "token", "secret", "cookie", "password", "signature"]
+        .iter()
+        .any(|w| n.contains(w))
+}
+
+/// Parses `Name: value` lines (blank lines skipped) into headers, adding problems to `e` under
+/// `field`; `secret` marks every value a secret (and never repeats one in a message).
+pub fn parse_header_lines(e: &mut FieldErrors, field: &str, text: &str, secret: bool) -> Vec<CustomHeader> {
+    let mut out: Vec<CustomHeader> = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let at = format!("line {}", i + 1);
+        let Some((name, value)) = line.split_once(':') else {
+            e.add(field, format!("{at}: write each header as Name: value"));
+            continue;
+        };
+        let (name, value) = (name.trim(), value.trim());
+        let tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+        if name.is_empty() || name.len() > 100 || !name.chars().all(tchar) {
+            e.add(
+                field,
+                format!("{at}: {name:?} is not a header name (letters, digits, - and _)"),
+            );
+            continue;
+        }
+        if REFUSED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+            e.add(
+                field,
+                format!("{at}: {name} is set by bakeoff itself (HTTP framing or the measured request)"),
+            );
+            continue;
+        }
+        if !secret && looks_secret(name) {
+            e.add(
+                field,
+                format!("{at}: {name} looks like a credential; put it among the secret headers"),
+            );
+            continue;
+        }
+        if value.is_empty() || value.len() > 4_000 || value.chars().any(|c| c.is_control() && c != '\t') {
+            let what = if secret { "its value" } else { value };
+            e.add(
+                field,
+                format!("{at}: {name}: {what:?} is not a header value (1 to 4000 characters, no control characters)"),
+            );
+            continue;
+        }
+        if !value.is_ascii() {
+            e.add(field, format!("{at}: {name}: a header value must be ASCII"));
+            continue;
+        }
+        if out.iter().any(|h| h.name.eq_ignore_ascii_case(name)) {
+            e.add(field, format!("{at}: {name} is given twice"));
+            continue;
+        }
+        out.push(CustomHeader {
+            name: name.to_string(),
+            value: if secret {
+                HeaderText::Secret(Secret::new(value))
+            } else {
+                HeaderText::Plain(value.to_string())
+            },
+        });
+    }
+    if out.len() > 20 {
+        e.add(field, "at most 20 headers");
+    }
+    out
 }
 
 impl CandidateSpec {
@@ -296,6 +457,7 @@ impl CandidateSpec {
             notes: None,
             tokenize: None,
             tls_ca_file: None,
+            wire: WireOptions::default(),
         }
     }
 
@@ -333,6 +495,13 @@ impl CandidateSpec {
         }
         if self.api_key_env.is_some() && self.api_key_env == before.api_key_env {
             self.api_key_env = None;
+            dropped = true;
+        }
+        // Secret headers kept as they were follow the key's rule.
+        let kept_secrets =
+            !self.wire.secret_headers().is_empty() && self.wire.secret_headers() == before.wire.secret_headers();
+        if kept_secrets {
+            self.wire.headers.retain(|h| matches!(h.value, HeaderText::Plain(_)));
             dropped = true;
         }
         dropped
@@ -464,6 +633,12 @@ pub struct CandidateDraft {
     pub tokenize_path: String,
     /// An absolute path to a PEM file of CA certificates to trust besides the system's; blank: none.
     pub tls_ca_file: String,
+    /// `auto` (or blank), `always` or `never`: reasoning in the content.
+    pub reasoning_in_content: String,
+    /// Plain headers, one `Name: value` a line.
+    pub headers: String,
+    /// Secret headers, one `Name: value` a line; write-only (blank on an edit keeps them).
+    pub secret_headers: String,
 }
 
 impl CandidateDraft {
@@ -510,6 +685,18 @@ impl CandidateDraft {
                 .unwrap_or_default(),
             tokenize_path: spec.tokenize.as_ref().map(|t| t.path.clone()).unwrap_or_default(),
             tls_ca_file: opt(&spec.tls_ca_file),
+            reasoning_in_content: spec.wire.reasoning_in_content.as_str().to_string(),
+            headers: spec
+                .wire
+                .headers
+                .iter()
+                .filter_map(|h| match &h.value {
+                    HeaderText::Plain(v) => Some(format!("{}: {v}\n", h.name)),
+                    HeaderText::Secret(_) => None,
+                })
+                .collect(),
+            // Secret headers are never put back in a page.
+            secret_headers: String::new(),
         }
     }
 
@@ -521,12 +708,16 @@ impl CandidateDraft {
         let provider = match ProviderKind::parse(self.provider.trim()) {
             Some(p) => Some(p),
             None => {
-                e.add("provider", "choose one of: openai-chat, openai-completions, anthropic");
+                e.add(
+                    "provider",
+                    "choose one of: openai-chat, openai-completions, anthropic, openai-responses, azure-openai",
+                );
                 None
             }
         };
-        let base_url =
-            required_text(&mut e, "base_url", &self.base_url, 2_000).and_then(|raw| validate_base_url(&mut e, &raw));
+        let azure = provider == Some(ProviderKind::AzureOpenAi);
+        let base_url = required_text(&mut e, "base_url", &self.base_url, 2_000)
+            .and_then(|raw| validate_base_url(&mut e, &raw, azure));
         if let Some(why) = base_url.as_deref().and_then(origin_refused) {
             e.add("base_url", why);
         }
@@ -603,6 +794,18 @@ impl CandidateDraft {
         let notes = optional_text(&mut e, "notes", &self.notes, MAX_FIELD_CHARS);
         let tokenize = TokenizeEndpoint::parse(&mut e, &self.tokenize_kind, &self.tokenize_path, base_url.as_deref());
         let tls_ca_file = tls_ca_file(&mut e, &self.tls_ca_file);
+        let mut headers = parse_header_lines(&mut e, "headers", &self.headers, false);
+        for h in parse_header_lines(&mut e, "secret_headers", &self.secret_headers, true) {
+            if headers.iter().any(|p| p.name.eq_ignore_ascii_case(&h.name)) {
+                e.add("secret_headers", format!("{} is also a plain header", h.name));
+            } else {
+                headers.push(h);
+            }
+        }
+        let reasoning_in_content = ReasoningInContent::parse(&self.reasoning_in_content).unwrap_or_else(|| {
+            e.add("reasoning_in_content", "choose one of: auto, always, never");
+            ReasoningInContent::Auto
+        });
         if !e.is_empty() {
             return Err(e);
         }
@@ -622,6 +825,10 @@ impl CandidateDraft {
             notes,
             tokenize,
             tls_ca_file,
+            wire: WireOptions {
+                reasoning_in_content,
+                headers,
+            },
         })
     }
 }
@@ -648,8 +855,13 @@ fn tls_ca_file(e: &mut FieldErrors, raw: &str) -> Option<String> {
     None
 }
 
-/// An http(s) URL without credentials, query or fragment; the trailing slash is dropped.
-fn validate_base_url(e: &mut FieldErrors, raw: &str) -> Option<String> {
+/// An http(s) URL without credentials, query or fragment; the trailing slash is dropped. An
+/// Azure OpenAI URL may carry its `api-version` (the one query it takes), and a pasted
+/// `…/chat/completions` is cut back to the deployment.
+fn validate_base_url(e: &mut FieldErrors, raw: &str, azure: bool) -> Option<String> {
+    if azure {
+        return validate_azure_url(e, raw);
+    }
     match url::Url::parse(raw) {
         Ok(u) if u.scheme() != "http" && u.scheme() != "https" => {
             e.add("base_url", "must start with http:// or https://");
@@ -678,9 +890,92 @@ fn validate_base_url(e: &mut FieldErrors, raw: &str) -> Option<String> {
     }
 }
 
+/// An Azure OpenAI deployment URL: `https://{resource}.openai.azure.com/openai/deployments/{d}`
+/// with `?api-version=…` (required there), or the v1 API's `…/openai/v1` (no version).
+fn validate_azure_url(e: &mut FieldErrors, raw: &str) -> Option<String> {
+    let mut u = match url::Url::parse(raw) {
+        Ok(u) if (u.scheme() == "http" || u.scheme() == "https") && u.host_str().is_some() => u,
+        _ => {
+            e.add(
+                "base_url",
+                "must be the deployment's URL, e.g. https://RESOURCE.openai.azure.com/openai/deployments/DEPLOYMENT?api-version=2024-10-21",
+            );
+            return None;
+        }
+    };
+    if !u.username().is_empty() || u.password().is_some() || u.fragment().is_some() {
+        e.add(
+            "base_url",
+            "must not contain credentials or a fragment; use the API key field",
+        );
+        return None;
+    }
+    let pairs: Vec<(String, String)> = u.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+    let version = match pairs.as_slice() {
+        [] => None,
+        [(k, v)] if k == "api-version" && !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') => {
+            Some(v.clone())
+        }
+        _ => {
+            e.add(
+                "base_url",
+                "may carry only its api-version, e.g. ?api-version=2024-10-21",
+            );
+            return None;
+        }
+    };
+    let path = u.path().trim_end_matches('/');
+    let path = path.strip_suffix("/chat/completions").unwrap_or(path).to_string();
+    if path.contains("/openai/deployments/") && version.is_none() {
+        e.add(
+            "base_url",
+            "an Azure deployment URL needs its api-version, e.g. …/openai/deployments/DEPLOYMENT?api-version=2024-10-21",
+        );
+        return None;
+    }
+    u.set_path(&path);
+    Some(u.as_str().trim_end_matches('/').replace("/?", "?"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn azure_urls_keep_their_api_version_and_only_that() {
+        let with = |url: &str| CandidateDraft {
+            provider: "azure-openai".into(),
+            base_url: url.into(),
+            ..draft()
+        };
+        let ok = with("https://r.openai.azure.com/openai/deployments/gpt4o/chat/completions?api-version=2024-10-21")
+            .validate(None)
+            .unwrap();
+        assert_eq!(
+            ok.base_url,
+            "https://r.openai.azure.com/openai/deployments/gpt4o?api-version=2024-10-21"
+        );
+        assert_eq!(
+            with("https://r.openai.azure.com/openai/v1/")
+                .validate(None)
+                .unwrap()
+                .base_url,
+            "https://r.openai.azure.com/openai/v1"
+        );
+        for bad in [
+            "https://r.openai.azure.com/openai/deployments/gpt4o",
+            "https://r.openai.azure.com/openai/deployments/gpt4o?api-version=1&key=x",
+            "https://u:p@r.openai.azure.com/openai/v1",
+        ] {
+            assert!(with(bad).validate(None).unwrap_err().get("base_url").is_some(), "{bad}");
+        }
+        // Other providers still refuse a query.
+        let other = CandidateDraft {
+            base_url: "https://h/v1?api-version=1".into(),
+            ..draft()
+        };
+        assert!(other.validate(None).is_err());
+    }
 
     fn draft() -> CandidateDraft {
         CandidateDraft {

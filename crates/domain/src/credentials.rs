@@ -24,6 +24,8 @@ pub fn touched(before: Option<&CandidateSpec>, next: &CandidateSpec, key_typed: 
     {
         // A trusted CA decides which server the key goes to, as the base URL does.
         Some("setting or changing the TLS CA file of a candidate with an API key")
+    } else if next.wire.secret_headers() != before.map(|b| b.wire.secret_headers()).unwrap_or_default() {
+        Some("setting, changing or clearing a candidate's secret headers")
     } else {
         None
     }

@@ -979,11 +979,19 @@ pub struct RecordTexts {
     /// tokenizer may recount the record (no usage, several chunks): its chunk boundaries.
     #[serde(default, skip_serializing_if = "ChunkText::is_empty")]
     pub chunk_text: ChunkText,
+    /// Reasoning found at the start of the content (`domain::reasoning`): it was moved from the
+    /// answer (`output`) to `reasoning`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_reasoning: Option<crate::reasoning::Recognised>,
 }
 
 impl RecordTexts {
     fn is_empty(&self) -> bool {
-        self.output.is_empty() && self.reasoning.is_none() && self.error_detail.is_none() && self.chunk_text.is_empty()
+        self.output.is_empty()
+            && self.reasoning.is_none()
+            && self.error_detail.is_none()
+            && self.chunk_text.is_empty()
+            && self.content_reasoning.is_none()
     }
 }
 
@@ -1247,6 +1255,20 @@ impl RequestRecord {
 
     pub fn chunk_text(&self) -> &ChunkText {
         &self.texts.get().chunk_text
+    }
+
+    /// The reasoning recognised at the start of the content, if any (none once cut).
+    pub fn content_reasoning(&self) -> Option<crate::reasoning::Recognised> {
+        self.texts.get().content_reasoning
+    }
+
+    /// The text graders read: the answer, or with `with_reasoning` (an eval set's
+    /// `grade_reasoning`) the reasoning, a blank line, then the answer.
+    pub fn graded_text(&self, with_reasoning: bool) -> std::borrow::Cow<'_, str> {
+        match self.reasoning().filter(|r| with_reasoning && !r.is_empty()) {
+            Some(r) => format!("{r}\n\n{}", self.output()).into(),
+            None => self.output().into(),
+        }
     }
 
     /// Drops the texts no summary reads, for a read that holds many records at once (the
@@ -1523,6 +1545,7 @@ mod tests {
                 reasoning: Some("thinking… ".repeat(1_000)),
                 error_detail: Some("HTTP 500: <html>upstream overloaded</html>".into()),
                 chunk_text: ChunkText::from(&[(3, 10), (0, 12)][..]),
+                content_reasoning: None,
             }
             .into(),
             output_chars: 2 + answer.chars().count() as u32,

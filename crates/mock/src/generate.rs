@@ -22,6 +22,9 @@ pub struct Plan {
     answer_spans: Vec<Range<usize>>,
     filler: u32,
     filler_seed: u64,
+    /// Reasoning goes in the content: its first and last tokens carry `<think>` and
+    /// `</think>\n\n` (the texts of those two tokens, tags included).
+    think_tags: Option<(String, String)>,
     /// `length` when the output reached its max_tokens budget, else `stop`.
     pub finish_reason: &'static str,
 }
@@ -66,12 +69,24 @@ impl Plan {
             }
         };
         let content = answer_spans.len() as u32 + filler;
+        let think_tags = (profile.reasoning_in_content && reasoning > 0).then(|| {
+            let piece = |i| filler_token(filler_seed ^ REASONING_SEED, i);
+            let last = reasoning - 1;
+            let first = format!("<think>{}", piece(0));
+            let close = format!("{}</think>\n\n", piece(last));
+            if last == 0 {
+                (format!("<think>{}</think>\n\n", piece(0)), close)
+            } else {
+                (first, close)
+            }
+        });
         Plan {
             reasoning,
             answer,
             answer_spans,
             filler,
             filler_seed,
+            think_tags,
             finish_reason: if content == budget { "length" } else { "stop" },
         }
     }
@@ -84,9 +99,22 @@ impl Plan {
         index < self.reasoning
     }
 
+    /// Whether the reasoning is sent inside the content (`<think>…</think>`).
+    pub fn reasoning_in_content(&self) -> bool {
+        self.think_tags.is_some()
+    }
+
     /// The text of token `index` (a slice of the answer or a static filler word).
     pub fn piece(&self, index: u32) -> &str {
         if index < self.reasoning {
+            if let Some((first, last)) = &self.think_tags {
+                if index == 0 {
+                    return first;
+                }
+                if index + 1 == self.reasoning {
+                    return last;
+                }
+            }
             return filler_token(self.filler_seed ^ REASONING_SEED, index);
         }
         let i = (index - self.reasoning) as usize;
@@ -260,6 +288,8 @@ impl Generator {
 pub enum Api {
     Chat,
     Completions,
+    /// OpenAI's Responses API (`POST /v1/responses`), streamed as named events.
+    Responses,
 }
 
 impl Api {
@@ -267,6 +297,7 @@ impl Api {
         match self {
             Api::Chat => "chat",
             Api::Completions => "completions",
+            Api::Responses => "responses",
         }
     }
 }
@@ -288,6 +319,7 @@ impl Renderer {
         let object = match api {
             Api::Chat => "chat.completion.chunk",
             Api::Completions => "text_completion",
+            Api::Responses => "response",
         };
         let meta = format!(
             "{{\"id\":{},\"object\":\"{object}\",\"created\":{created},\"model\":{}",
@@ -305,15 +337,44 @@ impl Renderer {
         )
     }
 
+    /// The Responses API's first event: `response.created`, the response in progress.
+    pub fn created(&self) -> Bytes {
+        Bytes::from(format!(
+            "event: response.created\ndata: {{\"type\":\"response.created\",\"response\":{},\"status\":\"in_progress\",\"output\":[]}}}}\n\n",
+            self.meta
+        ))
+    }
+
+    /// The Responses API's last event: `response.completed` (or `response.incomplete` when the
+    /// output reached its limit) with the usage.
+    pub fn completed(&self, finish_reason: &str, usage: &serde_json::Value) -> Bytes {
+        let (kind, status, details) = if finish_reason == "length" {
+            (
+                "response.incomplete",
+                "incomplete",
+                ",\"incomplete_details\":{\"reason\":\"max_output_tokens\"}",
+            )
+        } else {
+            ("response.completed", "completed", "")
+        };
+        Bytes::from(format!(
+            "event: {kind}\ndata: {{\"type\":\"{kind}\",\"response\":{},\"status\":\"{status}\"{details},\"usage\":{usage}}}}}\n\n",
+            self.meta
+        ))
+    }
+
     /// One chunk carrying `pieces`; when `malformed`, the JSON is cut short after the text.
     pub fn tokens<'a>(&self, pieces: impl Iterator<Item = &'a str> + Clone, reasoning: bool, malformed: bool) -> Bytes {
+        if self.api == Api::Responses {
+            return responses_delta(pieces, reasoning, malformed);
+        }
         let text_len: usize = pieces.clone().map(str::len).sum();
         let mut buf = Vec::with_capacity(self.head.len() + text_len + 80);
         buf.extend_from_slice(self.head.as_bytes());
         match (self.api, reasoning) {
             (Api::Chat, false) => buf.extend_from_slice(b"\"delta\":{\"content\":"),
             (Api::Chat, true) => buf.extend_from_slice(b"\"delta\":{\"reasoning_content\":"),
-            (Api::Completions, _) => buf.extend_from_slice(b"\"text\":"),
+            (Api::Completions | Api::Responses, _) => buf.extend_from_slice(b"\"text\":"),
         }
         write_json_str(&mut buf, pieces);
         if malformed {
@@ -321,7 +382,7 @@ impl Renderer {
         } else {
             buf.extend_from_slice(match self.api {
                 Api::Chat => CHUNK_TAIL_CHAT,
-                Api::Completions => CHUNK_TAIL_TEXT,
+                Api::Completions | Api::Responses => CHUNK_TAIL_TEXT,
             });
         }
         Bytes::from(buf)
@@ -331,7 +392,7 @@ impl Renderer {
     pub fn finish(&self, finish_reason: &str) -> Bytes {
         let body = match self.api {
             Api::Chat => format!("\"delta\":{{}},\"logprobs\":null,\"finish_reason\":\"{finish_reason}\"}}]}}\n\n"),
-            Api::Completions => {
+            Api::Completions | Api::Responses => {
                 format!("\"text\":\"\",\"logprobs\":null,\"finish_reason\":\"{finish_reason}\"}}]}}\n\n")
             }
         };
@@ -356,12 +417,41 @@ impl Renderer {
 }
 
 /// `usage` as OpenAI reports it.
-pub fn usage_json(prompt_tokens: u32, completion_tokens: u32, reasoning_tokens: u32) -> serde_json::Value {
+/// A Responses API delta event: answer text, or a reasoning summary's.
+fn responses_delta<'a>(pieces: impl Iterator<Item = &'a str> + Clone, reasoning: bool, malformed: bool) -> Bytes {
+    let kind = if reasoning {
+        "response.reasoning_summary_text.delta"
+    } else {
+        "response.output_text.delta"
+    };
+    let mut buf = format!(
+        "event: {kind}\ndata: {{\"type\":\"{kind}\",\"output_index\":{},\"content_index\":0,\"delta\":",
+        u8::from(!reasoning)
+    )
+    .into_bytes();
+    write_json_str(&mut buf, pieces);
+    buf.extend_from_slice(if malformed { b"\n\n" } else { b"}\n\n" });
+    Bytes::from(buf)
+}
+
+/// `usage` as the Responses API reports it.
+pub fn responses_usage_json(input_tokens: u32, output_tokens: u32, reasoning_tokens: u32) -> serde_json::Value {
+    serde_json::json!({
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "total_tokens": input_tokens + output_tokens,
+        "output_tokens_details": { "reasoning_tokens": reasoning_tokens },
+    })
+}
+
+/// `usage` as OpenAI reports it; no `reasoning_tokens` (None) gives null details, as a server
+/// that does not know its model reasoned (reasoning left in the content) reports them.
+pub fn usage_json(prompt_tokens: u32, completion_tokens: u32, reasoning_tokens: Option<u32>) -> serde_json::Value {
     serde_json::json!({
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
-        "completion_tokens_details": { "reasoning_tokens": reasoning_tokens },
+        "completion_tokens_details": reasoning_tokens.map(|n| serde_json::json!({ "reasoning_tokens": n })),
     })
 }
 
@@ -544,7 +634,7 @@ mod tests {
         let s = std::str::from_utf8(&bad).unwrap();
         assert!(serde_json::from_str::<serde_json::Value>(s.strip_prefix("data: ").unwrap().trim_end()).is_err());
         assert!(s.ends_with("\n\n"));
-        let usage = r.usage(&usage_json(3, 4, 1));
+        let usage = r.usage(&usage_json(3, 4, Some(1)));
         let s = std::str::from_utf8(&usage).unwrap();
         let v: serde_json::Value = serde_json::from_str(s.strip_prefix("data: ").unwrap().trim_end()).unwrap();
         assert_eq!(v["usage"]["total_tokens"], 7);

@@ -43,8 +43,16 @@ pub struct RequestRecord {
     /// The `x-request-id` header the client sent, if any.
     pub client_request_id: Option<String>,
     pub model: String,
-    /// `chat` or `completions`.
+    /// `chat`, `completions` or `responses`.
     pub endpoint: &'static str,
+    /// Which credential header the request carried (`authorization`, `api-key`, `x-api-key`);
+    /// never its value.
+    pub auth_header: Option<&'static str>,
+    /// Names of the other `x-…` headers the client sent (custom headers), never their values.
+    pub header_names: Vec<String>,
+    /// The `api-version` of a request on an Azure-shaped path
+    /// (`/openai/deployments/{deployment}/chat/completions`).
+    pub api_version: Option<String>,
     pub stream: bool,
     /// Wall-clock receive time, milliseconds since the Unix epoch.
     pub received_unix_ms: f64,
@@ -64,6 +72,9 @@ pub struct RequestRecord {
     /// Completion tokens sent, reasoning included.
     pub tokens_sent: u32,
     pub reasoning_tokens_sent: u32,
+    /// The reasoning went inside `content`, wrapped in `<think>…</think>\n\n` (so
+    /// `first_content_ms` is the first answer token's, after the closing tag).
+    pub reasoning_in_content: bool,
     /// SSE chunks sent that carried tokens.
     pub token_chunks_sent: u32,
     pub finish_reason: Option<&'static str>,

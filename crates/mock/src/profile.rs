@@ -42,6 +42,9 @@ pub struct ModelProfile {
     pub reasoning_tokens: u32,
     /// Whether reasoning tokens use up the request's max_tokens (as OpenAI's o-series do).
     pub reasoning_counts_toward_max_tokens: bool,
+    /// Reasoning is sent inside `content`, wrapped in `<think>…</think>\n\n` (a server with no
+    /// reasoning parser), and usage gives no reasoning count; the log says so per request.
+    pub reasoning_in_content: bool,
     /// Fraction of requests refused with 429 (`retry-after: retry_after_s`).
     pub error_429_rate: f64,
     /// Fraction of requests failing with 500.
@@ -127,6 +130,7 @@ impl Default for ModelProfile {
             accuracy: 1.0,
             reasoning_tokens: 0,
             reasoning_counts_toward_max_tokens: false,
+            reasoning_in_content: false,
             error_429_rate: 0.0,
             error_500_rate: 0.0,
             retry_after_s: 1,

@@ -13,11 +13,13 @@ use super::text::TextCodec;
 use super::{CandidateProgress, EvalSetSummary, EvalSetVersion, EvalSetVersionHead, ProfileChange, StoreError};
 use crate::domain::Timestamp;
 use crate::domain::candidate::{
-    Candidate, CandidateSpec, ClaimedFigure, Conditions, Pricing, ProviderKind, Secret, TokenizeEndpoint, TokenizeKind,
+    Candidate, CandidateSpec, ClaimedFigure, Conditions, CustomHeader, HeaderText, Pricing, ProviderKind, Secret,
+    TokenizeEndpoint, TokenizeKind, WireOptions,
 };
 use crate::domain::evalset::{EvalCase, EvalSetFile, EvalSetHeader, TaskKind};
 use crate::domain::grading::Grade;
 use crate::domain::pipeline::PipelineSpec;
+use crate::domain::reasoning::ReasoningInContent;
 use crate::domain::run::{
     ChunkAttribution, ErrorClass, Phase, RecordGroup, RecordTexts, RequestRecord, Run, RunConfig, RunEvent, RunStatus,
     TimingClock, TokenSource,
@@ -120,6 +122,8 @@ pub(crate) struct CandidateRow {
     pub tokenize_kind: Option<String>,
     pub tokenize_path: Option<String>,
     pub tls_ca_file: Option<String>,
+    pub reasoning_in_content: String,
+    pub headers: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -130,7 +134,7 @@ macro_rules! candidate_columns {
         "id, name, provider, base_url, model, api_key, api_key_env, max_tokens, temperature, extra_body, hardware, \
          framework, quantization, context_length, price_input_per_mtok, price_output_per_mtok, \
          claimed_tokens_per_second, claimed_caliber, claimed_conditions, notes, tokenize_kind, tokenize_path, \
-         tls_ca_file, created_at, updated_at"
+         tls_ca_file, reasoning_in_content, headers, created_at, updated_at"
     };
 }
 pub(crate) use candidate_columns;
@@ -171,6 +175,34 @@ impl CandidateRow {
                     .ok_or_else(|| corrupt(place("tokenize_path"), "missing beside tokenize_kind"))?,
             }),
         };
+        let reasoning_in_content = parse_enum(
+            place("reasoning_in_content"),
+            &self.reasoning_in_content,
+            ReasoningInContent::parse,
+        )?;
+        let headers = match self.headers.as_deref() {
+            None => Vec::new(),
+            Some(json) => {
+                let stored: Vec<StoredHeader> = parse_json(place("headers"), json)?;
+                let mut headers = Vec::with_capacity(stored.len());
+                for h in stored {
+                    let value = match (h.value, h.sealed) {
+                        (Some(v), None) => HeaderText::Plain(v),
+                        (None, Some(sealed)) => {
+                            HeaderText::Secret(Secret::new(sealer.open_for(self.id, &sealed).map_err(|e| {
+                                StoreError::Key(format!(
+                                    "{}: {e}; start bakeoff with the server key it was sealed with",
+                                    place("headers")
+                                ))
+                            })?))
+                        }
+                        _ => return Err(corrupt(place("headers"), "a header needs a value or a sealed value")),
+                    };
+                    headers.push(CustomHeader { name: h.name, value });
+                }
+                headers
+            }
+        };
         Ok(Candidate {
             id: self.id,
             spec: CandidateSpec {
@@ -197,6 +229,10 @@ impl CandidateRow {
                 notes: self.notes,
                 tokenize,
                 tls_ca_file: self.tls_ca_file,
+                wire: WireOptions {
+                    reasoning_in_content,
+                    headers,
+                },
             },
             created_at: Timestamp(self.created_at),
             updated_at: Timestamp(self.updated_at),
@@ -230,6 +266,42 @@ pub(crate) struct CandidateValues<'a> {
     pub tokenize_kind: Option<&'static str>,
     pub tokenize_path: Option<&'a str>,
     pub tls_ca_file: Option<&'a str>,
+    pub reasoning_in_content: &'static str,
+    /// JSON; secret values sealed for the candidate (left out when its id is not known yet).
+    pub headers: Option<String>,
+}
+
+/// A custom header as stored: a plain value, or a secret one sealed for its candidate.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(crate) struct StoredHeader {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sealed: Option<String>,
+}
+
+/// A spec's headers as stored, secrets sealed for candidate `id` (None: left out).
+pub(crate) fn stored_headers(spec: &CandidateSpec, sealer: &KeySealer, id: Option<i64>) -> Option<String> {
+    let stored: Vec<StoredHeader> = spec
+        .wire
+        .headers
+        .iter()
+        .filter_map(|h| match (&h.value, id) {
+            (HeaderText::Plain(v), _) => Some(StoredHeader {
+                name: h.name.clone(),
+                value: Some(v.clone()),
+                sealed: None,
+            }),
+            (HeaderText::Secret(s), Some(id)) => Some(StoredHeader {
+                name: h.name.clone(),
+                value: None,
+                sealed: Some(sealer.seal_for(id, s.expose())),
+            }),
+            (HeaderText::Secret(_), None) => None,
+        })
+        .collect();
+    (!stored.is_empty()).then(|| to_json(&stored))
 }
 
 impl<'a> CandidateValues<'a> {
@@ -259,6 +331,8 @@ impl<'a> CandidateValues<'a> {
             tokenize_kind: spec.tokenize.as_ref().map(|t| t.kind.as_str()),
             tokenize_path: spec.tokenize.as_ref().map(|t| t.path.as_str()),
             tls_ca_file: spec.tls_ca_file.as_deref(),
+            reasoning_in_content: spec.wire.reasoning_in_content.as_str(),
+            headers: stored_headers(spec, sealer, id),
         }
     }
 }
@@ -654,7 +728,7 @@ macro_rules! record_insert_columns {
          client_queue_us, connect_us, connection_reused, headers_us, first_chunk_us, first_reasoning_us, \
          first_content_us, last_token_us, end_us, chunks, http_status, finish_reason, input_tokens, output_tokens, \
          output_tokens_source, reasoning_tokens, canonical_tokens, output_chars, output, reasoning, error_class, \
-         error_detail, chunk_attribution, chunk_text, clock"
+         error_detail, chunk_attribution, chunk_text, clock, content_reasoning"
     };
 }
 pub(crate) use record_insert_columns;
@@ -707,6 +781,8 @@ pub(crate) struct RecordValues<'a> {
     /// JSON, NULL when empty.
     pub chunk_text: Option<String>,
     pub clock: Option<&'static str>,
+    /// JSON, NULL when none.
+    pub content_reasoning: Option<String>,
 }
 
 impl<'a> RecordValues<'a> {
@@ -747,6 +823,7 @@ impl<'a> RecordValues<'a> {
             chunk_attribution: r.chunk_attribution.map(|a| a.as_str()),
             chunk_text: (!r.chunk_text().is_empty()).then(|| to_json(r.chunk_text())),
             clock: r.clock.map(|c| c.as_str()),
+            content_reasoning: r.content_reasoning().map(|c| to_json(&c)),
         }
     }
 }
@@ -840,6 +917,7 @@ pub(crate) struct RecordRow {
     pub chunk_attribution: Option<String>,
     pub chunk_text: Option<String>,
     pub clock: Option<String>,
+    pub content_reasoning: Option<String>,
 }
 
 impl RecordRow {
@@ -895,6 +973,10 @@ impl RecordRow {
                 chunk_text: match &self.chunk_text {
                     Some(json) => parse_json(place("chunk_text"), json)?,
                     None => Default::default(),
+                },
+                content_reasoning: match &self.content_reasoning {
+                    Some(json) => Some(parse_json(place("content_reasoning"), json)?),
+                    None => None,
                 },
             }
             .into(),
@@ -1156,6 +1238,8 @@ pub(crate) struct CandidateSnapshot {
     pub tokenize: Option<TokenizeEndpoint>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_ca_file: Option<String>,
+    #[serde(default)]
+    pub reasoning_in_content: ReasoningInContent,
 }
 
 impl CandidateSnapshot {
@@ -1175,6 +1259,7 @@ impl CandidateSnapshot {
             notes: spec.notes.clone(),
             tokenize: spec.tokenize.clone(),
             tls_ca_file: spec.tls_ca_file.clone(),
+            reasoning_in_content: spec.wire.reasoning_in_content,
         }
     }
 
@@ -1206,6 +1291,10 @@ impl CandidateSnapshot {
             notes: self.notes,
             tokenize: self.tokenize,
             tls_ca_file: self.tls_ca_file,
+            wire: WireOptions {
+                reasoning_in_content: self.reasoning_in_content,
+                headers: Vec::new(),
+            },
         }
     }
 }

@@ -195,6 +195,8 @@ pub struct AttemptView {
     pub http_status: String,
     pub output: String,
     pub reasoning: Option<String>,
+    /// What was recognised as reasoning in the content (delimiter, length), if anything.
+    pub content_reasoning: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -825,6 +827,14 @@ fn attempt_view(
             .reasoning()
             .filter(|s| !s.is_empty())
             .map(|s| visible_controls(s).into_owned()),
+        content_reasoning: r.content_reasoning().map(|c| {
+            format!(
+                "Reasoning recognised in the content: {}; {} characters of reasoning moved out of the answer \
+                 (graders read the answer only unless the eval set sets grade_reasoning).",
+                c.describe(),
+                r.reasoning_chars()
+            )
+        }),
     }
 }
 

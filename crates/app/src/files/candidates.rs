@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use super::{FileError, FileProblem, Located, Step, dotted, parse_toml, to_toml};
 use crate::AppError;
 use crate::candidates::{self, Actor, Saved, Source};
-use crate::domain::candidate::{Candidate, CandidateDraft, CandidateSpec, KEY_ENV_PREFIX};
+use crate::domain::candidate::{Candidate, CandidateDraft, CandidateSpec, HeaderText, KEY_ENV_PREFIX};
+use crate::domain::reasoning::ReasoningInContent;
 use crate::store::DynStore;
 
 /// The format version this code reads and writes.
@@ -37,7 +38,7 @@ pub struct CandidateEntry {
     /// Unique name; importing a file updates the stored candidate of the same name.
     pub name: String,
     /// The wire protocol.
-    #[schemars(extend("enum" = ["openai-chat", "openai-completions", "anthropic"]))]
+    #[schemars(extend("enum" = ["openai-chat", "openai-completions", "anthropic", "openai-responses", "azure-openai"]))]
     pub provider: String,
     /// Base URL up to and including the API version, e.g. `http://127.0.0.1:8080/v1`.
     pub base_url: String,
@@ -76,6 +77,17 @@ pub struct CandidateEntry {
     /// besides the system's (an in-house server with a self-signed certificate).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_ca_file: Option<String>,
+    /// Reasoning the server leaves in the content (`<think>…</think>`): `auto` (the default)
+    /// recognises a reasoning tag at the start of the content, `always` takes the content as
+    /// reasoning up to a closing tag (servers whose chat template puts the opening tag in the
+    /// prompt), `never` takes it all as answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["auto", "always", "never"]))]
+    pub reasoning_in_content: Option<String>,
+    /// Headers sent with every request, e.g. `headers = { "X-Team" = "search" }`. Secret ones (a
+    /// gateway's token) are never in a file: set them on the candidate form, where they are sealed.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub headers: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
@@ -163,6 +175,9 @@ impl CandidateEntry {
             tokenize_kind: self.tokenize.as_ref().map(|t| t.kind.clone()).unwrap_or_default(),
             tokenize_path: self.tokenize.as_ref().and_then(|t| t.path.clone()).unwrap_or_default(),
             tls_ca_file: text(&self.tls_ca_file),
+            reasoning_in_content: text(&self.reasoning_in_content),
+            headers: self.headers.iter().map(|(k, v)| format!("{k}: {v}\n")).collect(),
+            secret_headers: String::new(),
         }
     }
 
@@ -204,6 +219,18 @@ impl CandidateEntry {
                 path: Some(t.path.clone()),
             }),
             tls_ca_file: spec.tls_ca_file.clone(),
+            reasoning_in_content: (spec.wire.reasoning_in_content != ReasoningInContent::Auto)
+                .then(|| spec.wire.reasoning_in_content.as_str().to_string()),
+            // Plain headers only: a secret one never leaves the server.
+            headers: spec
+                .wire
+                .headers
+                .iter()
+                .filter_map(|h| match &h.value {
+                    HeaderText::Plain(v) => Some((h.name.clone(), v.clone())),
+                    HeaderText::Secret(_) => None,
+                })
+                .collect(),
         }
     }
 }
@@ -341,10 +368,26 @@ pub async fn import(store: &DynStore, specs: &[CandidateSpec], actor: &Actor) ->
 
 /// A file never holds a key: an update keeps the stored one.
 fn with_stored_key(spec: &CandidateSpec, before: Option<&Candidate>) -> CandidateSpec {
-    CandidateSpec {
+    let mut next = CandidateSpec {
         api_key: before.and_then(|c| c.spec.api_key.clone()),
         ..spec.clone()
+    };
+    // Nor a secret header: an update keeps the stored ones.
+    if let Some(c) = before {
+        let kept: Vec<_> = c
+            .spec
+            .wire
+            .headers
+            .iter()
+            .filter(|h| {
+                matches!(h.value, HeaderText::Secret(_))
+                    && !next.wire.headers.iter().any(|p| p.name.eq_ignore_ascii_case(&h.name))
+            })
+            .cloned()
+            .collect();
+        next.wire.headers.extend(kept);
     }
+    next
 }
 
 #[cfg(test)]

@@ -408,6 +408,10 @@ fn spec_of(c: &ExportedCandidate, name: &str) -> Result<CandidateSpec, AppError>
         notes: c.notes.clone(),
         tokenize: c.tokenize.clone(),
         tls_ca_file: c.tls_ca_file.clone(),
+        wire: crate::domain::candidate::WireOptions {
+            reasoning_in_content: c.reasoning_in_content,
+            headers: Vec::new(),
+        },
     };
     CandidateDraft::from_spec(&spec)
         .validate(None)

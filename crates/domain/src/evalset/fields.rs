@@ -11,7 +11,7 @@ use crate::grading::Grader;
 /// (field path, message) pairs found on one line.
 pub(super) type FieldProblems = Vec<(String, String)>;
 
-const HEADER_FIELDS: [&str; 10] = [
+const HEADER_FIELDS: [&str; 11] = [
     "bakeoff_evalset",
     "name",
     "task",
@@ -22,6 +22,7 @@ const HEADER_FIELDS: [&str; 10] = [
     "graders",
     "max_tokens",
     "temperature",
+    "grade_reasoning",
 ];
 const CASE_FIELDS: [&str; 7] = ["id", "vars", "messages", "expected", "graders", "tags", "weight"];
 
@@ -123,6 +124,7 @@ pub(super) fn header(object: &Map<String, Value>) -> Result<EvalSetHeader, Field
         graders: r.list::<Grader>("graders"),
         max_tokens: r.optional("max_tokens", "a whole number from 1 to 4294967295"),
         temperature: r.optional("temperature", "a number"),
+        grade_reasoning: r.optional("grade_reasoning", "true or false").unwrap_or(false),
     };
     if r.problems.is_empty() {
         Ok(header)

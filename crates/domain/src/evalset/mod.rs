@@ -83,6 +83,10 @@ pub struct EvalSetHeader {
     pub max_tokens: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
+    /// Graders read the reasoning too (reasoning, a blank line, the answer); by default they
+    /// read only the answer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub grade_reasoning: bool,
 }
 
 /// A chat message given literally by a case.
@@ -479,6 +483,33 @@ mod tests {
             EvalSetFile::parse("s", &changed).unwrap().content_hash(),
             f.content_hash()
         );
+    }
+
+    #[test]
+    fn grade_reasoning_is_a_checked_option_that_leaves_older_hashes_alone() {
+        let f = EvalSetFile::parse("s.jsonl", GOOD).unwrap();
+        assert!(!f.header.grade_reasoning);
+        let on = GOOD.replace(
+            r#""task":"classification","#,
+            r#""task":"classification","grade_reasoning":true,"#,
+        );
+        let g = EvalSetFile::parse("s.jsonl", &on).unwrap();
+        assert!(g.header.grade_reasoning);
+        assert_ne!(g.content_hash(), f.content_hash());
+        let off = GOOD.replace(
+            r#""task":"classification","#,
+            r#""task":"classification","grade_reasoning":false,"#,
+        );
+        assert_eq!(
+            EvalSetFile::parse("s.jsonl", &off).unwrap().content_hash(),
+            f.content_hash()
+        );
+        let bad = GOOD.replace(
+            r#""task":"classification","#,
+            r#""task":"classification","grade_reasoning":"yes","#,
+        );
+        let e = EvalSetFile::parse("s.jsonl", &bad).unwrap_err().first().clone();
+        assert!(e.to_string().contains("grade_reasoning"), "{e}");
     }
 
     #[test]

@@ -10,7 +10,16 @@ impl Prober<'_> {
     /// `/v1/models` lists the model; also the context length the server states, if any.
     pub(super) async fn models(&mut self) -> (ProbeResult, Option<u32>) {
         let kind = ProbeKind::ModelsListsModel;
-        let f = self.get(&format!("{}/models", self.base)).await;
+        if self.spec.provider == ProviderKind::AzureOpenAi && self.spec.base_url.contains("/deployments/") {
+            let summary = "an Azure deployment URL serves one deployment; the resource's model list names base \
+                           models, not deployments";
+            return (
+                result(kind, ProbeOutcome::NotApplicable, summary, Evidence::default()),
+                None,
+            );
+        }
+        let url = crate::wire::provider::endpoint_url(&self.spec.base_url, "models");
+        let f = self.get(&url).await;
         let mut ev = f.evidence(self.key.as_ref());
         if !f.ok() {
             return (
@@ -129,11 +138,11 @@ impl Prober<'_> {
 
     pub(super) async fn metrics(&mut self) -> ProbeResult {
         let kind = ProbeKind::MetricsEndpoint;
-        if self.spec.provider == ProviderKind::Anthropic {
+        if matches!(self.spec.provider, ProviderKind::Anthropic | ProviderKind::AzureOpenAi) {
             return result(
                 kind,
                 ProbeOutcome::NotApplicable,
-                "a hosted Messages API exposes no Prometheus endpoint",
+                "a hosted API (Anthropic Messages, Azure OpenAI) exposes no Prometheus endpoint",
                 Evidence::default(),
             );
         }

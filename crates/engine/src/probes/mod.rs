@@ -64,15 +64,18 @@ pub async fn run_probes(spec: &CandidateSpec, options: &ProbeOptions) -> ProbeRe
     results.push(p.rate_limit_headers(&[&streamed, &whole]));
     results.push(p.model_field(&[&streamed, &whole]));
     results.push(p.version_headers());
-    // Belt and braces: whatever a server echoed back, no stored string holds the key.
-    let key = p.key.clone();
+    // Belt and braces: whatever a server echoed back, no stored string holds the key or a
+    // secret header's value.
+    let secrets: Vec<_> = p.key.iter().chain(spec.wire.secrets()).cloned().collect();
     for r in &mut results {
-        r.summary = redact(&r.summary, key.as_ref());
-        let ev = &mut r.evidence;
-        ev.request = redact(&ev.request, key.as_ref());
-        ev.excerpt = redact(&ev.excerpt, key.as_ref());
-        for n in &mut ev.notes {
-            *n = redact(n, key.as_ref());
+        for key in secrets.iter().map(Some) {
+            r.summary = redact(&r.summary, key);
+            let ev = &mut r.evidence;
+            ev.request = redact(&ev.request, key);
+            ev.excerpt = redact(&ev.excerpt, key);
+            for n in &mut ev.notes {
+                *n = redact(n, key);
+            }
         }
     }
     ProbeReport {

@@ -110,20 +110,24 @@ pub(super) fn result(
 
 /// The server's root for `/health` and `/metrics`: the base URL without a trailing `/v1`.
 pub(super) fn root_url(base_url: &str) -> String {
-    let base = base_url.trim_end_matches('/');
+    let base = base_url.split('?').next().unwrap_or(base_url).trim_end_matches('/');
     base.strip_suffix("/v1").unwrap_or(base).to_string()
 }
 
 /// The `model` values in a response object or stream event (OpenAI: `model`; Anthropic:
-/// `message.model` in `message_start`).
+/// `message.model` in `message_start`; the Responses API: `response.model` in its events).
 pub(super) fn models_in(json: &Value) -> Vec<String> {
-    [json.get("model"), json.get("message").and_then(|m| m.get("model"))]
-        .into_iter()
-        .flatten()
-        .filter_map(|m| m.as_str())
-        .filter(|m| !m.is_empty())
-        .map(str::to_string)
-        .collect()
+    [
+        json.get("model"),
+        json.get("message").and_then(|m| m.get("model")),
+        json.get("response").and_then(|m| m.get("model")),
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(|m| m.as_str())
+    .filter(|m| !m.is_empty())
+    .map(str::to_string)
+    .collect()
 }
 
 pub(super) struct Prober<'a> {
@@ -346,9 +350,10 @@ impl<'a> Prober<'a> {
 
 /// Whether a URL is a completion endpoint (its body is parsed as an answer).
 pub(super) fn body_is_completion(url: &str) -> bool {
-    ["/chat/completions", "/completions", "/messages"]
+    let path = url.split('?').next().unwrap_or(url);
+    ["/chat/completions", "/completions", "/messages", "/responses"]
         .iter()
-        .any(|p| url.ends_with(p))
+        .any(|p| path.ends_with(p))
 }
 
 /// The JSON body with one top-level field replaced.

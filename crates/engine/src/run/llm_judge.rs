@@ -482,7 +482,7 @@ fn judge_prompt_for(file: &EvalSetFile, t: &Target, scale: crate::domain::gradin
         scale,
         rubric,
         &file.prompt_text_for(&t.case),
-        t.record.output(),
+        &t.record.graded_text(file.header.grade_reasoning),
         t.case.expected_text().as_deref(),
     )
 }

@@ -74,13 +74,17 @@ impl Grading {
         let Some(case) = self.file.cases.get(self.case_index) else {
             return;
         };
-        record.grades = self
+        // The answer only, unless the set grades the reasoning too.
+        let text = record.graded_text(self.file.header.grade_reasoning);
+        let grades = self
             .file
             .graders_for(case)
             .iter()
             .filter(|g| !g.needs_model())
-            .map(|g| g.grade(record.output(), case.expected.as_ref()))
+            .map(|g| g.grade(&text, case.expected.as_ref()))
             .collect();
+        drop(text);
+        record.grades = grades;
     }
 }
 

@@ -57,6 +57,17 @@ pub fn complete_counts(record: &mut RequestRecord, chunk_text: &[ChunkText]) {
             record.reasoning_tokens = Some(len_u32(&reasoning_tokens));
         }
     }
+    // Reasoning found in the content is inside the server's count, which says nothing of it:
+    // its share is the o200k share of the reasoning text.
+    if record.output_tokens_source == Some(TokenSource::Usage)
+        && record.reasoning_tokens.is_none()
+        && record.content_reasoning().is_some()
+        && has_text
+        && let Some(total) = record.output_tokens
+    {
+        let shares = apportion(total, &[len_u32(&reasoning_tokens), len_u32(&output_tokens)]);
+        record.reasoning_tokens = shares.first().copied();
+    }
     let Some(total) = record.output_tokens else { return };
     let chunks = record.chunks.len();
     if chunks == 0 {

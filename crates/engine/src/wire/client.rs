@@ -27,6 +27,7 @@ use super::protocol::{PreparedRequest, StreamDecoder, StreamUpdate, Usage};
 use super::provider::{parse_completion, stream_decoder};
 use super::sse::{SseEvent, SseParser};
 use crate::domain::candidate::{CandidateSpec, ProviderKind, Secret};
+use crate::domain::reasoning::{ReasoningInContent, Recognised, Splitter};
 use crate::domain::retry::parse_retry_after;
 use crate::domain::run::{ErrorClass, Phase, RecordTexts, RequestRecord, RunConfig, TimingClock, TokenSource};
 use crate::kernel_stamps::wall_clock_ns;
@@ -118,6 +119,8 @@ pub struct Exchange {
     /// Which clock timed the events: the kernel's stamps only when every read that timed one
     /// carried a stamp.
     pub clock: Option<TimingClock>,
+    /// Reasoning recognised at the start of the content (moved from `output` to `reasoning`).
+    pub content_reasoning: Option<Recognised>,
 }
 
 impl Exchange {
@@ -175,6 +178,7 @@ impl Exchange {
                 reasoning: (!self.reasoning.is_empty()).then_some(self.reasoning),
                 error_detail,
                 chunk_text: Default::default(),
+                content_reasoning: self.content_reasoning,
             }
             .into(),
             error_class,
@@ -198,6 +202,9 @@ pub struct CandidateClient {
     provider: ProviderKind,
     key: Option<Secret>,
     timeouts: Timeouts,
+    reasoning_in_content: ReasoningInContent,
+    /// Secret header values, redacted like the key from every failure's detail.
+    header_secrets: Vec<Secret>,
 }
 
 impl CandidateClient {
@@ -261,6 +268,8 @@ impl CandidateClient {
             provider: spec.provider,
             key: spec.resolve_api_key(),
             timeouts,
+            reasoning_in_content: spec.wire.reasoning_in_content,
+            header_secrets: spec.wire.secrets().cloned().collect(),
         })
     }
 
@@ -286,11 +295,16 @@ impl CandidateClient {
             streamed: true,
             stamped_path: false,
             unstamped: false,
+            splitter: Splitter::new(self.reasoning_in_content),
+            undecided_since: None,
         };
         let outcome = CONNECT_PROBE
             .scope(probe.clone(), self.exchange(request, &mut m, &probe))
             .await;
-        m.finish(outcome.err().map(|f| f.redact(self.key.as_ref())))
+        m.finish(outcome.err().map(|f| {
+            let f = f.redact(self.key.as_ref());
+            self.header_secrets.iter().fold(f, |f, s| f.redact(Some(s)))
+        }))
     }
 
     async fn exchange(&self, req: &PreparedRequest, m: &mut Measure, probe: &ConnectProbe) -> Result<(), Failure> {
@@ -544,6 +558,10 @@ struct Measure {
     stamped_path: bool,
     /// An arrival was timed without a kernel stamp.
     unstamped: bool,
+    /// Classes the content's bytes as reasoning or answer (`domain::reasoning`).
+    splitter: Splitter,
+    /// When the first bytes the splitter could not yet class (the content's start) arrived.
+    undecided_since: Option<i64>,
 }
 
 impl Measure {
@@ -597,23 +615,39 @@ impl Measure {
         Ok(done)
     }
 
-    fn apply(&mut self, update: StreamUpdate, at: i64) {
-        if update.carries_tokens() {
+    fn apply(&mut self, mut update: StreamUpdate, at: i64) {
+        // Every chunk with text carried a token, whatever its bytes turn out to be.
+        let carried = update.carries_tokens();
+        // Reasoning at the start of the content is reasoning. Bytes the splitter holds back
+        // (leading whitespace, a tag's start) arrived now: what they turn out to be began then.
+        let (mut reasoning_at, mut answer_at, mut markup) = (at, at, false);
+        if !update.content.is_empty() && !self.splitter.passing_through() {
+            let undecided = self.splitter.undecided();
+            let pieces = self.splitter.feed(&update.content);
+            if undecided {
+                let began = *self.undecided_since.get_or_insert(at);
+                (reasoning_at, answer_at) = (began, began);
+            }
+            markup = pieces.delimiter_bytes > 0;
+            update.reasoning.push_str(&pieces.reasoning);
+            update.content = pieces.answer;
+        }
+        if carried {
             let bytes = |s: &str| u32::try_from(s.len()).unwrap_or(u32::MAX);
             self.x
                 .chunk_text
                 .push((bytes(&update.reasoning), bytes(&update.content)));
         }
-        if !update.reasoning.is_empty() {
-            self.x.first_reasoning_us.get_or_insert(at);
+        if markup || !update.reasoning.is_empty() {
+            self.x.first_reasoning_us.get_or_insert(reasoning_at);
             self.x.reasoning.push_str(&update.reasoning);
             self.reasoning_chunks += 1;
         }
         if !update.content.is_empty() {
-            self.x.first_content_us.get_or_insert(at);
+            self.x.first_content_us.get_or_insert(answer_at);
             self.x.output.push_str(&update.content);
         }
-        if update.carries_tokens() {
+        if carried {
             // The per-chunk token count is not reported by OpenAI-style streams: 1 per chunk.
             self.x.chunks.push((at, 1));
             self.x.last_token_us = Some(at);
@@ -675,6 +709,7 @@ impl Measure {
             TimingClock::UserSpace
         });
         self.x.end_us.get_or_insert(at);
+        self.finish_content();
         let usage = self.usage.unwrap_or_default();
         self.x.input_tokens = usage.input_tokens;
         if let Some(n) = usage.output_tokens {
@@ -687,12 +722,16 @@ impl Measure {
             self.x.output_tokens_source = Some(TokenSource::Chunks);
             self.x.reasoning_tokens = (self.reasoning_chunks > 0).then_some(self.reasoning_chunks);
         }
+        let unclosed = match self.x.content_reasoning {
+            Some(r) if !r.closed => format!("; {}", r.describe()),
+            _ => String::new(),
+        };
         self.x.failure = failure.or_else(|| {
             self.x.output.trim().is_empty().then(|| {
                 Failure::new(
                     ErrorClass::EmptyOutput,
                     format!(
-                        "no answer text (finish reason {}, {} reasoning characters)",
+                        "no answer text (finish reason {}, {} reasoning characters{unclosed})",
                         self.x.finish_reason.as_deref().unwrap_or("none"),
                         self.x.reasoning.chars().count()
                     ),
@@ -700,6 +739,34 @@ impl Measure {
             })
         });
         self.x
+    }
+
+    /// The end of the content: what the splitter still held (a tag's start, leading
+    /// whitespace) is decided and added to the last token chunk's text.
+    fn finish_content(&mut self) {
+        let rest = self.splitter.finish();
+        self.x.content_reasoning = self.splitter.recognised();
+        if rest.reasoning.is_empty() && rest.answer.is_empty() {
+            return;
+        }
+        let bytes = |s: &str| u32::try_from(s.len()).unwrap_or(u32::MAX);
+        let at = self.undecided_since.or(self.x.last_token_us);
+        if let Some(last) = self.x.chunk_text.last_mut() {
+            last.0 = last.0.saturating_add(bytes(&rest.reasoning));
+            last.1 = last.1.saturating_add(bytes(&rest.answer));
+        }
+        if !rest.reasoning.is_empty() {
+            if let Some(at) = at {
+                self.x.first_reasoning_us.get_or_insert(at);
+            }
+            self.x.reasoning.push_str(&rest.reasoning);
+        }
+        if !rest.answer.is_empty() {
+            if let Some(at) = at {
+                self.x.first_content_us.get_or_insert(at);
+            }
+            self.x.output.push_str(&rest.answer);
+        }
     }
 }
 

@@ -10,5 +10,6 @@ pub mod h1;
 pub mod openai;
 pub mod protocol;
 pub mod provider;
+pub mod responses;
 pub mod sse;
 pub mod tls;

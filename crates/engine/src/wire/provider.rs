@@ -7,14 +7,22 @@ use serde_json::{Map, Value};
 
 use super::failure::{Failure, classify_stream_error, excerpt};
 use super::protocol::{Completion, PreparedRequest, RequestParams, StreamDecoder, is_error_object, parse_json_object};
-use super::{anthropic, openai};
-use crate::domain::candidate::{CandidateSpec, ProviderKind, Secret};
+use super::{anthropic, openai, responses};
+use crate::domain::candidate::{CandidateSpec, HeaderText, ProviderKind, Secret};
 use crate::domain::evalset::{EvalCase, EvalSetFile};
 use crate::domain::run::ErrorClass;
 
 /// Body keys the engine owns: `extra_body` may not change them, or the measurement would lie
 /// (e.g. `"stream": false` inside a streamed run).
-const ENGINE_OWNED_KEYS: [&str; 6] = ["model", "messages", "prompt", "system", "stream", "stream_options"];
+const ENGINE_OWNED_KEYS: [&str; 7] = [
+    "model",
+    "messages",
+    "prompt",
+    "system",
+    "stream",
+    "stream_options",
+    "input",
+];
 
 /// Builds the request for one case. Fails (class `Other`) only when the key cannot be put in a
 /// header; the key itself is never part of the message.
@@ -25,9 +33,8 @@ pub fn prepare(
     case: &EvalCase,
     params: &RequestParams,
 ) -> Result<PreparedRequest, Failure> {
-    let base = spec.base_url.trim_end_matches('/');
     let (path, mut body) = match spec.provider {
-        ProviderKind::OpenAiChat => (
+        ProviderKind::OpenAiChat | ProviderKind::AzureOpenAi => (
             "chat/completions",
             openai::chat_body(spec, &file.messages_for(case), params),
         ),
@@ -36,6 +43,7 @@ pub fn prepare(
             openai::completions_body(spec, &file.prompt_text_for(case), params),
         ),
         ProviderKind::Anthropic => ("messages", anthropic::body(spec, &file.messages_for(case), params)),
+        ProviderKind::OpenAiResponses => ("responses", responses::body(spec, &file.messages_for(case), params)),
     };
     merge_extra_body(&mut body, &spec.extra_body);
     let mut headers = HeaderMap::new();
@@ -61,12 +69,40 @@ pub fn prepare(
             HeaderValue::from_static(anthropic::API_VERSION),
         );
     }
+    // The candidate's own headers (a secret one's value marked sensitive, as the key is).
+    for h in &spec.wire.headers {
+        let secret = matches!(h.value, HeaderText::Secret(_));
+        let (Ok(name), Ok(mut value)) = (
+            HeaderName::from_bytes(h.name.as_bytes()),
+            HeaderValue::from_str(h.value.expose()),
+        ) else {
+            return Err(Failure::new(
+                ErrorClass::Other,
+                format!("the header {} cannot be sent as it is stored", h.name),
+            ));
+        };
+        value.set_sensitive(secret);
+        headers.insert(name, value);
+    }
     Ok(PreparedRequest {
-        url: format!("{base}/{path}"),
+        url: endpoint_url(&spec.base_url, path),
         headers,
         body: Bytes::from(Value::Object(body).to_string()),
         stream: params.stream,
     })
+}
+
+/// `path` under the base URL, before its query (an Azure deployment's `?api-version=…`).
+pub fn endpoint_url(base_url: &str, path: &str) -> String {
+    let (base, query) = match base_url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (base_url, None),
+    };
+    let base = base.trim_end_matches('/');
+    match query {
+        Some(q) => format!("{base}/{path}?{q}"),
+        None => format!("{base}/{path}"),
+    }
 }
 
 fn merge_extra_body(body: &mut Map<String, Value>, extra: &Map<String, Value>) {
@@ -79,9 +115,10 @@ fn merge_extra_body(body: &mut Map<String, Value>, extra: &Map<String, Value>) {
 
 pub fn stream_decoder(kind: ProviderKind) -> Box<dyn StreamDecoder> {
     match kind {
-        ProviderKind::OpenAiChat => Box::new(openai::Decoder::chat()),
+        ProviderKind::OpenAiChat | ProviderKind::AzureOpenAi => Box::new(openai::Decoder::chat()),
         ProviderKind::OpenAiCompletions => Box::new(openai::Decoder::completions()),
         ProviderKind::Anthropic => Box::new(anthropic::Decoder),
+        ProviderKind::OpenAiResponses => Box::new(responses::Decoder),
     }
 }
 
@@ -97,18 +134,20 @@ pub fn parse_completion(kind: ProviderKind, body: &str) -> Result<Completion, Fa
         return Err(classify_stream_error(&json, body));
     }
     match kind {
-        ProviderKind::OpenAiChat => Ok(openai::parse_chat(&json)),
+        ProviderKind::OpenAiChat | ProviderKind::AzureOpenAi => Ok(openai::parse_chat(&json)),
         ProviderKind::OpenAiCompletions => Ok(openai::parse_completions(&json)),
         ProviderKind::Anthropic => Ok(anthropic::parse_message(&json)),
+        ProviderKind::OpenAiResponses => responses::parse_response(&json),
     }
 }
 
-/// The header that carries `key` for `provider` (Anthropic's `x-api-key`, otherwise a bearer
-/// token), marked sensitive so it never reaches a log; None when the key holds characters an
-/// HTTP header cannot carry.
+/// The header that carries `key` for `provider` (Anthropic's `x-api-key`, Azure's `api-key`,
+/// otherwise a bearer token), marked sensitive so it never reaches a log; None when the key
+/// holds characters an HTTP header cannot carry.
 pub fn auth_header(provider: ProviderKind, key: &Secret) -> Option<(HeaderName, HeaderValue)> {
     let (name, value) = match provider {
         ProviderKind::Anthropic => (HeaderName::from_static("x-api-key"), key.expose().to_string()),
+        ProviderKind::AzureOpenAi => (HeaderName::from_static("api-key"), key.expose().to_string()),
         _ => (reqwest::header::AUTHORIZATION, format!("Bearer {}", key.expose())),
     };
     let mut value = HeaderValue::from_str(&value).ok()?;
@@ -140,6 +179,7 @@ mod tests {
             notes: None,
             tokenize: None,
             tls_ca_file: None,
+            wire: Default::default(),
         }
     }
 
@@ -251,6 +291,79 @@ mod tests {
                 "stream": true,
             })
         );
+    }
+
+    #[test]
+    fn azure_goes_to_the_deployment_with_its_api_version_and_api_key() {
+        let file = evalset();
+        let mut s = spec(ProviderKind::AzureOpenAi);
+        s.base_url = "https://r.openai.azure.com/openai/deployments/gpt4o?api-version=2024-10-21".into();
+        let params = RequestParams {
+            max_tokens: Some(5),
+            temperature: None,
+            stream: true,
+        };
+        let r = prepare(&s, s.api_key.as_ref(), &file, &file.cases[0], &params).unwrap();
+        assert_eq!(
+            r.url,
+            "https://r.openai.azure.com/openai/deployments/gpt4o/chat/completions?api-version=2024-10-21"
+        );
+        assert_eq!(r.headers["api-key"], "sk-test");
+        assert!(r.headers["api-key"].is_sensitive());
+        assert!(r.headers.get("authorization").is_none());
+        assert_eq!(body_of(&r)["stream_options"], json!({"include_usage": true}));
+    }
+
+    #[test]
+    fn responses_requests_send_input_and_max_output_tokens() {
+        let file = evalset();
+        let s = spec(ProviderKind::OpenAiResponses);
+        let params = RequestParams {
+            max_tokens: Some(7),
+            temperature: Some(0.0),
+            stream: true,
+        };
+        let r = prepare(&s, s.api_key.as_ref(), &file, &file.cases[0], &params).unwrap();
+        assert_eq!(r.url, "http://h:1/v1/responses");
+        assert_eq!(r.headers["authorization"], "Bearer sk-test");
+        assert_eq!(
+            body_of(&r),
+            json!({
+                "model": "m",
+                "input": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Label: good"}],
+                "stream": true,
+                "store": false,
+                "max_output_tokens": 7,
+                "temperature": 0.0,
+            })
+        );
+    }
+
+    #[test]
+    fn custom_headers_are_sent_and_secret_ones_marked_sensitive() {
+        use crate::domain::candidate::CustomHeader;
+        let file = evalset();
+        let mut s = spec(ProviderKind::OpenAiChat);
+        s.wire.headers = vec![
+            CustomHeader {
+                name: "X-Team".into(),
+                value: HeaderText::Plain("search".into()),
+            },
+            CustomHeader {
+                name: "X-Gateway-Token".into(),
+                value: HeaderText::Secret(Secret::new("gw-secret-123")),
+            },
+        ];
+        let params = RequestParams {
+            max_tokens: None,
+            temperature: None,
+            stream: true,
+        };
+        let r = prepare(&s, s.api_key.as_ref(), &file, &file.cases[0], &params).unwrap();
+        assert_eq!(r.headers["x-team"], "search");
+        assert_eq!(r.headers["x-gateway-token"], "gw-secret-123");
+        assert!(r.headers["x-gateway-token"].is_sensitive() && !r.headers["x-team"].is_sensitive());
+        assert!(!format!("{:?}", r.headers).contains("gw-secret"));
     }
 
     #[test]

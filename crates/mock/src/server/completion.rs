@@ -20,8 +20,16 @@ use crate::log::CaseTruth;
 use crate::profile::ModelProfile;
 use crate::rng::{SplitMix, stable_hash};
 
-pub(super) async fn handle(state: Shared, api: Api, received: Received, headers: &HeaderMap, body: &[u8]) -> Response {
+pub(super) async fn handle(
+    state: Shared,
+    api: Api,
+    received: Received,
+    headers: &HeaderMap,
+    body: &[u8],
+    api_version: Option<String>,
+) -> Response {
     let mut tracker = Tracker::new(state.clone(), api, received, headers);
+    tracker.record.api_version = api_version;
     let req = match parse_request(api, body) {
         Ok(r) => r,
         Err(e) => return tracker.reject(as_the_named_profile_answers(&state, body, e)),
@@ -96,6 +104,7 @@ pub(super) async fn handle(state: Shared, api: Api, received: Received, headers:
         correct: a.correct,
     });
     let plan = plan_reply(&state, profile, api, &req, prompt_tokens, answer);
+    tracker.record.reasoning_in_content = plan.reasoning_in_content();
     let mut schedule = Schedule::new(profile, prompt_tokens, plan.total(), &mut rng);
     schedule.slow_down(ps.drift_factor());
     plan_cut(profile, number, plan.total(), &mut schedule);
@@ -147,7 +156,7 @@ fn as_the_named_profile_answers(state: &MockState, body: &[u8], mut e: ApiError)
 /// profile's accuracy, flipped as often as its inconsistency (drawn from the request's `key`).
 fn choose_answer(state: &MockState, profile: &ModelProfile, api: Api, req: &Parsed, key: u64) -> Option<Answer> {
     let case = req.match_text.as_deref().and_then(|text| match api {
-        Api::Chat => state.answers.find_chat(text),
+        Api::Chat | Api::Responses => state.answers.find_chat(text),
         Api::Completions => state.answers.find_prompt(text),
     });
     // A separate generator, so an inconsistent profile draws its faults exactly as before.
@@ -195,5 +204,5 @@ fn plan_reply(
     let text = answer
         .map(|a| a.text)
         .or_else(|| req.match_text.as_deref().and_then(judge_reply));
-    Plan::new(profile, api == Api::Chat, text, limits, filler_seed)
+    Plan::new(profile, api != Api::Completions, text, limits, filler_seed)
 }

@@ -209,6 +209,8 @@ pub(crate) fn router(state: Shared) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
+        .route("/v1/responses", post(responses))
+        .route("/openai/deployments/{deployment}/chat/completions", post(azure_chat))
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
@@ -227,11 +229,61 @@ async fn server_header(mut response: Response) -> Response {
 }
 
 async fn chat(State(state): State<Shared>, connection: Connection, headers: HeaderMap, body: Bytes) -> Response {
-    handle(state, Api::Chat, received(connection), &headers, &body).await
+    handle(state, Api::Chat, received(connection), &headers, &body, None).await
+}
+
+async fn responses(State(state): State<Shared>, connection: Connection, headers: HeaderMap, body: Bytes) -> Response {
+    handle(state, Api::Responses, received(connection), &headers, &body, None).await
+}
+
+#[derive(Deserialize)]
+struct AzureQuery {
+    #[serde(rename = "api-version")]
+    api_version: Option<String>,
+}
+
+/// Azure OpenAI's shape: the deployment in the path serves the request (whatever `model` the
+/// body names), an `api-version` query is required, and so is an `api-key` header (its value
+/// is not checked, nor ever logged).
+async fn azure_chat(
+    State(state): State<Shared>,
+    connection: Connection,
+    axum::extract::Path(deployment): axum::extract::Path<String>,
+    Query(q): Query<AzureQuery>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let received = received(connection);
+    let Some(version) = q.api_version.filter(|v| !v.is_empty()) else {
+        return azure_error(StatusCode::NOT_FOUND, "404", "Resource not found");
+    };
+    if !headers.contains_key("api-key") {
+        return azure_error(
+            StatusCode::UNAUTHORIZED,
+            "401",
+            "Access denied due to missing subscription key. Make sure to include the api-key header.",
+        );
+    }
+    let body = match serde_json::from_slice::<serde_json::Value>(&body) {
+        Ok(serde_json::Value::Object(mut m)) => {
+            m.insert("model".into(), serde_json::Value::String(deployment));
+            Bytes::from(serde_json::Value::Object(m).to_string())
+        }
+        _ => body,
+    };
+    handle(state, Api::Chat, received, &headers, &body, Some(version)).await
+}
+
+fn azure_error(status: StatusCode, code: &str, message: &str) -> Response {
+    (
+        status,
+        axum::Json(serde_json::json!({ "error": { "code": code, "message": message } })),
+    )
+        .into_response()
 }
 
 async fn completions(State(state): State<Shared>, connection: Connection, headers: HeaderMap, body: Bytes) -> Response {
-    handle(state, Api::Completions, received(connection), &headers, &body).await
+    handle(state, Api::Completions, received(connection), &headers, &body, None).await
 }
 
 /// The connection a request came on (known whenever the router is served by `mock::spawn`).

@@ -84,6 +84,9 @@ struct RawRequest {
     stream_options: Option<RawStreamOptions>,
     max_tokens: Option<i64>,
     max_completion_tokens: Option<i64>,
+    /// The Responses API's conversation (a string, or messages) and output limit.
+    input: Option<serde_json::Value>,
+    max_output_tokens: Option<i64>,
     min_tokens: Option<i64>,
     ignore_eos: Option<bool>,
     n: Option<i64>,
@@ -115,12 +118,14 @@ pub(super) fn parse_request(api: Api, body: &[u8]) -> Result<Parsed, ApiError> {
             Some("n"),
         ));
     }
-    let max_param = if raw.max_completion_tokens.is_some() {
+    let max_param = if raw.max_output_tokens.is_some() {
+        "max_output_tokens"
+    } else if raw.max_completion_tokens.is_some() {
         "max_completion_tokens"
     } else {
         "max_tokens"
     };
-    let max_tokens = match raw.max_completion_tokens.or(raw.max_tokens) {
+    let max_tokens = match raw.max_output_tokens.or(raw.max_completion_tokens).or(raw.max_tokens) {
         None => None,
         Some(m) if m >= 1 => Some(u32::try_from(m).unwrap_or(u32::MAX)),
         Some(m) => {
@@ -137,10 +142,21 @@ pub(super) fn parse_request(api: Api, body: &[u8]) -> Result<Parsed, ApiError> {
         Some(m) => u32::try_from(m).unwrap_or(u32::MAX),
         None => 0,
     };
+    let messages = match (api, raw.input) {
+        (Api::Responses, Some(serde_json::Value::String(s))) => Some(vec![RawMessage {
+            role: "user".into(),
+            content: serde_json::Value::String(s),
+        }]),
+        (Api::Responses, Some(input)) => Some(
+            serde_json::from_value::<Vec<RawMessage>>(input)
+                .map_err(|e| ApiError::invalid(format!("`input` must be a string or messages: {e}"), Some("input")))?,
+        ),
+        (Api::Responses, None) => None,
+        _ => raw.messages,
+    };
     let (prompt_tokens, match_text) = match api {
-        Api::Chat => {
-            let messages = raw
-                .messages
+        Api::Chat | Api::Responses => {
+            let messages = messages
                 .filter(|m| !m.is_empty())
                 .ok_or_else(|| ApiError::invalid("`messages` must be a non-empty array.", Some("messages")))?;
             let mut contents = Vec::with_capacity(messages.len());
@@ -217,6 +233,7 @@ pub(super) fn check_context(
     let (param, what) = match api {
         Api::Chat => ("messages", "messages"),
         Api::Completions => ("prompt", "prompt"),
+        Api::Responses => ("input", "input"),
     };
     let message = match max_tokens {
         Some(m) if u64::from(prompt) + u64::from(m) > u64::from(limit) => format!(

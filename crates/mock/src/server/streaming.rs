@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::Shared;
 use super::admission::{Slot, acquire_slot};
 use super::tracker::Tracker;
-use crate::generate::{Api, Generator, Renderer, Step, usage_json};
+use crate::generate::{Api, Generator, Renderer, Step, responses_usage_json, usage_json};
 use crate::log::Outcome;
 
 /// Longest a cancelled stream keeps its slot under `hold_slot_after_cancel`.
@@ -47,8 +47,10 @@ impl Streamer {
                     self.tracker.queue_done();
                     self.generator.begin(Instant::now());
                     self.phase = Phase::Tokens;
-                    if self.api == Api::Chat {
-                        return Some(self.renderer.role());
+                    match self.api {
+                        Api::Chat => return Some(self.renderer.role()),
+                        Api::Responses => return Some(self.renderer.created()),
+                        Api::Completions => {}
                     }
                 }
                 Phase::Tokens => match self.generator.next().await {
@@ -59,9 +61,11 @@ impl Streamer {
                         malformed,
                     } => {
                         let plan = &self.generator.plan;
+                        // Reasoning in the content is sent as content; the log still knows it.
+                        let as_reasoning = reasoning && !plan.reasoning_in_content();
                         let chunk = self
                             .renderer
-                            .tokens((start..end).map(|i| plan.piece(i)), reasoning, malformed);
+                            .tokens((start..end).map(|i| plan.piece(i)), as_reasoning, malformed);
                         self.tracker.sent(end - start, reasoning, 1, malformed);
                         return Some(chunk);
                     }
@@ -75,6 +79,15 @@ impl Streamer {
                         self.slot = None;
                         let reason = self.generator.plan.finish_reason;
                         self.tracker.record.finish_reason = Some(reason);
+                        if self.api == Api::Responses {
+                            // Its terminal event carries the usage; no `[DONE]` follows.
+                            let r = &self.tracker.record;
+                            let usage =
+                                responses_usage_json(self.prompt_tokens, r.tokens_sent, r.reasoning_tokens_sent);
+                            self.phase = Phase::End;
+                            self.tracker.finish(200, Outcome::Completed);
+                            return Some(self.renderer.completed(reason, &usage));
+                        }
                         self.phase = if self.include_usage { Phase::Usage } else { Phase::Done };
                         return Some(self.renderer.finish(reason));
                     }
@@ -82,7 +95,8 @@ impl Streamer {
                 Phase::Usage => {
                     self.phase = Phase::Done;
                     let r = &self.tracker.record;
-                    let usage = usage_json(self.prompt_tokens, r.tokens_sent, r.reasoning_tokens_sent);
+                    let reasoning = (!self.generator.plan.reasoning_in_content()).then_some(r.reasoning_tokens_sent);
+                    let usage = usage_json(self.prompt_tokens, r.tokens_sent, reasoning);
                     return Some(self.renderer.usage(&usage));
                 }
                 Phase::Done => {

@@ -26,6 +26,7 @@ impl Tracker {
         let prefix = match api {
             Api::Chat => "chatcmpl",
             Api::Completions => "cmpl",
+            Api::Responses => "resp",
         };
         let client_request_id = headers
             .get("x-request-id")
@@ -40,6 +41,15 @@ impl Tracker {
                 id: format!("{prefix}-mock-{seq}"),
                 client_request_id,
                 endpoint: api.as_str(),
+                auth_header: ["authorization", "api-key", "x-api-key"]
+                    .into_iter()
+                    .find(|h| headers.contains_key(*h)),
+                header_names: headers
+                    .keys()
+                    .map(|k| k.as_str())
+                    .filter(|k| k.starts_with("x-") && *k != "x-request-id")
+                    .map(str::to_string)
+                    .collect(),
                 received_unix_ms: received.unix_ms,
                 ..RequestRecord::default()
             },

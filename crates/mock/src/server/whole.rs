@@ -55,7 +55,16 @@ pub(super) async fn whole_response(
     tracker.sent(reasoning_n, true, 0, false);
     tracker.sent(content_n, false, 0, malformed);
     let finish_reason = generator.plan.finish_reason;
-    let usage = usage_json(prompt_tokens, reasoning_n + content_n, reasoning_n);
+    let in_content = generator.plan.reasoning_in_content();
+    let usage = usage_json(
+        prompt_tokens,
+        reasoning_n + content_n,
+        (!in_content).then_some(reasoning_n),
+    );
+    if in_content {
+        content = std::mem::take(&mut reasoning) + &content;
+        reasoning_n = 0;
+    }
     let model = state.profiles[profile].reported_model();
     let body = match api {
         Api::Chat => {
@@ -68,6 +77,28 @@ pub(super) async fn whole_response(
                 "choices": [{ "index": 0, "message": message, "logprobs": null, "finish_reason": finish_reason }],
                 "usage": usage,
                 "system_fingerprint": SERVER_HEADER,
+            })
+        }
+        Api::Responses => {
+            let mut output = Vec::new();
+            if reasoning_n > 0 {
+                output.push(
+                    serde_json::json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": reasoning}]}),
+                );
+            }
+            output.push(
+                serde_json::json!({"type": "message", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": content, "annotations": []}]}),
+            );
+            let (status, details) = if finish_reason == "length" {
+                ("incomplete", serde_json::json!({"reason": "max_output_tokens"}))
+            } else {
+                ("completed", serde_json::Value::Null)
+            };
+            serde_json::json!({
+                "id": tracker.record.id, "object": "response", "created_at": created, "model": model,
+                "status": status, "incomplete_details": details, "output": output,
+                "usage": crate::generate::responses_usage_json(prompt_tokens, reasoning_n + content_n, reasoning_n),
             })
         }
         Api::Completions => serde_json::json!({
