@@ -21,6 +21,7 @@ pub mod operability;
 pub mod paired;
 pub mod pipeline;
 pub mod presets;
+pub mod rate_limit;
 pub mod reasoning;
 pub mod redact;
 pub mod retirement;

@@ -962,6 +962,11 @@ pub struct RequestRecord {
     /// Which clock timed the record's events (None: measured before bakeoff recorded it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<TimingClock>,
+    /// What the response's rate-limit headers said (`domain::rate_limit`), boxed: most records
+    /// have none, and a big run holds many records at once. Kept when the texts are cut: the
+    /// run page summarises it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<Box<crate::rate_limit::RateLimit>>,
     /// Set only on a record read for summaries ([`RequestRecord::cut_for_summaries`]): its texts
     /// were cut and this keeps what the summaries read of them whole. Never stored or exported.
     #[serde(skip)]
@@ -1178,6 +1183,7 @@ impl RequestRecord {
             grades: vec![],
             chunk_attribution: None,
             clock: None,
+            rate_limit: None,
             cut: None,
         }
     }

@@ -58,6 +58,7 @@ macro_rules! record_write_helpers {
                         .push_bind(v.chunk_text)
                         .push_bind(v.clock)
                         .push_bind(v.content_reasoning)
+                        .push_bind(v.rate_limit)
                         .push_bind(case_passed(&record.grades))
                         .push_bind(case_score(&record.grades));
                 });

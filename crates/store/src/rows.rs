@@ -728,7 +728,7 @@ macro_rules! record_insert_columns {
          client_queue_us, connect_us, connection_reused, headers_us, first_chunk_us, first_reasoning_us, \
          first_content_us, last_token_us, end_us, chunks, http_status, finish_reason, input_tokens, output_tokens, \
          output_tokens_source, reasoning_tokens, canonical_tokens, output_chars, output, reasoning, error_class, \
-         error_detail, chunk_attribution, chunk_text, clock, content_reasoning"
+         error_detail, chunk_attribution, chunk_text, clock, content_reasoning, rate_limit"
     };
 }
 pub(crate) use record_insert_columns;
@@ -783,6 +783,8 @@ pub(crate) struct RecordValues<'a> {
     pub clock: Option<&'static str>,
     /// JSON, NULL when none.
     pub content_reasoning: Option<String>,
+    /// JSON, NULL when none.
+    pub rate_limit: Option<String>,
 }
 
 impl<'a> RecordValues<'a> {
@@ -824,6 +826,7 @@ impl<'a> RecordValues<'a> {
             chunk_text: (!r.chunk_text().is_empty()).then(|| to_json(r.chunk_text())),
             clock: r.clock.map(|c| c.as_str()),
             content_reasoning: r.content_reasoning().map(|c| to_json(&c)),
+            rate_limit: r.rate_limit.as_deref().map(to_json),
         }
     }
 }
@@ -918,6 +921,7 @@ pub(crate) struct RecordRow {
     pub chunk_text: Option<String>,
     pub clock: Option<String>,
     pub content_reasoning: Option<String>,
+    pub rate_limit: Option<String>,
 }
 
 impl RecordRow {
@@ -996,6 +1000,10 @@ impl RecordRow {
                 .as_deref()
                 .map(|s| parse_enum(place("clock"), s, TimingClock::parse))
                 .transpose()?,
+            rate_limit: match &self.rate_limit {
+                Some(json) => Some(Box::new(parse_json(place("rate_limit"), json)?)),
+                None => None,
+            },
             cut: None,
         })
     }

@@ -27,6 +27,7 @@ use super::protocol::{PreparedRequest, StreamDecoder, StreamUpdate, Usage};
 use super::provider::{parse_completion, stream_decoder};
 use super::sse::{SseEvent, SseParser};
 use crate::domain::candidate::{CandidateSpec, ProviderKind, Secret};
+use crate::domain::rate_limit::{RateLimit, is_rate_limit_header};
 use crate::domain::reasoning::{ReasoningInContent, Recognised, Splitter};
 use crate::domain::retry::parse_retry_after;
 use crate::domain::run::{ErrorClass, Phase, RecordTexts, RequestRecord, RunConfig, TimingClock, TokenSource};
@@ -121,6 +122,8 @@ pub struct Exchange {
     pub clock: Option<TimingClock>,
     /// Reasoning recognised at the start of the content (moved from `output` to `reasoning`).
     pub content_reasoning: Option<Recognised>,
+    /// What the response's rate-limit headers said.
+    pub rate_limit: Option<RateLimit>,
 }
 
 impl Exchange {
@@ -185,6 +188,7 @@ impl Exchange {
             grades: Vec::new(),
             chunk_attribution: None,
             clock: self.clock,
+            rate_limit: self.rate_limit.map(Box::new),
             cut: None,
         }
     }
@@ -337,6 +341,10 @@ impl CandidateClient {
         m.x.headers_us = Some(m.arrival(response.arrived_ns));
         let status = response.status;
         m.x.http_status = Some(status);
+        m.x.rate_limit = RateLimit::from_headers(
+            response.rate_limit.iter().map(|(n, v)| (n.as_str(), v.as_str())),
+            std::time::SystemTime::now(),
+        );
         let content_type = response.content_type.take();
 
         if !(200..300).contains(&status) {
@@ -391,6 +399,7 @@ impl CandidateClient {
                 status: head.status,
                 content_type: head.content_type,
                 retry_after: head.retry_after,
+                rate_limit: head.rate_limit,
                 arrived_ns: head.arrived_ns,
                 body: ResponseBody::H1(body),
             });
@@ -414,6 +423,12 @@ impl CandidateClient {
             status: response.status().as_u16(),
             content_type: header(CONTENT_TYPE).map(|v| v.to_ascii_lowercase()),
             retry_after: header(RETRY_AFTER),
+            rate_limit: response
+                .headers()
+                .iter()
+                .filter(|(name, _)| is_rate_limit_header(name.as_str()))
+                .filter_map(|(name, value)| Some((name.to_string(), value.to_str().ok()?.to_string())))
+                .collect(),
             arrived_ns: None,
             body: ResponseBody::Pooled(response.bytes_stream().boxed()),
         })
@@ -781,6 +796,8 @@ struct Response {
     status: u16,
     content_type: Option<String>,
     retry_after: Option<String>,
+    /// The rate-limit headers, name and value (only those: nothing else of the head is kept).
+    rate_limit: Vec<(String, String)>,
     /// The kernel's receive time of the head (ns since the Unix epoch), when known.
     arrived_ns: Option<i64>,
     body: ResponseBody,

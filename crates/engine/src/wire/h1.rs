@@ -27,6 +27,7 @@ use url::{Host, Position, Url};
 
 use super::failure::Failure;
 use super::tls;
+use crate::domain::rate_limit::is_rate_limit_header;
 use crate::domain::run::ErrorClass;
 use crate::kernel_stamps;
 
@@ -69,6 +70,8 @@ pub struct Head {
     pub status: u16,
     pub content_type: Option<String>,
     pub retry_after: Option<String>,
+    /// The rate-limit headers (`domain::rate_limit`), name and value: only those.
+    pub rate_limit: Vec<(String, String)>,
     /// The kernel's receive time of the head's last packet (ns since the Unix epoch).
     pub arrived_ns: Option<i64>,
     keep_alive: bool,
@@ -456,11 +459,15 @@ impl Conn {
         let status = response.code.unwrap_or_default();
         let http11 = response.version == Some(1);
         let (mut content_type, mut retry_after, mut length) = (None, None, None);
+        let mut rate_limit = Vec::new();
         let (mut chunked, mut close, mut keep_alive_asked, mut llama_cpp) = (false, false, false, false);
         for h in response.headers.iter() {
             let value = String::from_utf8_lossy(h.value);
             let value = value.trim();
             let name = h.name;
+            if is_rate_limit_header(name) {
+                rate_limit.push((name.to_string(), value.to_string()));
+            }
             if name.eq_ignore_ascii_case("content-type") {
                 content_type = Some(value.to_ascii_lowercase());
             } else if name.eq_ignore_ascii_case("retry-after") {
@@ -504,6 +511,7 @@ impl Conn {
             status,
             content_type,
             retry_after,
+            rate_limit,
             arrived_ns: self.stamp,
             keep_alive: !close && (http11 || keep_alive_asked),
             framing,
