@@ -190,6 +190,104 @@ fn parse_rfc3339(value: &str) -> Option<f64> {
     Some(unix as f64 + fraction)
 }
 
+/// What a candidate's records say about its provider's rate limits: the run page's summary, so
+/// a storm of 429s is explained.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RateLimitSummary {
+    /// Attempts answered 429, of `attempts`.
+    pub throttled: usize,
+    pub attempts: usize,
+    /// The highest limits stated (requests, tokens), per minute as OpenAI and Anthropic state them.
+    pub requests_limit: Option<u64>,
+    pub tokens_limit: Option<u64>,
+    /// The lowest remaining requests / tokens seen, and the send time (µs since the Unix epoch)
+    /// of the first record that saw it.
+    pub lowest_requests: Option<(u64, i64)>,
+    pub lowest_tokens: Option<(u64, i64)>,
+    /// The distinct `retry-after` waits asked for, in seconds, ascending.
+    pub retry_after_s: Vec<f64>,
+}
+
+impl RateLimitSummary {
+    /// None when no record has rate-limit data and none was answered 429.
+    pub fn of<'a>(records: impl IntoIterator<Item = &'a crate::run::RequestRecord>) -> Option<Self> {
+        let mut s = RateLimitSummary::default();
+        let mut any = false;
+        for r in records {
+            s.attempts += 1;
+            if r.http_status == Some(429) {
+                s.throttled += 1;
+                any = true;
+            }
+            let Some(rl) = r.rate_limit.as_deref() else { continue };
+            any = true;
+            s.requests_limit = s.requests_limit.max(rl.requests.limit);
+            s.tokens_limit = s.tokens_limit.max(rl.tokens.limit.or(rl.input_tokens.limit));
+            lowest(&mut s.lowest_requests, rl.requests.remaining, r.sent_at_us);
+            lowest(
+                &mut s.lowest_tokens,
+                rl.tokens.remaining.or(rl.input_tokens.remaining),
+                r.sent_at_us,
+            );
+            if let Some(wait) = rl.retry_after_s
+                && !s.retry_after_s.contains(&wait)
+            {
+                s.retry_after_s.push(wait);
+            }
+        }
+        s.retry_after_s.sort_by(f64::total_cmp);
+        any.then_some(s)
+    }
+
+    /// One paragraph: "The provider throttled: 3 of 40 attempts answered 429 · limit 60
+    /// requests/min · remaining requests hit 0 at 01:02:03 UTC · retry-after asked: 1 s, 20 s".
+    pub fn text(&self) -> String {
+        let mut parts = Vec::new();
+        parts.push(if self.throttled > 0 {
+            format!(
+                "The provider throttled: {} of {} attempts answered 429 (rate limited)",
+                self.throttled, self.attempts
+            )
+        } else {
+            "No attempt was answered 429".to_string()
+        });
+        if let Some(n) = self.requests_limit {
+            parts.push(format!("limit {n} requests/min"));
+        }
+        if let Some(n) = self.tokens_limit {
+            parts.push(format!("limit {n} tokens/min"));
+        }
+        for (what, lowest) in [("requests", self.lowest_requests), ("tokens", self.lowest_tokens)] {
+            if let Some((n, at)) = lowest {
+                let verb = if n == 0 { "hit" } else { "went down to" };
+                parts.push(format!("remaining {what} {verb} {n} at {} UTC", clock_of(at)));
+            }
+        }
+        if !self.retry_after_s.is_empty() {
+            let waits: Vec<String> = self.retry_after_s.iter().map(|w| format!("{w} s")).collect();
+            parts.push(format!("retry-after asked: {}", waits.join(", ")));
+        }
+        if self.requests_limit.is_none() && self.tokens_limit.is_none() && self.lowest_requests.is_none() {
+            parts.push("the provider sent no rate-limit headers".to_string());
+        }
+        parts.join(" · ")
+    }
+}
+
+fn lowest(slot: &mut Option<(u64, i64)>, remaining: Option<u64>, at: i64) {
+    if let Some(n) = remaining
+        && slot.is_none_or(|(m, first)| n < m || (n == m && at < first))
+    {
+        *slot = Some((n, at));
+    }
+}
+
+/// `HH:MM:SS` of a wall-clock time in µs since the Unix epoch.
+fn clock_of(us: i64) -> String {
+    let s = us.div_euclid(1_000_000).rem_euclid(86_400);
+    format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,5 +413,53 @@ mod tests {
         assert!(is_rate_limit_header("X-RateLimit-Limit-Requests") && is_rate_limit_header("retry-after"));
         assert!(is_rate_limit_header("anthropic-ratelimit-tokens-reset"));
         assert!(!is_rate_limit_header("authorization") && !is_rate_limit_header("x-api-key"));
+    }
+
+    #[test]
+    fn a_candidates_records_are_summarised_so_a_429_storm_is_explained() {
+        use crate::run::RequestRecord;
+        let rec = |at_s: i64, status: u16, remaining: u64, retry: Option<f64>| RequestRecord {
+            sent_at_us: (1_800_000_000 + at_s) * 1_000_000,
+            http_status: Some(status),
+            rate_limit: Some(Box::new(RateLimit {
+                requests: Bucket {
+                    limit: Some(3),
+                    remaining: Some(remaining),
+                    reset_s: Some(60.0),
+                },
+                retry_after_s: retry,
+                ..Default::default()
+            })),
+            ..RequestRecord::test_quality("a")
+        };
+        let records = [
+            rec(0, 200, 2, None),
+            rec(1, 200, 1, None),
+            rec(2, 200, 0, None),
+            rec(3, 429, 0, Some(58.0)),
+            rec(4, 429, 0, Some(1.0)),
+            rec(5, 429, 0, Some(1.0)),
+        ];
+        let s = RateLimitSummary::of(&records).unwrap();
+        assert_eq!((s.throttled, s.attempts, s.requests_limit), (3, 6, Some(3)));
+        assert_eq!(s.lowest_requests, Some((0, (1_800_000_000 + 2) * 1_000_000)));
+        assert_eq!(s.retry_after_s, [1.0, 58.0]);
+        assert_eq!(
+            s.text(),
+            "The provider throttled: 3 of 6 attempts answered 429 (rate limited) · limit 3 requests/min · \
+             remaining requests hit 0 at 08:00:02 UTC · retry-after asked: 1 s, 58 s"
+        );
+        // A 429 without headers still explains itself; records without either say nothing.
+        let bare = RequestRecord {
+            http_status: Some(429),
+            ..RequestRecord::test_quality("a")
+        };
+        assert!(
+            RateLimitSummary::of([&bare])
+                .unwrap()
+                .text()
+                .ends_with("the provider sent no rate-limit headers")
+        );
+        assert_eq!(RateLimitSummary::of([&RequestRecord::test_quality("a")]), None);
     }
 }

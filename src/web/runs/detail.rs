@@ -14,7 +14,7 @@ use axum::response::Redirect;
 use super::again::{AgainButton, StopView, buttons};
 use crate::app::pages::charts::Chart;
 use crate::app::pages::report::{HarnessView, LevelsView, QualityView, harness_view};
-pub use crate::app::pages::run_page::{CaseRow, OverTimeView, ProgressRow, Scorecard};
+pub use crate::app::pages::run_page::{CaseRow, OverTimeView, ProgressRow, RateLimitRow, Scorecard};
 use crate::app::pages::run_page::{cached_record_parts, candidate_name};
 use crate::app::runs::{RunRecords, RunVersion};
 use crate::domain::candidate::Candidate;
@@ -76,6 +76,8 @@ pub struct LiveView {
     /// Why a queued run has not started, e.g. "waiting: run #12 is measuring swift-7b".
     pub waiting: Option<String>,
     pub progress: Vec<ProgressRow>,
+    /// Per candidate whose provider stated rate limits or answered 429.
+    pub rate_limits: Vec<RateLimitRow>,
     pub scorecard: Option<Scorecard>,
     pub cases: Vec<CaseRow>,
     pub cases_note: Option<String>,
@@ -456,6 +458,7 @@ pub(super) async fn live_view(state: &AppState, run: &Run, candidates: &[Candida
         error: run.error.clone(),
         waiting: state.runner.waiting_reason(run.id),
         progress: parts.progress,
+        rate_limits: parts.rate_limits,
         scorecard: parts.scorecard,
         cases: parts.cases,
         cases_note: parts.cases_note,

@@ -15,6 +15,7 @@ use crate::domain::candidate::Candidate;
 use crate::domain::format::visible_controls;
 use crate::domain::grading::case_passed;
 use crate::domain::metrics::{CandidateSummary, summarise_candidate_knowing};
+use crate::domain::rate_limit::RateLimitSummary;
 use crate::domain::run::{Phase, RecordGroup, RequestRecord, Run};
 use crate::domain::scorecard::CandidateRecords;
 use crate::domain::timeline::Buckets;
@@ -189,13 +190,23 @@ pub struct RecordParts {
     pub quality: Vec<QualityView>,
     pub pass_rates: Option<Chart>,
     pub over_time: Option<OverTimeView>,
+    /// Per candidate whose provider sent rate-limit headers or answered 429: what they said.
+    #[serde(default)]
+    pub rate_limits: Vec<RateLimitRow>,
+}
+
+/// One candidate's rate-limit summary (`domain::rate_limit::RateLimitSummary::text`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RateLimitRow {
+    pub candidate: String,
+    pub text: String,
 }
 
 /// Cache kind of [`RecordParts`]; bump the version when its shape or content changes (3: a
 /// sweep's results table pools no latencies; 4: the charts over time and the pass-rate bars;
 /// 5: downtime over every repetition; 6: bins on a fixed grid; 7: the clock that timed each
-/// candidate).
-pub const RECORD_PARTS_KIND: &str = "run-page/7";
+/// candidate; 8: the providers' rate limits).
+pub const RECORD_PARTS_KIND: &str = "run-page/8";
 
 /// A terminal run's records never change, so its parts are computed once and kept in the
 /// store (`run_summaries`); an unfinished run's are computed on every call.
@@ -337,6 +348,8 @@ pub struct CandidateParts {
     levels: Option<RunFigures>,
     quality: QualityView,
     buckets: Option<Vec<crate::domain::timeline::Bucket>>,
+    /// Its rate-limit summary, when its records have one.
+    rate_limit: Option<String>,
 }
 
 /// A case row's place: eval-set order, then candidate order, then repetition and attempt.
@@ -530,6 +543,8 @@ impl<'a> PageContext<'a> {
             levels: timed.levels,
             quality: super::report::candidate_quality(run, name, records, id),
             buckets: timed.buckets,
+            // Every attempt, warm-ups and retries too: a 429 anywhere is the provider's limit.
+            rate_limit: RateLimitSummary::of(records.iter().filter(|r| r.candidate_id == id)).map(|s| s.text()),
         }
     }
 
@@ -548,7 +563,14 @@ impl<'a> PageContext<'a> {
         let mut levels = Vec::new();
         let mut quality = Vec::with_capacity(parts.len());
         let mut over_time = Vec::new();
+        let mut rate_limits = Vec::new();
         for p in parts {
+            if let Some(text) = p.rate_limit {
+                rate_limits.push(RateLimitRow {
+                    candidate: candidate_name(candidates, p.id),
+                    text,
+                });
+            }
             progress.push(p.progress);
             summaries.push(p.summary);
             case_rows.extend(p.case_rows);
@@ -586,6 +608,7 @@ impl<'a> PageContext<'a> {
             over_time: self
                 .grid
                 .and_then(|grid| over_time_view(run, candidates, grid.timeline(over_time))),
+            rate_limits,
         })
     }
 }
