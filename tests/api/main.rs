@@ -28,6 +28,7 @@ mod outage;
 mod page_load;
 mod pages_browser;
 mod priority;
+mod rate_limit;
 mod real_engines;
 mod real_server;
 mod reasoning_in_content;
