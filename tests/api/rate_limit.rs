@@ -6,7 +6,7 @@
 //! server sent no headers and never refused.
 use bakeoff::domain::candidate::{CandidateSpec, Secret};
 use bakeoff::domain::evalset::EvalSetFile;
-use bakeoff::domain::run::{NewRun, RunConfig, RunStatus};
+use bakeoff::domain::run::{NewRun, RunConfig, RunStatus, TimingClock};
 use bakeoff::mock::{MockConfig, ModelProfile};
 
 use crate::support::app::spawn_app_on;
@@ -137,3 +137,57 @@ async fn rate_limit_headers_are_recorded_and_the_run_page_explains_the_429s(t: T
     assert!(!text.contains("sk-rate-limit-test"));
 }
 each_backend!(rate_limit_headers_are_recorded_and_the_run_page_explains_the_429s);
+
+/// Both clients (the kernel-stamped one and reqwest, as behind a proxy) hand the same
+/// rate-limit headers to the exchange, on a success and on a 429.
+#[tokio::test]
+async fn both_clients_record_the_rate_limit_headers() {
+    use bakeoff::engine::wire::client::{CandidateClient, Timeouts};
+    use bakeoff::engine::wire::protocol::RequestParams;
+    use std::time::Duration;
+
+    let file = evalset(1);
+    let mock = crate::support::runs::start_mock(MockConfig {
+        profiles: vec![ModelProfile {
+            rate_limit_requests: vec![2, 4],
+            retry_after_s: 7,
+            ..quick("m")
+        }],
+        answer_keys: vec![file.clone()],
+        seed: 3,
+    })
+    .await;
+    let spec = CandidateSpec::openai_chat("m", mock.base_url(), "m");
+    let timeouts = Timeouts {
+        connect: Duration::from_secs(5),
+        first_token: Duration::from_secs(5),
+        stall: Duration::from_secs(5),
+        total: Duration::from_secs(10),
+    };
+    let params = RequestParams {
+        max_tokens: Some(8),
+        temperature: None,
+        stream: true,
+    };
+    let request = bakeoff::engine::wire::provider::prepare(&spec, None, &file, &file.cases[0], &params).unwrap();
+    let stamped = CandidateClient::new(&spec, 1, timeouts).unwrap();
+    let reference = CandidateClient::reference(&spec, 1, timeouts).unwrap();
+    // Admitted requests 1..4: ok, 429, ok, 429 — alternating clients.
+    for (n, client) in [&stamped, &reference, &reference, &stamped].into_iter().enumerate() {
+        let x = client.send(&request, 0).await;
+        let rl = x
+            .rate_limit
+            .unwrap_or_else(|| panic!("request {} has rate-limit data", n + 1));
+        assert_eq!(rl.requests.limit, Some(u64::from(LIMIT)), "{rl:?}");
+        assert_eq!(rl.requests.remaining, Some(u64::from(LIMIT) - n as u64 - 1), "{rl:?}");
+        let refused = n % 2 == 1;
+        assert_eq!(x.http_status, Some(if refused { 429 } else { 200 }));
+        assert_eq!(rl.retry_after_s, refused.then_some(7.0), "{rl:?}");
+        // The successes show which client carried them.
+        let clock = [Some(TimingClock::KernelStamp), None, Some(TimingClock::UserSpace), None][n];
+        if clock.is_some() {
+            assert_eq!(x.clock, clock, "request {}", n + 1);
+        }
+    }
+    mock.shutdown().await.unwrap();
+}
