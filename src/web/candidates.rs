@@ -188,202 +188,15 @@ pub struct CandidateFormPage {
 
 impl CandidateFormPage {
     fn build(draft: &CandidateDraft, errors: &FieldErrors, editing: Option<(i64, &CandidateSpec)>) -> Self {
-        let field = |name, label, kind, value: &str| FieldView::new(name, label, kind, value).errors_from(errors);
-        let providers = ProviderKind::ALL
-            .iter()
-            .map(|p| (p.as_str().to_string(), p.label().to_string()))
-            .collect();
-        let tokenize_kinds = std::iter::once(("none".to_string(), "none: bakeoff counts (o200k)".to_string()))
-            .chain(
-                TokenizeKind::ALL
-                    .iter()
-                    .map(|k| (k.as_str().to_string(), k.label().to_string())),
-            )
-            .collect();
-        let reasoning_modes = ReasoningInContent::ALL
-            .iter()
-            .map(|m| (m.as_str().to_string(), m.label().to_string()))
-            .collect();
-        let secret_headers_help = match editing {
-            Some((_, spec)) if spec.wire.secrets().next().is_some() => {
-                "Secret headers are stored (names: see the candidate page). Leave blank to keep them; type \
-                 Name: value lines to replace them all. Never shown again."
-            }
-            _ => {
-                "One Name: value a line, e.g. X-Gateway-Token: … Sealed like the API key: never shown, logged or exported."
-            }
-        };
-        let key_help = match editing {
-            Some((_, spec)) if spec.api_key.is_some() => {
-                "A key is stored. Leave blank to keep it; type a new one to replace it. It is never shown again."
-            }
-            _ => "Stored write-only: never shown, logged or exported. Prefer an environment variable below.",
-        };
         let fieldsets = vec![
-            Fieldset {
-                legend: "Endpoint",
-                note: None,
-                fields: vec![
-                    field("name", "Name", FieldKind::Text, &draft.name)
-                        .required()
-                        .help("Unique; how this candidate is labelled in every table."),
-                    field("provider", "Provider", FieldKind::Select, &draft.provider)
-                        .required()
-                        .options(providers),
-                    field("base_url", "Base URL", FieldKind::Url, &draft.base_url)
-                        .required()
-                        .help("Up to and including the API version, e.g. http://127.0.0.1:8000/v1"),
-                    field("model", "Model", FieldKind::Text, &draft.model)
-                        .required()
-                        .help("The model name the endpoint expects."),
-                ],
-            },
-            Fieldset {
-                legend: "Credentials",
-                note: Some(
-                    "Setting, changing or clearing these needs the admin role: a key goes wherever the base URL points.",
-                ),
-                fields: vec![
-                    // The typed key is never echoed back, not even when the form is re-shown.
-                    field("api_key", "API key", FieldKind::Password, "").help(key_help),
-                    field(
-                        "api_key_env",
-                        "API key environment variable",
-                        FieldKind::Text,
-                        &draft.api_key_env,
-                    )
-                    .help("Name of a variable in bakeoff's environment holding the key, e.g. BAKEOFF_KEY_OPENAI."),
-                    field(
-                        "tls_ca_file",
-                        "Trusted TLS CA file",
-                        FieldKind::Text,
-                        &draft.tls_ca_file,
-                    )
-                    .help(
-                        "For an https server whose certificate no public CA signed (in-house, self-signed): an \
-                         absolute path, on the machine bakeoff runs on, to a PEM file of the CA certificates to trust \
-                         besides the system's. Blank: the system's only.",
-                    ),
-                    // Like the key: never echoed back.
-                    field("secret_headers", "Secret headers", FieldKind::TextArea, "").help(secret_headers_help),
-                ],
-            },
-            Fieldset {
-                legend: "Request parameters",
-                note: Some("A run's own settings override these."),
-                fields: vec![
-                    field("max_tokens", "max_tokens", FieldKind::Number, &draft.max_tokens),
-                    field("temperature", "Temperature", FieldKind::Number, &draft.temperature)
-                        .decimal()
-                        .help("0–2"),
-                    field(
-                        "extra_body",
-                        "Extra request fields (JSON object)",
-                        FieldKind::TextArea,
-                        &draft.extra_body,
-                    )
-                    .help("Merged into every request body, e.g. {\"top_p\": 0.9}"),
-                    field(
-                        "reasoning_in_content",
-                        "Reasoning in the content",
-                        FieldKind::Select,
-                        &draft.reasoning_in_content,
-                    )
-                    .options(reasoning_modes)
-                    .help(
-                        "Servers without a reasoning parser leave a reasoning model's thinking in the answer \
-                         (<think>…</think>). Auto recognises a reasoning tag at the start of the content; always \
-                         suits servers whose chat template puts <think> in the prompt (the answer then holds only \
-                         …</think>); never keeps the content whole.",
-                    ),
-                    field("headers", "Extra headers", FieldKind::TextArea, &draft.headers).help(
-                        "One Name: value a line, sent with every request (e.g. a gateway's X-Team). Credentials \
-                         belong among the secret headers.",
-                    ),
-                ],
-            },
-            Fieldset {
-                legend: "Token counting",
-                note: Some(
-                    "Servers that send no usage in streams (llama-cpp-python, some llama.cpp and vLLM setups) leave \
-                     bakeoff to count output tokens itself with o200k, labelled \"tokenizer\". Declare the server's own \
-                     tokenize endpoint to count them with the served model's tokenizer instead, labelled \
-                     \"server-tokenizer\": it is called only after the run's measured load has ended, and if it fails \
-                     the records keep bakeoff's count and the run's events say why.",
-                ),
-                fields: vec![
-                    field(
-                        "tokenize_kind",
-                        "Tokenize endpoint",
-                        FieldKind::Select,
-                        &draft.tokenize_kind,
-                    )
-                    .options(tokenize_kinds)
-                    .help("The API shape of the server's endpoint; the count is only read in that shape."),
-                    field("tokenize_path", "Tokenize path", FieldKind::Text, &draft.tokenize_path).help(
-                        "On the candidate's own server (the base URL's scheme, host and port). Blank: /tokenize \
-                         (llama.cpp, vLLM) or /extras/tokenize (llama-cpp-python).",
-                    ),
-                ],
-            },
-            Fieldset {
-                legend: "Declared conditions",
-                note: Some("What you know about how it is served; recorded with every figure."),
-                fields: vec![
-                    field("hardware", "Hardware", FieldKind::Text, &draft.hardware),
-                    field("framework", "Serving framework", FieldKind::Text, &draft.framework),
-                    field("quantization", "Quantization", FieldKind::Text, &draft.quantization),
-                    field(
-                        "context_length",
-                        "Context length (tokens)",
-                        FieldKind::Number,
-                        &draft.context_length,
-                    ),
-                ],
-            },
-            Fieldset {
-                legend: "Price",
-                note: None,
-                fields: vec![
-                    field(
-                        "price_input",
-                        "Input, $ per million tokens",
-                        FieldKind::Number,
-                        &draft.price_input,
-                    )
-                    .decimal(),
-                    field(
-                        "price_output",
-                        "Output, $ per million tokens",
-                        FieldKind::Number,
-                        &draft.price_output,
-                    )
-                    .decimal(),
-                ],
-            },
-            Fieldset {
-                legend: "Claimed figure",
-                note: Some(
-                    "A vendor's headline number, kept with the caliber it was stated under so it can be checked.",
-                ),
-                fields: vec![
-                    field("claimed_tps", "Claimed tok/s", FieldKind::Number, &draft.claimed_tps).decimal(),
-                    field("claimed_caliber", "Caliber", FieldKind::Text, &draft.claimed_caliber)
-                        .help("e.g. per-stream decode, aggregate @c=64"),
-                    field(
-                        "claimed_conditions",
-                        "Conditions",
-                        FieldKind::Text,
-                        &draft.claimed_conditions,
-                    )
-                    .help("e.g. H100, batch 1"),
-                ],
-            },
-            Fieldset {
-                legend: "Notes",
-                note: None,
-                fields: vec![field("notes", "Notes", FieldKind::TextArea, &draft.notes)],
-            },
+            endpoint_fieldset(draft, errors),
+            credentials_fieldset(draft, errors, editing.map(|(_, spec)| spec)),
+            request_parameters_fieldset(draft, errors),
+            token_counting_fieldset(draft, errors),
+            declared_conditions_fieldset(draft, errors),
+            price_fieldset(draft, errors),
+            claimed_figure_fieldset(draft, errors),
+            notes_fieldset(draft, errors),
         ];
         let (editing_id, action, heading, key_status) = match editing {
             Some((id, spec)) => (
@@ -403,6 +216,274 @@ impl CandidateFormPage {
             key_status,
             has_errors: !errors.is_empty(),
         }
+    }
+}
+
+/// A form field showing `errors`' message for its name, if any.
+fn field(errors: &FieldErrors, name: &'static str, label: &'static str, kind: FieldKind, value: &str) -> FieldView {
+    FieldView::new(name, label, kind, value).errors_from(errors)
+}
+
+fn endpoint_fieldset(draft: &CandidateDraft, errors: &FieldErrors) -> Fieldset {
+    let providers = ProviderKind::ALL
+        .iter()
+        .map(|p| (p.as_str().to_string(), p.label().to_string()))
+        .collect();
+    Fieldset {
+        legend: "Endpoint",
+        note: None,
+        fields: vec![
+            field(errors, "name", "Name", FieldKind::Text, &draft.name)
+                .required()
+                .help("Unique; how this candidate is labelled in every table."),
+            field(errors, "provider", "Provider", FieldKind::Select, &draft.provider)
+                .required()
+                .options(providers),
+            field(errors, "base_url", "Base URL", FieldKind::Url, &draft.base_url)
+                .required()
+                .help("Up to and including the API version, e.g. http://127.0.0.1:8000/v1"),
+            field(errors, "model", "Model", FieldKind::Text, &draft.model)
+                .required()
+                .help("The model name the endpoint expects."),
+        ],
+    }
+}
+
+fn credentials_fieldset(draft: &CandidateDraft, errors: &FieldErrors, editing: Option<&CandidateSpec>) -> Fieldset {
+    let secret_headers_help = match editing {
+        Some(spec) if spec.wire.secrets().next().is_some() => {
+            "Secret headers are stored (names: see the candidate page). Leave blank to keep them; type \
+             Name: value lines to replace them all. Never shown again."
+        }
+        _ => {
+            "One Name: value a line, e.g. X-Gateway-Token: … Sealed like the API key: never shown, logged or exported."
+        }
+    };
+    let key_help = match editing {
+        Some(spec) if spec.api_key.is_some() => {
+            "A key is stored. Leave blank to keep it; type a new one to replace it. It is never shown again."
+        }
+        _ => "Stored write-only: never shown, logged or exported. Prefer an environment variable below.",
+    };
+    Fieldset {
+        legend: "Credentials",
+        note: Some(
+            "Setting, changing or clearing these needs the admin role: a key goes wherever the base URL points.",
+        ),
+        fields: vec![
+            // The typed key is never echoed back, not even when the form is re-shown.
+            field(errors, "api_key", "API key", FieldKind::Password, "").help(key_help),
+            field(
+                errors,
+                "api_key_env",
+                "API key environment variable",
+                FieldKind::Text,
+                &draft.api_key_env,
+            )
+            .help("Name of a variable in bakeoff's environment holding the key, e.g. BAKEOFF_KEY_OPENAI."),
+            field(
+                errors,
+                "tls_ca_file",
+                "Trusted TLS CA file",
+                FieldKind::Text,
+                &draft.tls_ca_file,
+            )
+            .help(
+                "For an https server whose certificate no public CA signed (in-house, self-signed): an \
+                 absolute path, on the machine bakeoff runs on, to a PEM file of the CA certificates to trust \
+                 besides the system's. Blank: the system's only.",
+            ),
+            // Like the key: never echoed back.
+            field(errors, "secret_headers", "Secret headers", FieldKind::TextArea, "").help(secret_headers_help),
+        ],
+    }
+}
+
+fn request_parameters_fieldset(draft: &CandidateDraft, errors: &FieldErrors) -> Fieldset {
+    let reasoning_modes = ReasoningInContent::ALL
+        .iter()
+        .map(|m| (m.as_str().to_string(), m.label().to_string()))
+        .collect();
+    Fieldset {
+        legend: "Request parameters",
+        note: Some("A run's own settings override these."),
+        fields: vec![
+            field(errors, "max_tokens", "max_tokens", FieldKind::Number, &draft.max_tokens),
+            field(
+                errors,
+                "temperature",
+                "Temperature",
+                FieldKind::Number,
+                &draft.temperature,
+            )
+            .decimal()
+            .help("0–2"),
+            field(
+                errors,
+                "extra_body",
+                "Extra request fields (JSON object)",
+                FieldKind::TextArea,
+                &draft.extra_body,
+            )
+            .help("Merged into every request body, e.g. {\"top_p\": 0.9}"),
+            field(
+                errors,
+                "reasoning_in_content",
+                "Reasoning in the content",
+                FieldKind::Select,
+                &draft.reasoning_in_content,
+            )
+            .options(reasoning_modes)
+            .help(
+                "Servers without a reasoning parser leave a reasoning model's thinking in the answer \
+                 (<think>…</think>). Auto recognises a reasoning tag at the start of the content; always \
+                 suits servers whose chat template puts <think> in the prompt (the answer then holds only \
+                 …</think>); never keeps the content whole.",
+            ),
+            field(errors, "headers", "Extra headers", FieldKind::TextArea, &draft.headers).help(
+                "One Name: value a line, sent with every request (e.g. a gateway's X-Team). Credentials \
+                 belong among the secret headers.",
+            ),
+        ],
+    }
+}
+
+fn token_counting_fieldset(draft: &CandidateDraft, errors: &FieldErrors) -> Fieldset {
+    let tokenize_kinds = std::iter::once(("none".to_string(), "none: bakeoff counts (o200k)".to_string()))
+        .chain(
+            TokenizeKind::ALL
+                .iter()
+                .map(|k| (k.as_str().to_string(), k.label().to_string())),
+        )
+        .collect();
+    Fieldset {
+        legend: "Token counting",
+        note: Some(
+            "Servers that send no usage in streams (llama-cpp-python, some llama.cpp and vLLM setups) leave \
+             bakeoff to count output tokens itself with o200k, labelled \"tokenizer\". Declare the server's own \
+             tokenize endpoint to count them with the served model's tokenizer instead, labelled \
+             \"server-tokenizer\": it is called only after the run's measured load has ended, and if it fails \
+             the records keep bakeoff's count and the run's events say why.",
+        ),
+        fields: vec![
+            field(
+                errors,
+                "tokenize_kind",
+                "Tokenize endpoint",
+                FieldKind::Select,
+                &draft.tokenize_kind,
+            )
+            .options(tokenize_kinds)
+            .help("The API shape of the server's endpoint; the count is only read in that shape."),
+            field(
+                errors,
+                "tokenize_path",
+                "Tokenize path",
+                FieldKind::Text,
+                &draft.tokenize_path,
+            )
+            .help(
+                "On the candidate's own server (the base URL's scheme, host and port). Blank: /tokenize \
+                 (llama.cpp, vLLM) or /extras/tokenize (llama-cpp-python).",
+            ),
+        ],
+    }
+}
+
+fn declared_conditions_fieldset(draft: &CandidateDraft, errors: &FieldErrors) -> Fieldset {
+    Fieldset {
+        legend: "Declared conditions",
+        note: Some("What you know about how it is served; recorded with every figure."),
+        fields: vec![
+            field(errors, "hardware", "Hardware", FieldKind::Text, &draft.hardware),
+            field(
+                errors,
+                "framework",
+                "Serving framework",
+                FieldKind::Text,
+                &draft.framework,
+            ),
+            field(
+                errors,
+                "quantization",
+                "Quantization",
+                FieldKind::Text,
+                &draft.quantization,
+            ),
+            field(
+                errors,
+                "context_length",
+                "Context length (tokens)",
+                FieldKind::Number,
+                &draft.context_length,
+            ),
+        ],
+    }
+}
+
+fn price_fieldset(draft: &CandidateDraft, errors: &FieldErrors) -> Fieldset {
+    Fieldset {
+        legend: "Price",
+        note: None,
+        fields: vec![
+            field(
+                errors,
+                "price_input",
+                "Input, $ per million tokens",
+                FieldKind::Number,
+                &draft.price_input,
+            )
+            .decimal(),
+            field(
+                errors,
+                "price_output",
+                "Output, $ per million tokens",
+                FieldKind::Number,
+                &draft.price_output,
+            )
+            .decimal(),
+        ],
+    }
+}
+
+fn claimed_figure_fieldset(draft: &CandidateDraft, errors: &FieldErrors) -> Fieldset {
+    Fieldset {
+        legend: "Claimed figure",
+        note: Some("A vendor's headline number, kept with the caliber it was stated under so it can be checked."),
+        fields: vec![
+            field(
+                errors,
+                "claimed_tps",
+                "Claimed tok/s",
+                FieldKind::Number,
+                &draft.claimed_tps,
+            )
+            .decimal(),
+            field(
+                errors,
+                "claimed_caliber",
+                "Caliber",
+                FieldKind::Text,
+                &draft.claimed_caliber,
+            )
+            .help("e.g. per-stream decode, aggregate @c=64"),
+            field(
+                errors,
+                "claimed_conditions",
+                "Conditions",
+                FieldKind::Text,
+                &draft.claimed_conditions,
+            )
+            .help("e.g. H100, batch 1"),
+        ],
+    }
+}
+
+fn notes_fieldset(draft: &CandidateDraft, errors: &FieldErrors) -> Fieldset {
+    Fieldset {
+        legend: "Notes",
+        note: None,
+        fields: vec![field(errors, "notes", "Notes", FieldKind::TextArea, &draft.notes)],
     }
 }
 

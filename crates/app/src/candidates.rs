@@ -119,6 +119,39 @@ fn key_env_change(before: Option<&str>, after: Option<&str>) -> Option<String> {
     (before != after).then(|| format!("key variable {} → {}", shown(before), shown(after)))
 }
 
+/// Why this change cleared the stored key, if it did.
+fn key_cleared(before: &CandidateSpec, next: &CandidateSpec, dropped: bool) -> Option<String> {
+    if dropped {
+        Some(format!("the base URL moved to another server ({})", next.base_url))
+    } else if before.api_key.is_some() && next.api_key.is_none() {
+        Some("removed on the form".to_string())
+    } else {
+        None
+    }
+}
+
+/// The audit detail of changed secret headers, by name only (`None`: unchanged).
+fn secret_header_change(before: Option<&CandidateSpec>, after: Option<&CandidateSpec>) -> Option<String> {
+    let names = |spec: Option<&CandidateSpec>| -> Vec<String> {
+        spec.map(|s| {
+            s.wire
+                .secret_headers()
+                .into_iter()
+                .map(|(n, _)| n.to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+    };
+    let (was, now) = (names(before), names(after));
+    let changed = match (before, after) {
+        (Some(b), Some(a)) => b.wire.secret_headers() != a.wire.secret_headers(),
+        (None, _) => !now.is_empty(),
+        _ => false,
+    };
+    let shown = |n: &[String]| if n.is_empty() { "none".to_string() } else { n.join(", ") };
+    changed.then(|| format!("secret headers {} → {}", shown(&was), shown(&now)))
+}
+
 /// Creates (`before` None) or updates a candidate to `next`, whose `api_key` is the key typed
 /// (`key_typed`) or the stored one kept, or None when cleared. Refused (nothing stored) when the
 /// credentials change and `actor` is no admin; a name already taken is a field error on `name`.
@@ -181,14 +214,7 @@ pub async fn save(
                         format!("{}{from}", next.base_url),
                     ))
                     .await?;
-                let why = if dropped {
-                    Some(format!("the base URL moved to another server ({})", next.base_url))
-                } else if c.spec.api_key.is_some() && next.api_key.is_none() {
-                    Some("removed on the form".to_string())
-                } else {
-                    None
-                };
-                if let Some(why) = why {
+                if let Some(why) = key_cleared(&c.spec, next, dropped) {
                     store
                         .append_audit(&audit(Action::CandidateKeyCleared, c.id, &next.name, why))
                         .await?;
@@ -205,33 +231,12 @@ pub async fn save(
             }
         }
     };
-    // Secret headers are audited by name only.
-    let names = |spec: Option<&CandidateSpec>| -> Vec<String> {
-        spec.map(|s| {
-            s.wire
-                .secret_headers()
-                .into_iter()
-                .map(|(n, _)| n.to_string())
-                .collect()
-        })
-        .unwrap_or_default()
-    };
     let stored = store.get_candidate(id).await?;
-    let (was, now) = (names(before.map(|c| &c.spec)), names(stored.as_ref().map(|c| &c.spec)));
-    let changed = match (before, stored.as_ref()) {
-        (Some(b), Some(s)) => b.spec.wire.secret_headers() != s.spec.wire.secret_headers(),
-        (None, _) => !now.is_empty(),
-        _ => false,
-    };
-    if changed && outcome != Outcome::Unchanged {
-        let shown = |n: &[String]| if n.is_empty() { "none".to_string() } else { n.join(", ") };
+    if outcome != Outcome::Unchanged
+        && let Some(detail) = secret_header_change(before.map(|c| &c.spec), stored.as_ref().map(|c| &c.spec))
+    {
         store
-            .append_audit(&audit(
-                Action::CandidateKeySet,
-                id,
-                &name,
-                format!("secret headers {} → {}", shown(&was), shown(&now)),
-            ))
+            .append_audit(&audit(Action::CandidateKeySet, id, &name, detail))
             .await?;
     }
     if key_typed && outcome != Outcome::Unchanged {
@@ -239,10 +244,7 @@ pub async fn save(
             .append_audit(&audit(Action::CandidateKeySet, id, &name, String::new()))
             .await?;
     }
-    let candidate = store
-        .get_candidate(id)
-        .await?
-        .ok_or_else(|| AppError::NotFound(format!("candidate #{id}")))?;
+    let candidate = stored.ok_or_else(|| AppError::NotFound(format!("candidate #{id}")))?;
     Ok(Saved {
         candidate,
         outcome,

@@ -723,46 +723,10 @@ impl CandidateDraft {
         }
         let model = required_text(&mut e, "model", &self.model, 300);
         let api_key = optional_text(&mut e, "api_key", &self.api_key, 1_000).map(Secret::new);
-        let api_key_env = optional_text(&mut e, "api_key_env", &self.api_key_env, 200);
-        if let Some(var) = &api_key_env {
-            if !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                e.add(
-                    "api_key_env",
-                    "must be an environment variable name (letters, digits, _)",
-                );
-            } else if !key_env_allowed(var) {
-                e.add(
-                    "api_key_env",
-                    format!(
-                        "may only name a variable starting with {KEY_ENV_PREFIX} (e.g. {KEY_ENV_PREFIX}OPENAI), or one \
-                         the admin allowed when starting the server (--allow-key-env)"
-                    ),
-                );
-            }
-        }
+        let api_key_env = key_env(&mut e, &self.api_key_env);
         let max_tokens = optional_number::<u32>(&mut e, "max_tokens", &self.max_tokens, 1, 1_000_000);
         let temperature = optional_number::<f64>(&mut e, "temperature", &self.temperature, 0.0, 2.0);
-        let extra_body = match self.extra_body.trim() {
-            "" => serde_json::Map::new(),
-            raw if raw.len() > MAX_FIELD_CHARS => {
-                e.add(
-                    "extra_body",
-                    format!("is too long (at most {MAX_FIELD_CHARS} characters)"),
-                );
-                serde_json::Map::new()
-            }
-            raw => match serde_json::from_str::<serde_json::Value>(raw) {
-                Ok(serde_json::Value::Object(map)) => map,
-                Ok(_) => {
-                    e.add("extra_body", "must be a JSON object, e.g. {\"top_p\": 0.9}");
-                    serde_json::Map::new()
-                }
-                Err(err) => {
-                    e.add("extra_body", format!("is not valid JSON: {err}"));
-                    serde_json::Map::new()
-                }
-            },
-        };
+        let extra_body = extra_body(&mut e, &self.extra_body);
         let conditions = Conditions {
             hardware: optional_text(&mut e, "hardware", &self.hardware, 500),
             framework: optional_text(&mut e, "framework", &self.framework, 500),
@@ -853,6 +817,53 @@ fn tls_ca_file(e: &mut FieldErrors, raw: &str) -> Option<String> {
         return Some(path.to_string());
     }
     None
+}
+
+/// The key variable's name: a variable name bakeoff may read (its prefix, or one the admin allowed).
+fn key_env(e: &mut FieldErrors, raw: &str) -> Option<String> {
+    let api_key_env = optional_text(e, "api_key_env", raw, 200);
+    if let Some(var) = &api_key_env {
+        if !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            e.add(
+                "api_key_env",
+                "must be an environment variable name (letters, digits, _)",
+            );
+        } else if !key_env_allowed(var) {
+            e.add(
+                "api_key_env",
+                format!(
+                    "may only name a variable starting with {KEY_ENV_PREFIX} (e.g. {KEY_ENV_PREFIX}OPENAI), or one \
+                     the admin allowed when starting the server (--allow-key-env)"
+                ),
+            );
+        }
+    }
+    api_key_env
+}
+
+/// Extra request fields: a JSON object (blank: none).
+fn extra_body(e: &mut FieldErrors, raw: &str) -> serde_json::Map<String, serde_json::Value> {
+    match raw.trim() {
+        "" => serde_json::Map::new(),
+        raw if raw.len() > MAX_FIELD_CHARS => {
+            e.add(
+                "extra_body",
+                format!("is too long (at most {MAX_FIELD_CHARS} characters)"),
+            );
+            serde_json::Map::new()
+        }
+        raw => match serde_json::from_str::<serde_json::Value>(raw) {
+            Ok(serde_json::Value::Object(map)) => map,
+            Ok(_) => {
+                e.add("extra_body", "must be a JSON object, e.g. {\"top_p\": 0.9}");
+                serde_json::Map::new()
+            }
+            Err(err) => {
+                e.add("extra_body", format!("is not valid JSON: {err}"));
+                serde_json::Map::new()
+            }
+        },
+    }
 }
 
 /// An http(s) URL without credentials, query or fragment; the trailing slash is dropped. An
