@@ -47,8 +47,9 @@ pub struct RateLimit {
 
 /// Whether a response header is one this module reads: the only headers a record keeps.
 pub fn is_rate_limit_header(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    name.starts_with("x-ratelimit-") || name.starts_with("anthropic-ratelimit-") || name == "retry-after"
+    // Called for every header of every response: no allocation.
+    let starts = |prefix: &str| name.get(..prefix.len()).is_some_and(|p| p.eq_ignore_ascii_case(prefix));
+    starts("x-ratelimit-") || starts("anthropic-ratelimit-") || name.eq_ignore_ascii_case("retry-after")
 }
 
 impl RateLimit {
