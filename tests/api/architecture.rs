@@ -79,3 +79,40 @@ fn only_the_web_serves_http_or_renders_pages() {
         assert!(web.is_empty(), "bakeoff-{name} lists web crates: {web:?}");
     }
 }
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.expect("directory entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|x| x == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn the_web_answers_errors_through_its_two_error_types_only() {
+    // WebError (pages: 500s logged, shown generically) and ApiError (RFC 9457 problem details)
+    // are the only error responses; any other `IntoResponse` would be a second way to fail.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    for (name, _) in GRAPH.iter().filter(|(name, _)| *name != "mock") {
+        rust_files(&root.join("crates").join(name).join("src"), &mut files);
+    }
+    let mut responders = BTreeSet::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for line in text.lines() {
+            if let Some(rest) = line.trim_start().strip_prefix("impl ")
+                && let Some((_, ty)) = rest.split_once("IntoResponse for ")
+            {
+                responders.insert(ty.trim_end_matches(['{', ' ']).to_string());
+            }
+        }
+    }
+    let expected: BTreeSet<String> = ["ApiError", "WebError"].map(String::from).into();
+    assert_eq!(responders, expected);
+}
