@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{FileError, FileProblem, Located, Step, dotted, parse_toml, to_toml};
+use super::{FileError, FileProblem, Located, Step, check_version, dotted, parse_toml, to_toml};
 use crate::AppError;
 use crate::candidates::{self, Actor, Saved, Source};
 use crate::domain::candidate::{Candidate, CandidateDraft, CandidateSpec, HeaderText, KEY_ENV_PREFIX};
@@ -280,17 +280,7 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<CandidateSpec>, FileError> {
         });
     }
     let parsed: CandidatesFile = parse_toml(file, text)?;
-    if parsed.bakeoff_candidates != VERSION {
-        return Err(FileError::one(
-            file,
-            located.line(&[Step::Key("bakeoff_candidates".into())]),
-            Some("bakeoff_candidates".into()),
-            format!(
-                "unsupported format version {}; this bakeoff reads {VERSION}",
-                parsed.bakeoff_candidates
-            ),
-        ));
-    }
+    check_version(file, &located, "bakeoff_candidates", parsed.bakeoff_candidates, VERSION)?;
     if parsed.candidate.is_empty() {
         return Err(FileError::one(
             file,

@@ -231,6 +231,19 @@ pub fn parse_toml<T: DeserializeOwned>(file: &str, text: &str) -> Result<T, File
 }
 
 /// The JSON Schema of `T`, pretty-printed with a final newline (as committed in docs/schemas/).
+/// A file's format version (`key`, found on its line) must be the one this bakeoff reads.
+pub fn check_version(file: &str, located: &Located, key: &str, found: u32, reads: u32) -> Result<(), FileError> {
+    if found == reads {
+        return Ok(());
+    }
+    Err(FileError::one(
+        file,
+        located.line(&[Step::Key(key.into())]),
+        Some(key.into()),
+        format!("unsupported format version {found}; this bakeoff reads {reads}"),
+    ))
+}
+
 pub fn schema_of<T: JsonSchema>() -> String {
     let schema = schemars::schema_for!(T);
     let mut text = serde_json::to_string_pretty(&schema).expect("a schema serialises");
@@ -339,5 +352,38 @@ mod tests {
             "candidate[1].pricing"
         );
         assert_eq!(l.keys(&[k("candidate"), Step::Index(0)]), ["name"]);
+    }
+
+    #[test]
+    fn each_file_kind_refuses_another_format_version_naming_its_line_and_key() {
+        let settings = "# settings\nbakeoff_settings = 9\n";
+        let candidates = "\nbakeoff_candidates = 9\n";
+        let profile = "bakeoff_profile = 9\nname = \"p\"\n";
+        let refusals = [
+            (
+                super::settings::parse("s.toml", settings).unwrap_err(),
+                2,
+                "bakeoff_settings",
+            ),
+            (
+                super::candidates::parse("c.toml", candidates).unwrap_err(),
+                2,
+                "bakeoff_candidates",
+            ),
+            (
+                super::profiles::parse("p.toml", profile, "ada", "").err().unwrap(),
+                1,
+                "bakeoff_profile",
+            ),
+        ];
+        for (err, line, key) in refusals {
+            let problem = &err.problems[0];
+            assert_eq!(
+                (problem.line, problem.field.as_deref()),
+                (Some(line), Some(key)),
+                "{err}"
+            );
+            assert!(problem.message.starts_with("unsupported format version 9;"), "{err}");
+        }
     }
 }

@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{FileError, FileProblem, Located, Step, dotted, parse_toml, to_toml};
+use super::{FileError, FileProblem, Located, Step, check_version, dotted, parse_toml, to_toml};
 use crate::AppError;
 use crate::domain::format;
 use crate::domain::thresholds::ThresholdProfile;
@@ -84,17 +84,7 @@ pub fn parse(file: &str, text: &str, changed_by: &str, rationale: &str) -> Resul
     let text = text.trim_start_matches('\u{feff}');
     let parsed: ProfileFile = parse_toml(file, text)?;
     let located = Located::new(text);
-    if parsed.bakeoff_profile != VERSION {
-        return Err(FileError::one(
-            file,
-            located.line(&[Step::Key("bakeoff_profile".into())]),
-            Some("bakeoff_profile".into()),
-            format!(
-                "unsupported format version {}; this bakeoff reads {VERSION}",
-                parsed.bakeoff_profile
-            ),
-        ));
-    }
+    check_version(file, &located, "bakeoff_profile", parsed.bakeoff_profile, VERSION)?;
     let mut problems: Vec<FileProblem> = Vec::new();
     for (i, rule) in parsed.rule.iter().enumerate() {
         let (Some(unit), Some(def)) = (

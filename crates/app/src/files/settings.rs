@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{FileError, FileProblem, Located, Step, dotted, parse_toml};
+use super::{FileError, FileProblem, Located, Step, check_version, dotted, parse_toml};
 use crate::domain::load::LoadShape;
 use crate::domain::presets::{LoadDraft, Preset};
 use crate::domain::run::{RunConfig, RunDraft};
@@ -330,17 +330,7 @@ pub fn parse(file: &str, text: &str) -> Result<RunSettings, FileError> {
     let text = text.trim_start_matches('\u{feff}');
     let parsed: SettingsFile = parse_toml(file, text)?;
     let located = Located::new(text);
-    if parsed.bakeoff_settings != VERSION {
-        return Err(FileError::one(
-            file,
-            located.line(&[Step::Key("bakeoff_settings".into())]),
-            Some("bakeoff_settings".into()),
-            format!(
-                "unsupported format version {}; this bakeoff reads {VERSION}",
-                parsed.bakeoff_settings
-            ),
-        ));
-    }
+    check_version(file, &located, "bakeoff_settings", parsed.bakeoff_settings, VERSION)?;
     parsed.to_settings().map_err(|errors| FileError {
         file: file.to_string(),
         problems: located.problems(&[], &errors, field_path),
