@@ -23,6 +23,7 @@ pub use crate::domain::admission;
 pub mod executor;
 pub mod harness;
 pub mod llm_judge;
+pub mod pairwise_judge;
 pub mod pool;
 pub mod rollout;
 pub mod runtime;
