@@ -297,11 +297,8 @@ async fn labels_from_the_queue_become_the_next_version_that_a_re_run_is_graded_a
     let r = app
         .client
         .post(app.url(&format!("/runs/{first}/review/add")))
-        .form(&[
-            ("candidate_id", right.to_string()),
-            ("case_id", "c3".into()),
-            ("repetition", "0".into()),
-        ])
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("candidate_id={right}&case_id=c3&repetition=0"))
         .send()
         .await
         .unwrap();
@@ -349,7 +346,8 @@ async fn labels_from_the_queue_become_the_next_version_that_a_re_run_is_graded_a
     let r = app
         .client
         .post(app.url(&format!("/runs/{first}/review/ground-truth")))
-        .form(&[("x", "y")])
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("x=y")
         .send()
         .await
         .unwrap();

@@ -8,9 +8,6 @@ use crate::domain::Timestamp;
 use crate::domain::review::pairwise::{Choice, Preference};
 use crate::domain::review::{ItemStatus, Label, Reason, ReviewItem, Verdict};
 
-/// The columns of a [`ReviewItem`], in [`ItemRow`]'s order.
-pub(crate) const ITEM_COLUMNS: &str = "id, run_id, candidate_id, case_id, repetition, reasons, detail, status, assignee, claimed_by, added_by, created_at";
-
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct ItemRow {
     id: i64,
@@ -161,10 +158,11 @@ macro_rules! review_queries {
 
         fn list_review_items(&self, run_id: Option<i64>, limit: i64) -> StoreFuture<'_, Vec<ReviewItem>> {
             Box::pin(async move {
-                let rows: Vec<review::ItemRow> = sqlx::query_as(&format!(
-                    "SELECT {} FROM review_items WHERE ($1 IS NULL OR run_id = $1) ORDER BY id LIMIT $2",
-                    review::ITEM_COLUMNS
-                ))
+                let rows: Vec<review::ItemRow> = sqlx::query_as(
+                    "SELECT id, run_id, candidate_id, case_id, repetition, reasons, detail, status, assignee, \
+                     claimed_by, added_by, created_at FROM review_items WHERE ($1 IS NULL OR run_id = $1) \
+                     ORDER BY id LIMIT $2",
+                )
                 .bind(run_id)
                 .bind(limit.max(0))
                 .fetch_all(self.pool())
@@ -175,10 +173,10 @@ macro_rules! review_queries {
 
         fn get_review_item(&self, id: i64) -> StoreFuture<'_, Option<ReviewItem>> {
             Box::pin(async move {
-                let row: Option<review::ItemRow> = sqlx::query_as(&format!(
-                    "SELECT {} FROM review_items WHERE id = $1",
-                    review::ITEM_COLUMNS
-                ))
+                let row: Option<review::ItemRow> = sqlx::query_as(
+                    "SELECT id, run_id, candidate_id, case_id, repetition, reasons, detail, status, assignee, \
+                     claimed_by, added_by, created_at FROM review_items WHERE id = $1",
+                )
                 .bind(id)
                 .fetch_optional(self.pool())
                 .await?;
