@@ -19,6 +19,8 @@
   upcoming.forEach(function (v) { seen[v.item.id] = true; });
   var refilling = false;
   var exhausted = false;
+  // A key pressed while the held items ran out and a refill was under way: when it was pressed.
+  var waiting = null;
   // Timings of the items shown by key, for whoever reads them (the browser test does):
   // ms from the key's event to the next item in the page, and to the frame that shows it.
   window.reviewTimings = [];
@@ -124,7 +126,7 @@
   }
 
   function refill() {
-    if (refilling || exhausted || upcoming.length >= 3) return;
+    if (refilling || exhausted || upcoming.length >= 5) return;
     refilling = true;
     var last = upcoming.length ? upcoming[upcoming.length - 1].item.id : current;
     var url = "/api/v1/review/items?limit=5&after=" + last + (scope ? "&run=" + scope : "");
@@ -135,8 +137,17 @@
         fresh.forEach(function (v) { seen[v.item.id] = true; upcoming.push(v); });
         if (!fresh.length) exhausted = true;
       })
-      .catch(function () {})
-      .then(function () { refilling = false; });
+      .catch(function () { exhausted = true; })
+      .then(function () {
+        refilling = false;
+        if (waiting !== null) {
+          var startedAt = waiting;
+          waiting = null;
+          next(startedAt);
+        } else {
+          refill();
+        }
+      });
   }
 
   function post(path, body) {
@@ -157,7 +168,14 @@
 
   function next(startedAt) {
     var view = upcoming.shift();
-    if (!view) { done(); return; }
+    if (!view) {
+      if (exhausted) { done(); return; }
+      // Held items ran out before the refill came back: show the next one when it does.
+      waiting = startedAt;
+      status("Loading the next item…");
+      refill();
+      return;
+    }
     show(view);
     var inPage = performance.now() - startedAt;
     requestAnimationFrame(function () {

@@ -138,6 +138,15 @@ async fn label_ten(c: &Client, app: &TestApp, run: i64, first: i64) -> Result<()
     let mut shown = vec![shown_item(c).await?];
     for i in 0..LABELLED {
         press(c, if i % 2 == 0 { 'p' } else { 'f' }).await?;
+        // At a labeller's pace, not faster than the page paints: the next key after the frame.
+        crate::support::wait::until("the next item's frame", Duration::from_secs(45), || async {
+            c.execute("return window.reviewTimings.length;", vec![])
+                .await
+                .ok()
+                .and_then(|v| v.as_u64())
+                .is_some_and(|n| n as usize > i)
+        })
+        .await;
         let now = shown_item(c).await?;
         assert_ne!(Some(&now), shown.last(), "key {i} did not show the next item");
         shown.push(now);

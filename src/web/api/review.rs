@@ -16,6 +16,12 @@ use crate::domain::review::pairwise::Choice;
 use crate::web::AppState;
 use crate::web::security::CurrentUser;
 
+/// Who labels, claims and compares: the account's name (a token acts as its user), so a label
+/// saved here and one saved on the page are the same labeller's.
+fn who(user: &CurrentUser) -> String {
+    user.user().map_or_else(|| user.name.clone(), |u| u.username.clone())
+}
+
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/api/v1/runs/{id}/review", get(run_queue))
@@ -99,7 +105,7 @@ pub async fn run_queue(State(state): State<AppState>, Path(raw): Path<String>) -
     responses((status = 200, description = "How many answers were added", body = Filled)))]
 pub async fn fill(State(state): State<AppState>, Path(raw): Path<String>, user: CurrentUser) -> ApiResult {
     let id = path_id(&raw, "run")?;
-    let added = use_case::fill_queue(&state.store, id, &user.name).await?;
+    let added = use_case::fill_queue(&state.store, id, &who(&user)).await?;
     ok(&Filled { added })
 }
 
@@ -117,7 +123,7 @@ pub async fn offered(State(state): State<AppState>, RawQuery(query): RawQuery, u
     let after = params.int("after", 1, i64::MAX)?;
     let limit = params.int("limit", 1, 50)?.unwrap_or(5) as usize;
     let q = use_case::queue(&state.store, run).await?;
-    let ids = q.offered(&user.name, after, limit);
+    let ids = q.offered(&who(&user), after, limit);
     ok(&use_case::item_views(&state.store, &q, &ids).await?)
 }
 
@@ -147,7 +153,7 @@ pub async fn label(State(state): State<AppState>, Path(raw): Path<String>, user:
         corrected_expected: request.corrected_expected,
         note: request.note,
     };
-    let label = use_case::save_label(&state.store, id, &input, &user.name).await?;
+    let label = use_case::save_label(&state.store, id, &input, &who(&user)).await?;
     ok(&Saved { id: label })
 }
 
@@ -158,7 +164,7 @@ pub async fn label(State(state): State<AppState>, Path(raw): Path<String>, user:
 pub async fn claim(State(state): State<AppState>, Path(raw): Path<String>, user: CurrentUser) -> ApiResult {
     let id = path_id(&raw, "review item")?;
     ok(&Done {
-        changed: state.store.claim_review_item(id, &user.name).await?,
+        changed: state.store.claim_review_item(id, &who(&user)).await?,
     })
 }
 
@@ -169,7 +175,7 @@ pub async fn claim(State(state): State<AppState>, Path(raw): Path<String>, user:
 pub async fn skip(State(state): State<AppState>, Path(raw): Path<String>, user: CurrentUser) -> ApiResult {
     let id = path_id(&raw, "review item")?;
     ok(&Done {
-        changed: state.store.skip_review_item(id, &user.name).await?,
+        changed: state.store.skip_review_item(id, &who(&user)).await?,
     })
 }
 
@@ -187,7 +193,7 @@ pub async fn assign(
     let id = path_id(&raw, "review item")?;
     let request: AssignRequest = body.json()?;
     let assignee = request.assignee.as_deref().map(str::trim).filter(|a| !a.is_empty());
-    use_case::assign(&state.store, id, assignee, &user.name).await?;
+    use_case::assign(&state.store, id, assignee, &who(&user)).await?;
     ok(&Done { changed: true })
 }
 
@@ -213,7 +219,7 @@ pub async fn prefer(
         request.left_candidate,
         request.right_candidate,
         choice,
-        &user.name,
+        &who(&user),
     )
     .await?;
     ok(&Saved { id: saved })
