@@ -464,12 +464,22 @@ async fn viewers_read_the_queue_and_only_editors_label() {
     let editor = crate::api_v1::Api::new(&app, "eddie", bakeoff::domain::accounts::Role::Editor).await;
     let read = viewer.get(&format!("/api/v1/review/items/{item_id}")).await;
     assert_eq!(read.status, 200, "{read:?}");
-    assert_eq!(read.body["answer"], "<i>positive</i>", "raw in JSON, escaped where rendered");
+    assert_eq!(
+        read.body["answer"], "<i>positive</i>",
+        "raw in JSON, escaped where rendered"
+    );
     let label = serde_json::json!({"verdict": "pass"});
-    let refused = viewer.post(&format!("/api/v1/review/items/{item_id}/label"), &label).await;
+    let refused = viewer
+        .post(&format!("/api/v1/review/items/{item_id}/label"), &label)
+        .await;
     assert_eq!(refused.status, 403, "{refused:?}");
-    assert!(app.store.list_review_labels(Some(r)).await.unwrap().is_empty(), "nothing changed");
-    let saved = editor.post(&format!("/api/v1/review/items/{item_id}/label"), &label).await;
+    assert!(
+        app.store.list_review_labels(Some(r)).await.unwrap().is_empty(),
+        "nothing changed"
+    );
+    let saved = editor
+        .post(&format!("/api/v1/review/items/{item_id}/label"), &label)
+        .await;
     assert_eq!(saved.status, 200, "{saved:?}");
     let labels = app.store.list_review_labels(Some(r)).await.unwrap();
     assert_eq!(labels.len(), 1);

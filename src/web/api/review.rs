@@ -225,7 +225,9 @@ pub async fn prefer(
     ok(&Saved { id: saved })
 }
 
-/// Each ordered pair of a run's candidates: wins, losses, ties, the win rate over decided
+/// The win rates of a run's blind comparisons.
+///
+/// Each ordered pair of the run's candidates: wins, losses, ties, the win rate over decided
 /// comparisons with its exact 95 % interval, the sign test, and "not worse at 95 %".
 #[utoipa::path(get, operation_id = "get_win_rates", path = "/api/v1/runs/{id}/review/win-rates", tag = "review",
     params(
@@ -239,8 +241,10 @@ pub async fn win_rates(State(state): State<AppState>, Path(raw): Path<String>, R
     ok(&use_case::win_rates(&state.store, id, humans_only).await?)
 }
 
-/// An LLM judge's calibration: agreement with human labels (accuracy, Cohen's κ, intervals),
-/// position and length leans, and why it is flagged.
+/// An LLM judge's calibration.
+///
+/// Agreement with human labels (accuracy, Cohen's κ, intervals), position and length leans,
+/// and why it is flagged.
 #[utoipa::path(get, operation_id = "get_judge_calibration", path = "/api/v1/judges/{name}/calibration", tag = "review",
     params(("name" = String, Path, description = "The judge's name, as the `llm-judge` graders give it")),
     responses((status = 200, description = "The calibration", body = serde_json::Value)))]
