@@ -89,10 +89,13 @@ fn answer_reasons(a: &Answer<'_>) -> Vec<(Reason, String)> {
     found
 }
 
+/// (candidate, case, repetition): one answer.
+type AnswerKey<'a> = (i64, &'a str, u32);
+
 /// The answers worth a human look, by candidate, case and repetition. A case whose
 /// repetitions disagree puts its minority repetitions (the failed ones on a tie) in the queue.
 pub fn select_for_review(answers: &[Answer<'_>]) -> Vec<Selected> {
-    let mut chosen: BTreeMap<(i64, &str, u32), Vec<(Reason, String)>> = BTreeMap::new();
+    let mut chosen: BTreeMap<AnswerKey<'_>, Vec<(Reason, String)>> = BTreeMap::new();
     let mut by_case: BTreeMap<(i64, &str), Vec<(u32, bool)>> = BTreeMap::new();
     for a in answers {
         let reasons = answer_reasons(a);
