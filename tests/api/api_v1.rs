@@ -147,6 +147,8 @@ struct Seed {
     scorecard: i64,
     /// A review item of the run (0 until a test queues one: `crate::review::queue_for_walk`).
     review_item: i64,
+    /// A run of two candidates answering one case (0 until queued, like `review_item`).
+    pair_run: i64,
 }
 
 /// Waits (bounded) until run `id` has ended; its last status.
@@ -210,6 +212,7 @@ async fn seed(api: &Api, mock: &MockServer) -> Seed {
         run,
         scorecard,
         review_item: 0,
+        pair_run: 0,
     }
 }
 
@@ -272,6 +275,8 @@ fn fill(path: &str, seed: &Seed) -> String {
         seed.scorecard
     } else if path.starts_with("/api/v1/review/items") {
         seed.review_item
+    } else if path.ends_with("/review/preferences") {
+        seed.pair_run
     } else {
         seed.run
     };
@@ -297,8 +302,9 @@ async fn every_documented_path_answers_as_documented(db: TestStore) {
     let app = spawn_app_on(db).await;
     let api = Api::new(&app, "ci", Role::Editor).await;
     let mut seed = seed(&api, &mock).await;
-    let review = crate::review::queue_for_walk(&app, seed.run, seed.candidate).await;
+    let review = crate::review::queue_for_walk(&app, seed.run, seed.version, seed.candidate).await;
     seed.review_item = review.item;
+    seed.pair_run = review.pair_run;
 
     let doc = api.ok("/api/v1/openapi.json").await;
     assert_eq!(doc["openapi"], "3.1.0");

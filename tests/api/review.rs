@@ -401,12 +401,19 @@ async fn labels_from_the_queue_become_the_next_version_that_a_re_run_is_graded_a
 pub(crate) struct WalkReview {
     pub item: i64,
     pub case_id: String,
+    /// A run of the walk's candidate and `second_candidate`, both answering `case_id`.
+    pub pair_run: i64,
     pub second_candidate: i64,
 }
 
-/// Queues the first measured answer of `candidate` in `run` and stores a second candidate's
-/// answer to its case.
-pub(crate) async fn queue_for_walk(app: &crate::support::app::TestApp, run: i64, candidate: i64) -> WalkReview {
+/// Queues the first measured answer of `candidate` in `run`, and makes a run of `candidate` and a
+/// second one, both answering that case, for a blind comparison (the walk's run has one candidate).
+pub(crate) async fn queue_for_walk(
+    app: &crate::support::app::TestApp,
+    run: i64,
+    version: i64,
+    candidate: i64,
+) -> WalkReview {
     let records = app.store.list_request_records(run).await.unwrap();
     let answer = records
         .iter()
@@ -430,13 +437,18 @@ pub(crate) async fn queue_for_walk(app: &crate::support::app::TestApp, run: i64,
         .unwrap();
     let item = app.store.list_review_items(Some(run), 1).await.unwrap()[0].id;
     let second_candidate = candidate_named(&app.store, "second-opinion", "http://127.0.0.1:9/v1").await;
+    let pair_run = new_run(&app.store, version, &[candidate, second_candidate], "walk pair").await;
     app.store
-        .append_request_records(&[record(run, second_candidate, &case_id, "another answer", true)])
+        .append_request_records(&[
+            record(pair_run, candidate, &case_id, "an answer", true),
+            record(pair_run, second_candidate, &case_id, "another answer", true),
+        ])
         .await
         .unwrap();
     WalkReview {
         item,
         case_id,
+        pair_run,
         second_candidate,
     }
 }
