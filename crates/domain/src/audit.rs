@@ -69,10 +69,17 @@ pub enum Action {
     CandidateKeyEnvChanged,
     UserUnlocked,
     LoginThrottled,
+    ScheduleSaved,
+    ScheduleDeleted,
+    ScheduleFired,
+    NotificationTargetSaved,
+    NotificationTargetDeleted,
+    NotificationDelivered,
+    NotificationFailed,
 }
 
 impl Action {
-    pub const ALL: [Action; 38] = [
+    pub const ALL: [Action; 45] = [
         Action::CandidateCreated,
         Action::CandidateUpdated,
         Action::CandidateKeySet,
@@ -111,6 +118,13 @@ impl Action {
         Action::CandidateKeyEnvChanged,
         Action::UserUnlocked,
         Action::LoginThrottled,
+        Action::ScheduleSaved,
+        Action::ScheduleDeleted,
+        Action::ScheduleFired,
+        Action::NotificationTargetSaved,
+        Action::NotificationTargetDeleted,
+        Action::NotificationDelivered,
+        Action::NotificationFailed,
     ];
 
     pub fn as_str(&self) -> &'static str {
@@ -153,6 +167,13 @@ impl Action {
             Action::CandidateKeyEnvChanged => "candidate.key_env_changed",
             Action::UserUnlocked => "user.unlocked",
             Action::LoginThrottled => "session.login_throttled",
+            Action::ScheduleSaved => "schedule.saved",
+            Action::ScheduleDeleted => "schedule.deleted",
+            Action::ScheduleFired => "schedule.fired",
+            Action::NotificationTargetSaved => "notification_target.saved",
+            Action::NotificationTargetDeleted => "notification_target.deleted",
+            Action::NotificationDelivered => "notification.delivered",
+            Action::NotificationFailed => "notification.failed",
         }
     }
 }

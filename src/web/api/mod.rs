@@ -30,6 +30,7 @@ pub mod evalsets;
 pub mod problem;
 pub mod profiles;
 pub mod runs;
+pub mod schedules;
 pub mod scorecards;
 pub mod workers;
 
@@ -51,6 +52,7 @@ pub fn router() -> Router<AppState> {
         .merge(scorecards::router())
         .merge(archive::router())
         .merge(workers::router())
+        .merge(schedules::router())
 }
 
 #[derive(OpenApi)]
@@ -91,6 +93,11 @@ pub fn router() -> Router<AppState> {
         archive::compare_runs,
         archive::history_of,
         workers::list,
+        schedules::list,
+        schedules::get_one,
+        schedules::import,
+        schedules::list_targets,
+        schedules::create_target,
     ),
     components(schemas(Problem, problem::FieldProblem)),
     modifiers(&Security, &ErrorResponses),
@@ -102,6 +109,7 @@ pub fn router() -> Router<AppState> {
         (name = "scorecards", description = "A run judged by a threshold profile, and saved scorecards"),
         (name = "archive", description = "Finished runs: filtered as on the archive page, compared side by side, one candidate's history"),
         (name = "workers", description = "The measurement workers sharing the database: heartbeats, labels, load"),
+        (name = "schedules", description = "Schedules, their firings and changes since the baseline, and notification targets"),
         (name = "meta", description = "This document"),
     )
 )]
