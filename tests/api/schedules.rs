@@ -204,7 +204,7 @@ async fn a_missed_due_time_runs_once_and_a_second_scheduler_never_again(db: Test
     );
     let run_id = fired[0].run_id.expect("a run");
     let run = wait::run_ended(&store, run_id, DEADLINE).await;
-    assert_eq!(run.status, RunStatus::Completed, "{}", db.backend);
+    assert_eq!(run.status, RunStatus::Finished, "{}", db.backend);
     let events = store.list_run_events(run_id).await.unwrap();
     assert!(
         events
@@ -303,7 +303,7 @@ async fn missed_run_through_a_restart(url: &str, backend: &str) {
     })
     .await;
     let run = wait::run_ended(&store, run_id, DEADLINE).await;
-    assert_eq!(run.status, RunStatus::Completed, "{backend}");
+    assert_eq!(run.status, RunStatus::Finished, "{backend}");
     drop(server);
 
     // While it is down, a second schedule falls due; the restarted server fires it in the same
@@ -420,7 +420,7 @@ async fn a_scripted_regression_names_the_flipped_rule_and_the_moved_figure(db: T
     let first_run = first[0].run_id.expect("a run");
     assert_eq!(
         wait::run_ended(&store, first_run, DEADLINE).await.status,
-        RunStatus::Completed
+        RunStatus::Finished
     );
     let changes = bakeoff::app::baseline::changes_of_run(&store, first_run)
         .await
@@ -446,7 +446,7 @@ async fn a_scripted_regression_names_the_flipped_rule_and_the_moved_figure(db: T
     let second_run = second[0].run_id.expect("a run");
     assert_eq!(
         wait::run_ended(&store, second_run, DEADLINE).await.status,
-        RunStatus::Completed
+        RunStatus::Finished
     );
     let changes = bakeoff::app::baseline::changes_of_run(&store, second_run)
         .await
@@ -713,18 +713,18 @@ async fn the_schedule_and_notification_pages_save_check_and_never_show_a_secret(
             ("stream", "on".into()),
         ]
     };
-    let pairs = |f: &[(&'static str, String)]| -> Vec<(&'static str, String)> { f.to_vec() };
-    let as_refs =
-        |f: &[(&'static str, String)]| -> Vec<(&str, &str)> { f.iter().map(|(k, v)| (*k, v.as_str())).collect() };
+    fn as_refs<'a>(f: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+        f.iter().map(|(k, v)| (*k, v.as_str())).collect()
+    }
 
-    let bad = pairs(&form("0 6 * *", "Mars/Base"));
+    let bad = form("0 6 * *", "Mars/Base");
     let page = app.post_form_html("/schedules", &as_refs(&bad)).await;
     assert_eq!(page.status, 422);
     let errors = page.texts(".field-error").join(" | ");
     assert!(errors.contains("five fields") && errors.contains("IANA"), "{errors}");
     assert!(app.store.list_schedules().await.unwrap().is_empty());
 
-    let good = pairs(&form("0 6 * * 1-5", "Europe/Berlin"));
+    let good = form("0 6 * * 1-5", "Europe/Berlin");
     let r = app.post_form("/schedules", &as_refs(&good)).await;
     assert_eq!(r.status().as_u16(), 303);
     let location = r.headers()["location"].to_str().unwrap().to_string();

@@ -92,7 +92,7 @@ async fn baseline_of(
                     continue;
                 };
                 let Some(run) = store.get_run(id).await? else { continue };
-                if run.status != RunStatus::Completed {
+                if run.status != RunStatus::Finished {
                     continue;
                 }
                 let judged = judge(store, &run, choice).await?;
@@ -123,7 +123,7 @@ pub async fn changes_of_run(store: &DynStore, run_id: i64) -> Result<Option<Chan
     let Some(schedule) = store.get_schedule(firing.schedule_id).await? else {
         return Ok(None);
     };
-    let changes = if run.status != RunStatus::Completed {
+    let changes = if run.status != RunStatus::Finished {
         ChangesSinceBaseline {
             baseline_run_id: None,
             no_baseline: Some(format!("the run {}: nothing to compare", run.status.as_str())),

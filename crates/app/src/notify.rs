@@ -127,7 +127,7 @@ async fn news_of(
         }
         return Ok(None);
     }
-    if run.status != RunStatus::Completed {
+    if run.status != RunStatus::Finished {
         let why = run
             .error
             .as_deref()

@@ -344,7 +344,7 @@ fn list(items: &[String]) -> String {
 
 fn civil_minute(zone: &TimeZone, at: Timestamp) -> Option<DateTime> {
     let ts = jiff::Timestamp::from_millisecond(at.0).ok()?;
-    let civil = ts.to_zoned(zone.clone()).datetime();
+    let civil = ts.to_zoned_datetime(zone.clone()).datetime();
     civil.with().second(0).subsec_nanosecond(0).build().ok()
 }
 
@@ -359,7 +359,7 @@ fn next_hour(at: DateTime) -> Option<DateTime> {
 
 /// The instant of a civil time in `zone` (in a DST gap, the time after it; in a fold, the first).
 fn instant(zone: &TimeZone, at: DateTime) -> Option<Timestamp> {
-    let zoned = zone.to_ambiguous_zoned(at).compatible().ok()?;
+    let zoned = zone.to_ambiguous_zoned_datetime(at).compatible().ok()?;
     Some(Timestamp(zoned.timestamp().as_millisecond()))
 }
 
@@ -380,7 +380,7 @@ pub fn local_time(zone_name: &str, at: Timestamp) -> String {
         return at.to_string();
     };
     match jiff::Timestamp::from_millisecond(at.0) {
-        Ok(ts) => format!("{} {zone_name}", ts.to_zoned(zone).strftime("%Y-%m-%d %H:%M")),
+        Ok(ts) => format!("{} {zone_name}", ts.to_zoned_datetime(zone).strftime("%Y-%m-%d %H:%M")),
         Err(_) => at.to_string(),
     }
 }
@@ -572,7 +572,7 @@ mod tests {
 
     fn at(zone: &str, civil: &str) -> Timestamp {
         let dt: DateTime = civil.parse().unwrap();
-        let zoned = dt.to_zoned(time_zone(zone).unwrap()).unwrap();
+        let zoned = dt.to_zoned_datetime(time_zone(zone).unwrap()).unwrap();
         Timestamp(zoned.timestamp().as_millisecond())
     }
 

@@ -47,14 +47,14 @@ impl TargetRow {
 /// One row of `notification_deliveries` without its body.
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct DeliveryRow {
-    id: i64,
+    pub(crate) id: i64,
     target_id: i64,
     event_key: String,
     run_id: Option<i64>,
     message: String,
     status: String,
     attempts: i64,
-    next_attempt_at: i64,
+    pub(crate) next_attempt_at: i64,
     last_error: Option<String>,
     created_at: i64,
     delivered_at: Option<i64>,
