@@ -69,6 +69,7 @@ fn field_path(field: &str) -> Vec<Step> {
     let k = |s: &str| Step::Key(s.to_string());
     match field {
         "evalset_version" => vec![k("version")],
+        "settings" => vec![k("settings")],
         "profile" | "name" | "evalset" | "candidates" | "cadence" | "time_zone" | "owner" | "max_requests"
         | "max_cost_usd" | "baseline" => vec![k(field)],
         other => {
@@ -152,13 +153,16 @@ async fn request_of(
                     .entry("bakeoff_settings")
                     .or_insert(serde_json::Value::from(settings::VERSION));
             }
-            match serde_json::from_value::<SettingsFile>(value)
-                .map_err(|e| e.to_string())
-                .and_then(|f| f.to_settings().map_err(|e| e.to_string()))
-            {
-                Ok(s) => s,
+            match serde_json::from_value::<SettingsFile>(value).map(|f| f.to_settings()) {
+                Ok(Ok(s)) => s,
+                Ok(Err(errors)) => {
+                    for e in errors.0 {
+                        problem(&e.field, e.message);
+                    }
+                    settings::RunSettings::defaults()
+                }
                 Err(e) => {
-                    problem("settings", e);
+                    problem("settings", e.to_string());
                     settings::RunSettings::defaults()
                 }
             }
