@@ -82,7 +82,10 @@ pub struct Side<'a> {
 }
 
 /// The key figures compared, with which way is better and the scope of conditions they need.
-fn key_figures(f: &Figures) -> [(&'static str, Option<f64>, Option<Interval>, Better, Scope, Unit); 5] {
+/// (name, value, interval, which way is better, the conditions it needs, unit).
+type KeyFigure = (&'static str, Option<f64>, Option<Interval>, Better, Scope, Unit);
+
+fn key_figures(f: &Figures) -> [KeyFigure; 5] {
     [
         (
             "accuracy",

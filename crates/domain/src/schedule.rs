@@ -329,7 +329,7 @@ fn bits(set: u64, low: u32, high: u32) -> Vec<u32> {
 /// The step of an evenly spaced list starting at 0 that wraps evenly (0, 15, 30, 45 → 15).
 fn step_of(values: &[u32], modulus: u32) -> Option<u32> {
     let step = *values.get(1)? - values[0];
-    let even = values[0] == 0 && modulus % step == 0 && values.windows(2).all(|w| w[1] - w[0] == step);
+    let even = values[0] == 0 && modulus.is_multiple_of(step) && values.windows(2).all(|w| w[1] - w[0] == step);
     (even && values.len() as u32 == modulus / step).then_some(step)
 }
 
