@@ -50,6 +50,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => bakeoff::cli::runs::run(args).await,
         Command::Candidate(args) => bakeoff::cli::files::run_candidate(args).await,
         Command::Profile(args) => bakeoff::cli::files::run_profile(args).await,
+        Command::Schedule(args) => bakeoff::cli::schedules::run(args).await,
         // The one command whose status says more than success or failure (see its --help).
         Command::Measure(args) => return bakeoff::cli::measure_endpoint::run(args).await,
         Command::Calibrate(args) => bakeoff::cli::calibrate::run(args).await,

@@ -24,6 +24,7 @@ pub mod measure_endpoint;
 pub mod mock;
 pub mod output;
 pub mod runs;
+pub mod schedules;
 pub mod users;
 pub mod worker;
 
@@ -57,6 +58,8 @@ pub enum Command {
     Candidate(files::CandidateArgs),
     /// Import or export threshold profiles as TOML files.
     Profile(files::ProfileArgs),
+    /// Import or export schedules as TOML files.
+    Schedule(schedules::ScheduleArgs),
     /// Measure one endpoint from the terminal with bakeoff's metric definitions.
     Measure(measure_endpoint::MeasureArgs),
     /// Check the harness's own accuracy and overhead against the built-in mock.

@@ -53,6 +53,21 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/audit/export.json", VIEWER),
     // measurement workers (their heartbeats) and the caps they apply
     ("GET", "/workers", VIEWER),
+    // schedules start runs (an editor's), on their own; see docs/schedules.md
+    ("GET", "/schedules", VIEWER),
+    ("POST", "/schedules", EDITOR),
+    ("GET", "/schedules/new", VIEWER),
+    ("GET", "/schedules/{id}", VIEWER),
+    ("GET", "/schedules/{id}/edit", VIEWER),
+    ("POST", "/schedules/{id}/edit", EDITOR),
+    ("POST", "/schedules/{id}/pause", EDITOR),
+    ("POST", "/schedules/{id}/resume", EDITOR),
+    ("POST", "/schedules/{id}/delete", EDITOR),
+    // notification targets hold secrets and send to the outside: an admin's
+    ("GET", "/notifications", VIEWER),
+    ("POST", "/notifications", ADMIN),
+    ("POST", "/notifications/{id}/test", ADMIN),
+    ("POST", "/notifications/{id}/delete", ADMIN),
     // candidates and operability
     ("GET", "/candidates", VIEWER),
     ("POST", "/candidates", EDITOR),
@@ -181,6 +196,11 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("POST", "/api/v1/runs/{id}/review/preferences", EDITOR),
     ("GET", "/api/v1/runs/{id}/review/win-rates", VIEWER),
     ("GET", "/api/v1/judges/{name}/calibration", VIEWER),
+    ("GET", "/api/v1/schedules", VIEWER),
+    ("POST", "/api/v1/schedules", EDITOR),
+    ("GET", "/api/v1/schedules/{id}", VIEWER),
+    ("GET", "/api/v1/notification-targets", VIEWER),
+    ("POST", "/api/v1/notification-targets", ADMIN),
 ];
 
 /// The access declared for `method` on the route `pattern`; None when it has none (refused).

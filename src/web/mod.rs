@@ -19,11 +19,13 @@ pub mod candidates;
 pub mod error;
 pub mod evalsets;
 pub mod how_we_measure;
+pub mod notifications;
 pub mod operability;
 pub mod overview;
 pub mod retirement;
 pub mod review;
 pub mod runs;
+pub mod schedules;
 pub mod scorecards;
 pub mod security;
 pub mod serve;
@@ -73,6 +75,8 @@ pub fn build_app(state: AppState) -> Router {
         .merge(operability::router())
         .merge(audit::router())
         .merge(workers::router())
+        .merge(schedules::router())
+        .merge(notifications::router())
         .merge(accounts::router())
         .merge(assets::router())
         .merge(api::router())

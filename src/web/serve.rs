@@ -62,6 +62,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     );
     let resumed = runner.resume_unfinished().await?;
     crate::app::verdicts::spawn(store.clone(), runner.clone());
+    crate::app::schedules::spawn(store.clone(), runner.clone(), Some(public_url.origin().to_string()));
     if resumed > 0 {
         tracing::info!(resumed, "resuming unfinished runs");
     }

@@ -40,6 +40,7 @@ mod run_form;
 mod run_limits;
 mod run_page;
 mod runs;
+mod schedules;
 mod scorecard;
 mod security;
 mod security_attacks;

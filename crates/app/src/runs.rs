@@ -76,6 +76,57 @@ pub fn run_config(draft: &RunDraft, load: &LoadDraft) -> Result<RunConfig, Field
     errors.into_result(config)
 }
 
+/// What a run of `config` over `version` with `chosen` would send and cost (the run form's
+/// estimate and a schedule's budget check). With no candidate, the estimate is for one
+/// unnamed, unpriced candidate.
+pub fn estimate_of(
+    config: &RunConfig,
+    version: &EvalSetVersion,
+    chosen: &[&Candidate],
+) -> crate::domain::estimate::Estimate {
+    use crate::domain::estimate::{CandidateInput, EstimateInput, approx_tokens, estimate};
+    let file = &version.file;
+    let prompt_tokens: Vec<u32> = file
+        .cases
+        .iter()
+        .map(|case| {
+            file.messages_for(case)
+                .iter()
+                .map(|m| approx_tokens(&m.content))
+                .sum::<u32>()
+        })
+        .collect();
+    let max_tokens = |c: Option<&Candidate>| {
+        config
+            .max_tokens
+            .or(file.header.max_tokens)
+            .or(c.and_then(|c| c.spec.max_tokens))
+    };
+    let candidates: Vec<CandidateInput> = if chosen.is_empty() {
+        vec![CandidateInput {
+            name: "per candidate".into(),
+            pricing: Default::default(),
+            max_tokens: max_tokens(None),
+            claimed_tok_s: None,
+        }]
+    } else {
+        chosen
+            .iter()
+            .map(|c| CandidateInput {
+                name: c.spec.name.clone(),
+                pricing: c.spec.pricing.clone(),
+                max_tokens: max_tokens(Some(c)),
+                claimed_tok_s: c.spec.claimed.as_ref().map(|f| f.tokens_per_second),
+            })
+            .collect()
+    };
+    estimate(&EstimateInput {
+        config,
+        prompt_tokens: &prompt_tokens,
+        candidates: &candidates,
+    })
+}
+
 /// Checks the request, stores the run and starts it (it waits, queued, while the runner's caps
 /// say so); returns its id. Every wrong field is reported at once as [`AppError::Fields`].
 pub async fn create_run(store: &DynStore, runner: &Runner, request: &RunRequest) -> Result<i64, AppError> {

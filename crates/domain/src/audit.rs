@@ -73,10 +73,17 @@ pub enum Action {
     ReviewLabelled,
     ReviewAssigned,
     PreferenceRecorded,
+    ScheduleSaved,
+    ScheduleDeleted,
+    ScheduleFired,
+    NotificationTargetSaved,
+    NotificationTargetDeleted,
+    NotificationDelivered,
+    NotificationFailed,
 }
 
 impl Action {
-    pub const ALL: [Action; 42] = [
+    pub const ALL: [Action; 49] = [
         Action::CandidateCreated,
         Action::CandidateUpdated,
         Action::CandidateKeySet,
@@ -119,6 +126,13 @@ impl Action {
         Action::ReviewLabelled,
         Action::ReviewAssigned,
         Action::PreferenceRecorded,
+        Action::ScheduleSaved,
+        Action::ScheduleDeleted,
+        Action::ScheduleFired,
+        Action::NotificationTargetSaved,
+        Action::NotificationTargetDeleted,
+        Action::NotificationDelivered,
+        Action::NotificationFailed,
     ];
 
     pub fn as_str(&self) -> &'static str {
@@ -165,6 +179,13 @@ impl Action {
             Action::ReviewLabelled => "review.labelled",
             Action::ReviewAssigned => "review.assigned",
             Action::PreferenceRecorded => "review.preference",
+            Action::ScheduleSaved => "schedule.saved",
+            Action::ScheduleDeleted => "schedule.deleted",
+            Action::ScheduleFired => "schedule.fired",
+            Action::NotificationTargetSaved => "notification_target.saved",
+            Action::NotificationTargetDeleted => "notification_target.deleted",
+            Action::NotificationDelivered => "notification.delivered",
+            Action::NotificationFailed => "notification.failed",
         }
     }
 }

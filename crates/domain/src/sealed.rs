@@ -25,6 +25,11 @@ fn context_v2(candidate_id: i64) -> Vec<u8> {
     format!("bakeoff api key v2\0candidate {candidate_id}").into_bytes()
 }
 
+/// The additional data of a secret bound to `owner` (never equal to an API key's).
+fn context_bound(owner: &str) -> Vec<u8> {
+    format!("bakeoff secret v2\0{owner}").into_bytes()
+}
+
 /// Seals and opens API keys with the server's secret key.
 #[derive(Clone)]
 pub struct KeySealer {
@@ -73,6 +78,17 @@ impl KeySealer {
     /// `sealed:v1:` + base64(nonce ‖ ciphertext): the format before v2, for tests of the migration.
     pub fn seal(&self, plaintext: &str) -> String {
         self.seal_with(SEALED_PREFIX, CONTEXT, plaintext)
+    }
+
+    /// A secret other than an API key (a notification target's signing secret or URL),
+    /// sealed bound to `owner` ("notification target 3"): it opens only as that owner's.
+    pub fn seal_bound(&self, owner: &str, plaintext: &str) -> String {
+        self.seal_with(SEALED_V2_PREFIX, &context_bound(owner), plaintext)
+    }
+
+    /// Opens a value sealed by [`KeySealer::seal_bound`] for `owner`.
+    pub fn open_bound(&self, owner: &str, stored: &str) -> Result<String, SealError> {
+        self.open_with(SEALED_V2_PREFIX, &context_bound(owner), stored)
     }
 
     fn seal_with(&self, prefix: &str, aad: &[u8], plaintext: &str) -> String {

@@ -35,6 +35,7 @@ use crate::domain::case_index::{IndexedCase, MarkTest};
 use crate::domain::credentials::{CandidateChange, NewCandidate};
 use crate::domain::evalset::{EvalCase, EvalSetFile, EvalSetHeader, TaskKind};
 use crate::domain::grading::{Grade, case_passed, case_score};
+use crate::domain::notify::{Delivery, DeliveryStatus, NewDelivery, Target, TargetKind, TargetSecrets, TargetSpec};
 use crate::domain::operability::{ChecklistAnswers, ChecklistVersion, ProbeReport, ProbeRun};
 use crate::domain::retirement::ItemKind;
 use crate::domain::review::pairwise::Preference;
@@ -43,6 +44,7 @@ use crate::domain::run::{
     CandidateStop, ErrorClass, NewRun, Phase, RecordGroup, RequestRecord, Run, RunEvent, RunStatus, ServerTokenCount,
     UncountedRecord,
 };
+use crate::domain::schedule::{Firing, Schedule, ScheduleSpec};
 use crate::domain::scorecard::{NewScorecard, RecordedVerdict, ScorecardListItem, ScorecardRecord, Verdict};
 use crate::domain::sealed::KeySealer;
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
@@ -56,6 +58,7 @@ use backend::Db;
 pub use backend::SqlBackend;
 mod candidates;
 mod evalsets;
+mod notifications;
 mod operability;
 pub mod postgres;
 mod profiles;
@@ -63,6 +66,7 @@ mod records;
 mod review;
 mod rows;
 mod runs;
+mod schedules;
 mod scorecards;
 pub mod server_key;
 mod settings;
@@ -453,6 +457,8 @@ pub trait Store:
     + VerdictStore
     + WorkerStore
     + ReviewStore
+    + ScheduleStore
+    + NotificationStore
     + Send
     + Sync
     + 'static
@@ -479,7 +485,9 @@ where
         + ArchiveStore
         + VerdictStore
         + WorkerStore
-        + ReviewStore,
+        + ReviewStore
+        + ScheduleStore
+        + NotificationStore,
 {
     fn backend(&self) -> Backend {
         T::KIND
@@ -942,6 +950,56 @@ pub trait ReviewStore: Send + Sync {
     fn list_preferences(&self, run_id: Option<i64>) -> StoreFuture<'_, Vec<Preference>>;
 }
 
+/// Schedules and their firings (`schedules.rs`): a due time is claimed once (its primary key),
+/// and the run it starts is created in the same transaction, so no due time makes two runs.
+pub trait ScheduleStore: Send + Sync {
+    /// Saves a new schedule; Conflict when the name is taken.
+    fn create_schedule<'a>(&'a self, spec: &'a ScheduleSpec) -> StoreFuture<'a, i64>;
+    /// Replaces a schedule's spec; `recount`: due times until now are no longer owed (its
+    /// timing changed, or it was paused and resumes).
+    fn update_schedule<'a>(&'a self, id: i64, spec: &'a ScheduleSpec, recount: bool) -> StoreFuture<'a, ()>;
+    fn list_schedules(&self) -> StoreFuture<'_, Vec<Schedule>>;
+    fn get_schedule(&self, id: i64) -> StoreFuture<'_, Option<Schedule>>;
+    /// Deletes a schedule and its firings (its runs stay); false when there was none.
+    fn delete_schedule(&self, id: i64) -> StoreFuture<'_, bool>;
+    /// The latest due time claimed for a schedule.
+    fn last_firing_due(&self, schedule_id: i64) -> StoreFuture<'_, Option<Timestamp>>;
+    /// Claims `firing`'s due time and, with `run`, creates that run (queued) in the same
+    /// transaction. None: the due time was claimed already (by this or another process).
+    fn claim_firing<'a>(&'a self, firing: &'a Firing, run: Option<&'a NewRun>) -> StoreFuture<'a, Option<Firing>>;
+    /// A schedule's firings, latest due time first.
+    fn list_firings(&self, schedule_id: i64, limit: i64) -> StoreFuture<'_, Vec<Firing>>;
+    /// The firing that created run `run_id`, if a schedule did.
+    fn firing_of_run(&self, run_id: i64) -> StoreFuture<'_, Option<Firing>>;
+}
+
+/// Notification targets and the delivery log (`notifications.rs`): a target's secret and a
+/// Slack URL are sealed (bound to the target) and opened only to deliver; a (target, event) is
+/// queued once, and a delivery is leased to one sender at a time.
+pub trait NotificationStore: Send + Sync {
+    /// Saves a target, sealing its secrets; Conflict when the name is taken.
+    fn create_target<'a>(&'a self, spec: &'a TargetSpec) -> StoreFuture<'a, i64>;
+    fn list_targets(&self) -> StoreFuture<'_, Vec<Target>>;
+    /// Deletes a target and its delivery log; false when there was none.
+    fn delete_target(&self, id: i64) -> StoreFuture<'_, bool>;
+    /// The URL and secret a delivery needs, opened. Never shown, logged or exported.
+    fn target_secrets(&self, id: i64) -> StoreFuture<'_, Option<TargetSecrets>>;
+    /// Queues a message; false when this target had this event already (never sent twice).
+    fn enqueue_delivery<'a>(&'a self, delivery: &'a NewDelivery) -> StoreFuture<'a, bool>;
+    /// The next delivery due at `now`, leased for `lease_ms` to the caller, with its body.
+    fn claim_due_delivery<'a>(&'a self, now: Timestamp, lease_ms: i64) -> StoreFuture<'a, Option<(Delivery, String)>>;
+    /// Records an attempt: delivered, or pending again at `next_attempt_at`, or given up.
+    fn finish_delivery<'a>(
+        &'a self,
+        id: i64,
+        status: DeliveryStatus,
+        next_attempt_at: Timestamp,
+        error: Option<&'a str>,
+    ) -> StoreFuture<'a, ()>;
+    /// The delivery log, newest first (one target's, or every target's).
+    fn list_deliveries(&self, target_id: Option<i64>, limit: i64) -> StoreFuture<'_, Vec<Delivery>>;
+}
+
 /// Implements every aggregate's trait (hence [`Store`]) for one backend `$store` from the
 /// aggregates' query macros, which reach the backend only through [`SqlBackend`]. The macros
 /// expand here, so the paths inside them are written as seen from this module.
@@ -1036,6 +1094,14 @@ macro_rules! impl_store {
 
         impl ReviewStore for $store {
             review::review_queries!();
+        }
+
+        impl ScheduleStore for $store {
+            schedules::schedule_queries!();
+        }
+
+        impl NotificationStore for $store {
+            notifications::notification_queries!();
         }
     };
 }

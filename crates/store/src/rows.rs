@@ -65,7 +65,7 @@ fn corrupt(place: impl Display, problem: impl Display) -> StoreError {
     StoreError::Corrupt(format!("{place}: {problem}"))
 }
 
-fn parse_json<T: DeserializeOwned>(place: impl Display, text: &str) -> Result<T, StoreError> {
+pub(crate) fn parse_json<T: DeserializeOwned>(place: impl Display, text: &str) -> Result<T, StoreError> {
     serde_json::from_str(text).map_err(|e| corrupt(place, format!("invalid JSON ({e})")))
 }
 
@@ -85,7 +85,7 @@ fn opt_u32(place: impl Display, value: Option<i64>) -> Result<Option<u32>, Store
     value.map(|v| to_u32(place, v)).transpose()
 }
 
-fn to_json(value: &impl serde::Serialize) -> String {
+pub(crate) fn to_json(value: &impl serde::Serialize) -> String {
     // Serialising plain data (maps, vectors, derived structs) into a String cannot fail.
     serde_json::to_string(value).expect("serialising a domain value to JSON")
 }

@@ -58,6 +58,25 @@ macro_rules! run_helpers {
             Ok(())
         }
 
+        /// Inserts a new run, queued, with its candidates inside `tx`; returns its id.
+        async fn insert_run(&self, tx: &mut sqlx::Transaction<'_, Db<Self>>, run: &NewRun, now: i64) -> Result<i64> {
+            let run_id: i64 = sqlx::query_scalar(
+                "INSERT INTO runs (name, evalset_version_id, config, status, created_at) \
+                 VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            )
+            .bind(&run.name)
+            .bind(run.evalset_version_id)
+            .bind(rows::run_config_json(&run.config))
+            .bind(RunStatus::Queued.as_str())
+            .bind(now)
+            .fetch_one(&mut **tx)
+            .await?;
+            self.insert_run_candidates(tx, run_id, &run.candidate_ids, None)
+                .await
+                .map_err(archive::twice_listed)?;
+            Ok(run_id)
+        }
+
         /// Fills the snapshot of every run candidate stored before snapshots existed (migration
         /// 0013) from the candidate as it is now; returns how many were filled.
         pub(crate) async fn backfill_run_snapshots(&self) -> Result<u64> {
@@ -127,20 +146,7 @@ macro_rules! run_queries {
                 let now = Timestamp::now().0;
                 let inserted: Result<i64> = async {
                     let mut tx = self.begin_write().await?;
-                    let run_id: i64 = sqlx::query_scalar(
-                        "INSERT INTO runs (name, evalset_version_id, config, status, created_at) \
-                         VALUES ($1, $2, $3, $4, $5) RETURNING id",
-                    )
-                    .bind(&run.name)
-                    .bind(run.evalset_version_id)
-                    .bind(rows::run_config_json(&run.config))
-                    .bind(RunStatus::Queued.as_str())
-                    .bind(now)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                    self.insert_run_candidates(&mut tx, run_id, &run.candidate_ids, None)
-                        .await
-                        .map_err(archive::twice_listed)?;
+                    let run_id = self.insert_run(&mut tx, run, now).await?;
                     tx.commit().await?;
                     Ok(run_id)
                 }

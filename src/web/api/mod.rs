@@ -31,6 +31,7 @@ pub mod problem;
 pub mod profiles;
 pub mod review;
 pub mod runs;
+pub mod schedules;
 pub mod scorecards;
 pub mod workers;
 
@@ -53,6 +54,7 @@ pub fn router() -> Router<AppState> {
         .merge(archive::router())
         .merge(workers::router())
         .merge(review::router())
+        .merge(schedules::router())
 }
 
 #[derive(OpenApi)]
@@ -104,6 +106,11 @@ pub fn router() -> Router<AppState> {
         review::prefer,
         review::win_rates,
         review::calibration,
+        schedules::list,
+        schedules::get_one,
+        schedules::import,
+        schedules::list_targets,
+        schedules::create_target,
     ),
     components(schemas(Problem, problem::FieldProblem)),
     modifiers(&Security, &ErrorResponses),
@@ -116,6 +123,7 @@ pub fn router() -> Router<AppState> {
         (name = "archive", description = "Finished runs: filtered as on the archive page, compared side by side, one candidate's history"),
         (name = "workers", description = "The measurement workers sharing the database: heartbeats, labels, load"),
         (name = "review", description = "The review queue, labels, blind comparisons and LLM-judge calibration"),
+        (name = "schedules", description = "Schedules, their firings and changes since the baseline, and notification targets"),
         (name = "meta", description = "This document"),
     )
 )]

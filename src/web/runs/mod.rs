@@ -12,7 +12,7 @@ mod cases;
 mod detail;
 mod events;
 mod list;
-mod new;
+pub(crate) mod new;
 
 pub use detail::{LiveView, RunPage};
 

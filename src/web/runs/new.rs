@@ -14,7 +14,6 @@ use axum::response::{IntoResponse, Redirect, Response};
 use crate::app::AppError;
 use crate::app::runs::{RunRequest, create_run};
 use crate::domain::candidate::Candidate;
-use crate::domain::estimate::{CandidateInput, EstimateInput, approx_tokens, estimate};
 use crate::domain::format;
 use crate::domain::presets::{ARRIVALS, LOAD_SHAPES, LoadDraft, Preset};
 use crate::domain::retirement::ItemKind;
@@ -121,6 +120,21 @@ pub struct EstimateRow {
     pub cost: String,
 }
 
+/// The load part of a run form as typed (the run form's and the schedule form's).
+pub(crate) fn load_draft(body: &FormBody) -> LoadDraft {
+    let text = |name: &str| body.get(name).unwrap_or_default().to_string();
+    LoadDraft {
+        shape: text("load_shape"),
+        levels: text("levels"),
+        sweep_max: text("sweep_max"),
+        rate: text("rate"),
+        arrivals: text("arrivals"),
+        requests_per_level: text("requests_per_level"),
+        duration_secs: text("duration_secs"),
+        staged_rollout: body.get("staged_rollout").map(str::to_string),
+    }
+}
+
 /// What the form holds, as typed: the run request and the preset it was filled from.
 #[derive(Debug, Clone, Default)]
 struct RunForm {
@@ -138,16 +152,7 @@ impl RunForm {
                 evalset_version: text("evalset_version"),
                 candidates: body.all("candidate").into_iter().map(str::to_string).collect(),
                 draft: body.to_draft()?,
-                load: LoadDraft {
-                    shape: text("load_shape"),
-                    levels: text("levels"),
-                    sweep_max: text("sweep_max"),
-                    rate: text("rate"),
-                    arrivals: text("arrivals"),
-                    requests_per_level: text("requests_per_level"),
-                    duration_secs: text("duration_secs"),
-                    staged_rollout: body.get("staged_rollout").map(str::to_string),
-                },
+                load: load_draft(body),
                 judge: body.get("judge").is_some(),
                 judge_candidate: text("judge_candidate"),
             },
@@ -397,7 +402,7 @@ fn form_field(
 }
 
 /// The conditions every figure is measured under.
-fn condition_fields(d: &RunDraft, errors: &FieldErrors) -> Vec<FieldView> {
+pub(crate) fn condition_fields(d: &RunDraft, errors: &FieldErrors) -> Vec<FieldView> {
     let field = |name, label, kind, value: &str| form_field(name, label, kind, value, errors);
     vec![
         field("concurrency", "Concurrency", FieldKind::Number, &d.concurrency)
@@ -422,7 +427,7 @@ fn condition_fields(d: &RunDraft, errors: &FieldErrors) -> Vec<FieldView> {
 }
 
 /// When a request, or a candidate, is given up on.
-fn limit_fields(d: &RunDraft, errors: &FieldErrors) -> Vec<FieldView> {
+pub(crate) fn limit_fields(d: &RunDraft, errors: &FieldErrors) -> Vec<FieldView> {
     let field = |name, label, kind, value: &str| form_field(name, label, kind, value, errors);
     vec![
         field("timeout_secs", "Timeout (s)", FieldKind::Number, &d.timeout_secs).help("Whole-request timeout."),
@@ -502,7 +507,7 @@ fn preset_href(p: Preset, evalset_version: &str) -> String {
     format!("/runs/new?{}", q.finish())
 }
 
-fn load_fields(l: &LoadDraft, errors: &FieldErrors) -> Vec<FieldView> {
+pub(crate) fn load_fields(l: &LoadDraft, errors: &FieldErrors) -> Vec<FieldView> {
     let field = |name, label, kind, value: &str| FieldView::new(name, label, kind, value).errors_from(errors);
     let shape = if l.shape.trim().is_empty() {
         "fixed"
@@ -600,47 +605,7 @@ async fn estimate_view(state: &AppState, form: &RunForm) -> Result<EstimateView,
 }
 
 fn build_estimate(config: &RunConfig, version: &EvalSetVersion, chosen: &[&Candidate]) -> EstimateView {
-    let file = &version.file;
-    let prompt_tokens: Vec<u32> = file
-        .cases
-        .iter()
-        .map(|case| {
-            file.messages_for(case)
-                .iter()
-                .map(|m| approx_tokens(&m.content))
-                .sum::<u32>()
-        })
-        .collect();
-    let max_tokens = |c: Option<&Candidate>| {
-        config
-            .max_tokens
-            .or(file.header.max_tokens)
-            .or(c.and_then(|c| c.spec.max_tokens))
-    };
-    // With no candidate ticked yet, the estimate is for one unnamed, unpriced candidate.
-    let candidates: Vec<CandidateInput> = if chosen.is_empty() {
-        vec![CandidateInput {
-            name: "per candidate".into(),
-            pricing: Default::default(),
-            max_tokens: max_tokens(None),
-            claimed_tok_s: None,
-        }]
-    } else {
-        chosen
-            .iter()
-            .map(|c| CandidateInput {
-                name: c.spec.name.clone(),
-                pricing: c.spec.pricing.clone(),
-                max_tokens: max_tokens(Some(c)),
-                claimed_tok_s: c.spec.claimed.as_ref().map(|f| f.tokens_per_second),
-            })
-            .collect()
-    };
-    let e = estimate(&EstimateInput {
-        config,
-        prompt_tokens: &prompt_tokens,
-        candidates: &candidates,
-    });
+    let e = crate::app::runs::estimate_of(config, version, chosen);
     let cost = |c: Option<f64>| match c {
         Some(usd) => format!("up to ${usd:.2}"),
         None => "no price stated".to_string(),

@@ -8,6 +8,7 @@
 //!   `api_key_env` references; a file never carries a key)
 //! - `profiles`: `bakeoff_profile = 1`, one threshold profile with its `[[rule]]`s
 //! - `settings`: `bakeoff_settings = 1`, how a run is executed (a preset and overrides)
+//! - `schedules`: `bakeoff_schedules = 1` with `[[schedule]]` tables (docs/schedules.md)
 use std::fmt;
 use std::ops::Range;
 
@@ -18,6 +19,7 @@ use crate::domain::validation::FieldErrors;
 
 pub mod candidates;
 pub mod profiles;
+pub mod schedules;
 pub mod settings;
 
 /// Largest file read (candidates, profiles and settings files are small).
