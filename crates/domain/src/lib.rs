@@ -32,6 +32,7 @@ pub mod sealed;
 pub mod stability;
 pub mod stats;
 pub mod thresholds;
+pub mod tool_calls;
 pub mod timeline;
 pub mod validation;
 pub mod workers;
