@@ -63,7 +63,7 @@ pub fn tool_answer(case: &EvalCase, parts: &[&[u8]], correct: bool, faults: &Too
     };
     let right = as_texts(&calls);
     let mut draw_parts = parts.to_vec();
-    draw_parts.push(b"tool-fault");
+    draw_parts.push(b"tool-fault".as_slice());
     let mut u = unit(stable_hash(&draw_parts));
     let mut fault = None;
     for (kind, rate) in faults.rates() {
