@@ -76,7 +76,10 @@ async fn mock_truth(root_url: &str) -> HashMap<(String, String), (Option<String>
             let fault = case["tool_fault"].as_str().map(str::to_string);
             let mode = case["tool_mode"].as_str().unwrap_or_default().to_string();
             out.insert(
-                (r["model"].as_str().unwrap().to_string(), case["case_id"].as_str().unwrap().to_string()),
+                (
+                    r["model"].as_str().unwrap().to_string(),
+                    case["case_id"].as_str().unwrap().to_string(),
+                ),
                 (fault, mode),
             );
         }
@@ -100,10 +103,7 @@ async fn tool_cases_run_natively_and_in_prompt_mode_at_c16_graded_as_the_mock_ma
     let candidates = app.store.list_candidates().await.unwrap();
     let model_of = |id: i64| candidates.iter().find(|c| c.id == id).unwrap().spec.model.clone();
 
-    for (run, truth, mode) in [
-        (native, &truth_native, "native"),
-        (prompt, &truth_prompt, "prompt"),
-    ] {
+    for (run, truth, mode) in [(native, &truth_native, "native"), (prompt, &truth_prompt, "prompt")] {
         let records = app.store.list_request_records(run).await.unwrap();
         let measured: Vec<_> = records.iter().filter(|r| !r.is_warmup).collect();
         assert_eq!(measured.len(), 2 * 20 * 2, "{mode}: every case twice per candidate");
@@ -146,7 +146,11 @@ async fn tool_cases_run_natively_and_in_prompt_mode_at_c16_graded_as_the_mock_ma
             if mode == "native" && r.first_content_us.get().is_some() && !turn.calls.is_empty() {
                 // A streamed native call is timed: first argument piece, then the complete call.
                 let (first, complete) = (turn.first_argument_us.unwrap(), turn.complete_us.unwrap());
-                assert!(first <= complete && complete <= r.end_us.get().unwrap(), "{}", r.case_id);
+                assert!(
+                    first <= complete && complete <= r.end_us.get().unwrap(),
+                    "{}",
+                    r.case_id
+                );
             }
         }
         assert!(graded >= 70, "{mode}: only {graded} graded answers");
@@ -179,7 +183,12 @@ async fn tool_cases_run_natively_and_in_prompt_mode_at_c16_graded_as_the_mock_ma
             "the NO-GO names the tool figures: {card}"
         );
         let table = page.text(".scorecard-table");
-        for label in ["tool-call accuracy", "malformed-call rate", "tool-call argument F1", "tool abstention errors"] {
+        for label in [
+            "tool-call accuracy",
+            "malformed-call rate",
+            "tool-call argument F1",
+            "tool abstention errors",
+        ] {
             assert!(table.contains(label), "run {run}: no {label} row");
         }
     }

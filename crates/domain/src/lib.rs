@@ -32,8 +32,8 @@ pub mod sealed;
 pub mod stability;
 pub mod stats;
 pub mod thresholds;
-pub mod tool_calls;
 pub mod timeline;
+pub mod tool_calls;
 pub mod validation;
 pub mod workers;
 

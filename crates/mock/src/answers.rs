@@ -117,7 +117,14 @@ impl AnswerKey {
 impl AnswerKey {
     /// What `profile` answers for `at` when it is a tool case (None otherwise): right as often
     /// as `accuracy` (the same draw as [`AnswerKey::answer`]), each tool fault as often as its rate.
-    pub fn tool_answer(&self, at: CaseRef, seed: u64, profile: &str, correct: bool, faults: &ToolFaults) -> Option<ToolAnswer> {
+    pub fn tool_answer(
+        &self,
+        at: CaseRef,
+        seed: u64,
+        profile: &str,
+        correct: bool,
+        faults: &ToolFaults,
+    ) -> Option<ToolAnswer> {
         let set = &self.sets[at.set];
         let case = &set.cases[at.case];
         let seed_bytes = seed.to_le_bytes();

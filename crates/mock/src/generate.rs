@@ -437,7 +437,9 @@ impl Renderer {
         for i in range.clone() {
             let Some(mut r) = plan.answer_range(i) else { continue };
             while r.start < r.end {
-                let Some(call) = calls.iter().position(|(_, end)| r.start < *end) else { break };
+                let Some(call) = calls.iter().position(|(_, end)| r.start < *end) else {
+                    break;
+                };
                 let cut = r.end.min(calls[call].1);
                 match parts.last_mut() {
                     Some((c, last)) if *c == call && last.end == r.start => last.end = cut,

@@ -290,7 +290,10 @@ impl ModelProfile {
             fraction(kind, rate)?;
         }
         if self.tool_faults.rates().iter().map(|(_, r)| r).sum::<f64>() > 1.0 + 1e-9 {
-            return Err(("tool_faults", "the tool-fault rates must not sum to more than 1".to_string()));
+            return Err((
+                "tool_faults",
+                "the tool-fault rates must not sum to more than 1".to_string(),
+            ));
         }
         if !(400..=599).contains(&self.invalid_param_status) {
             return Err((

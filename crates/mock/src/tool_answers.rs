@@ -99,10 +99,7 @@ pub fn tool_answer(case: &EvalCase, parts: &[&[u8]], correct: bool, faults: &Too
             calls.pop();
         }
         Some("extra_call") => {
-            let extra = calls
-                .first()
-                .cloned()
-                .unwrap_or_else(|| (other_tool(""), Map::new()));
+            let extra = calls.first().cloned().unwrap_or_else(|| (other_tool(""), Map::new()));
             calls.push(extra);
         }
         _ => {}
@@ -184,7 +181,10 @@ mod tests {
     #[test]
     fn right_answers_are_the_expected_calls() {
         let a = tool_answer(&case(), &[b"p"], true, &ToolFaults::default()).unwrap();
-        assert_eq!(a.calls, [("get_weather".to_string(), r#"{"city":"Oslo","days":2}"#.to_string())]);
+        assert_eq!(
+            a.calls,
+            [("get_weather".to_string(), r#"{"city":"Oslo","days":2}"#.to_string())]
+        );
         assert_eq!(a.fault, None);
         assert_eq!(
             a.as_text(),
@@ -210,7 +210,11 @@ mod tests {
         assert!(only("missing_call").calls.is_empty());
         assert_eq!(only("extra_call").calls.len(), 2);
         assert!(serde_json::from_str::<Value>(&only("arguments_not_json").calls[0].1).is_err());
-        assert!(serde_json::from_str::<Value>(&only("arguments_double_encoded").calls[0].1).unwrap().is_string());
+        assert!(
+            serde_json::from_str::<Value>(&only("arguments_double_encoded").calls[0].1)
+                .unwrap()
+                .is_string()
+        );
         assert!(only("call_in_text").in_text);
         let wrong = tool_answer(&case(), &[b"p"], false, &ToolFaults::default()).unwrap();
         assert_eq!(wrong.fault, Some("wrong_value"));

@@ -506,7 +506,10 @@ pub(crate) fn case_values(file: &EvalSetFile) -> Vec<CaseValues<'_>> {
                 input.insert("tool_choice".into(), choice.openai());
             }
             if let Some(expectation) = &case.expected_calls {
-                input.insert("expected_calls".into(), serde_json::to_value(expectation).unwrap_or_default());
+                input.insert(
+                    "expected_calls".into(),
+                    serde_json::to_value(expectation).unwrap_or_default(),
+                );
             }
             CaseValues {
                 case_id: &case.id,

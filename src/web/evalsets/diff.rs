@@ -6,9 +6,7 @@ use axum::extract::{Path, State};
 use serde_json::Value;
 
 use super::load;
-use crate::domain::evalset::diff::{
-    CasePart, LineChange, diff_versions, expected_calls_text, line_diff, tools_text,
-};
+use crate::domain::evalset::diff::{CasePart, LineChange, diff_versions, expected_calls_text, line_diff, tools_text};
 use crate::domain::evalset::{EvalCase, EvalSetFile};
 use crate::domain::grading::Grader;
 use crate::domain::validation::truncate;

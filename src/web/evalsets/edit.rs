@@ -559,7 +559,10 @@ mod tests {
         )
         .unwrap();
         let form = CaseForm::from_case(&tool);
-        assert!(form.tools.contains("\"parameters\"") && form.tool_choice == "\"required\"", "{form:?}");
+        assert!(
+            form.tools.contains("\"parameters\"") && form.tool_choice == "\"required\"",
+            "{form:?}"
+        );
         assert_eq!(form.to_case().unwrap(), tool);
         let bare = CaseForm {
             expected_calls: "no-call".into(),

@@ -559,7 +559,10 @@ pub async fn tool_call(engine: &Engine, server: &ServerProcess, tool_choice: ser
         assert_eq!(turn.calls.len(), 1, "{}: {turn:?}", engine.name);
         assert_eq!(turn.calls[0].name, "get_weather", "{}: {turn:?}", engine.name);
         if stream {
-            assert!(turn.first_argument_us.is_some() && turn.complete_us.is_some(), "{turn:?}");
+            assert!(
+                turn.first_argument_us.is_some() && turn.complete_us.is_some(),
+                "{turn:?}"
+            );
         }
         let grade = r
             .grades

@@ -198,7 +198,11 @@ pub fn expected_calls_text(case: &EvalCase) -> String {
     match &case.expected_calls {
         None => String::new(),
         Some(ToolExpectation::Calls { calls, ordered }) => {
-            let mut out = String::from(if *ordered { "these calls, in this order:\n" } else { "these calls, in any order:\n" });
+            let mut out = String::from(if *ordered {
+                "these calls, in this order:\n"
+            } else {
+                "these calls, in any order:\n"
+            });
             for c in calls {
                 out.push_str(&c.describe());
                 out.push('\n');

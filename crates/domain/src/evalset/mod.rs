@@ -234,7 +234,8 @@ impl EvalSetFile {
             {
                 problem("weight", "must be a positive number".into());
             }
-            for e in super::tool_calls::check_case(&case.tools, case.tool_choice.as_ref(), case.expected_calls.as_ref()) {
+            for e in super::tool_calls::check_case(&case.tools, case.tool_choice.as_ref(), case.expected_calls.as_ref())
+            {
                 problem(&e.field, e.message);
             }
             cases.push(case);

@@ -712,7 +712,9 @@ fn tool_figure(base: &str, finals: &[&RequestRecord], c: Option<u32>) -> Measure
         "abstention_error_rate" => proportion(count(&|(_, d)| d.abstention.is_some()), n, SampleUnit::Requests, c),
         _ => {
             let values = graded.iter().map(|(_, d)| d.argument_f1).collect();
-            sample_statistic(values, c, SampleUnit::Requests, |v| v.iter().sum::<f64>() / v.len() as f64)
+            sample_statistic(values, c, SampleUnit::Requests, |v| {
+                v.iter().sum::<f64>() / v.len() as f64
+            })
         }
     };
     if graded.is_empty() {

@@ -116,7 +116,11 @@ impl CallAssembler {
                 };
                 let call = self.call_at(index);
                 call.id = block.get("id").and_then(Value::as_str).map(str::to_string);
-                call.name = block.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+                call.name = block
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
                 call.start_input = block.get("input").cloned();
                 self.last_piece_us = Some(at_us);
                 true
@@ -188,7 +192,11 @@ pub fn calls_from_openai_message(message: &Value) -> Vec<ToolCall> {
             let function = &c["function"];
             ToolCall {
                 id: c.get("id").and_then(Value::as_str).map(str::to_string),
-                name: function.get("name").and_then(Value::as_str).unwrap_or_default().to_string(),
+                name: function
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
                 arguments: match function.get("arguments") {
                     Some(Value::String(s)) => s.clone(),
                     Some(Value::Null) | None => String::new(),
@@ -264,11 +272,20 @@ mod tests {
     #[test]
     fn anthropic_tool_use_blocks_assemble_from_input_json_deltas() {
         let mut a = CallAssembler::new();
-        assert!(!a.push_anthropic(&json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}), 1));
-        assert!(!a.push_anthropic(&json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Let me"}}), 2));
+        assert!(!a.push_anthropic(
+            &json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
+            1
+        ));
+        assert!(!a.push_anthropic(
+            &json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Let me"}}),
+            2
+        ));
         assert!(a.push_anthropic(&json!({"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{}}}), 3));
         for (i, p) in ["", "{\"ci", "ty\": \"Par", "is\"}"].iter().enumerate() {
-            a.push_anthropic(&json!({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":p}}), 4 + i as i64);
+            a.push_anthropic(
+                &json!({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":p}}),
+                4 + i as i64,
+            );
         }
         a.push_anthropic(&json!({"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_2","name":"now","input":{}}}), 9);
         a.push_anthropic(&json!({"type":"content_block_stop","index":2}), 10);

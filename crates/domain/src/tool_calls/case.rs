@@ -62,7 +62,9 @@ impl ToolDef {
         };
         let name_ok = !name.is_empty()
             && name.chars().count() <= MAX_TOOL_NAME_CHARS
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.');
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.');
         if !name_ok {
             return Err(problem(
                 format!("{inner_field}.name"),
@@ -87,10 +89,21 @@ impl ToolDef {
         };
         let schema_field = format!("{inner_field}.{schema_key}");
         if schema.get("type").is_some_and(|t| t != "object") || !schema.is_object() {
-            return Err(problem(schema_field, "must be a JSON Schema of an object (\"type\": \"object\")"));
+            return Err(problem(
+                schema_field,
+                "must be a JSON Schema of an object (\"type\": \"object\")",
+            ));
         }
         let parameters = Schema::new(schema).map_err(|e| problem(&schema_field, e))?;
-        let known = ["name", "description", "parameters", "input_schema", "strict", "type", "cache_control"];
+        let known = [
+            "name",
+            "description",
+            "parameters",
+            "input_schema",
+            "strict",
+            "type",
+            "cache_control",
+        ];
         if let Some(unknown) = inner.keys().find(|k| !known.contains(&k.as_str())) {
             return Err(problem(format!("{inner_field}.{unknown}"), "is not a tool field"));
         }
@@ -343,7 +356,11 @@ impl ExpectedCall {
             .into_iter()
             .map(|name| {
                 let want = self.arguments.get(name).map(Value::to_string).unwrap_or_default();
-                let optional = if self.optional.iter().any(|o| o == name) { "?" } else { "" };
+                let optional = if self.optional.iter().any(|o| o == name) {
+                    "?"
+                } else {
+                    ""
+                };
                 let rule = match self.graders.get(name) {
                     None => format!("= {want}"),
                     Some(ArgGrader::Exact) => format!("== {want}"),
@@ -429,7 +446,9 @@ impl ToolExpectation {
             Value::String(s) if s == "text" => Ok(ToolExpectation::Text),
             Value::String(s) => Err(problem(
                 field,
-                format!("is {s:?}; use a list of calls, {{\"calls\": […], \"ordered\": true}}, \"no-call\" or \"text\""),
+                format!(
+                    "is {s:?}; use a list of calls, {{\"calls\": […], \"ordered\": true}}, \"no-call\" or \"text\""
+                ),
             )),
             Value::Array(_) => Ok(ToolExpectation::Calls {
                 calls: read_calls(value, field)?,
@@ -437,20 +456,28 @@ impl ToolExpectation {
             }),
             Value::Object(o) => {
                 if let Some(unknown) = o.keys().find(|k| *k != "calls" && *k != "ordered") {
-                    return Err(problem(format!("{field}.{unknown}"), "is not a field here (calls, ordered)"));
+                    return Err(problem(
+                        format!("{field}.{unknown}"),
+                        "is not a field here (calls, ordered)",
+                    ));
                 }
                 let ordered = match o.get("ordered") {
                     None => false,
                     Some(Value::Bool(b)) => *b,
                     Some(_) => return Err(problem(format!("{field}.ordered"), "must be true or false")),
                 };
-                let calls = o.get("calls").ok_or_else(|| problem(format!("{field}.calls"), "is required"))?;
+                let calls = o
+                    .get("calls")
+                    .ok_or_else(|| problem(format!("{field}.calls"), "is required"))?;
                 Ok(ToolExpectation::Calls {
                     calls: read_calls(calls, &format!("{field}.calls"))?,
                     ordered,
                 })
             }
-            _ => Err(problem(field, "must be a list of calls, an object, \"no-call\" or \"text\"")),
+            _ => Err(problem(
+                field,
+                "must be a list of calls, an object, \"no-call\" or \"text\"",
+            )),
         }
     }
 
@@ -472,7 +499,11 @@ impl ToolExpectation {
                 format!(
                     "{}{}",
                     names.join(", "),
-                    if *ordered && calls.len() > 1 { " (in this order)" } else { "" }
+                    if *ordered && calls.len() > 1 {
+                        " (in this order)"
+                    } else {
+                        ""
+                    }
                 )
             }
         }
@@ -506,14 +537,20 @@ pub fn check_case(
     let mut out = Vec::new();
     for (i, t) in tools.iter().enumerate() {
         if tools[..i].iter().any(|u| u.name == t.name) {
-            out.push(problem(format!("tools[{i}].name"), format!("{:?} is listed twice", t.name)));
+            out.push(problem(
+                format!("tools[{i}].name"),
+                format!("{:?} is listed twice", t.name),
+            ));
         }
     }
     let known = |name: &str| tools.iter().find(|t| t.name == name);
     if let Some(ToolChoice::Tool(name)) = choice
         && known(name).is_none()
     {
-        out.push(problem("tool_choice", format!("names {name:?}, which is not in `tools`")));
+        out.push(problem(
+            "tool_choice",
+            format!("names {name:?}, which is not in `tools`"),
+        ));
     }
     if let Some(expectation) = expectation {
         if tools.is_empty() {
@@ -526,7 +563,10 @@ pub fn check_case(
             };
             let Some(tool) = known(&call.name) else {
                 if !tools.is_empty() {
-                    out.push(problem(format!("{here}.name"), format!("{:?} is not in `tools`", call.name)));
+                    out.push(problem(
+                        format!("{here}.name"),
+                        format!("{:?} is not in `tools`", call.name),
+                    ));
                 }
                 continue;
             };
@@ -637,14 +677,24 @@ mod tests {
             bad(json!([{"name":"a","arguments":{"n":1},"graders":{"n":{"kind":"number","abs_tol":-1}}}])),
             "expected_calls[0].graders.n.abs_tol"
         );
-        assert_eq!(bad(json!({"calls":[{"name":"a"}],"sorted":true})), "expected_calls.sorted");
+        assert_eq!(
+            bad(json!({"calls":[{"name":"a"}],"sorted":true})),
+            "expected_calls.sorted"
+        );
     }
 
     #[test]
     fn the_case_rules_tie_expected_calls_to_the_tools() {
         let tools = vec![ToolDef::read(&weather(), "tools[0]").unwrap()];
         let expect = |v: Value| ToolExpectation::read(&v, "expected_calls").unwrap();
-        assert!(check_case(&tools, None, Some(&expect(json!([{"name":"get_weather","arguments":{"city":"Oslo"}}])))).is_empty());
+        assert!(
+            check_case(
+                &tools,
+                None,
+                Some(&expect(json!([{"name":"get_weather","arguments":{"city":"Oslo"}}])))
+            )
+            .is_empty()
+        );
         let fields = |errs: Vec<ToolCaseError>| errs.into_iter().map(|e| e.field).collect::<Vec<_>>();
         assert_eq!(
             fields(check_case(&tools, None, Some(&expect(json!([{"name":"get_time"}]))))),
@@ -654,17 +704,26 @@ mod tests {
             fields(check_case(
                 &tools,
                 None,
-                Some(&expect(json!([{"name":"get_weather","arguments":{"city":"Oslo","days":"two","wind":1}}])))
+                Some(&expect(
+                    json!([{"name":"get_weather","arguments":{"city":"Oslo","days":"two","wind":1}}])
+                ))
             )),
             ["expected_calls[0].arguments.days", "expected_calls[0].arguments.wind"]
         );
         assert_eq!(
-            fields(check_case(&tools, Some(&ToolChoice::Tool("x".into())), Some(&ToolExpectation::NoCall))),
+            fields(check_case(
+                &tools,
+                Some(&ToolChoice::Tool("x".into())),
+                Some(&ToolExpectation::NoCall)
+            )),
             ["tool_choice"]
         );
         assert_eq!(fields(check_case(&tools, None, None)), ["expected_calls"]);
         assert_eq!(fields(check_case(&[], None, Some(&ToolExpectation::NoCall))), ["tools"]);
         let twice = vec![tools[0].clone(), tools[0].clone()];
-        assert_eq!(fields(check_case(&twice, None, Some(&ToolExpectation::NoCall))), ["tools[1].name"]);
+        assert_eq!(
+            fields(check_case(&twice, None, Some(&ToolExpectation::NoCall))),
+            ["tools[1].name"]
+        );
     }
 }

@@ -32,20 +32,48 @@ const MAX_DETAIL_ARGUMENT_CHARS: usize = 400;
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum ToolFailure {
     /// An expected call was answered by a call of another tool.
-    WrongTool { expected: String, got: String },
-    MissingCall { name: String },
-    ExtraCall { name: String },
-    ArgumentsNotJson { call: String, why: String },
+    WrongTool {
+        expected: String,
+        got: String,
+    },
+    MissingCall {
+        name: String,
+    },
+    ExtraCall {
+        name: String,
+    },
+    ArgumentsNotJson {
+        call: String,
+        why: String,
+    },
     /// The arguments were a JSON string holding the JSON object (not repaired).
-    ArgumentsDoubleEncoded { call: String },
-    ArgumentsAgainstSchema { call: String, why: String },
-    WrongValue { call: String, argument: String },
-    MissingArgument { call: String, argument: String },
-    ExtraArgument { call: String, argument: String },
+    ArgumentsDoubleEncoded {
+        call: String,
+    },
+    ArgumentsAgainstSchema {
+        call: String,
+        why: String,
+    },
+    WrongValue {
+        call: String,
+        argument: String,
+    },
+    MissingArgument {
+        call: String,
+        argument: String,
+    },
+    ExtraArgument {
+        call: String,
+        argument: String,
+    },
     /// Native mode: a call written in the text content instead of the tool API.
-    CallInText { name: String },
+    CallInText {
+        name: String,
+    },
     /// The answer stopped while a call was still being sent.
-    StreamCut { call: String },
+    StreamCut {
+        call: String,
+    },
     /// The calls were right but not in the order the case asks.
     WrongOrder,
     /// The case asks for an answer in text and the text is empty.
@@ -110,7 +138,9 @@ impl ToolFailure {
             ToolFailure::ArgumentsDoubleEncoded { call } => {
                 format!("{call}: arguments double-encoded (a JSON string inside a string)")
             }
-            ToolFailure::ArgumentsAgainstSchema { call, why } => format!("{call}: arguments against the schema ({why})"),
+            ToolFailure::ArgumentsAgainstSchema { call, why } => {
+                format!("{call}: arguments against the schema ({why})")
+            }
             ToolFailure::WrongValue { call, argument } => format!("{call}: wrong value of {argument}"),
             ToolFailure::MissingArgument { call, argument } => format!("{call}: {argument} missing"),
             ToolFailure::ExtraArgument { call, argument } => format!("{call}: unexpected argument {argument}"),
@@ -287,9 +317,15 @@ pub fn grade_turn(tools: &[ToolDef], expectation: &ToolExpectation, turn: &ToolT
         ToolMode::Native => {
             let leaked = calls_in_text(content);
             for call in leaked.calls.iter().filter(|c| tools.iter().any(|t| t.name == c.name)) {
-                failures.push(ToolFailure::CallInText { name: call.name.clone() });
+                failures.push(ToolFailure::CallInText {
+                    name: call.name.clone(),
+                });
             }
-            let text = if failures.is_empty() { content.trim().to_string() } else { leaked.rest };
+            let text = if failures.is_empty() {
+                content.trim().to_string()
+            } else {
+                leaked.rest
+            };
             (turn.calls.clone(), text, turn.cut_mid_call)
         }
         ToolMode::Prompt => {
@@ -304,7 +340,9 @@ pub fn grade_turn(tools: &[ToolDef], expectation: &ToolExpectation, turn: &ToolT
         let arguments = match read_arguments(&call.arguments) {
             ArgumentsRead::Object(map) => Some(map),
             ArgumentsRead::DoubleEncoded(map) => {
-                failures.push(ToolFailure::ArgumentsDoubleEncoded { call: call.name.clone() });
+                failures.push(ToolFailure::ArgumentsDoubleEncoded {
+                    call: call.name.clone(),
+                });
                 Some(map)
             }
             ArgumentsRead::Unusable(why) => {
@@ -318,9 +356,15 @@ pub fn grade_turn(tools: &[ToolDef], expectation: &ToolExpectation, turn: &ToolT
             }
         };
         if is_cut {
-            failures.push(ToolFailure::StreamCut { call: call.name.clone() });
+            failures.push(ToolFailure::StreamCut {
+                call: call.name.clone(),
+            });
         } else if let (Some(map), Some(tool)) = (&arguments, tools.iter().find(|t| t.name == call.name))
-            && let Some(e) = tool.parameters.validator().iter_errors(&Value::Object(map.clone())).next()
+            && let Some(e) = tool
+                .parameters
+                .validator()
+                .iter_errors(&Value::Object(map.clone()))
+                .next()
         {
             let path = e.instance_path().as_str().to_string();
             let at = if path.is_empty() { "(root)".to_string() } else { path };
@@ -357,7 +401,10 @@ pub fn grade_turn(tools: &[ToolDef], expectation: &ToolExpectation, turn: &ToolT
                 failures.push(ToolFailure::NoText);
             }
         }
-        ToolExpectation::Calls { calls: expected, ordered } => {
+        ToolExpectation::Calls {
+            calls: expected,
+            ordered,
+        } => {
             if read.is_empty() {
                 abstention = Some(Abstention::DidNotCall);
             }
@@ -424,7 +471,9 @@ pub fn grade_turn(tools: &[ToolDef], expectation: &ToolExpectation, turn: &ToolT
                                 });
                             }
                             None => {
-                                failures.push(ToolFailure::MissingCall { name: want.name.clone() });
+                                failures.push(ToolFailure::MissingCall {
+                                    name: want.name.clone(),
+                                });
                                 call_counts.missing += 1;
                                 argument_counts.missing += names;
                                 pairs.push(CallPair {
@@ -540,7 +589,14 @@ fn best_matching(expected: &[ExpectedCall], read: &[Read]) -> Vec<Option<usize>>
     if expected.len() <= MAX_EXHAUSTIVE_CALLS && read.len() <= MAX_EXHAUSTIVE_CALLS {
         let mut best = (f64::MIN, vec![None; expected.len()]);
         let mut current = vec![None; expected.len()];
-        search(&candidates, 0, 0.0, &mut vec![false; read.len()], &mut current, &mut best);
+        search(
+            &candidates,
+            0,
+            0.0,
+            &mut vec![false; read.len()],
+            &mut current,
+            &mut best,
+        );
         best.1
     } else {
         let mut used = vec![false; read.len()];
@@ -705,7 +761,10 @@ mod tests {
         assert!(g.passed, "{}", g.reason);
         assert_eq!(g.score, 1.0);
         let ordered = json!({"calls": e, "ordered": true});
-        assert_eq!(kinds(&grade_turn(&tools(), &expect(ordered), &turn, "")), ["wrong-order"]);
+        assert_eq!(
+            kinds(&grade_turn(&tools(), &expect(ordered), &turn, "")),
+            ["wrong-order"]
+        );
     }
 
     #[test]
@@ -715,10 +774,16 @@ mod tests {
         assert_eq!(k(&[("get_time", "{}")], ""), ["wrong-tool"]);
         assert_eq!(k(&[], ""), ["missing-call"]);
         assert_eq!(
-            k(&[("get_weather", r#"{"city":"Paris","days":3}"#), ("get_time", "{}")], ""),
+            k(
+                &[("get_weather", r#"{"city":"Paris","days":3}"#), ("get_time", "{}")],
+                ""
+            ),
             ["extra-call"]
         );
-        assert_eq!(k(&[("get_weather", r#"{"city":"Paris","days":3"#)], ""), ["arguments-not-json"]);
+        assert_eq!(
+            k(&[("get_weather", r#"{"city":"Paris","days":3"#)], ""),
+            ["arguments-not-json"]
+        );
         assert_eq!(
             k(&[("get_weather", r#""{\"city\":\"Paris\",\"days\":3}""#)], ""),
             ["arguments-double-encoded"]
@@ -727,14 +792,20 @@ mod tests {
             k(&[("get_weather", r#"{"city":"Paris","days":0}"#)], ""),
             ["arguments-against-schema", "wrong-value"]
         );
-        assert_eq!(k(&[("get_weather", r#"{"city":"Lyon","days":3}"#)], ""), ["wrong-value"]);
+        assert_eq!(
+            k(&[("get_weather", r#"{"city":"Lyon","days":3}"#)], ""),
+            ["wrong-value"]
+        );
         assert_eq!(k(&[("get_weather", r#"{"city":"Paris"}"#)], ""), ["missing-argument"]);
         assert_eq!(
             k(&[("get_weather", r#"{"city":"Paris","days":3,"unit":"C"}"#)], ""),
             ["extra-argument"]
         );
         assert_eq!(
-            k(&[], r#"<tool_call>{"name":"get_weather","arguments":{"city":"Paris","days":3}}</tool_call>"#),
+            k(
+                &[],
+                r#"<tool_call>{"name":"get_weather","arguments":{"city":"Paris","days":3}}</tool_call>"#
+            ),
             ["call-in-text", "missing-call"]
         );
         let mut cut = native(&[("get_weather", r#"{"city":"Par"#)]);
@@ -749,7 +820,12 @@ mod tests {
         let d = |g: &Grade| ToolCallsDetail::from_grade(g).unwrap();
         let g = grade_turn(&tools(), &expect(json!("no-call")), &native(&[("get_time", "{}")]), "");
         assert_eq!(d(&g).abstention, Some(Abstention::CalledWhenMustNot));
-        let g = grade_turn(&tools(), &expect(json!([{"name":"get_time"}])), &native(&[]), "It is noon.");
+        let g = grade_turn(
+            &tools(),
+            &expect(json!([{"name":"get_time"}])),
+            &native(&[]),
+            "It is noon.",
+        );
         assert_eq!(d(&g).abstention, Some(Abstention::DidNotCall));
         let g = grade_turn(&tools(), &expect(json!("no-call")), &native(&[]), "I cannot.");
         assert!(g.passed && d(&g).abstention.is_none());
@@ -759,8 +835,21 @@ mod tests {
     fn argument_graders_and_f1() {
         let e = expect(json!([{"name":"get_weather","arguments":{"city":"Paris","days":3},
             "graders":{"days":{"kind":"number","abs_tol":1},"city":{"kind":"any-of","values":["Paris","巴黎"]}}}]));
-        assert!(grade_turn(&tools(), &e, &native(&[("get_weather", r#"{"city":"巴黎","days":4}"#)]), "").passed);
-        let g = grade_turn(&tools(), &e, &native(&[("get_weather", r#"{"city":"Lyon","days":3}"#)]), "");
+        assert!(
+            grade_turn(
+                &tools(),
+                &e,
+                &native(&[("get_weather", r#"{"city":"巴黎","days":4}"#)]),
+                ""
+            )
+            .passed
+        );
+        let g = grade_turn(
+            &tools(),
+            &e,
+            &native(&[("get_weather", r#"{"city":"Lyon","days":3}"#)]),
+            "",
+        );
         let d = ToolCallsDetail::from_grade(&g).unwrap();
         assert_eq!((d.arguments.correct, d.arguments.wrong), (1, 1));
         assert!((d.argument_f1 - 0.5).abs() < 1e-9);

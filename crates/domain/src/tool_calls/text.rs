@@ -7,9 +7,9 @@
 //! reader finds calls that leaked into the text content in native mode.
 use serde_json::Value;
 
+use super::ToolCall;
 use super::case::{ToolChoice, ToolDef};
 use crate::evalset::{ChatMessage, EvalCase, EvalSetFile};
-use super::ToolCall;
 
 /// Calls read from a text, and the text without them.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -28,9 +28,7 @@ const MAX_BARE_ATTEMPTS: usize = 64;
 
 /// The system-prompt text that describes the tools in prompt mode.
 pub fn tools_prompt(tools: &[ToolDef], choice: Option<&ToolChoice>) -> String {
-    let mut out = String::from(
-        "You can call tools. The tools are described below as JSON, one per line:\n<tools>\n",
-    );
+    let mut out = String::from("You can call tools. The tools are described below as JSON, one per line:\n<tools>\n");
     for t in tools {
         out.push_str(&t.openai()["function"].to_string());
         out.push('\n');
@@ -164,16 +162,12 @@ fn calls_of(body: &str) -> Vec<ToolCall> {
 }
 
 fn salvage(body: &str) -> ToolCall {
-    static NAME: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r#""name"\s*:\s*"([^"]*)""#).expect("a valid pattern")
-    });
+    static NAME: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r#""name"\s*:\s*"([^"]*)""#).expect("a valid pattern"));
     static ARGUMENTS: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
         regex::Regex::new(r#""(?:arguments|parameters)"\s*:\s*"#).expect("a valid pattern")
     });
-    let name = NAME
-        .captures(body)
-        .map(|c| c[1].to_string())
-        .unwrap_or_default();
+    let name = NAME.captures(body).map(|c| c[1].to_string()).unwrap_or_default();
     let arguments = match ARGUMENTS.find(body) {
         Some(m) => {
             let raw = body[m.end()..].trim_end();
@@ -231,7 +225,10 @@ mod tests {
             "Sure.\n<tool_call>{\"name\":\"a\",\"arguments\":{\"x\":1}}</tool_call>\n<tool_call>\n{\"name\":\"b\",\"parameters\":{}}\n</tool_call>",
         );
         assert_eq!(t.calls.len(), 2);
-        assert_eq!((t.calls[0].name.as_str(), t.calls[0].arguments.as_str()), ("a", "{\"x\":1}"));
+        assert_eq!(
+            (t.calls[0].name.as_str(), t.calls[0].arguments.as_str()),
+            ("a", "{\"x\":1}")
+        );
         assert_eq!(t.rest, "Sure.");
         let fenced = calls_in_text("```json\n[{\"name\":\"a\",\"arguments\":{\"x\":1}},{\"name\":\"b\"}]\n```");
         assert_eq!(fenced.calls.len(), 2);

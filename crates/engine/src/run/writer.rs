@@ -84,7 +84,11 @@ impl Grading {
             .map(|g| g.grade(&text, case.expected.as_ref()))
             .collect();
         drop(text);
-        grades.extend(crate::domain::tool_calls::grade_case(case, record.tool_turn(), record.output()));
+        grades.extend(crate::domain::tool_calls::grade_case(
+            case,
+            record.tool_turn(),
+            record.output(),
+        ));
         record.grades = grades;
     }
 }

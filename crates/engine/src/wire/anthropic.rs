@@ -68,7 +68,9 @@ impl StreamDecoder for Decoder {
                     match delta.get("type").and_then(Value::as_str) {
                         Some("text_delta") => update.content = text(delta.get("text")),
                         Some("thinking_delta") => update.reasoning = text(delta.get("thinking")),
-                        Some("input_json_delta") => update.tool_piece = Some(Box::new(ToolPiece::Anthropic(json.clone()))),
+                        Some("input_json_delta") => {
+                            update.tool_piece = Some(Box::new(ToolPiece::Anthropic(json.clone())))
+                        }
                         _ => {} // signature_delta: not output text
                     }
                 }

@@ -184,14 +184,25 @@ mod traps {
             kinds_seen.extend(failures.iter().copied());
             let got = json!({"passed": grade.passed, "failures": failures});
             if got != trap["label"] {
-                wrong.push(format!("{id}: labelled {}, graded {got} ({})", trap["label"], grade.reason));
+                wrong.push(format!(
+                    "{id}: labelled {}, graded {got} ({})",
+                    trap["label"], grade.reason
+                ));
             }
             count += 1;
         }
         assert!(count >= 40, "only {count} traps");
-        assert!(wrong.is_empty(), "{} of {count} traps graded against their label:\n{}", wrong.len(), wrong.join("\n"));
+        assert!(
+            wrong.is_empty(),
+            "{} of {count} traps graded against their label:\n{}",
+            wrong.len(),
+            wrong.join("\n")
+        );
         // The set exercises every failure kind but none.
-        let missing: Vec<&&str> = ToolFailure::KINDS.iter().filter(|k| !kinds_seen.contains(**k)).collect();
+        let missing: Vec<&&str> = ToolFailure::KINDS
+            .iter()
+            .filter(|k| !kinds_seen.contains(**k))
+            .collect();
         assert!(missing.is_empty(), "no trap of kind {missing:?}");
         eprintln!("tool-call trap set: {count} recorded answers, all graded as labelled");
     }

@@ -185,7 +185,11 @@ pub(super) fn parse_request(api: Api, body: &[u8]) -> Result<Parsed, ApiError> {
         min_tokens,
         ignore_eos: raw.ignore_eos.unwrap_or(false),
         match_text,
-        has_tools: raw.tools.as_ref().and_then(|t| t.as_array()).is_some_and(|t| !t.is_empty()),
+        has_tools: raw
+            .tools
+            .as_ref()
+            .and_then(|t| t.as_array())
+            .is_some_and(|t| !t.is_empty()),
     })
 }
 

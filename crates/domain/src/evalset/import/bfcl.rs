@@ -47,7 +47,12 @@ fn test_case(source_name: &str, line: usize, raw: &str, fallback_id: String) -> 
     let err = |field: Option<&str>, message: String| error(source_name, Some(line), field, message);
     let test: Map<String, Value> = match serde_json::from_str(raw) {
         Ok(Value::Object(map)) => map,
-        Ok(other) => return Err(err(None, format!("each line must be a JSON object, got {}", kind_of(&other)))),
+        Ok(other) => {
+            return Err(err(
+                None,
+                format!("each line must be a JSON object, got {}", kind_of(&other)),
+            ));
+        }
         Err(e) => {
             let mut syntax = err(None, format!("not valid JSON: {}", without_position(&e)));
             syntax.problems[0].column = Some(e.column());
@@ -63,7 +68,12 @@ fn test_case(source_name: &str, line: usize, raw: &str, fallback_id: String) -> 
         Some(Value::Array(turns)) if turns.first().is_some_and(Value::is_array) => turns[0].clone(),
         Some(Value::Array(messages)) if !messages.is_empty() => Value::Array(messages.clone()),
         Some(Value::String(s)) => json!([{"role": "user", "content": s}]),
-        _ => return Err(err(Some("question"), "must be a list of messages (or of turns of messages)".into())),
+        _ => {
+            return Err(err(
+                Some("question"),
+                "must be a list of messages (or of turns of messages)".into(),
+            ));
+        }
     };
     let functions = match test.get("function") {
         Some(Value::Array(f)) if !f.is_empty() => f,
@@ -93,7 +103,10 @@ fn test_case(source_name: &str, line: usize, raw: &str, fallback_id: String) -> 
                     ));
                 };
                 let Some(args) = args.as_object() else {
-                    return Err(err(Some(&format!("ground_truth[{i}].{name}")), "must be an object of arguments".into()));
+                    return Err(err(
+                        Some(&format!("ground_truth[{i}].{name}")),
+                        "must be an object of arguments".into(),
+                    ));
                 };
                 out.push(expected_call(name, args));
             }
@@ -194,18 +207,36 @@ mod tests {
         let parallel = file.cases[1].expected_calls.as_ref().unwrap().calls();
         assert_eq!(parallel.len(), 2);
         assert!(matches!(parallel[0].graders["location"], ArgGrader::AnyOf { ref values } if values.len() == 2));
-        assert_eq!(file.cases[1].tools[0].parameters.source()["properties"]["scale"]["type"], "number");
+        assert_eq!(
+            file.cases[1].tools[0].parameters.source()["properties"]["scale"]["type"],
+            "number"
+        );
         assert_eq!(file.cases[2].expected_calls, Some(ToolExpectation::NoCall));
     }
 
     #[test]
     fn a_bad_line_names_its_line_and_field() {
-        let bad = BFCL.replace(r#""ground_truth": [{"calculate_triangle_area""#, r#""ground_truth": [{"a": {}, "calculate_triangle_area""#);
-        let e = import(FormatChoice::Known(Format::Bfcl), "b.json", &bad, &ImportOptions::default()).unwrap_err();
+        let bad = BFCL.replace(
+            r#""ground_truth": [{"calculate_triangle_area""#,
+            r#""ground_truth": [{"a": {}, "calculate_triangle_area""#,
+        );
+        let e = import(
+            FormatChoice::Known(Format::Bfcl),
+            "b.json",
+            &bad,
+            &ImportOptions::default(),
+        )
+        .unwrap_err();
         let p = e.first();
         assert_eq!((p.line, p.field.as_deref()), (Some(1), Some("ground_truth[0]")), "{e}");
         let unknown = BFCL.replace(r#"{"calculate_triangle_area": {"base""#, r#"{"calc_area": {"base""#);
-        let e = import(FormatChoice::Known(Format::Bfcl), "b.json", &unknown, &ImportOptions::default()).unwrap_err();
+        let e = import(
+            FormatChoice::Known(Format::Bfcl),
+            "b.json",
+            &unknown,
+            &ImportOptions::default(),
+        )
+        .unwrap_err();
         assert_eq!(e.first().line, Some(1), "{e}");
         assert!(e.to_string().contains("not in `tools`"), "{e}");
     }
