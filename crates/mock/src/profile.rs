@@ -571,10 +571,14 @@ accuracy = 0.5
     #[test]
     fn demo_profiles_are_valid_and_distinct() {
         let demo = demo_profiles();
-        assert_eq!(demo.len(), 3);
+        assert_eq!(demo.len(), 4);
         for p in &demo {
             p.validate().unwrap();
         }
+        // The fourth is fast and right on text but makes tool-call mistakes; the others none.
+        assert!(demo[3].accuracy > demo[1].accuracy && demo[3].prefill(0) < demo[1].prefill(0));
+        assert!(demo[3].tool_faults.rates().iter().any(|(_, r)| *r > 0.0));
+        assert!(demo[..3].iter().all(|p| p.tool_faults == ToolFaults::default()));
         assert!(demo[0].prefill(0) < demo[1].prefill(0) && demo[1].prefill(0) < demo[2].prefill(0));
         assert!(demo[0].accuracy < demo[1].accuracy && demo[1].accuracy < demo[2].accuracy);
         // The balanced model is also the one that operates cleanly; the others have defects
