@@ -175,7 +175,7 @@ async fn the_demo_scorecard_page_exports_and_archive() {
     let at = |id: &str| body.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no #{id}"));
     assert!(at("charts-h") < at("rules-h"), "charts before the rules table");
     let titles = page.texts("#chart-throughput circle.point-title title");
-    assert_eq!(titles.len(), 3, "{titles:?}");
+    assert_eq!(titles.len(), 4, "{titles:?}");
     assert!(
         titles
             .iter()
