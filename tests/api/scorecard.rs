@@ -201,8 +201,15 @@ async fn the_demo_scorecard_page_exports_and_archive() {
     );
 
     // Incumbent deltas and the pipeline impact.
-    let ids: Vec<i64> = app.store.get_run(run).await.unwrap().unwrap().candidate_ids;
-    let steady_id = ids[1];
+    let steady_id = app
+        .store
+        .list_candidates()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|c| c.spec.model == "steady-32b")
+        .unwrap()
+        .id;
     let page = app
         .get_html(&format!(
             "/runs/{run}/scorecard?incumbent={steady_id}&stage_name=prep&stage_seconds=0.5&stage_name=&stage_seconds="
@@ -212,7 +219,7 @@ async fn the_demo_scorecard_page_exports_and_archive() {
     assert!(page.count(".delta") >= 2, "deltas shown against the incumbent");
     assert!(page.text(".verdict-card.verdict-inconclusive h3").contains("incumbent"));
     let impact = page.texts(".pipeline-impact li");
-    assert_eq!(impact.len(), 3, "{impact:?}");
+    assert_eq!(impact.len(), 4, "{impact:?}");
     assert!(
         impact.iter().any(|l| l.contains("→ pipeline") && l.contains("faster")),
         "{impact:?}"
