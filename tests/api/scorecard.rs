@@ -249,7 +249,7 @@ async fn the_demo_scorecard_page_exports_and_archive() {
         .await
         .expect("the JSON export parses");
     assert_eq!(json["schema"], "bakeoff.scorecard/1");
-    assert_eq!(json["verdicts"].as_array().unwrap().len(), 3);
+    assert_eq!(json["verdicts"].as_array().unwrap().len(), 4);
     assert!(json["metric_definitions"].as_array().unwrap().len() > 10);
     assert!(
         json["measurement_definitions"]
