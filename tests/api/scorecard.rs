@@ -296,7 +296,7 @@ async fn the_demo_scorecard_page_exports_and_archive() {
     let lines: Vec<&str> = lines.collect();
     assert_eq!(
         lines.iter().filter(|l| l.starts_with("load_level,")).count(),
-        6,
+        8,
         "the throughput curve: both aggregates per candidate and load level"
     );
     assert_eq!(
