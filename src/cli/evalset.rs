@@ -50,7 +50,7 @@ pub enum EvalsetAction {
 /// How to read a source file.
 #[derive(Debug, Clone, Args)]
 pub struct SourceArgs {
-    /// auto, bakeoff, openai-evals, promptfoo or csv.
+    /// auto, bakeoff, openai-evals, promptfoo, csv or bfcl.
     #[arg(long, default_value = "auto", value_parser = parse_format)]
     pub format: FormatChoice,
     /// The set's name (formats without one default to the file name).

@@ -52,6 +52,7 @@ mod store_scorecards;
 mod store_text;
 mod tls;
 mod tokenize;
+mod tool_cases;
 mod web;
 mod workers;
 mod workers_web;

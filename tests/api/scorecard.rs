@@ -175,7 +175,7 @@ async fn the_demo_scorecard_page_exports_and_archive() {
     let at = |id: &str| body.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no #{id}"));
     assert!(at("charts-h") < at("rules-h"), "charts before the rules table");
     let titles = page.texts("#chart-throughput circle.point-title title");
-    assert_eq!(titles.len(), 3, "{titles:?}");
+    assert_eq!(titles.len(), 4, "{titles:?}");
     assert!(
         titles
             .iter()
@@ -201,8 +201,15 @@ async fn the_demo_scorecard_page_exports_and_archive() {
     );
 
     // Incumbent deltas and the pipeline impact.
-    let ids: Vec<i64> = app.store.get_run(run).await.unwrap().unwrap().candidate_ids;
-    let steady_id = ids[1];
+    let steady_id = app
+        .store
+        .list_candidates()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|c| c.spec.model == "steady-32b")
+        .unwrap()
+        .id;
     let page = app
         .get_html(&format!(
             "/runs/{run}/scorecard?incumbent={steady_id}&stage_name=prep&stage_seconds=0.5&stage_name=&stage_seconds="
@@ -212,7 +219,7 @@ async fn the_demo_scorecard_page_exports_and_archive() {
     assert!(page.count(".delta") >= 2, "deltas shown against the incumbent");
     assert!(page.text(".verdict-card.verdict-inconclusive h3").contains("incumbent"));
     let impact = page.texts(".pipeline-impact li");
-    assert_eq!(impact.len(), 3, "{impact:?}");
+    assert_eq!(impact.len(), 4, "{impact:?}");
     assert!(
         impact.iter().any(|l| l.contains("→ pipeline") && l.contains("faster")),
         "{impact:?}"
@@ -242,7 +249,7 @@ async fn the_demo_scorecard_page_exports_and_archive() {
         .await
         .expect("the JSON export parses");
     assert_eq!(json["schema"], "bakeoff.scorecard/1");
-    assert_eq!(json["verdicts"].as_array().unwrap().len(), 3);
+    assert_eq!(json["verdicts"].as_array().unwrap().len(), 4);
     assert!(json["metric_definitions"].as_array().unwrap().len() > 10);
     assert!(
         json["measurement_definitions"]
@@ -289,7 +296,7 @@ async fn the_demo_scorecard_page_exports_and_archive() {
     let lines: Vec<&str> = lines.collect();
     assert_eq!(
         lines.iter().filter(|l| l.starts_with("load_level,")).count(),
-        6,
+        8,
         "the throughput curve: both aggregates per candidate and load level"
     );
     assert_eq!(

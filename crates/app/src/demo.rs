@@ -92,7 +92,7 @@ pub async fn bootstrap(store: &dyn Store, demo_mock_url: Option<&str>) -> anyhow
     Ok(())
 }
 
-/// Three demo candidates with clearly different trade-offs, one per mock demo profile.
+/// Four demo candidates with clearly different trade-offs, one per mock demo profile.
 pub fn demo_candidates(mock_base_url: &str) -> Vec<CandidateSpec> {
     let candidate =
         |name: &str, model: &str, hardware: &str, price: (f64, f64), claim: Option<ClaimedFigure>, notes: &str| {
@@ -140,6 +140,14 @@ pub fn demo_candidates(mock_base_url: &str) -> Vec<CandidateSpec> {
             (0.90, 3.60),
             None,
             "Thinks before answering (reasoning tokens); few slots, queues under load.",
+        ),
+        candidate(
+            "Demo · relay-8b (fast, fumbles tool calls)",
+            "relay-8b",
+            "simulated: 1× small GPU",
+            (0.06, 0.24),
+            None,
+            "Quick and right on text; run the zh-en-tool-calls set to see its tool calls.",
         ),
     ]
 }

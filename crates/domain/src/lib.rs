@@ -37,6 +37,7 @@ pub mod stability;
 pub mod stats;
 pub mod thresholds;
 pub mod timeline;
+pub mod tool_calls;
 pub mod validation;
 pub mod workers;
 

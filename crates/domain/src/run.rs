@@ -68,6 +68,10 @@ pub struct RunConfig {
     /// figures pool every share (see docs/workers.md). One load level only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clients: Option<u32>,
+    /// How tool cases reach the model: its native tool API, or "prompt mode" (the tools in the
+    /// system prompt, calls read from the text; `docs/tool-cases.md`).
+    #[serde(default, skip_serializing_if = "crate::tool_calls::ToolMode::is_native")]
+    pub tool_mode: crate::tool_calls::ToolMode,
 }
 
 /// A candidate's error budget: it is stopped (with the reason, the other candidates go on)
@@ -338,6 +342,7 @@ impl Default for RunConfig {
             soak: false,
             error_budget: ErrorBudget::default(),
             clients: None,
+            tool_mode: Default::default(),
         }
     }
 }
@@ -988,6 +993,9 @@ pub struct RecordTexts {
     /// answer (`output`) to `reasoning`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_reasoning: Option<crate::reasoning::Recognised>,
+    /// A tool case's calls as sent (`domain::tool_calls`), kept raw so the record is re-gradable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_turn: Option<crate::tool_calls::ToolTurn>,
 }
 
 impl RecordTexts {
@@ -997,6 +1005,7 @@ impl RecordTexts {
             && self.error_detail.is_none()
             && self.chunk_text.is_empty()
             && self.content_reasoning.is_none()
+            && self.tool_turn.is_none()
     }
 }
 
@@ -1266,6 +1275,11 @@ impl RequestRecord {
     /// The reasoning recognised at the start of the content, if any (none once cut).
     pub fn content_reasoning(&self) -> Option<crate::reasoning::Recognised> {
         self.texts.get().content_reasoning
+    }
+
+    /// A tool case's calls, if the request carried tools (none once cut).
+    pub fn tool_turn(&self) -> Option<&crate::tool_calls::ToolTurn> {
+        self.texts.get().tool_turn.as_ref()
     }
 
     /// The text graders read: the answer, or with `with_reasoning` (an eval set's
@@ -1552,6 +1566,7 @@ mod tests {
                 error_detail: Some("HTTP 500: <html>upstream overloaded</html>".into()),
                 chunk_text: ChunkText::from(&[(3, 10), (0, 12)][..]),
                 content_reasoning: None,
+                tool_turn: None,
             }
             .into(),
             output_chars: 2 + answer.chars().count() as u32,

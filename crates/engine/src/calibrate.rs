@@ -567,6 +567,7 @@ fn level_config(spec: &LevelSpec, seconds: u32) -> RunConfig {
         soak: false,
         clients: None,
         error_budget: Default::default(),
+        tool_mode: Default::default(),
     }
 }
 

@@ -4,6 +4,8 @@ use std::collections::HashMap;
 
 use super::rng::{stable_hash, unit};
 use crate::domain::evalset::EvalSetFile;
+use crate::profile::ToolFaults;
+use crate::tool_answers::{ToolAnswer, tool_answer};
 
 /// A case found in the answer key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +21,8 @@ pub struct Answer {
     pub correct: bool,
     pub set: String,
     pub case_id: String,
+    /// A tool case's calls (see `tool_answers`).
+    pub tool: Option<ToolAnswer>,
 }
 
 /// Eval sets indexed by the prompt text the engine sends for each case.
@@ -43,8 +47,12 @@ impl AnswerKey {
         for (s, set) in sets.iter().enumerate() {
             let mut values = Vec::new();
             for (c, case) in set.cases.iter().enumerate() {
-                let Some(expected) = case.expected_text() else { continue };
-                values.push(expected);
+                // A tool case is answered by its calls, whether it has an expected text or not.
+                match case.expected_text() {
+                    Some(expected) => values.push(expected),
+                    None if case.is_tool_case() => {}
+                    None => continue,
+                }
                 let at = CaseRef { set: s, case: c };
                 let messages = set.messages_for(case);
                 if let Some(user) = messages.iter().rev().find(|m| m.role == "user") {
@@ -101,7 +109,32 @@ impl AnswerKey {
             correct,
             set: set.header.name.clone(),
             case_id: case.id.clone(),
+            tool: None,
         }
+    }
+}
+
+impl AnswerKey {
+    /// What `profile` answers for `at` when it is a tool case (None otherwise): right as often
+    /// as `accuracy` (the same draw as [`AnswerKey::answer`]), each tool fault as often as its rate.
+    pub fn tool_answer(
+        &self,
+        at: CaseRef,
+        seed: u64,
+        profile: &str,
+        correct: bool,
+        faults: &ToolFaults,
+    ) -> Option<ToolAnswer> {
+        let set = &self.sets[at.set];
+        let case = &set.cases[at.case];
+        let seed_bytes = seed.to_le_bytes();
+        let parts: [&[u8]; 4] = [
+            &seed_bytes,
+            profile.as_bytes(),
+            set.header.name.as_bytes(),
+            case.id.as_bytes(),
+        ];
+        tool_answer(case, &parts, correct, faults)
     }
 }
 

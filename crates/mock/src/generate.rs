@@ -25,8 +25,12 @@ pub struct Plan {
     /// Reasoning goes in the content: its first and last tokens carry `<think>` and
     /// `</think>\n\n` (the texts of those two tokens, tags included).
     think_tags: Option<(String, String)>,
-    /// `length` when the output reached its max_tokens budget, else `stop`.
+    /// `length` when the output reached its max_tokens budget, else `stop` (`tool_calls` for
+    /// calls).
     pub finish_reason: &'static str,
+    /// Native tool calls: the answer is their arguments one after another; (name, end byte of
+    /// its arguments in the answer) per call.
+    tool_calls: Vec<(String, usize)>,
 }
 
 /// Output limits from the request.
@@ -88,7 +92,41 @@ impl Plan {
             filler_seed,
             think_tags,
             finish_reason: if content == budget { "length" } else { "stop" },
+            tool_calls: Vec::new(),
         }
+    }
+
+    /// This plan's answer is the arguments of `calls` (name, arguments text), sent as native
+    /// tool calls.
+    pub fn with_tool_calls(mut self, calls: &[(String, String)]) -> Plan {
+        let mut end = 0;
+        self.tool_calls = calls
+            .iter()
+            .map(|(name, args)| {
+                end += args.len();
+                (name.clone(), end)
+            })
+            .collect();
+        if self.finish_reason == "stop" {
+            self.finish_reason = "tool_calls";
+        }
+        self
+    }
+
+    /// The native tool calls' (name, end byte) (empty: the answer is text).
+    pub fn tool_calls(&self) -> &[(String, usize)] {
+        &self.tool_calls
+    }
+
+    /// The byte range of answer token `index` within the answer (None: reasoning or filler).
+    pub fn answer_range(&self, index: u32) -> Option<Range<usize>> {
+        let i = index.checked_sub(self.reasoning)? as usize;
+        self.answer_spans.get(i).cloned()
+    }
+
+    /// The answer text (for native tool calls: their arguments one after another).
+    pub fn answer(&self) -> &str {
+        &self.answer
     }
 
     pub fn total(&self) -> u32 {
@@ -384,6 +422,66 @@ impl Renderer {
                 Api::Chat => CHUNK_TAIL_CHAT,
                 Api::Completions | Api::Responses => CHUNK_TAIL_TEXT,
             });
+        }
+        Bytes::from(buf)
+    }
+
+    /// One chat chunk carrying the answer tokens `range` of a plan of native tool calls, as
+    /// `delta.tool_calls` pieces: a token that spans two calls is split between them, and a
+    /// call's first piece carries its `id`, `type` and name. Tokens past the calls (filler) are
+    /// sent as content.
+    pub fn tool_tokens(&self, plan: &Plan, range: Range<u32>, malformed: bool) -> Bytes {
+        let calls = plan.tool_calls();
+        // (call, byte range) pieces, consecutive ones of the same call merged.
+        let mut parts: Vec<(usize, Range<usize>)> = Vec::new();
+        for i in range.clone() {
+            let Some(mut r) = plan.answer_range(i) else { continue };
+            while r.start < r.end {
+                let Some(call) = calls.iter().position(|(_, end)| r.start < *end) else {
+                    break;
+                };
+                let cut = r.end.min(calls[call].1);
+                match parts.last_mut() {
+                    Some((c, last)) if *c == call && last.end == r.start => last.end = cut,
+                    _ => parts.push((call, r.start..cut)),
+                }
+                r.start = cut;
+            }
+        }
+        if parts.is_empty() {
+            return self.tokens(range.map(|i| plan.piece(i)), false, malformed);
+        }
+        let answer = plan.answer();
+        let mut buf = Vec::with_capacity(self.head.len() + 160 * parts.len());
+        buf.extend_from_slice(self.head.as_bytes());
+        buf.extend_from_slice(b"\"delta\":{\"tool_calls\":[");
+        for (n, (call, r)) in parts.iter().enumerate() {
+            if n > 0 {
+                buf.push(b',');
+            }
+            let start = if *call == 0 { 0 } else { calls[call - 1].1 };
+            buf.extend_from_slice(format!("{{\"index\":{call},").as_bytes());
+            if r.start == start {
+                let id = format!("call_{call}");
+                buf.extend_from_slice(
+                    format!(
+                        "\"id\":{},\"type\":\"function\",\"function\":{{\"name\":{},\"arguments\":",
+                        json_str(&id),
+                        json_str(&calls[*call].0)
+                    )
+                    .as_bytes(),
+                );
+            } else {
+                buf.extend_from_slice(b"\"function\":{\"arguments\":");
+            }
+            write_json_str(&mut buf, std::iter::once(&answer[r.clone()]));
+            buf.extend_from_slice(b"}}");
+        }
+        buf.push(b']');
+        if malformed {
+            buf.extend_from_slice(b"\n\n");
+        } else {
+            buf.extend_from_slice(CHUNK_TAIL_CHAT);
         }
         Bytes::from(buf)
     }

@@ -26,6 +26,7 @@ mod rng;
 mod server;
 pub mod tls;
 pub mod tokens;
+mod tool_answers;
 
 pub use log::{CaseTruth, LOG_CAPACITY, LogPage, Outcome, RequestRecord};
 pub use profile::{ModelProfile, OverlongBehaviour, ProfileError, demo_profiles, parse_profiles};

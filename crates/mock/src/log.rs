@@ -29,6 +29,13 @@ pub struct CaseTruth {
     pub set: String,
     pub case_id: String,
     pub correct: bool,
+    /// A tool case: the tool-call mistake the answer makes (`tool_faults` kinds, or
+    /// `wrong_value`); None when its calls are right.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_fault: Option<&'static str>,
+    /// A tool case: how its calls were sent (`native`, `in_text` or `prompt`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_mode: Option<&'static str>,
 }
 
 /// One request as the server saw it. Times are milliseconds since the request was received;

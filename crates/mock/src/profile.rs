@@ -96,6 +96,43 @@ pub struct ModelProfile {
     /// Per request, the probability that a known case gets the opposite of its usual right or
     /// wrong answer, so repetitions of a case disagree (0: every case answers the same way).
     pub inconsistency: f64,
+    /// How often a tool case's answer makes each kind of tool-call mistake (docs/mock.md).
+    pub tool_faults: ToolFaults,
+}
+
+/// Per tool case, the probability of each tool-call mistake, drawn once per (seed, profile,
+/// case) like accuracy, so a case keeps its mistake across requests. At most one per answer;
+/// the rates may sum to at most 1. An answer with none is right or, beyond `accuracy`, has a
+/// wrong argument value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolFaults {
+    /// The first call names another tool.
+    pub wrong_tool: f64,
+    /// The last expected call is left out (no call at all when only one is expected).
+    pub missing_call: f64,
+    /// One call more than expected.
+    pub extra_call: f64,
+    /// The first call's arguments lose their closing brace.
+    pub arguments_not_json: f64,
+    /// The first call's arguments are sent as a JSON string inside a string.
+    pub arguments_double_encoded: f64,
+    /// Native mode: the calls are written in the text content as `<tool_call>` blocks.
+    pub call_in_text: f64,
+}
+
+impl ToolFaults {
+    /// (kind, rate) in the order they are drawn.
+    pub fn rates(&self) -> [(&'static str, f64); 6] {
+        [
+            ("wrong_tool", self.wrong_tool),
+            ("missing_call", self.missing_call),
+            ("extra_call", self.extra_call),
+            ("arguments_not_json", self.arguments_not_json),
+            ("arguments_double_encoded", self.arguments_double_encoded),
+            ("call_in_text", self.call_in_text),
+        ]
+    }
 }
 
 /// How the mock answers a prompt that does not fit the context window.
@@ -153,6 +190,7 @@ impl Default for ModelProfile {
             no_metrics: false,
             no_health: false,
             inconsistency: 0.0,
+            tool_faults: ToolFaults::default(),
         }
     }
 }
@@ -248,6 +286,15 @@ impl ModelProfile {
         }
         non_negative("latency_drift_per_minute", self.latency_drift_per_minute)?;
         fraction("inconsistency", self.inconsistency)?;
+        for (kind, rate) in self.tool_faults.rates() {
+            fraction(kind, rate)?;
+        }
+        if self.tool_faults.rates().iter().map(|(_, r)| r).sum::<f64>() > 1.0 + 1e-9 {
+            return Err((
+                "tool_faults",
+                "the tool-fault rates must not sum to more than 1".to_string(),
+            ));
+        }
         if !(400..=599).contains(&self.invalid_param_status) {
             return Err((
                 "invalid_param_status",
@@ -264,7 +311,7 @@ impl ModelProfile {
     }
 }
 
-/// Three profiles with clearly different trade-offs, served by the demo. Latencies are kept small
+/// Four profiles with clearly different trade-offs, served by the demo. Latencies are kept small
 /// so a 20-case demo run at concurrency 4 finishes in seconds.
 pub fn demo_profiles() -> Vec<ModelProfile> {
     vec![
@@ -325,6 +372,28 @@ pub fn demo_profiles() -> Vec<ModelProfile> {
             // that went away (abandoned streams hold its few slots).
             overlong_prompt_behaviour: OverlongBehaviour::Hang,
             hold_slot_after_cancel: true,
+            ..ModelProfile::default()
+        },
+        // Fast and right on text, but fumbles tool calls: a text-only benchmark passes it, an
+        // agent's tool cases do not (docs/tool-cases.md).
+        ModelProfile {
+            name: "relay-8b".into(),
+            ttft_ms: 90.0,
+            prefill_ms_per_token: 0.05,
+            tokens_per_second: 110.0,
+            tokens_per_chunk: 3,
+            slots: Some(32),
+            jitter: 0.10,
+            context_length: 16_384,
+            accuracy: 0.95,
+            tool_faults: ToolFaults {
+                wrong_tool: 0.05,
+                missing_call: 0.05,
+                extra_call: 0.0,
+                arguments_not_json: 0.10,
+                arguments_double_encoded: 0.10,
+                call_in_text: 0.10,
+            },
             ..ModelProfile::default()
         },
     ]
@@ -502,10 +571,14 @@ accuracy = 0.5
     #[test]
     fn demo_profiles_are_valid_and_distinct() {
         let demo = demo_profiles();
-        assert_eq!(demo.len(), 3);
+        assert_eq!(demo.len(), 4);
         for p in &demo {
             p.validate().unwrap();
         }
+        // The fourth is fast and right on text but makes tool-call mistakes; the others none.
+        assert!(demo[3].accuracy > demo[1].accuracy && demo[3].prefill(0) < demo[1].prefill(0));
+        assert!(demo[3].tool_faults.rates().iter().any(|(_, r)| *r > 0.0));
+        assert!(demo[..3].iter().all(|p| p.tool_faults == ToolFaults::default()));
         assert!(demo[0].prefill(0) < demo[1].prefill(0) && demo[1].prefill(0) < demo[2].prefill(0));
         assert!(demo[0].accuracy < demo[1].accuracy && demo[1].accuracy < demo[2].accuracy);
         // The balanced model is also the one that operates cleanly; the others have defects

@@ -59,6 +59,7 @@ macro_rules! record_write_helpers {
                         .push_bind(v.clock)
                         .push_bind(v.content_reasoning)
                         .push_bind(v.rate_limit)
+                        .push_bind(v.tool_turn)
                         .push_bind(case_passed(&record.grades))
                         .push_bind(case_score(&record.grades));
                 });

@@ -447,6 +447,12 @@ impl EvalCaseRow {
             vars: serde_json::Map<String, serde_json::Value>,
             #[serde(default)]
             messages: Option<Vec<crate::domain::evalset::ChatMessage>>,
+            #[serde(default)]
+            tools: Vec<crate::domain::tool_calls::ToolDef>,
+            #[serde(default)]
+            tool_choice: Option<crate::domain::tool_calls::ToolChoice>,
+            #[serde(default)]
+            expected_calls: Option<crate::domain::tool_calls::ToolExpectation>,
         }
         let input: Input = parse_json(place("input"), &self.input)?;
         let expected = match &self.expected {
@@ -462,6 +468,9 @@ impl EvalCaseRow {
             graders: if graders == header.graders { Vec::new() } else { graders },
             tags: parse_json(place("tags"), &self.tags)?,
             weight: (self.weight != 1.0).then_some(self.weight),
+            tools: input.tools,
+            tool_choice: input.tool_choice,
+            expected_calls: input.expected_calls,
         })
     }
 }
@@ -488,6 +497,19 @@ pub(crate) fn case_values(file: &EvalSetFile) -> Vec<CaseValues<'_>> {
             }
             if let Some(messages) = &case.messages {
                 input.insert("messages".into(), serde_json::to_value(messages).unwrap_or_default());
+            }
+            // A tool case's tool fields ride in `input` too: no column of their own.
+            if !case.tools.is_empty() {
+                input.insert("tools".into(), serde_json::to_value(&case.tools).unwrap_or_default());
+            }
+            if let Some(choice) = &case.tool_choice {
+                input.insert("tool_choice".into(), choice.openai());
+            }
+            if let Some(expectation) = &case.expected_calls {
+                input.insert(
+                    "expected_calls".into(),
+                    serde_json::to_value(expectation).unwrap_or_default(),
+                );
             }
             CaseValues {
                 case_id: &case.id,
@@ -728,7 +750,7 @@ macro_rules! record_insert_columns {
          client_queue_us, connect_us, connection_reused, headers_us, first_chunk_us, first_reasoning_us, \
          first_content_us, last_token_us, end_us, chunks, http_status, finish_reason, input_tokens, output_tokens, \
          output_tokens_source, reasoning_tokens, canonical_tokens, output_chars, output, reasoning, error_class, \
-         error_detail, chunk_attribution, chunk_text, clock, content_reasoning, rate_limit"
+         error_detail, chunk_attribution, chunk_text, clock, content_reasoning, rate_limit, tool_turn"
     };
 }
 pub(crate) use record_insert_columns;
@@ -785,6 +807,8 @@ pub(crate) struct RecordValues<'a> {
     pub content_reasoning: Option<String>,
     /// JSON, NULL when none.
     pub rate_limit: Option<String>,
+    /// JSON (`domain::tool_calls::ToolTurn`), NULL for a request without tools.
+    pub tool_turn: Option<String>,
 }
 
 impl<'a> RecordValues<'a> {
@@ -827,6 +851,7 @@ impl<'a> RecordValues<'a> {
             clock: r.clock.map(|c| c.as_str()),
             content_reasoning: r.content_reasoning().map(|c| to_json(&c)),
             rate_limit: r.rate_limit.as_deref().map(to_json),
+            tool_turn: r.tool_turn().map(to_json),
         }
     }
 }
@@ -922,6 +947,7 @@ pub(crate) struct RecordRow {
     pub clock: Option<String>,
     pub content_reasoning: Option<String>,
     pub rate_limit: Option<String>,
+    pub tool_turn: Option<String>,
 }
 
 impl RecordRow {
@@ -980,6 +1006,10 @@ impl RecordRow {
                 },
                 content_reasoning: match &self.content_reasoning {
                     Some(json) => Some(parse_json(place("content_reasoning"), json)?),
+                    None => None,
+                },
+                tool_turn: match &self.tool_turn {
+                    Some(json) => Some(parse_json(place("tool_turn"), json)?),
                     None => None,
                 },
             }

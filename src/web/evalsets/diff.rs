@@ -6,7 +6,7 @@ use axum::extract::{Path, State};
 use serde_json::Value;
 
 use super::load;
-use crate::domain::evalset::diff::{CasePart, LineChange, diff_versions, line_diff};
+use crate::domain::evalset::diff::{CasePart, LineChange, diff_versions, expected_calls_text, line_diff, tools_text};
 use crate::domain::evalset::{EvalCase, EvalSetFile};
 use crate::domain::grading::Grader;
 use crate::domain::validation::truncate;
@@ -81,16 +81,25 @@ pub struct AddedCase {
 }
 
 fn added(file: &EvalSetFile, case: &EvalCase) -> AddedCase {
-    let input = file
+    let mut input = file
         .messages_for(case)
         .iter()
         .map(|m| format!("{}: {}", m.role, m.content))
         .collect::<Vec<_>>()
         .join("\n");
+    for t in &case.tools {
+        input.push_str("\ntool: ");
+        input.push_str(&t.signature());
+    }
+    // A tool case's expected outcome is its calls (its `expected`, if any, grades the text).
+    let expected = match &case.expected_calls {
+        Some(_) => Some(expected_calls_text(case)),
+        None => case.expected_text(),
+    };
     AddedCase {
         id: case.id.clone(),
         input: truncate(&input, VALUE_EXCERPT),
-        expected: case.expected_text().map(|e| truncate(&e, VALUE_EXCERPT)),
+        expected: expected.map(|e| truncate(&e, VALUE_EXCERPT)),
     }
 }
 
@@ -139,6 +148,8 @@ fn part_value(case: &EvalCase, part: CasePart) -> Value {
         CasePart::Graders => graders(&case.graders),
         CasePart::Tags => serde_json::to_value(&case.tags).unwrap_or_default(),
         CasePart::Weight => serde_json::json!(case.weight()),
+        CasePart::Tools => Value::String(tools_text(case)),
+        CasePart::ExpectedCalls => Value::String(expected_calls_text(case)),
     }
 }
 

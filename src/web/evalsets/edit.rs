@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::load;
 use crate::domain::evalset::{ChatMessage, EvalCase, EvalSetFile, Problem};
 use crate::domain::grading::Grader;
+use crate::domain::tool_calls::{ToolChoice, ToolDef, ToolExpectation};
 use crate::domain::validation::FieldErrors;
 use crate::store::EvalSetVersion;
 use crate::web::AppState;
@@ -34,6 +35,12 @@ pub struct CaseForm {
     pub tags: String,
     /// Blank = 1.
     pub weight: String,
+    /// A tool case's tools (JSON list, OpenAI or Anthropic shape); blank = not a tool case.
+    pub tools: String,
+    /// Blank = the model decides.
+    pub tool_choice: String,
+    /// A list of calls, `{"calls": […], "ordered": true}`, `"no-call"` or `"text"`.
+    pub expected_calls: String,
 }
 
 impl CaseForm {
@@ -65,6 +72,30 @@ impl CaseForm {
             },
             tags: case.tags.join(", "),
             weight: case.weight.map(|w| w.to_string()).unwrap_or_default(),
+            tools: if case.tools.is_empty() {
+                String::new()
+            } else {
+                serde_json::to_string_pretty(&case.tools).unwrap_or_default()
+            },
+            tool_choice: case
+                .tool_choice
+                .as_ref()
+                .map(|c| c.openai().to_string())
+                .unwrap_or_default(),
+            expected_calls: case
+                .expected_calls
+                .as_ref()
+                .map(|e| serde_json::to_string_pretty(e).unwrap_or_default())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// A tool field's text by its form name.
+    pub fn tool_value(&self, name: &str) -> &str {
+        match name {
+            "tools" => &self.tools,
+            "tool_choice" => &self.tool_choice,
+            _ => &self.expected_calls,
         }
     }
 
@@ -79,6 +110,9 @@ impl CaseForm {
             graders: get("graders"),
             tags: get("tags"),
             weight: get("weight"),
+            tools: get("tools"),
+            tool_choice: get("tool_choice"),
+            expected_calls: get("expected_calls"),
         }
     }
 
@@ -159,6 +193,50 @@ impl CaseForm {
                 }
             },
         };
+        let tools = match self.tools.trim() {
+            "" => Vec::new(),
+            raw => match serde_json::from_str::<Value>(raw) {
+                Ok(Value::Array(items)) => items
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, item)| {
+                        ToolDef::read(item, &format!("tools[{i}]"))
+                            .map_err(|e| errors.add("tools", e.to_string()))
+                            .ok()
+                    })
+                    .collect(),
+                Ok(_) => {
+                    errors.add("tools", "must be a JSON list of tools");
+                    Vec::new()
+                }
+                Err(e) => {
+                    errors.add("tools", format!("is not valid JSON: {e}"));
+                    Vec::new()
+                }
+            },
+        };
+        let mut tool_field = |field: &'static str, raw: &str| -> Option<Value> {
+            match raw.trim() {
+                "" => None,
+                // A bare word (`auto`, `no-call`) is read as the JSON string it stands for.
+                word if word.chars().all(|c| c.is_ascii_alphabetic() || c == '-') => Some(Value::String(word.into())),
+                raw => serde_json::from_str::<Value>(raw)
+                    .map_err(|e| errors.add(field, format!("is not valid JSON: {e}")))
+                    .ok(),
+            }
+        };
+        let choice = tool_field("tool_choice", &self.tool_choice);
+        let expectation = tool_field("expected_calls", &self.expected_calls);
+        let tool_choice = choice.and_then(|v| {
+            ToolChoice::read(&v, "tool_choice")
+                .map_err(|e| errors.add("tool_choice", e.message))
+                .ok()
+        });
+        let expected_calls = expectation.and_then(|v| {
+            ToolExpectation::read(&v, "expected_calls")
+                .map_err(|e| errors.add("expected_calls", e.to_string()))
+                .ok()
+        });
         errors.into_result(EvalCase {
             id,
             vars,
@@ -167,6 +245,9 @@ impl CaseForm {
             graders,
             tags,
             weight,
+            tools,
+            tool_choice,
+            expected_calls,
         })
     }
 }
@@ -218,6 +299,30 @@ impl CaseFormPage {
 
     pub fn has_errors(&self) -> bool {
         !self.errors.is_empty() || self.general_error.is_some()
+    }
+
+    /// The tool fields as (name, label, rows, help).
+    pub fn tool_fields(&self) -> [(&'static str, &'static str, usize, &'static str); 3] {
+        [
+            (
+                "tools",
+                "Tools (JSON list)",
+                6,
+                "OpenAI `tools` or Anthropic `tools` shape, with JSON Schema parameters.",
+            ),
+            (
+                "tool_choice",
+                "Tool choice",
+                1,
+                "Blank (the model decides), auto, none, required, or {\"type\":\"function\",\"function\":{\"name\":…}}.",
+            ),
+            (
+                "expected_calls",
+                "Expected calls",
+                5,
+                "A JSON list of {\"name\", \"arguments\", \"graders\"}; {\"calls\": […], \"ordered\": true}; no-call; or text.",
+            ),
+        ]
     }
 
     pub fn is_kind(&self, kind: &str) -> bool {
@@ -275,9 +380,7 @@ pub async fn new_form(
             vars,
             messages: None,
             expected: None,
-            graders: Vec::new(),
-            tags: Vec::new(),
-            weight: None,
+            ..Default::default()
         })
     };
     Ok(CaseFormPage::new(&version, None, form))
@@ -426,6 +529,9 @@ fn form_field(file_field: &str) -> &'static str {
         "expected" => "expected",
         "tags" => "tags",
         "weight" => "weight",
+        "tools" => "tools",
+        "tool_choice" => "tool_choice",
+        "expected_calls" => "expected_calls",
         _ => "graders",
     }
 }
@@ -447,6 +553,25 @@ mod tests {
         let text: EvalCase =
             serde_json::from_str(r#"{"id":"b","messages":[{"role":"user","content":"hi"}],"expected":"yo"}"#).unwrap();
         assert_eq!(CaseForm::from_case(&text).to_case().unwrap(), text);
+
+        let tool: EvalCase = serde_json::from_str(
+            r#"{"id":"t","messages":[{"role":"user","content":"天气?"}],"tools":[{"name":"f","input_schema":{"type":"object","properties":{"a":{"type":"integer"}}}}],"tool_choice":{"type":"any"},"expected_calls":[{"name":"f","arguments":{"a":1}}]}"#,
+        )
+        .unwrap();
+        let form = CaseForm::from_case(&tool);
+        assert!(
+            form.tools.contains("\"parameters\"") && form.tool_choice == "\"required\"",
+            "{form:?}"
+        );
+        assert_eq!(form.to_case().unwrap(), tool);
+        let bare = CaseForm {
+            expected_calls: "no-call".into(),
+            ..form
+        };
+        assert_eq!(
+            bare.to_case().unwrap().expected_calls,
+            Some(crate::domain::tool_calls::ToolExpectation::NoCall)
+        );
     }
 
     #[test]
@@ -460,9 +585,22 @@ mod tests {
             graders: r#"[{"kind":"telepathy"}]"#.into(),
             tags: String::new(),
             weight: "-1".into(),
+            tools: r#"[{"name":"has space"}]"#.into(),
+            tool_choice: "sometimes".into(),
+            expected_calls: "[]".into(),
         };
         let errors = form.to_case().unwrap_err();
-        for f in ["id", "vars", "messages", "expected", "graders", "weight"] {
+        for f in [
+            "id",
+            "vars",
+            "messages",
+            "expected",
+            "graders",
+            "weight",
+            "tools",
+            "tool_choice",
+            "expected_calls",
+        ] {
             assert!(errors.get(f).is_some(), "{f}: {errors}");
         }
         assert_eq!(form_field("vars.ticket"), "vars");

@@ -228,17 +228,16 @@ pub fn overlong_evalset(words: usize) -> EvalSetFile {
     EvalSetFile::parse("real-engine-overlong.jsonl", &format!("{header}\n{case}")).unwrap()
 }
 
-/// One question with a tool to call, after two turns that called it (a 135M model follows the
-/// pattern; told only in words, it answers in prose).
-pub fn tool_evalset() -> EvalSetFile {
+/// One tool case (docs/tool-cases.md): a question with a tool to call, after two turns that
+/// called it (a 135M model follows the pattern; told only in words, it answers in prose).
+pub fn tool_evalset(tool_choice: serde_json::Value) -> EvalSetFile {
     let call = |city: &str| {
         format!("<tool_call>\n{{\"name\": \"get_weather\", \"arguments\": {{\"city\": \"{city}\"}}}}\n</tool_call>")
     };
     let header = json!({
         "bakeoff_evalset": 1,
         "name": "real-engine-tools",
-        "task": "extraction",
-        "graders": [{"kind": "contains", "value": "Paris"}],
+        "task": "generation",
         "max_tokens": 64,
         "temperature": 0,
     });
@@ -251,14 +250,6 @@ pub fn tool_evalset() -> EvalSetFile {
             {"role": "assistant", "content": call("Oslo")},
             {"role": "user", "content": "What is the weather in Paris?"},
         ],
-        "expected": "Paris",
-    });
-    EvalSetFile::parse("real-engine-tools.jsonl", &format!("{header}\n{case}")).unwrap()
-}
-
-/// The candidate's extra body that makes the model call `get_weather`.
-pub fn tool_body(tool_choice: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
-    json!({
         "tools": [{
             "type": "function",
             "function": {
@@ -272,10 +263,9 @@ pub fn tool_body(tool_choice: serde_json::Value) -> serde_json::Map<String, serd
             }
         }],
         "tool_choice": tool_choice,
-    })
-    .as_object()
-    .unwrap()
-    .clone()
+        "expected_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}],
+    });
+    EvalSetFile::parse("real-engine-tools.jsonl", &format!("{header}\n{case}")).unwrap()
 }
 
 /// What differs between the servers the shared checks run against.
@@ -546,39 +536,59 @@ pub async fn overlong_prompt(
     r
 }
 
-/// An answer that is a tool call, streamed: the stream is read to its end without a decoding
-/// error and its tokens are counted from usage. bakeoff grades answer text only, so a call with
-/// no text is recorded as `empty_output` naming the finish reason (grading tool calls is issue
-/// work of its own); this pins what is recorded today.
+/// The tool case sent natively (`tools` and `tool_choice` in the request), streamed and whole:
+/// the server's call is read (streamed `tool_calls` deltas assembled by index; a whole message's
+/// `tool_calls`), kept raw on the record and graded call by call; the record is a success (a call
+/// with no text is an answer). Returns the streamed record; every grade is printed (what a
+/// 135M model calls is its own business, that it is read and graded is ours).
 pub async fn tool_call(engine: &Engine, server: &ServerProcess, tool_choice: serde_json::Value) -> RequestRecord {
+    use bakeoff::domain::tool_calls::{TOOL_GRADER, ToolCallsDetail};
     let bench = Bench::new().await;
-    let file = tool_evalset();
-    let spec = CandidateSpec {
-        extra_body: tool_body(tool_choice),
-        ..engine.candidate(server, "tools")
-    };
-    let (run, records) = bench.run(&file, &spec, one_by_one(true)).await;
-    assert_eq!(run.status, RunStatus::Finished, "{}: {:?}", engine.name, run.error);
-    assert_eq!(records.len(), 1, "{}: one request", engine.name);
-    let r = records.into_iter().next().unwrap();
-    eprintln!("{} tool call: {}", engine.name, describe(&r));
-    assert_eq!(r.http_status, Some(200), "{}: {}", engine.name, describe(&r));
-    assert_eq!(
-        r.error_class,
-        Some(ErrorClass::EmptyOutput),
-        "{}: {}",
-        engine.name,
-        describe(&r)
-    );
-    assert_eq!(
-        r.output_tokens_source,
-        Some(TokenSource::Usage),
-        "{}: {}",
-        engine.name,
-        describe(&r)
-    );
-    assert!(r.output_tokens.unwrap_or(0) > 0, "{}: {}", engine.name, describe(&r));
-    r
+    let file = tool_evalset(tool_choice);
+    let spec = engine.candidate(server, "tools");
+    let mut streamed = None;
+    for stream in [true, false] {
+        let (run, records) = bench.run(&file, &spec, one_by_one(stream)).await;
+        assert_eq!(run.status, RunStatus::Finished, "{}: {:?}", engine.name, run.error);
+        assert_eq!(records.len(), 1, "{}: one request", engine.name);
+        let r = records.into_iter().next().unwrap();
+        eprintln!("{} tool call (stream {stream}): {}", engine.name, describe(&r));
+        assert_eq!(r.http_status, Some(200), "{}: {}", engine.name, describe(&r));
+        assert!(r.succeeded(), "{}: a call is an answer: {}", engine.name, describe(&r));
+        let turn = r.tool_turn().expect("the record keeps its tool turn");
+        assert_eq!(turn.calls.len(), 1, "{}: {turn:?}", engine.name);
+        assert_eq!(turn.calls[0].name, "get_weather", "{}: {turn:?}", engine.name);
+        if stream {
+            assert!(
+                turn.first_argument_us.is_some() && turn.complete_us.is_some(),
+                "{turn:?}"
+            );
+        }
+        let grade = r
+            .grades
+            .iter()
+            .find(|g| &*g.grader == TOOL_GRADER)
+            .expect("a tool-calls grade");
+        let detail = ToolCallsDetail::from_grade(grade).unwrap();
+        eprintln!(
+            "{} tool call graded (stream {stream}): passed {}, {}, arguments {:?}",
+            engine.name, grade.passed, grade.reason, turn.calls[0].arguments
+        );
+        // Constrained to a call by `tool_choice`, the call is never malformed.
+        assert!(!detail.malformed, "{}: {}", engine.name, grade.reason);
+        assert_eq!(
+            r.output_tokens_source,
+            Some(TokenSource::Usage),
+            "{}: {}",
+            engine.name,
+            describe(&r)
+        );
+        assert!(r.output_tokens.unwrap_or(0) > 0, "{}: {}", engine.name, describe(&r));
+        if stream {
+            streamed = Some(r);
+        }
+    }
+    streamed.expect("the streamed record")
 }
 
 /// Four cases behind one long system prompt, one after the other after a warm-up: every record

@@ -13,6 +13,9 @@ pub enum CasePart {
     Graders,
     Tags,
     Weight,
+    /// `tools` or `tool_choice`.
+    Tools,
+    ExpectedCalls,
 }
 
 impl CasePart {
@@ -23,6 +26,8 @@ impl CasePart {
             CasePart::Graders => "graders",
             CasePart::Tags => "tags",
             CasePart::Weight => "weight",
+            CasePart::Tools => "tools",
+            CasePart::ExpectedCalls => "expected calls",
         }
     }
 }
@@ -136,6 +141,12 @@ fn changed_parts(old: &EvalCase, new: &EvalCase) -> Vec<CasePart> {
     if old.weight() != new.weight() {
         parts.push(CasePart::Weight);
     }
+    if old.tools != new.tools || old.tool_choice != new.tool_choice {
+        parts.push(CasePart::Tools);
+    }
+    if old.expected_calls != new.expected_calls {
+        parts.push(CasePart::ExpectedCalls);
+    }
     parts
 }
 
@@ -161,6 +172,45 @@ fn header_changes(old: &EvalSetFile, new: &EvalSetFile) -> Vec<String> {
         })
         .cloned()
         .collect()
+}
+
+/// A case's tools as readable lines (one signature a tool, the tool choice, then each tool's
+/// full JSON so a changed schema detail shows too); empty for a case without tools.
+pub fn tools_text(case: &EvalCase) -> String {
+    let mut out = String::new();
+    for t in &case.tools {
+        out.push_str(&t.signature());
+        out.push('\n');
+    }
+    if let Some(choice) = &case.tool_choice {
+        out.push_str(&format!("tool choice: {}\n", choice.openai()));
+    }
+    for t in &case.tools {
+        out.push_str(&serde_json::to_string_pretty(&t.openai()).unwrap_or_default());
+        out.push('\n');
+    }
+    out
+}
+
+/// A case's expected calls as readable lines; empty for a case without them.
+pub fn expected_calls_text(case: &EvalCase) -> String {
+    use crate::tool_calls::ToolExpectation;
+    match &case.expected_calls {
+        None => String::new(),
+        Some(ToolExpectation::Calls { calls, ordered }) => {
+            let mut out = String::from(if *ordered {
+                "these calls, in this order:\n"
+            } else {
+                "these calls, in any order:\n"
+            });
+            for c in calls {
+                out.push_str(&c.describe());
+                out.push('\n');
+            }
+            out
+        }
+        Some(other) => other.describe(),
+    }
 }
 
 /// One line of a before/after text diff.

@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use super::problems::kind_of;
 use super::{ChatMessage, EvalCase, EvalSetHeader, TaskKind};
 use crate::grading::Grader;
+use crate::tool_calls::{ToolCaseError, ToolChoice, ToolDef, ToolExpectation};
 
 /// (field path, message) pairs found on one line.
 pub(super) type FieldProblems = Vec<(String, String)>;
@@ -24,7 +25,18 @@ const HEADER_FIELDS: [&str; 11] = [
     "temperature",
     "grade_reasoning",
 ];
-const CASE_FIELDS: [&str; 7] = ["id", "vars", "messages", "expected", "graders", "tags", "weight"];
+const CASE_FIELDS: [&str; 10] = [
+    "id",
+    "vars",
+    "messages",
+    "expected",
+    "graders",
+    "tags",
+    "weight",
+    "tools",
+    "tool_choice",
+    "expected_calls",
+];
 
 /// One line's object, read by the rules of `what` ("header", "case").
 struct Reader<'a> {
@@ -83,6 +95,39 @@ impl<'a> Reader<'a> {
             }
         }
         out
+    }
+}
+
+impl Reader<'_> {
+    /// `tools`, each entry read on its own (`tools[1].function.parameters`).
+    fn tools(&mut self) -> Vec<ToolDef> {
+        let Some(value) = self.object.get("tools").filter(|v| !v.is_null()) else {
+            return Vec::new();
+        };
+        let Some(items) = value.as_array() else {
+            self.problem("tools", format!("must be a list of tools, got {}", kind_of(value)));
+            return Vec::new();
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            match ToolDef::read(item, &format!("tools[{i}]")) {
+                Ok(t) => out.push(t),
+                Err(e) => self.problem(e.field, e.message),
+            }
+        }
+        out
+    }
+
+    /// A tool field read by its own reader, which names the place of each problem.
+    fn tool_field<T>(&mut self, field: &str, read: fn(&Value, &str) -> Result<T, ToolCaseError>) -> Option<T> {
+        let value = self.object.get(field).filter(|v| !v.is_null())?;
+        match read(value, field) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                self.problem(e.field, e.message);
+                None
+            }
+        }
     }
 }
 
@@ -174,6 +219,9 @@ pub(super) fn case(object: &Map<String, Value>) -> Result<EvalCase, FieldProblem
         graders: r.list::<Grader>("graders"),
         tags,
         weight: r.optional("weight", "a positive number"),
+        tools: r.tools(),
+        tool_choice: r.tool_field("tool_choice", ToolChoice::read),
+        expected_calls: r.tool_field("expected_calls", ToolExpectation::read),
     };
     if r.problems.is_empty() {
         Ok(case)

@@ -4,11 +4,12 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::grading::Grader;
+use super::tool_calls::{ToolChoice, ToolDef, ToolExpectation};
 
 pub mod diff;
 mod fields;
 pub mod import;
-mod problems;
+pub(crate) mod problems;
 
 use problems::Problems;
 pub use problems::{EvalSetError, MAX_LISTED_PROBLEMS, Problem};
@@ -98,7 +99,7 @@ pub struct ChatMessage {
 }
 
 /// One case: its input (vars for the template, or literal messages), expected value, graders.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EvalCase {
     pub id: String,
@@ -114,9 +115,22 @@ pub struct EvalCase {
     pub tags: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<f64>,
+    /// A tool case's tools (`docs/tool-cases.md`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolDef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+    /// A tool case's expected outcome: calls, "no-call" or "text".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_calls: Option<ToolExpectation>,
 }
 
 impl EvalCase {
+    /// Whether this is a tool case (its request carries tools).
+    pub fn is_tool_case(&self) -> bool {
+        self.expected_calls.is_some()
+    }
+
     /// The expected value as text (strings as-is, other JSON compactly).
     pub fn expected_text(&self) -> Option<String> {
         self.expected.as_ref().map(|v| match v {
@@ -220,6 +234,10 @@ impl EvalSetFile {
             {
                 problem("weight", "must be a positive number".into());
             }
+            for e in super::tool_calls::check_case(&case.tools, case.tool_choice.as_ref(), case.expected_calls.as_ref())
+            {
+                problem(&e.field, e.message);
+            }
             cases.push(case);
         }
         if case_lines == 0 {
@@ -249,9 +267,10 @@ impl EvalSetFile {
         hex::encode(Sha256::digest(self.normalised().as_bytes()))
     }
 
-    /// Graders for one case: its own, else the header's defaults.
+    /// Graders for one case: its own, else the header's defaults. A tool case takes no
+    /// defaults: its calls are graded by the `tool-calls` grade, its text only by its own graders.
     pub fn graders_for<'a>(&'a self, case: &'a EvalCase) -> &'a [Grader] {
-        if case.graders.is_empty() {
+        if case.graders.is_empty() && !case.is_tool_case() {
             &self.header.graders
         } else {
             &case.graders

@@ -18,13 +18,13 @@ pub use classification::{
     ClassificationReport, LabelStats, Prediction, classification_report, label_pair, predict_label,
 };
 pub use dates::{iso as iso_date, parse_date};
-pub use fields::{Counts, FieldOutcome, FieldReport, FieldStats, FieldsDetail, Outcome, field_report};
+pub use fields::{Counts, FieldOutcome, FieldReport, FieldStats, FieldsDetail, Outcome, field_report, same_value};
 pub use json::{JsonSource, extract_json, extract_json_with_source};
 pub use judge::{
     JUDGE_ATTEMPT_STRIDE, JUDGE_GRADE_POSITION, judge_failed, judge_name_for_attempt, judge_prompt, judge_slots,
     parse_judge_reply,
 };
-pub use numbers::{numbers_in, parse_amount};
+pub use numbers::{number_of, numbers_in, parse_amount, same_number};
 pub use overlap::{chrf, rouge_l};
 pub use spec::{
     DEFAULT_JUDGE_MIN, FieldType, Grader, GraderSpec, JsonFieldsOptions, JudgeScale, LengthUnit, NumberPick, Pattern,

@@ -522,6 +522,9 @@ pub fn measure(
         "e2e_cv" => e2e_cv(&finals, c),
         "accuracy" | "pass_rate" => case_share(key, data, weights),
         "grader_score" => grader_score(key, &finals),
+        "tool_call_accuracy" | "tool_argument_f1" | "malformed_call_rate" | "abstention_error_rate" => {
+            tool_figure(key.base, &finals, c)
+        }
         "failure_rate" => {
             let class: Option<ErrorClass> = key.error_class();
             let failed = finals
@@ -689,6 +692,35 @@ fn grader_score(key: &MetricKey, finals: &[&RequestRecord]) -> Measurement {
         m.value = None;
         m.interval = None;
         m.missing = Some(format!("no grade from a grader named {name:?}"));
+    }
+    m
+}
+
+/// A tool-case figure at load `c`, over the answers carrying a `tool-calls` grade.
+fn tool_figure(base: &str, finals: &[&RequestRecord], c: Option<u32>) -> Measurement {
+    use crate::tool_calls::ToolCallsDetail;
+    let graded: Vec<(bool, ToolCallsDetail)> = finals
+        .iter()
+        .flat_map(|r| r.grades.iter())
+        .filter_map(|g| ToolCallsDetail::from_grade(g).map(|d| (g.passed, d)))
+        .collect();
+    let n = graded.len() as f64;
+    let count = |f: &dyn Fn(&(bool, ToolCallsDetail)) -> bool| graded.iter().filter(|x| f(x)).count() as f64;
+    let mut m = match base {
+        "tool_call_accuracy" => proportion(count(&|(passed, _)| *passed), n, SampleUnit::Requests, c),
+        "malformed_call_rate" => proportion(count(&|(_, d)| d.malformed), n, SampleUnit::Requests, c),
+        "abstention_error_rate" => proportion(count(&|(_, d)| d.abstention.is_some()), n, SampleUnit::Requests, c),
+        _ => {
+            let values = graded.iter().map(|(_, d)| d.argument_f1).collect();
+            sample_statistic(values, c, SampleUnit::Requests, |v| {
+                v.iter().sum::<f64>() / v.len() as f64
+            })
+        }
+    };
+    if graded.is_empty() {
+        m.value = None;
+        m.interval = None;
+        m.missing = Some("no graded tool-case answer (the eval set has no tool cases, or none succeeded)".into());
     }
     m
 }

@@ -262,6 +262,46 @@ pub const CATALOG: &[MetricDef] = &[
         ),
         Param::Grader,
     )),
+    // --- tool cases (judged per load level: parsers that break only under load show there)
+    def(
+        "tool_call_accuracy",
+        "tool-call accuracy",
+        Quality,
+        Unit::Percent,
+        true,
+        Proportion,
+        "share of tool-case answers whose calls were all right (tool-calls grade passed), over graded tool-case \
+         answers at the load; failed requests are counted by the failure rate, not here",
+    ),
+    def(
+        "tool_argument_f1",
+        "tool-call argument F1",
+        Quality,
+        Unit::Percent,
+        true,
+        Bootstrap,
+        "mean per answer of the argument F1 (right arguments of matched calls against expected and given ones), \
+         over graded tool-case answers at the load",
+    ),
+    def(
+        "malformed_call_rate",
+        "malformed-call rate",
+        Quality,
+        Unit::Percent,
+        false,
+        Proportion,
+        "share of graded tool-case answers with a call that could not be read as sent (arguments not JSON or \
+         double-encoded, a call in the text, a call cut off), at the load",
+    ),
+    def(
+        "abstention_error_rate",
+        "tool abstention errors",
+        Quality,
+        Unit::Percent,
+        false,
+        Proportion,
+        "share of graded tool-case answers that called a tool when they must not, or none when they must, at the load",
+    ),
     // --- stability
     with_param(
         def(

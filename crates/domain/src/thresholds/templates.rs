@@ -93,6 +93,47 @@ pub fn shipped_profiles() -> Vec<(&'static str, &'static str, Vec<ThresholdRule>
             "The article's example minimums for a batch job: ≥ 500 tok/s aggregate, ≥ 95 % accuracy, < 2 % failures.",
             batch_default_rules(),
         ),
+        (
+            AGENT_PROFILE_NAME,
+            "An agent calling tools (the shipped zh-en-tool-calls set): tool-call accuracy, argument F1, \
+             malformed calls and abstention errors at the run's load.",
+            agent_default_rules(),
+        ),
+    ]
+}
+
+/// Name of the agent tool-calls profile.
+pub const AGENT_PROFILE_NAME: &str = "Agent tool calls";
+
+/// Tool-call quality an agent needs (docs/tool-cases.md), judged at the run's load.
+fn agent_default_rules() -> Vec<ThresholdRule> {
+    use Comparator::{AtLeast, AtMost, Below};
+    vec![
+        rule(
+            "tool_call_accuracy",
+            AtLeast,
+            0.90,
+            "a wrong call is a wrong action taken for the user",
+        ),
+        rule(
+            "tool_argument_f1",
+            AtLeast,
+            0.95,
+            "arguments feed other systems as they are",
+        ),
+        rule(
+            "malformed_call_rate",
+            AtMost,
+            0.02,
+            "a call the agent cannot parse stops the task",
+        ),
+        rule(
+            "abstention_error_rate",
+            AtMost,
+            0.05,
+            "calling when it must not, or not calling when it must, confuses the user",
+        ),
+        rule("failure_rate", Below, 0.02, "a failed request is a failed step"),
     ]
 }
 
@@ -173,6 +214,13 @@ pub fn templates() -> Vec<ProfileTemplate> {
                 ),
                 rule("cost_per_1k_cases", AtMost, 0.50, "millions of items a month"),
             ],
+        },
+        ProfileTemplate {
+            key: "agent-tool-calls",
+            name: AGENT_PROFILE_NAME,
+            description: "An agent calling tools (the shipped zh-en-tool-calls set): every call right, readable \
+                          and made only when it should be, at the agent's concurrency.",
+            rules: agent_default_rules(),
         },
         ProfileTemplate {
             key: "ticket-triage-demo",

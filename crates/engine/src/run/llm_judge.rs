@@ -392,10 +392,7 @@ impl Shared {
                 role: "user".into(),
                 content: prompt,
             }]),
-            expected: None,
-            graders: Vec::new(),
-            tags: Vec::new(),
-            weight: None,
+            ..Default::default()
         };
         let params = RequestParams {
             max_tokens: Some(judge.spec.max_tokens.unwrap_or(JUDGE_MAX_TOKENS)),

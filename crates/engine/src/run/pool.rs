@@ -28,12 +28,14 @@ use crate::domain::evalset::EvalSetFile;
 use crate::domain::retry::retry_delay;
 use crate::domain::run::{BudgetWindow, CYCLE_LIMIT, ErrorClass, Phase, Run, RunConfig, join_repetition};
 use crate::domain::stats::SplitMix64;
+use crate::domain::tool_calls::ToolMode;
 use crate::error::EngineError;
 use crate::store::RecordFact;
 use crate::wire::client::{CandidateClient, Exchange, RecordIdentity, Timeouts, wall_clock_us};
 use crate::wire::failure::Failure;
 use crate::wire::protocol::{PreparedRequest, RequestParams};
 use crate::wire::provider::prepare;
+use crate::wire::tools;
 
 /// The phase of a plain eval run's measured requests (see `RunConfig::measured_phase`).
 pub const MEASURED_PHASE: Phase = Phase::Quality;
@@ -405,13 +407,15 @@ impl CandidateRun {
         let mut tally = Tally::default();
         let mut cancel = self.cancel.clone();
         let case = &self.file.cases[unit.case_index];
+        let sent = tools::case_as_sent(&self.file, case, self.tool_mode());
         let prepared = prepare(
             &self.candidate.spec,
             self.client.api_key(),
             &self.file,
-            case,
+            &sent,
             &self.params,
         );
+        drop(sent);
         let prepared = match prepared {
             Ok(p) => p,
             Err(failure) => {
@@ -491,8 +495,14 @@ impl CandidateRun {
     }
 
     /// Hands the record to the writer, which counts tokens and grades it off the hot path.
-    fn store_record(&self, unit: &Unit, attempt: u32, exchange: Exchange) {
+    /// How this candidate's tool cases are sent (`wire::tools::mode_for`).
+    fn tool_mode(&self) -> ToolMode {
+        tools::mode_for(self.candidate.spec.provider, self.config.tool_mode)
+    }
+
+    fn store_record(&self, unit: &Unit, attempt: u32, mut exchange: Exchange) {
         let case = &self.file.cases[unit.case_index];
+        tools::mark_tool_turn(&mut exchange, case, self.tool_mode());
         let graded = exchange.succeeded() && !unit.is_warmup;
         let (record, chunk_text) = exchange.into_parts(RecordIdentity {
             run_id: self.run_id,

@@ -76,7 +76,7 @@ impl Grading {
         };
         // The answer only, unless the set grades the reasoning too.
         let text = record.graded_text(self.file.header.grade_reasoning);
-        let grades = self
+        let mut grades: Vec<_> = self
             .file
             .graders_for(case)
             .iter()
@@ -84,6 +84,11 @@ impl Grading {
             .map(|g| g.grade(&text, case.expected.as_ref()))
             .collect();
         drop(text);
+        grades.extend(crate::domain::tool_calls::grade_case(
+            case,
+            record.tool_turn(),
+            record.output(),
+        ));
         record.grades = grades;
     }
 }

@@ -5,11 +5,13 @@ use serde_json::{Map, Value, json};
 
 use super::failure::{Failure, classify_stream_error};
 use super::protocol::{
-    Completion, RequestParams, StreamDecoder, StreamUpdate, Usage, count, is_error_object, malformed, parse_json_object,
+    Completion, RequestParams, StreamDecoder, StreamUpdate, ToolPiece, Usage, count, is_error_object, malformed,
+    parse_json_object,
 };
 use super::sse::SseEvent;
 use crate::domain::candidate::CandidateSpec;
 use crate::domain::evalset::ChatMessage;
+use crate::domain::tool_calls::calls_from_anthropic_content;
 
 pub const API_VERSION: &str = "2023-06-01";
 /// The API requires `max_tokens`; used when neither run, eval set nor candidate sets one.
@@ -56,6 +58,9 @@ impl StreamDecoder for Decoder {
             Some("content_block_start") => {
                 if let Some(block) = json.get("content_block") {
                     take_block(block, &mut update.content, &mut update.reasoning);
+                    if block.get("type").and_then(Value::as_str) == Some("tool_use") {
+                        update.tool_piece = Some(Box::new(ToolPiece::Anthropic(json.clone())));
+                    }
                 }
             }
             Some("content_block_delta") => {
@@ -63,10 +68,15 @@ impl StreamDecoder for Decoder {
                     match delta.get("type").and_then(Value::as_str) {
                         Some("text_delta") => update.content = text(delta.get("text")),
                         Some("thinking_delta") => update.reasoning = text(delta.get("thinking")),
-                        _ => {} // signature_delta, input_json_delta: not output text
+                        Some("input_json_delta") => {
+                            update.tool_piece = Some(Box::new(ToolPiece::Anthropic(json.clone())))
+                        }
+                        _ => {} // signature_delta: not output text
                     }
                 }
             }
+            // Closes a tool_use block (the assembler ignores the close of other blocks).
+            Some("content_block_stop") => update.tool_piece = Some(Box::new(ToolPiece::Anthropic(json.clone()))),
             Some("message_delta") => {
                 update.finish_reason = json
                     .get("delta")
@@ -76,7 +86,7 @@ impl StreamDecoder for Decoder {
                 update.usage = usage(&json, true);
             }
             Some("message_stop") => update.done = true,
-            _ => {} // ping, content_block_stop, and event types added later
+            _ => {} // ping, and event types added later
         }
         Ok(update)
     }
@@ -90,6 +100,9 @@ pub fn parse_message(json: &Value) -> Completion {
     };
     for block in json.get("content").and_then(Value::as_array).into_iter().flatten() {
         take_block(block, &mut c.content, &mut c.reasoning);
+    }
+    if let Some(content) = json.get("content") {
+        c.tool_calls = calls_from_anthropic_content(content);
     }
     c
 }

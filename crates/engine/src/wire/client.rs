@@ -23,7 +23,7 @@ use tokio::time::{Instant, timeout_at};
 
 use super::failure::{Failure, classify_status, classify_transport, excerpt};
 use super::h1::{self, Connecting};
-use super::protocol::{PreparedRequest, StreamDecoder, StreamUpdate, Usage};
+use super::protocol::{PreparedRequest, StreamDecoder, StreamUpdate, ToolPiece, Usage};
 use super::provider::{parse_completion, stream_decoder};
 use super::sse::{SseEvent, SseParser};
 use crate::domain::candidate::{CandidateSpec, ProviderKind, Secret};
@@ -31,6 +31,7 @@ use crate::domain::rate_limit::{RateLimit, is_rate_limit_header};
 use crate::domain::reasoning::{ReasoningInContent, Recognised, Splitter};
 use crate::domain::retry::parse_retry_after;
 use crate::domain::run::{ErrorClass, Phase, RecordTexts, RequestRecord, RunConfig, TimingClock, TokenSource};
+use crate::domain::tool_calls::{CallAssembler, ToolTurn};
 use crate::kernel_stamps::wall_clock_ns;
 
 /// Most bytes read from an error response (only an excerpt is kept).
@@ -124,6 +125,9 @@ pub struct Exchange {
     pub content_reasoning: Option<Recognised>,
     /// What the response's rate-limit headers said.
     pub rate_limit: Option<RateLimit>,
+    /// The tool calls of the answer (None when it made none; the executor marks a tool case's
+    /// record with its mode even then).
+    pub tool_turn: Option<ToolTurn>,
 }
 
 impl Exchange {
@@ -182,6 +186,7 @@ impl Exchange {
                 error_detail,
                 chunk_text: Default::default(),
                 content_reasoning: self.content_reasoning,
+                tool_turn: self.tool_turn,
             }
             .into(),
             error_class,
@@ -301,6 +306,7 @@ impl CandidateClient {
             unstamped: false,
             splitter: Splitter::new(self.reasoning_in_content),
             undecided_since: None,
+            tools: CallAssembler::new(),
         };
         let outcome = CONNECT_PROBE
             .scope(probe.clone(), self.exchange(request, &mut m, &probe))
@@ -450,12 +456,20 @@ impl CandidateClient {
         let at = m.arrival(response.body.last_arrival());
         m.x.first_chunk_us = Some(at);
         let completion = parse_completion(self.provider, &String::from_utf8_lossy(&body))?;
+        if !completion.tool_calls.is_empty() {
+            m.x.first_content_us.get_or_insert(at);
+            m.x.tool_turn = Some(ToolTurn {
+                calls: completion.tool_calls,
+                ..Default::default()
+            });
+        }
         let update = StreamUpdate {
             reasoning: completion.reasoning,
             content: completion.content,
             finish_reason: completion.finish_reason,
             usage: completion.usage,
             done: true,
+            tool_piece: None,
         };
         m.apply(update, at);
         // One chunk holding the whole output: its token count is known when usage is.
@@ -577,6 +591,8 @@ struct Measure {
     splitter: Splitter,
     /// When the first bytes the splitter could not yet class (the content's start) arrived.
     undecided_since: Option<i64>,
+    /// The streamed tool calls, assembled piece by piece (`domain::tool_calls`).
+    tools: CallAssembler,
 }
 
 impl Measure {
@@ -630,7 +646,24 @@ impl Measure {
         Ok(done)
     }
 
+    /// A piece of a tool call. A piece carrying a name or argument text is the answer arriving:
+    /// it times the first token and keeps the stall timer moving, but adds no token chunk (the
+    /// chunks and their text sizes are the text's, which a tool call has none of).
+    fn tool_piece(&mut self, piece: ToolPiece, at: i64) {
+        let carried = match piece {
+            ToolPiece::OpenAi(pieces) => self.tools.push_openai(&pieces, at),
+            ToolPiece::Anthropic(event) => self.tools.push_anthropic(&event, at),
+        };
+        if carried {
+            self.x.first_content_us.get_or_insert(at);
+            self.x.last_token_us = Some(at);
+        }
+    }
+
     fn apply(&mut self, mut update: StreamUpdate, at: i64) {
+        if let Some(piece) = update.tool_piece.take() {
+            self.tool_piece(*piece, at);
+        }
         // Every chunk with text carried a token, whatever its bytes turn out to be.
         let carried = update.carries_tokens();
         // Reasoning at the start of the content is reasoning. Bytes the splitter holds back
@@ -741,8 +774,14 @@ impl Measure {
             Some(r) if !r.closed => format!("; {}", r.describe()),
             _ => String::new(),
         };
+        if self.tools.has_calls() {
+            // Cut: the stream failed, or the answer hit its token limit mid-call.
+            let finished = super::tools::calls_finished(failure.is_none(), self.x.finish_reason.as_deref());
+            self.x.tool_turn = Some(std::mem::take(&mut self.tools).finish(finished));
+        }
+        let called = self.x.tool_turn.as_ref().is_some_and(|t| !t.calls.is_empty());
         self.x.failure = failure.or_else(|| {
-            self.x.output.trim().is_empty().then(|| {
+            (self.x.output.trim().is_empty() && !called).then(|| {
                 Failure::new(
                     ErrorClass::EmptyOutput,
                     format!(

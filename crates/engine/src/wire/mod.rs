@@ -2,7 +2,7 @@
 //! `anthropic`, which build requests and decode answers in the shapes of `protocol`; `sse`
 //! parses event streams; `client` sends and measures one request (plain-`http` ones through
 //! `h1`, which reads the kernel's receive time of every read); `failure` classifies what went
-//! wrong.
+//! wrong; `tools` puts a tool case's tools in a request.
 pub mod anthropic;
 pub mod client;
 pub mod failure;
@@ -13,3 +13,4 @@ pub mod provider;
 pub mod responses;
 pub mod sse;
 pub mod tls;
+pub mod tools;

@@ -9,11 +9,13 @@ use serde_json::{Map, Value, json};
 
 use super::failure::{Failure, classify_stream_error};
 use super::protocol::{
-    Completion, RequestParams, StreamDecoder, StreamUpdate, Usage, count, is_error_object, malformed, parse_json_object,
+    Completion, RequestParams, StreamDecoder, StreamUpdate, ToolPiece, Usage, count, is_error_object, malformed,
+    parse_json_object,
 };
 use super::sse::SseEvent;
 use crate::domain::candidate::CandidateSpec;
 use crate::domain::evalset::ChatMessage;
+use crate::domain::tool_calls::calls_from_openai_message;
 
 pub fn chat_body(spec: &CandidateSpec, messages: &[ChatMessage], params: &RequestParams) -> Map<String, Value> {
     let mut body = Map::new();
@@ -99,6 +101,7 @@ impl Decoder {
         if let Some(choice) = choice {
             if self.chat {
                 if let Some(delta) = choice.delta {
+                    update.tool_piece = delta.tool_calls.map(|t| Box::new(ToolPiece::OpenAi(t)));
                     update.content = owned(delta.content);
                     let reasoning = owned(delta.reasoning_content);
                     update.reasoning = if reasoning.is_empty() {
@@ -128,6 +131,10 @@ impl Decoder {
         if let Some(choice) = first_choice(&json) {
             if self.chat {
                 if let Some(delta) = choice.get("delta") {
+                    update.tool_piece = delta
+                        .get("tool_calls")
+                        .filter(|t| t.is_array())
+                        .map(|t| Box::new(ToolPiece::OpenAi(t.clone())));
                     update.content = text(delta.get("content"));
                     update.reasoning = reasoning(delta);
                 }
@@ -185,6 +192,9 @@ struct ChunkDelta<'a> {
     reasoning_content: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     reasoning: Option<Cow<'a, str>>,
+    /// Pieces of tool calls (read whole: rare, and the assembler reads them as JSON).
+    #[serde(default)]
+    tool_calls: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -227,6 +237,7 @@ pub fn parse_chat(json: &Value) -> Completion {
         reasoning: message.map(reasoning).unwrap_or_default(),
         finish_reason: finish_reason(choice),
         usage: usage(json),
+        tool_calls: message.map(calls_from_openai_message).unwrap_or_default(),
     }
 }
 
@@ -237,6 +248,7 @@ pub fn parse_completions(json: &Value) -> Completion {
         reasoning: String::new(),
         finish_reason: finish_reason(choice),
         usage: usage(json),
+        tool_calls: Vec::new(),
     }
 }
 

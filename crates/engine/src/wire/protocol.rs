@@ -64,6 +64,17 @@ pub struct StreamUpdate {
     pub usage: Option<Usage>,
     /// The protocol's explicit end (`[DONE]`, `message_stop`): stop reading.
     pub done: bool,
+    /// A piece of a tool call (see `tools`), boxed: most updates carry none.
+    pub tool_piece: Option<Box<ToolPiece>>,
+}
+
+/// A piece of a tool call as the stream sent it, for `domain::tool_calls::CallAssembler`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolPiece {
+    /// An OpenAI-compatible `delta.tool_calls` list.
+    OpenAi(Value),
+    /// An Anthropic `content_block_start` (tool_use), `input_json_delta` or `content_block_stop`.
+    Anthropic(Value),
 }
 
 impl StreamUpdate {
@@ -84,6 +95,8 @@ pub struct Completion {
     pub reasoning: String,
     pub finish_reason: Option<String>,
     pub usage: Option<Usage>,
+    /// The tool calls of the message, arguments as sent.
+    pub tool_calls: Vec<crate::domain::tool_calls::ToolCall>,
 }
 
 /// A JSON object, or the reason it is not one.

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use super::failure::{Failure, classify_stream_error, excerpt};
 use super::protocol::{Completion, PreparedRequest, RequestParams, StreamDecoder, is_error_object, parse_json_object};
-use super::{anthropic, openai, responses};
+use super::{anthropic, openai, responses, tools};
 use crate::domain::candidate::{CandidateSpec, HeaderText, ProviderKind, Secret};
 use crate::domain::evalset::{EvalCase, EvalSetFile};
 use crate::domain::run::ErrorClass;
@@ -46,6 +46,8 @@ pub fn prepare(
         ProviderKind::OpenAiResponses => ("responses", responses::body(spec, &file.messages_for(case), params)),
     };
     merge_extra_body(&mut body, &spec.extra_body);
+    // A tool case's own tools win over any the candidate's extra body sets.
+    tools::add_tools(spec.provider, &mut body, case);
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     let accept = if params.stream {
@@ -291,6 +293,33 @@ mod tests {
                 "stream": true,
             })
         );
+    }
+
+    #[test]
+    fn a_tool_case_sends_its_tools_in_each_providers_shape() {
+        let file = EvalSetFile::parse(
+            "t.jsonl",
+            r#"{"bakeoff_evalset":1,"name":"t","task":"generation","prompt":"{{q}}"}
+{"id":"a","vars":{"q":"Weather?"},"tools":[{"name":"get_weather","description":"W","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}],"tool_choice":"required","expected_calls":[{"name":"get_weather","arguments":{"city":"Oslo"}}]}"#,
+        )
+        .unwrap();
+        let params = RequestParams {
+            max_tokens: None,
+            temperature: None,
+            stream: true,
+        };
+        let mut s = spec(ProviderKind::OpenAiChat);
+        s.extra_body = json!({"tools": []}).as_object().unwrap().clone();
+        let body = body_of(&prepare(&s, None, &file, &file.cases[0], &params).unwrap());
+        assert_eq!(body["tools"][0]["function"]["name"], "get_weather");
+        assert_eq!(body["tool_choice"], "required");
+        let s = spec(ProviderKind::Anthropic);
+        let body = body_of(&prepare(&s, None, &file, &file.cases[0], &params).unwrap());
+        assert_eq!(body["tools"][0]["input_schema"]["properties"]["city"]["type"], "string");
+        assert_eq!(body["tool_choice"], json!({"type": "any"}));
+        // Not a tool case: no tools key at all.
+        let plain = body_of(&prepare(&s, None, &evalset(), &evalset().cases[0], &params).unwrap());
+        assert!(plain.get("tools").is_none());
     }
 
     #[test]

@@ -101,7 +101,13 @@ pub(super) async fn handle(
     tracker.record.case = answer.as_ref().map(|a| CaseTruth {
         set: a.set.clone(),
         case_id: a.case_id.clone(),
-        correct: a.correct,
+        correct: a.tool.as_ref().map_or(a.correct, |t| t.fault.is_none()),
+        tool_fault: a.tool.as_ref().and_then(|t| t.fault),
+        tool_mode: a.tool.as_ref().map(|t| match (req.has_tools, t.in_text) {
+            (true, false) => "native",
+            (true, true) => "in_text",
+            (false, _) => "prompt",
+        }),
     });
     let plan = plan_reply(&state, profile, api, &req, prompt_tokens, answer);
     tracker.record.reasoning_in_content = plan.reasoning_in_content();
@@ -164,12 +170,24 @@ fn choose_answer(state: &MockState, profile: &ModelProfile, api: Api, req: &Pars
         && SplitMix::new(stable_hash(&[&key.to_le_bytes(), b"inconsistency"])).chance(profile.inconsistency);
     case.map(|c| {
         let usual = state.answers.answer(c, state.seed, &profile.name, profile.accuracy);
-        if flip {
+        let mut answer = if flip {
             let opposite = if usual.correct { 0.0 } else { 1.0 };
             state.answers.answer(c, state.seed, &profile.name, opposite)
         } else {
             usual
-        }
+        };
+        answer.tool = state
+            .answers
+            .tool_answer(c, state.seed, &profile.name, answer.correct, &profile.tool_faults)
+            .map(|mut tool| {
+                // Asked without tools (prompt mode) the calls are in the text anyway: no fault.
+                if !req.has_tools && tool.in_text {
+                    tool.in_text = false;
+                    tool.fault = None;
+                }
+                tool
+            });
+        answer
     })
 }
 
@@ -200,9 +218,25 @@ fn plan_reply(
         profile.name.as_bytes(),
         req.match_text.as_deref().unwrap_or_default().as_bytes(),
     ]);
+    // A tool case asked with tools is answered with calls (their arguments are the plan's text);
+    // asked without (prompt mode), or leaking its calls, with the calls written in the text.
+    let tool = answer.as_ref().and_then(|a| a.tool.clone());
+    if let Some(tool) = &tool
+        && req.has_tools
+        && api == Api::Chat
+        && !tool.in_text
+        && !tool.calls.is_empty()
+    {
+        let text: String = tool.calls.iter().map(|(_, args)| args.as_str()).collect();
+        let plan = Plan::new(profile, true, Some(text), limits, filler_seed);
+        return plan.with_tool_calls(&tool.calls);
+    }
     // A prompt that is no case may be a judge prompt (`llm-judge` graders against the mock).
-    let text = answer
-        .map(|a| a.text)
-        .or_else(|| req.match_text.as_deref().and_then(judge_reply));
+    let text = match tool {
+        Some(tool) => Some(tool.as_text()),
+        None => answer
+            .map(|a| a.text)
+            .or_else(|| req.match_text.as_deref().and_then(judge_reply)),
+    };
     Plan::new(profile, api != Api::Completions, text, limits, filler_seed)
 }

@@ -73,6 +73,8 @@ pub(super) struct Parsed {
     pub(super) ignore_eos: bool,
     /// The text answers are matched on: last user message (chat) or the prompt (completions).
     pub(super) match_text: Option<String>,
+    /// The request carried tools (a non-empty `tools` list): a tool case is answered natively.
+    pub(super) has_tools: bool,
 }
 
 #[derive(Deserialize)]
@@ -90,6 +92,7 @@ struct RawRequest {
     min_tokens: Option<i64>,
     ignore_eos: Option<bool>,
     n: Option<i64>,
+    tools: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -182,6 +185,11 @@ pub(super) fn parse_request(api: Api, body: &[u8]) -> Result<Parsed, ApiError> {
         min_tokens,
         ignore_eos: raw.ignore_eos.unwrap_or(false),
         match_text,
+        has_tools: raw
+            .tools
+            .as_ref()
+            .and_then(|t| t.as_array())
+            .is_some_and(|t| !t.is_empty()),
     })
 }
 

@@ -63,9 +63,12 @@ impl Streamer {
                         let plan = &self.generator.plan;
                         // Reasoning in the content is sent as content; the log still knows it.
                         let as_reasoning = reasoning && !plan.reasoning_in_content();
-                        let chunk = self
-                            .renderer
-                            .tokens((start..end).map(|i| plan.piece(i)), as_reasoning, malformed);
+                        let chunk = if !reasoning && !plan.tool_calls().is_empty() {
+                            self.renderer.tool_tokens(plan, start..end, malformed)
+                        } else {
+                            self.renderer
+                                .tokens((start..end).map(|i| plan.piece(i)), as_reasoning, malformed)
+                        };
                         self.tracker.sent(end - start, reasoning, 1, malformed);
                         return Some(chunk);
                     }

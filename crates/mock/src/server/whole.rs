@@ -69,6 +69,22 @@ pub(super) async fn whole_response(
     let body = match api {
         Api::Chat => {
             let mut message = serde_json::json!({ "role": "assistant", "content": content });
+            let calls = generator.plan.tool_calls();
+            if !calls.is_empty() {
+                // The content is the calls' arguments one after another (cut short at the limit).
+                let (mut start, mut tool_calls) = (0, Vec::new());
+                for (i, (name, end)) in calls.iter().enumerate() {
+                    if start >= content.len() {
+                        break;
+                    }
+                    let args = content.get(start..(*end).min(content.len())).unwrap_or_default();
+                    tool_calls.push(serde_json::json!({"id": format!("call_{i}"), "type": "function",
+                        "function": {"name": name, "arguments": args}}));
+                    start = *end;
+                }
+                message["content"] = serde_json::Value::Null;
+                message["tool_calls"] = serde_json::Value::Array(tool_calls);
+            }
             if reasoning_n > 0 {
                 message["reasoning_content"] = serde_json::Value::String(reasoning);
             }

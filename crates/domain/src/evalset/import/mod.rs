@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::{EMPTY_FILE, EvalSetError, EvalSetFile, Problem, Problems, TaskKind};
 
+mod bfcl;
 mod csv;
 pub mod grader;
 mod openai;
@@ -26,10 +27,18 @@ pub enum Format {
     Promptfoo,
     /// CSV with a header row: `input`, `expected`, optional `id`, `tags`, `grader`, more vars.
     Csv,
+    /// BFCL-style tool-calling tests: JSONL of `{question, function, ground_truth}`.
+    Bfcl,
 }
 
 impl Format {
-    pub const ALL: [Format; 4] = [Format::Bakeoff, Format::OpenaiEvals, Format::Promptfoo, Format::Csv];
+    pub const ALL: [Format; 5] = [
+        Format::Bakeoff,
+        Format::OpenaiEvals,
+        Format::Promptfoo,
+        Format::Csv,
+        Format::Bfcl,
+    ];
 
     pub fn as_str(&self) -> &'static str {
         match self {
@@ -37,6 +46,7 @@ impl Format {
             Format::OpenaiEvals => "openai-evals",
             Format::Promptfoo => "promptfoo",
             Format::Csv => "csv",
+            Format::Bfcl => "bfcl",
         }
     }
 
@@ -46,6 +56,7 @@ impl Format {
             Format::OpenaiEvals => "OpenAI evals samples (JSONL: input, ideal)",
             Format::Promptfoo => "promptfoo tests (YAML: vars, assert)",
             Format::Csv => "CSV (input, expected, id, tags, grader)",
+            Format::Bfcl => "BFCL tool-calling tests (JSONL: question, function, ground_truth)",
         }
     }
 }
@@ -70,7 +81,7 @@ impl std::str::FromStr for FormatChoice {
             .into_iter()
             .find(|f| f.as_str().eq_ignore_ascii_case(s))
             .map(FormatChoice::Known)
-            .ok_or_else(|| format!("unknown format {s:?}: use auto, bakeoff, openai-evals, promptfoo or csv"))
+            .ok_or_else(|| format!("unknown format {s:?}: use auto, bakeoff, openai-evals, promptfoo, csv or bfcl"))
     }
 }
 
@@ -104,6 +115,7 @@ pub fn detect(source_name: &str, text: &str) -> Format {
             Ok(Value::Object(map)) if !map.contains_key("bakeoff_evalset") && map.contains_key("input") => {
                 Format::OpenaiEvals
             }
+            Ok(Value::Object(map)) if map.contains_key("question") && map.contains_key("function") => Format::Bfcl,
             _ => Format::Bakeoff,
         };
     }
@@ -167,6 +179,7 @@ pub fn import_with_grader(
         Format::OpenaiEvals => openai::read(source_name, text, options)?,
         Format::Promptfoo => promptfoo::read(source_name, text, options)?,
         Format::Csv => csv::read(source_name, text, options)?,
+        Format::Bfcl => bfcl::read(source_name, text, options)?,
     };
     let (draft, grader) = match expected_field(format) {
         Some(field) => {
@@ -188,7 +201,7 @@ fn expected_field(format: Format) -> Option<&'static str> {
     match format {
         Format::OpenaiEvals => Some("ideal"),
         Format::Csv => Some("expected"),
-        Format::Bakeoff | Format::Promptfoo => None,
+        Format::Bakeoff | Format::Promptfoo | Format::Bfcl => None,
     }
 }
 

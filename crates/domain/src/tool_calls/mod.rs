@@ -1,0 +1,96 @@
+//! Tool cases (`docs/tool-cases.md`): a case whose request carries tools and whose expected
+//! outcome is a set of calls, "no call", or text.
+//!
+//! - `case`: what an eval-set file says (the tools in the OpenAI or Anthropic shape, the tool
+//!   choice, the expected calls with their per-argument graders);
+//! - `assemble`: the calls of one answer rebuilt from what the server sent (streamed deltas
+//!   by index, Anthropic `tool_use` blocks, whole messages);
+//! - `text`: prompt mode (the tools described in the system prompt, calls read from the text);
+//! - `grade`: one answer graded call by call and argument by argument, with a failure taxonomy.
+//!
+//! Nothing here does I/O: the engine feeds the assembler and stores the [`ToolTurn`].
+mod assemble;
+mod case;
+mod grade;
+mod text;
+
+pub use assemble::{CallAssembler, calls_from_anthropic_content, calls_from_openai_message};
+pub use case::{ArgGrader, ExpectedCall, ToolCaseError, ToolChoice, ToolDef, ToolExpectation, check_case};
+pub use grade::{
+    Abstention, ArgumentsRead, CallPair, TOOL_GRADER, ToolCallsDetail, ToolFailure, ToolReport, grade_turn,
+    read_arguments, tool_report,
+};
+pub use text::{TextCalls, calls_in_text, prompt_mode_case, tools_prompt};
+
+use serde::{Deserialize, Serialize};
+
+use crate::evalset::EvalCase;
+use crate::grading::Grade;
+
+/// The `tool-calls` grade of a tool case's answer (None for a case without expected calls).
+/// `content` is the answer's text; a record without a turn was sent natively and made no call.
+pub fn grade_case(case: &EvalCase, turn: Option<&ToolTurn>, content: &str) -> Option<Grade> {
+    let expectation = case.expected_calls.as_ref()?;
+    let native = ToolTurn::default();
+    Some(grade_turn(&case.tools, expectation, turn.unwrap_or(&native), content))
+}
+
+/// One call as the model made it: the arguments kept as the raw text the server sent (so a
+/// record stays re-gradable), never repaired.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// How the tools reached the model and how its calls were read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolMode {
+    /// The provider's tool API (`tools`, `tool_calls`, `tool_use` blocks).
+    #[default]
+    Native,
+    /// The tools described in the system prompt; calls read from the answer's text.
+    Prompt,
+}
+
+impl ToolMode {
+    pub fn is_native(&self) -> bool {
+        *self == ToolMode::Native
+    }
+
+    pub fn parse(s: &str) -> Option<ToolMode> {
+        match s.trim() {
+            "native" => Some(ToolMode::Native),
+            "prompt" => Some(ToolMode::Prompt),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ToolMode::Native => "native",
+            ToolMode::Prompt => "prompt",
+        }
+    }
+}
+
+/// The calls of one answer, as recorded.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolTurn {
+    pub mode: ToolMode,
+    /// Native calls (in prompt mode these are read from the text when graded, not stored).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<ToolCall>,
+    /// The stream ended (no finish, no stop event) while a call was still being sent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cut_mid_call: bool,
+    /// Offset from send of the first argument delta, µs (streamed native calls only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_argument_us: Option<i64>,
+    /// Offset from send at which the last call was complete, µs (streamed native calls only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub complete_us: Option<i64>,
+}

@@ -1,0 +1,209 @@
+//! A tool case's tools and tool choice in each provider's request shape. Prompt mode sends no
+//! native tools (`domain::tool_calls::prompt_mode_case` puts them in the system message first).
+use std::borrow::Cow;
+
+use serde_json::{Map, Value};
+
+use super::client::Exchange;
+use crate::domain::candidate::ProviderKind;
+use crate::domain::evalset::{EvalCase, EvalSetFile};
+use crate::domain::tool_calls::{ToolMode, ToolTurn, prompt_mode_case};
+
+/// Adds `tools` (and `tool_choice`) to the body when the case has tools. OpenAI-compatible chat
+/// and Azure take the OpenAI shape, Anthropic its own; the legacy completions and the Responses
+/// API are sent none (a tool case there runs in prompt mode; see `docs/tool-cases.md`).
+pub fn add_tools(kind: ProviderKind, body: &mut Map<String, Value>, case: &EvalCase) {
+    if case.tools.is_empty() {
+        return;
+    }
+    match kind {
+        ProviderKind::OpenAiChat | ProviderKind::AzureOpenAi => {
+            body.insert(
+                "tools".into(),
+                Value::Array(case.tools.iter().map(|t| t.openai()).collect()),
+            );
+            if let Some(choice) = &case.tool_choice {
+                body.insert("tool_choice".into(), choice.openai());
+            }
+        }
+        ProviderKind::Anthropic => {
+            body.insert(
+                "tools".into(),
+                Value::Array(case.tools.iter().map(|t| t.anthropic()).collect()),
+            );
+            if let Some(choice) = &case.tool_choice {
+                body.insert("tool_choice".into(), choice.anthropic());
+            }
+        }
+        ProviderKind::OpenAiCompletions | ProviderKind::OpenAiResponses => {}
+    }
+}
+
+/// Whether a provider kind takes tools natively.
+pub fn sends_native_tools(kind: ProviderKind) -> bool {
+    matches!(
+        kind,
+        ProviderKind::OpenAiChat | ProviderKind::AzureOpenAi | ProviderKind::Anthropic
+    )
+}
+
+/// How a run's tool cases reach this provider: the run's mode, or prompt mode where the
+/// provider takes no native tools.
+pub fn mode_for(kind: ProviderKind, run_mode: ToolMode) -> ToolMode {
+    if sends_native_tools(kind) {
+        run_mode
+    } else {
+        ToolMode::Prompt
+    }
+}
+
+/// The case as sent: a tool case in prompt mode carries its tools in the system message.
+pub fn case_as_sent<'a>(file: &EvalSetFile, case: &'a EvalCase, mode: ToolMode) -> Cow<'a, EvalCase> {
+    if mode == ToolMode::Prompt && case.is_tool_case() {
+        Cow::Owned(prompt_mode_case(file, case))
+    } else {
+        Cow::Borrowed(case)
+    }
+}
+
+/// A tool case's record carries its tool turn (with the mode it was sent in) even when the
+/// answer made no call, so grading knows how to read it.
+pub fn mark_tool_turn(exchange: &mut Exchange, case: &EvalCase, mode: ToolMode) {
+    if case.is_tool_case() {
+        exchange.tool_turn.get_or_insert_with(ToolTurn::default).mode = mode;
+    }
+}
+
+/// Whether a streamed answer's calls were sent whole: the stream completed (a finish reason or
+/// the protocol's end) and the answer did not stop at its token limit (which cuts a call too).
+pub fn calls_finished(stream_completed: bool, finish_reason: Option<&str>) -> bool {
+    stream_completed && finish_reason != Some("length")
+}
+
+/// The trap set (`tests/fixtures/tool_calls/traps.jsonl`): recorded answers, each with a hand
+/// label, read through the real stream path (bytes → SSE → the provider's decoder → the
+/// assembler) and graded; every label must come out exactly.
+#[cfg(test)]
+mod traps {
+    use serde_json::{Value, json};
+
+    use super::calls_finished;
+    use crate::domain::candidate::ProviderKind;
+    use crate::domain::tool_calls::{
+        CallAssembler, ToolCallsDetail, ToolDef, ToolExpectation, ToolFailure, ToolMode, ToolTurn, grade_turn,
+    };
+    use crate::wire::protocol::ToolPiece;
+    use crate::wire::provider::{parse_completion, stream_decoder};
+    use crate::wire::sse::SseParser;
+
+    const TRAPS: &str = include_str!("../../../../tests/fixtures/tool_calls/traps.jsonl");
+
+    /// The event-stream text of a trap: OpenAI `data:` lines ending in `[DONE]`, Anthropic
+    /// named events; a cut trap ends without the end marker.
+    fn stream_text(kind: ProviderKind, events: &[Value], cut: bool) -> String {
+        let mut text = String::new();
+        for e in events {
+            if kind == ProviderKind::Anthropic {
+                text.push_str(&format!("event: {}\n", e["type"].as_str().unwrap_or("x")));
+            }
+            text.push_str(&format!("data: {e}\n\n"));
+        }
+        if !cut && kind != ProviderKind::Anthropic {
+            text.push_str("data: [DONE]\n\n");
+        }
+        text
+    }
+
+    /// The turn and text content a trap's answer reads as.
+    fn read_answer(trap: &Value, kind: ProviderKind) -> (ToolTurn, String) {
+        if let Some(whole) = trap.get("whole") {
+            let completion = parse_completion(kind, &whole.to_string()).expect("a whole answer parses");
+            let turn = ToolTurn {
+                calls: completion.tool_calls,
+                ..Default::default()
+            };
+            return (turn, completion.content);
+        }
+        let events = trap["events"].as_array().expect("events");
+        let bytes = stream_text(kind, events, trap["cut"] == true).into_bytes();
+        let step = trap["split_every"].as_u64().map_or(bytes.len(), |n| n as usize);
+        let (mut parser, mut decoder) = (SseParser::new(), stream_decoder(kind));
+        let (mut assembler, mut content) = (CallAssembler::new(), String::new());
+        let (mut finish_reason, mut done): (Option<String>, bool) = (None, false);
+        let mut decoded = Vec::new();
+        for (at, read) in bytes.chunks(step).enumerate() {
+            for event in parser.push(read).expect("lines are short") {
+                decoded.push((at as i64, event));
+            }
+        }
+        decoded.extend(parser.finish().map(|e| (bytes.len() as i64, e)));
+        for (at, event) in decoded {
+            let update = decoder.decode(&event).expect("every trap event decodes");
+            match update.tool_piece.map(|p| *p) {
+                Some(ToolPiece::OpenAi(v)) => _ = assembler.push_openai(&v, at),
+                Some(ToolPiece::Anthropic(v)) => _ = assembler.push_anthropic(&v, at),
+                None => {}
+            }
+            content.push_str(&update.content);
+            finish_reason = update.finish_reason.or(finish_reason);
+            done |= update.done;
+        }
+        let completed = done || finish_reason.is_some();
+        (
+            assembler.finish(calls_finished(completed, finish_reason.as_deref())),
+            content,
+        )
+    }
+
+    #[test]
+    fn every_trap_is_graded_as_its_hand_label_says() {
+        let mut lines = TRAPS.lines().filter(|l| !l.trim().is_empty());
+        let header: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+        let tools: Vec<ToolDef> = header["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| ToolDef::read(t, "tools").unwrap())
+            .collect();
+        let (mut count, mut wrong) = (0, Vec::new());
+        let mut kinds_seen = std::collections::BTreeSet::new();
+        for line in lines {
+            let trap: Value = serde_json::from_str(line).unwrap();
+            let id = trap["id"].as_str().unwrap();
+            let kind = match trap["provider"].as_str() {
+                Some("anthropic") => ProviderKind::Anthropic,
+                _ => ProviderKind::OpenAiChat,
+            };
+            let expectation = ToolExpectation::read(&trap["expect"], "expect").unwrap();
+            let (mut turn, content) = read_answer(&trap, kind);
+            turn.mode = ToolMode::parse(trap["mode"].as_str().unwrap()).unwrap();
+            let grade = grade_turn(&tools, &expectation, &turn, &content);
+            let detail = ToolCallsDetail::from_grade(&grade).unwrap();
+            let mut failures: Vec<&str> = detail.failures.iter().map(ToolFailure::kind).collect();
+            failures.sort_unstable();
+            kinds_seen.extend(failures.iter().copied());
+            let got = json!({"passed": grade.passed, "failures": failures});
+            if got != trap["label"] {
+                wrong.push(format!(
+                    "{id}: labelled {}, graded {got} ({})",
+                    trap["label"], grade.reason
+                ));
+            }
+            count += 1;
+        }
+        assert!(count >= 40, "only {count} traps");
+        assert!(
+            wrong.is_empty(),
+            "{} of {count} traps graded against their label:\n{}",
+            wrong.len(),
+            wrong.join("\n")
+        );
+        // The set exercises every failure kind but none.
+        let missing: Vec<&&str> = ToolFailure::KINDS
+            .iter()
+            .filter(|k| !kinds_seen.contains(**k))
+            .collect();
+        assert!(missing.is_empty(), "no trap of kind {missing:?}");
+        eprintln!("tool-call trap set: {count} recorded answers, all graded as labelled");
+    }
+}
