@@ -33,6 +33,7 @@ pub mod files;
 pub mod gate;
 pub mod live;
 pub mod memory;
+pub mod own_metrics;
 pub mod pages;
 pub mod profiles;
 pub mod retirement;
@@ -41,6 +42,7 @@ pub mod scorecard;
 pub mod shipped;
 pub mod shutdown;
 pub mod state;
+pub mod telemetry;
 pub mod transfer;
 pub mod verdicts;
 

@@ -31,6 +31,7 @@ pub mod scorecard;
 pub mod sealed;
 pub mod stability;
 pub mod stats;
+pub mod telemetry;
 pub mod thresholds;
 pub mod timeline;
 pub mod validation;

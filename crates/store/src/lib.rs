@@ -43,6 +43,7 @@ use crate::domain::run::{
 };
 use crate::domain::scorecard::{NewScorecard, RecordedVerdict, ScorecardListItem, ScorecardRecord, Verdict};
 use crate::domain::sealed::KeySealer;
+use crate::domain::telemetry::Scrape;
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
 use crate::domain::workers::{Claimant, Coordination, Decision as WorkerDecision, OpenRun, RunUnit, WorkerStatus};
 
@@ -65,6 +66,7 @@ pub mod server_key;
 mod settings;
 pub mod sqlite;
 mod stops;
+mod telemetry;
 pub mod text;
 mod token_counts;
 mod users;
@@ -449,6 +451,7 @@ pub trait Store:
     + ArchiveStore
     + VerdictStore
     + WorkerStore
+    + TelemetryStore
     + Send
     + Sync
     + 'static
@@ -474,7 +477,8 @@ where
         + OperabilityStore
         + ArchiveStore
         + VerdictStore
-        + WorkerStore,
+        + WorkerStore
+        + TelemetryStore,
 {
     fn backend(&self) -> Backend {
         T::KIND
@@ -902,6 +906,24 @@ pub trait WorkerStore: Send + Sync {
     fn set_candidate_worker_labels<'a>(&'a self, candidate_id: i64, labels: &'a [String]) -> StoreFuture<'a, ()>;
 }
 
+/// Telemetry scrapes of runs (`telemetry.rs`): append-only.
+pub trait TelemetryStore: Send + Sync {
+    /// Stores scrapes of one candidate of a run in one transaction; NotFound when the run has no
+    /// such candidate. Returns how many were stored.
+    fn append_telemetry_scrapes<'a>(
+        &'a self,
+        run_id: i64,
+        candidate_id: i64,
+        scrapes: &'a [Scrape],
+    ) -> StoreFuture<'a, u64>;
+    /// A candidate's scrapes of a run in time order (at most `telemetry::MAX_SCRAPES_READ`).
+    fn list_telemetry_scrapes(
+        &self,
+        run_id: i64,
+        candidate_id: i64,
+    ) -> StoreFuture<'_, Vec<Scrape>>;
+}
+
 /// Implements every aggregate's trait (hence [`Store`]) for one backend `$store` from the
 /// aggregates' query macros, which reach the backend only through [`SqlBackend`]. The macros
 /// expand here, so the paths inside them are written as seen from this module.
@@ -992,6 +1014,10 @@ macro_rules! impl_store {
         impl WorkerStore for $store {
             workers::worker_queries!();
             workers::unit_queries!();
+        }
+
+        impl TelemetryStore for $store {
+            telemetry::telemetry_queries!();
         }
     };
 }
