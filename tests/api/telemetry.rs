@@ -134,7 +134,11 @@ async fn measured_ground_truth(store: &DynStore, run: i64, mock: &MockServer) ->
         .as_array()
         .unwrap()
         .iter()
-        .filter(|r| !r["client_request_id"].as_str().is_some_and(|id| warmup_ids.contains(id)))
+        .filter(|r| {
+            !r["client_request_id"]
+                .as_str()
+                .is_some_and(|id| warmup_ids.contains(id))
+        })
         .collect();
     let sum = |field: &str| measured.iter().map(|r| r[field].as_f64().unwrap_or(0.0)).sum::<f64>();
     (sum("tokens_sent"), sum("prompt_tokens"))
@@ -142,7 +146,10 @@ async fn measured_ground_truth(store: &DynStore, run: i64, mock: &MockServer) ->
 
 fn assert_within_one(what: &str, measured: Option<f64>, truth: f64) {
     let m = measured.unwrap_or_else(|| panic!("{what}: not measured"));
-    assert!((m - truth).abs() <= 1.0, "{what}: measured {m}, the mock's ground truth {truth}");
+    assert!(
+        (m - truth).abs() <= 1.0,
+        "{what}: measured {m}, the mock's ground truth {truth}"
+    );
 }
 
 #[tokio::test]
@@ -167,10 +174,18 @@ async fn a_queue_bound_server_is_named_and_its_counters_match_the_mock_within_on
     let increase = |s: Signal| find(&level.server, s).and_then(|s| s.increase);
     assert_within_one("output tokens", increase(Signal::GenerationTokens), tokens);
     assert_within_one("prompt tokens", increase(Signal::PromptTokens), prompt_tokens);
-    assert_within_one("prefix-cache queries", increase(Signal::PrefixCacheQueries), prompt_tokens);
+    assert_within_one(
+        "prefix-cache queries",
+        increase(Signal::PrefixCacheQueries),
+        prompt_tokens,
+    );
     assert_within_one("preemptions", increase(Signal::Preemptions), 0.0);
     // The client received what the server sent.
-    assert!((level.output_tokens as f64 - tokens).abs() <= 1.0, "{} vs {tokens}", level.output_tokens);
+    assert!(
+        (level.output_tokens as f64 - tokens).abs() <= 1.0,
+        "{} vs {tokens}",
+        level.output_tokens
+    );
     // The server's own TTFT was read from its histogram, and the simulated GPU was busy.
     assert!(level.diagnosis.server_ttft_p50_ms.is_some(), "{:?}", level.diagnosis);
     let util = find(&level.gpu, Signal::GpuUtilisation).and_then(|s| s.mean).unwrap();
@@ -304,7 +319,10 @@ async fn telemetry_scrapes_are_stored_and_read_back_in_time_order(t: TestStore) 
             samples: Vec::new(),
         },
     ];
-    assert_eq!(store.append_telemetry_scrapes(run, candidate, &scrapes).await.unwrap(), 3);
+    assert_eq!(
+        store.append_telemetry_scrapes(run, candidate, &scrapes).await.unwrap(),
+        3
+    );
     let back = store.list_telemetry_scrapes(run, candidate).await.unwrap();
     assert_eq!(back.len(), 3, "{}", t.backend);
     assert_eq!(back[0], scrapes[1], "{}: label escapes kept", t.backend);
@@ -313,7 +331,18 @@ async fn telemetry_scrapes_are_stored_and_read_back_in_time_order(t: TestStore) 
     assert_eq!(back[1].samples[0], scrapes[0].samples[0], "{}", t.backend);
     assert!(back[1].samples[1].value.is_nan(), "{}", t.backend);
     // Another candidate of no run: refused, nothing stored.
-    assert!(store.append_telemetry_scrapes(run, candidate + 99, &scrapes).await.is_err());
-    assert!(store.list_telemetry_scrapes(run, candidate + 99).await.unwrap().is_empty());
+    assert!(
+        store
+            .append_telemetry_scrapes(run, candidate + 99, &scrapes)
+            .await
+            .is_err()
+    );
+    assert!(
+        store
+            .list_telemetry_scrapes(run, candidate + 99)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 each_backend!(telemetry_scrapes_are_stored_and_read_back_in_time_order);

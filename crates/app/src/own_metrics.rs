@@ -27,9 +27,13 @@ impl PageLatency {
     }
 
     pub fn observe(&self, seconds: f64) {
-        let i = PAGE_BUCKETS_S.iter().position(|b| seconds <= *b).unwrap_or(PAGE_BUCKETS_S.len());
+        let i = PAGE_BUCKETS_S
+            .iter()
+            .position(|b| seconds <= *b)
+            .unwrap_or(PAGE_BUCKETS_S.len());
         self.counts[i].fetch_add(1, Ordering::Relaxed);
-        self.sum_us.fetch_add((seconds * 1e6).max(0.0) as u64, Ordering::Relaxed);
+        self.sum_us
+            .fetch_add((seconds * 1e6).max(0.0) as u64, Ordering::Relaxed);
     }
 }
 

@@ -136,7 +136,11 @@ pub async fn assemble(
     .await?;
     let mut operability = operability_evidence(store, &candidates).await?;
     // GPU energy per output token comes from the run's telemetry, read only when a rule asks.
-    if profile.rules.iter().any(|r| r.metric.starts_with("joules_per_output_token")) {
+    if profile
+        .rules
+        .iter()
+        .any(|r| r.metric.starts_with("joules_per_output_token"))
+    {
         let telemetry = crate::telemetry::run_telemetry(store, run.id).await?;
         for (ops, c) in operability.iter_mut().zip(&candidates) {
             if let Some(t) = telemetry.candidates.iter().find(|t| t.candidate_id == c.id) {

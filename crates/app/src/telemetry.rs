@@ -254,7 +254,15 @@ fn series_charts(series: &[(String, Vec<Scrape>)], origin_us: i64, x_end: f64) -
                                 v -= *first.get_or_insert(v);
                             }
                             let (t, y) = ((s.at_us - origin_us) as f64 / 1e6, v * scale);
-                            Some((t, y, format!("{name}, {} s: {}", crate::domain::format::significant_trimmed(t), figure(y, unit))))
+                            Some((
+                                t,
+                                y,
+                                format!(
+                                    "{name}, {} s: {}",
+                                    crate::domain::format::significant_trimmed(t),
+                                    figure(y, unit)
+                                ),
+                            ))
                         })
                         .collect();
                     TimeLine {
@@ -280,7 +288,11 @@ fn series_charts(series: &[(String, Vec<Scrape>)], origin_us: i64, x_end: f64) -
                     caption: format!(
                         "{} at each scrape, on the run's time axis{}.",
                         capitalised(signal.label()),
-                        if counter { " (its increase since the candidate's first scrape)" } else { "" }
+                        if counter {
+                            " (its increase since the candidate's first scrape)"
+                        } else {
+                            ""
+                        }
                     ),
                     x_end,
                 },
@@ -292,7 +304,9 @@ fn series_charts(series: &[(String, Vec<Scrape>)], origin_us: i64, x_end: f64) -
 
 fn capitalised(s: &str) -> String {
     let mut c = s.chars();
-    c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default()
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
 }
 
 /// A level's figure of one signal, for tables: the gauge's mean, else the counter's increase.
@@ -336,7 +350,11 @@ fn worded(v: Option<f64>, unit: &str) -> String {
 
 fn mean_max(s: Option<&SignalSummary>, scale: f64, unit: &str) -> String {
     match s.and_then(|s| Some((s.mean?, s.max?))) {
-        Some((mean, max)) => format!("{} (max {})", worded(Some(mean * scale), unit), worded(Some(max * scale), unit)),
+        Some((mean, max)) => format!(
+            "{} (max {})",
+            worded(Some(mean * scale), unit),
+            worded(Some(max * scale), unit)
+        ),
         None => NOT_MEASURED.to_string(),
     }
 }
@@ -361,15 +379,14 @@ impl RunTelemetry {
                 out.push(LevelRow {
                     candidate: c.name.clone(),
                     level: l.label.clone(),
-                    window: format!(
-                        "{} ({} requests)",
-                        worded(Some(l.window_s), "s"),
-                        l.measured_requests
-                    ),
+                    window: format!("{} ({} requests)", worded(Some(l.window_s), "s"), l.measured_requests),
                     queue: mean_max(find(&l.server, Signal::QueueLength), 1.0, "requests"),
                     running: mean_max(find(&l.server, Signal::RunningRequests), 1.0, "requests"),
                     kv_cache: mean_max(find(&l.server, Signal::KvCacheUsage), 100.0, "%"),
-                    preemptions: worded(find(&l.server, Signal::Preemptions).and_then(|s| s.increase), "in the window"),
+                    preemptions: worded(
+                        find(&l.server, Signal::Preemptions).and_then(|s| s.increase),
+                        "in the window",
+                    ),
                     prefix_hit_rate: worded(hit_rate, "%"),
                     server_ttft: pair(d.server_ttft_p50_ms, d.server_ttft_p99_ms),
                     client_ttft: pair(d.client_ttft_p50_ms, d.client_ttft_p99_ms),

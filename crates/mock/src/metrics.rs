@@ -119,15 +119,57 @@ fn render_engine_names(out: &mut String, profiles: &[ProfileGauges]) {
     }
     type Read = fn(&ProfileGauges) -> f64;
     let vllm: [(&str, &str, &str, Read); 9] = [
-        ("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", |p| p.in_flight as f64),
-        ("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", |p| p.queued as f64),
-        ("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", |p| p.kv_usage),
-        ("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.", |p| p.preemptions as f64),
-        ("vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of number of queried tokens.", |p| p.prefix_queries as f64),
-        ("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.", |p| p.prefix_hits as f64),
-        ("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", |p| p.prompt_tokens as f64),
-        ("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", |p| p.tokens_generated as f64),
-        ("llamacpp:kv_cache_tokens", "gauge", "KV-cache tokens.", |p| p.kv_tokens as f64),
+        (
+            "vllm:num_requests_running",
+            "gauge",
+            "Number of requests in model execution batches.",
+            |p| p.in_flight as f64,
+        ),
+        (
+            "vllm:num_requests_waiting",
+            "gauge",
+            "Number of requests waiting to be processed.",
+            |p| p.queued as f64,
+        ),
+        (
+            "vllm:kv_cache_usage_perc",
+            "gauge",
+            "KV-cache usage. 1 means 100 percent usage.",
+            |p| p.kv_usage,
+        ),
+        (
+            "vllm:num_preemptions_total",
+            "counter",
+            "Cumulative number of preemption from the engine.",
+            |p| p.preemptions as f64,
+        ),
+        (
+            "vllm:prefix_cache_queries_total",
+            "counter",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            |p| p.prefix_queries as f64,
+        ),
+        (
+            "vllm:prefix_cache_hits_total",
+            "counter",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            |p| p.prefix_hits as f64,
+        ),
+        (
+            "vllm:prompt_tokens_total",
+            "counter",
+            "Number of prefill tokens processed.",
+            |p| p.prompt_tokens as f64,
+        ),
+        (
+            "vllm:generation_tokens_total",
+            "counter",
+            "Number of generation tokens processed.",
+            |p| p.tokens_generated as f64,
+        ),
+        ("llamacpp:kv_cache_tokens", "gauge", "KV-cache tokens.", |p| {
+            p.kv_tokens as f64
+        }),
     ];
     for (name, kind, help, read) in vllm {
         family(out, name, kind, help);
@@ -155,10 +197,30 @@ fn render_engine_names(out: &mut String, profiles: &[ProfileGauges]) {
     // llama.cpp's server reports one model, without labels: the sum over profiles.
     let total = |read: Read| profiles.iter().map(read).sum::<f64>();
     let llama: [(&str, &str, &str, Read); 4] = [
-        ("llamacpp:requests_processing", "gauge", "Number of requests processing.", |p| p.in_flight as f64),
-        ("llamacpp:requests_deferred", "gauge", "Number of requests deferred.", |p| p.queued as f64),
-        ("llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.", |p| p.prompt_tokens as f64),
-        ("llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed.", |p| p.tokens_generated as f64),
+        (
+            "llamacpp:requests_processing",
+            "gauge",
+            "Number of requests processing.",
+            |p| p.in_flight as f64,
+        ),
+        (
+            "llamacpp:requests_deferred",
+            "gauge",
+            "Number of requests deferred.",
+            |p| p.queued as f64,
+        ),
+        (
+            "llamacpp:prompt_tokens_total",
+            "counter",
+            "Number of prompt tokens processed.",
+            |p| p.prompt_tokens as f64,
+        ),
+        (
+            "llamacpp:tokens_predicted_total",
+            "counter",
+            "Number of generation tokens processed.",
+            |p| p.tokens_generated as f64,
+        ),
     ];
     for (name, kind, help, read) in llama {
         family(out, name, kind, help);
@@ -233,9 +295,7 @@ mod tests {
             let (series, value) = line.rsplit_once(' ').unwrap();
             assert!(value.parse::<f64>().is_ok(), "{line}");
             assert!(
-                series.starts_with("bakeoff_mock_")
-                    || series.starts_with("vllm:")
-                    || series.starts_with("llamacpp:"),
+                series.starts_with("bakeoff_mock_") || series.starts_with("vllm:") || series.starts_with("llamacpp:"),
                 "{line}"
             );
         }

@@ -917,11 +917,7 @@ pub trait TelemetryStore: Send + Sync {
         scrapes: &'a [Scrape],
     ) -> StoreFuture<'a, u64>;
     /// A candidate's scrapes of a run in time order (at most `telemetry::MAX_SCRAPES_READ`).
-    fn list_telemetry_scrapes(
-        &self,
-        run_id: i64,
-        candidate_id: i64,
-    ) -> StoreFuture<'_, Vec<Scrape>>;
+    fn list_telemetry_scrapes(&self, run_id: i64, candidate_id: i64) -> StoreFuture<'_, Vec<Scrape>>;
 }
 
 /// Implements every aggregate's trait (hence [`Store`]) for one backend `$store` from the

@@ -484,16 +484,36 @@ pub async fn telemetry(engine: &Engine, server: &ServerProcess) {
     };
     let (run, records) = bench.run(&file, &spec, small_config(true)).await;
     let say = engine.name;
-    assert_eq!(run.status, RunStatus::Finished, "{say}: {:?}\n{}", run.error, server.log_tail());
-    let t = bakeoff::app::telemetry::run_telemetry(&bench.store, run.id).await.unwrap();
-    let c = t.candidates.first().unwrap_or_else(|| panic!("{say}: no scrapes stored"));
+    assert_eq!(
+        run.status,
+        RunStatus::Finished,
+        "{say}: {:?}\n{}",
+        run.error,
+        server.log_tail()
+    );
+    let t = bakeoff::app::telemetry::run_telemetry(&bench.store, run.id)
+        .await
+        .unwrap();
+    let c = t
+        .candidates
+        .first()
+        .unwrap_or_else(|| panic!("{say}: no scrapes stored"));
     assert_eq!(c.failed_scrapes, 0, "{say}: {:?}", c.first_error);
-    assert!(c.engines.iter().any(|e| e == engine.telemetry_engine), "{say}: {:?}", c.engines);
+    assert!(
+        c.engines.iter().any(|e| e == engine.telemetry_engine),
+        "{say}: {:?}",
+        c.engines
+    );
     let level = c.levels.first().unwrap_or_else(|| panic!("{say}: no level"));
-    let received: u32 = records.iter().filter(|r| !r.is_warmup).filter_map(|r| r.output_tokens).sum();
-    let increase = bakeoff::domain::telemetry::window::find(&level.server, bakeoff::domain::telemetry::Signal::GenerationTokens)
-        .and_then(|s| s.increase)
-        .unwrap_or_else(|| panic!("{say}: no output-token counter in the window: {:?}", level.server));
+    let received: u32 = records
+        .iter()
+        .filter(|r| !r.is_warmup)
+        .filter_map(|r| r.output_tokens)
+        .sum();
+    let increase =
+        bakeoff::domain::telemetry::window::find(&level.server, bakeoff::domain::telemetry::Signal::GenerationTokens)
+            .and_then(|s| s.increase)
+            .unwrap_or_else(|| panic!("{say}: no output-token counter in the window: {:?}", level.server));
     assert!(
         (increase - f64::from(received)).abs() <= 1.0,
         "{say}: the server counted {increase} output tokens in the level, bakeoff received {received}"

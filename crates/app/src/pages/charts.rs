@@ -825,7 +825,10 @@ pub fn over_time_chart(spec: OverTime, lines: &[TimeLine]) -> Option<Chart> {
         for (i, line) in lines.iter().enumerate() {
             let c = colour(i);
             chart
-                .draw_series(LineSeries::new(line.points.iter().map(|p| (p.0, p.1)), c.stroke_width(2)))?
+                .draw_series(LineSeries::new(
+                    line.points.iter().map(|p| (p.0, p.1)),
+                    c.stroke_width(2),
+                ))?
                 .label(line.name.as_str())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
             chart.draw_series(line.points.iter().map(|p| Circle::new((p.0, p.1), 3, c.filled())))?;

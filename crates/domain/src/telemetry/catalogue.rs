@@ -156,108 +156,104 @@ impl Signal {
         let list: &'static [KnownSeries] = match self {
             Signal::QueueLength => {
                 const S: &[KnownSeries] = &[
-                known("vllm:num_requests_waiting", Engine::Vllm, 1.0),
-                known("sglang:num_queue_reqs", Engine::Sglang, 1.0),
-                known("tgi_queue_size", Engine::Tgi, 1.0),
-                known("llamacpp:requests_deferred", Engine::LlamaCpp, 1.0),
-            ];
+                    known("vllm:num_requests_waiting", Engine::Vllm, 1.0),
+                    known("sglang:num_queue_reqs", Engine::Sglang, 1.0),
+                    known("tgi_queue_size", Engine::Tgi, 1.0),
+                    known("llamacpp:requests_deferred", Engine::LlamaCpp, 1.0),
+                ];
                 S
-            },
+            }
             Signal::RunningRequests => {
                 const S: &[KnownSeries] = &[
-                known("vllm:num_requests_running", Engine::Vllm, 1.0),
-                known("sglang:num_running_reqs", Engine::Sglang, 1.0),
-                known("tgi_batch_current_size", Engine::Tgi, 1.0),
-                known("llamacpp:requests_processing", Engine::LlamaCpp, 1.0),
-            ];
+                    known("vllm:num_requests_running", Engine::Vllm, 1.0),
+                    known("sglang:num_running_reqs", Engine::Sglang, 1.0),
+                    known("tgi_batch_current_size", Engine::Tgi, 1.0),
+                    known("llamacpp:requests_processing", Engine::LlamaCpp, 1.0),
+                ];
                 S
-            },
+            }
             Signal::KvCacheUsage => {
                 const S: &[KnownSeries] = &[
-                known("vllm:kv_cache_usage_perc", Engine::Vllm, 1.0),
-                known("vllm:gpu_cache_usage_perc", Engine::Vllm, 1.0),
-                known("sglang:token_usage", Engine::Sglang, 1.0),
-                known("llamacpp:kv_cache_usage_ratio", Engine::LlamaCpp, 1.0),
-            ];
+                    known("vllm:kv_cache_usage_perc", Engine::Vllm, 1.0),
+                    known("vllm:gpu_cache_usage_perc", Engine::Vllm, 1.0),
+                    known("sglang:token_usage", Engine::Sglang, 1.0),
+                    known("llamacpp:kv_cache_usage_ratio", Engine::LlamaCpp, 1.0),
+                ];
                 S
-            },
+            }
             Signal::Preemptions => {
                 const S: &[KnownSeries] = &[known("vllm:num_preemptions_total", Engine::Vllm, 1.0)];
                 S
-            },
+            }
             Signal::PrefixCacheHits => {
                 const S: &[KnownSeries] = &[known("vllm:prefix_cache_hits_total", Engine::Vllm, 1.0)];
                 S
-            },
+            }
             Signal::PrefixCacheQueries => {
                 const S: &[KnownSeries] = &[known("vllm:prefix_cache_queries_total", Engine::Vllm, 1.0)];
                 S
-            },
+            }
             Signal::PrefixCacheHitRate => {
                 const S: &[KnownSeries] = &[
-                known("vllm:gpu_prefix_cache_hit_rate", Engine::Vllm, 1.0),
-                known("sglang:cache_hit_rate", Engine::Sglang, 1.0),
-            ];
+                    known("vllm:gpu_prefix_cache_hit_rate", Engine::Vllm, 1.0),
+                    known("sglang:cache_hit_rate", Engine::Sglang, 1.0),
+                ];
                 S
-            },
+            }
             Signal::SpecDraftTokens => {
                 const S: &[KnownSeries] = &[known("vllm:spec_decode_num_draft_tokens_total", Engine::Vllm, 1.0)];
                 S
-            },
+            }
             Signal::SpecAcceptedTokens => {
-                const S: &[KnownSeries] = &[known(
-                "vllm:spec_decode_num_accepted_tokens_total",
-                Engine::Vllm,
-                1.0,
-            )];
+                const S: &[KnownSeries] = &[known("vllm:spec_decode_num_accepted_tokens_total", Engine::Vllm, 1.0)];
                 S
-            },
+            }
             Signal::ServerTtft => {
                 const S: &[KnownSeries] = &[
-                known("vllm:time_to_first_token_seconds", Engine::Vllm, 1.0),
-                known("sglang:time_to_first_token_seconds", Engine::Sglang, 1.0),
-            ];
+                    known("vllm:time_to_first_token_seconds", Engine::Vllm, 1.0),
+                    known("sglang:time_to_first_token_seconds", Engine::Sglang, 1.0),
+                ];
                 S
-            },
+            }
             Signal::ServerQueueTime => {
                 const S: &[KnownSeries] = &[
-                known("vllm:request_queue_time_seconds", Engine::Vllm, 1.0),
-                known("tgi_request_queue_duration", Engine::Tgi, 1.0),
-            ];
+                    known("vllm:request_queue_time_seconds", Engine::Vllm, 1.0),
+                    known("tgi_request_queue_duration", Engine::Tgi, 1.0),
+                ];
                 S
-            },
+            }
             Signal::GenerationTokens => {
                 const S: &[KnownSeries] = &[
-                known("vllm:generation_tokens_total", Engine::Vllm, 1.0),
-                known("sglang:generation_tokens_total", Engine::Sglang, 1.0),
-                known("llamacpp:tokens_predicted_total", Engine::LlamaCpp, 1.0),
-            ];
+                    known("vllm:generation_tokens_total", Engine::Vllm, 1.0),
+                    known("sglang:generation_tokens_total", Engine::Sglang, 1.0),
+                    known("llamacpp:tokens_predicted_total", Engine::LlamaCpp, 1.0),
+                ];
                 S
-            },
+            }
             Signal::PromptTokens => {
                 const S: &[KnownSeries] = &[
-                known("vllm:prompt_tokens_total", Engine::Vllm, 1.0),
-                known("sglang:prompt_tokens_total", Engine::Sglang, 1.0),
-                known("llamacpp:prompt_tokens_total", Engine::LlamaCpp, 1.0),
-            ];
+                    known("vllm:prompt_tokens_total", Engine::Vllm, 1.0),
+                    known("sglang:prompt_tokens_total", Engine::Sglang, 1.0),
+                    known("llamacpp:prompt_tokens_total", Engine::LlamaCpp, 1.0),
+                ];
                 S
-            },
+            }
             Signal::GpuUtilisation => {
                 const S: &[KnownSeries] = &[known("DCGM_FI_DEV_GPU_UTIL", Engine::Dcgm, 0.01)];
                 S
-            },
+            }
             Signal::GpuMemoryUsed => {
                 const S: &[KnownSeries] = &[known("DCGM_FI_DEV_FB_USED", Engine::Dcgm, 1_048_576.0)];
                 S
-            },
+            }
             Signal::GpuPower => {
                 const S: &[KnownSeries] = &[known("DCGM_FI_DEV_POWER_USAGE", Engine::Dcgm, 1.0)];
                 S
-            },
+            }
             Signal::GpuEnergy => {
                 const S: &[KnownSeries] = &[known("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", Engine::Dcgm, 0.001)];
                 S
-            },
+            }
         };
         list
     }
@@ -339,12 +335,24 @@ mod tests {
             ("sglang:num_queue_reqs", Signal::QueueLength, Engine::Sglang),
             ("tgi_queue_size", Signal::QueueLength, Engine::Tgi),
             ("llamacpp:requests_deferred", Signal::QueueLength, Engine::LlamaCpp),
-            ("llamacpp:requests_processing", Signal::RunningRequests, Engine::LlamaCpp),
+            (
+                "llamacpp:requests_processing",
+                Signal::RunningRequests,
+                Engine::LlamaCpp,
+            ),
             ("vllm:gpu_cache_usage_perc", Signal::KvCacheUsage, Engine::Vllm),
             ("vllm:num_preemptions_total", Signal::Preemptions, Engine::Vllm),
             ("vllm:prefix_cache_hits_total", Signal::PrefixCacheHits, Engine::Vllm),
-            ("vllm:time_to_first_token_seconds_bucket", Signal::ServerTtft, Engine::Vllm),
-            ("sglang:time_to_first_token_seconds_sum", Signal::ServerTtft, Engine::Sglang),
+            (
+                "vllm:time_to_first_token_seconds_bucket",
+                Signal::ServerTtft,
+                Engine::Vllm,
+            ),
+            (
+                "sglang:time_to_first_token_seconds_sum",
+                Signal::ServerTtft,
+                Engine::Sglang,
+            ),
             ("tgi_request_queue_duration_count", Signal::ServerQueueTime, Engine::Tgi),
             ("DCGM_FI_DEV_POWER_USAGE", Signal::GpuPower, Engine::Dcgm),
         ];

@@ -283,7 +283,10 @@ mod tests {
 
     #[test]
     fn gpu_bound_and_none() {
-        let gpu = [gauge(Signal::GpuUtilisation, 0.97, 1.0), gauge(Signal::GpuPower, 690.0, 700.0)];
+        let gpu = [
+            gauge(Signal::GpuUtilisation, 0.97, 1.0),
+            gauge(Signal::GpuPower, 690.0, 700.0),
+        ];
         let server = [gauge(Signal::QueueLength, 0.2, 1.0)];
         let d = diagnose(&evidence(&server, &gpu));
         assert_eq!(d.bottleneck, Bottleneck::GpuBound);
@@ -292,7 +295,10 @@ mod tests {
         let d = diagnose(&evidence(&server, &idle));
         assert_eq!(d.bottleneck, Bottleneck::NoneFound);
         let d = diagnose(&evidence(&[], &[]));
-        assert_eq!(d.evidence, vec!["no server or GPU telemetry for this level".to_string()]);
+        assert_eq!(
+            d.evidence,
+            vec!["no server or GPU telemetry for this level".to_string()]
+        );
     }
 
     #[test]

@@ -129,8 +129,11 @@ pub fn parse(text: &str) -> Result<Exposition, ExpositionError> {
                 let (Some(name), Some(kind)) = (words.next(), words.next()) else {
                     return Err(err("a # TYPE line needs a metric name and a type".into()));
                 };
-                let kind = MetricType::parse(kind)
-                    .ok_or_else(|| err(format!("{kind:?} is not a metric type (counter, gauge, histogram, summary, untyped)")))?;
+                let kind = MetricType::parse(kind).ok_or_else(|| {
+                    err(format!(
+                        "{kind:?} is not a metric type (counter, gauge, histogram, summary, untyped)"
+                    ))
+                })?;
                 if !valid_metric_name(name) {
                     return Err(err(format!("{name:?} is not a metric name")));
                 }
@@ -203,7 +206,9 @@ fn parse_labels(mut s: &str) -> Result<(Vec<(String, String)>, &str), String> {
             return Err(format!("{name:?} is not a label name"));
         }
         s = s[eq + 1..].trim_start();
-        s = s.strip_prefix('"').ok_or_else(|| format!("label {name}: the value must be quoted"))?;
+        s = s
+            .strip_prefix('"')
+            .ok_or_else(|| format!("label {name}: the value must be quoted"))?;
         let mut value = String::new();
         let mut chars = s.char_indices();
         let end = loop {

@@ -20,7 +20,10 @@ pub const DEFAULT_SCRAPE_INTERVAL_S: f64 = 1.0;
 /// Joules per output token over a window: the GPUs' energy over the output tokens the client
 /// received in it. None without energy or tokens.
 pub fn joules_per_output_token(joules: Option<f64>, output_tokens: u64) -> Option<f64> {
-    joules.filter(|j| j.is_finite() && *j >= 0.0).filter(|_| output_tokens > 0).map(|j| j / output_tokens as f64)
+    joules
+        .filter(|j| j.is_finite() && *j >= 0.0)
+        .filter(|_| output_tokens > 0)
+        .map(|j| j / output_tokens as f64)
 }
 
 #[cfg(test)]

@@ -79,7 +79,12 @@ mod tests {
         );
         assert_eq!(endpoint(&mut e, "metrics_url", ""), None);
         assert!(e.is_empty());
-        for bad in ["ftp://x/metrics", "http://u:p@x/metrics", "http://x/metrics#a", "metrics"] {
+        for bad in [
+            "ftp://x/metrics",
+            "http://u:p@x/metrics",
+            "http://x/metrics#a",
+            "metrics",
+        ] {
             let mut e = FieldErrors::default();
             assert_eq!(endpoint(&mut e, "metrics_url", bad), None, "{bad}");
             assert!(!e.is_empty(), "{bad}");

@@ -144,7 +144,10 @@ pub fn signal_value(samples: &[Sample], signal: Signal) -> Option<f64> {
     if signal.kind() == SignalKind::Histogram {
         return None;
     }
-    let known = signal.series().iter().find(|k| samples.iter().any(|s| s.name == k.name))?;
+    let known = signal
+        .series()
+        .iter()
+        .find(|k| samples.iter().any(|s| s.name == k.name))?;
     let values: Vec<f64> = samples
         .iter()
         .filter(|s| s.name == known.name && s.value.is_finite())
@@ -278,8 +281,14 @@ fn window_scrapes<'a>(scrapes: &'a [Scrape], window: &Window) -> (Vec<&'a Scrape
     let (start, end, exact) = match (marked(Boundary::Start), marked(Boundary::End)) {
         (Some(s), Some(e)) => (Some(s), Some(e), true),
         _ => (
-            ok.iter().copied().filter(|s| s.at_us <= window.from_us).max_by_key(|s| s.at_us),
-            ok.iter().copied().filter(|s| s.at_us >= window.to_us).min_by_key(|s| s.at_us),
+            ok.iter()
+                .copied()
+                .filter(|s| s.at_us <= window.from_us)
+                .max_by_key(|s| s.at_us),
+            ok.iter()
+                .copied()
+                .filter(|s| s.at_us >= window.to_us)
+                .min_by_key(|s| s.at_us),
             false,
         ),
     };
@@ -332,7 +341,9 @@ pub fn summarise(scrapes: &[Scrape], window: &Window) -> Vec<SignalSummary> {
                 // The periodic scrapes inside the window; its edges only when there are none
                 // (a level shorter than the interval): an edge is the idle moment before the
                 // first send or after the last end.
-                let mut values = of(&mut inside.iter().filter(|s| s.at_us > window.from_us && s.at_us < window.to_us && s.boundary.is_none()));
+                let mut values = of(&mut inside
+                    .iter()
+                    .filter(|s| s.at_us > window.from_us && s.at_us < window.to_us && s.boundary.is_none()));
                 if values.is_empty() {
                     values = of(&mut inside.iter());
                 }
@@ -414,7 +425,10 @@ pub fn energy_joules(gpu_scrapes: &[Scrape], window: &Window) -> Option<(f64, En
     if power.len() < 2 {
         return None;
     }
-    let joules = power.windows(2).map(|p| (p[1].0 - p[0].0) * (p[0].1 + p[1].1) / 2.0).sum();
+    let joules = power
+        .windows(2)
+        .map(|p| (p[1].0 - p[0].0) * (p[0].1 + p[1].1) / 2.0)
+        .sum();
     Some((joules, EnergyMethod::PowerIntegrated))
 }
 
@@ -524,8 +538,14 @@ mod tests {
     #[test]
     fn energy_from_the_counter_or_from_power() {
         let counter = [
-            scrape(0.0, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu=\"0\"} 1000000\nDCGM_FI_DEV_POWER_USAGE 100"),
-            scrape(2.0, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu=\"0\"} 1500000\nDCGM_FI_DEV_POWER_USAGE 300"),
+            scrape(
+                0.0,
+                "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu=\"0\"} 1000000\nDCGM_FI_DEV_POWER_USAGE 100",
+            ),
+            scrape(
+                2.0,
+                "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu=\"0\"} 1500000\nDCGM_FI_DEV_POWER_USAGE 300",
+            ),
         ];
         let w = Window {
             from_us: 0,
@@ -542,7 +562,8 @@ mod tests {
 
     #[test]
     fn kept_samples_round_trip_through_text() {
-        let e = parse("vllm:num_requests_waiting{m=\"a\\\"b\"} 2\nother_total 3\nnoise 4\nx_bucket{le=\"+Inf\"} 1").unwrap();
+        let e = parse("vllm:num_requests_waiting{m=\"a\\\"b\"} 2\nother_total 3\nnoise 4\nx_bucket{le=\"+Inf\"} 1")
+            .unwrap();
         let kept = kept_samples(e, &["other".to_string(), "x".to_string()]);
         assert_eq!(kept.len(), 3);
         let s = Scrape {

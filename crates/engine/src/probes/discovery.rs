@@ -158,7 +158,9 @@ impl Prober<'_> {
                 let families = f.body.lines().filter(|l| l.starts_with("# TYPE ")).count();
                 // What the telemetry catalogue recognises, and the URL to declare to scrape it.
                 let engines = crate::domain::telemetry::parse(&f.body)
-                    .map(|e| crate::domain::telemetry::catalogue::engines_seen(e.samples.iter().map(|s| s.name.as_str())))
+                    .map(|e| {
+                        crate::domain::telemetry::catalogue::engines_seen(e.samples.iter().map(|s| s.name.as_str()))
+                    })
                     .unwrap_or_default();
                 let recognised = if engines.is_empty() {
                     String::new()

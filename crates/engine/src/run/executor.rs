@@ -665,8 +665,11 @@ async fn run_candidate(
 /// scraped (or why nothing is).
 async fn start_scraper(ctx: &Arc<CandidateRun>, store: &DynStore) -> Result<Option<Scraper>, EngineError> {
     let spec = &ctx.candidate.spec;
-    let (endpoints, said) =
-        telemetry::resolve(&spec.base_url, spec.metrics_url.as_deref(), spec.gpu_metrics_url.as_deref());
+    let (endpoints, said) = telemetry::resolve(
+        &spec.base_url,
+        spec.metrics_url.as_deref(),
+        spec.gpu_metrics_url.as_deref(),
+    );
     let (scraper, msg) = match Scraper::start(store.clone(), ctx.run_id, ctx.candidate.id, endpoints, None) {
         Ok(Some(s)) => {
             let msg = format!(

@@ -99,7 +99,10 @@ async fn fetch(client: &reqwest::Client, url: &str) -> Result<String, String> {
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await.map_err(|e| describe(&e))? {
         if body.len() + chunk.len() > MAX_BODY_BYTES {
-            return Err(format!("the exposition is larger than {} MB", MAX_BODY_BYTES / (1024 * 1024)));
+            return Err(format!(
+                "the exposition is larger than {} MB",
+                MAX_BODY_BYTES / (1024 * 1024)
+            ));
         }
         body.extend_from_slice(&chunk);
     }
@@ -118,7 +121,12 @@ fn describe(e: &reqwest::Error) -> String {
 }
 
 /// One scrape of one endpoint.
-async fn scrape(client: &reqwest::Client, endpoint: &Endpoint, keep: &[String], mark: Option<(u32, Boundary)>) -> Scrape {
+async fn scrape(
+    client: &reqwest::Client,
+    endpoint: &Endpoint,
+    keep: &[String],
+    mark: Option<(u32, Boundary)>,
+) -> Scrape {
     let started = wall_clock_us();
     let fetched = fetch(client, &endpoint.url).await;
     let ended = wall_clock_us();
@@ -183,8 +191,7 @@ impl Scraper {
                     _ = ticks.tick() => None,
                 };
                 let at = mark.as_ref().map(|m| (m.level, m.boundary));
-                let scrapes =
-                    futures_util::future::join_all(list.iter().map(|e| scrape(&client, e, &keep, at))).await;
+                let scrapes = futures_util::future::join_all(list.iter().map(|e| scrape(&client, e, &keep, at))).await;
                 pending.extend(scrapes);
                 if let Some(m) = mark {
                     let _ = m.done.send(());

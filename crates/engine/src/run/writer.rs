@@ -765,7 +765,11 @@ struct Sorted {
 /// bakeoff's own metrics: records written, and how long the oldest of them waited since its end.
 fn note_stored(new: u64, records: &[RequestRecord]) {
     let now = crate::wire::client::wall_clock_us();
-    let oldest = records.iter().map(|r| r.sent_at_us + r.last_heard_us()).min().unwrap_or(now);
+    let oldest = records
+        .iter()
+        .map(|r| r.sent_at_us + r.last_heard_us())
+        .min()
+        .unwrap_or(now);
     crate::own_metrics::records_stored(new, now - oldest);
 }
 

@@ -205,24 +205,25 @@ impl MockState {
                 let in_flight = p.in_flight.load(Ordering::Relaxed);
                 let gpu = simulated::gpu_utilisation(in_flight, p.profile.slots);
                 ProfileGauges {
-                model: p.profile.name.clone(),
-                in_flight: p.in_flight.load(Ordering::Relaxed),
-                queued: p.queued.load(Ordering::Relaxed),
-                slots: p.profile.slots.map_or(0, u64::from),
-                tokens_generated: p.tokens_generated.load(Ordering::Relaxed),
-                prompt_tokens: p.prompt_tokens.load(Ordering::Relaxed),
-                kv_usage: p.profile.kv_cache_tokens.map_or(0.0, |c| {
-                    (p.sim.kv_tokens.load(Ordering::Relaxed) as f64 / f64::from(c)).min(1.0)
-                }),
-                kv_tokens: p.sim.kv_tokens.load(Ordering::Relaxed),
-                preemptions: p.sim.preemptions.load(Ordering::Relaxed),
-                prefix_queries: p.sim.prefix_queries.load(Ordering::Relaxed),
-                prefix_hits: p.sim.prefix_hits.load(Ordering::Relaxed),
-                ttft_cumulative,
-                ttft_sum_s,
-                gpu_utilisation: gpu,
-                gpu_power_watts: p.profile.gpu_idle_watts + (p.profile.gpu_busy_watts - p.profile.gpu_idle_watts) * gpu,
-            }
+                    model: p.profile.name.clone(),
+                    in_flight: p.in_flight.load(Ordering::Relaxed),
+                    queued: p.queued.load(Ordering::Relaxed),
+                    slots: p.profile.slots.map_or(0, u64::from),
+                    tokens_generated: p.tokens_generated.load(Ordering::Relaxed),
+                    prompt_tokens: p.prompt_tokens.load(Ordering::Relaxed),
+                    kv_usage: p.profile.kv_cache_tokens.map_or(0.0, |c| {
+                        (p.sim.kv_tokens.load(Ordering::Relaxed) as f64 / f64::from(c)).min(1.0)
+                    }),
+                    kv_tokens: p.sim.kv_tokens.load(Ordering::Relaxed),
+                    preemptions: p.sim.preemptions.load(Ordering::Relaxed),
+                    prefix_queries: p.sim.prefix_queries.load(Ordering::Relaxed),
+                    prefix_hits: p.sim.prefix_hits.load(Ordering::Relaxed),
+                    ttft_cumulative,
+                    ttft_sum_s,
+                    gpu_utilisation: gpu,
+                    gpu_power_watts: p.profile.gpu_idle_watts
+                        + (p.profile.gpu_busy_watts - p.profile.gpu_idle_watts) * gpu,
+                }
             })
             .collect()
     }

@@ -58,7 +58,10 @@ impl Simulated {
 
     pub fn first_token(&self, ms_since_received: f64) {
         let s = ms_since_received / 1000.0;
-        let i = TTFT_BUCKETS_S.iter().position(|b| s <= *b).unwrap_or(TTFT_BUCKETS_S.len());
+        let i = TTFT_BUCKETS_S
+            .iter()
+            .position(|b| s <= *b)
+            .unwrap_or(TTFT_BUCKETS_S.len());
         let mut h = self.ttft.lock().unwrap_or_else(|p| p.into_inner());
         h.0[i] += 1;
         h.1 += (ms_since_received * 1000.0).round() as u64;
@@ -68,14 +71,13 @@ impl Simulated {
     pub fn ttft_cumulative(&self) -> (Vec<u64>, f64) {
         let h = self.ttft.lock().unwrap_or_else(|p| p.into_inner());
         let mut running = 0;
-        let cumulative = h
-            .0
-            .iter()
-            .map(|c| {
-                running += c;
-                running
-            })
-            .collect();
+        let cumulative =
+            h.0.iter()
+                .map(|c| {
+                    running += c;
+                    running
+                })
+                .collect();
         (cumulative, h.1 as f64 / 1e6)
     }
 }
