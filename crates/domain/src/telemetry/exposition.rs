@@ -312,7 +312,8 @@ vllm:time_to_first_token_seconds_count{model_name="swift-7b"} 5.0
         let cases = [
             ("ok 1\nbad{a=1} 2", 2, "quoted"),
             ("ok 1\n\n9bad 1", 3, "metric name"),
-            ("m{a=\"1\"", 1, "closing quote"),
+            ("m{a=\"1} 2", 1, "closing quote"),
+            ("m{a=\"1\"", 1, "closed by }"),
             ("m one", 1, "not a number"),
             ("m 1 2 3", 1, "after the value"),
             ("m{a=\"1\",a=\"2\"} 1", 1, "twice"),
