@@ -4,8 +4,9 @@
 //! secondary):
 //! 1. **client-bound** — bakeoff itself was late: the level's p99 client lag (closed loop: the
 //!    wait of a ready request inside bakeoff; open loop: schedule lag) is above the harness's
-//!    bound, or the run's harness report flagged its speed figures. Server figures cannot be
-//!    trusted to explain a client that could not keep up.
+//!    bound. A run whose harness report flagged its speed figures (a busy or starved client) is
+//!    client-bound only where no server rule below holds: the flag makes the client's timings
+//!    suspect, not the server's counters; elsewhere it is listed as a caveat.
 //! 2. **KV-full / preempting** — the server preempted requests in the window, or its KV-cache use
 //!    reached `KV_FULL` at some scrape.
 //! 3. **server-queued** — requests waited in the server's queue: mean queue length at least
@@ -98,9 +99,6 @@ pub fn diagnose(e: &LevelEvidence) -> Diagnosis {
             num(e.client_lag_bound_ms)
         ));
     }
-    for r in e.harness_reasons {
-        client.push(format!("harness: {r}"));
-    }
     if !client.is_empty() {
         held.push((Bottleneck::ClientBound, client));
     }
@@ -164,6 +162,20 @@ pub fn diagnose(e: &LevelEvidence) -> Diagnosis {
         _ => None,
     };
 
+    // The run's harness flag (a starved or busy client) makes the client's timings suspect, not
+    // the server's counters: it names the level client-bound only when the server shows nothing.
+    let harness: Vec<String> = e.harness_reasons.iter().map(|r| format!("harness: {r}")).collect();
+    let mut caveats = Vec::new();
+    if !harness.is_empty() {
+        if held.is_empty() {
+            held.push((Bottleneck::ClientBound, harness));
+        } else if held[0].0 == Bottleneck::ClientBound {
+            held[0].1.extend(harness);
+        } else {
+            caveats = harness;
+            held.push((Bottleneck::ClientBound, Vec::new()));
+        }
+    }
     let (bottleneck, mut evidence) = if held.is_empty() {
         let mut ev = Vec::new();
         for (signal, what) in [
@@ -184,6 +196,11 @@ pub fn diagnose(e: &LevelEvidence) -> Diagnosis {
     } else {
         held[0].clone()
     };
+    evidence.extend(
+        caveats
+            .into_iter()
+            .map(|c| format!("caveat, client timings suspect: {c}")),
+    );
     if let (Some(c), Some(s), Some(gap)) = (e.client_ttft_p50_ms, server_ttft_p50_ms, ttft_gap_p50_ms) {
         evidence.push(format!(
             "TTFT p50: client {} ms, server {} ms (gap {} ms: network and client)",
@@ -279,6 +296,14 @@ mod tests {
         let mut e = evidence(&server, &[]);
         e.harness_reasons = &reasons;
         assert_eq!(diagnose(&e).bottleneck, Bottleneck::ClientBound);
+        // A flagged run whose server was queueing: the server's counters still name it.
+        let queued = [gauge(Signal::QueueLength, 5.0, 8.0)];
+        let mut e = evidence(&queued, &[]);
+        e.harness_reasons = &reasons;
+        let d = diagnose(&e);
+        assert_eq!(d.bottleneck, Bottleneck::ServerQueued);
+        assert_eq!(d.also, vec![Bottleneck::ClientBound]);
+        assert!(d.evidence.iter().any(|x| x.contains("caveat")), "{:?}", d.evidence);
     }
 
     #[test]
