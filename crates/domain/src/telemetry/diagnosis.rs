@@ -4,7 +4,8 @@
 //! secondary):
 //! 1. **client-bound** — bakeoff itself was late: the level's p99 client lag (closed loop: the
 //!    wait of a ready request inside bakeoff; open loop: schedule lag) is above the harness's
-//!    bound. A run whose harness report flagged its speed figures (a busy or starved client) is
+//!    bound (when a server rule holds too and the lag is no longer than the server's own TTFT
+//!    p50, the server's rule comes first: the client's lag did not make the level slow). A run whose harness report flagged its speed figures (a busy or starved client) is
 //!    client-bound only where no server rule below holds: the flag makes the client's timings
 //!    suspect, not the server's counters; elsewhere it is listed as a caveat.
 //! 2. **KV-full / preempting** — the server preempted requests in the window, or its KV-cache use
@@ -157,11 +158,20 @@ pub fn diagnose(e: &LevelEvidence) -> Diagnosis {
     let server_ttft = find(e.server, Signal::ServerTtft);
     let server_ttft_p50_ms = server_ttft.and_then(|s| s.p50).map(|s| s * 1000.0);
     let server_ttft_p99_ms = server_ttft.and_then(|s| s.p99).map(|s| s * 1000.0);
+    // A client late by less than the server's own TTFT did not make the level slow: the server's
+    // bottleneck comes first, the client's lag after it.
+    if let (Some(lag), Some(server_p50)) = (e.client_lag_p99_ms, server_ttft_p50_ms)
+        && held.len() > 1
+        && held[0].0 == Bottleneck::ClientBound
+        && lag <= server_p50
+    {
+        let client = held.remove(0);
+        held.insert(1, client);
+    }
     let ttft_gap_p50_ms = match (e.client_ttft_p50_ms, server_ttft_p50_ms) {
         (Some(c), Some(s)) => Some(c - s),
         _ => None,
     };
-
     // The run's harness flag (a starved or busy client) makes the client's timings suspect, not
     // the server's counters: it names the level client-bound only when the server shows nothing.
     let harness: Vec<String> = e.harness_reasons.iter().map(|r| format!("harness: {r}")).collect();
@@ -292,6 +302,17 @@ mod tests {
         let d = diagnose(&e);
         assert_eq!(d.bottleneck, Bottleneck::ClientBound);
         assert!(d.evidence[0].contains("42 ms > bound 10 ms"), "{:?}", d.evidence);
+        // Late by 42 ms at a server queueing for 300 ms: the server's queue comes first.
+        let mut ttft = gauge(Signal::ServerTtft, 0.0, 0.0);
+        (ttft.mean, ttft.max, ttft.p50) = (None, None, Some(0.3));
+        let queued = [gauge(Signal::QueueLength, 6.0, 8.0), ttft];
+        let mut e = evidence(&queued, &[]);
+        e.client_lag_p99_ms = Some(42.0);
+        let d = diagnose(&e);
+        assert_eq!(
+            (d.bottleneck, d.also.clone()),
+            (Bottleneck::ServerQueued, vec![Bottleneck::ClientBound])
+        );
         let reasons = vec!["bakeoff used 95 % of the cores".to_string()];
         let mut e = evidence(&server, &[]);
         e.harness_reasons = &reasons;
