@@ -193,8 +193,11 @@ fn parse_sample(line: &str) -> Result<Sample, String> {
 }
 
 /// Labels after the opening brace, up to and including the closing one; returns the rest.
-fn parse_labels(mut s: &str) -> Result<(Vec<(String, String)>, &str), String> {
-    let mut labels: Vec<(String, String)> = Vec::new();
+/// A sample's labels in the order written.
+type Labels = Vec<(String, String)>;
+
+fn parse_labels(mut s: &str) -> Result<(Labels, &str), String> {
+    let mut labels: Labels = Vec::new();
     loop {
         s = s.trim_start();
         if let Some(rest) = s.strip_prefix('}') {
