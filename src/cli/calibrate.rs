@@ -74,6 +74,11 @@ pub struct CalibrateArgs {
     /// Concurrency levels of the https levels (with --tls).
     #[arg(long, value_delimiter = ',', default_value = "1,64")]
     pub tls_levels: Vec<u32>,
+    /// Scrape the mock's `/metrics` and simulated GPU every second during every level, as a run
+    /// with a telemetry source does; compare with a calibration without it for the cost of
+    /// scraping on the client's figures (docs/telemetry.md).
+    #[arg(long)]
+    pub scrape_telemetry: bool,
     /// Write the figures here as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -125,6 +130,7 @@ pub async fn run(args: CalibrateArgs) -> anyhow::Result<()> {
             }
         },
         tls_levels: if args.tls { args.tls_levels.clone() } else { Vec::new() },
+        scrape_telemetry: args.scrape_telemetry,
     };
     let report = crate::app::calibrate::calibrate(&options, |line| eprintln!("{line}")).await?;
     let mut out = std::io::stdout().lock();

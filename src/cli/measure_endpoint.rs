@@ -453,6 +453,8 @@ fn candidate_spec(args: &MeasureFlags) -> anyhow::Result<(CandidateSpec, String)
             None => None,
         },
         wire: Default::default(),
+        metrics_url: None,
+        gpu_metrics_url: None,
     };
     Ok((spec, host))
 }

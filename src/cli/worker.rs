@@ -34,6 +34,11 @@ pub struct WorkerArgs {
     pub spill_dir: Option<PathBuf>,
     #[command(flatten)]
     pub candidate_origins: crate::config::CandidateOrigins,
+    /// Serve this worker's own Prometheus series (docs/telemetry.md) at `http://ADDR/metrics`,
+    /// e.g. `127.0.0.1:9464`. Unauthenticated (counts and durations only, no names): bind it
+    /// where only your Prometheus reaches. Default: not served.
+    #[arg(long, env = "BAKEOFF_WORKER_METRICS_LISTEN")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 pub async fn run(args: WorkerArgs) -> anyhow::Result<()> {
@@ -73,6 +78,18 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<()> {
     // of a big run computes them from every record.
     crate::app::pages::summaries::install(&crate::app::state::App::new(store, runner.clone()));
     runner.start_worker();
+    if let Some(addr) = args.metrics_listen {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("--metrics-listen {addr}"))?;
+        tracing::info!(%addr, "serving this worker's own metrics at /metrics");
+        let runner = runner.clone();
+        tokio::spawn(async move {
+            if let Err(e) = crate::web::own_metrics::serve_worker_metrics(listener, runner).await {
+                tracing::warn!(error = %e, "the worker's metrics listener stopped");
+            }
+        });
+    }
     crate::app::shutdown::signal().await;
     tracing::info!("worker stopping: units it held are taken over once their leases run out");
     Ok(())

@@ -32,6 +32,8 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("POST", "/logout", Public),
     ("GET", "/", VIEWER),
     ("GET", "/measure", VIEWER),
+    // bakeoff's own series (counts only); Prometheus sends a viewer's API token in accounts mode.
+    ("GET", "/metrics", VIEWER),
     // my account: every logged-in user
     ("GET", "/account", VIEWER),
     ("POST", "/account/password", VIEWER),
@@ -124,6 +126,7 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/runs/{id}/events", VIEWER),
     ("GET", "/runs/{id}/cases", VIEWER),
     ("GET", "/runs/{id}/timeline", VIEWER),
+    ("GET", "/runs/{id}/telemetry", VIEWER),
     ("POST", "/runs/{id}/cancel", EDITOR),
     ("POST", "/runs/{id}/again", EDITOR),
     ("POST", "/runs/{id}/resume", EDITOR),

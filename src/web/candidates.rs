@@ -194,6 +194,7 @@ impl CandidateFormPage {
             request_parameters_fieldset(draft, errors),
             token_counting_fieldset(draft, errors),
             declared_conditions_fieldset(draft, errors),
+            telemetry_fieldset(draft, errors),
             price_fieldset(draft, errors),
             claimed_figure_fieldset(draft, errors),
             notes_fieldset(draft, errors),
@@ -417,6 +418,37 @@ fn declared_conditions_fieldset(draft: &CandidateDraft, errors: &FieldErrors) ->
                 FieldKind::Number,
                 &draft.context_length,
             ),
+        ],
+    }
+}
+
+fn telemetry_fieldset(draft: &CandidateDraft, errors: &FieldErrors) -> Fieldset {
+    Fieldset {
+        legend: "Telemetry source",
+        note: Some(
+            "Scraped during runs (every second by default) and shown on the run's time axis: what the server \
+             and its GPUs were doing. A plain GET: no key or header is sent.",
+        ),
+        fields: vec![
+            field(
+                errors,
+                "metrics_url",
+                "Server metrics URL",
+                FieldKind::Text,
+                &draft.metrics_url,
+            )
+            .help(
+                "The server's Prometheus endpoint (vLLM, SGLang, TGI, llama-server --metrics), usually /metrics \
+                 at the server's root; the operability probe says when it answers there. Blank: not scraped.",
+            ),
+            field(
+                errors,
+                "gpu_metrics_url",
+                "GPU metrics URL",
+                FieldKind::Text,
+                &draft.gpu_metrics_url,
+            )
+            .help("A DCGM exporter (e.g. http://gpu-node:9400/metrics) or any Prometheus endpoint with GPU series."),
         ],
     }
 }

@@ -22,6 +22,7 @@ pub mod how_we_measure;
 pub mod notifications;
 pub mod operability;
 pub mod overview;
+pub mod own_metrics;
 pub mod retirement;
 pub mod review;
 pub mod runs;
@@ -80,6 +81,7 @@ pub fn build_app(state: AppState) -> Router {
         .merge(accounts::router())
         .merge(assets::router())
         .merge(api::router())
+        .merge(own_metrics::router())
         .fallback(error::not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(state.clone(), security::guard))
@@ -89,6 +91,7 @@ pub fn build_app(state: AppState) -> Router {
             state.clone(),
             security::security_headers,
         ))
+        .layer(axum::middleware::from_fn(own_metrics::time_pages))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
             // The route pattern, not the raw path, so ids don't explode log cardinality.
             let route = req

@@ -50,6 +50,7 @@ mod store_operability;
 mod store_runs;
 mod store_scorecards;
 mod store_text;
+mod telemetry;
 mod tls;
 mod tokenize;
 mod tool_cases;

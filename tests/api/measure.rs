@@ -761,6 +761,7 @@ async fn calibrate_compares_against_the_ground_truth() {
         },
         // c=1 again over https, against the mock process served over TLS.
         tls_levels: vec![1],
+        scrape_telemetry: false,
     };
     let report = tokio::time::timeout(DEADLINE, bakeoff::app::calibrate::calibrate(&options, |_| {}))
         .await
@@ -832,6 +833,7 @@ async fn calibrate_covers_chunked_and_non_streamed_levels() {
             exe: env!("CARGO_BIN_EXE_bakeoff").into(),
         },
         tls_levels: Vec::new(),
+        scrape_telemetry: false,
     };
     let report = tokio::time::timeout(DEADLINE, bakeoff::app::calibrate::calibrate(&options, |_| {}))
         .await

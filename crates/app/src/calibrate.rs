@@ -106,6 +106,7 @@ async fn run_levels(
         process: mock.pid(),
         ran: &ran,
         ca_file: ca_file.as_deref(),
+        scrape_telemetry: options.scrape_telemetry,
     };
     // The ground truth is read over the mock's own scheme, trusting its CA.
     let mut http = reqwest::Client::builder();

@@ -35,6 +35,7 @@ pub mod gate;
 pub mod live;
 pub mod memory;
 pub mod notify;
+pub mod own_metrics;
 pub mod pages;
 pub mod profiles;
 pub mod retirement;
@@ -45,6 +46,7 @@ pub mod scorecard;
 pub mod shipped;
 pub mod shutdown;
 pub mod state;
+pub mod telemetry;
 pub mod transfer;
 pub mod verdicts;
 

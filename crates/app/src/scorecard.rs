@@ -134,7 +134,24 @@ pub async fn assemble(
         &RunRecords::of(run.id),
     )
     .await?;
-    let operability = operability_evidence(store, &candidates).await?;
+    let mut operability = operability_evidence(store, &candidates).await?;
+    // GPU energy per output token comes from the run's telemetry, read only when a rule asks.
+    if profile
+        .rules
+        .iter()
+        .any(|r| r.metric.starts_with("joules_per_output_token"))
+    {
+        let telemetry = crate::telemetry::run_telemetry(store, run.id).await?;
+        for (ops, c) in operability.iter_mut().zip(&candidates) {
+            if let Some(t) = telemetry.candidates.iter().find(|t| t.candidate_id == c.id) {
+                ops.joules_per_output_token = t
+                    .levels
+                    .iter()
+                    .filter_map(|l| Some((l.concurrency?, l.joules_per_output_token?)))
+                    .collect();
+            }
+        }
+    }
     let mut card = scorecard::build_from(&SummaryInput {
         run_concurrency: run.config.concurrency,
         candidates: &candidates,
@@ -333,7 +350,11 @@ async fn operability_evidence(
             .into_iter()
             .next()
             .map(|v| v.answers);
-        evidence.push(CandidateOperability { probes, checklist });
+        evidence.push(CandidateOperability {
+            probes,
+            checklist,
+            ..Default::default()
+        });
     }
     Ok(evidence)
 }

@@ -112,6 +112,11 @@ pub struct ExportedCandidate {
     /// The reasoning-in-content switch (absent: auto, as before it existed).
     #[serde(default, skip_serializing_if = "is_auto")]
     pub reasoning_in_content: ReasoningInContent,
+    /// The telemetry source (absent in exports made before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_metrics_url: Option<String>,
 }
 
 fn is_auto(mode: &ReasoningInContent) -> bool {
@@ -304,6 +309,8 @@ async fn export_head(store: &dyn Store, run_id: i64) -> Result<RunExport, AppErr
                 tokenize: s.tokenize,
                 tls_ca_file: s.tls_ca_file,
                 reasoning_in_content: s.wire.reasoning_in_content,
+                metrics_url: s.metrics_url.as_deref().map(crate::domain::redact::url),
+                gpu_metrics_url: s.gpu_metrics_url.as_deref().map(crate::domain::redact::url),
             }
         })
         .collect();

@@ -288,6 +288,11 @@ pub struct CandidateSpec {
     pub tls_ca_file: Option<String>,
     /// How bakeoff talks to the server beyond its provider kind.
     pub wire: WireOptions,
+    /// Telemetry source (`telemetry::source`): the server's Prometheus endpoint, scraped during
+    /// runs (None: not scraped; the operability probe offers the usual `/metrics` when it answers)…
+    pub metrics_url: Option<String>,
+    /// …and a GPU exporter's (DCGM exporter or any Prometheus endpoint with GPU series).
+    pub gpu_metrics_url: Option<String>,
 }
 
 /// How bakeoff talks to a candidate's server beyond its provider kind.
@@ -458,6 +463,8 @@ impl CandidateSpec {
             tokenize: None,
             tls_ca_file: None,
             wire: WireOptions::default(),
+            metrics_url: None,
+            gpu_metrics_url: None,
         }
     }
 
@@ -639,6 +646,10 @@ pub struct CandidateDraft {
     pub headers: String,
     /// Secret headers, one `Name: value` a line; write-only (blank on an edit keeps them).
     pub secret_headers: String,
+    /// The server's Prometheus endpoint; blank: none.
+    pub metrics_url: String,
+    /// A GPU exporter's Prometheus endpoint; blank: none.
+    pub gpu_metrics_url: String,
 }
 
 impl CandidateDraft {
@@ -697,6 +708,8 @@ impl CandidateDraft {
                 .collect(),
             // Secret headers are never put back in a page.
             secret_headers: String::new(),
+            metrics_url: opt(&spec.metrics_url),
+            gpu_metrics_url: opt(&spec.gpu_metrics_url),
         }
     }
 
@@ -766,6 +779,8 @@ impl CandidateDraft {
                 headers.push(h);
             }
         }
+        let metrics_url = super::telemetry::source::endpoint(&mut e, "metrics_url", &self.metrics_url);
+        let gpu_metrics_url = super::telemetry::source::endpoint(&mut e, "gpu_metrics_url", &self.gpu_metrics_url);
         let reasoning_in_content = ReasoningInContent::parse(&self.reasoning_in_content).unwrap_or_else(|| {
             e.add("reasoning_in_content", "choose one of: auto, always, never");
             ReasoningInContent::Auto
@@ -793,6 +808,8 @@ impl CandidateDraft {
                 reasoning_in_content,
                 headers,
             },
+            metrics_url,
+            gpu_metrics_url,
         })
     }
 }

@@ -35,6 +35,7 @@ pub mod scorecard;
 pub mod sealed;
 pub mod stability;
 pub mod stats;
+pub mod telemetry;
 pub mod thresholds;
 pub mod timeline;
 pub mod tool_calls;

@@ -77,6 +77,10 @@ pub struct CalibrateOptions {
     /// Concurrencies of the latency sweep run again over https, against the mock served over
     /// TLS (a loopback certificate made for the run), after the sweep: empty, none.
     pub tls_levels: Vec<u32>,
+    /// Scrape the mock's `/metrics` and simulated GPU every second during every level, as a run
+    /// with a telemetry source does (`run::telemetry`): compared with a calibration without it,
+    /// the cost of scraping on the client's figures.
+    pub scrape_telemetry: bool,
 }
 
 /// Where the mock serving calibration runs.
@@ -400,6 +404,8 @@ pub struct MockUrls<'a> {
     pub ran: &'a str,
     /// The CA file the candidate trusts (the mock served over TLS with a certificate it signed).
     pub ca_file: Option<&'a str>,
+    /// The candidate declares the mock's `/metrics` and simulated GPU as its telemetry source.
+    pub scrape_telemetry: bool,
 }
 
 /// One level: a measured run against the mock, then every request compared with its record.
@@ -431,6 +437,10 @@ pub async fn run_level(
         crate::domain::accounts::Role::Viewer,
         CandidateSpec {
             tls_ca_file: mock.ca_file.map(str::to_string),
+            metrics_url: mock.scrape_telemetry.then(|| format!("{}/metrics", mock.root_url)),
+            gpu_metrics_url: mock
+                .scrape_telemetry
+                .then(|| format!("{}/mock/gpu/metrics", mock.root_url)),
             ..CandidateSpec::openai_chat(format!("calibrate c={c}"), mock.base_url, spec.model)
         },
         false,

@@ -15,6 +15,7 @@ pub mod calibrate;
 pub mod cancel;
 pub mod endpoint_measure;
 pub mod error;
+pub mod own_metrics;
 pub mod probes;
 pub mod run;
 pub mod tokens;

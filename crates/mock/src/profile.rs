@@ -96,6 +96,15 @@ pub struct ModelProfile {
     /// Per request, the probability that a known case gets the opposite of its usual right or
     /// wrong answer, so repetitions of a case disagree (0: every case answers the same way).
     pub inconsistency: f64,
+
+    // --- the simulated engine behind `/metrics` (server/simulated.rs)
+    /// KV-cache size in tokens: a request holds its prompt and the tokens it has sent, and one
+    /// that would overflow the cache is preempted (gives its share back, counted in
+    /// `vllm:num_preemptions_total`). None: a cache that never fills (usage reported as 0).
+    pub kv_cache_tokens: Option<u32>,
+    /// The simulated GPU's power when idle and when every slot is busy, watts (linear between).
+    pub gpu_idle_watts: f64,
+    pub gpu_busy_watts: f64,
     /// How often a tool case's answer makes each kind of tool-call mistake (docs/mock.md).
     pub tool_faults: ToolFaults,
 }
@@ -191,6 +200,9 @@ impl Default for ModelProfile {
             no_health: false,
             inconsistency: 0.0,
             tool_faults: ToolFaults::default(),
+            kv_cache_tokens: None,
+            gpu_idle_watts: 60.0,
+            gpu_busy_watts: 300.0,
         }
     }
 }
@@ -286,6 +298,16 @@ impl ModelProfile {
         }
         non_negative("latency_drift_per_minute", self.latency_drift_per_minute)?;
         fraction("inconsistency", self.inconsistency)?;
+        if self.kv_cache_tokens == Some(0) {
+            return Err(("kv_cache_tokens", "must be at least 1 when set".to_string()));
+        }
+        non_negative("gpu_idle_watts", self.gpu_idle_watts)?;
+        if !(self.gpu_busy_watts.is_finite() && self.gpu_busy_watts >= self.gpu_idle_watts) {
+            return Err((
+                "gpu_busy_watts",
+                format!("must be at least gpu_idle_watts ({})", self.gpu_idle_watts),
+            ));
+        }
         for (kind, rate) in self.tool_faults.rates() {
             fraction(kind, rate)?;
         }

@@ -47,6 +47,7 @@ use crate::domain::run::{
 use crate::domain::schedule::{Firing, Schedule, ScheduleSpec};
 use crate::domain::scorecard::{NewScorecard, RecordedVerdict, ScorecardListItem, ScorecardRecord, Verdict};
 use crate::domain::sealed::KeySealer;
+use crate::domain::telemetry::Scrape;
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
 use crate::domain::workers::{Claimant, Coordination, Decision as WorkerDecision, OpenRun, RunUnit, WorkerStatus};
 
@@ -72,6 +73,7 @@ pub mod server_key;
 mod settings;
 pub mod sqlite;
 mod stops;
+mod telemetry;
 pub mod text;
 mod token_counts;
 mod users;
@@ -459,6 +461,7 @@ pub trait Store:
     + ReviewStore
     + ScheduleStore
     + NotificationStore
+    + TelemetryStore
     + Send
     + Sync
     + 'static
@@ -487,7 +490,8 @@ where
         + WorkerStore
         + ReviewStore
         + ScheduleStore
-        + NotificationStore,
+        + NotificationStore
+        + TelemetryStore,
 {
     fn backend(&self) -> Backend {
         T::KIND
@@ -1000,6 +1004,20 @@ pub trait NotificationStore: Send + Sync {
     fn list_deliveries(&self, target_id: Option<i64>, limit: i64) -> StoreFuture<'_, Vec<Delivery>>;
 }
 
+/// Telemetry scrapes of runs (`telemetry.rs`): append-only.
+pub trait TelemetryStore: Send + Sync {
+    /// Stores scrapes of one candidate of a run in one transaction; NotFound when the run has no
+    /// such candidate. Returns how many were stored.
+    fn append_telemetry_scrapes<'a>(
+        &'a self,
+        run_id: i64,
+        candidate_id: i64,
+        scrapes: &'a [Scrape],
+    ) -> StoreFuture<'a, u64>;
+    /// A candidate's scrapes of a run in time order (at most `telemetry::MAX_SCRAPES_READ`).
+    fn list_telemetry_scrapes(&self, run_id: i64, candidate_id: i64) -> StoreFuture<'_, Vec<Scrape>>;
+}
+
 /// Implements every aggregate's trait (hence [`Store`]) for one backend `$store` from the
 /// aggregates' query macros, which reach the backend only through [`SqlBackend`]. The macros
 /// expand here, so the paths inside them are written as seen from this module.
@@ -1102,6 +1120,10 @@ macro_rules! impl_store {
 
         impl NotificationStore for $store {
             notifications::notification_queries!();
+        }
+
+        impl TelemetryStore for $store {
+            telemetry::telemetry_queries!();
         }
     };
 }

@@ -124,6 +124,8 @@ pub(crate) struct CandidateRow {
     pub tls_ca_file: Option<String>,
     pub reasoning_in_content: String,
     pub headers: Option<String>,
+    pub metrics_url: Option<String>,
+    pub gpu_metrics_url: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -134,7 +136,7 @@ macro_rules! candidate_columns {
         "id, name, provider, base_url, model, api_key, api_key_env, max_tokens, temperature, extra_body, hardware, \
          framework, quantization, context_length, price_input_per_mtok, price_output_per_mtok, \
          claimed_tokens_per_second, claimed_caliber, claimed_conditions, notes, tokenize_kind, tokenize_path, \
-         tls_ca_file, reasoning_in_content, headers, created_at, updated_at"
+         tls_ca_file, reasoning_in_content, headers, metrics_url, gpu_metrics_url, created_at, updated_at"
     };
 }
 pub(crate) use candidate_columns;
@@ -233,6 +235,8 @@ impl CandidateRow {
                     reasoning_in_content,
                     headers,
                 },
+                metrics_url: self.metrics_url,
+                gpu_metrics_url: self.gpu_metrics_url,
             },
             created_at: Timestamp(self.created_at),
             updated_at: Timestamp(self.updated_at),
@@ -269,6 +273,8 @@ pub(crate) struct CandidateValues<'a> {
     pub reasoning_in_content: &'static str,
     /// JSON; secret values sealed for the candidate (left out when its id is not known yet).
     pub headers: Option<String>,
+    pub metrics_url: Option<&'a str>,
+    pub gpu_metrics_url: Option<&'a str>,
 }
 
 /// A custom header as stored: a plain value, or a secret one sealed for its candidate.
@@ -333,6 +339,8 @@ impl<'a> CandidateValues<'a> {
             tls_ca_file: spec.tls_ca_file.as_deref(),
             reasoning_in_content: spec.wire.reasoning_in_content.as_str(),
             headers: stored_headers(spec, sealer, id),
+            metrics_url: spec.metrics_url.as_deref(),
+            gpu_metrics_url: spec.gpu_metrics_url.as_deref(),
         }
     }
 }
@@ -1278,6 +1286,10 @@ pub(crate) struct CandidateSnapshot {
     pub tls_ca_file: Option<String>,
     #[serde(default)]
     pub reasoning_in_content: ReasoningInContent,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_metrics_url: Option<String>,
 }
 
 impl CandidateSnapshot {
@@ -1298,6 +1310,8 @@ impl CandidateSnapshot {
             tokenize: spec.tokenize.clone(),
             tls_ca_file: spec.tls_ca_file.clone(),
             reasoning_in_content: spec.wire.reasoning_in_content,
+            metrics_url: spec.metrics_url.clone(),
+            gpu_metrics_url: spec.gpu_metrics_url.clone(),
         }
     }
 
@@ -1333,6 +1347,8 @@ impl CandidateSnapshot {
                 reasoning_in_content: self.reasoning_in_content,
                 headers: Vec::new(),
             },
+            metrics_url: self.metrics_url,
+            gpu_metrics_url: self.gpu_metrics_url,
         }
     }
 }

@@ -13,6 +13,7 @@ mod detail;
 mod events;
 mod list;
 pub(crate) mod new;
+mod telemetry;
 
 pub use detail::{LiveView, RunPage};
 
@@ -26,6 +27,7 @@ pub fn router() -> Router<AppState> {
         .route("/runs/{id}/events", get(events::events))
         .route("/runs/{id}/cases", get(cases::page))
         .route("/runs/{id}/timeline", get(cases::timeline))
+        .route("/runs/{id}/telemetry", get(telemetry::page))
         .route("/runs/{id}/cancel", post(detail::cancel))
         .route("/runs/{id}/again", post(again::again))
         .route("/runs/{id}/resume", post(again::resume))

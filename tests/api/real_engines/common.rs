@@ -282,6 +282,8 @@ pub struct Engine {
     pub prompt_counters: &'static [&'static str],
     /// The counter of prompt tokens answered from its prefix cache.
     pub cached_counter: &'static str,
+    /// The engine bakeoff's telemetry catalogue recognises in its /metrics.
+    pub telemetry_engine: &'static str,
 }
 
 impl Engine {
@@ -457,6 +459,60 @@ pub async fn streams_and_whole_answers(engine: &Engine, server: &ServerProcess, 
             engine.prompt_counters
         );
     }
+}
+
+/// A run whose candidate declares the server's /metrics as its telemetry source: the scrapes
+/// are stored, the engine's naming is recognised, and the level's increase of the server's
+/// output-token counter is what bakeoff's records received (usage), within one token; the run's
+/// telemetry page shows the server's series.
+pub async fn telemetry(engine: &Engine, server: &ServerProcess) {
+    let bench = Bench::new().await;
+    let file = EvalSetFile::parse("real-engine-smoke.jsonl", SMOKE).unwrap();
+    let spec = CandidateSpec {
+        metrics_url: Some(format!("{}/metrics", server.root)),
+        ..engine.candidate(server, "telemetry")
+    };
+    let (run, records) = bench.run(&file, &spec, small_config(true)).await;
+    let say = engine.name;
+    assert_eq!(
+        run.status,
+        RunStatus::Finished,
+        "{say}: {:?}\n{}",
+        run.error,
+        server.log_tail()
+    );
+    let t = bakeoff::app::telemetry::run_telemetry(&bench.store, run.id)
+        .await
+        .unwrap();
+    let c = t
+        .candidates
+        .first()
+        .unwrap_or_else(|| panic!("{say}: no scrapes stored"));
+    assert_eq!(c.failed_scrapes, 0, "{say}: {:?}", c.first_error);
+    assert!(
+        c.engines.iter().any(|e| e == engine.telemetry_engine),
+        "{say}: {:?}",
+        c.engines
+    );
+    let level = c.levels.first().unwrap_or_else(|| panic!("{say}: no level"));
+    let received: u32 = records
+        .iter()
+        .filter(|r| !r.is_warmup)
+        .filter_map(|r| r.output_tokens)
+        .sum();
+    let increase =
+        bakeoff::domain::telemetry::window::find(&level.server, bakeoff::domain::telemetry::Signal::GenerationTokens)
+            .and_then(|s| s.increase)
+            .unwrap_or_else(|| panic!("{say}: no output-token counter in the window: {:?}", level.server));
+    assert!(
+        (increase - f64::from(received)).abs() <= 1.0,
+        "{say}: the server counted {increase} output tokens in the level, bakeoff received {received}"
+    );
+    assert!(
+        t.charts.iter().any(|ch| ch.id.starts_with("chart-telemetry-")),
+        "{say}: the server's series are drawn: {:?}",
+        t.charts.iter().map(|c| &c.id).collect::<Vec<_>>()
+    );
 }
 
 /// Runs every probe and checks each verdict against `expected` (the cancel probe compares

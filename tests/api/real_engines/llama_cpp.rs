@@ -26,6 +26,7 @@ const ENGINE: Engine = Engine {
     // found in a slot's cache.
     prompt_counters: &["llamacpp:prompt_tokens_total", "llamacpp:prompt_tokens_cached_total"],
     cached_counter: "llamacpp:prompt_tokens_cached_total",
+    telemetry_engine: "llama.cpp",
 };
 
 /// (llama-server, model, tool template); panics with what to install when missing (the tests run without them
@@ -71,6 +72,16 @@ async fn llama_server_streams_usage_that_its_tokenizer_and_counters_agree_with()
     let server = start(false).await;
     // llama-server's usage counts the end-of-turn token of an answer that stopped on it.
     common::streams_and_whole_answers(&ENGINE, &server, 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_llama_cpp),
+    ignore = "needs llama-server and SmolLM2-135M: run scripts/install-llama-cpp-server.sh (then touch build.rs)"
+)]
+async fn llama_server_metrics_are_scraped_on_the_runs_timeline() {
+    let server = start(false).await;
+    common::telemetry(&ENGINE, &server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -22,6 +22,7 @@ const ENGINE: Engine = Engine {
     generated_counter: "vllm:generation_tokens_total",
     prompt_counters: &["vllm:prompt_tokens_total"],
     cached_counter: "vllm:prompt_tokens_cached_total",
+    telemetry_engine: "vLLM",
 };
 
 /// Longest vLLM may take to answer /health: importing torch and vLLM in the API server and
@@ -119,6 +120,9 @@ async fn vllm_cpu_end_to_end() {
 
     // vLLM's usage counts the end-of-turn token of an answer that stopped on it.
     common::streams_and_whole_answers(&ENGINE, &server, 1).await;
+
+    // Its /metrics scraped on a run's timeline: vLLM's naming recognised, counters match usage.
+    common::telemetry(&ENGINE, &server).await;
 
     // Beyond --max-model-len: HTTP 400 "This model's maximum context length is 2048 tokens…".
     common::overlong_prompt(&ENGINE, &server, 3000, "maximum context length").await;

@@ -77,6 +77,14 @@ pub struct CandidateEntry {
     /// besides the system's (an in-house server with a self-signed certificate).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_ca_file: Option<String>,
+    /// Telemetry source: the server's Prometheus endpoint, scraped during runs (absent: not
+    /// scraped), e.g. `http://127.0.0.1:8000/metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_url: Option<String>,
+    /// Telemetry source: a GPU exporter's Prometheus endpoint (DCGM exporter or any endpoint with
+    /// GPU series), e.g. `http://gpu-node:9400/metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_metrics_url: Option<String>,
     /// Reasoning the server leaves in the content (`<think>…</think>`): `auto` (the default)
     /// recognises a reasoning tag at the start of the content, `always` takes the content as
     /// reasoning up to a closing tag (servers whose chat template puts the opening tag in the
@@ -175,6 +183,8 @@ impl CandidateEntry {
             tokenize_kind: self.tokenize.as_ref().map(|t| t.kind.clone()).unwrap_or_default(),
             tokenize_path: self.tokenize.as_ref().and_then(|t| t.path.clone()).unwrap_or_default(),
             tls_ca_file: text(&self.tls_ca_file),
+            metrics_url: text(&self.metrics_url),
+            gpu_metrics_url: text(&self.gpu_metrics_url),
             reasoning_in_content: text(&self.reasoning_in_content),
             headers: self.headers.iter().map(|(k, v)| format!("{k}: {v}\n")).collect(),
             secret_headers: String::new(),
@@ -219,6 +229,8 @@ impl CandidateEntry {
                 path: Some(t.path.clone()),
             }),
             tls_ca_file: spec.tls_ca_file.clone(),
+            metrics_url: spec.metrics_url.clone(),
+            gpu_metrics_url: spec.gpu_metrics_url.clone(),
             reasoning_in_content: (spec.wire.reasoning_in_content != ReasoningInContent::Auto)
                 .then(|| spec.wire.reasoning_in_content.as_str().to_string()),
             // Plain headers only: a secret one never leaves the server.

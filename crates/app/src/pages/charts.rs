@@ -743,20 +743,66 @@ struct TimelineSpec {
 
 /// A line per candidate of `spec`'s figure over the run's buckets.
 fn timeline_chart(t: &crate::domain::timeline::Timeline, names: &[String], spec: TimelineSpec) -> Option<Chart> {
-    use crate::domain::timeline::Bucket;
-    let mid = |b: &Bucket| (b.start_s + b.end_s) / 2.0;
-    let xs = 0.0..t
+    let mid = |b: &crate::domain::timeline::Bucket| (b.start_s + b.end_s) / 2.0;
+    let x_end = t
         .candidates
         .iter()
         .flat_map(|(_, b)| b.last())
         .map(|b| b.end_s)
         .fold(t.bucket_s, f64::max);
-    let mut ys = padded(
-        t.candidates.iter().flat_map(|(_, b)| b.iter().filter_map(spec.pick)),
-        true,
-    )?;
-    // Headroom for the legend (a row per candidate) above the lines.
-    ys.end += (ys.end - ys.start) * 0.12 * (t.candidates.len() + 1) as f64;
+    let lines: Vec<TimeLine> = t
+        .candidates
+        .iter()
+        .enumerate()
+        .map(|(i, (_, buckets))| {
+            let name = names.get(i).map(String::as_str).unwrap_or("?");
+            TimeLine {
+                name: name.to_string(),
+                points: buckets
+                    .iter()
+                    .filter_map(|b| {
+                        let y = (spec.pick)(b)?;
+                        Some((mid(b), y, format!("{name}, {}: {}", interval(b), figure(y, spec.unit))))
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    over_time_chart(
+        OverTime {
+            id: spec.id.into(),
+            title: spec.title.into(),
+            y_desc: spec.y_desc.into(),
+            caption: spec.caption,
+            x_end,
+        },
+        &lines,
+    )
+}
+
+/// One line of a chart over the run's time axis: its name, and its points (seconds since the
+/// run's first measured request, value, the text a point shows on hover or focus).
+pub struct TimeLine {
+    pub name: String,
+    pub points: Vec<(f64, f64, String)>,
+}
+
+/// The words of a chart over the run's time axis, and where the axis ends (seconds).
+pub struct OverTime {
+    pub id: String,
+    pub title: String,
+    pub y_desc: String,
+    pub caption: String,
+    pub x_end: f64,
+}
+
+/// A chart over the run's time axis, a coloured line per `lines` entry (the timeline's charts
+/// and the telemetry's share it, so their axes read alike). None without a finite point.
+pub fn over_time_chart(spec: OverTime, lines: &[TimeLine]) -> Option<Chart> {
+    let xs = 0.0..spec.x_end.max(1e-9);
+    let mut ys = padded(lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)), true)?;
+    // Headroom for the legend (a row per line) above the lines.
+    ys.end += (ys.end - ys.start) * 0.12 * (lines.len() + 1) as f64;
     let mut titles = Vec::new();
     let svg = render_at((720, 280), |root| {
         root.fill(&WHITE)?;
@@ -768,7 +814,7 @@ fn timeline_chart(t: &crate::domain::timeline::Timeline, names: &[String], spec:
         chart
             .configure_mesh()
             .x_desc("seconds since the run's first measured request")
-            .y_desc(spec.y_desc)
+            .y_desc(spec.y_desc.as_str())
             .label_style((FONT, 13))
             .max_light_lines(1)
             .light_line_style(GRID_LIGHT)
@@ -776,22 +822,20 @@ fn timeline_chart(t: &crate::domain::timeline::Timeline, names: &[String], spec:
             .x_label_formatter(&|v| axis_number(*v))
             .y_label_formatter(&|v| axis_number(*v))
             .draw()?;
-        for (i, (_, buckets)) in t.candidates.iter().enumerate() {
+        for (i, line) in lines.iter().enumerate() {
             let c = colour(i);
-            let name = names.get(i).map(String::as_str).unwrap_or("?");
-            let points: Vec<(f64, f64, &Bucket)> = buckets
-                .iter()
-                .filter_map(|b| Some((mid(b), (spec.pick)(b)?, b)))
-                .collect();
             chart
-                .draw_series(LineSeries::new(points.iter().map(|p| (p.0, p.1)), c.stroke_width(2)))?
-                .label(name)
+                .draw_series(LineSeries::new(
+                    line.points.iter().map(|p| (p.0, p.1)),
+                    c.stroke_width(2),
+                ))?
+                .label(line.name.as_str())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
-            chart.draw_series(points.iter().map(|p| Circle::new((p.0, p.1), 3, c.filled())))?;
-            for &(x, y, b) in &points {
+            chart.draw_series(line.points.iter().map(|p| Circle::new((p.0, p.1), 3, c.filled())))?;
+            for (x, y, text) in &line.points {
                 titles.push(PointTitle {
-                    at: chart.backend_coord(&(x, y)),
-                    text: format!("{name}, {}: {}", interval(b), figure(y, spec.unit)),
+                    at: chart.backend_coord(&(*x, *y)),
+                    text: text.clone(),
                 });
             }
         }
@@ -805,8 +849,8 @@ fn timeline_chart(t: &crate::domain::timeline::Timeline, names: &[String], spec:
         root.present()
     })?;
     Some(Chart {
-        id: spec.id.into(),
-        title: spec.title.into(),
+        id: spec.id,
+        title: spec.title,
         caption: spec.caption,
         svg: with_point_titles(svg, &titles),
     })

@@ -412,6 +412,8 @@ fn spec_of(c: &ExportedCandidate, name: &str) -> Result<CandidateSpec, AppError>
             reasoning_in_content: c.reasoning_in_content,
             headers: Vec::new(),
         },
+        metrics_url: c.metrics_url.clone(),
+        gpu_metrics_url: c.gpu_metrics_url.clone(),
     };
     CandidateDraft::from_spec(&spec)
         .validate(None)

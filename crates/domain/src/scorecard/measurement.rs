@@ -475,6 +475,8 @@ pub struct Extras<'a> {
     pub cost: Option<&'a CostSummary>,
     pub probes: Option<&'a ProbeReport>,
     pub checklist: Option<&'a ChecklistAnswers>,
+    /// GPU energy per output token by concurrency, from the run's telemetry.
+    pub joules_per_output_token: Option<&'a [(u32, f64)]>,
 }
 
 /// Measures `key` for one candidate. `run_concurrency` is the load a rule without `@c=N` is
@@ -566,6 +568,7 @@ pub fn measure(
             operability(key, extras)
         }
         "cost_per_1k_cases" | "cost_per_correct" => cost_figure(key, cost),
+        "joules_per_output_token" => energy_figure(extras.joules_per_output_token, c),
         other => Measurement::missing(format!("{other} has no measurement"), def.uncertainty, c),
     };
     if m.value.is_none() && m.missing.is_none() {
@@ -743,6 +746,24 @@ fn cost_figure(key: &MetricKey, cost: Option<&CostSummary>) -> Measurement {
         unit: SampleUnit::Requests,
         concurrency: None,
         missing: missing.or_else(|| value.is_none().then(|| "no measured requests yet".to_string())),
+    }
+}
+
+/// GPU energy per output token at load `c`, from the run's telemetry.
+fn energy_figure(by_level: Option<&[(u32, f64)]>, c: Option<u32>) -> Measurement {
+    let value = by_level.and_then(|l| l.iter().find(|(at, _)| Some(*at) == c).map(|(_, j)| *j));
+    Measurement {
+        value,
+        interval: None,
+        uncertainty: Uncertainty::Exact,
+        n: 0.0,
+        unit: SampleUnit::Requests,
+        concurrency: c,
+        missing: value.is_none().then(|| match (by_level, c) {
+            (None, _) => "no GPU telemetry in this run (declare the candidate's GPU metrics URL)".to_string(),
+            (Some(_), Some(c)) => format!("no GPU energy measured at c={c}"),
+            (Some(_), None) => "no GPU energy measured".to_string(),
+        }),
     }
 }
 

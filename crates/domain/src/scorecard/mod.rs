@@ -426,6 +426,8 @@ pub struct JudgePricing<'a> {
 pub struct CandidateOperability {
     pub probes: Option<super::operability::ProbeReport>,
     pub checklist: Option<super::operability::ChecklistAnswers>,
+    /// GPU energy per output token by concurrency, from the run's telemetry (empty: none).
+    pub joules_per_output_token: Vec<(u32, f64)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -636,6 +638,9 @@ fn build_row(
                 cost: cost.as_ref(),
                 probes: ops.and_then(|o| o.probes.as_ref()),
                 checklist: ops.and_then(|o| o.checklist.as_ref()),
+                joules_per_output_token: ops
+                    .map(|o| o.joules_per_output_token.as_slice())
+                    .filter(|j| !j.is_empty()),
             };
             d.measure(&key, input.run_concurrency, &extras)
         })

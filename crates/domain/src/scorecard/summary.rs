@@ -168,6 +168,7 @@ fn from_records(base: &str) -> bool {
         base,
         "cost_per_1k_cases"
             | "cost_per_correct"
+            | "joules_per_output_token"
             | "operability_score"
             | "probes_passed_share"
             | "checklist_share"

@@ -486,6 +486,7 @@ fn operability_rules_read_the_candidates_checklist_and_probes() {
     let ops = [CandidateOperability {
         probes: None,
         checklist: Some(answers),
+        ..Default::default()
     }];
     let candidates = vec![candidate(1, "A", None)];
     let all = records(1, 300, &[true; 10]);

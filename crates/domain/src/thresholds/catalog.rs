@@ -380,6 +380,16 @@ pub const CATALOG: &[MetricDef] = &[
         Exact,
         "cost of measured attempts / cases answered correctly",
     )),
+    def(
+        "joules_per_output_token",
+        "GPU energy per output token",
+        Operability,
+        Unit::JoulesPerToken,
+        false,
+        Exact,
+        "GPU energy over the level's window (the exporter's energy counter, else its power scrapes integrated) / \
+         output tokens received in it; needs the candidate's GPU metrics URL (docs/telemetry.md)",
+    ),
     whole_run(def(
         "operability_score",
         "operability score",

@@ -50,6 +50,8 @@ pub enum Unit {
     ReqS,
     /// US dollars.
     Usd,
+    /// Joules of GPU energy per output token (telemetry).
+    JoulesPerToken,
 }
 
 impl Unit {
@@ -61,6 +63,7 @@ impl Unit {
             Unit::TokS => "tok/s",
             Unit::ReqS => "req/s",
             Unit::Usd => "USD",
+            Unit::JoulesPerToken => "J/token",
         }
     }
     /// The name stored in `ThresholdRule::unit` (proportions stay fractions, as stored).

@@ -146,7 +146,8 @@ impl Prober<'_> {
                 Evidence::default(),
             );
         }
-        let f = self.get(&format!("{}/metrics", self.root)).await;
+        let url = format!("{}/metrics", self.root);
+        let f = self.get(&url).await;
         let ev = f.evidence(self.key.as_ref());
         let prometheus = f
             .body
@@ -155,10 +156,27 @@ impl Prober<'_> {
         match (f.ok(), prometheus) {
             (true, true) => {
                 let families = f.body.lines().filter(|l| l.starts_with("# TYPE ")).count();
+                // What the telemetry catalogue recognises, and the URL to declare to scrape it.
+                let engines = crate::domain::telemetry::parse(&f.body)
+                    .map(|e| {
+                        crate::domain::telemetry::catalogue::engines_seen(e.samples.iter().map(|s| s.name.as_str()))
+                    })
+                    .unwrap_or_default();
+                let recognised = if engines.is_empty() {
+                    String::new()
+                } else {
+                    let names: Vec<&str> = engines.iter().map(|e| e.label()).collect();
+                    format!(" ({} series recognised)", names.join(", "))
+                };
+                let offer = if self.spec.metrics_url.is_none() {
+                    format!("; declare {url} as the candidate's server metrics URL to scrape it during runs")
+                } else {
+                    String::new()
+                };
                 result(
                     kind,
                     ProbeOutcome::Pass,
-                    format!("Prometheus text with {families} metric families"),
+                    format!("Prometheus text with {families} metric families{recognised}{offer}"),
                     ev,
                 )
             }

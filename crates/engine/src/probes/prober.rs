@@ -110,8 +110,7 @@ pub(super) fn result(
 
 /// The server's root for `/health` and `/metrics`: the base URL without a trailing `/v1`.
 pub(super) fn root_url(base_url: &str) -> String {
-    let base = base_url.split('?').next().unwrap_or(base_url).trim_end_matches('/');
-    base.strip_suffix("/v1").unwrap_or(base).to_string()
+    crate::domain::telemetry::source::server_root(base_url)
 }
 
 /// The `model` values in a response object or stream event (OpenAI: `model`; Anthropic:

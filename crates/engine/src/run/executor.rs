@@ -33,6 +33,7 @@ use tokio::time::Instant;
 use super::harness::HarnessClock;
 use super::llm_judge;
 use super::pool::{CandidateRun, CycleFeed, Feed, FinishedUnits, Tally, Unit};
+use super::telemetry::{self, Scraper};
 use super::writer::{RecordWriter, WriterSettings};
 use super::{rollout, soak};
 use crate::cancel::Cancel;
@@ -41,6 +42,7 @@ use crate::domain::calibers::HarnessReport;
 use crate::domain::evalset::prompt_bin;
 use crate::domain::load::Load;
 use crate::domain::run::{CandidateStop, Phase, RunStatus, StopStage};
+use crate::domain::telemetry::Boundary;
 use crate::error::EngineError;
 use crate::store::DynStore;
 use crate::tokens::server_tokenizer;
@@ -537,6 +539,11 @@ fn halted(ctx: &CandidateRun) -> Option<Outcome> {
 /// figures can be trusted.
 async fn record_harness(store: &DynStore, run_id: i64, report: &HarnessReport) -> Result<(), EngineError> {
     store.set_run_harness(run_id, report).await?;
+    crate::own_metrics::harness_reported(
+        report.runtime_lag_ms.as_ref().map(|d| d.p99),
+        report.runtime_lag_ms.as_ref().map(|d| d.max),
+        report.unreliable,
+    );
     let cpu = match (report.cpu_s, report.cpu_s_per_million_tokens) {
         (Some(c), Some(per)) => format!("{c:.2} CPU-s ({per:.1} CPU-s per million tokens)"),
         (Some(c), None) => format!("{c:.2} CPU-s"),
@@ -608,7 +615,6 @@ async fn run_candidate(
             .await?;
         return Ok(Outcome::Measured);
     }
-    let phase = ctx.config.measured_phase();
     let done = Arc::new(done);
     // A split load's staged start is made once, by its first share.
     if ctx.config.staged_rollout && !done.rollout_done && share.index == 0 {
@@ -638,23 +644,81 @@ async fn run_candidate(
             return Ok(Outcome::Measured);
         }
     }
+    // Scraped by the first share only: one server, one series.
+    let scraper = if share.index == 0 {
+        start_scraper(&ctx, store).await?
+    } else {
+        None
+    };
+    let outcome = measure_levels(&ctx, store, &bins, &loads, done, share, scraper.as_ref()).await;
+    if let Some(scraper) = scraper {
+        let (level, msg) = match scraper.finish().await {
+            Ok(n) => ("info", format!("{name}: telemetry: {n} scrape(s) stored")),
+            Err(e) => ("warn", format!("{name}: telemetry: scrapes not stored: {e}")),
+        };
+        super::writer::append_event_patiently(store, ctx.run_id, level, &msg).await?;
+    }
+    outcome
+}
+
+/// Starts scraping the candidate's telemetry source, saying in the run's events what is
+/// scraped (or why nothing is).
+async fn start_scraper(ctx: &Arc<CandidateRun>, store: &DynStore) -> Result<Option<Scraper>, EngineError> {
+    let spec = &ctx.candidate.spec;
+    let (endpoints, said) = telemetry::resolve(
+        &spec.base_url,
+        spec.metrics_url.as_deref(),
+        spec.gpu_metrics_url.as_deref(),
+    );
+    let (scraper, msg) = match Scraper::start(store.clone(), ctx.run_id, ctx.candidate.id, endpoints, None) {
+        Ok(Some(s)) => {
+            let msg = format!(
+                "{}: telemetry: {said}; scraped every {} s and at each level's start and end",
+                spec.name,
+                s.interval.as_secs_f64()
+            );
+            (Some(s), msg)
+        }
+        Ok(None) => (None, format!("{}: telemetry: {said}", spec.name)),
+        Err(e) => (None, format!("{}: telemetry: no scraper: {e}", spec.name)),
+    };
+    super::writer::append_event_patiently(store, ctx.run_id, "info", &msg).await?;
+    Ok(scraper)
+}
+
+/// Every level of one candidate's measured load, each between two boundary scrapes when its
+/// telemetry is scraped.
+async fn measure_levels(
+    ctx: &Arc<CandidateRun>,
+    store: &DynStore,
+    bins: &[(Option<u32>, Vec<usize>)],
+    loads: &[Load],
+    done: Arc<FinishedUnits>,
+    share: Share,
+    scraper: Option<&Scraper>,
+) -> Result<Outcome, EngineError> {
+    let name = ctx.candidate.spec.name.clone();
+    let phase = ctx.config.measured_phase();
     let mut total = Tally::default();
     let started = Instant::now();
     for (level, load) in loads.iter().enumerate() {
-        for (bin, cases) in &bins {
+        if let Some(s) = scraper {
+            s.mark(level as u32, Boundary::Start).await;
+        }
+        for (bin, cases) in bins {
             if ctx.cancel.is_cancelled() {
                 return Ok(Outcome::Measured);
             }
             let level_started = Instant::now();
             let mut tally = Tally::default();
             for repetition in 0..ctx.config.repetitions {
-                let feed = feed(&ctx, level as u32, repetition, *load, cases, done.clone(), share);
-                let t = send_repetition(&ctx, feed, *load, level as u32, repetition, share).await?;
+                let feed = feed(ctx, level as u32, repetition, *load, cases, done.clone(), share);
+                let t = send_repetition(ctx, feed, *load, level as u32, repetition, share).await?;
                 tally.add(t);
                 if ctx.cancel.is_cancelled() {
                     return Ok(Outcome::Measured);
                 }
-                if let Some(stopped) = halted(&ctx) {
+                if let Some(stopped) = halted(ctx) {
                     return Ok(stopped);
                 }
             }
@@ -672,6 +736,9 @@ async fn run_candidate(
             let level_name = if tally.failed > 0 { "warn" } else { "info" };
             super::writer::append_event_patiently(store, ctx.run_id, level_name, &msg).await?;
             total.add(tally);
+        }
+        if let Some(s) = scraper {
+            s.mark(level as u32, Boundary::End).await;
         }
     }
     let msg = format!(

@@ -29,6 +29,7 @@ pub mod rollout;
 pub mod runtime;
 pub mod soak;
 pub mod spill;
+pub mod telemetry;
 pub mod writer;
 
 use crate::cancel::Cancel;

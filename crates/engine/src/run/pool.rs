@@ -436,10 +436,12 @@ impl CandidateRun {
             }
             let request = self.with_request_id(&prepared, &unit, attempt);
             let queue_us = micros(ready.elapsed());
+            let in_flight = crate::own_metrics::InFlight::begin();
             let exchange = tokio::select! {
                 x = self.client.send(&request, queue_us) => x,
                 _ = cancel.cancelled() => return tally,
             };
+            drop(in_flight);
             let failure = exchange.failure.clone();
             let retry_after = exchange.retry_after;
             let truncated = exchange.finish_reason.as_deref() == Some("length");

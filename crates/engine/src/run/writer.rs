@@ -767,6 +767,17 @@ struct Sorted {
     away: Option<StoreError>,
 }
 
+/// bakeoff's own metrics: records written, and how long the oldest of them waited since its end.
+fn note_stored(new: u64, records: &[RequestRecord]) {
+    let now = crate::wire::client::wall_clock_us();
+    let oldest = records
+        .iter()
+        .map(|r| r.sent_at_us + r.last_heard_us())
+        .min()
+        .unwrap_or(now);
+    crate::own_metrics::records_stored(new, now - oldest);
+}
+
 /// Stores `records` in one transaction; when the database refuses that, record by record, so
 /// that one record it refuses never holds back the others. A record refused [`REFUSAL_TRIES`]
 /// times is returned with the reason. Stops at the first sign of an outage (a record stored
@@ -774,6 +785,7 @@ struct Sorted {
 async fn store_sorting(store: &DynStore, records: &[RequestRecord]) -> Sorted {
     let whole = match store.append_request_records(records).await {
         Ok(new) => {
+            note_stored(new, records);
             return Sorted {
                 handled: records.len(),
                 new,
@@ -795,7 +807,10 @@ async fn store_sorting(store: &DynStore, records: &[RequestRecord]) -> Sorted {
         loop {
             tries += 1;
             match store.append_request_records(std::slice::from_ref(record)).await {
-                Ok(new) => sorted.new += new,
+                Ok(new) => {
+                    note_stored(new, std::slice::from_ref(record));
+                    sorted.new += new
+                }
                 Err(e) if e.is_unavailable() => {
                     sorted.away = Some(e);
                     return sorted;

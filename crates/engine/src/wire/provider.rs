@@ -182,6 +182,8 @@ mod tests {
             tokenize: None,
             tls_ca_file: None,
             wire: Default::default(),
+            metrics_url: None,
+            gpu_metrics_url: None,
         }
     }
 

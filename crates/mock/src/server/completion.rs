@@ -116,6 +116,10 @@ pub(super) async fn handle(
     plan_cut(profile, number, plan.total(), &mut schedule);
     count_scheduled_faults(&state, profile, &schedule, &mut tracker);
     ps.prompt_tokens.fetch_add(u64::from(prompt_tokens), Ordering::Relaxed);
+    ps.sim.admitted(
+        prompt_tokens,
+        ps.seen_before(req.match_text.as_deref().unwrap_or_default()),
+    );
     let created = unix_ms() as u64 / 1000;
     let renderer = Renderer::new(api, &tracker.record.id, created, ps.reported_model());
     let generator = Generator::new(plan, schedule, rng, Instant::now());

@@ -6,6 +6,7 @@ mod admission;
 mod completion;
 mod faults;
 mod request;
+pub(crate) mod simulated;
 mod streaming;
 mod tracker;
 mod whole;
@@ -61,6 +62,8 @@ pub(crate) struct ProfileState {
     pub in_flight: AtomicU64,
     pub tokens_generated: AtomicU64,
     pub prompt_tokens: AtomicU64,
+    /// What a serving engine would report about itself (`simulated`).
+    pub sim: simulated::Simulated,
     /// Admitted requests per request text (its stable hash → times seen): with the text it keys
     /// every draw of a request, so what a case gets never depends on arrival order, threads or
     /// other profiles' traffic.
@@ -126,6 +129,14 @@ impl ProfileState {
         ])
     }
 
+    /// Whether this profile was sent `text` before the request `draw_key` just counted (a
+    /// prefix-cache hit of the simulated engine).
+    fn seen_before(&self, text: &str) -> bool {
+        let text_hash = stable_hash(&[text.as_bytes()]);
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        seen.get(&text_hash).is_some_and(|n| *n > 1)
+    }
+
     fn touch(&self) {
         let mut b = self.busy.lock().unwrap_or_else(|p| p.into_inner());
         b.last_activity = Instant::now();
@@ -160,6 +171,7 @@ impl MockState {
                 in_flight: AtomicU64::new(0),
                 tokens_generated: AtomicU64::new(0),
                 prompt_tokens: AtomicU64::new(0),
+                sim: simulated::Simulated::default(),
                 seen: Mutex::new(HashMap::new()),
                 admitted: AtomicU64::new(0),
                 window: Mutex::new(RateWindow {
@@ -188,13 +200,30 @@ impl MockState {
     fn gauges(&self) -> Vec<ProfileGauges> {
         self.profiles
             .iter()
-            .map(|p| ProfileGauges {
-                model: p.profile.name.clone(),
-                in_flight: p.in_flight.load(Ordering::Relaxed),
-                queued: p.queued.load(Ordering::Relaxed),
-                slots: p.profile.slots.map_or(0, u64::from),
-                tokens_generated: p.tokens_generated.load(Ordering::Relaxed),
-                prompt_tokens: p.prompt_tokens.load(Ordering::Relaxed),
+            .map(|p| {
+                let (ttft_cumulative, ttft_sum_s) = p.sim.ttft_cumulative();
+                let in_flight = p.in_flight.load(Ordering::Relaxed);
+                let gpu = simulated::gpu_utilisation(in_flight, p.profile.slots);
+                ProfileGauges {
+                    model: p.profile.name.clone(),
+                    in_flight: p.in_flight.load(Ordering::Relaxed),
+                    queued: p.queued.load(Ordering::Relaxed),
+                    slots: p.profile.slots.map_or(0, u64::from),
+                    tokens_generated: p.tokens_generated.load(Ordering::Relaxed),
+                    prompt_tokens: p.prompt_tokens.load(Ordering::Relaxed),
+                    kv_usage: p.profile.kv_cache_tokens.map_or(0.0, |c| {
+                        (p.sim.kv_tokens.load(Ordering::Relaxed) as f64 / f64::from(c)).min(1.0)
+                    }),
+                    kv_tokens: p.sim.kv_tokens.load(Ordering::Relaxed),
+                    preemptions: p.sim.preemptions.load(Ordering::Relaxed),
+                    prefix_queries: p.sim.prefix_queries.load(Ordering::Relaxed),
+                    prefix_hits: p.sim.prefix_hits.load(Ordering::Relaxed),
+                    ttft_cumulative,
+                    ttft_sum_s,
+                    gpu_utilisation: gpu,
+                    gpu_power_watts: p.profile.gpu_idle_watts
+                        + (p.profile.gpu_busy_watts - p.profile.gpu_idle_watts) * gpu,
+                }
             })
             .collect()
     }
@@ -214,6 +243,7 @@ pub(crate) fn router(state: Shared) -> Router {
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
+        .route("/mock/gpu/metrics", get(gpu_metrics))
         .route("/mock/requests", get(list_requests).delete(clear_requests))
         .route("/tokenize", post(tokenize))
         .fallback(unknown_url)
@@ -348,6 +378,15 @@ async fn metrics(State(state): State<Shared>, method: Method, uri: Uri) -> Respo
             &state.counters.lock().unwrap_or_else(|p| p.into_inner()),
             &state.gauges(),
         ),
+    )
+        .into_response()
+}
+
+/// The simulated GPUs, as a DCGM exporter would show them.
+async fn gpu_metrics(State(state): State<Shared>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        super::metrics::render_gpu(&state.gauges()),
     )
         .into_response()
 }

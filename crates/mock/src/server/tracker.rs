@@ -18,6 +18,8 @@ pub(super) struct Tracker {
     received: Instant,
     pub(super) record: RequestRecord,
     done: bool,
+    /// KV-cache tokens this request holds in the simulated engine.
+    kv_held: u64,
 }
 
 impl Tracker {
@@ -54,6 +56,7 @@ impl Tracker {
                 ..RequestRecord::default()
             },
             done: false,
+            kv_held: 0,
         }
     }
 
@@ -63,6 +66,14 @@ impl Tracker {
 
     pub(super) fn queue_done(&mut self) {
         self.record.queue_wait_ms = self.ms_since_received();
+        self.grow_kv(u64::from(self.record.prompt_tokens));
+    }
+
+    fn grow_kv(&mut self, n: u64) {
+        if let Some(p) = self.profile {
+            let ps = &self.state.profiles[p];
+            self.kv_held = ps.sim.grow(self.kv_held, n, ps.profile.kv_cache_tokens);
+        }
     }
 
     /// `n` tokens (reasoning or content) were just handed to the connection.
@@ -71,6 +82,12 @@ impl Tracker {
             return;
         }
         let now = self.ms_since_received();
+        if self.record.first_token_ms.is_none()
+            && let Some(p) = self.profile
+        {
+            self.state.profiles[p].sim.first_token(now);
+        }
+        self.grow_kv(u64::from(n));
         let r = &mut self.record;
         r.first_token_ms.get_or_insert(now);
         if !reasoning {
@@ -95,6 +112,9 @@ impl Tracker {
             return;
         }
         self.done = true;
+        if let Some(p) = self.profile {
+            self.state.profiles[p].sim.release(std::mem::take(&mut self.kv_held));
+        }
         self.record.status = status;
         self.record.outcome = outcome;
         self.record.end_ms = self.ms_since_received();

@@ -1,0 +1,411 @@
+//! What a run's telemetry says (`domain::telemetry`): per candidate and level, the server's and
+//! the GPU's figures over the level's measured window, server-side vs client-side TTFT, energy per
+//! output token, and the diagnosis; and the server series on the run's time axis (seconds since
+//! its first measured request, the axis of its throughput and TTFT charts). The page
+//! (`/runs/{id}/telemetry`) and the JSON API read this; nothing here knows HTTP.
+use serde::{Deserialize, Serialize};
+
+use crate::AppError;
+use crate::domain::load::Load;
+use crate::domain::metrics::percentile;
+use crate::domain::run::RequestRecord;
+use crate::domain::telemetry::window::{find, signal_value};
+use crate::domain::telemetry::{
+    Diagnosis, LevelEvidence, Scrape, Signal, SignalSummary, Source, Window, catalogue, diagnose, energy_joules,
+    joules_per_output_token, summarise,
+};
+use crate::pages::charts::Chart;
+use crate::store::DynStore;
+
+/// One level of one candidate.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LevelTelemetry {
+    pub level: u32,
+    /// `c=8`, `4 req/s`.
+    pub label: String,
+    /// A closed loop's concurrency (None: a rate).
+    pub concurrency: Option<u32>,
+    pub window_s: f64,
+    pub measured_requests: usize,
+    pub output_tokens: u64,
+    pub server: Vec<SignalSummary>,
+    pub gpu: Vec<SignalSummary>,
+    /// GPU energy over the window and its method, joules per output token.
+    pub energy_j: Option<f64>,
+    pub energy_method: Option<String>,
+    pub joules_per_output_token: Option<f64>,
+    /// p99 client lag, ms (closed loop: wait in bakeoff before send; open loop: schedule lag).
+    pub client_lag_p99_ms: Option<f64>,
+    pub diagnosis: Diagnosis,
+}
+
+/// One candidate's telemetry.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CandidateTelemetry {
+    pub candidate_id: i64,
+    pub name: String,
+    /// Engines whose naming the scrapes carried ("vLLM", "DCGM exporter").
+    pub engines: Vec<String>,
+    pub scrapes: usize,
+    pub failed_scrapes: usize,
+    /// The first failed scrape's error, to say why.
+    pub first_error: Option<String>,
+    pub levels: Vec<LevelTelemetry>,
+}
+
+/// A run's telemetry, every candidate.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunTelemetry {
+    pub run_id: i64,
+    pub candidates: Vec<CandidateTelemetry>,
+    /// Server and GPU series over time, beside throughput and TTFT (charts of the run page).
+    pub charts: Vec<Chart>,
+}
+
+/// The per-level accumulation of a candidate's measured records.
+#[derive(Default)]
+struct LevelRecords {
+    first_send_us: Option<i64>,
+    last_end_us: Option<i64>,
+    ttft_ms: Vec<f64>,
+    lag_ms: Vec<f64>,
+    output_tokens: u64,
+    requests: usize,
+}
+
+impl LevelRecords {
+    fn add(&mut self, r: &RequestRecord) {
+        let end = r.sent_at_us + r.last_heard_us();
+        self.first_send_us = Some(self.first_send_us.map_or(r.sent_at_us, |f| f.min(r.sent_at_us)));
+        self.last_end_us = Some(self.last_end_us.map_or(end, |l| l.max(end)));
+        self.requests += 1;
+        self.lag_ms.push(r.client_queue_us as f64 / 1000.0);
+        if r.succeeded() {
+            if let Some(t) = r.ttft_us() {
+                self.ttft_ms.push(t as f64 / 1000.0);
+            }
+            self.output_tokens += u64::from(r.output_tokens.unwrap_or(0));
+        }
+    }
+}
+
+fn p(sorted: &mut [f64], q: f64) -> Option<f64> {
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    percentile(sorted, q)
+}
+
+/// The level of `loads` a measured record belongs to.
+fn level_of(loads: &[Load], r: &RequestRecord) -> Option<usize> {
+    loads.iter().position(|l| match l {
+        Load::Concurrency { concurrency } => *concurrency == r.concurrency,
+        Load::Rate { .. } => true,
+    })
+}
+
+/// A run's telemetry; NotFound for no such run. Candidates without scrapes are left out.
+pub async fn run_telemetry(store: &DynStore, run_id: i64) -> Result<RunTelemetry, AppError> {
+    let run = store
+        .get_run(run_id)
+        .await?
+        .ok_or_else(|| AppError::NotFound(format!("run #{run_id}")))?;
+    let harness_reasons = store
+        .get_run_harness(run_id)
+        .await?
+        .filter(|h| h.unreliable)
+        .map(|h| h.reasons)
+        .unwrap_or_default();
+    let loads = run.config.loads();
+    // The run's time axis: its first measured request to its last end, as the run page's.
+    let span = store.measured_span(run_id).await?;
+    let grid = span.map(crate::domain::timeline::Grid::of);
+    let mut candidates = Vec::new();
+    let mut series: Vec<(String, Vec<Scrape>)> = Vec::new();
+    let mut over_time = Vec::new();
+    for &candidate_id in &run.candidate_ids {
+        let scrapes = store.list_telemetry_scrapes(run_id, candidate_id).await?;
+        if scrapes.is_empty() {
+            continue;
+        }
+        let name = store
+            .get_candidate(candidate_id)
+            .await?
+            .map(|c| c.spec.name)
+            .unwrap_or_else(|| format!("candidate {candidate_id}"));
+        let mut levels: Vec<LevelRecords> = loads.iter().map(|_| LevelRecords::default()).collect();
+        let mut buckets = grid.map(|g| g.fill());
+        let mut each = |r: &mut RequestRecord| {
+            if r.is_warmup {
+                return;
+            }
+            if let Some(i) = level_of(&loads, r) {
+                levels[i].add(r);
+            }
+            if let Some(b) = buckets.as_mut() {
+                b.add(r);
+            }
+        };
+        store
+            .candidate_records_for_summaries(run_id, candidate_id, &mut each)
+            .await?;
+        if let Some(b) = buckets {
+            over_time.push((candidate_id, b.finish()));
+        }
+        let (server, gpu): (Vec<Scrape>, Vec<Scrape>) =
+            scrapes.iter().cloned().partition(|s| s.source == Source::Server);
+        let mut out = Vec::new();
+        for (i, (load, mut recs)) in loads.iter().zip(levels).enumerate() {
+            let (Some(from_us), Some(to_us)) = (recs.first_send_us, recs.last_end_us) else {
+                continue;
+            };
+            let window = Window {
+                from_us,
+                to_us,
+                level: Some(i as u32),
+            };
+            let server_sums = summarise(&server, &window);
+            let gpu_sums = summarise(&gpu, &window);
+            let energy = energy_joules(&gpu, &window);
+            let client_lag_p99_ms = p(&mut recs.lag_ms, 0.99);
+            let diagnosis = diagnose(&LevelEvidence {
+                server: &server_sums,
+                gpu: &gpu_sums,
+                client_ttft_p50_ms: p(&mut recs.ttft_ms, 0.5),
+                client_ttft_p99_ms: p(&mut recs.ttft_ms, 0.99),
+                client_lag_p99_ms,
+                client_lag_bound_ms: crate::engine::run::harness::LAG_BOUND_MS,
+                harness_reasons: &harness_reasons,
+            });
+            out.push(LevelTelemetry {
+                level: i as u32,
+                label: load.label(),
+                concurrency: match load {
+                    Load::Concurrency { concurrency } => Some(*concurrency),
+                    Load::Rate { .. } => None,
+                },
+                window_s: window.seconds(),
+                measured_requests: recs.requests,
+                output_tokens: recs.output_tokens,
+                server: server_sums,
+                gpu: gpu_sums,
+                energy_j: energy.map(|e| e.0),
+                energy_method: energy.map(|e| e.1.label().to_string()),
+                joules_per_output_token: joules_per_output_token(energy.map(|e| e.0), recs.output_tokens),
+                client_lag_p99_ms,
+                diagnosis,
+            });
+        }
+        let failed: Vec<&Scrape> = scrapes.iter().filter(|s| s.error.is_some()).collect();
+        candidates.push(CandidateTelemetry {
+            candidate_id,
+            name: name.clone(),
+            engines: catalogue::engines_seen(scrapes.iter().flat_map(|s| s.samples.iter().map(|x| x.name.as_str())))
+                .into_iter()
+                .map(|e| e.label().to_string())
+                .collect(),
+            scrapes: scrapes.len(),
+            failed_scrapes: failed.len(),
+            first_error: failed.first().and_then(|s| s.error.clone()),
+            levels: out,
+        });
+        series.push((name, scrapes));
+    }
+    let mut charts = Vec::new();
+    if let (Some(grid), Some((start_us, end_us))) = (grid, span) {
+        let names: Vec<String> = series.iter().map(|(n, _)| n.clone()).collect();
+        charts.extend(crate::pages::charts::timeline_charts(&grid.timeline(over_time), &names));
+        charts.extend(series_charts(&series, start_us, (end_us - start_us) as f64 / 1e6));
+    }
+    Ok(RunTelemetry {
+        run_id,
+        candidates,
+        charts,
+    })
+}
+
+/// The signals drawn over time, with the unit their points are worded in and the scale from
+/// the signal's unit to the chart's.
+const CHARTED: [(Signal, &str, f64); 6] = [
+    (Signal::QueueLength, "requests", 1.0),
+    (Signal::RunningRequests, "requests", 1.0),
+    (Signal::KvCacheUsage, "of 1", 1.0),
+    (Signal::Preemptions, "preemptions", 1.0),
+    (Signal::GpuUtilisation, "of 1", 1.0),
+    (Signal::GpuPower, "W", 1.0),
+];
+
+/// The server's and GPU's series on the run's time axis (seconds since `origin_us`, the run's
+/// first measured request, to `x_end`): a chart per charted signal any candidate's scrapes carry,
+/// a line per candidate. A counter is drawn as its increase since the candidate's first scrape.
+fn series_charts(series: &[(String, Vec<Scrape>)], origin_us: i64, x_end: f64) -> Vec<Chart> {
+    use crate::pages::charts::{OverTime, TimeLine, figure, over_time_chart};
+    CHARTED
+        .iter()
+        .filter_map(|&(signal, unit, scale)| {
+            let lines: Vec<TimeLine> = series
+                .iter()
+                .map(|(name, scrapes)| {
+                    let mut first: Option<f64> = None;
+                    let points = scrapes
+                        .iter()
+                        .filter(|s| s.error.is_none())
+                        .filter_map(|s| {
+                            let mut v = signal_value(&s.samples, signal)?;
+                            if signal.kind() == catalogue::SignalKind::Counter {
+                                v -= *first.get_or_insert(v);
+                            }
+                            let (t, y) = ((s.at_us - origin_us) as f64 / 1e6, v * scale);
+                            Some((
+                                t,
+                                y,
+                                format!(
+                                    "{name}, {} s: {}",
+                                    crate::domain::format::significant_trimmed(t),
+                                    figure(y, unit)
+                                ),
+                            ))
+                        })
+                        .collect();
+                    TimeLine {
+                        name: name.clone(),
+                        points,
+                    }
+                })
+                .filter(|l: &TimeLine| !l.points.is_empty())
+                .collect();
+            if lines.is_empty() {
+                return None;
+            }
+            let counter = signal.kind() == catalogue::SignalKind::Counter;
+            over_time_chart(
+                OverTime {
+                    id: format!("chart-telemetry-{}", signal.as_str().replace('_', "-")),
+                    title: format!("{} over time", capitalised(signal.label())),
+                    y_desc: if counter {
+                        format!("{} since the first scrape", signal.label())
+                    } else {
+                        signal.label().to_string()
+                    },
+                    caption: format!(
+                        "{} at each scrape, on the run's time axis{}.",
+                        capitalised(signal.label()),
+                        if counter {
+                            " (its increase since the candidate's first scrape)"
+                        } else {
+                            ""
+                        }
+                    ),
+                    x_end,
+                },
+                &lines,
+            )
+        })
+        .collect()
+}
+
+fn capitalised(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
+/// A level's figure of one signal, for tables: the gauge's mean, else the counter's increase.
+pub fn headline(summaries: &[SignalSummary], signal: Signal) -> Option<f64> {
+    find(summaries, signal).and_then(|s| s.mean.or(s.increase).or(s.p50))
+}
+
+/// One level's figures worded for a table (units in the words; "—" when not measured).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LevelRow {
+    pub candidate: String,
+    pub level: String,
+    pub window: String,
+    pub queue: String,
+    pub running: String,
+    pub kv_cache: String,
+    pub preemptions: String,
+    pub prefix_hit_rate: String,
+    pub server_ttft: String,
+    pub client_ttft: String,
+    pub ttft_gap: String,
+    pub client_lag: String,
+    pub gpu_utilisation: String,
+    pub gpu_power: String,
+    pub energy: String,
+    pub joules_per_token: String,
+    pub bottleneck: String,
+    pub evidence: Vec<String>,
+    pub also: String,
+    /// A counter figure rests on the nearest periodic scrapes (the level's boundary scrapes
+    /// were missing): it includes a little of what happened around the window.
+    pub approximate: bool,
+}
+
+const NOT_MEASURED: &str = "—";
+
+fn worded(v: Option<f64>, unit: &str) -> String {
+    v.filter(|v| v.is_finite())
+        .map_or(NOT_MEASURED.to_string(), |v| crate::pages::charts::figure(v, unit))
+}
+
+fn mean_max(s: Option<&SignalSummary>, scale: f64, unit: &str) -> String {
+    match s.and_then(|s| Some((s.mean?, s.max?))) {
+        Some((mean, max)) => format!(
+            "{} (max {})",
+            worded(Some(mean * scale), unit),
+            worded(Some(max * scale), unit)
+        ),
+        None => NOT_MEASURED.to_string(),
+    }
+}
+
+impl RunTelemetry {
+    /// Every level of every candidate as table rows.
+    pub fn rows(&self) -> Vec<LevelRow> {
+        let mut out = Vec::new();
+        for c in &self.candidates {
+            for l in &c.levels {
+                let d = &l.diagnosis;
+                let hits = headline(&l.server, Signal::PrefixCacheHits);
+                let queries = headline(&l.server, Signal::PrefixCacheQueries);
+                let hit_rate = match (hits, queries) {
+                    (Some(h), Some(q)) if q > 0.0 => Some(h / q * 100.0),
+                    _ => headline(&l.server, Signal::PrefixCacheHitRate).map(|r| r * 100.0),
+                };
+                let pair = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                    (None, None) => NOT_MEASURED.to_string(),
+                    (a, b) => format!("{} / {}", worded(a, "ms"), worded(b, "ms")),
+                };
+                out.push(LevelRow {
+                    candidate: c.name.clone(),
+                    level: l.label.clone(),
+                    window: format!("{} ({} requests)", worded(Some(l.window_s), "s"), l.measured_requests),
+                    queue: mean_max(find(&l.server, Signal::QueueLength), 1.0, "requests"),
+                    running: mean_max(find(&l.server, Signal::RunningRequests), 1.0, "requests"),
+                    kv_cache: mean_max(find(&l.server, Signal::KvCacheUsage), 100.0, "%"),
+                    preemptions: worded(
+                        find(&l.server, Signal::Preemptions).and_then(|s| s.increase),
+                        "in the window",
+                    ),
+                    prefix_hit_rate: worded(hit_rate, "%"),
+                    server_ttft: pair(d.server_ttft_p50_ms, d.server_ttft_p99_ms),
+                    client_ttft: pair(d.client_ttft_p50_ms, d.client_ttft_p99_ms),
+                    ttft_gap: worded(d.ttft_gap_p50_ms, "ms"),
+                    client_lag: worded(l.client_lag_p99_ms, "ms"),
+                    gpu_utilisation: mean_max(find(&l.gpu, Signal::GpuUtilisation), 100.0, "%"),
+                    gpu_power: mean_max(find(&l.gpu, Signal::GpuPower), 1.0, "W"),
+                    energy: match (&l.energy_j, &l.energy_method) {
+                        (Some(j), Some(m)) => format!("{} ({m})", worded(Some(*j), "J")),
+                        _ => NOT_MEASURED.to_string(),
+                    },
+                    joules_per_token: worded(l.joules_per_output_token, "J/token"),
+                    bottleneck: d.bottleneck.label().to_string(),
+                    evidence: d.evidence.clone(),
+                    also: d.also.iter().map(|b| b.label()).collect::<Vec<_>>().join(", "),
+                    approximate: l.server.iter().chain(&l.gpu).any(|s| s.approximate),
+                });
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,349 @@
+//! Telemetry sources (issue 49): scrapes stored on both backends, and whole runs against the
+//! mock whose `/metrics` reports its ground truth in vLLM's naming: a level's counter increases
+//! match what the mock did in the measured window (±1), and the diagnosis names the bottleneck
+//! the mock was configured with.
+use std::collections::HashSet;
+
+use bakeoff::app::telemetry::{CandidateTelemetry, run_telemetry};
+use bakeoff::domain::candidate::CandidateSpec;
+use bakeoff::domain::evalset::EvalSetFile;
+use bakeoff::domain::load::LoadShape;
+use bakeoff::domain::run::{NewRun, RunConfig, RunStatus};
+use bakeoff::domain::telemetry::window::find;
+use bakeoff::domain::telemetry::{Bottleneck, Boundary, Scrape, Signal, Source, parse};
+use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
+use bakeoff::store::DynStore;
+use serde_json::Value;
+
+use crate::support::db::{TestStore, each_backend, sqlite_store};
+use crate::support::runs::{run_to_end, start_mock};
+
+/// Cases whose prompts differ, so the mock's prefix cache sees each once.
+fn evalset(cases: usize) -> EvalSetFile {
+    let mut text = String::from(
+        r#"{"bakeoff_evalset":1,"name":"telemetry-test","task":"generation","system":"Repeat.","prompt":"Sentence {{n}}","graders":[{"kind":"exact"}],"max_tokens":40}"#,
+    );
+    for i in 0..cases {
+        text.push_str(&format!(
+            "\n{{\"id\":\"c{i:02}\",\"vars\":{{\"n\":{i}}},\"expected\":\"The quick brown fox number {i} jumps over the lazy dog again and again\"}}"
+        ));
+    }
+    EvalSetFile::parse("telemetry-test.jsonl", &text).expect("test eval set parses")
+}
+
+/// Runs `cases` cases at `concurrency` against a mock serving `profile`, scraping its
+/// `/metrics` and simulated GPU; returns the store, the run, the candidate's telemetry and the
+/// mock (for its ground truth).
+async fn run_against(
+    profile: ModelProfile,
+    cases: usize,
+    concurrency: u32,
+    warmups: u32,
+) -> (DynStore, i64, CandidateTelemetry, MockServer, impl Sized) {
+    let config = RunConfig {
+        concurrency,
+        warmup_requests: warmups,
+        temperature: Some(0.0),
+        timeout_secs: 30,
+        staged_rollout: false,
+        ..RunConfig::default()
+    };
+    run_with(profile, cases, config).await
+}
+
+async fn run_with(
+    profile: ModelProfile,
+    cases: usize,
+    config: RunConfig,
+) -> (DynStore, i64, CandidateTelemetry, MockServer, impl Sized) {
+    let file = evalset(cases);
+    let mock = start_mock(MockConfig {
+        profiles: vec![profile.clone()],
+        answer_keys: vec![file.clone()],
+        seed: 3,
+    })
+    .await;
+    let (store, guard) = sqlite_store().await;
+    let spec = CandidateSpec {
+        metrics_url: Some(format!("{}/metrics", mock.root_url())),
+        gpu_metrics_url: Some(format!("{}/mock/gpu/metrics", mock.root_url())),
+        ..CandidateSpec::openai_chat("sim", mock.base_url(), &profile.name)
+    };
+    let version = store.save_evalset_version(&file).await.unwrap();
+    let candidate = store
+        .create_candidate(&crate::support::checked::admin_new(&spec))
+        .await
+        .unwrap();
+    let run = store
+        .create_run(&NewRun {
+            name: "telemetry".into(),
+            evalset_version_id: version,
+            candidate_ids: vec![candidate],
+            config,
+        })
+        .await
+        .unwrap();
+    assert_eq!(run_to_end(&store, run).await, RunStatus::Finished);
+    let t = run_telemetry(&store, run).await.expect("telemetry reads");
+    assert_eq!(t.candidates.len(), 1, "the candidate was scraped");
+    let c = t.candidates.into_iter().next().unwrap();
+    assert_eq!(c.failed_scrapes, 0, "{:?}", c.first_error);
+    assert!(c.engines.iter().any(|e| e == "vLLM"), "{:?}", c.engines);
+    assert!(c.engines.iter().any(|e| e == "DCGM exporter"), "{:?}", c.engines);
+    (store, run, c, mock, guard)
+}
+
+/// The mock's own totals right now, read from its `/metrics` (its ground truth counters).
+async fn mock_total(mock: &MockServer, series: &str) -> f64 {
+    let text = reqwest::get(format!("{}/metrics", mock.root_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    parse(&text)
+        .expect("the mock's /metrics is Prometheus text")
+        .samples
+        .iter()
+        .filter(|s| s.name == series)
+        .map(|s| s.value)
+        .sum()
+}
+
+/// Tokens the mock sent and prompt tokens it admitted for the run's measured requests (its
+/// request log, warm-ups left out by the request ids bakeoff sent for them).
+async fn measured_ground_truth(store: &DynStore, run: i64, mock: &MockServer) -> (f64, f64) {
+    let warmup_ids: HashSet<String> = store
+        .list_request_records(run)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.is_warmup)
+        .map(|r| {
+            let case: usize = r.case_id.trim_start_matches('c').parse().unwrap();
+            bakeoff::engine::run::pool::request_id(r.run_id, r.candidate_id, r.phase, case, r.repetition, r.attempt)
+        })
+        .collect();
+    let page: Value = reqwest::get(format!("{}/mock/requests", mock.root_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let measured: Vec<&Value> = page["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            !r["client_request_id"]
+                .as_str()
+                .is_some_and(|id| warmup_ids.contains(id))
+        })
+        .collect();
+    let sum = |field: &str| measured.iter().map(|r| r[field].as_f64().unwrap_or(0.0)).sum::<f64>();
+    (sum("tokens_sent"), sum("prompt_tokens"))
+}
+
+fn assert_within_one(what: &str, measured: Option<f64>, truth: f64) {
+    let m = measured.unwrap_or_else(|| panic!("{what}: not measured"));
+    assert!(
+        (m - truth).abs() <= 1.0,
+        "{what}: measured {m}, the mock's ground truth {truth}"
+    );
+}
+
+#[tokio::test]
+async fn a_queue_bound_server_is_named_and_its_counters_match_the_mock_within_one() {
+    // Two slots for eight streams: six wait at the server all along the level.
+    let profile = ModelProfile {
+        name: "queued".into(),
+        ttft_ms: 30.0,
+        inter_token_ms: Some(6.0),
+        slots: Some(2),
+        ..ModelProfile::default()
+    };
+    let (store, run, c, mock, _guard) = run_against(profile, 24, 8, 2).await;
+    let level = &c.levels[0];
+    assert_eq!(
+        level.diagnosis.bottleneck,
+        Bottleneck::ServerQueued,
+        "{:?}",
+        level.diagnosis
+    );
+    let (tokens, prompt_tokens) = measured_ground_truth(&store, run, &mock).await;
+    let increase = |s: Signal| find(&level.server, s).and_then(|s| s.increase);
+    assert_within_one("output tokens", increase(Signal::GenerationTokens), tokens);
+    assert_within_one("prompt tokens", increase(Signal::PromptTokens), prompt_tokens);
+    assert_within_one(
+        "prefix-cache queries",
+        increase(Signal::PrefixCacheQueries),
+        prompt_tokens,
+    );
+    assert_within_one("preemptions", increase(Signal::Preemptions), 0.0);
+    // The client received what the server sent.
+    assert!(
+        (level.output_tokens as f64 - tokens).abs() <= 1.0,
+        "{} vs {tokens}",
+        level.output_tokens
+    );
+    // The server's own TTFT was read from its histogram, and the simulated GPU was busy.
+    assert!(level.diagnosis.server_ttft_p50_ms.is_some(), "{:?}", level.diagnosis);
+    // (A scrape falls anywhere in the level, so only "busy at some scrape" is certain.)
+    let util = find(&level.gpu, Signal::GpuUtilisation).and_then(|s| s.max).unwrap();
+    assert!(util > 0.0, "the simulated GPU was busy: {util}");
+    assert!(level.joules_per_output_token.is_some_and(|j| j > 0.0), "{level:?}");
+}
+
+#[tokio::test]
+async fn a_kv_bound_server_is_named_with_its_preemptions_matching_the_mock() {
+    // Eight streams of ~50 tokens each in a cache of 200 tokens: they preempt each other.
+    let profile = ModelProfile {
+        name: "kv".into(),
+        ttft_ms: 20.0,
+        inter_token_ms: Some(4.0),
+        kv_cache_tokens: Some(200),
+        ..ModelProfile::default()
+    };
+    let (_store, _run, c, mock, _guard) = run_against(profile, 16, 8, 0).await;
+    let level = &c.levels[0];
+    assert_eq!(
+        level.diagnosis.bottleneck,
+        Bottleneck::KvFullPreempting,
+        "{:?}",
+        level.diagnosis
+    );
+    // No warm-ups: everything the mock did was in the measured window.
+    let truth = mock_total(&mock, "vllm:num_preemptions_total").await;
+    assert!(truth > 0.0, "the mock preempted");
+    let preemptions = find(&level.server, Signal::Preemptions).and_then(|s| s.increase);
+    assert_within_one("preemptions", preemptions, truth);
+    let tokens = mock_total(&mock, "vllm:generation_tokens_total").await;
+    let generated = find(&level.server, Signal::GenerationTokens).and_then(|s| s.increase);
+    assert_within_one("output tokens", generated, tokens);
+}
+
+#[tokio::test]
+async fn a_client_that_cannot_keep_its_schedule_is_named_client_bound() {
+    // An open loop asking 20,000 requests a second of an unconstrained, fast server: no client
+    // keeps that schedule, so requests leave late (schedule lag) while the server idles.
+    let profile = ModelProfile {
+        name: "fast".into(),
+        ttft_ms: 1.0,
+        inter_token_ms: Some(0.2),
+        ..ModelProfile::default()
+    };
+    let config = RunConfig {
+        warmup_requests: 0,
+        temperature: Some(0.0),
+        timeout_secs: 30,
+        staged_rollout: false,
+        load: LoadShape::Rate {
+            per_second: 20_000.0,
+            poisson: false,
+        },
+        requests_per_level: Some(1_500),
+        ..RunConfig::default()
+    };
+    let (_store, _run, c, _mock, _guard) = run_with(profile, 20, config).await;
+    let level = &c.levels[0];
+    assert_eq!(
+        level.diagnosis.bottleneck,
+        Bottleneck::ClientBound,
+        "{:?} (client lag p99 {:?} ms)",
+        level.diagnosis,
+        level.client_lag_p99_ms
+    );
+    assert!(
+        level.diagnosis.evidence[0].contains("client lag p99"),
+        "{:?}",
+        level.diagnosis.evidence
+    );
+    // The server was not the bottleneck: nothing waited in its queue (it has no slot limit).
+    let queue = find(&level.server, Signal::QueueLength).and_then(|s| s.max);
+    assert_eq!(queue, Some(0.0), "{:?}", level.server);
+}
+
+async fn telemetry_scrapes_are_stored_and_read_back_in_time_order(t: TestStore) {
+    let store = &t.store;
+    let file = evalset(1);
+    let version = store.save_evalset_version(&file).await.unwrap();
+    let spec = CandidateSpec {
+        metrics_url: Some("http://127.0.0.1:9/metrics".into()),
+        gpu_metrics_url: Some("http://127.0.0.1:9/gpu?collect[]=power".into()),
+        ..CandidateSpec::openai_chat("scraped", "http://127.0.0.1:9/v1", "m")
+    };
+    let candidate = store
+        .create_candidate(&crate::support::checked::admin_new(&spec))
+        .await
+        .unwrap();
+    let stored = store.get_candidate(candidate).await.unwrap().unwrap();
+    assert_eq!(stored.spec.metrics_url, spec.metrics_url, "{}", t.backend);
+    assert_eq!(stored.spec.gpu_metrics_url, spec.gpu_metrics_url, "{}", t.backend);
+    let run = store
+        .create_run(&NewRun {
+            name: "scrapes".into(),
+            evalset_version_id: version,
+            candidate_ids: vec![candidate],
+            config: RunConfig::default(),
+        })
+        .await
+        .unwrap();
+    let samples = parse("vllm:num_requests_waiting{model_name=\"a \\\"q\\\" b\\nc\"} 3\nDCGM_FI_DEV_POWER_USAGE{gpu=\"0\"} 251.5\nx_bucket{le=\"+Inf\"} NaN\n")
+        .unwrap()
+        .samples;
+    let scrapes = vec![
+        Scrape {
+            source: Source::Gpu,
+            at_us: 2_000_000,
+            took_us: 900,
+            level: None,
+            boundary: None,
+            error: None,
+            samples: samples[1..].to_vec(),
+        },
+        Scrape {
+            source: Source::Server,
+            at_us: 1_000_000,
+            took_us: 1200,
+            level: Some(3),
+            boundary: Some(Boundary::Start),
+            error: None,
+            samples: samples[..1].to_vec(),
+        },
+        Scrape {
+            source: Source::Server,
+            at_us: 3_000_000,
+            took_us: 2_000_000,
+            level: Some(3),
+            boundary: Some(Boundary::End),
+            error: Some("no answer within 2 s".into()),
+            samples: Vec::new(),
+        },
+    ];
+    assert_eq!(
+        store.append_telemetry_scrapes(run, candidate, &scrapes).await.unwrap(),
+        3
+    );
+    let back = store.list_telemetry_scrapes(run, candidate).await.unwrap();
+    assert_eq!(back.len(), 3, "{}", t.backend);
+    assert_eq!(back[0], scrapes[1], "{}: label escapes kept", t.backend);
+    assert_eq!(back[2], scrapes[2], "{}", t.backend);
+    // NaN is not equal to itself: compare the rest of the GPU scrape by hand.
+    assert_eq!(back[1].samples[0], scrapes[0].samples[0], "{}", t.backend);
+    assert!(back[1].samples[1].value.is_nan(), "{}", t.backend);
+    // Another candidate of no run: refused, nothing stored.
+    assert!(
+        store
+            .append_telemetry_scrapes(run, candidate + 99, &scrapes)
+            .await
+            .is_err()
+    );
+    assert!(
+        store
+            .list_telemetry_scrapes(run, candidate + 99)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+each_backend!(telemetry_scrapes_are_stored_and_read_back_in_time_order);
