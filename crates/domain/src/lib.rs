@@ -3,6 +3,7 @@ pub mod accounts;
 pub mod admission;
 pub mod audit;
 pub mod calibers;
+pub mod capacity;
 pub mod candidate;
 pub mod case_index;
 pub mod chunks;

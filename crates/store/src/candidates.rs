@@ -2,7 +2,7 @@
 //! expands to the methods of `CandidateStore` in `lib.rs`, so its paths are written as
 //! seen from there.
 
-/// Binds a candidate spec's 24 column values, in `rows::CandidateValues` order, to a query
+/// Binds a candidate spec's 27 column values, in `rows::CandidateValues` order, to a query
 /// (`sqlx::query` or `sqlx::query_scalar`): the one place the INSERT and the UPDATE share. The
 /// key is sealed for candidate `$id` (None: the INSERT, whose key is written once the id is known).
 macro_rules! bind_candidate {
@@ -33,6 +33,9 @@ macro_rules! bind_candidate {
             .bind(v.tls_ca_file)
             .bind(v.reasoning_in_content)
             .bind(v.headers)
+            .bind(v.gpu_count)
+            .bind(v.gpu_kind)
+            .bind(v.gpu_hour_price)
     }};
 }
 pub(crate) use bind_candidate;
@@ -91,7 +94,8 @@ macro_rules! candidate_queries {
                      framework = $12, quantization = $13, context_length = $14, price_input_per_mtok = $15, \
                      price_output_per_mtok = $16, claimed_tokens_per_second = $17, claimed_caliber = $18, \
                      claimed_conditions = $19, notes = $20, tokenize_kind = $21, tokenize_path = $22, \
-                     tls_ca_file = $23, reasoning_in_content = $24, headers = $25, updated_at = $26 WHERE id = $1",
+                     tls_ca_file = $23, reasoning_in_content = $24, headers = $25, gpu_count = $26, gpu_kind = $27, \
+                     gpu_hour_price = $28, updated_at = $29 WHERE id = $1",
                 )
                 .bind(id);
                 let done = candidates::bind_candidate!(query, spec, self.sealer(), Some(id))
@@ -122,9 +126,9 @@ macro_rules! candidate_helpers {
                  temperature, extra_body, hardware, framework, quantization, context_length, \
                  price_input_per_mtok, price_output_per_mtok, claimed_tokens_per_second, claimed_caliber, \
                  claimed_conditions, notes, tokenize_kind, tokenize_path, tls_ca_file, reasoning_in_content, headers, \
-                 created_at, updated_at) \
+                 gpu_count, gpu_kind, gpu_hour_price, created_at, updated_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
-                 $20, $21, $22, $23, $24, $25, $25) RETURNING id",
+                 $20, $21, $22, $23, $24, $25, $26, $27, $28, $28) RETURNING id",
             );
             let id: i64 = candidates::bind_candidate!(query, spec, self.sealer(), None)
                 .bind(now)

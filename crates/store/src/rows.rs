@@ -124,6 +124,9 @@ pub(crate) struct CandidateRow {
     pub tls_ca_file: Option<String>,
     pub reasoning_in_content: String,
     pub headers: Option<String>,
+    pub gpu_count: Option<i64>,
+    pub gpu_kind: Option<String>,
+    pub gpu_hour_price: Option<f64>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -134,7 +137,7 @@ macro_rules! candidate_columns {
         "id, name, provider, base_url, model, api_key, api_key_env, max_tokens, temperature, extra_body, hardware, \
          framework, quantization, context_length, price_input_per_mtok, price_output_per_mtok, \
          claimed_tokens_per_second, claimed_caliber, claimed_conditions, notes, tokenize_kind, tokenize_path, \
-         tls_ca_file, reasoning_in_content, headers, created_at, updated_at"
+         tls_ca_file, reasoning_in_content, headers, gpu_count, gpu_kind, gpu_hour_price, created_at, updated_at"
     };
 }
 pub(crate) use candidate_columns;
@@ -158,6 +161,7 @@ impl CandidateRow {
         let extra_body = parse_json(place("extra_body"), &self.extra_body)?;
         let max_tokens = opt_u32(place("max_tokens"), self.max_tokens)?;
         let context_length = opt_u32(place("context_length"), self.context_length)?;
+        let gpu_count = opt_u32(place("gpu_count"), self.gpu_count)?;
         let claimed = match (self.claimed_tokens_per_second, self.claimed_caliber) {
             (Some(tokens_per_second), Some(caliber)) => Some(ClaimedFigure {
                 tokens_per_second,
@@ -233,6 +237,9 @@ impl CandidateRow {
                     reasoning_in_content,
                     headers,
                 },
+                gpu_count,
+                gpu_kind: self.gpu_kind,
+                gpu_hour_price: self.gpu_hour_price,
             },
             created_at: Timestamp(self.created_at),
             updated_at: Timestamp(self.updated_at),
@@ -269,6 +276,9 @@ pub(crate) struct CandidateValues<'a> {
     pub reasoning_in_content: &'static str,
     /// JSON; secret values sealed for the candidate (left out when its id is not known yet).
     pub headers: Option<String>,
+    pub gpu_count: Option<i64>,
+    pub gpu_kind: Option<&'a str>,
+    pub gpu_hour_price: Option<f64>,
 }
 
 /// A custom header as stored: a plain value, or a secret one sealed for its candidate.
@@ -333,6 +343,9 @@ impl<'a> CandidateValues<'a> {
             tls_ca_file: spec.tls_ca_file.as_deref(),
             reasoning_in_content: spec.wire.reasoning_in_content.as_str(),
             headers: stored_headers(spec, sealer, id),
+            gpu_count: spec.gpu_count.map(i64::from),
+            gpu_kind: spec.gpu_kind.as_deref(),
+            gpu_hour_price: spec.gpu_hour_price,
         }
     }
 }
@@ -1248,6 +1261,12 @@ pub(crate) struct CandidateSnapshot {
     pub tls_ca_file: Option<String>,
     #[serde(default)]
     pub reasoning_in_content: ReasoningInContent,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_count: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_hour_price: Option<f64>,
 }
 
 impl CandidateSnapshot {
@@ -1268,6 +1287,9 @@ impl CandidateSnapshot {
             tokenize: spec.tokenize.clone(),
             tls_ca_file: spec.tls_ca_file.clone(),
             reasoning_in_content: spec.wire.reasoning_in_content,
+            gpu_count: spec.gpu_count,
+            gpu_kind: spec.gpu_kind.clone(),
+            gpu_hour_price: spec.gpu_hour_price,
         }
     }
 
@@ -1303,6 +1325,9 @@ impl CandidateSnapshot {
                 reasoning_in_content: self.reasoning_in_content,
                 headers: Vec::new(),
             },
+            gpu_count: self.gpu_count,
+            gpu_kind: self.gpu_kind,
+            gpu_hour_price: self.gpu_hour_price,
         }
     }
 }

@@ -77,6 +77,15 @@ pub struct CandidateEntry {
     /// besides the system's (an in-house server with a self-signed certificate).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_ca_file: Option<String>,
+    /// Self-hosted cost: GPUs (or instances) the deployment runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_count: Option<u32>,
+    /// Their kind, e.g. "H100 80GB".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_kind: Option<String>,
+    /// USD per GPU-hour (per instance-hour).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_hour_price: Option<f64>,
     /// Reasoning the server leaves in the content (`<think>…</think>`): `auto` (the default)
     /// recognises a reasoning tag at the start of the content, `always` takes the content as
     /// reasoning up to a closing tag (servers whose chat template puts the opening tag in the
@@ -175,6 +184,9 @@ impl CandidateEntry {
             tokenize_kind: self.tokenize.as_ref().map(|t| t.kind.clone()).unwrap_or_default(),
             tokenize_path: self.tokenize.as_ref().and_then(|t| t.path.clone()).unwrap_or_default(),
             tls_ca_file: text(&self.tls_ca_file),
+            gpu_count: int(self.gpu_count),
+            gpu_kind: text(&self.gpu_kind),
+            gpu_hour_price: num(self.gpu_hour_price),
             reasoning_in_content: text(&self.reasoning_in_content),
             headers: self.headers.iter().map(|(k, v)| format!("{k}: {v}\n")).collect(),
             secret_headers: String::new(),
@@ -219,6 +231,9 @@ impl CandidateEntry {
                 path: Some(t.path.clone()),
             }),
             tls_ca_file: spec.tls_ca_file.clone(),
+            gpu_count: spec.gpu_count,
+            gpu_kind: spec.gpu_kind.clone(),
+            gpu_hour_price: spec.gpu_hour_price,
             reasoning_in_content: (spec.wire.reasoning_in_content != ReasoningInContent::Auto)
                 .then(|| spec.wire.reasoning_in_content.as_str().to_string()),
             // Plain headers only: a secret one never leaves the server.

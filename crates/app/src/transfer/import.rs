@@ -412,6 +412,9 @@ fn spec_of(c: &ExportedCandidate, name: &str) -> Result<CandidateSpec, AppError>
             reasoning_in_content: c.reasoning_in_content,
             headers: Vec::new(),
         },
+        gpu_count: c.gpu_count,
+        gpu_kind: c.gpu_kind.clone(),
+        gpu_hour_price: c.gpu_hour_price,
     };
     CandidateDraft::from_spec(&spec)
         .validate(None)

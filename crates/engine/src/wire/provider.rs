@@ -180,6 +180,9 @@ mod tests {
             tokenize: None,
             tls_ca_file: None,
             wire: Default::default(),
+            gpu_count: None,
+            gpu_kind: None,
+            gpu_hour_price: None,
         }
     }
 
