@@ -124,7 +124,10 @@ fn main() {
             .expect("an admin may store it");
         let candidate_id = store.create_candidate(&new).await.expect("the candidate");
         let workload = synthetic_evalset(&[16], 40, REFERENCE.tokens).expect("the workload");
-        let version = store.save_evalset_version(&workload).await.expect("the workload stored");
+        let version = store
+            .save_evalset_version(&workload)
+            .await
+            .expect("the workload stored");
         let mut http = Tally::new();
         let started = Instant::now();
         for repeat in 0..http_repeats {

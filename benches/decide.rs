@@ -71,7 +71,9 @@ async fn measure(store: &DynStore, version: i64, candidates: &[i64], stop: bool)
         .await
         .expect("the run stored");
     let started = Instant::now();
-    execute(store.clone(), run_id, Cancel::never()).await.expect("the run ran");
+    execute(store.clone(), run_id, Cancel::never())
+        .await
+        .expect("the run ran");
     let wall = started.elapsed().as_secs_f64();
     let records = store.list_request_records(run_id).await.expect("the records");
     let verdicts = candidates

@@ -99,7 +99,10 @@ pub async fn run(
         .create_candidate(candidate)
         .await
         .context("storing the candidate (a candidate of that name may already be stored)")?;
-    let evalset_version_id = store.save_evalset_version(evalset).await.context("storing the workload")?;
+    let evalset_version_id = store
+        .save_evalset_version(evalset)
+        .await
+        .context("storing the workload")?;
     let plan = CapacityPlan {
         name,
         evalset_version_id,
@@ -147,7 +150,11 @@ pub async fn run(
             ],
             &rows,
         )?;
-        if let Some(line) = cost_line(candidate.spec(), result.outcome.as_ref().and_then(|o| o.capacity), settings.axis) {
+        if let Some(line) = cost_line(
+            candidate.spec(),
+            result.outcome.as_ref().and_then(|o| o.capacity),
+            settings.axis,
+        ) {
             writeln!(out, "{line}")?;
         }
     }
@@ -163,11 +170,16 @@ pub async fn run(
             writeln!(out, "wrote {} ({})", path.display(), chart.title)?;
         }
     }
-    Ok(if found.iter().all(|f| f.outcome.as_ref().is_some_and(|o| o.capacity.is_some())) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(super::measure_endpoint::EXIT_NOTHING_MEASURED)
-    })
+    Ok(
+        if found
+            .iter()
+            .all(|f| f.outcome.as_ref().is_some_and(|o| o.capacity.is_some()))
+        {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(super::measure_endpoint::EXIT_NOTHING_MEASURED)
+        },
+    )
 }
 
 /// "cost at capacity: 0.20 USD per 1,000 answers (2 × H100 at 3.60 USD/GPU-hour)" for a

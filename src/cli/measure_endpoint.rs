@@ -561,7 +561,8 @@ pub async fn run(args: MeasureArgs) -> anyhow::Result<ExitCode> {
         }
     );
     // The terminal acts as an admin (who can run it can open the database anyway).
-    let candidate = crate::app::candidates::checked_new(&crate::app::candidates::Actor::terminal(), spec.clone(), false)?;
+    let candidate =
+        crate::app::candidates::checked_new(&crate::app::candidates::Actor::terminal(), spec.clone(), false)?;
     if args.capacity.find_capacity {
         return super::capacity::run(
             &store,

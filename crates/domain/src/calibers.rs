@@ -1583,9 +1583,15 @@ mod tests {
         assert_eq!((f.requests, f.slo_met), (5, 3));
         assert_eq!(f.slo_attainment, Some(0.6), "a failure is a miss, not left out");
         let i = f.slo_attainment_interval.unwrap();
-        assert!(i.lo < 0.6 && 0.6 < i.hi && i.confidence == ATTAINMENT_CONFIDENCE, "{i:?}");
+        assert!(
+            i.lo < 0.6 && 0.6 < i.hi && i.confidence == ATTAINMENT_CONFIDENCE,
+            "{i:?}"
+        );
         let (req, tok) = (f.goodput_req_per_s.unwrap(), f.goodput_tok_s.unwrap());
-        assert!((tok - 2.0 * req).abs() < 1e-9, "two tokens per good request: {req} {tok}");
+        assert!(
+            (tok - 2.0 * req).abs() < 1e-9,
+            "two tokens per good request: {req} {tok}"
+        );
         let ttfa = Slo {
             ttfa_ms: Some(150.0),
             ..Slo::default()
@@ -1593,7 +1599,10 @@ mod tests {
         let mut reasoning_only = rec(0, &[(100, 1)]);
         reasoning_only.first_reasoning_us = reasoning_only.first_content_us;
         reasoning_only.first_content_us = None::<i64>.into();
-        assert!(!RequestFigures::of(&reasoning_only).unwrap().meets(&ttfa), "no answer token: TTFA missed");
+        assert!(
+            !RequestFigures::of(&reasoning_only).unwrap().meets(&ttfa),
+            "no answer token: TTFA missed"
+        );
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! - The search ([`CapacitySearch`]): a state machine told each probe's outcome and asked for
 //!   the next load. Bracket (grow the load by `growth` until a level does not clear the target,
 //!   or shrink it until one does), then bisect geometrically until the bracket is within
-//!   `width`. The capacity reported is the highest load whose interval clears the target, the
-//!   bracket's upper end the lowest load above it whose interval does not.
+//!   `width` (the lowest load above the capacity whose interval does not clear the target). The
+//!   capacity reported is the highest load whose interval clears the target; the reported
+//!   bracket runs to the lowest load above it whose interval lies wholly below the target.
 //! - Over-saturation ([`saturation_signs`]): a level whose server queue grows within it.
 //! - Cost at capacity ([`cost_at_capacity`]): a self-hosted candidate's price per answer there.
 //!
@@ -268,10 +269,19 @@ impl CapacitySearch {
     pub fn state(&self) -> SearchState {
         let s = &self.settings;
         let (lower, upper) = self.bracket();
+        // The reported bracket's upper end is the lowest load *confidently* missing the target
+        // above the capacity: an undecided level may sit just below the truth.
+        let confident_upper = self
+            .probes
+            .iter()
+            .filter(|p| p.verdict(self.target) == LevelVerdict::Misses && lower.is_none_or(|l| p.load > l))
+            .map(|p| p.load)
+            .min_by(f64::total_cmp)
+            .or(upper);
         let done = |reason| {
             SearchState::Done(CapacityOutcome {
                 capacity: lower,
-                upper,
+                upper: confident_upper,
                 reason,
             })
         };
@@ -452,7 +462,12 @@ pub fn level_signs(
     // Sends before ends at the same instant: a request replaced at once was not in flight twice.
     let mut edges: Vec<(i64, i32)> = measured
         .iter()
-        .flat_map(|r| [(r.sent_at_us, 1), (r.sent_at_us + r.end_us.get().unwrap_or(0).max(0), -1)])
+        .flat_map(|r| {
+            [
+                (r.sent_at_us, 1),
+                (r.sent_at_us + r.end_us.get().unwrap_or(0).max(0), -1),
+            ]
+        })
         .collect();
     edges.sort_by_key(|&(at, step)| (at, step));
     let (mut now, mut most) = (0i32, 0i32);
@@ -505,7 +520,10 @@ mod tests {
         }
     }
 
-    fn search_until_done(mut search: CapacitySearch, measure: impl Fn(f64) -> Probe) -> (CapacitySearch, CapacityOutcome) {
+    fn search_until_done(
+        mut search: CapacitySearch,
+        measure: impl Fn(f64) -> Probe,
+    ) -> (CapacitySearch, CapacityOutcome) {
         loop {
             match search.state() {
                 SearchState::Probe { load } => search.record(measure(load)),
@@ -517,7 +535,11 @@ mod tests {
     #[test]
     fn verdicts_follow_the_interval_not_the_point() {
         assert_eq!(LevelVerdict::of(400, 400, 0.95), LevelVerdict::Meets);
-        assert_eq!(LevelVerdict::of(10, 10, 0.95), LevelVerdict::Undecided, "10 of 10 is too few for 95 %");
+        assert_eq!(
+            LevelVerdict::of(10, 10, 0.95),
+            LevelVerdict::Undecided,
+            "10 of 10 is too few for 95 %"
+        );
         assert_eq!(LevelVerdict::of(300, 400, 0.95), LevelVerdict::Misses);
         assert_eq!(LevelVerdict::of(380, 400, 0.95), LevelVerdict::Undecided);
     }

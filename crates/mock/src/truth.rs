@@ -83,7 +83,11 @@ impl TruthServer {
     /// meets them, e.g. a TTFT limit below the first-token time).
     pub fn wait_limit_ms(&self, slo: &Slo) -> Option<f64> {
         let d = self.service_ms();
-        let tpot = if self.tokens > 1 { Some(self.inter_token_ms) } else { None };
+        let tpot = if self.tokens > 1 {
+            Some(self.inter_token_ms)
+        } else {
+            None
+        };
         if slo.tpot_ms.zip(tpot).is_some_and(|(limit, v)| v > limit) {
             return None;
         }
@@ -167,7 +171,9 @@ impl TruthServer {
                 SearchState::Done(outcome) => return (search, outcome),
                 SearchState::Probe { load } => {
                     let met = match self.wait_limit_ms(slo) {
-                        Some(limit) => self.simulate_probe(load, limit, requests, seed * 1000 + search.probes.len() as u64),
+                        Some(limit) => {
+                            self.simulate_probe(load, limit, requests, seed * 1000 + search.probes.len() as u64)
+                        }
                         None => 0,
                     };
                     search.record(Probe {

@@ -123,7 +123,10 @@ pub fn attainment_chart(results: &[CandidateCapacity], axis: LoadAxis) -> Option
             if let Some(o) = &c.outcome
                 && let (Some(lo), Some(hi)) = (o.capacity, o.upper)
             {
-                chart.draw_series(std::iter::once(Rectangle::new([(lo, 0.0), (hi, 100.0)], col.mix(0.15).filled())))?;
+                chart.draw_series(std::iter::once(Rectangle::new(
+                    [(lo, 0.0), (hi, 100.0)],
+                    col.mix(0.15).filled(),
+                )))?;
             }
             let mut probes: Vec<_> = c.probes.iter().filter(|p| p.probe.requests > 0).collect();
             probes.sort_by(|a, b| a.probe.load.total_cmp(&b.probe.load));
@@ -162,7 +165,11 @@ pub fn attainment_chart(results: &[CandidateCapacity], axis: LoadAxis) -> Option
                         at.1,
                         axis.format(at.0),
                         p.probe.verdict(c.search.target).as_str(),
-                        if p.probe.past_saturation { ", past saturation" } else { "" }
+                        if p.probe.past_saturation {
+                            ", past saturation"
+                        } else {
+                            ""
+                        }
                     ),
                 });
             }

@@ -141,7 +141,9 @@ fn concurrency_axes<'a, 'b>(
 
 pub(super) type Plot<'a> = Result<(), DrawingAreaErrorKind<<SVGBackend<'a> as DrawingBackend>::ErrorType>>;
 
-pub(super) fn render(draw: impl FnOnce(DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Plot<'_>) -> Option<String> {
+pub(super) fn render(
+    draw: impl FnOnce(DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Plot<'_>,
+) -> Option<String> {
     render_at(SIZE, draw)
 }
 

@@ -424,7 +424,9 @@ fn speed_columns(slo: Option<&str>) -> Vec<Column> {
         ));
         speed_columns.push(col(
             "SLO attainment [95 % Wilson]",
-            format!("share of the level's requests meeting {s}; failed requests count as misses, warm-ups are not counted"),
+            format!(
+                "share of the level's requests meeting {s}; failed requests count as misses, warm-ups are not counted"
+            ),
         ));
     }
     speed_columns.push(col("output tokens from", "where each request's token count came from"));

@@ -81,7 +81,17 @@ pub async fn find_capacity(
                 SearchState::Done(outcome) => break Some(outcome),
                 SearchState::Probe { load } => load,
             };
-            let probe = run_probe(store, plan, candidate_id, &name, load, probes.len(), &probes, cancel.clone()).await?;
+            let probe = run_probe(
+                store,
+                plan,
+                candidate_id,
+                &name,
+                load,
+                probes.len(),
+                &probes,
+                cancel.clone(),
+            )
+            .await?;
             search.record(probe.probe.clone());
             probes.push(probe);
         };

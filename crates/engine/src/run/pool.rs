@@ -262,7 +262,11 @@ impl CandidateRun {
 
     /// A new level begins: with `stop_when_decided` and a target, its decision starts empty.
     pub(crate) fn begin_level(&self) {
-        let target = self.config.slo.target_attainment.filter(|_| self.config.stop_when_decided);
+        let target = self
+            .config
+            .slo
+            .target_attainment
+            .filter(|_| self.config.stop_when_decided);
         *self.decision.lock().unwrap_or_else(|p| p.into_inner()) = target.map(LevelDecision::new);
     }
 
