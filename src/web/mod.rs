@@ -22,6 +22,7 @@ pub mod how_we_measure;
 pub mod operability;
 pub mod overview;
 pub mod retirement;
+pub mod review;
 pub mod runs;
 pub mod scorecards;
 pub mod security;
@@ -66,6 +67,7 @@ pub fn build_app(state: AppState) -> Router {
         .merge(archive::router())
         .merge(thresholds::router())
         .merge(retirement::router())
+        .merge(review::router())
         .merge(scorecards::router())
         .merge(how_we_measure::router())
         .merge(operability::router())

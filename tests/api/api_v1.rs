@@ -145,6 +145,8 @@ struct Seed {
     run: i64,
     /// A scorecard of the run saved through the API.
     scorecard: i64,
+    /// A review item of the run (0 until a test queues one: `crate::review::queue_for_walk`).
+    review_item: i64,
 }
 
 /// Waits (bounded) until run `id` has ended; its last status.
@@ -207,6 +209,7 @@ async fn seed(api: &Api, mock: &MockServer) -> Seed {
         profile,
         run,
         scorecard,
+        review_item: 0,
     }
 }
 
@@ -267,10 +270,12 @@ fn fill(path: &str, seed: &Seed) -> String {
         seed.profile
     } else if path.starts_with("/api/v1/scorecards") {
         seed.scorecard
+    } else if path.starts_with("/api/v1/review/items") {
+        seed.review_item
     } else {
         seed.run
     };
-    let filled = path.replace("{id}", &id.to_string());
+    let filled = path.replace("{id}", &id.to_string()).replace("{name}", "judge");
     if filled.ends_with("/verdict") || filled.ends_with("/scorecard") {
         format!("{filled}?profile={}", seed.profile)
     } else if filled.ends_with("/archive/compare") {
@@ -291,7 +296,9 @@ async fn every_documented_path_answers_as_documented(db: TestStore) {
     let mock = mock().await;
     let app = spawn_app_on(db).await;
     let api = Api::new(&app, "ci", Role::Editor).await;
-    let seed = seed(&api, &mock).await;
+    let mut seed = seed(&api, &mock).await;
+    let review = crate::review::queue_for_walk(&app, seed.run, seed.candidate).await;
+    seed.review_item = review.item;
 
     let doc = api.ok("/api/v1/openapi.json").await;
     assert_eq!(doc["openapi"], "3.1.0");
@@ -338,6 +345,20 @@ async fn every_documented_path_answers_as_documented(db: TestStore) {
                 ("POST", "/api/v1/runs/{id}/scorecards") => Some((
                     "application/json",
                     json!({"profile": seed.profile, "note": "from the walk"}).to_string(),
+                )),
+                ("POST", "/api/v1/review/items/{id}/label") => {
+                    Some(("application/json", json!({"verdict": "pass", "note": "from the walk"}).to_string()))
+                }
+                ("POST", "/api/v1/review/items/{id}/assign") => {
+                    Some(("application/json", json!({"assignee": null}).to_string()))
+                }
+                ("POST", "/api/v1/review/items/{id}/claim" | "/api/v1/review/items/{id}/skip") => None,
+                ("POST", "/api/v1/runs/{id}/review/fill") => None,
+                ("POST", "/api/v1/runs/{id}/review/preferences") => Some((
+                    "application/json",
+                    json!({"case_id": review.case_id, "left_candidate": seed.candidate,
+                        "right_candidate": review.second_candidate, "choice": "left"})
+                    .to_string(),
                 )),
                 other => panic!("no request body written for {other:?}: add one here"),
             };

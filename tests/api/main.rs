@@ -34,6 +34,8 @@ mod real_engines;
 mod real_server;
 mod reasoning_in_content;
 mod restart;
+mod review;
+mod review_browser;
 mod run_caps;
 mod run_form;
 mod run_limits;

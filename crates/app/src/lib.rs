@@ -36,6 +36,7 @@ pub mod memory;
 pub mod pages;
 pub mod profiles;
 pub mod retirement;
+pub mod review;
 pub mod runs;
 pub mod scorecard;
 pub mod shipped;

@@ -69,10 +69,14 @@ pub enum Action {
     CandidateKeyEnvChanged,
     UserUnlocked,
     LoginThrottled,
+    ReviewQueued,
+    ReviewLabelled,
+    ReviewAssigned,
+    PreferenceRecorded,
 }
 
 impl Action {
-    pub const ALL: [Action; 38] = [
+    pub const ALL: [Action; 42] = [
         Action::CandidateCreated,
         Action::CandidateUpdated,
         Action::CandidateKeySet,
@@ -111,6 +115,10 @@ impl Action {
         Action::CandidateKeyEnvChanged,
         Action::UserUnlocked,
         Action::LoginThrottled,
+        Action::ReviewQueued,
+        Action::ReviewLabelled,
+        Action::ReviewAssigned,
+        Action::PreferenceRecorded,
     ];
 
     pub fn as_str(&self) -> &'static str {
@@ -153,6 +161,10 @@ impl Action {
             Action::CandidateKeyEnvChanged => "candidate.key_env_changed",
             Action::UserUnlocked => "user.unlocked",
             Action::LoginThrottled => "session.login_throttled",
+            Action::ReviewQueued => "review.queued",
+            Action::ReviewLabelled => "review.labelled",
+            Action::ReviewAssigned => "review.assigned",
+            Action::PreferenceRecorded => "review.preference",
         }
     }
 }

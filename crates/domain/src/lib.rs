@@ -27,6 +27,7 @@ pub mod reasoning;
 pub mod redact;
 pub mod retirement;
 pub mod retry;
+pub mod review;
 pub mod run;
 pub mod scorecard;
 pub mod sealed;

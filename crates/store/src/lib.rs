@@ -37,6 +37,8 @@ use crate::domain::evalset::{EvalCase, EvalSetFile, EvalSetHeader, TaskKind};
 use crate::domain::grading::{Grade, case_passed, case_score};
 use crate::domain::operability::{ChecklistAnswers, ChecklistVersion, ProbeReport, ProbeRun};
 use crate::domain::retirement::ItemKind;
+use crate::domain::review::pairwise::Preference;
+use crate::domain::review::{Label, LabelBody, NewReviewItem, ReviewItem};
 use crate::domain::run::{
     CandidateStop, ErrorClass, NewRun, Phase, RecordGroup, RequestRecord, Run, RunEvent, RunStatus, ServerTokenCount,
     UncountedRecord,
@@ -58,6 +60,7 @@ mod operability;
 pub mod postgres;
 mod profiles;
 mod records;
+mod review;
 mod rows;
 mod runs;
 mod scorecards;
@@ -449,6 +452,7 @@ pub trait Store:
     + ArchiveStore
     + VerdictStore
     + WorkerStore
+    + ReviewStore
     + Send
     + Sync
     + 'static
@@ -474,7 +478,8 @@ where
         + OperabilityStore
         + ArchiveStore
         + VerdictStore
-        + WorkerStore,
+        + WorkerStore
+        + ReviewStore,
 {
     fn backend(&self) -> Backend {
         T::KIND
@@ -902,6 +907,41 @@ pub trait WorkerStore: Send + Sync {
     fn set_candidate_worker_labels<'a>(&'a self, candidate_id: i64, labels: &'a [String]) -> StoreFuture<'a, ()>;
 }
 
+/// The review queue, labels and blind preferences (`review.rs`; issue 50): an item is one
+/// answer of a run, stored once; a label is one labeller's latest word on an item (saving one
+/// marks the item labelled); preferences are append-only.
+pub trait ReviewStore: Send + Sync {
+    /// Adds the items not yet queued (same run, candidate, case and repetition); returns how
+    /// many were added. NotFound when the run does not exist (nothing is added).
+    fn add_review_items<'a>(&'a self, items: &'a [NewReviewItem], now: Timestamp) -> StoreFuture<'a, u64>;
+    /// One run's items (every run's when None), by id, at most `limit`.
+    fn list_review_items(&self, run_id: Option<i64>, limit: i64) -> StoreFuture<'_, Vec<ReviewItem>>;
+    fn get_review_item(&self, id: i64) -> StoreFuture<'_, Option<ReviewItem>>;
+    /// Claims an item for `who`: false when it is labelled, claimed by another, assigned to
+    /// another, or missing.
+    fn claim_review_item<'a>(&'a self, id: i64, who: &'a str) -> StoreFuture<'a, bool>;
+    /// Puts an item aside (releasing `who`'s claim): false when it is labelled, claimed by
+    /// another, or missing.
+    fn skip_review_item<'a>(&'a self, id: i64, who: &'a str) -> StoreFuture<'a, bool>;
+    /// Assigns an item to a user (None: to anyone); false when it is missing.
+    fn assign_review_item<'a>(&'a self, id: i64, assignee: Option<&'a str>) -> StoreFuture<'a, bool>;
+    /// Saves `labeller`'s label on an item (replacing their earlier one) and marks the item
+    /// labelled, in one transaction; returns the label's id. NotFound when the item is missing.
+    fn save_review_label<'a>(
+        &'a self,
+        item_id: i64,
+        labeller: &'a str,
+        body: &'a LabelBody,
+        now: Timestamp,
+    ) -> StoreFuture<'a, i64>;
+    /// The labels on one run's items (every run's when None), by item then time.
+    fn list_review_labels(&self, run_id: Option<i64>) -> StoreFuture<'_, Vec<Label>>;
+    /// Appends one blind comparison of a run; NotFound when the run does not exist.
+    fn save_preference<'a>(&'a self, run_id: i64, preference: &'a Preference, now: Timestamp) -> StoreFuture<'a, i64>;
+    /// One run's comparisons (every run's when None), in the order they were made.
+    fn list_preferences(&self, run_id: Option<i64>) -> StoreFuture<'_, Vec<Preference>>;
+}
+
 /// Implements every aggregate's trait (hence [`Store`]) for one backend `$store` from the
 /// aggregates' query macros, which reach the backend only through [`SqlBackend`]. The macros
 /// expand here, so the paths inside them are written as seen from this module.
@@ -992,6 +1032,10 @@ macro_rules! impl_store {
         impl WorkerStore for $store {
             workers::worker_queries!();
             workers::unit_queries!();
+        }
+
+        impl ReviewStore for $store {
+            review::review_queries!();
         }
     };
 }

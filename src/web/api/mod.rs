@@ -29,6 +29,7 @@ pub mod candidates;
 pub mod evalsets;
 pub mod problem;
 pub mod profiles;
+pub mod review;
 pub mod runs;
 pub mod scorecards;
 pub mod workers;
@@ -51,6 +52,7 @@ pub fn router() -> Router<AppState> {
         .merge(scorecards::router())
         .merge(archive::router())
         .merge(workers::router())
+        .merge(review::router())
 }
 
 #[derive(OpenApi)]
@@ -91,6 +93,17 @@ pub fn router() -> Router<AppState> {
         archive::compare_runs,
         archive::history_of,
         workers::list,
+        review::run_queue,
+        review::fill,
+        review::offered,
+        review::item,
+        review::label,
+        review::claim,
+        review::skip,
+        review::assign,
+        review::prefer,
+        review::win_rates,
+        review::calibration,
     ),
     components(schemas(Problem, problem::FieldProblem)),
     modifiers(&Security, &ErrorResponses),
@@ -102,6 +115,7 @@ pub fn router() -> Router<AppState> {
         (name = "scorecards", description = "A run judged by a threshold profile, and saved scorecards"),
         (name = "archive", description = "Finished runs: filtered as on the archive page, compared side by side, one candidate's history"),
         (name = "workers", description = "The measurement workers sharing the database: heartbeats, labels, load"),
+        (name = "review", description = "The review queue, labels, blind comparisons and LLM-judge calibration"),
         (name = "meta", description = "This document"),
     )
 )]

@@ -46,6 +46,9 @@ pub struct ScorecardPage {
     pub archived: Option<ArchivedView>,
     /// Why "save this scorecard" refused (nothing was saved).
     pub save_error: Option<String>,
+    /// The LLM judges of the run's eval set that are flagged (issue 50): (judge, its
+    /// calibration page, why).
+    pub judge_flags: Vec<crate::web::review::JudgeFlag>,
 }
 
 /// What an archived scorecard page adds to the scorecard.
@@ -120,6 +123,7 @@ pub fn page_for(j: &RunScorecard, q: &ScorecardChoice, print: bool, your_name: S
         your_name,
         archived: None,
         save_error: None,
+        judge_flags: Vec::new(),
     }
 }
 
@@ -132,7 +136,9 @@ pub async fn page(
     let id = parse_id(&raw, "run")?;
     let q = parse_query(query.as_deref())?;
     let j = assemble(&state.store, &state.views.summaries, id, &q).await?;
-    Ok(page_for(&j, &q, false, remembered_name(&headers)))
+    let mut page = page_for(&j, &q, false, remembered_name(&headers));
+    page.judge_flags = crate::web::review::judge_flags(&state, id).await?;
+    Ok(page)
 }
 
 pub async fn print(
@@ -143,5 +149,7 @@ pub async fn print(
     let id = parse_id(&raw, "run")?;
     let q = parse_query(query.as_deref())?;
     let j = assemble(&state.store, &state.views.summaries, id, &q).await?;
-    Ok(page_for(&j, &q, true, String::new()))
+    let mut page = page_for(&j, &q, true, String::new());
+    page.judge_flags = crate::web::review::judge_flags(&state, id).await?;
+    Ok(page)
 }

@@ -24,6 +24,7 @@ pub mod capacity;
 pub mod executor;
 pub mod harness;
 pub mod llm_judge;
+pub mod pairwise_judge;
 pub mod pool;
 pub mod rollout;
 pub mod runtime;
