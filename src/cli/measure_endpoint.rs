@@ -145,6 +145,12 @@ pub struct MeasureFlags {
     /// Goodput objective: E2E latency at most this many ms.
     #[arg(long)]
     pub slo_e2e_ms: Option<f64>,
+    /// Goodput objective: time to the first answer (content) token at most this many ms.
+    #[arg(long)]
+    pub slo_ttfa_ms: Option<f64>,
+    /// Share of requests that must meet every objective (0.95: 95 %; docs/capacity.md).
+    #[arg(long)]
+    pub slo_target: Option<f64>,
 
     /// Write figures, conditions, provenance and every request record here.
     #[arg(long)]
@@ -155,6 +161,8 @@ pub struct MeasureFlags {
     /// With --store: the database (sqlite://FILE or postgres://…).
     #[arg(long, env = "BAKEOFF_DATABASE_URL", default_value = "sqlite://bakeoff.db")]
     pub database_url: String,
+    #[command(flatten)]
+    pub capacity: super::capacity::CapacityFlags,
 }
 
 fn parse_api(s: &str) -> Result<ProviderKind, String> {
@@ -218,7 +226,12 @@ pub fn run_config(args: &MeasureFlags) -> anyhow::Result<RunConfig> {
         ttft_ms: args.slo_ttft_ms,
         tpot_ms: args.slo_tpot_ms,
         e2e_ms: args.slo_e2e_ms,
+        ttfa_ms: args.slo_ttfa_ms,
+        target_attainment: args.slo_target,
     };
+    if args.slo_target.is_some_and(|t| !(0.0..=1.0).contains(&t)) {
+        anyhow::bail!("--slo-target must be a share between 0 and 1 (0.95 for 95 %)");
+    }
     Ok(config)
 }
 
@@ -455,6 +468,9 @@ fn candidate_spec(args: &MeasureFlags) -> anyhow::Result<(CandidateSpec, String)
         wire: Default::default(),
         metrics_url: None,
         gpu_metrics_url: None,
+        gpu_count: None,
+        gpu_kind: None,
+        gpu_hour_price: None,
     };
     Ok((spec, host))
 }
@@ -508,7 +524,10 @@ pub async fn run(args: MeasureArgs) -> anyhow::Result<ExitCode> {
     let args = *args.flags;
     let config = run_config(&args)?;
     let (file, workload_info) = workload(&args, &config)?;
-    let (spec, host) = candidate_spec(&args)?;
+    let (mut spec, host) = candidate_spec(&args)?;
+    spec.gpu_count = args.capacity.gpu_count;
+    spec.gpu_kind = args.capacity.gpu_kind.clone();
+    spec.gpu_hour_price = args.capacity.gpu_hour_price;
     if let Some(var) = &args.api_key_env
         && std::env::var(var).is_err()
     {
@@ -543,15 +562,25 @@ pub async fn run(args: MeasureArgs) -> anyhow::Result<ExitCode> {
             Workload::EvalSet { name, cases, .. } => format!("eval set {name} ({cases} cases)"),
         }
     );
+    // The terminal acts as an admin (who can run it can open the database anyway).
+    let candidate =
+        crate::app::candidates::checked_new(&crate::app::candidates::Actor::terminal(), spec.clone(), false)?;
+    if args.capacity.find_capacity {
+        return super::capacity::run(
+            &store,
+            &args.capacity,
+            &candidate,
+            &file,
+            config,
+            format!("capacity {} @ {host}", args.model),
+            Cancel::new(cancel_rx),
+        )
+        .await;
+    }
     let outcome = measure(
         &store,
         MeasureSpec {
-            // The terminal acts as an admin (who can run it can open the database anyway).
-            candidate: crate::app::candidates::checked_new(
-                &crate::app::candidates::Actor::terminal(),
-                spec.clone(),
-                false,
-            )?,
+            candidate,
             evalset: file,
             config: config.clone(),
             run_name: format!("measure {} @ {host}", args.model),

@@ -7,6 +7,7 @@
 //! - `files`: candidates and threshold profiles imported from and exported to TOML files
 //! - `mock`: the built-in mock server alone
 //! - `measure_endpoint`: `bakeoff measure`, one endpoint from the terminal
+//! - `capacity`: `bakeoff measure --find-capacity`, the capacity search at an SLO
 //! - `calibrate`: `bakeoff calibrate`, the harness against the built-in mock
 //! - `users`: `bakeoff user …`, accounts and API tokens
 //! - `worker`: `bakeoff worker`, a measurement worker sharing the team's database
@@ -16,6 +17,7 @@ use clap::{Parser, Subcommand};
 use crate::config::{DatabaseArgs, ServeArgs};
 
 pub mod calibrate;
+pub mod capacity;
 pub mod evalset;
 pub mod files;
 pub mod gate;

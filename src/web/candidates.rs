@@ -474,6 +474,31 @@ fn price_fieldset(draft: &CandidateDraft, errors: &FieldErrors) -> Fieldset {
                 &draft.price_output,
             )
             .decimal(),
+            field(
+                errors,
+                "gpu_count",
+                "Self-hosted: GPUs (or instances)",
+                FieldKind::Number,
+                &draft.gpu_count,
+            )
+            .help("How many GPUs (or instances) the deployment runs on; blank for an API-priced candidate."),
+            field(
+                errors,
+                "gpu_kind",
+                "GPU (or instance) kind",
+                FieldKind::Text,
+                &draft.gpu_kind,
+            )
+            .help("e.g. H100 80GB, g5.xlarge."),
+            field(
+                errors,
+                "gpu_hour_price",
+                "$ per GPU-hour (per instance-hour)",
+                FieldKind::Number,
+                &draft.gpu_hour_price,
+            )
+            .decimal()
+            .help("With the capacity measured (docs/capacity.md) this gives the cost per 1,000 answers."),
         ],
     }
 }

@@ -866,8 +866,8 @@ async fn a_poisson_rate_run_shows_goodput_under_its_slos_and_schedule_lag(db: Te
         },
         slo: bakeoff::domain::run::Slo {
             ttft_ms: Some(30_000.0),
-            tpot_ms: None,
             e2e_ms: Some(60_000.0),
+            ..Default::default()
         },
         ..RunConfig::default()
     };

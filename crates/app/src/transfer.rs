@@ -109,6 +109,13 @@ pub struct ExportedCandidate {
     /// The CA file trusted for its `https` (a path on the exporting machine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_ca_file: Option<String>,
+    /// Self-hosted cost (absent in exports made before it existed, and for API-priced candidates).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_count: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_hour_price: Option<f64>,
     /// The reasoning-in-content switch (absent: auto, as before it existed).
     #[serde(default, skip_serializing_if = "is_auto")]
     pub reasoning_in_content: ReasoningInContent,
@@ -308,6 +315,9 @@ async fn export_head(store: &dyn Store, run_id: i64) -> Result<RunExport, AppErr
                 notes: s.notes,
                 tokenize: s.tokenize,
                 tls_ca_file: s.tls_ca_file,
+                gpu_count: s.gpu_count,
+                gpu_kind: s.gpu_kind,
+                gpu_hour_price: s.gpu_hour_price,
                 reasoning_in_content: s.wire.reasoning_in_content,
                 metrics_url: s.metrics_url.as_deref().map(crate::domain::redact::url),
                 gpu_metrics_url: s.gpu_metrics_url.as_deref().map(crate::domain::redact::url),

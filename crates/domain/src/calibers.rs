@@ -41,7 +41,10 @@ use super::metrics::Distribution;
 use super::run::{
     ClockCounts, ErrorClass, GroupKey, Phase, RecordGroup, RequestRecord, RunConfig, Slo, split_repetition,
 };
-use super::stats::median;
+use super::stats::{Interval, median, wilson};
+
+/// Confidence of every SLO-attainment interval (Wilson).
+pub const ATTAINMENT_CONFIDENCE: f64 = 0.95;
 
 /// The published definition of every figure, in words: the "How we measure" page, every
 /// column head and `bakeoff measure --json` take them from here, beside the code they describe.
@@ -159,6 +162,8 @@ impl RequestFigures {
             _ => true,
         };
         within(slo.ttft_ms, Some(self.ttft_ms))
+            // An answer without any answer token misses a TTFA objective.
+            && slo.ttfa_ms.is_none_or(|l| self.ttfa_ms.is_some_and(|v| v <= l))
             && within(slo.tpot_ms, self.tpot_ms)
             && within(slo.e2e_ms, Some(self.e2e_ms))
     }
@@ -419,6 +424,8 @@ struct Pass {
     completions: Timeline,
     /// Completions that met the run's objectives (empty when it set none).
     good: Timeline,
+    /// Their output tokens, at their end (empty when no objective is set).
+    good_tokens: Timeline,
     earliest_send: Option<i64>,
     latest_send: Option<i64>,
     earliest_first_token: Option<(i64, i64)>,
@@ -440,6 +447,7 @@ struct WindowSums {
     chars: f64,
     completions: f64,
     good: f64,
+    good_tokens: f64,
 }
 
 /// The lowest and highest of the per-repetition aggregates: their spread, not a confidence
@@ -502,8 +510,19 @@ pub struct LevelFigures {
     pub req_per_s: Option<f64>,
     /// SLO-meeting requests per second in the window (None without SLOs).
     pub goodput_req_per_s: Option<f64>,
-    /// Share of successful requests that met every SLO (None without SLOs).
+    /// Output tokens per second of the requests counted by `goodput_req_per_s` (None without SLOs).
+    #[serde(default)]
+    pub goodput_tok_s: Option<f64>,
+    /// Share of the level's requests that met every SLO (None without SLOs): failed requests
+    /// (errors, timeouts) count as misses; warm-ups are never counted (`docs/capacity.md`).
     pub slo_attainment: Option<f64>,
+    /// Wilson interval (95 %) of `slo_attainment`.
+    #[serde(default)]
+    pub slo_attainment_interval: Option<Interval>,
+    /// Requests that met every SLO (the numerator of `slo_attainment`; its denominator is
+    /// `requests`).
+    #[serde(default)]
+    pub slo_met: u64,
     pub slo: Slo,
     /// Segments the level was measured in: more than one when the run was resumed after an
     /// interruption; every aggregate is then taken per segment and the downtime left out.
@@ -536,6 +555,8 @@ pub struct RepetitionFigures {
     pub aggregate_chars_per_s: Option<f64>,
     pub req_per_s: Option<f64>,
     pub goodput_req_per_s: Option<f64>,
+    #[serde(default)]
+    pub goodput_tok_s: Option<f64>,
 }
 
 /// Streams records of one load level in and figures out.
@@ -757,6 +778,7 @@ impl LevelAccumulator {
         // a second timeline of every completion would cost a pass's bins for nothing.
         if met && self.slo.is_set() {
             pass.good.add(end, 1.0);
+            pass.good_tokens.add(end, n);
         }
     }
 
@@ -835,7 +857,14 @@ impl LevelAccumulator {
             aggregate_chars_per_s: med(repetitions.iter().filter_map(|r| r.aggregate_chars_per_s).collect()),
             req_per_s: med(repetitions.iter().filter_map(|r| r.req_per_s).collect()),
             goodput_req_per_s: med(repetitions.iter().filter_map(|r| r.goodput_req_per_s).collect()),
-            slo_attainment: (slo_set && self.succeeded > 0).then(|| self.met_slo as f64 / self.succeeded as f64),
+            goodput_tok_s: med(repetitions.iter().filter_map(|r| r.goodput_tok_s).collect()),
+            slo_attainment: (slo_set && self.requests > 0).then(|| self.met_slo as f64 / self.requests as f64),
+            slo_attainment_interval: if slo_set {
+                wilson(self.met_slo, self.requests, ATTAINMENT_CONFIDENCE)
+            } else {
+                None
+            },
+            slo_met: self.met_slo,
             slo: self.slo,
             repetitions,
             segments: segments.max(1),
@@ -866,6 +895,7 @@ fn repetition_figures(repetition: u32, segments: &[&Pass], load: Load, slo_set: 
         aggregate_chars_per_s: rate(|w| w.chars),
         req_per_s: rate(|w| w.completions),
         goodput_req_per_s: if slo_set { rate(|w| w.good) } else { None },
+        goodput_tok_s: if slo_set { rate(|w| w.good_tokens) } else { None },
     }
 }
 
@@ -884,6 +914,7 @@ impl Pass {
             chars: inside(&self.chars),
             completions: inside(&self.completions),
             good: inside(&self.good),
+            good_tokens: inside(&self.good_tokens),
         })
     }
 
@@ -937,6 +968,7 @@ impl Pass {
             &self.chars,
             &self.completions,
             &self.good,
+            &self.good_tokens,
         ];
         let width_us = timelines.iter().map(|t| t.width_us).max().unwrap_or(BIN_US).max(BIN_US);
         Some(window.whole_bins(width_us))
@@ -1522,14 +1554,55 @@ mod tests {
     fn slo_and_goodput() {
         let slo = Slo {
             ttft_ms: Some(150.0),
-            tpot_ms: None,
             e2e_ms: Some(300.0),
+            ..Slo::default()
         };
         let fast = RequestFigures::of(&rec(0, &[(100, 1), (200, 1)])).unwrap();
         let slow = RequestFigures::of(&rec(0, &[(200, 1), (250, 1)])).unwrap();
         assert!(fast.meets(&slo));
         assert!(!slow.meets(&slo));
         assert!(slow.meets(&Slo::default()));
+    }
+
+    #[test]
+    fn attainment_counts_failures_as_misses_with_an_interval_and_goodput_has_a_token_rate() {
+        let slo = Slo {
+            ttft_ms: Some(150.0),
+            ..Slo::default()
+        };
+        let mut acc = LevelAccumulator::new(Load::Concurrency { concurrency: 1 }, None, slo, 0);
+        // Sequential: three fast (met), one slow (missed), one failure (a miss too).
+        acc.add(&rec(0, &[(100, 1), (110, 1)]), 0);
+        acc.add(&rec(200, &[(100, 1), (110, 1)]), 0);
+        acc.add(&rec(400, &[(100, 1), (110, 1)]), 0);
+        acc.add(&rec(600, &[(300, 1), (310, 1)]), 0);
+        let mut failed = rec(1000, &[]);
+        failed.error_class = Some(ErrorClass::TotalTimeout);
+        acc.add(&failed, 0);
+        let f = acc.finish();
+        assert_eq!((f.requests, f.slo_met), (5, 3));
+        assert_eq!(f.slo_attainment, Some(0.6), "a failure is a miss, not left out");
+        let i = f.slo_attainment_interval.unwrap();
+        assert!(
+            i.lo < 0.6 && 0.6 < i.hi && i.confidence == ATTAINMENT_CONFIDENCE,
+            "{i:?}"
+        );
+        let (req, tok) = (f.goodput_req_per_s.unwrap(), f.goodput_tok_s.unwrap());
+        assert!(
+            (tok - 2.0 * req).abs() < 1e-9,
+            "two tokens per good request: {req} {tok}"
+        );
+        let ttfa = Slo {
+            ttfa_ms: Some(150.0),
+            ..Slo::default()
+        };
+        let mut reasoning_only = rec(0, &[(100, 1)]);
+        reasoning_only.first_reasoning_us = reasoning_only.first_content_us;
+        reasoning_only.first_content_us = None::<i64>.into();
+        assert!(
+            !RequestFigures::of(&reasoning_only).unwrap().meets(&ttfa),
+            "no answer token: TTFA missed"
+        );
     }
 
     #[test]

@@ -293,6 +293,13 @@ pub struct CandidateSpec {
     pub metrics_url: Option<String>,
     /// …and a GPU exporter's (DCGM exporter or any Prometheus endpoint with GPU series).
     pub gpu_metrics_url: Option<String>,
+    /// Self-hosted cost: GPUs (or instances) the deployment runs on…
+    pub gpu_count: Option<u32>,
+    /// …of which kind ("H100 80GB", "g5.xlarge")…
+    pub gpu_kind: Option<String>,
+    /// …at this price, USD per GPU-hour (per instance-hour): with the capacity measured, the
+    /// cost per 1,000 answers (`domain::capacity::cost_at_capacity`).
+    pub gpu_hour_price: Option<f64>,
 }
 
 /// How bakeoff talks to a candidate's server beyond its provider kind.
@@ -465,6 +472,9 @@ impl CandidateSpec {
             wire: WireOptions::default(),
             metrics_url: None,
             gpu_metrics_url: None,
+            gpu_count: None,
+            gpu_kind: None,
+            gpu_hour_price: None,
         }
     }
 
@@ -640,6 +650,11 @@ pub struct CandidateDraft {
     pub tokenize_path: String,
     /// An absolute path to a PEM file of CA certificates to trust besides the system's; blank: none.
     pub tls_ca_file: String,
+    /// GPUs (or instances) of a self-hosted deployment; blank: not stated.
+    pub gpu_count: String,
+    pub gpu_kind: String,
+    /// USD per GPU-hour (per instance-hour); blank: not stated.
+    pub gpu_hour_price: String,
     /// `auto` (or blank), `always` or `never`: reasoning in the content.
     pub reasoning_in_content: String,
     /// Plain headers, one `Name: value` a line.
@@ -696,6 +711,9 @@ impl CandidateDraft {
                 .unwrap_or_default(),
             tokenize_path: spec.tokenize.as_ref().map(|t| t.path.clone()).unwrap_or_default(),
             tls_ca_file: opt(&spec.tls_ca_file),
+            gpu_count: spec.gpu_count.map(|n| n.to_string()).unwrap_or_default(),
+            gpu_kind: opt(&spec.gpu_kind),
+            gpu_hour_price: num(spec.gpu_hour_price),
             reasoning_in_content: spec.wire.reasoning_in_content.as_str().to_string(),
             headers: spec
                 .wire
@@ -771,6 +789,9 @@ impl CandidateDraft {
         let notes = optional_text(&mut e, "notes", &self.notes, MAX_FIELD_CHARS);
         let tokenize = TokenizeEndpoint::parse(&mut e, &self.tokenize_kind, &self.tokenize_path, base_url.as_deref());
         let tls_ca_file = tls_ca_file(&mut e, &self.tls_ca_file);
+        let gpu_count = optional_number::<u32>(&mut e, "gpu_count", &self.gpu_count, 1, 100_000);
+        let gpu_kind = optional_text(&mut e, "gpu_kind", &self.gpu_kind, 200);
+        let gpu_hour_price = optional_number::<f64>(&mut e, "gpu_hour_price", &self.gpu_hour_price, 0.0, 1e6);
         let mut headers = parse_header_lines(&mut e, "headers", &self.headers, false);
         for h in parse_header_lines(&mut e, "secret_headers", &self.secret_headers, true) {
             if headers.iter().any(|p| p.name.eq_ignore_ascii_case(&h.name)) {
@@ -810,6 +831,9 @@ impl CandidateDraft {
             },
             metrics_url,
             gpu_metrics_url,
+            gpu_count,
+            gpu_kind,
+            gpu_hour_price,
         })
     }
 }

@@ -4,6 +4,7 @@ pub mod admission;
 pub mod audit;
 pub mod calibers;
 pub mod candidate;
+pub mod capacity;
 pub mod case_index;
 pub mod chunks;
 pub mod compare;

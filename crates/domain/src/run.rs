@@ -51,6 +51,10 @@ pub struct RunConfig {
     /// Objectives for goodput (requests per second that meet all of them).
     #[serde(default)]
     pub slo: Slo,
+    /// Stop each level once its SLO attainment is decided against `slo.target_attainment`
+    /// (`domain::capacity::LevelDecision`), instead of sending every planned request.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stop_when_decided: bool,
     /// `llm-judge` grading: None (the default) leaves judge graders ungraded; Some sends each
     /// measured output to its judge after the measured requests (`engine::run::llm_judge`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -216,11 +220,18 @@ pub struct Slo {
     pub ttft_ms: Option<f64>,
     pub tpot_ms: Option<f64>,
     pub e2e_ms: Option<f64>,
+    /// Send → first answer token (differs from TTFT for reasoning models).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttfa_ms: Option<f64>,
+    /// Share of a level's requests that must meet every objective (0.95: 95 %): what the
+    /// capacity search judges each probe level against (`domain::capacity`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_attainment: Option<f64>,
 }
 
 impl Slo {
     pub fn is_set(&self) -> bool {
-        self.ttft_ms.is_some() || self.tpot_ms.is_some() || self.e2e_ms.is_some()
+        self.ttft_ms.is_some() || self.tpot_ms.is_some() || self.e2e_ms.is_some() || self.ttfa_ms.is_some()
     }
 }
 
@@ -338,6 +349,7 @@ impl Default for RunConfig {
             requests_per_level: None,
             duration_secs: None,
             slo: Slo::default(),
+            stop_when_decided: false,
             judge: None,
             soak: false,
             error_budget: ErrorBudget::default(),

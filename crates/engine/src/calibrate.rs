@@ -573,6 +573,7 @@ fn level_config(spec: &LevelSpec, seconds: u32) -> RunConfig {
         requests_per_level: None,
         duration_secs: Some(seconds.max(1)),
         slo: Slo::default(),
+        stop_when_decided: false,
         judge: None,
         soak: false,
         clients: None,

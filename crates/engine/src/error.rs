@@ -20,6 +20,9 @@ pub enum EngineError {
     /// is kept for the next resume).
     #[error("spill file {path}: {message}")]
     Spill { path: String, message: String },
+    /// A capacity search that cannot start (no objective, no target, an unknown candidate).
+    #[error("capacity search: {0}")]
+    CapacitySearch(String),
     #[error("internal error: {0}")]
     Internal(String),
     #[error(transparent)]

@@ -7,7 +7,8 @@
 //! `answers` (answer key, deterministic accuracy) · `generate` (what and when to send, chunk
 //! rendering) · `server` (router, endpoints, bookkeeping) · `listener` (connections, kernel
 //! receipt stamps) · `log` (ground truth ring buffer) · `metrics` (Prometheus text) · `rng`
-//! (portable seeded randomness).
+//! (portable seeded randomness) · `truth` (the truth server: known service capacity, the true
+//! capacity at an SLO by exact simulation).
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -27,6 +28,7 @@ mod server;
 pub mod tls;
 pub mod tokens;
 mod tool_answers;
+pub mod truth;
 
 pub use log::{CaseTruth, LOG_CAPACITY, LogPage, Outcome, RequestRecord};
 pub use profile::{ModelProfile, OverlongBehaviour, ProfileError, demo_profiles, parse_profiles};

@@ -126,6 +126,9 @@ pub(crate) struct CandidateRow {
     pub headers: Option<String>,
     pub metrics_url: Option<String>,
     pub gpu_metrics_url: Option<String>,
+    pub gpu_count: Option<i64>,
+    pub gpu_kind: Option<String>,
+    pub gpu_hour_price: Option<f64>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -136,7 +139,8 @@ macro_rules! candidate_columns {
         "id, name, provider, base_url, model, api_key, api_key_env, max_tokens, temperature, extra_body, hardware, \
          framework, quantization, context_length, price_input_per_mtok, price_output_per_mtok, \
          claimed_tokens_per_second, claimed_caliber, claimed_conditions, notes, tokenize_kind, tokenize_path, \
-         tls_ca_file, reasoning_in_content, headers, metrics_url, gpu_metrics_url, created_at, updated_at"
+         tls_ca_file, reasoning_in_content, headers, metrics_url, gpu_metrics_url, gpu_count, gpu_kind, \
+         gpu_hour_price, created_at, updated_at"
     };
 }
 pub(crate) use candidate_columns;
@@ -160,6 +164,7 @@ impl CandidateRow {
         let extra_body = parse_json(place("extra_body"), &self.extra_body)?;
         let max_tokens = opt_u32(place("max_tokens"), self.max_tokens)?;
         let context_length = opt_u32(place("context_length"), self.context_length)?;
+        let gpu_count = opt_u32(place("gpu_count"), self.gpu_count)?;
         let claimed = match (self.claimed_tokens_per_second, self.claimed_caliber) {
             (Some(tokens_per_second), Some(caliber)) => Some(ClaimedFigure {
                 tokens_per_second,
@@ -237,6 +242,9 @@ impl CandidateRow {
                 },
                 metrics_url: self.metrics_url,
                 gpu_metrics_url: self.gpu_metrics_url,
+                gpu_count,
+                gpu_kind: self.gpu_kind,
+                gpu_hour_price: self.gpu_hour_price,
             },
             created_at: Timestamp(self.created_at),
             updated_at: Timestamp(self.updated_at),
@@ -275,6 +283,9 @@ pub(crate) struct CandidateValues<'a> {
     pub headers: Option<String>,
     pub metrics_url: Option<&'a str>,
     pub gpu_metrics_url: Option<&'a str>,
+    pub gpu_count: Option<i64>,
+    pub gpu_kind: Option<&'a str>,
+    pub gpu_hour_price: Option<f64>,
 }
 
 /// A custom header as stored: a plain value, or a secret one sealed for its candidate.
@@ -341,6 +352,9 @@ impl<'a> CandidateValues<'a> {
             headers: stored_headers(spec, sealer, id),
             metrics_url: spec.metrics_url.as_deref(),
             gpu_metrics_url: spec.gpu_metrics_url.as_deref(),
+            gpu_count: spec.gpu_count.map(i64::from),
+            gpu_kind: spec.gpu_kind.as_deref(),
+            gpu_hour_price: spec.gpu_hour_price,
         }
     }
 }
@@ -1290,6 +1304,11 @@ pub(crate) struct CandidateSnapshot {
     pub metrics_url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_metrics_url: Option<String>,
+    pub gpu_count: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_hour_price: Option<f64>,
 }
 
 impl CandidateSnapshot {
@@ -1312,6 +1331,9 @@ impl CandidateSnapshot {
             reasoning_in_content: spec.wire.reasoning_in_content,
             metrics_url: spec.metrics_url.clone(),
             gpu_metrics_url: spec.gpu_metrics_url.clone(),
+            gpu_count: spec.gpu_count,
+            gpu_kind: spec.gpu_kind.clone(),
+            gpu_hour_price: spec.gpu_hour_price,
         }
     }
 
@@ -1349,6 +1371,9 @@ impl CandidateSnapshot {
             },
             metrics_url: self.metrics_url,
             gpu_metrics_url: self.gpu_metrics_url,
+            gpu_count: self.gpu_count,
+            gpu_kind: self.gpu_kind,
+            gpu_hour_price: self.gpu_hour_price,
         }
     }
 }

@@ -85,6 +85,15 @@ pub struct CandidateEntry {
     /// GPU series), e.g. `http://gpu-node:9400/metrics`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_metrics_url: Option<String>,
+    /// Self-hosted cost: GPUs (or instances) the deployment runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_count: Option<u32>,
+    /// Their kind, e.g. "H100 80GB".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_kind: Option<String>,
+    /// USD per GPU-hour (per instance-hour).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_hour_price: Option<f64>,
     /// Reasoning the server leaves in the content (`<think>…</think>`): `auto` (the default)
     /// recognises a reasoning tag at the start of the content, `always` takes the content as
     /// reasoning up to a closing tag (servers whose chat template puts the opening tag in the
@@ -185,6 +194,9 @@ impl CandidateEntry {
             tls_ca_file: text(&self.tls_ca_file),
             metrics_url: text(&self.metrics_url),
             gpu_metrics_url: text(&self.gpu_metrics_url),
+            gpu_count: int(self.gpu_count),
+            gpu_kind: text(&self.gpu_kind),
+            gpu_hour_price: num(self.gpu_hour_price),
             reasoning_in_content: text(&self.reasoning_in_content),
             headers: self.headers.iter().map(|(k, v)| format!("{k}: {v}\n")).collect(),
             secret_headers: String::new(),
@@ -231,6 +243,9 @@ impl CandidateEntry {
             tls_ca_file: spec.tls_ca_file.clone(),
             metrics_url: spec.metrics_url.clone(),
             gpu_metrics_url: spec.gpu_metrics_url.clone(),
+            gpu_count: spec.gpu_count,
+            gpu_kind: spec.gpu_kind.clone(),
+            gpu_hour_price: spec.gpu_hour_price,
             reasoning_in_content: (spec.wire.reasoning_in_content != ReasoningInContent::Auto)
                 .then(|| spec.wire.reasoning_in_content.as_str().to_string()),
             // Plain headers only: a secret one never leaves the server.

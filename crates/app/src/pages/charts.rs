@@ -24,14 +24,14 @@ pub const COLOURS: [RGBColor; 6] = [
     RGBColor(230, 159, 0),
     RGBColor(86, 180, 233),
 ];
-const FONT: &str = "sans-serif";
+pub(super) const FONT: &str = "sans-serif";
 /// Fine grid lines, one between labelled ones (`max_light_lines(1)`): each is an SVG element,
 /// and a page carries several charts.
-const GRID_LIGHT: RGBColor = RGBColor(244, 244, 244);
-const GRID_BOLD: RGBColor = RGBColor(214, 214, 214);
+pub(super) const GRID_LIGHT: RGBColor = RGBColor(244, 244, 244);
+pub(super) const GRID_BOLD: RGBColor = RGBColor(214, 214, 214);
 
 /// Axis numbers without needless decimals: `10`, `2.5`.
-fn axis_number(v: f64) -> String {
+pub(super) fn axis_number(v: f64) -> String {
     if (v - v.round()).abs() < 1e-9 {
         format!("{v:.0}")
     } else {
@@ -48,14 +48,14 @@ pub struct Chart {
     pub svg: String,
 }
 
-fn colour(i: usize) -> RGBColor {
+pub(super) fn colour(i: usize) -> RGBColor {
     COLOURS[i % COLOURS.len()]
 }
 
 /// A data point's place in the SVG (pixels) and what it says on hover or focus.
-struct PointTitle {
-    at: (i32, i32),
-    text: String,
+pub(super) struct PointTitle {
+    pub(super) at: (i32, i32),
+    pub(super) text: String,
 }
 
 fn xml(s: &str) -> String {
@@ -67,7 +67,7 @@ fn xml(s: &str) -> String {
 
 /// The chart with a transparent, focusable mark over each point that names its values: a
 /// browser shows the `<title>` on hover, a screen reader reads it on focus.
-fn with_point_titles(svg: String, points: &[PointTitle]) -> String {
+pub(super) fn with_point_titles(svg: String, points: &[PointTitle]) -> String {
     let Some(end) = svg.rfind("</svg>") else {
         return svg;
     };
@@ -95,7 +95,7 @@ fn log2_range(values: impl Iterator<Item = f64>) -> Option<Range<f64>> {
 }
 
 /// A range around `values` with a little room, never empty.
-fn padded(values: impl Iterator<Item = f64>, floor_zero: bool) -> Option<Range<f64>> {
+pub(super) fn padded(values: impl Iterator<Item = f64>, floor_zero: bool) -> Option<Range<f64>> {
     let v: Vec<f64> = values.filter(|x| x.is_finite()).collect();
     let (lo, hi) = v
         .iter()
@@ -139,9 +139,11 @@ fn concurrency_axes<'a, 'b>(
     Ok(chart)
 }
 
-type Plot<'a> = Result<(), DrawingAreaErrorKind<<SVGBackend<'a> as DrawingBackend>::ErrorType>>;
+pub(super) type Plot<'a> = Result<(), DrawingAreaErrorKind<<SVGBackend<'a> as DrawingBackend>::ErrorType>>;
 
-fn render(draw: impl FnOnce(DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Plot<'_>) -> Option<String> {
+pub(super) fn render(
+    draw: impl FnOnce(DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Plot<'_>,
+) -> Option<String> {
     render_at(SIZE, draw)
 }
 

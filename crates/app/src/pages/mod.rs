@@ -7,11 +7,13 @@
 //! - `format`: how a figure is written (`123 ms`, `95.0 % (n=20)`, "—" when not measured)
 //! - `metrics`: the published metric definitions whose labels the tables use
 //! - `charts`: SVG charts (plotters) of scorecards and runs
+//! - `capacity`: a capacity search's report and charts (attainment vs load, the frontier)
 //! - `report`: the run page's harness, per-level and quality reports
 //! - `run_page`: the run page's parts, computed from its records
 //! - `case_index`: what the cases page's filters know of a run's cases
 //! - `figures`: each candidate's figures of a run, for the archive
 //! - `summaries`: all of the above stored when a run ends
+pub mod capacity;
 pub mod case_index;
 pub mod charts;
 pub mod figures;

@@ -256,11 +256,19 @@ pub fn shape_text(c: &RunConfig) -> String {
 
 /// `TTFT ≤ 500 ms, TPOT ≤ 50 ms`.
 pub fn slo_text(slo: &Slo) -> Option<String> {
-    let parts: Vec<String> = [("TTFT", slo.ttft_ms), ("TPOT", slo.tpot_ms), ("E2E", slo.e2e_ms)]
-        .into_iter()
-        .filter_map(|(name, v)| v.map(|v| format!("{name} ≤ {} ms", format::significant(v))))
-        .collect();
-    (!parts.is_empty()).then(|| parts.join(", "))
+    let parts: Vec<String> = [
+        ("TTFT", slo.ttft_ms),
+        ("TTFA", slo.ttfa_ms),
+        ("TPOT", slo.tpot_ms),
+        ("E2E", slo.e2e_ms),
+    ]
+    .into_iter()
+    .filter_map(|(name, v)| v.map(|v| format!("{name} ≤ {} ms", format::significant(v))))
+    .collect();
+    let target = slo
+        .target_attainment
+        .map(|t| format!(" for {} % of requests", format::significant(t * 100.0)));
+    (!parts.is_empty()).then(|| format!("{}{}", parts.join(", "), target.unwrap_or_default()))
 }
 
 /// Whether the run page shows per-level figures: any load shape but a fixed concurrency, or a
@@ -411,8 +419,14 @@ fn speed_columns(slo: Option<&str>) -> Vec<Column> {
             ),
         ));
         speed_columns.push(col(
-            "SLO attainment",
-            format!("share of successful requests meeting {s}"),
+            "goodput tok/s",
+            format!("output tokens of the requests counted by goodput req/s, per second of the window ({s})"),
+        ));
+        speed_columns.push(col(
+            "SLO attainment [95 % Wilson]",
+            format!(
+                "share of the level's requests meeting {s}; failed requests count as misses, warm-ups are not counted"
+            ),
         ));
     }
     speed_columns.push(col("output tokens from", "where each request's token count came from"));
@@ -589,9 +603,18 @@ fn speed_cells(l: &LevelFigures, slo: bool, streamed: bool) -> Vec<String> {
     ];
     if slo {
         cells.push(rate(l.goodput_req_per_s, "req/s"));
-        cells.push(l.slo_attainment.map_or(NOT_MEASURED.into(), |a| {
-            format!("{:.1} % (n={})", a * 100.0, l.succeeded)
-        }));
+        cells.push(rate(l.goodput_tok_s, "tok/s"));
+        cells.push(match (l.slo_attainment, l.slo_attainment_interval) {
+            (Some(a), Some(i)) => format!(
+                "{:.1} % [{:.1}–{:.1}] ({} of {})",
+                a * 100.0,
+                i.lo * 100.0,
+                i.hi * 100.0,
+                l.slo_met,
+                l.requests
+            ),
+            _ => NOT_MEASURED.into(),
+        });
     }
     cells.push(if l.token_sources.is_empty() {
         NOT_MEASURED.into()

@@ -711,6 +711,7 @@ async fn measure_levels(
             }
             let level_started = Instant::now();
             let mut tally = Tally::default();
+            ctx.begin_level();
             for repetition in 0..ctx.config.repetitions {
                 let feed = feed(ctx, level as u32, repetition, *load, cases, done.clone(), share);
                 let t = send_repetition(ctx, feed, *load, level as u32, repetition, share).await?;
@@ -735,6 +736,18 @@ async fn measure_levels(
             );
             let level_name = if tally.failed > 0 { "warn" } else { "info" };
             super::writer::append_event_patiently(store, ctx.run_id, level_name, &msg).await?;
+            if let Some((verdict, counted)) = ctx.level_decided() {
+                let planned = ctx.config.requests_per_level.map_or(cases.len() as u64, u64::from)
+                    * u64::from(ctx.config.repetitions);
+                let msg = format!(
+                    "{name}: level {} stopped when decided: SLO attainment {} the target after {counted} requests \
+                     ({} of the {planned} planned sent)",
+                    load.label(),
+                    verdict.as_str(),
+                    tally.succeeded + tally.failed,
+                );
+                super::writer::append_event_patiently(store, ctx.run_id, "info", &msg).await?;
+            }
             total.add(tally);
         }
         if let Some(s) = scraper {

@@ -11,6 +11,10 @@
 //! Isolation: each candidate's final outcomes feed its error budget (`domain::run::ErrorBudget`);
 //! once it is exceeded the candidate *halts* — no new request, no further retry — while the
 //! run goes on with the others (the executor stores the stop and its reason).
+//!
+//! Stop when decided: with `RunConfig::stop_when_decided`, each measured request's outcome
+//! against the SLO feeds the level's `LevelDecision`; once it is decided no new request of the
+//! level is sent (those in flight end and count).
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,7 +27,9 @@ use tokio::time::Instant;
 
 use super::writer::{Grading, RecordSender};
 use crate::cancel::Cancel;
+use crate::domain::calibers::RequestFigures;
 use crate::domain::candidate::Candidate;
+use crate::domain::capacity::{LevelDecision, LevelVerdict};
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::retry::retry_delay;
 use crate::domain::run::{BudgetWindow, CYCLE_LIMIT, ErrorClass, Phase, Run, RunConfig, join_repetition};
@@ -211,6 +217,8 @@ pub(crate) struct CandidateRun {
     /// The last outcomes of this candidate's measured requests, against its error budget.
     budget: Mutex<BudgetWindow>,
     halt: Halt,
+    /// The current level's attainment against the SLO target, with `stop_when_decided`.
+    decision: Mutex<Option<LevelDecision>>,
 }
 
 /// One candidate's stop signal: set once, with its reason, when its error budget runs out.
@@ -250,7 +258,28 @@ impl CandidateRun {
             cancel,
             budget: Mutex::new(BudgetWindow::new(run.config.error_budget)),
             halt: Halt::default(),
+            decision: Mutex::new(None),
         }))
+    }
+
+    /// A new level begins: with `stop_when_decided` and a target, its decision starts empty.
+    pub(crate) fn begin_level(&self) {
+        let target = self
+            .config
+            .slo
+            .target_attainment
+            .filter(|_| self.config.stop_when_decided);
+        *self.decision.lock().unwrap_or_else(|p| p.into_inner()) = target.map(LevelDecision::new);
+    }
+
+    /// The current level's verdict and the requests it counted, once decided.
+    pub(crate) fn level_decided(&self) -> Option<(LevelVerdict, u64)> {
+        let d = (*self.decision.lock().unwrap_or_else(|p| p.into_inner()))?;
+        Some((d.decided()?, d.counted))
+    }
+
+    fn deciding(&self) -> bool {
+        self.decision.lock().unwrap_or_else(|p| p.into_inner()).is_some()
     }
 
     /// Whether this candidate stopped sending because its error budget ran out.
@@ -270,9 +299,15 @@ impl CandidateRun {
 
     /// Counts a measured request's final outcome against the error budget (warm-ups and the
     /// staged start do not count); halts the candidate when the budget is exceeded.
-    fn settle(&self, unit: &Unit, failure: Option<&Failure>) {
+    /// `met`: whether a successful request met the SLO (None when no decision is kept).
+    fn settle(&self, unit: &Unit, failure: Option<&Failure>, met: Option<bool>) {
         if unit.is_warmup {
             return;
+        }
+        if unit.phase == self.config.measured_phase()
+            && let Some(d) = self.decision.lock().unwrap_or_else(|p| p.into_inner()).as_mut()
+        {
+            d.add(failure.is_none() && met.unwrap_or(false));
         }
         let exceeded = self
             .budget
@@ -329,7 +364,7 @@ impl CandidateRun {
     async fn worker(self: Arc<Self>, feed: Arc<Mutex<Feed>>) -> Tally {
         let mut tally = Tally::default();
         loop {
-            if self.stopping() {
+            if self.stopping() || self.level_decided().is_some() {
                 return tally;
             }
             // The unit is ready to go now: everything until the send is bakeoff's own queue.
@@ -370,7 +405,7 @@ impl CandidateRun {
             let halted = self.halt.notify.notified();
             tokio::pin!(halted);
             halted.as_mut().enable();
-            if self.halted() {
+            if self.halted() || self.level_decided().is_some() {
                 break;
             }
             tokio::select! {
@@ -421,7 +456,7 @@ impl CandidateRun {
             Err(failure) => {
                 tally.failed += 1;
                 tally.failures.push((case.id.clone(), failure.clone()));
-                self.settle(&unit, Some(&failure));
+                self.settle(&unit, Some(&failure), None);
                 self.store_record(&unit, unit.first_attempt, unsent(failure, ready));
                 return tally;
             }
@@ -445,12 +480,12 @@ impl CandidateRun {
             let failure = exchange.failure.clone();
             let retry_after = exchange.retry_after;
             let truncated = exchange.finish_reason.as_deref() == Some("length");
-            self.store_record(&unit, attempt, exchange);
+            let met = self.store_record(&unit, attempt, exchange);
             let retry = match &failure {
                 None => {
                     tally.succeeded += 1;
                     tally.truncated += u32::from(truncated);
-                    self.settle(&unit, None);
+                    self.settle(&unit, None, met);
                     break;
                 }
                 Some(f) => attempt < unit.last_attempt && is_retryable(f.class) && !self.halted(),
@@ -470,7 +505,7 @@ impl CandidateRun {
             }
             if let Some(f) = failure {
                 tally.failed += 1;
-                self.settle(&unit, Some(&f));
+                self.settle(&unit, Some(&f), None);
                 tally.failures.push((case.id.clone(), f));
             }
             break;
@@ -502,7 +537,8 @@ impl CandidateRun {
         tools::mode_for(self.candidate.spec.provider, self.config.tool_mode)
     }
 
-    fn store_record(&self, unit: &Unit, attempt: u32, mut exchange: Exchange) {
+    /// Returns whether it met the SLO when the level keeps a decision.
+    fn store_record(&self, unit: &Unit, attempt: u32, mut exchange: Exchange) -> Option<bool> {
         let case = &self.file.cases[unit.case_index];
         tools::mark_tool_turn(&mut exchange, case, self.tool_mode());
         let graded = exchange.succeeded() && !unit.is_warmup;
@@ -520,9 +556,13 @@ impl CandidateRun {
             file: self.file.clone(),
             case_index: unit.case_index,
         });
+        let met = self
+            .deciding()
+            .then(|| RequestFigures::of(&record).is_some_and(|f| f.meets(&self.config.slo)));
         if !self.records.send(record, chunk_text, grading) {
             tracing::error!(run_id = self.run_id, "record writer stopped; a record was dropped");
         }
+        met
     }
 }
 

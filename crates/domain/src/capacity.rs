@@ -1,0 +1,662 @@
+//! Capacity at the SLO: the most load a deployment carries while its requests still meet the
+//! objectives (`run::Slo`) at the target attainment (docs/capacity.md).
+//!
+//! - A level's verdict ([`LevelVerdict`]): its attainment's Wilson interval wholly at or above
+//!   the target (meets), wholly below (misses), or across it (undecided).
+//! - The search ([`CapacitySearch`]): a state machine told each probe's outcome and asked for
+//!   the next load. Bracket (grow the load by `growth` until a level does not clear the target,
+//!   or shrink it until one does), then bisect geometrically until the bracket is within
+//!   `width` (the lowest load above the capacity whose interval does not clear the target). The
+//!   capacity reported is the highest load whose interval clears the target; the reported
+//!   bracket runs to the lowest load above it whose interval lies wholly below the target.
+//! - Over-saturation ([`saturation_signs`]): a level whose server queue grows within it.
+//! - Cost at capacity ([`cost_at_capacity`]): a self-hosted candidate's price per answer there.
+//!
+//! No I/O: the engine drives the probes (`engine::run::capacity`), the tests feed it outcomes.
+use serde::{Deserialize, Serialize};
+
+use crate::calibers::{ATTAINMENT_CONFIDENCE, RequestFigures};
+use crate::candidate::CandidateSpec;
+use crate::run::{Phase, RequestRecord};
+use crate::stats::{Interval, wilson};
+
+/// A level judged against the target attainment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LevelVerdict {
+    /// The attainment interval lies wholly at or above the target.
+    Meets,
+    /// Wholly below it.
+    Misses,
+    /// Across it: more requests would be needed to tell.
+    Undecided,
+}
+
+impl LevelVerdict {
+    /// `met` of `requests` met every objective (failed requests count as misses).
+    pub fn of(met: u64, requests: u64, target: f64) -> LevelVerdict {
+        match wilson(met, requests, ATTAINMENT_CONFIDENCE) {
+            Some(i) if i.lo >= target => LevelVerdict::Meets,
+            Some(i) if i.hi < target => LevelVerdict::Misses,
+            _ => LevelVerdict::Undecided,
+        }
+    }
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            LevelVerdict::Meets => "meets",
+            LevelVerdict::Misses => "misses",
+            LevelVerdict::Undecided => "undecided",
+        }
+    }
+}
+
+/// What the search varies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoadAxis {
+    /// Requests per second, open loop (Poisson arrivals).
+    Rate,
+    /// Requests in flight, closed loop (whole numbers).
+    Concurrency,
+}
+
+impl LoadAxis {
+    pub fn unit(&self) -> &'static str {
+        match self {
+            LoadAxis::Rate => "req/s",
+            LoadAxis::Concurrency => "concurrent",
+        }
+    }
+
+    /// `42.0`, `12`: the load without its unit.
+    pub fn number(&self, load: f64) -> String {
+        match self {
+            LoadAxis::Rate if load < 10.0 => format!("{load:.2}"),
+            LoadAxis::Rate => format!("{load:.1}"),
+            LoadAxis::Concurrency => format!("{load:.0}"),
+        }
+    }
+
+    /// `42.0 req/s`, `12 concurrent`.
+    pub fn format(&self, load: f64) -> String {
+        format!("{} {}", self.number(load), self.unit())
+    }
+}
+
+/// How a search runs; the defaults are what docs/capacity.md states.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SearchSettings {
+    pub axis: LoadAxis,
+    /// The first load probed.
+    pub start: f64,
+    /// Lowest and highest load the search may probe.
+    pub min_load: f64,
+    pub max_load: f64,
+    /// Factor the load grows (or shrinks) by while bracketing.
+    pub growth: f64,
+    /// The search stops once (upper − lower) / lower is at most this (0.05: 5 %).
+    pub width: f64,
+    /// Most levels probed.
+    pub max_probes: u32,
+}
+
+impl Default for SearchSettings {
+    fn default() -> Self {
+        SearchSettings {
+            axis: LoadAxis::Rate,
+            start: 1.0,
+            min_load: 0.05,
+            max_load: 10_000.0,
+            growth: 2.0,
+            width: 0.05,
+            max_probes: 8,
+        }
+    }
+}
+
+/// Default width of the capacity bracket.
+pub const DEFAULT_WIDTH: f64 = 0.05;
+
+/// One probed level, as measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Probe {
+    pub load: f64,
+    /// Requests counted (final attempts, warm-ups excluded; failures count as misses).
+    pub requests: u64,
+    /// Those that met every objective.
+    pub met: u64,
+    /// The level's queue was growing (`saturation_signs`): its figures describe a transient.
+    #[serde(default)]
+    pub past_saturation: bool,
+}
+
+impl Probe {
+    pub fn attainment(&self) -> Option<f64> {
+        (self.requests > 0).then(|| self.met as f64 / self.requests as f64)
+    }
+
+    pub fn interval(&self) -> Option<Interval> {
+        wilson(self.met, self.requests, ATTAINMENT_CONFIDENCE)
+    }
+
+    /// A level past saturation never meets the target: its attainment only looks good for as
+    /// long as the queue has not yet grown.
+    pub fn verdict(&self, target: f64) -> LevelVerdict {
+        match LevelVerdict::of(self.met, self.requests, target) {
+            LevelVerdict::Meets if self.past_saturation => LevelVerdict::Undecided,
+            v => v,
+        }
+    }
+}
+
+/// Where a search stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum SearchState {
+    /// Probe this load next.
+    Probe { load: f64 },
+    /// Done: see the outcome.
+    Done(CapacityOutcome),
+}
+
+/// How a search ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityOutcome {
+    /// The highest load whose attainment interval clears the target (None: none did).
+    pub capacity: Option<f64>,
+    /// The lowest load above it whose interval does not (None: none did, up to `max_load`).
+    pub upper: Option<f64>,
+    /// Why it stopped.
+    pub reason: StopReason,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The bracket is within the stated width.
+    Converged,
+    /// Out of probes before the bracket narrowed enough.
+    ProbesSpent,
+    /// Even the lowest load allowed does not clear the target.
+    BelowMinimum,
+    /// The highest load allowed still clears it.
+    AboveMaximum,
+}
+
+impl StopReason {
+    pub fn describe(&self) -> &'static str {
+        match self {
+            StopReason::Converged => "bracket within the stated width",
+            StopReason::ProbesSpent => "probe budget spent before the bracket narrowed to the stated width",
+            StopReason::BelowMinimum => "even the lowest load allowed misses the target",
+            StopReason::AboveMaximum => "the highest load allowed still meets the target",
+        }
+    }
+}
+
+impl CapacityOutcome {
+    /// `capacity @ SLO = 42.0 req/s [42.0–44.1]`, or why there is none.
+    pub fn describe(&self, axis: LoadAxis) -> String {
+        match (self.capacity, self.upper) {
+            (Some(c), Some(u)) => format!(
+                "capacity @ SLO = {} [{}–{}]",
+                axis.format(c),
+                axis.number(c),
+                axis.number(u)
+            ),
+            (Some(c), None) => format!("capacity @ SLO ≥ {} ({})", axis.format(c), self.reason.describe()),
+            (None, Some(u)) => format!("capacity @ SLO < {} ({})", axis.format(u), self.reason.describe()),
+            (None, None) => "capacity @ SLO: nothing measured".to_string(),
+        }
+    }
+
+    /// Whether `true_capacity` lies inside the reported bracket.
+    pub fn covers(&self, true_capacity: f64) -> bool {
+        self.capacity.is_none_or(|c| c <= true_capacity) && self.upper.is_none_or(|u| true_capacity <= u)
+    }
+}
+
+/// The capacity search: feed it each probe's outcome, ask it for the next load.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacitySearch {
+    pub settings: SearchSettings,
+    pub target: f64,
+    pub probes: Vec<Probe>,
+}
+
+impl CapacitySearch {
+    pub fn new(settings: SearchSettings, target: f64) -> CapacitySearch {
+        CapacitySearch {
+            settings,
+            target,
+            probes: Vec::new(),
+        }
+    }
+
+    pub fn record(&mut self, probe: Probe) {
+        self.probes.push(probe);
+    }
+
+    /// (highest load that meets below `upper`, lowest load that does not).
+    pub fn bracket(&self) -> (Option<f64>, Option<f64>) {
+        let upper = self
+            .probes
+            .iter()
+            .filter(|p| p.verdict(self.target) != LevelVerdict::Meets)
+            .map(|p| p.load)
+            .min_by(f64::total_cmp);
+        // A level that meets above one that did not is noise on the wrong side: not trusted.
+        let lower = self
+            .probes
+            .iter()
+            .filter(|p| p.verdict(self.target) == LevelVerdict::Meets && upper.is_none_or(|u| p.load < u))
+            .map(|p| p.load)
+            .max_by(f64::total_cmp);
+        (lower, upper)
+    }
+
+    fn round(&self, load: f64) -> f64 {
+        let s = &self.settings;
+        let load = load.clamp(s.min_load, s.max_load);
+        match s.axis {
+            LoadAxis::Rate => load,
+            LoadAxis::Concurrency => load.round().max(1.0),
+        }
+    }
+
+    pub fn state(&self) -> SearchState {
+        let s = &self.settings;
+        let (lower, upper) = self.bracket();
+        // The reported bracket's upper end is the lowest load *confidently* missing the target
+        // above the capacity: an undecided level may sit just below the truth.
+        let confident_upper = self
+            .probes
+            .iter()
+            .filter(|p| p.verdict(self.target) == LevelVerdict::Misses && lower.is_none_or(|l| p.load > l))
+            .map(|p| p.load)
+            .min_by(f64::total_cmp)
+            .or(upper);
+        let done = |reason| {
+            SearchState::Done(CapacityOutcome {
+                capacity: lower,
+                upper: confident_upper,
+                reason,
+            })
+        };
+        if self.probes.is_empty() {
+            return SearchState::Probe {
+                load: self.round(s.start),
+            };
+        }
+        let next = match (lower, upper) {
+            (Some(l), Some(u)) => {
+                if (u - l) / l <= s.width {
+                    return done(StopReason::Converged);
+                }
+                self.round((l * u).sqrt())
+            }
+            (Some(l), None) if l >= s.max_load => return done(StopReason::AboveMaximum),
+            (Some(l), None) => self.round(l * s.growth),
+            (None, Some(u)) if u <= s.min_load => return done(StopReason::BelowMinimum),
+            (None, Some(u)) => self.round(u / s.growth),
+            (None, None) => unreachable!("a probe has a verdict"),
+        };
+        // Whole concurrencies cannot split a bracket of neighbours.
+        if self.probes.iter().any(|p| p.load == next) {
+            return done(StopReason::Converged);
+        }
+        if self.probes.len() as u32 >= s.max_probes {
+            return done(StopReason::ProbesSpent);
+        }
+        SearchState::Probe { load: next }
+    }
+}
+
+/// Confidence of the interval that stops a level early ("stop when decided"): stricter than
+/// the 95 % every figure states, because the level looks at it after every request.
+pub const DECIDE_CONFIDENCE: f64 = 0.99;
+/// Fewest requests a level counts before it may stop early.
+pub const DECIDE_MIN_REQUESTS: u64 = 40;
+
+/// A level's running attainment against the target, told each request's outcome as it ends:
+/// decided once at least [`DECIDE_MIN_REQUESTS`] are counted and the [`DECIDE_CONFIDENCE`]
+/// Wilson interval lies wholly on one side of the target. Failed requests count as misses.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LevelDecision {
+    pub target: f64,
+    pub met: u64,
+    pub counted: u64,
+}
+
+impl LevelDecision {
+    pub fn new(target: f64) -> LevelDecision {
+        LevelDecision {
+            target,
+            met: 0,
+            counted: 0,
+        }
+    }
+
+    pub fn add(&mut self, met: bool) {
+        self.counted += 1;
+        self.met += u64::from(met);
+    }
+
+    /// The verdict, once decided.
+    pub fn decided(&self) -> Option<LevelVerdict> {
+        if self.counted < DECIDE_MIN_REQUESTS {
+            return None;
+        }
+        let i = wilson(self.met, self.counted, DECIDE_CONFIDENCE)?;
+        if i.lo >= self.target {
+            Some(LevelVerdict::Meets)
+        } else if i.hi < self.target {
+            Some(LevelVerdict::Misses)
+        } else {
+            None
+        }
+    }
+}
+
+/// Why a level was judged past saturation; empty when it was not.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SaturationSigns {
+    /// TTFT of the level's last third of requests over its first third (by send time), when
+    /// that ratio is above [`TTFT_GROWTH_LIMIT`].
+    pub ttft_growth: Option<f64>,
+    /// In-flight requests reached the client's cap.
+    pub in_flight_at_cap: bool,
+    /// Load rose by more than [`FLAT_LOAD_RISE`] over the previous level, throughput by less
+    /// than [`FLAT_THROUGHPUT_GAIN`] of that rise.
+    pub throughput_flat: bool,
+}
+
+/// Last third's median TTFT over the first third's beyond which the queue is growing.
+pub const TTFT_GROWTH_LIMIT: f64 = 1.5;
+/// A load rise worth judging throughput by.
+pub const FLAT_LOAD_RISE: f64 = 0.10;
+/// Share of the load rise throughput must keep to count as rising with it.
+pub const FLAT_THROUGHPUT_GAIN: f64 = 0.25;
+
+impl SaturationSigns {
+    pub fn past_saturation(&self) -> bool {
+        self.ttft_growth.is_some() || self.in_flight_at_cap || self.throughput_flat
+    }
+
+    /// "TTFT ×3.2 from the first third to the last; throughput flat while load rose".
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(g) = self.ttft_growth {
+            parts.push(format!("TTFT ×{g:.1} from the level's first third to its last"));
+        }
+        if self.in_flight_at_cap {
+            parts.push("requests in flight at the client's cap".to_string());
+        }
+        if self.throughput_flat {
+            parts.push("throughput flat while load rose".to_string());
+        }
+        parts.join("; ")
+    }
+}
+
+/// The signs of a growing queue in one level: `ttft_by_send` is every successful request's
+/// (send time, TTFT) in any order; `in_flight_at_cap` whether the client ever had as many
+/// requests in flight as it allows; `previous` and `this` are (offered load, measured req/s) of
+/// the level below and this one, when both are known.
+pub fn saturation_signs(
+    ttft_by_send: &[(i64, f64)],
+    in_flight_at_cap: bool,
+    previous: Option<(f64, f64)>,
+    this: Option<(f64, f64)>,
+) -> SaturationSigns {
+    let mut sorted = ttft_by_send.to_vec();
+    sorted.sort_by_key(|s| s.0);
+    let third = sorted.len() / 3;
+    // Too few requests for thirds worth comparing: no trend claimed.
+    let ttft_growth = (third >= 5)
+        .then(|| {
+            let median_of = |part: &[(i64, f64)]| {
+                let mut v: Vec<f64> = part.iter().map(|s| s.1).collect();
+                crate::stats::median(&mut v)
+            };
+            let first = median_of(&sorted[..third]);
+            let last = median_of(&sorted[sorted.len() - third..]);
+            (first > 0.0).then_some(last / first)
+        })
+        .flatten()
+        .filter(|g| *g > TTFT_GROWTH_LIMIT);
+    let throughput_flat = match (previous, this) {
+        (Some((load0, tput0)), Some((load1, tput1))) if load0 > 0.0 && tput0 > 0.0 => {
+            let load_rise = load1 / load0 - 1.0;
+            let gain = tput1 / tput0 - 1.0;
+            load_rise > FLAT_LOAD_RISE && gain < FLAT_THROUGHPUT_GAIN * load_rise
+        }
+        _ => false,
+    };
+    SaturationSigns {
+        ttft_growth,
+        in_flight_at_cap,
+        throughput_flat,
+    }
+}
+
+/// [`saturation_signs`] of one level's records (warm-ups and other phases left out): each
+/// successful request's TTFT by send time, and whether the requests in flight at once ever
+/// reached `in_flight_cap` (the client's limit for the level).
+pub fn level_signs(
+    records: &[RequestRecord],
+    in_flight_cap: usize,
+    previous: Option<(f64, f64)>,
+    this: Option<(f64, f64)>,
+) -> SaturationSigns {
+    let measured: Vec<&RequestRecord> = records
+        .iter()
+        .filter(|r| !r.is_warmup && matches!(r.phase, Phase::Throughput | Phase::Quality))
+        .collect();
+    let ttft: Vec<(i64, f64)> = measured
+        .iter()
+        .filter_map(|r| Some((r.sent_at_us, RequestFigures::of(r)?.ttft_ms)))
+        .collect();
+    // Sends before ends at the same instant: a request replaced at once was not in flight twice.
+    let mut edges: Vec<(i64, i32)> = measured
+        .iter()
+        .flat_map(|r| {
+            [
+                (r.sent_at_us, 1),
+                (r.sent_at_us + r.end_us.get().unwrap_or(0).max(0), -1),
+            ]
+        })
+        .collect();
+    edges.sort_by_key(|&(at, step)| (at, step));
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, step) in edges {
+        now += step;
+        most = most.max(now);
+    }
+    saturation_signs(&ttft, most as usize >= in_flight_cap, previous, this)
+}
+
+/// What a self-hosted deployment costs per answer when it serves at its measured capacity.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CostAtCapacity {
+    /// USD per hour of the deployment (GPUs × price per GPU-hour).
+    pub usd_per_hour: f64,
+    /// USD per 1,000 answers at the capacity (answers/hour = capacity req/s × 3600).
+    pub per_1k_answers: f64,
+    /// USD per 1,000 correct answers (None without an accuracy).
+    pub per_1k_correct: Option<f64>,
+}
+
+/// The cost per answer of a candidate with `gpu_count` GPUs at `gpu_hour_price` USD each,
+/// serving `capacity_req_s` (a capacity over request rate); `accuracy` (0–1) gives the cost per
+/// correct answer. None when the price or count is not stated or the capacity is not positive.
+pub fn cost_at_capacity(spec: &CandidateSpec, capacity_req_s: f64, accuracy: Option<f64>) -> Option<CostAtCapacity> {
+    let usd_per_hour = f64::from(spec.gpu_count?) * spec.gpu_hour_price?;
+    if capacity_req_s <= 0.0 || !capacity_req_s.is_finite() {
+        return None;
+    }
+    let per_1k_answers = usd_per_hour / (capacity_req_s * 3600.0) * 1000.0;
+    Some(CostAtCapacity {
+        usd_per_hour,
+        per_1k_answers,
+        per_1k_correct: accuracy.filter(|a| *a > 0.0).map(|a| per_1k_answers / a),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A level of `n` requests whose attainment is what a server of true capacity `truth`
+    /// gives at `load`: everything below, nothing above (a sharp knee).
+    fn sharp(load: f64, truth: f64, n: u64) -> Probe {
+        Probe {
+            load,
+            requests: n,
+            met: if load <= truth { n } else { 0 },
+            past_saturation: false,
+        }
+    }
+
+    fn search_until_done(
+        mut search: CapacitySearch,
+        measure: impl Fn(f64) -> Probe,
+    ) -> (CapacitySearch, CapacityOutcome) {
+        loop {
+            match search.state() {
+                SearchState::Probe { load } => search.record(measure(load)),
+                SearchState::Done(outcome) => return (search, outcome),
+            }
+        }
+    }
+
+    #[test]
+    fn verdicts_follow_the_interval_not_the_point() {
+        assert_eq!(LevelVerdict::of(400, 400, 0.95), LevelVerdict::Meets);
+        assert_eq!(
+            LevelVerdict::of(10, 10, 0.95),
+            LevelVerdict::Undecided,
+            "10 of 10 is too few for 95 %"
+        );
+        assert_eq!(LevelVerdict::of(300, 400, 0.95), LevelVerdict::Misses);
+        assert_eq!(LevelVerdict::of(380, 400, 0.95), LevelVerdict::Undecided);
+    }
+
+    #[test]
+    fn brackets_then_bisects_to_the_width_in_few_probes() {
+        let settings = SearchSettings {
+            start: 10.0,
+            ..SearchSettings::default()
+        };
+        let (search, outcome) = search_until_done(CapacitySearch::new(settings, 0.95), |l| sharp(l, 42.0, 400));
+        assert_eq!(outcome.reason, StopReason::Converged);
+        let (c, u) = (outcome.capacity.unwrap(), outcome.upper.unwrap());
+        assert!(c <= 42.0 && 42.0 <= u && (u - c) / c <= 0.05, "{c} {u}");
+        assert!(search.probes.len() <= 8, "{}", search.probes.len());
+        assert!(outcome.covers(42.0));
+        assert!(outcome.describe(LoadAxis::Rate).starts_with("capacity @ SLO = "));
+    }
+
+    #[test]
+    fn starts_above_capacity_and_shrinks() {
+        let settings = SearchSettings {
+            start: 100.0,
+            ..SearchSettings::default()
+        };
+        let (_, outcome) = search_until_done(CapacitySearch::new(settings, 0.9), |l| sharp(l, 7.0, 400));
+        assert!(outcome.covers(7.0), "{outcome:?}");
+    }
+
+    #[test]
+    fn concurrency_stops_at_neighbours() {
+        let settings = SearchSettings {
+            axis: LoadAxis::Concurrency,
+            start: 1.0,
+            width: 0.01,
+            max_probes: 20,
+            ..SearchSettings::default()
+        };
+        let (search, outcome) = search_until_done(CapacitySearch::new(settings, 0.9), |l| sharp(l, 5.0, 400));
+        assert_eq!((outcome.capacity, outcome.upper), (Some(5.0), Some(6.0)));
+        assert!(search.probes.iter().all(|p| p.load.fract() == 0.0));
+    }
+
+    #[test]
+    fn limits_and_budget_end_the_search_with_their_reason() {
+        let low = SearchSettings {
+            start: 1.0,
+            min_load: 0.5,
+            ..SearchSettings::default()
+        };
+        let (_, o) = search_until_done(CapacitySearch::new(low, 0.9), |l| sharp(l, 0.1, 400));
+        assert_eq!((o.reason, o.capacity), (StopReason::BelowMinimum, None));
+        let high = SearchSettings {
+            max_load: 50.0,
+            ..SearchSettings::default()
+        };
+        let (_, o) = search_until_done(CapacitySearch::new(high, 0.9), |l| sharp(l, 1e6, 400));
+        assert_eq!((o.reason, o.capacity), (StopReason::AboveMaximum, Some(50.0)));
+        let short = SearchSettings {
+            max_probes: 3,
+            ..SearchSettings::default()
+        };
+        let (s, o) = search_until_done(CapacitySearch::new(short, 0.9), |l| sharp(l, 40.0, 400));
+        assert_eq!((o.reason, s.probes.len()), (StopReason::ProbesSpent, 3));
+    }
+
+    #[test]
+    fn cost_at_capacity_spreads_the_hourly_price_over_the_answers_served() {
+        let spec = CandidateSpec {
+            gpu_count: Some(2),
+            gpu_hour_price: Some(3.6),
+            ..CandidateSpec::openai_chat("self-hosted", "http://127.0.0.1:1/v1", "m")
+        };
+        // 7.2 USD an hour over 10 req/s = 36,000 answers an hour: 0.2 USD per 1,000.
+        let cost = cost_at_capacity(&spec, 10.0, Some(0.8)).unwrap();
+        assert!((cost.per_1k_answers - 0.2).abs() < 1e-12, "{cost:?}");
+        assert!((cost.per_1k_correct.unwrap() - 0.25).abs() < 1e-12);
+        let api = CandidateSpec::openai_chat("api", "http://127.0.0.1:1/v1", "m");
+        assert!(cost_at_capacity(&api, 10.0, None).is_none());
+        assert!(cost_at_capacity(&spec, 0.0, None).is_none());
+    }
+
+    #[test]
+    fn a_level_decides_only_with_enough_requests_wholly_on_one_side() {
+        let mut d = LevelDecision::new(0.9);
+        (0..30).for_each(|_| d.add(true));
+        assert_eq!(d.decided(), None, "too few to stop");
+        (0..30).for_each(|_| d.add(true));
+        assert_eq!(d.decided(), Some(LevelVerdict::Meets));
+        let mut near = LevelDecision::new(0.9);
+        (0..200).for_each(|i| near.add(i % 10 != 0));
+        assert_eq!(near.decided(), None, "90 % of 200 against a 90 % target is not decided");
+        let mut low = LevelDecision::new(0.9);
+        (0..60).for_each(|i| low.add(i % 2 == 0));
+        assert_eq!(low.decided(), Some(LevelVerdict::Misses));
+    }
+
+    #[test]
+    fn a_level_past_saturation_never_meets() {
+        let p = Probe {
+            load: 10.0,
+            requests: 400,
+            met: 400,
+            past_saturation: true,
+        };
+        assert_eq!(p.verdict(0.9), LevelVerdict::Undecided);
+    }
+
+    #[test]
+    fn a_growing_queue_shows_in_ttft_and_flat_throughput() {
+        let steady: Vec<(i64, f64)> = (0..60).map(|i| (i * 1000, 100.0 + (i % 3) as f64)).collect();
+        assert!(!saturation_signs(&steady, false, Some((10.0, 10.0)), Some((20.0, 19.5))).past_saturation());
+        let growing: Vec<(i64, f64)> = (0..60).map(|i| (i * 1000, 100.0 + 10.0 * i as f64)).collect();
+        let signs = saturation_signs(&growing, false, None, None);
+        assert!(signs.ttft_growth.unwrap() > 3.0 && signs.past_saturation(), "{signs:?}");
+        let flat = saturation_signs(&steady, false, Some((10.0, 10.0)), Some((20.0, 10.5)));
+        assert!(flat.throughput_flat && flat.describe().contains("flat"));
+        assert!(saturation_signs(&steady[..10], true, None, None).in_flight_at_cap);
+    }
+}
