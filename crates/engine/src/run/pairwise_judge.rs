@@ -44,10 +44,7 @@ impl PairwiseJudge {
                 role: "user".into(),
                 content: prompt,
             }]),
-            expected: None,
-            graders: Vec::new(),
-            tags: Vec::new(),
-            weight: None,
+            ..Default::default()
         };
         let params = RequestParams {
             max_tokens: Some(self.candidate.spec.max_tokens.unwrap_or(PAIRWISE_MAX_TOKENS)),
