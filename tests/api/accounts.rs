@@ -105,6 +105,9 @@ pub(crate) struct Ids {
     pub evalset: i64,
     /// The query naming an attempt of `run` with a token timeline (`timeline_query`).
     pub timeline: String,
+    /// A schedule of `candidate` on the version's set, and a review item of `run`.
+    pub schedule: i64,
+    pub review_item: i64,
 }
 
 /// The query of `/runs/{id}/timeline` naming the run's first attempt with a token timeline
@@ -170,6 +173,8 @@ async fn seed(app: &TestApp) -> Ids {
     let (token, _) = accounts_app::create_token(app.store.as_ref(), "test", &target, "t", None)
         .await
         .unwrap();
+    let evalset = evalset_of(app, version).await;
+    let (schedule, review_item) = schedule_and_review_item(app, evalset, candidate, run).await;
     Ids {
         candidate,
         version,
@@ -178,9 +183,59 @@ async fn seed(app: &TestApp) -> Ids {
         scorecard,
         user: target.id,
         token: token.id,
-        evalset: evalset_of(app, version).await,
+        evalset,
         timeline: timeline_query(app, run).await,
+        schedule,
+        review_item,
     }
+}
+
+/// A schedule of `candidate` on `evalset`, and a review item of `run`'s first record (the run
+/// must have one): the ids their pages need.
+pub(crate) async fn schedule_and_review_item(app: &TestApp, evalset: i64, candidate: i64, run: i64) -> (i64, i64) {
+    let config = bakeoff::domain::run::RunConfig::default();
+    let schedule = bakeoff::app::schedules::save(
+        &app.store,
+        None,
+        &bakeoff::app::schedules::ScheduleRequest {
+            name: "nightly".into(),
+            evalset: evalset.to_string(),
+            evalset_version: "latest".into(),
+            candidates: vec![candidate.to_string()],
+            draft: bakeoff::domain::run::RunDraft::from_config(&config),
+            load: bakeoff::domain::presets::LoadDraft::from_config(&config),
+            cadence: "0 0 1 1 *".into(),
+            time_zone: "UTC".into(),
+            ..Default::default()
+        },
+        "test",
+    )
+    .await
+    .unwrap();
+    let answer = app
+        .store
+        .list_request_records(run)
+        .await
+        .unwrap()
+        .into_iter()
+        .next()
+        .unwrap();
+    app.store
+        .add_review_items(
+            &[bakeoff::domain::review::NewReviewItem {
+                run_id: run,
+                candidate_id: answer.candidate_id,
+                case_id: answer.case_id.to_string(),
+                repetition: answer.repetition,
+                reasons: vec![bakeoff::domain::review::Reason::Manual],
+                detail: String::new(),
+                added_by: "test".into(),
+            }],
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    (schedule, app.store.list_review_items(Some(run), 1).await.unwrap()[0].id)
 }
 
 use bakeoff::app::accounts as accounts_app;
@@ -206,6 +261,13 @@ pub(crate) fn fill(pattern: &str, ids: &Ids) -> String {
         ids.scorecard
     } else if resource.starts_with("/users") {
         ids.user
+    } else if resource.ends_with("/delete") && resource.starts_with("/schedules") {
+        // Deleted by the first editor, the schedule would be missing for every later caller.
+        0
+    } else if resource.starts_with("/schedules") {
+        ids.schedule
+    } else if resource.starts_with("/review/items") {
+        ids.review_item
     } else {
         ids.token
     };
@@ -349,6 +411,9 @@ async fn single_user_mode_reaches_every_route_without_a_login(db: TestStore) {
         token: 1,
         evalset: evalset_of(&app, version).await,
         timeline: timeline_query(&app, run).await,
+        // Only refusals are checked here: a missing schedule or item may answer 404.
+        schedule: 0,
+        review_item: 0,
     };
     for (method, pattern, _) in ROUTES {
         // The users and account pages add a user, which would switch the mode.

@@ -301,6 +301,7 @@ async fn every_documented_path_answers_as_documented(db: TestStore) {
     let mock = mock().await;
     let app = spawn_app_on(db).await;
     let api = Api::new(&app, "ci", Role::Editor).await;
+    let admin = Api::new(&app, "ci-admin", Role::Admin).await;
     let mut seed = seed(&api, &mock).await;
     let review = crate::review::queue_for_walk(&app, seed.run, seed.version, seed.candidate).await;
     seed.review_item = review.item;
@@ -366,9 +367,27 @@ async fn every_documented_path_answers_as_documented(db: TestStore) {
                         "right_candidate": review.second_candidate, "choice": "left"})
                     .to_string(),
                 )),
+                ("POST", "/api/v1/schedules") => Some((
+                    "application/toml",
+                    "bakeoff_schedules = 1\n[[schedule]]\nname = \"walk\"\nevalset = \"gate-set\"\nversion = \"latest\"\n\
+                     candidates = [\"right\"]\ncadence = \"0 6 * * 1-5\"\ntime_zone = \"UTC\"\n"
+                        .to_string(),
+                )),
+                ("POST", "/api/v1/notification-targets") => Some((
+                    "application/json",
+                    json!({"name": "walk-hook", "kind": "webhook", "url": "http://127.0.0.1:9/hook",
+                        "secret": "a-walk-secret-of-24-chars", "profile_id": seed.profile})
+                    .to_string(),
+                )),
                 other => panic!("no request body written for {other:?}: add one here"),
             };
-            let a = api.send(&method, &url, body).await;
+            // Notification targets hold secrets: only an admin sets them.
+            let caller = if path == "/api/v1/notification-targets" {
+                &admin
+            } else {
+                &api
+            };
+            let a = caller.send(&method, &url, body).await;
             assert!(
                 (200..300).contains(&a.status),
                 "{}: {method} {url} answered {}: {}",

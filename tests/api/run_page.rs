@@ -898,8 +898,8 @@ async fn a_poisson_rate_run_shows_goodput_under_its_slos_and_schedule_lag(db: Te
     assert!(cells[goodput - 1].ends_with("req/s"), "{b}: {:?}", cells);
     assert_eq!(
         cells[attainment - 1],
-        "100.0 % (n=10)",
-        "{b}: every request met the generous SLOs"
+        "100.0 % [72.2–100.0] (10 of 10)",
+        "{b}: every request met the generous SLOs (Wilson 95 % interval)"
     );
     // Open loop: the harness reports schedule lag, not client queue.
     assert_eq!(page.count("[data-harness=schedule_lag]"), 1, "{b}");

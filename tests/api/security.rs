@@ -566,6 +566,8 @@ async fn a_planted_key_is_only_ciphertext_at_rest_and_appears_on_no_get_route(db
     let (token, _) = bakeoff::app::accounts::create_token(app.store.as_ref(), "test", &root, "crawl", None)
         .await
         .unwrap();
+    let evalset = crate::accounts::evalset_of(&app, version).await;
+    let (schedule, review_item) = crate::accounts::schedule_and_review_item(&app, evalset, candidate, run).await;
     let ids = crate::accounts::Ids {
         candidate,
         version,
@@ -574,8 +576,10 @@ async fn a_planted_key_is_only_ciphertext_at_rest_and_appears_on_no_get_route(db
         scorecard,
         user: root.id,
         token: token.id,
-        evalset: crate::accounts::evalset_of(&app, version).await,
+        evalset,
         timeline: crate::accounts::timeline_query(&app, run).await,
+        schedule,
+        review_item,
     };
 
     // Every GET route of the router, pages, fragments, exports, the event stream and the JSON API.

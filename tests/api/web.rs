@@ -72,6 +72,7 @@ async fn every_page_renders_with_the_layout() {
                 "Runs",
                 "Archive",
                 "Scorecards",
+                "Schedules",
                 "Workers",
                 "Audit",
                 "How we measure"

@@ -60,7 +60,8 @@ pub struct ScheduleEntry {
     pub paused: Option<bool>,
     /// The run settings file's fields (`bakeoff_settings` left out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<crate::files::settings::SettingsFile>)]
+    // An object, not `SettingsFile`: that one requires its `bakeoff_settings` version.
+    #[schema(value_type = Option<Object>)]
     pub settings: Option<serde_json::Value>,
 }
 
