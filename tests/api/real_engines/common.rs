@@ -601,9 +601,10 @@ pub async fn tool_call(engine: &Engine, server: &ServerProcess, tool_choice: ser
     use bakeoff::domain::tool_calls::{TOOL_GRADER, ToolCallsDetail};
     let bench = Bench::new().await;
     let file = tool_evalset(tool_choice);
-    let spec = engine.candidate(server, "tools");
     let mut streamed = None;
     for stream in [true, false] {
+        // One candidate per mode: the bench's store refuses a second one of the same name.
+        let spec = engine.candidate(server, if stream { "tools streamed" } else { "tools whole" });
         let (run, records) = bench.run(&file, &spec, one_by_one(stream)).await;
         assert_eq!(run.status, RunStatus::Finished, "{}: {:?}", engine.name, run.error);
         assert_eq!(records.len(), 1, "{}: one request", engine.name);
