@@ -95,4 +95,3 @@ async fn a_level_past_saturation_is_marked() {
     );
     mock.shutdown().await.unwrap();
 }
-
