@@ -211,6 +211,7 @@ pub fn record(run_id: i64, candidate_id: i64, case: usize, repetition: u32, sent
             error_detail: failed.then(|| "HTTP 500: upstream overloaded".to_string()),
             chunk_text: Default::default(),
             content_reasoning: None,
+            tool_turn: None,
         }
         .into(),
         error_class: failed.then_some(bakeoff::domain::run::ErrorClass::HttpServerError),

@@ -583,18 +583,21 @@ each_backend!(
     worker_threads = 2
 );
 
+/// What the receiver got: each delivery's headers and body.
+type Deliveries = std::sync::Arc<std::sync::Mutex<Vec<(axum::http::HeaderMap, Vec<u8>)>>>;
+
 /// A webhook receiver on loopback: records every request (headers and body), answers 500 to
 /// the first `failures`, then 200.
 struct Receiver {
     url: String,
-    got: std::sync::Arc<std::sync::Mutex<Vec<(axum::http::HeaderMap, Vec<u8>)>>>,
+    got: Deliveries,
     _server: tokio::task::JoinHandle<()>,
 }
 
 impl Receiver {
     async fn start(failures: usize) -> Receiver {
         use axum::http::StatusCode;
-        let got: std::sync::Arc<std::sync::Mutex<Vec<(axum::http::HeaderMap, Vec<u8>)>>> = Default::default();
+        let got: Deliveries = Default::default();
         let seen = got.clone();
         let app = axum::Router::new().route(
             "/hook",
