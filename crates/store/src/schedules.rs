@@ -93,30 +93,41 @@ impl FiringRow {
     }
 }
 
+/// Binds a [`ScheduleSpec`]'s values as `$1`…`$13`, in the order of the INSERT's and the
+/// UPDATE's column lists.
+macro_rules! bind_schedule {
+    ($query:expr, $spec:expr) => {
+        $query
+            .bind(Self::TEXT.encode(&$spec.name))
+            .bind($spec.evalset_id)
+            .bind($spec.evalset_version_id)
+            .bind(rows::to_json(&$spec.candidate_ids))
+            .bind(rows::run_config_json(&$spec.config))
+            .bind($spec.profile_id)
+            .bind(&$spec.cadence)
+            .bind(&$spec.time_zone)
+            .bind(Self::TEXT.encode(&$spec.owner))
+            .bind($spec.max_requests.map(|n| n.min(i64::MAX as u64) as i64))
+            .bind($spec.max_cost_usd)
+            .bind($spec.baseline.as_text())
+            .bind($spec.paused)
+    };
+}
+
+pub(crate) use bind_schedule;
+
 macro_rules! schedule_queries {
     () => {
         fn create_schedule<'a>(&'a self, spec: &'a ScheduleSpec) -> StoreFuture<'a, i64> {
             Box::pin(async move {
                 let now = Timestamp::now().0;
-                let id: i64 = sqlx::query_scalar(
+                let insert = sqlx::query_scalar(
                     "INSERT INTO schedules (name, evalset_id, evalset_version_id, candidate_ids, config, profile_id, \
                      cadence, time_zone, owner, max_requests, max_cost_usd, baseline, paused, counting_since, \
                      created_at, updated_at) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, $14) RETURNING id",
-                )
-                .bind(Self::TEXT.encode(&spec.name))
-                .bind(spec.evalset_id)
-                .bind(spec.evalset_version_id)
-                .bind(rows::to_json(&spec.candidate_ids))
-                .bind(rows::run_config_json(&spec.config))
-                .bind(spec.profile_id)
-                .bind(&spec.cadence)
-                .bind(&spec.time_zone)
-                .bind(Self::TEXT.encode(&spec.owner))
-                .bind(spec.max_requests.map(|n| n.min(i64::MAX as u64) as i64))
-                .bind(spec.max_cost_usd)
-                .bind(spec.baseline.as_text())
-                .bind(spec.paused)
+                );
+                let id: i64 = schedules::bind_schedule!(insert, spec)
                 .bind(now)
                 .fetch_one(self.pool())
                 .await
@@ -129,28 +140,16 @@ macro_rules! schedule_queries {
         fn update_schedule<'a>(&'a self, id: i64, spec: &'a ScheduleSpec, recount: bool) -> StoreFuture<'a, ()> {
             Box::pin(async move {
                 let now = Timestamp::now().0;
-                let done = sqlx::query(
-                    "UPDATE schedules SET name = $2, evalset_id = $3, evalset_version_id = $4, candidate_ids = $5, \
-                     config = $6, profile_id = $7, cadence = $8, time_zone = $9, owner = $10, max_requests = $11, \
-                     max_cost_usd = $12, baseline = $13, paused = $14, updated_at = $15, \
-                     counting_since = CASE WHEN $16 THEN $15 ELSE counting_since END WHERE id = $1",
-                )
-                .bind(id)
-                .bind(Self::TEXT.encode(&spec.name))
-                .bind(spec.evalset_id)
-                .bind(spec.evalset_version_id)
-                .bind(rows::to_json(&spec.candidate_ids))
-                .bind(rows::run_config_json(&spec.config))
-                .bind(spec.profile_id)
-                .bind(&spec.cadence)
-                .bind(&spec.time_zone)
-                .bind(Self::TEXT.encode(&spec.owner))
-                .bind(spec.max_requests.map(|n| n.min(i64::MAX as u64) as i64))
-                .bind(spec.max_cost_usd)
-                .bind(spec.baseline.as_text())
-                .bind(spec.paused)
+                let update = sqlx::query(
+                    "UPDATE schedules SET name = $1, evalset_id = $2, evalset_version_id = $3, candidate_ids = $4, \
+                     config = $5, profile_id = $6, cadence = $7, time_zone = $8, owner = $9, max_requests = $10, \
+                     max_cost_usd = $11, baseline = $12, paused = $13, updated_at = $14, \
+                     counting_since = CASE WHEN $15 THEN $14 ELSE counting_since END WHERE id = $16",
+                );
+                let done = schedules::bind_schedule!(update, spec)
                 .bind(now)
                 .bind(recount)
+                .bind(id)
                 .execute(self.pool())
                 .await
                 .map_err(|e| rows::conflict_on_unique(e, || format!("a schedule named {:?} exists", spec.name)))

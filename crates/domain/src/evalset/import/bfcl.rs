@@ -11,7 +11,7 @@
 //! (BFCL's irrelevance tests) expects no call. Several calls are matched order-free.
 use serde_json::{Map, Value, json};
 
-use super::{Draft, Format, ImportOptions, Origin, error, header, numbered_id};
+use super::{Draft, Format, ImportOptions, error, header, jsonl_cases};
 use crate::evalset::problems::{kind_of, without_position};
 use crate::evalset::{EvalSetError, TaskKind};
 
@@ -22,20 +22,7 @@ pub(super) fn read(source_name: &str, text: &str, options: &ImportOptions) -> Re
         ..options.clone()
     };
     let h = header(source_name, &options, None, Format::Bfcl)?;
-    let lines: Vec<(usize, &str)> = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l))
-        .filter(|(_, l)| !l.trim().is_empty())
-        .collect();
-    let mut cases = Vec::with_capacity(lines.len());
-    let mut problems = Vec::new();
-    for (n, (line, raw)) in lines.iter().enumerate() {
-        match test_case(source_name, *line, raw, numbered_id("bfcl", n + 1, lines.len())) {
-            Ok(case) => cases.push((Origin::Line(*line), case)),
-            Err(e) => problems.extend(e.problems),
-        }
-    }
+    let (cases, problems) = jsonl_cases(text, "bfcl", |line, raw, id| test_case(source_name, line, raw, id));
     Ok(Draft {
         header: h,
         cases,

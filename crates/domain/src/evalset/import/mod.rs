@@ -383,6 +383,30 @@ pub(crate) fn split_tags(raw: &str) -> Vec<Value> {
 }
 
 /// Case ids `prefix-001`… wide enough for `count` cases, so they sort in file order.
+/// The cases of a JSONL source: each non-blank line read on its own by `case(line, raw, id)`
+/// (ids numbered `prefix-N` over the non-blank lines); a bad line is noted and the next read.
+pub(crate) fn jsonl_cases(
+    text: &str,
+    prefix: &str,
+    case: impl Fn(usize, &str, String) -> Result<Value, EvalSetError>,
+) -> (Vec<(Origin, Value)>, Vec<Problem>) {
+    let lines: Vec<(usize, &str)> = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l))
+        .filter(|(_, l)| !l.trim().is_empty())
+        .collect();
+    let mut cases = Vec::with_capacity(lines.len());
+    let mut problems = Vec::new();
+    for (n, (line, raw)) in lines.iter().enumerate() {
+        match case(*line, raw, numbered_id(prefix, n + 1, lines.len())) {
+            Ok(value) => cases.push((Origin::Line(*line), value)),
+            Err(e) => problems.extend(e.problems),
+        }
+    }
+    (cases, problems)
+}
+
 pub(crate) fn numbered_id(prefix: &str, n: usize, count: usize) -> String {
     let width = count.to_string().len().max(3);
     format!("{prefix}-{n:0width$}")

@@ -3,7 +3,7 @@
 //! them in their templates).
 use serde_json::{Map, Value, json};
 
-use super::{Draft, Format, ImportOptions, Origin, error, header, numbered_id};
+use super::{Draft, Format, ImportOptions, error, header, jsonl_cases};
 use crate::evalset::EvalSetError;
 use crate::evalset::problems::{kind_of, without_position};
 
@@ -11,21 +11,7 @@ pub(super) fn read(source_name: &str, text: &str, options: &ImportOptions) -> Re
     let h = header(source_name, options, None, Format::OpenaiEvals)?;
     // The header graders are proposed from the ideal values once every line is read
     // (`super::apply_grader`).
-    let lines: Vec<(usize, &str)> = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l))
-        .filter(|(_, l)| !l.trim().is_empty())
-        .collect();
-    let mut cases = Vec::with_capacity(lines.len());
-    let mut problems = Vec::new();
-    for (n, (line, raw)) in lines.iter().enumerate() {
-        // Each line is read on its own; a bad one is noted and the next one read.
-        match sample(source_name, *line, raw, numbered_id("sample", n + 1, lines.len())) {
-            Ok(case) => cases.push((Origin::Line(*line), case)),
-            Err(e) => problems.extend(e.problems),
-        }
-    }
+    let (cases, problems) = jsonl_cases(text, "sample", |line, raw, id| sample(source_name, line, raw, id));
     Ok(Draft {
         header: h,
         cases,
