@@ -395,11 +395,33 @@ pub struct MeasureJson {
     pub tokens: TokenCounting,
     pub provenance: Provenance,
     pub harness: Option<HarnessReport>,
+    /// The whole `bakeoff measure` process up to writing this file.
+    pub process: ProcessUsage,
     pub levels: Vec<LevelFigures>,
     pub knees: Vec<KneeJson>,
     pub events: Vec<EventLine>,
     pub definitions: Vec<(&'static str, &'static str)>,
     pub records: Vec<RequestRecord>,
+}
+
+/// What the whole process used, start-up included, read just before the file is written (so
+/// only the writing is left out): the kernel's counters for this process, every thread.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessUsage {
+    /// User + system CPU seconds since the process started; null where `/proc` is unavailable.
+    pub cpu_s: Option<f64>,
+    /// Peak resident memory since the process started (`VmHWM`), bytes.
+    pub peak_rss_bytes: Option<u64>,
+}
+
+impl ProcessUsage {
+    pub fn now() -> Self {
+        use crate::engine::run::harness;
+        ProcessUsage {
+            cpu_s: harness::process_cpu_seconds(),
+            peak_rss_bytes: harness::peak_rss_bytes(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -504,6 +526,7 @@ fn measure_json(
         tokens: token_counting(spec, &outcome.records),
         provenance,
         harness: outcome.harness.clone(),
+        process: ProcessUsage::now(),
         levels: outcome.figures.levels.clone(),
         knees: outcome
             .figures

@@ -630,6 +630,15 @@ fn measure_json_has_the_documented_fields() {
     );
     assert_eq!(doc["provenance"]["models"]["id"], "m");
     assert!(doc["harness"]["wall_s"].as_f64().is_some());
+    assert!(doc["harness"]["figure_shifts"].is_array());
+    // The whole process, start-up included: at least the harness's share of it.
+    let process_cpu = doc["process"]["cpu_s"].as_f64().unwrap();
+    assert!(
+        process_cpu >= doc["harness"]["cpu_s"].as_f64().unwrap() - 0.011,
+        "{process_cpu}"
+    );
+    assert!(doc["process"]["peak_rss_bytes"].as_u64().unwrap() > 1 << 20);
+    assert!(doc["harness"]["peak_rss_bytes"].as_u64().unwrap() > 1 << 20);
     assert_eq!(doc["levels"].as_array().unwrap().len(), 2);
     let level = &doc["levels"][1];
     assert_eq!(
@@ -952,6 +961,14 @@ mod store {
                 measured_requests: 40,
                 marked_requests: 1,
             },
+            figure_shifts: vec![bakeoff::domain::self_check::FigureShift {
+                figure: "TTFT p99".into(),
+                reported_ms: 61.0,
+                shift_ms: 7.5,
+                bound_ms: 1.0,
+            }],
+            process_cpu_s: Some(0.4),
+            peak_rss_bytes: Some(30_000_000),
         };
         store.set_run_harness(run, &report).await.unwrap();
         assert_eq!(

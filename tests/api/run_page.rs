@@ -135,6 +135,12 @@ async fn the_harness_report_labels_every_figure_and_flags_unreliable_speed_on_pa
         "{b}: closed loop has no schedule"
     );
     assert!(fact("event_loop_lag").contains("p99 1.20 ms"), "{b}");
+    // The whole process, every thread: CPU and peak memory.
+    assert!(
+        fact("process").contains("1.60 CPU-s") && fact("process").contains("peak memory 40.0 MB"),
+        "{b}: {}",
+        fact("process")
+    );
     assert!(fact("host").contains("bakeoff 9.9.9-test on bench-host"), "{b}");
     // The scorecard's speed rules carry the flag too.
     let (card, _) = app.page(&format!("/runs/{flagged}/scorecard")).await;

@@ -997,7 +997,7 @@ pub struct HarnessReport {
     pub schedule_lag_ms: Option<Distribution>,
     /// Closed loop: time a ready request waited in bakeoff before its send, ms.
     pub client_queue_ms: Option<Distribution>,
-    /// How late bakeoff's own event loop woke a 5 ms ticker during the run, ms (timer
+    /// How late bakeoff's own event loop woke a 20 ms ticker during the run, ms (timer
     /// resolution is 1 ms): a busy or starved client shows here before anywhere else.
     #[serde(default)]
     pub runtime_lag_ms: Option<Distribution>,
@@ -1009,6 +1009,18 @@ pub struct HarnessReport {
     /// (reports stored before spikes were kept read as none observed).
     #[serde(default)]
     pub lag_spikes: LagSpikes,
+    /// How far bakeoff's own lag could have moved each reported percentile it touched
+    /// (`self_check`); one above its bound is a reason the run is flagged.
+    #[serde(default)]
+    pub figure_shifts: Vec<crate::self_check::FigureShift>,
+    /// CPU seconds of the whole bakeoff process over the execution, every thread included
+    /// (`cpu_s` leaves out an in-process mock and page threads).
+    #[serde(default)]
+    pub process_cpu_s: Option<f64>,
+    /// The bakeoff process's peak resident memory since it started (the kernel's high-water
+    /// mark), bytes, when the report was made.
+    #[serde(default)]
+    pub peak_rss_bytes: Option<u64>,
 }
 
 impl HarnessReport {
@@ -1066,13 +1078,17 @@ impl HarnessReport {
                 measured_requests: reports.iter().map(|r| r.lag_spikes.measured_requests).sum(),
                 marked_requests: reports.iter().map(|r| r.lag_spikes.marked_requests).sum(),
             },
+            figure_shifts: reports.iter().flat_map(|r| r.figure_shifts.clone()).collect(),
+            process_cpu_s: reports.iter().map(|r| r.process_cpu_s).sum::<Option<f64>>(),
+            peak_rss_bytes: reports.iter().filter_map(|r| r.peak_rss_bytes).max(),
         })
     }
 }
 
-/// Lag spikes of one run: each interval (wall clock, µs since the epoch) in which bakeoff's
-/// event loop woke later than `threshold_ms`, and the measured requests whose span (send → end)
-/// overlapped one — their timestamps may be late by up to the spike. The marks are derived from
+/// Lag spikes of one run: each interval (wall clock, µs since the epoch) in which bakeoff may
+/// have stalled (from its last on-time wake-up or read to one later than `threshold_ms`), and the
+/// measured requests whose span (send → end) overlapped one — a timestamp taken inside may be
+/// late by up to the time since the interval began (`self_check`). The marks are derived from
 /// the stored intervals and records, so anyone holding an export can recompute them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]

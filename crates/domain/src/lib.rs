@@ -34,6 +34,7 @@ pub mod run;
 pub mod schedule;
 pub mod scorecard;
 pub mod sealed;
+pub mod self_check;
 pub mod stability;
 pub mod stats;
 pub mod telemetry;

@@ -193,11 +193,13 @@ pub async fn provenance(spec: &CandidateSpec) -> Provenance {
     };
     let url = format!("{}/models", spec.base_url.trim_end_matches('/'));
     // No redirect is followed: the key goes to the candidate's own server and nowhere else.
-    let client = match reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-    {
+        .redirect(reqwest::redirect::Policy::none());
+    if crate::wire::client::never_tls(&spec.base_url) {
+        builder = builder.tls_certs_only(std::iter::empty());
+    }
+    let client = match builder.build() {
         Ok(c) => c,
         Err(e) => {
             out.models_error = Some(e.to_string());

@@ -509,5 +509,8 @@ pub fn harness_report(unreliable: bool, queue_p99_ms: f64) -> HarnessReport {
             Vec::new()
         },
         lag_spikes: Default::default(),
+        figure_shifts: Vec::new(),
+        process_cpu_s: Some(1.6),
+        peak_rss_bytes: Some(40_000_000),
     }
 }

@@ -1,5 +1,5 @@
-//! The canonical offline tokenizer (o200k, embedded in the binary by `tiktoken-rs`: nothing is
-//! downloaded) and everything bakeoff counts with it, always after a stream has ended, never in
+//! The canonical offline tokenizer (o200k, embedded in the binary: nothing is downloaded; see
+//! `o200k` for why it is not `tiktoken-rs`'s) and everything bakeoff counts with it, always after a stream has ended, never in
 //! the request loop:
 //!
 //! - `canonical_tokens` of every record: the o200k count of all generated text (reasoning +
@@ -10,16 +10,11 @@
 //!   and how they were attributed (`ChunkAttribution`); a record a server tokenizer may recount
 //!   keeps its chunk boundaries, so the recount can count prefixes there;
 //! - synthetic prompts of an exact o200k length, for prompt-length sweeps.
-use tiktoken_rs::{CoreBPE, Rank};
+use super::o200k::{Rank, o200k};
 
 pub use crate::domain::run::apportion;
 use crate::domain::run::{ChunkAttribution, RequestRecord, TokenSource};
 use crate::wire::client::ChunkText;
-
-/// The o200k ranks, parsed once (a fraction of a second) on first use and kept.
-fn o200k() -> &'static CoreBPE {
-    tiktoken_rs::o200k_base_singleton()
-}
 
 /// The canonical tokenizer's name, stated with every canonical figure.
 pub const CANONICAL_TOKENIZER: &str = "o200k_base";
@@ -35,7 +30,7 @@ pub fn count(text: &str) -> u32 {
     if text.is_empty() {
         return 0;
     }
-    u32::try_from(o200k().encode_ordinary(text).len()).unwrap_or(u32::MAX)
+    u32::try_from(o200k().count(text)).unwrap_or(u32::MAX)
 }
 
 /// Completes a record's token counts (see the module comment). `chunk_text` has one entry per
@@ -104,7 +99,7 @@ fn encode(text: &str) -> Vec<Rank> {
     if text.is_empty() {
         return Vec::new();
     }
-    o200k().encode_ordinary(text)
+    o200k().encode(text)
 }
 
 fn len_u32(tokens: &[Rank]) -> u32 {
@@ -148,7 +143,7 @@ fn chunk_weights(reasoning: &[Rank], output: &[Rank], chunk_text: &[ChunkText]) 
         };
         let (mut chunk, mut chunk_end, mut token_end) = (0usize, bytes(0), 0usize);
         for &token in tokens {
-            token_end += o200k().decode_bytes(&[token]).map_or(0, |b| b.len());
+            token_end += o200k().token(token).len();
             while chunk < last && token_end > chunk_end {
                 chunk += 1;
                 chunk_end += bytes(chunk);
@@ -212,8 +207,13 @@ const WORDS: [&str; 48] = [
     "word",
 ];
 
-/// A prompt of exactly `tokens` o200k tokens (for `tokens` ≥ 8), different for every `seed` so
-/// no server-side prefix cache can answer it: a numbered instruction, then common words.
+/// A prompt of exactly `tokens` o200k tokens (for `tokens` ≥ 4), different for every `seed` so
+/// no server-side prefix cache can answer it: "The" and then common words, each one o200k token
+/// with its leading space; the first three spell `seed` in base 48 (so prompts of seeds below
+/// 110,592 differ within their first four tokens), the rest vary with it. Built without the
+/// tokenizer (o200k splits text before every space-led word, and each of these words is one
+/// token: the tests check both against the real tokenizer), so a synthetic workload never loads
+/// the tokenizer's tables just to write its prompts.
 pub fn synthetic_prompt(tokens: u32, seed: u64) -> String {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut next_word = move || {
@@ -223,30 +223,21 @@ pub fn synthetic_prompt(tokens: u32, seed: u64) -> String {
         state ^= state >> 27;
         WORDS[(state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 58) as usize % WORDS.len()]
     };
-    let mut text = format!("Text {seed}. Continue it:");
-    let mut have = count(&text);
-    // Words are appended in batches, then trimmed: the count is checked, never assumed.
-    for _ in 0..8 {
-        while have < tokens {
-            for _ in 0..tokens - have {
-                text.push(' ');
-                text.push_str(next_word());
-            }
-            have = count(&text);
-        }
-        while have > tokens {
-            match text.rfind(' ') {
-                Some(at) if at > 0 => text.truncate(at),
-                _ => return text,
-            }
-            have = count(&text);
-        }
-        if have == tokens {
-            break;
-        }
+    let base = WORDS.len() as u64;
+    let mut text = String::with_capacity(tokens as usize * 8);
+    text.push_str(FIRST_WORD);
+    for i in 1..tokens {
+        text.push(' ');
+        text.push_str(match i {
+            1..=3 => WORDS[((seed / base.pow(i - 1)) % base) as usize],
+            _ => next_word(),
+        });
     }
     text
 }
+
+/// The first word of every synthetic prompt: one o200k token without a leading space.
+const FIRST_WORD: &str = "The";
 
 #[cfg(test)]
 mod tests {
@@ -334,11 +325,18 @@ mod tests {
 
     #[test]
     fn synthetic_prompts_have_the_exact_length_and_differ_by_seed() {
-        for n in [8, 64, 256, 2048] {
-            let p = synthetic_prompt(n, 3);
-            assert_eq!(count(&p), n, "{n}");
+        // What the construction relies on, checked against the real tokenizer.
+        assert_eq!(count(FIRST_WORD), 1);
+        for word in WORDS {
+            assert_eq!(count(&format!(" {word}")), 1, "{word:?}");
         }
-        assert_ne!(synthetic_prompt(64, 1), synthetic_prompt(64, 2));
+        for n in [4, 8, 64, 256, 2048] {
+            for seed in [0, 3, 47, 48, 110_591, (64u64 << 32) | 255] {
+                assert_eq!(count(&synthetic_prompt(n, seed)), n, "{n} tokens, seed {seed}");
+            }
+        }
+        let first_tokens: std::collections::HashSet<String> = (0..3000).map(|seed| synthetic_prompt(4, seed)).collect();
+        assert_eq!(first_tokens.len(), 3000, "every seed's first four tokens differ");
         assert_eq!(synthetic_prompt(64, 1), synthetic_prompt(64, 1));
     }
 }

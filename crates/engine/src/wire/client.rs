@@ -247,8 +247,17 @@ impl CandidateClient {
             return Err(format!("the base URL {why}"));
         }
         let ca_file = spec.tls_ca_file.as_deref().map(std::path::Path::new);
-        let tls = super::tls::client_config(ca_file)?;
+        // The system's roots are read and parsed only for a candidate that can use them: a
+        // plain-http endpoint's run (every benchmark on loopback) does without.
+        let tls = if is_https(&spec.base_url) || ca_file.is_some() {
+            Some(super::tls::client_config(ca_file)?)
+        } else {
+            None
+        };
         let mut http = reqwest::Client::builder();
+        if never_tls(&spec.base_url) {
+            http = http.tls_certs_only(std::iter::empty());
+        }
         if let Some(path) = ca_file {
             // The same trust behind a proxy, where reqwest carries the request.
             let pem = std::fs::read(path).map_err(|e| format!("TLS CA file {}: {e}", path.display()))?;
@@ -269,7 +278,7 @@ impl CandidateClient {
             .connector_layer(ConnectTimerLayer)
             .build()
             .map_err(|e| e.to_string())?;
-        let h1 = (!h1_schemes.is_empty()).then(|| h1::Pool::new(concurrency as usize, timeouts.connect, Some(tls)));
+        let h1 = (!h1_schemes.is_empty()).then(|| h1::Pool::new(concurrency as usize, timeouts.connect, tls));
         Ok(CandidateClient {
             http,
             h1,
@@ -535,6 +544,7 @@ impl CandidateClient {
                     return Ok(());
                 }
                 completed |= m.x.finish_reason.is_some();
+                parser.recycle(event.data);
             }
             // The first token moves the deadline from the first-token one to the (usually
             // earlier) stall one; later tokens only move it on, which the lazy re-arm handles.
@@ -606,7 +616,11 @@ impl Measure {
         let now = self.now();
         self.unstamped |= kernel_ns.is_none();
         let at = match kernel_ns {
-            Some(ns) => now - ((wall_clock_ns() - ns) / 1_000).clamp(0, now),
+            Some(ns) => {
+                let wall_us = wall_clock_ns() / 1_000;
+                super::read_lag::note(ns / 1_000, wall_us);
+                now - (wall_us - ns / 1_000).clamp(0, now)
+            }
             None => now,
         };
         self.latest_us = at.max(self.latest_us);
@@ -917,12 +931,27 @@ async fn read_body(body: &mut ResponseBody, deadline: Instant, limit: usize) -> 
 /// configured (reqwest honours it), nor when `BAKEOFF_WIRE_CLIENT=reqwest` asks for the
 /// reference client (to compare the two in `calibrate`).
 fn stamped_reads_allowed(scheme: &str) -> bool {
+    !proxied(scheme) && std::env::var("BAKEOFF_WIRE_CLIENT").as_deref() != Ok("reqwest")
+}
+
+fn is_https(url: &str) -> bool {
+    url.get(..6).is_some_and(|s| s.eq_ignore_ascii_case("https:"))
+}
+
+/// Whether a client of `base_url` never speaks TLS: plain http, no proxy (no redirect is ever
+/// followed). Such a client need not load the system's roots (a few milliseconds of CPU and a
+/// megabyte or two for each client built).
+pub(crate) fn never_tls(base_url: &str) -> bool {
+    !is_https(base_url) && !proxied("http") && !proxied("https")
+}
+
+/// Whether the environment names a proxy for `scheme` (reqwest would then carry its requests).
+fn proxied(scheme: &str) -> bool {
     let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
     let own = format!("{scheme}_proxy");
-    let proxied = [own.as_str(), &own.to_ascii_uppercase(), "all_proxy", "ALL_PROXY"]
+    [own.as_str(), &own.to_ascii_uppercase(), "all_proxy", "ALL_PROXY"]
         .iter()
-        .any(|n| set(n));
-    !proxied && std::env::var("BAKEOFF_WIRE_CLIENT").as_deref() != Ok("reqwest")
+        .any(|n| set(n))
 }
 
 fn micros(d: Duration) -> i64 {

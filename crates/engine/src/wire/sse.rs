@@ -34,7 +34,13 @@ pub struct SseParser {
     event: Option<String>,
     data: String,
     has_data: bool,
+    /// Data buffers of events already handled, given back with [`SseParser::recycle`]: the
+    /// next events' data is written into them, so a stream allocates no buffer per event.
+    spare: Vec<String>,
 }
+
+/// Spare buffers kept: more than the events one read usually completes is never needed.
+const MAX_SPARE_BUFFERS: usize = 16;
 
 impl SseParser {
     pub fn new() -> Self {
@@ -88,6 +94,14 @@ impl SseParser {
         }
         self.line.extend_from_slice(bytes);
         self.check_len()
+    }
+
+    /// Gives a handled event's data buffer back for the next events (see `spare`).
+    pub fn recycle(&mut self, mut data: String) {
+        if self.spare.len() < MAX_SPARE_BUFFERS {
+            data.clear();
+            self.spare.push(data);
+        }
     }
 
     /// The stream ended: returns an event still pending without its closing blank line.
@@ -148,9 +162,10 @@ impl SseParser {
     fn dispatch(&mut self, out: &mut Vec<SseEvent>) {
         let event = self.event.take();
         if std::mem::take(&mut self.has_data) {
+            let next = self.spare.pop().unwrap_or_default();
             out.push(SseEvent {
                 event: event.filter(|e| !e.is_empty()),
-                data: std::mem::take(&mut self.data),
+                data: std::mem::replace(&mut self.data, next),
             });
         }
     }
@@ -232,6 +247,19 @@ mod tests {
     fn byte_order_mark_and_field_without_colon() {
         let events = parse_in_pieces("\u{feff}data: a\n\ndata\n\n".as_bytes(), 2);
         assert_eq!(events, vec![data("a"), data("")]);
+    }
+
+    #[test]
+    fn recycled_buffers_carry_the_next_events_without_their_old_data() {
+        let mut p = SseParser::new();
+        let first = p.push(b"data: a long first event\n\n").unwrap();
+        let buffer = first.into_iter().next().unwrap().data;
+        let capacity = buffer.capacity();
+        p.recycle(buffer);
+        let second = p.push(b"data: b\n\ndata: c\n\n").unwrap();
+        assert_eq!(second, vec![data("b"), data("c")]);
+        // The buffer went to the event after the one being filled when it came back.
+        assert_eq!(second[1].data.capacity(), capacity);
     }
 
     #[test]
