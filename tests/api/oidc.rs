@@ -18,21 +18,35 @@ async fn configured() -> (TestApp, OidcProvider, reqwest::Client) {
     let password = app.add_user("root", Role::Admin).await;
     let provider = OidcProvider::start().await;
     let (root, _) = app.login("root", &password).await;
-    let r = root
-        .post(app.url("/users/oidc"))
-        .form(&[
+    let r = form(
+        &root,
+        &app.url("/users/oidc"),
+        &[
             ("issuer", provider.issuer.as_str()),
             ("client_id", CLIENT_ID),
             ("client_secret", CLIENT_SECRET),
             ("role_claim", "groups"),
             ("role_map", "ml-team = editor\nml-leads = admin"),
             ("default_role", "none"),
-        ])
-        .send()
-        .await
-        .unwrap();
+        ],
+    )
+    .await;
     assert_eq!(r.status(), 303, "{}", r.text().await.unwrap());
     (app, provider, root)
+}
+
+/// A form POST as a browser sends it.
+async fn form(client: &reqwest::Client, url: &str, fields: &[(&str, &str)]) -> reqwest::Response {
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(fields)
+        .finish();
+    client
+        .post(url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("POST {url}: {e}"))
 }
 
 /// What a browser gets back from the callback.
@@ -78,12 +92,8 @@ async fn sign_in(app: &TestApp, provider: &OidcProvider, drop_cookie: bool) -> O
     assert_eq!(find("redirect_uri"), app.url("/login/oidc/callback"));
     assert_eq!(find("code_challenge_method"), "S256");
     assert_eq!(find("state"), state_cookie, "the state the browser keeps");
-    let back = browser
-        .post(format!("{}/authorize", provider.issuer))
-        .form(&pairs)
-        .send()
-        .await
-        .unwrap();
+    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let back = form(&browser, &format!("{}/authorize", provider.issuer), &pairs).await;
     assert_eq!(back.status(), 303, "the provider sends the browser back");
     let callback = back.headers()["location"].to_str().unwrap().to_string();
     outcome(&browser, callback, (!drop_cookie).then_some(state_cookie)).await
@@ -195,12 +205,7 @@ async fn a_new_user_without_a_mapped_group_waits_for_an_admin_and_the_last_local
         app.url("/login/oidc/callback"),
         "what to register with the provider"
     );
-    let r = root
-        .post(app.url(&format!("/users/{}/enable", bo.id)))
-        .form(&[("x", "")])
-        .send()
-        .await
-        .unwrap();
+    let r = form(&root, &app.url(&format!("/users/{}/enable", bo.id)), &[]).await;
     assert_eq!(r.status(), 303);
     let signed = sign_in(&app, &provider, false).await;
     assert_eq!(signed.status, 303, "{}", signed.message);
@@ -239,19 +244,19 @@ async fn a_bad_provider_form_is_refused_naming_its_fields_and_changes_nothing() 
     let app = spawn_app().await;
     let password = app.add_user("root", Role::Admin).await;
     let (root, _) = app.login("root", &password).await;
-    let r = root
-        .post(app.url("/users/oidc"))
-        .form(&[
+    let r = form(
+        &root,
+        &app.url("/users/oidc"),
+        &[
             ("issuer", "http://login.example.com"),
             ("client_id", ""),
             ("client_secret", "s3cret-not-to-show"),
             ("role_claim", ""),
             ("role_map", "ml-team = boss"),
             ("default_role", "none"),
-        ])
-        .send()
-        .await
-        .unwrap();
+        ],
+    )
+    .await;
     assert_eq!(r.status(), 422);
     let body = r.text().await.unwrap();
     let page = Page::parse(422, &body);

@@ -230,8 +230,12 @@ pub async fn finish(
     if let Some(secret) = &secret {
         request = request.basic_auth(form_encode(&config.client_id), Some(form_encode(secret)));
     }
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(form)
+        .finish();
     let response = request
-        .form(&form)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
         .send()
         .await
         .map_err(|_| refused("the identity provider's token endpoint did not answer"))?;

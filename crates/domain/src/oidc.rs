@@ -24,7 +24,7 @@ pub const LOGIN_MAX_MS: i64 = 10 * 60 * 1000;
 pub const CALLBACK_PATH: &str = "/login/oidc/callback";
 
 /// The provider as saved by an admin (the client secret is sealed apart and never in here).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderConfig {
     /// The issuer identifier, e.g. `https://login.example.com/realms/team`: the discovery
     /// document is read at `{issuer}/.well-known/openid-configuration` and must name it exactly.

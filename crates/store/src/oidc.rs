@@ -22,8 +22,14 @@ macro_rules! oidc_queries {
                 let Some((issuer, client_id, secret, role_claim, role_map, default_role)) = row else {
                     return Ok(None);
                 };
-                let role_map = serde_json::from_str(&role_map)
+                let names: std::collections::BTreeMap<String, String> = serde_json::from_str(&role_map)
                     .map_err(|e| StoreError::Corrupt(format!("oidc_provider.role_map: {e}")))?;
+                let mut role_map = std::collections::BTreeMap::new();
+                for (value, name) in names {
+                    let role = crate::domain::accounts::Role::parse(&name)
+                        .ok_or_else(|| StoreError::Corrupt(format!("oidc_provider.role_map: role {name:?}")))?;
+                    role_map.insert(value, role);
+                }
                 let config = ProviderConfig {
                     issuer,
                     client_id,
@@ -43,7 +49,9 @@ macro_rules! oidc_queries {
         ) -> StoreFuture<'a, ()> {
             Box::pin(async move {
                 let sealed = secret.map(|s| self.sealer().seal_bound(oidc::SECRET_OWNER, s));
-                let role_map = serde_json::to_string(&config.role_map).expect("a role map serialises");
+                let names: std::collections::BTreeMap<&str, &str> =
+                    config.role_map.iter().map(|(value, role)| (value.as_str(), role.as_str())).collect();
+                let role_map = serde_json::to_string(&names).expect("a role map serialises");
                 let default_role = config.default_role.map_or("none", |r| r.as_str());
                 // A secret left blank keeps the stored one (it is write-only: never shown back).
                 sqlx::query(
