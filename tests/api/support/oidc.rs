@@ -72,9 +72,9 @@ pub struct OidcProvider {
 }
 
 fn key(name: &str) -> RsaKeyPair {
-    let path = format!("{}/tests/fixtures/oidc/{name}-key.pk8.b64", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/tests/fixtures/oidc/{name}-key.der.b64", env!("CARGO_MANIFEST_DIR"));
     let der = STANDARD.decode(std::fs::read_to_string(&path).unwrap().trim()).unwrap();
-    RsaKeyPair::from_pkcs8(&der).unwrap()
+    RsaKeyPair::from_der(&der).unwrap()
 }
 
 impl OidcProvider {
