@@ -65,6 +65,8 @@ pub async fn start(State(state): State<AppState>, Query(q): Query<Start>) -> Res
             Ok(response)
         }
         Err(AppError::Invalid(why)) => Ok(login_refused(StatusCode::BAD_GATEWAY, sentence(&why))),
+        // No provider (any more): the login page, which offers the password form only.
+        Err(AppError::NotFound(_)) => Ok(Redirect::to("/login").into_response()),
         Err(e) => Err(e.into()),
     }
 }
