@@ -327,3 +327,63 @@ async fn an_editor_signs_in_through_the_provider_in_chromium() {
         .expect("made on the first sign-in");
     assert_eq!(grace.role, Role::Editor);
 }
+
+/// Behind the reverse proxy of docs/teams.md (bakeoff on a private address, people at
+/// `https://bakeoff.example.com`): the redirect URI the provider is given is the public URL's,
+/// never the address bakeoff listens on, and the state cookie is `Secure`.
+#[tokio::test]
+async fn behind_the_reverse_proxy_the_redirect_uri_is_the_public_urls() {
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    let (store, _dir) = crate::support::db::sqlite_store().await;
+    let provider = OidcProvider::start().await;
+    bakeoff::app::accounts::add_user(store.as_ref(), "test", "root", Role::Admin, "password of root 12345")
+        .await
+        .unwrap();
+    bakeoff::app::oidc::save_provider(
+        store.as_ref(),
+        &bakeoff::app::oidc::ProviderForm {
+            issuer: provider.issuer.clone(),
+            client_id: CLIENT_ID.into(),
+            client_secret: CLIENT_SECRET.into(),
+            default_role: "viewer".into(),
+            ..Default::default()
+        },
+        "root",
+    )
+    .await
+    .unwrap();
+    let public = bakeoff::web::security::PublicUrl::parse("https://bakeoff.example.com").unwrap();
+    let security = bakeoff::web::security::Security::new(public, bakeoff::web::security::random_key());
+    security.require_accounts();
+    let state = bakeoff::web::AppState {
+        app: bakeoff::app::state::App::new(store.clone(), bakeoff::engine::run::Runner::new(store.clone())),
+        demo_mock_url: None,
+        security: std::sync::Arc::new(security),
+    };
+    // As the proxy forwards it: the public Host, and its forwarding headers.
+    let request = Request::get("/login/oidc")
+        .header("host", "bakeoff.example.com")
+        .header("x-forwarded-proto", "https")
+        .header("x-forwarded-for", "203.0.113.7")
+        .body(Body::empty())
+        .unwrap();
+    let r = bakeoff::web::build_app(state).oneshot(request).await.unwrap();
+    assert_eq!(r.status(), 303);
+    let to = url::Url::parse(r.headers()["location"].to_str().unwrap()).unwrap();
+    let redirect = to
+        .query_pairs()
+        .find(|(k, _)| k == "redirect_uri")
+        .map(|(_, v)| v.into_owned());
+    assert_eq!(
+        redirect.as_deref(),
+        Some("https://bakeoff.example.com/login/oidc/callback")
+    );
+    let cookie = r.headers()["set-cookie"].to_str().unwrap();
+    assert!(
+        cookie.starts_with("bakeoff_oidc_state=") && cookie.contains("; Secure"),
+        "{cookie}"
+    );
+}
