@@ -439,6 +439,57 @@ async fn a_failed_run_is_emailed_once_retried_after_a_refusal(db: TestStore) {
 }
 each_backend!(a_failed_run_is_emailed_once_retried_after_a_refusal);
 
+/// `tls=starttls` (the default) never falls back to plain SMTP: a server that offers no
+/// STARTTLS gets neither the message nor the password, and the delivery log says why.
+#[tokio::test]
+async fn an_email_target_requiring_starttls_sends_nothing_to_a_server_without_it() {
+    use bakeoff::domain::notify::{DeliveryStatus, TargetKind, TargetSpec};
+    let db = crate::support::db::sqlite_test_store().await;
+    let store = db.store.clone();
+    let (evalset, _, candidate) = seed(&store, &evalset(), "http://127.0.0.1:9/v1").await;
+    let id = schedules::save(&store, None, &yearly("nightly", evalset, candidate), "ada")
+        .await
+        .unwrap();
+    let receiver = crate::support::smtp::SmtpReceiver::start(0).await;
+    let target = bakeoff::app::notify::save_target(
+        &store,
+        &TargetSpec {
+            name: "team mail".into(),
+            kind: TargetKind::Email,
+            url: format!(
+                "smtp://alerts@127.0.0.1:{}?from=bakeoff@team.example&to=oncall@team.example",
+                receiver.port
+            ),
+            secret: Some("the-smtp-password-9".into()),
+            schedule_id: Some(id),
+            profile_id: None,
+        },
+        "admin",
+    )
+    .await
+    .unwrap();
+    bakeoff::app::notify::queue_test(&store, target, "admin", None)
+        .await
+        .unwrap();
+    let client = bakeoff::app::notify::client();
+    assert_eq!(
+        bakeoff::app::notify::deliver_due(&store, &client, Timestamp::now())
+            .await
+            .unwrap(),
+        0
+    );
+    let log = store.list_deliveries(Some(target), 10).await.unwrap();
+    assert_eq!(log[0].status, DeliveryStatus::Pending);
+    assert!(
+        log[0]
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("the mail server")),
+        "{log:?}"
+    );
+    assert!(receiver.accepted().is_empty(), "nothing sent in the clear");
+}
+
 each_backend!(
     a_skipped_firing_is_told_and_what_a_schedule_uses_is_not_deleted,
     flavor = "multi_thread",

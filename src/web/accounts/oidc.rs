@@ -126,8 +126,9 @@ pub async fn callback(
             Ok(SignedIn::Waiting { username }) => login_refused(
                 StatusCode::FORBIDDEN,
                 format!(
-                    "You are signed in with the identity provider as {username}, but your bakeoff account waits for an \
-                     admin to give it a role (Users page). Nothing else is needed from you."
+                    "You are signed in with the identity provider as {username}, but your bakeoff account is \
+                     disabled: it waits for an admin to give it a role and enable it (Users page). Nothing else is \
+                     needed from you."
                 ),
             ),
             Err(AppError::Invalid(why)) => login_refused(StatusCode::UNAUTHORIZED, sentence(&why)),
