@@ -497,6 +497,102 @@ mod tests {
         assert!(d.check(&c).unwrap_err().contains("token_endpoint"));
     }
 
+    /// The test provider's key (tests/fixtures/oidc) and its JWKS.
+    fn signer() -> (ring::signature::RsaKeyPair, Jwks) {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/oidc/provider-key.der.b64"
+        );
+        let der = base64::engine::general_purpose::STANDARD
+            .decode(std::fs::read_to_string(path).unwrap().trim())
+            .unwrap();
+        let key = ring::signature::RsaKeyPair::from_der(&der).unwrap();
+        let public = ring::rsa::PublicKeyComponents::<Vec<u8>>::from(key.public());
+        let jwk = Jwk {
+            kty: "RSA".into(),
+            kid: Some("k1".into()),
+            use_: Some("sig".into()),
+            alg: Some("RS256".into()),
+            n: Some(URL_SAFE_NO_PAD.encode(&public.n)),
+            e: Some(URL_SAFE_NO_PAD.encode(&public.e)),
+        };
+        (key, Jwks { keys: vec![jwk] })
+    }
+
+    fn signed(key: &ring::signature::RsaKeyPair, kid: &str, claims: serde_json::Value) -> String {
+        let header = serde_json::json!({"alg": "RS256", "kid": kid});
+        let input = format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(header.to_string()),
+            URL_SAFE_NO_PAD.encode(claims.to_string())
+        );
+        let mut signature = vec![0u8; key.public().modulus_len()];
+        key.sign(
+            &ring::signature::RSA_PKCS1_SHA256,
+            &ring::rand::SystemRandom::new(),
+            input.as_bytes(),
+            &mut signature,
+        )
+        .unwrap();
+        format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature))
+    }
+
+    #[test]
+    fn each_claim_is_checked_with_its_skew_and_several_audiences_need_azp() {
+        let (key, jwks) = signer();
+        let now = 1_800_000_000;
+        let expected = Expected {
+            issuer: "https://login.example.com",
+            client_id: "bakeoff",
+            nonce: "n-1",
+            now_secs: now,
+        };
+        let claims = |patch: serde_json::Value| {
+            let mut c = serde_json::json!({"iss": "https://login.example.com", "sub": "42", "aud": "bakeoff",
+                "exp": now + 300, "iat": now, "nonce": "n-1", "email": "ana@corp.example"});
+            for (k, v) in patch.as_object().unwrap() {
+                c[k] = v.clone();
+            }
+            c
+        };
+        let check = |patch| verify_id_token(&signed(&key, "k1", claims(patch)), &jwks, expected);
+        let ok = check(serde_json::json!({})).unwrap();
+        assert_eq!(ok.subject, "https://login.example.com|42");
+        assert_eq!(ok.display_name, "ana@corp.example");
+        // Within the skew: accepted; beyond it: refused.
+        assert!(check(serde_json::json!({"exp": now - 30})).is_ok());
+        assert_eq!(
+            check(serde_json::json!({"exp": now - 90})),
+            Err(TokenError::Expired(90))
+        );
+        assert_eq!(
+            check(serde_json::json!({"iat": now + 600})),
+            Err(TokenError::IssuedInFuture(600))
+        );
+        // Several audiences: only with azp naming this client.
+        let both = serde_json::json!(["bakeoff", "other"]);
+        assert!(matches!(
+            check(serde_json::json!({"aud": both})),
+            Err(TokenError::WrongAudience(_))
+        ));
+        assert!(check(serde_json::json!({"aud": both, "azp": "bakeoff"})).is_ok());
+        assert_eq!(check(serde_json::json!({"nonce": null})), Err(TokenError::Nonce));
+        // A key id the set does not have; a payload changed after signing.
+        let other = signed(&key, "k9", claims(serde_json::json!({})));
+        assert!(matches!(
+            verify_id_token(&other, &jwks, expected),
+            Err(TokenError::UnknownKey(_))
+        ));
+        let token = signed(&key, "k1", claims(serde_json::json!({})));
+        let mut parts: Vec<&str> = token.split('.').collect();
+        let changed = URL_SAFE_NO_PAD.encode(claims(serde_json::json!({"sub": "1"})).to_string());
+        parts[1] = &changed;
+        assert_eq!(
+            verify_id_token(&parts.join("."), &jwks, expected),
+            Err(TokenError::BadSignature)
+        );
+    }
+
     #[test]
     fn a_token_that_is_not_an_rs256_jwt_is_refused_before_any_claim_is_read() {
         let jwks = Jwks::default();
