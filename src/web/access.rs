@@ -30,6 +30,9 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/login", Public),
     ("POST", "/login", Public),
     ("POST", "/logout", Public),
+    // sign-in through the team's OIDC provider: leaving for it, and coming back
+    ("GET", "/login/oidc", Public),
+    ("GET", "/login/oidc/callback", Public),
     ("GET", "/", VIEWER),
     ("GET", "/measure", VIEWER),
     // bakeoff's own series (counts only); Prometheus sends a viewer's API token in accounts mode.
@@ -49,6 +52,8 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("POST", "/users/{id}/tokens/revoke", ADMIN),
     ("POST", "/users/{id}/unlock", ADMIN),
     ("POST", "/users/{id}/remove", ADMIN),
+    ("POST", "/users/oidc", ADMIN),
+    ("POST", "/users/oidc/remove", ADMIN),
     // audit log
     ("GET", "/audit", VIEWER),
     ("GET", "/audit/export.csv", VIEWER),

@@ -128,13 +128,23 @@ async fn render(
         kind: field("kind", "Kind", FieldKind::Select, &typed("kind")).options(vec![
             ("webhook".into(), "Webhook, signed with HMAC-SHA256".into()),
             ("slack".into(), "Slack-compatible incoming webhook".into()),
+            ("email".into(), "Email through an SMTP server".into()),
         ]),
-        url: field("url", "URL", FieldKind::Url, &typed("url"))
-            .required()
-            .help("A Slack URL is a credential: it is sealed and shown by its host only."),
+        url: field("url", "URL", FieldKind::Url, &typed("url")).required().help(
+            "A Slack URL is a credential: it is sealed and shown by its host only. Email: \
+                 smtp://[USER@]HOST[:PORT]?tls=starttls|none&from=ADDRESS&to=ADDRESS[,ADDRESS] \
+                 (tls=starttls unless stated, port 587; 25 with none).",
+        ),
         // Never filled back in: a secret is write-only.
-        secret: field("secret", "Signing secret (webhook)", FieldKind::Password, "").help(
-            "At least 16 characters; the receiver checks X-Bakeoff-Signature with it. Sealed; never shown again.",
+        secret: field(
+            "secret",
+            "Signing secret (webhook) or SMTP password (email)",
+            FieldKind::Password,
+            "",
+        )
+        .help(
+            "Webhook: at least 16 characters; the receiver checks X-Bakeoff-Signature with it. Email: the SMTP \
+             user's password, if the server asks for one. Sealed; never shown again.",
         ),
         schedule: field("schedule", "About schedule", FieldKind::Select, &typed("schedule")).options(schedule_options),
         profile: field(

@@ -24,6 +24,7 @@ mod like_with_like;
 mod lossless;
 mod measure;
 mod mock;
+mod oidc;
 mod operability;
 mod outage;
 mod page_load;

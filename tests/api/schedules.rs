@@ -260,6 +260,242 @@ each_backend!(
     worker_threads = 2
 );
 
+/// A firing skipped over budget is told like a failed run (once, linked to the schedule); an
+/// eval set, candidate or profile a schedule uses cannot be deleted from under it: the refusal
+/// names the schedule and nothing is deleted.
+async fn a_skipped_firing_is_told_and_what_a_schedule_uses_is_not_deleted(db: TestStore) {
+    use bakeoff::app::retirement;
+    use bakeoff::domain::retirement::ItemKind;
+    let store = db.store.clone();
+    let (evalset, _, candidate) = seed(&store, &evalset(), "http://127.0.0.1:9/v1").await;
+    let mut over = yearly("over budget", evalset, candidate);
+    over.max_requests = "2".into();
+    let id = schedules::save(&store, None, &over, "ada").await.unwrap();
+    saved_long_ago(&db, id).await;
+    let receiver = Receiver::start(0).await;
+    bakeoff::app::notify::save_target(
+        &store,
+        &bakeoff::domain::notify::TargetSpec {
+            name: "on-call".into(),
+            kind: bakeoff::domain::notify::TargetKind::Webhook,
+            url: receiver.url.clone(),
+            secret: Some("a-webhook-secret-of-the-team".into()),
+            schedule_id: Some(id),
+            profile_id: None,
+        },
+        "admin",
+    )
+    .await
+    .unwrap();
+    let runner = Runner::new(store.clone());
+    let fired = schedules::tick(&store, &runner, Timestamp::now()).await.unwrap();
+    assert_eq!((fired.len(), fired[0].run_id), (1, None), "{fired:?}");
+    let notify = |at| bakeoff::app::notify::queue_news(&store, at, Some("http://bakeoff.example"));
+    assert_eq!(notify(Timestamp::now()).await.unwrap(), 1, "{}", db.backend);
+    assert_eq!(notify(Timestamp::now()).await.unwrap(), 0, "queued once");
+    let client = bakeoff::app::notify::client();
+    assert_eq!(
+        bakeoff::app::notify::deliver_due(&store, &client, Timestamp::now())
+            .await
+            .unwrap(),
+        1
+    );
+    let got = receiver.received();
+    assert_eq!(got.len(), 1);
+    let message: bakeoff::domain::notify::WebhookBody = serde_json::from_slice(&got[0].1).unwrap();
+    assert_eq!(message.event, "run.skipped");
+    assert!(
+        message.text.starts_with("over budget: no run for ")
+            && message.text.contains("would send 4 requests, over the budget of 2"),
+        "{}",
+        message.text
+    );
+    assert_eq!(
+        message.link.as_deref(),
+        Some(format!("http://bakeoff.example/schedules/{id}").as_str())
+    );
+
+    for (kind, item) in [(ItemKind::EvalSet, evalset), (ItemKind::Candidate, candidate)] {
+        let err = retirement::delete_unused(&store, kind, item)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("cannot be deleted: schedule \"over budget\" uses it"),
+            "{}: {err}",
+            db.backend
+        );
+    }
+    assert!(store.get_schedule(id).await.unwrap().is_some(), "the schedule is kept");
+    assert!(store.list_evalsets().await.unwrap().iter().any(|e| e.id == evalset));
+    // Once the schedule is gone, the eval set can go.
+    schedules::delete(&store, id, "ada").await.unwrap();
+    retirement::delete_unused(&store, ItemKind::EvalSet, evalset)
+        .await
+        .unwrap();
+}
+/// An email target: a scheduled run that failed is mailed once through an SMTP server on
+/// loopback (the one line as subject and text, the run's link below it, signed in with the
+/// sealed password), retried after the server's "try again later", never again after.
+async fn a_failed_run_is_emailed_once_retried_after_a_refusal(db: TestStore) {
+    use bakeoff::domain::notify::{DeliveryStatus, TargetKind, TargetSpec};
+    let store = db.store.clone();
+    let (evalset, version, candidate) = seed(&store, &evalset(), "http://127.0.0.1:9/v1").await;
+    let id = schedules::save(&store, None, &yearly("nightly", evalset, candidate), "ada")
+        .await
+        .unwrap();
+    let receiver = crate::support::smtp::SmtpReceiver::start(1).await;
+    let password = "the-smtp-password-9";
+    let target = bakeoff::app::notify::save_target(
+        &store,
+        &TargetSpec {
+            name: "team mail".into(),
+            kind: TargetKind::Email,
+            url: format!(
+                "smtp://alerts@127.0.0.1:{}?tls=none&from=bakeoff@team.example&to=oncall@team.example",
+                receiver.port
+            ),
+            secret: Some(password.into()),
+            schedule_id: Some(id),
+            profile_id: None,
+        },
+        "admin",
+    )
+    .await
+    .unwrap();
+    let firing = Firing {
+        schedule_id: id,
+        due_at: Timestamp(1_800_000_000_000),
+        fired_at: Timestamp::now(),
+        run_id: None,
+        missed: false,
+        note: "started on time".into(),
+    };
+    let run = NewRun {
+        name: "nightly · 1".into(),
+        evalset_version_id: version,
+        candidate_ids: vec![candidate],
+        config: RunConfig::default(),
+    };
+    let run_id = store
+        .claim_firing(&firing, Some(&run))
+        .await
+        .unwrap()
+        .unwrap()
+        .run_id
+        .unwrap();
+    store
+        .set_run_status(run_id, RunStatus::Failed, Some("every candidate failed"))
+        .await
+        .unwrap();
+    let notify = bakeoff::app::notify::queue_news(&store, Timestamp::now(), Some("http://bakeoff.example"));
+    assert_eq!(notify.await.unwrap(), 1, "{}", db.backend);
+    let client = bakeoff::app::notify::client();
+    let now = Timestamp::now();
+    assert_eq!(
+        bakeoff::app::notify::deliver_due(&store, &client, now).await.unwrap(),
+        0
+    );
+    let log = store.list_deliveries(Some(target), 10).await.unwrap();
+    assert_eq!(log[0].status, DeliveryStatus::Pending);
+    let error = log[0].last_error.clone().unwrap_or_default();
+    assert!(error.contains("451") || error.contains("try again"), "{error}");
+    let later = Timestamp(log[0].next_attempt_at.0 + 1);
+    assert_eq!(
+        bakeoff::app::notify::deliver_due(&store, &client, later).await.unwrap(),
+        1
+    );
+    let far = Timestamp(later.0 + 86_400_000);
+    assert_eq!(bakeoff::app::notify::queue_news(&store, far, None).await.unwrap(), 0);
+    assert_eq!(
+        bakeoff::app::notify::deliver_due(&store, &client, far).await.unwrap(),
+        0
+    );
+
+    assert_eq!(receiver.refused(), 1);
+    let mails = receiver.accepted();
+    assert_eq!(mails.len(), 1, "delivered once");
+    let mail = &mails[0];
+    assert_eq!(mail.from, "bakeoff@team.example");
+    assert_eq!(mail.to, ["oncall@team.example"]);
+    assert_eq!(mail.auth.as_deref(), Some(format!("alerts\0{password}").as_str()));
+    let line = format!("nightly: run #{run_id} ended failed: every candidate failed");
+    assert!(mail.data.contains(&format!("Subject: {line}\r\n")), "{}", mail.data);
+    let text = mail.data.split_once("\r\n\r\n").map(|(_, t)| t).unwrap_or_default();
+    assert_eq!(
+        text.trim_end(),
+        format!("{line}\r\nhttp://bakeoff.example/runs/{run_id}"),
+        "the line, and the link on the next"
+    );
+    // The password is nowhere but sealed: not in the listing, the log or the audit.
+    let listed = store.list_targets().await.unwrap();
+    assert!(listed.iter().all(|t| !t.url_shown.contains(password)));
+    let audit = store
+        .list_audit(&bakeoff::domain::audit::AuditFilter::default(), 100, 0)
+        .await
+        .unwrap();
+    assert!(audit.iter().any(|e| e.action == "notification.delivered"), "{audit:?}");
+    assert!(audit.iter().all(|e| !e.detail.contains(password)));
+}
+each_backend!(a_failed_run_is_emailed_once_retried_after_a_refusal);
+
+/// `tls=starttls` (the default) never falls back to plain SMTP: a server that offers no
+/// STARTTLS gets neither the message nor the password, and the delivery log says why.
+#[tokio::test]
+async fn an_email_target_requiring_starttls_sends_nothing_to_a_server_without_it() {
+    use bakeoff::domain::notify::{DeliveryStatus, TargetKind, TargetSpec};
+    let db = crate::support::db::sqlite_test_store().await;
+    let store = db.store.clone();
+    let (evalset, _, candidate) = seed(&store, &evalset(), "http://127.0.0.1:9/v1").await;
+    let id = schedules::save(&store, None, &yearly("nightly", evalset, candidate), "ada")
+        .await
+        .unwrap();
+    let receiver = crate::support::smtp::SmtpReceiver::start(0).await;
+    let target = bakeoff::app::notify::save_target(
+        &store,
+        &TargetSpec {
+            name: "team mail".into(),
+            kind: TargetKind::Email,
+            url: format!(
+                "smtp://alerts@127.0.0.1:{}?from=bakeoff@team.example&to=oncall@team.example",
+                receiver.port
+            ),
+            secret: Some("the-smtp-password-9".into()),
+            schedule_id: Some(id),
+            profile_id: None,
+        },
+        "admin",
+    )
+    .await
+    .unwrap();
+    bakeoff::app::notify::queue_test(&store, target, "admin", None)
+        .await
+        .unwrap();
+    let client = bakeoff::app::notify::client();
+    assert_eq!(
+        bakeoff::app::notify::deliver_due(&store, &client, Timestamp::now())
+            .await
+            .unwrap(),
+        0
+    );
+    let log = store.list_deliveries(Some(target), 10).await.unwrap();
+    assert_eq!(log[0].status, DeliveryStatus::Pending);
+    assert!(
+        log[0]
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("the mail server")),
+        "{log:?}"
+    );
+    assert!(receiver.accepted().is_empty(), "nothing sent in the clear");
+}
+
+each_backend!(
+    a_skipped_firing_is_told_and_what_a_schedule_uses_is_not_deleted,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
+
 async fn a_schedule_with_bad_fields_is_refused_naming_each(db: TestStore) {
     let store = &db.store;
     let (evalset, _, candidate) = seed(store, &evalset(), "http://127.0.0.1:9/v1").await;
@@ -655,8 +891,9 @@ async fn a_schedules_file_round_trips_and_a_bad_one_changes_nothing(db: TestStor
 
     // A new one and a broken one in one file: nothing stored, each problem placed.
     let bad = format!(
-        "{text}\n[[schedule]]\nname = \"broken\"\nevalset = \"nightly\"\ncandidates = [\"nobody\"]\ncadence = \"0 6 * *\"\n\n[schedule.settings]\nconcurrency = 0\n"
+        "{text}\n[[schedule]]\nname = \"broken\"\nevalset = \"nightly\"\ncandidates = [\"nobody\"]\ncadence = \"0 6 * *\"\n\n[schedule.settings]\nconcurrency = 0\n\n[[schedule]]\nname = \"misspelt\"\nevalset = \"nightly\"\ncandidates = [\"watched\"]\ncadence = \"@daily\"\n[schedule.settings]\nconcurency = 4\n"
     );
+    let line_of = |needle: &str| bad.lines().position(|l| l == needle).unwrap() + 1;
     let err = file::import(store, "s.toml", &bad, "ada")
         .await
         .unwrap_err()
@@ -671,6 +908,18 @@ async fn a_schedules_file_round_trips_and_a_bad_one_changes_nothing(db: TestStor
         "{err}"
     );
     assert!(err.contains("schedule[1].settings.concurrency"), "{err}");
+    // Each problem on the line where it is written.
+    for (line, field) in [
+        (line_of("candidates = [\"nobody\"]"), "schedule[1].candidates"),
+        (line_of("cadence = \"0 6 * *\""), "schedule[1].cadence"),
+        (line_of("concurrency = 0"), "schedule[1].settings.concurrency"),
+        (line_of("concurency = 4"), "schedule[2].settings.concurency"),
+    ] {
+        assert!(
+            err.contains(&format!("s.toml:{line}: field `{field}`")),
+            "{field} at {line}: {err}"
+        );
+    }
     assert_eq!(store.list_schedules().await.unwrap().len(), 1, "nothing stored");
     let wrong_version = text.replace("bakeoff_schedules = 1", "bakeoff_schedules = 2");
     let err = file::import(store, "s.toml", &wrong_version, "ada")

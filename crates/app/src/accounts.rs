@@ -2,8 +2,9 @@
 //! logins and sessions, API tokens. Every change is written to the audit log here, with the
 //! acting user's name, so neither caller can forget it.
 //!
-//! Invariant kept: while any user exists, at least one of them is an active admin (the last
-//! admin cannot be demoted, disabled or removed), so the server can always be administered.
+//! Invariant kept: while any user exists, at least one of them is an active local admin (the
+//! last admin with a password, not made by an OIDC sign-in, cannot be demoted, disabled or
+//! removed), so the server can always be administered, even with its identity provider down.
 use crate::domain::Timestamp;
 use crate::domain::accounts::{self, AdminChange, ApiToken, Role, User};
 use crate::domain::audit::{Action, NewAuditEntry};

@@ -35,6 +35,7 @@ pub mod gate;
 pub mod live;
 pub mod memory;
 pub mod notify;
+pub mod oidc;
 pub mod own_metrics;
 pub mod pages;
 pub mod profiles;

@@ -1,6 +1,7 @@
 //! Telling a team: targets saved by an admin (secrets sealed), messages queued once per
 //! (target, event) when a scheduled run ends with changes worth telling (a verdict changed, a
-//! rule flipped, a figure got worse beyond the noise), fails, or is stuck, and delivered with
+//! rule flipped, a figure got worse beyond the noise), fails, is stuck, or was not started (a
+//! firing skipped over budget), and delivered with
 //! retries and backoff by every `bakeoff serve`'s scheduler (a delivery is leased to one
 //! sender at a time). Every attempt's outcome is in the delivery log; every delivery, made or
 //! given up, is audited.
@@ -14,7 +15,7 @@ use crate::domain::notify::{
     backoff_ms, body_for, signature,
 };
 use crate::domain::run::RunStatus;
-use crate::domain::schedule::Schedule;
+use crate::domain::schedule::{Firing, Schedule, local_time};
 use crate::domain::validation::{FieldErrors, truncate};
 use crate::store::DynStore;
 
@@ -189,25 +190,38 @@ pub async fn queue_news(store: &DynStore, now: Timestamp, base_url: Option<&str>
             continue;
         }
         for firing in store.list_firings(schedule.id, RECENT_FIRINGS).await? {
-            let Some(run_id) = firing.run_id else { continue };
-            let Some((event, suffix, text, changes)) = news_of(store, &schedule, run_id, firing.fired_at, now).await?
-            else {
-                continue;
+            let (event_key, body) = match firing.run_id {
+                Some(run_id) => {
+                    let Some((event, suffix, text, changes)) =
+                        news_of(store, &schedule, run_id, firing.fired_at, now).await?
+                    else {
+                        continue;
+                    };
+                    let body = WebhookBody {
+                        event: event.into(),
+                        text,
+                        run_id: Some(run_id),
+                        schedule: Some(schedule.spec.name.clone()),
+                        link: base_url.map(|b| format!("{}/runs/{run_id}", b.trim_end_matches('/'))),
+                        changes,
+                    };
+                    (format!("run:{run_id}:{suffix}"), body)
+                }
+                // A firing that started no run (over budget, a candidate or the eval set gone)
+                // is news like a failed run: the team expected a measurement and got none.
+                None => (
+                    format!("firing:{}:{}:skipped", schedule.id, firing.due_at.0),
+                    skipped_body(&schedule, &firing, base_url),
+                ),
             };
-            let body = WebhookBody {
-                event: event.into(),
-                text: text.clone(),
-                run_id: Some(run_id),
-                schedule: Some(schedule.spec.name.clone()),
-                link: base_url.map(|b| format!("{}/runs/{run_id}", b.trim_end_matches('/'))),
-                changes,
-            };
+            let text = body.text.clone();
+            let run_id = body.run_id;
             for target in &mine {
                 let fresh = store
                     .enqueue_delivery(&NewDelivery {
                         target_id: target.id,
-                        event_key: format!("run:{run_id}:{suffix}"),
-                        run_id: Some(run_id),
+                        event_key: event_key.clone(),
+                        run_id,
                         message: text.clone(),
                         body: String::from_utf8_lossy(&body_for(target.kind, &body)).into_owned(),
                     })
@@ -217,6 +231,22 @@ pub async fn queue_news(store: &DynStore, now: Timestamp, base_url: Option<&str>
         }
     }
     Ok(queued)
+}
+
+/// The message of a firing that started no run: its due time and the firing's note, linked to
+/// the schedule's page.
+fn skipped_body(schedule: &Schedule, firing: &Firing, base_url: Option<&str>) -> WebhookBody {
+    let name = &schedule.spec.name;
+    let when = local_time(&schedule.spec.time_zone, firing.due_at);
+    let why = firing.note.strip_prefix("skipped: ").unwrap_or(&firing.note);
+    WebhookBody {
+        event: "run.skipped".into(),
+        text: format!("{name}: no run for {when}: {}", truncate(why, 300)),
+        run_id: None,
+        schedule: Some(name.clone()),
+        link: base_url.map(|b| format!("{}/schedules/{}", b.trim_end_matches('/'), schedule.id)),
+        changes: Vec::new(),
+    }
 }
 
 /// Sends every delivery due at `now` (one attempt each); returns how many were delivered.
@@ -232,23 +262,27 @@ pub async fn deliver_due(store: &DynStore, client: &reqwest::Client, now: Timest
         let (Some(target), Some(secrets)) = (target, secrets) else {
             continue;
         };
-        let mut request = client
-            .post(&secrets.url)
-            .timeout(ATTEMPT_TIMEOUT)
-            .header("content-type", "application/json")
-            .header(DELIVERY_HEADER, delivery.id.to_string());
-        if target.kind == TargetKind::Webhook
-            && let Some(secret) = &secrets.secret
-        {
-            request = request.header(SIGNATURE_HEADER, signature(secret, Timestamp::now(), body.as_bytes()));
-        }
-        let outcome = match request.body(body).send().await {
-            Ok(r) if r.status().is_success() => Ok(()),
-            Ok(r) => Err(format!("the receiver answered {}", r.status())),
-            // The error's text may hold the URL (a Slack URL is a credential): only its kind.
-            Err(e) if e.is_timeout() => Err(format!("no answer within {} s", ATTEMPT_TIMEOUT.as_secs())),
-            Err(e) if e.is_connect() => Err("could not connect".to_string()),
-            Err(_) => Err("the request failed".to_string()),
+        let outcome = if target.kind == TargetKind::Email {
+            send_email(&secrets, &delivery.message, body).await
+        } else {
+            let mut request = client
+                .post(&secrets.url)
+                .timeout(ATTEMPT_TIMEOUT)
+                .header("content-type", "application/json")
+                .header(DELIVERY_HEADER, delivery.id.to_string());
+            if target.kind == TargetKind::Webhook
+                && let Some(secret) = &secrets.secret
+            {
+                request = request.header(SIGNATURE_HEADER, signature(secret, Timestamp::now(), body.as_bytes()));
+            }
+            match request.body(body).send().await {
+                Ok(r) if r.status().is_success() => Ok(()),
+                Ok(r) => Err(format!("the receiver answered {}", r.status())),
+                // The error's text may hold the URL (a Slack URL is a credential): only its kind.
+                Err(e) if e.is_timeout() => Err(format!("no answer within {} s", ATTEMPT_TIMEOUT.as_secs())),
+                Err(e) if e.is_connect() => Err("could not connect".to_string()),
+                Err(_) => Err("the request failed".to_string()),
+            }
         };
         let attempts = delivery.attempts + 1;
         let (status, next, error, action) = match outcome {
@@ -292,6 +326,51 @@ pub async fn deliver_due(store: &DynStore, client: &reqwest::Client, now: Timest
         }
     }
     Ok(delivered)
+}
+
+/// One email through the target's SMTP server: the line as the subject, the line and the link
+/// as the text (8-bit, so the link is one line a reader can click and a test can find). Err says
+/// why in words (the server's answer; never the password).
+async fn send_email(secrets: &crate::domain::notify::TargetSecrets, line: &str, text: String) -> Result<(), String> {
+    use lettre::message::header::{ContentTransferEncoding, ContentType};
+    use lettre::message::{Mailbox, SinglePart};
+    use lettre::transport::smtp::authentication::Credentials;
+    use lettre::transport::smtp::client::{Tls, TlsParameters};
+    use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+
+    let smtp = crate::domain::notify::SmtpSettings::parse(&secrets.url)?;
+    let mailbox = |a: &str| {
+        a.parse::<Mailbox>()
+            .map_err(|e| format!("{a:?} is not an address: {e}"))
+    };
+    let mut message = Message::builder().from(mailbox(&smtp.from)?);
+    for to in &smtp.to {
+        message = message.to(mailbox(to)?);
+    }
+    let message = message
+        .subject(truncate(line, 200))
+        .singlepart(
+            SinglePart::builder()
+                .header(ContentType::TEXT_PLAIN)
+                .header(ContentTransferEncoding::EightBit)
+                .body(text),
+        )
+        .map_err(|e| format!("the message could not be built: {e}"))?;
+    let mut transport = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&smtp.host)
+        .port(smtp.port)
+        .timeout(Some(ATTEMPT_TIMEOUT));
+    if smtp.starttls {
+        let tls = TlsParameters::new(smtp.host.clone()).map_err(|e| format!("TLS set-up failed: {e}"))?;
+        transport = transport.tls(Tls::Required(tls));
+    }
+    if let (Some(user), Some(password)) = (&smtp.username, &secrets.secret) {
+        transport = transport.credentials(Credentials::new(user.clone(), password.clone()));
+    }
+    match transport.build().send(message).await {
+        Ok(_) => Ok(()),
+        // lettre's errors carry the server's answer or the I/O cause; the password is never in them.
+        Err(e) => Err(truncate(&format!("the mail server: {e}"), 300)),
+    }
 }
 
 /// The HTTP client deliveries are sent with: no redirects followed (a receiver moved is a

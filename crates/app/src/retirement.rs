@@ -40,6 +40,33 @@ pub async fn restore(store: &DynStore, kind: ItemKind, id: i64) -> Result<String
 /// scorecard names is refused with the reason: retiring keeps it out of the way instead.
 pub async fn delete_unused(store: &DynStore, kind: ItemKind, id: i64) -> Result<String, AppError> {
     let name = item_name(store, kind, id).await?;
+    // A schedule would lose its eval set (deleted with it), a candidate (its next firing
+    // fails) or its profile (judged by the default instead), silently: refused, naming them.
+    let users: Vec<String> = store
+        .list_schedules()
+        .await?
+        .into_iter()
+        .filter(|s| match kind {
+            ItemKind::EvalSet => s.spec.evalset_id == id,
+            ItemKind::Candidate => s.spec.candidate_ids.contains(&id),
+            ItemKind::ThresholdProfile => s.spec.profile_id == Some(id),
+        })
+        .map(|s| format!("{:?}", s.spec.name))
+        .collect();
+    if !users.is_empty() {
+        return Err(AppError::Invalid(format!(
+            "{} {name:?} cannot be deleted: {} {} {}; edit or delete {} first",
+            kind.label(),
+            if users.len() == 1 { "schedule" } else { "schedules" },
+            users.join(", "),
+            if users.len() == 1 { "uses it" } else { "use it" },
+            if users.len() == 1 {
+                "that schedule"
+            } else {
+                "those schedules"
+            },
+        )));
+    }
     match store.delete_unused_item(kind, id).await? {
         None => Ok(name),
         Some(why) => Err(AppError::Invalid(format!(

@@ -80,10 +80,13 @@ pub enum Action {
     NotificationTargetDeleted,
     NotificationDelivered,
     NotificationFailed,
+    /// An admin set or changed the OIDC provider (never its client secret).
+    OidcProviderSaved,
+    OidcProviderRemoved,
 }
 
 impl Action {
-    pub const ALL: [Action; 49] = [
+    pub const ALL: [Action; 51] = [
         Action::CandidateCreated,
         Action::CandidateUpdated,
         Action::CandidateKeySet,
@@ -133,6 +136,8 @@ impl Action {
         Action::NotificationTargetDeleted,
         Action::NotificationDelivered,
         Action::NotificationFailed,
+        Action::OidcProviderSaved,
+        Action::OidcProviderRemoved,
     ];
 
     pub fn as_str(&self) -> &'static str {
@@ -183,6 +188,8 @@ impl Action {
             Action::ScheduleDeleted => "schedule.deleted",
             Action::ScheduleFired => "schedule.fired",
             Action::NotificationTargetSaved => "notification_target.saved",
+            Action::OidcProviderSaved => "oidc_provider.saved",
+            Action::OidcProviderRemoved => "oidc_provider.removed",
             Action::NotificationTargetDeleted => "notification_target.deleted",
             Action::NotificationDelivered => "notification.delivered",
             Action::NotificationFailed => "notification.failed",

@@ -19,6 +19,7 @@ pub mod load;
 pub mod metrics;
 pub mod neutralize;
 pub mod notify;
+pub mod oidc;
 pub mod operability;
 pub mod paired;
 pub mod pipeline;

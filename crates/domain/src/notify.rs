@@ -25,6 +25,9 @@ pub enum TargetKind {
     Webhook,
     /// A Slack-compatible incoming webhook (`{"text": …}`); its URL is the secret.
     Slack,
+    /// An email through an SMTP server ([`SmtpSettings`], written as an `smtp://` URL); the
+    /// server's password, if any, is the secret.
+    Email,
 }
 
 impl TargetKind {
@@ -32,6 +35,7 @@ impl TargetKind {
         match self {
             TargetKind::Webhook => "webhook",
             TargetKind::Slack => "slack",
+            TargetKind::Email => "email",
         }
     }
 
@@ -39,6 +43,7 @@ impl TargetKind {
         match text.trim() {
             "webhook" => Some(TargetKind::Webhook),
             "slack" => Some(TargetKind::Slack),
+            "email" => Some(TargetKind::Email),
             _ => None,
         }
     }
@@ -63,9 +68,20 @@ impl TargetSpec {
     /// Every wrong field, named as the form names it.
     pub fn check(&self, errors: &mut crate::validation::FieldErrors) {
         crate::validation::name(errors, "name", &self.name);
-        match url::Url::parse(self.url.trim()) {
-            Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
-            _ => errors.add("url", "must be an http:// or https:// URL"),
+        if self.kind == TargetKind::Email {
+            match SmtpSettings::parse(&self.url) {
+                Ok(smtp) => {
+                    if smtp.username.is_none() && self.secret.as_deref().is_some_and(|s| !s.trim().is_empty()) {
+                        errors.add("url", "a password needs a user name: smtp://USER@HOST…");
+                    }
+                }
+                Err(why) => errors.add("url", why),
+            }
+        } else {
+            match url::Url::parse(self.url.trim()) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+                _ => errors.add("url", "must be an http:// or https:// URL"),
+            }
         }
         match (self.kind, self.secret.as_deref().map(str::trim)) {
             (TargetKind::Webhook, None | Some("")) => errors.add(
@@ -85,13 +101,97 @@ impl TargetSpec {
     /// What is kept in the clear: a webhook's URL; of a Slack URL (the credential) its host.
     pub fn url_shown(&self) -> String {
         match self.kind {
-            TargetKind::Webhook => self.url.trim().to_string(),
+            // An email target's URL holds no password (refused in it): shown whole.
+            TargetKind::Webhook | TargetKind::Email => self.url.trim().to_string(),
             TargetKind::Slack => url::Url::parse(self.url.trim())
                 .ok()
                 .and_then(|u| u.host_str().map(|h| format!("{h} (URL sealed)")))
                 .unwrap_or_else(|| "(URL sealed)".into()),
         }
     }
+}
+
+/// How an email target reaches its mail server, written as one URL (what the form's fields
+/// make and the API takes):
+/// `smtp://[USER@]HOST[:PORT]?tls=starttls|none&from=ADDRESS&to=ADDRESS[,ADDRESS…]`.
+/// `tls` is `starttls` unless stated (the port then defaults to 587; 25 with `none`); the
+/// password is never in the URL but the target's sealed secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SmtpSettings {
+    pub host: String,
+    pub port: u16,
+    /// STARTTLS required before anything else is sent; false: plain SMTP (a relay on the host
+    /// or a trusted network only).
+    pub starttls: bool,
+    pub username: Option<String>,
+    pub from: String,
+    pub to: Vec<String>,
+}
+
+impl SmtpSettings {
+    /// Reads the URL, saying what is wrong in words.
+    pub fn parse(text: &str) -> Result<SmtpSettings, String> {
+        let u = url::Url::parse(text.trim()).map_err(|_| SMTP_URL_HINT.to_string())?;
+        if u.scheme() != "smtp" {
+            return Err(SMTP_URL_HINT.into());
+        }
+        let host = u
+            .host_str()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| SMTP_URL_HINT.to_string())?;
+        if u.password().is_some() {
+            return Err("put the password in the password field (it is sealed), not in the URL".into());
+        }
+        let (mut tls, mut from, mut to) = (None, None, Vec::new());
+        for (key, value) in u.query_pairs() {
+            match key.as_ref() {
+                "tls" => tls = Some(value.into_owned()),
+                "from" => from = Some(value.trim().to_string()),
+                "to" => to.extend(value.split(',').map(|a| a.trim().to_string()).filter(|a| !a.is_empty())),
+                other => return Err(format!("unknown setting {other:?}: the settings are tls, from and to")),
+            }
+        }
+        let starttls = match tls.as_deref() {
+            None | Some("starttls") => true,
+            Some("none") => false,
+            Some(other) => return Err(format!("tls is \"starttls\" or \"none\", not {other:?}")),
+        };
+        let from = from.ok_or("from=ADDRESS is missing: who the mail is from")?;
+        if to.is_empty() {
+            return Err("to=ADDRESS is missing: who is told".into());
+        }
+        for address in std::iter::once(&from).chain(&to) {
+            if !plausible_address(address) {
+                return Err(format!("{address:?} is not an email address"));
+            }
+        }
+        let username = (!u.username().is_empty()).then(|| percent_decoded(u.username()));
+        Ok(SmtpSettings {
+            host: host.to_string(),
+            port: u.port().unwrap_or(if starttls { 587 } else { 25 }),
+            starttls,
+            username,
+            from,
+            to,
+        })
+    }
+}
+
+const SMTP_URL_HINT: &str = "must be smtp://[USER@]HOST[:PORT]?tls=starttls|none&from=ADDRESS&to=ADDRESS";
+
+/// `local@domain`, no spaces or line breaks (a header injection); the mail server judges the rest.
+fn plausible_address(a: &str) -> bool {
+    matches!(a.split_once('@'), Some((local, domain)) if !local.is_empty() && !domain.is_empty())
+        && !a
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '<' | '>' | ','))
+}
+
+fn percent_decoded(s: &str) -> String {
+    url::form_urlencoded::parse(format!("u={s}").as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_else(|| s.to_string())
 }
 
 /// A message to queue for one target.
@@ -253,6 +353,12 @@ pub fn body_for(kind: TargetKind, body: &WebhookBody) -> Vec<u8> {
             };
             serde_json::to_vec(&serde_json::json!({ "text": text })).expect("a Slack body serialises")
         }
+        // The mail's text: the line (also its subject) and the link on the next.
+        TargetKind::Email => match &body.link {
+            Some(link) => format!("{}\r\n{link}\r\n", body.text),
+            None => format!("{}\r\n", body.text),
+        }
+        .into_bytes(),
     }
 }
 
@@ -313,6 +419,51 @@ mod tests {
         .check(&mut errors);
         let fields: Vec<&str> = errors.0.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["url", "secret", "schedule"]);
+    }
+
+    #[test]
+    fn an_email_target_is_an_smtp_url_without_a_password() {
+        let smtp = SmtpSettings::parse(
+            "smtp://alerts%40corp@mail.corp.example?from=bakeoff@corp.example&to=a@corp.example,b@corp.example",
+        )
+        .unwrap();
+        assert_eq!(
+            smtp,
+            SmtpSettings {
+                host: "mail.corp.example".into(),
+                port: 587,
+                starttls: true,
+                username: Some("alerts@corp".into()),
+                from: "bakeoff@corp.example".into(),
+                to: vec!["a@corp.example".into(), "b@corp.example".into()],
+            }
+        );
+        let plain = SmtpSettings::parse("smtp://127.0.0.1:2525?tls=none&from=a@b&to=c@d").unwrap();
+        assert_eq!((plain.port, plain.starttls, plain.username), (2525, false, None));
+        for (bad, why) in [
+            ("https://mail/x", "must be smtp://"),
+            ("smtp://u:pw@mail?from=a@b&to=c@d", "password field"),
+            ("smtp://mail?from=a@b", "to=ADDRESS is missing"),
+            ("smtp://mail?to=c@d", "from=ADDRESS is missing"),
+            ("smtp://mail?tls=ssl&from=a@b&to=c@d", "not \"ssl\""),
+            ("smtp://mail?from=a@b&to=c%0d%0aBcc:%20x@y", "not an email address"),
+            ("smtp://mail?from=a@b&to=c@d&cc=e@f", "unknown setting \"cc\""),
+        ] {
+            let err = SmtpSettings::parse(bad).unwrap_err();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+        // A password without a user name is refused on the form's url field.
+        let mut errors = crate::validation::FieldErrors::default();
+        TargetSpec {
+            name: "mail".into(),
+            kind: TargetKind::Email,
+            url: "smtp://mail?from=a@b&to=c@d".into(),
+            secret: Some("pw".into()),
+            schedule_id: Some(1),
+            profile_id: None,
+        }
+        .check(&mut errors);
+        assert_eq!(errors.0.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(), ["url"]);
     }
 
     #[test]

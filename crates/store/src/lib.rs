@@ -36,6 +36,7 @@ use crate::domain::credentials::{CandidateChange, NewCandidate};
 use crate::domain::evalset::{EvalCase, EvalSetFile, EvalSetHeader, TaskKind};
 use crate::domain::grading::{Grade, case_passed, case_score};
 use crate::domain::notify::{Delivery, DeliveryStatus, NewDelivery, Target, TargetKind, TargetSecrets, TargetSpec};
+use crate::domain::oidc::{PendingLogin, ProviderConfig};
 use crate::domain::operability::{ChecklistAnswers, ChecklistVersion, ProbeReport, ProbeRun};
 use crate::domain::retirement::ItemKind;
 use crate::domain::review::pairwise::Preference;
@@ -60,6 +61,7 @@ pub use backend::SqlBackend;
 mod candidates;
 mod evalsets;
 mod notifications;
+mod oidc;
 mod operability;
 pub mod postgres;
 mod profiles;
@@ -461,6 +463,7 @@ pub trait Store:
     + ReviewStore
     + ScheduleStore
     + NotificationStore
+    + OidcStore
     + TelemetryStore
     + Send
     + Sync
@@ -491,6 +494,7 @@ where
         + ReviewStore
         + ScheduleStore
         + NotificationStore
+        + OidcStore
         + TelemetryStore,
 {
     fn backend(&self) -> Backend {
@@ -552,8 +556,9 @@ pub trait UserStore: Send + Sync {
     /// Counts one more failure; returns the count.
     fn record_login_failure<'a>(&'a self, username: &'a str, address: &'a str, now: Timestamp) -> StoreFuture<'a, i64>;
     fn clear_login_failures<'a>(&'a self, username: &'a str, address: &'a str) -> StoreFuture<'a, ()>;
-    /// Applies `change` to user `id` unless it would leave no active admin (checked and done
-    /// in one transaction, serialised with every other such change): false when refused.
+    /// Applies `change` to user `id` unless it would leave no active local admin (one with a
+    /// password, not made by an OIDC sign-in; checked and done in one transaction, serialised
+    /// with every other such change): false when refused.
     fn change_user_keeping_an_admin(
         &self,
         id: i64,
@@ -1004,6 +1009,42 @@ pub trait NotificationStore: Send + Sync {
     fn list_deliveries(&self, target_id: Option<i64>, limit: i64) -> StoreFuture<'_, Vec<Delivery>>;
 }
 
+/// Sign-in through an OpenID Connect provider (`oidc.rs`): the provider an admin configured
+/// (its client secret sealed), logins under way (each taken once), and the accounts sign-ins
+/// made (found by their provider subject; no password verifies for them).
+pub trait OidcStore: Send + Sync {
+    /// The provider and whether a client secret is stored.
+    fn oidc_provider(&self) -> StoreFuture<'_, Option<(ProviderConfig, bool)>>;
+    /// Saves the provider; `secret` None keeps the stored client secret.
+    fn save_oidc_provider<'a>(
+        &'a self,
+        config: &'a ProviderConfig,
+        secret: Option<&'a str>,
+        by: &'a str,
+    ) -> StoreFuture<'a, ()>;
+    /// Removes the provider (sign-in with it stops; its accounts stay); false when none was set.
+    fn delete_oidc_provider(&self) -> StoreFuture<'_, bool>;
+    /// The client secret, opened. Never shown, logged or exported.
+    fn oidc_client_secret(&self) -> StoreFuture<'_, Option<String>>;
+    /// Keeps a login under way by the SHA-256 of its state (and drops ones too old to finish).
+    fn create_oidc_login<'a>(&'a self, state_hash: &'a str, login: &'a PendingLogin) -> StoreFuture<'a, ()>;
+    /// Takes the login of this state: deleted as it is read, so a state (and its nonce) works once.
+    fn take_oidc_login<'a>(&'a self, state_hash: &'a str) -> StoreFuture<'a, Option<PendingLogin>>;
+    /// The account of a provider subject (`issuer|sub`).
+    fn oidc_user<'a>(&'a self, subject: &'a str) -> StoreFuture<'a, Option<User>>;
+    /// Creates the account of a first sign-in (disabled: waiting for an admin's role); Conflict
+    /// when the name is taken.
+    fn create_oidc_user<'a>(
+        &'a self,
+        username: &'a str,
+        role: Role,
+        disabled: bool,
+        subject: &'a str,
+    ) -> StoreFuture<'a, i64>;
+    /// The ids of local accounts (made with a password, not by a sign-in).
+    fn local_users(&self) -> StoreFuture<'_, Vec<i64>>;
+}
+
 /// Telemetry scrapes of runs (`telemetry.rs`): append-only.
 pub trait TelemetryStore: Send + Sync {
     /// Stores scrapes of one candidate of a run in one transaction; NotFound when the run has no
@@ -1120,6 +1161,10 @@ macro_rules! impl_store {
 
         impl NotificationStore for $store {
             notifications::notification_queries!();
+        }
+
+        impl OidcStore for $store {
+            oidc::oidc_queries!();
         }
 
         impl TelemetryStore for $store {

@@ -379,18 +379,21 @@ macro_rules! admin_queries {
             use crate::domain::accounts::AdminChange;
             Box::pin(async move {
                 let mut tx = self.begin_accounts().await?;
-                let target: Option<(String, Option<i64>)> =
-                    sqlx::query_as("SELECT role, disabled_at FROM users WHERE id = $1")
+                let target: Option<(String, Option<i64>, Option<String>)> =
+                    sqlx::query_as("SELECT role, disabled_at, oidc_subject FROM users WHERE id = $1")
                         .bind(id)
                         .fetch_optional(&mut *tx)
                         .await?;
-                let Some((role, disabled_at)) = target else {
+                let Some((role, disabled_at, oidc_subject)) = target else {
                     return Err(users::user_not_found(id));
                 };
+                // The admin kept is a local one (a password, no identity provider): the way
+                // back in when the provider is down or misconfigured.
                 let stays_admin = matches!(change, AdminChange::SetRole(Role::Admin));
-                if role == Role::Admin.as_str() && disabled_at.is_none() && !stays_admin {
+                if role == Role::Admin.as_str() && disabled_at.is_none() && oidc_subject.is_none() && !stays_admin {
                     let others: i64 = sqlx::query_scalar(
-                        "SELECT COUNT(*) FROM users WHERE role = 'admin' AND disabled_at IS NULL AND id <> $1",
+                        "SELECT COUNT(*) FROM users WHERE role = 'admin' AND disabled_at IS NULL \
+                         AND oidc_subject IS NULL AND id <> $1",
                     )
                     .bind(id)
                     .fetch_one(&mut *tx)

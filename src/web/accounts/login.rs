@@ -33,7 +33,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientAddress {
 }
 
 /// Where to go after logging in: only a path on this server (never `//other.site` or a URL).
-fn safe_next(raw: &str) -> String {
+pub(super) fn safe_next(raw: &str) -> String {
     let ok =
         raw.starts_with('/') && !raw.starts_with("//") && !raw.contains('\\') && !raw.chars().any(char::is_control);
     if ok && !raw.starts_with("/login") {
@@ -52,6 +52,20 @@ pub struct LoginPage {
     pub message: Option<String>,
     /// Single-user mode: there is nothing to log in to.
     pub single_user: bool,
+    /// The identity provider's issuer, when sign-in through it is offered.
+    pub provider: Option<String>,
+}
+
+/// The configured identity provider's issuer (None also when it cannot be read: the password
+/// form works regardless).
+async fn provider(state: &AppState) -> Option<String> {
+    state
+        .store
+        .oidc_provider()
+        .await
+        .ok()
+        .flatten()
+        .map(|(config, _)| config.issuer)
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -60,7 +74,7 @@ pub struct NextQuery {
     next: String,
 }
 
-pub async fn form(user: Option<CurrentUser>, Query(q): Query<NextQuery>) -> Response {
+pub async fn form(State(state): State<AppState>, user: Option<CurrentUser>, Query(q): Query<NextQuery>) -> Response {
     let next = safe_next(&q.next);
     match user {
         Some(u) if matches!(u.via, Via::Session { .. }) => Redirect::to(&next).into_response(),
@@ -70,6 +84,7 @@ pub async fn form(user: Option<CurrentUser>, Query(q): Query<NextQuery>) -> Resp
             username: String::new(),
             message: None,
             single_user: user.is_some_and(|u| matches!(u.via, Via::SingleUser)),
+            provider: provider(&state).await,
         }
         .into_response(),
     }
@@ -84,6 +99,7 @@ pub async fn submit(
     let username = body.get("username").unwrap_or_default().to_string();
     let password = body.get("password").unwrap_or_default();
     let next = safe_next(body.get("next").unwrap_or_default());
+    let provider = provider(&state).await;
     let page = |status: StatusCode, message: String| {
         (
             status,
@@ -93,6 +109,7 @@ pub async fn submit(
                 username: username.clone(),
                 message: Some(message),
                 single_user: false,
+                provider: provider.clone(),
             },
         )
             .into_response()

@@ -11,12 +11,15 @@ use crate::domain::accounts::Role;
 
 mod account;
 mod login;
+mod oidc;
 mod users;
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/login", get(login::form).post(login::submit))
         .route("/logout", post(login::logout))
+        .route("/login/oidc", get(oidc::start))
+        .route("/login/oidc/callback", get(oidc::callback))
         .route("/account", get(account::page))
         .route("/account/password", post(account::change_password))
         .route("/account/tokens", post(account::create_token))
@@ -29,6 +32,8 @@ pub fn router() -> Router<AppState> {
         .route("/users/{id}/tokens/revoke", post(users::revoke_tokens))
         .route("/users/{id}/unlock", post(users::unlock))
         .route("/users/{id}/remove", post(users::remove))
+        .route("/users/oidc", post(oidc::save))
+        .route("/users/oidc/remove", post(oidc::remove))
 }
 
 /// Every role, for the forms' choices, lowest first.

@@ -22,6 +22,21 @@ pub struct UserRow {
     pub created: String,
     pub disabled: Option<String>,
     pub active_tokens: usize,
+    /// Made by a sign-in through the identity provider (no password of its own).
+    pub via_provider: bool,
+}
+
+/// The identity-provider form: the stored values (never the client secret), or what was typed.
+pub struct ProviderView {
+    pub configured: bool,
+    pub issuer: String,
+    pub client_id: String,
+    pub has_secret: bool,
+    pub role_claim: String,
+    pub role_map: String,
+    pub default_role: String,
+    /// What to register with the provider as the redirect URI.
+    pub redirect_uri: String,
 }
 
 #[derive(Template, WebTemplate)]
@@ -34,11 +49,30 @@ pub struct UsersPage {
     pub error: Option<String>,
     /// The add form's name, kept when it is re-shown.
     pub new_username: String,
+    pub provider: ProviderView,
+    /// Why the provider form was refused.
+    pub provider_error: Option<String>,
 }
 
 async fn build(state: &AppState) -> Result<UsersPage, WebError> {
     let users = state.store.list_users().await?;
     let tokens = state.store.list_api_tokens(None).await?;
+    let local = state.store.local_users().await?;
+    let stored = state.store.oidc_provider().await?;
+    let provider = ProviderView {
+        configured: stored.is_some(),
+        issuer: stored.as_ref().map(|(c, _)| c.issuer.clone()).unwrap_or_default(),
+        client_id: stored.as_ref().map(|(c, _)| c.client_id.clone()).unwrap_or_default(),
+        has_secret: stored.as_ref().is_some_and(|(_, secret)| *secret),
+        role_claim: stored.as_ref().map(|(c, _)| c.role_claim.clone()).unwrap_or_default(),
+        role_map: stored.as_ref().map(|(c, _)| c.role_map_text()).unwrap_or_default(),
+        default_role: stored
+            .as_ref()
+            .and_then(|(c, _)| c.default_role)
+            .map_or("none", |r| r.as_str())
+            .to_string(),
+        redirect_uri: crate::app::oidc::redirect_uri(state.security.public_url.origin()),
+    };
     Ok(UsersPage {
         nav: "users",
         users: users
@@ -53,13 +87,34 @@ async fn build(state: &AppState) -> Result<UsersPage, WebError> {
                     .iter()
                     .filter(|t| t.user_id == u.id && t.revoked_at.is_none())
                     .count(),
+                via_provider: !local.contains(&u.id),
             })
             .collect(),
         roles: role_names(),
         notice: None,
         error: None,
         new_username: String::new(),
+        provider,
+        provider_error: None,
     })
+}
+
+/// The page re-shown with why the provider form was refused (422), what was typed kept (but
+/// never the secret).
+pub(super) async fn refused_provider(
+    state: &AppState,
+    e: AppError,
+    form: crate::app::oidc::ProviderForm,
+) -> Result<Response, WebError> {
+    let message = form_message(e)?;
+    let mut page = build(state).await?;
+    page.provider_error = Some(message);
+    page.provider.issuer = form.issuer;
+    page.provider.client_id = form.client_id;
+    page.provider.role_claim = form.role_claim;
+    page.provider.role_map = form.role_map;
+    page.provider.default_role = form.default_role;
+    Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response())
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -85,6 +140,11 @@ pub async fn page(State(state): State<AppState>, Query(q): Query<Done>) -> Resul
         "disabled" => Some(format!("Disabled {who}: logged out, and their tokens are refused.")),
         "enabled" => Some(format!("Enabled {who}.")),
         "tokens" => Some(format!("Revoked every token of {who}.")),
+        "oidc" => Some("Saved the identity provider: the login page offers signing in with it.".to_string()),
+        "oidc-removed" => Some(
+            "Removed the identity provider: its accounts stay, and sign in only with a password an admin sets."
+                .to_string(),
+        ),
         "removed" => Some(format!(
             "Removed {who}: logged out, tokens revoked; the audit log keeps their name."
         )),

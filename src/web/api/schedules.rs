@@ -204,10 +204,13 @@ pub struct TargetList {
 #[serde(deny_unknown_fields)]
 pub struct TargetCreate {
     pub name: String,
-    /// `webhook` or `slack`.
+    /// `webhook`, `slack` or `email`.
     pub kind: String,
+    /// The receiver's URL; for email
+    /// `smtp://[USER@]HOST[:PORT]?tls=starttls|none&from=ADDRESS&to=ADDRESS[,ADDRESS]`.
     pub url: String,
-    /// A webhook's signing secret (at least 16 characters); write-only.
+    /// A webhook's signing secret (at least 16 characters) or an email target's SMTP
+    /// password; write-only.
     #[serde(default)]
     pub secret: Option<String>,
     #[serde(default)]
@@ -244,8 +247,8 @@ pub async fn list_targets(State(state): State<AppState>) -> ApiResult {
     responses((status = 200, description = "The target's id", body = ImportedSchedule)))]
 pub async fn create_target(State(state): State<AppState>, body: Body) -> ApiResult {
     let request: TargetCreate = body.json()?;
-    let kind =
-        TargetKind::parse(&request.kind).ok_or_else(|| Problem::field("kind", "must be \"webhook\" or \"slack\""))?;
+    let kind = TargetKind::parse(&request.kind)
+        .ok_or_else(|| Problem::field("kind", "must be \"webhook\", \"slack\" or \"email\""))?;
     let spec = TargetSpec {
         name: request.name,
         kind,

@@ -254,11 +254,12 @@ pub fn schema_of<T: JsonSchema>() -> String {
 }
 
 /// The file formats and their schema file names in docs/schemas/.
-pub fn schemas() -> [(&'static str, String); 3] {
+pub fn schemas() -> [(&'static str, String); 4] {
     [
         ("candidates.schema.json", schema_of::<candidates::CandidatesFile>()),
         ("profile.schema.json", schema_of::<profiles::ProfileFile>()),
         ("settings.schema.json", schema_of::<settings::SettingsFile>()),
+        ("schedules.schema.json", schema_of::<schedules::SchedulesFile>()),
     ]
 }
 
@@ -304,7 +305,12 @@ mod tests {
             let value: serde_json::Value = toml::from_str(toml_text).unwrap();
             jsonschema::draft202012::new(&schema).unwrap().is_valid(&value)
         };
-        let [(_, candidates_schema), (_, profile_schema), (_, settings_schema)] = schemas();
+        let [
+            (_, candidates_schema),
+            (_, profile_schema),
+            (_, settings_schema),
+            (_, schedules_schema),
+        ] = schemas();
         let mut seen = 0;
         for entry in std::fs::read_dir(docs("recipes"))
             .unwrap()
@@ -325,15 +331,31 @@ mod tests {
             } else if text.contains("bakeoff_settings") {
                 assert!(check(&settings_schema, &text), "{name} fails its schema");
                 settings::parse(&name, &text).unwrap_or_else(|e| panic!("{e}"));
+            } else if text.contains("bakeoff_schedules") {
+                // Names are resolved against a store on import (tests/api/schedules.rs); here
+                // the file's shape and version.
+                assert!(check(&schedules_schema, &text), "{name} fails its schema");
+                let file: schedules::SchedulesFile = parse_toml(&name, &text).unwrap_or_else(|e| panic!("{e}"));
+                assert_eq!(file.bakeoff_schedules, schedules::VERSION, "{name}");
             } else {
-                panic!("{name} is not a candidates, profile or settings file");
+                panic!("{name} is not a candidates, profile, settings or schedules file");
             }
             seen += 1;
         }
-        assert!(seen >= 3, "examples found: {seen}");
+        assert!(seen >= 4, "examples found: {seen}");
         let bad = "bakeoff_candidates = 1\n[[candidate]]\nname = \"x\"\nprovider = \"grpc\"\nbase_url = \"http://h/v1\"\nmodel = \"m\"\n";
         assert!(!check(&candidates_schema, bad));
         assert!(candidates::parse("bad.toml", bad).is_err());
+        // A schedule's settings are the settings file's fields: a misspelt one is refused by
+        // the schema, and a schedule needs no `bakeoff_settings` in them.
+        let schedule = |settings: &str| {
+            format!(
+                "bakeoff_schedules = 1\n[[schedule]]\nname = \"n\"\nevalset = \"e\"\ncandidates = [\"c\"]\ncadence = \"@daily\"\n[schedule.settings]\n{settings}\n"
+            )
+        };
+        assert!(check(&schedules_schema, &schedule("concurrency = 4")));
+        assert!(!check(&schedules_schema, &schedule("concurency = 4")));
+        assert!(!check(&schedules_schema, &schedule("concurrency = 0")));
     }
 
     #[test]

@@ -18,7 +18,12 @@ pub const VERSION: u32 = 1;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(title = "bakeoff schedules file")]
+#[schemars(
+    title = "bakeoff schedules file",
+    description = "Schedules as `bakeoff schedule import` (and POST /api/v1/schedules) reads and `bakeoff \
+                   schedule export` writes them, in TOML (JSON for the API). Stored by name, created or \
+                   replaced, all or nothing; eval sets, candidates and profiles are named (docs/schedules.md)."
+)]
 pub struct SchedulesFile {
     /// Format version; 1.
     pub bakeoff_schedules: u32,
@@ -62,7 +67,26 @@ pub struct ScheduleEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     // An object, not `SettingsFile`: that one requires its `bakeoff_settings` version.
     #[schema(value_type = Option<Object>)]
+    #[schemars(schema_with = "settings_without_version")]
     pub settings: Option<serde_json::Value>,
+}
+
+/// The settings file's schema without its format version: a schedule's `[schedule.settings]`
+/// holds the same fields and is checked by the same code.
+fn settings_without_version(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut schema = SettingsFile::json_schema(generator);
+    if let Some(properties) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) {
+        properties.remove("bakeoff_settings");
+    }
+    if let Some(required) = schema.get_mut("required").and_then(|r| r.as_array_mut()) {
+        required.retain(|name| name != "bakeoff_settings");
+    }
+    schema.remove("title");
+    schema.insert(
+        "description".into(),
+        "The run settings file's fields (docs/schemas/settings.schema.json) without `bakeoff_settings`.".into(),
+    );
+    schema
 }
 
 /// Where a form field of a schedule is in its entry.
@@ -71,6 +95,8 @@ fn field_path(field: &str) -> Vec<Step> {
     match field {
         "evalset_version" => vec![k("version")],
         "settings" => vec![k("settings")],
+        // A key of the settings table as written (an unknown one, which no form field names).
+        written if written.starts_with("settings.") => vec![k("settings"), k(&written["settings.".len()..])],
         "profile" | "name" | "evalset" | "candidates" | "cadence" | "time_zone" | "owner" | "max_requests"
         | "max_cost_usd" | "baseline" => vec![k(field)],
         other => {
@@ -163,7 +189,16 @@ async fn request_of(
                     settings::RunSettings::defaults()
                 }
                 Err(e) => {
-                    problem("settings", e.to_string());
+                    // serde names an unknown or mistyped field in its message: place it there.
+                    let message = e.to_string();
+                    let field = message
+                        .split_once("field `")
+                        .and_then(|(_, rest)| rest.split_once('`'))
+                        .map(|(f, _)| f.to_string());
+                    match field {
+                        Some(f) if !message.starts_with("missing") => problem(&format!("settings.{f}"), message),
+                        _ => problem("settings", message),
+                    }
                     settings::RunSettings::defaults()
                 }
             }
