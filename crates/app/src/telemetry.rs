@@ -50,6 +50,9 @@ pub struct CandidateTelemetry {
     pub failed_scrapes: usize,
     /// The first failed scrape's error, to say why.
     pub first_error: Option<String>,
+    /// Series kept beyond the catalogue (the candidate's `metrics_keep`) that the scrapes
+    /// carried, by sample name; each is charted.
+    pub kept_series: Vec<String>,
     pub levels: Vec<LevelTelemetry>,
 }
 
@@ -205,6 +208,7 @@ pub async fn run_telemetry(store: &DynStore, run_id: i64) -> Result<RunTelemetry
             scrapes: scrapes.len(),
             failed_scrapes: failed.len(),
             first_error: failed.first().and_then(|s| s.error.clone()),
+            kept_series: kept_names(&scrapes),
             levels: out,
         });
         series.push((name, scrapes));
@@ -214,6 +218,7 @@ pub async fn run_telemetry(store: &DynStore, run_id: i64) -> Result<RunTelemetry
         let names: Vec<String> = series.iter().map(|(n, _)| n.clone()).collect();
         charts.extend(crate::pages::charts::timeline_charts(&grid.timeline(over_time), &names));
         charts.extend(series_charts(&series, start_us, (end_us - start_us) as f64 / 1e6));
+        charts.extend(kept_charts(&series, start_us, (end_us - start_us) as f64 / 1e6));
     }
     Ok(RunTelemetry {
         run_id,
@@ -288,6 +293,108 @@ fn series_charts(series: &[(String, Vec<Scrape>)], origin_us: i64, x_end: f64) -
                     caption: format!(
                         "{} at each scrape, on the run's time axis{}.",
                         capitalised(signal.label()),
+                        if counter {
+                            " (its increase since the candidate's first scrape)"
+                        } else {
+                            ""
+                        }
+                    ),
+                    x_end,
+                },
+                &lines,
+            )
+        })
+        .collect()
+}
+
+/// Most kept series charted for one run (a prefix can match hundreds); the page names the rest.
+pub const MAX_KEPT_CHARTS: usize = 12;
+
+/// The sample names of a candidate's scrapes that the catalogue does not know: the series kept
+/// by name (`CandidateSpec::metrics_keep`), sorted. A histogram's buckets are left out (its
+/// `_sum` and `_count` stand for it over time).
+pub fn kept_names(scrapes: &[Scrape]) -> Vec<String> {
+    let mut names: Vec<String> = scrapes
+        .iter()
+        .flat_map(|s| s.samples.iter())
+        .filter(|x| catalogue::recognise(&x.name).is_none() && !x.name.ends_with("_bucket"))
+        .map(|x| x.name.clone())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// A kept series is read as a counter (drawn as its increase) when its name says so, as the
+/// Prometheus naming conventions have it.
+fn reads_as_counter(name: &str) -> bool {
+    ["_total", "_count", "_sum"].iter().any(|s| name.ends_with(s))
+}
+
+/// A chart per kept series (summed over its label sets at each scrape), a line per candidate,
+/// on the run's time axis; the first `MAX_KEPT_CHARTS` names.
+fn kept_charts(series: &[(String, Vec<Scrape>)], origin_us: i64, x_end: f64) -> Vec<Chart> {
+    use crate::pages::charts::{OverTime, TimeLine, over_time_chart};
+    let mut names: Vec<String> = series.iter().flat_map(|(_, s)| kept_names(s)).collect();
+    names.sort();
+    names.dedup();
+    names
+        .iter()
+        .take(MAX_KEPT_CHARTS)
+        .enumerate()
+        .filter_map(|(i, metric)| {
+            let counter = reads_as_counter(metric);
+            let lines: Vec<TimeLine> = series
+                .iter()
+                .map(|(name, scrapes)| {
+                    let mut first: Option<f64> = None;
+                    let points = scrapes
+                        .iter()
+                        .filter(|s| s.error.is_none())
+                        .filter_map(|s| {
+                            let values: Vec<f64> = s
+                                .samples
+                                .iter()
+                                .filter(|x| x.name == *metric && x.value.is_finite())
+                                .map(|x| x.value)
+                                .collect();
+                            if values.is_empty() {
+                                return None;
+                            }
+                            let mut v: f64 = values.iter().sum();
+                            if counter {
+                                v -= *first.get_or_insert(v);
+                            }
+                            let t = (s.at_us - origin_us) as f64 / 1e6;
+                            Some((
+                                t,
+                                v,
+                                format!(
+                                    "{name}, {} s: {}",
+                                    crate::domain::format::significant_trimmed(t),
+                                    crate::domain::format::significant(v)
+                                ),
+                            ))
+                        })
+                        .collect();
+                    TimeLine {
+                        name: name.clone(),
+                        points,
+                    }
+                })
+                .filter(|l| !l.points.is_empty())
+                .collect();
+            over_time_chart(
+                OverTime {
+                    id: format!("chart-telemetry-kept-{i}"),
+                    title: format!("{metric} over time"),
+                    y_desc: if counter {
+                        format!("{metric} since the first scrape")
+                    } else {
+                        metric.clone()
+                    },
+                    caption: format!(
+                        "{metric} (kept by name; summed over its label sets) at each scrape, on the run's time axis{}.",
                         if counter {
                             " (its increase since the candidate's first scrape)"
                         } else {

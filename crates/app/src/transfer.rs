@@ -124,6 +124,9 @@ pub struct ExportedCandidate {
     pub metrics_url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_metrics_url: Option<String>,
+    /// Series kept beyond the catalogue (absent: none, as before it existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics_keep: Vec<String>,
 }
 
 fn is_auto(mode: &ReasoningInContent) -> bool {
@@ -321,6 +324,7 @@ async fn export_head(store: &dyn Store, run_id: i64) -> Result<RunExport, AppErr
                 reasoning_in_content: s.wire.reasoning_in_content,
                 metrics_url: s.metrics_url.as_deref().map(crate::domain::redact::url),
                 gpu_metrics_url: s.gpu_metrics_url.as_deref().map(crate::domain::redact::url),
+                metrics_keep: s.metrics_keep,
             }
         })
         .collect();

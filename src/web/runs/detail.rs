@@ -389,6 +389,13 @@ fn config_rows(c: &RunConfig, header: Option<&EvalSetHeader>) -> Vec<(&'static s
             crate::app::pages::report::slo_text(&c.slo).unwrap_or_else(|| "none set".to_string()),
         ),
     ];
+    rows.push((
+        "telemetry scrapes",
+        format!(
+            "every {} s and at each level's start and end (candidates with a metrics URL)",
+            crate::domain::format::shortest(c.scrape_interval())
+        ),
+    ));
     if let Some(n) = c.requests_per_level {
         rows.push((
             "requests per level",

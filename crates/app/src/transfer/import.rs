@@ -414,6 +414,7 @@ fn spec_of(c: &ExportedCandidate, name: &str) -> Result<CandidateSpec, AppError>
         },
         metrics_url: c.metrics_url.clone(),
         gpu_metrics_url: c.gpu_metrics_url.clone(),
+        metrics_keep: c.metrics_keep.clone(),
         gpu_count: c.gpu_count,
         gpu_kind: c.gpu_kind.clone(),
         gpu_hour_price: c.gpu_hour_price,

@@ -16,6 +16,12 @@ pub use window::{Boundary, EnergyMethod, Scrape, SignalSummary, Source, Window, 
 
 /// The default time between scrapes during a run, seconds.
 pub const DEFAULT_SCRAPE_INTERVAL_S: f64 = 1.0;
+/// The shortest interval a run may ask for: a scrape of a large vLLM exposition takes a few
+/// milliseconds of the client's CPU, so ten a second is already a measurable load.
+pub const MIN_SCRAPE_INTERVAL_S: f64 = 0.1;
+/// The longest: beyond a minute a level of ordinary length has no periodic scrape at all, and
+/// its gauges rest on the boundary scrapes alone.
+pub const MAX_SCRAPE_INTERVAL_S: f64 = 60.0;
 
 /// Joules per output token over a window: the GPUs' energy over the output tokens the client
 /// received in it. None without energy or tokens.
