@@ -56,6 +56,16 @@ async fn run_with(
     cases: usize,
     config: RunConfig,
 ) -> (DynStore, i64, CandidateTelemetry, MockServer, impl Sized) {
+    run_keeping(profile, cases, config, Vec::new()).await
+}
+
+/// [`run_with`] for a candidate keeping `keep` beyond the catalogue's series.
+async fn run_keeping(
+    profile: ModelProfile,
+    cases: usize,
+    config: RunConfig,
+    keep: Vec<String>,
+) -> (DynStore, i64, CandidateTelemetry, MockServer, impl Sized) {
     let file = evalset(cases);
     let mock = start_mock(MockConfig {
         profiles: vec![profile.clone()],
@@ -67,6 +77,7 @@ async fn run_with(
     let spec = CandidateSpec {
         metrics_url: Some(format!("{}/metrics", mock.root_url())),
         gpu_metrics_url: Some(format!("{}/mock/gpu/metrics", mock.root_url())),
+        metrics_keep: keep,
         ..CandidateSpec::openai_chat("sim", mock.base_url(), &profile.name)
     };
     let version = store.save_evalset_version(&file).await.unwrap();
@@ -263,6 +274,220 @@ async fn a_client_that_cannot_keep_its_schedule_is_named_client_bound() {
     assert_eq!(queue, Some(0.0), "{:?}", level.server);
 }
 
+#[tokio::test]
+async fn the_scrape_interval_is_the_runs_and_series_kept_by_name_are_stored_and_charted() {
+    let profile = ModelProfile {
+        name: "kept".into(),
+        ttft_ms: 30.0,
+        inter_token_ms: Some(6.0),
+        slots: Some(2),
+        ..ModelProfile::default()
+    };
+    let config = RunConfig {
+        concurrency: 4,
+        warmup_requests: 0,
+        temperature: Some(0.0),
+        timeout_secs: 30,
+        staged_rollout: false,
+        scrape_interval_secs: Some(0.2),
+        ..RunConfig::default()
+    };
+    // The mock's own series are in no engine's catalogue: one kept by its family name, the
+    // others by a prefix.
+    let keep = vec!["bakeoff_mock_requests".to_string(), "bakeoff_mock_queue*".to_string()];
+    let (store, run, c, _mock, _guard) = run_keeping(profile, 24, config, keep).await;
+    assert_eq!(
+        c.kept_series,
+        ["bakeoff_mock_queue_depth", "bakeoff_mock_requests_total"],
+        "the kept series, and nothing else beyond the catalogue"
+    );
+    let events: Vec<String> = store
+        .list_run_events(run)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.message)
+        .collect();
+    assert!(
+        events.iter().any(|e| e.contains("scraped every 0.2 s")
+            && e.contains("also keeping bakeoff_mock_requests, bakeoff_mock_queue*")),
+        "{events:?}"
+    );
+    // Periodic scrapes 0.2 s apart (the boundary scrapes come between them): their median gap
+    // is the interval, well below the default second.
+    let scrapes = store.list_telemetry_scrapes(run, c.candidate_id).await.unwrap();
+    let periodic: Vec<i64> = scrapes
+        .iter()
+        .filter(|s| s.source == Source::Server && s.boundary.is_none())
+        .map(|s| s.at_us)
+        .collect();
+    let mut gaps: Vec<i64> = periodic.windows(2).map(|w| w[1] - w[0]).collect();
+    gaps.sort();
+    assert!(gaps.len() >= 3, "{} periodic scrapes", periodic.len());
+    let median_ms = gaps[gaps.len() / 2] as f64 / 1000.0;
+    assert!((150.0..500.0).contains(&median_ms), "median gap {median_ms} ms");
+    // The kept counter counts the mock's requests: its last scrape saw every one of them.
+    let last = scrapes
+        .iter()
+        .rev()
+        .find(|s| s.source == Source::Server && s.error.is_none())
+        .unwrap();
+    let requests: f64 = last
+        .samples
+        .iter()
+        .filter(|x| x.name == "bakeoff_mock_requests_total")
+        .map(|x| x.value)
+        .sum();
+    assert_eq!(requests, 24.0, "{:?}", last.samples);
+    // Each kept series is charted on the telemetry page.
+    let t = run_telemetry(&store, run).await.unwrap();
+    let kept: Vec<&str> = t
+        .charts
+        .iter()
+        .filter(|ch| ch.id.starts_with("chart-telemetry-kept-"))
+        .map(|ch| ch.title.as_str())
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            "bakeoff_mock_queue_depth over time",
+            "bakeoff_mock_requests_total over time"
+        ]
+    );
+}
+
+/// A series' total in an exposition read over HTTP with bakeoff's own parser.
+async fn scraped_total(url: &str, series: &str) -> Option<f64> {
+    let response = reqwest::get(url).await.ok()?;
+    assert_eq!(response.status(), 200, "GET {url}");
+    let text = response.text().await.ok()?;
+    let samples = parse(&text).expect("bakeoff's own /metrics is Prometheus text").samples;
+    let values: Vec<f64> = samples.iter().filter(|s| s.name == series).map(|s| s.value).collect();
+    (!values.is_empty()).then(|| values.iter().sum())
+}
+
+/// A mock and a stored one-candidate run of `cases` cases against it (not started).
+async fn stored_run_against_mock(store: &DynStore, cases: usize) -> (i64, MockServer) {
+    let file = evalset(cases);
+    let mock = start_mock(MockConfig {
+        profiles: vec![ModelProfile::named("own")],
+        answer_keys: vec![file.clone()],
+        seed: 4,
+    })
+    .await;
+    let version = store.save_evalset_version(&file).await.unwrap();
+    let candidate = store
+        .create_candidate(&crate::support::checked::admin_new(&CandidateSpec::openai_chat(
+            "own",
+            mock.base_url(),
+            "own",
+        )))
+        .await
+        .unwrap();
+    let run = store
+        .create_run(&NewRun {
+            name: "own metrics".into(),
+            evalset_version_id: version,
+            candidate_ids: vec![candidate],
+            config: RunConfig {
+                concurrency: 2,
+                warmup_requests: 0,
+                retries: 0,
+                staged_rollout: false,
+                ..RunConfig::default()
+            },
+        })
+        .await
+        .unwrap();
+    (run, mock)
+}
+
+#[tokio::test]
+async fn serves_own_metrics_scraped_over_http_move_with_a_run() {
+    let app = crate::support::app::spawn_app().await;
+    let url = app.url("/metrics");
+    let sent = "bakeoff_requests_sent_total";
+    let written = "bakeoff_records_written_total";
+    let before = (
+        scraped_total(&url, sent).await.expect("requests sent is exposed"),
+        scraped_total(&url, written).await.expect("records written is exposed"),
+    );
+    assert!(scraped_total(&url, "bakeoff_requests_in_flight").await.is_some());
+    let (run, _mock) = stored_run_against_mock(&app.store, 6).await;
+    assert_eq!(run_to_end(&app.store, run).await, RunStatus::Finished);
+    let records = app.store.list_request_records(run).await.unwrap().len() as f64;
+    assert_eq!(records, 6.0);
+    // Other tests of this process may send too (cargo test runs them on threads): at least
+    // this run's requests and records.
+    let after = (
+        scraped_total(&url, sent).await.unwrap(),
+        scraped_total(&url, written).await.unwrap(),
+    );
+    assert!(after.0 - before.0 >= records, "{sent}: {before:?} → {after:?}");
+    assert!(after.1 - before.1 >= records, "{written}: {before:?} → {after:?}");
+    // A page served meanwhile is timed in the page-latency histogram.
+    let pages = "bakeoff_page_latency_seconds_count";
+    let seen = scraped_total(&url, pages).await.unwrap_or(0.0);
+    app.get("/runs").await;
+    assert!(scraped_total(&url, pages).await.unwrap() > seen);
+}
+
+#[tokio::test]
+async fn a_workers_own_metrics_scraped_over_http_count_exactly_its_runs_requests() {
+    let (db_url, _dir) = crate::support::db::sqlite_url();
+    let store = crate::support::db::open(&db_url).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let worker = std::process::Command::new(env!("CARGO_BIN_EXE_bakeoff"))
+        .args(["worker", "--database-url", &db_url, "--name", "scraped", "--metrics-listen", &listen])
+        .env("BAKEOFF_LOG", "warn")
+        .env("NO_COLOR", "1")
+        .env("BAKEOFF_SECRET_KEY", hex::encode(crate::support::db::TEST_SERVER_KEY))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starting bakeoff worker");
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let worker = Killed(worker);
+    let url = format!("http://{listen}/metrics");
+    let deadline = std::time::Duration::from_secs(90);
+    let before = crate::support::wait::until_some("the worker's /metrics answers", deadline, || async {
+        match reqwest::get(&url).await {
+            Ok(r) if r.status() == 200 => {
+                let samples = parse(&r.text().await.ok()?).ok()?.samples;
+                samples
+                    .iter()
+                    .find(|s| s.name == "bakeoff_requests_sent_total")
+                    .map(|s| s.value)
+            }
+            _ => None,
+        }
+    })
+    .await;
+    assert_eq!(before, 0.0, "a new worker has sent nothing");
+    let (run, _mock) = stored_run_against_mock(&store, 5).await;
+    store.request_run(run).await.unwrap();
+    crate::support::wait::until("the worker finishes the run", deadline, || async {
+        store.get_run(run).await.unwrap().unwrap().status.is_terminal()
+    })
+    .await;
+    assert_eq!(store.get_run(run).await.unwrap().unwrap().status, RunStatus::Finished);
+    let records = store.list_request_records(run).await.unwrap().len() as f64;
+    // The worker's process sent this run's requests and nothing else.
+    assert_eq!(scraped_total(&url, "bakeoff_requests_sent_total").await, Some(records));
+    assert_eq!(scraped_total(&url, "bakeoff_records_written_total").await, Some(records));
+    drop(worker);
+}
+
 async fn telemetry_scrapes_are_stored_and_read_back_in_time_order(t: TestStore) {
     let store = &t.store;
     let file = evalset(1);
@@ -270,6 +495,7 @@ async fn telemetry_scrapes_are_stored_and_read_back_in_time_order(t: TestStore) 
     let spec = CandidateSpec {
         metrics_url: Some("http://127.0.0.1:9/metrics".into()),
         gpu_metrics_url: Some("http://127.0.0.1:9/gpu?collect[]=power".into()),
+        metrics_keep: vec!["vllm:num_requests_swapped".into(), "vllm:spec_decode_*".into()],
         ..CandidateSpec::openai_chat("scraped", "http://127.0.0.1:9/v1", "m")
     };
     let candidate = store
@@ -279,6 +505,7 @@ async fn telemetry_scrapes_are_stored_and_read_back_in_time_order(t: TestStore) 
     let stored = store.get_candidate(candidate).await.unwrap().unwrap();
     assert_eq!(stored.spec.metrics_url, spec.metrics_url, "{}", t.backend);
     assert_eq!(stored.spec.gpu_metrics_url, spec.gpu_metrics_url, "{}", t.backend);
+    assert_eq!(stored.spec.metrics_keep, spec.metrics_keep, "{}", t.backend);
     let run = store
         .create_run(&NewRun {
             name: "scrapes".into(),
