@@ -77,10 +77,72 @@ pub struct CalibrateOptions {
     /// Concurrencies of the latency sweep run again over https, against the mock served over
     /// TLS (a loopback certificate made for the run), after the sweep: empty, none.
     pub tls_levels: Vec<u32>,
-    /// Scrape the mock's `/metrics` and simulated GPU every second during every level, as a run
-    /// with a telemetry source does (`run::telemetry`): compared with a calibration without it,
-    /// the cost of scraping on the client's figures.
+    /// Measure the cost of scraping: every http latency level is run four times in one
+    /// calibration, without and with scraping the mock's `/metrics` and simulated GPU every
+    /// second as a run with a telemetry source does (`run::telemetry`), in the order
+    /// [`SCRAPE_PASSES`] (so a drift of the machine's load over the passes cancels out), and the
+    /// TTFT error's p99 compared (`ScrapingCost`).
     pub scrape_telemetry: bool,
+}
+
+/// Whether each pass of a latency level scrapes, when the cost of scraping is measured: off,
+/// on, on, off (ABBA: a linear drift of the machine's load adds the same to both means).
+pub const SCRAPE_PASSES: [bool; 4] = [false, true, true, false];
+
+/// The passes of one level: `SCRAPE_PASSES` when `compare`, else one without scraping.
+pub fn scrape_passes(compare: bool) -> &'static [bool] {
+    if compare { &SCRAPE_PASSES } else { &SCRAPE_PASSES[..1] }
+}
+
+/// The cost of scraping telemetry at one concurrency, measured within one calibration: the mean
+/// of the TTFT |error| p99 over the passes without scraping and over those with it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScrapingCost {
+    pub concurrency: u32,
+    /// Each pass's TTFT |error| p99, ms, in the order run.
+    pub without_ms: Vec<f64>,
+    pub with_ms: Vec<f64>,
+    pub without_p99_ms: f64,
+    pub with_p99_ms: f64,
+    /// with ÷ without.
+    pub ratio: f64,
+    /// with − without, ms: what scraping adds to the TTFT error's p99.
+    pub added_ms: f64,
+}
+
+/// The scraping cost of every http latency level run both ways.
+pub fn scraping_cost(levels: &[CalibrationLevel]) -> Vec<ScrapingCost> {
+    let mut concurrencies: Vec<u32> = levels
+        .iter()
+        .filter(|l| l.scraped && l.purpose == LevelPurpose::Latency && !l.https)
+        .map(|l| l.concurrency)
+        .collect();
+    concurrencies.dedup();
+    concurrencies
+        .into_iter()
+        .filter_map(|c| {
+            let p99s = |scraped: bool| -> Vec<f64> {
+                levels
+                    .iter()
+                    .filter(|l| l.purpose == LevelPurpose::Latency && !l.https && l.concurrency == c)
+                    .filter(|l| l.scraped == scraped)
+                    .filter_map(|l| l.ttft_error_ms_p99)
+                    .collect()
+            };
+            let (without_ms, with_ms) = (p99s(false), p99s(true));
+            let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+            let (without, with) = (mean(&without_ms)?, mean(&with_ms)?);
+            Some(ScrapingCost {
+                concurrency: c,
+                without_p99_ms: without,
+                with_p99_ms: with,
+                ratio: if without > 0.0 { with / without } else { f64::NAN },
+                added_ms: with - without,
+                without_ms,
+                with_ms,
+            })
+        })
+        .collect()
 }
 
 /// Where the mock serving calibration runs.
@@ -192,6 +254,9 @@ pub struct CalibrationLevel {
     pub other_cpu_cores: Option<f64>,
     /// The 1-minute load average at the level's end (this process's threads included).
     pub load_average: Option<f64>,
+    /// The mock's telemetry was scraped every second during the level (measuring the cost of
+    /// scraping: `ScrapingCost`).
+    pub scraped: bool,
     /// Where the mock ran ("process 123 on core 1", "threads of this process").
     pub mock_ran: String,
     pub unreliable: bool,
@@ -219,6 +284,9 @@ pub struct CalibrationReport {
     pub seconds_per_level: u32,
     pub levels: Vec<CalibrationLevel>,
     pub targets: Vec<Target>,
+    /// The cost of scraping telemetry, where it was measured (`--scrape-telemetry`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scraping_cost: Vec<ScrapingCost>,
 }
 
 /// The ground-truth fields calibration reads (see docs/mock.md).
@@ -376,6 +444,7 @@ pub fn report(options: &CalibrateOptions, mock_threads: u32, levels: Vec<Calibra
         tokens: options.tokens.max(2),
         seconds_per_level: options.seconds_per_level.max(1),
         targets: targets(&levels),
+        scraping_cost: scraping_cost(&levels),
         levels,
     }
 }
@@ -537,6 +606,7 @@ fn new_level(spec: &LevelSpec, page: &TruthPage, mock: &MockUrls<'_>) -> Calibra
         stream: spec.stream,
         https: mock.base_url.starts_with("https:"),
         truth_dropped: page.dropped,
+        scraped: mock.scrape_telemetry,
         mock_ran: mock.ran.to_string(),
         not_measured: if spec.stream {
             Vec::new()
@@ -754,7 +824,11 @@ fn server_tokens_spread(t: &Truth, start_us: i64, end_us: i64) -> f64 {
 }
 
 /// The targets for this 2-core machine, each with what was measured.
-fn targets(levels: &[CalibrationLevel]) -> Vec<Target> {
+fn targets(all: &[CalibrationLevel]) -> Vec<Target> {
+    // The error figures are bakeoff's without scraping; scraping's cost is a target of its own.
+    let levels: Vec<CalibrationLevel> = all.iter().filter(|l| !l.scraped).cloned().collect();
+    let levels = levels.as_slice();
+    let cost = scraping_cost(all);
     let upto_256: Vec<&CalibrationLevel> = levels
         .iter()
         .filter(|l| l.purpose == LevelPurpose::Latency && l.concurrency <= 256)
@@ -791,7 +865,7 @@ fn targets(levels: &[CalibrationLevel]) -> Vec<Target> {
         ),
         met: value.is_some_and(|v| v <= limit),
     };
-    vec![
+    let mut out = vec![
         at_most(
             "TTFT |error| p99 ≤ 1 ms up to c=256",
             "worst p99",
@@ -826,7 +900,20 @@ fn targets(levels: &[CalibrationLevel]) -> Vec<Target> {
             measured: best_ingest.map_or("best not measured".to_string(), |v| format!("best {v:.0} tok/s")),
             met: best_ingest.is_some_and(|v| v >= 200_000.0),
         },
-    ]
+    ];
+    for c in cost.iter().filter(|c| c.concurrency == 64) {
+        out.push(at_most(
+            "scraping telemetry every second adds ≤ 0.1 ms to the TTFT |error| p99 at c=64",
+            &format!(
+                "{:.3} → {:.3} ms (×{:.2}), added",
+                c.without_p99_ms, c.with_p99_ms, c.ratio
+            ),
+            Some(c.added_ms),
+            0.1,
+            "ms",
+        ));
+    }
+    out
 }
 
 fn fmax(acc: Option<f64>, v: f64) -> Option<f64> {
