@@ -356,6 +356,97 @@ async fn the_scrape_interval_is_the_runs_and_series_kept_by_name_are_stored_and_
     );
 }
 
+#[tokio::test]
+async fn the_run_page_and_scorecard_show_each_levels_diagnosis_a_server_chart_and_gpu_cost_beside_energy() {
+    let app = crate::support::app::spawn_app().await;
+    let file = evalset(16);
+    let profile = ModelProfile {
+        name: "brief".into(),
+        ttft_ms: 30.0,
+        inter_token_ms: Some(6.0),
+        slots: Some(2),
+        ..ModelProfile::default()
+    };
+    let mock = start_mock(MockConfig {
+        profiles: vec![profile.clone()],
+        answer_keys: vec![file.clone()],
+        seed: 3,
+    })
+    .await;
+    let spec = CandidateSpec {
+        metrics_url: Some(format!("{}/metrics", mock.root_url())),
+        gpu_metrics_url: Some(format!("{}/mock/gpu/metrics", mock.root_url())),
+        gpu_count: Some(2),
+        gpu_kind: Some("H100".into()),
+        gpu_hour_price: Some(3.0),
+        ..CandidateSpec::openai_chat("brief", mock.base_url(), &profile.name)
+    };
+    let version = app.store.save_evalset_version(&file).await.unwrap();
+    let candidate = app
+        .store
+        .create_candidate(&crate::support::checked::admin_new(&spec))
+        .await
+        .unwrap();
+    let run = app
+        .store
+        .create_run(&NewRun {
+            name: "brief".into(),
+            evalset_version_id: version,
+            candidate_ids: vec![candidate],
+            config: RunConfig {
+                concurrency: 6,
+                warmup_requests: 0,
+                temperature: Some(0.0),
+                staged_rollout: false,
+                ..RunConfig::default()
+            },
+        })
+        .await
+        .unwrap();
+    assert_eq!(run_to_end(&app.store, run).await, RunStatus::Finished);
+    let t = run_telemetry(&app.store, run).await.unwrap();
+    let level = &t.candidates[0].levels[0];
+    // 2 GPUs at $3/h over the level's window, per million output tokens received in it.
+    let expected = 2.0 * 3.0 * level.window_s / 3600.0 / level.output_tokens as f64 * 1e6;
+    let cost = level.gpu_cost_per_mtok.expect("priced GPUs have a cost");
+    assert!((cost - expected).abs() <= expected * 1e-9, "{cost} vs {expected}");
+    for path in [format!("/runs/{run}"), format!("/runs/{run}/scorecard")] {
+        let page = app.get_html(&path).await;
+        assert_eq!(page.count("section.telemetry-brief"), 1, "{path}");
+        let row = ".telemetry-brief-levels tbody tr[data-candidate=\"brief\"]";
+        assert_eq!(page.count(row), 1, "{path}: one level");
+        assert_eq!(
+            page.text(&format!("{row} .diagnosis")),
+            level.diagnosis.bottleneck.label(),
+            "{path}"
+        );
+        let gpu_cost = page.text(&format!("{row} .gpu-cost"));
+        assert!(
+            gpu_cost.contains(&bakeoff::domain::format::usd(cost))
+                && gpu_cost.contains("per 1M output tokens (2 × H100 at $3.00/GPU-hour"),
+            "{path}: {gpu_cost}"
+        );
+        let energy = page.texts(&format!("{row} td.num"));
+        assert!(energy.iter().any(|e| e.ends_with("J/token")), "{path}: {energy:?}");
+        assert_eq!(
+            page.count(".telemetry-brief figure.chart[id=\"chart-telemetry-queue-length\"] svg"),
+            1,
+            "{path}: the server queue over time"
+        );
+        assert_eq!(
+            page.attr(".telemetry-brief p a", "href").as_deref(),
+            Some(format!("/runs/{run}/telemetry").as_str()),
+            "{path}"
+        );
+    }
+    // The full page has the cost column too.
+    let full = app.get_html(&format!("/runs/{run}/telemetry")).await;
+    assert!(full.text("table.telemetry-levels tbody tr .gpu-cost").contains("per 1M output tokens"));
+    // A run without telemetry shows no section.
+    let plain = app.finished_run("plain", None).await;
+    assert_eq!(app.get_html(&format!("/runs/{plain}")).await.count("section.telemetry-brief"), 0);
+}
+
 /// A series' total in an exposition read over HTTP with bakeoff's own parser.
 async fn scraped_total(url: &str, series: &str) -> Option<f64> {
     let response = reqwest::get(url).await.ok()?;
