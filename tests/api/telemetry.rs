@@ -441,10 +441,18 @@ async fn the_run_page_and_scorecard_show_each_levels_diagnosis_a_server_chart_an
     }
     // The full page has the cost column too.
     let full = app.get_html(&format!("/runs/{run}/telemetry")).await;
-    assert!(full.text("table.telemetry-levels tbody tr .gpu-cost").contains("per 1M output tokens"));
+    assert!(
+        full.text("table.telemetry-levels tbody tr .gpu-cost")
+            .contains("per 1M output tokens")
+    );
     // A run without telemetry shows no section.
     let plain = app.finished_run("plain", None).await;
-    assert_eq!(app.get_html(&format!("/runs/{plain}")).await.count("section.telemetry-brief"), 0);
+    assert_eq!(
+        app.get_html(&format!("/runs/{plain}"))
+            .await
+            .count("section.telemetry-brief"),
+        0
+    );
 }
 
 /// A series' total in an exposition read over HTTP with bakeoff's own parser.
@@ -533,7 +541,15 @@ async fn a_workers_own_metrics_scraped_over_http_count_exactly_its_runs_requests
         .port();
     let listen = format!("127.0.0.1:{port}");
     let worker = std::process::Command::new(env!("CARGO_BIN_EXE_bakeoff"))
-        .args(["worker", "--database-url", &db_url, "--name", "scraped", "--metrics-listen", &listen])
+        .args([
+            "worker",
+            "--database-url",
+            &db_url,
+            "--name",
+            "scraped",
+            "--metrics-listen",
+            &listen,
+        ])
         .env("BAKEOFF_LOG", "warn")
         .env("NO_COLOR", "1")
         .env("BAKEOFF_SECRET_KEY", hex::encode(crate::support::db::TEST_SERVER_KEY))
@@ -575,7 +591,10 @@ async fn a_workers_own_metrics_scraped_over_http_count_exactly_its_runs_requests
     let records = store.list_request_records(run).await.unwrap().len() as f64;
     // The worker's process sent this run's requests and nothing else.
     assert_eq!(scraped_total(&url, "bakeoff_requests_sent_total").await, Some(records));
-    assert_eq!(scraped_total(&url, "bakeoff_records_written_total").await, Some(records));
+    assert_eq!(
+        scraped_total(&url, "bakeoff_records_written_total").await,
+        Some(records)
+    );
     drop(worker);
 }
 

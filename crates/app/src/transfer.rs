@@ -96,7 +96,10 @@ impl ExportedScrape {
     /// The scrape it holds; Err says why its samples do not read (`index` names it).
     pub fn scrape(&self, index: usize) -> Result<Scrape, AppError> {
         let samples = Scrape::samples_from_text(&self.samples).map_err(|e| {
-            AppError::Invalid(format!("telemetry scrape {} has samples that do not parse: {e}", index + 1))
+            AppError::Invalid(format!(
+                "telemetry scrape {} has samples that do not parse: {e}",
+                index + 1
+            ))
         })?;
         Ok(Scrape {
             source: self.source,

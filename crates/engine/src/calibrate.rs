@@ -649,6 +649,8 @@ fn level_config(spec: &LevelSpec, seconds: u32) -> RunConfig {
         clients: None,
         error_budget: Default::default(),
         tool_mode: Default::default(),
+        // The default a run scrapes at (with --scrape-telemetry): 1 s.
+        scrape_interval_secs: None,
     }
 }
 

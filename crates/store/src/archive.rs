@@ -380,7 +380,9 @@ macro_rules! import_end_helpers {
             }
             for (position, scrape) in &end.telemetry {
                 let candidate_id = candidate_ids.get(*position).ok_or_else(|| {
-                    StoreError::NotFound(format!("candidate #{position} of a telemetry scrape in the export"))
+                    StoreError::NotFound(format!(
+                        "candidate #{position} of a telemetry scrape in the export"
+                    ))
                 })?;
                 Self::insert_telemetry_scrapes_in(tx, run_id, *candidate_id, std::slice::from_ref(scrape)).await?;
             }

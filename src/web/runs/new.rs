@@ -17,9 +17,9 @@ use crate::domain::candidate::Candidate;
 use crate::domain::format;
 use crate::domain::presets::{ARRIVALS, LOAD_SHAPES, LoadDraft, Preset};
 use crate::domain::retirement::ItemKind;
-use crate::domain::telemetry::{DEFAULT_SCRAPE_INTERVAL_S, MAX_SCRAPE_INTERVAL_S, MIN_SCRAPE_INTERVAL_S};
 use crate::domain::run::MAX_CLIENTS;
 use crate::domain::run::{DEFAULT_FIRST_TOKEN_TIMEOUT_SECS, DEFAULT_STALL_TIMEOUT_SECS, RunConfig, RunDraft};
+use crate::domain::telemetry::{DEFAULT_SCRAPE_INTERVAL_S, MAX_SCRAPE_INTERVAL_S, MIN_SCRAPE_INTERVAL_S};
 use crate::domain::validation::FieldErrors;
 use crate::store::{EvalSetSummary, EvalSetVersion};
 use crate::web::AppState;
@@ -281,9 +281,14 @@ async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Resul
         ]
         .iter()
         .any(|v| !v.trim().is_empty())
-            || ["first_token_timeout_secs", "stall_timeout_secs", "clients", "scrape_interval_secs"]
-                .iter()
-                .any(|f| errors.get(f).is_some()),
+            || [
+                "first_token_timeout_secs",
+                "stall_timeout_secs",
+                "clients",
+                "scrape_interval_secs",
+            ]
+            .iter()
+            .any(|f| errors.get(f).is_some()),
         stream: FieldView::new(
             "stream",
             "Stream responses (needed for TTFT and decode speed)",

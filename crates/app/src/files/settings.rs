@@ -437,17 +437,25 @@ mod tests {
 
     #[test]
     fn the_scrape_interval_reaches_the_run_config_round_trips_and_is_range_checked() {
-        let s = parse("s.toml", "bakeoff_settings = 1
+        let s = parse(
+            "s.toml",
+            "bakeoff_settings = 1
 scrape_interval_secs = 0.25
-").unwrap();
+",
+        )
+        .unwrap();
         let config = s.draft.validate().unwrap();
         assert_eq!(config.scrape_interval_secs, Some(0.25));
         let text = export(&config, None, "a test").unwrap();
         assert!(text.contains("scrape_interval_secs = 0.25"), "{text}");
-        let e = parse("s.toml", "bakeoff_settings = 1
+        let e = parse(
+            "s.toml",
+            "bakeoff_settings = 1
 
 scrape_interval_secs = 0
-").unwrap_err();
+",
+        )
+        .unwrap_err();
         assert!(
             e.to_string()
                 .contains("s.toml:3: field `scrape_interval_secs`: must be between 0.1 and 60, got 0"),

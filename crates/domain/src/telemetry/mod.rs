@@ -54,9 +54,15 @@ mod tests {
         // 2 GPUs at $3/h for 60 s: $0.10, over 50,000 tokens: $2 per million.
         let cost = super::gpu_cost_per_million_output_tokens(Some(2), Some(3.0), 60.0, 50_000).unwrap();
         assert!((cost - 2.0).abs() < 1e-9, "{cost}");
-        assert_eq!(super::gpu_cost_per_million_output_tokens(None, Some(3.0), 60.0, 1), None);
+        assert_eq!(
+            super::gpu_cost_per_million_output_tokens(None, Some(3.0), 60.0, 1),
+            None
+        );
         assert_eq!(super::gpu_cost_per_million_output_tokens(Some(1), None, 60.0, 1), None);
-        assert_eq!(super::gpu_cost_per_million_output_tokens(Some(1), Some(3.0), 60.0, 0), None);
+        assert_eq!(
+            super::gpu_cost_per_million_output_tokens(Some(1), Some(3.0), 60.0, 0),
+            None
+        );
     }
 
     #[test]

@@ -71,7 +71,10 @@ fn is_metric_name(name: &str) -> bool {
 /// (`vllm:spec_decode_*`). Duplicates are dropped; an error names the entry.
 pub fn keep_list(e: &mut FieldErrors, field: &str, raw: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for entry in raw.split(|c: char| c == ',' || c.is_whitespace()).filter(|s| !s.is_empty()) {
+    for entry in raw
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+    {
         let name = entry.strip_suffix('*').unwrap_or(entry);
         if name.is_empty() {
             e.add(field, "a lone `*` would keep every series; name a prefix before it");
@@ -113,7 +116,11 @@ mod tests {
     fn kept_names_are_metric_names_or_prefixes_and_errors_name_the_entry() {
         let mut e = FieldErrors::default();
         assert_eq!(
-            keep_list(&mut e, "metrics_keep", "vllm:num_requests_swapped, vllm:spec_decode_*\nfoo_total foo_total"),
+            keep_list(
+                &mut e,
+                "metrics_keep",
+                "vllm:num_requests_swapped, vllm:spec_decode_*\nfoo_total foo_total"
+            ),
             ["vllm:num_requests_swapped", "vllm:spec_decode_*", "foo_total"]
         );
         assert!(e.is_empty(), "{e:?}");
