@@ -404,6 +404,17 @@ async fn the_run_page_and_scorecard_show_each_levels_diagnosis_a_server_chart_an
         .await
         .unwrap();
     assert_eq!(run_to_end(&app.store, run).await, RunStatus::Finished);
+    // A scorecard needs a profile to judge by.
+    app.store
+        .save_threshold_profile(
+            "batch",
+            "",
+            &bakeoff::domain::thresholds::templates::batch_default_rules(),
+            "test",
+            "",
+        )
+        .await
+        .unwrap();
     let t = run_telemetry(&app.store, run).await.unwrap();
     let level = &t.candidates[0].levels[0];
     // 2 GPUs at $3/h over the level's window, per million output tokens received in it.
@@ -411,7 +422,7 @@ async fn the_run_page_and_scorecard_show_each_levels_diagnosis_a_server_chart_an
     let cost = level.gpu_cost_per_mtok.expect("priced GPUs have a cost");
     assert!((cost - expected).abs() <= expected * 1e-9, "{cost} vs {expected}");
     for path in [format!("/runs/{run}"), format!("/runs/{run}/scorecard")] {
-        let page = app.get_html(&path).await;
+        let (page, _) = app.page(&path).await;
         assert_eq!(page.count("section.telemetry-brief"), 1, "{path}");
         let row = ".telemetry-brief-levels tbody tr[data-candidate=\"brief\"]";
         assert_eq!(page.count(row), 1, "{path}: one level");
