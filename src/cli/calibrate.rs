@@ -80,6 +80,9 @@ pub struct CalibrateArgs {
     /// a difference (docs/telemetry.md).
     #[arg(long)]
     pub scrape_telemetry: bool,
+    /// With --scrape-telemetry: blocks of four passes (without, with, with, without) per level.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10))]
+    pub scrape_blocks: u32,
     /// Write the figures here as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -132,6 +135,7 @@ pub async fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         },
         tls_levels: if args.tls { args.tls_levels.clone() } else { Vec::new() },
         scrape_telemetry: args.scrape_telemetry,
+        scrape_blocks: args.scrape_blocks,
     };
     let report = crate::app::calibrate::calibrate(&options, |line| eprintln!("{line}")).await?;
     let mut out = std::io::stdout().lock();
@@ -232,7 +236,7 @@ fn print_scraping_cost(out: &mut impl Write, r: &CalibrationReport) -> std::io::
     writeln!(
         out,
         "\nCost of scraping telemetry (the mock's /metrics and simulated GPU every second, as a run \
-         with a telemetry source), passes in the order off, on, on, off:"
+         with a telemetry source), passes in blocks of off, on, on, off; median over the passes:"
     )?;
     table(
         out,
@@ -240,8 +244,8 @@ fn print_scraping_cost(out: &mut impl Write, r: &CalibrationReport) -> std::io::
             "load",
             "TTFT |err| p99 ms, without (per pass)",
             "with (per pass)",
-            "mean without",
-            "mean with",
+            "median without",
+            "median with",
             "ratio with ÷ without",
             "added ms",
         ],

@@ -119,7 +119,7 @@ async fn run_levels(
     for spec in specs {
         // Scraping's cost is measured on the http latency levels, in passes without and with it.
         let compare = options.scrape_telemetry && spec.purpose == LevelPurpose::Latency && tls.is_none();
-        for &scraped in scrape_passes(compare) {
+        for scraped in scrape_passes(compare, options.scrape_blocks) {
             let urls = MockUrls {
                 scrape_telemetry: scraped,
                 ..urls

@@ -77,25 +77,33 @@ pub struct CalibrateOptions {
     /// Concurrencies of the latency sweep run again over https, against the mock served over
     /// TLS (a loopback certificate made for the run), after the sweep: empty, none.
     pub tls_levels: Vec<u32>,
-    /// Measure the cost of scraping: every http latency level is run four times in one
-    /// calibration, without and with scraping the mock's `/metrics` and simulated GPU every
-    /// second as a run with a telemetry source does (`run::telemetry`), in the order
-    /// [`SCRAPE_PASSES`] (so a drift of the machine's load over the passes cancels out), and the
-    /// TTFT error's p99 compared (`ScrapingCost`).
+    /// Measure the cost of scraping: every http latency level is run in passes without and
+    /// with scraping the mock's `/metrics` and simulated GPU every second, as a run with a
+    /// telemetry source does (`run::telemetry`), in `scrape_blocks` blocks of [`SCRAPE_BLOCK`]
+    /// (so a drift of the machine's load over the passes falls on both alike), and the TTFT
+    /// error's p99 compared (`ScrapingCost`).
     pub scrape_telemetry: bool,
+    /// Blocks of four passes per level with `scrape_telemetry` (at least 1).
+    pub scrape_blocks: u32,
 }
 
-/// Whether each pass of a latency level scrapes, when the cost of scraping is measured: off,
-/// on, on, off (ABBA: a linear drift of the machine's load adds the same to both means).
-pub const SCRAPE_PASSES: [bool; 4] = [false, true, true, false];
+/// Whether each pass of a block scrapes: off, on, on, off (ABBA: a linear drift of the
+/// machine's load adds the same to both sides).
+pub const SCRAPE_BLOCK: [bool; 4] = [false, true, true, false];
 
-/// The passes of one level: `SCRAPE_PASSES` when `compare`, else one without scraping.
-pub fn scrape_passes(compare: bool) -> &'static [bool] {
-    if compare { &SCRAPE_PASSES } else { &SCRAPE_PASSES[..1] }
+/// The passes of one level: `blocks` blocks of `SCRAPE_BLOCK` when `compare`, else one pass
+/// without scraping.
+pub fn scrape_passes(compare: bool, blocks: u32) -> Vec<bool> {
+    if compare {
+        SCRAPE_BLOCK.repeat(blocks.max(1) as usize)
+    } else {
+        vec![false]
+    }
 }
 
-/// The cost of scraping telemetry at one concurrency, measured within one calibration: the mean
-/// of the TTFT |error| p99 over the passes without scraping and over those with it.
+/// The cost of scraping telemetry at one concurrency, measured within one calibration: the median
+/// over the passes without scraping and over those with it of each pass's TTFT |error| p99 (the
+/// median, so one pass that a busy machine lagged does not decide the figure).
 #[derive(Debug, Clone, Serialize)]
 pub struct ScrapingCost {
     pub concurrency: u32,
@@ -130,8 +138,17 @@ pub fn scraping_cost(levels: &[CalibrationLevel]) -> Vec<ScrapingCost> {
                     .collect()
             };
             let (without_ms, with_ms) = (p99s(false), p99s(true));
-            let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
-            let (without, with) = (mean(&without_ms)?, mean(&with_ms)?);
+            let median = |v: &[f64]| {
+                let mut v = v.to_vec();
+                v.sort_by(f64::total_cmp);
+                let n = v.len();
+                match n {
+                    0 => None,
+                    _ if n % 2 == 1 => Some(v[n / 2]),
+                    _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+                }
+            };
+            let (without, with) = (median(&without_ms)?, median(&with_ms)?);
             Some(ScrapingCost {
                 concurrency: c,
                 without_p99_ms: without,
@@ -986,5 +1003,36 @@ mod tests {
         // (2 % misses 1 %), ingest.
         assert_eq!(met, [true, true, false, true, false, false]);
         assert!(t[2].measured.contains("7.500 ms"), "{}", t[2].measured);
+    }
+
+    #[test]
+    fn scraping_cost_compares_the_medians_of_passes_without_and_with_scraping() {
+        assert_eq!(
+            scrape_passes(true, 2),
+            [false, true, true, false, false, true, true, false]
+        );
+        assert_eq!(scrape_passes(false, 3), [false]);
+        let pass = |scraped: bool, p99: f64| CalibrationLevel {
+            concurrency: 64,
+            scraped,
+            ttft_error_ms_p99: Some(p99),
+            ..CalibrationLevel::default()
+        };
+        // One lagged pass on each side does not decide the figure.
+        let levels: Vec<CalibrationLevel> = [(false, 0.5), (true, 0.6), (true, 9.0), (false, 0.4), (false, 7.0)]
+            .into_iter()
+            .map(|(s, v)| pass(s, v))
+            .collect();
+        let cost = scraping_cost(&levels);
+        assert_eq!(cost.len(), 1);
+        let c = &cost[0];
+        assert_eq!((c.without_p99_ms, c.with_p99_ms), (0.5, 4.8));
+        assert_eq!(c.without_ms, [0.5, 0.4, 7.0]);
+        assert!((c.added_ms - 4.3).abs() < 1e-9 && (c.ratio - 9.6).abs() < 1e-9, "{c:?}");
+        // The error targets read the passes without scraping; scraping's cost is its own target.
+        let t = targets(&levels);
+        let last = t.last().unwrap();
+        assert!(last.target.starts_with("scraping telemetry") && !last.met, "{last:?}");
+        assert!(t[0].measured.contains("7.000 ms"), "{}", t[0].measured);
     }
 }
