@@ -466,6 +466,54 @@ async fn the_run_page_and_scorecard_show_each_levels_diagnosis_a_server_chart_an
     );
 }
 
+#[tokio::test]
+async fn the_run_form_sets_the_scrape_interval_within_its_bounds_and_the_run_page_states_it() {
+    let app = crate::support::app::spawn_app().await;
+    let (run_stored, mock) = stored_run_against_mock(&app.store, 2).await;
+    let candidate = app.store.run_candidates(run_stored).await.unwrap()[0].id.to_string();
+    let version = app.store.get_run(run_stored).await.unwrap().unwrap().evalset_version_id.to_string();
+    let form = app.get_html("/runs/new").await;
+    assert_eq!(form.count("details.advanced:not([open]) #f-scrape_interval_secs"), 1);
+    assert!(form.text("#f-scrape_interval_secs-help").contains("0.1 to 60. Blank: 1 s."));
+    let fields = |interval: &'static str| {
+        vec![
+            ("evalset_version", version.clone()),
+            ("candidate", candidate.clone()),
+            ("concurrency", "1".to_string()),
+            ("repetitions", "1".to_string()),
+            ("warmup_requests", "0".to_string()),
+            ("stream", "on".to_string()),
+            ("load_shape", "fixed".to_string()),
+            ("scrape_interval_secs", interval.to_string()),
+        ]
+    };
+    let runs_before = app.run_count().await;
+    for (bad, message) in [
+        ("0.05", "must be between 0.1 and 60, got 0.05"),
+        ("90", "must be between 0.1 and 60, got 90"),
+    ] {
+        let f = fields(bad);
+        let borrowed: Vec<(&str, &str)> = f.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let page = app.post_form_html("/runs", &borrowed).await;
+        assert_eq!(page.status, 422, "{bad}");
+        assert!(page.text("#f-scrape_interval_secs-error").contains(message), "{bad}");
+        assert_eq!(page.count("details.advanced[open]"), 1, "{bad}");
+        assert_eq!(app.run_count().await, runs_before, "nothing stored");
+    }
+    let f = fields("0.5");
+    let borrowed: Vec<(&str, &str)> = f.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let r = app.post_form("/runs", &borrowed).await;
+    assert_eq!(r.status(), 303);
+    let run = app.store.list_runs(1, 0).await.unwrap()[0].run.clone();
+    assert_eq!(run.config.scrape_interval_secs, Some(0.5));
+    let page = app.get_html(&format!("/runs/{}", run.id)).await;
+    assert!(page.text(".conditions").contains("every 0.5 s and at each level's start and end"));
+    tokio::time::timeout(crate::support::runs::RUN_DEADLINE, app.state.runner.wait(run.id))
+        .await
+        .expect("the run ended in time");
+    drop(mock);
+}
+
 /// A series' total in an exposition read over HTTP with bakeoff's own parser.
 async fn scraped_total(url: &str, series: &str) -> Option<f64> {
     let response = reqwest::get(url).await.ok()?;
