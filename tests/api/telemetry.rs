@@ -471,10 +471,20 @@ async fn the_run_form_sets_the_scrape_interval_within_its_bounds_and_the_run_pag
     let app = crate::support::app::spawn_app().await;
     let (run_stored, mock) = stored_run_against_mock(&app.store, 2).await;
     let candidate = app.store.run_candidates(run_stored).await.unwrap()[0].id.to_string();
-    let version = app.store.get_run(run_stored).await.unwrap().unwrap().evalset_version_id.to_string();
+    let version = app
+        .store
+        .get_run(run_stored)
+        .await
+        .unwrap()
+        .unwrap()
+        .evalset_version_id
+        .to_string();
     let form = app.get_html("/runs/new").await;
     assert_eq!(form.count("details.advanced:not([open]) #f-scrape_interval_secs"), 1);
-    assert!(form.text("#f-scrape_interval_secs-help").contains("0.1 to 60. Blank: 1 s."));
+    assert!(
+        form.text("#f-scrape_interval_secs-help")
+            .contains("0.1 to 60. Blank: 1 s.")
+    );
     let fields = |interval: &'static str| {
         vec![
             ("evalset_version", version.clone()),
@@ -507,11 +517,55 @@ async fn the_run_form_sets_the_scrape_interval_within_its_bounds_and_the_run_pag
     let run = app.store.list_runs(1, 0).await.unwrap()[0].run.clone();
     assert_eq!(run.config.scrape_interval_secs, Some(0.5));
     let page = app.get_html(&format!("/runs/{}", run.id)).await;
-    assert!(page.text(".conditions").contains("every 0.5 s and at each level's start and end"));
+    assert!(
+        page.text(".conditions")
+            .contains("every 0.5 s and at each level's start and end")
+    );
     tokio::time::timeout(crate::support::runs::RUN_DEADLINE, app.state.runner.wait(run.id))
         .await
         .expect("the run ended in time");
     drop(mock);
+}
+
+#[tokio::test]
+async fn the_candidate_form_keeps_series_by_name_and_names_a_bad_entry() {
+    let app = crate::support::app::spawn_app().await;
+    let fields = |keep: &'static str| {
+        vec![
+            ("name", "kept"),
+            ("provider", "openai-chat"),
+            ("base_url", "http://127.0.0.1:9/v1"),
+            ("model", "m"),
+            ("metrics_url", "http://127.0.0.1:9/metrics"),
+            ("metrics_keep", keep),
+        ]
+    };
+    let page = app
+        .post_form_html("/candidates", &fields("vllm:spec_decode_*\n9lives"))
+        .await;
+    assert_eq!(page.status, 422);
+    assert!(
+        page.text("#f-metrics_keep-error")
+            .contains("\"9lives\" is not a Prometheus metric name"),
+        "{}",
+        page.text("#f-metrics_keep-error")
+    );
+    assert_eq!(app.candidate_count().await, 0, "nothing stored");
+    let r = app
+        .post_form("/candidates", &fields("vllm:spec_decode_*, vllm:num_requests_swapped"))
+        .await;
+    assert_eq!(r.status(), 303);
+    let stored = &app.store.list_candidates().await.unwrap()[0];
+    assert_eq!(
+        stored.spec.metrics_keep,
+        ["vllm:spec_decode_*", "vllm:num_requests_swapped"]
+    );
+    // The edit form shows them back (one a line; the page helper folds whitespace).
+    let edit = app.get_html(&format!("/candidates/{}/edit", stored.id)).await;
+    assert_eq!(
+        edit.text("#f-metrics_keep"),
+        "vllm:spec_decode_* vllm:num_requests_swapped"
+    );
 }
 
 /// A series' total in an exposition read over HTTP with bakeoff's own parser.
