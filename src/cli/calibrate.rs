@@ -74,11 +74,15 @@ pub struct CalibrateArgs {
     /// Concurrency levels of the https levels (with --tls).
     #[arg(long, value_delimiter = ',', default_value = "1,64")]
     pub tls_levels: Vec<u32>,
-    /// Scrape the mock's `/metrics` and simulated GPU every second during every level, as a run
-    /// with a telemetry source does; compare with a calibration without it for the cost of
-    /// scraping on the client's figures (docs/telemetry.md).
+    /// Measure the cost of scraping telemetry: each http latency level runs four times, without,
+    /// with, with and without scraping the mock's `/metrics` and simulated GPU every second (as
+    /// a run with a telemetry source does), and its TTFT |error| p99 is compared as a ratio and
+    /// a difference (docs/telemetry.md).
     #[arg(long)]
     pub scrape_telemetry: bool,
+    /// With --scrape-telemetry: blocks of four passes (without, with, with, without) per level.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10))]
+    pub scrape_blocks: u32,
     /// Write the figures here as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -131,6 +135,7 @@ pub async fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         },
         tls_levels: if args.tls { args.tls_levels.clone() } else { Vec::new() },
         scrape_telemetry: args.scrape_telemetry,
+        scrape_blocks: args.scrape_blocks,
     };
     let report = crate::app::calibrate::calibrate(&options, |line| eprintln!("{line}")).await?;
     let mut out = std::io::stdout().lock();
@@ -202,7 +207,50 @@ pub fn print_calibration(out: &mut impl Write, r: &CalibrationReport) -> std::io
          during the level; load avg = 1-minute load average at the level's end (this process included)."
     )?;
     print_schemes(out, r)?;
+    print_scraping_cost(out, r)?;
     print_calibration_notes(out, r)
+}
+
+/// The cost of scraping telemetry (`--scrape-telemetry`): each level's TTFT |error| p99 without
+/// and with scraping, passes of one calibration (nothing when it was not measured).
+fn print_scraping_cost(out: &mut impl Write, r: &CalibrationReport) -> std::io::Result<()> {
+    if r.scraping_cost.is_empty() {
+        return Ok(());
+    }
+    let list = |v: &[f64]| v.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join(", ");
+    let rows: Vec<Vec<String>> = r
+        .scraping_cost
+        .iter()
+        .map(|c| {
+            vec![
+                format!("c={}", c.concurrency),
+                list(&c.without_ms),
+                list(&c.with_ms),
+                format!("{:.3}", c.without_p99_ms),
+                format!("{:.3}", c.with_p99_ms),
+                format!("{:.2}", c.ratio),
+                format!("{:+.3}", c.added_ms),
+            ]
+        })
+        .collect();
+    writeln!(
+        out,
+        "\nCost of scraping telemetry (the mock's /metrics and simulated GPU every second, as a run \
+         with a telemetry source), passes in blocks of off, on, on, off; median over the passes:"
+    )?;
+    table(
+        out,
+        &[
+            "load",
+            "TTFT |err| p99 ms, without (per pass)",
+            "with (per pass)",
+            "median without",
+            "median with",
+            "ratio with ÷ without",
+            "added ms",
+        ],
+        &rows,
+    )
 }
 
 /// A figure to `digits` decimals, or "—" when it could not be computed.
@@ -223,6 +271,7 @@ fn level_row(l: &CalibrationLevel) -> Vec<String> {
     };
     vec![
         match (l.purpose, l.https) {
+            (LevelPurpose::Latency, false) if l.scraped => format!("c={} scraped", l.concurrency),
             (LevelPurpose::Latency, false) => format!("c={}", l.concurrency),
             (LevelPurpose::Latency, true) => format!("https c={}", l.concurrency),
             (p, _) => format!("{} c={}", purpose_name(p), l.concurrency),

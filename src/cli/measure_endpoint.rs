@@ -490,6 +490,7 @@ fn candidate_spec(args: &MeasureFlags) -> anyhow::Result<(CandidateSpec, String)
         wire: Default::default(),
         metrics_url: None,
         gpu_metrics_url: None,
+        metrics_keep: Vec::new(),
         gpu_count: None,
         gpu_kind: None,
         gpu_hour_price: None,

@@ -449,6 +449,18 @@ fn telemetry_fieldset(draft: &CandidateDraft, errors: &FieldErrors) -> Fieldset 
                 &draft.gpu_metrics_url,
             )
             .help("A DCGM exporter (e.g. http://gpu-node:9400/metrics) or any Prometheus endpoint with GPU series."),
+            field(
+                errors,
+                "metrics_keep",
+                "Also keep these series",
+                FieldKind::TextArea,
+                &draft.metrics_keep,
+            )
+            .help(
+                "Metric names to keep beyond the ones bakeoff recognises (queue, running, KV cache, preemptions, \
+                 prefix cache, server TTFT, GPU), one a line or comma-separated; end a name with * to keep every \
+                 series it starts, e.g. vllm:spec_decode_*. Each is charted on the run's telemetry page.",
+            ),
         ],
     }
 }

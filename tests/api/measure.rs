@@ -771,6 +771,7 @@ async fn calibrate_compares_against_the_ground_truth() {
         // c=1 again over https, against the mock process served over TLS.
         tls_levels: vec![1],
         scrape_telemetry: false,
+        scrape_blocks: 1,
     };
     let report = tokio::time::timeout(DEADLINE, bakeoff::app::calibrate::calibrate(&options, |_| {}))
         .await
@@ -843,6 +844,7 @@ async fn calibrate_covers_chunked_and_non_streamed_levels() {
         },
         tls_levels: Vec::new(),
         scrape_telemetry: false,
+        scrape_blocks: 1,
     };
     let report = tokio::time::timeout(DEADLINE, bakeoff::app::calibrate::calibrate(&options, |_| {}))
         .await

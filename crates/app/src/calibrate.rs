@@ -16,8 +16,8 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::engine::calibrate::{
-    CalibrateOptions, CalibrationLevel, CalibrationReport, LevelSpec, MockPlacement, MockUrls, level_specs, report,
-    run_level, tls_level_specs,
+    CalibrateOptions, CalibrationLevel, CalibrationReport, LevelPurpose, LevelSpec, MockPlacement, MockUrls,
+    level_specs, report, run_level, scrape_passes, tls_level_specs,
 };
 use crate::engine::run::harness::EXCLUDED_THREAD_PREFIX;
 use crate::mock::{LISTENING_LINE, MockConfig, ModelProfile};
@@ -106,7 +106,7 @@ async fn run_levels(
         process: mock.pid(),
         ran: &ran,
         ca_file: ca_file.as_deref(),
-        scrape_telemetry: options.scrape_telemetry,
+        scrape_telemetry: false,
     };
     // The ground truth is read over the mock's own scheme, trusting its CA.
     let mut http = reqwest::Client::builder();
@@ -117,7 +117,15 @@ async fn run_levels(
     let http = http.build().context("the ground truth's HTTP client")?;
     let mut levels = Vec::new();
     for spec in specs {
-        levels.push(run_level(&http, store, &urls, spec, options.seconds_per_level, progress).await?);
+        // Scraping's cost is measured on the http latency levels, in passes without and with it.
+        let compare = options.scrape_telemetry && spec.purpose == LevelPurpose::Latency && tls.is_none();
+        for scraped in scrape_passes(compare, options.scrape_blocks) {
+            let urls = MockUrls {
+                scrape_telemetry: scraped,
+                ..urls
+            };
+            levels.push(run_level(&http, store, &urls, spec, options.seconds_per_level, progress).await?);
+        }
     }
     drop(mock);
     drop(client_pin);

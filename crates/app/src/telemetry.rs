@@ -12,7 +12,7 @@ use crate::domain::run::RequestRecord;
 use crate::domain::telemetry::window::{find, signal_value};
 use crate::domain::telemetry::{
     Diagnosis, LevelEvidence, Scrape, Signal, SignalSummary, Source, Window, catalogue, diagnose, energy_joules,
-    joules_per_output_token, summarise,
+    gpu_cost_per_million_output_tokens, joules_per_output_token, summarise,
 };
 use crate::pages::charts::Chart;
 use crate::store::DynStore;
@@ -34,6 +34,11 @@ pub struct LevelTelemetry {
     pub energy_j: Option<f64>,
     pub energy_method: Option<String>,
     pub joules_per_output_token: Option<f64>,
+    /// What the candidate's GPUs (its declared `gpu_count` × `gpu_hour_price`) cost per million
+    /// output tokens over the window (`telemetry::gpu_cost_per_million_output_tokens`).
+    pub gpu_cost_per_mtok: Option<f64>,
+    /// The declared GPUs, "2 × H100 at $2.50/GPU-hour", when priced.
+    pub gpus_declared: Option<String>,
     /// p99 client lag, ms (closed loop: wait in bakeoff before send; open loop: schedule lag).
     pub client_lag_p99_ms: Option<f64>,
     pub diagnosis: Diagnosis,
@@ -50,6 +55,9 @@ pub struct CandidateTelemetry {
     pub failed_scrapes: usize,
     /// The first failed scrape's error, to say why.
     pub first_error: Option<String>,
+    /// Series kept beyond the catalogue (the candidate's `metrics_keep`) that the scrapes
+    /// carried, by sample name; each is charted.
+    pub kept_series: Vec<String>,
     pub levels: Vec<LevelTelemetry>,
 }
 
@@ -121,16 +129,19 @@ pub async fn run_telemetry(store: &DynStore, run_id: i64) -> Result<RunTelemetry
     let mut candidates = Vec::new();
     let mut series: Vec<(String, Vec<Scrape>)> = Vec::new();
     let mut over_time = Vec::new();
+    // As the run measured them (its snapshot: names, GPUs and their price then).
+    let specs = store.run_candidates(run_id).await?;
     for &candidate_id in &run.candidate_ids {
         let scrapes = store.list_telemetry_scrapes(run_id, candidate_id).await?;
         if scrapes.is_empty() {
             continue;
         }
-        let name = store
-            .get_candidate(candidate_id)
-            .await?
-            .map(|c| c.spec.name)
+        let spec = specs.iter().find(|c| c.id == candidate_id).map(|c| &c.spec);
+        let name = spec
+            .map(|s| s.name.clone())
             .unwrap_or_else(|| format!("candidate {candidate_id}"));
+        let (gpu_count, gpu_hour_price) = (spec.and_then(|s| s.gpu_count), spec.and_then(|s| s.gpu_hour_price));
+        let gpus_declared = spec.and_then(declared_gpus);
         let mut levels: Vec<LevelRecords> = loads.iter().map(|_| LevelRecords::default()).collect();
         let mut buckets = grid.map(|g| g.fill());
         let mut each = |r: &mut RequestRecord| {
@@ -190,6 +201,13 @@ pub async fn run_telemetry(store: &DynStore, run_id: i64) -> Result<RunTelemetry
                 energy_j: energy.map(|e| e.0),
                 energy_method: energy.map(|e| e.1.label().to_string()),
                 joules_per_output_token: joules_per_output_token(energy.map(|e| e.0), recs.output_tokens),
+                gpu_cost_per_mtok: gpu_cost_per_million_output_tokens(
+                    gpu_count,
+                    gpu_hour_price,
+                    window.seconds(),
+                    recs.output_tokens,
+                ),
+                gpus_declared: gpus_declared.clone(),
                 client_lag_p99_ms,
                 diagnosis,
             });
@@ -205,6 +223,7 @@ pub async fn run_telemetry(store: &DynStore, run_id: i64) -> Result<RunTelemetry
             scrapes: scrapes.len(),
             failed_scrapes: failed.len(),
             first_error: failed.first().and_then(|s| s.error.clone()),
+            kept_series: kept_names(&scrapes),
             levels: out,
         });
         series.push((name, scrapes));
@@ -214,12 +233,23 @@ pub async fn run_telemetry(store: &DynStore, run_id: i64) -> Result<RunTelemetry
         let names: Vec<String> = series.iter().map(|(n, _)| n.clone()).collect();
         charts.extend(crate::pages::charts::timeline_charts(&grid.timeline(over_time), &names));
         charts.extend(series_charts(&series, start_us, (end_us - start_us) as f64 / 1e6));
+        charts.extend(kept_charts(&series, start_us, (end_us - start_us) as f64 / 1e6));
     }
     Ok(RunTelemetry {
         run_id,
         candidates,
         charts,
     })
+}
+
+/// "2 × H100 80GB at $2.50/GPU-hour": a candidate's declared GPUs, when they are priced.
+fn declared_gpus(spec: &crate::domain::candidate::CandidateSpec) -> Option<String> {
+    let (count, price) = (spec.gpu_count?, spec.gpu_hour_price?);
+    Some(format!(
+        "{count} × {} at {}/GPU-hour",
+        spec.gpu_kind.as_deref().unwrap_or("GPU"),
+        crate::domain::format::usd(price)
+    ))
 }
 
 /// The signals drawn over time, with the unit their points are worded in and the scale from
@@ -278,7 +308,7 @@ fn series_charts(series: &[(String, Vec<Scrape>)], origin_us: i64, x_end: f64) -
             let counter = signal.kind() == catalogue::SignalKind::Counter;
             over_time_chart(
                 OverTime {
-                    id: format!("chart-telemetry-{}", signal.as_str().replace('_', "-")),
+                    id: chart_id(signal),
                     title: format!("{} over time", capitalised(signal.label())),
                     y_desc: if counter {
                         format!("{} since the first scrape", signal.label())
@@ -288,6 +318,160 @@ fn series_charts(series: &[(String, Vec<Scrape>)], origin_us: i64, x_end: f64) -
                     caption: format!(
                         "{} at each scrape, on the run's time axis{}.",
                         capitalised(signal.label()),
+                        if counter {
+                            " (its increase since the candidate's first scrape)"
+                        } else {
+                            ""
+                        }
+                    ),
+                    x_end,
+                },
+                &lines,
+            )
+        })
+        .collect()
+}
+
+/// A run's telemetry in brief, for the run page and the scorecard: each level's diagnosis with
+/// its first piece of evidence, the GPUs' draw beside their cost, and one server series over
+/// time (the telemetry page's own chart); the telemetry page has the rest.
+#[derive(Debug, Clone)]
+pub struct TelemetryBrief {
+    pub run_id: i64,
+    pub rows: Vec<LevelRow>,
+    pub chart: Option<Chart>,
+}
+
+/// The server series a brief charts, the first the scrapes carry: what most often explains a
+/// level's TTFT.
+const BRIEF_CHARTS: [Signal; 4] = [
+    Signal::QueueLength,
+    Signal::KvCacheUsage,
+    Signal::RunningRequests,
+    Signal::GpuPower,
+];
+
+impl RunTelemetry {
+    /// The brief; None when nothing was scraped.
+    pub fn brief(self) -> Option<TelemetryBrief> {
+        if self.candidates.is_empty() {
+            return None;
+        }
+        let rows = self.rows();
+        let chart = BRIEF_CHARTS.iter().find_map(|s| {
+            let id = chart_id(*s);
+            self.charts.iter().find(|c| c.id == id).cloned()
+        });
+        Some(TelemetryBrief {
+            run_id: self.run_id,
+            rows,
+            chart,
+        })
+    }
+}
+
+/// The id of a signal's chart over time.
+fn chart_id(signal: Signal) -> String {
+    format!("chart-telemetry-{}", signal.as_str().replace('_', "-"))
+}
+
+/// A terminal run's telemetry brief (None for a run still measuring, whose records are still
+/// coming, or one with no scrapes): the run page's and the scorecard's.
+pub async fn brief(store: &DynStore, run_id: i64) -> Result<Option<TelemetryBrief>, AppError> {
+    match store.get_run(run_id).await? {
+        Some(run) if run.status.is_terminal() => Ok(run_telemetry(store, run_id).await?.brief()),
+        _ => Ok(None),
+    }
+}
+
+/// Most kept series charted for one run (a prefix can match hundreds); the page names the rest.
+pub const MAX_KEPT_CHARTS: usize = 12;
+
+/// The sample names of a candidate's scrapes that the catalogue does not know: the series kept
+/// by name (`CandidateSpec::metrics_keep`), sorted. A histogram's buckets are left out (its
+/// `_sum` and `_count` stand for it over time).
+pub fn kept_names(scrapes: &[Scrape]) -> Vec<String> {
+    let mut names: Vec<String> = scrapes
+        .iter()
+        .flat_map(|s| s.samples.iter())
+        .filter(|x| catalogue::recognise(&x.name).is_none() && !x.name.ends_with("_bucket"))
+        .map(|x| x.name.clone())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// A kept series is read as a counter (drawn as its increase) when its name says so, as the
+/// Prometheus naming conventions have it.
+fn reads_as_counter(name: &str) -> bool {
+    ["_total", "_count", "_sum"].iter().any(|s| name.ends_with(s))
+}
+
+/// A chart per kept series (summed over its label sets at each scrape), a line per candidate,
+/// on the run's time axis; the first `MAX_KEPT_CHARTS` names.
+fn kept_charts(series: &[(String, Vec<Scrape>)], origin_us: i64, x_end: f64) -> Vec<Chart> {
+    use crate::pages::charts::{OverTime, TimeLine, over_time_chart};
+    let mut names: Vec<String> = series.iter().flat_map(|(_, s)| kept_names(s)).collect();
+    names.sort();
+    names.dedup();
+    names
+        .iter()
+        .take(MAX_KEPT_CHARTS)
+        .enumerate()
+        .filter_map(|(i, metric)| {
+            let counter = reads_as_counter(metric);
+            let lines: Vec<TimeLine> = series
+                .iter()
+                .map(|(name, scrapes)| {
+                    let mut first: Option<f64> = None;
+                    let points = scrapes
+                        .iter()
+                        .filter(|s| s.error.is_none())
+                        .filter_map(|s| {
+                            let values: Vec<f64> = s
+                                .samples
+                                .iter()
+                                .filter(|x| x.name == *metric && x.value.is_finite())
+                                .map(|x| x.value)
+                                .collect();
+                            if values.is_empty() {
+                                return None;
+                            }
+                            let mut v: f64 = values.iter().sum();
+                            if counter {
+                                v -= *first.get_or_insert(v);
+                            }
+                            let t = (s.at_us - origin_us) as f64 / 1e6;
+                            Some((
+                                t,
+                                v,
+                                format!(
+                                    "{name}, {} s: {}",
+                                    crate::domain::format::significant_trimmed(t),
+                                    crate::domain::format::significant(v)
+                                ),
+                            ))
+                        })
+                        .collect();
+                    TimeLine {
+                        name: name.clone(),
+                        points,
+                    }
+                })
+                .filter(|l| !l.points.is_empty())
+                .collect();
+            over_time_chart(
+                OverTime {
+                    id: format!("chart-telemetry-kept-{i}"),
+                    title: format!("{metric} over time"),
+                    y_desc: if counter {
+                        format!("{metric} since the first scrape")
+                    } else {
+                        metric.clone()
+                    },
+                    caption: format!(
+                        "{metric} (kept by name; summed over its label sets) at each scrape, on the run's time axis{}.",
                         if counter {
                             " (its increase since the candidate's first scrape)"
                         } else {
@@ -333,6 +517,8 @@ pub struct LevelRow {
     pub gpu_power: String,
     pub energy: String,
     pub joules_per_token: String,
+    /// GPU cost per million output tokens with its caliber, or "—" (no GPU price declared).
+    pub gpu_cost: String,
     pub bottleneck: String,
     pub evidence: Vec<String>,
     pub also: String,
@@ -399,6 +585,14 @@ impl RunTelemetry {
                         _ => NOT_MEASURED.to_string(),
                     },
                     joules_per_token: worded(l.joules_per_output_token, "J/token"),
+                    gpu_cost: match (l.gpu_cost_per_mtok, &l.gpus_declared) {
+                        (Some(c), Some(gpus)) => format!(
+                            "{} per 1M output tokens ({gpus}, over the {} window)",
+                            crate::domain::format::usd(c),
+                            worded(Some(l.window_s), "s")
+                        ),
+                        _ => NOT_MEASURED.to_string(),
+                    },
                     bottleneck: d.bottleneck.label().to_string(),
                     evidence: d.evidence.clone(),
                     also: d.also.iter().map(|b| b.label()).collect::<Vec<_>>().join(", "),

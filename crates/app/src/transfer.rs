@@ -4,7 +4,7 @@
 //! (never their API keys: a stored key is left out, a password in the base URL is masked; the
 //! name of a key's environment variable is kept), every raw record with its grades, the
 //! harness's report on itself (whether the speed figures can be trusted; restored on import),
-//! and the event log. Used by `GET /runs/{id}/export.json`, the import form on /archive and
+//! the telemetry scrapes (what the servers and GPUs said; restored on import) and the event log. Used by `GET /runs/{id}/export.json`, the import form on /archive and
 //! `bakeoff run export|import`. The web's export is streamed ([`export_stream`]): the records
 //! are read a page at a time and written as they come, in the same bytes as the whole document
 //! pretty-printed at once, so a 100,000-request run never sits in memory whole.
@@ -17,6 +17,7 @@ use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{ClaimedFigure, Conditions, Pricing, ProviderKind, TokenizeEndpoint};
 use crate::domain::reasoning::ReasoningInContent;
 use crate::domain::run::{RequestRecord, RunConfig, RunStatus, StopStage};
+use crate::domain::telemetry::{Boundary, Scrape, Source};
 use crate::store::Store;
 
 /// The format's name and version; a reader refuses any other.
@@ -41,6 +42,11 @@ pub struct RunExport {
     /// written before it was added, which read as null.
     #[serde(default)]
     pub harness: Option<HarnessReport>,
+    /// The telemetry scrapes of every candidate in time order (its server's `/metrics` and GPU
+    /// exporter, as kept: the catalogue's series and those kept by name). Absent when none were
+    /// taken, and in exports written before it was added.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub telemetry: Vec<ExportedScrape>,
     /// Raw records; `run_id` and `candidate_id` are the exporting installation's ids.
     pub records: Vec<RequestRecord>,
     /// Candidates stopped while the others went on (staged start, error budget, setup), in the
@@ -52,6 +58,59 @@ pub struct RunExport {
     /// records (so not part of the content hash, and ignored on import).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lag_spike_marked: Vec<usize>,
+}
+
+/// One telemetry scrape (`domain::telemetry::Scrape`), as exported.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExportedScrape {
+    /// The exporting installation's id, as in `candidates[].id`.
+    pub candidate_id: i64,
+    pub source: Source,
+    /// Midpoint of the scrape, µs since the Unix epoch (the records' `sent_at_us` clock).
+    pub at_us: i64,
+    pub took_us: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boundary: Option<Boundary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The kept samples as Prometheus exposition lines (`name{labels} value`).
+    pub samples: String,
+}
+
+impl ExportedScrape {
+    fn of(candidate_id: i64, s: &Scrape) -> ExportedScrape {
+        ExportedScrape {
+            candidate_id,
+            source: s.source,
+            at_us: s.at_us,
+            took_us: s.took_us,
+            level: s.level,
+            boundary: s.boundary,
+            error: s.error.clone(),
+            samples: s.samples_text(),
+        }
+    }
+
+    /// The scrape it holds; Err says why its samples do not read (`index` names it).
+    pub fn scrape(&self, index: usize) -> Result<Scrape, AppError> {
+        let samples = Scrape::samples_from_text(&self.samples).map_err(|e| {
+            AppError::Invalid(format!(
+                "telemetry scrape {} has samples that do not parse: {e}",
+                index + 1
+            ))
+        })?;
+        Ok(Scrape {
+            source: self.source,
+            at_us: self.at_us,
+            took_us: self.took_us,
+            level: self.level,
+            boundary: self.boundary,
+            error: self.error.clone(),
+            samples,
+        })
+    }
 }
 
 /// A candidate stopped within the run (`CandidateStop`), as exported.
@@ -124,6 +183,9 @@ pub struct ExportedCandidate {
     pub metrics_url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_metrics_url: Option<String>,
+    /// Series kept beyond the catalogue (absent: none, as before it existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics_keep: Vec<String>,
 }
 
 fn is_auto(mode: &ReasoningInContent) -> bool {
@@ -321,6 +383,7 @@ async fn export_head(store: &dyn Store, run_id: i64) -> Result<RunExport, AppErr
                 reasoning_in_content: s.wire.reasoning_in_content,
                 metrics_url: s.metrics_url.as_deref().map(crate::domain::redact::url),
                 gpu_metrics_url: s.gpu_metrics_url.as_deref().map(crate::domain::redact::url),
+                metrics_keep: s.metrics_keep,
             }
         })
         .collect();
@@ -335,6 +398,11 @@ async fn export_head(store: &dyn Store, run_id: i64) -> Result<RunExport, AppErr
         })
         .collect();
     let harness = store.get_run_harness(run_id).await?;
+    let mut telemetry = Vec::new();
+    for &candidate_id in &run.candidate_ids {
+        let scrapes = store.list_telemetry_scrapes(run_id, candidate_id).await?;
+        telemetry.extend(scrapes.iter().map(|s| ExportedScrape::of(candidate_id, s)));
+    }
     Ok(RunExport {
         schema: SCHEMA.to_string(),
         exported_by: format!("bakeoff {}", crate::VERSION),
@@ -358,6 +426,7 @@ async fn export_head(store: &dyn Store, run_id: i64) -> Result<RunExport, AppErr
         events,
         lag_spike_marked: Vec::new(),
         harness,
+        telemetry,
         records: Vec::new(),
         stops: store
             .list_candidate_stops(run_id)
@@ -489,6 +558,10 @@ mod tests {
         };
         store.set_run_harness(run_id, &harness).await.unwrap();
         store
+            .append_telemetry_scrapes(run_id, candidate, &test_scrapes())
+            .await
+            .unwrap();
+        store
             .save_candidate_stop(&CandidateStop {
                 run_id,
                 candidate_id: candidate,
@@ -502,6 +575,37 @@ mod tests {
         (store, run_id)
     }
 
+    /// Two scrapes as a run takes them: a level's start (vLLM series and one kept by name) and a
+    /// failed periodic one.
+    pub(in crate::transfer) fn test_scrapes() -> Vec<Scrape> {
+        let samples = crate::domain::telemetry::parse(
+            "vllm:num_requests_waiting{model_name=\"m\"} 3\nvllm:num_preemptions_total{model_name=\"m\"} 7\n\
+             vllm:spec_decode_num_accepted_tokens_total 12.5\n",
+        )
+        .unwrap()
+        .samples;
+        vec![
+            Scrape {
+                source: Source::Server,
+                at_us: 1_000_100,
+                took_us: 800,
+                level: Some(0),
+                boundary: Some(Boundary::Start),
+                error: None,
+                samples,
+            },
+            Scrape {
+                source: Source::Gpu,
+                at_us: 1_000_900,
+                took_us: 2_000_000,
+                level: None,
+                boundary: None,
+                error: Some("no answer within 2 s".into()),
+                samples: Vec::new(),
+            },
+        ]
+    }
+
     #[tokio::test]
     async fn the_streamed_export_is_the_whole_document_byte_for_byte() {
         // More than two pages.
@@ -510,6 +614,7 @@ mod tests {
         assert_eq!(whole.records.len(), 1_203);
         assert_eq!(whole.lag_spike_marked.len(), 3, "{:?}", whole.lag_spike_marked);
         assert_eq!(whole.stops.len(), 1);
+        assert_eq!(whole.telemetry.len(), 2);
         let expected = String::from_utf8(serde_json::to_vec_pretty(&whole).unwrap()).unwrap();
         let mut streamed = Vec::new();
         let mut pieces = export_stream(store.clone(), run_id).await.unwrap();

@@ -293,6 +293,9 @@ pub struct CandidateSpec {
     pub metrics_url: Option<String>,
     /// …and a GPU exporter's (DCGM exporter or any Prometheus endpoint with GPU series).
     pub gpu_metrics_url: Option<String>,
+    /// Series kept from those scrapes beyond the catalogue's (`telemetry::source::keep_list`):
+    /// metric family names, or prefixes ending in `*`; charted on the run's telemetry page.
+    pub metrics_keep: Vec<String>,
     /// Self-hosted cost: GPUs (or instances) the deployment runs on…
     pub gpu_count: Option<u32>,
     /// …of which kind ("H100 80GB", "g5.xlarge")…
@@ -472,6 +475,7 @@ impl CandidateSpec {
             wire: WireOptions::default(),
             metrics_url: None,
             gpu_metrics_url: None,
+            metrics_keep: Vec::new(),
             gpu_count: None,
             gpu_kind: None,
             gpu_hour_price: None,
@@ -665,6 +669,8 @@ pub struct CandidateDraft {
     pub metrics_url: String,
     /// A GPU exporter's Prometheus endpoint; blank: none.
     pub gpu_metrics_url: String,
+    /// Extra series to keep from the scrapes: names or `prefix*`, separated by commas or lines.
+    pub metrics_keep: String,
 }
 
 impl CandidateDraft {
@@ -728,6 +734,7 @@ impl CandidateDraft {
             secret_headers: String::new(),
             metrics_url: opt(&spec.metrics_url),
             gpu_metrics_url: opt(&spec.gpu_metrics_url),
+            metrics_keep: spec.metrics_keep.join("\n"),
         }
     }
 
@@ -802,6 +809,7 @@ impl CandidateDraft {
         }
         let metrics_url = super::telemetry::source::endpoint(&mut e, "metrics_url", &self.metrics_url);
         let gpu_metrics_url = super::telemetry::source::endpoint(&mut e, "gpu_metrics_url", &self.gpu_metrics_url);
+        let metrics_keep = super::telemetry::source::keep_list(&mut e, "metrics_keep", &self.metrics_keep);
         let reasoning_in_content = ReasoningInContent::parse(&self.reasoning_in_content).unwrap_or_else(|| {
             e.add("reasoning_in_content", "choose one of: auto, always, never");
             ReasoningInContent::Auto
@@ -831,6 +839,7 @@ impl CandidateDraft {
             },
             metrics_url,
             gpu_metrics_url,
+            metrics_keep,
             gpu_count,
             gpu_kind,
             gpu_hour_price,

@@ -76,6 +76,11 @@ pub struct RunConfig {
     /// system prompt, calls read from the text; `docs/tool-cases.md`).
     #[serde(default, skip_serializing_if = "crate::tool_calls::ToolMode::is_native")]
     pub tool_mode: crate::tool_calls::ToolMode,
+    /// Seconds between two scrapes of a candidate's telemetry source during its measured load
+    /// (None: `telemetry::DEFAULT_SCRAPE_INTERVAL_S`); between `MIN_SCRAPE_INTERVAL_S` and
+    /// `MAX_SCRAPE_INTERVAL_S`. Scrapes at each level's start and end are taken besides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scrape_interval_secs: Option<f64>,
 }
 
 /// A candidate's error budget: it is stopped (with the reason, the other candidates go on)
@@ -310,6 +315,12 @@ impl RunConfig {
             .max(1)
     }
 
+    /// Seconds between telemetry scrapes in effect.
+    pub fn scrape_interval(&self) -> f64 {
+        self.scrape_interval_secs
+            .unwrap_or(super::telemetry::DEFAULT_SCRAPE_INTERVAL_S)
+    }
+
     /// The load levels in the order they run.
     pub fn loads(&self) -> Vec<Load> {
         self.load.loads(self.concurrency)
@@ -355,6 +366,7 @@ impl Default for RunConfig {
             error_budget: ErrorBudget::default(),
             clients: None,
             tool_mode: Default::default(),
+            scrape_interval_secs: None,
         }
     }
 }
@@ -397,6 +409,8 @@ pub struct RunDraft {
     pub error_budget_window: String,
     /// Workers each candidate's load is split over. Blank: one client.
     pub clients: String,
+    /// Seconds between telemetry scrapes. Blank: `telemetry::DEFAULT_SCRAPE_INTERVAL_S`.
+    pub scrape_interval_secs: String,
 }
 
 impl RunDraft {
@@ -418,6 +432,7 @@ impl RunDraft {
             error_budget_percent: super::format::shortest(c.error_budget.max_failed_percent),
             error_budget_window: c.error_budget.window.to_string(),
             clients: opt(c.clients.map(|v| v.to_string())),
+            scrape_interval_secs: opt(c.scrape_interval_secs.map(|v| v.to_string())),
         }
     }
 
@@ -467,6 +482,13 @@ impl RunDraft {
                 .unwrap_or(ErrorBudget::default().window),
             },
             clients: optional_number(&mut e, "clients", &self.clients, 1, MAX_CLIENTS).filter(|&n| n > 1),
+            scrape_interval_secs: optional_number(
+                &mut e,
+                "scrape_interval_secs",
+                &self.scrape_interval_secs,
+                super::telemetry::MIN_SCRAPE_INTERVAL_S,
+                super::telemetry::MAX_SCRAPE_INTERVAL_S,
+            ),
             // Not on the form yet: the defaults (fixed concurrency, staged rollout on).
             ..RunConfig::default()
         };
@@ -1482,6 +1504,31 @@ mod tests {
     }
     use super::*;
     use serde_json::Value;
+
+    #[test]
+    fn the_scrape_interval_defaults_to_a_second_and_is_bounded_with_an_error_naming_the_field() {
+        let draft = |v: &str| RunDraft {
+            scrape_interval_secs: v.into(),
+            ..RunDraft::from_config(&RunConfig::default())
+        };
+        let blank = draft("").validate().unwrap();
+        assert_eq!((blank.scrape_interval_secs, blank.scrape_interval()), (None, 1.0));
+        let half = draft("0.5").validate().unwrap();
+        assert_eq!(half.scrape_interval(), 0.5);
+        assert_eq!(RunDraft::from_config(&half).scrape_interval_secs, "0.5");
+        // Older runs, stored without it, read as the default.
+        let json = serde_json::to_value(RunConfig::default()).unwrap();
+        assert!(json.get("scrape_interval_secs").is_none());
+        for (bad, says) in [
+            ("0.05", "must be between 0.1 and 60, got 0.05"),
+            ("61", "must be between 0.1 and 60, got 61"),
+            ("often", "must be a number from 0.1 to 60"),
+        ] {
+            let e = draft(bad).validate().unwrap_err();
+            let message = e.get("scrape_interval_secs").unwrap_or_else(|| panic!("{bad}: {e:?}"));
+            assert!(message.contains(says), "{bad}: {message}");
+        }
+    }
 
     #[test]
     fn the_last_attempt_of_each_request_is_its_highest_the_first_given_of_equals_in_send_order() {

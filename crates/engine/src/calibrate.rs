@@ -77,10 +77,89 @@ pub struct CalibrateOptions {
     /// Concurrencies of the latency sweep run again over https, against the mock served over
     /// TLS (a loopback certificate made for the run), after the sweep: empty, none.
     pub tls_levels: Vec<u32>,
-    /// Scrape the mock's `/metrics` and simulated GPU every second during every level, as a run
-    /// with a telemetry source does (`run::telemetry`): compared with a calibration without it,
-    /// the cost of scraping on the client's figures.
+    /// Measure the cost of scraping: every http latency level is run in passes without and
+    /// with scraping the mock's `/metrics` and simulated GPU every second, as a run with a
+    /// telemetry source does (`run::telemetry`), in `scrape_blocks` blocks of [`SCRAPE_BLOCK`]
+    /// (so a drift of the machine's load over the passes falls on both alike), and the TTFT
+    /// error's p99 compared (`ScrapingCost`).
     pub scrape_telemetry: bool,
+    /// Blocks of four passes per level with `scrape_telemetry` (at least 1).
+    pub scrape_blocks: u32,
+}
+
+/// Whether each pass of a block scrapes: off, on, on, off (ABBA: a linear drift of the
+/// machine's load adds the same to both sides).
+pub const SCRAPE_BLOCK: [bool; 4] = [false, true, true, false];
+
+/// The passes of one level: `blocks` blocks of `SCRAPE_BLOCK` when `compare`, else one pass
+/// without scraping.
+pub fn scrape_passes(compare: bool, blocks: u32) -> Vec<bool> {
+    if compare {
+        SCRAPE_BLOCK.repeat(blocks.max(1) as usize)
+    } else {
+        vec![false]
+    }
+}
+
+/// The cost of scraping telemetry at one concurrency, measured within one calibration: the median
+/// over the passes without scraping and over those with it of each pass's TTFT |error| p99 (the
+/// median, so one pass that a busy machine lagged does not decide the figure).
+#[derive(Debug, Clone, Serialize)]
+pub struct ScrapingCost {
+    pub concurrency: u32,
+    /// Each pass's TTFT |error| p99, ms, in the order run.
+    pub without_ms: Vec<f64>,
+    pub with_ms: Vec<f64>,
+    pub without_p99_ms: f64,
+    pub with_p99_ms: f64,
+    /// with ÷ without.
+    pub ratio: f64,
+    /// with − without, ms: what scraping adds to the TTFT error's p99.
+    pub added_ms: f64,
+}
+
+/// The scraping cost of every http latency level run both ways.
+pub fn scraping_cost(levels: &[CalibrationLevel]) -> Vec<ScrapingCost> {
+    let mut concurrencies: Vec<u32> = levels
+        .iter()
+        .filter(|l| l.scraped && l.purpose == LevelPurpose::Latency && !l.https)
+        .map(|l| l.concurrency)
+        .collect();
+    concurrencies.dedup();
+    concurrencies
+        .into_iter()
+        .filter_map(|c| {
+            let p99s = |scraped: bool| -> Vec<f64> {
+                levels
+                    .iter()
+                    .filter(|l| l.purpose == LevelPurpose::Latency && !l.https && l.concurrency == c)
+                    .filter(|l| l.scraped == scraped)
+                    .filter_map(|l| l.ttft_error_ms_p99)
+                    .collect()
+            };
+            let (without_ms, with_ms) = (p99s(false), p99s(true));
+            let median = |v: &[f64]| {
+                let mut v = v.to_vec();
+                v.sort_by(f64::total_cmp);
+                let n = v.len();
+                match n {
+                    0 => None,
+                    _ if n % 2 == 1 => Some(v[n / 2]),
+                    _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+                }
+            };
+            let (without, with) = (median(&without_ms)?, median(&with_ms)?);
+            Some(ScrapingCost {
+                concurrency: c,
+                without_p99_ms: without,
+                with_p99_ms: with,
+                ratio: if without > 0.0 { with / without } else { f64::NAN },
+                added_ms: with - without,
+                without_ms,
+                with_ms,
+            })
+        })
+        .collect()
 }
 
 /// Where the mock serving calibration runs.
@@ -192,6 +271,9 @@ pub struct CalibrationLevel {
     pub other_cpu_cores: Option<f64>,
     /// The 1-minute load average at the level's end (this process's threads included).
     pub load_average: Option<f64>,
+    /// The mock's telemetry was scraped every second during the level (measuring the cost of
+    /// scraping: `ScrapingCost`).
+    pub scraped: bool,
     /// Where the mock ran ("process 123 on core 1", "threads of this process").
     pub mock_ran: String,
     pub unreliable: bool,
@@ -219,6 +301,9 @@ pub struct CalibrationReport {
     pub seconds_per_level: u32,
     pub levels: Vec<CalibrationLevel>,
     pub targets: Vec<Target>,
+    /// The cost of scraping telemetry, where it was measured (`--scrape-telemetry`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scraping_cost: Vec<ScrapingCost>,
 }
 
 /// The ground-truth fields calibration reads (see docs/mock.md).
@@ -376,6 +461,7 @@ pub fn report(options: &CalibrateOptions, mock_threads: u32, levels: Vec<Calibra
         tokens: options.tokens.max(2),
         seconds_per_level: options.seconds_per_level.max(1),
         targets: targets(&levels),
+        scraping_cost: scraping_cost(&levels),
         levels,
     }
 }
@@ -537,6 +623,7 @@ fn new_level(spec: &LevelSpec, page: &TruthPage, mock: &MockUrls<'_>) -> Calibra
         stream: spec.stream,
         https: mock.base_url.starts_with("https:"),
         truth_dropped: page.dropped,
+        scraped: mock.scrape_telemetry,
         mock_ran: mock.ran.to_string(),
         not_measured: if spec.stream {
             Vec::new()
@@ -579,6 +666,8 @@ fn level_config(spec: &LevelSpec, seconds: u32) -> RunConfig {
         clients: None,
         error_budget: Default::default(),
         tool_mode: Default::default(),
+        // The default a run scrapes at (with --scrape-telemetry): 1 s.
+        scrape_interval_secs: None,
     }
 }
 
@@ -754,7 +843,11 @@ fn server_tokens_spread(t: &Truth, start_us: i64, end_us: i64) -> f64 {
 }
 
 /// The targets for this 2-core machine, each with what was measured.
-fn targets(levels: &[CalibrationLevel]) -> Vec<Target> {
+fn targets(all: &[CalibrationLevel]) -> Vec<Target> {
+    // The error figures are bakeoff's without scraping; scraping's cost is a target of its own.
+    let levels: Vec<CalibrationLevel> = all.iter().filter(|l| !l.scraped).cloned().collect();
+    let levels = levels.as_slice();
+    let cost = scraping_cost(all);
     let upto_256: Vec<&CalibrationLevel> = levels
         .iter()
         .filter(|l| l.purpose == LevelPurpose::Latency && l.concurrency <= 256)
@@ -791,7 +884,7 @@ fn targets(levels: &[CalibrationLevel]) -> Vec<Target> {
         ),
         met: value.is_some_and(|v| v <= limit),
     };
-    vec![
+    let mut out = vec![
         at_most(
             "TTFT |error| p99 ≤ 1 ms up to c=256",
             "worst p99",
@@ -826,7 +919,20 @@ fn targets(levels: &[CalibrationLevel]) -> Vec<Target> {
             measured: best_ingest.map_or("best not measured".to_string(), |v| format!("best {v:.0} tok/s")),
             met: best_ingest.is_some_and(|v| v >= 200_000.0),
         },
-    ]
+    ];
+    for c in cost.iter().filter(|c| c.concurrency == 64) {
+        out.push(at_most(
+            "scraping telemetry every second adds ≤ 0.1 ms to the TTFT |error| p99 at c=64",
+            &format!(
+                "{:.3} → {:.3} ms (×{:.2}), added",
+                c.without_p99_ms, c.with_p99_ms, c.ratio
+            ),
+            Some(c.added_ms),
+            0.1,
+            "ms",
+        ));
+    }
+    out
 }
 
 fn fmax(acc: Option<f64>, v: f64) -> Option<f64> {
@@ -897,5 +1003,36 @@ mod tests {
         // (2 % misses 1 %), ingest.
         assert_eq!(met, [true, true, false, true, false, false]);
         assert!(t[2].measured.contains("7.500 ms"), "{}", t[2].measured);
+    }
+
+    #[test]
+    fn scraping_cost_compares_the_medians_of_passes_without_and_with_scraping() {
+        assert_eq!(
+            scrape_passes(true, 2),
+            [false, true, true, false, false, true, true, false]
+        );
+        assert_eq!(scrape_passes(false, 3), [false]);
+        let pass = |scraped: bool, p99: f64| CalibrationLevel {
+            concurrency: 64,
+            scraped,
+            ttft_error_ms_p99: Some(p99),
+            ..CalibrationLevel::default()
+        };
+        // One lagged pass on each side does not decide the figure.
+        let levels: Vec<CalibrationLevel> = [(false, 0.5), (true, 0.6), (true, 9.0), (false, 0.4), (false, 7.0)]
+            .into_iter()
+            .map(|(s, v)| pass(s, v))
+            .collect();
+        let cost = scraping_cost(&levels);
+        assert_eq!(cost.len(), 1);
+        let c = &cost[0];
+        assert_eq!((c.without_p99_ms, c.with_p99_ms), (0.5, 4.8));
+        assert_eq!(c.without_ms, [0.5, 0.4, 7.0]);
+        assert!((c.added_ms - 4.3).abs() < 1e-9 && (c.ratio - 9.6).abs() < 1e-9, "{c:?}");
+        // The error targets read the passes without scraping; scraping's cost is its own target.
+        let t = targets(&levels);
+        let last = t.last().unwrap();
+        assert!(last.target.starts_with("scraping telemetry") && !last.met, "{last:?}");
+        assert!(t[0].measured.contains("7.000 ms"), "{}", t[0].measured);
     }
 }

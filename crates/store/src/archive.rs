@@ -378,6 +378,14 @@ macro_rules! import_end_helpers {
                 .execute(&mut **tx)
                 .await?;
             }
+            for (position, scrape) in &end.telemetry {
+                let candidate_id = candidate_ids.get(*position).ok_or_else(|| {
+                    StoreError::NotFound(format!(
+                        "candidate #{position} of a telemetry scrape in the export"
+                    ))
+                })?;
+                Self::insert_telemetry_scrapes_in(tx, run_id, *candidate_id, std::slice::from_ref(scrape)).await?;
+            }
             if let Some(harness) = harness {
                 sqlx::query("UPDATE runs SET harness = $2 WHERE id = $1")
                     .bind(run_id)

@@ -406,6 +406,8 @@ pub struct ImportEnd {
     pub stops: Vec<CandidateStop>,
     /// Appended to the run's event log (e.g. where it was imported from).
     pub note: String,
+    /// Telemetry scrapes, each with its candidate's position as for records.
+    pub telemetry: Vec<(usize, Scrape)>,
 }
 
 /// One candidate of an imported run: the candidate as the export describes it (the run's
@@ -1078,6 +1080,7 @@ macro_rules! impl_store {
             candidates::candidate_helpers!();
             evalsets::evalset_helpers!();
             workers::claim_helpers!();
+            telemetry::telemetry_helpers!();
         }
 
         impl AuditStore for $store {

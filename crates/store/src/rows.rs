@@ -129,6 +129,8 @@ pub(crate) struct CandidateRow {
     pub gpu_count: Option<i64>,
     pub gpu_kind: Option<String>,
     pub gpu_hour_price: Option<f64>,
+    /// The kept series' names, one a line (NULL: none).
+    pub metrics_keep: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -140,7 +142,7 @@ macro_rules! candidate_columns {
          framework, quantization, context_length, price_input_per_mtok, price_output_per_mtok, \
          claimed_tokens_per_second, claimed_caliber, claimed_conditions, notes, tokenize_kind, tokenize_path, \
          tls_ca_file, reasoning_in_content, headers, metrics_url, gpu_metrics_url, gpu_count, gpu_kind, \
-         gpu_hour_price, created_at, updated_at"
+         gpu_hour_price, metrics_keep, created_at, updated_at"
     };
 }
 pub(crate) use candidate_columns;
@@ -242,6 +244,11 @@ impl CandidateRow {
                 },
                 metrics_url: self.metrics_url,
                 gpu_metrics_url: self.gpu_metrics_url,
+                metrics_keep: self
+                    .metrics_keep
+                    .as_deref()
+                    .map(|k| k.lines().map(str::to_string).collect())
+                    .unwrap_or_default(),
                 gpu_count,
                 gpu_kind: self.gpu_kind,
                 gpu_hour_price: self.gpu_hour_price,
@@ -286,6 +293,7 @@ pub(crate) struct CandidateValues<'a> {
     pub gpu_count: Option<i64>,
     pub gpu_kind: Option<&'a str>,
     pub gpu_hour_price: Option<f64>,
+    pub metrics_keep: Option<String>,
 }
 
 /// A custom header as stored: a plain value, or a secret one sealed for its candidate.
@@ -355,6 +363,7 @@ impl<'a> CandidateValues<'a> {
             gpu_count: spec.gpu_count.map(i64::from),
             gpu_kind: spec.gpu_kind.as_deref(),
             gpu_hour_price: spec.gpu_hour_price,
+            metrics_keep: (!spec.metrics_keep.is_empty()).then(|| spec.metrics_keep.join("\n")),
         }
     }
 }
@@ -1304,6 +1313,8 @@ pub(crate) struct CandidateSnapshot {
     pub metrics_url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_metrics_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics_keep: Vec<String>,
     pub gpu_count: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_kind: Option<String>,
@@ -1331,6 +1342,7 @@ impl CandidateSnapshot {
             reasoning_in_content: spec.wire.reasoning_in_content,
             metrics_url: spec.metrics_url.clone(),
             gpu_metrics_url: spec.gpu_metrics_url.clone(),
+            metrics_keep: spec.metrics_keep.clone(),
             gpu_count: spec.gpu_count,
             gpu_kind: spec.gpu_kind.clone(),
             gpu_hour_price: spec.gpu_hour_price,
@@ -1371,6 +1383,7 @@ impl CandidateSnapshot {
             },
             metrics_url: self.metrics_url,
             gpu_metrics_url: self.gpu_metrics_url,
+            metrics_keep: self.metrics_keep,
             gpu_count: self.gpu_count,
             gpu_kind: self.gpu_kind,
             gpu_hour_price: self.gpu_hour_price,

@@ -45,6 +45,44 @@ impl ScrapeRow {
     }
 }
 
+/// Telemetry writes shared by the scraper's appends and an import (inside its transaction).
+macro_rules! telemetry_helpers {
+    () => {
+        /// Inserts one candidate's scrapes of a run in `tx`; returns how many.
+        async fn insert_telemetry_scrapes_in(
+            tx: &mut sqlx::Transaction<'_, Db<Self>>,
+            run_id: i64,
+            candidate_id: i64,
+            scrapes: &[Scrape],
+        ) -> Result<u64> {
+            let mut n = 0;
+            for s in scrapes {
+                n += sqlx::query(
+                    "INSERT INTO telemetry_scrapes (run_id, candidate_id, source, at_us, took_us, level, \
+                     boundary, error, samples) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                )
+                .bind(run_id)
+                .bind(candidate_id)
+                .bind(s.source.as_str())
+                .bind(s.at_us)
+                .bind(s.took_us)
+                .bind(s.level.map(i64::from))
+                .bind(s.boundary.map(|b| b.as_str()))
+                .bind(s.error.as_deref().map(|e| Self::TEXT.encode(e)))
+                .bind(Self::TEXT.encode(&s.samples_text()))
+                .execute(&mut **tx)
+                .await
+                .map_err(|e| {
+                    rows::not_found_on_foreign_key(e.into(), || format!("candidate {candidate_id} of run {run_id}"))
+                })?
+                .rows_affected();
+            }
+            Ok(n)
+        }
+    };
+}
+pub(crate) use telemetry_helpers;
+
 macro_rules! telemetry_queries {
     () => {
         fn append_telemetry_scrapes<'a>(
@@ -55,28 +93,7 @@ macro_rules! telemetry_queries {
         ) -> StoreFuture<'a, u64> {
             Box::pin(async move {
                 let mut tx = self.begin_write().await?;
-                let mut n = 0;
-                for s in scrapes {
-                    n += sqlx::query(
-                        "INSERT INTO telemetry_scrapes (run_id, candidate_id, source, at_us, took_us, level, \
-                         boundary, error, samples) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                    )
-                    .bind(run_id)
-                    .bind(candidate_id)
-                    .bind(s.source.as_str())
-                    .bind(s.at_us)
-                    .bind(s.took_us)
-                    .bind(s.level.map(i64::from))
-                    .bind(s.boundary.map(|b| b.as_str()))
-                    .bind(s.error.as_deref().map(|e| Self::TEXT.encode(e)))
-                    .bind(Self::TEXT.encode(&s.samples_text()))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|e| {
-                        rows::not_found_on_foreign_key(e.into(), || format!("candidate {candidate_id} of run {run_id}"))
-                    })?
-                    .rows_affected();
-                }
+                let n = Self::insert_telemetry_scrapes_in(&mut tx, run_id, candidate_id, scrapes).await?;
                 tx.commit().await?;
                 Ok(n)
             })

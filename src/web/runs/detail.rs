@@ -44,6 +44,8 @@ pub struct RunPage {
     /// Other runs that sent requests to one of this run's candidates at the same time: their
     /// load shares the server, so neither run's speed figures stand alone.
     pub overlaps: Vec<Overlap>,
+    /// The servers' telemetry in brief, once the run has ended (None: nothing was scraped).
+    pub telemetry: Option<crate::app::telemetry::TelemetryBrief>,
 }
 
 #[derive(Debug, Clone)]
@@ -219,7 +221,13 @@ pub struct EventRow {
 pub async fn page(State(state): State<AppState>, Path(raw): Path<String>) -> Result<RunPage, WebError> {
     let (run, version, candidates) = load(&state, &raw).await?;
     let live = live_view(&state, &run, &candidates).await?;
+    let telemetry = if run.status.is_terminal() {
+        crate::app::telemetry::brief(&state.store, run.id).await?
+    } else {
+        None
+    };
     Ok(RunPage {
+        telemetry,
         nav: "runs",
         id: run.id,
         name: run.name.clone(),
@@ -389,6 +397,13 @@ fn config_rows(c: &RunConfig, header: Option<&EvalSetHeader>) -> Vec<(&'static s
             crate::app::pages::report::slo_text(&c.slo).unwrap_or_else(|| "none set".to_string()),
         ),
     ];
+    rows.push((
+        "telemetry scrapes",
+        format!(
+            "every {} s and at each level's start and end (candidates with a metrics URL)",
+            crate::domain::format::shortest(c.scrape_interval())
+        ),
+    ));
     if let Some(n) = c.requests_per_level {
         rows.push((
             "requests per level",

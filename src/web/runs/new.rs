@@ -19,6 +19,7 @@ use crate::domain::presets::{ARRIVALS, LOAD_SHAPES, LoadDraft, Preset};
 use crate::domain::retirement::ItemKind;
 use crate::domain::run::MAX_CLIENTS;
 use crate::domain::run::{DEFAULT_FIRST_TOKEN_TIMEOUT_SECS, DEFAULT_STALL_TIMEOUT_SECS, RunConfig, RunDraft};
+use crate::domain::telemetry::{DEFAULT_SCRAPE_INTERVAL_S, MAX_SCRAPE_INTERVAL_S, MIN_SCRAPE_INTERVAL_S};
 use crate::domain::validation::FieldErrors;
 use crate::store::{EvalSetSummary, EvalSetVersion};
 use crate::web::AppState;
@@ -272,12 +273,22 @@ async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Resul
         conditions: condition_fields(d, errors),
         limits: limit_fields(d, errors),
         advanced: advanced_fields(d, errors),
-        advanced_open: [&d.first_token_timeout_secs, &d.stall_timeout_secs, &d.clients]
+        advanced_open: [
+            &d.first_token_timeout_secs,
+            &d.stall_timeout_secs,
+            &d.clients,
+            &d.scrape_interval_secs,
+        ]
+        .iter()
+        .any(|v| !v.trim().is_empty())
+            || [
+                "first_token_timeout_secs",
+                "stall_timeout_secs",
+                "clients",
+                "scrape_interval_secs",
+            ]
             .iter()
-            .any(|v| !v.trim().is_empty())
-            || ["first_token_timeout_secs", "stall_timeout_secs", "clients"]
-                .iter()
-                .any(|f| errors.get(f).is_some()),
+            .any(|f| errors.get(f).is_some()),
         stream: FieldView::new(
             "stream",
             "Stream responses (needed for TTFT and decode speed)",
@@ -482,6 +493,18 @@ fn advanced_fields(d: &RunDraft, errors: &FieldErrors) -> Vec<FieldView> {
         .help(format!(
             "Longest silence between two tokens of a started stream; longer fails stall_timeout. \
              1 to the whole-request timeout. Blank: {DEFAULT_STALL_TIMEOUT_SECS} s."
+        )),
+        field(
+            "scrape_interval_secs",
+            "Telemetry scrape interval (s)",
+            FieldKind::Number,
+            &d.scrape_interval_secs,
+        )
+        .decimal()
+        .help(format!(
+            "Seconds between scrapes of a candidate's server and GPU metrics (when it declares them) during \
+             measured load; each level's start and end are scraped besides. {MIN_SCRAPE_INTERVAL_S} to \
+             {MAX_SCRAPE_INTERVAL_S}. Blank: {DEFAULT_SCRAPE_INTERVAL_S} s."
         )),
     ]
 }

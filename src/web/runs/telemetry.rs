@@ -20,6 +20,7 @@ pub struct TelemetryPage {
     pub candidates: Vec<CandidateTelemetry>,
     pub rows: Vec<LevelRow>,
     pub charts: Vec<Chart>,
+    pub max_kept_charts: usize,
 }
 
 pub async fn page(State(state): State<AppState>, Path(raw): Path<String>) -> Result<TelemetryPage, WebError> {
@@ -37,5 +38,6 @@ pub async fn page(State(state): State<AppState>, Path(raw): Path<String>) -> Res
         rows: t.rows(),
         candidates: t.candidates,
         charts: t.charts,
+        max_kept_charts: crate::app::telemetry::MAX_KEPT_CHARTS,
     })
 }

@@ -49,6 +49,8 @@ pub struct ScorecardPage {
     /// The LLM judges of the run's eval set that are flagged (issue 50): (judge, its
     /// calibration page, why).
     pub judge_flags: Vec<crate::web::review::JudgeFlag>,
+    /// The servers' telemetry in brief (None: nothing was scraped).
+    pub telemetry: Option<crate::app::telemetry::TelemetryBrief>,
 }
 
 /// What an archived scorecard page adds to the scorecard.
@@ -124,6 +126,7 @@ pub fn page_for(j: &RunScorecard, q: &ScorecardChoice, print: bool, your_name: S
         archived: None,
         save_error: None,
         judge_flags: Vec::new(),
+        telemetry: None,
     }
 }
 
@@ -138,6 +141,7 @@ pub async fn page(
     let j = assemble(&state.store, &state.views.summaries, id, &q).await?;
     let mut page = page_for(&j, &q, false, remembered_name(&headers));
     page.judge_flags = crate::web::review::judge_flags(&state, id).await?;
+    page.telemetry = crate::app::telemetry::brief(&state.store, id).await?;
     Ok(page)
 }
 
@@ -151,5 +155,6 @@ pub async fn print(
     let j = assemble(&state.store, &state.views.summaries, id, &q).await?;
     let mut page = page_for(&j, &q, true, String::new());
     page.judge_flags = crate::web::review::judge_flags(&state, id).await?;
+    page.telemetry = crate::app::telemetry::brief(&state.store, id).await?;
     Ok(page)
 }

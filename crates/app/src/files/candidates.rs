@@ -85,6 +85,10 @@ pub struct CandidateEntry {
     /// GPU series), e.g. `http://gpu-node:9400/metrics`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_metrics_url: Option<String>,
+    /// Series kept from the scrapes beyond the ones bakeoff recognises: metric family names, or
+    /// prefixes ending in `*`, e.g. `["vllm:num_requests_swapped", "vllm:spec_decode_*"]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics_keep: Vec<String>,
     /// Self-hosted cost: GPUs (or instances) the deployment runs on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_count: Option<u32>,
@@ -194,6 +198,7 @@ impl CandidateEntry {
             tls_ca_file: text(&self.tls_ca_file),
             metrics_url: text(&self.metrics_url),
             gpu_metrics_url: text(&self.gpu_metrics_url),
+            metrics_keep: self.metrics_keep.join("\n"),
             gpu_count: int(self.gpu_count),
             gpu_kind: text(&self.gpu_kind),
             gpu_hour_price: num(self.gpu_hour_price),
@@ -243,6 +248,7 @@ impl CandidateEntry {
             tls_ca_file: spec.tls_ca_file.clone(),
             metrics_url: spec.metrics_url.clone(),
             gpu_metrics_url: spec.gpu_metrics_url.clone(),
+            metrics_keep: spec.metrics_keep.clone(),
             gpu_count: spec.gpu_count,
             gpu_kind: spec.gpu_kind.clone(),
             gpu_hour_price: spec.gpu_hour_price,

@@ -69,6 +69,12 @@ pub struct SettingsFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 3600))]
     pub stall_timeout_secs: Option<u32>,
+    /// Seconds between two scrapes of a candidate's telemetry source (its server's `/metrics`,
+    /// its GPU exporter) during measured load; each level's start and end are scraped besides.
+    /// Omitted: 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.1, max = 60.0))]
+    pub scrape_interval_secs: Option<f64>,
     /// Retries after a failed attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = 10))]
@@ -202,6 +208,10 @@ impl SettingsFile {
         set(&mut draft.timeout_secs, int(self.timeout_secs));
         set(&mut draft.first_token_timeout_secs, int(self.first_token_timeout_secs));
         set(&mut draft.stall_timeout_secs, int(self.stall_timeout_secs));
+        set(
+            &mut draft.scrape_interval_secs,
+            self.scrape_interval_secs.map(|s| s.to_string()),
+        );
         set(&mut draft.retries, int(self.retries));
         set(&mut draft.case_limit, int(self.case_limit));
         set(
@@ -280,6 +290,7 @@ pub fn from_config(config: &RunConfig, judge_candidate: Option<String>) -> Resul
         timeout_secs: Some(config.timeout_secs),
         first_token_timeout_secs: config.first_token_timeout_secs,
         stall_timeout_secs: config.stall_timeout_secs,
+        scrape_interval_secs: config.scrape_interval_secs,
         retries: Some(config.retries),
         stream: Some(config.stream),
         case_limit: config.case_limit,
@@ -420,6 +431,34 @@ mod tests {
             e.to_string().contains(
                 "s.toml:3: field `first_token_timeout_secs`: must be between 1 and the whole-request timeout (30 s), got 45"
             ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_scrape_interval_reaches_the_run_config_round_trips_and_is_range_checked() {
+        let s = parse(
+            "s.toml",
+            "bakeoff_settings = 1
+scrape_interval_secs = 0.25
+",
+        )
+        .unwrap();
+        let config = s.draft.validate().unwrap();
+        assert_eq!(config.scrape_interval_secs, Some(0.25));
+        let text = export(&config, None, "a test").unwrap();
+        assert!(text.contains("scrape_interval_secs = 0.25"), "{text}");
+        let e = parse(
+            "s.toml",
+            "bakeoff_settings = 1
+
+scrape_interval_secs = 0
+",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("s.toml:3: field `scrape_interval_secs`: must be between 0.1 and 60, got 0"),
             "{e}"
         );
     }

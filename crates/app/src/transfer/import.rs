@@ -15,7 +15,9 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{ExportedCandidate, ExportedEvalSet, ExportedEvent, ExportedRun, ExportedStop, RunExport, SCHEMA};
+use super::{
+    ExportedCandidate, ExportedEvalSet, ExportedEvent, ExportedRun, ExportedScrape, ExportedStop, RunExport, SCHEMA,
+};
 use crate::AppError;
 use crate::candidates::Actor;
 use crate::domain::Timestamp;
@@ -173,7 +175,7 @@ pub fn content_hash(export: &RunExport) -> String {
         for r in &export.records {
             hasher.record(r)?;
         }
-        hasher.finish(&export.run, &export.schema, &export.stops)
+        hasher.finish(&export.run, &export.schema, &export.stops, &export.telemetry)
     };
     // Values that serialise to JSON here always do.
     hash().unwrap_or_default()
@@ -213,13 +215,22 @@ impl ContentHasher {
         self.field(separator, record)
     }
 
-    /// What follows the records; the stops only when there are any (an export without stops
-    /// keeps the hash it had before stops existed).
-    fn finish(mut self, run: &ExportedRun, schema: &str, stops: &[ExportedStop]) -> Result<String, serde_json::Error> {
+    /// What follows the records; the stops and the telemetry only when there are any (an export
+    /// without them keeps the hash it had before they existed).
+    fn finish(
+        mut self,
+        run: &ExportedRun,
+        schema: &str,
+        stops: &[ExportedStop],
+        telemetry: &[ExportedScrape],
+    ) -> Result<String, serde_json::Error> {
         self.field("],\"run\":", run)?;
         self.field(",\"schema\":", schema)?;
         if !stops.is_empty() {
             self.field(",\"stops\":", stops)?;
+        }
+        if !telemetry.is_empty() {
+            self.field(",\"telemetry\":", telemetry)?;
         }
         self.sha.update(b"}");
         Ok(hex::encode(self.sha.finalize()))
@@ -414,6 +425,7 @@ fn spec_of(c: &ExportedCandidate, name: &str) -> Result<CandidateSpec, AppError>
         },
         metrics_url: c.metrics_url.clone(),
         gpu_metrics_url: c.gpu_metrics_url.clone(),
+        metrics_keep: c.metrics_keep.clone(),
         gpu_count: c.gpu_count,
         gpu_kind: c.gpu_kind.clone(),
         gpu_hour_price: c.gpu_hour_price,
@@ -442,6 +454,7 @@ struct Reading {
     events: Option<Vec<ExportedEvent>>,
     harness: Option<Option<HarnessReport>>,
     stops: Vec<ExportedStop>,
+    telemetry: Vec<ExportedScrape>,
     /// Records met before the head was whole (a document in another order than bakeoff's).
     early: Vec<RequestRecord>,
     streaming: Option<Streaming>,
@@ -557,9 +570,9 @@ impl Streaming {
             .map_err(|_| Stop::Unwanted)
     }
 
-    /// The last batch, then the end: the stops (checked, candidates as positions), the content
-    /// hash and the note the run's log keeps.
-    fn end(mut self, stops: &[ExportedStop], exported_by: &str) -> Result<(), Stop> {
+    /// The last batch, then the end: the stops and telemetry scrapes (checked, candidates as
+    /// positions), the content hash and the note the run's log keeps.
+    fn end(mut self, stops: &[ExportedStop], telemetry: &[ExportedScrape], exported_by: &str) -> Result<(), Stop> {
         self.flush()?;
         let mut stopped = Vec::with_capacity(stops.len());
         for s in stops {
@@ -577,17 +590,32 @@ impl Streaming {
                 at: Timestamp(s.at),
             });
         }
+        let mut scrapes = Vec::with_capacity(telemetry.len());
+        for (i, s) in telemetry.iter().enumerate() {
+            let Some(&position) = self.positions.get(&s.candidate_id) else {
+                return Err(Stop::Refused(AppError::Invalid(format!(
+                    "telemetry scrape {} names candidate #{}, which the export does not list",
+                    i + 1,
+                    s.candidate_id
+                ))));
+            };
+            scrapes.push((position, s.scrape(i).map_err(Stop::Refused)?));
+        }
         let records = self.hasher.records;
         let note = format!(
             "imported from {exported_by} (run #{} there), {records} records",
             self.run.id
         );
-        let content_hash = self.hasher.finish(&self.run, &self.schema, stops).map_err(unreadable)?;
+        let content_hash = self
+            .hasher
+            .finish(&self.run, &self.schema, stops, telemetry)
+            .map_err(unreadable)?;
         self.parts
             .blocking_send(ImportPart::End(ImportEnd {
                 content_hash,
                 stops: stopped,
                 note,
+                telemetry: scrapes,
             }))
             .map_err(|_| Stop::Unwanted)
     }
@@ -637,7 +665,7 @@ fn read_export(
             .exported_by
             .take()
             .unwrap_or_else(|| "an unnamed installation".into());
-        streaming.end(&reading.stops, &exported_by)?;
+        streaming.end(&reading.stops, &reading.telemetry, &exported_by)?;
         Ok(records)
     })();
     match finished {
@@ -687,6 +715,7 @@ impl<'de> Visitor<'de> for Document<'_> {
                 "events" => r.events = Some(map.next_value()?),
                 "harness" => r.harness = Some(map.next_value()?),
                 "stops" => r.stops = map.next_value()?,
+                "telemetry" => r.telemetry = map.next_value()?,
                 "records" => {
                     if r.streaming.is_none()
                         && r.head_is_whole()
@@ -765,6 +794,9 @@ mod tests {
         if !export.stops.is_empty() {
             content["stops"] = serde_json::json!(export.stops);
         }
+        if !export.telemetry.is_empty() {
+            content["telemetry"] = serde_json::json!(export.telemetry);
+        }
         hex::encode(Sha256::digest(content.to_string().as_bytes()))
     }
 
@@ -815,6 +847,11 @@ mod tests {
             .collect();
         assert_eq!(stored, expected);
         assert_eq!(to.list_candidate_stops(id).await.unwrap().len(), 1);
+        assert_eq!(
+            to.list_telemetry_scrapes(id, candidate).await.unwrap(),
+            crate::transfer::tests::test_scrapes(),
+            "the telemetry is restored on the run's candidate"
+        );
         assert_eq!(to.run_import_hash(id).await.unwrap(), Some(content_hash(&export)));
 
         // The same content with its fields in another order (records before the run and the

@@ -53,8 +53,91 @@ pub fn endpoint(e: &mut FieldErrors, field: &str, raw: &str) -> Option<String> {
     None
 }
 
+/// Most names a candidate may keep beyond the catalogue.
+pub const MAX_KEPT_NAMES: usize = 50;
+
+/// Whether `name` is a Prometheus metric name (`[a-zA-Z_:][a-zA-Z0-9_:]*`).
+fn is_metric_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+}
+
+/// The series a candidate keeps from its scrapes beyond the catalogue's, as typed (names
+/// separated by commas, spaces or lines): each a metric family name (`vllm:num_requests_swapped`;
+/// its `_total`, `_bucket`, `_sum` and `_count` series come with it) or a prefix ending in `*`
+/// (`vllm:spec_decode_*`). Duplicates are dropped; an error names the entry.
+pub fn keep_list(e: &mut FieldErrors, field: &str, raw: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for entry in raw
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+    {
+        let name = entry.strip_suffix('*').unwrap_or(entry);
+        if name.is_empty() {
+            e.add(field, "a lone `*` would keep every series; name a prefix before it");
+            return Vec::new();
+        }
+        if name.len() > 200 || !is_metric_name(name) {
+            e.add(
+                field,
+                format!(
+                    "{:?} is not a Prometheus metric name (letters, digits, `_` and `:`, not starting with a digit), \
+                     optionally ending in `*` for a prefix",
+                    crate::validation::truncate(entry, 60)
+                ),
+            );
+            return Vec::new();
+        }
+        if !out.iter().any(|k| k == entry) {
+            out.push(entry.to_string());
+        }
+    }
+    if out.len() > MAX_KEPT_NAMES {
+        e.add(field, format!("at most {MAX_KEPT_NAMES} names, got {}", out.len()));
+        return Vec::new();
+    }
+    out
+}
+
+/// Whether a kept entry (`keep_list`) takes a sample's family `family`.
+pub fn keeps(entry: &str, family: &str) -> bool {
+    match entry.strip_suffix('*') {
+        Some(prefix) => family.starts_with(prefix),
+        None => family == entry,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn kept_names_are_metric_names_or_prefixes_and_errors_name_the_entry() {
+        let mut e = FieldErrors::default();
+        assert_eq!(
+            keep_list(
+                &mut e,
+                "metrics_keep",
+                "vllm:num_requests_swapped, vllm:spec_decode_*\nfoo_total foo_total"
+            ),
+            ["vllm:num_requests_swapped", "vllm:spec_decode_*", "foo_total"]
+        );
+        assert!(e.is_empty(), "{e:?}");
+        assert!(keep_list(&mut e, "metrics_keep", "  ").is_empty());
+        for bad in ["*", "9lives", "a-b", "x{le=\"1\"}"] {
+            let mut e = FieldErrors::default();
+            assert!(keep_list(&mut e, "metrics_keep", bad).is_empty(), "{bad}");
+            assert!(e.get("metrics_keep").is_some(), "{bad}");
+        }
+        let many: Vec<String> = (0..51).map(|i| format!("m{i}")).collect();
+        let mut e = FieldErrors::default();
+        keep_list(&mut e, "metrics_keep", &many.join(","));
+        assert!(e.get("metrics_keep").unwrap().contains("at most 50"));
+        assert!(keeps("vllm:spec_decode_*", "vllm:spec_decode_num_accepted_tokens"));
+        assert!(keeps("foo", "foo") && !keeps("foo", "foobar") && !keeps("bar*", "foo"));
+    }
+
     use super::*;
 
     #[test]

@@ -120,22 +120,25 @@ fn format_value(v: f64) -> String {
     }
 }
 
-/// The samples of a parsed exposition worth keeping: every recognised series, and those whose
-/// family name is in `keep`.
+/// The samples of a parsed exposition worth keeping: every recognised series, and those a
+/// `keep` entry takes (`source::keep_list`: a family name, whose `_bucket`, `_sum`, `_count`
+/// and `_total` series come with it, or a prefix ending in `*`).
 pub fn kept_samples(exposition: Exposition, keep: &[String]) -> Vec<Sample> {
     exposition
         .samples
         .into_iter()
-        .filter(|s| {
-            super::catalogue::recognise(&s.name).is_some()
-                || keep.iter().any(|k| {
-                    s.name == *k
-                        || ["_bucket", "_sum", "_count", "_total"]
-                            .iter()
-                            .any(|suffix| s.name.strip_suffix(suffix) == Some(k))
-                })
-        })
+        .filter(|s| super::catalogue::recognise(&s.name).is_some() || is_kept(keep, &s.name))
         .collect()
+}
+
+/// Whether a sample named `name` is one a `keep` entry takes.
+pub fn is_kept(keep: &[String], name: &str) -> bool {
+    keep.iter().any(|k| {
+        super::source::keeps(k, name)
+            || ["_bucket", "_sum", "_count", "_total"]
+                .iter()
+                .any(|suffix| name.strip_suffix(suffix).is_some_and(|f| super::source::keeps(k, f)))
+    })
 }
 
 /// A signal's value in one scrape: its first engine name the scrape carries, in the signal's

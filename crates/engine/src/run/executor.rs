@@ -670,12 +670,26 @@ async fn start_scraper(ctx: &Arc<CandidateRun>, store: &DynStore) -> Result<Opti
         spec.metrics_url.as_deref(),
         spec.gpu_metrics_url.as_deref(),
     );
-    let (scraper, msg) = match Scraper::start(store.clone(), ctx.run_id, ctx.candidate.id, endpoints, None) {
+    let interval = std::time::Duration::from_secs_f64(ctx.config.scrape_interval());
+    let started = Scraper::start(
+        store.clone(),
+        ctx.run_id,
+        ctx.candidate.id,
+        endpoints,
+        Some(interval),
+        spec.metrics_keep.clone(),
+    );
+    let (scraper, msg) = match started {
         Ok(Some(s)) => {
+            let keeping = if spec.metrics_keep.is_empty() {
+                String::new()
+            } else {
+                format!(", also keeping {}", spec.metrics_keep.join(", "))
+            };
             let msg = format!(
-                "{}: telemetry: {said}; scraped every {} s and at each level's start and end",
+                "{}: telemetry: {said}; scraped every {} s and at each level's start and end{keeping}",
                 spec.name,
-                s.interval.as_secs_f64()
+                crate::domain::format::shortest(s.interval.as_secs_f64())
             );
             (Some(s), msg)
         }

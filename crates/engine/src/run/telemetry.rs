@@ -158,13 +158,15 @@ async fn scrape(
 
 impl Scraper {
     /// Starts scraping `endpoints` every `interval` (None: the default, 1 s) for one candidate
-    /// of a run; None without endpoints.
+    /// of a run, keeping the catalogue's series and those `keep` names (`window::kept_samples`);
+    /// None without endpoints.
     pub fn start(
         store: DynStore,
         run_id: i64,
         candidate_id: i64,
         endpoints: Vec<Endpoint>,
         interval: Option<Duration>,
+        keep: Vec<String>,
     ) -> Result<Option<Scraper>, String> {
         if endpoints.is_empty() {
             return Ok(None);
@@ -175,7 +177,6 @@ impl Scraper {
         let (stop, mut stop_rx) = oneshot::channel::<()>();
         let list = endpoints.clone();
         let task = tokio::spawn(async move {
-            let keep: Vec<String> = Vec::new();
             let mut pending: Vec<Scrape> = Vec::new();
             let mut stored = 0u64;
             let mut ticks = tokio::time::interval(interval);

@@ -184,6 +184,7 @@ mod tests {
             wire: Default::default(),
             metrics_url: None,
             gpu_metrics_url: None,
+            metrics_keep: Vec::new(),
             gpu_count: None,
             gpu_kind: None,
             gpu_hour_price: None,
