@@ -273,13 +273,11 @@ async fn get_plain(url: &str, headers: reqwest::header::HeaderMap) -> Result<Ans
     use http_body_util::{BodyExt, Empty};
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<Empty<bytes::Bytes>>();
-    let mut request = reqwest::Url::parse(url)
-        .map_err(|e| e.to_string())
-        .and_then(|u| {
-            hyper::Request::get(u.as_str())
-                .body(Empty::new())
-                .map_err(|e| e.to_string())
-        })?;
+    let mut request = reqwest::Url::parse(url).map_err(|e| e.to_string()).and_then(|u| {
+        hyper::Request::get(u.as_str())
+            .body(Empty::new())
+            .map_err(|e| e.to_string())
+    })?;
     *request.headers_mut() = headers;
     let exchange = async {
         let response = client.request(request).await.map_err(|e| e.to_string())?;

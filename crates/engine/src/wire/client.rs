@@ -11,8 +11,8 @@
 //! Non-streamed requests have a single "chunk": the whole body. Its arrival is recorded as the
 //! first chunk, first token (reasoning and/or content), last token and end, so their TTFT equals
 //! their E2E latency; the run's `stream` setting is part of the figure's identity.
-use std::sync::{Arc, OnceLock};
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
