@@ -11,7 +11,7 @@ use crate::domain::Timestamp;
 use crate::domain::audit::{Action, NewAuditEntry};
 use crate::domain::evalset::{EvalCase, EvalSetFile};
 use crate::domain::grading::{GraderSpec, JudgeScale};
-use crate::domain::review::calibration::Calibration;
+use crate::domain::review::calibration::{Calibration, JudgeFlag};
 use crate::domain::review::pairwise::{self, Choice, JUDGE_PICKER, Preference, WinRate};
 use crate::domain::review::{
     self as review, AUTO, Answer, Label, LabelInput, NewReviewItem, Progress, Reason, ReviewItem, ScoreScale,
@@ -652,6 +652,16 @@ pub async fn calibration(store: &DynStore, judge: &str) -> Result<Calibration, A
         .filter(|p| p.picker == format!("{JUDGE_PICKER}{judge}"))
         .collect();
     Ok(Calibration::new(judge, &pairs, &judged))
+}
+
+/// The flagged judges among those the `llm-judge` graders of a run's eval set name (what every
+/// scorecard of a run graded by a judge shows and exports).
+pub async fn judge_flags(store: &DynStore, run_id: i64) -> Result<Vec<JudgeFlag>, AppError> {
+    let mut flags = Vec::new();
+    for judge in run_judges(store, run_id).await? {
+        flags.extend(calibration(store, &judge).await?.flag());
+    }
+    Ok(flags)
 }
 
 /// The judges the `llm-judge` graders of a run's eval set name, each once.

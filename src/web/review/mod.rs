@@ -353,7 +353,7 @@ async fn calibration_page(
     })
 }
 
-/// A flagged LLM judge, as every scorecard using it says.
+/// A flagged LLM judge, as every scorecard using it says, with its calibration page.
 #[derive(Debug, Clone)]
 pub struct JudgeFlag {
     pub judge: String,
@@ -361,20 +361,14 @@ pub struct JudgeFlag {
     pub why: String,
 }
 
-/// The flagged judges of a run's eval set.
-pub async fn judge_flags(state: &AppState, run_id: i64) -> Result<Vec<JudgeFlag>, WebError> {
-    let mut flags = Vec::new();
-    for judge in use_case::run_judges(&state.store, run_id).await? {
-        let c = use_case::calibration(&state.store, &judge).await?;
-        if c.flagged() {
-            flags.push(JudgeFlag {
-                href: calibration_href(&judge),
-                why: c.flags.join("; "),
-                judge,
-            });
+impl JudgeFlag {
+    pub fn of(flag: &crate::domain::review::calibration::JudgeFlag) -> JudgeFlag {
+        JudgeFlag {
+            judge: flag.judge.clone(),
+            href: calibration_href(&flag.judge),
+            why: flag.why.clone(),
         }
     }
-    Ok(flags)
 }
 
 /// The calibration page of a judge.

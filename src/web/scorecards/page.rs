@@ -123,7 +123,7 @@ pub fn page_for(j: &RunScorecard, q: &ScorecardChoice, print: bool, your_name: S
         your_name,
         archived: None,
         save_error: None,
-        judge_flags: Vec::new(),
+        judge_flags: j.judge_flags.iter().map(crate::web::review::JudgeFlag::of).collect(),
     }
 }
 
@@ -136,9 +136,7 @@ pub async fn page(
     let id = parse_id(&raw, "run")?;
     let q = parse_query(query.as_deref())?;
     let j = assemble(&state.store, &state.views.summaries, id, &q).await?;
-    let mut page = page_for(&j, &q, false, remembered_name(&headers));
-    page.judge_flags = crate::web::review::judge_flags(&state, id).await?;
-    Ok(page)
+    Ok(page_for(&j, &q, false, remembered_name(&headers)))
 }
 
 pub async fn print(
@@ -149,7 +147,5 @@ pub async fn print(
     let id = parse_id(&raw, "run")?;
     let q = parse_query(query.as_deref())?;
     let j = assemble(&state.store, &state.views.summaries, id, &q).await?;
-    let mut page = page_for(&j, &q, true, String::new());
-    page.judge_flags = crate::web::review::judge_flags(&state, id).await?;
-    Ok(page)
+    Ok(page_for(&j, &q, true, String::new()))
 }

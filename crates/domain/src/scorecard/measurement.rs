@@ -159,6 +159,10 @@ pub enum SampleUnit {
     Cases,
     Requests,
     Attempts,
+    /// Blind comparisons that were not a tie.
+    Comparisons,
+    /// Cases an LLM judge compared in both orders whose verdicts were not a tie on balance.
+    JudgedCases,
 }
 
 impl SampleUnit {
@@ -167,6 +171,8 @@ impl SampleUnit {
             SampleUnit::Cases => "cases",
             SampleUnit::Requests => "requests",
             SampleUnit::Attempts => "attempts",
+            SampleUnit::Comparisons => "decided comparisons",
+            SampleUnit::JudgedCases => "decided cases (judged both ways)",
         }
     }
 }
