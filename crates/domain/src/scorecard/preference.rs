@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use super::intervals::CONFIDENCE;
 use super::measurement::{Measurement, SampleUnit};
 use crate::candidate::Candidate;
-use crate::review::pairwise::{Choice, JUDGE_PICKER, Preference, clopper_pearson};
+use crate::review::pairwise::{JUDGE_PICKER, Preference, clopper_pearson};
 use crate::thresholds::key::MetricKey;
 use crate::thresholds::units::Uncertainty;
 
@@ -181,7 +181,13 @@ fn judge_tally(preferences: &[Preference], candidate: i64, incumbent: i64) -> Ta
 
 /// Used by the tests of this module and of the scorecard: one comparison.
 #[cfg(test)]
-pub(crate) fn comparison(case: &str, left: i64, right: i64, choice: Choice, picker: &str) -> Preference {
+pub(crate) fn comparison(
+    case: &str,
+    left: i64,
+    right: i64,
+    choice: crate::review::pairwise::Choice,
+    picker: &str,
+) -> Preference {
     Preference {
         case_id: case.into(),
         left_candidate: left,
@@ -196,6 +202,7 @@ pub(crate) fn comparison(case: &str, left: i64, right: i64, choice: Choice, pick
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::review::pairwise::Choice;
 
     #[test]
     fn a_judge_counts_a_case_only_in_both_orders_and_a_side_picker_decides_nothing() {
