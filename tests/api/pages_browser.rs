@@ -149,8 +149,14 @@ async fn seed(app: &crate::browser::DemoApp) -> Vec<(String, String)> {
         ("review-queues", "/review".into()),
         ("review-queue", format!("/runs/{run}/review")),
         ("review-item", format!("/review/items/{}?run={run}", review.item)),
-        ("review-labelled", format!("/review/items/{}?run={run}", review.labelled)),
-        ("review-compare", format!("/runs/{run}/review/compare?a={}&b={}", ids[0], ids[1])),
+        (
+            "review-labelled",
+            format!("/review/items/{}?run={run}", review.labelled),
+        ),
+        (
+            "review-compare",
+            format!("/runs/{run}/review/compare?a={}&b={}", ids[0], ids[1]),
+        ),
         ("judge-calibration", format!("/judges/{}/calibration", review.judge)),
         ("audit", "/audit".into()),
         ("workers", "/workers".into()),
@@ -207,7 +213,10 @@ async fn seed_review(store: &bakeoff::store::DynStore, run: i64, a: i64, b: i64)
             corrected_expected: correction,
             note: "checked by hand".into(),
         };
-        store.save_review_label(labelled, who, &body, Timestamp::now()).await.unwrap();
+        store
+            .save_review_label(labelled, who, &body, Timestamp::now())
+            .await
+            .unwrap();
     }
     let judge = "walk-judge".to_string();
     for (i, answer) in records
@@ -217,7 +226,12 @@ async fn seed_review(store: &bakeoff::store::DynStore, run: i64, a: i64, b: i64)
         .enumerate()
     {
         for (left, right, picker, choice) in [
-            (a, b, "ana".to_string(), if i % 3 == 0 { Choice::Tie } else { Choice::Left }),
+            (
+                a,
+                b,
+                "ana".to_string(),
+                if i % 3 == 0 { Choice::Tie } else { Choice::Left },
+            ),
             (a, b, format!("judge:{judge}"), Choice::Left),
             (b, a, format!("judge:{judge}"), Choice::Left),
         ] {

@@ -50,7 +50,10 @@ async fn big_queue(s: &DynStore) -> (i64, Vec<i64>) {
             added_by: "test".into(),
         })
         .collect();
-    assert_eq!(s.add_review_items(&items, Timestamp::now()).await.unwrap(), ITEMS as u64);
+    assert_eq!(
+        s.add_review_items(&items, Timestamp::now()).await.unwrap(),
+        ITEMS as u64
+    );
     let ids = s
         .list_review_items_page(Some(run), 0, ITEMS as i64)
         .await
@@ -112,7 +115,13 @@ async fn a_queue_larger_than_a_page_is_read_a_page_at_a_time(t: TestStore) {
     let progress = s.review_progress(Some(run)).await.unwrap();
     assert_eq!(progress, Progress::of(&whole, &labels), "{}", t.backend);
     assert_eq!(
-        (progress.total, progress.labelled, progress.claimed, progress.skipped, progress.disagreements),
+        (
+            progress.total,
+            progress.labelled,
+            progress.claimed,
+            progress.skipped,
+            progress.disagreements
+        ),
         (120, 10, 2, 3, 1)
     );
     assert_eq!(s.review_progress(None).await.unwrap().total, 120);
@@ -138,15 +147,32 @@ async fn a_queue_larger_than_a_page_is_read_a_page_at_a_time(t: TestStore) {
             expected.push(next.id);
             after = Some(next.id);
         }
-        assert_eq!(offered_by_pages(s, run, who, 7).await, expected, "{who} on {}", t.backend);
+        assert_eq!(
+            offered_by_pages(s, run, who, 7).await,
+            expected,
+            "{who} on {}",
+            t.backend
+        );
     }
     let ana = offered_by_pages(s, run, "ana", 50).await;
-    assert_eq!(ana.len(), 120 - 10 - 1 - 1, "not labelled, not bob's claim, not assigned to bob");
+    assert_eq!(
+        ana.len(),
+        120 - 10 - 1 - 1,
+        "not labelled, not bob's claim, not assigned to bob"
+    );
     assert_eq!(&ana[ana.len() - 3..], &[ids[15], ids[60], ids[100]], "skipped last");
     assert_eq!(ana[0], ids[10]);
     // After a skipped item, the rest of the skipped ones; after an open one, the open ones first.
     let after_skip = s
-        .offered_review_items(Some(run), "ana", Some(QueuePlace { skipped: true, id: ids[15] }), 5)
+        .offered_review_items(
+            Some(run),
+            "ana",
+            Some(QueuePlace {
+                skipped: true,
+                id: ids[15],
+            }),
+            5,
+        )
         .await
         .unwrap();
     assert_eq!(after_skip.iter().map(|i| i.id).collect::<Vec<_>>(), [ids[60], ids[100]]);
@@ -166,7 +192,10 @@ async fn queue_pages_and_the_api_link_page_to_page(t: TestStore) {
         page.attr("nav.pager a[rel=next]", "href").as_deref(),
         Some(format!("/runs/{run}/review?page=2").as_str())
     );
-    assert!(page.text("#progress").contains("of 120 labelled"), "counts of the whole queue");
+    assert!(
+        page.text("#progress").contains("of 120 labelled"),
+        "counts of the whole queue"
+    );
     assert_eq!(
         page.attr("#start-labelling", "href"),
         Some(format!("/review/items/{}?run={run}", ids[0]))
@@ -179,8 +208,17 @@ async fn queue_pages_and_the_api_link_page_to_page(t: TestStore) {
         last.attr("nav.pager a[rel=prev]", "href").as_deref(),
         Some(format!("/runs/{run}/review?page=2").as_str())
     );
-    assert_eq!(app.get(&format!("/runs/{run}/review?page=4")).await.status().as_u16(), 404);
-    assert_eq!(app.get(&format!("/runs/{run}/review?page=zero")).await.status().as_u16(), 400);
+    assert_eq!(
+        app.get(&format!("/runs/{run}/review?page=4")).await.status().as_u16(),
+        404
+    );
+    assert_eq!(
+        app.get(&format!("/runs/{run}/review?page=zero"))
+            .await
+            .status()
+            .as_u16(),
+        400
+    );
     let (every, _) = app.page("/review?page=2").await;
     assert_eq!(every.count("tr[data-item]"), 50);
 

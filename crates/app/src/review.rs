@@ -14,7 +14,8 @@ use crate::domain::grading::{GraderSpec, JudgeScale};
 use crate::domain::review::calibration::{Calibration, JudgeFlag};
 use crate::domain::review::pairwise::{self, Choice, JUDGE_PICKER, Preference, WinRate};
 use crate::domain::review::{
-    self as review, AUTO, Answer, Label, LabelInput, NewReviewItem, Progress, QueuePlace, Reason, ReviewItem, ScoreScale,
+    self as review, AUTO, Answer, Label, LabelInput, NewReviewItem, Progress, QueuePlace, Reason, ReviewItem,
+    ScoreScale,
 };
 use crate::domain::run::{Phase, RequestRecord};
 use crate::evalsets::{SavedVersion, save_version};

@@ -13,11 +13,11 @@ use crate::domain::evalset::EvalSetFile;
 use crate::domain::pipeline::{PipelineDraft, PipelineSpec};
 use crate::domain::review::calibration::JudgeFlag;
 use crate::domain::run::{CandidateStop, Phase, RequestRecord, Run};
+use crate::domain::scorecard::preference::is_preference_metric;
 use crate::domain::scorecard::{
     self, CandidateOperability, CandidateRecords, CandidateSummary, JudgePricing, RecordedVerdict, Scorecard,
     SummaryContext, SummaryInput, Verdict,
 };
-use crate::domain::scorecard::preference::is_preference_metric;
 use crate::domain::thresholds::ThresholdProfile;
 use crate::domain::thresholds::key::MetricKey;
 use crate::domain::validation::FieldErrors;

@@ -930,8 +930,7 @@ pub trait ReviewStore: Send + Sync {
     fn list_review_items(&self, run_id: Option<i64>, limit: i64) -> StoreFuture<'_, Vec<ReviewItem>>;
     /// One page of a queue (every run's when None), by id: `offset` items passed over, at most
     /// `limit` read.
-    fn list_review_items_page(&self, run_id: Option<i64>, offset: i64, limit: i64)
-    -> StoreFuture<'_, Vec<ReviewItem>>;
+    fn list_review_items_page(&self, run_id: Option<i64>, offset: i64, limit: i64) -> StoreFuture<'_, Vec<ReviewItem>>;
     /// A queue's counts by status and its items whose labellers disagree, counted in SQL.
     fn review_progress(&self, run_id: Option<i64>) -> StoreFuture<'_, Progress>;
     /// The items offered to `who` next ([`ReviewItem::offered_to`]), in the queue's order (open

@@ -88,7 +88,11 @@ pub struct PageQuery {
 }
 
 /// Page `raw` of a queue, or NotFound past its last page.
-async fn queue_page(state: &AppState, run: Option<i64>, raw: Option<&str>) -> Result<(QueuePage, Pagination), WebError> {
+async fn queue_page(
+    state: &AppState,
+    run: Option<i64>,
+    raw: Option<&str>,
+) -> Result<(QueuePage, Pagination), WebError> {
     let page = parse_page(raw)?;
     let offset = i64::from(page - 1) * i64::from(QUEUE_PAGE);
     let queue = use_case::queue_page(&state.store, run, offset, i64::from(QUEUE_PAGE)).await?;

@@ -499,6 +499,14 @@ pub fn measure(
     if let Some(why) = def.not_measured_yet {
         return Measurement::missing(format!("not measured yet: {why}"), def.uncertainty, None);
     }
+    if super::preference::is_preference_metric(def.base) {
+        // Not from one candidate's records: the scorecard reads the run's comparisons.
+        return Measurement::missing(
+            "measured from the run's blind comparisons against the incumbent",
+            def.uncertainty,
+            None,
+        );
+    }
     let c = def.per_load.then(|| key.concurrency.unwrap_or(run_concurrency));
     // Borrowed when they are all of the candidate's (one level): not a copy of each pointer.
     let finals: std::borrow::Cow<'_, [&RequestRecord]> = match c {

@@ -269,9 +269,7 @@ pub fn settle_estimate(m: &Measurement, value: f64, threshold: f64) -> Settle {
                 } else {
                     super::stats::wilson(k as u64, big_n as u64, intervals::CONFIDENCE)
                 };
-                interval
-                    .map(|i| threshold < i.lo || threshold > i.hi)
-                    .unwrap_or(false)
+                interval.map(|i| threshold < i.lo || threshold > i.hi).unwrap_or(false)
             };
             let mut hi = n.ceil().max(1.0);
             while !excludes(hi) {
@@ -701,8 +699,8 @@ fn preference_row(rule: &ThresholdRule, key: MetricKey, input: &SummaryInput<'_>
     let cells = input
         .candidates
         .iter()
-        .map(|c| {
-            match preference::measure(&key, c, input.candidates, input.incumbent, input.preferences) {
+        .map(
+            |c| match preference::measure(&key, c, input.candidates, input.incumbent, input.preferences) {
                 preference::AgainstIncumbent::Measured { measurement, tally } => {
                     let mut assessment = assess(rule, &key, &measurement);
                     if measurement.value.is_some() {
@@ -744,8 +742,8 @@ fn preference_row(rule: &ThresholdRule, key: MetricKey, input: &SummaryInput<'_>
                     delta: None,
                     best: false,
                 },
-            }
-        })
+            },
+        )
         .collect();
     Row {
         rule: rule.clone(),

@@ -21,9 +21,14 @@ pub fn is_preference_metric(base: &str) -> bool {
 /// A candidate's win rate against the incumbent, or that it is the incumbent itself.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgainstIncumbent {
-    Measured { measurement: Measurement, tally: Tally },
+    Measured {
+        measurement: Measurement,
+        tally: Tally,
+    },
     /// The candidate is the incumbent the rule measures against: it holds trivially.
-    IsIncumbent { name: String },
+    IsIncumbent {
+        name: String,
+    },
 }
 
 /// Wins, losses and ties of the candidate against the incumbent.
@@ -64,7 +69,11 @@ pub fn measure(
     let against = match &key.param {
         Some(name) => match candidates.iter().find(|c| &c.spec.name == name) {
             Some(c) => c,
-            None => return unmeasured(format!("the incumbent {name:?} the rule names is not a candidate of this run")),
+            None => {
+                return unmeasured(format!(
+                    "the incumbent {name:?} the rule names is not a candidate of this run"
+                ));
+            }
         },
         None => match incumbent.and_then(|id| candidates.iter().find(|c| c.id == id)) {
             Some(c) => c,
