@@ -187,7 +187,10 @@ async fn queue_pages_and_the_api_link_page_to_page(t: TestStore) {
 
     let (page, _) = app.page(&format!("/runs/{run}/review")).await;
     assert_eq!(page.count("tr[data-item]"), 50);
-    assert_eq!(page.attr("tr[data-item]", "data-item"), Some(ids[0].to_string()));
+    assert_eq!(
+        page.attr("tbody tr[data-item]:first-child", "data-item"),
+        Some(ids[0].to_string())
+    );
     assert_eq!(
         page.attr("nav.pager a[rel=next]", "href").as_deref(),
         Some(format!("/runs/{run}/review?page=2").as_str())
@@ -202,7 +205,10 @@ async fn queue_pages_and_the_api_link_page_to_page(t: TestStore) {
     );
     let (last, _) = app.page(&format!("/runs/{run}/review?page=3")).await;
     assert_eq!(last.count("tr[data-item]"), 20);
-    assert_eq!(last.attr("tr[data-item]", "data-item"), Some(ids[100].to_string()));
+    assert_eq!(
+        last.attr("tbody tr[data-item]:first-child", "data-item"),
+        Some(ids[100].to_string())
+    );
     assert_eq!(last.count("nav.pager a[rel=next]"), 0);
     assert_eq!(
         last.attr("nav.pager a[rel=prev]", "href").as_deref(),

@@ -38,7 +38,7 @@ async fn start_mock(key: &EvalSetFile, names: &[&str]) -> MockServer {
                 .map(|n| ModelProfile {
                     ttft_ms: 2.0,
                     accuracy: 0.9,
-                    ..ModelProfile::named(n)
+                    ..ModelProfile::named(*n)
                 })
                 .collect(),
             answer_keys: vec![key.clone()],
@@ -80,8 +80,10 @@ async fn new_run(store: &DynStore, version: i64, candidates: &[i64], name: &str)
 
 async fn json(app: &TestApp, path: &str) -> serde_json::Value {
     let r = app.get(path).await;
-    assert_eq!(r.status().as_u16(), 200, "{path}");
-    r.json().await.unwrap()
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap();
+    assert_eq!(status, 200, "{path}: {text}");
+    serde_json::from_str(&text).unwrap()
 }
 
 /// The state of `metric`'s rule for candidate `id` in a `bakeoff.scorecard/1` document.
@@ -313,6 +315,15 @@ async fn a_flagged_judge_is_named_in_every_scorecard_export() {
     }
     app.store.append_request_records(&records).await.unwrap();
     app.store.set_run_status(run, RunStatus::Finished, None).await.unwrap();
+    let imported = app
+        .client
+        .post(app.url("/api/v1/profiles"))
+        .header("content-type", "application/toml")
+        .body("bakeoff_profile = 1\nname = \"quality\"\n\n[[rule]]\nmetric = \"accuracy\"\ncomparator = \">=\"\nvalue = 90\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(imported.status().as_u16(), 200);
     // Not flagged yet: every export says nothing of it.
     let card = json(&app, &format!("/runs/{run}/scorecard/export.json")).await;
     assert_eq!(card["judge_flags"], serde_json::json!([]));
