@@ -152,12 +152,14 @@ fn human_tally(preferences: &[Preference], candidate: i64, incumbent: i64) -> Ta
     t
 }
 
+/// One judge's verdicts on one case: with the candidate on the left, and on the right; +1 for
+/// the candidate, −1 for the incumbent, 0 for a tie.
+type BothOrders = (Option<i8>, Option<i8>);
+
 /// An LLM judge's comparisons, per judge and case, counted only when made in both orders (the
 /// latest of each order): the two verdicts' balance decides, so position bias cancels.
 fn judge_tally(preferences: &[Preference], candidate: i64, incumbent: i64) -> Tally {
-    // (judge, case) → (verdict with the candidate on the left, on the right): +1 for the
-    // candidate, −1 for the incumbent, 0 for a tie.
-    let mut both: BTreeMap<(&str, &str), (Option<i8>, Option<i8>)> = BTreeMap::new();
+    let mut both: BTreeMap<(&str, &str), BothOrders> = BTreeMap::new();
     for p in preferences
         .iter()
         .filter(|p| p.picker.starts_with(JUDGE_PICKER) && p.involves(candidate, incumbent))
