@@ -266,6 +266,10 @@ value = 40
     let (page, _) = app.page(&format!("/runs/{run}/scorecard?profile={profile_id}")).await;
     let text = page.text("main");
     assert!(text.contains("blind win rate vs incumbent-x (humans)"), "{text}");
+    assert!(
+        text.contains("exact (Clopper–Pearson) interval"),
+        "the caliber beside the rule: {text}"
+    );
     let csv = app
         .text_ok(&format!("/runs/{run}/scorecard/export.csv?profile={profile_id}"))
         .await;
