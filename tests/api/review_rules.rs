@@ -37,7 +37,8 @@ async fn start_mock(key: &EvalSetFile, names: &[&str]) -> MockServer {
                 .iter()
                 .map(|n| ModelProfile {
                     ttft_ms: 2.0,
-                    accuracy: 0.9,
+                    // The incumbent is right half the time; the others always.
+                    accuracy: if *n == "incumbent-x" { 0.5 } else { 1.0 },
                     ..ModelProfile::named(*n)
                 })
                 .collect(),
@@ -383,4 +384,88 @@ async fn a_flagged_judge_is_named_in_every_scorecard_export() {
     let profile = app.store.list_threshold_profiles().await.unwrap()[0].id;
     let gate = json(&app, &format!("/api/v1/runs/{run}/verdict?profile={profile}")).await;
     assert_eq!(gate["judge_flags"][0]["judge"], "lenient-judge", "{gate}");
+}
+
+#[tokio::test]
+async fn the_judges_win_rate_reads_its_comparisons_in_both_orders_made_against_the_mock() {
+    let app = spawn_app().await;
+    let file = evalset("judged-pairs", r#"[{"kind":"exact"}]"#);
+    let mock = start_mock(&file, &["incumbent-x", "challenger-y", "judge-j"]).await;
+    let version = app.store.save_evalset_version(&file).await.unwrap();
+    let incumbent = candidate_named(&app.store, "incumbent-x", &mock.base_url()).await;
+    let challenger = candidate_named(&app.store, "challenger-y", &mock.base_url()).await;
+    candidate_named(&app.store, "judge-j", &mock.base_url()).await;
+    let run = new_run(&app.store, version, &[incumbent, challenger], "judged bake-off").await;
+    app.state.runner.start(run);
+    tokio::time::timeout(DEADLINE, app.state.runner.wait(run))
+        .await
+        .unwrap();
+    assert_eq!(
+        app.store.get_run(run).await.unwrap().unwrap().status,
+        RunStatus::Finished
+    );
+
+    // The mock's judge prefers the answer that is the expected one, wherever it is shown:
+    // the ground truth is which of the two candidates' answers are right.
+    let right = |id: i64| {
+        let store = app.store.clone();
+        async move {
+            let records = store.list_request_records(run).await.unwrap();
+            let mut right = std::collections::BTreeMap::new();
+            for r in records.iter().filter(|r| r.candidate_id == id && !r.is_warmup) {
+                right.insert(r.case_id.to_string(), r.grades.iter().all(|g| g.passed));
+            }
+            right
+        }
+    };
+    let (inc_right, chal_right) = (right(incumbent).await, right(challenger).await);
+    let wins = chal_right.iter().filter(|(c, r)| **r && !inc_right[*c]).count();
+    let losses = inc_right.iter().filter(|(c, r)| **r && !chal_right[*c]).count();
+    let ties = CASES - wins - losses;
+
+    let r = app
+        .post_form(
+            &format!("/runs/{run}/review/judge-pairs"),
+            &[
+                ("judge", "judge-j"),
+                ("a", &challenger.to_string()),
+                ("b", &incumbent.to_string()),
+                ("most", "50"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status().as_u16(), 303, "{}", r.text().await.unwrap());
+    let judged = app.store.list_preferences(Some(run)).await.unwrap();
+    assert_eq!(judged.len(), 2 * CASES, "each case in both orders");
+    assert!(judged.iter().all(|p| p.picker == "judge:judge-j"));
+
+    let profile = "bakeoff_profile = 1\nname = \"judged\"\n\n[[rule]]\nmetric = \"judge_win_rate\"\nparam = \"incumbent-x\"\ncomparator = \">=\"\nvalue = 40\n";
+    let imported: serde_json::Value = app
+        .client
+        .post(app.url("/api/v1/profiles"))
+        .header("content-type", "application/toml")
+        .body(profile)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let profile_id = imported["profile"]["id"].as_i64().unwrap();
+    let card = json(&app, &format!("/api/v1/runs/{run}/scorecard?profile={profile_id}")).await;
+    let (state, reason) = state_of(&card, "judge_win_rate:incumbent-x", challenger);
+    assert!(
+        reason.contains(&format!(
+            "{wins} wins, {losses} losses, {ties} ties against incumbent-x (cases an LLM judge compared in both orders)"
+        )),
+        "{reason}"
+    );
+    assert!(
+        wins >= 5 && losses == 0,
+        "the mock's challenger is always right: {wins} wins"
+    );
+    assert_eq!(state, "pass", "{reason}");
+    // The judge picks by content, so its position lean is not flagged.
+    let calibration = json(&app, "/api/v1/judges/judge-j/calibration").await;
+    assert_eq!(calibration["flags"], serde_json::json!([]), "{calibration}");
 }
