@@ -192,48 +192,37 @@ pub async fn provenance(spec: &CandidateSpec) -> Provenance {
         ..Provenance::default()
     };
     let url = format!("{}/models", spec.base_url.trim_end_matches('/'));
-    // No redirect is followed: the key goes to the candidate's own server and nowhere else.
-    let mut builder = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .redirect(reqwest::redirect::Policy::none());
-    if crate::wire::client::never_tls(&spec.base_url) {
-        builder = builder.tls_certs_only(std::iter::empty());
-    }
-    let client = match builder.build() {
-        Ok(c) => c,
-        Err(e) => {
-            out.models_error = Some(e.to_string());
-            return out;
-        }
-    };
-    let mut request = client.get(&url);
+    let mut headers = reqwest::header::HeaderMap::new();
     if let Some((name, value)) = spec
         .resolve_api_key()
         .and_then(|key| crate::wire::provider::auth_header(spec.provider, &key))
     {
-        request = request.header(name, value);
+        headers.insert(name, value);
     }
     if spec.provider == ProviderKind::Anthropic {
-        request = request.header("anthropic-version", crate::wire::anthropic::API_VERSION);
+        headers.insert(
+            "anthropic-version",
+            reqwest::header::HeaderValue::from_static(crate::wire::anthropic::API_VERSION),
+        );
     }
-    let response = match request.send().await {
-        Ok(r) => r,
-        Err(e) => {
-            out.models_error = Some(format!(
-                "GET {url}: {}",
-                crate::wire::failure::classify_transport(&e).detail
-            ));
+    let fetched = if crate::wire::client::never_tls(&spec.base_url) {
+        get_plain(&url, headers).await
+    } else {
+        get_with_reqwest(&url, headers).await
+    };
+    let (status, response_headers, body) = match fetched {
+        Ok(answer) => answer,
+        Err(detail) => {
+            out.models_error = Some(format!("GET {url}: {detail}"));
             return out;
         }
     };
     for name in PROVENANCE_HEADERS {
-        if let Some(v) = response.headers().get(name).and_then(|v| v.to_str().ok()) {
+        if let Some(v) = response_headers.get(name).and_then(|v| v.to_str().ok()) {
             out.server_headers
                 .insert(name.to_string(), v.chars().take(200).collect());
         }
     }
-    let status = response.status();
-    let body = response.text().await.unwrap_or_default();
     if !status.is_success() {
         out.models_error = Some(format!("GET {url}: HTTP {status}"));
         return out;
@@ -253,6 +242,54 @@ pub async fn provenance(spec: &CandidateSpec) -> Provenance {
         Err(e) => out.models_error = Some(format!("GET {url}: not JSON ({e})")),
     }
     out
+}
+
+type Answer = (reqwest::StatusCode, reqwest::header::HeaderMap, String);
+
+/// Provenance's request never waits long and follows no redirect: the key goes to the
+/// candidate's own server and nowhere else.
+const PROVENANCE_TIMEOUT: Duration = Duration::from_secs(10);
+
+async fn get_with_reqwest(url: &str, headers: reqwest::header::HeaderMap) -> Result<Answer, String> {
+    let client = reqwest::Client::builder()
+        .timeout(PROVENANCE_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| e.to_string())?;
+    let response = client
+        .get(url)
+        .headers(headers)
+        .send()
+        .await
+        .map_err(|e| crate::wire::failure::classify_transport(&e).detail)?;
+    let (status, headers) = (response.status(), response.headers().clone());
+    Ok((status, headers, response.text().await.unwrap_or_default()))
+}
+
+/// A plain-http GET through hyper alone: a reqwest client built for it would load the system's
+/// CA bundle (native-tls does so even for an http URL), the largest part of a short
+/// measurement's start-up CPU.
+async fn get_plain(url: &str, headers: reqwest::header::HeaderMap) -> Result<Answer, String> {
+    use http_body_util::{BodyExt, Empty};
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Empty<bytes::Bytes>>();
+    let mut request = reqwest::Url::parse(url)
+        .map_err(|e| e.to_string())
+        .and_then(|u| {
+            hyper::Request::get(u.as_str())
+                .body(Empty::new())
+                .map_err(|e| e.to_string())
+        })?;
+    *request.headers_mut() = headers;
+    let exchange = async {
+        let response = client.request(request).await.map_err(|e| e.to_string())?;
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+        Ok((parts.status, parts.headers, String::from_utf8_lossy(&body).into_owned()))
+    };
+    tokio::time::timeout(PROVENANCE_TIMEOUT, exchange)
+        .await
+        .map_err(|_| format!("no answer within {} s", PROVENANCE_TIMEOUT.as_secs()))?
 }
 
 #[cfg(test)]

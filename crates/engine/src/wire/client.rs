@@ -11,7 +11,7 @@
 //! Non-streamed requests have a single "chunk": the whole body. Its arrival is recorded as the
 //! first chunk, first token (reasoning and/or content), last token and end, so their TTFT equals
 //! their E2E latency; the run's `stream` setting is part of the figure's identity.
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
@@ -203,7 +203,10 @@ impl Exchange {
 /// the pool never holds fewer idle connections than the run's concurrency.
 #[derive(Clone)]
 pub struct CandidateClient {
-    http: reqwest::Client,
+    /// reqwest, for what the stamped client does not carry (a proxied scheme, the reference
+    /// client). Built on first use: building it loads the system's CA bundle (native-tls does
+    /// even when told to trust nothing), ~45 ms of CPU a run on loopback never needs.
+    http: Arc<LazyHttp>,
     /// The kernel-stamped client for `http` and `https` URLs, unless a proxy is configured.
     h1: Option<Arc<h1::Pool>>,
     /// The schemes it carries: those no proxy is configured for.
@@ -254,30 +257,26 @@ impl CandidateClient {
         } else {
             None
         };
-        let mut http = reqwest::Client::builder();
-        if never_tls(&spec.base_url) {
-            http = http.tls_certs_only(std::iter::empty());
-        }
+        let mut roots = Vec::new();
         if let Some(path) = ca_file {
-            // The same trust behind a proxy, where reqwest carries the request.
+            // The same trust behind a proxy, where reqwest carries the request; read and checked
+            // now, so a bad file fails the run before anything is sent.
             let pem = std::fs::read(path).map_err(|e| format!("TLS CA file {}: {e}", path.display()))?;
-            for cert in reqwest::Certificate::from_pem_bundle(&pem)
-                .map_err(|e| format!("TLS CA file {}: {e}", path.display()))?
-            {
-                http = http.add_root_certificate(cert);
-            }
+            roots = reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| format!("TLS CA file {}: {e}", path.display()))?;
         }
-        let http = http
-            .http1_only()
-            .pool_max_idle_per_host(concurrency.max(1) as usize)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .connect_timeout(timeouts.connect)
-            .tcp_nodelay(true)
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(format!("bakeoff/{}", crate::VERSION))
-            .connector_layer(ConnectTimerLayer)
-            .build()
-            .map_err(|e| e.to_string())?;
+        let http = Arc::new(LazyHttp {
+            client: OnceLock::new(),
+            never_tls: never_tls(&spec.base_url),
+            roots,
+            concurrency,
+            connect_timeout: timeouts.connect,
+        });
+        let scheme = spec.base_url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+        if !scheme.is_some_and(|s| h1_schemes.contains(&s.as_str())) {
+            // reqwest carries this candidate's requests: built now, not inside the first one's timing.
+            http.client().map_err(|f| f.detail)?;
+        }
         let h1 = (!h1_schemes.is_empty()).then(|| h1::Pool::new(concurrency as usize, timeouts.connect, tls));
         Ok(CandidateClient {
             http,
@@ -421,6 +420,7 @@ impl CandidateClient {
         }
         let response = self
             .http
+            .client()?
             .post(&req.url)
             .headers(req.headers.clone())
             .body(req.body.clone())
@@ -932,6 +932,44 @@ async fn read_body(body: &mut ResponseBody, deadline: Instant, limit: usize) -> 
 /// reference client (to compare the two in `calibrate`).
 fn stamped_reads_allowed(scheme: &str) -> bool {
     !proxied(scheme) && std::env::var("BAKEOFF_WIRE_CLIENT").as_deref() != Ok("reqwest")
+}
+
+/// A candidate's reqwest client, built the first time a request needs it.
+struct LazyHttp {
+    client: OnceLock<Result<reqwest::Client, String>>,
+    never_tls: bool,
+    roots: Vec<reqwest::Certificate>,
+    concurrency: u32,
+    connect_timeout: Duration,
+}
+
+impl LazyHttp {
+    fn client(&self) -> Result<&reqwest::Client, Failure> {
+        self.client
+            .get_or_init(|| self.build())
+            .as_ref()
+            .map_err(|detail| Failure::new(ErrorClass::Tls, format!("building the HTTP client: {detail}")))
+    }
+
+    fn build(&self) -> Result<reqwest::Client, String> {
+        let mut http = reqwest::Client::builder();
+        if self.never_tls {
+            http = http.tls_certs_only(std::iter::empty());
+        }
+        for cert in &self.roots {
+            http = http.add_root_certificate(cert.clone());
+        }
+        http.http1_only()
+            .pool_max_idle_per_host(self.concurrency.max(1) as usize)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .connect_timeout(self.connect_timeout)
+            .tcp_nodelay(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(format!("bakeoff/{}", crate::VERSION))
+            .connector_layer(ConnectTimerLayer)
+            .build()
+            .map_err(|e| e.to_string())
+    }
 }
 
 fn is_https(url: &str) -> bool {
