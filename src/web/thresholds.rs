@@ -318,6 +318,7 @@ fn metric_groups() -> Vec<MetricGroup> {
                         Param::ErrorClass => label.push_str(" — optional error class"),
                         Param::Probe => label.push_str(" — name the probe"),
                         Param::ChecklistItem => label.push_str(" — name the item"),
+                        Param::Incumbent => label.push_str(" — optional incumbent's name (else the scorecard's)"),
                         Param::None => {}
                     }
                     if m.not_measured_yet.is_some() {
@@ -386,7 +387,7 @@ fn build_form(
 fn part_label(part: &str) -> &'static str {
     match part {
         "metric" => "Metric",
-        "param" => "Grader / class / probe / item",
+        "param" => "Grader / class / probe / item / incumbent",
         "concurrency" => "At concurrency",
         "comparator" => "Comparator",
         "value" => "Value",

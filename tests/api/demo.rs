@@ -87,6 +87,7 @@ async fn demo_outcomes(concurrency: u32) -> (BTreeMap<Key, Outcome>, HashMap<Str
         operability: &[],
         judge: None,
         resumes: &[],
+        preferences: &[],
     });
     let verdicts = candidates
         .iter()

@@ -37,6 +37,8 @@ mod reasoning_in_content;
 mod restart;
 mod review;
 mod review_browser;
+mod review_paging;
+mod review_rules;
 mod run_caps;
 mod run_form;
 mod run_limits;

@@ -104,6 +104,7 @@ async fn seed(app: &crate::browser::DemoApp) -> Vec<(String, String)> {
     let profile = store.list_threshold_profiles().await.unwrap()[0].id;
     let (run, other) = (runs[0], runs[1]);
     let (candidate, v) = (ids[0], triage.latest_version_id);
+    let review = seed_review(store, run, ids[0], ids[1]).await;
     [
         ("overview", "/".to_string()),
         ("candidates", "/candidates".into()),
@@ -143,6 +144,20 @@ async fn seed(app: &crate::browser::DemoApp) -> Vec<(String, String)> {
             format!("/archive/history?candidate={candidate}&evalset={}", triage.id),
         ),
         ("scorecards", "/scorecards".into()),
+        // Human review (issue 50): the queues, labelling one item, the blind comparison and a
+        // judge's calibration.
+        ("review-queues", "/review".into()),
+        ("review-queue", format!("/runs/{run}/review")),
+        ("review-item", format!("/review/items/{}?run={run}", review.item)),
+        (
+            "review-labelled",
+            format!("/review/items/{}?run={run}", review.labelled),
+        ),
+        (
+            "review-compare",
+            format!("/runs/{run}/review/compare?a={}&b={}", ids[0], ids[1]),
+        ),
+        ("judge-calibration", format!("/judges/{}/calibration", review.judge)),
         ("audit", "/audit".into()),
         ("workers", "/workers".into()),
         ("how-we-measure", "/measure".into()),
@@ -150,6 +165,89 @@ async fn seed(app: &crate::browser::DemoApp) -> Vec<(String, String)> {
     .into_iter()
     .map(|(name, path)| (name.to_string(), path))
     .collect()
+}
+
+/// What the walk's review pages show: an item to label, one labelled by two people who
+/// disagree (with a correction), and a judge that compared the run's first two candidates.
+struct ReviewSeed {
+    item: i64,
+    labelled: i64,
+    judge: String,
+}
+
+/// Queues two of the run's answers (one labelled twice), and records blind comparisons of the
+/// first two candidates by a person and by a judge (both orders), so the review pages show
+/// labels, disagreement, win rates and a calibration.
+async fn seed_review(store: &bakeoff::store::DynStore, run: i64, a: i64, b: i64) -> ReviewSeed {
+    use bakeoff::domain::Timestamp;
+    use bakeoff::domain::review::pairwise::{Choice, Preference};
+    use bakeoff::domain::review::{LabelBody, NewReviewItem, Reason, Verdict};
+    let records = store.list_request_records(run).await.unwrap();
+    let answers: Vec<_> = records
+        .iter()
+        .filter(|r| r.candidate_id == a && !r.is_warmup && r.phase == bakeoff::domain::run::Phase::Quality)
+        .take(2)
+        .collect();
+    let items: Vec<NewReviewItem> = answers
+        .iter()
+        .map(|r| NewReviewItem {
+            run_id: run,
+            candidate_id: a,
+            case_id: r.case_id.to_string(),
+            repetition: r.repetition,
+            reasons: vec![Reason::GraderDisagreement, Reason::Manual],
+            detail: "exact failed, json-fields passed".into(),
+            added_by: "walk".into(),
+        })
+        .collect();
+    store.add_review_items(&items, Timestamp::now()).await.unwrap();
+    let queued = store.list_review_items_page(Some(run), 0, 2).await.unwrap();
+    let (item, labelled) = (queued[0].id, queued[1].id);
+    for (who, verdict, correction) in [
+        ("ana", Verdict::Pass, None),
+        ("bob", Verdict::Fail, Some("a corrected <b>answer</b>".to_string())),
+    ] {
+        let body = LabelBody {
+            verdict,
+            score: None,
+            corrected_expected: correction,
+            note: "checked by hand".into(),
+        };
+        store
+            .save_review_label(labelled, who, &body, Timestamp::now())
+            .await
+            .unwrap();
+    }
+    let judge = "walk-judge".to_string();
+    for (i, answer) in records
+        .iter()
+        .filter(|r| r.candidate_id == a && !r.is_warmup && r.phase == bakeoff::domain::run::Phase::Quality)
+        .take(12)
+        .enumerate()
+    {
+        for (left, right, picker, choice) in [
+            (
+                a,
+                b,
+                "ana".to_string(),
+                if i % 3 == 0 { Choice::Tie } else { Choice::Left },
+            ),
+            (a, b, format!("judge:{judge}"), Choice::Left),
+            (b, a, format!("judge:{judge}"), Choice::Left),
+        ] {
+            let p = Preference {
+                case_id: answer.case_id.to_string(),
+                left_candidate: left,
+                right_candidate: right,
+                choice,
+                picker,
+                left_chars: 40,
+                right_chars: 60,
+            };
+            store.save_preference(run, &p, Timestamp::now()).await.unwrap();
+        }
+    }
+    ReviewSeed { item, labelled, judge }
 }
 
 /// The page's width against its viewport's, and the widest element that sticks out (by its

@@ -78,6 +78,7 @@ async fn the_demo_candidates_get_a_go_a_no_go_and_an_inconclusive() {
         operability: &[],
         judge: None,
         resumes: &[],
+        preferences: &[],
     });
     let verdict = |model: &str| {
         card.columns

@@ -11,17 +11,16 @@ use crate::domain::Timestamp;
 use crate::domain::audit::{Action, NewAuditEntry};
 use crate::domain::evalset::{EvalCase, EvalSetFile};
 use crate::domain::grading::{GraderSpec, JudgeScale};
-use crate::domain::review::calibration::Calibration;
+use crate::domain::review::calibration::{Calibration, JudgeFlag};
 use crate::domain::review::pairwise::{self, Choice, JUDGE_PICKER, Preference, WinRate};
 use crate::domain::review::{
-    self as review, AUTO, Answer, Label, LabelInput, NewReviewItem, Progress, Reason, ReviewItem, ScoreScale,
+    self as review, AUTO, Answer, Label, LabelInput, NewReviewItem, Progress, QueuePlace, Reason, ReviewItem,
+    ScoreScale,
 };
 use crate::domain::run::{Phase, RequestRecord};
 use crate::evalsets::{SavedVersion, save_version};
 use crate::store::DynStore;
 
-/// Most items one queue page or fill reads.
-pub const MAX_ITEMS: i64 = 20_000;
 /// Records read at a time while filling a queue.
 const FILL_PAGE: i64 = 2_000;
 
@@ -187,12 +186,9 @@ pub async fn item_view(store: &DynStore, item_id: i64) -> Result<ItemView, AppEr
         .get_review_item(item_id)
         .await?
         .ok_or_else(|| AppError::NotFound(format!("review item #{item_id}")))?;
-    let labels: Vec<Label> = store
-        .list_review_labels(Some(item.run_id))
-        .await?
-        .into_iter()
-        .filter(|l| l.item_id == item.id)
-        .collect();
+    let labels = store
+        .list_review_labels_between(Some(item.run_id), item.id, item.id)
+        .await?;
     view_of(store, item, labels).await
 }
 
@@ -276,56 +272,92 @@ async fn view_of(store: &DynStore, item: ReviewItem, labels: Vec<Label>) -> Resu
     })
 }
 
-/// A queue (one run's, or every run's) as a labeller sees it: the items, their labels and
-/// progress, and the order items are offered to them.
+/// One page of a queue (one run's, or every run's): its items with their labels, and the whole
+/// queue's progress counted by the database. Nothing else of the queue is read.
 #[derive(Debug, Clone)]
-pub struct Queue {
+pub struct QueuePage {
     pub items: Vec<ReviewItem>,
     pub labels: Vec<Label>,
     pub progress: Progress,
 }
 
-impl Queue {
-    /// The ids offered to `who` next, in order, starting after `after` (None: from the start).
-    pub fn offered(&self, who: &str, after: Option<i64>, most: usize) -> Vec<i64> {
-        let mut ids = Vec::new();
-        let mut at = after;
-        while ids.len() < most {
-            let Some(next) = review::next_for(&self.items, who, at) else {
-                break;
-            };
-            if ids.contains(&next.id) {
-                break;
-            }
-            ids.push(next.id);
-            at = Some(next.id);
-        }
-        ids
-    }
-}
-
-pub async fn queue(store: &DynStore, run_id: Option<i64>) -> Result<Queue, AppError> {
-    let items = store.list_review_items(run_id, MAX_ITEMS).await?;
-    let labels = store.list_review_labels(run_id).await?;
-    let progress = Progress::of(&items, &labels);
-    Ok(Queue {
+/// The queue's items from `offset` on (by id), at most `limit`, with their labels and the
+/// queue's progress.
+pub async fn queue_page(store: &DynStore, run_id: Option<i64>, offset: i64, limit: i64) -> Result<QueuePage, AppError> {
+    let progress = store.review_progress(run_id).await?;
+    let items = store.list_review_items_page(run_id, offset, limit).await?;
+    let labels = match (items.first(), items.last()) {
+        (Some(first), Some(last)) => store.list_review_labels_between(run_id, first.id, last.id).await?,
+        _ => Vec::new(),
+    };
+    Ok(QueuePage {
         items,
         labels,
         progress,
     })
 }
 
-/// The views of these items, in this order (missing ones left out).
-pub async fn item_views(store: &DynStore, queue: &Queue, ids: &[i64]) -> Result<Vec<ItemView>, AppError> {
-    let mut views = Vec::new();
-    for id in ids {
-        if let Some(item) = queue.items.iter().find(|i| i.id == *id) {
-            let labels = queue.labels.iter().filter(|l| l.item_id == *id).cloned().collect();
-            views.push(view_of(store, item.clone(), labels).await?);
-        }
+/// The items offered to `who` next (one run's queue, or every run's), in the queue's order
+/// after `after`'s place, at most `most`.
+pub async fn offered(
+    store: &DynStore,
+    run_id: Option<i64>,
+    who: &str,
+    after: Option<QueuePlace>,
+    most: usize,
+) -> Result<Vec<ReviewItem>, AppError> {
+    Ok(store
+        .offered_review_items(run_id, who, after, i64::try_from(most).unwrap_or(i64::MAX))
+        .await?)
+}
+
+/// An item's place in the queue's order as it stands now (None: no such item).
+pub async fn place_of(store: &DynStore, item_id: i64) -> Result<Option<QueuePlace>, AppError> {
+    Ok(store.get_review_item(item_id).await?.as_ref().map(QueuePlace::of))
+}
+
+/// The views of these items, in this order.
+pub async fn item_views(store: &DynStore, items: Vec<ReviewItem>) -> Result<Vec<ItemView>, AppError> {
+    let mut views = Vec::with_capacity(items.len());
+    for item in items {
+        let labels = store
+            .list_review_labels_between(Some(item.run_id), item.id, item.id)
+            .await?;
+        views.push(view_of(store, item, labels).await?);
     }
     Ok(views)
 }
+
+/// Every item of a queue (one run's, or every run's) that has a label, with its labels, read a
+/// page at a time and kept only when `keep` says so: what the ground truth and a judge's
+/// calibration read, without holding the whole queue.
+async fn labelled_items(
+    store: &DynStore,
+    run_id: Option<i64>,
+    keep: impl Fn(&Label) -> bool,
+) -> Result<(Vec<ReviewItem>, Vec<Label>), AppError> {
+    let (mut items, mut labels) = (Vec::new(), Vec::new());
+    let mut offset = 0;
+    loop {
+        let page = store.list_review_items_page(run_id, offset, LABELLED_PAGE).await?;
+        let (Some(first), Some(last)) = (page.first(), page.last()) else {
+            break;
+        };
+        let mine: Vec<Label> = store
+            .list_review_labels_between(run_id, first.id, last.id)
+            .await?
+            .into_iter()
+            .filter(|l| keep(l))
+            .collect();
+        offset += page.len() as i64;
+        items.extend(page.into_iter().filter(|i| mine.iter().any(|l| l.item_id == i.id)));
+        labels.extend(mine);
+    }
+    Ok((items, labels))
+}
+
+/// Items read at a time by [`labelled_items`].
+const LABELLED_PAGE: i64 = 2_000;
 
 /// Saves `actor`'s label on an item, checked against the case's score scale, with its audit
 /// entry; returns the label's id.
@@ -389,8 +421,8 @@ pub async fn labels_to_version(store: &DynStore, run_id: i64, actor: &str) -> Re
         .get_evalset_version(run.evalset_version_id)
         .await?
         .ok_or_else(|| AppError::NotFound(format!("eval-set version #{}", run.evalset_version_id)))?;
-    let q = queue(store, Some(run_id)).await?;
-    let fixes = review::corrections(&q.items, &q.labels);
+    let (items, labels) = labelled_items(store, Some(run_id), |l| l.corrected_expected.is_some()).await?;
+    let fixes = review::corrections(&items, &labels);
     let (next, changed) = review::apply_corrections(&version.file, &fixes);
     if changed == 0 {
         return Ok(GroundTruth {
@@ -594,8 +626,7 @@ pub async fn win_rates(store: &DynStore, run_id: i64, humans_only: bool) -> Resu
 /// label: agreement of its `llm-judge` grades with the labellers' pass/fail on the same
 /// answers, and its pairwise comparisons' position and length leans.
 pub async fn calibration(store: &DynStore, judge: &str) -> Result<Calibration, AppError> {
-    let items = store.list_review_items(None, MAX_ITEMS).await?;
-    let labels = store.list_review_labels(None).await?;
+    let (items, labels) = labelled_items(store, None, |_| true).await?;
     let mut pairs = Vec::new();
     let mut by_run: BTreeMap<i64, Vec<&ReviewItem>> = BTreeMap::new();
     for item in items.iter().filter(|i| labels.iter().any(|l| l.item_id == i.id)) {
@@ -652,6 +683,16 @@ pub async fn calibration(store: &DynStore, judge: &str) -> Result<Calibration, A
         .filter(|p| p.picker == format!("{JUDGE_PICKER}{judge}"))
         .collect();
     Ok(Calibration::new(judge, &pairs, &judged))
+}
+
+/// The flagged judges among those the `llm-judge` graders of a run's eval set name (what every
+/// scorecard of a run graded by a judge shows and exports).
+pub async fn judge_flags(store: &DynStore, run_id: i64) -> Result<Vec<JudgeFlag>, AppError> {
+    let mut flags = Vec::new();
+    for judge in run_judges(store, run_id).await? {
+        flags.extend(calibration(store, &judge).await?.flag());
+    }
+    Ok(flags)
 }
 
 /// The judges the `llm-judge` graders of a run's eval set name, each once.

@@ -11,12 +11,15 @@ use crate::domain::calibers::{HarnessReport, resumes_of};
 use crate::domain::candidate::Candidate;
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::pipeline::{PipelineDraft, PipelineSpec};
+use crate::domain::review::calibration::JudgeFlag;
 use crate::domain::run::{CandidateStop, Phase, RequestRecord, Run};
+use crate::domain::scorecard::preference::is_preference_metric;
 use crate::domain::scorecard::{
     self, CandidateOperability, CandidateRecords, CandidateSummary, JudgePricing, RecordedVerdict, Scorecard,
     SummaryContext, SummaryInput, Verdict,
 };
 use crate::domain::thresholds::ThresholdProfile;
+use crate::domain::thresholds::key::MetricKey;
 use crate::domain::validation::FieldErrors;
 use crate::live::Live;
 use crate::runs::{RunRecords, RunVersion, store_summary, stored_summary};
@@ -55,6 +58,9 @@ pub struct RunScorecard {
     pub stops: Vec<CandidateStop>,
     /// When the run was resumed (wall clock µs): its aggregates are taken per segment.
     pub resumes: Vec<i64>,
+    /// The LLM judges grading this run that are flagged by their calibration against human
+    /// labels (issue 50): every view and export of the scorecard says so.
+    pub judge_flags: Vec<JudgeFlag>,
 }
 
 impl RunScorecard {
@@ -152,6 +158,16 @@ pub async fn assemble(
             }
         }
     }
+    // The blind comparisons are read only when a win-rate rule asks.
+    let preferences = if profile
+        .rules
+        .iter()
+        .any(|r| MetricKey::parse(&r.metric).is_ok_and(|k| is_preference_metric(k.base)))
+    {
+        store.list_preferences(Some(run.id)).await?
+    } else {
+        Vec::new()
+    };
     let mut card = scorecard::build_from(&SummaryInput {
         run_concurrency: run.config.concurrency,
         candidates: &candidates,
@@ -164,9 +180,18 @@ pub async fn assemble(
             config: run.config.judge.as_ref(),
             all_candidates: &all,
         }),
+        preferences: &preferences,
     });
     let stops = store.list_candidate_stops(run_id).await?;
     mark_stopped(&mut card, &stops);
+    // Only a run an LLM judge graded (judge calls or judge grades) reads the judges' calibration.
+    let judged = summaries
+        .iter()
+        .any(|s| s.judge.is_some() || s.measurements.contains_key(JUDGE_GRADES_SLOT));
+    let judge_flags = match judged {
+        true => crate::review::judge_flags(store, run.id).await?,
+        false => Vec::new(),
+    };
     Ok(RunScorecard {
         stops,
         harness: store.get_run_harness(run_id).await?,
@@ -182,8 +207,13 @@ pub async fn assemble(
         pipeline_errors,
         incumbent,
         card,
+        judge_flags,
     })
 }
+
+/// Where a summary keeps the mean score of the `llm-judge` grader: present when any answer of
+/// the candidate was graded by a judge.
+const JUDGE_GRADES_SLOT: &str = "grader_score:llm-judge";
 
 /// Cache kind of a terminal run's scorecard summaries (`domain::scorecard::summary`).
 /// (2: each candidate's case results as two sorted id lists, `paired::CaseResults`.)

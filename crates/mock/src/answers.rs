@@ -138,6 +138,33 @@ impl AnswerKey {
     }
 }
 
+impl AnswerKey {
+    /// The mock's answer to a blind pairwise judge prompt (as `domain::review::pairwise::
+    /// pairwise_prompt` writes it), so "Compare with the judge" works against the mock: the
+    /// request's last user message names the case, and the response equal to its expected answer
+    /// (trimmed, case and whitespace folded) is preferred; both or neither: a tie. Position plays
+    /// no part. None when `prompt` is no pairwise prompt or names no case of the key.
+    pub fn pairwise_reply(&self, prompt: &str) -> Option<String> {
+        let block = |name: &str| {
+            let open = format!("<<<{name}>>>\n");
+            let start = prompt.find(&open)? + open.len();
+            let end = start + prompt[start..].find(&format!("\n<<<END {name}>>>"))?;
+            Some(&prompt[start..end])
+        };
+        let (request, a, b) = (block("REQUEST")?, block("RESPONSE A")?, block("RESPONSE B")?);
+        let (_, asked) = request.rsplit_once("user: ")?;
+        let at = self.find_chat(asked)?;
+        let expected = self.sets[at.set].cases[at.case].expected_text()?;
+        let fold = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
+        let (a_right, b_right) = (fold(a) == fold(&expected), fold(b) == fold(&expected));
+        Some(match (a_right, b_right) {
+            (true, false) => "Response A gives the expected answer.\nPREFERENCE: A".to_string(),
+            (false, true) => "Response B gives the expected answer.\nPREFERENCE: B".to_string(),
+            _ => "Neither response is better than the other.\nPREFERENCE: TIE".to_string(),
+        })
+    }
+}
+
 /// Right iff the case's hash, read as a number in [0, 1), falls below the accuracy: so accuracy
 /// 1.0 is always right, 0.0 never, and each case keeps its outcome across requests.
 fn is_correct(case_hash: u64, accuracy: f64) -> bool {
@@ -187,6 +214,23 @@ mod tests {
         assert_eq!(key.find_chat("Label: unseen"), None);
         // A case without an expected value is not in the key.
         assert_eq!(key.find_chat("Label: no key"), None);
+    }
+
+    #[test]
+    fn a_pairwise_judge_prompt_prefers_the_expected_answer_whichever_side_it_is_on() {
+        use crate::domain::review::pairwise::{Choice, pairwise_prompt, parse_preference};
+        let key = key();
+        let verdict = |left: &str, right: &str| {
+            parse_preference(&key.pairwise_reply(&pairwise_prompt("be right", "user: Label: great", left, right))?)
+        };
+        assert_eq!(verdict("positive", "negative"), Some(Choice::Left));
+        assert_eq!(verdict("negative", " Positive "), Some(Choice::Right));
+        assert_eq!(verdict("negative", "neutral"), Some(Choice::Tie));
+        assert_eq!(verdict("positive", "positive"), Some(Choice::Tie));
+        assert_eq!(
+            key.pairwise_reply(&pairwise_prompt("r", "user: Label: unseen", "a", "b")),
+            None
+        );
     }
 
     #[test]

@@ -40,7 +40,7 @@ use crate::domain::oidc::{PendingLogin, ProviderConfig};
 use crate::domain::operability::{ChecklistAnswers, ChecklistVersion, ProbeReport, ProbeRun};
 use crate::domain::retirement::ItemKind;
 use crate::domain::review::pairwise::Preference;
-use crate::domain::review::{Label, LabelBody, NewReviewItem, ReviewItem};
+use crate::domain::review::{Label, LabelBody, NewReviewItem, Progress, QueuePlace, ReviewItem};
 use crate::domain::run::{
     CandidateStop, ErrorClass, NewRun, Phase, RecordGroup, RequestRecord, Run, RunEvent, RunStatus, ServerTokenCount,
     UncountedRecord,
@@ -935,6 +935,21 @@ pub trait ReviewStore: Send + Sync {
     fn add_review_items<'a>(&'a self, items: &'a [NewReviewItem], now: Timestamp) -> StoreFuture<'a, u64>;
     /// One run's items (every run's when None), by id, at most `limit`.
     fn list_review_items(&self, run_id: Option<i64>, limit: i64) -> StoreFuture<'_, Vec<ReviewItem>>;
+    /// One page of a queue (every run's when None), by id: `offset` items passed over, at most
+    /// `limit` read.
+    fn list_review_items_page(&self, run_id: Option<i64>, offset: i64, limit: i64) -> StoreFuture<'_, Vec<ReviewItem>>;
+    /// A queue's counts by status and its items whose labellers disagree, counted in SQL.
+    fn review_progress(&self, run_id: Option<i64>) -> StoreFuture<'_, Progress>;
+    /// The items offered to `who` next ([`ReviewItem::offered_to`]), in the queue's order (open
+    /// and claimed by id, then skipped by id), after the place `after` (None: from the start), at
+    /// most `limit`: the order `domain::review::next_for` gives, read a page at a time.
+    fn offered_review_items<'a>(
+        &'a self,
+        run_id: Option<i64>,
+        who: &'a str,
+        after: Option<QueuePlace>,
+        limit: i64,
+    ) -> StoreFuture<'a, Vec<ReviewItem>>;
     fn get_review_item(&self, id: i64) -> StoreFuture<'_, Option<ReviewItem>>;
     /// Claims an item for `who`: false when it is labelled, claimed by another, assigned to
     /// another, or missing.
@@ -955,6 +970,9 @@ pub trait ReviewStore: Send + Sync {
     ) -> StoreFuture<'a, i64>;
     /// The labels on one run's items (every run's when None), by item then time.
     fn list_review_labels(&self, run_id: Option<i64>) -> StoreFuture<'_, Vec<Label>>;
+    /// The labels on the items with ids from `first` to `last` (of one run when given), by item
+    /// then time: a page's labels.
+    fn list_review_labels_between(&self, run_id: Option<i64>, first: i64, last: i64) -> StoreFuture<'_, Vec<Label>>;
     /// Appends one blind comparison of a run; NotFound when the run does not exist.
     fn save_preference<'a>(&'a self, run_id: i64, preference: &'a Preference, now: Timestamp) -> StoreFuture<'a, i64>;
     /// One run's comparisons (every run's when None), in the order they were made.

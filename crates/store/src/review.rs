@@ -171,6 +171,87 @@ macro_rules! review_queries {
             })
         }
 
+        fn list_review_items_page(
+            &self,
+            run_id: Option<i64>,
+            offset: i64,
+            limit: i64,
+        ) -> StoreFuture<'_, Vec<ReviewItem>> {
+            Box::pin(async move {
+                let rows: Vec<review::ItemRow> = sqlx::query_as(
+                    "SELECT id, run_id, candidate_id, case_id, repetition, reasons, detail, status, assignee, \
+                     claimed_by, added_by, created_at FROM review_items WHERE ($1 IS NULL OR run_id = $1) \
+                     ORDER BY id LIMIT $2 OFFSET $3",
+                )
+                .bind(run_id)
+                .bind(limit.max(0))
+                .bind(offset.max(0))
+                .fetch_all(self.pool())
+                .await?;
+                rows.into_iter().map(|r| r.into_item(Self::TEXT)).collect()
+            })
+        }
+
+        fn review_progress(&self, run_id: Option<i64>) -> StoreFuture<'_, Progress> {
+            Box::pin(async move {
+                let (total, labelled, claimed, skipped): (i64, i64, i64, i64) = sqlx::query_as(
+                    "SELECT COUNT(*), \
+                     COALESCE(SUM(CASE WHEN status = 'labelled' THEN 1 ELSE 0 END), 0), \
+                     COALESCE(SUM(CASE WHEN status = 'claimed' THEN 1 ELSE 0 END), 0), \
+                     COALESCE(SUM(CASE WHEN status = 'skipped' THEN 1 ELSE 0 END), 0) \
+                     FROM review_items WHERE ($1 IS NULL OR run_id = $1)",
+                )
+                .bind(run_id)
+                .fetch_one(self.pool())
+                .await?;
+                let (disagreements,): (i64,) = sqlx::query_as(
+                    "SELECT COUNT(*) FROM (SELECT l.item_id FROM review_labels l \
+                     JOIN review_items i ON i.id = l.item_id WHERE ($1 IS NULL OR i.run_id = $1) \
+                     GROUP BY l.item_id HAVING COUNT(DISTINCT l.verdict) > 1) d",
+                )
+                .bind(run_id)
+                .fetch_one(self.pool())
+                .await?;
+                let count = |n: i64| u64::try_from(n).unwrap_or(0);
+                Ok(Progress {
+                    total: count(total),
+                    labelled: count(labelled),
+                    claimed: count(claimed),
+                    skipped: count(skipped),
+                    disagreements: count(disagreements),
+                })
+            })
+        }
+
+        fn offered_review_items<'a>(
+            &'a self,
+            run_id: Option<i64>,
+            who: &'a str,
+            after: Option<QueuePlace>,
+            limit: i64,
+        ) -> StoreFuture<'a, Vec<ReviewItem>> {
+            Box::pin(async move {
+                // The place is (skipped ? 1 : 0, id), compared as a pair: keyset paging.
+                let rows: Vec<review::ItemRow> = sqlx::query_as(
+                    "SELECT id, run_id, candidate_id, case_id, repetition, reasons, detail, status, assignee, \
+                     claimed_by, added_by, created_at FROM review_items \
+                     WHERE ($1 IS NULL OR run_id = $1) AND status <> 'labelled' \
+                     AND (assignee IS NULL OR assignee = $2) AND (status <> 'claimed' OR claimed_by = $2) \
+                     AND ($3 IS NULL OR (CASE WHEN status = 'skipped' THEN 1 ELSE 0 END) > $3 \
+                          OR ((CASE WHEN status = 'skipped' THEN 1 ELSE 0 END) = $3 AND id > $4)) \
+                     ORDER BY CASE WHEN status = 'skipped' THEN 1 ELSE 0 END, id LIMIT $5",
+                )
+                .bind(run_id)
+                .bind(who)
+                .bind(after.map(|p| i64::from(p.skipped)))
+                .bind(after.map_or(0, |p| p.id))
+                .bind(limit.max(0))
+                .fetch_all(self.pool())
+                .await?;
+                rows.into_iter().map(|r| r.into_item(Self::TEXT)).collect()
+            })
+        }
+
         fn get_review_item(&self, id: i64) -> StoreFuture<'_, Option<ReviewItem>> {
             Box::pin(async move {
                 let row: Option<review::ItemRow> = sqlx::query_as(
@@ -273,6 +354,23 @@ macro_rules! review_queries {
                      WHERE ($1 IS NULL OR i.run_id = $1) ORDER BY l.item_id, l.labelled_at, l.id",
                 )
                 .bind(run_id)
+                .fetch_all(self.pool())
+                .await?;
+                rows.into_iter().map(|r| r.into_label(Self::TEXT)).collect()
+            })
+        }
+
+        fn list_review_labels_between(&self, run_id: Option<i64>, first: i64, last: i64) -> StoreFuture<'_, Vec<Label>> {
+            Box::pin(async move {
+                let rows: Vec<review::LabelRow> = sqlx::query_as(
+                    "SELECT l.id, l.item_id, l.labeller, l.verdict, l.score, l.corrected_expected, l.note, \
+                     l.labelled_at FROM review_labels l JOIN review_items i ON i.id = l.item_id \
+                     WHERE ($1 IS NULL OR i.run_id = $1) AND l.item_id BETWEEN $2 AND $3 \
+                     ORDER BY l.item_id, l.labelled_at, l.id",
+                )
+                .bind(run_id)
+                .bind(first)
+                .bind(last)
                 .fetch_all(self.pool())
                 .await?;
                 rows.into_iter().map(|r| r.into_label(Self::TEXT)).collect()

@@ -86,17 +86,42 @@ pub struct Filled {
     pub added: u64,
 }
 
-/// A run's queue: `{progress, items, labels}`.
+/// Items one page of the queue API holds by default, and at most.
+const PER_PAGE: i64 = 100;
+const MAX_PER_PAGE: i64 = 1_000;
+
+/// A run's queue, a page at a time.
+///
+/// `{progress, page, per_page, pages, items, labels, next, previous}`: the queue's counts (all of
+/// it), one page of items by id with their labels, and the links to the neighbouring pages.
 #[utoipa::path(get, operation_id = "get_run_review", path = "/api/v1/runs/{id}/review", tag = "review",
-    params(("id" = i64, Path, description = "The run's id")),
-    responses((status = 200, description = "The queue: progress, items (by id) and labels", body = serde_json::Value)))]
-pub async fn run_queue(State(state): State<AppState>, Path(raw): Path<String>) -> ApiResult {
+    params(
+        ("id" = i64, Path, description = "The run's id"),
+        ("page" = Option<i64>, Query, description = "1-based page (default 1)"),
+        ("per_page" = Option<i64>, Query, description = "Items a page (default 100, at most 1000)"),
+    ),
+    responses((status = 200, description = "One page of the queue: progress, items (by id) and their labels", body = serde_json::Value)))]
+pub async fn run_queue(State(state): State<AppState>, Path(raw): Path<String>, RawQuery(query): RawQuery) -> ApiResult {
     let id = path_id(&raw, "run")?;
+    let params = Params::parse(query);
+    let page = params.int("page", 1, i64::from(u32::MAX))?.unwrap_or(1);
+    let per_page = params.int("per_page", 1, MAX_PER_PAGE)?.unwrap_or(PER_PAGE);
     if state.store.get_run(id).await?.is_none() {
         return Err(Problem::not_found(&format!("run #{id}")).into());
     }
-    let q = use_case::queue(&state.store, Some(id)).await?;
-    ok(&serde_json::json!({"progress": q.progress, "items": q.items, "labels": q.labels}))
+    let q = use_case::queue_page(&state.store, Some(id), (page - 1) * per_page, per_page).await?;
+    let pages = (q.progress.total as i64 + per_page - 1) / per_page;
+    let link = |p: i64| format!("/api/v1/runs/{id}/review?page={p}&per_page={per_page}");
+    ok(&serde_json::json!({
+        "progress": q.progress,
+        "page": page,
+        "per_page": per_page,
+        "pages": pages.max(1),
+        "items": q.items,
+        "labels": q.labels,
+        "next": (page < pages).then(|| link(page + 1)),
+        "previous": (page > 1).then(|| link((page - 1).min(pages.max(1)))),
+    }))
 }
 
 /// Fills a run's queue from its graders (what the queue page does when a finished run is opened).
@@ -122,9 +147,12 @@ pub async fn offered(State(state): State<AppState>, RawQuery(query): RawQuery, u
     let run = params.int("run", 1, i64::MAX)?;
     let after = params.int("after", 1, i64::MAX)?;
     let limit = params.int("limit", 1, 50)?.unwrap_or(5) as usize;
-    let q = use_case::queue(&state.store, run).await?;
-    let ids = q.offered(&who(&user), after, limit);
-    ok(&use_case::item_views(&state.store, &q, &ids).await?)
+    let place = match after {
+        Some(after) => use_case::place_of(&state.store, after).await?,
+        None => None,
+    };
+    let items = use_case::offered(&state.store, run, &who(&user), place, limit).await?;
+    ok(&use_case::item_views(&state.store, items).await?)
 }
 
 /// One item: the case's input and expected answer, the candidate's answer, its grades and labels.

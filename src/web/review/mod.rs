@@ -12,11 +12,11 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 
 use super::AppState;
-use super::error::{WebError, parse_id};
-use super::views::FormBody;
-use crate::app::review::{self as use_case, ItemView, Queue};
+use super::error::{WebError, parse_id, parse_page};
+use super::views::{FormBody, Pagination};
+use crate::app::review::{self as use_case, ItemView, QueuePage};
 use crate::domain::review::calibration::Calibration;
-use crate::domain::review::{LabelInput, Progress, ReviewItem};
+use crate::domain::review::{LabelInput, Progress, QueuePlace, ReviewItem};
 
 mod compare;
 
@@ -56,7 +56,7 @@ pub struct ItemRow {
     pub disagreement: bool,
 }
 
-fn rows(queue: &Queue) -> Vec<ItemRow> {
+fn rows(queue: &QueuePage) -> Vec<ItemRow> {
     queue
         .items
         .iter()
@@ -79,14 +79,53 @@ fn rows(queue: &Queue) -> Vec<ItemRow> {
         .collect()
 }
 
+/// Items a queue page lists.
+pub const QUEUE_PAGE: u32 = 50;
+
+#[derive(Debug, Default, Deserialize)]
+pub struct PageQuery {
+    pub page: Option<String>,
+}
+
+/// Page `raw` of a queue, or NotFound past its last page.
+async fn queue_page(
+    state: &AppState,
+    run: Option<i64>,
+    raw: Option<&str>,
+) -> Result<(QueuePage, Pagination), WebError> {
+    let page = parse_page(raw)?;
+    let offset = i64::from(page - 1) * i64::from(QUEUE_PAGE);
+    let queue = use_case::queue_page(&state.store, run, offset, i64::from(QUEUE_PAGE)).await?;
+    let base = match run {
+        Some(id) => format!("/runs/{id}/review"),
+        None => "/review".to_string(),
+    };
+    let pagination = Pagination::new(base, page, QUEUE_PAGE, queue.progress.total as i64);
+    if pagination.out_of_range() {
+        return Err(WebError::NotFound(format!("page {page} of this review queue")));
+    }
+    Ok((queue, pagination))
+}
+
+/// The first item offered to the viewer, where "Start labelling" leads.
+async fn first_offered(state: &AppState, run: Option<i64>) -> Result<Option<i64>, WebError> {
+    let who = super::security::actor();
+    Ok(use_case::offered(&state.store, run, &who, None, 1)
+        .await?
+        .first()
+        .map(|i| i.id))
+}
+
 #[derive(Template, WebTemplate)]
 #[template(path = "review/queue.html")]
-pub struct QueuePage {
+pub struct QueueView {
     pub nav: &'static str,
     /// None: every run's queue.
     pub run: Option<(i64, String)>,
     pub progress: Progress,
+    /// This page of the queue's items, and the links to the others.
     pub rows: Vec<ItemRow>,
+    pub pagination: Pagination,
     /// The first item offered to the viewer, where "Start labelling" leads.
     pub start: Option<i64>,
     /// Filled automatically just now (a terminal run's first visit).
@@ -104,15 +143,15 @@ fn scope_query(run: Option<i64>) -> String {
     run.map(|r| format!("?run={r}")).unwrap_or_default()
 }
 
-async fn all_queues(State(state): State<AppState>) -> Result<QueuePage, WebError> {
-    let queue = use_case::queue(&state.store, None).await?;
-    let who = super::security::actor();
-    Ok(QueuePage {
+async fn all_queues(State(state): State<AppState>, Query(q): Query<PageQuery>) -> Result<QueueView, WebError> {
+    let (queue, pagination) = queue_page(&state, None, q.page.as_deref()).await?;
+    Ok(QueueView {
         nav: "runs",
         run: None,
         progress: queue.progress,
-        start: queue.offered(&who, None, 1).first().copied(),
+        start: first_offered(&state, None).await?,
         rows: rows(&queue),
+        pagination,
         filled: None,
         candidates: Vec::new(),
         win_rates: Vec::new(),
@@ -122,7 +161,11 @@ async fn all_queues(State(state): State<AppState>) -> Result<QueuePage, WebError
     })
 }
 
-async fn run_queue(State(state): State<AppState>, Path(raw): Path<String>) -> Result<QueuePage, WebError> {
+async fn run_queue(
+    State(state): State<AppState>,
+    Path(raw): Path<String>,
+    Query(q): Query<PageQuery>,
+) -> Result<QueueView, WebError> {
     let id = parse_id(&raw, "run")?;
     let run = state
         .store
@@ -137,8 +180,7 @@ async fn run_queue(State(state): State<AppState>, Path(raw): Path<String>) -> Re
     } else {
         None
     };
-    let queue = use_case::queue(&state.store, Some(id)).await?;
-    let who = super::security::actor();
+    let (queue, pagination) = queue_page(&state, Some(id), q.page.as_deref()).await?;
     let candidates = state
         .store
         .run_candidates(id)
@@ -152,12 +194,13 @@ async fn run_queue(State(state): State<AppState>, Path(raw): Path<String>) -> Re
         let flagged = use_case::calibration(&state.store, &judge).await?.flagged();
         judges.push((judge.clone(), calibration_href(&judge), flagged));
     }
-    Ok(QueuePage {
+    Ok(QueueView {
         nav: "runs",
         run: Some((id, run.name)),
         progress: queue.progress,
-        start: queue.offered(&who, None, 1).first().copied(),
+        start: first_offered(&state, Some(id)).await?,
         rows: rows(&queue),
+        pagination,
         filled,
         candidates,
         win_rates,
@@ -253,33 +296,35 @@ async fn item_page(
 ) -> Result<ItemPage, WebError> {
     let id = parse_id(&raw, "review item")?;
     let view = use_case::item_view(&state.store, id).await?;
-    let queue = use_case::queue(&state.store, scope.run).await?;
     let who = super::security::actor();
-    let upcoming: Vec<i64> = queue
-        .offered(&who, Some(id), PREFETCHED)
-        .into_iter()
-        .filter(|i| *i != id)
-        .collect();
-    let upcoming = use_case::item_views(&state.store, &queue, &upcoming).await?;
+    let upcoming = use_case::offered(
+        &state.store,
+        scope.run,
+        &who,
+        Some(QueuePlace::of(&view.item)),
+        PREFETCHED,
+    )
+    .await?;
+    let upcoming = use_case::item_views(&state.store, upcoming).await?;
     let (score_min, score_max) = view.scale.bounds();
     Ok(ItemPage {
         nav: "runs",
         upcoming_json: json_for_script(&upcoming),
         view,
         scope: scope.run,
-        progress: queue.progress,
+        progress: state.store.review_progress(scope.run).await?,
         may_edit: super::security::may(crate::domain::accounts::Role::Editor),
         score_min,
         score_max,
     })
 }
 
-/// Where to go after acting on item `id`: the next item offered to the actor, or the queue.
-async fn after(state: &AppState, id: i64, scope: Option<i64>) -> Result<Redirect, WebError> {
-    let queue = use_case::queue(&state.store, scope).await?;
-    let next = queue.offered(&super::security::actor(), Some(id), 1);
+/// Where to go after acting on an item that stood at `place` before the action: the next item
+/// offered to the actor, or the queue.
+async fn after(state: &AppState, place: Option<QueuePlace>, scope: Option<i64>) -> Result<Redirect, WebError> {
+    let next = use_case::offered(&state.store, scope, &super::security::actor(), place, 1).await?;
     Ok(Redirect::to(&match (next.first(), scope) {
-        (Some(next), _) => format!("/review/items/{next}{}", scope_query(scope)),
+        (Some(next), _) => format!("/review/items/{}{}", next.id, scope_query(scope)),
         (None, Some(run)) => format!("/runs/{run}/review"),
         (None, None) => "/review".to_string(),
     }))
@@ -297,8 +342,10 @@ async fn label(State(state): State<AppState>, Path(raw): Path<String>, form: For
         corrected_expected: form.get("corrected_expected").map(str::to_string),
         note: form.get("note").map(str::to_string),
     };
+    // The place before labelling: the next item is the one after it in the order it was offered.
+    let place = use_case::place_of(&state.store, id).await?;
     use_case::save_label(&state.store, id, &input, &super::security::actor()).await?;
-    after(&state, id, scope_of(&form)).await
+    after(&state, place, scope_of(&form)).await
 }
 
 async fn claim(State(state): State<AppState>, Path(raw): Path<String>, form: FormBody) -> Result<Redirect, WebError> {
@@ -316,8 +363,11 @@ async fn claim(State(state): State<AppState>, Path(raw): Path<String>, form: For
 
 async fn skip(State(state): State<AppState>, Path(raw): Path<String>, form: FormBody) -> Result<Redirect, WebError> {
     let id = parse_id(&raw, "review item")?;
+    // The place before skipping: a skipped open item moves to the end, and the next one after
+    // it is the next open item, not the next skipped one.
+    let place = use_case::place_of(&state.store, id).await?;
     state.store.skip_review_item(id, &super::security::actor()).await?;
-    after(&state, id, scope_of(&form)).await
+    after(&state, place, scope_of(&form)).await
 }
 
 async fn assign(State(state): State<AppState>, Path(raw): Path<String>, form: FormBody) -> Result<Redirect, WebError> {
@@ -353,7 +403,7 @@ async fn calibration_page(
     })
 }
 
-/// A flagged LLM judge, as every scorecard using it says.
+/// A flagged LLM judge, as every scorecard using it says, with its calibration page.
 #[derive(Debug, Clone)]
 pub struct JudgeFlag {
     pub judge: String,
@@ -361,20 +411,14 @@ pub struct JudgeFlag {
     pub why: String,
 }
 
-/// The flagged judges of a run's eval set.
-pub async fn judge_flags(state: &AppState, run_id: i64) -> Result<Vec<JudgeFlag>, WebError> {
-    let mut flags = Vec::new();
-    for judge in use_case::run_judges(&state.store, run_id).await? {
-        let c = use_case::calibration(&state.store, &judge).await?;
-        if c.flagged() {
-            flags.push(JudgeFlag {
-                href: calibration_href(&judge),
-                why: c.flags.join("; "),
-                judge,
-            });
+impl JudgeFlag {
+    pub fn of(flag: &crate::domain::review::calibration::JudgeFlag) -> JudgeFlag {
+        JudgeFlag {
+            judge: flag.judge.clone(),
+            href: calibration_href(&flag.judge),
+            why: flag.why.clone(),
         }
     }
-    Ok(flags)
 }
 
 /// The calibration page of a judge.

@@ -216,7 +216,6 @@ pub async fn detail(
         None
     };
     let mut page = page_for(&then, &q, false, remembered_name(&headers));
-    page.judge_flags = crate::web::review::judge_flags(&state, record.run_id).await?;
     page.archived = Some(ArchivedView {
         id: record.id,
         created_by: record.created_by.clone(),

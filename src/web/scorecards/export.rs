@@ -3,7 +3,9 @@
 //! design doc). Candidates are exported without credentials: no key, no key variable. When the
 //! harness flagged the run's speed figures unreliable, every format says so with its reasons
 //! (JSON `harness` and each speed row's `warning`, CSV a `harness` line and the speed rows'
-//! reason, Markdown a banner and the speed section).
+//! reason, Markdown a banner and the speed section). An LLM judge grading the run whose
+//! calibration against human labels flags it is named with why in every format too (JSON
+//! `judge_flags`, CSV a `judge` line each, Markdown a banner), as on the page.
 use axum::extract::{Path, RawQuery, State};
 use axum::response::Response;
 use serde::Serialize;
@@ -14,6 +16,7 @@ use crate::app::scorecard::{RunScorecard, assemble};
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{ClaimedFigure, Conditions, Pricing};
 use crate::domain::neutralize::{csv_cell, markdown_text};
+use crate::domain::review::calibration::JudgeFlag;
 use crate::domain::run::ClockCounts;
 use crate::domain::scorecard::intervals::CONFIDENCE;
 use crate::domain::scorecard::{ClaimCheck, PairedRow, ParetoPoint, PipelineImpact, Row};
@@ -34,7 +37,7 @@ pub const DECISION_RULE: &str = "A rule passes when the whole two-sided 90 % int
 95 % bound) lies on the passing side of the threshold, fails when it lies wholly on the failing side, is inconclusive \
 when it straddles the threshold or too few observations exist, and is not measured when there is no value. Intervals: \
 Wilson for proportions (cases for accuracy, requests for failure rates), percentile bootstrap over requests for latency \
-and throughput; money spent is counted exactly. A candidate is GO only when every rule passes, NO-GO when any rule \
+and throughput, exact (Clopper–Pearson) for blind win rates against the incumbent; money spent is counted exactly. A candidate is GO only when every rule passes, NO-GO when any rule \
 fails, INCONCLUSIVE otherwise.";
 
 #[derive(Serialize)]
@@ -138,6 +141,8 @@ struct Export<'a> {
     confidence: f64,
     run: serde_json::Value,
     harness: Option<ExportHarness<'a>>,
+    /// The LLM judges grading this run that are flagged by their calibration (empty: none).
+    judge_flags: &'a [JudgeFlag],
     profile: serde_json::Value,
     candidates: Vec<ExportCandidate<'a>>,
     verdicts: Vec<ExportVerdict<'a>>,
@@ -259,6 +264,7 @@ pub fn to_json(j: &RunScorecard) -> serde_json::Value {
             affects: SPEED_RULES,
             report: h,
         }),
+        judge_flags: &j.judge_flags,
         profile: serde_json::json!({
             "id": j.profile.id,
             "name": j.profile.name,
@@ -351,6 +357,7 @@ fn metric_definitions() -> Vec<MetricDefinition> {
                 crate::domain::thresholds::units::Uncertainty::Proportion => "wilson",
                 crate::domain::thresholds::units::Uncertainty::Bootstrap => "bootstrap",
                 crate::domain::thresholds::units::Uncertainty::Exact => "exact",
+                crate::domain::thresholds::units::Uncertainty::ClopperPearson => "clopper_pearson",
             },
             caliber: d.caliber,
             not_measured_yet: d.not_measured_yet,
@@ -387,6 +394,7 @@ pub fn to_csv(j: &RunScorecard) -> String {
     csv_throughput_lines(j, &mut out);
     csv_clock_lines(j, &mut out);
     csv_harness_line(j, &mut out);
+    csv_judge_lines(j, &mut out);
     out
 }
 
@@ -542,10 +550,23 @@ fn csv_harness_line(j: &RunScorecard, out: &mut String) {
     }
 }
 
+/// One line per flagged LLM judge: `flagged` and why.
+fn csv_judge_lines(j: &RunScorecard, out: &mut String) {
+    for flag in &j.judge_flags {
+        let mut fields = vec![String::new(); 17];
+        fields[0] = "judge".into();
+        fields[1] = "judge_calibration".into();
+        fields[2] = format!("LLM judge {}", flag.judge);
+        fields[13] = "flagged".into();
+        fields[16] = format!("{}: read its grades with care", flag.why);
+        csv_line(out, &fields);
+    }
+}
+
 pub fn to_markdown(j: &RunScorecard) -> String {
     let view = super::view::build(j);
     let mut out = String::new();
-    markdown_verdicts(&view, &mut out);
+    markdown_verdicts(&view, &j.judge_flags, &mut out);
     markdown_clocks(j, &mut out);
     markdown_sections(&view, &mut out);
     markdown_throughput(j, &mut out);
@@ -556,7 +577,7 @@ pub fn to_markdown(j: &RunScorecard) -> String {
 }
 
 /// The title, what judged the run, the speed warning and each candidate's verdict.
-fn markdown_verdicts(view: &CardView, out: &mut String) {
+fn markdown_verdicts(view: &CardView, judge_flags: &[JudgeFlag], out: &mut String) {
     out.push_str(&format!(
         "# Scorecard: run #{} {}\n\n",
         view.run_id,
@@ -571,6 +592,13 @@ fn markdown_verdicts(view: &CardView, out: &mut String) {
     ));
     if let Some(w) = &view.speed_warning {
         out.push_str(&format!("> **UNRELIABLE speed figures.** {}\n\n", markdown_text(w)));
+    }
+    for flag in judge_flags {
+        out.push_str(&format!(
+            "> **JUDGE FLAGGED.** The LLM judge {} grading this run's eval set {}: read its grades with care.\n\n",
+            markdown_text(&flag.judge),
+            markdown_text(&flag.why)
+        ));
     }
     out.push_str("## Verdicts\n\n| Candidate | Verdict | Reasons |\n|---|---|---|\n");
     for c in &view.columns {

@@ -125,7 +125,7 @@ pub fn page_for(j: &RunScorecard, q: &ScorecardChoice, print: bool, your_name: S
         your_name,
         archived: None,
         save_error: None,
-        judge_flags: Vec::new(),
+        judge_flags: j.judge_flags.iter().map(crate::web::review::JudgeFlag::of).collect(),
         telemetry: None,
     }
 }
@@ -140,7 +140,6 @@ pub async fn page(
     let q = parse_query(query.as_deref())?;
     let j = assemble(&state.store, &state.views.summaries, id, &q).await?;
     let mut page = page_for(&j, &q, false, remembered_name(&headers));
-    page.judge_flags = crate::web::review::judge_flags(&state, id).await?;
     page.telemetry = crate::app::telemetry::brief(&state.store, id).await?;
     Ok(page)
 }
@@ -154,7 +153,6 @@ pub async fn print(
     let q = parse_query(query.as_deref())?;
     let j = assemble(&state.store, &state.views.summaries, id, &q).await?;
     let mut page = page_for(&j, &q, true, String::new());
-    page.judge_flags = crate::web::review::judge_flags(&state, id).await?;
     page.telemetry = crate::app::telemetry::brief(&state.store, id).await?;
     Ok(page)
 }

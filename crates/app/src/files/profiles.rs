@@ -40,9 +40,12 @@ pub struct ProfileFile {
 #[serde(deny_unknown_fields)]
 pub struct RuleEntry {
     /// A metric of the catalog ("How we measure"), e.g. `accuracy`, `aggregate_tok_s`, `ttft_p95_ms`,
-    /// `failure_rate`, `grader_score`.
+    /// `failure_rate`, `grader_score`; `blind_win_rate` (people) or `judge_win_rate` (LLM judge, both
+    /// orders) with `value = 40` is "not worse than the incumbent at 95 %" (10-point margin).
     pub metric: String,
-    /// The grader, error class, probe or checklist item the metric takes, e.g. `exact`, `http_5xx`.
+    /// The grader, error class, probe or checklist item the metric takes, e.g. `exact`, `http_5xx`;
+    /// for a win rate, the incumbent's candidate name (omitted: the incumbent chosen for the
+    /// scorecard or the gate).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub param: Option<String>,
     /// The load the figure must be measured at (`@c=N`); omitted: the run's own concurrency.

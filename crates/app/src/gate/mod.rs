@@ -253,6 +253,9 @@ pub struct GateReport {
     pub candidates: Vec<CandidateResult>,
     /// True when the harness flagged its own speed figures as unreliable (schedule lag, CPU).
     pub speed_unreliable: bool,
+    /// LLM judges grading the run that their calibration against human labels flags.
+    #[serde(default)]
+    pub judge_flags: Vec<crate::domain::review::calibration::JudgeFlag>,
 }
 
 pub const REPORT_FORMAT: &str = "bakeoff.gate/1";
@@ -383,5 +386,6 @@ pub fn build_report(card: &RunScorecard, baseline: Option<i64>, checks: Vec<Base
         exit_code: exit.code(),
         candidates,
         speed_unreliable: card.harness.as_ref().is_some_and(|h| h.unreliable),
+        judge_flags: card.judge_flags.clone(),
     }
 }

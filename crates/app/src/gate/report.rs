@@ -182,6 +182,14 @@ pub fn markdown(report: &GateReport) -> String {
     if report.speed_unreliable {
         out.push_str("> **Speed figures unreliable:** the harness could not keep its schedule during this run.\n\n");
     }
+    for flag in &report.judge_flags {
+        let _ = writeln!(
+            out,
+            "> **Judge flagged:** the LLM judge {} {}: read its grades with care.\n",
+            markdown_text(&flag.judge),
+            markdown_text(&flag.why)
+        );
+    }
     out.push_str("| candidate | verdict | pass | fail | inconclusive | not measured |\n|---|---|--:|--:|--:|--:|\n");
     for c in &report.candidates {
         let n = |s: &str| c.rules.iter().filter(|r| r.state == s).count();
@@ -329,6 +337,7 @@ mod tests {
                 }),
             }],
             speed_unreliable: false,
+            judge_flags: Vec::new(),
         }
     }
 

@@ -147,6 +147,14 @@ pub fn length_bias(judged: &[Preference]) -> Lean {
     Lean::of(toward, decided.len() as u64)
 }
 
+/// A judge flagged on a scorecard that uses it: its name and why, in words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct JudgeFlag {
+    pub judge: String,
+    /// The calibration's flags joined (e.g. "agrees with human labels at κ = 0.12 (< 0.4) over 20 labels").
+    pub why: String,
+}
+
 /// What the calibration page and every scorecard say of one judge.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Calibration {
@@ -192,6 +200,14 @@ impl Calibration {
 
     pub fn flagged(&self) -> bool {
         !self.flags.is_empty()
+    }
+
+    /// The flag a scorecard shows; None when the judge is not flagged.
+    pub fn flag(&self) -> Option<JudgeFlag> {
+        self.flagged().then(|| JudgeFlag {
+            judge: self.judge.clone(),
+            why: self.flags.join("; "),
+        })
     }
 }
 

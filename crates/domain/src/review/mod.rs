@@ -150,16 +150,33 @@ impl ReviewItem {
     }
 }
 
+/// An item's place in the order items are offered in (open and claimed before skipped, each
+/// by id): where the next page of offered items starts after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct QueuePlace {
+    pub skipped: bool,
+    pub id: i64,
+}
+
+impl QueuePlace {
+    /// The item's place as it stands.
+    pub fn of(item: &ReviewItem) -> QueuePlace {
+        QueuePlace {
+            skipped: item.status == ItemStatus::Skipped,
+            id: item.id,
+        }
+    }
+}
+
 /// The order items are offered in: open and claimed before skipped, each by id. `after`: the
 /// item offered last (the next one after it in that order); None: from the start.
 pub fn next_for<'a>(items: &'a [ReviewItem], who: &str, after: Option<i64>) -> Option<&'a ReviewItem> {
-    let rank = |i: &ReviewItem| (i.status == ItemStatus::Skipped, i.id);
-    let from = after.and_then(|a| items.iter().find(|i| i.id == a)).map(rank);
+    let from = after.and_then(|a| items.iter().find(|i| i.id == a)).map(QueuePlace::of);
     items
         .iter()
         .filter(|i| i.offered_to(who))
-        .filter(|i| from.is_none_or(|f| rank(i) > f))
-        .min_by_key(|i| rank(i))
+        .filter(|i| from.is_none_or(|f| QueuePlace::of(i) > f))
+        .min_by_key(|i| QueuePlace::of(i))
 }
 
 /// How far a queue has got.

@@ -159,6 +159,10 @@ pub enum SampleUnit {
     Cases,
     Requests,
     Attempts,
+    /// Blind comparisons that were not a tie.
+    Comparisons,
+    /// Cases an LLM judge compared in both orders whose verdicts were not a tie on balance.
+    JudgedCases,
 }
 
 impl SampleUnit {
@@ -167,6 +171,8 @@ impl SampleUnit {
             SampleUnit::Cases => "cases",
             SampleUnit::Requests => "requests",
             SampleUnit::Attempts => "attempts",
+            SampleUnit::Comparisons => "decided comparisons",
+            SampleUnit::JudgedCases => "decided cases (judged both ways)",
         }
     }
 }
@@ -492,6 +498,14 @@ pub fn measure(
     let def = key.def();
     if let Some(why) = def.not_measured_yet {
         return Measurement::missing(format!("not measured yet: {why}"), def.uncertainty, None);
+    }
+    if super::preference::is_preference_metric(def.base) {
+        // Not from one candidate's records: the scorecard reads the run's comparisons.
+        return Measurement::missing(
+            "measured from the run's blind comparisons against the incumbent",
+            def.uncertainty,
+            None,
+        );
     }
     let c = def.per_load.then(|| key.concurrency.unwrap_or(run_concurrency));
     // Borrowed when they are all of the candidate's (one level): not a copy of each pointer.

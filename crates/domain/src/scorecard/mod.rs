@@ -17,6 +17,7 @@ use super::cost::{self, CostSummary};
 use super::format;
 use super::paired::{self, PairedOutcome};
 use super::pipeline::PipelineSpec;
+use super::review::pairwise::Preference;
 use super::run::RequestRecord;
 use super::thresholds::key::MetricKey;
 use super::thresholds::units::{Dimension, Uncertainty, Unit};
@@ -27,6 +28,7 @@ pub mod intervals;
 pub mod judge_cost;
 pub mod measurement;
 pub mod pareto;
+pub mod preference;
 pub mod record;
 pub mod summary;
 
@@ -256,14 +258,18 @@ pub fn settle_estimate(m: &Measurement, value: f64, threshold: f64) -> Settle {
         return Settle::OnTheThreshold;
     }
     let needed = match m.uncertainty {
-        Uncertainty::Proportion => {
+        Uncertainty::Proportion | Uncertainty::ClopperPearson => {
             // Successes at a larger n are rounded toward the threshold: never optimistic.
+            let exact = m.uncertainty == Uncertainty::ClopperPearson;
             let excludes = |big_n: f64| {
                 let k = value * big_n;
                 let k = if value > threshold { k.floor() } else { k.ceil() };
-                super::stats::wilson(k as u64, big_n as u64, intervals::CONFIDENCE)
-                    .map(|i| threshold < i.lo || threshold > i.hi)
-                    .unwrap_or(false)
+                let interval = if exact {
+                    super::review::pairwise::clopper_pearson(k as u64, big_n as u64, intervals::CONFIDENCE)
+                } else {
+                    super::stats::wilson(k as u64, big_n as u64, intervals::CONFIDENCE)
+                };
+                interval.map(|i| threshold < i.lo || threshold > i.hi).unwrap_or(false)
             };
             let mut hi = n.ceil().max(1.0);
             while !excludes(hi) {
@@ -395,6 +401,8 @@ pub struct ScorecardInput<'a> {
     pub judge: Option<JudgeInput<'a>>,
     /// When the run was resumed (wall clock µs, `calibers::resumes_of`): aggregates per segment.
     pub resumes: &'a [i64],
+    /// The run's blind comparisons, for the win-rate rules (may be empty when none asks).
+    pub preferences: &'a [Preference],
 }
 
 /// Everything a scorecard needs, with the run's records reduced to one summary per candidate.
@@ -412,6 +420,8 @@ pub struct SummaryInput<'a> {
     pub operability: &'a [CandidateOperability],
     /// Who judged the run's `llm-judge` calls, to price them (None: judge cost not shown).
     pub judge: Option<JudgePricing<'a>>,
+    /// The run's blind comparisons, for the win-rate rules (may be empty when none asks).
+    pub preferences: &'a [Preference],
 }
 
 /// Where a judge's prices are found: the run's judge settings and every candidate.
@@ -492,6 +502,7 @@ pub fn build(input: &ScorecardInput<'_>) -> Scorecard {
             config: j.config,
             all_candidates: j.all_candidates,
         }),
+        preferences: input.preferences,
     })
 }
 
@@ -628,6 +639,9 @@ fn build_row(
         }
     };
     let def = key.def();
+    if preference::is_preference_metric(def.base) {
+        return preference_row(rule, key, input);
+    }
     let measurements: Vec<Measurement> = data
         .iter()
         .zip(costs)
@@ -665,6 +679,71 @@ fn build_row(
             best: matches!((best_value, m.value), (Some(b), Some(v)) if v == b),
             measurement: m,
         })
+        .collect();
+    Row {
+        rule: rule.clone(),
+        label: key.label(),
+        caliber: def.caliber.to_string(),
+        dimension: Some(def.dimension),
+        unit: Some(def.unit),
+        higher_is_better: def.higher_is_better,
+        key: Some(key),
+        cells,
+    }
+}
+
+/// A blind win-rate rule: each candidate against the incumbent, assessed like any rule, the
+/// tally beside the reason; the incumbent itself passes (it is the reference).
+fn preference_row(rule: &ThresholdRule, key: MetricKey, input: &SummaryInput<'_>) -> Row {
+    let def = key.def();
+    let cells = input
+        .candidates
+        .iter()
+        .map(
+            |c| match preference::measure(&key, c, input.candidates, input.incumbent, input.preferences) {
+                preference::AgainstIncumbent::Measured { measurement, tally } => {
+                    let mut assessment = assess(rule, &key, &measurement);
+                    if measurement.value.is_some() {
+                        let incumbent = key.param.clone().unwrap_or_else(|| {
+                            input
+                                .incumbent
+                                .and_then(|id| input.candidates.iter().find(|c| c.id == id))
+                                .map_or_else(|| "the incumbent".to_string(), |c| c.spec.name.clone())
+                        });
+                        assessment.reason = format!(
+                            "{}; {}",
+                            assessment.reason,
+                            tally.describe(&incumbent, key.base == "judge_win_rate")
+                        );
+                    }
+                    Cell {
+                        measurement,
+                        assessment,
+                        delta: None,
+                        best: false,
+                    }
+                }
+                preference::AgainstIncumbent::IsIncumbent { name } => Cell {
+                    measurement: Measurement {
+                        value: None,
+                        interval: None,
+                        uncertainty: def.uncertainty,
+                        n: 0.0,
+                        unit: SampleUnit::Comparisons,
+                        concurrency: None,
+                        missing: Some("the incumbent itself".to_string()),
+                    },
+                    assessment: Assessment {
+                        state: RuleState::Pass,
+                        margin: None,
+                        settle: None,
+                        reason: format!("{}: {name} is the incumbent this rule compares with", key.label()),
+                    },
+                    delta: None,
+                    best: false,
+                },
+            },
+        )
         .collect();
     Row {
         rule: rule.clone(),

@@ -174,6 +174,8 @@ fn from_records(base: &str) -> bool {
             | "checklist_share"
             | "probe"
             | "checklist"
+            | "blind_win_rate"
+            | "judge_win_rate"
     )
 }
 
@@ -242,7 +244,7 @@ pub fn summarise_data(
                 .chain(ErrorClass::ALL.iter().map(|c| Some(c.as_str().to_string())))
                 .collect(),
             Param::Grader => graders.iter().map(|g| Some(g.to_string())).collect(),
-            Param::Probe | Param::ChecklistItem => Vec::new(),
+            Param::Probe | Param::ChecklistItem | Param::Incumbent => Vec::new(),
         };
         let concurrencies: Vec<Option<u32>> = if def.per_load {
             loads.iter().copied().map(Some).collect()

@@ -300,6 +300,7 @@ fn a_two_candidate_scorecard_by_hand() {
         operability: &[],
         judge: None,
         resumes: &[],
+        preferences: &[],
     });
 
     // Accuracy: A 9/10 → Wilson [0.6523, 0.9774] straddles 80 %; B 5/10 → [0.2693, 0.7307] fails.
@@ -406,6 +407,7 @@ fn filters_by_load_and_counts_failures_by_class() {
         operability: &[],
         judge: None,
         resumes: &[],
+        preferences: &[],
     });
     let by_metric = |m: &str| card.rows.iter().find(|r| r.rule.metric == m).unwrap();
     assert_eq!(by_metric("failure_rate").cells[0].measurement.value, Some(0.2));
@@ -510,6 +512,7 @@ fn operability_rules_read_the_candidates_checklist_and_probes() {
         operability: &ops,
         judge: None,
         resumes: &[],
+        preferences: &[],
     });
     let j = |m: &str| card.rows.iter().find(|r| r.rule.metric == m).unwrap().cells[0].clone();
     assert_eq!(j("checklist:monitoring").assessment.state, RuleState::Pass);
@@ -530,4 +533,164 @@ fn operability_rules_read_the_candidates_checklist_and_probes() {
             .contains("no probe run yet")
     );
     assert_eq!(card.columns[0].verdict, Verdict::NoGo);
+}
+
+/// Humans preferring candidate 2 (the challenger) over 1 in `wins` comparisons and 1 in
+/// `losses`, plus `ties`; sides alternate.
+fn human_comparisons(wins: usize, losses: usize, ties: usize) -> Vec<Preference> {
+    use crate::review::pairwise::Choice;
+    let mut prefs = Vec::new();
+    let outcomes = std::iter::repeat_n(Some(2), wins)
+        .chain(std::iter::repeat_n(Some(1), losses))
+        .chain(std::iter::repeat_n(None, ties));
+    for (i, winner) in outcomes.enumerate() {
+        let (left, right) = if i % 2 == 0 { (1, 2) } else { (2, 1) };
+        let choice = match winner {
+            None => Choice::Tie,
+            Some(w) if w == left => Choice::Left,
+            Some(_) => Choice::Right,
+        };
+        prefs.push(super::preference::comparison(
+            &format!("case-{i}"),
+            left,
+            right,
+            choice,
+            "ana",
+        ));
+    }
+    prefs
+}
+
+fn win_rate_card(rules: &[ThresholdRule], incumbent: Option<i64>, prefs: &[Preference]) -> Scorecard {
+    let candidates = vec![candidate(1, "incumbent-x", None), candidate(2, "challenger-y", None)];
+    build(&ScorecardInput {
+        run_concurrency: 1,
+        candidates: &candidates,
+        records: &[],
+        weights: &HashMap::new(),
+        rules,
+        incumbent,
+        pipeline: &PipelineSpec::default(),
+        operability: &[],
+        judge: None,
+        resumes: &[],
+        preferences: prefs,
+    })
+}
+
+#[test]
+fn not_worse_than_the_incumbent_passes_fails_or_says_how_many_more_comparisons_would_settle_it() {
+    let not_worse = [rule("blind_win_rate", Comparator::AtLeast, 0.40)];
+    // 60 wins of 100 decided: exact 90 % interval [0.5130, 0.6825] clears 40 % → PASS; the
+    // incumbent is the reference and passes too.
+    let card = win_rate_card(&not_worse, Some(1), &human_comparisons(60, 40, 7));
+    let row = &card.rows[0];
+    assert_eq!(row.label, "blind win rate vs incumbent (humans)");
+    let cell = &row.cells[1];
+    assert_eq!(cell.assessment.state, RuleState::Pass, "{}", cell.assessment.reason);
+    let (lo, hi) = cell.measurement.interval.unwrap();
+    assert!((lo - 0.5130).abs() < 1e-3 && (hi - 0.6825).abs() < 1e-3, "{lo} {hi}");
+    assert_eq!(cell.measurement.n, 100.0);
+    assert!(
+        cell.assessment
+            .reason
+            .ends_with("60 wins, 40 losses, 7 ties against incumbent-x (people's blind comparisons)"),
+        "{}",
+        cell.assessment.reason
+    );
+    assert_eq!(row.cells[0].assessment.state, RuleState::Pass);
+    assert!(row.cells[0].assessment.reason.contains("incumbent-x is the incumbent"));
+    assert_eq!(card.columns[1].verdict, Verdict::Go);
+
+    // 20 wins of 100: upper bound 0.2772 < 40 % → FAIL, NO-GO.
+    let card = win_rate_card(&not_worse, Some(1), &human_comparisons(20, 80, 0));
+    assert_eq!(card.rows[0].cells[1].assessment.state, RuleState::Fail);
+    assert_eq!(card.columns[1].verdict, Verdict::NoGo);
+
+    // 6 wins of 10: [0.3035, 0.8500] straddles 40 % → INCONCLUSIVE, with the comparisons
+    // that would settle it: where the exact lower bound at 60 % clears 40 % (about 25 in all).
+    let card = win_rate_card(&not_worse, Some(1), &human_comparisons(6, 4, 0));
+    let cell = &card.rows[0].cells[1];
+    assert_eq!(cell.assessment.state, RuleState::Inconclusive);
+    let Some(Settle::More { more, total, unit }) = &cell.assessment.settle else {
+        panic!("{:?}", cell.assessment.settle)
+    };
+    assert_eq!(*unit, SampleUnit::Comparisons);
+    assert_eq!(*total - *more, 10);
+    assert!((20..=40).contains(total), "{total}");
+    let (k, n) = ((*total as f64 * 0.6).floor() as u64, *total);
+    let at = crate::review::pairwise::clopper_pearson(k, n, 0.90).unwrap();
+    assert!(at.lo > 0.40, "at {n}: {at:?}");
+    assert!(
+        cell.assessment.reason.contains("decided comparisons"),
+        "{}",
+        cell.assessment.reason
+    );
+
+    // The judge's comparisons are not people's: the human rule has nothing decided.
+    let mut judged = human_comparisons(60, 40, 0);
+    for p in &mut judged {
+        p.picker = "judge:grader".into();
+    }
+    let card = win_rate_card(&not_worse, Some(1), &judged);
+    assert_eq!(card.rows[0].cells[1].assessment.state, RuleState::NotMeasured);
+}
+
+#[test]
+fn the_rule_names_its_incumbent_or_takes_the_scorecards_and_says_when_there_is_none() {
+    let prefs = human_comparisons(60, 40, 0);
+    // Named in the rule: no scorecard incumbent needed.
+    let named = [rule("blind_win_rate:incumbent-x", Comparator::AtLeast, 0.40)];
+    let card = win_rate_card(&named, None, &prefs);
+    assert_eq!(card.rows[0].label, "blind win rate vs incumbent-x (humans)");
+    assert_eq!(card.rows[0].cells[1].assessment.state, RuleState::Pass);
+    assert_eq!(card.rows[0].cells[0].assessment.state, RuleState::Pass);
+    // Neither named nor chosen: not measured, saying what to do.
+    let unnamed = [rule("blind_win_rate", Comparator::AtLeast, 0.40)];
+    let card = win_rate_card(&unnamed, None, &prefs);
+    let cell = &card.rows[0].cells[1];
+    assert_eq!(cell.assessment.state, RuleState::NotMeasured);
+    assert!(
+        cell.assessment.reason.contains("choose one on the scorecard"),
+        "{}",
+        cell.assessment.reason
+    );
+    // A name that is not in the run.
+    let stranger = [rule("blind_win_rate:gpt-9", Comparator::AtLeast, 0.40)];
+    let card = win_rate_card(&stranger, None, &prefs);
+    assert!(
+        card.rows[0].cells[1]
+            .assessment
+            .reason
+            .contains("\"gpt-9\" the rule names is not a candidate")
+    );
+}
+
+#[test]
+fn the_judge_win_rate_reads_cases_judged_in_both_orders() {
+    use crate::review::pairwise::Choice;
+    let j = "judge:grader";
+    let mut prefs = Vec::new();
+    // 30 cases the judge prefers the challenger (2) in both orders, 10 where it always picks the
+    // left side (ties on balance), 2 where it prefers the incumbent both ways.
+    for i in 0..42 {
+        let case = format!("case-{i}");
+        let (first, second) = match i {
+            0..30 => (Choice::Right, Choice::Left),
+            30..40 => (Choice::Left, Choice::Left),
+            _ => (Choice::Left, Choice::Right),
+        };
+        prefs.push(super::preference::comparison(&case, 1, 2, first, j));
+        prefs.push(super::preference::comparison(&case, 2, 1, second, j));
+    }
+    let card = win_rate_card(&[rule("judge_win_rate", Comparator::AtLeast, 0.40)], Some(1), &prefs);
+    let cell = &card.rows[0].cells[1];
+    assert_eq!(cell.measurement.n, 32.0);
+    assert_eq!(cell.measurement.unit, SampleUnit::JudgedCases);
+    assert_eq!(cell.assessment.state, RuleState::Pass, "{}", cell.assessment.reason);
+    assert!(
+        cell.assessment.reason.contains("30 wins, 2 losses, 10 ties"),
+        "{}",
+        cell.assessment.reason
+    );
 }

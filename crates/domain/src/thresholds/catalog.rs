@@ -13,6 +13,9 @@ pub enum Param {
     Probe,
     /// A readiness checklist item key (`domain::operability::ChecklistItem`), required.
     ChecklistItem,
+    /// The incumbent a blind win rate is measured against: a candidate's name, optional (none =
+    /// the incumbent chosen for the scorecard). Everything after `:` is the name.
+    Incumbent,
 }
 
 /// One entry of the catalog: a base metric name and everything needed to show and judge it.
@@ -73,7 +76,7 @@ const fn pending(mut d: MetricDef, why: &'static str) -> MetricDef {
 }
 
 use Dimension::{Operability, Quality, Stability, Throughput};
-use Uncertainty::{Bootstrap, Exact, Proportion};
+use Uncertainty::{Bootstrap, ClopperPearson, Exact, Proportion};
 
 const LATENCY_CALIBER_TTFT: &str = "send → first non-empty token (reasoning or content), successful requests";
 const LATENCY_CALIBER_TTFA: &str = "send → first non-empty content token, successful requests";
@@ -261,6 +264,39 @@ pub const CATALOG: &[MetricDef] = &[
             "mean score in [0, 1] of the named grader; a failed request scores 0",
         ),
         Param::Grader,
+    )),
+    // --- blind pairwise preference (issue 50): "challenger not worse than incumbent at 95 %" is
+    // a rule `≥ 40 %` on one of these (pass when the one-sided 95 % lower bound clears 40 %).
+    whole_run(with_param(
+        def(
+            "blind_win_rate",
+            "blind win rate vs incumbent (humans)",
+            Quality,
+            Unit::Percent,
+            true,
+            ClopperPearson,
+            "the candidate's wins / decided blind comparisons with the incumbent, made by people (LLM judges left \
+             out), sides drawn at random and names hidden, ties left out, each comparison counted once; exact \
+             (Clopper–Pearson) interval. A rule ≥ 40 % reads \"not worse than the incumbent at 95 %, within 10 \
+             points of an even split\": it passes when the one-sided 95 % lower bound is at least 40 %, fails when \
+             the upper bound is below",
+        ),
+        Param::Incumbent,
+    )),
+    whole_run(with_param(
+        def(
+            "judge_win_rate",
+            "blind win rate vs incumbent (LLM judge, both orders)",
+            Quality,
+            Unit::Percent,
+            true,
+            ClopperPearson,
+            "cases an LLM judge compared blind in both orders (candidate left, then right): a win when its two \
+             verdicts favour the candidate on balance, a loss when they favour the incumbent, a tie otherwise (so a \
+             judge that always picks one side decides nothing); wins / decided cases, exact (Clopper–Pearson) \
+             interval, judged like the human win rate",
+        ),
+        Param::Incumbent,
     )),
     // --- tool cases (judged per load level: parsers that break only under load show there)
     def(

@@ -175,6 +175,9 @@ fn validate_rule(e: &mut FieldErrors, i: usize, row: &RuleDraft) -> Option<Thres
                     .join(", ")
             ),
         ),
+        Param::Incumbent if param.chars().count() > crate::validation::MAX_NAME_CHARS => {
+            e.add(rule_field(i, "param"), "the incumbent's name is too long")
+        }
         _ if !param.is_empty() => key.push_str(&format!(":{param}")),
         _ => {}
     }

@@ -18,6 +18,20 @@ impl MetricKey {
     /// Parses `base[:param][@c=N]`; the error says what is wrong in words.
     pub fn parse(key: &str) -> Result<MetricKey, String> {
         let key = key.trim();
+        // An incumbent's name may hold `@` or `:`: everything after the first `:` is the name.
+        if let Some((base, name)) = key.split_once(':')
+            && let Some(def) = metric_def(base.trim()).filter(|d| d.param == Param::Incumbent)
+        {
+            let name = name.trim();
+            if name.chars().count() > MAX_NAME_CHARS {
+                return Err("the incumbent's name is too long".to_string());
+            }
+            return Ok(MetricKey {
+                base: def.base,
+                param: Some(name.to_string()).filter(|n| !n.is_empty()),
+                concurrency: None,
+            });
+        }
         let (rest, load) = match key.split_once('@') {
             Some((rest, load)) => (rest, Some(load)),
             None => (key, None),
@@ -89,9 +103,16 @@ impl MetricKey {
         s
     }
 
-    /// Label with parameter and load: `failure rate (rate_limited)`, `TTFT p95 @c=8`.
+    /// Label with parameter and load: `failure rate (rate_limited)`, `TTFT p95 @c=8`; a named
+    /// incumbent in place of the word: `blind win rate vs gpt-4o (humans)`.
     pub fn label(&self) -> String {
         let d = self.def();
+        if d.param == Param::Incumbent {
+            return match &self.param {
+                Some(name) => d.label.replacen("incumbent", name, 1),
+                None => d.label.to_string(),
+            };
+        }
         let mut s = d.label.to_string();
         if let Some(p) = &self.param {
             s.push_str(&format!(" ({p})"));
@@ -143,6 +164,13 @@ mod tests {
                 .unwrap_err()
                 .contains("needs a checklist item")
         );
+        let k = MetricKey::parse("blind_win_rate:gpt-4o@eu:v2").unwrap();
+        assert_eq!((k.param.as_deref(), k.concurrency), (Some("gpt-4o@eu:v2"), None));
+        assert_eq!(k.to_key(), "blind_win_rate:gpt-4o@eu:v2");
+        assert_eq!(k.label(), "blind win rate vs gpt-4o@eu:v2 (humans)");
+        let k = MetricKey::parse("judge_win_rate").unwrap();
+        assert_eq!(k.param, None);
+        assert_eq!(k.label(), "blind win rate vs incumbent (LLM judge, both orders)");
         assert_eq!(
             MetricKey::parse("probe:usage_in_stream").unwrap().label(),
             "endpoint probe (usage_in_stream)"
@@ -152,6 +180,7 @@ mod tests {
                 Param::Grader => format!("{}:exact", d.base),
                 Param::Probe => format!("{}:usage_in_stream", d.base),
                 Param::ChecklistItem => format!("{}:monitoring", d.base),
+                Param::Incumbent => format!("{}:gpt-4o@eu:v2", d.base),
                 _ => d.base.to_string(),
             };
             assert!(MetricKey::parse(&key).is_ok(), "{key}");

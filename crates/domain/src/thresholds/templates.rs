@@ -223,6 +223,27 @@ pub fn templates() -> Vec<ProfileTemplate> {
             rules: agent_default_rules(),
         },
         ProfileTemplate {
+            key: "replace-the-incumbent",
+            name: "Replace the incumbent",
+            description: "A challenger to the model in production: its answers not worse than the incumbent's in \
+                          people's blind comparisons, and no less reliable. Choose the incumbent on the scorecard, or \
+                          name it in each win-rate rule.",
+            rules: vec![
+                rule(
+                    "blind_win_rate",
+                    AtLeast,
+                    0.40,
+                    "not worse than the incumbent at 95 %: within 10 points of an even split in blind comparisons",
+                ),
+                rule(
+                    "failure_rate",
+                    Below,
+                    0.02,
+                    "no more failures than production tolerates",
+                ),
+            ],
+        },
+        ProfileTemplate {
             key: "ticket-triage-demo",
             name: DEMO_PROFILE_NAME,
             description: "The demo's default, sized for the shipped 20-case support-ticket set.",

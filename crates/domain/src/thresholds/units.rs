@@ -126,6 +126,8 @@ pub enum Uncertainty {
     Bootstrap,
     /// Counted exactly (money spent): compared as is.
     Exact,
+    /// A share of independent comparisons: exact (Clopper–Pearson) binomial interval.
+    ClopperPearson,
 }
 
 #[cfg(test)]

@@ -235,12 +235,14 @@ fn plan_reply(
         let plan = Plan::new(profile, true, Some(text), limits, filler_seed);
         return plan.with_tool_calls(&tool.calls);
     }
-    // A prompt that is no case may be a judge prompt (`llm-judge` graders against the mock).
+    // A prompt that is no case may be a judge prompt (`llm-judge` graders against the mock), or
+    // a blind pairwise judge prompt (the review's "Compare with the judge").
     let text = match tool {
         Some(tool) => Some(tool.as_text()),
         None => answer
             .map(|a| a.text)
-            .or_else(|| req.match_text.as_deref().and_then(judge_reply)),
+            .or_else(|| req.match_text.as_deref().and_then(judge_reply))
+            .or_else(|| req.match_text.as_deref().and_then(|t| state.answers.pairwise_reply(t))),
     };
     Plan::new(profile, api != Api::Completions, text, limits, filler_seed)
 }

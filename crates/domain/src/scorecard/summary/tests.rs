@@ -62,6 +62,7 @@ fn every_key() -> Vec<MetricKey> {
             Param::Grader => vec![Some("exact".into()), Some("never-graded".into())],
             Param::Probe => vec![Some("usage_in_stream".into())],
             Param::ChecklistItem => vec![Some("monitoring".into())],
+            Param::Incumbent => vec![None],
         };
         let loads = if def.per_load {
             vec![None, Some(1), Some(4), Some(16)]
