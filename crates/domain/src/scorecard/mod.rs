@@ -346,6 +346,21 @@ pub struct Row {
 }
 
 impl Row {
+    /// The row of a rule whose metric is in the catalog: label, caliber and unit from its definition.
+    fn of_catalogued(rule: &ThresholdRule, key: MetricKey, cells: Vec<Cell>) -> Row {
+        let def = key.def();
+        Row {
+            rule: rule.clone(),
+            label: key.label(),
+            caliber: def.caliber.to_string(),
+            dimension: Some(def.dimension),
+            unit: Some(def.unit),
+            higher_is_better: def.higher_is_better,
+            key: Some(key),
+            cells,
+        }
+    }
+
     /// The threshold in words: `≥ 95 %`.
     pub fn threshold_text(&self) -> String {
         match self.unit {
@@ -680,16 +695,7 @@ fn build_row(
             measurement: m,
         })
         .collect();
-    Row {
-        rule: rule.clone(),
-        label: key.label(),
-        caliber: def.caliber.to_string(),
-        dimension: Some(def.dimension),
-        unit: Some(def.unit),
-        higher_is_better: def.higher_is_better,
-        key: Some(key),
-        cells,
-    }
+    Row::of_catalogued(rule, key, cells)
 }
 
 /// A blind win-rate rule: each candidate against the incumbent, assessed like any rule, the
@@ -745,16 +751,7 @@ fn preference_row(rule: &ThresholdRule, key: MetricKey, input: &SummaryInput<'_>
             },
         )
         .collect();
-    Row {
-        rule: rule.clone(),
-        label: key.label(),
-        caliber: def.caliber.to_string(),
-        dimension: Some(def.dimension),
-        unit: Some(def.unit),
-        higher_is_better: def.higher_is_better,
-        key: Some(key),
-        cells,
-    }
+    Row::of_catalogued(rule, key, cells)
 }
 
 /// A verdict's one-line reasons: failing rules first, then inconclusive, then not measured; for
