@@ -235,6 +235,8 @@ pub fn record(run_id: i64, candidate_id: i64, case: usize, repetition: u32, sent
         chunk_attribution: None,
         clock: None,
         rate_limit: None,
+        turn: None,
+        prompt_cache: None,
         cut: None,
     }
 }

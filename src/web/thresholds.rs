@@ -319,6 +319,7 @@ fn metric_groups() -> Vec<MetricGroup> {
                         Param::Probe => label.push_str(" — name the probe"),
                         Param::ChecklistItem => label.push_str(" — name the item"),
                         Param::Incumbent => label.push_str(" — optional incumbent's name (else the scorecard's)"),
+                        Param::Turn => label.push_str(" — the turn number (1 to 64)"),
                         Param::None => {}
                     }
                     if m.not_measured_yet.is_some() {

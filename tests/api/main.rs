@@ -10,6 +10,7 @@ mod archive_filters;
 mod archive_snapshot;
 mod browser;
 mod capacity;
+mod conversations;
 mod demo;
 mod engine;
 mod evalsets;

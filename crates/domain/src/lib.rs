@@ -8,6 +8,7 @@ pub mod capacity;
 pub mod case_index;
 pub mod chunks;
 pub mod compare;
+pub mod conversation;
 pub mod cost;
 pub mod credentials;
 pub mod estimate;

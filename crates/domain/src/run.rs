@@ -81,6 +81,10 @@ pub struct RunConfig {
     /// `MAX_SCRAPE_INTERVAL_S`. Scrapes at each level's start and end are taken besides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scrape_interval_secs: Option<f64>,
+    /// Conversation cases (`evalset::conversation`): each of the `concurrency` users waits this
+    /// long between a reply and its next turn (None: no think time). Single-request cases ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_time: Option<crate::conversation::ThinkTime>,
 }
 
 /// A candidate's error budget: it is stopped (with the reason, the other candidates go on)
@@ -367,6 +371,7 @@ impl Default for RunConfig {
             clients: None,
             tool_mode: Default::default(),
             scrape_interval_secs: None,
+            think_time: None,
         }
     }
 }
@@ -411,6 +416,8 @@ pub struct RunDraft {
     pub clients: String,
     /// Seconds between telemetry scrapes. Blank: `telemetry::DEFAULT_SCRAPE_INTERVAL_S`.
     pub scrape_interval_secs: String,
+    /// Conversation think time: `fixed 500`, `uniform 200-800`, `exponential 1000` (ms). Blank: none.
+    pub think_time: String,
 }
 
 impl RunDraft {
@@ -433,6 +440,7 @@ impl RunDraft {
             error_budget_window: c.error_budget.window.to_string(),
             clients: opt(c.clients.map(|v| v.to_string())),
             scrape_interval_secs: opt(c.scrape_interval_secs.map(|v| v.to_string())),
+            think_time: opt(c.think_time.map(|t| t.spec())),
         }
     }
 
@@ -489,6 +497,13 @@ impl RunDraft {
                 super::telemetry::MIN_SCRAPE_INTERVAL_S,
                 super::telemetry::MAX_SCRAPE_INTERVAL_S,
             ),
+            think_time: match crate::conversation::ThinkTime::parse(&self.think_time) {
+                Ok(t) => t,
+                Err(message) => {
+                    e.add("think_time", message);
+                    None
+                }
+            },
             // Not on the form yet: the defaults (fixed concurrency, staged rollout on).
             ..RunConfig::default()
         };
@@ -1006,6 +1021,13 @@ pub struct RequestRecord {
     /// run page summarises it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<Box<crate::rate_limit::RateLimit>>,
+    /// A conversation turn's place in its conversation (`domain::conversation`), boxed: most
+    /// records are single requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<Box<crate::conversation::TurnFacts>>,
+    /// Prompt tokens the server reported reading from (or writing to) its prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_cache: Option<crate::conversation::PromptCache>,
     /// Set only on a record read for summaries ([`RequestRecord::cut_for_summaries`]): its texts
     /// were cut and this keeps what the summaries read of them whole. Never stored or exported.
     #[serde(skip)]
@@ -1227,6 +1249,8 @@ impl RequestRecord {
             chunk_attribution: None,
             clock: None,
             rate_limit: None,
+            turn: None,
+            prompt_cache: None,
             cut: None,
         }
     }

@@ -668,6 +668,7 @@ fn level_config(spec: &LevelSpec, seconds: u32) -> RunConfig {
         tool_mode: Default::default(),
         // The default a run scrapes at (with --scrape-telemetry): 1 s.
         scrape_interval_secs: None,
+        think_time: None,
     }
 }
 

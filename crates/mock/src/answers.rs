@@ -7,6 +7,14 @@ use crate::domain::evalset::EvalSetFile;
 use crate::profile::ToolFaults;
 use crate::tool_answers::{ToolAnswer, tool_answer};
 
+/// A conversation turn found in the answer key: its case and turn (0-based).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnRef {
+    set: usize,
+    case: usize,
+    turn: usize,
+}
+
 /// A case found in the answer key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CaseRef {
@@ -35,6 +43,13 @@ pub struct AnswerKey {
     by_chat: HashMap<String, CaseRef>,
     /// Flattened completion prompt → case.
     by_prompt: HashMap<String, CaseRef>,
+    /// A conversation's user messages up to a turn (trimmed, joined by a NUL) → that turn.
+    by_turn: HashMap<String, TurnRef>,
+}
+
+/// The key of a conversation turn: its user messages so far.
+fn turn_index_key<'a>(users: impl Iterator<Item = &'a str>) -> String {
+    users.map(str::trim).collect::<Vec<_>>().join("\u{0}")
 }
 
 impl AnswerKey {
@@ -44,9 +59,24 @@ impl AnswerKey {
         let mut by_chat = HashMap::new();
         let mut by_prompt = HashMap::new();
         let mut distinct = Vec::with_capacity(sets.len());
+        let mut by_turn = HashMap::new();
         for (s, set) in sets.iter().enumerate() {
             let mut values = Vec::new();
             for (c, case) in set.cases.iter().enumerate() {
+                if case.is_conversation() {
+                    let users: Vec<String> = case.turns.iter().map(|t| t.user_message(&case.vars)).collect();
+                    for (k, t) in case.turns.iter().enumerate() {
+                        values.extend(t.expected.as_ref().map(|_| turn_expected(t)));
+                        by_turn
+                            .entry(turn_index_key(users[..=k].iter().map(String::as_str)))
+                            .or_insert(TurnRef {
+                                set: s,
+                                case: c,
+                                turn: k,
+                            });
+                    }
+                    continue;
+                }
                 // A tool case is answered by its calls, whether it has an expected text or not.
                 match case.expected_text() {
                     Some(expected) => values.push(expected),
@@ -71,7 +101,85 @@ impl AnswerKey {
             distinct,
             by_chat,
             by_prompt,
+            by_turn,
         }
+    }
+
+    /// The conversation turn whose user messages are `users` (in order), if any.
+    pub fn find_turn<'a>(&self, users: impl Iterator<Item = &'a str>) -> Option<TurnRef> {
+        if self.by_turn.is_empty() {
+            return None;
+        }
+        self.by_turn.get(&turn_index_key(users)).copied()
+    }
+
+    /// What `profile` answers at a conversation turn, given the assistant replies the request
+    /// carried as history: right when the turn falls within its accuracy (drawn once per seed,
+    /// profile, set, case and turn), the turn is within its `memory_turns`, and every earlier
+    /// turn's reply in the history is that turn's expected one (a wrong reply the model wrote
+    /// itself misleads it: with its own history, errors compound). The expected text otherwise
+    /// wrong: another expected value of the set.
+    pub fn turn_answer(
+        &self,
+        at: TurnRef,
+        history: &[&str],
+        seed: u64,
+        profile: &str,
+        accuracy: f64,
+        memory_turns: Option<u32>,
+    ) -> (Answer, TurnTruth) {
+        let set = &self.sets[at.set];
+        let case = &set.cases[at.case];
+        let turn = &case.turns[at.turn];
+        let expected = turn_expected(turn);
+        let seed_bytes = seed.to_le_bytes();
+        let turn_bytes = (at.turn as u64).to_le_bytes();
+        let drawn_right = is_correct(
+            stable_hash(&[
+                &seed_bytes,
+                profile.as_bytes(),
+                set.header.name.as_bytes(),
+                case.id.as_bytes(),
+                &turn_bytes,
+            ]),
+            accuracy,
+        );
+        let remembers = memory_turns.is_none_or(|m| at.turn < m as usize);
+        let history_right = case.turns[..at.turn]
+            .iter()
+            .zip(history)
+            .all(|(t, reply)| t.expected.is_none() || reply.trim() == turn_expected(t).trim())
+            && history.len() >= at.turn;
+        let correct = drawn_right && remembers && history_right;
+        let text = if correct || turn.expected.is_none() {
+            if turn.expected.is_none() {
+                format!("Noted ({}).", at.turn + 1)
+            } else {
+                expected.clone()
+            }
+        } else {
+            let pick = stable_hash(&[
+                &seed_bytes,
+                profile.as_bytes(),
+                case.id.as_bytes(),
+                &turn_bytes,
+                b"wrong",
+            ]);
+            wrong_answer(&self.distinct[at.set], &expected, pick)
+        };
+        let answer = Answer {
+            text,
+            correct: correct || turn.expected.is_none(),
+            set: set.header.name.clone(),
+            case_id: case.id.clone(),
+            tool: None,
+        };
+        let truth = TurnTruth {
+            turn: at.turn as u32 + 1,
+            history_right,
+            remembers,
+        };
+        (answer, truth)
     }
 
     /// The case whose last user message is `content`.
@@ -162,6 +270,26 @@ impl AnswerKey {
             (false, true) => "Response B gives the expected answer.\nPREFERENCE: B".to_string(),
             _ => "Neither response is better than the other.\nPREFERENCE: TIE".to_string(),
         })
+    }
+}
+
+/// What decided a conversation turn's answer, for the ground truth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnTruth {
+    /// 1-based.
+    pub turn: u32,
+    /// Every earlier reply in the history was the expected one.
+    pub history_right: bool,
+    /// The turn is within the profile's `memory_turns`.
+    pub remembers: bool,
+}
+
+/// A turn's expected value as text.
+fn turn_expected(turn: &crate::domain::evalset::conversation::Turn) -> String {
+    match &turn.expected {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+        None => String::new(),
     }
 }
 

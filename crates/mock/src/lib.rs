@@ -22,6 +22,7 @@ mod generate;
 mod listener;
 mod log;
 mod metrics;
+mod prefix_cache;
 mod profile;
 mod rng;
 mod server;

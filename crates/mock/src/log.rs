@@ -36,6 +36,15 @@ pub struct CaseTruth {
     /// A tool case: how its calls were sent (`native`, `in_text` or `prompt`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_mode: Option<&'static str>,
+    /// A conversation turn (1-based); `case_id` is its conversation case.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
+    /// A conversation turn: whether every earlier reply in the history it was sent was right.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history_right: Option<bool>,
+    /// A conversation turn: whether it is within the profile's `memory_turns`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remembers: Option<bool>,
 }
 
 /// One request as the server saw it. Times are milliseconds since the request was received;
@@ -67,6 +76,10 @@ pub struct RequestRecord {
     pub outcome: Outcome,
     pub error_code: Option<String>,
     pub prompt_tokens: u32,
+    /// Prompt tokens served from the profile's prefix cache (`prefix_cache`), reported as
+    /// `usage.prompt_tokens_details.cached_tokens`; None without a prefix cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_prompt_tokens: Option<u32>,
     /// Waiting for a slot (FIFO queue).
     pub queue_wait_ms: f64,
     /// First token (reasoning or content) sent: the server-side TTFT, queue wait included.

@@ -96,6 +96,15 @@ pub struct ModelProfile {
     /// Per request, the probability that a known case gets the opposite of its usual right or
     /// wrong answer, so repetitions of a case disagree (0: every case answers the same way).
     pub inconsistency: f64,
+    /// Conversation turns a model keeps track of: from turn `memory_turns + 1` on its answers
+    /// are wrong (it "forgets"). Unset: it remembers every turn.
+    pub memory_turns: Option<u32>,
+    /// A prefix cache: a chat request whose leading messages this profile was sent recently
+    /// (as a whole earlier request's messages, or their leading part) is prefilled only for the
+    /// rest, and reports those tokens as `usage.prompt_tokens_details.cached_tokens`.
+    pub prefix_cache: bool,
+    /// Message prefixes the prefix cache remembers (oldest forgotten first).
+    pub prefix_cache_entries: u32,
 
     // --- the simulated engine behind `/metrics` (server/simulated.rs)
     /// KV-cache size in tokens: a request holds its prompt and the tokens it has sent, and one
@@ -199,6 +208,9 @@ impl Default for ModelProfile {
             no_metrics: false,
             no_health: false,
             inconsistency: 0.0,
+            memory_turns: None,
+            prefix_cache: false,
+            prefix_cache_entries: 100_000,
             tool_faults: ToolFaults::default(),
             kv_cache_tokens: None,
             gpu_idle_watts: 60.0,
@@ -298,6 +310,15 @@ impl ModelProfile {
         }
         non_negative("latency_drift_per_minute", self.latency_drift_per_minute)?;
         fraction("inconsistency", self.inconsistency)?;
+        if self.memory_turns == Some(0) {
+            return Err((
+                "memory_turns",
+                "must be at least 1 (unset: remembers every turn)".into(),
+            ));
+        }
+        if self.prefix_cache_entries == 0 {
+            return Err(("prefix_cache_entries", "must be at least 1".into()));
+        }
         if self.kv_cache_tokens == Some(0) {
             return Err(("kv_cache_tokens", "must be at least 1 when set".to_string()));
         }
@@ -376,6 +397,8 @@ pub fn demo_profiles() -> Vec<ModelProfile> {
             retry_after_s: 1,
             stall_probability: 0.01,
             stall_ms: 800.0,
+            // A prefix cache: a conversation's next turn is prefilled only for what is new.
+            prefix_cache: true,
             ..ModelProfile::default()
         },
         // Slow but accurate: thinks before answering, few slots so load queues.
@@ -416,6 +439,10 @@ pub fn demo_profiles() -> Vec<ModelProfile> {
                 arguments_double_encoded: 0.10,
                 call_in_text: 0.10,
             },
+            // Sharp on turn 1, lost by turn 4: it keeps three turns of a conversation in mind
+            // (the demo's zh-en-conversations set shows it), behind a prefix cache.
+            memory_turns: Some(3),
+            prefix_cache: true,
             ..ModelProfile::default()
         },
     ]

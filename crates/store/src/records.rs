@@ -60,6 +60,9 @@ macro_rules! record_write_helpers {
                         .push_bind(v.content_reasoning)
                         .push_bind(v.rate_limit)
                         .push_bind(v.tool_turn)
+                        .push_bind(v.turn)
+                        .push_bind(v.cached_prompt_tokens)
+                        .push_bind(v.cache_creation_tokens)
                         .push_bind(case_passed(&record.grades))
                         .push_bind(case_score(&record.grades));
                 });

@@ -484,6 +484,10 @@ impl EvalCaseRow {
             tool_choice: Option<crate::domain::tool_calls::ToolChoice>,
             #[serde(default)]
             expected_calls: Option<crate::domain::tool_calls::ToolExpectation>,
+            #[serde(default)]
+            turns: Vec<crate::domain::evalset::conversation::Turn>,
+            #[serde(default)]
+            history: Option<crate::domain::evalset::conversation::HistoryMode>,
         }
         let input: Input = parse_json(place("input"), &self.input)?;
         let expected = match &self.expected {
@@ -502,6 +506,8 @@ impl EvalCaseRow {
             tools: input.tools,
             tool_choice: input.tool_choice,
             expected_calls: input.expected_calls,
+            turns: input.turns,
+            history: input.history,
         })
     }
 }
@@ -541,6 +547,13 @@ pub(crate) fn case_values(file: &EvalSetFile) -> Vec<CaseValues<'_>> {
                     "expected_calls".into(),
                     serde_json::to_value(expectation).unwrap_or_default(),
                 );
+            }
+            // A conversation case's turns and history mode too.
+            if !case.turns.is_empty() {
+                input.insert("turns".into(), serde_json::to_value(&case.turns).unwrap_or_default());
+            }
+            if let Some(history) = case.history {
+                input.insert("history".into(), serde_json::to_value(history).unwrap_or_default());
             }
             CaseValues {
                 case_id: &case.id,
@@ -781,7 +794,8 @@ macro_rules! record_insert_columns {
          client_queue_us, connect_us, connection_reused, headers_us, first_chunk_us, first_reasoning_us, \
          first_content_us, last_token_us, end_us, chunks, http_status, finish_reason, input_tokens, output_tokens, \
          output_tokens_source, reasoning_tokens, canonical_tokens, output_chars, output, reasoning, error_class, \
-         error_detail, chunk_attribution, chunk_text, clock, content_reasoning, rate_limit, tool_turn"
+         error_detail, chunk_attribution, chunk_text, clock, content_reasoning, rate_limit, tool_turn, turn, \
+         cached_prompt_tokens, cache_creation_tokens"
     };
 }
 pub(crate) use record_insert_columns;
@@ -840,6 +854,10 @@ pub(crate) struct RecordValues<'a> {
     pub rate_limit: Option<String>,
     /// JSON (`domain::tool_calls::ToolTurn`), NULL for a request without tools.
     pub tool_turn: Option<String>,
+    /// JSON (`domain::conversation::TurnFacts`), NULL for a request that is no conversation turn.
+    pub turn: Option<String>,
+    pub cached_prompt_tokens: Option<i64>,
+    pub cache_creation_tokens: Option<i64>,
 }
 
 impl<'a> RecordValues<'a> {
@@ -883,6 +901,9 @@ impl<'a> RecordValues<'a> {
             content_reasoning: r.content_reasoning().map(|c| to_json(&c)),
             rate_limit: r.rate_limit.as_deref().map(to_json),
             tool_turn: r.tool_turn().map(to_json),
+            turn: r.turn.as_deref().map(to_json),
+            cached_prompt_tokens: r.prompt_cache.map(|c| i64::from(c.read_tokens)),
+            cache_creation_tokens: r.prompt_cache.and_then(|c| c.creation_tokens).map(i64::from),
         }
     }
 }
@@ -979,6 +1000,9 @@ pub(crate) struct RecordRow {
     pub content_reasoning: Option<String>,
     pub rate_limit: Option<String>,
     pub tool_turn: Option<String>,
+    pub turn: Option<String>,
+    pub cached_prompt_tokens: Option<i64>,
+    pub cache_creation_tokens: Option<i64>,
 }
 
 impl RecordRow {
@@ -1064,6 +1088,17 @@ impl RecordRow {
             rate_limit: match &self.rate_limit {
                 Some(json) => Some(Box::new(parse_json(place("rate_limit"), json)?)),
                 None => None,
+            },
+            turn: match &self.turn {
+                Some(json) => Some(Box::new(parse_json(place("turn"), json)?)),
+                None => None,
+            },
+            prompt_cache: match (self.cached_prompt_tokens, self.cache_creation_tokens) {
+                (None, None) => None,
+                (read, created) => Some(crate::domain::conversation::PromptCache {
+                    read_tokens: opt_u32(place("cached_prompt_tokens"), read)?.unwrap_or(0),
+                    creation_tokens: opt_u32(place("cache_creation_tokens"), created)?,
+                }),
             },
             cut: None,
         })

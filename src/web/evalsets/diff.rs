@@ -81,6 +81,13 @@ pub struct AddedCase {
 }
 
 fn added(file: &EvalSetFile, case: &EvalCase) -> AddedCase {
+    if case.is_conversation() {
+        return AddedCase {
+            id: case.id.clone(),
+            input: truncate(&crate::domain::evalset::diff::turns_text(case), VALUE_EXCERPT),
+            expected: None,
+        };
+    }
     let mut input = file
         .messages_for(case)
         .iter()
@@ -150,10 +157,17 @@ fn part_value(case: &EvalCase, part: CasePart) -> Value {
         CasePart::Weight => serde_json::json!(case.weight()),
         CasePart::Tools => Value::String(tools_text(case)),
         CasePart::ExpectedCalls => Value::String(expected_calls_text(case)),
+        CasePart::Turns => Value::String(crate::domain::evalset::diff::turns_text(case)),
     }
 }
 
 fn listed(case: &EvalCase) -> ListedCase {
+    if case.is_conversation() {
+        return ListedCase {
+            id: case.id.clone(),
+            summary: format!("conversation of {} turn(s)", case.turns.len()),
+        };
+    }
     let summary = match (&case.messages, case.expected_text()) {
         (_, Some(e)) => format!("expected: {}", truncate(&e, 120)),
         (Some(m), None) => format!("{} message(s), no expected value", m.len()),

@@ -41,6 +41,11 @@ pub struct CaseForm {
     pub tool_choice: String,
     /// A list of calls, `{"calls": […], "ordered": true}`, `"no-call"` or `"text"`.
     pub expected_calls: String,
+    /// A conversation case's turns (JSON list of `{user, vars, expected, graders, golden}`);
+    /// blank = not a conversation case.
+    pub turns: String,
+    /// `own`, `golden`, or blank = the set's.
+    pub history: String,
 }
 
 impl CaseForm {
@@ -87,6 +92,12 @@ impl CaseForm {
                 .as_ref()
                 .map(|e| serde_json::to_string_pretty(e).unwrap_or_default())
                 .unwrap_or_default(),
+            turns: if case.turns.is_empty() {
+                String::new()
+            } else {
+                serde_json::to_string_pretty(&case.turns).unwrap_or_default()
+            },
+            history: case.history.map(|h| h.as_str().to_string()).unwrap_or_default(),
         }
     }
 
@@ -113,6 +124,8 @@ impl CaseForm {
             tools: get("tools"),
             tool_choice: get("tool_choice"),
             expected_calls: get("expected_calls"),
+            turns: get("turns"),
+            history: get("history"),
         }
     }
 
@@ -237,6 +250,33 @@ impl CaseForm {
                 .map_err(|e| errors.add("expected_calls", e.to_string()))
                 .ok()
         });
+        let turns = match self.turns.trim() {
+            "" => Vec::new(),
+            raw => match serde_json::from_str::<Vec<crate::domain::evalset::conversation::Turn>>(raw) {
+                Ok(t) if t.is_empty() => {
+                    errors.add("turns", "must list at least one turn, or be left blank");
+                    Vec::new()
+                }
+                Ok(t) => t,
+                Err(e) => {
+                    errors.add(
+                        "turns",
+                        format!("must be a JSON list of {{\"user\": …, \"expected\": …, \"graders\": […]}} turns: {e}"),
+                    );
+                    Vec::new()
+                }
+            },
+        };
+        let history = match self.history.trim() {
+            "" => None,
+            raw => match crate::domain::evalset::conversation::HistoryMode::parse(raw) {
+                Some(h) => Some(h),
+                None => {
+                    errors.add("history", "must be own, golden, or blank for the set's");
+                    None
+                }
+            },
+        };
         errors.into_result(EvalCase {
             id,
             vars,
@@ -248,6 +288,8 @@ impl CaseForm {
             tools,
             tool_choice,
             expected_calls,
+            turns,
+            history,
         })
     }
 }
@@ -532,6 +574,8 @@ fn form_field(file_field: &str) -> &'static str {
         "tools" => "tools",
         "tool_choice" => "tool_choice",
         "expected_calls" => "expected_calls",
+        "turns" => "turns",
+        "history" => "history",
         _ => "graders",
     }
 }
@@ -588,9 +632,13 @@ mod tests {
             tools: r#"[{"name":"has space"}]"#.into(),
             tool_choice: "sometimes".into(),
             expected_calls: "[]".into(),
+            turns: r#"[{"user":"hi","answer":1}]"#.into(),
+            history: "mine".into(),
         };
         let errors = form.to_case().unwrap_err();
         for f in [
+            "turns",
+            "history",
             "id",
             "vars",
             "messages",

@@ -80,6 +80,8 @@ pub struct LiveView {
     pub progress: Vec<ProgressRow>,
     /// Per candidate whose provider stated rate limits or answered 429.
     pub rate_limits: Vec<RateLimitRow>,
+    /// A run over conversation cases: figures by turn (templates/runs/conversations.html).
+    pub conversations: Option<crate::app::pages::conversations::ConversationsView>,
     pub scorecard: Option<Scorecard>,
     pub cases: Vec<CaseRow>,
     pub cases_note: Option<String>,
@@ -404,6 +406,16 @@ fn config_rows(c: &RunConfig, header: Option<&EvalSetHeader>) -> Vec<(&'static s
             crate::domain::format::shortest(c.scrape_interval())
         ),
     ));
+    if let Some(think) = c.think_time {
+        rows.push((
+            "think time (conversations)",
+            format!(
+                "{} between a reply and the next turn; {}",
+                think.label(),
+                crate::domain::conversation::stagger_label(&think)
+            ),
+        ));
+    }
     if let Some(n) = c.requests_per_level {
         rows.push((
             "requests per level",
@@ -474,6 +486,7 @@ pub(super) async fn live_view(state: &AppState, run: &Run, candidates: &[Candida
         waiting: state.runner.waiting_reason(run.id),
         progress: parts.progress,
         rate_limits: parts.rate_limits,
+        conversations: parts.conversations,
         scorecard: parts.scorecard,
         cases: parts.cases,
         cases_note: parts.cases_note,

@@ -278,6 +278,7 @@ async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Resul
             &d.stall_timeout_secs,
             &d.clients,
             &d.scrape_interval_secs,
+            &d.think_time,
         ]
         .iter()
         .any(|v| !v.trim().is_empty())
@@ -286,6 +287,7 @@ async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Resul
                 "stall_timeout_secs",
                 "clients",
                 "scrape_interval_secs",
+                "think_time",
             ]
             .iter()
             .any(|f| errors.get(f).is_some()),
@@ -506,6 +508,17 @@ fn advanced_fields(d: &RunDraft, errors: &FieldErrors) -> Vec<FieldView> {
              measured load; each level's start and end are scraped besides. {MIN_SCRAPE_INTERVAL_S} to \
              {MAX_SCRAPE_INTERVAL_S}. Blank: {DEFAULT_SCRAPE_INTERVAL_S} s."
         )),
+        field(
+            "think_time",
+            "Think time (conversations)",
+            FieldKind::Text,
+            &d.think_time,
+        )
+        .help(
+            "Conversation cases only: each user (the concurrency is the number of users) waits this long between \
+             a reply and its next turn, seeded. `fixed 500`, `uniform 200-800` or `exponential 1000` (ms). \
+             Blank: none.",
+        ),
     ]
 }
 

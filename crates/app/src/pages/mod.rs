@@ -16,6 +16,7 @@
 pub mod capacity;
 pub mod case_index;
 pub mod charts;
+pub mod conversations;
 pub mod figures;
 pub mod format;
 pub mod metrics;

@@ -193,6 +193,9 @@ pub struct RecordParts {
     /// Per candidate whose provider sent rate-limit headers or answered 429: what they said.
     #[serde(default)]
     pub rate_limits: Vec<RateLimitRow>,
+    /// A run over conversation cases: figures by turn and by context, per candidate.
+    #[serde(default)]
+    pub conversations: Option<super::conversations::ConversationsView>,
 }
 
 /// One candidate's rate-limit summary (`domain::rate_limit::RateLimitSummary::text`).
@@ -205,8 +208,8 @@ pub struct RateLimitRow {
 /// Cache kind of [`RecordParts`]; bump the version when its shape or content changes (3: a
 /// sweep's results table pools no latencies; 4: the charts over time and the pass-rate bars;
 /// 5: downtime over every repetition; 6: bins on a fixed grid; 7: the clock that timed each
-/// candidate; 8: the providers' rate limits).
-pub const RECORD_PARTS_KIND: &str = "run-page/8";
+/// candidate; 8: the providers' rate limits; 9: conversations by turn).
+pub const RECORD_PARTS_KIND: &str = "run-page/9";
 
 /// A terminal run's records never change, so its parts are computed once and kept in the
 /// store (`run_summaries`); an unfinished run's are computed on every call.
@@ -350,6 +353,8 @@ pub struct CandidateParts {
     buckets: Option<Vec<crate::domain::timeline::Bucket>>,
     /// Its rate-limit summary, when its records have one.
     rate_limit: Option<String>,
+    /// Its conversation figures, when it sent conversation turns.
+    conversations: Option<super::conversations::CandidateConversations>,
 }
 
 /// A case row's place: eval-set order, then candidate order, then repetition and attempt.
@@ -545,6 +550,11 @@ impl<'a> PageContext<'a> {
             buckets: timed.buckets,
             // Every attempt, warm-ups and retries too: a 429 anywhere is the provider's limit.
             rate_limit: RateLimitSummary::of(records.iter().filter(|r| r.candidate_id == id)).map(|s| s.text()),
+            conversations: super::conversations::candidate_conversations(
+                candidate_name(self.candidates, id),
+                records,
+                id,
+            ),
         }
     }
 
@@ -564,7 +574,9 @@ impl<'a> PageContext<'a> {
         let mut quality = Vec::with_capacity(parts.len());
         let mut over_time = Vec::new();
         let mut rate_limits = Vec::new();
+        let mut conversations = Vec::new();
         for p in parts {
+            conversations.extend(p.conversations);
             if let Some(text) = p.rate_limit {
                 rate_limits.push(RateLimitRow {
                     candidate: candidate_name(candidates, p.id),
@@ -609,6 +621,7 @@ impl<'a> PageContext<'a> {
                 .grid
                 .and_then(|grid| over_time_view(run, candidates, grid.timeline(over_time))),
             rate_limits,
+            conversations: super::conversations::view(run, conversations),
         })
     }
 }

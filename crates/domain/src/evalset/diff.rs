@@ -16,6 +16,8 @@ pub enum CasePart {
     /// `tools` or `tool_choice`.
     Tools,
     ExpectedCalls,
+    /// A conversation case's `turns` or `history`.
+    Turns,
 }
 
 impl CasePart {
@@ -28,6 +30,7 @@ impl CasePart {
             CasePart::Weight => "weight",
             CasePart::Tools => "tools",
             CasePart::ExpectedCalls => "expected calls",
+            CasePart::Turns => "turns",
         }
     }
 }
@@ -147,6 +150,9 @@ fn changed_parts(old: &EvalCase, new: &EvalCase) -> Vec<CasePart> {
     if old.expected_calls != new.expected_calls {
         parts.push(CasePart::ExpectedCalls);
     }
+    if old.turns != new.turns || old.history != new.history {
+        parts.push(CasePart::Turns);
+    }
     parts
 }
 
@@ -176,6 +182,33 @@ fn header_changes(old: &EvalSetFile, new: &EvalSetFile) -> Vec<String> {
 
 /// A case's tools as readable lines (one signature a tool, the tool choice, then each tool's
 /// full JSON so a changed schema detail shows too); empty for a case without tools.
+/// A conversation case's turns as text, one line per turn: `turn 2: user … → expected … [graders]`.
+pub fn turns_text(case: &EvalCase) -> String {
+    let mut lines = Vec::with_capacity(case.turns.len() + 1);
+    if let Some(h) = case.history {
+        lines.push(format!("history: {}", h.as_str()));
+    }
+    for (i, t) in case.turns.iter().enumerate() {
+        let mut line = format!("turn {}: user: {}", i + 1, t.user_message(&case.vars));
+        if let Some(e) = &t.expected {
+            let e = match e {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            line.push_str(&format!(" → expected: {e}"));
+        }
+        if let Some(g) = &t.golden {
+            line.push_str(&format!(" · golden: {g}"));
+        }
+        if !t.graders.is_empty() {
+            let names: Vec<&str> = t.graders.iter().map(|g| g.name()).collect();
+            line.push_str(&format!(" · graders: {}", names.join(", ")));
+        }
+        lines.push(line);
+    }
+    lines.join("\n")
+}
+
 pub fn tools_text(case: &EvalCase) -> String {
     let mut out = String::new();
     for t in &case.tools {
@@ -336,6 +369,23 @@ mod tests {
         assert_eq!(
             diff_versions(&parse(OLD), &parse(&weighted)).changed[0].parts,
             [CasePart::Weight]
+        );
+    }
+
+    #[test]
+    fn a_conversations_turns_are_a_part_of_their_own() {
+        let old = parse(
+            "{\"bakeoff_evalset\":1,\"name\":\"s\",\"task\":\"generation\"}\n{\"id\":\"c\",\"turns\":[{\"user\":\"hi\",\"expected\":\"yo\"},{\"user\":\"again\"}]}",
+        );
+        let new = parse(
+            "{\"bakeoff_evalset\":1,\"name\":\"s\",\"task\":\"generation\"}\n{\"id\":\"c\",\"turns\":[{\"user\":\"hi\",\"expected\":\"hey\"},{\"user\":\"again\"}]}",
+        );
+        let d = diff_versions(&old, &new);
+        assert_eq!(d.changed.len(), 1);
+        assert_eq!(d.changed[0].parts, [CasePart::Turns]);
+        assert_eq!(
+            turns_text(&new.cases[0]),
+            "turn 1: user: hi → expected: hey\nturn 2: user: again"
         );
     }
 

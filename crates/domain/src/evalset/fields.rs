@@ -4,6 +4,7 @@
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use super::conversation::{HistoryMode, Turn};
 use super::problems::kind_of;
 use super::{ChatMessage, EvalCase, EvalSetHeader, TaskKind};
 use crate::grading::Grader;
@@ -12,7 +13,7 @@ use crate::tool_calls::{ToolCaseError, ToolChoice, ToolDef, ToolExpectation};
 /// (field path, message) pairs found on one line.
 pub(super) type FieldProblems = Vec<(String, String)>;
 
-const HEADER_FIELDS: [&str; 11] = [
+const HEADER_FIELDS: [&str; 12] = [
     "bakeoff_evalset",
     "name",
     "task",
@@ -24,8 +25,9 @@ const HEADER_FIELDS: [&str; 11] = [
     "max_tokens",
     "temperature",
     "grade_reasoning",
+    "history",
 ];
-const CASE_FIELDS: [&str; 10] = [
+const CASE_FIELDS: [&str; 12] = [
     "id",
     "vars",
     "messages",
@@ -36,7 +38,10 @@ const CASE_FIELDS: [&str; 10] = [
     "tools",
     "tool_choice",
     "expected_calls",
+    "turns",
+    "history",
 ];
+const TURN_FIELDS: [&str; 5] = ["user", "vars", "expected", "graders", "golden"];
 
 /// One line's object, read by the rules of `what` ("header", "case").
 struct Reader<'a> {
@@ -99,6 +104,62 @@ impl<'a> Reader<'a> {
 }
 
 impl Reader<'_> {
+    /// `history`: `"own"` or `"golden"`.
+    fn history(&mut self) -> Option<HistoryMode> {
+        let text: String = self.optional("history", "\"own\" or \"golden\"")?;
+        let mode = HistoryMode::parse(&text);
+        if mode.is_none() {
+            self.problem(
+                "history",
+                format!("is {text:?}; use \"own\" (the model's own replies) or \"golden\" (the file's)"),
+            );
+        }
+        mode
+    }
+
+    /// `turns`, each read field by field (`turns[2].graders[0]`, `turns[1].answer`).
+    fn turns(&mut self) -> Vec<Turn> {
+        let Some(value) = self.object.get("turns").filter(|v| !v.is_null()) else {
+            return Vec::new();
+        };
+        let Some(items) = value.as_array() else {
+            self.problem("turns", format!("must be a list of turns, got {}", kind_of(value)));
+            return Vec::new();
+        };
+        if items.is_empty() {
+            self.problem("turns", "is empty; a conversation case needs at least one turn");
+        }
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let Some(object) = item.as_object() else {
+                self.problem(
+                    format!("turns[{i}]"),
+                    format!("must be an object, got {}", kind_of(item)),
+                );
+                continue;
+            };
+            let mut r = Reader::new(object, &TURN_FIELDS, "turn");
+            let user: Option<String> = r.required("user", "a string (the user's message)");
+            let turn = Turn {
+                user: user.unwrap_or_default(),
+                vars: r
+                    .optional("vars", "an object of template variables")
+                    .unwrap_or_default(),
+                expected: object.get("expected").filter(|v| !v.is_null()).cloned(),
+                graders: r.list::<Grader>("graders"),
+                golden: r.optional("golden", "a string (the reply carried as history)"),
+            };
+            if r.problems.is_empty() {
+                out.push(turn);
+            } else {
+                for (field, message) in r.problems {
+                    self.problem(format!("turns[{i}].{field}"), message);
+                }
+            }
+        }
+        out
+    }
+
     /// `tools`, each entry read on its own (`tools[1].function.parameters`).
     fn tools(&mut self) -> Vec<ToolDef> {
         let Some(value) = self.object.get("tools").filter(|v| !v.is_null()) else {
@@ -170,6 +231,7 @@ pub(super) fn header(object: &Map<String, Value>) -> Result<EvalSetHeader, Field
         max_tokens: r.optional("max_tokens", "a whole number from 1 to 4294967295"),
         temperature: r.optional("temperature", "a number"),
         grade_reasoning: r.optional("grade_reasoning", "true or false").unwrap_or(false),
+        history: r.history(),
     };
     if r.problems.is_empty() {
         Ok(header)
@@ -222,6 +284,8 @@ pub(super) fn case(object: &Map<String, Value>) -> Result<EvalCase, FieldProblem
         tools: r.tools(),
         tool_choice: r.tool_field("tool_choice", ToolChoice::read),
         expected_calls: r.tool_field("expected_calls", ToolExpectation::read),
+        turns: r.turns(),
+        history: r.history(),
     };
     if r.problems.is_empty() {
         Ok(case)

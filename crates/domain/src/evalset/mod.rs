@@ -6,6 +6,7 @@ use sha2::{Digest, Sha256};
 use super::grading::Grader;
 use super::tool_calls::{ToolChoice, ToolDef, ToolExpectation};
 
+pub mod conversation;
 pub mod diff;
 mod fields;
 pub mod import;
@@ -88,6 +89,9 @@ pub struct EvalSetHeader {
     /// read only the answer.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub grade_reasoning: bool,
+    /// The history conversation cases carry by default (`own` when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<conversation::HistoryMode>,
 }
 
 /// A chat message given literally by a case.
@@ -123,6 +127,12 @@ pub struct EvalCase {
     /// A tool case's expected outcome: calls, "no-call" or "text".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_calls: Option<ToolExpectation>,
+    /// A conversation case's turns (`conversation`); empty for a single-request case.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<conversation::Turn>,
+    /// A conversation case's history mode, over the set's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<conversation::HistoryMode>,
 }
 
 impl EvalCase {
@@ -185,6 +195,7 @@ impl EvalSetFile {
         let mut cases = Vec::new();
         let mut seen = std::collections::HashSet::new();
         let mut case_lines = 0;
+        let mut case_line_numbers = Vec::new();
         for (line, case_text) in lines {
             case_lines += 1;
             if case_lines > MAX_CASES {
@@ -211,7 +222,12 @@ impl EvalSetFile {
             {
                 problem(&format!("tags[{i}]"), message);
             }
-            if let Some(header) = &header {
+            for (field, message) in conversation::check(&case, header.as_ref().and_then(|h| h.history)) {
+                problem(&field, message);
+            }
+            if let Some(header) = &header
+                && !case.is_conversation()
+            {
                 if case.messages.is_none() && header.prompt.is_none() {
                     problem(
                         "messages",
@@ -239,9 +255,25 @@ impl EvalSetFile {
                 problem(&e.field, e.message);
             }
             cases.push(case);
+            case_line_numbers.push(line);
         }
         if case_lines == 0 {
             found.add(None, None, "no cases after the header");
+        }
+        // A turn's record key (`trip#2`) must not be another case's id.
+        for (case, line) in cases.iter().zip(case_line_numbers.iter()) {
+            if let Some((conversation, turn)) = conversation::split_turn_key(&case.id)
+                && cases.iter().any(|c| c.id == conversation && c.turns.len() >= turn)
+            {
+                found.add(
+                    Some(*line),
+                    Some("id"),
+                    format!(
+                        "{:?} is the record key of turn {turn} of conversation case {conversation:?}; rename one",
+                        case.id
+                    ),
+                );
+            }
         }
         match header {
             Some(header) => found.into_result(source_name, EvalSetFile { header, cases }),
@@ -269,8 +301,9 @@ impl EvalSetFile {
 
     /// Graders for one case: its own, else the header's defaults. A tool case takes no
     /// defaults: its calls are graded by the `tool-calls` grade, its text only by its own graders.
+    /// A conversation case has none of its own: each turn has (`graders_for_turn`).
     pub fn graders_for<'a>(&'a self, case: &'a EvalCase) -> &'a [Grader] {
-        if case.graders.is_empty() && !case.is_tool_case() {
+        if case.graders.is_empty() && !case.is_tool_case() && !case.is_conversation() {
             &self.header.graders
         } else {
             &case.graders
@@ -293,10 +326,14 @@ impl EvalSetFile {
         out
     }
 
-    /// The chat messages sent for a case.
+    /// The chat messages sent for a case (a conversation case: its last turn's, with the
+    /// golden history, or the expected replies where no golden one is written).
     pub fn messages_for(&self, case: &EvalCase) -> Vec<ChatMessage> {
         if let Some(messages) = &case.messages {
             return messages.clone();
+        }
+        if case.is_conversation() {
+            return self.turn_messages(case, case.turns.len() - 1, &self.golden_replies(case));
         }
         let mut out = Vec::new();
         if let Some(system) = &self.header.system {
@@ -369,7 +406,7 @@ pub fn render_template(template: &str, vars: &serde_json::Map<String, serde_json
     out
 }
 
-fn template_vars(template: &str) -> Vec<String> {
+pub(crate) fn template_vars(template: &str) -> Vec<String> {
     let mut vars = Vec::new();
     let mut rest = template;
     while let Some(start) = rest.find("{{") {
@@ -388,7 +425,7 @@ fn canonical_json<T: Serialize>(value: &T) -> String {
 
 /// Every out-of-range grader option, as (`graders[i].option`, message).
 /// (Regexes and schemas are already compiled, and refused, while the line is read.)
-fn check_graders(graders: &[Grader]) -> Vec<(String, String)> {
+pub(crate) fn check_graders(graders: &[Grader]) -> Vec<(String, String)> {
     let mut out = Vec::new();
     if !graders.is_empty() && graders.iter().all(|g| !g.required) {
         out.push((

@@ -541,6 +541,7 @@ pub fn measure(
         "tool_call_accuracy" | "tool_argument_f1" | "malformed_call_rate" | "abstention_error_rate" => {
             tool_figure(key.base, &finals, c)
         }
+        "turn_ttft_p95" | "conversation_pass_rate" | "last_turn_accuracy" => conversation_figure(key, &finals, c),
         "failure_rate" => {
             let class: Option<ErrorClass> = key.error_class();
             let failed = finals
@@ -740,6 +741,55 @@ fn tool_figure(base: &str, finals: &[&RequestRecord], c: Option<u32>) -> Measure
         m.missing = Some("no graded tool-case answer (the eval set has no tool cases, or none succeeded)".into());
     }
     m
+}
+
+/// A conversation figure at load `c` (`domain::conversation`), from the turn records.
+fn conversation_figure(key: &MetricKey, finals: &[&RequestRecord], c: Option<u32>) -> Measurement {
+    let turns: Vec<&RequestRecord> = finals.iter().copied().filter(|r| r.turn.is_some()).collect();
+    let none = |mut m: Measurement, why: &str| {
+        m.value = None;
+        m.interval = None;
+        m.missing = Some(why.to_string());
+        m
+    };
+    if turns.is_empty() {
+        let m = proportion(0.0, 0.0, SampleUnit::Requests, c);
+        return none(
+            m,
+            "no conversation turn measured (the eval set has no conversation cases)",
+        );
+    }
+    match key.base {
+        "turn_ttft_p95" => {
+            let k = key.param.as_deref().and_then(crate::conversation::turn_param);
+            let values: Vec<f64> = turns
+                .iter()
+                .filter(|r| r.turn.as_ref().map(|t| t.turn) == k)
+                .filter_map(|r| crate::calibers::RequestFigures::of(r).map(|f| f.ttft_ms))
+                .collect();
+            let empty = values.is_empty();
+            let m = sample_statistic(values, c, SampleUnit::Requests, |v| quantile(v, 0.95));
+            if empty {
+                none(m, "no successful streamed request at that turn")
+            } else {
+                m
+            }
+        }
+        base => {
+            let f = crate::conversation::figures(turns.iter().copied(), 0.95);
+            let rate = if base == "conversation_pass_rate" {
+                f.conversations
+            } else {
+                f.last_turn
+            };
+            let m = proportion(rate.passed as f64, rate.graded as f64, SampleUnit::Requests, c);
+            if rate.graded == 0 {
+                none(m, "no graded conversation turn")
+            } else {
+                m
+            }
+        }
+    }
 }
 
 /// `cost_per_1k_cases` or `cost_per_correct`, from the candidate's cost summary.

@@ -244,7 +244,7 @@ pub fn summarise_data(
                 .chain(ErrorClass::ALL.iter().map(|c| Some(c.as_str().to_string())))
                 .collect(),
             Param::Grader => graders.iter().map(|g| Some(g.to_string())).collect(),
-            Param::Probe | Param::ChecklistItem | Param::Incumbent => Vec::new(),
+            Param::Probe | Param::ChecklistItem | Param::Incumbent | Param::Turn => Vec::new(),
         };
         let concurrencies: Vec<Option<u32>> = if def.per_load {
             loads.iter().copied().map(Some).collect()

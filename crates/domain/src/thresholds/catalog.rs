@@ -16,6 +16,8 @@ pub enum Param {
     /// The incumbent a blind win rate is measured against: a candidate's name, optional (none =
     /// the incumbent chosen for the scorecard). Everything after `:` is the name.
     Incumbent,
+    /// A conversation turn, 1-based (`turn_ttft_p95:5`), required.
+    Turn,
 }
 
 /// One entry of the catalog: a base metric name and everything needed to show and judge it.
@@ -298,6 +300,40 @@ pub const CATALOG: &[MetricDef] = &[
         ),
         Param::Incumbent,
     )),
+    // --- conversation cases (judged per load level: the level's number of users)
+    with_param(
+        def(
+            "turn_ttft_p95",
+            "TTFT p95 at conversation turn k",
+            Throughput,
+            Unit::Ms,
+            false,
+            Bootstrap,
+            "send → first token (reasoning or content) of the successful requests at turn k of the conversation \
+             cases (its whole history in the prompt), 95th percentile, at the load (its users); bootstrap interval",
+        ),
+        Param::Turn,
+    ),
+    def(
+        "conversation_pass_rate",
+        "conversation pass rate",
+        Quality,
+        Unit::Percent,
+        true,
+        Proportion,
+        "share of conversations (conversation case × repetition) whose graded turns all passed, none failed, and \
+         that reached their last graded turn, at the load; Wilson interval",
+    ),
+    def(
+        "last_turn_accuracy",
+        "accuracy at the last turn",
+        Quality,
+        Unit::Percent,
+        true,
+        Proportion,
+        "share of conversations whose last graded turn passed (a conversation that stopped before it fails \
+         there), at the load; Wilson interval",
+    ),
     // --- tool cases (judged per load level: parsers that break only under load show there)
     def(
         "tool_call_accuracy",

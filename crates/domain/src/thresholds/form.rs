@@ -164,6 +164,10 @@ fn validate_rule(e: &mut FieldErrors, i: usize, row: &RuleDraft) -> Option<Thres
                 ProbeKind::ALL.iter().map(|k| k.key()).collect::<Vec<_>>().join(", ")
             ),
         ),
+        Param::Turn if crate::conversation::turn_param(param).is_none() => e.add(
+            rule_field(i, "param"),
+            format!("{} needs a turn number from 1 to 64", def.label),
+        ),
         Param::ChecklistItem if ChecklistItem::parse(param).is_none() => e.add(
             rule_field(i, "param"),
             format!(

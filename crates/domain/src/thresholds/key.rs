@@ -54,6 +54,10 @@ impl MetricKey {
             (Param::Probe, Some(p)) if ProbeKind::parse(p).is_none() => {
                 return Err(format!("{p:?} is not an endpoint probe"));
             }
+            (Param::Turn, None) => return Err(format!("{} needs a turn number (turn_ttft_p95:5)", def.label)),
+            (Param::Turn, Some(p)) if crate::conversation::turn_param(p).is_none() => {
+                return Err(format!("{p:?} is not a turn number from 1 to 64"));
+            }
             (Param::ChecklistItem, None) => return Err(format!("{} needs a checklist item", def.label)),
             (Param::ChecklistItem, Some(p)) if ChecklistItem::parse(p).is_none() => {
                 return Err(format!("{p:?} is not a checklist item"));
@@ -180,6 +184,7 @@ mod tests {
                 Param::Grader => format!("{}:exact", d.base),
                 Param::Probe => format!("{}:usage_in_stream", d.base),
                 Param::ChecklistItem => format!("{}:monitoring", d.base),
+                Param::Turn => format!("{}:3", d.base),
                 Param::Incumbent => format!("{}:gpt-4o@eu:v2", d.base),
                 _ => d.base.to_string(),
             };

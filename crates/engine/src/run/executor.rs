@@ -850,7 +850,17 @@ fn feed(
     };
     Feed::Cycle(CycleFeed {
         cases: cases.to_vec(),
-        case_ids: cases.iter().map(|&i| ctx.file.cases[i].id.clone()).collect(),
+        // A conversation is settled when its last turn is (its records are keyed `case#turn`).
+        case_ids: cases
+            .iter()
+            .map(|&i| {
+                let case = &ctx.file.cases[i];
+                match case.turns.len() {
+                    0 => case.id.clone(),
+                    n => crate::domain::evalset::conversation::turn_key(&case.id, n),
+                }
+            })
+            .collect(),
         phase,
         level,
         repetition,

@@ -21,6 +21,7 @@ use crate::store::DynStore;
 /// The admission plan is pure and lives in `domain` (the database claim uses it too).
 pub use crate::domain::admission;
 pub mod capacity;
+pub mod conversation;
 pub mod executor;
 pub mod harness;
 pub mod llm_judge;

@@ -210,15 +210,17 @@ pub(crate) struct CandidateRun {
     pub candidate: Candidate,
     pub file: Arc<EvalSetFile>,
     pub case_count: usize,
-    client: CandidateClient,
-    params: RequestParams,
-    records: RecordSender,
+    pub(crate) client: CandidateClient,
+    pub(crate) params: RequestParams,
+    pub(crate) records: RecordSender,
     pub cancel: Cancel,
     /// The last outcomes of this candidate's measured requests, against its error budget.
     budget: Mutex<BudgetWindow>,
     halt: Halt,
     /// The current level's attainment against the SLO target, with `stop_when_decided`.
     decision: Mutex<Option<LevelDecision>>,
+    /// Turns of the longest conversation case sent (0: none), for the users' stagger.
+    pub(crate) longest_conversation: usize,
 }
 
 /// One candidate's stop signal: set once, with its reason, when its error budget runs out.
@@ -251,7 +253,7 @@ impl CandidateRun {
             params: RequestParams::resolve(&config, &file.header, &candidate.spec),
             config,
             candidate: candidate.clone(),
-            file,
+            file: file.clone(),
             case_count,
             client,
             records,
@@ -259,6 +261,11 @@ impl CandidateRun {
             budget: Mutex::new(BudgetWindow::new(run.config.error_budget)),
             halt: Halt::default(),
             decision: Mutex::new(None),
+            longest_conversation: file.cases[..case_count]
+                .iter()
+                .map(|c| c.turns.len())
+                .max()
+                .unwrap_or(0),
         }))
     }
 
@@ -300,6 +307,10 @@ impl CandidateRun {
     /// Counts a measured request's final outcome against the error budget (warm-ups and the
     /// staged start do not count); halts the candidate when the budget is exceeded.
     /// `met`: whether a successful request met the SLO (None when no decision is kept).
+    pub(crate) fn settle_unit(&self, unit: &Unit, failure: Option<&Failure>, met: Option<bool>) {
+        self.settle(unit, failure, met)
+    }
+
     fn settle(&self, unit: &Unit, failure: Option<&Failure>, met: Option<bool>) {
         if unit.is_warmup {
             return;
@@ -335,6 +346,10 @@ impl CandidateRun {
 
     /// The jitter draw of a unit's retry: seeded by the attempt's key, so a run's waits are
     /// reproducible and requests failed together spread out.
+    pub(crate) fn jitter_of(&self, unit: &Unit, attempt: u32) -> f64 {
+        self.jitter(unit, attempt)
+    }
+
     fn jitter(&self, unit: &Unit, attempt: u32) -> f64 {
         let key = (self.run_id as u64).rotate_left(40)
             ^ (self.candidate.id as u64).rotate_left(24)
@@ -355,14 +370,28 @@ impl CandidateRun {
         };
         let feed = Arc::new(Mutex::new(feed));
         let mut set = JoinSet::new();
-        for _ in 0..workers {
-            set.spawn(self.clone().worker(feed.clone()));
+        let started = Instant::now();
+        for user in 0..workers {
+            set.spawn(self.clone().worker(feed.clone(), user as u32, workers as u32, started));
         }
         join_all(set).await
     }
 
-    async fn worker(self: Arc<Self>, feed: Arc<Mutex<Feed>>) -> Tally {
+    /// One closed-loop worker: with conversation cases, one *user* (`user` of `users`), whose
+    /// first conversation starts at its stagger offset so the users are on different turns.
+    async fn worker(self: Arc<Self>, feed: Arc<Mutex<Feed>>, user: u32, users: u32, started: Instant) -> Tally {
         let mut tally = Tally::default();
+        if let Some(think) = self.config.think_time
+            && self.longest_conversation > 0
+        {
+            let offset =
+                crate::domain::conversation::user_start_offset_us(user, users, self.longest_conversation, &think);
+            let mut cancel = self.cancel.clone();
+            tokio::select! {
+                _ = tokio::time::sleep_until(started + Duration::from_micros(offset.max(0) as u64)) => {}
+                _ = cancel.cancelled() => return tally,
+            }
+        }
         loop {
             if self.stopping() || self.level_decided().is_some() {
                 return tally;
@@ -372,7 +401,7 @@ impl CandidateRun {
             let Some(unit) = feed.lock().unwrap_or_else(|p| p.into_inner()).next() else {
                 return tally;
             };
-            tally.add(self.send_unit(unit, ready).await);
+            tally.add(self.send_unit_as(unit, ready, user).await);
         }
     }
 
@@ -439,6 +468,14 @@ impl CandidateRun {
     /// Prepares, sends (with retries) and records one unit. `ready` is when it could have been
     /// sent: the wait until the actual send is recorded as client queue time.
     pub(crate) async fn send_unit(&self, unit: Unit, ready: Instant) -> Tally {
+        self.send_unit_as(unit, ready, 0).await
+    }
+
+    /// [`CandidateRun::send_unit`] by user `user` (a conversation case is sent turn by turn).
+    pub(crate) async fn send_unit_as(&self, unit: Unit, ready: Instant, user: u32) -> Tally {
+        if self.file.cases[unit.case_index].is_conversation() {
+            return self.send_conversation(unit, ready, user).await;
+        }
         let mut tally = Tally::default();
         let mut cancel = self.cancel.clone();
         let case = &self.file.cases[unit.case_index];
@@ -515,7 +552,7 @@ impl CandidateRun {
 
     /// Tags the attempt with `x-request-id: bakeoff-RUN-CANDIDATE-PHASE-CASEINDEX-REPETITION-ATTEMPT`,
     /// so it can be found in the server's logs (the mock's ground truth keeps it).
-    fn with_request_id(&self, prepared: &PreparedRequest, unit: &Unit, attempt: u32) -> PreparedRequest {
+    pub(crate) fn with_request_id(&self, prepared: &PreparedRequest, unit: &Unit, attempt: u32) -> PreparedRequest {
         let mut request = prepared.clone();
         let id = request_id(
             self.run_id,
@@ -555,14 +592,21 @@ impl CandidateRun {
         let grading = graded.then(|| Grading {
             file: self.file.clone(),
             case_index: unit.case_index,
+            turn: None,
         });
-        let met = self
-            .deciding()
-            .then(|| RequestFigures::of(&record).is_some_and(|f| f.meets(&self.config.slo)));
+        let met = self.slo_met(&record);
         if !self.records.send(record, chunk_text, grading) {
             tracing::error!(run_id = self.run_id, "record writer stopped; a record was dropped");
         }
         met
+    }
+}
+
+impl CandidateRun {
+    /// Whether the record met the SLO, when the level keeps a decision.
+    pub(crate) fn slo_met(&self, record: &crate::domain::run::RequestRecord) -> Option<bool> {
+        self.deciding()
+            .then(|| RequestFigures::of(record).is_some_and(|f| f.meets(&self.config.slo)))
     }
 }
 
@@ -624,7 +668,7 @@ fn unsent(failure: Failure, ready: Instant) -> Exchange {
     }
 }
 
-fn micros(d: Duration) -> i64 {
+pub(crate) fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 

@@ -296,6 +296,7 @@ impl Shared {
             let grading = record.succeeded().then(|| Grading {
                 file: self.file.clone(),
                 case_index,
+                turn: None,
             });
             match &self.sink {
                 Some(sink) => {

@@ -66,6 +66,8 @@ pub struct Pending {
 pub struct Grading {
     pub file: Arc<EvalSetFile>,
     pub case_index: usize,
+    /// A conversation turn (0-based): graded by that turn's graders and expected value.
+    pub turn: Option<usize>,
 }
 
 impl Grading {
@@ -76,6 +78,16 @@ impl Grading {
         };
         // The answer only, unless the set grades the reasoning too.
         let text = record.graded_text(self.file.header.grade_reasoning);
+        if let Some(turn) = self.turn.and_then(|k| case.turns.get(k)) {
+            record.grades = self
+                .file
+                .graders_for_turn(turn)
+                .iter()
+                .filter(|g| !g.needs_model())
+                .map(|g| g.grade(&text, turn.expected.as_ref()))
+                .collect();
+            return;
+        }
         let mut grades: Vec<_> = self
             .file
             .graders_for(case)

@@ -137,6 +137,8 @@ fn usage(holder: &Value, output_is_final: bool) -> Option<Usage> {
         output_tokens: output,
         // The API counts thinking inside output_tokens without a separate figure.
         reasoning_tokens: None,
+        cached_tokens: count(u.get("cache_read_input_tokens")),
+        cache_creation_tokens: count(u.get("cache_creation_input_tokens")),
     })
 }
 
@@ -166,7 +168,9 @@ mod tests {
             Some(Usage {
                 input_tokens: Some(30),
                 output_tokens: None,
-                reasoning_tokens: None
+                reasoning_tokens: None,
+                cached_tokens: Some(5),
+                cache_creation_tokens: None,
             })
         );
         assert!(!start.carries_tokens());

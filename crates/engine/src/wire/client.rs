@@ -128,6 +128,8 @@ pub struct Exchange {
     /// The tool calls of the answer (None when it made none; the executor marks a tool case's
     /// record with its mode even then).
     pub tool_turn: Option<ToolTurn>,
+    /// What the server's usage said of its prompt cache.
+    pub prompt_cache: Option<crate::domain::conversation::PromptCache>,
 }
 
 impl Exchange {
@@ -194,6 +196,8 @@ impl Exchange {
             chunk_attribution: None,
             clock: self.clock,
             rate_limit: self.rate_limit.map(Box::new),
+            turn: None,
+            prompt_cache: self.prompt_cache,
             cut: None,
         }
     }
@@ -774,6 +778,7 @@ impl Measure {
         self.finish_content();
         let usage = self.usage.unwrap_or_default();
         self.x.input_tokens = usage.input_tokens;
+        self.x.prompt_cache = usage.prompt_cache();
         if let Some(n) = usage.output_tokens {
             self.x.output_tokens = Some(n);
             self.x.output_tokens_source = Some(TokenSource::Usage);

@@ -205,6 +205,14 @@ struct ChunkUsage {
     completion_tokens: Option<u64>,
     #[serde(default)]
     completion_tokens_details: Option<ChunkUsageDetails>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptTokensDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptTokensDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -221,6 +229,8 @@ impl ChunkUsage {
             input_tokens: n(self.prompt_tokens),
             output_tokens: n(self.completion_tokens),
             reasoning_tokens: n(self.completion_tokens_details.and_then(|d| d.reasoning_tokens)),
+            cached_tokens: n(self.prompt_tokens_details.and_then(|d| d.cached_tokens)),
+            cache_creation_tokens: None,
         }
     }
 }
@@ -287,6 +297,8 @@ fn usage(json: &Value) -> Option<Usage> {
             u.get("completion_tokens_details")
                 .and_then(|d| d.get("reasoning_tokens")),
         ),
+        cached_tokens: count(u.get("prompt_tokens_details").and_then(|d| d.get("cached_tokens"))),
+        cache_creation_tokens: None,
     })
 }
 
@@ -328,14 +340,16 @@ mod tests {
         assert_eq!(content.finish_reason.as_deref(), Some("stop"));
         assert_eq!(content.usage, None);
         let usage = d
-            .decode(&ev(r#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":4,"completion_tokens_details":{"reasoning_tokens":2}}}"#))
+            .decode(&ev(r#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":4,"completion_tokens_details":{"reasoning_tokens":2},"prompt_tokens_details":{"cached_tokens":6}}}"#))
             .unwrap();
         assert_eq!(
             usage.usage,
             Some(Usage {
                 input_tokens: Some(9),
                 output_tokens: Some(4),
-                reasoning_tokens: Some(2)
+                reasoning_tokens: Some(2),
+                cached_tokens: Some(6),
+                cache_creation_tokens: None,
             })
         );
         assert!(d.decode(&ev("[DONE]")).unwrap().done);

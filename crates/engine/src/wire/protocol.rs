@@ -44,6 +44,11 @@ pub struct Usage {
     pub input_tokens: Option<u32>,
     pub output_tokens: Option<u32>,
     pub reasoning_tokens: Option<u32>,
+    /// Prompt tokens read from the server's prompt cache (OpenAI
+    /// `prompt_tokens_details.cached_tokens`, Anthropic `cache_read_input_tokens`).
+    pub cached_tokens: Option<u32>,
+    /// Prompt tokens written to the cache (Anthropic `cache_creation_input_tokens`).
+    pub cache_creation_tokens: Option<u32>,
 }
 
 impl Usage {
@@ -52,6 +57,19 @@ impl Usage {
         self.input_tokens = later.input_tokens.or(self.input_tokens);
         self.output_tokens = later.output_tokens.or(self.output_tokens);
         self.reasoning_tokens = later.reasoning_tokens.or(self.reasoning_tokens);
+        self.cached_tokens = later.cached_tokens.or(self.cached_tokens);
+        self.cache_creation_tokens = later.cache_creation_tokens.or(self.cache_creation_tokens);
+    }
+
+    /// The prompt-cache report, when the server gave one.
+    pub fn prompt_cache(&self) -> Option<crate::domain::conversation::PromptCache> {
+        if self.cached_tokens.is_none() && self.cache_creation_tokens.is_none() {
+            return None;
+        }
+        Some(crate::domain::conversation::PromptCache {
+            read_tokens: self.cached_tokens.unwrap_or(0),
+            creation_tokens: self.cache_creation_tokens,
+        })
     }
 }
 

@@ -128,6 +128,8 @@ fn usage(response: &Value) -> Option<Usage> {
         input_tokens: count(u.get("input_tokens")),
         output_tokens: count(u.get("output_tokens")),
         reasoning_tokens: count(u.pointer("/output_tokens_details/reasoning_tokens")),
+        cached_tokens: count(u.pointer("/input_tokens_details/cached_tokens")),
+        cache_creation_tokens: None,
     })
 }
 
@@ -191,7 +193,8 @@ mod tests {
             Some(Usage {
                 input_tokens: Some(9),
                 output_tokens: Some(7),
-                reasoning_tokens: Some(3)
+                reasoning_tokens: Some(3),
+                ..Usage::default()
             })
         );
         let cut = d

@@ -97,7 +97,10 @@ pub(super) async fn handle(
         return refuse(tracker, error);
     }
 
-    let answer = choose_answer(&state, profile, api, &req, key);
+    let (answer, turn) = match conversation_answer(&state, profile, api, &req) {
+        Some((answer, turn)) => (Some(answer), Some(turn)),
+        None => (choose_answer(&state, profile, api, &req, key), None),
+    };
     tracker.record.case = answer.as_ref().map(|a| CaseTruth {
         set: a.set.clone(),
         case_id: a.case_id.clone(),
@@ -108,10 +111,20 @@ pub(super) async fn handle(
             (true, true) => "in_text",
             (false, _) => "prompt",
         }),
+        turn: turn.map(|t| t.turn),
+        history_right: turn.map(|t| t.history_right),
+        remembers: turn.map(|t| t.remembers),
     });
+    // The prefix cache: only the uncached part of the prompt is prefilled.
+    let cached = ps
+        .prefix
+        .as_ref()
+        .filter(|_| api == Api::Chat && !req.messages.is_empty())
+        .map(|cache| cache.admit(&req.messages).min(prompt_tokens));
+    tracker.record.cached_prompt_tokens = cached;
     let plan = plan_reply(&state, profile, api, &req, prompt_tokens, answer);
     tracker.record.reasoning_in_content = plan.reasoning_in_content();
-    let mut schedule = Schedule::new(profile, prompt_tokens, plan.total(), &mut rng);
+    let mut schedule = Schedule::new(profile, prompt_tokens - cached.unwrap_or(0), plan.total(), &mut rng);
     schedule.slow_down(ps.drift_factor());
     plan_cut(profile, number, plan.total(), &mut schedule);
     count_scheduled_faults(&state, profile, &schedule, &mut tracker);
@@ -160,6 +173,39 @@ fn as_the_named_profile_answers(state: &MockState, body: &[u8], mut e: ApiError)
         }
     }
     e
+}
+
+/// A conversation turn's answer (None: the request is no known turn): the turn is found by the
+/// request's user messages, and its answer depends on the assistant replies it carried.
+fn conversation_answer(
+    state: &MockState,
+    profile: &ModelProfile,
+    api: Api,
+    req: &Parsed,
+) -> Option<(Answer, crate::answers::TurnTruth)> {
+    if api != Api::Chat || req.has_tools {
+        return None;
+    }
+    let users = req
+        .messages
+        .iter()
+        .filter(|(r, _)| r == "user")
+        .map(|(_, c)| c.as_str());
+    let at = state.answers.find_turn(users)?;
+    let history: Vec<&str> = req
+        .messages
+        .iter()
+        .filter(|(r, _)| r == "assistant")
+        .map(|(_, c)| c.as_str())
+        .collect();
+    Some(state.answers.turn_answer(
+        at,
+        &history,
+        state.seed,
+        &profile.name,
+        profile.accuracy,
+        profile.memory_turns,
+    ))
 }
 
 /// The answer key's answer to the case the request asks (None: no case), right as often as the

@@ -74,6 +74,8 @@ pub(crate) struct ProfileState {
     window: Mutex<RateWindow>,
     /// When the current stretch of continuous load began (for `latency_drift_per_minute`).
     busy: Mutex<BusyClock>,
+    /// The profile's prefix cache, when it has one (`prefix_cache`).
+    pub(crate) prefix: Option<crate::prefix_cache::PrefixCache>,
 }
 
 /// Continuous load: since when, and when the profile last saw a request start or end.
@@ -165,6 +167,9 @@ impl MockState {
             .profiles
             .into_iter()
             .map(|profile| ProfileState {
+                prefix: profile
+                    .prefix_cache
+                    .then(|| crate::prefix_cache::PrefixCache::new(profile.prefix_cache_entries as usize)),
                 slots: profile.slots.map(|n| Arc::new(Semaphore::new(n as usize))),
                 profile,
                 queued: AtomicU64::new(0),

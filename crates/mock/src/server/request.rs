@@ -75,6 +75,8 @@ pub(super) struct Parsed {
     pub(super) match_text: Option<String>,
     /// The request carried tools (a non-empty `tools` list): a tool case is answered natively.
     pub(super) has_tools: bool,
+    /// A chat request's messages as (role, text), in order (empty for completions).
+    pub(super) messages: Vec<(String, String)>,
 }
 
 #[derive(Deserialize)]
@@ -157,6 +159,7 @@ pub(super) fn parse_request(api: Api, body: &[u8]) -> Result<Parsed, ApiError> {
         (Api::Responses, None) => None,
         _ => raw.messages,
     };
+    let mut chat_messages = Vec::new();
     let (prompt_tokens, match_text) = match api {
         Api::Chat | Api::Responses => {
             let messages = messages
@@ -172,7 +175,9 @@ pub(super) fn parse_request(api: Api, body: &[u8]) -> Result<Parsed, ApiError> {
                 .rev()
                 .find(|(m, _)| m.role == "user")
                 .map(|(_, c)| c.clone());
-            (count_chat_tokens(contents.iter().map(String::as_str)), last_user)
+            let tokens = count_chat_tokens(contents.iter().map(String::as_str));
+            chat_messages = messages.iter().map(|m| m.role.clone()).zip(contents).collect();
+            (tokens, last_user)
         }
         Api::Completions => prompt_of(raw.prompt)?,
     };
@@ -190,6 +195,7 @@ pub(super) fn parse_request(api: Api, body: &[u8]) -> Result<Parsed, ApiError> {
             .as_ref()
             .and_then(|t| t.as_array())
             .is_some_and(|t| !t.is_empty()),
+        messages: chat_messages,
     })
 }
 

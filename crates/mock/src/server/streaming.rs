@@ -99,7 +99,10 @@ impl Streamer {
                     self.phase = Phase::Done;
                     let r = &self.tracker.record;
                     let reasoning = (!self.generator.plan.reasoning_in_content()).then_some(r.reasoning_tokens_sent);
-                    let usage = usage_json(self.prompt_tokens, r.tokens_sent, reasoning);
+                    let mut usage = usage_json(self.prompt_tokens, r.tokens_sent, reasoning);
+                    if let Some(cached) = r.cached_prompt_tokens {
+                        usage["prompt_tokens_details"] = serde_json::json!({ "cached_tokens": cached });
+                    }
                     return Some(self.renderer.usage(&usage));
                 }
                 Phase::Done => {

@@ -56,11 +56,14 @@ pub(super) async fn whole_response(
     tracker.sent(content_n, false, 0, malformed);
     let finish_reason = generator.plan.finish_reason;
     let in_content = generator.plan.reasoning_in_content();
-    let usage = usage_json(
+    let mut usage = usage_json(
         prompt_tokens,
         reasoning_n + content_n,
         (!in_content).then_some(reasoning_n),
     );
+    if let Some(cached) = tracker.record.cached_prompt_tokens {
+        usage["prompt_tokens_details"] = serde_json::json!({ "cached_tokens": cached });
+    }
     if in_content {
         content = std::mem::take(&mut reasoning) + &content;
         reasoning_n = 0;

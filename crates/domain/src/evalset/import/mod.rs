@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use super::{EMPTY_FILE, EvalSetError, EvalSetFile, Problem, Problems, TaskKind};
 
 mod bfcl;
+mod chat_log;
 mod csv;
 pub mod grader;
 mod openai;
@@ -29,15 +30,18 @@ pub enum Format {
     Csv,
     /// BFCL-style tool-calling tests: JSONL of `{question, function, ground_truth}`.
     Bfcl,
+    /// Chat logs (OpenAI `messages` or ShareGPT `conversations` per line): conversation cases.
+    ChatLog,
 }
 
 impl Format {
-    pub const ALL: [Format; 5] = [
+    pub const ALL: [Format; 6] = [
         Format::Bakeoff,
         Format::OpenaiEvals,
         Format::Promptfoo,
         Format::Csv,
         Format::Bfcl,
+        Format::ChatLog,
     ];
 
     pub fn as_str(&self) -> &'static str {
@@ -47,6 +51,7 @@ impl Format {
             Format::Promptfoo => "promptfoo",
             Format::Csv => "csv",
             Format::Bfcl => "bfcl",
+            Format::ChatLog => "chat-log",
         }
     }
 
@@ -57,6 +62,7 @@ impl Format {
             Format::Promptfoo => "promptfoo tests (YAML: vars, assert)",
             Format::Csv => "CSV (input, expected, id, tags, grader)",
             Format::Bfcl => "BFCL tool-calling tests (JSONL: question, function, ground_truth)",
+            Format::ChatLog => "Chat logs as conversations (JSONL: messages, or ShareGPT conversations)",
         }
     }
 }
@@ -81,7 +87,9 @@ impl std::str::FromStr for FormatChoice {
             .into_iter()
             .find(|f| f.as_str().eq_ignore_ascii_case(s))
             .map(FormatChoice::Known)
-            .ok_or_else(|| format!("unknown format {s:?}: use auto, bakeoff, openai-evals, promptfoo, csv or bfcl"))
+            .ok_or_else(|| {
+                format!("unknown format {s:?}: use auto, bakeoff, openai-evals, promptfoo, csv, bfcl or chat-log")
+            })
     }
 }
 
@@ -116,6 +124,14 @@ pub fn detect(source_name: &str, text: &str) -> Format {
                 Format::OpenaiEvals
             }
             Ok(Value::Object(map)) if map.contains_key("question") && map.contains_key("function") => Format::Bfcl,
+            Ok(Value::Object(map))
+                if !map.contains_key("bakeoff_evalset")
+                    && (map.contains_key("conversations")
+                        || (map.contains_key("messages") && !map.contains_key("id")))
+                    && !map.contains_key("expected") =>
+            {
+                Format::ChatLog
+            }
             _ => Format::Bakeoff,
         };
     }
@@ -180,6 +196,7 @@ pub fn import_with_grader(
         Format::Promptfoo => promptfoo::read(source_name, text, options)?,
         Format::Csv => csv::read(source_name, text, options)?,
         Format::Bfcl => bfcl::read(source_name, text, options)?,
+        Format::ChatLog => chat_log::read(source_name, text, options)?,
     };
     let (draft, grader) = match expected_field(format) {
         Some(field) => {
@@ -201,7 +218,7 @@ fn expected_field(format: Format) -> Option<&'static str> {
     match format {
         Format::OpenaiEvals => Some("ideal"),
         Format::Csv => Some("expected"),
-        Format::Bakeoff | Format::Promptfoo | Format::Bfcl => None,
+        Format::Bakeoff | Format::Promptfoo | Format::Bfcl | Format::ChatLog => None,
     }
 }
 

@@ -63,6 +63,7 @@ fn every_key() -> Vec<MetricKey> {
             Param::Probe => vec![Some("usage_in_stream".into())],
             Param::ChecklistItem => vec![Some("monitoring".into())],
             Param::Incumbent => vec![None],
+            Param::Turn => vec![Some("2".into())],
         };
         let loads = if def.per_load {
             vec![None, Some(1), Some(4), Some(16)]

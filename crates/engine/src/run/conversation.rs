@@ -1,0 +1,243 @@
+//! Sending a conversation case turn by turn (`domain::evalset::conversation`): each turn is one
+//! request carrying the history so far — the model's own earlier replies, or the file's golden
+//! ones — and one record keyed `case#turn` with its [`TurnFacts`]. Between a reply and the next
+//! turn the user thinks: a seeded draw of the run's think time, waited from the reply's recorded
+//! end to the next send, both on the records' wall clock, so the wait actually kept can be
+//! checked against the schedule (`think_waited_us` vs `think_scheduled_us`).
+//!
+//! Under a closed-loop load of c, c users each take conversations one after another; the
+//! executor staggers their starts (`domain::conversation::user_start_offset_us`) so the level is
+//! in steady state rather than every user opening turn 1 at once.
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::pool::{CandidateRun, Tally, Unit, is_retryable, micros};
+use super::writer::Grading;
+use crate::domain::conversation::{TurnFacts, think_rng};
+use crate::domain::evalset::conversation::HistoryMode;
+use crate::domain::retry::retry_delay;
+use crate::wire::client::{Exchange, RecordIdentity, wall_clock_us};
+use crate::wire::failure::Failure;
+use crate::wire::provider::prepare;
+
+/// Below this much left, a think-time wait stops sleeping on the timer (whose granularity is a
+/// millisecond) and yields until its instant, so the wait kept is within the timer's error.
+/// Where a turn's number sits in the request id's case-index field.
+pub const TURN_ID_SHIFT: usize = 40;
+
+const SPIN_BELOW: Duration = Duration::from_micros(1500);
+
+/// Waits until `deadline`: the timer for most of it, then yielding to the runtime until due.
+pub(crate) async fn wait_precisely(deadline: Instant) {
+    if let Some(early) = deadline.checked_sub(SPIN_BELOW)
+        && Instant::now() < early
+    {
+        tokio::time::sleep_until(early).await;
+    }
+    while Instant::now() < deadline {
+        tokio::task::yield_now().await;
+    }
+}
+
+impl CandidateRun {
+    /// Sends every turn of the conversation case of `unit` as user `user`, in order; stops at a
+    /// turn that failed after its retries (the later turns are not sent: their conversation
+    /// fails). Returns the tallies of every turn.
+    pub(crate) async fn send_conversation(&self, unit: Unit, ready: Instant, user: u32) -> Tally {
+        let mut tally = Tally::default();
+        let mut cancel = self.cancel.clone();
+        let case = &self.file.cases[unit.case_index];
+        let history = self.file.history_for(case);
+        let golden = self.file.golden_replies(case);
+        let mut replies: Vec<String> = Vec::with_capacity(case.turns.len());
+        let last_graded = case
+            .turns
+            .iter()
+            .rposition(|t| !self.file.graders_for_turn(t).is_empty())
+            .map(|i| i as u32 + 1);
+        let think = self.config.think_time.unwrap_or_default();
+        let mut rng = think_rng(
+            self.run_id,
+            self.candidate.id,
+            unit.case_index as u32,
+            unit.repetition,
+            u32::from(unit.phase as u8),
+        );
+        // The previous turn's end on the records' wall clock (µs since the epoch).
+        let mut previous_end_us: Option<i64> = None;
+        let mut ready = ready;
+        for k in 0..case.turns.len() {
+            let sent_case = self.file.turn_as_case(
+                case,
+                k,
+                match history {
+                    HistoryMode::Own => &replies,
+                    HistoryMode::Golden => &golden,
+                },
+            );
+            let prepared = prepare(
+                &self.candidate.spec,
+                self.client.api_key(),
+                &self.file,
+                &sent_case,
+                &self.params,
+            );
+            let mut facts = TurnFacts {
+                conversation: case.id.clone(),
+                turn: k as u32 + 1,
+                turns: case.turns.len() as u32,
+                user,
+                history,
+                last_graded_turn: last_graded,
+                think_scheduled_us: None,
+                think_waited_us: None,
+            };
+            // Think: the draw is waited from the previous reply's end, on the records' clock.
+            if let Some(end_us) = previous_end_us {
+                let scheduled_us = (think.draw(&mut rng) * 1000.0).round() as i64;
+                facts.think_scheduled_us = Some(scheduled_us);
+                let due_in_us = end_us + scheduled_us - wall_clock_us();
+                let deadline = Instant::now() + Duration::from_micros(due_in_us.max(0) as u64);
+                tokio::select! {
+                    _ = wait_precisely(deadline) => {}
+                    _ = cancel.cancelled() => return tally,
+                }
+                ready = deadline;
+            }
+            let prepared = match prepared {
+                Ok(p) => p,
+                Err(failure) => {
+                    tally.failed += 1;
+                    tally.failures.push((sent_case.id.clone(), failure.clone()));
+                    self.settle_unit(&unit, Some(&failure), None);
+                    let x = unsent_turn(failure, ready);
+                    self.store_turn(&unit, k, &sent_case.id, unit.first_attempt, x, facts);
+                    return tally;
+                }
+            };
+            // The request id carries the turn above the case index (bits 40–47), so the mock's
+            // ground truth tells the turns of one conversation apart.
+            let mut id_unit = unit.clone();
+            id_unit.case_index |= (k + 1) << TURN_ID_SHIFT;
+            let mut answer: Option<String> = None;
+            let mut attempt_ready = ready;
+            for attempt in unit.first_attempt..=unit.last_attempt.max(unit.first_attempt) {
+                tokio::select! {
+                    _ = self.records.room() => {}
+                    _ = cancel.cancelled() => return tally,
+                }
+                let request = self.with_request_id(&prepared, &id_unit, attempt);
+                let queue_us = micros(attempt_ready.elapsed());
+                let in_flight = crate::own_metrics::InFlight::begin();
+                let exchange = tokio::select! {
+                    x = self.client.send(&request, queue_us) => x,
+                    _ = cancel.cancelled() => return tally,
+                };
+                drop(in_flight);
+                let mut facts_now = facts.clone();
+                if let (Some(end_us), Some(_)) = (previous_end_us, facts.think_scheduled_us)
+                    && attempt == unit.first_attempt
+                {
+                    facts_now.think_waited_us = Some(exchange.sent_at_us - end_us);
+                }
+                let failure = exchange.failure.clone();
+                let retry_after = exchange.retry_after;
+                let truncated = exchange.finish_reason.as_deref() == Some("length");
+                let end_us = exchange.sent_at_us + exchange.end_us.unwrap_or(0);
+                let output = exchange.output.clone();
+                let met = self.store_turn(&unit, k, &sent_case.id, attempt, exchange, facts_now);
+                let retry = match &failure {
+                    None => {
+                        tally.succeeded += 1;
+                        tally.truncated += u32::from(truncated);
+                        // A conversation counts once against the budget: at its last turn.
+                        if k + 1 == case.turns.len() {
+                            self.settle_unit(&unit, None, met);
+                        }
+                        previous_end_us = Some(end_us);
+                        answer = Some(output);
+                        break;
+                    }
+                    Some(f) => attempt < unit.last_attempt && is_retryable(f.class) && !self.halted(),
+                };
+                if retry {
+                    let wait = retry_delay(
+                        attempt - unit.first_attempt,
+                        retry_after,
+                        self.jitter_of(&unit, attempt),
+                    );
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = cancel.cancelled() => return tally,
+                    }
+                    if !self.halted() {
+                        tally.retries += 1;
+                        attempt_ready = Instant::now();
+                        continue;
+                    }
+                }
+                if let Some(f) = failure {
+                    tally.failed += 1;
+                    self.settle_unit(&unit, Some(&f), None);
+                    tally.failures.push((sent_case.id.clone(), f));
+                }
+                break;
+            }
+            match answer {
+                Some(a) => replies.push(a),
+                // The turn failed: the rest of the conversation is not sent.
+                None => return tally,
+            }
+            if self.halted() {
+                return tally;
+            }
+        }
+        tally
+    }
+
+    /// Hands a turn's record to the writer, graded by the turn's graders.
+    fn store_turn(
+        &self,
+        unit: &Unit,
+        turn: usize,
+        key: &str,
+        attempt: u32,
+        exchange: Exchange,
+        facts: TurnFacts,
+    ) -> Option<bool> {
+        let graded = exchange.succeeded() && !unit.is_warmup;
+        let (mut record, chunk_text) = exchange.into_parts(RecordIdentity {
+            run_id: self.run_id,
+            candidate_id: self.candidate.id,
+            case_id: key.to_string(),
+            phase: unit.phase,
+            repetition: unit.repetition,
+            attempt,
+            concurrency: unit.concurrency,
+            is_warmup: unit.is_warmup,
+        });
+        record.turn = Some(Box::new(facts));
+        let grading = graded.then(|| Grading {
+            file: self.file.clone(),
+            case_index: unit.case_index,
+            turn: Some(turn),
+        });
+        let met = self.slo_met(&record);
+        if !self.records.send(record, chunk_text, grading) {
+            tracing::error!(run_id = self.run_id, "record writer stopped; a record was dropped");
+        }
+        met
+    }
+}
+
+/// The record of a turn that could not even be prepared.
+fn unsent_turn(failure: Failure, ready: Instant) -> Exchange {
+    Exchange {
+        sent_at_us: wall_clock_us(),
+        client_queue_us: micros(ready.elapsed()),
+        end_us: Some(0),
+        failure: Some(failure),
+        ..Default::default()
+    }
+}
