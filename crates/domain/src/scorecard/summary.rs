@@ -244,7 +244,11 @@ pub fn summarise_data(
                 .chain(ErrorClass::ALL.iter().map(|c| Some(c.as_str().to_string())))
                 .collect(),
             Param::Grader => graders.iter().map(|g| Some(g.to_string())).collect(),
-            Param::Probe | Param::ChecklistItem | Param::Incumbent | Param::Turn => Vec::new(),
+            // Every turn a conversation may have: a rule on a turn no record reached says why.
+            Param::Turn => (1..=crate::evalset::conversation::MAX_TURNS)
+                .map(|t| Some(t.to_string()))
+                .collect(),
+            Param::Probe | Param::ChecklistItem | Param::Incumbent => Vec::new(),
         };
         let concurrencies: Vec<Option<u32>> = if def.per_load {
             loads.iter().copied().map(Some).collect()
