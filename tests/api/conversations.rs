@@ -311,3 +311,75 @@ async fn own_history_compounds_an_early_mistake_and_golden_history_isolates_each
     let (own, golden) = (passed["own"], passed["golden"]);
     assert!(own.0 < golden.0, "own {own:?} vs golden {golden:?}");
 }
+
+#[tokio::test]
+async fn the_demo_conversation_set_shows_relay_sharp_on_turn_1_and_lost_by_turn_4() {
+    let shipped = bakeoff::app::demo::shipped_evalset_files().expect("the shipped sets parse");
+    let file = shipped
+        .into_iter()
+        .find(|f| f.header.name == "zh-en-conversations")
+        .expect("the demo conversation set ships");
+    assert!(file.cases.iter().all(|c| c.turns.len() == TURNS));
+    let langs: std::collections::BTreeSet<&str> = file
+        .cases
+        .iter()
+        .flat_map(|c| c.tags.iter().map(String::as_str))
+        .collect();
+    assert_eq!(langs.into_iter().collect::<Vec<_>>(), ["en", "zh"], "bilingual");
+    // The demo profiles as shipped, made fast: their answers, not their speed, are the point.
+    let profiles: Vec<ModelProfile> = bakeoff::mock::demo_profiles()
+        .into_iter()
+        .filter(|p| p.name == "relay-8b" || p.name == "steady-32b")
+        .map(|mut p| {
+            p.ttft_ms = 2.0;
+            p.prefill_ms_per_token = 0.0;
+            p.tokens_per_second = 20_000.0;
+            p.stall_probability = 0.0;
+            p.error_429_rate = 0.0;
+            p
+        })
+        .collect();
+    let mock = start_mock(MockConfig {
+        profiles: profiles.clone(),
+        answer_keys: vec![file.clone()],
+        seed: 42,
+    })
+    .await;
+    let (store, _guard) = sqlite_store().await;
+    let mut by_name = HashMap::new();
+    for p in &profiles {
+        let (store, file) = (&store, &file);
+        let run_id = create_run(
+            store,
+            file,
+            &spec(&mock.base_url(), &p.name),
+            config(4, ThinkTime::Fixed { ms: 0.0 }),
+        )
+        .await;
+        assert_eq!(
+            run_to_end_within(store, run_id, Duration::from_secs(120)).await.status,
+            RunStatus::Finished
+        );
+        let records = store.list_request_records(run_id).await.unwrap();
+        by_name.insert(p.name.clone(), figures(records.iter(), 0.95));
+    }
+    let relay = &by_name["relay-8b"];
+    let rate = |f: &bakeoff::domain::conversation::ConversationFigures, k: usize| {
+        f.turns[k - 1].accuracy.rate().unwrap_or(0.0)
+    };
+    assert!(rate(relay, 1) >= 0.8, "relay-8b turn 1: {:?}", relay.turns[0].accuracy);
+    assert_eq!(
+        relay.turns.get(3).map(|t| t.accuracy.passed).unwrap_or(0),
+        0,
+        "relay-8b forgets by turn 4"
+    );
+    assert_eq!(relay.conversations.passed, 0);
+    let steady = &by_name["steady-32b"];
+    assert!(
+        steady.conversations.passed > 0,
+        "steady-32b keeps some conversations whole"
+    );
+    // Both have a prefix cache: later turns read their history from it.
+    assert!(steady.turns[1].cache_hit_rate.unwrap() > 0.5, "{:?}", steady.turns[1]);
+    mock.shutdown().await.unwrap();
+}
