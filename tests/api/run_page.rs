@@ -1634,3 +1634,76 @@ async fn views_of_a_live_run_arriving_together_all_get_its_parts(db: TestStore) 
     let (page, _) = app.page(&format!("/runs/{run}/cases")).await;
     assert_eq!(page.text("#matching"), "3 of 3 cases match.", "{}", app.backend);
 }
+
+// ------------------------------------------------------------------ conversations (issue 46)
+
+each_backend!(a_conversation_run_from_the_form_shows_its_figures_by_turn_and_the_ttft_context_chart);
+async fn a_conversation_run_from_the_form_shows_its_figures_by_turn_and_the_ttft_context_chart(db: TestStore) {
+    let file = EvalSetFile::parse(
+        "c.jsonl",
+        r#"{"bakeoff_evalset":1,"name":"chat","task":"generation","system":"Be brief.","graders":[{"kind":"exact"}]}
+{"id":"a","turns":[{"user":"Call me <b>Ann</b>.","expected":"OK <b>Ann</b>"},{"user":"Who am I?","expected":"Ann"}]}
+{"id":"b","turns":[{"user":"Call me Bo.","expected":"OK Bo"},{"user":"Who am I?","expected":"Bo"}]}"#,
+    )
+    .unwrap();
+    let profile = ModelProfile {
+        prefix_cache: true,
+        prefill_ms_per_token: 0.2,
+        ..fast("chatty")
+    };
+    let mock = start_mock(vec![profile], vec![file.clone()]).await;
+    let app = spawn_app_on(db).await;
+    let version = app.store.save_evalset_version(&file).await.unwrap().to_string();
+    let chatty = app.candidate("chatty", &mock.base_url(), "chatty").await.to_string();
+    let mut fields = vec![
+        ("evalset_version", version.as_str()),
+        ("candidate", chatty.as_str()),
+        ("concurrency", "2"),
+        ("repetitions", "1"),
+        ("warmup_requests", "0"),
+        ("timeout_secs", "20"),
+        ("retries", "0"),
+        ("stream", "on"),
+        ("load_shape", "fixed"),
+        ("think_time", "sometimes"),
+    ];
+    // A think time the form cannot read is refused, naming the field; nothing starts.
+    let r = app.post_form("/runs", &fields).await;
+    assert_eq!(r.status().as_u16(), 422, "{}", app.backend);
+    let body = r.text().await.unwrap();
+    assert!(body.contains("not a think-time distribution"), "{}", app.backend);
+    fields.retain(|(k, _)| *k != "think_time");
+    fields.push(("think_time", "uniform 2-6"));
+    let r = app.post_form("/runs", &fields).await;
+    assert_eq!(r.status().as_u16(), 303, "{}", app.backend);
+    let run: i64 = r.headers()["location"]
+        .to_str()
+        .unwrap()
+        .trim_start_matches("/runs/")
+        .parse()
+        .unwrap();
+    assert_eq!(app.run_to_end(run, false).await, RunStatus::Finished);
+    let records = app.store.list_request_records(run).await.unwrap();
+    let mut keys: Vec<&str> = records.iter().map(|r| r.case_id.as_ref()).collect();
+    keys.sort();
+    assert_eq!(keys, ["a#1", "a#2", "b#1", "b#2"], "{}", app.backend);
+    let (page, html) = app.page(&format!("/runs/{run}")).await;
+    let block = page.text(".conversations");
+    assert!(block.contains("Conversations by turn"), "{}: {block}", app.backend);
+    assert!(block.contains("think time uniform 2–6 ms"), "{}: {block}", app.backend);
+    assert!(block.contains("users start evenly spread"), "{}: {block}", app.backend);
+    assert!(html.contains("id=\"chart-ttft-context\""), "{}", app.backend);
+    assert!(html.contains("data-turn=\"2\""), "{}", app.backend);
+    assert!(
+        page.text("[data-figure=conversation-pass-rate]").contains("of 2"),
+        "{}",
+        app.backend
+    );
+    assert!(
+        page.text(".conditions").contains("think time (conversations)"),
+        "{}",
+        app.backend
+    );
+    // The model's answer is escaped wherever it shows.
+    assert!(!html.contains("<b>Ann</b>"), "{}", app.backend);
+}
