@@ -75,6 +75,10 @@ pub struct SettingsFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.1, max = 60.0))]
     pub scrape_interval_secs: Option<f64>,
+    /// Conversation cases: each user's think time between a reply and its next turn, as
+    /// `fixed 500`, `uniform 200-800` or `exponential 1000` (milliseconds, seeded). Omitted: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_time: Option<String>,
     /// Retries after a failed attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = 10))]
@@ -212,6 +216,7 @@ impl SettingsFile {
             &mut draft.scrape_interval_secs,
             self.scrape_interval_secs.map(|s| s.to_string()),
         );
+        set(&mut draft.think_time, self.think_time.clone());
         set(&mut draft.retries, int(self.retries));
         set(&mut draft.case_limit, int(self.case_limit));
         set(
@@ -291,6 +296,7 @@ pub fn from_config(config: &RunConfig, judge_candidate: Option<String>) -> Resul
         first_token_timeout_secs: config.first_token_timeout_secs,
         stall_timeout_secs: config.stall_timeout_secs,
         scrape_interval_secs: config.scrape_interval_secs,
+        think_time: config.think_time.map(|t| t.spec()),
         retries: Some(config.retries),
         stream: Some(config.stream),
         case_limit: config.case_limit,
