@@ -298,3 +298,90 @@ async fn the_llama_cpp_python_recipe_gates_a_run_from_the_terminal() {
     };
     recipe_gates(gate, String::new).await;
 }
+
+/// Issue 46: a conversation set end to end against the real server: every turn sent with the
+/// model's own history, the prompt growing turn by turn as the server counts it, think time
+/// waited, the figures by turn computed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_llama),
+    ignore = "needs llama-cpp-python and SmolLM2-135M: run scripts/install-llama-server.sh (then touch build.rs)"
+)]
+async fn a_conversation_set_runs_turn_by_turn_against_llama_cpp() {
+    let (python, model) = installed();
+    let server = start_llama(&python, &model).await;
+    let (store, _guard) = sqlite_store().await;
+    let file = EvalSetFile::parse(
+        "chat.jsonl",
+        r#"{"bakeoff_evalset":1,"name":"real-chat","task":"generation","system":"You are brief.","max_tokens":12,"temperature":0,"graders":[{"kind":"contains","value":"Paris","ignore_case":true}]}
+{"id":"en","turns":[{"user":"What is the capital of France?","expected":"Paris"},{"user":"And its most famous tower?"},{"user":"Repeat the city's name.","expected":"Paris"}]}
+{"id":"zh","turns":[{"user":"法国的首都是哪里？请用英文回答。","expected":"Paris"},{"user":"谢谢。"},{"user":"Say the city's name in English.","expected":"Paris"}]}"#,
+    )
+    .unwrap();
+    let version = store.save_evalset_version(&file).await.unwrap();
+    let candidate_id = store
+        .create_candidate(&crate::support::checked::admin_new(&candidate(&server.base_url)))
+        .await
+        .unwrap();
+    let config = RunConfig {
+        concurrency: 2,
+        repetitions: 1,
+        warmup_requests: 0,
+        retries: 0,
+        // Whole answers carry llama-cpp-python's usage: its own prompt-token counts.
+        stream: false,
+        staged_rollout: false,
+        think_time: Some(bakeoff::domain::conversation::ThinkTime::Fixed { ms: 20.0 }),
+        ..RunConfig::default()
+    };
+    let run_id = store
+        .create_run(&NewRun {
+            name: "real conversations".into(),
+            evalset_version_id: version,
+            candidate_ids: vec![candidate_id],
+            config,
+        })
+        .await
+        .unwrap();
+    let run = run_to_end_within(&store, run_id, REAL_RUN_DEADLINE).await;
+    assert_eq!(run.status, RunStatus::Finished, "{:?}", run.error);
+    let records = store.list_request_records(run_id).await.unwrap();
+    assert_eq!(records.len(), 6, "every turn of both conversations");
+    for case in ["en", "zh"] {
+        let mut turns: Vec<_> = records
+            .iter()
+            .filter(|r| r.turn.as_ref().is_some_and(|t| t.conversation == case))
+            .collect();
+        turns.sort_by_key(|r| r.turn.as_ref().unwrap().turn);
+        assert_eq!(turns.len(), 3, "{case}");
+        for pair in turns.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            assert!(
+                a.succeeded() && b.succeeded(),
+                "{case}: {:?} {:?}",
+                a.error_detail(),
+                b.error_detail()
+            );
+            // The history carries the model's own reply: the server counts a longer prompt.
+            assert!(
+                b.input_tokens.unwrap() > a.input_tokens.unwrap() + 3,
+                "{case}: {:?} then {:?}",
+                a.input_tokens,
+                b.input_tokens
+            );
+            let facts = b.turn.as_deref().unwrap();
+            assert_eq!(facts.think_scheduled_us, Some(20_000));
+            assert!(facts.think_waited_us.unwrap() >= 19_800, "{facts:?}");
+        }
+    }
+    let f = bakeoff::domain::conversation::figures(records.iter(), 0.95);
+    assert_eq!(f.turns.len(), 3);
+    assert_eq!(f.conversations.graded, 2);
+    eprintln!(
+        "llama-cpp-python conversations: {:?}",
+        f.turns
+            .iter()
+            .map(|t| (t.turn, t.context_tokens.p50, t.ttft_ms.p50, t.accuracy.passed))
+            .collect::<Vec<_>>()
+    );
+}
