@@ -275,7 +275,7 @@ mod tests {
         assert_eq!(split_turn_key("trip"), None);
         assert_eq!(split_turn_key("a#b"), None);
         // A plain file's hash is unchanged by the new fields (none is written when unused).
-        assert!(!f.cases[1].history.is_some());
+        assert!(f.cases[1].history.is_none());
         assert!(!f.normalised().lines().nth(2).unwrap().contains("turns"));
     }
 
