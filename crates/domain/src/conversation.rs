@@ -130,15 +130,16 @@ pub fn turn_param(p: &str) -> Option<u32> {
         .filter(|k| (1..=crate::evalset::conversation::MAX_TURNS as u32).contains(k))
 }
 
-/// The seeded generator of one user's think times: the same run, candidate, level, repetition
-/// and user always wait the same times.
-pub fn think_rng(run_id: i64, candidate_id: i64, level: u32, repetition: u32, user: u32) -> SplitMix64 {
+/// The seeded generator of one conversation's think times: the same run, candidate, case,
+/// repetition (level and cycle included) and phase always wait the same times, whichever user
+/// sends it.
+pub fn think_rng(run_id: i64, candidate_id: i64, case_index: u32, repetition: u32, phase: u32) -> SplitMix64 {
     SplitMix64::new(
         (run_id as u64).rotate_left(40)
             ^ (candidate_id as u64).rotate_left(24)
-            ^ u64::from(level).rotate_left(56)
+            ^ u64::from(case_index).rotate_left(56)
             ^ u64::from(repetition).rotate_left(12)
-            ^ u64::from(user)
+            ^ u64::from(phase)
             ^ 0x7A1C_0FFE,
     )
 }
