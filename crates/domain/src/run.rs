@@ -1341,7 +1341,20 @@ impl RequestRecord {
             output_fingerprint: answer_fingerprint(self.output().trim()),
             reasoning_chars: self.reasoning_chars(),
         });
-        self.texts = Texts::default();
+        // A tool case keeps its turn's mode, cut flag and timing (not its calls): the per-level
+        // tool-turn timing reads them (`tool_calls::levels`).
+        let tool_turn = self.tool_turn().map(|t| crate::tool_calls::ToolTurn {
+            mode: t.mode,
+            calls: Vec::new(),
+            cut_mid_call: t.cut_mid_call,
+            first_argument_us: t.first_argument_us,
+            complete_us: t.complete_us,
+        });
+        self.texts = RecordTexts {
+            tool_turn,
+            ..RecordTexts::default()
+        }
+        .into();
         for grade in self.grades.iter_mut().filter(|g| g.passed) {
             grade.reason = String::new();
         }

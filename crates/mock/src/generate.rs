@@ -129,6 +129,25 @@ impl Plan {
         &self.answer
     }
 
+    /// Tokens to send before a cut halfway through the answer's first call: its native
+    /// arguments, or its `<tool_call>` block in the text (None: the answer has no call).
+    pub fn tokens_before_mid_first_call(&self) -> Option<u32> {
+        let end = match self.tool_calls.first() {
+            Some((_, end)) => *end,
+            None => self.answer.find("</tool_call>")? + "</tool_call>".len(),
+        };
+        let start = if self.tool_calls.is_empty() {
+            self.answer.find("<tool_call>")?
+        } else {
+            0
+        };
+        let middle = start + (end - start) / 2;
+        let whole = self.answer_spans.iter().take_while(|s| s.end <= middle).count() as u32;
+        // At least one token of the call is sent, and never the whole answer.
+        let sent = whole.max(1).min((self.answer_spans.len() as u32).saturating_sub(1).max(1));
+        Some(self.reasoning + sent)
+    }
+
     pub fn total(&self) -> u32 {
         self.reasoning + self.answer_spans.len() as u32 + self.filler
     }

@@ -128,11 +128,15 @@ pub struct ToolFaults {
     pub arguments_double_encoded: f64,
     /// Native mode: the calls are written in the text content as `<tool_call>` blocks.
     pub call_in_text: f64,
+    /// The stream is cut (no finish reason, no `[DONE]`) halfway through the first call's
+    /// arguments (natively) or its `<tool_call>` block (prompt mode); a whole response's body
+    /// breaks off.
+    pub stream_cut: f64,
 }
 
 impl ToolFaults {
     /// (kind, rate) in the order they are drawn.
-    pub fn rates(&self) -> [(&'static str, f64); 6] {
+    pub fn rates(&self) -> [(&'static str, f64); 7] {
         [
             ("wrong_tool", self.wrong_tool),
             ("missing_call", self.missing_call),
@@ -140,6 +144,7 @@ impl ToolFaults {
             ("arguments_not_json", self.arguments_not_json),
             ("arguments_double_encoded", self.arguments_double_encoded),
             ("call_in_text", self.call_in_text),
+            ("stream_cut", self.stream_cut),
         ]
     }
 }
@@ -415,6 +420,7 @@ pub fn demo_profiles() -> Vec<ModelProfile> {
                 arguments_not_json: 0.10,
                 arguments_double_encoded: 0.10,
                 call_in_text: 0.10,
+                stream_cut: 0.0,
             },
             ..ModelProfile::default()
         },

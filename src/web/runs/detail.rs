@@ -93,6 +93,8 @@ pub struct LiveView {
     pub pass_rates: Option<Chart>,
     /// Throughput, TTFT and errors per time bucket (refreshed with the live fragment).
     pub over_time: Option<OverTimeView>,
+    /// Tool figures per candidate and load level (templates/runs/tool_levels.html).
+    pub tool_levels: Option<crate::app::pages::tool_levels::ToolLevelsView>,
     pub events: Vec<EventRow>,
     /// Candidates stopped within the run, with their outcome (NO-GO).
     pub stops: Vec<StopView>,
@@ -482,6 +484,7 @@ pub(super) async fn live_view(state: &AppState, run: &Run, candidates: &[Candida
         quality: parts.quality,
         pass_rates: parts.pass_rates,
         over_time: parts.over_time,
+        tool_levels: parts.tool_levels,
         events,
         stops,
         again,

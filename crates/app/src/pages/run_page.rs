@@ -193,6 +193,9 @@ pub struct RecordParts {
     /// Per candidate whose provider sent rate-limit headers or answered 429: what they said.
     #[serde(default)]
     pub rate_limits: Vec<RateLimitRow>,
+    /// Tool figures per candidate and load level (`pages::tool_levels`); None without tool cases.
+    #[serde(default)]
+    pub tool_levels: Option<super::tool_levels::ToolLevelsView>,
 }
 
 /// One candidate's rate-limit summary (`domain::rate_limit::RateLimitSummary::text`).
@@ -205,8 +208,8 @@ pub struct RateLimitRow {
 /// Cache kind of [`RecordParts`]; bump the version when its shape or content changes (3: a
 /// sweep's results table pools no latencies; 4: the charts over time and the pass-rate bars;
 /// 5: downtime over every repetition; 6: bins on a fixed grid; 7: the clock that timed each
-/// candidate; 8: the providers' rate limits).
-pub const RECORD_PARTS_KIND: &str = "run-page/8";
+/// candidate; 8: the providers' rate limits; 9: tool figures per level).
+pub const RECORD_PARTS_KIND: &str = "run-page/9";
 
 /// A terminal run's records never change, so its parts are computed once and kept in the
 /// store (`run_summaries`); an unfinished run's are computed on every call.
@@ -350,6 +353,8 @@ pub struct CandidateParts {
     buckets: Option<Vec<crate::domain::timeline::Bucket>>,
     /// Its rate-limit summary, when its records have one.
     rate_limit: Option<String>,
+    /// Its tool figures per load level (empty without graded tool answers).
+    tool_levels: Vec<crate::domain::tool_calls::levels::ToolLevel>,
 }
 
 /// A case row's place: eval-set order, then candidate order, then repetition and attempt.
@@ -545,6 +550,7 @@ impl<'a> PageContext<'a> {
             buckets: timed.buckets,
             // Every attempt, warm-ups and retries too: a 429 anywhere is the provider's limit.
             rate_limit: RateLimitSummary::of(records.iter().filter(|r| r.candidate_id == id)).map(|s| s.text()),
+            tool_levels: crate::domain::tool_calls::levels::tool_levels(&data.finals),
         }
     }
 
@@ -564,7 +570,11 @@ impl<'a> PageContext<'a> {
         let mut quality = Vec::with_capacity(parts.len());
         let mut over_time = Vec::new();
         let mut rate_limits = Vec::new();
+        let mut tool_levels = Vec::new();
         for p in parts {
+            if !p.tool_levels.is_empty() {
+                tool_levels.push((candidate_name(candidates, p.id), p.tool_levels));
+            }
             if let Some(text) = p.rate_limit {
                 rate_limits.push(RateLimitRow {
                     candidate: candidate_name(candidates, p.id),
@@ -609,6 +619,7 @@ impl<'a> PageContext<'a> {
                 .grid
                 .and_then(|grid| over_time_view(run, candidates, grid.timeline(over_time))),
             rate_limits,
+            tool_levels: super::tool_levels::tool_levels_view(run.config.tool_mode, tool_levels),
         })
     }
 }

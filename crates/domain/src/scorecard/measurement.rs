@@ -714,7 +714,7 @@ fn grader_score(key: &MetricKey, finals: &[&RequestRecord]) -> Measurement {
 }
 
 /// A tool-case figure at load `c`, over the answers carrying a `tool-calls` grade.
-fn tool_figure(base: &str, finals: &[&RequestRecord], c: Option<u32>) -> Measurement {
+pub(crate) fn tool_figure(base: &str, finals: &[&RequestRecord], c: Option<u32>) -> Measurement {
     use crate::tool_calls::ToolCallsDetail;
     let graded: Vec<(bool, ToolCallsDetail)> = finals
         .iter()

@@ -307,7 +307,8 @@ pub const CATALOG: &[MetricDef] = &[
         true,
         Proportion,
         "share of tool-case answers whose calls were all right (tool-calls grade passed), over graded tool-case \
-         answers at the load; failed requests are counted by the failure rate, not here",
+         answers at the load; a failed request is counted by the failure rate, and here too when it broke off \
+         mid-call (graded stream-cut, malformed)",
     ),
     def(
         "tool_argument_f1",
@@ -327,7 +328,8 @@ pub const CATALOG: &[MetricDef] = &[
         false,
         Proportion,
         "share of graded tool-case answers with a call that could not be read as sent (arguments not JSON or \
-         double-encoded, a call in the text, a call cut off), at the load",
+         double-encoded, a call in the text, a call cut off — the token limit, or the stream broken off mid-call), at \
+         the load",
     ),
     def(
         "abstention_error_rate",

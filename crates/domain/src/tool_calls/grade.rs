@@ -337,7 +337,13 @@ pub fn grade_turn(tools: &[ToolDef], expectation: &ToolExpectation, turn: &ToolT
     let mut read = Vec::with_capacity(calls.len());
     for (i, call) in calls.iter().enumerate() {
         let is_cut = cut && i + 1 == calls.len();
-        let arguments = match read_arguments(&call.arguments) {
+        // A call cut before any argument text came was not argument-less: nothing was read.
+        let read_as = if is_cut && call.arguments.trim().is_empty() {
+            ArgumentsRead::Unusable("cut before its arguments".into())
+        } else {
+            read_arguments(&call.arguments)
+        };
+        let arguments = match read_as {
             ArgumentsRead::Object(map) => Some(map),
             ArgumentsRead::DoubleEncoded(map) => {
                 failures.push(ToolFailure::ArgumentsDoubleEncoded {

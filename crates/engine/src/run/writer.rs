@@ -57,7 +57,8 @@ pub struct Pending {
     pub record: RequestRecord,
     /// Text bytes per chunk, from `Exchange::into_parts` (empty when unknown).
     pub chunk_text: Vec<ChunkText>,
-    /// Grade the record against this case (successful measured records only).
+    /// Grade the record against this case (successful measured records, and tool cases cut
+    /// mid-call: `domain::tool_calls::cut_mid_call`).
     pub grading: Option<Grading>,
 }
 
@@ -74,16 +75,19 @@ impl Grading {
         let Some(case) = self.file.cases.get(self.case_index) else {
             return;
         };
-        // The answer only, unless the set grades the reasoning too.
-        let text = record.graded_text(self.file.header.grade_reasoning);
-        let mut grades: Vec<_> = self
-            .file
-            .graders_for(case)
-            .iter()
-            .filter(|g| !g.needs_model())
-            .map(|g| g.grade(&text, case.expected.as_ref()))
-            .collect();
-        drop(text);
+        // The answer only, unless the set grades the reasoning too. A failed request graded at
+        // all is a tool case cut mid-call: only its calls are graded (its text is cut short).
+        let mut grades: Vec<_> = if record.succeeded() {
+            let text = record.graded_text(self.file.header.grade_reasoning);
+            self.file
+                .graders_for(case)
+                .iter()
+                .filter(|g| !g.needs_model())
+                .map(|g| g.grade(&text, case.expected.as_ref()))
+                .collect()
+        } else {
+            Vec::new()
+        };
         grades.extend(crate::domain::tool_calls::grade_case(
             case,
             record.tool_turn(),

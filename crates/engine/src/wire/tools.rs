@@ -165,7 +165,7 @@ mod traps {
             .iter()
             .map(|t| ToolDef::read(t, "tools").unwrap())
             .collect();
-        let (mut count, mut wrong) = (0, Vec::new());
+        let (mut count, mut wrong, mut cut_graded) = (0, Vec::new(), 0);
         let mut kinds_seen = std::collections::BTreeSet::new();
         for line in lines {
             let trap: Value = serde_json::from_str(line).unwrap();
@@ -177,6 +177,18 @@ mod traps {
             let expectation = ToolExpectation::read(&trap["expect"], "expect").unwrap();
             let (mut turn, content) = read_answer(&trap, kind);
             turn.mode = ToolMode::parse(trap["mode"].as_str().unwrap()).unwrap();
+            // A trap whose connection broke off: the engine grades it (a failed request too) only
+            // when a call was being sent.
+            if trap["cut"] == true {
+                let graded = crate::domain::tool_calls::cut_mid_call(Some(&turn), &content);
+                let labelled = trap["graded_when_failed"]
+                    .as_bool()
+                    .unwrap_or_else(|| trap["label"]["failures"].to_string().contains("stream-cut"));
+                if graded != labelled {
+                    wrong.push(format!("{id}: graded when failed {graded}, labelled {labelled}"));
+                }
+                cut_graded += usize::from(graded);
+            }
             let grade = grade_turn(&tools, &expectation, &turn, &content);
             let detail = ToolCallsDetail::from_grade(&grade).unwrap();
             let mut failures: Vec<&str> = detail.failures.iter().map(ToolFailure::kind).collect();
@@ -204,6 +216,10 @@ mod traps {
             .filter(|k| !kinds_seen.contains(**k))
             .collect();
         assert!(missing.is_empty(), "no trap of kind {missing:?}");
-        eprintln!("tool-call trap set: {count} recorded answers, all graded as labelled");
+        assert!(cut_graded >= 5, "only {cut_graded} answers cut mid-call");
+        eprintln!(
+            "tool-call trap set: {count} recorded answers, all graded as labelled ({cut_graded} broke off mid-call: \
+             failed requests graded stream-cut)"
+        );
     }
 }

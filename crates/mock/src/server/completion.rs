@@ -109,11 +109,18 @@ pub(super) async fn handle(
             (false, _) => "prompt",
         }),
     });
+    let cut_mid_call = answer
+        .as_ref()
+        .and_then(|a| a.tool.as_ref())
+        .is_some_and(|t| t.cut_mid_call());
     let plan = plan_reply(&state, profile, api, &req, prompt_tokens, answer);
     tracker.record.reasoning_in_content = plan.reasoning_in_content();
     let mut schedule = Schedule::new(profile, prompt_tokens, plan.total(), &mut rng);
     schedule.slow_down(ps.drift_factor());
     plan_cut(profile, number, plan.total(), &mut schedule);
+    if cut_mid_call && let Some(sent) = plan.tokens_before_mid_first_call() {
+        schedule.cut_after = Some(sent);
+    }
     count_scheduled_faults(&state, profile, &schedule, &mut tracker);
     ps.prompt_tokens.fetch_add(u64::from(prompt_tokens), Ordering::Relaxed);
     ps.sim.admitted(
