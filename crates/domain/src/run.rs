@@ -411,6 +411,8 @@ pub struct RunDraft {
     pub clients: String,
     /// Seconds between telemetry scrapes. Blank: `telemetry::DEFAULT_SCRAPE_INTERVAL_S`.
     pub scrape_interval_secs: String,
+    /// How tool cases are sent: `native` or `prompt`. Blank: native.
+    pub tool_mode: String,
 }
 
 impl RunDraft {
@@ -433,6 +435,7 @@ impl RunDraft {
             error_budget_window: c.error_budget.window.to_string(),
             clients: opt(c.clients.map(|v| v.to_string())),
             scrape_interval_secs: opt(c.scrape_interval_secs.map(|v| v.to_string())),
+            tool_mode: c.tool_mode.as_str().to_string(),
         }
     }
 
@@ -489,6 +492,21 @@ impl RunDraft {
                 super::telemetry::MIN_SCRAPE_INTERVAL_S,
                 super::telemetry::MAX_SCRAPE_INTERVAL_S,
             ),
+            tool_mode: if self.tool_mode.trim().is_empty() {
+                crate::tool_calls::ToolMode::Native
+            } else {
+                crate::tool_calls::ToolMode::parse(&self.tool_mode).unwrap_or_else(|| {
+                    e.add(
+                        "tool_mode",
+                        format!(
+                            "{:?} is not a tool mode; choose native (the provider's tool API) or prompt (tools in \
+                             the system prompt)",
+                            self.tool_mode.trim()
+                        ),
+                    );
+                    crate::tool_calls::ToolMode::Native
+                })
+            },
             // Not on the form yet: the defaults (fixed concurrency, staged rollout on).
             ..RunConfig::default()
         };

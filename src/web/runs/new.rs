@@ -434,6 +434,27 @@ pub(crate) fn condition_fields(d: &RunDraft, errors: &FieldErrors) -> Vec<FieldV
         field("temperature", "Temperature", FieldKind::Number, &d.temperature)
             .decimal()
             .help("0–2. Blank: the eval set's or candidate's value."),
+        field(
+            "tool_mode",
+            "Tool calls",
+            FieldKind::Select,
+            if d.tool_mode.trim().is_empty() {
+                "native"
+            } else {
+                d.tool_mode.trim()
+            },
+        )
+        .options(vec![
+            ("native".to_string(), "Native tool API (tools / tool_calls)".to_string()),
+            (
+                "prompt".to_string(),
+                "Prompt mode (tools in the system prompt, calls read from the text)".to_string(),
+            ),
+        ])
+        .help(
+            "How tool cases are sent. To see both modes side by side for the same model, run the set in each \
+             mode (the run page offers \"Run again in prompt mode\") and compare the two runs.",
+        ),
     ]
 }
 

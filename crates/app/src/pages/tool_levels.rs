@@ -20,6 +20,9 @@ pub struct ToolLevelsView {
     pub rows: Vec<ToolLevelRow>,
     pub first_argument_caliber: String,
     pub complete_caliber: String,
+    /// The same cases and candidates in the other mode (set when the page is shown, never cached).
+    #[serde(default)]
+    pub other_mode: Option<ModePair>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -109,6 +112,7 @@ pub fn tool_levels_view(mode: ToolMode, per_candidate: Vec<(String, Vec<ToolLeve
         rows,
         first_argument_caliber: FIRST_ARGUMENT_CALIBER.to_string(),
         complete_caliber: COMPLETE_CALIBER.to_string(),
+        other_mode: None,
     })
 }
 
@@ -118,4 +122,44 @@ pub fn mode_text(mode: ToolMode) -> &'static str {
         ToolMode::Native => "native API (tools / tool_calls, tool_use blocks)",
         ToolMode::Prompt => "prompt mode (tools described in the system prompt, calls read from the text)",
     }
+}
+
+/// The newest other ended run of the same eval-set version and candidates whose tool cases were
+/// sent in the other mode: the run page and the scorecard link the two side by side
+/// (`/archive/compare`). Looks at the newest [`PAIR_SEARCH`] runs.
+pub async fn other_mode_run(
+    store: &crate::store::DynStore,
+    run: &crate::domain::run::Run,
+) -> Result<Option<ModePair>, crate::store::StoreError> {
+    let mut mine = run.candidate_ids.clone();
+    mine.sort_unstable();
+    let runs = store.list_runs(PAIR_SEARCH, 0).await?;
+    Ok(runs
+        .into_iter()
+        .map(|item| item.run)
+        .find(|other| {
+            let mut theirs = other.candidate_ids.clone();
+            theirs.sort_unstable();
+            other.id != run.id
+                && other.status.is_terminal()
+                && other.evalset_version_id == run.evalset_version_id
+                && other.config.tool_mode != run.config.tool_mode
+                && theirs == mine
+        })
+        .map(|other| ModePair {
+            run_id: other.id,
+            mode: mode_text(other.config.tool_mode).to_string(),
+            compare_href: format!("/archive/compare?runs={},{}", run.id.min(other.id), run.id.max(other.id)),
+        }))
+}
+
+/// Runs [`other_mode_run`] looks through, newest first.
+pub const PAIR_SEARCH: i64 = 200;
+
+/// The run of the same cases and candidates in the other tool mode.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModePair {
+    pub run_id: i64,
+    pub mode: String,
+    pub compare_href: String,
 }
