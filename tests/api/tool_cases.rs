@@ -194,3 +194,162 @@ async fn tool_cases_run_natively_and_in_prompt_mode_at_c16_graded_as_the_mock_ma
     }
     mock.shutdown().await.unwrap();
 }
+
+/// The shipped tool set, parsed.
+fn tool_set() -> bakeoff::domain::evalset::EvalSetFile {
+    bakeoff::app::demo::shipped_evalset_files()
+        .unwrap()
+        .into_iter()
+        .find(|f| f.header.name == TOOL_SET)
+        .expect("the tool set ships")
+}
+
+/// A run of the tool set on `candidate` at c = 1 and c = 8 in `mode`, driven to its end.
+async fn levels_run(app: &TestApp, version: i64, candidate: i64, mode: ToolMode) -> i64 {
+    let run = app
+        .store
+        .create_run(&NewRun {
+            name: format!("cuts, {} mode", mode.as_str()),
+            evalset_version_id: version,
+            candidate_ids: vec![candidate],
+            config: RunConfig {
+                concurrency: 1,
+                load: bakeoff::domain::load::LoadShape::Levels { levels: vec![1, 8] },
+                repetitions: 1,
+                warmup_requests: 0,
+                retries: 1,
+                staged_rollout: false,
+                error_budget: bakeoff::domain::run::ErrorBudget {
+                    max_failed_percent: 100.0,
+                    window: 20,
+                },
+                tool_mode: mode,
+                ..RunConfig::default()
+            },
+        })
+        .await
+        .unwrap();
+    app.state.app.runner.start(run);
+    tokio::time::timeout(RUN_DEADLINE, app.state.app.runner.wait(run))
+        .await
+        .expect("the run ended in time");
+    run
+}
+
+/// Issue 45: a native stream cut mid-call (the mock's `tool_faults.stream_cut` breaks the
+/// stream off halfway through the first call's arguments, or inside its `<tool_call>` block in
+/// prompt mode) is a failed request AND a graded answer: `stream-cut`, malformed, on every
+/// attempt of exactly the cases the mock cut. The run page and the scorecard show the tool
+/// figures per load level (c=1 and c=8) with the cut answers in the malformed-call rate, and
+/// the two modes' runs link each other side by side.
+async fn a_stream_cut_mid_call_is_graded_and_shown_per_level(t: crate::support::db::TestStore) {
+    use bakeoff::domain::run::ErrorClass;
+    let file = tool_set();
+    let cutter = bakeoff::mock::ModelProfile {
+        ttft_ms: 5.0,
+        inter_token_ms: Some(1.0),
+        accuracy: 1.0,
+        tool_faults: bakeoff::mock::ToolFaults {
+            stream_cut: 0.35,
+            ..Default::default()
+        },
+        ..bakeoff::mock::ModelProfile::named("cutter")
+    };
+    let mock = crate::support::runs::start_mock(bakeoff::mock::MockConfig {
+        profiles: vec![cutter],
+        answer_keys: vec![file.clone()],
+        seed: 45,
+    })
+    .await;
+    let app = crate::support::app::spawn_app_on(t).await;
+    let version = app.store.save_evalset_version(&file).await.unwrap();
+    let candidate = app
+        .store
+        .create_candidate(&crate::support::checked::admin_new(&bakeoff::domain::candidate::CandidateSpec {
+            api_key: Some(bakeoff::domain::candidate::Secret::new("sk-tool-cut")),
+            ..bakeoff::domain::candidate::CandidateSpec::openai_chat("cutter", mock.base_url(), "cutter")
+        }))
+        .await
+        .unwrap();
+
+    let mut runs = Vec::new();
+    for mode in [ToolMode::Native, ToolMode::Prompt] {
+        let run = levels_run(&app, version, candidate, mode).await;
+        let truth = mock_truth(&mock.root_url()).await;
+        let records = app.store.list_request_records(run).await.unwrap();
+        let (mut cut, mut right) = (0, 0);
+        for r in records.iter().filter(|r| !r.is_warmup) {
+            let (fault, _) = truth
+                .get(&("cutter".to_string(), r.case_id.to_string()))
+                .unwrap_or_else(|| panic!("no mock truth for {}", r.case_id));
+            let grade = r.grades.iter().find(|g| &*g.grader == TOOL_GRADER);
+            if fault.as_deref() == Some("stream_cut") {
+                // A failed request, and a graded, malformed stream-cut call.
+                assert_eq!(r.error_class, Some(ErrorClass::StreamCut), "{mode:?} {}", r.case_id);
+                let grade = grade.unwrap_or_else(|| panic!("{mode:?} {}: the cut answer is not graded", r.case_id));
+                let detail = ToolCallsDetail::from_grade(grade).unwrap();
+                let kinds: Vec<&str> = detail.failures.iter().map(|f| f.kind()).collect();
+                assert_eq!(kinds, ["stream-cut"], "{mode:?} {}: {}", r.case_id, grade.reason);
+                assert!(detail.malformed && !grade.passed);
+                assert!(r.grades.iter().all(|g| &*g.grader == TOOL_GRADER), "only the calls are graded");
+                cut += 1;
+            } else {
+                assert!(r.succeeded(), "{mode:?} {}: {:?}", r.case_id, r.error_detail());
+                assert!(grade.is_some_and(|g| g.passed), "{mode:?} {}", r.case_id);
+                right += 1;
+            }
+        }
+        // Both levels, every case once; a cut case is retried (and cut again).
+        assert!(cut >= 4 && right >= 10, "{mode:?}: {cut} cut attempts, {right} right answers");
+        runs.push(run);
+    }
+
+    let (native, prompt) = (runs[0], runs[1]);
+    for (run, mode, other) in [(native, "native", prompt), (prompt, "prompt", native)] {
+        for path in [format!("/runs/{run}"), format!("/runs/{run}/scorecard")] {
+            let (page, _) = app.page(&path).await;
+            assert_eq!(page.status, 200, "{path}");
+            assert_eq!(
+                page.attr(".tool-levels", "data-tool-mode").as_deref(),
+                Some(mode),
+                "{path}"
+            );
+            let rows = page.select(".tool-levels-table tbody tr");
+            let loads: Vec<String> = rows
+                .iter()
+                .map(|r| r.value().attr("data-load").unwrap().to_string())
+                .collect();
+            assert_eq!(loads, ["c=1", "c=8"], "{path}");
+            let malformed = page.texts(".tool-levels-table [data-figure=malformed_call_rate]");
+            let cuts = page.texts(".tool-levels-table [data-figure=cut]");
+            assert_eq!(cuts.len(), 2, "{path}: both levels have answers cut mid-call");
+            for m in &malformed {
+                // e.g. "25.0 % [11.2–46.9 %]": a share above zero with its interval.
+                assert!(m.contains('[') && !m.starts_with("0.0 %"), "{path}: {m}");
+            }
+            // Tool-turn timing, with its caliber named.
+            let caption = page.text(".tool-levels-table caption");
+            assert!(caption.contains("send → first piece of a call's arguments"), "{caption}");
+            for p50 in page.texts(".tool-levels-table [data-figure=complete_p50]") {
+                assert!(p50.ends_with(']') && p50.contains(" ms ["), "{path}: {p50}");
+            }
+            assert_eq!(
+                page.attr(".tool-mode-pair", "data-other-run"),
+                Some(other.to_string()),
+                "{path}: the other mode's run is linked"
+            );
+        }
+    }
+    // The run page offers the other mode; the compare page shows the two modes side by side.
+    let (page, _) = app.page(&format!("/runs/{native}")).await;
+    assert_eq!(page.count("button[data-tool-mode=prompt]"), 1);
+    let (compare, _) = app
+        .page(&format!("/archive/compare?runs={native},{prompt}"))
+        .await;
+    assert_eq!(compare.status, 200);
+    let body = compare.text("body");
+    assert!(body.contains("tool calls") && body.contains("native API") && body.contains("prompt mode"));
+    mock.shutdown().await.unwrap();
+}
+
+crate::support::db::each_backend!(a_stream_cut_mid_call_is_graded_and_shown_per_level);

@@ -76,6 +76,11 @@ pub struct RunConfig {
     /// system prompt, calls read from the text; `docs/tool-cases.md`).
     #[serde(default, skip_serializing_if = "crate::tool_calls::ToolMode::is_native")]
     pub tool_mode: crate::tool_calls::ToolMode,
+    /// The cost of structured output: every case with a `response_format` is also sent without
+    /// it (its unconstrained twin, id `<id>~unconstrained`, right after it, at the same load),
+    /// so TTFT and decode rate with and without the constraint are measured in one run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unconstrained_twins: bool,
     /// Seconds between two scrapes of a candidate's telemetry source during its measured load
     /// (None: `telemetry::DEFAULT_SCRAPE_INTERVAL_S`); between `MIN_SCRAPE_INTERVAL_S` and
     /// `MAX_SCRAPE_INTERVAL_S`. Scrapes at each level's start and end are taken besides.
@@ -366,6 +371,7 @@ impl Default for RunConfig {
             error_budget: ErrorBudget::default(),
             clients: None,
             tool_mode: Default::default(),
+            unconstrained_twins: false,
             scrape_interval_secs: None,
         }
     }
@@ -413,6 +419,8 @@ pub struct RunDraft {
     pub scrape_interval_secs: String,
     /// How tool cases are sent: `native` or `prompt`. Blank: native.
     pub tool_mode: String,
+    /// "on": structured-output cases are also sent without their constraint.
+    pub unconstrained_twins: Option<String>,
 }
 
 impl RunDraft {
@@ -436,6 +444,7 @@ impl RunDraft {
             clients: opt(c.clients.map(|v| v.to_string())),
             scrape_interval_secs: opt(c.scrape_interval_secs.map(|v| v.to_string())),
             tool_mode: c.tool_mode.as_str().to_string(),
+            unconstrained_twins: c.unconstrained_twins.then(|| "on".to_string()),
         }
     }
 
@@ -507,6 +516,7 @@ impl RunDraft {
                     crate::tool_calls::ToolMode::Native
                 })
             },
+            unconstrained_twins: self.unconstrained_twins.is_some(),
             // Not on the form yet: the defaults (fixed concurrency, staged rollout on).
             ..RunConfig::default()
         };

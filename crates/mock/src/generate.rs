@@ -221,6 +221,13 @@ impl Schedule {
         }
     }
 
+    /// Stretches the inter-token delay by `factor` (≥ 1): constrained decoding's cost.
+    pub fn slow_decode(&mut self, factor: f64) {
+        if factor.is_finite() && factor > 1.0 {
+            self.inter_token = self.inter_token.mul_f64(factor);
+        }
+    }
+
     /// Stretches every delay by `factor` (≥ 1): a server slowing down under sustained load.
     pub fn slow_down(&mut self, factor: f64) {
         if factor.is_finite() && factor > 1.0 {

@@ -36,6 +36,10 @@ pub struct CaseTruth {
     /// A tool case: how its calls were sent (`native`, `in_text` or `prompt`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_mode: Option<&'static str>,
+    /// Asked with `response_format`: `valid` (the answer is the case's expected JSON) or
+    /// `invalid_json` (`invalid_json_rate`: its last character dropped).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured: Option<&'static str>,
 }
 
 /// One request as the server saw it. Times are milliseconds since the request was received;

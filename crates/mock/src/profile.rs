@@ -107,6 +107,12 @@ pub struct ModelProfile {
     pub gpu_busy_watts: f64,
     /// How often a tool case's answer makes each kind of tool-call mistake (docs/mock.md).
     pub tool_faults: ToolFaults,
+    /// Structured output: the probability that an answer asked with `response_format`
+    /// (`json_schema`) is not valid JSON (its last character is dropped), drawn per request.
+    pub invalid_json_rate: f64,
+    /// Structured output: every inter-token delay of an answer asked with `response_format` is
+    /// this many times longer (constrained decoding's cost); 1: none.
+    pub constrained_decode_factor: f64,
 }
 
 /// Per tool case, the probability of each tool-call mistake, drawn once per (seed, profile,
@@ -205,6 +211,8 @@ impl Default for ModelProfile {
             no_health: false,
             inconsistency: 0.0,
             tool_faults: ToolFaults::default(),
+            invalid_json_rate: 0.0,
+            constrained_decode_factor: 1.0,
             kv_cache_tokens: None,
             gpu_idle_watts: 60.0,
             gpu_busy_watts: 300.0,
@@ -311,6 +319,13 @@ impl ModelProfile {
             return Err((
                 "gpu_busy_watts",
                 format!("must be at least gpu_idle_watts ({})", self.gpu_idle_watts),
+            ));
+        }
+        fraction("invalid_json_rate", self.invalid_json_rate)?;
+        if !(self.constrained_decode_factor.is_finite() && self.constrained_decode_factor >= 1.0) {
+            return Err((
+                "constrained_decode_factor",
+                format!("must be at least 1, got {}", self.constrained_decode_factor),
             ));
         }
         for (kind, rate) in self.tool_faults.rates() {

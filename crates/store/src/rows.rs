@@ -484,6 +484,8 @@ impl EvalCaseRow {
             tool_choice: Option<crate::domain::tool_calls::ToolChoice>,
             #[serde(default)]
             expected_calls: Option<crate::domain::tool_calls::ToolExpectation>,
+            #[serde(default)]
+            response_format: Option<crate::domain::tool_calls::structured::ResponseFormat>,
         }
         let input: Input = parse_json(place("input"), &self.input)?;
         let expected = match &self.expected {
@@ -502,6 +504,7 @@ impl EvalCaseRow {
             tools: input.tools,
             tool_choice: input.tool_choice,
             expected_calls: input.expected_calls,
+            response_format: input.response_format,
         })
     }
 }
@@ -541,6 +544,9 @@ pub(crate) fn case_values(file: &EvalSetFile) -> Vec<CaseValues<'_>> {
                     "expected_calls".into(),
                     serde_json::to_value(expectation).unwrap_or_default(),
                 );
+            }
+            if let Some(format) = &case.response_format {
+                input.insert("response_format".into(), format.openai());
             }
             CaseValues {
                 case_id: &case.id,

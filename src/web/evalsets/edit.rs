@@ -41,6 +41,8 @@ pub struct CaseForm {
     pub tool_choice: String,
     /// A list of calls, `{"calls": […], "ordered": true}`, `"no-call"` or `"text"`.
     pub expected_calls: String,
+    /// Structured output: `{"type": "json_schema", "json_schema": {…}}` as JSON, or blank.
+    pub response_format: String,
 }
 
 impl CaseForm {
@@ -87,6 +89,11 @@ impl CaseForm {
                 .as_ref()
                 .map(|e| serde_json::to_string_pretty(e).unwrap_or_default())
                 .unwrap_or_default(),
+            response_format: case
+                .response_format
+                .as_ref()
+                .map(|f| serde_json::to_string_pretty(&f.openai()).unwrap_or_default())
+                .unwrap_or_default(),
         }
     }
 
@@ -95,6 +102,7 @@ impl CaseForm {
         match name {
             "tools" => &self.tools,
             "tool_choice" => &self.tool_choice,
+            "response_format" => &self.response_format,
             _ => &self.expected_calls,
         }
     }
@@ -113,6 +121,7 @@ impl CaseForm {
             tools: get("tools"),
             tool_choice: get("tool_choice"),
             expected_calls: get("expected_calls"),
+            response_format: get("response_format"),
         }
     }
 
@@ -237,6 +246,18 @@ impl CaseForm {
                 .map_err(|e| errors.add("expected_calls", e.to_string()))
                 .ok()
         });
+        let response_format = match self.response_format.trim() {
+            "" => None,
+            raw => match serde_json::from_str::<Value>(raw) {
+                Ok(v) => crate::domain::tool_calls::structured::ResponseFormat::read(&v, "response_format")
+                    .map_err(|e| errors.add("response_format", e.to_string()))
+                    .ok(),
+                Err(e) => {
+                    errors.add("response_format", format!("is not valid JSON: {e}"));
+                    None
+                }
+            },
+        };
         errors.into_result(EvalCase {
             id,
             vars,
@@ -248,6 +269,7 @@ impl CaseForm {
             tools,
             tool_choice,
             expected_calls,
+            response_format,
         })
     }
 }
@@ -302,7 +324,7 @@ impl CaseFormPage {
     }
 
     /// The tool fields as (name, label, rows, help).
-    pub fn tool_fields(&self) -> [(&'static str, &'static str, usize, &'static str); 3] {
+    pub fn tool_fields(&self) -> [(&'static str, &'static str, usize, &'static str); 4] {
         [
             (
                 "tools",
@@ -321,6 +343,12 @@ impl CaseFormPage {
                 "Expected calls",
                 5,
                 "A JSON list of {\"name\", \"arguments\", \"graders\"}; {\"calls\": […], \"ordered\": true}; no-call; or text.",
+            ),
+            (
+                "response_format",
+                "Structured output",
+                4,
+                "{\"type\": \"json_schema\", \"json_schema\": {\"name\": …, \"schema\": {…}}}: the answer must be JSON valid against the schema (graded response-format).",
             ),
         ]
     }
@@ -588,6 +616,7 @@ mod tests {
             tools: r#"[{"name":"has space"}]"#.into(),
             tool_choice: "sometimes".into(),
             expected_calls: "[]".into(),
+            response_format: r#"{"type": "json_object"}"#.into(),
         };
         let errors = form.to_case().unwrap_err();
         for f in [
@@ -600,6 +629,7 @@ mod tests {
             "tools",
             "tool_choice",
             "expected_calls",
+            "response_format",
         ] {
             assert!(errors.get(f).is_some(), "{f}: {errors}");
         }

@@ -95,6 +95,8 @@ pub struct LiveView {
     pub over_time: Option<OverTimeView>,
     /// Tool figures per candidate and load level (templates/runs/tool_levels.html).
     pub tool_levels: Option<crate::app::pages::tool_levels::ToolLevelsView>,
+    /// Structured output per candidate and level (templates/runs/structured.html).
+    pub structured: Option<crate::app::pages::tool_levels::StructuredView>,
     pub events: Vec<EventRow>,
     /// Candidates stopped within the run, with their outcome (NO-GO).
     pub stops: Vec<StopView>,
@@ -499,6 +501,7 @@ pub(super) async fn live_view(state: &AppState, run: &Run, candidates: &[Candida
         pass_rates: parts.pass_rates,
         over_time: parts.over_time,
         tool_levels,
+        structured: parts.structured,
         events,
         stops,
         again,

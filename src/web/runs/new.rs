@@ -455,6 +455,17 @@ pub(crate) fn condition_fields(d: &RunDraft, errors: &FieldErrors) -> Vec<FieldV
             "How tool cases are sent. To see both modes side by side for the same model, run the set in each \
              mode (the run page offers \"Run again in prompt mode\") and compare the two runs.",
         ),
+        field(
+            "unconstrained_twins",
+            "Measure the cost of structured output",
+            FieldKind::Checkbox,
+            "",
+        )
+        .checked(d.unconstrained_twins.is_some())
+        .help(
+            "Cases with a response_format (a JSON Schema the answer must fit) are also sent without it, right \
+             after, at the same load: TTFT and decode rate with and without the constraint side by side.",
+        ),
     ]
 }
 

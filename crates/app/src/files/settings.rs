@@ -88,6 +88,11 @@ pub struct SettingsFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("enum" = ["native", "prompt"]))]
     pub tool_mode: Option<String>,
+    /// The cost of structured output: every case with a `response_format` is also sent without
+    /// it (id `<id>~unconstrained`, right after it, at the same load), so TTFT and decode rate
+    /// with and without the constraint are measured in one run. Omitted: false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unconstrained_twins: Option<bool>,
     /// Only the first N cases.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
@@ -227,6 +232,9 @@ impl SettingsFile {
         );
         set(&mut draft.error_budget_window, int(self.error_budget_window));
         set(&mut draft.tool_mode, self.tool_mode.clone());
+        if let Some(twins) = self.unconstrained_twins {
+            draft.unconstrained_twins = twins.then(|| "on".to_string());
+        }
         if let Some(stream) = self.stream {
             draft.stream = stream.then(|| "on".to_string());
         }
@@ -302,6 +310,7 @@ pub fn from_config(config: &RunConfig, judge_candidate: Option<String>) -> Resul
         retries: Some(config.retries),
         stream: Some(config.stream),
         tool_mode: Some(config.tool_mode.as_str().to_string()),
+        unconstrained_twins: Some(config.unconstrained_twins),
         case_limit: config.case_limit,
         error_budget_percent: Some(config.error_budget.max_failed_percent),
         error_budget_window: Some(config.error_budget.window),

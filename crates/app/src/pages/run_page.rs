@@ -196,6 +196,10 @@ pub struct RecordParts {
     /// Tool figures per candidate and load level (`pages::tool_levels`); None without tool cases.
     #[serde(default)]
     pub tool_levels: Option<super::tool_levels::ToolLevelsView>,
+    /// Structured output per candidate and level (schema validity, constraint cost); None
+    /// without cases with a response_format.
+    #[serde(default)]
+    pub structured: Option<super::tool_levels::StructuredView>,
 }
 
 /// One candidate's rate-limit summary (`domain::rate_limit::RateLimitSummary::text`).
@@ -355,6 +359,7 @@ pub struct CandidateParts {
     rate_limit: Option<String>,
     /// Its tool figures per load level (empty without graded tool answers).
     tool_levels: Vec<crate::domain::tool_calls::levels::ToolLevel>,
+    structured: Vec<super::tool_levels::StructuredRow>,
 }
 
 /// A case row's place: eval-set order, then candidate order, then repetition and attempt.
@@ -551,6 +556,7 @@ impl<'a> PageContext<'a> {
             // Every attempt, warm-ups and retries too: a 429 anywhere is the provider's limit.
             rate_limit: RateLimitSummary::of(records.iter().filter(|r| r.candidate_id == id)).map(|s| s.text()),
             tool_levels: crate::domain::tool_calls::levels::tool_levels(&data.finals),
+            structured: super::tool_levels::structured_rows(&candidate_name(self.candidates, id), &data.finals),
         }
     }
 
@@ -571,7 +577,9 @@ impl<'a> PageContext<'a> {
         let mut over_time = Vec::new();
         let mut rate_limits = Vec::new();
         let mut tool_levels = Vec::new();
+        let mut structured = Vec::new();
         for p in parts {
+            structured.extend(p.structured);
             if !p.tool_levels.is_empty() {
                 tool_levels.push((candidate_name(candidates, p.id), p.tool_levels));
             }
@@ -620,6 +628,10 @@ impl<'a> PageContext<'a> {
                 .and_then(|grid| over_time_view(run, candidates, grid.timeline(over_time))),
             rate_limits,
             tool_levels: super::tool_levels::tool_levels_view(run.config.tool_mode, tool_levels),
+            structured: (!structured.is_empty()).then(|| super::tool_levels::StructuredView {
+                with_twins: structured.iter().any(|r| r.ttft_difference != NOT_MEASURED),
+                rows: structured,
+            }),
         })
     }
 }

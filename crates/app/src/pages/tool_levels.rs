@@ -163,3 +163,81 @@ pub struct ModePair {
     pub mode: String,
     pub compare_href: String,
 }
+
+/// Structured output per candidate and load level: the schema-validity rate, and — when the run
+/// sent unconstrained twins — TTFT and decode rate with and without the constraint side by side.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StructuredView {
+    pub rows: Vec<StructuredRow>,
+    /// Whether any row compares with unconstrained twins.
+    pub with_twins: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StructuredRow {
+    pub candidate: String,
+    pub load: String,
+    /// Answers graded against the schema.
+    pub answers: usize,
+    pub schema_valid: String,
+    /// "—" without twins.
+    pub ttft_constrained: String,
+    pub ttft_unconstrained: String,
+    pub ttft_difference: String,
+    pub decode_constrained: String,
+    pub decode_unconstrained: String,
+    pub decode_difference: String,
+}
+
+/// A candidate's structured-output figures per level from its final attempts (empty when none
+/// of its answers was graded against a schema).
+pub fn structured_rows(candidate: &str, finals: &[&crate::domain::run::RequestRecord]) -> Vec<StructuredRow> {
+    use crate::domain::tool_calls::structured::{SCHEMA_GRADER, constraint_cost, schema_valid_rate};
+    let mut by_level: std::collections::BTreeMap<u32, Vec<&crate::domain::run::RequestRecord>> = Default::default();
+    for r in finals.iter().filter(|r| !r.is_warmup) {
+        if r.grades.iter().any(|g| &*g.grader == SCHEMA_GRADER) {
+            by_level.entry(r.concurrency).or_default().push(r);
+        }
+    }
+    let costs = constraint_cost(finals);
+    let signed = |v: f64, unit: &str| {
+        let sign = if v > 0.0 { "+" } else { "" };
+        format!("{sign}{} {unit}", format::significant(v))
+    };
+    let difference = |c: &crate::domain::tool_calls::structured::Compared, unit: &str| match (c.difference, c.interval)
+    {
+        (Some(d), Some((lo, hi))) => format!(
+            "{} [{} – {}]",
+            signed(d, unit),
+            signed(lo, unit),
+            signed(hi, unit)
+        ),
+        (Some(d), None) => signed(d, unit),
+        _ => NOT_MEASURED.into(),
+    };
+    by_level
+        .into_iter()
+        .map(|(level, records)| {
+            let cost = costs.iter().find(|c| c.concurrency == level);
+            let valid = schema_valid_rate(&records, Some(level));
+            let ms = |v: Option<f64>| super::format::ms(v);
+            let tok = |v: Option<f64>| super::format::tok_s(v);
+            StructuredRow {
+                candidate: candidate.to_string(),
+                load: if level == 0 {
+                    "open loop".to_string()
+                } else {
+                    format!("c={level}")
+                },
+                answers: records.len(),
+                schema_valid: share(&valid),
+                ttft_constrained: ms(cost.and_then(|c| c.ttft_ms.constrained)),
+                ttft_unconstrained: ms(cost.and_then(|c| c.ttft_ms.unconstrained)),
+                ttft_difference: cost.map_or(NOT_MEASURED.into(), |c| difference(&c.ttft_ms, "ms")),
+                decode_constrained: tok(cost.and_then(|c| c.decode_tok_s.constrained)),
+                decode_unconstrained: tok(cost.and_then(|c| c.decode_tok_s.unconstrained)),
+                decode_difference: cost.map_or(NOT_MEASURED.into(), |c| difference(&c.decode_tok_s, "tok/s")),
+            }
+        })
+        .collect()
+}

@@ -25,7 +25,7 @@ const HEADER_FIELDS: [&str; 11] = [
     "temperature",
     "grade_reasoning",
 ];
-const CASE_FIELDS: [&str; 10] = [
+const CASE_FIELDS: [&str; 11] = [
     "id",
     "vars",
     "messages",
@@ -36,6 +36,7 @@ const CASE_FIELDS: [&str; 10] = [
     "tools",
     "tool_choice",
     "expected_calls",
+    "response_format",
 ];
 
 /// One line's object, read by the rules of `what` ("header", "case").
@@ -222,6 +223,10 @@ pub(super) fn case(object: &Map<String, Value>) -> Result<EvalCase, FieldProblem
         tools: r.tools(),
         tool_choice: r.tool_field("tool_choice", ToolChoice::read),
         expected_calls: r.tool_field("expected_calls", ToolExpectation::read),
+        response_format: r.tool_field(
+            "response_format",
+            crate::tool_calls::structured::ResponseFormat::read,
+        ),
     };
     if r.problems.is_empty() {
         Ok(case)

@@ -444,7 +444,7 @@ fn quantile_of(base: &str) -> f64 {
     0.5
 }
 
-fn proportion(successes: f64, n: f64, unit: SampleUnit, concurrency: Option<u32>) -> Measurement {
+pub(crate) fn proportion(successes: f64, n: f64, unit: SampleUnit, concurrency: Option<u32>) -> Measurement {
     Measurement {
         value: (n > 0.0).then(|| successes / n),
         interval: (n > 0.0).then(|| wilson(successes / n, n)).flatten(),
@@ -541,6 +541,7 @@ pub fn measure(
         "tool_call_accuracy" | "tool_argument_f1" | "malformed_call_rate" | "abstention_error_rate" => {
             tool_figure(key.base, &finals, c)
         }
+        "schema_valid_rate" => crate::tool_calls::structured::schema_valid_rate(&finals, c),
         "failure_rate" => {
             let class: Option<ErrorClass> = key.error_class();
             let failed = finals

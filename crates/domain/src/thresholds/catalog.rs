@@ -340,6 +340,17 @@ pub const CATALOG: &[MetricDef] = &[
         Proportion,
         "share of graded tool-case answers that called a tool when they must not, or none when they must, at the load",
     ),
+    def(
+        "schema_valid_rate",
+        "schema-validity rate",
+        Quality,
+        Unit::Percent,
+        true,
+        Proportion,
+        "structured output: share of answers to cases with a response_format that are JSON and valid against its \
+         schema (the response-format grade), over those answers at the load (final attempts; unconstrained twins \
+         left out)",
+    ),
     // --- stability
     with_param(
         def(

@@ -13,6 +13,7 @@ mod assemble;
 mod case;
 mod grade;
 pub mod levels;
+pub mod structured;
 mod text;
 
 pub use assemble::{CallAssembler, calls_from_anthropic_content, calls_from_openai_message};

@@ -541,6 +541,7 @@ impl CandidateRun {
     fn store_record(&self, unit: &Unit, attempt: u32, mut exchange: Exchange) -> Option<bool> {
         let case = &self.file.cases[unit.case_index];
         tools::mark_tool_turn(&mut exchange, case, self.tool_mode());
+        tools::structured_answer(&mut exchange, case);
         // A tool case whose stream broke off mid-call is graded too (`stream-cut`, malformed):
         // it is a failed request and a failed tool call, whatever retries then make of it.
         let cut_mid_call = !exchange.succeeded()

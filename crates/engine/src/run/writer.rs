@@ -93,6 +93,12 @@ impl Grading {
             record.tool_turn(),
             record.output(),
         ));
+        if let Some(format) = case.response_format.as_ref().filter(|_| record.succeeded()) {
+            grades.push(crate::domain::tool_calls::structured::grade_structured(
+                format,
+                record.output(),
+            ));
+        }
         record.grades = grades;
     }
 }

@@ -39,6 +39,40 @@ pub fn add_tools(kind: ProviderKind, body: &mut Map<String, Value>, case: &EvalC
     }
 }
 
+/// Structured output (`domain::tool_calls::structured`): OpenAI-compatible chat and Azure get
+/// `response_format`; Anthropic a forced tool whose input schema is the schema (its `tool_use`
+/// input is the answer, [`structured_answer`]); the legacy completions and the Responses API are
+/// sent none (the answer is still graded against the schema).
+pub fn add_response_format(kind: ProviderKind, body: &mut Map<String, Value>, case: &EvalCase) {
+    let Some(format) = &case.response_format else {
+        return;
+    };
+    match kind {
+        ProviderKind::OpenAiChat | ProviderKind::AzureOpenAi => {
+            body.insert("response_format".into(), format.openai());
+        }
+        ProviderKind::Anthropic => {
+            body.insert("tools".into(), Value::Array(vec![format.anthropic_tool()]));
+            body.insert("tool_choice".into(), format.anthropic_choice());
+        }
+        ProviderKind::OpenAiCompletions | ProviderKind::OpenAiResponses => {}
+    }
+}
+
+/// A structured-output case's answer through Anthropic's forced tool: the tool's input becomes
+/// the answer text (what is graded against the schema), and no tool turn is kept.
+pub fn structured_answer(exchange: &mut Exchange, case: &EvalCase) {
+    let Some(format) = &case.response_format else {
+        return;
+    };
+    if let Some(turn) = exchange.tool_turn.take() {
+        match turn.calls.iter().find(|c| c.name == format.name) {
+            Some(call) if exchange.output.trim().is_empty() => exchange.output = call.arguments.clone(),
+            _ => exchange.tool_turn = Some(turn),
+        }
+    }
+}
+
 /// Whether a provider kind takes tools natively.
 pub fn sends_native_tools(kind: ProviderKind) -> bool {
     matches!(

@@ -97,7 +97,19 @@ pub(super) async fn handle(
         return refuse(tracker, error);
     }
 
-    let answer = choose_answer(&state, profile, api, &req, key);
+    let mut answer = choose_answer(&state, profile, api, &req, key);
+    // Structured output: the answer is JSON (the case's expected value); a share of them broken.
+    let structured = answer.as_mut().filter(|_| req.constrained).map(|a| {
+        let broken = profile.invalid_json_rate > 0.0
+            && SplitMix::new(stable_hash(&[&key.to_le_bytes(), b"invalid-json"])).chance(profile.invalid_json_rate);
+        if broken {
+            a.text.pop();
+            a.correct = false;
+            "invalid_json"
+        } else {
+            "valid"
+        }
+    });
     tracker.record.case = answer.as_ref().map(|a| CaseTruth {
         set: a.set.clone(),
         case_id: a.case_id.clone(),
@@ -108,6 +120,7 @@ pub(super) async fn handle(
             (true, true) => "in_text",
             (false, _) => "prompt",
         }),
+        structured,
     });
     let cut_mid_call = answer
         .as_ref()
@@ -117,6 +130,9 @@ pub(super) async fn handle(
     tracker.record.reasoning_in_content = plan.reasoning_in_content();
     let mut schedule = Schedule::new(profile, prompt_tokens, plan.total(), &mut rng);
     schedule.slow_down(ps.drift_factor());
+    if req.constrained {
+        schedule.slow_decode(profile.constrained_decode_factor);
+    }
     plan_cut(profile, number, plan.total(), &mut schedule);
     if cut_mid_call && let Some(sent) = plan.tokens_before_mid_first_call() {
         schedule.cut_after = Some(sent);

@@ -75,6 +75,8 @@ pub(super) struct Parsed {
     pub(super) match_text: Option<String>,
     /// The request carried tools (a non-empty `tools` list): a tool case is answered natively.
     pub(super) has_tools: bool,
+    /// The request asked for structured output (`response_format` of type `json_schema`).
+    pub(super) constrained: bool,
 }
 
 #[derive(Deserialize)]
@@ -93,6 +95,7 @@ struct RawRequest {
     ignore_eos: Option<bool>,
     n: Option<i64>,
     tools: Option<serde_json::Value>,
+    response_format: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -190,6 +193,10 @@ pub(super) fn parse_request(api: Api, body: &[u8]) -> Result<Parsed, ApiError> {
             .as_ref()
             .and_then(|t| t.as_array())
             .is_some_and(|t| !t.is_empty()),
+        constrained: raw
+            .response_format
+            .as_ref()
+            .is_some_and(|f| f.get("type").and_then(|t| t.as_str()) == Some("json_schema")),
     })
 }
 
