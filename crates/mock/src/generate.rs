@@ -144,7 +144,9 @@ impl Plan {
         let middle = start + (end - start) / 2;
         let whole = self.answer_spans.iter().take_while(|s| s.end <= middle).count() as u32;
         // At least one token of the call is sent, and never the whole answer.
-        let sent = whole.max(1).min((self.answer_spans.len() as u32).saturating_sub(1).max(1));
+        let sent = whole
+            .max(1)
+            .min((self.answer_spans.len() as u32).saturating_sub(1).max(1));
         Some(self.reasoning + sent)
     }
 

@@ -149,7 +149,11 @@ pub async fn other_mode_run(
         .map(|other| ModePair {
             run_id: other.id,
             mode: mode_text(other.config.tool_mode).to_string(),
-            compare_href: format!("/archive/compare?runs={},{}", run.id.min(other.id), run.id.max(other.id)),
+            compare_href: format!(
+                "/archive/compare?runs={},{}",
+                run.id.min(other.id),
+                run.id.max(other.id)
+            ),
         }))
 }
 
@@ -206,12 +210,7 @@ pub fn structured_rows(candidate: &str, finals: &[&crate::domain::run::RequestRe
     };
     let difference = |c: &crate::domain::tool_calls::structured::Compared, unit: &str| match (c.difference, c.interval)
     {
-        (Some(d), Some((lo, hi))) => format!(
-            "{} [{} – {}]",
-            signed(d, unit),
-            signed(lo, unit),
-            signed(hi, unit)
-        ),
+        (Some(d), Some((lo, hi))) => format!("{} [{} – {}]", signed(d, unit), signed(lo, unit), signed(hi, unit)),
         (Some(d), None) => signed(d, unit),
         _ => NOT_MEASURED.into(),
     };

@@ -223,10 +223,7 @@ pub(super) fn case(object: &Map<String, Value>) -> Result<EvalCase, FieldProblem
         tools: r.tools(),
         tool_choice: r.tool_field("tool_choice", ToolChoice::read),
         expected_calls: r.tool_field("expected_calls", ToolExpectation::read),
-        response_format: r.tool_field(
-            "response_format",
-            crate::tool_calls::structured::ResponseFormat::read,
-        ),
+        response_format: r.tool_field("response_format", crate::tool_calls::structured::ResponseFormat::read),
     };
     if r.problems.is_empty() {
         Ok(case)

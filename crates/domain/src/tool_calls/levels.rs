@@ -138,11 +138,8 @@ mod tests {
 
     fn record(c: u32, passed_call: bool, first_ms: i64, complete_ms: Option<i64>) -> RequestRecord {
         let tools = vec![
-            crate::tool_calls::ToolDef::read(
-                &serde_json::json!({"name": "f", "parameters": {"type": "object"}}),
-                "t",
-            )
-            .unwrap(),
+            crate::tool_calls::ToolDef::read(&serde_json::json!({"name": "f", "parameters": {"type": "object"}}), "t")
+                .unwrap(),
         ];
         let expect = ToolExpectation::read(&serde_json::json!([{"name": "f", "arguments": {"x": 1}}]), "e").unwrap();
         let turn = ToolTurn {
@@ -191,7 +188,10 @@ mod tests {
         assert_eq!(levels.len(), 2);
         let (one, sixteen) = (&levels[0], &levels[1]);
         assert_eq!((one.concurrency, one.answers, one.cut_mid_call), (1, 10, 0));
-        assert_eq!((sixteen.concurrency, sixteen.answers, sixteen.cut_mid_call), (16, 10, 2));
+        assert_eq!(
+            (sixteen.concurrency, sixteen.answers, sixteen.cut_mid_call),
+            (16, 10, 2)
+        );
         assert_eq!(one.accuracy.value, Some(1.0));
         assert_eq!(sixteen.accuracy.value, Some(0.8));
         assert_eq!(sixteen.malformed.value, Some(0.2));

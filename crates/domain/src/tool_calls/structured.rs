@@ -95,7 +95,12 @@ impl ResponseFormat {
         };
         let schema_value = match inner.get("schema") {
             Some(v @ Value::Object(_)) => v.clone(),
-            Some(_) => return Err(problem(format!("{inner_field}.schema"), "must be a JSON Schema (an object)")),
+            Some(_) => {
+                return Err(problem(
+                    format!("{inner_field}.schema"),
+                    "must be a JSON Schema (an object)",
+                ));
+            }
             None => return Err(problem(format!("{inner_field}.schema"), "is required (a JSON Schema)")),
         };
         let schema = Schema::new(schema_value).map_err(|e| problem(format!("{inner_field}.schema"), e))?;
@@ -103,7 +108,10 @@ impl ResponseFormat {
             .keys()
             .find(|k| !["name", "description", "schema", "strict"].contains(&k.as_str()))
         {
-            return Err(problem(format!("{inner_field}.{unknown}"), "is not a json_schema field"));
+            return Err(problem(
+                format!("{inner_field}.{unknown}"),
+                "is not a json_schema field",
+            ));
         }
         Ok(ResponseFormat {
             name,
@@ -224,7 +232,11 @@ mod tests {
         let f = format();
         assert!(grade_structured(&f, r#" {"id": 7, "status": "open"} "#).passed);
         let broken = grade_structured(&f, r#"{"id": 7, "status": "open""#);
-        assert!(!broken.passed && broken.reason.starts_with("not JSON"), "{}", broken.reason);
+        assert!(
+            !broken.passed && broken.reason.starts_with("not JSON"),
+            "{}",
+            broken.reason
+        );
         let wrong = grade_structured(&f, r#"{"id": "7", "status": "open"}"#);
         assert!(!wrong.passed && wrong.reason.contains("/id"), "{}", wrong.reason);
         // Fenced JSON is not what a constrained answer is: not JSON.
@@ -268,7 +280,8 @@ pub fn schema_valid_rate(finals: &[&crate::run::RequestRecord], c: Option<u32>) 
         c,
     );
     if grades.is_empty() {
-        m.missing = Some("no answer to a case with a response_format (the eval set has none, or none succeeded)".into());
+        m.missing =
+            Some("no answer to a case with a response_format (the eval set has none, or none succeeded)".into());
     }
     m
 }
@@ -362,8 +375,10 @@ pub fn constraint_cost(finals: &[&crate::run::RequestRecord]) -> Vec<ConstraintC
         .filter(|(_, (c, u))| !c.is_empty() && !u.is_empty())
         .map(|(level, (constrained, free))| {
             let figures = |rs: &[&crate::run::RequestRecord]| {
-                let all: Vec<crate::calibers::RequestFigures> =
-                    rs.iter().filter_map(|r| crate::calibers::RequestFigures::of(r)).collect();
+                let all: Vec<crate::calibers::RequestFigures> = rs
+                    .iter()
+                    .filter_map(|r| crate::calibers::RequestFigures::of(r))
+                    .collect();
                 let ttft: Vec<f64> = all.iter().map(|f| f.ttft_ms).collect();
                 let decode: Vec<f64> = all.iter().filter_map(|f| f.decode_tok_s).collect();
                 (ttft, decode)
