@@ -477,9 +477,13 @@ pub fn grade_turn(tools: &[ToolDef], expectation: &ToolExpectation, turn: &ToolT
                                 });
                             }
                             None => {
-                                failures.push(ToolFailure::MissingCall {
-                                    name: want.name.clone(),
-                                });
+                                // An answer cut mid-call never got to its later calls: the cut
+                                // is the failure (the missing call is still counted).
+                                if !cut {
+                                    failures.push(ToolFailure::MissingCall {
+                                        name: want.name.clone(),
+                                    });
+                                }
                                 call_counts.missing += 1;
                                 argument_counts.missing += names;
                                 pairs.push(CallPair {
