@@ -535,10 +535,21 @@ crate::support::db::each_backend!(structured_output_is_graded_and_its_cost_measu
 /// set against the demo mock's `steady-32b` at c=1 and c=16 (3 repetitions), natively and in
 /// prompt mode, printed as the run page shows them. Ignored by default (it measures, it does not
 /// check a behaviour); run it with
-/// `cargo nextest run --workspace -E 'test(tool_turn_timing_at_two_levels)' --run-ignored only --no-capture`.
+/// `cargo nextest run --workspace -E 'test(tool_turn_timing_at_two_levels)' --run-ignored only --no-capture`
+/// (one test per mode, each within the test timeout).
 #[tokio::test]
 #[ignore = "prints the tool-turn timing at c=1 and c=16 for the closing note"]
-async fn tool_turn_timing_at_two_levels() {
+async fn tool_turn_timing_at_two_levels_native() {
+    tool_turn_timing(ToolMode::Native).await;
+}
+
+#[tokio::test]
+#[ignore = "prints the tool-turn timing at c=1 and c=16 for the closing note"]
+async fn tool_turn_timing_at_two_levels_prompt() {
+    tool_turn_timing(ToolMode::Prompt).await;
+}
+
+async fn tool_turn_timing(mode: ToolMode) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let mock = bakeoff::app::demo::start_mock(listener).await.unwrap();
     let app = spawn_app_with(Some(&mock.base_url())).await;
@@ -563,7 +574,7 @@ async fn tool_turn_timing_at_two_levels() {
         .find(|c| c.spec.model == "steady-32b")
         .unwrap()
         .id;
-    for mode in [ToolMode::Native, ToolMode::Prompt] {
+    {
         let run = app
             .store
             .create_run(&NewRun {
