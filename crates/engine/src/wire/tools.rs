@@ -114,6 +114,53 @@ pub fn calls_finished(stream_completed: bool, finish_reason: Option<&str>) -> bo
     stream_completed && finish_reason != Some("length")
 }
 
+#[cfg(test)]
+mod structured_tests {
+    use serde_json::{Map, json};
+
+    use super::{Exchange, add_response_format, structured_answer};
+    use crate::domain::candidate::ProviderKind;
+    use crate::domain::evalset::EvalSetFile;
+    use crate::domain::tool_calls::{ToolCall, ToolTurn};
+
+    fn case() -> crate::domain::evalset::EvalCase {
+        let set = r#"{"bakeoff_evalset":1,"name":"s","task":"extraction","prompt":"{{q}}"}
+{"id":"o","vars":{"q":"Order 7?"},"expected":{"id":7},"response_format":{"type":"json_schema","json_schema":{"name":"order","schema":{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]}}}}"#;
+        EvalSetFile::parse("s.jsonl", set).unwrap().cases[0].clone()
+    }
+
+    #[test]
+    fn openai_gets_response_format_and_anthropic_a_forced_tool_whose_input_is_the_answer() {
+        let case = case();
+        let mut openai = Map::new();
+        add_response_format(ProviderKind::OpenAiChat, &mut openai, &case);
+        assert_eq!(openai["response_format"]["type"], "json_schema");
+        assert_eq!(openai["response_format"]["json_schema"]["name"], "order");
+        let mut anthropic = Map::new();
+        add_response_format(ProviderKind::Anthropic, &mut anthropic, &case);
+        assert_eq!(anthropic["tool_choice"], json!({"type": "tool", "name": "order"}));
+        assert_eq!(anthropic["tools"][0]["input_schema"]["required"], json!(["id"]));
+        assert!(!anthropic.contains_key("response_format"));
+        let mut legacy = Map::new();
+        add_response_format(ProviderKind::OpenAiCompletions, &mut legacy, &case);
+        assert!(legacy.is_empty());
+        // Anthropic's answer: the forced tool's input is the text graded against the schema.
+        let mut x = Exchange {
+            tool_turn: Some(ToolTurn {
+                calls: vec![ToolCall {
+                    id: Some("toolu_1".into()),
+                    name: "order".into(),
+                    arguments: r#"{"id": 7}"#.into(),
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        structured_answer(&mut x, &case);
+        assert_eq!((x.output.as_str(), x.tool_turn.is_none()), (r#"{"id": 7}"#, true));
+    }
+}
+
 /// The trap set (`tests/fixtures/tool_calls/traps.jsonl`): recorded answers, each with a hand
 /// label, read through the real stream path (bytes → SSE → the provider's decoder → the
 /// assembler) and graded; every label must come out exactly.
