@@ -194,3 +194,440 @@ async fn tool_cases_run_natively_and_in_prompt_mode_at_c16_graded_as_the_mock_ma
     }
     mock.shutdown().await.unwrap();
 }
+
+/// The shipped tool set, parsed.
+fn tool_set() -> bakeoff::domain::evalset::EvalSetFile {
+    bakeoff::app::demo::shipped_evalset_files()
+        .unwrap()
+        .into_iter()
+        .find(|f| f.header.name == TOOL_SET)
+        .expect("the tool set ships")
+}
+
+/// A run of the tool set on `candidate` at c = 1 and c = 8 in `mode`, driven to its end.
+async fn levels_run(app: &TestApp, version: i64, candidate: i64, mode: ToolMode) -> i64 {
+    let run = app
+        .store
+        .create_run(&NewRun {
+            name: format!("cuts, {} mode", mode.as_str()),
+            evalset_version_id: version,
+            candidate_ids: vec![candidate],
+            config: RunConfig {
+                concurrency: 1,
+                load: bakeoff::domain::load::LoadShape::Levels { levels: vec![1, 8] },
+                repetitions: 1,
+                warmup_requests: 0,
+                retries: 1,
+                staged_rollout: false,
+                error_budget: bakeoff::domain::run::ErrorBudget {
+                    max_failed_percent: 100.0,
+                    window: 20,
+                },
+                tool_mode: mode,
+                ..RunConfig::default()
+            },
+        })
+        .await
+        .unwrap();
+    app.state.app.runner.start(run);
+    tokio::time::timeout(RUN_DEADLINE, app.state.app.runner.wait(run))
+        .await
+        .expect("the run ended in time");
+    run
+}
+
+/// Issue 45: a native stream cut mid-call (the mock's `tool_faults.stream_cut` breaks the
+/// stream off halfway through the first call's arguments, or inside its `<tool_call>` block in
+/// prompt mode) is a failed request AND a graded answer: `stream-cut`, malformed, on every
+/// attempt of exactly the cases the mock cut. The run page and the scorecard show the tool
+/// figures per load level (c=1 and c=8) with the cut answers in the malformed-call rate, and
+/// the two modes' runs link each other side by side.
+async fn a_stream_cut_mid_call_is_graded_and_shown_per_level(t: crate::support::db::TestStore) {
+    use bakeoff::domain::run::ErrorClass;
+    let file = tool_set();
+    let cutter = bakeoff::mock::ModelProfile {
+        ttft_ms: 5.0,
+        inter_token_ms: Some(1.0),
+        accuracy: 1.0,
+        tool_faults: bakeoff::mock::ToolFaults {
+            stream_cut: 0.35,
+            ..Default::default()
+        },
+        ..bakeoff::mock::ModelProfile::named("cutter")
+    };
+    let mock = crate::support::runs::start_mock(bakeoff::mock::MockConfig {
+        profiles: vec![cutter],
+        answer_keys: vec![file.clone()],
+        seed: 45,
+    })
+    .await;
+    let app = crate::support::app::spawn_app_on(t).await;
+    // The shipped threshold profiles, so the scorecard can judge.
+    bakeoff::app::demo::bootstrap(app.store.as_ref(), None).await.unwrap();
+    let version = app.store.save_evalset_version(&file).await.unwrap();
+    let candidate = app
+        .store
+        .create_candidate(&crate::support::checked::admin_new(
+            &bakeoff::domain::candidate::CandidateSpec {
+                api_key: Some(bakeoff::domain::candidate::Secret::new("sk-tool-cut")),
+                ..bakeoff::domain::candidate::CandidateSpec::openai_chat("cutter", mock.base_url(), "cutter")
+            },
+        ))
+        .await
+        .unwrap();
+
+    let mut runs = Vec::new();
+    for mode in [ToolMode::Native, ToolMode::Prompt] {
+        let run = levels_run(&app, version, candidate, mode).await;
+        let truth = mock_truth(&mock.root_url()).await;
+        let records = app.store.list_request_records(run).await.unwrap();
+        let (mut cut, mut right) = (0, 0);
+        for r in records.iter().filter(|r| !r.is_warmup) {
+            let (fault, _) = truth
+                .get(&("cutter".to_string(), r.case_id.to_string()))
+                .unwrap_or_else(|| panic!("no mock truth for {}", r.case_id));
+            let grade = r.grades.iter().find(|g| &*g.grader == TOOL_GRADER);
+            if fault.as_deref() == Some("stream_cut") {
+                // A failed request, and a graded, malformed stream-cut call.
+                assert_eq!(r.error_class, Some(ErrorClass::StreamCut), "{mode:?} {}", r.case_id);
+                let grade = grade.unwrap_or_else(|| panic!("{mode:?} {}: the cut answer is not graded", r.case_id));
+                let detail = ToolCallsDetail::from_grade(grade).unwrap();
+                let kinds: Vec<&str> = detail.failures.iter().map(|f| f.kind()).collect();
+                assert_eq!(kinds, ["stream-cut"], "{mode:?} {}: {}", r.case_id, grade.reason);
+                assert!(detail.malformed && !grade.passed);
+                assert!(
+                    r.grades.iter().all(|g| &*g.grader == TOOL_GRADER),
+                    "only the calls are graded"
+                );
+                cut += 1;
+            } else {
+                assert!(r.succeeded(), "{mode:?} {}: {:?}", r.case_id, r.error_detail());
+                assert!(grade.is_some_and(|g| g.passed), "{mode:?} {}", r.case_id);
+                right += 1;
+            }
+        }
+        // Both levels, every case once; a cut case is retried (and cut again).
+        assert!(
+            cut >= 4 && right >= 10,
+            "{mode:?}: {cut} cut attempts, {right} right answers"
+        );
+        runs.push(run);
+    }
+
+    let (native, prompt) = (runs[0], runs[1]);
+    for (run, mode, other) in [(native, "native", prompt), (prompt, "prompt", native)] {
+        for path in [format!("/runs/{run}"), format!("/runs/{run}/scorecard")] {
+            let (page, _) = app.page(&path).await;
+            assert_eq!(page.status, 200, "{path}");
+            assert_eq!(
+                page.attr(".tool-levels", "data-tool-mode").as_deref(),
+                Some(mode),
+                "{path}"
+            );
+            let rows = page.select(".tool-levels-table tbody tr");
+            let loads: Vec<String> = rows
+                .iter()
+                .map(|r| r.value().attr("data-load").unwrap().to_string())
+                .collect();
+            assert_eq!(loads, ["c=1", "c=8"], "{path}");
+            let malformed = page.texts(".tool-levels-table [data-figure=malformed_call_rate]");
+            let cuts = page.texts(".tool-levels-table [data-figure=cut]");
+            assert_eq!(cuts.len(), 2, "{path}: both levels have answers cut mid-call");
+            for m in &malformed {
+                // e.g. "25.0 % [11.2–46.9 %]": a share above zero with its interval.
+                assert!(m.contains('[') && !m.starts_with("0.0 %"), "{path}: {m}");
+            }
+            // Tool-turn timing, with its caliber named.
+            let caption = page.text(".tool-levels-table caption");
+            assert!(
+                caption.contains("send → first piece of a call's arguments"),
+                "{caption}"
+            );
+            for p50 in page.texts(".tool-levels-table [data-figure=complete_p50]") {
+                assert!(p50.ends_with(']') && p50.contains(" ms ["), "{path}: {p50}");
+            }
+            assert_eq!(
+                page.attr(".tool-mode-pair", "data-other-run"),
+                Some(other.to_string()),
+                "{path}: the other mode's run is linked"
+            );
+        }
+    }
+    // The run page offers the other mode; the compare page shows the two modes side by side.
+    let (page, _) = app.page(&format!("/runs/{native}")).await;
+    assert_eq!(page.count("button[data-tool-mode=prompt]"), 1);
+    let (compare, _) = app.page(&format!("/archive/compare?runs={native},{prompt}")).await;
+    assert_eq!(compare.status, 200);
+    let body = compare.text("body");
+    assert!(body.contains("tool calls") && body.contains("native API") && body.contains("prompt mode"));
+    mock.shutdown().await.unwrap();
+}
+
+crate::support::db::each_backend!(a_stream_cut_mid_call_is_graded_and_shown_per_level);
+
+/// A structured-output eval set: order records the answer must give as JSON of a schema.
+fn structured_set(cases: usize) -> bakeoff::domain::evalset::EvalSetFile {
+    let mut text = String::from(
+        r#"{"bakeoff_evalset":1,"name":"structured-orders","task":"extraction","prompt":"Order {{n}} as JSON","graders":[{"kind":"json-valid"}],"max_tokens":64}"#,
+    );
+    let format = r#"{"type":"json_schema","json_schema":{"name":"order","schema":{"type":"object","properties":{"id":{"type":"integer"},"status":{"enum":["open","shipped"]},"city":{"type":"string"}},"required":["id","status","city"],"additionalProperties":false}}}"#;
+    for i in 0..cases {
+        let status = if i % 2 == 0 { "open" } else { "shipped" };
+        text.push_str(&format!(
+            "\n{{\"id\":\"o{i:02}\",\"vars\":{{\"n\":{i}}},\"expected\":{{\"id\":{i},\"status\":\"{status}\",\"city\":\"Lisbon number {i}\"}},\"response_format\":{format}}}"
+        ));
+    }
+    bakeoff::domain::evalset::EvalSetFile::parse("structured-orders.jsonl", &text).expect("the structured set parses")
+}
+
+/// Issue 45 point 6: cases with a `response_format` are sent with it (the mock honours it and
+/// breaks a share of the JSON, its ground truth per request), every answer is graded against
+/// the schema exactly as the mock made it, and with unconstrained twins the same cases are sent
+/// without the constraint at the same load in the same run: the run page and the scorecard
+/// show the schema-validity rate and TTFT and decode rate side by side with the difference.
+async fn structured_output_is_graded_and_its_cost_measured_in_one_run(t: crate::support::db::TestStore) {
+    use bakeoff::domain::tool_calls::structured::{SCHEMA_GRADER, twin_of};
+    let file = structured_set(12);
+    let shaper = bakeoff::mock::ModelProfile {
+        ttft_ms: 5.0,
+        inter_token_ms: Some(1.0),
+        accuracy: 1.0,
+        invalid_json_rate: 0.3,
+        constrained_decode_factor: 3.0,
+        ..bakeoff::mock::ModelProfile::named("shaper")
+    };
+    let mock = crate::support::runs::start_mock(bakeoff::mock::MockConfig {
+        profiles: vec![shaper],
+        answer_keys: vec![file.clone()],
+        seed: 6,
+    })
+    .await;
+    let app = crate::support::app::spawn_app_on(t).await;
+    // The shipped threshold profiles, so the scorecard can judge.
+    bakeoff::app::demo::bootstrap(app.store.as_ref(), None).await.unwrap();
+    let version = app.store.save_evalset_version(&file).await.unwrap();
+    // The stored version keeps the format (read back from either database).
+    let stored = app.store.get_evalset_version(version).await.unwrap().unwrap();
+    assert_eq!(stored.file.cases[0].response_format, file.cases[0].response_format);
+    let candidate = app
+        .store
+        .create_candidate(&crate::support::checked::admin_new(
+            &bakeoff::domain::candidate::CandidateSpec {
+                api_key: Some(bakeoff::domain::candidate::Secret::new("sk-structured")),
+                ..bakeoff::domain::candidate::CandidateSpec::openai_chat("shaper", mock.base_url(), "shaper")
+            },
+        ))
+        .await
+        .unwrap();
+    let run = app
+        .store
+        .create_run(&NewRun {
+            name: "structured output".into(),
+            evalset_version_id: version,
+            candidate_ids: vec![candidate],
+            config: RunConfig {
+                concurrency: 4,
+                repetitions: 2,
+                warmup_requests: 0,
+                retries: 0,
+                staged_rollout: false,
+                unconstrained_twins: true,
+                ..RunConfig::default()
+            },
+        })
+        .await
+        .unwrap();
+    app.state.app.runner.start(run);
+    tokio::time::timeout(RUN_DEADLINE, app.state.app.runner.wait(run))
+        .await
+        .expect("the run ended in time");
+
+    // The mock's truth per request id: whether it was asked with the constraint, and what it made.
+    let page: Value = reqwest::get(format!("{}/mock/requests", mock.root_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let truth: HashMap<String, Option<String>> = page["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["client_request_id"].as_str().unwrap_or_default().to_string(),
+                r["case"]["structured"].as_str().map(str::to_string),
+            )
+        })
+        .collect();
+    let records = app.store.list_request_records(run).await.unwrap();
+    let (mut constrained, mut twins, mut invalid) = (0, 0, 0);
+    for r in records.iter().filter(|r| !r.is_warmup) {
+        assert!(r.succeeded(), "{}: {:?}", r.case_id, r.error_detail());
+        let id = bakeoff::engine::run::pool::request_id(
+            run,
+            candidate,
+            r.phase,
+            file.cases
+                .iter()
+                .position(|c| c.id == r.case_id.as_ref())
+                .map(|p| p * 2)
+                .or_else(|| {
+                    let of = twin_of(&r.case_id)?;
+                    file.cases.iter().position(|c| c.id == of).map(|p| p * 2 + 1)
+                })
+                .unwrap(),
+            r.repetition,
+            r.attempt,
+        );
+        let made = truth
+            .get(&id)
+            .unwrap_or_else(|| panic!("no mock truth for {id} ({})", r.case_id));
+        let grade = r.grades.iter().find(|g| &*g.grader == SCHEMA_GRADER);
+        if twin_of(&r.case_id).is_some() {
+            // A twin: sent without the constraint, not graded against the schema.
+            assert_eq!(made, &None, "{}", r.case_id);
+            assert!(grade.is_none(), "{}", r.case_id);
+            twins += 1;
+        } else {
+            let grade = grade.unwrap_or_else(|| panic!("{}: no response-format grade", r.case_id));
+            assert_eq!(
+                grade.passed,
+                made.as_deref() == Some("valid"),
+                "{}: mock made {made:?}, graded {}",
+                r.case_id,
+                grade.reason
+            );
+            constrained += 1;
+            invalid += usize::from(!grade.passed);
+        }
+    }
+    assert_eq!((constrained, twins), (24, 24), "every case and its twin, twice");
+    assert!(
+        invalid > 0 && invalid < constrained,
+        "{invalid} invalid of {constrained}"
+    );
+
+    for path in [format!("/runs/{run}"), format!("/runs/{run}/scorecard")] {
+        let (page, _) = app.page(&path).await;
+        assert_eq!(page.status, 200, "{path}");
+        let valid = page.text(".structured-table [data-figure=schema_valid_rate]");
+        let expected = format!("{:.1} %", 100.0 * (constrained - invalid) as f64 / constrained as f64);
+        assert!(
+            valid.starts_with(&expected) && valid.contains('['),
+            "{path}: {valid} (expected {expected})"
+        );
+        for figure in ["ttft_difference", "decode_difference"] {
+            let cell = page.text(&format!(".structured-table [data-figure={figure}]"));
+            assert!(cell.contains(" [") && cell.ends_with(']'), "{path}: {figure} {cell}");
+        }
+        for figure in ["decode_constrained", "decode_unconstrained"] {
+            let cell = page.text(&format!(".structured-table [data-figure={figure}]"));
+            assert!(cell.ends_with("tok/s"), "{path}: {figure} {cell}");
+        }
+    }
+    mock.shutdown().await.unwrap();
+}
+
+crate::support::db::each_backend!(structured_output_is_graded_and_its_cost_measured_in_one_run);
+
+/// The tool-turn timing figures of the closing note (issue 45): the shipped `zh-en-tool-calls`
+/// set against the demo mock's `steady-32b` at c=1 and c=16 (3 repetitions), natively and in
+/// prompt mode, printed as the run page shows them. Ignored by default (it measures, it does not
+/// check a behaviour); run it with
+/// `cargo nextest run --workspace -E 'test(tool_turn_timing_at_two_levels)' --run-ignored only --no-capture`
+/// (one test per mode, each within the test timeout).
+#[tokio::test]
+#[ignore = "prints the tool-turn timing at c=1 and c=16 for the closing note"]
+async fn tool_turn_timing_at_two_levels_native() {
+    tool_turn_timing(ToolMode::Native).await;
+}
+
+#[tokio::test]
+#[ignore = "prints the tool-turn timing at c=1 and c=16 for the closing note"]
+async fn tool_turn_timing_at_two_levels_prompt() {
+    tool_turn_timing(ToolMode::Prompt).await;
+}
+
+async fn tool_turn_timing(mode: ToolMode) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mock = bakeoff::app::demo::start_mock(listener).await.unwrap();
+    let app = spawn_app_with(Some(&mock.base_url())).await;
+    bakeoff::app::demo::bootstrap(app.store.as_ref(), Some(&mock.base_url()))
+        .await
+        .unwrap();
+    let version = app
+        .store
+        .list_evalsets()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| s.name == TOOL_SET)
+        .unwrap()
+        .latest_version_id;
+    let candidate = app
+        .store
+        .list_candidates()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|c| c.spec.model == "steady-32b")
+        .unwrap()
+        .id;
+    {
+        let run = app
+            .store
+            .create_run(&NewRun {
+                name: format!("tool timing, {} mode", mode.as_str()),
+                evalset_version_id: version,
+                candidate_ids: vec![candidate],
+                config: RunConfig {
+                    load: bakeoff::domain::load::LoadShape::Levels { levels: vec![1, 16] },
+                    repetitions: 3,
+                    warmup_requests: 2,
+                    staged_rollout: false,
+                    tool_mode: mode,
+                    ..RunConfig::default()
+                },
+            })
+            .await
+            .unwrap();
+        app.state.app.runner.start(run);
+        tokio::time::timeout(Duration::from_secs(600), app.state.app.runner.wait(run))
+            .await
+            .expect("the run ended in time");
+        let (page, _) = app.page(&format!("/runs/{run}")).await;
+        let rows = page.select(".tool-levels-table tbody tr");
+        assert_eq!(rows.len(), 2, "both levels have tool figures");
+        println!("{} mode (run #{run}):", mode.as_str());
+        for row in rows {
+            let cell = |f: &str| {
+                row.select(&scraper::Selector::parse(&format!("[data-figure={f}]")).unwrap())
+                    .next()
+                    .map(|e| crate::support::app::text_of(&e))
+                    .unwrap_or_default()
+            };
+            println!(
+                "  {}: answers {} · accuracy {} · malformed {} · first argument p50 {} p95 {} · complete call p50 {} p95 {}",
+                row.value().attr("data-load").unwrap(),
+                cell("answers"),
+                cell("tool_call_accuracy"),
+                cell("malformed_call_rate"),
+                cell("first_argument_p50"),
+                cell("first_argument_p95"),
+                cell("complete_p50"),
+                cell("complete_p95"),
+            );
+        }
+    }
+    println!("calibers: {}", page_caption(&app).await);
+    mock.shutdown().await.unwrap();
+}
+
+async fn page_caption(app: &TestApp) -> String {
+    let run = app.store.list_runs(1, 0).await.unwrap()[0].run.id;
+    app.page(&format!("/runs/{run}"))
+        .await
+        .0
+        .text(".tool-levels-table caption")
+}

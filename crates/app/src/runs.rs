@@ -246,6 +246,18 @@ pub async fn cancel_run(store: &DynStore, runner: &Runner, run_id: i64, from: &s
 /// when `without` is not one of its candidates or is its only one, or when a candidate has been
 /// deleted since.
 pub async fn run_again(store: &DynStore, runner: &Runner, run_id: i64, without: Option<i64>) -> Result<i64, AppError> {
+    run_again_in(store, runner, run_id, without, None).await
+}
+
+/// [`run_again`], its tool cases sent in `tool_mode` when given (the same cases and candidates
+/// through the other mode, to compare the two side by side).
+pub async fn run_again_in(
+    store: &DynStore,
+    runner: &Runner,
+    run_id: i64,
+    without: Option<i64>,
+    tool_mode: Option<crate::domain::tool_calls::ToolMode>,
+) -> Result<i64, AppError> {
     let run = store
         .get_run(run_id)
         .await?
@@ -288,10 +300,15 @@ pub async fn run_again(store: &DynStore, runner: &Runner, run_id: i64, without: 
             "candidate #{gone} of run #{run_id} has been deleted since; start a new run from the form"
         )));
     }
-    let name = match &left_out {
+    let mut name = match &left_out {
         Some(x) => format!("{} without {x}", run.name),
         None => format!("{} (again)", run.name),
     };
+    let mut config = run.config.clone();
+    if let Some(mode) = tool_mode.filter(|m| *m != run.config.tool_mode) {
+        name = format!("{} ({} mode)", run.name, mode.as_str());
+        config.tool_mode = mode;
+    }
     store_and_start(
         store,
         runner,
@@ -299,7 +316,7 @@ pub async fn run_again(store: &DynStore, runner: &Runner, run_id: i64, without: 
             name: truncate(&name, MAX_NAME_CHARS),
             evalset_version_id: run.evalset_version_id,
             candidate_ids,
-            config: run.config.clone(),
+            config,
         },
     )
     .await

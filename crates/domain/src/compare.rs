@@ -322,6 +322,11 @@ pub struct Conditions {
     /// Threshold profiles that judged the run (`default v3`): shown; no mark on the compare page
     /// depends on them (it shows figures and cases, not verdicts).
     pub profiles: Vec<String>,
+    /// How tool cases were sent. Shown (and marked where it differs), never a reason not to
+    /// compare: comparing a model's native tool API with its prompt mode is what a team wants
+    /// to see side by side.
+    #[serde(default)]
+    pub tool_mode: crate::tool_calls::ToolMode,
 }
 
 /// Which figures a difference in conditions keeps from being compared.
@@ -354,6 +359,7 @@ impl Conditions {
             temperature: config.temperature,
             stream: config.stream,
             profiles,
+            tool_mode: config.tool_mode,
         }
     }
 
@@ -394,6 +400,14 @@ impl Conditions {
                     .map_or("each case's own".to_string(), |t| format!("{t}")),
             ),
             ("streaming", if self.stream { "on" } else { "off" }.to_string()),
+            (
+                "tool calls",
+                match self.tool_mode {
+                    crate::tool_calls::ToolMode::Native => "native API",
+                    crate::tool_calls::ToolMode::Prompt => "prompt mode",
+                }
+                .to_string(),
+            ),
             ("eval-set version", self.evalset_version.clone()),
             (
                 "profile version",

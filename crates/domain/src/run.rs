@@ -76,6 +76,11 @@ pub struct RunConfig {
     /// system prompt, calls read from the text; `docs/tool-cases.md`).
     #[serde(default, skip_serializing_if = "crate::tool_calls::ToolMode::is_native")]
     pub tool_mode: crate::tool_calls::ToolMode,
+    /// The cost of structured output: every case with a `response_format` is also sent without
+    /// it (its unconstrained twin, id `<id>~unconstrained`, right after it, at the same load),
+    /// so TTFT and decode rate with and without the constraint are measured in one run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unconstrained_twins: bool,
     /// Seconds between two scrapes of a candidate's telemetry source during its measured load
     /// (None: `telemetry::DEFAULT_SCRAPE_INTERVAL_S`); between `MIN_SCRAPE_INTERVAL_S` and
     /// `MAX_SCRAPE_INTERVAL_S`. Scrapes at each level's start and end are taken besides.
@@ -370,6 +375,7 @@ impl Default for RunConfig {
             error_budget: ErrorBudget::default(),
             clients: None,
             tool_mode: Default::default(),
+            unconstrained_twins: false,
             scrape_interval_secs: None,
             think_time: None,
         }
@@ -418,6 +424,10 @@ pub struct RunDraft {
     pub scrape_interval_secs: String,
     /// Conversation think time: `fixed 500`, `uniform 200-800`, `exponential 1000` (ms). Blank: none.
     pub think_time: String,
+    /// How tool cases are sent: `native` or `prompt`. Blank: native.
+    pub tool_mode: String,
+    /// "on": structured-output cases are also sent without their constraint.
+    pub unconstrained_twins: Option<String>,
 }
 
 impl RunDraft {
@@ -441,6 +451,8 @@ impl RunDraft {
             clients: opt(c.clients.map(|v| v.to_string())),
             scrape_interval_secs: opt(c.scrape_interval_secs.map(|v| v.to_string())),
             think_time: opt(c.think_time.map(|t| t.spec())),
+            tool_mode: c.tool_mode.as_str().to_string(),
+            unconstrained_twins: c.unconstrained_twins.then(|| "on".to_string()),
         }
     }
 
@@ -504,6 +516,22 @@ impl RunDraft {
                     None
                 }
             },
+            tool_mode: if self.tool_mode.trim().is_empty() {
+                crate::tool_calls::ToolMode::Native
+            } else {
+                crate::tool_calls::ToolMode::parse(&self.tool_mode).unwrap_or_else(|| {
+                    e.add(
+                        "tool_mode",
+                        format!(
+                            "{:?} is not a tool mode; choose native (the provider's tool API) or prompt (tools in \
+                             the system prompt)",
+                            self.tool_mode.trim()
+                        ),
+                    );
+                    crate::tool_calls::ToolMode::Native
+                })
+            },
+            unconstrained_twins: self.unconstrained_twins.is_some(),
             // Not on the form yet: the defaults (fixed concurrency, staged rollout on).
             ..RunConfig::default()
         };
@@ -1365,7 +1393,20 @@ impl RequestRecord {
             output_fingerprint: answer_fingerprint(self.output().trim()),
             reasoning_chars: self.reasoning_chars(),
         });
-        self.texts = Texts::default();
+        // A tool case keeps its turn's mode, cut flag and timing (not its calls): the per-level
+        // tool-turn timing reads them (`tool_calls::levels`).
+        let tool_turn = self.tool_turn().map(|t| crate::tool_calls::ToolTurn {
+            mode: t.mode,
+            calls: Vec::new(),
+            cut_mid_call: t.cut_mid_call,
+            first_argument_us: t.first_argument_us,
+            complete_us: t.complete_us,
+        });
+        self.texts = RecordTexts {
+            tool_turn,
+            ..RecordTexts::default()
+        }
+        .into();
         for grade in self.grades.iter_mut().filter(|g| g.passed) {
             grade.reason = String::new();
         }

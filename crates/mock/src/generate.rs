@@ -129,6 +129,27 @@ impl Plan {
         &self.answer
     }
 
+    /// Tokens to send before a cut halfway through the answer's first call: its native
+    /// arguments, or its `<tool_call>` block in the text (None: the answer has no call).
+    pub fn tokens_before_mid_first_call(&self) -> Option<u32> {
+        let end = match self.tool_calls.first() {
+            Some((_, end)) => *end,
+            None => self.answer.find("</tool_call>")? + "</tool_call>".len(),
+        };
+        let start = if self.tool_calls.is_empty() {
+            self.answer.find("<tool_call>")?
+        } else {
+            0
+        };
+        let middle = start + (end - start) / 2;
+        let whole = self.answer_spans.iter().take_while(|s| s.end <= middle).count() as u32;
+        // At least one token of the call is sent, and never the whole answer.
+        let sent = whole
+            .max(1)
+            .min((self.answer_spans.len() as u32).saturating_sub(1).max(1));
+        Some(self.reasoning + sent)
+    }
+
     pub fn total(&self) -> u32 {
         self.reasoning + self.answer_spans.len() as u32 + self.filler
     }
@@ -199,6 +220,13 @@ impl Schedule {
             stall: (stall && total >= 2).then(|| (stall_at, Duration::from_secs_f64(profile.stall_ms / 1000.0))),
             cut_after: cut.then_some(cut_after),
             malformed_at: (malformed && total >= 1).then_some(malformed_at),
+        }
+    }
+
+    /// Stretches the inter-token delay by `factor` (≥ 1): constrained decoding's cost.
+    pub fn slow_decode(&mut self, factor: f64) {
+        if factor.is_finite() && factor > 1.0 {
+            self.inter_token = self.inter_token.mul_f64(factor);
         }
     }
 

@@ -32,7 +32,7 @@ mod tool_answers;
 pub mod truth;
 
 pub use log::{CaseTruth, LOG_CAPACITY, LogPage, Outcome, RequestRecord};
-pub use profile::{ModelProfile, OverlongBehaviour, ProfileError, demo_profiles, parse_profiles};
+pub use profile::{ModelProfile, OverlongBehaviour, ProfileError, ToolFaults, demo_profiles, parse_profiles};
 
 /// The `server` header on every response.
 pub const SERVER_HEADER: &str = concat!("bakeoff-mock/", env!("CARGO_PKG_VERSION"));

@@ -45,6 +45,10 @@ pub struct CaseTruth {
     /// A conversation turn: whether it is within the profile's `memory_turns`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remembers: Option<bool>,
+    /// Asked with `response_format`: `valid` (the answer is the case's expected JSON) or
+    /// `invalid_json` (`invalid_json_rate`: its last character dropped).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured: Option<&'static str>,
 }
 
 /// One request as the server saw it. Times are milliseconds since the request was received;

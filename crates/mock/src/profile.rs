@@ -116,6 +116,12 @@ pub struct ModelProfile {
     pub gpu_busy_watts: f64,
     /// How often a tool case's answer makes each kind of tool-call mistake (docs/mock.md).
     pub tool_faults: ToolFaults,
+    /// Structured output: the probability that an answer asked with `response_format`
+    /// (`json_schema`) is not valid JSON (its last character is dropped), drawn per request.
+    pub invalid_json_rate: f64,
+    /// Structured output: every inter-token delay of an answer asked with `response_format` is
+    /// this many times longer (constrained decoding's cost); 1: none.
+    pub constrained_decode_factor: f64,
 }
 
 /// Per tool case, the probability of each tool-call mistake, drawn once per (seed, profile,
@@ -137,11 +143,15 @@ pub struct ToolFaults {
     pub arguments_double_encoded: f64,
     /// Native mode: the calls are written in the text content as `<tool_call>` blocks.
     pub call_in_text: f64,
+    /// The stream is cut (no finish reason, no `[DONE]`) halfway through the first call's
+    /// arguments (natively) or its `<tool_call>` block (prompt mode); a whole response's body
+    /// breaks off.
+    pub stream_cut: f64,
 }
 
 impl ToolFaults {
     /// (kind, rate) in the order they are drawn.
-    pub fn rates(&self) -> [(&'static str, f64); 6] {
+    pub fn rates(&self) -> [(&'static str, f64); 7] {
         [
             ("wrong_tool", self.wrong_tool),
             ("missing_call", self.missing_call),
@@ -149,6 +159,7 @@ impl ToolFaults {
             ("arguments_not_json", self.arguments_not_json),
             ("arguments_double_encoded", self.arguments_double_encoded),
             ("call_in_text", self.call_in_text),
+            ("stream_cut", self.stream_cut),
         ]
     }
 }
@@ -212,6 +223,8 @@ impl Default for ModelProfile {
             prefix_cache: false,
             prefix_cache_entries: 100_000,
             tool_faults: ToolFaults::default(),
+            invalid_json_rate: 0.0,
+            constrained_decode_factor: 1.0,
             kv_cache_tokens: None,
             gpu_idle_watts: 60.0,
             gpu_busy_watts: 300.0,
@@ -329,6 +342,13 @@ impl ModelProfile {
                 format!("must be at least gpu_idle_watts ({})", self.gpu_idle_watts),
             ));
         }
+        fraction("invalid_json_rate", self.invalid_json_rate)?;
+        if !(self.constrained_decode_factor.is_finite() && self.constrained_decode_factor >= 1.0) {
+            return Err((
+                "constrained_decode_factor",
+                format!("must be at least 1, got {}", self.constrained_decode_factor),
+            ));
+        }
         for (kind, rate) in self.tool_faults.rates() {
             fraction(kind, rate)?;
         }
@@ -438,6 +458,7 @@ pub fn demo_profiles() -> Vec<ModelProfile> {
                 arguments_not_json: 0.10,
                 arguments_double_encoded: 0.10,
                 call_in_text: 0.10,
+                stream_cut: 0.0,
             },
             // Sharp on turn 1, lost by turn 4: it keeps three turns of a conversation in mind
             // (the demo's zh-en-conversations set shows it), behind a prefix cache.

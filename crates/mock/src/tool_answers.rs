@@ -23,6 +23,13 @@ pub struct ToolAnswer {
 }
 
 impl ToolAnswer {
+    /// The stream is to be cut halfway through the first call (`tool_faults.stream_cut`).
+    pub fn cut_mid_call(&self) -> bool {
+        self.fault == Some("stream_cut")
+    }
+}
+
+impl ToolAnswer {
     /// The answer's calls as prompt-mode text: one `<tool_call>` block each.
     pub fn as_text(&self) -> String {
         if self.calls.is_empty() {
@@ -121,7 +128,8 @@ pub fn tool_answer(case: &EvalCase, parts: &[&[u8]], correct: bool, faults: &Too
     // A fault that changes nothing (no call to garble, none to leave out) is no fault: the
     // ground truth says what the answer really is.
     let in_text = fault == Some("call_in_text") && !texts.is_empty();
-    if texts == right && !in_text {
+    let cut = fault == Some("stream_cut") && !texts.is_empty();
+    if texts == right && !in_text && !cut {
         fault = None;
     }
     Some(ToolAnswer {
@@ -202,6 +210,7 @@ mod tests {
                 "extra_call" => f.extra_call = 1.0,
                 "arguments_not_json" => f.arguments_not_json = 1.0,
                 "arguments_double_encoded" => f.arguments_double_encoded = 1.0,
+                "stream_cut" => f.stream_cut = 1.0,
                 _ => f.call_in_text = 1.0,
             }
             tool_answer(&case(), &[b"p"], true, &f).unwrap()
@@ -216,6 +225,10 @@ mod tests {
                 .is_string()
         );
         assert!(only("call_in_text").in_text);
+        // A cut keeps the calls as they are (the stream breaks off halfway through the first).
+        let cut = only("stream_cut");
+        let right = tool_answer(&case(), &[b"p"], true, &ToolFaults::default()).unwrap();
+        assert!(cut.cut_mid_call() && cut.calls == right.calls && !right.cut_mid_call());
         let wrong = tool_answer(&case(), &[b"p"], false, &ToolFaults::default()).unwrap();
         assert_eq!(wrong.fault, Some("wrong_value"));
         assert_eq!(wrong.calls[0].1, r#"{"city":"Oslo (unsure)","days":2}"#);

@@ -488,6 +488,8 @@ impl EvalCaseRow {
             turns: Vec<crate::domain::evalset::conversation::Turn>,
             #[serde(default)]
             history: Option<crate::domain::evalset::conversation::HistoryMode>,
+            #[serde(default)]
+            response_format: Option<crate::domain::tool_calls::structured::ResponseFormat>,
         }
         let input: Input = parse_json(place("input"), &self.input)?;
         let expected = match &self.expected {
@@ -508,6 +510,7 @@ impl EvalCaseRow {
             expected_calls: input.expected_calls,
             turns: input.turns,
             history: input.history,
+            response_format: input.response_format,
         })
     }
 }
@@ -554,6 +557,9 @@ pub(crate) fn case_values(file: &EvalSetFile) -> Vec<CaseValues<'_>> {
             }
             if let Some(history) = case.history {
                 input.insert("history".into(), serde_json::to_value(history).unwrap_or_default());
+            }
+            if let Some(format) = &case.response_format {
+                input.insert("response_format".into(), format.openai());
             }
             CaseValues {
                 case_id: &case.id,

@@ -46,6 +46,8 @@ pub struct CaseForm {
     pub turns: String,
     /// `own`, `golden`, or blank = the set's.
     pub history: String,
+    /// Structured output: `{"type": "json_schema", "json_schema": {…}}` as JSON, or blank.
+    pub response_format: String,
 }
 
 impl CaseForm {
@@ -98,6 +100,11 @@ impl CaseForm {
                 serde_json::to_string_pretty(&case.turns).unwrap_or_default()
             },
             history: case.history.map(|h| h.as_str().to_string()).unwrap_or_default(),
+            response_format: case
+                .response_format
+                .as_ref()
+                .map(|f| serde_json::to_string_pretty(&f.openai()).unwrap_or_default())
+                .unwrap_or_default(),
         }
     }
 
@@ -106,6 +113,7 @@ impl CaseForm {
         match name {
             "tools" => &self.tools,
             "tool_choice" => &self.tool_choice,
+            "response_format" => &self.response_format,
             _ => &self.expected_calls,
         }
     }
@@ -126,6 +134,7 @@ impl CaseForm {
             expected_calls: get("expected_calls"),
             turns: get("turns"),
             history: get("history"),
+            response_format: get("response_format"),
         }
     }
 
@@ -277,6 +286,18 @@ impl CaseForm {
                 }
             },
         };
+        let response_format = match self.response_format.trim() {
+            "" => None,
+            raw => match serde_json::from_str::<Value>(raw) {
+                Ok(v) => crate::domain::tool_calls::structured::ResponseFormat::read(&v, "response_format")
+                    .map_err(|e| errors.add("response_format", e.to_string()))
+                    .ok(),
+                Err(e) => {
+                    errors.add("response_format", format!("is not valid JSON: {e}"));
+                    None
+                }
+            },
+        };
         errors.into_result(EvalCase {
             id,
             vars,
@@ -290,6 +311,7 @@ impl CaseForm {
             expected_calls,
             turns,
             history,
+            response_format,
         })
     }
 }
@@ -344,7 +366,7 @@ impl CaseFormPage {
     }
 
     /// The tool fields as (name, label, rows, help).
-    pub fn tool_fields(&self) -> [(&'static str, &'static str, usize, &'static str); 3] {
+    pub fn tool_fields(&self) -> [(&'static str, &'static str, usize, &'static str); 4] {
         [
             (
                 "tools",
@@ -363,6 +385,12 @@ impl CaseFormPage {
                 "Expected calls",
                 5,
                 "A JSON list of {\"name\", \"arguments\", \"graders\"}; {\"calls\": […], \"ordered\": true}; no-call; or text.",
+            ),
+            (
+                "response_format",
+                "Structured output",
+                4,
+                "{\"type\": \"json_schema\", \"json_schema\": {\"name\": …, \"schema\": {…}}}: the answer must be JSON valid against the schema (graded response-format).",
             ),
         ]
     }
@@ -634,6 +662,7 @@ mod tests {
             expected_calls: "[]".into(),
             turns: r#"[{"user":"hi","answer":1}]"#.into(),
             history: "mine".into(),
+            response_format: r#"{"type": "json_object"}"#.into(),
         };
         let errors = form.to_case().unwrap_err();
         for f in [
@@ -648,6 +677,7 @@ mod tests {
             "tools",
             "tool_choice",
             "expected_calls",
+            "response_format",
         ] {
             assert!(errors.get(f).is_some(), "{f}: {errors}");
         }

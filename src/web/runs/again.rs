@@ -4,7 +4,7 @@
 use axum::extract::{Path, State};
 use axum::response::Redirect;
 
-use crate::app::runs::{resume_paused, run_again};
+use crate::app::runs::{resume_paused, run_again_in};
 use crate::domain::candidate::Candidate;
 use crate::domain::run::{CandidateStop, Run, RunStatus};
 use crate::web::AppState;
@@ -17,6 +17,8 @@ pub struct AgainButton {
     pub label: String,
     /// The candidate left out (None: run again with every candidate).
     pub without: Option<i64>,
+    /// Run again with the tool cases sent in this mode (`native` / `prompt`).
+    pub tool_mode: Option<&'static str>,
 }
 
 /// A stopped candidate as the run page lists it.
@@ -38,14 +40,24 @@ pub async fn again(
         Some(raw) => Some(parse_id(raw, "candidate")?),
         None => None,
     };
-    let new_id = run_again(&state.store, &state.runner, id, without).await?;
+    let tool_mode = match body.get("tool_mode").map(str::trim).filter(|s| !s.is_empty()) {
+        Some(raw) => Some(
+            crate::domain::tool_calls::ToolMode::parse(raw)
+                .ok_or_else(|| WebError::BadRequest(format!("{raw:?} is not a tool mode (native or prompt)")))?,
+        ),
+        None => None,
+    };
+    let new_id = run_again_in(&state.store, &state.runner, id, without, tool_mode).await?;
     crate::web::audit::record(
         &state,
         crate::domain::audit::Action::RunStarted,
         format!("run #{new_id}"),
         match without {
             Some(c) => format!("run #{id} again without candidate #{c}"),
-            None => format!("run #{id} again"),
+            None => match tool_mode {
+                Some(m) => format!("run #{id} again, tool cases in {} mode", m.as_str()),
+                None => format!("run #{id} again"),
+            },
         },
     )
     .await?;
@@ -77,6 +89,7 @@ pub fn buttons(run: &Run, stops: &[CandidateStop], failing: &[i64], candidates: 
     let mut out = vec![AgainButton {
         label: "Run again".to_string(),
         without: None,
+        tool_mode: None,
     }];
     if run.candidate_ids.len() < 2 {
         return out;
@@ -95,7 +108,25 @@ pub fn buttons(run: &Run, stops: &[CandidateStop], failing: &[i64], candidates: 
                 crate::app::pages::run_page::candidate_name(candidates, id)
             ),
             without: Some(id),
+            tool_mode: None,
         });
     }
     out
+}
+
+/// "Run again in prompt mode" (or natively) for a run whose tool cases were graded: the same
+/// cases and candidates through the other mode, to compare the two side by side.
+pub fn other_mode_button(run: &Run) -> Option<AgainButton> {
+    use crate::domain::tool_calls::ToolMode;
+    run.status.is_terminal().then(|| {
+        let (label, mode) = match run.config.tool_mode {
+            ToolMode::Native => ("Run again in prompt mode", "prompt"),
+            ToolMode::Prompt => ("Run again in native mode", "native"),
+        };
+        AgainButton {
+            label: label.to_string(),
+            without: None,
+            tool_mode: Some(mode),
+        }
+    })
 }

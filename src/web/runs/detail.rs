@@ -95,6 +95,10 @@ pub struct LiveView {
     pub pass_rates: Option<Chart>,
     /// Throughput, TTFT and errors per time bucket (refreshed with the live fragment).
     pub over_time: Option<OverTimeView>,
+    /// Tool figures per candidate and load level (templates/runs/tool_levels.html).
+    pub tool_levels: Option<crate::app::pages::tool_levels::ToolLevelsView>,
+    /// Structured output per candidate and level (templates/runs/structured.html).
+    pub structured: Option<crate::app::pages::tool_levels::StructuredView>,
     pub events: Vec<EventRow>,
     /// Candidates stopped within the run, with their outcome (NO-GO).
     pub stops: Vec<StopView>,
@@ -344,6 +348,13 @@ fn config_rows(c: &RunConfig, header: Option<&EvalSetHeader>) -> Vec<(&'static s
         ("concurrency", c.concurrency.to_string()),
         ("streaming", if c.stream { "on" } else { "off" }.to_string()),
         (
+            "tool calls",
+            format!(
+                "{} — for tool cases; providers without a native tool API use prompt mode",
+                crate::app::pages::tool_levels::mode_text(c.tool_mode)
+            ),
+        ),
+        (
             "max_tokens",
             match c.max_tokens {
                 Some(n) => n.to_string(),
@@ -451,7 +462,14 @@ pub(super) async fn live_view(state: &AppState, run: &Run, candidates: &[Candida
     } else {
         Vec::new()
     };
-    let again = buttons(run, &stops, &failing, candidates);
+    let mut again = buttons(run, &stops, &failing, candidates);
+    // A run whose tool cases were graded offers the other tool mode, and links the run that
+    // measured it (read on every call: it may come later).
+    let mut tool_levels = parts.tool_levels;
+    if let Some(tl) = &mut tool_levels {
+        again.extend(super::again::other_mode_button(run));
+        tl.other_mode = crate::app::pages::tool_levels::other_mode_run(&state.store, run).await?;
+    }
     let stops = stops
         .iter()
         .map(|s| StopView {
@@ -495,6 +513,8 @@ pub(super) async fn live_view(state: &AppState, run: &Run, candidates: &[Candida
         quality: parts.quality,
         pass_rates: parts.pass_rates,
         over_time: parts.over_time,
+        tool_levels,
+        structured: parts.structured,
         events,
         stops,
         again,

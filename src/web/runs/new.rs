@@ -436,6 +436,38 @@ pub(crate) fn condition_fields(d: &RunDraft, errors: &FieldErrors) -> Vec<FieldV
         field("temperature", "Temperature", FieldKind::Number, &d.temperature)
             .decimal()
             .help("0–2. Blank: the eval set's or candidate's value."),
+        field(
+            "tool_mode",
+            "Tool calls",
+            FieldKind::Select,
+            if d.tool_mode.trim().is_empty() {
+                "native"
+            } else {
+                d.tool_mode.trim()
+            },
+        )
+        .options(vec![
+            ("native".to_string(), "Native tool API (tools / tool_calls)".to_string()),
+            (
+                "prompt".to_string(),
+                "Prompt mode (tools in the system prompt, calls read from the text)".to_string(),
+            ),
+        ])
+        .help(
+            "How tool cases are sent. To see both modes side by side for the same model, run the set in each \
+             mode (the run page offers \"Run again in prompt mode\") and compare the two runs.",
+        ),
+        field(
+            "unconstrained_twins",
+            "Measure the cost of structured output",
+            FieldKind::Checkbox,
+            "",
+        )
+        .checked(d.unconstrained_twins.is_some())
+        .help(
+            "Cases with a response_format (a JSON Schema the answer must fit) are also sent without it, right \
+             after, at the same load: TTFT and decode rate with and without the constraint side by side.",
+        ),
     ]
 }
 

@@ -51,6 +51,11 @@ pub struct ScorecardPage {
     pub judge_flags: Vec<crate::web::review::JudgeFlag>,
     /// The servers' telemetry in brief (None: nothing was scraped).
     pub telemetry: Option<crate::app::telemetry::TelemetryBrief>,
+    /// Tool figures per candidate and load level (templates/runs/tool_levels.html); None
+    /// without graded tool cases.
+    pub tool_levels: Option<crate::app::pages::tool_levels::ToolLevelsView>,
+    /// Structured output per candidate and level (templates/runs/structured.html).
+    pub structured: Option<crate::app::pages::tool_levels::StructuredView>,
 }
 
 /// What an archived scorecard page adds to the scorecard.
@@ -127,7 +132,29 @@ pub fn page_for(j: &RunScorecard, q: &ScorecardChoice, print: bool, your_name: S
         save_error: None,
         judge_flags: j.judge_flags.iter().map(crate::web::review::JudgeFlag::of).collect(),
         telemetry: None,
+        tool_levels: None,
+        structured: None,
     }
+}
+
+/// The run page's tool block (its stored parts), with the run of the other tool mode linked.
+async fn tool_block(state: &AppState, j: &RunScorecard, page: &mut ScorecardPage) -> Result<(), WebError> {
+    let parts = crate::app::pages::run_page::cached_record_parts(
+        &state.store,
+        &state.views.run_page,
+        &j.run,
+        &crate::app::runs::RunVersion::of(&j.run),
+        &j.candidates,
+        &crate::app::runs::RunRecords::of(j.run.id),
+    )
+    .await?;
+    let mut block = parts.tool_levels;
+    if let Some(tl) = &mut block {
+        tl.other_mode = crate::app::pages::tool_levels::other_mode_run(&state.store, &j.run).await?;
+    }
+    page.tool_levels = block;
+    page.structured = parts.structured;
+    Ok(())
 }
 
 pub async fn page(
@@ -141,6 +168,7 @@ pub async fn page(
     let j = assemble(&state.store, &state.views.summaries, id, &q).await?;
     let mut page = page_for(&j, &q, false, remembered_name(&headers));
     page.telemetry = crate::app::telemetry::brief(&state.store, id).await?;
+    tool_block(&state, &j, &mut page).await?;
     Ok(page)
 }
 
@@ -154,5 +182,6 @@ pub async fn print(
     let j = assemble(&state.store, &state.views.summaries, id, &q).await?;
     let mut page = page_for(&j, &q, true, String::new());
     page.telemetry = crate::app::telemetry::brief(&state.store, id).await?;
+    tool_block(&state, &j, &mut page).await?;
     Ok(page)
 }

@@ -472,6 +472,12 @@ fn conditions(j: &RunScorecard) -> String {
         c.warmup_requests,
         if c.warmup_requests == 1 { "" } else { "s" },
     );
+    // Tool cases sent in prompt mode: every tool figure is of that mode (native is the default).
+    let conditions = if c.tool_mode.is_native() {
+        conditions
+    } else {
+        format!("{conditions} · tool calls in prompt mode (tools in the system prompt)")
+    };
     // A resumed run: its aggregates are per segment, and the card says so.
     let resumed = crate::app::pages::charts::throughput_series(j)
         .into_iter()

@@ -85,6 +85,18 @@ pub struct SettingsFile {
     pub retries: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<bool>,
+    /// How tool cases are sent (docs/tool-cases.md): `native`, the provider's tool API (tools,
+    /// tool_calls, tool_use blocks), or `prompt`, the tools described in the system prompt and the
+    /// calls read from the answer's text. Omitted: native. Providers without a native tool API
+    /// (legacy completions, Responses) always use prompt mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["native", "prompt"]))]
+    pub tool_mode: Option<String>,
+    /// The cost of structured output: every case with a `response_format` is also sent without
+    /// it (id `<id>~unconstrained`, right after it, at the same load), so TTFT and decode rate
+    /// with and without the constraint are measured in one run. Omitted: false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unconstrained_twins: Option<bool>,
     /// Only the first N cases.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
@@ -224,6 +236,10 @@ impl SettingsFile {
             self.error_budget_percent.map(|p| p.to_string()),
         );
         set(&mut draft.error_budget_window, int(self.error_budget_window));
+        set(&mut draft.tool_mode, self.tool_mode.clone());
+        if let Some(twins) = self.unconstrained_twins {
+            draft.unconstrained_twins = twins.then(|| "on".to_string());
+        }
         if let Some(stream) = self.stream {
             draft.stream = stream.then(|| "on".to_string());
         }
@@ -299,6 +315,8 @@ pub fn from_config(config: &RunConfig, judge_candidate: Option<String>) -> Resul
         think_time: config.think_time.map(|t| t.spec()),
         retries: Some(config.retries),
         stream: Some(config.stream),
+        tool_mode: Some(config.tool_mode.as_str().to_string()),
+        unconstrained_twins: Some(config.unconstrained_twins),
         case_limit: config.case_limit,
         error_budget_percent: Some(config.error_budget.max_failed_percent),
         error_budget_window: Some(config.error_budget.window),
@@ -437,6 +455,24 @@ mod tests {
             e.to_string().contains(
                 "s.toml:3: field `first_token_timeout_secs`: must be between 1 and the whole-request timeout (30 s), got 45"
             ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_tool_mode_reaches_the_run_config_round_trips_and_is_checked() {
+        let s = parse("s.toml", "bakeoff_settings = 1\ntool_mode = \"prompt\"\n").unwrap();
+        let config = s.draft.validate().unwrap();
+        assert_eq!(config.tool_mode, crate::domain::tool_calls::ToolMode::Prompt);
+        let text = export(&config, None, "a test").unwrap();
+        assert!(text.contains("tool_mode = \"prompt\""), "{text}");
+        // Omitted: native.
+        let s = parse("s.toml", "bakeoff_settings = 1\n").unwrap();
+        assert!(s.draft.validate().unwrap().tool_mode.is_native());
+        let e = parse("s.toml", "bakeoff_settings = 1\n\ntool_mode = \"text\"\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("s.toml:3: field `tool_mode`: \"text\" is not a tool mode; choose native"),
             "{e}"
         );
     }

@@ -12,6 +12,7 @@
 //! - `run_page`: the run page's parts, computed from its records
 //! - `case_index`: what the cases page's filters know of a run's cases
 //! - `figures`: each candidate's figures of a run, for the archive
+//! - `tool_levels`: tool figures per load level (accuracy, F1, malformed calls, tool-turn timing)
 //! - `summaries`: all of the above stored when a run ends
 pub mod capacity;
 pub mod case_index;
@@ -23,3 +24,4 @@ pub mod metrics;
 pub mod report;
 pub mod run_page;
 pub mod summaries;
+pub mod tool_levels;

@@ -196,6 +196,13 @@ pub struct RecordParts {
     /// A run over conversation cases: figures by turn and by context, per candidate.
     #[serde(default)]
     pub conversations: Option<super::conversations::ConversationsView>,
+    /// Tool figures per candidate and load level (`pages::tool_levels`); None without tool cases.
+    #[serde(default)]
+    pub tool_levels: Option<super::tool_levels::ToolLevelsView>,
+    /// Structured output per candidate and level (schema validity, constraint cost); None
+    /// without cases with a response_format.
+    #[serde(default)]
+    pub structured: Option<super::tool_levels::StructuredView>,
 }
 
 /// One candidate's rate-limit summary (`domain::rate_limit::RateLimitSummary::text`).
@@ -208,8 +215,9 @@ pub struct RateLimitRow {
 /// Cache kind of [`RecordParts`]; bump the version when its shape or content changes (3: a
 /// sweep's results table pools no latencies; 4: the charts over time and the pass-rate bars;
 /// 5: downtime over every repetition; 6: bins on a fixed grid; 7: the clock that timed each
-/// candidate; 8: the providers' rate limits; 9: conversations by turn).
-pub const RECORD_PARTS_KIND: &str = "run-page/9";
+/// candidate; 8: the providers' rate limits; 9: tool figures per level; 10: conversations by
+/// turn).
+pub const RECORD_PARTS_KIND: &str = "run-page/10";
 
 /// A terminal run's records never change, so its parts are computed once and kept in the
 /// store (`run_summaries`); an unfinished run's are computed on every call.
@@ -355,6 +363,9 @@ pub struct CandidateParts {
     rate_limit: Option<String>,
     /// Its conversation figures, when it sent conversation turns.
     conversations: Option<super::conversations::CandidateConversations>,
+    /// Its tool figures per load level (empty without graded tool answers).
+    tool_levels: Vec<crate::domain::tool_calls::levels::ToolLevel>,
+    structured: Vec<super::tool_levels::StructuredRow>,
 }
 
 /// A case row's place: eval-set order, then candidate order, then repetition and attempt.
@@ -555,6 +566,8 @@ impl<'a> PageContext<'a> {
                 records,
                 id,
             ),
+            tool_levels: crate::domain::tool_calls::levels::tool_levels(&data.finals),
+            structured: super::tool_levels::structured_rows(&candidate_name(self.candidates, id), &data.finals),
         }
     }
 
@@ -575,8 +588,14 @@ impl<'a> PageContext<'a> {
         let mut over_time = Vec::new();
         let mut rate_limits = Vec::new();
         let mut conversations = Vec::new();
+        let mut tool_levels = Vec::new();
+        let mut structured = Vec::new();
         for p in parts {
             conversations.extend(p.conversations);
+            structured.extend(p.structured);
+            if !p.tool_levels.is_empty() {
+                tool_levels.push((candidate_name(candidates, p.id), p.tool_levels));
+            }
             if let Some(text) = p.rate_limit {
                 rate_limits.push(RateLimitRow {
                     candidate: candidate_name(candidates, p.id),
@@ -622,6 +641,11 @@ impl<'a> PageContext<'a> {
                 .and_then(|grid| over_time_view(run, candidates, grid.timeline(over_time))),
             rate_limits,
             conversations: super::conversations::view(run, conversations),
+            tool_levels: super::tool_levels::tool_levels_view(run.config.tool_mode, tool_levels),
+            structured: (!structured.is_empty()).then(|| super::tool_levels::StructuredView {
+                with_twins: structured.iter().any(|r| r.ttft_difference != NOT_MEASURED),
+                rows: structured,
+            }),
         })
     }
 }

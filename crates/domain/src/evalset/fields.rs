@@ -27,7 +27,7 @@ const HEADER_FIELDS: [&str; 12] = [
     "grade_reasoning",
     "history",
 ];
-const CASE_FIELDS: [&str; 12] = [
+const CASE_FIELDS: [&str; 13] = [
     "id",
     "vars",
     "messages",
@@ -40,6 +40,7 @@ const CASE_FIELDS: [&str; 12] = [
     "expected_calls",
     "turns",
     "history",
+    "response_format",
 ];
 const TURN_FIELDS: [&str; 5] = ["user", "vars", "expected", "graders", "golden"];
 
@@ -286,6 +287,7 @@ pub(super) fn case(object: &Map<String, Value>) -> Result<EvalCase, FieldProblem
         expected_calls: r.tool_field("expected_calls", ToolExpectation::read),
         turns: r.turns(),
         history: r.history(),
+        response_format: r.tool_field("response_format", crate::tool_calls::structured::ResponseFormat::read),
     };
     if r.problems.is_empty() {
         Ok(case)

@@ -133,6 +133,10 @@ pub struct EvalCase {
     /// A conversation case's history mode, over the set's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<conversation::HistoryMode>,
+    /// Structured output: the answer must be JSON valid against this schema, asked of the
+    /// server (`response_format`, or Anthropic's forced tool); graded `response-format`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<crate::tool_calls::structured::ResponseFormat>,
 }
 
 impl EvalCase {
@@ -253,6 +257,13 @@ impl EvalSetFile {
             for e in super::tool_calls::check_case(&case.tools, case.tool_choice.as_ref(), case.expected_calls.as_ref())
             {
                 problem(&e.field, e.message);
+            }
+            if case.response_format.is_some() && !case.tools.is_empty() {
+                problem(
+                    "response_format",
+                    "a case is a tool case or a structured-output case, not both (leave out tools or response_format)"
+                        .into(),
+                );
             }
             cases.push(case);
             case_line_numbers.push(line);

@@ -444,7 +444,7 @@ fn quantile_of(base: &str) -> f64 {
     0.5
 }
 
-fn proportion(successes: f64, n: f64, unit: SampleUnit, concurrency: Option<u32>) -> Measurement {
+pub(crate) fn proportion(successes: f64, n: f64, unit: SampleUnit, concurrency: Option<u32>) -> Measurement {
     Measurement {
         value: (n > 0.0).then(|| successes / n),
         interval: (n > 0.0).then(|| wilson(successes / n, n)).flatten(),
@@ -542,6 +542,7 @@ pub fn measure(
             tool_figure(key.base, &finals, c)
         }
         "turn_ttft_p95" | "conversation_pass_rate" | "last_turn_accuracy" => conversation_figure(key, &finals, c),
+        "schema_valid_rate" => crate::tool_calls::structured::schema_valid_rate(&finals, c),
         "failure_rate" => {
             let class: Option<ErrorClass> = key.error_class();
             let failed = finals
@@ -715,7 +716,7 @@ fn grader_score(key: &MetricKey, finals: &[&RequestRecord]) -> Measurement {
 }
 
 /// A tool-case figure at load `c`, over the answers carrying a `tool-calls` grade.
-fn tool_figure(base: &str, finals: &[&RequestRecord], c: Option<u32>) -> Measurement {
+pub(crate) fn tool_figure(base: &str, finals: &[&RequestRecord], c: Option<u32>) -> Measurement {
     use crate::tool_calls::ToolCallsDetail;
     let graded: Vec<(bool, ToolCallsDetail)> = finals
         .iter()

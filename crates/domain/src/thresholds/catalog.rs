@@ -343,7 +343,8 @@ pub const CATALOG: &[MetricDef] = &[
         true,
         Proportion,
         "share of tool-case answers whose calls were all right (tool-calls grade passed), over graded tool-case \
-         answers at the load; failed requests are counted by the failure rate, not here",
+         answers at the load; a failed request is counted by the failure rate, and here too when it broke off \
+         mid-call (graded stream-cut, malformed)",
     ),
     def(
         "tool_argument_f1",
@@ -363,7 +364,8 @@ pub const CATALOG: &[MetricDef] = &[
         false,
         Proportion,
         "share of graded tool-case answers with a call that could not be read as sent (arguments not JSON or \
-         double-encoded, a call in the text, a call cut off), at the load",
+         double-encoded, a call in the text, a call cut off — the token limit, or the stream broken off mid-call), at \
+         the load",
     ),
     def(
         "abstention_error_rate",
@@ -373,6 +375,17 @@ pub const CATALOG: &[MetricDef] = &[
         false,
         Proportion,
         "share of graded tool-case answers that called a tool when they must not, or none when they must, at the load",
+    ),
+    def(
+        "schema_valid_rate",
+        "schema-validity rate",
+        Quality,
+        Unit::Percent,
+        true,
+        Proportion,
+        "structured output: share of answers to cases with a response_format that are JSON and valid against its \
+         schema (the response-format grade), over those answers at the load (final attempts; unconstrained twins \
+         left out)",
     ),
     // --- stability
     with_param(

@@ -337,7 +337,13 @@ pub fn grade_turn(tools: &[ToolDef], expectation: &ToolExpectation, turn: &ToolT
     let mut read = Vec::with_capacity(calls.len());
     for (i, call) in calls.iter().enumerate() {
         let is_cut = cut && i + 1 == calls.len();
-        let arguments = match read_arguments(&call.arguments) {
+        // A call cut before any argument text came was not argument-less: nothing was read.
+        let read_as = if is_cut && call.arguments.trim().is_empty() {
+            ArgumentsRead::Unusable("cut before its arguments".into())
+        } else {
+            read_arguments(&call.arguments)
+        };
+        let arguments = match read_as {
             ArgumentsRead::Object(map) => Some(map),
             ArgumentsRead::DoubleEncoded(map) => {
                 failures.push(ToolFailure::ArgumentsDoubleEncoded {
@@ -471,9 +477,13 @@ pub fn grade_turn(tools: &[ToolDef], expectation: &ToolExpectation, turn: &ToolT
                                 });
                             }
                             None => {
-                                failures.push(ToolFailure::MissingCall {
-                                    name: want.name.clone(),
-                                });
+                                // An answer cut mid-call never got to its later calls: the cut
+                                // is the failure (the missing call is still counted).
+                                if !cut {
+                                    failures.push(ToolFailure::MissingCall {
+                                        name: want.name.clone(),
+                                    });
+                                }
                                 call_counts.missing += 1;
                                 argument_counts.missing += names;
                                 pairs.push(CallPair {

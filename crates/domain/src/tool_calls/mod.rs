@@ -12,6 +12,8 @@
 mod assemble;
 mod case;
 mod grade;
+pub mod levels;
+pub mod structured;
 mod text;
 
 pub use assemble::{CallAssembler, calls_from_anthropic_content, calls_from_openai_message};
@@ -33,6 +35,18 @@ pub fn grade_case(case: &EvalCase, turn: Option<&ToolTurn>, content: &str) -> Op
     let expectation = case.expected_calls.as_ref()?;
     let native = ToolTurn::default();
     Some(grade_turn(&case.tools, expectation, turn.unwrap_or(&native), content))
+}
+
+/// Whether an answer that broke off (a failed request: the connection ended or the stream
+/// stopped) broke off while a call was being sent: natively, a call had started and the
+/// stream never completed; in prompt mode, the text stops inside a `<tool_call>` block. Such an
+/// answer is graded (`stream-cut`, a malformed call) as well as counted as a failed request.
+pub fn cut_mid_call(turn: Option<&ToolTurn>, content: &str) -> bool {
+    match turn {
+        Some(t) if t.mode == ToolMode::Prompt => calls_in_text(content).unclosed,
+        Some(t) => t.cut_mid_call,
+        None => false,
+    }
 }
 
 /// One call as the model made it: the arguments kept as the raw text the server sent (so a

@@ -195,7 +195,12 @@ pub async fn execute_unit(
 
     let clock = HarnessClock::start();
     let since_us = wall_clock_us();
-    let file = Arc::new(version.file);
+    let file = if run.config.unconstrained_twins {
+        crate::domain::tool_calls::structured::with_twins(version.file)
+    } else {
+        version.file
+    };
+    let file = Arc::new(file);
     let writer = RecordWriter::spawn_with(store.clone(), run_id, writer_settings.clone());
     // The load stops the same way when the run is cancelled and when the writer pauses it.
     let user_cancel = cancel;

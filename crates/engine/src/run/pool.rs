@@ -578,7 +578,13 @@ impl CandidateRun {
     fn store_record(&self, unit: &Unit, attempt: u32, mut exchange: Exchange) -> Option<bool> {
         let case = &self.file.cases[unit.case_index];
         tools::mark_tool_turn(&mut exchange, case, self.tool_mode());
-        let graded = exchange.succeeded() && !unit.is_warmup;
+        tools::structured_answer(&mut exchange, case);
+        // A tool case whose stream broke off mid-call is graded too (`stream-cut`, malformed):
+        // it is a failed request and a failed tool call, whatever retries then make of it.
+        let cut_mid_call = !exchange.succeeded()
+            && case.is_tool_case()
+            && crate::domain::tool_calls::cut_mid_call(exchange.tool_turn.as_ref(), &exchange.output);
+        let graded = (exchange.succeeded() || cut_mid_call) && !unit.is_warmup;
         let (record, chunk_text) = exchange.into_parts(RecordIdentity {
             run_id: self.run_id,
             candidate_id: self.candidate.id,

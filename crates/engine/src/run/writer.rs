@@ -57,7 +57,8 @@ pub struct Pending {
     pub record: RequestRecord,
     /// Text bytes per chunk, from `Exchange::into_parts` (empty when unknown).
     pub chunk_text: Vec<ChunkText>,
-    /// Grade the record against this case (successful measured records only).
+    /// Grade the record against this case (successful measured records, and tool cases cut
+    /// mid-call: `domain::tool_calls::cut_mid_call`).
     pub grading: Option<Grading>,
 }
 
@@ -76,31 +77,43 @@ impl Grading {
         let Some(case) = self.file.cases.get(self.case_index) else {
             return;
         };
-        // The answer only, unless the set grades the reasoning too.
-        let text = record.graded_text(self.file.header.grade_reasoning);
-        if let Some(turn) = self.turn.and_then(|k| case.turns.get(k)) {
-            record.grades = self
-                .file
-                .graders_for_turn(turn)
+        // The answer only, unless the set grades the reasoning too. A failed request graded at
+        // all is a tool case cut mid-call: only its calls are graded (its text is cut short).
+        let mut grades: Vec<_> = if record.succeeded() {
+            let text = record.graded_text(self.file.header.grade_reasoning);
+            if let Some(turn) = self.turn.and_then(|k| case.turns.get(k)) {
+                // A conversation turn: that turn's graders and expected value (no tools there).
+                let grades = self
+                    .file
+                    .graders_for_turn(turn)
+                    .iter()
+                    .filter(|g| !g.needs_model())
+                    .map(|g| g.grade(&text, turn.expected.as_ref()))
+                    .collect();
+                drop(text);
+                record.grades = grades;
+                return;
+            }
+            self.file
+                .graders_for(case)
                 .iter()
                 .filter(|g| !g.needs_model())
-                .map(|g| g.grade(&text, turn.expected.as_ref()))
-                .collect();
-            return;
-        }
-        let mut grades: Vec<_> = self
-            .file
-            .graders_for(case)
-            .iter()
-            .filter(|g| !g.needs_model())
-            .map(|g| g.grade(&text, case.expected.as_ref()))
-            .collect();
-        drop(text);
+                .map(|g| g.grade(&text, case.expected.as_ref()))
+                .collect()
+        } else {
+            Vec::new()
+        };
         grades.extend(crate::domain::tool_calls::grade_case(
             case,
             record.tool_turn(),
             record.output(),
         ));
+        if let Some(format) = case.response_format.as_ref().filter(|_| record.succeeded()) {
+            grades.push(crate::domain::tool_calls::structured::grade_structured(
+                format,
+                record.output(),
+            ));
+        }
         record.grades = grades;
     }
 }

@@ -48,6 +48,7 @@ pub fn prepare(
     merge_extra_body(&mut body, &spec.extra_body);
     // A tool case's own tools win over any the candidate's extra body sets.
     tools::add_tools(spec.provider, &mut body, case);
+    tools::add_response_format(spec.provider, &mut body, case);
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     let accept = if params.stream {

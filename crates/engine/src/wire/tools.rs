@@ -39,6 +39,40 @@ pub fn add_tools(kind: ProviderKind, body: &mut Map<String, Value>, case: &EvalC
     }
 }
 
+/// Structured output (`domain::tool_calls::structured`): OpenAI-compatible chat and Azure get
+/// `response_format`; Anthropic a forced tool whose input schema is the schema (its `tool_use`
+/// input is the answer, [`structured_answer`]); the legacy completions and the Responses API are
+/// sent none (the answer is still graded against the schema).
+pub fn add_response_format(kind: ProviderKind, body: &mut Map<String, Value>, case: &EvalCase) {
+    let Some(format) = &case.response_format else {
+        return;
+    };
+    match kind {
+        ProviderKind::OpenAiChat | ProviderKind::AzureOpenAi => {
+            body.insert("response_format".into(), format.openai());
+        }
+        ProviderKind::Anthropic => {
+            body.insert("tools".into(), Value::Array(vec![format.anthropic_tool()]));
+            body.insert("tool_choice".into(), format.anthropic_choice());
+        }
+        ProviderKind::OpenAiCompletions | ProviderKind::OpenAiResponses => {}
+    }
+}
+
+/// A structured-output case's answer through Anthropic's forced tool: the tool's input becomes
+/// the answer text (what is graded against the schema), and no tool turn is kept.
+pub fn structured_answer(exchange: &mut Exchange, case: &EvalCase) {
+    let Some(format) = &case.response_format else {
+        return;
+    };
+    if let Some(turn) = exchange.tool_turn.take() {
+        match turn.calls.iter().find(|c| c.name == format.name) {
+            Some(call) if exchange.output.trim().is_empty() => exchange.output = call.arguments.clone(),
+            _ => exchange.tool_turn = Some(turn),
+        }
+    }
+}
+
 /// Whether a provider kind takes tools natively.
 pub fn sends_native_tools(kind: ProviderKind) -> bool {
     matches!(
@@ -78,6 +112,53 @@ pub fn mark_tool_turn(exchange: &mut Exchange, case: &EvalCase, mode: ToolMode) 
 /// the protocol's end) and the answer did not stop at its token limit (which cuts a call too).
 pub fn calls_finished(stream_completed: bool, finish_reason: Option<&str>) -> bool {
     stream_completed && finish_reason != Some("length")
+}
+
+#[cfg(test)]
+mod structured_tests {
+    use serde_json::{Map, json};
+
+    use super::{Exchange, add_response_format, structured_answer};
+    use crate::domain::candidate::ProviderKind;
+    use crate::domain::evalset::EvalSetFile;
+    use crate::domain::tool_calls::{ToolCall, ToolTurn};
+
+    fn case() -> crate::domain::evalset::EvalCase {
+        let set = r#"{"bakeoff_evalset":1,"name":"s","task":"extraction","prompt":"{{q}}"}
+{"id":"o","vars":{"q":"Order 7?"},"expected":{"id":7},"response_format":{"type":"json_schema","json_schema":{"name":"order","schema":{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]}}}}"#;
+        EvalSetFile::parse("s.jsonl", set).unwrap().cases[0].clone()
+    }
+
+    #[test]
+    fn openai_gets_response_format_and_anthropic_a_forced_tool_whose_input_is_the_answer() {
+        let case = case();
+        let mut openai = Map::new();
+        add_response_format(ProviderKind::OpenAiChat, &mut openai, &case);
+        assert_eq!(openai["response_format"]["type"], "json_schema");
+        assert_eq!(openai["response_format"]["json_schema"]["name"], "order");
+        let mut anthropic = Map::new();
+        add_response_format(ProviderKind::Anthropic, &mut anthropic, &case);
+        assert_eq!(anthropic["tool_choice"], json!({"type": "tool", "name": "order"}));
+        assert_eq!(anthropic["tools"][0]["input_schema"]["required"], json!(["id"]));
+        assert!(!anthropic.contains_key("response_format"));
+        let mut legacy = Map::new();
+        add_response_format(ProviderKind::OpenAiCompletions, &mut legacy, &case);
+        assert!(legacy.is_empty());
+        // Anthropic's answer: the forced tool's input is the text graded against the schema.
+        let mut x = Exchange {
+            tool_turn: Some(ToolTurn {
+                calls: vec![ToolCall {
+                    id: Some("toolu_1".into()),
+                    name: "order".into(),
+                    arguments: r#"{"id": 7}"#.into(),
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        structured_answer(&mut x, &case);
+        assert_eq!((x.output.as_str(), x.tool_turn.is_none()), (r#"{"id": 7}"#, true));
+    }
 }
 
 /// The trap set (`tests/fixtures/tool_calls/traps.jsonl`): recorded answers, each with a hand
@@ -165,7 +246,7 @@ mod traps {
             .iter()
             .map(|t| ToolDef::read(t, "tools").unwrap())
             .collect();
-        let (mut count, mut wrong) = (0, Vec::new());
+        let (mut count, mut wrong, mut cut_graded) = (0, Vec::new(), 0);
         let mut kinds_seen = std::collections::BTreeSet::new();
         for line in lines {
             let trap: Value = serde_json::from_str(line).unwrap();
@@ -177,6 +258,18 @@ mod traps {
             let expectation = ToolExpectation::read(&trap["expect"], "expect").unwrap();
             let (mut turn, content) = read_answer(&trap, kind);
             turn.mode = ToolMode::parse(trap["mode"].as_str().unwrap()).unwrap();
+            // A trap whose connection broke off: the engine grades it (a failed request too) only
+            // when a call was being sent.
+            if trap["cut"] == true {
+                let graded = crate::domain::tool_calls::cut_mid_call(Some(&turn), &content);
+                let labelled = trap["graded_when_failed"]
+                    .as_bool()
+                    .unwrap_or_else(|| trap["label"]["failures"].to_string().contains("stream-cut"));
+                if graded != labelled {
+                    wrong.push(format!("{id}: graded when failed {graded}, labelled {labelled}"));
+                }
+                cut_graded += usize::from(graded);
+            }
             let grade = grade_turn(&tools, &expectation, &turn, &content);
             let detail = ToolCallsDetail::from_grade(&grade).unwrap();
             let mut failures: Vec<&str> = detail.failures.iter().map(ToolFailure::kind).collect();
@@ -204,6 +297,10 @@ mod traps {
             .filter(|k| !kinds_seen.contains(**k))
             .collect();
         assert!(missing.is_empty(), "no trap of kind {missing:?}");
-        eprintln!("tool-call trap set: {count} recorded answers, all graded as labelled");
+        assert!(cut_graded >= 5, "only {cut_graded} answers cut mid-call");
+        eprintln!(
+            "tool-call trap set: {count} recorded answers, all graded as labelled ({cut_graded} broke off mid-call: \
+             failed requests graded stream-cut)"
+        );
     }
 }

@@ -97,10 +97,22 @@ pub(super) async fn handle(
         return refuse(tracker, error);
     }
 
-    let (answer, turn) = match conversation_answer(&state, profile, api, &req) {
+    let (mut answer, turn) = match conversation_answer(&state, profile, api, &req) {
         Some((answer, turn)) => (Some(answer), Some(turn)),
         None => (choose_answer(&state, profile, api, &req, key), None),
     };
+    // Structured output: the answer is JSON (the case's expected value); a share of them broken.
+    let structured = answer.as_mut().filter(|_| req.constrained).map(|a| {
+        let broken = profile.invalid_json_rate > 0.0
+            && SplitMix::new(stable_hash(&[&key.to_le_bytes(), b"invalid-json"])).chance(profile.invalid_json_rate);
+        if broken {
+            a.text.pop();
+            a.correct = false;
+            "invalid_json"
+        } else {
+            "valid"
+        }
+    });
     tracker.record.case = answer.as_ref().map(|a| CaseTruth {
         set: a.set.clone(),
         case_id: a.case_id.clone(),
@@ -114,6 +126,7 @@ pub(super) async fn handle(
         turn: turn.map(|t| t.turn),
         history_right: turn.map(|t| t.history_right),
         remembers: turn.map(|t| t.remembers),
+        structured,
     });
     // The prefix cache: only the uncached part of the prompt is prefilled.
     let cached = ps
@@ -122,11 +135,21 @@ pub(super) async fn handle(
         .filter(|_| api == Api::Chat && !req.messages.is_empty())
         .map(|cache| cache.admit(&req.messages).min(prompt_tokens));
     tracker.record.cached_prompt_tokens = cached;
+    let cut_mid_call = answer
+        .as_ref()
+        .and_then(|a| a.tool.as_ref())
+        .is_some_and(|t| t.cut_mid_call());
     let plan = plan_reply(&state, profile, api, &req, prompt_tokens, answer);
     tracker.record.reasoning_in_content = plan.reasoning_in_content();
     let mut schedule = Schedule::new(profile, prompt_tokens - cached.unwrap_or(0), plan.total(), &mut rng);
     schedule.slow_down(ps.drift_factor());
+    if req.constrained {
+        schedule.slow_decode(profile.constrained_decode_factor);
+    }
     plan_cut(profile, number, plan.total(), &mut schedule);
+    if cut_mid_call && let Some(sent) = plan.tokens_before_mid_first_call() {
+        schedule.cut_after = Some(sent);
+    }
     count_scheduled_faults(&state, profile, &schedule, &mut tracker);
     ps.prompt_tokens.fetch_add(u64::from(prompt_tokens), Ordering::Relaxed);
     ps.sim.admitted(

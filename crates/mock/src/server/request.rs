@@ -77,6 +77,8 @@ pub(super) struct Parsed {
     pub(super) has_tools: bool,
     /// A chat request's messages as (role, text), in order (empty for completions).
     pub(super) messages: Vec<(String, String)>,
+    /// The request asked for structured output (`response_format` of type `json_schema`).
+    pub(super) constrained: bool,
 }
 
 #[derive(Deserialize)]
@@ -95,6 +97,7 @@ struct RawRequest {
     ignore_eos: Option<bool>,
     n: Option<i64>,
     tools: Option<serde_json::Value>,
+    response_format: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -196,6 +199,10 @@ pub(super) fn parse_request(api: Api, body: &[u8]) -> Result<Parsed, ApiError> {
             .and_then(|t| t.as_array())
             .is_some_and(|t| !t.is_empty()),
         messages: chat_messages,
+        constrained: raw
+            .response_format
+            .as_ref()
+            .is_some_and(|f| f.get("type").and_then(|t| t.as_str()) == Some("json_schema")),
     })
 }
 
