@@ -10,6 +10,8 @@ mod archive_filters;
 mod archive_snapshot;
 mod browser;
 mod capacity;
+mod decisions;
+mod decisions_browser;
 mod demo;
 mod engine;
 mod evalsets;

@@ -51,6 +51,14 @@ pub struct ScorecardPage {
     pub judge_flags: Vec<crate::web::review::JudgeFlag>,
     /// The servers' telemetry in brief (None: nothing was scraped).
     pub telemetry: Option<crate::app::telemetry::TelemetryBrief>,
+    /// Why the judging profile may not fit the run's eval set (written for another task).
+    pub profile_fit: Option<String>,
+}
+
+/// The judging profile's fit to the run's eval set, in words when it may not fit.
+async fn profile_fit(state: &AppState, j: &crate::app::scorecard::RunScorecard) -> Result<Option<String>, WebError> {
+    let Some(v) = &j.version else { return Ok(None) };
+    Ok(crate::app::profiles::fit_note(&state.store, &v.header.name, j.profile.id, &j.profile.name).await?)
 }
 
 /// What an archived scorecard page adds to the scorecard.
@@ -127,6 +135,7 @@ pub fn page_for(j: &RunScorecard, q: &ScorecardChoice, print: bool, your_name: S
         save_error: None,
         judge_flags: j.judge_flags.iter().map(crate::web::review::JudgeFlag::of).collect(),
         telemetry: None,
+        profile_fit: None,
     }
 }
 
@@ -141,6 +150,7 @@ pub async fn page(
     let j = assemble(&state.store, &state.views.summaries, id, &q).await?;
     let mut page = page_for(&j, &q, false, remembered_name(&headers));
     page.telemetry = crate::app::telemetry::brief(&state.store, id).await?;
+    page.profile_fit = profile_fit(&state, &j).await?;
     Ok(page)
 }
 
@@ -154,5 +164,6 @@ pub async fn print(
     let j = assemble(&state.store, &state.views.summaries, id, &q).await?;
     let mut page = page_for(&j, &q, true, String::new());
     page.telemetry = crate::app::telemetry::brief(&state.store, id).await?;
+    page.profile_fit = profile_fit(&state, &j).await?;
     Ok(page)
 }
