@@ -1271,6 +1271,15 @@ fn over_time_matches_its_table(
     let ttft = chart_titles(page, "chart-ttft-over-time");
     let rows = page.select("table.over-time tbody tr");
     assert!(!rows.is_empty(), "{b}");
+    // A run spanning fewer than three of the charts' intervals (0.5 s at least) draws no trend:
+    // a sentence says so, and the table keeps the figures (issue 54).
+    let floored = page.count("[data-chart-floor]") == 1;
+    if floored {
+        assert!(tok_s.is_empty() && ttft.is_empty(), "{b}: a chart below the floor");
+        let intervals: std::collections::HashSet<&str> =
+            rows.iter().filter_map(|r| r.value().attr("data-interval")).collect();
+        assert!(intervals.len() < 3, "{b}: {intervals:?}");
+    }
     let mut tokens = 0.0;
     let mut rounding = 0.0;
     for row in &rows {
@@ -1291,10 +1300,10 @@ fn over_time_matches_its_table(
             continue;
         }
         assert!(
-            tok_s.contains(&format!("{candidate}, {interval}: {rate}")),
+            floored || tok_s.contains(&format!("{candidate}, {interval}: {rate}")),
             "{b}: {candidate} {interval} {rate} in {tok_s:?}"
         );
-        if cell("ttft") != "—" {
+        if !floored && cell("ttft") != "—" {
             assert!(
                 ttft.contains(&format!("{candidate}, {interval}: {}", cell("ttft"))),
                 "{b}: {candidate} {interval}"
