@@ -25,12 +25,12 @@ for _ in $(seq 1 200); do curl -sf "$base/measure" >/dev/null && break; sleep 0.
 jar="$dir/cookies"
 token=$(curl -s -c "$jar" "$base/measure" | grep -o '"X-CSRF-Token": "[0-9a-f]*"' | cut -d'"' -f4)
 names=$(curl -s -b "$jar" "$base/api/v1/candidates" |
-  python3 -c 'import json, sys; d = json.load(sys.stdin); d = d.get("candidates", d) if isinstance(d, dict) else d; print(json.dumps([c["name"] for c in d]))')
+  python3 -c 'import json, sys; d = json.load(sys.stdin); d = d.get("items", d) if isinstance(d, dict) else d; print(json.dumps([c["name"] if "name" in c else c["spec"]["name"] for c in d]))')
 runs=()
 for n in 1 2; do
   id=$(curl -s -b "$jar" -H "X-CSRF-Token: $token" -H "Origin: $base" -H 'content-type: application/json' \
     -d "{\"name\": \"demo bake-off $n\", \"evalset\": \"support-ticket-triage\", \"candidates\": $names}" \
-    "$base/api/v1/runs" | python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')
+    "$base/api/v1/runs" | python3 -c 'import json, sys; d = json.load(sys.stdin); print(d.get("run_id", d.get("id")))')
   runs+=("$id")
 done
 for id in "${runs[@]}"; do
