@@ -34,6 +34,7 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/login/oidc", Public),
     ("GET", "/login/oidc/callback", Public),
     ("GET", "/", VIEWER),
+    ("POST", "/demo/run", EDITOR),
     ("GET", "/measure", VIEWER),
     // bakeoff's own series (counts only); Prometheus sends a viewer's API token in accounts mode.
     ("GET", "/metrics", VIEWER),
@@ -85,6 +86,7 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("POST", "/candidates/{id}/worker-labels", EDITOR),
     ("GET", "/candidates/{id}/operability", VIEWER),
     ("POST", "/candidates/{id}/operability/probes", EDITOR),
+    ("GET", "/candidates/{id}/operability/probes/live", VIEWER),
     ("POST", "/candidates/{id}/operability/checklist", EDITOR),
     ("POST", "/candidates/{id}/operability/soak", EDITOR),
     // retiring keeps every run's snapshot, so editors may; restoring likewise
@@ -105,6 +107,7 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/evalsets/import", VIEWER),
     ("POST", "/evalsets/import", EDITOR),
     ("POST", "/evalsets/import/save", EDITOR),
+    ("POST", "/evalsets/{version_id}/profile", EDITOR),
     ("GET", "/evalsets/{version_id}", VIEWER),
     ("GET", "/evalsets/{version_id}/download", VIEWER),
     ("GET", "/evalsets/{version_id}/diff/{other_id}", VIEWER),

@@ -146,11 +146,16 @@ pub struct CandidatesPage {
     pub key_dropped: Option<String>,
     /// Retired candidates: listed apart, each with Restore.
     pub retired: Vec<CandidateRow>,
+    /// The confirmation after a save: what was saved, and the candidate's id.
+    pub saved: Option<(String, i64)>,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
 struct ListQuery {
     key_dropped: Option<i64>,
+    /// Set after the form added (`added`) or changed (`saved`) this candidate.
+    added: Option<i64>,
+    saved: Option<i64>,
 }
 
 async fn list(State(state): State<AppState>, Query(q): Query<ListQuery>) -> Result<CandidatesPage, WebError> {
@@ -159,6 +164,12 @@ async fn list(State(state): State<AppState>, Query(q): Query<ListQuery>) -> Resu
         .key_dropped
         .and_then(|id| all.iter().find(|c| c.id == id))
         .map(|c| super::error::sentence(&candidates::moved_note(c)));
+    let saved = [(q.added, "Added"), (q.saved, "Saved")]
+        .into_iter()
+        .find_map(|(id, verb)| {
+            let c = all.iter().find(|c| Some(c.id) == id)?;
+            Some((format!("{verb} {}.", c.spec.name), c.id))
+        });
     let retired_ids = crate::app::retirement::retired(&state.store, ItemKind::Candidate).await?;
     let labels: std::collections::HashMap<i64, Vec<String>> =
         state.store.candidate_worker_labels().await?.into_iter().collect();
@@ -169,6 +180,7 @@ async fn list(State(state): State<AppState>, Query(q): Query<ListQuery>) -> Resu
         rows: rows.into_iter().map(row).collect(),
         key_dropped,
         retired: retired.into_iter().map(row).collect(),
+        saved,
     })
 }
 
@@ -266,11 +278,16 @@ fn credentials_fieldset(draft: &CandidateDraft, errors: &FieldErrors, editing: O
         }
         _ => "Stored write-only: never shown, logged or exported. Prefer an environment variable below.",
     };
+    // An editor reads these but may not change them: shown read-only, saying who may.
+    let locked = !crate::web::security::may(crate::domain::accounts::Role::Admin);
     Fieldset {
         legend: "Credentials",
-        note: Some(
-            "Setting, changing or clearing these needs the admin role: a key goes wherever the base URL points.",
-        ),
+        note: Some(if locked {
+            "Needs admin: setting, changing or clearing these needs the admin role (a key goes wherever the \
+             base URL points). They are shown read-only; the rest of the form is yours to change."
+        } else {
+            "Setting, changing or clearing these needs the admin role: a key goes wherever the base URL points."
+        }),
         fields: vec![
             // The typed key is never echoed back, not even when the form is re-shown.
             field(errors, "api_key", "API key", FieldKind::Password, "").help(key_help),
@@ -296,7 +313,10 @@ fn credentials_fieldset(draft: &CandidateDraft, errors: &FieldErrors, editing: O
             ),
             // Like the key: never echoed back.
             field(errors, "secret_headers", "Secret headers", FieldKind::TextArea, "").help(secret_headers_help),
-        ],
+        ]
+        .into_iter()
+        .map(|f| if locked { f.readonly() } else { f })
+        .collect(),
     }
 }
 
@@ -574,7 +594,7 @@ async fn create(State(state): State<AppState>, user: CurrentUser, body: FormBody
     match candidates::save(&state.store, &user.actor(), Source::Form, None, spec, key_typed).await {
         Ok(saved) => {
             tracing::info!(candidate_id = saved.candidate.id, "candidate created");
-            Ok(Redirect::to("/candidates").into_response())
+            Ok(Redirect::to(&format!("/candidates?added={}", saved.candidate.id)).into_response())
         }
         Err(AppError::Fields(errors)) => Ok(invalid(CandidateFormPage::build(&draft, &errors, None))),
         Err(e) => Err(e.into()),
@@ -650,7 +670,7 @@ async fn update(
             let to = if saved.credentials_dropped {
                 format!("/candidates?key_dropped={}", c.id)
             } else {
-                "/candidates".to_string()
+                format!("/candidates?saved={}", c.id)
             };
             Ok(Redirect::to(&to).into_response())
         }

@@ -47,6 +47,7 @@ pub fn router() -> Router<AppState> {
         )
         .route("/evalsets/import/save", post(import::save).layer(upload_limit))
         .route("/evalsets/{version_id}", get(detail))
+        .route("/evalsets/{version_id}/profile", axum::routing::post(choose_profile))
         .route("/evalsets/{version_id}/download", get(download))
         .route("/evalsets/{version_id}/diff/{other_id}", get(diff::page))
         .route(
@@ -151,6 +152,10 @@ pub struct EvalSetPage {
     pub pager: Pagination,
     /// What the last action did, after a redirect here.
     pub notice: Option<&'static str>,
+    /// The threshold profile this eval set is judged by (id, name), when one was chosen.
+    pub judged_by: Option<(i64, String)>,
+    /// Every profile, as (id, name), for choosing one.
+    pub profile_options: Vec<(i64, String)>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -166,6 +171,7 @@ fn notice_text(raw: Option<&str>) -> Option<&'static str> {
         "added" => "Case added as a new version. The previous version is unchanged.",
         "deleted" => "Case deleted in a new version. The previous version is unchanged.",
         "unchanged" => "Nothing changed: the case is as it was, so no new version was stored.",
+        "profile" => "Saved: runs of this eval set are judged by the chosen threshold profile.",
         _ => return None,
     })
 }
@@ -193,6 +199,26 @@ async fn load(state: &AppState, raw: &str) -> Result<EvalSetVersion, WebError> {
         .get_evalset_version(id)
         .await?
         .ok_or_else(|| WebError::NotFound(format!("eval set version #{id}")))
+}
+
+/// `POST /evalsets/{version_id}/profile`: the threshold profile this eval set (every version of
+/// it) is judged by: the run page's verdicts and the scorecard's fit note follow it.
+async fn choose_profile(
+    State(state): State<AppState>,
+    user: crate::web::security::CurrentUser,
+    Path(raw): Path<String>,
+    body: super::views::FormBody,
+) -> Result<axum::response::Response, WebError> {
+    use axum::response::IntoResponse;
+    let id = parse_id(&raw, "eval set version")?;
+    let version = state
+        .store
+        .get_evalset_version_head(id)
+        .await?
+        .ok_or_else(|| WebError::NotFound(format!("eval set version #{id}")))?;
+    let profile = parse_id(body.get("profile").unwrap_or_default(), "threshold profile")?;
+    crate::app::profiles::set_profile_for_evalset(&state.store, &version.header.name, profile, &user.name).await?;
+    Ok(axum::response::Redirect::to(&format!("/evalsets/{id}?notice=profile")).into_response())
 }
 
 /// One version's page: its header and one page of its cases, read from the database page by
@@ -258,7 +284,14 @@ async fn detail(
         })
         .collect();
     let h = &file.header;
+    let profiles = state.store.list_threshold_profiles().await?;
+    let judged_by = crate::app::profiles::profile_for_evalset(&state.store, &h.name)
+        .await?
+        .and_then(|id| profiles.iter().find(|p| p.id == id))
+        .map(|p| (p.id, p.name.clone()));
     Ok(EvalSetPage {
+        judged_by,
+        profile_options: profiles.into_iter().map(|p| (p.id, p.name)).collect(),
         nav: "evalsets",
         version_id: version.id,
         name: h.name.clone(),

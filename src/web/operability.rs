@@ -41,6 +41,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/candidates/{id}/operability", get(page))
         .route("/candidates/{id}/operability/probes", post(probe_now))
+        .route("/candidates/{id}/operability/probes/live", get(probes_live))
         .route("/candidates/{id}/operability/checklist", post(save_checklist))
         .route("/candidates/{id}/operability/soak", post(start_soak))
 }
@@ -69,7 +70,31 @@ pub struct ProbeRow {
     pub status: String,
     pub elapsed: String,
     pub excerpt: String,
+    /// The evidence on one line, shortened to [`EVIDENCE_CHARS`] (the raw text on request).
+    pub excerpt_short: String,
     pub notes: Vec<String>,
+}
+
+/// Characters of a probe's evidence shown before "show raw".
+pub const EVIDENCE_CHARS: usize = 160;
+
+/// Candidates whose probes run in the background now, per server (its public URL: several test
+/// servers share a process), with when they started.
+static PROBING: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<(String, i64), crate::domain::Timestamp>>,
+> = std::sync::LazyLock::new(Default::default);
+
+fn probing_key(state: &AppState, candidate: i64) -> (String, i64) {
+    (state.security.public_url.origin().to_string(), candidate)
+}
+
+/// When this candidate's background probes started, while they run.
+fn probing_since(state: &AppState, candidate: i64) -> Option<crate::domain::Timestamp> {
+    PROBING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(&probing_key(state, candidate))
+        .copied()
 }
 
 #[derive(Debug, Clone)]
@@ -204,6 +229,8 @@ pub struct OperabilityPage {
     pub checklist_history: Vec<ChecklistVersionView>,
     pub saved: bool,
     pub probed: bool,
+    /// Probes running in the background now: since when (the section polls until they end).
+    pub probing: Option<String>,
     pub soak: Option<SoakView>,
     pub evalsets: Vec<EvalSetChoice>,
     /// The soak form as typed, with its field errors after a refused start.
@@ -230,35 +257,46 @@ fn probe_view(run: &ProbeRun) -> ProbeRunView {
         not_applicable,
         elapsed: format!("{:.1} s", run.report.elapsed_ms / 1000.0),
         base_url: run.report.base_url.clone(),
-        rows: run
-            .report
-            .results
-            .iter()
-            .map(|r| ProbeRow {
-                key: r.kind.key(),
-                label: r.kind.label(),
-                expectation: r.kind.expectation(),
-                outcome: match r.outcome {
-                    ProbeOutcome::Pass => "✓ pass",
-                    ProbeOutcome::Fail => "✗ fail",
-                    ProbeOutcome::NotApplicable => "n/a",
-                },
-                badge: match r.outcome {
-                    ProbeOutcome::Pass => "pass",
-                    ProbeOutcome::Fail => "fail",
-                    ProbeOutcome::NotApplicable => "na",
-                },
-                summary: r.summary.clone(),
-                request: r.evidence.request.clone(),
-                status: r.evidence.status.map_or("—".to_string(), |s| s.to_string()),
-                elapsed: r
-                    .evidence
-                    .elapsed_ms
-                    .map_or("—".to_string(), |ms| format!("{ms:.0} ms")),
-                excerpt: r.evidence.excerpt.clone(),
-                notes: r.evidence.notes.clone(),
-            })
-            .collect(),
+        rows: {
+            // Failures first: what needs attention leads; then passes, then not applicable.
+            let mut results: Vec<_> = run.report.results.iter().collect();
+            results.sort_by_key(|r| match r.outcome {
+                ProbeOutcome::Fail => 0,
+                ProbeOutcome::Pass => 1,
+                ProbeOutcome::NotApplicable => 2,
+            });
+            results
+        }
+        .into_iter()
+        .map(|r| ProbeRow {
+            key: r.kind.key(),
+            label: r.kind.label(),
+            expectation: r.kind.expectation(),
+            outcome: match r.outcome {
+                ProbeOutcome::Pass => "✓ pass",
+                ProbeOutcome::Fail => "✗ fail",
+                ProbeOutcome::NotApplicable => "n/a",
+            },
+            badge: match r.outcome {
+                ProbeOutcome::Pass => "pass",
+                ProbeOutcome::Fail => "fail",
+                ProbeOutcome::NotApplicable => "na",
+            },
+            summary: r.summary.clone(),
+            request: r.evidence.request.clone(),
+            status: r.evidence.status.map_or("—".to_string(), |s| s.to_string()),
+            elapsed: r
+                .evidence
+                .elapsed_ms
+                .map_or("—".to_string(), |ms| format!("{ms:.0} ms")),
+            excerpt_short: crate::domain::validation::truncate(
+                &r.evidence.excerpt.split_whitespace().collect::<Vec<_>>().join(" "),
+                EVIDENCE_CHARS,
+            ),
+            excerpt: r.evidence.excerpt.clone(),
+            notes: r.evidence.notes.clone(),
+        })
+        .collect(),
         provenance: run.report.provenance.clone(),
     }
 }
@@ -420,6 +458,7 @@ async fn render(
     headers: &HeaderMap,
     inputs: Inputs,
 ) -> Result<OperabilityPage, WebError> {
+    let candidate_id = candidate.id;
     let probe_runs = state.store.list_probe_runs(candidate.id, PROBE_HISTORY).await?;
     let history = state.store.checklist_history(candidate.id).await?;
     let current = history.first().map(|v| &v.answers);
@@ -472,6 +511,7 @@ async fn render(
         checklist_history: version_views(&history),
         saved: inputs.saved,
         probed: inputs.probed,
+        probing: probing_since(state, candidate_id).map(since_text),
         soak,
         evalsets,
         soak_form: inputs.soak_form,
@@ -494,6 +534,7 @@ async fn candidate(state: &AppState, id: &str) -> Result<Candidate, WebError> {
 pub struct PageQuery {
     saved: Option<String>,
     probed: Option<String>,
+    probing: Option<String>,
     soak: Option<String>,
 }
 
@@ -504,6 +545,8 @@ async fn page(
     headers: HeaderMap,
 ) -> Result<OperabilityPage, WebError> {
     let c = candidate(&state, &id).await?;
+    // Asked to follow probes that have ended since: they are saved, and shown.
+    let probed = q.probed.is_some() || (q.probing.is_some() && probing_since(&state, c.id).is_none());
     render(
         &state,
         c,
@@ -512,7 +555,7 @@ async fn page(
             draft: None,
             errors: FieldErrors::default(),
             saved: q.saved.is_some(),
-            probed: q.probed.is_some(),
+            probed,
             soak_started: q.soak.as_deref().and_then(|s| s.parse().ok()),
             soak_form: SoakForm::default(),
         },
@@ -525,7 +568,11 @@ async fn probe_now(State(state): State<AppState>, Path(id): Path<String>) -> Res
     let c = candidate(&state, &id).await?;
     // A probe never overlaps a run measuring this candidate (it would distort both); a run due
     // while the probe lasts waits for it (seconds), saying so.
-    let _hold = state.runner.begin_probe(c.id).map_err(|run_id| {
+    if probing_since(&state, c.id).is_some() {
+        // Already running: show them (a double click starts nothing twice).
+        return Ok(Redirect::to(&format!("/candidates/{}/operability?probing=1#probes", c.id)).into_response());
+    }
+    let hold = state.runner.begin_probe(c.id).map_err(|run_id| {
         WebError::Conflict(format!(
             "Run #{run_id} is measuring {} now. Probes are not sent while a run measures a candidate: \
              their requests would distort the run's figures and its load would distort the probes'. \
@@ -533,18 +580,73 @@ async fn probe_now(State(state): State<AppState>, Path(id): Path<String>) -> Res
             c.spec.name
         ))
     })?;
-    let report = run_probes(&c.spec, &ProbeOptions::default()).await;
-    let (passed, failed, _) = report.counts();
-    tracing::info!(candidate = c.id, passed, failed, "operability probes run");
+    // The probes take up to ~35 s: they run in the background and the page follows them, so
+    // the request answers at once (the hold keeps runs of this candidate waiting meanwhile).
     crate::web::audit::record(
         &state,
         crate::domain::audit::Action::ProbesRun,
         format!("candidate #{} {:?}", c.id, c.spec.name),
-        format!("{passed} passed, {failed} failed"),
+        "started in the background".to_string(),
     )
     .await?;
-    state.store.save_probe_run(c.id, &report).await?;
-    Ok(Redirect::to(&format!("/candidates/{}/operability?probed=1#probes", c.id)).into_response())
+    tracing::info!(candidate = c.id, "operability probes started");
+    let key = probing_key(&state, c.id);
+    PROBING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(key.clone(), crate::domain::Timestamp::now());
+    let store = state.store.clone();
+    tokio::spawn(async move {
+        let _hold = hold;
+        let report = run_probes(&c.spec, &ProbeOptions::default()).await;
+        let (passed, failed, _) = report.counts();
+        tracing::info!(candidate = c.id, passed, failed, "operability probes run");
+        if let Err(e) = store.save_probe_run(c.id, &report).await {
+            tracing::warn!(candidate = c.id, error = %e, "saving the probe run failed");
+        }
+        PROBING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&key);
+    });
+    Ok(Redirect::to(&format!("/candidates/{}/operability?probing=1#probes", c.id)).into_response())
+}
+
+/// `GET /candidates/{id}/operability/probes/live`: while the background probes run, the
+/// polling notice; once they ended, tells htmx to reload the page (which shows them).
+async fn probes_live(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, WebError> {
+    let c = candidate(&state, &id).await?;
+    match probing_since(&state, c.id) {
+        Some(since) => Ok(ProbingPartial {
+            id: c.id,
+            probing: Some(since_text(since)),
+        }
+        .into_response()),
+        None => {
+            let mut r = ProbingPartial {
+                id: c.id,
+                probing: None,
+            }
+            .into_response();
+            r.headers_mut()
+                .insert("hx-refresh", axum::http::HeaderValue::from_static("true"));
+            Ok(r)
+        }
+    }
+}
+
+/// "started 14:03:07 UTC, 12 s ago".
+fn since_text(since: crate::domain::Timestamp) -> String {
+    let secs = (crate::domain::Timestamp::now().0 - since.0).max(0) / 1000;
+    format!("started {} ({secs} s ago)", since.display())
+}
+
+/// The probes section's live notice (`operability/probing.html`).
+#[derive(Template, WebTemplate)]
+#[template(path = "operability/probing.html")]
+pub struct ProbingPartial {
+    pub id: i64,
+    pub probing: Option<String>,
 }
 
 async fn save_checklist(

@@ -456,15 +456,20 @@ impl CurrentUser {
         if self.role >= role {
             Ok(())
         } else {
-            Err(forbidden(&self.name, self.role, role, Some(what)))
+            Err(self.forbidden(role, Some(what)))
         }
     }
-}
 
-fn forbidden(name: &str, has: Role, needed: Role, what: Option<&str>) -> WebError {
-    WebError::Refused {
-        status: StatusCode::FORBIDDEN,
-        message: crate::domain::accounts::refusal(name, has, needed, what),
+    /// The 403 for this caller: naming the API token when its scope, not the user, fell short.
+    fn forbidden(&self, needed: Role, what: Option<&str>) -> WebError {
+        let message = match &self.via {
+            Via::Token { user, token } => accounts_rules::token_refusal(token, user.role, needed, what),
+            _ => crate::domain::accounts::refusal(&self.name, self.role, needed, what),
+        };
+        WebError::Refused {
+            status: StatusCode::FORBIDDEN,
+            message,
+        }
     }
 }
 
@@ -790,9 +795,7 @@ fn refused_access(req: &Request, user: Option<&CurrentUser>) -> Option<Response>
     match (access, user) {
         (Access::Public, _) => None,
         (Access::Role(_), None) => Some(to_login(req)),
-        (Access::Role(needed), Some(u)) if u.role < needed => {
-            Some(forbidden(&u.name, u.role, needed, None).into_response())
-        }
+        (Access::Role(needed), Some(u)) if u.role < needed => Some(u.forbidden(needed, None).into_response()),
         (Access::Role(_), Some(_)) => None,
     }
 }
@@ -845,9 +848,6 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
             }
         }
     }
-    if let Some(response) = refused_access(&req, caller.user.as_ref()) {
-        return with_cookies(response, &caller, security);
-    }
     let ctx = PageContext {
         csrf_token: caller
             .binding
@@ -860,6 +860,10 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
             role: u.role,
         }),
     };
+    // A refused page keeps the header: who is signed in, with what role.
+    if let Some(response) = PAGE.sync_scope(ctx.clone(), || refused_access(&req, caller.user.as_ref())) {
+        return with_cookies(response, &caller, security);
+    }
     if let Some(user) = caller.user.clone() {
         req.extensions_mut().insert(user);
     }

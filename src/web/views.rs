@@ -117,6 +117,8 @@ pub struct FieldView {
     /// (value, label) for selects.
     pub options: Vec<(String, String)>,
     pub checked: bool,
+    /// Shown but not changeable by this reader's role (the value is still sent, unchanged).
+    pub readonly: bool,
 }
 
 impl FieldView {
@@ -132,8 +134,15 @@ impl FieldView {
             step: "1",
             options: Vec::new(),
             checked: false,
+            readonly: false,
         }
     }
+    /// Shown, not changeable: the reader's role may not change it (the page says which role may).
+    pub fn readonly(mut self) -> Self {
+        self.readonly = true;
+        self
+    }
+
     pub fn required(mut self) -> Self {
         self.required = true;
         self
@@ -301,4 +310,21 @@ mod tests {
         let d: crate::domain::run::RunDraft = f.to_draft().unwrap();
         assert_eq!(d.stream.as_deref(), Some("on"));
     }
+}
+
+/// The nav's name of a page (the "More" menu shows it when the page is one of its links).
+pub fn nav_title(nav: &str) -> &'static str {
+    match nav {
+        "scorecards" => "Scorecards",
+        "schedules" => "Schedules",
+        "workers" => "Workers",
+        "audit" => "Audit",
+        "measure" => "How we measure",
+        _ => "More",
+    }
+}
+
+/// "a viewer", "an editor", "an admin" (templates pass the role by value or by reference).
+pub fn role_with_article(role: impl std::borrow::Borrow<crate::domain::accounts::Role>) -> String {
+    crate::domain::accounts::with_article(*role.borrow())
 }

@@ -747,7 +747,7 @@ async fn saved_scorecards_compare_and_history_are_the_pages(db: TestStore) {
         api_compare["not_compared"].as_array().unwrap().len()
     );
     assert_eq!(
-        page.select("tr.condition").len(),
+        page.select("tr.condition").len() + page.select(".same-conditions [data-condition]").len(),
         api_compare["conditions"].as_array().unwrap().len()
     );
     assert_eq!(api_compare["entries"][1]["regressed"], 12, "{api_compare}");

@@ -11,6 +11,8 @@ mod archive_snapshot;
 mod browser;
 mod capacity;
 mod conversations;
+mod decisions;
+mod decisions_browser;
 mod demo;
 mod engine;
 mod evalsets;

@@ -243,14 +243,34 @@ async fn the_operability_page_runs_probes_versions_the_checklist_and_scores() {
         .post_form(&format!("/candidates/{id}/operability/probes"), &[])
         .await;
     assert_eq!(r.status(), 303);
+    // The probes run in the background (issue 54): the answer is at once, the page follows them.
+    let to = r.headers()["location"].to_str().unwrap().to_string();
+    assert_eq!(to, format!("/candidates/{id}/operability?probing=1#probes"));
+    crate::support::wait::until("the background probes are saved", Duration::from_secs(60), || async {
+        !app.store.list_probe_runs(id, 1).await.unwrap().is_empty()
+    })
+    .await;
+    // Once saved (and ended), the live notice tells htmx to reload the page.
+    crate::support::wait::until(
+        "the probes' live notice says they ended",
+        Duration::from_secs(10),
+        || async {
+            app.get(&format!("/candidates/{id}/operability/probes/live"))
+                .await
+                .headers()
+                .contains_key("hx-refresh")
+        },
+    )
+    .await;
     let body = app
-        .get(&format!("/candidates/{id}/operability?probed=1"))
+        .get(&format!("/candidates/{id}/operability?probing=1"))
         .await
         .text()
         .await
         .unwrap();
     assert!(!body.contains(KEY), "the key is never shown");
     let page = bakeoff_page(&body);
+    assert_eq!(page.count("#probed"), 1, "the ended probes are confirmed");
     assert_eq!(page.count("tr[data-probe]"), ProbeKind::ALL.len());
     assert_eq!(page.count("tr[data-outcome='pass']"), ProbeKind::ALL.len());
     assert_eq!(page.text(".score-value"), "100 %", "probes only so far");

@@ -271,7 +271,13 @@ const scrolled = [...document.querySelectorAll('.table-wrap')]
   .filter(w => w.scrollWidth > w.clientWidth + 1)
   .map(w => (w.querySelector('table') || w).className + ' (' + w.scrollWidth + ' px in ' + w.clientWidth + ')');
 const nav = document.querySelector('.site-header nav');
-return [doc.scrollWidth, width, culprit, scrolled, nav ? nav.getBoundingClientRect().height : 0];
+// Decisive values (a candidate's verdict or rule cell, a rule's Value, a row's actions) must be
+// on screen, not in a box scrolled sideways out of view.
+const decisive = [...document.querySelectorAll('[data-decisive]')]
+  .filter(e => e.getClientRects().length > 0)
+  .filter(e => { const r = e.getBoundingClientRect(); return r.left < -1 || r.right > width + 1; })
+  .map(e => (e.getAttribute('data-label') || e.className) + ' (' + Math.round(e.getBoundingClientRect().left) + '–' + Math.round(e.getBoundingClientRect().right) + ' px)');
+return [doc.scrollWidth, width, culprit, scrolled, nav ? nav.getBoundingClientRect().height : 0, decisive];
 "#;
 
 /// At the wide width, side-by-side tables must fit without scrolling; at the narrow one they may
@@ -352,6 +358,18 @@ async fn check_page(c: &Client, base: &str, name: &str, path: &str, width: u32, 
                 .collect();
             if width >= FITS_AT && !scrolled.is_empty() {
                 problems.push(problem(format!("tables scroll sideways: {}", scrolled.join(", "))));
+            }
+            let outside: Vec<&str> = v[5]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t.as_str())
+                .collect();
+            if !outside.is_empty() {
+                problems.push(problem(format!(
+                    "decisive values outside the viewport: {}",
+                    outside.join(", ")
+                )));
             }
             let nav_height = v[4].as_f64().unwrap_or(0.0);
             if nav_height > 80.0 {

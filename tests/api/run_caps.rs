@@ -532,5 +532,8 @@ async fn a_soak_from_the_operability_page_waits_for_its_candidate_and_probes_nev
     // With no run measuring, the page's probes run and are stored.
     let ok = app.post_form(&format!("/candidates/{a}/operability/probes"), &[]).await;
     assert_eq!(ok.status(), 303, "{backend}");
-    assert_eq!(store.list_probe_runs(a, 10).await.unwrap().len(), 1, "{backend}");
+    crate::support::wait::until("the background probes are saved", Duration::from_secs(60), || async {
+        store.list_probe_runs(a, 10).await.unwrap().len() == 1
+    })
+    .await;
 }

@@ -167,30 +167,31 @@ async fn the_demo_scorecard_page_exports_and_archive() {
     assert!(page.count(".scorecard-table td.best") >= 1, "best values are marked");
     // Charts are inline SVG drawn on the server.
     assert!(
-        page.count(".chart-svg svg") >= 3,
+        page.count(".chart-svg svg") >= 2,
         "charts: {}",
         page.count(".chart-svg svg")
     );
-    // Charts come right after the verdicts, and every point names its values on hover/focus:
-    // one per candidate on the throughput and the accuracy chart.
+    // Charts come right after the verdicts, and every point names its values on hover/focus.
     let at = |id: &str| body.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no #{id}"));
     assert!(at("charts-h") < at("rules-h"), "charts before the rules table");
-    let titles = page.texts("#chart-throughput circle.point-title title");
-    assert_eq!(titles.len(), 4, "{titles:?}");
-    assert!(
-        titles
-            .iter()
-            .all(|t| t.contains("tok/s aggregate (steady window) at c=")),
-        "{titles:?}"
-    );
-    assert!(
-        page.text("#chart-throughput svg").contains("log₂"),
-        "a log₂ concurrency axis"
-    );
+    // One load (c=4): no throughput-vs-concurrency curve, whose log axis around one value read
+    // "4, 4.8, 5.6" (issue 54); the results table has the figure.
+    assert_eq!(page.count("#chart-throughput"), 0);
+    // The demo profile judges request throughput, so the accuracy chart's speed axis is req/s —
+    // not tok/s, which counts sage-70b's reasoning tokens and drew the slow model as fast.
     let titles = page.texts("#chart-accuracy circle.point-title title");
+    assert!(titles.len() >= 3, "one point per candidate: {titles:?}");
     assert!(
         titles.iter().any(|t| t.contains("swift-7b") && t.contains("accuracy")),
         "{titles:?}"
+    );
+    assert!(
+        titles.iter().all(|t| t.contains("completed requests per second @c=")),
+        "{titles:?}"
+    );
+    assert!(
+        page.text("#chart-accuracy figcaption")
+            .starts_with("Accuracy vs requests per second")
     );
     // The demo's fast candidate claims 2158 tok/s per-stream decode at batch 1.
     let claim = page.text(".claims .claim h3");

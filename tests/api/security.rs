@@ -318,7 +318,7 @@ async fn a_stored_key_is_dropped_when_the_candidate_moves_to_another_server(db: 
     let r = app
         .post_form(&format!("/candidates/{id}/edit"), &fields("http://127.0.0.1:9/v2"))
         .await;
-    assert_eq!(r.headers()["location"], "/candidates");
+    assert_eq!(r.headers()["location"], format!("/candidates?saved={id}").as_str());
     assert!(
         app.store
             .get_candidate(id)
@@ -789,7 +789,7 @@ async fn a_planted_key_appears_in_no_log_line() {
         .await;
     let text = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
     // The capture saw every path that logs (a line count would depend on other crates' tracing).
-    for path in ["candidate created", "operability probes run", "candidate updated"] {
+    for path in ["candidate created", "operability probes started", "candidate updated"] {
         assert!(text.contains(path), "no {path:?} line captured:\n{text}");
     }
     assert!(!text.contains("PLANTED"), "a log line carries the key");

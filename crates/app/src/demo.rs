@@ -63,6 +63,21 @@ pub async fn bootstrap(store: &dyn Store, demo_mock_url: Option<&str>) -> anyhow
                 .await?;
         }
     }
+    // Each shipped profile judges the shipped eval set it was written for, unless the team chose
+    // otherwise (or the set is not there).
+    let profiles = store.list_threshold_profiles().await?;
+    let sets = store.list_evalsets().await?;
+    for (set, profile) in crate::domain::thresholds::templates::SHIPPED_PROFILE_SETS {
+        let key = crate::profiles::evalset_profile_setting(set);
+        if store.get_setting(&key).await?.is_none()
+            && sets.iter().any(|e| e.name == *set)
+            && let Some(p) = profiles.iter().find(|p| p.name == *profile)
+        {
+            store
+                .set_setting(&key, &p.id.to_string(), "bakeoff (first start)")
+                .await?;
+        }
+    }
     if let Some(url) = demo_mock_url {
         let existing = store.list_candidates().await?;
         for spec in demo_candidates(url) {

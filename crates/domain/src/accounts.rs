@@ -45,10 +45,48 @@ impl std::fmt::Display for Role {
 pub fn refusal(name: &str, has: Role, needed: Role, what: Option<&str>) -> String {
     let what = what.map(|w| format!(" ({w})")).unwrap_or_default();
     format!(
-        "This needs the {needed} role{what}; you are signed in as {name}, who is {} {has}. \
+        "This needs the {needed} role{what}; you are signed in as {name}, who is {}. \
          Nothing was changed. Ask an admin if you need more.",
-        if has == Role::Admin { "an" } else { "a" }
+        with_article(has)
     )
+}
+
+/// The refusal when an API token's scope, not its owner's role, is what fell short: it names
+/// the token, so whoever runs the script knows to use another token rather than ask for a role.
+pub fn token_refusal(token: &ApiToken, owner_role: Role, needed: Role, what: Option<&str>) -> String {
+    let what = what.map(|w| format!(" ({w})")).unwrap_or_default();
+    if owner_role >= needed {
+        format!(
+            "This needs the {needed} role{what}; the API token #{} \"{}\" that sent it is limited to \
+             {} (its owner {} is {}). Nothing was changed. Use a token created with the {needed} \
+             scope.",
+            token.id,
+            token.name,
+            token.role,
+            token.username,
+            with_article(owner_role)
+        )
+    } else {
+        format!(
+            "This needs the {needed} role{what}; the API token #{} \"{}\" acts for {}, who is {}. \
+             Nothing was changed. Ask an admin if you need more.",
+            token.id,
+            token.name,
+            token.username,
+            with_article(owner_role)
+        )
+    }
+}
+
+/// "a viewer", "an editor", "an admin".
+pub fn with_article(role: Role) -> String {
+    let name = role.to_string();
+    let article = if name.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    format!("{article} {name}")
 }
 
 /// Shortest password accepted.
@@ -467,6 +505,31 @@ pub const LOGIN_FAILURES_KEPT_MS: i64 = 24 * 3600 * 1000;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusals_use_the_right_article_and_name_a_token_whose_scope_refused() {
+        let m = refusal("ed", Role::Editor, Role::Admin, None);
+        assert!(m.contains("who is an editor"), "{m}");
+        assert!(!m.contains("a editor"), "{m}");
+        assert!(refusal("vi", Role::Viewer, Role::Editor, None).contains("who is a viewer"));
+        let token = ApiToken {
+            id: 7,
+            user_id: 1,
+            username: "ada".into(),
+            name: "ci-read".into(),
+            role: Role::Viewer,
+            created_at: Timestamp(0),
+            last_used_at: None,
+            revoked_at: None,
+        };
+        let m = token_refusal(&token, Role::Admin, Role::Editor, None);
+        assert!(m.contains("API token #7 \"ci-read\""), "{m}");
+        assert!(m.contains("limited to viewer"), "{m}");
+        assert!(m.contains("its owner ada is an admin"), "{m}");
+        assert!(!m.contains("you are signed in"), "the token refused, not the user: {m}");
+        let m = token_refusal(&token, Role::Viewer, Role::Editor, None);
+        assert!(m.contains("acts for ada, who is a viewer"), "{m}");
+    }
 
     #[test]
     fn roles_order_and_parse() {

@@ -8,6 +8,11 @@ use super::run::RequestRecord;
 
 /// At most this many buckets across the run: enough to see a trend, few enough to read.
 pub const MAX_BUCKETS: usize = 30;
+/// No bucket is narrower than this: a rate over a few milliseconds is one chunk's arrival, not a
+/// throughput (a 0.02 s bucket read as ~19,000 tok/s).
+pub const MIN_BUCKET_S: f64 = 0.5;
+/// Fewer buckets than this draw no trend: the chart is replaced by a sentence.
+pub const MIN_CHART_BUCKETS: usize = 3;
 
 /// One candidate's figures over one interval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -91,8 +96,10 @@ pub struct Grid {
 impl Grid {
     pub fn of((start, end): (i64, i64)) -> Grid {
         let span_s = ((end - start) as f64 / 1e6).max(1e-3);
-        let width = round_width(span_s / MAX_BUCKETS as f64);
-        let count = ((span_s / width).ceil() as usize).clamp(1, MAX_BUCKETS + 1);
+        let width = round_width((span_s / MAX_BUCKETS as f64).max(MIN_BUCKET_S));
+        // Whole buckets only: the last one takes the remainder (so it is never narrower than
+        // the others; a run shorter than one bucket is one bucket over its whole span).
+        let count = ((span_s / width * (1.0 + 1e-9)).floor() as usize).clamp(1, MAX_BUCKETS);
         Grid {
             start,
             span_s,
@@ -179,7 +186,11 @@ impl Buckets {
             .map(|i| {
                 let start_s = i as f64 * grid.width;
                 // The last bucket ends with the run: its rate is over the time it covers.
-                let end_s = ((i + 1) as f64 * grid.width).min(grid.span_s);
+                let end_s = if i + 1 == grid.count {
+                    grid.span_s
+                } else {
+                    (i + 1) as f64 * grid.width
+                };
                 Bucket {
                     start_s,
                     end_s,
@@ -270,5 +281,24 @@ mod tests {
             .sum();
         assert!((total - 40.0).abs() < 1e-6, "{t:?}");
         assert_eq!(over_time([], &[1]), None);
+    }
+
+    #[test]
+    fn no_bucket_is_narrower_than_the_floor_and_the_last_takes_the_remainder() {
+        // 3.02 s of run: 0.5 s buckets (3.02 / 30 is below the floor), six of them, the last
+        // 0.52 s long — no 0.02 s sliver whose few tokens would read as a huge rate.
+        let a = streamed(1, 0.0, 100, &[(100_000, 10), (3_000_000, 40)]);
+        let mut b = streamed(1, 0.0, 100, &[]);
+        b.end_us = Some(3_020_000).into();
+        let t = over_time([&a, &b], &[1]).unwrap();
+        assert_eq!(t.bucket_s, MIN_BUCKET_S);
+        let one = &t.candidates[0].1;
+        assert_eq!(one.len(), 6, "{one:?}");
+        for bucket in one {
+            assert!(bucket.end_s - bucket.start_s >= MIN_BUCKET_S - 1e-9, "{bucket:?}");
+        }
+        assert!((one[5].end_s - 3.02).abs() < 1e-9);
+        // The 40 tokens at 3.0 s land in the last bucket, over its 0.52 s: about 77 tok/s.
+        assert!((one[5].tok_s.unwrap() - 40.0 / 0.52).abs() < 1e-6, "{:?}", one[5]);
     }
 }

@@ -47,6 +47,29 @@ pub struct ComparePage {
     pub pager: Pagination,
     /// Cases compared in all (over every page).
     pub case_count: usize,
+    /// Each entry's verdict by the default threshold profile (the archive's), when judged.
+    pub verdicts: Vec<Option<super::list::VerdictCell>>,
+    /// The profile those verdicts are by.
+    pub verdict_profile: Option<String>,
+}
+
+impl ComparePage {
+    /// Conditions that differ between the compared entries: shown in the table.
+    pub fn differing_conditions(&self) -> Vec<&ConditionRow> {
+        self.conditions
+            .iter()
+            .filter(|c| c.cells.iter().any(|(_, d)| *d))
+            .collect()
+    }
+
+    /// Conditions every entry shares: folded under the table, once each.
+    pub fn same_conditions(&self) -> Vec<(&'static str, &str)> {
+        self.conditions
+            .iter()
+            .filter(|c| !c.cells.iter().any(|(_, d)| *d))
+            .map(|c| (c.name, c.cells.first().map_or("", |(t, _)| t.as_str())))
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -211,7 +234,10 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
         .skip(pager.offset() as usize)
         .take(CASES_PER_PAGE as usize)
         .collect();
+    let (verdicts, verdict_profile) = entry_verdicts(&state, &c.entries).await?;
     Ok(ComparePage {
+        verdicts,
+        verdict_profile,
         nav: "archive",
         entries: c.entries,
         baseline: c.baseline,
@@ -223,6 +249,31 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
         pager,
         case_count,
     })
+}
+
+/// Each entry's verdict by the default profile (the one the archive shows), in entry order.
+async fn entry_verdicts(
+    state: &AppState,
+    entries: &[EntryView],
+) -> Result<(Vec<Option<super::list::VerdictCell>>, Option<String>), WebError> {
+    let profiles = state.store.list_threshold_profiles().await?;
+    let (_, shown) = super::list::resolve(state, &mut Default::default(), &profiles).await?;
+    let Some(p) = shown else {
+        return Ok((vec![None; entries.len()], None));
+    };
+    let mut runs: Vec<i64> = entries.iter().map(|e| e.run_id).collect();
+    runs.dedup();
+    let all = state.store.list_run_verdicts(&runs, p.id).await?;
+    let cells = entries
+        .iter()
+        .map(|e| {
+            let candidate: i64 = e.key.split_once(':').and_then(|(_, c)| c.parse().ok())?;
+            super::list::verdict_cells(&p, &[candidate], std::slice::from_ref(&e.candidate), e.run_id, &all)
+                .into_iter()
+                .next()
+        })
+        .collect();
+    Ok((cells, Some(p.name)))
 }
 
 /// The comparison the query asks for (`runs`/`run`, `baseline`).

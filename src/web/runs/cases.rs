@@ -511,10 +511,20 @@ impl ShownCases {
                         .copied()
                         .filter(|o| o.fact.candidate_id == c && is_final(&o.fact))
                         .collect();
-                    let linked = attempts.iter().any(|a| a.candidate_id == c);
-                    grid_cell(name_of(c), &finals, linked.then(|| format!("#{}", anchor(c))))
+                    let listed = attempts.iter().find(|a| a.candidate_id == c);
+                    let mut cell = grid_cell(name_of(c), &finals, listed.map(|_| format!("#{}", anchor(c))));
+                    // Expected vs got: the answer itself, not only pass or fail.
+                    if let Some(a) = listed.filter(|a| !a.output.trim().is_empty()) {
+                        let (short, cut) = grid_text(&a.output);
+                        cell.answer = Some(short);
+                        cell.answer_full = cut.then(|| a.output.clone());
+                    }
+                    cell
                 })
                 .collect(),
+            expected: case
+                .and_then(|c| c.expected_text())
+                .map(|e| grid_text(&visible_controls(&e)).0),
         };
         let mut seen: HashSet<i64> = HashSet::new();
         let attempts = attempts
@@ -611,7 +621,19 @@ impl<'a> ChosenAttempts<'a> {
 pub struct GridRow {
     pub case_id: String,
     pub href: String,
+    /// The case's expected value, shortened (the whole one is in the case's Input below).
+    pub expected: Option<String>,
     pub cells: Vec<GridCell>,
+}
+
+/// Characters of an answer or an expected value shown in a grid cell.
+pub const GRID_TEXT_CHARS: usize = 80;
+
+/// `text` shortened to [`GRID_TEXT_CHARS`] on one line, and whether anything was cut.
+fn grid_text(text: &str) -> (String, bool) {
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let cut = one_line.chars().count() > GRID_TEXT_CHARS;
+    (crate::domain::validation::truncate(&one_line, GRID_TEXT_CHARS), cut)
 }
 
 /// A candidate's final attempts at a case, in words (never colour alone).
@@ -626,6 +648,11 @@ pub struct GridCell {
     pub detail: String,
     /// Where its attempts are listed on this page (None: filtered out or none).
     pub href: Option<String>,
+    /// Its listed answer (the first listed attempt's output), shortened; None when none is
+    /// listed or it is empty.
+    pub answer: Option<String>,
+    /// The whole answer when `answer` is shortened (shown on request).
+    pub answer_full: Option<String>,
 }
 
 fn grid_cell(candidate: String, finals: &[&RecordOutline], href: Option<String>) -> GridCell {
@@ -673,6 +700,8 @@ fn grid_cell(candidate: String, finals: &[&RecordOutline], href: Option<String>)
         label,
         detail: detail.join(" · "),
         href,
+        answer: None,
+        answer_full: None,
     }
 }
 
@@ -760,8 +789,17 @@ pub async fn timeline(
         .pop()
         .ok_or_else(missing)?;
     Ok(TimelineFragment {
-        svg: crate::app::pages::charts::token_timeline(&r.chunks),
+        svg: crate::app::pages::charts::token_timeline(&r.chunks, answer_start(&r)),
     })
+}
+
+/// Where a request's answer began, when it reasoned first (its first reasoning token came
+/// before its first answer token).
+fn answer_start(r: &RequestRecord) -> Option<i64> {
+    match (r.first_reasoning_us.get(), r.first_content_us.get()) {
+        (Some(reasoning), Some(answer)) if reasoning < answer => Some(answer),
+        _ => None,
+    }
 }
 
 fn attempt_view(
@@ -789,7 +827,7 @@ fn attempt_view(
         summary: summary.join(" · "),
         // Drawn here unless it is linked (then drawn when opened).
         token_timeline: match timeline_href {
-            None => crate::app::pages::charts::token_timeline(&r.chunks),
+            None => crate::app::pages::charts::token_timeline(&r.chunks, answer_start(r)),
             Some(_) => None,
         },
         timeline_href,

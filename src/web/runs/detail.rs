@@ -109,6 +109,87 @@ pub struct LiveView {
     /// worker measured each; empty for runs from before workers. Read on every call, never
     /// cached: they change while the run goes.
     pub units: Vec<UnitRow>,
+    /// Each candidate's verdict by the profile that judges the run (once it ended).
+    pub verdicts: Option<RunVerdicts>,
+}
+
+/// The run's verdicts by one threshold profile: the decision the page opens with.
+#[derive(Debug, Clone)]
+pub struct RunVerdicts {
+    pub profile_id: i64,
+    pub profile: String,
+    /// In the run's candidate order; empty while the run is not judged yet.
+    pub cells: Vec<crate::web::archive::list::VerdictCell>,
+    /// Candidates of the run without a verdict yet.
+    pub missing: usize,
+    /// The profile is the one chosen for the run's eval set (else the default one).
+    pub own: bool,
+    /// Why the profile may not fit the run's eval set (written for another), if it may not.
+    pub fit: Option<String>,
+}
+
+/// The run's verdicts by the default threshold profile (the one the archive shows), or None
+/// before the run ended or without any profile.
+async fn run_verdicts(state: &AppState, run: &Run, candidates: &[Candidate]) -> Result<Option<RunVerdicts>, WebError> {
+    if !run.status.is_terminal() {
+        return Ok(None);
+    }
+    let profiles = state.store.list_threshold_profiles().await?;
+    // The profile written for the run's eval set, else the default one (saying it may not fit).
+    let evalset = state
+        .store
+        .get_evalset_version_head(run.evalset_version_id)
+        .await?
+        .map(|v| v.header.name);
+    let own = match &evalset {
+        Some(name) => crate::app::profiles::profile_for_evalset(&state.store, name).await?,
+        None => None,
+    };
+    let id = match own {
+        Some(id) => id,
+        None => match crate::app::retirement::default_profile_id(&state.store, &profiles).await? {
+            Some(id) => id,
+            None => return Ok(None),
+        },
+    };
+    let Some(p) = profiles.iter().find(|p| p.id == id) else {
+        return Ok(None);
+    };
+    let shown = crate::web::archive::list::ShownProfile {
+        id: p.id,
+        name: p.name.clone(),
+        current_version: p.version,
+    };
+    let names: Vec<String> = run
+        .candidate_ids
+        .iter()
+        .map(|&c| candidate_name(candidates, c))
+        .collect();
+    let mut all = state.store.list_run_verdicts(&[run.id], p.id).await?;
+    // Not judged yet (the background judge waits for an idle runner): judge it now when no run
+    // is measuring — the same computation, so the page opens with its decision.
+    let idle = tokio::time::timeout(std::time::Duration::ZERO, state.runner.until_idle())
+        .await
+        .is_ok();
+    if all.is_empty() && idle {
+        match crate::app::verdicts::store_verdicts(&state.store, run.id, p.id).await {
+            Ok(_) => all = state.store.list_run_verdicts(&[run.id], p.id).await?,
+            Err(e) => tracing::warn!(run_id = run.id, error = %e, "judging the run for its page failed"),
+        }
+    }
+    let cells = crate::web::archive::list::verdict_cells(&shown, &run.candidate_ids, &names, run.id, &all);
+    let fit = match (&evalset, own) {
+        (Some(name), None) => crate::app::profiles::fit_note(&state.store, name, p.id, &p.name).await?,
+        _ => None,
+    };
+    Ok(Some(RunVerdicts {
+        fit,
+        own: own.is_some(),
+        profile_id: p.id,
+        profile: p.name.clone(),
+        missing: run.candidate_ids.len().saturating_sub(cells.len()),
+        cells,
+    }))
 }
 
 /// One unit of the run: what it measures, who measured it, and its harness report.
@@ -480,6 +561,7 @@ pub(super) async fn live_view(state: &AppState, run: &Run, candidates: &[Candida
         })
         .collect();
     let units = unit_rows(&state.store.list_run_units(run.id).await?, candidates);
+    let verdicts = run_verdicts(state, run, candidates).await?;
     let mut events = state.store.list_run_events(run.id).await?;
     let skip = events.len().saturating_sub(EVENT_LINES);
     let events = events
@@ -519,5 +601,6 @@ pub(super) async fn live_view(state: &AppState, run: &Run, candidates: &[Candida
         stops,
         again,
         units,
+        verdicts,
     })
 }

@@ -109,6 +109,9 @@ pub struct EstimateView {
     pub total: Option<EstimateRow>,
     pub unpriced: String,
     pub assumptions: Vec<String>,
+    /// Which threshold profile will judge the run: (profile id, name, chosen for this eval set),
+    /// and the chosen eval set's version id (where to choose one).
+    pub judged_by: Option<(i64, String, bool, i64)>,
 }
 
 #[derive(Debug, Clone)]
@@ -662,6 +665,17 @@ async fn estimate_view(state: &AppState, form: &RunForm) -> Result<EstimateView,
         .filter(|c| form.run.candidates.iter().any(|raw| raw.trim() == c.id.to_string()))
         .collect();
     let mut view = build_estimate(&config, &version, &chosen);
+    // The profile that will judge it: the one chosen for this eval set, else the default (which
+    // was written for another task: the form says so, and where to choose or create one).
+    let profiles = state.store.list_threshold_profiles().await?;
+    let own = crate::app::profiles::profile_for_evalset(&state.store, &version.file.header.name).await?;
+    let judge = match own {
+        Some(id) => Some(id),
+        None => crate::app::retirement::default_profile_id(&state.store, &profiles).await?,
+    };
+    view.judged_by = judge
+        .and_then(|id| profiles.iter().find(|p| p.id == id))
+        .map(|p| (p.id, p.name.clone(), own.is_some(), version.id));
     let judges = version.file.judge_names(version.file.cases.len()).len();
     if form.run.judge && judges > 0 {
         view.assumptions.push(format!(
@@ -711,5 +725,6 @@ fn build_estimate(config: &RunConfig, version: &EvalSetVersion, chosen: &[&Candi
             e.unpriced.join(", ")
         },
         assumptions: e.assumptions,
+        judged_by: None,
     }
 }

@@ -56,6 +56,14 @@ pub struct ScorecardPage {
     pub tool_levels: Option<crate::app::pages::tool_levels::ToolLevelsView>,
     /// Structured output per candidate and level (templates/runs/structured.html).
     pub structured: Option<crate::app::pages::tool_levels::StructuredView>,
+    /// Why the judging profile may not fit the run's eval set (written for another task).
+    pub profile_fit: Option<String>,
+}
+
+/// The judging profile's fit to the run's eval set, in words when it may not fit.
+async fn profile_fit(state: &AppState, j: &crate::app::scorecard::RunScorecard) -> Result<Option<String>, WebError> {
+    let Some(v) = &j.version else { return Ok(None) };
+    Ok(crate::app::profiles::fit_note(&state.store, &v.header.name, j.profile.id, &j.profile.name).await?)
 }
 
 /// What an archived scorecard page adds to the scorecard.
@@ -134,6 +142,7 @@ pub fn page_for(j: &RunScorecard, q: &ScorecardChoice, print: bool, your_name: S
         telemetry: None,
         tool_levels: None,
         structured: None,
+        profile_fit: None,
     }
 }
 
@@ -169,6 +178,7 @@ pub async fn page(
     let mut page = page_for(&j, &q, false, remembered_name(&headers));
     page.telemetry = crate::app::telemetry::brief(&state.store, id).await?;
     tool_block(&state, &j, &mut page).await?;
+    page.profile_fit = profile_fit(&state, &j).await?;
     Ok(page)
 }
 
@@ -183,5 +193,6 @@ pub async fn print(
     let mut page = page_for(&j, &q, true, String::new());
     page.telemetry = crate::app::telemetry::brief(&state.store, id).await?;
     tool_block(&state, &j, &mut page).await?;
+    page.profile_fit = profile_fit(&state, &j).await?;
     Ok(page)
 }

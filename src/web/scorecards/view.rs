@@ -150,6 +150,14 @@ pub struct CardView {
     pub speed_warning: Option<String>,
 }
 
+impl CardView {
+    /// The name of the candidate in column `i` (a rule cell's label when the table becomes
+    /// cards on a narrow screen); "" past the last.
+    pub fn column_name(&self, i: impl std::borrow::Borrow<usize>) -> &str {
+        self.columns.get(*i.borrow()).map_or("", |c| c.name.as_str())
+    }
+}
+
 fn state_text(state: RuleState) -> &'static str {
     state.as_str()
 }

@@ -256,6 +256,14 @@ pub fn throughput_series(j: &RunScorecard) -> Vec<ThroughputSeries> {
 /// Throughput vs concurrency on a log₂ axis with each knee ringed (the scorecard's and the run
 /// page's).
 pub fn throughput_chart(series: &[ThroughputSeries]) -> Option<Chart> {
+    // One load is a point, not a curve over concurrency (and a log axis around one value reads
+    // 4, 4.8, 5.6): no chart; the results table has the figure.
+    let mut loads: Vec<f64> = series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
+    loads.sort_by(f64::total_cmp);
+    loads.dedup();
+    if loads.len() < 2 {
+        return None;
+    }
     let xs = log2_range(series.iter().flat_map(|s| s.points.iter().map(|x| x.0)))?;
     let ys = padded(series.iter().flat_map(|s| s.points.iter().map(|x| x.1)), true)?;
     let levels: usize = series.iter().map(|s| s.points.len()).max().unwrap_or(0);
@@ -423,14 +431,22 @@ fn threshold_of(j: &RunScorecard, base: &str) -> Option<f64> {
 enum SpeedAxis {
     DecodePerStream,
     Aggregate,
+    /// Completed requests per second: what a profile judging request throughput asks, and the
+    /// one speed no reasoning token inflates (a model that thinks at length streams many tokens
+    /// per second yet answers few requests).
+    Requests,
 }
 
 impl SpeedAxis {
+    /// The metric of the profile's own speed rule: its aggregate tok/s rule, else its decode
+    /// tok/s rule, else request throughput (whether the profile judges it or sets no speed rule).
     fn of(j: &RunScorecard) -> SpeedAxis {
-        if threshold_of(j, "aggregate_tok_s").is_none() && threshold_of(j, "decode_tok_s_p50").is_some() {
+        if threshold_of(j, "aggregate_tok_s").is_some() {
+            SpeedAxis::Aggregate
+        } else if threshold_of(j, "decode_tok_s_p50").is_some() {
             SpeedAxis::DecodePerStream
         } else {
-            SpeedAxis::Aggregate
+            SpeedAxis::Requests
         }
     }
 
@@ -438,6 +454,7 @@ impl SpeedAxis {
         match self {
             SpeedAxis::DecodePerStream => "decode_tok_s_p50",
             SpeedAxis::Aggregate => "aggregate_tok_s",
+            SpeedAxis::Requests => "request_throughput",
         }
     }
 
@@ -446,6 +463,7 @@ impl SpeedAxis {
         match self {
             SpeedAxis::DecodePerStream => Some(level.decode_tok_s_per_stream.as_ref()?.p50),
             SpeedAxis::Aggregate => level.aggregate_tok_s,
+            SpeedAxis::Requests => level.req_per_s,
         }
     }
 
@@ -453,18 +471,36 @@ impl SpeedAxis {
         match self {
             SpeedAxis::DecodePerStream => format!("decode tok/s per stream, p50 @c={c}"),
             SpeedAxis::Aggregate => format!("aggregate tok/s @c={c} (steady window)"),
+            SpeedAxis::Requests => format!("completed requests per second @c={c} (steady window)"),
+        }
+    }
+
+    /// The unit of its threshold line's label.
+    fn unit(self) -> &'static str {
+        match self {
+            SpeedAxis::Requests => "req/s",
+            _ => "tok/s",
+        }
+    }
+
+    /// The chart's title.
+    fn title(self) -> &'static str {
+        match self {
+            SpeedAxis::Requests => "Accuracy vs requests per second",
+            _ => "Accuracy vs tok/s",
         }
     }
 }
 
-/// Each candidate's (name, speed on `axis` at concurrency `c`, accuracy), where both are known.
-fn accuracy_points(j: &RunScorecard, axis: &SpeedAxis, c: u32) -> Vec<(String, f64, f64)> {
+/// Each candidate's (name, speed on `axis` at concurrency `c`, accuracy, place in the run — its
+/// colour, the same on every chart of the run), where both are known.
+fn accuracy_points(j: &RunScorecard, axis: &SpeedAxis, c: u32) -> Vec<(String, f64, f64, usize)> {
     j.card
         .pareto
         .iter()
         .filter_map(|p| {
-            let tok_s = axis.value(j.summaries.get(p.index)?, c)?;
-            Some((p.name.clone(), tok_s, p.quality?))
+            let speed = axis.value(j.summaries.get(p.index)?, c)?;
+            Some((p.name.clone(), speed, p.quality?, p.index))
         })
         .collect()
 }
@@ -520,11 +556,15 @@ fn accuracy_chart(j: &RunScorecard) -> Option<Chart> {
                     4,
                     line.stroke_width(1),
                 ))?
-                .label(format!("minimum {} tok/s", crate::domain::format::significant(t)))
+                .label(format!(
+                    "minimum {} {}",
+                    crate::domain::format::significant(t),
+                    axis.unit()
+                ))
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], line.stroke_width(1)));
         }
-        for (i, (name, x, y)) in points.iter().enumerate() {
-            let c = colour(i);
+        for (name, x, y, place) in points.iter() {
+            let c = colour(*place);
             chart
                 .draw_series(std::iter::once(Circle::new((*x, *y), 6, c.filled())))?
                 .label(name.as_str())
@@ -551,7 +591,7 @@ fn accuracy_chart(j: &RunScorecard) -> Option<Chart> {
     let svg = with_point_titles(svg, &titles);
     Some(Chart {
         id: "chart-accuracy".into(),
-        title: "Accuracy vs tok/s".into(),
+        title: axis.title().into(),
         caption: format!(
             "Each dot is a candidate, its speed in the caliber of the profile's speed rule ({}); dashed lines are the profile's minimums{}. Up and to the right is better.",
             axis.label(c),
@@ -585,6 +625,15 @@ pub fn figure(v: f64, unit: &str) -> String {
 /// Latency vs concurrency (TTFT and E2E, p50 solid and p95 dashed) on a log₂ axis, each
 /// candidate's knee marked by a dashed vertical line: where latency starts to climb.
 pub fn latency_chart(series: &[ThroughputSeries]) -> Option<Chart> {
+    let mut loads: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.latency.iter().map(|p| p.concurrency))
+        .collect();
+    loads.sort_by(f64::total_cmp);
+    loads.dedup();
+    if loads.len() < 2 {
+        return None;
+    }
     type Pick = fn(&LatencyPoint) -> Option<f64>;
     let lines: [(&str, Pick, bool); 4] = [
         ("TTFT p50", |p| p.ttft_p50, false),
@@ -956,7 +1005,11 @@ pub const TIMELINE_MIN_CHUNKS: usize = 4;
 /// One request's token arrivals as a small step chart (tokens so far vs ms since send), from its
 /// stored chunk timings; None with fewer than [`TIMELINE_MIN_CHUNKS`] chunks (a one-word answer
 /// has no arrival pattern worth a chart, and a page lists dozens of attempts).
-pub fn token_timeline(chunks: &crate::domain::chunks::Chunks) -> Option<String> {
+///
+/// `answer_from_us`: when the request reasoned first, the offset of its first answer token —
+/// drawn as a dashed line with the reasoning before it shaded, so the reader sees where thinking
+/// ended and the answer began.
+pub fn token_timeline(chunks: &crate::domain::chunks::Chunks, answer_from_us: Option<i64>) -> Option<String> {
     if chunks.len() < TIMELINE_MIN_CHUNKS {
         return None;
     }
@@ -978,8 +1031,11 @@ pub fn token_timeline(chunks: &crate::domain::chunks::Chunks) -> Option<String> 
         ),
         ((end, total as f64), format!("{total} tokens by {}", figure(end, "ms"))),
     ];
+    let answer_at = answer_from_us
+        .map(|us| us as f64 / 1000.0)
+        .filter(|a| *a > 0.0 && *a <= end);
     let mut titles = Vec::new();
-    let svg = render_at((480, 150), |root| {
+    let svg = render_at((960, 220), |root| {
         root.fill(&WHITE)?;
         let mut chart = ChartBuilder::on(&root)
             .margin(8)
@@ -1001,7 +1057,37 @@ pub fn token_timeline(chunks: &crate::domain::chunks::Chunks) -> Option<String> 
             .y_label_formatter(&|v| axis_number(*v))
             .draw()?;
         let c = colour(0);
+        let top = (total as f64 * 1.1).max(1.0);
+        if let Some(a) = answer_at {
+            // Reasoning: from the first token to the first answer token, shaded.
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(first.min(a), 0.0), (a, top)],
+                RGBColor(230, 159, 0).mix(0.15).filled(),
+            )))?;
+            chart.draw_series(DashedLineSeries::new(
+                vec![(a, 0.0), (a, top)],
+                5,
+                4,
+                RGBColor(120, 120, 120).stroke_width(1),
+            ))?;
+            chart.draw_series(std::iter::once(Text::new(
+                format!("reasoning | answer from {}", figure(a, "ms")),
+                (a, top * 0.95),
+                (FONT, 11).into_font().color(&BLACK),
+            )))?;
+        }
         chart.draw_series(LineSeries::new(steps.clone(), c.stroke_width(2)))?;
+        if let Some(a) = answer_at {
+            let tokens_before = steps.iter().take_while(|p| p.0 < a).last().map_or(0.0, |p| p.1);
+            titles.push(PointTitle {
+                at: chart.backend_coord(&(a, tokens_before)),
+                text: format!(
+                    "reasoning ended, answer began at {} (after {} reasoning tokens)",
+                    figure(a, "ms"),
+                    axis_number(tokens_before)
+                ),
+            });
+        }
         for (at, text) in &marks {
             titles.push(PointTitle {
                 at: chart.backend_coord(at),

@@ -598,8 +598,19 @@ fn latency_cells(l: &LevelFigures, streamed: bool) -> Vec<String> {
     ]
 }
 
+/// Why a level's token rates are not figures, if they are not: requests succeeded, yet no
+/// output token was counted in the window (0 tok/s beside a request rate would read as a
+/// measured standstill).
+fn token_floor(l: &LevelFigures) -> Option<String> {
+    (l.succeeded > 0 && l.aggregate_tok_s.is_some_and(|v| v == 0.0))
+        .then(|| "not measured: no output token was counted in the window".to_string())
+}
+
 fn speed_cells(l: &LevelFigures, slo: bool, streamed: bool) -> Vec<String> {
+    let token_floor = token_floor(l);
+    let token_rate = |v: Option<f64>, unit: &str| token_floor.clone().unwrap_or_else(|| rate(v, unit));
     let aggregate = match (l.aggregate_tok_s, l.aggregate_tok_s_spread) {
+        _ if token_floor.is_some() => token_floor.clone().unwrap_or_default(),
         (Some(v), Some(s)) => format!(
             "{} tok/s (min–max of {} repetitions: {} – {})",
             format::significant(v),
@@ -621,13 +632,13 @@ fn speed_cells(l: &LevelFigures, slo: bool, streamed: bool) -> Vec<String> {
         dist_rate(&l.chars_per_s_per_stream, "chars/s"),
         aggregate,
         rate(l.whole_run_tok_s, "tok/s"),
-        rate(l.aggregate_canonical_tok_s, "tok/s"),
-        rate(l.aggregate_chars_per_s, "chars/s"),
+        token_rate(l.aggregate_canonical_tok_s, "tok/s"),
+        token_rate(l.aggregate_chars_per_s, "chars/s"),
         rate(l.req_per_s, "req/s"),
     ];
     if slo {
         cells.push(rate(l.goodput_req_per_s, "req/s"));
-        cells.push(rate(l.goodput_tok_s, "tok/s"));
+        cells.push(token_rate(l.goodput_tok_s, "tok/s"));
         cells.push(match (l.slo_attainment, l.slo_attainment_interval) {
             (Some(a), Some(i)) => format!(
                 "{:.1} % [{:.1}–{:.1}] ({} of {})",

@@ -94,6 +94,9 @@ pub struct CaseRow {
 pub struct OverTimeView {
     pub charts: Vec<Chart>,
     pub rows: Vec<OverTimeRow>,
+    /// Why there is no chart (too short a run for a trend); the table still has the figures.
+    #[serde(default)]
+    pub note: Option<String>,
 }
 
 /// One candidate's figures over one time bucket, worded as the charts' hover texts word them.
@@ -104,6 +107,10 @@ pub struct OverTimeRow {
     pub tok_s: String,
     pub ttft: String,
     pub errors: u32,
+    /// The interval's middle, seconds since the run's first measured request (where the
+    /// interactive chart puts the point; the table's words are its hover text).
+    #[serde(default)]
+    pub mid_s: String,
 }
 
 fn over_time_view(
@@ -127,13 +134,30 @@ fn over_time_view(
                 tok_s: b.tok_s.map_or(NOT_MEASURED.into(), |v| charts::figure(v, "tok/s")),
                 ttft: b.ttft_p50_ms.map_or(NOT_MEASURED.into(), |v| charts::figure(v, "ms")),
                 errors: b.errors,
+                mid_s: crate::domain::format::data((b.start_s + b.end_s) / 2.0),
             })
         })
         .collect();
-    Some(OverTimeView {
-        charts: charts::timeline_charts(&timeline, &names),
-        rows,
-    })
+    let buckets = timeline.candidates.first().map_or(0, |(_, b)| b.len());
+    let (charts, note) = if buckets < crate::domain::timeline::MIN_CHART_BUCKETS {
+        let span = timeline
+            .candidates
+            .first()
+            .and_then(|(_, b)| b.last())
+            .map_or(0.0, |b| b.end_s);
+        (
+            Vec::new(),
+            Some(format!(
+                "Not charted: the measured requests span {} s, fewer than {} intervals of {} s — too short for a trend over time. The figures are in the table below.",
+                crate::domain::format::significant_trimmed(span),
+                crate::domain::timeline::MIN_CHART_BUCKETS,
+                crate::domain::format::significant_trimmed(crate::domain::timeline::MIN_BUCKET_S)
+            )),
+        )
+    } else {
+        (charts::timeline_charts(&timeline, &names), None)
+    };
+    Some(OverTimeView { charts, rows, note })
 }
 
 /// The quality section's bars: every grader of every candidate, from the graders tables.
@@ -697,6 +721,18 @@ fn scorecard(
     }
 }
 
+/// A candidate's aggregate tok/s, or why it is not a figure: nothing succeeded, or requests
+/// succeeded without any output token counted (0 tok/s would read as a measured standstill).
+fn floored_tok_s(s: &CandidateSummary, v: Option<f64>) -> String {
+    if s.failures >= s.requests {
+        return tok_s(None);
+    }
+    match v {
+        Some(v) if v == 0.0 => "not measured: no output token was counted".to_string(),
+        v => tok_s(v),
+    }
+}
+
 /// The results table's rows: a figure per row, a cell per candidate.
 fn score_rows(summaries: &[CandidateSummary], concurrency: u32) -> Vec<ScoreRow> {
     let p50 = |d: &Option<crate::domain::metrics::Distribution>| d.as_ref().map(|d| d.p50);
@@ -719,12 +755,12 @@ fn score_rows(summaries: &[CandidateSummary], concurrency: u32) -> Vec<ScoreRow>
             AGGREGATE.label_at(Some(concurrency)),
             AGGREGATE.definition,
             // With no successful request nothing was measured; 0 tok/s would read as a figure.
-            &|s| one_level(s, tok_s(s.aggregate_tok_s.filter(|_| s.failures < s.requests))),
+            &|s| one_level(s, floored_tok_s(s, s.aggregate_tok_s)),
         ),
         row(
             AGGREGATE_WHOLE_RUN.label_at(Some(concurrency)),
             AGGREGATE_WHOLE_RUN.definition,
-            &|s| one_level(s, tok_s(s.whole_run_tok_s.filter(|_| s.failures < s.requests))),
+            &|s| one_level(s, floored_tok_s(s, s.whole_run_tok_s)),
         ),
         row(
             format!("{} p50", TTFT.label),

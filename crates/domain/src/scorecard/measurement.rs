@@ -166,6 +166,20 @@ pub enum SampleUnit {
 }
 
 impl SampleUnit {
+    /// The unit's noun for `n` of it: "1 request", "2 requests", "1 decided comparison".
+    pub fn noun(&self, n: u64) -> &'static str {
+        if n != 1 {
+            return self.as_str();
+        }
+        match self {
+            SampleUnit::Cases => "case",
+            SampleUnit::Requests => "request",
+            SampleUnit::Attempts => "attempt",
+            SampleUnit::Comparisons => "decided comparison",
+            SampleUnit::JudgedCases => "decided case (judged both ways)",
+        }
+    }
+
     pub fn as_str(&self) -> &'static str {
         match self {
             SampleUnit::Cases => "cases",
@@ -207,16 +221,17 @@ impl Measurement {
         }
     }
 
-    /// `@c=4 · n=20 requests`, `n=20 cases`.
+    /// `@c=4 · n=20 requests`, `n=20 cases`; a weighted sample's effective size is said as such
+    /// (`n≈4.5 cases (effective, weighted)`), never as if half a case had been run.
     pub fn conditions(&self) -> String {
         let n = if (self.n - self.n.round()).abs() < 1e-9 {
-            format!("{}", self.n.round() as i64)
+            format!("n={} {}", self.n.round() as i64, self.unit.as_str())
         } else {
-            format!("{:.1}", self.n)
+            format!("n≈{:.1} {} (effective, weighted)", self.n, self.unit.as_str())
         };
         match self.concurrency {
-            Some(c) => format!("@c={c} · n={n} {}", self.unit.as_str()),
-            None => format!("n={n} {}", self.unit.as_str()),
+            Some(c) => format!("@c={c} · {n}"),
+            None => n,
         }
     }
 }

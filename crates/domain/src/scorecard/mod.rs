@@ -123,7 +123,7 @@ impl Settle {
             Settle::More { more, total, unit } => format!(
                 "about {} more {} ({} in all) would likely settle it, if the value holds",
                 format::thousands(*more),
-                unit.as_str(),
+                unit.noun(*more),
                 format::thousands(*total)
             ),
             Settle::OnTheThreshold => "the value sits on the threshold: more data will not settle it".to_string(),

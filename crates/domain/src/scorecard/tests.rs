@@ -694,3 +694,39 @@ fn the_judge_win_rate_reads_cases_judged_in_both_orders() {
         cell.assessment.reason
     );
 }
+
+#[test]
+fn sample_sizes_read_as_english_one_request_and_an_effective_weighted_n() {
+    let one = Settle::More {
+        more: 1,
+        total: 21,
+        unit: measurement::SampleUnit::Requests,
+    };
+    assert!(
+        one.describe().starts_with("about 1 more request (21 in all)"),
+        "{}",
+        one.describe()
+    );
+    let many = Settle::More {
+        more: 12,
+        total: 32,
+        unit: measurement::SampleUnit::Cases,
+    };
+    assert!(
+        many.describe().starts_with("about 12 more cases"),
+        "{}",
+        many.describe()
+    );
+    let mut m = measurement::Measurement {
+        value: Some(0.9),
+        interval: None,
+        uncertainty: Uncertainty::Proportion,
+        n: 4.5,
+        unit: measurement::SampleUnit::Cases,
+        concurrency: None,
+        missing: None,
+    };
+    assert_eq!(m.conditions(), "n≈4.5 cases (effective, weighted)");
+    m.n = 20.0;
+    assert_eq!(m.conditions(), "n=20 cases");
+}

@@ -102,6 +102,13 @@ pub fn shipped_profiles() -> Vec<(&'static str, &'static str, Vec<ThresholdRule>
     ]
 }
 
+/// The shipped eval set each shipped profile was written for: (eval set, profile).
+pub const SHIPPED_PROFILE_SETS: [(&str, &str); 3] = [
+    ("support-ticket-triage", DEMO_PROFILE_NAME),
+    ("zh-en-tool-calls", AGENT_PROFILE_NAME),
+    ("zh-en-summarisation", ARTICLE_PROFILE_NAME),
+];
+
 /// Name of the agent tool-calls profile.
 pub const AGENT_PROFILE_NAME: &str = "Agent tool calls";
 
