@@ -205,8 +205,8 @@ pub struct RateLimitRow {
 /// Cache kind of [`RecordParts`]; bump the version when its shape or content changes (3: a
 /// sweep's results table pools no latencies; 4: the charts over time and the pass-rate bars;
 /// 5: downtime over every repetition; 6: bins on a fixed grid; 7: the clock that timed each
-/// candidate; 8: the providers' rate limits).
-pub const RECORD_PARTS_KIND: &str = "run-page/8";
+/// candidate; 8: the providers' rate limits; 9: levels past saturation).
+pub const RECORD_PARTS_KIND: &str = "run-page/9";
 
 /// A terminal run's records never change, so its parts are computed once and kept in the
 /// store (`run_summaries`); an unfinished run's are computed on every call.

@@ -219,6 +219,9 @@ pub(crate) struct CandidateRun {
     halt: Halt,
     /// The current level's attainment against the SLO target, with `stop_when_decided`.
     decision: Mutex<Option<LevelDecision>>,
+    /// The current level's successful measured requests as (send time µs, TTFT ms): the
+    /// level's signs of over-saturation (`domain::capacity::saturation_signs`).
+    level_ttft: Mutex<Vec<(i64, f64)>>,
 }
 
 /// One candidate's stop signal: set once, with its reason, when its error budget runs out.
@@ -259,6 +262,7 @@ impl CandidateRun {
             budget: Mutex::new(BudgetWindow::new(run.config.error_budget)),
             halt: Halt::default(),
             decision: Mutex::new(None),
+            level_ttft: Mutex::new(Vec::new()),
         }))
     }
 
@@ -270,6 +274,12 @@ impl CandidateRun {
             .target_attainment
             .filter(|_| self.config.stop_when_decided);
         *self.decision.lock().unwrap_or_else(|p| p.into_inner()) = target.map(LevelDecision::new);
+        self.level_ttft.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    /// The current level's (send time, TTFT) of its successful measured requests so far.
+    pub(crate) fn level_ttft(&self) -> Vec<(i64, f64)> {
+        self.level_ttft.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The current level's verdict and the requests it counted, once decided.
@@ -556,9 +566,18 @@ impl CandidateRun {
             file: self.file.clone(),
             case_index: unit.case_index,
         });
+        let figures = (!unit.is_warmup && unit.phase == self.config.measured_phase())
+            .then(|| RequestFigures::of(&record))
+            .flatten();
+        if let Some(f) = &figures {
+            self.level_ttft
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((record.sent_at_us, f.ttft_ms));
+        }
         let met = self
             .deciding()
-            .then(|| RequestFigures::of(&record).is_some_and(|f| f.meets(&self.config.slo)));
+            .then(|| figures.as_ref().is_some_and(|f| f.meets(&self.config.slo)));
         if !self.records.send(record, chunk_text, grading) {
             tracing::error!(run_id = self.run_id, "record writer stopped; a record was dropped");
         }
