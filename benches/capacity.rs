@@ -13,10 +13,11 @@
 //!    serves, no network), 4,000 requests per probe: the statistics of the method itself;
 //! 2. HTTP: whole searches against the real mock over loopback, through the executor, as a user
 //!    runs them (each probe a stored run). Loopback and the client add to every TTFT, so the
-//!    truth here is computed for the wait the SLO leaves once that time is taken off, measured
-//!    in the same run by a probe at a light load (median TTFT less the server's first-token time).
+//!    truth here is simulated with each request's added time drawn from those measured in the
+//!    same run by a probe at a light load (TTFT less the server's first-token time).
 use std::time::Instant;
 
+use bakeoff::domain::calibers::RequestFigures;
 use bakeoff::domain::candidate::CandidateSpec;
 use bakeoff::domain::capacity::{CapacityOutcome, SearchSettings};
 use bakeoff::domain::run::RunConfig;
@@ -200,19 +201,26 @@ fn main() {
             .await
             .expect("the light probe ran")
             .remove(0);
-        let ttft_p50 = found.probes[0]
-            .figures
-            .as_ref()
-            .and_then(|f| f.ttft_ms.as_ref().map(|d| d.p50))
-            .expect("the light probe measured TTFT");
-        let overhead = (ttft_p50 - REFERENCE.first_token_ms).max(0.0);
-        let limit = REFERENCE.wait_limit_ms(&slo).expect("a wait limit") - overhead;
+        let records = store
+            .list_request_records(found.probes[0].run_id)
+            .await
+            .expect("the light probe's records");
+        let overheads: Vec<f64> = records
+            .iter()
+            .filter(|r| !r.is_warmup)
+            .filter_map(|r| Some((RequestFigures::of(r)?.ttft_ms - REFERENCE.first_token_ms).max(0.0)))
+            .collect();
+        let mut sorted = overheads.clone();
+        let p50 = quantile(&mut sorted, 0.5);
+        let p99 = quantile(&mut sorted, 0.99);
+        let limit = REFERENCE.wait_limit_ms(&slo).expect("a wait limit");
         let truth = REFERENCE
-            .capacity_at_wait_limit(limit, target, requests)
+            .capacity_with_overheads(limit, &overheads, target, requests)
             .expect("the SLO can still be met");
         println!(
-            "HTTP: loopback and client add {overhead:.2} ms to TTFT (median {ttft_p50:.2} ms at 5 req/s): a request may \
-             wait {limit:.2} ms, true capacity for {requests} requests per probe {truth:.2} req/s"
+            "HTTP: loopback and client add {p50:.2} ms to TTFT at the median, {p99:.2} ms at p99 ({} requests at 5 \
+             req/s), drawn per request into the truth: true capacity for {requests} requests per probe {truth:.2} req/s",
+            overheads.len()
         );
         let mut http = Tally::new(truth);
         let started = Instant::now();

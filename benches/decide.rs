@@ -8,7 +8,7 @@
 //! for 90 % of requests. A level's verdict (`domain::capacity::LevelVerdict`: its attainment's
 //! 95 % interval as every page shows it, Wilson's and batch means' hull, against the target) is
 //! compared between the fixed-length run and the run with `stop_when_decided` (which stops a
-//! level once its running 99 % Wilson interval is on one side).
+//! level once the same interval, at 99 %, over the outcomes so far is on one side).
 use std::time::Instant;
 
 use bakeoff::domain::calibers::run_figures;
@@ -139,10 +139,11 @@ fn main() {
             decided_s += decided_wall;
             println!(
                 "repeat {}: fixed {fixed_wall:.1} s, decided {decided_wall:.1} s; verdicts agree at {agree} of {} levels \
-                 (fixed {:?})",
+                 (fixed {:?}, decided {:?})",
                 repeat + 1,
                 fixed.len(),
-                fixed.iter().map(LevelVerdict::as_str).collect::<Vec<_>>()
+                fixed.iter().map(LevelVerdict::as_str).collect::<Vec<_>>(),
+                decided.iter().map(LevelVerdict::as_str).collect::<Vec<_>>()
             );
         }
         println!(

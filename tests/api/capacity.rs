@@ -6,6 +6,7 @@
 //! and `cargo bench --bench capacity` (40 repeats).
 use std::time::Duration;
 
+use bakeoff::domain::calibers::RequestFigures;
 use bakeoff::domain::candidate::CandidateSpec;
 use bakeoff::domain::capacity::{LevelVerdict, SearchSettings};
 use bakeoff::domain::run::{RunConfig, Slo};
@@ -188,8 +189,8 @@ async fn a_sweep_stops_after_a_level_past_saturation_unless_asked() {
 
 /// The search over real HTTP, with probes a quarter of the reference size (so a looser bound
 /// than the benchmark's): its estimate within ±15 % of the true capacity in at most 8 probe
-/// levels and its interval covering it. The truth is computed for the wait the SLO leaves once
-/// loopback and client time (measured here at a light load) are taken off.
+/// levels and its interval covering it. The truth is simulated with each request's loopback and
+/// client time drawn from those measured here at a light load.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_search_over_http_finds_the_true_capacity() {
     let (store, _guard) = crate::support::db::sqlite_store().await;
@@ -205,14 +206,19 @@ async fn the_search_over_http_finds_the_true_capacity() {
         100,
     )
     .await;
-    let ttft_p50 = light.probes[0]
-        .figures
-        .as_ref()
-        .and_then(|f| f.ttft_ms.as_ref().map(|d| d.p50))
-        .unwrap();
-    let limit = TRUTH.wait_limit_ms(&truth_slo()).unwrap() - (ttft_p50 - TRUTH.first_token_ms).max(0.0);
+    // Loopback and client time as measured at a light load: each request's TTFT less the
+    // server's first-token time, drawn per request into the truth's simulation.
+    let records = store.list_request_records(light.probes[0].run_id).await.unwrap();
+    let overheads: Vec<f64> = records
+        .iter()
+        .filter(|r| !r.is_warmup)
+        .filter_map(|r| Some((RequestFigures::of(r)?.ttft_ms - TRUTH.first_token_ms).max(0.0)))
+        .collect();
+    assert!(overheads.len() >= 50, "{}", overheads.len());
+    let ttft_p50 = TRUTH.first_token_ms + bakeoff::domain::stats::median(&mut overheads.clone());
+    let limit = TRUTH.wait_limit_ms(&truth_slo()).unwrap();
     let requests = PROBE_REQUESTS / 4;
-    let truth = TRUTH.capacity_at_wait_limit(limit, 0.9, requests).unwrap();
+    let truth = TRUTH.capacity_with_overheads(limit, &overheads, 0.9, requests).unwrap();
     let settings = SearchSettings {
         start: 40.0,
         ..SearchSettings::default()
@@ -221,9 +227,26 @@ async fn the_search_over_http_finds_the_true_capacity() {
     let outcome = found.outcome.clone().expect("the search ended");
     assert!(found.probes.len() <= 8, "{}", found.probes.len());
     let c = outcome.capacity.expect("a capacity");
+    let probes: Vec<String> = found
+        .probes
+        .iter()
+        .map(|p| {
+            format!(
+                "{:.2}: {} of {}{}",
+                p.probe.load,
+                p.probe.met,
+                p.probe.requests,
+                if p.probe.past_saturation {
+                    " past saturation"
+                } else {
+                    ""
+                }
+            )
+        })
+        .collect();
     assert!(
         (c / truth - 1.0).abs() <= 0.15,
-        "{} vs truth {truth}",
+        "{} vs truth {truth} (TTFT p50 {ttft_p50} ms at 5 req/s); probes {probes:?}",
         outcome.describe(settings.axis)
     );
     assert!(

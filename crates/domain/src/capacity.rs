@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::calibers::{ATTAINMENT_CONFIDENCE, RequestFigures};
 use crate::candidate::CandidateSpec;
 use crate::run::{Phase, RequestRecord};
-use crate::stats::{Batch, Interval, attainment_interval, wilson};
+use crate::stats::{ATTAINMENT_BATCHES, Batch, Interval, attainment_interval, batches_of, wilson};
 
 /// Confidence of the interval a probe's verdict in the search is taken at: stricter than the
 /// 95 % each level's figure states, because the reported interval rests on two verdicts (its two
@@ -484,14 +484,22 @@ pub const DECIDE_CONFIDENCE: f64 = 0.99;
 pub const DECIDE_MIN_REQUESTS: u64 = 40;
 
 /// A level's running attainment against the target, told each request's outcome as it ends:
-/// decided once at least [`DECIDE_MIN_REQUESTS`] are counted and the [`DECIDE_CONFIDENCE`]
-/// Wilson interval lies wholly on one side of the target. Failed requests count as misses.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// decided once at least [`DECIDE_MIN_REQUESTS`] are counted and its [`DECIDE_CONFIDENCE`]
+/// interval — the same interval as the level's figure (Wilson's and batch means' hull over the
+/// outcomes in the order they ended), so that a level stopped early is judged as it would be at
+/// full length — lies wholly on one side of the target. Failed requests count as misses.
+/// Judged every [`DECIDE_EVERY`] outcomes (batch means reads them all).
+#[derive(Debug, Clone, PartialEq)]
 pub struct LevelDecision {
     pub target: f64,
     pub met: u64,
     pub counted: u64,
+    outcomes: Vec<bool>,
+    verdict: Option<LevelVerdict>,
 }
+
+/// Outcomes between two judgements of a running level.
+pub const DECIDE_EVERY: u64 = 5;
 
 impl LevelDecision {
     pub fn new(target: f64) -> LevelDecision {
@@ -499,27 +507,30 @@ impl LevelDecision {
             target,
             met: 0,
             counted: 0,
+            outcomes: Vec::new(),
+            verdict: None,
         }
     }
 
     pub fn add(&mut self, met: bool) {
         self.counted += 1;
         self.met += u64::from(met);
+        self.outcomes.push(met);
+        if self.counted >= DECIDE_MIN_REQUESTS && self.counted.is_multiple_of(DECIDE_EVERY) {
+            let batches = batches_of(self.outcomes.iter().map(|&m| (1, u64::from(m))), ATTAINMENT_BATCHES);
+            self.verdict = match LevelVerdict::by(
+                attainment_interval(self.met, self.counted, &batches, DECIDE_CONFIDENCE),
+                self.target,
+            ) {
+                LevelVerdict::Undecided => None,
+                v => Some(v),
+            };
+        }
     }
 
     /// The verdict, once decided.
     pub fn decided(&self) -> Option<LevelVerdict> {
-        if self.counted < DECIDE_MIN_REQUESTS {
-            return None;
-        }
-        let i = wilson(self.met, self.counted, DECIDE_CONFIDENCE)?;
-        if i.lo >= self.target {
-            Some(LevelVerdict::Meets)
-        } else if i.hi < self.target {
-            Some(LevelVerdict::Misses)
-        } else {
-            None
-        }
+        self.verdict
     }
 }
 
@@ -806,6 +817,12 @@ mod tests {
         let mut low = LevelDecision::new(0.9);
         (0..60).for_each(|i| low.add(i % 2 == 0));
         assert_eq!(low.decided(), Some(LevelVerdict::Misses));
+        // 85 % of 200, every miss in one run of 30 (a queue burst): Wilson alone would stop
+        // (its 99 % interval starts near 78 %), batch means sees the burst and does not.
+        let mut burst = LevelDecision::new(0.7);
+        (0..200).for_each(|i| burst.add(!(80..110).contains(&i)));
+        assert!(wilson(170, 200, DECIDE_CONFIDENCE).unwrap().lo > 0.7);
+        assert_eq!(burst.decided(), None);
     }
 
     #[test]

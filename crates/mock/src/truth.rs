@@ -107,8 +107,19 @@ impl TruthServer {
     /// server, that wait at most `wait_limit_ms` (exact simulation, averaged over
     /// [`REPLICATIONS`] seeded replications).
     pub fn attainment(&self, rate: f64, wait_limit_ms: f64, requests: u32) -> f64 {
+        self.attainment_with(rate, wait_limit_ms, &[], requests)
+    }
+
+    /// [`TruthServer::attainment`] when each request also loses a client and loopback time drawn
+    /// from `overheads_ms` (as measured: TTFT less the first-token time at a light load).
+    pub fn attainment_with(&self, rate: f64, wait_limit_ms: f64, overheads_ms: &[f64], requests: u32) -> f64 {
         let met: u64 = (0..REPLICATIONS)
-            .map(|replication| self.simulate_probe(rate, wait_limit_ms, requests, replication))
+            .map(|replication| {
+                self.simulate_outcomes_with(rate, wait_limit_ms, overheads_ms, requests, replication)
+                    .iter()
+                    .filter(|&&m| m)
+                    .count() as u64
+            })
             .sum();
         met as f64 / (REPLICATIONS * u64::from(requests)) as f64
     }
@@ -125,6 +136,19 @@ impl TruthServer {
     /// One probe's outcomes in arrival order (whether each request waited at most
     /// `wait_limit_ms`), simulated exactly as in [`TruthServer::simulate_probe`].
     pub fn simulate_outcomes(&self, rate: f64, wait_limit_ms: f64, requests: u32, seed: u64) -> Vec<bool> {
+        self.simulate_outcomes_with(rate, wait_limit_ms, &[], requests, seed)
+    }
+
+    /// [`TruthServer::simulate_outcomes`] with each request's overhead drawn from `overheads_ms`
+    /// (none when empty).
+    pub fn simulate_outcomes_with(
+        &self,
+        rate: f64,
+        wait_limit_ms: f64,
+        overheads_ms: &[f64],
+        requests: u32,
+        seed: u64,
+    ) -> Vec<bool> {
         let d = self.service_ms();
         let mut rng = SplitMix64::new(0x7207_4A11 ^ seed.wrapping_mul(0x9E37_79B9));
         let mut free = vec![0.0f64; self.slots.max(1) as usize];
@@ -140,7 +164,12 @@ impl TruthServer {
                 .min_by(|a, b| a.1.total_cmp(&b.1))
                 .expect("at least one slot");
             let start = at.max(now);
-            outcomes.push(start - now <= wait_limit_ms);
+            let overhead = if overheads_ms.is_empty() {
+                0.0
+            } else {
+                overheads_ms[rng.below(overheads_ms.len())]
+            };
+            outcomes.push(start - now + overhead <= wait_limit_ms);
             free[slot] = start + d;
         }
         outcomes
@@ -155,13 +184,19 @@ impl TruthServer {
     /// The true capacity when a request may wait at most `limit` ms for a slot (the SLO's limit
     /// less any time the client and loopback add, when that was measured).
     pub fn capacity_at_wait_limit(&self, limit: f64, target: f64, requests: u32) -> Option<f64> {
+        self.capacity_with_overheads(limit, &[], target, requests)
+    }
+
+    /// The true capacity when each request also loses a client and loopback time drawn from
+    /// `overheads_ms` (measured in the same run; see [`TruthServer::attainment_with`]).
+    pub fn capacity_with_overheads(&self, limit: f64, overheads_ms: &[f64], target: f64, requests: u32) -> Option<f64> {
         let (mut lo, mut hi) = (self.max_rate() * 1e-3, self.max_rate() * 4.0);
-        if self.attainment(lo, limit, requests) < target {
+        if self.attainment_with(lo, limit, overheads_ms, requests) < target {
             return None;
         }
         for _ in 0..40 {
             let mid = (lo + hi) / 2.0;
-            if self.attainment(mid, limit, requests) >= target {
+            if self.attainment_with(mid, limit, overheads_ms, requests) >= target {
                 lo = mid;
             } else {
                 hi = mid;

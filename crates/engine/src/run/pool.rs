@@ -284,7 +284,8 @@ impl CandidateRun {
 
     /// The current level's verdict and the requests it counted, once decided.
     pub(crate) fn level_decided(&self) -> Option<(LevelVerdict, u64)> {
-        let d = (*self.decision.lock().unwrap_or_else(|p| p.into_inner()))?;
+        let guard = self.decision.lock().unwrap_or_else(|p| p.into_inner());
+        let d = guard.as_ref()?;
         Some((d.decided()?, d.counted))
     }
 
