@@ -1051,7 +1051,7 @@ pub struct HarnessReport {
     pub schedule_lag_ms: Option<Distribution>,
     /// Closed loop: time a ready request waited in bakeoff before its send, ms.
     pub client_queue_ms: Option<Distribution>,
-    /// How late bakeoff's own event loop woke a 20 ms ticker during the run, ms (timer
+    /// How late bakeoff's own event loop woke a 50 ms ticker during the run, ms (timer
     /// resolution is 1 ms): a busy or starved client shows here before anywhere else.
     #[serde(default)]
     pub runtime_lag_ms: Option<Distribution>,

@@ -172,7 +172,7 @@ fn lag_facts(h: &HarnessReport) -> Vec<Fact> {
         key: "event_loop_lag".into(),
         label: "event-loop lag".into(),
         value: h.runtime_lag_ms.as_ref().map_or(NOT_MEASURED.into(), percentiles_ms),
-        caliber: "how late bakeoff's event loop woke a 20 ms ticker during the run (timer resolution 1 ms); lag alone flags nothing, the figures it could have moved do".into(),
+        caliber: "how late bakeoff's event loop woke a 50 ms ticker during the run (timer resolution 1 ms); lag alone flags nothing, the figures it could have moved do".into(),
     });
     if h.lag_spikes.threshold_ms > 0.0 {
         facts.push(Fact {

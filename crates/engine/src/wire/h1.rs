@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
 use reqwest::header::HeaderMap;
 use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
@@ -89,6 +89,9 @@ pub struct Body {
     draining: bool,
     pool: Arc<Pool>,
     host: String,
+    /// The body bytes decoded from the latest read. Handed out with `split` and reclaimed when
+    /// the reader has dropped them, so a stream of reads allocates once, not once per read.
+    decoded: BytesMut,
 }
 
 /// A connection and the bytes read from it that are not yet consumed.
@@ -230,6 +233,7 @@ impl Pool {
                         draining: false,
                         pool: Arc::clone(self),
                         host,
+                        decoded: BytesMut::new(),
                     };
                     return Ok((head, body));
                 }
@@ -525,9 +529,8 @@ impl Body {
     pub async fn next(&mut self) -> Option<io::Result<(Bytes, Option<i64>)>> {
         loop {
             let conn = self.conn.as_mut()?;
-            let mut out = Vec::new();
             if !conn.pending().is_empty() && self.framing != Framing::Done {
-                let used = match self.framing.decode(conn.pending(), &mut out) {
+                let used = match self.framing.decode(conn.pending(), &mut self.decoded) {
                     Ok(used) => used,
                     Err(e) => return Some(Err(self.fail(e))),
                 };
@@ -537,9 +540,9 @@ impl Body {
             if self.framing == Framing::Done {
                 self.release();
             }
-            if !out.is_empty() {
+            if !self.decoded.is_empty() {
                 self.last_stamp = stamp;
-                return Some(Ok((Bytes::from(out), stamp)));
+                return Some(Ok((self.decoded.split().freeze(), stamp)));
             }
             let conn = self.conn.as_mut()?;
             match conn.fill().await {
@@ -614,6 +617,7 @@ impl Drop for Body {
             draining: true,
             pool: Arc::clone(&self.pool),
             host: std::mem::take(&mut self.host),
+            decoded: BytesMut::new(),
         };
         runtime.spawn(rest.finish(DRAIN_TIME));
     }
@@ -622,19 +626,19 @@ impl Drop for Body {
 impl Framing {
     /// Decodes body bytes from `input` into `out`; returns how many input bytes were used
     /// (an incomplete size or trailer line is left for the next read).
-    fn decode(&mut self, input: &[u8], out: &mut Vec<u8>) -> io::Result<usize> {
+    fn decode(&mut self, input: &[u8], out: &mut impl BufMut) -> io::Result<usize> {
         let mut at = 0;
         loop {
             let rest = &input[at..];
             match self {
                 Framing::Done => return Ok(at),
                 Framing::Close => {
-                    out.extend_from_slice(rest);
+                    out.put_slice(rest);
                     return Ok(input.len());
                 }
                 Framing::Length(left) => {
                     let take = rest.len().min(usize::try_from(*left).unwrap_or(usize::MAX));
-                    out.extend_from_slice(&rest[..take]);
+                    out.put_slice(&rest[..take]);
                     *left -= take as u64;
                     if *left == 0 {
                         *self = Framing::Done;
@@ -643,7 +647,7 @@ impl Framing {
                 }
                 Framing::Chunked(ChunkState::Data(left)) => {
                     let take = rest.len().min(usize::try_from(*left).unwrap_or(usize::MAX));
-                    out.extend_from_slice(&rest[..take]);
+                    out.put_slice(&rest[..take]);
                     *left -= take as u64;
                     at += take;
                     if *left > 0 {
