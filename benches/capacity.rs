@@ -1,67 +1,109 @@
-//! How often the capacity search's reported bracket covers the true capacity of the truth
-//! server (`mock::truth::REFERENCE`, judged by its reference SLO), and how many probe levels it
-//! takes.
+//! How often the capacity search's reported interval covers the true capacity of the truth
+//! server (`mock::truth::REFERENCE`, judged by its reference SLO), how close its estimate comes,
+//! and how many probe levels it takes. Every figure is printed as a ratio against the truth
+//! computed in the same run.
 //!
-//! `cargo bench --bench capacity` (env `BAKEOFF_CAPACITY_REPEATS`, default 40;
-//! `BAKEOFF_CAPACITY_HTTP_REPEATS`, default 3)
+//! `cargo bench --bench capacity`, env:
+//! - `BAKEOFF_CAPACITY_REPEATS` (default 40): simulated searches;
+//! - `BAKEOFF_CAPACITY_HTTP_REPEATS` (default 1), `BAKEOFF_CAPACITY_HTTP_REQUESTS` (requests per
+//!   probe over HTTP, default 1000: a probe of 4,000 at 15 req/s takes over four minutes).
 //!
-//! Two parts, each printing coverage (share of searches whose bracket holds the truth), the
-//! share whose reported capacity is within ±5 % of it, and probe levels used:
-//! 1. simulated: the search driven by exact simulations of each probe (the same queue the mock
-//!    serves, no network): the statistics of the method itself, 40 repeats in seconds;
+//! Two parts:
+//! 1. simulated: the search driven by exact simulations of each probe (the queue the mock
+//!    serves, no network), 4,000 requests per probe: the statistics of the method itself;
 //! 2. HTTP: whole searches against the real mock over loopback, through the executor, as a user
-//!    runs them (each probe a stored run; about half a minute per search).
+//!    runs them (each probe a stored run). Loopback and the client add to every TTFT, so the
+//!    truth here is simulated with each request's added time drawn from those measured in the
+//!    same run by a probe at a light load (TTFT less the server's first-token time).
 use std::time::Instant;
 
+use bakeoff::domain::calibers::RequestFigures;
 use bakeoff::domain::candidate::CandidateSpec;
 use bakeoff::domain::capacity::{CapacityOutcome, SearchSettings};
 use bakeoff::domain::run::RunConfig;
+use bakeoff::domain::stats::quantile;
 use bakeoff::engine::cancel::Cancel;
 use bakeoff::engine::endpoint_measure::synthetic_evalset;
 use bakeoff::engine::run::capacity::{CapacityPlan, find_capacity};
 use bakeoff::mock::MockConfig;
 use bakeoff::mock::truth::{REFERENCE, REFERENCE_PROBE_REQUESTS};
 
-fn repeats(var: &str, default: u64) -> u64 {
+fn env(var: &str, default: u64) -> u64 {
     std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 struct Tally {
-    searches: u64,
+    truth: f64,
     covered: u64,
     within_5: u64,
+    open_ends: u64,
     probes: Vec<usize>,
+    estimate: Vec<f64>,
+    lower: Vec<f64>,
+    upper: Vec<f64>,
+    width: Vec<f64>,
 }
 
 impl Tally {
-    fn new() -> Tally {
+    fn new(truth: f64) -> Tally {
         Tally {
-            searches: 0,
+            truth,
             covered: 0,
             within_5: 0,
+            open_ends: 0,
             probes: Vec::new(),
+            estimate: Vec::new(),
+            lower: Vec::new(),
+            upper: Vec::new(),
+            width: Vec::new(),
         }
     }
 
-    fn add(&mut self, outcome: &CapacityOutcome, probes: usize, truth: f64) {
-        self.searches += 1;
-        self.covered += u64::from(outcome.covers(truth));
-        self.within_5 += u64::from(outcome.capacity.is_some_and(|c| (c - truth).abs() <= 0.05 * truth));
+    fn add(&mut self, outcome: &CapacityOutcome, probes: usize) {
+        let t = self.truth;
+        self.covered += u64::from(outcome.covers(t));
+        self.within_5 += u64::from(outcome.capacity.is_some_and(|c| (c / t - 1.0).abs() <= 0.05));
+        self.open_ends += u64::from(outcome.lower.is_none() || outcome.upper.is_none());
         self.probes.push(probes);
+        self.estimate.extend(outcome.capacity.map(|c| c / t));
+        self.lower.extend(outcome.lower.map(|c| c / t));
+        self.upper.extend(outcome.upper.map(|c| c / t));
+        self.width.extend(outcome.relative_width());
     }
 
     fn print(&self, what: &str) {
-        let pct = |n: u64| 100.0 * n as f64 / self.searches.max(1) as f64;
+        let n = self.probes.len() as u64;
+        let pct = |k: u64| 100.0 * k as f64 / n.max(1) as f64;
+        let spread = |v: &[f64]| {
+            let mut v = v.to_vec();
+            if v.is_empty() {
+                return "—".to_string();
+            }
+            format!(
+                "{:.3} / {:.3} / {:.3}",
+                quantile(&mut v, 0.0),
+                quantile(&mut v, 0.5),
+                quantile(&mut v, 1.0)
+            )
+        };
+        println!("{what}: {n} searches, true capacity {:.2} req/s", self.truth);
         println!(
-            "{what}: {} searches; bracket covers the truth in {} ({:.1} %); capacity within ±5 % in {} ({:.1} %); \
-             probe levels min {} / mean {:.1} / max {}",
-            self.searches,
+            "  interval covers the truth: {} of {n} ({:.1} %); estimate within ±5 %: {} ({:.1} %); an end left open: {}",
             self.covered,
             pct(self.covered),
             self.within_5,
             pct(self.within_5),
+            self.open_ends
+        );
+        println!("  ratios to the truth (min / median / max):");
+        println!("    estimate     {}", spread(&self.estimate));
+        println!("    lower end    {}", spread(&self.lower));
+        println!("    upper end    {}", spread(&self.upper));
+        println!("  interval width / estimate: {}", spread(&self.width));
+        println!(
+            "  probe levels: min {} / mean {:.1} / max {}",
             self.probes.iter().min().unwrap_or(&0),
-            self.probes.iter().sum::<usize>() as f64 / self.probes.len().max(1) as f64,
+            self.probes.iter().sum::<usize>() as f64 / n.max(1) as f64,
             self.probes.iter().max().unwrap_or(&0),
         );
     }
@@ -70,35 +112,38 @@ impl Tally {
 fn main() {
     let slo = REFERENCE.reference_slo();
     let target = slo.target_attainment.expect("the reference SLO has a target");
-    let truth = REFERENCE
-        .capacity_at_rate(&slo, target, REFERENCE_PROBE_REQUESTS)
-        .expect("the reference SLO can be met");
     let settings = SearchSettings {
         start: 15.0,
         ..SearchSettings::default()
     };
+    let started = Instant::now();
+    let truth = REFERENCE
+        .capacity_at_rate(&slo, target, REFERENCE_PROBE_REQUESTS)
+        .expect("the reference SLO can be met");
     println!(
-        "truth server: {} slots × {} ms, SLO TTFT ≤ {} ms for {} % of {} requests per probe: true capacity {truth:.2} \
-         req/s",
+        "truth server: {} slots × {} ms, SLO TTFT ≤ {} ms for {} % of {} requests per probe; search from {} req/s, \
+         width {} %, at most {} probes",
         REFERENCE.slots,
         REFERENCE.service_ms(),
         slo.ttft_ms.unwrap_or_default(),
         target * 100.0,
-        REFERENCE_PROBE_REQUESTS
+        REFERENCE_PROBE_REQUESTS,
+        settings.start,
+        settings.width * 100.0,
+        settings.max_probes
     );
-
-    let started = Instant::now();
-    let mut simulated = Tally::new();
-    for seed in 0..repeats("BAKEOFF_CAPACITY_REPEATS", 40) {
+    let mut simulated = Tally::new(truth);
+    for seed in 0..env("BAKEOFF_CAPACITY_REPEATS", 40) {
         let (search, outcome) = REFERENCE.simulated_search(settings, &slo, REFERENCE_PROBE_REQUESTS, seed);
-        simulated.add(&outcome, search.probes.len(), truth);
+        simulated.add(&outcome, search.probes.len());
     }
     simulated.print(&format!("simulated ({:.1} s)", started.elapsed().as_secs_f64()));
 
-    let http_repeats = repeats("BAKEOFF_CAPACITY_HTTP_REPEATS", 3);
+    let http_repeats = env("BAKEOFF_CAPACITY_HTTP_REPEATS", 1);
     if http_repeats == 0 {
         return;
     }
+    let requests = env("BAKEOFF_CAPACITY_HTTP_REQUESTS", 1000) as u32;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -128,34 +173,78 @@ fn main() {
             .save_evalset_version(&workload)
             .await
             .expect("the workload stored");
-        let mut http = Tally::new();
+        let plan = |name: String, requests: u32, settings: SearchSettings| CapacityPlan {
+            name,
+            evalset_version_id: version,
+            candidate_ids: vec![candidate_id],
+            config: RunConfig {
+                concurrency: 1,
+                warmup_requests: 4,
+                max_tokens: Some(REFERENCE.tokens),
+                timeout_secs: 30,
+                retries: 0,
+                stream: true,
+                staged_rollout: false,
+                requests_per_level: Some(requests),
+                slo,
+                ..RunConfig::default()
+            },
+            settings,
+        };
+        // The time loopback and the client add, measured at a light load (5 req/s: no waits).
+        let light = SearchSettings {
+            start: 5.0,
+            max_probes: 1,
+            ..settings
+        };
+        let found = find_capacity(&store, &plan("overhead".into(), 200, light), Cancel::never())
+            .await
+            .expect("the light probe ran")
+            .remove(0);
+        let records = store
+            .list_request_records(found.probes[0].run_id)
+            .await
+            .expect("the light probe's records");
+        let overheads: Vec<f64> = records
+            .iter()
+            .filter(|r| !r.is_warmup)
+            .filter_map(|r| Some((RequestFigures::of(r)?.ttft_ms - REFERENCE.first_token_ms).max(0.0)))
+            .collect();
+        let mut sorted = overheads.clone();
+        let p50 = quantile(&mut sorted, 0.5);
+        let p99 = quantile(&mut sorted, 0.99);
+        let limit = REFERENCE.wait_limit_ms(&slo).expect("a wait limit");
+        let truth = REFERENCE
+            .capacity_with_overheads(limit, &overheads, target, requests)
+            .expect("the SLO can still be met");
+        println!(
+            "HTTP: loopback and client add {p50:.2} ms to TTFT at the median, {p99:.2} ms at p99 ({} requests at 5 \
+             req/s), drawn per request into the truth: true capacity for {requests} requests per probe {truth:.2} req/s",
+            overheads.len()
+        );
+        let mut http = Tally::new(truth);
         let started = Instant::now();
         for repeat in 0..http_repeats {
-            let plan = CapacityPlan {
-                name: format!("capacity bench {repeat}"),
-                evalset_version_id: version,
-                candidate_ids: vec![candidate_id],
-                config: RunConfig {
-                    concurrency: 1,
-                    warmup_requests: 4,
-                    max_tokens: Some(REFERENCE.tokens),
-                    timeout_secs: 30,
-                    retries: 0,
-                    stream: true,
-                    staged_rollout: false,
-                    requests_per_level: Some(REFERENCE_PROBE_REQUESTS),
-                    slo,
-                    ..RunConfig::default()
-                },
-                settings,
-            };
-            let found = find_capacity(&store, &plan, Cancel::never())
-                .await
-                .expect("the search ran")
-                .remove(0);
+            let found = find_capacity(
+                &store,
+                &plan(format!("capacity bench {repeat}"), requests, settings),
+                Cancel::never(),
+            )
+            .await
+            .expect("the search ran")
+            .remove(0);
             let outcome = found.outcome.expect("the search ended");
             println!("  HTTP search {}: {}", repeat + 1, outcome.describe(settings.axis));
-            http.add(&outcome, found.probes.len(), truth);
+            for p in &found.probes {
+                println!(
+                    "    probe at {:.2} req/s: {} of {}{}",
+                    p.probe.load,
+                    p.probe.met,
+                    p.probe.requests,
+                    if p.probe.past_saturation { " (past saturation)" } else { "" }
+                );
+            }
+            http.add(&outcome, found.probes.len());
         }
         http.print(&format!("HTTP ({:.1} s)", started.elapsed().as_secs_f64()));
         mock.shutdown().await.expect("the mock stopped");

@@ -5,9 +5,10 @@
 //!
 //! Candidates: three truth servers (`mock::truth`) of 2, 6 and 12 slots, 40 ms of service each;
 //! levels: concurrency 1, 2, 4, 8, 16, 32, 120 requests each; SLO: TTFT ≤ first token + 25 ms
-//! for 90 % of requests. A level's verdict (`domain::capacity::LevelVerdict`, 95 % Wilson
-//! interval of its attainment against the target) is compared between the fixed-length run and
-//! the run with `stop_when_decided` (which stops a level once its 99 % interval is on one side).
+//! for 90 % of requests. A level's verdict (`domain::capacity::LevelVerdict`: its attainment's
+//! 95 % interval as every page shows it, Wilson's and batch means' hull, against the target) is
+//! compared between the fixed-length run and the run with `stop_when_decided` (which stops a
+//! level once the same interval, at 99 %, over the outcomes so far is on one side).
 use std::time::Instant;
 
 use bakeoff::domain::calibers::run_figures;
@@ -54,6 +55,8 @@ fn config(stop_when_decided: bool) -> RunConfig {
             ..Slo::default()
         },
         stop_when_decided,
+        // Both ways measure every level, so that their verdicts compare level by level.
+        measure_past_saturation: true,
         ..RunConfig::default()
     }
 }
@@ -83,7 +86,7 @@ async fn measure(store: &DynStore, version: i64, candidates: &[i64], stop: bool)
             figures
                 .levels
                 .iter()
-                .map(|l| LevelVerdict::of(l.slo_met, l.requests, 0.9))
+                .map(|l| LevelVerdict::by(l.slo_attainment_interval, 0.9))
                 .collect::<Vec<_>>()
         })
         .collect();
@@ -136,10 +139,11 @@ fn main() {
             decided_s += decided_wall;
             println!(
                 "repeat {}: fixed {fixed_wall:.1} s, decided {decided_wall:.1} s; verdicts agree at {agree} of {} levels \
-                 (fixed {:?})",
+                 (fixed {:?}, decided {:?})",
                 repeat + 1,
                 fixed.len(),
-                fixed.iter().map(LevelVerdict::as_str).collect::<Vec<_>>()
+                fixed.iter().map(LevelVerdict::as_str).collect::<Vec<_>>(),
+                decided.iter().map(LevelVerdict::as_str).collect::<Vec<_>>()
             );
         }
         println!(

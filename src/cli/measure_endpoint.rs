@@ -207,6 +207,7 @@ pub fn run_config(args: &MeasureFlags) -> anyhow::Result<RunConfig> {
         requests_per_level: text(args.requests),
         duration_secs: text(args.duration),
         staged_rollout: (!args.no_rollout).then(|| "on".to_string()),
+        ..LoadDraft::default()
     };
     let mut config = crate::app::runs::run_config(&draft, &load).map_err(|errors| flag_errors(&errors))?;
     if let LoadShape::Sweep {

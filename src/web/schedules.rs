@@ -160,6 +160,8 @@ pub struct FormPage {
     pub load: Vec<FieldView>,
     pub stream: FieldView,
     pub staged_rollout: FieldView,
+    pub stop_when_decided: FieldView,
+    pub measure_past_saturation: FieldView,
     pub has_errors: bool,
 }
 
@@ -314,6 +316,22 @@ async fn render_form(
         staged_rollout: FieldView::new("staged_rollout", "Staged rollout", FieldKind::Checkbox, "")
             .checked(r.load.staged_rollout.is_some())
             .errors_from(errors),
+        stop_when_decided: FieldView::new(
+            "stop_when_decided",
+            "Stop each level when decided",
+            FieldKind::Checkbox,
+            "",
+        )
+        .checked(r.load.stop_when_decided.is_some())
+        .errors_from(errors),
+        measure_past_saturation: FieldView::new(
+            "measure_past_saturation",
+            "Measure past saturation",
+            FieldKind::Checkbox,
+            "",
+        )
+        .checked(r.load.measure_past_saturation.is_some())
+        .errors_from(errors),
         has_errors: !errors.is_empty(),
     })
 }

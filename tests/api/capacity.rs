@@ -1,10 +1,12 @@
 //! Capacity at the SLO against the truth server (the mock with a known service capacity, whose
 //! true capacity at an SLO is computed by exact simulation, `mock::truth`): the search over real
-//! HTTP finds it within ±5 % in at most 8 probe levels; repeated searches (the search driven by
-//! the simulated server, so many repeats are cheap) cover it with a loose bound; an overloaded
-//! level is marked past saturation.
+//! HTTP finds it (a looser bound than the benchmark's: smaller probes) in at most 8 probe
+//! levels; an overloaded level is marked past saturation; a sweep stops after a level past
+//! saturation unless asked. Repeated searches' coverage: `mock::truth`'s unit tests (simulated)
+//! and `cargo bench --bench capacity` (40 repeats).
 use std::time::Duration;
 
+use bakeoff::domain::calibers::RequestFigures;
 use bakeoff::domain::candidate::CandidateSpec;
 use bakeoff::domain::capacity::{LevelVerdict, SearchSettings};
 use bakeoff::domain::run::{RunConfig, Slo};
@@ -22,7 +24,9 @@ fn truth_slo() -> Slo {
     TRUTH.reference_slo()
 }
 
-const DEADLINE: Duration = Duration::from_secs(240);
+/// Longest a search may take before the test fails instead of hanging (a whole search over
+/// HTTP is 8 probes of up to 1,000 requests).
+const DEADLINE: Duration = Duration::from_secs(900);
 
 async fn truth_mock() -> MockServer {
     crate::support::runs::start_mock(MockConfig {
@@ -34,6 +38,10 @@ async fn truth_mock() -> MockServer {
 }
 
 fn probe_config() -> RunConfig {
+    probe_config_of(PROBE_REQUESTS)
+}
+
+fn probe_config_of(requests: u32) -> RunConfig {
     RunConfig {
         concurrency: 1,
         repetitions: 1,
@@ -44,7 +52,7 @@ fn probe_config() -> RunConfig {
         retries: 0,
         stream: true,
         staged_rollout: false,
-        requests_per_level: Some(PROBE_REQUESTS),
+        requests_per_level: Some(requests),
         slo: truth_slo(),
         ..RunConfig::default()
     }
@@ -52,8 +60,10 @@ fn probe_config() -> RunConfig {
 
 /// Stores the truth candidate and a workload of prompts the mock does not know (so every answer
 /// is `tokens` of filler), then searches.
-async fn search(store: &DynStore, mock: &MockServer, settings: SearchSettings) -> CandidateCapacity {
-    let spec = CandidateSpec::openai_chat("truth server", mock.base_url(), "truth");
+async fn search(store: &DynStore, mock: &MockServer, settings: SearchSettings, requests: u32) -> CandidateCapacity {
+    // One candidate per search (names are unique): the light probe and the search apart.
+    let name = format!("truth server from {} req/s", settings.start);
+    let spec = CandidateSpec::openai_chat(name, mock.base_url(), "truth");
     let candidate_id = store
         .create_candidate(&crate::support::checked::admin_new(&spec))
         .await
@@ -64,7 +74,7 @@ async fn search(store: &DynStore, mock: &MockServer, settings: SearchSettings) -
         name: "capacity test".into(),
         evalset_version_id: version,
         candidate_ids: vec![candidate_id],
-        config: probe_config(),
+        config: probe_config_of(requests),
         settings,
     };
     let mut found = tokio::time::timeout(DEADLINE, find_capacity(store, &plan, Cancel::never()))
@@ -83,7 +93,7 @@ async fn a_level_past_saturation_is_marked() {
         max_probes: 1,
         ..SearchSettings::default()
     };
-    let found = search(&store, &mock, settings).await;
+    let found = search(&store, &mock, settings, 300).await;
     let probe = &found.probes[0];
     assert!(probe.probe.past_saturation, "{:?}", probe.signs);
     assert!(probe.signs.ttft_growth.is_some(), "{:?}", probe.signs);
@@ -92,6 +102,157 @@ async fn a_level_past_saturation_is_marked() {
     assert!(
         events.iter().any(|e| e.message.contains("past saturation")),
         "{events:?}"
+    );
+    mock.shutdown().await.unwrap();
+}
+
+/// A sweep over concurrency against a server of two slots: at c=8 its throughput stays that of
+/// c=2 (the two slots were already full), so c=8 is past saturation, its figures say so, and c=16
+/// is skipped — unless the run asks to measure past saturation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_stops_after_a_level_past_saturation_unless_asked() {
+    use bakeoff::domain::calibers::run_figures;
+    use bakeoff::domain::load::LoadShape;
+    use bakeoff::domain::run::{NewRun, RunStatus};
+    let (store, _guard) = crate::support::db::sqlite_store().await;
+    let server = TruthServer {
+        slots: 2,
+        first_token_ms: 20.0,
+        inter_token_ms: 20.0,
+        tokens: 3,
+    };
+    let mock = crate::support::runs::start_mock(MockConfig {
+        profiles: vec![server.profile("two-slots")],
+        answer_keys: Vec::new(),
+        seed: 5,
+    })
+    .await;
+    let spec = CandidateSpec::openai_chat("two slots", mock.base_url(), "two-slots");
+    let candidate_id = store
+        .create_candidate(&crate::support::checked::admin_new(&spec))
+        .await
+        .unwrap();
+    let workload = synthetic_evalset(&[16], 20, server.tokens).unwrap();
+    let version = store.save_evalset_version(&workload).await.unwrap();
+    for measure_past_saturation in [false, true] {
+        let config = RunConfig {
+            load: LoadShape::Levels {
+                levels: vec![1, 2, 8, 16],
+            },
+            requests_per_level: Some(48),
+            measure_past_saturation,
+            ..probe_config()
+        };
+        let run_id = store
+            .create_run(&NewRun {
+                name: format!("sweep, measure past saturation: {measure_past_saturation}"),
+                evalset_version_id: version,
+                candidate_ids: vec![candidate_id],
+                config: config.clone(),
+            })
+            .await
+            .unwrap();
+        let status = crate::support::runs::run_to_end_within(&store, run_id, DEADLINE)
+            .await
+            .status;
+        assert_eq!(status, RunStatus::Finished);
+        let records = store.list_request_records(run_id).await.unwrap();
+        let figures = run_figures(&records, &config, candidate_id, |_| None);
+        let at = |c: u32| {
+            figures
+                .levels
+                .iter()
+                .find(|l| l.load == bakeoff::domain::load::Load::Concurrency { concurrency: c })
+        };
+        let c8 = at(8).expect("c=8 measured");
+        assert!(c8.saturation.throughput_flat, "{:?}", c8.saturation);
+        assert!(c8.saturation.past_saturation());
+        assert!(!at(2).expect("c=2 measured").saturation.past_saturation());
+        let events = store.list_run_events(run_id).await.unwrap();
+        let said = |text: &str| events.iter().any(|e| e.message.contains(text));
+        assert!(
+            events
+                .iter()
+                .any(|e| e.message.contains("level c=8") && e.message.contains("past saturation")),
+            "{events:?}"
+        );
+        if measure_past_saturation {
+            assert!(at(16).is_some(), "c=16 measured when asked");
+            assert!(!said("skipped"), "{events:?}");
+        } else {
+            assert!(at(16).is_none(), "c=16 skipped");
+            assert!(said("c=16 skipped: level c=8 is past saturation"), "{events:?}");
+        }
+    }
+    mock.shutdown().await.unwrap();
+}
+
+/// The search over real HTTP, with probes a quarter of the reference size (so a looser bound
+/// than the benchmark's): its estimate within ±15 % of the true capacity in at most 8 probe
+/// levels and its interval covering it. The truth is simulated with each request's loopback and
+/// client time drawn from those measured here at a light load.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_search_over_http_finds_the_true_capacity() {
+    let (store, _guard) = crate::support::db::sqlite_store().await;
+    let mock = truth_mock().await;
+    let light = search(
+        &store,
+        &mock,
+        SearchSettings {
+            start: 5.0,
+            max_probes: 1,
+            ..SearchSettings::default()
+        },
+        100,
+    )
+    .await;
+    // Loopback and client time as measured at a light load: each request's TTFT less the
+    // server's first-token time, drawn per request into the truth's simulation.
+    let records = store.list_request_records(light.probes[0].run_id).await.unwrap();
+    let overheads: Vec<f64> = records
+        .iter()
+        .filter(|r| !r.is_warmup)
+        .filter_map(|r| Some((RequestFigures::of(r)?.ttft_ms - TRUTH.first_token_ms).max(0.0)))
+        .collect();
+    assert!(overheads.len() >= 50, "{}", overheads.len());
+    let ttft_p50 = TRUTH.first_token_ms + bakeoff::domain::stats::median(&mut overheads.clone());
+    let limit = TRUTH.wait_limit_ms(&truth_slo()).unwrap();
+    let requests = PROBE_REQUESTS / 4;
+    let truth = TRUTH.capacity_with_overheads(limit, &overheads, 0.9, requests).unwrap();
+    let settings = SearchSettings {
+        start: 40.0,
+        ..SearchSettings::default()
+    };
+    let found = search(&store, &mock, settings, requests).await;
+    let outcome = found.outcome.clone().expect("the search ended");
+    assert!(found.probes.len() <= 8, "{}", found.probes.len());
+    let c = outcome.capacity.expect("a capacity");
+    let probes: Vec<String> = found
+        .probes
+        .iter()
+        .map(|p| {
+            format!(
+                "{:.2}: {} of {}{}",
+                p.probe.load,
+                p.probe.met,
+                p.probe.requests,
+                if p.probe.past_saturation {
+                    " past saturation"
+                } else {
+                    ""
+                }
+            )
+        })
+        .collect();
+    assert!(
+        (c / truth - 1.0).abs() <= 0.15,
+        "{} vs truth {truth} (TTFT p50 {ttft_p50} ms at 5 req/s); probes {probes:?}",
+        outcome.describe(settings.axis)
+    );
+    assert!(
+        outcome.covers(truth),
+        "{} vs truth {truth}",
+        outcome.describe(settings.axis)
     );
     mock.shutdown().await.unwrap();
 }

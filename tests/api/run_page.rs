@@ -793,9 +793,20 @@ async fn a_sweep_over_prompt_bins_shows_a_row_per_level_and_bin_with_the_knee(db
                 .filter_map(scraper::ElementRef::wrap)
                 .map(|e| crate::support::app::text_of(&e))
                 .collect();
-            (cells[1].clone(), cells[2].clone())
+            // A level past saturation carries its badge in the load cell (issue 47).
+            (
+                cells[1].trim_end_matches(" past saturation").to_string(),
+                cells[2].clone(),
+            )
         })
         .collect();
+    // Two slots are full at c=2: c=4 only queues (throughput flat while load doubled).
+    assert!(
+        page.select(".levels-latency tbody tr[data-load=\"c=4\"] [data-past-saturation]")
+            .len()
+            == 2,
+        "{b}: c=4 labelled past saturation in both bins"
+    );
     let want: Vec<(String, String)> = ["c=1", "c=2", "c=4"]
         .iter()
         .flat_map(|l| ["16 tokens", "64 tokens"].map(|p| (l.to_string(), p.to_string())))
@@ -1383,7 +1394,10 @@ async fn a_sweep_run_page_charts_throughput_and_latency_vs_concurrency_with_the_
     let series = "two-slots · 16-token prompts";
     for (lat, spd) in rows.iter().zip(&speed) {
         let (l, s) = (cells(lat), cells(spd));
-        let level = l[1].trim_start_matches("c=").to_string();
+        let level = l[1]
+            .trim_end_matches(" past saturation")
+            .trim_start_matches("c=")
+            .to_string();
         for (label, value) in [
             ("TTFT p50", &l[5]),
             ("TTFT p95", &l[6]),

@@ -35,13 +35,14 @@ use std::hash::Hash;
 
 use serde::{Deserialize, Serialize};
 
+use super::capacity::{SaturationSigns, saturation_signs, throughput_flat};
 use super::histogram::LogHistogram;
 use super::load::{Load, LoadShape};
 use super::metrics::Distribution;
 use super::run::{
     ClockCounts, ErrorClass, GroupKey, Phase, RecordGroup, RequestRecord, RunConfig, Slo, split_repetition,
 };
-use super::stats::{Interval, median, wilson};
+use super::stats::{ATTAINMENT_BATCHES, Batch, Interval, attainment_interval, batches_of, median};
 
 /// Confidence of every SLO-attainment interval (Wilson).
 pub const ATTAINMENT_CONFIDENCE: f64 = 0.95;
@@ -516,9 +517,21 @@ pub struct LevelFigures {
     /// Share of the level's requests that met every SLO (None without SLOs): failed requests
     /// (errors, timeouts) count as misses; warm-ups are never counted (`docs/capacity.md`).
     pub slo_attainment: Option<f64>,
-    /// Wilson interval (95 %) of `slo_attainment`.
+    /// 95 % interval of `slo_attainment`: the hull of the Wilson interval and the batch-means
+    /// interval over `slo_attainment_batches` (`stats::attainment_interval`), because the
+    /// requests of a level under load are not independent: one queue burst makes many
+    /// neighbours miss together, and Wilson alone then claims far more certainty than there is.
     #[serde(default)]
     pub slo_attainment_interval: Option<Interval>,
+    /// The level's outcomes in send order cut into [`ATTAINMENT_BATCHES`] contiguous batches of
+    /// (requests, met): what the interval is taken over (empty without SLOs).
+    #[serde(default)]
+    pub slo_attainment_batches: Vec<Batch>,
+    /// Signs that the server's queue was growing within the level (TTFT trending up from its
+    /// first third to its last) or across levels (throughput flat while load rose): its
+    /// figures then describe a transient and are labelled "past saturation".
+    #[serde(default)]
+    pub saturation: SaturationSigns,
     /// Requests that met every SLO (the numerator of `slo_attainment`; its denominator is
     /// `requests`).
     #[serde(default)]
@@ -559,6 +572,9 @@ pub struct RepetitionFigures {
     pub goodput_tok_s: Option<f64>,
 }
 
+/// Successful requests' (send time, TTFT) a level keeps for its TTFT trend.
+pub const TTFT_SAMPLES: usize = 4096;
+
 /// Streams records of one load level in and figures out.
 #[derive(Debug)]
 pub struct LevelAccumulator {
@@ -580,6 +596,14 @@ pub struct LevelAccumulator {
     sources: BTreeMap<String, u64>,
     attribution: BTreeMap<String, u64>,
     met_slo: u64,
+    /// (requests, met) by 100 ms of send time, while an SLO is set: the level's outcomes in send
+    /// order, coarse enough to keep for any level, for the batch-means interval of attainment.
+    slo_by_send: BTreeMap<i64, (u64, u64)>,
+    /// (send time µs, TTFT ms) of successful requests, one in `ttft_stride` kept (the stride
+    /// doubles whenever [`TTFT_SAMPLES`] are held): the level's TTFT trend, in bounded memory.
+    ttft_by_send: Vec<(i64, f64)>,
+    ttft_stride: u64,
+    ttft_seen: u64,
     output_tokens: u64,
     canonical_tokens: u64,
     h: Histograms,
@@ -622,6 +646,10 @@ impl LevelAccumulator {
             attribution: BTreeMap::new(),
             clocks: ClockCounts::default(),
             met_slo: 0,
+            slo_by_send: BTreeMap::new(),
+            ttft_by_send: Vec::new(),
+            ttft_stride: 1,
+            ttft_seen: 0,
             output_tokens: 0,
             canonical_tokens: 0,
             h: Histograms::default(),
@@ -659,6 +687,15 @@ impl LevelAccumulator {
         }
     }
 
+    /// One final outcome against the SLO (a failure is a miss), by its send time.
+    fn count_outcome(&mut self, sent_at_us: i64, met: bool) {
+        if self.slo.is_set() {
+            let slot = self.slo_by_send.entry(sent_at_us.div_euclid(100_000)).or_default();
+            slot.0 += 1;
+            slot.1 += u64::from(met);
+        }
+    }
+
     fn segment_of(&self, send_us: i64) -> u32 {
         self.resumes.iter().take_while(|&&at| at <= send_us).count() as u32
     }
@@ -677,6 +714,7 @@ impl LevelAccumulator {
                 self.clocks.add(r.clock);
                 let class = r.error_class.map_or("other", |c| c.as_str());
                 *self.errors.entry(class.to_string()).or_default() += 1;
+                self.count_outcome(r.sent_at_us, false);
             }
             return;
         }
@@ -692,6 +730,18 @@ impl LevelAccumulator {
         if let Some(how) = r.chunk_attribution.filter(|_| r.chunks.len() > 1) {
             *self.attribution.entry(how.as_str().to_string()).or_default() += 1;
         }
+        if self.ttft_seen.is_multiple_of(self.ttft_stride) {
+            self.ttft_by_send.push((r.sent_at_us, f.ttft_ms));
+            if self.ttft_by_send.len() >= TTFT_SAMPLES {
+                let mut i = 0;
+                self.ttft_by_send.retain(|_| {
+                    i += 1;
+                    i % 2 == 1
+                });
+                self.ttft_stride *= 2;
+            }
+        }
+        self.ttft_seen += 1;
         let h = &mut self.h;
         h.ttft.record(f.ttft_ms);
         if let Some(v) = f.ttfa_ms {
@@ -720,6 +770,7 @@ impl LevelAccumulator {
         if met {
             self.met_slo += 1;
         }
+        self.count_outcome(r.sent_at_us, met);
         self.output_tokens += u64::from(f.output_tokens);
         self.canonical_tokens += u64::from(f.canonical_tokens.unwrap_or(0));
 
@@ -784,6 +835,7 @@ impl LevelAccumulator {
 
     pub fn finish(self) -> LevelFigures {
         let slo_set = self.slo.is_set();
+        let batches = batches_of(self.slo_by_send.values().copied(), ATTAINMENT_BATCHES);
         let mut by_repetition: BTreeMap<u32, Vec<&Pass>> = BTreeMap::new();
         for (&(repetition, _), pass) in &self.passes {
             by_repetition.entry(repetition).or_default().push(pass);
@@ -860,11 +912,13 @@ impl LevelAccumulator {
             goodput_tok_s: med(repetitions.iter().filter_map(|r| r.goodput_tok_s).collect()),
             slo_attainment: (slo_set && self.requests > 0).then(|| self.met_slo as f64 / self.requests as f64),
             slo_attainment_interval: if slo_set {
-                wilson(self.met_slo, self.requests, ATTAINMENT_CONFIDENCE)
+                attainment_interval(self.met_slo, self.requests, &batches, ATTAINMENT_CONFIDENCE)
             } else {
                 None
             },
             slo_met: self.met_slo,
+            slo_attainment_batches: batches,
+            saturation: saturation_signs(&self.ttft_by_send, false, None, None),
             slo: self.slo,
             repetitions,
             segments: segments.max(1),
@@ -1243,7 +1297,18 @@ impl<'a, F: Fn(&str) -> Option<u32>> RunLevels<'a, F> {
     }
 
     pub fn finish(self) -> RunFigures {
-        let levels: Vec<LevelFigures> = self.levels.into_values().map(LevelAccumulator::finish).collect();
+        let mut levels: Vec<LevelFigures> = self.levels.into_values().map(LevelAccumulator::finish).collect();
+        // Throughput flat while load rose: each level against the one before it (same prompt bin).
+        for i in 0..levels.len() {
+            let this = &levels[i];
+            let previous = levels[..i]
+                .iter()
+                .rev()
+                .find(|l| l.prompt_tokens == this.prompt_tokens)
+                .and_then(|l| Some((l.load.amount(), l.req_per_s?)));
+            let now = this.req_per_s.map(|r| (this.load.amount(), r));
+            levels[i].saturation.throughput_flat = throughput_flat(previous, now);
+        }
         let knees = knees_of(&levels, &self.config.load);
         RunFigures { levels, knees }
     }

@@ -99,6 +99,14 @@ impl Load {
         }
     }
 
+    /// The amount of load offered: a closed loop's concurrency, an open loop's rate.
+    pub fn amount(&self) -> f64 {
+        match self {
+            Load::Concurrency { concurrency } => f64::from(*concurrency),
+            Load::Rate { per_second, .. } => *per_second,
+        }
+    }
+
     /// Most requests in flight at once: a closed loop's concurrency; an open loop's cap.
     pub fn max_in_flight(&self) -> usize {
         match self {

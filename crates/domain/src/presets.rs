@@ -157,6 +157,10 @@ pub struct LoadDraft {
     pub duration_secs: String,
     /// "on" when ticked.
     pub staged_rollout: Option<String>,
+    /// "on" when ticked: each level stops once its SLO attainment is decided.
+    pub stop_when_decided: Option<String>,
+    /// "on" when ticked: a sweep goes on past a level past saturation.
+    pub measure_past_saturation: Option<String>,
 }
 
 /// The shapes offered on the form: (value, label).
@@ -183,6 +187,8 @@ impl LoadDraft {
             requests_per_level: c.requests_per_level.map(|n| n.to_string()).unwrap_or_default(),
             duration_secs: c.duration_secs.map(|n| n.to_string()).unwrap_or_default(),
             staged_rollout: c.staged_rollout.then(|| "on".to_string()),
+            stop_when_decided: c.stop_when_decided.then(|| "on".to_string()),
+            measure_past_saturation: c.measure_past_saturation.then(|| "on".to_string()),
             ..LoadDraft::default()
         };
         match &c.load {
@@ -208,6 +214,8 @@ impl LoadDraft {
     /// which field is wrong.
     pub fn apply(&self, config: &mut RunConfig, e: &mut FieldErrors) {
         config.staged_rollout = self.staged_rollout.is_some();
+        config.stop_when_decided = self.stop_when_decided.is_some();
+        config.measure_past_saturation = self.measure_past_saturation.is_some();
         config.requests_per_level = optional_number(e, "requests_per_level", &self.requests_per_level, 1, 1_000_000);
         config.duration_secs = optional_number(e, "duration_secs", &self.duration_secs, 1, 7 * 24 * 3600);
         config.load = match self.shape.trim() {

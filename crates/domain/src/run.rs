@@ -55,6 +55,11 @@ pub struct RunConfig {
     /// (`domain::capacity::LevelDecision`), instead of sending every planned request.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stop_when_decided: bool,
+    /// Go on with a sweep's higher levels after one was judged past saturation
+    /// (`domain::capacity::saturation_signs`): off by default, the levels above it are skipped
+    /// (a growing queue only grows faster with more load) and the run's events say so.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub measure_past_saturation: bool,
     /// `llm-judge` grading: None (the default) leaves judge graders ungraded; Some sends each
     /// measured output to its judge after the measured requests (`engine::run::llm_judge`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -370,6 +375,7 @@ impl Default for RunConfig {
             duration_secs: None,
             slo: Slo::default(),
             stop_when_decided: false,
+            measure_past_saturation: false,
             judge: None,
             soak: false,
             error_budget: ErrorBudget::default(),

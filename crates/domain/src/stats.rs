@@ -127,6 +127,99 @@ pub fn wilson(successes: u64, n: u64, confidence: f64) -> Option<Interval> {
     })
 }
 
+/// Student's t quantile for `df` degrees of freedom (Hill's Cornish–Fisher expansion about the
+/// normal quantile: within 0.01 of the exact value from 3 degrees of freedom on). `p` in (0, 1).
+pub fn student_t_quantile(p: f64, df: u32) -> f64 {
+    let z = normal_quantile(p);
+    let n = f64::from(df.max(1));
+    let (z3, z5, z7, z9) = (z.powi(3), z.powi(5), z.powi(7), z.powi(9));
+    z + (z3 + z) / (4.0 * n)
+        + (5.0 * z5 + 16.0 * z3 + 3.0 * z) / (96.0 * n * n)
+        + (3.0 * z7 + 19.0 * z5 + 17.0 * z3 - 15.0 * z) / (384.0 * n.powi(3))
+        + (79.0 * z9 + 776.0 * z7 + 1482.0 * z5 - 1920.0 * z3 - 945.0 * z) / (92160.0 * n.powi(4))
+}
+
+/// Batches an attainment interval is taken over ([`batch_means`]).
+pub const ATTAINMENT_BATCHES: usize = 10;
+
+/// One contiguous stretch of a level's requests in send order: how many, how many met.
+pub type Batch = (u64, u64);
+
+/// Cuts outcomes given in send order as (requests, met) runs into `k` contiguous batches of
+/// about equal count (fewer when there are fewer runs than `k`).
+pub fn batches_of(runs: impl IntoIterator<Item = Batch>, k: usize) -> Vec<Batch> {
+    let runs: Vec<Batch> = runs.into_iter().filter(|r| r.0 > 0).collect();
+    let total: u64 = runs.iter().map(|r| r.0).sum();
+    let k = k.max(1) as u64;
+    let mut out: Vec<Batch> = Vec::new();
+    let (mut n, mut met, mut seen) = (0u64, 0u64, 0u64);
+    for (rn, rmet) in runs {
+        n += rn;
+        met += rmet;
+        seen += rn;
+        // Cut where the running count passes the next k-th of the total.
+        if seen * k >= (out.len() as u64 + 1) * total {
+            out.push((n, met));
+            (n, met) = (0, 0);
+        }
+    }
+    if n > 0 {
+        out.push((n, met));
+    }
+    out
+}
+
+/// Batch-means interval of a proportion whose outcomes are correlated in time (a queue's waits:
+/// one burst makes many neighbours miss together). The outcomes, cut into contiguous batches in
+/// send order, are clusters: the proportion's variance is estimated from the spread of the
+/// batches' proportions (the ratio estimator's, k/(k−1) Σ (nᵢ/n)² (pᵢ − p)²), with Student's
+/// t on k − 1 degrees of freedom. Why batch means rather than a moving-block bootstrap of the
+/// outcomes: the same variance estimate in one deterministic pass, nothing resampled, and it
+/// needs only each batch's two counts, which a level keeps without holding its requests. None
+/// with fewer than 3 batches.
+pub fn batch_means(batches: &[Batch], confidence: f64) -> Option<Interval> {
+    let k = batches.len();
+    let n: u64 = batches.iter().map(|b| b.0).sum();
+    if k < 3 || n == 0 {
+        return None;
+    }
+    let met: u64 = batches.iter().map(|b| b.1).sum();
+    let p = met as f64 / n as f64;
+    let n = n as f64;
+    let sum: f64 = batches
+        .iter()
+        .map(|&(bn, bmet)| {
+            let share = bn as f64 / n;
+            let pi = bmet as f64 / bn.max(1) as f64;
+            share * share * (pi - p) * (pi - p)
+        })
+        .sum();
+    let var = sum * k as f64 / (k as f64 - 1.0);
+    let t = student_t_quantile(0.5 + confidence.clamp(0.0, 0.999_999) / 2.0, k as u32 - 1);
+    let half = t * var.sqrt();
+    Some(Interval {
+        lo: (p - half).max(0.0),
+        hi: (p + half).min(1.0),
+        confidence,
+    })
+}
+
+/// The interval of an attainment (`met` of `requests`, batched in send order as `batches`): the
+/// hull of the Wilson interval (which holds when requests are independent and behaves at 0 %
+/// and 100 %, where every batch agrees and batch means has no spread to go by) and the batch-means
+/// interval (which holds when they are not). Wilson alone when there are too few batches.
+pub fn attainment_interval(met: u64, requests: u64, batches: &[Batch], confidence: f64) -> Option<Interval> {
+    let w = wilson(met, requests, confidence)?;
+    Some(match batch_means(batches, confidence) {
+        Some(b) => Interval {
+            lo: w.lo.min(b.lo),
+            hi: w.hi.max(b.hi),
+            confidence,
+        },
+        None => w,
+    })
+}
+
 /// Percentile bootstrap interval of `statistic` over `sample` (None for an empty sample): the
 /// sample is resampled with replacement `resamples` times with a generator seeded by `seed`.
 /// A one-value sample gives a zero-width interval (there is no spread to resample).
@@ -241,6 +334,34 @@ pub fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn t_quantiles_match_the_tables() {
+        for (p, df, want) in [
+            (0.975, 9, 2.262),
+            (0.995, 9, 3.250),
+            (0.975, 4, 2.776),
+            (0.975, 30, 2.042),
+        ] {
+            let t = student_t_quantile(p, df);
+            assert!((t - want).abs() < 0.01, "t({p}, {df}) = {t}, table {want}");
+        }
+    }
+
+    #[test]
+    fn batch_means_widens_with_bursts_and_batches_cut_evenly() {
+        let b = batches_of((0..100).map(|_| (3, 3)), 10);
+        assert_eq!((b.len(), b[0]), (10, (30, 30)));
+        // Same 90 % either way: spread evenly, or as a burst of misses in one batch.
+        let even: Vec<Batch> = (0..10).map(|_| (100, 90)).collect();
+        let mut burst: Vec<Batch> = (0..9).map(|_| (100, 100)).collect();
+        burst.push((100, 0));
+        let e = attainment_interval(900, 1000, &even, 0.95).unwrap();
+        let w = wilson(900, 1000, 0.95).unwrap();
+        assert_eq!(e, w, "no spread between batches: Wilson");
+        let b = attainment_interval(900, 1000, &burst, 0.95).unwrap();
+        assert!(b.lo < w.lo - 0.1 && b.contains(0.9), "{b:?}");
+    }
+
     use super::*;
 
     #[test]

@@ -661,6 +661,7 @@ fn level_config(spec: &LevelSpec, seconds: u32) -> RunConfig {
         duration_secs: Some(seconds.max(1)),
         slo: Slo::default(),
         stop_when_decided: false,
+        measure_past_saturation: false,
         judge: None,
         soak: false,
         clients: None,

@@ -487,6 +487,24 @@ fn config_rows(c: &RunConfig, header: Option<&EvalSetHeader>) -> Vec<(&'static s
             .to_string(),
         ),
         (
+            "past saturation",
+            if c.measure_past_saturation {
+                "measured: a sweep goes on past a level whose server queue was growing"
+            } else {
+                "a sweep skips the levels above a level whose server queue was growing"
+            }
+            .to_string(),
+        ),
+        (
+            "stop when decided",
+            if c.stop_when_decided {
+                "on: each level stops once its SLO attainment's 99 % interval is on one side of the target"
+            } else {
+                "off: every level sends its whole plan"
+            }
+            .to_string(),
+        ),
+        (
             "SLOs (goodput)",
             crate::app::pages::report::slo_text(&c.slo).unwrap_or_else(|| "none set".to_string()),
         ),

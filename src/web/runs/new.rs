@@ -73,6 +73,8 @@ pub struct NewRunPage {
     /// Load shape, levels, sweep maximum, rate, requests per level, duration.
     pub load: Vec<FieldView>,
     pub staged_rollout: FieldView,
+    pub stop_when_decided: FieldView,
+    pub measure_past_saturation: FieldView,
     /// `llm-judge` grading: the on switch (off by default) and the judge candidate.
     pub judge: FieldView,
     pub judge_candidate: FieldView,
@@ -136,6 +138,8 @@ pub(crate) fn load_draft(body: &FormBody) -> LoadDraft {
         requests_per_level: text("requests_per_level"),
         duration_secs: text("duration_secs"),
         staged_rollout: body.get("staged_rollout").map(str::to_string),
+        stop_when_decided: body.get("stop_when_decided").map(str::to_string),
+        measure_past_saturation: body.get("measure_past_saturation").map(str::to_string),
     }
 }
 
@@ -310,6 +314,24 @@ async fn render(state: &AppState, form: &RunForm, errors: &FieldErrors) -> Resul
             "",
         )
         .checked(form.run.load.staged_rollout.is_some())
+        .errors_from(errors),
+        stop_when_decided: FieldView::new(
+            "stop_when_decided",
+            "Stop each level when decided: once its SLO attainment's interval lies wholly on one side of the target \
+             (needs an SLO with a target attainment); the run's events say when and what it saved",
+            FieldKind::Checkbox,
+            "",
+        )
+        .checked(form.run.load.stop_when_decided.is_some())
+        .errors_from(errors),
+        measure_past_saturation: FieldView::new(
+            "measure_past_saturation",
+            "Measure past saturation: go on with a sweep's higher levels after a level whose server queue was growing \
+             (by default they are skipped)",
+            FieldKind::Checkbox,
+            "",
+        )
+        .checked(form.run.load.measure_past_saturation.is_some())
         .errors_from(errors),
         judge: FieldView::new(
             "judge",

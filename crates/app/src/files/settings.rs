@@ -113,6 +113,13 @@ pub struct SettingsFile {
     /// One case → the longest → a few at once → all, stopping early if a stage fails.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub staged_rollout: Option<bool>,
+    /// Stop each level once its SLO attainment is decided against the target (docs/capacity.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_when_decided: Option<bool>,
+    /// Go on with a sweep's higher levels after a level past saturation (omitted: false, they
+    /// are skipped; docs/capacity.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measure_past_saturation: Option<bool>,
     /// Run the eval set's llm-judge graders after the measured requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<bool>,
@@ -246,6 +253,12 @@ impl SettingsFile {
         if let Some(staged) = self.staged_rollout {
             load.staged_rollout = staged.then(|| "on".to_string());
         }
+        if let Some(stop) = self.stop_when_decided {
+            load.stop_when_decided = stop.then(|| "on".to_string());
+        }
+        if let Some(past) = self.measure_past_saturation {
+            load.measure_past_saturation = past.then(|| "on".to_string());
+        }
         if let Some(l) = &self.load {
             set(&mut load.shape, l.shape.clone());
             set(
@@ -321,6 +334,8 @@ pub fn from_config(config: &RunConfig, judge_candidate: Option<String>) -> Resul
         error_budget_percent: Some(config.error_budget.max_failed_percent),
         error_budget_window: Some(config.error_budget.window),
         staged_rollout: Some(config.staged_rollout),
+        stop_when_decided: config.stop_when_decided.then_some(true),
+        measure_past_saturation: config.measure_past_saturation.then_some(true),
         judge: Some(config.judge.is_some()),
         judge_candidate,
         load: Some(LoadEntry {

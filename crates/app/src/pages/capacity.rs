@@ -17,7 +17,12 @@ pub const COUNTING_RULES: &str = "A request meets the SLO when it succeeded and 
     requests (errors, timeouts) count as misses. Warm-up requests are sent before the level and never counted. \
     Requests still in flight when a run is cancelled leave no record and are not counted; a level with a time limit \
     stops sending at its end and counts the requests it sent once they end. Goodput counts the requests that met \
-    the SLO ending inside the level's steady window, per second (req/s) and their output tokens per second (tok/s).";
+    the SLO ending inside the level's steady window, per second (req/s) and their output tokens per second (tok/s). \
+    A level's attainment interval (95 %) is the wider of Wilson's (requests independent) and a batch-means interval \
+    over ten contiguous batches of its requests in send order (requests under load are not independent: one queue \
+    burst makes many neighbours miss together). The capacity is where the measured attainment crosses the target, \
+    interpolated between the probes either side; its interval runs from the highest load whose 99 % interval lies \
+    wholly at or above the target to the lowest load above it whose 99 % interval lies wholly below.";
 
 /// One probe level, worded.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,7 +41,7 @@ pub struct ProbeRow {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CandidateReport {
     pub name: String,
-    /// `capacity @ SLO = 42.0 req/s [42.0–44.1]`.
+    /// `capacity @ SLO = 42.0 req/s [38.6–45.4]`.
     pub headline: String,
     pub stopped: String,
     /// In the order probed.
@@ -92,9 +97,10 @@ pub fn report(results: &[CandidateCapacity], axis: LoadAxis) -> Vec<CandidateRep
         .collect()
 }
 
-/// Attainment (%) vs load per candidate: each probe a point, its Wilson interval a band, the
-/// target a dashed line, each candidate's bracket (capacity to the lowest load above it that
-/// does not clear the target) a shaded span.
+/// Attainment (%) vs load per candidate: each probe a point, its 95 % interval (Wilson's and
+/// batch means' hull) a band, the target a dashed line, each candidate's capacity interval
+/// (highest load confidently meeting the target to the lowest above it confidently missing) a
+/// shaded span.
 pub fn attainment_chart(results: &[CandidateCapacity], axis: LoadAxis) -> Option<Chart> {
     let loads = || results.iter().flat_map(|c| c.probes.iter().map(|p| p.probe.load));
     let xs = padded(loads(), true)?;
@@ -121,7 +127,7 @@ pub fn attainment_chart(results: &[CandidateCapacity], axis: LoadAxis) -> Option
         for (i, c) in results.iter().enumerate() {
             let col = colour(i);
             if let Some(o) = &c.outcome
-                && let (Some(lo), Some(hi)) = (o.capacity, o.upper)
+                && let (Some(lo), Some(hi)) = (o.lower, o.upper)
             {
                 chart.draw_series(std::iter::once(Rectangle::new(
                     [(lo, 0.0), (hi, 100.0)],

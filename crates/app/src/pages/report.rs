@@ -238,6 +238,19 @@ pub struct LevelsView {
     pub notes: Vec<String>,
     /// Throughput and latency vs concurrency (concurrency levels and sweeps).
     pub charts: Vec<Chart>,
+    /// The levels past saturation, with why (`LevelFigures::saturation`).
+    #[serde(default)]
+    pub saturated: Vec<SaturatedRow>,
+}
+
+/// One level past saturation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SaturatedRow {
+    pub candidate: String,
+    pub load: String,
+    pub prompt: String,
+    /// "TTFT ×3.2 from the level's first third to its last; throughput flat while load rose".
+    pub why: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -249,6 +262,9 @@ pub struct LevelRow {
     pub prompt: String,
     pub latency: Vec<String>,
     pub speed: Vec<String>,
+    /// Why the level is past saturation (None: it is not): its load cells say so.
+    #[serde(default)]
+    pub past_saturation: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -344,14 +360,25 @@ pub fn levels_view(run: &Run, figures: Vec<(String, RunFigures)>) -> Option<Leve
     let mut rows = Vec::new();
     let mut knees = Vec::new();
     let mut notes = Vec::new();
+    let mut saturated = Vec::new();
     for (name, f) in &figures {
         for l in &f.levels {
+            let past_saturation = l.saturation.past_saturation().then(|| l.saturation.describe());
+            if let Some(why) = &past_saturation {
+                saturated.push(SaturatedRow {
+                    candidate: name.clone(),
+                    load: l.load.label(),
+                    prompt: prompt_text(l.prompt_tokens),
+                    why: why.clone(),
+                });
+            }
             rows.push(LevelRow {
                 candidate: name.clone(),
                 load: l.load.label(),
                 prompt: prompt_text(l.prompt_tokens),
                 latency: latency_cells(l, config.stream),
                 speed: speed_cells(l, slo.is_some(), config.stream),
+                past_saturation,
             });
             notes.extend(level_notes(name, l));
         }
@@ -376,6 +403,7 @@ pub fn levels_view(run: &Run, figures: Vec<(String, RunFigures)>) -> Option<Leve
         knees,
         slo,
         notes,
+        saturated,
     })
 }
 

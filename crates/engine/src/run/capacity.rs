@@ -165,6 +165,10 @@ async fn run_probe(
         requests,
         met,
         past_saturation: signs.past_saturation(),
+        batches: level
+            .as_ref()
+            .map(|l| l.slo_attainment_batches.clone())
+            .unwrap_or_default(),
     };
     let verdict = probe.verdict(plan.config.slo.target_attainment.unwrap_or(1.0));
     let message = format!(

@@ -223,7 +223,7 @@ impl CandidateRun {
             case_index: unit.case_index,
             turn: Some(turn),
         });
-        let met = self.slo_met(&record);
+        let met = self.slo_met(unit, &record);
         if !self.records.send(record, chunk_text, grading) {
             tracing::error!(run_id = self.run_id, "record writer stopped; a record was dropped");
         }

@@ -39,6 +39,7 @@ use super::{rollout, soak};
 use crate::cancel::Cancel;
 use crate::domain::Timestamp;
 use crate::domain::calibers::HarnessReport;
+use crate::domain::capacity::saturation_signs;
 use crate::domain::evalset::prompt_bin;
 use crate::domain::load::Load;
 use crate::domain::run::{CandidateStop, Phase, RunStatus, StopStage};
@@ -720,11 +721,14 @@ async fn measure_levels(
     let phase = ctx.config.measured_phase();
     let mut total = Tally::default();
     let started = Instant::now();
+    // Each prompt bin's previous level: (offered load, req/s), for "throughput flat while load rose".
+    let mut previous: Vec<Option<(f64, f64)>> = vec![None; bins.len()];
     for (level, load) in loads.iter().enumerate() {
+        let mut past_saturation: Option<String> = None;
         if let Some(s) = scraper {
             s.mark(level as u32, Boundary::Start).await;
         }
-        for (bin, cases) in bins {
+        for (bin_index, (bin, cases)) in bins.iter().enumerate() {
             if ctx.cancel.is_cancelled() {
                 return Ok(Outcome::Measured);
             }
@@ -758,19 +762,56 @@ async fn measure_levels(
             if let Some((verdict, counted)) = ctx.level_decided() {
                 let planned = ctx.config.requests_per_level.map_or(cases.len() as u64, u64::from)
                     * u64::from(ctx.config.repetitions);
+                let sent = tally.succeeded + tally.failed;
+                // Against the fixed plan: the requests not sent, and the time they would have
+                // taken at the pace this level kept.
+                let unsent = planned.saturating_sub(u64::from(sent));
+                let secs = level_started.elapsed().as_secs_f64();
+                let saved_s = if sent > 0 {
+                    secs / sent as f64 * unsent as f64
+                } else {
+                    0.0
+                };
                 let msg = format!(
                     "{name}: level {} stopped when decided: SLO attainment {} the target after {counted} requests \
-                     ({} of the {planned} planned sent)",
+                     ({sent} of the {planned} planned sent; {unsent} requests and about {saved_s:.1} s saved against \
+                     the fixed plan)",
                     load.label(),
                     verdict.as_str(),
-                    tally.succeeded + tally.failed,
                 );
                 super::writer::append_event_patiently(store, ctx.run_id, "info", &msg).await?;
+            }
+            // Signs of a growing queue within this level (docs/capacity.md, "Over-saturation").
+            let counted = tally.succeeded + tally.failed;
+            let secs = level_started.elapsed().as_secs_f64();
+            let this = (counted > 0 && secs > 0.0).then(|| (load.amount(), counted as f64 / secs));
+            let signs = saturation_signs(&ctx.level_ttft(), false, previous[bin_index], this);
+            previous[bin_index] = this;
+            if signs.past_saturation() {
+                let msg = format!(
+                    "{name}: level {}{} past saturation: {}",
+                    load.label(),
+                    bin.map(|b| format!(", prompts of {b} tokens")).unwrap_or_default(),
+                    signs.describe()
+                );
+                super::writer::append_event_patiently(store, ctx.run_id, "warn", &msg).await?;
+                past_saturation.get_or_insert(msg);
             }
             total.add(tally);
         }
         if let Some(s) = scraper {
             s.mark(level as u32, Boundary::End).await;
+        }
+        let higher = &loads[level + 1..];
+        if past_saturation.is_some() && !higher.is_empty() && !ctx.config.measure_past_saturation {
+            let msg = format!(
+                "{name}: {} skipped: level {} is past saturation (a growing queue only grows faster with more load; \
+                 the run setting 'measure past saturation' measures them anyway)",
+                higher.iter().map(Load::label).collect::<Vec<_>>().join(", "),
+                load.label()
+            );
+            super::writer::append_event_patiently(store, ctx.run_id, "info", &msg).await?;
+            break;
         }
     }
     let msg = format!(

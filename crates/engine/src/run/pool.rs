@@ -221,6 +221,9 @@ pub(crate) struct CandidateRun {
     decision: Mutex<Option<LevelDecision>>,
     /// Turns of the longest conversation case sent (0: none), for the users' stagger.
     pub(crate) longest_conversation: usize,
+    /// The current level's successful measured requests as (send time µs, TTFT ms): the
+    /// level's signs of over-saturation (`domain::capacity::saturation_signs`).
+    level_ttft: Mutex<Vec<(i64, f64)>>,
 }
 
 /// One candidate's stop signal: set once, with its reason, when its error budget runs out.
@@ -266,6 +269,7 @@ impl CandidateRun {
                 .map(|c| c.turns.len())
                 .max()
                 .unwrap_or(0),
+            level_ttft: Mutex::new(Vec::new()),
         }))
     }
 
@@ -277,11 +281,18 @@ impl CandidateRun {
             .target_attainment
             .filter(|_| self.config.stop_when_decided);
         *self.decision.lock().unwrap_or_else(|p| p.into_inner()) = target.map(LevelDecision::new);
+        self.level_ttft.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    /// The current level's (send time, TTFT) of its successful measured requests so far.
+    pub(crate) fn level_ttft(&self) -> Vec<(i64, f64)> {
+        self.level_ttft.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The current level's verdict and the requests it counted, once decided.
     pub(crate) fn level_decided(&self) -> Option<(LevelVerdict, u64)> {
-        let d = (*self.decision.lock().unwrap_or_else(|p| p.into_inner()))?;
+        let guard = self.decision.lock().unwrap_or_else(|p| p.into_inner());
+        let d = guard.as_ref()?;
         Some((d.decided()?, d.counted))
     }
 
@@ -600,7 +611,7 @@ impl CandidateRun {
             case_index: unit.case_index,
             turn: None,
         });
-        let met = self.slo_met(&record);
+        let met = self.slo_met(unit, &record);
         if !self.records.send(record, chunk_text, grading) {
             tracing::error!(run_id = self.run_id, "record writer stopped; a record was dropped");
         }
@@ -609,10 +620,20 @@ impl CandidateRun {
 }
 
 impl CandidateRun {
-    /// Whether the record met the SLO, when the level keeps a decision.
-    pub(crate) fn slo_met(&self, record: &crate::domain::run::RequestRecord) -> Option<bool> {
+    /// Whether the record met the SLO, when the level keeps a decision. A measured record's TTFT
+    /// is also kept for the level's signs of over-saturation.
+    pub(crate) fn slo_met(&self, unit: &Unit, record: &crate::domain::run::RequestRecord) -> Option<bool> {
+        let figures = (!unit.is_warmup && unit.phase == self.config.measured_phase())
+            .then(|| RequestFigures::of(record))
+            .flatten();
+        if let Some(f) = &figures {
+            self.level_ttft
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((record.sent_at_us, f.ttft_ms));
+        }
         self.deciding()
-            .then(|| RequestFigures::of(record).is_some_and(|f| f.meets(&self.config.slo)))
+            .then(|| figures.as_ref().is_some_and(|f| f.meets(&self.config.slo)))
     }
 }
 
