@@ -47,7 +47,7 @@ pub fn router() -> Router<AppState> {
         )
         .route("/evalsets/import/save", post(import::save).layer(upload_limit))
         .route("/evalsets/{version_id}", get(detail))
-        .route("/evalsets/{version_id}/profile", axum::routing::post(choose_profile))
+        .route("/evalsets/{version_id}/profile", post(choose_profile))
         .route("/evalsets/{version_id}/download", get(download))
         .route("/evalsets/{version_id}/diff/{other_id}", get(diff::page))
         .route(
