@@ -7,7 +7,6 @@
 //! probes, 12 searches) and `cargo bench --bench capacity` (40 repeats).
 use std::time::Duration;
 
-use bakeoff::domain::calibers::RequestFigures;
 use bakeoff::domain::candidate::CandidateSpec;
 use bakeoff::domain::capacity::{LevelVerdict, SearchSettings};
 use bakeoff::domain::run::{RunConfig, Slo};
