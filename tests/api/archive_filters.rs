@@ -384,10 +384,11 @@ async fn finished_runs_are_judged_and_the_archive_filters_by_verdict() {
             page.texts(".run-verdicts").iter().any(|t| t.contains("wrong NO-GO")),
             "{path}"
         );
-        let header: Vec<String> = page.texts("table.list thead th");
+        // The runs table (the overview also has its table of recent decisions).
+        let header: Vec<String> = page.texts("table.list:not(.decisions-table) thead th");
         let at = header.iter().position(|h| h == "Duration").expect("a Duration column");
         let durations: Vec<String> = page
-            .select("table.list tbody tr")
+            .select("table.list:not(.decisions-table) tbody tr")
             .iter()
             .map(|tr| {
                 crate::support::app::text_of(&tr.select(&scraper::Selector::parse("td").unwrap()).nth(at).unwrap())

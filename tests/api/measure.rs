@@ -390,6 +390,8 @@ async fn a_sweep_finds_the_knee_of_a_server_with_two_slots() {
         synthetic_evalset(&[16], 16, 16).unwrap(),
         RunConfig {
             max_tokens: Some(16),
+            // Every level, also past the two slots' saturation: the knee is the point here.
+            measure_past_saturation: true,
             ..config(
                 LoadShape::Sweep {
                     max_concurrency: 8,

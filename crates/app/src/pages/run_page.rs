@@ -728,7 +728,7 @@ fn floored_tok_s(s: &CandidateSummary, v: Option<f64>) -> String {
         return tok_s(None);
     }
     match v {
-        Some(v) if v == 0.0 => "not measured: no output token was counted".to_string(),
+        Some(0.0) => "not measured: no output token was counted".to_string(),
         v => tok_s(v),
     }
 }
