@@ -280,6 +280,23 @@ impl<S: Send + Sync> FromRequest<S> for FormBody {
     }
 }
 
+/// The nav's name of a page (the "More" menu shows it when the page is one of its links).
+pub fn nav_title(nav: &str) -> &'static str {
+    match nav {
+        "scorecards" => "Scorecards",
+        "schedules" => "Schedules",
+        "workers" => "Workers",
+        "audit" => "Audit",
+        "measure" => "How we measure",
+        _ => "More",
+    }
+}
+
+/// "a viewer", "an editor", "an admin" (templates pass the role by value or by reference).
+pub fn role_with_article(role: impl std::borrow::Borrow<crate::domain::accounts::Role>) -> String {
+    crate::domain::accounts::with_article(*role.borrow())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,21 +327,4 @@ mod tests {
         let d: crate::domain::run::RunDraft = f.to_draft().unwrap();
         assert_eq!(d.stream.as_deref(), Some("on"));
     }
-}
-
-/// The nav's name of a page (the "More" menu shows it when the page is one of its links).
-pub fn nav_title(nav: &str) -> &'static str {
-    match nav {
-        "scorecards" => "Scorecards",
-        "schedules" => "Schedules",
-        "workers" => "Workers",
-        "audit" => "Audit",
-        "measure" => "How we measure",
-        _ => "More",
-    }
-}
-
-/// "a viewer", "an editor", "an admin" (templates pass the role by value or by reference).
-pub fn role_with_article(role: impl std::borrow::Borrow<crate::domain::accounts::Role>) -> String {
-    crate::domain::accounts::with_article(*role.borrow())
 }
