@@ -55,7 +55,11 @@ async fn the_workers_page_and_api_list_every_worker_that_beat_live_or_silent(db:
         page.text("#this-worker").contains(&me),
         "{b}: this server's worker is named"
     );
-    assert_eq!(page.attr("li.nav-secondary a[href='/workers']", "aria-current").as_deref(), Some("page"));
+    assert_eq!(
+        page.attr("li.nav-secondary a[href='/workers']", "aria-current")
+            .as_deref(),
+        Some("page")
+    );
 
     app.store
         .worker_beat(&worker("eu-1", &["eu", "gpu-a"], false), 10_000)
