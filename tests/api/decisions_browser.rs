@@ -316,11 +316,12 @@ async fn decisions_come_first_at_1400_and_nothing_decisive_hides_at_700() {
     form.set_by_name("username", "grace").await.unwrap();
     form.set_by_name("password", password).await.unwrap();
     form.submit().await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while c.current_url().await.unwrap().path() != "/" {
-        assert!(Instant::now() < deadline, "login did not lead back to the overview");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    crate::support::wait::until(
+        "the login to lead back to the overview",
+        Duration::from_secs(20),
+        || async { c.current_url().await.unwrap().path() == "/" },
+    )
+    .await;
     let seen = c.execute(AT_THIS_WIDTH, vec![]).await.unwrap();
     if seen["header"].as_f64().unwrap_or(0.0) > 80.0 {
         problems.push(format!("/ signed in: the nav is {} px tall", seen["header"]));
@@ -449,27 +450,20 @@ async fn a_newcomer_reaches_a_scorecard_with_verdicts_in_three_clicks() {
         .click()
         .await
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        // A new document (the upload's answer), fully loaded: its deferred scripts have run.
-        let seen = c
-            .execute(
-                "return { fresh: window.__before_upload !== true, ready: document.readyState, href: location.href };",
-                vec![],
-            )
-            .await;
-        if let Ok(seen) = seen
-            && seen["fresh"] == true
-            && seen["ready"] == "complete"
-        {
-            assert!(
-                !seen["href"].as_str().unwrap_or_default().contains("_csrf"),
-                "the CSRF token is in the address bar: {seen}"
-            );
-            break;
-        }
-        assert!(Instant::now() < deadline, "the upload did not answer");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // A new document (the upload's answer), fully loaded: its deferred scripts have run.
+    let seen = crate::support::wait::until_some("the upload's answer", Duration::from_secs(20), || async {
+        c.execute(
+            "return { fresh: window.__before_upload !== true, ready: document.readyState, href: location.href };",
+            vec![],
+        )
+        .await
+        .ok()
+        .filter(|seen| seen["fresh"] == true && seen["ready"] == "complete")
+    })
+    .await;
+    assert!(
+        !seen["href"].as_str().unwrap_or_default().contains("_csrf"),
+        "the CSRF token is in the address bar: {seen}"
+    );
     c.close().await.ok();
 }

@@ -16,7 +16,6 @@ use super::pool::{CandidateRun, Tally, Unit, is_retryable, micros};
 use super::writer::Grading;
 use crate::domain::conversation::{TurnFacts, think_rng};
 use crate::domain::evalset::conversation::HistoryMode;
-use crate::domain::retry::retry_delay;
 use crate::wire::client::{Exchange, RecordIdentity, wall_clock_us};
 use crate::wire::failure::Failure;
 use crate::wire::provider::prepare;
@@ -162,14 +161,8 @@ impl CandidateRun {
                     Some(f) => attempt < unit.last_attempt && is_retryable(f.class) && !self.halted(),
                 };
                 if retry {
-                    let wait = retry_delay(
-                        attempt - unit.first_attempt,
-                        retry_after,
-                        self.jitter_of(&unit, attempt),
-                    );
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        _ = cancel.cancelled() => return tally,
+                    if !self.backed_off(&unit, attempt, retry_after, &mut cancel).await {
+                        return tally;
                     }
                     if !self.halted() {
                         tally.retries += 1;

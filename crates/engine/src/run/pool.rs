@@ -357,8 +357,20 @@ impl CandidateRun {
 
     /// The jitter draw of a unit's retry: seeded by the attempt's key, so a run's waits are
     /// reproducible and requests failed together spread out.
-    pub(crate) fn jitter_of(&self, unit: &Unit, attempt: u32) -> f64 {
-        self.jitter(unit, attempt)
+    /// Waits out a retry's delay (backoff with jitter, or the server's Retry-After); false when
+    /// the run was cancelled meanwhile.
+    pub(crate) async fn backed_off(
+        &self,
+        unit: &Unit,
+        attempt: u32,
+        retry_after: Option<Duration>,
+        cancel: &mut Cancel,
+    ) -> bool {
+        let wait = retry_delay(attempt - unit.first_attempt, retry_after, self.jitter(unit, attempt));
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => true,
+            _ = cancel.cancelled() => false,
+        }
     }
 
     fn jitter(&self, unit: &Unit, attempt: u32) -> f64 {
@@ -539,10 +551,8 @@ impl CandidateRun {
                 Some(f) => attempt < unit.last_attempt && is_retryable(f.class) && !self.halted(),
             };
             if retry {
-                let wait = retry_delay(attempt - unit.first_attempt, retry_after, self.jitter(&unit, attempt));
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = cancel.cancelled() => return tally,
+                if !self.backed_off(&unit, attempt, retry_after, &mut cancel).await {
+                    return tally;
                 }
                 // A candidate halted meanwhile sends no more; the attempt stays its last.
                 if !self.halted() {
