@@ -780,8 +780,8 @@ async fn saved_scorecards_compare_and_history_are_the_pages(db: TestStore) {
     )
     .await;
     let row = page.texts(&format!("tr[data-run=\"{}\"] td", seed.run));
-    assert_eq!(row[4], points[0]["accuracy"].as_str().unwrap(), "{row:?}");
-    assert_eq!(row[6], points[0]["ttft"].as_str().unwrap(), "{row:?}");
+    assert_eq!(row[5], points[0]["accuracy"].as_str().unwrap(), "{row:?}");
+    assert_eq!(row[7], points[0]["ttft"].as_str().unwrap(), "{row:?}");
     assert_problem(&api.get("/api/v1/archive/history?candidate=1").await, 400);
 }
 

@@ -647,6 +647,128 @@ async fn comparisons_mark_cases_against_a_chosen_baseline_and_flag_other_version
     );
 }
 
+/// "Did it get worse": two runs of the same two models side by side read each model's second
+/// run against its first (not against the other model), with each figure's change, a verdict
+/// that fell is marked, and the history lists every run's verdict by the set's own profile.
+#[tokio::test]
+async fn a_comparison_reads_each_models_newer_run_against_its_older_one_and_history_shows_verdicts() {
+    use bakeoff::domain::scorecard::{RecordedVerdict, Verdict};
+    let app = spawn_app().await;
+    let version = app.create_evalset().await;
+    let alpha = app.create_candidate("alpha", DEAD_URL).await;
+    let beta = app.create_candidate("beta", DEAD_URL).await;
+    let cases = ["c1", "c2", "c3"];
+    let older = finished_run(
+        &app,
+        version,
+        &[alpha, beta],
+        &[&["c1", "c3"], &["c1", "c2", "c3"]],
+        &cases,
+    )
+    .await;
+    let newer = finished_run(&app, version, &[beta, alpha], &[&["c1"], &["c2", "c3"]], &cases).await;
+    let rules = vec![bakeoff::domain::thresholds::ThresholdRule {
+        metric: "accuracy".into(),
+        comparator: bakeoff::domain::thresholds::Comparator::AtLeast,
+        value: 0.5,
+        unit: bakeoff::domain::thresholds::key::MetricKey::parse("accuracy")
+            .unwrap()
+            .def()
+            .unit
+            .stored_name()
+            .to_string(),
+        rationale: "test".into(),
+    }];
+    let (profile, _) = app
+        .store
+        .save_threshold_profile("tiny's own", "", &rules, "ana", "first")
+        .await
+        .unwrap();
+    bakeoff::app::profiles::set_profile_for_evalset(&app.store, "tiny", profile, "ana")
+        .await
+        .unwrap();
+    let verdict = |candidate_id, verdict| RecordedVerdict {
+        candidate_id,
+        candidate: String::new(),
+        verdict,
+    };
+    for (run, a, b) in [(older, Verdict::Go, Verdict::Go), (newer, Verdict::NoGo, Verdict::Go)] {
+        app.store
+            .save_run_verdicts(run, profile, 1, &[verdict(alpha, a), verdict(beta, b)])
+            .await
+            .unwrap();
+    }
+
+    let page = app.get_html(&format!("/archive/compare?runs={newer},{older}")).await;
+    assert_eq!(page.status, 200);
+    let keys: Vec<String> = page
+        .select("table.compare-entries thead th[data-entry]")
+        .iter()
+        .map(|th| th.value().attr("data-entry").unwrap().to_string())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            format!("{older}:{beta}"),
+            format!("{newer}:{beta}"),
+            format!("{older}:{alpha}"),
+            format!("{newer}:{alpha}")
+        ],
+        "grouped by candidate (first seen), oldest run first"
+    );
+    assert_eq!(page.texts("tr.candidate-groups th[data-group]"), ["beta", "alpha"]);
+    assert_eq!(page.count("[data-baseline]"), 2, "each model's older run is a baseline");
+    assert_eq!(
+        page.text(&format!("[data-compared-with='{newer}:{alpha}']")),
+        format!("vs #{older} alpha")
+    );
+    let marks = |case: &str| -> Vec<String> {
+        page.select(&format!("table.compare-cases tr[data-case={case}] td[data-mark]"))
+            .iter()
+            .map(|td| td.value().attr("data-mark").unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(marks("c1"), ["baseline", "same", "baseline", "regressed"]);
+    assert_eq!(marks("c2"), ["baseline", "regressed", "baseline", "improved"]);
+    // Accuracy: beta 3/3 → 1/3, alpha 2/3 → 2/3; the change is in points against its own run.
+    let accuracy_deltas = page.texts("tr[data-figure=accuracy] [data-delta]");
+    assert_eq!(accuracy_deltas, ["Δ −66.7 pp", "Δ +0.0 pp"]);
+    let moved: Vec<String> = page
+        .select("[data-verdict-moved]")
+        .iter()
+        .map(|e| e.value().attr("data-verdict-moved").unwrap().to_string())
+        .collect();
+    assert_eq!(moved, ["worse"], "alpha fell from GO to NO-GO; beta held its GO");
+    assert!(page.text("tr.verdict-row th").contains("tiny's own"));
+    // A baseline chosen for all still compares every column with it.
+    let chosen = app
+        .get_html(&format!(
+            "/archive/compare?runs={newer},{older}&baseline={older}:{alpha}"
+        ))
+        .await;
+    assert_eq!(chosen.count("[data-baseline]"), 1);
+
+    let evalset = app.store.list_evalsets().await.unwrap()[0].id;
+    let history = app
+        .get_html(&format!("/archive/history?candidate={alpha}&evalset={evalset}"))
+        .await;
+    assert_eq!(history.status, 200);
+    let verdicts: Vec<String> = history
+        .select("table.history [data-verdict]")
+        .iter()
+        .map(|e| e.value().attr("data-verdict").unwrap().to_string())
+        .collect();
+    assert_eq!(verdicts, ["GO", "NO-GO"], "oldest first, by the set's own profile");
+    let api: serde_json::Value = app
+        .get(&format!("/api/v1/archive/history?candidate={alpha}&evalset={evalset}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(api["verdict_profile"], "tiny's own");
+    assert_eq!(api["runs"][1]["verdict"], "NO-GO");
+}
+
 /// An eval set of `n` cases named k00…, graded exactly.
 async fn big_evalset(app: &TestApp, n: usize) -> (i64, Vec<String>) {
     let mut text = String::from(
@@ -694,7 +816,7 @@ async fn history_charts_figures_over_time_and_flags_only_changes_beyond_the_nois
         .collect();
     assert_eq!(runs, [r1, r2, r3].map(|r| r.to_string()), "oldest first");
     assert!(
-        page.text(&format!("tr[data-run='{r1}'] td:nth-child(5)"))
+        page.text(&format!("tr[data-run='{r1}'] td:nth-child(6)"))
             .starts_with("100.0 %")
     );
     let flags = |run: i64| -> Vec<String> { page.texts(&format!("tr[data-run='{run}'] [data-flag]")) };

@@ -177,6 +177,9 @@ pub struct FigureCellView {
     pub mark: String,
     /// `baseline`, `yes` (compared with it), `no` (see `not_compared`), or empty (a count).
     pub compared: String,
+    /// The change from the entry's baseline (`Δ +3.1 pp` for a share, `Δ −12 %` otherwise),
+    /// when compared; else empty.
+    pub delta: String,
 }
 
 /// What was not compared against the baseline, and why.
@@ -206,9 +209,13 @@ pub struct CaseCell {
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Comparison {
+    /// Grouped by candidate (first appearance), each candidate's entries oldest run first.
     pub entries: Vec<CompareEntry>,
-    /// The index into `entries` of the baseline.
+    /// The index into `entries` of the chosen baseline (0 when none was chosen).
     pub baseline: usize,
+    /// Each entry's baseline, an index into `entries`: the chosen one; else the oldest run
+    /// of the same candidate when it has several; else the first entry.
+    pub baselines: Vec<usize>,
     /// Set when the runs used different eval-set versions (cases are matched by id).
     pub version_warning: Option<String>,
     pub conditions: Vec<CompareCondition>,
@@ -227,7 +234,7 @@ pub struct Comparison {
 #[utoipa::path(get, operation_id = "compare_runs", path = "/api/v1/archive/compare", tag = "archive",
     params(
         ("runs" = String, Query, description = "The runs' ids, comma-separated (at most 10)"),
-        ("baseline" = Option<String>, Query, description = "`RUN:CANDIDATE`, the entry the others are compared with (default: the first)"),
+        ("baseline" = Option<String>, Query, description = "`RUN:CANDIDATE`, the entry every other is compared with (default: each with the oldest run of its own candidate, else the first entry)"),
         ("limit" = Option<i64>, Query, description = "Cases per page (default 50, at most 500)"),
         ("offset" = Option<i64>, Query, description = "Cases to skip (default 0)"),
     ),
@@ -255,6 +262,7 @@ pub async fn compare_runs(State(state): State<AppState>, RawQuery(query): RawQue
             })
             .collect(),
         baseline: c.baseline,
+        baselines: c.baselines,
         version_warning: c.version_warning,
         conditions: c
             .conditions
@@ -283,6 +291,7 @@ pub async fn compare_runs(State(state): State<AppState>, RawQuery(query): RawQue
                         interval: cell.interval,
                         mark: cell.mark.to_string(),
                         compared: cell.compared.to_string(),
+                        delta: cell.delta,
                     })
                     .collect(),
             })
@@ -349,6 +358,9 @@ pub struct HistoryPoint {
     /// The figures unformatted (shares as fractions, ms, tok/s, with their intervals).
     #[schema(value_type = Object)]
     pub figures: Figures,
+    /// The candidate's verdict in this run (`GO`, `NO-GO`, `INCONCLUSIVE`) by the history's
+    /// `verdict_profile`; absent when that run was not judged by it.
+    pub verdict: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -368,6 +380,8 @@ pub struct History {
     pub runs: Vec<HistoryPoint>,
     /// Set when older runs were left out.
     pub note: Option<String>,
+    /// The threshold profile the runs' verdicts are by: the eval set's own, else the default.
+    pub verdict_profile: Option<String>,
 }
 
 /// One candidate's figures on one eval set, run after run.
@@ -421,8 +435,10 @@ pub async fn history_of(State(state): State<AppState>, RawQuery(query): RawQuery
                     })
                     .collect(),
                 figures: r.figures,
+                verdict: r.verdict.map(|v| v.verdict.to_string()),
             })
             .collect(),
         note: h.note,
+        verdict_profile: h.verdict_profile,
     })
 }

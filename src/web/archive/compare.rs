@@ -35,7 +35,10 @@ pub const CASES_PER_PAGE: u32 = 50;
 pub struct ComparePage {
     pub nav: &'static str,
     pub entries: Vec<EntryView>,
-    pub baseline: usize,
+    /// Each entry's baseline (an index into `entries`; its own index when it is one).
+    pub baselines: Vec<usize>,
+    /// Candidates with their columns' span, in column order: the header's groups.
+    pub groups: Vec<(String, usize)>,
     /// Set when the runs used different eval-set versions.
     pub version_warning: Option<String>,
     /// One row per condition, a cell per entry.
@@ -47,8 +50,11 @@ pub struct ComparePage {
     pub pager: Pagination,
     /// Cases compared in all (over every page).
     pub case_count: usize,
-    /// Each entry's verdict by the default threshold profile (the archive's), when judged.
+    /// Each entry's verdict by the eval set's own threshold profile (else the archive's
+    /// default), when judged.
     pub verdicts: Vec<Option<super::list::VerdictCell>>,
+    /// Per entry: "worse" / "better" when its verdict moved against its baseline's, else "".
+    pub verdict_marks: Vec<&'static str>,
     /// The profile those verdicts are by.
     pub verdict_profile: Option<String>,
 }
@@ -60,6 +66,16 @@ impl ComparePage {
             .iter()
             .filter(|c| c.cells.iter().any(|(_, d)| *d))
             .collect()
+    }
+
+    /// Whether entry `i` is a baseline (its own).
+    pub fn is_baseline(&self, i: &usize) -> bool {
+        self.baselines.get(*i) == Some(i)
+    }
+
+    /// "worse" / "better" / "": how entry `i`'s verdict moved against its baseline's.
+    pub fn verdict_moved(&self, i: &usize) -> &'static str {
+        self.verdict_marks.get(*i).copied().unwrap_or("")
     }
 
     /// Conditions every entry shares: folded under the table, once each.
@@ -86,6 +102,8 @@ pub struct EntryView {
     pub baseline_href: String,
     /// "measured in 2 segments (the run was resumed); …", or "one" (as on the run page).
     pub segments: String,
+    /// "#4 alpha": the entry this one is compared with; None for a baseline.
+    pub compared_with: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -112,6 +130,8 @@ pub struct FigureCell {
     pub mark: &'static str,
     /// "baseline", "yes" (compared with the baseline) or "no" (see the not-compared list).
     pub compared: &'static str,
+    /// The change from the baseline's value ("+3.1 pp", "−12 %"), when compared.
+    pub delta: String,
 }
 
 #[derive(Debug, Clone)]
@@ -200,14 +220,20 @@ fn parse_runs(q: &FormBody) -> Result<Vec<i64>, WebError> {
 /// Runs side by side, every case row included: what the page shows a page of, and what the
 /// JSON API answers (`/api/v1/archive/compare`).
 pub(crate) struct Comparison {
+    /// Grouped by candidate (first appearance), each candidate's columns oldest run first.
     pub entries: Vec<EntryView>,
+    /// The baseline the query chose, or the first entry.
     pub baseline: usize,
+    /// Each entry's baseline: the one chosen, else the oldest run of the same candidate (so
+    /// run B of a model is read against run A of the same model), else the first entry.
+    pub baselines: Vec<usize>,
     pub version_warning: Option<String>,
     pub conditions: Vec<ConditionRow>,
     pub figures: Vec<FigureRow>,
     pub not_compared: Vec<NotCompared>,
     pub cases: Vec<CaseRow>,
-    /// `1,2,…`: the runs as the page's links name them.
+    /// `1,2,…` (and `&baseline=RUN:CANDIDATE` when one was chosen): the runs as the page's
+    /// links name them.
     pub runs_param: String,
 }
 
@@ -216,10 +242,7 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
     let page = parse_page(q.get("page"))?;
     let c = compare(&state, &q).await?;
     let pager = Pagination::new(
-        format!(
-            "/archive/compare?runs={}&baseline={}",
-            c.runs_param, c.entries[c.baseline].key
-        ),
+        format!("/archive/compare?runs={}", c.runs_param),
         page,
         CASES_PER_PAGE,
         c.cases.len() as i64,
@@ -235,12 +258,15 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
         .take(CASES_PER_PAGE as usize)
         .collect();
     let (verdicts, verdict_profile) = entry_verdicts(&state, &c.entries).await?;
+    let verdict_marks = verdict_marks(&verdicts, &c.baselines);
     Ok(ComparePage {
         verdicts,
+        verdict_marks,
         verdict_profile,
         nav: "archive",
+        groups: groups(&c.entries),
         entries: c.entries,
-        baseline: c.baseline,
+        baselines: c.baselines,
         version_warning: c.version_warning,
         conditions: c.conditions,
         figures: c.figures,
@@ -256,9 +282,10 @@ async fn entry_verdicts(
     state: &AppState,
     entries: &[EntryView],
 ) -> Result<(Vec<Option<super::list::VerdictCell>>, Option<String>), WebError> {
-    let profiles = state.store.list_threshold_profiles().await?;
-    let (_, shown) = super::list::resolve(state, &mut Default::default(), &profiles).await?;
-    let Some(p) = shown else {
+    // The set's own profile when every column is on one set that has one.
+    let sets: HashSet<&str> = entries.iter().map(|e| e.evalset.as_str()).collect();
+    let set = (sets.len() == 1).then(|| entries[0].evalset.as_str());
+    let Some(p) = super::list::profile_for_evalset(state, set).await? else {
         return Ok((vec![None; entries.len()], None));
     };
     let mut runs: Vec<i64> = entries.iter().map(|e| e.run_id).collect();
@@ -281,40 +308,125 @@ pub(crate) async fn compare(state: &AppState, q: &FormBody) -> Result<Comparison
     let run_ids = parse_runs(q)?;
     let Compared {
         entries,
-        mut views,
+        views,
         case_order,
     } = read_entries(state, &run_ids).await?;
     if entries.is_empty() {
         return Err(WebError::BadRequest("These runs have no candidates to compare.".into()));
     }
+    let (entries, mut views) = grouped_by_candidate(entries, views);
 
-    let baseline = match q.get("baseline").map(str::trim).filter(|b| !b.is_empty()) {
-        None => 0,
-        Some(key) => views.iter().position(|v| v.key == key).ok_or_else(|| {
+    let chosen = match q.get("baseline").map(str::trim).filter(|b| !b.is_empty()) {
+        None => None,
+        Some(key) => Some(views.iter().position(|v| v.key == key).ok_or_else(|| {
             WebError::BadRequest(format!(
                 "The baseline {:?} is not one of the compared runs' candidates.",
                 crate::domain::validation::truncate(key, 30)
             ))
-        })?,
+        })?),
     };
-    let runs_param = run_ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
-    for v in views.iter_mut() {
-        v.baseline_href = format!("/archive/compare?runs={runs_param}&baseline={}", v.key);
+    let baselines = baselines(&views, chosen);
+    let mut runs_param = run_ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+    let links = runs_param.clone();
+    if let Some(b) = chosen {
+        // The page's own links (the pager) keep the chosen baseline.
+        runs_param = format!("{runs_param}&baseline={}", views[b].key);
+    }
+    for i in 0..views.len() {
+        let b = baselines[i];
+        views[i].compared_with = (b != i).then(|| format!("#{} {}", views[b].run_id, views[b].candidate));
+        views[i].baseline_href = format!("/archive/compare?runs={links}&baseline={}", views[i].key);
     }
     let version_warning = version_warning(&entries, &views);
-    let cases = case_rows(&entries, baseline, &case_order, &mut views);
+    let cases = case_rows(&entries, &baselines, &case_order, &mut views);
     let mut not_compared = Vec::new();
-    let figures = figure_rows(&entries, baseline, &views, &mut not_compared);
+    let figures = figure_rows(&entries, &baselines, &views, &mut not_compared);
     Ok(Comparison {
-        conditions: condition_rows(&entries, baseline),
+        conditions: condition_rows(&entries, &baselines),
         figures,
         not_compared,
         entries: views,
-        baseline,
+        baseline: chosen.unwrap_or(0),
+        baselines,
         version_warning,
         cases,
         runs_param,
     })
+}
+
+/// The candidate id in an entry's `RUN:CANDIDATE` key.
+fn candidate_of(key: &str) -> Option<i64> {
+    key.split_once(':').and_then(|(_, c)| c.parse().ok())
+}
+
+/// The entries grouped by candidate (in order of first appearance), each candidate's columns
+/// in run order (oldest first): run A and run B of a model side by side.
+fn grouped_by_candidate(entries: Vec<Entry>, views: Vec<EntryView>) -> (Vec<Entry>, Vec<EntryView>) {
+    let mut first_seen: Vec<Option<i64>> = Vec::new();
+    for v in &views {
+        let c = candidate_of(&v.key);
+        if !first_seen.contains(&c) {
+            first_seen.push(c);
+        }
+    }
+    let mut order: Vec<usize> = (0..views.len()).collect();
+    order.sort_by_key(|&i| {
+        let group = first_seen.iter().position(|c| *c == candidate_of(&views[i].key));
+        (group, views[i].run_id)
+    });
+    let mut slots: Vec<Option<(Entry, EntryView)>> = entries.into_iter().zip(views).map(Some).collect();
+    order.into_iter().filter_map(|i| slots[i].take()).unzip()
+}
+
+/// Each entry's baseline: the chosen one for all; else the first (oldest) column of the same
+/// candidate when the candidate has several, else the first column.
+fn baselines(views: &[EntryView], chosen: Option<usize>) -> Vec<usize> {
+    if let Some(b) = chosen {
+        return vec![b; views.len()];
+    }
+    views
+        .iter()
+        .map(|v| {
+            let same = |w: &&EntryView| candidate_of(&w.key) == candidate_of(&v.key);
+            match views.iter().filter(same).count() {
+                1 => 0,
+                _ => views.iter().position(|w| same(&w)).unwrap_or(0),
+            }
+        })
+        .collect()
+}
+
+/// The header's candidate groups: (name, columns), in column order.
+fn groups(views: &[EntryView]) -> Vec<(String, usize)> {
+    let mut out: Vec<(Option<i64>, String, usize)> = Vec::new();
+    for v in views {
+        match out.last_mut() {
+            Some((c, _, n)) if *c == candidate_of(&v.key) => *n += 1,
+            _ => out.push((candidate_of(&v.key), v.candidate.clone(), 1)),
+        }
+    }
+    out.into_iter().map(|(_, name, n)| (name, n)).collect()
+}
+
+/// "worse" / "better" where an entry's verdict moved against its baseline's (GO above
+/// INCONCLUSIVE above NO-GO), else "".
+fn verdict_marks(verdicts: &[Option<super::list::VerdictCell>], baselines: &[usize]) -> Vec<&'static str> {
+    let rank = |v: &Option<super::list::VerdictCell>| {
+        v.as_ref().map(|v| match v.verdict {
+            "GO" => 2,
+            "INCONCLUSIVE" => 1,
+            _ => 0,
+        })
+    };
+    baselines
+        .iter()
+        .enumerate()
+        .map(|(i, &b)| match (rank(&verdicts[b]), rank(&verdicts[i])) {
+            (Some(base), Some(here)) if b != i && here < base => "worse",
+            (Some(base), Some(here)) if b != i && here > base => "better",
+            _ => "",
+        })
+        .collect()
 }
 
 /// Every compared (run, candidate): what is compared and its column, and every case id in
@@ -393,6 +505,7 @@ async fn read_entries(state: &AppState, run_ids: &[i64]) -> Result<Compared, Web
                 tally: (0, 0, 0, 0),
                 baseline_href: String::new(),
                 segments: figures.get(i).map(segments_text).unwrap_or_default(),
+                compared_with: None,
             });
             let figures = figures.get(i).cloned().unwrap_or_default();
             let judged = profiles.get(&(run_id, candidate_id)).cloned().unwrap_or_default();
@@ -431,11 +544,15 @@ fn version_warning(entries: &[Entry], views: &[EntryView]) -> Option<String> {
 
 /// Per-case marks against the baseline, each entry's tally counted in `views`; a case is
 /// marked only between answers generated alike (same max_tokens and temperature).
-fn case_rows(entries: &[Entry], baseline: usize, case_order: &[String], views: &mut [EntryView]) -> Vec<CaseRow> {
-    let base = &entries[baseline];
+fn case_rows(entries: &[Entry], baselines: &[usize], case_order: &[String], views: &mut [EntryView]) -> Vec<CaseRow> {
     let cases_alike: Vec<bool> = entries
         .iter()
-        .map(|e| e.conditions.differences(&base.conditions, Scope::Cases).is_empty())
+        .zip(baselines)
+        .map(|(e, &b)| {
+            e.conditions
+                .differences(&entries[b].conditions, Scope::Cases)
+                .is_empty()
+        })
         .collect();
     let mut all_rows = Vec::with_capacity(case_order.len());
     for case in case_order {
@@ -448,12 +565,12 @@ fn case_rows(entries: &[Entry], baseline: usize, case_order: &[String], views: &
                     Some(o) if o.graded > 0 => format!("{}/{}", o.passed, o.graded),
                     _ => NOT_MEASURED.to_string(),
                 };
-                let m = if i == baseline {
+                let m = if baselines[i] == i {
                     None
                 } else if !cases_alike[i] {
                     Some(Mark::NotComparable)
                 } else {
-                    Some(mark(base.outcomes.get(case), o))
+                    Some(mark(entries[baselines[i]].outcomes.get(case), o))
                 };
                 if let Some(m) = m {
                     let t = &mut views[i].tally;
@@ -494,7 +611,7 @@ pub(super) fn segments_text(f: &Figures) -> String {
     crate::app::pages::report::resumed_text(f.segments, f.downtime_s).unwrap_or_else(|| "one".to_string())
 }
 
-fn condition_rows(entries: &[Entry], baseline: usize) -> Vec<ConditionRow> {
+fn condition_rows(entries: &[Entry], baselines: &[usize]) -> Vec<ConditionRow> {
     let rows: Vec<Vec<(&'static str, String)>> = entries.iter().map(|e| e.conditions.rows()).collect();
     let Some(first) = rows.first() else {
         return Vec::new();
@@ -504,7 +621,8 @@ fn condition_rows(entries: &[Entry], baseline: usize) -> Vec<ConditionRow> {
             name: first[k].0,
             cells: rows
                 .iter()
-                .map(|r| (r[k].1.clone(), r[k].1 != rows[baseline][k].1))
+                .zip(baselines)
+                .map(|(r, &b)| (r[k].1.clone(), r[k].1 != rows[b][k].1))
                 .collect(),
         })
         .collect()
@@ -517,6 +635,28 @@ type LevelPick = fn(&LevelAggregate) -> (Option<f64>, Option<Interval>);
 type RunRow = (&'static str, &'static str, Better, Pick, fn(f64) -> String, Scope);
 /// Same for a figure per level; no direction (`None`): never marked (it has no interval).
 type LevelRow = (&'static str, &'static str, Option<Better>, LevelPick, fn(f64) -> String);
+
+/// How a figure's change from its baseline is said: in percentage points (a share) or
+/// relative to the baseline's value (ms, tok/s).
+#[derive(Clone, Copy)]
+enum Change {
+    Points,
+    Relative,
+}
+
+/// "Δ +3.1 pp" / "Δ −12 %": the change from the baseline's value; empty without both values
+/// (or a zero baseline for a relative change).
+fn delta(base: Option<f64>, value: Option<f64>, change: Change) -> String {
+    let (Some(b), Some(v)) = (base, value) else {
+        return String::new();
+    };
+    let text = match change {
+        Change::Points => format!("{:+.1} pp", (v - b) * 100.0),
+        Change::Relative if b != 0.0 => format!("{:+.0} %", (v - b) / b.abs() * 100.0),
+        Change::Relative => return String::new(),
+    };
+    format!("Δ {}", text.replace('-', "−"))
+}
 
 /// ▲/▼ of `value` against the baseline's, beyond the noise.
 fn noise_mark(base: Option<&Interval>, value: Option<&Interval>, better: Better) -> &'static str {
@@ -531,14 +671,14 @@ fn noise_mark(base: Option<&Interval>, value: Option<&Interval>, better: Better)
 
 fn figure_rows(
     entries: &[Entry],
-    baseline: usize,
+    baselines: &[usize],
     views: &[EntryView],
     notes: &mut Vec<NotCompared>,
 ) -> Vec<FigureRow> {
     let levels: Vec<Vec<(String, LevelAggregate)>> = entries.iter().map(Entry::levels).collect();
-    let alike = Alike::of(entries, baseline, views, &levels, notes);
-    let mut out = run_figure_rows(entries, baseline, &alike);
-    out.extend(level_figure_rows(entries, baseline, &levels, &alike));
+    let alike = Alike::of(entries, baselines, views, &levels, notes);
+    let mut out = run_figure_rows(entries, baselines, &alike);
+    out.extend(level_figure_rows(entries, baselines, &levels, &alike));
     out.push(FigureRow {
         label: "requests".into(),
         caliber: "measured final attempts (warm-ups excluded)",
@@ -550,7 +690,8 @@ fn figure_rows(
                 value: Some(e.figures.requests as f64),
                 interval: None,
                 mark: "",
-                compared: if i == baseline { "baseline" } else { "" },
+                compared: if baselines[i] == i { "baseline" } else { "" },
+                delta: String::new(),
             })
             .collect(),
     });
@@ -568,19 +709,19 @@ impl Alike {
     /// compared is said in `notes`.
     fn of(
         entries: &[Entry],
-        baseline: usize,
+        baselines: &[usize],
         views: &[EntryView],
         levels: &[Vec<(String, LevelAggregate)>],
         notes: &mut Vec<NotCompared>,
     ) -> Alike {
-        let base = &entries[baseline];
-        let base_levels = &levels[baseline];
         let mut quality_alike = vec![true; entries.len()];
         let mut speed_alike = vec![true; entries.len()];
         for (i, e) in entries.iter().enumerate() {
+            let baseline = baselines[i];
             if i == baseline {
                 continue;
             }
+            let (base, base_levels) = (&entries[baseline], &levels[baseline]);
             let mut note = |text: String| {
                 notes.push(NotCompared {
                     key: views[i].key.clone(),
@@ -636,8 +777,8 @@ impl Alike {
 }
 
 /// How a cell is compared: the baseline's own, compared, or not.
-fn compared(i: usize, baseline: usize, alike: bool) -> &'static str {
-    match (i == baseline, alike) {
+fn compared(i: usize, baselines: &[usize], alike: bool) -> &'static str {
+    match (i == baselines[i], alike) {
         (true, _) => "baseline",
         (false, true) => "yes",
         (false, false) => "no",
@@ -645,8 +786,7 @@ fn compared(i: usize, baseline: usize, alike: bool) -> &'static str {
 }
 
 /// The figures of the whole run: accuracy and failure rate, with their intervals.
-fn run_figure_rows(entries: &[Entry], baseline: usize, alike: &Alike) -> Vec<FigureRow> {
-    let base = &entries[baseline];
+fn run_figure_rows(entries: &[Entry], baselines: &[usize], alike: &Alike) -> Vec<FigureRow> {
     let run_rows: [RunRow; 2] = [
         (
             "accuracy",
@@ -667,35 +807,40 @@ fn run_figure_rows(entries: &[Entry], baseline: usize, alike: &Alike) -> Vec<Fig
     ];
     run_rows
         .iter()
-        .map(|(label, caliber, better, pick, fmt, scope)| {
-            let (_, base_ci) = pick(&base.figures);
-            FigureRow {
-                label: label.to_string(),
-                caliber,
-                cells: entries
-                    .iter()
-                    .enumerate()
-                    .map(|(i, e)| {
-                        let alike = match scope {
-                            Scope::Quality | Scope::Cases => alike.quality[i],
-                            Scope::Speed => alike.speed[i] && e.conditions.levels == base.conditions.levels,
-                        };
-                        let (v, ci) = pick(&e.figures);
-                        let compared = compared(i, baseline, alike);
-                        FigureCell {
-                            text: with_interval(v, ci.as_ref(), fmt),
-                            value: v,
-                            interval: ci,
-                            mark: if compared == "yes" {
-                                noise_mark(base_ci.as_ref(), ci.as_ref(), *better)
-                            } else {
-                                ""
-                            },
-                            compared,
-                        }
-                    })
-                    .collect(),
-            }
+        .map(|(label, caliber, better, pick, fmt, scope)| FigureRow {
+            label: label.to_string(),
+            caliber,
+            cells: entries
+                .iter()
+                .enumerate()
+                .map(|(i, e)| {
+                    let base = &entries[baselines[i]];
+                    let (base_v, base_ci) = pick(&base.figures);
+                    let alike = match scope {
+                        Scope::Quality | Scope::Cases => alike.quality[i],
+                        Scope::Speed => alike.speed[i] && e.conditions.levels == base.conditions.levels,
+                    };
+                    let (v, ci) = pick(&e.figures);
+                    let compared = compared(i, baselines, alike);
+                    let yes = compared == "yes";
+                    FigureCell {
+                        text: with_interval(v, ci.as_ref(), fmt),
+                        value: v,
+                        interval: ci,
+                        mark: if yes {
+                            noise_mark(base_ci.as_ref(), ci.as_ref(), *better)
+                        } else {
+                            ""
+                        },
+                        compared,
+                        delta: if yes {
+                            delta(base_v, v, Change::Points)
+                        } else {
+                            String::new()
+                        },
+                    }
+                })
+                .collect(),
         })
         .collect()
 }
@@ -703,7 +848,7 @@ fn run_figure_rows(entries: &[Entry], baseline: usize, alike: &Alike) -> Vec<Fig
 /// The figures of each load level, level by level.
 fn level_figure_rows(
     entries: &[Entry],
-    baseline: usize,
+    baselines: &[usize],
     levels: &[Vec<(String, LevelAggregate)>],
     alike: &Alike,
 ) -> Vec<FigureRow> {
@@ -757,7 +902,6 @@ fn level_figure_rows(
     for (_, level) in &labels {
         let at = |i: usize| levels[i].iter().find(|(l, _)| l == level).map(|(_, a)| a);
         for (k, (label, caliber, better, pick, fmt)) in level_rows.iter().enumerate() {
-            let base_ci = at(baseline).and_then(|l| pick(l).1);
             let label = match k {
                 3 => format!("{label} @{level} (steady window)"),
                 4 => format!("{label} @{level} (whole run)"),
@@ -768,19 +912,26 @@ fn level_figure_rows(
                 caliber,
                 cells: (0..entries.len())
                     .map(|i| {
-                        let here = at(i);
+                        let (here, base) = (at(i), at(baselines[i]));
                         let (v, ci) = here.map(pick).unwrap_or((None, None));
-                        let alike = alike.speed[i] && here.is_some() && at(baseline).is_some();
-                        let compared = compared(i, baseline, alike);
+                        let (base_v, base_ci) = base.map(pick).unwrap_or((None, None));
+                        let alike = alike.speed[i] && here.is_some() && base.is_some();
+                        let compared = compared(i, baselines, alike);
+                        let yes = compared == "yes";
                         FigureCell {
                             text: with_interval(v, ci.as_ref(), fmt),
                             value: v,
                             interval: ci,
                             mark: match better {
-                                Some(b) if compared == "yes" => noise_mark(base_ci.as_ref(), ci.as_ref(), *b),
+                                Some(b) if yes => noise_mark(base_ci.as_ref(), ci.as_ref(), *b),
                                 _ => "",
                             },
                             compared,
+                            delta: if yes {
+                                delta(base_v, v, Change::Relative)
+                            } else {
+                                String::new()
+                            },
                         }
                     })
                     .collect(),

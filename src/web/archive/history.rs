@@ -41,6 +41,8 @@ pub struct HistoryPage {
     /// Every set of conditions the runs were measured under, in order of first appearance.
     pub series: Vec<SeriesView>,
     pub note: Option<String>,
+    /// The profile the rows' verdicts are by (the eval set's own, else the default), when any.
+    pub verdict_profile: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -74,6 +76,8 @@ pub struct HistoryRow {
     pub series: usize,
     /// The run's figures for the candidate, unformatted (what the JSON API gives beside the texts).
     pub figures: Figures,
+    /// The candidate's verdict in this run by the page's profile, when it was judged.
+    pub verdict: Option<super::list::VerdictCell>,
 }
 
 #[derive(Debug, Clone)]
@@ -132,6 +136,10 @@ pub(crate) async fn read(state: &AppState, q: &FormBody, with_charts: bool) -> R
     let total = state.store.count_runs_filtered(&filter).await?;
     let mut items = state.store.list_runs_filtered(&filter, MAX_POINTS, 0).await?;
     items.reverse(); // oldest first
+    // "Did it get worse" is read in verdicts first: each run's by the set's own profile.
+    let profile = super::list::profile_for_evalset(state, Some(&evalset.name)).await?;
+    let verdicts = super::list::verdicts_of(state, &items, profile.as_ref()).await?;
+    let name = [candidate.spec.name.clone()];
 
     let mut points: Vec<Point> = Vec::with_capacity(items.len());
     let mut series_keys: Vec<String> = Vec::new();
@@ -174,7 +182,13 @@ pub(crate) async fn read(state: &AppState, q: &FormBody, with_charts: bool) -> R
             series,
         };
         let flags = flags(&points, &point);
-        rows.push(history_row(run, version.as_ref(), &point, flags, series));
+        let mut row = history_row(run, version.as_ref(), &point, flags, series);
+        row.verdict = profile.as_ref().and_then(|p| {
+            super::list::verdict_cells(p, &[candidate_id], &name, run.id, &verdicts)
+                .into_iter()
+                .next()
+        });
+        rows.push(row);
         points.push(point);
     }
     // No points, no charts: the API has no use for them.
@@ -194,6 +208,7 @@ pub(crate) async fn read(state: &AppState, q: &FormBody, with_charts: bool) -> R
         note: (total > MAX_POINTS).then(|| format!("Showing the newest {MAX_POINTS} of {total} finished runs.")),
         rows,
         charts,
+        verdict_profile: profile.map(|p| p.name),
     })
 }
 
@@ -230,6 +245,7 @@ fn history_row(
         flags,
         series: series + 1,
         figures: f.clone(),
+        verdict: None,
     }
 }
 

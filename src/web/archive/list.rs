@@ -206,6 +206,28 @@ pub(crate) async fn resolve(
     Ok((filter, shown_profile))
 }
 
+/// The profile the runs of eval set `evalset` are judged by on the history and compare pages:
+/// the set's own profile when one was chosen for it, else the default (as the archive's).
+pub(crate) async fn profile_for_evalset(
+    state: &AppState,
+    evalset: Option<&str>,
+) -> Result<Option<ShownProfile>, WebError> {
+    let profiles = state.store.list_threshold_profiles().await?;
+    let own = match evalset {
+        Some(name) => crate::app::profiles::profile_for_evalset(&state.store, name).await?,
+        None => None,
+    };
+    let id = match own {
+        Some(id) => Some(id),
+        None => crate::app::retirement::default_profile_id(&state.store, &profiles).await?,
+    };
+    Ok(profiles.iter().find(|p| Some(p.id) == id).map(|p| ShownProfile {
+        id: p.id,
+        name: p.name.clone(),
+        current_version: p.version,
+    }))
+}
+
 /// The verdicts of these runs by the shown profile (none without one).
 pub(crate) async fn verdicts_of(
     state: &AppState,
