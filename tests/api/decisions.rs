@@ -280,7 +280,20 @@ async fn a_run_judged_by_a_profile_written_for_another_set_says_so_and_the_form_
     let page = app.get_html(&format!("/runs/{run}")).await;
     assert_eq!(page.count("[data-profile-fit]"), 0);
     assert!(page.text(".verdict-source").contains("chosen for this eval set"));
+    // The scorecard opens judged by the set's own profile too; judged by another on request,
+    // it says which one the set is judged by.
     let card = app.get_html(&format!("/runs/{run}/scorecard")).await;
+    assert_eq!(card.count("[data-profile-fit]"), 0);
+    let default = app
+        .store
+        .list_threshold_profiles()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|p| p.name == bakeoff::domain::thresholds::templates::DEMO_PROFILE_NAME)
+        .unwrap()
+        .id;
+    let card = app.get_html(&format!("/runs/{run}/scorecard?profile={default}")).await;
     assert!(
         card.text("[data-profile-fit]")
             .contains("is judged by \"Agent tool calls\""),

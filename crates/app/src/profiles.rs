@@ -53,6 +53,21 @@ pub async fn profile_for_evalset(store: &DynStore, evalset: &str) -> Result<Opti
     Ok((exists && !retired.contains(&id)).then_some(id))
 }
 
+/// The profile a run of eval set `evalset` is judged by when none is chosen: the set's own,
+/// else the default one. With whether it is the set's own (the default was written for
+/// another task, and pages say so).
+pub async fn judging_profile(store: &DynStore, evalset: Option<&str>) -> Result<Option<(i64, bool)>, AppError> {
+    if let Some(name) = evalset
+        && let Some(id) = profile_for_evalset(store, name).await?
+    {
+        return Ok(Some((id, true)));
+    }
+    let profiles = store.list_threshold_profiles().await?;
+    Ok(crate::retirement::default_profile_id(store, &profiles)
+        .await?
+        .map(|id| (id, false)))
+}
+
 /// Chooses the profile eval set `evalset` is judged by, audited as done by `actor`.
 pub async fn set_profile_for_evalset(
     store: &DynStore,

@@ -92,11 +92,20 @@ pub async fn assemble(
     let profiles = store.list_threshold_profiles().await?;
     let chosen_id = match choice.profile {
         Some(id) => id,
-        None => crate::retirement::default_profile_id(store, &profiles)
-            .await?
-            .ok_or_else(|| {
-                AppError::Invalid("there is no threshold profile yet: create one under Thresholds first".to_string())
-            })?,
+        None => {
+            let evalset = store
+                .get_evalset_version_head(run.evalset_version_id)
+                .await?
+                .map(|v| v.header.name);
+            crate::profiles::judging_profile(store, evalset.as_deref())
+                .await?
+                .map(|(id, _)| id)
+                .ok_or_else(|| {
+                    AppError::Invalid(
+                        "there is no threshold profile yet: create one under Thresholds first".to_string(),
+                    )
+                })?
+        }
     };
     let current = profiles
         .iter()

@@ -213,14 +213,9 @@ pub(crate) async fn profile_for_evalset(
     evalset: Option<&str>,
 ) -> Result<Option<ShownProfile>, WebError> {
     let profiles = state.store.list_threshold_profiles().await?;
-    let own = match evalset {
-        Some(name) => crate::app::profiles::profile_for_evalset(&state.store, name).await?,
-        None => None,
-    };
-    let id = match own {
-        Some(id) => Some(id),
-        None => crate::app::retirement::default_profile_id(&state.store, &profiles).await?,
-    };
+    let id = crate::app::profiles::judging_profile(&state.store, evalset)
+        .await?
+        .map(|(id, _)| id);
     Ok(profiles.iter().find(|p| Some(p.id) == id).map(|p| ShownProfile {
         id: p.id,
         name: p.name.clone(),

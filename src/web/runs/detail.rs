@@ -141,16 +141,8 @@ async fn run_verdicts(state: &AppState, run: &Run, candidates: &[Candidate]) -> 
         .get_evalset_version_head(run.evalset_version_id)
         .await?
         .map(|v| v.header.name);
-    let own = match &evalset {
-        Some(name) => crate::app::profiles::profile_for_evalset(&state.store, name).await?,
-        None => None,
-    };
-    let id = match own {
-        Some(id) => id,
-        None => match crate::app::retirement::default_profile_id(&state.store, &profiles).await? {
-            Some(id) => id,
-            None => return Ok(None),
-        },
+    let Some((id, own)) = crate::app::profiles::judging_profile(&state.store, evalset.as_deref()).await? else {
+        return Ok(None);
     };
     let Some(p) = profiles.iter().find(|p| p.id == id) else {
         return Ok(None);
@@ -179,12 +171,12 @@ async fn run_verdicts(state: &AppState, run: &Run, candidates: &[Candidate]) -> 
     }
     let cells = crate::web::archive::list::verdict_cells(&shown, &run.candidate_ids, &names, run.id, &all);
     let fit = match (&evalset, own) {
-        (Some(name), None) => crate::app::profiles::fit_note(&state.store, name, p.id, &p.name).await?,
+        (Some(name), false) => crate::app::profiles::fit_note(&state.store, name, p.id, &p.name).await?,
         _ => None,
     };
     Ok(Some(RunVerdicts {
         fit,
-        own: own.is_some(),
+        own,
         profile_id: p.id,
         profile: p.name.clone(),
         missing: run.candidate_ids.len().saturating_sub(cells.len()),

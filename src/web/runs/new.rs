@@ -690,14 +690,13 @@ async fn estimate_view(state: &AppState, form: &RunForm) -> Result<EstimateView,
     // The profile that will judge it: the one chosen for this eval set, else the default (which
     // was written for another task: the form says so, and where to choose or create one).
     let profiles = state.store.list_threshold_profiles().await?;
-    let own = crate::app::profiles::profile_for_evalset(&state.store, &version.file.header.name).await?;
-    let judge = match own {
-        Some(id) => Some(id),
-        None => crate::app::retirement::default_profile_id(&state.store, &profiles).await?,
-    };
-    view.judged_by = judge
-        .and_then(|id| profiles.iter().find(|p| p.id == id))
-        .map(|p| (p.id, p.name.clone(), own.is_some(), version.id));
+    let judge = crate::app::profiles::judging_profile(&state.store, Some(&version.file.header.name)).await?;
+    view.judged_by = judge.and_then(|(id, own)| {
+        profiles
+            .iter()
+            .find(|p| p.id == id)
+            .map(|p| (p.id, p.name.clone(), own, version.id))
+    });
     let judges = version.file.judge_names(version.file.cases.len()).len();
     if form.run.judge && judges > 0 {
         view.assumptions.push(format!(
