@@ -349,7 +349,12 @@ async fn decisions_come_first_at_1400_and_nothing_decisive_hides_at_700() {
         .click()
         .await
         .unwrap();
-    assert_eq!(c.current_url().await.unwrap().path(), "/measure");
+    crate::support::wait::until(
+        "the More menu's link to open /measure",
+        Duration::from_secs(20),
+        || async { c.current_url().await.unwrap().path() == "/measure" },
+    )
+    .await;
     c.close().await.ok();
     assert!(
         problems.is_empty(),
@@ -375,7 +380,11 @@ async fn a_newcomer_reaches_a_scorecard_with_verdicts_in_three_clicks() {
     let mut clicks = 0;
     c.find(Locator::Css("#run-demo")).await.unwrap().click().await.unwrap();
     clicks += 1;
-    assert!(c.current_url().await.unwrap().path().starts_with("/runs/"));
+    // The click posts a form: wait for the navigation it starts, not for a fixed time.
+    crate::support::wait::until("the demo run's page to open", Duration::from_secs(30), || async {
+        c.current_url().await.unwrap().path().starts_with("/runs/")
+    })
+    .await;
     let deadline = Instant::now() + Duration::from_secs(120);
     // The page updates itself; the verdicts appear once the run ends (read in one script call so
     // a swapped fragment cannot go stale between calls).
@@ -416,18 +425,18 @@ async fn a_newcomer_reaches_a_scorecard_with_verdicts_in_three_clicks() {
         .await
         .unwrap();
     clicks += 1;
-    let cards = c
-        .execute(
-            "return document.querySelectorAll('.verdict-card .verdict').length;",
-            vec![],
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        cards.as_u64().unwrap_or(0) as usize,
-        verdicts.len(),
-        "the scorecard's verdicts"
-    );
+    // The scorecard's verdicts, once its page has opened.
+    crate::support::wait::until("the scorecard's verdict cards", Duration::from_secs(30), || async {
+        let cards = c
+            .execute(
+                "return location.pathname.endsWith('/scorecard') ? document.querySelectorAll('.verdict-card .verdict').length : -1;",
+                vec![],
+            )
+            .await
+            .unwrap();
+        cards.as_i64() == Some(verdicts.len() as i64)
+    })
+    .await;
     assert!(clicks <= 3, "{clicks} clicks");
 
     // An upload's answer does not keep the CSRF token in the address bar.

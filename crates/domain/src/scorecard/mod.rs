@@ -553,13 +553,20 @@ pub fn build_from(input: &SummaryInput<'_>) -> Scorecard {
         .enumerate()
         .map(|(i, c)| {
             let states: Vec<RuleState> = rows.iter().map(|r| r.cells[i].assessment.state).collect();
-            let verdict = Verdict::of(&states);
+            // An endpoint never reached judges nothing of its model: inconclusive, saying why.
+            let (verdict, reasons) = match data.get(i).and_then(|d| d.unreachable.clone()) {
+                Some(why) => (Verdict::Inconclusive, vec![why]),
+                None => {
+                    let verdict = Verdict::of(&states);
+                    (verdict, reasons(&rows, i, verdict))
+                }
+            };
             Column {
                 candidate_id: c.id,
                 name: c.spec.name.clone(),
                 incumbent: incumbent == Some(i),
                 verdict,
-                reasons: reasons(&rows, i, verdict),
+                reasons,
             }
         })
         .collect();

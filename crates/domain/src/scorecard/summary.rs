@@ -74,6 +74,10 @@ pub struct CandidateSummary {
     pub measured: bool,
     /// Final attempts that failed (a grader's mean counts them as 0).
     pub failed_finals: usize,
+    /// Set when no final attempt reached the endpoint (every one failed to connect): the model
+    /// was not measured, so it gets no verdict of GO or NO-GO (`unreachable`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreachable: Option<String>,
     /// Every record-derived measurement the run offers, by [`slot`].
     pub measurements: BTreeMap<String, Measurement>,
     pub tokens: TokenTotals,
@@ -272,6 +276,7 @@ pub fn summarise_data(
         candidate_id: data.candidate_id,
         measured: !data.finals.is_empty(),
         failed_finals: data.finals.iter().filter(|r| !r.succeeded()).count(),
+        unreachable: unreachable(&data.finals),
         measurements,
         tokens: TokenTotals::from_records(data.attempts.iter().copied()),
         answered: Answered {
@@ -288,6 +293,31 @@ pub fn summarise_data(
         judge: cx.file.and_then(|file| judge_usage(data.candidate_id, records, file)),
         clocks: ClockCounts::of(data.finals.iter().copied()),
     }
+}
+
+/// "not measured: …" when every final attempt failed before reaching the endpoint (refused,
+/// unknown host, TLS, connect timeout): such a run says nothing of the model — a down endpoint
+/// or a wrong URL is not a NO-GO of the model behind it.
+pub fn unreachable(finals: &[&RequestRecord]) -> Option<String> {
+    use crate::run::ErrorClass::{ConnectRefused, ConnectTimeout, Dns, Tls};
+    let mut classes: Vec<&str> = Vec::new();
+    for r in finals {
+        match r.error_class {
+            Some(c @ (ConnectRefused | Dns | Tls | ConnectTimeout)) => {
+                if !classes.contains(&c.as_str()) {
+                    classes.push(c.as_str());
+                }
+            }
+            _ => return None,
+        }
+    }
+    (!finals.is_empty()).then(|| {
+        format!(
+            "not measured: the endpoint could not be reached — all {} requests failed to connect ({}); check its URL and that it is up, then run again",
+            finals.len(),
+            classes.join(", ")
+        )
+    })
 }
 
 fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {

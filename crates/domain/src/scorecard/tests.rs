@@ -730,3 +730,72 @@ fn sample_sizes_read_as_english_one_request_and_an_effective_weighted_n() {
     m.n = 20.0;
     assert_eq!(m.conditions(), "n=20 cases");
 }
+
+/// An endpoint that was never reached (every request refused or its host unknown) says nothing
+/// of its model: INCONCLUSIVE, saying why, not a NO-GO for a 100 % failure rate. One answered
+/// request — or one failure of another kind — and the rules judge as usual.
+#[test]
+fn an_endpoint_never_reached_is_not_measured_rather_than_no_go() {
+    let fail_to_connect = |mut r: RequestRecord, class: ErrorClass| {
+        r.error_class = Some(class);
+        r.end_us = None.into();
+        r.first_chunk_us = None.into();
+        r
+    };
+    let right = [true; 10];
+    let down: Vec<RequestRecord> = records(1, 300, &right)
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let class = if i < 7 {
+                ErrorClass::ConnectRefused
+            } else {
+                ErrorClass::Dns
+            };
+            fail_to_connect(r, class)
+        })
+        .collect();
+    let mut half = records(2, 300, &right);
+    for r in half.iter_mut().take(9) {
+        *r = fail_to_connect(r.clone(), ErrorClass::ConnectRefused);
+    }
+    let mut server_errors = records(3, 300, &right);
+    for r in server_errors.iter_mut() {
+        r.error_class = Some(ErrorClass::HttpServerError);
+    }
+    let mut all = down;
+    all.extend(half);
+    all.extend(server_errors);
+    let candidates = vec![
+        candidate(1, "A", None),
+        candidate(2, "B", None),
+        candidate(3, "C", None),
+    ];
+    let rules = vec![rule("failure_rate", Comparator::Below, 0.15)];
+    let card = build(&ScorecardInput {
+        run_concurrency: 2,
+        candidates: &candidates,
+        records: &all,
+        weights: &HashMap::new(),
+        rules: &rules,
+        incumbent: None,
+        pipeline: &PipelineSpec::default(),
+        operability: &[],
+        judge: None,
+        resumes: &[],
+        preferences: &[],
+    });
+    assert_eq!(card.columns[0].verdict, Verdict::Inconclusive);
+    assert_eq!(
+        card.columns[0].reasons,
+        [
+            "not measured: the endpoint could not be reached — all 10 requests failed to connect (connect_refused, dns); check its URL and that it is up, then run again"
+        ]
+    );
+    assert_eq!(card.columns[1].verdict, Verdict::NoGo, "one answer reached it: judged");
+    assert_eq!(
+        card.columns[2].verdict,
+        Verdict::NoGo,
+        "a server that answers 5xx is judged"
+    );
+}
