@@ -624,6 +624,13 @@ async fn api_tokens_authenticate_without_csrf_until_revoked_and_never_above_thei
     let page = crate::support::app::Page::parse(200, &created.text().await.unwrap());
     let secret = page.text("#new-token-secret");
     assert!(secret.starts_with(accounts::TOKEN_PREFIX), "{secret}");
+    // Revealed once, with a button that copies it (shown by the script); a new token starts at
+    // the least role, a wider one is a choice.
+    assert_eq!(page.count("button[data-copy='#new-token-secret']"), 1);
+    assert_eq!(
+        page.attr("#f-token-role option[selected]", "value").as_deref(),
+        Some("viewer")
+    );
     // Shown once: the account page lists the token, never the secret again.
     let again = client
         .get(app.url("/account"))

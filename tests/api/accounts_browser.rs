@@ -76,6 +76,25 @@ async fn journey(c: &Client, base: &str, profile: i64, password: &str) -> Result
     .await?;
     assert!(row.text().await?.contains("threshold_profile.saved"));
 
+    // A new API token: revealed once, with a working "Copy" button (the clipboard, or the
+    // text selected where the headless browser allows no clipboard).
+    c.goto(&format!("{base}/account")).await?;
+    let form = c.form(Locator::Css("#token-form")).await?;
+    form.set_by_name("name", "ci").await?;
+    form.submit().await?;
+    let copy = wait_for(c, Locator::Css("button[data-copy='#new-token-secret']")).await?;
+    assert!(copy.is_displayed().await?, "the script shows the copy button");
+    copy.click().await?;
+    let copied = wait_for(c, Locator::Css("button[data-copy][data-copied]")).await?;
+    let how = copied.attr("data-copied").await?.unwrap_or_default();
+    if how == "selected" {
+        let selected = c.execute("return String(window.getSelection());", vec![]).await?;
+        let secret = c.find(Locator::Css("#new-token-secret")).await?.text().await?;
+        assert_eq!(selected.as_str(), Some(secret.as_str()));
+    } else {
+        assert_eq!(how, "yes");
+    }
+
     // Log out: the pages ask for a login again.
     c.find(Locator::Css("#logout button")).await?.click().await?;
     wait_for(c, Locator::Css("#login-form")).await?;

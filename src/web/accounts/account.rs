@@ -46,6 +46,9 @@ pub struct AccountPage {
     pub tokens: Vec<TokenRow>,
     /// Roles a new token may have (up to mine).
     pub token_roles: Vec<&'static str>,
+    /// The role a new token form starts at: the least (a script that only reads needs no more;
+    /// a wider one is a choice).
+    pub token_role_default: &'static str,
     /// A token just created: shown this once.
     pub new_token: Option<(String, String)>,
     pub notice: Option<&'static str>,
@@ -76,6 +79,7 @@ async fn build(state: &AppState, me: &User, acting: Role) -> Result<AccountPage,
             .into_iter()
             .filter(|r| Role::parse(r).is_some_and(|r| r <= accounts_rules::token_role_cap(me.role, acting)))
             .collect(),
+        token_role_default: Role::Viewer.as_str(),
         new_token: None,
         notice: None,
         password_error: None,
