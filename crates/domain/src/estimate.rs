@@ -172,7 +172,7 @@ pub fn estimate(input: &EstimateInput<'_>) -> Estimate {
 fn assumptions(c: &RunConfig) -> Vec<String> {
     let mut assumptions = vec![
         format!(
-            "Every answer runs to max_tokens (the candidate's effective max_tokens; {ASSUMED_MAX_TOKENS} when none is set), so tokens, time and cost are upper bounds."
+            "Every answer runs to max_tokens (the candidate's effective max_tokens; {ASSUMED_MAX_TOKENS} when none is set), so tokens and cost are upper bounds. Time is not: it rests on the speeds below, and claimed speeds are often several times what a server delivers."
         ),
         format!(
             "Each request takes {ASSUMED_TTFT_S} s to its first token, then decodes at the candidate's claimed tok/s, or {ASSUMED_DECODE_TOK_S} tok/s per stream when it claims none."
