@@ -347,6 +347,7 @@ async fn the_demo_conversation_set_shows_relay_sharp_on_turn_1_and_lost_by_turn_
     .await;
     let (store, _guard) = sqlite_store().await;
     let mut by_name = HashMap::new();
+    let mut run_of = HashMap::new();
     for p in &profiles {
         let (store, file) = (&store, &file);
         let run_id = create_run(
@@ -362,6 +363,7 @@ async fn the_demo_conversation_set_shows_relay_sharp_on_turn_1_and_lost_by_turn_
         );
         let records = store.list_request_records(run_id).await.unwrap();
         by_name.insert(p.name.clone(), figures(records.iter(), 0.95));
+        run_of.insert(p.name.clone(), run_id);
     }
     let relay = &by_name["relay-8b"];
     let rate = |f: &bakeoff::domain::conversation::ConversationFigures, k: usize| {
@@ -381,5 +383,60 @@ async fn the_demo_conversation_set_shows_relay_sharp_on_turn_1_and_lost_by_turn_
     );
     // Both have a prefix cache: later turns read their history from it.
     assert!(steady.turns[1].cache_hit_rate.unwrap() > 0.5, "{:?}", steady.turns[1]);
+
+    // The scorecard judges per-turn rules like any other: relay-8b's lost conversations fail
+    // the conversation and last-turn rules; its turn-4 TTFT is measured and passes.
+    let rule = |metric: &str, comparator, value| bakeoff::domain::thresholds::ThresholdRule {
+        metric: metric.into(),
+        comparator,
+        value,
+        unit: bakeoff::domain::thresholds::key::MetricKey::parse(metric)
+            .unwrap()
+            .def()
+            .unit
+            .stored_name()
+            .to_string(),
+        rationale: "per-turn rules".into(),
+    };
+    use bakeoff::domain::thresholds::Comparator::{AtLeast, AtMost};
+    let rules = vec![
+        rule("conversation_pass_rate", AtLeast, 0.5),
+        rule("last_turn_accuracy", AtLeast, 0.5),
+        rule("turn_ttft_p95:4", AtMost, 60_000.0),
+    ];
+    let (profile, _) = store
+        .save_threshold_profile("conversations", "", &rules, "test", "per-turn rules")
+        .await
+        .unwrap();
+    let choice = bakeoff::app::scorecard::ScorecardChoice {
+        profile: Some(profile),
+        ..Default::default()
+    };
+    use bakeoff::domain::scorecard::{RuleState, Verdict};
+    let live = bakeoff::app::live::Live::new();
+    let relay_card = bakeoff::app::scorecard::assemble(&store, &live, run_of["relay-8b"], &choice)
+        .await
+        .unwrap()
+        .card;
+    let states = |card: &bakeoff::domain::scorecard::Scorecard| -> Vec<(String, RuleState)> {
+        card.rows
+            .iter()
+            .map(|r| (r.rule.metric.clone(), r.cells[0].assessment.state))
+            .collect()
+    };
+    let relay_states = states(&relay_card);
+    assert!(
+        relay_states.contains(&("conversation_pass_rate".into(), RuleState::Fail))
+            && relay_states.contains(&("last_turn_accuracy".into(), RuleState::Fail)),
+        "{relay_states:?}"
+    );
+    assert_eq!(relay_card.columns[0].verdict, Verdict::NoGo);
+    let turn4 = relay_card
+        .rows
+        .iter()
+        .find(|r| r.rule.metric == "turn_ttft_p95:4")
+        .unwrap();
+    assert!(turn4.cells[0].measurement.value.is_some(), "turn 4 TTFT measured");
+    assert_eq!(turn4.cells[0].assessment.state, RuleState::Pass);
     mock.shutdown().await.unwrap();
 }
