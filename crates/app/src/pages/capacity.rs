@@ -97,6 +97,51 @@ pub fn report(results: &[CandidateCapacity], axis: LoadAxis) -> Vec<CandidateRep
         .collect()
 }
 
+/// A find-capacity run's block on its page and scorecard: each candidate's capacity @ SLO with
+/// its bracket and probes, the counting rules, and the two charts.
+#[derive(Debug, Clone)]
+pub struct CapacityView {
+    pub candidates: Vec<CandidateReport>,
+    pub charts: Vec<Chart>,
+    /// `request rate` or `concurrency`.
+    pub axis: &'static str,
+    pub target: String,
+    pub rules: &'static str,
+}
+
+/// The view of a run's stored searches (`run_capacity`); `going`: the run has not ended, so a
+/// search without an outcome is still searching (else it was cut short).
+pub fn capacity_view(results: &[CandidateCapacity], going: bool) -> Option<CapacityView> {
+    let first = results.first()?;
+    let axis = first.search.settings.axis;
+    let mut candidates = report(results, axis);
+    for (c, r) in results.iter().zip(&mut candidates) {
+        if c.outcome.is_none() {
+            r.headline = if going {
+                format!("searching: {} probe level(s) so far", c.probes.len())
+            } else {
+                format!(
+                    "the search ended before it located the capacity ({} probe level(s))",
+                    c.probes.len()
+                )
+            };
+        }
+    }
+    Some(CapacityView {
+        candidates,
+        charts: [attainment_chart(results, axis), frontier_chart(results)]
+            .into_iter()
+            .flatten()
+            .collect(),
+        axis: match axis {
+            LoadAxis::Rate => "request rate",
+            LoadAxis::Concurrency => "concurrency",
+        },
+        target: format!("{} %", axis_number(first.search.target * 100.0)),
+        rules: COUNTING_RULES,
+    })
+}
+
 /// Attainment (%) vs load per candidate: each probe a point, its 95 % interval (Wilson's and
 /// batch means' hull) a band, the target a dashed line, each candidate's capacity interval
 /// (highest load confidently meeting the target to the lowest above it confidently missing) a
