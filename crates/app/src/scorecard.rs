@@ -158,6 +158,15 @@ pub async fn assemble(
             }
         }
     }
+    // A find-capacity run's capacity @ SLO and the cost there, per candidate.
+    let searches = store.list_run_capacity(run.id).await?;
+    for ((ops, c), s) in operability.iter_mut().zip(&candidates).zip(&summaries) {
+        if let Some(search) = searches.iter().find(|x| x.candidate_id == c.id) {
+            let answered = s.answered;
+            let accuracy = (answered.answers > 0).then(|| answered.correct as f64 / answered.answers as f64);
+            ops.capacity = Some(crate::domain::capacity::CapacityEvidence::of(search, &c.spec, accuracy));
+        }
+    }
     // The blind comparisons are read only when a win-rate rule asks.
     let preferences = if profile
         .rules

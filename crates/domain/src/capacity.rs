@@ -852,6 +852,61 @@ pub struct CostAtCapacity {
     pub per_1k_correct: Option<f64>,
 }
 
+/// A candidate's capacity @ SLO from a find-capacity run, and its cost there: what a
+/// scorecard's `capacity_at_slo` and cost-at-capacity rules judge.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CapacityEvidence {
+    pub axis: LoadAxis,
+    /// None: the search did not end.
+    pub outcome: Option<CapacityOutcome>,
+    /// Requests counted over every probe level.
+    pub requests: u64,
+    /// A self-hosted candidate's cost at the estimate, and at the interval's upper and lower
+    /// ends (the upper end gives the lower cost); None without prices or a capacity over rate.
+    pub cost: Option<CostAtCapacity>,
+    pub cost_at_upper: Option<CostAtCapacity>,
+    pub cost_at_lower: Option<CostAtCapacity>,
+}
+
+impl CapacityEvidence {
+    /// `accuracy` (0–1): the candidate's, for the cost per 1,000 correct answers.
+    pub fn of(search: &CandidateCapacity, spec: &CandidateSpec, accuracy: Option<f64>) -> CapacityEvidence {
+        let axis = search.search.settings.axis;
+        let outcome = search.outcome.clone();
+        let cost_at = |load: Option<f64>| {
+            load.filter(|_| axis == LoadAxis::Rate)
+                .and_then(|l| cost_at_capacity(spec, l, accuracy))
+        };
+        CapacityEvidence {
+            axis,
+            requests: search.probes.iter().map(|p| p.probe.requests).sum(),
+            cost: cost_at(outcome.as_ref().and_then(|o| o.capacity)),
+            cost_at_upper: cost_at(outcome.as_ref().and_then(|o| o.upper)),
+            cost_at_lower: cost_at(outcome.as_ref().and_then(|o| o.lower)),
+            outcome,
+        }
+    }
+
+    /// `0.2000 USD per 1,000 answers [0.1900–0.2300], 0.2500 per 1,000 correct (2 × H100 at
+    /// 3.60 USD per GPU-hour)`: None without a cost.
+    pub fn describe_cost(&self, spec: &CandidateSpec) -> Option<String> {
+        let cost = self.cost?;
+        let end = |c: Option<CostAtCapacity>| c.map_or("?".to_string(), |c| format!("{:.4}", c.per_1k_answers));
+        Some(format!(
+            "cost at capacity: {:.4} USD per 1,000 answers [{}–{}]{} ({} × {} at {} USD per GPU-hour)",
+            cost.per_1k_answers,
+            end(self.cost_at_upper),
+            end(self.cost_at_lower),
+            cost.per_1k_correct
+                .map(|c| format!(", {c:.4} per 1,000 correct answers"))
+                .unwrap_or_default(),
+            spec.gpu_count?,
+            spec.gpu_kind.as_deref().unwrap_or("GPU"),
+            spec.gpu_hour_price?
+        ))
+    }
+}
+
 /// The cost per answer of a candidate with `gpu_count` GPUs at `gpu_hour_price` USD each,
 /// serving `capacity_req_s` (a capacity over request rate); `accuracy` (0–1) gives the cost per
 /// correct answer. None when the price or count is not stated or the capacity is not positive.
@@ -871,6 +926,86 @@ pub fn cost_at_capacity(spec: &CandidateSpec, capacity_req_s: f64, accuracy: Opt
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn capacity_and_its_cost_at_capacity_are_rules_judged_by_the_search_interval() {
+        use crate::scorecard::measurement::{CandidateRecords, Extras, measure};
+        use crate::scorecard::{RuleState, assess};
+        use crate::thresholds::{Comparator, ThresholdRule, key::MetricKey};
+        let mut spec = CandidateSpec::openai_chat("self-hosted", "http://127.0.0.1:1", "m");
+        spec.gpu_count = Some(2);
+        spec.gpu_hour_price = Some(3.6);
+        let settings = SearchSettings::default();
+        let mut found = CandidateCapacity::new(1, "self-hosted".into(), settings, 0.9);
+        found.probes.push(ProbeRun {
+            run_id: 7,
+            probe: Probe {
+                load: 40.0,
+                requests: 300,
+                met: 290,
+                past_saturation: false,
+                batches: Vec::new(),
+            },
+            signs: SaturationSigns::default(),
+            figures: None,
+        });
+        found.outcome = Some(CapacityOutcome {
+            capacity: Some(42.0),
+            lower: Some(38.0),
+            upper: Some(45.0),
+            reason: StopReason::Converged,
+        });
+        let evidence = CapacityEvidence::of(&found, &spec, Some(0.8));
+        // 7.2 USD an hour over 42 × 3,600 answers.
+        let cost = evidence.cost.unwrap();
+        assert!((cost.per_1k_answers - 7.2 / (42.0 * 3.6)).abs() < 1e-12);
+        assert!((cost.per_1k_correct.unwrap() - cost.per_1k_answers / 0.8).abs() < 1e-12);
+        assert!(evidence.describe_cost(&spec).unwrap().contains("per 1,000 correct answers"));
+        let judge = |metric: &str, comparator, value| {
+            let key = MetricKey::parse(metric).unwrap();
+            let extras = Extras {
+                capacity: Some(&evidence),
+                ..Extras::default()
+            };
+            let m = measure(
+                &key,
+                &CandidateRecords::default(),
+                4,
+                &std::collections::HashMap::new(),
+                &extras,
+            );
+            let rule = ThresholdRule {
+                metric: metric.into(),
+                comparator,
+                value,
+                unit: key.def().unit.stored_name().into(),
+                rationale: String::new(),
+            };
+            assess(&rule, &key, &m).state
+        };
+        // The search's interval [38–45] decides: wholly above 35, straddling 40, wholly below 50.
+        assert_eq!(judge("capacity_at_slo", Comparator::AtLeast, 35.0), RuleState::Pass);
+        assert_eq!(judge("capacity_at_slo", Comparator::AtLeast, 40.0), RuleState::Inconclusive);
+        assert_eq!(judge("capacity_at_slo", Comparator::AtLeast, 50.0), RuleState::Fail);
+        assert_eq!(
+            judge("cost_per_1k_correct_at_capacity", Comparator::AtMost, 1.0),
+            RuleState::Pass
+        );
+        assert_eq!(
+            judge("cost_per_1k_answers_at_capacity", Comparator::AtMost, 0.01),
+            RuleState::Fail
+        );
+        // Another run's candidate: not measured, and saying why.
+        let key = MetricKey::parse("capacity_at_slo").unwrap();
+        let m = measure(
+            &key,
+            &CandidateRecords::default(),
+            4,
+            &std::collections::HashMap::new(),
+            &Extras::default(),
+        );
+        assert!(m.missing.unwrap().contains("find-capacity run"));
+    }
 
     #[test]
     fn probe_loads_on_the_grid_keep_their_digits_and_their_level() {

@@ -583,9 +583,12 @@ pub(super) async fn live_view(state: &AppState, run: &Run, candidates: &[Candida
         .collect();
     let units = unit_rows(&state.store.list_run_units(run.id).await?, candidates);
     let verdicts = run_verdicts(state, run, candidates).await?;
+    // Cost per 1,000 answers at capacity here; per correct answer on the scorecard.
     let capacity = crate::app::pages::capacity::capacity_view(
         &state.store.list_run_capacity(run.id).await?,
         !run.status.is_terminal(),
+        candidates,
+        |_| None,
     );
     let mut events = state.store.list_run_events(run.id).await?;
     let skip = events.len().saturating_sub(EVENT_LINES);

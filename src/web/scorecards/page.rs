@@ -169,6 +169,12 @@ async fn tool_block(state: &AppState, j: &RunScorecard, page: &mut ScorecardPage
     page.capacity = crate::app::pages::capacity::capacity_view(
         &state.store.list_run_capacity(j.run.id).await?,
         !j.run.status.is_terminal(),
+        &j.candidates,
+        |id| {
+            let i = j.candidates.iter().position(|c| c.id == id)?;
+            let answered = j.summaries.get(i)?.answered;
+            (answered.answers > 0).then(|| answered.correct as f64 / answered.answers as f64)
+        },
     );
     Ok(())
 }

@@ -46,6 +46,8 @@ pub struct CandidateReport {
     pub stopped: String,
     /// In the order probed.
     pub probes: Vec<ProbeRow>,
+    /// A self-hosted candidate's cost at capacity (`CapacityEvidence::describe_cost`), or "".
+    pub cost: String,
 }
 
 pub fn report(results: &[CandidateCapacity], axis: LoadAxis) -> Vec<CandidateReport> {
@@ -61,6 +63,7 @@ pub fn report(results: &[CandidateCapacity], axis: LoadAxis) -> Vec<CandidateRep
                 .outcome
                 .as_ref()
                 .map_or(String::new(), |o| o.reason.describe().to_string()),
+            cost: String::new(),
             probes: c
                 .probes
                 .iter()
@@ -111,11 +114,22 @@ pub struct CapacityView {
 
 /// The view of a run's stored searches (`run_capacity`); `going`: the run has not ended, so a
 /// search without an outcome is still searching (else it was cut short).
-pub fn capacity_view(results: &[CandidateCapacity], going: bool) -> Option<CapacityView> {
+/// `candidates` (the run's) and `accuracy` (a candidate id's, 0–1) give each self-hosted
+/// candidate's cost at capacity.
+pub fn capacity_view(
+    results: &[CandidateCapacity],
+    going: bool,
+    candidates: &[crate::domain::candidate::Candidate],
+    accuracy: impl Fn(i64) -> Option<f64>,
+) -> Option<CapacityView> {
     let first = results.first()?;
     let axis = first.search.settings.axis;
-    let mut candidates = report(results, axis);
-    for (c, r) in results.iter().zip(&mut candidates) {
+    let mut reports = report(results, axis);
+    for (c, r) in results.iter().zip(&mut reports) {
+        if let Some(spec) = candidates.iter().find(|x| x.id == c.candidate_id).map(|x| &x.spec) {
+            let evidence = crate::domain::capacity::CapacityEvidence::of(c, spec, accuracy(c.candidate_id));
+            r.cost = evidence.describe_cost(spec).unwrap_or_default();
+        }
         if c.outcome.is_none() {
             r.headline = if going {
                 format!("searching: {} probe level(s) so far", c.probes.len())
@@ -128,7 +142,7 @@ pub fn capacity_view(results: &[CandidateCapacity], going: bool) -> Option<Capac
         }
     }
     Some(CapacityView {
-        candidates,
+        candidates: reports,
         charts: [attainment_chart(results, axis), frontier_chart(results)]
             .into_iter()
             .flatten()

@@ -453,6 +453,8 @@ pub struct CandidateOperability {
     pub checklist: Option<super::operability::ChecklistAnswers>,
     /// GPU energy per output token by concurrency, from the run's telemetry (empty: none).
     pub joules_per_output_token: Vec<(u32, f64)>,
+    /// Its capacity @ SLO and cost there, from a find-capacity run (None: another run).
+    pub capacity: Option<super::capacity::CapacityEvidence>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -670,6 +672,7 @@ fn build_row(
                 joules_per_output_token: ops
                     .map(|o| o.joules_per_output_token.as_slice())
                     .filter(|j| !j.is_empty()),
+                capacity: ops.and_then(|o| o.capacity.as_ref()),
             };
             d.measure(&key, input.run_concurrency, &extras)
         })
