@@ -207,7 +207,9 @@ async fn find_capacity_through_the_api(db: crate::support::db::TestStore) {
             mock.base_url()
         ));
     }
-    let a = api.send("POST", "/api/v1/candidates", Some(("application/toml", toml))).await;
+    let a = api
+        .send("POST", "/api/v1/candidates", Some(("application/toml", toml)))
+        .await;
     assert_eq!(a.status, 200, "{a:?}");
     let mut set = String::from(
         r#"{"bakeoff_evalset":1,"name":"capacity-set","task":"generation","prompt":"Tell me about {{n}}","max_tokens":3}"#,
@@ -216,7 +218,9 @@ async fn find_capacity_through_the_api(db: crate::support::db::TestStore) {
         set.push_str(&format!("\n{{\"id\":\"c{i:02}\",\"vars\":{{\"n\":{i}}}}}"));
     }
     set.push('\n');
-    let a = api.send("POST", "/api/v1/evalsets", Some(("application/jsonl", set))).await;
+    let a = api
+        .send("POST", "/api/v1/evalsets", Some(("application/jsonl", set)))
+        .await;
     assert_eq!(a.status, 200, "{a:?}");
     let slo = truth_slo();
     let settings = json!({
@@ -258,7 +262,11 @@ async fn find_capacity_through_the_api(db: crate::support::db::TestStore) {
     let records = app.store.list_request_records(run).await.unwrap();
     for s in &searches {
         let outcome = s.outcome.as_ref().expect("the search ended");
-        assert!(!s.probes.is_empty() && s.probes.len() <= MAX_PROBES, "{:?}", s.probes.len());
+        assert!(
+            !s.probes.is_empty() && s.probes.len() <= MAX_PROBES,
+            "{:?}",
+            s.probes.len()
+        );
         if let Some(c) = outcome.capacity {
             assert!(outcome.lower.is_none_or(|l| l <= c), "{outcome:?}");
             assert!(outcome.upper.is_none_or(|u| c <= u), "{outcome:?}");
@@ -290,7 +298,10 @@ async fn find_capacity_through_the_api(db: crate::support::db::TestStore) {
     let page = crate::support::app::Page::parse(200, &r.text().await.unwrap());
     assert_eq!(page.count("section.capacity article.capacity-candidate"), 2);
     let headlines = page.texts("[data-capacity-headline]");
-    assert!(headlines.iter().all(|h| h.starts_with("capacity @ SLO")), "{headlines:?}");
+    assert!(
+        headlines.iter().all(|h| h.starts_with("capacity @ SLO")),
+        "{headlines:?}"
+    );
     let rows: usize = searches.iter().map(|s| s.probes.len()).sum();
     assert_eq!(page.count("table.capacity-probes tbody tr"), rows);
     assert_eq!(page.count("section.capacity #chart-capacity svg"), 1);

@@ -226,7 +226,8 @@ const JUDGE_GRADES_SLOT: &str = "grader_score:llm-judge";
 
 /// Cache kind of a terminal run's scorecard summaries (`domain::scorecard::summary`).
 /// (2: each candidate's case results as two sorted id lists, `paired::CaseResults`.)
-pub const SUMMARIES_KIND: &str = "scorecard/2";
+/// (3: `slo_attainment`, counted against the run's SLO.)
+pub const SUMMARIES_KIND: &str = "scorecard/3";
 
 /// One summary per candidate of `candidates` (the run's, in its order): read from the run's
 /// stored summaries when it is terminal, else reduced from its records a candidate at a time
@@ -310,6 +311,7 @@ pub fn summary_of(
     records: &[RequestRecord],
 ) -> CandidateSummary {
     let cx = SummaryContext {
+        slo: run.config.slo,
         run_concurrency: run.config.concurrency,
         weights: &inputs.weights,
         resumes: &data.resumes,
@@ -327,6 +329,7 @@ pub async fn store_summaries(
     candidates: &[Candidate],
 ) -> Result<Vec<CandidateSummary>, AppError> {
     let cx = SummaryContext {
+        slo: run.config.slo,
         run_concurrency: run.config.concurrency,
         weights: &HashMap::new(),
         resumes: &[],

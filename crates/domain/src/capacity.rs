@@ -207,7 +207,11 @@ fn rate_of_level(level: u32) -> f64 {
     let level = level.min(rate_level_max());
     let decade = (level / GRID_PER_DECADE) as i32 + GRID_FIRST_DECADE;
     let place = level % GRID_PER_DECADE;
-    let mantissa = if place < 100 { 100 + place } else { 200 + (place - 100) * 2 };
+    let mantissa = if place < 100 {
+        100 + place
+    } else {
+        200 + (place - 100) * 2
+    };
     // A division by an exact power of ten keeps the typed digits (0.0234, not 0.023399…).
     let exp = decade - 2;
     if exp < 0 {
@@ -960,7 +964,12 @@ mod tests {
         let cost = evidence.cost.unwrap();
         assert!((cost.per_1k_answers - 7.2 / (42.0 * 3.6)).abs() < 1e-12);
         assert!((cost.per_1k_correct.unwrap() - cost.per_1k_answers / 0.8).abs() < 1e-12);
-        assert!(evidence.describe_cost(&spec).unwrap().contains("per 1,000 correct answers"));
+        assert!(
+            evidence
+                .describe_cost(&spec)
+                .unwrap()
+                .contains("per 1,000 correct answers")
+        );
         let judge = |metric: &str, comparator, value| {
             let key = MetricKey::parse(metric).unwrap();
             let extras = Extras {
@@ -985,7 +994,10 @@ mod tests {
         };
         // The search's interval [38–45] decides: wholly above 35, straddling 40, wholly below 50.
         assert_eq!(judge("capacity_at_slo", Comparator::AtLeast, 35.0), RuleState::Pass);
-        assert_eq!(judge("capacity_at_slo", Comparator::AtLeast, 40.0), RuleState::Inconclusive);
+        assert_eq!(
+            judge("capacity_at_slo", Comparator::AtLeast, 40.0),
+            RuleState::Inconclusive
+        );
         assert_eq!(judge("capacity_at_slo", Comparator::AtLeast, 50.0), RuleState::Fail);
         assert_eq!(
             judge("cost_per_1k_correct_at_capacity", Comparator::AtMost, 1.0),

@@ -93,10 +93,9 @@ impl LoadShape {
     /// search's grid.
     pub fn level_load(&self, concurrency: u32, level: u32) -> Option<Load> {
         match self {
-            LoadShape::FindCapacity { axis, .. } => Some(probe_load(
-                *axis,
-                crate::capacity::load_of_level(*axis, level),
-            )),
+            LoadShape::FindCapacity { axis, .. } => {
+                Some(probe_load(*axis, crate::capacity::load_of_level(*axis, level)))
+            }
             _ => self.loads(concurrency).get(level as usize).copied(),
         }
     }

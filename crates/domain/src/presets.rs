@@ -192,7 +192,10 @@ pub const LOAD_SHAPES: [(&str, &str); 5] = [
 /// What a capacity search varies, as offered on the form: (value, label).
 pub const CAPACITY_AXES: [(&str, &str); 2] = [
     ("rate", "Request rate (open loop, Poisson; starts at the rate above)"),
-    ("concurrency", "Concurrency (closed loop; starts at the concurrency above)"),
+    (
+        "concurrency",
+        "Concurrency (closed loop; starts at the concurrency above)",
+    ),
 ];
 
 /// Most probe levels a capacity search may be given.
@@ -284,7 +287,10 @@ impl LoadDraft {
     /// The "find capacity" shape typed onto `config` (its concurrency and SLO already set).
     fn find_capacity(&self, config: &RunConfig, e: &mut FieldErrors) -> LoadShape {
         if config.slo.target_attainment.is_none() && e.get("slo_target").is_none() {
-            e.add("slo_target", "is required to find the capacity at the SLO, e.g. 95 (percent)");
+            e.add(
+                "slo_target",
+                "is required to find the capacity at the SLO, e.g. 95 (percent)",
+            );
         }
         if !config.slo.is_set() && e.get("slo_ttft_ms").is_none() {
             e.add(
@@ -560,6 +566,9 @@ mod tests {
             ..draft
         }
         .apply(&mut c, &mut e);
-        assert!(e.get("capacity_axis").is_some_and(|m| m.contains("\"tokens\"")), "{e:?}");
+        assert!(
+            e.get("capacity_axis").is_some_and(|m| m.contains("\"tokens\"")),
+            "{e:?}"
+        );
     }
 }

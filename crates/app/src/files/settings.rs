@@ -235,8 +235,16 @@ pub fn field_path(field: &str) -> Vec<Step> {
     let k = |s: &str| Step::Key(s.to_string());
     match field {
         "load_shape" => vec![k("load"), k("shape")],
-        "levels" | "sweep_max" | "rate" | "arrivals" | "requests_per_level" | "duration_secs" | "capacity_axis"
-        | "capacity_width" | "capacity_max_probes" | "capacity_max_load" => {
+        "levels"
+        | "sweep_max"
+        | "rate"
+        | "arrivals"
+        | "requests_per_level"
+        | "duration_secs"
+        | "capacity_axis"
+        | "capacity_width"
+        | "capacity_max_probes"
+        | "capacity_max_load" => {
             vec![k("load"), k(field)]
         }
         "slo_target" => vec![k("slo"), k("target_percent")],

@@ -17,9 +17,9 @@ use super::metrics::{
     TTFT,
 };
 use crate::domain::calibers::{HarnessReport, LevelFigures, RunFigures, RunLevels};
+use crate::domain::capacity::LoadAxis;
 use crate::domain::format;
 use crate::domain::grading::{FieldReport, FieldStats, FieldsDetail, classification_report, field_report, label_pair};
-use crate::domain::capacity::LoadAxis;
 use crate::domain::load::LoadShape;
 use crate::domain::metrics::Distribution;
 use crate::domain::run::{RequestRecord, Run, RunConfig, Slo};

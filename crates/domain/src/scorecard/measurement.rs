@@ -500,6 +500,8 @@ pub struct Extras<'a> {
     pub joules_per_output_token: Option<&'a [(u32, f64)]>,
     /// Capacity @ SLO and the cost there, from a find-capacity run.
     pub capacity: Option<&'a crate::capacity::CapacityEvidence>,
+    /// The SLO `slo_attainment` judges requests against (the run's).
+    pub slo: Option<&'a crate::run::Slo>,
 }
 
 /// Measures `key` for one candidate. `run_concurrency` is the load a rule without `@c=N` is
@@ -523,6 +525,13 @@ pub fn measure(
             def.uncertainty,
             None,
         );
+    }
+    if matches!(
+        def.base,
+        "capacity_at_slo" | "cost_per_1k_answers_at_capacity" | "cost_per_1k_correct_at_capacity"
+    ) {
+        // From the run's capacity searches, not from one level's records.
+        return capacity_figure(def.base, extras.capacity);
     }
     let c = def.per_load.then(|| key.concurrency.unwrap_or(run_concurrency));
     // Borrowed when they are all of the candidate's (one level): not a copy of each pointer.
@@ -560,6 +569,21 @@ pub fn measure(
         }
         "turn_ttft_p95" | "conversation_pass_rate" | "last_turn_accuracy" => conversation_figure(key, &finals, c),
         "schema_valid_rate" => crate::tool_calls::structured::schema_valid_rate(&finals, c),
+        "slo_attainment" => match extras.slo.filter(|s| s.is_set()) {
+            None => Measurement::missing(
+                "the run set no SLO limit (TTFT, TTFA, TPOT or E2E)",
+                Uncertainty::Proportion,
+                c,
+            ),
+            Some(slo) => {
+                // Failed requests count as misses (docs/capacity.md, "Counting rules").
+                let met = finals
+                    .iter()
+                    .filter(|r| crate::calibers::RequestFigures::of(r).is_some_and(|f| f.meets(slo)))
+                    .count();
+                proportion(met as f64, finals.len() as f64, SampleUnit::Requests, c)
+            }
+        },
         "failure_rate" => {
             let class: Option<ErrorClass> = key.error_class();
             let failed = finals
@@ -602,9 +626,6 @@ pub fn measure(
         }
         "cost_per_1k_cases" | "cost_per_correct" => cost_figure(key, cost),
         "joules_per_output_token" => energy_figure(extras.joules_per_output_token, c),
-        "capacity_at_slo" | "cost_per_1k_answers_at_capacity" | "cost_per_1k_correct_at_capacity" => {
-            capacity_figure(key.base, extras.capacity)
-        }
         other => Measurement::missing(format!("{other} has no measurement"), def.uncertainty, c),
     };
     if m.value.is_none() && m.missing.is_none() {
@@ -840,7 +861,10 @@ fn cost_figure(key: &MetricKey, cost: Option<&CostSummary>) -> Measurement {
 fn capacity_figure(base: &str, evidence: Option<&crate::capacity::CapacityEvidence>) -> Measurement {
     let missing = |why: &str, uncertainty| Measurement::missing(why, uncertainty, None);
     let Some(e) = evidence else {
-        return missing("measured by a find-capacity run (load shape \"capacity\") only", Uncertainty::Exact);
+        return missing(
+            "measured by a find-capacity run (load shape \"capacity\") only",
+            Uncertainty::Exact,
+        );
     };
     if e.axis != crate::capacity::LoadAxis::Rate {
         return missing(

@@ -497,6 +497,7 @@ impl Scorecard {
 /// [`build_from`].
 pub fn build(input: &ScorecardInput<'_>) -> Scorecard {
     let cx = SummaryContext {
+        slo: Default::default(),
         run_concurrency: input.run_concurrency,
         weights: input.weights,
         resumes: input.resumes,

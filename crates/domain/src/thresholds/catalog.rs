@@ -456,6 +456,16 @@ pub const CATALOG: &[MetricDef] = &[
         Exact,
         "(input tokens × input price + output tokens × output price) of measured attempts, retries included, per 1,000 requests",
     )),
+    def(
+        "slo_attainment",
+        "SLO attainment",
+        Throughput,
+        Unit::Percent,
+        true,
+        Proportion,
+        "share of the level's requests (final attempts, warm-ups excluded; failed requests count as misses) meeting \
+         every limit of the run's SLO (TTFT, TTFA, TPOT, E2E)",
+    ),
     whole_run(def(
         "capacity_at_slo",
         "capacity @ SLO",

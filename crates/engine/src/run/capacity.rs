@@ -125,12 +125,7 @@ async fn run_probe(
         _ => usize::MAX,
     };
     let probe = judge_probe(run_id, &records, &config, candidate_id, load, cap, before);
-    let mut message = probe_message(
-        index,
-        axis,
-        &probe,
-        plan.config.slo.target_attainment.unwrap_or(1.0),
-    );
+    let mut message = probe_message(index, axis, &probe, plan.config.slo.target_attainment.unwrap_or(1.0));
     if status != RunStatus::Finished {
         message.push_str(&format!("; the probe run ended {}", status.as_str()));
     }

@@ -964,9 +964,7 @@ async fn search_levels(
             .list_request_records(run_id)
             .await?
             .into_iter()
-            .filter(|r| {
-                r.candidate_id == candidate_id && crate::domain::run::split_repetition(r.repetition).0 == level
-            })
+            .filter(|r| r.candidate_id == candidate_id && crate::domain::run::split_repetition(r.repetition).0 == level)
             .collect();
         let cap = match probe_at {
             Load::Rate { .. } => probe_at.max_in_flight(),
@@ -974,7 +972,10 @@ async fn search_levels(
             Load::Concurrency { .. } => usize::MAX,
         };
         let probe = judge_probe(run_id, &records, &ctx.config, candidate_id, load, cap, &search.probes);
-        let msg = format!("{name}: {}", probe_message(search.probes.len(), settings.axis, &probe, target));
+        let msg = format!(
+            "{name}: {}",
+            probe_message(search.probes.len(), settings.axis, &probe, target)
+        );
         search.record(probe);
         store.save_run_capacity(run_id, &search).await?;
         super::writer::append_event_patiently(store, run_id, "info", &msg).await?;
