@@ -674,6 +674,8 @@ fn build_row(
                     .map(|o| o.joules_per_output_token.as_slice())
                     .filter(|j| !j.is_empty()),
                 capacity: ops.and_then(|o| o.capacity.as_ref()),
+                // Record-derived figures (`slo_attainment`) are in the summary already.
+                slo: None,
             };
             d.measure(&key, input.run_concurrency, &extras)
         })
