@@ -184,7 +184,7 @@ fn rate_level(load: f64) -> u32 {
     let mut decade = load.log10().floor() as i32;
     let mut mantissa = (load / 10f64.powi(decade - 2)).round() as u32;
     if mantissa >= 200 {
-        mantissa = (mantissa + 1) / 2 * 2;
+        mantissa = mantissa.div_ceil(2) * 2;
     }
     if mantissa >= 1000 {
         decade += 1;
