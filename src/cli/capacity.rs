@@ -11,8 +11,7 @@ use clap::Args;
 
 use super::output::table;
 use crate::app::pages::capacity::{COUNTING_RULES, attainment_chart, frontier_chart, report};
-use crate::domain::candidate::CandidateSpec;
-use crate::domain::capacity::{CapacityOutcome, DEFAULT_WIDTH, LoadAxis, SearchSettings, cost_at_capacity};
+use crate::domain::capacity::{CapacityEvidence, DEFAULT_WIDTH, LoadAxis, SearchSettings};
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::load::LoadShape;
 use crate::domain::run::RunConfig;
@@ -150,11 +149,7 @@ pub async fn run(
             ],
             &rows,
         )?;
-        if let Some(line) = result
-            .outcome
-            .as_ref()
-            .and_then(|o| cost_line(candidate.spec(), o, settings.axis))
-        {
+        if let Some(line) = CapacityEvidence::of(result, candidate.spec(), None).describe_cost(candidate.spec()) {
             writeln!(out, "{line}")?;
         }
     }
@@ -180,27 +175,4 @@ pub async fn run(
             ExitCode::from(super::measure_endpoint::EXIT_NOTHING_MEASURED)
         },
     )
-}
-
-/// "cost at capacity: 0.2000 USD per 1,000 answers [0.1900–0.2300] (2 × H100 at 3.60 USD/GPU-hour)"
-/// for a self-hosted candidate searched over request rate: at the estimate, and over the
-/// capacity interval (its upper end gives the lower cost).
-fn cost_line(spec: &CandidateSpec, outcome: &CapacityOutcome, axis: LoadAxis) -> Option<String> {
-    if axis != LoadAxis::Rate {
-        return None;
-    }
-    let cost = cost_at_capacity(spec, outcome.capacity?, None)?;
-    let at = |load: Option<f64>| {
-        load.and_then(|l| cost_at_capacity(spec, l, None))
-            .map_or("?".to_string(), |c| format!("{:.4}", c.per_1k_answers))
-    };
-    Some(format!(
-        "cost at capacity: {:.4} USD per 1,000 answers [{}–{}] ({} × {} at {} USD per GPU-hour)",
-        cost.per_1k_answers,
-        at(outcome.upper),
-        at(outcome.lower),
-        spec.gpu_count?,
-        spec.gpu_kind.as_deref().unwrap_or("GPU"),
-        spec.gpu_hour_price?
-    ))
 }

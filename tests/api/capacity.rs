@@ -186,3 +186,135 @@ async fn a_sweep_stops_after_a_level_past_saturation_unless_asked() {
     }
     mock.shutdown().await.unwrap();
 }
+
+/// Find capacity from the app: a run of load shape "capacity" over request rate with two
+/// candidates, posted through the API, runs like any run and ends with each candidate's
+/// capacity @ SLO, its bracket and every probe level, stored (`run_capacity`) and shown on the
+/// run page with both charts. Not asserted: how close the capacity comes to the truth (load
+/// dependent; `cargo bench --bench capacity` measures it).
+async fn find_capacity_through_the_api(db: crate::support::db::TestStore) {
+    use crate::api_v1::Api;
+    use bakeoff::domain::accounts::Role;
+    use serde_json::json;
+    const MAX_PROBES: usize = 4;
+    let app = crate::support::app::spawn_app_on(db).await;
+    let mock = truth_mock().await;
+    let api = Api::new(&app, "planner", Role::Admin).await;
+    let mut toml = String::from("bakeoff_candidates = 1\n");
+    for name in ["truth-a", "truth-b"] {
+        toml.push_str(&format!(
+            "[[candidate]]\nname = \"{name}\"\nprovider = \"openai-chat\"\nbase_url = \"{}\"\nmodel = \"truth\"\n",
+            mock.base_url()
+        ));
+    }
+    let a = api
+        .send("POST", "/api/v1/candidates", Some(("application/toml", toml)))
+        .await;
+    assert_eq!(a.status, 200, "{a:?}");
+    let mut set = String::from(
+        r#"{"bakeoff_evalset":1,"name":"capacity-set","task":"generation","prompt":"Tell me about {{n}}","max_tokens":3}"#,
+    );
+    for i in 0..20 {
+        set.push_str(&format!("\n{{\"id\":\"c{i:02}\",\"vars\":{{\"n\":{i}}}}}"));
+    }
+    set.push('\n');
+    let a = api
+        .send("POST", "/api/v1/evalsets", Some(("application/jsonl", set)))
+        .await;
+    assert_eq!(a.status, 200, "{a:?}");
+    let slo = truth_slo();
+    let settings = json!({
+        "concurrency": 4, "warmup_requests": 4, "retries": 0, "timeout_secs": 30, "temperature": 0.0,
+        "staged_rollout": false, "max_tokens": TRUTH.tokens,
+        "slo": {"ttft_ms": slo.ttft_ms, "target_percent": 90},
+        "load": {"shape": "capacity", "capacity_axis": "rate", "rate": (TRUTH.max_rate() * 0.4).round(),
+                 "capacity_max_probes": MAX_PROBES, "requests_per_level": 120},
+    });
+    // Without an SLO target the search has nothing to look for: refused, naming the field.
+    let mut no_target = settings.clone();
+    no_target["slo"] = json!({"ttft_ms": 70});
+    let a = api
+        .post(
+            "/api/v1/runs",
+            &json!({"evalset": "capacity-set", "candidates": ["truth-a"], "settings": no_target}),
+        )
+        .await;
+    assert!((400..500).contains(&a.status), "{a:?}");
+    assert!(a.body.to_string().contains("target_percent"), "{a:?}");
+    let a = api
+        .post(
+            "/api/v1/runs",
+            &json!({"evalset": "capacity-set", "candidates": ["truth-a", "truth-b"], "settings": settings}),
+        )
+        .await;
+    assert_eq!(a.status, 201, "{a:?}");
+    let run = a.body["run_id"].as_i64().unwrap();
+    let done = crate::support::wait::until_some(&format!("run #{run} to end"), DEADLINE, || async {
+        let status = api.ok(&format!("/api/v1/runs/{run}")).await;
+        (status["terminal"] == true).then_some(status)
+    })
+    .await;
+    assert_eq!(done["status"], "finished", "{done}");
+    // Stored: each candidate's search, with an outcome, its probes within the budget and the
+    // estimate inside its bracket.
+    let searches = app.store.list_run_capacity(run).await.unwrap();
+    assert_eq!(searches.len(), 2, "each candidate its own search");
+    let records = app.store.list_request_records(run).await.unwrap();
+    for s in &searches {
+        let outcome = s.outcome.as_ref().expect("the search ended");
+        assert!(
+            !s.probes.is_empty() && s.probes.len() <= MAX_PROBES,
+            "{:?}",
+            s.probes.len()
+        );
+        if let Some(c) = outcome.capacity {
+            assert!(outcome.lower.is_none_or(|l| l <= c), "{outcome:?}");
+            assert!(outcome.upper.is_none_or(|u| c <= u), "{outcome:?}");
+        }
+        // Every probe is a level of this run, its records kept under it.
+        for p in &s.probes {
+            assert_eq!(p.run_id, run);
+            assert!(p.probe.requests > 0, "{p:?}");
+            let level = bakeoff::domain::capacity::level_of(s.search.settings.axis, p.probe.load);
+            let kept = records
+                .iter()
+                .filter(|r| {
+                    r.candidate_id == s.candidate_id
+                        && !r.is_warmup
+                        && bakeoff::domain::run::split_repetition(r.repetition).0 == level
+                })
+                .count() as u64;
+            assert!(kept >= p.probe.requests, "{kept} records at {} for {p:?}", p.probe.load);
+        }
+    }
+    // The run page shows it: a headline per candidate, a row per probe, both charts.
+    let r = reqwest::Client::new()
+        .get(app.url(&format!("/runs/{run}")))
+        .bearer_auth(&api.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let page = crate::support::app::Page::parse(200, &r.text().await.unwrap());
+    assert_eq!(page.count("section.capacity article.capacity-candidate"), 2);
+    let headlines = page.texts("[data-capacity-headline]");
+    assert!(
+        headlines.iter().all(|h| h.starts_with("capacity @ SLO")),
+        "{headlines:?}"
+    );
+    let rows: usize = searches.iter().map(|s| s.probes.len()).sum();
+    assert_eq!(page.count("table.capacity-probes tbody tr"), rows);
+    assert_eq!(page.count("section.capacity #chart-capacity svg"), 1);
+    assert_eq!(page.count("section.capacity #chart-frontier svg"), 1);
+    mock.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn find_capacity_through_the_api_sqlite() {
+    find_capacity_through_the_api(crate::support::db::sqlite_test_store().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn find_capacity_through_the_api_postgres() {
+    find_capacity_through_the_api(crate::support::db::postgres_test_store().await).await;
+}

@@ -167,6 +167,15 @@ pub async fn assemble(
             }
         }
     }
+    // A find-capacity run's capacity @ SLO and the cost there, per candidate.
+    let searches = store.list_run_capacity(run.id).await?;
+    for ((ops, c), s) in operability.iter_mut().zip(&candidates).zip(&summaries) {
+        if let Some(search) = searches.iter().find(|x| x.candidate_id == c.id) {
+            let answered = s.answered;
+            let accuracy = (answered.answers > 0).then(|| answered.correct as f64 / answered.answers as f64);
+            ops.capacity = Some(crate::domain::capacity::CapacityEvidence::of(search, &c.spec, accuracy));
+        }
+    }
     // The blind comparisons are read only when a win-rate rule asks.
     let preferences = if profile
         .rules
@@ -226,7 +235,8 @@ const JUDGE_GRADES_SLOT: &str = "grader_score:llm-judge";
 
 /// Cache kind of a terminal run's scorecard summaries (`domain::scorecard::summary`).
 /// (2: each candidate's case results as two sorted id lists, `paired::CaseResults`.)
-pub const SUMMARIES_KIND: &str = "scorecard/2";
+/// (3: `slo_attainment`, counted against the run's SLO.)
+pub const SUMMARIES_KIND: &str = "scorecard/3";
 
 /// One summary per candidate of `candidates` (the run's, in its order): read from the run's
 /// stored summaries when it is terminal, else reduced from its records a candidate at a time
@@ -310,6 +320,7 @@ pub fn summary_of(
     records: &[RequestRecord],
 ) -> CandidateSummary {
     let cx = SummaryContext {
+        slo: run.config.slo,
         run_concurrency: run.config.concurrency,
         weights: &inputs.weights,
         resumes: &data.resumes,
@@ -327,6 +338,7 @@ pub async fn store_summaries(
     candidates: &[Candidate],
 ) -> Result<Vec<CandidateSummary>, AppError> {
     let cx = SummaryContext {
+        slo: run.config.slo,
         run_concurrency: run.config.concurrency,
         weights: &HashMap::new(),
         resumes: &[],

@@ -1241,7 +1241,10 @@ impl<'a, F: Fn(&str) -> Option<u32>> RunLevels<'a, F> {
     pub fn new(config: &'a RunConfig, candidate_id: i64, bin_of: F, resumes: &'a [i64]) -> Self {
         RunLevels {
             config,
-            loads: config.loads(),
+            loads: match config.load {
+                LoadShape::FindCapacity { .. } => Vec::new(),
+                _ => config.loads(),
+            },
             phase: config.measured_phase(),
             candidate_id,
             bin_of,
@@ -1284,8 +1287,14 @@ impl<'a, F: Fn(&str) -> Option<u32>> RunLevels<'a, F> {
             return;
         }
         let (level, repetition, _) = split_repetition(r.repetition);
-        let Some(&load) = self.loads.get(level as usize) else {
-            return;
+        // A find-capacity run's levels are its probes, keyed by their load (`loads` is empty).
+        let load = match self.loads.get(level as usize) {
+            Some(&load) => load,
+            None if self.loads.is_empty() => match self.config.load.level_load(self.config.concurrency, level) {
+                Some(load) => load,
+                None => return,
+            },
+            None => return,
         };
         let bin = (self.bin_of)(&r.case_id);
         let (config, resumes) = (self.config, self.resumes);

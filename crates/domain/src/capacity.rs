@@ -143,6 +143,84 @@ impl Default for SearchSettings {
 /// Default width of the capacity bracket.
 pub const DEFAULT_WIDTH: f64 = 0.05;
 
+/// Default most probe levels of one search.
+pub const DEFAULT_MAX_PROBES: u32 = 8;
+
+// A search inside one run ("find capacity", `LoadShape::FindCapacity`) stores each probe as a
+// level of the run; a level's index *is* its load's place on a fixed grid, so every candidate's
+// own probes are levels of the run keyed like any level, with no list of loads to keep in step.
+// Concurrency: the level is the concurrency. Request rate: three significant digits, one step in
+// the last up to 199 and two above (at most 1 % apart, 500 a decade), from 0.01 to 9,980 req/s.
+/// Lowest and highest rate on the grid.
+pub const GRID_MIN_RATE: f64 = 0.01;
+pub const GRID_MAX_RATE: f64 = 9_980.0;
+const GRID_FIRST_DECADE: i32 = -2;
+const GRID_PER_DECADE: u32 = 500;
+
+/// The rate on the grid nearest `load` (within 0.01–9,980 req/s): shown as typed (`42.4`).
+pub fn snap(load: f64) -> f64 {
+    rate_of_level(rate_level(load))
+}
+
+/// The level index of `load` on `axis`'s grid.
+pub fn level_of(axis: LoadAxis, load: f64) -> u32 {
+    match axis {
+        LoadAxis::Concurrency => load.round().clamp(1.0, f64::from(u32::MAX)) as u32,
+        LoadAxis::Rate => rate_level(load),
+    }
+}
+
+/// The load of `level` on `axis`'s grid.
+pub fn load_of_level(axis: LoadAxis, level: u32) -> f64 {
+    match axis {
+        LoadAxis::Concurrency => f64::from(level),
+        LoadAxis::Rate => rate_of_level(level),
+    }
+}
+
+fn rate_level(load: f64) -> u32 {
+    let load = if load.is_finite() { load } else { GRID_MIN_RATE };
+    let load = load.clamp(GRID_MIN_RATE, GRID_MAX_RATE);
+    let mut decade = load.log10().floor() as i32;
+    let mut mantissa = (load / 10f64.powi(decade - 2)).round() as u32;
+    if mantissa >= 200 {
+        mantissa = mantissa.div_ceil(2) * 2;
+    }
+    if mantissa >= 1000 {
+        decade += 1;
+        mantissa = 100;
+    }
+    let place = if mantissa < 200 {
+        mantissa.max(100) - 100
+    } else {
+        100 + (mantissa - 200) / 2
+    };
+    ((decade - GRID_FIRST_DECADE).max(0) as u32 * GRID_PER_DECADE + place).min(rate_level_max())
+}
+
+fn rate_level_max() -> u32 {
+    // 9,980 req/s: the last place of the sixth decade.
+    6 * GRID_PER_DECADE - 1
+}
+
+fn rate_of_level(level: u32) -> f64 {
+    let level = level.min(rate_level_max());
+    let decade = (level / GRID_PER_DECADE) as i32 + GRID_FIRST_DECADE;
+    let place = level % GRID_PER_DECADE;
+    let mantissa = if place < 100 {
+        100 + place
+    } else {
+        200 + (place - 100) * 2
+    };
+    // A division by an exact power of ten keeps the typed digits (0.0234, not 0.023399…).
+    let exp = decade - 2;
+    if exp < 0 {
+        f64::from(mantissa) / 10f64.powi(-exp)
+    } else {
+        f64::from(mantissa) * 10f64.powi(exp)
+    }
+}
+
 /// One probed level, as measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Probe {
@@ -187,6 +265,113 @@ impl Probe {
     fn at_or_above(&self, target: f64) -> bool {
         !self.past_saturation && self.attainment().is_some_and(|a| a >= target)
     }
+}
+
+/// One probe level as run: by a search of its own runs (`bakeoff measure --find-capacity`),
+/// each probe is a run of its own (`run_id`); inside a find-capacity run, a level of that run
+/// (`run_id` is the run's, the level `level_of(axis, probe.load)`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeRun {
+    pub run_id: i64,
+    pub probe: Probe,
+    #[serde(default)]
+    pub signs: SaturationSigns,
+    /// The level's figures (goodput, throughput, decode rate per stream: the charts' points).
+    #[serde(default)]
+    pub figures: Option<crate::calibers::LevelFigures>,
+}
+
+/// One candidate's search: stored as it goes (`run_capacity`), so a restarted run resumes it
+/// and its page shows it whole.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CandidateCapacity {
+    pub candidate_id: i64,
+    pub name: String,
+    pub search: CapacitySearch,
+    pub probes: Vec<ProbeRun>,
+    /// None while the search goes on, or when it was cancelled before it ended.
+    pub outcome: Option<CapacityOutcome>,
+}
+
+impl CandidateCapacity {
+    pub fn new(candidate_id: i64, name: String, settings: SearchSettings, target: f64) -> CandidateCapacity {
+        CandidateCapacity {
+            candidate_id,
+            name,
+            search: CapacitySearch::new(settings, target),
+            probes: Vec::new(),
+            outcome: None,
+        }
+    }
+
+    /// Records a probe level and, when that ends the search, its outcome.
+    pub fn record(&mut self, probe: ProbeRun) {
+        self.search.record(probe.probe.clone());
+        self.probes.push(probe);
+        if let SearchState::Done(outcome) = self.search.state() {
+            self.outcome = Some(outcome);
+        }
+    }
+}
+
+/// A probe level at `load` judged from its records (one candidate's, of that level only:
+/// warm-ups and other phases are left out): its figures, its signs of over-saturation against
+/// the probe just below it in `before` and the client's `in_flight_cap` (`usize::MAX` for a
+/// closed loop, at its cap by design), and the probe the search is told.
+pub fn judge_probe(
+    run_id: i64,
+    records: &[RequestRecord],
+    config: &crate::run::RunConfig,
+    candidate_id: i64,
+    load: f64,
+    in_flight_cap: usize,
+    before: &[ProbeRun],
+) -> ProbeRun {
+    let figures = crate::calibers::run_figures(records, config, candidate_id, |_| None);
+    let level = figures.levels.into_iter().next();
+    // The level just below (by load) this one, for "throughput flat while load rose".
+    let previous = before
+        .iter()
+        .filter(|p| p.probe.load < load)
+        .max_by(|a, b| a.probe.load.total_cmp(&b.probe.load))
+        .and_then(|p| Some((p.probe.load, p.figures.as_ref()?.req_per_s?)));
+    let this = level.as_ref().and_then(|l| Some((load, l.req_per_s?)));
+    let signs = level_signs(records, in_flight_cap, previous, this);
+    let (requests, met) = level.as_ref().map_or((0, 0), |l| (l.requests, l.slo_met));
+    let probe = Probe {
+        load,
+        requests,
+        met,
+        past_saturation: signs.past_saturation(),
+        batches: level
+            .as_ref()
+            .map(|l| l.slo_attainment_batches.clone())
+            .unwrap_or_default(),
+    };
+    ProbeRun {
+        run_id,
+        probe,
+        signs,
+        figures: level,
+    }
+}
+
+/// `capacity probe 3 at 42.0 req/s: 280 of 300 requests met every objective (undecided)`, and
+/// why it was past saturation: the event a probe level ends with.
+pub fn probe_message(index: usize, axis: LoadAxis, p: &ProbeRun, target: f64) -> String {
+    format!(
+        "capacity probe {} at {}: {} of {} requests met every objective ({}){}",
+        index + 1,
+        axis.format(p.probe.load),
+        p.probe.met,
+        p.probe.requests,
+        p.probe.verdict(target).as_str(),
+        if p.signs.past_saturation() {
+            format!("; past saturation: {}", p.signs.describe())
+        } else {
+            String::new()
+        },
+    )
 }
 
 /// Where a search stands.
@@ -344,7 +529,8 @@ impl CapacitySearch {
         let s = &self.settings;
         let load = load.clamp(s.min_load, s.max_load);
         match s.axis {
-            LoadAxis::Rate => load,
+            // On the grid a search inside one run keys its levels by (`level_of`).
+            LoadAxis::Rate => snap(load),
             LoadAxis::Concurrency => load.round().max(1.0),
         }
     }
@@ -670,6 +856,61 @@ pub struct CostAtCapacity {
     pub per_1k_correct: Option<f64>,
 }
 
+/// A candidate's capacity @ SLO from a find-capacity run, and its cost there: what a
+/// scorecard's `capacity_at_slo` and cost-at-capacity rules judge.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CapacityEvidence {
+    pub axis: LoadAxis,
+    /// None: the search did not end.
+    pub outcome: Option<CapacityOutcome>,
+    /// Requests counted over every probe level.
+    pub requests: u64,
+    /// A self-hosted candidate's cost at the estimate, and at the interval's upper and lower
+    /// ends (the upper end gives the lower cost); None without prices or a capacity over rate.
+    pub cost: Option<CostAtCapacity>,
+    pub cost_at_upper: Option<CostAtCapacity>,
+    pub cost_at_lower: Option<CostAtCapacity>,
+}
+
+impl CapacityEvidence {
+    /// `accuracy` (0–1): the candidate's, for the cost per 1,000 correct answers.
+    pub fn of(search: &CandidateCapacity, spec: &CandidateSpec, accuracy: Option<f64>) -> CapacityEvidence {
+        let axis = search.search.settings.axis;
+        let outcome = search.outcome.clone();
+        let cost_at = |load: Option<f64>| {
+            load.filter(|_| axis == LoadAxis::Rate)
+                .and_then(|l| cost_at_capacity(spec, l, accuracy))
+        };
+        CapacityEvidence {
+            axis,
+            requests: search.probes.iter().map(|p| p.probe.requests).sum(),
+            cost: cost_at(outcome.as_ref().and_then(|o| o.capacity)),
+            cost_at_upper: cost_at(outcome.as_ref().and_then(|o| o.upper)),
+            cost_at_lower: cost_at(outcome.as_ref().and_then(|o| o.lower)),
+            outcome,
+        }
+    }
+
+    /// `0.2000 USD per 1,000 answers [0.1900–0.2300], 0.2500 per 1,000 correct (2 × H100 at
+    /// 3.60 USD per GPU-hour)`: None without a cost.
+    pub fn describe_cost(&self, spec: &CandidateSpec) -> Option<String> {
+        let cost = self.cost?;
+        let end = |c: Option<CostAtCapacity>| c.map_or("?".to_string(), |c| format!("{:.4}", c.per_1k_answers));
+        Some(format!(
+            "cost at capacity: {:.4} USD per 1,000 answers [{}–{}]{} ({} × {} at {} USD per GPU-hour)",
+            cost.per_1k_answers,
+            end(self.cost_at_upper),
+            end(self.cost_at_lower),
+            cost.per_1k_correct
+                .map(|c| format!(", {c:.4} per 1,000 correct answers"))
+                .unwrap_or_default(),
+            spec.gpu_count?,
+            spec.gpu_kind.as_deref().unwrap_or("GPU"),
+            spec.gpu_hour_price?
+        ))
+    }
+}
+
 /// The cost per answer of a candidate with `gpu_count` GPUs at `gpu_hour_price` USD each,
 /// serving `capacity_req_s` (a capacity over request rate); `accuracy` (0–1) gives the cost per
 /// correct answer. None when the price or count is not stated or the capacity is not positive.
@@ -689,6 +930,117 @@ pub fn cost_at_capacity(spec: &CandidateSpec, capacity_req_s: f64, accuracy: Opt
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn capacity_and_its_cost_at_capacity_are_rules_judged_by_the_search_interval() {
+        use crate::scorecard::measurement::{CandidateRecords, Extras, measure};
+        use crate::scorecard::{RuleState, assess};
+        use crate::thresholds::{Comparator, ThresholdRule, key::MetricKey};
+        let mut spec = CandidateSpec::openai_chat("self-hosted", "http://127.0.0.1:1", "m");
+        spec.gpu_count = Some(2);
+        spec.gpu_hour_price = Some(3.6);
+        let settings = SearchSettings::default();
+        let mut found = CandidateCapacity::new(1, "self-hosted".into(), settings, 0.9);
+        found.probes.push(ProbeRun {
+            run_id: 7,
+            probe: Probe {
+                load: 40.0,
+                requests: 300,
+                met: 290,
+                past_saturation: false,
+                batches: Vec::new(),
+            },
+            signs: SaturationSigns::default(),
+            figures: None,
+        });
+        found.outcome = Some(CapacityOutcome {
+            capacity: Some(42.0),
+            lower: Some(38.0),
+            upper: Some(45.0),
+            reason: StopReason::Converged,
+        });
+        let evidence = CapacityEvidence::of(&found, &spec, Some(0.8));
+        // 7.2 USD an hour over 42 × 3,600 answers.
+        let cost = evidence.cost.unwrap();
+        assert!((cost.per_1k_answers - 7.2 / (42.0 * 3.6)).abs() < 1e-12);
+        assert!((cost.per_1k_correct.unwrap() - cost.per_1k_answers / 0.8).abs() < 1e-12);
+        assert!(
+            evidence
+                .describe_cost(&spec)
+                .unwrap()
+                .contains("per 1,000 correct answers")
+        );
+        let judge = |metric: &str, comparator, value| {
+            let key = MetricKey::parse(metric).unwrap();
+            let extras = Extras {
+                capacity: Some(&evidence),
+                ..Extras::default()
+            };
+            let m = measure(
+                &key,
+                &CandidateRecords::default(),
+                4,
+                &std::collections::HashMap::new(),
+                &extras,
+            );
+            let rule = ThresholdRule {
+                metric: metric.into(),
+                comparator,
+                value,
+                unit: key.def().unit.stored_name().into(),
+                rationale: String::new(),
+            };
+            assess(&rule, &key, &m).state
+        };
+        // The search's interval [38–45] decides: wholly above 35, straddling 40, wholly below 50.
+        assert_eq!(judge("capacity_at_slo", Comparator::AtLeast, 35.0), RuleState::Pass);
+        assert_eq!(
+            judge("capacity_at_slo", Comparator::AtLeast, 40.0),
+            RuleState::Inconclusive
+        );
+        assert_eq!(judge("capacity_at_slo", Comparator::AtLeast, 50.0), RuleState::Fail);
+        assert_eq!(
+            judge("cost_per_1k_correct_at_capacity", Comparator::AtMost, 1.0),
+            RuleState::Pass
+        );
+        assert_eq!(
+            judge("cost_per_1k_answers_at_capacity", Comparator::AtMost, 0.01),
+            RuleState::Fail
+        );
+        // Another run's candidate: not measured, and saying why.
+        let key = MetricKey::parse("capacity_at_slo").unwrap();
+        let m = measure(
+            &key,
+            &CandidateRecords::default(),
+            4,
+            &std::collections::HashMap::new(),
+            &Extras::default(),
+        );
+        assert!(m.missing.unwrap().contains("find-capacity run"));
+    }
+
+    #[test]
+    fn probe_loads_on_the_grid_keep_their_digits_and_their_level() {
+        // Three significant digits, at most 1 % apart, every level's load mapping back to it.
+        for level in 0..=rate_level_max() {
+            let load = rate_of_level(level);
+            assert_eq!(rate_level(load), level, "{load}");
+            assert_eq!(snap(load), load);
+            if level > 0 {
+                let below = rate_of_level(level - 1);
+                assert!(load > below && load / below <= 1.0101, "{below} → {load}");
+            }
+        }
+        assert_eq!(snap(42.17), 42.2);
+        assert_eq!(snap(0.0234), 0.0234);
+        assert_eq!(snap(63.96), 64.0);
+        assert_eq!(snap(9_999.0), GRID_MAX_RATE);
+        assert_eq!(snap(0.0), GRID_MIN_RATE);
+        assert_eq!(format!("{}", snap(1.234_567)), "1.23");
+        assert!(rate_level(GRID_MAX_RATE) < u32::MAX / crate::run::LEVEL_STRIDE);
+        assert_eq!(level_of(LoadAxis::Concurrency, 12.4), 12);
+        assert_eq!(load_of_level(LoadAxis::Concurrency, 12), 12.0);
+    }
 
     /// A level of `n` requests whose attainment is what a server of true capacity `truth`
     /// gives at `load`: everything below, nothing above (a sharp knee).

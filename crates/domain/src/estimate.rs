@@ -110,7 +110,11 @@ pub fn estimate(input: &EstimateInput<'_>) -> Estimate {
             Load::Concurrency { concurrency } => f64::from((*concurrency).max(1)) / request_s,
             Load::Rate { per_second, .. } => per_second.max(1e-6),
         };
-        let loads = c.loads();
+        // A capacity search: at most `max_probes` levels, costed at the first probe's load.
+        let loads = match c.load.search_settings() {
+            Some(s) => vec![c.loads()[0]; s.max_probes as usize],
+            None => c.loads(),
+        };
         let mut requests = 0u64;
         let mut seconds = 0.0;
         for load in &loads {
@@ -195,6 +199,13 @@ fn assumptions(c: &RunConfig) -> Vec<String> {
     }
     if let Some(d) = c.duration_secs {
         assumptions.push(format!("Each level's repetition stops after {d} s."));
+    }
+    if let Some(s) = c.load.search_settings() {
+        assumptions.push(format!(
+            "A capacity search: at most {} probe levels per candidate, each costed here at the first probe's load \
+             (later probes are higher or lower; the search usually stops sooner).",
+            s.max_probes
+        ));
     }
     if let LoadShape::Rate { per_second, poisson } = c.load {
         assumptions.push(if poisson {

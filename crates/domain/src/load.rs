@@ -4,6 +4,8 @@
 //! derived here and nowhere else.
 use serde::{Deserialize, Serialize};
 
+use crate::capacity::{LoadAxis, SearchSettings};
+
 /// The highest concurrency the run form accepts; a soak is held to it too.
 pub const MAX_CONCURRENCY: u32 = 1024;
 /// Open loop: idle connections the candidate's client keeps. Connections beyond it are opened
@@ -37,6 +39,19 @@ pub enum LoadShape {
         ttft_factor: f64,
         min_gain: f64,
     },
+    /// Find the capacity at the run's SLO (docs/capacity.md): for each candidate its own
+    /// search over `axis` from `start` (request rate: open loop, Poisson; concurrency: closed
+    /// loop), until the bracket is within `width` (0.05: 5 %) or `max_probes` levels are spent.
+    /// Each probe is a level of the run (`capacity::level_of`).
+    FindCapacity {
+        axis: LoadAxis,
+        start: f64,
+        width: f64,
+        max_probes: u32,
+        /// Highest load a probe may use; None: the grid's (`capacity::GRID_MAX_RATE`) or `MAX_CONCURRENCY`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_load: Option<f64>,
+    },
 }
 
 /// How load was applied: it decides the measured window.
@@ -69,15 +84,67 @@ impl LoadShape {
                 levels.push(max);
                 levels.into_iter().map(closed).collect()
             }
+            // The levels are found as it goes: the first probe's.
+            LoadShape::FindCapacity { axis, start, .. } => vec![probe_load(*axis, *start)],
         }
     }
 
-    pub fn is_open_loop(&self) -> bool {
-        matches!(self, LoadShape::Rate { .. })
+    /// The load of level `level` of a run of this shape: its place in `loads`, or on a capacity
+    /// search's grid.
+    pub fn level_load(&self, concurrency: u32, level: u32) -> Option<Load> {
+        match self {
+            LoadShape::FindCapacity { axis, .. } => {
+                Some(probe_load(*axis, crate::capacity::load_of_level(*axis, level)))
+            }
+            _ => self.loads(concurrency).get(level as usize).copied(),
+        }
     }
 
-    /// Idle connections a run's client keeps: as many as its most demanding level needs.
+    /// A find-capacity run's search settings (None for other shapes).
+    pub fn search_settings(&self) -> Option<SearchSettings> {
+        let LoadShape::FindCapacity {
+            axis,
+            start,
+            width,
+            max_probes,
+            max_load,
+        } = *self
+        else {
+            return None;
+        };
+        let defaults = SearchSettings::default();
+        let (min_load, top) = match axis {
+            LoadAxis::Rate => (crate::capacity::GRID_MIN_RATE, crate::capacity::GRID_MAX_RATE),
+            LoadAxis::Concurrency => (1.0, f64::from(MAX_CONCURRENCY)),
+        };
+        Some(SearchSettings {
+            axis,
+            start,
+            min_load,
+            max_load: max_load.unwrap_or(top).min(top),
+            width,
+            max_probes,
+            ..defaults
+        })
+    }
+
+    pub fn is_open_loop(&self) -> bool {
+        matches!(
+            self,
+            LoadShape::Rate { .. }
+                | LoadShape::FindCapacity {
+                    axis: LoadAxis::Rate,
+                    ..
+                }
+        )
+    }
+
+    /// Idle connections a run's client keeps: as many as its most demanding level needs (a
+    /// capacity search: the most it may probe).
     pub fn pool_size(&self, concurrency: u32) -> u32 {
+        if let Some(s) = self.search_settings() {
+            return probe_load(s.axis, s.max_load).pool_size();
+        }
         self.loads(concurrency).iter().map(Load::pool_size).max().unwrap_or(1)
     }
 
@@ -132,6 +199,20 @@ impl Load {
                 format!("{per_second} req/s{}", if *poisson { " Poisson" } else { "" })
             }
         }
+    }
+}
+
+/// A capacity probe at `load` on `axis`: Poisson arrivals at a rate, a closed loop at a
+/// concurrency.
+pub fn probe_load(axis: LoadAxis, load: f64) -> Load {
+    match axis {
+        LoadAxis::Rate => Load::Rate {
+            per_second: load,
+            poisson: true,
+        },
+        LoadAxis::Concurrency => Load::Concurrency {
+            concurrency: (load.round() as u32).clamp(1, MAX_CONCURRENCY),
+        },
     }
 }
 

@@ -5,8 +5,9 @@
 //! temperature 0.2, a fixed max_tokens (the eval set's, the same for every request), a 60 s
 //! timeout, one retry, warm-ups excluded from every figure, repeated measurements (3+) where
 //! speed is measured, and the staged rollout (one case → a few → all) on.
+use super::capacity::{DEFAULT_MAX_PROBES, DEFAULT_WIDTH, GRID_MAX_RATE, GRID_MIN_RATE, LoadAxis};
 use super::load::{LoadShape, MAX_CONCURRENCY};
-use super::run::RunConfig;
+use super::run::{RunConfig, Slo};
 use super::validation::{FieldErrors, optional_number};
 
 /// A named starting point for the run form.
@@ -161,15 +162,51 @@ pub struct LoadDraft {
     pub stop_when_decided: Option<String>,
     /// "on" when ticked: a sweep goes on past a level past saturation.
     pub measure_past_saturation: Option<String>,
+    /// "find capacity": what the search varies, "rate" (blank means this; the first probe is
+    /// `rate`) or "concurrency" (the first probe is the run's concurrency).
+    pub capacity_axis: String,
+    /// The bracket width the search stops at, percent of the capacity. Blank: 5.
+    pub capacity_width: String,
+    /// Most probe levels per candidate. Blank: 8.
+    pub capacity_max_probes: String,
+    /// Highest load a probe may use. Blank: no limit but the grid's.
+    pub capacity_max_load: String,
+    /// The SLO (`run::Slo`), milliseconds each; blank: no limit on it.
+    pub slo_ttft_ms: String,
+    pub slo_ttfa_ms: String,
+    pub slo_tpot_ms: String,
+    pub slo_e2e_ms: String,
+    /// Target attainment, percent of requests meeting every limit. Blank: none.
+    pub slo_target: String,
 }
 
 /// The shapes offered on the form: (value, label).
-pub const LOAD_SHAPES: [(&str, &str); 4] = [
+pub const LOAD_SHAPES: [(&str, &str); 5] = [
     ("fixed", "Fixed concurrency"),
     ("levels", "Concurrency levels"),
     ("sweep", "Concurrency sweep (1, 2, 4 … max)"),
     ("rate", "Request rate (open loop)"),
+    ("capacity", "Find capacity @ SLO (a search per candidate)"),
 ];
+
+/// What a capacity search varies, as offered on the form: (value, label).
+pub const CAPACITY_AXES: [(&str, &str); 2] = [
+    ("rate", "Request rate (open loop, Poisson; starts at the rate above)"),
+    (
+        "concurrency",
+        "Concurrency (closed loop; starts at the concurrency above)",
+    ),
+];
+
+/// Most probe levels a capacity search may be given.
+pub const MAX_CAPACITY_PROBES: u32 = 30;
+/// Longest SLO limit, milliseconds (an hour).
+const MAX_SLO_MS: f64 = 3_600_000.0;
+
+/// A share (0.95) as the percent typed on the form ("95").
+fn percent(share: f64) -> String {
+    super::format::shortest((share * 100.0 * 1e6).round() / 1e6)
+}
 
 /// How a rate's requests arrive, as offered on the form: (value, label).
 pub const ARRIVALS: [(&str, &str); 2] = [
@@ -189,6 +226,11 @@ impl LoadDraft {
             staged_rollout: c.staged_rollout.then(|| "on".to_string()),
             stop_when_decided: c.stop_when_decided.then(|| "on".to_string()),
             measure_past_saturation: c.measure_past_saturation.then(|| "on".to_string()),
+            slo_ttft_ms: c.slo.ttft_ms.map(super::format::shortest).unwrap_or_default(),
+            slo_ttfa_ms: c.slo.ttfa_ms.map(super::format::shortest).unwrap_or_default(),
+            slo_tpot_ms: c.slo.tpot_ms.map(super::format::shortest).unwrap_or_default(),
+            slo_e2e_ms: c.slo.e2e_ms.map(super::format::shortest).unwrap_or_default(),
+            slo_target: c.slo.target_attainment.map(percent).unwrap_or_default(),
             ..LoadDraft::default()
         };
         match &c.load {
@@ -206,8 +248,95 @@ impl LoadDraft {
                 d.rate = per_second.to_string();
                 d.arrivals = if *poisson { "poisson" } else { "constant" }.into();
             }
+            LoadShape::FindCapacity {
+                axis,
+                start,
+                width,
+                max_probes,
+                max_load,
+            } => {
+                d.shape = "capacity".into();
+                d.capacity_axis = match axis {
+                    LoadAxis::Rate => {
+                        d.rate = start.to_string();
+                        "rate"
+                    }
+                    LoadAxis::Concurrency => "concurrency",
+                }
+                .into();
+                d.capacity_width = percent(*width);
+                d.capacity_max_probes = max_probes.to_string();
+                d.capacity_max_load = max_load.map(|m| m.to_string()).unwrap_or_default();
+            }
         }
         d
+    }
+
+    /// The SLO typed, or which field is wrong.
+    fn slo(&self, e: &mut FieldErrors) -> Slo {
+        let limit = |e: &mut FieldErrors, field: &str, raw: &str| optional_number(e, field, raw, 0.001, MAX_SLO_MS);
+        Slo {
+            ttft_ms: limit(e, "slo_ttft_ms", &self.slo_ttft_ms),
+            ttfa_ms: limit(e, "slo_ttfa_ms", &self.slo_ttfa_ms),
+            tpot_ms: limit(e, "slo_tpot_ms", &self.slo_tpot_ms),
+            e2e_ms: limit(e, "slo_e2e_ms", &self.slo_e2e_ms),
+            target_attainment: optional_number(e, "slo_target", &self.slo_target, 0.1, 100.0).map(|p| p / 100.0),
+        }
+    }
+
+    /// The "find capacity" shape typed onto `config` (its concurrency and SLO already set).
+    fn find_capacity(&self, config: &RunConfig, e: &mut FieldErrors) -> LoadShape {
+        if config.slo.target_attainment.is_none() && e.get("slo_target").is_none() {
+            e.add(
+                "slo_target",
+                "is required to find the capacity at the SLO, e.g. 95 (percent)",
+            );
+        }
+        if !config.slo.is_set() && e.get("slo_ttft_ms").is_none() {
+            e.add(
+                "slo_ttft_ms",
+                "finding the capacity needs at least one SLO limit (TTFT, TTFA, TPOT or E2E)",
+            );
+        }
+        let axis = match self.capacity_axis.trim() {
+            "" | "rate" => LoadAxis::Rate,
+            "concurrency" => LoadAxis::Concurrency,
+            other => {
+                e.add(
+                    "capacity_axis",
+                    format!(
+                        "{:?} is not what a search varies; choose request rate or concurrency",
+                        super::validation::truncate(other, 20)
+                    ),
+                );
+                LoadAxis::Rate
+            }
+        };
+        let (start, bottom, top) = match axis {
+            LoadAxis::Rate => {
+                let rate: Option<f64> = optional_number(e, "rate", &self.rate, GRID_MIN_RATE, GRID_MAX_RATE);
+                if rate.is_none() && e.get("rate").is_none() {
+                    e.add("rate", "is required: the first probe of a search over request rate");
+                }
+                (rate.unwrap_or(1.0), GRID_MIN_RATE, GRID_MAX_RATE)
+            }
+            LoadAxis::Concurrency => (f64::from(config.concurrency.max(1)), 1.0, f64::from(MAX_CONCURRENCY)),
+        };
+        let width: Option<f64> = optional_number(e, "capacity_width", &self.capacity_width, 0.5, 50.0);
+        LoadShape::FindCapacity {
+            axis,
+            start,
+            width: width.map_or(DEFAULT_WIDTH, |w| w / 100.0),
+            max_probes: optional_number(
+                e,
+                "capacity_max_probes",
+                &self.capacity_max_probes,
+                1,
+                MAX_CAPACITY_PROBES,
+            )
+            .unwrap_or(DEFAULT_MAX_PROBES),
+            max_load: optional_number(e, "capacity_max_load", &self.capacity_max_load, bottom, top),
+        }
     }
 
     /// Applies the typed load shape onto `config` (which holds the rest of the form), or says
@@ -218,7 +347,9 @@ impl LoadDraft {
         config.measure_past_saturation = self.measure_past_saturation.is_some();
         config.requests_per_level = optional_number(e, "requests_per_level", &self.requests_per_level, 1, 1_000_000);
         config.duration_secs = optional_number(e, "duration_secs", &self.duration_secs, 1, 7 * 24 * 3600);
+        config.slo = self.slo(e);
         config.load = match self.shape.trim() {
+            "capacity" => self.find_capacity(config, e),
             "" | "fixed" => LoadShape::Fixed,
             "levels" => {
                 let mut levels = Vec::new();
@@ -389,5 +520,55 @@ mod tests {
         .apply(&mut c, &mut e);
         assert!(e.get("load_shape").is_some());
         assert!(!c.staged_rollout, "an unticked box turns the rollout off");
+    }
+
+    #[test]
+    fn find_capacity_needs_an_slo_target_and_round_trips() {
+        let mut c = RunConfig::default();
+        let mut e = FieldErrors::default();
+        let mut draft = LoadDraft {
+            shape: "capacity".into(),
+            rate: "8".into(),
+            slo_ttft_ms: "500".into(),
+            ..Default::default()
+        };
+        draft.apply(&mut c, &mut e);
+        assert!(e.get("slo_target").is_some(), "{e:?}");
+        draft.slo_target = "95".into();
+        draft.capacity_max_probes = "6".into();
+        let mut e = FieldErrors::default();
+        draft.apply(&mut c, &mut e);
+        assert!(e.is_empty(), "{e:?}");
+        assert_eq!(
+            c.load,
+            LoadShape::FindCapacity {
+                axis: LoadAxis::Rate,
+                start: 8.0,
+                width: DEFAULT_WIDTH,
+                max_probes: 6,
+                max_load: None
+            }
+        );
+        assert_eq!(c.slo.target_attainment, Some(0.95));
+        assert_eq!(c.slo.ttft_ms, Some(500.0));
+        let mut back = RunConfig {
+            load: LoadShape::Fixed,
+            ..c.clone()
+        };
+        let mut e = FieldErrors::default();
+        LoadDraft::from_config(&c).apply(&mut back, &mut e);
+        assert!(e.is_empty(), "{e:?}");
+        assert_eq!(back, c);
+        // Over concurrency the first probe is the run's concurrency; a bad axis is named.
+        let mut e = FieldErrors::default();
+        LoadDraft {
+            capacity_axis: "tokens".into(),
+            ..draft
+        }
+        .apply(&mut c, &mut e);
+        assert!(
+            e.get("capacity_axis").is_some_and(|m| m.contains("\"tokens\"")),
+            "{e:?}"
+        );
     }
 }

@@ -678,6 +678,15 @@ pub trait RunStore: Send + Sync {
     fn get_run_harness(&self, run_id: i64) -> StoreFuture<'_, Option<HarnessReport>>;
     fn append_run_event<'a>(&'a self, run_id: i64, level: &'a str, message: &'a str) -> StoreFuture<'a, ()>;
     fn list_run_events(&self, run_id: i64) -> StoreFuture<'_, Vec<RunEvent>>;
+    /// Stores a candidate's capacity search within a find-capacity run, replacing the one stored
+    /// before (written after each probe). NotFound when the run does not exist.
+    fn save_run_capacity<'a>(
+        &'a self,
+        run_id: i64,
+        search: &'a crate::domain::capacity::CandidateCapacity,
+    ) -> StoreFuture<'a, ()>;
+    /// The run's capacity searches, in the run's candidate order (none for other runs).
+    fn list_run_capacity(&self, run_id: i64) -> StoreFuture<'_, Vec<crate::domain::capacity::CandidateCapacity>>;
 }
 
 /// Team settings and retired items (`settings.rs`).

@@ -324,6 +324,54 @@ macro_rules! run_state_queries {
                 Ok(rows.into_iter().map(|r| r.into_event(Self::TEXT)).collect())
             })
         }
+
+        #[tracing::instrument(level = "debug", skip(self, search))]
+        fn save_run_capacity<'a>(
+            &'a self,
+            run_id: i64,
+            search: &'a crate::domain::capacity::CandidateCapacity,
+        ) -> StoreFuture<'a, ()> {
+            Box::pin(async move {
+                let json = serde_json::to_string(search).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                sqlx::query(
+                    "INSERT INTO run_capacity (run_id, candidate_id, search, updated_at) VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT (run_id, candidate_id) DO UPDATE SET search = excluded.search, \
+                     updated_at = excluded.updated_at",
+                )
+                .bind(run_id)
+                .bind(search.candidate_id)
+                .bind(json)
+                .bind(Timestamp::now().0)
+                .execute(self.pool())
+                .await
+                .map_err(StoreError::from)
+                .map_err(|e| rows::not_found_on_foreign_key(e, || format!("run {run_id}")))?;
+                Ok(())
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn list_run_capacity(&self, run_id: i64) -> StoreFuture<'_, Vec<crate::domain::capacity::CandidateCapacity>> {
+            Box::pin(async move {
+                let rows: Vec<(i64, String)> = sqlx::query_as(
+                    "SELECT c.candidate_id, c.search FROM run_capacity c LEFT JOIN run_candidates rc \
+                     ON rc.run_id = c.run_id AND rc.candidate_id = c.candidate_id \
+                     WHERE c.run_id = $1 ORDER BY rc.position, c.candidate_id",
+                )
+                .bind(run_id)
+                .fetch_all(self.pool())
+                .await?;
+                rows.into_iter()
+                    .map(|(candidate_id, text)| {
+                        serde_json::from_str(&text).map_err(|e| {
+                            StoreError::Corrupt(format!(
+                                "run_capacity.search of run {run_id}, candidate {candidate_id}: {e}"
+                            ))
+                        })
+                    })
+                    .collect()
+            })
+        }
     };
 }
 pub(crate) use run_state_queries;

@@ -95,6 +95,9 @@ pub struct LiveView {
     pub pass_rates: Option<Chart>,
     /// Throughput, TTFT and errors per time bucket (refreshed with the live fragment).
     pub over_time: Option<OverTimeView>,
+    /// A find-capacity run's searches (templates/runs/capacity.html): read on every call, they
+    /// change after each probe.
+    pub capacity: Option<crate::app::pages::capacity::CapacityView>,
     /// Tool figures per candidate and load level (templates/runs/tool_levels.html).
     pub tool_levels: Option<crate::app::pages::tool_levels::ToolLevelsView>,
     /// Structured output per candidate and level (templates/runs/structured.html).
@@ -572,6 +575,13 @@ pub(super) async fn live_view(state: &AppState, run: &Run, candidates: &[Candida
         .collect();
     let units = unit_rows(&state.store.list_run_units(run.id).await?, candidates);
     let verdicts = run_verdicts(state, run, candidates).await?;
+    // Cost per 1,000 answers at capacity here; per correct answer on the scorecard.
+    let capacity = crate::app::pages::capacity::capacity_view(
+        &state.store.list_run_capacity(run.id).await?,
+        !run.status.is_terminal(),
+        candidates,
+        |_| None,
+    );
     let mut events = state.store.list_run_events(run.id).await?;
     let skip = events.len().saturating_sub(EVENT_LINES);
     let events = events
@@ -605,6 +615,7 @@ pub(super) async fn live_view(state: &AppState, run: &Run, candidates: &[Candida
         quality: parts.quality,
         pass_rates: parts.pass_rates,
         over_time: parts.over_time,
+        capacity,
         tool_levels,
         structured: parts.structured,
         events,

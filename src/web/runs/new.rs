@@ -15,7 +15,7 @@ use crate::app::AppError;
 use crate::app::runs::{RunRequest, create_run};
 use crate::domain::candidate::Candidate;
 use crate::domain::format;
-use crate::domain::presets::{ARRIVALS, LOAD_SHAPES, LoadDraft, Preset};
+use crate::domain::presets::{ARRIVALS, CAPACITY_AXES, LOAD_SHAPES, LoadDraft, Preset};
 use crate::domain::retirement::ItemKind;
 use crate::domain::run::MAX_CLIENTS;
 use crate::domain::run::{DEFAULT_FIRST_TOKEN_TIMEOUT_SECS, DEFAULT_STALL_TIMEOUT_SECS, RunConfig, RunDraft};
@@ -140,6 +140,15 @@ pub(crate) fn load_draft(body: &FormBody) -> LoadDraft {
         staged_rollout: body.get("staged_rollout").map(str::to_string),
         stop_when_decided: body.get("stop_when_decided").map(str::to_string),
         measure_past_saturation: body.get("measure_past_saturation").map(str::to_string),
+        capacity_axis: text("capacity_axis"),
+        capacity_width: text("capacity_width"),
+        capacity_max_probes: text("capacity_max_probes"),
+        capacity_max_load: text("capacity_max_load"),
+        slo_ttft_ms: text("slo_ttft_ms"),
+        slo_ttfa_ms: text("slo_ttfa_ms"),
+        slo_tpot_ms: text("slo_tpot_ms"),
+        slo_e2e_ms: text("slo_e2e_ms"),
+        slo_target: text("slo_target"),
     }
 }
 
@@ -654,6 +663,56 @@ pub(crate) fn load_fields(l: &LoadDraft, errors: &FieldErrors) -> Vec<FieldView>
             &l.duration_secs,
         )
         .help("Stop a level's repetition after this long (soak). Blank: no limit."),
+        field(
+            "capacity_axis",
+            "Capacity search over",
+            FieldKind::Select,
+            if l.capacity_axis.trim().is_empty() {
+                "rate"
+            } else {
+                l.capacity_axis.trim()
+            },
+        )
+        .options(
+            CAPACITY_AXES
+                .iter()
+                .map(|(v, label)| (v.to_string(), label.to_string()))
+                .collect(),
+        )
+        .help("For find capacity: each candidate's own search, bracketing then bisecting; every probe is a level of the run."),
+        field("capacity_width", "Bracket width (%)", FieldKind::Number, &l.capacity_width)
+            .decimal()
+            .help("For find capacity: stop once the bracket is within this share of the capacity. Blank: 5."),
+        field(
+            "capacity_max_probes",
+            "Most probe levels",
+            FieldKind::Number,
+            &l.capacity_max_probes,
+        )
+        .help("For find capacity: per candidate. Blank: 8."),
+        field(
+            "capacity_max_load",
+            "Highest load probed",
+            FieldKind::Number,
+            &l.capacity_max_load,
+        )
+        .decimal()
+        .help("For find capacity: req/s or concurrency. Blank: no limit."),
+        field("slo_ttft_ms", "SLO: TTFT ≤ (ms)", FieldKind::Number, &l.slo_ttft_ms)
+            .decimal()
+            .help("Send → first token. The SLO judges every request (goodput, attainment); blank: no limit."),
+        field("slo_ttfa_ms", "SLO: TTFA ≤ (ms)", FieldKind::Number, &l.slo_ttfa_ms)
+            .decimal()
+            .help("Send → first answer token (differs from TTFT for reasoning models)."),
+        field("slo_tpot_ms", "SLO: TPOT ≤ (ms)", FieldKind::Number, &l.slo_tpot_ms)
+            .decimal()
+            .help("Time per output token after the first (ITL averaged over the stream)."),
+        field("slo_e2e_ms", "SLO: E2E ≤ (ms)", FieldKind::Number, &l.slo_e2e_ms)
+            .decimal()
+            .help("Send → end of stream."),
+        field("slo_target", "SLO: target attainment (%)", FieldKind::Number, &l.slo_target)
+            .decimal()
+            .help("Share of requests that must meet every limit (e.g. 95); find capacity and stop when decided need it."),
     ]
 }
 

@@ -58,6 +58,8 @@ pub struct ScorecardPage {
     pub structured: Option<crate::app::pages::tool_levels::StructuredView>,
     /// Why the judging profile may not fit the run's eval set (written for another task).
     pub profile_fit: Option<String>,
+    /// A find-capacity run's capacity @ SLO per candidate (templates/runs/capacity.html).
+    pub capacity: Option<crate::app::pages::capacity::CapacityView>,
 }
 
 /// The judging profile's fit to the run's eval set, in words when it may not fit.
@@ -143,6 +145,7 @@ pub fn page_for(j: &RunScorecard, q: &ScorecardChoice, print: bool, your_name: S
         tool_levels: None,
         structured: None,
         profile_fit: None,
+        capacity: None,
     }
 }
 
@@ -163,6 +166,16 @@ async fn tool_block(state: &AppState, j: &RunScorecard, page: &mut ScorecardPage
     }
     page.tool_levels = block;
     page.structured = parts.structured;
+    page.capacity = crate::app::pages::capacity::capacity_view(
+        &state.store.list_run_capacity(j.run.id).await?,
+        !j.run.status.is_terminal(),
+        &j.candidates,
+        |id| {
+            let i = j.candidates.iter().position(|c| c.id == id)?;
+            let answered = j.summaries.get(i)?.answered;
+            (answered.answers > 0).then(|| answered.correct as f64 / answered.answers as f64)
+        },
+    );
     Ok(())
 }
 

@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{FileError, FileProblem, Located, Step, check_version, dotted, parse_toml};
+use crate::domain::capacity::LoadAxis;
 use crate::domain::load::LoadShape;
 use crate::domain::presets::{LoadDraft, Preset};
 use crate::domain::run::{RunConfig, RunDraft};
@@ -129,6 +130,37 @@ pub struct SettingsFile {
     /// How load is applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<LoadEntry>,
+    /// The objectives each request is judged against (docs/capacity.md): SLO attainment and
+    /// goodput per level, and what a capacity search (`load.shape = "capacity"`) looks for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<SloEntry>,
+}
+
+/// The SLO block: per-request limits (any of them) and the share of requests that must meet
+/// every one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SloEntry {
+    /// Send → first token (reasoning or content), milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.001, max = 3_600_000.0))]
+    pub ttft_ms: Option<f64>,
+    /// Send → first answer (content) token, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.001, max = 3_600_000.0))]
+    pub ttfa_ms: Option<f64>,
+    /// Time per output token after the first (ITL averaged over the stream), milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.001, max = 3_600_000.0))]
+    pub tpot_ms: Option<f64>,
+    /// Send → end of stream, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.001, max = 3_600_000.0))]
+    pub e2e_ms: Option<f64>,
+    /// Percent of requests that must meet every limit set (95: 95 %).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.1, max = 100.0))]
+    pub target_percent: Option<f64>,
 }
 
 /// The load shape.
@@ -136,7 +168,7 @@ pub struct SettingsFile {
 #[serde(deny_unknown_fields)]
 pub struct LoadEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("enum" = ["fixed", "levels", "sweep", "rate"]))]
+    #[schemars(extend("enum" = ["fixed", "levels", "sweep", "rate", "capacity"]))]
     pub shape: Option<String>,
     /// Concurrencies for `levels`, e.g. [1, 4, 16].
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -156,6 +188,23 @@ pub struct LoadEntry {
     /// Stop a level's repetition after this many seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_secs: Option<u32>,
+    /// `capacity` (find capacity @ SLO, a search per candidate; it needs `[slo]` with a limit and
+    /// `target_percent`): what it varies, `rate` (from `rate`; omitted means this) or
+    /// `concurrency` (from `concurrency`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["rate", "concurrency"]))]
+    pub capacity_axis: Option<String>,
+    /// `capacity`: stop once the bracket is within this percent of the capacity. Omitted: 5.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.5, max = 50.0))]
+    pub capacity_width: Option<f64>,
+    /// `capacity`: most probe levels per candidate. Omitted: 8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 30))]
+    pub capacity_max_probes: Option<u32>,
+    /// `capacity`: highest load a probe may use (req/s or concurrency).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_max_load: Option<f64>,
 }
 
 /// A settings file as the run form would hold it.
@@ -186,9 +235,20 @@ pub fn field_path(field: &str) -> Vec<Step> {
     let k = |s: &str| Step::Key(s.to_string());
     match field {
         "load_shape" => vec![k("load"), k("shape")],
-        "levels" | "sweep_max" | "rate" | "arrivals" | "requests_per_level" | "duration_secs" => {
+        "levels"
+        | "sweep_max"
+        | "rate"
+        | "arrivals"
+        | "requests_per_level"
+        | "duration_secs"
+        | "capacity_axis"
+        | "capacity_width"
+        | "capacity_max_probes"
+        | "capacity_max_load" => {
             vec![k("load"), k(field)]
         }
+        "slo_target" => vec![k("slo"), k("target_percent")],
+        slo if slo.starts_with("slo_") => vec![k("slo"), k(&slo["slo_".len()..])],
         other => vec![k(other)],
     }
 }
@@ -272,6 +332,18 @@ impl SettingsFile {
             set(&mut load.arrivals, l.arrivals.clone());
             set(&mut load.requests_per_level, int(l.requests_per_level));
             set(&mut load.duration_secs, int(l.duration_secs));
+            set(&mut load.capacity_axis, l.capacity_axis.clone());
+            set(&mut load.capacity_width, l.capacity_width.map(|w| w.to_string()));
+            set(&mut load.capacity_max_probes, int(l.capacity_max_probes));
+            set(&mut load.capacity_max_load, l.capacity_max_load.map(|m| m.to_string()));
+        }
+        if let Some(slo) = &self.slo {
+            let ms = |v: Option<f64>| v.map(|v| v.to_string());
+            set(&mut load.slo_ttft_ms, ms(slo.ttft_ms));
+            set(&mut load.slo_ttfa_ms, ms(slo.ttfa_ms));
+            set(&mut load.slo_tpot_ms, ms(slo.tpot_ms));
+            set(&mut load.slo_e2e_ms, ms(slo.e2e_ms));
+            set(&mut load.slo_target, ms(slo.target_percent));
         }
         let settings = RunSettings {
             name: self.name.clone().unwrap_or_default(),
@@ -312,7 +384,36 @@ pub fn from_config(config: &RunConfig, judge_candidate: Option<String>) -> Resul
             arrivals: Some(if *poisson { "poisson" } else { "constant" }.into()),
             ..LoadEntry::default()
         },
+        LoadShape::FindCapacity {
+            axis,
+            start,
+            width,
+            max_probes,
+            max_load,
+        } => LoadEntry {
+            shape: Some("capacity".into()),
+            capacity_axis: Some(
+                match axis {
+                    LoadAxis::Rate => "rate",
+                    LoadAxis::Concurrency => "concurrency",
+                }
+                .into(),
+            ),
+            rate: (*axis == LoadAxis::Rate).then_some(*start),
+            capacity_width: Some((width * 100.0 * 1e6).round() / 1e6),
+            capacity_max_probes: Some(*max_probes),
+            capacity_max_load: *max_load,
+            ..LoadEntry::default()
+        },
     };
+    let slo = &config.slo;
+    let slo = (slo.is_set() || slo.target_attainment.is_some()).then(|| SloEntry {
+        ttft_ms: slo.ttft_ms,
+        ttfa_ms: slo.ttfa_ms,
+        tpot_ms: slo.tpot_ms,
+        e2e_ms: slo.e2e_ms,
+        target_percent: slo.target_attainment.map(|t| (t * 100.0 * 1e6).round() / 1e6),
+    });
     let file = SettingsFile {
         bakeoff_settings: VERSION,
         concurrency: Some(config.concurrency),
@@ -338,6 +439,7 @@ pub fn from_config(config: &RunConfig, judge_candidate: Option<String>) -> Resul
         measure_past_saturation: config.measure_past_saturation.then_some(true),
         judge: Some(config.judge.is_some()),
         judge_candidate,
+        slo,
         load: Some(LoadEntry {
             requests_per_level: config.requests_per_level,
             duration_secs: config.duration_secs,

@@ -46,6 +46,8 @@ pub struct CandidateReport {
     pub stopped: String,
     /// In the order probed.
     pub probes: Vec<ProbeRow>,
+    /// A self-hosted candidate's cost at capacity (`CapacityEvidence::describe_cost`), or "".
+    pub cost: String,
 }
 
 pub fn report(results: &[CandidateCapacity], axis: LoadAxis) -> Vec<CandidateReport> {
@@ -61,6 +63,7 @@ pub fn report(results: &[CandidateCapacity], axis: LoadAxis) -> Vec<CandidateRep
                 .outcome
                 .as_ref()
                 .map_or(String::new(), |o| o.reason.describe().to_string()),
+            cost: String::new(),
             probes: c
                 .probes
                 .iter()
@@ -95,6 +98,62 @@ pub fn report(results: &[CandidateCapacity], axis: LoadAxis) -> Vec<CandidateRep
                 .collect(),
         })
         .collect()
+}
+
+/// A find-capacity run's block on its page and scorecard: each candidate's capacity @ SLO with
+/// its bracket and probes, the counting rules, and the two charts.
+#[derive(Debug, Clone)]
+pub struct CapacityView {
+    pub candidates: Vec<CandidateReport>,
+    pub charts: Vec<Chart>,
+    /// `request rate` or `concurrency`.
+    pub axis: &'static str,
+    pub target: String,
+    pub rules: &'static str,
+}
+
+/// The view of a run's stored searches (`run_capacity`); `going`: the run has not ended, so a
+/// search without an outcome is still searching (else it was cut short).
+/// `candidates` (the run's) and `accuracy` (a candidate id's, 0–1) give each self-hosted
+/// candidate's cost at capacity.
+pub fn capacity_view(
+    results: &[CandidateCapacity],
+    going: bool,
+    candidates: &[crate::domain::candidate::Candidate],
+    accuracy: impl Fn(i64) -> Option<f64>,
+) -> Option<CapacityView> {
+    let first = results.first()?;
+    let axis = first.search.settings.axis;
+    let mut reports = report(results, axis);
+    for (c, r) in results.iter().zip(&mut reports) {
+        if let Some(spec) = candidates.iter().find(|x| x.id == c.candidate_id).map(|x| &x.spec) {
+            let evidence = crate::domain::capacity::CapacityEvidence::of(c, spec, accuracy(c.candidate_id));
+            r.cost = evidence.describe_cost(spec).unwrap_or_default();
+        }
+        if c.outcome.is_none() {
+            r.headline = if going {
+                format!("searching: {} probe level(s) so far", c.probes.len())
+            } else {
+                format!(
+                    "the search ended before it located the capacity ({} probe level(s))",
+                    c.probes.len()
+                )
+            };
+        }
+    }
+    Some(CapacityView {
+        candidates: reports,
+        charts: [attainment_chart(results, axis), frontier_chart(results)]
+            .into_iter()
+            .flatten()
+            .collect(),
+        axis: match axis {
+            LoadAxis::Rate => "request rate",
+            LoadAxis::Concurrency => "concurrency",
+        },
+        target: format!("{} %", axis_number(first.search.target * 100.0)),
+        rules: COUNTING_RULES,
+    })
 }
 
 /// Attainment (%) vs load per candidate: each probe a point, its 95 % interval (Wilson's and

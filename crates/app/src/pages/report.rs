@@ -17,6 +17,7 @@ use super::metrics::{
     TTFT,
 };
 use crate::domain::calibers::{HarnessReport, LevelFigures, RunFigures, RunLevels};
+use crate::domain::capacity::LoadAxis;
 use crate::domain::format;
 use crate::domain::grading::{FieldReport, FieldStats, FieldsDetail, classification_report, field_report, label_pair};
 use crate::domain::load::LoadShape;
@@ -291,6 +292,24 @@ pub fn shape_text(c: &RunConfig) -> String {
             per_second
         ),
         LoadShape::Sweep { max_concurrency, .. } => format!("concurrency sweep c=1 → {max_concurrency}, doubling"),
+        LoadShape::FindCapacity { .. } => match c.load.search_settings() {
+            Some(s) => format!(
+                "find capacity @ SLO: a search per candidate over {} from {} (bracket within {} %, at most {} probe \
+                 levels{})",
+                match s.axis {
+                    LoadAxis::Rate => "request rate (open loop, Poisson)",
+                    LoadAxis::Concurrency => "concurrency (closed loop)",
+                },
+                s.axis.format(s.start),
+                charts::axis_number(s.width * 100.0),
+                s.max_probes,
+                match c.load {
+                    LoadShape::FindCapacity { max_load: Some(m), .. } => format!(", at most {}", s.axis.format(m)),
+                    _ => String::new(),
+                }
+            ),
+            None => "find capacity @ SLO".to_string(),
+        },
     }
 }
 

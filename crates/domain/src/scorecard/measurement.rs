@@ -498,6 +498,10 @@ pub struct Extras<'a> {
     pub checklist: Option<&'a ChecklistAnswers>,
     /// GPU energy per output token by concurrency, from the run's telemetry.
     pub joules_per_output_token: Option<&'a [(u32, f64)]>,
+    /// Capacity @ SLO and the cost there, from a find-capacity run.
+    pub capacity: Option<&'a crate::capacity::CapacityEvidence>,
+    /// The SLO `slo_attainment` judges requests against (the run's).
+    pub slo: Option<&'a crate::run::Slo>,
 }
 
 /// Measures `key` for one candidate. `run_concurrency` is the load a rule without `@c=N` is
@@ -521,6 +525,13 @@ pub fn measure(
             def.uncertainty,
             None,
         );
+    }
+    if matches!(
+        def.base,
+        "capacity_at_slo" | "cost_per_1k_answers_at_capacity" | "cost_per_1k_correct_at_capacity"
+    ) {
+        // From the run's capacity searches, not from one level's records.
+        return capacity_figure(def.base, extras.capacity);
     }
     let c = def.per_load.then(|| key.concurrency.unwrap_or(run_concurrency));
     // Borrowed when they are all of the candidate's (one level): not a copy of each pointer.
@@ -558,6 +569,21 @@ pub fn measure(
         }
         "turn_ttft_p95" | "conversation_pass_rate" | "last_turn_accuracy" => conversation_figure(key, &finals, c),
         "schema_valid_rate" => crate::tool_calls::structured::schema_valid_rate(&finals, c),
+        "slo_attainment" => match extras.slo.filter(|s| s.is_set()) {
+            None => Measurement::missing(
+                "the run set no SLO limit (TTFT, TTFA, TPOT or E2E)",
+                Uncertainty::Proportion,
+                c,
+            ),
+            Some(slo) => {
+                // Failed requests count as misses (docs/capacity.md, "Counting rules").
+                let met = finals
+                    .iter()
+                    .filter(|r| crate::calibers::RequestFigures::of(r).is_some_and(|f| f.meets(slo)))
+                    .count();
+                proportion(met as f64, finals.len() as f64, SampleUnit::Requests, c)
+            }
+        },
         "failure_rate" => {
             let class: Option<ErrorClass> = key.error_class();
             let failed = finals
@@ -826,6 +852,59 @@ fn cost_figure(key: &MetricKey, cost: Option<&CostSummary>) -> Measurement {
         unit: SampleUnit::Requests,
         concurrency: None,
         missing: missing.or_else(|| value.is_none().then(|| "no measured requests yet".to_string())),
+    }
+}
+
+/// `capacity_at_slo` (req/s, its interval the search's: the highest load confidently meeting
+/// the target to the lowest above it confidently missing, an open end 0 or unbounded) and the
+/// cost at capacity (exact at the estimate).
+fn capacity_figure(base: &str, evidence: Option<&crate::capacity::CapacityEvidence>) -> Measurement {
+    let missing = |why: &str, uncertainty| Measurement::missing(why, uncertainty, None);
+    let Some(e) = evidence else {
+        return missing(
+            "measured by a find-capacity run (load shape \"capacity\") only",
+            Uncertainty::Exact,
+        );
+    };
+    if e.axis != crate::capacity::LoadAxis::Rate {
+        return missing(
+            "the search was over concurrency; this rule is in req/s (search over request rate)",
+            Uncertainty::Exact,
+        );
+    }
+    let Some(outcome) = &e.outcome else {
+        return missing("the capacity search did not end", Uncertainty::Exact);
+    };
+    let n = e.requests as f64;
+    if base == "capacity_at_slo" {
+        let Some(capacity) = outcome.capacity else {
+            return missing(&outcome.describe(e.axis), Uncertainty::Bootstrap);
+        };
+        return Measurement {
+            value: Some(capacity),
+            interval: Some((outcome.lower.unwrap_or(0.0), outcome.upper.unwrap_or(f64::INFINITY))),
+            uncertainty: Uncertainty::Bootstrap,
+            n,
+            unit: SampleUnit::Requests,
+            concurrency: None,
+            missing: None,
+        };
+    }
+    let value = match base {
+        "cost_per_1k_answers_at_capacity" => e.cost.map(|c| c.per_1k_answers),
+        _ => e.cost.and_then(|c| c.per_1k_correct),
+    };
+    Measurement {
+        value,
+        interval: None,
+        uncertainty: Uncertainty::Exact,
+        n,
+        unit: SampleUnit::Requests,
+        concurrency: None,
+        missing: value.is_none().then(|| match e.cost {
+            None => "no GPU count and price per GPU-hour stated, or no capacity found".to_string(),
+            Some(_) => "no correct answer to divide by".to_string(),
+        }),
     }
 }
 

@@ -453,6 +453,8 @@ pub struct CandidateOperability {
     pub checklist: Option<super::operability::ChecklistAnswers>,
     /// GPU energy per output token by concurrency, from the run's telemetry (empty: none).
     pub joules_per_output_token: Vec<(u32, f64)>,
+    /// Its capacity @ SLO and cost there, from a find-capacity run (None: another run).
+    pub capacity: Option<super::capacity::CapacityEvidence>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -495,6 +497,7 @@ impl Scorecard {
 /// [`build_from`].
 pub fn build(input: &ScorecardInput<'_>) -> Scorecard {
     let cx = SummaryContext {
+        slo: Default::default(),
         run_concurrency: input.run_concurrency,
         weights: input.weights,
         resumes: input.resumes,
@@ -677,6 +680,9 @@ fn build_row(
                 joules_per_output_token: ops
                     .map(|o| o.joules_per_output_token.as_slice())
                     .filter(|j| !j.is_empty()),
+                capacity: ops.and_then(|o| o.capacity.as_ref()),
+                // Record-derived figures (`slo_attainment`) are in the summary already.
+                slo: None,
             };
             d.measure(&key, input.run_concurrency, &extras)
         })

@@ -173,6 +173,9 @@ fn from_records(base: &str) -> bool {
         "cost_per_1k_cases"
             | "cost_per_correct"
             | "joules_per_output_token"
+            | "capacity_at_slo"
+            | "cost_per_1k_answers_at_capacity"
+            | "cost_per_1k_correct_at_capacity"
             | "operability_score"
             | "probes_passed_share"
             | "checklist_share"
@@ -210,6 +213,8 @@ pub struct SummaryContext<'a> {
     pub weights: &'a HashMap<String, f64>,
     /// When the run was resumed (wall clock µs): aggregates per segment.
     pub resumes: &'a [i64],
+    /// The run's SLO, which `slo_attainment` counts requests against.
+    pub slo: crate::run::Slo,
     /// The eval set, to name each judge call's judge (None: judge usage left out).
     pub file: Option<&'a EvalSetFile>,
 }
@@ -266,7 +271,11 @@ pub fn summarise_data(
                     param: param.clone(),
                     concurrency,
                 };
-                let m = measure(&key, data, run_c, cx.weights, &Extras::default());
+                let extras = Extras {
+                    slo: Some(&cx.slo),
+                    ..Extras::default()
+                };
+                let m = measure(&key, data, run_c, cx.weights, &extras);
                 measurements.insert(slot(&key, run_c), m);
             }
         }

@@ -456,6 +456,45 @@ pub const CATALOG: &[MetricDef] = &[
         Exact,
         "(input tokens × input price + output tokens × output price) of measured attempts, retries included, per 1,000 requests",
     )),
+    def(
+        "slo_attainment",
+        "SLO attainment",
+        Throughput,
+        Unit::Percent,
+        true,
+        Proportion,
+        "share of the level's requests (final attempts, warm-ups excluded; failed requests count as misses) meeting \
+         every limit of the run's SLO (TTFT, TTFA, TPOT, E2E)",
+    ),
+    whole_run(def(
+        "capacity_at_slo",
+        "capacity @ SLO",
+        Throughput,
+        Unit::ReqS,
+        true,
+        Bootstrap,
+        "a find-capacity run's search over request rate (docs/capacity.md): where the probes' SLO attainment crosses \
+         the target, interpolated; its interval runs from the highest load whose 99 % attainment interval clears the \
+         target to the lowest above it whose interval lies wholly below (an end no probe confirmed: 0 or unbounded)",
+    )),
+    whole_run(def(
+        "cost_per_1k_answers_at_capacity",
+        "cost per 1,000 answers at capacity",
+        Operability,
+        Unit::Usd,
+        false,
+        Exact,
+        "self-hosted: GPUs × price per GPU-hour / (capacity @ SLO in req/s × 3,600) × 1,000, at the search's estimate",
+    )),
+    whole_run(def(
+        "cost_per_1k_correct_at_capacity",
+        "cost per 1,000 correct answers at capacity",
+        Operability,
+        Unit::Usd,
+        false,
+        Exact,
+        "cost per 1,000 answers at capacity / the candidate's accuracy in this run (correct final answers / graded)",
+    )),
     whole_run(def(
         "cost_per_correct",
         "cost per correct answer",

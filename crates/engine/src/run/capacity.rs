@@ -4,11 +4,9 @@
 //! verdict and its signs of over-saturation come from the records; the search says what to
 //! probe next. docs/capacity.md describes it for users.
 use crate::cancel::Cancel;
-use crate::domain::calibers::{LevelFigures, run_figures};
-use crate::domain::capacity::{
-    CapacityOutcome, CapacitySearch, LoadAxis, Probe, SaturationSigns, SearchSettings, SearchState, level_signs,
-};
-use crate::domain::load::{Load, LoadShape};
+pub use crate::domain::capacity::{CandidateCapacity, ProbeRun};
+use crate::domain::capacity::{CapacitySearch, SearchSettings, SearchState, judge_probe, probe_message};
+use crate::domain::load::{Load, LoadShape, probe_load};
 use crate::domain::run::{NewRun, RunConfig, RunStatus};
 use crate::error::EngineError;
 use crate::run::executor::execute;
@@ -26,26 +24,6 @@ pub struct CapacityPlan {
     /// search judges, `requests_per_level` each probe's size.
     pub config: RunConfig,
     pub settings: SearchSettings,
-}
-
-/// One probe level as run.
-#[derive(Debug, Clone)]
-pub struct ProbeRun {
-    pub run_id: i64,
-    pub probe: Probe,
-    pub signs: SaturationSigns,
-    pub figures: Option<LevelFigures>,
-}
-
-/// One candidate's search.
-#[derive(Debug, Clone)]
-pub struct CandidateCapacity {
-    pub candidate_id: i64,
-    pub name: String,
-    pub search: CapacitySearch,
-    pub probes: Vec<ProbeRun>,
-    /// None when the search was cancelled before it ended.
-    pub outcome: Option<CapacityOutcome>,
 }
 
 /// Runs every candidate's search to its end (or until cancelled).
@@ -120,13 +98,10 @@ async fn run_probe(
 ) -> Result<ProbeRun, EngineError> {
     let axis = plan.settings.axis;
     let mut config = plan.config.clone();
-    config.load = match axis {
-        LoadAxis::Rate => LoadShape::Rate {
-            per_second: load,
-            poisson: true,
-        },
-        LoadAxis::Concurrency => LoadShape::Levels {
-            levels: vec![load as u32],
+    config.load = match probe_load(axis, load) {
+        Load::Rate { per_second, poisson } => LoadShape::Rate { per_second, poisson },
+        Load::Concurrency { concurrency } => LoadShape::Levels {
+            levels: vec![concurrency],
         },
     };
     // The staged start and warm-ups once per candidate: later probes find the server warm.
@@ -144,54 +119,16 @@ async fn run_probe(
         .await?;
     let status = execute(store.clone(), run_id, cancel).await?;
     let records = store.list_request_records(run_id).await?;
-    let figures = run_figures(&records, &config, candidate_id, |_| None);
-    let level = figures.levels.into_iter().next();
     let cap = match config.loads().first() {
         Some(l @ Load::Rate { .. }) => l.max_in_flight(),
         // A closed loop is at its cap by design: no sign.
         _ => usize::MAX,
     };
-    // The level just below (by load) this one, for "throughput flat while load rose".
-    let previous = before
-        .iter()
-        .filter(|p| p.probe.load < load)
-        .max_by(|a, b| a.probe.load.total_cmp(&b.probe.load))
-        .and_then(|p| Some((p.probe.load, p.figures.as_ref()?.req_per_s?)));
-    let this = level.as_ref().and_then(|l| Some((load, l.req_per_s?)));
-    let signs = level_signs(&records, cap, previous, this);
-    let (requests, met) = level.as_ref().map_or((0, 0), |l| (l.requests, l.slo_met));
-    let probe = Probe {
-        load,
-        requests,
-        met,
-        past_saturation: signs.past_saturation(),
-        batches: level
-            .as_ref()
-            .map(|l| l.slo_attainment_batches.clone())
-            .unwrap_or_default(),
-    };
-    let verdict = probe.verdict(plan.config.slo.target_attainment.unwrap_or(1.0));
-    let message = format!(
-        "capacity probe {} at {}: {met} of {requests} requests met every objective ({}){}{}",
-        index + 1,
-        axis.format(load),
-        verdict.as_str(),
-        if signs.past_saturation() {
-            format!("; past saturation: {}", signs.describe())
-        } else {
-            String::new()
-        },
-        if status == RunStatus::Finished {
-            String::new()
-        } else {
-            format!("; the probe run ended {}", status.as_str())
-        }
-    );
+    let probe = judge_probe(run_id, &records, &config, candidate_id, load, cap, before);
+    let mut message = probe_message(index, axis, &probe, plan.config.slo.target_attainment.unwrap_or(1.0));
+    if status != RunStatus::Finished {
+        message.push_str(&format!("; the probe run ended {}", status.as_str()));
+    }
     store.append_run_event(run_id, "info", &message).await?;
-    Ok(ProbeRun {
-        run_id,
-        probe,
-        signs,
-        figures: level,
-    })
+    Ok(probe)
 }

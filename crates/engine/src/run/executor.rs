@@ -315,12 +315,25 @@ fn started_message(
             run.candidate_ids.len(),
             &version.content_hash[..version.content_hash.len().min(12)],
             version.file.cases.len(),
-            run.config
-                .loads()
-                .iter()
-                .map(Load::label)
-                .collect::<Vec<_>>()
-                .join(", ")
+            match run.config.load.search_settings() {
+                Some(s) => format!(
+                    "find capacity @ SLO over {} from {} (bracket within {} %, at most {} probe levels)",
+                    match s.axis {
+                        crate::domain::capacity::LoadAxis::Rate => "request rate",
+                        crate::domain::capacity::LoadAxis::Concurrency => "concurrency",
+                    },
+                    s.axis.format(s.start),
+                    crate::domain::format::shortest((s.width * 100.0 * 1e6).round() / 1e6),
+                    s.max_probes
+                ),
+                None => run
+                    .config
+                    .loads()
+                    .iter()
+                    .map(Load::label)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }
         )
     } else if mine > 0 {
         format!("resumed: {mine} stored records of {name} kept{by}")
@@ -707,7 +720,7 @@ async fn start_scraper(ctx: &Arc<CandidateRun>, store: &DynStore) -> Result<Opti
 }
 
 /// Every level of one candidate's measured load, each between two boundary scrapes when its
-/// telemetry is scraped.
+/// telemetry is scraped; a find-capacity run's levels are its search's probes.
 async fn measure_levels(
     ctx: &Arc<CandidateRun>,
     store: &DynStore,
@@ -718,32 +731,113 @@ async fn measure_levels(
     scraper: Option<&Scraper>,
 ) -> Result<Outcome, EngineError> {
     let name = ctx.candidate.spec.name.clone();
-    let phase = ctx.config.measured_phase();
     let mut total = Tally::default();
     let started = Instant::now();
     // Each prompt bin's previous level: (offered load, req/s), for "throughput flat while load rose".
     let mut previous: Vec<Option<(f64, f64)>> = vec![None; bins.len()];
-    for (level, load) in loads.iter().enumerate() {
-        let mut past_saturation: Option<String> = None;
+    let levels = Levels {
+        ctx,
+        store,
+        bins,
+        done: &done,
+        share,
+        scraper,
+    };
+    if let Some(settings) = ctx.config.load.search_settings() {
+        if let Some(stopped) = search_levels(&levels, settings, &mut previous, &mut total).await? {
+            return Ok(stopped);
+        }
+    } else {
+        for (level, load) in loads.iter().enumerate() {
+            let past_saturation = match levels.measure(level as u32, *load, &mut previous).await? {
+                LevelEnd::Ended(outcome) => return Ok(outcome),
+                LevelEnd::Measured { past_saturation, tally } => {
+                    total.add(tally);
+                    past_saturation
+                }
+            };
+            let higher = &loads[level + 1..];
+            if past_saturation && !higher.is_empty() && !ctx.config.measure_past_saturation {
+                let msg = format!(
+                    "{name}: {} skipped: level {} is past saturation (a growing queue only grows faster with more \
+                     load; the run setting 'measure past saturation' measures them anyway)",
+                    higher.iter().map(Load::label).collect::<Vec<_>>().join(", "),
+                    load.label()
+                );
+                super::writer::append_event_patiently(store, ctx.run_id, "info", &msg).await?;
+                break;
+            }
+        }
+    }
+    let msg = format!(
+        "{name}: done in {:.1} s, {} succeeded, {} failed, {} retries",
+        started.elapsed().as_secs_f64(),
+        total.succeeded,
+        total.failed,
+        total.retries
+    );
+    let level = if total.failed > 0 { "warn" } else { "info" };
+    super::writer::append_event_patiently(store, ctx.run_id, level, &msg).await?;
+    Ok(Outcome::Measured)
+}
+
+/// What every level of one candidate's load is measured with.
+struct Levels<'a> {
+    ctx: &'a Arc<CandidateRun>,
+    store: &'a DynStore,
+    bins: &'a [(Option<u32>, Vec<usize>)],
+    done: &'a Arc<FinishedUnits>,
+    share: Share,
+    scraper: Option<&'a Scraper>,
+}
+
+/// How one level ended.
+enum LevelEnd {
+    /// Measured; whether it was judged past saturation.
+    Measured { past_saturation: bool, tally: Tally },
+    /// The candidate's load ends here (cancelled, or the candidate halted).
+    Ended(Outcome),
+}
+
+impl Levels<'_> {
+    /// One level (every prompt bin and repetition) at `load`, stored as level `level`.
+    async fn measure(
+        &self,
+        level: u32,
+        load: Load,
+        previous: &mut [Option<(f64, f64)>],
+    ) -> Result<LevelEnd, EngineError> {
+        let Levels {
+            ctx,
+            store,
+            bins,
+            done,
+            share,
+            scraper,
+        } = *self;
+        let name = &ctx.candidate.spec.name;
+        let phase = ctx.config.measured_phase();
+        let mut past_saturation = false;
+        let mut total = Tally::default();
         if let Some(s) = scraper {
-            s.mark(level as u32, Boundary::Start).await;
+            s.mark(level, Boundary::Start).await;
         }
         for (bin_index, (bin, cases)) in bins.iter().enumerate() {
             if ctx.cancel.is_cancelled() {
-                return Ok(Outcome::Measured);
+                return Ok(LevelEnd::Ended(Outcome::Measured));
             }
             let level_started = Instant::now();
             let mut tally = Tally::default();
             ctx.begin_level();
             for repetition in 0..ctx.config.repetitions {
-                let feed = feed(ctx, level as u32, repetition, *load, cases, done.clone(), share);
-                let t = send_repetition(ctx, feed, *load, level as u32, repetition, share).await?;
+                let feed = feed(ctx, level, repetition, load, cases, (*done).clone(), share);
+                let t = send_repetition(ctx, feed, load, level, repetition, share).await?;
                 tally.add(t);
                 if ctx.cancel.is_cancelled() {
-                    return Ok(Outcome::Measured);
+                    return Ok(LevelEnd::Ended(Outcome::Measured));
                 }
                 if let Some(stopped) = halted(ctx) {
-                    return Ok(stopped);
+                    return Ok(LevelEnd::Ended(stopped));
                 }
             }
             let msg = format!(
@@ -795,35 +889,97 @@ async fn measure_levels(
                     signs.describe()
                 );
                 super::writer::append_event_patiently(store, ctx.run_id, "warn", &msg).await?;
-                past_saturation.get_or_insert(msg);
+                past_saturation = true;
             }
             total.add(tally);
         }
         if let Some(s) = scraper {
-            s.mark(level as u32, Boundary::End).await;
+            s.mark(level, Boundary::End).await;
         }
-        let higher = &loads[level + 1..];
-        if past_saturation.is_some() && !higher.is_empty() && !ctx.config.measure_past_saturation {
-            let msg = format!(
-                "{name}: {} skipped: level {} is past saturation (a growing queue only grows faster with more load; \
-                 the run setting 'measure past saturation' measures them anyway)",
-                higher.iter().map(Load::label).collect::<Vec<_>>().join(", "),
-                load.label()
-            );
-            super::writer::append_event_patiently(store, ctx.run_id, "info", &msg).await?;
-            break;
-        }
+        Ok(LevelEnd::Measured {
+            past_saturation,
+            tally: total,
+        })
     }
-    let msg = format!(
-        "{name}: done in {:.1} s, {} succeeded, {} failed, {} retries",
-        started.elapsed().as_secs_f64(),
-        total.succeeded,
-        total.failed,
-        total.retries
-    );
-    let level = if total.failed > 0 { "warn" } else { "info" };
-    super::writer::append_event_patiently(store, ctx.run_id, level, &msg).await?;
-    Ok(Outcome::Measured)
+}
+
+/// A find-capacity run's levels for one candidate: its own search (docs/capacity.md), each
+/// probe a level of the run keyed by its load (`capacity::level_of`), judged from its stored
+/// records and the search stored after each (`run_capacity`), so a restarted run goes on where
+/// it stood. Some(outcome) when the candidate's load ended early.
+async fn search_levels(
+    levels: &Levels<'_>,
+    settings: crate::domain::capacity::SearchSettings,
+    previous: &mut [Option<(f64, f64)>],
+    total: &mut Tally,
+) -> Result<Option<Outcome>, EngineError> {
+    use crate::domain::capacity::{CandidateCapacity, SearchState, judge_probe, level_of, probe_message};
+    let (ctx, store) = (levels.ctx, levels.store);
+    let (run_id, candidate_id, name) = (ctx.run_id, ctx.candidate.id, &ctx.candidate.spec.name);
+    // The run was refused at creation without a target; a default keeps this total.
+    let target = ctx.config.slo.target_attainment.unwrap_or(1.0);
+    let stored = store
+        .list_run_capacity(run_id)
+        .await?
+        .into_iter()
+        .find(|c| c.candidate_id == candidate_id);
+    let mut search = match stored {
+        // Ended before a restart: nothing more to probe.
+        Some(ended) if ended.outcome.is_some() => return Ok(None),
+        Some(going) => going,
+        None => CandidateCapacity::new(candidate_id, name.clone(), settings, target),
+    };
+    loop {
+        let load = match search.search.state() {
+            SearchState::Done(outcome) => {
+                let said = outcome.describe(settings.axis);
+                search.outcome = Some(outcome);
+                store.save_run_capacity(run_id, &search).await?;
+                let msg = format!(
+                    "{name}: {said} after {} probe level(s) ({})",
+                    search.probes.len(),
+                    search.outcome.as_ref().map_or("", |o| o.reason.describe())
+                );
+                super::writer::append_event_patiently(store, run_id, "info", &msg).await?;
+                return Ok(None);
+            }
+            SearchState::Probe { load } => load,
+        };
+        let level = level_of(settings.axis, load);
+        let probe_at = crate::domain::load::probe_load(settings.axis, load);
+        match levels.measure(level, probe_at, previous).await? {
+            LevelEnd::Ended(outcome) => {
+                store.save_run_capacity(run_id, &search).await?;
+                return Ok(Some(outcome));
+            }
+            LevelEnd::Measured { tally, .. } => total.add(tally),
+        }
+        // The probe is judged from its stored records: wait until the writer has them.
+        let mut cancelled = ctx.cancel.clone();
+        tokio::select! {
+            _ = ctx.records.settled() => {}
+            _ = cancelled.cancelled() => return Ok(Some(Outcome::Measured)),
+        }
+        let records: Vec<_> = store
+            .list_request_records(run_id)
+            .await?
+            .into_iter()
+            .filter(|r| r.candidate_id == candidate_id && crate::domain::run::split_repetition(r.repetition).0 == level)
+            .collect();
+        let cap = match probe_at {
+            Load::Rate { .. } => probe_at.max_in_flight(),
+            // A closed loop is at its cap by design: no sign.
+            Load::Concurrency { .. } => usize::MAX,
+        };
+        let probe = judge_probe(run_id, &records, &ctx.config, candidate_id, load, cap, &search.probes);
+        let msg = format!(
+            "{name}: {}",
+            probe_message(search.probes.len(), settings.axis, &probe, target)
+        );
+        search.record(probe);
+        store.save_run_capacity(run_id, &search).await?;
+        super::writer::append_event_patiently(store, run_id, "info", &msg).await?;
+    }
 }
 
 /// The warm-up requests (not counted) at the first level's concurrency, cycling through this
@@ -956,6 +1112,12 @@ impl Share {
         }
         let loads = config.loads();
         let too_few = |what: &str, n: u32| format!("{n} {what} cannot be split over {} clients", self.of);
+        if config.load.search_settings().is_some() {
+            return Some(format!(
+                "a capacity search's probes are chosen one after the other and cannot be split over {} clients",
+                self.of
+            ));
+        }
         if loads.len() > 1 {
             return Some(format!(
                 "a load split over {} clients has one load level ({} asked)",

@@ -124,18 +124,38 @@ pub struct RecordSender {
     records: mpsc::UnboundedSender<Pending>,
     /// True while the writer holds fewer than [`BACKLOG_BOUND`] records.
     room: watch::Receiver<bool>,
+    /// Records handed over so far, by every clone of this sender.
+    sent: Arc<std::sync::atomic::AtomicU64>,
+    /// Records the writer has dealt with (stored, found stored, or set aside as refused).
+    settled: watch::Receiver<u64>,
 }
 
 impl RecordSender {
     /// Never waits. Returns false only when the writer has already stopped.
     pub fn send(&self, record: RequestRecord, chunk_text: Vec<ChunkText>, grading: Option<Grading>) -> bool {
-        self.records
+        let sent = self
+            .records
             .send(Pending {
                 record,
                 chunk_text,
                 grading,
             })
-            .is_ok()
+            .is_ok();
+        if sent {
+            self.sent.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        }
+        sent
+    }
+
+    /// Waits until every record handed over so far is dealt with by the writer (stored, or set
+    /// aside as refused), so that reading the store sees them: what a capacity search reads a
+    /// probe level's figures from. Returns at once when the writer has stopped; records in the
+    /// spill file while the database is away are not dealt with yet (the caller bounds the
+    /// wait with the run's cancellation, which a paused writer sets).
+    pub async fn settled(&self) {
+        let target = self.sent.load(std::sync::atomic::Ordering::Acquire);
+        let mut settled = self.settled.clone();
+        let _ = settled.wait_for(|&n| n >= target).await;
     }
 
     /// Waits until the writer has room for more records (at once, unless the database is away
@@ -286,9 +306,16 @@ impl RecordWriter {
         let (tx, rx) = mpsc::unbounded_channel();
         let (room_tx, room) = watch::channel(true);
         let (paused_tx, paused) = watch::channel(false);
-        let state = WriteLoop::new(store, run_id, settings, room_tx, paused_tx);
+        let (settled_tx, settled) = watch::channel(0);
+        let mut state = WriteLoop::new(store, run_id, settings, room_tx, paused_tx);
+        state.settled_tx = Some(settled_tx);
         RecordWriter {
-            sender: RecordSender { records: tx, room },
+            sender: RecordSender {
+                records: tx,
+                room,
+                sent: Arc::default(),
+                settled,
+            },
             paused,
             task: tokio::spawn(state.run(rx)),
         }
@@ -362,6 +389,9 @@ struct WriteLoop {
     refused_file: Option<PathBuf>,
     /// Refused records that could not be written there either, and why.
     refused_unkept: Option<(u64, String)>,
+    /// Received records dealt with (stored, found stored, or refused), told to the senders.
+    settled: u64,
+    settled_tx: Option<watch::Sender<u64>>,
 }
 
 impl WriteLoop {
@@ -397,6 +427,15 @@ impl WriteLoop {
             first_refusal: None,
             refused_file: None,
             refused_unkept: None,
+            settled: 0,
+            settled_tx: None,
+        }
+    }
+
+    fn settle(&mut self, n: u64) {
+        self.settled += n;
+        if let Some(tx) = &self.settled_tx {
+            tx.send_replace(self.settled);
         }
     }
 
@@ -479,6 +518,7 @@ impl WriteLoop {
                 let sorted = store_sorting(&self.store, &chunk).await;
                 self.written += sorted.new;
                 self.held.drain(..sorted.handled);
+                self.settle(sorted.handled as u64);
                 self.set_aside(sorted.refused).await;
                 sorted.away
             };
@@ -551,6 +591,7 @@ impl WriteLoop {
             Ok(r) => {
                 self.written += r.new;
                 self.count_refused(&r);
+                self.settle(pending as u64);
                 if let Some(s) = &mut self.spill {
                     s.pending = 0;
                 }
@@ -560,6 +601,7 @@ impl WriteLoop {
             Err(e) => {
                 tracing::error!(error = %e, "the spill file could not be replayed; it is kept for the next resume");
                 self.refused += pending as u64;
+                self.settle(pending as u64);
                 self.first_refusal.get_or_insert(e.to_string());
                 if let Some(s) = &mut self.spill {
                     s.pending = 0;

@@ -92,7 +92,13 @@ fn a_summary_measures_every_key_as_the_records_do() {
     let weights: HashMap<String, f64> = [("c3".to_string(), 2.5), ("c7".to_string(), 0.5)].into();
     for (run_c, candidate, records) in [(4, 1, &all[..]), (4, 2, &all[..]), (8, 1, &all[..]), (4, 1, &[][..])] {
         let resumes = [];
+        // An SLO, so `slo_attainment` is counted too.
+        let slo = crate::run::Slo {
+            ttft_ms: Some(300.0),
+            ..Default::default()
+        };
         let cx = SummaryContext {
+            slo,
             run_concurrency: run_c,
             weights: &weights,
             resumes: &resumes,
@@ -103,7 +109,11 @@ fn a_summary_measures_every_key_as_the_records_do() {
         let stored: CandidateSummary = serde_json::from_str(&serde_json::to_string(&summary).unwrap()).unwrap();
         let data = CandidateRecords::new(candidate, records).with_resumes(&resumes);
         for key in every_key() {
-            let direct = measure(&key, &data, run_c, &weights, &Extras::default());
+            let extras = Extras {
+                slo: Some(&slo),
+                ..Extras::default()
+            };
+            let direct = measure(&key, &data, run_c, &weights, &extras);
             assert_eq!(
                 stored.measure(&key, run_c, &Extras::default()),
                 direct,

@@ -1,0 +1,15 @@
+-- Issue 47: find capacity @ SLO from the app. Mirrors migrations/postgres/0042_run_capacity.sql.
+-- Append-only: never edit once released.
+--
+-- Each candidate's capacity search within a find-capacity run (`domain::capacity::
+-- CandidateCapacity` as JSON: the search's settings and target, every probe level with its
+-- attainment, saturation signs and figures, and the outcome once it ended). Written after each
+-- probe, so a restarted run resumes its search and its page shows the result whole. The probe
+-- levels' records are the run's own (`request_records`, keyed by level as any level).
+CREATE TABLE run_capacity (
+    run_id       INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    candidate_id INTEGER NOT NULL,
+    search       TEXT    NOT NULL,
+    updated_at   INTEGER NOT NULL,
+    PRIMARY KEY (run_id, candidate_id)
+) STRICT;
