@@ -76,6 +76,12 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("POST", "/notifications", ADMIN),
     ("POST", "/notifications/{id}/test", ADMIN),
     ("POST", "/notifications/{id}/delete", ADMIN),
+    // workloads: traffic logs imported and shared-prefix workloads generated (docs/workloads.md)
+    ("GET", "/workloads", VIEWER),
+    ("POST", "/workloads/import", EDITOR),
+    ("POST", "/workloads/generate", EDITOR),
+    ("GET", "/workloads/versions/{version_id}", VIEWER),
+    ("GET", "/workloads/versions/{version_id}/download", VIEWER),
     // candidates and operability
     ("GET", "/candidates", VIEWER),
     ("POST", "/candidates", EDITOR),

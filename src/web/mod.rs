@@ -18,6 +18,7 @@ pub mod candidate_page;
 pub mod candidates;
 pub mod error;
 pub mod evalsets;
+pub mod workloads;
 pub mod how_we_measure;
 pub mod notifications;
 pub mod operability;
@@ -66,6 +67,7 @@ pub fn build_app(state: AppState) -> Router {
         .merge(candidates::router())
         .merge(candidate_page::router())
         .merge(evalsets::router())
+        .merge(workloads::router())
         .merge(runs::router())
         .merge(archive::router())
         .merge(thresholds::router())
