@@ -4,7 +4,7 @@
 use crate::AppError;
 use crate::domain::audit::{Action, NewAuditEntry};
 use crate::domain::workload::import::{Format, ImportOptions, import};
-use crate::domain::workload::{DEFAULT_BLOCK_TOKENS, WorkloadFile};
+use crate::domain::workload::{DEFAULT_BLOCK_TOKENS, WorkloadError, WorkloadFile};
 use crate::engine::tokens::o200k::o200k;
 use crate::store::DynStore;
 
@@ -29,7 +29,7 @@ pub struct LogImport {
 }
 
 /// Reads `text` (the contents of `file`) as a workload; a bad line is named with its field.
-pub fn read_log(file: &str, text: &str, how: &LogImport) -> Result<WorkloadFile, AppError> {
+pub fn read_log(file: &str, text: &str, how: &LogImport) -> Result<WorkloadFile, WorkloadError> {
     let tokenize = |t: &str| o200k().encode(t);
     let options = ImportOptions {
         name: how.name.clone(),
@@ -39,7 +39,7 @@ pub fn read_log(file: &str, text: &str, how: &LogImport) -> Result<WorkloadFile,
         tokenize: &tokenize,
     };
     let format = how.format.unwrap_or_else(|| Format::detect(text));
-    let mut workload = import(file, text, format, &options).map_err(|e| AppError::Invalid(e.to_string()))?;
+    let mut workload = import(file, text, format, &options)?;
     if format == Format::Workload && !how.name.is_empty() {
         workload.header.name = how.name.clone();
     }

@@ -1,0 +1,273 @@
+//! Workloads (docs/workloads.md): versions stored by content on both databases and never
+//! changed, each log format imported through the API (and a bad line named, nothing stored),
+//! the pages, and replay against the built-in mock: every request's recorded lengths sent
+//! exactly, prefix text repeated exactly where the block ids repeat, one schedule for every
+//! candidate — checked against what the mock says it received.
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bakeoff::domain::candidate::CandidateSpec;
+use bakeoff::domain::workload::WorkloadFile;
+use bakeoff::domain::workload::generate::{PoolPrefix, SharedPrefixSpec};
+use bakeoff::engine::cancel::Cancel;
+use bakeoff::engine::replay::{ReplayOptions, replay};
+use bakeoff::engine::tokens::o200k::o200k;
+use bakeoff::mock::{MockConfig, ModelProfile};
+use serde_json::Value;
+
+use crate::support::app::spawn_app_on;
+use crate::support::db::{TestStore, each_backend};
+
+const OPENAI_LOG: &str = r#"{"timestamp":"2026-03-02T09:00:00.000Z","request":{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are the support assistant of Acme. Answer briefly and politely."},{"role":"user","content":"Where is my order 1234?"}],"max_tokens":256},"response":{"usage":{"prompt_tokens":31,"completion_tokens":42}}}
+{"timestamp":"2026-03-02T09:00:00.250Z","request":{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are the support assistant of Acme. Answer briefly and politely."},{"role":"user","content":"Can I change my address?"}]},"response":{"usage":{"prompt_tokens":30,"completion_tokens":17}}}
+{"created":1772442001,"model":"gpt-4o-mini","messages":[{"role":"user","content":"hello"}],"max_tokens":12}
+"#;
+
+const OTEL: &str = r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"chat gpt-4o","startTimeUnixNano":"1772442000000000000","attributes":[{"key":"gen_ai.operation.name","value":{"stringValue":"chat"}},{"key":"gen_ai.usage.input_tokens","value":{"intValue":"812"}},{"key":"gen_ai.usage.output_tokens","value":{"intValue":"96"}}]},{"name":"db.query","startTimeUnixNano":"1772442000100000000","attributes":[]}]}]}]}
+{"id":"obs-1","type":"GENERATION","startTime":"2026-03-02T09:00:01.500Z","usage":{"input":120,"output":30}}
+"#;
+
+const MOONCAKE: &str = r#"{"timestamp": 0, "input_length": 1100, "output_length": 20, "hash_ids": [0, 1, 2]}
+{"timestamp": 400, "input_length": 1500, "output_length": 8, "hash_ids": [0, 1, 3]}
+{"timestamp": 900, "input_length": 300, "output_length": 50, "hash_ids": [4]}
+"#;
+
+fn pool(seed: u64) -> SharedPrefixSpec {
+    SharedPrefixSpec {
+        name: "support-bot".into(),
+        description: String::new(),
+        requests: 30,
+        per_second: 200.0,
+        poisson: true,
+        seed,
+        system_tokens: 40,
+        prefixes: vec![
+            PoolPrefix { tokens: 20, weight: 2.0 },
+            PoolPrefix { tokens: 36, weight: 1.0 },
+        ],
+        suffix_min: 1,
+        suffix_max: 20,
+        output_tokens: 6,
+        cache_bust: false,
+        block_tokens: 16,
+    }
+}
+
+async fn workload_versions_are_stored_by_content_and_never_change(db: TestStore) {
+    let store = &db.store;
+    let first = pool(1).generate("spec").unwrap();
+    let (id, stored) = store.save_workload_version(&first).await.unwrap();
+    assert!(stored, "{}", db.backend);
+    assert_eq!(store.save_workload_version(&first).await.unwrap(), (id, false));
+    let second = pool(2).generate("spec").unwrap();
+    let (id2, stored2) = store.save_workload_version(&second).await.unwrap();
+    assert!(stored2 && id2 > id);
+    let list = store.list_workloads().await.unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!((list[0].latest_version_id, list[0].version_count), (id2, 2));
+    assert_eq!(list[0].latest.requests, 30);
+    let versions = store.list_workload_versions(list[0].id).await.unwrap();
+    assert_eq!(versions.iter().map(|v| v.id).collect::<Vec<_>>(), [id2, id]);
+    assert_eq!(versions[1].content_hash, first.content_hash());
+    let back = store.get_workload_version(id).await.unwrap().unwrap();
+    assert_eq!(back.file, first);
+    assert!(store.get_workload_version(id2 + 100).await.unwrap().is_none());
+    assert!(
+        db.execute_raw("UPDATE workload_versions SET source = 'mooncake'").await.is_err(),
+        "{}: a version is immutable",
+        db.backend
+    );
+}
+each_backend!(workload_versions_are_stored_by_content_and_never_change);
+
+async fn import(app: &crate::support::app::TestApp, query: &str, body: &str) -> (u16, Value) {
+    let r = app
+        .client
+        .post(app.url(&format!("/api/v1/workloads?{query}")))
+        .header("content-type", "application/jsonl")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn every_log_format_imports_through_the_api_and_a_bad_line_is_named(db: TestStore) {
+    let backend = db.backend;
+    let app = spawn_app_on(db).await;
+    let mut ids = HashMap::new();
+    for (name, format, body, requests) in [
+        ("support-prod", "auto", OPENAI_LOG, 3),
+        ("agents", "otel", OTEL, 2),
+        ("moon", "mooncake", MOONCAKE, 3),
+    ] {
+        let (status, json) = import(&app, &format!("name={name}&format={format}"), body).await;
+        assert_eq!(status, 200, "{backend} {name}: {json}");
+        assert_eq!(json["requests"], requests, "{name}: {json}");
+        assert_eq!(json["stored"], true);
+        ids.insert(name, json["version_id"].as_i64().unwrap());
+    }
+    // The same log again: the stored version, nothing written.
+    let (_, again) = import(&app, "name=moon&format=mooncake", MOONCAKE).await;
+    assert_eq!((again["stored"].as_bool(), again["version_id"].as_i64()), (Some(false), Some(ids["moon"])));
+
+    // A bad line: refused with its line and field, nothing stored.
+    let bad = MOONCAKE.replace("\"output_length\": 8", "\"output_length\": \"eight\"");
+    let (status, problem) = import(&app, "name=moon&format=mooncake", &bad).await;
+    assert_eq!(status, 422, "{problem}");
+    assert_eq!(problem["fields"][0]["line"], 2, "{problem}");
+    assert_eq!(problem["fields"][0]["field"], "output_length", "{problem}");
+    let (status, problem) = import(&app, "name=x&format=openai", "{\"timestamp\":1,\"model\":\"m\"}\n").await;
+    assert_eq!((status, problem["fields"][0]["field"].as_str()), (422, Some("messages")), "{problem}");
+    let list: Value = app.get("/api/v1/workloads").await.json().await.unwrap();
+    assert_eq!(list["items"].as_array().unwrap().len(), 3, "{list}");
+
+    // What the log said, kept without text: lengths, offsets, a shared system prompt.
+    let detail: Value = app
+        .get(&format!("/api/v1/workload-versions/{}", ids["support-prod"]))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(detail["header"]["source"], "openai-log", "{detail}");
+    assert_eq!(detail["header"]["keeps_text"], false);
+    assert_eq!(detail["summary"]["requests"], 3);
+    let moon: Value = app
+        .get(&format!("/api/v1/workload-versions/{}", ids["moon"]))
+        .await
+        .json()
+        .await
+        .unwrap();
+    // Two of three requests start with block 0; 1024 of 2900 prompt tokens are repeated blocks.
+    let share = moon["summary"]["shared_prefix_share"].as_f64().unwrap();
+    assert!((share - 2.0 / 3.0).abs() < 1e-9, "{moon}");
+    let repeated = moon["summary"]["repeated_token_share"].as_f64().unwrap();
+    assert!((repeated - 1024.0 / 2900.0).abs() < 1e-9, "{moon}");
+
+    // The pages: the list, and a version with its figures and versions.
+    let list = app.get_html("/workloads").await;
+    assert_eq!(list.status, 200);
+    assert!(list.text("main").contains("support-prod"), "{}", list.text("main"));
+    let page = app.get_html(&format!("/workloads/versions/{}", ids["moon"])).await;
+    assert_eq!(page.status, 200, "{}", page.text("main"));
+    assert_eq!(page.text("#shared-prefix"), "66.7 %");
+    assert_eq!(page.text("#repeated-tokens"), "35.3 %");
+    assert!(page.text("main").contains("No prompt text is kept"));
+    let download = app.get(&format!("/workloads/versions/{}/download", ids["moon"])).await;
+    let text = download.text().await.unwrap();
+    assert_eq!(WorkloadFile::parse("download", &text).unwrap().requests.len(), 3);
+}
+each_backend!(every_log_format_imports_through_the_api_and_a_bad_line_is_named);
+
+#[tokio::test]
+async fn replay_sends_recorded_lengths_repeats_prefix_text_and_gives_every_candidate_one_schedule() {
+    let profile = |name: &str| ModelProfile {
+        ttft_ms: 1.0,
+        inter_token_ms: Some(0.5),
+        ..ModelProfile::named(name)
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mock = bakeoff::mock::spawn(
+        MockConfig {
+            profiles: vec![profile("model-a"), profile("model-b")],
+            ..MockConfig::default()
+        },
+        listener,
+    )
+    .await
+    .unwrap();
+    let workload = pool(7).generate("spec").unwrap();
+    let specs: Vec<CandidateSpec> = ["model-a", "model-b"]
+        .iter()
+        .map(|m| CandidateSpec::openai_chat(*m, mock.base_url(), *m))
+        .collect();
+    let options = ReplayOptions {
+        speed: 4.0,
+        seed: 11,
+        exact_output: true,
+        keep_prompts: true,
+        ..ReplayOptions::default()
+    };
+    let reports = replay(&specs, Arc::new(workload.clone()), &options, Cancel::never())
+        .await
+        .unwrap();
+    assert_eq!(reports.len(), 2);
+    let n = workload.requests.len();
+    for r in &reports {
+        assert_eq!(r.sent.len(), n, "{}", r.model);
+        assert!(r.sent.iter().all(|s| s.failure.is_none()), "{:?}", r.sent);
+        let f = &r.fidelity;
+        assert_eq!((f.input_exact, f.output_exact, f.output_received_exact), (n, n, n), "{f:?}");
+    }
+    // One schedule, one set of prompts, for every candidate.
+    let plan = |i: usize| {
+        reports[i]
+            .sent
+            .iter()
+            .map(|s| (s.index, s.due_unix_us, s.prompt.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(plan(0), plan(1));
+
+    // Exactly the recorded length, and the same tokens wherever the block ids agree.
+    let tokens: Vec<Vec<u32>> = reports[0]
+        .sent
+        .iter()
+        .map(|s| o200k().encode(s.prompt.as_deref().unwrap()))
+        .collect();
+    let block = workload.header.block_tokens as usize;
+    let mut shared_pairs = 0;
+    for (i, a) in workload.requests.iter().enumerate() {
+        assert_eq!(tokens[i].len(), a.input_tokens as usize, "request {i}");
+        for (j, b) in workload.requests.iter().enumerate().skip(i + 1) {
+            let common = a.blocks.iter().zip(&b.blocks).take_while(|(x, y)| x == y).count();
+            let shared = (common * block).min(tokens[i].len()).min(tokens[j].len());
+            assert_eq!(tokens[i][..shared], tokens[j][..shared], "requests {i} and {j} share {common} blocks");
+            if common > 0 {
+                shared_pairs += 1;
+            }
+            if common < a.blocks.len() && common < b.blocks.len() {
+                let end = |t: &Vec<u32>| (shared + block).min(t.len());
+                assert_ne!(
+                    tokens[i][shared..end(&tokens[i])],
+                    tokens[j][shared..end(&tokens[j])],
+                    "requests {i} and {j} differ from block {common}"
+                );
+            }
+        }
+    }
+    assert!(shared_pairs > 0, "the pool shares prefixes");
+
+    // What the mock received: every request, the prompts sent, the answers of the recorded length.
+    let truth: Value = reqwest::get(format!("{}/mock/requests", mock.root_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for r in &reports {
+        let mut received: Vec<(u64, u64)> = truth["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|q| q["model"] == r.model.as_str())
+            .map(|q| (q["prompt_tokens"].as_u64().unwrap(), q["tokens_sent"].as_u64().unwrap()))
+            .collect();
+        let mut sent: Vec<(u64, u64)> = r
+            .sent
+            .iter()
+            .map(|s| {
+                let prompt = s.prompt.as_deref().unwrap();
+                (
+                    u64::from(bakeoff::mock::tokens::count_chat_tokens([prompt])),
+                    u64::from(workload.requests[s.index].output_tokens),
+                )
+            })
+            .collect();
+        received.sort_unstable();
+        sent.sort_unstable();
+        assert_eq!(received, sent, "{}", r.model);
+    }
+    mock.shutdown().await.unwrap();
+}
