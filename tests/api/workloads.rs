@@ -116,10 +116,10 @@ async fn every_log_format_imports_through_the_api_and_a_bad_line_is_named(db: Te
     let bad = MOONCAKE.replace("\"output_length\": 8", "\"output_length\": \"eight\"");
     let (status, problem) = import(&app, "name=moon&format=mooncake", &bad).await;
     assert_eq!(status, 422, "{problem}");
-    assert_eq!(problem["fields"][0]["line"], 2, "{problem}");
-    assert_eq!(problem["fields"][0]["field"], "output_length", "{problem}");
+    assert_eq!(problem["field_errors"][0]["line"], 2, "{problem}");
+    assert_eq!(problem["field_errors"][0]["field"], "output_length", "{problem}");
     let (status, problem) = import(&app, "name=x&format=openai", "{\"timestamp\":1,\"model\":\"m\"}\n").await;
-    assert_eq!((status, problem["fields"][0]["field"].as_str()), (422, Some("messages")), "{problem}");
+    assert_eq!((status, problem["field_errors"][0]["field"].as_str()), (422, Some("messages")), "{problem}");
     let list: Value = app.get("/api/v1/workloads").await.json().await.unwrap();
     assert_eq!(list["items"].as_array().unwrap().len(), 3, "{list}");
 
