@@ -41,8 +41,14 @@ fn main() {
         seed: 48,
         system_tokens: 64,
         prefixes: vec![
-            PoolPrefix { tokens: 32, weight: 3.0 },
-            PoolPrefix { tokens: 96, weight: 1.0 },
+            PoolPrefix {
+                tokens: 32,
+                weight: 3.0,
+            },
+            PoolPrefix {
+                tokens: 96,
+                weight: 1.0,
+            },
         ],
         suffix_min: 8,
         suffix_max: 64,
@@ -52,7 +58,10 @@ fn main() {
     }
     .generate("bench")
     .expect("a valid spec");
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let profile = ModelProfile {
@@ -77,9 +86,7 @@ fn main() {
             exact_output: true,
             ..ReplayOptions::default()
         };
-        println!(
-            "replaying {requests} requests ({seconds} s at {RATE} req/s, Poisson) at {SPEED}× against the mock…"
-        );
+        println!("replaying {requests} requests ({seconds} s at {RATE} req/s, Poisson) at {SPEED}× against the mock…");
         let reports = replay(&[spec], Arc::new(workload.clone()), &options, Cancel::never())
             .await
             .expect("replay");

@@ -145,7 +145,11 @@ pub async fn run(args: WorkloadArgs) -> anyhow::Result<()> {
                 file.display(),
                 workload.header.name,
                 saved.id,
-                if saved.stored { "" } else { " (identical to a stored version)" }
+                if saved.stored {
+                    ""
+                } else {
+                    " (identical to a stored version)"
+                }
             );
             Ok(())
         }
@@ -161,7 +165,8 @@ pub async fn run(args: WorkloadArgs) -> anyhow::Result<()> {
             print_summary(&spec, &workload);
             match out {
                 Some(path) => {
-                    std::fs::write(&path, workload.normalised()).with_context(|| format!("writing {}", path.display()))?;
+                    std::fs::write(&path, workload.normalised())
+                        .with_context(|| format!("writing {}", path.display()))?;
                     eprintln!("wrote {}", path.display());
                 }
                 None => {
@@ -255,9 +260,10 @@ pub fn read_file(path: &Path, read: &ReadArgs) -> anyhow::Result<WorkloadFile> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {} (UTF-8 text)", path.display()))?;
     let format = match read.format.as_str() {
         "auto" => None,
-        name => Some(Format::parse(name).with_context(|| {
-            format!("unknown --format {name:?}: use auto, {}", Format::NAMES.join(", "))
-        })?),
+        name => Some(
+            Format::parse(name)
+                .with_context(|| format!("unknown --format {name:?}: use auto, {}", Format::NAMES.join(", ")))?,
+        ),
     };
     let name = read.name.clone().unwrap_or_else(|| {
         path.file_stem()
@@ -271,7 +277,11 @@ pub fn read_file(path: &Path, read: &ReadArgs) -> anyhow::Result<WorkloadFile> {
         keep_text: read.keep_text,
         block_tokens: read.block_tokens,
     };
-    Ok(read_log(&path.display().to_string(), text.trim_start_matches('\u{feff}'), &how)?)
+    Ok(read_log(
+        &path.display().to_string(),
+        text.trim_start_matches('\u{feff}'),
+        &how,
+    )?)
 }
 
 fn print_summary(path: &Path, w: &WorkloadFile) {
@@ -307,6 +317,15 @@ fn print_fidelity(r: &ReplayReport) {
     let failed = r.sent.iter().filter(|s| s.failure.is_some()).count();
     println!(
         "{} at {}×: {}/{} sent, {lag}; input exact {}/{}, max_tokens exact {}/{}, output received exact {}/{}, {failed} failed",
-        r.model, r.speed, f.sent, f.requests, f.input_exact, f.sent, f.output_exact, f.sent, f.output_received_exact, f.sent
+        r.model,
+        r.speed,
+        f.sent,
+        f.requests,
+        f.input_exact,
+        f.sent,
+        f.output_exact,
+        f.sent,
+        f.output_received_exact,
+        f.sent
     );
 }

@@ -18,7 +18,6 @@ pub mod candidate_page;
 pub mod candidates;
 pub mod error;
 pub mod evalsets;
-pub mod workloads;
 pub mod how_we_measure;
 pub mod notifications;
 pub mod operability;
@@ -34,6 +33,7 @@ pub mod serve;
 pub mod thresholds;
 pub mod views;
 pub mod workers;
+pub mod workloads;
 
 use crate::app::state::App;
 

@@ -157,7 +157,14 @@ async fn refuse(state: &AppState, problem: String, generate: GenerateForm) -> Re
 async fn import(State(state): State<AppState>, multipart: Result<Multipart, MultipartRejection>) -> Response {
     let mut multipart = match multipart {
         Ok(m) => m,
-        Err(e) => return refuse(&state, format!("The form could not be read ({}).", e.body_text()), GenerateForm::default()).await,
+        Err(e) => {
+            return refuse(
+                &state,
+                format!("The form could not be read ({}).", e.body_text()),
+                GenerateForm::default(),
+            )
+            .await;
+        }
     };
     let (mut file_name, mut bytes) = (String::from("uploaded file"), Vec::new());
     let mut how = LogImport {
@@ -173,7 +180,10 @@ async fn import(State(state): State<AppState>, multipart: Result<Multipart, Mult
             Ok(None) => break,
             Err(e) => {
                 let message = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    format!("The upload is larger than {}; nothing was stored. Import it with `bakeoff workload import`.", format::bytes(MAX_FILE_BYTES as u64))
+                    format!(
+                        "The upload is larger than {}; nothing was stored. Import it with `bakeoff workload import`.",
+                        format::bytes(MAX_FILE_BYTES as u64)
+                    )
                 } else {
                     format!("The form could not be read ({}).", e.body_text())
                 };
@@ -187,7 +197,14 @@ async fn import(State(state): State<AppState>, multipart: Result<Multipart, Mult
             }
             match field.bytes().await {
                 Ok(b) => bytes = b.to_vec(),
-                Err(e) => return refuse(&state, format!("The file could not be read ({}).", e.body_text()), GenerateForm::default()).await,
+                Err(e) => {
+                    return refuse(
+                        &state,
+                        format!("The file could not be read ({}).", e.body_text()),
+                        GenerateForm::default(),
+                    )
+                    .await;
+                }
             }
             continue;
         }
@@ -198,11 +215,25 @@ async fn import(State(state): State<AppState>, multipart: Result<Multipart, Mult
             "keep_text" => how.keep_text = !value.is_empty(),
             "block_tokens" if !value.trim().is_empty() => match value.trim().parse() {
                 Ok(n) => how.block_tokens = Some(n),
-                Err(_) => return refuse(&state, "Block size must be a whole number of tokens.".into(), GenerateForm::default()).await,
+                Err(_) => {
+                    return refuse(
+                        &state,
+                        "Block size must be a whole number of tokens.".into(),
+                        GenerateForm::default(),
+                    )
+                    .await;
+                }
             },
             "format" if value != "auto" && !value.is_empty() => match Format::parse(&value) {
                 Some(f) => how.format = Some(f),
-                None => return refuse(&state, format!("Unknown format {:?}.", crate::domain::validation::truncate(&value, 40)), GenerateForm::default()).await,
+                None => {
+                    return refuse(
+                        &state,
+                        format!("Unknown format {:?}.", crate::domain::validation::truncate(&value, 40)),
+                        GenerateForm::default(),
+                    )
+                    .await;
+                }
             },
             _ => {}
         }
@@ -214,11 +245,19 @@ async fn import(State(state): State<AppState>, multipart: Result<Multipart, Mult
         Ok(t) => t,
         Err(e) => {
             let at = e.utf8_error().valid_up_to();
-            return refuse(&state, format!("{file_name} is not UTF-8 text (first bad byte at offset {at})."), GenerateForm::default()).await;
+            return refuse(
+                &state,
+                format!("{file_name} is not UTF-8 text (first bad byte at offset {at})."),
+                GenerateForm::default(),
+            )
+            .await;
         }
     };
     if how.name.is_empty() {
-        how.name = file_name.rsplit_once('.').map_or(file_name.as_str(), |(stem, _)| stem).to_string();
+        how.name = file_name
+            .rsplit_once('.')
+            .map_or(file_name.as_str(), |(stem, _)| stem)
+            .to_string();
     }
     let workload = match read_log(&file_name, text.trim_start_matches('\u{feff}'), &how) {
         Ok(w) => w,
@@ -241,7 +280,14 @@ async fn generate(State(state): State<AppState>, Form(form): Form<GenerateForm>)
         Ok(w) => w,
         Err(e) => return refuse(&state, format!("Nothing was stored: {e}"), form).await,
     };
-    match save_version(&state.store, &workload, &crate::web::security::actor(), "generated (shared prefixes)".into()).await {
+    match save_version(
+        &state.store,
+        &workload,
+        &crate::web::security::actor(),
+        "generated (shared prefixes)".into(),
+    )
+    .await
+    {
         Ok(saved) => Redirect::to(&format!("/workloads/versions/{}", saved.id)).into_response(),
         Err(e) => WebError::from(e).into_response(),
     }
@@ -250,9 +296,12 @@ async fn generate(State(state): State<AppState>, Form(form): Form<GenerateForm>)
 /// The form as a generator spec; a bad field is named.
 fn spec_of(f: &GenerateForm) -> Result<SharedPrefixSpec, String> {
     fn number<T: std::str::FromStr>(field: &str, raw: &str) -> Result<T, String> {
-        raw.trim()
-            .parse()
-            .map_err(|_| format!("Field `{field}`: {:?} is not a number.", crate::domain::validation::truncate(raw, 40)))
+        raw.trim().parse().map_err(|_| {
+            format!(
+                "Field `{field}`: {:?} is not a number.",
+                crate::domain::validation::truncate(raw, 40)
+            )
+        })
     }
     let prefixes = f
         .prefixes
@@ -377,7 +426,10 @@ async fn detail(State(state): State<AppState>, Path(version_id): Path<String>) -
         repeated_tokens: percent(s.repeated_token_share),
         distinct_blocks: s.distinct_blocks,
         chart: arrivals_chart(s.bar_s, &s.arrivals),
-        lengths: vec![row("input tokens", &s.input_tokens), row("output tokens", &s.output_tokens)],
+        lengths: vec![
+            row("input tokens", &s.input_tokens),
+            row("output tokens", &s.output_tokens),
+        ],
         versions,
     })
 }
@@ -394,12 +446,24 @@ async fn download(State(state): State<AppState>, Path(version_id): Path<String>)
         .header
         .name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
-    let disposition = format!("attachment; filename=\"{name}-{}.workload.jsonl\"", short_hash(&version.content_hash));
+    let disposition = format!(
+        "attachment; filename=\"{name}-{}.workload.jsonl\"",
+        short_hash(&version.content_hash)
+    );
     let mut response = version.file.normalised().into_response();
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson; charset=utf-8"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-ndjson; charset=utf-8"),
+    );
     if let Ok(v) = HeaderValue::from_str(&disposition) {
         headers.insert(header::CONTENT_DISPOSITION, v);
     }

@@ -302,7 +302,15 @@ pub(crate) fn fill(pattern: &str, ids: &Ids) -> String {
     };
     let path = pattern
         .replace("{id}", &id.to_string())
-        .replace("{version_id}", &(if resource.starts_with("/workload") { ids.workload } else { ids.version }).to_string())
+        .replace(
+            "{version_id}",
+            &(if resource.starts_with("/workload") {
+                ids.workload
+            } else {
+                ids.version
+            })
+            .to_string(),
+        )
         .replace("{other_id}", &ids.version.to_string())
         .replace("{position}", "1")
         .replace("{*path}", "app.css");

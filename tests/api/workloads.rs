@@ -42,8 +42,14 @@ fn pool(seed: u64) -> SharedPrefixSpec {
         seed,
         system_tokens: 40,
         prefixes: vec![
-            PoolPrefix { tokens: 20, weight: 2.0 },
-            PoolPrefix { tokens: 36, weight: 1.0 },
+            PoolPrefix {
+                tokens: 20,
+                weight: 2.0,
+            },
+            PoolPrefix {
+                tokens: 36,
+                weight: 1.0,
+            },
         ],
         suffix_min: 1,
         suffix_max: 20,
@@ -73,7 +79,9 @@ async fn workload_versions_are_stored_by_content_and_never_change(db: TestStore)
     assert_eq!(back.file, first);
     assert!(store.get_workload_version(id2 + 100).await.unwrap().is_none());
     assert!(
-        db.execute_raw("UPDATE workload_versions SET source = 'mooncake'").await.is_err(),
+        db.execute_raw("UPDATE workload_versions SET source = 'mooncake'")
+            .await
+            .is_err(),
         "{}: a version is immutable",
         db.backend
     );
@@ -110,7 +118,10 @@ async fn every_log_format_imports_through_the_api_and_a_bad_line_is_named(db: Te
     }
     // The same log again: the stored version, nothing written.
     let (_, again) = import(&app, "name=moon&format=mooncake", MOONCAKE).await;
-    assert_eq!((again["stored"].as_bool(), again["version_id"].as_i64()), (Some(false), Some(ids["moon"])));
+    assert_eq!(
+        (again["stored"].as_bool(), again["version_id"].as_i64()),
+        (Some(false), Some(ids["moon"]))
+    );
 
     // A bad line: refused with its line and field, nothing stored.
     let bad = MOONCAKE.replace("\"output_length\": 8", "\"output_length\": \"eight\"");
@@ -119,7 +130,11 @@ async fn every_log_format_imports_through_the_api_and_a_bad_line_is_named(db: Te
     assert_eq!(problem["field_errors"][0]["line"], 2, "{problem}");
     assert_eq!(problem["field_errors"][0]["field"], "output_length", "{problem}");
     let (status, problem) = import(&app, "name=x&format=openai", "{\"timestamp\":1,\"model\":\"m\"}\n").await;
-    assert_eq!((status, problem["field_errors"][0]["field"].as_str()), (422, Some("messages")), "{problem}");
+    assert_eq!(
+        (status, problem["field_errors"][0]["field"].as_str()),
+        (422, Some("messages")),
+        "{problem}"
+    );
     let list: Value = app.get("/api/v1/workloads").await.json().await.unwrap();
     assert_eq!(list["items"].as_array().unwrap().len(), 3, "{list}");
 
@@ -198,7 +213,11 @@ async fn replay_sends_recorded_lengths_repeats_prefix_text_and_gives_every_candi
         assert_eq!(r.sent.len(), n, "{}", r.model);
         assert!(r.sent.iter().all(|s| s.failure.is_none()), "{:?}", r.sent);
         let f = &r.fidelity;
-        assert_eq!((f.input_exact, f.output_exact, f.output_received_exact), (n, n, n), "{f:?}");
+        assert_eq!(
+            (f.input_exact, f.output_exact, f.output_received_exact),
+            (n, n, n),
+            "{f:?}"
+        );
     }
     // One schedule, one set of prompts, for every candidate.
     let plan = |i: usize| {
@@ -223,7 +242,11 @@ async fn replay_sends_recorded_lengths_repeats_prefix_text_and_gives_every_candi
         for (j, b) in workload.requests.iter().enumerate().skip(i + 1) {
             let common = a.blocks.iter().zip(&b.blocks).take_while(|(x, y)| x == y).count();
             let shared = (common * block).min(tokens[i].len()).min(tokens[j].len());
-            assert_eq!(tokens[i][..shared], tokens[j][..shared], "requests {i} and {j} share {common} blocks");
+            assert_eq!(
+                tokens[i][..shared],
+                tokens[j][..shared],
+                "requests {i} and {j} share {common} blocks"
+            );
             if common > 0 {
                 shared_pairs += 1;
             }

@@ -64,7 +64,11 @@ pub async fn save_version(
                 detail: format!(
                     "{detail}; {} requests{}",
                     workload.requests.len(),
-                    if workload.header.keeps_text { ", prompts kept" } else { "" }
+                    if workload.header.keeps_text {
+                        ", prompts kept"
+                    } else {
+                        ""
+                    }
                 ),
             })
             .await?;
@@ -93,7 +97,9 @@ mod tests {
         let again = save_version(&store, &w, "bob", "imported".into()).await.unwrap();
         assert!(first.stored && !again.stored && again.id == first.id);
         assert_eq!(
-            crate::test_support::audit_entries(&store, Action::WorkloadSaved).await.len(),
+            crate::test_support::audit_entries(&store, Action::WorkloadSaved)
+                .await
+                .len(),
             1
         );
         let e = read_log("log.jsonl", "{\"timestamp\":1}\n", &how).unwrap_err();

@@ -50,8 +50,8 @@ use crate::domain::scorecard::{NewScorecard, RecordedVerdict, ScorecardListItem,
 use crate::domain::sealed::KeySealer;
 use crate::domain::telemetry::Scrape;
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
-use crate::domain::workload::WorkloadFile;
 use crate::domain::workers::{Claimant, Coordination, Decision as WorkerDecision, OpenRun, RunUnit, WorkerStatus};
+use crate::domain::workload::WorkloadFile;
 
 mod archive;
 mod audit;

@@ -152,12 +152,15 @@ pub async fn version(State(state): State<AppState>, Path(raw): Path<String>) -> 
     responses((status = 200, description = "The stored version", body = ImportedWorkload)))]
 pub async fn import(State(state): State<AppState>, RawQuery(query): RawQuery, body: Body) -> ApiResult {
     let params = Params::parse(query);
-    let name = params.text("name").ok_or_else(|| bad_parameter("name", "is required"))?;
+    let name = params
+        .text("name")
+        .ok_or_else(|| bad_parameter("name", "is required"))?;
     let format = match params.text("format").as_deref() {
         None | Some("auto") => None,
-        Some(f) => Some(Format::parse(f).ok_or_else(|| {
-            bad_parameter("format", format!("must be auto, {}", Format::NAMES.join(", ")))
-        })?),
+        Some(f) => Some(
+            Format::parse(f)
+                .ok_or_else(|| bad_parameter("format", format!("must be auto, {}", Format::NAMES.join(", "))))?,
+        ),
     };
     let keep_text = matches!(params.text("keep_text").as_deref(), Some("true" | "1" | "on"));
     let block_tokens = params.int("block_tokens", 1, 1_048_576)?.map(|n| n as u32);

@@ -96,8 +96,8 @@ pub fn import(file: &str, text: &str, format: Format, options: &ImportOptions) -
         if line.is_empty() {
             continue;
         }
-        let value: Value = serde_json::from_str(line)
-            .map_err(|e| WorkloadError::at(file, Some(n), None, format!("not JSON: {e}")))?;
+        let value: Value =
+            serde_json::from_str(line).map_err(|e| WorkloadError::at(file, Some(n), None, format!("not JSON: {e}")))?;
         let bad = |field: &str, message: String| WorkloadError::at(file, Some(n), Some(field), message);
         match format {
             Format::Mooncake => reads.push(mooncake(&value, n, &bad)?),
@@ -170,16 +170,29 @@ fn mooncake(v: &Value, line: usize, bad: &Bad) -> Result<Read, WorkloadError> {
 /// `{"timestamp", "request": {…}, "response": {…}}` or a flat body with `created`/`timestamp`.
 fn openai(v: &Value, line: usize, options: &ImportOptions, block: u32, bad: &Bad) -> Result<Read, WorkloadError> {
     let (request, prefix) = match v.get("request").or_else(|| v.get("body")) {
-        Some(r @ Value::Object(_)) => (r, if v.get("request").is_some() { "request." } else { "body." }),
+        Some(r @ Value::Object(_)) => (
+            r,
+            if v.get("request").is_some() {
+                "request."
+            } else {
+                "body."
+            },
+        ),
         _ => (v, ""),
     };
     let at_ms = ["timestamp", "created", "created_at", "time", "start_time", "startTime"]
         .iter()
         .find_map(|k| v.get(*k).or_else(|| request.get(*k)).map(|t| (*k, t)))
         .ok_or_else(|| bad("timestamp", "missing: each line needs `timestamp` or `created`".into()))
-        .and_then(|(k, t)| time_ms(t).ok_or_else(|| bad(k, "must be Unix seconds or milliseconds, or an RFC 3339 time".into())))?;
-    let text = prompt_text(request)
-        .ok_or_else(|| bad(&format!("{prefix}messages"), "missing: each request needs `messages` or `prompt`".into()))?;
+        .and_then(|(k, t)| {
+            time_ms(t).ok_or_else(|| bad(k, "must be Unix seconds or milliseconds, or an RFC 3339 time".into()))
+        })?;
+    let text = prompt_text(request).ok_or_else(|| {
+        bad(
+            &format!("{prefix}messages"),
+            "missing: each request needs `messages` or `prompt`".into(),
+        )
+    })?;
     let tokens = (options.tokenize)(&text);
     let response = v.get("response");
     let usage = response.and_then(|r| r.get("usage")).or_else(|| v.get("usage"));
@@ -250,7 +263,11 @@ fn traces(
     }
     let items: Vec<&Value> = match v {
         Value::Array(a) => a.iter().collect(),
-        _ => match v.get("observations").or_else(|| v.get("data")).and_then(Value::as_array) {
+        _ => match v
+            .get("observations")
+            .or_else(|| v.get("data"))
+            .and_then(Value::as_array)
+        {
             Some(a) => a.iter().collect(),
             None => vec![v],
         },
@@ -305,7 +322,8 @@ fn span_or_observation(
     let output = output.ok_or_else(|| {
         bad(
             "attributes.gen_ai.usage.output_tokens",
-            "missing: an LLM call needs its output tokens (`gen_ai.usage.output_tokens`, Langfuse `usage.output`)".into(),
+            "missing: an LLM call needs its output tokens (`gen_ai.usage.output_tokens`, Langfuse `usage.output`)"
+                .into(),
         )
     })?;
     // The prompt, where the export carries it: blocks (and a count when usage has none).
@@ -388,7 +406,15 @@ fn count(v: &Value, field: &str, bad: &Bad) -> Result<u32, WorkloadError> {
         .and_then(as_u64)
         .filter(|n| (1..=u64::from(super::MAX_TOKENS_PER_REQUEST)).contains(n))
         .map(|n| n as u32)
-        .ok_or_else(|| bad(field, format!("missing or not a whole number from 1 to {}", super::MAX_TOKENS_PER_REQUEST)))
+        .ok_or_else(|| {
+            bad(
+                field,
+                format!(
+                    "missing or not a whole number from 1 to {}",
+                    super::MAX_TOKENS_PER_REQUEST
+                ),
+            )
+        })
 }
 
 /// Unix seconds (up to 1e11), milliseconds (up to 1e14) or microseconds, or RFC 3339 text; in
@@ -442,7 +468,10 @@ fn content_text(v: &Value) -> String {
             .collect::<Vec<_>>()
             .join("\n"),
         Value::Null => String::new(),
-        other => other.get("text").and_then(Value::as_str).map_or_else(|| other.to_string(), str::to_string),
+        other => other
+            .get("text")
+            .and_then(Value::as_str)
+            .map_or_else(|| other.to_string(), str::to_string),
     }
 }
 
@@ -453,7 +482,10 @@ mod tests {
     /// One token per whitespace-separated word: enough to test blocks.
     fn words(text: &str) -> Vec<u32> {
         text.split_whitespace()
-            .map(|w| w.bytes().fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b))))
+            .map(|w| {
+                w.bytes()
+                    .fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)))
+            })
             .collect()
     }
 
@@ -476,7 +508,11 @@ mod tests {
         assert_eq!(w.header.source, Source::OpenaiLog);
         assert!(!w.header.keeps_text);
         // Sorted by arrival: the flat body (00:00:00) first.
-        let r: Vec<_> = w.requests.iter().map(|r| (r.at_ms, r.input_tokens, r.output_tokens)).collect();
+        let r: Vec<_> = w
+            .requests
+            .iter()
+            .map(|r| (r.at_ms, r.input_tokens, r.output_tokens))
+            .collect();
         assert_eq!(r, [(0.0, 5, 30), (1500.0, 4, 7)]);
         // "be very" is one shared block; then they differ.
         assert_eq!(w.requests[0].blocks[0], w.requests[1].blocks[0]);
@@ -532,10 +568,21 @@ mod tests {
         assert_eq!((w.header.block_tokens, w.requests[1].at_ms), (512, 3053.0));
         assert_eq!(w.requests[0].blocks[..3], [0, 1, 2]);
         assert_eq!(w.requests[1].blocks[12], 14);
-        let e = import("m.jsonl", &trace.replace("\"output_length\": 26", "\"output_length\": -2"), Format::Mooncake, &options(false))
-            .unwrap_err();
+        let e = import(
+            "m.jsonl",
+            &trace.replace("\"output_length\": 26", "\"output_length\": -2"),
+            Format::Mooncake,
+            &options(false),
+        )
+        .unwrap_err();
         assert_eq!((e.line, e.field.as_deref()), (Some(2), Some("output_length")), "{e}");
-        let e = import("m.jsonl", &trace.replace("6472", "100"), Format::Mooncake, &options(false)).unwrap_err();
+        let e = import(
+            "m.jsonl",
+            &trace.replace("6472", "100"),
+            Format::Mooncake,
+            &options(false),
+        )
+        .unwrap_err();
         assert_eq!(e.field.as_deref(), Some("blocks"), "{e}");
     }
 }

@@ -170,7 +170,12 @@ impl WorkloadFile {
             return head("block_tokens", "must be a whole number from 1 to 1048576".into());
         }
         if self.requests.is_empty() {
-            return Err(WorkloadError::at(file, None, None, "no requests: a workload needs at least one"));
+            return Err(WorkloadError::at(
+                file,
+                None,
+                None,
+                "no requests: a workload needs at least one",
+            ));
         }
         if self.requests.len() > MAX_REQUESTS {
             return Err(WorkloadError::at(
@@ -184,20 +189,27 @@ impl WorkloadFile {
         let mut seen: std::collections::HashMap<u64, (usize, Option<u64>)> = std::collections::HashMap::new();
         let mut previous = 0.0;
         for (i, r) in self.requests.iter().enumerate() {
-            let bad = |field: &str, message: String| Err(WorkloadError::at(file, Some(line_of(i)), Some(field), message));
+            let bad =
+                |field: &str, message: String| Err(WorkloadError::at(file, Some(line_of(i)), Some(field), message));
             if !r.at_ms.is_finite() || r.at_ms < 0.0 {
                 return bad("at_ms", "must be a number of milliseconds >= 0".into());
             }
             if r.at_ms < previous {
                 return bad(
                     "at_ms",
-                    format!("{} is before the previous request's {previous}: requests are in arrival order", r.at_ms),
+                    format!(
+                        "{} is before the previous request's {previous}: requests are in arrival order",
+                        r.at_ms
+                    ),
                 );
             }
             previous = r.at_ms;
             for (field, v) in [("input_tokens", r.input_tokens), ("output_tokens", r.output_tokens)] {
                 if !(1..=MAX_TOKENS_PER_REQUEST).contains(&v) {
-                    return bad(field, format!("must be a whole number from 1 to {MAX_TOKENS_PER_REQUEST}"));
+                    return bad(
+                        field,
+                        format!("must be a whole number from 1 to {MAX_TOKENS_PER_REQUEST}"),
+                    );
                 }
             }
             let most = r.input_tokens.div_ceil(h.block_tokens) as usize;
@@ -233,7 +245,10 @@ impl WorkloadFile {
             }
             match (&r.text, h.keeps_text) {
                 (Some(_), false) => {
-                    return bad("text", "the header does not keep text (`keeps_text`: true keeps it)".into());
+                    return bad(
+                        "text",
+                        "the header does not keep text (`keeps_text`: true keeps it)".into(),
+                    );
                 }
                 (None, true) => return bad("text", "missing: the header keeps text".into()),
                 _ => {}
@@ -341,16 +356,19 @@ mod tests {
         assert_eq!(w.duration_ms(), 5.5);
         let again = WorkloadFile::parse("w.jsonl", &w.normalised()).unwrap();
         assert_eq!(again.content_hash(), w.content_hash());
-        let other = WorkloadFile::parse("w.jsonl", &GOOD.replace("\"output_tokens\":2", "\"output_tokens\":9")).unwrap();
+        let other =
+            WorkloadFile::parse("w.jsonl", &GOOD.replace("\"output_tokens\":2", "\"output_tokens\":9")).unwrap();
         assert_ne!(other.content_hash(), w.content_hash());
     }
 
     #[test]
     fn errors_name_file_line_and_field() {
-        let e = WorkloadFile::parse("w.jsonl", &GOOD.replace("\"output_tokens\":2", "\"output_tokens\":0")).unwrap_err();
+        let e =
+            WorkloadFile::parse("w.jsonl", &GOOD.replace("\"output_tokens\":2", "\"output_tokens\":0")).unwrap_err();
         assert_eq!((e.line, e.field.as_deref()), (Some(3), Some("output_tokens")), "{e}");
         assert!(e.to_string().starts_with("w.jsonl:3: field `output_tokens`"), "{e}");
-        let e = WorkloadFile::parse("w.jsonl", &GOOD.replace("\"at_ms\":5.5", "\"at_ms\":5.5,\"colour\":1")).unwrap_err();
+        let e =
+            WorkloadFile::parse("w.jsonl", &GOOD.replace("\"at_ms\":5.5", "\"at_ms\":5.5,\"colour\":1")).unwrap_err();
         assert_eq!((e.line, e.field.as_deref()), (Some(3), Some("colour")), "{e}");
         let e = WorkloadFile::parse("w.jsonl", &GOOD.replace("[0,2]", "[1,2]")).unwrap_err();
         assert_eq!((e.line, e.field.as_deref()), (Some(3), Some("blocks[0]")), "{e}");

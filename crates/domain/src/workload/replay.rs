@@ -85,8 +85,14 @@ impl Fidelity {
             requests: w.requests.len(),
             sent: sent.len(),
             lag_ms: Distribution::of(sent.iter().map(|s| s.sent_ms - due_ms(recorded(s), speed))),
-            input_exact: sent.iter().filter(|s| s.input_tokens == recorded(s).input_tokens).count(),
-            output_exact: sent.iter().filter(|s| s.max_tokens == recorded(s).output_tokens).count(),
+            input_exact: sent
+                .iter()
+                .filter(|s| s.input_tokens == recorded(s).input_tokens)
+                .count(),
+            output_exact: sent
+                .iter()
+                .filter(|s| s.max_tokens == recorded(s).output_tokens)
+                .count(),
             output_received_exact: sent
                 .iter()
                 .filter(|s| s.output_tokens == Some(recorded(s).output_tokens))
@@ -121,8 +127,20 @@ mod tests {
             &w,
             2.0,
             &[
-                Sent { index: 0, sent_ms: 0.5, input_tokens: 10, max_tokens: 3, output_tokens: Some(3) },
-                Sent { index: 1, sent_ms: 5.5, input_tokens: 7, max_tokens: 5, output_tokens: Some(4) },
+                Sent {
+                    index: 0,
+                    sent_ms: 0.5,
+                    input_tokens: 10,
+                    max_tokens: 3,
+                    output_tokens: Some(3),
+                },
+                Sent {
+                    index: 1,
+                    sent_ms: 5.5,
+                    input_tokens: 7,
+                    max_tokens: 5,
+                    output_tokens: Some(4),
+                },
             ],
         );
         assert_eq!((f.input_exact, f.output_exact, f.output_received_exact), (2, 2, 1));

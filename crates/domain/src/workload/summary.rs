@@ -70,7 +70,11 @@ impl WorkloadSummary {
             input_tokens: Distribution::of(w.requests.iter().map(|r| f64::from(r.input_tokens))),
             output_tokens: Distribution::of(w.requests.iter().map(|r| f64::from(r.output_tokens))),
             shared_prefix_share: if n == 0 { 0.0 } else { shared as f64 / n as f64 },
-            repeated_token_share: if total == 0 { 0.0 } else { repeated as f64 / total as f64 },
+            repeated_token_share: if total == 0 {
+                0.0
+            } else {
+                repeated as f64 / total as f64
+            },
             distinct_blocks: seen.len(),
         }
     }
