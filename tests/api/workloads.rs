@@ -294,3 +294,85 @@ async fn replay_sends_recorded_lengths_repeats_prefix_text_and_gives_every_candi
     }
     mock.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn the_workloads_page_uploads_a_log_and_generates_a_pool_and_refuses_bad_input_naming_it() {
+    let app = crate::support::app::spawn_app().await;
+    // The upload: a Mooncake trace, prompts not kept.
+    let boundary = "----workload-test-boundary";
+    let multipart = |parts: &[(&str, Option<&str>, &str)]| {
+        let mut body = String::new();
+        for (name, file, content) in parts {
+            body.push_str(&format!("--{boundary}\r\n"));
+            match file {
+                Some(f) => body.push_str(&format!(
+                    "Content-Disposition: form-data; name=\"{name}\"; filename=\"{f}\"\r\n\r\n"
+                )),
+                None => body.push_str(&format!("Content-Disposition: form-data; name=\"{name}\"\r\n\r\n")),
+            }
+            body.push_str(content);
+            body.push_str("\r\n");
+        }
+        body.push_str(&format!("--{boundary}--\r\n"));
+        body
+    };
+    let post = |body: String| {
+        app.client
+            .post(app.url("/workloads/import"))
+            .header("content-type", format!("multipart/form-data; boundary={boundary}"))
+            .body(body)
+            .send()
+    };
+    let r = post(multipart(&[
+        ("file", Some("moon.jsonl"), MOONCAKE),
+        ("format", None, "auto"),
+    ]))
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 303, "{}", r.text().await.unwrap());
+    let location = r.headers()["location"].to_str().unwrap().to_string();
+    assert!(location.starts_with("/workloads/versions/"), "{location}");
+    let page = app.get_html(&location).await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.text("h1").contains("moon"),
+        "named after the file: {}",
+        page.text("h1")
+    );
+
+    // A bad line: 422 naming the file, line and field; nothing stored.
+    let bad = MOONCAKE.replace("\"input_length\": 300", "\"input_length\": 0");
+    let r = post(multipart(&[("file", Some("bad.jsonl"), &bad)])).await.unwrap();
+    assert_eq!(r.status().as_u16(), 422);
+    let text = r.text().await.unwrap();
+    assert!(text.contains("bad.jsonl:3: field `input_length`"), "{text}");
+
+    // The generator: a pool, then a bad field named.
+    let mut fields = vec![
+        ("name", "pool"),
+        ("requests", "50"),
+        ("per_second", "5"),
+        ("poisson", "on"),
+        ("seed", "3"),
+        ("system_tokens", "600"),
+        ("prefixes", "300:3, 900:1"),
+        ("suffix_min", "10"),
+        ("suffix_max", "90"),
+        ("output_tokens", "64"),
+    ];
+    let r = app.post_form("/workloads/generate", &fields).await;
+    assert_eq!(r.status().as_u16(), 303);
+    let pool = app.get_html(r.headers()["location"].to_str().unwrap()).await;
+    assert_eq!(pool.status, 200);
+    assert_eq!(
+        pool.text("#shared-prefix"),
+        "100.0 %",
+        "every request shares the system prompt"
+    );
+    fields[7] = ("suffix_min", "200");
+    let refused = app.post_form_html("/workloads/generate", &fields).await;
+    assert_eq!(refused.status, 422);
+    assert!(refused.text("main").contains("suffix_min"), "{}", refused.text("main"));
+    let list: Value = app.get("/api/v1/workloads").await.json().await.unwrap();
+    assert_eq!(list["items"].as_array().unwrap().len(), 2, "{list}");
+}
