@@ -98,6 +98,19 @@ fn main() {
             f.sent, f.requests, f.input_exact, f.output_exact, f.output_received_exact
         );
         show("send lag (bakeoff: sent − due)", &f.lag_ms);
+        // Where the worst lags were: a burst (the machine) or one place (the harness).
+        let mut worst: Vec<(i64, usize)> = r
+            .sent
+            .iter()
+            .map(|s| (s.sent_unix_us - s.due_unix_us, s.index))
+            .collect();
+        worst.sort_unstable_by(|a, b| b.cmp(a));
+        let shown: Vec<String> = worst
+            .iter()
+            .take(8)
+            .map(|(lag, i)| format!("#{i} {:.1} ms", *lag as f64 / 1000.0))
+            .collect();
+        println!("worst sends: {}", shown.join(", "));
         let page: serde_json::Value = reqwest::get(format!("{}/mock/requests", mock.root_url()))
             .await
             .unwrap()

@@ -376,3 +376,111 @@ async fn the_workloads_page_uploads_a_log_and_generates_a_pool_and_refuses_bad_i
     let list: Value = app.get("/api/v1/workloads").await.json().await.unwrap();
     assert_eq!(list["items"].as_array().unwrap().len(), 2, "{list}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_imports_generates_and_replays_and_names_a_bad_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, _db) = crate::support::db::sqlite_url();
+    let bakeoff = |args: Vec<String>| {
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_bakeoff"))
+                .args(&args)
+                .env("BAKEOFF_SECRET_KEY", hex::encode(crate::support::db::TEST_SERVER_KEY))
+                .output()
+                .expect("running bakeoff")
+        })
+    };
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let log = dir.path().join("gateway.jsonl");
+    std::fs::write(&log, OPENAI_LOG).unwrap();
+    let path = log.display().to_string();
+    let out = bakeoff(vec![
+        "workload".into(),
+        "import".into(),
+        path.clone(),
+        "--database-url".into(),
+        url.clone(),
+    ])
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("stored as workload \"gateway\""),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, OPENAI_LOG.replace("\"completion_tokens\":17", "\"cached\":1")).unwrap();
+    let out = bakeoff(vec![
+        "workload".into(),
+        "import".into(),
+        bad.display().to_string(),
+        "--database-url".into(),
+        url.clone(),
+    ])
+    .await
+    .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "{}:2: field `response.usage.completion_tokens`",
+            bad.display()
+        )),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let spec = dir.path().join("pool.toml");
+    std::fs::write(
+        &spec,
+        "name = \"pool\"\nrequests = 12\nper_second = 50.0\npoisson = true\nseed = 2\nsystem_tokens = 40\n\
+         prefixes = [ { tokens = 20, weight = 1 } ]\nsuffix_min = 1\nsuffix_max = 9\noutput_tokens = 3\nblock_tokens = 16\n",
+    )
+    .unwrap();
+    let file = dir.path().join("pool.workload.jsonl");
+    let out = bakeoff(vec![
+        "workload".into(),
+        "generate".into(),
+        spec.display().to_string(),
+        "--out".into(),
+        file.display().to_string(),
+    ])
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mock = bakeoff::mock::spawn(
+        MockConfig {
+            profiles: vec![ModelProfile::named("m")],
+            ..MockConfig::default()
+        },
+        listener,
+    )
+    .await
+    .unwrap();
+    let report = dir.path().join("replay.json");
+    let out = bakeoff(vec![
+        "workload".into(),
+        "replay".into(),
+        file.display().to_string(),
+        "--base-url".into(),
+        mock.base_url(),
+        "--model".into(),
+        "m".into(),
+        "--speed".into(),
+        "5".into(),
+        "--exact-output".into(),
+        "--json".into(),
+        report.display().to_string(),
+    ])
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("12/12 sent"), "{}", text(&out.stdout));
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(json[0]["fidelity"]["input_exact"], 12, "{json}");
+    assert_eq!(json[0]["fidelity"]["output_received_exact"], 12, "{json}");
+    mock.shutdown().await.unwrap();
+}

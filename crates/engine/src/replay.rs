@@ -265,6 +265,8 @@ async fn candidate_loop(
             drop(permit);
             s
         });
+        // The send goes first: building the next prompt can wait, this request cannot.
+        tokio::task::yield_now().await;
         while let Some(Ok(done)) = set.try_join_next() {
             out.push(done);
         }
