@@ -47,6 +47,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(())
         }
         Command::Evalset(args) => bakeoff::cli::evalset::run(args).await,
+        Command::Workload(args) => bakeoff::cli::workload::run(args).await,
         Command::Run(args) => bakeoff::cli::runs::run(args).await,
         Command::Candidate(args) => bakeoff::cli::files::run_candidate(args).await,
         Command::Profile(args) => bakeoff::cli::files::run_profile(args).await,

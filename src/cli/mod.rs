@@ -11,6 +11,7 @@
 //! - `calibrate`: `bakeoff calibrate`, the harness against the built-in mock
 //! - `users`: `bakeoff user …`, accounts and API tokens
 //! - `worker`: `bakeoff worker`, a measurement worker sharing the team's database
+//! - `workload`: `bakeoff workload …`, traffic logs imported, shared-prefix workloads generated, replays
 //! - `output`: plain-text tables and JSON files the commands write
 use clap::{Parser, Subcommand};
 
@@ -29,6 +30,7 @@ pub mod runs;
 pub mod schedules;
 pub mod users;
 pub mod worker;
+pub mod workload;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -70,6 +72,8 @@ pub enum Command {
     User(users::UserArgs),
     /// Measure queued runs from this machine, coordinated with the others through the database.
     Worker(worker::WorkerArgs),
+    /// Import a traffic log as a workload, generate a shared-prefix one, export or replay one.
+    Workload(workload::WorkloadArgs),
 }
 
 #[cfg(test)]

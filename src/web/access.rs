@@ -76,6 +76,12 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("POST", "/notifications", ADMIN),
     ("POST", "/notifications/{id}/test", ADMIN),
     ("POST", "/notifications/{id}/delete", ADMIN),
+    // workloads: traffic logs imported and shared-prefix workloads generated (docs/workloads.md)
+    ("GET", "/workloads", VIEWER),
+    ("POST", "/workloads/import", EDITOR),
+    ("POST", "/workloads/generate", EDITOR),
+    ("GET", "/workloads/versions/{version_id}", VIEWER),
+    ("GET", "/workloads/versions/{version_id}/download", VIEWER),
     // candidates and operability
     ("GET", "/candidates", VIEWER),
     ("POST", "/candidates", EDITOR),
@@ -160,6 +166,9 @@ pub const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/api/v1/candidates/{id}", VIEWER),
     ("PUT", "/api/v1/candidates/{id}/worker-labels", EDITOR),
     ("GET", "/api/v1/workers", VIEWER),
+    ("GET", "/api/v1/workloads", VIEWER),
+    ("POST", "/api/v1/workloads", EDITOR),
+    ("GET", "/api/v1/workload-versions/{id}", VIEWER),
     ("GET", "/api/v1/evalsets", VIEWER),
     ("POST", "/api/v1/evalsets", EDITOR),
     ("GET", "/api/v1/evalsets/{id}", VIEWER),

@@ -33,6 +33,7 @@ pub mod serve;
 pub mod thresholds;
 pub mod views;
 pub mod workers;
+pub mod workloads;
 
 use crate::app::state::App;
 
@@ -66,6 +67,7 @@ pub fn build_app(state: AppState) -> Router {
         .merge(candidates::router())
         .merge(candidate_page::router())
         .merge(evalsets::router())
+        .merge(workloads::router())
         .merge(runs::router())
         .merge(archive::router())
         .merge(thresholds::router())

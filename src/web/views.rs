@@ -285,6 +285,7 @@ pub fn nav_title(nav: &str) -> &'static str {
     match nav {
         "scorecards" => "Scorecards",
         "schedules" => "Schedules",
+        "workloads" => "Workloads",
         "workers" => "Workers",
         "audit" => "Audit",
         "measure" => "How we measure",

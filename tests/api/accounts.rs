@@ -108,6 +108,32 @@ pub(crate) struct Ids {
     /// A schedule of `candidate` on the version's set, and a review item of `run`.
     pub schedule: i64,
     pub review_item: i64,
+    /// A workload version (its pages and API).
+    pub workload: i64,
+}
+
+/// A small generated workload stored as a version: its id, for the workload routes.
+pub(crate) async fn seed_workload(app: &TestApp) -> i64 {
+    let spec = bakeoff::domain::workload::generate::SharedPrefixSpec {
+        name: "seeded-traffic".into(),
+        description: String::new(),
+        requests: 5,
+        per_second: 1.0,
+        poisson: false,
+        seed: 1,
+        system_tokens: 8,
+        prefixes: Vec::new(),
+        suffix_min: 1,
+        suffix_max: 4,
+        output_tokens: 3,
+        cache_bust: false,
+        block_tokens: 4,
+    };
+    app.store
+        .save_workload_version(&spec.generate("seed").unwrap())
+        .await
+        .unwrap()
+        .0
 }
 
 /// The query of `/runs/{id}/timeline` naming the run's first attempt with a token timeline
@@ -187,6 +213,7 @@ async fn seed(app: &TestApp) -> Ids {
         timeline: timeline_query(app, run).await,
         schedule,
         review_item,
+        workload: seed_workload(app).await,
     }
 }
 
@@ -245,7 +272,9 @@ use bakeoff::app::accounts as accounts_app;
 pub(crate) fn fill(pattern: &str, ids: &Ids) -> String {
     // The JSON API's resources are named as the pages' are, after its prefix.
     let resource = pattern.strip_prefix("/api/v1").unwrap_or(pattern);
-    let id = if resource.starts_with("/evalsets") {
+    let id = if resource.starts_with("/workload") {
+        ids.workload
+    } else if resource.starts_with("/evalsets") {
         ids.evalset
     } else if resource.starts_with("/evalset-versions") {
         ids.version
@@ -273,7 +302,15 @@ pub(crate) fn fill(pattern: &str, ids: &Ids) -> String {
     };
     let path = pattern
         .replace("{id}", &id.to_string())
-        .replace("{version_id}", &ids.version.to_string())
+        .replace(
+            "{version_id}",
+            &(if resource.starts_with("/workload") {
+                ids.workload
+            } else {
+                ids.version
+            })
+            .to_string(),
+        )
         .replace("{other_id}", &ids.version.to_string())
         .replace("{position}", "1")
         .replace("{*path}", "app.css");
@@ -414,6 +451,7 @@ async fn single_user_mode_reaches_every_route_without_a_login(db: TestStore) {
         // Only refusals are checked here: a missing schedule or item may answer 404.
         schedule: 0,
         review_item: 0,
+        workload: seed_workload(&app).await,
     };
     for (method, pattern, _) in ROUTES {
         // The users and account pages add a user, which would switch the mode.

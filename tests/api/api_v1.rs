@@ -149,7 +149,13 @@ struct Seed {
     review_item: i64,
     /// A run of two candidates answering one case (0 until queued, like `review_item`).
     pair_run: i64,
+    /// A workload version imported through the API.
+    workload: i64,
 }
+
+/// A Mooncake trace of two requests sharing a prefix block.
+const WALK_TRACE: &str = "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 4, \"hash_ids\": [0, 1]}\n\
+                          {\"timestamp\": 50, \"input_length\": 700, \"output_length\": 6, \"hash_ids\": [0, 2]}\n";
 
 /// Waits (bounded) until run `id` has ended; its last status.
 async fn until_terminal(api: &Api, id: i64) -> Value {
@@ -204,6 +210,15 @@ async fn seed(api: &Api, mock: &MockServer) -> Seed {
         a.location.as_deref(),
         Some(format!("/api/v1/scorecards/{scorecard}").as_str())
     );
+    let a = api
+        .send(
+            "POST",
+            "/api/v1/workloads?name=seeded-traffic&format=mooncake",
+            Some(("application/jsonl", WALK_TRACE.to_string())),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{a:?}");
+    let workload = a.body["version_id"].as_i64().unwrap();
     Seed {
         candidate,
         evalset,
@@ -213,6 +228,7 @@ async fn seed(api: &Api, mock: &MockServer) -> Seed {
         scorecard,
         review_item: 0,
         pair_run: 0,
+        workload,
     }
 }
 
@@ -269,6 +285,8 @@ fn fill(path: &str, seed: &Seed) -> String {
         seed.evalset
     } else if path.starts_with("/api/v1/evalset-versions") {
         seed.version
+    } else if path.starts_with("/api/v1/workload-versions") {
+        seed.workload
     } else if path.starts_with("/api/v1/profiles") {
         seed.profile
     } else if path.starts_with("/api/v1/scorecards") {
@@ -285,6 +303,9 @@ fn fill(path: &str, seed: &Seed) -> String {
         format!("{filled}?profile={}", seed.profile)
     } else if filled.ends_with("/archive/compare") {
         format!("{filled}?runs={}", seed.run)
+    } else if filled == "/api/v1/workloads" {
+        // The import's parameters (a list ignores them).
+        format!("{filled}?name=walk&format=mooncake")
     } else if filled.ends_with("/archive/history") {
         format!("{filled}?candidate={}&evalset={}", seed.candidate, seed.evalset)
     } else {
@@ -334,6 +355,7 @@ async fn every_documented_path_answers_as_documented(db: TestStore) {
                     .to_string(),
                 )),
                 ("POST", "/api/v1/evalsets") => Some(("application/jsonl", evalset_text())),
+                ("POST", "/api/v1/workloads") => Some(("application/jsonl", WALK_TRACE.to_string())),
                 ("POST", "/api/v1/profiles") => Some((
                     "application/toml",
                     "bakeoff_profile = 1\nname = \"lenient\"\n[[rule]]\nmetric = \"failure_rate\"\ncomparator = \"<\"\nvalue = 50\n"

@@ -64,3 +64,4 @@ mod tool_cases;
 mod web;
 mod workers;
 mod workers_web;
+mod workloads;

@@ -580,6 +580,7 @@ async fn a_planted_key_is_only_ciphertext_at_rest_and_appears_on_no_get_route(db
         timeline: crate::accounts::timeline_query(&app, run).await,
         schedule,
         review_item,
+        workload: crate::accounts::seed_workload(&app).await,
     };
 
     // Every GET route of the router, pages, fragments, exports, the event stream and the JSON API.

@@ -57,6 +57,7 @@ async fn every_page_renders_with_the_layout() {
         ("/measure", "How we measure"),
         ("/audit", "Audit log"),
         ("/workers", "Workers"),
+        ("/workloads", "Workloads"),
     ];
     for (path, title) in pages {
         let page = app.get_html(path).await;
@@ -73,6 +74,7 @@ async fn every_page_renders_with_the_layout() {
                 "Archive",
                 "Scorecards",
                 "Schedules",
+                "Workloads",
                 "Workers",
                 "Audit",
                 "How we measure"

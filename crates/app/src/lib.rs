@@ -50,6 +50,7 @@ pub mod state;
 pub mod telemetry;
 pub mod transfer;
 pub mod verdicts;
+pub mod workloads;
 
 /// Why a use case could not be done. Messages are for the user: a lowercase clause without a
 /// final period, which the terminal prints after "error:" and the web turns into a sentence.

@@ -83,10 +83,12 @@ pub enum Action {
     /// An admin set or changed the OIDC provider (never its client secret).
     OidcProviderSaved,
     OidcProviderRemoved,
+    /// A workload version was stored (imported or generated).
+    WorkloadSaved,
 }
 
 impl Action {
-    pub const ALL: [Action; 51] = [
+    pub const ALL: [Action; 52] = [
         Action::CandidateCreated,
         Action::CandidateUpdated,
         Action::CandidateKeySet,
@@ -138,6 +140,7 @@ impl Action {
         Action::NotificationFailed,
         Action::OidcProviderSaved,
         Action::OidcProviderRemoved,
+        Action::WorkloadSaved,
     ];
 
     pub fn as_str(&self) -> &'static str {
@@ -190,6 +193,7 @@ impl Action {
             Action::NotificationTargetSaved => "notification_target.saved",
             Action::OidcProviderSaved => "oidc_provider.saved",
             Action::OidcProviderRemoved => "oidc_provider.removed",
+            Action::WorkloadSaved => "workload.saved",
             Action::NotificationTargetDeleted => "notification_target.deleted",
             Action::NotificationDelivered => "notification.delivered",
             Action::NotificationFailed => "notification.failed",

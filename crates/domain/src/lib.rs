@@ -45,6 +45,7 @@ pub mod timeline;
 pub mod tool_calls;
 pub mod validation;
 pub mod workers;
+pub mod workload;
 
 /// Wall-clock instant as milliseconds since the Unix epoch (UTC); what the store keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]

@@ -17,6 +17,7 @@ pub mod endpoint_measure;
 pub mod error;
 pub mod own_metrics;
 pub mod probes;
+pub mod replay;
 pub mod run;
 pub mod tokens;
 pub mod wire;

@@ -51,6 +51,7 @@ use crate::domain::sealed::KeySealer;
 use crate::domain::telemetry::Scrape;
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
 use crate::domain::workers::{Claimant, Coordination, Decision as WorkerDecision, OpenRun, RunUnit, WorkerStatus};
+use crate::domain::workload::WorkloadFile;
 
 mod archive;
 mod audit;
@@ -82,6 +83,7 @@ mod users;
 mod verdicts;
 pub use verdicts::parse_verdict;
 mod workers;
+mod workloads;
 pub use workers::{MAX_RUNS_SETTING, PER_CANDIDATE_SETTING};
 
 /// The store layer's one error type.
@@ -467,6 +469,7 @@ pub trait Store:
     + NotificationStore
     + OidcStore
     + TelemetryStore
+    + WorkloadStore
     + Send
     + Sync
     + 'static
@@ -497,7 +500,8 @@ where
         + ScheduleStore
         + NotificationStore
         + OidcStore
-        + TelemetryStore,
+        + TelemetryStore
+        + WorkloadStore,
 {
     fn backend(&self) -> Backend {
         T::KIND
@@ -1088,6 +1092,55 @@ pub trait TelemetryStore: Send + Sync {
     fn list_telemetry_scrapes(&self, run_id: i64, candidate_id: i64) -> StoreFuture<'_, Vec<Scrape>>;
 }
 
+/// Workloads and their immutable versions (`workloads.rs`).
+pub trait WorkloadStore: Send + Sync {
+    /// Stores `file` as a version of the workload its header names (created when new): the
+    /// version's id and whether it was written (false: an identical version was stored already,
+    /// and nothing changed).
+    fn save_workload_version<'a>(&'a self, file: &'a WorkloadFile) -> StoreFuture<'a, (i64, bool)>;
+    /// Every workload with its newest version, by name.
+    fn list_workloads(&self) -> StoreFuture<'_, Vec<WorkloadListItem>>;
+    /// A workload's versions, newest first, without their content.
+    fn list_workload_versions(&self, workload_id: i64) -> StoreFuture<'_, Vec<WorkloadVersionLink>>;
+    /// One version with its whole file.
+    fn get_workload_version(&self, version_id: i64) -> StoreFuture<'_, Option<WorkloadVersion>>;
+}
+
+/// A workload with its newest version, for lists.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkloadListItem {
+    pub id: i64,
+    pub name: String,
+    pub description: String,
+    pub latest_version_id: i64,
+    pub version_count: usize,
+    pub latest: WorkloadVersionLink,
+    pub updated_at: Timestamp,
+}
+
+/// One version of a workload without its requests.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkloadVersionLink {
+    pub id: i64,
+    pub content_hash: String,
+    pub requests: usize,
+    pub duration_ms: f64,
+    /// `Source::as_str`.
+    pub source: String,
+    pub keeps_text: bool,
+    pub created_at: Timestamp,
+}
+
+/// One version of a workload with its file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkloadVersion {
+    pub id: i64,
+    pub workload_id: i64,
+    pub content_hash: String,
+    pub file: WorkloadFile,
+    pub created_at: Timestamp,
+}
+
 /// Implements every aggregate's trait (hence [`Store`]) for one backend `$store` from the
 /// aggregates' query macros, which reach the backend only through [`SqlBackend`]. The macros
 /// expand here, so the paths inside them are written as seen from this module.
@@ -1199,6 +1252,10 @@ macro_rules! impl_store {
 
         impl TelemetryStore for $store {
             telemetry::telemetry_queries!();
+        }
+
+        impl WorkloadStore for $store {
+            workloads::workload_queries!();
         }
     };
 }

@@ -34,6 +34,7 @@ pub mod runs;
 pub mod schedules;
 pub mod scorecards;
 pub mod workers;
+pub mod workloads;
 
 pub use problem::{ApiError, Problem};
 
@@ -55,6 +56,7 @@ pub fn router() -> Router<AppState> {
         .merge(workers::router())
         .merge(review::router())
         .merge(schedules::router())
+        .merge(workloads::router())
 }
 
 #[derive(OpenApi)]
@@ -111,6 +113,9 @@ pub fn router() -> Router<AppState> {
         schedules::import,
         schedules::list_targets,
         schedules::create_target,
+        workloads::list,
+        workloads::version,
+        workloads::import,
     ),
     components(schemas(Problem, problem::FieldProblem)),
     modifiers(&Security, &ErrorResponses),
@@ -124,6 +129,7 @@ pub fn router() -> Router<AppState> {
         (name = "workers", description = "The measurement workers sharing the database: heartbeats, labels, load"),
         (name = "review", description = "The review queue, labels, blind comparisons and LLM-judge calibration"),
         (name = "schedules", description = "Schedules, their firings and changes since the baseline, and notification targets"),
+        (name = "workloads", description = "Workloads: a team's traffic (imported logs, generated shared-prefix loads) as versioned load descriptions"),
         (name = "meta", description = "This document"),
     )
 )]

@@ -1098,3 +1098,51 @@ pub fn token_timeline(chunks: &crate::domain::chunks::Chunks, answer_from_us: Op
     })?;
     Some(with_point_titles(svg, &titles))
 }
+
+/// A workload's arrivals (`domain::workload::summary`): requests per bar of `bar_s` seconds
+/// from its first arrival, as columns.
+pub fn arrivals_chart(bar_s: f64, counts: &[u64]) -> Option<Chart> {
+    if counts.is_empty() {
+        return None;
+    }
+    let top = counts.iter().copied().max().unwrap_or(0).max(1) as f64 * 1.1;
+    let end = bar_s * counts.len() as f64;
+    let mut titles = Vec::new();
+    let svg = render(|root| {
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0f64..end, 0.0f64..top)?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds from the first request")
+            .y_desc(format!("requests per {} s", axis_number(bar_s)))
+            .label_style((FONT, 12))
+            .max_light_lines(1)
+            .light_line_style(GRID_LIGHT)
+            .bold_line_style(GRID_BOLD)
+            .x_label_formatter(&|v| axis_number(*v))
+            .y_label_formatter(&|v| axis_number(*v))
+            .draw()?;
+        chart.draw_series(counts.iter().enumerate().map(|(i, &n)| {
+            let x = i as f64 * bar_s;
+            Rectangle::new([(x, 0.0), (x + bar_s, n as f64)], colour(0).filled())
+        }))?;
+        for (i, &n) in counts.iter().enumerate() {
+            let x = i as f64 * bar_s;
+            titles.push(PointTitle {
+                at: chart.backend_coord(&(x + bar_s / 2.0, n as f64 / 2.0)),
+                text: format!("{}–{} s: {n} requests", axis_number(x), axis_number(x + bar_s)),
+            });
+        }
+        root.present()
+    })?;
+    Some(Chart {
+        id: "chart-arrivals".into(),
+        title: "Arrivals".into(),
+        caption: "Requests arriving in each interval, as recorded (a replay at 2× halves the intervals).".into(),
+        svg: with_point_titles(svg, &titles),
+    })
+}

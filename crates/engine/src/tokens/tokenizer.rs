@@ -215,14 +215,7 @@ const WORDS: [&str; 48] = [
 /// token: the tests check both against the real tokenizer), so a synthetic workload never loads
 /// the tokenizer's tables just to write its prompts.
 pub fn synthetic_prompt(tokens: u32, seed: u64) -> String {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut next_word = move || {
-        // xorshift64*: cheap, deterministic, good enough to vary word order.
-        state ^= state >> 12;
-        state ^= state << 25;
-        state ^= state >> 27;
-        WORDS[(state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 58) as usize % WORDS.len()]
-    };
+    let mut next_word = word_stream(seed);
     let base = WORDS.len() as u64;
     let mut text = String::with_capacity(tokens as usize * 8);
     text.push_str(FIRST_WORD);
@@ -232,6 +225,40 @@ pub fn synthetic_prompt(tokens: u32, seed: u64) -> String {
             1..=3 => WORDS[((seed / base.pow(i - 1)) % base) as usize],
             _ => next_word(),
         });
+    }
+    text
+}
+
+/// Words of `seed`, one o200k token each with its leading space.
+fn word_stream(seed: u64) -> impl FnMut() -> &'static str {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    move || {
+        // xorshift64*: cheap, deterministic, good enough to vary word order.
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        WORDS[(state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 58) as usize % WORDS.len()]
+    }
+}
+
+/// A replayed prompt (`domain::workload::replay`): each piece's tokens are words of its seed
+/// alone, so pieces of equal seeds are equal text and a shorter piece is a prefix of a longer
+/// one; the whole is exactly the pieces' tokens long in o200k (the first word is
+/// [`FIRST_WORD`], as in [`synthetic_prompt`]).
+pub fn replay_prompt(pieces: &[crate::domain::workload::replay::Piece]) -> String {
+    let total: u32 = pieces.iter().map(|p| p.tokens).sum();
+    let mut text = String::with_capacity(total as usize * 8);
+    for (i, piece) in pieces.iter().enumerate() {
+        let mut next_word = word_stream(piece.seed);
+        for t in 0..piece.tokens {
+            if i == 0 && t == 0 {
+                text.push_str(FIRST_WORD);
+                next_word();
+                continue;
+            }
+            text.push(' ');
+            text.push_str(next_word());
+        }
     }
     text
 }
@@ -338,5 +365,21 @@ mod tests {
         let first_tokens: std::collections::HashSet<String> = (0..3000).map(|seed| synthetic_prompt(4, seed)).collect();
         assert_eq!(first_tokens.len(), 3000, "every seed's first four tokens differ");
         assert_eq!(synthetic_prompt(64, 1), synthetic_prompt(64, 1));
+    }
+
+    #[test]
+    fn replayed_prompts_are_exact_and_share_text_where_pieces_do() {
+        use crate::domain::workload::replay::Piece;
+        let shared = Piece { seed: 11, tokens: 512 };
+        let a = replay_prompt(&[shared, Piece { seed: 12, tokens: 100 }]);
+        let b = replay_prompt(&[shared, Piece { seed: 13, tokens: 7 }]);
+        assert_eq!((count(&a), count(&b)), (612, 519));
+        let head = replay_prompt(&[shared]);
+        assert!(a.starts_with(&head) && b.starts_with(&head));
+        let tail = |s: &str| s[head.len()..].split(' ').take(8).collect::<Vec<_>>().join(" ");
+        assert_ne!(tail(&a), tail(&b));
+        // A partial block of the same id is a prefix of the whole one.
+        let short = replay_prompt(&[Piece { seed: 11, tokens: 300 }]);
+        assert!(head.starts_with(&short) && count(&short) == 300);
     }
 }

@@ -1,0 +1,149 @@
+//! Replay: a workload sent with its recorded arrivals (scaled by a speed-up) and lengths, its
+//! prompts synthetic text whose prefix blocks are the same text wherever the block ids repeat,
+//! so a prefix cache sees the reuse production saw. The schedule depends only on the workload
+//! and the speed, so every candidate gets the identical one; the text only on the seed.
+use serde::{Deserialize, Serialize};
+
+use super::{WorkloadFile, WorkloadRequest};
+use crate::metrics::Distribution;
+
+/// Fastest speed-up accepted.
+pub const MAX_SPEED: f64 = 1000.0;
+
+/// A piece of a replayed prompt: `tokens` tokens of text derived from `seed` alone, so equal
+/// seeds give equal text (a shorter piece is a prefix of a longer one of the same seed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Piece {
+    pub seed: u64,
+    pub tokens: u32,
+}
+
+/// When request `i` is due, in milliseconds after the replay's start, at `speed`×.
+pub fn due_ms(request: &WorkloadRequest, speed: f64) -> f64 {
+    request.at_ms / speed.max(f64::MIN_POSITIVE)
+}
+
+/// The pieces of request `index`'s prompt: one per block (seeded by the block id and the
+/// replay's `seed`), then the tokens no block covers (seeded by the request, so unique).
+pub fn pieces(w: &WorkloadFile, index: usize, seed: u64) -> Vec<Piece> {
+    let r = &w.requests[index];
+    let block = w.header.block_tokens;
+    let mut left = r.input_tokens;
+    let mut out = Vec::with_capacity(r.blocks.len() + 1);
+    for &b in &r.blocks {
+        let tokens = left.min(block);
+        out.push(Piece {
+            seed: mix(seed, b),
+            tokens,
+        });
+        left -= tokens;
+    }
+    if left > 0 {
+        // The high bit keeps a request's own text apart from every block's.
+        out.push(Piece {
+            seed: mix(seed ^ (1 << 63), index as u64),
+            tokens: left,
+        });
+    }
+    out
+}
+
+fn mix(seed: u64, x: u64) -> u64 {
+    let mut r = crate::stats::SplitMix64::new(seed ^ x.wrapping_mul(0xD1B5_4A32_D192_ED03));
+    r.next_u64()
+}
+
+/// How closely a replay followed its workload, measured and shown on the run page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fidelity {
+    pub requests: usize,
+    pub sent: usize,
+    /// Send lag (sent − due), milliseconds.
+    pub lag_ms: Option<Distribution>,
+    /// Requests whose prompt was exactly the recorded input length (counted with o200k).
+    pub input_exact: usize,
+    /// Requests asked for exactly the recorded output length (`max_tokens`).
+    pub output_exact: usize,
+    /// Requests whose answer had exactly the recorded length (server's count).
+    pub output_received_exact: usize,
+}
+
+/// One request as sent: offsets in milliseconds from the replay's start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sent {
+    pub index: usize,
+    pub sent_ms: f64,
+    pub input_tokens: u32,
+    pub max_tokens: u32,
+    pub output_tokens: Option<u32>,
+}
+
+impl Fidelity {
+    pub fn of(w: &WorkloadFile, speed: f64, sent: &[Sent]) -> Fidelity {
+        let recorded = |s: &Sent| &w.requests[s.index];
+        Fidelity {
+            requests: w.requests.len(),
+            sent: sent.len(),
+            lag_ms: Distribution::of(sent.iter().map(|s| s.sent_ms - due_ms(recorded(s), speed))),
+            input_exact: sent
+                .iter()
+                .filter(|s| s.input_tokens == recorded(s).input_tokens)
+                .count(),
+            output_exact: sent
+                .iter()
+                .filter(|s| s.max_tokens == recorded(s).output_tokens)
+                .count(),
+            output_received_exact: sent
+                .iter()
+                .filter(|s| s.output_tokens == Some(recorded(s).output_tokens))
+                .count(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_follow_the_blocks_and_repeat_where_they_do() {
+        let w = WorkloadFile::parse(
+            "w.jsonl",
+            r#"{"bakeoff_workload":1,"name":"w","source":"mooncake","block_tokens":4}
+{"at_ms":0,"input_tokens":10,"output_tokens":3,"blocks":[0,1]}
+{"at_ms":10,"input_tokens":7,"output_tokens":5,"blocks":[0,2]}
+"#,
+        )
+        .unwrap();
+        let a = pieces(&w, 0, 1);
+        let b = pieces(&w, 1, 1);
+        assert_eq!(a.iter().map(|p| p.tokens).collect::<Vec<_>>(), [4, 4, 2]);
+        assert_eq!(b.iter().map(|p| p.tokens).collect::<Vec<_>>(), [4, 3]);
+        assert_eq!(a[0], b[0]);
+        assert_ne!(a[1].seed, b[1].seed);
+        assert_ne!(pieces(&w, 0, 2)[0].seed, a[0].seed, "the seed changes the text");
+        assert_eq!(due_ms(&w.requests[1], 2.0), 5.0);
+        let f = Fidelity::of(
+            &w,
+            2.0,
+            &[
+                Sent {
+                    index: 0,
+                    sent_ms: 0.5,
+                    input_tokens: 10,
+                    max_tokens: 3,
+                    output_tokens: Some(3),
+                },
+                Sent {
+                    index: 1,
+                    sent_ms: 5.5,
+                    input_tokens: 7,
+                    max_tokens: 5,
+                    output_tokens: Some(4),
+                },
+            ],
+        );
+        assert_eq!((f.input_exact, f.output_exact, f.output_received_exact), (2, 2, 1));
+        assert_eq!(f.lag_ms.unwrap().p50, 0.5);
+    }
+}
