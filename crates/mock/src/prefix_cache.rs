@@ -136,15 +136,18 @@ mod tests {
         let t0 = Instant::now();
         assert_eq!(cache.admit(&turn1, t0), CacheUse { read: 0, written: whole });
         let turn2 = vec![system.clone(), m("user", "something else entirely")];
-        let shared = prompt(std::slice::from_ref(&system)) / 4 * 4;
+        // The system message and the next message's framing (both are `user`).
+        let shared = (prompt(std::slice::from_ref(&system)) + CHAT_TOKENS_PER_MESSAGE) / 4 * 4;
         let u = cache.admit(&turn2, t0 + Duration::from_secs(5));
         assert_eq!(u.read, shared, "the system prompt's whole blocks");
         assert_eq!(u.read + u.written, prompt(&turn2) / 4 * 4);
         // Past the TTL (from the last use, 5 s): cold again.
         let u = cache.admit(&turn1, t0 + Duration::from_secs(16));
         assert_eq!(u.read, 0);
-        // A different first message shares nothing.
-        assert_eq!(cache.admit(&[m("system", "other")], t0 + Duration::from_secs(16)).read, 0);
+        // A different first message shares only its role's framing (one whole block here), as a
+        // real chat template's header is shared.
+        assert_eq!(cache.admit(&[m("system", "other")], t0 + Duration::from_secs(16)).read, 4);
+        assert_eq!(cache.admit(&[m("user", "other")], t0 + Duration::from_secs(16)).read, 0);
     }
 
     #[test]
