@@ -219,6 +219,7 @@ fn candidate(id: i64, name: &str, claim: Option<ClaimedFigure>) -> Candidate {
             pricing: Pricing {
                 input_per_mtok: Some(1.0),
                 output_per_mtok: Some(2.0),
+                ..Default::default()
             },
             claimed: claim,
             ..CandidateSpec::openai_chat(name, "http://127.0.0.1:9/v1", name)
