@@ -105,7 +105,11 @@ async fn ground_truth(mock: &MockServer) -> HashMap<String, Value> {
 }
 
 fn truth_of<'a>(truth: &'a HashMap<String, Value>, r: &RequestRecord, file: &EvalSetFile) -> &'a Value {
-    let index = file.cases.iter().position(|c| *c.id == *r.case_id).expect("a case of the set");
+    let index = file
+        .cases
+        .iter()
+        .position(|c| *c.id == *r.case_id)
+        .expect("a case of the set");
     let id = bakeoff::engine::run::pool::request_id(r.run_id, r.candidate_id, r.phase, index, r.repetition, r.attempt);
     truth.get(&id).unwrap_or_else(|| panic!("the mock saw {}", r.case_id))
 }
@@ -139,15 +143,29 @@ async fn an_anthropic_write_turn_then_read_turn_gives_the_true_hit_rate_not_the_
             n(&t["prompt_tokens"]).unwrap(),
         );
         let c = r.prompt_cache.expect("the Anthropic usage carried cache fields");
-        assert_eq!((c.read_tokens, c.creation_tokens), (t_read, Some(t_written)), "{}", r.case_id);
+        assert_eq!(
+            (c.read_tokens, c.creation_tokens),
+            (t_read, Some(t_written)),
+            "{}",
+            r.case_id
+        );
         assert_eq!(r.input_tokens, Some(t_prompt), "whole prompt = input + read + creation");
         read += u64::from(t_read);
         whole += u64::from(t_prompt);
         input_excluding += u64::from(t_prompt - t_read - t_written);
     }
-    let write_turn = records.iter().find(|r| r.prompt_cache.unwrap().read_tokens == 0).unwrap();
-    let read_turn = records.iter().find(|r| r.prompt_cache.unwrap().read_tokens > 0).unwrap();
-    assert!(write_turn.prompt_cache.unwrap().creation_tokens.unwrap() > 0, "turn 1 wrote the prefix");
+    let write_turn = records
+        .iter()
+        .find(|r| r.prompt_cache.unwrap().read_tokens == 0)
+        .unwrap();
+    let read_turn = records
+        .iter()
+        .find(|r| r.prompt_cache.unwrap().read_tokens > 0)
+        .unwrap();
+    assert!(
+        write_turn.prompt_cache.unwrap().creation_tokens.unwrap() > 0,
+        "turn 1 wrote the prefix"
+    );
     assert!(read_turn.sent_at_us > write_turn.sent_at_us);
     let run = store.get_run(run_id).await.unwrap().unwrap();
     let figures = run_figures(records.iter(), &run.config, run.candidate_ids[0], |_| None);
@@ -155,7 +173,10 @@ async fn an_anthropic_write_turn_then_read_turn_gives_the_true_hit_rate_not_the_
     let true_rate = read as f64 / whole as f64;
     let inflated = read as f64 / (input_excluding + read) as f64;
     assert_eq!(cache.token_hit_rate(), Some(true_rate));
-    assert!(true_rate < 0.5 && inflated > 0.9, "true {true_rate}, inflated {inflated}");
+    assert!(
+        true_rate < 0.5 && inflated > 0.9,
+        "true {true_rate}, inflated {inflated}"
+    );
     assert_eq!((cache.requests_with_hit, cache.reported), (1, 2));
     assert_eq!(cache.ttft_cold_ms.as_ref().map(|d| d.n), Some(1));
     assert_eq!(cache.ttft_warm_ms.as_ref().map(|d| d.n), Some(1));
@@ -203,12 +224,20 @@ async fn a_shared_prefix_run_at_concurrency_agrees_with_the_mocks_ground_truth_e
             written += u64::from(expected_written.unwrap_or(0));
             hits += u64::from(t_read > 0);
         }
-        assert!(hits > 0, "{provider:?}: the shared system prompt was read from the cache");
+        assert!(
+            hits > 0,
+            "{provider:?}: the shared system prompt was read from the cache"
+        );
         let run = store.get_run(run_id).await.unwrap().unwrap();
         let figures = run_figures(records.iter(), &run.config, run.candidate_ids[0], |_| None);
         let cache = &figures.levels[0].prompt_cache;
         assert_eq!(
-            (cache.read_tokens, cache.prompt_tokens, cache.creation_tokens, cache.requests_with_hit),
+            (
+                cache.read_tokens,
+                cache.prompt_tokens,
+                cache.creation_tokens,
+                cache.requests_with_hit
+            ),
             (read, whole, written, hits),
             "{provider:?}"
         );
@@ -222,7 +251,11 @@ async fn a_shared_prefix_run_at_concurrency_agrees_with_the_mocks_ground_truth_e
         let gap = (server.expect("the mock's counters were scraped") - ours.unwrap()).abs();
         assert!(gap < 1e-9, "{provider:?}: server {server:?} vs bakeoff {ours:?}");
         let row = &t.rows()[0];
-        assert!(row.prefix_hit_rate.contains("bakeoff − server +0.0 pp"), "{}", row.prefix_hit_rate);
+        assert!(
+            row.prefix_hit_rate.contains("bakeoff − server +0.0 pp"),
+            "{}",
+            row.prefix_hit_rate
+        );
     }
 }
 

@@ -794,7 +794,13 @@ impl CandidateDraft {
                 0.0,
                 1e6,
             ),
-            cache_write_per_mtok: optional_number::<f64>(&mut e, "price_cache_write", &self.price_cache_write, 0.0, 1e6),
+            cache_write_per_mtok: optional_number::<f64>(
+                &mut e,
+                "price_cache_write",
+                &self.price_cache_write,
+                0.0,
+                1e6,
+            ),
         };
         let claimed_tps = optional_number::<f64>(&mut e, "claimed_tps", &self.claimed_tps, 0.0, 1e9);
         let claimed_caliber = optional_text(&mut e, "claimed_caliber", &self.claimed_caliber, 500);

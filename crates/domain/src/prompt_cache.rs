@@ -183,7 +183,10 @@ mod tests {
         assert_eq!(a.whole, Some(1000));
         assert_eq!(a.cache.unwrap().creation_tokens, Some(390));
         // No cache field: no cache report (not 0 %).
-        assert_eq!(normalise(UsageShape::PromptIncludesCached, Some(5), None, None).cache, None);
+        assert_eq!(
+            normalise(UsageShape::PromptIncludesCached, Some(5), None, None).cache,
+            None
+        );
     }
 
     fn record(whole: u32, read: u32, creation: Option<u32>) -> RequestRecord {

@@ -134,7 +134,13 @@ mod tests {
         let turn1 = vec![system.clone(), m("user", "hello there")];
         let whole = prompt(&turn1) / 4 * 4;
         let t0 = Instant::now();
-        assert_eq!(cache.admit(&turn1, t0), CacheUse { read: 0, written: whole });
+        assert_eq!(
+            cache.admit(&turn1, t0),
+            CacheUse {
+                read: 0,
+                written: whole
+            }
+        );
         let turn2 = vec![system.clone(), m("user", "something else entirely")];
         // The system message and the next message's framing (both are `user`).
         let shared = (prompt(std::slice::from_ref(&system)) + CHAT_TOKENS_PER_MESSAGE) / 4 * 4;
@@ -146,7 +152,10 @@ mod tests {
         assert_eq!(u.read, 0);
         // A different first message shares only its role's framing (one whole block here), as a
         // real chat template's header is shared.
-        assert_eq!(cache.admit(&[m("system", "other")], t0 + Duration::from_secs(16)).read, 4);
+        assert_eq!(
+            cache.admit(&[m("system", "other")], t0 + Duration::from_secs(16)).read,
+            4
+        );
         assert_eq!(cache.admit(&[m("user", "other")], t0 + Duration::from_secs(16)).read, 0);
     }
 

@@ -686,7 +686,11 @@ pub async fn shared_prefix(engine: &Engine, server: &ServerProcess, at_least: u3
     // its own counter, and its prefix-cache hit rate (vLLM's `prefix_cache_hits` over
     // `prefix_cache_queries`, tokens) sits beside bakeoff's (read / whole prompt).
     if records.iter().all(|r| r.prompt_cache.is_some()) {
-        let read: u32 = records.iter().filter_map(|r| r.prompt_cache).map(|c| c.read_tokens).sum();
+        let read: u32 = records
+            .iter()
+            .filter_map(|r| r.prompt_cache)
+            .map(|c| c.read_tokens)
+            .sum();
         assert_eq!(
             f64::from(read),
             cached,

@@ -517,8 +517,14 @@ fn cache_columns() -> Vec<Column> {
             "Σ written to the cache (Anthropic cache_creation_input_tokens)",
         ),
         col("uncached tokens", "Σ whole prompt − read − written"),
-        col(format!("cold {} p50 / p95 (n)", TTFT.label), "requests with no cached token"),
-        col(format!("warm {} p50 / p95 (n)", TTFT.label), "requests with some cached tokens"),
+        col(
+            format!("cold {} p50 / p95 (n)", TTFT.label),
+            "requests with no cached token",
+        ),
+        col(
+            format!("warm {} p50 / p95 (n)", TTFT.label),
+            "requests with some cached tokens",
+        ),
     ]
 }
 

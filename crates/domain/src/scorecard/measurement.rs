@@ -676,8 +676,14 @@ fn prefix_cache_hit_rate(finals: &[&RequestRecord], c: Option<u32>) -> Measureme
         .filter_map(|r| RequestCache::of(r))
         .collect();
     let ratio = |it: &mut dyn Iterator<Item = &RequestCache>| {
-        let (read, whole) = it.fold((0u64, 0u64), |(r, w), c| (r + u64::from(c.read), w + u64::from(c.whole)));
-        if whole == 0 { f64::NAN } else { read as f64 / whole as f64 }
+        let (read, whole) = it.fold((0u64, 0u64), |(r, w), c| {
+            (r + u64::from(c.read), w + u64::from(c.whole))
+        });
+        if whole == 0 {
+            f64::NAN
+        } else {
+            read as f64 / whole as f64
+        }
     };
     let value = Some(ratio(&mut caches.iter())).filter(|v| v.is_finite());
     Measurement {
@@ -687,9 +693,7 @@ fn prefix_cache_hit_rate(finals: &[&RequestRecord], c: Option<u32>) -> Measureme
         n: caches.len() as f64,
         unit: SampleUnit::Requests,
         concurrency: c,
-        missing: value
-            .is_none()
-            .then(|| crate::prompt_cache::NOT_REPORTED.to_string()),
+        missing: value.is_none().then(|| crate::prompt_cache::NOT_REPORTED.to_string()),
     }
 }
 
@@ -707,7 +711,9 @@ fn warm_ttft_p95(data: &CandidateRecords<'_>, finals: &[&RequestRecord], c: Opti
         m.value = level.prompt_cache.ttft_warm_ms.map(|d| d.p95);
     }
     if m.value.is_none() {
-        m.missing = Some("no warm request: none read prompt tokens from the server's cache (or its usage has no cache field)".into());
+        m.missing = Some(
+            "no warm request: none read prompt tokens from the server's cache (or its usage has no cache field)".into(),
+        );
     }
     m
 }

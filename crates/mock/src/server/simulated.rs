@@ -39,7 +39,8 @@ impl Simulated {
 
     /// A request was admitted with `prompt_tokens`, `read` of them from the prefix cache.
     pub fn admitted_cached(&self, prompt_tokens: u32, read: u32) {
-        self.prefix_queries.fetch_add(u64::from(prompt_tokens), Ordering::Relaxed);
+        self.prefix_queries
+            .fetch_add(u64::from(prompt_tokens), Ordering::Relaxed);
         self.prefix_hits.fetch_add(u64::from(read), Ordering::Relaxed);
     }
 
