@@ -56,6 +56,9 @@ pub struct ScorecardPage {
     pub tool_levels: Option<crate::app::pages::tool_levels::ToolLevelsView>,
     /// Structured output per candidate and level (templates/runs/structured.html).
     pub structured: Option<crate::app::pages::tool_levels::StructuredView>,
+    /// The per-level figures whose prompt-cache table is shown (templates/runs/prompt_cache.html);
+    /// None when no server reported cache fields.
+    pub prompt_cache: Option<crate::app::pages::report::LevelsView>,
     /// Why the judging profile may not fit the run's eval set (written for another task).
     pub profile_fit: Option<String>,
 }
@@ -142,11 +145,13 @@ pub fn page_for(j: &RunScorecard, q: &ScorecardChoice, print: bool, your_name: S
         telemetry: None,
         tool_levels: None,
         structured: None,
+        prompt_cache: None,
         profile_fit: None,
     }
 }
 
-/// The run page's tool block (its stored parts), with the run of the other tool mode linked.
+/// The run page's tool, structured-output and prompt-cache blocks (its stored parts), with the
+/// run of the other tool mode linked.
 async fn tool_block(state: &AppState, j: &RunScorecard, page: &mut ScorecardPage) -> Result<(), WebError> {
     let parts = crate::app::pages::run_page::cached_record_parts(
         &state.store,
@@ -163,6 +168,7 @@ async fn tool_block(state: &AppState, j: &RunScorecard, page: &mut ScorecardPage
     }
     page.tool_levels = block;
     page.structured = parts.structured;
+    page.prompt_cache = parts.levels.filter(|l| l.cache_reported);
     Ok(())
 }
 
