@@ -749,7 +749,13 @@ fn prefix_cache_rules_read_the_token_hit_rate_and_warm_ttft() {
         }
     }
     let data = CandidateRecords::new(1, &all);
-    let m = measurement::measure(&key("prefix_cache_hit_rate"), &data, 2, &HashMap::new(), &Extras::default());
+    let m = measurement::measure(
+        &key("prefix_cache_hit_rate"),
+        &data,
+        2,
+        &HashMap::new(),
+        &Extras::default(),
+    );
     // 720 read / 1000 whole: creation tokens stay in the denominator.
     assert!((m.value.unwrap() - 0.72).abs() < 1e-12, "{m:?}");
     let r = rule("prefix_cache_hit_rate", Comparator::AtLeast, 0.5);
