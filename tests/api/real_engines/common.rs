@@ -708,7 +708,7 @@ pub async fn shared_prefix(engine: &Engine, server: &ServerProcess, at_least: u3
                 engine.name
             );
             assert!(
-                (server - ours).abs() < 0.05,
+                (server - ours).abs() < 0.005,
                 "{}: server {server} vs bakeoff {ours}",
                 engine.name
             );
