@@ -91,14 +91,21 @@ impl From<&Candidate> for CandidateRow {
         if let Some(ctx) = s.conditions.context_length {
             conditions.push(format!("ctx {ctx}"));
         }
-        let price = match (s.pricing.input_per_mtok, s.pricing.output_per_mtok) {
+        let money = |v: f64| crate::domain::format::significant(v);
+        let mut price = match (s.pricing.input_per_mtok, s.pricing.output_per_mtok) {
             (None, None) => "—".to_string(),
             (i, o) => format!(
                 "in {} / out {} $/Mtok",
-                i.map(crate::domain::format::significant).unwrap_or_else(|| "—".into()),
-                o.map(crate::domain::format::significant).unwrap_or_else(|| "—".into())
+                i.map(money).unwrap_or_else(|| "—".into()),
+                o.map(money).unwrap_or_else(|| "—".into())
             ),
         };
+        if let Some(c) = s.pricing.cached_input_per_mtok {
+            price.push_str(&format!("; cached in {}", money(c)));
+        }
+        if let Some(w) = s.pricing.cache_write_per_mtok {
+            price.push_str(&format!("; cache write {}", money(w)));
+        }
         let claimed = match &s.claimed {
             Some(f) => {
                 let mut t = format!(
@@ -504,6 +511,22 @@ fn price_fieldset(draft: &CandidateDraft, errors: &FieldErrors) -> Fieldset {
                 "Output, $ per million tokens",
                 FieldKind::Number,
                 &draft.price_output,
+            )
+            .decimal(),
+            field(
+                errors,
+                "price_cached_input",
+                "Cached input (prompt-cache reads), $ per million tokens (blank: the input price)",
+                FieldKind::Number,
+                &draft.price_cached_input,
+            )
+            .decimal(),
+            field(
+                errors,
+                "price_cache_write",
+                "Cache writes (Anthropic), $ per million tokens (blank: the input price)",
+                FieldKind::Number,
+                &draft.price_cache_write,
             )
             .decimal(),
             field(

@@ -39,6 +39,7 @@ fn spec(name: &str, base_url: &str, model: &str, price: f64) -> CandidateSpec {
         pricing: Pricing {
             input_per_mtok: Some(price),
             output_per_mtok: Some(price),
+            ..Default::default()
         },
         ..CandidateSpec::openai_chat(name, base_url, model)
     }

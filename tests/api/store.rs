@@ -39,6 +39,7 @@ fn full_candidate(name: &str) -> CandidateSpec {
         pricing: Pricing {
             input_per_mtok: Some(0.15),
             output_per_mtok: Some(0.6),
+            ..Default::default()
         },
         claimed: Some(ClaimedFigure {
             tokens_per_second: 2158.0,

@@ -121,6 +121,7 @@ pub fn demo_candidates(mock_base_url: &str) -> Vec<CandidateSpec> {
                 pricing: Pricing {
                     input_per_mtok: Some(price.0),
                     output_per_mtok: Some(price.1),
+                    ..Default::default()
                 },
                 claimed: claim,
                 notes: Some(notes.to_string()),

@@ -42,6 +42,25 @@ pub struct LevelTelemetry {
     /// p99 client lag, ms (closed loop: wait in bakeoff before send; open loop: schedule lag).
     pub client_lag_p99_ms: Option<f64>,
     pub diagnosis: Diagnosis,
+    /// bakeoff's own token hit rate of the level's measured requests, from their usage
+    /// (`prompt_cache::COUNTING_RULE`), beside the server's counters; None: not reported.
+    #[serde(default)]
+    pub bakeoff_prefix_hit_rate: Option<f64>,
+}
+
+impl LevelTelemetry {
+    /// The server's prefix-cache hit rate over the level: the increase of its hit counter over
+    /// its query counter between the level's boundary scrapes (vLLM's
+    /// `vllm:prefix_cache_hits_total` / `vllm:prefix_cache_queries_total`, tokens), else its
+    /// hit-rate gauge.
+    pub fn server_prefix_hit_rate(&self) -> Option<f64> {
+        let hits = headline(&self.server, Signal::PrefixCacheHits);
+        let queries = headline(&self.server, Signal::PrefixCacheQueries);
+        match (hits, queries) {
+            (Some(h), Some(q)) if q > 0.0 => Some(h / q),
+            _ => headline(&self.server, Signal::PrefixCacheHitRate),
+        }
+    }
 }
 
 /// One candidate's telemetry.
@@ -79,6 +98,7 @@ struct LevelRecords {
     lag_ms: Vec<f64>,
     output_tokens: u64,
     requests: usize,
+    cache: crate::domain::prompt_cache::CacheAccumulator,
 }
 
 impl LevelRecords {
@@ -93,6 +113,7 @@ impl LevelRecords {
                 self.ttft_ms.push(t as f64 / 1000.0);
             }
             self.output_tokens += u64::from(r.output_tokens.unwrap_or(0));
+            self.cache.add(r, None);
         }
     }
 }
@@ -210,6 +231,7 @@ pub async fn run_telemetry(store: &DynStore, run_id: i64) -> Result<RunTelemetry
                 gpus_declared: gpus_declared.clone(),
                 client_lag_p99_ms,
                 diagnosis,
+                bakeoff_prefix_hit_rate: recs.cache.finish().token_hit_rate(),
             });
         }
         let failed: Vec<&Scrape> = scrapes.iter().filter(|s| s.error.is_some()).collect();
@@ -529,6 +551,27 @@ pub struct LevelRow {
 
 const NOT_MEASURED: &str = "—";
 
+/// The server's prefix-cache hit rate beside bakeoff's from usage, with their difference:
+/// "server 49.8 % · bakeoff 49.9 % (bakeoff − server +0.1 pp)".
+fn prefix_cross_check(server: Option<f64>, bakeoff: Option<f64>) -> String {
+    let pct = |v: f64| worded(Some(v * 100.0), "%");
+    match (server, bakeoff) {
+        (None, None) => NOT_MEASURED.to_string(),
+        (Some(s), None) => format!(
+            "server {} · bakeoff: {}",
+            pct(s),
+            crate::domain::prompt_cache::NOT_REPORTED
+        ),
+        (None, Some(b)) => format!("server — · bakeoff {}", pct(b)),
+        (Some(s), Some(b)) => format!(
+            "server {} · bakeoff {} (bakeoff − server {:+.1} pp)",
+            pct(s),
+            pct(b),
+            (b - s) * 100.0
+        ),
+    }
+}
+
 fn worded(v: Option<f64>, unit: &str) -> String {
     v.filter(|v| v.is_finite())
         .map_or(NOT_MEASURED.to_string(), |v| crate::pages::charts::figure(v, unit))
@@ -552,12 +595,6 @@ impl RunTelemetry {
         for c in &self.candidates {
             for l in &c.levels {
                 let d = &l.diagnosis;
-                let hits = headline(&l.server, Signal::PrefixCacheHits);
-                let queries = headline(&l.server, Signal::PrefixCacheQueries);
-                let hit_rate = match (hits, queries) {
-                    (Some(h), Some(q)) if q > 0.0 => Some(h / q * 100.0),
-                    _ => headline(&l.server, Signal::PrefixCacheHitRate).map(|r| r * 100.0),
-                };
                 let pair = |a: Option<f64>, b: Option<f64>| match (a, b) {
                     (None, None) => NOT_MEASURED.to_string(),
                     (a, b) => format!("{} / {}", worded(a, "ms"), worded(b, "ms")),
@@ -573,7 +610,7 @@ impl RunTelemetry {
                         find(&l.server, Signal::Preemptions).and_then(|s| s.increase),
                         "in the window",
                     ),
-                    prefix_hit_rate: worded(hit_rate, "%"),
+                    prefix_hit_rate: prefix_cross_check(l.server_prefix_hit_rate(), l.bakeoff_prefix_hit_rate),
                     server_ttft: pair(d.server_ttft_p50_ms, d.server_ttft_p99_ms),
                     client_ttft: pair(d.client_ttft_p50_ms, d.client_ttft_p99_ms),
                     ttft_gap: worded(d.ttft_gap_p50_ms, "ms"),

@@ -545,6 +545,10 @@ pub struct LevelFigures {
     /// out of every aggregate.
     #[serde(default)]
     pub downtime_s: f64,
+    /// Prompt-cache figures (`prompt_cache::COUNTING_RULE`): token hit rate, requests with a
+    /// hit, TTFT cold vs warm; `reported` 0 when the server's usage carries no cache field.
+    #[serde(default)]
+    pub prompt_cache: crate::prompt_cache::CacheFigures,
 }
 
 fn one() -> u32 {
@@ -607,6 +611,7 @@ pub struct LevelAccumulator {
     output_tokens: u64,
     canonical_tokens: u64,
     h: Histograms,
+    cache: crate::prompt_cache::CacheAccumulator,
     /// A successful record came for a pass already sealed (see [`LevelAccumulator::seal`]).
     read_after_sealing: bool,
 }
@@ -653,6 +658,7 @@ impl LevelAccumulator {
             output_tokens: 0,
             canonical_tokens: 0,
             h: Histograms::default(),
+            cache: Default::default(),
             read_after_sealing: false,
         }
     }
@@ -742,6 +748,7 @@ impl LevelAccumulator {
             }
         }
         self.ttft_seen += 1;
+        self.cache.add(r, Some(f.ttft_ms));
         let h = &mut self.h;
         h.ttft.record(f.ttft_ms);
         if let Some(v) = f.ttfa_ms {
@@ -923,6 +930,7 @@ impl LevelAccumulator {
             repetitions,
             segments: segments.max(1),
             downtime_s,
+            prompt_cache: self.cache.finish(),
         }
     }
 }

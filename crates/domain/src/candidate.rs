@@ -99,6 +99,13 @@ pub struct Conditions {
 pub struct Pricing {
     pub input_per_mtok: Option<f64>,
     pub output_per_mtok: Option<f64>,
+    /// Prompt tokens read from the server's prompt cache (OpenAI cached input, Anthropic cache
+    /// reads); unset: they cost `input_per_mtok` (`cost::prompt_cost`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_per_mtok: Option<f64>,
+    /// Prompt tokens written to the cache (Anthropic cache writes); unset: `input_per_mtok`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_per_mtok: Option<f64>,
 }
 
 /// A vendor's headline figure with the caliber and conditions it was stated under,
@@ -644,6 +651,10 @@ pub struct CandidateDraft {
     pub context_length: String,
     pub price_input: String,
     pub price_output: String,
+    /// Cached input (prompt-cache reads), $ per million tokens; blank: the input price.
+    pub price_cached_input: String,
+    /// Cache writes (Anthropic), $ per million tokens; blank: the input price.
+    pub price_cache_write: String,
     pub claimed_tps: String,
     pub claimed_caliber: String,
     pub claimed_conditions: String,
@@ -702,6 +713,8 @@ impl CandidateDraft {
                 .unwrap_or_default(),
             price_input: num(spec.pricing.input_per_mtok),
             price_output: num(spec.pricing.output_per_mtok),
+            price_cached_input: num(spec.pricing.cached_input_per_mtok),
+            price_cache_write: num(spec.pricing.cache_write_per_mtok),
             claimed_tps: num(spec.claimed.as_ref().map(|c| c.tokens_per_second)),
             claimed_caliber: spec.claimed.as_ref().map(|c| c.caliber.clone()).unwrap_or_default(),
             claimed_conditions: spec
@@ -774,6 +787,20 @@ impl CandidateDraft {
         let pricing = Pricing {
             input_per_mtok: optional_number::<f64>(&mut e, "price_input", &self.price_input, 0.0, 1e6),
             output_per_mtok: optional_number::<f64>(&mut e, "price_output", &self.price_output, 0.0, 1e6),
+            cached_input_per_mtok: optional_number::<f64>(
+                &mut e,
+                "price_cached_input",
+                &self.price_cached_input,
+                0.0,
+                1e6,
+            ),
+            cache_write_per_mtok: optional_number::<f64>(
+                &mut e,
+                "price_cache_write",
+                &self.price_cache_write,
+                0.0,
+                1e6,
+            ),
         };
         let claimed_tps = optional_number::<f64>(&mut e, "claimed_tps", &self.claimed_tps, 0.0, 1e9);
         let claimed_caliber = optional_text(&mut e, "claimed_caliber", &self.claimed_caliber, 500);

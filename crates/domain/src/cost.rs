@@ -6,6 +6,11 @@
 //! measured case answer (one per case, repetition and load level) carries the cost of all its
 //! attempts, so retries raise it; repetitions do not (each repetition is another answer).
 //! "Per 1,000 requests" divides by the attempts sent instead, retries counted one by one.
+//!
+//! Prompt tokens the server read from its prompt cache cost the candidate's cached-input price,
+//! and tokens it wrote to the cache (Anthropic) its cache-write price, where declared; the rest
+//! of the prompt (and every prompt token when no such price is declared) costs the input price.
+//! Token counts are bakeoff's (`prompt_cache`): `input_tokens` is the whole prompt.
 use serde::{Deserialize, Serialize};
 
 use super::candidate::Pricing;
@@ -18,6 +23,11 @@ pub struct TokenTotals {
     pub attempts: usize,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Of `input_tokens`, those read from and written to the server's prompt cache.
+    #[serde(default)]
+    pub cached_input_tokens: u64,
+    #[serde(default)]
+    pub cache_write_tokens: u64,
     /// Attempts that returned no input or output count (failed before usage, or no usage block);
     /// their cost is unknown and left out, so the figure is a lower bound when this is not 0.
     pub attempts_without_usage: usize,
@@ -30,6 +40,10 @@ impl TokenTotals {
             t.attempts += 1;
             t.input_tokens += u64::from(r.input_tokens.unwrap_or(0));
             t.output_tokens += u64::from(r.output_tokens.unwrap_or(0));
+            if let (Some(c), Some(_)) = (r.prompt_cache, r.input_tokens) {
+                t.cached_input_tokens += u64::from(c.read_tokens);
+                t.cache_write_tokens += u64::from(c.creation_tokens.unwrap_or(0));
+            }
             if r.succeeded() && (r.input_tokens.is_none() || r.output_tokens.is_none()) {
                 t.attempts_without_usage += 1;
             }
@@ -40,8 +54,19 @@ impl TokenTotals {
 
 /// Dollars for `input` and `output` tokens at the stated prices; None unless both prices are stated.
 pub fn token_cost(pricing: &Pricing, input: u64, output: u64) -> Option<f64> {
+    prompt_cost(pricing, input, 0, 0, output)
+}
+
+/// Dollars for a whole prompt of `input` tokens, `cached` of them read from the prompt cache and
+/// `written` written to it, and `output` tokens: cached and written tokens at their own prices
+/// where declared, else at the input price. None unless input and output prices are stated.
+pub fn prompt_cost(pricing: &Pricing, input: u64, cached: u64, written: u64, output: u64) -> Option<f64> {
     let (pi, po) = (pricing.input_per_mtok?, pricing.output_per_mtok?);
-    Some((input as f64 * pi + output as f64 * po) / 1e6)
+    let (cached, written) = (cached.min(input), written.min(input.saturating_sub(cached)));
+    let plain = input - cached - written;
+    let pc = pricing.cached_input_per_mtok.unwrap_or(pi);
+    let pw = pricing.cache_write_per_mtok.unwrap_or(pi);
+    Some((plain as f64 * pi + cached as f64 * pc + written as f64 * pw + output as f64 * po) / 1e6)
 }
 
 /// A candidate's cost figures for one run.
@@ -75,7 +100,13 @@ pub struct Answered {
 /// Cost figures from token totals and what was answered. None when the candidate states no
 /// prices.
 pub fn summarise(pricing: &Pricing, totals: TokenTotals, answered: Answered) -> Option<CostSummary> {
-    let total = token_cost(pricing, totals.input_tokens, totals.output_tokens)?;
+    let total = prompt_cost(
+        pricing,
+        totals.input_tokens,
+        totals.cached_input_tokens,
+        totals.cache_write_tokens,
+        totals.output_tokens,
+    )?;
     let per_1k = |n: usize| (n > 0).then(|| total / n as f64 * 1000.0);
     Some(CostSummary {
         total_usd: total,
@@ -97,6 +128,7 @@ mod tests {
         Pricing {
             input_per_mtok: Some(i),
             output_per_mtok: Some(o),
+            ..Default::default()
         }
     }
 
@@ -109,6 +141,7 @@ mod tests {
             input_tokens: 100_000,
             output_tokens: 40_000,
             attempts_without_usage: 0,
+            ..TokenTotals::default()
         };
         let answered = |correct| Answered {
             answers: 200,
@@ -131,6 +164,32 @@ mod tests {
     }
 
     #[test]
+    fn cached_and_written_prompt_tokens_cost_their_declared_prices() {
+        // 1M-token prompt: 600k read from the cache at $0.30/M, 100k written at $3.75/M, 300k
+        // plain at $3/M; 10k output at $15/M: 0.18 + 0.375 + 0.9 + 0.15 = $1.605.
+        let p = Pricing {
+            cached_input_per_mtok: Some(0.30),
+            cache_write_per_mtok: Some(3.75),
+            ..pricing(3.0, 15.0)
+        };
+        let cost = prompt_cost(&p, 1_000_000, 600_000, 100_000, 10_000).unwrap();
+        assert!((cost - 1.605).abs() < 1e-12, "{cost}");
+        // Without cache prices every prompt token is input: 3 + 0.15.
+        let plain = prompt_cost(&pricing(3.0, 15.0), 1_000_000, 600_000, 100_000, 10_000).unwrap();
+        assert!((plain - 3.15).abs() < 1e-12, "{plain}");
+        let totals = TokenTotals {
+            attempts: 1,
+            input_tokens: 1_000_000,
+            output_tokens: 10_000,
+            cached_input_tokens: 600_000,
+            cache_write_tokens: 100_000,
+            attempts_without_usage: 0,
+        };
+        let s = summarise(&p, totals, Answered::default()).unwrap();
+        assert!((s.total_usd - 1.605).abs() < 1e-12);
+    }
+
+    #[test]
     fn per_case_counts_answers_and_per_request_counts_retries() {
         // 100 cases × 2 repetitions = 200 answers; 10 retries → 210 requests. $0.234 in all:
         // $1.17 per 1,000 case answers (retries' cost included), $1.114… per 1,000 requests.
@@ -139,6 +198,7 @@ mod tests {
             input_tokens: 100_000,
             output_tokens: 40_000,
             attempts_without_usage: 0,
+            ..TokenTotals::default()
         };
         let answered = Answered {
             answers: 200,

@@ -265,6 +265,7 @@ mod tests {
             pricing: Pricing {
                 input_per_mtok: prices.map(|p| p.0),
                 output_per_mtok: prices.map(|p| p.1),
+                ..Default::default()
             },
             max_tokens,
             claimed_tok_s: tok_s,

@@ -25,6 +25,7 @@ pub mod operability;
 pub mod paired;
 pub mod pipeline;
 pub mod presets;
+pub mod prompt_cache;
 pub mod rate_limit;
 pub mod reasoning;
 pub mod redact;

@@ -356,6 +356,8 @@ pub enum Api {
     Completions,
     /// OpenAI's Responses API (`POST /v1/responses`), streamed as named events.
     Responses,
+    /// Anthropic's Messages API (`POST /v1/messages`), streamed as named events.
+    Messages,
 }
 
 impl Api {
@@ -364,6 +366,7 @@ impl Api {
             Api::Chat => "chat",
             Api::Completions => "completions",
             Api::Responses => "responses",
+            Api::Messages => "messages",
         }
     }
 }
@@ -371,6 +374,8 @@ impl Api {
 /// Renders SSE chunks from prefixes built once per request.
 pub struct Renderer {
     api: Api,
+    id: String,
+    model: String,
     /// `{"id":…,"object":…,"created":…,"model":…`
     meta: String,
     /// `data: ` + meta + `,"choices":[{"index":0,`
@@ -386,6 +391,7 @@ impl Renderer {
             Api::Chat => "chat.completion.chunk",
             Api::Completions => "text_completion",
             Api::Responses => "response",
+            Api::Messages => "message",
         };
         let meta = format!(
             "{{\"id\":{},\"object\":\"{object}\",\"created\":{created},\"model\":{}",
@@ -393,7 +399,13 @@ impl Renderer {
             json_str(model)
         );
         let head = format!("data: {meta},\"choices\":[{{\"index\":0,");
-        Renderer { api, meta, head }
+        Renderer {
+            api,
+            id: id.to_string(),
+            model: model.to_string(),
+            meta,
+            head,
+        }
     }
 
     /// The role-only first chunk of a chat stream.
@@ -431,8 +443,10 @@ impl Renderer {
 
     /// One chunk carrying `pieces`; when `malformed`, the JSON is cut short after the text.
     pub fn tokens<'a>(&self, pieces: impl Iterator<Item = &'a str> + Clone, reasoning: bool, malformed: bool) -> Bytes {
-        if self.api == Api::Responses {
-            return responses_delta(pieces, reasoning, malformed);
+        match self.api {
+            Api::Responses => return responses_delta(pieces, reasoning, malformed),
+            Api::Messages => return messages_delta(pieces, reasoning, malformed),
+            Api::Chat | Api::Completions => {}
         }
         let text_len: usize = pieces.clone().map(str::len).sum();
         let mut buf = Vec::with_capacity(self.head.len() + text_len + 80);
@@ -440,7 +454,7 @@ impl Renderer {
         match (self.api, reasoning) {
             (Api::Chat, false) => buf.extend_from_slice(b"\"delta\":{\"content\":"),
             (Api::Chat, true) => buf.extend_from_slice(b"\"delta\":{\"reasoning_content\":"),
-            (Api::Completions | Api::Responses, _) => buf.extend_from_slice(b"\"text\":"),
+            (Api::Completions | Api::Responses | Api::Messages, _) => buf.extend_from_slice(b"\"text\":"),
         }
         write_json_str(&mut buf, pieces);
         if malformed {
@@ -448,7 +462,7 @@ impl Renderer {
         } else {
             buf.extend_from_slice(match self.api {
                 Api::Chat => CHUNK_TAIL_CHAT,
-                Api::Completions | Api::Responses => CHUNK_TAIL_TEXT,
+                Api::Completions | Api::Responses | Api::Messages => CHUNK_TAIL_TEXT,
             });
         }
         Bytes::from(buf)
@@ -459,6 +473,10 @@ impl Renderer {
     /// call's first piece carries its `id`, `type` and name. Tokens past the calls (filler) are
     /// sent as content.
     pub fn tool_tokens(&self, plan: &Plan, range: Range<u32>, malformed: bool) -> Bytes {
+        if self.api == Api::Messages {
+            // The Messages stream sends tool cases' calls as text (no tool_use blocks).
+            return self.tokens(range.map(|i| plan.piece(i)), false, malformed);
+        }
         let calls = plan.tool_calls();
         // (call, byte range) pieces, consecutive ones of the same call merged.
         let mut parts: Vec<(usize, Range<usize>)> = Vec::new();
@@ -518,7 +536,7 @@ impl Renderer {
     pub fn finish(&self, finish_reason: &str) -> Bytes {
         let body = match self.api {
             Api::Chat => format!("\"delta\":{{}},\"logprobs\":null,\"finish_reason\":\"{finish_reason}\"}}]}}\n\n"),
-            Api::Completions | Api::Responses => {
+            Api::Completions | Api::Responses | Api::Messages => {
                 format!("\"text\":\"\",\"logprobs\":null,\"finish_reason\":\"{finish_reason}\"}}]}}\n\n")
             }
         };
@@ -528,6 +546,28 @@ impl Renderer {
     /// The `stream_options.include_usage` chunk: no choices, only usage.
     pub fn usage(&self, usage: &serde_json::Value) -> Bytes {
         Bytes::from(format!("data: {},\"choices\":[],\"usage\":{usage}}}\n\n", self.meta))
+    }
+
+    /// The Messages stream's opening: `message_start` (with the prompt's usage) and the first
+    /// content block's start.
+    pub fn message_start(&self, usage: &serde_json::Value) -> Bytes {
+        Bytes::from(format!(
+            "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"id\":{},\"type\":\"message\",\"role\":\"assistant\",\"model\":{},\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{usage}}}}}\n\n\
+             event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{{\"type\":\"text\",\"text\":\"\"}}}}\n\n",
+            json_str(&self.id),
+            json_str(&self.model)
+        ))
+    }
+
+    /// The Messages stream's close: the block's stop, `message_delta` (stop reason, output
+    /// tokens) and `message_stop`.
+    pub fn message_end(&self, finish_reason: &str, output_tokens: u32) -> Bytes {
+        Bytes::from(format!(
+            "event: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":0}}\n\n\
+             event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"{}\",\"stop_sequence\":null}},\"usage\":{{\"output_tokens\":{output_tokens}}}}}\n\n\
+             event: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n",
+            stop_reason(finish_reason)
+        ))
     }
 
     pub fn done() -> Bytes {
@@ -558,6 +598,42 @@ fn responses_delta<'a>(pieces: impl Iterator<Item = &'a str> + Clone, reasoning:
     write_json_str(&mut buf, pieces);
     buf.extend_from_slice(if malformed { b"\n\n" } else { b"}\n\n" });
     Bytes::from(buf)
+}
+
+/// A Messages `content_block_delta`: answer text, or thinking.
+fn messages_delta<'a>(pieces: impl Iterator<Item = &'a str> + Clone, reasoning: bool, malformed: bool) -> Bytes {
+    let (kind, field) = if reasoning {
+        ("thinking_delta", "thinking")
+    } else {
+        ("text_delta", "text")
+    };
+    let mut buf = format!(
+        "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"{kind}\",\"{field}\":"
+    )
+    .into_bytes();
+    write_json_str(&mut buf, pieces);
+    buf.extend_from_slice(if malformed { b"\n\n" } else { b"}}\n\n" });
+    Bytes::from(buf)
+}
+
+/// Anthropic's stop reason for an OpenAI finish reason.
+pub fn stop_reason(finish_reason: &str) -> &'static str {
+    match finish_reason {
+        "length" => "max_tokens",
+        "tool_calls" => "tool_use",
+        _ => "end_turn",
+    }
+}
+
+/// `usage` as the Messages API reports it: `input_tokens` excludes the tokens read from and
+/// written to the prompt cache (`prefix_cache`).
+pub fn messages_usage_json(prompt_tokens: u32, read: u32, written: u32, output_tokens: u32) -> serde_json::Value {
+    serde_json::json!({
+        "input_tokens": prompt_tokens.saturating_sub(read).saturating_sub(written),
+        "cache_creation_input_tokens": written,
+        "cache_read_input_tokens": read,
+        "output_tokens": output_tokens,
+    })
 }
 
 /// `usage` as the Responses API reports it.

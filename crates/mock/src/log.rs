@@ -63,7 +63,7 @@ pub struct RequestRecord {
     /// The `x-request-id` header the client sent, if any.
     pub client_request_id: Option<String>,
     pub model: String,
-    /// `chat`, `completions` or `responses`.
+    /// `chat`, `completions`, `responses` or `messages`.
     pub endpoint: &'static str,
     /// Which credential header the request carried (`authorization`, `api-key`, `x-api-key`);
     /// never its value.
@@ -84,6 +84,10 @@ pub struct RequestRecord {
     /// `usage.prompt_tokens_details.cached_tokens`; None without a prefix cache.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cached_prompt_tokens: Option<u32>,
+    /// Prompt tokens written to the prefix cache (its whole blocks after the cached ones),
+    /// reported as Anthropic's `cache_creation_input_tokens`; None without a prefix cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_creation_tokens: Option<u32>,
     /// Waiting for a slot (FIFO queue).
     pub queue_wait_ms: f64,
     /// First token (reasoning or content) sent: the server-side TTFT, queue wait included.

@@ -103,8 +103,12 @@ pub struct ModelProfile {
     /// (as a whole earlier request's messages, or their leading part) is prefilled only for the
     /// rest, and reports those tokens as `usage.prompt_tokens_details.cached_tokens`.
     pub prefix_cache: bool,
-    /// Message prefixes the prefix cache remembers (oldest forgotten first).
+    /// Blocks the prefix cache remembers (least recently used forgotten first).
     pub prefix_cache_entries: u32,
+    /// Tokens a cache block holds: only whole blocks of a seen prefix are read (vLLM: 16).
+    pub prefix_cache_block_tokens: u32,
+    /// A block not used for this long is gone (Anthropic's default: 5 minutes); None: never.
+    pub prefix_cache_ttl_ms: Option<f64>,
 
     // --- the simulated engine behind `/metrics` (server/simulated.rs)
     /// KV-cache size in tokens: a request holds its prompt and the tokens it has sent, and one
@@ -222,6 +226,8 @@ impl Default for ModelProfile {
             memory_turns: None,
             prefix_cache: false,
             prefix_cache_entries: 100_000,
+            prefix_cache_block_tokens: 16,
+            prefix_cache_ttl_ms: None,
             tool_faults: ToolFaults::default(),
             invalid_json_rate: 0.0,
             constrained_decode_factor: 1.0,
@@ -331,6 +337,15 @@ impl ModelProfile {
         }
         if self.prefix_cache_entries == 0 {
             return Err(("prefix_cache_entries", "must be at least 1".into()));
+        }
+        if self.prefix_cache_block_tokens == 0 {
+            return Err(("prefix_cache_block_tokens", "must be at least 1".into()));
+        }
+        if self.prefix_cache_ttl_ms.is_some_and(|t| !(t.is_finite() && t > 0.0)) {
+            return Err((
+                "prefix_cache_ttl_ms",
+                "must be a positive number of milliseconds when set (unset: blocks never expire)".into(),
+            ));
         }
         if self.kv_cache_tokens == Some(0) {
             return Err(("kv_cache_tokens", "must be at least 1 when set".to_string()));

@@ -2,7 +2,7 @@
 //! expands to the methods of `CandidateStore` in `lib.rs`, so its paths are written as
 //! seen from there.
 
-/// Binds a candidate spec's 30 column values, in `rows::CandidateValues` order, to a query
+/// Binds a candidate spec's 32 column values, in `rows::CandidateValues` order, to a query
 /// (`sqlx::query` or `sqlx::query_scalar`): the one place the INSERT and the UPDATE share. The
 /// key is sealed for candidate `$id` (None: the INSERT, whose key is written once the id is known).
 macro_rules! bind_candidate {
@@ -39,6 +39,8 @@ macro_rules! bind_candidate {
             .bind(v.gpu_kind)
             .bind(v.gpu_hour_price)
             .bind(v.metrics_keep)
+            .bind(v.price_cached_input_per_mtok)
+            .bind(v.price_cache_write_per_mtok)
     }};
 }
 pub(crate) use bind_candidate;
@@ -99,7 +101,8 @@ macro_rules! candidate_queries {
                      claimed_conditions = $19, notes = $20, tokenize_kind = $21, tokenize_path = $22, \
                      tls_ca_file = $23, reasoning_in_content = $24, headers = $25, metrics_url = $26, \
                      gpu_metrics_url = $27, gpu_count = $28, gpu_kind = $29, gpu_hour_price = $30, \
-                     metrics_keep = $31, updated_at = $32 WHERE id = $1",
+                     metrics_keep = $31, price_cached_input_per_mtok = $32, price_cache_write_per_mtok = $33, \
+                     updated_at = $34 WHERE id = $1",
                 )
                 .bind(id);
                 let done = candidates::bind_candidate!(query, spec, self.sealer(), Some(id))
@@ -130,10 +133,10 @@ macro_rules! candidate_helpers {
                  temperature, extra_body, hardware, framework, quantization, context_length, \
                  price_input_per_mtok, price_output_per_mtok, claimed_tokens_per_second, claimed_caliber, \
                  claimed_conditions, notes, tokenize_kind, tokenize_path, tls_ca_file, reasoning_in_content, headers, \
-                 metrics_url, gpu_metrics_url, gpu_count, gpu_kind, gpu_hour_price, metrics_keep, created_at, \
-                 updated_at) \
+                 metrics_url, gpu_metrics_url, gpu_count, gpu_kind, gpu_hour_price, metrics_keep, \
+                 price_cached_input_per_mtok, price_cache_write_per_mtok, created_at, updated_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
-                 $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $31) RETURNING id",
+                 $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $33) RETURNING id",
             );
             let id: i64 = candidates::bind_candidate!(query, spec, self.sealer(), None)
                 .bind(now)

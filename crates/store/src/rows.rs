@@ -131,6 +131,8 @@ pub(crate) struct CandidateRow {
     pub gpu_hour_price: Option<f64>,
     /// The kept series' names, one a line (NULL: none).
     pub metrics_keep: Option<String>,
+    pub price_cached_input_per_mtok: Option<f64>,
+    pub price_cache_write_per_mtok: Option<f64>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -142,7 +144,7 @@ macro_rules! candidate_columns {
          framework, quantization, context_length, price_input_per_mtok, price_output_per_mtok, \
          claimed_tokens_per_second, claimed_caliber, claimed_conditions, notes, tokenize_kind, tokenize_path, \
          tls_ca_file, reasoning_in_content, headers, metrics_url, gpu_metrics_url, gpu_count, gpu_kind, \
-         gpu_hour_price, metrics_keep, created_at, updated_at"
+         gpu_hour_price, metrics_keep, price_cached_input_per_mtok, price_cache_write_per_mtok, created_at, updated_at"
     };
 }
 pub(crate) use candidate_columns;
@@ -233,6 +235,8 @@ impl CandidateRow {
                 pricing: Pricing {
                     input_per_mtok: self.price_input_per_mtok,
                     output_per_mtok: self.price_output_per_mtok,
+                    cached_input_per_mtok: self.price_cached_input_per_mtok,
+                    cache_write_per_mtok: self.price_cache_write_per_mtok,
                 },
                 claimed,
                 notes: self.notes,
@@ -294,6 +298,8 @@ pub(crate) struct CandidateValues<'a> {
     pub gpu_kind: Option<&'a str>,
     pub gpu_hour_price: Option<f64>,
     pub metrics_keep: Option<String>,
+    pub price_cached_input_per_mtok: Option<f64>,
+    pub price_cache_write_per_mtok: Option<f64>,
 }
 
 /// A custom header as stored: a plain value, or a secret one sealed for its candidate.
@@ -364,6 +370,8 @@ impl<'a> CandidateValues<'a> {
             gpu_kind: spec.gpu_kind.as_deref(),
             gpu_hour_price: spec.gpu_hour_price,
             metrics_keep: (!spec.metrics_keep.is_empty()).then(|| spec.metrics_keep.join("\n")),
+            price_cached_input_per_mtok: spec.pricing.cached_input_per_mtok,
+            price_cache_write_per_mtok: spec.pricing.cache_write_per_mtok,
         }
     }
 }

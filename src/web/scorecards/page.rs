@@ -56,6 +56,9 @@ pub struct ScorecardPage {
     pub tool_levels: Option<crate::app::pages::tool_levels::ToolLevelsView>,
     /// Structured output per candidate and level (templates/runs/structured.html).
     pub structured: Option<crate::app::pages::tool_levels::StructuredView>,
+    /// The per-level figures whose prompt-cache table is shown (templates/runs/prompt_cache.html);
+    /// None when no server reported cache fields.
+    pub prompt_cache: Option<crate::app::pages::report::LevelsView>,
     /// Why the judging profile may not fit the run's eval set (written for another task).
     pub profile_fit: Option<String>,
     /// A find-capacity run's capacity @ SLO per candidate (templates/runs/capacity.html).
@@ -144,12 +147,14 @@ pub fn page_for(j: &RunScorecard, q: &ScorecardChoice, print: bool, your_name: S
         telemetry: None,
         tool_levels: None,
         structured: None,
+        prompt_cache: None,
         profile_fit: None,
         capacity: None,
     }
 }
 
-/// The run page's tool block (its stored parts), with the run of the other tool mode linked.
+/// The run page's tool, structured-output and prompt-cache blocks (its stored parts), with the
+/// run of the other tool mode linked.
 async fn tool_block(state: &AppState, j: &RunScorecard, page: &mut ScorecardPage) -> Result<(), WebError> {
     let parts = crate::app::pages::run_page::cached_record_parts(
         &state.store,
@@ -176,6 +181,7 @@ async fn tool_block(state: &AppState, j: &RunScorecard, page: &mut ScorecardPage
             (answered.answers > 0).then(|| answered.correct as f64 / answered.answers as f64)
         },
     );
+    page.prompt_cache = parts.levels.filter(|l| l.cache_reported);
     Ok(())
 }
 

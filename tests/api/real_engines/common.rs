@@ -682,6 +682,38 @@ pub async fn shared_prefix(engine: &Engine, server: &ServerProcess, at_least: u3
         engine.name,
         engine.cached_counter
     );
+    // Where the server's usage reports cached tokens, bakeoff's per-request figures add up to
+    // its own counter, and its prefix-cache hit rate (vLLM's `prefix_cache_hits` over
+    // `prefix_cache_queries`, tokens) sits beside bakeoff's (read / whole prompt).
+    if records.iter().all(|r| r.prompt_cache.is_some()) {
+        let read: u32 = records
+            .iter()
+            .filter_map(|r| r.prompt_cache)
+            .map(|c| c.read_tokens)
+            .sum();
+        assert_eq!(
+            f64::from(read),
+            cached,
+            "{}: Σ usage cached tokens vs {}",
+            engine.name,
+            engine.cached_counter
+        );
+        if after.contains_key("vllm:prefix_cache_hits_total") {
+            let hits = moved(&before, &after, "vllm:prefix_cache_hits_total");
+            let queries = moved(&before, &after, "vllm:prefix_cache_queries_total");
+            let ours = f64::from(read) / f64::from(prompted);
+            let server = hits / queries;
+            eprintln!(
+                "{}: prefix-cache hit rate: server {server:.4}, bakeoff {ours:.4}",
+                engine.name
+            );
+            assert!(
+                (server - ours).abs() < 0.005,
+                "{}: server {server} vs bakeoff {ours}",
+                engine.name
+            );
+        }
+    }
     cached
 }
 

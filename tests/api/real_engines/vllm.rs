@@ -65,6 +65,8 @@ async fn start() -> ServerProcess {
         .args([
             "--enforce-eager",
             "--enable-prefix-caching",
+            // usage.prompt_tokens_details.cached_tokens: per-request cache figures.
+            "--enable-prompt-tokens-details",
             "--distributed-executor-backend",
             "uni",
         ])

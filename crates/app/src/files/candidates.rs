@@ -134,6 +134,14 @@ pub struct PricingEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0))]
     pub output_per_mtok: Option<f64>,
+    /// Prompt tokens read from the server's prompt cache, $ per million; omitted: the input price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub cached_input_per_mtok: Option<f64>,
+    /// Prompt tokens written to the cache (Anthropic), $ per million; omitted: the input price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub cache_write_per_mtok: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
@@ -185,6 +193,8 @@ impl CandidateEntry {
             context_length: int(conditions.context_length),
             price_input: num(pricing.input_per_mtok),
             price_output: num(pricing.output_per_mtok),
+            price_cached_input: num(pricing.cached_input_per_mtok),
+            price_cache_write: num(pricing.cache_write_per_mtok),
             claimed_tps: num(self.claimed.as_ref().map(|c| c.tokens_per_second)),
             claimed_caliber: self.claimed.as_ref().map(|c| c.caliber.clone()).unwrap_or_default(),
             claimed_conditions: self
@@ -220,9 +230,15 @@ impl CandidateEntry {
                     context_length: c.context_length,
                 });
         let p = &spec.pricing;
-        let pricing = (p.input_per_mtok.is_some() || p.output_per_mtok.is_some()).then_some(PricingEntry {
+        let pricing = (p.input_per_mtok.is_some()
+            || p.output_per_mtok.is_some()
+            || p.cached_input_per_mtok.is_some()
+            || p.cache_write_per_mtok.is_some())
+        .then_some(PricingEntry {
             input_per_mtok: p.input_per_mtok,
             output_per_mtok: p.output_per_mtok,
+            cached_input_per_mtok: p.cached_input_per_mtok,
+            cache_write_per_mtok: p.cache_write_per_mtok,
         });
         CandidateEntry {
             name: spec.name.clone(),
@@ -275,6 +291,8 @@ fn field_path(field: &str) -> Vec<Step> {
         "hardware" | "framework" | "quantization" | "context_length" => vec![k("conditions"), k(field)],
         "price_input" => vec![k("pricing"), k("input_per_mtok")],
         "price_output" => vec![k("pricing"), k("output_per_mtok")],
+        "price_cached_input" => vec![k("pricing"), k("cached_input_per_mtok")],
+        "price_cache_write" => vec![k("pricing"), k("cache_write_per_mtok")],
         "claimed_tps" => vec![k("claimed"), k("tokens_per_second")],
         "claimed_caliber" => vec![k("claimed"), k("caliber")],
         "claimed_conditions" => vec![k("claimed"), k("conditions")],

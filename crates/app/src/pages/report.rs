@@ -242,6 +242,12 @@ pub struct LevelsView {
     /// The levels past saturation, with why (`LevelFigures::saturation`).
     #[serde(default)]
     pub saturated: Vec<SaturatedRow>,
+    /// The prompt-cache table's columns (`LevelRow::cache`), and whether any level's server
+    /// reported cache fields (none: one line says so instead of a table of blanks).
+    #[serde(default)]
+    pub cache_columns: Vec<Column>,
+    #[serde(default)]
+    pub cache_reported: bool,
 }
 
 /// One level past saturation.
@@ -263,6 +269,9 @@ pub struct LevelRow {
     pub prompt: String,
     pub latency: Vec<String>,
     pub speed: Vec<String>,
+    /// Prompt-cache figures (`cache_columns`).
+    #[serde(default)]
+    pub cache: Vec<String>,
     /// Why the level is past saturation (None: it is not): its load cells say so.
     #[serde(default)]
     pub past_saturation: Option<String>,
@@ -397,6 +406,7 @@ pub fn levels_view(run: &Run, figures: Vec<(String, RunFigures)>) -> Option<Leve
                 prompt: prompt_text(l.prompt_tokens),
                 latency: latency_cells(l, config.stream),
                 speed: speed_cells(l, slo.is_some(), config.stream),
+                cache: cache_cells(&l.prompt_cache),
                 past_saturation,
             });
             notes.extend(level_notes(name, l));
@@ -412,7 +422,12 @@ pub fn levels_view(run: &Run, figures: Vec<(String, RunFigures)>) -> Option<Leve
         }
     }
     let knee_rule = knee_rule(config);
+    let cache_reported = figures
+        .iter()
+        .any(|(_, f)| f.levels.iter().any(|l| l.prompt_cache.reported > 0));
     Some(LevelsView {
+        cache_columns: cache_columns(),
+        cache_reported,
         charts: load_charts(config, &run.candidate_ids, &figures),
         shape: shape_text(config),
         latency_columns,
@@ -502,6 +517,67 @@ fn speed_columns(slo: Option<&str>) -> Vec<Column> {
     }
     speed_columns.push(col("output tokens from", "where each request's token count came from"));
     speed_columns
+}
+
+/// The prompt-cache table's columns, each with its caliber (`prompt_cache::COUNTING_RULE`).
+fn cache_columns() -> Vec<Column> {
+    vec![
+        col(
+            "token hit rate",
+            "Σ cached (read) prompt tokens / Σ whole prompt tokens; Anthropic: whole = input + cache read + cache creation",
+        ),
+        col(
+            "requests with a hit",
+            "requests with any cached token / requests whose usage reported the cache",
+        ),
+        col("cached (read) tokens", "Σ over the level"),
+        col(
+            "cache-write tokens",
+            "Σ written to the cache (Anthropic cache_creation_input_tokens)",
+        ),
+        col("uncached tokens", "Σ whole prompt − read − written"),
+        col(
+            format!("cold {} p50 / p95 (n)", TTFT.label),
+            "requests with no cached token",
+        ),
+        col(
+            format!("warm {} p50 / p95 (n)", TTFT.label),
+            "requests with some cached tokens",
+        ),
+    ]
+}
+
+/// One level's prompt-cache cells: "not reported by the server" (never 0 %) without cache
+/// fields in the usage.
+pub fn cache_cells(c: &crate::domain::prompt_cache::CacheFigures) -> Vec<String> {
+    use crate::domain::prompt_cache::{NOT_REPORTED, rate_text};
+    if c.reported == 0 {
+        return vec![NOT_REPORTED.to_string(); 7];
+    }
+    let ttft = |d: &Option<Distribution>| match d {
+        Some(d) => format!(
+            "{} / {} ms (n={})",
+            format::significant(d.p50),
+            format::significant(d.p95),
+            d.n
+        ),
+        None => "— (n=0)".to_string(),
+    };
+    let uncached = c.prompt_tokens.saturating_sub(c.read_tokens + c.creation_tokens);
+    vec![
+        rate_text(c.token_hit_rate()),
+        format!(
+            "{} ({} of {})",
+            rate_text(c.hit_request_share()),
+            c.requests_with_hit,
+            c.reported
+        ),
+        c.read_tokens.to_string(),
+        c.creation_tokens.to_string(),
+        uncached.to_string(),
+        ttft(&c.ttft_cold_ms),
+        ttft(&c.ttft_warm_ms),
+    ]
 }
 
 /// What a level's row cannot say: its segments, a window too short for a steady state, its

@@ -131,6 +131,7 @@ mod tests {
         let priced = |i, o| Pricing {
             input_per_mtok: Some(i),
             output_per_mtok: Some(o),
+            ..Default::default()
         };
         let all = [
             candidate(1, "measured", priced(100.0, 100.0)),

@@ -560,6 +560,8 @@ pub fn measure(
                 missing: None,
             }
         }
+        "prefix_cache_hit_rate" => prefix_cache_hit_rate(&finals, c),
+        "warm_ttft_p95_ms" => warm_ttft_p95(data, &finals, c),
         base if base.ends_with("_ms") || base.ends_with("_tok_s_p50") => latency_percentile(data, base, &finals, c),
         "e2e_cv" => e2e_cv(&finals, c),
         "accuracy" | "pass_rate" => case_share(key, data, weights),
@@ -686,6 +688,58 @@ fn latency_percentile(
             }
             _ => "no successful request with enough tokens".into(),
         });
+    }
+    m
+}
+
+/// The prompt-cache token hit rate at load `c` (`prompt_cache::COUNTING_RULE`), with a
+/// bootstrap over requests of the ratio of sums.
+fn prefix_cache_hit_rate(finals: &[&RequestRecord], c: Option<u32>) -> Measurement {
+    use crate::prompt_cache::RequestCache;
+    let caches: Vec<RequestCache> = finals
+        .iter()
+        .filter(|r| r.succeeded())
+        .filter_map(|r| RequestCache::of(r))
+        .collect();
+    let ratio = |it: &mut dyn Iterator<Item = &RequestCache>| {
+        let (read, whole) = it.fold((0u64, 0u64), |(r, w), c| {
+            (r + u64::from(c.read), w + u64::from(c.whole))
+        });
+        if whole == 0 {
+            f64::NAN
+        } else {
+            read as f64 / whole as f64
+        }
+    };
+    let value = Some(ratio(&mut caches.iter())).filter(|v| v.is_finite());
+    Measurement {
+        value,
+        interval: value.and_then(|_| bootstrap_items(&caches, ratio)),
+        uncertainty: Uncertainty::Bootstrap,
+        n: caches.len() as f64,
+        unit: SampleUnit::Requests,
+        concurrency: c,
+        missing: value.is_none().then(|| crate::prompt_cache::NOT_REPORTED.to_string()),
+    }
+}
+
+/// TTFT p95 of the warm requests (some prompt tokens read from the cache) at load `c`: the
+/// level's figure, the bootstrap of the requests' own quantile for its interval.
+fn warm_ttft_p95(data: &CandidateRecords<'_>, finals: &[&RequestRecord], c: Option<u32>) -> Measurement {
+    use crate::prompt_cache::RequestCache;
+    let values: Vec<f64> = finals
+        .iter()
+        .filter(|r| r.succeeded() && RequestCache::of(r).is_some_and(|c| c.warm()))
+        .filter_map(|r| RequestFigures::of(r).map(|f| f.ttft_ms))
+        .collect();
+    let mut m = sample_statistic(values, c, SampleUnit::Requests, |v| quantile(v, 0.95));
+    if let Some(level) = c.and_then(|c| data.level_at(c)) {
+        m.value = level.prompt_cache.ttft_warm_ms.map(|d| d.p95);
+    }
+    if m.value.is_none() {
+        m.missing = Some(
+            "no warm request: none read prompt tokens from the server's cache (or its usage has no cache field)".into(),
+        );
     }
     m
 }

@@ -219,6 +219,7 @@ fn candidate(id: i64, name: &str, claim: Option<ClaimedFigure>) -> Candidate {
             pricing: Pricing {
                 input_per_mtok: Some(1.0),
                 output_per_mtok: Some(2.0),
+                ..Default::default()
             },
             claimed: claim,
             ..CandidateSpec::openai_chat(name, "http://127.0.0.1:9/v1", name)
@@ -798,4 +799,45 @@ fn an_endpoint_never_reached_is_not_measured_rather_than_no_go() {
         Verdict::NoGo,
         "a server that answers 5xx is judged"
     );
+#[test]
+fn prefix_cache_rules_read_the_token_hit_rate_and_warm_ttft() {
+    use crate::conversation::PromptCache;
+    // Ten requests of a 100-token prompt: the first writes the prefix (Anthropic shape: 80
+    // written, none read), nine read 80 of it; warm ones get their first token at 40 ms.
+    let mut all = records(1, 300, &[true; 10]);
+    for (i, r) in all.iter_mut().enumerate() {
+        r.prompt_cache = Some(PromptCache {
+            read_tokens: if i == 0 { 0 } else { 80 },
+            creation_tokens: Some(if i == 0 { 80 } else { 0 }),
+        });
+        if i > 0 {
+            r.first_chunk_us = Some(40_000).into();
+            r.first_content_us = Some(40_000).into();
+        }
+    }
+    let data = CandidateRecords::new(1, &all);
+    let m = measurement::measure(
+        &key("prefix_cache_hit_rate"),
+        &data,
+        2,
+        &HashMap::new(),
+        &Extras::default(),
+    );
+    // 720 read / 1000 whole: creation tokens stay in the denominator.
+    assert!((m.value.unwrap() - 0.72).abs() < 1e-12, "{m:?}");
+    let r = rule("prefix_cache_hit_rate", Comparator::AtLeast, 0.5);
+    assert_ne!(assess(&r, &key("prefix_cache_hit_rate"), &m).state, RuleState::Fail);
+    let m = measurement::measure(&key("warm_ttft_p95_ms"), &data, 2, &HashMap::new(), &Extras::default());
+    assert!((m.value.unwrap() - 40.0).abs() < 0.5, "{m:?}");
+    // A server whose usage has no cache field: not measured, never 0 %.
+    let bare = records(1, 300, &[true; 10]);
+    let m = measurement::measure(
+        &key("prefix_cache_hit_rate"),
+        &CandidateRecords::new(1, &bare),
+        2,
+        &HashMap::new(),
+        &Extras::default(),
+    );
+    assert_eq!(m.value, None);
+    assert_eq!(m.missing.as_deref(), Some(crate::prompt_cache::NOT_REPORTED));
 }

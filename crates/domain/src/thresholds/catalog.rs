@@ -165,6 +165,27 @@ pub const CATALOG: &[MetricDef] = &[
         LATENCY_CALIBER_TTFT,
     ),
     def(
+        "prefix_cache_hit_rate",
+        "prefix-cache token hit rate",
+        Throughput,
+        Unit::Percent,
+        true,
+        Bootstrap,
+        "Σ cached (read) prompt tokens / Σ whole prompt tokens over successful requests at the load, from the \
+         server's usage: OpenAI prompt_tokens (cached included), Anthropic input_tokens + cache_read_input_tokens + \
+         cache_creation_input_tokens; not measured when the usage has no cache field",
+    ),
+    def(
+        "warm_ttft_p95_ms",
+        "warm TTFT p95",
+        Throughput,
+        Unit::Ms,
+        false,
+        Bootstrap,
+        "send → first non-empty token, 95th percentile over successful requests with some prompt tokens read from \
+         the server's prompt cache (warm)",
+    ),
+    def(
         "ttfa_p50_ms",
         "TTFA p50",
         Throughput,

@@ -119,26 +119,33 @@ fn text(v: Option<&Value>) -> String {
     v.and_then(Value::as_str).unwrap_or_default().to_string()
 }
 
-/// Input = uncached + cache-written + cache-read tokens. `message_start` carries a placeholder
-/// output count, so output is only taken when `output_is_final` (`message_delta`, whole messages).
+/// Input = uncached + cache-written + cache-read tokens (`domain::prompt_cache::normalise`, the
+/// one place the shapes meet). `message_start` carries a placeholder output count, so output is
+/// only taken when `output_is_final` (`message_delta`, whole messages).
 fn usage(holder: &Value, output_is_final: bool) -> Option<Usage> {
     let u = holder.get("usage").filter(|u| u.is_object())?;
-    let parts: Vec<u32> = ["input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"]
-        .iter()
-        .filter_map(|k| count(u.get(*k)))
-        .collect();
+    let (read, creation) = (
+        count(u.get("cache_read_input_tokens")),
+        count(u.get("cache_creation_input_tokens")),
+    );
+    let prompt = crate::domain::prompt_cache::normalise(
+        crate::domain::prompt_cache::UsageShape::InputExcludesCached,
+        count(u.get("input_tokens")),
+        read,
+        creation,
+    );
     let output = if output_is_final {
         count(u.get("output_tokens"))
     } else {
         None
     };
     Some(Usage {
-        input_tokens: (!parts.is_empty()).then(|| parts.iter().sum()),
+        input_tokens: prompt.whole,
         output_tokens: output,
         // The API counts thinking inside output_tokens without a separate figure.
         reasoning_tokens: None,
-        cached_tokens: count(u.get("cache_read_input_tokens")),
-        cache_creation_tokens: count(u.get("cache_creation_input_tokens")),
+        cached_tokens: read,
+        cache_creation_tokens: creation,
     })
 }
 

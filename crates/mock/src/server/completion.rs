@@ -128,13 +128,15 @@ pub(super) async fn handle(
         remembers: turn.map(|t| t.remembers),
         structured,
     });
-    // The prefix cache: only the uncached part of the prompt is prefilled.
-    let cached = ps
+    // The prefix cache (`prefix_cache`): only the uncached part of the prompt is prefilled.
+    let cache_use = ps
         .prefix
         .as_ref()
-        .filter(|_| api == Api::Chat && !req.messages.is_empty())
-        .map(|cache| cache.admit(&req.messages).min(prompt_tokens));
+        .filter(|_| matches!(api, Api::Chat | Api::Messages) && !req.messages.is_empty())
+        .map(|cache| cache.admit(&req.messages, Instant::now()));
+    let cached = cache_use.map(|u| u.read.min(prompt_tokens));
     tracker.record.cached_prompt_tokens = cached;
+    tracker.record.cache_creation_tokens = cache_use.map(|u| u.written.min(prompt_tokens - cached.unwrap_or(0)));
     let cut_mid_call = answer
         .as_ref()
         .and_then(|a| a.tool.as_ref())
@@ -152,10 +154,14 @@ pub(super) async fn handle(
     }
     count_scheduled_faults(&state, profile, &schedule, &mut tracker);
     ps.prompt_tokens.fetch_add(u64::from(prompt_tokens), Ordering::Relaxed);
-    ps.sim.admitted(
-        prompt_tokens,
-        ps.seen_before(req.match_text.as_deref().unwrap_or_default()),
-    );
+    match cached {
+        // With a prefix cache, its own counts (vLLM's: tokens queried, tokens read).
+        Some(read) => ps.sim.admitted_cached(prompt_tokens, read),
+        None => ps.sim.admitted(
+            prompt_tokens,
+            ps.seen_before(req.match_text.as_deref().unwrap_or_default()),
+        ),
+    }
     let created = unix_ms() as u64 / 1000;
     let renderer = Renderer::new(api, &tracker.record.id, created, ps.reported_model());
     let generator = Generator::new(plan, schedule, rng, Instant::now());
@@ -206,7 +212,7 @@ fn conversation_answer(
     api: Api,
     req: &Parsed,
 ) -> Option<(Answer, crate::answers::TurnTruth)> {
-    if api != Api::Chat || req.has_tools {
+    if !matches!(api, Api::Chat | Api::Messages) || req.has_tools {
         return None;
     }
     let users = req
@@ -235,7 +241,7 @@ fn conversation_answer(
 /// profile's accuracy, flipped as often as its inconsistency (drawn from the request's `key`).
 fn choose_answer(state: &MockState, profile: &ModelProfile, api: Api, req: &Parsed, key: u64) -> Option<Answer> {
     let case = req.match_text.as_deref().and_then(|text| match api {
-        Api::Chat | Api::Responses => state.answers.find_chat(text),
+        Api::Chat | Api::Responses | Api::Messages => state.answers.find_chat(text),
         Api::Completions => state.answers.find_prompt(text),
     });
     // A separate generator, so an inconsistent profile draws its faults exactly as before.

@@ -167,9 +167,15 @@ impl MockState {
             .profiles
             .into_iter()
             .map(|profile| ProfileState {
-                prefix: profile
-                    .prefix_cache
-                    .then(|| crate::prefix_cache::PrefixCache::new(profile.prefix_cache_entries as usize)),
+                prefix: profile.prefix_cache.then(|| {
+                    crate::prefix_cache::PrefixCache::new(
+                        profile.prefix_cache_block_tokens,
+                        profile
+                            .prefix_cache_ttl_ms
+                            .map(|ms| Duration::from_secs_f64(ms / 1000.0)),
+                        profile.prefix_cache_entries as usize,
+                    )
+                }),
                 slots: profile.slots.map(|n| Arc::new(Semaphore::new(n as usize))),
                 profile,
                 queued: AtomicU64::new(0),
@@ -244,6 +250,7 @@ pub(crate) fn router(state: Shared) -> Router {
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
         .route("/v1/responses", post(responses))
+        .route("/v1/messages", post(messages))
         .route("/openai/deployments/{deployment}/chat/completions", post(azure_chat))
         .route("/v1/models", get(models))
         .route("/health", get(health))
@@ -265,6 +272,12 @@ async fn server_header(mut response: Response) -> Response {
 
 async fn chat(State(state): State<Shared>, connection: Connection, headers: HeaderMap, body: Bytes) -> Response {
     handle(state, Api::Chat, received(connection), &headers, &body, None).await
+}
+
+/// Anthropic's Messages API (`POST /v1/messages`): the system prompt apart, named stream
+/// events, usage with `input_tokens` excluding the cache's read and written tokens.
+async fn messages(State(state): State<Shared>, connection: Connection, headers: HeaderMap, body: Bytes) -> Response {
+    handle(state, Api::Messages, received(connection), &headers, &body, None).await
 }
 
 async fn responses(State(state): State<Shared>, connection: Connection, headers: HeaderMap, body: Bytes) -> Response {

@@ -98,6 +98,8 @@ struct RawRequest {
     n: Option<i64>,
     tools: Option<serde_json::Value>,
     response_format: Option<serde_json::Value>,
+    /// The Messages API's system prompt (a string or text blocks), apart from the messages.
+    system: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -160,11 +162,25 @@ pub(super) fn parse_request(api: Api, body: &[u8]) -> Result<Parsed, ApiError> {
                 .map_err(|e| ApiError::invalid(format!("`input` must be a string or messages: {e}"), Some("input")))?,
         ),
         (Api::Responses, None) => None,
+        // The system prompt is the conversation's first message, as chat sends it.
+        (Api::Messages, _) => match (raw.system, raw.messages) {
+            (Some(system), Some(mut messages)) => {
+                messages.insert(
+                    0,
+                    RawMessage {
+                        role: "system".into(),
+                        content: system,
+                    },
+                );
+                Some(messages)
+            }
+            (_, messages) => messages,
+        },
         _ => raw.messages,
     };
     let mut chat_messages = Vec::new();
     let (prompt_tokens, match_text) = match api {
-        Api::Chat | Api::Responses => {
+        Api::Chat | Api::Responses | Api::Messages => {
             let messages = messages
                 .filter(|m| !m.is_empty())
                 .ok_or_else(|| ApiError::invalid("`messages` must be a non-empty array.", Some("messages")))?;
@@ -187,7 +203,8 @@ pub(super) fn parse_request(api: Api, body: &[u8]) -> Result<Parsed, ApiError> {
     Ok(Parsed {
         model,
         stream: raw.stream.unwrap_or(false),
-        include_usage: raw.stream_options.is_some_and(|o| o.include_usage),
+        // Anthropic streams always carry usage.
+        include_usage: api == Api::Messages || raw.stream_options.is_some_and(|o| o.include_usage),
         prompt_tokens,
         max_tokens,
         min_tokens,
@@ -252,7 +269,7 @@ pub(super) fn check_context(
 ) -> Result<(), ApiError> {
     let limit = profile.context_length;
     let (param, what) = match api {
-        Api::Chat => ("messages", "messages"),
+        Api::Chat | Api::Messages => ("messages", "messages"),
         Api::Completions => ("prompt", "prompt"),
         Api::Responses => ("input", "input"),
     };

@@ -37,6 +37,13 @@ impl Simulated {
         }
     }
 
+    /// A request was admitted with `prompt_tokens`, `read` of them from the prefix cache.
+    pub fn admitted_cached(&self, prompt_tokens: u32, read: u32) {
+        self.prefix_queries
+            .fetch_add(u64::from(prompt_tokens), Ordering::Relaxed);
+        self.prefix_hits.fetch_add(u64::from(read), Ordering::Relaxed);
+    }
+
     /// A request holding `held` KV tokens adds `n`; returns what it holds after (0 when it was
     /// preempted: it overflowed a cache of `capacity` and gave its blocks back).
     pub fn grow(&self, held: u64, n: u64, capacity: Option<u32>) -> u64 {

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::Shared;
 use super::admission::{Slot, acquire_slot};
 use super::tracker::Tracker;
-use crate::generate::{Api, Generator, Renderer, Step, responses_usage_json, usage_json};
+use crate::generate::{Api, Generator, Renderer, Step, messages_usage_json, responses_usage_json, usage_json};
 use crate::log::Outcome;
 
 /// Longest a cancelled stream keeps its slot under `hold_slot_after_cancel`.
@@ -50,6 +50,16 @@ impl Streamer {
                     match self.api {
                         Api::Chat => return Some(self.renderer.role()),
                         Api::Responses => return Some(self.renderer.created()),
+                        Api::Messages => {
+                            let r = &self.tracker.record;
+                            let usage = messages_usage_json(
+                                self.prompt_tokens,
+                                r.cached_prompt_tokens.unwrap_or(0),
+                                r.cache_creation_tokens.unwrap_or(0),
+                                1,
+                            );
+                            return Some(self.renderer.message_start(&usage));
+                        }
                         Api::Completions => {}
                     }
                 }
@@ -90,6 +100,12 @@ impl Streamer {
                             self.phase = Phase::End;
                             self.tracker.finish(200, Outcome::Completed);
                             return Some(self.renderer.completed(reason, &usage));
+                        }
+                        if self.api == Api::Messages {
+                            let sent = self.tracker.record.tokens_sent;
+                            self.phase = Phase::End;
+                            self.tracker.finish(200, Outcome::Completed);
+                            return Some(self.renderer.message_end(reason, sent));
                         }
                         self.phase = if self.include_usage { Phase::Usage } else { Phase::Done };
                         return Some(self.renderer.finish(reason));

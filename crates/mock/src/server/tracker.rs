@@ -29,6 +29,7 @@ impl Tracker {
             Api::Chat => "chatcmpl",
             Api::Completions => "cmpl",
             Api::Responses => "resp",
+            Api::Messages => "msg",
         };
         let client_request_id = headers
             .get("x-request-id")

@@ -120,6 +120,24 @@ pub(super) async fn whole_response(
                 "usage": crate::generate::responses_usage_json(prompt_tokens, reasoning_n + content_n, reasoning_n),
             })
         }
+        Api::Messages => {
+            let mut blocks = Vec::new();
+            if reasoning_n > 0 {
+                blocks.push(serde_json::json!({"type": "thinking", "thinking": reasoning}));
+            }
+            blocks.push(serde_json::json!({"type": "text", "text": content}));
+            serde_json::json!({
+                "id": tracker.record.id, "type": "message", "role": "assistant", "model": model,
+                "content": blocks,
+                "stop_reason": crate::generate::stop_reason(finish_reason), "stop_sequence": null,
+                "usage": crate::generate::messages_usage_json(
+                    prompt_tokens,
+                    tracker.record.cached_prompt_tokens.unwrap_or(0),
+                    tracker.record.cache_creation_tokens.unwrap_or(0),
+                    usage["completion_tokens"].as_u64().map_or(0, |n| n as u32),
+                ),
+            })
+        }
         Api::Completions => serde_json::json!({
             "id": tracker.record.id, "object": "text_completion", "created": created, "model": model,
             "choices": [{ "index": 0, "text": content, "logprobs": null, "finish_reason": finish_reason }],
