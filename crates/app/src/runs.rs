@@ -245,7 +245,7 @@ async fn store_and_start(store: &DynStore, runner: &Runner, run: NewRun) -> Resu
 /// `prompt_mode_candidates` (the executor sends them in prompt mode). A candidate whose provider
 /// has no native tool API gets none: its tool cases go in prompt mode anyway. Variants the
 /// configuration already lists (a run made again) are dropped first and made anew.
-async fn with_prompt_mode_variants(store: &DynStore, mut run: NewRun) -> Result<NewRun, AppError> {
+pub async fn with_prompt_mode_variants(store: &DynStore, mut run: NewRun) -> Result<NewRun, AppError> {
     use crate::domain::tool_calls::RunToolMode;
     let before = std::mem::take(&mut run.config.prompt_mode_candidates);
     run.candidate_ids.retain(|id| !before.contains(id));
