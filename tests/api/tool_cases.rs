@@ -335,7 +335,11 @@ async fn both_tool_modes_run_side_by_side_with_a_verdict_each(t: crate::support:
         .map(|r| r.value().attr("data-candidate").unwrap().to_string())
         .collect();
     assert_eq!(rows, names, "each candidate beside its prompt mode");
-    assert_eq!(page.count("button[data-tool-mode]"), 0, "both modes are in this run already");
+    assert_eq!(
+        page.count("button[data-tool-mode]"),
+        0,
+        "both modes are in this run already"
+    );
 
     // The scorecard: a verdict per candidate and mode, each with its own tool figures.
     let profile = app

@@ -91,7 +91,8 @@ macro_rules! candidate_queries {
         fn update_candidate<'a>(&'a self, change: &'a CandidateChange) -> StoreFuture<'a, ()> {
             Box::pin(async move {
                 let mut tx = self.begin_write().await?;
-                self.update_candidate_in(&mut tx, change.id(), change.spec()).await?;
+                self.update_candidate_in(&mut tx, change.id(), change.spec())
+                    .await?;
                 tx.commit().await?;
                 Ok(())
             })

@@ -42,9 +42,8 @@ pub async fn again(
     };
     let tool_mode = match body.get("tool_mode").map(str::trim).filter(|s| !s.is_empty()) {
         Some(raw) => Some(
-            crate::domain::tool_calls::RunToolMode::parse(raw).ok_or_else(|| {
-                WebError::BadRequest(format!("{raw:?} is not a tool mode (native, prompt or both)"))
-            })?,
+            crate::domain::tool_calls::RunToolMode::parse(raw)
+                .ok_or_else(|| WebError::BadRequest(format!("{raw:?} is not a tool mode (native, prompt or both)")))?,
         ),
         None => None,
     };
@@ -125,11 +124,9 @@ pub fn other_mode_button(run: &Run) -> Option<AgainButton> {
         // Both modes are in this run already.
         RunToolMode::Both => return None,
     };
-    run.status.is_terminal().then(|| {
-        AgainButton {
-            label: label.to_string(),
-            without: None,
-            tool_mode: Some(mode),
-        }
+    run.status.is_terminal().then(|| AgainButton {
+        label: label.to_string(),
+        without: None,
+        tool_mode: Some(mode),
     })
 }

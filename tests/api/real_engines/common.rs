@@ -678,7 +678,13 @@ pub async fn prompt_mode_tool_call(engine: &Engine, server: &ServerProcess) -> R
     let r = records.into_iter().next().unwrap();
     eprintln!("{} tool case in prompt mode: {}", engine.name, describe(&r));
     assert_eq!(r.http_status, Some(200), "{}: {}", engine.name, describe(&r));
-    assert!(r.succeeded(), "{}: {}\n{}", engine.name, describe(&r), server.log_tail());
+    assert!(
+        r.succeeded(),
+        "{}: {}\n{}",
+        engine.name,
+        describe(&r),
+        server.log_tail()
+    );
     let turn = r.tool_turn().expect("the record keeps its tool turn");
     assert_eq!(turn.mode, ToolMode::Prompt, "{}: {turn:?}", engine.name);
     let grade = r

@@ -53,10 +53,24 @@ async fn start() -> ServerProcess {
     command
         .args(["-m", "llama_cpp.server", "--model"])
         .arg(model)
-        .args(["--model_alias", MODEL, "--host", "127.0.0.1", "--port", &port.to_string()])
+        .args([
+            "--model_alias",
+            MODEL,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+        ])
         .args(["--n_ctx", &CONTEXT.to_string(), "--n_threads", "1"])
         .args(["--chat_format", "chatml-function-calling", "--verbose", "False"]);
-    ServerProcess::start("llama-cpp-python", command, port, "/v1/models", Duration::from_secs(120)).await
+    ServerProcess::start(
+        "llama-cpp-python",
+        command,
+        port,
+        "/v1/models",
+        Duration::from_secs(120),
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -100,7 +114,13 @@ async fn llama_cpp_python_answers_auto_tool_choice_whole_and_takes_prompt_mode()
     assert_eq!(run.status, RunStatus::Finished, "{:?}", run.error);
     assert_eq!(records.len(), 1);
     let r = &records[0];
-    assert_eq!(r.http_status, Some(200), "{:?}\n{}", r.error_detail(), server.log_tail());
+    assert_eq!(
+        r.http_status,
+        Some(200),
+        "{:?}\n{}",
+        r.error_detail(),
+        server.log_tail()
+    );
     if r.succeeded() {
         let grade = r
             .grades
