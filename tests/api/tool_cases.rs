@@ -47,7 +47,7 @@ async fn tool_run(app: &TestApp, models: &[&str], mode: ToolMode) -> i64 {
                 concurrency: 16,
                 repetitions: 2,
                 warmup_requests: 0,
-                tool_mode: mode,
+                tool_mode: mode.into(),
                 ..RunConfig::default()
             },
         })
@@ -195,6 +195,202 @@ async fn tool_cases_run_natively_and_in_prompt_mode_at_c16_graded_as_the_mock_ma
     mock.shutdown().await.unwrap();
 }
 
+/// The mock's truth per (model, case id, sent in prompt mode): the tool fault it put in its
+/// answer (None: right). In a `both` run the two modes of one model hit the same mock model.
+async fn mock_truth_by_mode(root_url: &str) -> HashMap<(String, String, bool), Option<String>> {
+    let page: Value = reqwest::get(format!("{root_url}/mock/requests"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut out = HashMap::new();
+    for r in page["requests"].as_array().unwrap() {
+        let case = &r["case"];
+        if case["set"] == TOOL_SET {
+            out.insert(
+                (
+                    r["model"].as_str().unwrap().to_string(),
+                    case["case_id"].as_str().unwrap().to_string(),
+                    case["tool_mode"] == "prompt",
+                ),
+                case["tool_fault"].as_str().map(str::to_string),
+            );
+        }
+    }
+    out
+}
+
+/// Issue 45's done-criterion: one run, tool mode `both`, started from the run form at c = 16
+/// against the demo mock. Each candidate is measured natively and, right after it at the same
+/// load, as its prompt-mode variant "NAME (prompt mode)" (a candidate of the run of its own, kept
+/// out of the candidate lists); every answer is graded as the mock's ground truth says it was
+/// made in that mode; the run page's tool table and the scorecard show both modes side by side,
+/// each with its own verdict under the agent profile. Run again, the variants are reused.
+async fn both_tool_modes_run_side_by_side_with_a_verdict_each(t: crate::support::db::TestStore) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mock = bakeoff::app::demo::start_mock(listener).await.unwrap();
+    let app = crate::support::app::spawn_app_on(t).await;
+    bakeoff::app::demo::bootstrap(app.store.as_ref(), Some(&mock.base_url()))
+        .await
+        .unwrap();
+    let version = app
+        .store
+        .list_evalsets()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| s.name == TOOL_SET)
+        .expect("the tool set ships")
+        .latest_version_id;
+    let listed = app.store.list_candidates().await.unwrap();
+    let chosen: Vec<_> = ["steady-32b", "relay-8b"]
+        .iter()
+        .map(|m| listed.iter().find(|c| c.spec.model == *m).unwrap().clone())
+        .collect();
+    let (version_text, first, second) = (version.to_string(), chosen[0].id.to_string(), chosen[1].id.to_string());
+    let r = app
+        .post_form(
+            "/runs",
+            &[
+                ("evalset_version", version_text.as_str()),
+                ("candidate", first.as_str()),
+                ("candidate", second.as_str()),
+                ("concurrency", "16"),
+                ("repetitions", "2"),
+                ("warmup_requests", "0"),
+                ("retries", "0"),
+                ("timeout_secs", "30"),
+                ("stream", "on"),
+                ("tool_mode", "both"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 303);
+    let run = app.store.list_runs(1, 0).await.unwrap()[0].run.clone();
+    tokio::time::timeout(RUN_DEADLINE, app.state.runner.wait(run.id))
+        .await
+        .expect("the run ended in time");
+    let run = app.store.get_run(run.id).await.unwrap().unwrap();
+    assert_eq!(run.status, bakeoff::domain::run::RunStatus::Finished, "{:?}", run.error);
+    assert_eq!(run.config.tool_mode, bakeoff::domain::tool_calls::RunToolMode::Both);
+    // Each candidate, then its variant; the variants are the run's, not the team's list.
+    assert_eq!(run.candidate_ids.len(), 4);
+    assert_eq!(
+        run.config.prompt_mode_candidates,
+        [run.candidate_ids[1], run.candidate_ids[3]]
+    );
+    assert_eq!(run.candidate_ids[0], chosen[0].id);
+    assert_eq!(run.candidate_ids[2], chosen[1].id);
+    assert_eq!(app.store.list_candidates().await.unwrap().len(), listed.len());
+    let in_run = app.store.run_candidates(run.id).await.unwrap();
+    let names: Vec<&str> = in_run.iter().map(|c| c.spec.name.as_str()).collect();
+    let variant_name = |i: usize| format!("{} (prompt mode)", chosen[i].spec.name);
+    assert_eq!(
+        names,
+        [
+            chosen[0].spec.name.as_str(),
+            variant_name(0).as_str(),
+            chosen[1].spec.name.as_str(),
+            variant_name(1).as_str()
+        ]
+    );
+
+    // Every answer graded as the mock made it, in the mode its column says.
+    let truth = mock_truth_by_mode(&mock.root_url()).await;
+    let records = app.store.list_request_records(run.id).await.unwrap();
+    let measured: Vec<_> = records.iter().filter(|r| !r.is_warmup).collect();
+    assert_eq!(measured.len(), 4 * 20 * 2, "every case twice per candidate and mode");
+    let mut graded = HashMap::new();
+    for r in measured.iter().filter(|r| r.succeeded()) {
+        let prompt = run.config.prompt_mode_candidates.contains(&r.candidate_id);
+        let turn = r.tool_turn().expect("a tool case's record keeps its tool turn");
+        assert_eq!(turn.mode.as_str(), if prompt { "prompt" } else { "native" });
+        let model = &in_run.iter().find(|c| c.id == r.candidate_id).unwrap().spec.model;
+        let fault = truth
+            .get(&(model.clone(), r.case_id.to_string(), prompt))
+            .unwrap_or_else(|| panic!("no mock truth for {model} {} prompt={prompt}", r.case_id));
+        let grade = r.grades.iter().find(|g| &*g.grader == TOOL_GRADER).unwrap();
+        assert_eq!(
+            grade.passed,
+            fault.is_none(),
+            "{model} {} prompt={prompt}: mock fault {fault:?}, grade {}",
+            r.case_id,
+            grade.reason
+        );
+        *graded.entry(r.candidate_id).or_insert(0) += 1;
+    }
+    for id in &run.candidate_ids {
+        assert!(graded.get(id).copied().unwrap_or(0) >= 30, "candidate {id}: {graded:?}");
+    }
+
+    // The run page: one tool table, both modes, a row per candidate and mode at c=16.
+    let (page, _) = app.page(&format!("/runs/{}", run.id)).await;
+    assert_eq!(page.status, 200);
+    assert_eq!(page.attr(".tool-levels", "data-tool-mode").as_deref(), Some("both"));
+    assert_eq!(page.count(".tool-levels [data-both-modes]"), 1);
+    let rows: Vec<String> = page
+        .select(".tool-levels-table tbody tr")
+        .iter()
+        .map(|r| r.value().attr("data-candidate").unwrap().to_string())
+        .collect();
+    assert_eq!(rows, names, "each candidate beside its prompt mode");
+    assert_eq!(
+        page.count("button[data-tool-mode]"),
+        0,
+        "both modes are in this run already"
+    );
+
+    // The scorecard: a verdict per candidate and mode, each with its own tool figures.
+    let profile = app
+        .store
+        .list_threshold_profiles()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|p| p.name == AGENT_PROFILE_NAME)
+        .expect("the agent profile ships")
+        .id;
+    let (card, _) = app.page(&format!("/runs/{}/scorecard?profile={profile}", run.id)).await;
+    assert_eq!(card.status, 200);
+    for (c, name) in run.candidate_ids.iter().zip(&names) {
+        let sel = format!(".verdict-card[data-candidate=\"{c}\"]");
+        assert_eq!(card.text(&format!("{sel} h3")), *name);
+        let verdict = card.text(&format!("{sel} .verdict"));
+        assert!(
+            ["GO", "NO-GO", "INCONCLUSIVE"].contains(&verdict.as_str()),
+            "{name}: {verdict}"
+        );
+    }
+    // relay-8b fumbles its calls in either mode: NO-GO natively and in prompt mode.
+    for c in &run.candidate_ids[2..] {
+        let verdict = card.text(&format!(".verdict-card[data-candidate=\"{c}\"] .verdict"));
+        assert_eq!(verdict, "NO-GO", "candidate {c}");
+    }
+    let table = card.text(".scorecard-table");
+    for name in &names {
+        assert!(table.contains(name), "the scorecard table has a column for {name}");
+    }
+    for label in ["tool-call accuracy", "malformed-call rate", "tool-call argument F1"] {
+        assert!(table.contains(label), "no {label} row");
+    }
+    assert!(card.text("body").contains("tool calls in both modes"));
+
+    // Run again: the same variants, brought up to date, not new ones.
+    let r = app.post_form(&format!("/runs/{}/again", run.id), &[]).await;
+    assert_eq!(r.status(), 303);
+    let again = app.store.list_runs(1, 0).await.unwrap()[0].run.clone();
+    assert_ne!(again.id, run.id);
+    assert_eq!(again.candidate_ids, run.candidate_ids);
+    assert_eq!(again.config.prompt_mode_candidates, run.config.prompt_mode_candidates);
+    tokio::time::timeout(RUN_DEADLINE, app.state.runner.wait(again.id))
+        .await
+        .expect("the second run ended in time");
+    mock.shutdown().await.unwrap();
+}
+
+crate::support::db::each_backend!(both_tool_modes_run_side_by_side_with_a_verdict_each);
+
 /// The shipped tool set, parsed.
 fn tool_set() -> bakeoff::domain::evalset::EvalSetFile {
     bakeoff::app::demo::shipped_evalset_files()
@@ -223,7 +419,7 @@ async fn levels_run(app: &TestApp, version: i64, candidate: i64, mode: ToolMode)
                     max_failed_percent: 100.0,
                     window: 20,
                 },
-                tool_mode: mode,
+                tool_mode: mode.into(),
                 ..RunConfig::default()
             },
         })

@@ -120,6 +120,23 @@ pub fn estimate_of(
             })
             .collect()
     };
+    // Both tool modes: each candidate with a native tool API is measured twice.
+    let candidates: Vec<CandidateInput> = if config.tool_mode == crate::domain::tool_calls::RunToolMode::Both {
+        candidates
+            .into_iter()
+            .zip(chosen.iter().map(Some).chain(std::iter::repeat(None)))
+            .flat_map(|(input, c)| {
+                let twice = c.is_none_or(|c| crate::engine::wire::tools::sends_native_tools(c.spec.provider));
+                let variant = twice.then(|| CandidateInput {
+                    name: crate::domain::tool_calls::prompt_mode_name(&input.name),
+                    ..input.clone()
+                });
+                std::iter::once(input).chain(variant)
+            })
+            .collect()
+    } else {
+        candidates
+    };
     estimate(&EstimateInput {
         config,
         prompt_tokens: &prompt_tokens,
@@ -215,10 +232,42 @@ pub async fn create_run(store: &DynStore, runner: &Runner, request: &RunRequest)
 
 /// Stores a checked run and hands it to the runner.
 async fn store_and_start(store: &DynStore, runner: &Runner, run: NewRun) -> Result<i64, AppError> {
+    let run = with_prompt_mode_variants(store, run).await?;
     let id = store.create_run(&run).await?;
     runner.start(id);
     tracing::info!(run_id = id, "run created and started");
     Ok(id)
+}
+
+/// A run whose tool mode is `both`: each candidate followed by its prompt-mode variant (created,
+/// or brought up to date with the candidate as it is now), a candidate of the run of its own, so
+/// every page gives each mode its own column, figures and verdict; the variants are listed in
+/// `prompt_mode_candidates` (the executor sends them in prompt mode). A candidate whose provider
+/// has no native tool API gets none: its tool cases go in prompt mode anyway. Variants the
+/// configuration already lists (a run made again) are dropped first and made anew.
+pub async fn with_prompt_mode_variants(store: &DynStore, mut run: NewRun) -> Result<NewRun, AppError> {
+    use crate::domain::tool_calls::RunToolMode;
+    let before = std::mem::take(&mut run.config.prompt_mode_candidates);
+    run.candidate_ids.retain(|id| !before.contains(id));
+    if run.config.tool_mode != RunToolMode::Both {
+        return Ok(run);
+    }
+    let mut ids = Vec::with_capacity(run.candidate_ids.len() * 2);
+    for &id in &run.candidate_ids {
+        let candidate = store
+            .get_candidate(id)
+            .await?
+            .ok_or_else(|| AppError::NotFound(format!("candidate #{id}")))?;
+        ids.push(id);
+        if crate::engine::wire::tools::sends_native_tools(candidate.spec.provider) {
+            let variant = crate::domain::credentials::prompt_mode_variant(&candidate);
+            let variant_id = store.prompt_mode_variant(id, &variant).await?;
+            ids.push(variant_id);
+            run.config.prompt_mode_candidates.push(variant_id);
+        }
+    }
+    run.candidate_ids = ids;
+    Ok(run)
 }
 
 /// Cancels run `run_id` (`from` says where, for the run's event log: "the run page", "the API").
@@ -256,7 +305,7 @@ pub async fn run_again_in(
     runner: &Runner,
     run_id: i64,
     without: Option<i64>,
-    tool_mode: Option<crate::domain::tool_calls::ToolMode>,
+    tool_mode: Option<crate::domain::tool_calls::RunToolMode>,
 ) -> Result<i64, AppError> {
     let run = store
         .get_run(run_id)
@@ -289,11 +338,12 @@ pub async fn run_again_in(
         Some(id) => Some(name_of(id).unwrap_or_else(|| format!("candidate #{id}"))),
         None => None,
     };
+    // A `both` run's prompt-mode variants are made anew from their candidates when stored.
     let candidate_ids: Vec<i64> = run
         .candidate_ids
         .iter()
         .copied()
-        .filter(|&id| Some(id) != without)
+        .filter(|&id| Some(id) != without && !run.config.prompt_mode_candidates.contains(&id))
         .collect();
     if let Some(gone) = candidate_ids.iter().find(|&&id| name_of(id).is_none()) {
         return Err(AppError::Invalid(format!(

@@ -326,7 +326,7 @@ pub struct Conditions {
     /// compare: comparing a model's native tool API with its prompt mode is what a team wants
     /// to see side by side.
     #[serde(default)]
-    pub tool_mode: crate::tool_calls::ToolMode,
+    pub tool_mode: crate::tool_calls::RunToolMode,
 }
 
 /// Which figures a difference in conditions keeps from being compared.
@@ -403,8 +403,9 @@ impl Conditions {
             (
                 "tool calls",
                 match self.tool_mode {
-                    crate::tool_calls::ToolMode::Native => "native API",
-                    crate::tool_calls::ToolMode::Prompt => "prompt mode",
+                    crate::tool_calls::RunToolMode::Native => "native API",
+                    crate::tool_calls::RunToolMode::Prompt => "prompt mode",
+                    crate::tool_calls::RunToolMode::Both => "both modes (… (prompt mode) columns)",
                 }
                 .to_string(),
             ),

@@ -103,6 +103,15 @@ pub fn check_new(role: Role, spec: CandidateSpec, key_typed: bool) -> Result<New
     Ok(NewCandidate { spec })
 }
 
+/// A stored candidate's prompt-mode variant (a run whose tool mode is `both`): the same
+/// candidate under [`crate::tool_calls::prompt_mode_name`]. It carries no credential but the
+/// ones `candidate` was stored with (checked then), so it needs nobody's role.
+pub fn prompt_mode_variant(candidate: &Candidate) -> NewCandidate {
+    let mut spec = candidate.spec.clone();
+    spec.name = crate::tool_calls::prompt_mode_name(&candidate.spec.name);
+    NewCandidate { spec }
+}
+
 /// Checks an update of `before` to `next`: setting, changing or clearing the key, or naming,
 /// changing or removing the key variable, needs an admin.
 pub fn check_change(

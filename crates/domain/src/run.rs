@@ -79,8 +79,15 @@ pub struct RunConfig {
     pub clients: Option<u32>,
     /// How tool cases reach the model: its native tool API, or "prompt mode" (the tools in the
     /// system prompt, calls read from the text; `docs/tool-cases.md`).
-    #[serde(default, skip_serializing_if = "crate::tool_calls::ToolMode::is_native")]
-    pub tool_mode: crate::tool_calls::ToolMode,
+    /// `both`: each candidate in both modes, the prompt mode as a variant of the candidate
+    /// beside it (`prompt_mode_candidates`).
+    #[serde(default, skip_serializing_if = "crate::tool_calls::RunToolMode::is_native")]
+    pub tool_mode: crate::tool_calls::RunToolMode,
+    /// In a run whose tool mode is `both`: the candidates of the run that are prompt-mode
+    /// variants (`app::runs` adds one after each candidate when the run is created), sent in
+    /// prompt mode; every other candidate is sent natively.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prompt_mode_candidates: Vec<i64>,
     /// The cost of structured output: every case with a `response_format` is also sent without
     /// it (its unconstrained twin, id `<id>~unconstrained`, right after it, at the same load),
     /// so TTFT and decode rate with and without the constraint are measured in one run.
@@ -313,6 +320,11 @@ pub const DEFAULT_FIRST_TOKEN_TIMEOUT_SECS: u32 = 60;
 pub const DEFAULT_STALL_TIMEOUT_SECS: u32 = 20;
 
 impl RunConfig {
+    /// The mode candidate `candidate_id` of this run sends its tool cases in.
+    pub fn tool_mode_of(&self, candidate_id: i64) -> crate::tool_calls::ToolMode {
+        self.tool_mode.of_candidate(candidate_id, &self.prompt_mode_candidates)
+    }
+
     /// The first-token timeout in effect (never above the whole-request timeout).
     pub fn first_token_timeout(&self) -> u32 {
         self.first_token_timeout_secs
@@ -381,6 +393,7 @@ impl Default for RunConfig {
             error_budget: ErrorBudget::default(),
             clients: None,
             tool_mode: Default::default(),
+            prompt_mode_candidates: Vec::new(),
             unconstrained_twins: false,
             scrape_interval_secs: None,
             think_time: None,
@@ -430,7 +443,7 @@ pub struct RunDraft {
     pub scrape_interval_secs: String,
     /// Conversation think time: `fixed 500`, `uniform 200-800`, `exponential 1000` (ms). Blank: none.
     pub think_time: String,
-    /// How tool cases are sent: `native` or `prompt`. Blank: native.
+    /// How tool cases are sent: `native`, `prompt` or `both`. Blank: native.
     pub tool_mode: String,
     /// "on": structured-output cases are also sent without their constraint.
     pub unconstrained_twins: Option<String>,
@@ -523,18 +536,18 @@ impl RunDraft {
                 }
             },
             tool_mode: if self.tool_mode.trim().is_empty() {
-                crate::tool_calls::ToolMode::Native
+                crate::tool_calls::RunToolMode::Native
             } else {
-                crate::tool_calls::ToolMode::parse(&self.tool_mode).unwrap_or_else(|| {
+                crate::tool_calls::RunToolMode::parse(&self.tool_mode).unwrap_or_else(|| {
                     e.add(
                         "tool_mode",
                         format!(
-                            "{:?} is not a tool mode; choose native (the provider's tool API) or prompt (tools in \
-                             the system prompt)",
+                            "{:?} is not a tool mode; choose native (the provider's tool API), prompt (tools in \
+                             the system prompt) or both (each candidate in both modes, side by side)",
                             self.tool_mode.trim()
                         ),
                     );
-                    crate::tool_calls::ToolMode::Native
+                    crate::tool_calls::RunToolMode::Native
                 })
             },
             unconstrained_twins: self.unconstrained_twins.is_some(),

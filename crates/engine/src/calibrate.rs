@@ -667,6 +667,7 @@ fn level_config(spec: &LevelSpec, seconds: u32) -> RunConfig {
         clients: None,
         error_budget: Default::default(),
         tool_mode: Default::default(),
+        prompt_mode_candidates: Vec::new(),
         unconstrained_twins: false,
         // The default a run scrapes at (with --scrape-telemetry): 1 s.
         scrape_interval_secs: None,

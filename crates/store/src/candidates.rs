@@ -53,7 +53,8 @@ macro_rules! candidate_queries {
                 let rows: Vec<rows::CandidateRow> = sqlx::query_as(concat!(
                     "SELECT ",
                     rows::candidate_columns!(),
-                    " FROM candidates ORDER BY name, id"
+                    // Prompt-mode variants are a run's, not the team's: not listed.
+                    " FROM candidates WHERE prompt_mode_of IS NULL ORDER BY name, id"
                 ))
                 .fetch_all(self.pool())
                 .await?;
@@ -91,29 +92,39 @@ macro_rules! candidate_queries {
         #[tracing::instrument(level = "debug", skip(self, change), fields(name = %change.spec().name))]
         fn update_candidate<'a>(&'a self, change: &'a CandidateChange) -> StoreFuture<'a, ()> {
             Box::pin(async move {
-                let (id, spec) = (change.id(), change.spec());
-                let now = Timestamp::now().0;
-                let query = sqlx::query(
-                    "UPDATE candidates SET name = $2, provider = $3, base_url = $4, model = $5, api_key = $6, \
-                     api_key_env = $7, max_tokens = $8, temperature = $9, extra_body = $10, hardware = $11, \
-                     framework = $12, quantization = $13, context_length = $14, price_input_per_mtok = $15, \
-                     price_output_per_mtok = $16, claimed_tokens_per_second = $17, claimed_caliber = $18, \
-                     claimed_conditions = $19, notes = $20, tokenize_kind = $21, tokenize_path = $22, \
-                     tls_ca_file = $23, reasoning_in_content = $24, headers = $25, metrics_url = $26, \
-                     gpu_metrics_url = $27, gpu_count = $28, gpu_kind = $29, gpu_hour_price = $30, \
-                     metrics_keep = $31, price_cached_input_per_mtok = $32, price_cache_write_per_mtok = $33, \
-                     updated_at = $34 WHERE id = $1",
-                )
-                .bind(id);
-                let done = candidates::bind_candidate!(query, spec, self.sealer(), Some(id))
-                    .bind(now)
-                    .execute(self.pool())
-                    .await
-                    .map_err(|e| rows::conflict_on_unique(e, || rows::candidate_name_taken(&spec.name)))?;
-                if done.rows_affected() == 0 {
-                    return Err(StoreError::NotFound(format!("candidate {id}")));
-                }
+                let mut tx = self.begin_write().await?;
+                self.update_candidate_in(&mut tx, change.id(), change.spec())
+                    .await?;
+                tx.commit().await?;
                 Ok(())
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self, variant), fields(name = %variant.spec().name))]
+        fn prompt_mode_variant<'a>(&'a self, of: i64, variant: &'a NewCandidate) -> StoreFuture<'a, i64> {
+            Box::pin(async move {
+                let mut tx = self.begin_write().await?;
+                let existing: Option<i64> = sqlx::query_scalar("SELECT id FROM candidates WHERE prompt_mode_of = $1")
+                    .bind(of)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let id = match existing {
+                    Some(id) => {
+                        self.update_candidate_in(&mut tx, id, variant.spec()).await?;
+                        id
+                    }
+                    None => {
+                        let id = self.create_candidate_in(&mut tx, variant).await?;
+                        sqlx::query("UPDATE candidates SET prompt_mode_of = $2 WHERE id = $1")
+                            .bind(id)
+                            .bind(of)
+                            .execute(&mut *tx)
+                            .await?;
+                        id
+                    }
+                };
+                tx.commit().await?;
+                Ok(id)
             })
         }
     };
@@ -123,6 +134,38 @@ pub(crate) use candidate_queries;
 /// Candidate work outside the `Store` trait.
 macro_rules! candidate_helpers {
     () => {
+        /// Writes `spec` over candidate `id` in `tx` (its key and secret headers sealed for
+        /// `id`); Conflict when the new name is taken, NotFound when there is no such candidate.
+        async fn update_candidate_in(
+            &self,
+            tx: &mut sqlx::Transaction<'_, Db<Self>>,
+            id: i64,
+            spec: &crate::domain::candidate::CandidateSpec,
+        ) -> Result<()> {
+            let now = Timestamp::now().0;
+            let query = sqlx::query(
+                "UPDATE candidates SET name = $2, provider = $3, base_url = $4, model = $5, api_key = $6, \
+                 api_key_env = $7, max_tokens = $8, temperature = $9, extra_body = $10, hardware = $11, \
+                 framework = $12, quantization = $13, context_length = $14, price_input_per_mtok = $15, \
+                 price_output_per_mtok = $16, claimed_tokens_per_second = $17, claimed_caliber = $18, \
+                 claimed_conditions = $19, notes = $20, tokenize_kind = $21, tokenize_path = $22, \
+                 tls_ca_file = $23, reasoning_in_content = $24, headers = $25, metrics_url = $26, \
+                 gpu_metrics_url = $27, gpu_count = $28, gpu_kind = $29, gpu_hour_price = $30, \
+                 metrics_keep = $31, price_cached_input_per_mtok = $32, price_cache_write_per_mtok = $33, \
+                 updated_at = $34 WHERE id = $1",
+            )
+            .bind(id);
+            let done = candidates::bind_candidate!(query, spec, self.sealer(), Some(id))
+                .bind(now)
+                .execute(&mut **tx)
+                .await
+                .map_err(|e| rows::conflict_on_unique(e, || rows::candidate_name_taken(&spec.name)))?;
+            if done.rows_affected() == 0 {
+                return Err(StoreError::NotFound(format!("candidate {id}")));
+            }
+            Ok(())
+        }
+
         /// Inserts a checked candidate in `tx`; Conflict when the name is taken. Its key is sealed
         /// for the new row's id, so it is written once the row exists.
         async fn create_candidate_in(&self, tx: &mut sqlx::Transaction<'_, Db<Self>>, candidate: &NewCandidate) -> Result<i64> {

@@ -598,6 +598,10 @@ pub trait CandidateStore: Send + Sync {
     /// Conflict when the new name is taken; NotFound when the candidate does not exist. Takes
     /// only a change whose credentials were checked (`domain::credentials::check_change`).
     fn update_candidate<'a>(&'a self, change: &'a CandidateChange) -> StoreFuture<'a, ()>;
+    /// The prompt-mode variant of candidate `of`, for a run whose tool mode is `both`
+    /// (`domain::tool_calls::RunToolMode`): created as `variant` the first time, else brought up
+    /// to date with it; its id. Variants are not listed by `list_candidates`.
+    fn prompt_mode_variant<'a>(&'a self, of: i64, variant: &'a NewCandidate) -> StoreFuture<'a, i64>;
 }
 
 /// Eval sets (`evalsets.rs`): versions are immutable, saving an identical file returns the

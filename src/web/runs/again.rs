@@ -42,8 +42,8 @@ pub async fn again(
     };
     let tool_mode = match body.get("tool_mode").map(str::trim).filter(|s| !s.is_empty()) {
         Some(raw) => Some(
-            crate::domain::tool_calls::ToolMode::parse(raw)
-                .ok_or_else(|| WebError::BadRequest(format!("{raw:?} is not a tool mode (native or prompt)")))?,
+            crate::domain::tool_calls::RunToolMode::parse(raw)
+                .ok_or_else(|| WebError::BadRequest(format!("{raw:?} is not a tool mode (native, prompt or both)")))?,
         ),
         None => None,
     };
@@ -117,16 +117,16 @@ pub fn buttons(run: &Run, stops: &[CandidateStop], failing: &[i64], candidates: 
 /// "Run again in prompt mode" (or natively) for a run whose tool cases were graded: the same
 /// cases and candidates through the other mode, to compare the two side by side.
 pub fn other_mode_button(run: &Run) -> Option<AgainButton> {
-    use crate::domain::tool_calls::ToolMode;
-    run.status.is_terminal().then(|| {
-        let (label, mode) = match run.config.tool_mode {
-            ToolMode::Native => ("Run again in prompt mode", "prompt"),
-            ToolMode::Prompt => ("Run again in native mode", "native"),
-        };
-        AgainButton {
-            label: label.to_string(),
-            without: None,
-            tool_mode: Some(mode),
-        }
+    use crate::domain::tool_calls::RunToolMode;
+    let (label, mode) = match run.config.tool_mode {
+        RunToolMode::Native => ("Run again in prompt mode", "prompt"),
+        RunToolMode::Prompt => ("Run again in native mode", "native"),
+        // Both modes are in this run already.
+        RunToolMode::Both => return None,
+    };
+    run.status.is_terminal().then(|| AgainButton {
+        label: label.to_string(),
+        without: None,
+        tool_mode: Some(mode),
     })
 }

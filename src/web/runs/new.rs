@@ -486,10 +486,14 @@ pub(crate) fn condition_fields(d: &RunDraft, errors: &FieldErrors) -> Vec<FieldV
                 "prompt".to_string(),
                 "Prompt mode (tools in the system prompt, calls read from the text)".to_string(),
             ),
+            (
+                "both".to_string(),
+                "Both, side by side (each candidate natively and as \"… (prompt mode)\")".to_string(),
+            ),
         ])
         .help(
-            "How tool cases are sent. To see both modes side by side for the same model, run the set in each \
-             mode (the run page offers \"Run again in prompt mode\") and compare the two runs.",
+            "How tool cases are sent. Both: each candidate is measured natively and, right after it at the same \
+             load, in prompt mode as a column of its own (\"… (prompt mode)\"), with its own figures and verdict.",
         ),
         field(
             "unconstrained_twins",

@@ -481,10 +481,15 @@ fn conditions(j: &RunScorecard) -> String {
         if c.warmup_requests == 1 { "" } else { "s" },
     );
     // Tool cases sent in prompt mode: every tool figure is of that mode (native is the default).
-    let conditions = if c.tool_mode.is_native() {
-        conditions
-    } else {
-        format!("{conditions} · tool calls in prompt mode (tools in the system prompt)")
+    let conditions = match c.tool_mode {
+        crate::domain::tool_calls::RunToolMode::Native => conditions,
+        crate::domain::tool_calls::RunToolMode::Prompt => {
+            format!("{conditions} · tool calls in prompt mode (tools in the system prompt)")
+        }
+        crate::domain::tool_calls::RunToolMode::Both => format!(
+            "{conditions} · tool calls in both modes: each candidate natively, and \"… (prompt mode)\" beside it \
+             (tools in the system prompt) at the same load, each with its own verdict"
+        ),
     };
     // A resumed run: its aggregates are per segment, and the card says so.
     let resumed = crate::app::pages::charts::throughput_series(j)

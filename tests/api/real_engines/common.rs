@@ -284,6 +284,9 @@ pub struct Engine {
     pub cached_counter: &'static str,
     /// The engine bakeoff's telemetry catalogue recognises in its /metrics.
     pub telemetry_engine: &'static str,
+    /// Whether its streams end with `usage` (`stream_options.include_usage`); without it, a
+    /// streamed answer's tokens are counted by the declared tokenize endpoint.
+    pub usage_in_stream: bool,
 }
 
 impl Engine {
@@ -633,19 +636,68 @@ pub async fn tool_call(engine: &Engine, server: &ServerProcess, tool_choice: ser
         );
         // Constrained to a call by `tool_choice`, the call is never malformed.
         assert!(!detail.malformed, "{}: {}", engine.name, grade.reason);
-        assert_eq!(
-            r.output_tokens_source,
-            Some(TokenSource::Usage),
-            "{}: {}",
-            engine.name,
-            describe(&r)
-        );
-        assert!(r.output_tokens.unwrap_or(0) > 0, "{}: {}", engine.name, describe(&r));
+        // Without `usage` in its stream, a tool-only answer has no text to count.
+        if engine.usage_in_stream || !stream {
+            assert_eq!(
+                r.output_tokens_source,
+                Some(TokenSource::Usage),
+                "{}: {}",
+                engine.name,
+                describe(&r)
+            );
+            assert!(r.output_tokens.unwrap_or(0) > 0, "{}: {}", engine.name, describe(&r));
+        }
         if stream {
             streamed = Some(r);
         }
     }
     streamed.expect("the streamed record")
+}
+
+/// The tool case in prompt mode (`tool_mode = "prompt"`), streamed: no `tools` in the request,
+/// the tools described in the system message, the call read from the answer's text. The record
+/// keeps a prompt-mode tool turn and a `tool-calls` grade; what the model wrote and how it was
+/// graded is printed (what a 135M model calls is its own business, that it is read and graded is
+/// ours).
+pub async fn prompt_mode_tool_call(engine: &Engine, server: &ServerProcess) -> RequestRecord {
+    use bakeoff::domain::tool_calls::{RunToolMode, TOOL_GRADER, ToolCallsDetail, ToolMode};
+    let bench = Bench::new().await;
+    let config = RunConfig {
+        tool_mode: RunToolMode::Prompt,
+        ..one_by_one(true)
+    };
+    let (run, records) = bench
+        .run(
+            &tool_evalset(json!("auto")),
+            &engine.candidate(server, "tools in prompt mode"),
+            config,
+        )
+        .await;
+    assert_eq!(run.status, RunStatus::Finished, "{}: {:?}", engine.name, run.error);
+    assert_eq!(records.len(), 1, "{}: one request", engine.name);
+    let r = records.into_iter().next().unwrap();
+    eprintln!("{} tool case in prompt mode: {}", engine.name, describe(&r));
+    assert_eq!(r.http_status, Some(200), "{}: {}", engine.name, describe(&r));
+    assert!(
+        r.succeeded(),
+        "{}: {}\n{}",
+        engine.name,
+        describe(&r),
+        server.log_tail()
+    );
+    let turn = r.tool_turn().expect("the record keeps its tool turn");
+    assert_eq!(turn.mode, ToolMode::Prompt, "{}: {turn:?}", engine.name);
+    let grade = r
+        .grades
+        .iter()
+        .find(|g| &*g.grader == TOOL_GRADER)
+        .expect("a tool-calls grade");
+    let detail = ToolCallsDetail::from_grade(grade).unwrap();
+    eprintln!(
+        "{} prompt-mode answer graded: passed {}, malformed {}, {}",
+        engine.name, grade.passed, detail.malformed, grade.reason
+    );
+    r
 }
 
 /// Four cases behind one long system prompt, one after the other after a warm-up: every record

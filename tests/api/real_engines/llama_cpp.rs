@@ -27,6 +27,7 @@ const ENGINE: Engine = Engine {
     prompt_counters: &["llamacpp:prompt_tokens_total", "llamacpp:prompt_tokens_cached_total"],
     cached_counter: "llamacpp:prompt_tokens_cached_total",
     telemetry_engine: "llama.cpp",
+    usage_in_stream: true,
 };
 
 /// (llama-server, model, tool template); panics with what to install when missing (the tests run without them
@@ -168,4 +169,15 @@ async fn the_llama_cpp_recipe_gates_a_run_from_the_terminal() {
         "llama.cpp local",
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_llama_cpp),
+    ignore = "needs llama-server and SmolLM2-135M: run scripts/install-llama-cpp-server.sh (then touch build.rs)"
+)]
+async fn llama_server_takes_tool_cases_in_prompt_mode() {
+    // SmolLM2's own template: prompt mode sends no `tools`, the tools are in the system message.
+    let server = start(false).await;
+    common::prompt_mode_tool_call(&ENGINE, &server).await;
 }

@@ -23,6 +23,7 @@ const ENGINE: Engine = Engine {
     prompt_counters: &["vllm:prompt_tokens_total"],
     cached_counter: "vllm:prompt_tokens_cached_total",
     telemetry_engine: "vLLM",
+    usage_in_stream: true,
 };
 
 /// Longest vLLM may take to answer /health: importing torch and vLLM in the API server and

@@ -88,10 +88,12 @@ pub struct SettingsFile {
     pub stream: Option<bool>,
     /// How tool cases are sent (docs/tool-cases.md): `native`, the provider's tool API (tools,
     /// tool_calls, tool_use blocks), or `prompt`, the tools described in the system prompt and the
-    /// calls read from the answer's text. Omitted: native. Providers without a native tool API
-    /// (legacy completions, Responses) always use prompt mode.
+    /// calls read from the answer's text, or `both`: each candidate natively and, right after it
+    /// at the same load, in prompt mode as a candidate of the run of its own ("NAME (prompt
+    /// mode)"), each with its own figures and verdict. Omitted: native. Providers without a
+    /// native tool API (legacy completions, Responses) always use prompt mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("enum" = ["native", "prompt"]))]
+    #[schemars(extend("enum" = ["native", "prompt", "both"]))]
     pub tool_mode: Option<String>,
     /// The cost of structured output: every case with a `response_format` is also sent without
     /// it (id `<id>~unconstrained`, right after it, at the same load), so TTFT and decode rate
@@ -580,9 +582,14 @@ mod tests {
     fn the_tool_mode_reaches_the_run_config_round_trips_and_is_checked() {
         let s = parse("s.toml", "bakeoff_settings = 1\ntool_mode = \"prompt\"\n").unwrap();
         let config = s.draft.validate().unwrap();
-        assert_eq!(config.tool_mode, crate::domain::tool_calls::ToolMode::Prompt);
+        assert_eq!(config.tool_mode, crate::domain::tool_calls::RunToolMode::Prompt);
         let text = export(&config, None, "a test").unwrap();
         assert!(text.contains("tool_mode = \"prompt\""), "{text}");
+        let s = parse("s.toml", "bakeoff_settings = 1\ntool_mode = \"both\"\n").unwrap();
+        assert_eq!(
+            s.draft.validate().unwrap().tool_mode,
+            crate::domain::tool_calls::RunToolMode::Both
+        );
         // Omitted: native.
         let s = parse("s.toml", "bakeoff_settings = 1\n").unwrap();
         assert!(s.draft.validate().unwrap().tool_mode.is_native());

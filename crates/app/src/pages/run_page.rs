@@ -240,7 +240,7 @@ pub struct RateLimitRow {
 /// sweep's results table pools no latencies; 4: the charts over time and the pass-rate bars;
 /// 5: downtime over every repetition; 6: bins on a fixed grid; 7: the clock that timed each
 /// candidate; 8: the providers' rate limits; 9: tool figures per level; 10: conversations by
-/// turn; 11: levels past saturation).
+/// turn; 11: levels past saturation; 12: both tool modes in one run, the prompt cache per level).
 pub const RECORD_PARTS_KIND: &str = "run-page/12";
 
 /// A terminal run's records never change, so its parts are computed once and kept in the

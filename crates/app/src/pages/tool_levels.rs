@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::format::NOT_MEASURED;
 use crate::domain::format;
 use crate::domain::scorecard::Measurement;
-use crate::domain::tool_calls::ToolMode;
+use crate::domain::tool_calls::RunToolMode;
 use crate::domain::tool_calls::levels::{COMPLETE_CALIBER, FIRST_ARGUMENT_CALIBER, ToolLevel, TurnTiming};
 
 /// The tool block of a run: None when no answer of the run carries a `tool-calls` grade.
@@ -80,7 +80,7 @@ fn p95(t: &TurnTiming) -> String {
 
 /// The block of a run whose tool case answers were sent in `mode`: one row per candidate and
 /// level, candidates in the run's order. None when no candidate has a graded tool answer.
-pub fn tool_levels_view(mode: ToolMode, per_candidate: Vec<(String, Vec<ToolLevel>)>) -> Option<ToolLevelsView> {
+pub fn tool_levels_view(mode: RunToolMode, per_candidate: Vec<(String, Vec<ToolLevel>)>) -> Option<ToolLevelsView> {
     let rows: Vec<ToolLevelRow> = per_candidate
         .into_iter()
         .flat_map(|(candidate, levels)| {
@@ -117,10 +117,14 @@ pub fn tool_levels_view(mode: ToolMode, per_candidate: Vec<(String, Vec<ToolLeve
 }
 
 /// How a run sent its tool cases, in words.
-pub fn mode_text(mode: ToolMode) -> &'static str {
+pub fn mode_text(mode: RunToolMode) -> &'static str {
     match mode {
-        ToolMode::Native => "native API (tools / tool_calls, tool_use blocks)",
-        ToolMode::Prompt => "prompt mode (tools described in the system prompt, calls read from the text)",
+        RunToolMode::Native => "native API (tools / tool_calls, tool_use blocks)",
+        RunToolMode::Prompt => "prompt mode (tools described in the system prompt, calls read from the text)",
+        RunToolMode::Both => {
+            "both modes, side by side: each candidate through its native API, and beside it as \
+             \"… (prompt mode)\" (tools described in the system prompt, calls read from the text) at the same load"
+        }
     }
 }
 
@@ -131,6 +135,9 @@ pub async fn other_mode_run(
     store: &crate::store::DynStore,
     run: &crate::domain::run::Run,
 ) -> Result<Option<ModePair>, crate::store::StoreError> {
+    if run.config.tool_mode == RunToolMode::Both {
+        return Ok(None);
+    }
     let mut mine = run.candidate_ids.clone();
     mine.sort_unstable();
     let runs = store.list_runs(PAIR_SEARCH, 0).await?;
@@ -144,6 +151,7 @@ pub async fn other_mode_run(
                 && other.status.is_terminal()
                 && other.evalset_version_id == run.evalset_version_id
                 && other.config.tool_mode != run.config.tool_mode
+                && other.config.tool_mode != RunToolMode::Both
                 && theirs == mine
         })
         .map(|other| ModePair {

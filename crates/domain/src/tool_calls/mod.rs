@@ -91,6 +91,70 @@ impl ToolMode {
     }
 }
 
+/// How a run sends its tool cases: every candidate through one mode, or `Both`: each candidate
+/// natively and, right after it at the same load, as its prompt-mode variant — a candidate of the
+/// run of its own ([`prompt_mode_name`]), so each mode has its own column, figures and verdict
+/// on every page (`RunConfig::prompt_mode_candidates` says which candidates are the variants).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunToolMode {
+    #[default]
+    Native,
+    Prompt,
+    Both,
+}
+
+impl RunToolMode {
+    pub fn is_native(&self) -> bool {
+        *self == RunToolMode::Native
+    }
+
+    pub fn parse(s: &str) -> Option<RunToolMode> {
+        match s.trim() {
+            "native" => Some(RunToolMode::Native),
+            "prompt" => Some(RunToolMode::Prompt),
+            "both" => Some(RunToolMode::Both),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RunToolMode::Native => "native",
+            RunToolMode::Prompt => "prompt",
+            RunToolMode::Both => "both",
+        }
+    }
+
+    /// The mode candidate `candidate_id` of the run is sent in: in a `Both` run, prompt mode
+    /// for the prompt-mode variants, native for the others.
+    pub fn of_candidate(&self, candidate_id: i64, prompt_mode_candidates: &[i64]) -> ToolMode {
+        match self {
+            RunToolMode::Native => ToolMode::Native,
+            RunToolMode::Prompt => ToolMode::Prompt,
+            RunToolMode::Both if prompt_mode_candidates.contains(&candidate_id) => ToolMode::Prompt,
+            RunToolMode::Both => ToolMode::Native,
+        }
+    }
+}
+
+impl From<ToolMode> for RunToolMode {
+    fn from(mode: ToolMode) -> RunToolMode {
+        match mode {
+            ToolMode::Native => RunToolMode::Native,
+            ToolMode::Prompt => RunToolMode::Prompt,
+        }
+    }
+}
+
+/// What a candidate's prompt-mode variant is called in a run whose tool mode is `both`.
+pub const PROMPT_MODE_SUFFIX: &str = " (prompt mode)";
+
+/// The name of `candidate`'s prompt-mode variant.
+pub fn prompt_mode_name(candidate: &str) -> String {
+    format!("{candidate}{PROMPT_MODE_SUFFIX}")
+}
+
 /// The calls of one answer, as recorded.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ToolTurn {

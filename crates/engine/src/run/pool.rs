@@ -592,7 +592,10 @@ impl CandidateRun {
     /// Hands the record to the writer, which counts tokens and grades it off the hot path.
     /// How this candidate's tool cases are sent (`wire::tools::mode_for`).
     fn tool_mode(&self) -> ToolMode {
-        tools::mode_for(self.candidate.spec.provider, self.config.tool_mode)
+        tools::mode_for(
+            self.candidate.spec.provider,
+            self.config.tool_mode_of(self.candidate.id),
+        )
     }
 
     /// Returns whether it met the SLO when the level keeps a decision.
