@@ -799,6 +799,8 @@ fn an_endpoint_never_reached_is_not_measured_rather_than_no_go() {
         Verdict::NoGo,
         "a server that answers 5xx is judged"
     );
+}
+
 #[test]
 fn prefix_cache_rules_read_the_token_hit_rate_and_warm_ttft() {
     use crate::conversation::PromptCache;
