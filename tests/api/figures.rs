@@ -1158,10 +1158,11 @@ async fn one_sweep_shows_the_same_figure_on_every_page(db: TestStore) {
         .iter()
         .map(text_of)
         .collect();
-    assert_eq!(cells[3], "1", "{b}: history shows the sweep's first level");
-    shows(&cells[6], refs[&1].ttft_p50, &format!("{b}: history TTFT"));
-    shows(&cells[7], refs[&1].decode_p50, &format!("{b}: history decode"));
-    shows(&cells[8], refs[&1].steady, &format!("{b}: history aggregate"));
+    // Run, date, version, verdict, then the figures.
+    assert_eq!(cells[4], "1", "{b}: history shows the sweep's first level");
+    shows(&cells[7], refs[&1].ttft_p50, &format!("{b}: history TTFT"));
+    shows(&cells[8], refs[&1].decode_p50, &format!("{b}: history decode"));
+    shows(&cells[9], refs[&1].steady, &format!("{b}: history aggregate"));
 
     // The gate's reports (`bakeoff run start --report-json / --report-md`) carry the rules.
     let gate = bakeoff::app::gate::judge(&app.store, run_id, profile_id, None)
