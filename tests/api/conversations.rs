@@ -12,12 +12,11 @@ use bakeoff::domain::evalset::conversation::{HistoryMode, split_turn_key};
 use bakeoff::domain::run::{NewRun, RequestRecord, RunConfig, RunStatus};
 use bakeoff::engine::run::conversation::TURN_ID_SHIFT;
 use bakeoff::mock::tokens::count_tokens;
-use bakeoff::mock::{MockConfig, MockServer, ModelProfile};
+use bakeoff::mock::{MockConfig, ModelProfile};
 use bakeoff::store::DynStore;
-use serde_json::Value;
 
 use crate::support::db::sqlite_store;
-use crate::support::runs::{run_to_end_within, start_mock};
+use crate::support::runs::{ground_truth, run_to_end_within, start_mock};
 
 const TURNS: usize = 4;
 
@@ -76,22 +75,6 @@ async fn create_run(store: &DynStore, file: &EvalSetFile, spec: &CandidateSpec, 
         })
         .await
         .unwrap()
-}
-
-/// The mock's ground truth keyed by the x-request-id bakeoff sent.
-async fn ground_truth(mock: &MockServer) -> HashMap<String, Value> {
-    let page: Value = reqwest::get(format!("{}/mock/requests", mock.root_url()))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    page["requests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|r| Some((r["client_request_id"].as_str()?.to_string(), r.clone())))
-        .collect()
 }
 
 /// The x-request-id of a turn's record: the turn sits above the case index.

@@ -17,7 +17,7 @@ use bakeoff::store::DynStore;
 use serde_json::Value;
 
 use crate::support::db::sqlite_store;
-use crate::support::runs::{run_to_end, start_mock};
+use crate::support::runs::{ground_truth, run_to_end, start_mock};
 
 /// `cases` cases sharing a long system prompt, each with its own short question.
 fn shared_prefix_set(cases: usize) -> EvalSetFile {
@@ -86,22 +86,6 @@ async fn run(store: &DynStore, file: &EvalSetFile, spec: &CandidateSpec, concurr
         .unwrap();
     assert_eq!(run_to_end(store, run_id).await, RunStatus::Finished);
     run_id
-}
-
-/// The mock's ground truth keyed by the x-request-id bakeoff sent.
-async fn ground_truth(mock: &MockServer) -> HashMap<String, Value> {
-    let page: Value = reqwest::get(format!("{}/mock/requests", mock.root_url()))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    page["requests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|r| Some((r["client_request_id"].as_str()?.to_string(), r.clone())))
-        .collect()
 }
 
 fn truth_of<'a>(truth: &'a HashMap<String, Value>, r: &RequestRecord, file: &EvalSetFile) -> &'a Value {

@@ -33,3 +33,19 @@ pub async fn run_to_end_within(store: &DynStore, run_id: i64, deadline: Duration
         .expect("the run ended in time");
     store.get_run(run_id).await.unwrap().expect("run exists")
 }
+
+/// The mock's ground truth keyed by the x-request-id bakeoff sent.
+pub async fn ground_truth(mock: &MockServer) -> std::collections::HashMap<String, serde_json::Value> {
+    let page: serde_json::Value = reqwest::get(format!("{}/mock/requests", mock.root_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    page["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| Some((r["client_request_id"].as_str()?.to_string(), r.clone())))
+        .collect()
+}
