@@ -37,6 +37,7 @@ mod prompt_cache;
 mod rate_limit;
 mod real_engines;
 mod real_server;
+mod replay_run;
 mod reasoning_in_content;
 mod restart;
 mod review;

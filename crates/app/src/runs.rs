@@ -172,6 +172,16 @@ pub async fn create_run(store: &DynStore, runner: &Runner, request: &RunRequest)
         );
     }
 
+    // A replay's workload version must exist (the form and files check its shape only).
+    if let Some((workload_version, _)) = config.as_ref().and_then(|c| c.load.replay())
+        && store.get_workload_version(workload_version).await?.is_none()
+    {
+        errors.add(
+            "workload_version",
+            format!("#{workload_version} is not a known workload version; choose one from the Workloads page"),
+        );
+    }
+
     let known = store.list_candidates().await?;
     let mut candidate_ids: Vec<i64> = Vec::new();
     for raw in &request.candidates {

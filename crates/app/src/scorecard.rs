@@ -187,7 +187,7 @@ pub async fn assemble(
         Vec::new()
     };
     let mut card = scorecard::build_from(&SummaryInput {
-        run_concurrency: run.config.concurrency,
+        run_concurrency: run.config.load.judged_concurrency(run.config.concurrency),
         candidates: &candidates,
         summaries: &summaries,
         rules: &profile.rules,
@@ -321,7 +321,7 @@ pub fn summary_of(
 ) -> CandidateSummary {
     let cx = SummaryContext {
         slo: run.config.slo,
-        run_concurrency: run.config.concurrency,
+        run_concurrency: run.config.load.judged_concurrency(run.config.concurrency),
         weights: &inputs.weights,
         resumes: &data.resumes,
         file: inputs.file,
@@ -339,7 +339,7 @@ pub async fn store_summaries(
 ) -> Result<Vec<CandidateSummary>, AppError> {
     let cx = SummaryContext {
         slo: run.config.slo,
-        run_concurrency: run.config.concurrency,
+        run_concurrency: run.config.load.judged_concurrency(run.config.concurrency),
         weights: &HashMap::new(),
         resumes: &[],
         file: None,

@@ -128,6 +128,7 @@ fn level_of(loads: &[Load], r: &RequestRecord) -> Option<usize> {
     loads.iter().position(|l| match l {
         Load::Concurrency { concurrency } => *concurrency == r.concurrency,
         Load::Rate { .. } => true,
+        Load::Replay { .. } => r.concurrency == 0,
     })
 }
 
@@ -212,7 +213,7 @@ pub async fn run_telemetry(store: &DynStore, run_id: i64) -> Result<RunTelemetry
                 label: load.label(),
                 concurrency: match load {
                     Load::Concurrency { concurrency } => Some(*concurrency),
-                    Load::Rate { .. } => None,
+                    Load::Rate { .. } | Load::Replay { .. } => None,
                 },
                 window_s: window.seconds(),
                 measured_requests: recs.requests,

@@ -689,7 +689,7 @@ impl LevelAccumulator {
     fn keep(&self) -> usize {
         match self.load {
             Load::Concurrency { concurrency } => concurrency.max(1) as usize,
-            Load::Rate { .. } => 1,
+            Load::Rate { .. } | Load::Replay { .. } => 1,
         }
     }
 
@@ -1008,7 +1008,7 @@ impl Pass {
                 let enough = self.edges.first.len() == self.edges.keep;
                 (enough && end > start).then_some((start, end))
             }
-            Load::Rate { .. } => {
+            Load::Rate { .. } | Load::Replay { .. } => {
                 let start = self.earliest_first_token?.1;
                 let end = self.latest_send?;
                 (end > start).then_some((start, end))
@@ -1354,7 +1354,7 @@ pub fn knees_of(levels: &[LevelFigures], load: &LoadShape) -> Vec<(Option<u32>, 
                     p95_ttft_ms: l.ttft_ms.as_ref().map(|d| d.p95),
                     aggregate_tok_s: l.aggregate_tok_s,
                 }),
-                Load::Rate { .. } => None,
+                Load::Rate { .. } | Load::Replay { .. } => None,
             })
             .collect();
         if let Some(knee) = find_knee(&points, ttft_factor, min_gain) {

@@ -109,6 +109,8 @@ pub fn estimate(input: &EstimateInput<'_>) -> Estimate {
         let rate_at = |load: &Load| match load {
             Load::Concurrency { concurrency } => f64::from((*concurrency).max(1)) / request_s,
             Load::Rate { per_second, .. } => per_second.max(1e-6),
+            // Not estimated here (the workload is not at hand): see the loop below.
+            Load::Replay { .. } => 1.0,
         };
         // A capacity search: at most `max_probes` levels, costed at the first probe's load.
         let loads = match c.load.search_settings() {
@@ -118,6 +120,11 @@ pub fn estimate(input: &EstimateInput<'_>) -> Estimate {
         let mut requests = 0u64;
         let mut seconds = 0.0;
         for load in &loads {
+            // A replay level sends the workload's requests, not the eval set's cases: the
+            // estimate covers the eval-set level only.
+            if matches!(load, Load::Replay { .. }) {
+                continue;
+            }
             let rate = rate_at(load);
             for _ in 0..repetitions {
                 let mut n = per_level;

@@ -52,6 +52,14 @@ pub enum LoadShape {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_load: Option<f64>,
     },
+    /// Our traffic (docs/workloads.md, "Replay as a run level"): level 0 sends the eval set's
+    /// cases closed loop at the run's `concurrency` (the quality pass, graded, and a speed level
+    /// of its own); level 1 replays workload version `workload_version` — every request once,
+    /// due at its recorded arrival ÷ `speed` from the level's start, synthetic text of the
+    /// recorded o200k length whose prefix blocks repeat where the workload's do, `max_tokens`
+    /// the recorded output — identical for every candidate. Rules without `@c=N` judge the
+    /// replay level.
+    Replay { workload_version: i64, speed: f64 },
 }
 
 /// How load was applied: it decides the measured window.
@@ -62,6 +70,9 @@ pub enum Load {
     Concurrency { concurrency: u32 },
     /// Open loop: requests sent on a schedule at `per_second`, regardless of completions.
     Rate { per_second: f64, poisson: bool },
+    /// Open loop: a workload's requests sent at their recorded arrivals ÷ `speed`
+    /// (`LoadShape::Replay`). Its records carry concurrency 0, like a rate's.
+    Replay { speed: f64 },
 }
 
 impl LoadShape {
@@ -86,6 +97,7 @@ impl LoadShape {
             }
             // The levels are found as it goes: the first probe's.
             LoadShape::FindCapacity { axis, start, .. } => vec![probe_load(*axis, *start)],
+            LoadShape::Replay { speed, .. } => vec![closed(concurrency), Load::Replay { speed: *speed }],
         }
     }
 
@@ -132,6 +144,7 @@ impl LoadShape {
         matches!(
             self,
             LoadShape::Rate { .. }
+                | LoadShape::Replay { .. }
                 | LoadShape::FindCapacity {
                     axis: LoadAxis::Rate,
                     ..
@@ -153,7 +166,24 @@ impl LoadShape {
     pub fn warmup_concurrency(&self, concurrency: u32) -> u32 {
         match self.loads(concurrency)[0] {
             Load::Concurrency { concurrency } => concurrency,
-            Load::Rate { .. } => concurrency.clamp(1, OPEN_LOOP_WARMUP_MAX_CONCURRENCY),
+            Load::Rate { .. } | Load::Replay { .. } => concurrency.clamp(1, OPEN_LOOP_WARMUP_MAX_CONCURRENCY),
+        }
+    }
+
+    /// The workload version a replay run replays and its speed-up (None for other shapes).
+    pub fn replay(&self) -> Option<(i64, f64)> {
+        match *self {
+            LoadShape::Replay { workload_version, speed } => Some((workload_version, speed)),
+            _ => None,
+        }
+    }
+
+    /// The concurrency recorded with the requests a rule without `@c=N` judges: the run's,
+    /// or a replay run's replay level (open loop, recorded as 0).
+    pub fn judged_concurrency(&self, concurrency: u32) -> u32 {
+        match self {
+            LoadShape::Replay { .. } => 0,
+            _ => concurrency,
         }
     }
 }
@@ -171,6 +201,7 @@ impl Load {
         match self {
             Load::Concurrency { concurrency } => f64::from(*concurrency),
             Load::Rate { per_second, .. } => *per_second,
+            Load::Replay { speed } => *speed,
         }
     }
 
@@ -178,7 +209,7 @@ impl Load {
     pub fn max_in_flight(&self) -> usize {
         match self {
             Load::Concurrency { concurrency } => (*concurrency).max(1) as usize,
-            Load::Rate { .. } => OPEN_LOOP_MAX_IN_FLIGHT,
+            Load::Rate { .. } | Load::Replay { .. } => OPEN_LOOP_MAX_IN_FLIGHT,
         }
     }
 
@@ -187,7 +218,7 @@ impl Load {
     pub fn pool_size(&self) -> u32 {
         match self {
             Load::Concurrency { concurrency } => (*concurrency).max(1),
-            Load::Rate { .. } => OPEN_LOOP_POOL,
+            Load::Rate { .. } | Load::Replay { .. } => OPEN_LOOP_POOL,
         }
     }
 
@@ -198,6 +229,7 @@ impl Load {
             Load::Rate { per_second, poisson } => {
                 format!("{per_second} req/s{}", if *poisson { " Poisson" } else { "" })
             }
+            Load::Replay { speed } => format!("replay {}×", crate::format::shortest(*speed)),
         }
     }
 }

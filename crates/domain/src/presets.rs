@@ -178,15 +178,20 @@ pub struct LoadDraft {
     pub slo_e2e_ms: String,
     /// Target attainment, percent of requests meeting every limit. Blank: none.
     pub slo_target: String,
+    /// "replay": the workload version replayed (its id, as listed on the workloads page).
+    pub workload_version: String,
+    /// "replay": the speed-up factor (1: as recorded, 2: twice as fast). Blank: 1.
+    pub replay_speed: String,
 }
 
 /// The shapes offered on the form: (value, label).
-pub const LOAD_SHAPES: [(&str, &str); 5] = [
+pub const LOAD_SHAPES: [(&str, &str); 6] = [
     ("fixed", "Fixed concurrency"),
     ("levels", "Concurrency levels"),
     ("sweep", "Concurrency sweep (1, 2, 4 … max)"),
     ("rate", "Request rate (open loop)"),
     ("capacity", "Find capacity @ SLO (a search per candidate)"),
+    ("replay", "Replay a workload (our traffic: its arrivals and lengths)"),
 ];
 
 /// What a capacity search varies, as offered on the form: (value, label).
@@ -268,8 +273,58 @@ impl LoadDraft {
                 d.capacity_max_probes = max_probes.to_string();
                 d.capacity_max_load = max_load.map(|m| m.to_string()).unwrap_or_default();
             }
+            LoadShape::Replay { workload_version, speed } => {
+                d.shape = "replay".into();
+                d.workload_version = workload_version.to_string();
+                d.replay_speed = super::format::shortest(*speed);
+            }
         }
         d
+    }
+
+    /// The "replay" shape typed: the workload version (its existence is checked where the run is
+    /// created, against the store) and the speed-up.
+    fn replay(&self, e: &mut FieldErrors) -> LoadShape {
+        let workload_version = match self.workload_version.trim() {
+            "" => {
+                e.add(
+                    "workload_version",
+                    "is required to replay a workload; choose a workload version from the list",
+                );
+                0
+            }
+            raw => match raw.parse::<i64>() {
+                Ok(id) if id > 0 => id,
+                _ => {
+                    e.add(
+                        "workload_version",
+                        format!(
+                            "{:?} is not a workload version; choose one from the list",
+                            super::validation::truncate(raw, 20)
+                        ),
+                    );
+                    0
+                }
+            },
+        };
+        let speed = match self.replay_speed.trim() {
+            "" => 1.0,
+            raw => match raw.parse::<f64>() {
+                Ok(s) if s.is_finite() && s > 0.0 && s <= crate::workload::replay::MAX_SPEED => s,
+                _ => {
+                    e.add(
+                        "replay_speed",
+                        format!(
+                            "must be a speed-up above 0 and at most {} (1: as recorded, 2: twice as fast), got {:?}",
+                            crate::workload::replay::MAX_SPEED,
+                            super::validation::truncate(raw, 20)
+                        ),
+                    );
+                    1.0
+                }
+            },
+        };
+        LoadShape::Replay { workload_version, speed }
     }
 
     /// The SLO typed, or which field is wrong.
@@ -350,6 +405,7 @@ impl LoadDraft {
         config.slo = self.slo(e);
         config.load = match self.shape.trim() {
             "capacity" => self.find_capacity(config, e),
+            "replay" => self.replay(e),
             "" | "fixed" => LoadShape::Fixed,
             "levels" => {
                 let mut levels = Vec::new();
@@ -416,6 +472,7 @@ impl LoadDraft {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::load::Load;
 
     #[test]
     fn every_preset_keeps_the_conservative_defaults() {
@@ -520,6 +577,49 @@ mod tests {
         .apply(&mut c, &mut e);
         assert!(e.get("load_shape").is_some());
         assert!(!c.staged_rollout, "an unticked box turns the rollout off");
+    }
+
+    #[test]
+    fn a_replay_needs_a_workload_version_and_a_positive_speed_and_round_trips() {
+        let mut c = RunConfig::default();
+        let mut e = FieldErrors::default();
+        let mut draft = LoadDraft {
+            shape: "replay".into(),
+            replay_speed: "0".into(),
+            ..Default::default()
+        };
+        draft.apply(&mut c, &mut e);
+        assert!(e.get("workload_version").is_some_and(|m| m.contains("required")), "{e:?}");
+        assert!(e.get("replay_speed").is_some_and(|m| m.contains("above 0")), "{e:?}");
+        for bad in ["-2", "1e9", "NaN", "fast"] {
+            let mut e = FieldErrors::default();
+            draft.replay_speed = bad.into();
+            draft.workload_version = "x".into();
+            draft.apply(&mut c, &mut e);
+            assert!(e.get("replay_speed").is_some(), "{bad}: {e:?}");
+            assert!(e.get("workload_version").is_some_and(|m| m.contains("\"x\"")), "{e:?}");
+        }
+        draft.workload_version = "3".into();
+        draft.replay_speed = String::new();
+        let mut e = FieldErrors::default();
+        draft.apply(&mut c, &mut e);
+        assert!(e.is_empty(), "{e:?}");
+        assert_eq!(c.load, LoadShape::Replay { workload_version: 3, speed: 1.0 });
+        draft.replay_speed = "2.5".into();
+        draft.apply(&mut c, &mut e);
+        assert_eq!(c.load.replay(), Some((3, 2.5)));
+        // Two levels: the eval set at the run's concurrency, then the replay, judged by default.
+        assert_eq!(
+            c.loads(),
+            [Load::Concurrency { concurrency: c.concurrency }, Load::Replay { speed: 2.5 }]
+        );
+        assert_eq!(c.load.judged_concurrency(c.concurrency), 0);
+        assert_eq!(c.loads()[1].label(), "replay 2.5×");
+        let mut back = RunConfig::default();
+        let mut e = FieldErrors::default();
+        LoadDraft::from_config(&c).apply(&mut back, &mut e);
+        assert!(e.is_empty(), "{e:?}");
+        assert_eq!(back.load, c.load);
     }
 
     #[test]

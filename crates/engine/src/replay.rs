@@ -282,7 +282,7 @@ async fn candidate_loop(
 
 /// Sleeps until shortly before `due`, then yields until it: the timer alone wakes up to a
 /// millisecond late.
-async fn wait_until(due: Instant) {
+pub(crate) async fn wait_until(due: Instant) {
     const SPIN: Duration = Duration::from_micros(1500);
     if let Some(early) = due.checked_sub(SPIN)
         && early > Instant::now()

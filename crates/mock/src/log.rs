@@ -80,6 +80,9 @@ pub struct RequestRecord {
     pub outcome: Outcome,
     pub error_code: Option<String>,
     pub prompt_tokens: u32,
+    /// The `max_tokens` (or `max_completion_tokens`, `max_output_tokens`) the request asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
     /// Prompt tokens served from the profile's prefix cache (`prefix_cache`), reported as
     /// `usage.prompt_tokens_details.cached_tokens`; None without a prefix cache.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -52,6 +52,7 @@ use crate::domain::telemetry::Scrape;
 use crate::domain::thresholds::{ThresholdProfile, ThresholdRule};
 use crate::domain::workers::{Claimant, Coordination, Decision as WorkerDecision, OpenRun, RunUnit, WorkerStatus};
 use crate::domain::workload::WorkloadFile;
+use crate::domain::workload::replay::ReplaySend;
 
 mod archive;
 mod audit;
@@ -1108,6 +1109,11 @@ pub trait WorkloadStore: Send + Sync {
     fn list_workload_versions(&self, workload_id: i64) -> StoreFuture<'_, Vec<WorkloadVersionLink>>;
     /// One version with its whole file.
     fn get_workload_version(&self, version_id: i64) -> StoreFuture<'_, Option<WorkloadVersion>>;
+    /// Stores what a replay level sent (one row per candidate and workload request; a request
+    /// sent again after a restart replaces its row), in one transaction.
+    fn save_replay_sends<'a>(&'a self, run_id: i64, sends: &'a [ReplaySend]) -> StoreFuture<'a, ()>;
+    /// Every replay send of a run, by candidate and request.
+    fn list_replay_sends(&self, run_id: i64) -> StoreFuture<'_, Vec<ReplaySend>>;
 }
 
 /// A workload with its newest version, for lists.

@@ -148,6 +148,77 @@ macro_rules! workload_queries {
                 }))
             })
         }
+
+        #[tracing::instrument(level = "debug", skip(self, sends), fields(n = sends.len()))]
+        fn save_replay_sends<'a>(&'a self, run_id: i64, sends: &'a [ReplaySend]) -> StoreFuture<'a, ()> {
+            Box::pin(async move {
+                if sends.is_empty() {
+                    return Ok(());
+                }
+                let mut tx = self.begin_write().await?;
+                for batch in sends.chunks(rows::SMALL_ROWS_PER_STATEMENT) {
+                    let mut qb = sqlx::QueryBuilder::<Db<Self>>::new(
+                        "INSERT INTO run_replay_sends (run_id, candidate_id, request_index, segment, due_offset_us, \
+                         sent_offset_us, input_tokens_recorded, input_tokens_sent, output_tokens_recorded, \
+                         max_tokens_sent) ",
+                    );
+                    qb.push_values(batch, |mut row, s| {
+                        row.push_bind(run_id)
+                            .push_bind(s.candidate_id)
+                            .push_bind(i64::from(s.request_index))
+                            .push_bind(i64::from(s.segment))
+                            .push_bind(s.due_offset_us)
+                            .push_bind(s.sent_offset_us)
+                            .push_bind(i64::from(s.input_tokens_recorded))
+                            .push_bind(i64::from(s.input_tokens_sent))
+                            .push_bind(i64::from(s.output_tokens_recorded))
+                            .push_bind(i64::from(s.max_tokens_sent));
+                    });
+                    // A request sent again after a restart replaces its row.
+                    qb.push(
+                        " ON CONFLICT (run_id, candidate_id, request_index) DO UPDATE SET segment = excluded.segment, \
+                         due_offset_us = excluded.due_offset_us, sent_offset_us = excluded.sent_offset_us, \
+                         input_tokens_recorded = excluded.input_tokens_recorded, \
+                         input_tokens_sent = excluded.input_tokens_sent, \
+                         output_tokens_recorded = excluded.output_tokens_recorded, \
+                         max_tokens_sent = excluded.max_tokens_sent",
+                    );
+                    qb.build().execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                Ok(())
+            })
+        }
+
+        #[tracing::instrument(level = "debug", skip(self))]
+        fn list_replay_sends(&self, run_id: i64) -> StoreFuture<'_, Vec<ReplaySend>> {
+            Box::pin(async move {
+                type Row = (i64, i64, i64, i64, i64, i64, i64, i64, i64);
+                let rows: Vec<Row> = sqlx::query_as(
+                    "SELECT candidate_id, request_index, segment, due_offset_us, sent_offset_us, \
+                     input_tokens_recorded, input_tokens_sent, output_tokens_recorded, max_tokens_sent \
+                     FROM run_replay_sends WHERE run_id = $1 ORDER BY candidate_id, request_index",
+                )
+                .bind(run_id)
+                .fetch_all(self.pool())
+                .await?;
+                let n = |v: i64| u32::try_from(v).unwrap_or(u32::MAX);
+                Ok(rows
+                    .into_iter()
+                    .map(|(c, i, seg, due, sent, ir, is, or, mt)| ReplaySend {
+                        candidate_id: c,
+                        request_index: n(i),
+                        segment: n(seg),
+                        due_offset_us: due,
+                        sent_offset_us: sent,
+                        input_tokens_recorded: n(ir),
+                        input_tokens_sent: n(is),
+                        output_tokens_recorded: n(or),
+                        max_tokens_sent: n(mt),
+                    })
+                    .collect())
+            })
+        }
     };
 }
 pub(crate) use workload_queries;

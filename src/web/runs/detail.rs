@@ -98,6 +98,8 @@ pub struct LiveView {
     /// A find-capacity run's searches (templates/runs/capacity.html): read on every call, they
     /// change after each probe.
     pub capacity: Option<crate::app::pages::capacity::CapacityView>,
+    /// A replay run's fidelity per candidate (templates/runs/replay.html): read on every call.
+    pub replay: Option<crate::app::pages::replay::ReplayView>,
     /// Tool figures per candidate and load level (templates/runs/tool_levels.html).
     pub tool_levels: Option<crate::app::pages::tool_levels::ToolLevelsView>,
     /// Structured output per candidate and level (templates/runs/structured.html).
@@ -582,6 +584,11 @@ pub(super) async fn live_view(state: &AppState, run: &Run, candidates: &[Candida
         candidates,
         |_| None,
     );
+    let replay = crate::app::pages::replay::replay_view(&state.store, run, candidates).await?;
+    let mut levels = parts.levels;
+    if let (Some(lv), Some(rp)) = (&mut levels, &replay) {
+        crate::app::pages::replay::mark_levels(lv, rp);
+    }
     let mut events = state.store.list_run_events(run.id).await?;
     let skip = events.len().saturating_sub(EVENT_LINES);
     let events = events
@@ -611,11 +618,12 @@ pub(super) async fn live_view(state: &AppState, run: &Run, candidates: &[Candida
         cases: parts.cases,
         cases_note: parts.cases_note,
         harness,
-        levels: parts.levels,
+        levels,
         quality: parts.quality,
         pass_rates: parts.pass_rates,
         over_time: parts.over_time,
         capacity,
+        replay,
         tool_levels,
         structured: parts.structured,
         events,

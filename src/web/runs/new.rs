@@ -149,6 +149,8 @@ pub(crate) fn load_draft(body: &FormBody) -> LoadDraft {
         slo_tpot_ms: text("slo_tpot_ms"),
         slo_e2e_ms: text("slo_e2e_ms"),
         slo_target: text("slo_target"),
+        workload_version: text("workload_version"),
+        replay_speed: text("replay_speed"),
     }
 }
 
@@ -702,6 +704,18 @@ pub(crate) fn load_fields(l: &LoadDraft, errors: &FieldErrors) -> Vec<FieldView>
         )
         .decimal()
         .help("For find capacity: req/s or concurrency. Blank: no limit."),
+        field("workload_version", "Workload version", FieldKind::Number, &l.workload_version).help(
+            "For replay: the workload version (its number on the Workloads page) whose traffic is replayed. \
+             Level 0 sends this eval set's cases at the concurrency above (graded: the quality figures); \
+             level 1 replays the workload — every request once, at its recorded arrival, with synthetic text \
+             of its recorded length whose shared prefixes repeat as they did, max_tokens its recorded output — \
+             the identical schedule for every candidate. Rules without @c=N judge the replay level.",
+        ),
+        field("replay_speed", "Replay speed-up", FieldKind::Number, &l.replay_speed)
+            .decimal()
+            .help("For replay: 1 sends at the recorded arrivals, 2 twice as fast (above 0, at most 1000). Blank: 1. \
+                   The run page shows how closely the schedule was kept (send lag) and marks the replay's speed \
+                   figures when it fell behind."),
         field("slo_ttft_ms", "SLO: TTFT ≤ (ms)", FieldKind::Number, &l.slo_ttft_ms)
             .decimal()
             .help("Send → first token. The SLO judges every request (goodput, attainment); blank: no limit."),

@@ -63,6 +63,8 @@ pub struct ScorecardPage {
     pub profile_fit: Option<String>,
     /// A find-capacity run's capacity @ SLO per candidate (templates/runs/capacity.html).
     pub capacity: Option<crate::app::pages::capacity::CapacityView>,
+    /// A replay run's fidelity per candidate (templates/runs/replay.html).
+    pub replay: Option<crate::app::pages::replay::ReplayView>,
 }
 
 /// The judging profile's fit to the run's eval set, in words when it may not fit.
@@ -150,6 +152,7 @@ pub fn page_for(j: &RunScorecard, q: &ScorecardChoice, print: bool, your_name: S
         prompt_cache: None,
         profile_fit: None,
         capacity: None,
+        replay: None,
     }
 }
 
@@ -182,6 +185,7 @@ async fn tool_block(state: &AppState, j: &RunScorecard, page: &mut ScorecardPage
         },
     );
     page.prompt_cache = parts.levels.filter(|l| l.cache_reported);
+    page.replay = crate::app::pages::replay::replay_view(&state.store, &j.run, &j.candidates).await?;
     Ok(())
 }
 

@@ -170,7 +170,7 @@ pub struct SloEntry {
 #[serde(deny_unknown_fields)]
 pub struct LoadEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("enum" = ["fixed", "levels", "sweep", "rate", "capacity"]))]
+    #[schemars(extend("enum" = ["fixed", "levels", "sweep", "rate", "capacity", "replay"]))]
     pub shape: Option<String>,
     /// Concurrencies for `levels`, e.g. [1, 4, 16].
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -207,6 +207,17 @@ pub struct LoadEntry {
     /// `capacity`: highest load a probe may use (req/s or concurrency).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_max_load: Option<f64>,
+    /// `replay` (docs/workloads.md, "Replay as a run level"): the workload version replayed (its
+    /// id, as listed on the workloads page and by `bakeoff workload list`). Level 0 sends the eval
+    /// set's cases (graded) at `concurrency`; level 1 replays the workload, identically for every
+    /// candidate, and is the level rules without `@c=N` judge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub workload_version: Option<i64>,
+    /// `replay`: the speed-up, above 0 and at most 1000 (1: as recorded, 2: twice as fast).
+    /// Omitted: 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_speed: Option<f64>,
 }
 
 /// A settings file as the run form would hold it.
@@ -246,7 +257,9 @@ pub fn field_path(field: &str) -> Vec<Step> {
         | "capacity_axis"
         | "capacity_width"
         | "capacity_max_probes"
-        | "capacity_max_load" => {
+        | "capacity_max_load"
+        | "workload_version"
+        | "replay_speed" => {
             vec![k("load"), k(field)]
         }
         "slo_target" => vec![k("slo"), k("target_percent")],
@@ -338,6 +351,8 @@ impl SettingsFile {
             set(&mut load.capacity_width, l.capacity_width.map(|w| w.to_string()));
             set(&mut load.capacity_max_probes, int(l.capacity_max_probes));
             set(&mut load.capacity_max_load, l.capacity_max_load.map(|m| m.to_string()));
+            set(&mut load.workload_version, l.workload_version.map(|v| v.to_string()));
+            set(&mut load.replay_speed, l.replay_speed.map(|v| v.to_string()));
         }
         if let Some(slo) = &self.slo {
             let ms = |v: Option<f64>| v.map(|v| v.to_string());
@@ -405,6 +420,12 @@ pub fn from_config(config: &RunConfig, judge_candidate: Option<String>) -> Resul
             capacity_width: Some((width * 100.0 * 1e6).round() / 1e6),
             capacity_max_probes: Some(*max_probes),
             capacity_max_load: *max_load,
+            ..LoadEntry::default()
+        },
+        LoadShape::Replay { workload_version, speed } => LoadEntry {
+            shape: Some("replay".into()),
+            workload_version: Some(*workload_version),
+            replay_speed: Some(*speed),
             ..LoadEntry::default()
         },
     };

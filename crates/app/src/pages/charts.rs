@@ -198,7 +198,7 @@ impl ThroughputSeries {
     pub fn of_levels(candidate_id: i64, name: String, levels: &[LevelFigures], knee: Option<Knee>) -> ThroughputSeries {
         let at = |l: &LevelFigures| match l.load {
             Load::Concurrency { concurrency } => Some(f64::from(concurrency)),
-            Load::Rate { .. } => None,
+            Load::Rate { .. } | Load::Replay { .. } => None,
         };
         // Levels as configured may come in any order; a curve runs left to right.
         let mut levels: Vec<&LevelFigures> = levels.iter().collect();

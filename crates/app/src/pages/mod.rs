@@ -13,6 +13,7 @@
 //! - `case_index`: what the cases page's filters know of a run's cases
 //! - `figures`: each candidate's figures of a run, for the archive
 //! - `tool_levels`: tool figures per load level (accuracy, F1, malformed calls, tool-turn timing)
+//! - `replay`: a replay run level's fidelity per candidate (workload, speed, send lag, lengths)
 //! - `summaries`: all of the above stored when a run ends
 pub mod capacity;
 pub mod case_index;
@@ -21,6 +22,7 @@ pub mod conversations;
 pub mod figures;
 pub mod format;
 pub mod metrics;
+pub mod replay;
 pub mod report;
 pub mod run_page;
 pub mod summaries;

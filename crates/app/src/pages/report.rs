@@ -301,6 +301,12 @@ pub fn shape_text(c: &RunConfig) -> String {
             per_second
         ),
         LoadShape::Sweep { max_concurrency, .. } => format!("concurrency sweep c=1 → {max_concurrency}, doubling"),
+        LoadShape::Replay { workload_version, speed } => format!(
+            "the eval set at c={}, then a replay of workload version #{workload_version} at {}× (open loop: \
+             every request at its recorded arrival and lengths, the same schedule for every candidate)",
+            c.concurrency,
+            crate::domain::format::shortest(*speed)
+        ),
         LoadShape::FindCapacity { .. } => match c.load.search_settings() {
             Some(s) => format!(
                 "find capacity @ SLO: a search per candidate over {} from {} (bracket within {} %, at most {} probe \

@@ -101,6 +101,102 @@ impl Fidelity {
     }
 }
 
+/// Send lag (p99, milliseconds) above which a replay level's speed figures are marked "replay
+/// fell behind": the same bound the harness holds an open loop's schedule to.
+pub const REPLAY_LAG_BOUND_MS: f64 = 10.0;
+
+/// The case id of workload request `index` in a replay level's records (`replay-000042`).
+pub fn replay_case_id(index: usize) -> String {
+    format!("replay-{index:06}")
+}
+
+/// The workload request a replay record's case id names, if it is one.
+pub fn replay_index(case_id: &str) -> Option<usize> {
+    case_id.strip_prefix("replay-")?.parse().ok()
+}
+
+/// One workload request as a replay run level sent it to one candidate (stored per request,
+/// beside its ordinary request record): what the schedule asked and what was done.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ReplaySend {
+    pub candidate_id: i64,
+    pub request_index: u32,
+    /// 0: sent on the replay's first schedule; n: after the n-th restart, on a schedule
+    /// re-anchored at the resume (its lag is against that).
+    pub segment: u32,
+    /// When it was due and when it was written, microseconds after the replay's start.
+    pub due_offset_us: i64,
+    pub sent_offset_us: i64,
+    pub input_tokens_recorded: u32,
+    /// The prompt's o200k length as sent.
+    pub input_tokens_sent: u32,
+    pub output_tokens_recorded: u32,
+    /// `max_tokens` as sent.
+    pub max_tokens_sent: u32,
+}
+
+impl ReplaySend {
+    /// Sent − due, milliseconds.
+    pub fn lag_ms(&self) -> f64 {
+        (self.sent_offset_us - self.due_offset_us) as f64 / 1000.0
+    }
+
+    /// Sent with exactly the recorded input length and `max_tokens` the recorded output.
+    pub fn lengths_exact(&self) -> bool {
+        self.input_tokens_sent == self.input_tokens_recorded && self.max_tokens_sent == self.output_tokens_recorded
+    }
+}
+
+/// One candidate's replay level as the run page and scorecard show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplaySummary {
+    pub candidate_id: i64,
+    /// Requests in the workload, and those sent.
+    pub requests: usize,
+    pub sent: usize,
+    pub lag_ms: Option<Distribution>,
+    /// Requests sent with exactly the recorded input length and output `max_tokens`.
+    pub lengths_exact: usize,
+    /// Requests sent after a restart (on a re-anchored schedule).
+    pub after_restart: usize,
+}
+
+impl ReplaySummary {
+    /// `sends` of one candidate (any order) out of a workload of `requests`.
+    pub fn of(candidate_id: i64, requests: usize, sends: &[ReplaySend]) -> ReplaySummary {
+        let mine = || sends.iter().filter(|s| s.candidate_id == candidate_id);
+        ReplaySummary {
+            candidate_id,
+            requests,
+            sent: mine().count(),
+            lag_ms: Distribution::of(mine().map(ReplaySend::lag_ms)),
+            lengths_exact: mine().filter(|s| s.lengths_exact()).count(),
+            after_restart: mine().filter(|s| s.segment > 0).count(),
+        }
+    }
+
+    /// Why the replay level's speed figures are marked, if they are: the send lag's p99 above
+    /// [`REPLAY_LAG_BOUND_MS`] ("replay fell behind"), or lengths not sent as recorded.
+    pub fn marks(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(lag) = self.lag_ms.as_ref().filter(|l| l.p99 > REPLAY_LAG_BOUND_MS) {
+            out.push(format!(
+                "replay fell behind: send lag p99 {:.2} ms is above {REPLAY_LAG_BOUND_MS} ms, so requests arrived \
+                 later and more bunched than recorded",
+                lag.p99
+            ));
+        }
+        if self.lengths_exact < self.sent {
+            out.push(format!(
+                "{} of {} requests were not sent with their recorded lengths",
+                self.sent - self.lengths_exact,
+                self.sent
+            ));
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,5 +241,32 @@ mod tests {
         );
         assert_eq!((f.input_exact, f.output_exact, f.output_received_exact), (2, 2, 1));
         assert_eq!(f.lag_ms.unwrap().p50, 0.5);
+    }
+
+    #[test]
+    fn a_replay_summary_counts_lag_and_lengths_and_marks_a_late_replay() {
+        let send = |i: u32, lag_us: i64, input_sent: u32, segment: u32| ReplaySend {
+            candidate_id: 7,
+            request_index: i,
+            segment,
+            due_offset_us: i64::from(i) * 1000,
+            sent_offset_us: i64::from(i) * 1000 + lag_us,
+            input_tokens_recorded: 10,
+            input_tokens_sent: input_sent,
+            output_tokens_recorded: 5,
+            max_tokens_sent: 5,
+        };
+        let mut other = send(0, 0, 10, 0);
+        other.candidate_id = 8;
+        let sends = [send(0, 200, 10, 0), send(1, 400, 10, 0), send(2, 300, 9, 1), other];
+        let s = ReplaySummary::of(7, 4, &sends);
+        assert_eq!((s.requests, s.sent, s.lengths_exact, s.after_restart), (4, 3, 2, 1));
+        let lag = s.lag_ms.clone().unwrap();
+        assert_eq!((lag.p50, lag.max), (0.3, 0.4));
+        assert_eq!(s.marks(), ["1 of 3 requests were not sent with their recorded lengths"]);
+        let late = ReplaySummary::of(7, 1, &[send(0, 50_000, 10, 0)]);
+        assert!(late.marks()[0].starts_with("replay fell behind"), "{:?}", late.marks());
+        assert_eq!(replay_index(&replay_case_id(42)), Some(42));
+        assert_eq!(replay_index("q-1"), None);
     }
 }

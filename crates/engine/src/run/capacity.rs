@@ -103,6 +103,7 @@ async fn run_probe(
         Load::Concurrency { concurrency } => LoadShape::Levels {
             levels: vec![concurrency],
         },
+        Load::Replay { .. } => unreachable!("a capacity probe is a rate or a concurrency"),
     };
     // The staged start and warm-ups once per candidate: later probes find the server warm.
     if index > 0 {

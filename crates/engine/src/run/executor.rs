@@ -757,7 +757,9 @@ async fn measure_levels(
                 }
             };
             let higher = &loads[level + 1..];
-            if past_saturation && !higher.is_empty() && !ctx.config.measure_past_saturation {
+            // A replay's level is the team's own traffic, not a higher rung: it is always sent.
+            let replay = ctx.config.load.replay().is_some();
+            if past_saturation && !higher.is_empty() && !ctx.config.measure_past_saturation && !replay {
                 let msg = format!(
                     "{name}: {} skipped: level {} is past saturation (a growing queue only grows faster with more \
                      load; the run setting 'measure past saturation' measures them anyway)",
@@ -821,6 +823,38 @@ impl Levels<'_> {
         let mut total = Tally::default();
         if let Some(s) = scraper {
             s.mark(level, Boundary::Start).await;
+        }
+        if let (Load::Replay { speed }, Some((workload_version, _))) = (load, ctx.config.load.replay()) {
+            if ctx.cancel.is_cancelled() {
+                return Ok(LevelEnd::Ended(Outcome::Measured));
+            }
+            let level_started = Instant::now();
+            ctx.begin_level();
+            let tally =
+                super::replay_level::replay_level(ctx, store, level, workload_version, speed, done).await?;
+            let msg = format!(
+                "{name}: {} phase at {}: {} succeeded, {} failed in {:.1} s",
+                phase.as_str(),
+                load.label(),
+                tally.succeeded,
+                tally.failed,
+                level_started.elapsed().as_secs_f64()
+            );
+            let level_name = if tally.failed > 0 { "warn" } else { "info" };
+            super::writer::append_event_patiently(store, ctx.run_id, level_name, &msg).await?;
+            if let Some(s) = scraper {
+                s.mark(level, Boundary::End).await;
+            }
+            if ctx.cancel.is_cancelled() {
+                return Ok(LevelEnd::Ended(Outcome::Measured));
+            }
+            if let Some(stopped) = halted(ctx) {
+                return Ok(LevelEnd::Ended(stopped));
+            }
+            return Ok(LevelEnd::Measured {
+                past_saturation: false,
+                tally,
+            });
         }
         for (bin_index, (bin, cases)) in bins.iter().enumerate() {
             if ctx.cancel.is_cancelled() {
@@ -1024,6 +1058,11 @@ async fn send_repetition(
 ) -> Result<Tally, EngineError> {
     Ok(match load {
         Load::Concurrency { concurrency } => ctx.clone().closed_loop(feed, share.of_count(concurrency)).await?,
+        Load::Replay { .. } => {
+            return Err(EngineError::Internal(
+                "a replay level is sent by `replay_level`, not as a repetition".into(),
+            ));
+        }
         Load::Rate { per_second, poisson } => {
             let seed =
                 (ctx.run_id as u64) << 32 ^ (level as u64) << 16 ^ u64::from(repetition) ^ u64::from(share.index) << 40;
@@ -1068,7 +1107,7 @@ fn feed(
         repetition,
         concurrency: match load {
             Load::Concurrency { concurrency } => concurrency,
-            Load::Rate { .. } => 0,
+            Load::Rate { .. } | Load::Replay { .. } => 0,
         },
         last_attempt: ctx.config.retries,
         limit,

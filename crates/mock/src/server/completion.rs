@@ -37,6 +37,7 @@ pub(super) async fn handle(
     tracker.record.model = req.model.clone();
     tracker.record.stream = req.stream;
     tracker.record.prompt_tokens = req.prompt_tokens;
+    tracker.record.max_tokens = req.max_tokens;
     let Some(&p) = state.by_name.get(&req.model) else {
         let error = ApiError::new(
             StatusCode::NOT_FOUND,
