@@ -1001,7 +1001,7 @@ async fn search_levels(
             .filter(|r| r.candidate_id == candidate_id && crate::domain::run::split_repetition(r.repetition).0 == level)
             .collect();
         let cap = match probe_at {
-            Load::Rate { .. } => probe_at.max_in_flight(),
+            Load::Rate { .. } | Load::Replay { .. } => probe_at.max_in_flight(),
             // A closed loop is at its cap by design: no sign.
             Load::Concurrency { .. } => usize::MAX,
         };
