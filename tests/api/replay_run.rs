@@ -93,7 +93,11 @@ async fn get_json(app: &TestApp, path: &str) -> Value {
 fn fields(problem: &Value) -> Vec<String> {
     problem["field_errors"]
         .as_array()
-        .map(|a| a.iter().filter_map(|e| e["field"].as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| e["field"].as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -138,10 +142,7 @@ async fn a_workload_replayed_as_a_run_level_agrees_with_the_mock_and_is_judged(d
     let (status, problem) = post(&app, "/api/v1/runs", "application/json", bad.to_string()).await;
     assert_eq!(status, 422, "{backend}: {problem}");
     let named = fields(&problem);
-    assert!(
-        named.iter().any(|f| f.contains("replay_speed")),
-        "{backend}: {problem}"
-    );
+    assert!(named.iter().any(|f| f.contains("replay_speed")), "{backend}: {problem}");
     let unknown = json!({"evalset": "gate-set", "candidates": ["model-a"], "settings": {
         "load": {"shape": "replay", "workload_version": version + 1000}
     }});
@@ -151,7 +152,10 @@ async fn a_workload_replayed_as_a_run_level_agrees_with_the_mock_and_is_judged(d
         fields(&problem).iter().any(|f| f.contains("workload_version")),
         "{backend}: {problem}"
     );
-    assert!(app.store.list_runs(10, 0).await.unwrap().is_empty(), "{backend}: nothing stored");
+    assert!(
+        app.store.list_runs(10, 0).await.unwrap().is_empty(),
+        "{backend}: nothing stored"
+    );
 
     // The run: the eval set at c=2 (level 0), then the workload at 4× (level 1).
     let good = json!({"evalset": "gate-set", "candidates": ["model-a", "model-b"], "settings": {
@@ -199,16 +203,25 @@ async fn a_workload_replayed_as_a_run_level_agrees_with_the_mock_and_is_judged(d
             assert_eq!(*r.case_id, *replay_case_id(i));
             let recorded = &workload.requests[i];
             let id = request_id(run_id, candidate, r.phase, i, r.repetition, 0);
-            let t = truth.get(&id).unwrap_or_else(|| panic!("{backend}: the mock saw {}", r.case_id));
+            let t = truth
+                .get(&id)
+                .unwrap_or_else(|| panic!("{backend}: the mock saw {}", r.case_id));
             // The recorded lengths: o200k-exact text, as the mock counted it; max_tokens as recorded.
             assert_eq!(o200k().encode(&prompts[i]).len(), recorded.input_tokens as usize);
             assert_eq!(
                 t["prompt_tokens"].as_u64(),
-                Some(u64::from(bakeoff::mock::tokens::count_chat_tokens([prompts[i].as_str()]))),
+                Some(u64::from(bakeoff::mock::tokens::count_chat_tokens([
+                    prompts[i].as_str()
+                ]))),
                 "{backend} {}",
                 r.case_id
             );
-            assert_eq!(t["max_tokens"].as_u64(), Some(u64::from(recorded.output_tokens)), "{}", r.case_id);
+            assert_eq!(
+                t["max_tokens"].as_u64(),
+                Some(u64::from(recorded.output_tokens)),
+                "{}",
+                r.case_id
+            );
             // Cached tokens: bakeoff's figure is the mock's prefix cache's, request by request.
             let read = t["cached_prompt_tokens"].as_u64().unwrap() as u32;
             assert_eq!(
@@ -229,7 +242,10 @@ async fn a_workload_replayed_as_a_run_level_agrees_with_the_mock_and_is_judged(d
             .count();
         assert_eq!(received, n, "{backend}: each request reached the mock once");
     }
-    assert!(hits > n, "{backend}: the shared prefixes were read from the cache ({hits})");
+    assert!(
+        hits > n,
+        "{backend}: the shared prefixes were read from the cache ({hits})"
+    );
 
     // Fidelity rows: one per request and candidate, lengths as recorded.
     let sends = app.store.list_replay_sends(run_id).await.unwrap();
@@ -241,7 +257,11 @@ async fn a_workload_replayed_as_a_run_level_agrees_with_the_mock_and_is_judged(d
         .collect();
     for s in &sends {
         let other = run.candidate_ids.iter().find(|&&c| c != s.candidate_id).unwrap();
-        assert_eq!(due[&(*other, s.request_index)], s.due_offset_us, "one schedule for both");
+        assert_eq!(
+            due[&(*other, s.request_index)],
+            s.due_offset_us,
+            "one schedule for both"
+        );
     }
 
     // The verdict: the latency rule without @c=N judges the replay level (its n requests).
@@ -260,7 +280,11 @@ async fn a_workload_replayed_as_a_run_level_agrees_with_the_mock_and_is_judged(d
     let page = app.get_html(&format!("/runs/{run_id}")).await;
     assert_eq!(page.status, 200);
     assert_eq!(page.count("section.replay"), 1, "{}", page.text("main"));
-    assert!(page.text("section.replay h2").contains("support-bot"), "{}", page.text("section.replay"));
+    assert!(
+        page.text("section.replay h2").contains("support-bot"),
+        "{}",
+        page.text("section.replay")
+    );
     assert_eq!(
         page.texts("section.replay td[data-figure=sent]"),
         vec![format!("{n} of {n}"); 2]
@@ -269,10 +293,15 @@ async fn a_workload_replayed_as_a_run_level_agrees_with_the_mock_and_is_judged(d
         page.texts("section.replay td[data-figure=lengths]"),
         vec![format!("{n} of {n}"); 2]
     );
-    assert!(page.text("section.replay").contains("replay fell behind"), "the bar is stated");
+    assert!(
+        page.text("section.replay").contains("replay fell behind"),
+        "the bar is stated"
+    );
     let lags = page.texts("section.replay td[data-figure=lag-p99]");
     assert!(lags.len() == 2 && lags.iter().all(|l| l.ends_with(" ms")), "{lags:?}");
-    let card = app.get_html(&format!("/runs/{run_id}/scorecard?profile={profile_id}")).await;
+    let card = app
+        .get_html(&format!("/runs/{run_id}/scorecard?profile={profile_id}"))
+        .await;
     assert_eq!(card.status, 200, "{}", card.text("main"));
     assert_eq!(card.count("section.replay"), 1, "{}", card.text("main"));
     mock.shutdown().await.unwrap();
@@ -357,10 +386,17 @@ async fn a_replay_cut_off_mid_level_resumes_and_keeps_every_finished_record(db: 
     assert_eq!(all, (0..n).collect::<Vec<_>>(), "{backend}: every request once");
     let sends = store.list_replay_sends(run_id).await.unwrap();
     assert_eq!(sends.len(), n, "{backend}");
-    let after: Vec<u32> = sends.iter().filter(|s| s.segment > 0).map(|s| s.request_index).collect();
+    let after: Vec<u32> = sends
+        .iter()
+        .filter(|s| s.segment > 0)
+        .map(|s| s.request_index)
+        .collect();
     assert!(!after.is_empty(), "{backend}: the rest was sent after the restart");
     for i in &after {
-        assert!(!kept.contains(&(*i as usize)), "{backend}: request {i} kept and sent again");
+        assert!(
+            !kept.contains(&(*i as usize)),
+            "{backend}: request {i} kept and sent again"
+        );
     }
     let events: Vec<String> = store
         .list_run_events(run_id)

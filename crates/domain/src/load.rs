@@ -173,7 +173,10 @@ impl LoadShape {
     /// The workload version a replay run replays and its speed-up (None for other shapes).
     pub fn replay(&self) -> Option<(i64, f64)> {
         match *self {
-            LoadShape::Replay { workload_version, speed } => Some((workload_version, speed)),
+            LoadShape::Replay {
+                workload_version,
+                speed,
+            } => Some((workload_version, speed)),
             _ => None,
         }
     }

@@ -273,7 +273,10 @@ impl LoadDraft {
                 d.capacity_max_probes = max_probes.to_string();
                 d.capacity_max_load = max_load.map(|m| m.to_string()).unwrap_or_default();
             }
-            LoadShape::Replay { workload_version, speed } => {
+            LoadShape::Replay {
+                workload_version,
+                speed,
+            } => {
                 d.shape = "replay".into();
                 d.workload_version = workload_version.to_string();
                 d.replay_speed = super::format::shortest(*speed);
@@ -324,7 +327,10 @@ impl LoadDraft {
                 }
             },
         };
-        LoadShape::Replay { workload_version, speed }
+        LoadShape::Replay {
+            workload_version,
+            speed,
+        }
     }
 
     /// The SLO typed, or which field is wrong.
@@ -589,7 +595,10 @@ mod tests {
             ..Default::default()
         };
         draft.apply(&mut c, &mut e);
-        assert!(e.get("workload_version").is_some_and(|m| m.contains("required")), "{e:?}");
+        assert!(
+            e.get("workload_version").is_some_and(|m| m.contains("required")),
+            "{e:?}"
+        );
         assert!(e.get("replay_speed").is_some_and(|m| m.contains("above 0")), "{e:?}");
         for bad in ["-2", "1e9", "NaN", "fast"] {
             let mut e = FieldErrors::default();
@@ -604,14 +613,25 @@ mod tests {
         let mut e = FieldErrors::default();
         draft.apply(&mut c, &mut e);
         assert!(e.is_empty(), "{e:?}");
-        assert_eq!(c.load, LoadShape::Replay { workload_version: 3, speed: 1.0 });
+        assert_eq!(
+            c.load,
+            LoadShape::Replay {
+                workload_version: 3,
+                speed: 1.0
+            }
+        );
         draft.replay_speed = "2.5".into();
         draft.apply(&mut c, &mut e);
         assert_eq!(c.load.replay(), Some((3, 2.5)));
         // Two levels: the eval set at the run's concurrency, then the replay, judged by default.
         assert_eq!(
             c.loads(),
-            [Load::Concurrency { concurrency: c.concurrency }, Load::Replay { speed: 2.5 }]
+            [
+                Load::Concurrency {
+                    concurrency: c.concurrency
+                },
+                Load::Replay { speed: 2.5 }
+            ]
         );
         assert_eq!(c.load.judged_concurrency(c.concurrency), 0);
         assert_eq!(c.loads()[1].label(), "replay 2.5×");

@@ -422,7 +422,10 @@ pub fn from_config(config: &RunConfig, judge_candidate: Option<String>) -> Resul
             capacity_max_load: *max_load,
             ..LoadEntry::default()
         },
-        LoadShape::Replay { workload_version, speed } => LoadEntry {
+        LoadShape::Replay {
+            workload_version,
+            speed,
+        } => LoadEntry {
             shape: Some("replay".into()),
             workload_version: Some(*workload_version),
             replay_speed: Some(*speed),

@@ -56,7 +56,11 @@ fn ms(v: Option<f64>) -> String {
 }
 
 /// The block of `run` (None unless it replays a workload).
-pub async fn replay_view(store: &DynStore, run: &Run, candidates: &[Candidate]) -> Result<Option<ReplayView>, StoreError> {
+pub async fn replay_view(
+    store: &DynStore,
+    run: &Run,
+    candidates: &[Candidate],
+) -> Result<Option<ReplayView>, StoreError> {
     let Some((workload_version, speed)) = run.config.load.replay() else {
         return Ok(None);
     };

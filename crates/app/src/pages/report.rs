@@ -301,7 +301,10 @@ pub fn shape_text(c: &RunConfig) -> String {
             per_second
         ),
         LoadShape::Sweep { max_concurrency, .. } => format!("concurrency sweep c=1 → {max_concurrency}, doubling"),
-        LoadShape::Replay { workload_version, speed } => format!(
+        LoadShape::Replay {
+            workload_version,
+            speed,
+        } => format!(
             "the eval set at c={}, then a replay of workload version #{workload_version} at {}× (open loop: \
              every request at its recorded arrival and lengths, the same schedule for every candidate)",
             c.concurrency,

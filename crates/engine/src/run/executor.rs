@@ -830,8 +830,7 @@ impl Levels<'_> {
             }
             let level_started = Instant::now();
             ctx.begin_level();
-            let tally =
-                super::replay_level::replay_level(ctx, store, level, workload_version, speed, done).await?;
+            let tally = super::replay_level::replay_level(ctx, store, level, workload_version, speed, done).await?;
             let msg = format!(
                 "{name}: {} phase at {}: {} succeeded, {} failed in {:.1} s",
                 phase.as_str(),

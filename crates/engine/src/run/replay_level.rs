@@ -102,7 +102,9 @@ pub(crate) async fn replay_level(
     let saver = tokio::spawn(save_sends(store.clone(), run_id, rx));
     let seed = text_seed(run_id);
     let file = Arc::new(replay_file());
-    let limit = Arc::new(Semaphore::new(crate::domain::load::Load::Replay { speed }.max_in_flight()));
+    let limit = Arc::new(Semaphore::new(
+        crate::domain::load::Load::Replay { speed }.max_in_flight(),
+    ));
     let start = Instant::now() + LEAD;
     let start_unix_us = wall_clock_us() + LEAD.as_micros() as i64;
     let mut set: JoinSet<Tally> = JoinSet::new();
@@ -190,7 +192,11 @@ pub(crate) async fn replay_level(
             let msg = format!("{name}: replay fidelity rows not all stored: {e}");
             super::writer::append_event_patiently(store, run_id, "warn", &msg).await?;
         }
-        Err(e) => return Err(EngineError::Internal(format!("the replay fidelity writer ended abnormally: {e}"))),
+        Err(e) => {
+            return Err(EngineError::Internal(format!(
+                "the replay fidelity writer ended abnormally: {e}"
+            )));
+        }
     }
     // The fidelity bar, said in the run's events as the run page's block says it.
     let sends = store.list_replay_sends(run_id).await?;
@@ -272,7 +278,10 @@ async fn send_one(
     });
     let met = ctx.slo_met(&unit, &record);
     if !ctx.records.send(record, chunk_text, None) {
-        tracing::error!(run_id = ctx.run_id, "record writer stopped; a replay record was dropped");
+        tracing::error!(
+            run_id = ctx.run_id,
+            "record writer stopped; a replay record was dropped"
+        );
     }
     let _ = tx.send(send);
     match failure {
