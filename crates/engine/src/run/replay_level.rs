@@ -123,7 +123,7 @@ pub(crate) async fn replay_level(
             }]),
             ..Default::default()
         };
-        let mut params = ctx.params.clone();
+        let mut params = ctx.params;
         params.max_tokens = Some(recorded.output_tokens);
         let prepared = prepare(&ctx.candidate.spec, ctx.client.api_key(), &file, &case, &params);
         drop(case);
