@@ -185,12 +185,8 @@ async fn a_profile_slo_judges_a_capacity_run_that_has_none(db: TestStore) {
         "load": {"shape": "capacity", "capacity_axis": "rate", "rate": (TRUTH_SERVER.max_rate() * 0.4).round(),
                  "capacity_max_probes": MAX_PROBES, "requests_per_level": 60},
     });
-    let post_run = || {
-        api.post(
-            "/api/v1/runs",
-            &json!({"evalset": "slo-set", "candidates": ["truth-a"], "settings": settings}),
-        )
-    };
+    let body = json!({"evalset": "slo-set", "candidates": ["truth-a"], "settings": settings});
+    let post_run = || api.post("/api/v1/runs", &body);
     // No SLO anywhere: refused, naming the fields.
     let a = post_run().await;
     assert!((400..500).contains(&a.status), "{a:?}");
