@@ -250,11 +250,9 @@ async fn a_profile_slo_judges_a_capacity_run_that_has_none(db: TestStore) {
         .send()
         .await
         .unwrap();
-    let page = r.text().await.unwrap();
-    assert!(
-        page.contains("SLO from profile &quot;online&quot; v1: TTFT ≤") || page.contains(said),
-        "run page"
-    );
+    let page = crate::support::app::Page::parse(200, &r.text().await.unwrap());
+    let text = page.text("body");
+    assert!(text.contains(said), "run page: {text}");
     let r = reqwest::Client::new()
         .get(app.url(&format!("/runs/{run}/scorecard")))
         .bearer_auth(&api.token)
