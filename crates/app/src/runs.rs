@@ -249,6 +249,12 @@ pub async fn profile_slo_of(store: &DynStore, evalset: Option<&str>) -> Result<O
     let Some((id, _)) = crate::profiles::judging_profile(store, evalset).await? else {
         return Ok(None);
     };
+    profile_slo_by_id(store, id).await
+}
+
+/// The SLO block of profile `id` (its current version), as a run keeps it; None when it has
+/// none (or there is no such profile).
+pub async fn profile_slo_by_id(store: &DynStore, id: i64) -> Result<Option<ProfileSlo>, AppError> {
     let Some(profile) = store.get_threshold_profile(id, None).await? else {
         return Ok(None);
     };
