@@ -442,3 +442,67 @@ async fn operability_evidence(
     }
     Ok(evidence)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::run::{ProfileSlo, Slo};
+
+    fn profile(slo: Option<Slo>) -> ThresholdProfile {
+        ThresholdProfile {
+            id: 3,
+            name: "online".into(),
+            description: String::new(),
+            version: 2,
+            rules: Vec::new(),
+            slo,
+        }
+    }
+
+    #[test]
+    fn the_scorecard_says_which_slo_judged_and_refuses_another() {
+        let own = Slo {
+            ttft_ms: Some(500.0),
+            target_attainment: Some(0.95),
+            ..Slo::default()
+        };
+        let profiles = Slo {
+            e2e_ms: Some(5000.0),
+            target_attainment: Some(0.9),
+            ..Slo::default()
+        };
+        // The run's own SLO judges when the profile has none.
+        let config = RunConfig {
+            slo: own,
+            ..RunConfig::default()
+        };
+        assert_eq!(
+            judging_slo_of(&config, &profile(None)),
+            (
+                Some("the run's own SLO: TTFT ≤ 500 ms; 95 % must meet all".to_string()),
+                None
+            )
+        );
+        // The run took the profile's SLO when it started: that judges, and the note says so.
+        let taken = RunConfig {
+            profile_slo: Some(ProfileSlo {
+                profile_id: 3,
+                profile: "online".into(),
+                version: 2,
+                slo: profiles,
+            }),
+            ..config.clone()
+        };
+        let (note, mismatch) = judging_slo_of(&taken, &profile(Some(profiles)));
+        assert_eq!(
+            note.as_deref(),
+            Some("SLO from profile \"online\" v2: E2E ≤ 5 s; 90 % must meet all")
+        );
+        assert_eq!(mismatch, None);
+        // A profile whose SLO differs from the one the run counted against: not measured, both named.
+        let (note, mismatch) = judging_slo_of(&config, &profile(Some(profiles)));
+        assert!(note.unwrap().contains("not measured"));
+        let why = mismatch.unwrap();
+        assert!(why.contains("TTFT ≤ 500 ms") && why.contains("E2E ≤ 5 s"), "{why}");
+    }
+}
