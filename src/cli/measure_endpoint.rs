@@ -229,6 +229,7 @@ pub fn run_config(args: &MeasureFlags) -> anyhow::Result<RunConfig> {
         e2e_ms: args.slo_e2e_ms,
         ttfa_ms: args.slo_ttfa_ms,
         target_attainment: args.slo_target,
+        later_turns: None,
     };
     if args.slo_target.is_some_and(|t| !(0.0..=1.0).contains(&t)) {
         anyhow::bail!("--slo-target must be a share between 0 and 1 (0.95 for 95 %)");

@@ -21,6 +21,7 @@ use crate::domain::thresholds::catalog::{CATALOG, Param};
 use crate::domain::thresholds::form::{BLANK_RULE_ROWS, ProfileDraft, RuleDraft, rule_field};
 use crate::domain::thresholds::history::{RuleChange, diff_rules};
 use crate::domain::thresholds::key::MetricKey;
+use crate::domain::thresholds::slo::{SloDraft, diff_slo};
 use crate::domain::thresholds::templates::{template, templates};
 use crate::domain::thresholds::units::Dimension;
 use crate::domain::thresholds::{Comparator, ThresholdProfile};
@@ -78,7 +79,12 @@ async fn list(State(state): State<AppState>) -> Result<ThresholdsPage, WebError>
         name: p.name.clone(),
         description: p.description.clone(),
         version: p.version,
-        rules: p.rules.iter().map(|r| r.describe()).collect(),
+        rules: p
+            .rules
+            .iter()
+            .map(|r| r.describe())
+            .chain(p.slo.as_ref().and_then(|s| s.describe()).map(|s| format!("SLO: {s}")))
+            .collect(),
         is_default: Some(p.id) == default_id,
     };
     Ok(ThresholdsPage {
@@ -135,6 +141,8 @@ pub struct ProfilePage {
     pub description: String,
     pub version: u32,
     pub rules: Vec<RuleView>,
+    /// The profile's SLO block in words (None: it has none).
+    pub slo: Option<String>,
     pub history: Vec<VersionView>,
     pub saved: bool,
 }
@@ -209,7 +217,7 @@ async fn detail(
         .enumerate()
         .map(|(i, change)| {
             let previous = history.get(i + 1);
-            let changes = match previous {
+            let mut changes: Vec<ChangeView> = match previous {
                 Some(prev) => diff_rules(&prev.rules, &change.rules).iter().map(change_view).collect(),
                 None => change
                     .rules
@@ -217,6 +225,14 @@ async fn detail(
                     .map(|r| change_view(&RuleChange::Added(r.clone())))
                     .collect(),
             };
+            // The SLO block's change, as one line.
+            if let Some(text) = diff_slo(previous.and_then(|p| p.slo.as_ref()), change.slo.as_ref()) {
+                changes.push(ChangeView {
+                    kind: "slo",
+                    text,
+                    rationale: String::new(),
+                });
+            }
             VersionView {
                 version: change.version,
                 changed_by: change.changed_by.clone(),
@@ -234,6 +250,7 @@ async fn detail(
         description: profile.description.clone(),
         version: profile.version,
         rules: rule_views(&profile),
+        slo: profile.slo.as_ref().and_then(|s| s.describe()),
         history: versions,
         saved: q.saved.is_some(),
     })
@@ -295,13 +312,47 @@ pub struct ProfileFormPage {
     pub has_errors: bool,
     pub template_name: Option<&'static str>,
     pub cancel: String,
+    /// The SLO block's fields: (form name, label).
+    pub slo_fields: Vec<(&'static str, &'static str)>,
 }
 
 impl ProfileFormPage {
     pub fn error(&self, field: &str) -> Option<String> {
         self.errors.get(field).map(str::to_string)
     }
+
+    /// The SLO field `field` as typed.
+    pub fn slo_value(&self, field: &str) -> &str {
+        let s = &self.draft.slo;
+        match field {
+            "slo_ttft_ms" => &s.ttft_ms,
+            "slo_ttfa_ms" => &s.ttfa_ms,
+            "slo_tpot_ms" => &s.tpot_ms,
+            "slo_e2e_ms" => &s.e2e_ms,
+            "slo_target" => &s.target_percent,
+            "slo_from_turn" => &s.from_turn,
+            "slo_later_ttft_ms" => &s.later_ttft_ms,
+            "slo_later_ttfa_ms" => &s.later_ttfa_ms,
+            "slo_later_tpot_ms" => &s.later_tpot_ms,
+            "slo_later_e2e_ms" => &s.later_e2e_ms,
+            _ => "",
+        }
+    }
 }
+
+/// The SLO block's fields in form order, with their labels.
+const SLO_FIELDS: [(&str, &str); 10] = [
+    ("slo_ttft_ms", "TTFT limit (ms)"),
+    ("slo_ttfa_ms", "TTFA limit (ms)"),
+    ("slo_tpot_ms", "TPOT limit (ms)"),
+    ("slo_e2e_ms", "E2E limit (ms)"),
+    ("slo_target", "Target attainment (%)"),
+    ("slo_from_turn", "Later-turn limits from turn"),
+    ("slo_later_ttft_ms", "Later turns: TTFT limit (ms)"),
+    ("slo_later_ttfa_ms", "Later turns: TTFA limit (ms)"),
+    ("slo_later_tpot_ms", "Later turns: TPOT limit (ms)"),
+    ("slo_later_e2e_ms", "Later turns: E2E limit (ms)"),
+];
 
 fn metric_groups() -> Vec<MetricGroup> {
     Dimension::ALL
@@ -382,6 +433,7 @@ fn build_form(
         errors,
         template_name,
         cancel,
+        slo_fields: SLO_FIELDS.to_vec(),
     }
 }
 
@@ -447,6 +499,18 @@ fn draft_from_body(body: &FormBody) -> ProfileDraft {
         changed_by: text("changed_by"),
         change_rationale: text("change_rationale"),
         rules,
+        slo: SloDraft {
+            ttft_ms: text("slo_ttft_ms"),
+            ttfa_ms: text("slo_ttfa_ms"),
+            tpot_ms: text("slo_tpot_ms"),
+            e2e_ms: text("slo_e2e_ms"),
+            target_percent: text("slo_target"),
+            from_turn: text("slo_from_turn"),
+            later_ttft_ms: text("slo_later_ttft_ms"),
+            later_ttfa_ms: text("slo_later_ttfa_ms"),
+            later_tpot_ms: text("slo_later_tpot_ms"),
+            later_e2e_ms: text("slo_later_e2e_ms"),
+        },
     }
 }
 
@@ -472,6 +536,7 @@ async fn new_form(headers: HeaderMap, Query(q): Query<NewQuery>) -> Result<Profi
             .as_ref()
             .map(|t| t.rules.iter().map(RuleDraft::from_rule).collect())
             .unwrap_or_default(),
+        slo: SloDraft::default(),
     };
     Ok(build_form(
         "New threshold profile".into(),

@@ -33,6 +33,7 @@ mod outage;
 mod page_load;
 mod pages_browser;
 mod priority;
+mod profile_slo;
 mod prompt_cache;
 mod rate_limit;
 mod real_engines;

@@ -637,3 +637,121 @@ async fn a_resumed_run_killed_again_states_three_segments_without_the_downtime_o
     let (url, _guard) = postgres_url().await;
     kill_during_a_resumed_run(&url, "postgres").await;
 }
+
+/// A find-capacity run killed with SIGKILL after its first probe level was stored resumes its
+/// search on the next start: the probes stored before the kill are kept as its first probes,
+/// and it ends as a search ends (an outcome with its estimate inside its bracket, within the
+/// probe budget).
+async fn capacity_kill_and_resume(database_url: &str, backend: &str) {
+    use bakeoff::domain::candidate::CandidateSpec;
+    use bakeoff::engine::endpoint_measure::synthetic_evalset;
+    use bakeoff::mock::truth::REFERENCE as TRUTH;
+    const MAX_PROBES: usize = 5;
+    let mock = crate::support::runs::start_mock(MockConfig {
+        profiles: vec![TRUTH.profile("truth")],
+        answer_keys: Vec::new(),
+        seed: 5,
+    })
+    .await;
+    let store = crate::support::db::open(database_url).await;
+    let spec = CandidateSpec::openai_chat("truth", mock.base_url(), "truth");
+    let candidate = store
+        .create_candidate(&crate::support::checked::admin_new(&spec))
+        .await
+        .unwrap();
+    let workload = synthetic_evalset(&[16], 40, TRUTH.tokens).unwrap();
+    let version = store.save_evalset_version(&workload).await.unwrap();
+    let slo = TRUTH.reference_slo();
+    let fields: Vec<(String, String)> = [
+        ("name", "capacity restart".to_string()),
+        ("evalset_version", version.to_string()),
+        ("candidate", candidate.to_string()),
+        ("concurrency", "4".into()),
+        ("repetitions", "1".into()),
+        ("warmup_requests", "2".into()),
+        ("max_tokens", TRUTH.tokens.to_string()),
+        ("temperature", "0".into()),
+        ("timeout_secs", "30".into()),
+        ("retries", "0".into()),
+        ("stream", "on".into()),
+        ("load_shape", "capacity".into()),
+        ("capacity_axis", "rate".into()),
+        ("rate", (TRUTH.max_rate() * 0.4).round().to_string()),
+        ("capacity_max_probes", MAX_PROBES.to_string()),
+        ("requests_per_level", "80".into()),
+        ("slo_ttft_ms", slo.ttft_ms.unwrap().to_string()),
+        ("slo_target", "90".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+
+    let first = Server::start(database_url, &[]);
+    let run_id = start_run(&first.base_url, &fields).await;
+    // Kill once the search has stored a probe and not yet ended.
+    let before = crate::support::wait::until_some(&format!("{backend}: the first probe"), DEADLINE, || async {
+        let searches = store.list_run_capacity(run_id).await.unwrap();
+        let run = store.get_run(run_id).await.unwrap().unwrap();
+        assert!(!run.status.is_terminal(), "{backend}: the run ended before the kill");
+        searches
+            .into_iter()
+            .next()
+            .filter(|s| !s.probes.is_empty() && s.outcome.is_none())
+    })
+    .await;
+    first.kill();
+    let run = store.get_run(run_id).await.unwrap().unwrap();
+    assert_eq!(
+        run.status,
+        RunStatus::Running,
+        "{backend}: a killed run is left running"
+    );
+
+    let second = Server::start(database_url, &[]);
+    wait_until(&store, run_id, "the resumed search to finish", |status, _| {
+        status.is_terminal()
+    })
+    .await;
+    let run = store.get_run(run_id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Finished, "{backend}: {:?}", run.error);
+    let after = store.list_run_capacity(run_id).await.unwrap();
+    assert_eq!(after.len(), 1, "{backend}: one search, not a second one");
+    let after = &after[0];
+    // The probes stored before the kill are the resumed search's first, unchanged.
+    assert!(after.probes.len() >= before.probes.len(), "{backend}");
+    let kept: Vec<_> = after.probes[..before.probes.len()]
+        .iter()
+        .map(|p| p.probe.clone())
+        .collect();
+    let stored: Vec<_> = before.probes.iter().map(|p| p.probe.clone()).collect();
+    assert_eq!(kept, stored, "{backend}: the probes before the kill are kept");
+    assert!(
+        after.probes.len() <= MAX_PROBES,
+        "{backend}: {} probes",
+        after.probes.len()
+    );
+    let outcome = after.outcome.as_ref().expect("the resumed search ended");
+    if let Some(c) = outcome.capacity {
+        assert!(outcome.lower.is_none_or(|l| l <= c), "{backend}: {outcome:?}");
+        assert!(outcome.upper.is_none_or(|u| c <= u), "{backend}: {outcome:?}");
+    }
+    let events = store.list_run_events(run_id).await.unwrap();
+    assert!(
+        events.iter().any(|e| e.message.starts_with("resumed")),
+        "{backend}: the event log says the run was resumed: {events:?}"
+    );
+    drop(second);
+    mock.shutdown().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capacity_search_killed_with_sigkill_resumes_with_its_probes_on_sqlite() {
+    let (url, _guard) = sqlite_url();
+    capacity_kill_and_resume(&url, "sqlite").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capacity_search_killed_with_sigkill_resumes_with_its_probes_on_postgres() {
+    let (url, _guard) = postgres_url().await;
+    capacity_kill_and_resume(&url, "postgres").await;
+}

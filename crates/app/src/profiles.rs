@@ -12,10 +12,11 @@ use crate::store::DynStore;
 /// who signed the change and why. Returns (profile id, version).
 pub async fn save(store: &DynStore, save: &ProfileSave, actor: &str, how: &str) -> Result<(i64, u32), AppError> {
     let (id, version) = store
-        .save_threshold_profile(
+        .save_threshold_profile_with_slo(
             &save.name,
             &save.description,
             &save.rules,
+            save.slo.as_ref(),
             &save.changed_by,
             &save.change_rationale,
         )
@@ -168,6 +169,7 @@ mod tests {
                 unit: "ratio".into(),
                 rationale: String::new(),
             }],
+            slo: None,
         }
     }
 

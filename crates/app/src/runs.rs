@@ -8,7 +8,7 @@ use crate::domain::calibers::resumes_of;
 use crate::domain::candidate::Candidate;
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::presets::LoadDraft;
-use crate::domain::run::{JudgeConfig, NewRun, RequestRecord, Run, RunConfig, RunDraft, RunStatus};
+use crate::domain::run::{JudgeConfig, NewRun, ProfileSlo, RequestRecord, Run, RunConfig, RunDraft, RunStatus};
 use crate::domain::scorecard::{FedLevels, LevelsFold};
 use crate::domain::validation::{FieldErrors, MAX_NAME_CHARS, truncate};
 use crate::engine::run::Runner;
@@ -210,7 +210,20 @@ pub async fn create_run(store: &DynStore, runner: &Runner, request: &RunRequest)
         Some(v) if request.judge => judge_config(request, &v.file, &known, &mut errors),
         _ => None,
     };
-    let config = config.map(|c| RunConfig { judge, ..c });
+    // The judging profile's SLO, when it has one, judges the run (and a find-capacity run may
+    // take it instead of an SLO of its own).
+    let profile_slo = match &version {
+        Some(v) => profile_slo_of(store, Some(&v.file.header.name)).await?,
+        None => None,
+    };
+    let config = config.map(|c| RunConfig {
+        judge,
+        profile_slo,
+        ..c
+    });
+    if let Some(c) = &config {
+        crate::domain::presets::check_capacity_slo(c, &mut errors);
+    }
     let (Some(config), Some(version), true) = (config, version, errors.is_empty()) else {
         return Err(AppError::Fields(errors));
     };
@@ -240,8 +253,42 @@ pub async fn create_run(store: &DynStore, runner: &Runner, request: &RunRequest)
     .await
 }
 
-/// Stores a checked run and hands it to the runner.
-async fn store_and_start(store: &DynStore, runner: &Runner, run: NewRun) -> Result<i64, AppError> {
+/// The SLO block of the profile that judges runs of eval set `evalset` (its current version),
+/// as a run keeps it; None when that profile has none (or there is no profile).
+pub async fn profile_slo_of(store: &DynStore, evalset: Option<&str>) -> Result<Option<ProfileSlo>, AppError> {
+    let Some((id, _)) = crate::profiles::judging_profile(store, evalset).await? else {
+        return Ok(None);
+    };
+    profile_slo_by_id(store, id).await
+}
+
+/// The SLO block of profile `id` (its current version), as a run keeps it; None when it has
+/// none (or there is no such profile).
+pub async fn profile_slo_by_id(store: &DynStore, id: i64) -> Result<Option<ProfileSlo>, AppError> {
+    let Some(profile) = store.get_threshold_profile(id, None).await? else {
+        return Ok(None);
+    };
+    Ok(profile.slo.filter(|s| s.is_set()).map(|slo| ProfileSlo {
+        profile_id: profile.id,
+        profile: profile.name.clone(),
+        version: profile.version,
+        slo,
+    }))
+}
+
+/// Stores a checked run and hands it to the runner. The judging profile's SLO is taken now
+/// (a run made again takes the profile's as it is now, not the first run's).
+async fn store_and_start(store: &DynStore, runner: &Runner, mut run: NewRun) -> Result<i64, AppError> {
+    let evalset = store
+        .get_evalset_version_head(run.evalset_version_id)
+        .await?
+        .map(|v| v.header.name);
+    run.config.profile_slo = profile_slo_of(store, evalset.as_deref()).await?;
+    let mut errors = FieldErrors::default();
+    crate::domain::presets::check_capacity_slo(&run.config, &mut errors);
+    if !errors.is_empty() {
+        return Err(AppError::Fields(errors));
+    }
     let run = with_prompt_mode_variants(store, run).await?;
     let id = store.create_run(&run).await?;
     runner.start(id);

@@ -309,11 +309,25 @@ async fn run_for(store: &DynStore, schedule: &Schedule, due: Timestamp) -> Resul
         &format!("{} · {}", spec.name, local_time(&spec.time_zone, due)),
         MAX_NAME_CHARS,
     );
+    // The judging profile's SLO (the schedule's profile, else the eval set's), as any run takes it.
+    let mut config = spec.config.clone();
+    config.profile_slo = match spec.profile_id {
+        Some(id) => crate::runs::profile_slo_by_id(store, id).await?,
+        None => crate::runs::profile_slo_of(store, Some(&version.file.header.name)).await?,
+    };
+    let mut slo_errors = crate::domain::validation::FieldErrors::default();
+    crate::domain::presets::check_capacity_slo(&config, &mut slo_errors);
+    if !slo_errors.is_empty() {
+        return Ok(Err(
+            "skipped: finding the capacity needs an SLO with a target, in the schedule or its threshold profile"
+                .to_string(),
+        ));
+    }
     Ok(Ok(NewRun {
         name,
         evalset_version_id: version.id,
         candidate_ids: spec.candidate_ids.clone(),
-        config: spec.config.clone(),
+        config,
     }))
 }
 

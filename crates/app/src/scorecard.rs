@@ -12,7 +12,7 @@ use crate::domain::candidate::Candidate;
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::pipeline::{PipelineDraft, PipelineSpec};
 use crate::domain::review::calibration::JudgeFlag;
-use crate::domain::run::{CandidateStop, Phase, RequestRecord, Run};
+use crate::domain::run::{CandidateStop, Phase, RequestRecord, Run, RunConfig};
 use crate::domain::scorecard::preference::is_preference_metric;
 use crate::domain::scorecard::{
     self, CandidateOperability, CandidateRecords, CandidateSummary, JudgePricing, RecordedVerdict, Scorecard,
@@ -61,6 +61,8 @@ pub struct RunScorecard {
     /// The LLM judges grading this run that are flagged by their calibration against human
     /// labels (issue 50): every view and export of the scorecard says so.
     pub judge_flags: Vec<JudgeFlag>,
+    /// Which SLO judged the SLO-based rules (`judging_slo_of`), None when no SLO is set.
+    pub slo_note: Option<String>,
 }
 
 impl RunScorecard {
@@ -186,6 +188,7 @@ pub async fn assemble(
     } else {
         Vec::new()
     };
+    let (slo_note, slo_mismatch) = judging_slo_of(&run.config, &profile);
     let mut card = scorecard::build_from(&SummaryInput {
         run_concurrency: run.config.load.judged_concurrency(run.config.concurrency),
         candidates: &candidates,
@@ -199,6 +202,7 @@ pub async fn assemble(
             all_candidates: &all,
         }),
         preferences: &preferences,
+        slo_mismatch,
     });
     let stops = store.list_candidate_stops(run_id).await?;
     mark_stopped(&mut card, &stops);
@@ -226,7 +230,36 @@ pub async fn assemble(
         incumbent,
         card,
         judge_flags,
+        slo_note,
     })
+}
+
+/// Which SLO judged the run's SLO-based rules, in words (None: no SLO at all), and why those
+/// rules are not measured when the profile judging has an SLO other than the one the run counted
+/// its requests against (its figures would answer another question).
+pub fn judging_slo_of(config: &RunConfig, profile: &ThresholdProfile) -> (Option<String>, Option<String>) {
+    let judging = config.judging_slo();
+    match profile.slo.filter(|s| s.is_set()) {
+        Some(own) if own == judging.slo => (
+            own.describe()
+                .map(|limits| format!("SLO from profile {:?} v{}: {limits}", profile.name, profile.version)),
+            None,
+        ),
+        Some(own) => {
+            let counted = judging.describe().unwrap_or_else(|| "no SLO".to_string());
+            let wanted = own.describe().unwrap_or_default();
+            (
+                Some(format!(
+                    "SLO from profile {:?} v{}: {wanted} — but this run counted its requests against {counted}, so its SLO-based rules are not measured",
+                    profile.name, profile.version
+                )),
+                Some(format!(
+                    "this run counted its requests against {counted}, not this profile's SLO ({wanted}); run it again to judge it by this one"
+                )),
+            )
+        }
+        None => (judging.describe(), None),
+    }
 }
 
 /// Where a summary keeps the mean score of the `llm-judge` grader: present when any answer of
@@ -320,7 +353,7 @@ pub fn summary_of(
     records: &[RequestRecord],
 ) -> CandidateSummary {
     let cx = SummaryContext {
-        slo: run.config.slo,
+        slo: run.config.effective_slo(),
         run_concurrency: run.config.load.judged_concurrency(run.config.concurrency),
         weights: &inputs.weights,
         resumes: &data.resumes,
@@ -338,7 +371,7 @@ pub async fn store_summaries(
     candidates: &[Candidate],
 ) -> Result<Vec<CandidateSummary>, AppError> {
     let cx = SummaryContext {
-        slo: run.config.slo,
+        slo: run.config.effective_slo(),
         run_concurrency: run.config.load.judged_concurrency(run.config.concurrency),
         weights: &HashMap::new(),
         resumes: &[],
@@ -408,4 +441,68 @@ async fn operability_evidence(
         });
     }
     Ok(evidence)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::run::{ProfileSlo, Slo};
+
+    fn profile(slo: Option<Slo>) -> ThresholdProfile {
+        ThresholdProfile {
+            id: 3,
+            name: "online".into(),
+            description: String::new(),
+            version: 2,
+            rules: Vec::new(),
+            slo,
+        }
+    }
+
+    #[test]
+    fn the_scorecard_says_which_slo_judged_and_refuses_another() {
+        let own = Slo {
+            ttft_ms: Some(500.0),
+            target_attainment: Some(0.95),
+            ..Slo::default()
+        };
+        let profiles = Slo {
+            e2e_ms: Some(5000.0),
+            target_attainment: Some(0.9),
+            ..Slo::default()
+        };
+        // The run's own SLO judges when the profile has none.
+        let config = RunConfig {
+            slo: own,
+            ..RunConfig::default()
+        };
+        assert_eq!(
+            judging_slo_of(&config, &profile(None)),
+            (
+                Some("the run's own SLO: TTFT ≤ 500 ms; 95 % must meet all".to_string()),
+                None
+            )
+        );
+        // The run took the profile's SLO when it started: that judges, and the note says so.
+        let taken = RunConfig {
+            profile_slo: Some(ProfileSlo {
+                profile_id: 3,
+                profile: "online".into(),
+                version: 2,
+                slo: profiles,
+            }),
+            ..config.clone()
+        };
+        let (note, mismatch) = judging_slo_of(&taken, &profile(Some(profiles)));
+        assert_eq!(
+            note.as_deref(),
+            Some("SLO from profile \"online\" v2: E2E ≤ 5 s; 90 % must meet all")
+        );
+        assert_eq!(mismatch, None);
+        // A profile whose SLO differs from the one the run counted against: not measured, both named.
+        let (note, mismatch) = judging_slo_of(&config, &profile(Some(profiles)));
+        assert!(note.unwrap().contains("not measured"));
+        let why = mismatch.unwrap();
+        assert!(why.contains("TTFT ≤ 500 ms") && why.contains("E2E ≤ 5 s"), "{why}");
+    }
 }

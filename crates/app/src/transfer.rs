@@ -37,6 +37,13 @@ pub struct RunExport {
     pub evalset: ExportedEvalSet,
     pub candidates: Vec<ExportedCandidate>,
     pub events: Vec<ExportedEvent>,
+    /// A find-capacity run's searches, one per candidate (settings, every probe with its
+    /// attainment and figures, the bracket and why it stopped; `candidate_id` the exporting
+    /// installation's id, as in `candidates`). Before the harness report, so an import has it
+    /// with the head. Absent when the run searched none, and in exports written before it was
+    /// added.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity: Vec<crate::domain::capacity::CandidateCapacity>,
     /// The harness's report on the run (CPU, schedule lag / client queue, event-loop lag, the
     /// unreliable flag with its reasons); null when the run stored none. Absent in exports
     /// written before it was added, which read as null.
@@ -398,6 +405,7 @@ async fn export_head(store: &dyn Store, run_id: i64) -> Result<RunExport, AppErr
         })
         .collect();
     let harness = store.get_run_harness(run_id).await?;
+    let capacity = store.list_run_capacity(run_id).await?;
     let mut telemetry = Vec::new();
     for &candidate_id in &run.candidate_ids {
         let scrapes = store.list_telemetry_scrapes(run_id, candidate_id).await?;
@@ -424,6 +432,7 @@ async fn export_head(store: &dyn Store, run_id: i64) -> Result<RunExport, AppErr
         },
         candidates,
         events,
+        capacity,
         lag_spike_marked: Vec::new(),
         harness,
         telemetry,

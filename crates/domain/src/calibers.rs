@@ -116,6 +116,8 @@ pub struct RequestFigures {
     pub output_tokens: u32,
     pub canonical_tokens: Option<u32>,
     pub chars: u64,
+    /// The conversation turn (1-based) the request was; None for a single request.
+    pub turn: Option<u32>,
 }
 
 /// Characters generated: answer plus reasoning.
@@ -158,6 +160,8 @@ impl RequestFigures {
     /// Whether these figures meet every objective of `slo` set (a TPOT objective is met by an
     /// answer that has no TPOT: one token, or every token in one piece).
     pub fn meets(&self, slo: &Slo) -> bool {
+        // A later conversation turn is held to the SLO's later-turn limits where it has them.
+        let slo = &slo.limits_for_turn(self.turn);
         let within = |limit: Option<f64>, value: Option<f64>| match (limit, value) {
             (Some(l), Some(v)) => v <= l,
             _ => true,
@@ -201,6 +205,7 @@ impl RequestFigures {
             output_tokens: n,
             canonical_tokens: r.canonical_tokens,
             chars,
+            turn: r.turn.as_ref().map(|t| t.turn),
         })
     }
 }
@@ -1309,7 +1314,9 @@ impl<'a, F: Fn(&str) -> Option<u32>> RunLevels<'a, F> {
         // A plain eval run keeps its repetitions in `repetition` itself (level 0, cycle 0).
         self.levels
             .entry((level, bin))
-            .or_insert_with(|| LevelAccumulator::new(load, bin, config.slo, config.retries).with_resumes(resumes))
+            .or_insert_with(|| {
+                LevelAccumulator::new(load, bin, config.effective_slo(), config.retries).with_resumes(resumes)
+            })
             .add(r, repetition);
     }
 

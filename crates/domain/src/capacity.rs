@@ -1017,6 +1017,84 @@ mod tests {
             &Extras::default(),
         );
         assert!(m.missing.unwrap().contains("find-capacity run"));
+        // A search over request rate is in req/s: a rule in users is not judged against it.
+        let users = MetricKey::parse("capacity_at_slo_users").unwrap();
+        let extras = Extras {
+            capacity: Some(&evidence),
+            ..Extras::default()
+        };
+        let m = measure(
+            &users,
+            &CandidateRecords::default(),
+            4,
+            &std::collections::HashMap::new(),
+            &extras,
+        );
+        assert!(m.value.is_none());
+        assert!(m.missing.unwrap().contains("in req/s, not users"));
+    }
+
+    #[test]
+    fn a_search_over_concurrency_is_judged_in_users() {
+        use crate::scorecard::measurement::{CandidateRecords, Extras, measure};
+        use crate::scorecard::{RuleState, assess};
+        use crate::thresholds::{Comparator, ThresholdRule, key::MetricKey};
+        let mut spec = CandidateSpec::openai_chat("self-hosted", "http://127.0.0.1:1", "m");
+        spec.gpu_count = Some(2);
+        spec.gpu_hour_price = Some(3.6);
+        let settings = SearchSettings {
+            axis: LoadAxis::Concurrency,
+            ..SearchSettings::default()
+        };
+        let mut found = CandidateCapacity::new(1, "self-hosted".into(), settings, 0.9);
+        found.outcome = Some(CapacityOutcome {
+            capacity: Some(24.0),
+            lower: Some(22.0),
+            upper: Some(26.0),
+            reason: StopReason::Converged,
+        });
+        let evidence = CapacityEvidence::of(&found, &spec, Some(0.8));
+        let measured = |metric: &str| {
+            let key = MetricKey::parse(metric).unwrap();
+            let extras = Extras {
+                capacity: Some(&evidence),
+                ..Extras::default()
+            };
+            let m = measure(
+                &key,
+                &CandidateRecords::default(),
+                4,
+                &std::collections::HashMap::new(),
+                &extras,
+            );
+            let rule = ThresholdRule {
+                metric: metric.into(),
+                comparator: Comparator::AtLeast,
+                value: 20.0,
+                unit: key.def().unit.stored_name().into(),
+                rationale: String::new(),
+            };
+            (assess(&rule, &key, &m).state, m)
+        };
+        let (state, m) = measured("capacity_at_slo_users");
+        assert_eq!(
+            (state, m.value, m.interval),
+            (RuleState::Pass, Some(24.0), Some((22.0, 26.0)))
+        );
+        assert_eq!(
+            MetricKey::parse("capacity_at_slo_users")
+                .unwrap()
+                .def()
+                .unit
+                .format(24.0),
+            "24 users"
+        );
+        // The same figure is not compared with a rule in req/s: the mismatch is named.
+        let (state, m) = measured("capacity_at_slo");
+        assert_eq!(state, RuleState::NotMeasured);
+        assert!(m.missing.unwrap().contains("in users, not req/s"));
+        let (state, _) = measured("cost_per_1k_answers_at_capacity");
+        assert_eq!(state, RuleState::NotMeasured);
     }
 
     #[test]

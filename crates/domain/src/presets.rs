@@ -342,23 +342,14 @@ impl LoadDraft {
             tpot_ms: limit(e, "slo_tpot_ms", &self.slo_tpot_ms),
             e2e_ms: limit(e, "slo_e2e_ms", &self.slo_e2e_ms),
             target_attainment: optional_number(e, "slo_target", &self.slo_target, 0.1, 100.0).map(|p| p / 100.0),
+            later_turns: None,
         }
     }
 
-    /// The "find capacity" shape typed onto `config` (its concurrency and SLO already set).
+    /// The "find capacity" shape typed onto `config` (its concurrency and SLO already set). Its
+    /// SLO is checked once the judging profile is known ([`check_capacity_slo`]): a profile with
+    /// an SLO block supplies it.
     fn find_capacity(&self, config: &RunConfig, e: &mut FieldErrors) -> LoadShape {
-        if config.slo.target_attainment.is_none() && e.get("slo_target").is_none() {
-            e.add(
-                "slo_target",
-                "is required to find the capacity at the SLO, e.g. 95 (percent)",
-            );
-        }
-        if !config.slo.is_set() && e.get("slo_ttft_ms").is_none() {
-            e.add(
-                "slo_ttft_ms",
-                "finding the capacity needs at least one SLO limit (TTFT, TTFA, TPOT or E2E)",
-            );
-        }
         let axis = match self.capacity_axis.trim() {
             "" | "rate" => LoadAxis::Rate,
             "concurrency" => LoadAxis::Concurrency,
@@ -472,6 +463,28 @@ impl LoadDraft {
                 LoadShape::Fixed
             }
         };
+    }
+}
+
+/// A find-capacity run needs an SLO with a target: the judging profile's
+/// (`RunConfig::profile_slo`, set from the profile before this check) or, without one, the
+/// run's own. Each missing part is named by the run form's field.
+pub fn check_capacity_slo(config: &RunConfig, e: &mut FieldErrors) {
+    if !matches!(config.load, LoadShape::FindCapacity { .. }) {
+        return;
+    }
+    let slo = config.effective_slo();
+    if slo.target_attainment.is_none() && e.get("slo_target").is_none() {
+        e.add(
+            "slo_target",
+            "is required to find the capacity at the SLO, e.g. 95 (percent), unless the judging threshold profile has an SLO",
+        );
+    }
+    if !slo.is_set() && e.get("slo_ttft_ms").is_none() {
+        e.add(
+            "slo_ttft_ms",
+            "finding the capacity needs at least one SLO limit (TTFT, TTFA, TPOT or E2E), here or in the judging threshold profile's SLO",
+        );
     }
 }
 
@@ -653,7 +666,38 @@ mod tests {
             ..Default::default()
         };
         draft.apply(&mut c, &mut e);
+        check_capacity_slo(&c, &mut e);
         assert!(e.get("slo_target").is_some(), "{e:?}");
+        // A judging profile's SLO supplies what the run lacks.
+        let mut with_profile = RunConfig {
+            slo: Slo::default(),
+            profile_slo: Some(crate::run::ProfileSlo {
+                profile_id: 1,
+                profile: "online".into(),
+                version: 2,
+                slo: Slo {
+                    e2e_ms: Some(5000.0),
+                    target_attainment: Some(0.9),
+                    ..Slo::default()
+                },
+            }),
+            ..c.clone()
+        };
+        let mut e = FieldErrors::default();
+        check_capacity_slo(&with_profile, &mut e);
+        assert!(e.is_empty(), "{e:?}");
+        assert_eq!(with_profile.effective_slo().e2e_ms, Some(5000.0));
+        assert!(
+            with_profile
+                .judging_slo()
+                .describe()
+                .unwrap()
+                .starts_with("SLO from profile \"online\" v2: E2E ≤ 5 s; 90 % must meet all")
+        );
+        with_profile.profile_slo = None;
+        let mut e = FieldErrors::default();
+        check_capacity_slo(&with_profile, &mut e);
+        assert!(e.get("slo_ttft_ms").is_some() && e.get("slo_target").is_some(), "{e:?}");
         draft.slo_target = "95".into();
         draft.capacity_max_probes = "6".into();
         let mut e = FieldErrors::default();

@@ -51,6 +51,10 @@ pub struct RunConfig {
     /// Objectives for goodput (requests per second that meet all of them).
     #[serde(default)]
     pub slo: Slo,
+    /// The judging profile's SLO when the run started, if that profile has one: it judges the
+    /// run instead of `slo` ([`RunConfig::judging_slo`]). Set by the app when the run is stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_slo: Option<ProfileSlo>,
     /// Stop each level once its SLO attainment is decided against `slo.target_attainment`
     /// (`domain::capacity::LevelDecision`), instead of sending every planned request.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -253,11 +257,131 @@ pub struct Slo {
     /// capacity search judges each probe level against (`domain::capacity`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target_attainment: Option<f64>,
+    /// Limits for conversation turns from a turn number on ([`TurnLimits`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub later_turns: Option<TurnLimits>,
 }
 
 impl Slo {
     pub fn is_set(&self) -> bool {
-        self.ttft_ms.is_some() || self.tpot_ms.is_some() || self.e2e_ms.is_some() || self.ttfa_ms.is_some()
+        self.ttft_ms.is_some()
+            || self.tpot_ms.is_some()
+            || self.e2e_ms.is_some()
+            || self.ttfa_ms.is_some()
+            || self.later_turns.is_some_and(|t| t.is_set())
+    }
+
+    /// The limits a request of conversation turn `turn` (1-based; None: a single request) is
+    /// held to: the later-turn limits where set, from their `from_turn` on; the base ones
+    /// otherwise.
+    pub fn limits_for_turn(&self, turn: Option<u32>) -> Slo {
+        match (self.later_turns, turn) {
+            (Some(later), Some(t)) if t >= later.from_turn => Slo {
+                ttft_ms: later.ttft_ms.or(self.ttft_ms),
+                ttfa_ms: later.ttfa_ms.or(self.ttfa_ms),
+                tpot_ms: later.tpot_ms.or(self.tpot_ms),
+                e2e_ms: later.e2e_ms.or(self.e2e_ms),
+                target_attainment: self.target_attainment,
+                later_turns: None,
+            },
+            _ => Slo {
+                later_turns: None,
+                ..*self
+            },
+        }
+    }
+
+    /// `TTFT ≤ 800 ms, E2E ≤ 5 s; from turn 3: TTFT ≤ 1.5 s; 95 % must meet all` (None when no
+    /// limit is set).
+    pub fn describe(&self) -> Option<String> {
+        if !self.is_set() {
+            return None;
+        }
+        let mut text = limits_text(self.ttft_ms, self.ttfa_ms, self.tpot_ms, self.e2e_ms);
+        if let Some(later) = self.later_turns.filter(|t| t.is_set()) {
+            let later_text = limits_text(later.ttft_ms, later.ttfa_ms, later.tpot_ms, later.e2e_ms);
+            if text.is_empty() {
+                text = format!("from turn {}: {later_text}", later.from_turn);
+            } else {
+                text = format!("{text}; from turn {}: {later_text}", later.from_turn);
+            }
+        }
+        if let Some(t) = self.target_attainment {
+            text.push_str(&format!(
+                "; {} % must meet all",
+                super::format::significant_trimmed(t * 100.0)
+            ));
+        }
+        Some(text)
+    }
+}
+
+/// `TTFT ≤ 800 ms, E2E ≤ 5 s` (limits of 1 s or more in seconds).
+fn limits_text(ttft: Option<f64>, ttfa: Option<f64>, tpot: Option<f64>, e2e: Option<f64>) -> String {
+    let ms = |v: f64| {
+        if v >= 1000.0 {
+            format!("{} s", super::format::significant_trimmed(v / 1000.0))
+        } else {
+            format!("{} ms", super::format::significant_trimmed(v))
+        }
+    };
+    [("TTFT", ttft), ("TTFA", ttfa), ("TPOT", tpot), ("E2E", e2e)]
+        .into_iter()
+        .filter_map(|(name, v)| v.map(|v| format!("{name} ≤ {}", ms(v))))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Limits for the later turns of conversation cases: from turn `from_turn` (1-based) on, each
+/// limit set here replaces the SLO's own for that metric (e.g. a longer TTFT once the history is
+/// long). Unset limits keep the SLO's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TurnLimits {
+    pub from_turn: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttfa_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tpot_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub e2e_ms: Option<f64>,
+}
+
+impl TurnLimits {
+    pub fn is_set(&self) -> bool {
+        self.ttft_ms.is_some() || self.ttfa_ms.is_some() || self.tpot_ms.is_some() || self.e2e_ms.is_some()
+    }
+}
+
+/// A threshold profile's SLO as a run took it when it started (the profile that judges the
+/// run's eval set, at its version then): it judges the run in place of the run's own SLO.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfileSlo {
+    pub profile_id: i64,
+    pub profile: String,
+    pub version: u32,
+    pub slo: Slo,
+}
+
+/// The SLO that judges a run and where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JudgingSlo {
+    pub slo: Slo,
+    /// The profile it came from (name, version); None: the run's own.
+    pub from_profile: Option<(String, u32)>,
+}
+
+impl JudgingSlo {
+    /// `SLO from profile "online" v3: TTFT ≤ 800 ms, E2E ≤ 5 s; 95 % must meet all`, or
+    /// `the run's own SLO: …`; None when no SLO is set.
+    pub fn describe(&self) -> Option<String> {
+        let limits = self.slo.describe()?;
+        Some(match &self.from_profile {
+            Some((name, version)) => format!("SLO from profile {name:?} v{version}: {limits}"),
+            None => format!("the run's own SLO: {limits}"),
+        })
     }
 }
 
@@ -320,6 +444,29 @@ pub const DEFAULT_FIRST_TOKEN_TIMEOUT_SECS: u32 = 60;
 pub const DEFAULT_STALL_TIMEOUT_SECS: u32 = 20;
 
 impl RunConfig {
+    /// The SLO that judges this run: its judging profile's (taken when it started) when that
+    /// profile has one, else the run's own.
+    pub fn judging_slo(&self) -> JudgingSlo {
+        match &self.profile_slo {
+            Some(p) if p.slo.is_set() => JudgingSlo {
+                slo: p.slo,
+                from_profile: Some((p.profile.clone(), p.version)),
+            },
+            _ => JudgingSlo {
+                slo: self.slo,
+                from_profile: None,
+            },
+        }
+    }
+
+    /// The objectives requests are counted against: [`RunConfig::judging_slo`]'s.
+    pub fn effective_slo(&self) -> Slo {
+        match &self.profile_slo {
+            Some(p) if p.slo.is_set() => p.slo,
+            _ => self.slo,
+        }
+    }
+
     /// The mode candidate `candidate_id` of this run sends its tool cases in.
     pub fn tool_mode_of(&self, candidate_id: i64) -> crate::tool_calls::ToolMode {
         self.tool_mode.of_candidate(candidate_id, &self.prompt_mode_candidates)
@@ -386,6 +533,7 @@ impl Default for RunConfig {
             requests_per_level: None,
             duration_secs: None,
             slo: Slo::default(),
+            profile_slo: None,
             stop_when_decided: false,
             measure_past_saturation: false,
             judge: None,

@@ -660,6 +660,7 @@ fn level_config(spec: &LevelSpec, seconds: u32) -> RunConfig {
         requests_per_level: None,
         duration_secs: Some(seconds.max(1)),
         slo: Slo::default(),
+        profile_slo: None,
         stop_when_decided: false,
         measure_past_saturation: false,
         judge: None,

@@ -386,6 +386,27 @@ macro_rules! import_end_helpers {
                 })?;
                 Self::insert_telemetry_scrapes_in(tx, run_id, *candidate_id, std::slice::from_ref(scrape)).await?;
             }
+            for (position, search) in &end.capacity {
+                let candidate_id = *candidate_ids.get(*position).ok_or_else(|| {
+                    StoreError::NotFound(format!(
+                        "candidate #{position} of a capacity search in the export"
+                    ))
+                })?;
+                let mut search = search.clone();
+                search.candidate_id = candidate_id;
+                for probe in &mut search.probes {
+                    probe.run_id = run_id;
+                }
+                sqlx::query(
+                    "INSERT INTO run_capacity (run_id, candidate_id, search, updated_at) VALUES ($1, $2, $3, $4)",
+                )
+                .bind(run_id)
+                .bind(candidate_id)
+                .bind(rows::to_json(&search))
+                .bind(Timestamp::now().0)
+                .execute(&mut **tx)
+                .await?;
+            }
             if let Some(harness) = harness {
                 sqlx::query("UPDATE runs SET harness = $2 WHERE id = $1")
                     .bind(run_id)

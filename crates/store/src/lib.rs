@@ -283,6 +283,8 @@ pub struct ProfileChange {
     pub changed_by: String,
     pub rationale: String,
     pub rules: Vec<ThresholdRule>,
+    /// The version's SLO block (None: it has none).
+    pub slo: Option<crate::domain::run::Slo>,
     pub at: Timestamp,
 }
 
@@ -411,6 +413,9 @@ pub struct ImportEnd {
     pub note: String,
     /// Telemetry scrapes, each with its candidate's position as for records.
     pub telemetry: Vec<(usize, Scrape)>,
+    /// A find-capacity run's searches, each with its candidate's position as for records (its
+    /// `candidate_id` and its probes' `run_id` are the exporting installation's: replaced).
+    pub capacity: Vec<(usize, crate::domain::capacity::CandidateCapacity)>,
 }
 
 /// One candidate of an imported run: the candidate as the export describes it (the run's
@@ -633,12 +638,26 @@ pub trait EvalSetStore: Send + Sync {
 
 /// Threshold profiles (`profiles.rs`): each save is a new version, history kept.
 pub trait ProfileStore: Send + Sync {
-    /// Creates the profile or appends a version; returns (profile id, version number).
+    /// Creates the profile or appends a version without an SLO block; returns (profile id,
+    /// version number).
     fn save_threshold_profile<'a>(
         &'a self,
         name: &'a str,
         description: &'a str,
         rules: &'a [ThresholdRule],
+        changed_by: &'a str,
+        rationale: &'a str,
+    ) -> StoreFuture<'a, (i64, u32)> {
+        self.save_threshold_profile_with_slo(name, description, rules, None, changed_by, rationale)
+    }
+    /// Creates the profile or appends a version with its SLO block (None: none); returns
+    /// (profile id, version number).
+    fn save_threshold_profile_with_slo<'a>(
+        &'a self,
+        name: &'a str,
+        description: &'a str,
+        rules: &'a [ThresholdRule],
+        slo: Option<&'a crate::domain::run::Slo>,
         changed_by: &'a str,
         rationale: &'a str,
     ) -> StoreFuture<'a, (i64, u32)>;

@@ -4,12 +4,13 @@
 
 macro_rules! profile_queries {
     () => {
-        #[tracing::instrument(level = "debug", skip(self, description, rules, rationale), fields(rules = rules.len()))]
-        fn save_threshold_profile<'a>(
+        #[tracing::instrument(level = "debug", skip(self, description, rules, slo, rationale), fields(rules = rules.len()))]
+        fn save_threshold_profile_with_slo<'a>(
             &'a self,
             name: &'a str,
             description: &'a str,
             rules: &'a [ThresholdRule],
+            slo: Option<&'a crate::domain::run::Slo>,
             changed_by: &'a str,
             rationale: &'a str,
         ) -> StoreFuture<'a, (i64, u32)> {
@@ -32,8 +33,8 @@ macro_rules! profile_queries {
                 .await?;
                 sqlx::query(
                     "INSERT INTO threshold_profile_versions \
-                     (profile_id, version, description, rules, changed_by, rationale, at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                     (profile_id, version, description, rules, changed_by, rationale, at, slo) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
                 )
                 .bind(profile_id)
                 .bind(version)
@@ -42,6 +43,7 @@ macro_rules! profile_queries {
                 .bind(changed_by)
                 .bind(rationale)
                 .bind(now)
+                .bind(slo.map(rows::to_json))
                 .execute(&mut *tx)
                 .await?;
                 tx.commit().await?;
@@ -55,7 +57,7 @@ macro_rules! profile_queries {
         fn list_threshold_profiles(&self) -> StoreFuture<'_, Vec<ThresholdProfile>> {
             Box::pin(async move {
                 let rows: Vec<rows::ProfileRow> = sqlx::query_as(
-                    "SELECT p.id, p.name, p.description, v.version, v.rules FROM threshold_profiles p \
+                    "SELECT p.id, p.name, p.description, v.version, v.rules, v.slo FROM threshold_profiles p \
                      JOIN threshold_profile_versions v ON v.profile_id = p.id AND v.version = p.current_version \
                      ORDER BY p.name, p.id",
                 )
@@ -69,7 +71,7 @@ macro_rules! profile_queries {
         fn threshold_profile_history(&self, profile_id: i64) -> StoreFuture<'_, Vec<ProfileChange>> {
             Box::pin(async move {
                 let rows: Vec<rows::ProfileChangeRow> = sqlx::query_as(
-                    "SELECT profile_id, version, changed_by, rationale, rules, at FROM threshold_profile_versions \
+                    "SELECT profile_id, version, changed_by, rationale, rules, slo, at FROM threshold_profile_versions \
                      WHERE profile_id = $1 ORDER BY version DESC",
                 )
                 .bind(profile_id)
@@ -84,7 +86,7 @@ macro_rules! profile_queries {
         -> StoreFuture<'_, Option<ThresholdProfile>> {
             Box::pin(async move {
                 let row: Option<rows::ProfileVersionRow> = sqlx::query_as(
-                    "SELECT p.id, p.name, v.description, v.version, v.rules FROM threshold_profiles p \
+                    "SELECT p.id, p.name, v.description, v.version, v.rules, v.slo FROM threshold_profiles p \
                      JOIN threshold_profile_versions v ON v.profile_id = p.id \
                      AND v.version = COALESCE($2, p.current_version) WHERE p.id = $1",
                 )

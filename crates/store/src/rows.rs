@@ -591,6 +591,7 @@ pub(crate) struct ProfileRow {
     pub description: String,
     pub version: i64,
     pub rules: String,
+    pub slo: Option<String>,
 }
 
 impl ProfileRow {
@@ -599,6 +600,7 @@ impl ProfileRow {
         Ok(ThresholdProfile {
             version: to_u32(place("version"), self.version)?,
             rules: parse_json(place("rules"), &self.rules)?,
+            slo: self.slo.as_deref().map(|s| parse_json(place("slo"), s)).transpose()?,
             id: self.id,
             name: self.name,
             description: self.description,
@@ -613,6 +615,7 @@ pub(crate) struct ProfileChangeRow {
     pub changed_by: String,
     pub rationale: String,
     pub rules: String,
+    pub slo: Option<String>,
     pub at: i64,
 }
 
@@ -627,6 +630,7 @@ impl ProfileChangeRow {
         Ok(ProfileChange {
             version: to_u32(place("version"), self.version)?,
             rules: parse_json::<Vec<ThresholdRule>>(place("rules"), &self.rules)?,
+            slo: self.slo.as_deref().map(|s| parse_json(place("slo"), s)).transpose()?,
             changed_by: self.changed_by,
             rationale: self.rationale,
             at: Timestamp(self.at),
@@ -1310,6 +1314,7 @@ pub(crate) struct ProfileVersionRow {
     pub description: String,
     pub version: i64,
     pub rules: String,
+    pub slo: Option<String>,
 }
 
 impl ProfileVersionRow {
@@ -1320,6 +1325,7 @@ impl ProfileVersionRow {
             description: self.description,
             version: self.version,
             rules: self.rules,
+            slo: self.slo,
         }
         .into_profile()
     }

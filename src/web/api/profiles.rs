@@ -30,6 +30,9 @@ pub struct ProfileView {
     /// Each rule's stored metric key (`ttft_p95_ms@c=8`), in the order of `rules`: what scorecards
     /// and verdicts name.
     pub metric_keys: Vec<String>,
+    /// The profile's SLO block as a profile file writes it (absent: none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slo: Option<profiles::SloEntry>,
 }
 
 impl From<&ThresholdProfile> for ProfileView {
@@ -41,6 +44,7 @@ impl From<&ThresholdProfile> for ProfileView {
             version: p.version,
             rules: profiles::to_file(p).rule,
             metric_keys: p.rules.iter().map(|r| r.metric.clone()).collect(),
+            slo: profiles::to_file(p).slo,
         }
     }
 }

@@ -503,7 +503,7 @@ fn config_rows(c: &RunConfig, header: Option<&EvalSetHeader>) -> Vec<(&'static s
         ),
         (
             "SLOs (goodput)",
-            crate::app::pages::report::slo_text(&c.slo).unwrap_or_else(|| "none set".to_string()),
+            c.judging_slo().describe().unwrap_or_else(|| "none set".to_string()),
         ),
     ];
     rows.push((

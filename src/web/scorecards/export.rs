@@ -590,6 +590,9 @@ fn markdown_verdicts(view: &CardView, judge_flags: &[JudgeFlag], out: &mut Strin
         markdown_text(&view.evalset),
         markdown_text(&view.conditions)
     ));
+    if let Some(s) = &view.slo_note {
+        out.push_str(&format!("{}\n\n", markdown_text(s)));
+    }
     if let Some(w) = &view.speed_warning {
         out.push_str(&format!("> **UNRELIABLE speed figures.** {}\n\n", markdown_text(w)));
     }

@@ -126,6 +126,8 @@ pub struct CardView {
     pub run_status: &'static str,
     pub evalset: String,
     pub conditions: String,
+    /// Which SLO judged the SLO-based rules (`app::scorecard::judging_slo_of`).
+    pub slo_note: Option<String>,
     pub run_concurrency: u32,
     pub profile_id: i64,
     pub profile_name: String,
@@ -260,6 +262,7 @@ pub fn build(j: &RunScorecard) -> CardView {
             .map(|v| format!("{} (version {})", v.header.name, short_hash(&v.content_hash)))
             .unwrap_or_else(|| format!("eval set version #{}", j.run.evalset_version_id)),
         conditions: conditions(j),
+        slo_note: j.slo_note.clone(),
         run_concurrency: card.run_concurrency,
         profile_id: j.profile.id,
         profile_name: j.profile.name.clone(),

@@ -10,6 +10,7 @@ use crate::domain::format;
 use crate::domain::thresholds::ThresholdProfile;
 use crate::domain::thresholds::form::{ProfileDraft, ProfileSave, RuleDraft};
 use crate::domain::thresholds::key::MetricKey;
+use crate::domain::thresholds::slo::SloDraft;
 use crate::store::DynStore;
 
 /// The format version this code reads and writes.
@@ -33,6 +34,101 @@ pub struct ProfileFile {
     /// One rule per metric and load condition.
     #[serde(default)]
     pub rule: Vec<RuleEntry>,
+    /// The profile's SLO block: where set, it judges the SLO-based rules (`slo_attainment`,
+    /// `capacity_at_slo`, cost at capacity) of the runs this profile judges, in place of each
+    /// run's own SLO, and a find-capacity run may take it instead of an SLO of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<SloEntry>,
+}
+
+/// Per-request limits in milliseconds (a request meets the SLO when it meets every limit set;
+/// failed requests are misses) and the share of requests that must meet them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SloEntry {
+    /// Time to first token (reasoning or content), ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.001, max = 3600000.0))]
+    pub ttft_ms: Option<f64>,
+    /// Time to first answer (content) token, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.001, max = 3600000.0))]
+    pub ttfa_ms: Option<f64>,
+    /// Time per output token after the first, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.001, max = 3600000.0))]
+    pub tpot_ms: Option<f64>,
+    /// Send to end of stream, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.001, max = 3600000.0))]
+    pub e2e_ms: Option<f64>,
+    /// Percent of requests that must meet every limit (95 means 95 %); required.
+    #[schemars(range(min = 0.1, max = 100.0))]
+    pub target_percent: Option<f64>,
+    /// Limits for conversation turns from `from_turn` on (each replaces the limit above for
+    /// those turns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub later_turns: Option<LaterTurnsEntry>,
+}
+
+/// Limits for the later turns of conversation cases.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LaterTurnsEntry {
+    /// The first turn (1-based, 2 to 64) these limits apply to.
+    #[schemars(range(min = 2, max = 64))]
+    pub from_turn: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfa_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e_ms: Option<f64>,
+}
+
+impl SloEntry {
+    /// The block as the form's fields.
+    fn draft(&self) -> SloDraft {
+        let n = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+        let later = self.later_turns.clone().unwrap_or_default();
+        SloDraft {
+            ttft_ms: n(self.ttft_ms),
+            ttfa_ms: n(self.ttfa_ms),
+            tpot_ms: n(self.tpot_ms),
+            e2e_ms: n(self.e2e_ms),
+            target_percent: n(self.target_percent),
+            from_turn: self
+                .later_turns
+                .as_ref()
+                .map(|t| t.from_turn.to_string())
+                .unwrap_or_default(),
+            later_ttft_ms: n(later.ttft_ms),
+            later_ttfa_ms: n(later.ttfa_ms),
+            later_tpot_ms: n(later.tpot_ms),
+            later_e2e_ms: n(later.e2e_ms),
+        }
+    }
+
+    pub fn of(slo: &crate::domain::run::Slo) -> SloEntry {
+        SloEntry {
+            ttft_ms: slo.ttft_ms,
+            ttfa_ms: slo.ttfa_ms,
+            tpot_ms: slo.tpot_ms,
+            e2e_ms: slo.e2e_ms,
+            target_percent: slo
+                .target_attainment
+                .map(|t| format::at_most_decimals(t * 100.0, 6).parse().unwrap_or(t * 100.0)),
+            later_turns: slo.later_turns.map(|t| LaterTurnsEntry {
+                from_turn: t.from_turn,
+                ttft_ms: t.ttft_ms,
+                ttfa_ms: t.ttfa_ms,
+                tpot_ms: t.tpot_ms,
+                e2e_ms: t.e2e_ms,
+            }),
+        }
+    }
 }
 
 /// One rule: `metric comparator value`.
@@ -77,6 +173,10 @@ fn field_path(field: &str) -> Vec<Step> {
     }
     match field {
         "rules" => vec![k("rule")],
+        "slo_target" => vec![k("slo"), k("target_percent")],
+        "slo_from_turn" => vec![k("slo"), k("later_turns"), k("from_turn")],
+        later if later.starts_with("slo_later_") => vec![k("slo"), k("later_turns"), k(&later["slo_later_".len()..])],
+        slo if slo.starts_with("slo_") => vec![k("slo"), k(&slo["slo_".len()..])],
         other => vec![k(other)],
     }
 }
@@ -115,6 +215,7 @@ pub fn parse(file: &str, text: &str, changed_by: &str, rationale: &str) -> Resul
         description: parsed.description.clone(),
         changed_by: changed_by.to_string(),
         change_rationale: rationale.to_string(),
+        slo: parsed.slo.as_ref().map(SloEntry::draft).unwrap_or_default(),
         rules: parsed
             .rule
             .iter()
@@ -206,6 +307,7 @@ pub fn to_file(profile: &ThresholdProfile) -> ProfileFile {
         name: profile.name.clone(),
         description: profile.description.clone(),
         rule,
+        slo: profile.slo.as_ref().map(SloEntry::of),
     }
 }
 
@@ -254,6 +356,7 @@ pub async fn import(
     if let Some(p) = &existing
         && p.rules == save.rules
         && p.description == save.description
+        && p.slo == save.slo
     {
         return Ok((p.clone(), ProfileImported::Unchanged));
     }
@@ -315,6 +418,7 @@ value = 2
             description: save.description.clone(),
             version: 3,
             rules: save.rules.clone(),
+            slo: save.slo,
         };
         let text = export(&profile).unwrap();
         assert!(text.contains("value = 95"), "{text}");
@@ -323,6 +427,37 @@ value = 2
             save,
             "{text}"
         );
+    }
+
+    #[test]
+    fn an_slo_block_reads_writes_back_and_names_bad_fields() {
+        let with_slo = format!(
+            "{FILE}\n[slo]\nttft_ms = 800\ne2e_ms = 5000\ntarget_percent = 95\n\n[slo.later_turns]\nfrom_turn = 3\nttft_ms = 1500\n"
+        );
+        let save = parse("p.toml", &with_slo, "ana", "slo").unwrap();
+        let slo = save.slo.unwrap();
+        assert_eq!((slo.ttft_ms, slo.target_attainment), (Some(800.0), Some(0.95)));
+        assert_eq!(
+            slo.later_turns.map(|t| (t.from_turn, t.ttft_ms)),
+            Some((3, Some(1500.0)))
+        );
+        let profile = ThresholdProfile {
+            id: 1,
+            name: save.name.clone(),
+            description: save.description.clone(),
+            version: 1,
+            rules: save.rules.clone(),
+            slo: save.slo,
+        };
+        let text = export(&profile).unwrap();
+        assert!(text.contains("[slo]") && text.contains("target_percent = 95"), "{text}");
+        assert_eq!(parse("back.toml", &text, "ana", "slo").unwrap(), save, "{text}");
+        let bad = with_slo
+            .replace("ttft_ms = 800", "ttft_ms = -5")
+            .replace("target_percent = 95", "target_percent = 150");
+        let e = parse("p.toml", &bad, "ana", "x").unwrap_err().to_string();
+        assert!(e.contains("field `slo.ttft_ms`"), "{e}");
+        assert!(e.contains("field `slo.target_percent`"), "{e}");
     }
 
     #[test]

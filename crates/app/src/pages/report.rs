@@ -333,6 +333,12 @@ pub fn shape_text(c: &RunConfig) -> String {
 
 /// `TTFT ≤ 500 ms, TPOT ≤ 50 ms`.
 pub fn slo_text(slo: &Slo) -> Option<String> {
+    if !slo.is_set() {
+        return None;
+    }
+    if slo.later_turns.is_some() {
+        return slo.describe();
+    }
     let parts: Vec<String> = [
         ("TTFT", slo.ttft_ms),
         ("TTFA", slo.ttfa_ms),
@@ -391,7 +397,7 @@ pub fn levels_view(run: &Run, figures: Vec<(String, RunFigures)>) -> Option<Leve
     if !has_levels(config, figures.iter().map(|(_, f)| f)) || figures.iter().all(|(_, f)| f.levels.is_empty()) {
         return None;
     }
-    let slo = config.slo.is_set().then(|| slo_text(&config.slo)).flatten();
+    let slo = slo_text(&config.effective_slo());
     let latency_columns = latency_columns();
     let speed_columns = speed_columns(slo.as_deref());
     let mut rows = Vec::new();

@@ -24,6 +24,7 @@ use crate::domain::Timestamp;
 use crate::domain::audit::{Action, NewAuditEntry};
 use crate::domain::calibers::HarnessReport;
 use crate::domain::candidate::{CandidateDraft, CandidateSpec};
+use crate::domain::capacity::CandidateCapacity;
 use crate::domain::evalset::EvalSetFile;
 use crate::domain::run::{CandidateStop, NewRun, RequestRecord, RunEvent};
 use crate::domain::validation::{FieldErrors, MAX_NAME_CHARS};
@@ -171,7 +172,13 @@ pub async fn import_from(
 /// imported twice) is recognised.
 pub fn content_hash(export: &RunExport) -> String {
     let hash = || -> Result<String, serde_json::Error> {
-        let mut hasher = ContentHasher::new(&export.candidates, &export.evalset, &export.events, &export.harness)?;
+        let mut hasher = ContentHasher::new(
+            &export.candidates,
+            &export.capacity,
+            &export.evalset,
+            &export.events,
+            &export.harness,
+        )?;
         for r in &export.records {
             hasher.record(r)?;
         }
@@ -190,9 +197,11 @@ struct ContentHasher {
 }
 
 impl ContentHasher {
-    /// Everything the content puts before its records (its keys sorted).
+    /// Everything the content puts before its records (its keys sorted); the capacity searches
+    /// only when there are any (an export without them keeps the hash it had before).
     fn new(
         candidates: &[ExportedCandidate],
+        capacity: &[CandidateCapacity],
         evalset: &ExportedEvalSet,
         events: &[ExportedEvent],
         harness: &Option<HarnessReport>,
@@ -202,6 +211,9 @@ impl ContentHasher {
             records: 0,
         };
         hasher.field("{\"candidates\":", candidates)?;
+        if !capacity.is_empty() {
+            hasher.field(",\"capacity\":", capacity)?;
+        }
         hasher.field(",\"evalset\":", evalset)?;
         hasher.field(",\"events\":", events)?;
         hasher.field(",\"harness\":", harness)?;
@@ -453,6 +465,7 @@ struct Reading {
     candidates: Option<Vec<ExportedCandidate>>,
     events: Option<Vec<ExportedEvent>>,
     harness: Option<Option<HarnessReport>>,
+    capacity: Vec<CandidateCapacity>,
     stops: Vec<ExportedStop>,
     telemetry: Vec<ExportedScrape>,
     /// Records met before the head was whole (a document in another order than bakeoff's).
@@ -469,6 +482,8 @@ struct Streaming {
     /// What the hash puts after the records, and the note names.
     run: ExportedRun,
     schema: String,
+    /// The capacity searches (read with the head), exporting ids.
+    capacity: Vec<CandidateCapacity>,
     batch: Vec<RequestRecord>,
     parts: mpsc::Sender<ImportPart>,
 }
@@ -506,9 +521,11 @@ impl Reading {
             harness: self.harness.take().flatten(),
             schema: schema.clone(),
         };
-        let hasher =
-            ContentHasher::new(&head.candidates, &head.evalset, &head.events, &head.harness).map_err(unreadable)?;
+        let capacity = std::mem::take(&mut self.capacity);
+        let hasher = ContentHasher::new(&head.candidates, &capacity, &head.evalset, &head.events, &head.harness)
+            .map_err(unreadable)?;
         self.streaming = Some(Streaming {
+            capacity,
             positions: head.candidates.iter().enumerate().map(|(i, c)| (c.id, i)).collect(),
             hasher,
             run: head.run.clone(),
@@ -601,6 +618,16 @@ impl Streaming {
             };
             scrapes.push((position, s.scrape(i).map_err(Stop::Refused)?));
         }
+        let mut searches = Vec::with_capacity(self.capacity.len());
+        for search in &self.capacity {
+            let Some(&position) = self.positions.get(&search.candidate_id) else {
+                return Err(Stop::Refused(AppError::Invalid(format!(
+                    "a capacity search names candidate #{}, which the export does not list",
+                    search.candidate_id
+                ))));
+            };
+            searches.push((position, search.clone()));
+        }
         let records = self.hasher.records;
         let note = format!(
             "imported from {exported_by} (run #{} there), {records} records",
@@ -616,6 +643,7 @@ impl Streaming {
                 stops: stopped,
                 note,
                 telemetry: scrapes,
+                capacity: searches,
             }))
             .map_err(|_| Stop::Unwanted)
     }
@@ -714,6 +742,17 @@ impl<'de> Visitor<'de> for Document<'_> {
                 "candidates" => r.candidates = Some(map.next_value()?),
                 "events" => r.events = Some(map.next_value()?),
                 "harness" => r.harness = Some(map.next_value()?),
+                "capacity" => {
+                    r.capacity = map.next_value()?;
+                    // Bakeoff writes it before the records; after them, the hash taken as they
+                    // passed would not cover it.
+                    if r.streaming.is_some() && !r.capacity.is_empty() {
+                        r.stopped = Some(Stop::Refused(AppError::Invalid(
+                            "the export's `capacity` comes after its records; bakeoff writes it before them".into(),
+                        )));
+                        return Err(de::Error::custom("stopped"));
+                    }
+                }
                 "stops" => r.stops = map.next_value()?,
                 "telemetry" => r.telemetry = map.next_value()?,
                 "records" => {
@@ -796,6 +835,9 @@ mod tests {
         }
         if !export.telemetry.is_empty() {
             content["telemetry"] = serde_json::json!(export.telemetry);
+        }
+        if !export.capacity.is_empty() {
+            content["capacity"] = serde_json::json!(export.capacity);
         }
         hex::encode(Sha256::digest(content.to_string().as_bytes()))
     }

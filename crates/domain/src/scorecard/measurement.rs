@@ -209,7 +209,7 @@ pub struct Measurement {
 }
 
 impl Measurement {
-    fn missing(why: impl Into<String>, uncertainty: Uncertainty, concurrency: Option<u32>) -> Measurement {
+    pub(crate) fn missing(why: impl Into<String>, uncertainty: Uncertainty, concurrency: Option<u32>) -> Measurement {
         Measurement {
             value: None,
             interval: None,
@@ -528,7 +528,10 @@ pub fn measure(
     }
     if matches!(
         def.base,
-        "capacity_at_slo" | "cost_per_1k_answers_at_capacity" | "cost_per_1k_correct_at_capacity"
+        "capacity_at_slo"
+            | "capacity_at_slo_users"
+            | "cost_per_1k_answers_at_capacity"
+            | "cost_per_1k_correct_at_capacity"
     ) {
         // From the run's capacity searches, not from one level's records.
         return capacity_figure(def.base, extras.capacity);
@@ -920,17 +923,36 @@ fn capacity_figure(base: &str, evidence: Option<&crate::capacity::CapacityEviden
             Uncertainty::Exact,
         );
     };
-    if e.axis != crate::capacity::LoadAxis::Rate {
-        return missing(
-            "the search was over concurrency; this rule is in req/s (search over request rate)",
-            Uncertainty::Exact,
-        );
+    use crate::capacity::LoadAxis;
+    // A figure is only compared with a rule in its own unit: req/s for a search over request
+    // rate, users for one over concurrency.
+    match (base, e.axis) {
+        ("capacity_at_slo", LoadAxis::Concurrency) => {
+            return missing(
+                "the search was over concurrency, so its capacity is in users, not req/s: judge it with capacity @ SLO (users), capacity_at_slo_users",
+                Uncertainty::Exact,
+            );
+        }
+        ("capacity_at_slo_users", LoadAxis::Rate) => {
+            return missing(
+                "the search was over request rate, so its capacity is in req/s, not users: judge it with capacity @ SLO, capacity_at_slo",
+                Uncertainty::Exact,
+            );
+        }
+        ("capacity_at_slo" | "capacity_at_slo_users", _) => {}
+        (_, LoadAxis::Concurrency) => {
+            return missing(
+                "the cost at capacity needs a capacity in req/s (answers per hour): search over request rate",
+                Uncertainty::Exact,
+            );
+        }
+        _ => {}
     }
     let Some(outcome) = &e.outcome else {
         return missing("the capacity search did not end", Uncertainty::Exact);
     };
     let n = e.requests as f64;
-    if base == "capacity_at_slo" {
+    if matches!(base, "capacity_at_slo" | "capacity_at_slo_users") {
         let Some(capacity) = outcome.capacity else {
             return missing(&outcome.describe(e.axis), Uncertainty::Bootstrap);
         };

@@ -420,6 +420,19 @@ pub struct ScorecardInput<'a> {
     pub preferences: &'a [Preference],
 }
 
+/// Whether a metric is judged against an SLO: its figure depends on which SLO counted the
+/// requests (attainment, capacity @ SLO and the cost there).
+pub fn judged_by_slo(base: &str) -> bool {
+    matches!(
+        base,
+        "slo_attainment"
+            | "capacity_at_slo"
+            | "capacity_at_slo_users"
+            | "cost_per_1k_answers_at_capacity"
+            | "cost_per_1k_correct_at_capacity"
+    )
+}
+
 /// Everything a scorecard needs, with the run's records reduced to one summary per candidate.
 pub struct SummaryInput<'a> {
     /// The run's configured concurrency: rules without `@c=N` are assessed at it.
@@ -437,6 +450,9 @@ pub struct SummaryInput<'a> {
     pub judge: Option<JudgePricing<'a>>,
     /// The run's blind comparisons, for the win-rate rules (may be empty when none asks).
     pub preferences: &'a [Preference],
+    /// Why the SLO-based rules ([`judged_by_slo`]) are not measured: the profile judging has an
+    /// SLO other than the one the run counted its requests against (None: they are measured).
+    pub slo_mismatch: Option<String>,
 }
 
 /// Where a judge's prices are found: the run's judge settings and every candidate.
@@ -521,6 +537,7 @@ pub fn build(input: &ScorecardInput<'_>) -> Scorecard {
             all_candidates: j.all_candidates,
         }),
         preferences: input.preferences,
+        slo_mismatch: None,
     })
 }
 
@@ -684,7 +701,10 @@ fn build_row(
                 // Record-derived figures (`slo_attainment`) are in the summary already.
                 slo: None,
             };
-            d.measure(&key, input.run_concurrency, &extras)
+            match &input.slo_mismatch {
+                Some(why) if judged_by_slo(def.base) => Measurement::missing(why.clone(), def.uncertainty, None),
+                _ => d.measure(&key, input.run_concurrency, &extras),
+            }
         })
         .collect();
     let base_value = incumbent.and_then(|i| measurements[i].value);

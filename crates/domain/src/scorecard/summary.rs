@@ -174,6 +174,7 @@ fn from_records(base: &str) -> bool {
             | "cost_per_correct"
             | "joules_per_output_token"
             | "capacity_at_slo"
+            | "capacity_at_slo_users"
             | "cost_per_1k_answers_at_capacity"
             | "cost_per_1k_correct_at_capacity"
             | "operability_score"

@@ -499,6 +499,17 @@ pub const CATALOG: &[MetricDef] = &[
          target to the lowest above it whose interval lies wholly below (an end no probe confirmed: 0 or unbounded)",
     )),
     whole_run(def(
+        "capacity_at_slo_users",
+        "capacity @ SLO (users)",
+        Throughput,
+        Unit::Users,
+        true,
+        Bootstrap,
+        "a find-capacity run's search over concurrency (docs/capacity.md): the most concurrent users (in-flight \
+         requests) whose SLO attainment still meets the target, interpolated between probes; its interval as for \
+         capacity @ SLO. A search over request rate is judged by capacity @ SLO (req/s) instead",
+    )),
+    whole_run(def(
         "cost_per_1k_answers_at_capacity",
         "cost per 1,000 answers at capacity",
         Operability,

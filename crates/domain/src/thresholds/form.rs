@@ -67,6 +67,8 @@ pub struct ProfileDraft {
     /// Why this change.
     pub change_rationale: String,
     pub rules: Vec<RuleDraft>,
+    /// The SLO block as typed (all blank: none).
+    pub slo: super::slo::SloDraft,
 }
 
 /// A validated profile save.
@@ -77,6 +79,7 @@ pub struct ProfileSave {
     pub changed_by: String,
     pub change_rationale: String,
     pub rules: Vec<ThresholdRule>,
+    pub slo: Option<crate::run::Slo>,
 }
 
 /// The field name of rule row `i`'s `part`, as the form and its errors use it.
@@ -92,6 +95,7 @@ impl ProfileDraft {
             changed_by: String::new(),
             change_rationale: String::new(),
             rules: p.rules.iter().map(RuleDraft::from_rule).collect(),
+            slo: super::slo::SloDraft::from_slo(p.slo.as_ref()),
         }
     }
 
@@ -119,6 +123,7 @@ impl ProfileDraft {
                 }
             }
         }
+        let slo = self.slo.validate(&mut e);
         if rules.is_empty() && e.is_empty() {
             e.add("rules", "a profile needs at least one rule");
         }
@@ -131,6 +136,7 @@ impl ProfileDraft {
             changed_by: changed_by.unwrap_or_default(),
             change_rationale: change_rationale.unwrap_or_default(),
             rules,
+            slo,
         })
     }
 }
@@ -265,6 +271,7 @@ mod tests {
             description: "".into(),
             changed_by: "ana".into(),
             change_rationale: "first cut".into(),
+            slo: Default::default(),
             rules: vec![
                 row("accuracy", ">=", "95"),
                 RuleDraft {

@@ -10,6 +10,7 @@ pub mod catalog;
 pub mod form;
 pub mod history;
 pub mod key;
+pub mod slo;
 pub mod templates;
 pub mod units;
 
@@ -120,6 +121,9 @@ pub struct ThresholdProfile {
     pub description: String,
     pub version: u32,
     pub rules: Vec<ThresholdRule>,
+    /// The profile's SLO block (`slo`): where set, it judges the SLO-based rules of the runs
+    /// this profile judges, in place of each run's own SLO.
+    pub slo: Option<crate::run::Slo>,
 }
 
 #[cfg(test)]

@@ -52,6 +52,8 @@ pub enum Unit {
     Usd,
     /// Joules of GPU energy per output token (telemetry).
     JoulesPerToken,
+    /// Concurrent users (in-flight requests or conversations): a load over concurrency.
+    Users,
 }
 
 impl Unit {
@@ -64,6 +66,7 @@ impl Unit {
             Unit::ReqS => "req/s",
             Unit::Usd => "USD",
             Unit::JoulesPerToken => "J/token",
+            Unit::Users => "users",
         }
     }
     /// The name stored in `ThresholdRule::unit` (proportions stay fractions, as stored).

@@ -32,12 +32,11 @@ pub async fn find_capacity(
     plan: &CapacityPlan,
     cancel: Cancel,
 ) -> Result<Vec<CandidateCapacity>, EngineError> {
-    let target = plan
-        .config
-        .slo
+    let slo = plan.config.effective_slo();
+    let target = slo
         .target_attainment
         .ok_or_else(|| EngineError::CapacitySearch("its SLO needs a target attainment".into()))?;
-    if !plan.config.slo.is_set() {
+    if !slo.is_set() {
         return Err(EngineError::CapacitySearch(
             "its SLO needs at least one objective (TTFT, TTFA, TPOT or E2E)".into(),
         ));
@@ -126,7 +125,12 @@ async fn run_probe(
         _ => usize::MAX,
     };
     let probe = judge_probe(run_id, &records, &config, candidate_id, load, cap, before);
-    let mut message = probe_message(index, axis, &probe, plan.config.slo.target_attainment.unwrap_or(1.0));
+    let mut message = probe_message(
+        index,
+        axis,
+        &probe,
+        plan.config.effective_slo().target_attainment.unwrap_or(1.0),
+    );
     if status != RunStatus::Finished {
         message.push_str(&format!("; the probe run ended {}", status.as_str()));
     }

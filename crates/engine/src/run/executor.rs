@@ -950,7 +950,7 @@ async fn search_levels(
     let (ctx, store) = (levels.ctx, levels.store);
     let (run_id, candidate_id, name) = (ctx.run_id, ctx.candidate.id, &ctx.candidate.spec.name);
     // The run was refused at creation without a target; a default keeps this total.
-    let target = ctx.config.slo.target_attainment.unwrap_or(1.0);
+    let target = ctx.config.effective_slo().target_attainment.unwrap_or(1.0);
     let stored = store
         .list_run_capacity(run_id)
         .await?

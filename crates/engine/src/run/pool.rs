@@ -277,7 +277,7 @@ impl CandidateRun {
     pub(crate) fn begin_level(&self) {
         let target = self
             .config
-            .slo
+            .effective_slo()
             .target_attainment
             .filter(|_| self.config.stop_when_decided);
         *self.decision.lock().unwrap_or_else(|p| p.into_inner()) = target.map(LevelDecision::new);
@@ -646,7 +646,7 @@ impl CandidateRun {
                 .push((record.sent_at_us, f.ttft_ms));
         }
         self.deciding()
-            .then(|| figures.as_ref().is_some_and(|f| f.meets(&self.config.slo)))
+            .then(|| figures.as_ref().is_some_and(|f| f.meets(&self.config.effective_slo())))
     }
 }
 
