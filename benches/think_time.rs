@@ -95,7 +95,7 @@ fn main() {
             .await
             .expect("the mock");
             let version = store.save_evalset_version(&file).await.expect("the set stored");
-            let spec = CandidateSpec::openai_chat("bench", mock.base_url(), "bench");
+            let spec = CandidateSpec::openai_chat(format!("bench-{users}"), mock.base_url(), "bench");
             let candidate = store
                 .create_candidate(
                     &bakeoff::domain::credentials::check_new(bakeoff::domain::accounts::Role::Admin, spec, false)

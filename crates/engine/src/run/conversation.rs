@@ -31,22 +31,6 @@ use crate::wire::provider::prepare;
 /// Where a turn's number sits in the request id's case-index field.
 pub const TURN_ID_SHIFT: usize = 40;
 
-/// Below this much left, a think-time wait stops sleeping on the timer (whose granularity is a
-/// millisecond) and yields until its instant, so the wait kept is within the timer's error.
-const SPIN_BELOW: Duration = Duration::from_micros(1500);
-
-/// Waits until `deadline`: the timer for most of it, then yielding to the runtime until due.
-pub(crate) async fn wait_precisely(deadline: Instant) {
-    if let Some(early) = deadline.checked_sub(SPIN_BELOW)
-        && Instant::now() < early
-    {
-        tokio::time::sleep_until(early).await;
-    }
-    while Instant::now() < deadline {
-        tokio::task::yield_now().await;
-    }
-}
-
 impl CandidateRun {
     /// Sends every turn of the conversation case of `unit` from `seat`, in order; stops at a
     /// turn that failed after its retries (the later turns are not sent: their conversation
@@ -138,7 +122,7 @@ impl CandidateRun {
                 let due_in_us = end_us + scheduled_us - wall_clock_us();
                 let deadline = Instant::now() + Duration::from_micros(due_in_us.max(0) as u64);
                 tokio::select! {
-                    _ = wait_precisely(deadline) => {}
+                    _ = super::precise_wait::wait_until(deadline) => {}
                     _ = cancel.cancelled() => return tally,
                 }
                 ready = deadline;
