@@ -963,6 +963,48 @@ mod tests {
     }
 
     #[test]
+    fn a_conversation_goes_on_from_the_turn_it_reached() {
+        let fact = |case: &str, attempt: u32, class: Option<ErrorClass>| RecordFact {
+            candidate_id: 3,
+            case_id: case.into(),
+            phase: MEASURED_PHASE,
+            repetition: 0,
+            attempt,
+            is_warmup: false,
+            error_class: class,
+            passed: None,
+        };
+        let facts = [
+            // a: two of four turns done.
+            fact("a#1", 0, None),
+            fact("a#2", 0, None),
+            // b: turn 2 failed, a retry left.
+            fact("b#1", 0, None),
+            fact("b#2", 0, Some(ErrorClass::HttpServerError)),
+            // c: turn 2 failed for good: the conversation stopped there.
+            fact("c#1", 0, None),
+            fact("c#2", 0, Some(ErrorClass::ContextLengthExceeded)),
+            // d: every turn done.
+            fact("d#1", 0, None),
+            fact("d#2", 0, None),
+        ];
+        let done = FinishedUnits::from_facts(&facts, 3, 1);
+        let next = |case| done.conversation_next(case, if case == "d" { 2 } else { 4 }, MEASURED_PHASE, 0);
+        assert_eq!(next("a"), Some((2, 0)), "turn 3 next, from its first attempt");
+        assert_eq!(next("b"), Some((1, 1)), "turn 2 again, its second attempt");
+        assert_eq!(next("c"), None);
+        assert_eq!(next("d"), None);
+        assert_eq!(next("new"), Some((0, 0)));
+        let turns = |case: &str| Some(if case == "d" { 2 } else { 4 });
+        let todo: Vec<(String, usize)> = done
+            .conversations_to_continue(turns)
+            .into_iter()
+            .map(|(case, _, _, next)| (case, next))
+            .collect();
+        assert_eq!(todo, [("a".to_string(), 2), ("b".to_string(), 1)]);
+    }
+
+    #[test]
     fn deterministic_failures_are_not_retried() {
         assert!(!is_retryable(ErrorClass::ContextLengthExceeded));
         assert!(!is_retryable(ErrorClass::HttpClientError));
