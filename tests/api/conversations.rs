@@ -180,6 +180,27 @@ async fn users_with_think_time_match_the_mocks_ground_truth_turn_by_turn() {
                 );
             }
         }
+        // Think time against the mock's ground truth: from the reply's end (bakeoff's record,
+        // the kernel's receive time of its last bytes) to the next turn's arrival at the server
+        // (the kernel's receive time there), on the machine's one wall clock. Never early; how
+        // late is reported (the bound is the bench's to show on a quiet machine, not a test's).
+        let mut truth_think_error = Vec::new();
+        for case in &file.cases {
+            for k in 2..=TURNS as u32 {
+                let (prev, this) = (by_key[&(case.id.clone(), k - 1)], by_key[&(case.id.clone(), k)]);
+                let scheduled_us = this.turn.as_ref().unwrap().think_scheduled_us.unwrap() as f64;
+                let reply_end_us = (prev.sent_at_us + prev.end_us.get().unwrap()) as f64;
+                let arrived_us = truth[&request_id(this, &file)]["received_unix_ms"].as_f64().unwrap() * 1000.0;
+                let waited_us = arrived_us - reply_end_us;
+                assert!(
+                    waited_us >= scheduled_us - 50.0,
+                    "{} turn {k}: sent {:.0} µs before its think time was over",
+                    case.id,
+                    scheduled_us - waited_us
+                );
+                truth_think_error.push((waited_us - scheduled_us) / 1000.0);
+            }
+        }
         // The users were staggered: someone sent a turn 2 before the last user's first turn.
         let first_turn_2 = records
             .iter()
@@ -201,13 +222,15 @@ async fn users_with_think_time_match_the_mocks_ground_truth_turn_by_turn() {
         assert_eq!(f.turns.len(), TURNS);
         assert_eq!(f.conversations.graded, n as u64);
         let line = format!(
-            "{users} users, {} turns: |TTFT − mock truth| p50 {:.3} ms, p99 {:.3} ms; |think waited − scheduled| p50 {:.3} ms, p99 {:.3} ms over {} waits",
+            "{users} users, {} turns: |TTFT − mock truth| p50 {:.3} ms, p99 {:.3} ms; |think waited − scheduled| p50 {:.3} ms, p99 {:.3} ms over {} waits (bakeoff's records), reply end → server receipt − scheduled p50 {:.3} ms, p99 {:.3} ms (mock's ground truth)",
             records.len(),
             quantile(ttft_error.clone(), 0.5),
             quantile(ttft_error.clone(), 0.99),
             quantile(think_error.clone(), 0.5),
             quantile(think_error.clone(), 0.99),
-            think_error.len()
+            think_error.len(),
+            quantile(truth_think_error.clone(), 0.5),
+            quantile(truth_think_error.clone(), 0.99),
         );
         eprintln!("{line}");
         report.push(line.clone());
@@ -421,5 +444,327 @@ async fn the_demo_conversation_set_shows_relay_sharp_on_turn_1_and_lost_by_turn_
         .unwrap();
     assert!(turn4.cells[0].measurement.value.is_some(), "turn 4 TTFT measured");
     assert_eq!(turn4.cells[0].assessment.state, RuleState::Pass);
+    mock.shutdown().await.unwrap();
+}
+
+/// A fast profile whose answers come from the set's key.
+fn quick(name: &str) -> ModelProfile {
+    ModelProfile {
+        ttft_ms: 3.0,
+        inter_token_ms: Some(0.5),
+        tokens_per_chunk: 1,
+        ..ModelProfile::named(name)
+    }
+}
+
+/// The mock's record of every turn of a finished run, by (conversation, turn), with the turn's
+/// own record: (record, the mock's ground truth).
+async fn turns_with_truth(
+    store: &DynStore,
+    run_id: i64,
+    file: &EvalSetFile,
+    mock: &bakeoff::mock::MockServer,
+) -> Vec<(RequestRecord, serde_json::Value)> {
+    let truth = ground_truth(mock).await;
+    store
+        .list_request_records(run_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| !r.is_warmup)
+        .map(|r| {
+            let t = truth
+                .get(&request_id(&r, file))
+                .unwrap_or_else(|| panic!("the mock saw {}", r.case_id))
+                .clone();
+            (r, t)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn each_user_keeps_one_connection_for_all_its_turns_and_no_two_users_share_one() {
+    let file = conversations(24, HistoryMode::Own);
+    let mock = start_mock(MockConfig {
+        profiles: vec![quick("sticky")],
+        answer_keys: vec![file.clone()],
+        seed: 3,
+    })
+    .await;
+    let (store, _guard) = sqlite_store().await;
+    let users = 6;
+    let run_id = create_run(
+        &store,
+        &file,
+        &spec(&mock.base_url(), "sticky"),
+        config(
+            users,
+            ThinkTime::Uniform {
+                min_ms: 1.0,
+                max_ms: 4.0,
+            },
+        ),
+    )
+    .await;
+    let run = run_to_end_within(&store, run_id, Duration::from_secs(120)).await;
+    assert_eq!(run.status, RunStatus::Finished, "{:?}", run.error);
+    let turns = turns_with_truth(&store, run_id, &file, &mock).await;
+    assert_eq!(turns.len(), 24 * TURNS);
+    // The mock's ground truth: which connection (and client port) each turn came on.
+    let mut by_user: HashMap<u32, std::collections::BTreeSet<u64>> = HashMap::new();
+    let mut user_of_connection: HashMap<u64, u32> = HashMap::new();
+    let mut peer_of_connection: HashMap<u64, String> = HashMap::new();
+    let mut by_conversation: HashMap<String, std::collections::BTreeSet<u64>> = HashMap::new();
+    for (r, t) in &turns {
+        let facts = r.turn.as_deref().unwrap();
+        let connection = t["connection"].as_u64().expect("the mock numbers each connection");
+        let peer = t["peer"]
+            .as_str()
+            .expect("the mock records the client's address")
+            .to_string();
+        assert!(peer.starts_with("127.0.0.1:"), "{peer}");
+        by_user.entry(facts.user).or_default().insert(connection);
+        by_conversation
+            .entry(facts.conversation.clone())
+            .or_default()
+            .insert(connection);
+        let owner = *user_of_connection.entry(connection).or_insert(facts.user);
+        assert_eq!(
+            owner, facts.user,
+            "connection {connection} carried turns of users {owner} and {}",
+            facts.user
+        );
+        let first_peer = peer_of_connection.entry(connection).or_insert_with(|| peer.clone());
+        assert_eq!(*first_peer, peer, "one connection, one client port");
+    }
+    assert_eq!(by_user.len(), users as usize, "every user worked");
+    for (user, connections) in &by_user {
+        assert_eq!(
+            connections.len(),
+            1,
+            "user {user} kept one connection for all its turns: {connections:?}"
+        );
+    }
+    for (conversation, connections) in &by_conversation {
+        assert_eq!(connections.len(), 1, "{conversation}: every turn on one connection");
+    }
+    // Different users, different connections (and client ports).
+    let ports: std::collections::BTreeSet<&String> = peer_of_connection.values().collect();
+    assert_eq!(user_of_connection.len(), users as usize);
+    assert_eq!(ports.len(), users as usize);
+    // The records agree: only each user's first turn opened a connection.
+    let opened = turns.iter().filter(|(r, _)| r.connection_reused == Some(false)).count();
+    assert_eq!(opened, users as usize, "one new connection per user");
+    mock.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn turns_sent_before_every_user_started_are_graded_but_left_out_of_the_speed_figures() {
+    let file = conversations(48, HistoryMode::Own);
+    let mock = start_mock(MockConfig {
+        profiles: vec![ModelProfile {
+            accuracy: 0.8,
+            ..quick("ramped")
+        }],
+        answer_keys: vec![file.clone()],
+        seed: 9,
+    })
+    .await;
+    let (store, _guard) = sqlite_store().await;
+    let users = 12u32;
+    // Users start spread over 4 turns × 10 ms: the last one 37 ms after the first.
+    let config = config(users, ThinkTime::Fixed { ms: 10.0 });
+    let run_id = create_run(&store, &file, &spec(&mock.base_url(), "ramped"), config.clone()).await;
+    let run = run_to_end_within(&store, run_id, Duration::from_secs(120)).await;
+    assert_eq!(run.status, RunStatus::Finished, "{:?}", run.error);
+    let turns = turns_with_truth(&store, run_id, &file, &mock).await;
+    assert_eq!(turns.len(), 48 * TURNS);
+    let ramp: Vec<&(RequestRecord, serde_json::Value)> = turns.iter().filter(|(r, _)| r.in_ramp()).collect();
+    let measured = turns.len() - ramp.len();
+    assert!(
+        !ramp.is_empty() && measured > ramp.len(),
+        "{} ramp turns of {}",
+        ramp.len(),
+        turns.len()
+    );
+    // Each user's ramp turns come before its measured ones: the ramp ends once for all.
+    let mut by_user: HashMap<u32, Vec<&RequestRecord>> = HashMap::new();
+    for (r, _) in &turns {
+        by_user.entry(r.turn.as_ref().unwrap().user).or_default().push(r);
+    }
+    assert_eq!(by_user.len(), users as usize);
+    for (user, rs) in &mut by_user {
+        rs.sort_by_key(|r| r.sent_at_us);
+        let flags: Vec<bool> = rs.iter().map(|r| r.in_ramp()).collect();
+        assert!(
+            flags.windows(2).all(|w| w[0] || !w[1]),
+            "user {user}: ramp turns first, then measured ones: {flags:?}"
+        );
+    }
+    // Against the mock's receipts: the ramp is the time before the last user's first turn
+    // arrived. (A few ms either way: a turn marked just before that user started may reach the
+    // server just after its first turn does.)
+    let first_arrival = |user: u32| {
+        turns
+            .iter()
+            .filter(|(r, _)| r.turn.as_ref().unwrap().user == user)
+            .map(|(_, t)| t["received_unix_ms"].as_f64().unwrap())
+            .fold(f64::INFINITY, f64::min)
+    };
+    let all_started_ms = (0..users).map(first_arrival).fold(f64::NEG_INFINITY, f64::max);
+    for (r, t) in &ramp {
+        let at = t["received_unix_ms"].as_f64().unwrap();
+        assert!(
+            at <= all_started_ms + 5.0,
+            "{}: a ramp turn reached the server {:.3} ms after every user had started",
+            r.case_id,
+            at - all_started_ms
+        );
+    }
+    let late_measured = turns
+        .iter()
+        .filter(|(r, t)| !r.in_ramp() && t["received_unix_ms"].as_f64().unwrap() < all_started_ms - 5.0)
+        .count();
+    assert_eq!(late_measured, 0, "no turn before the ramp's end is measured");
+    // Graded like any turn: the ramp's turns carry their grades and count for accuracy.
+    assert!(ramp.iter().all(|(r, _)| !r.grades.is_empty()));
+    let records: Vec<RequestRecord> = turns.iter().map(|(r, _)| r.clone()).collect();
+    let f = figures(records.iter(), 0.95);
+    assert_eq!(f.ramp_turns, ramp.len());
+    let graded: u64 = f.turns.iter().map(|t| t.accuracy.graded).sum();
+    assert_eq!(graded, (48 * TURNS) as u64, "every turn graded, the ramp's too");
+    assert_eq!(f.conversations.graded, 48);
+    for row in &f.turns {
+        let in_ramp = ramp
+            .iter()
+            .filter(|(r, _)| r.turn.as_ref().unwrap().turn == row.turn)
+            .count();
+        assert_eq!(row.ramp, in_ramp, "turn {}", row.turn);
+        assert_eq!(
+            row.ttft_ms.n,
+            row.requests - in_ramp,
+            "turn {}: speed past the ramp only",
+            row.turn
+        );
+    }
+    assert_eq!(f.points.len(), measured);
+    // The level's figures (run page, scorecard) count the measured turns only.
+    let candidate = records[0].candidate_id;
+    let level = bakeoff::domain::calibers::run_figures(records.iter(), &config, candidate, |_| None);
+    assert_eq!(level.levels.len(), 1);
+    assert_eq!(level.levels[0].requests as usize, measured);
+    assert_eq!(level.levels[0].ttft_ms.as_ref().unwrap().n as usize, measured);
+    let at_c = bakeoff::domain::calibers::figures_at_concurrency(records.iter(), users, &[]).unwrap();
+    assert_eq!(at_c.requests as usize, measured);
+    // The window starts no earlier than the ramp's end: no ramp turn was sent inside it.
+    let window = at_c.repetitions[0].window.expect("a steady window");
+    let first_measured_send = records
+        .iter()
+        .filter(|r| !r.in_ramp())
+        .map(|r| r.sent_at_us)
+        .min()
+        .unwrap();
+    assert!(window.start_us >= first_measured_send, "{window:?}");
+    mock.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_turns_llm_judge_grader_judges_each_turn_after_the_load() {
+    // Turns 1, 2 and 4 take the header's graders (exact and a judge); turn 3 only its own judge.
+    let mut text = String::from(
+        r#"{"bakeoff_evalset":1,"name":"conv-judged","task":"generation","system":"Answer briefly.","graders":[{"kind":"exact"},{"kind":"llm-judge","judge":"judge","rubric":"Is it the expected reply?"}],"max_tokens":24}"#,
+    );
+    for i in 0..6 {
+        text.push_str(&format!(
+            "\n{{\"id\":\"j{i}\",\"turns\":[\
+             {{\"user\":\"Remember {i}.\",\"expected\":\"Noted {i}\"}},\
+             {{\"user\":\"Which number?\",\"expected\":\"It was {i}\"}},\
+             {{\"user\":\"Add one.\",\"expected\":\"That makes {}\",\"graders\":[{{\"kind\":\"llm-judge\",\"judge\":\"judge\",\"rubric\":\"Does it add one?\"}}]}},\
+             {{\"user\":\"In words?\",\"expected\":\"Number {i} plus one\"}}]}}",
+            i + 1
+        ));
+    }
+    let file = EvalSetFile::parse("conv-judged.jsonl", &text).expect("the test set parses");
+    let mock = start_mock(MockConfig {
+        profiles: vec![
+            ModelProfile {
+                accuracy: 0.7,
+                ..quick("m")
+            },
+            quick("j"),
+        ],
+        answer_keys: vec![file.clone()],
+        seed: 17,
+    })
+    .await;
+    let (store, _guard) = sqlite_store().await;
+    let judge = store
+        .create_candidate(&crate::support::checked::admin_new(&spec(&mock.base_url(), "j")))
+        .await
+        .unwrap();
+    let mut config = config(2, ThinkTime::Fixed { ms: 1.0 });
+    config.judge = Some(bakeoff::domain::run::JudgeConfig {
+        override_id: Some(judge),
+        ..Default::default()
+    });
+    let run_id = create_run(&store, &file, &spec(&mock.base_url(), "m"), config).await;
+    let run = run_to_end_within(&store, run_id, Duration::from_secs(120)).await;
+    assert_eq!(run.status, RunStatus::Finished, "{:?}", run.error);
+    let all = store.list_request_records(run_id).await.unwrap();
+    let judge_calls: Vec<&RequestRecord> = all
+        .iter()
+        .filter(|r| r.phase == bakeoff::domain::run::Phase::Judge)
+        .collect();
+    let truth = ground_truth(&mock).await;
+    let turns: Vec<&RequestRecord> = all.iter().filter(|r| r.turn.is_some()).collect();
+    assert_eq!(
+        turns.len(),
+        6 * TURNS,
+        "every turn sent (a wrong reply does not stop one)"
+    );
+    let mut right_and_wrong = (0, 0);
+    for r in &turns {
+        let k = r.turn.as_ref().unwrap().turn;
+        let graders: Vec<&str> = r.grades.iter().map(|g| &*g.grader).collect();
+        let correct = truth[&request_id(r, &file)]["case"]["correct"].as_bool().unwrap();
+        let judged = r
+            .grades
+            .iter()
+            .find(|g| &*g.grader == "llm-judge")
+            .unwrap_or_else(|| panic!("{}: a judge grade on every turn: {graders:?}", r.case_id));
+        if k == 3 {
+            assert_eq!(graders, ["llm-judge"], "{}: turn 3's own graders", r.case_id);
+        } else {
+            assert_eq!(graders, ["exact", "llm-judge"], "{}", r.case_id);
+        }
+        // The mock judge gives 5/5 to the turn's expected reply, 2/5 to anything else.
+        assert_eq!(judged.passed, correct, "{}: {}", r.case_id, judged.reason);
+        assert_eq!(
+            bakeoff::domain::grading::case_passed(&r.grades),
+            Some(correct),
+            "{}",
+            r.case_id
+        );
+        if correct {
+            right_and_wrong.0 += 1;
+        } else {
+            right_and_wrong.1 += 1;
+        }
+        // Its judge call is recorded under the turn's key, apart from every figure.
+        assert_eq!(
+            judge_calls.iter().filter(|c| c.case_id == r.case_id).count(),
+            1,
+            "{}",
+            r.case_id
+        );
+    }
+    assert!(right_and_wrong.0 > 0 && right_and_wrong.1 > 0, "{right_and_wrong:?}");
+    assert_eq!(judge_calls.len(), turns.len());
+    assert!(judge_calls.iter().all(|c| c.is_warmup && c.succeeded()));
+    // The judge grades count in the figures by turn and whole conversations.
+    let f = figures(turns.iter().copied(), 0.95);
+    assert_eq!(f.turns[2].accuracy.graded, 6, "turn 3 is graded by its judge alone");
+    let passed: u64 = f.turns.iter().map(|t| t.accuracy.passed).sum();
+    assert_eq!(passed, right_and_wrong.0 as u64);
     mock.shutdown().await.unwrap();
 }

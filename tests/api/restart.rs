@@ -755,3 +755,201 @@ async fn a_capacity_search_killed_with_sigkill_resumes_with_its_probes_on_postgr
     let (url, _guard) = postgres_url().await;
     capacity_kill_and_resume(&url, "postgres").await;
 }
+
+// ------------------------------------------------------------------ conversations (issue 46)
+
+const CONVERSATIONS: usize = 6;
+const CONVERSATION_TURNS: usize = 4;
+
+/// Six conversations of four turns: turn 1 states a fact, the later ones ask it back.
+fn conversation_set() -> EvalSetFile {
+    let mut text = String::from(
+        r#"{"bakeoff_evalset":1,"name":"restart-conv","task":"generation","system":"Answer briefly.","history":"own","graders":[{"kind":"exact"}],"max_tokens":24}"#,
+    );
+    for i in 0..CONVERSATIONS {
+        text.push_str(&format!(
+            "\n{{\"id\":\"talk-{i}\",\"turns\":[\
+             {{\"user\":\"Remember the number {i}.\",\"expected\":\"Noted number {i}\"}},\
+             {{\"user\":\"Which number was it?\",\"expected\":\"It was {i}\"}},\
+             {{\"user\":\"Add one to it.\",\"expected\":\"That makes {}\"}},\
+             {{\"user\":\"Say it in words.\",\"expected\":\"Number {i} plus one\"}}]}}",
+            i + 1
+        ));
+    }
+    EvalSetFile::parse("restart-conv.jsonl", &text).expect("the conversation set parses")
+}
+
+/// Stored turns of each conversation (measured records), by conversation id.
+fn turns_stored(records: &[RequestRecord]) -> BTreeMap<String, BTreeSet<usize>> {
+    let mut out: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
+    for r in records {
+        if let Some((case, turn)) = bakeoff::domain::evalset::conversation::split_turn_key(&r.case_id) {
+            out.entry(case.to_string()).or_default().insert(turn);
+        }
+    }
+    out
+}
+
+/// A conversation run killed with SIGKILL mid-conversation resumes each conversation from the
+/// turn it reached: the turns stored are kept, the next one is sent with the stored replies as
+/// its history (the server's prompt tokens say so, token-exact), no turn is sent twice.
+async fn conversation_kill_and_resume(database_url: &str, backend: &str) {
+    let file = conversation_set();
+    let mock = crate::support::runs::start_mock(MockConfig {
+        profiles: vec![ModelProfile {
+            ttft_ms: 60.0,
+            inter_token_ms: Some(15.0),
+            tokens_per_chunk: 1,
+            jitter: 0.0,
+            ..ModelProfile::named("talker")
+        }],
+        answer_keys: vec![file.clone()],
+        seed: 11,
+    })
+    .await;
+    let store = crate::support::db::open(database_url).await;
+    let version = store.save_evalset_version(&file).await.expect("saving the set");
+    let spec = CandidateDraft {
+        name: "talker".into(),
+        provider: "openai-chat".into(),
+        base_url: mock.base_url(),
+        model: "talker".into(),
+        ..Default::default()
+    }
+    .validate(None)
+    .expect("a valid candidate");
+    let candidate = store
+        .create_candidate(&crate::support::checked::admin_new(&spec))
+        .await
+        .expect("saving the candidate");
+    let fields: Vec<(String, String)> = [
+        ("name", "conversation restart"),
+        ("evalset_version", &version.to_string()),
+        ("candidate", &candidate.to_string()),
+        ("concurrency", "2"),
+        ("repetitions", "1"),
+        ("warmup_requests", "0"),
+        ("max_tokens", "24"),
+        ("timeout_secs", "20"),
+        ("retries", "0"),
+        ("stream", "on"),
+        ("think_time", "fixed 40"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+
+    let first = Server::start(database_url, &[]);
+    let run_id = start_run(&first.base_url, &fields).await;
+    // Kill once a conversation is stored past its first turn but not to its last.
+    crate::support::wait::until(&format!("{backend}: a conversation half done"), DEADLINE, || async {
+        let stored = turns_stored(&measured(&store, run_id).await);
+        stored.values().any(|t| (2..CONVERSATION_TURNS).contains(&t.len()))
+    })
+    .await;
+    first.kill();
+    let before = measured(&store, run_id).await;
+    let cut: BTreeMap<String, usize> = turns_stored(&before)
+        .into_iter()
+        .filter(|(_, t)| t.len() < CONVERSATION_TURNS)
+        .map(|(c, t)| (c, t.len()))
+        .collect();
+    assert!(
+        cut.values().any(|&n| n >= 1),
+        "{backend}: the kill came mid-conversation: {cut:?}"
+    );
+    for (conversation, n) in &cut {
+        let turns = &turns_stored(&before)[conversation];
+        assert_eq!(
+            turns.iter().copied().collect::<Vec<_>>(),
+            (1..=*n).collect::<Vec<_>>(),
+            "{backend}: {conversation}: turns are stored in order"
+        );
+    }
+
+    let second = Server::start(database_url, &[]);
+    wait_until(&store, run_id, "the resumed run to finish", |status, _| {
+        status.is_terminal()
+    })
+    .await;
+    let run = store.get_run(run_id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Finished, "{backend}: {:?}", run.error);
+    let after = measured(&store, run_id).await;
+    // Every turn of every conversation exactly once: none restarted, none lost.
+    let mut keys = BTreeSet::new();
+    for r in &after {
+        assert!(r.succeeded(), "{backend}: {}: {:?}", r.case_id, r.error_detail());
+        assert!(
+            keys.insert(r.case_id.to_string()),
+            "{backend}: {} sent twice",
+            r.case_id
+        );
+    }
+    assert_eq!(keys.len(), CONVERSATIONS * CONVERSATION_TURNS, "{backend}");
+    for r in &before {
+        assert!(
+            after.iter().any(|a| a == r),
+            "{backend}: a turn stored before the kill ({}) changed or vanished",
+            r.case_id
+        );
+    }
+    // The history carried on: each turn's prompt is the previous turn's, its reply (the one
+    // stored before the kill, for the turn the resumed run sent first) and the new message, as
+    // the server counted them (4 framing tokens a message).
+    let by_key: BTreeMap<&str, &RequestRecord> = after.iter().map(|r| (r.case_id.as_ref(), r)).collect();
+    let count = bakeoff::mock::tokens::count_tokens;
+    for case in &file.cases {
+        for k in 2..=CONVERSATION_TURNS {
+            let prev = by_key[format!("{}#{}", case.id, k - 1).as_str()];
+            let this = by_key[format!("{}#{k}", case.id).as_str()];
+            let user = case.turns[k - 1].user_message(&case.vars);
+            assert_eq!(
+                this.input_tokens.unwrap(),
+                prev.input_tokens.unwrap() + count(prev.output()) + 4 + count(&user) + 4,
+                "{backend}: {} turn {k}: the history sent is the stored one",
+                case.id
+            );
+            // Right answers all along: the model saw its own right replies as history.
+            assert_eq!(
+                bakeoff::domain::grading::case_passed(&this.grades),
+                Some(true),
+                "{backend}"
+            );
+        }
+        if let Some(&n) = cut.get(&case.id) {
+            let resumed = by_key[format!("{}#{}", case.id, n + 1).as_str()];
+            let killed_at = before.iter().map(|r| r.sent_at_us).max().unwrap();
+            assert!(
+                resumed.sent_at_us > killed_at,
+                "{backend}: {} turn {} was sent by the resumed run",
+                case.id,
+                n + 1
+            );
+        }
+    }
+    let events = store.list_run_events(run_id).await.unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.message.contains("go on from the turn they reached")),
+        "{backend}: the event log says the conversations went on: {events:?}"
+    );
+    drop(second);
+    mock.shutdown().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_run_killed_mid_conversation_goes_on_from_the_turn_reached_on_sqlite() {
+    let (url, _guard) = sqlite_url();
+    conversation_kill_and_resume(&url, "sqlite").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_postgres),
+    ignore = "needs PostgreSQL: set BAKEOFF_TEST_POSTGRES_URL=postgres://…"
+)]
+async fn a_conversation_run_killed_mid_conversation_goes_on_from_the_turn_reached_on_postgres() {
+    let (url, _guard) = postgres_url().await;
+    conversation_kill_and_resume(&url, "postgres").await;
+}

@@ -1727,6 +1727,23 @@ async fn a_conversation_run_from_the_form_shows_its_figures_by_turn_and_the_ttft
     assert!(block.contains("Conversations by turn"), "{}: {block}", app.backend);
     assert!(block.contains("think time uniform 2–6 ms"), "{}: {block}", app.backend);
     assert!(block.contains("users start evenly spread"), "{}: {block}", app.backend);
+    // How users are carried and how the measured window was chosen are stated.
+    assert!(
+        block.contains("each user keeps its own connection"),
+        "{}: {block}",
+        app.backend
+    );
+    assert!(
+        block.contains("measured window starts once every user has started"),
+        "{}: {block}",
+        app.backend
+    );
+    let ramp = page.text("[data-figure=ramp]");
+    assert!(
+        ramp.contains("sent before every user had started") || ramp.starts_with("every turn measured"),
+        "{}: {ramp}",
+        app.backend
+    );
     assert!(html.contains("id=\"chart-ttft-context\""), "{}", app.backend);
     assert!(html.contains("data-turn=\"2\""), "{}", app.backend);
     assert!(

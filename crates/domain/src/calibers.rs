@@ -1296,7 +1296,8 @@ impl<'a, F: Fn(&str) -> Option<u32>> RunLevels<'a, F> {
     }
 
     fn take(&mut self, r: &RequestRecord) {
-        if r.candidate_id != self.candidate_id || r.is_warmup || r.phase != self.phase {
+        // A conversation's ramp turns are left out like warm-ups (`conversation::RAMP_RULE`).
+        if r.candidate_id != self.candidate_id || r.is_warmup || r.in_ramp() || r.phase != self.phase {
             return;
         }
         let (level, repetition, _) = split_repetition(r.repetition);
@@ -1404,9 +1405,10 @@ impl ConcurrencyLevels {
         }
     }
 
-    /// Whether `r` is one this takes in (`add` leaves the others out).
+    /// Whether `r` is one this takes in (`add` leaves the others out): no warm-up, no
+    /// conversation turn of a level's ramp (`conversation::RAMP_RULE`).
     pub fn takes(r: &RequestRecord) -> bool {
-        !r.is_warmup && matches!(r.phase, Phase::Quality | Phase::Throughput)
+        !r.is_warmup && !r.in_ramp() && matches!(r.phase, Phase::Quality | Phase::Throughput)
     }
 
     pub fn add(&mut self, r: &RequestRecord) {

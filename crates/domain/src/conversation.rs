@@ -152,6 +152,18 @@ pub fn user_start_offset_us(user: u32, users: u32, turns: usize, think: &ThinkTi
     (span_ms * 1000.0 * f64::from(user) / f64::from(users.max(1))).round() as i64
 }
 
+/// How a level's measured window is chosen when users hold conversations, as the run page and
+/// the "How we measure" page say it.
+pub const RAMP_RULE: &str = "the level's measured window starts once every user has started (its first \
+    conversation begun): turns sent before that (the ramp) are stored and graded like any turn (a reply's \
+    correctness does not depend on when it was sent) but left out of the level's speed figures (TTFT, TTFA, E2E, \
+    decode rate, throughput, SLO attainment, figures by turn and by context length), as warm-ups are";
+
+/// How a user's turns are carried, as the run page says it.
+pub const SESSION_RULE: &str = "each user keeps its own connection: all its turns go on one HTTP/1.1 keep-alive \
+    connection of its own, as a chat client's would (a new one only when the server closes it; a candidate reached \
+    through a proxy shares one pool instead)";
+
 /// How the users' start was staggered, as the run page says it.
 pub fn stagger_label(think: &ThinkTime) -> String {
     format!(
@@ -182,6 +194,11 @@ pub struct TurnFacts {
     /// The time actually waited: the previous turn's end → this send, µs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub think_waited_us: Option<i64>,
+    /// Sent in the level's ramp, before every user had started (`RAMP_RULE`): graded for
+    /// quality like any turn, left out of the level's speed figures (latency, throughput, its
+    /// measured window), as a warm-up is.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ramp: bool,
 }
 
 /// Prompt tokens a server says it read from its prompt (prefix) cache, kept apart from
@@ -256,6 +273,9 @@ pub struct TurnRow {
     pub turn: u32,
     pub requests: usize,
     pub failed: usize,
+    /// Of `requests`, turns sent in the ramp (`RAMP_RULE`): graded, left out of the speed figures.
+    #[serde(default)]
+    pub ramp: usize,
     pub ttft_ms: Spread,
     pub ttfa_ms: Spread,
     pub e2e_ms: Spread,
@@ -288,8 +308,11 @@ pub struct ConversationFigures {
     pub last_turn: PassRate,
     /// |waited − scheduled| think time, ms.
     pub think_error_ms: Spread,
-    /// (context tokens, TTFT ms) of every successful turn, for the chart.
+    /// (context tokens, TTFT ms) of every successful turn past the ramp, for the chart.
     pub points: Vec<(u32, f64)>,
+    /// Turns sent in the ramp (`RAMP_RULE`), left out of every speed figure here.
+    #[serde(default)]
+    pub ramp_turns: usize,
 }
 
 /// Context-length bin edges, tokens.
@@ -312,6 +335,7 @@ pub fn figures<'a>(records: impl IntoIterator<Item = &'a RequestRecord>, confide
     let mut by_conversation: BTreeMap<(String, u32), Seen> = BTreeMap::new();
     let mut think_errors = Vec::new();
     let mut points = Vec::new();
+    let mut ramp_turns = 0;
     for r in records {
         let Some(t) = r.turn.as_deref() else { continue };
         by_turn.entry(t.turn).or_default().push(r);
@@ -331,14 +355,21 @@ pub fn figures<'a>(records: impl IntoIterator<Item = &'a RequestRecord>, confide
         if let (Some(s), Some(w)) = (t.think_scheduled_us, t.think_waited_us) {
             think_errors.push((w - s).abs() as f64 / 1000.0);
         }
-        if let (Some(f), Some(ctx)) = (RequestFigures::of(r), r.input_tokens) {
+        if r.in_ramp() {
+            ramp_turns += 1;
+        } else if let (Some(f), Some(ctx)) = (RequestFigures::of(r), r.input_tokens) {
             points.push((ctx, f.ttft_ms));
         }
     }
     let turns = by_turn
         .iter()
         .map(|(&turn, rs)| {
-            let figures: Vec<RequestFigures> = rs.iter().filter_map(|r| RequestFigures::of(r)).collect();
+            // Speed from the turns past the ramp only; accuracy from every turn.
+            let figures: Vec<RequestFigures> = rs
+                .iter()
+                .filter(|r| !r.in_ramp())
+                .filter_map(|r| RequestFigures::of(r))
+                .collect();
             let graded: Vec<bool> = rs
                 .iter()
                 .filter_map(|r| crate::grading::case_passed(&r.grades))
@@ -351,6 +382,7 @@ pub fn figures<'a>(records: impl IntoIterator<Item = &'a RequestRecord>, confide
                 turn,
                 requests: rs.len(),
                 failed: rs.iter().filter(|r| !r.succeeded()).count(),
+                ramp: rs.iter().filter(|r| r.in_ramp()).count(),
                 ttft_ms: Spread::of(figures.iter().map(|f| f.ttft_ms).collect()),
                 ttfa_ms: Spread::of(figures.iter().filter_map(|f| f.ttfa_ms).collect()),
                 e2e_ms: Spread::of(figures.iter().map(|f| f.e2e_ms).collect()),
@@ -395,6 +427,7 @@ pub fn figures<'a>(records: impl IntoIterator<Item = &'a RequestRecord>, confide
         last_turn: PassRate::of(last_passed as u64, graded.len() as u64, confidence),
         think_error_ms: Spread::of(think_errors),
         points,
+        ramp_turns,
     }
 }
 
@@ -420,6 +453,7 @@ mod tests {
                 last_graded_turn: Some(2),
                 think_scheduled_us: (k > 1).then_some(1000),
                 think_waited_us: (k > 1).then_some(1400),
+                ramp: false,
             })),
             prompt_cache: Some(PromptCache {
                 read_tokens: ctx / 2,

@@ -199,7 +199,7 @@ pub fn summarise_candidate_knowing(
         None => {
             let per_request: Vec<RequestFigures> = finals
                 .iter()
-                .filter(|r| r.succeeded())
+                .filter(|r| r.succeeded() && !r.in_ramp())
                 .filter_map(|r| RequestFigures::of(r))
                 .collect();
             (

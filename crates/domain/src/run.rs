@@ -1469,6 +1469,12 @@ impl RequestRecord {
     pub fn succeeded(&self) -> bool {
         self.error_class.is_none()
     }
+
+    /// A conversation turn sent in its level's ramp, before every user had started
+    /// (`conversation::TurnFacts::ramp`): graded like any turn, left out of every speed figure.
+    pub fn in_ramp(&self) -> bool {
+        self.turn.as_deref().is_some_and(|t| t.ramp)
+    }
     /// Replaces the output-token count with the server tokenizer's (never a `usage` count, which
     /// is the server's own), and the per-chunk counts with the ones it found (`chunks`: one per
     /// chunk, summing to the total). Without them (a count stored before per-chunk counts were),

@@ -6,7 +6,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::task::{Context, Poll, ready};
 
 use axum::extract::connect_info::Connected;
@@ -38,7 +38,11 @@ impl Listener for StampedListener {
         // Receive stamps are inherited from the listener.
         let stream = StampedStream {
             stream,
-            last_read: LastRead::default(),
+            last_read: LastRead {
+                ns: Arc::default(),
+                peer: Some(addr),
+                connection: CONNECTIONS.fetch_add(1, Ordering::Relaxed) + 1,
+            },
         };
         (MockStream::new(stream, self.1.as_ref()), addr)
     }
@@ -48,15 +52,25 @@ impl Listener for StampedListener {
     }
 }
 
-/// When the latest read of a connection's bytes reached the machine (kernel ns since the Unix
-/// epoch; 0 before any stamped read). HTTP/1 carries one request at a time, so when a handler
-/// runs with the whole request read, this is the receipt of that request's last byte.
+/// Connections accepted by every mock of the process: numbers each one (from 1).
+static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
+
+/// What a handler knows of the connection its request came on: when the latest read of its
+/// bytes reached the machine (kernel ns since the Unix epoch; 0 before any stamped read) —
+/// HTTP/1 carries one request at a time, so when a handler runs with the whole request read,
+/// this is the receipt of that request's last byte — and which connection it is (the client's
+/// address and port, and the connection's number), the ground truth of which requests shared
+/// a connection.
 #[derive(Clone, Default)]
-pub(crate) struct LastRead(Arc<AtomicI64>);
+pub(crate) struct LastRead {
+    ns: Arc<AtomicI64>,
+    pub(crate) peer: Option<SocketAddr>,
+    pub(crate) connection: u64,
+}
 
 impl LastRead {
     pub(crate) fn kernel_ns(&self) -> Option<i64> {
-        Some(self.0.load(Ordering::Relaxed)).filter(|&ns| ns > 0)
+        Some(self.ns.load(Ordering::Relaxed)).filter(|&ns| ns > 0)
     }
 }
 
@@ -94,7 +108,7 @@ impl AsyncRead for StampedStream {
                     unsafe { buf.assume_init(n) };
                     buf.advance(n);
                     if let Some(ns) = stamp.filter(|_| n > 0) {
-                        this.last_read.0.store(ns, Ordering::Relaxed);
+                        this.last_read.ns.store(ns, Ordering::Relaxed);
                     }
                     return Poll::Ready(Ok(()));
                 }

@@ -76,6 +76,14 @@ pub struct RequestRecord {
     pub stream: bool,
     /// Wall-clock receive time, milliseconds since the Unix epoch.
     pub received_unix_ms: f64,
+    /// The client's address and port the request came from (`127.0.0.1:53120`): requests of one
+    /// keep-alive connection share it. None where the serving side does not tell.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
+    /// The connection the request came on, numbered by the mock from 1 as it accepts them (a
+    /// port may be reused by a later connection; this number never is).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connection: Option<u64>,
     pub status: u16,
     pub outcome: Outcome,
     pub error_code: Option<String>,

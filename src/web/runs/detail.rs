@@ -517,9 +517,11 @@ fn config_rows(c: &RunConfig, header: Option<&EvalSetHeader>) -> Vec<(&'static s
         rows.push((
             "think time (conversations)",
             format!(
-                "{} between a reply and the next turn; {}",
+                "{} between a reply and the next turn; {}; {}; measured window: {}",
                 think.label(),
-                crate::domain::conversation::stagger_label(&think)
+                crate::domain::conversation::stagger_label(&think),
+                crate::domain::conversation::SESSION_RULE,
+                crate::domain::conversation::RAMP_RULE
             ),
         ));
     }

@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 use super::charts::{
     Chart, FONT, GRID_BOLD, GRID_LIGHT, PointTitle, axis_number, colour, padded, render, with_point_titles,
 };
-use crate::domain::conversation::{ConversationFigures, PassRate, Spread, figures, stagger_label};
+use crate::domain::conversation::{
+    ConversationFigures, PassRate, RAMP_RULE, SESSION_RULE, Spread, figures, stagger_label,
+};
 use crate::domain::format::shortest;
 use crate::domain::run::{RequestRecord, Run, last_attempts};
 
@@ -26,6 +28,8 @@ pub struct CandidateConversations {
     pub conversations: String,
     pub last_turn: String,
     pub think: String,
+    /// How many turns were the ramp, left out of the speed figures (`RAMP_RULE`).
+    pub ramp: String,
     pub figures: ConversationFigures,
 }
 
@@ -35,6 +39,8 @@ pub struct TurnLine {
     pub turn: u32,
     pub requests: usize,
     pub failed: usize,
+    /// Turns sent in the ramp (graded, left out of this row's speed figures).
+    pub ramp: usize,
     pub context: String,
     pub cache: String,
     pub ttft: String,
@@ -110,6 +116,7 @@ pub fn candidate_conversations(
             turn: t.turn,
             requests: t.requests,
             failed: t.failed,
+            ramp: t.ramp,
             context: spread(&t.context_tokens, "tok"),
             cache: t
                 .cache_hit_rate
@@ -144,6 +151,13 @@ pub fn candidate_conversations(
         ),
         _ => "no think time waited".into(),
     };
+    let ramp = match f.ramp_turns {
+        0 => "every turn measured (no ramp: the users started together, or none was staggered)".to_string(),
+        n => format!(
+            "{n} turn{} sent before every user had started (the ramp): graded, left out of the speed figures",
+            if n == 1 { "" } else { "s" }
+        ),
+    };
     Some(CandidateConversations {
         candidate: name,
         turns: lines,
@@ -151,6 +165,7 @@ pub fn candidate_conversations(
         conversations: pass_rate_text(&f.conversations),
         last_turn: pass_rate_text(&f.last_turn),
         think,
+        ramp,
         figures: f,
     })
 }
@@ -163,11 +178,13 @@ pub fn view(run: &Run, candidates: Vec<CandidateConversations>) -> Option<Conver
     let c = &run.config;
     let think = c.think_time.unwrap_or_default();
     let conditions = format!(
-        "{} user{} per candidate (the run's concurrency), each working through conversations one after another; think time {} (seeded per conversation, waited from a reply's end to the next send); {}. Streaming {}. TTFT, TTFA, decode tok/s/stream and E2E are p50 / p95 over successful turns; context is the prompt tokens the server reported at that turn; intervals are Wilson, {} %.",
+        "{} user{} per candidate (the run's concurrency), each working through conversations one after another; {}; think time {} (seeded per conversation, waited from a reply's end to the next send); {}. Measured window: {}. Streaming {}. TTFT, TTFA, decode tok/s/stream and E2E are p50 / p95 over successful turns past the ramp; context is the prompt tokens the server reported at that turn; intervals are Wilson, {} %.",
         c.concurrency,
         if c.concurrency == 1 { "" } else { "s" },
+        SESSION_RULE,
         think.label(),
         stagger_label(&think),
+        RAMP_RULE,
         if c.stream { "on" } else { "off" },
         shortest(CONFIDENCE * 100.0)
     );

@@ -326,7 +326,9 @@ impl EvalSetFile {
     pub fn judge_names(&self, case_count: usize) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> = Vec::new();
         for case in self.cases.iter().take(case_count) {
-            for g in self.graders_for(case) {
+            // A conversation's graders are its turns'.
+            let turns = case.turns.iter().flat_map(|t| self.graders_for_turn(t));
+            for g in self.graders_for(case).iter().chain(turns) {
                 if let super::grading::GraderSpec::LlmJudge { judge, .. } = &g.spec
                     && !out.iter().any(|(name, _)| name == judge)
                 {

@@ -411,7 +411,8 @@ fn ms(us: i64) -> f64 {
 
 /// Per-request values of a latency or per-stream metric over successful requests.
 fn per_request(base: &str, r: &RequestRecord) -> Option<f64> {
-    if !r.succeeded() {
+    // A conversation's ramp turns are in no speed figure (`conversation::RAMP_RULE`).
+    if !r.succeeded() || r.in_ramp() {
         return None;
     }
     let tokens = r.output_tokens.map(f64::from);
@@ -581,12 +582,14 @@ pub fn measure(
                 c,
             ),
             Some(slo) => {
-                // Failed requests count as misses (docs/capacity.md, "Counting rules").
-                let met = finals
+                // Failed requests count as misses (docs/capacity.md, "Counting rules"); a
+                // conversation's ramp turns are not counted (`conversation::RAMP_RULE`).
+                let counted: Vec<&&RequestRecord> = finals.iter().filter(|r| !r.in_ramp()).collect();
+                let met = counted
                     .iter()
                     .filter(|r| crate::calibers::RequestFigures::of(r).is_some_and(|f| f.meets(slo)))
                     .count();
-                proportion(met as f64, finals.len() as f64, SampleUnit::Requests, c)
+                proportion(met as f64, counted.len() as f64, SampleUnit::Requests, c)
             }
         },
         "failure_rate" => {
@@ -732,7 +735,7 @@ fn warm_ttft_p95(data: &CandidateRecords<'_>, finals: &[&RequestRecord], c: Opti
     use crate::prompt_cache::RequestCache;
     let values: Vec<f64> = finals
         .iter()
-        .filter(|r| r.succeeded() && RequestCache::of(r).is_some_and(|c| c.warm()))
+        .filter(|r| r.succeeded() && !r.in_ramp() && RequestCache::of(r).is_some_and(|c| c.warm()))
         .filter_map(|r| RequestFigures::of(r).map(|f| f.ttft_ms))
         .collect();
     let mut m = sample_statistic(values, c, SampleUnit::Requests, |v| quantile(v, 0.95));
@@ -863,7 +866,7 @@ fn conversation_figure(key: &MetricKey, finals: &[&RequestRecord], c: Option<u32
             let k = key.param.as_deref().and_then(crate::conversation::turn_param);
             let values: Vec<f64> = turns
                 .iter()
-                .filter(|r| r.turn.as_ref().map(|t| t.turn) == k)
+                .filter(|r| r.turn.as_ref().map(|t| t.turn) == k && !r.in_ramp())
                 .filter_map(|r| crate::calibers::RequestFigures::of(r).map(|f| f.ttft_ms))
                 .collect();
             let empty = values.is_empty();

@@ -7,12 +7,20 @@
 //!
 //! Under a closed-loop load of c, c users each take conversations one after another; the
 //! executor staggers their starts (`domain::conversation::user_start_offset_us`) so the level is
-//! in steady state rather than every user opening turn 1 at once.
+//! in steady state rather than every user opening turn 1 at once, and the turns sent before the
+//! last user started (the ramp) are marked so the level's speed figures leave them out
+//! (`domain::conversation::RAMP_RULE`). Each user keeps one HTTP/1.1 keep-alive connection for
+//! all its turns (a session of the candidate's pool, `wire::h1::Pool::post`), as a chat client
+//! does; a conversation sent outside a closed loop keeps one to itself while it lasts.
+//!
+//! A run resumed after a restart continues each conversation from the turn it reached, with
+//! the replies already stored as its history (`FinishedUnits::conversation_next`).
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::pool::{CandidateRun, Tally, Unit, is_retryable, micros};
+use super::pool::{CandidateRun, Seat, Tally, Unit, is_retryable, micros};
 use super::writer::Grading;
 use crate::domain::conversation::{TurnFacts, think_rng};
 use crate::domain::evalset::conversation::HistoryMode;
@@ -20,36 +28,41 @@ use crate::wire::client::{Exchange, RecordIdentity, wall_clock_us};
 use crate::wire::failure::Failure;
 use crate::wire::provider::prepare;
 
-/// Below this much left, a think-time wait stops sleeping on the timer (whose granularity is a
-/// millisecond) and yields until its instant, so the wait kept is within the timer's error.
 /// Where a turn's number sits in the request id's case-index field.
 pub const TURN_ID_SHIFT: usize = 40;
 
-const SPIN_BELOW: Duration = Duration::from_micros(1500);
-
-/// Waits until `deadline`: the timer for most of it, then yielding to the runtime until due.
-pub(crate) async fn wait_precisely(deadline: Instant) {
-    if let Some(early) = deadline.checked_sub(SPIN_BELOW)
-        && Instant::now() < early
-    {
-        tokio::time::sleep_until(early).await;
-    }
-    while Instant::now() < deadline {
-        tokio::task::yield_now().await;
-    }
-}
-
 impl CandidateRun {
-    /// Sends every turn of the conversation case of `unit` as user `user`, in order; stops at a
+    /// Sends every turn of the conversation case of `unit` from `seat`, in order; stops at a
     /// turn that failed after its retries (the later turns are not sent: their conversation
-    /// fails). Returns the tallies of every turn.
-    pub(crate) async fn send_conversation(&self, unit: Unit, ready: Instant, user: u32) -> Tally {
+    /// fails). Every turn goes on the seat's own keep-alive connection (a closed-loop user's,
+    /// else one the conversation keeps to itself). A conversation a resumed run continues
+    /// (`unit.resume`) starts at the turn it reached, with the replies stored before as its
+    /// history. Returns the tallies of every turn.
+    pub(crate) async fn send_conversation(&self, unit: Unit, ready: Instant, seat: Seat) -> Tally {
+        let own_session = seat.session.is_none();
+        let session = seat
+            .session
+            .unwrap_or_else(|| self.next_session.fetch_add(1, Ordering::Relaxed));
+        let tally = self.send_turns(unit, ready, seat, session).await;
+        if own_session {
+            // Its connection goes back to the candidate's shared pool.
+            self.client.end_session(session);
+        }
+        tally
+    }
+
+    async fn send_turns(&self, unit: Unit, ready: Instant, seat: Seat, session: u32) -> Tally {
         let mut tally = Tally::default();
         let mut cancel = self.cancel.clone();
         let case = &self.file.cases[unit.case_index];
         let history = self.file.history_for(case);
         let golden = self.file.golden_replies(case);
-        let mut replies: Vec<String> = Vec::with_capacity(case.turns.len());
+        let (from_turn, mut replies) = match &unit.resume {
+            Some(r) => (r.from_turn.min(case.turns.len()), r.replies.clone()),
+            None => (0, Vec::with_capacity(case.turns.len())),
+        };
+        replies.truncate(from_turn);
+        replies.resize(from_turn, String::new());
         let last_graded = case
             .turns
             .iter()
@@ -67,6 +80,12 @@ impl CandidateRun {
         let mut previous_end_us: Option<i64> = None;
         let mut ready = ready;
         for k in 0..case.turns.len() {
+            // Each turn after the first draws its think time, sent or not, so a continued
+            // conversation's later turns wait what they would have.
+            let drawn_us = (k > 0).then(|| (think.draw(&mut rng) * 1000.0).round() as i64);
+            if k < from_turn {
+                continue;
+            }
             let sent_case = self.file.turn_as_case(
                 case,
                 k,
@@ -81,25 +100,29 @@ impl CandidateRun {
                 &self.file,
                 &sent_case,
                 &self.params,
-            );
+            )
+            .map(|mut p| {
+                p.session = Some(session);
+                p
+            });
             let mut facts = TurnFacts {
                 conversation: case.id.clone(),
                 turn: k as u32 + 1,
                 turns: case.turns.len() as u32,
-                user,
+                user: seat.user,
                 history,
                 last_graded_turn: last_graded,
                 think_scheduled_us: None,
                 think_waited_us: None,
+                ramp: false,
             };
             // Think: the draw is waited from the previous reply's end, on the records' clock.
-            if let Some(end_us) = previous_end_us {
-                let scheduled_us = (think.draw(&mut rng) * 1000.0).round() as i64;
+            if let (Some(end_us), Some(scheduled_us)) = (previous_end_us, drawn_us) {
                 facts.think_scheduled_us = Some(scheduled_us);
                 let due_in_us = end_us + scheduled_us - wall_clock_us();
                 let deadline = Instant::now() + Duration::from_micros(due_in_us.max(0) as u64);
                 tokio::select! {
-                    _ = wait_precisely(deadline) => {}
+                    _ = super::precise_wait::wait_until(deadline) => {}
                     _ = cancel.cancelled() => return tally,
                 }
                 ready = deadline;
@@ -121,13 +144,20 @@ impl CandidateRun {
             id_unit.case_index |= (k + 1) << TURN_ID_SHIFT;
             let mut answer: Option<String> = None;
             let mut attempt_ready = ready;
-            for attempt in unit.first_attempt..=unit.last_attempt.max(unit.first_attempt) {
+            // A continued turn goes on from the attempt it reached; every later turn from 0.
+            let first_attempt = if k == from_turn { unit.first_attempt } else { 0 };
+            for attempt in first_attempt..=unit.last_attempt.max(first_attempt) {
                 tokio::select! {
                     _ = self.records.room() => {}
                     _ = cancel.cancelled() => return tally,
                 }
                 let request = self.with_request_id(&prepared, &id_unit, attempt);
                 let queue_us = micros(attempt_ready.elapsed());
+                // In the ramp: sent before every user had started (`RAMP_RULE`); a turn's
+                // retries are its first attempt's. Nothing awaits between this and the send.
+                if attempt == first_attempt {
+                    facts.ramp = !unit.is_warmup && seat.ramp.as_ref().is_some_and(|r| r.on());
+                }
                 let in_flight = crate::own_metrics::InFlight::begin();
                 let exchange = tokio::select! {
                     x = self.client.send(&request, queue_us) => x,
@@ -136,7 +166,7 @@ impl CandidateRun {
                 drop(in_flight);
                 let mut facts_now = facts.clone();
                 if let (Some(end_us), Some(_)) = (previous_end_us, facts.think_scheduled_us)
-                    && attempt == unit.first_attempt
+                    && attempt == first_attempt
                 {
                     facts_now.think_waited_us = Some(exchange.sent_at_us - end_us);
                 }

@@ -24,7 +24,7 @@
 //! unreliable flag; one per worker) are combined and stored with the run, and, when the run turns judging on, the `llm-judge` graders run
 //! (`llm_judge`: after all measured load, so judge calls never distort a figure). Resumable: units
 //! whose final attempt is stored are skipped, and so are outputs already judged.
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -210,8 +210,16 @@ pub async fn execute_unit(
         None => user_cancel.clone(),
     };
     let cancel = cancel.or_when(writer.paused());
-    let done = FinishedUnits::from_facts(&existing, candidate_id, run.config.retries);
+    let mut done = FinishedUnits::from_facts(&existing, candidate_id, run.config.retries);
     drop(existing);
+    let continued = load_histories(store, run_id, candidate_id, &file, &mut done).await?;
+    if continued > 0 {
+        let msg = format!(
+            "{name}: {continued} conversation(s) cut by the restart go on from the turn they reached, with the \
+             replies already stored as their history"
+        );
+        store.append_run_event(run_id, "info", &msg).await?;
+    }
     let split = unit.share.split_refused(&run.config, case_count);
     let ctx = CandidateRun::new(&run, &candidate, file, writer.sender(), cancel.clone());
     let outcome = load_candidate(ctx, split, name, store, done, unit).await;
@@ -241,6 +249,63 @@ pub async fn execute_unit(
         user_cancel.is_cancelled(),
     )
     .await
+}
+
+/// Turn keys read back in one query at most (bind parameters stay far below any limit).
+const HISTORY_KEYS_PER_READ: usize = 500;
+
+/// The replies a resumed run's unfinished conversations already got, read back from their
+/// stored turns (successful attempts) into `done`, so each goes on from its next turn with the
+/// history it really had. Returns how many conversations go on past their first turn.
+async fn load_histories(
+    store: &DynStore,
+    run_id: i64,
+    candidate_id: i64,
+    file: &crate::domain::evalset::EvalSetFile,
+    done: &mut FinishedUnits,
+) -> Result<usize, EngineError> {
+    use crate::domain::evalset::conversation::{split_turn_key, turn_key};
+    let turns: HashMap<&str, usize> = file
+        .cases
+        .iter()
+        .filter(|c| c.is_conversation())
+        .map(|c| (c.id.as_str(), c.turns.len()))
+        .collect();
+    let todo = done.conversations_to_continue(|id| turns.get(id).copied());
+    if todo.is_empty() {
+        return Ok(0);
+    }
+    let mut keys: Vec<String> = todo
+        .iter()
+        .flat_map(|(case, _, _, next)| (1..=*next).map(move |k| turn_key(case, k)))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    let mut replies: HashMap<(String, Phase, u32), Vec<String>> = todo
+        .iter()
+        .map(|(case, phase, rep, next)| ((case.clone(), *phase, *rep), vec![String::new(); *next]))
+        .collect();
+    for chunk in keys.chunks(HISTORY_KEYS_PER_READ) {
+        for r in store.list_case_records(run_id, chunk).await? {
+            if r.candidate_id != candidate_id || r.is_warmup || !r.succeeded() {
+                continue;
+            }
+            let Some((case, k)) = split_turn_key(&r.case_id) else {
+                continue;
+            };
+            if let Some(slot) = replies
+                .get_mut(&(case.to_string(), r.phase, r.repetition))
+                .and_then(|v| v.get_mut(k - 1))
+            {
+                *slot = r.output().to_string();
+            }
+        }
+    }
+    let n = replies.len();
+    for ((case, phase, rep), got) in replies {
+        done.with_replies(&case, phase, rep, got);
+    }
+    Ok(n)
 }
 
 /// The candidate's load, unless it cannot start: a split load the run refuses, or a setup
@@ -1034,6 +1099,7 @@ async fn warm_up(
             first_attempt: 0,
             last_attempt: 0, // a failed warm-up is not worth repeating
             concurrency: first_concurrency,
+            resume: None,
         })
         .collect();
     let msg = format!(
@@ -1090,17 +1156,10 @@ fn feed(
     };
     Feed::Cycle(CycleFeed {
         cases: cases.to_vec(),
-        // A conversation is settled when its last turn is (its records are keyed `case#turn`).
-        case_ids: cases
-            .iter()
-            .map(|&i| {
-                let case = &ctx.file.cases[i];
-                match case.turns.len() {
-                    0 => case.id.clone(),
-                    n => crate::domain::evalset::conversation::turn_key(&case.id, n),
-                }
-            })
-            .collect(),
+        // A conversation's records are keyed `case#turn`; it goes on from the turn it reached
+        // (`FinishedUnits::conversation_next`).
+        case_ids: cases.iter().map(|&i| ctx.file.cases[i].id.clone()).collect(),
+        turns: cases.iter().map(|&i| ctx.file.cases[i].turns.len()).collect(),
         phase,
         level,
         repetition,

@@ -22,6 +22,7 @@ use tokio::time::Instant;
 
 use crate::cancel::Cancel;
 use crate::domain::candidate::Candidate;
+use crate::domain::evalset::conversation::{HistoryMode, split_turn_key};
 use crate::domain::evalset::{ChatMessage, EvalCase, EvalSetFile};
 use crate::domain::grading::{
     Grader, GraderSpec, JUDGE_ATTEMPT_STRIDE, JUDGE_GRADE_POSITION, judge_failed, judge_prompt, judge_slots,
@@ -104,10 +105,13 @@ pub async fn resolve(
     Ok(Ok(Some(Judges { by_name })))
 }
 
-/// One measured record to judge, with the judge graders of its case.
+/// One measured record to judge, with the judge graders of its case (or conversation turn).
 struct Target {
     record: RequestRecord,
+    /// The case judged: a conversation turn's is the turn as sent (`turn_as_case`).
     case: EvalCase,
+    /// A conversation turn (0-based).
+    turn: Option<usize>,
     slots: Vec<(u32, Grader)>,
     /// Judge calls already stored for this record, by attempt.
     earlier: Vec<RequestRecord>,
@@ -246,13 +250,16 @@ fn collect(
     }
 }
 
-/// Successful measured records of the run's candidates whose case has judge graders and that
-/// hold no judge grade yet, in send order, each with the judge calls already stored for it.
+/// Successful measured records of the run's candidates whose case (or conversation turn) has
+/// judge graders and that hold no judge grade yet, in send order, each with the judge calls
+/// already stored for it.
 fn targets(run: &Run, file: &EvalSetFile, records: Vec<RequestRecord>) -> Vec<Target> {
     let phase = run.config.measured_phase();
     let case_count = run.config.case_count(file.cases.len());
     let cases: HashMap<&str, &EvalCase> = file.cases[..case_count].iter().map(|c| (c.id.as_str(), c)).collect();
     let mut earlier: HashMap<(i64, std::sync::Arc<str>, u32), Vec<RequestRecord>> = HashMap::new();
+    // The replies each conversation's turns got: (candidate, conversation, repetition) → by turn.
+    let mut replies: HashMap<(i64, String, u32), HashMap<usize, String>> = HashMap::new();
     let mut out = Vec::new();
     for r in records {
         if r.phase == Phase::Judge {
@@ -265,19 +272,35 @@ fn targets(run: &Run, file: &EvalSetFile, records: Vec<RequestRecord>) -> Vec<Ta
         if r.is_warmup || !r.succeeded() || r.phase != phase || !run.candidate_ids.contains(&r.candidate_id) {
             continue;
         }
-        let Some(case) = cases.get(r.case_id.as_ref()) else {
-            continue;
+        // A conversation turn's record (`case#k`) is judged by that turn's graders.
+        let (case, turn) = match split_turn_key(&r.case_id) {
+            Some((id, k)) if !cases.contains_key(r.case_id.as_ref()) => match cases.get(id) {
+                Some(case) if k <= case.turns.len() => (*case, Some(k - 1)),
+                _ => continue,
+            },
+            _ => match cases.get(r.case_id.as_ref()) {
+                Some(case) => (*case, None),
+                None => continue,
+            },
         };
-        let slots: Vec<(u32, Grader)> = judge_slots(file.graders_for(case))
-            .into_iter()
-            .map(|(s, g)| (s, g.clone()))
-            .collect();
+        if let Some(k) = turn {
+            replies
+                .entry((r.candidate_id, case.id.clone(), r.repetition))
+                .or_default()
+                .insert(k, r.output().to_string());
+        }
+        let graders = match turn {
+            Some(k) => file.graders_for_turn(&case.turns[k]),
+            None => file.graders_for(case),
+        };
+        let slots: Vec<(u32, Grader)> = judge_slots(graders).into_iter().map(|(s, g)| (s, g.clone())).collect();
         if slots.is_empty() || r.grades.iter().any(|g| &*g.grader == "llm-judge") {
             continue;
         }
         out.push(Target {
             record: r,
-            case: (*case).clone(),
+            case: case.clone(),
+            turn,
             slots,
             earlier: Vec::new(),
         });
@@ -285,6 +308,20 @@ fn targets(run: &Run, file: &EvalSetFile, records: Vec<RequestRecord>) -> Vec<Ta
     for t in &mut out {
         let key = (t.record.candidate_id, t.record.case_id.clone(), t.record.repetition);
         t.earlier = earlier.get(&key).cloned().unwrap_or_default();
+        // A turn is judged as it was asked: the conversation up to it, with the history it was
+        // sent (the candidate's own earlier replies, or the file's golden ones).
+        if let Some(k) = t.turn {
+            let history: Vec<String> = match file.history_for(&t.case) {
+                HistoryMode::Golden => file.golden_replies(&t.case),
+                HistoryMode::Own => {
+                    let got = replies.get(&(t.record.candidate_id, t.case.id.clone(), t.record.repetition));
+                    (0..k)
+                        .map(|j| got.and_then(|g| g.get(&j)).cloned().unwrap_or_default())
+                        .collect()
+                }
+            };
+            t.case = file.turn_as_case(&t.case, k, &history);
+        }
     }
     out
 }
@@ -475,10 +512,20 @@ fn failure_text(r: &RequestRecord) -> String {
 /// The judge prompt for a target: the case's prompt as sent, the output, and the expected value
 /// as reference when the case has one.
 fn judge_prompt_for(file: &EvalSetFile, t: &Target, scale: crate::domain::grading::JudgeScale, rubric: &str) -> String {
+    // A conversation turn: the conversation so far, each message with its role.
+    let input = match t.turn {
+        Some(_) => file
+            .messages_for(&t.case)
+            .iter()
+            .map(|m| format!("[{}] {}", m.role, m.content))
+            .collect::<Vec<_>>()
+            .join("\n\n"),
+        None => file.prompt_text_for(&t.case),
+    };
     judge_prompt(
         scale,
         rubric,
-        &file.prompt_text_for(&t.case),
+        &input,
         &t.record.graded_text(file.header.grade_reasoning),
         t.case.expected_text().as_deref(),
     )
@@ -487,6 +534,61 @@ fn judge_prompt_for(file: &EvalSetFile, t: &Target, scale: crate::domain::gradin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_turns_judge_is_asked_with_the_conversation_as_it_was_sent() {
+        let text = concat!(
+            r#"{"bakeoff_evalset":1,"name":"s","task":"generation","system":"Be brief.","graders":[{"kind":"exact"}]}"#,
+            "\n",
+            r#"{"id":"c","turns":[{"user":"Call me Ann.","expected":"OK Ann"},{"user":"Who am I?","graders":[{"kind":"llm-judge","judge":"big","rubric":"Names the user?"}],"expected":"Ann"}]}"#,
+            "\n"
+        );
+        let file = EvalSetFile::parse("t.jsonl", text).unwrap();
+        assert_eq!(file.judge_names(1), [("big".to_string(), "c".to_string())]);
+        let run = Run {
+            id: 1,
+            name: "r".into(),
+            evalset_version_id: 1,
+            candidate_ids: vec![1],
+            config: crate::domain::run::RunConfig {
+                judge: Some(Default::default()),
+                ..Default::default()
+            },
+            status: crate::domain::run::RunStatus::Running,
+            error: None,
+            created_at: crate::domain::Timestamp(0),
+            started_at: None,
+            finished_at: None,
+        };
+        let records = vec![
+            RequestRecord::test_quality("c#1").with_output("OK, Anne"),
+            RequestRecord::test_quality("c#2").with_output("You are Anne"),
+        ];
+        let found = targets(&run, &file, records);
+        // Turn 1's graders have no judge; turn 2 is judged by its own.
+        assert_eq!(found.len(), 1);
+        let t = &found[0];
+        assert_eq!((t.record.case_id.as_ref(), t.turn), ("c#2", Some(1)));
+        assert_eq!(t.slots.len(), 1);
+        let GraderSpec::LlmJudge { scale, rubric, .. } = &t.slots[0].1.spec else {
+            panic!("a judge slot");
+        };
+        let prompt = judge_prompt_for(&file, t, *scale, rubric);
+        // The conversation as sent: the candidate's own earlier reply as history, roles named.
+        assert!(
+            prompt.contains("[system] Be brief.\n\n[user] Call me Ann.\n\n[assistant] OK, Anne\n\n[user] Who am I?"),
+            "{prompt}"
+        );
+        assert!(prompt.contains("<<<RESPONSE\nYou are Anne\nRESPONSE>>>"), "{prompt}");
+        assert!(prompt.contains("<<<REFERENCE\nAnn\nREFERENCE>>>"), "{prompt}");
+        // Judged already: not again.
+        let mut judged = RequestRecord::test_quality("c#2").with_output("You are Anne");
+        judged.grades = vec![crate::domain::grading::Grade {
+            grader: "llm-judge".into(),
+            ..crate::domain::grading::Grade::test_exact(true)
+        }];
+        assert!(targets(&run, &file, vec![judged]).is_empty());
+    }
 
     #[test]
     fn judge_names_are_listed_once_with_the_first_case_naming_them() {

@@ -27,6 +27,7 @@ pub mod harness;
 pub mod llm_judge;
 pub mod pairwise_judge;
 pub mod pool;
+pub mod precise_wait;
 pub mod replay_level;
 pub mod rollout;
 pub mod runtime;

@@ -31,6 +31,7 @@ use crate::domain::calibers::RequestFigures;
 use crate::domain::candidate::Candidate;
 use crate::domain::capacity::{LevelDecision, LevelVerdict};
 use crate::domain::evalset::EvalSetFile;
+use crate::domain::evalset::conversation::{split_turn_key, turn_key};
 use crate::domain::retry::retry_delay;
 use crate::domain::run::{BudgetWindow, CYCLE_LIMIT, ErrorClass, Phase, Run, RunConfig, join_repetition};
 use crate::domain::stats::SplitMix64;
@@ -42,6 +43,10 @@ use crate::wire::failure::Failure;
 use crate::wire::protocol::{PreparedRequest, RequestParams};
 use crate::wire::provider::prepare;
 use crate::wire::tools;
+
+/// The first connection session handed to a conversation of its own (outside a closed loop's
+/// users, whose sessions are their numbers).
+pub(crate) const OWN_SESSIONS_FROM: u32 = 1 << 30;
 
 /// The phase of a plain eval run's measured requests (see `RunConfig::measured_phase`).
 pub const MEASURED_PHASE: Phase = Phase::Quality;
@@ -62,6 +67,57 @@ pub(crate) struct Unit {
     pub last_attempt: u32,
     /// The load condition stored with the record: the concurrency, 0 for open loop.
     pub concurrency: u32,
+    /// A conversation a resumed run continues: from which turn, with which history.
+    pub resume: Option<Arc<TurnResume>>,
+}
+
+/// Where a conversation stopped before a restart: the turn to send next (0-based; from
+/// `first_attempt` on) and the replies the turns before it got (the model's own history).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TurnResume {
+    pub from_turn: usize,
+    pub replies: Vec<String>,
+}
+
+/// Who sends a unit: which of the level's users, on which connection session, and until when
+/// a conversation's turns are the level's ramp.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Seat {
+    /// Which of the level's closed-loop users (0 outside a closed loop).
+    pub user: u32,
+    /// The keep-alive connection session its conversation turns go on (`h1::Pool::post`):
+    /// a closed-loop user keeps its own for all its turns; None: each conversation takes a
+    /// session of its own for its turns, ended with it (an open loop's arrivals).
+    pub session: Option<u32>,
+    /// The level's ramp, when its users start staggered: turns sent before every user has
+    /// started are the ramp (`domain::conversation::RAMP_RULE`).
+    pub ramp: Option<Arc<Ramp>>,
+}
+
+/// How many of a level's users have started: until all have, the level is in its ramp.
+#[derive(Debug)]
+pub(crate) struct Ramp {
+    users: u32,
+    started: std::sync::atomic::AtomicU32,
+}
+
+impl Ramp {
+    pub(crate) fn new(users: u32) -> Ramp {
+        Ramp {
+            users,
+            started: std::sync::atomic::AtomicU32::new(0),
+        }
+    }
+
+    /// One more user started (its stagger wait is over; its first turn is about to be sent).
+    fn start(&self) {
+        self.started.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Whether some user has not started yet: a turn sent now is in the ramp.
+    pub(crate) fn on(&self) -> bool {
+        self.started.load(Ordering::Acquire) < self.users
+    }
 }
 
 /// What the store already holds for one candidate, keyed by (case, phase, repetition).
@@ -69,6 +125,11 @@ pub(crate) struct Unit {
 pub struct FinishedUnits {
     /// Highest stored attempt and whether that unit is settled.
     units: HashMap<(String, Phase, u32), (u32, bool)>,
+    /// Conversations by (case id, phase, repetition): the highest turn stored (1-based) and
+    /// whether an attempt of it succeeded.
+    conversations: HashMap<(String, Phase, u32), (usize, bool)>,
+    /// The replies of the turns already sent of the conversations to continue (`with_replies`).
+    replies: HashMap<(String, Phase, u32), Vec<String>>,
     /// Warm-ups already stored; new warm-ups are numbered after them so none collide.
     pub warmups: u32,
     /// Whether a staged rollout was already recorded (a resumed run does not repeat it).
@@ -105,8 +166,78 @@ impl FinishedUnits {
                 entry.0 = r.attempt;
             }
             entry.1 |= settled_by_this;
+            if let Some((case, turn)) = split_turn_key(&r.case_id) {
+                let seen = out
+                    .conversations
+                    .entry((case.to_string(), r.phase, r.repetition))
+                    .or_insert((turn, false));
+                if turn > seen.0 {
+                    *seen = (turn, false);
+                }
+                if turn == seen.0 {
+                    seen.1 |= r.error_class.is_none();
+                }
+            }
         }
         out
+    }
+
+    /// Where conversation `case_id` (of `turns` turns) stands: None when it is settled (its
+    /// last turn succeeded, or a turn failed for good: the later ones are never sent); else the
+    /// turn to send next (0-based) and the attempt to send it from.
+    pub fn conversation_next(
+        &self,
+        case_id: &str,
+        turns: usize,
+        phase: Phase,
+        repetition: u32,
+    ) -> Option<(usize, u32)> {
+        let Some(&(turn, succeeded)) = self.conversations.get(&(case_id.to_string(), phase, repetition)) else {
+            return Some((0, 0));
+        };
+        if succeeded {
+            return (turn < turns).then_some((turn, 0));
+        }
+        let key = turn_key(case_id, turn);
+        self.next_attempt(&key, phase, repetition)
+            .map(|attempt| (turn - 1, attempt))
+    }
+
+    /// The conversations a resumed run continues past their first turn, whose earlier turns'
+    /// stored replies it needs as history: (case id, phase, repetition, the next turn, 0-based).
+    /// `turns_of` gives a conversation case's turns (None: no longer one of the set's).
+    pub fn conversations_to_continue(
+        &self,
+        turns_of: impl Fn(&str) -> Option<usize>,
+    ) -> Vec<(String, Phase, u32, usize)> {
+        let mut out: Vec<(String, Phase, u32, usize)> = self
+            .conversations
+            .keys()
+            .filter_map(|(case, phase, rep)| {
+                let (next, _) = self.conversation_next(case, turns_of(case)?, *phase, *rep)?;
+                (next > 0).then(|| (case.clone(), *phase, *rep, next))
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.0, a.1.as_str(), a.2).cmp(&(&b.0, b.1.as_str(), b.2)));
+        out
+    }
+
+    /// Keeps the replies a continued conversation's earlier turns got (`replies[j]`: turn j+1's),
+    /// read from their stored records.
+    pub fn with_replies(&mut self, case_id: &str, phase: Phase, repetition: u32, replies: Vec<String>) {
+        self.replies.insert((case_id.to_string(), phase, repetition), replies);
+    }
+
+    /// How a conversation to continue is resumed (None: it starts at turn 1).
+    fn resume_of(&self, case_id: &str, phase: Phase, repetition: u32, from_turn: usize) -> Option<Arc<TurnResume>> {
+        (from_turn > 0).then(|| {
+            let replies = self
+                .replies
+                .get(&(case_id.to_string(), phase, repetition))
+                .cloned()
+                .unwrap_or_default();
+            Arc::new(TurnResume { from_turn, replies })
+        })
     }
 
     /// None when settled; else the attempt index to continue with.
@@ -156,6 +287,8 @@ pub(crate) enum Feed {
 pub(crate) struct CycleFeed {
     pub cases: Vec<usize>,
     pub case_ids: Vec<String>,
+    /// Turns of each case (0: not a conversation).
+    pub turns: Vec<usize>,
     pub phase: Phase,
     pub level: u32,
     pub repetition: u32,
@@ -187,7 +320,14 @@ impl Feed {
                 }
                 let k = i % f.cases.len();
                 let repetition = join_repetition(f.level, f.repetition, cycle);
-                if let Some(first_attempt) = f.done.next_attempt(&f.case_ids[k], f.phase, repetition) {
+                let (case_id, turns) = (&f.case_ids[k], f.turns[k]);
+                // A conversation goes on from the turn it reached.
+                let next = if turns > 0 {
+                    f.done.conversation_next(case_id, turns, f.phase, repetition)
+                } else {
+                    f.done.next_attempt(case_id, f.phase, repetition).map(|a| (0, a))
+                };
+                if let Some((from_turn, first_attempt)) = next {
                     return Some(Unit {
                         case_index: f.cases[k],
                         phase: f.phase,
@@ -196,6 +336,7 @@ impl Feed {
                         first_attempt,
                         last_attempt: f.last_attempt,
                         concurrency: f.concurrency,
+                        resume: f.done.resume_of(case_id, f.phase, repetition, from_turn),
                     });
                 }
             },
@@ -221,6 +362,8 @@ pub(crate) struct CandidateRun {
     decision: Mutex<Option<LevelDecision>>,
     /// Turns of the longest conversation case sent (0: none), for the users' stagger.
     pub(crate) longest_conversation: usize,
+    /// The next connection session of a conversation sent outside a closed loop's users.
+    pub(crate) next_session: std::sync::atomic::AtomicU32,
     /// The current level's successful measured requests as (send time µs, TTFT ms): the
     /// level's signs of over-saturation (`domain::capacity::saturation_signs`).
     level_ttft: Mutex<Vec<(i64, f64)>>,
@@ -269,6 +412,7 @@ impl CandidateRun {
                 .map(|c| c.turns.len())
                 .max()
                 .unwrap_or(0),
+            next_session: std::sync::atomic::AtomicU32::new(OWN_SESSIONS_FROM),
             level_ttft: Mutex::new(Vec::new()),
         }))
     }
@@ -394,26 +538,49 @@ impl CandidateRun {
         let feed = Arc::new(Mutex::new(feed));
         let mut set = JoinSet::new();
         let started = Instant::now();
+        // With conversations and a think time, users start staggered; until every one has
+        // started, the level is in its ramp (`domain::conversation::RAMP_RULE`).
+        let start_of = |user: usize| {
+            self.config
+                .think_time
+                .filter(|_| self.longest_conversation > 0)
+                .map(|think| {
+                    let offset = crate::domain::conversation::user_start_offset_us(
+                        user as u32,
+                        workers as u32,
+                        self.longest_conversation,
+                        &think,
+                    );
+                    started + Duration::from_micros(offset.max(0) as u64)
+                })
+        };
+        let staggered = start_of(workers.saturating_sub(1)).is_some_and(|last| last > started);
+        let ramp = staggered.then(|| Arc::new(Ramp::new(workers as u32)));
         for user in 0..workers {
-            set.spawn(self.clone().worker(feed.clone(), user as u32, workers as u32, started));
+            let seat = Seat {
+                user: user as u32,
+                session: Some(user as u32),
+                ramp: ramp.clone(),
+            };
+            set.spawn(self.clone().worker(feed.clone(), seat, start_of(user)));
         }
         join_all(set).await
     }
 
-    /// One closed-loop worker: with conversation cases, one *user* (`user` of `users`), whose
-    /// first conversation starts at its stagger offset so the users are on different turns.
-    async fn worker(self: Arc<Self>, feed: Arc<Mutex<Feed>>, user: u32, users: u32, started: Instant) -> Tally {
+    /// One closed-loop worker: with conversation cases, one *user* (`seat`), whose first
+    /// conversation starts at its stagger offset (`starts`) so the users are on different turns,
+    /// and whose turns all go on its own connection.
+    async fn worker(self: Arc<Self>, feed: Arc<Mutex<Feed>>, seat: Seat, starts: Option<Instant>) -> Tally {
         let mut tally = Tally::default();
-        if let Some(think) = self.config.think_time
-            && self.longest_conversation > 0
-        {
-            let offset =
-                crate::domain::conversation::user_start_offset_us(user, users, self.longest_conversation, &think);
+        if let Some(at) = starts {
             let mut cancel = self.cancel.clone();
             tokio::select! {
-                _ = tokio::time::sleep_until(started + Duration::from_micros(offset.max(0) as u64)) => {}
+                _ = tokio::time::sleep_until(at) => {}
                 _ = cancel.cancelled() => return tally,
             }
+        }
+        if let Some(ramp) = &seat.ramp {
+            ramp.start();
         }
         loop {
             if self.stopping() || self.level_decided().is_some() {
@@ -424,7 +591,7 @@ impl CandidateRun {
             let Some(unit) = feed.lock().unwrap_or_else(|p| p.into_inner()).next() else {
                 return tally;
             };
-            tally.add(self.send_unit_as(unit, ready, user).await);
+            tally.add(self.send_unit_as(unit, ready, seat.clone()).await);
         }
     }
 
@@ -491,13 +658,13 @@ impl CandidateRun {
     /// Prepares, sends (with retries) and records one unit. `ready` is when it could have been
     /// sent: the wait until the actual send is recorded as client queue time.
     pub(crate) async fn send_unit(&self, unit: Unit, ready: Instant) -> Tally {
-        self.send_unit_as(unit, ready, 0).await
+        self.send_unit_as(unit, ready, Seat::default()).await
     }
 
-    /// [`CandidateRun::send_unit`] by user `user` (a conversation case is sent turn by turn).
-    pub(crate) async fn send_unit_as(&self, unit: Unit, ready: Instant, user: u32) -> Tally {
+    /// [`CandidateRun::send_unit`] from `seat` (a conversation case is sent turn by turn).
+    pub(crate) async fn send_unit_as(&self, unit: Unit, ready: Instant, seat: Seat) -> Tally {
         if self.file.cases[unit.case_index].is_conversation() {
-            return self.send_conversation(unit, ready, user).await;
+            return self.send_conversation(unit, ready, seat).await;
         }
         let mut tally = Tally::default();
         let mut cancel = self.cancel.clone();
@@ -636,7 +803,8 @@ impl CandidateRun {
     /// Whether the record met the SLO, when the level keeps a decision. A measured record's TTFT
     /// is also kept for the level's signs of over-saturation.
     pub(crate) fn slo_met(&self, unit: &Unit, record: &crate::domain::run::RequestRecord) -> Option<bool> {
-        let figures = (!unit.is_warmup && unit.phase == self.config.measured_phase())
+        // A conversation's ramp turns are in no speed figure (`domain::conversation::RAMP_RULE`).
+        let figures = (!unit.is_warmup && !record.in_ramp() && unit.phase == self.config.measured_phase())
             .then(|| RequestFigures::of(record))
             .flatten();
         if let Some(f) = &figures {
@@ -795,6 +963,48 @@ mod tests {
     }
 
     #[test]
+    fn a_conversation_goes_on_from_the_turn_it_reached() {
+        let fact = |case: &str, attempt: u32, class: Option<ErrorClass>| RecordFact {
+            candidate_id: 3,
+            case_id: case.into(),
+            phase: MEASURED_PHASE,
+            repetition: 0,
+            attempt,
+            is_warmup: false,
+            error_class: class,
+            passed: None,
+        };
+        let facts = [
+            // a: two of four turns done.
+            fact("a#1", 0, None),
+            fact("a#2", 0, None),
+            // b: turn 2 failed, a retry left.
+            fact("b#1", 0, None),
+            fact("b#2", 0, Some(ErrorClass::HttpServerError)),
+            // c: turn 2 failed for good: the conversation stopped there.
+            fact("c#1", 0, None),
+            fact("c#2", 0, Some(ErrorClass::ContextLengthExceeded)),
+            // d: every turn done.
+            fact("d#1", 0, None),
+            fact("d#2", 0, None),
+        ];
+        let done = FinishedUnits::from_facts(&facts, 3, 1);
+        let next = |case| done.conversation_next(case, if case == "d" { 2 } else { 4 }, MEASURED_PHASE, 0);
+        assert_eq!(next("a"), Some((2, 0)), "turn 3 next, from its first attempt");
+        assert_eq!(next("b"), Some((1, 1)), "turn 2 again, its second attempt");
+        assert_eq!(next("c"), None);
+        assert_eq!(next("d"), None);
+        assert_eq!(next("new"), Some((0, 0)));
+        let turns = |case: &str| Some(if case == "d" { 2 } else { 4 });
+        let todo: Vec<(String, usize)> = done
+            .conversations_to_continue(turns)
+            .into_iter()
+            .map(|(case, _, _, next)| (case, next))
+            .collect();
+        assert_eq!(todo, [("a".to_string(), 2), ("b".to_string(), 1)]);
+    }
+
+    #[test]
     fn deterministic_failures_are_not_retried() {
         assert!(!is_retryable(ErrorClass::ContextLengthExceeded));
         assert!(!is_retryable(ErrorClass::HttpClientError));
@@ -807,6 +1017,7 @@ mod tests {
         let mut feed = Feed::Cycle(CycleFeed {
             cases: vec![0, 2],
             case_ids: vec!["a".into(), "c".into()],
+            turns: vec![0, 0],
             phase: Phase::Throughput,
             level: 2,
             repetition: 1,

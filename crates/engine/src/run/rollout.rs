@@ -49,6 +49,7 @@ pub(crate) async fn run(ctx: &Arc<CandidateRun>, store: &DynStore) -> Result<Opt
         first_attempt: 0,
         last_attempt: retries,
         concurrency,
+        resume: None,
     };
     let n = CONCURRENT_STAGE_REQUESTS;
     let spread = |i: u32| (i as usize * ctx.case_count) / n as usize;

@@ -298,6 +298,14 @@ impl CandidateClient {
         self.key.as_ref()
     }
 
+    /// Ends a connection session (`PreparedRequest::session`): its idle connection goes back to
+    /// the shared pool. (Requests through reqwest, behind a proxy, share its pool: no sessions.)
+    pub fn end_session(&self, session: u32) {
+        if let Some(pool) = &self.h1 {
+            pool.end_session(session);
+        }
+    }
+
     /// Sends `request` and measures it. Never fails: a failure is part of the result.
     pub async fn send(&self, request: &PreparedRequest, client_queue_us: i64) -> Exchange {
         let probe = ConnectProbe::default();
@@ -410,7 +418,7 @@ impl CandidateClient {
             && self.h1_schemes.contains(&url.scheme())
         {
             let (head, body) = pool
-                .post(&url, &req.headers, &req.body, &|state| probe.report(state))
+                .post(&url, &req.headers, &req.body, req.session, &|state| probe.report(state))
                 .await
                 .map_err(|e| e.failure())?;
             return Ok(Response {

@@ -54,7 +54,8 @@ pub enum Connecting {
     Failed,
 }
 
-/// Idle keep-alive connections, per `host:port`, shared by all requests of one candidate.
+/// Idle keep-alive connections, per `host:port` (and per session, see `Pool::post`), shared by
+/// all requests of one candidate.
 pub struct Pool {
     idle: Mutex<HashMap<String, Vec<Conn>>>,
     max_idle_per_host: usize,
@@ -177,6 +178,11 @@ impl Error {
     }
 }
 
+/// What a session's pool key adds to its host's.
+fn session_suffix(session: u32) -> String {
+    format!("#session-{session}")
+}
+
 impl Pool {
     pub fn new(
         max_idle_per_host: usize,
@@ -193,18 +199,24 @@ impl Pool {
     }
 
     /// Sends a POST and reads the response head. `on_connect` hears of every new connection:
-    /// started, then made (in how long) or failed.
+    /// started, then made (in how long) or failed. A request of `session` goes on that
+    /// session's own idle connection (a simulated user keeps one connection for all its turns,
+    /// as a browser or SDK client would) and its connection goes back to that session only.
     pub async fn post(
         self: &Arc<Self>,
         url: &Url,
         headers: &HeaderMap,
         body: &[u8],
+        session: Option<u32>,
         on_connect: &(dyn Fn(Connecting) + Sync),
     ) -> Result<(Head, Body), Error> {
         let host = authority(url)?;
         let request = self.request_bytes(url, &host, headers, body);
         // Pooled by scheme too: `https://h` and `http://h` are different servers.
-        let host = format!("{}://{host}", url.scheme());
+        let host = match session {
+            None => format!("{}://{host}", url.scheme()),
+            Some(s) => format!("{}://{host}{}", url.scheme(), session_suffix(s)),
+        };
         loop {
             let (mut conn, reused) = match self.take(&host) {
                 Some(conn) => (conn, true),
@@ -287,6 +299,23 @@ impl Pool {
             }
         }
         None
+    }
+
+    /// Ends `session`: its idle connections go back to the shared pool of their host (as many
+    /// as it has room for; the rest are closed).
+    pub fn end_session(&self, session: u32) {
+        let suffix = session_suffix(session);
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let ended: Vec<String> = idle.keys().filter(|k| k.ends_with(&suffix)).cloned().collect();
+        for key in ended {
+            let Some(conns) = idle.remove(&key) else { continue };
+            let shared = idle.entry(key[..key.len() - suffix.len()].to_string()).or_default();
+            for conn in conns {
+                if shared.len() < self.max_idle_per_host {
+                    shared.push(conn);
+                }
+            }
+        }
     }
 
     fn put(&self, host: String, conn: Conn) {

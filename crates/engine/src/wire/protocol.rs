@@ -36,6 +36,10 @@ pub struct PreparedRequest {
     pub headers: HeaderMap,
     pub body: Bytes,
     pub stream: bool,
+    /// A session's requests (a simulated user's conversation turns) go on that session's own
+    /// keep-alive connection, never one another session or a single request used: the pool
+    /// keys its idle connections by it (`h1::Pool::post`). None: any pooled connection.
+    pub session: Option<u32>,
 }
 
 /// Token counts reported by the server.

@@ -92,6 +92,7 @@ pub fn prepare(
         headers,
         body: Bytes::from(Value::Object(body).to_string()),
         stream: params.stream,
+        session: None,
     })
 }
 

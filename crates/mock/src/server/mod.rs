@@ -340,20 +340,25 @@ type Connection = Option<Extension<ConnectInfo<LastRead>>>;
 /// When the request (read whole by now) reached the machine; now without a kernel stamp.
 fn received(connection: Connection) -> Received {
     let (now, now_ns) = (Instant::now(), wall_clock_ns());
-    let ns = connection.and_then(|c| c.0.0.kernel_ns()).unwrap_or(now_ns);
+    let conn = connection.map(|c| c.0.0);
+    let ns = conn.as_ref().and_then(LastRead::kernel_ns).unwrap_or(now_ns);
     let ago = Duration::from_nanos(u64::try_from(now_ns - ns).unwrap_or(0));
     Received {
         at: now.checked_sub(ago).unwrap_or(now),
         unix_ms: ns as f64 / 1e6,
+        peer: conn.as_ref().and_then(|c| c.peer),
+        connection: conn.map(|c| c.connection).filter(|&n| n > 0),
     }
 }
 
 /// A request's receipt on both clocks: the monotonic one its durations are taken on, and the
-/// wall clock its record places it on.
+/// wall clock its record places it on; and the connection it came on, when known.
 #[derive(Clone, Copy)]
 pub(crate) struct Received {
     pub at: Instant,
     pub unix_ms: f64,
+    pub peer: Option<std::net::SocketAddr>,
+    pub connection: Option<u64>,
 }
 
 async fn models(State(state): State<Shared>) -> Response {

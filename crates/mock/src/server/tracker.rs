@@ -54,6 +54,8 @@ impl Tracker {
                     .map(str::to_string)
                     .collect(),
                 received_unix_ms: received.unix_ms,
+                peer: received.peer.map(|a| a.to_string()),
+                connection: received.connection,
                 ..RequestRecord::default()
             },
             done: false,
