@@ -78,7 +78,7 @@ async fn a_candidate_has_one_colour_on_the_run_page_the_scorecard_and_compare(db
         .await
         .expect("profiles");
     let mock = crate::support::runs::start_mock(MockConfig {
-        profiles: NAMES.iter().map(|n| fast(n)).collect(),
+        profiles: NAMES.iter().map(|n| fast(&format!("{n}-model"))).collect(),
         answer_keys: Vec::new(),
         seed: 5,
     })
@@ -101,7 +101,10 @@ async fn a_candidate_has_one_colour_on_the_run_page_the_scorecard_and_compare(db
     let second = finished_run(&app, version, &[ids[2], ids[0], ids[1]], "reordered").await;
 
     for run in [first, second] {
-        let (page, _) = app.page(&format!("/runs/{run}")).await;
+        let (page, body) = app.page(&format!("/runs/{run}")).await;
+        if std::env::var("UI54_DUMP").is_ok() {
+            std::fs::write(format!("/tmp/ui54-run-{run}.html"), &body).unwrap();
+        }
         assert_eq!(
             attr_colours(&page, "table.over-time tbody tr[data-colour]", "data-candidate"),
             want,
@@ -151,7 +154,7 @@ async fn a_candidate_has_one_colour_on_the_run_page_the_scorecard_and_compare(db
 )]
 async fn in_the_browser_colours_hold_and_scorecard_charts_hover_as_their_tables_say() {
     use crate::browser::{browser_binaries, spawn_demo_app, start_browser, start_driver};
-    use fantoccini::actions::{MouseActions, PointerAction};
+    use fantoccini::actions::{InputSource, MouseActions, PointerAction};
     let (chromium, chromedriver) = browser_binaries();
     let app = spawn_demo_app().await;
     let store = &app.store;
@@ -289,7 +292,7 @@ async fn the_estimate_times_a_run_by_the_latest_finished_runs_measured_speed(db:
     let app = spawn_app_on(db).await;
     let b = app.backend;
     let mock = crate::support::runs::start_mock(MockConfig {
-        profiles: vec![fast("alpha-one")],
+        profiles: vec![fast("alpha-one-model")],
         answer_keys: Vec::new(),
         seed: 5,
     })

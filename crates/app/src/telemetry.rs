@@ -437,7 +437,7 @@ fn reads_as_counter(name: &str) -> bool {
 /// on the run's time axis; the first `MAX_KEPT_CHARTS` names.
 fn kept_charts(series: &[(String, usize, Vec<Scrape>)], origin_us: i64, x_end: f64) -> Vec<Chart> {
     use crate::pages::charts::{OverTime, TimeLine, over_time_chart};
-    let mut names: Vec<String> = series.iter().flat_map(|(_, s)| kept_names(s)).collect();
+    let mut names: Vec<String> = series.iter().flat_map(|(_, _, s)| kept_names(s)).collect();
     names.sort();
     names.dedup();
     names

@@ -45,8 +45,8 @@ pub(super) fn styled_mesh<'a, 'c, 'b, X, Y>(
     font: u32,
 ) -> plotters::chart::MeshStyle<'a, 'c, X, Y, SVGBackend<'b>>
 where
-    X: plotters::coord::ranged1d::Ranged<ValueType = f64>,
-    Y: plotters::coord::ranged1d::Ranged<ValueType = f64>,
+    X: plotters::coord::ranged1d::Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
+    Y: plotters::coord::ranged1d::Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
 {
     let mut mesh = chart.configure_mesh();
     mesh.x_desc(x_desc)
