@@ -128,7 +128,10 @@ async fn a_candidate_has_one_colour_on_the_run_page_the_scorecard_and_compare(db
             attr_colours(&card, "article.verdict-card[data-colour]", "data-candidate")
                 .into_iter()
                 .map(|(id, c)| {
-                    let i = ids.iter().position(|x| x.to_string() == id).expect("a candidate's card");
+                    let i = ids
+                        .iter()
+                        .position(|x| x.to_string() == id)
+                        .expect("a candidate's card");
                     (NAMES[i].to_string(), c)
                 })
                 .collect();
@@ -210,7 +213,10 @@ async fn in_the_browser_colours_hold_and_scorecard_charts_hover_as_their_tables_
             if on == true {
                 break;
             }
-            assert!(std::time::Instant::now() < deadline, "the accuracy chart never became interactive");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the accuracy chart never became interactive"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         // Each legend entry's marker colour against its table row's.
@@ -238,7 +244,10 @@ async fn in_the_browser_colours_hold_and_scorecard_charts_hover_as_their_tables_
         }
         legends.push(seen);
     }
-    assert_eq!(legends[0], legends[1], "the same colours whatever the run's candidate order");
+    assert_eq!(
+        legends[0], legends[1],
+        "the same colours whatever the run's candidate order"
+    );
 
     // A real pointer hover over the first point: the legend shows its table row's words.
     let at = c
@@ -276,7 +285,10 @@ async fn in_the_browser_colours_hold_and_scorecard_charts_hover_as_their_tables_
         )
         .await
         .unwrap();
-    assert_eq!(shown["value"], at["table"], "hovering shows the table's figure: {shown} vs {at}");
+    assert_eq!(
+        shown["value"], at["table"],
+        "hovering shows the table's figure: {shown} vs {at}"
+    );
     assert_eq!(shown["hidden"], true, "a legend click hides the candidate");
     assert_eq!(shown["svg"], true, "the SVG stays downloadable");
     c.close().await.ok();

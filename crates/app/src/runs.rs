@@ -100,8 +100,9 @@ pub async fn latest_measured_speeds(
         let Some(position) = run.candidate_ids.iter().position(|&c| c == id) else {
             continue;
         };
-        let all = crate::pages::figures::run_figures(store, figures, run, &RunVersion::of(run), &RunRecords::of(run.id))
-            .await?;
+        let all =
+            crate::pages::figures::run_figures(store, figures, run, &RunVersion::of(run), &RunRecords::of(run.id))
+                .await?;
         if let Some(f) = all.get(position) {
             out.insert(
                 id,

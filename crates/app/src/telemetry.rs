@@ -255,7 +255,11 @@ pub async fn run_telemetry(store: &DynStore, run_id: i64) -> Result<RunTelemetry
     let mut charts = Vec::new();
     if let (Some(grid), Some((start_us, end_us))) = (grid, span) {
         let names: Vec<String> = series.iter().map(|(n, _, _)| n.clone()).collect();
-        charts.extend(crate::pages::charts::timeline_charts(&grid.timeline(over_time), &names, &colours));
+        charts.extend(crate::pages::charts::timeline_charts(
+            &grid.timeline(over_time),
+            &names,
+            &colours,
+        ));
         charts.extend(series_charts(&series, start_us, (end_us - start_us) as f64 / 1e6));
         charts.extend(kept_charts(&series, start_us, (end_us - start_us) as f64 / 1e6));
     }

@@ -480,7 +480,11 @@ mod tests {
         let e = by(&measured);
         assert!((e.seconds - 4.0 * 6.0).abs() < 1e-9, "{}", e.seconds);
         assert!(e.speed.starts_with("time from run #12's measured speed"), "{}", e.speed);
-        assert!(e.speed.contains("decode 20 tok/s/stream") && e.speed.contains("TTFT 1 s"), "{}", e.speed);
+        assert!(
+            e.speed.contains("decode 20 tok/s/stream") && e.speed.contains("TTFT 1 s"),
+            "{}",
+            e.speed
+        );
         // A run that measured no decode (no streaming): its TTFT, the claim's decode.
         let partial = CandidateInput {
             measured: Some(MeasuredSpeed {
@@ -492,7 +496,11 @@ mod tests {
         };
         let e = by(&partial);
         assert!((e.seconds - 4.0 * 2.1).abs() < 1e-9, "{}", e.seconds);
-        assert!(e.speed.contains("run #3") && e.speed.contains("claimed (not measured)"), "{}", e.speed);
+        assert!(
+            e.speed.contains("run #3") && e.speed.contains("claimed (not measured)"),
+            "{}",
+            e.speed
+        );
         // A run with neither figure is as good as none.
         let empty = CandidateInput {
             measured: Some(MeasuredSpeed {

@@ -57,10 +57,7 @@ impl CandidateColours {
             // The least-used slot, searching from the candidate's own round the palette: its own
             // when free, else the next free one, else (more candidates than colours) the next
             // least-used.
-            let slot = (0..n)
-                .map(|k| (own + k) % n)
-                .min_by_key(|&s| uses[s])
-                .unwrap_or(own);
+            let slot = (0..n).map(|k| (own + k) % n).min_by_key(|&s| uses[s]).unwrap_or(own);
             uses[slot] += 1;
             slots.push((id, slot));
         }
@@ -120,7 +117,11 @@ mod tests {
         assert_eq!(slots, vec![0, 1, 2, 3, 4, 5]);
         let c = CandidateColours::of(1..=7);
         assert_eq!(c.slot(7), 0, "the seventh repeats from its own slot");
-        assert_eq!(CandidateColours::default().slot(8), 1, "an unlisted id gets its own slot");
+        assert_eq!(
+            CandidateColours::default().slot(8),
+            1,
+            "an unlisted id gets its own slot"
+        );
         assert_eq!(own_slot(0), 5, "ids below 1 still map into the palette");
     }
 }

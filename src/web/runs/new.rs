@@ -797,7 +797,11 @@ fn build_estimate(
             time: format!("up to {}", format::duration(c.seconds)),
             cost: cost(c.max_cost_usd),
             // The placeholder row (no candidate ticked) has only the assumption to say.
-            speed: if chosen.is_empty() { String::new() } else { c.speed.clone() },
+            speed: if chosen.is_empty() {
+                String::new()
+            } else {
+                c.speed.clone()
+            },
         })
         .collect();
     EstimateView {

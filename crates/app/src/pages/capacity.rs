@@ -8,9 +8,9 @@ use plotters::prelude::*;
 use super::charts::{
     Chart, FONT, PointTitle, axis_number, candidate_colour, padded, render, styled_mesh, with_point_titles,
 };
-use crate::domain::palette::CandidateColours;
 use crate::domain::capacity::LoadAxis;
 use crate::domain::format::significant;
+use crate::domain::palette::CandidateColours;
 use crate::engine::run::capacity::CandidateCapacity;
 
 /// How attainment is counted, in words: stated wherever attainment or goodput is shown.

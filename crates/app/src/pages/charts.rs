@@ -156,7 +156,9 @@ pub(super) fn with_point_titles(svg: String, points: &[PointTitle]) -> String {
     };
     let mut marks = String::from("<g class=\"point-titles\">");
     for p in points {
-        let colour = p.colour.map_or(String::new(), |c| format!(" data-colour=\"{}\"", hex(c)));
+        let colour = p
+            .colour
+            .map_or(String::new(), |c| format!(" data-colour=\"{}\"", hex(c)));
         marks.push_str(&format!(
             "<circle class=\"point-title\" cx=\"{}\" cy=\"{}\" r=\"9\"{colour} tabindex=\"0\" role=\"img\" aria-label=\"{t}\"><title>{t}</title></circle>",
             p.at.0,

@@ -8,9 +8,9 @@ use serde::{Deserialize, Serialize};
 use super::charts::{
     Chart, FONT, PointTitle, axis_number, candidate_colour, padded, render, styled_mesh, with_point_titles,
 };
-use crate::domain::palette::CandidateColours;
 use crate::domain::conversation::{ConversationFigures, PassRate, Spread, figures, stagger_label};
 use crate::domain::format::shortest;
+use crate::domain::palette::CandidateColours;
 use crate::domain::run::{RequestRecord, Run, last_attempts};
 
 /// Confidence of every interval in the block.
