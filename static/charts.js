@@ -23,6 +23,12 @@
     return isFinite(v) ? v : null;
   }
 
+  // A scale's range with a tenth of the span (or of the value, when all are equal) either side.
+  function padded(u, min, max) {
+    var pad = (max - min) * 0.1 || Math.abs(max) * 0.1 || 1;
+    return [min - pad, max + pad];
+  }
+
   function download(figure, svgBox) {
     var link = document.createElement("a");
     link.textContent = "SVG";
@@ -168,7 +174,12 @@
       var plot = new window.uPlot({
         width: width,
         height: 300,
-        scales: { x: log2 ? { time: false, distr: 3, log: 2 } : { time: false } },
+        // A scatter's points keep a margin from the edges (uPlot's own range puts the extremes
+        // on the frame, where a dot is half hidden and hard to hover).
+        scales: {
+          x: log2 ? { time: false, distr: 3, log: 2 } : lines ? { time: false } : { time: false, range: padded },
+          y: lines ? {} : { range: padded },
+        },
         cursor: { drag: { x: false, y: false } },
         axes: [
           { label: table.getAttribute("data-x-label") },
