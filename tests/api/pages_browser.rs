@@ -199,6 +199,24 @@ async fn seed(app: &crate::browser::DemoApp) -> Seeded {
     .generate("spec")
     .unwrap();
     let (workload, _) = store.save_workload_version(&workload).await.unwrap();
+    // The blocks the walk is there to check are on their pages.
+    for (path, css) in [
+        (format!("/runs/{capacity}"), "section.capacity"),
+        (format!("/runs/{capacity}/scorecard"), "section.capacity"),
+        (format!("/runs/{cached}"), "table.levels-cache"),
+        (format!("/runs/{cached}/scorecard"), "table.levels-cache"),
+        (format!("/workloads/versions/{workload}"), "#chart-arrivals"),
+        ("/workloads".to_string(), "form[action=\"/workloads/generate\"]"),
+    ] {
+        let body = reqwest::get(format!("{}{path}", app.base_url))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let page = crate::support::app::Page::parse(200, &body);
+        assert!(page.count(css) > 0, "{path} shows no {css}");
+    }
     let profile = store.list_threshold_profiles().await.unwrap()[0].id;
     let (run, other) = (runs[0], runs[1]);
     let (candidate, v) = (ids[0], triage.latest_version_id);
