@@ -5,11 +5,12 @@
 // script draws the same chart with uPlot from that table: hovering shows each candidate's
 // value worded exactly as the table words it, clicking a legend entry hides or shows that
 // candidate, dragging across the chart zooms into that time span ("Reset zoom" undoes it).
-// Candidates keep the colours the server's charts give them (their place in the run).
+// Candidates keep the colours the server gives them (`data-colour`: one colour per candidate on
+// every page, settled by domain/src/palette.rs), never their place in the table.
 (function () {
   "use strict";
-  // charts.rs COLOURS (Okabe–Ito), in the same order.
-  var COLOURS = ["#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9"];
+  // Only when a row names no colour (a page cached before colours were kept): the palette's first.
+  var FALLBACK = "#0072b2";
   // The over-time charts and the column of the table each is drawn from.
   var OVER_TIME = [
     { id: "chart-tok-s-over-time", figure: "tok_s", axis: "output tok/s (all streams)" },
@@ -20,6 +21,12 @@
   function number(text) {
     var v = parseFloat(String(text).replace(/[^0-9.eE+-]/g, ""));
     return isFinite(v) ? v : null;
+  }
+
+  // A scale's range with a tenth of the span (or of the value, when all are equal) either side.
+  function padded(u, min, max) {
+    var pad = (max - min) * 0.1 || Math.abs(max) * 0.1 || 1;
+    return [min - pad, max + pad];
   }
 
   function download(figure, svgBox) {
@@ -37,11 +44,15 @@
     var rows = Array.prototype.slice.call(table.querySelectorAll("tbody tr[data-x]"));
     if (rows.length === 0) return;
     var names = [];
+    var colours = [];
     var xs = [];
     rows.forEach(function (r) {
       var name = r.getAttribute("data-candidate");
       var x = number(r.getAttribute("data-x"));
-      if (names.indexOf(name) < 0) names.push(name);
+      if (names.indexOf(name) < 0) {
+        names.push(name);
+        colours.push(r.getAttribute("data-colour") || FALLBACK);
+      }
       if (x !== null && xs.indexOf(x) < 0) xs.push(x);
     });
     xs.sort(function (a, b) { return a - b; });
@@ -82,7 +93,7 @@
           names.map(function (name, k) {
             return {
               label: name,
-              stroke: COLOURS[k % COLOURS.length],
+              stroke: colours[k],
               width: 2,
               points: { show: true, size: 5 },
               value: function (u, v, si, i) {
@@ -113,8 +124,98 @@
     });
   }
 
+  // The scorecard's charts, each drawn from the table of its figures under it (`table.chart-data`):
+  // hovering a point shows the figure as that table words it; clicking a name hides or shows
+  // that candidate; "SVG" downloads the server's drawing.
+  function dataCharts(root) {
+    if (!window.uPlot) return;
+    Array.prototype.forEach.call(root.querySelectorAll("table.chart-data[data-chart]"), function (table) {
+      var figure = document.getElementById(table.getAttribute("data-chart"));
+      if (!figure || figure.getAttribute("data-interactive") === "on") return;
+      var svgBox = figure.querySelector(".chart-svg");
+      if (!svgBox) return;
+      var rows = Array.prototype.slice.call(table.querySelectorAll("tbody tr[data-series]"));
+      if (rows.length === 0) return;
+      var names = [];
+      var colours = [];
+      var xs = [];
+      rows.forEach(function (r) {
+        var name = r.getAttribute("data-series");
+        if (names.indexOf(name) < 0) {
+          names.push(name);
+          colours.push(r.getAttribute("data-colour") || FALLBACK);
+        }
+        var x = number(r.getAttribute("data-x"));
+        if (x !== null && xs.indexOf(x) < 0) xs.push(x);
+      });
+      xs.sort(function (a, b) { return a - b; });
+      var data = [xs];
+      var words = [];
+      names.forEach(function (name) {
+        var ys = xs.map(function () { return null; });
+        var said = xs.map(function () { return null; });
+        rows.forEach(function (r) {
+          if (r.getAttribute("data-series") !== name) return;
+          var i = xs.indexOf(number(r.getAttribute("data-x")));
+          if (i < 0) return;
+          ys[i] = number(r.getAttribute("data-y"));
+          var cells = r.querySelectorAll("td");
+          said[i] = r.querySelector("[data-figure]").textContent.trim() +
+            (cells.length > 1 ? " at " + cells[0].textContent.trim() : "");
+        });
+        data.push(ys);
+        words.push(said);
+      });
+      var log2 = table.getAttribute("data-x-log2") === "true";
+      var lines = table.getAttribute("data-lines") === "true";
+      var holder = document.createElement("div");
+      holder.className = "uplot-holder";
+      var width = Math.max(320, Math.min(svgBox.clientWidth || figure.clientWidth || 720, 960));
+      var plot = new window.uPlot({
+        width: width,
+        height: 300,
+        // A scatter's points keep a margin from the edges (uPlot's own range puts the extremes
+        // on the frame, where a dot is half hidden and hard to hover).
+        scales: {
+          x: log2 ? { time: false, distr: 3, log: 2 } : lines ? { time: false } : { time: false, range: padded },
+          y: lines ? {} : { range: padded },
+        },
+        cursor: { drag: { x: false, y: false } },
+        axes: [
+          { label: table.getAttribute("data-x-label") },
+          { label: table.getAttribute("data-y-label"), size: 64 },
+        ],
+        series: [{ label: table.getAttribute("data-x-label"), value: function (u, v) { return v == null ? "—" : String(v); } }].concat(
+          names.map(function (name, k) {
+            return {
+              label: name,
+              stroke: colours[k],
+              width: lines ? 2 : 0,
+              spanGaps: true,
+              paths: lines ? undefined : function () { return null; },
+              points: { show: true, size: lines ? 6 : 11, fill: colours[k] },
+              value: function (u, v, si, i) {
+                return i == null || words[si - 1][i] == null ? "—" : words[si - 1][i];
+              },
+            };
+          })
+        ),
+      }, data, holder);
+      holder.uplot = plot;
+      var tools = document.createElement("p");
+      tools.className = "chart-tools";
+      tools.appendChild(document.createTextNode("Hover for each candidate's figure as the table words it; click a name to hide or show it. "));
+      tools.appendChild(download(figure, svgBox));
+      svgBox.hidden = true;
+      svgBox.parentNode.insertBefore(holder, svgBox);
+      svgBox.parentNode.insertBefore(tools, svgBox);
+      figure.setAttribute("data-interactive", "on");
+    });
+  }
+
   function enhance() {
     overTime(document);
+    dataCharts(document);
   }
 
   if (document.readyState === "loading") {

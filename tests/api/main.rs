@@ -9,6 +9,7 @@ mod architecture;
 mod archive_filters;
 mod archive_snapshot;
 mod browser;
+mod candidate_colours;
 mod capacity;
 mod conversations;
 mod decisions;

@@ -25,7 +25,13 @@ struct Problem {
     what: String,
 }
 
-async fn seed(app: &crate::browser::DemoApp) -> Vec<(String, String)> {
+/// What the walk keeps alive besides the app: the prefix-caching mock its prompt-cache run used.
+struct Seeded {
+    pages: Vec<(String, String)>,
+    _cache_mock: bakeoff::mock::MockServer,
+}
+
+async fn seed(app: &crate::browser::DemoApp) -> Seeded {
     let store = &app.store;
     let evalsets = store.list_evalsets().await.unwrap();
     let triage = evalsets.iter().find(|e| e.name == "support-ticket-triage").unwrap();
@@ -101,11 +107,121 @@ async fn seed(app: &crate::browser::DemoApp) -> Vec<(String, String)> {
         .unwrap();
     let ended = run_to_end_within(store, sweep, Duration::from_secs(120)).await;
     assert_eq!(ended.status, RunStatus::Finished, "{:?}", ended.error);
+    // A capacity search (its block on the run page and the scorecard): a few short probes.
+    let capacity = store
+        .create_run(&NewRun {
+            name: "capacity at the SLO".into(),
+            evalset_version_id: synthetic,
+            candidate_ids: vec![ids[0]],
+            config: RunConfig {
+                concurrency: 1,
+                warmup_requests: 0,
+                retries: 0,
+                staged_rollout: false,
+                requests_per_level: Some(12),
+                slo: bakeoff::domain::run::Slo {
+                    ttft_ms: Some(500.0),
+                    target_attainment: Some(0.9),
+                    ..Default::default()
+                },
+                load: bakeoff::domain::load::LoadShape::FindCapacity {
+                    axis: bakeoff::domain::capacity::LoadAxis::Concurrency,
+                    start: 2.0,
+                    width: 0.5,
+                    max_probes: 3,
+                    max_load: Some(8.0),
+                },
+                ..RunConfig::default()
+            },
+        })
+        .await
+        .unwrap();
+    let ended = run_to_end_within(store, capacity, Duration::from_secs(120)).await;
+    assert_eq!(ended.status, RunStatus::Finished, "{:?}", ended.error);
+    // A run against a server that reports its prompt cache (the prompt-cache block).
+    let cache_mock = crate::support::runs::start_mock(bakeoff::mock::MockConfig {
+        profiles: vec![bakeoff::mock::ModelProfile {
+            ttft_ms: 3.0,
+            inter_token_ms: Some(1.0),
+            prefix_cache: true,
+            prefix_cache_ttl_ms: Some(600_000.0),
+            ..bakeoff::mock::ModelProfile::named("cachey")
+        }],
+        answer_keys: Vec::new(),
+        seed: 3,
+    })
+    .await;
+    let cachey = store
+        .create_candidate(&crate::support::checked::admin_new(&CandidateSpec::openai_chat(
+            "cachey",
+            cache_mock.base_url(),
+            "cachey",
+        )))
+        .await
+        .unwrap();
+    let cached = store
+        .create_run(&NewRun {
+            name: "prompt cache".into(),
+            evalset_version_id: synthetic,
+            candidate_ids: vec![cachey],
+            config: RunConfig {
+                concurrency: 2,
+                warmup_requests: 0,
+                retries: 0,
+                staged_rollout: false,
+                load: bakeoff::domain::load::LoadShape::Levels { levels: vec![2] },
+                ..RunConfig::default()
+            },
+        })
+        .await
+        .unwrap();
+    let ended = run_to_end_within(store, cached, Duration::from_secs(120)).await;
+    assert_eq!(ended.status, RunStatus::Finished, "{:?}", ended.error);
+    // A stored workload (its own page).
+    let workload = bakeoff::domain::workload::generate::SharedPrefixSpec {
+        name: "support-chat-prefixes".into(),
+        description: String::new(),
+        requests: 60,
+        per_second: 20.0,
+        poisson: true,
+        seed: 1,
+        system_tokens: 40,
+        prefixes: vec![bakeoff::domain::workload::generate::PoolPrefix {
+            tokens: 20,
+            weight: 1.0,
+        }],
+        suffix_min: 1,
+        suffix_max: 20,
+        output_tokens: 6,
+        cache_bust: false,
+        block_tokens: 16,
+    }
+    .generate("spec")
+    .unwrap();
+    let (workload, _) = store.save_workload_version(&workload).await.unwrap();
+    // The blocks the walk is there to check are on their pages.
+    for (path, css) in [
+        (format!("/runs/{capacity}"), "section.capacity"),
+        (format!("/runs/{capacity}/scorecard"), "section.capacity"),
+        (format!("/runs/{cached}"), "table.levels-cache"),
+        (format!("/runs/{cached}/scorecard"), "table.levels-cache"),
+        (format!("/workloads/versions/{workload}"), "#chart-arrivals"),
+        ("/workloads".to_string(), "form[action=\"/workloads/generate\"]"),
+    ] {
+        let body = reqwest::get(format!("{}{path}", app.base_url))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let page = crate::support::app::Page::parse(200, &body);
+        assert!(page.count(css) > 0, "{path} shows no {css}");
+    }
     let profile = store.list_threshold_profiles().await.unwrap()[0].id;
     let (run, other) = (runs[0], runs[1]);
     let (candidate, v) = (ids[0], triage.latest_version_id);
     let review = seed_review(store, run, ids[0], ids[1]).await;
-    [
+    let pages = [
         ("overview", "/".to_string()),
         ("candidates", "/candidates".into()),
         ("candidate-new", "/candidates/new".into()),
@@ -136,6 +252,13 @@ async fn seed(app: &crate::browser::DemoApp) -> Vec<(String, String)> {
         ("run-sweep", format!("/runs/{sweep}")),
         ("run-sweep-cases-expanded", format!("/runs/{sweep}/cases")),
         ("scorecard", format!("/runs/{run}/scorecard")),
+        ("run-capacity", format!("/runs/{capacity}")),
+        ("scorecard-capacity", format!("/runs/{capacity}/scorecard")),
+        ("run-prompt-cache", format!("/runs/{cached}")),
+        ("scorecard-prompt-cache", format!("/runs/{cached}/scorecard")),
+        // The workloads: the list with its upload and generate forms, one workload.
+        ("workloads", "/workloads".into()),
+        ("workload", format!("/workloads/versions/{workload}")),
         ("scorecard-print", format!("/runs/{run}/scorecard/print")),
         ("archive", "/archive".into()),
         ("compare", format!("/archive/compare?runs={run},{other}")),
@@ -164,7 +287,11 @@ async fn seed(app: &crate::browser::DemoApp) -> Vec<(String, String)> {
     ]
     .into_iter()
     .map(|(name, path)| (name.to_string(), path))
-    .collect()
+    .collect();
+    Seeded {
+        pages,
+        _cache_mock: cache_mock,
+    }
 }
 
 /// What the walk's review pages show: an item to label, one labelled by two people who
@@ -402,7 +529,8 @@ async fn check_page(c: &Client, base: &str, name: &str, path: &str, width: u32, 
 async fn every_page_fits_1400_and_700_px_and_passes_axe() {
     let (chromium, chromedriver) = browser_binaries();
     let app = spawn_demo_app().await;
-    let pages = seed(&app).await;
+    let seeded = seed(&app).await;
+    let pages = &seeded.pages;
     let driver = start_driver(&chromedriver).await;
     let profile = tempfile::tempdir().unwrap();
     let c = start_browser(&driver, &chromium, profile.path()).await;
@@ -417,7 +545,7 @@ async fn every_page_fits_1400_and_700_px_and_passes_axe() {
     let mut problems = Vec::new();
     for width in WIDTHS {
         c.set_window_size(width, 1000).await.unwrap();
-        for (name, path) in &pages {
+        for (name, path) in pages {
             check_page(&c, &app.base_url, name, path, width, &mut problems).await;
         }
     }

@@ -76,13 +76,56 @@ pub fn run_config(draft: &RunDraft, load: &LoadDraft) -> Result<RunConfig, Field
     errors.into_result(config)
 }
 
+/// Each candidate's speeds as its latest finished run measured them (the run's headline decode
+/// tok/s/stream and TTFT p50s), for the candidates that have one: what the run form's estimate
+/// times a run by.
+pub async fn latest_measured_speeds(
+    store: &DynStore,
+    figures: &crate::live::Live<Vec<crate::domain::compare::Figures>>,
+    candidate_ids: &[i64],
+) -> Result<HashMap<i64, crate::domain::estimate::MeasuredSpeed>, AppError> {
+    let mut out = HashMap::new();
+    for &id in candidate_ids {
+        let filter = crate::store::RunFilter {
+            candidate_id: Some(id),
+            status: Some(RunStatus::Finished),
+            terminal_only: true,
+            ..Default::default()
+        };
+        // Newest first.
+        let Some(item) = store.list_runs_filtered(&filter, 1, 0).await?.into_iter().next() else {
+            continue;
+        };
+        let run = &item.run;
+        let Some(position) = run.candidate_ids.iter().position(|&c| c == id) else {
+            continue;
+        };
+        let all =
+            crate::pages::figures::run_figures(store, figures, run, &RunVersion::of(run), &RunRecords::of(run.id))
+                .await?;
+        if let Some(f) = all.get(position) {
+            out.insert(
+                id,
+                crate::domain::estimate::MeasuredSpeed {
+                    run_id: run.id,
+                    decode_tok_s: f.decode_p50_tok_s,
+                    ttft_s: f.ttft_p50_ms.map(|ms| ms / 1000.0),
+                },
+            );
+        }
+    }
+    Ok(out)
+}
+
 /// What a run of `config` over `version` with `chosen` would send and cost (the run form's
 /// estimate and a schedule's budget check). With no candidate, the estimate is for one
-/// unnamed, unpriced candidate.
+/// unnamed, unpriced candidate. `measured`: the candidates' speeds by their latest finished run
+/// ([`latest_measured_speeds`]), which time the run where there are some.
 pub fn estimate_of(
     config: &RunConfig,
     version: &EvalSetVersion,
     chosen: &[&Candidate],
+    measured: &HashMap<i64, crate::domain::estimate::MeasuredSpeed>,
 ) -> crate::domain::estimate::Estimate {
     use crate::domain::estimate::{CandidateInput, EstimateInput, approx_tokens, estimate};
     let file = &version.file;
@@ -108,6 +151,7 @@ pub fn estimate_of(
             pricing: Default::default(),
             max_tokens: max_tokens(None),
             claimed_tok_s: None,
+            measured: None,
         }]
     } else {
         chosen
@@ -117,6 +161,7 @@ pub fn estimate_of(
                 pricing: c.spec.pricing.clone(),
                 max_tokens: max_tokens(Some(c)),
                 claimed_tok_s: c.spec.claimed.as_ref().map(|f| f.tokens_per_second),
+                measured: measured.get(&c.id).copied(),
             })
             .collect()
     };

@@ -280,7 +280,7 @@ async fn run_for(store: &DynStore, schedule: &Schedule, due: Timestamp) -> Resul
             None => return Ok(Err(format!("candidate #{id} has been deleted; edit the schedule"))),
         }
     }
-    let estimate = crate::runs::estimate_of(&spec.config, &version, &chosen);
+    let estimate = crate::runs::estimate_of(&spec.config, &version, &chosen, &Default::default());
     if let Some(limit) = spec.max_requests
         && estimate.requests > limit
     {

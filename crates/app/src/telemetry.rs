@@ -149,7 +149,9 @@ pub async fn run_telemetry(store: &DynStore, run_id: i64) -> Result<RunTelemetry
     let span = store.measured_span(run_id).await?;
     let grid = span.map(crate::domain::timeline::Grid::of);
     let mut candidates = Vec::new();
-    let mut series: Vec<(String, Vec<Scrape>)> = Vec::new();
+    // (name, palette slot, scrapes): a line per candidate, in the candidate's colour.
+    let mut series: Vec<(String, usize, Vec<Scrape>)> = Vec::new();
+    let colours = crate::domain::palette::CandidateColours::of(run.candidate_ids.iter().copied());
     let mut over_time = Vec::new();
     // As the run measured them (its snapshot: names, GPUs and their price then).
     let specs = store.run_candidates(run_id).await?;
@@ -249,12 +251,16 @@ pub async fn run_telemetry(store: &DynStore, run_id: i64) -> Result<RunTelemetry
             kept_series: kept_names(&scrapes),
             levels: out,
         });
-        series.push((name, scrapes));
+        series.push((name, colours.slot(candidate_id), scrapes));
     }
     let mut charts = Vec::new();
     if let (Some(grid), Some((start_us, end_us))) = (grid, span) {
-        let names: Vec<String> = series.iter().map(|(n, _)| n.clone()).collect();
-        charts.extend(crate::pages::charts::timeline_charts(&grid.timeline(over_time), &names));
+        let names: Vec<String> = series.iter().map(|(n, _, _)| n.clone()).collect();
+        charts.extend(crate::pages::charts::timeline_charts(
+            &grid.timeline(over_time),
+            &names,
+            &colours,
+        ));
         charts.extend(series_charts(&series, start_us, (end_us - start_us) as f64 / 1e6));
         charts.extend(kept_charts(&series, start_us, (end_us - start_us) as f64 / 1e6));
     }
@@ -289,14 +295,14 @@ const CHARTED: [(Signal, &str, f64); 6] = [
 /// The server's and GPU's series on the run's time axis (seconds since `origin_us`, the run's
 /// first measured request, to `x_end`): a chart per charted signal any candidate's scrapes carry,
 /// a line per candidate. A counter is drawn as its increase since the candidate's first scrape.
-fn series_charts(series: &[(String, Vec<Scrape>)], origin_us: i64, x_end: f64) -> Vec<Chart> {
+fn series_charts(series: &[(String, usize, Vec<Scrape>)], origin_us: i64, x_end: f64) -> Vec<Chart> {
     use crate::pages::charts::{OverTime, TimeLine, figure, over_time_chart};
     CHARTED
         .iter()
         .filter_map(|&(signal, unit, scale)| {
             let lines: Vec<TimeLine> = series
                 .iter()
-                .map(|(name, scrapes)| {
+                .map(|(name, slot, scrapes)| {
                     let mut first: Option<f64> = None;
                     let points = scrapes
                         .iter()
@@ -320,6 +326,7 @@ fn series_charts(series: &[(String, Vec<Scrape>)], origin_us: i64, x_end: f64) -
                         .collect();
                     TimeLine {
                         name: name.clone(),
+                        slot: *slot,
                         points,
                     }
                 })
@@ -433,9 +440,9 @@ fn reads_as_counter(name: &str) -> bool {
 
 /// A chart per kept series (summed over its label sets at each scrape), a line per candidate,
 /// on the run's time axis; the first `MAX_KEPT_CHARTS` names.
-fn kept_charts(series: &[(String, Vec<Scrape>)], origin_us: i64, x_end: f64) -> Vec<Chart> {
+fn kept_charts(series: &[(String, usize, Vec<Scrape>)], origin_us: i64, x_end: f64) -> Vec<Chart> {
     use crate::pages::charts::{OverTime, TimeLine, over_time_chart};
-    let mut names: Vec<String> = series.iter().flat_map(|(_, s)| kept_names(s)).collect();
+    let mut names: Vec<String> = series.iter().flat_map(|(_, _, s)| kept_names(s)).collect();
     names.sort();
     names.dedup();
     names
@@ -446,7 +453,7 @@ fn kept_charts(series: &[(String, Vec<Scrape>)], origin_us: i64, x_end: f64) -> 
             let counter = reads_as_counter(metric);
             let lines: Vec<TimeLine> = series
                 .iter()
-                .map(|(name, scrapes)| {
+                .map(|(name, slot, scrapes)| {
                     let mut first: Option<f64> = None;
                     let points = scrapes
                         .iter()
@@ -479,6 +486,7 @@ fn kept_charts(series: &[(String, Vec<Scrape>)], origin_us: i64, x_end: f64) -> 
                         .collect();
                     TimeLine {
                         name: name.clone(),
+                        slot: *slot,
                         points,
                     }
                 })

@@ -1,7 +1,9 @@
 //! What a run will cost before it starts: requests, tokens, time and money, per candidate and in
 //! total. Pure arithmetic over the run configuration, the eval set's prompts and the candidates'
 //! stated prices; every assumption it makes is listed in [`Estimate::assumptions`] so the page
-//! can show them beside the figures.
+//! can show them beside the figures. Time rests on the candidate's speeds as measured by its
+//! latest finished run where there is one ([`MeasuredSpeed`]), else on its claimed speed, else
+//! on an assumed one; each candidate's row says which ([`CandidateEstimate::speed`]).
 use super::candidate::Pricing;
 use super::cost::token_cost;
 use super::load::{Load, LoadShape};
@@ -24,6 +26,58 @@ pub struct CandidateInput {
     pub max_tokens: Option<u32>,
     /// The candidate's claimed per-stream speed, if it states one.
     pub claimed_tok_s: Option<f64>,
+    /// Its speeds as its latest finished run measured them, if it has one.
+    pub measured: Option<MeasuredSpeed>,
+}
+
+/// A candidate's speeds as one finished run measured them (its headline figures: the p50s at the
+/// run's load level).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MeasuredSpeed {
+    pub run_id: i64,
+    /// Decode tok/s per stream, p50.
+    pub decode_tok_s: Option<f64>,
+    /// TTFT p50, in seconds.
+    pub ttft_s: Option<f64>,
+}
+
+impl CandidateInput {
+    /// (time to first token in s, per-stream decode tok/s, where they come from in words): the
+    /// measured figures where the latest run has them, else the claim, else the assumption.
+    pub fn speeds(&self) -> (f64, f64, String) {
+        let positive = |v: Option<f64>| v.filter(|v| v.is_finite() && *v > 0.0);
+        let measured = self.measured.as_ref();
+        let m_decode = measured.and_then(|m| positive(m.decode_tok_s));
+        let m_ttft = measured.and_then(|m| positive(m.ttft_s));
+        let claimed = positive(self.claimed_tok_s);
+        let tok_s = m_decode.or(claimed).unwrap_or(ASSUMED_DECODE_TOK_S);
+        let ttft = m_ttft.unwrap_or(ASSUMED_TTFT_S);
+        let sig = crate::format::significant_trimmed;
+        let words = match measured.filter(|_| m_decode.is_some() || m_ttft.is_some()) {
+            Some(m) => {
+                let decode = match (m_decode, claimed) {
+                    (Some(d), _) => format!("decode {} tok/s/stream", sig(d)),
+                    (None, Some(c)) => format!("decode {} tok/s claimed (not measured)", sig(c)),
+                    (None, None) => format!("decode {ASSUMED_DECODE_TOK_S} tok/s assumed (not measured)"),
+                };
+                let first = match m_ttft {
+                    Some(t) => format!("TTFT {} s", sig(t)),
+                    None => format!("TTFT {ASSUMED_TTFT_S} s assumed (not measured)"),
+                };
+                format!("time from run #{}'s measured speed: {decode}, {first} (p50s)", m.run_id)
+            }
+            None => match claimed {
+                Some(c) => format!(
+                    "time from the claimed {} tok/s and an assumed {ASSUMED_TTFT_S} s TTFT (no measured speed yet)",
+                    sig(c)
+                ),
+                None => format!(
+                    "time from an assumed {ASSUMED_DECODE_TOK_S} tok/s and {ASSUMED_TTFT_S} s TTFT (no measured speed, no claim)"
+                ),
+            },
+        };
+        (ttft, tok_s, words)
+    }
 }
 
 /// Everything an estimate needs.
@@ -49,6 +103,9 @@ pub struct CandidateEstimate {
     pub seconds: f64,
     /// None when the candidate states no prices.
     pub max_cost_usd: Option<f64>,
+    /// Where the time's speeds come from: "time from run #12's measured speed: …", the claim or
+    /// the assumption.
+    pub speed: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -102,8 +159,8 @@ pub fn estimate(input: &EstimateInput<'_>) -> Estimate {
     let mut out = Vec::with_capacity(input.candidates.len());
     for cand in input.candidates {
         let max_tokens = u64::from(cand.max_tokens.unwrap_or(ASSUMED_MAX_TOKENS));
-        let tok_s = cand.claimed_tok_s.filter(|v| *v > 0.0).unwrap_or(ASSUMED_DECODE_TOK_S);
-        let request_s = ASSUMED_TTFT_S + max_tokens as f64 / tok_s;
+        let (ttft_s, tok_s, speed) = cand.speeds();
+        let request_s = ttft_s + max_tokens as f64 / tok_s;
         // Requests per second at a level (closed loop: c streams at once, each as fast as alone;
         // open loop: the offered rate).
         let rate_at = |load: &Load| match load {
@@ -156,6 +213,7 @@ pub fn estimate(input: &EstimateInput<'_>) -> Estimate {
             max_output_tokens,
             seconds,
             max_cost_usd: token_cost(&cand.pricing, input_tokens, max_output_tokens),
+            speed,
         });
     }
 
@@ -186,7 +244,7 @@ fn assumptions(c: &RunConfig) -> Vec<String> {
             "Every answer runs to max_tokens (the candidate's effective max_tokens; {ASSUMED_MAX_TOKENS} when none is set), so tokens and cost are upper bounds. Time is not: it rests on the speeds below, and claimed speeds are often several times what a server delivers."
         ),
         format!(
-            "Each request takes {ASSUMED_TTFT_S} s to its first token, then decodes at the candidate's claimed tok/s, or {ASSUMED_DECODE_TOK_S} tok/s per stream when it claims none."
+            "Each request waits the candidate's TTFT, then decodes at its per-stream tok/s: both as measured by its latest finished run (the p50s at that run's load) where it has one, else its claimed tok/s after {ASSUMED_TTFT_S} s, else {ASSUMED_DECODE_TOK_S} tok/s after {ASSUMED_TTFT_S} s. Each row says which."
         ),
         "At concurrency c, c requests run at once, each as fast as alone (real servers slow down as load grows: sweeps take longer).".to_string(),
         "Prompt tokens are approximated from the text: about 4 characters per token, one token per CJK character; the candidate's tokenizer will differ.".to_string(),
@@ -276,6 +334,7 @@ mod tests {
             },
             max_tokens,
             claimed_tok_s: tok_s,
+            measured: None,
         }
     }
 
@@ -396,6 +455,72 @@ mod tests {
             candidates: &candidates,
         });
         assert!((e.seconds - 4.0).abs() < 1e-9, "8 requests at 2/s");
+    }
+
+    #[test]
+    fn time_comes_from_the_latest_runs_measured_speed_where_there_is_one() {
+        let config = plain(1, 1);
+        let prompts = [10; 4];
+        let claimed = cand("a", Some(100), None, Some(1000.0));
+        let measured = CandidateInput {
+            measured: Some(MeasuredSpeed {
+                run_id: 12,
+                decode_tok_s: Some(20.0),
+                ttft_s: Some(1.0),
+            }),
+            ..claimed.clone()
+        };
+        let by = |c: &CandidateInput| {
+            estimate(&EstimateInput {
+                config: &config,
+                prompt_tokens: &prompts,
+                candidates: std::slice::from_ref(c),
+            })
+            .candidates
+            .remove(0)
+        };
+        // Claimed: 4 requests × (0.5 s + 100 tokens at 1000 tok/s).
+        let e = by(&claimed);
+        assert!((e.seconds - 4.0 * 0.6).abs() < 1e-9, "{}", e.seconds);
+        assert!(e.speed.contains("claimed 1000 tok/s"), "{}", e.speed);
+        // Measured: 4 × (1 s + 100 tokens at 20 tok/s), whatever the claim says.
+        let e = by(&measured);
+        assert!((e.seconds - 4.0 * 6.0).abs() < 1e-9, "{}", e.seconds);
+        assert!(e.speed.starts_with("time from run #12's measured speed"), "{}", e.speed);
+        assert!(
+            e.speed.contains("decode 20 tok/s/stream") && e.speed.contains("TTFT 1 s"),
+            "{}",
+            e.speed
+        );
+        // A run that measured no decode (no streaming): its TTFT, the claim's decode.
+        let partial = CandidateInput {
+            measured: Some(MeasuredSpeed {
+                run_id: 3,
+                decode_tok_s: None,
+                ttft_s: Some(2.0),
+            }),
+            ..claimed.clone()
+        };
+        let e = by(&partial);
+        assert!((e.seconds - 4.0 * 2.1).abs() < 1e-9, "{}", e.seconds);
+        assert!(
+            e.speed.contains("run #3") && e.speed.contains("claimed (not measured)"),
+            "{}",
+            e.speed
+        );
+        // A run with neither figure is as good as none.
+        let empty = CandidateInput {
+            measured: Some(MeasuredSpeed {
+                run_id: 4,
+                decode_tok_s: None,
+                ttft_s: Some(f64::NAN),
+            }),
+            claimed_tok_s: None,
+            ..claimed
+        };
+        let e = by(&empty);
+        assert!(e.speed.contains("assumed 50 tok/s"), "{}", e.speed);
+        assert!((e.seconds - 4.0 * (0.5 + 2.0)).abs() < 1e-9, "{}", e.seconds);
     }
 
     #[test]

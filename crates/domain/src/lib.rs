@@ -23,6 +23,7 @@ pub mod notify;
 pub mod oidc;
 pub mod operability;
 pub mod paired;
+pub mod palette;
 pub mod pipeline;
 pub mod presets;
 pub mod prompt_cache;

@@ -38,7 +38,7 @@ pub struct ComparePage {
     /// Each entry's baseline (an index into `entries`; its own index when it is one).
     pub baselines: Vec<usize>,
     /// Candidates with their columns' span, in column order: the header's groups.
-    pub groups: Vec<(String, usize)>,
+    pub groups: Vec<CandidateGroup>,
     /// Set when the runs used different eval-set versions.
     pub version_warning: Option<String>,
     /// One row per condition, a cell per entry.
@@ -396,28 +396,42 @@ fn baselines(views: &[EntryView], chosen: Option<usize>) -> Vec<usize> {
         .collect()
 }
 
-/// The header's candidate groups: (name, columns), in column order.
-fn groups(views: &[EntryView]) -> Vec<(String, usize)> {
-    let mut out: Vec<(Option<i64>, String, usize)> = Vec::new();
+/// One candidate's group of columns in the header.
+#[derive(Debug, Clone)]
+pub struct CandidateGroup {
+    pub name: String,
+    /// Its columns.
+    pub span: usize,
+    /// The candidate's colour (`domain::palette`, settled among the page's candidates: the same
+    /// as on its runs' pages and scorecards).
+    pub colour: &'static str,
+}
+
+/// The header's candidate groups, in column order.
+fn groups(views: &[EntryView]) -> Vec<CandidateGroup> {
+    let colours = crate::domain::palette::CandidateColours::of(views.iter().filter_map(|v| candidate_of(&v.key)));
+    let mut out: Vec<(Option<i64>, CandidateGroup)> = Vec::new();
     for v in views {
+        let id = candidate_of(&v.key);
         match out.last_mut() {
-            Some((c, _, n)) if *c == candidate_of(&v.key) => *n += 1,
-            _ => out.push((candidate_of(&v.key), v.candidate.clone(), 1)),
+            Some((c, g)) if *c == id => g.span += 1,
+            _ => out.push((
+                id,
+                CandidateGroup {
+                    name: v.candidate.clone(),
+                    span: 1,
+                    colour: id.map_or(crate::domain::palette::PALETTE[0], |id| colours.hex(id)),
+                },
+            )),
         }
     }
-    out.into_iter().map(|(_, name, n)| (name, n)).collect()
+    out.into_iter().map(|(_, g)| g).collect()
 }
 
 /// "worse" / "better" where an entry's verdict moved against its baseline's (GO above
 /// INCONCLUSIVE above NO-GO), else "".
 fn verdict_marks(verdicts: &[Option<super::list::VerdictCell>], baselines: &[usize]) -> Vec<&'static str> {
-    let rank = |v: &Option<super::list::VerdictCell>| {
-        v.as_ref().map(|v| match v.verdict {
-            "GO" => 2,
-            "INCONCLUSIVE" => 1,
-            _ => 0,
-        })
-    };
+    let rank = |v: &Option<super::list::VerdictCell>| v.as_ref().map(|v| v.outcome.rank());
     baselines
         .iter()
         .enumerate()

@@ -13,7 +13,6 @@ use axum::extract::{RawQuery, State};
 use plotters::prelude::*;
 
 use super::with_interval;
-use crate::app::pages::charts::COLOURS;
 use crate::app::pages::figures::run_figures;
 use crate::app::runs::{RunRecords, RunVersion};
 use crate::domain::compare::{Better, Conditions, Figures, Scope, improved_beyond_noise, regressed_beyond_noise};
@@ -193,11 +192,11 @@ pub(crate) async fn read(state: &AppState, q: &FormBody, with_charts: bool) -> R
     }
     // No points, no charts: the API has no use for them.
     let charts = if with_charts {
-        history_charts(&points)
+        history_charts(&points, candidate_id)
     } else {
         Vec::new()
     };
-    let series = series_views(series_keys, &points);
+    let series = series_views(series_keys, &points, candidate_id);
     Ok(HistoryPage {
         nav: "archive",
         series,
@@ -250,12 +249,13 @@ fn history_row(
 }
 
 /// The accuracy, TTFT and decode charts over the runs.
-fn history_charts(points: &[Point]) -> Vec<Chart> {
+fn history_charts(points: &[Point], candidate_id: i64) -> Vec<Chart> {
     [
         chart(
             "chart-accuracy",
             "Accuracy (95 % interval)",
             points,
+            candidate_id,
             |f| (f.accuracy.map(|v| v * 100.0), f.accuracy_ci.map(|i| scale(i, 100.0))),
             "accuracy %",
         ),
@@ -263,6 +263,7 @@ fn history_charts(points: &[Point]) -> Vec<Chart> {
             "chart-ttft",
             "TTFT p50 (95 % interval of the median)",
             points,
+            candidate_id,
             |f| (f.ttft_p50_ms, f.ttft_ci),
             "TTFT ms",
         ),
@@ -270,6 +271,7 @@ fn history_charts(points: &[Point]) -> Vec<Chart> {
             "chart-decode",
             "Decode tok/s per stream p50 (95 % interval)",
             points,
+            candidate_id,
             |f| (f.decode_p50_tok_s, f.decode_ci),
             "tok/s",
         ),
@@ -280,17 +282,14 @@ fn history_charts(points: &[Point]) -> Vec<Chart> {
 }
 
 /// Each series (runs measured alike) with its number, label, run count and colour.
-fn series_views(keys: Vec<String>, points: &[Point]) -> Vec<SeriesView> {
+fn series_views(keys: Vec<String>, points: &[Point], candidate_id: i64) -> Vec<SeriesView> {
     keys.into_iter()
         .enumerate()
         .map(|(i, label)| SeriesView {
             number: i + 1,
             label,
             runs: points.iter().filter(|p| p.series == i).count(),
-            colour: {
-                let c = colour(i);
-                format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
-            },
+            colour: crate::domain::palette::PALETTE[series_slot(candidate_id, i)].to_string(),
         })
         .collect()
 }
@@ -349,9 +348,11 @@ fn flags(earlier: &[Point], cur: &Point) -> Vec<(&'static str, String)> {
 
 const SIZE: (u32, u32) = (720, 300);
 const FONT: &str = "sans-serif";
-/// One colour a series (the scorecard charts' Okabe–Ito colours), repeating.
-fn colour(series: usize) -> RGBColor {
-    COLOURS[series % COLOURS.len()]
+/// A series' palette slot: the first series (the conditions of the oldest run) is drawn in the
+/// candidate's own colour, as every other page draws the candidate (`domain::palette`), the
+/// next ones in the colours after it, repeating.
+fn series_slot(candidate_id: i64, series: usize) -> usize {
+    (crate::domain::palette::own_slot(candidate_id) + series) % crate::domain::palette::PALETTE.len()
 }
 
 /// Medians with interval bars over the run sequence, one line per series (a line never joins
@@ -360,6 +361,7 @@ fn chart(
     id: &'static str,
     title: &'static str,
     points: &[Point],
+    candidate_id: i64,
     pick: impl Fn(&Figures) -> (Option<f64>, Option<Interval>),
     y_desc: &str,
 ) -> Option<Chart> {
@@ -386,6 +388,7 @@ fn chart(
     let ys = (lo - pad).max(0.0)..hi + pad;
     let xs = -0.5..(points.len() as f64 - 0.5).max(0.5);
     let labels: Vec<String> = points.iter().map(|p| format!("#{}", p.run_id)).collect();
+    let colour = |series: usize| crate::app::pages::charts::colour(series_slot(candidate_id, series));
     let mut svg = String::new();
     let drawn = (|| -> Result<(), Box<dyn std::error::Error + '_>> {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();

@@ -71,7 +71,11 @@ pub struct ShownProfile {
 #[derive(Debug, Clone)]
 pub struct VerdictCell {
     pub candidate: String,
+    /// The candidate's colour (`domain::palette`, among the run's candidates).
+    pub colour: &'static str,
     pub verdict: &'static str,
+    /// The verdict itself (what is ranked; `verdict` is its words).
+    pub outcome: crate::domain::scorecard::Verdict,
     pub class: &'static str,
     pub version: u32,
     /// Where the verdict can be read in full: the saved scorecard, or the run judged by that
@@ -361,6 +365,7 @@ pub(crate) fn verdict_cells(
     run_id: i64,
     all: &[crate::store::RunVerdict],
 ) -> Vec<VerdictCell> {
+    let colours = crate::domain::palette::CandidateColours::of(candidate_ids.iter().copied());
     candidate_ids
         .iter()
         .zip(names)
@@ -378,7 +383,9 @@ pub(crate) fn verdict_cells(
             };
             Some(VerdictCell {
                 candidate: name.clone(),
+                colour: colours.hex(*id),
                 verdict: v.verdict.as_str(),
+                outcome: v.verdict,
                 class: v.verdict.class(),
                 version: v.profile_version,
                 href,

@@ -124,6 +124,9 @@ pub struct EstimateRow {
     pub output_tokens: String,
     pub time: String,
     pub cost: String,
+    /// Where the time's speeds come from ("time from run #12's measured speed: …"); "" for the
+    /// total and the placeholder row.
+    pub speed: String,
 }
 
 /// The load part of a run form as typed (the run form's and the schedule form's).
@@ -763,7 +766,9 @@ async fn estimate_view(state: &AppState, form: &RunForm) -> Result<EstimateView,
         .iter()
         .filter(|c| form.run.candidates.iter().any(|raw| raw.trim() == c.id.to_string()))
         .collect();
-    let mut view = build_estimate(&config, &version, &chosen);
+    let ids: Vec<i64> = chosen.iter().map(|c| c.id).collect();
+    let measured = crate::app::runs::latest_measured_speeds(&state.store, &state.views.figures, &ids).await?;
+    let mut view = build_estimate(&config, &version, &chosen, &measured);
     // The profile that will judge it: the one chosen for this eval set, else the default (which
     // was written for another task: the form says so, and where to choose or create one).
     let profiles = state.store.list_threshold_profiles().await?;
@@ -784,8 +789,13 @@ async fn estimate_view(state: &AppState, form: &RunForm) -> Result<EstimateView,
     Ok(view)
 }
 
-fn build_estimate(config: &RunConfig, version: &EvalSetVersion, chosen: &[&Candidate]) -> EstimateView {
-    let e = crate::app::runs::estimate_of(config, version, chosen);
+fn build_estimate(
+    config: &RunConfig,
+    version: &EvalSetVersion,
+    chosen: &[&Candidate],
+    measured: &std::collections::HashMap<i64, crate::domain::estimate::MeasuredSpeed>,
+) -> EstimateView {
+    let e = crate::app::runs::estimate_of(config, version, chosen, measured);
     let cost = |c: Option<f64>| match c {
         Some(usd) => format!("up to ${usd:.2}"),
         None => "no price stated".to_string(),
@@ -800,6 +810,12 @@ fn build_estimate(config: &RunConfig, version: &EvalSetVersion, chosen: &[&Candi
             output_tokens: format!("up to {}", format::thousands(c.max_output_tokens)),
             time: format!("up to {}", format::duration(c.seconds)),
             cost: cost(c.max_cost_usd),
+            // The placeholder row (no candidate ticked) has only the assumption to say.
+            speed: if chosen.is_empty() {
+                String::new()
+            } else {
+                c.speed.clone()
+            },
         })
         .collect();
     EstimateView {
@@ -811,6 +827,7 @@ fn build_estimate(config: &RunConfig, version: &EvalSetVersion, chosen: &[&Candi
             input_tokens: format::thousands(e.input_tokens),
             output_tokens: format!("up to {}", format::thousands(e.max_output_tokens)),
             time: format!("up to {}", format::duration(e.seconds)),
+            speed: String::new(),
             cost: match e.max_cost_usd {
                 Some(usd) => format!("up to ${usd:.2}"),
                 None => "no price stated".into(),

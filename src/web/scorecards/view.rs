@@ -17,6 +17,8 @@ pub struct ColumnView {
     pub verdict_class: &'static str,
     pub reasons: Vec<String>,
     pub incumbent: bool,
+    /// The candidate's colour (`domain::palette`: the same as on the run page and compare).
+    pub colour: &'static str,
 }
 
 #[derive(Debug, Clone)]
@@ -288,6 +290,7 @@ pub fn build(j: &RunScorecard) -> CardView {
 
 /// The candidates as columns, each with its verdict.
 fn column_views(j: &RunScorecard) -> Vec<ColumnView> {
+    let colours = crate::domain::palette::CandidateColours::of(j.candidates.iter().map(|c| c.id));
     j.card
         .columns
         .iter()
@@ -306,6 +309,7 @@ fn column_views(j: &RunScorecard) -> Vec<ColumnView> {
                 verdict_class: verdict_class(c.verdict),
                 reasons: c.reasons.clone(),
                 incumbent: c.incumbent,
+                colour: colours.hex(c.candidate_id),
             }
         })
         .collect()

@@ -6,10 +6,11 @@
 use plotters::prelude::*;
 
 use super::charts::{
-    Chart, FONT, GRID_BOLD, GRID_LIGHT, PointTitle, axis_number, colour, padded, render, with_point_titles,
+    Chart, FONT, PointTitle, axis_number, candidate_colour, padded, render, styled_mesh, with_point_titles,
 };
 use crate::domain::capacity::LoadAxis;
 use crate::domain::format::significant;
+use crate::domain::palette::CandidateColours;
 use crate::engine::run::capacity::CandidateCapacity;
 
 /// How attainment is counted, in words: stated wherever attainment or goodput is shown.
@@ -172,19 +173,16 @@ pub fn attainment_chart(results: &[CandidateCapacity], axis: LoadAxis) -> Option
             .x_label_area_size(44)
             .y_label_area_size(64)
             .build_cartesian_2d(xs.clone(), 0.0..100.0)?;
-        chart
-            .configure_mesh()
-            .x_desc(format!("offered load ({})", axis.unit()))
-            .y_desc("requests meeting the SLO (%)")
-            .label_style((FONT, 13))
-            .max_light_lines(1)
-            .light_line_style(GRID_LIGHT)
-            .bold_line_style(GRID_BOLD)
-            .x_label_formatter(&|v| axis_number(*v))
-            .y_label_formatter(&|v| axis_number(*v))
-            .draw()?;
-        for (i, c) in results.iter().enumerate() {
-            let col = colour(i);
+        styled_mesh(
+            &mut chart,
+            format!("offered load ({})", axis.unit()),
+            "requests meeting the SLO (%)",
+            13,
+        )
+        .draw()?;
+        let colours = CandidateColours::of(results.iter().map(|c| c.candidate_id));
+        for c in results {
+            let col = candidate_colour(&colours, c.candidate_id);
             if let Some(o) = &c.outcome
                 && let (Some(lo), Some(hi)) = (o.lower, o.upper)
             {
@@ -223,6 +221,7 @@ pub fn attainment_chart(results: &[CandidateCapacity], axis: LoadAxis) -> Option
                 };
                 chart.draw_series(std::iter::once(mark))?;
                 titles.push(PointTitle {
+                    colour: Some(col),
                     at: chart.backend_coord(&at),
                     text: format!(
                         "{}: {:.1} % met the SLO at {} ({}){}",
@@ -267,6 +266,7 @@ pub fn attainment_chart(results: &[CandidateCapacity], axis: LoadAxis) -> Option
             axis_number(target)
         ),
         svg: with_point_titles(svg, &titles),
+        data: None,
     })
 }
 
@@ -298,19 +298,16 @@ pub fn frontier_chart(results: &[CandidateCapacity]) -> Option<Chart> {
             .x_label_area_size(44)
             .y_label_area_size(64)
             .build_cartesian_2d(xs.clone(), ys.clone())?;
-        chart
-            .configure_mesh()
-            .x_desc("aggregate output tok/s (steady window)")
-            .y_desc("decode tok/s per user (p50)")
-            .label_style((FONT, 13))
-            .max_light_lines(1)
-            .light_line_style(GRID_LIGHT)
-            .bold_line_style(GRID_BOLD)
-            .x_label_formatter(&|v| axis_number(*v))
-            .y_label_formatter(&|v| axis_number(*v))
-            .draw()?;
-        for (i, (c, points)) in results.iter().zip(&series).enumerate() {
-            let col = colour(i);
+        styled_mesh(
+            &mut chart,
+            "aggregate output tok/s (steady window)",
+            "decode tok/s per user (p50)",
+            13,
+        )
+        .draw()?;
+        let colours = CandidateColours::of(results.iter().map(|c| c.candidate_id));
+        for (c, points) in results.iter().zip(&series) {
+            let col = candidate_colour(&colours, c.candidate_id);
             chart
                 .draw_series(LineSeries::new(points.clone(), col.stroke_width(2)))?
                 .label(c.name.as_str())
@@ -318,6 +315,7 @@ pub fn frontier_chart(results: &[CandidateCapacity]) -> Option<Chart> {
             chart.draw_series(points.iter().map(|p| Circle::new(*p, 5, col.filled())))?;
             for &(x, y) in points {
                 titles.push(PointTitle {
+                    colour: Some(col),
                     at: chart.backend_coord(&(x, y)),
                     text: format!(
                         "{}: {} tok/s per user at {} tok/s aggregate",
@@ -344,5 +342,6 @@ pub fn frontier_chart(results: &[CandidateCapacity]) -> Option<Chart> {
                   throughput of the deployment at that level: moving right buys throughput with each user's speed."
             .into(),
         svg: with_point_titles(svg, &titles),
+        data: None,
     })
 }

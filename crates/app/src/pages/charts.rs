@@ -9,21 +9,12 @@ use plotters::prelude::*;
 
 use crate::domain::calibers::{Knee, LevelFigures, knees_of};
 use crate::domain::load::Load;
+use crate::domain::palette::{CandidateColours, PALETTE_RGB};
 use crate::domain::scorecard::CandidateSummary;
 use crate::domain::thresholds::key::MetricKey;
 use crate::scorecard::RunScorecard;
 
 const SIZE: (u32, u32) = (720, 380);
-/// Okabe–Ito colours: distinguishable with the common colour-vision deficiencies (the history
-/// page's series use them too).
-pub const COLOURS: [RGBColor; 6] = [
-    RGBColor(0, 114, 178),
-    RGBColor(213, 94, 0),
-    RGBColor(0, 158, 115),
-    RGBColor(204, 121, 167),
-    RGBColor(230, 159, 0),
-    RGBColor(86, 180, 233),
-];
 pub(super) const FONT: &str = "sans-serif";
 /// Fine grid lines, one between labelled ones (`max_light_lines(1)`): each is an SVG element,
 /// and a page carries several charts.
@@ -39,6 +30,36 @@ pub(super) fn axis_number(v: f64) -> String {
     }
 }
 
+/// An axis number as a mesh's label formatter wants it (a fn item: a `'static` reference).
+fn axis_label(v: &f64) -> String {
+    axis_number(*v)
+}
+
+/// The mesh the charts share: the axes' descriptions, labels at `font` px, a light grid line
+/// between labelled ones, axis numbers without needless decimals. The caller adds what differs
+/// (a percentage formatter, no y grid…) and draws it.
+pub(super) fn styled_mesh<'a, 'c, 'b, X, Y>(
+    chart: &'c mut ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, Y>>,
+    x_desc: impl Into<String>,
+    y_desc: impl Into<String>,
+    font: u32,
+) -> plotters::chart::MeshStyle<'a, 'c, X, Y, SVGBackend<'b>>
+where
+    X: plotters::coord::ranged1d::Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
+    Y: plotters::coord::ranged1d::Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
+{
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc(x_desc)
+        .y_desc(y_desc)
+        .label_style((FONT, font))
+        .max_light_lines(1)
+        .light_line_style(GRID_LIGHT)
+        .bold_line_style(GRID_BOLD)
+        .x_label_formatter(&axis_label)
+        .y_label_formatter(&axis_label);
+    mesh
+}
+
 /// One chart: its title, a sentence saying what it shows, and the SVG markup.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Chart {
@@ -46,16 +67,78 @@ pub struct Chart {
     pub title: String,
     pub caption: String,
     pub svg: String,
+    /// Its figures as a table (the scorecard prints it under the chart, and static/charts.js
+    /// draws the interactive chart from that table: hovering a point shows its row's words).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<ChartData>,
 }
 
-pub(super) fn colour(i: usize) -> RGBColor {
-    COLOURS[i % COLOURS.len()]
+/// A chart's figures, a series per candidate, each point worded as its table row says it.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct ChartData {
+    pub x_label: String,
+    pub y_label: String,
+    /// The x axis is log₂ (concurrency).
+    pub x_log2: bool,
+    /// Points joined by lines (false: a scatter).
+    pub lines: bool,
+    pub series: Vec<DataSeries>,
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct DataSeries {
+    pub name: String,
+    /// The candidate's colour (`domain::palette`), as the SVG draws it.
+    pub colour: String,
+    pub points: Vec<DataPoint>,
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct DataPoint {
+    /// Where the point sits (plain numbers, for the interactive chart).
+    pub x: String,
+    pub y: String,
+    /// The x and y as the table words them (the y is what hovering shows).
+    pub x_text: String,
+    pub y_text: String,
+}
+
+impl DataPoint {
+    fn at(x: f64, y: f64, x_text: String, y_text: String) -> DataPoint {
+        DataPoint {
+            x: crate::domain::format::data(x),
+            y: crate::domain::format::data(y),
+            x_text,
+            y_text,
+        }
+    }
+}
+
+/// The colour of palette slot `slot` (`domain::palette`'s Okabe–Ito colours), repeating.
+pub fn colour(slot: usize) -> RGBColor {
+    let (r, g, b) = PALETTE_RGB[slot % PALETTE_RGB.len()];
+    RGBColor(r, g, b)
+}
+
+/// The colour of candidate `id` among `colours` (one candidate, one colour on every page:
+/// `domain::palette`).
+pub fn candidate_colour(colours: &CandidateColours, id: i64) -> RGBColor {
+    colour(colours.slot(id))
 }
 
 /// A data point's place in the SVG (pixels) and what it says on hover or focus.
 pub(super) struct PointTitle {
     pub(super) at: (i32, i32),
     pub(super) text: String,
+    /// Its series' colour (a candidate's: `domain::palette`), named on the mark as
+    /// `data-colour` so the interactive charts and the tests can read it; None for a chart of
+    /// no candidate.
+    pub(super) colour: Option<RGBColor>,
+}
+
+/// `#0072b2`: a colour as CSS and the palette write it.
+pub fn hex(c: RGBColor) -> String {
+    format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
 }
 
 fn xml(s: &str) -> String {
@@ -73,8 +156,11 @@ pub(super) fn with_point_titles(svg: String, points: &[PointTitle]) -> String {
     };
     let mut marks = String::from("<g class=\"point-titles\">");
     for p in points {
+        let colour = p
+            .colour
+            .map_or(String::new(), |c| format!(" data-colour=\"{}\"", hex(c)));
         marks.push_str(&format!(
-            "<circle class=\"point-title\" cx=\"{}\" cy=\"{}\" r=\"9\" tabindex=\"0\" role=\"img\" aria-label=\"{t}\"><title>{t}</title></circle>",
+            "<circle class=\"point-title\" cx=\"{}\" cy=\"{}\" r=\"9\"{colour} tabindex=\"0\" role=\"img\" aria-label=\"{t}\"><title>{t}</title></circle>",
             p.at.0,
             p.at.1,
             t = xml(&p.text)
@@ -125,17 +211,7 @@ fn concurrency_axes<'a, 'b>(
         .x_label_area_size(44)
         .y_label_area_size(64)
         .build_cartesian_2d(xs.log_scale().base(2.0), ys)?;
-    chart
-        .configure_mesh()
-        .x_desc("concurrency (requests in flight, log₂ scale)")
-        .y_desc(y_desc)
-        .label_style((FONT, 13))
-        .max_light_lines(1)
-        .light_line_style(GRID_LIGHT)
-        .bold_line_style(GRID_BOLD)
-        .x_label_formatter(&|v| axis_number(*v))
-        .y_label_formatter(&|v| axis_number(*v))
-        .draw()?;
+    styled_mesh(&mut chart, "concurrency (requests in flight, log₂ scale)", y_desc, 13).draw()?;
     Ok(chart)
 }
 
@@ -271,8 +347,9 @@ pub fn throughput_chart(series: &[ThroughputSeries]) -> Option<Chart> {
     let svg = render(|root| {
         root.fill(&WHITE)?;
         let mut chart = concurrency_axes(&root, xs.clone(), ys.clone(), "aggregate tok/s (steady window)")?;
-        for (i, s) in series.iter().enumerate() {
-            let c = colour(i);
+        let colours = CandidateColours::of(series.iter().map(|s| s.candidate_id));
+        for s in series {
+            let c = candidate_colour(&colours, s.candidate_id);
             chart
                 .draw_series(LineSeries::new(s.points.clone(), c.stroke_width(2)))?
                 .label(s.name.as_str())
@@ -281,6 +358,7 @@ pub fn throughput_chart(series: &[ThroughputSeries]) -> Option<Chart> {
             for &(x, y) in &s.points {
                 let knee = s.knee.as_ref().is_some_and(|k| f64::from(k.concurrency) == x);
                 titles.push(PointTitle {
+                    colour: Some(c),
                     at: chart.backend_coord(&(x, y)),
                     text: format!(
                         "{}: {} tok/s aggregate (steady window) at c={}{}",
@@ -313,6 +391,25 @@ pub fn throughput_chart(series: &[ThroughputSeries]) -> Option<Chart> {
         root.present()
     })?;
     let svg = with_point_titles(svg, &titles);
+    let colours = CandidateColours::of(series.iter().map(|s| s.candidate_id));
+    let data = ChartData {
+        x_label: "concurrency (log₂)".into(),
+        y_label: "aggregate tok/s (steady window)".into(),
+        x_log2: true,
+        lines: true,
+        series: series
+            .iter()
+            .map(|s| DataSeries {
+                name: s.name.clone(),
+                colour: colours.hex(s.candidate_id).into(),
+                points: s
+                    .points
+                    .iter()
+                    .map(|&(x, y)| DataPoint::at(x, y, format!("c={}", axis_number(x)), figure(y, "tok/s")))
+                    .collect(),
+            })
+            .collect(),
+    };
     Some(Chart {
         id: "chart-throughput".into(),
         title: "Throughput vs concurrency".into(),
@@ -329,6 +426,7 @@ pub fn throughput_chart(series: &[ThroughputSeries]) -> Option<Chart> {
                 .into()
         },
         svg,
+        data: Some(data),
     })
 }
 
@@ -349,7 +447,8 @@ fn knee_caption(series: &[ThroughputSeries]) -> Option<String> {
 }
 
 fn ttft_chart(j: &RunScorecard) -> Option<Chart> {
-    let series: Vec<(String, Vec<f64>)> = j
+    let colours = CandidateColours::of(j.candidates.iter().map(|c| c.id));
+    let series: Vec<(i64, String, Vec<f64>)> = j
         .candidates
         .iter()
         .zip(&j.summaries)
@@ -359,10 +458,10 @@ fn ttft_chart(j: &RunScorecard) -> Option<Chart> {
                 .level(j.run.config.concurrency)
                 .map(|l| l.ttft_ms.clone())
                 .unwrap_or_default();
-            (c.spec.name.clone(), v)
+            (c.id, c.spec.name.clone(), v)
         })
         .collect();
-    let xs = padded(series.iter().flat_map(|(_, v)| v.iter().copied()), true)?;
+    let xs = padded(series.iter().flat_map(|(_, _, v)| v.iter().copied()), true)?;
     let svg = render(|root| {
         root.fill(&WHITE)?;
         let mut chart = ChartBuilder::on(&root)
@@ -370,22 +469,14 @@ fn ttft_chart(j: &RunScorecard) -> Option<Chart> {
             .x_label_area_size(44)
             .y_label_area_size(64)
             .build_cartesian_2d(xs.clone(), 0.0f64..1.05)?;
-        chart
-            .configure_mesh()
-            .x_desc("TTFT (ms)")
-            .y_desc("share of requests at or below")
+        styled_mesh(&mut chart, "TTFT (ms)", "share of requests at or below", 13)
             .y_label_formatter(&|v| format!("{:.0} %", v * 100.0))
-            .label_style((FONT, 13))
-            .max_light_lines(1)
-            .light_line_style(GRID_LIGHT)
-            .bold_line_style(GRID_BOLD)
-            .x_label_formatter(&|v| axis_number(*v))
             .draw()?;
-        for (i, (name, values)) in series.iter().enumerate() {
+        for (id, name, values) in series.iter() {
             if values.is_empty() {
                 continue;
             }
-            let c = colour(i);
+            let c = candidate_colour(&colours, *id);
             let n = values.len() as f64;
             // Empirical CDF as a step line.
             let mut steps = vec![(0.0f64.min(values[0]), 0.0)];
@@ -414,7 +505,71 @@ fn ttft_chart(j: &RunScorecard) -> Option<Chart> {
                   is faster, a long flat tail is jitter."
             .into(),
         svg,
+        data: Some(ttft_data(&series, &colours)),
     })
+}
+
+/// Points of the TTFT distribution a table can hold: every 5th percentile, p5 to p100.
+const TTFT_TABLE_STEPS: usize = 20;
+
+/// The TTFT distribution's figures: each candidate's p5, p10 … p100 (the order statistic at or
+/// above each share, as the step line reads).
+fn ttft_data(series: &[(i64, String, Vec<f64>)], colours: &CandidateColours) -> ChartData {
+    ChartData {
+        x_label: "TTFT (ms)".into(),
+        y_label: "share of requests at or below (%)".into(),
+        x_log2: false,
+        lines: true,
+        series: series
+            .iter()
+            .filter(|(_, _, v)| !v.is_empty())
+            .map(|(id, name, v)| DataSeries {
+                name: name.clone(),
+                colour: colours.hex(*id).into(),
+                points: (1..=TTFT_TABLE_STEPS)
+                    .map(|k| {
+                        let share = k as f64 / TTFT_TABLE_STEPS as f64;
+                        let i = ((share * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+                        DataPoint::at(
+                            v[i],
+                            share * 100.0,
+                            format!("p{:.0}", share * 100.0),
+                            figure(v[i], "ms"),
+                        )
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+/// The accuracy chart's figures: a point per candidate (its speed on `axis`, its accuracy).
+fn accuracy_data(
+    points: &[(String, f64, f64, i64)],
+    axis: SpeedAxis,
+    c: u32,
+    candidates: &[crate::domain::candidate::Candidate],
+) -> ChartData {
+    let colours = CandidateColours::of(candidates.iter().map(|c| c.id));
+    ChartData {
+        x_label: axis.label(c),
+        y_label: "accuracy (%)".into(),
+        x_log2: false,
+        lines: false,
+        series: points
+            .iter()
+            .map(|(name, x, y, id)| DataSeries {
+                name: name.clone(),
+                colour: colours.hex(*id).into(),
+                points: vec![DataPoint::at(
+                    *x,
+                    y * 100.0,
+                    figure(*x, axis.unit()),
+                    format!("{:.1} %", y * 100.0),
+                )],
+            })
+            .collect(),
+    }
 }
 
 /// The first rule on `base` judged at the run's load (its threshold line), if any.
@@ -492,15 +647,15 @@ impl SpeedAxis {
     }
 }
 
-/// Each candidate's (name, speed on `axis` at concurrency `c`, accuracy, place in the run — its
-/// colour, the same on every chart of the run), where both are known.
-fn accuracy_points(j: &RunScorecard, axis: &SpeedAxis, c: u32) -> Vec<(String, f64, f64, usize)> {
+/// Each candidate's (name, speed on `axis` at concurrency `c`, accuracy, candidate id — its
+/// colour, the same on every page), where both are known.
+fn accuracy_points(j: &RunScorecard, axis: &SpeedAxis, c: u32) -> Vec<(String, f64, f64, i64)> {
     j.card
         .pareto
         .iter()
         .filter_map(|p| {
             let speed = axis.value(j.summaries.get(p.index)?, c)?;
-            Some((p.name.clone(), speed, p.quality?, p.index))
+            Some((p.name.clone(), speed, p.quality?, j.candidates.get(p.index)?.id))
         })
         .collect()
 }
@@ -525,16 +680,8 @@ fn accuracy_chart(j: &RunScorecard) -> Option<Chart> {
             .x_label_area_size(44)
             .y_label_area_size(64)
             .build_cartesian_2d(xs.clone(), ys.clone())?;
-        chart
-            .configure_mesh()
-            .x_desc(axis.label(c))
-            .y_desc("accuracy")
+        styled_mesh(&mut chart, axis.label(c), "accuracy", 13)
             .y_label_formatter(&|v| format!("{:.0} %", v * 100.0))
-            .label_style((FONT, 13))
-            .max_light_lines(1)
-            .light_line_style(GRID_LIGHT)
-            .bold_line_style(GRID_BOLD)
-            .x_label_formatter(&|v| axis_number(*v))
             .draw()?;
         let line = RGBColor(120, 120, 120);
         if let Some(a) = min_accuracy {
@@ -563,13 +710,15 @@ fn accuracy_chart(j: &RunScorecard) -> Option<Chart> {
                 ))
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], line.stroke_width(1)));
         }
-        for (name, x, y, place) in points.iter() {
-            let c = colour(*place);
+        let colours = CandidateColours::of(j.candidates.iter().map(|c| c.id));
+        for (name, x, y, id) in points.iter() {
+            let c = candidate_colour(&colours, *id);
             chart
                 .draw_series(std::iter::once(Circle::new((*x, *y), 6, c.filled())))?
                 .label(name.as_str())
                 .legend(move |(px, py)| Circle::new((px + 9, py), 5, c.filled()));
             titles.push(PointTitle {
+                colour: Some(c),
                 at: chart.backend_coord(&(*x, *y)),
                 text: format!(
                     "{name}: accuracy {:.1} %, {} {}",
@@ -602,6 +751,7 @@ fn accuracy_chart(j: &RunScorecard) -> Option<Chart> {
             }
         ),
         svg,
+        data: Some(accuracy_data(&points, axis, c, &j.candidates)),
     })
 }
 
@@ -656,8 +806,9 @@ pub fn latency_chart(series: &[ThroughputSeries]) -> Option<Chart> {
     let svg = render(|root| {
         root.fill(&WHITE)?;
         let mut chart = concurrency_axes(&root, xs.clone(), ys.clone(), "latency (ms), successful requests")?;
+        let colours = CandidateColours::of(series.iter().map(|s| s.candidate_id));
         for (i, s) in series.iter().enumerate() {
-            let c = colour(i);
+            let c = candidate_colour(&colours, s.candidate_id);
             for (label, pick, dashed) in &lines {
                 let points: Vec<(f64, f64)> = s
                     .latency
@@ -686,6 +837,7 @@ pub fn latency_chart(series: &[ThroughputSeries]) -> Option<Chart> {
                 }
                 for &(x, y) in &points {
                     titles.push(PointTitle {
+                        colour: Some(c),
                         at: chart.backend_coord(&(x, y)),
                         text: format!("{name}: {} at c={}", figure(y, "ms"), axis_number(x)),
                     });
@@ -725,6 +877,7 @@ pub fn latency_chart(series: &[ThroughputSeries]) -> Option<Chart> {
             None => "TTFT and E2E at each load measured (p50 solid, p95 dashed; E2E points triangles): where they climb, requests queue.".into(),
         },
         svg: with_point_titles(svg, &titles),
+        data: None,
     })
 }
 
@@ -739,8 +892,14 @@ pub fn interval(b: &crate::domain::timeline::Bucket) -> String {
 
 /// The run over time: tok/s, TTFT p50 and (when any) failed attempts per time bucket, one line
 /// per candidate (`names` in the timeline's candidate order).
-pub fn timeline_charts(t: &crate::domain::timeline::Timeline, names: &[String]) -> Vec<Chart> {
-    let one = |spec: TimelineSpec| timeline_chart(t, names, spec);
+///
+/// `colours`: the run's candidates' colours (`domain::palette`).
+pub fn timeline_charts(
+    t: &crate::domain::timeline::Timeline,
+    names: &[String],
+    colours: &CandidateColours,
+) -> Vec<Chart> {
+    let one = |spec: TimelineSpec| timeline_chart(t, names, colours, spec);
     let width = crate::domain::format::significant_trimmed(t.bucket_s);
     let any_errors = t.candidates.iter().any(|(_, b)| b.iter().any(|b| b.errors > 0));
     [
@@ -793,7 +952,12 @@ struct TimelineSpec {
 }
 
 /// A line per candidate of `spec`'s figure over the run's buckets.
-fn timeline_chart(t: &crate::domain::timeline::Timeline, names: &[String], spec: TimelineSpec) -> Option<Chart> {
+fn timeline_chart(
+    t: &crate::domain::timeline::Timeline,
+    names: &[String],
+    colours: &CandidateColours,
+    spec: TimelineSpec,
+) -> Option<Chart> {
     let mid = |b: &crate::domain::timeline::Bucket| (b.start_s + b.end_s) / 2.0;
     let x_end = t
         .candidates
@@ -805,10 +969,11 @@ fn timeline_chart(t: &crate::domain::timeline::Timeline, names: &[String], spec:
         .candidates
         .iter()
         .enumerate()
-        .map(|(i, (_, buckets))| {
+        .map(|(i, (id, buckets))| {
             let name = names.get(i).map(String::as_str).unwrap_or("?");
             TimeLine {
                 name: name.to_string(),
+                slot: colours.slot(*id),
                 points: buckets
                     .iter()
                     .filter_map(|b| {
@@ -835,6 +1000,8 @@ fn timeline_chart(t: &crate::domain::timeline::Timeline, names: &[String], spec:
 /// run's first measured request, value, the text a point shows on hover or focus).
 pub struct TimeLine {
     pub name: String,
+    /// Its colour's palette slot: the candidate's (`domain::palette`).
+    pub slot: usize,
     pub points: Vec<(f64, f64, String)>,
 }
 
@@ -862,19 +1029,15 @@ pub fn over_time_chart(spec: OverTime, lines: &[TimeLine]) -> Option<Chart> {
             .x_label_area_size(40)
             .y_label_area_size(64)
             .build_cartesian_2d(xs.clone(), ys.clone())?;
-        chart
-            .configure_mesh()
-            .x_desc("seconds since the run's first measured request")
-            .y_desc(spec.y_desc.as_str())
-            .label_style((FONT, 13))
-            .max_light_lines(1)
-            .light_line_style(GRID_LIGHT)
-            .bold_line_style(GRID_BOLD)
-            .x_label_formatter(&|v| axis_number(*v))
-            .y_label_formatter(&|v| axis_number(*v))
-            .draw()?;
-        for (i, line) in lines.iter().enumerate() {
-            let c = colour(i);
+        styled_mesh(
+            &mut chart,
+            "seconds since the run's first measured request",
+            spec.y_desc.as_str(),
+            13,
+        )
+        .draw()?;
+        for line in lines {
+            let c = colour(line.slot);
             chart
                 .draw_series(LineSeries::new(
                     line.points.iter().map(|p| (p.0, p.1)),
@@ -885,6 +1048,7 @@ pub fn over_time_chart(spec: OverTime, lines: &[TimeLine]) -> Option<Chart> {
             chart.draw_series(line.points.iter().map(|p| Circle::new((p.0, p.1), 3, c.filled())))?;
             for (x, y, text) in &line.points {
                 titles.push(PointTitle {
+                    colour: Some(c),
                     at: chart.backend_coord(&(*x, *y)),
                     text: text.clone(),
                 });
@@ -904,14 +1068,17 @@ pub fn over_time_chart(spec: OverTime, lines: &[TimeLine]) -> Option<Chart> {
         title: spec.title,
         caption: spec.caption,
         svg: with_point_titles(svg, &titles),
+        data: None,
     })
 }
 
 /// One bar of the pass-rate chart.
 pub struct PassRateBar {
     pub candidate: String,
-    /// The candidate's place in the run (its colour).
+    /// The candidate's place in the run (bars are grouped in this order).
     pub candidate_index: usize,
+    /// The candidate's id (its colour, `domain::palette`).
+    pub candidate_id: i64,
     pub grader: String,
     pub passed: u64,
     pub graded: u64,
@@ -928,6 +1095,7 @@ pub fn pass_rate_text(passed: u64, graded: u64) -> String {
 /// Pass rate per grader × candidate as horizontal bars, grouped by grader, each bar labelled
 /// with its rate (colour is never the only cue: every bar names its candidate).
 pub fn pass_rate_chart(bars: &[PassRateBar]) -> Option<Chart> {
+    let colours = CandidateColours::of(bars.iter().map(|b| b.candidate_id));
     // Segment 0 is drawn at the bottom: reversed, the first bar reads first, at the top.
     let bars: Vec<&PassRateBar> = bars.iter().filter(|b| b.graded > 0).rev().collect();
     if bars.is_empty() {
@@ -970,7 +1138,7 @@ pub fn pass_rate_chart(bars: &[PassRateBar]) -> Option<Chart> {
             })
             .draw()?;
         for (i, b) in bars.iter().enumerate() {
-            let c = colour(b.candidate_index);
+            let c = candidate_colour(&colours, b.candidate_id);
             let rate = b.passed as f64 / b.graded as f64;
             let i = i as i32;
             let mut bar = Rectangle::new(
@@ -985,6 +1153,7 @@ pub fn pass_rate_chart(bars: &[PassRateBar]) -> Option<Chart> {
                 (FONT, 12).into_font().color(&BLACK),
             )))?;
             titles.push(PointTitle {
+                colour: Some(c),
                 at: chart.backend_coord(&(rate / 2.0, SegmentValue::CenterOf(i))),
                 text: format!("{} · {}: {}", b.grader, b.candidate, pass_rate_text(b.passed, b.graded)),
             });
@@ -996,6 +1165,7 @@ pub fn pass_rate_chart(bars: &[PassRateBar]) -> Option<Chart> {
         title: "Pass rate per grader and candidate".into(),
         caption: "Passed / graded answers of each grader, per candidate (failed requests have no answer to grade: see the failure rate).".into(),
         svg: with_point_titles(svg, &titles),
+        data: None,
     })
 }
 
@@ -1080,6 +1250,7 @@ pub fn token_timeline(chunks: &crate::domain::chunks::Chunks, answer_from_us: Op
         if let Some(a) = answer_at {
             let tokens_before = steps.iter().take_while(|p| p.0 < a).last().map_or(0.0, |p| p.1);
             titles.push(PointTitle {
+                colour: None,
                 at: chart.backend_coord(&(a, tokens_before)),
                 text: format!(
                     "reasoning ended, answer began at {} (after {} reasoning tokens)",
@@ -1090,6 +1261,7 @@ pub fn token_timeline(chunks: &crate::domain::chunks::Chunks, answer_from_us: Op
         }
         for (at, text) in &marks {
             titles.push(PointTitle {
+                colour: None,
                 at: chart.backend_coord(at),
                 text: text.clone(),
             });
@@ -1115,17 +1287,13 @@ pub fn arrivals_chart(bar_s: f64, counts: &[u64]) -> Option<Chart> {
             .x_label_area_size(40)
             .y_label_area_size(60)
             .build_cartesian_2d(0.0f64..end, 0.0f64..top)?;
-        chart
-            .configure_mesh()
-            .x_desc("seconds from the first request")
-            .y_desc(format!("requests per {} s", axis_number(bar_s)))
-            .label_style((FONT, 12))
-            .max_light_lines(1)
-            .light_line_style(GRID_LIGHT)
-            .bold_line_style(GRID_BOLD)
-            .x_label_formatter(&|v| axis_number(*v))
-            .y_label_formatter(&|v| axis_number(*v))
-            .draw()?;
+        styled_mesh(
+            &mut chart,
+            "seconds from the first request",
+            format!("requests per {} s", axis_number(bar_s)),
+            12,
+        )
+        .draw()?;
         chart.draw_series(counts.iter().enumerate().map(|(i, &n)| {
             let x = i as f64 * bar_s;
             Rectangle::new([(x, 0.0), (x + bar_s, n as f64)], colour(0).filled())
@@ -1133,6 +1301,7 @@ pub fn arrivals_chart(bar_s: f64, counts: &[u64]) -> Option<Chart> {
         for (i, &n) in counts.iter().enumerate() {
             let x = i as f64 * bar_s;
             titles.push(PointTitle {
+                colour: None,
                 at: chart.backend_coord(&(x + bar_s / 2.0, n as f64 / 2.0)),
                 text: format!("{}–{} s: {n} requests", axis_number(x), axis_number(x + bar_s)),
             });
@@ -1144,5 +1313,6 @@ pub fn arrivals_chart(bar_s: f64, counts: &[u64]) -> Option<Chart> {
         title: "Arrivals".into(),
         caption: "Requests arriving in each interval, as recorded (a replay at 2× halves the intervals).".into(),
         svg: with_point_titles(svg, &titles),
+        data: None,
     })
 }

@@ -6,12 +6,13 @@ use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::charts::{
-    Chart, FONT, GRID_BOLD, GRID_LIGHT, PointTitle, axis_number, colour, padded, render, with_point_titles,
+    Chart, FONT, PointTitle, axis_number, candidate_colour, padded, render, styled_mesh, with_point_titles,
 };
 use crate::domain::conversation::{
     ConversationFigures, PassRate, RAMP_RULE, SESSION_RULE, Spread, figures, stagger_label,
 };
 use crate::domain::format::shortest;
+use crate::domain::palette::CandidateColours;
 use crate::domain::run::{RequestRecord, Run, last_attempts};
 
 /// Confidence of every interval in the block.
@@ -23,6 +24,9 @@ const MAX_POINTS: usize = 300;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CandidateConversations {
     pub candidate: String,
+    /// Its colour on the chart (`domain::palette`); 0 in a view stored before it was kept.
+    #[serde(default)]
+    pub candidate_id: i64,
     pub turns: Vec<TurnLine>,
     pub contexts: Vec<ContextLine>,
     pub conversations: String,
@@ -160,6 +164,7 @@ pub fn candidate_conversations(
     };
     Some(CandidateConversations {
         candidate: name,
+        candidate_id,
         turns: lines,
         contexts,
         conversations: pass_rate_text(&f.conversations),
@@ -188,7 +193,7 @@ pub fn view(run: &Run, candidates: Vec<CandidateConversations>) -> Option<Conver
         if c.stream { "on" } else { "off" },
         shortest(CONFIDENCE * 100.0)
     );
-    let chart = ttft_context_chart(&candidates);
+    let chart = ttft_context_chart(&candidates, &run.candidate_ids);
     Some(ConversationsView {
         conditions,
         candidates,
@@ -197,7 +202,10 @@ pub fn view(run: &Run, candidates: Vec<CandidateConversations>) -> Option<Conver
 }
 
 /// TTFT against context length, one colour and marker per candidate.
-pub fn ttft_context_chart(candidates: &[CandidateConversations]) -> Option<Chart> {
+/// `run_candidates`: every candidate of the run (the colours are settled among them, as on every
+/// page of the run).
+pub fn ttft_context_chart(candidates: &[CandidateConversations], run_candidates: &[i64]) -> Option<Chart> {
+    let colours = CandidateColours::of(run_candidates.iter().copied());
     let all = || candidates.iter().flat_map(|c| c.figures.points.iter());
     let xs = padded(all().map(|p| f64::from(p.0)), true)?;
     let ys = padded(all().map(|p| p.1), true)?;
@@ -209,20 +217,16 @@ pub fn ttft_context_chart(candidates: &[CandidateConversations]) -> Option<Chart
             .x_label_area_size(44)
             .y_label_area_size(64)
             .build_cartesian_2d(xs.clone(), ys.clone())?;
-        chart
-            .configure_mesh()
-            .light_line_style(GRID_LIGHT)
-            .bold_line_style(GRID_BOLD)
-            .max_light_lines(1)
-            .x_desc("context: prompt tokens at the turn (server-reported)")
-            .y_desc("TTFT (ms), successful turns")
-            .x_label_formatter(&|v| axis_number(*v))
-            .y_label_formatter(&|v| axis_number(*v))
-            .label_style((FONT, 13))
-            .axis_desc_style((FONT, 14))
-            .draw()?;
+        styled_mesh(
+            &mut chart,
+            "context: prompt tokens at the turn (server-reported)",
+            "TTFT (ms), successful turns",
+            13,
+        )
+        .axis_desc_style((FONT, 14))
+        .draw()?;
         for (i, c) in candidates.iter().enumerate() {
-            let col = colour(i);
+            let col = candidate_colour(&colours, c.candidate_id);
             let step = (c.figures.points.len() / MAX_POINTS).max(1);
             let points: Vec<(f64, f64)> = c
                 .figures
@@ -242,6 +246,7 @@ pub fn ttft_context_chart(candidates: &[CandidateConversations]) -> Option<Chart
                 .legend(move |(x, y)| Circle::new((x + 6, y), 4, col.filled()));
             for &(x, y) in points.iter().take(60) {
                 titles.push(PointTitle {
+                    colour: Some(col),
                     at: chart.backend_coord(&(x, y)),
                     text: format!(
                         "{}: TTFT {} ms at {} prompt tokens",
@@ -266,5 +271,6 @@ pub fn ttft_context_chart(candidates: &[CandidateConversations]) -> Option<Chart
         title: "TTFT vs context length".into(),
         caption: "Every successful conversation turn: its time to first token against the prompt tokens the server reported at that turn (later turns carry longer histories; a prefix cache flattens the climb).".into(),
         svg: with_point_titles(svg, &titles),
+        data: None,
     })
 }

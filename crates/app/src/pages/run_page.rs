@@ -111,6 +111,9 @@ pub struct OverTimeRow {
     /// interactive chart puts the point; the table's words are its hover text).
     #[serde(default)]
     pub mid_s: String,
+    /// The candidate's colour (`domain::palette`), as its lines are drawn.
+    #[serde(default)]
+    pub colour: String,
 }
 
 fn over_time_view(
@@ -123,13 +126,16 @@ fn over_time_view(
         .iter()
         .map(|&id| candidate_name(candidates, id))
         .collect();
+    let colours = crate::domain::palette::CandidateColours::of(run.candidate_ids.iter().copied());
     let rows = timeline
         .candidates
         .iter()
         .zip(&names)
-        .flat_map(|((_, buckets), name)| {
+        .flat_map(|((id, buckets), name)| {
+            let colour = colours.hex(*id);
             buckets.iter().map(move |b| OverTimeRow {
                 candidate: name.clone(),
+                colour: colour.to_string(),
                 interval: charts::interval(b),
                 tok_s: b.tok_s.map_or(NOT_MEASURED.into(), |v| charts::figure(v, "tok/s")),
                 ttft: b.ttft_p50_ms.map_or(NOT_MEASURED.into(), |v| charts::figure(v, "ms")),
@@ -155,20 +161,23 @@ fn over_time_view(
             )),
         )
     } else {
-        (charts::timeline_charts(&timeline, &names), None)
+        (charts::timeline_charts(&timeline, &names, &colours), None)
     };
     Some(OverTimeView { charts, rows, note })
 }
 
-/// The quality section's bars: every grader of every candidate, from the graders tables.
-fn pass_rate_chart(quality: &[QualityView]) -> Option<Chart> {
+/// The quality section's bars: every grader of every candidate (`ids`: each view's candidate),
+/// from the graders tables.
+fn pass_rate_chart(quality: &[QualityView], ids: &[i64]) -> Option<Chart> {
     let mut bars: Vec<charts::PassRateBar> = quality
         .iter()
+        .zip(ids)
         .enumerate()
-        .flat_map(|(i, q)| {
+        .flat_map(|(i, (q, &id))| {
             q.graders.iter().map(move |g| charts::PassRateBar {
                 candidate: q.candidate.clone(),
                 candidate_index: i,
+                candidate_id: id,
                 grader: g.grader.clone(),
                 passed: g.passed,
                 graded: g.graded,
@@ -609,6 +618,7 @@ impl<'a> PageContext<'a> {
         let mut progress = Vec::with_capacity(parts.len());
         let mut levels = Vec::new();
         let mut quality = Vec::with_capacity(parts.len());
+        let mut quality_ids = Vec::with_capacity(parts.len());
         let mut over_time = Vec::new();
         let mut rate_limits = Vec::new();
         let mut conversations = Vec::new();
@@ -633,6 +643,7 @@ impl<'a> PageContext<'a> {
                 levels.push((candidate_name(candidates, p.id), figures));
             }
             quality.push(p.quality);
+            quality_ids.push(p.id);
             if let Some(buckets) = p.buckets {
                 over_time.push((p.id, buckets));
             }
@@ -658,7 +669,7 @@ impl<'a> PageContext<'a> {
             cases: case_rows.into_iter().map(|(_, _, row)| row).collect(),
             cases_note,
             levels: levels_view(run, levels),
-            pass_rates: pass_rate_chart(&quality),
+            pass_rates: pass_rate_chart(&quality, &quality_ids),
             quality,
             over_time: self
                 .grid

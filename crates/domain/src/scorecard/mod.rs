@@ -82,6 +82,16 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// Better verdicts rank higher: GO above INCONCLUSIVE above NO-GO (how compare says a
+    /// verdict moved against its baseline's).
+    pub fn rank(self) -> u8 {
+        match self {
+            Verdict::Go => 2,
+            Verdict::Inconclusive => 1,
+            Verdict::NoGo => 0,
+        }
+    }
+
     pub fn as_str(&self) -> &'static str {
         match self {
             Verdict::Go => "GO",
