@@ -150,6 +150,7 @@ pub(crate) async fn replay_level(
             first_attempt: 0,
             last_attempt: 0,
             concurrency: 0,
+            resume: None,
         };
         let send = ReplaySend {
             candidate_id,
