@@ -173,24 +173,7 @@ async fn candidate_loop(
     start: Instant,
     start_unix_us: i64,
 ) -> Vec<SentRequest> {
-    let header: EvalSetHeader = EvalSetHeader {
-        bakeoff_evalset: 1,
-        name: "replay".into(),
-        task: TaskKind::Generation,
-        description: None,
-        language: None,
-        system: None,
-        prompt: None,
-        graders: Vec::new(),
-        max_tokens: None,
-        temperature: None,
-        grade_reasoning: false,
-        history: None,
-    };
-    let file = EvalSetFile {
-        header,
-        cases: Vec::new(),
-    };
+    let file = replay_file();
     let client = Arc::new(client);
     let limit = Arc::new(tokio::sync::Semaphore::new(options.max_in_flight.max(1)));
     let mut set: JoinSet<SentRequest> = JoinSet::new();
@@ -291,5 +274,27 @@ pub(crate) async fn wait_until(due: Instant) {
     }
     while Instant::now() < due {
         tokio::task::yield_now().await;
+    }
+}
+
+/// The header replayed prompts are prepared with: no system prompt, nothing but the text (the
+/// CLI's replay and a run's replay level alike).
+pub(crate) fn replay_file() -> EvalSetFile {
+    EvalSetFile {
+        header: EvalSetHeader {
+            bakeoff_evalset: 1,
+            name: "replay".into(),
+            task: TaskKind::Generation,
+            description: None,
+            language: None,
+            system: None,
+            prompt: None,
+            graders: Vec::new(),
+            max_tokens: None,
+            temperature: None,
+            grade_reasoning: false,
+            history: None,
+        },
+        cases: Vec::new(),
     }
 }

@@ -20,7 +20,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::pool::{CandidateRun, FinishedUnits, Tally, Unit};
-use crate::domain::evalset::{ChatMessage, EvalCase, EvalSetFile, EvalSetHeader, TaskKind};
+use crate::domain::evalset::{ChatMessage, EvalCase};
 use crate::domain::run::join_repetition;
 use crate::domain::workload::replay::{ReplaySend, ReplaySummary, due_ms, replay_case_id};
 use crate::error::EngineError;
@@ -101,7 +101,7 @@ pub(crate) async fn replay_level(
     let (tx, rx) = mpsc::unbounded_channel::<ReplaySend>();
     let saver = tokio::spawn(save_sends(store.clone(), run_id, rx));
     let seed = text_seed(run_id);
-    let file = Arc::new(replay_file());
+    let file = Arc::new(crate::replay::replay_file());
     let limit = Arc::new(Semaphore::new(
         crate::domain::load::Load::Replay { speed }.max_in_flight(),
     ));
@@ -338,26 +338,5 @@ async fn save_sends(
                 None => Ok(()),
             };
         }
-    }
-}
-
-/// The header replayed prompts are prepared with: no system prompt, nothing but the text.
-fn replay_file() -> EvalSetFile {
-    EvalSetFile {
-        header: EvalSetHeader {
-            bakeoff_evalset: 1,
-            name: "replay".into(),
-            task: TaskKind::Generation,
-            description: None,
-            language: None,
-            system: None,
-            prompt: None,
-            graders: Vec::new(),
-            max_tokens: None,
-            temperature: None,
-            grade_reasoning: false,
-            history: None,
-        },
-        cases: Vec::new(),
     }
 }
