@@ -69,17 +69,20 @@ fn owner_only(path: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
-/// A new in-memory database gets every migration's SQL in one batch: one round trip to sqlx's
-/// SQLite worker thread instead of the migrator's bookkeeping (a table of applied versions, a
-/// transaction and several queries per migration, ~1,200 thread hand-offs: 40 % of a one-request
-/// `measure`'s start-up). Nothing exists yet to check against and the database dies with the
-/// process, so no record of applied versions is kept. The `no-transaction` migrations manage
-/// their own transactions; the rest run statement by statement on the empty database.
+/// A new in-memory database gets the schema every migration leads to, written out once
+/// (`migrations/sqlite-fresh.sql`: each table, index and trigger as SQLite keeps it after the
+/// last migration, and the rows the migrations insert), in one batch. Replaying the 37
+/// migrations instead made SQLite re-parse the whole schema after each of their `ALTER TABLE`s:
+/// ~35 ms of CPU, most of a one-request `measure`'s start-up. Nothing exists yet to check against
+/// and the database dies with the process, so no record of applied versions is kept. A test
+/// keeps the file equal to what the migrations build (`BAKEOFF_WRITE_SCHEMAS=1` rewrites it).
 async fn migrate_fresh_in_memory(pool: &SqlitePool) -> Result<()> {
-    let all: String = MIGRATOR.iter().map(|m| format!("{}\n", m.sql.as_str())).collect();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(all)).execute(pool).await?;
+    sqlx::raw_sql(FRESH_SCHEMA).execute(pool).await?;
     Ok(())
 }
+
+/// What the migrations build, as one script (see `migrate_fresh_in_memory`).
+const FRESH_SCHEMA: &str = include_str!("../../../migrations/sqlite-fresh.sql");
 
 pub struct SqliteStore {
     pool: SqlitePool,
@@ -187,17 +190,73 @@ mod tests {
         .unwrap()
     }
 
+    /// The database as one script that builds it again: tables, then indexes, triggers and
+    /// views (each in the order it was made, as SQLite keeps its text), then every row of every
+    /// table, in text order. SQLite's own objects and the migrator's table are left out.
+    async fn script(store: &SqliteStore) -> String {
+        let objects: Vec<(String, String, String)> = sqlx::query_as(
+            "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' \
+             AND tbl_name <> '_sqlx_migrations' \
+             ORDER BY CASE type WHEN 'table' THEN 0 WHEN 'index' THEN 1 WHEN 'trigger' THEN 2 ELSE 3 END, rowid",
+        )
+        .fetch_all(&store.pool)
+        .await
+        .unwrap();
+        let mut out = String::from(
+            "-- GENERATED: the schema and rows every migration in migrations/sqlite/ leads to, for a new\n\
+             -- in-memory database (crates/store/src/sqlite.rs, `migrate_fresh_in_memory`). Do not edit:\n\
+             -- `BAKEOFF_WRITE_SCHEMAS=1 cargo test -p bakeoff-store in_memory` writes it again.\n",
+        );
+        for (_, _, sql) in &objects {
+            out.push_str(sql);
+            out.push_str(";\n");
+        }
+        for (kind, table, _) in &objects {
+            if kind != "table" {
+                continue;
+            }
+            let columns: Vec<String> = sqlx::query_scalar("SELECT name FROM pragma_table_info(?) ORDER BY cid")
+                .bind(table)
+                .fetch_all(&store.pool)
+                .await
+                .unwrap();
+            let quoted: Vec<String> = columns.iter().map(|c| format!("quote(\"{c}\")")).collect();
+            let rows: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "SELECT 'INSERT INTO \"{table}\" VALUES(' || {} || ');' FROM \"{table}\" ORDER BY 1",
+                quoted.join(" || ',' || ")
+            )))
+            .fetch_all(&store.pool)
+            .await
+            .unwrap();
+            for row in rows {
+                out.push_str(&row);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
     #[tokio::test]
-    async fn an_in_memory_database_gets_the_same_schema_as_a_migrated_file() {
+    async fn an_in_memory_database_gets_the_same_schema_and_rows_as_a_migrated_file() {
         let dir = tempfile::tempdir().unwrap();
         let file_url = format!("sqlite://{}", dir.path().join("migrated.db").display());
         let sealer = || KeySealer::new(&[7; 32]);
         let file = SqliteStore::connect(&file_url, sealer()).await.unwrap();
+        let migrated = script(&file).await;
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../migrations/sqlite-fresh.sql");
+        if std::env::var_os("BAKEOFF_WRITE_SCHEMAS").is_some() {
+            std::fs::write(path, &migrated).unwrap();
+            return;
+        }
+        assert!(
+            FRESH_SCHEMA == migrated,
+            "migrations/sqlite-fresh.sql is not what the migrations build: run BAKEOFF_WRITE_SCHEMAS=1 cargo test -p bakeoff-store in_memory"
+        );
         let memory = SqliteStore::connect("sqlite::memory:", sealer()).await.unwrap();
         let (from_file, in_memory) = (schema(&file).await, schema(&memory).await);
         assert!(from_file.len() > 30, "{from_file:?}");
         assert_eq!(from_file, in_memory);
-        // The `no-transaction` migrations turn foreign keys off for their rebuilds: on again.
+        assert_eq!(script(&memory).await, migrated, "the same rows too");
         let on: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
             .fetch_one(&memory.pool)
             .await
