@@ -10,6 +10,9 @@ fn main() -> anyhow::Result<ExitCode> {
     // Before the runtime's threads exist.
     bakeoff::limit_malloc_arenas();
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Measure(_)) {
+        hand_off_measure(&cli.log);
+    }
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     runtime.enable_all();
     if matches!(cli.command, Command::Serve(_) | Command::Worker(_)) {
@@ -29,6 +32,36 @@ fn main() -> anyhow::Result<ExitCode> {
         .context("starting the async runtime")?
         .block_on(run(cli))
 }
+
+/// `bakeoff measure` runs as `bakeoff-measure` when that binary sits beside this one: the same
+/// code and flags in a binary that maps only what a measurement runs, so the client's own memory
+/// is not this binary's pages, templates and database dialects (docs/overhead.md). Replaces this
+/// process (no thread has started yet); returns only when there is no such binary or it cannot
+/// be started, and then the measurement runs here.
+#[cfg(unix)]
+fn hand_off_measure(log: &str) {
+    use std::os::unix::process::CommandExt;
+    let Some(lean) = std::env::current_exe()
+        .ok()
+        .and_then(|me| Some(me.parent()?.join("bakeoff-measure")))
+        .filter(|p| p.is_file())
+    else {
+        return;
+    };
+    // Everything after the subcommand; a `--log` given before it travels as the variable.
+    let args: Vec<_> = std::env::args_os().skip_while(|a| a != "measure").skip(1).collect();
+    let error = std::process::Command::new(&lean)
+        .args(args)
+        .env("BAKEOFF_LOG", log)
+        .exec();
+    eprintln!(
+        "bakeoff: could not start {} ({error}); measuring in this process",
+        lean.display()
+    );
+}
+
+#[cfg(not(unix))]
+fn hand_off_measure(_log: &str) {}
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let logs = tracing_subscriber::fmt().with_env_filter(EnvFilter::try_new(&cli.log).context("invalid --log filter")?);

@@ -414,6 +414,8 @@ pub struct ProcessUsage {
     pub cpu_s: Option<f64>,
     /// Peak resident memory since the process started (`VmHWM`), bytes.
     pub peak_rss_bytes: Option<u64>,
+    /// The executable that measured: `bakeoff-measure` when `bakeoff measure` handed off to it.
+    pub binary: Option<String>,
 }
 
 impl ProcessUsage {
@@ -422,6 +424,9 @@ impl ProcessUsage {
         ProcessUsage {
             cpu_s: harness::process_cpu_seconds(),
             peak_rss_bytes: harness::peak_rss_bytes(),
+            binary: std::env::current_exe()
+                .ok()
+                .and_then(|p| Some(p.file_name()?.to_string_lossy().into_owned())),
         }
     }
 }

@@ -641,6 +641,8 @@ fn measure_json_has_the_documented_fields() {
     );
     assert!(doc["process"]["peak_rss_bytes"].as_u64().unwrap() > 1 << 20);
     assert!(doc["harness"]["peak_rss_bytes"].as_u64().unwrap() > 1 << 20);
+    // `bakeoff measure` handed off to the lean binary beside it (cargo builds both).
+    assert_eq!(doc["process"]["binary"], "bakeoff-measure");
     assert_eq!(doc["levels"].as_array().unwrap().len(), 2);
     let level = &doc["levels"][1];
     assert_eq!(
