@@ -786,3 +786,149 @@ pub async fn recipe_gates(recipe: &str, address: &str, model_line: &str, server:
     };
     crate::support::recipe::recipe_gates(gate, || server.log_tail()).await;
 }
+
+/// Three conversations of three turns (the model's own replies as history), for two users.
+pub fn conversation_evalset() -> EvalSetFile {
+    let header = json!({
+        "bakeoff_evalset": 1,
+        "name": "real-engine-conversations",
+        "task": "generation",
+        "system": "You are a helpful assistant. Answer in one short sentence.",
+        "history": "own",
+        "graders": [{"kind": "contains", "ignore_case": true}],
+        "max_tokens": 12,
+        "temperature": 0,
+    });
+    let cases = ["apple", "river", "candle"].iter().map(|word| {
+        json!({
+            "id": format!("remember-{word}"),
+            "vars": {"word": word},
+            "turns": [
+                {"user": "Please remember the word {{word}}.", "expected": word},
+                {"user": "Name a colour."},
+                {"user": "Which word did I ask you to remember?", "expected": word},
+            ],
+        })
+        .to_string()
+    });
+    let text = std::iter::once(header.to_string())
+        .chain(cases)
+        .collect::<Vec<_>>()
+        .join("\n");
+    EvalSetFile::parse("real-engine-conversations.jsonl", &text).unwrap()
+}
+
+/// A conversation set sent by two users with a fixed think time, end to end: every turn of
+/// every conversation answered once, recorded with its turn facts (conversation, turn, user, the
+/// think time kept — never short of the schedule) and graded where the turn has graders; and the
+/// context growth token-exact against the server's own tokenizer: turn k's prompt tokens (the
+/// server's `usage`) are turn k-1's plus the reply it got plus the new user message plus the same
+/// chat-template framing on every turn. `escapes`: characters the server's chat template
+/// rewrites (llama-cpp-python HTML-escapes messages), so a reply holding one is checked only for
+/// growing the prompt by at least its tokens. When `BAKEOFF_CHART_DIR` is set, the run page's
+/// chart of TTFT against context length is written there as `<engine>-ttft-context.svg`.
+pub async fn conversation(
+    engine: &Engine,
+    server: &ServerProcess,
+    stream: bool,
+    escapes: &[char],
+) -> Vec<RequestRecord> {
+    use bakeoff::domain::conversation::ThinkTime;
+    let bench = Bench::new().await;
+    let file = conversation_evalset();
+    let spec = engine.candidate(server, "conversations");
+    let mut tokenizer = ServerTokenizer::new(&spec).unwrap().unwrap();
+    tokenizer
+        .calibrate()
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}", engine.name));
+    let config = RunConfig {
+        concurrency: 2,
+        warmup_requests: 0,
+        staged_rollout: false,
+        think_time: Some(ThinkTime::Fixed { ms: 20.0 }),
+        ..small_config(stream)
+    };
+    let (run, records) = bench.run(&file, &spec, config).await;
+    let say = format!("{} stream={stream}", engine.name);
+    assert_eq!(
+        run.status,
+        RunStatus::Finished,
+        "{say}: {:?}\n{}",
+        run.error,
+        server.log_tail()
+    );
+    let turns: usize = file.cases.iter().map(|c| c.turns.len()).sum();
+    assert_eq!(records.len(), turns, "{say}: every turn of every conversation, once");
+    let mut by_turn = BTreeMap::new();
+    for r in &records {
+        assert!(r.succeeded(), "{say}: {}\n{}", describe(r), server.log_tail());
+        let facts = r.turn.as_deref().expect("a turn record carries its facts");
+        assert!(facts.user < 2, "{say}: {facts:?}");
+        if let (Some(s), Some(w)) = (facts.think_scheduled_us, facts.think_waited_us) {
+            assert!(
+                w >= s - 200,
+                "{say}: {}: waited {w} µs of a scheduled {s} µs",
+                r.case_id
+            );
+        }
+        assert!(
+            r.input_tokens.unwrap_or(0) > 0,
+            "{say}: prompt tokens from usage: {}",
+            describe(r)
+        );
+        if stream {
+            assert!(
+                r.ttft_us().is_some(),
+                "{say}: a streamed turn has a TTFT: {}",
+                describe(r)
+            );
+        }
+        by_turn.insert((facts.conversation.clone(), facts.turn), r);
+    }
+    // Turns 1 and 3 are graded (they have an `expected`), turn 2 is not.
+    for ((_, turn), r) in &by_turn {
+        assert_eq!(r.grades.len(), usize::from(*turn != 2), "{say}: {}", describe(r));
+    }
+    let mut framing = Vec::new();
+    for case in &file.cases {
+        for k in 2..=case.turns.len() as u32 {
+            let (prev, this) = (by_turn[&(case.id.clone(), k - 1)], by_turn[&(case.id.clone(), k)]);
+            let reply = prev.output();
+            let user = case.turns[k as usize - 1].user_message(&case.vars);
+            let carried = tokenizer.count(reply).await.unwrap() + tokenizer.count(&user).await.unwrap();
+            let growth = this.input_tokens.unwrap() - prev.input_tokens.unwrap();
+            let say = format!("{say}: {} turn {k} (reply {reply:?})", case.id);
+            println!(
+                "{say}: prompt {} tokens = {} + {growth} (reply and message {carried}), TTFT {:?} µs",
+                this.input_tokens.unwrap(),
+                prev.input_tokens.unwrap(),
+                this.ttft_us()
+            );
+            assert!(
+                growth > carried,
+                "{say}: the prompt grew by {growth} tokens, less than the reply and the new message ({carried})"
+            );
+            if !reply.contains(escapes) {
+                framing.push((growth - carried, say));
+            }
+        }
+    }
+    // The same framing on every turn: the prompt carried exactly the earlier reply and message.
+    let (first, _) = framing.first().expect("a turn whose reply the template keeps as it is");
+    for (f, say) in &framing {
+        assert_eq!(f, first, "{say}: framing tokens differ between turns: {framing:?}");
+    }
+    if let Ok(dir) = std::env::var("BAKEOFF_CHART_DIR") {
+        use bakeoff::app::pages::conversations::{candidate_conversations, ttft_context_chart};
+        let id = run.candidate_ids[0];
+        let part = candidate_conversations(spec.name.clone(), &records, id).expect("a conversation part");
+        let chart = ttft_context_chart(&[part], &[id]).expect("a chart of TTFT against context");
+        std::fs::write(
+            PathBuf::from(dir).join(format!("{}-ttft-context.svg", engine.name)),
+            chart.svg,
+        )
+        .unwrap();
+    }
+    records
+}

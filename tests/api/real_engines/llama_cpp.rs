@@ -181,3 +181,20 @@ async fn llama_server_takes_tool_cases_in_prompt_mode() {
     let server = start(false).await;
     common::prompt_mode_tool_call(&ENGINE, &server).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_llama_cpp),
+    ignore = "needs llama-server and SmolLM2-135M: run scripts/install-llama-cpp-server.sh (then touch build.rs)"
+)]
+async fn llama_server_streams_conversations_turn_by_turn_with_exact_context_growth() {
+    let server = start(false).await;
+    let records = common::conversation(&ENGINE, &server, true, &[]).await;
+    // Its prefix cache: each later turn's prompt begins with the turn before it.
+    let cached: Vec<u32> = records
+        .iter()
+        .filter(|r| r.turn.as_deref().is_some_and(|t| t.turn > 1))
+        .filter_map(|r| r.prompt_cache.map(|c| c.read_tokens))
+        .collect();
+    println!("llama-server: cached prompt tokens reported on later turns: {cached:?}");
+}

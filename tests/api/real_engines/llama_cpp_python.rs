@@ -153,3 +153,15 @@ async fn llama_cpp_python_answers_auto_tool_choice_whole_and_takes_prompt_mode()
     // (and imitates) `&lt;tool_call&gt;`: read and graded, but no call is found in it.
     common::prompt_mode_tool_call(&ENGINE, &server).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(bakeoff_test_llama),
+    ignore = "needs llama-cpp-python and SmolLM2-135M: run scripts/install-llama-server.sh (then touch build.rs)"
+)]
+async fn llama_cpp_python_holds_conversations_turn_by_turn_with_exact_context_growth() {
+    // Whole answers: its streams carry no `usage`, so a streamed turn's prompt tokens are unknown.
+    // Its template HTML-escapes every message.
+    let server = start().await;
+    common::conversation(&ENGINE, &server, false, &['<', '>', '&', '\'', '"']).await;
+}
