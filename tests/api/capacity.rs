@@ -1,6 +1,7 @@
 //! Capacity at the SLO against the truth server (the mock with a known service capacity, whose
 //! true capacity at an SLO is computed by exact simulation, `mock::truth`): an overloaded level
-//! is marked past saturation; a sweep stops after a level past saturation unless asked. How
+//! is marked past saturation; a sweep stops after a level past saturation unless asked; a level
+//! stops once its attainment is decided, with the verdict of its own requests. How
 //! close the search comes to the true capacity is not a test here: over HTTP it depends on the
 //! client's own latency, which a busy machine moves (a suite's neighbours are enough). It is
 //! checked where the machine is the search's alone: `mock::truth`'s unit tests (simulated

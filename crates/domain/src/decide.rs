@@ -23,7 +23,8 @@ pub enum InFlight {
     /// They end and count (the level only stops sending).
     Counted,
     /// They are cancelled: no record is stored, so they are in no figure (like a run cancelled
-    /// mid-level).
+    /// mid-level). Not what the engine does (the requests in flight are the slow ones: leaving
+    /// them out would raise the attainment, docs/capacity.md); kept to replay what it would cut.
     Excluded,
 }
 
