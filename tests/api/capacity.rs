@@ -1,6 +1,7 @@
 //! Capacity at the SLO against the truth server (the mock with a known service capacity, whose
 //! true capacity at an SLO is computed by exact simulation, `mock::truth`): an overloaded level
-//! is marked past saturation; a sweep stops after a level past saturation unless asked. How
+//! is marked past saturation; a sweep stops after a level past saturation unless asked; a level
+//! stops once its attainment is decided, with the verdict of its own requests. How
 //! close the search comes to the true capacity is not a test here: over HTTP it depends on the
 //! client's own latency, which a busy machine moves (a suite's neighbours are enough). It is
 //! checked where the machine is the search's alone: `mock::truth`'s unit tests (simulated
@@ -182,6 +183,116 @@ async fn a_sweep_stops_after_a_level_past_saturation_unless_asked() {
         } else {
             assert!(at(16).is_none(), "c=16 skipped");
             assert!(said("c=16 skipped: level c=8 is past saturation"), "{events:?}");
+        }
+    }
+    mock.shutdown().await.unwrap();
+}
+
+/// Stop when decided over HTTP against a truth server of two slots of 60 ms: at c=1 every
+/// request is in time, at c=16 nearly none (the queue holds each for about 400 ms). Each level
+/// stops sending once its attainment is decided and says so, and keeps the verdict of its own
+/// requests: a level that met at every request stops after 55 (the exact rule; Wilson's interval
+/// needed 60), the overloaded one after its first 40 outcomes and the requests then in flight —
+/// where the replay of its own records through the rule (`domain::decide`) cuts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_level_stops_once_decided_with_the_verdict_of_its_own_requests() {
+    use bakeoff::domain::capacity::{DECIDE_MIN_REQUESTS, LevelDecision};
+    use bakeoff::domain::decide::{IN_FLIGHT, decision_of, outcome_of, replay_run};
+    use bakeoff::domain::load::LoadShape;
+    use bakeoff::domain::run::{NewRun, RunStatus, split_repetition};
+    let (store, _guard) = crate::support::db::sqlite_store().await;
+    let server = TruthServer {
+        slots: 2,
+        first_token_ms: 20.0,
+        inter_token_ms: 20.0,
+        tokens: 3,
+    };
+    let mock = crate::support::runs::start_mock(MockConfig {
+        profiles: vec![server.profile("two-slots")],
+        answer_keys: Vec::new(),
+        seed: 5,
+    })
+    .await;
+    let spec = CandidateSpec::openai_chat("two slots", mock.base_url(), "two-slots");
+    let candidate_id = store
+        .create_candidate(&crate::support::checked::admin_new(&spec))
+        .await
+        .unwrap();
+    let workload = synthetic_evalset(&[16], 40, server.tokens).unwrap();
+    let version = store.save_evalset_version(&workload).await.unwrap();
+    let levels = [1, 16];
+    let config = RunConfig {
+        load: LoadShape::Levels {
+            levels: levels.to_vec(),
+        },
+        requests_per_level: Some(120),
+        slo: Slo {
+            ttft_ms: Some(300.0),
+            target_attainment: Some(0.9),
+            ..Slo::default()
+        },
+        stop_when_decided: true,
+        measure_past_saturation: true,
+        ..probe_config()
+    };
+    let run_id = store
+        .create_run(&NewRun {
+            name: "stop when decided".into(),
+            evalset_version_id: version,
+            candidate_ids: vec![candidate_id],
+            config: config.clone(),
+        })
+        .await
+        .unwrap();
+    let status = crate::support::runs::run_to_end_within(&store, run_id, DEADLINE)
+        .await
+        .status;
+    assert_eq!(status, RunStatus::Finished);
+    let records = store.list_request_records(run_id).await.unwrap();
+    let events = store.list_run_events(run_id).await.unwrap();
+    let slo = config.effective_slo();
+    let replays = replay_run(&records, &config, candidate_id, |_| None, IN_FLIGHT);
+    assert_eq!(replays.len(), 2, "{replays:?}");
+    for (level, c) in levels.iter().enumerate() {
+        let outcomes: Vec<_> = records
+            .iter()
+            .filter(|r| !r.is_warmup && split_repetition(r.repetition).0 == level as u32)
+            .filter_map(|r| outcome_of(r, &slo, config.retries))
+            .collect();
+        let (verdict, counted, _) = decision_of(&outcomes, 0.9).expect("decided");
+        let said = format!(
+            "level c={c} stopped when decided: SLO attainment {} the target after {counted} requests",
+            verdict.as_str()
+        );
+        assert!(events.iter().any(|e| e.message.contains(&said)), "{said}: {events:?}");
+        // Stopped: no request sent after the decision but those already in flight (at most c).
+        let n = outcomes.len() as u64;
+        assert!(
+            n >= counted && n <= counted + u64::from(*c) && n < 120,
+            "c={c}: {n} of {counted}"
+        );
+        // Its own requests replayed through the rule: cut where it stopped, the same verdict.
+        let replay = &replays[level];
+        assert_eq!(replay.decided.map(|d| (d.0, d.1)), Some((verdict, counted)));
+        assert_eq!((replay.stopped, replay.full), (verdict, verdict), "c={c}");
+        // The replay cuts at the deciding answer's end; the level stopped a moment later, once
+        // that answer was counted, and a worker may have sent one more in between.
+        assert!(
+            replay.kept <= n && n <= replay.kept + 2,
+            "c={c}: kept {} of {n}",
+            replay.kept
+        );
+        if *c == 1 && outcomes.iter().all(|o| o.met) {
+            // One at a time, every one in time: the exact rule says "meets" after 55.
+            let mut rule = LevelDecision::new(0.9);
+            (0..55).for_each(|_| rule.add(true));
+            assert_eq!((verdict, counted, n), (rule.decided().unwrap(), 55, 55));
+        }
+        if *c == 16 {
+            assert_eq!(
+                (verdict, counted),
+                (bakeoff::domain::capacity::LevelVerdict::Misses, DECIDE_MIN_REQUESTS)
+            );
         }
     }
     mock.shutdown().await.unwrap();

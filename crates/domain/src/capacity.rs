@@ -26,7 +26,9 @@ use serde::{Deserialize, Serialize};
 use crate::calibers::{ATTAINMENT_CONFIDENCE, RequestFigures};
 use crate::candidate::CandidateSpec;
 use crate::run::{Phase, RequestRecord};
-use crate::stats::{ATTAINMENT_BATCHES, Batch, Interval, attainment_interval, batches_of, wilson};
+use crate::stats::{
+    ATTAINMENT_BATCHES, Batch, Interval, attainment_interval, batch_means, batches_of, binomial_upper_tail, wilson,
+};
 
 /// Confidence of the interval a probe's verdict in the search is taken at: stricter than the
 /// 95 % each level's figure states, because the reported interval rests on two verdicts (its two
@@ -663,29 +665,84 @@ pub const ESCALATION: [f64; 3] = [1.0, 1.75, 3.0];
 /// Loads closer than this (relative) to a probe already run are not probed again.
 pub const NEAR: f64 = 0.03;
 
-/// Confidence of the interval that stops a level early ("stop when decided"): stricter than
-/// the 95 % every figure states, because the level looks at it after every request.
+/// Confidence of the intervals that stop a level early ("stop when decided"): stricter than the
+/// 95 % every figure states, because the level looks again and again. Each side of the target
+/// gets (1 − 0.99) / 2 = 0.5 % at each look ([`DECIDE_ALPHA`]).
 pub const DECIDE_CONFIDENCE: f64 = 0.99;
-/// Fewest requests a level counts before it may stop early.
+/// One-sided error each look allows: the exact binomial tail at the target.
+pub const DECIDE_ALPHA: f64 = (1.0 - DECIDE_CONFIDENCE) / 2.0;
+/// Fewest requests a level counts before it may stop early: enough to see past the level's
+/// start (every user sending at once) and for batch means to have batches of several requests.
 pub const DECIDE_MIN_REQUESTS: u64 = 40;
 
-/// A level's running attainment against the target, told each request's outcome as it ends:
-/// decided once at least [`DECIDE_MIN_REQUESTS`] are counted and its [`DECIDE_CONFIDENCE`]
-/// interval — the same interval as the level's figure (Wilson's and batch means' hull over the
-/// outcomes in the order they ended), so that a level stopped early is judged as it would be at
-/// full length — lies wholly on one side of the target. Failed requests count as misses.
-/// Judged every [`DECIDE_EVERY`] outcomes (batch means reads them all).
+/// A level's running attainment against the target, told each request's outcome as it ends
+/// (failed requests count as misses), judged every [`DECIDE_EVERY`] outcomes from
+/// [`DECIDE_MIN_REQUESTS`] on. Decided when two 99 % intervals lie wholly on one side of the
+/// target:
+///
+/// - the exact (Clopper–Pearson) interval of met / counted ([`exact_side`]), which covers at
+///   least its confidence for every true attainment and every count: the error of one look is
+///   at most 0.5 % each side. Wilson's interval, which every figure shows, is not exact near
+///   90 %: its upper end is too low there, and a rule judged by it decided "misses" for a level
+///   exactly at a 90 % target 3.7 % of the time over 120 requests (0.5 % "meets"), where this
+///   one decides either way at most 1.3 % ([`DECIDE_ERROR`], computed exactly in the tests).
+///   It also needs fewer requests to say "meets" when every one met: 55 (Wilson's: 60);
+/// - the batch-means interval over the outcomes in the order they ended (as the level's figure
+///   takes it in send order), which widens when misses come in bursts (requests under load are
+///   not independent: one queue burst makes many neighbours miss together).
+///
+/// The stopped level is then judged like any level, by its 95 % figure over every request it
+/// counted (those in flight at the decision end and count).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LevelDecision {
     pub target: f64,
     pub met: u64,
     pub counted: u64,
     outcomes: Vec<bool>,
-    verdict: Option<LevelVerdict>,
+    /// The verdict and the outcomes counted when it was reached: final, whatever the requests
+    /// still in flight then bring.
+    verdict: Option<(LevelVerdict, u64)>,
 }
 
 /// Outcomes between two judgements of a running level.
 pub const DECIDE_EVERY: u64 = 5;
+
+/// Over a level of 120 requests whose outcomes are independent with an attainment exactly at a
+/// 90 % target, the chance the rule ever decides (meets, misses): what its unit test computes
+/// exactly over every path of outcomes (batch means left out: it only ever widens the interval).
+pub const DECIDE_ERROR: (f64, f64) = (0.0091, 0.0132);
+
+/// Which side of `target` the exact (Clopper–Pearson) interval of `met` of `n` lies on, at a
+/// one-sided error of `alpha`: meets when P(X ≥ met) ≤ alpha for X ~ Binomial(n, target) (the
+/// interval's lower end is at or above the target), misses when P(X ≤ met) ≤ alpha.
+pub fn exact_side(met: u64, n: u64, target: f64, alpha: f64) -> LevelVerdict {
+    if n == 0 || met > n {
+        return LevelVerdict::Undecided;
+    }
+    if met as f64 >= target * n as f64 {
+        if binomial_upper_tail(met, n, target) <= alpha {
+            return LevelVerdict::Meets;
+        }
+    // P(X ≤ met) is the chance of at least n − met misses, each with probability 1 − target.
+    } else if binomial_upper_tail(n - met, n, 1.0 - target) <= alpha {
+        return LevelVerdict::Misses;
+    }
+    LevelVerdict::Undecided
+}
+
+/// One look at `outcomes` (in the order they ended): the side both 99 % intervals lie on.
+fn judge(outcomes: &[bool], target: f64) -> Option<LevelVerdict> {
+    let met = outcomes.iter().filter(|&&m| m).count() as u64;
+    let exact = exact_side(met, outcomes.len() as u64, target, DECIDE_ALPHA);
+    let batches = batches_of(outcomes.iter().map(|&m| (1, u64::from(m))), ATTAINMENT_BATCHES);
+    let spread = batch_means(&batches, DECIDE_CONFIDENCE).map(|i| LevelVerdict::by(Some(i), target));
+    match (exact, spread) {
+        (LevelVerdict::Undecided, _) => None,
+        (v, None) => Some(v),
+        (v, Some(s)) if s == v => Some(v),
+        _ => None,
+    }
+}
 
 impl LevelDecision {
     pub fn new(target: f64) -> LevelDecision {
@@ -698,25 +755,28 @@ impl LevelDecision {
         }
     }
 
+    /// One more outcome. Once decided, outcomes are still counted (the requests in flight at the
+    /// decision end and count) but the verdict stands: a level stopped does not start again.
     pub fn add(&mut self, met: bool) {
         self.counted += 1;
         self.met += u64::from(met);
+        if self.verdict.is_some() {
+            return;
+        }
         self.outcomes.push(met);
         if self.counted >= DECIDE_MIN_REQUESTS && self.counted.is_multiple_of(DECIDE_EVERY) {
-            let batches = batches_of(self.outcomes.iter().map(|&m| (1, u64::from(m))), ATTAINMENT_BATCHES);
-            self.verdict = match LevelVerdict::by(
-                attainment_interval(self.met, self.counted, &batches, DECIDE_CONFIDENCE),
-                self.target,
-            ) {
-                LevelVerdict::Undecided => None,
-                v => Some(v),
-            };
+            self.verdict = judge(&self.outcomes, self.target).map(|v| (v, self.counted));
         }
     }
 
     /// The verdict, once decided.
     pub fn decided(&self) -> Option<LevelVerdict> {
-        self.verdict
+        self.verdict.map(|v| v.0)
+    }
+
+    /// The outcomes counted when the verdict was reached.
+    pub fn decided_after(&self) -> Option<u64> {
+        self.verdict.map(|v| v.1)
     }
 }
 
@@ -1247,12 +1307,92 @@ mod tests {
         let mut low = LevelDecision::new(0.9);
         (0..60).for_each(|i| low.add(i % 2 == 0));
         assert_eq!(low.decided(), Some(LevelVerdict::Misses));
-        // 85 % of 200, every miss in one run of 30 (a queue burst): Wilson alone would stop
-        // (its 99 % interval starts near 78 %), batch means sees the burst and does not.
-        let mut burst = LevelDecision::new(0.7);
-        (0..200).for_each(|i| burst.add(!(80..110).contains(&i)));
-        assert!(wilson(170, 200, DECIDE_CONFIDENCE).unwrap().lo > 0.7);
-        assert_eq!(burst.decided(), None);
+        // 85 % of 200, every miss in one run of 30 (a queue burst): the exact interval alone
+        // would stop (its 99 % interval starts near 78 %), batch means sees the burst and does not.
+        let burst: Vec<bool> = (0..200).map(|i| !(80..110).contains(&i)).collect();
+        assert_eq!(exact_side(170, 200, 0.7, DECIDE_ALPHA), LevelVerdict::Meets);
+        assert_eq!(judge(&burst, 0.7), None);
+    }
+
+    /// The chance a sequential rule judged by `side` at every [`DECIDE_EVERY`] outcomes from
+    /// [`DECIDE_MIN_REQUESTS`] to `n` ever decides (meets, misses), for independent outcomes met
+    /// with probability `p`: exact, over every path (the distribution of the count met, less
+    /// the paths already decided).
+    fn ever_decides(side: impl Fn(u64, u64) -> LevelVerdict, p: f64, n: u64) -> (f64, f64) {
+        let mut paths = vec![1.0f64];
+        let (mut meets, mut misses) = (0.0, 0.0);
+        for counted in 1..=n {
+            let mut next = vec![0.0; paths.len() + 1];
+            for (met, &q) in paths.iter().enumerate() {
+                next[met] += q * (1.0 - p);
+                next[met + 1] += q * p;
+            }
+            paths = next;
+            if counted >= DECIDE_MIN_REQUESTS && counted.is_multiple_of(DECIDE_EVERY) {
+                for (met, q) in paths.iter_mut().enumerate() {
+                    match side(met as u64, counted) {
+                        LevelVerdict::Meets => meets += *q,
+                        LevelVerdict::Misses => misses += *q,
+                        LevelVerdict::Undecided => continue,
+                    }
+                    *q = 0.0;
+                }
+            }
+        }
+        (meets, misses)
+    }
+
+    #[test]
+    fn the_exact_rule_errs_at_most_its_stated_chance_each_side_and_wilson_would_not() {
+        let exact = |met, n| exact_side(met, n, 0.9, DECIDE_ALPHA);
+        let (meets, misses) = ever_decides(exact, 0.9, 120);
+        assert!((meets - DECIDE_ERROR.0).abs() < 5e-4, "{meets}");
+        assert!((misses - DECIDE_ERROR.1).abs() < 5e-4, "{misses}");
+        // The same looks judged by Wilson's 99 % interval: "misses" 7 times its nominal 0.5 %.
+        let by_wilson = |met, n| LevelVerdict::by(wilson(met, n, DECIDE_CONFIDENCE), 0.9);
+        let (w_meets, w_misses) = ever_decides(by_wilson, 0.9, 120);
+        assert!(
+            (w_meets - 0.0053).abs() < 5e-4 && (w_misses - 0.0369).abs() < 5e-4,
+            "{w_meets} {w_misses}"
+        );
+        // Wrong side further from the target: rarer still (the tails shrink).
+        let (meets_below, _) = ever_decides(exact, 0.88, 120);
+        let (_, misses_above) = ever_decides(exact, 0.92, 120);
+        assert!(
+            meets_below < meets && misses_above < misses,
+            "{meets_below} {misses_above}"
+        );
+        // Every request met: decided at 55 (Wilson's lower end needs 60).
+        let first = |side: &dyn Fn(u64, u64) -> LevelVerdict| {
+            (DECIDE_MIN_REQUESTS..=200)
+                .step_by(DECIDE_EVERY as usize)
+                .find(|&n| side(n, n) == LevelVerdict::Meets)
+        };
+        assert_eq!(first(&exact), Some(55));
+        assert_eq!(first(&by_wilson), Some(60));
+        let mut d = LevelDecision::new(0.9);
+        (0..54).for_each(|_| d.add(true));
+        assert_eq!(d.decided(), None);
+        d.add(true);
+        assert_eq!((d.decided(), d.counted), (Some(LevelVerdict::Meets), 55));
+        // The requests in flight then count, but the verdict stands, even were they all misses.
+        (0..40).for_each(|_| d.add(false));
+        assert_eq!(
+            (d.decided(), d.decided_after(), d.counted, d.met),
+            (Some(LevelVerdict::Meets), Some(55), 95, 55)
+        );
+    }
+
+    #[test]
+    fn the_exact_side_follows_the_binomial_tails() {
+        // 0.9^50 = 0.52 % > 0.5 %; 0.9^51 = 0.46 %.
+        assert_eq!(exact_side(50, 50, 0.9, 0.005), LevelVerdict::Undecided);
+        assert_eq!(exact_side(51, 51, 0.9, 0.005), LevelVerdict::Meets);
+        // 30 of 40 met at a 90 % target: P(X ≤ 30) for X ~ B(40, 0.9) is 0.51 %; 29: 0.15 %.
+        assert_eq!(exact_side(30, 40, 0.9, 0.005), LevelVerdict::Undecided);
+        assert_eq!(exact_side(29, 40, 0.9, 0.005), LevelVerdict::Misses);
+        assert_eq!(exact_side(0, 0, 0.9, 0.005), LevelVerdict::Undecided);
+        assert_eq!(exact_side(36, 40, 0.9, 0.005), LevelVerdict::Undecided);
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod compare;
 pub mod conversation;
 pub mod cost;
 pub mod credentials;
+pub mod decide;
 pub mod estimate;
 pub mod evalset;
 pub mod format;

@@ -220,6 +220,95 @@ pub fn attainment_interval(met: u64, requests: u64, batches: &[Batch], confidenc
     })
 }
 
+/// ln C(n, k).
+fn ln_choose(n: u64, k: u64) -> f64 {
+    ln_gamma(n as f64 + 1.0) - ln_gamma(k as f64 + 1.0) - ln_gamma((n - k) as f64 + 1.0)
+}
+
+/// ln Γ(x) for x > 0 (Lanczos, g = 7, n = 9; relative error ~1e-15).
+fn ln_gamma(x: f64) -> f64 {
+    const G: [f64; 9] = [
+        0.999_999_999_999_809_9,
+        676.520_368_121_885_1,
+        -1_259.139_216_722_402_8,
+        771.323_428_777_653_1,
+        -176.615_029_162_140_6,
+        12.507_343_278_686_905,
+        -0.138_571_095_265_720_12,
+        9.984_369_578_019_572e-6,
+        1.505_632_735_149_311_6e-7,
+    ];
+    if x < 0.5 {
+        return (std::f64::consts::PI / (std::f64::consts::PI * x).sin()).ln() - ln_gamma(1.0 - x);
+    }
+    let x = x - 1.0;
+    let t = x + 7.5;
+    let sum = G[0]
+        + G.iter()
+            .enumerate()
+            .skip(1)
+            .map(|(i, g)| g / (x + i as f64))
+            .sum::<f64>();
+    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + sum.ln()
+}
+
+/// P(X ≥ k) for X ~ Binomial(n, p), summed in log space (no term underflows to nothing while
+/// the ones after it matter).
+pub fn binomial_upper_tail(k: u64, n: u64, p: f64) -> f64 {
+    if k == 0 {
+        return 1.0;
+    }
+    if k > n || p <= 0.0 {
+        return 0.0;
+    }
+    if p >= 1.0 {
+        return 1.0;
+    }
+    let odds = (p / (1.0 - p)).ln();
+    let mut term = ln_choose(n, k) + k as f64 * p.ln() + (n - k) as f64 * (1.0 - p).ln();
+    let mut logs = Vec::with_capacity((n - k + 1) as usize);
+    logs.push(term);
+    for i in k..n {
+        // pmf(i + 1) = pmf(i) · (n − i) / (i + 1) · p / (1 − p)
+        term += ((n - i) as f64 / (i + 1) as f64).ln() + odds;
+        logs.push(term);
+    }
+    let max = logs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let sum: f64 = logs.iter().map(|l| (l - max).exp()).sum();
+    (max + sum.ln()).exp().min(1.0)
+}
+
+/// The exact (Clopper–Pearson) interval for a proportion: `successes` of `n`. Its coverage is
+/// at least `confidence` for every true proportion (it is conservative), which is what a
+/// threshold rule needs. None when n = 0.
+pub fn clopper_pearson(successes: u64, n: u64, confidence: f64) -> Option<Interval> {
+    if n == 0 || successes > n {
+        return None;
+    }
+    let alpha = (1.0 - confidence) / 2.0;
+    // P(X ≥ k | p) grows with p: bisect for the p where it crosses the bound.
+    let solve = |k: u64, target: f64| {
+        let (mut lo, mut hi) = (0.0f64, 1.0f64);
+        for _ in 0..60 {
+            let mid = (lo + hi) / 2.0;
+            if binomial_upper_tail(k, n, mid) < target {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        (lo + hi) / 2.0
+    };
+    let lo = if successes == 0 { 0.0 } else { solve(successes, alpha) };
+    // The upper bound: P(X ≤ k | p) = α, i.e. P(X ≥ k+1 | p) = 1 − α.
+    let hi = if successes == n {
+        1.0
+    } else {
+        solve(successes + 1, 1.0 - alpha)
+    };
+    Some(Interval { lo, hi, confidence })
+}
+
 /// Percentile bootstrap interval of `statistic` over `sample` (None for an empty sample): the
 /// sample is resampled with replacement `resamples` times with a generator seeded by `seed`.
 /// A one-value sample gives a zero-width interval (there is no spread to resample).

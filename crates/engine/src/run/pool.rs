@@ -433,11 +433,12 @@ impl CandidateRun {
         self.level_ttft.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// The current level's verdict and the requests it counted, once decided.
+    /// The current level's verdict and the requests it had counted when it was reached, once
+    /// decided.
     pub(crate) fn level_decided(&self) -> Option<(LevelVerdict, u64)> {
         let guard = self.decision.lock().unwrap_or_else(|p| p.into_inner());
         let d = guard.as_ref()?;
-        Some((d.decided()?, d.counted))
+        Some((d.decided()?, d.decided_after()?))
     }
 
     fn deciding(&self) -> bool {
