@@ -651,18 +651,7 @@ fn load_charts(config: &RunConfig, candidate_ids: &[i64], figures: &[(String, Ru
     }
     let mut series = Vec::new();
     for (&id, (name, f)) in candidate_ids.iter().zip(figures) {
-        let mut bins: Vec<Option<u32>> = f.levels.iter().map(|l| l.prompt_tokens).collect();
-        bins.sort_unstable();
-        bins.dedup();
-        for bin in bins {
-            let levels: Vec<LevelFigures> = f.levels.iter().filter(|l| l.prompt_tokens == bin).cloned().collect();
-            let knee = f.knees.iter().find(|(b, _)| *b == bin).map(|(_, k)| k.clone());
-            let name = match bin {
-                Some(b) => format!("{name} · {b}-token prompts"),
-                None => name.clone(),
-            };
-            series.push(ThroughputSeries::of_levels(id, name, &levels, knee));
-        }
+        series.extend(ThroughputSeries::by_prompt_size(id, name, &f.levels, &f.knees));
     }
     [charts::throughput_chart(&series), charts::latency_chart(&series)]
         .into_iter()
