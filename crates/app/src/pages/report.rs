@@ -1113,6 +1113,31 @@ mod tests {
         }
     }
 
+    /// Issue 54, defect 3: a short run showed "0 tok/s" beside "9.26 req/s" from the same window.
+    /// When requests succeeded yet no output token was counted, every token rate says why it is
+    /// not a figure; the request rate stays a figure.
+    #[test]
+    fn no_token_counted_reads_not_measured_never_0_tok_s_beside_a_request_rate() {
+        let records: Vec<RequestRecord> = ["a", "b", "c"].iter().map(|c| graded(c, vec![])).collect();
+        let figures = crate::domain::calibers::run_figures(&records, &RunConfig::default(), 1, |_| None);
+        let mut level = figures.levels.into_iter().next().expect("a level");
+        assert!(level.succeeded > 0);
+        level.aggregate_tok_s = Some(0.0);
+        level.aggregate_canonical_tok_s = Some(0.0);
+        level.aggregate_chars_per_s = Some(0.0);
+        level.req_per_s = Some(9.26);
+        let cells = speed_cells(&level, false, true);
+        assert!(
+            !cells.iter().any(|c| c.starts_with("0 tok/s") || c.starts_with("0 chars/s")),
+            "{cells:?}"
+        );
+        assert!(
+            cells.contains(&"not measured: no output token was counted in the window".to_string()),
+            "{cells:?}"
+        );
+        assert!(cells.contains(&"9.26 req/s".to_string()), "{cells:?}");
+    }
+
     #[test]
     fn classification_counts_by_hand() {
         let records = [
