@@ -404,3 +404,54 @@ async fn the_readmes_first_steps_name_the_pages_words() {
         );
     }
 }
+
+/// Issue 54, point 2 on the overview: a candidate's latest decision is judged as its run page
+/// judges it — by the profile chosen for the run's eval set, not the default's verdict.
+#[tokio::test]
+async fn the_overviews_latest_decisions_are_judged_by_the_sets_own_profile() {
+    let app = spawn_app().await;
+    bakeoff::app::demo::bootstrap(app.store.as_ref(), None).await.unwrap();
+    let run = app.finished_run("alpha", None).await;
+    let version = app.store.get_run(run).await.unwrap().unwrap().evalset_version_id;
+    let profile = |name: &'static str| {
+        let store = app.store.clone();
+        async move {
+            store
+                .list_threshold_profiles()
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|p| p.name == name)
+                .unwrap()
+                .id
+        }
+    };
+    let agent = profile(bakeoff::domain::thresholds::templates::AGENT_PROFILE_NAME).await;
+    let default = profile(bakeoff::domain::thresholds::templates::DEMO_PROFILE_NAME).await;
+    // The background judge judges a finished run by every profile.
+    for p in [agent, default] {
+        bakeoff::app::verdicts::store_verdicts(&app.store, run, p).await.unwrap();
+    }
+    let href = |page: &crate::support::app::Page| page.attr(".decisions-table tr[data-candidate=alpha] a.verdict", "href");
+    // No profile chosen for "tiny": the default judges it.
+    let page = app.get_html("/").await;
+    assert!(
+        href(&page).is_some_and(|h| h.contains(&format!("profile={default}&"))),
+        "{:?}",
+        href(&page)
+    );
+    // Chosen for the set: the overview shows that profile's verdict, as the run page does.
+    let r = app
+        .post_form(
+            &format!("/evalsets/{version}/profile"),
+            &[("profile", &agent.to_string())],
+        )
+        .await;
+    assert_eq!(r.status(), 303);
+    let page = app.get_html("/").await;
+    assert!(
+        href(&page).is_some_and(|h| h.contains(&format!("profile={agent}&"))),
+        "{:?}",
+        href(&page)
+    );
+}

@@ -1396,3 +1396,29 @@ pub fn arrivals_chart(bar_s: f64, counts: &[u64]) -> Option<Chart> {
         data: None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 54, defect 10: the token timeline was a 480 px thumbnail that did not mark where
+    /// reasoning ended. It is drawn 960 px wide (and scales to its column), with the boundary
+    /// as a dashed line, the reasoning before it shaded, and a mark naming when the answer began.
+    #[test]
+    fn the_token_timeline_is_full_width_and_marks_where_reasoning_ends() {
+        let chunks: crate::domain::chunks::Chunks = vec![(100_000, 1), (150_000, 4), (200_000, 4), (400_000, 3), (450_000, 5)].into();
+        let svg = token_timeline(&chunks, Some(400_000)).expect("five chunks draw a timeline");
+        assert!(svg.contains("width=\"960\""), "{}", &svg[..200.min(svg.len())]);
+        assert!(svg.contains("reasoning | answer from 400 ms"), "the boundary is labelled");
+        assert!(
+            svg.contains("reasoning ended, answer began at 400 ms (after 9 reasoning tokens)"),
+            "the mark on the boundary names it"
+        );
+        // Without reasoning: no boundary.
+        let plain = token_timeline(&chunks, None).unwrap();
+        assert!(!plain.contains("reasoning"));
+        // Too few chunks: no chart (the page says so in words).
+        let few: crate::domain::chunks::Chunks = vec![(1, 1), (2, 1)].into();
+        assert!(token_timeline(&few, None).is_none());
+    }
+}
