@@ -114,7 +114,11 @@ async fn verdicts_by_own_profile(
         Default::default();
     for item in items {
         if let Some(Some(p)) = by_set.get(item.evalset_name.as_str()) {
-            by_profile.entry(p.id).or_insert_with(|| (p.clone(), Vec::new())).1.push(item);
+            by_profile
+                .entry(p.id)
+                .or_insert_with(|| (p.clone(), Vec::new()))
+                .1
+                .push(item);
         }
     }
     let mut out = std::collections::HashMap::new();
@@ -124,7 +128,13 @@ async fn verdicts_by_own_profile(
         for item in runs {
             out.insert(
                 item.run.id,
-                verdict_cells(&profile, &item.run.candidate_ids, &item.candidate_names, item.run.id, &all),
+                verdict_cells(
+                    &profile,
+                    &item.run.candidate_ids,
+                    &item.candidate_names,
+                    item.run.id,
+                    &all,
+                ),
             );
         }
     }

@@ -355,7 +355,10 @@ async fn probes_run_in_the_background_and_list_failures_first_with_short_evidenc
             row.select(&sel).next().map(|e| crate::support::app::text_of(&e))
         };
         if let (Some(short), Some(raw)) = (text(".excerpt-short"), text("details.raw pre.excerpt")) {
-            assert!(raw.chars().count() >= short.chars().count().saturating_sub(1), "{short} / {raw}");
+            assert!(
+                raw.chars().count() >= short.chars().count().saturating_sub(1),
+                "{short} / {raw}"
+            );
             assert_eq!(text("details.raw > summary").as_deref(), Some("show raw"));
         }
     }
@@ -375,8 +378,18 @@ async fn the_readmes_first_steps_name_the_pages_words() {
     let operability = format!("a[href='/candidates/{candidate}/operability'][role=button]");
     let steps: [(&str, &str, &str, &str); 8] = [
         ("**Overview → Run the demo**", "/", "#run-demo", "Run the demo"),
-        ("**Runs → Start a run**", "/runs", "main a[href='/runs/new']", "Start a run"),
-        ("*Start the run*", "/runs/new", "form[action='/runs'] button[type=submit]", "Start the run"),
+        (
+            "**Runs → Start a run**",
+            "/runs",
+            "main a[href='/runs/new']",
+            "Start a run",
+        ),
+        (
+            "*Start the run*",
+            "/runs/new",
+            "form[action='/runs'] button[type=submit]",
+            "Start the run",
+        ),
         ("**Thresholds**", "/", ".nav-links a[href='/thresholds']", "Thresholds"),
         ("**Operability**", &candidate_page, &operability, "Operability"),
         ("*support-ticket-triage*", "/evalsets", "main", "support-ticket-triage"),
@@ -386,7 +399,12 @@ async fn the_readmes_first_steps_name_the_pages_words() {
             "main",
             "Support-ticket triage (demo default)",
         ),
-        ("*Batch\n   summarisation*", "/thresholds", "main", "Batch summarisation"),
+        (
+            "*Batch\n   summarisation*",
+            "/thresholds",
+            "main",
+            "Batch summarisation",
+        ),
     ];
     for (said, path, css, word) in steps {
         assert!(readme.contains(said), "the README no longer says {said}");
@@ -430,9 +448,12 @@ async fn the_overviews_latest_decisions_are_judged_by_the_sets_own_profile() {
     let default = profile(bakeoff::domain::thresholds::templates::DEMO_PROFILE_NAME).await;
     // The background judge judges a finished run by every profile.
     for p in [agent, default] {
-        bakeoff::app::verdicts::store_verdicts(&app.store, run, p).await.unwrap();
+        bakeoff::app::verdicts::store_verdicts(&app.store, run, p)
+            .await
+            .unwrap();
     }
-    let href = |page: &crate::support::app::Page| page.attr(".decisions-table tr[data-candidate=alpha] a.verdict", "href");
+    let href =
+        |page: &crate::support::app::Page| page.attr(".decisions-table tr[data-candidate=alpha] a.verdict", "href");
     // No profile chosen for "tiny": the default judges it.
     let page = app.get_html("/").await;
     assert!(

@@ -312,23 +312,26 @@ async fn decisions_come_first_at_1400_and_nothing_decisive_hides_at_700() {
     for width in [300, 1400] {
         viewport(&c, width, 900).await;
         // The resize is handled on the next animation frame: wait for it, not for a fixed time.
-        let seen = crate::support::wait::until_some("the chart to follow the window", Duration::from_secs(10), || async {
-            let seen = c.execute(chart_fits, vec![]).await.ok()?;
-            if seen.is_null() {
-                return Some(seen);
-            }
-            let right = |k: &str| seen[k][1].as_f64().unwrap_or(f64::MAX);
-            let widened = width < 1400 || seen["plot"].as_f64().unwrap_or(0.0) >= 600.0;
-            (right("canvas") <= right("figure") + 1.0 && widened).then_some(seen)
-        })
-        .await;
+        let seen =
+            crate::support::wait::until_some("the chart to follow the window", Duration::from_secs(10), || async {
+                let seen = c.execute(chart_fits, vec![]).await.ok()?;
+                if seen.is_null() {
+                    return Some(seen);
+                }
+                let right = |k: &str| seen[k][1].as_f64().unwrap_or(f64::MAX);
+                let widened = width < 1400 || seen["plot"].as_f64().unwrap_or(0.0) >= 600.0;
+                (right("canvas") <= right("figure") + 1.0 && widened).then_some(seen)
+            })
+            .await;
         if seen.is_null() {
             problems.push(format!("/runs/{run} at {width} px: no interactive over-time chart"));
             continue;
         }
         let vw = seen["vw"].as_f64().unwrap_or(0.0);
         if seen["canvas"][1].as_f64().unwrap_or(f64::MAX) > vw + 1.0 {
-            problems.push(format!("/runs/{run} at {width} px: the chart sticks out of the window: {seen}"));
+            problems.push(format!(
+                "/runs/{run} at {width} px: the chart sticks out of the window: {seen}"
+            ));
         }
         if width == 1400 && seen["plot"].as_f64().unwrap_or(0.0) < 600.0 {
             problems.push(format!("/runs/{run}: the chart did not widen with the window: {seen}"));

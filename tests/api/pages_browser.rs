@@ -619,7 +619,11 @@ async fn every_page_fits_1400_and_700_px_and_passes_axe() {
     .await;
     for width in WIDTHS {
         c.set_window_size(width, 1000).await.unwrap();
-        for (name, path) in [("overview-signed-in", "/"), ("account", "/account"), ("users", "/users")] {
+        for (name, path) in [
+            ("overview-signed-in", "/"),
+            ("account", "/account"),
+            ("users", "/users"),
+        ] {
             check_page(&c, &app.base_url, name, path, width, &mut problems).await;
         }
     }

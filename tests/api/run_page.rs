@@ -879,9 +879,14 @@ async fn a_sweep_over_prompt_bins_shows_a_row_per_level_and_bin_with_the_knee(db
     let svg = page.select("#chart-throughput .chart-svg")[0].html();
     let drawn = strokes(&svg);
     // The second size's line is dashed: drawn as many short segments of its shade.
-    let segments = svg.matches(&format!("stroke=\"{}\"", palette::hex_of(second).to_ascii_uppercase())).count()
+    let segments = svg
+        .matches(&format!("stroke=\"{}\"", palette::hex_of(second).to_ascii_uppercase()))
+        .count()
         + svg.matches(&format!("stroke=\"{}\"", palette::hex_of(second))).count();
-    assert!(segments > 4, "{b}: the 64-token curve is not dashed ({segments} strokes)");
+    assert!(
+        segments > 4,
+        "{b}: the 64-token curve is not dashed ({segments} strokes)"
+    );
     for colour in [palette::hex_of(own), palette::hex_of(second)] {
         assert!(drawn.contains(&colour), "{b}: {colour} not drawn in {drawn:?}");
     }

@@ -763,10 +763,16 @@ async fn a_comparison_reads_each_models_newer_run_against_its_older_one_and_hist
     // a figure the profile sets no rule on has none.
     let accuracy = history.select("#chart-accuracy")[0].html();
     assert!(
-        accuracy.contains("rule: accuracy ≥ 50 % (tiny&#39;s own)") || accuracy.contains("rule: accuracy ≥ 50 % (tiny's own)"),
+        accuracy.contains("rule: accuracy ≥ 50 % (tiny&#39;s own)")
+            || accuracy.contains("rule: accuracy ≥ 50 % (tiny's own)"),
         "no threshold line on the accuracy chart"
     );
-    assert!(!history.select("#chart-ttft").first().is_some_and(|c| c.html().contains("rule:")));
+    assert!(
+        !history
+            .select("#chart-ttft")
+            .first()
+            .is_some_and(|c| c.html().contains("rule:"))
+    );
     let api: serde_json::Value = app
         .get(&format!("/api/v1/archive/history?candidate={alpha}&evalset={evalset}"))
         .await

@@ -115,7 +115,11 @@ pub fn hex_of(rgb: (u8, u8, u8)) -> String {
 
 /// The hue of a colour in degrees (0–360; 0 for a grey), as HSL names it.
 pub fn hue(rgb: (u8, u8, u8)) -> f64 {
-    let (r, g, b) = (f64::from(rgb.0) / 255.0, f64::from(rgb.1) / 255.0, f64::from(rgb.2) / 255.0);
+    let (r, g, b) = (
+        f64::from(rgb.0) / 255.0,
+        f64::from(rgb.1) / 255.0,
+        f64::from(rgb.2) / 255.0,
+    );
     let max = r.max(g).max(b);
     let min = r.min(g).min(b);
     let d = max - min;

@@ -366,7 +366,6 @@ fn dash_text(variant: usize) -> String {
     palette::dash(variant).map_or(String::new(), |(d, g)| format!("{d} {g}"))
 }
 
-
 pub fn throughput_series(j: &RunScorecard) -> Vec<ThroughputSeries> {
     j.candidates
         .iter()
@@ -1406,10 +1405,14 @@ mod tests {
     /// as a dashed line, the reasoning before it shaded, and a mark naming when the answer began.
     #[test]
     fn the_token_timeline_is_full_width_and_marks_where_reasoning_ends() {
-        let chunks: crate::domain::chunks::Chunks = vec![(100_000, 1), (150_000, 4), (200_000, 4), (400_000, 3), (450_000, 5)].into();
+        let chunks: crate::domain::chunks::Chunks =
+            vec![(100_000, 1), (150_000, 4), (200_000, 4), (400_000, 3), (450_000, 5)].into();
         let svg = token_timeline(&chunks, Some(400_000)).expect("five chunks draw a timeline");
         assert!(svg.contains("width=\"960\""), "{}", &svg[..200.min(svg.len())]);
-        assert!(svg.contains("reasoning | answer from 400 ms"), "the boundary is labelled");
+        assert!(
+            svg.contains("reasoning | answer from 400 ms"),
+            "the boundary is labelled"
+        );
         assert!(
             svg.contains("reasoning ended, answer began at 400 ms (after 9 reasoning tokens)"),
             "the mark on the boundary names it"

@@ -1128,7 +1128,9 @@ mod tests {
         level.req_per_s = Some(9.26);
         let cells = speed_cells(&level, false, true);
         assert!(
-            !cells.iter().any(|c| c.starts_with("0 tok/s") || c.starts_with("0 chars/s")),
+            !cells
+                .iter()
+                .any(|c| c.starts_with("0 tok/s") || c.starts_with("0 chars/s")),
             "{cells:?}"
         );
         assert!(
