@@ -317,7 +317,7 @@ async fn probes_run_in_the_background_and_list_failures_first_with_short_evidenc
     let id = app
         .store
         .create_candidate(&crate::support::checked::admin_new(
-            &bakeoff::domain::candidate::CandidateSpec::openai_chat("swift", &mock.base_url(), "swift-7b"),
+            &bakeoff::domain::candidate::CandidateSpec::openai_chat("swift", mock.base_url(), "swift-7b"),
         ))
         .await
         .unwrap();
