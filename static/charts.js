@@ -29,6 +29,42 @@
     return [min - pad, max + pad];
   }
 
+  // The chart's width: its figure's own width (the SVG's box is hidden once drawn), at most
+  // 960 px, and never wider than the figure — at a phone's width the chart shrinks with it
+  // rather than sticking out (uPlot draws at a fixed pixel size).
+  var MIN_WIDTH = 200;
+  function widthOf(figure, svgBox) {
+    var style = window.getComputedStyle(figure);
+    var box = figure.clientWidth
+      ? figure.clientWidth - (parseFloat(style.paddingLeft) || 0) - (parseFloat(style.paddingRight) || 0)
+      : (svgBox && svgBox.clientWidth) || 720;
+    return Math.max(MIN_WIDTH, Math.min(box, 960));
+  }
+
+  // Every drawn chart follows its figure's width when the window is resized.
+  var drawn = [];
+  function follow(plot, figure, height) {
+    drawn.push({ plot: plot, figure: figure, height: height });
+  }
+  var pending = null;
+  window.addEventListener("resize", function () {
+    if (pending) return;
+    pending = window.requestAnimationFrame(function () {
+      pending = null;
+      drawn.forEach(function (d) {
+        if (!d.figure.isConnected) return;
+        var w = widthOf(d.figure, null);
+        if (w !== d.plot.width) d.plot.setSize({ width: w, height: d.height });
+      });
+    });
+  });
+
+  // A dash pattern "8 4" as uPlot wants it ([8, 4]); none for a solid line.
+  function dashOf(text) {
+    var parts = String(text || "").trim().split(/\s+/).map(Number).filter(function (v) { return v > 0; });
+    return parts.length === 2 ? parts : undefined;
+  }
+
   function download(figure, svgBox) {
     var link = document.createElement("a");
     link.textContent = "SVG";
@@ -79,7 +115,7 @@
       });
       var holder = document.createElement("div");
       holder.className = "uplot-holder";
-      var width = Math.max(320, Math.min(svgBox.clientWidth || figure.clientWidth || 720, 960));
+      var width = widthOf(figure, svgBox);
       var opts = {
         width: width,
         height: 260,
@@ -105,6 +141,7 @@
       };
       var plot = new window.uPlot(opts, data, holder);
       holder.uplot = plot;
+      follow(plot, figure, 260);
       var tools = document.createElement("p");
       tools.className = "chart-tools";
       var reset = document.createElement("button");
@@ -138,12 +175,16 @@
       if (rows.length === 0) return;
       var names = [];
       var colours = [];
+      var dashes = [];
       var xs = [];
       rows.forEach(function (r) {
         var name = r.getAttribute("data-series");
         if (names.indexOf(name) < 0) {
           names.push(name);
-          colours.push(r.getAttribute("data-colour") || FALLBACK);
+          // The line as drawn: the candidate's colour, or a shade and dash of it for its later
+          // prompt sizes (domain/src/palette.rs: shade, dash).
+          colours.push(r.getAttribute("data-stroke") || r.getAttribute("data-colour") || FALLBACK);
+          dashes.push(dashOf(r.getAttribute("data-dash")));
         }
         var x = number(r.getAttribute("data-x"));
         if (x !== null && xs.indexOf(x) < 0) xs.push(x);
@@ -170,7 +211,7 @@
       var lines = table.getAttribute("data-lines") === "true";
       var holder = document.createElement("div");
       holder.className = "uplot-holder";
-      var width = Math.max(320, Math.min(svgBox.clientWidth || figure.clientWidth || 720, 960));
+      var width = widthOf(figure, svgBox);
       var plot = new window.uPlot({
         width: width,
         height: 300,
@@ -190,6 +231,7 @@
             return {
               label: name,
               stroke: colours[k],
+              dash: dashes[k],
               width: lines ? 2 : 0,
               spanGaps: true,
               paths: lines ? undefined : function () { return null; },
@@ -202,6 +244,7 @@
         ),
       }, data, holder);
       holder.uplot = plot;
+      follow(plot, figure, 300);
       var tools = document.createElement("p");
       tools.className = "chart-tools";
       tools.appendChild(document.createTextNode("Hover for each candidate's figure as the table words it; click a name to hide or show it. "));

@@ -56,14 +56,26 @@ async fn page(State(state): State<AppState>) -> Result<OverviewPage, WebError> {
     let evalsets = store.list_evalsets().await?.len();
     let runs = store.count_runs().await?;
     let profiles = store.list_threshold_profiles().await?.len();
-    let window = super::runs::run_rows(&state, store.list_runs(DECISION_RUNS, 0).await?).await?;
+    let items = store.list_runs(DECISION_RUNS, 0).await?;
+    let own = verdicts_by_own_profile(&state, &items).await?;
+    let window = super::runs::run_rows(&state, items).await?;
     let recent: Vec<RunRow> = window.iter().take(RECENT_RUNS as usize).cloned().collect();
     let in_progress = window
         .iter()
         .filter(|r| matches!(r.status, "queued" | "running" | "paused"))
         .cloned()
         .collect();
-    let decisions = decisions(&window);
+    // A decision is judged as its run page judges it: by the profile chosen for its eval set,
+    // else the default (the runs tables show the default's, as the archive does).
+    let judged: Vec<RunRow> = window
+        .iter()
+        .cloned()
+        .map(|mut row| {
+            row.verdicts = own.get(&row.id).cloned().unwrap_or_default();
+            row
+        })
+        .collect();
+    let decisions = decisions(&judged);
     let demo_run = match state.demo_mock_url.as_deref() {
         Some(url) => demo_request(&state, url)
             .await?
@@ -82,6 +94,51 @@ async fn page(State(state): State<AppState>) -> Result<OverviewPage, WebError> {
         recent,
         demo_mock_url: state.demo_mock_url.as_deref().map(str::to_string),
     })
+}
+
+/// Each run's verdicts by the profile its eval set is judged by (the set's own, else the
+/// default: `app::profiles::judging_profile`), as stored by the background judge.
+async fn verdicts_by_own_profile(
+    state: &AppState,
+    items: &[crate::store::RunListItem],
+) -> Result<std::collections::HashMap<i64, Vec<VerdictCell>>, WebError> {
+    use super::archive::list::{ShownProfile, profile_for_evalset, verdict_cells};
+    let mut by_set: std::collections::BTreeMap<&str, Option<ShownProfile>> = Default::default();
+    for item in items {
+        if !by_set.contains_key(item.evalset_name.as_str()) {
+            let profile = profile_for_evalset(state, Some(&item.evalset_name)).await?;
+            by_set.insert(&item.evalset_name, profile);
+        }
+    }
+    let mut by_profile: std::collections::BTreeMap<i64, (ShownProfile, Vec<&crate::store::RunListItem>)> =
+        Default::default();
+    for item in items {
+        if let Some(Some(p)) = by_set.get(item.evalset_name.as_str()) {
+            by_profile
+                .entry(p.id)
+                .or_insert_with(|| (p.clone(), Vec::new()))
+                .1
+                .push(item);
+        }
+    }
+    let mut out = std::collections::HashMap::new();
+    for (profile, runs) in by_profile.into_values() {
+        let ids: Vec<i64> = runs.iter().map(|i| i.run.id).collect();
+        let all = state.store.list_run_verdicts(&ids, profile.id).await?;
+        for item in runs {
+            out.insert(
+                item.run.id,
+                verdict_cells(
+                    &profile,
+                    &item.run.candidate_ids,
+                    &item.candidate_names,
+                    item.run.id,
+                    &all,
+                ),
+            );
+        }
+    }
+    Ok(out)
 }
 
 /// The latest verdict of each candidate on each eval set (runs newest first), with the previous

@@ -303,3 +303,176 @@ async fn a_run_judged_by_a_profile_written_for_another_set_says_so_and_the_form_
     let form = app.get_html(&format!("/runs/new?evalset_version={version}")).await;
     assert_eq!(form.attr("[data-judged-by]", "data-judged-by").as_deref(), Some("own"));
 }
+
+/// Issue 54, defect 9: probes ran as a 35 s synchronous POST, the failures were not first and
+/// raw evidence made the table thousands of pixels wide. Now the POST answers at once, the page
+/// lists failures first, and each evidence cell is one short line with the raw text behind
+/// "show raw".
+#[tokio::test]
+async fn probes_run_in_the_background_and_list_failures_first_with_short_evidence() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mock = bakeoff::app::demo::start_mock(listener).await.unwrap();
+    let app = spawn_app().await;
+    // swift-7b fails three probes on the demo mock (operability::the_demo_candidates_differ…).
+    let id = app
+        .store
+        .create_candidate(&crate::support::checked::admin_new(
+            &bakeoff::domain::candidate::CandidateSpec::openai_chat("swift", mock.base_url(), "swift-7b"),
+        ))
+        .await
+        .unwrap();
+    let r = app
+        .post_form(&format!("/candidates/{id}/operability/probes"), &[])
+        .await;
+    assert_eq!(r.status(), 303, "the POST answers at once");
+    crate::support::wait::until(
+        "the background probes are saved",
+        std::time::Duration::from_secs(60),
+        || async { !app.store.list_probe_runs(id, 1).await.unwrap().is_empty() },
+    )
+    .await;
+    let page = app.get_html(&format!("/candidates/{id}/operability")).await;
+    let outcomes: Vec<String> = page
+        .select("table.probes tbody tr[data-probe]")
+        .iter()
+        .map(|r| r.value().attr("data-outcome").unwrap_or_default().to_string())
+        .collect();
+    let fails = outcomes.iter().filter(|o| *o == "fail").count();
+    assert!(fails >= 1, "{outcomes:?}");
+    assert!(
+        outcomes[..fails].iter().all(|o| o == "fail"),
+        "failures first: {outcomes:?}"
+    );
+    let limit = bakeoff::web::operability::EVIDENCE_CHARS + 1;
+    for short in page.texts("table.probes .excerpt-short") {
+        assert!(short.chars().count() <= limit, "{short}");
+        assert!(!short.contains('\n'), "one line: {short}");
+    }
+    // Where the raw evidence is longer than its line, it is one click away, folded.
+    for row in page.select("table.probes tbody tr[data-probe]") {
+        let text = |css: &str| {
+            let sel = scraper::Selector::parse(css).unwrap();
+            row.select(&sel).next().map(|e| crate::support::app::text_of(&e))
+        };
+        if let (Some(short), Some(raw)) = (text(".excerpt-short"), text("details.raw pre.excerpt")) {
+            assert!(
+                raw.chars().count() >= short.chars().count().saturating_sub(1),
+                "{short} / {raw}"
+            );
+            assert_eq!(text("details.raw > summary").as_deref(), Some("show raw"));
+        }
+    }
+    assert_eq!(page.count("details.raw[open]"), 0, "raw evidence starts folded");
+}
+
+/// Issue 54: "the README says 'New run' where the page says 'Start a run'". Every page word the
+/// README's first steps name (a nav item, a button, a link, a heading) is on the page it names,
+/// in demo mode, worded the same.
+#[tokio::test]
+async fn the_readmes_first_steps_name_the_pages_words() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let app = crate::browser::spawn_demo_app().await;
+    let candidate = app.store.list_candidates().await.unwrap()[0].id;
+    // (what the README says, the page, the element on it that must say the word).
+    let candidate_page = format!("/candidates/{candidate}");
+    let operability = format!("a[href='/candidates/{candidate}/operability'][role=button]");
+    let steps: [(&str, &str, &str, &str); 8] = [
+        ("**Overview → Run the demo**", "/", "#run-demo", "Run the demo"),
+        (
+            "**Runs → Start a run**",
+            "/runs",
+            "main a[href='/runs/new']",
+            "Start a run",
+        ),
+        (
+            "*Start the run*",
+            "/runs/new",
+            "form[action='/runs'] button[type=submit]",
+            "Start the run",
+        ),
+        ("**Thresholds**", "/", ".nav-links a[href='/thresholds']", "Thresholds"),
+        ("**Operability**", &candidate_page, &operability, "Operability"),
+        ("*support-ticket-triage*", "/evalsets", "main", "support-ticket-triage"),
+        (
+            "*Support-ticket triage (demo default)*",
+            "/thresholds",
+            "main",
+            "Support-ticket triage (demo default)",
+        ),
+        (
+            "*Batch\n   summarisation*",
+            "/thresholds",
+            "main",
+            "Batch summarisation",
+        ),
+    ];
+    for (said, path, css, word) in steps {
+        assert!(readme.contains(said), "the README no longer says {said}");
+        let body = reqwest::get(format!("{}{path}", app.base_url))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let page = crate::support::app::Page::parse(200, &body);
+        let texts = page.texts(css);
+        assert!(
+            texts.iter().any(|t| t.contains(word)),
+            "{path} {css} does not say {word:?}: {texts:?}"
+        );
+    }
+}
+
+/// Issue 54, point 2 on the overview: a candidate's latest decision is judged as its run page
+/// judges it — by the profile chosen for the run's eval set, not the default's verdict.
+#[tokio::test]
+async fn the_overviews_latest_decisions_are_judged_by_the_sets_own_profile() {
+    let app = spawn_app().await;
+    bakeoff::app::demo::bootstrap(app.store.as_ref(), None).await.unwrap();
+    let run = app.finished_run("alpha", None).await;
+    let version = app.store.get_run(run).await.unwrap().unwrap().evalset_version_id;
+    let profile = |name: &'static str| {
+        let store = app.store.clone();
+        async move {
+            store
+                .list_threshold_profiles()
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|p| p.name == name)
+                .unwrap()
+                .id
+        }
+    };
+    let agent = profile(bakeoff::domain::thresholds::templates::AGENT_PROFILE_NAME).await;
+    let default = profile(bakeoff::domain::thresholds::templates::DEMO_PROFILE_NAME).await;
+    // The background judge judges a finished run by every profile.
+    for p in [agent, default] {
+        bakeoff::app::verdicts::store_verdicts(&app.store, run, p)
+            .await
+            .unwrap();
+    }
+    let href =
+        |page: &crate::support::app::Page| page.attr(".decisions-table tr[data-candidate=alpha] a.verdict", "href");
+    // No profile chosen for "tiny": the default judges it.
+    let page = app.get_html("/").await;
+    assert!(
+        href(&page).is_some_and(|h| h.contains(&format!("profile={default}&"))),
+        "{:?}",
+        href(&page)
+    );
+    // Chosen for the set: the overview shows that profile's verdict, as the run page does.
+    let r = app
+        .post_form(
+            &format!("/evalsets/{version}/profile"),
+            &[("profile", &agent.to_string())],
+        )
+        .await;
+    assert_eq!(r.status(), 303);
+    let page = app.get_html("/").await;
+    assert!(
+        href(&page).is_some_and(|h| h.contains(&format!("profile={agent}&"))),
+        "{:?}",
+        href(&page)
+    );
+}

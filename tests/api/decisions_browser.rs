@@ -300,6 +300,45 @@ async fn decisions_come_first_at_1400_and_nothing_decisive_hides_at_700() {
             problems.push(format!("{path}: the page scrolls sideways ({} px)", seen["pageWidth"]));
         }
     }
+    // A phone's width (300 px, below uPlot's old 320 px floor): the interactive chart is no
+    // wider than its figure and stays on screen; widened again, it follows the window.
+    goto(&c, &base, &format!("/runs/{run}")).await;
+    let chart_fits = "const h = document.querySelector('#chart-tok-s-over-time .uplot-holder');
+         if (!h) return null;
+         const cv = h.querySelector('canvas').getBoundingClientRect();
+         const f = h.closest('figure').getBoundingClientRect();
+         return { canvas: [Math.round(cv.left), Math.round(cv.right)], figure: [Math.round(f.left), Math.round(f.right)],
+           vw: document.documentElement.clientWidth, plot: h.uplot.width };";
+    for width in [300, 1400] {
+        viewport(&c, width, 900).await;
+        // The resize is handled on the next animation frame: wait for it, not for a fixed time.
+        let seen =
+            crate::support::wait::until_some("the chart to follow the window", Duration::from_secs(10), || async {
+                let seen = c.execute(chart_fits, vec![]).await.ok()?;
+                if seen.is_null() {
+                    return Some(seen);
+                }
+                let right = |k: &str| seen[k][1].as_f64().unwrap_or(f64::MAX);
+                let widened = width < 1400 || seen["plot"].as_f64().unwrap_or(0.0) >= 600.0;
+                (right("canvas") <= right("figure") + 1.0 && widened).then_some(seen)
+            })
+            .await;
+        if seen.is_null() {
+            problems.push(format!("/runs/{run} at {width} px: no interactive over-time chart"));
+            continue;
+        }
+        let vw = seen["vw"].as_f64().unwrap_or(0.0);
+        if seen["canvas"][1].as_f64().unwrap_or(f64::MAX) > vw + 1.0 {
+            problems.push(format!(
+                "/runs/{run} at {width} px: the chart sticks out of the window: {seen}"
+            ));
+        }
+        if width == 1400 && seen["plot"].as_f64().unwrap_or(0.0) < 600.0 {
+            problems.push(format!("/runs/{run}: the chart did not widen with the window: {seen}"));
+        }
+    }
+    viewport(&c, 700, 900).await;
+
     // Accounts mode: the user menu is one compact menu, so the nav stays one row.
     let password = "a long enough password 54";
     bakeoff::app::accounts::add_user(

@@ -82,8 +82,9 @@ async fn seed(app: &crate::browser::DemoApp) -> Seeded {
         assert_eq!(run.status, RunStatus::Finished, "{:?}", run.error);
         runs.push(run_id);
     }
-    // A concurrency sweep of one candidate: its page charts throughput and latency vs load.
-    let synthetic = bakeoff::engine::endpoint_measure::synthetic_evalset(&[16], 8, 16).unwrap();
+    // A concurrency sweep of one candidate at two prompt sizes: its page charts throughput and
+    // latency vs load, a curve per size (the second a shade and dash of the candidate's colour).
+    let synthetic = bakeoff::engine::endpoint_measure::synthetic_evalset(&[16, 48], 8, 16).unwrap();
     let synthetic = store.save_evalset_version(&synthetic).await.unwrap();
     let sweep = store
         .create_run(&NewRun {
@@ -221,6 +222,39 @@ async fn seed(app: &crate::browser::DemoApp) -> Seeded {
     let (run, other) = (runs[0], runs[1]);
     let (candidate, v) = (ids[0], triage.latest_version_id);
     let review = seed_review(store, run, ids[0], ids[1]).await;
+    // A schedule (its list, page and editor) and a scorecard saved to the archive.
+    let config = RunConfig::default();
+    let schedule = bakeoff::app::schedules::save(
+        store,
+        None,
+        &bakeoff::app::schedules::ScheduleRequest {
+            name: "nightly triage".into(),
+            evalset: triage.id.to_string(),
+            evalset_version: "latest".into(),
+            candidates: vec![candidate.to_string(), ids[1].to_string()],
+            draft: bakeoff::domain::run::RunDraft::from_config(&config),
+            load: bakeoff::domain::presets::LoadDraft::from_config(&config),
+            cadence: "0 6 * * 1-5".into(),
+            time_zone: "Europe/Berlin".into(),
+            ..Default::default()
+        },
+        "test",
+    )
+    .await
+    .unwrap();
+    let saved = store
+        .save_scorecard(&bakeoff::domain::scorecard::NewScorecard {
+            run_id: run,
+            profile_id: profile,
+            profile_version: 1,
+            incumbent: None,
+            pipeline: Default::default(),
+            created_by: "Ana".into(),
+            note: "Monday's decision".into(),
+            verdicts: vec![],
+        })
+        .await
+        .unwrap();
     let pages = [
         ("overview", "/".to_string()),
         ("candidates", "/candidates".into()),
@@ -267,6 +301,13 @@ async fn seed(app: &crate::browser::DemoApp) -> Seeded {
             format!("/archive/history?candidate={candidate}&evalset={}", triage.id),
         ),
         ("scorecards", "/scorecards".into()),
+        ("scorecard-saved", format!("/scorecards/{saved}")),
+        ("telemetry", format!("/runs/{run}/telemetry")),
+        ("schedules", "/schedules".into()),
+        ("schedule-new", "/schedules/new".into()),
+        ("schedule", format!("/schedules/{schedule}")),
+        ("schedule-edit", format!("/schedules/{schedule}/edit")),
+        ("notifications", "/notifications".into()),
         // Human review (issue 50): the queues, labelling one item, the blind comparison and a
         // judge's calibration.
         ("review-queues", "/review".into()),
@@ -546,6 +587,43 @@ async fn every_page_fits_1400_and_700_px_and_passes_axe() {
     for width in WIDTHS {
         c.set_window_size(width, 1000).await.unwrap();
         for (name, path) in pages {
+            check_page(&c, &app.base_url, name, path, width, &mut problems).await;
+        }
+    }
+    // Accounts mode (a user added): the login page, then signed in as an admin the pages only
+    // it has (the account with its tokens, the users) and the overview with the user menu.
+    let password = "a long enough password for the walk";
+    bakeoff::app::accounts::add_user(
+        app.store.as_ref(),
+        "test",
+        "grace",
+        bakeoff::domain::accounts::Role::Admin,
+        password,
+    )
+    .await
+    .unwrap();
+    for width in WIDTHS {
+        c.set_window_size(width, 1000).await.unwrap();
+        check_page(&c, &app.base_url, "login", "/login?next=/", width, &mut problems).await;
+    }
+    c.goto(&format!("{}/login?next=/", app.base_url)).await.unwrap();
+    let form = c.form(fantoccini::Locator::Css("#login-form")).await.unwrap();
+    form.set_by_name("username", "grace").await.unwrap();
+    form.set_by_name("password", password).await.unwrap();
+    form.submit().await.unwrap();
+    crate::support::wait::until(
+        "the login to lead back to the overview",
+        Duration::from_secs(20),
+        || async { c.current_url().await.unwrap().path() == "/" },
+    )
+    .await;
+    for width in WIDTHS {
+        c.set_window_size(width, 1000).await.unwrap();
+        for (name, path) in [
+            ("overview-signed-in", "/"),
+            ("account", "/account"),
+            ("users", "/users"),
+        ] {
             check_page(&c, &app.base_url, name, path, width, &mut problems).await;
         }
     }

@@ -862,6 +862,45 @@ async fn a_sweep_over_prompt_bins_shows_a_row_per_level_and_bin_with_the_knee(db
         page.text("table.results caption").contains("every level pooled"),
         "{b}: the first table says it pools levels"
     );
+
+    // One candidate, two prompt sizes: two curves in the candidate's hue, told apart by shade
+    // and dash (the second a darker, dashed line) on the run page's charts.
+    use bakeoff::domain::palette;
+    let own = palette::CandidateColours::of([c]).rgb(c);
+    let second = palette::shade(own, 1);
+    assert_ne!(second, own);
+    let strokes = |svg: &str| -> std::collections::BTreeSet<String> {
+        svg.split("stroke=\"")
+            .skip(1)
+            .filter_map(|s| s.split('"').next())
+            .map(str::to_ascii_lowercase)
+            .collect()
+    };
+    let svg = page.select("#chart-throughput .chart-svg")[0].html();
+    let drawn = strokes(&svg);
+    // The second size's line is dashed: drawn as many short segments of its shade.
+    let segments = svg
+        .matches(&format!("stroke=\"{}\"", palette::hex_of(second).to_ascii_uppercase()))
+        .count()
+        + svg.matches(&format!("stroke=\"{}\"", palette::hex_of(second))).count();
+    assert!(
+        segments > 4,
+        "{b}: the 64-token curve is not dashed ({segments} strokes)"
+    );
+    for colour in [palette::hex_of(own), palette::hex_of(second)] {
+        assert!(drawn.contains(&colour), "{b}: {colour} not drawn in {drawn:?}");
+    }
+    for name in ["two-slots · 16-token prompts", "two-slots · 64-token prompts"] {
+        assert!(page.text("#chart-throughput .chart-svg").contains(name), "{b}: {name}");
+    }
+    // The latency chart too: its p95 lines are dashed already, so the shade tells the sizes
+    // apart there.
+    let drawn = strokes(&page.select("#chart-latency .chart-svg")[0].html());
+    for colour in [palette::hex_of(own), palette::hex_of(second)] {
+        assert!(drawn.contains(&colour), "{b}: {colour} not drawn in {drawn:?}");
+    }
+    let dh = (palette::hue(second) - palette::hue(own)).abs();
+    assert!(dh.min(360.0 - dh) < 4.0, "{b}: the shade keeps the candidate's hue");
 }
 
 each_backend!(a_poisson_rate_run_shows_goodput_under_its_slos_and_schedule_lag);

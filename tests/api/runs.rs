@@ -759,6 +759,20 @@ async fn a_comparison_reads_each_models_newer_run_against_its_older_one_and_hist
         .map(|e| e.value().attr("data-verdict").unwrap().to_string())
         .collect();
     assert_eq!(verdicts, ["GO", "NO-GO"], "oldest first, by the set's own profile");
+    // The accuracy chart draws that profile's rule as its threshold line, named in its legend;
+    // a figure the profile sets no rule on has none.
+    let accuracy = history.select("#chart-accuracy")[0].html();
+    assert!(
+        accuracy.contains("rule: accuracy ≥ 50 % (tiny&#39;s own)")
+            || accuracy.contains("rule: accuracy ≥ 50 % (tiny's own)"),
+        "no threshold line on the accuracy chart"
+    );
+    assert!(
+        !history
+            .select("#chart-ttft")
+            .first()
+            .is_some_and(|c| c.html().contains("rule:"))
+    );
     let api: serde_json::Value = app
         .get(&format!("/api/v1/archive/history?candidate={alpha}&evalset={evalset}"))
         .await

@@ -81,6 +81,61 @@ impl CandidateColours {
     }
 }
 
+/// The colour of a candidate's `variant`-th series on one chart (several prompt sizes of one
+/// run, each its own curve): variant 0 is the candidate's colour itself; later ones are darker,
+/// then lighter shades of it (mixed with black or white, so the hue stays the candidate's),
+/// repeating after [`SHADES`] variants. [`dash`] gives each variant its own line pattern too,
+/// so the curves are told apart without telling shades apart.
+pub fn shade(rgb: (u8, u8, u8), variant: usize) -> (u8, u8, u8) {
+    // (towards white?, how far): 0 = the colour itself.
+    const MIX: [(bool, f64); SHADES] = [(false, 0.0), (false, 0.45), (true, 0.45), (false, 0.7), (true, 0.7)];
+    let (white, t) = MIX[variant % SHADES];
+    let mix = |c: u8| {
+        let target = if white { 255.0 } else { 0.0 };
+        (f64::from(c) + (target - f64::from(c)) * t).round() as u8
+    };
+    (mix(rgb.0), mix(rgb.1), mix(rgb.2))
+}
+
+/// How many shades [`shade`] has before it repeats.
+pub const SHADES: usize = 5;
+
+/// The line pattern of a candidate's `variant`-th series, as (dash, gap) in px: None is a
+/// solid line (variant 0), then dashed, dotted, long dashes, dash-dot-like short dashes,
+/// repeating with the shades.
+pub fn dash(variant: usize) -> Option<(u32, u32)> {
+    const DASHES: [Option<(u32, u32)>; SHADES] = [None, Some((8, 4)), Some((2, 3)), Some((14, 5)), Some((4, 6))];
+    DASHES[variant % SHADES]
+}
+
+/// `#0072b2`: a colour as CSS and SVG write it.
+pub fn hex_of(rgb: (u8, u8, u8)) -> String {
+    format!("#{:02x}{:02x}{:02x}", rgb.0, rgb.1, rgb.2)
+}
+
+/// The hue of a colour in degrees (0–360; 0 for a grey), as HSL names it.
+pub fn hue(rgb: (u8, u8, u8)) -> f64 {
+    let (r, g, b) = (
+        f64::from(rgb.0) / 255.0,
+        f64::from(rgb.1) / 255.0,
+        f64::from(rgb.2) / 255.0,
+    );
+    let max = r.max(g).max(b);
+    let min = r.min(g).min(b);
+    let d = max - min;
+    if d == 0.0 {
+        return 0.0;
+    }
+    let h = if max == r {
+        ((g - b) / d).rem_euclid(6.0)
+    } else if max == g {
+        (b - r) / d + 2.0
+    } else {
+        (r - g) / d + 4.0
+    };
+    h * 60.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,5 +178,28 @@ mod tests {
             "an unlisted id gets its own slot"
         );
         assert_eq!(own_slot(0), 5, "ids below 1 still map into the palette");
+    }
+
+    #[test]
+    fn a_candidates_series_keep_its_hue_and_differ_in_shade_and_dash() {
+        for rgb in PALETTE_RGB {
+            assert_eq!(shade(rgb, 0), rgb, "the first series is the candidate's colour");
+            let shades: Vec<(u8, u8, u8)> = (0..SHADES).map(|v| shade(rgb, v)).collect();
+            for (i, a) in shades.iter().enumerate() {
+                // Mixing with black or white keeps the hue (to the rounding of 8-bit channels).
+                let dh = (hue(*a) - hue(rgb)).abs();
+                assert!(dh.min(360.0 - dh) < 4.0, "{rgb:?} variant {i}: {a:?}");
+                for b in &shades[i + 1..] {
+                    assert_ne!(a, b, "{rgb:?}: two variants share a shade");
+                }
+            }
+            assert_eq!(shade(rgb, SHADES), rgb, "the shades repeat");
+        }
+        let dashes: Vec<Option<(u32, u32)>> = (0..SHADES).map(dash).collect();
+        assert_eq!(dashes[0], None, "the first series is solid");
+        for (i, a) in dashes.iter().enumerate() {
+            assert!(!dashes[i + 1..].contains(a), "two variants share a dash");
+        }
+        assert_eq!(hex_of(shade(PALETTE_RGB[0], 0)), PALETTE[0]);
     }
 }

@@ -19,6 +19,7 @@ use crate::domain::compare::{Better, Conditions, Figures, Scope, improved_beyond
 use crate::domain::format;
 use crate::domain::run::{Run, RunStatus};
 use crate::domain::stats::Interval;
+use crate::domain::thresholds::ThresholdRule;
 use crate::store::{EvalSetVersionHead, RunFilter};
 use crate::web::AppState;
 use crate::web::error::WebError;
@@ -192,7 +193,19 @@ pub(crate) async fn read(state: &AppState, q: &FormBody, with_charts: bool) -> R
     }
     // No points, no charts: the API has no use for them.
     let charts = if with_charts {
-        history_charts(&points, candidate_id)
+        // Each chart draws the judging profile's rule on its figure, where the profile has one.
+        let rules = match &profile {
+            Some(p) => state
+                .store
+                .list_threshold_profiles()
+                .await?
+                .into_iter()
+                .find(|t| t.id == p.id)
+                .map(|t| (t.name, t.rules))
+                .unwrap_or_default(),
+            None => Default::default(),
+        };
+        history_charts(&points, candidate_id, &rules)
     } else {
         Vec::new()
     };
@@ -249,7 +262,16 @@ fn history_row(
 }
 
 /// The accuracy, TTFT and decode charts over the runs.
-fn history_charts(points: &[Point], candidate_id: i64) -> Vec<Chart> {
+/// The judging profile's rule on `metric`, as a threshold line in the chart's unit (`scale`:
+/// a share's 0.8 is 80 %), labelled with the rule and the profile: "rule: accuracy ≥ 80 %
+/// (Support-ticket triage)". None when the profile has no rule on that figure.
+fn threshold_line(rules: &(String, Vec<ThresholdRule>), metric: &str, scale: f64) -> Option<(f64, String)> {
+    let (profile, rules) = rules;
+    let rule = rules.iter().find(|r| r.metric == metric)?;
+    Some((rule.value * scale, format!("rule: {} ({profile})", rule.describe())))
+}
+
+fn history_charts(points: &[Point], candidate_id: i64, rules: &(String, Vec<ThresholdRule>)) -> Vec<Chart> {
     [
         chart(
             "chart-accuracy",
@@ -258,6 +280,7 @@ fn history_charts(points: &[Point], candidate_id: i64) -> Vec<Chart> {
             candidate_id,
             |f| (f.accuracy.map(|v| v * 100.0), f.accuracy_ci.map(|i| scale(i, 100.0))),
             "accuracy %",
+            threshold_line(rules, "accuracy", 100.0),
         ),
         chart(
             "chart-ttft",
@@ -266,6 +289,7 @@ fn history_charts(points: &[Point], candidate_id: i64) -> Vec<Chart> {
             candidate_id,
             |f| (f.ttft_p50_ms, f.ttft_ci),
             "TTFT ms",
+            threshold_line(rules, "ttft_p50_ms", 1.0),
         ),
         chart(
             "chart-decode",
@@ -274,6 +298,7 @@ fn history_charts(points: &[Point], candidate_id: i64) -> Vec<Chart> {
             candidate_id,
             |f| (f.decode_p50_tok_s, f.decode_ci),
             "tok/s",
+            threshold_line(rules, "decode_tok_s_p50", 1.0),
         ),
     ]
     .into_iter()
@@ -364,6 +389,7 @@ fn chart(
     candidate_id: i64,
     pick: impl Fn(&Figures) -> (Option<f64>, Option<Interval>),
     y_desc: &str,
+    threshold: Option<(f64, String)>,
 ) -> Option<Chart> {
     let values: Vec<(f64, f64, Option<Interval>, usize)> = points
         .iter()
@@ -376,13 +402,17 @@ fn chart(
     if values.is_empty() {
         return None;
     }
+    // The threshold line is in range too: how far a run sits from its rule is the point.
+    let line = threshold.as_ref().map(|(v, _)| *v).filter(|v| v.is_finite());
     let lo = values
         .iter()
         .map(|(_, v, ci, _)| ci.map(|c| c.lo).unwrap_or(*v))
+        .chain(line)
         .fold(f64::INFINITY, f64::min);
     let hi = values
         .iter()
         .map(|(_, v, ci, _)| ci.map(|c| c.hi).unwrap_or(*v))
+        .chain(line)
         .fold(f64::NEG_INFINITY, f64::max);
     let pad = ((hi - lo).abs() * 0.15).max(hi.abs() * 0.05).max(1e-6);
     let ys = (lo - pad).max(0.0)..hi + pad;
@@ -412,6 +442,25 @@ fn chart(
             })
             .label_style((FONT, 13))
             .draw()?;
+        if let Some((v, label)) = &threshold
+            && v.is_finite()
+        {
+            let grey = RGBColor(90, 90, 90);
+            c.draw_series(DashedLineSeries::new(
+                vec![(-0.5, *v), ((points.len() as f64 - 0.5).max(0.5), *v)],
+                8,
+                5,
+                grey.stroke_width(2),
+            ))?
+            .label(label.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], grey.stroke_width(2)));
+            c.configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
+                .label_font((FONT, 12))
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK.mix(0.3))
+                .draw()?;
+        }
         c.draw_series(values.iter().filter_map(|(x, _, ci, s)| {
             ci.map(|ci| PathElement::new(vec![(*x, ci.lo), (*x, ci.hi)], colour(*s).mix(0.5).stroke_width(3)))
         }))?;

@@ -9,7 +9,7 @@ use plotters::prelude::*;
 
 use crate::domain::calibers::{Knee, LevelFigures, knees_of};
 use crate::domain::load::Load;
-use crate::domain::palette::{CandidateColours, PALETTE_RGB};
+use crate::domain::palette::{self, CandidateColours, PALETTE_RGB};
 use crate::domain::scorecard::CandidateSummary;
 use crate::domain::thresholds::key::MetricKey;
 use crate::scorecard::RunScorecard;
@@ -88,8 +88,16 @@ pub struct ChartData {
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct DataSeries {
     pub name: String,
-    /// The candidate's colour (`domain::palette`), as the SVG draws it.
+    /// The candidate's colour (`domain::palette`): whose series it is.
     pub colour: String,
+    /// The line's colour as drawn: the candidate's, or a shade of it for the candidate's second
+    /// and later series on one chart (`domain::palette::shade`: several prompt sizes).
+    #[serde(default)]
+    pub stroke: String,
+    /// The line's dash pattern as "dash gap" px, empty for a solid line
+    /// (`domain::palette::dash`).
+    #[serde(default)]
+    pub dash: String,
     pub points: Vec<DataPoint>,
 }
 
@@ -256,6 +264,10 @@ pub struct ThroughputSeries {
     /// Most segments any level was measured in (> 1: resumed) and the downtime left out.
     pub segments: u32,
     pub downtime_s: f64,
+    /// Which of the candidate's series this is (0 for its first: several prompt sizes make
+    /// several curves of one candidate), drawn in a shade and dash of the candidate's colour
+    /// (`domain::palette::shade`, `dash`).
+    pub variant: usize,
 }
 
 /// One level's latency figures (ms), as the per-level table states them.
@@ -308,23 +320,74 @@ impl ThroughputSeries {
             knee,
             segments: levels.iter().map(|l| l.segments).max().unwrap_or(1),
             downtime_s: levels.iter().map(|l| l.downtime_s).fold(0.0, f64::max),
+            variant: 0,
         }
     }
+
+    /// A candidate's curves, one per prompt size its levels were measured at ("name · 512-token
+    /// prompts" when there are several or the size is set), each with the knee found at that
+    /// size and its own variant (the first solid in the candidate's colour, the next in a
+    /// shade and dash of it).
+    pub fn by_prompt_size(
+        candidate_id: i64,
+        name: &str,
+        levels: &[LevelFigures],
+        knees: &[(Option<u32>, Knee)],
+    ) -> Vec<ThroughputSeries> {
+        let mut bins: Vec<Option<u32>> = levels.iter().map(|l| l.prompt_tokens).collect();
+        bins.sort_unstable();
+        bins.dedup();
+        bins.into_iter()
+            .enumerate()
+            .map(|(variant, bin)| {
+                let at_bin: Vec<LevelFigures> = levels.iter().filter(|l| l.prompt_tokens == bin).cloned().collect();
+                let knee = knees.iter().find(|(b, _)| *b == bin).map(|(_, k)| k.clone());
+                let name = match bin {
+                    Some(b) => format!("{name} · {b}-token prompts"),
+                    None => name.to_string(),
+                };
+                ThroughputSeries {
+                    variant,
+                    ..ThroughputSeries::of_levels(candidate_id, name, &at_bin, knee)
+                }
+            })
+            .collect()
+    }
+
+    /// The colour its line is drawn in: the candidate's, or a shade of it for a later variant.
+    fn stroke(&self, colours: &CandidateColours) -> RGBColor {
+        let (r, g, b) = palette::shade(colours.rgb(self.candidate_id), self.variant);
+        RGBColor(r, g, b)
+    }
+}
+
+/// `8 4`: a dash pattern as the interactive charts read it (empty: solid).
+fn dash_text(variant: usize) -> String {
+    palette::dash(variant).map_or(String::new(), |(d, g)| format!("{d} {g}"))
 }
 
 pub fn throughput_series(j: &RunScorecard) -> Vec<ThroughputSeries> {
     j.candidates
         .iter()
         .zip(&j.summaries)
-        .map(|(c, data)| {
+        .flat_map(|(c, data)| {
             let levels: Vec<LevelFigures> = data
                 .levels
                 .iter()
                 .filter(|level| level.concurrency > 0)
                 .filter_map(|level| level.figures.clone())
                 .collect();
-            let knee = knees_of(&levels, &j.run.config.load).into_iter().next().map(|(_, k)| k);
-            ThroughputSeries::of_levels(c.id, c.spec.name.clone(), &levels, knee)
+            let knees = knees_of(&levels, &j.run.config.load);
+            let mut bins: Vec<Option<u32>> = levels.iter().map(|l| l.prompt_tokens).collect();
+            bins.sort_unstable();
+            bins.dedup();
+            // One prompt size: one curve, named by the candidate alone.
+            if bins.len() <= 1 {
+                let knee = knees.into_iter().next().map(|(_, k)| k);
+                vec![ThroughputSeries::of_levels(c.id, c.spec.name.clone(), &levels, knee)]
+            } else {
+                ThroughputSeries::by_prompt_size(c.id, &c.spec.name, &levels, &knees)
+            }
         })
         .collect()
 }
@@ -349,16 +412,23 @@ pub fn throughput_chart(series: &[ThroughputSeries]) -> Option<Chart> {
         let mut chart = concurrency_axes(&root, xs.clone(), ys.clone(), "aggregate tok/s (steady window)")?;
         let colours = CandidateColours::of(series.iter().map(|s| s.candidate_id));
         for s in series {
-            let c = candidate_colour(&colours, s.candidate_id);
-            chart
-                .draw_series(LineSeries::new(s.points.clone(), c.stroke_width(2)))?
+            // The candidate's colour names whose point it is; a later prompt size of the same
+            // candidate is drawn in a shade and dash of it.
+            let base = candidate_colour(&colours, s.candidate_id);
+            let c = s.stroke(&colours);
+            let drawn = match palette::dash(s.variant) {
+                None => chart.draw_series(LineSeries::new(s.points.clone(), c.stroke_width(2)))?,
+                Some((d, g)) => chart.draw_series(DashedLineSeries::new(s.points.clone(), d, g, c.stroke_width(2)))?,
+            };
+            let legend = palette::dash(s.variant).map_or(18, |(d, _)| d.max(4) as i32);
+            drawn
                 .label(s.name.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + legend, y)], c.stroke_width(3)));
             chart.draw_series(s.points.iter().map(|p| Circle::new(*p, 5, c.filled())))?;
             for &(x, y) in &s.points {
                 let knee = s.knee.as_ref().is_some_and(|k| f64::from(k.concurrency) == x);
                 titles.push(PointTitle {
-                    colour: Some(c),
+                    colour: Some(base),
                     at: chart.backend_coord(&(x, y)),
                     text: format!(
                         "{}: {} tok/s aggregate (steady window) at c={}{}",
@@ -402,6 +472,8 @@ pub fn throughput_chart(series: &[ThroughputSeries]) -> Option<Chart> {
             .map(|s| DataSeries {
                 name: s.name.clone(),
                 colour: colours.hex(s.candidate_id).into(),
+                stroke: hex(s.stroke(&colours)),
+                dash: dash_text(s.variant),
                 points: s
                     .points
                     .iter()
@@ -526,6 +598,8 @@ fn ttft_data(series: &[(i64, String, Vec<f64>)], colours: &CandidateColours) -> 
             .map(|(id, name, v)| DataSeries {
                 name: name.clone(),
                 colour: colours.hex(*id).into(),
+                stroke: colours.hex(*id).into(),
+                dash: String::new(),
                 points: (1..=TTFT_TABLE_STEPS)
                     .map(|k| {
                         let share = k as f64 / TTFT_TABLE_STEPS as f64;
@@ -561,6 +635,8 @@ fn accuracy_data(
             .map(|(name, x, y, id)| DataSeries {
                 name: name.clone(),
                 colour: colours.hex(*id).into(),
+                stroke: colours.hex(*id).into(),
+                dash: String::new(),
                 points: vec![DataPoint::at(
                     *x,
                     y * 100.0,
@@ -808,7 +884,10 @@ pub fn latency_chart(series: &[ThroughputSeries]) -> Option<Chart> {
         let mut chart = concurrency_axes(&root, xs.clone(), ys.clone(), "latency (ms), successful requests")?;
         let colours = CandidateColours::of(series.iter().map(|s| s.candidate_id));
         for (i, s) in series.iter().enumerate() {
-            let c = candidate_colour(&colours, s.candidate_id);
+            // p95 is dashed already: a later prompt size of the candidate is a shade of its
+            // colour (its marks still name the candidate's colour).
+            let base = candidate_colour(&colours, s.candidate_id);
+            let c = s.stroke(&colours);
             for (label, pick, dashed) in &lines {
                 let points: Vec<(f64, f64)> = s
                     .latency
@@ -837,7 +916,7 @@ pub fn latency_chart(series: &[ThroughputSeries]) -> Option<Chart> {
                 }
                 for &(x, y) in &points {
                     titles.push(PointTitle {
-                        colour: Some(c),
+                        colour: Some(base),
                         at: chart.backend_coord(&(x, y)),
                         text: format!("{name}: {} at c={}", figure(y, "ms"), axis_number(x)),
                     });
@@ -1315,4 +1394,34 @@ pub fn arrivals_chart(bar_s: f64, counts: &[u64]) -> Option<Chart> {
         svg: with_point_titles(svg, &titles),
         data: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 54, defect 10: the token timeline was a 480 px thumbnail that did not mark where
+    /// reasoning ended. It is drawn 960 px wide (and scales to its column), with the boundary
+    /// as a dashed line, the reasoning before it shaded, and a mark naming when the answer began.
+    #[test]
+    fn the_token_timeline_is_full_width_and_marks_where_reasoning_ends() {
+        let chunks: crate::domain::chunks::Chunks =
+            vec![(100_000, 1), (150_000, 4), (200_000, 4), (400_000, 3), (450_000, 5)].into();
+        let svg = token_timeline(&chunks, Some(400_000)).expect("five chunks draw a timeline");
+        assert!(svg.contains("width=\"960\""), "{}", &svg[..200.min(svg.len())]);
+        assert!(
+            svg.contains("reasoning | answer from 400 ms"),
+            "the boundary is labelled"
+        );
+        assert!(
+            svg.contains("reasoning ended, answer began at 400 ms (after 9 reasoning tokens)"),
+            "the mark on the boundary names it"
+        );
+        // Without reasoning: no boundary.
+        let plain = token_timeline(&chunks, None).unwrap();
+        assert!(!plain.contains("reasoning"));
+        // Too few chunks: no chart (the page says so in words).
+        let few: crate::domain::chunks::Chunks = vec![(1, 1), (2, 1)].into();
+        assert!(token_timeline(&few, None).is_none());
+    }
 }

@@ -651,18 +651,7 @@ fn load_charts(config: &RunConfig, candidate_ids: &[i64], figures: &[(String, Ru
     }
     let mut series = Vec::new();
     for (&id, (name, f)) in candidate_ids.iter().zip(figures) {
-        let mut bins: Vec<Option<u32>> = f.levels.iter().map(|l| l.prompt_tokens).collect();
-        bins.sort_unstable();
-        bins.dedup();
-        for bin in bins {
-            let levels: Vec<LevelFigures> = f.levels.iter().filter(|l| l.prompt_tokens == bin).cloned().collect();
-            let knee = f.knees.iter().find(|(b, _)| *b == bin).map(|(_, k)| k.clone());
-            let name = match bin {
-                Some(b) => format!("{name} · {b}-token prompts"),
-                None => name.clone(),
-            };
-            series.push(ThroughputSeries::of_levels(id, name, &levels, knee));
-        }
+        series.extend(ThroughputSeries::by_prompt_size(id, name, &f.levels, &f.knees));
     }
     [charts::throughput_chart(&series), charts::latency_chart(&series)]
         .into_iter()
@@ -1122,6 +1111,33 @@ mod tests {
             weight: 1.0,
             required: true,
         }
+    }
+
+    /// Issue 54, defect 3: a short run showed "0 tok/s" beside "9.26 req/s" from the same window.
+    /// When requests succeeded yet no output token was counted, every token rate says why it is
+    /// not a figure; the request rate stays a figure.
+    #[test]
+    fn no_token_counted_reads_not_measured_never_0_tok_s_beside_a_request_rate() {
+        let records: Vec<RequestRecord> = ["a", "b", "c"].iter().map(|c| graded(c, vec![])).collect();
+        let figures = crate::domain::calibers::run_figures(&records, &RunConfig::default(), 1, |_| None);
+        let mut level = figures.levels.into_iter().next().expect("a level");
+        assert!(level.succeeded > 0);
+        level.aggregate_tok_s = Some(0.0);
+        level.aggregate_canonical_tok_s = Some(0.0);
+        level.aggregate_chars_per_s = Some(0.0);
+        level.req_per_s = Some(9.26);
+        let cells = speed_cells(&level, false, true);
+        assert!(
+            !cells
+                .iter()
+                .any(|c| c.starts_with("0 tok/s") || c.starts_with("0 chars/s")),
+            "{cells:?}"
+        );
+        assert!(
+            cells.contains(&"not measured: no output token was counted in the window".to_string()),
+            "{cells:?}"
+        );
+        assert!(cells.contains(&"9.26 req/s".to_string()), "{cells:?}");
     }
 
     #[test]
