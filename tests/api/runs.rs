@@ -740,6 +740,34 @@ async fn a_comparison_reads_each_models_newer_run_against_its_older_one_and_hist
         .collect();
     assert_eq!(moved, ["worse"], "alpha fell from GO to NO-GO; beta held its GO");
     assert!(page.text("tr.verdict-row th").contains("tiny's own"));
+    // Charts across the columns: accuracy with the profile's rule as its threshold line, each
+    // column's point in its candidate's colour (beta's two runs, then alpha's), labelled by run.
+    let chart = page.select("#chart-accuracy")[0].html();
+    assert!(
+        chart.contains("rule: accuracy ≥ 50 % (tiny&#39;s own)")
+            || chart.contains("rule: accuracy ≥ 50 % (tiny's own)"),
+        "no threshold line on compare's accuracy chart"
+    );
+    for label in [
+        format!("beta #{older}"),
+        format!("beta #{newer}"),
+        format!("alpha #{newer}"),
+    ] {
+        assert!(chart.contains(&label), "{label} is a column of the chart");
+    }
+    let colour = |candidate: &str| {
+        let group = page.select(&format!(
+            "tr.candidate-groups th[data-group='{candidate}'] [data-colour]"
+        ));
+        group[0].value().attr("data-colour").unwrap().to_lowercase()
+    };
+    for candidate in ["beta", "alpha"] {
+        let c = colour(candidate);
+        assert!(
+            chart.to_lowercase().contains(&c),
+            "{candidate}'s colour {c} on the chart"
+        );
+    }
     // A baseline chosen for all still compares every column with it.
     let chosen = app
         .get_html(&format!(

@@ -21,7 +21,9 @@ use crate::domain::compare::{
     improved_beyond_noise, mark, regressed_beyond_noise,
 };
 use crate::domain::format;
+use crate::domain::palette::CandidateColours;
 use crate::domain::stats::Interval;
+use crate::domain::thresholds::ThresholdRule;
 use crate::web::AppState;
 use crate::web::error::{WebError, parse_page};
 use crate::web::views::{FormBody, NOT_MEASURED, Pagination, ms, short_hash, tok_s};
@@ -57,6 +59,8 @@ pub struct ComparePage {
     pub verdict_marks: Vec<&'static str>,
     /// The profile those verdicts are by.
     pub verdict_profile: Option<String>,
+    /// Accuracy, TTFT and decode across the columns, with the profile's rules as threshold lines.
+    pub charts: Vec<super::history::Chart>,
 }
 
 impl ComparePage {
@@ -257,12 +261,14 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
         .skip(pager.offset() as usize)
         .take(CASES_PER_PAGE as usize)
         .collect();
-    let (verdicts, verdict_profile) = entry_verdicts(&state, &c.entries).await?;
+    let (verdicts, profile) = entry_verdicts(&state, &c.entries).await?;
     let verdict_marks = verdict_marks(&verdicts, &c.baselines);
+    let rules = super::history::judging_rules(&state, profile.as_ref()).await?;
     Ok(ComparePage {
         verdicts,
         verdict_marks,
-        verdict_profile,
+        verdict_profile: profile.map(|p| p.name),
+        charts: compare_charts(&c.entries, &c.figures, &rules),
         nav: "archive",
         groups: groups(&c.entries),
         entries: c.entries,
@@ -281,7 +287,7 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
 async fn entry_verdicts(
     state: &AppState,
     entries: &[EntryView],
-) -> Result<(Vec<Option<super::list::VerdictCell>>, Option<String>), WebError> {
+) -> Result<(Vec<Option<super::list::VerdictCell>>, Option<super::list::ShownProfile>), WebError> {
     // The set's own profile when every column is on one set that has one.
     let sets: HashSet<&str> = entries.iter().map(|e| e.evalset.as_str()).collect();
     let set = (sets.len() == 1).then(|| entries[0].evalset.as_str());
@@ -300,7 +306,82 @@ async fn entry_verdicts(
                 .next()
         })
         .collect();
-    Ok((cells, Some(p.name)))
+    Ok((cells, Some(p)))
+}
+
+/// Accuracy, and TTFT p50 and decode p50 at the first level compared, across the columns: each
+/// candidate in its colour, its runs joined oldest to newest, with the judging profile's rule on
+/// that figure as a threshold line ("did it get worse", and against what bar).
+fn compare_charts(
+    entries: &[EntryView],
+    figures: &[FigureRow],
+    rules: &(String, Vec<ThresholdRule>),
+) -> Vec<super::history::Chart> {
+    use super::history::{Column, column_chart, scale, threshold_line};
+    let colours = CandidateColours::of(entries.iter().filter_map(|e| candidate_of(&e.key)));
+    let labels: Vec<String> = entries
+        .iter()
+        .map(|e| format!("{} #{}", e.candidate, e.run_id))
+        .collect();
+    let level = figures
+        .iter()
+        .find_map(|r| r.label.strip_prefix("TTFT p50 @"))
+        .map(str::to_string);
+    let chart = |id: &'static str, title: String, row: String, k: f64, metric: &str, y_desc: &str| {
+        let row = figures.iter().find(|r| r.label == row)?;
+        let columns: Vec<Column> = row
+            .cells
+            .iter()
+            .zip(entries)
+            .enumerate()
+            .filter_map(|(x, (cell, e))| {
+                let candidate = candidate_of(&e.key)?;
+                Some(Column {
+                    x,
+                    value: cell.value? * k,
+                    interval: cell.interval.map(|i| scale(i, k)),
+                    line: usize::try_from(candidate).ok()?,
+                    slot: colours.slot(candidate),
+                })
+            })
+            .collect();
+        column_chart(
+            id,
+            title,
+            "compared column (candidate #run, each model's runs oldest first)",
+            &labels,
+            &columns,
+            y_desc,
+            threshold_line(rules, metric, k),
+        )
+    };
+    let mut charts = vec![chart(
+        "chart-accuracy",
+        "Accuracy (95 % interval)".into(),
+        "accuracy".into(),
+        100.0,
+        "accuracy",
+        "accuracy %",
+    )];
+    if let Some(level) = level {
+        charts.push(chart(
+            "chart-ttft",
+            format!("TTFT p50 @{level} (95 % interval of the median)"),
+            format!("TTFT p50 @{level}"),
+            1.0,
+            "ttft_p50_ms",
+            "TTFT ms",
+        ));
+        charts.push(chart(
+            "chart-decode",
+            format!("Decode tok/s per stream p50 @{level} (95 % interval)"),
+            format!("decode tok/s/stream p50 @{level}"),
+            1.0,
+            "decode_tok_s_p50",
+            "tok/s",
+        ));
+    }
+    charts.into_iter().flatten().collect()
 }
 
 /// The comparison the query asks for (`runs`/`run`, `baseline`).

@@ -83,7 +83,7 @@ pub struct HistoryRow {
 #[derive(Debug, Clone)]
 pub struct Chart {
     pub id: &'static str,
-    pub title: &'static str,
+    pub title: String,
     pub svg: String,
 }
 
@@ -194,17 +194,7 @@ pub(crate) async fn read(state: &AppState, q: &FormBody, with_charts: bool) -> R
     // No points, no charts: the API has no use for them.
     let charts = if with_charts {
         // Each chart draws the judging profile's rule on its figure, where the profile has one.
-        let rules = match &profile {
-            Some(p) => state
-                .store
-                .list_threshold_profiles()
-                .await?
-                .into_iter()
-                .find(|t| t.id == p.id)
-                .map(|t| (t.name, t.rules))
-                .unwrap_or_default(),
-            None => Default::default(),
-        };
+        let rules = judging_rules(state, profile.as_ref()).await?;
         history_charts(&points, candidate_id, &rules)
     } else {
         Vec::new()
@@ -261,11 +251,30 @@ fn history_row(
     }
 }
 
+/// The judging profile's name and rules (empty without one): what the charts' threshold lines
+/// are drawn from.
+pub(super) async fn judging_rules(
+    state: &AppState,
+    profile: Option<&super::list::ShownProfile>,
+) -> Result<(String, Vec<ThresholdRule>), WebError> {
+    let Some(p) = profile else {
+        return Ok(Default::default());
+    };
+    Ok(state
+        .store
+        .list_threshold_profiles()
+        .await?
+        .into_iter()
+        .find(|t| t.id == p.id)
+        .map(|t| (t.name, t.rules))
+        .unwrap_or_default())
+}
+
 /// The accuracy, TTFT and decode charts over the runs.
 /// The judging profile's rule on `metric`, as a threshold line in the chart's unit (`scale`:
 /// a share's 0.8 is 80 %), labelled with the rule and the profile: "rule: accuracy ≥ 80 %
 /// (Support-ticket triage)". None when the profile has no rule on that figure.
-fn threshold_line(rules: &(String, Vec<ThresholdRule>), metric: &str, scale: f64) -> Option<(f64, String)> {
+pub(super) fn threshold_line(rules: &(String, Vec<ThresholdRule>), metric: &str, scale: f64) -> Option<(f64, String)> {
     let (profile, rules) = rules;
     let rule = rules.iter().find(|r| r.metric == metric)?;
     Some((rule.value * scale, format!("rule: {} ({profile})", rule.describe())))
@@ -319,7 +328,7 @@ fn series_views(keys: Vec<String>, points: &[Point], candidate_id: i64) -> Vec<S
         .collect()
 }
 
-fn scale(i: Interval, k: f64) -> Interval {
+pub(super) fn scale(i: Interval, k: f64) -> Interval {
     Interval {
         lo: i.lo * k,
         hi: i.hi * k,
@@ -391,34 +400,77 @@ fn chart(
     y_desc: &str,
     threshold: Option<(f64, String)>,
 ) -> Option<Chart> {
-    let values: Vec<(f64, f64, Option<Interval>, usize)> = points
+    let labels: Vec<String> = points.iter().map(|p| format!("#{}", p.run_id)).collect();
+    let columns: Vec<Column> = points
         .iter()
         .enumerate()
         .filter_map(|(i, p)| {
-            let (v, ci) = pick(&p.figures);
-            v.filter(|v| v.is_finite()).map(|v| (i as f64, v, ci, p.series))
+            let (v, interval) = pick(&p.figures);
+            v.map(|value| Column {
+                x: i,
+                value,
+                interval,
+                line: p.series,
+                slot: series_slot(candidate_id, p.series),
+            })
         })
         .collect();
+    column_chart(
+        id,
+        title.to_string(),
+        "run (oldest → newest)",
+        &labels,
+        &columns,
+        y_desc,
+        threshold,
+    )
+}
+
+/// One figure at a column of a chart: history's run, compare's compared column.
+pub(super) struct Column {
+    /// Its place among the chart's labels.
+    pub x: usize,
+    pub value: f64,
+    pub interval: Option<Interval>,
+    /// Columns of one line are joined (runs of one series, one candidate's runs).
+    pub line: usize,
+    /// Its colour (`domain::palette`).
+    pub slot: usize,
+}
+
+/// Each column's figure with its interval bar, a line through the columns of each `line`, and
+/// the judging profile's rule as a dashed threshold line named in the legend; None without a
+/// finite value.
+pub(super) fn column_chart(
+    id: &'static str,
+    title: String,
+    x_desc: &str,
+    labels: &[String],
+    columns: &[Column],
+    y_desc: &str,
+    threshold: Option<(f64, String)>,
+) -> Option<Chart> {
+    let values: Vec<&Column> = columns.iter().filter(|c| c.value.is_finite()).collect();
     if values.is_empty() {
         return None;
     }
-    // The threshold line is in range too: how far a run sits from its rule is the point.
+    // The threshold line is in range too: how far a column sits from its rule is the point.
     let line = threshold.as_ref().map(|(v, _)| *v).filter(|v| v.is_finite());
     let lo = values
         .iter()
-        .map(|(_, v, ci, _)| ci.map(|c| c.lo).unwrap_or(*v))
+        .map(|c| c.interval.map_or(c.value, |i| i.lo))
         .chain(line)
         .fold(f64::INFINITY, f64::min);
     let hi = values
         .iter()
-        .map(|(_, v, ci, _)| ci.map(|c| c.hi).unwrap_or(*v))
+        .map(|c| c.interval.map_or(c.value, |i| i.hi))
         .chain(line)
         .fold(f64::NEG_INFINITY, f64::max);
     let pad = ((hi - lo).abs() * 0.15).max(hi.abs() * 0.05).max(1e-6);
     let ys = (lo - pad).max(0.0)..hi + pad;
-    let xs = -0.5..(points.len() as f64 - 0.5).max(0.5);
-    let labels: Vec<String> = points.iter().map(|p| format!("#{}", p.run_id)).collect();
-    let colour = |series: usize| crate::app::pages::charts::colour(series_slot(candidate_id, series));
+    let right = (labels.len() as f64 - 0.5).max(0.5);
+    let xs = -0.5..right;
+    let colour = crate::app::pages::charts::colour;
     let mut svg = String::new();
     let drawn = (|| -> Result<(), Box<dyn std::error::Error + '_>> {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
@@ -429,9 +481,9 @@ fn chart(
             .y_label_area_size(64)
             .build_cartesian_2d(xs, ys)?;
         c.configure_mesh()
-            .x_desc("run (oldest → newest)")
+            .x_desc(x_desc)
             .y_desc(y_desc)
-            .x_labels(points.len().clamp(2, 12))
+            .x_labels(labels.len().clamp(2, 12))
             .x_label_formatter(&|x| {
                 let i = x.round();
                 if (x - i).abs() < 1e-6 && i >= 0.0 {
@@ -447,7 +499,7 @@ fn chart(
         {
             let grey = RGBColor(90, 90, 90);
             c.draw_series(DashedLineSeries::new(
-                vec![(-0.5, *v), ((points.len() as f64 - 0.5).max(0.5), *v)],
+                vec![(-0.5, *v), (right, *v)],
                 8,
                 5,
                 grey.stroke_width(2),
@@ -461,22 +513,24 @@ fn chart(
                 .border_style(BLACK.mix(0.3))
                 .draw()?;
         }
-        c.draw_series(values.iter().filter_map(|(x, _, ci, s)| {
-            ci.map(|ci| PathElement::new(vec![(*x, ci.lo), (*x, ci.hi)], colour(*s).mix(0.5).stroke_width(3)))
+        c.draw_series(values.iter().filter_map(|col| {
+            let x = col.x as f64;
+            col.interval
+                .map(|i| PathElement::new(vec![(x, i.lo), (x, i.hi)], colour(col.slot).mix(0.5).stroke_width(3)))
         }))?;
-        let mut series: Vec<usize> = values.iter().map(|v| v.3).collect();
-        series.sort_unstable();
-        series.dedup();
-        for s in series {
+        let mut lines: Vec<(usize, usize)> = values.iter().map(|c| (c.line, c.slot)).collect();
+        lines.sort_unstable();
+        lines.dedup_by_key(|l| l.0);
+        for (line, slot) in lines {
             c.draw_series(LineSeries::new(
-                values.iter().filter(|v| v.3 == s).map(|(x, v, _, _)| (*x, *v)),
-                colour(s).stroke_width(2),
+                values.iter().filter(|c| c.line == line).map(|c| (c.x as f64, c.value)),
+                colour(slot).stroke_width(2),
             ))?;
         }
         c.draw_series(
             values
                 .iter()
-                .map(|(x, v, _, s)| Circle::new((*x, *v), 4, colour(*s).filled())),
+                .map(|col| Circle::new((col.x as f64, col.value), 4, colour(col.slot).filled())),
         )?;
         root.present()?;
         Ok(())
@@ -484,7 +538,7 @@ fn chart(
     match drawn {
         Ok(()) => Some(Chart { id, title, svg }),
         Err(e) => {
-            tracing::warn!(chart = id, error = %e, "drawing a history chart failed");
+            tracing::warn!(chart = id, error = %e, "drawing a column chart failed");
             None
         }
     }

@@ -168,7 +168,7 @@ pub(super) fn with_point_titles(svg: String, points: &[PointTitle]) -> String {
             .colour
             .map_or(String::new(), |c| format!(" data-colour=\"{}\"", hex(c)));
         marks.push_str(&format!(
-            "<circle class=\"point-title\" cx=\"{}\" cy=\"{}\" r=\"9\"{colour} tabindex=\"0\" role=\"img\" aria-label=\"{t}\"><title>{t}</title></circle>",
+            "<circle class=\"point-title\" cx=\"{}\" cy=\"{}\" r=\"9\" fill=\"#000\" fill-opacity=\"0\"{colour} tabindex=\"0\" role=\"img\" aria-label=\"{t}\"><title>{t}</title></circle>",
             p.at.0,
             p.at.1,
             t = xml(&p.text)
@@ -197,7 +197,9 @@ pub(super) fn padded(values: impl Iterator<Item = f64>, floor_zero: bool) -> Opt
     if !lo.is_finite() {
         return None;
     }
-    let span = (hi - lo).abs().max(hi.abs() * 0.1).max(1e-9);
+    // Values all 0 get a unit span: a nanoscopic one drew an axis labelled "0, 0, 0".
+    let span = (hi - lo).abs().max(hi.abs() * 0.1);
+    let span = if span > 1e-9 { span } else { 1.0 };
     let lo = if floor_zero { 0.0f64.min(lo) } else { lo - span * 0.1 };
     Some(lo..hi + span * 0.15)
 }
@@ -1399,6 +1401,40 @@ pub fn arrivals_chart(bar_s: f64, counts: &[u64]) -> Option<Chart> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 54, defect 3: a chart of values all 0 read "0, 0, 0" up its axis (a range of a
+    /// billionth). Its axis now spans a readable range, and its labels differ.
+    #[test]
+    fn an_axis_over_values_all_zero_has_distinct_labels() {
+        let range = padded([0.0, 0.0].into_iter(), true).unwrap();
+        assert!(range.end >= 0.1, "{range:?}");
+        let ticks: Vec<String> = (0..=4).map(|i| axis_number(range.end * f64::from(i) / 4.0)).collect();
+        let mut distinct = ticks.clone();
+        distinct.dedup();
+        assert_eq!(distinct, ticks, "{ticks:?}");
+        // A constant non-zero series keeps a span of its own size.
+        let range = padded([250.0, 250.0].into_iter(), false).unwrap();
+        assert!(
+            range.start < 250.0 && range.end > 250.0 && range.end - range.start < 100.0,
+            "{range:?}"
+        );
+    }
+
+    /// A point's hover target is invisible in the SVG itself, not only under the page's CSS: a
+    /// chart saved for a document showed a black 9 px disc over every point.
+    #[test]
+    fn hover_targets_are_invisible_without_the_pages_css() {
+        let svg = with_point_titles(
+            "<svg></svg>".into(),
+            &[PointTitle {
+                colour: None,
+                at: (10, 20),
+                text: "a <b>".into(),
+            }],
+        );
+        assert!(svg.contains("r=\"9\" fill=\"#000\" fill-opacity=\"0\""), "{svg}");
+        assert!(svg.contains("<title>a &lt;b&gt;</title>"), "{svg}");
+    }
 
     /// Issue 54, defect 10: the token timeline was a 480 px thumbnail that did not mark where
     /// reasoning ended. It is drawn 960 px wide (and scales to its column), with the boundary
