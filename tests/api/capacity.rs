@@ -107,15 +107,9 @@ async fn a_level_past_saturation_is_marked() {
     mock.shutdown().await.unwrap();
 }
 
-/// A sweep over concurrency against a server of two slots: at c=8 its throughput stays that of
-/// c=2 (the two slots were already full), so c=8 is past saturation, its figures say so, and c=16
-/// is skipped — unless the run asks to measure past saturation.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sweep_stops_after_a_level_past_saturation_unless_asked() {
-    use bakeoff::domain::calibers::run_figures;
-    use bakeoff::domain::load::LoadShape;
-    use bakeoff::domain::run::{NewRun, RunStatus};
-    let (store, _guard) = crate::support::db::sqlite_store().await;
+/// A truth server of two slots (20 ms to the first token, then two more 20 ms apart), stored as
+/// a candidate, and a synthetic workload of `cases` 16-token prompts: (mock, candidate, version).
+async fn two_slots(store: &DynStore, cases: usize) -> (MockServer, i64, i64) {
     let server = TruthServer {
         slots: 2,
         first_token_ms: 20.0,
@@ -133,8 +127,21 @@ async fn a_sweep_stops_after_a_level_past_saturation_unless_asked() {
         .create_candidate(&crate::support::checked::admin_new(&spec))
         .await
         .unwrap();
-    let workload = synthetic_evalset(&[16], 20, server.tokens).unwrap();
+    let workload = synthetic_evalset(&[16], cases, server.tokens).unwrap();
     let version = store.save_evalset_version(&workload).await.unwrap();
+    (mock, candidate_id, version)
+}
+
+/// A sweep over concurrency against a server of two slots: at c=8 its throughput stays that of
+/// c=2 (the two slots were already full), so c=8 is past saturation, its figures say so, and c=16
+/// is skipped — unless the run asks to measure past saturation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_stops_after_a_level_past_saturation_unless_asked() {
+    use bakeoff::domain::calibers::run_figures;
+    use bakeoff::domain::load::LoadShape;
+    use bakeoff::domain::run::{NewRun, RunStatus};
+    let (store, _guard) = crate::support::db::sqlite_store().await;
+    let (mock, candidate_id, version) = two_slots(&store, 20).await;
     for measure_past_saturation in [false, true] {
         let config = RunConfig {
             load: LoadShape::Levels {
@@ -201,25 +208,7 @@ async fn a_level_stops_once_decided_with_the_verdict_of_its_own_requests() {
     use bakeoff::domain::load::LoadShape;
     use bakeoff::domain::run::{NewRun, RunStatus, split_repetition};
     let (store, _guard) = crate::support::db::sqlite_store().await;
-    let server = TruthServer {
-        slots: 2,
-        first_token_ms: 20.0,
-        inter_token_ms: 20.0,
-        tokens: 3,
-    };
-    let mock = crate::support::runs::start_mock(MockConfig {
-        profiles: vec![server.profile("two-slots")],
-        answer_keys: Vec::new(),
-        seed: 5,
-    })
-    .await;
-    let spec = CandidateSpec::openai_chat("two slots", mock.base_url(), "two-slots");
-    let candidate_id = store
-        .create_candidate(&crate::support::checked::admin_new(&spec))
-        .await
-        .unwrap();
-    let workload = synthetic_evalset(&[16], 40, server.tokens).unwrap();
-    let version = store.save_evalset_version(&workload).await.unwrap();
+    let (mock, candidate_id, version) = two_slots(&store, 40).await;
     let levels = [1, 16];
     let config = RunConfig {
         load: LoadShape::Levels {

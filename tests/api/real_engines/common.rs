@@ -378,6 +378,18 @@ fn describe(r: &RequestRecord) -> String {
     )
 }
 
+/// The engine's declared tokenize endpoint, calibrated (bakeoff's `ServerTokenizer`).
+async fn server_tokenizer(engine: &Engine, server: &ServerProcess) -> ServerTokenizer {
+    let mut tokenizer = ServerTokenizer::new(&engine.candidate(server, "tokenizer"))
+        .unwrap()
+        .unwrap();
+    tokenizer
+        .calibrate()
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}", engine.name));
+    tokenizer
+}
+
 /// Streamed and whole answers: every case answered, tokens from the server's `usage` (both
 /// servers honour `stream_options.include_usage`), and every token the server's own counters
 /// say it read and generated is in bakeoff's records, no more, no fewer. Then each answer
@@ -387,13 +399,7 @@ fn describe(r: &RequestRecord) -> String {
 pub async fn streams_and_whole_answers(engine: &Engine, server: &ServerProcess, eos_in_usage: u32) {
     let bench = Bench::new().await;
     let file = EvalSetFile::parse("real-engine-smoke.jsonl", SMOKE).unwrap();
-    let mut tokenizer = ServerTokenizer::new(&engine.candidate(server, "tokenizer"))
-        .unwrap()
-        .unwrap();
-    tokenizer
-        .calibrate()
-        .await
-        .unwrap_or_else(|e| panic!("{}: {e}", engine.name));
+    let tokenizer = server_tokenizer(engine, server).await;
     for stream in [true, false] {
         let spec = engine.candidate(server, &format!("smoke stream={stream}"));
         let before = scrape(&server.root).await;
@@ -837,11 +843,7 @@ pub async fn conversation(
     let bench = Bench::new().await;
     let file = conversation_evalset();
     let spec = engine.candidate(server, "conversations");
-    let mut tokenizer = ServerTokenizer::new(&spec).unwrap().unwrap();
-    tokenizer
-        .calibrate()
-        .await
-        .unwrap_or_else(|e| panic!("{}: {e}", engine.name));
+    let tokenizer = server_tokenizer(engine, server).await;
     let config = RunConfig {
         concurrency: 2,
         warmup_requests: 0,
